@@ -1,0 +1,262 @@
+//! Command-line arguments. These structs only parse and validate; `stat::Plan`
+//! and friends resolve them into what the probes need.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+/// eBPF-first observability for Linux.
+#[derive(Debug, Parser)]
+#[command(name = "weft", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Count system calls and their latency percentiles, per syscall.
+    ///
+    /// Traces every completed system call on the machine (or those selected by
+    /// the filters), pairs entry and exit in the kernel, and prints per syscall
+    /// name the count, rate and p50/p90/p99/p99.9/max latency, and every event
+    /// that was lost. Ctrl-C prints the final table and exits 0.
+    Stat(StatArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StatArgs {
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub capture: CaptureArgs,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Filters (applied in the kernel)")]
+pub struct FilterArgs {
+    /// Trace only these processes (thread group ids).
+    ///
+    /// Repeat the flag or separate ids with commas. A pid that does not exist
+    /// is an error. Threads of the process are included.
+    #[arg(long, short = 'p', value_name = "PID", value_delimiter = ',')]
+    pub pid: Vec<u32>,
+
+    /// Trace only tasks with this name (as in /proc/PID/comm, at most 15 bytes).
+    #[arg(long, short = 'c', value_name = "COMM", value_parser = parse_comm)]
+    pub comm: Option<String>,
+
+    /// Trace only these syscalls, by x86-64 name (e.g. read,write).
+    ///
+    /// Repeat the flag or separate names with commas. With this flag weft
+    /// attaches to the per-syscall tracepoints of just these syscalls (see
+    /// --attach), so other syscalls do not run any weft code.
+    #[arg(long, short = 's', value_name = "NAME", value_delimiter = ',')]
+    pub syscall: Vec<String>,
+
+    /// Drop syscalls that took less than this (e.g. 10us, 1ms).
+    ///
+    /// Applied in the kernel before a record is reserved, so short syscalls
+    /// cost no ring-buffer space.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub min_duration: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Output")]
+pub struct OutputArgs {
+    /// Stop after this long (e.g. 5s, 2m); default: until Ctrl-C.
+    #[arg(long, short = 'd', value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Print a table for each interval of this length (e.g. 1s).
+    ///
+    /// Each interval table covers only that interval; the final table covers
+    /// the whole run.
+    #[arg(long, short = 'i', value_name = "DURATION", value_parser = parse_duration)]
+    pub interval: Option<Duration>,
+
+    /// Print one JSON object per interval and one for the whole run.
+    ///
+    /// Objects are newline-delimited; the last has `"kind": "total"`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Capture")]
+pub struct CaptureArgs {
+    /// Ring buffer size per CPU (e.g. 16MiB); rounded up to a power of two.
+    ///
+    /// Each CPU has its own ring. A bigger ring absorbs longer bursts before
+    /// records are lost; lost records are counted and shown.
+    #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = parse_size)]
+    pub ring_size: u64,
+
+    /// How often rings are drained (e.g. 5ms).
+    ///
+    /// The kernel side submits records without waking user space, so this
+    /// timer is what empties the rings.
+    #[arg(long, value_name = "DURATION", default_value = "5ms", value_parser = parse_duration)]
+    pub drain_interval: Duration,
+
+    /// Where to attach: raw tracepoints on every syscall, or the per-syscall
+    /// tracepoints of the --syscall list.
+    ///
+    /// `auto` picks `syscall` when --syscall is given and `raw` otherwise.
+    #[arg(long, value_enum, default_value_t = Attach::Auto)]
+    pub attach: Attach,
+}
+
+/// Attach points for the syscall probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Attach {
+    /// `syscall` with --syscall, `raw` without.
+    Auto,
+    /// `raw_syscalls:sys_enter` / `sys_exit` raw tracepoints: every syscall.
+    Raw,
+    /// `syscalls:sys_enter_NAME` / `sys_exit_NAME`: only the named syscalls.
+    Syscall,
+}
+
+/// Parses `5s`, `100ms`, `1.5s`, `250us`, `2m`, `1h`, `10ns`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let split = text
+        .find(|c: char| c.is_ascii_alphabetic())
+        .ok_or_else(|| format!("`{text}` has no unit (use ns, us, ms, s, m or h)"))?;
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{number}` in `{text}` is not a number"))?;
+    let scale = match unit {
+        "ns" => 1e-9,
+        "us" | "µs" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => {
+            return Err(format!(
+                "unknown unit `{unit}` in `{text}` (use ns, us, ms, s, m or h)"
+            ));
+        }
+    };
+    Duration::try_from_secs_f64(value * scale).map_err(|_| format!("`{text}` is out of range"))
+}
+
+/// Parses `4096`, `64KiB`, `16MiB`, `1GiB` into bytes.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` does not start with a number"))?;
+    let scale: u64 = match unit {
+        "" | "B" => 1,
+        "K" | "KiB" => 1 << 10,
+        "M" | "MiB" => 1 << 20,
+        "G" | "GiB" => 1 << 30,
+        _ => {
+            return Err(format!(
+                "unknown unit `{unit}` in `{text}` (use KiB, MiB or GiB)"
+            ));
+        }
+    };
+    value
+        .checked_mul(scale)
+        .ok_or_else(|| format!("`{text}` is out of range"))
+}
+
+fn parse_comm(text: &str) -> Result<String, String> {
+    if text.is_empty() || text.len() > 15 {
+        return Err(format!(
+            "`{text}` must be 1 to 15 bytes (the kernel's comm limit)"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::*;
+
+    #[test]
+    fn cli_debug_assert() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn cli_every_flag_has_a_heading_and_kebab_name() {
+        let cli = Cli::command();
+        for sub in cli.get_subcommands() {
+            for arg in sub.get_arguments() {
+                if let Some(long) = arg.get_long() {
+                    if ["help", "version"].contains(&long) {
+                        continue;
+                    }
+                    assert!(arg.get_help_heading().is_some(), "--{long} has no heading");
+                    assert!(!long.contains('_'), "--{long} is not kebab-case");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn parse_duration_units() {
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("10ns"), Ok(Duration::from_nanos(10)));
+    }
+
+    #[test]
+    fn parse_duration_rejects_bad_input() {
+        assert!(parse_duration("5").unwrap_err().contains("no unit"));
+        assert!(parse_duration("5x").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("abc").unwrap_err().contains("not a number"));
+        assert!(parse_duration("-1s").unwrap_err().contains("out of range"));
+    }
+
+    #[test]
+    fn parse_size_units() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64KiB"), Ok(65536));
+        assert_eq!(parse_size("16MiB"), Ok(16 << 20));
+        assert!(parse_size("16XB").is_err());
+    }
+
+    #[test]
+    fn stat_flags_repeat_and_split() {
+        let cli = Cli::try_parse_from([
+            "weft",
+            "stat",
+            "--pid",
+            "1,2",
+            "-p",
+            "3",
+            "--syscall",
+            "read",
+            "-s",
+            "write,close",
+        ])
+        .unwrap();
+        let Command::Stat(args) = cli.command;
+        assert_eq!(args.filter.pid, vec![1, 2, 3]);
+        assert_eq!(args.filter.syscall, vec!["read", "write", "close"]);
+        assert_eq!(args.capture.attach, Attach::Auto);
+    }
+
+    #[test]
+    fn stat_comm_too_long() {
+        let err =
+            Cli::try_parse_from(["weft", "stat", "--comm", "a-very-long-comm-name"]).unwrap_err();
+        assert!(err.to_string().contains("1 to 15 bytes"));
+    }
+}

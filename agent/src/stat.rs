@@ -1,0 +1,506 @@
+//! `weft stat`: per-syscall counts, rates and latency percentiles, with every
+//! lost event shown.
+
+use std::{
+    collections::BTreeMap,
+    io::{self, Write as _},
+    path::Path,
+    process::ExitCode,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+use hdrhistogram::Histogram;
+use serde_json::{Value, json};
+use weft_probes::syscall::{Counter, SyscallEvent};
+
+use crate::{
+    cli::{Attach, StatArgs},
+    ebpf,
+    syscall::{AttachPoints, Counters, Filter, Options, SyscallProbe},
+};
+
+/// Validated, resolved `weft stat` arguments.
+#[derive(Debug)]
+pub struct Plan {
+    pub options: Options,
+    pub duration: Option<Duration>,
+    pub interval: Option<Duration>,
+    pub drain_interval: Duration,
+    pub json: bool,
+}
+
+impl Plan {
+    /// Resolves names to numbers and checks that pids exist.
+    pub fn resolve(args: &StatArgs) -> Result<Self> {
+        let filter = Filter {
+            pids: resolve_pids(&args.filter.pid)?,
+            comm: args.filter.comm.clone(),
+            syscalls: resolve_syscalls(&args.filter.syscall)?,
+            min_duration: args.filter.min_duration.unwrap_or_default(),
+        };
+        let attach = match (args.capture.attach, filter.syscalls.is_empty()) {
+            (Attach::Syscall, true) => bail!("--attach syscall needs --syscall NAME"),
+            (Attach::Raw, _) | (Attach::Auto, true) => AttachPoints::Raw,
+            (Attach::Syscall | Attach::Auto, false) => AttachPoints::PerSyscall,
+        };
+        let ring_bytes = ring_bytes(args.capture.ring_size)?;
+        if args.capture.drain_interval.is_zero() {
+            bail!("--drain-interval must be greater than zero");
+        }
+        if args.output.interval.is_some_and(|i| i.is_zero()) {
+            bail!("--interval must be greater than zero");
+        }
+        Ok(Self {
+            options: Options {
+                filter,
+                attach,
+                ring_bytes,
+            },
+            duration: args.output.duration,
+            interval: args.output.interval,
+            drain_interval: args.capture.drain_interval,
+            json: args.output.json,
+        })
+    }
+}
+
+fn resolve_pids(pids: &[u32]) -> Result<Vec<u32>> {
+    for pid in pids {
+        if *pid == 0 || !Path::new(&format!("/proc/{pid}")).exists() {
+            bail!("--pid {pid}: no such process");
+        }
+    }
+    Ok(pids.to_vec())
+}
+
+fn resolve_syscalls(names: &[String]) -> Result<Vec<u32>> {
+    names
+        .iter()
+        .map(|name| {
+            weft_probes::syscall_names::number(name).with_context(|| {
+                format!(
+                    "--syscall {name}: unknown x86-64 syscall name (e.g. read, openat, getppid)"
+                )
+            })
+        })
+        .collect()
+}
+
+/// The ring size rounded up to a power of two, within what the kernel accepts.
+fn ring_bytes(requested: u64) -> Result<u32> {
+    const MIN: u64 = 4096;
+    const MAX: u64 = 1 << 30;
+    if !(MIN..=MAX).contains(&requested) {
+        bail!("--ring-size {requested}: must be between 4KiB and 1GiB");
+    }
+    Ok(requested.next_power_of_two() as u32)
+}
+
+/// Latency histograms per syscall number.
+#[derive(Default)]
+pub struct Stats {
+    by_nr: BTreeMap<u32, Histogram<u64>>,
+}
+
+impl Stats {
+    pub fn record(&mut self, event: &SyscallEvent) {
+        let histogram = self
+            .by_nr
+            .entry(event.nr)
+            .or_insert_with(|| Histogram::new(3).expect("3 significant figures is valid"));
+        // The histogram grows to fit; only values beyond its absolute limit
+        // (about 292 years) are clamped.
+        if histogram.record(event.duration_ns).is_err() {
+            histogram.saturating_record(event.duration_ns);
+        }
+    }
+
+    /// Adds `other` into `self`.
+    pub fn merge(&mut self, other: &Stats) {
+        for (nr, histogram) in &other.by_nr {
+            match self.by_nr.get_mut(nr) {
+                Some(mine) => mine
+                    .add(histogram)
+                    .expect("auto-resizing histograms always add"),
+                None => {
+                    self.by_nr.insert(*nr, histogram.clone());
+                }
+            }
+        }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.by_nr.values().map(Histogram::len).sum()
+    }
+
+    /// One row per syscall, most frequent first.
+    pub fn rows(&self, elapsed: Duration) -> Vec<Row> {
+        let mut rows: Vec<Row> = self
+            .by_nr
+            .iter()
+            .map(|(nr, h)| Row {
+                nr: *nr,
+                name: syscall_name(*nr),
+                count: h.len(),
+                rate: h.len() as f64 / elapsed.as_secs_f64().max(1e-9),
+                p50: h.value_at_quantile(0.50),
+                p90: h.value_at_quantile(0.90),
+                p99: h.value_at_quantile(0.99),
+                p999: h.value_at_quantile(0.999),
+                max: h.max(),
+            })
+            .collect();
+        rows.sort_by(|a, b| b.count.cmp(&a.count).then(a.nr.cmp(&b.nr)));
+        rows
+    }
+}
+
+/// One syscall's line in the table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub nr: u32,
+    pub name: String,
+    pub count: u64,
+    pub rate: f64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+}
+
+fn syscall_name(nr: u32) -> String {
+    weft_probes::syscall_names::name(nr).map_or_else(|| format!("syscall_{nr}"), str::to_owned)
+}
+
+/// What was received and lost, for the drops line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Losses {
+    pub seen: u64,
+    pub received: u64,
+    pub ring_full: u64,
+    pub enter_table_full: u64,
+    pub unpaired_exits: u64,
+}
+
+impl Losses {
+    pub fn new(counters: &Counters, received: u64) -> Self {
+        Self {
+            seen: counters.total(Counter::Seen),
+            received,
+            ring_full: counters.total(Counter::RingFull),
+            enter_table_full: counters.total(Counter::EnterTableFull),
+            unpaired_exits: counters.total(Counter::ExitWithoutEnter),
+        }
+    }
+
+    pub fn lost(&self) -> u64 {
+        self.ring_full + self.enter_table_full
+    }
+}
+
+/// Formats nanoseconds with a unit that keeps three significant digits.
+pub fn human_ns(ns: u64) -> String {
+    let ns = ns as f64;
+    match ns {
+        n if n < 1e3 => format!("{n:.0}ns"),
+        n if n < 1e6 => format!("{:.3}us", n / 1e3),
+        n if n < 1e9 => format!("{:.3}ms", n / 1e6),
+        n => format!("{:.3}s", n / 1e9),
+    }
+}
+
+fn human_rate(rate: f64) -> String {
+    match rate {
+        r if r < 1e3 => format!("{r:.1}"),
+        r if r < 1e6 => format!("{:.1}k", r / 1e3),
+        r => format!("{:.2}M", r / 1e6),
+    }
+}
+
+/// The table for one interval or the whole run.
+pub fn render_table(
+    title: &str,
+    rows: &[Row],
+    losses: &Losses,
+    per_cpu_ring_full: &[u64],
+) -> String {
+    let mut out = format!("{title}\n");
+    out.push_str(&format!(
+        "{:<20} {:>10} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+        "SYSCALL", "COUNT", "RATE/s", "P50", "P90", "P99", "P99.9", "MAX"
+    ));
+    for row in rows {
+        out.push_str(&format!(
+            "{:<20} {:>10} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+            row.name,
+            row.count,
+            human_rate(row.rate),
+            human_ns(row.p50),
+            human_ns(row.p90),
+            human_ns(row.p99),
+            human_ns(row.p999),
+            human_ns(row.max),
+        ));
+    }
+    out.push_str(&format!(
+        "lost {} (ring full {}, enter table full {}); received {} of {} seen; unpaired exits {}\n",
+        losses.lost(),
+        losses.ring_full,
+        losses.enter_table_full,
+        losses.received,
+        losses.seen,
+        losses.unpaired_exits,
+    ));
+    if losses.ring_full > 0 {
+        let cpus: Vec<String> = per_cpu_ring_full
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(cpu, n)| format!("cpu{cpu} {n}"))
+            .collect();
+        out.push_str(&format!("ring full by CPU: {}\n", cpus.join(", ")));
+    }
+    out
+}
+
+/// The JSON object for one interval or the whole run.
+pub fn render_json(
+    kind: &str,
+    elapsed: Duration,
+    rows: &[Row],
+    losses: &Losses,
+    per_cpu_ring_full: &[u64],
+) -> Value {
+    let syscalls: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            json!({
+                "name": r.name, "nr": r.nr, "count": r.count, "rate": r.rate,
+                "p50_ns": r.p50, "p90_ns": r.p90, "p99_ns": r.p99, "p999_ns": r.p999, "max_ns": r.max,
+            })
+        })
+        .collect();
+    json!({
+        "kind": kind,
+        "elapsed_s": elapsed.as_secs_f64(),
+        "syscalls": syscalls,
+        "seen": losses.seen,
+        "received": losses.received,
+        "lost": losses.lost(),
+        "ring_full": losses.ring_full,
+        "ring_full_per_cpu": per_cpu_ring_full,
+        "enter_table_full": losses.enter_table_full,
+        "unpaired_exits": losses.unpaired_exits,
+    })
+}
+
+/// Runs `weft stat` until the duration ends, Ctrl-C or SIGTERM.
+pub fn run(args: &StatArgs) -> Result<ExitCode> {
+    let plan = Plan::resolve(args)?;
+    ebpf::check_privileges()?;
+    let mut probe = SyscallProbe::load(&plan.options)?;
+    let what = match plan.options.attach {
+        AttachPoints::Raw => "raw tracepoints sys_enter/sys_exit".to_owned(),
+        AttachPoints::PerSyscall => format!(
+            "{} per-syscall tracepoint pairs",
+            plan.options.filter.syscalls.len()
+        ),
+    };
+    eprintln!(
+        "weft: tracing syscalls on {what}, {} KiB ring per CPU; Ctrl-C to stop",
+        plan.options.ring_bytes / 1024
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("failed to start the async runtime")?;
+    runtime.block_on(trace(&plan, &mut probe))
+}
+
+async fn trace(plan: &Plan, probe: &mut SyscallProbe) -> Result<ExitCode> {
+    use tokio::{
+        signal::unix::{SignalKind, signal},
+        time::{MissedTickBehavior, interval, sleep},
+    };
+    let start = Instant::now();
+    let mut drain = interval(plan.drain_interval);
+    drain.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut report = interval(plan.interval.unwrap_or(Duration::from_secs(3600)));
+    report.tick().await;
+    let deadline = sleep(plan.duration.unwrap_or(Duration::from_secs(u64::MAX / 4)));
+    tokio::pin!(deadline);
+    let mut interrupt = signal(SignalKind::interrupt()).context("failed to handle SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("failed to handle SIGTERM")?;
+
+    let mut total = Stats::default();
+    let mut current = Stats::default();
+    let mut received = 0;
+    let mut interval_start = start;
+    loop {
+        tokio::select! {
+            _ = drain.tick() => received += probe.drain(|e| current.record(e)),
+            _ = report.tick(), if plan.interval.is_some() => {
+                received += probe.drain(|e| current.record(e));
+                let losses = Losses::new(&probe.counters()?, received);
+                if !emit(plan, "interval", interval_start.elapsed(), &current, &losses, &probe.counters()?)? {
+                    return Ok(ExitCode::SUCCESS);
+                }
+                total.merge(&current);
+                current = Stats::default();
+                interval_start = Instant::now();
+            }
+            () = &mut deadline => break,
+            _ = interrupt.recv() => break,
+            _ = terminate.recv() => break,
+        }
+    }
+    let elapsed = start.elapsed();
+    probe.detach()?;
+    received += probe.drain(|e| current.record(e));
+    total.merge(&current);
+    let counters = probe.counters()?;
+    let losses = Losses::new(&counters, received);
+    emit(plan, "total", elapsed, &total, &losses, &counters)?;
+    if losses.received + losses.ring_full != losses.seen || probe.malformed() > 0 {
+        eprintln!(
+            "weft: accounting mismatch: received {} + ring full {} != seen {} ({} malformed records)",
+            losses.received,
+            losses.ring_full,
+            losses.seen,
+            probe.malformed()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints one table or JSON object; returns false when stdout is closed.
+fn emit(
+    plan: &Plan,
+    kind: &str,
+    elapsed: Duration,
+    stats: &Stats,
+    losses: &Losses,
+    counters: &Counters,
+) -> Result<bool> {
+    let rows = stats.rows(elapsed);
+    let per_cpu: Vec<u64> = counters
+        .per_cpu
+        .iter()
+        .map(|c| c[Counter::RingFull as usize])
+        .collect();
+    let text = if plan.json {
+        format!("{}\n", render_json(kind, elapsed, &rows, losses, &per_cpu))
+    } else {
+        let title = format!(
+            "== {kind}: {:.3}s, {} syscalls",
+            elapsed.as_secs_f64(),
+            stats.count()
+        );
+        format!("{}\n", render_table(&title, &rows, losses, &per_cpu))
+    };
+    let mut stdout = io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(e).context("failed to write to stdout"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(nr: u32, duration_ns: u64) -> SyscallEvent {
+        SyscallEvent {
+            nr,
+            duration_ns,
+            ..SyscallEvent::default()
+        }
+    }
+
+    #[test]
+    fn stats_rows_percentiles_and_order() {
+        let mut stats = Stats::default();
+        for d in 1..=1000 {
+            stats.record(&event(110, d * 1000));
+        }
+        stats.record(&event(0, 5));
+        let rows = stats.rows(Duration::from_secs(1));
+        assert_eq!(rows.len(), 2);
+        assert_eq!((rows[0].name.as_str(), rows[0].count), ("getppid", 1000));
+        assert_eq!((rows[1].name.as_str(), rows[1].count), ("read", 1));
+        // hdrhistogram with 3 significant figures: within 0.1%.
+        assert!(
+            (rows[0].p50 as f64 - 500_000.0).abs() <= 500.0,
+            "p50 {}",
+            rows[0].p50
+        );
+        assert!(
+            (rows[0].p99 as f64 - 990_000.0).abs() <= 990.0,
+            "p99 {}",
+            rows[0].p99
+        );
+        assert!((rows[0].max as f64 - 1_000_000.0).abs() <= 1000.0);
+    }
+
+    #[test]
+    fn stats_merge_adds_counts() {
+        let (mut a, mut b) = (Stats::default(), Stats::default());
+        a.record(&event(1, 10));
+        b.record(&event(1, 20));
+        b.record(&event(2, 20));
+        a.merge(&b);
+        assert_eq!(a.count(), 3);
+        assert_eq!(a.rows(Duration::from_secs(1))[0].count, 2);
+    }
+
+    #[test]
+    fn syscall_name_unknown_number() {
+        assert_eq!(syscall_name(0), "read");
+        assert_eq!(syscall_name(511), "syscall_511");
+    }
+
+    #[test]
+    fn human_ns_units() {
+        assert_eq!(human_ns(999), "999ns");
+        assert_eq!(human_ns(1_500), "1.500us");
+        assert_eq!(human_ns(2_000_000), "2.000ms");
+        assert_eq!(human_ns(3_000_000_000), "3.000s");
+    }
+
+    #[test]
+    fn ring_bytes_rounds_and_bounds() {
+        assert_eq!(ring_bytes(5000).unwrap(), 8192);
+        assert!(ring_bytes(100).is_err());
+        assert!(ring_bytes(2 << 30).is_err());
+    }
+
+    #[test]
+    fn resolve_syscalls_unknown_name() {
+        let err = resolve_syscalls(&["getppid".into(), "nosuchcall".into()]).unwrap_err();
+        assert!(err.to_string().contains("--syscall nosuchcall"), "{err}");
+        assert_eq!(resolve_syscalls(&["getppid".into()]).unwrap(), vec![110]);
+    }
+
+    #[test]
+    fn render_table_shows_losses_per_cpu() {
+        let losses = Losses {
+            seen: 10,
+            received: 7,
+            ring_full: 3,
+            enter_table_full: 0,
+            unpaired_exits: 1,
+        };
+        let text = render_table("t", &[], &losses, &[0, 3]);
+        assert!(
+            text.contains("lost 3 (ring full 3, enter table full 0); received 7 of 10 seen"),
+            "{text}"
+        );
+        assert!(text.contains("ring full by CPU: cpu1 3"), "{text}");
+    }
+}

@@ -1,0 +1,279 @@
+//! The syscall probe from user space: configures and loads
+//! `ebpf/src/syscall.rs`, attaches it, drains its per-CPU rings and reads its
+//! loss counters.
+
+use std::{collections::HashMap as StdHashMap, time::Duration};
+
+use anyhow::{Context as _, Result, bail};
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{ArrayOfMaps, HashMap, Map, MapData, PerCpuArray, RingBuf},
+    programs::{RawTracePoint, TracePoint},
+};
+use weft_probes::syscall::{
+    CONFIG_GLOBAL, COUNTERS, COUNTERS_MAP, Counter, EVENT_SIZE, FILTER_COMM, FILTER_PID, PIDS_MAP,
+    RINGS_MAP, SyscallConfig, SyscallEvent,
+};
+
+use crate::{ebpf, tracefs};
+
+/// Which threads and syscalls to trace; applied in the kernel.
+#[derive(Debug, Default, Clone)]
+pub struct Filter {
+    /// Thread group ids; empty means all.
+    pub pids: Vec<u32>,
+    /// Task name; `None` means all.
+    pub comm: Option<String>,
+    /// Syscall numbers; empty means all.
+    pub syscalls: Vec<u32>,
+    /// Shorter syscalls are dropped in the kernel.
+    pub min_duration: Duration,
+}
+
+/// Where the programs attach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttachPoints {
+    /// Raw tracepoints `sys_enter`/`sys_exit`: every syscall runs the probe.
+    Raw,
+    /// `syscalls:sys_enter_NAME`/`sys_exit_NAME` of the filtered syscalls only.
+    PerSyscall,
+}
+
+/// Everything needed to load the probe.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub filter: Filter,
+    pub attach: AttachPoints,
+    /// Bytes per CPU ring; a power of two and a multiple of the page size.
+    pub ring_bytes: u32,
+}
+
+/// Loss and pairing counters, per CPU, indexed by [`Counter`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub per_cpu: Vec<[u64; COUNTERS as usize]>,
+}
+
+impl Counters {
+    /// The sum of `counter` over all CPUs.
+    pub fn total(&self, counter: Counter) -> u64 {
+        self.per_cpu.iter().map(|c| c[counter as usize]).sum()
+    }
+}
+
+/// The loaded and attached syscall probe.
+pub struct SyscallProbe {
+    ebpf: Ebpf,
+    rings: Vec<RingBuf<MapData>>,
+    programs: &'static [&'static str],
+    /// Records too short to be a [`SyscallEvent`]; never expected.
+    malformed: u64,
+}
+
+const RAW_PROGRAMS: &[&str] = &["syscall_enter", "syscall_exit"];
+const TP_PROGRAMS: &[&str] = &["syscall_enter_tp", "syscall_exit_tp"];
+
+impl SyscallProbe {
+    /// Loads, configures and attaches the probe.
+    pub fn load(options: &Options) -> Result<Self> {
+        let config = kernel_config(&options.filter);
+        let cpus = aya::util::nr_cpus()
+            .map_err(|(path, e)| anyhow::anyhow!("failed to read {path}: {e}"))?;
+        let cpus = u32::try_from(cpus).context("too many CPUs")?;
+        let tracefs = ebpf::tracefs()?;
+        let mut loader = EbpfLoader::new();
+        loader
+            .override_global(CONFIG_GLOBAL, &config, true)
+            .map_max_entries(RINGS_MAP, cpus)
+            .map_max_entries(PIDS_MAP, options.filter.pids.len().max(1) as u32);
+        let (nr_offset, ret_offset);
+        if options.attach == AttachPoints::PerSyscall {
+            let name = first_syscall_name(&options.filter)?;
+            nr_offset = tracefs::field(
+                tracefs,
+                "syscalls",
+                &format!("sys_enter_{name}"),
+                "__syscall_nr",
+            )?
+            .offset;
+            ret_offset =
+                tracefs::field(tracefs, "syscalls", &format!("sys_exit_{name}"), "ret")?.offset;
+            loader
+                .override_global("SYSCALL_TP_NR_OFFSET", &nr_offset, true)
+                .override_global("SYSCALL_TP_RET_OFFSET", &ret_offset, true);
+        }
+        let mut ebpf = loader
+            .load(ebpf::object()?)
+            .context("failed to load the syscall probe")?;
+        fill_pids(&mut ebpf, &options.filter.pids)?;
+        let rings = create_rings(&mut ebpf, cpus, options.ring_bytes)?;
+        let programs = match options.attach {
+            AttachPoints::Raw => attach_raw(&mut ebpf)?,
+            AttachPoints::PerSyscall => attach_per_syscall(&mut ebpf, &options.filter.syscalls)?,
+        };
+        Ok(Self {
+            ebpf,
+            rings,
+            programs,
+            malformed: 0,
+        })
+    }
+
+    /// Hands every record waiting in the rings to `on_event`; returns how many.
+    pub fn drain(&mut self, mut on_event: impl FnMut(&SyscallEvent)) -> u64 {
+        let mut received = 0;
+        for ring in &mut self.rings {
+            while let Some(item) = ring.next() {
+                if item.len() < EVENT_SIZE {
+                    self.malformed += 1;
+                    continue;
+                }
+                // SAFETY: the record holds at least EVENT_SIZE bytes written by
+                // the probe as a SyscallEvent, which is Pod.
+                let event = unsafe { item.as_ptr().cast::<SyscallEvent>().read_unaligned() };
+                on_event(&event);
+                received += 1;
+            }
+        }
+        received
+    }
+
+    /// Records that were too short to decode.
+    pub fn malformed(&self) -> u64 {
+        self.malformed
+    }
+
+    /// Reads the kernel-side counters.
+    pub fn counters(&self) -> Result<Counters> {
+        let map = self
+            .ebpf
+            .map(COUNTERS_MAP)
+            .context("the probe has no counter map")?;
+        let array: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map)?;
+        let mut per_cpu = Vec::new();
+        for index in 0..COUNTERS {
+            let values = array
+                .get(&index, 0)
+                .context("failed to read the syscall counters")?;
+            per_cpu.resize(values.len(), [0; COUNTERS as usize]);
+            for (cpu, value) in values.iter().enumerate() {
+                per_cpu[cpu][index as usize] = *value;
+            }
+        }
+        Ok(Counters { per_cpu })
+    }
+
+    /// Detaches the programs. Records already in the rings stay there and can
+    /// still be drained; no new ones arrive.
+    pub fn detach(&mut self) -> Result<()> {
+        for name in self.programs {
+            let program = self.ebpf.program_mut(name).context("program vanished")?;
+            match program {
+                aya::programs::Program::RawTracePoint(p) => p.unload()?,
+                aya::programs::Program::TracePoint(p) => p.unload()?,
+                _ => bail!("{name} has an unexpected program type"),
+            }
+        }
+        self.programs = &[];
+        Ok(())
+    }
+}
+
+fn kernel_config(filter: &Filter) -> SyscallConfig {
+    let mut config = SyscallConfig::ALL;
+    config.ignore_tgid = std::process::id();
+    if !filter.pids.is_empty() {
+        config.flags |= FILTER_PID;
+    }
+    if let Some(comm) = &filter.comm {
+        config.flags |= FILTER_COMM;
+        let len = comm.len().min(15);
+        config.comm[..len].copy_from_slice(&comm.as_bytes()[..len]);
+    }
+    for nr in &filter.syscalls {
+        config.add_syscall(*nr);
+    }
+    config.min_duration_ns = u64::try_from(filter.min_duration.as_nanos()).unwrap_or(u64::MAX);
+    config
+}
+
+fn first_syscall_name(filter: &Filter) -> Result<&'static str> {
+    let Some(nr) = filter.syscalls.first() else {
+        bail!("per-syscall attach needs at least one --syscall");
+    };
+    weft_probes::syscall_names::name(*nr).context("syscall has no name")
+}
+
+fn fill_pids(ebpf: &mut Ebpf, pids: &[u32]) -> Result<()> {
+    let mut map: HashMap<&mut MapData, u32, u8> =
+        HashMap::try_from(ebpf.map_mut(PIDS_MAP).context("the probe has no pid map")?)?;
+    for pid in pids {
+        map.insert(pid, 1, 0)
+            .context("failed to fill the pid filter")?;
+    }
+    Ok(())
+}
+
+/// Creates one ring of `bytes` per CPU and plugs each into the ring array.
+fn create_rings(ebpf: &mut Ebpf, cpus: u32, bytes: u32) -> Result<Vec<RingBuf<MapData>>> {
+    let mut outer: ArrayOfMaps<&mut MapData, MapData> = ArrayOfMaps::try_from(
+        ebpf.map_mut(RINGS_MAP)
+            .context("the probe has no ring array")?,
+    )?;
+    let mut rings = Vec::with_capacity(cpus as usize);
+    for cpu in 0..cpus {
+        let params = aya_obj::Map::new_from_params(
+            aya_obj::generated::bpf_map_type::BPF_MAP_TYPE_RINGBUF as u32,
+            0,
+            0,
+            bytes,
+            0,
+        );
+        let ring = MapData::create(params, "weft_sys_ring", None).with_context(|| {
+            format!("failed to create a {bytes}-byte ring buffer for CPU {cpu}")
+        })?;
+        outer
+            .set(cpu, &ring, 0)
+            .context("failed to install a ring buffer")?;
+        rings.push(RingBuf::try_from(Map::RingBuf(ring))?);
+    }
+    Ok(rings)
+}
+
+fn attach_raw(ebpf: &mut Ebpf) -> Result<&'static [&'static str]> {
+    for (name, tracepoint) in RAW_PROGRAMS.iter().zip(["sys_enter", "sys_exit"]) {
+        let program: &mut RawTracePoint = ebpf
+            .program_mut(name)
+            .context("program missing")?
+            .try_into()?;
+        program
+            .load()
+            .with_context(|| format!("the kernel rejected {name}"))?;
+        program
+            .attach(tracepoint)
+            .with_context(|| format!("failed to attach to raw tracepoint {tracepoint}"))?;
+    }
+    Ok(RAW_PROGRAMS)
+}
+
+fn attach_per_syscall(ebpf: &mut Ebpf, syscalls: &[u32]) -> Result<&'static [&'static str]> {
+    let names: StdHashMap<u32, &str> = syscalls
+        .iter()
+        .filter_map(|nr| Some((*nr, weft_probes::syscall_names::name(*nr)?)))
+        .collect();
+    for (program, prefix) in TP_PROGRAMS.iter().zip(["sys_enter_", "sys_exit_"]) {
+        let tp: &mut TracePoint = ebpf
+            .program_mut(program)
+            .context("program missing")?
+            .try_into()?;
+        tp.load()
+            .with_context(|| format!("the kernel rejected {program}"))?;
+        for name in names.values() {
+            let event = format!("{prefix}{name}");
+            tp.attach("syscalls", &event).with_context(|| {
+                format!("failed to attach to tracepoint syscalls:{event} (does {name} have one?)")
+            })?;
+        }
+    }
+    Ok(TP_PROGRAMS)
+}

@@ -1,0 +1,100 @@
+//! Reading tracepoint record layouts from tracefs `format` files, so field
+//! offsets come from the running kernel rather than from compile time.
+
+use std::{fs, path::Path};
+
+use anyhow::{Context as _, Result, anyhow};
+
+/// Offset and size in bytes of one field of a tracepoint record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field {
+    pub offset: u32,
+    pub size: u32,
+}
+
+/// Finds `name` in the text of a tracefs `format` file.
+///
+/// Field lines look like
+/// `\tfield:long ret;\toffset:16;\tsize:8;\tsigned:1;`; the field name is the
+/// last word of the declaration, without any array suffix.
+pub fn find_field(format: &str, name: &str) -> Option<Field> {
+    format.lines().find_map(|line| {
+        let mut parts = line.trim().split(';').map(str::trim);
+        let declaration = parts.next()?.strip_prefix("field:")?;
+        let field_name = declaration.split_whitespace().last()?;
+        let field_name = field_name.split('[').next()?;
+        if field_name != name {
+            return None;
+        }
+        let value = |key: &str| {
+            parts
+                .clone()
+                .find_map(|part| part.strip_prefix(key)?.parse::<u32>().ok())
+        };
+        Some(Field {
+            offset: value("offset:")?,
+            size: value("size:")?,
+        })
+    })
+}
+
+/// Reads field `name` of tracepoint `category:event`.
+pub fn field(tracefs: &Path, category: &str, event: &str, name: &str) -> Result<Field> {
+    let path = tracefs
+        .join("events")
+        .join(category)
+        .join(event)
+        .join("format");
+    let text = fs::read_to_string(&path).with_context(|| {
+        format!(
+            "tracepoint {category}:{event} is not available ({})",
+            path.display()
+        )
+    })?;
+    find_field(&text, name).ok_or_else(|| anyhow!("{} has no field `{name}`", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SYS_EXIT_READ: &str = "name: sys_exit_read\nID: 731\nformat:\n\
+        \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+        \tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n\
+        \tfield:long ret;\toffset:16;\tsize:8;\tsigned:1;\n\n\
+        print fmt: \"0x%lx\", REC->ret\n";
+
+    #[test]
+    fn find_field_sys_exit() {
+        assert_eq!(
+            find_field(SYS_EXIT_READ, "__syscall_nr"),
+            Some(Field { offset: 8, size: 4 })
+        );
+        assert_eq!(
+            find_field(SYS_EXIT_READ, "ret"),
+            Some(Field {
+                offset: 16,
+                size: 8
+            })
+        );
+    }
+
+    #[test]
+    fn find_field_missing_or_truncated() {
+        assert_eq!(find_field(SYS_EXIT_READ, "nope"), None);
+        assert_eq!(find_field("\tfield:long ret;\toffset:16", "ret"), None);
+        assert_eq!(find_field("", "ret"), None);
+    }
+
+    #[test]
+    fn find_field_array_suffix() {
+        let text = "\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;";
+        assert_eq!(
+            find_field(text, "comm"),
+            Some(Field {
+                offset: 8,
+                size: 16
+            })
+        );
+    }
+}

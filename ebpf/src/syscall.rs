@@ -1,0 +1,227 @@
+//! The syscall probe: pairs `sys_enter` and `sys_exit` per thread and emits one
+//! `SyscallEvent` per completed syscall into the ring buffer of the current CPU.
+//!
+//! Entry points exist for raw tracepoints (`raw_syscalls`, all syscalls) and for
+//! the per-syscall tracepoints (`syscalls:sys_enter_NAME`), which let weft attach
+//! to chosen syscalls only so the rest of the machine pays nothing.
+
+use aya_ebpf::{
+    EbpfContext as _,
+    bindings::BPF_RB_NO_WAKEUP,
+    btf_maps::{ArrayOfMaps, RingBuf},
+    helpers::{
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_smp_processor_id,
+        bpf_ktime_get_ns, bpf_probe_read_kernel,
+    },
+    macros::{btf_map, map, raw_tracepoint, tracepoint},
+    maps::{HashMap, PerCpuArray},
+    programs::{RawTracePointContext, TracePointContext},
+};
+use weft_probes::syscall::{
+    Counter, FILTER_COMM, FILTER_PID, InFlight, MAX_CPUS, SyscallConfig, SyscallEvent,
+    DEFAULT_INFLIGHT_ENTRIES, COUNTERS,
+};
+
+/// Written by user space before load; read through `read_volatile` so the
+/// compiler does not fold the default in.
+#[unsafe(no_mangle)]
+static SYSCALL_CONFIG: SyscallConfig = SyscallConfig::ALL;
+
+/// Offsets into the per-syscall tracepoint record (from tracefs `format`
+/// files, set by user space): `__syscall_nr` and, for exits, `ret`.
+#[unsafe(no_mangle)]
+static SYSCALL_TP_NR_OFFSET: u32 = 8;
+#[unsafe(no_mangle)]
+static SYSCALL_TP_RET_OFFSET: u32 = 16;
+
+/// One ring buffer per CPU. The template size is replaced by user space, which
+/// creates the inner rings with the size the user asked for.
+#[btf_map]
+static SYSCALL_RINGS: ArrayOfMaps<RingBuf<SyscallEvent, { 1 << 16 }>, { MAX_CPUS as usize }> =
+    ArrayOfMaps::new();
+
+#[map]
+static SYSCALL_INFLIGHT: HashMap<u32, InFlight> =
+    HashMap::with_max_entries(DEFAULT_INFLIGHT_ENTRIES, 0);
+
+#[map]
+static SYSCALL_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTERS, 0);
+
+#[map]
+static SYSCALL_PIDS: HashMap<u32, u8> = HashMap::with_max_entries(1024, 0);
+
+/// x86-64 syscalls that never return to the caller: no exit will pair them.
+const NR_EXIT: u32 = 60;
+const NR_EXIT_GROUP: u32 = 231;
+/// Syscalls whose new child returns from them without having entered.
+const NR_CLONE: u32 = 56;
+const NR_FORK: u32 = 57;
+const NR_VFORK: u32 = 58;
+const NR_CLONE3: u32 = 435;
+/// Offset of `orig_ax` in x86-64 `struct pt_regs` (the UAPI register layout).
+const PT_REGS_ORIG_AX: usize = 15 * 8;
+
+/// The configuration, read in place: the pointer goes through `read_volatile`
+/// so the compiler cannot fold in the default, and fields are read from the
+/// map value rather than copied to the (size-limited) stack.
+#[inline(always)]
+fn config() -> &'static SyscallConfig {
+    // SAFETY: the pointer is to a static, so it is valid for 'static.
+    unsafe { &*core::ptr::read_volatile(&&raw const SYSCALL_CONFIG) }
+}
+
+#[inline(always)]
+fn count(counter: Counter) {
+    if let Some(slot) = SYSCALL_COUNTERS.get_ptr_mut(counter as u32) {
+        // SAFETY: per-CPU slot, only this CPU writes it while we run.
+        unsafe { *slot += 1 };
+    }
+}
+
+/// Whether the current thread passes the pid and comm filters.
+#[inline(always)]
+fn wants_task(config: &SyscallConfig, tgid: u32) -> bool {
+    if tgid == config.ignore_tgid {
+        return false;
+    }
+    if config.flags & FILTER_PID != 0 {
+        // SAFETY: the value is only tested for presence.
+        if unsafe { SYSCALL_PIDS.get(&tgid) }.is_none() {
+            return false;
+        }
+    }
+    if config.flags & FILTER_COMM != 0 {
+        match bpf_get_current_comm() {
+            Ok(comm) if comm == config.comm => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
+#[inline(always)]
+fn on_enter(nr: u32) {
+    let config = config();
+    if !config.wants_syscall(nr) || nr == NR_EXIT || nr == NR_EXIT_GROUP {
+        return;
+    }
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !wants_task(config, (pid_tgid >> 32) as u32) {
+        return;
+    }
+    let inflight = InFlight {
+        // SAFETY: helper without preconditions.
+        enter_ns: unsafe { bpf_ktime_get_ns() },
+        nr,
+        _pad: 0,
+    };
+    if SYSCALL_INFLIGHT.insert(&(pid_tgid as u32), &inflight, 0).is_err() {
+        count(Counter::EnterTableFull);
+    }
+}
+
+#[inline(always)]
+fn on_exit(ret: i64, nr_at_exit: impl FnOnce() -> u32) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tid = pid_tgid as u32;
+    // SAFETY: the entry is copied out before it is removed.
+    let Some(inflight) = (unsafe { SYSCALL_INFLIGHT.get(&tid) }).copied() else {
+        exit_without_enter(ret, pid_tgid, nr_at_exit());
+        return;
+    };
+    let _ = SYSCALL_INFLIGHT.remove(&tid);
+    // SAFETY: helper without preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
+    let duration_ns = now.wrapping_sub(inflight.enter_ns);
+    let config = config();
+    if duration_ns < config.min_duration_ns {
+        return;
+    }
+    count(Counter::Seen);
+    // SAFETY: helper without preconditions.
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    let event = SyscallEvent {
+        enter_ns: inflight.enter_ns,
+        duration_ns,
+        ret,
+        pid: (pid_tgid >> 32) as u32,
+        tid,
+        nr: inflight.nr,
+        cpu,
+    };
+    let Some(ring) = SYSCALL_RINGS.get(cpu) else {
+        count(Counter::RingFull);
+        return;
+    };
+    match ring.reserve(0) {
+        Some(mut entry) => {
+            entry.write(event);
+            // No wakeup per event: user space drains on a timer.
+            entry.submit(BPF_RB_NO_WAKEUP.into());
+        }
+        None => count(Counter::RingFull),
+    }
+}
+
+/// Counts an exit that has no entry, unless the filters would have dropped it
+/// anyway or it is a new child returning from fork/clone.
+#[inline(never)]
+fn exit_without_enter(ret: i64, pid_tgid: u64, nr: u32) {
+    let config = config();
+    if !config.wants_syscall(nr) || !wants_task(config, (pid_tgid >> 32) as u32) {
+        return;
+    }
+    let forked_child = ret == 0 && matches!(nr, NR_CLONE | NR_FORK | NR_VFORK | NR_CLONE3);
+    if !forked_child {
+        count(Counter::ExitWithoutEnter);
+    }
+}
+
+/// `raw_syscalls:sys_enter`: args are (`struct pt_regs *`, `long id`).
+#[raw_tracepoint(tracepoint = "sys_enter")]
+pub fn syscall_enter(ctx: RawTracePointContext) -> i32 {
+    // SAFETY: arg 1 of sys_enter is the syscall number.
+    let nr = unsafe { *ctx.as_ptr().cast::<u64>().add(1) } as u32;
+    on_enter(nr);
+    0
+}
+
+/// `raw_syscalls:sys_exit`: args are (`struct pt_regs *`, `long ret`).
+#[raw_tracepoint(tracepoint = "sys_exit")]
+pub fn syscall_exit(ctx: RawTracePointContext) -> i32 {
+    let args = ctx.as_ptr().cast::<u64>();
+    // SAFETY: the raw tracepoint context holds two u64 arguments.
+    let (regs, ret) = unsafe { (*args, *args.add(1) as i64) };
+    on_exit(ret, || {
+        let addr = (regs as usize + PT_REGS_ORIG_AX) as *const u64;
+        // SAFETY: bpf_probe_read_kernel checks the address.
+        unsafe { bpf_probe_read_kernel(addr) }.unwrap_or(u64::MAX) as u32
+    });
+    0
+}
+
+#[inline(always)]
+fn read_tp<T: Copy>(ctx: &TracePointContext, offset: &'static u32) -> Option<T> {
+    // SAFETY: read_volatile of a loader-written global; ctx.read_at checks bounds.
+    let offset = unsafe { core::ptr::read_volatile(offset) } as usize;
+    unsafe { ctx.read_at::<T>(offset) }.ok()
+}
+
+/// `syscalls:sys_enter_NAME`, attached only to the chosen syscalls.
+#[tracepoint]
+pub fn syscall_enter_tp(ctx: TracePointContext) -> i32 {
+    if let Some(nr) = read_tp::<i32>(&ctx, &SYSCALL_TP_NR_OFFSET) {
+        on_enter(nr as u32);
+    }
+    0
+}
+
+/// `syscalls:sys_exit_NAME`, attached only to the chosen syscalls.
+#[tracepoint]
+pub fn syscall_exit_tp(ctx: TracePointContext) -> i32 {
+    let nr = read_tp::<i32>(&ctx, &SYSCALL_TP_NR_OFFSET).unwrap_or(-1) as u32;
+    if let Some(ret) = read_tp::<i64>(&ctx, &SYSCALL_TP_RET_OFFSET) {
+        on_exit(ret, || nr);
+    }
+    0
+}

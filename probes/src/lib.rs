@@ -1,0 +1,21 @@
+//! The contract between weft's eBPF programs and user space: the `#[repr(C)]`
+//! records the kernel side emits, the configuration it reads, and the counters it
+//! keeps.
+//!
+//! # Overview
+//!
+//! Each probe family has one module here with the same name as its program in
+//! `ebpf/` and its consumer in `agent/`. Everything is `no_std` and
+//! dependency-free so that the eBPF crate can use it; the `user` feature adds
+//! `aya::Pod` impls and the x86-64 syscall name table.
+//!
+//! ```
+//! use weft_probes::syscall::{SyscallEvent, EVENT_SIZE};
+//! assert_eq!(core::mem::size_of::<SyscallEvent>(), EVENT_SIZE);
+//! ```
+#![no_std]
+#![deny(missing_docs)]
+
+pub mod syscall;
+#[cfg(feature = "user")]
+pub mod syscall_names;

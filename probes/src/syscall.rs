@@ -1,0 +1,159 @@
+//! The syscall probe: one record per completed system call, paired in the kernel.
+//!
+//! The probe remembers each thread's syscall entry (time and number) in a hash
+//! map keyed by thread id and, at exit, emits one [`SyscallEvent`] into the
+//! ring buffer of the CPU it runs on. Filters in [`SyscallConfig`] are applied
+//! before anything is stored or reserved.
+
+/// Maximum number of CPUs weft supports; the per-CPU ring array has this many
+/// slots (user space shrinks it to the number of possible CPUs).
+pub const MAX_CPUS: u32 = 4096;
+
+/// Syscall numbers below this fit the [`SyscallConfig::syscalls`] bitmap. x86-64
+/// numbers end below 512 (the x32 range starts at 512 and is not traced).
+pub const MAX_SYSCALLS: u32 = 512;
+
+/// Name of the per-CPU ring buffer array map.
+pub const RINGS_MAP: &str = "SYSCALL_RINGS";
+/// Name of the in-flight (entered, not yet exited) syscall map.
+pub const INFLIGHT_MAP: &str = "SYSCALL_INFLIGHT";
+/// Name of the per-CPU counter array map, indexed by [`Counter`].
+pub const COUNTERS_MAP: &str = "SYSCALL_COUNTERS";
+/// Name of the traced thread group id set (used when [`FILTER_PID`] is set).
+pub const PIDS_MAP: &str = "SYSCALL_PIDS";
+/// Name of the global holding the [`SyscallConfig`].
+pub const CONFIG_GLOBAL: &str = "SYSCALL_CONFIG";
+
+/// Default capacity of the in-flight map: threads inside a syscall at once.
+pub const DEFAULT_INFLIGHT_ENTRIES: u32 = 65_536;
+
+/// One completed system call.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyscallEvent {
+    /// `CLOCK_MONOTONIC` time of entry, in ns (`bpf_ktime_get_ns`).
+    pub enter_ns: u64,
+    /// Time from entry to exit, in ns.
+    pub duration_ns: u64,
+    /// The syscall's return value (negative errno on failure).
+    pub ret: i64,
+    /// Thread group id (the user-visible process id).
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// x86-64 syscall number.
+    pub nr: u32,
+    /// CPU the syscall exited on.
+    pub cpu: u32,
+}
+
+/// Size of a [`SyscallEvent`] record, fixed by the ABI.
+pub const EVENT_SIZE: usize = 40;
+const _: () = assert!(core::mem::size_of::<SyscallEvent>() == EVENT_SIZE);
+const _: () = assert!(core::mem::align_of::<SyscallEvent>() == 8);
+
+/// What the probe keeps between a thread's syscall entry and its exit.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InFlight {
+    /// `CLOCK_MONOTONIC` time of entry, in ns.
+    pub enter_ns: u64,
+    /// Syscall number.
+    pub nr: u32,
+    /// Explicit padding so the layout has no holes.
+    pub _pad: u32,
+}
+const _: () = assert!(core::mem::size_of::<InFlight>() == 16);
+
+/// Only threads whose thread group id is in the pid set are traced.
+pub const FILTER_PID: u32 = 1 << 0;
+/// Only threads whose `comm` equals [`SyscallConfig::comm`] are traced.
+pub const FILTER_COMM: u32 = 1 << 1;
+/// Only syscalls whose bit is set in [`SyscallConfig::syscalls`] are traced.
+pub const FILTER_SYSCALL: u32 = 1 << 2;
+
+/// Filters and options, written by user space into a read-only global before
+/// the program is loaded (so the verifier sees constants and prunes unused
+/// filters).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SyscallConfig {
+    /// `FILTER_*` bits.
+    pub flags: u32,
+    /// A thread group never traced: weft's own, so its draining does not
+    /// show up in (and feed back into) what it measures. 0 traces everything.
+    pub ignore_tgid: u32,
+    /// Syscalls shorter than this are counted as filtered, not emitted.
+    pub min_duration_ns: u64,
+    /// Task name to match, NUL-padded as in `task_struct::comm`.
+    pub comm: [u8; 16],
+    /// Bitmap of syscall numbers to trace, bit `nr % 64` of word `nr / 64`.
+    pub syscalls: [u64; (MAX_SYSCALLS / 64) as usize],
+}
+const _: () = assert!(core::mem::size_of::<SyscallConfig>() == 96);
+
+impl SyscallConfig {
+    /// A configuration that traces every syscall of every thread.
+    pub const ALL: Self = Self {
+        flags: 0,
+        ignore_tgid: 0,
+        min_duration_ns: 0,
+        comm: [0; 16],
+        syscalls: [0; (MAX_SYSCALLS / 64) as usize],
+    };
+
+    /// Whether syscall `nr` passes the syscall filter.
+    #[inline(always)]
+    #[must_use]
+    pub fn wants_syscall(&self, nr: u32) -> bool {
+        if self.flags & FILTER_SYSCALL == 0 {
+            return true;
+        }
+        // Branch-free on purpose: the word is loaded through a mask, which the
+        // verifier can bound, and the range check is combined afterwards (a
+        // check before the load lets the compiler drop the mask, and the
+        // verifier cannot always follow the bound through register copies).
+        let word = self.syscalls[((nr / 64) & (MAX_SYSCALLS / 64 - 1)) as usize];
+        (nr < MAX_SYSCALLS) & (word & (1 << (nr % 64)) != 0)
+    }
+
+    /// Adds syscall `nr` to the syscall filter (and turns the filter on).
+    /// Numbers at or above [`MAX_SYSCALLS`] are ignored.
+    pub fn add_syscall(&mut self, nr: u32) {
+        if nr < MAX_SYSCALLS {
+            self.flags |= FILTER_SYSCALL;
+            self.syscalls[(nr / 64) as usize] |= 1 << (nr % 64);
+        }
+    }
+}
+
+/// Per-CPU counters the probe keeps; the value is the index into
+/// [`COUNTERS_MAP`]. `Emitted + RingFull == Seen` holds for every CPU.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    /// Completed syscalls that passed every filter (emitted or lost).
+    Seen = 0,
+    /// Records that did not fit the ring buffer and were dropped.
+    RingFull = 1,
+    /// Entries not stored because the in-flight map was full; their exit is
+    /// then also counted as `ExitWithoutEnter`.
+    EnterTableFull = 2,
+    /// Exits whose entry was never seen (began before weft attached, or its
+    /// entry was not stored). These syscalls are not in `Seen`.
+    ExitWithoutEnter = 3,
+}
+
+/// Number of [`Counter`] slots.
+pub const COUNTERS: u32 = 4;
+
+#[cfg(feature = "user")]
+mod user {
+    // SAFETY: both are `#[repr(C)]`, `Copy`, made of integers, with no padding
+    // holes (asserted by size above), so every bit pattern is valid.
+    unsafe impl aya::Pod for super::SyscallEvent {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::InFlight {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::SyscallConfig {}
+}

@@ -1,0 +1,61 @@
+//! `cargo xtask`: weft's build, setup, test and benchmark automation.
+//!
+//! Each subcommand lives in its own module; the doc comments below are the help.
+
+mod bench;
+mod build_ebpf;
+mod exec;
+mod gen_syscalls;
+mod run;
+mod setup;
+mod test;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "xtask",
+    about = "weft's build, setup, test and bench automation"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Install what a fresh Debian 12 machine lacks (idempotent).
+    Setup,
+    /// Build the eBPF object with Debian's rustc and bpf-linker.
+    BuildEbpf,
+    /// Build everything (running setup if needed) and run `weft` with the given arguments.
+    Run(run::Options),
+    /// Setup, build, and run every test: unit, CLI, and root kernel tests.
+    Test(test::Options),
+    /// Benchmarks that report ratios against a baseline measured in the same run.
+    #[command(subcommand)]
+    Bench(bench::Bench),
+    /// Regenerate probes/src/syscall_names.rs from the x86-64 UAPI header.
+    GenSyscalls(gen_syscalls::Options),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Setup => setup::run(),
+        Command::BuildEbpf => build_ebpf::run().map(|path| println!("{}", path.display())),
+        Command::Run(options) => run::run(&options),
+        Command::Test(options) => test::run(&options),
+        Command::Bench(bench) => bench::run(&bench),
+        Command::GenSyscalls(options) => gen_syscalls::run(&options),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("xtask: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! `cargo xtask run -- <weft args>`: builds everything (running setup when
+//! something is missing) and runs `weft`, through sudo when not root.
+
+use std::process::Command;
+
+use anyhow::Result;
+
+use crate::{
+    exec::{exec, workspace_root},
+    setup,
+};
+
+#[derive(clap::Args)]
+pub struct Options {
+    /// Arguments passed to `weft`.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
+}
+
+pub fn run(options: &Options) -> Result<()> {
+    setup::run()?;
+    let weft = build_weft_release()?;
+    let mut cmd = setup::privileged(&weft);
+    exec(cmd.args(&options.args))
+}
+
+/// Builds the `weft` binary in release mode and returns its path.
+pub fn build_weft_release() -> Result<String> {
+    let root = workspace_root();
+    exec(Command::new("cargo").current_dir(&root).args([
+        "build",
+        "--release",
+        "--locked",
+        "--package",
+        "weft",
+    ]))?;
+    Ok(root.join("target/release/weft").display().to_string())
+}
