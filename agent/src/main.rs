@@ -12,7 +12,21 @@ use std::process::ExitCode;
 use clap::Parser as _;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) if !error.use_stderr() => {
+            // --help and --version.
+            let _ = error.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(error) => {
+            // One line, like every other weft error; --help has the details.
+            let text = error.render().to_string();
+            let first = text.lines().next().unwrap_or_default();
+            eprintln!("weft: {} (see --help)", first.trim_start_matches("error: "));
+            return ExitCode::from(2);
+        }
+    };
     let result = match &cli.command {
         cli::Command::Stat(args) => stat::run(args),
     };

@@ -97,41 +97,71 @@ fn ring_bytes(requested: u64) -> Result<u32> {
     Ok(requested.next_power_of_two() as u32)
 }
 
-/// Latency histograms per syscall number.
+/// Latency of one syscall: a histogram for percentiles plus the exact
+/// extremes (the histogram rounds them to 3 significant digits).
+#[derive(Clone)]
+struct Latency {
+    histogram: Histogram<u64>,
+    min: u64,
+    max: u64,
+}
+
+impl Latency {
+    fn new() -> Self {
+        Self {
+            histogram: Histogram::new(3).expect("3 significant figures is valid"),
+            min: u64::MAX,
+            max: 0,
+        }
+    }
+
+    fn record(&mut self, ns: u64) {
+        // The histogram grows to fit; only values beyond its absolute limit
+        // (about 292 years) are clamped.
+        if self.histogram.record(ns).is_err() {
+            self.histogram.saturating_record(ns);
+        }
+        self.min = self.min.min(ns);
+        self.max = self.max.max(ns);
+    }
+
+    fn add(&mut self, other: &Latency) {
+        self.histogram
+            .add(&other.histogram)
+            .expect("auto-resizing histograms always add");
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+    }
+}
+
+/// Latency per syscall number.
 #[derive(Default)]
 pub struct Stats {
-    by_nr: BTreeMap<u32, Histogram<u64>>,
+    by_nr: BTreeMap<u32, Latency>,
 }
 
 impl Stats {
     pub fn record(&mut self, event: &SyscallEvent) {
-        let histogram = self
-            .by_nr
+        self.by_nr
             .entry(event.nr)
-            .or_insert_with(|| Histogram::new(3).expect("3 significant figures is valid"));
-        // The histogram grows to fit; only values beyond its absolute limit
-        // (about 292 years) are clamped.
-        if histogram.record(event.duration_ns).is_err() {
-            histogram.saturating_record(event.duration_ns);
-        }
+            .or_insert_with(Latency::new)
+            .record(event.duration_ns);
     }
 
     /// Adds `other` into `self`.
     pub fn merge(&mut self, other: &Stats) {
-        for (nr, histogram) in &other.by_nr {
+        for (nr, latency) in &other.by_nr {
             match self.by_nr.get_mut(nr) {
-                Some(mine) => mine
-                    .add(histogram)
-                    .expect("auto-resizing histograms always add"),
+                Some(mine) => mine.add(latency),
                 None => {
-                    self.by_nr.insert(*nr, histogram.clone());
+                    self.by_nr.insert(*nr, latency.clone());
                 }
             }
         }
     }
 
     pub fn count(&self) -> u64 {
-        self.by_nr.values().map(Histogram::len).sum()
+        self.by_nr.values().map(|l| l.histogram.len()).sum()
     }
 
     /// One row per syscall, most frequent first.
@@ -139,16 +169,20 @@ impl Stats {
         let mut rows: Vec<Row> = self
             .by_nr
             .iter()
-            .map(|(nr, h)| Row {
-                nr: *nr,
-                name: syscall_name(*nr),
-                count: h.len(),
-                rate: h.len() as f64 / elapsed.as_secs_f64().max(1e-9),
-                p50: h.value_at_quantile(0.50),
-                p90: h.value_at_quantile(0.90),
-                p99: h.value_at_quantile(0.99),
-                p999: h.value_at_quantile(0.999),
-                max: h.max(),
+            .map(|(nr, latency)| {
+                let h = &latency.histogram;
+                Row {
+                    nr: *nr,
+                    name: syscall_name(*nr),
+                    count: h.len(),
+                    rate: h.len() as f64 / elapsed.as_secs_f64().max(1e-9),
+                    min: latency.min,
+                    p50: h.value_at_quantile(0.50),
+                    p90: h.value_at_quantile(0.90),
+                    p99: h.value_at_quantile(0.99),
+                    p999: h.value_at_quantile(0.999),
+                    max: latency.max,
+                }
             })
             .collect();
         rows.sort_by(|a, b| b.count.cmp(&a.count).then(a.nr.cmp(&b.nr)));
@@ -163,10 +197,13 @@ pub struct Row {
     pub name: String,
     pub count: u64,
     pub rate: f64,
+    /// Exact minimum, in ns.
+    pub min: u64,
     pub p50: u64,
     pub p90: u64,
     pub p99: u64,
     pub p999: u64,
+    /// Exact maximum, in ns.
     pub max: u64,
 }
 
@@ -277,7 +314,7 @@ pub fn render_json(
         .iter()
         .map(|r| {
             json!({
-                "name": r.name, "nr": r.nr, "count": r.count, "rate": r.rate,
+                "name": r.name, "nr": r.nr, "count": r.count, "rate": r.rate, "min_ns": r.min,
                 "p50_ns": r.p50, "p90_ns": r.p90, "p99_ns": r.p99, "p999_ns": r.p999, "max_ns": r.max,
             })
         })
@@ -445,7 +482,7 @@ mod tests {
             "p99 {}",
             rows[0].p99
         );
-        assert!((rows[0].max as f64 - 1_000_000.0).abs() <= 1000.0);
+        assert_eq!((rows[0].min, rows[0].max), (1000, 1_000_000));
     }
 
     #[test]

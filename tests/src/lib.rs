@@ -1,1 +1,186 @@
+//! Helpers for weft's integration tests: finding the binaries, running a
+//! workload with an exactly known syscall count, and running `weft stat`
+//! around it.
+//!
+//! Kernel tests need root; they skip with a message naming the kernel when
+//! not root, and `cargo xtask test` (which CI runs as root) never skips them.
 
+use std::{
+    io::{BufRead as _, BufReader, Read as _, Write as _},
+    path::PathBuf,
+    process::{Child, ChildStdin, Command, ExitStatus, Stdio},
+    sync::mpsc,
+    thread,
+    time::Duration,
+};
+
+/// The `weft` binary under test: `$WEFT_BIN`, else the release build.
+pub fn weft_bin() -> PathBuf {
+    std::env::var_os("WEFT_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/release/weft"),
+        PathBuf::from,
+    )
+}
+
+/// Whether kernel tests can run here; prints why not.
+pub fn can_trace(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    eprintln!("skipping {test}: needs root (kernel {})", release.trim());
+    false
+}
+
+/// A `weft-workload` child waiting for its start signal.
+pub struct Workload {
+    child: Child,
+    stdin: Option<ChildStdin>,
+}
+
+impl Workload {
+    /// Spawns the workload with `steps` (see `weft-workload`); it waits.
+    pub fn spawn(workload_bin: &str, steps: &[&str]) -> Self {
+        let mut child = Command::new(workload_bin)
+            .args(steps)
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("spawn weft-workload");
+        let stdin = child.stdin.take();
+        Self { child, stdin }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Lets the workload run and waits for it to finish successfully.
+    pub fn run_to_end(mut self) {
+        let mut stdin = self.stdin.take().expect("started once");
+        stdin.write_all(b"g").expect("signal workload");
+        drop(stdin);
+        let status = self.child.wait().expect("wait for workload");
+        assert!(status.success(), "workload failed: {status}");
+    }
+}
+
+impl Drop for Workload {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A running `weft stat --json`, attached and ready.
+pub struct Stat {
+    child: Child,
+    stderr: mpsc::Receiver<String>,
+}
+
+/// What a finished `weft stat --json` printed.
+pub struct StatOutput {
+    pub status: ExitStatus,
+    pub stderr: String,
+    /// The final `"kind": "total"` object.
+    pub total: serde_json::Value,
+}
+
+impl StatOutput {
+    /// The count recorded for `syscall`, 0 if absent.
+    pub fn count(&self, syscall: &str) -> u64 {
+        self.row(syscall)
+            .map_or(0, |row| row["count"].as_u64().expect("count"))
+    }
+
+    /// The row for `syscall`.
+    pub fn row(&self, syscall: &str) -> Option<&serde_json::Value> {
+        self.total["syscalls"]
+            .as_array()
+            .expect("syscalls array")
+            .iter()
+            .find(|row| row["name"] == syscall)
+    }
+
+    /// A top-level counter of the total object.
+    pub fn counter(&self, name: &str) -> u64 {
+        self.total[name]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no counter {name}"))
+    }
+}
+
+impl Stat {
+    /// Starts `weft stat --json ARGS` and waits until it has attached.
+    pub fn start(args: &[&str]) -> Self {
+        let mut child = Command::new(weft_bin())
+            .arg("stat")
+            .arg("--json")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", weft_bin().display()));
+        let (tx, stderr) = mpsc::channel();
+        let pipe = child.stderr.take().expect("stderr piped");
+        thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stat = Self { child, stderr };
+        stat.wait_attached();
+        stat
+    }
+
+    fn wait_attached(&self) {
+        loop {
+            match self.stderr.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) if line.starts_with("weft: tracing") => return,
+                Ok(line) => panic!("weft failed to attach: {line}"),
+                Err(e) => panic!("weft did not attach within 60 s: {e}"),
+            }
+        }
+    }
+
+    /// Sends SIGINT (as Ctrl-C does) and collects the final output.
+    pub fn stop(mut self) -> StatOutput {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("pid fits");
+        // SAFETY: plain kill(2) of our own child.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0, "SIGINT weft");
+        let mut stdout = String::new();
+        self.child
+            .stdout
+            .take()
+            .expect("stdout piped")
+            .read_to_string(&mut stdout)
+            .expect("read weft stdout");
+        let status = self.child.wait().expect("wait for weft");
+        let stderr: Vec<String> = self.stderr.try_iter().collect();
+        let total = stdout
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .find(|object| object["kind"] == "total")
+            .unwrap_or_else(|| panic!("no total object in weft output:\n{stdout}\n{stderr:?}"));
+        StatOutput {
+            status,
+            stderr: stderr.join("\n"),
+            total,
+        }
+    }
+}
+
+/// Runs `weft ARGS` to completion; returns (status, stdout, stderr).
+pub fn run_weft(args: &[&str]) -> (ExitStatus, String, String) {
+    let out = Command::new(weft_bin())
+        .args(args)
+        .output()
+        .expect("run weft");
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -1,0 +1,85 @@
+//! A workload with an exactly known syscall count, for weft's kernel tests.
+//!
+//! `weft-workload STEP...` where each STEP is `getppid:N`, `getpid:N` or
+//! `nanosleep:MS:K`. It first blocks reading one byte from stdin, so a tracer
+//! can attach to its pid before anything counted happens, then runs the steps
+//! in order with raw `syscall(2)` calls (no libc caching) and exits.
+
+use std::{io::Read as _, process::ExitCode};
+
+fn main() -> ExitCode {
+    let steps: Vec<String> = std::env::args().skip(1).collect();
+    let mut parsed = Vec::new();
+    for step in &steps {
+        match parse(step) {
+            Some(step) => parsed.push(step),
+            None => {
+                eprintln!("weft-workload: bad step `{step}` (getppid:N, getpid:N, nanosleep:MS:K)");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let mut byte = [0u8; 1];
+    if std::io::stdin().read_exact(&mut byte).is_err() {
+        eprintln!("weft-workload: stdin closed before the start signal");
+        return ExitCode::from(2);
+    }
+    for step in parsed {
+        run(step);
+    }
+    ExitCode::SUCCESS
+}
+
+#[derive(Clone, Copy)]
+enum Step {
+    Getppid(u64),
+    Getpid(u64),
+    Nanosleep { ms: i64, times: u64 },
+}
+
+fn parse(step: &str) -> Option<Step> {
+    let mut parts = step.split(':');
+    let step = match (parts.next()?, parts.next()?, parts.next()) {
+        ("getppid", n, None) => Step::Getppid(n.parse().ok()?),
+        ("getpid", n, None) => Step::Getpid(n.parse().ok()?),
+        ("nanosleep", ms, Some(k)) => Step::Nanosleep {
+            ms: ms.parse().ok()?,
+            times: k.parse().ok()?,
+        },
+        _ => return None,
+    };
+    parts.next().is_none().then_some(step)
+}
+
+fn run(step: Step) {
+    match step {
+        Step::Getppid(n) => {
+            for _ in 0..n {
+                // SAFETY: getppid takes no arguments and cannot fail.
+                unsafe { libc::syscall(libc::SYS_getppid) };
+            }
+        }
+        Step::Getpid(n) => {
+            for _ in 0..n {
+                // SAFETY: getpid takes no arguments and cannot fail.
+                unsafe { libc::syscall(libc::SYS_getpid) };
+            }
+        }
+        Step::Nanosleep { ms, times } => {
+            let request = libc::timespec {
+                tv_sec: ms / 1000,
+                tv_nsec: (ms % 1000) * 1_000_000,
+            };
+            for _ in 0..times {
+                // SAFETY: the timespec is valid; a NULL remainder is allowed.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_nanosleep,
+                        &raw const request,
+                        std::ptr::null_mut::<libc::timespec>(),
+                    )
+                };
+            }
+        }
+    }
+}

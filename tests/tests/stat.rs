@@ -1,0 +1,171 @@
+//! `weft stat` against real syscalls of a child with an exactly known count.
+
+use weft_tests::{Stat, StatOutput, Workload, can_trace};
+
+const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
+
+/// Runs `steps` in a fresh workload while `weft stat ARGS --pid <workload>` traces it.
+fn trace_workload(steps: &[&str], args: &[&str]) -> StatOutput {
+    let workload = Workload::spawn(WORKLOAD, steps);
+    let pid = workload.pid().to_string();
+    let mut all_args = vec!["--pid", pid.as_str()];
+    all_args.extend_from_slice(args);
+    let stat = Stat::start(&all_args);
+    workload.run_to_end();
+    let out = stat.stop();
+    assert!(
+        out.status.success(),
+        "weft exited {}: {}",
+        out.status,
+        out.stderr
+    );
+    assert!(!out.stderr.contains("mismatch"), "{}", out.stderr);
+    out
+}
+
+/// received + lost == seen, for every run.
+fn assert_accounting(out: &StatOutput) {
+    assert_eq!(
+        out.counter("received") + out.counter("ring_full"),
+        out.counter("seen"),
+        "{}",
+        out.total
+    );
+}
+
+const N: u64 = 1_000_000;
+
+#[test]
+fn exact_getppid_count_raw_tracepoints() {
+    if !can_trace("exact_getppid_count_raw_tracepoints") {
+        return;
+    }
+    let out = trace_workload(&[&format!("getppid:{N}")], &["--attach", "raw"]);
+    assert_eq!(out.count("getppid"), N, "{}", out.total);
+    assert_eq!(out.counter("lost"), 0, "{}", out.total);
+    assert_accounting(&out);
+}
+
+#[test]
+fn exact_getppid_count_per_syscall_tracepoints() {
+    if !can_trace("exact_getppid_count_per_syscall_tracepoints") {
+        return;
+    }
+    let out = trace_workload(&[&format!("getppid:{N}")], &["--syscall", "getppid"]);
+    assert_eq!(out.count("getppid"), N, "{}", out.total);
+    assert_eq!(
+        out.counter("received"),
+        N,
+        "only getppid may arrive: {}",
+        out.total
+    );
+    assert_eq!(out.counter("lost"), 0, "{}", out.total);
+    assert_accounting(&out);
+}
+
+#[test]
+fn losses_are_counted_exactly() {
+    if !can_trace("losses_are_counted_exactly") {
+        return;
+    }
+    // A one-page ring that is not drained until the end must overflow.
+    let out = trace_workload(
+        &[&format!("getppid:{N}")],
+        &[
+            "--syscall",
+            "getppid",
+            "--ring-size",
+            "4KiB",
+            "--drain-interval",
+            "1h",
+        ],
+    );
+    let (received, lost) = (out.counter("received"), out.counter("ring_full"));
+    assert!(
+        lost > 0,
+        "a 4 KiB ring cannot hold {N} records: {}",
+        out.total
+    );
+    assert_eq!(received + lost, N, "{}", out.total);
+    assert_eq!(out.count("getppid"), received);
+    let per_cpu: u64 = out.total["ring_full_per_cpu"]
+        .as_array()
+        .expect("per-CPU losses")
+        .iter()
+        .map(|n| n.as_u64().expect("count"))
+        .sum();
+    assert_eq!(per_cpu, lost);
+}
+
+#[test]
+fn nanosleep_latency_is_true() {
+    if !can_trace("nanosleep_latency_is_true") {
+        return;
+    }
+    const K: u64 = 50;
+    let out = trace_workload(&[&format!("nanosleep:2:{K}")], &["--syscall", "nanosleep"]);
+    let row = out
+        .row("nanosleep")
+        .unwrap_or_else(|| panic!("no nanosleep row: {}", out.total));
+    assert_eq!(row["count"], K);
+    let (min, max) = (
+        row["min_ns"].as_u64().unwrap(),
+        row["max_ns"].as_u64().unwrap(),
+    );
+    assert!(min >= 2_000_000, "a 2 ms sleep took {min} ns");
+    assert!(max < 50_000_000, "a 2 ms sleep took {max} ns");
+}
+
+#[test]
+fn pid_filter_excludes_other_processes() {
+    if !can_trace("pid_filter_excludes_other_processes") {
+        return;
+    }
+    let other = Workload::spawn(WORKLOAD, &["getppid:20000"]);
+    let traced = Workload::spawn(WORKLOAD, &["getppid:10000"]);
+    let pid = traced.pid().to_string();
+    let stat = Stat::start(&["--pid", &pid, "--syscall", "getppid"]);
+    other.run_to_end();
+    traced.run_to_end();
+    let out = stat.stop();
+    assert_eq!(out.count("getppid"), 10_000, "{}", out.total);
+}
+
+#[test]
+fn syscall_filter_excludes_other_syscalls() {
+    if !can_trace("syscall_filter_excludes_other_syscalls") {
+        return;
+    }
+    for attach in ["raw", "syscall"] {
+        let out = trace_workload(
+            &["getppid:30000", "getpid:7000"],
+            &["--syscall", "getpid", "--attach", attach],
+        );
+        assert_eq!(out.count("getpid"), 7000, "{attach}: {}", out.total);
+        assert_eq!(out.counter("received"), 7000, "{attach}: {}", out.total);
+    }
+}
+
+#[test]
+fn comm_filter_selects_by_task_name() {
+    if !can_trace("comm_filter_selects_by_task_name") {
+        return;
+    }
+    let out = trace_workload(&["getppid:5000"], &["--comm", "weft-workload"]);
+    assert_eq!(out.count("getppid"), 5000, "{}", out.total);
+    let out = trace_workload(&["getppid:5000"], &["--comm", "not-workload"]);
+    assert_eq!(out.counter("received"), 0, "{}", out.total);
+}
+
+#[test]
+fn min_duration_drops_short_syscalls() {
+    if !can_trace("min_duration_drops_short_syscalls") {
+        return;
+    }
+    let out = trace_workload(
+        &["getppid:20000", "nanosleep:2:10"],
+        &["--min-duration", "1ms"],
+    );
+    assert_eq!(out.count("getppid"), 0, "{}", out.total);
+    assert_eq!(out.count("nanosleep"), 10, "{}", out.total);
+}
