@@ -3,6 +3,7 @@
 
 use std::{
     collections::BTreeMap,
+    fmt::Write as _,
     io::{self, Write as _},
     path::Path,
     process::ExitCode,
@@ -263,14 +264,29 @@ pub fn render_table(
     losses: &Losses,
     per_cpu_ring_full: &[u64],
 ) -> String {
-    let mut out = format!("{title}\n");
-    out.push_str(&format!(
-        "{:<20} {:>10} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = write_table(&mut out, title, rows, losses, per_cpu_ring_full);
+    out
+}
+
+fn write_table(
+    out: &mut String,
+    title: &str,
+    rows: &[Row],
+    losses: &Losses,
+    per_cpu_ring_full: &[u64],
+) -> std::fmt::Result {
+    writeln!(out, "{title}")?;
+    writeln!(
+        out,
+        "{:<20} {:>10} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
         "SYSCALL", "COUNT", "RATE/s", "P50", "P90", "P99", "P99.9", "MAX"
-    ));
+    )?;
     for row in rows {
-        out.push_str(&format!(
-            "{:<20} {:>10} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+        writeln!(
+            out,
+            "{:<20} {:>10} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
             row.name,
             row.count,
             human_rate(row.rate),
@@ -279,17 +295,18 @@ pub fn render_table(
             human_ns(row.p99),
             human_ns(row.p999),
             human_ns(row.max),
-        ));
+        )?;
     }
-    out.push_str(&format!(
-        "lost {} (ring full {}, enter table full {}); received {} of {} seen; unpaired exits {}\n",
+    writeln!(
+        out,
+        "lost {} (ring full {}, enter table full {}); received {} of {} seen; unpaired exits {}",
         losses.lost(),
         losses.ring_full,
         losses.enter_table_full,
         losses.received,
         losses.seen,
         losses.unpaired_exits,
-    ));
+    )?;
     if losses.ring_full > 0 {
         let cpus: Vec<String> = per_cpu_ring_full
             .iter()
@@ -297,9 +314,9 @@ pub fn render_table(
             .filter(|(_, n)| **n > 0)
             .map(|(cpu, n)| format!("cpu{cpu} {n}"))
             .collect();
-        out.push_str(&format!("ring full by CPU: {}\n", cpus.join(", ")));
+        writeln!(out, "ring full by CPU: {}", cpus.join(", "))?;
     }
-    out
+    Ok(())
 }
 
 /// The JSON object for one interval or the whole run.

@@ -113,7 +113,7 @@ fn on_enter(nr: u32) {
         // SAFETY: helper without preconditions.
         enter_ns: unsafe { bpf_ktime_get_ns() },
         nr,
-        _pad: 0,
+        pad: 0,
     };
     if SYSCALL_INFLIGHT.insert(&(pid_tgid as u32), &inflight, 0).is_err() {
         count(Counter::EnterTableFull);

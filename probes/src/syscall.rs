@@ -60,8 +60,8 @@ pub struct InFlight {
     pub enter_ns: u64,
     /// Syscall number.
     pub nr: u32,
-    /// Explicit padding so the layout has no holes.
-    pub _pad: u32,
+    /// Explicit padding so the layout has no holes; always 0.
+    pub pad: u32,
 }
 const _: () = assert!(core::mem::size_of::<InFlight>() == 16);
 
@@ -103,6 +103,11 @@ impl SyscallConfig {
     };
 
     /// Whether syscall `nr` passes the syscall filter.
+    #[expect(clippy::inline_always, reason = "eBPF code must not call out for this")]
+    #[expect(
+        clippy::needless_bitwise_bool,
+        reason = "branch-free for the verifier, see body"
+    )]
     #[inline(always)]
     #[must_use]
     pub fn wants_syscall(&self, nr: u32) -> bool {

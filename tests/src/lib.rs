@@ -136,12 +136,10 @@ impl Stat {
     }
 
     fn wait_attached(&self) {
-        loop {
-            match self.stderr.recv_timeout(Duration::from_secs(60)) {
-                Ok(line) if line.starts_with("weft: tracing") => return,
-                Ok(line) => panic!("weft failed to attach: {line}"),
-                Err(e) => panic!("weft did not attach within 60 s: {e}"),
-            }
+        match self.stderr.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) if line.starts_with("weft: tracing") => {}
+            Ok(line) => panic!("weft failed to attach: {line}"),
+            Err(e) => panic!("weft did not attach within 60 s: {e}"),
         }
     }
 

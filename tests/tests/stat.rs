@@ -99,10 +99,10 @@ fn losses_are_counted_exactly() {
 
 #[test]
 fn nanosleep_latency_is_true() {
+    const K: u64 = 50;
     if !can_trace("nanosleep_latency_is_true") {
         return;
     }
-    const K: u64 = 50;
     let out = trace_workload(&[&format!("nanosleep:2:{K}")], &["--syscall", "nanosleep"]);
     let row = out
         .row("nanosleep")

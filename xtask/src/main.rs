@@ -37,7 +37,7 @@ enum Command {
     /// Benchmarks that report ratios against a baseline measured in the same run.
     #[command(subcommand)]
     Bench(bench::Bench),
-    /// Regenerate probes/src/syscall_names.rs from the x86-64 UAPI header.
+    /// Regenerate `probes/src/syscall_names.rs` from the x86-64 UAPI header.
     GenSyscalls(gen_syscalls::Options),
 }
 

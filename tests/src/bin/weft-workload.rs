@@ -11,13 +11,11 @@ fn main() -> ExitCode {
     let steps: Vec<String> = std::env::args().skip(1).collect();
     let mut parsed = Vec::new();
     for step in &steps {
-        match parse(step) {
-            Some(step) => parsed.push(step),
-            None => {
-                eprintln!("weft-workload: bad step `{step}` (getppid:N, getpid:N, nanosleep:MS:K)");
-                return ExitCode::from(2);
-            }
-        }
+        let Some(step) = parse(step) else {
+            eprintln!("weft-workload: bad step `{step}` (getppid:N, getpid:N, nanosleep:MS:K)");
+            return ExitCode::from(2);
+        };
+        parsed.push(step);
     }
     let mut byte = [0u8; 1];
     if std::io::stdin().read_exact(&mut byte).is_err() {
