@@ -3,6 +3,7 @@
 #![no_std]
 #![no_main]
 
+mod floor;
 mod syscall;
 
 #[cfg(not(test))]

@@ -1,11 +1,229 @@
 //! `cargo xtask bench`: benchmarks that report ratios against a baseline
-//! measured in the same run.
+//! measured in the same run, with min/median/max over several runs.
 
-use anyhow::Result;
+use std::{
+    io::{BufRead as _, BufReader},
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    thread,
+    time::Duration,
+};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::{
+    exec::{exec, output, workspace_root},
+    run::build_weft_release,
+    setup,
+};
 
 #[derive(clap::Subcommand)]
-pub enum Bench {}
+pub enum Bench {
+    /// Cost per syscall: untraced, under `weft stat`, under bpftrace, and with
+    /// empty programs on the same hooks (the floor).
+    ProbeEffect(ProbeEffect),
+}
+
+#[derive(clap::Args)]
+pub struct ProbeEffect {
+    /// Runs per configuration.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Syscalls per run.
+    #[arg(long, default_value_t = 3_000_000)]
+    calls: u32,
+}
 
 pub fn run(bench: &Bench) -> Result<()> {
-    match *bench {}
+    match bench {
+        Bench::ProbeEffect(options) => probe_effect(options),
+    }
+}
+
+/// bpftrace's per-syscall enter/exit latency histogram, the usual one-liner.
+const BPFTRACE_LATENCY: &str = "tracepoint:raw_syscalls:sys_enter { @start[tid] = nsecs; } \
+     tracepoint:raw_syscalls:sys_exit /@start[tid]/ { @ns[args->id] = hist(nsecs - @start[tid]); delete(@start[tid]); }";
+
+struct Bins {
+    weft: String,
+    syscall_loop: String,
+    floor: String,
+    object: String,
+}
+
+fn build() -> Result<Bins> {
+    setup::run()?;
+    setup::install_packages(&["bpftrace"])?;
+    let weft = build_weft_release()?;
+    let root = workspace_root();
+    exec(
+        Command::new("cargo")
+            .current_dir(&root)
+            .args(["build", "--release", "--locked", "--package", "weft-tests", "--bins"]),
+    )?;
+    let release = root.join("target/release");
+    Ok(Bins {
+        weft,
+        syscall_loop: release.join("weft-syscall-loop").display().to_string(),
+        floor: release.join("weft-floor").display().to_string(),
+        object: root.join("target/ebpf/bpfel-unknown-none/release/weft-ebpf").display().to_string(),
+    })
+}
+
+/// One measured configuration: an optional tracer, and the syscall the loop makes.
+struct Config {
+    label: &'static str,
+    tracer: Option<(Vec<String>, &'static str)>,
+    syscall: &'static str,
+}
+
+fn probe_effect(options: &ProbeEffect) -> Result<()> {
+    let bins = build()?;
+    let weft = |extra: &[&str]| {
+        let mut cmd = vec![bins.weft.clone(), "stat".into(), "--json".into()];
+        cmd.extend(extra.iter().map(|s| (*s).to_owned()));
+        Some((cmd, "weft: tracing"))
+    };
+    let floor = |kind: &str| Some((vec![bins.floor.clone(), bins.object.clone(), kind.to_owned()], "attached"));
+    let configs = [
+        Config { label: "a  untraced getppid", tracer: None, syscall: "getppid" },
+        Config { label: "b  weft stat, every syscall (raw_tp)", tracer: weft(&[]), syscall: "getppid" },
+        Config {
+            label: "c  bpftrace enter/exit latency hist()",
+            tracer: Some((vec!["bpftrace".into(), "-e".into(), BPFTRACE_LATENCY.into()], "Attaching")),
+            syscall: "getppid",
+        },
+        Config { label: "d  empty raw_tp sys_enter+sys_exit", tracer: floor("raw"), syscall: "getppid" },
+        Config { label: "d2 empty tp_btf sys_enter+sys_exit", tracer: floor("btf"), syscall: "getppid" },
+        Config { label: "d3 empty tracepoint sys_enter+exit", tracer: floor("tp"), syscall: "getppid" },
+        Config { label: "f  weft stat --syscall getppid", tracer: weft(&["--syscall", "getppid"]), syscall: "getppid" },
+        Config { label: "a' untraced getpid", tracer: None, syscall: "getpid" },
+        Config { label: "e  getpid, weft --syscall getppid", tracer: weft(&["--syscall", "getppid"]), syscall: "getpid" },
+    ];
+    println!("probe-effect: {} runs x {} calls, ns per call (lower is better)", options.runs, options.calls);
+    println!("{:<40} {:>8} {:>8} {:>8} {:>10}", "configuration", "min", "median", "max", "weft lost");
+    let mut medians = Vec::new();
+    for config in &configs {
+        let (samples, lost) = measure(config, &bins, options)?;
+        let m = median(&samples);
+        println!(
+            "{:<40} {:>8.1} {:>8.1} {:>8.1} {:>10}",
+            config.label,
+            samples.first().copied().unwrap_or_default(),
+            m,
+            samples.last().copied().unwrap_or_default(),
+            lost.map_or_else(|| "-".to_owned(), |l| l.to_string())
+        );
+        medians.push(m);
+    }
+    let [a, b, c, d, d2, d3, f, a2, e] = medians.as_slice() else { unreachable!() };
+    println!("ratios of medians:");
+    println!("  b/a  weft / untraced            {:.2}", b / a);
+    println!("  c/a  bpftrace / untraced        {:.2}", c / a);
+    println!("  d/a  floor (raw_tp) / untraced  {:.2}", d / a);
+    println!("  b/d  weft / floor               {:.2}   (target <= 1.3)", b / d);
+    println!("  d2/d tp_btf / raw_tp floor      {:.2}", d2 / d);
+    println!("  d3/d tracepoint / raw_tp floor  {:.2}", d3 / d);
+    println!("  f/a  weft --syscall, traced call / untraced   {:.2}", f / a);
+    println!("  e/a' weft --syscall getppid, getpid / untraced getpid  {:.2}", e / a2);
+    Ok(())
+}
+
+/// Runs the loop `runs` times under the configuration's tracer; returns the
+/// sorted ns per call and, for weft, the lost count it reported.
+fn measure(config: &Config, bins: &Bins, options: &ProbeEffect) -> Result<(Vec<f64>, Option<u64>)> {
+    let tracer = match &config.tracer {
+        Some((argv, ready)) => Some(Tracer::start(argv, ready)?),
+        None => None,
+    };
+    let mut samples = Vec::with_capacity(options.runs);
+    for _ in 0..options.runs {
+        let out = output(
+            Command::new("taskset")
+                .args(["-c", "0", &bins.syscall_loop, config.syscall])
+                .arg(options.calls.to_string()),
+        )?;
+        samples.push(out.trim().parse::<f64>().context("loop printed no number")?);
+    }
+    samples.sort_by(f64::total_cmp);
+    let lost = match tracer {
+        Some(tracer) => tracer.stop()?,
+        None => None,
+    };
+    Ok((samples, lost))
+}
+
+fn median(sorted: &[f64]) -> f64 {
+    sorted.get(sorted.len() / 2).copied().unwrap_or_default()
+}
+
+/// A tracer process running alongside the loop.
+struct Tracer {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Tracer {
+    /// Starts `argv` and waits until a line of its output contains `ready`.
+    fn start(argv: &[String], ready: &str) -> Result<Self> {
+        let mut child = Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("failed to start {}", argv[0]))?;
+        let (tx, lines) = mpsc::channel();
+        for pipe in [child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>), child.stderr.take().map(|p| Box::new(p) as _)].into_iter().flatten() {
+            let tx = tx.clone();
+            thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    let _ = tx.send(line);
+                }
+            });
+        }
+        let tracer = Self { child, lines };
+        loop {
+            let line = tracer
+                .lines
+                .recv_timeout(Duration::from_secs(60))
+                .with_context(|| format!("{} did not become ready", argv[0]))?;
+            if line.contains(ready) {
+                // Let attachment settle before timing.
+                thread::sleep(Duration::from_millis(300));
+                return Ok(tracer);
+            }
+        }
+    }
+
+    /// Stops the tracer with SIGINT; returns weft's final lost count if it printed one.
+    fn stop(mut self) -> Result<Option<u64>> {
+        exec(Command::new("kill").args(["-INT", &self.child.id().to_string()]))?;
+        let status = self.child.wait()?;
+        if !status.success() {
+            bail!("tracer exited with {status}");
+        }
+        let lines: Vec<String> = self.lines.iter().collect();
+        Ok(lines
+            .iter()
+            .filter(|line| line.contains("\"kind\":\"total\""))
+            .find_map(|line| json_u64(line, "lost")))
+    }
+}
+
+/// The unsigned integer value of `"key":` in a flat JSON line.
+fn json_u64(line: &str, key: &str) -> Option<u64> {
+    let rest = &line[line.find(&format!("\"{key}\":"))? + key.len() + 3..];
+    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_u64_finds_key() {
+        let line = r#"{"kind":"total","lost":42,"ring_full":3}"#;
+        assert_eq!(json_u64(line, "lost"), Some(42));
+        assert_eq!(json_u64(line, "missing"), None);
+    }
 }

@@ -1,0 +1,71 @@
+//! Attaches the empty programs of `ebpf/src/floor.rs` to the syscall hooks and
+//! waits for SIGINT/SIGTERM: the "merely attached" floor that
+//! `cargo xtask bench probe-effect` measures weft against.
+//!
+//! `weft-floor OBJECT raw|btf|tp` prints `attached` once the programs run.
+
+use std::process::ExitCode;
+
+use aya::{
+    Btf, Ebpf,
+    programs::{BtfTracePoint, RawTracePoint, TracePoint},
+};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, object, kind] = args.as_slice() else {
+        eprintln!("usage: weft-floor OBJECT raw|btf|tp");
+        return ExitCode::from(2);
+    };
+    match attach(object, kind) {
+        Ok(_ebpf) => {
+            println!("attached");
+            wait_for_signal();
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("weft-floor: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn attach(object: &str, kind: &str) -> Result<Ebpf, Box<dyn std::error::Error>> {
+    let mut ebpf = Ebpf::load(&std::fs::read(object)?)?;
+    for hook in ["sys_enter", "sys_exit"] {
+        let name = format!("floor_{kind}_{}", &hook[4..]);
+        let program = ebpf.program_mut(&name).ok_or(format!("no program {name}"))?;
+        match kind {
+            "raw" => {
+                let p: &mut RawTracePoint = program.try_into()?;
+                p.load()?;
+                p.attach(hook)?;
+            }
+            "btf" => {
+                let p: &mut BtfTracePoint = program.try_into()?;
+                p.load(hook, &Btf::from_sys_fs()?)?;
+                p.attach()?;
+            }
+            "tp" => {
+                let p: &mut TracePoint = program.try_into()?;
+                p.load()?;
+                p.attach("raw_syscalls", hook)?;
+            }
+            _ => return Err(format!("unknown kind {kind}").into()),
+        }
+    }
+    Ok(ebpf)
+}
+
+fn wait_for_signal() {
+    // SAFETY: plain sigset manipulation on a local set, then sigwait.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&raw mut set);
+        libc::sigaddset(&raw mut set, libc::SIGINT);
+        libc::sigaddset(&raw mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &raw const set, std::ptr::null_mut());
+        let mut signal = 0;
+        libc::sigwait(&raw const set, &raw mut signal);
+    }
+}
