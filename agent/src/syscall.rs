@@ -83,6 +83,9 @@ impl SyscallProbe {
         let tracefs = ebpf::tracefs()?;
         let mut loader = EbpfLoader::new();
         loader
+            // aya has no user-space type for task storage; the kernel side
+            // alone uses it, so aya only needs to create it.
+            .allow_unsupported_maps()
             .override_global(CONFIG_GLOBAL, &config, true)
             .map_max_entries(RINGS_MAP, cpus)
             .map_max_entries(PIDS_MAP, options.filter.pids.len().max(1) as u32);

@@ -2,9 +2,14 @@
 //! `weft-probes`; this file only holds what every eBPF binary needs.
 #![no_std]
 #![no_main]
+// The BPF target's `core` has no atomic read-modify-write types; the
+// intrinsic compiles to BPF's atomic add.
+#![feature(core_intrinsics)]
+#![allow(internal_features, reason = "see core_intrinsics above")]
 
 mod floor;
 mod syscall;
+mod task_storage;
 
 #[cfg(not(test))]
 #[panic_handler]

@@ -18,9 +18,10 @@ use aya_ebpf::{
     programs::{RawTracePointContext, TracePointContext},
 };
 use weft_probes::syscall::{
-    Counter, FILTER_COMM, FILTER_PID, InFlight, MAX_CPUS, SyscallConfig, SyscallEvent,
-    DEFAULT_INFLIGHT_ENTRIES, COUNTERS,
+    COUNTERS, Counter, FILTER_COMM, FILTER_PID, InFlight, MAX_CPUS, SyscallConfig, SyscallEvent,
 };
+
+use crate::task_storage::TaskStorage;
 
 /// Written by user space before load; read through `read_volatile` so the
 /// compiler does not fold the default in.
@@ -40,9 +41,9 @@ static SYSCALL_TP_RET_OFFSET: u32 = 16;
 static SYSCALL_RINGS: ArrayOfMaps<RingBuf<SyscallEvent, { 1 << 16 }>, { MAX_CPUS as usize }> =
     ArrayOfMaps::new();
 
-#[map]
-static SYSCALL_INFLIGHT: HashMap<u32, InFlight> =
-    HashMap::with_max_entries(DEFAULT_INFLIGHT_ENTRIES, 0);
+/// Each thread's syscall in flight, in task-local storage.
+#[btf_map]
+static SYSCALL_INFLIGHT: TaskStorage<InFlight> = TaskStorage::new();
 
 #[map]
 static SYSCALL_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTERS, 0);
@@ -73,8 +74,14 @@ fn config() -> &'static SyscallConfig {
 #[inline(always)]
 fn count(counter: Counter) {
     if let Some(slot) = SYSCALL_COUNTERS.get_ptr_mut(counter as u32) {
-        // SAFETY: per-CPU slot, only this CPU writes it while we run.
-        unsafe { *slot += 1 };
+        // Atomic even though the slot is per-CPU: syscall tracepoints may be
+        // preemptible, and a preempting program on this CPU must not lose an
+        // increment. SAFETY: the slot is a valid, aligned u64 map value.
+        unsafe {
+            core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
+                slot, 1,
+            )
+        };
     }
 }
 
@@ -109,14 +116,12 @@ fn on_enter(nr: u32) {
     if !wants_task(config, (pid_tgid >> 32) as u32) {
         return;
     }
-    let inflight = InFlight {
-        // SAFETY: helper without preconditions.
-        enter_ns: unsafe { bpf_ktime_get_ns() },
-        nr,
-        pad: 0,
-    };
-    if SYSCALL_INFLIGHT.insert(&(pid_tgid as u32), &inflight, 0).is_err() {
-        count(Counter::EnterTableFull);
+    // SAFETY: helper without preconditions.
+    let enter_ns = unsafe { bpf_ktime_get_ns() };
+    match SYSCALL_INFLIGHT.current(true) {
+        // SAFETY: the task's own storage; only this thread's programs touch it.
+        Some(slot) => unsafe { *slot = InFlight { enter_ns, nr, active: 1 } },
+        None => count(Counter::EnterTableFull),
     }
 }
 
@@ -124,12 +129,18 @@ fn on_enter(nr: u32) {
 fn on_exit(ret: i64, nr_at_exit: impl FnOnce() -> u32) {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tid = pid_tgid as u32;
-    // SAFETY: the entry is copied out before it is removed.
-    let Some(inflight) = (unsafe { SYSCALL_INFLIGHT.get(&tid) }).copied() else {
+    let Some(slot) = SYSCALL_INFLIGHT.current(false) else {
         exit_without_enter(ret, pid_tgid, nr_at_exit());
         return;
     };
-    let _ = SYSCALL_INFLIGHT.remove(&tid);
+    // SAFETY: as in `on_enter`, only this thread touches its entry.
+    let inflight = unsafe { *slot };
+    if inflight.active == 0 {
+        exit_without_enter(ret, pid_tgid, nr_at_exit());
+        return;
+    }
+    // SAFETY: as above.
+    unsafe { (*slot).active = 0 };
     // SAFETY: helper without preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
     let duration_ns = now.wrapping_sub(inflight.enter_ns);

@@ -15,17 +15,12 @@ pub const MAX_SYSCALLS: u32 = 512;
 
 /// Name of the per-CPU ring buffer array map.
 pub const RINGS_MAP: &str = "SYSCALL_RINGS";
-/// Name of the in-flight (entered, not yet exited) syscall map.
-pub const INFLIGHT_MAP: &str = "SYSCALL_INFLIGHT";
 /// Name of the per-CPU counter array map, indexed by [`Counter`].
 pub const COUNTERS_MAP: &str = "SYSCALL_COUNTERS";
 /// Name of the traced thread group id set (used when [`FILTER_PID`] is set).
 pub const PIDS_MAP: &str = "SYSCALL_PIDS";
 /// Name of the global holding the [`SyscallConfig`].
 pub const CONFIG_GLOBAL: &str = "SYSCALL_CONFIG";
-
-/// Default capacity of the in-flight map: threads inside a syscall at once.
-pub const DEFAULT_INFLIGHT_ENTRIES: u32 = 65_536;
 
 /// One completed system call.
 #[repr(C)]
@@ -53,6 +48,10 @@ const _: () = assert!(core::mem::size_of::<SyscallEvent>() == EVENT_SIZE);
 const _: () = assert!(core::mem::align_of::<SyscallEvent>() == 8);
 
 /// What the probe keeps between a thread's syscall entry and its exit.
+///
+/// Kept in task-local storage: one value per thread, reused for every syscall
+/// of that thread (written in place; a hash map insert and delete per syscall
+/// cost far more) and freed by the kernel when the thread exits.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct InFlight {
@@ -60,8 +59,8 @@ pub struct InFlight {
     pub enter_ns: u64,
     /// Syscall number.
     pub nr: u32,
-    /// Explicit padding so the layout has no holes; always 0.
-    pub pad: u32,
+    /// 1 between entry and exit, 0 once the exit consumed the entry.
+    pub active: u32,
 }
 const _: () = assert!(core::mem::size_of::<InFlight>() == 16);
 
@@ -141,8 +140,8 @@ pub enum Counter {
     Seen = 0,
     /// Records that did not fit the ring buffer and were dropped.
     RingFull = 1,
-    /// Entries not stored because the in-flight map was full; their exit is
-    /// then also counted as `ExitWithoutEnter`.
+    /// Entries that could not be stored (task storage allocation failed);
+    /// their exit is then also counted as `ExitWithoutEnter`.
     EnterTableFull = 2,
     /// Exits whose entry was never seen (began before weft attached, or its
     /// entry was not stored). These syscalls are not in `Seen`.

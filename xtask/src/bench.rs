@@ -56,17 +56,23 @@ fn build() -> Result<Bins> {
     setup::install_packages(&["bpftrace"])?;
     let weft = build_weft_release()?;
     let root = workspace_root();
-    exec(
-        Command::new("cargo")
-            .current_dir(&root)
-            .args(["build", "--release", "--locked", "--package", "weft-tests", "--bins"]),
-    )?;
+    exec(Command::new("cargo").current_dir(&root).args([
+        "build",
+        "--release",
+        "--locked",
+        "--package",
+        "weft-tests",
+        "--bins",
+    ]))?;
     let release = root.join("target/release");
     Ok(Bins {
         weft,
         syscall_loop: release.join("weft-syscall-loop").display().to_string(),
         floor: release.join("weft-floor").display().to_string(),
-        object: root.join("target/ebpf/bpfel-unknown-none/release/weft-ebpf").display().to_string(),
+        object: root
+            .join("target/ebpf/bpfel-unknown-none/release/weft-ebpf")
+            .display()
+            .to_string(),
     })
 }
 
@@ -84,24 +90,70 @@ fn probe_effect(options: &ProbeEffect) -> Result<()> {
         cmd.extend(extra.iter().map(|s| (*s).to_owned()));
         Some((cmd, "weft: tracing"))
     };
-    let floor = |kind: &str| Some((vec![bins.floor.clone(), bins.object.clone(), kind.to_owned()], "attached"));
+    let floor = |kind: &str| {
+        Some((
+            vec![bins.floor.clone(), bins.object.clone(), kind.to_owned()],
+            "attached",
+        ))
+    };
     let configs = [
-        Config { label: "a  untraced getppid", tracer: None, syscall: "getppid" },
-        Config { label: "b  weft stat, every syscall (raw_tp)", tracer: weft(&[]), syscall: "getppid" },
         Config {
-            label: "c  bpftrace enter/exit latency hist()",
-            tracer: Some((vec!["bpftrace".into(), "-e".into(), BPFTRACE_LATENCY.into()], "Attaching")),
+            label: "a  untraced getppid",
+            tracer: None,
             syscall: "getppid",
         },
-        Config { label: "d  empty raw_tp sys_enter+sys_exit", tracer: floor("raw"), syscall: "getppid" },
-        Config { label: "d2 empty tp_btf sys_enter+sys_exit", tracer: floor("btf"), syscall: "getppid" },
-        Config { label: "d3 empty tracepoint sys_enter+exit", tracer: floor("tp"), syscall: "getppid" },
-        Config { label: "f  weft stat --syscall getppid", tracer: weft(&["--syscall", "getppid"]), syscall: "getppid" },
-        Config { label: "a' untraced getpid", tracer: None, syscall: "getpid" },
-        Config { label: "e  getpid, weft --syscall getppid", tracer: weft(&["--syscall", "getppid"]), syscall: "getpid" },
+        Config {
+            label: "b  weft stat, every syscall (raw_tp)",
+            tracer: weft(&[]),
+            syscall: "getppid",
+        },
+        Config {
+            label: "c  bpftrace enter/exit latency hist()",
+            tracer: Some((
+                vec!["bpftrace".into(), "-e".into(), BPFTRACE_LATENCY.into()],
+                "Attaching",
+            )),
+            syscall: "getppid",
+        },
+        Config {
+            label: "d  empty raw_tp sys_enter+sys_exit",
+            tracer: floor("raw"),
+            syscall: "getppid",
+        },
+        Config {
+            label: "d2 empty tp_btf sys_enter+sys_exit",
+            tracer: floor("btf"),
+            syscall: "getppid",
+        },
+        Config {
+            label: "d3 empty tracepoint sys_enter+exit",
+            tracer: floor("tp"),
+            syscall: "getppid",
+        },
+        Config {
+            label: "f  weft stat --syscall getppid",
+            tracer: weft(&["--syscall", "getppid"]),
+            syscall: "getppid",
+        },
+        Config {
+            label: "a' untraced getpid",
+            tracer: None,
+            syscall: "getpid",
+        },
+        Config {
+            label: "e  getpid, weft --syscall getppid",
+            tracer: weft(&["--syscall", "getppid"]),
+            syscall: "getpid",
+        },
     ];
-    println!("probe-effect: {} runs x {} calls, ns per call (lower is better)", options.runs, options.calls);
-    println!("{:<40} {:>8} {:>8} {:>8} {:>10}", "configuration", "min", "median", "max", "weft lost");
+    println!(
+        "probe-effect: {} runs x {} calls, ns per call (lower is better)",
+        options.runs, options.calls
+    );
+    println!(
+        "{:<40} {:>8} {:>8} {:>8} {:>10}",
+        "configuration", "min", "median", "max", "weft lost"
+    );
     let mut medians = Vec::new();
     for config in &configs {
         let (samples, lost) = measure(config, &bins, options)?;
@@ -116,16 +168,27 @@ fn probe_effect(options: &ProbeEffect) -> Result<()> {
         );
         medians.push(m);
     }
-    let [a, b, c, d, d2, d3, f, a2, e] = medians.as_slice() else { unreachable!() };
+    let [a, b, c, d, d2, d3, f, a2, e] = medians.as_slice() else {
+        unreachable!()
+    };
     println!("ratios of medians:");
     println!("  b/a  weft / untraced            {:.2}", b / a);
     println!("  c/a  bpftrace / untraced        {:.2}", c / a);
     println!("  d/a  floor (raw_tp) / untraced  {:.2}", d / a);
-    println!("  b/d  weft / floor               {:.2}   (target <= 1.3)", b / d);
+    println!(
+        "  b/d  weft / floor               {:.2}   (target <= 1.3)",
+        b / d
+    );
     println!("  d2/d tp_btf / raw_tp floor      {:.2}", d2 / d);
     println!("  d3/d tracepoint / raw_tp floor  {:.2}", d3 / d);
-    println!("  f/a  weft --syscall, traced call / untraced   {:.2}", f / a);
-    println!("  e/a' weft --syscall getppid, getpid / untraced getpid  {:.2}", e / a2);
+    println!(
+        "  f/a  weft --syscall, traced call / untraced   {:.2}",
+        f / a
+    );
+    println!(
+        "  e/a' weft --syscall getppid, getpid / untraced getpid  {:.2}",
+        e / a2
+    );
     Ok(())
 }
 
@@ -143,7 +206,11 @@ fn measure(config: &Config, bins: &Bins, options: &ProbeEffect) -> Result<(Vec<f
                 .args(["-c", "0", &bins.syscall_loop, config.syscall])
                 .arg(options.calls.to_string()),
         )?;
-        samples.push(out.trim().parse::<f64>().context("loop printed no number")?);
+        samples.push(
+            out.trim()
+                .parse::<f64>()
+                .context("loop printed no number")?,
+        );
     }
     samples.sort_by(f64::total_cmp);
     let lost = match tracer {
@@ -173,7 +240,16 @@ impl Tracer {
             .spawn()
             .with_context(|| format!("failed to start {}", argv[0]))?;
         let (tx, lines) = mpsc::channel();
-        for pipe in [child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>), child.stderr.take().map(|p| Box::new(p) as _)].into_iter().flatten() {
+        for pipe in [
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+            child.stderr.take().map(|p| Box::new(p) as _),
+        ]
+        .into_iter()
+        .flatten()
+        {
             let tx = tx.clone();
             thread::spawn(move || {
                 for line in BufReader::new(pipe).lines().map_while(Result::ok) {
@@ -181,12 +257,17 @@ impl Tracer {
                 }
             });
         }
+        drop(tx);
         let tracer = Self { child, lines };
+        let mut seen = Vec::new();
         loop {
             let line = tracer
                 .lines
                 .recv_timeout(Duration::from_secs(60))
-                .with_context(|| format!("{} did not become ready", argv[0]))?;
+                .with_context(|| {
+                    format!("{} did not become ready: {}", argv[0], seen.join("\n"))
+                })?;
+            seen.push(line.clone());
             if line.contains(ready) {
                 // Let attachment settle before timing.
                 thread::sleep(Duration::from_millis(300));
@@ -213,7 +294,10 @@ impl Tracer {
 /// The unsigned integer value of `"key":` in a flat JSON line.
 fn json_u64(line: &str, key: &str) -> Option<u64> {
     let rest = &line[line.find(&format!("\"{key}\":"))? + key.len() + 3..];
-    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+    rest.split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 use std::process::ExitCode;
 
 use aya::{
-    Btf, Ebpf,
+    Btf, Ebpf, EbpfLoader,
     programs::{BtfTracePoint, RawTracePoint, TracePoint},
 };
 
@@ -31,10 +31,15 @@ fn main() -> ExitCode {
 }
 
 fn attach(object: &str, kind: &str) -> Result<Ebpf, Box<dyn std::error::Error>> {
-    let mut ebpf = Ebpf::load(&std::fs::read(object)?)?;
+    // The object also holds weft's task-storage map, which aya cannot type.
+    let mut ebpf = EbpfLoader::new()
+        .allow_unsupported_maps()
+        .load(&std::fs::read(object)?)?;
     for hook in ["sys_enter", "sys_exit"] {
         let name = format!("floor_{kind}_{}", &hook[4..]);
-        let program = ebpf.program_mut(&name).ok_or(format!("no program {name}"))?;
+        let program = ebpf
+            .program_mut(&name)
+            .ok_or(format!("no program {name}"))?;
         match kind {
             "raw" => {
                 let p: &mut RawTracePoint = program.try_into()?;
