@@ -3,7 +3,8 @@
 
 use std::{fs, path::Path};
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, anyhow, bail};
+use weft_probes::tracefs::{Field, find_field};
 
 /// The object file, 8-byte aligned as the ELF parser requires.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/weft-ebpf.o"));
@@ -68,4 +69,20 @@ pub fn tracefs() -> Result<&'static Path> {
         );
     }
     Ok(path)
+}
+
+/// Reads field `name` of tracepoint `category:event` from its tracefs format.
+pub fn tracepoint_field(tracefs: &Path, category: &str, event: &str, name: &str) -> Result<Field> {
+    let path = tracefs
+        .join("events")
+        .join(category)
+        .join(event)
+        .join("format");
+    let text = fs::read_to_string(&path).with_context(|| {
+        format!(
+            "tracepoint {category}:{event} is not available ({})",
+            path.display()
+        )
+    })?;
+    find_field(&text, name).ok_or_else(|| anyhow!("{}: no field `{name}`", path.display()))
 }

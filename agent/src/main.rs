@@ -5,7 +5,6 @@ mod cli;
 mod ebpf;
 mod stat;
 mod syscall;
-mod tracefs;
 
 use std::process::ExitCode;
 

@@ -172,16 +172,18 @@ impl Stats {
             .iter()
             .map(|(nr, latency)| {
                 let h = &latency.histogram;
+                // Histogram buckets round up; never report past the exact max.
+                let at = |q: f64| h.value_at_quantile(q).clamp(latency.min, latency.max);
                 Row {
                     nr: *nr,
                     name: syscall_name(*nr),
                     count: h.len(),
                     rate: h.len() as f64 / elapsed.as_secs_f64().max(1e-9),
                     min: latency.min,
-                    p50: h.value_at_quantile(0.50),
-                    p90: h.value_at_quantile(0.90),
-                    p99: h.value_at_quantile(0.99),
-                    p999: h.value_at_quantile(0.999),
+                    p50: at(0.50),
+                    p90: at(0.90),
+                    p99: at(0.99),
+                    p999: at(0.999),
                     max: latency.max,
                 }
             })

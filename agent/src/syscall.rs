@@ -15,7 +15,7 @@ use weft_probes::syscall::{
     RINGS_MAP, SyscallConfig, SyscallEvent,
 };
 
-use crate::{ebpf, tracefs};
+use crate::ebpf;
 
 /// Which threads and syscalls to trace; applied in the kernel.
 #[derive(Debug, Default, Clone)]
@@ -92,7 +92,7 @@ impl SyscallProbe {
         let (nr_offset, ret_offset);
         if options.attach == AttachPoints::PerSyscall {
             let name = first_syscall_name(&options.filter)?;
-            nr_offset = tracefs::field(
+            nr_offset = ebpf::tracepoint_field(
                 tracefs,
                 "syscalls",
                 &format!("sys_enter_{name}"),
@@ -100,7 +100,8 @@ impl SyscallProbe {
             )?
             .offset;
             ret_offset =
-                tracefs::field(tracefs, "syscalls", &format!("sys_exit_{name}"), "ret")?.offset;
+                ebpf::tracepoint_field(tracefs, "syscalls", &format!("sys_exit_{name}"), "ret")?
+                    .offset;
             loader
                 .override_global("SYSCALL_TP_NR_OFFSET", &nr_offset, true)
                 .override_global("SYSCALL_TP_RET_OFFSET", &ret_offset, true);

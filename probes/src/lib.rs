@@ -19,3 +19,5 @@
 pub mod syscall;
 #[cfg(feature = "user")]
 pub mod syscall_names;
+#[cfg(feature = "user")]
+pub mod tracefs;

@@ -169,3 +169,42 @@ fn min_duration_drops_short_syscalls() {
     assert_eq!(out.count("getppid"), 0, "{}", out.total);
     assert_eq!(out.count("nanosleep"), 10, "{}", out.total);
 }
+
+#[test]
+fn text_tables_per_interval_and_total() {
+    if !can_trace("text_tables_per_interval_and_total") {
+        return;
+    }
+    let pid = std::process::id().to_string();
+    let (status, stdout, stderr) = weft_tests::run_weft(&[
+        "stat",
+        "--pid",
+        &pid,
+        "--duration",
+        "1s",
+        "--interval",
+        "300ms",
+    ]);
+    assert!(status.success(), "{stderr}");
+    let intervals = stdout
+        .lines()
+        .filter(|l| l.starts_with("== interval"))
+        .count();
+    assert!(
+        (2..=4).contains(&intervals),
+        "expected about 3 intervals:\n{stdout}"
+    );
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("== total")).count(),
+        1,
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("SYSCALL") && stdout.contains("P99.9"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("lost 0 (ring full 0, enter table full 0)"),
+        "{stdout}"
+    );
+}

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 
 use crate::{
     exec::{exec, workspace_root},
@@ -21,7 +21,12 @@ pub fn run(options: &Options) -> Result<()> {
     setup::run()?;
     let weft = build_weft_release()?;
     let mut cmd = setup::privileged(&weft);
-    exec(cmd.args(&options.args))
+    let status = cmd
+        .args(&options.args)
+        .status()
+        .with_context(|| format!("failed to start {cmd:?}"))?;
+    // weft printed its own error; pass its exit code on unchanged.
+    std::process::exit(status.code().unwrap_or(2));
 }
 
 /// Builds the `weft` binary in release mode and returns its path.

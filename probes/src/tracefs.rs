@@ -1,22 +1,22 @@
-//! Reading tracepoint record layouts from tracefs `format` files, so field
+//! Tracepoint record layouts from tracefs `format` files, so that field
 //! offsets come from the running kernel rather than from compile time.
-
-use std::{fs, path::Path};
-
-use anyhow::{Context as _, Result, anyhow};
 
 /// Offset and size in bytes of one field of a tracepoint record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Field {
+    /// Byte offset from the start of the record.
     pub offset: u32,
+    /// Size in bytes.
     pub size: u32,
 }
 
-/// Finds `name` in the text of a tracefs `format` file.
+/// Finds field `name` in the text of a tracefs `format` file; `None` when it
+/// is absent or its line is malformed.
 ///
 /// Field lines look like
 /// `\tfield:long ret;\toffset:16;\tsize:8;\tsigned:1;`; the field name is the
 /// last word of the declaration, without any array suffix.
+#[must_use]
 pub fn find_field(format: &str, name: &str) -> Option<Field> {
     format.lines().find_map(|line| {
         let mut parts = line.trim().split(';').map(str::trim);
@@ -36,22 +36,6 @@ pub fn find_field(format: &str, name: &str) -> Option<Field> {
             size: value("size:")?,
         })
     })
-}
-
-/// Reads field `name` of tracepoint `category:event`.
-pub fn field(tracefs: &Path, category: &str, event: &str, name: &str) -> Result<Field> {
-    let path = tracefs
-        .join("events")
-        .join(category)
-        .join(event)
-        .join("format");
-    let text = fs::read_to_string(&path).with_context(|| {
-        format!(
-            "tracepoint {category}:{event} is not available ({})",
-            path.display()
-        )
-    })?;
-    find_field(&text, name).ok_or_else(|| anyhow!("{} has no field `{name}`", path.display()))
 }
 
 #[cfg(test)]
