@@ -1,0 +1,57 @@
+//! The store's one error type.
+
+use std::{io, path::PathBuf};
+
+/// Everything a store operation can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A system call on a store file failed.
+    #[error("{call} {path}: {source}")]
+    Io {
+        call: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// A file's bytes are not what the format says they must be.
+    #[error("{path} at offset {offset}: {what}")]
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        what: String,
+    },
+    /// A file was written by a newer (or unknown) format version.
+    #[error("{path}: format version {version} is not supported (this build reads version 1)")]
+    UnsupportedVersion { path: PathBuf, version: u8 },
+    /// A record does not fit in one chunk.
+    #[error("a record of {size} bytes does not fit a {block_size}-byte chunk")]
+    RecordTooLarge { size: usize, block_size: u32 },
+    /// A source or index id that was never defined.
+    #[error("unknown {what} {id}")]
+    Unknown { what: &'static str, id: u32 },
+    /// Bad arguments to a definition or query.
+    #[error("{0}")]
+    Invalid(String),
+    /// An earlier write failed; the store refuses further writes.
+    #[error("the store is poisoned by an earlier write failure: {0}")]
+    Poisoned(String),
+    /// The data asked for was deleted by the disk budget.
+    #[error("chunk {chunk} was deleted by the disk budget")]
+    Expired { chunk: u64 },
+}
+
+/// `Result` with [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Wraps an `io::Error` with the call and the path.
+pub fn io<'a>(
+    call: &'static str,
+    path: &'a std::path::Path,
+) -> impl FnOnce(io::Error) -> Error + 'a {
+    move |source| Error::Io {
+        call,
+        path: path.to_owned(),
+        source,
+    }
+}

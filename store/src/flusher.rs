@@ -1,0 +1,208 @@
+//! The background thread that writes sealed chunks to the capture directory
+//! and enforces the disk budget.
+//!
+//! Per chunk it writes, in order: the block into its segment file, the
+//! chunk's summaries into `chunks.log`, then its time entry into `time.log`.
+//! The time entry is the commit point: recovery keeps a chunk only when its
+//! time entry, summaries and block are all intact.
+
+use std::{
+    collections::BTreeMap,
+    fs::{self, File},
+    os::unix::fs::FileExt as _,
+    path::{Path, PathBuf},
+    sync::{Arc, mpsc},
+};
+
+use crate::{
+    error::{Result, io},
+    format::{
+        FILE_HEADER_LEN, FileKind, SUMMARY_LEN, Summary, TIME_ENTRY_LEN, TimeEntry, file_header,
+    },
+    shared::Shared,
+    writer::{Config, Durability},
+};
+
+/// A chunk ready to be written (or the published prefix of the active one).
+pub(crate) struct Sealed {
+    pub block: Vec<u8>,
+    pub summaries: Vec<Summary>,
+    pub time: TimeEntry,
+}
+
+/// The record-log segment holding chunks `[segment * per_segment, ...)`.
+pub(crate) fn segment_path(dir: &Path, segment: u64) -> PathBuf {
+    dir.join(format!("records-{segment:010}.log"))
+}
+
+/// Parses a segment number back from a file name; `None` for foreign files.
+pub(crate) fn segment_number(name: &str) -> Option<u64> {
+    name.strip_prefix("records-")?
+        .strip_suffix(".log")?
+        .parse()
+        .ok()
+}
+
+/// Creates `chunks.log` and `time.log` with their headers.
+pub(crate) fn create_logs(dir: &Path) -> Result<()> {
+    for (name, kind) in [
+        ("chunks.log", FileKind::Chunks),
+        ("time.log", FileKind::Time),
+    ] {
+        let path = dir.join(name);
+        let file = crate::create_file(&path)?;
+        file.write_all_at(&file_header(kind, 0), 0)
+            .map_err(io("write", &path))?;
+    }
+    crate::sync_dir(dir)
+}
+
+struct Files {
+    dir: PathBuf,
+    chunks: File,
+    time: File,
+    segments: BTreeMap<u64, File>,
+}
+
+impl Files {
+    fn open(dir: &Path) -> Result<Self> {
+        let open = |name: &str| {
+            let path = dir.join(name);
+            fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map_err(io("open", &path))
+        };
+        Ok(Self {
+            dir: dir.to_owned(),
+            chunks: open("chunks.log")?,
+            time: open("time.log")?,
+            segments: BTreeMap::new(),
+        })
+    }
+
+    fn segment(&mut self, segment: u64, block_size: u32) -> Result<&File> {
+        if !self.segments.contains_key(&segment) {
+            let path = segment_path(&self.dir, segment);
+            let file = if path.exists() {
+                fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(io("open", &path))?
+            } else {
+                let file = crate::create_file(&path)?;
+                file.write_all_at(&file_header(FileKind::Records, block_size), 0)
+                    .map_err(io("write", &path))?;
+                crate::sync_dir(&self.dir)?;
+                file
+            };
+            // Only the newest segment is written to; drop older handles.
+            self.segments.retain(|s, _| *s > segment.saturating_sub(1));
+            self.segments.insert(segment, file);
+        }
+        Ok(&self.segments[&segment])
+    }
+
+    fn write(
+        &mut self,
+        sealed: &Sealed,
+        config: &Config,
+        block_size: u32,
+        per_segment: u32,
+    ) -> Result<()> {
+        let chunk = sealed.time.chunk;
+        let segment = chunk / u64::from(per_segment);
+        let offset =
+            (FILE_HEADER_LEN as u64) + (chunk % u64::from(per_segment)) * u64::from(block_size);
+        let path = segment_path(&self.dir, segment);
+        let file = self.segment(segment, block_size)?;
+        file.write_all_at(&sealed.block, offset)
+            .map_err(io("write", &path))?;
+        if config.durability == Durability::Sync {
+            file.sync_data().map_err(io("fdatasync", &path))?;
+        }
+        let summaries: Vec<u8> = sealed.summaries.iter().flat_map(Summary::encode).collect();
+        let at = FILE_HEADER_LEN as u64 + sealed.time.first_summary * SUMMARY_LEN as u64;
+        let chunks_path = self.dir.join("chunks.log");
+        self.chunks
+            .write_all_at(&summaries, at)
+            .map_err(io("write", &chunks_path))?;
+        if config.durability == Durability::Sync {
+            self.chunks
+                .sync_data()
+                .map_err(io("fdatasync", &chunks_path))?;
+        }
+        let time_path = self.dir.join("time.log");
+        let at = (FILE_HEADER_LEN + chunk as usize * TIME_ENTRY_LEN) as u64;
+        self.time
+            .write_all_at(&sealed.time.encode(), at)
+            .map_err(io("write", &time_path))?;
+        if config.durability == Durability::Sync {
+            self.time.sync_data().map_err(io("fdatasync", &time_path))?;
+        }
+        Ok(())
+    }
+}
+
+/// The flusher thread's body: write each chunk, commit it, apply the budget.
+/// A failure poisons the store and stops the thread.
+pub(crate) fn run(shared: &Arc<Shared>, chunks: &mpsc::Receiver<Arc<Sealed>>, config: &Config) {
+    let meta = shared.meta();
+    let (block_size, per_segment) = (meta.block_size, meta.blocks_per_segment);
+    let mut files = match Files::open(&shared.dir) {
+        Ok(files) => files,
+        Err(error) => return shared.poison(error.to_string()),
+    };
+    for sealed in chunks {
+        if let Err(error) = files.write(&sealed, config, block_size, per_segment) {
+            return shared.poison(error.to_string());
+        }
+        shared.commit(sealed.time.chunk);
+        if let Some(budget) = config.disk_budget {
+            let current = sealed.time.chunk / u64::from(per_segment);
+            if let Err(error) = enforce_budget(shared, budget, current) {
+                return shared.poison(error.to_string());
+            }
+        }
+    }
+}
+
+/// Deletes the oldest segments (never the one being written, never one that
+/// overlaps a pinned window) until the store fits `budget` bytes.
+fn enforce_budget(shared: &Arc<Shared>, budget: u64, current: u64) -> Result<()> {
+    let mut sizes = BTreeMap::new();
+    let mut total = 0;
+    for entry in fs::read_dir(&shared.dir).map_err(io("read dir", &shared.dir))? {
+        let entry = entry.map_err(io("read dir", &shared.dir))?;
+        let size = entry.metadata().map_err(io("stat", &entry.path()))?.len();
+        total += size;
+        if let Some(segment) = entry.file_name().to_str().and_then(segment_number) {
+            sizes.insert(segment, size);
+        }
+    }
+    if total <= budget {
+        return Ok(());
+    }
+    let snapshot = shared.snapshot();
+    let per_segment = u64::from(snapshot.meta().blocks_per_segment);
+    for (segment, size) in sizes {
+        if total <= budget || segment >= current {
+            break;
+        }
+        let first = snapshot.time_entry(segment * per_segment)?;
+        let last = snapshot.time_entry(segment * per_segment + per_segment - 1)?;
+        let pinned = snapshot
+            .meta()
+            .pins
+            .iter()
+            .any(|(start, end)| *start <= last.last_ts && first.first_ts <= *end);
+        if pinned {
+            continue;
+        }
+        shared.mark_deleted(segment);
+        let path = segment_path(&shared.dir, segment);
+        fs::remove_file(&path).map_err(io("remove", &path))?;
+        total -= size;
+    }
+    Ok(())
+}

@@ -1,0 +1,542 @@
+//! The on-disk format: file headers, record-log blocks, record framing, and
+//! the fixed-size entries of the chunk and time logs. See `docs/format.md`.
+//!
+//! A record-log block (one chunk) is `block_size` bytes:
+//!
+//! ```text
+//! 0        4        8                16               24
+//! +--------+--------+----------------+----------------+--------------------
+//! | crc32  | used   | block number   | base ts (ns)   | records ... | zero pad
+//! +--------+--------+----------------+----------------+--------------------
+//! crc32 covers bytes 4..block_size; `used` counts bytes from 0 to the end of
+//! the last record.
+//! ```
+//!
+//! A record is framed as four LEB128 varints and the payload:
+//!
+//! ```text
+//! (source << 1 | has_producer_ts) | len | ts - base ts | addr - prev addr of source (0: none)
+//! [ zigzag(producer ts - ts) ]  payload[len]
+//! ```
+//!
+//! Worked example: source 3's 48-byte record 1.2 µs after the block's first
+//! record, 70 bytes after its previous record, costs 1 + 1 + 2 + 1 = 5 header
+//! bytes: 53 bytes stored.
+
+use crate::error::{Error, Result};
+
+/// Magic at the start of every store file; the last byte is the format version.
+pub const MAGIC: [u8; 7] = *b"WEFTST\0";
+
+/// Versions of the on-disk format this build reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FormatVersion {
+    /// The first format: blocks with CRC32, LEB128 record headers.
+    V1 = 1,
+}
+
+impl FormatVersion {
+    /// The version new files are written with.
+    pub const CURRENT: Self = Self::V1;
+
+    fn from_byte(byte: u8) -> Option<Self> {
+        (byte == 1).then_some(Self::V1)
+    }
+}
+
+/// Size of every file's header.
+pub const FILE_HEADER_LEN: usize = 16;
+
+/// What a file holds; part of its header so files cannot be mixed up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FileKind {
+    /// A segment of the record log.
+    Records = 1,
+    /// The chunk-index log.
+    Chunks = 2,
+    /// The time-index log.
+    Time = 3,
+}
+
+/// `MAGIC | version | kind | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 0` padded to 16 bytes;
+/// bytes 9..13 hold the block size for record segments.
+pub fn file_header(kind: FileKind, block_size: u32) -> [u8; FILE_HEADER_LEN] {
+    let mut header = [0; FILE_HEADER_LEN];
+    header[..7].copy_from_slice(&MAGIC);
+    header[7] = FormatVersion::CURRENT as u8;
+    header[8] = kind as u8;
+    header[9..13].copy_from_slice(&block_size.to_le_bytes());
+    header
+}
+
+/// Checks a file header; returns the block size it records.
+pub fn check_file_header(bytes: &[u8], kind: FileKind, path: &std::path::Path) -> Result<u32> {
+    let bad = |what: String| Error::Corrupt {
+        path: path.to_owned(),
+        offset: 0,
+        what,
+    };
+    let Some(header) = bytes.get(..FILE_HEADER_LEN) else {
+        return Err(bad(format!(
+            "file is {} bytes, shorter than its header",
+            bytes.len()
+        )));
+    };
+    if header[..7] != MAGIC {
+        return Err(bad("not a weft store file (bad magic)".into()));
+    }
+    if FormatVersion::from_byte(header[7]).is_none() {
+        return Err(Error::UnsupportedVersion {
+            path: path.to_owned(),
+            version: header[7],
+        });
+    }
+    if header[8] != kind as u8 {
+        return Err(bad(format!(
+            "file kind {} where {:?} was expected",
+            header[8], kind
+        )));
+    }
+    Ok(u32::from_le_bytes([
+        header[9], header[10], header[11], header[12],
+    ]))
+}
+
+/// Bytes before the first record of a block.
+pub const BLOCK_HEADER_LEN: usize = 24;
+
+/// The fixed fields at the start of a record-log block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockHeader {
+    /// Bytes in use, header included.
+    pub used: u32,
+    /// The block's number; its records' addresses start at `number * block_size`.
+    pub number: u64,
+    /// Arrival time of the block's first record.
+    pub base_ts: u64,
+}
+
+impl BlockHeader {
+    /// Writes the header and the checksum into `block`.
+    pub fn seal(&self, block: &mut [u8]) {
+        block[4..8].copy_from_slice(&self.used.to_le_bytes());
+        block[8..16].copy_from_slice(&self.number.to_le_bytes());
+        block[16..24].copy_from_slice(&self.base_ts.to_le_bytes());
+        let crc = crc32fast::hash(&block[4..]);
+        block[..4].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// Reads and verifies a block's header and checksum.
+    pub fn open(block: &[u8]) -> std::result::Result<Self, String> {
+        if block.len() < BLOCK_HEADER_LEN {
+            return Err(format!(
+                "block of {} bytes is shorter than its header",
+                block.len()
+            ));
+        }
+        let crc = u32::from_le_bytes(le4(block, 0));
+        let actual = crc32fast::hash(&block[4..]);
+        if crc != actual {
+            return Err(format!(
+                "block checksum {crc:#010x} does not match contents {actual:#010x}"
+            ));
+        }
+        let header = Self {
+            used: u32::from_le_bytes(le4(block, 4)),
+            number: u64::from_le_bytes(le8(block, 8)),
+            base_ts: u64::from_le_bytes(le8(block, 16)),
+        };
+        if (header.used as usize) < BLOCK_HEADER_LEN || header.used as usize > block.len() {
+            return Err(format!(
+                "block claims {} used bytes of {}",
+                header.used,
+                block.len()
+            ));
+        }
+        Ok(header)
+    }
+}
+
+fn le4(bytes: &[u8], at: usize) -> [u8; 4] {
+    let mut out = [0; 4];
+    out.copy_from_slice(&bytes[at..at + 4]);
+    out
+}
+
+fn le8(bytes: &[u8], at: usize) -> [u8; 8] {
+    let mut out = [0; 8];
+    out.copy_from_slice(&bytes[at..at + 8]);
+    out
+}
+
+/// Appends `value` as LEB128.
+pub fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+/// Reads a LEB128 value at `*at`, advancing it.
+pub fn get_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *bytes.get(*at)?;
+        *at += 1;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Some(value);
+        }
+    }
+    None
+}
+
+/// The most header bytes a record can take: four 10-byte varints plus one.
+pub const MAX_RECORD_HEADER: usize = 50;
+
+/// A decoded record header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordHeader {
+    pub source: u16,
+    pub len: u32,
+    pub ts: u64,
+    /// Address of the previous record of the same source, if any.
+    pub prev: Option<u64>,
+    pub producer_ts: Option<u64>,
+}
+
+impl RecordHeader {
+    /// Appends the header of a record at `addr` in a block based at `base_ts`.
+    pub fn encode(&self, out: &mut Vec<u8>, addr: u64, base_ts: u64) {
+        put_varint(
+            out,
+            u64::from(self.source) << 1 | u64::from(self.producer_ts.is_some()),
+        );
+        put_varint(out, u64::from(self.len));
+        put_varint(out, self.ts - base_ts);
+        put_varint(out, self.prev.map_or(0, |prev| addr - prev));
+        if let Some(producer) = self.producer_ts {
+            let delta = producer.wrapping_sub(self.ts) as i64;
+            put_varint(out, ((delta << 1) ^ (delta >> 63)) as u64);
+        }
+    }
+
+    /// Decodes the header of the record at `addr` starting at `*at`.
+    pub fn decode(bytes: &[u8], at: &mut usize, addr: u64, base_ts: u64) -> Option<Self> {
+        let tag = get_varint(bytes, at)?;
+        let len = u32::try_from(get_varint(bytes, at)?).ok()?;
+        let ts = base_ts.checked_add(get_varint(bytes, at)?)?;
+        let back = get_varint(bytes, at)?;
+        let prev = if back == 0 {
+            None
+        } else {
+            Some(addr.checked_sub(back)?)
+        };
+        let producer_ts = if tag & 1 == 1 {
+            let zigzag = get_varint(bytes, at)?;
+            let delta = (zigzag >> 1) as i64 ^ -((zigzag & 1) as i64);
+            Some(ts.wrapping_add(delta as u64))
+        } else {
+            None
+        };
+        Some(Self {
+            source: u16::try_from(tag >> 1).ok()?,
+            len,
+            ts,
+            prev,
+            producer_ts,
+        })
+    }
+}
+
+/// One (source, index, bin) summary of one chunk: a chunk-log entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Summary {
+    pub chunk: u64,
+    pub source: u16,
+    /// Index id; 0 is the implicit per-source index with one bin.
+    pub index: u16,
+    pub bin: u32,
+    pub count: u64,
+    pub sum: i128,
+    pub min: i64,
+    pub max: i64,
+    pub first_ts: u64,
+    pub last_ts: u64,
+    /// Address of the last record in this bin.
+    pub last_addr: u64,
+}
+
+/// Size of an encoded [`Summary`]: the fields plus a CRC32.
+pub const SUMMARY_LEN: usize = 8 + 2 + 2 + 4 + 8 + 16 + 8 + 8 + 8 + 8 + 8 + 4;
+
+impl Summary {
+    pub fn encode(&self) -> [u8; SUMMARY_LEN] {
+        let Self {
+            chunk,
+            source,
+            index,
+            bin,
+            count,
+            sum,
+            min,
+            max,
+            first_ts,
+            last_ts,
+            last_addr,
+        } = *self;
+        let mut out = [0; SUMMARY_LEN];
+        let mut w = Writer(&mut out, 0);
+        w.put(&chunk.to_le_bytes());
+        w.put(&source.to_le_bytes());
+        w.put(&index.to_le_bytes());
+        w.put(&bin.to_le_bytes());
+        w.put(&count.to_le_bytes());
+        w.put(&sum.to_le_bytes());
+        w.put(&min.to_le_bytes());
+        w.put(&max.to_le_bytes());
+        w.put(&first_ts.to_le_bytes());
+        w.put(&last_ts.to_le_bytes());
+        w.put(&last_addr.to_le_bytes());
+        let crc = crc32fast::hash(&out[..SUMMARY_LEN - 4]);
+        out[SUMMARY_LEN - 4..].copy_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        let bytes = bytes.get(..SUMMARY_LEN)?;
+        let crc = u32::from_le_bytes(le4(bytes, SUMMARY_LEN - 4));
+        if crc != crc32fast::hash(&bytes[..SUMMARY_LEN - 4]) {
+            return None;
+        }
+        let mut r = Reader(bytes, 0);
+        Some(Self {
+            chunk: u64::from_le_bytes(r.take()),
+            source: u16::from_le_bytes(r.take()),
+            index: u16::from_le_bytes(r.take()),
+            bin: u32::from_le_bytes(r.take()),
+            count: u64::from_le_bytes(r.take()),
+            sum: i128::from_le_bytes(r.take()),
+            min: i64::from_le_bytes(r.take()),
+            max: i64::from_le_bytes(r.take()),
+            first_ts: u64::from_le_bytes(r.take()),
+            last_ts: u64::from_le_bytes(r.take()),
+            last_addr: u64::from_le_bytes(r.take()),
+        })
+    }
+}
+
+/// One chunk's time-log entry: the commit point of a flushed chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct TimeEntry {
+    pub chunk: u64,
+    pub first_ts: u64,
+    pub last_ts: u64,
+    /// Index of the chunk's first summary in the chunk log.
+    pub first_summary: u64,
+    pub summaries: u32,
+    /// Records in the chunk.
+    pub records: u32,
+}
+
+/// Size of an encoded [`TimeEntry`] with its CRC32.
+pub const TIME_ENTRY_LEN: usize = 8 * 4 + 4 + 4 + 4;
+
+impl TimeEntry {
+    pub fn encode(&self) -> [u8; TIME_ENTRY_LEN] {
+        let Self {
+            chunk,
+            first_ts,
+            last_ts,
+            first_summary,
+            summaries,
+            records,
+        } = *self;
+        let mut out = [0; TIME_ENTRY_LEN];
+        let mut w = Writer(&mut out, 0);
+        w.put(&chunk.to_le_bytes());
+        w.put(&first_ts.to_le_bytes());
+        w.put(&last_ts.to_le_bytes());
+        w.put(&first_summary.to_le_bytes());
+        w.put(&summaries.to_le_bytes());
+        w.put(&records.to_le_bytes());
+        let crc = crc32fast::hash(&out[..TIME_ENTRY_LEN - 4]);
+        out[TIME_ENTRY_LEN - 4..].copy_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        let bytes = bytes.get(..TIME_ENTRY_LEN)?;
+        let crc = u32::from_le_bytes(le4(bytes, TIME_ENTRY_LEN - 4));
+        if crc != crc32fast::hash(&bytes[..TIME_ENTRY_LEN - 4]) {
+            return None;
+        }
+        let mut r = Reader(bytes, 0);
+        Some(Self {
+            chunk: u64::from_le_bytes(r.take()),
+            first_ts: u64::from_le_bytes(r.take()),
+            last_ts: u64::from_le_bytes(r.take()),
+            first_summary: u64::from_le_bytes(r.take()),
+            summaries: u32::from_le_bytes(r.take()),
+            records: u32::from_le_bytes(r.take()),
+        })
+    }
+}
+
+struct Writer<'a>(&'a mut [u8], usize);
+
+impl Writer<'_> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.0[self.1..self.1 + bytes.len()].copy_from_slice(bytes);
+        self.1 += bytes.len();
+    }
+}
+
+struct Reader<'a>(&'a [u8], usize);
+
+impl Reader<'_> {
+    fn take<const N: usize>(&mut self) -> [u8; N] {
+        let mut out = [0; N];
+        out.copy_from_slice(&self.0[self.1..self.1 + N]);
+        self.1 += N;
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varint_round_trip_and_cutoff() {
+        for value in [0, 1, 127, 128, 300, u64::from(u32::MAX), u64::MAX] {
+            let mut out = Vec::new();
+            put_varint(&mut out, value);
+            let mut at = 0;
+            assert_eq!(get_varint(&out, &mut at), Some(value));
+            assert_eq!(at, out.len());
+            let mut at = 0;
+            assert_eq!(
+                get_varint(&out[..out.len() - 1], &mut at),
+                None,
+                "cutoff {value}"
+            );
+        }
+    }
+
+    #[test]
+    fn record_header_round_trip() {
+        let header = RecordHeader {
+            source: 3,
+            len: 48,
+            ts: 1_001_200,
+            prev: Some(930),
+            producer_ts: Some(999_000),
+        };
+        let mut out = Vec::new();
+        header.encode(&mut out, 1000, 1_000_000);
+        let mut at = 0;
+        assert_eq!(
+            RecordHeader::decode(&out, &mut at, 1000, 1_000_000),
+            Some(header)
+        );
+        assert_eq!(at, out.len());
+        let mut at = 0;
+        assert_eq!(
+            RecordHeader::decode(&out[..out.len() - 1], &mut at, 1000, 1_000_000),
+            None
+        );
+    }
+
+    #[test]
+    fn record_header_worked_example_is_five_bytes() {
+        let header = RecordHeader {
+            source: 3,
+            len: 48,
+            ts: 1_200,
+            prev: Some(930),
+            producer_ts: None,
+        };
+        let mut out = Vec::new();
+        header.encode(&mut out, 1000, 0);
+        assert_eq!(out.len(), 5);
+    }
+
+    #[test]
+    fn block_header_round_trip_cutoff_and_flip() {
+        let mut block = vec![0u8; 256];
+        block[30] = 7;
+        let header = BlockHeader {
+            used: 31,
+            number: 9,
+            base_ts: 42,
+        };
+        header.seal(&mut block);
+        assert_eq!(BlockHeader::open(&block), Ok(header));
+        assert!(BlockHeader::open(&block[..10]).is_err());
+        for i in [0, 5, 30, 255] {
+            let mut flipped = block.clone();
+            flipped[i] ^= 0x10;
+            assert!(BlockHeader::open(&flipped).is_err(), "flip at {i}");
+        }
+    }
+
+    #[test]
+    fn summary_and_time_entry_round_trip_cutoff_and_flip() {
+        let summary = Summary {
+            chunk: 1,
+            source: 2,
+            index: 3,
+            bin: 4,
+            count: 5,
+            sum: -6,
+            min: -7,
+            max: 8,
+            first_ts: 9,
+            last_ts: 10,
+            last_addr: 11,
+        };
+        let bytes = summary.encode();
+        assert_eq!(Summary::decode(&bytes), Some(summary));
+        assert_eq!(Summary::decode(&bytes[..SUMMARY_LEN - 1]), None);
+        let mut flipped = bytes;
+        flipped[20] ^= 1;
+        assert_eq!(Summary::decode(&flipped), None);
+
+        let entry = TimeEntry {
+            chunk: 1,
+            first_ts: 2,
+            last_ts: 3,
+            first_summary: 4,
+            summaries: 5,
+            records: 6,
+        };
+        let bytes = entry.encode();
+        assert_eq!(TimeEntry::decode(&bytes), Some(entry));
+        assert_eq!(TimeEntry::decode(&bytes[..TIME_ENTRY_LEN - 1]), None);
+        let mut flipped = bytes;
+        flipped[0] ^= 1;
+        assert_eq!(TimeEntry::decode(&flipped), None);
+    }
+
+    #[test]
+    fn file_header_checks() {
+        let path = std::path::Path::new("x");
+        let header = file_header(FileKind::Records, 4096);
+        assert_eq!(
+            check_file_header(&header, FileKind::Records, path).unwrap(),
+            4096
+        );
+        assert!(check_file_header(&header, FileKind::Time, path).is_err());
+        let mut future = header;
+        future[7] = 99;
+        assert!(matches!(
+            check_file_header(&future, FileKind::Records, path),
+            Err(Error::UnsupportedVersion { version: 99, .. })
+        ));
+        assert!(check_file_header(&header[..3], FileKind::Records, path).is_err());
+    }
+}

@@ -1,0 +1,93 @@
+//! weft's hybrid-log store: every captured record, kept in fixed memory and
+//! answerable by time window, value range and exact percentile.
+//!
+//! # Overview
+//!
+//! A capture directory holds three append-only logs (after the Loom paper):
+//! the **record log** (records of all sources interleaved, each pointing back
+//! to the previous record of its source), the **chunk log** (one summary per
+//! source, index and bin of each fixed-size chunk) and the **time log** (one
+//! entry per chunk, the commit point). One writer appends; a background
+//! thread writes sealed chunks; readers take [`Snapshot`]s that never block
+//! the writer. See `docs/format.md` for the bytes.
+//!
+//! ```
+//! use weft_store::{Bins, Config, Field, FieldKind, Store};
+//!
+//! let dir = std::env::temp_dir().join(format!("weft-store-doc-{}", std::process::id()));
+//! let mut store = Store::open(&dir, &Config { block_size: 4096, ..Config::default() })?;
+//! let lat = Field::new("latency_ns", 0, FieldKind::U64);
+//! let source = store.define_source("requests", vec![lat.clone()])?;
+//! let index = store.define_index(source, "latency", lat, Bins::new(vec![100, 1_000, 10_000])?)?;
+//! for (ts, latency) in [(1, 50u64), (2, 700), (3, 20_000)] {
+//!     store.append_at(source, ts, None, &latency.to_le_bytes())?;
+//! }
+//! store.publish();
+//! let (p50, _) = store.snapshot().percentile(source, index, 0..=10, 0.5)?;
+//! assert_eq!(p50, Some(700));
+//! store.close()?;
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! # Ok::<(), weft_store::Error>(())
+//! ```
+//!
+//! It is not: a general database (no updates or deletes of single records),
+//! or aware of eBPF (sources are opaque byte payloads with integer fields).
+#![deny(missing_docs)]
+#![allow(missing_docs, reason = "TODO: document every public field")]
+
+mod error;
+mod flusher;
+mod format;
+mod query;
+mod recovery;
+mod schema;
+mod shared;
+mod writer;
+
+use std::{fs, os::unix::fs::OpenOptionsExt as _, path::Path};
+
+pub use error::{Error, Result};
+pub use format::FormatVersion;
+pub use query::{Aggregate, QueryStats, Record};
+pub use recovery::Recovery;
+pub use schema::{Bins, Field, FieldKind, Index, IndexId, Meta, Source, SourceId};
+pub use shared::Snapshot;
+pub use writer::{Config, Durability, Store};
+
+/// Opens a capture directory read-only: the same answers as the writer's
+/// snapshots, nothing changed on disk; the [`Recovery`] says what a torn
+/// tail would cut.
+pub fn open_read_only(dir: &Path) -> Result<(Snapshot, Recovery)> {
+    let (meta, recovery) = recovery::open_read_only(dir)?;
+    let shared = std::sync::Arc::new(shared::Shared::new(dir.to_owned(), meta, &recovery));
+    Ok((Snapshot::from_parts(shared), recovery))
+}
+
+/// Creates a new file with mode 0600: captures hold other users' activity.
+pub(crate) fn create_file(path: &Path) -> Result<fs::File> {
+    fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(error::io("create", path))
+}
+
+/// Makes a directory's entries (new, renamed files) durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(error::io("fsync", dir))
+}
+
+/// `CLOCK_MONOTONIC` now, in ns: the same clock as `bpf_ktime_get_ns`.
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write into.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

@@ -1,0 +1,504 @@
+//! Query operators over a [`Snapshot`]: raw and indexed scans, aggregates and
+//! exact percentiles.
+//!
+//! Every operator first finds the chunks whose time span meets the window by
+//! binary search over the time index. Chunks that lie wholly inside the
+//! window and are covered by the index are answered from their summaries;
+//! the others (the window's edges, the unsealed tail, chunks older than the
+//! index) are scanned record by record. A source's records in a chunk are
+//! reached through its back-pointers when it is a small share of the chunk,
+//! so rare sources cost little to read.
+
+use std::ops::{Range, RangeInclusive};
+
+use crate::{
+    error::{Error, Result},
+    format::{BLOCK_HEADER_LEN, BlockHeader, RecordHeader, Summary},
+    schema::{Field, IndexId, SourceId},
+    shared::Snapshot,
+};
+
+/// One record as read back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    pub addr: u64,
+    pub source: SourceId,
+    /// Arrival time, ns.
+    pub ts: u64,
+    pub producer_ts: Option<u64>,
+    pub payload: Vec<u8>,
+}
+
+/// How a query was answered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueryStats {
+    /// Chunks answered from their summaries alone.
+    pub chunks_summarized: u64,
+    /// Chunks whose records were read.
+    pub chunks_scanned: u64,
+    /// Chunks skipped because their summaries showed nothing to find.
+    pub chunks_skipped: u64,
+    /// Chunks in the window deleted by the disk budget (not in the answer).
+    pub chunks_expired: u64,
+}
+
+/// Count, sum, min and max of an index's values in a window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Aggregate {
+    pub count: u64,
+    pub sum: i128,
+    pub min: Option<i64>,
+    pub max: Option<i64>,
+}
+
+impl Aggregate {
+    fn add(&mut self, value: i64) {
+        self.count += 1;
+        self.sum += i128::from(value);
+        self.min = Some(self.min.map_or(value, |m| m.min(value)));
+        self.max = Some(self.max.map_or(value, |m| m.max(value)));
+    }
+
+    fn merge(&mut self, s: &Summary) {
+        self.count += s.count;
+        self.sum += s.sum;
+        self.min = Some(self.min.map_or(s.min, |m| m.min(s.min)));
+        self.max = Some(self.max.map_or(s.max, |m| m.max(s.max)));
+    }
+
+    /// The mean, if there are values.
+    pub fn avg(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum as f64 / self.count as f64)
+    }
+}
+
+/// What a scan or aggregate reads from each record.
+struct Target {
+    source: SourceId,
+    window: RangeInclusive<u64>,
+    index: Option<(IndexId, Field)>,
+}
+
+impl Snapshot {
+    /// Chunks whose time span meets `window`.
+    fn chunks_in(&self, window: &RangeInclusive<u64>) -> Result<Range<u64>> {
+        let n = self.chunks();
+        let start = self.partition(n, |c| Ok(self.time_entry(c)?.last_ts < *window.start()))?;
+        let end = self.partition(n, |c| Ok(self.time_entry(c)?.first_ts <= *window.end()))?;
+        Ok(start..end.max(start))
+    }
+
+    /// First chunk in `0..n` for which `pred` is false (`pred` is monotone).
+    fn partition(&self, n: u64, pred: impl Fn(u64) -> Result<bool>) -> Result<u64> {
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if pred(mid)? {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+
+    fn target(
+        &self,
+        source: SourceId,
+        index: IndexId,
+        window: RangeInclusive<u64>,
+    ) -> Result<Target> {
+        self.meta().source(source)?;
+        let index = if index == 0 {
+            None
+        } else {
+            let spec = self.meta().index(index)?;
+            if spec.source != source {
+                return Err(Error::Invalid(format!(
+                    "index {index} is not an index of source {source}"
+                )));
+            }
+            Some((index, spec.field.clone()))
+        };
+        Ok(Target {
+            source,
+            window,
+            index,
+        })
+    }
+
+    /// Whether every record of chunk `chunk` lies in `window`, so summaries
+    /// answer for it.
+    fn inside(&self, chunk: u64, window: &RangeInclusive<u64>) -> Result<bool> {
+        let entry = self.time_entry(chunk)?;
+        Ok(window.contains(&entry.first_ts) && window.contains(&entry.last_ts))
+    }
+
+    fn covered(&self, index: IndexId, chunk: u64) -> bool {
+        index == 0
+            || self
+                .meta()
+                .index(index)
+                .is_ok_and(|spec| spec.covers(chunk))
+    }
+
+    /// Calls `visit` with each record of `target.source` in `chunk` and in
+    /// the window, oldest first.
+    fn visit_chunk(
+        &self,
+        chunk: u64,
+        target: &Target,
+        mut visit: impl FnMut(Record),
+    ) -> Result<()> {
+        let summaries = self.summaries(chunk)?;
+        let Some(all) = summaries
+            .iter()
+            .find(|s| s.source == target.source && s.index == 0)
+        else {
+            return Ok(());
+        };
+        let block = self.block(chunk)?;
+        let bytes = block.bytes();
+        let header = BlockHeader::open(bytes).map_err(|what| Error::Invalid(what))?;
+        let base = chunk * u64::from(self.meta().block_size);
+        let entry = self.time_entry(chunk)?;
+        let corrupt = |offset: usize| {
+            Error::Invalid(format!(
+                "chunk {chunk}: bad record framing at offset {offset}"
+            ))
+        };
+        let decode = |offset: usize| -> Result<Record> {
+            let mut at = offset;
+            let h = RecordHeader::decode(bytes, &mut at, base + offset as u64, header.base_ts)
+                .ok_or_else(|| corrupt(offset))?;
+            let payload = bytes
+                .get(at..at + h.len as usize)
+                .ok_or_else(|| corrupt(offset))?;
+            Ok(Record {
+                addr: base + offset as u64,
+                source: h.source,
+                ts: h.ts,
+                producer_ts: h.producer_ts,
+                payload: payload.to_vec(),
+            })
+        };
+        let keep = |r: &Record| r.source == target.source && target.window.contains(&r.ts);
+        if all.count * 4 < u64::from(entry.records) {
+            // A small share of the chunk: follow the back-pointers.
+            let mut records = Vec::with_capacity(all.count as usize);
+            let mut addr = Some(all.last_addr);
+            while let Some(a) = addr.filter(|a| *a >= base + BLOCK_HEADER_LEN as u64) {
+                let offset = (a - base) as usize;
+                let mut at = offset;
+                let h = RecordHeader::decode(bytes, &mut at, a, header.base_ts)
+                    .ok_or_else(|| corrupt(offset))?;
+                records.push(decode(offset)?);
+                addr = h.prev;
+            }
+            records.into_iter().rev().filter(keep).for_each(visit);
+        } else {
+            let mut offset = BLOCK_HEADER_LEN;
+            while offset < header.used as usize {
+                let record = decode(offset)?;
+                let mut at = offset;
+                RecordHeader::decode(bytes, &mut at, record.addr, header.base_ts);
+                offset = at + record.payload.len();
+                if keep(&record) {
+                    visit(record);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every record of `source` with arrival time in `window`, oldest first.
+    pub fn raw_scan(
+        &self,
+        source: SourceId,
+        window: RangeInclusive<u64>,
+    ) -> Result<(Vec<Record>, QueryStats)> {
+        let mut records = Vec::new();
+        let stats = self.raw_scan_each(source, window, |r| records.push(r))?;
+        Ok((records, stats))
+    }
+
+    /// Streaming form of [`Snapshot::raw_scan`]: memory is one chunk.
+    pub fn raw_scan_each(
+        &self,
+        source: SourceId,
+        window: RangeInclusive<u64>,
+        mut visit: impl FnMut(Record),
+    ) -> Result<QueryStats> {
+        let target = self.target(source, 0, window)?;
+        self.scan_chunks(&target, None, &mut visit)
+    }
+
+    /// Records of `source` in `window` whose `index` value lies in `values`.
+    pub fn indexed_scan(
+        &self,
+        source: SourceId,
+        index: IndexId,
+        window: RangeInclusive<u64>,
+        values: RangeInclusive<i64>,
+    ) -> Result<(Vec<Record>, QueryStats)> {
+        let mut records = Vec::new();
+        let stats = self.indexed_scan_each(source, index, window, values, |r| records.push(r))?;
+        Ok((records, stats))
+    }
+
+    /// Streaming form of [`Snapshot::indexed_scan`].
+    pub fn indexed_scan_each(
+        &self,
+        source: SourceId,
+        index: IndexId,
+        window: RangeInclusive<u64>,
+        values: RangeInclusive<i64>,
+        mut visit: impl FnMut(Record),
+    ) -> Result<QueryStats> {
+        let target = self.target(source, index, window)?;
+        self.scan_chunks(&target, Some(values), &mut visit)
+    }
+
+    fn scan_chunks(
+        &self,
+        target: &Target,
+        values: Option<RangeInclusive<i64>>,
+        visit: &mut impl FnMut(Record),
+    ) -> Result<QueryStats> {
+        let mut stats = QueryStats::default();
+        for chunk in self.chunks_in(&target.window)? {
+            if self.is_deleted(chunk) {
+                stats.chunks_expired += 1;
+                continue;
+            }
+            if !self.may_hold(chunk, target, values.as_ref())? {
+                stats.chunks_skipped += 1;
+                continue;
+            }
+            stats.chunks_scanned += 1;
+            self.visit_chunk(chunk, target, |record| {
+                let wanted = match (&target.index, &values) {
+                    (Some((_, field)), Some(values)) => field
+                        .read(&record.payload)
+                        .is_some_and(|v| values.contains(&v)),
+                    _ => true,
+                };
+                if wanted {
+                    visit(record);
+                }
+            })?;
+        }
+        Ok(stats)
+    }
+
+    /// Whether chunk `chunk` may hold records for the target, by its summaries.
+    fn may_hold(
+        &self,
+        chunk: u64,
+        target: &Target,
+        values: Option<&RangeInclusive<i64>>,
+    ) -> Result<bool> {
+        let summaries = self.summaries(chunk)?;
+        let Some(all) = summaries
+            .iter()
+            .find(|s| s.source == target.source && s.index == 0)
+        else {
+            return Ok(false);
+        };
+        if all.last_ts < *target.window.start() || all.first_ts > *target.window.end() {
+            return Ok(false);
+        }
+        match (&target.index, values) {
+            (Some((id, _)), Some(values)) if self.covered(*id, chunk) => {
+                Ok(summaries.iter().any(|s| {
+                    s.source == target.source
+                        && s.index == *id
+                        && s.min <= *values.end()
+                        && s.max >= *values.start()
+                }))
+            }
+            _ => Ok(true),
+        }
+    }
+
+    /// Count, sum, min and max of `index`'s values for `source` in `window`.
+    pub fn aggregate(
+        &self,
+        source: SourceId,
+        index: IndexId,
+        window: RangeInclusive<u64>,
+    ) -> Result<(Aggregate, QueryStats)> {
+        let target = self.target(source, index, window)?;
+        let mut total = Aggregate::default();
+        let mut stats = QueryStats::default();
+        for chunk in self.chunks_in(&target.window)? {
+            if self.is_deleted(chunk) {
+                stats.chunks_expired += 1;
+            } else if self.inside(chunk, &target.window)? && self.covered(index, chunk) {
+                stats.chunks_summarized += 1;
+                for s in self
+                    .summaries(chunk)?
+                    .iter()
+                    .filter(|s| s.source == source && s.index == index)
+                {
+                    total.merge(s);
+                }
+            } else {
+                stats.chunks_scanned += 1;
+                self.visit_values(chunk, &target, |v| total.add(v))?;
+            }
+        }
+        Ok((total, stats))
+    }
+
+    /// Calls `visit` with the index value of each record of the target in
+    /// `chunk` (0 for the implicit index 0).
+    fn visit_values(&self, chunk: u64, target: &Target, mut visit: impl FnMut(i64)) -> Result<()> {
+        self.visit_chunk(chunk, target, |record| match &target.index {
+            Some((_, field)) => {
+                if let Some(value) = field.read(&record.payload) {
+                    visit(value);
+                }
+            }
+            None => visit(0),
+        })
+    }
+
+    /// The exact `q`-quantile (nearest rank: the smallest value with at least
+    /// `ceil(q * n)` values at or below it) of `index`'s values for `source`
+    /// in `window`; `None` when there are no values.
+    ///
+    /// Cumulative bin counts from the summaries pick the bin holding that
+    /// rank; then only chunks holding that bin (and the window's edges) are
+    /// read, narrowing the value range until the candidates fit in memory.
+    pub fn percentile(
+        &self,
+        source: SourceId,
+        index: IndexId,
+        window: RangeInclusive<u64>,
+        q: f64,
+    ) -> Result<(Option<i64>, QueryStats)> {
+        if !(0.0..=1.0).contains(&q) {
+            return Err(Error::Invalid(format!(
+                "quantile {q} is not between 0 and 1"
+            )));
+        }
+        if index == 0 {
+            return Err(Error::Invalid(
+                "percentiles need a value index, not index 0".into(),
+            ));
+        }
+        let target = self.target(source, index, window)?;
+        let bins = self.meta().index(index)?.bins.clone();
+        let mut counts = vec![0u64; bins.len()];
+        let mut stats = QueryStats::default();
+        let chunks: Vec<u64> = self
+            .chunks_in(&target.window)?
+            .filter(|c| !self.is_deleted(*c))
+            .collect();
+        stats.chunks_expired = self.chunks_in(&target.window)?.count() as u64 - chunks.len() as u64;
+        let mut summarized = Vec::with_capacity(chunks.len());
+        for &chunk in &chunks {
+            let summarize = self.inside(chunk, &target.window)? && self.covered(index, chunk);
+            summarized.push(summarize);
+            if summarize {
+                stats.chunks_summarized += 1;
+                for s in self
+                    .summaries(chunk)?
+                    .iter()
+                    .filter(|s| s.source == source && s.index == index)
+                {
+                    counts[s.bin as usize] += s.count;
+                }
+            } else {
+                stats.chunks_scanned += 1;
+                self.visit_values(chunk, &target, |v| counts[bins.bin_of(v) as usize] += 1)?;
+            }
+        }
+        let n: u64 = counts.iter().sum();
+        if n == 0 {
+            return Ok((None, stats));
+        }
+        let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+        let (mut before, mut bin) = (0, 0);
+        while before + counts[bin] < rank {
+            before += counts[bin];
+            bin += 1;
+        }
+        // Only chunks that hold the bin (by summary) or were scanned matter now.
+        let mut relevant = Vec::new();
+        for (&chunk, &summarize) in chunks.iter().zip(&summarized) {
+            let holds = !summarize
+                || self.summaries(chunk)?.iter().any(|s| {
+                    s.source == source && s.index == index && s.bin == bin as u32 && s.count > 0
+                });
+            if holds {
+                relevant.push(chunk);
+            }
+        }
+        let (lo, hi) = bins.range(bin as u32);
+        let value = self.select(&relevant, &target, lo, hi, rank - before)?;
+        Ok((Some(value), stats))
+    }
+
+    /// The `k`-th smallest (1-based) value in `[lo, hi)` (`hi = None`: no
+    /// upper bound) among the target's records in `chunks`. Collects values
+    /// when few enough, else narrows the range with 64-way counting passes.
+    fn select(
+        &self,
+        chunks: &[u64],
+        target: &Target,
+        mut lo: i64,
+        mut hi: Option<i64>,
+        mut k: u64,
+    ) -> Result<i64> {
+        const FIT: u64 = 1 << 20;
+        const WAYS: u128 = 64;
+        let contains = |v: i64, lo: i64, hi: Option<i64>| v >= lo && hi.is_none_or(|h| v < h);
+        loop {
+            let mut count = 0u64;
+            for &chunk in chunks {
+                self.visit_values(chunk, target, |v| count += u64::from(contains(v, lo, hi)))?;
+            }
+            if count <= FIT {
+                let mut values = Vec::with_capacity(count as usize);
+                for &chunk in chunks {
+                    self.visit_values(chunk, target, |v| {
+                        if contains(v, lo, hi) {
+                            values.push(v);
+                        }
+                    })?;
+                }
+                values.sort_unstable();
+                return values.get(k as usize - 1).copied().ok_or_else(|| {
+                    Error::Invalid("the snapshot changed under a percentile query".into())
+                });
+            }
+            // Split [lo, hi) into WAYS equal parts and keep the one holding rank k.
+            let span = (i128::from(hi.unwrap_or(i64::MAX)) - i128::from(lo)) as u128
+                + u128::from(hi.is_none());
+            let step = span.div_ceil(WAYS).max(1);
+            let mut parts = vec![0u64; WAYS as usize];
+            for &chunk in chunks {
+                self.visit_values(chunk, target, |v| {
+                    if contains(v, lo, hi) {
+                        parts[((i128::from(v) - i128::from(lo)) as u128 / step) as usize] += 1;
+                    }
+                })?;
+            }
+            let mut part = 0;
+            while k > parts[part] {
+                k -= parts[part];
+                part += 1;
+            }
+            let new_lo = i128::from(lo) + (part as u128 * step) as i128;
+            let new_hi = new_lo + step as i128;
+            lo = new_lo as i64;
+            hi = if new_hi > i128::from(i64::MAX) {
+                hi
+            } else {
+                Some(new_hi as i64)
+            };
+        }
+    }
+}

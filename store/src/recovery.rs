@@ -1,0 +1,242 @@
+//! Opening an existing capture directory: find the last complete chunk,
+//! cut anything after it (when writable), and say what was cut.
+//!
+//! A chunk is complete when its time entry and summaries pass their
+//! checksums and, for the newest chunk, its block does too (older blocks are
+//! verified when read). Foreign files in the directory are left alone.
+
+use std::{
+    fs::{self, OpenOptions},
+    path::Path,
+};
+
+use crate::{
+    error::{Error, Result, io},
+    flusher::{segment_number, segment_path},
+    format::{
+        BlockHeader, FILE_HEADER_LEN, FileKind, SUMMARY_LEN, Summary, TIME_ENTRY_LEN, TimeEntry,
+        check_file_header,
+    },
+    schema::{Meta, SourceId},
+};
+
+/// What opening a store found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Complete chunks kept.
+    pub chunks: u64,
+    /// Chunks whose writing was cut short (lost).
+    pub cut_chunks: u64,
+    /// Bytes removed from the ends of files (0 when opened read-only).
+    pub cut_bytes: u64,
+    /// Record segments deleted by the disk budget.
+    pub deleted_segments: Vec<u64>,
+    /// One line per problem found: file, offset, what.
+    pub notes: Vec<String>,
+    pub(crate) last_ts: u64,
+    pub(crate) prev: Vec<Option<u64>>,
+    pub(crate) next_summary: u64,
+}
+
+pub(crate) fn recover(dir: &Path, writable: bool) -> Result<(Meta, Recovery)> {
+    let meta = Meta::load(dir)?;
+    let mut recovery = Recovery::default();
+    let time_path = dir.join("time.log");
+    let time = fs::read(&time_path).map_err(io("read", &time_path))?;
+    check_file_header(&time, FileKind::Time, &time_path)?;
+    let chunks_path = dir.join("chunks.log");
+    let summaries = fs::read(&chunks_path).map_err(io("read", &chunks_path))?;
+    check_file_header(&summaries, FileKind::Chunks, &chunks_path)?;
+
+    let entries = valid_time_entries(&time, &summaries, &mut recovery.notes);
+    let segments = segments_on_disk(dir, &mut recovery.notes)?;
+    let per_segment = u64::from(meta.blocks_per_segment);
+    let mut kept = entries.len() as u64;
+    // The newest block must be intact too; older ones are checked on read.
+    while let Some(last) = kept.checked_sub(1) {
+        let segment = last / per_segment;
+        if !segments.contains(&segment) {
+            break;
+        }
+        match read_block(dir, &meta, last) {
+            Ok(()) => break,
+            Err(note) => {
+                recovery.notes.push(note);
+                kept = last;
+            }
+        }
+    }
+    let on_disk_chunks = (time.len().saturating_sub(FILE_HEADER_LEN) / TIME_ENTRY_LEN) as u64;
+    recovery.chunks = kept;
+    recovery.cut_chunks = on_disk_chunks.max(entries.len() as u64) - kept;
+    let newest_segment = segments.last().copied();
+    recovery.deleted_segments = (0..=kept.saturating_sub(1) / per_segment)
+        .filter(|s| kept > 0 && !segments.contains(s) && newest_segment.is_none_or(|n| *s < n))
+        .collect();
+    if let Some(last) = kept.checked_sub(1).and_then(|i| entries.get(i as usize)) {
+        recovery.last_ts = last.last_ts;
+        recovery.next_summary = last.first_summary + u64::from(last.summaries);
+    }
+    recovery.prev = last_addresses(&meta, &entries[..kept as usize], &summaries);
+    if writable {
+        recovery.cut_bytes = truncate(dir, &meta, &recovery, &segments)?;
+    }
+    Ok((meta, recovery))
+}
+
+/// Time entries from the start that are valid and whose summaries are too.
+fn valid_time_entries(time: &[u8], summaries: &[u8], notes: &mut Vec<String>) -> Vec<TimeEntry> {
+    let mut entries = Vec::new();
+    for (i, raw) in time
+        .get(FILE_HEADER_LEN..)
+        .unwrap_or_default()
+        .chunks(TIME_ENTRY_LEN)
+        .enumerate()
+    {
+        let offset = FILE_HEADER_LEN + i * TIME_ENTRY_LEN;
+        let Some(entry) = TimeEntry::decode(raw).filter(|e| e.chunk == i as u64) else {
+            notes.push(format!(
+                "time.log at offset {offset}: torn or corrupt time entry; cut here"
+            ));
+            break;
+        };
+        let start = FILE_HEADER_LEN + entry.first_summary as usize * SUMMARY_LEN;
+        let end = start + entry.summaries as usize * SUMMARY_LEN;
+        let intact = summaries.get(start..end).is_some_and(|bytes| {
+            bytes
+                .chunks(SUMMARY_LEN)
+                .all(|s| Summary::decode(s).is_some_and(|s| s.chunk == entry.chunk))
+        });
+        if !intact {
+            notes.push(format!(
+                "chunks.log at offset {start}: summaries of chunk {i} are torn or corrupt; cut here"
+            ));
+            break;
+        }
+        entries.push(entry);
+    }
+    entries
+}
+
+fn segments_on_disk(dir: &Path, notes: &mut Vec<String>) -> Result<Vec<u64>> {
+    let mut segments = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io("read dir", dir))? {
+        let entry = entry.map_err(io("read dir", dir))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        match segment_number(&name) {
+            Some(segment) => segments.push(segment),
+            None if ["meta", "chunks.log", "time.log"].contains(&name.as_ref()) => {}
+            None => notes.push(format!(
+                "{}: not a store file; left alone",
+                entry.path().display()
+            )),
+        }
+    }
+    segments.sort_unstable();
+    Ok(segments)
+}
+
+fn read_block(dir: &Path, meta: &Meta, chunk: u64) -> std::result::Result<(), String> {
+    let per_segment = u64::from(meta.blocks_per_segment);
+    let path = segment_path(dir, chunk / per_segment);
+    let bytes = fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    check_file_header(&bytes, FileKind::Records, &path).map_err(|e| e.to_string())?;
+    let size = meta.block_size as usize;
+    let offset = FILE_HEADER_LEN + (chunk % per_segment) as usize * size;
+    let block = bytes.get(offset..offset + size).ok_or_else(|| {
+        format!(
+            "{} at offset {offset}: block of chunk {chunk} is cut short",
+            path.display()
+        )
+    })?;
+    match BlockHeader::open(block) {
+        Ok(header) if header.number == chunk => Ok(()),
+        Ok(header) => Err(format!(
+            "{} at offset {offset}: holds block {}, not {chunk}",
+            path.display(),
+            header.number
+        )),
+        Err(what) => Err(format!("{} at offset {offset}: {what}", path.display())),
+    }
+}
+
+/// Each source's newest record address, from the per-source summaries.
+fn last_addresses(meta: &Meta, entries: &[TimeEntry], summaries: &[u8]) -> Vec<Option<u64>> {
+    let mut prev: Vec<Option<u64>> = vec![None; meta.sources.len()];
+    for entry in entries.iter().rev() {
+        if prev.iter().all(Option::is_some) {
+            break;
+        }
+        let start = FILE_HEADER_LEN + entry.first_summary as usize * SUMMARY_LEN;
+        let bytes = summaries
+            .get(start..start + entry.summaries as usize * SUMMARY_LEN)
+            .unwrap_or_default();
+        for summary in bytes.chunks(SUMMARY_LEN).filter_map(Summary::decode) {
+            if summary.index == 0
+                && let Some(slot) = prev.get_mut(usize::from(summary.source as SourceId))
+            {
+                slot.get_or_insert(summary.last_addr);
+            }
+        }
+    }
+    prev
+}
+
+/// Cuts every file back to the kept chunks; returns the bytes removed.
+fn truncate(dir: &Path, meta: &Meta, recovery: &Recovery, segments: &[u64]) -> Result<u64> {
+    let chunks = recovery.chunks;
+    let mut cut = cut_to(
+        &dir.join("time.log"),
+        (FILE_HEADER_LEN + chunks as usize * TIME_ENTRY_LEN) as u64,
+    )?;
+    cut += cut_to(
+        &dir.join("chunks.log"),
+        FILE_HEADER_LEN as u64 + recovery.next_summary * SUMMARY_LEN as u64,
+    )?;
+    let per_segment = u64::from(meta.blocks_per_segment);
+    let active = chunks / per_segment;
+    for segment in segments.iter().copied().filter(|s| *s >= active) {
+        let path = segment_path(dir, segment);
+        if segment == active {
+            cut += cut_to(
+                &path,
+                FILE_HEADER_LEN as u64 + (chunks % per_segment) * u64::from(meta.block_size),
+            )?;
+        } else {
+            let size = fs::metadata(&path).map_err(io("stat", &path))?.len();
+            fs::remove_file(&path).map_err(io("remove", &path))?;
+            cut += size;
+        }
+    }
+    if cut > 0 {
+        crate::sync_dir(dir)?;
+    }
+    Ok(cut)
+}
+
+/// Truncates `path` to `len` bytes if longer; returns the bytes removed.
+fn cut_to(path: &Path, len: u64) -> Result<u64> {
+    let file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(io("open", path))?;
+    let size = file.metadata().map_err(io("stat", path))?.len();
+    if size <= len {
+        return Ok(0);
+    }
+    file.set_len(len).map_err(io("truncate", path))?;
+    file.sync_all().map_err(io("fsync", path))?;
+    Ok(size - len)
+}
+
+/// Opens a store read-only: the same checks, nothing changed on disk.
+pub(crate) fn open_read_only(dir: &Path) -> Result<(Meta, Recovery)> {
+    if !dir.join("meta").exists() {
+        return Err(Error::Invalid(format!(
+            "{} is not a weft capture (no meta file)",
+            dir.display()
+        )));
+    }
+    recover(dir, false)
+}

@@ -1,0 +1,410 @@
+//! Sources, their fields, and the indexes over them; persisted in the capture
+//! directory's `meta` file so a reopened store knows how to read its records.
+
+use std::{fmt::Write as _, fs, io::Write as _, path::Path};
+
+use crate::error::{Error, Result, io};
+
+/// A source id, assigned by [`crate::Store::define_source`].
+pub type SourceId = u16;
+/// An index id, assigned by [`crate::Store::define_index`]; 0 is reserved for
+/// the implicit per-source index (one bin, every record).
+pub type IndexId = u16;
+
+/// Integer types a field can have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldKind {
+    U8,
+    U16,
+    U32,
+    U64,
+    I32,
+    I64,
+}
+
+impl FieldKind {
+    fn size(self) -> usize {
+        match self {
+            Self::U8 => 1,
+            Self::U16 => 2,
+            Self::U32 | Self::I32 => 4,
+            Self::U64 | Self::I64 => 8,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::U8 => "u8",
+            Self::U16 => "u16",
+            Self::U32 => "u32",
+            Self::U64 => "u64",
+            Self::I32 => "i32",
+            Self::I64 => "i64",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        [
+            Self::U8,
+            Self::U16,
+            Self::U32,
+            Self::U64,
+            Self::I32,
+            Self::I64,
+        ]
+        .into_iter()
+        .find(|kind| kind.name() == name)
+    }
+}
+
+/// A little-endian integer at a fixed offset of a record's payload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Field {
+    pub name: String,
+    pub offset: u32,
+    pub kind: FieldKind,
+}
+
+impl Field {
+    pub fn new(name: &str, offset: u32, kind: FieldKind) -> Self {
+        Self {
+            name: name.to_owned(),
+            offset,
+            kind,
+        }
+    }
+
+    /// The field's value in `payload`, or `None` when the payload is too short.
+    /// `u64` values above `i64::MAX` saturate.
+    pub fn read(&self, payload: &[u8]) -> Option<i64> {
+        let start = self.offset as usize;
+        let bytes = payload.get(start..start + self.kind.size())?;
+        let mut b = [0u8; 8];
+        b[..bytes.len()].copy_from_slice(bytes);
+        let raw = u64::from_le_bytes(b);
+        Some(match self.kind {
+            FieldKind::U8 | FieldKind::U16 | FieldKind::U32 => raw as i64,
+            FieldKind::U64 => i64::try_from(raw).unwrap_or(i64::MAX),
+            FieldKind::I32 => i64::from(raw as u32 as i32),
+            FieldKind::I64 => raw as i64,
+        })
+    }
+}
+
+/// A source: a named stream of records with a schema of fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Source {
+    pub id: SourceId,
+    pub name: String,
+    pub fields: Vec<Field>,
+}
+
+/// Value bins of an index: sorted boundaries `b0 < b1 < ... < bk-1`.
+///
+/// Bin 0 holds values below `b0` (low outliers), bin `i` holds `[b(i-1), bi)`,
+/// and bin `k` holds values at or above `bk-1` (high outliers). An exact-match
+/// index on value `v` is `[v, v + 1]`: bin 1 holds exactly `v`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bins(Vec<i64>);
+
+impl Bins {
+    /// Checks that `boundaries` is non-empty and strictly increasing.
+    pub fn new(boundaries: Vec<i64>) -> Result<Self> {
+        if boundaries.is_empty() || boundaries.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(Error::Invalid(format!(
+                "bin boundaries must be non-empty and strictly increasing, got {boundaries:?}"
+            )));
+        }
+        Ok(Self(boundaries))
+    }
+
+    /// Number of bins, outliers included.
+    pub fn len(&self) -> usize {
+        self.0.len() + 1
+    }
+
+    /// Never true: there are always the two outlier bins.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The bin `value` falls in.
+    pub fn bin_of(&self, value: i64) -> u32 {
+        self.0.partition_point(|b| *b <= value) as u32
+    }
+
+    /// The half-open value range `[lo, hi)` of `bin`; outlier bins are open-ended
+    /// (`hi` is `None` for the high outliers).
+    pub fn range(&self, bin: u32) -> (i64, Option<i64>) {
+        let bin = bin as usize;
+        let lo = if bin == 0 { i64::MIN } else { self.0[bin - 1] };
+        (lo, self.0.get(bin).copied())
+    }
+
+    pub fn boundaries(&self) -> &[i64] {
+        &self.0
+    }
+}
+
+/// An index: value bins over one field of one source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Index {
+    pub id: IndexId,
+    pub source: SourceId,
+    pub name: String,
+    pub field: Field,
+    pub bins: Bins,
+    /// First chunk the index summarises; earlier chunks are scanned.
+    pub from_chunk: u64,
+    /// Chunk at which the index was closed, if it was.
+    pub until_chunk: Option<u64>,
+}
+
+impl Index {
+    /// Whether chunk `chunk` has summaries for this index.
+    pub fn covers(&self, chunk: u64) -> bool {
+        chunk >= self.from_chunk && self.until_chunk.is_none_or(|end| chunk < end)
+    }
+}
+
+/// Everything the `meta` file holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Meta {
+    pub block_size: u32,
+    pub blocks_per_segment: u32,
+    pub sources: Vec<Source>,
+    pub indexes: Vec<Index>,
+    /// Pinned time windows, kept by the disk budget.
+    pub pins: Vec<(u64, u64)>,
+}
+
+const META_HEADER: &str = "weft-store meta 1";
+
+impl Meta {
+    pub fn source(&self, id: SourceId) -> Result<&Source> {
+        self.sources.get(usize::from(id)).ok_or(Error::Unknown {
+            what: "source",
+            id: u32::from(id),
+        })
+    }
+
+    pub fn index(&self, id: IndexId) -> Result<&Index> {
+        id.checked_sub(1)
+            .and_then(|i| self.indexes.get(usize::from(i)))
+            .ok_or(Error::Unknown {
+                what: "index",
+                id: u32::from(id),
+            })
+    }
+
+    fn render(&self) -> String {
+        let mut out = format!(
+            "{META_HEADER}\nblock_size {}\nblocks_per_segment {}\n",
+            self.block_size, self.blocks_per_segment
+        );
+        for source in &self.sources {
+            let fields: Vec<String> = source
+                .fields
+                .iter()
+                .map(|f| format!("{}:{}:{}", f.name, f.offset, f.kind.name()))
+                .collect();
+            let _ = writeln!(
+                out,
+                "source {} {} {}",
+                source.id,
+                source.name,
+                fields.join(",")
+            );
+        }
+        for index in &self.indexes {
+            let bins: Vec<String> = index.bins.boundaries().iter().map(i64::to_string).collect();
+            let until = index
+                .until_chunk
+                .map_or_else(|| "-".to_owned(), |c| c.to_string());
+            let f = &index.field;
+            let _ = writeln!(
+                out,
+                "index {} {} {} {}:{}:{} {} {} {}",
+                index.id,
+                index.source,
+                index.name,
+                f.name,
+                f.offset,
+                f.kind.name(),
+                index.from_chunk,
+                until,
+                bins.join(",")
+            );
+        }
+        for (start, end) in &self.pins {
+            let _ = writeln!(out, "pin {start} {end}");
+        }
+        out
+    }
+
+    /// Writes the file atomically (temp file, fsync, rename, fsync dir), mode 0600.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        let tmp = dir.join("meta.tmp");
+        let path = dir.join("meta");
+        let mut file = crate::create_file(&tmp)?;
+        file.write_all(self.render().as_bytes())
+            .map_err(io("write", &tmp))?;
+        file.sync_all().map_err(io("fsync", &tmp))?;
+        fs::rename(&tmp, &path).map_err(io("rename", &path))?;
+        crate::sync_dir(dir)
+    }
+
+    pub fn load(dir: &Path) -> Result<Self> {
+        let path = dir.join("meta");
+        let text = fs::read_to_string(&path).map_err(io("read", &path))?;
+        parse_meta(&text).map_err(|(line, what)| Error::Corrupt {
+            path,
+            offset: line,
+            what,
+        })
+    }
+}
+
+/// Parses `meta`; errors carry the 1-based line number.
+fn parse_meta(text: &str) -> std::result::Result<Meta, (u64, String)> {
+    let mut lines = text.lines().enumerate();
+    match lines.next() {
+        Some((_, META_HEADER)) => {}
+        _ => return Err((1, format!("first line is not `{META_HEADER}`"))),
+    }
+    let mut meta = Meta::default();
+    for (n, line) in lines {
+        let n = n as u64 + 1;
+        let words: Vec<&str> = line.split(' ').collect();
+        let bad = |what: &str| (n, format!("{what}: `{line}`"));
+        let num = |s: &str| s.parse::<u64>().map_err(|_| bad("bad number"));
+        match words.as_slice() {
+            ["block_size", v] => meta.block_size = num(v)? as u32,
+            ["blocks_per_segment", v] => meta.blocks_per_segment = num(v)? as u32,
+            ["source", id, name, fields] => {
+                let fields = if fields.is_empty() {
+                    Vec::new()
+                } else {
+                    fields
+                        .split(',')
+                        .map(parse_field)
+                        .collect::<Option<Vec<_>>>()
+                        .ok_or_else(|| bad("bad field"))?
+                };
+                meta.sources.push(Source {
+                    id: num(id)? as SourceId,
+                    name: (*name).to_owned(),
+                    fields,
+                });
+            }
+            ["index", id, source, name, field, from, until, bins] => {
+                let bins: Vec<i64> = bins
+                    .split(',')
+                    .map(str::parse)
+                    .collect::<std::result::Result<_, _>>()
+                    .map_err(|_| bad("bad bins"))?;
+                meta.indexes.push(Index {
+                    id: num(id)? as IndexId,
+                    source: num(source)? as SourceId,
+                    name: (*name).to_owned(),
+                    field: parse_field(field).ok_or_else(|| bad("bad field"))?,
+                    bins: Bins::new(bins).map_err(|e| bad(&e.to_string()))?,
+                    from_chunk: num(from)?,
+                    until_chunk: if *until == "-" {
+                        None
+                    } else {
+                        Some(num(until)?)
+                    },
+                });
+            }
+            ["pin", start, end] => meta.pins.push((num(start)?, num(end)?)),
+            _ => return Err(bad("unknown line")),
+        }
+    }
+    if meta.block_size == 0 || meta.blocks_per_segment == 0 {
+        return Err((1, "block_size and blocks_per_segment must be set".into()));
+    }
+    Ok(meta)
+}
+
+fn parse_field(text: &str) -> Option<Field> {
+    let mut parts = text.split(':');
+    let (name, offset, kind) = (parts.next()?, parts.next()?, parts.next()?);
+    Some(Field::new(
+        name,
+        offset.parse().ok()?,
+        FieldKind::parse(kind)?,
+    ))
+}
+
+/// Names are single words so the `meta` file stays line- and space-separated.
+pub fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == ',' || c == ':') {
+        return Err(Error::Invalid(format!(
+            "name `{name}` must be one word without `,` or `:`"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bins_outliers_and_ranges() {
+        let bins = Bins::new(vec![10, 20, 30]).unwrap();
+        assert_eq!(bins.len(), 4);
+        assert_eq!(
+            [
+                bins.bin_of(-5),
+                bins.bin_of(10),
+                bins.bin_of(29),
+                bins.bin_of(30)
+            ],
+            [0, 1, 2, 3]
+        );
+        assert_eq!(bins.range(0), (i64::MIN, Some(10)));
+        assert_eq!(bins.range(3), (30, None));
+        assert!(Bins::new(vec![]).is_err());
+        assert!(Bins::new(vec![3, 3]).is_err());
+    }
+
+    #[test]
+    fn field_reads_little_endian_and_short_payload() {
+        let payload = [0xff, 0xff, 0xff, 0xff, 1, 0, 0, 0];
+        assert_eq!(Field::new("a", 0, FieldKind::I32).read(&payload), Some(-1));
+        assert_eq!(
+            Field::new("a", 0, FieldKind::U32).read(&payload),
+            Some(0xffff_ffff)
+        );
+        assert_eq!(Field::new("a", 4, FieldKind::U8).read(&payload), Some(1));
+        assert_eq!(Field::new("a", 4, FieldKind::U64).read(&payload), None);
+    }
+
+    #[test]
+    fn meta_round_trip_and_bad_line() {
+        let meta = Meta {
+            block_size: 4096,
+            blocks_per_segment: 8,
+            sources: vec![Source {
+                id: 0,
+                name: "sys".into(),
+                fields: vec![Field::new("lat", 8, FieldKind::U64)],
+            }],
+            indexes: vec![Index {
+                id: 1,
+                source: 0,
+                name: "lat".into(),
+                field: Field::new("lat", 8, FieldKind::U64),
+                bins: Bins::new(vec![1, 10, 100]).unwrap(),
+                from_chunk: 3,
+                until_chunk: Some(9),
+            }],
+            pins: vec![(5, 6)],
+        };
+        assert_eq!(parse_meta(&meta.render()), Ok(meta.clone()));
+        let broken = meta.render().replace("pin 5 6", "pin five 6");
+        assert_eq!(parse_meta(&broken).unwrap_err().0, 6);
+    }
+}

@@ -1,0 +1,272 @@
+//! State shared by the writer, the flusher and readers, and [`Snapshot`], the
+//! reader's consistent view.
+//!
+//! The writer and flusher hold the lock only to publish (a chunk sealed, a
+//! chunk committed, the tail published); readers hold it only to clone a few
+//! `Arc`s. Nobody does I/O under it, so readers never stall the writer.
+
+use std::{
+    collections::{BTreeSet, VecDeque},
+    fs::File,
+    os::unix::fs::FileExt as _,
+    path::PathBuf,
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicBool, Ordering},
+    },
+};
+
+use crate::{
+    error::{Error, Result, io},
+    flusher::{Sealed, segment_path},
+    format::{BlockHeader, FILE_HEADER_LEN, SUMMARY_LEN, Summary, TIME_ENTRY_LEN, TimeEntry},
+    recovery::Recovery,
+    schema::Meta,
+};
+
+pub(crate) struct Shared {
+    pub dir: PathBuf,
+    poisoned: AtomicBool,
+    state: Mutex<State>,
+}
+
+struct State {
+    meta: Arc<Meta>,
+    /// Chunks `[0, committed)` have their time entry on disk.
+    committed: u64,
+    /// Segments deleted by the disk budget.
+    deleted: BTreeSet<u64>,
+    /// Sealed chunks not yet committed, oldest first.
+    sealed: VecDeque<Arc<Sealed>>,
+    /// The published prefix of the active chunk.
+    partial: Option<Arc<Sealed>>,
+    poison_reason: Option<String>,
+}
+
+impl Shared {
+    pub fn new(dir: PathBuf, meta: Meta, recovery: &Recovery) -> Self {
+        Self {
+            dir,
+            poisoned: AtomicBool::new(false),
+            state: Mutex::new(State {
+                meta: Arc::new(meta),
+                committed: recovery.chunks,
+                deleted: recovery.deleted_segments.iter().copied().collect(),
+                sealed: VecDeque::new(),
+                partial: None,
+                poison_reason: None,
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic elsewhere cannot leave State inconsistent: every update is
+        // a single assignment or push/pop.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn poisoned(&self) -> Option<String> {
+        if !self.poisoned.load(Ordering::Acquire) {
+            return None;
+        }
+        self.lock().poison_reason.clone()
+    }
+
+    pub fn poison(&self, reason: String) {
+        self.lock().poison_reason.get_or_insert(reason);
+        self.poisoned.store(true, Ordering::Release);
+    }
+
+    pub fn set_meta(&self, meta: Meta) {
+        self.lock().meta = Arc::new(meta);
+    }
+
+    pub fn meta(&self) -> Arc<Meta> {
+        Arc::clone(&self.lock().meta)
+    }
+
+    pub fn push_sealed(&self, sealed: Arc<Sealed>) {
+        let mut state = self.lock();
+        state.sealed.push_back(sealed);
+        state.partial = None;
+    }
+
+    pub fn set_partial(&self, partial: Option<Arc<Sealed>>) {
+        self.lock().partial = partial;
+    }
+
+    /// The flusher wrote chunk `chunk` and its time entry.
+    pub fn commit(&self, chunk: u64) {
+        let mut state = self.lock();
+        state.committed = chunk + 1;
+        while state.sealed.front().is_some_and(|s| s.time.chunk <= chunk) {
+            state.sealed.pop_front();
+        }
+    }
+
+    pub fn mark_deleted(&self, segment: u64) {
+        self.lock().deleted.insert(segment);
+    }
+
+    pub fn snapshot(self: &Arc<Self>) -> Snapshot {
+        let state = self.lock();
+        let mut memory: Vec<Arc<Sealed>> = state.sealed.iter().cloned().collect();
+        let next = state.committed + memory.len() as u64;
+        if let Some(partial) = state.partial.as_ref().filter(|p| p.time.chunk == next) {
+            memory.push(Arc::clone(partial));
+        }
+        Snapshot {
+            shared: Arc::clone(self),
+            meta: Arc::clone(&state.meta),
+            committed: state.committed,
+            deleted: state.deleted.clone(),
+            memory,
+        }
+    }
+}
+
+/// A consistent, immutable view of a store: every chunk published when it
+/// was taken. Cheap to clone and to send to another thread.
+#[derive(Clone)]
+pub struct Snapshot {
+    shared: Arc<Shared>,
+    meta: Arc<Meta>,
+    committed: u64,
+    deleted: BTreeSet<u64>,
+    /// Chunks `committed..` still in memory, the last possibly partial.
+    memory: Vec<Arc<Sealed>>,
+}
+
+/// One chunk's bytes and where they came from.
+pub(crate) enum Block {
+    Memory(Arc<Sealed>),
+    Disk(Vec<u8>),
+}
+
+impl Block {
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Self::Memory(sealed) => &sealed.block,
+            Self::Disk(bytes) => bytes,
+        }
+    }
+}
+
+impl Snapshot {
+    pub(crate) fn from_parts(shared: Arc<Shared>) -> Self {
+        shared.snapshot()
+    }
+
+    /// The schema as of this snapshot.
+    pub fn meta(&self) -> &Meta {
+        &self.meta
+    }
+
+    /// Chunks visible in this snapshot (numbered from 0; the oldest may have
+    /// been deleted by the disk budget).
+    pub fn chunks(&self) -> u64 {
+        self.committed + self.memory.len() as u64
+    }
+
+    /// Records visible in this snapshot, deleted chunks included.
+    pub fn records(&self) -> Result<u64> {
+        let mut total = 0;
+        for chunk in 0..self.chunks() {
+            total += u64::from(self.time_entry(chunk)?.records);
+        }
+        Ok(total)
+    }
+
+    pub(crate) fn is_deleted(&self, chunk: u64) -> bool {
+        self.deleted
+            .contains(&(chunk / u64::from(self.meta.blocks_per_segment)))
+    }
+
+    fn memory(&self, chunk: u64) -> Option<&Arc<Sealed>> {
+        let i = chunk.checked_sub(self.committed)?;
+        self.memory.get(usize::try_from(i).ok()?)
+    }
+
+    pub(crate) fn time_entry(&self, chunk: u64) -> Result<TimeEntry> {
+        if let Some(sealed) = self.memory(chunk) {
+            return Ok(sealed.time);
+        }
+        let path = self.shared.dir.join("time.log");
+        let offset = (FILE_HEADER_LEN + chunk as usize * TIME_ENTRY_LEN) as u64;
+        let bytes = read_at(&path, offset, TIME_ENTRY_LEN)?;
+        TimeEntry::decode(&bytes)
+            .filter(|e| e.chunk == chunk)
+            .ok_or_else(|| Error::Corrupt {
+                path,
+                offset,
+                what: format!("time entry of chunk {chunk} fails its checksum"),
+            })
+    }
+
+    pub(crate) fn summaries(&self, chunk: u64) -> Result<Vec<Summary>> {
+        if let Some(sealed) = self.memory(chunk) {
+            return Ok(sealed.summaries.clone());
+        }
+        let entry = self.time_entry(chunk)?;
+        let path = self.shared.dir.join("chunks.log");
+        let offset = (FILE_HEADER_LEN as u64) + entry.first_summary * SUMMARY_LEN as u64;
+        let bytes = read_at(&path, offset, entry.summaries as usize * SUMMARY_LEN)?;
+        bytes
+            .chunks(SUMMARY_LEN)
+            .enumerate()
+            .map(|(i, raw)| {
+                Summary::decode(raw)
+                    .filter(|s| s.chunk == chunk)
+                    .ok_or_else(|| Error::Corrupt {
+                        path: path.clone(),
+                        offset: offset + (i * SUMMARY_LEN) as u64,
+                        what: format!("summary of chunk {chunk} fails its checksum"),
+                    })
+            })
+            .collect()
+    }
+
+    pub(crate) fn block(&self, chunk: u64) -> Result<Block> {
+        if let Some(sealed) = self.memory(chunk) {
+            return Ok(Block::Memory(Arc::clone(sealed)));
+        }
+        if self.is_deleted(chunk) {
+            return Err(Error::Expired { chunk });
+        }
+        let per_segment = u64::from(self.meta.blocks_per_segment);
+        let path = segment_path(&self.shared.dir, chunk / per_segment);
+        let size = self.meta.block_size as usize;
+        let offset = (FILE_HEADER_LEN + (chunk % per_segment) as usize * size) as u64;
+        let bytes = read_at(&path, offset, size)?;
+        match BlockHeader::open(&bytes) {
+            Ok(header) if header.number == chunk => Ok(Block::Disk(bytes)),
+            Ok(header) => Err(Error::Corrupt {
+                path,
+                offset,
+                what: format!("block {} found where chunk {chunk} belongs", header.number),
+            }),
+            Err(what) => Err(Error::Corrupt { path, offset, what }),
+        }
+    }
+}
+
+fn read_at(path: &std::path::Path, offset: u64, len: usize) -> Result<Vec<u8>> {
+    let file = File::open(path).map_err(io("open", path))?;
+    let mut bytes = vec![0; len];
+    file.read_exact_at(&mut bytes, offset)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => Error::Corrupt {
+                path: path.to_owned(),
+                offset,
+                what: format!("file ends before the {len} bytes expected here"),
+            },
+            _ => Error::Io {
+                call: "read",
+                path: path.to_owned(),
+                source: e,
+            },
+        })?;
+    Ok(bytes)
+}

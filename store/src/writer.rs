@@ -1,0 +1,527 @@
+//! The single writer: frames records into the active chunk, keeps per-chunk
+//! summaries, seals full chunks and hands them to the flusher thread.
+//!
+//! Memory is fixed: the active chunk buffer plus at most one sealed chunk that
+//! the flusher is writing (the hand-off is a rendezvous channel, so a slow
+//! disk slows the writer down instead of growing a queue). Readers may keep a
+//! sealed chunk alive a little longer through their snapshots.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{Arc, mpsc},
+    thread,
+};
+
+use crate::{
+    error::{Error, Result},
+    flusher::{self, Sealed},
+    format::{BLOCK_HEADER_LEN, BlockHeader, MAX_RECORD_HEADER, RecordHeader, Summary, TimeEntry},
+    recovery::{self, Recovery},
+    schema::{Bins, Field, Index, IndexId, Meta, Source, SourceId, check_name},
+    shared::{Shared, Snapshot},
+};
+
+/// How durable a sealed chunk is once the flusher has written it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Written to the OS page cache: survives a crash of weft (kill -9), not
+    /// of the machine.
+    #[default]
+    Buffered,
+    /// `fdatasync` after each chunk, before and after its time entry: survives
+    /// a machine crash, at the cost of one or two disk flushes per chunk.
+    Sync,
+}
+
+/// How a store is laid out and kept.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Bytes per chunk (= record-log block); a power of two, at least 4 KiB.
+    pub block_size: u32,
+    /// Chunks per record-log segment file (the unit the disk budget deletes).
+    pub blocks_per_segment: u32,
+    /// Delete the oldest unpinned segments when the store's files exceed this.
+    pub disk_budget: Option<u64>,
+    pub durability: Durability,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            block_size: 256 << 10,
+            blocks_per_segment: 256,
+            disk_budget: None,
+            durability: Durability::Buffered,
+        }
+    }
+}
+
+/// Running totals of one (source, index, bin) in the active chunk.
+#[derive(Clone, Copy, Debug)]
+struct Acc {
+    count: u64,
+    sum: i128,
+    min: i64,
+    max: i64,
+    first_ts: u64,
+    last_ts: u64,
+    last_addr: u64,
+}
+
+impl Acc {
+    const EMPTY: Self = Self {
+        count: 0,
+        sum: 0,
+        min: i64::MAX,
+        max: i64::MIN,
+        first_ts: 0,
+        last_ts: 0,
+        last_addr: 0,
+    };
+
+    fn add(&mut self, value: i64, ts: u64, addr: u64) {
+        if self.count == 0 {
+            self.first_ts = ts;
+        }
+        self.count += 1;
+        self.sum += i128::from(value);
+        self.min = self.min.min(value);
+        self.max = self.max.max(value);
+        self.last_ts = ts;
+        self.last_addr = addr;
+    }
+
+    fn summary(&self, chunk: u64, source: SourceId, index: IndexId, bin: u32) -> Summary {
+        let Self {
+            count,
+            sum,
+            min,
+            max,
+            first_ts,
+            last_ts,
+            last_addr,
+        } = *self;
+        Summary {
+            chunk,
+            source,
+            index,
+            bin,
+            count,
+            sum,
+            min,
+            max,
+            first_ts,
+            last_ts,
+            last_addr,
+        }
+    }
+}
+
+struct IndexAcc {
+    id: IndexId,
+    field: Field,
+    bins: Bins,
+    per_bin: Vec<Acc>,
+}
+
+#[derive(Default)]
+struct SourceAcc {
+    /// The implicit index 0: every record of the source, value 0.
+    all: Option<Acc>,
+    indexes: Vec<IndexAcc>,
+}
+
+/// A writable capture directory.
+pub struct Store {
+    shared: Arc<Shared>,
+    meta: Meta,
+    block: Vec<u8>,
+    used: usize,
+    chunk: u64,
+    base_ts: u64,
+    last_ts: u64,
+    records: u32,
+    prev: Vec<Option<u64>>,
+    acc: Vec<SourceAcc>,
+    scratch: Vec<u8>,
+    next_summary: u64,
+    to_flusher: Option<mpsc::SyncSender<Arc<Sealed>>>,
+    flusher: Option<thread::JoinHandle<()>>,
+    recovery: Recovery,
+}
+
+impl Store {
+    /// Creates a store in `dir` (which must not hold one), or reopens and
+    /// recovers the store there: everything up to the last complete chunk is
+    /// kept, and [`Store::recovery`] says what was cut.
+    pub fn open(dir: &Path, config: &Config) -> Result<Self> {
+        if !config.block_size.is_power_of_two()
+            || config.block_size < 4096
+            || config.blocks_per_segment == 0
+        {
+            return Err(Error::Invalid(format!(
+                "block size {} must be a power of two of at least 4096, and blocks per segment positive",
+                config.block_size
+            )));
+        }
+        std::fs::create_dir_all(dir).map_err(crate::error::io("mkdir", dir))?;
+        let (meta, recovery) = if dir.join("meta").exists() {
+            recovery::recover(dir, true)?
+        } else {
+            let meta = Meta {
+                block_size: config.block_size,
+                blocks_per_segment: config.blocks_per_segment,
+                ..Meta::default()
+            };
+            meta.save(dir)?;
+            flusher::create_logs(dir)?;
+            (meta, Recovery::default())
+        };
+        let shared = Arc::new(Shared::new(PathBuf::from(dir), meta.clone(), &recovery));
+        let (tx, rx) = mpsc::sync_channel(0);
+        let flusher = {
+            let shared = Arc::clone(&shared);
+            let config = config.clone();
+            thread::Builder::new()
+                .name("weft-store-flush".into())
+                .spawn(move || flusher::run(&shared, &rx, &config))
+                .map_err(crate::error::io("spawn flusher for", dir))?
+        };
+        let mut store = Self {
+            block: vec![0; meta.block_size as usize],
+            used: BLOCK_HEADER_LEN,
+            chunk: recovery.chunks,
+            base_ts: 0,
+            last_ts: recovery.last_ts,
+            records: 0,
+            prev: recovery.prev.clone(),
+            acc: Vec::new(),
+            scratch: Vec::with_capacity(MAX_RECORD_HEADER),
+            next_summary: recovery.next_summary,
+            to_flusher: Some(tx),
+            flusher: Some(flusher),
+            shared,
+            meta,
+            recovery,
+        };
+        store.prev.resize(store.meta.sources.len(), None);
+        store.rebuild_accumulators();
+        Ok(store)
+    }
+
+    /// What reopening found and cut.
+    pub fn recovery(&self) -> &Recovery {
+        &self.recovery
+    }
+
+    /// The store's schema.
+    pub fn meta(&self) -> &Meta {
+        &self.meta
+    }
+
+    /// Defines a source; its id is stable across reopening.
+    pub fn define_source(&mut self, name: &str, fields: Vec<Field>) -> Result<SourceId> {
+        check_name(name)?;
+        for field in &fields {
+            check_name(&field.name)?;
+        }
+        if let Some(existing) = self.meta.sources.iter().find(|s| s.name == name) {
+            if existing.fields != fields {
+                return Err(Error::Invalid(format!(
+                    "source `{name}` exists with other fields"
+                )));
+            }
+            return Ok(existing.id);
+        }
+        let id = SourceId::try_from(self.meta.sources.len())
+            .map_err(|_| Error::Invalid("too many sources".into()))?;
+        self.meta.sources.push(Source {
+            id,
+            name: name.to_owned(),
+            fields,
+        });
+        self.save_meta()?;
+        self.prev.push(None);
+        self.rebuild_accumulators();
+        Ok(id)
+    }
+
+    /// Defines an index over `field` of `source` with the given bin
+    /// boundaries. It summarises chunks from the next one on; queries over
+    /// older data scan instead (and say so in their stats).
+    pub fn define_index(
+        &mut self,
+        source: SourceId,
+        name: &str,
+        field: Field,
+        bins: Bins,
+    ) -> Result<IndexId> {
+        check_name(name)?;
+        self.meta.source(source)?;
+        let id = IndexId::try_from(self.meta.indexes.len() + 1)
+            .map_err(|_| Error::Invalid("too many indexes".into()))?;
+        let from_chunk = if self.records == 0 {
+            self.chunk
+        } else {
+            self.chunk + 1
+        };
+        self.meta.indexes.push(Index {
+            id,
+            source,
+            name: name.to_owned(),
+            field,
+            bins,
+            from_chunk,
+            until_chunk: None,
+        });
+        self.save_meta()?;
+        if self.records == 0 {
+            // The active chunk is empty: the index starts with it.
+            self.rebuild_accumulators();
+        }
+        Ok(id)
+    }
+
+    /// Stops maintaining an index after the active chunk.
+    pub fn close_index(&mut self, id: IndexId) -> Result<()> {
+        self.meta.index(id)?;
+        let until = self.chunk + u64::from(self.records > 0);
+        if let Some(index) = self.meta.indexes.get_mut(usize::from(id) - 1) {
+            index.until_chunk.get_or_insert(until);
+        }
+        self.save_meta()?;
+        if self.records == 0 {
+            self.rebuild_accumulators();
+        }
+        Ok(())
+    }
+
+    /// Keeps the records of `[start_ts, end_ts]` from the disk budget.
+    pub fn pin(&mut self, start_ts: u64, end_ts: u64) -> Result<()> {
+        self.meta.pins.push((start_ts, end_ts));
+        self.save_meta()
+    }
+
+    fn save_meta(&mut self) -> Result<()> {
+        self.meta.save(&self.shared.dir)?;
+        self.shared.set_meta(self.meta.clone());
+        Ok(())
+    }
+
+    /// Index accumulators for the active chunk, after a schema change.
+    fn rebuild_accumulators(&mut self) {
+        let chunk = self.chunk;
+        self.acc = self
+            .meta
+            .sources
+            .iter()
+            .map(|source| SourceAcc {
+                all: None,
+                indexes: self
+                    .meta
+                    .indexes
+                    .iter()
+                    .filter(|index| index.source == source.id && index.covers(chunk))
+                    .map(|index| IndexAcc {
+                        id: index.id,
+                        field: index.field.clone(),
+                        bins: index.bins.clone(),
+                        per_bin: vec![Acc::EMPTY; index.bins.len()],
+                    })
+                    .collect(),
+            })
+            .collect();
+    }
+
+    /// Appends a record stamped with the current `CLOCK_MONOTONIC` time.
+    pub fn append(&mut self, source: SourceId, payload: &[u8]) -> Result<u64> {
+        self.append_at(source, crate::now_ns(), None, payload)
+    }
+
+    /// Appends a record with arrival time `ts` (raised to the last arrival
+    /// time if earlier, so arrival times never go back) and optionally the
+    /// producer's own timestamp. Returns the record's address.
+    pub fn append_at(
+        &mut self,
+        source: SourceId,
+        ts: u64,
+        producer_ts: Option<u64>,
+        payload: &[u8],
+    ) -> Result<u64> {
+        if let Some(reason) = self.shared.poisoned() {
+            return Err(Error::Poisoned(reason));
+        }
+        if usize::from(source) >= self.acc.len() {
+            return Err(Error::Unknown {
+                what: "source",
+                id: u32::from(source),
+            });
+        }
+        let ts = ts.max(self.last_ts);
+        let len = u32::try_from(payload.len()).map_err(|_| self.too_large(payload.len()))?;
+        let addr = loop {
+            if self.records == 0 {
+                self.base_ts = ts;
+            }
+            let addr = self.chunk * u64::from(self.meta.block_size) + self.used as u64;
+            self.scratch.clear();
+            let header = RecordHeader {
+                source,
+                len,
+                ts,
+                prev: self.prev[usize::from(source)],
+                producer_ts,
+            };
+            header.encode(&mut self.scratch, addr, self.base_ts);
+            if self.used + self.scratch.len() + payload.len() <= self.block.len() {
+                break addr;
+            }
+            if self.records == 0 {
+                return Err(self.too_large(payload.len()));
+            }
+            self.seal()?;
+        };
+        let end = self.used + self.scratch.len();
+        self.block[self.used..end].copy_from_slice(&self.scratch);
+        self.block[end..end + payload.len()].copy_from_slice(payload);
+        self.used = end + payload.len();
+        self.records += 1;
+        self.last_ts = ts;
+        self.prev[usize::from(source)] = Some(addr);
+        let acc = &mut self.acc[usize::from(source)];
+        acc.all.get_or_insert(Acc::EMPTY).add(0, ts, addr);
+        for index in &mut acc.indexes {
+            if let Some(value) = index.field.read(payload) {
+                index.per_bin[index.bins.bin_of(value) as usize].add(value, ts, addr);
+            }
+        }
+        Ok(addr)
+    }
+
+    fn too_large(&self, size: usize) -> Error {
+        Error::RecordTooLarge {
+            size,
+            block_size: self.meta.block_size,
+        }
+    }
+
+    /// Makes everything appended so far visible to new snapshots, including
+    /// the unsealed tail (one copy of the active chunk's used bytes).
+    pub fn publish(&mut self) {
+        if self.records > 0 {
+            let partial = self.sealed_view(self.block[..self.used].to_vec());
+            self.shared.set_partial(Some(Arc::new(partial)));
+        }
+    }
+
+    /// A consistent view of everything published so far.
+    pub fn snapshot(&self) -> Snapshot {
+        self.shared.snapshot()
+    }
+
+    /// Seals the active chunk (if it holds records), publishes it and waits
+    /// until the flusher has taken it.
+    pub fn seal(&mut self) -> Result<()> {
+        if self.records == 0 {
+            return Ok(());
+        }
+        self.block[self.used..].fill(0);
+        let size = self.meta.block_size as usize;
+        let block = std::mem::replace(&mut self.block, vec![0; size]);
+        let mut sealed = self.sealed_view(block);
+        BlockHeader {
+            used: self.used as u32,
+            number: self.chunk,
+            base_ts: self.base_ts,
+        }
+        .seal(&mut sealed.block);
+        let sealed = Arc::new(sealed);
+        self.next_summary += u64::from(sealed.time.summaries);
+        self.shared.push_sealed(Arc::clone(&sealed));
+        let sender = self
+            .to_flusher
+            .as_ref()
+            .ok_or_else(|| Error::Poisoned("store is closed".into()))?;
+        if sender.send(sealed).is_err() {
+            return Err(Error::Poisoned(
+                self.shared
+                    .poisoned()
+                    .unwrap_or_else(|| "the flusher stopped".into()),
+            ));
+        }
+        self.chunk += 1;
+        self.used = BLOCK_HEADER_LEN;
+        self.records = 0;
+        self.rebuild_accumulators();
+        Ok(())
+    }
+
+    /// The active chunk as a [`Sealed`] value over `block`, with its summaries.
+    fn sealed_view(&self, mut block: Vec<u8>) -> Sealed {
+        BlockHeader {
+            used: self.used as u32,
+            number: self.chunk,
+            base_ts: self.base_ts,
+        }
+        .seal(&mut block);
+        let mut summaries = Vec::new();
+        for (source, acc) in self.acc.iter().enumerate() {
+            let source = source as SourceId;
+            if let Some(all) = &acc.all {
+                summaries.push(all.summary(self.chunk, source, 0, 0));
+            }
+            for index in &acc.indexes {
+                for (bin, bin_acc) in index.per_bin.iter().enumerate() {
+                    if bin_acc.count > 0 {
+                        summaries.push(bin_acc.summary(self.chunk, source, index.id, bin as u32));
+                    }
+                }
+            }
+        }
+        let time = TimeEntry {
+            chunk: self.chunk,
+            first_ts: self.base_ts,
+            last_ts: self.last_ts,
+            first_summary: self.next_summary,
+            summaries: summaries.len() as u32,
+            records: self.records,
+        };
+        Sealed {
+            block,
+            summaries,
+            time,
+        }
+    }
+
+    /// Seals the active chunk, waits for the flusher to write everything and
+    /// stops it. Errors that happened in the background are returned here.
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        let sealed = self.seal();
+        self.to_flusher = None;
+        if let Some(flusher) = self.flusher.take() {
+            let _ = flusher.join();
+        }
+        sealed?;
+        match self.shared.poisoned() {
+            Some(reason) => Err(Error::Poisoned(reason)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if self.flusher.is_some()
+            && let Err(error) = self.shutdown()
+        {
+            eprintln!(
+                "weft-store: closing {} failed: {error}",
+                self.shared.dir.display()
+            );
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! Every operator against a plain in-memory reference (a `Vec` of records),
+//! with random schemas, bins, payloads and windows — including windows inside
+//! the unsealed tail, across flushed chunks, and after reopening read-only.
+
+use std::ops::RangeInclusive;
+
+use weft_store::{Bins, Config, Field, FieldKind, IndexId, Snapshot, SourceId, Store};
+
+/// xorshift64*: deterministic, dependency-free randomness for the model tests.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+struct RefRecord {
+    source: SourceId,
+    ts: u64,
+    payload: Vec<u8>,
+}
+
+struct Model {
+    records: Vec<RefRecord>,
+    /// (index id, source, field)
+    indexes: Vec<(IndexId, SourceId, Field)>,
+}
+
+impl Model {
+    fn values(&self, source: SourceId, field: &Field, window: &RangeInclusive<u64>) -> Vec<i64> {
+        self.records
+            .iter()
+            .filter(|r| r.source == source && window.contains(&r.ts))
+            .filter_map(|r| field.read(&r.payload))
+            .collect()
+    }
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("weft-store-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn random_bins(rng: &mut Rng, spread: u64) -> Bins {
+    let mut bounds: Vec<i64> = (0..1 + rng.below(6))
+        .map(|_| rng.below(spread) as i64 - 50)
+        .collect();
+    bounds.sort_unstable();
+    bounds.dedup();
+    Bins::new(bounds).unwrap()
+}
+
+/// Builds a store and the reference from one seed; leaves the store open.
+fn build(seed: u64, dir: &std::path::Path, n: usize) -> (Store, Model) {
+    let mut rng = Rng(seed | 1);
+    let config = Config {
+        block_size: 4096,
+        blocks_per_segment: 4,
+        ..Config::default()
+    };
+    let mut store = Store::open(dir, &config).unwrap();
+    let kinds = [
+        FieldKind::U32,
+        FieldKind::U64,
+        FieldKind::I32,
+        FieldKind::U16,
+    ];
+    let mut fields = Vec::new();
+    for s in 0..1 + rng.below(3) {
+        let kind = kinds[rng.below(4) as usize];
+        let field = Field::new("v", rng.below(3) as u32 * 4, kind);
+        let id = store
+            .define_source(&format!("s{s}"), vec![field.clone()])
+            .unwrap();
+        fields.push((id, field));
+    }
+    let mut model = Model {
+        records: Vec::new(),
+        indexes: Vec::new(),
+    };
+    let define = |store: &mut Store, model: &mut Model, rng: &mut Rng| {
+        let (source, field) = fields[rng.below(fields.len() as u64) as usize].clone();
+        let id = store
+            .define_index(source, "idx", field.clone(), random_bins(rng, 600))
+            .unwrap();
+        model.indexes.push((id, source, field));
+    };
+    define(&mut store, &mut model, &mut rng);
+    let mut ts = 1_000;
+    for i in 0..n {
+        if i == n / 3 {
+            define(&mut store, &mut model, &mut rng);
+        }
+        if i == n / 2 && model.indexes.len() > 1 {
+            store.close_index(model.indexes[0].0).unwrap();
+        }
+        ts += rng.below(3) * rng.below(1000);
+        let (source, _) = fields[rng.below(fields.len() as u64) as usize];
+        // Rare sources: source 0 is ten times more frequent than the others.
+        let source = if rng.below(10) < 8 {
+            fields[0].0
+        } else {
+            source
+        };
+        let mut payload: Vec<u8> = (0..12 + rng.below(100)).map(|_| rng.next() as u8).collect();
+        let value = rng.below(500) as i64 - 20;
+        payload[..8].copy_from_slice(&value.to_le_bytes());
+        payload[8..12].copy_from_slice(&(value as u32).to_le_bytes());
+        let producer = (rng.below(4) == 0).then(|| ts - rng.below(100));
+        store.append_at(source, ts, producer, &payload).unwrap();
+        model.records.push(RefRecord {
+            source,
+            ts,
+            payload,
+        });
+        if rng.below(500) == 0 {
+            store.publish();
+        }
+    }
+    store.publish();
+    (store, model)
+}
+
+fn random_window(rng: &mut Rng, model: &Model) -> RangeInclusive<u64> {
+    let last = model.records.last().map_or(0, |r| r.ts);
+    let a = rng.below(last + 2000);
+    let b = a + rng.below(last / 3 + 1);
+    match rng.below(5) {
+        0 => 0..=u64::MAX,
+        1 => last.saturating_sub(rng.below(2000))..=last, // the unsealed tail
+        _ => a..=b,
+    }
+}
+
+fn check(snapshot: &Snapshot, model: &Model, seed: u64) {
+    let mut rng = Rng(seed.wrapping_mul(7) | 1);
+    for _ in 0..40 {
+        let window = random_window(&mut rng, model);
+        // Raw scans, every source.
+        for source in 0..snapshot.meta().sources.len() as SourceId {
+            let (records, _) = snapshot.raw_scan(source, window.clone()).unwrap();
+            let expected: Vec<(u64, &[u8])> = model
+                .records
+                .iter()
+                .filter(|r| r.source == source && window.contains(&r.ts))
+                .map(|r| (r.ts, r.payload.as_slice()))
+                .collect();
+            let got: Vec<(u64, &[u8])> = records
+                .iter()
+                .map(|r| (r.ts, r.payload.as_slice()))
+                .collect();
+            assert_eq!(
+                got, expected,
+                "raw_scan source {source} window {window:?} seed {seed}"
+            );
+        }
+        for (index, source, field) in &model.indexes {
+            let mut values = model.values(*source, field, &window);
+            // Indexed scan over a random value range.
+            let lo = rng.below(600) as i64 - 100;
+            let range = lo..=lo + rng.below(300) as i64;
+            let (records, _) = snapshot
+                .indexed_scan(*source, *index, window.clone(), range.clone())
+                .unwrap();
+            let expected = values.iter().filter(|v| range.contains(v)).count();
+            assert_eq!(
+                records.len(),
+                expected,
+                "indexed_scan {index} {window:?} {range:?} seed {seed}"
+            );
+            // Aggregates.
+            let (agg, _) = snapshot.aggregate(*source, *index, window.clone()).unwrap();
+            assert_eq!(agg.count, values.len() as u64, "count seed {seed}");
+            assert_eq!(
+                agg.sum,
+                values.iter().map(|v| i128::from(*v)).sum::<i128>(),
+                "sum seed {seed}"
+            );
+            assert_eq!(agg.min, values.iter().copied().min(), "min seed {seed}");
+            assert_eq!(agg.max, values.iter().copied().max(), "max seed {seed}");
+            // Exact percentiles, nearest rank.
+            values.sort_unstable();
+            for q in [
+                0.0,
+                0.5,
+                0.9,
+                0.99,
+                0.9999,
+                1.0,
+                rng.below(1000) as f64 / 1000.0,
+            ] {
+                let (got, _) = snapshot
+                    .percentile(*source, *index, window.clone(), q)
+                    .unwrap();
+                let expected = (!values.is_empty()).then(|| {
+                    let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
+                    values[rank - 1]
+                });
+                assert_eq!(
+                    got, expected,
+                    "p{q} index {index} window {window:?} seed {seed}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn operators_match_reference_live_and_reopened() {
+    for seed in 1..=12 {
+        let dir = temp_dir(&format!("model-{seed}"));
+        let (store, model) = build(seed, &dir, 3000 + seed as usize * 500);
+        check(&store.snapshot(), &model, seed);
+        store.close().unwrap();
+        let (snapshot, recovery) = weft_store::open_read_only(&dir).unwrap();
+        assert_eq!(recovery.cut_chunks, 0);
+        assert_eq!(snapshot.records().unwrap(), model.records.len() as u64);
+        check(&snapshot, &model, seed);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[test]
+fn percentile_narrows_huge_bins_exactly() {
+    // One bin holding more values than fit in memory at once forces the
+    // counting passes; values spread over the whole i64 range.
+    let dir = temp_dir("huge-bin");
+    let mut store = Store::open(
+        &dir,
+        &Config {
+            block_size: 1 << 20,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let field = Field::new("v", 0, FieldKind::I64);
+    let source = store.define_source("s", vec![field.clone()]).unwrap();
+    let index = store
+        .define_index(source, "v", field, Bins::new(vec![i64::MAX - 1]).unwrap())
+        .unwrap();
+    let mut rng = Rng(99);
+    let mut values: Vec<i64> = (0..1_500_000).map(|_| rng.next() as i64).collect();
+    for (ts, v) in values.iter().enumerate() {
+        store
+            .append_at(source, ts as u64, None, &v.to_le_bytes())
+            .unwrap();
+    }
+    store.publish();
+    values.sort_unstable();
+    let snapshot = store.snapshot();
+    for q in [0.1, 0.5, 0.999] {
+        let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
+        let (got, _) = snapshot.percentile(source, index, 0..=u64::MAX, q).unwrap();
+        assert_eq!(got, Some(values[rank - 1]), "q {q}");
+    }
+    drop(snapshot);
+    store.close().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
