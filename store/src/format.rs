@@ -22,6 +22,11 @@
 //! Worked example: source 3's 48-byte record 1.2 µs after the block's first
 //! record, 70 bytes after its previous record, costs 1 + 1 + 2 + 1 = 5 header
 //! bytes: 53 bytes stored.
+#![expect(
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss,
+    reason = "zigzag encoding reinterprets i64 and u64 bits on purpose"
+)]
 
 use crate::error::{Error, Result};
 

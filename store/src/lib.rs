@@ -60,7 +60,7 @@ pub use writer::{Config, Durability, Store};
 pub fn open_read_only(dir: &Path) -> Result<(Snapshot, Recovery)> {
     let (meta, recovery) = recovery::open_read_only(dir)?;
     let shared = std::sync::Arc::new(shared::Shared::new(dir.to_owned(), meta, &recovery));
-    Ok((Snapshot::from_parts(shared), recovery))
+    Ok((Snapshot::from_parts(&shared), recovery))
 }
 
 /// Creates a new file with mode 0600: captures hold other users' activity.
@@ -89,5 +89,6 @@ pub fn now_ns() -> u64 {
     };
     // SAFETY: `ts` is a valid timespec to write into.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    // A monotonic clock is never negative.
+    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
 }

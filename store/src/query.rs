@@ -8,6 +8,11 @@
 //! index) are scanned record by record. A source's records in a chunk are
 //! reached through its back-pointers when it is a small share of the chunk,
 //! so rare sources cost little to read.
+#![expect(
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss,
+    reason = "range arithmetic moves between i64 values and u128 spans on purpose"
+)]
 
 use std::ops::{Range, RangeInclusive};
 
@@ -83,13 +88,13 @@ impl Snapshot {
     /// Chunks whose time span meets `window`.
     fn chunks_in(&self, window: &RangeInclusive<u64>) -> Result<Range<u64>> {
         let n = self.chunks();
-        let start = self.partition(n, |c| Ok(self.time_entry(c)?.last_ts < *window.start()))?;
-        let end = self.partition(n, |c| Ok(self.time_entry(c)?.first_ts <= *window.end()))?;
+        let start = Self::partition(n, |c| Ok(self.time_entry(c)?.last_ts < *window.start()))?;
+        let end = Self::partition(n, |c| Ok(self.time_entry(c)?.first_ts <= *window.end()))?;
         Ok(start..end.max(start))
     }
 
     /// First chunk in `0..n` for which `pred` is false (`pred` is monotone).
-    fn partition(&self, n: u64, pred: impl Fn(u64) -> Result<bool>) -> Result<u64> {
+    fn partition(n: u64, pred: impl Fn(u64) -> Result<bool>) -> Result<u64> {
         let (mut lo, mut hi) = (0, n);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
@@ -159,7 +164,7 @@ impl Snapshot {
         };
         let block = self.block(chunk)?;
         let bytes = block.bytes();
-        let header = BlockHeader::open(bytes).map_err(|what| Error::Invalid(what))?;
+        let header = BlockHeader::open(bytes).map_err(Error::Invalid)?;
         let base = chunk * u64::from(self.meta().block_size);
         let entry = self.time_entry(chunk)?;
         let corrupt = |offset: usize| {
@@ -256,13 +261,13 @@ impl Snapshot {
         mut visit: impl FnMut(Record),
     ) -> Result<QueryStats> {
         let target = self.target(source, index, window)?;
-        self.scan_chunks(&target, Some(values), &mut visit)
+        self.scan_chunks(&target, Some(&values), &mut visit)
     }
 
     fn scan_chunks(
         &self,
         target: &Target,
-        values: Option<RangeInclusive<i64>>,
+        values: Option<&RangeInclusive<i64>>,
         visit: &mut impl FnMut(Record),
     ) -> Result<QueryStats> {
         let mut stats = QueryStats::default();
@@ -271,7 +276,7 @@ impl Snapshot {
                 stats.chunks_expired += 1;
                 continue;
             }
-            if !self.may_hold(chunk, target, values.as_ref())? {
+            if !self.may_hold(chunk, target, values)? {
                 stats.chunks_skipped += 1;
                 continue;
             }

@@ -83,10 +83,12 @@ impl Field {
         b[..bytes.len()].copy_from_slice(bytes);
         let raw = u64::from_le_bytes(b);
         Some(match self.kind {
-            FieldKind::U8 | FieldKind::U16 | FieldKind::U32 => raw as i64,
-            FieldKind::U64 => i64::try_from(raw).unwrap_or(i64::MAX),
-            FieldKind::I32 => i64::from(raw as u32 as i32),
-            FieldKind::I64 => raw as i64,
+            // Unsigned fields of up to 32 bits always fit.
+            FieldKind::U8 | FieldKind::U16 | FieldKind::U32 | FieldKind::U64 => {
+                i64::try_from(raw).unwrap_or(i64::MAX)
+            }
+            FieldKind::I32 => i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            FieldKind::I64 => i64::from_le_bytes(b),
         })
     }
 }

@@ -155,7 +155,7 @@ impl Block {
 }
 
 impl Snapshot {
-    pub(crate) fn from_parts(shared: Arc<Shared>) -> Self {
+    pub(crate) fn from_parts(shared: &Arc<Shared>) -> Self {
         shared.snapshot()
     }
 

@@ -1,6 +1,12 @@
 //! Every operator against a plain in-memory reference (a `Vec` of records),
 //! with random schemas, bins, payloads and windows — including windows inside
 //! the unsealed tail, across flushed chunks, and after reopening read-only.
+#![expect(
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss,
+    clippy::range_plus_one,
+    reason = "random test data mixes signed and unsigned values on purpose"
+)]
 
 use std::ops::RangeInclusive;
 

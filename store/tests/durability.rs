@@ -1,0 +1,326 @@
+//! Concurrency, crashes, corruption and the disk budget.
+
+use std::{
+    io::{BufRead as _, BufReader},
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+};
+
+use weft_store::{Bins, Config, Error, Field, FieldKind, Snapshot, Store};
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("weft-store-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn small() -> Config {
+    Config {
+        block_size: 4096,
+        blocks_per_segment: 8,
+        ..Config::default()
+    }
+}
+
+/// A store with one source whose records hold their sequence number, indexed.
+fn counting_store(dir: &Path, config: &Config) -> (Store, u16, u16) {
+    let mut store = Store::open(dir, config).unwrap();
+    let field = Field::new("seq", 0, FieldKind::U64);
+    let source = store.define_source("seq", vec![field.clone()]).unwrap();
+    let bins = Bins::new((1..64).map(|i| i * 50_000).collect()).unwrap();
+    let index = store.define_index(source, "seq", field, bins).unwrap();
+    (store, source, index)
+}
+
+fn sequence(snapshot: &Snapshot, source: u16) -> Vec<u64> {
+    let (records, _) = snapshot.raw_scan(source, 0..=u64::MAX).unwrap();
+    records
+        .iter()
+        .map(|r| u64::from_le_bytes(r.payload[..8].try_into().unwrap()))
+        .collect()
+}
+
+/// Checks a snapshot of a counting store against the reference 0..n.
+fn check_prefix(snapshot: &Snapshot, source: u16, index: u16) -> u64 {
+    let n = snapshot.records().unwrap();
+    let (agg, _) = snapshot.aggregate(source, index, 0..=u64::MAX).unwrap();
+    assert_eq!(agg.count, n);
+    assert_eq!(agg.sum, i128::from(n) * i128::from(n.saturating_sub(1)) / 2);
+    if n > 0 {
+        let (p50, _) = snapshot
+            .percentile(source, index, 0..=u64::MAX, 0.5)
+            .unwrap();
+        assert_eq!(p50, Some(i64::try_from(n.div_ceil(2) - 1).unwrap()));
+    }
+    n
+}
+
+#[test]
+fn readers_during_ingest_see_consistent_prefixes() {
+    let dir = temp_dir("concurrent");
+    let (mut store, source, index) = counting_store(
+        &dir,
+        &Config {
+            block_size: 64 << 10,
+            ..Config::default()
+        },
+    );
+    store.publish();
+    let slot = Arc::new(Mutex::new(store.snapshot()));
+    let done = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (slot, done) = (Arc::clone(&slot), Arc::clone(&done));
+            std::thread::spawn(move || {
+                let mut seen = Vec::new();
+                while !done.load(Ordering::Acquire) {
+                    let snapshot = slot.lock().unwrap().clone();
+                    seen.push(check_prefix(&snapshot, source, index));
+                }
+                seen
+            })
+        })
+        .collect();
+    for seq in 0u64..2_000_000 {
+        store
+            .append_at(source, seq, None, &seq.to_le_bytes())
+            .unwrap();
+        if seq % 50_000 == 0 {
+            store.publish();
+            *slot.lock().unwrap() = store.snapshot();
+        }
+    }
+    done.store(true, Ordering::Release);
+    for reader in readers {
+        let seen = reader.join().unwrap();
+        assert!(
+            seen.windows(2).all(|w| w[0] <= w[1]),
+            "snapshots went back in time"
+        );
+        assert!(
+            seen.iter().any(|n| *n > 0),
+            "readers never saw data while ingest ran"
+        );
+    }
+    store.close().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Not a test on its own: the child process of `recover_after_kill_9`.
+#[test]
+#[ignore = "run by recover_after_kill_9 as a child process"]
+fn crash_child() {
+    let Some(dir) = std::env::var_os("WEFT_STORE_CRASH_DIR") else {
+        return;
+    };
+    let (mut store, source, _) = counting_store(Path::new(&dir), &small());
+    for seq in 0u64.. {
+        store
+            .append_at(source, seq, None, &seq.to_le_bytes())
+            .unwrap();
+        if seq % 5_000 == 0 {
+            println!("appended {seq}");
+        }
+    }
+}
+
+#[test]
+fn recover_after_kill_9() {
+    let dir = temp_dir("crash");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["crash_child", "--exact", "--ignored", "--nocapture"])
+        .env("WEFT_STORE_CRASH_DIR", &dir)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in lines.map_while(Result::ok) {
+        if line.starts_with("appended 200000") {
+            break;
+        }
+    }
+    child.kill().unwrap(); // SIGKILL, mid-flush or mid-append
+    child.wait().unwrap();
+    for reopen in 0..3 {
+        let (mut store, source, index) = counting_store(&dir, &small());
+        let recovery = store.recovery().clone();
+        assert!(recovery.chunks > 0, "{recovery:?}");
+        store.publish();
+        let snapshot = store.snapshot();
+        let seq = sequence(&snapshot, source);
+        let expected: Vec<u64> = (0..seq.len() as u64).collect();
+        assert_eq!(
+            seq, expected,
+            "reopen {reopen}: not a prefix of what was written"
+        );
+        assert!(
+            seq.len() >= 200_000 - 4096,
+            "reopen {reopen}: only {} records survived",
+            seq.len()
+        );
+        check_prefix(&snapshot, source, index);
+        // Keep writing after recovery, as a restarted agent would.
+        let next = seq.len() as u64;
+        for s in next..next + 1000 {
+            store.append_at(source, s, None, &s.to_le_bytes()).unwrap();
+        }
+        store.close().unwrap();
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn write_closed_store(dir: &Path, n: u64) {
+    let (mut store, source, _) = counting_store(dir, &small());
+    for seq in 0..n {
+        store
+            .append_at(source, seq, None, &seq.to_le_bytes())
+            .unwrap();
+    }
+    store.close().unwrap();
+}
+
+#[test]
+fn recover_after_torn_tail() {
+    let dir = temp_dir("torn");
+    write_closed_store(&dir, 10_000);
+    // A half-written time entry and block, as a crash mid-flush leaves them.
+    let append = |name: &str, bytes: &[u8]| {
+        use std::io::Write as _;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join(name))
+            .unwrap();
+        file.write_all(bytes).unwrap();
+    };
+    append("time.log", &[7; 20]);
+    append("records-0000000000.log", &[9; 1000]);
+    let (store, source, index) = counting_store(&dir, &small());
+    let recovery = store.recovery().clone();
+    assert!(recovery.cut_bytes >= 20, "{recovery:?}");
+    assert!(
+        recovery.notes.iter().any(|n| n.contains("time.log")),
+        "{recovery:?}"
+    );
+    let snapshot = store.snapshot();
+    assert_eq!(
+        sequence(&snapshot, source),
+        (0..10_000).collect::<Vec<u64>>()
+    );
+    check_prefix(&snapshot, source, index);
+    drop(snapshot);
+    store.close().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn corrupt_block_names_file_and_offset() {
+    let dir = temp_dir("corrupt");
+    write_closed_store(&dir, 10_000);
+    let segment = dir.join("records-0000000000.log");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes[16 + 4096 * 2 + 100] ^= 0xff; // inside chunk 2
+    std::fs::write(&segment, &bytes).unwrap();
+    let (snapshot, _) = weft_store::open_read_only(&dir).unwrap();
+    let error = snapshot.raw_scan(0, 0..=u64::MAX).unwrap_err();
+    let text = error.to_string();
+    assert!(
+        matches!(error, Error::Corrupt { offset: 8208, .. }),
+        "{text}"
+    );
+    assert!(
+        text.contains("records-0000000000.log") && text.contains("checksum"),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_headers_are_rejected_with_clear_errors() {
+    let dir = temp_dir("headers");
+    write_closed_store(&dir, 100);
+    let time = dir.join("time.log");
+    let good = std::fs::read(&time).unwrap();
+    let mut future = good.clone();
+    future[7] = 9;
+    std::fs::write(&time, &future).unwrap();
+    let error = weft_store::open_read_only(&dir).err().unwrap();
+    assert!(
+        matches!(error, Error::UnsupportedVersion { version: 9, .. }),
+        "{error}"
+    );
+    let mut foreign = good.clone();
+    foreign[0] = b'X';
+    std::fs::write(&time, &foreign).unwrap();
+    let error = weft_store::open_read_only(&dir).err().unwrap();
+    assert!(
+        error.to_string().contains("bad magic") && error.to_string().contains("time.log"),
+        "{error}"
+    );
+    std::fs::write(&time, &good[..5]).unwrap();
+    let error = weft_store::open_read_only(&dir).err().unwrap();
+    assert!(
+        error.to_string().contains("shorter than its header"),
+        "{error}"
+    );
+    std::fs::write(dir.join("meta"), "not a meta file\n").unwrap();
+    let error = weft_store::open_read_only(&dir).err().unwrap();
+    assert!(error.to_string().contains("meta at offset 1"), "{error}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn disk_budget_deletes_oldest_and_keeps_pins() {
+    let dir = temp_dir("budget");
+    let config = Config {
+        disk_budget: Some(200 << 10),
+        ..small()
+    };
+    let (mut store, source, index) = counting_store(&dir, &config);
+    for seq in 0u64..1_000 {
+        store
+            .append_at(source, seq, None, &seq.to_le_bytes())
+            .unwrap();
+    }
+    store.pin(0, 999).unwrap();
+    for seq in 1_000u64..200_000 {
+        store
+            .append_at(source, seq, None, &seq.to_le_bytes())
+            .unwrap();
+    }
+    store.close().unwrap();
+    let (snapshot, recovery) = weft_store::open_read_only(&dir).unwrap();
+    assert!(!recovery.deleted_segments.is_empty(), "{recovery:?}");
+    assert!(
+        dir.join("records-0000000000.log").exists(),
+        "the pinned segment was deleted"
+    );
+    let size: u64 = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(size <= 200 << 10, "store uses {size} bytes");
+    // The pinned window still answers exactly; a window over deleted data says so.
+    let (agg, _) = snapshot.aggregate(source, index, 0..=999).unwrap();
+    assert_eq!((agg.count, agg.min, agg.max), (1000, Some(0), Some(999)));
+    let (records, stats) = snapshot.raw_scan(source, 0..=u64::MAX).unwrap();
+    assert!(stats.chunks_expired > 0, "{stats:?}");
+    assert_eq!(records.last().map(|r| r.ts), Some(199_999));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn files_are_private() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = temp_dir("mode");
+    write_closed_store(&dir, 100);
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let entry = entry.unwrap();
+        let mode = entry.metadata().unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", entry.path().display());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
