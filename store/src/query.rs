@@ -34,6 +34,28 @@ pub struct Record {
     pub payload: Vec<u8>,
 }
 
+/// A record borrowed from a chunk while it is visited.
+struct RecordRef<'a> {
+    addr: u64,
+    source: SourceId,
+    ts: u64,
+    producer_ts: Option<u64>,
+    prev: Option<u64>,
+    payload: &'a [u8],
+}
+
+impl RecordRef<'_> {
+    fn to_owned(&self) -> Record {
+        Record {
+            addr: self.addr,
+            source: self.source,
+            ts: self.ts,
+            producer_ts: self.producer_ts,
+            payload: self.payload.to_vec(),
+        }
+    }
+}
+
 /// How a query was answered.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QueryStats {
@@ -148,12 +170,12 @@ impl Snapshot {
     }
 
     /// Calls `visit` with each record of `target.source` in `chunk` and in
-    /// the window, oldest first.
+    /// the window, oldest first, borrowed from the chunk's bytes.
     fn visit_chunk(
         &self,
         chunk: u64,
         target: &Target,
-        mut visit: impl FnMut(Record),
+        mut visit: impl FnMut(RecordRef<'_>),
     ) -> Result<()> {
         let summaries = self.summaries(chunk)?;
         let Some(all) = summaries
@@ -166,48 +188,49 @@ impl Snapshot {
         let bytes = block.bytes();
         let header = BlockHeader::open(bytes).map_err(Error::Invalid)?;
         let base = chunk * u64::from(self.meta().block_size);
-        let entry = self.time_entry(chunk)?;
-        let corrupt = |offset: usize| {
-            Error::Invalid(format!(
-                "chunk {chunk}: bad record framing at offset {offset}"
-            ))
-        };
-        let decode = |offset: usize| -> Result<Record> {
+        let records = self.time_entry(chunk)?.records;
+        let decode = |offset: usize| -> Result<(RecordRef<'_>, usize)> {
             let mut at = offset;
-            let h = RecordHeader::decode(bytes, &mut at, base + offset as u64, header.base_ts)
-                .ok_or_else(|| corrupt(offset))?;
-            let payload = bytes
-                .get(at..at + h.len as usize)
-                .ok_or_else(|| corrupt(offset))?;
-            Ok(Record {
-                addr: base + offset as u64,
+            let addr = base + offset as u64;
+            let corrupt = || {
+                Error::Invalid(format!(
+                    "chunk {chunk}: bad record framing at offset {offset}"
+                ))
+            };
+            let h =
+                RecordHeader::decode(bytes, &mut at, addr, header.base_ts).ok_or_else(corrupt)?;
+            let payload = bytes.get(at..at + h.len as usize).ok_or_else(corrupt)?;
+            let record = RecordRef {
+                addr,
                 source: h.source,
                 ts: h.ts,
                 producer_ts: h.producer_ts,
-                payload: payload.to_vec(),
-            })
+                prev: h.prev,
+                payload,
+            };
+            Ok((record, at + h.len as usize))
         };
-        let keep = |r: &Record| r.source == target.source && target.window.contains(&r.ts);
-        if all.count * 4 < u64::from(entry.records) {
+        let keep = |r: &RecordRef<'_>| r.source == target.source && target.window.contains(&r.ts);
+        if all.count * 4 < u64::from(records) {
             // A small share of the chunk: follow the back-pointers.
-            let mut records = Vec::with_capacity(all.count as usize);
+            let mut offsets = Vec::with_capacity(all.count as usize);
             let mut addr = Some(all.last_addr);
             while let Some(a) = addr.filter(|a| *a >= base + BLOCK_HEADER_LEN as u64) {
                 let offset = (a - base) as usize;
-                let mut at = offset;
-                let h = RecordHeader::decode(bytes, &mut at, a, header.base_ts)
-                    .ok_or_else(|| corrupt(offset))?;
-                records.push(decode(offset)?);
-                addr = h.prev;
+                offsets.push(offset);
+                addr = decode(offset)?.0.prev;
             }
-            records.into_iter().rev().filter(keep).for_each(visit);
+            for offset in offsets.into_iter().rev() {
+                let (record, _) = decode(offset)?;
+                if keep(&record) {
+                    visit(record);
+                }
+            }
         } else {
             let mut offset = BLOCK_HEADER_LEN;
             while offset < header.used as usize {
-                let record = decode(offset)?;
-                let mut at = offset;
-                RecordHeader::decode(bytes, &mut at, record.addr, header.base_ts);
-                offset = at + record.payload.len();
+                let (record, next) = decode(offset)?;
+                offset = next;
                 if keep(&record) {
                     visit(record);
                 }
@@ -289,7 +312,7 @@ impl Snapshot {
                     _ => true,
                 };
                 if wanted {
-                    visit(record);
+                    visit(record.to_owned());
                 }
             })?;
         }

@@ -123,6 +123,7 @@ impl Shared {
             committed: state.committed,
             deleted: state.deleted.clone(),
             memory,
+            files: Arc::default(),
         }
     }
 }
@@ -137,6 +138,7 @@ pub struct Snapshot {
     deleted: BTreeSet<u64>,
     /// Chunks `committed..` still in memory, the last possibly partial.
     memory: Vec<Arc<Sealed>>,
+    files: Arc<Files>,
 }
 
 /// One chunk's bytes and where they came from.
@@ -195,7 +197,7 @@ impl Snapshot {
         }
         let path = self.shared.dir.join("time.log");
         let offset = (FILE_HEADER_LEN + chunk as usize * TIME_ENTRY_LEN) as u64;
-        let bytes = read_at(&path, offset, TIME_ENTRY_LEN)?;
+        let bytes = read_at(&self.files, &path, offset, TIME_ENTRY_LEN)?;
         TimeEntry::decode(&bytes)
             .filter(|e| e.chunk == chunk)
             .ok_or_else(|| Error::Corrupt {
@@ -212,7 +214,12 @@ impl Snapshot {
         let entry = self.time_entry(chunk)?;
         let path = self.shared.dir.join("chunks.log");
         let offset = (FILE_HEADER_LEN as u64) + entry.first_summary * SUMMARY_LEN as u64;
-        let bytes = read_at(&path, offset, entry.summaries as usize * SUMMARY_LEN)?;
+        let bytes = read_at(
+            &self.files,
+            &path,
+            offset,
+            entry.summaries as usize * SUMMARY_LEN,
+        )?;
         bytes
             .chunks(SUMMARY_LEN)
             .enumerate()
@@ -239,7 +246,7 @@ impl Snapshot {
         let path = segment_path(&self.shared.dir, chunk / per_segment);
         let size = self.meta.block_size as usize;
         let offset = (FILE_HEADER_LEN + (chunk % per_segment) as usize * size) as u64;
-        let bytes = read_at(&path, offset, size)?;
+        let bytes = read_at(&self.files, &path, offset, size)?;
         match BlockHeader::open(&bytes) {
             Ok(header) if header.number == chunk => Ok(Block::Disk(bytes)),
             Ok(header) => Err(Error::Corrupt {
@@ -252,8 +259,30 @@ impl Snapshot {
     }
 }
 
-fn read_at(path: &std::path::Path, offset: u64, len: usize) -> Result<Vec<u8>> {
-    let file = File::open(path).map_err(io("open", path))?;
+/// Open read handles of one snapshot, so queries do not reopen a file per read.
+#[derive(Default)]
+struct Files(Mutex<std::collections::HashMap<PathBuf, Arc<File>>>);
+
+impl Files {
+    fn get(&self, path: &std::path::Path) -> Result<Arc<File>> {
+        let mut files = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(file) = files.get(path) {
+            return Ok(Arc::clone(file));
+        }
+        let file = Arc::new(File::open(path).map_err(io("open", path))?);
+        if files.len() > 16 {
+            files.clear();
+        }
+        files.insert(path.to_owned(), Arc::clone(&file));
+        Ok(file)
+    }
+}
+
+fn read_at(files: &Files, path: &std::path::Path, offset: u64, len: usize) -> Result<Vec<u8>> {
+    let file = files.get(path)?;
     let mut bytes = vec![0; len];
     file.read_exact_at(&mut bytes, offset)
         .map_err(|e| match e.kind() {
