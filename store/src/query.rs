@@ -425,20 +425,23 @@ impl Snapshot {
             .filter(|c| !self.is_deleted(*c))
             .collect();
         stats.chunks_expired = self.chunks_in(&target.window)?.count() as u64 - chunks.len() as u64;
-        let mut summarized = Vec::with_capacity(chunks.len());
+        // Per chunk, the bins its summaries hold (None: the chunk is scanned).
+        let mut held: Vec<Option<Vec<u32>>> = Vec::with_capacity(chunks.len());
         for &chunk in &chunks {
-            let summarize = self.inside(chunk, &target.window)? && self.covered(index, chunk);
-            summarized.push(summarize);
-            if summarize {
+            if self.inside(chunk, &target.window)? && self.covered(index, chunk) {
                 stats.chunks_summarized += 1;
+                let mut bins_here = Vec::new();
                 for s in self
                     .summaries(chunk)?
                     .iter()
                     .filter(|s| s.source == source && s.index == index)
                 {
                     counts[s.bin as usize] += s.count;
+                    bins_here.push(s.bin);
                 }
+                held.push(Some(bins_here));
             } else {
+                held.push(None);
                 stats.chunks_scanned += 1;
                 self.visit_values(chunk, &target, |v| counts[bins.bin_of(v) as usize] += 1)?;
             }
@@ -454,40 +457,27 @@ impl Snapshot {
             bin += 1;
         }
         // Only chunks that hold the bin (by summary) or were scanned matter now.
-        let mut relevant = Vec::new();
-        for (&chunk, &summarize) in chunks.iter().zip(&summarized) {
-            let holds = !summarize
-                || self.summaries(chunk)?.iter().any(|s| {
-                    s.source == source && s.index == index && s.bin == bin as u32 && s.count > 0
-                });
-            if holds {
-                relevant.push(chunk);
-            }
-        }
+        let relevant: Vec<u64> = chunks
+            .iter()
+            .zip(&held)
+            .filter(|(_, bins_here)| bins_here.as_ref().is_none_or(|b| b.contains(&(bin as u32))))
+            .map(|(chunk, _)| *chunk)
+            .collect();
         let (lo, hi) = bins.range(bin as u32);
-        let value = self.select(&relevant, &target, lo, hi, rank - before)?;
+        let value = self.select(&relevant, &target, (lo, hi, counts[bin]), rank - before)?;
         Ok((Some(value), stats))
     }
 
     /// The `k`-th smallest (1-based) value in `[lo, hi)` (`hi = None`: no
-    /// upper bound) among the target's records in `chunks`. Collects values
-    /// when few enough, else narrows the range with 64-way counting passes.
-    fn select(
-        &self,
-        chunks: &[u64],
-        target: &Target,
-        mut lo: i64,
-        mut hi: Option<i64>,
-        mut k: u64,
-    ) -> Result<i64> {
+    /// upper bound) among the target's records in `chunks`, given that
+    /// `count` values lie in that range. Collects values when few enough,
+    /// else narrows the range with 64-way counting passes.
+    fn select(&self, chunks: &[u64], target: &Target, range: (i64, Option<i64>, u64), mut k: u64) -> Result<i64> {
         const FIT: u64 = 1 << 20;
         const WAYS: u128 = 64;
+        let (mut lo, mut hi, mut count) = range;
         let contains = |v: i64, lo: i64, hi: Option<i64>| v >= lo && hi.is_none_or(|h| v < h);
         loop {
-            let mut count = 0u64;
-            for &chunk in chunks {
-                self.visit_values(chunk, target, |v| count += u64::from(contains(v, lo, hi)))?;
-            }
             if count <= FIT {
                 let mut values = Vec::with_capacity(count as usize);
                 for &chunk in chunks {
@@ -519,6 +509,7 @@ impl Snapshot {
                 k -= parts[part];
                 part += 1;
             }
+            count = parts[part];
             let new_lo = i128::from(lo) + (part as u128 * step) as i128;
             let new_hi = new_lo + step as i128;
             lo = new_lo as i64;
