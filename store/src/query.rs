@@ -20,7 +20,7 @@ use crate::{
     error::{Error, Result},
     format::{BLOCK_HEADER_LEN, BlockHeader, RecordHeader, Summary},
     schema::{Field, IndexId, SourceId},
-    shared::Snapshot,
+    shared::{ChunkMeta, Snapshot},
 };
 
 /// One record as read back.
@@ -106,27 +106,40 @@ struct Target {
     index: Option<(IndexId, Field)>,
 }
 
+/// Chunks decoded per parallel batch of a scan.
+const SCAN_BATCH: usize = 32;
+
+/// What visiting one chunk needs: its number, record count and the
+/// target source's per-source summary.
+#[derive(Clone, Copy)]
+struct ChunkRef {
+    chunk: u64,
+    records: u32,
+    all: Summary,
+}
+
+impl ChunkRef {
+    /// The chunk's reference for `source`, if the source has records there.
+    fn of(meta: &ChunkMeta, source: SourceId) -> Option<Self> {
+        let all = *meta
+            .summaries
+            .iter()
+            .find(|s| s.source == source && s.index == 0)?;
+        Some(Self {
+            chunk: meta.time.chunk,
+            records: meta.time.records,
+            all,
+        })
+    }
+}
+
 impl Snapshot {
     /// Chunks whose time span meets `window`.
     fn chunks_in(&self, window: &RangeInclusive<u64>) -> Result<Range<u64>> {
         let n = self.chunks();
-        let start = Self::partition(n, |c| Ok(self.time_entry(c)?.last_ts < *window.start()))?;
-        let end = Self::partition(n, |c| Ok(self.time_entry(c)?.first_ts <= *window.end()))?;
+        let start = partition(n, |c| Ok(self.time_entry(c)?.last_ts < *window.start()))?;
+        let end = partition(n, |c| Ok(self.time_entry(c)?.first_ts <= *window.end()))?;
         Ok(start..end.max(start))
-    }
-
-    /// First chunk in `0..n` for which `pred` is false (`pred` is monotone).
-    fn partition(n: u64, pred: impl Fn(u64) -> Result<bool>) -> Result<u64> {
-        let (mut lo, mut hi) = (0, n);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if pred(mid)? {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        Ok(lo)
     }
 
     fn target(
@@ -154,13 +167,6 @@ impl Snapshot {
         })
     }
 
-    /// Whether every record of chunk `chunk` lies in `window`, so summaries
-    /// answer for it.
-    fn inside(&self, chunk: u64, window: &RangeInclusive<u64>) -> Result<bool> {
-        let entry = self.time_entry(chunk)?;
-        Ok(window.contains(&entry.first_ts) && window.contains(&entry.last_ts))
-    }
-
     fn covered(&self, index: IndexId, chunk: u64) -> bool {
         index == 0
             || self
@@ -169,28 +175,30 @@ impl Snapshot {
                 .is_ok_and(|spec| spec.covers(chunk))
     }
 
-    /// Calls `visit` with each record of `target.source` in `chunk` and in
+    /// Whether summaries alone answer for this chunk: all its records lie in
+    /// the window and the index covers it.
+    fn summarizes(&self, meta: &ChunkMeta, target: &Target) -> bool {
+        let index = target.index.as_ref().map_or(0, |(id, _)| *id);
+        target.window.contains(&meta.time.first_ts)
+            && target.window.contains(&meta.time.last_ts)
+            && self.covered(index, meta.time.chunk)
+    }
+
+    /// Calls `visit` with each record of `target.source` in the chunk and in
     /// the window, oldest first, borrowed from the chunk's bytes.
     fn visit_chunk(
         &self,
-        chunk: u64,
+        at: &ChunkRef,
         target: &Target,
         mut visit: impl FnMut(RecordRef<'_>),
     ) -> Result<()> {
-        let summaries = self.summaries(chunk)?;
-        let Some(all) = summaries
-            .iter()
-            .find(|s| s.source == target.source && s.index == 0)
-        else {
-            return Ok(());
-        };
+        let chunk = at.chunk;
         let block = self.block(chunk)?;
         let bytes = block.bytes();
         let header = BlockHeader::open(bytes).map_err(Error::Invalid)?;
         let base = chunk * u64::from(self.meta().block_size);
-        let records = self.time_entry(chunk)?.records;
         let decode = |offset: usize| -> Result<(RecordRef<'_>, usize)> {
-            let mut at = offset;
+            let mut pos = offset;
             let addr = base + offset as u64;
             let corrupt = || {
                 Error::Invalid(format!(
@@ -198,8 +206,8 @@ impl Snapshot {
                 ))
             };
             let h =
-                RecordHeader::decode(bytes, &mut at, addr, header.base_ts).ok_or_else(corrupt)?;
-            let payload = bytes.get(at..at + h.len as usize).ok_or_else(corrupt)?;
+                RecordHeader::decode(bytes, &mut pos, addr, header.base_ts).ok_or_else(corrupt)?;
+            let payload = bytes.get(pos..pos + h.len as usize).ok_or_else(corrupt)?;
             let record = RecordRef {
                 addr,
                 source: h.source,
@@ -208,13 +216,13 @@ impl Snapshot {
                 prev: h.prev,
                 payload,
             };
-            Ok((record, at + h.len as usize))
+            Ok((record, pos + h.len as usize))
         };
         let keep = |r: &RecordRef<'_>| r.source == target.source && target.window.contains(&r.ts);
-        if all.count * 4 < u64::from(records) {
+        if at.all.count * 4 < u64::from(at.records) {
             // A small share of the chunk: follow the back-pointers.
-            let mut offsets = Vec::with_capacity(all.count as usize);
-            let mut addr = Some(all.last_addr);
+            let mut offsets = Vec::with_capacity(at.all.count as usize);
+            let mut addr = Some(at.all.last_addr);
             while let Some(a) = addr.filter(|a| *a >= base + BLOCK_HEADER_LEN as u64) {
                 let offset = (a - base) as usize;
                 offsets.push(offset);
@@ -237,6 +245,45 @@ impl Snapshot {
             }
         }
         Ok(())
+    }
+
+    /// Calls `visit` with the index value of each record of the target in
+    /// the chunk (0 for the implicit index 0).
+    fn visit_values(
+        &self,
+        at: &ChunkRef,
+        target: &Target,
+        mut visit: impl FnMut(i64),
+    ) -> Result<()> {
+        self.visit_chunk(at, target, |record| match &target.index {
+            Some((_, field)) => {
+                if let Some(value) = field.read(record.payload) {
+                    visit(value);
+                }
+            }
+            None => visit(0),
+        })
+    }
+
+    /// Runs `work` over `chunks` on two threads (the machine's cores) and
+    /// returns the per-thread results in chunk order.
+    fn parallel<T: Send>(
+        &self,
+        chunks: &[ChunkRef],
+        work: impl Fn(&[ChunkRef]) -> Result<T> + Sync,
+    ) -> Result<Vec<T>> {
+        if chunks.len() < 8 {
+            return Ok(vec![work(chunks)?]);
+        }
+        let (left, right) = chunks.split_at(chunks.len() / 2);
+        std::thread::scope(|scope| {
+            let other = scope.spawn(|| work(right));
+            let mine = work(left);
+            let other = other
+                .join()
+                .map_err(|_| Error::Invalid("a query thread panicked".into()))?;
+            Ok(vec![mine?, other?])
+        })
     }
 
     /// Every record of `source` with arrival time in `window`, oldest first.
@@ -294,58 +341,63 @@ impl Snapshot {
         visit: &mut impl FnMut(Record),
     ) -> Result<QueryStats> {
         let mut stats = QueryStats::default();
-        for chunk in self.chunks_in(&target.window)? {
-            if self.is_deleted(chunk) {
-                stats.chunks_expired += 1;
-                continue;
+        let mut wanted = Vec::new();
+        let range = self.chunks_in(&target.window)?;
+        self.for_each_meta(range, |meta| {
+            match ChunkRef::of(meta, target.source) {
+                _ if self.is_deleted(meta.time.chunk) => stats.chunks_expired += 1,
+                Some(at) if self.may_hold(meta, &at, target, values) => wanted.push(at),
+                _ => stats.chunks_skipped += 1,
             }
-            if !self.may_hold(chunk, target, values)? {
-                stats.chunks_skipped += 1;
-                continue;
-            }
-            stats.chunks_scanned += 1;
-            self.visit_chunk(chunk, target, |record| {
-                let wanted = match (&target.index, &values) {
-                    (Some((_, field)), Some(values)) => field
-                        .read(&record.payload)
-                        .is_some_and(|v| values.contains(&v)),
-                    _ => true,
-                };
-                if wanted {
-                    visit(record.to_owned());
+            Ok(())
+        })?;
+        stats.chunks_scanned = wanted.len() as u64;
+        // Batches keep memory bounded and the output in order while both
+        // cores decode.
+        for batch in wanted.chunks(SCAN_BATCH) {
+            let parts = self.parallel(batch, |part| {
+                let mut records = Vec::new();
+                for at in part {
+                    self.visit_chunk(at, target, |record| {
+                        let keep = match (&target.index, values) {
+                            (Some((_, field)), Some(values)) => field
+                                .read(record.payload)
+                                .is_some_and(|v| values.contains(&v)),
+                            _ => true,
+                        };
+                        if keep {
+                            records.push(record.to_owned());
+                        }
+                    })?;
                 }
+                Ok(records)
             })?;
+            parts.into_iter().flatten().for_each(&mut *visit);
         }
         Ok(stats)
     }
 
-    /// Whether chunk `chunk` may hold records for the target, by its summaries.
+    /// Whether a chunk may hold records for the target, by its summaries.
     fn may_hold(
         &self,
-        chunk: u64,
+        meta: &ChunkMeta,
+        at: &ChunkRef,
         target: &Target,
         values: Option<&RangeInclusive<i64>>,
-    ) -> Result<bool> {
-        let summaries = self.summaries(chunk)?;
-        let Some(all) = summaries
-            .iter()
-            .find(|s| s.source == target.source && s.index == 0)
-        else {
-            return Ok(false);
-        };
-        if all.last_ts < *target.window.start() || all.first_ts > *target.window.end() {
-            return Ok(false);
+    ) -> bool {
+        if at.all.last_ts < *target.window.start() || at.all.first_ts > *target.window.end() {
+            return false;
         }
         match (&target.index, values) {
-            (Some((id, _)), Some(values)) if self.covered(*id, chunk) => {
-                Ok(summaries.iter().any(|s| {
+            (Some((id, _)), Some(values)) if self.covered(*id, at.chunk) => {
+                meta.summaries.iter().any(|s| {
                     s.source == target.source
                         && s.index == *id
                         && s.min <= *values.end()
                         && s.max >= *values.start()
-                }))
+                })
             }
-            _ => Ok(true),
+            _ => true,
         }
     }
 
@@ -359,37 +411,26 @@ impl Snapshot {
         let target = self.target(source, index, window)?;
         let mut total = Aggregate::default();
         let mut stats = QueryStats::default();
-        for chunk in self.chunks_in(&target.window)? {
-            if self.is_deleted(chunk) {
+        let range = self.chunks_in(&target.window)?;
+        self.for_each_meta(range, |meta| {
+            if self.is_deleted(meta.time.chunk) {
                 stats.chunks_expired += 1;
-            } else if self.inside(chunk, &target.window)? && self.covered(index, chunk) {
+            } else if self.summarizes(meta, &target) {
                 stats.chunks_summarized += 1;
-                for s in self
-                    .summaries(chunk)?
+                for s in meta
+                    .summaries
                     .iter()
                     .filter(|s| s.source == source && s.index == index)
                 {
                     total.merge(s);
                 }
-            } else {
+            } else if let Some(at) = ChunkRef::of(meta, source) {
                 stats.chunks_scanned += 1;
-                self.visit_values(chunk, &target, |v| total.add(v))?;
+                self.visit_values(&at, &target, |v| total.add(v))?;
             }
-        }
+            Ok(())
+        })?;
         Ok((total, stats))
-    }
-
-    /// Calls `visit` with the index value of each record of the target in
-    /// `chunk` (0 for the implicit index 0).
-    fn visit_values(&self, chunk: u64, target: &Target, mut visit: impl FnMut(i64)) -> Result<()> {
-        self.visit_chunk(chunk, target, |record| match &target.index {
-            Some((_, field)) => {
-                if let Some(value) = field.read(&record.payload) {
-                    visit(value);
-                }
-            }
-            None => visit(0),
-        })
     }
 
     /// The exact `q`-quantile (nearest rank: the smallest value with at least
@@ -420,32 +461,33 @@ impl Snapshot {
         let bins = self.meta().index(index)?.bins.clone();
         let mut counts = vec![0u64; bins.len()];
         let mut stats = QueryStats::default();
-        let chunks: Vec<u64> = self
-            .chunks_in(&target.window)?
-            .filter(|c| !self.is_deleted(*c))
-            .collect();
-        stats.chunks_expired = self.chunks_in(&target.window)?.count() as u64 - chunks.len() as u64;
-        // Per chunk, the bins its summaries hold (None: the chunk is scanned).
-        let mut held: Vec<Option<Vec<u32>>> = Vec::with_capacity(chunks.len());
-        for &chunk in &chunks {
-            if self.inside(chunk, &target.window)? && self.covered(index, chunk) {
+        // Per chunk of the source, the bins its summaries hold (None: scanned).
+        let mut held: Vec<(ChunkRef, Option<Vec<u32>>)> = Vec::new();
+        self.for_each_meta(self.chunks_in(&target.window)?, |meta| {
+            let Some(at) = ChunkRef::of(meta, source) else {
+                return Ok(());
+            };
+            if self.is_deleted(at.chunk) {
+                stats.chunks_expired += 1;
+            } else if self.summarizes(meta, &target) {
                 stats.chunks_summarized += 1;
-                let mut bins_here = Vec::new();
-                for s in self
-                    .summaries(chunk)?
+                let mut here = Vec::new();
+                for s in meta
+                    .summaries
                     .iter()
                     .filter(|s| s.source == source && s.index == index)
                 {
                     counts[s.bin as usize] += s.count;
-                    bins_here.push(s.bin);
+                    here.push(s.bin);
                 }
-                held.push(Some(bins_here));
+                held.push((at, Some(here)));
             } else {
-                held.push(None);
                 stats.chunks_scanned += 1;
-                self.visit_values(chunk, &target, |v| counts[bins.bin_of(v) as usize] += 1)?;
+                self.visit_values(&at, &target, |v| counts[bins.bin_of(v) as usize] += 1)?;
+                held.push((at, None));
             }
-        }
+            Ok(())
+        })?;
         let n: u64 = counts.iter().sum();
         if n == 0 {
             return Ok((None, stats));
@@ -457,11 +499,10 @@ impl Snapshot {
             bin += 1;
         }
         // Only chunks that hold the bin (by summary) or were scanned matter now.
-        let relevant: Vec<u64> = chunks
-            .iter()
-            .zip(&held)
-            .filter(|(_, bins_here)| bins_here.as_ref().is_none_or(|b| b.contains(&(bin as u32))))
-            .map(|(chunk, _)| *chunk)
+        let relevant: Vec<ChunkRef> = held
+            .into_iter()
+            .filter(|(_, here)| here.as_ref().is_none_or(|b| b.contains(&(bin as u32))))
+            .map(|(at, _)| at)
             .collect();
         let (lo, hi) = bins.range(bin as u32);
         let value = self.select(&relevant, &target, (lo, hi, counts[bin]), rank - before)?;
@@ -472,21 +513,31 @@ impl Snapshot {
     /// upper bound) among the target's records in `chunks`, given that
     /// `count` values lie in that range. Collects values when few enough,
     /// else narrows the range with 64-way counting passes.
-    fn select(&self, chunks: &[u64], target: &Target, range: (i64, Option<i64>, u64), mut k: u64) -> Result<i64> {
+    fn select(
+        &self,
+        chunks: &[ChunkRef],
+        target: &Target,
+        range: (i64, Option<i64>, u64),
+        mut k: u64,
+    ) -> Result<i64> {
         const FIT: u64 = 1 << 20;
         const WAYS: u128 = 64;
         let (mut lo, mut hi, mut count) = range;
-        let contains = |v: i64, lo: i64, hi: Option<i64>| v >= lo && hi.is_none_or(|h| v < h);
+        let contains = move |v: i64, lo: i64, hi: Option<i64>| v >= lo && hi.is_none_or(|h| v < h);
         loop {
             if count <= FIT {
-                let mut values = Vec::with_capacity(count as usize);
-                for &chunk in chunks {
-                    self.visit_values(chunk, target, |v| {
-                        if contains(v, lo, hi) {
-                            values.push(v);
-                        }
-                    })?;
-                }
+                let parts = self.parallel(chunks, |part| {
+                    let mut values = Vec::new();
+                    for at in part {
+                        self.visit_values(at, target, |v| {
+                            if contains(v, lo, hi) {
+                                values.push(v);
+                            }
+                        })?;
+                    }
+                    Ok(values)
+                })?;
+                let mut values: Vec<i64> = parts.into_iter().flatten().collect();
                 values.sort_unstable();
                 return values.get(k as usize - 1).copied().ok_or_else(|| {
                     Error::Invalid("the snapshot changed under a percentile query".into())
@@ -496,13 +547,22 @@ impl Snapshot {
             let span = (i128::from(hi.unwrap_or(i64::MAX)) - i128::from(lo)) as u128
                 + u128::from(hi.is_none());
             let step = span.div_ceil(WAYS).max(1);
+            let per_thread = self.parallel(chunks, |part| {
+                let mut parts = vec![0u64; WAYS as usize];
+                for at in part {
+                    self.visit_values(at, target, |v| {
+                        if contains(v, lo, hi) {
+                            parts[((i128::from(v) - i128::from(lo)) as u128 / step) as usize] += 1;
+                        }
+                    })?;
+                }
+                Ok(parts)
+            })?;
             let mut parts = vec![0u64; WAYS as usize];
-            for &chunk in chunks {
-                self.visit_values(chunk, target, |v| {
-                    if contains(v, lo, hi) {
-                        parts[((i128::from(v) - i128::from(lo)) as u128 / step) as usize] += 1;
-                    }
-                })?;
+            for thread in per_thread {
+                for (total, n) in parts.iter_mut().zip(thread) {
+                    *total += n;
+                }
             }
             let mut part = 0;
             while k > parts[part] {
@@ -520,4 +580,18 @@ impl Snapshot {
             };
         }
     }
+}
+
+/// First index in `0..n` for which `pred` is false (`pred` is monotone).
+fn partition(n: u64, pred: impl Fn(u64) -> Result<bool>) -> Result<u64> {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if pred(mid)? {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
 }

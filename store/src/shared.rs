@@ -281,6 +281,104 @@ impl Files {
     }
 }
 
+/// One chunk's time entry and summaries.
+pub(crate) struct ChunkMeta {
+    pub time: TimeEntry,
+    pub summaries: Vec<Summary>,
+}
+
+/// Chunks whose metadata is read with one `pread` per log.
+const META_BATCH: u64 = 256;
+
+impl Snapshot {
+    /// Calls `f` with the metadata of each chunk in `range`, oldest first,
+    /// reading the time and chunk logs in batches.
+    pub(crate) fn for_each_meta(
+        &self,
+        range: std::ops::Range<u64>,
+        mut f: impl FnMut(&ChunkMeta) -> Result<()>,
+    ) -> Result<()> {
+        let mut chunk = range.start;
+        while chunk < range.end {
+            if let Some(sealed) = self.memory(chunk) {
+                f(&ChunkMeta {
+                    time: sealed.time,
+                    summaries: sealed.summaries.clone(),
+                })?;
+                chunk += 1;
+                continue;
+            }
+            let end = range.end.min(self.committed).min(chunk + META_BATCH);
+            for meta in self.read_metas(chunk..end)? {
+                f(&meta)?;
+            }
+            chunk = end;
+        }
+        Ok(())
+    }
+
+    fn read_metas(&self, range: std::ops::Range<u64>) -> Result<Vec<ChunkMeta>> {
+        let path = self.shared.dir.join("time.log");
+        let offset = (FILE_HEADER_LEN + range.start as usize * TIME_ENTRY_LEN) as u64;
+        let bytes = read_at(
+            &self.files,
+            &path,
+            offset,
+            (range.end - range.start) as usize * TIME_ENTRY_LEN,
+        )?;
+        let mut times = Vec::new();
+        for (i, raw) in bytes.chunks(TIME_ENTRY_LEN).enumerate() {
+            let chunk = range.start + i as u64;
+            let entry = TimeEntry::decode(raw)
+                .filter(|e| e.chunk == chunk)
+                .ok_or_else(|| Error::Corrupt {
+                    path: path.clone(),
+                    offset: offset + (i * TIME_ENTRY_LEN) as u64,
+                    what: format!("time entry of chunk {chunk} fails its checksum"),
+                })?;
+            times.push(entry);
+        }
+        let (Some(first), Some(last)) = (times.first(), times.last()) else {
+            return Ok(Vec::new());
+        };
+        let path = self.shared.dir.join("chunks.log");
+        let start = first.first_summary;
+        let offset = FILE_HEADER_LEN as u64 + start * SUMMARY_LEN as u64;
+        let count = (last.first_summary + u64::from(last.summaries) - start) as usize;
+        let bytes = read_at(&self.files, &path, offset, count * SUMMARY_LEN)?;
+        times
+            .into_iter()
+            .map(|time| {
+                let at = (time.first_summary - start) as usize * SUMMARY_LEN;
+                let raw = bytes
+                    .get(at..at + time.summaries as usize * SUMMARY_LEN)
+                    .unwrap_or_default();
+                let summaries = raw
+                    .chunks(SUMMARY_LEN)
+                    .enumerate()
+                    .map(|(i, raw)| {
+                        Summary::decode(raw)
+                            .filter(|s| s.chunk == time.chunk)
+                            .ok_or_else(|| Error::Corrupt {
+                                path: path.clone(),
+                                offset: offset + (at + i * SUMMARY_LEN) as u64,
+                                what: format!("summary of chunk {} fails its checksum", time.chunk),
+                            })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                if summaries.len() != time.summaries as usize {
+                    return Err(Error::Corrupt {
+                        path: path.clone(),
+                        offset: offset + at as u64,
+                        what: format!("summaries of chunk {} are cut short", time.chunk),
+                    });
+                }
+                Ok(ChunkMeta { time, summaries })
+            })
+            .collect()
+    }
+}
+
 fn read_at(files: &Files, path: &std::path::Path, offset: u64, len: usize) -> Result<Vec<u8>> {
     let file = files.get(path)?;
     let mut bytes = vec![0; len];
