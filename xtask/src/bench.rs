@@ -22,6 +22,13 @@ pub enum Bench {
     /// Cost per syscall: untraced, under `weft stat`, under bpftrace, and with
     /// empty programs on the same hooks (the floor).
     ProbeEffect(ProbeEffect),
+    /// Store ingest against a raw file append, and query latency over 60 s
+    /// of a 1 M records/s source (needs no root).
+    Store {
+        /// Smaller data: a quick check rather than the reported figures.
+        #[arg(long)]
+        quick: bool,
+    },
 }
 
 #[derive(clap::Args)]
@@ -37,6 +44,22 @@ pub struct ProbeEffect {
 pub fn run(bench: &Bench) -> Result<()> {
     match bench {
         Bench::ProbeEffect(options) => probe_effect(options),
+        Bench::Store { quick } => {
+            let mut cmd = Command::new("cargo");
+            cmd.current_dir(workspace_root()).args([
+                "bench",
+                "--locked",
+                "--package",
+                "weft-store",
+                "--bench",
+                "store",
+                "--",
+            ]);
+            if *quick {
+                cmd.arg("--quick");
+            }
+            exec(&mut cmd)
+        }
     }
 }
 
