@@ -3,6 +3,11 @@
 //! 1 M records/s latency-like source and a 30x rarer one.
 //!
 //! Arguments: `[--quick] [--queries-only] [--disk DIR] [--tmpfs DIR]`.
+#![expect(
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss,
+    reason = "synthetic latencies move between f64, u64 and i64 on purpose"
+)]
 
 use std::{
     fs,
@@ -113,14 +118,14 @@ fn store_run(dir: &Path, payload: &[u8], n: u64, indexed: bool) -> (f64, u64) {
     let rate = n as f64 / start.elapsed().as_secs_f64();
     let stored: u64 = fs::read_dir(dir)
         .unwrap()
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .filter(|e| e.file_name().to_string_lossy().starts_with("records-"))
         .map(|e| e.metadata().unwrap().len())
         .sum();
     (rate, stored)
 }
 
-/// The baseline: the same payloads appended to one file through a BufWriter.
+/// The baseline: the same payloads appended to one file through a `BufWriter`.
 fn raw_run(dir: &Path, payload: &[u8], n: u64) -> f64 {
     let _ = fs::remove_dir_all(dir);
     fs::create_dir_all(dir).unwrap();

@@ -87,8 +87,8 @@ impl Aggregate {
     }
 
     fn merge(&mut self, s: &Summary) {
-        self.count += s.count;
-        self.sum += s.sum;
+        self.count = self.count.saturating_add(s.count);
+        self.sum = self.sum.saturating_add(s.sum);
         self.min = Some(self.min.map_or(s.min, |m| m.min(s.min)));
         self.max = Some(self.max.map_or(s.max, |m| m.max(s.max)));
     }
@@ -219,9 +219,9 @@ impl Snapshot {
             Ok((record, pos + h.len as usize))
         };
         let keep = |r: &RecordRef<'_>| r.source == target.source && target.window.contains(&r.ts);
-        if at.all.count * 4 < u64::from(at.records) {
+        if at.all.count.saturating_mul(4) < u64::from(at.records) {
             // A small share of the chunk: follow the back-pointers.
-            let mut offsets = Vec::with_capacity(at.all.count as usize);
+            let mut offsets = Vec::with_capacity((at.all.count as usize).min(1 << 12));
             let mut addr = Some(at.all.last_addr);
             while let Some(a) = addr.filter(|a| *a >= base + BLOCK_HEADER_LEN as u64) {
                 let offset = (a - base) as usize;
@@ -262,27 +262,6 @@ impl Snapshot {
                 }
             }
             None => visit(0),
-        })
-    }
-
-    /// Runs `work` over `chunks` on two threads (the machine's cores) and
-    /// returns the per-thread results in chunk order.
-    fn parallel<T: Send>(
-        &self,
-        chunks: &[ChunkRef],
-        work: impl Fn(&[ChunkRef]) -> Result<T> + Sync,
-    ) -> Result<Vec<T>> {
-        if chunks.len() < 8 {
-            return Ok(vec![work(chunks)?]);
-        }
-        let (left, right) = chunks.split_at(chunks.len() / 2);
-        std::thread::scope(|scope| {
-            let other = scope.spawn(|| work(right));
-            let mine = work(left);
-            let other = other
-                .join()
-                .map_err(|_| Error::Invalid("a query thread panicked".into()))?;
-            Ok(vec![mine?, other?])
         })
     }
 
@@ -355,7 +334,7 @@ impl Snapshot {
         // Batches keep memory bounded and the output in order while both
         // cores decode.
         for batch in wanted.chunks(SCAN_BATCH) {
-            let parts = self.parallel(batch, |part| {
+            let parts = parallel(batch, |part| {
                 let mut records = Vec::new();
                 for at in part {
                     self.visit_chunk(at, target, |record| {
@@ -477,7 +456,16 @@ impl Snapshot {
                     .iter()
                     .filter(|s| s.source == source && s.index == index)
                 {
-                    counts[s.bin as usize] += s.count;
+                    let slot = counts.get_mut(s.bin as usize).ok_or_else(|| {
+                        Error::Invalid(format!(
+                            "chunk {}: summary names bin {} of an index with {} bins",
+                            s.chunk,
+                            s.bin,
+                            bins.len()
+                        ))
+                    })?;
+                    // Saturating: a forged summary must not overflow the count.
+                    *slot = slot.saturating_add(s.count);
                     here.push(s.bin);
                 }
                 held.push((at, Some(here)));
@@ -488,13 +476,13 @@ impl Snapshot {
             }
             Ok(())
         })?;
-        let n: u64 = counts.iter().sum();
+        let n = counts.iter().fold(0u64, |n, c| n.saturating_add(*c));
         if n == 0 {
             return Ok((None, stats));
         }
         let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
-        let (mut before, mut bin) = (0, 0);
-        while before + counts[bin] < rank {
+        let (mut before, mut bin) = (0u64, 0usize);
+        while before.saturating_add(counts[bin]) < rank {
             before += counts[bin];
             bin += 1;
         }
@@ -526,7 +514,7 @@ impl Snapshot {
         let contains = move |v: i64, lo: i64, hi: Option<i64>| v >= lo && hi.is_none_or(|h| v < h);
         loop {
             if count <= FIT {
-                let parts = self.parallel(chunks, |part| {
+                let parts = parallel(chunks, |part| {
                     let mut values = Vec::new();
                     for at in part {
                         self.visit_values(at, target, |v| {
@@ -540,14 +528,14 @@ impl Snapshot {
                 let mut values: Vec<i64> = parts.into_iter().flatten().collect();
                 values.sort_unstable();
                 return values.get(k as usize - 1).copied().ok_or_else(|| {
-                    Error::Invalid("the snapshot changed under a percentile query".into())
+                    Error::Invalid("summaries and records disagree; the capture is corrupt".into())
                 });
             }
             // Split [lo, hi) into WAYS equal parts and keep the one holding rank k.
             let span = (i128::from(hi.unwrap_or(i64::MAX)) - i128::from(lo)) as u128
                 + u128::from(hi.is_none());
             let step = span.div_ceil(WAYS).max(1);
-            let per_thread = self.parallel(chunks, |part| {
+            let per_thread = parallel(chunks, |part| {
                 let mut parts = vec![0u64; WAYS as usize];
                 for at in part {
                     self.visit_values(at, target, |v| {
@@ -568,6 +556,12 @@ impl Snapshot {
             while k > parts[part] {
                 k -= parts[part];
                 part += 1;
+                if part == parts.len() {
+                    // The records hold fewer values than the summaries counted.
+                    return Err(Error::Invalid(
+                        "summaries and records disagree; the capture is corrupt".into(),
+                    ));
+                }
             }
             count = parts[part];
             let new_lo = i128::from(lo) + (part as u128 * step) as i128;
@@ -594,4 +588,24 @@ fn partition(n: u64, pred: impl Fn(u64) -> Result<bool>) -> Result<u64> {
         }
     }
     Ok(lo)
+}
+
+/// Runs `work` over `chunks` on two threads (the machine's cores) and
+/// returns the per-thread results in chunk order.
+fn parallel<T: Send>(
+    chunks: &[ChunkRef],
+    work: impl Fn(&[ChunkRef]) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    if chunks.len() < 8 {
+        return Ok(vec![work(chunks)?]);
+    }
+    let (left, right) = chunks.split_at(chunks.len() / 2);
+    std::thread::scope(|scope| {
+        let other = scope.spawn(|| work(right));
+        let mine = work(left);
+        let other = other
+            .join()
+            .map_err(|_| Error::Invalid("a query thread panicked".into()))?;
+        Ok(vec![mine?, other?])
+    })
 }

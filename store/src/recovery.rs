@@ -100,6 +100,15 @@ fn valid_time_entries(time: &[u8], summaries: &[u8], notes: &mut Vec<String>) ->
             ));
             break;
         };
+        // Summaries are appended chunk after chunk: each entry's must start
+        // where the previous one's ended.
+        let expected_first = entries
+            .last()
+            .map_or(0, |e: &TimeEntry| e.first_summary + u64::from(e.summaries));
+        if entry.first_summary != expected_first {
+            notes.push(format!("time.log at offset {offset}: chunk {i} claims summaries from {} where {expected_first} was next; cut here", entry.first_summary));
+            break;
+        }
         let start = FILE_HEADER_LEN + entry.first_summary as usize * SUMMARY_LEN;
         let end = start + entry.summaries as usize * SUMMARY_LEN;
         let intact = summaries.get(start..end).is_some_and(|bytes| {

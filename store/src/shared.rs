@@ -207,34 +207,6 @@ impl Snapshot {
             })
     }
 
-    pub(crate) fn summaries(&self, chunk: u64) -> Result<Vec<Summary>> {
-        if let Some(sealed) = self.memory(chunk) {
-            return Ok(sealed.summaries.clone());
-        }
-        let entry = self.time_entry(chunk)?;
-        let path = self.shared.dir.join("chunks.log");
-        let offset = (FILE_HEADER_LEN as u64) + entry.first_summary * SUMMARY_LEN as u64;
-        let bytes = read_at(
-            &self.files,
-            &path,
-            offset,
-            entry.summaries as usize * SUMMARY_LEN,
-        )?;
-        bytes
-            .chunks(SUMMARY_LEN)
-            .enumerate()
-            .map(|(i, raw)| {
-                Summary::decode(raw)
-                    .filter(|s| s.chunk == chunk)
-                    .ok_or_else(|| Error::Corrupt {
-                        path: path.clone(),
-                        offset: offset + (i * SUMMARY_LEN) as u64,
-                        what: format!("summary of chunk {chunk} fails its checksum"),
-                    })
-            })
-            .collect()
-    }
-
     pub(crate) fn block(&self, chunk: u64) -> Result<Block> {
         if let Some(sealed) = self.memory(chunk) {
             return Ok(Block::Memory(Arc::clone(sealed)));

@@ -108,67 +108,7 @@ struct Config {
 
 fn probe_effect(options: &ProbeEffect) -> Result<()> {
     let bins = build()?;
-    let weft = |extra: &[&str]| {
-        let mut cmd = vec![bins.weft.clone(), "stat".into(), "--json".into()];
-        cmd.extend(extra.iter().map(|s| (*s).to_owned()));
-        Some((cmd, "weft: tracing"))
-    };
-    let floor = |kind: &str| {
-        Some((
-            vec![bins.floor.clone(), bins.object.clone(), kind.to_owned()],
-            "attached",
-        ))
-    };
-    let configs = [
-        Config {
-            label: "a  untraced getppid",
-            tracer: None,
-            syscall: "getppid",
-        },
-        Config {
-            label: "b  weft stat, every syscall (raw_tp)",
-            tracer: weft(&[]),
-            syscall: "getppid",
-        },
-        Config {
-            label: "c  bpftrace enter/exit latency hist()",
-            tracer: Some((
-                vec!["bpftrace".into(), "-e".into(), BPFTRACE_LATENCY.into()],
-                "Attaching",
-            )),
-            syscall: "getppid",
-        },
-        Config {
-            label: "d  empty raw_tp sys_enter+sys_exit",
-            tracer: floor("raw"),
-            syscall: "getppid",
-        },
-        Config {
-            label: "d2 empty tp_btf sys_enter+sys_exit",
-            tracer: floor("btf"),
-            syscall: "getppid",
-        },
-        Config {
-            label: "d3 empty tracepoint sys_enter+exit",
-            tracer: floor("tp"),
-            syscall: "getppid",
-        },
-        Config {
-            label: "f  weft stat --syscall getppid",
-            tracer: weft(&["--syscall", "getppid"]),
-            syscall: "getppid",
-        },
-        Config {
-            label: "a' untraced getpid",
-            tracer: None,
-            syscall: "getpid",
-        },
-        Config {
-            label: "e  getpid, weft --syscall getppid",
-            tracer: weft(&["--syscall", "getppid"]),
-            syscall: "getpid",
-        },
-    ];
+    let configs = configs(&bins);
     println!(
         "probe-effect: {} runs x {} calls, ns per call (lower is better)",
         options.runs, options.calls
@@ -191,28 +131,97 @@ fn probe_effect(options: &ProbeEffect) -> Result<()> {
         );
         medians.push(m);
     }
-    let [a, b, c, d, d2, d3, f, a2, e] = medians.as_slice() else {
-        unreachable!()
+    print_ratios(&medians);
+    Ok(())
+}
+
+/// The configurations, in the order `print_ratios` expects.
+fn configs(bins: &Bins) -> Vec<Config> {
+    let weft = |extra: &[&str]| {
+        let mut cmd = vec![bins.weft.clone(), "stat".into(), "--json".into()];
+        cmd.extend(extra.iter().map(|s| (*s).to_owned()));
+        Some((cmd, "weft: tracing"))
+    };
+    let floor = |kind: &str| {
+        Some((
+            vec![bins.floor.clone(), bins.object.clone(), kind.to_owned()],
+            "attached",
+        ))
+    };
+    let bpftrace = Some((
+        vec!["bpftrace".into(), "-e".into(), BPFTRACE_LATENCY.into()],
+        "Attaching",
+    ));
+    let config = |label, tracer, syscall| Config {
+        label,
+        tracer,
+        syscall,
+    };
+    vec![
+        config("a  untraced getppid", None, "getppid"),
+        config("b  weft stat, every syscall (raw_tp)", weft(&[]), "getppid"),
+        config("c  bpftrace enter/exit latency hist()", bpftrace, "getppid"),
+        config(
+            "d  empty raw_tp sys_enter+sys_exit",
+            floor("raw"),
+            "getppid",
+        ),
+        config(
+            "d2 empty tp_btf sys_enter+sys_exit",
+            floor("btf"),
+            "getppid",
+        ),
+        config("d3 empty tracepoint sys_enter+exit", floor("tp"), "getppid"),
+        config(
+            "f  weft stat --syscall getppid",
+            weft(&["--syscall", "getppid"]),
+            "getppid",
+        ),
+        config("a' untraced getpid", None, "getpid"),
+        config(
+            "e  getpid, weft --syscall getppid",
+            weft(&["--syscall", "getppid"]),
+            "getpid",
+        ),
+    ]
+}
+
+fn print_ratios(medians: &[f64]) {
+    let [
+        untraced,
+        weft,
+        bpftrace,
+        floor,
+        btf,
+        tp,
+        selected,
+        untraced_other,
+        other,
+    ] = medians
+    else {
+        unreachable!("one median per configuration")
     };
     println!("ratios of medians:");
-    println!("  b/a  weft / untraced            {:.2}", b / a);
-    println!("  c/a  bpftrace / untraced        {:.2}", c / a);
-    println!("  d/a  floor (raw_tp) / untraced  {:.2}", d / a);
+    println!("  b/a  weft / untraced            {:.2}", weft / untraced);
+    println!(
+        "  c/a  bpftrace / untraced        {:.2}",
+        bpftrace / untraced
+    );
+    println!("  d/a  floor (raw_tp) / untraced  {:.2}", floor / untraced);
     println!(
         "  b/d  weft / floor               {:.2}   (target <= 1.3)",
-        b / d
+        weft / floor
     );
-    println!("  d2/d tp_btf / raw_tp floor      {:.2}", d2 / d);
-    println!("  d3/d tracepoint / raw_tp floor  {:.2}", d3 / d);
+    println!("  d2/d tp_btf / raw_tp floor      {:.2}", btf / floor);
+    println!("  d3/d tracepoint / raw_tp floor  {:.2}", tp / floor);
     println!(
         "  f/a  weft --syscall, traced call / untraced   {:.2}",
-        f / a
+        selected / untraced
     );
     println!(
         "  e/a' weft --syscall getppid, getpid / untraced getpid  {:.2}",
-        e / a2
+        other / untraced_other
     );
-    Ok(())
 }
 
 /// Runs the loop `runs` times under the configuration's tracer; returns the
