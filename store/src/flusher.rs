@@ -146,7 +146,12 @@ impl Files {
 
 /// The flusher thread's body: write each chunk, commit it, apply the budget.
 /// A failure poisons the store and stops the thread.
-pub(crate) fn run(shared: &Arc<Shared>, chunks: &mpsc::Receiver<Arc<Sealed>>, config: &Config) {
+pub(crate) fn run(
+    shared: &Arc<Shared>,
+    chunks: &mpsc::Receiver<Arc<Sealed>>,
+    spare: &mpsc::Sender<Vec<u8>>,
+    config: &Config,
+) {
     let meta = shared.meta();
     let (block_size, per_segment) = (meta.block_size, meta.blocks_per_segment);
     let mut files = match Files::open(&shared.dir) {
@@ -158,8 +163,14 @@ pub(crate) fn run(shared: &Arc<Shared>, chunks: &mpsc::Receiver<Arc<Sealed>>, co
             return shared.poison(error.to_string());
         }
         shared.commit(sealed.time.chunk);
+        // Hand the buffer back unless a reader's snapshot still holds it, so
+        // the writer reuses two buffers instead of allocating per chunk.
+        let chunk = sealed.time.chunk;
+        if let Ok(sealed) = Arc::try_unwrap(sealed) {
+            let _ = spare.send(sealed.block);
+        }
         if let Some(budget) = config.disk_budget {
-            let current = sealed.time.chunk / u64::from(per_segment);
+            let current = chunk / u64::from(per_segment);
             if let Err(error) = enforce_budget(shared, budget, current) {
                 return shared.poison(error.to_string());
             }

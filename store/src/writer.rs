@@ -146,6 +146,8 @@ pub struct Store {
     scratch: Vec<u8>,
     next_summary: u64,
     to_flusher: Option<mpsc::SyncSender<Arc<Sealed>>>,
+    /// Buffers the flusher has written and handed back.
+    spare: mpsc::Receiver<Vec<u8>>,
     flusher: Option<thread::JoinHandle<()>>,
     recovery: Recovery,
 }
@@ -179,12 +181,13 @@ impl Store {
         };
         let shared = Arc::new(Shared::new(PathBuf::from(dir), meta.clone(), &recovery));
         let (tx, rx) = mpsc::sync_channel(0);
+        let (spare_tx, spare) = mpsc::channel();
         let flusher = {
             let shared = Arc::clone(&shared);
             let config = config.clone();
             thread::Builder::new()
                 .name("weft-store-flush".into())
-                .spawn(move || flusher::run(&shared, &rx, &config))
+                .spawn(move || flusher::run(&shared, &rx, &spare_tx, &config))
                 .map_err(crate::error::io("spawn flusher for", dir))?
         };
         let mut store = Self {
@@ -199,6 +202,7 @@ impl Store {
             scratch: Vec::with_capacity(MAX_RECORD_HEADER),
             next_summary: recovery.next_summary,
             to_flusher: Some(tx),
+            spare,
             flusher: Some(flusher),
             shared,
             meta,
@@ -427,7 +431,10 @@ impl Store {
         }
         self.block[self.used..].fill(0);
         let size = self.meta.block_size as usize;
-        let block = std::mem::replace(&mut self.block, vec![0; size]);
+        // A reused buffer needs no clearing: records overwrite it from the
+        // header on, and sealing zeroes everything past the last record.
+        let next = self.spare.try_recv().unwrap_or_else(|_| vec![0; size]);
+        let block = std::mem::replace(&mut self.block, next);
         let mut sealed = self.sealed_view(block);
         BlockHeader {
             used: self.used as u32,
