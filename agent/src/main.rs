@@ -11,6 +11,8 @@ use std::process::ExitCode;
 use clap::Parser as _;
 
 fn main() -> ExitCode {
+    // Warnings from the eBPF programs (aya-log) and aya; RUST_LOG overrides.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) if !error.use_stderr() => {

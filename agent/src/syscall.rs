@@ -64,6 +64,8 @@ impl Counters {
 /// The loaded and attached syscall probe.
 pub struct SyscallProbe {
     ebpf: Ebpf,
+    /// Messages the programs log on rare paths, printed through `log`.
+    logger: aya_log::EbpfLogger<&'static dyn log::Log>,
     rings: Vec<RingBuf<MapData>>,
     programs: &'static [&'static str],
     /// Records too short to be a [`SyscallEvent`]; never expected.
@@ -109,6 +111,8 @@ impl SyscallProbe {
         let mut ebpf = loader
             .load(ebpf::object()?)
             .context("failed to load the syscall probe")?;
+        let logger =
+            aya_log::EbpfLogger::init(&mut ebpf).context("failed to read the probe's log")?;
         fill_pids(&mut ebpf, &options.filter.pids)?;
         let rings = create_rings(&mut ebpf, cpus, options.ring_bytes)?;
         let programs = match options.attach {
@@ -117,6 +121,7 @@ impl SyscallProbe {
         };
         Ok(Self {
             ebpf,
+            logger,
             rings,
             programs,
             malformed: 0,
@@ -125,6 +130,7 @@ impl SyscallProbe {
 
     /// Hands every record waiting in the rings to `on_event`; returns how many.
     pub fn drain(&mut self, mut on_event: impl FnMut(&SyscallEvent)) -> u64 {
+        self.logger.flush();
         let mut received = 0;
         for ring in &mut self.rings {
             while let Some(item) = ring.next() {

@@ -6,7 +6,7 @@
 //! to chosen syscalls only so the rest of the machine pays nothing.
 
 use aya_ebpf::{
-    EbpfContext as _,
+    EbpfContext,
     bindings::BPF_RB_NO_WAKEUP,
     btf_maps::{ArrayOfMaps, RingBuf},
     helpers::{
@@ -107,7 +107,7 @@ fn wants_task(config: &SyscallConfig, tgid: u32) -> bool {
 }
 
 #[inline(always)]
-fn on_enter(nr: u32) {
+fn on_enter<C: EbpfContext>(ctx: &C, nr: u32) {
     let config = config();
     if !config.wants_syscall(nr) || nr == NR_EXIT || nr == NR_EXIT_GROUP {
         return;
@@ -121,7 +121,11 @@ fn on_enter(nr: u32) {
     match SYSCALL_INFLIGHT.current(true) {
         // SAFETY: the task's own storage; only this thread's programs touch it.
         Some(slot) => unsafe { *slot = InFlight { enter_ns, nr, active: 1 } },
-        None => count(Counter::EnterTableFull),
+        None => {
+            count(Counter::EnterTableFull);
+            // Rare (memory pressure) and worth a line in weft's log.
+            aya_log_ebpf::warn!(ctx, "no task storage for tid {}: syscall {} not paired", pid_tgid as u32, nr);
+        }
     }
 }
 
@@ -193,7 +197,7 @@ fn exit_without_enter(ret: i64, pid_tgid: u64, nr: u32) {
 pub fn syscall_enter(ctx: RawTracePointContext) -> i32 {
     // SAFETY: arg 1 of sys_enter is the syscall number.
     let nr = unsafe { *ctx.as_ptr().cast::<u64>().add(1) } as u32;
-    on_enter(nr);
+    on_enter(&ctx, nr);
     0
 }
 
@@ -222,7 +226,7 @@ fn read_tp<T: Copy>(ctx: &TracePointContext, offset: &'static u32) -> Option<T> 
 #[tracepoint]
 pub fn syscall_enter_tp(ctx: TracePointContext) -> i32 {
     if let Some(nr) = read_tp::<i32>(&ctx, &SYSCALL_TP_NR_OFFSET) {
-        on_enter(nr as u32);
+        on_enter(&ctx, nr as u32);
     }
     0
 }
