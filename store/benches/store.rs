@@ -2,7 +2,7 @@
 //! append measured in the same run, then query latency over 60 s of a
 //! 1 M records/s latency-like source and a 30x rarer one.
 //!
-//! Arguments: `[--quick] [--queries-only] [--disk DIR] [--tmpfs DIR]`.
+//! Arguments: `[--quick] [--queries-only | --ingest-only] [--disk DIR] [--tmpfs DIR]`.
 #![expect(
     clippy::cast_possible_wrap,
     clippy::cast_sign_loss,
@@ -38,7 +38,9 @@ fn main() {
             quick,
         );
     }
-    queries(&tmpfs, quick);
+    if !args.iter().any(|a| a == "--ingest-only") {
+        queries(&tmpfs, quick);
+    }
     println!("peak RSS: {} MiB", peak_rss_kib() / 1024);
 }
 

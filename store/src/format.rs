@@ -176,15 +176,6 @@ fn le8(bytes: &[u8], at: usize) -> [u8; 8] {
     out
 }
 
-/// Appends `value` as LEB128.
-pub fn put_varint(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push((value as u8) | 0x80);
-        value >>= 7;
-    }
-    out.push(value as u8);
-}
-
 /// Reads a LEB128 value at `*at`, advancing it.
 pub fn get_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
     let mut value = 0u64;
@@ -202,6 +193,31 @@ pub fn get_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
 /// The most header bytes a record can take: four 10-byte varints plus one.
 pub const MAX_RECORD_HEADER: usize = 50;
 
+/// An encoded record header, on the stack: the append path allocates nothing.
+pub struct HeaderBytes {
+    bytes: [u8; MAX_RECORD_HEADER],
+    len: usize,
+}
+
+impl HeaderBytes {
+    /// Appends `value` as LEB128; five values of at most 10 bytes always fit.
+    #[inline]
+    fn push(&mut self, mut value: u64) {
+        while value >= 0x80 {
+            self.bytes[self.len] = (value as u8) | 0x80;
+            self.len += 1;
+            value >>= 7;
+        }
+        self.bytes[self.len] = value as u8;
+        self.len += 1;
+    }
+
+    /// The encoded bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
 /// A decoded record header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecordHeader {
@@ -214,19 +230,22 @@ pub struct RecordHeader {
 }
 
 impl RecordHeader {
-    /// Appends the header of a record at `addr` in a block based at `base_ts`.
-    pub fn encode(&self, out: &mut Vec<u8>, addr: u64, base_ts: u64) {
-        put_varint(
-            out,
-            u64::from(self.source) << 1 | u64::from(self.producer_ts.is_some()),
-        );
-        put_varint(out, u64::from(self.len));
-        put_varint(out, self.ts - base_ts);
-        put_varint(out, self.prev.map_or(0, |prev| addr - prev));
+    /// The header of a record at `addr` in a block based at `base_ts`.
+    #[inline]
+    pub fn encode(&self, addr: u64, base_ts: u64) -> HeaderBytes {
+        let mut out = HeaderBytes {
+            bytes: [0; MAX_RECORD_HEADER],
+            len: 0,
+        };
+        out.push(u64::from(self.source) << 1 | u64::from(self.producer_ts.is_some()));
+        out.push(u64::from(self.len));
+        out.push(self.ts - base_ts);
+        out.push(self.prev.map_or(0, |prev| addr - prev));
         if let Some(producer) = self.producer_ts {
             let delta = producer.wrapping_sub(self.ts) as i64;
-            put_varint(out, ((delta << 1) ^ (delta >> 63)) as u64);
+            out.push(((delta << 1) ^ (delta >> 63)) as u64);
         }
+        out
     }
 
     /// Decodes the header of the record at `addr` starting at `*at`.
@@ -418,10 +437,14 @@ mod tests {
     #[test]
     fn varint_round_trip_and_cutoff() {
         for value in [0, 1, 127, 128, 300, u64::from(u32::MAX), u64::MAX] {
-            let mut out = Vec::new();
-            put_varint(&mut out, value);
+            let mut encoded = HeaderBytes {
+                bytes: [0; MAX_RECORD_HEADER],
+                len: 0,
+            };
+            encoded.push(value);
+            let out = encoded.as_slice();
             let mut at = 0;
-            assert_eq!(get_varint(&out, &mut at), Some(value));
+            assert_eq!(get_varint(out, &mut at), Some(value));
             assert_eq!(at, out.len());
             let mut at = 0;
             assert_eq!(
@@ -441,8 +464,8 @@ mod tests {
             prev: Some(930),
             producer_ts: Some(999_000),
         };
-        let mut out = Vec::new();
-        header.encode(&mut out, 1000, 1_000_000);
+        let encoded = header.encode(1000, 1_000_000);
+        let out = encoded.as_slice();
         let mut at = 0;
         assert_eq!(
             RecordHeader::decode(&out, &mut at, 1000, 1_000_000),
@@ -465,9 +488,7 @@ mod tests {
             prev: Some(930),
             producer_ts: None,
         };
-        let mut out = Vec::new();
-        header.encode(&mut out, 1000, 0);
-        assert_eq!(out.len(), 5);
+        assert_eq!(header.encode(1000, 0).as_slice().len(), 5);
     }
 
     #[test]

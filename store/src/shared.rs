@@ -67,6 +67,12 @@ impl Shared {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The fast check on the append path.
+    #[inline]
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+
     pub fn poisoned(&self) -> Option<String> {
         if !self.poisoned.load(Ordering::Acquire) {
             return None;

@@ -15,7 +15,7 @@ use std::{
 use crate::{
     error::{Error, Result},
     flusher::{self, Sealed},
-    format::{BLOCK_HEADER_LEN, BlockHeader, MAX_RECORD_HEADER, RecordHeader, Summary, TimeEntry},
+    format::{BLOCK_HEADER_LEN, BlockHeader, RecordHeader, Summary, TimeEntry},
     recovery::{self, Recovery},
     schema::{Bins, Field, Index, IndexId, Meta, Source, SourceId, check_name},
     shared::{Shared, Snapshot},
@@ -143,7 +143,6 @@ pub struct Store {
     records: u32,
     prev: Vec<Option<u64>>,
     acc: Vec<SourceAcc>,
-    scratch: Vec<u8>,
     next_summary: u64,
     to_flusher: Option<mpsc::SyncSender<Arc<Sealed>>>,
     /// Buffers the flusher has written and handed back.
@@ -199,7 +198,6 @@ impl Store {
             records: 0,
             prev: recovery.prev.clone(),
             acc: Vec::new(),
-            scratch: Vec::with_capacity(MAX_RECORD_HEADER),
             next_summary: recovery.next_summary,
             to_flusher: Some(tx),
             spare,
@@ -352,7 +350,8 @@ impl Store {
         producer_ts: Option<u64>,
         payload: &[u8],
     ) -> Result<u64> {
-        if let Some(reason) = self.shared.poisoned() {
+        if self.shared.is_poisoned() {
+            let reason = self.shared.poisoned().unwrap_or_default();
             return Err(Error::Poisoned(reason));
         }
         if usize::from(source) >= self.acc.len() {
@@ -363,12 +362,11 @@ impl Store {
         }
         let ts = ts.max(self.last_ts);
         let len = u32::try_from(payload.len()).map_err(|_| self.too_large(payload.len()))?;
-        let addr = loop {
+        let (addr, encoded) = loop {
             if self.records == 0 {
                 self.base_ts = ts;
             }
             let addr = self.chunk * u64::from(self.meta.block_size) + self.used as u64;
-            self.scratch.clear();
             let header = RecordHeader {
                 source,
                 len,
@@ -376,17 +374,18 @@ impl Store {
                 prev: self.prev[usize::from(source)],
                 producer_ts,
             };
-            header.encode(&mut self.scratch, addr, self.base_ts);
-            if self.used + self.scratch.len() + payload.len() <= self.block.len() {
-                break addr;
+            let encoded = header.encode(addr, self.base_ts);
+            if self.used + encoded.as_slice().len() + payload.len() <= self.block.len() {
+                break (addr, encoded);
             }
             if self.records == 0 {
                 return Err(self.too_large(payload.len()));
             }
             self.seal()?;
         };
-        let end = self.used + self.scratch.len();
-        self.block[self.used..end].copy_from_slice(&self.scratch);
+        let header = encoded.as_slice();
+        let end = self.used + header.len();
+        self.block[self.used..end].copy_from_slice(header);
         self.block[end..end + payload.len()].copy_from_slice(payload);
         self.used = end + payload.len();
         self.records += 1;
