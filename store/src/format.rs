@@ -468,7 +468,7 @@ mod tests {
         let out = encoded.as_slice();
         let mut at = 0;
         assert_eq!(
-            RecordHeader::decode(&out, &mut at, 1000, 1_000_000),
+            RecordHeader::decode(out, &mut at, 1000, 1_000_000),
             Some(header)
         );
         assert_eq!(at, out.len());
