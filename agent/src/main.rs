@@ -3,6 +3,8 @@
 
 mod cli;
 mod ebpf;
+mod resolve;
+mod session;
 mod stat;
 mod syscall;
 

@@ -5,7 +5,6 @@ use std::{
     collections::BTreeMap,
     fmt::Write as _,
     io::{self, Write as _},
-    path::Path,
     process::ExitCode,
     time::{Duration, Instant},
 };
@@ -16,9 +15,10 @@ use serde_json::{Value, json};
 use weft_probes::syscall::{Counter, SyscallEvent};
 
 use crate::{
-    cli::{Attach, StatArgs},
-    ebpf,
-    syscall::{AttachPoints, Counters, Filter, Options, SyscallProbe},
+    cli::StatArgs,
+    ebpf, resolve,
+    session::{self, Consumer, Session},
+    syscall::{Counters, Options, SyscallProbe},
 };
 
 /// Validated, resolved `weft stat` arguments.
@@ -34,68 +34,18 @@ pub struct Plan {
 impl Plan {
     /// Resolves names to numbers and checks that pids exist.
     pub fn resolve(args: &StatArgs) -> Result<Self> {
-        let filter = Filter {
-            pids: resolve_pids(&args.filter.pid)?,
-            comm: args.filter.comm.clone(),
-            syscalls: resolve_syscalls(&args.filter.syscall)?,
-            min_duration: args.filter.min_duration.unwrap_or_default(),
-        };
-        let attach = match (args.capture.attach, filter.syscalls.is_empty()) {
-            (Attach::Syscall, true) => bail!("--attach syscall needs --syscall NAME"),
-            (Attach::Raw, _) | (Attach::Auto, true) => AttachPoints::Raw,
-            (Attach::Syscall | Attach::Auto, false) => AttachPoints::PerSyscall,
-        };
-        let ring_bytes = ring_bytes(args.capture.ring_size)?;
-        if args.capture.drain_interval.is_zero() {
-            bail!("--drain-interval must be greater than zero");
-        }
+        let (options, drain_interval) = resolve::probe_options(&args.filter, &args.capture)?;
         if args.output.interval.is_some_and(|i| i.is_zero()) {
             bail!("--interval must be greater than zero");
         }
         Ok(Self {
-            options: Options {
-                filter,
-                attach,
-                ring_bytes,
-            },
+            options,
             duration: args.output.duration,
             interval: args.output.interval,
-            drain_interval: args.capture.drain_interval,
+            drain_interval,
             json: args.output.json,
         })
     }
-}
-
-fn resolve_pids(pids: &[u32]) -> Result<Vec<u32>> {
-    for pid in pids {
-        if *pid == 0 || !Path::new(&format!("/proc/{pid}")).exists() {
-            bail!("--pid {pid}: no such process");
-        }
-    }
-    Ok(pids.to_vec())
-}
-
-fn resolve_syscalls(names: &[String]) -> Result<Vec<u32>> {
-    names
-        .iter()
-        .map(|name| {
-            weft_probes::syscall_names::number(name).with_context(|| {
-                format!(
-                    "--syscall {name}: unknown x86-64 syscall name (e.g. read, openat, getppid)"
-                )
-            })
-        })
-        .collect()
-}
-
-/// The ring size rounded up to a power of two, within what the kernel accepts.
-fn ring_bytes(requested: u64) -> Result<u32> {
-    const MIN: u64 = 4096;
-    const MAX: u64 = 1 << 30;
-    if !(MIN..=MAX).contains(&requested) {
-        bail!("--ring-size {requested}: must be between 4KiB and 1GiB");
-    }
-    Ok(requested.next_power_of_two() as u32)
 }
 
 /// Latency of one syscall: a histogram for percentiles plus the exact
@@ -357,78 +307,67 @@ pub fn run(args: &StatArgs) -> Result<ExitCode> {
     let plan = Plan::resolve(args)?;
     ebpf::check_privileges()?;
     let mut probe = SyscallProbe::load(&plan.options)?;
-    let what = match plan.options.attach {
-        AttachPoints::Raw => "raw tracepoints sys_enter/sys_exit".to_owned(),
-        AttachPoints::PerSyscall => format!(
-            "{} per-syscall tracepoint pairs",
-            plan.options.filter.syscalls.len()
-        ),
-    };
     eprintln!(
-        "weft: tracing syscalls on {what}, {} KiB ring per CPU; Ctrl-C to stop",
-        plan.options.ring_bytes / 1024
+        "weft: tracing syscalls on {}; Ctrl-C to stop",
+        probe.describe()
     );
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("failed to start the async runtime")?;
-    runtime.block_on(trace(&plan, &mut probe))
+    let session = Session {
+        drain_interval: plan.drain_interval,
+        tick: plan.interval,
+        duration: plan.duration,
+    };
+    let mut table = Table {
+        plan: &plan,
+        total: Stats::default(),
+        current: Stats::default(),
+        since: Instant::now(),
+    };
+    let outcome = session::run(&session, &mut probe, &mut table)?;
+    let Table {
+        mut total, current, ..
+    } = table;
+    total.merge(&current);
+    let losses = Losses::new(&outcome.counters, outcome.received);
+    emit(
+        &plan,
+        "total",
+        outcome.elapsed,
+        &total,
+        &losses,
+        &outcome.counters,
+    )?;
+    Ok(ExitCode::SUCCESS)
 }
 
-async fn trace(plan: &Plan, probe: &mut SyscallProbe) -> Result<ExitCode> {
-    use tokio::{
-        signal::unix::{SignalKind, signal},
-        time::{MissedTickBehavior, interval, sleep},
-    };
-    let start = Instant::now();
-    let mut drain = interval(plan.drain_interval);
-    drain.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut report = interval(plan.interval.unwrap_or(Duration::from_secs(3600)));
-    report.tick().await;
-    let deadline = sleep(plan.duration.unwrap_or(Duration::from_secs(u64::MAX / 4)));
-    tokio::pin!(deadline);
-    let mut interrupt = signal(SignalKind::interrupt()).context("failed to handle SIGINT")?;
-    let mut terminate = signal(SignalKind::terminate()).context("failed to handle SIGTERM")?;
+/// `stat`'s consumer: histograms per interval, printed each tick.
+struct Table<'a> {
+    plan: &'a Plan,
+    total: Stats,
+    current: Stats,
+    since: Instant,
+}
 
-    let mut total = Stats::default();
-    let mut current = Stats::default();
-    let mut received = 0;
-    let mut interval_start = start;
-    loop {
-        tokio::select! {
-            _ = drain.tick() => received += probe.drain(|e| current.record(e)),
-            _ = report.tick(), if plan.interval.is_some() => {
-                received += probe.drain(|e| current.record(e));
-                let losses = Losses::new(&probe.counters()?, received);
-                if !emit(plan, "interval", interval_start.elapsed(), &current, &losses, &probe.counters()?)? {
-                    return Ok(ExitCode::SUCCESS);
-                }
-                total.merge(&current);
-                current = Stats::default();
-                interval_start = Instant::now();
-            }
-            () = &mut deadline => break,
-            _ = interrupt.recv() => break,
-            _ = terminate.recv() => break,
+impl Consumer for Table<'_> {
+    fn event(&mut self, event: &SyscallEvent) {
+        self.current.record(event);
+    }
+
+    fn tick(&mut self, counters: &Counters, received: u64) -> Result<bool> {
+        let losses = Losses::new(counters, received);
+        if !emit(
+            self.plan,
+            "interval",
+            self.since.elapsed(),
+            &self.current,
+            &losses,
+            counters,
+        )? {
+            return Ok(false);
         }
+        self.total.merge(&std::mem::take(&mut self.current));
+        self.since = Instant::now();
+        Ok(true)
     }
-    let elapsed = start.elapsed();
-    probe.detach()?;
-    received += probe.drain(|e| current.record(e));
-    total.merge(&current);
-    let counters = probe.counters()?;
-    let losses = Losses::new(&counters, received);
-    emit(plan, "total", elapsed, &total, &losses, &counters)?;
-    if losses.received + losses.ring_full != losses.seen || probe.malformed() > 0 {
-        eprintln!(
-            "weft: accounting mismatch: received {} + ring full {} != seen {} ({} malformed records)",
-            losses.received,
-            losses.ring_full,
-            losses.seen,
-            probe.malformed()
-        );
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// Prints one table or JSON object; returns false when stdout is closed.
@@ -527,20 +466,6 @@ mod tests {
         assert_eq!(human_ns(1_500), "1.500us");
         assert_eq!(human_ns(2_000_000), "2.000ms");
         assert_eq!(human_ns(3_000_000_000), "3.000s");
-    }
-
-    #[test]
-    fn ring_bytes_rounds_and_bounds() {
-        assert_eq!(ring_bytes(5000).unwrap(), 8192);
-        assert!(ring_bytes(100).is_err());
-        assert!(ring_bytes(2 << 30).is_err());
-    }
-
-    #[test]
-    fn resolve_syscalls_unknown_name() {
-        let err = resolve_syscalls(&["getppid".into(), "nosuchcall".into()]).unwrap_err();
-        assert!(err.to_string().contains("--syscall nosuchcall"), "{err}");
-        assert_eq!(resolve_syscalls(&["getppid".into()]).unwrap(), vec![110]);
     }
 
     #[test]

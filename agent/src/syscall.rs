@@ -68,6 +68,7 @@ pub struct SyscallProbe {
     logger: aya_log::EbpfLogger<&'static dyn log::Log>,
     rings: Vec<RingBuf<MapData>>,
     programs: &'static [&'static str],
+    ring_bytes: u32,
     /// Records too short to be a [`SyscallEvent`]; never expected.
     malformed: u64,
 }
@@ -124,6 +125,7 @@ impl SyscallProbe {
             logger,
             rings,
             programs,
+            ring_bytes: options.ring_bytes,
             malformed: 0,
         })
     }
@@ -146,6 +148,20 @@ impl SyscallProbe {
             }
         }
         received
+    }
+
+    /// Where the probe is attached and how big its rings are, for humans.
+    pub fn describe(&self) -> String {
+        let hooks = if self.programs == RAW_PROGRAMS {
+            "raw tracepoints sys_enter/sys_exit".to_owned()
+        } else {
+            "per-syscall tracepoints".to_owned()
+        };
+        format!(
+            "{hooks}, {} rings of {} KiB",
+            self.rings.len(),
+            self.ring_bytes / 1024
+        )
     }
 
     /// Records that were too short to decode.

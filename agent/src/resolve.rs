@@ -1,0 +1,89 @@
+//! Turning filter and capture flags into probe options: names to numbers,
+//! pids checked, sizes bounded. Shared by `stat` and `record`.
+
+use std::{path::Path, time::Duration};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::{
+    cli::{Attach, CaptureArgs, FilterArgs},
+    syscall::{AttachPoints, Filter, Options},
+};
+
+/// Probe options and the drain interval from the shared flags.
+pub fn probe_options(filter: &FilterArgs, capture: &CaptureArgs) -> Result<(Options, Duration)> {
+    let filter = Filter {
+        pids: resolve_pids(&filter.pid)?,
+        comm: filter.comm.clone(),
+        syscalls: resolve_syscalls(&filter.syscall)?,
+        min_duration: filter.min_duration.unwrap_or_default(),
+    };
+    let attach = match (capture.attach, filter.syscalls.is_empty()) {
+        (Attach::Syscall, true) => bail!("--attach syscall needs --syscall NAME"),
+        (Attach::Raw, _) | (Attach::Auto, true) => AttachPoints::Raw,
+        (Attach::Syscall | Attach::Auto, false) => AttachPoints::PerSyscall,
+    };
+    let ring_bytes = ring_bytes(capture.ring_size)?;
+    if capture.drain_interval.is_zero() {
+        bail!("--drain-interval must be greater than zero");
+    }
+    Ok((
+        Options {
+            filter,
+            attach,
+            ring_bytes,
+        },
+        capture.drain_interval,
+    ))
+}
+
+fn resolve_pids(pids: &[u32]) -> Result<Vec<u32>> {
+    for pid in pids {
+        if *pid == 0 || !Path::new(&format!("/proc/{pid}")).exists() {
+            bail!("--pid {pid}: no such process");
+        }
+    }
+    Ok(pids.to_vec())
+}
+
+fn resolve_syscalls(names: &[String]) -> Result<Vec<u32>> {
+    names
+        .iter()
+        .map(|name| {
+            weft_probes::syscall_names::number(name).with_context(|| {
+                format!(
+                    "--syscall {name}: unknown x86-64 syscall name (e.g. read, openat, getppid)"
+                )
+            })
+        })
+        .collect()
+}
+
+/// The ring size rounded up to a power of two, within what the kernel accepts.
+fn ring_bytes(requested: u64) -> Result<u32> {
+    const MIN: u64 = 4096;
+    const MAX: u64 = 1 << 30;
+    if !(MIN..=MAX).contains(&requested) {
+        bail!("--ring-size {requested}: must be between 4KiB and 1GiB");
+    }
+    Ok(requested.next_power_of_two() as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_bytes_rounds_and_bounds() {
+        assert_eq!(ring_bytes(5000).unwrap(), 8192);
+        assert!(ring_bytes(100).is_err());
+        assert!(ring_bytes(2 << 30).is_err());
+    }
+
+    #[test]
+    fn resolve_syscalls_unknown_name() {
+        let err = resolve_syscalls(&["getppid".into(), "nosuchcall".into()]).unwrap_err();
+        assert!(err.to_string().contains("--syscall nosuchcall"), "{err}");
+        assert_eq!(resolve_syscalls(&["getppid".into()]).unwrap(), vec![110]);
+    }
+}
