@@ -22,6 +22,60 @@ pub enum Command {
     /// name the count, rate and p50/p90/p99/p99.9/max latency, and every event
     /// that was lost. Ctrl-C prints the final table and exits 0.
     Stat(StatArgs),
+
+    /// Record every syscall to a capture directory, headless.
+    ///
+    /// Writes a weft store plus weft.json (host, kernel, sources, start and
+    /// end, and what was lost, per CPU). A status line goes to stderr each
+    /// second when it is a terminal. SIGINT or SIGTERM finish cleanly; a
+    /// crash leaves a directory that still opens.
+    Record(RecordArgs),
+
+    /// Summarise a capture directory: time range, sources, counts, losses, size.
+    Info(InfoArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    #[command(flatten)]
+    pub output: RecordOutputArgs,
+    #[command(flatten)]
+    pub capture: CaptureArgs,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Recording")]
+pub struct RecordOutputArgs {
+    /// The capture directory to write (created with mode 0700).
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub output: std::path::PathBuf,
+
+    /// Stop after this long (e.g. 30s, 10m); default: until SIGINT/SIGTERM.
+    #[arg(long, short = 'd', value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Keep the capture under this size, deleting the oldest data first.
+    ///
+    /// Deletion works in segments of the record log; pinned windows are kept.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_disk: Option<u64>,
+
+    /// Add a session to an existing capture instead of refusing it.
+    #[arg(long)]
+    pub append: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct InfoArgs {
+    /// The capture directory.
+    #[arg(value_name = "DIR")]
+    pub dir: std::path::PathBuf,
+
+    /// Print one JSON object instead of text.
+    #[arg(long, help_heading = "Output")]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -247,7 +301,9 @@ mod tests {
             "write,close",
         ])
         .unwrap();
-        let Command::Stat(args) = cli.command;
+        let Command::Stat(args) = cli.command else {
+            panic!("parsed as another command")
+        };
         assert_eq!(args.filter.pid, vec![1, 2, 3]);
         assert_eq!(args.filter.syscall, vec!["read", "write", "close"]);
         assert_eq!(args.capture.attach, Attach::Auto);

@@ -1,8 +1,11 @@
 //! `weft`: eBPF-first observability for Linux. This file only parses arguments
 //! and maps the outcome to an exit code: 0 ok, 2 error.
 
+mod capture;
 mod cli;
 mod ebpf;
+mod info;
+mod record;
 mod resolve;
 mod session;
 mod stat;
@@ -32,6 +35,8 @@ fn main() -> ExitCode {
     };
     let result = match &cli.command {
         cli::Command::Stat(args) => stat::run(args),
+        cli::Command::Record(args) => record::run(args),
+        cli::Command::Info(args) => info::run(args),
     };
     match result {
         Ok(code) => code,

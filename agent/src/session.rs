@@ -17,6 +17,9 @@ pub struct Session {
     pub tick: Option<Duration>,
     /// Stop after this long; `None` runs until a signal.
     pub duration: Option<Duration>,
+    /// Printed to stderr once signals are handled, so that whoever waits
+    /// for it may send SIGINT right away.
+    pub ready: String,
 }
 
 /// What a capture does with its events.
@@ -93,6 +96,7 @@ async fn capture(
     tokio::pin!(deadline);
     let mut interrupt = signal(SignalKind::interrupt()).context("failed to handle SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("failed to handle SIGTERM")?;
+    eprintln!("{}", session.ready);
     let mut received = 0;
     loop {
         tokio::select! {

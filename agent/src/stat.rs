@@ -307,14 +307,14 @@ pub fn run(args: &StatArgs) -> Result<ExitCode> {
     let plan = Plan::resolve(args)?;
     ebpf::check_privileges()?;
     let mut probe = SyscallProbe::load(&plan.options)?;
-    eprintln!(
-        "weft: tracing syscalls on {}; Ctrl-C to stop",
-        probe.describe()
-    );
     let session = Session {
         drain_interval: plan.drain_interval,
         tick: plan.interval,
         duration: plan.duration,
+        ready: format!(
+            "weft: tracing syscalls on {}; Ctrl-C to stop",
+            probe.describe()
+        ),
     };
     let mut table = Table {
         plan: &plan,

@@ -47,6 +47,41 @@ pub const EVENT_SIZE: usize = 40;
 const _: () = assert!(core::mem::size_of::<SyscallEvent>() == EVENT_SIZE);
 const _: () = assert!(core::mem::align_of::<SyscallEvent>() == 8);
 
+impl SyscallEvent {
+    /// The record as little-endian bytes, in field order (the layout the
+    /// kernel writes, without relying on the host's byte order).
+    #[must_use]
+    pub fn to_le_bytes(&self) -> [u8; EVENT_SIZE] {
+        let Self {
+            enter_ns,
+            duration_ns,
+            ret,
+            pid,
+            tid,
+            nr,
+            cpu,
+        } = *self;
+        let mut out = [0; EVENT_SIZE];
+        out[0..8].copy_from_slice(&enter_ns.to_le_bytes());
+        out[8..16].copy_from_slice(&duration_ns.to_le_bytes());
+        out[16..24].copy_from_slice(&ret.to_le_bytes());
+        out[24..28].copy_from_slice(&pid.to_le_bytes());
+        out[28..32].copy_from_slice(&tid.to_le_bytes());
+        out[32..36].copy_from_slice(&nr.to_le_bytes());
+        out[36..40].copy_from_slice(&cpu.to_le_bytes());
+        out
+    }
+}
+
+const _: () = {
+    assert!(core::mem::offset_of!(SyscallEvent, duration_ns) == 8);
+    assert!(core::mem::offset_of!(SyscallEvent, ret) == 16);
+    assert!(core::mem::offset_of!(SyscallEvent, pid) == 24);
+    assert!(core::mem::offset_of!(SyscallEvent, tid) == 28);
+    assert!(core::mem::offset_of!(SyscallEvent, nr) == 32);
+    assert!(core::mem::offset_of!(SyscallEvent, cpu) == 36);
+};
+
 /// What the probe keeps between a thread's syscall entry and its exit.
 ///
 /// Kept in task-local storage: one value per thread, reused for every syscall

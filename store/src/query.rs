@@ -265,6 +265,16 @@ impl Snapshot {
         })
     }
 
+    /// Arrival times of the first and last record visible, if any.
+    pub fn time_range(&self) -> Result<Option<RangeInclusive<u64>>> {
+        let Some(last) = self.chunks().checked_sub(1) else {
+            return Ok(None);
+        };
+        Ok(Some(
+            self.time_entry(0)?.first_ts..=self.time_entry(last)?.last_ts,
+        ))
+    }
+
     /// Every record of `source` with arrival time in `window`, oldest first.
     pub fn raw_scan(
         &self,

@@ -284,6 +284,16 @@ impl Store {
         Ok(id)
     }
 
+    /// The open index of `source` called `name`, if there is one (so a
+    /// reopened capture reuses its indexes instead of defining them twice).
+    pub fn index_named(&self, source: SourceId, name: &str) -> Option<IndexId> {
+        self.meta
+            .indexes
+            .iter()
+            .find(|i| i.source == source && i.name == name && i.until_chunk.is_none())
+            .map(|i| i.id)
+    }
+
     /// Stops maintaining an index after the active chunk.
     pub fn close_index(&mut self, id: IndexId) -> Result<()> {
         self.meta.index(id)?;

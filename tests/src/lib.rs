@@ -72,10 +72,73 @@ impl Drop for Workload {
     }
 }
 
-/// A running `weft stat --json`, attached and ready.
-pub struct Stat {
+/// A running `weft` command that has attached its probes.
+pub struct Running {
     child: Child,
     stderr: mpsc::Receiver<String>,
+}
+
+/// What a stopped `weft` command printed.
+pub struct Finished {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Running {
+    /// Starts `weft ARGS` and waits for the stderr line that starts with
+    /// `ready` (weft prints it once the probes are attached).
+    pub fn start(args: &[&str], ready: &str) -> Self {
+        let mut child = Command::new(weft_bin())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", weft_bin().display()));
+        let (tx, stderr) = mpsc::channel();
+        let pipe = child.stderr.take().expect("stderr piped");
+        thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        match stderr.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) if line.starts_with(ready) => {}
+            Ok(line) => panic!("weft failed to attach: {line}"),
+            Err(e) => panic!("weft did not attach within 60 s: {e}"),
+        }
+        Self { child, stderr }
+    }
+
+    /// Sends `signal` and collects what weft printed until it exits.
+    pub fn stop_with(mut self, signal: libc::c_int) -> Finished {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("pid fits");
+        // SAFETY: plain kill(2) of our own child.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "signal weft");
+        let mut stdout = String::new();
+        self.child
+            .stdout
+            .take()
+            .expect("stdout piped")
+            .read_to_string(&mut stdout)
+            .expect("read weft stdout");
+        let status = self.child.wait().expect("wait for weft");
+        // The reader thread ends with the pipe; give it a moment to drain.
+        thread::sleep(Duration::from_millis(50));
+        let stderr: Vec<String> = self.stderr.try_iter().collect();
+        Finished {
+            status,
+            stdout,
+            stderr: stderr.join("\n"),
+        }
+    }
+
+    /// Sends SIGINT, as Ctrl-C does.
+    pub fn stop(self) -> Finished {
+        self.stop_with(libc::SIGINT)
+    }
 }
 
 /// What a finished `weft stat --json` printed.
@@ -110,61 +173,32 @@ impl StatOutput {
     }
 }
 
+/// A running `weft stat --json`, attached and ready.
+pub struct Stat(Running);
+
 impl Stat {
     /// Starts `weft stat --json ARGS` and waits until it has attached.
     pub fn start(args: &[&str]) -> Self {
-        let mut child = Command::new(weft_bin())
-            .arg("stat")
-            .arg("--json")
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", weft_bin().display()));
-        let (tx, stderr) = mpsc::channel();
-        let pipe = child.stderr.take().expect("stderr piped");
-        thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stat = Self { child, stderr };
-        stat.wait_attached();
-        stat
+        let mut all = vec!["stat", "--json"];
+        all.extend_from_slice(args);
+        Self(Running::start(&all, "weft: tracing"))
     }
 
-    fn wait_attached(&self) {
-        match self.stderr.recv_timeout(Duration::from_secs(60)) {
-            Ok(line) if line.starts_with("weft: tracing") => {}
-            Ok(line) => panic!("weft failed to attach: {line}"),
-            Err(e) => panic!("weft did not attach within 60 s: {e}"),
-        }
-    }
-
-    /// Sends SIGINT (as Ctrl-C does) and collects the final output.
-    pub fn stop(mut self) -> StatOutput {
-        let pid = libc::pid_t::try_from(self.child.id()).expect("pid fits");
-        // SAFETY: plain kill(2) of our own child.
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0, "SIGINT weft");
-        let mut stdout = String::new();
-        self.child
-            .stdout
-            .take()
-            .expect("stdout piped")
-            .read_to_string(&mut stdout)
-            .expect("read weft stdout");
-        let status = self.child.wait().expect("wait for weft");
-        let stderr: Vec<String> = self.stderr.try_iter().collect();
+    /// Sends SIGINT (as Ctrl-C does) and parses the final JSON object.
+    pub fn stop(self) -> StatOutput {
+        let Finished {
+            status,
+            stdout,
+            stderr,
+        } = self.0.stop();
         let total = stdout
             .lines()
             .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
             .find(|object| object["kind"] == "total")
-            .unwrap_or_else(|| panic!("no total object in weft output:\n{stdout}\n{stderr:?}"));
+            .unwrap_or_else(|| panic!("no total object in weft output:\n{stdout}\n{stderr}"));
         StatOutput {
             status,
-            stderr: stderr.join("\n"),
+            stderr,
             total,
         }
     }

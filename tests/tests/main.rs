@@ -2,5 +2,7 @@
 
 // `weft stat` on the running kernel: exact counts, loss accounting, latency, filters.
 mod stat;
+// `weft record` and `weft info`: captures hold exactly what happened and reopen.
+mod record;
 // Bad input and missing privileges: one-line errors, non-zero exits.
 mod errors;

@@ -1,0 +1,206 @@
+//! A capture directory as weft writes it: the store (`weft-store`) plus
+//! `weft.json`, which says where the data came from and where it is
+//! incomplete (drops are data). The syscall source's schema and default
+//! indexes are defined here, once, for `record` and `info` alike.
+
+use std::{
+    fs::{self, DirBuilder},
+    io::Write as _,
+    os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _},
+    path::Path,
+};
+
+use anyhow::{Context as _, Result, bail};
+use serde_json::{Value, json};
+use weft_probes::syscall::{Counter, MAX_SYSCALLS, SyscallEvent};
+use weft_store::{Bins, Field, FieldKind, SourceId, Store};
+
+use crate::syscall::Counters;
+
+/// Name of the metadata file in a capture directory.
+pub const METADATA: &str = "weft.json";
+/// Name of the syscall source in the store.
+pub const SYSCALLS: &str = "syscalls";
+
+/// Creates `dir` with mode 0700, or checks that it may be written to:
+/// an existing capture is refused unless `append` is set.
+pub fn prepare_dir(dir: &Path, append: bool) -> Result<()> {
+    if dir.join(METADATA).exists() || dir.join("meta").exists() {
+        if !append {
+            bail!(
+                "{} already holds a capture; pass --append to add to it",
+                dir.display()
+            );
+        }
+        return Ok(());
+    }
+    if dir.exists() {
+        let empty = fs::read_dir(dir)
+            .with_context(|| format!("failed to read {}", dir.display()))?
+            .next()
+            .is_none();
+        if !empty {
+            bail!(
+                "{} exists and is not an empty directory or a capture",
+                dir.display()
+            );
+        }
+        return Ok(());
+    }
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("failed to create {}", dir.display()))
+}
+
+/// Defines (or finds again, when appending) the syscall source and its
+/// default indexes: latency (`duration_ns`, log bins) and syscall number
+/// (`nr`, one bin per number: an exact-match index).
+pub fn define_syscall_source(store: &mut Store) -> Result<SourceId> {
+    let fields = syscall_fields();
+    let source = store.define_source(SYSCALLS, fields.clone())?;
+    let numbers = Bins::new((0..=i64::from(MAX_SYSCALLS)).collect())?;
+    for (name, field, bins) in [
+        ("duration_ns", &fields[1], latency_bins()),
+        ("nr", &fields[5], numbers),
+    ] {
+        if store.index_named(source, name).is_none() {
+            store.define_index(source, name, field.clone(), bins)?;
+        }
+    }
+    Ok(source)
+}
+
+/// The store fields of a `SyscallEvent` payload, in layout order.
+pub fn syscall_fields() -> Vec<Field> {
+    use std::mem::offset_of;
+    let at = |offset: usize| u32::try_from(offset).expect("offsets are small");
+    vec![
+        Field::new(
+            "enter_ns",
+            at(offset_of!(SyscallEvent, enter_ns)),
+            FieldKind::U64,
+        ),
+        Field::new(
+            "duration_ns",
+            at(offset_of!(SyscallEvent, duration_ns)),
+            FieldKind::U64,
+        ),
+        Field::new("ret", at(offset_of!(SyscallEvent, ret)), FieldKind::I64),
+        Field::new("pid", at(offset_of!(SyscallEvent, pid)), FieldKind::U32),
+        Field::new("tid", at(offset_of!(SyscallEvent, tid)), FieldKind::U32),
+        Field::new("nr", at(offset_of!(SyscallEvent, nr)), FieldKind::U32),
+        Field::new("cpu", at(offset_of!(SyscallEvent, cpu)), FieldKind::U32),
+    ]
+}
+
+/// Latency bins 10% apart from 100 ns to about 100 s: percentiles read few chunks.
+pub fn latency_bins() -> Bins {
+    let mut bounds = vec![100i64];
+    while let Some(&last) = bounds.last().filter(|b| **b < 100_000_000_000) {
+        bounds.push((last + last / 10).max(last + 1));
+    }
+    Bins::new(bounds).expect("strictly increasing by construction")
+}
+
+/// Loss counters of one session, as stored in `weft.json`.
+pub fn losses_json(counters: &Counters, received: u64) -> Value {
+    let per_cpu: Vec<u64> = counters
+        .per_cpu
+        .iter()
+        .map(|c| c[Counter::RingFull as usize])
+        .collect();
+    json!({
+        "seen": counters.total(Counter::Seen),
+        "received": received,
+        "ring_full": counters.total(Counter::RingFull),
+        "ring_full_per_cpu": per_cpu,
+        "enter_table_full": counters.total(Counter::EnterTableFull),
+        "unpaired_exits": counters.total(Counter::ExitWithoutEnter),
+    })
+}
+
+/// Reads `weft.json`, or an empty document for a new capture.
+pub fn read_metadata(dir: &Path) -> Result<Value> {
+    let path = dir.join(METADATA);
+    if !path.exists() {
+        return Ok(json!({ "format": "weft-capture 1", "sessions": [] }));
+    }
+    let text =
+        fs::read_to_string(&path).with_context(|| format!("failed to read {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))
+}
+
+/// Replaces `weft.json` atomically (temp file, fsync, rename), mode 0600.
+pub fn write_metadata(dir: &Path, metadata: &Value) -> Result<()> {
+    let tmp = dir.join(format!("{METADATA}.tmp"));
+    let path = dir.join(METADATA);
+    let _ = fs::remove_file(&tmp);
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .with_context(|| format!("failed to create {}", tmp.display()))?;
+    file.write_all(serde_json::to_string_pretty(metadata)?.as_bytes())
+        .and_then(|()| file.sync_all())
+        .with_context(|| format!("failed to write {}", tmp.display()))?;
+    fs::rename(&tmp, &path).with_context(|| format!("failed to rename {}", tmp.display()))
+}
+
+/// Bytes used by the files of a capture directory (0 if unreadable).
+pub fn size_on_disk(dir: &Path) -> u64 {
+    fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .filter_map(|e| e.ok()?.metadata().ok())
+            .map(|m| m.len())
+            .sum()
+    })
+}
+
+/// Facts about this machine for a session's record.
+pub fn host_json() -> Value {
+    let read = |path: &str| {
+        fs::read_to_string(path)
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default()
+    };
+    json!({
+        "hostname": read("/proc/sys/kernel/hostname"),
+        "kernel": read("/proc/sys/kernel/osrelease"),
+        "weft_version": env!("CARGO_PKG_VERSION"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syscall_fields_read_what_to_le_bytes_wrote() {
+        let event = SyscallEvent {
+            enter_ns: 1,
+            duration_ns: 2,
+            ret: -3,
+            pid: 4,
+            tid: 5,
+            nr: 6,
+            cpu: 7,
+        };
+        let bytes = event.to_le_bytes();
+        let values: Vec<i64> = syscall_fields()
+            .iter()
+            .map(|f| f.read(&bytes).unwrap())
+            .collect();
+        assert_eq!(values, vec![1, 2, -3, 4, 5, 6, 7]);
+    }
+
+    #[test]
+    fn latency_bins_span_100ns_to_100s() {
+        let bins = latency_bins();
+        assert_eq!(bins.boundaries()[0], 100);
+        assert!(*bins.boundaries().last().unwrap() >= 100_000_000_000);
+        assert!(bins.len() < 300, "{} bins", bins.len());
+    }
+}

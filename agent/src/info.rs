@@ -1,0 +1,96 @@
+//! `weft info DIR`: what a capture holds, where it is incomplete, and its size.
+
+use std::{fmt::Write as _, path::Path, process::ExitCode};
+
+use anyhow::{Context as _, Result};
+use serde_json::{Value, json};
+
+use crate::{capture, cli::InfoArgs};
+
+pub fn run(args: &InfoArgs) -> Result<ExitCode> {
+    let summary = summarise(&args.dir)?;
+    if args.json {
+        println!("{summary}");
+    } else {
+        print!("{}", render(&args.dir, &summary));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Everything `info` reports, as JSON.
+fn summarise(dir: &Path) -> Result<Value> {
+    let metadata = capture::read_metadata(dir)?;
+    let (snapshot, recovery) = weft_store::open_read_only(dir)
+        .with_context(|| format!("failed to open {}", dir.display()))?;
+    let mut sources = Vec::new();
+    for source in &snapshot.meta().sources {
+        let (count, stats) = snapshot.aggregate(source.id, 0, 0..=u64::MAX)?;
+        sources.push(json!({
+            "name": source.name,
+            "records": count.count,
+            "fields": source.fields.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
+            "chunks_expired": stats.chunks_expired,
+        }));
+    }
+    let range = snapshot.time_range()?;
+    let bytes = capture::size_on_disk(dir);
+    Ok(json!({
+        "dir": dir.display().to_string(),
+        "first_ns": range.as_ref().map(|r| *r.start()),
+        "last_ns": range.as_ref().map(|r| *r.end()),
+        "sources": sources,
+        "sessions": metadata["sessions"],
+        "bytes": bytes,
+        "torn_chunks": recovery.cut_chunks,
+        "notes": recovery.notes,
+    }))
+}
+
+fn render(dir: &Path, s: &Value) -> String {
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = write_summary(&mut out, dir, s);
+    out
+}
+
+fn write_summary(out: &mut String, dir: &Path, s: &Value) -> std::fmt::Result {
+    writeln!(out, "capture   {}", dir.display())?;
+    let sessions = s["sessions"].as_array().cloned().unwrap_or_default();
+    let complete = sessions.iter().filter(|x| x["complete"] == true).count();
+    writeln!(out, "sessions  {} ({complete} complete)", sessions.len())?;
+    if let (Some(first), Some(last)) = (s["first_ns"].as_u64(), s["last_ns"].as_u64()) {
+        let secs = |ns: u64| ns as f64 / 1e9;
+        writeln!(
+            out,
+            "time      {:.3}s .. {:.3}s (CLOCK_MONOTONIC), {:.3}s",
+            secs(first),
+            secs(last),
+            secs(last - first)
+        )?;
+    }
+    for source in s["sources"].as_array().into_iter().flatten() {
+        let name = source["name"].as_str().unwrap_or_default();
+        let lost: u64 = sessions
+            .iter()
+            .map(|x| {
+                let l = &x["lost"][name];
+                l["ring_full"].as_u64().unwrap_or(0) + l["enter_table_full"].as_u64().unwrap_or(0)
+            })
+            .sum();
+        writeln!(
+            out,
+            "source    {name}: {} records, lost {lost}",
+            source["records"]
+        )?;
+    }
+    let mib = s["bytes"].as_u64().unwrap_or(0) as f64 / f64::from(1 << 20);
+    writeln!(out, "size      {mib:.1} MiB")?;
+    if s["torn_chunks"].as_u64().unwrap_or(0) > 0 {
+        writeln!(
+            out,
+            "torn      {} unfinished chunks at the end (a crash); they are ignored",
+            s["torn_chunks"]
+        )?;
+    }
+    Ok(())
+}

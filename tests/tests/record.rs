@@ -1,0 +1,164 @@
+//! `weft record` writes every syscall of a known workload into a capture that
+//! the store reopens with the same facts; `weft info` reports them.
+
+use std::{os::unix::fs::PermissionsExt as _, path::PathBuf};
+
+use weft_tests::{Running, Workload, can_trace, run_weft};
+
+const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
+const NR_GETPPID: i64 = 110;
+const NR_NANOSLEEP: i64 = 35;
+
+fn capture_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("weft-record-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Records `steps` of a fresh workload, filtered to its pid; returns weft's stderr.
+fn record(dir: &std::path::Path, steps: &[&str], extra: &[&str]) -> String {
+    let workload = Workload::spawn(WORKLOAD, steps);
+    let pid = workload.pid().to_string();
+    let dir_arg = dir.to_str().unwrap();
+    let mut args = vec!["record", "-o", dir_arg, "--pid", &pid];
+    args.extend_from_slice(extra);
+    let running = Running::start(&args, "weft: recording");
+    workload.run_to_end();
+    let finished = running.stop();
+    assert!(
+        finished.status.success(),
+        "weft record failed: {}",
+        finished.stderr
+    );
+    finished.stderr
+}
+
+/// The store index called `name` of source 0.
+fn index(snapshot: &weft_store::Snapshot, name: &str) -> u16 {
+    snapshot
+        .meta()
+        .indexes
+        .iter()
+        .find(|i| i.name == name)
+        .expect("index")
+        .id
+}
+
+#[test]
+fn record_holds_exact_counts_and_true_latencies() {
+    if !can_trace("record_holds_exact_counts_and_true_latencies") {
+        return;
+    }
+    let dir = capture_dir("exact");
+    let stderr = record(&dir, &["getppid:100000", "nanosleep:2:20"], &[]);
+    assert!(stderr.contains("lost 0"), "{stderr}");
+
+    let (snapshot, recovery) = weft_store::open_read_only(&dir).unwrap();
+    assert_eq!(recovery.cut_chunks, 0);
+    let nr = index(&snapshot, "nr");
+    let (getppid, _) = snapshot
+        .indexed_scan(0, nr, 0..=u64::MAX, NR_GETPPID..=NR_GETPPID)
+        .unwrap();
+    assert_eq!(getppid.len(), 100_000);
+    let (sleeps, _) = snapshot
+        .indexed_scan(0, nr, 0..=u64::MAX, NR_NANOSLEEP..=NR_NANOSLEEP)
+        .unwrap();
+    assert_eq!(sleeps.len(), 20);
+    let duration = &snapshot.meta().sources[0].fields[1];
+    for record in &sleeps {
+        let ns = duration.read(&record.payload).unwrap();
+        assert!(
+            (2_000_000..50_000_000).contains(&ns),
+            "a 2 ms sleep took {ns} ns"
+        );
+        assert!(record.producer_ts.is_some(), "kernel exit time kept");
+    }
+    // The latency index answers the same as the records.
+    let latency = index(&snapshot, "duration_ns");
+    let (p100, _) = snapshot.percentile(0, latency, 0..=u64::MAX, 1.0).unwrap();
+    let longest = sleeps
+        .iter()
+        .map(|r| duration.read(&r.payload).unwrap())
+        .max();
+    assert!(
+        p100 >= longest,
+        "max {p100:?} below a nanosleep {longest:?}"
+    );
+
+    // weft.json says the session is complete and lost nothing.
+    let metadata: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("weft.json")).unwrap()).unwrap();
+    let session = &metadata["sessions"][0];
+    assert_eq!(session["complete"], true, "{metadata}");
+    assert_eq!(session["lost"]["syscalls"]["ring_full"], 0, "{metadata}");
+    let received = session["lost"]["syscalls"]["received"].as_u64().unwrap();
+    assert_eq!(snapshot.records().unwrap(), received);
+
+    // Private: the directory is 0700, every file 0600.
+    assert_eq!(
+        std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let entry = entry.unwrap();
+        let mode = entry.metadata().unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", entry.path().display());
+    }
+
+    // weft info reports the same count.
+    let (status, stdout, stderr) = run_weft(&["info", "--json", dir.to_str().unwrap()]);
+    assert!(status.success(), "{stderr}");
+    let info: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        info["sources"][0]["records"].as_u64(),
+        Some(received),
+        "{info}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn record_refuses_an_existing_capture_unless_appending() {
+    if !can_trace("record_refuses_an_existing_capture_unless_appending") {
+        return;
+    }
+    let dir = capture_dir("append");
+    record(&dir, &["getppid:1000"], &[]);
+    let (status, _, stderr) =
+        run_weft(&["record", "-o", dir.to_str().unwrap(), "--duration", "1s"]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("already holds a capture") && stderr.contains("--append"),
+        "{stderr}"
+    );
+    record(&dir, &["getppid:2000"], &["--append"]);
+    let (snapshot, _) = weft_store::open_read_only(&dir).unwrap();
+    let nr = index(&snapshot, "nr");
+    let (getppid, _) = snapshot
+        .indexed_scan(0, nr, 0..=u64::MAX, NR_GETPPID..=NR_GETPPID)
+        .unwrap();
+    assert_eq!(getppid.len(), 3000, "both sessions' records");
+    let metadata: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("weft.json")).unwrap()).unwrap();
+    assert_eq!(metadata["sessions"].as_array().map(Vec::len), Some(2));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn record_killed_leaves_a_capture_that_opens() {
+    if !can_trace("record_killed_leaves_a_capture_that_opens") {
+        return;
+    }
+    let dir = capture_dir("killed");
+    let running = Running::start(&["record", "-o", dir.to_str().unwrap()], "weft: recording");
+    let workload = Workload::spawn(WORKLOAD, &["getppid:300000"]);
+    workload.run_to_end();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let finished = running.stop_with(libc::SIGKILL);
+    assert!(!finished.status.success());
+    let (status, stdout, stderr) = run_weft(&["info", dir.to_str().unwrap()]);
+    assert!(status.success(), "{stderr}");
+    assert!(stdout.contains("sessions  1 (0 complete)"), "{stdout}");
+    assert!(stdout.contains("source    syscalls:"), "{stdout}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
