@@ -200,22 +200,22 @@ pub struct HeaderBytes {
 }
 
 impl HeaderBytes {
-    /// Appends `value` as LEB128; five values of at most 10 bytes always fit.
-    #[inline]
-    fn push(&mut self, mut value: u64) {
-        while value >= 0x80 {
-            self.bytes[self.len] = (value as u8) | 0x80;
-            self.len += 1;
-            value >>= 7;
-        }
-        self.bytes[self.len] = value as u8;
-        self.len += 1;
-    }
-
     /// The encoded bytes.
     pub fn as_slice(&self) -> &[u8] {
         &self.bytes[..self.len]
     }
+}
+
+/// Writes `value` as LEB128 at `out[at..]`; returns the end.
+#[inline]
+fn put(out: &mut [u8], mut at: usize, mut value: u64) -> usize {
+    while value >= 0x80 {
+        out[at] = (value as u8) | 0x80;
+        at += 1;
+        value >>= 7;
+    }
+    out[at] = value as u8;
+    at + 1
 }
 
 /// A decoded record header.
@@ -237,15 +237,27 @@ impl RecordHeader {
             bytes: [0; MAX_RECORD_HEADER],
             len: 0,
         };
-        out.push(u64::from(self.source) << 1 | u64::from(self.producer_ts.is_some()));
-        out.push(u64::from(self.len));
-        out.push(self.ts - base_ts);
-        out.push(self.prev.map_or(0, |prev| addr - prev));
+        out.len = self.encode_into(&mut out.bytes, addr, base_ts);
+        out
+    }
+
+    /// Writes the header into `out` (at least [`MAX_RECORD_HEADER`] bytes)
+    /// and returns its length: the append path's way to skip a copy.
+    #[inline]
+    pub fn encode_into(&self, out: &mut [u8], addr: u64, base_ts: u64) -> usize {
+        let mut len = put(
+            out,
+            0,
+            u64::from(self.source) << 1 | u64::from(self.producer_ts.is_some()),
+        );
+        len = put(out, len, u64::from(self.len));
+        len = put(out, len, self.ts - base_ts);
+        len = put(out, len, self.prev.map_or(0, |prev| addr - prev));
         if let Some(producer) = self.producer_ts {
             let delta = producer.wrapping_sub(self.ts) as i64;
-            out.push(((delta << 1) ^ (delta >> 63)) as u64);
+            len = put(out, len, ((delta << 1) ^ (delta >> 63)) as u64);
         }
-        out
+        len
     }
 
     /// Decodes the header of the record at `addr` starting at `*at`.
@@ -437,12 +449,9 @@ mod tests {
     #[test]
     fn varint_round_trip_and_cutoff() {
         for value in [0, 1, 127, 128, 300, u64::from(u32::MAX), u64::MAX] {
-            let mut encoded = HeaderBytes {
-                bytes: [0; MAX_RECORD_HEADER],
-                len: 0,
-            };
-            encoded.push(value);
-            let out = encoded.as_slice();
+            let mut bytes = [0; MAX_RECORD_HEADER];
+            let len = put(&mut bytes, 0, value);
+            let out = &bytes[..len];
             let mut at = 0;
             assert_eq!(get_varint(out, &mut at), Some(value));
             assert_eq!(at, out.len());

@@ -15,7 +15,7 @@ use std::{
 use crate::{
     error::{Error, Result},
     flusher::{self, Sealed},
-    format::{BLOCK_HEADER_LEN, BlockHeader, RecordHeader, Summary, TimeEntry},
+    format::{BLOCK_HEADER_LEN, BlockHeader, MAX_RECORD_HEADER, RecordHeader, Summary, TimeEntry},
     recovery::{self, Recovery},
     schema::{Bins, Field, Index, IndexId, Meta, Source, SourceId, check_name},
     shared::{Shared, Snapshot},
@@ -372,35 +372,35 @@ impl Store {
         }
         let ts = ts.max(self.last_ts);
         let len = u32::try_from(payload.len()).map_err(|_| self.too_large(payload.len()))?;
-        let (addr, encoded) = loop {
-            if self.records == 0 {
-                self.base_ts = ts;
-            }
-            let addr = self.chunk * u64::from(self.meta.block_size) + self.used as u64;
-            let header = RecordHeader {
-                source,
-                len,
-                ts,
-                prev: self.prev[usize::from(source)],
-                producer_ts,
-            };
-            let encoded = header.encode(addr, self.base_ts);
-            if self.used + encoded.as_slice().len() + payload.len() <= self.block.len() {
-                break (addr, encoded);
-            }
-            if self.records == 0 {
-                return Err(self.too_large(payload.len()));
-            }
-            self.seal()?;
+        if self.used + MAX_RECORD_HEADER + payload.len() > self.block.len() {
+            self.make_room(source, len, ts, producer_ts)?;
+        }
+        if self.records == 0 {
+            self.base_ts = ts;
+        }
+        let addr = self.chunk * u64::from(self.meta.block_size) + self.used as u64;
+        let prev = &mut self.prev[usize::from(source)];
+        let header = RecordHeader {
+            source,
+            len,
+            ts,
+            prev: *prev,
+            producer_ts,
         };
-        let header = encoded.as_slice();
-        let end = self.used + header.len();
-        self.block[self.used..end].copy_from_slice(header);
+        // Fast path: the header goes straight into the block.
+        let end = if self.used + MAX_RECORD_HEADER <= self.block.len() {
+            self.used + header.encode_into(&mut self.block[self.used..], addr, self.base_ts)
+        } else {
+            let encoded = header.encode(addr, self.base_ts);
+            let end = self.used + encoded.as_slice().len();
+            self.block[self.used..end].copy_from_slice(encoded.as_slice());
+            end
+        };
+        *prev = Some(addr);
         self.block[end..end + payload.len()].copy_from_slice(payload);
         self.used = end + payload.len();
         self.records += 1;
         self.last_ts = ts;
-        self.prev[usize::from(source)] = Some(addr);
         let acc = &mut self.acc[usize::from(source)];
         acc.all.get_or_insert(Acc::EMPTY).add(0, ts, addr);
         for index in &mut acc.indexes {
@@ -409,6 +409,41 @@ impl Store {
             }
         }
         Ok(addr)
+    }
+
+    /// Seals the active chunk if this record's exact size does not fit the
+    /// rest of it; fails if it would not fit even an empty chunk.
+    #[cold]
+    fn make_room(
+        &mut self,
+        source: SourceId,
+        len: u32,
+        ts: u64,
+        producer_ts: Option<u64>,
+    ) -> Result<()> {
+        let base_ts = if self.records == 0 { ts } else { self.base_ts };
+        let addr = self.chunk * u64::from(self.meta.block_size) + self.used as u64;
+        let prev = self.prev[usize::from(source)];
+        let header = RecordHeader {
+            source,
+            len,
+            ts,
+            prev,
+            producer_ts,
+        }
+        .encode(addr, base_ts);
+        if self.used + header.as_slice().len() + len as usize <= self.block.len() {
+            return Ok(());
+        }
+        if self.records > 0 {
+            self.seal()?;
+        }
+        // In an empty chunk the header is at its largest when `prev` points
+        // to an older chunk; check against the worst case.
+        if BLOCK_HEADER_LEN + MAX_RECORD_HEADER + len as usize > self.block.len() {
+            return Err(self.too_large(len as usize));
+        }
+        Ok(())
     }
 
     fn too_large(&self, size: usize) -> Error {

@@ -324,3 +324,37 @@ fn files_are_private() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn record_sizes_near_the_chunk_limit() {
+    let dir = temp_dir("sizes");
+    let mut store = Store::open(&dir, &small()).unwrap();
+    let source = store.define_source("s", vec![]).unwrap();
+    // The documented limit: a chunk minus its header minus the largest record header.
+    let limit = 4096 - 24 - 50;
+    let mut sizes = Vec::new();
+    for (ts, size) in [100, limit, 7, limit - 3, 4000 - 24 - 60, 1, limit]
+        .into_iter()
+        .enumerate()
+    {
+        store
+            .append_at(source, ts as u64, None, &vec![size as u8; size])
+            .unwrap();
+        sizes.push(size);
+    }
+    assert!(matches!(
+        store.append_at(source, 99, None, &vec![0; limit + 1]),
+        Err(Error::RecordTooLarge { size, .. }) if size == limit + 1
+    ));
+    store.publish();
+    let (records, _) = store.snapshot().raw_scan(source, 0..=u64::MAX).unwrap();
+    let got: Vec<usize> = records.iter().map(|r| r.payload.len()).collect();
+    assert_eq!(got, sizes);
+    assert!(
+        records
+            .iter()
+            .all(|r| r.payload.iter().all(|b| *b == r.payload.len() as u8))
+    );
+    store.close().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
