@@ -12,10 +12,8 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
-use weft_probes::syscall::{Counter, MAX_SYSCALLS, SyscallEvent};
+use weft_probes::syscall::{MAX_SYSCALLS, SyscallEvent};
 use weft_store::{Bins, Field, FieldKind, SourceId, Store};
-
-use crate::syscall::Counters;
 
 /// Name of the metadata file in a capture directory.
 pub const METADATA: &str = "weft.json";
@@ -102,23 +100,6 @@ pub fn latency_bins() -> Bins {
         bounds.push((last + last / 10).max(last + 1));
     }
     Bins::new(bounds).expect("strictly increasing by construction")
-}
-
-/// Loss counters of one session, as stored in `weft.json`.
-pub fn losses_json(counters: &Counters, received: u64) -> Value {
-    let per_cpu: Vec<u64> = counters
-        .per_cpu
-        .iter()
-        .map(|c| c[Counter::RingFull as usize])
-        .collect();
-    json!({
-        "seen": counters.total(Counter::Seen),
-        "received": received,
-        "ring_full": counters.total(Counter::RingFull),
-        "ring_full_per_cpu": per_cpu,
-        "enter_table_full": counters.total(Counter::EnterTableFull),
-        "unpaired_exits": counters.total(Counter::ExitWithoutEnter),
-    })
 }
 
 /// Reads `weft.json`, or an empty document for a new capture.

@@ -16,7 +16,7 @@ use crate::{
     cli::RecordArgs,
     ebpf, resolve,
     session::{self, Consumer, Session},
-    syscall::{Counters, SyscallProbe},
+    syscall::{Counters, Losses, SyscallProbe},
 };
 
 /// Runs `weft record` until the duration ends, SIGINT or SIGTERM.
@@ -79,25 +79,24 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode> {
     }
     let Recorder { store, error, .. } = recorder;
     let closed = store.close().context("failed to finish the capture");
+    let losses = Losses::new(&outcome.counters, outcome.received);
     let entry = &mut metadata["sessions"][session_index];
     entry["end_ns"] = json!(weft_store::now_ns());
-    entry["lost"] =
-        json!({ capture::SYSCALLS: capture::losses_json(&outcome.counters, outcome.received) });
+    entry["lost"] = json!({ capture::SYSCALLS: losses.to_json() });
     entry["complete"] = json!(error.is_none() && closed.is_ok());
     capture::write_metadata(dir, &metadata)?;
     if let Some(error) = error {
         return Err(error.context("recording stopped"));
     }
     closed?;
-    let lost = capture::losses_json(&outcome.counters, outcome.received);
     eprintln!(
         "weft: recorded {} syscalls in {:.1}s to {}; lost {} (ring full {}, enter table full {})",
         outcome.received,
         outcome.elapsed.as_secs_f64(),
         dir.display(),
-        lost["ring_full"].as_u64().unwrap_or(0) + lost["enter_table_full"].as_u64().unwrap_or(0),
-        lost["ring_full"],
-        lost["enter_table_full"],
+        losses.lost(),
+        losses.ring_full,
+        losses.enter_table_full,
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -148,8 +147,7 @@ impl Consumer for Recorder {
 impl Recorder {
     fn draw_status(&self, counters: &Counters, received: u64) {
         let elapsed = self.start.elapsed().as_secs_f64();
-        let lost = counters.total(weft_probes::syscall::Counter::RingFull)
-            + counters.total(weft_probes::syscall::Counter::EnterTableFull);
+        let lost = Losses::new(counters, received).lost();
         let bytes = capture::size_on_disk(&self.dir);
         let left = self.duration.map_or_else(String::new, |d| {
             format!(", {:.0}s left", (d.as_secs_f64() - elapsed).max(0.0))

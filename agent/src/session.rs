@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result};
 use weft_probes::syscall::SyscallEvent;
 
-use crate::syscall::{Counters, SyscallProbe};
+use crate::syscall::{Counters, Losses, SyscallProbe};
 
 /// When to drain, tick and stop.
 pub struct Session {
@@ -57,13 +57,12 @@ pub fn run(
     probe.detach()?;
     received += probe.drain(|e| consumer.event(e));
     let counters = probe.counters()?;
-    let (seen, ring_full) = (
-        counters.total(weft_probes::syscall::Counter::Seen),
-        counters.total(weft_probes::syscall::Counter::RingFull),
-    );
-    if received + ring_full != seen || probe.malformed() > 0 {
+    let losses = Losses::new(&counters, received);
+    if !losses.balanced() || probe.malformed() > 0 {
         eprintln!(
-            "weft: accounting mismatch: received {received} + ring full {ring_full} != seen {seen} ({} malformed records)",
+            "weft: accounting mismatch: received {received} + ring full {} != seen {} ({} malformed records)",
+            losses.ring_full,
+            losses.seen,
             probe.malformed()
         );
     }

@@ -12,13 +12,13 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use hdrhistogram::Histogram;
 use serde_json::{Value, json};
-use weft_probes::syscall::{Counter, SyscallEvent};
+use weft_probes::syscall::SyscallEvent;
 
 use crate::{
     cli::StatArgs,
     ebpf, resolve,
     session::{self, Consumer, Session},
-    syscall::{Counters, Options, SyscallProbe},
+    syscall::{Counters, Losses, Options, SyscallProbe},
 };
 
 /// Validated, resolved `weft stat` arguments.
@@ -164,32 +164,6 @@ fn syscall_name(nr: u32) -> String {
     weft_probes::syscall_names::name(nr).map_or_else(|| format!("syscall_{nr}"), str::to_owned)
 }
 
-/// What was received and lost, for the drops line.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Losses {
-    pub seen: u64,
-    pub received: u64,
-    pub ring_full: u64,
-    pub enter_table_full: u64,
-    pub unpaired_exits: u64,
-}
-
-impl Losses {
-    pub fn new(counters: &Counters, received: u64) -> Self {
-        Self {
-            seen: counters.total(Counter::Seen),
-            received,
-            ring_full: counters.total(Counter::RingFull),
-            enter_table_full: counters.total(Counter::EnterTableFull),
-            unpaired_exits: counters.total(Counter::ExitWithoutEnter),
-        }
-    }
-
-    pub fn lost(&self) -> u64 {
-        self.ring_full + self.enter_table_full
-    }
-}
-
 /// Formats nanoseconds with a unit that keeps three significant digits.
 pub fn human_ns(ns: u64) -> String {
     let ns = ns as f64;
@@ -210,25 +184,14 @@ fn human_rate(rate: f64) -> String {
 }
 
 /// The table for one interval or the whole run.
-pub fn render_table(
-    title: &str,
-    rows: &[Row],
-    losses: &Losses,
-    per_cpu_ring_full: &[u64],
-) -> String {
+pub fn render_table(title: &str, rows: &[Row], losses: &Losses) -> String {
     let mut out = String::new();
     // Writing to a String cannot fail.
-    let _ = write_table(&mut out, title, rows, losses, per_cpu_ring_full);
+    let _ = write_table(&mut out, title, rows, losses);
     out
 }
 
-fn write_table(
-    out: &mut String,
-    title: &str,
-    rows: &[Row],
-    losses: &Losses,
-    per_cpu_ring_full: &[u64],
-) -> std::fmt::Result {
+fn write_table(out: &mut String, title: &str, rows: &[Row], losses: &Losses) -> std::fmt::Result {
     writeln!(out, "{title}")?;
     writeln!(
         out,
@@ -260,7 +223,8 @@ fn write_table(
         losses.unpaired_exits,
     )?;
     if losses.ring_full > 0 {
-        let cpus: Vec<String> = per_cpu_ring_full
+        let cpus: Vec<String> = losses
+            .ring_full_per_cpu
             .iter()
             .enumerate()
             .filter(|(_, n)| **n > 0)
@@ -272,13 +236,7 @@ fn write_table(
 }
 
 /// The JSON object for one interval or the whole run.
-pub fn render_json(
-    kind: &str,
-    elapsed: Duration,
-    rows: &[Row],
-    losses: &Losses,
-    per_cpu_ring_full: &[u64],
-) -> Value {
+pub fn render_json(kind: &str, elapsed: Duration, rows: &[Row], losses: &Losses) -> Value {
     let syscalls: Vec<Value> = rows
         .iter()
         .map(|r| {
@@ -288,18 +246,11 @@ pub fn render_json(
             })
         })
         .collect();
-    json!({
-        "kind": kind,
-        "elapsed_s": elapsed.as_secs_f64(),
-        "syscalls": syscalls,
-        "seen": losses.seen,
-        "received": losses.received,
-        "lost": losses.lost(),
-        "ring_full": losses.ring_full,
-        "ring_full_per_cpu": per_cpu_ring_full,
-        "enter_table_full": losses.enter_table_full,
-        "unpaired_exits": losses.unpaired_exits,
-    })
+    let mut object = losses.to_json();
+    object["kind"] = json!(kind);
+    object["elapsed_s"] = json!(elapsed.as_secs_f64());
+    object["syscalls"] = json!(syscalls);
+    object
 }
 
 /// Runs `weft stat` until the duration ends, Ctrl-C or SIGTERM.
@@ -328,14 +279,7 @@ pub fn run(args: &StatArgs) -> Result<ExitCode> {
     } = table;
     total.merge(&current);
     let losses = Losses::new(&outcome.counters, outcome.received);
-    emit(
-        &plan,
-        "total",
-        outcome.elapsed,
-        &total,
-        &losses,
-        &outcome.counters,
-    )?;
+    emit(&plan, "total", outcome.elapsed, &total, &losses)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -360,7 +304,6 @@ impl Consumer for Table<'_> {
             self.since.elapsed(),
             &self.current,
             &losses,
-            counters,
         )? {
             return Ok(false);
         }
@@ -377,23 +320,17 @@ fn emit(
     elapsed: Duration,
     stats: &Stats,
     losses: &Losses,
-    counters: &Counters,
 ) -> Result<bool> {
     let rows = stats.rows(elapsed);
-    let per_cpu: Vec<u64> = counters
-        .per_cpu
-        .iter()
-        .map(|c| c[Counter::RingFull as usize])
-        .collect();
     let text = if plan.json {
-        format!("{}\n", render_json(kind, elapsed, &rows, losses, &per_cpu))
+        format!("{}\n", render_json(kind, elapsed, &rows, losses))
     } else {
         let title = format!(
             "== {kind}: {:.3}s, {} syscalls",
             elapsed.as_secs_f64(),
             stats.count()
         );
-        format!("{}\n", render_table(&title, &rows, losses, &per_cpu))
+        format!("{}\n", render_table(&title, &rows, losses))
     };
     let mut stdout = io::stdout().lock();
     match stdout
@@ -474,10 +411,11 @@ mod tests {
             seen: 10,
             received: 7,
             ring_full: 3,
+            ring_full_per_cpu: vec![0, 3],
             enter_table_full: 0,
             unpaired_exits: 1,
         };
-        let text = render_table("t", &[], &losses, &[0, 3]);
+        let text = render_table("t", &[], &losses);
         assert!(
             text.contains("lost 3 (ring full 3, enter table full 0); received 7 of 10 seen"),
             "{text}"

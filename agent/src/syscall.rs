@@ -61,6 +61,58 @@ impl Counters {
     }
 }
 
+/// What was received and lost in a capture, from the counters and the
+/// number of records drained: what `stat` prints and `record` stores.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Losses {
+    pub seen: u64,
+    pub received: u64,
+    pub ring_full: u64,
+    pub ring_full_per_cpu: Vec<u64>,
+    pub enter_table_full: u64,
+    pub unpaired_exits: u64,
+}
+
+impl Losses {
+    pub fn new(counters: &Counters, received: u64) -> Self {
+        Self {
+            seen: counters.total(Counter::Seen),
+            received,
+            ring_full: counters.total(Counter::RingFull),
+            ring_full_per_cpu: counters
+                .per_cpu
+                .iter()
+                .map(|c| c[Counter::RingFull as usize])
+                .collect(),
+            enter_table_full: counters.total(Counter::EnterTableFull),
+            unpaired_exits: counters.total(Counter::ExitWithoutEnter),
+        }
+    }
+
+    /// Records dropped: ring full plus entries that could not be stored.
+    pub fn lost(&self) -> u64 {
+        self.ring_full + self.enter_table_full
+    }
+
+    /// Whether every record is accounted for: `received + ring_full == seen`.
+    pub fn balanced(&self) -> bool {
+        self.received + self.ring_full == self.seen
+    }
+
+    /// The counters as JSON fields (shared by `stat --json` and `weft.json`).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "seen": self.seen,
+            "received": self.received,
+            "lost": self.lost(),
+            "ring_full": self.ring_full,
+            "ring_full_per_cpu": self.ring_full_per_cpu,
+            "enter_table_full": self.enter_table_full,
+            "unpaired_exits": self.unpaired_exits,
+        })
+    }
+}
+
 /// The loaded and attached syscall probe.
 pub struct SyscallProbe {
     ebpf: Ebpf,

@@ -4,6 +4,6 @@
 
 use libfuzzer_sys::fuzz_target;
 
-include!("../../store/tests/fuzz_input.rs");
+include!("../../store/tests/common/fuzz_input.rs");
 
 fuzz_target!(|data: &[u8]| store_reader(data));

@@ -13,7 +13,7 @@ use std::{
     fs,
     io::Write as _,
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use weft_store::{Bins, Config, Field, FieldKind, Store};
@@ -150,17 +150,9 @@ fn raw_run(dir: &Path, payload: &[u8], n: u64) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
-/// xorshift64* for synthetic latencies.
-struct Rng(u64);
+include!("../tests/common/rng.rs");
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
     /// Exponential-tailed latency around 20 µs, in ns.
     fn latency(&mut self) -> u64 {
         let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
@@ -251,7 +243,6 @@ fn queries(dir: &Path, quick: bool) {
     drop(snapshot);
     store.close().unwrap();
     let _ = fs::remove_dir_all(dir);
-    let _ = Duration::ZERO;
 }
 
 /// Log-spaced latency bins, 10% apart, from 1 µs to 100 s (190 bins).

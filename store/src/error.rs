@@ -9,27 +9,48 @@ pub enum Error {
     /// A system call on a store file failed.
     #[error("{call} {path}: {source}")]
     Io {
+        /// The call, e.g. `write` or `fsync`.
         call: &'static str,
+        /// The file it was made on.
         path: PathBuf,
+        /// What the kernel said.
         #[source]
         source: io::Error,
     },
     /// A file's bytes are not what the format says they must be.
     #[error("{path} at offset {offset}: {what}")]
     Corrupt {
+        /// The file.
         path: PathBuf,
+        /// Byte offset of the bad part (a line number for `meta`).
         offset: u64,
+        /// What is wrong there.
         what: String,
     },
     /// A file was written by a newer (or unknown) format version.
     #[error("{path}: format version {version} is not supported (this build reads version 1)")]
-    UnsupportedVersion { path: PathBuf, version: u8 },
+    UnsupportedVersion {
+        /// The file.
+        path: PathBuf,
+        /// The version byte found.
+        version: u8,
+    },
     /// A record does not fit in one chunk.
     #[error("a record of {size} bytes does not fit a {block_size}-byte chunk")]
-    RecordTooLarge { size: usize, block_size: u32 },
+    RecordTooLarge {
+        /// The payload's size.
+        size: usize,
+        /// The store's chunk size.
+        block_size: u32,
+    },
     /// A source or index id that was never defined.
     #[error("unknown {what} {id}")]
-    Unknown { what: &'static str, id: u32 },
+    Unknown {
+        /// `source` or `index`.
+        what: &'static str,
+        /// The id asked for.
+        id: u32,
+    },
     /// Bad arguments to a definition or query.
     #[error("{0}")]
     Invalid(String),
@@ -38,7 +59,10 @@ pub enum Error {
     Poisoned(String),
     /// The data asked for was deleted by the disk budget.
     #[error("chunk {chunk} was deleted by the disk budget")]
-    Expired { chunk: u64 },
+    Expired {
+        /// The chunk asked for.
+        chunk: u64,
+    },
 }
 
 /// `Result` with [`Error`].

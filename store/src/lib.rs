@@ -33,7 +33,6 @@
 //! It is not: a general database (no updates or deletes of single records),
 //! or aware of eBPF (sources are opaque byte payloads with integer fields).
 #![deny(missing_docs)]
-#![allow(missing_docs, reason = "TODO: document every public field")]
 
 mod error;
 mod flusher;
@@ -60,7 +59,7 @@ pub use writer::{Config, Durability, Store};
 pub fn open_read_only(dir: &Path) -> Result<(Snapshot, Recovery)> {
     let (meta, recovery) = recovery::open_read_only(dir)?;
     let shared = std::sync::Arc::new(shared::Shared::new(dir.to_owned(), meta, &recovery));
-    Ok((Snapshot::from_parts(&shared), recovery))
+    Ok((shared.snapshot(), recovery))
 }
 
 /// Creates a new file with mode 0600: captures hold other users' activity.

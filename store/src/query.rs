@@ -26,11 +26,15 @@ use crate::{
 /// One record as read back.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
+    /// Byte address in the record log.
     pub addr: u64,
+    /// The record's source.
     pub source: SourceId,
     /// Arrival time, ns.
     pub ts: u64,
+    /// The producer's own timestamp, if it gave one.
     pub producer_ts: Option<u64>,
+    /// The bytes appended.
     pub payload: Vec<u8>,
 }
 
@@ -72,9 +76,13 @@ pub struct QueryStats {
 /// Count, sum, min and max of an index's values in a window.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Aggregate {
+    /// Values counted.
     pub count: u64,
+    /// Their sum.
     pub sum: i128,
+    /// The smallest, if any.
     pub min: Option<i64>,
+    /// The largest, if any.
     pub max: Option<i64>,
 }
 

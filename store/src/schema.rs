@@ -14,11 +14,17 @@ pub type IndexId = u16;
 /// Integer types a field can have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FieldKind {
+    /// Unsigned, 1 byte.
     U8,
+    /// Unsigned, 2 bytes.
     U16,
+    /// Unsigned, 4 bytes.
     U32,
+    /// Unsigned, 8 bytes (values above `i64::MAX` saturate when read).
     U64,
+    /// Signed, 4 bytes.
     I32,
+    /// Signed, 8 bytes.
     I64,
 }
 
@@ -60,12 +66,16 @@ impl FieldKind {
 /// A little-endian integer at a fixed offset of a record's payload.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Field {
+    /// One word, unique within its source.
     pub name: String,
+    /// Byte offset in the payload.
     pub offset: u32,
+    /// Integer type.
     pub kind: FieldKind,
 }
 
 impl Field {
+    /// A field called `name` of type `kind` at byte `offset`.
     pub fn new(name: &str, offset: u32, kind: FieldKind) -> Self {
         Self {
             name: name.to_owned(),
@@ -96,8 +106,11 @@ impl Field {
 /// A source: a named stream of records with a schema of fields.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Source {
+    /// Assigned in definition order, from 0.
     pub id: SourceId,
+    /// One word, unique in the store.
     pub name: String,
+    /// The payload's schema.
     pub fields: Vec<Field>,
 }
 
@@ -143,6 +156,7 @@ impl Bins {
         (lo, self.0.get(bin).copied())
     }
 
+    /// The sorted boundaries the bins were made from.
     pub fn boundaries(&self) -> &[i64] {
         &self.0
     }
@@ -151,10 +165,15 @@ impl Bins {
 /// An index: value bins over one field of one source.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Index {
+    /// Assigned in definition order, from 1.
     pub id: IndexId,
+    /// The source whose records it bins.
     pub source: SourceId,
+    /// One word.
     pub name: String,
+    /// The field whose value is binned.
     pub field: Field,
+    /// The value bins.
     pub bins: Bins,
     /// First chunk the index summarises; earlier chunks are scanned.
     pub from_chunk: u64,
@@ -172,9 +191,13 @@ impl Index {
 /// Everything the `meta` file holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Meta {
+    /// Bytes per chunk.
     pub block_size: u32,
+    /// Chunks per record-log segment file.
     pub blocks_per_segment: u32,
+    /// Sources by id.
     pub sources: Vec<Source>,
+    /// Indexes by id minus one.
     pub indexes: Vec<Index>,
     /// Pinned time windows, kept by the disk budget.
     pub pins: Vec<(u64, u64)>,
@@ -183,6 +206,7 @@ pub struct Meta {
 const META_HEADER: &str = "weft-store meta 1";
 
 impl Meta {
+    /// The source `id`, or [`Error::Unknown`].
     pub fn source(&self, id: SourceId) -> Result<&Source> {
         self.sources.get(usize::from(id)).ok_or(Error::Unknown {
             what: "source",
@@ -190,6 +214,7 @@ impl Meta {
         })
     }
 
+    /// The index `id`, or [`Error::Unknown`].
     pub fn index(&self, id: IndexId) -> Result<&Index> {
         id.checked_sub(1)
             .and_then(|i| self.indexes.get(usize::from(i)))
@@ -256,6 +281,7 @@ impl Meta {
         crate::sync_dir(dir)
     }
 
+    /// Reads `dir/meta`; a malformed line is [`Error::Corrupt`] with its line number.
     pub fn load(dir: &Path) -> Result<Self> {
         let path = dir.join("meta");
         let text = fs::read_to_string(&path).map_err(io("read", &path))?;

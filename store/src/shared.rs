@@ -163,10 +163,6 @@ impl Block {
 }
 
 impl Snapshot {
-    pub(crate) fn from_parts(shared: &Arc<Shared>) -> Self {
-        shared.snapshot()
-    }
-
     /// The schema as of this snapshot.
     pub fn meta(&self) -> &Meta {
         &self.meta

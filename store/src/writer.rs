@@ -42,6 +42,7 @@ pub struct Config {
     pub blocks_per_segment: u32,
     /// Delete the oldest unpinned segments when the store's files exceed this.
     pub disk_budget: Option<u64>,
+    /// How durable a flushed chunk is.
     pub durability: Durability,
 }
 

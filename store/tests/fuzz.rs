@@ -3,7 +3,7 @@
 
 #![expect(clippy::missing_panics_doc, reason = "test helper")]
 
-include!("fuzz_input.rs");
+include!("common/fuzz_input.rs");
 
 #[test]
 fn store_reader_regressions() {

@@ -12,21 +12,7 @@ use std::ops::RangeInclusive;
 
 use weft_store::{Bins, Config, Field, FieldKind, IndexId, Snapshot, SourceId, Store};
 
-/// xorshift64*: deterministic, dependency-free randomness for the model tests.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+include!("common/rng.rs");
 
 struct RefRecord {
     source: SourceId,

@@ -13,7 +13,7 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::{
     exec::{exec, output, workspace_root},
-    run::build_weft_release,
+    run::{build_release, build_weft_release},
     setup,
 };
 
@@ -78,15 +78,8 @@ fn build() -> Result<Bins> {
     setup::run()?;
     setup::install_packages(&["bpftrace"])?;
     let weft = build_weft_release()?;
+    build_release(&["--package", "weft-tests", "--bins"])?;
     let root = workspace_root();
-    exec(Command::new("cargo").current_dir(&root).args([
-        "build",
-        "--release",
-        "--locked",
-        "--package",
-        "weft-tests",
-        "--bins",
-    ]))?;
     let release = root.join("target/release");
     Ok(Bins {
         weft,

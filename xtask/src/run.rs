@@ -31,13 +31,19 @@ pub fn run(options: &Options) -> Result<()> {
 
 /// Builds the `weft` binary in release mode and returns its path.
 pub fn build_weft_release() -> Result<String> {
-    let root = workspace_root();
-    exec(Command::new("cargo").current_dir(&root).args([
-        "build",
-        "--release",
-        "--locked",
-        "--package",
-        "weft",
-    ]))?;
-    Ok(root.join("target/release/weft").display().to_string())
+    build_release(&["--package", "weft"])?;
+    Ok(workspace_root()
+        .join("target/release/weft")
+        .display()
+        .to_string())
+}
+
+/// `cargo build --release --locked ARGS` in the workspace.
+pub fn build_release(args: &[&str]) -> Result<()> {
+    exec(
+        Command::new("cargo")
+            .current_dir(workspace_root())
+            .args(["build", "--release", "--locked"])
+            .args(args),
+    )
 }
