@@ -275,6 +275,9 @@ fn kernel_config(filter: &Filter) -> SyscallConfig {
     config
 }
 
+/// The syscall whose tracepoint formats give the record offsets. Every
+/// `sys_enter_*` (and `sys_exit_*`) record starts with the same fields, so
+/// one syscall's format serves them all.
 fn first_syscall_name(filter: &Filter) -> Result<&'static str> {
     let Some(nr) = filter.syscalls.first() else {
         bail!("per-syscall attach needs at least one --syscall");

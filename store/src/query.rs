@@ -229,15 +229,14 @@ impl Snapshot {
         let keep = |r: &RecordRef<'_>| r.source == target.source && target.window.contains(&r.ts);
         if at.all.count.saturating_mul(4) < u64::from(at.records) {
             // A small share of the chunk: follow the back-pointers.
-            let mut offsets = Vec::with_capacity((at.all.count as usize).min(1 << 12));
+            let mut records = Vec::with_capacity((at.all.count as usize).min(1 << 12));
             let mut addr = Some(at.all.last_addr);
             while let Some(a) = addr.filter(|a| *a >= base + BLOCK_HEADER_LEN as u64) {
-                let offset = (a - base) as usize;
-                offsets.push(offset);
-                addr = decode(offset)?.0.prev;
+                let (record, _) = decode((a - base) as usize)?;
+                addr = record.prev;
+                records.push(record);
             }
-            for offset in offsets.into_iter().rev() {
-                let (record, _) = decode(offset)?;
+            for record in records.into_iter().rev() {
                 if keep(&record) {
                     visit(record);
                 }
