@@ -1,0 +1,221 @@
+//! The parsed form of a query, before names are resolved against a capture.
+
+use crate::error::Span;
+
+/// A name as written, with where it was written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Name {
+    /// The text.
+    pub text: String,
+    /// Where.
+    pub span: Span,
+}
+
+/// `SOURCE [around|during (...)] [where COND] [| STAGE]... [WINDOW]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Query {
+    /// The source whose records flow into the pipeline.
+    pub source: Name,
+    /// Keeps only records near those of a sub-query.
+    pub correlate: Option<Correlate>,
+    /// Keeps only records for which this holds.
+    pub filter: Option<Cond>,
+    /// Pipeline stages, in order.
+    pub stages: Vec<Stage>,
+    /// The time window; the whole capture when absent.
+    pub window: Option<Window>,
+}
+
+/// A correlation with the records a sub-query selects.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Correlate {
+    /// Around each selected record, or during it.
+    pub kind: Nearness,
+    /// The sub-query selecting the anchor records.
+    pub anchors: Box<Query>,
+    /// Fields whose values must match the anchor's (`same tid`).
+    pub same: Vec<Name>,
+    /// The `around`/`during` keyword, for errors.
+    pub span: Span,
+}
+
+/// How near to an anchor record a record must be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Nearness {
+    /// Within this many ns of the anchor's time, either side.
+    Around(i64),
+    /// Inside the anchor's own span (its start to its time).
+    During,
+}
+
+/// A boolean condition on one record's fields.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cond {
+    /// Both hold.
+    And(Box<Cond>, Box<Cond>),
+    /// Either holds.
+    Or(Box<Cond>, Box<Cond>),
+    /// It does not hold.
+    Not(Box<Cond>),
+    /// `FIELD OP VALUE`.
+    Compare {
+        /// The field.
+        field: Name,
+        /// The operator.
+        op: Op,
+        /// The value.
+        value: Literal,
+    },
+    /// `FIELD in (VALUE, ...)`.
+    In {
+        /// The field.
+        field: Name,
+        /// The values.
+        values: Vec<Literal>,
+    },
+}
+
+/// A comparison operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// `=`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `~`: glob match on the field's text.
+    Glob,
+}
+
+impl Op {
+    /// The operator as written.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Self::Eq => "=",
+            Self::Ne => "!=",
+            Self::Lt => "<",
+            Self::Le => "<=",
+            Self::Gt => ">",
+            Self::Ge => ">=",
+            Self::Glob => "~",
+        }
+    }
+}
+
+/// A value as written in a condition.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Literal {
+    /// Its kind and value.
+    pub value: Value,
+    /// Where.
+    pub span: Span,
+}
+
+/// The kinds of literal.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// An integer.
+    Int(i64),
+    /// A duration, in ns.
+    Duration(i64),
+    /// A quoted string or a bare word (`"sendto"`, `sendto`).
+    Text(String),
+    /// `pNN`: the field's NN-th percentile over the records the rest of
+    /// the condition selects in the window (a data-dependent threshold).
+    Percentile(f64),
+}
+
+/// A pipeline stage after `|`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stage {
+    /// `AGG, ... [by FIELD, ...] [every DURATION]`.
+    Aggregate {
+        /// The aggregates, one or more columns each.
+        aggs: Vec<Agg>,
+        /// Group-by fields.
+        by: Vec<Name>,
+        /// Series interval in ns.
+        every: Option<i64>,
+    },
+    /// `top N [AGG] by FIELD, ...`: the N groups with the largest AGG (count).
+    Top {
+        /// How many groups.
+        n: usize,
+        /// Ranked by this.
+        agg: Agg,
+        /// The groups.
+        by: Vec<Name>,
+    },
+    /// `sort KEY [asc|desc]`.
+    Sort {
+        /// A field, or an aggregate column such as `p99(dur)`.
+        key: Name,
+        /// Largest first.
+        descending: bool,
+    },
+    /// `limit N`.
+    Limit(usize),
+    /// `fields FIELD, ...`: only these columns.
+    Fields(Vec<Name>),
+}
+
+/// An aggregate function applied to a field.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Agg {
+    /// Which function.
+    pub func: Func,
+    /// Its field (`count` has none).
+    pub field: Option<Name>,
+    /// The whole call, for errors.
+    pub span: Span,
+}
+
+/// Aggregate functions.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Func {
+    /// Number of records.
+    Count,
+    /// Sum of the field.
+    Sum,
+    /// Smallest value.
+    Min,
+    /// Largest value.
+    Max,
+    /// Mean.
+    Avg,
+    /// An exact nearest-rank quantile, 0 to 1.
+    Quantile(f64),
+    /// p50, p90, p99, p99.9, p99.99 and max at once.
+    Percentiles,
+    /// A power-of-two histogram, drawn like bpftrace's `hist()`.
+    Hist,
+}
+
+/// The time window a query covers.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Window {
+    /// The last so many ns before "now" (the capture's end for a recording).
+    Last(i64),
+    /// `[FROM, TO]`.
+    Range(Time, Time),
+}
+
+/// A point in time in a window.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Time {
+    /// `now`, `now-80s`: offset in ns from now.
+    Now(i64),
+    /// `start`, `start+10s`: offset in ns from the capture's first record.
+    Start(i64),
+    /// A wall-clock time, `"2026-11-22T05:31:10Z"`, as ns since the Unix epoch.
+    Wall(i64, Span),
+    /// A raw `CLOCK_MONOTONIC` time in ns, as stored.
+    Monotonic(u64),
+}

@@ -1,0 +1,208 @@
+//! What a query can name: each source's columns, their kinds (plain
+//! integers, durations, times, names for numbers), and the store indexes
+//! behind them. The store only knows integer fields; the program that
+//! wrote the capture adds the meaning (that `nr` 44 is called `sendto`).
+
+use std::{collections::HashMap, sync::Arc};
+
+use weft_store::{Field, IndexId, Meta, SourceId};
+
+/// Every source of a capture and its columns.
+#[derive(Clone, Debug, Default)]
+pub struct Catalog {
+    /// Sources by id.
+    pub sources: Vec<SourceColumns>,
+    /// Wall-clock time minus `CLOCK_MONOTONIC`, in ns, when known: times
+    /// then print as UTC and windows may use wall-clock times.
+    pub wall_offset: Option<i64>,
+}
+
+/// The columns of one source.
+#[derive(Clone, Debug)]
+pub struct SourceColumns {
+    /// The store's source id.
+    pub id: SourceId,
+    /// Its name.
+    pub name: String,
+    /// Its columns; `time` first.
+    pub columns: Vec<Column>,
+    /// A duration column that, ending at a record's time, gives the span
+    /// `during` correlates with.
+    pub span: Option<String>,
+}
+
+/// A column of a source.
+#[derive(Clone, Debug)]
+pub struct Column {
+    /// What queries call it.
+    pub name: String,
+    /// Where its value comes from.
+    pub read: Read,
+    /// How its values are shown and compared with text.
+    pub kind: Kind,
+    /// Left out of record listings (still usable by name).
+    pub hidden: bool,
+    /// A store index over the same field, if there is one.
+    pub index: Option<IndexId>,
+}
+
+/// Where a column's value comes from.
+#[derive(Clone, Debug)]
+pub enum Read {
+    /// The record's time: the producer's timestamp if it gave one, else
+    /// its arrival time.
+    Time,
+    /// A payload field.
+    Field(Field),
+}
+
+/// How a column's integer values are meant.
+#[derive(Clone, Debug)]
+pub enum Kind {
+    /// A plain integer.
+    Int,
+    /// Nanoseconds of duration.
+    Duration,
+    /// A `CLOCK_MONOTONIC` time in ns.
+    Time,
+    /// Numbers that have names (syscall numbers, process ids with their
+    /// command names).
+    Named(Arc<Names>),
+}
+
+/// Names of the values of a [`Kind::Named`] column. Several values may
+/// share one name.
+#[derive(Debug, Default)]
+pub struct Names {
+    /// The name of each value that has one.
+    pub by_value: HashMap<i64, String>,
+    /// Whether every value a record may hold has a name here, so that an
+    /// unknown name in a query is an error rather than an empty answer.
+    pub closed: bool,
+}
+
+impl Names {
+    /// A value's name, or the number itself.
+    pub fn name_of(&self, value: i64) -> String {
+        self.by_value
+            .get(&value)
+            .cloned()
+            .unwrap_or_else(|| value.to_string())
+    }
+
+    /// Sorted values whose names satisfy `pred`.
+    pub fn values_where(&self, pred: impl Fn(&str) -> bool) -> Vec<i64> {
+        let mut values: Vec<i64> = self
+            .by_value
+            .iter()
+            .filter(|(_, n)| pred(n))
+            .map(|(v, _)| *v)
+            .collect();
+        values.sort_unstable();
+        values
+    }
+}
+
+impl Catalog {
+    /// Every source of `meta` with a `time` column and one integer column
+    /// per field, bound to the indexes defined over them.
+    pub fn from_meta(meta: &Meta) -> Self {
+        let sources = meta
+            .sources
+            .iter()
+            .map(|source| {
+                let mut columns = vec![Column {
+                    name: "time".into(),
+                    read: Read::Time,
+                    kind: Kind::Time,
+                    hidden: false,
+                    index: None,
+                }];
+                columns.extend(source.fields.iter().map(|field| {
+                    Column {
+                        name: field.name.clone(),
+                        read: Read::Field(field.clone()),
+                        kind: Kind::Int,
+                        hidden: false,
+                        index: meta
+                            .indexes
+                            .iter()
+                            .find(|i| i.source == source.id && i.field == *field)
+                            .map(|i| i.id),
+                    }
+                }));
+                SourceColumns {
+                    id: source.id,
+                    name: source.name.clone(),
+                    columns,
+                    span: None,
+                }
+            })
+            .collect();
+        Self {
+            sources,
+            wall_offset: None,
+        }
+    }
+
+    /// The source called `name`.
+    pub fn source(&self, name: &str) -> Option<&SourceColumns> {
+        self.sources.iter().find(|s| s.name == name)
+    }
+
+    /// The source called `name`, to add meaning to.
+    pub fn source_mut(&mut self, name: &str) -> Option<&mut SourceColumns> {
+        self.sources.iter_mut().find(|s| s.name == name)
+    }
+}
+
+impl SourceColumns {
+    /// The column called `name`.
+    pub fn column(&self, name: &str) -> Option<(usize, &Column)> {
+        self.columns
+            .iter()
+            .enumerate()
+            .find(|(_, c)| c.name == name)
+    }
+
+    /// A new column over the same field as column `of`, or `None` when
+    /// there is no such column. The field's own column is hidden from
+    /// listings: the new one shows it.
+    pub fn alias(&mut self, of: &str, name: &str, kind: Kind) -> Option<()> {
+        let (at, original) = self.column(of)?;
+        let column = Column {
+            name: name.to_owned(),
+            kind,
+            ..original.clone()
+        };
+        self.columns[at].hidden = true;
+        self.columns.insert(at, column);
+        Some(())
+    }
+
+    /// Sets the kind of column `name`.
+    pub fn set_kind(&mut self, name: &str, kind: Kind) -> Option<()> {
+        let at = self.column(name)?.0;
+        self.columns[at].kind = kind;
+        Some(())
+    }
+
+    /// Names of the columns, for error messages.
+    pub fn column_names(&self) -> String {
+        self.columns
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+impl Column {
+    /// The column's value in a record, `None` when the payload is short.
+    pub fn value(&self, time: u64, payload: &[u8]) -> Option<i64> {
+        match &self.read {
+            Read::Time => i64::try_from(time).ok(),
+            Read::Field(field) => field.read(payload),
+        }
+    }
+}

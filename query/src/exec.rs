@@ -1,0 +1,931 @@
+//! Runs a parsed query on a store snapshot. Aggregates without filters are
+//! answered from chunk summaries; filters use the store's indexed scans
+//! where a condition narrows an indexed field, and the rest is evaluated on
+//! the records the scan returns. Every step is written to the answer's plan.
+
+use std::{collections::HashMap, ops::RangeInclusive};
+
+use weft_store::{IndexId, QueryStats, Record, Snapshot};
+
+use crate::{
+    aggregate::{AggSpec, Groups, PERCENTILES, quantile_name, select},
+    answer::{Answer, Cell, Header, duration},
+    ast::{Agg, Correlate, Func, Name, Nearness, Op, Query, Stage, Time, Window},
+    bind::{Pred, bind, column},
+    catalog::{Catalog, Kind, Read, SourceColumns},
+    error::{Error, Result},
+};
+
+/// How far a record's arrival may trail its producer's timestamp: scans
+/// for records by their own time read this much further in arrival time.
+const ARRIVAL_SLACK: u64 = 2_000_000_000;
+
+/// Runs `query` on `snapshot`, naming things through `catalog`.
+pub fn run(snapshot: &Snapshot, catalog: &Catalog, query: &Query) -> Result<Answer> {
+    let range = snapshot.time_range()?;
+    let mut engine = Engine {
+        snapshot,
+        catalog,
+        first: range.as_ref().map_or(0, |r| *r.start()),
+        now: range.map_or(0, |r| *r.end()),
+        plan: Vec::new(),
+        stats: QueryStats::default(),
+        thresholds: Vec::new(),
+    };
+    let mut answer = engine.query(query)?;
+    answer.plan = engine.plan;
+    answer.stats = engine.stats;
+    Ok(answer)
+}
+
+struct Engine<'a> {
+    snapshot: &'a Snapshot,
+    catalog: &'a Catalog,
+    /// Arrival time of the capture's first record.
+    first: u64,
+    /// "now": arrival time of the capture's last record.
+    now: u64,
+    plan: Vec<String>,
+    stats: QueryStats,
+    /// Conditions made from percentile thresholds: the most selective.
+    thresholds: Vec<Pred>,
+}
+
+/// A record that passed the filters: its time and payload.
+struct Hit {
+    time: u64,
+    payload: Vec<u8>,
+}
+
+/// How records are fetched: which index narrows the scan, and what is then
+/// tested on each record.
+struct Scan {
+    index: Option<(IndexId, RangeInclusive<i64>)>,
+    pred: Option<Pred>,
+}
+
+/// Time intervals around anchor records, per value of the `same` fields.
+struct Near {
+    /// Merged intervals of all anchors, for scanning.
+    all: Vec<(u64, u64)>,
+    /// Merged intervals per `same` key.
+    by_key: HashMap<Vec<i64>, Vec<(u64, u64)>>,
+    /// Columns of the scanned source that make the key.
+    same: Vec<usize>,
+}
+
+impl Near {
+    fn holds(&self, source: &SourceColumns, time: u64, payload: &[u8]) -> bool {
+        let key: Vec<i64> = self
+            .same
+            .iter()
+            .map(|c| source.columns[*c].value(time, payload).unwrap_or(i64::MIN))
+            .collect();
+        self.by_key
+            .get(&key)
+            .is_some_and(|spans| within(spans, time))
+    }
+}
+
+/// Whether `t` lies in one of the sorted, disjoint `spans`.
+fn within(spans: &[(u64, u64)], t: u64) -> bool {
+    let i = spans.partition_point(|(lo, _)| *lo <= t);
+    i > 0 && spans[i - 1].1 >= t
+}
+
+/// Sorts and merges overlapping intervals.
+fn merge(mut spans: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    spans.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
+    for (lo, hi) in spans {
+        match out.last_mut() {
+            Some(last) if lo <= last.1.saturating_add(1) => last.1 = last.1.max(hi),
+            _ => out.push((lo, hi)),
+        }
+    }
+    out
+}
+
+impl<'a> Engine<'a> {
+    fn query(&mut self, q: &Query) -> Result<Answer> {
+        let source = self.source(&q.source)?;
+        let window = self.window(q.window.as_ref(), &q.source)?;
+        let near = match &q.correlate {
+            Some(c) => Some(self.near(source, c)?),
+            None => None,
+        };
+        let pred = match &q.filter {
+            Some(cond) => self.resolve(source, bind(source, cond)?, &window)?,
+            None => None,
+        };
+        let split = q
+            .stages
+            .iter()
+            .position(|s| matches!(s, Stage::Aggregate { .. } | Stage::Top { .. }));
+        let Some(at) = split else {
+            let (hits, columns) = self.records(source, &window, pred, near.as_ref(), &q.stages)?;
+            return Ok(listing(source, &hits, &columns));
+        };
+        if let Some(early) = q.stages[..at].first() {
+            return Err(Error::spanned(
+                q.source.span,
+                format!("`{}` must come after the aggregate", stage_word(early)),
+            ));
+        }
+        let (aggs, by, every, mut after) = match &q.stages[at] {
+            Stage::Aggregate { aggs, by, every } => (aggs.clone(), by.clone(), *every, Vec::new()),
+            Stage::Top { n, agg, by } => {
+                let key = Self::specs(source, std::slice::from_ref(agg))?[0].headers()[0]
+                    .name
+                    .clone();
+                let sort = Stage::Sort {
+                    key: Name {
+                        text: key,
+                        span: agg.span,
+                    },
+                    descending: true,
+                };
+                (
+                    vec![agg.clone()],
+                    by.clone(),
+                    None,
+                    vec![sort, Stage::Limit(*n)],
+                )
+            }
+            _ => unreachable!("found as an aggregate above"),
+        };
+        after.extend(q.stages[at + 1..].iter().cloned());
+        let mut answer = self.aggregate(source, &window, pred, near.as_ref(), &aggs, &by, every)?;
+        for stage in &after {
+            reshape(&mut answer, stage)?;
+        }
+        Ok(answer)
+    }
+
+    fn source(&self, name: &Name) -> Result<&'a SourceColumns> {
+        self.catalog.source(&name.text).ok_or_else(|| {
+            let names: Vec<&str> = self
+                .catalog
+                .sources
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect();
+            Error::spanned(
+                name.span,
+                format!(
+                    "no source `{}` in this capture (sources: {})",
+                    name.text,
+                    names.join(", ")
+                ),
+            )
+        })
+    }
+
+    fn add(&mut self, stats: QueryStats) {
+        let QueryStats {
+            chunks_summarized,
+            chunks_scanned,
+            chunks_skipped,
+            chunks_expired,
+        } = stats;
+        self.stats.chunks_summarized += chunks_summarized;
+        self.stats.chunks_scanned += chunks_scanned;
+        self.stats.chunks_skipped += chunks_skipped;
+        self.stats.chunks_expired += chunks_expired;
+    }
+
+    /// The window in arrival time.
+    fn window(&mut self, window: Option<&Window>, at: &Name) -> Result<RangeInclusive<u64>> {
+        let shift = |base: u64, by: i64| base.saturating_add_signed(by);
+        let range = match window {
+            None => 0..=u64::MAX,
+            Some(Window::Last(ns)) => shift(self.now, -ns)..=self.now,
+            Some(Window::Range(from, to)) => {
+                let (from, to) = (self.time(from)?, self.time(to)?);
+                if from > to {
+                    return Err(Error::spanned(at.span, "the window ends before it starts"));
+                }
+                from..=to
+            }
+        };
+        if window.is_some() {
+            let rel = |t: u64| duration(t as f64 - self.first as f64);
+            self.plan.push(format!(
+                "window: start+{} .. start+{} of the capture",
+                rel(*range.start()),
+                rel(*range.end())
+            ));
+        }
+        Ok(range)
+    }
+
+    fn time(&self, time: &Time) -> Result<u64> {
+        let shift = |base: u64, by: i64| base.saturating_add_signed(by);
+        Ok(match time {
+            Time::Now(by) => shift(self.now, *by),
+            Time::Start(by) => shift(self.first, *by),
+            Time::Monotonic(t) => *t,
+            Time::Wall(wall, span) => {
+                let offset = self.catalog.wall_offset.ok_or_else(|| {
+                    Error::spanned(*span, "this capture has no wall-clock reference; use `now-…`, `start+…` or monotonic ns")
+                })?;
+                u64::try_from(wall - offset).unwrap_or(0)
+            }
+        })
+    }
+
+    /// Replaces percentile thresholds with their values, computed over
+    /// the records the other top-level conditions select in the window.
+    fn resolve(
+        &mut self,
+        source: &SourceColumns,
+        pred: Pred,
+        window: &RangeInclusive<u64>,
+    ) -> Result<Option<Pred>> {
+        let (thresholds, mut rest): (Vec<Pred>, Vec<Pred>) = pred
+            .conjuncts()
+            .into_iter()
+            .partition(|p| matches!(p, Pred::Threshold { .. }));
+        let others = (!rest.is_empty()).then(|| Pred::And(rest.clone()));
+        for threshold in thresholds {
+            let Pred::Threshold { column, op, q, .. } = threshold else {
+                unreachable!("partitioned above")
+            };
+            let value = self.quantile(source, column, q, window, others.clone())?;
+            let name = &source.columns[column].name;
+            if let Some(value) = value {
+                self.plan.push(format!(
+                    "threshold: {}({name}) = {} over the window{}",
+                    quantile_name(q),
+                    show(&source.columns[column].kind, value),
+                    if others.is_some() {
+                        " where the rest holds"
+                    } else {
+                        ""
+                    }
+                ));
+                let resolved = Pred::Compare { column, op, value };
+                self.thresholds.push(resolved.clone());
+                rest.push(resolved);
+            } else {
+                self.plan.push(format!(
+                    "threshold: {}({name}) has no values in the window: nothing matches",
+                    quantile_name(q)
+                ));
+                // An empty `or` never holds.
+                rest.push(Pred::Or(Vec::new()));
+            }
+        }
+        Ok(Some(Pred::And(rest)))
+    }
+
+    /// The exact `q`-quantile of `column` over the records `pred` selects.
+    fn quantile(
+        &mut self,
+        source: &SourceColumns,
+        column: usize,
+        q: f64,
+        window: &RangeInclusive<u64>,
+        pred: Option<Pred>,
+    ) -> Result<Option<i64>> {
+        let col = &source.columns[column];
+        if let (None, Some(index)) = (&pred, col.index) {
+            let (value, stats) = self
+                .snapshot
+                .percentile(source.id, index, window.clone(), q)?;
+            self.add(stats);
+            return Ok(value);
+        }
+        let scan = self.plan_scan(source, pred, "threshold scan");
+        let mut values = Vec::new();
+        self.scan(source, window, &scan, None, &mut |time, payload| {
+            if let Some(v) = col.value(time, payload) {
+                values.push(v);
+            }
+        })?;
+        Ok(select(&mut values, q))
+    }
+
+    /// Picks the index that narrows the scan most, by rule: a condition on
+    /// a percentile threshold (rare by construction), then equality or set
+    /// membership, then any range.
+    fn plan_scan(&mut self, source: &SourceColumns, pred: Option<Pred>, what: &str) -> Scan {
+        let conjuncts = pred.clone().map(Pred::conjuncts).unwrap_or_default();
+        let mut best: Option<(u8, IndexId, usize, (i64, i64))> = None;
+        for p in &conjuncts {
+            let mut columns = Vec::new();
+            p.columns(&mut columns);
+            let [column] = columns[..] else { continue };
+            let (Some(index), Some(range)) = (source.columns[column].index, p.range_of(column))
+            else {
+                continue;
+            };
+            let score = match p {
+                _ if self.thresholds.contains(p) => 0,
+                Pred::In { .. } | Pred::Compare { op: Op::Eq, .. } => 1,
+                _ => 2,
+            };
+            if best.is_none_or(|b| score < b.0) {
+                best = Some((score, index, column, range));
+            }
+        }
+        let index = best.map(|(_, index, column, (lo, hi))| {
+            self.plan.push(format!(
+                "{what}: indexed scan of `{}` on `{}` for values {}..={}",
+                source.name,
+                source.columns[column].name,
+                show(&source.columns[column].kind, lo),
+                show(&source.columns[column].kind, hi)
+            ));
+            (index, lo..=hi)
+        });
+        if index.is_none() {
+            self.plan.push(format!(
+                "{what}: full scan of `{}` (no index applies)",
+                source.name
+            ));
+        }
+        if pred.is_some() {
+            self.plan.push(format!(
+                "{what}: then each record is tested against the condition"
+            ));
+        }
+        Scan { index, pred }
+    }
+
+    /// Visits each record of `source` in `window` that passes the scan's
+    /// condition and, if given, lies near an anchor.
+    fn scan(
+        &mut self,
+        source: &SourceColumns,
+        window: &RangeInclusive<u64>,
+        scan: &Scan,
+        near: Option<&Near>,
+        visit: &mut dyn FnMut(u64, &[u8]),
+    ) -> Result<()> {
+        let mut each = |record: Record| {
+            let time = record.producer_ts.unwrap_or(record.ts);
+            let payload = &record.payload;
+            let passes = scan
+                .pred
+                .as_ref()
+                .is_none_or(|p| p.eval(&|c| source.columns[c].value(time, payload)))
+                && near.is_none_or(|n| n.holds(source, time, payload));
+            if passes {
+                visit(time, payload);
+            }
+        };
+        // Near anchors, only the spans around them are read.
+        let spans: Vec<RangeInclusive<u64>> = match near {
+            None => vec![window.clone()],
+            Some(near) => near
+                .all
+                .iter()
+                .map(|(lo, hi)| {
+                    (*lo).max(*window.start())..=hi.saturating_add(ARRIVAL_SLACK).min(*window.end())
+                })
+                .filter(|r| !r.is_empty())
+                .collect(),
+        };
+        for span in spans {
+            let stats = match &scan.index {
+                Some((index, values)) => self.snapshot.indexed_scan_each(
+                    source.id,
+                    *index,
+                    span,
+                    values.clone(),
+                    &mut each,
+                )?,
+                None => self.snapshot.raw_scan_each(source.id, span, &mut each)?,
+            };
+            self.add(stats);
+        }
+        Ok(())
+    }
+
+    /// The records a query without aggregates selects, after its `sort`
+    /// and `limit`, and the columns `fields` keeps.
+    fn records(
+        &mut self,
+        source: &SourceColumns,
+        window: &RangeInclusive<u64>,
+        pred: Option<Pred>,
+        near: Option<&Near>,
+        stages: &[Stage],
+    ) -> Result<(Vec<Hit>, Vec<usize>)> {
+        let mut columns: Vec<usize> = (0..source.columns.len())
+            .filter(|c| !source.columns[*c].hidden)
+            .collect();
+        let mut sort: Option<(usize, bool)> = None;
+        let mut limit: Option<usize> = None;
+        for stage in stages {
+            match stage {
+                Stage::Sort { key, descending } => {
+                    sort = Some((column(source, key)?.0, *descending));
+                    limit = None;
+                }
+                Stage::Limit(n) => limit = Some(limit.map_or(*n, |l| l.min(*n))),
+                Stage::Fields(names) => {
+                    columns = names
+                        .iter()
+                        .map(|n| column(source, n).map(|(c, _)| c))
+                        .collect::<Result<_>>()?;
+                }
+                Stage::Aggregate { .. } | Stage::Top { .. } => {
+                    unreachable!("split off by the caller")
+                }
+            }
+        }
+        let scan = self.plan_scan(source, pred, "records");
+        let key = |hit: &Hit, (c, desc): (usize, bool)| {
+            let v = source.columns[c]
+                .value(hit.time, &hit.payload)
+                .unwrap_or(i64::MIN);
+            // `!v` orders i64 backwards without overflow.
+            if desc { !v } else { v }
+        };
+        let mut hits: Vec<Hit> = Vec::new();
+        // With `sort | limit`, keep only the best `limit` as we go.
+        let keep = limit.map(|l| l.max(1));
+        self.scan(source, window, &scan, near, &mut |time, payload| {
+            if sort.is_none() && keep.is_some_and(|k| hits.len() >= k) {
+                return;
+            }
+            hits.push(Hit {
+                time,
+                payload: payload.to_vec(),
+            });
+            if let (Some(s), Some(k)) = (sort, keep)
+                && hits.len() >= 2 * k + 1024
+            {
+                hits.select_nth_unstable_by_key(k - 1, |h| key(h, s));
+                hits.truncate(k);
+            }
+        })?;
+        if let Some(s) = sort {
+            hits.sort_by_key(|h| key(h, s));
+            self.plan.push(format!(
+                "records: sorted by `{}`{}",
+                source.columns[s.0].name,
+                if s.1 { " descending" } else { "" }
+            ));
+        }
+        if let Some(k) = limit {
+            hits.truncate(k);
+        }
+        Ok((hits, columns))
+    }
+
+    /// Anchor intervals of a correlation.
+    fn near(&mut self, outer: &SourceColumns, c: &Correlate) -> Result<Near> {
+        let q = &c.anchors;
+        let source = self.source(&q.source)?;
+        let window = self.window(q.window.as_ref(), &q.source)?;
+        let pred = match &q.filter {
+            Some(cond) => self.resolve(source, bind(source, cond)?, &window)?,
+            None => None,
+        };
+        let stages = anchor_stages(&q.stages).ok_or_else(|| {
+            Error::spanned(
+                c.span,
+                "the sub-query must select records: no aggregate, or one `max(x)` or `min(x)`",
+            )
+        })?;
+        let (hits, _) = self.records(source, &window, pred, None, &stages)?;
+        let mut same = Vec::new();
+        for name in &c.same {
+            let (inner, _) = column(source, name)?;
+            let (outer_col, _) = column(outer, name)?;
+            same.push((inner, outer_col));
+        }
+        let span_of = match c.kind {
+            Nearness::Around(_) => None,
+            Nearness::During => {
+                let name = source.span.as_ref().ok_or_else(|| {
+                    Error::spanned(
+                        c.span,
+                        format!("`{}` records have no duration to be `during`", source.name),
+                    )
+                })?;
+                source.column(name).map(|(i, _)| i)
+            }
+        };
+        let mut by_key: HashMap<Vec<i64>, Vec<(u64, u64)>> = HashMap::new();
+        let mut all = Vec::with_capacity(hits.len());
+        for hit in &hits {
+            let interval = match (c.kind, span_of) {
+                (Nearness::Around(w), _) => {
+                    let w = w.unsigned_abs();
+                    (hit.time.saturating_sub(w), hit.time.saturating_add(w))
+                }
+                (Nearness::During, Some(col)) => {
+                    let d = source.columns[col]
+                        .value(hit.time, &hit.payload)
+                        .unwrap_or(0);
+                    (hit.time.saturating_sub(d.unsigned_abs()), hit.time)
+                }
+                (Nearness::During, None) => (hit.time, hit.time),
+            };
+            let key = same
+                .iter()
+                .map(|(inner, _)| {
+                    source.columns[*inner]
+                        .value(hit.time, &hit.payload)
+                        .unwrap_or(i64::MIN)
+                })
+                .collect();
+            by_key.entry(key).or_default().push(interval);
+            all.push(interval);
+        }
+        self.plan.push(format!(
+            "correlate: {} anchor record(s) of `{}`{}",
+            hits.len(),
+            source.name,
+            if same.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", matched on {}",
+                    c.same
+                        .iter()
+                        .map(|n| n.text.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        ));
+        Ok(Near {
+            all: merge(all),
+            by_key: by_key.into_iter().map(|(k, v)| (k, merge(v))).collect(),
+            same: same.into_iter().map(|(_, o)| o).collect(),
+        })
+    }
+
+    fn specs(source: &SourceColumns, aggs: &[Agg]) -> Result<Vec<AggSpec>> {
+        aggs.iter()
+            .map(|agg| {
+                let (column, field, kind) = match &agg.field {
+                    Some(name) => {
+                        let (at, col) = column(source, name)?;
+                        (Some(at), col.name.clone(), col.kind.clone())
+                    }
+                    None => (None, String::new(), Kind::Int),
+                };
+                Ok(AggSpec {
+                    func: agg.func,
+                    column,
+                    field,
+                    kind,
+                })
+            })
+            .collect()
+    }
+
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one call site; the parts of one stage"
+    )]
+    fn aggregate(
+        &mut self,
+        source: &SourceColumns,
+        window: &RangeInclusive<u64>,
+        pred: Option<Pred>,
+        near: Option<&Near>,
+        aggs: &[Agg],
+        by: &[Name],
+        every: Option<i64>,
+    ) -> Result<Answer> {
+        let specs = Self::specs(source, aggs)?;
+        if let Some(i) = specs.iter().position(|s| s.func == Func::Hist)
+            && specs.len() > 1
+        {
+            return Err(Error::spanned(
+                aggs[i].span,
+                "`hist` must be the only aggregate of its stage",
+            ));
+        }
+        let by: Vec<usize> = by
+            .iter()
+            .map(|n| column(source, n).map(|(c, _)| c))
+            .collect::<Result<_>>()?;
+        let summarized = pred.is_none()
+            && near.is_none()
+            && by.is_empty()
+            && every.is_none()
+            && specs.iter().all(|s| {
+                s.func == Func::Count
+                    || (s.func != Func::Hist
+                        && s.column.is_some_and(|c| {
+                            let col = &source.columns[c];
+                            col.index.is_some() && matches!(col.read, Read::Field(_))
+                        }))
+            });
+        if summarized {
+            return self.summarize(source, window, &specs);
+        }
+        let scan = self.plan_scan(source, pred, "aggregate");
+        let mut groups = Groups::default();
+        let mut key = Vec::with_capacity(by.len() + 1);
+        self.scan(source, window, &scan, near, &mut |time, payload| {
+            key.clear();
+            if let Some(step) = every {
+                key.push((time - time % step.unsigned_abs()).cast_signed());
+            }
+            key.extend(
+                by.iter()
+                    .map(|c| source.columns[*c].value(time, payload).unwrap_or(i64::MIN)),
+            );
+            let accs = groups.get(&key, specs.len());
+            for (acc, spec) in accs.iter_mut().zip(&specs) {
+                match spec.column {
+                    Some(c) => {
+                        if let Some(v) = source.columns[c].value(time, payload) {
+                            acc.add(spec, v);
+                        }
+                    }
+                    None => acc.add(spec, 0),
+                }
+            }
+        })?;
+        self.plan.push(format!(
+            "aggregate: {} group(s) in memory",
+            groups.groups.len()
+        ));
+        Ok(group_answer(source, &specs, &by, every, groups))
+    }
+
+    /// Aggregates over a whole source answered by the store's summary
+    /// operators (chunk summaries, exact percentile selection).
+    fn summarize(
+        &mut self,
+        source: &SourceColumns,
+        window: &RangeInclusive<u64>,
+        specs: &[AggSpec],
+    ) -> Result<Answer> {
+        let mut row = Vec::new();
+        for spec in specs {
+            let index = spec
+                .column
+                .and_then(|c| source.columns[c].index)
+                .unwrap_or(0);
+            let (agg, stats) = self.snapshot.aggregate(source.id, index, window.clone())?;
+            self.add(stats);
+            let int = |v: Option<i64>| v.map_or(Cell::Null, Cell::Int);
+            let mut quantile = |q: f64| -> Result<Cell> {
+                let (value, stats) =
+                    self.snapshot
+                        .percentile(source.id, index, window.clone(), q)?;
+                self.add(stats);
+                Ok(int(value))
+            };
+            match spec.func {
+                Func::Count => row.push(Cell::Int(agg.count.cast_signed())),
+                Func::Sum => row.push(Cell::Int(i64::try_from(agg.sum).unwrap_or(i64::MAX))),
+                Func::Min => row.push(int(agg.min)),
+                Func::Max => row.push(int(agg.max)),
+                Func::Avg => row.push(agg.avg().map_or(Cell::Null, Cell::Float)),
+                Func::Quantile(q) => row.push(quantile(q)?),
+                Func::Percentiles => {
+                    for q in PERCENTILES {
+                        row.push(quantile(q)?);
+                    }
+                    row.push(int(agg.max));
+                }
+                Func::Hist => unreachable!("hist is never summarized"),
+            }
+        }
+        self.plan.push(format!(
+            "aggregate: from the store's chunk summaries of `{}` (no record filter)",
+            source.name
+        ));
+        Ok(Answer {
+            columns: specs.iter().flat_map(AggSpec::headers).collect(),
+            rows: vec![row],
+            ..Answer::default()
+        })
+    }
+}
+
+/// A sub-query's stages as record stages: as they are, or `max(x)` as
+/// `sort x desc | limit 1`; `None` if it aggregates otherwise.
+fn anchor_stages(stages: &[Stage]) -> Option<Vec<Stage>> {
+    match stages {
+        [
+            Stage::Aggregate {
+                aggs,
+                by,
+                every: None,
+            },
+        ] if by.is_empty() && aggs.len() == 1 => {
+            let agg = &aggs[0];
+            let descending = match agg.func {
+                Func::Max => true,
+                Func::Min => false,
+                _ => return None,
+            };
+            Some(vec![
+                Stage::Sort {
+                    key: agg.field.clone()?,
+                    descending,
+                },
+                Stage::Limit(1),
+            ])
+        }
+        stages
+            if stages
+                .iter()
+                .all(|s| !matches!(s, Stage::Aggregate { .. } | Stage::Top { .. })) =>
+        {
+            Some(stages.to_vec())
+        }
+        _ => None,
+    }
+}
+
+fn stage_word(stage: &Stage) -> &'static str {
+    match stage {
+        Stage::Aggregate { .. } => "aggregate",
+        Stage::Top { .. } => "top",
+        Stage::Sort { .. } => "sort",
+        Stage::Limit(_) => "limit",
+        Stage::Fields(_) => "fields",
+    }
+}
+
+/// A value of a column's kind, for plans.
+fn show(kind: &Kind, value: i64) -> String {
+    match (kind, value) {
+        (_, i64::MIN) => "min".into(),
+        (_, i64::MAX) => "max".into(),
+        (Kind::Duration, v) => duration(v as f64),
+        (Kind::Named(names), v) => names.name_of(v),
+        (_, v) => v.to_string(),
+    }
+}
+
+/// A column's value as a cell: names for named columns.
+fn cell(kind: &Kind, value: Option<i64>) -> Cell {
+    match (kind, value) {
+        (_, None | Some(i64::MIN)) => Cell::Null,
+        (Kind::Named(names), Some(v)) => Cell::Text(names.name_of(v)),
+        (_, Some(v)) => Cell::Int(v),
+    }
+}
+
+/// The rows of a record listing.
+fn listing(source: &SourceColumns, hits: &[Hit], columns: &[usize]) -> Answer {
+    Answer {
+        columns: columns
+            .iter()
+            .map(|c| Header {
+                name: source.columns[*c].name.clone(),
+                kind: source.columns[*c].kind.clone(),
+            })
+            .collect(),
+        rows: hits
+            .iter()
+            .map(|hit| {
+                columns
+                    .iter()
+                    .map(|c| {
+                        let col = &source.columns[*c];
+                        cell(&col.kind, col.value(hit.time, &hit.payload))
+                    })
+                    .collect()
+            })
+            .collect(),
+        ..Answer::default()
+    }
+}
+
+/// The rows of an aggregate: series by time, other groups by their first
+/// aggregate, largest first.
+fn group_answer(
+    source: &SourceColumns,
+    specs: &[AggSpec],
+    by: &[usize],
+    every: Option<i64>,
+    groups: Groups,
+) -> Answer {
+    let mut columns = Vec::new();
+    if every.is_some() {
+        columns.push(Header {
+            name: "time".into(),
+            kind: Kind::Time,
+        });
+    }
+    for c in by {
+        columns.push(Header {
+            name: source.columns[*c].name.clone(),
+            kind: source.columns[*c].kind.clone(),
+        });
+    }
+    let key_cells = |key: &[i64]| -> Vec<Cell> {
+        let (time, rest) = if every.is_some() {
+            (Some(key[0]), &key[1..])
+        } else {
+            (None, key)
+        };
+        time.map(Cell::Int)
+            .into_iter()
+            .chain(
+                rest.iter()
+                    .zip(by)
+                    .map(|(v, c)| cell(&source.columns[*c].kind, Some(*v))),
+            )
+            .collect()
+    };
+    columns.extend(specs.iter().flat_map(AggSpec::headers));
+    let mut groups: Vec<(Vec<i64>, Vec<crate::aggregate::Acc>)> =
+        groups.groups.into_iter().collect();
+    groups.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut rows = Vec::new();
+    if specs.first().is_some_and(|s| s.func == Func::Hist) {
+        for (key, accs) in &groups {
+            for hist_row in accs[0].hist_rows() {
+                rows.push(key_cells(key).into_iter().chain(hist_row).collect());
+            }
+        }
+    } else {
+        for (key, mut accs) in groups {
+            let mut row = key_cells(&key);
+            for (acc, spec) in accs.iter_mut().zip(specs) {
+                row.extend(acc.cells(spec));
+            }
+            rows.push(row);
+        }
+        if every.is_none() && !by.is_empty() {
+            let first = by.len();
+            rows.sort_by(|a: &Vec<Cell>, b: &Vec<Cell>| compare_cells(&b[first], &a[first]));
+        }
+    }
+    Answer {
+        columns,
+        rows,
+        ..Answer::default()
+    }
+}
+
+/// Orders cells: numbers by value, text by text, nulls last.
+fn compare_cells(a: &Cell, b: &Cell) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    match (a, b) {
+        (Cell::Int(x), Cell::Int(y)) => x.cmp(y),
+        (Cell::Float(x), Cell::Float(y)) => x.total_cmp(y),
+        (Cell::Int(x), Cell::Float(y)) => (*x as f64).total_cmp(y),
+        (Cell::Float(x), Cell::Int(y)) => x.total_cmp(&(*y as f64)),
+        (Cell::Text(x), Cell::Text(y)) => x.cmp(y),
+        (Cell::Null, Cell::Null) => Ordering::Equal,
+        (Cell::Null, _) => Ordering::Less,
+        (_, Cell::Null) | (Cell::Text(_), _) => Ordering::Greater,
+        (_, Cell::Text(_)) => Ordering::Less,
+    }
+}
+
+/// Applies a stage after the aggregate to its rows.
+fn reshape(answer: &mut Answer, stage: &Stage) -> Result<()> {
+    let find = |name: &Name| {
+        answer
+            .columns
+            .iter()
+            .position(|h| h.name == name.text)
+            .ok_or_else(|| {
+                let names: Vec<&str> = answer.columns.iter().map(|h| h.name.as_str()).collect();
+                Error::spanned(
+                    name.span,
+                    format!(
+                        "no column `{}` after the aggregate (columns: {})",
+                        name.text,
+                        names.join(", ")
+                    ),
+                )
+            })
+    };
+    match stage {
+        Stage::Sort { key, descending } => {
+            let at = find(key)?;
+            answer.rows.sort_by(|a, b| {
+                let order = compare_cells(&a[at], &b[at]);
+                if *descending { order.reverse() } else { order }
+            });
+        }
+        Stage::Limit(n) => answer.rows.truncate(*n),
+        Stage::Fields(names) => {
+            let keep: Vec<usize> = names.iter().map(&find).collect::<Result<_>>()?;
+            answer.columns = keep.iter().map(|i| answer.columns[*i].clone()).collect();
+            for row in &mut answer.rows {
+                *row = keep.iter().map(|i| row[*i].clone()).collect();
+            }
+        }
+        Stage::Aggregate { aggs, .. } => {
+            return Err(Error::spanned(
+                aggs[0].span,
+                "a query has one aggregate stage",
+            ));
+        }
+        Stage::Top { agg, .. } => {
+            return Err(Error::spanned(agg.span, "a query has one aggregate stage"));
+        }
+    }
+    Ok(())
+}
