@@ -3,7 +3,9 @@
 
 use weft_query::{
     Span,
-    ast::{Agg, Cond, Correlate, Func, Literal, Name, Nearness, Op, Query, Stage, Time, Value, Window},
+    ast::{
+        Agg, Cond, Correlate, Func, Literal, Name, Nearness, Op, Query, Stage, Time, Value, Window,
+    },
     parse,
 };
 
@@ -67,7 +69,8 @@ fn parse_issue_example_data_dependent_threshold() {
 
 #[test]
 fn parse_issue_example_around_extreme() {
-    let q = parse("packets around (app | max(latency) last 60s) within 5s where dport = 5555").unwrap();
+    let q =
+        parse("packets around (app | max(latency) last 60s) within 5s where dport = 5555").unwrap();
     let Correlate {
         kind,
         anchors,
@@ -85,7 +88,14 @@ fn parse_issue_example_around_extreme() {
     ));
     assert!(matches!(
         q.filter,
-        Some(Cond::Compare { op: Op::Eq, value: Literal { value: Value::Int(5555), .. }, .. })
+        Some(Cond::Compare {
+            op: Op::Eq,
+            value: Literal {
+                value: Value::Int(5555),
+                ..
+            },
+            ..
+        })
     ));
 }
 
@@ -147,7 +157,9 @@ fn parse_parentheses_group() {
 
 #[test]
 fn parse_aggregates_lists_series() {
-    let q = parse("s | count, sum(x), min(x), max(x), avg(x), p50(x), percentiles(x) by a, b every 1s").unwrap();
+    let q =
+        parse("s | count, sum(x), min(x), max(x), avg(x), p50(x), percentiles(x) by a, b every 1s")
+            .unwrap();
     let [Stage::Aggregate { aggs, by, every }] = &q.stages[..] else {
         panic!("one aggregate stage")
     };
@@ -171,13 +183,17 @@ fn parse_aggregates_lists_series() {
 #[test]
 fn parse_top_sort_limit_fields_hist() {
     let q = parse("s | top 10 by comm | sort count desc | limit 3 | fields comm, count").unwrap();
-    assert!(matches!(&q.stages[0], Stage::Top { n: 10, agg, by } if agg.func == Func::Count && by[0].text == "comm"));
+    assert!(
+        matches!(&q.stages[0], Stage::Top { n: 10, agg, by } if agg.func == Func::Count && by[0].text == "comm")
+    );
     assert!(matches!(&q.stages[1], Stage::Sort { key, descending: true } if key.text == "count"));
     assert_eq!(q.stages[2], Stage::Limit(3));
     assert!(matches!(&q.stages[3], Stage::Fields(f) if f.len() == 2));
     let q = parse("s | top 5 max(dur) by name | sort max(dur)").unwrap();
     assert!(matches!(&q.stages[0], Stage::Top { n: 5, agg, .. } if agg.func == Func::Max));
-    assert!(matches!(&q.stages[1], Stage::Sort { key, descending: false } if key.text == "max(dur)"));
+    assert!(
+        matches!(&q.stages[1], Stage::Sort { key, descending: false } if key.text == "max(dur)")
+    );
     let q = parse("s | hist(dur) by name").unwrap();
     assert!(matches!(&q.stages[0], Stage::Aggregate { aggs, .. } if aggs[0].func == Func::Hist));
 }
@@ -204,7 +220,10 @@ fn parse_windows() {
             Time::Wall(1_795_325_471_000_000_000, Span::new(28, 22))
         )
     );
-    assert_eq!(window("s where a = 1 last 2m | count"), Window::Last(120_000_000_000));
+    assert_eq!(
+        window("s where a = 1 last 2m | count"),
+        Window::Last(120_000_000_000)
+    );
 }
 
 #[test]
@@ -236,7 +255,10 @@ fn parse_units_and_bare_words() {
 #[test]
 fn parse_errors_point_at_the_token() {
     let cases: &[(&str, &str)] = &[
-        ("", "expected a source name, found the end of the query\n  \n  ^"),
+        (
+            "",
+            "expected a source name, found the end of the query\n  \n  ^",
+        ),
         (
             "syscalls where",
             "expected a field name, found the end of the query\n  syscalls where\n                ^",

@@ -1,0 +1,426 @@
+//! Queries on a real store answer exactly what a brute-force pass over the
+//! same records computes: counts, exact percentiles, data-dependent
+//! thresholds, groups, series and correlations, through summaries and
+//! indexed scans alike.
+#![expect(
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss,
+    reason = "test data stays far from the integer limits"
+)]
+
+use std::{collections::HashMap, path::PathBuf, sync::Arc};
+
+use weft_query::{Answer, Catalog, Cell, Kind, Names, run};
+use weft_store::{Bins, Config, Field, FieldKind, Snapshot, Store};
+
+include!("../../store/tests/common/rng.rs");
+
+const BASE: u64 = 1_000_000_000_000;
+const N: u64 = 200_000;
+/// Syscall numbers used, with names.
+const SYSCALLS: [(i64, &str); 5] = [
+    (0, "read"),
+    (1, "write"),
+    (17, "pread64"),
+    (35, "nanosleep"),
+    (44, "sendto"),
+];
+
+#[derive(Clone, Copy)]
+struct Rec {
+    time: u64,
+    dur: i64,
+    nr: i64,
+    tid: i64,
+}
+
+struct Fixture {
+    records: Vec<Rec>,
+    snapshot: Snapshot,
+    catalog: Catalog,
+    _store: Store,
+    _dir: TempDir,
+}
+
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn fields() -> Vec<Field> {
+    vec![
+        Field::new("duration_ns", 0, FieldKind::U64),
+        Field::new("nr", 8, FieldKind::U32),
+        Field::new("tid", 12, FieldKind::U32),
+    ]
+}
+
+/// 200,000 records 1 µs apart: mostly fast reads and writes, some sendto
+/// and pread64 with long tails, and one 50 ms nanosleep at record 150,000.
+fn fixture(name: &str) -> Fixture {
+    let dir = std::env::temp_dir().join(format!("weft-query-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = Config {
+        block_size: 64 << 10,
+        ..Config::default()
+    };
+    let mut store = Store::open(&dir, &config).unwrap();
+    let source = store.define_source("syscalls", fields()).unwrap();
+    let mut bounds = vec![100i64];
+    while *bounds.last().unwrap() < 100_000_000 {
+        let last = *bounds.last().unwrap();
+        bounds.push(last + last / 4);
+    }
+    store
+        .define_index(
+            source,
+            "duration_ns",
+            fields()[0].clone(),
+            Bins::new(bounds).unwrap(),
+        )
+        .unwrap();
+    store
+        .define_index(
+            source,
+            "nr",
+            fields()[1].clone(),
+            Bins::new((0..512).collect()).unwrap(),
+        )
+        .unwrap();
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut records = Vec::new();
+    for i in 0..N {
+        let pick = rng.below(100);
+        let nr = match pick {
+            0..45 => 0,
+            45..85 => 1,
+            85..93 => 17,
+            _ => 44,
+        };
+        let mut dur = 200 + rng.below(2_000) as i64;
+        if nr != 0 && nr != 1 && rng.below(50) == 0 {
+            dur *= 1 + rng.below(200) as i64;
+        }
+        let (nr, dur) = if i == 150_000 {
+            (35, 50_000_000)
+        } else {
+            (nr, dur)
+        };
+        let rec = Rec {
+            time: BASE + i * 1_000 - 300,
+            dur,
+            nr,
+            tid: 100 + rng.below(8) as i64,
+        };
+        let mut payload = Vec::with_capacity(16);
+        payload.extend_from_slice(&(rec.dur as u64).to_le_bytes());
+        payload.extend_from_slice(&(rec.nr as u32).to_le_bytes());
+        payload.extend_from_slice(&(rec.tid as u32).to_le_bytes());
+        store
+            .append_at(source, BASE + i * 1_000, Some(rec.time), &payload)
+            .unwrap();
+        records.push(rec);
+    }
+    store.publish();
+    let snapshot = store.snapshot();
+    let mut catalog = Catalog::from_meta(snapshot.meta());
+    let syscalls = catalog.source_mut("syscalls").unwrap();
+    syscalls
+        .alias("duration_ns", "dur", Kind::Duration)
+        .unwrap();
+    let names = Names {
+        by_value: SYSCALLS
+            .iter()
+            .map(|(n, s)| (*n, (*s).to_owned()))
+            .collect(),
+        closed: true,
+    };
+    syscalls
+        .alias("nr", "name", Kind::Named(Arc::new(names)))
+        .unwrap();
+    syscalls.span = Some("dur".into());
+    Fixture {
+        records,
+        snapshot,
+        catalog,
+        _store: store,
+        _dir: TempDir(dir),
+    }
+}
+
+fn ask(f: &Fixture, query: &str) -> Answer {
+    run(&f.snapshot, &f.catalog, query).unwrap_or_else(|e| panic!("{}", e.render(query)))
+}
+
+fn one(f: &Fixture, query: &str) -> Vec<Cell> {
+    let answer = ask(f, query);
+    assert_eq!(answer.rows.len(), 1, "{query}: {:?}", answer.rows);
+    answer.rows[0].clone()
+}
+
+/// Nearest-rank quantile, computed the slow way.
+fn quantile(mut values: Vec<i64>, q: f64) -> i64 {
+    values.sort_unstable();
+    let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
+    values[rank - 1]
+}
+
+fn durs(f: &Fixture, keep: impl Fn(&Rec) -> bool) -> Vec<i64> {
+    f.records
+        .iter()
+        .filter(|r| keep(r))
+        .map(|r| r.dur)
+        .collect()
+}
+
+#[test]
+fn answers_summary_aggregates() {
+    let f = fixture("summary");
+    let all = durs(&f, |_| true);
+    let row = one(
+        &f,
+        "syscalls | count, sum(dur), min(dur), max(dur), p50(dur), p99.99(dur)",
+    );
+    assert_eq!(
+        row,
+        vec![
+            Cell::Int(N as i64),
+            Cell::Int(all.iter().sum()),
+            Cell::Int(*all.iter().min().unwrap()),
+            Cell::Int(50_000_000),
+            Cell::Int(quantile(all.clone(), 0.5)),
+            Cell::Int(quantile(all, 0.9999)),
+        ]
+    );
+    let answer = ask(&f, "syscalls | count");
+    assert!(
+        answer.plan.iter().any(|l| l.contains("chunk summaries")),
+        "{:?}",
+        answer.plan
+    );
+    assert_eq!(answer.stats.chunks_scanned, 0, "no record is read");
+    assert!(answer.stats.chunks_summarized > 10);
+}
+
+#[test]
+fn answers_filtered_percentile_by_name() {
+    let f = fixture("sendto");
+    let sendto = durs(&f, |r| r.nr == 44);
+    let row = one(&f, r#"syscalls where name = "sendto" | p99.99(dur), count"#);
+    assert_eq!(
+        row,
+        vec![
+            Cell::Int(quantile(sendto.clone(), 0.9999)),
+            Cell::Int(sendto.len() as i64)
+        ]
+    );
+    let plan = ask(&f, r#"syscalls where name = "sendto" | count"#).plan;
+    assert!(
+        plan[0].contains("indexed scan of `syscalls` on `name` for values sendto..=sendto"),
+        "{plan:?}"
+    );
+}
+
+#[test]
+fn answers_records_above_their_percentile() {
+    let f = fixture("threshold");
+    let pread = durs(&f, |r| r.nr == 17);
+    let p = quantile(pread.clone(), 0.9999);
+    let expected = pread.iter().filter(|d| **d > p).count();
+    let answer = ask(&f, r#"syscalls where name = "pread64" and dur > p99.99"#);
+    assert_eq!(answer.rows.len(), expected);
+    assert!(expected > 0);
+    let names: Vec<&str> = answer.columns.iter().map(|h| h.name.as_str()).collect();
+    assert_eq!(names, ["time", "dur", "name", "tid"]);
+    for row in &answer.rows {
+        assert_eq!(row[2], Cell::Text("pread64".into()));
+        assert!(matches!(row[1], Cell::Int(d) if d > p));
+    }
+    // Without other conditions the threshold comes from the store's percentile.
+    let all = durs(&f, |_| true);
+    let p = quantile(all.clone(), 0.999);
+    let above = all.iter().filter(|d| **d >= p).count() as i64;
+    assert_eq!(
+        one(&f, "syscalls where dur >= p99.9 | count"),
+        vec![Cell::Int(above)]
+    );
+}
+
+#[test]
+fn answers_groups_series_and_top() {
+    let f = fixture("groups");
+    let answer = ask(&f, "syscalls | count, max(dur) by name");
+    let mut expected: HashMap<&str, (i64, i64)> = HashMap::new();
+    for r in &f.records {
+        let name = SYSCALLS.iter().find(|(n, _)| *n == r.nr).unwrap().1;
+        let e = expected.entry(name).or_default();
+        e.0 += 1;
+        e.1 = e.1.max(r.dur);
+    }
+    assert_eq!(answer.rows.len(), expected.len());
+    for row in &answer.rows {
+        let Cell::Text(name) = &row[0] else {
+            panic!("{row:?}")
+        };
+        let (count, max) = expected[name.as_str()];
+        assert_eq!(row[1..], [Cell::Int(count), Cell::Int(max)], "{name}");
+    }
+    // Largest count first.
+    assert_eq!(answer.rows[0][0], Cell::Text("read".into()));
+    let top = ask(&f, "syscalls | top 2 max(dur) by name");
+    assert_eq!(top.rows.len(), 2);
+    assert_eq!(
+        top.rows[0],
+        vec![Cell::Text("nanosleep".into()), Cell::Int(50_000_000)]
+    );
+    let series = ask(&f, "syscalls | count every 50ms");
+    let counts: Vec<i64> = series
+        .rows
+        .iter()
+        .map(|r| match r[1] {
+            Cell::Int(c) => c,
+            _ => panic!(),
+        })
+        .collect();
+    assert_eq!(counts.iter().sum::<i64>(), N as i64);
+    assert!(counts.len() >= 4 && counts.len() <= 6, "{counts:?}");
+    assert!(matches!(series.columns[0].kind, Kind::Time));
+}
+
+#[test]
+fn answers_windows_last_and_ranges() {
+    let f = fixture("windows");
+    // Arrival times run from BASE to BASE + (N-1) µs; "now" is the last.
+    let now = BASE + (N - 1) * 1_000;
+    let count = |lo: u64, hi: u64| {
+        (0..N)
+            .filter(|i| (lo..=hi).contains(&(BASE + i * 1_000)))
+            .count() as i64
+    };
+    assert_eq!(
+        one(&f, "syscalls | count last 50ms"),
+        vec![Cell::Int(count(now - 50_000_000, now))]
+    );
+    assert_eq!(
+        one(&f, "syscalls | count [now-80ms, now-20ms]"),
+        vec![Cell::Int(count(now - 80_000_000, now - 20_000_000))]
+    );
+    assert_eq!(
+        one(
+            &f,
+            "syscalls where tid = 101 | count [start+10ms, start+20ms]"
+        ),
+        vec![Cell::Int(
+            (0..N)
+                .filter(|i| (BASE + 10_000_000..=BASE + 20_000_000).contains(&(BASE + i * 1_000)))
+                .filter(|i| f.records[*i as usize].tid == 101)
+                .count() as i64
+        )]
+    );
+}
+
+#[test]
+fn answers_correlations_around_and_during() {
+    let f = fixture("correlate");
+    let sleep = f.records[150_000];
+    let near = f
+        .records
+        .iter()
+        .filter(|r| r.time.abs_diff(sleep.time) <= 5_000_000 && r.nr == 1)
+        .count() as i64;
+    let q = r#"syscalls around (syscalls | max(dur)) within 5ms where name = "write" | count"#;
+    assert_eq!(one(&f, q), vec![Cell::Int(near)]);
+    let during = f
+        .records
+        .iter()
+        .filter(|r| r.tid == sleep.tid && r.time >= sleep.time - 50_000_000 && r.time <= sleep.time)
+        .count() as i64;
+    let q = r#"syscalls during (syscalls where name = "nanosleep") same tid | count"#;
+    assert_eq!(one(&f, q), vec![Cell::Int(during)]);
+    let answer = ask(&f, q);
+    assert!(
+        answer.plan.iter().any(|l| l.contains("1 anchor record(s)")),
+        "{:?}",
+        answer.plan
+    );
+}
+
+#[test]
+fn answers_sorted_limited_records_and_hist() {
+    let f = fixture("sorted");
+    let answer = ask(&f, "syscalls | sort dur desc | limit 3 | fields name, dur");
+    let mut all = durs(&f, |_| true);
+    all.sort_unstable_by(|a, b| b.cmp(a));
+    let got: Vec<Cell> = answer.rows.iter().map(|r| r[1].clone()).collect();
+    assert_eq!(
+        got,
+        all[..3].iter().map(|d| Cell::Int(*d)).collect::<Vec<_>>()
+    );
+    assert_eq!(answer.rows[0][0], Cell::Text("nanosleep".into()));
+    let hist = ask(&f, r#"syscalls where name = "nanosleep" | hist(dur)"#);
+    assert_eq!(hist.rows.len(), 1);
+    assert_eq!(
+        hist.rows[0][..3],
+        [Cell::Int(1 << 25), Cell::Int(1 << 26), Cell::Int(1)]
+    );
+}
+
+#[test]
+fn answers_name_errors_point_at_the_name() {
+    let f = fixture("errors");
+    let cases: &[(&str, &str)] = &[
+        (
+            "packets | count",
+            "no source `packets` in this capture (sources: syscalls)\n  packets | count\n  ^^^^^^^",
+        ),
+        (
+            "syscalls where durr > 1ms",
+            "`syscalls` has no field `durr` (fields: time, dur, duration_ns, name, nr, tid)\n  syscalls where durr > 1ms\n                 ^^^^",
+        ),
+        (
+            r#"syscalls where name = "sendtoo""#,
+            "no `name` is called \"sendtoo\"\n  syscalls where name = \"sendtoo\"\n                        ^^^^^^^^^",
+        ),
+        (
+            "syscalls where dur > \"slow\"",
+            "`dur` is a duration: write it like `5ms`\n  syscalls where dur > \"slow\"\n                       ^^^^^^",
+        ),
+        (
+            "syscalls where tid ~ \"1*\"",
+            "`~` matches names, and `tid` has none; use `=` or `in`\n  syscalls where tid ~ \"1*\"\n                       ^^^^",
+        ),
+        (
+            "syscalls where name > \"read\"",
+            "`name` compares names with `=`, `!=`, `~` or `in` only\n  syscalls where name > \"read\"\n                        ^^^^^^",
+        ),
+        (
+            "syscalls where not dur > p99",
+            "a percentile threshold may only be compared with `=`, `<`, `>` and the like, among the top-level `and`s of `where`\n  syscalls where not dur > p99\n                           ^^^",
+        ),
+        (
+            "syscalls around (syscalls | count) within 1s",
+            "the sub-query must select records: no aggregate, or one `max(x)` or `min(x)`\n  syscalls around (syscalls | count) within 1s\n           ^^^^^^",
+        ),
+        (
+            "syscalls | count, hist(dur)",
+            "`hist` must be the only aggregate of its stage\n  syscalls | count, hist(dur)\n                    ^^^^^^^^^",
+        ),
+        (
+            "syscalls | count by name | sort p99(dur)",
+            "no column `p99(dur)` after the aggregate (columns: name, count)\n  syscalls | count by name | sort p99(dur)\n                                  ^^^^^^^^",
+        ),
+        (
+            "syscalls [\"2026-11-22 05:00:00\", now]",
+            "this capture has no wall-clock reference; use `now-…`, `start+…` or monotonic ns\n  syscalls [\"2026-11-22 05:00:00\", now]\n            ^^^^^^^^^^^^^^^^^^^^^",
+        ),
+    ];
+    for (query, expected) in cases {
+        match run(&f.snapshot, &f.catalog, query) {
+            Ok(answer) => panic!("{query}: expected an error, got {:?}", answer.rows),
+            Err(e) => assert_eq!(e.render(query), *expected, "for {query}"),
+        }
+    }
+}
