@@ -8,11 +8,16 @@ use std::{
     io::Write as _,
     os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _},
     path::Path,
+    sync::Arc,
 };
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
-use weft_probes::syscall::{MAX_SYSCALLS, SyscallEvent};
+use weft_probes::{
+    syscall::{MAX_SYSCALLS, SyscallEvent},
+    syscall_names,
+};
+use weft_query::{Catalog, Kind, Names};
 use weft_store::{Bins, Field, FieldKind, SourceId, Store};
 
 /// Name of the metadata file in a capture directory.
@@ -100,6 +105,37 @@ pub fn latency_bins() -> Bins {
         bounds.push((last + last / 10).max(last + 1));
     }
     Bins::new(bounds).expect("strictly increasing by construction")
+}
+
+/// What queries can name in a capture: its sources' fields, plus the
+/// syscall source's meaning (`dur` a duration, `name` the syscall's name,
+/// `enter_ns` a time) and the wall clock of its first session.
+pub fn catalog(meta: &weft_store::Meta, metadata: &Value) -> Catalog {
+    let mut catalog = Catalog::from_meta(meta);
+    catalog.wall_offset = metadata["sessions"][0]["wall_offset_ns"].as_i64();
+    if let Some(syscalls) = catalog.source_mut(SYSCALLS) {
+        let names = Names {
+            by_value: (0..MAX_SYSCALLS)
+                .filter_map(|nr| Some((i64::from(nr), syscall_names::name(nr)?.to_owned())))
+                .collect(),
+            closed: true,
+        };
+        syscalls.alias("duration_ns", "dur", Kind::Duration);
+        syscalls.alias("nr", "name", Kind::Named(Arc::new(names)));
+        syscalls.set_kind("enter_ns", Kind::Time);
+        syscalls.span = Some("dur".into());
+        syscalls.show_first(&["name", "dur", "ret", "pid", "tid", "cpu"]);
+    }
+    catalog
+}
+
+/// `CLOCK_REALTIME` minus `CLOCK_MONOTONIC` now, in ns: turns the store's
+/// monotonic times into wall-clock times.
+pub fn wall_offset_ns() -> i64 {
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    wall - i64::try_from(weft_store::now_ns()).unwrap_or(0)
 }
 
 /// Reads `weft.json`, or an empty document for a new capture.

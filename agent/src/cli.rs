@@ -33,6 +33,40 @@ pub enum Command {
 
     /// Summarise a capture directory: time range, sources, counts, losses, size.
     Info(InfoArgs),
+
+    /// Ask a capture a question in weft's query language (docs/query.md).
+    ///
+    /// Examples:
+    ///   weft query DIR 'syscalls where name = "sendto" | p99.99(dur) last 60s'
+    ///   weft query DIR 'syscalls where name = "pread64" and dur > p99.99'
+    ///   weft query DIR 'syscalls | count, p99(dur) by name | limit 10'
+    ///
+    /// Prints an aligned table, or JSON lines or CSV. A query error points at
+    /// the offending token. Works while `weft record` is writing the capture.
+    Query(QueryArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct QueryArgs {
+    /// The capture directory.
+    #[arg(value_name = "DIR")]
+    pub dir: std::path::PathBuf,
+
+    /// The query, e.g. 'syscalls | p99(dur) by name last 60s'.
+    #[arg(value_name = "QUERY")]
+    pub query: String,
+
+    /// One JSON object per row; durations and times as integer ns.
+    #[arg(long, help_heading = "Output", conflicts_with = "csv")]
+    pub json: bool,
+
+    /// CSV with a header line; durations and times as integer ns.
+    #[arg(long, help_heading = "Output")]
+    pub csv: bool,
+
+    /// Print how the query was answered (indexes, chunks read, time) instead of its rows.
+    #[arg(long, help_heading = "Output")]
+    pub explain: bool,
 }
 
 #[derive(Debug, Args)]

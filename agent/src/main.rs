@@ -5,6 +5,7 @@ mod capture;
 mod cli;
 mod ebpf;
 mod info;
+mod query;
 mod record;
 mod resolve;
 mod session;
@@ -37,6 +38,7 @@ fn main() -> ExitCode {
         cli::Command::Stat(args) => stat::run(args),
         cli::Command::Record(args) => record::run(args),
         cli::Command::Info(args) => info::run(args),
+        cli::Command::Query(args) => query::run(args),
     };
     match result {
         Ok(code) => code,

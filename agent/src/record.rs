@@ -51,6 +51,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode> {
             "host": capture::host_json(),
             "sources": { capture::SYSCALLS: { "attach": probe.describe(), "filter": format!("{:?}", options.filter) } },
             "start_ns": weft_store::now_ns(),
+            "wall_offset_ns": capture::wall_offset_ns(),
             "complete": false,
         }));
     capture::write_metadata(dir, &metadata)?;

@@ -180,6 +180,19 @@ impl SourceColumns {
         Some(())
     }
 
+    /// Moves the columns called `names` (those that exist) right after
+    /// `time`, in that order: the order record listings show.
+    pub fn show_first(&mut self, names: &[&str]) {
+        let mut front = Vec::new();
+        for name in names {
+            if let Some(at) = self.columns.iter().position(|c| c.name == *name) {
+                front.push(self.columns.remove(at));
+            }
+        }
+        let at = usize::from(self.columns.first().is_some_and(|c| c.name == "time"));
+        self.columns.splice(at..at, front);
+    }
+
     /// Sets the kind of column `name`.
     pub fn set_kind(&mut self, name: &str, kind: Kind) -> Option<()> {
         let at = self.column(name)?.0;

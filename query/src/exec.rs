@@ -624,12 +624,17 @@ impl<'a> Engine<'a> {
             return self.summarize(source, window, &specs);
         }
         let scan = self.plan_scan(source, pred, "aggregate");
+        let wall_offset = self.catalog.wall_offset.unwrap_or(0);
         let mut groups = Groups::default();
         let mut key = Vec::with_capacity(by.len() + 1);
         self.scan(source, window, &scan, near, &mut |time, payload| {
             key.clear();
             if let Some(step) = every {
-                key.push((time - time % step.unsigned_abs()).cast_signed());
+                // Buckets start on whole wall-clock multiples (12:00:01, not
+                // some ns since boot) when the capture knows the wall clock.
+                let step = step.unsigned_abs();
+                let phase = (time.wrapping_add_signed(wall_offset)) % step;
+                key.push((time - phase).cast_signed());
             }
             key.extend(
                 by.iter()

@@ -216,3 +216,29 @@ pub fn run_weft(args: &[&str]) -> (ExitStatus, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// A fresh path for a capture directory named after the test.
+pub fn capture_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("weft-record-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Records `steps` of a fresh `weft-workload` (at `workload_bin`), filtered
+/// to its pid, into `dir`; returns weft's stderr.
+pub fn record(workload_bin: &str, dir: &std::path::Path, steps: &[&str], extra: &[&str]) -> String {
+    let workload = Workload::spawn(workload_bin, steps);
+    let pid = workload.pid().to_string();
+    let dir_arg = dir.to_str().expect("utf-8 temp path");
+    let mut args = vec!["record", "-o", dir_arg, "--pid", &pid];
+    args.extend_from_slice(extra);
+    let running = Running::start(&args, "weft: recording");
+    workload.run_to_end();
+    let finished = running.stop();
+    assert!(
+        finished.status.success(),
+        "weft record failed: {}",
+        finished.stderr
+    );
+    finished.stderr
+}

@@ -4,5 +4,7 @@
 mod stat;
 // `weft record` and `weft info`: captures hold exactly what happened and reopen.
 mod record;
+// `weft query` on recordings: known facts, exact percentiles, errors, live reads.
+mod query;
 // Bad input and missing privileges: one-line errors, non-zero exits.
 mod errors;

@@ -1,37 +1,15 @@
 //! `weft record` writes every syscall of a known workload into a capture that
 //! the store reopens with the same facts; `weft info` reports them.
 
-use std::{os::unix::fs::PermissionsExt as _, path::PathBuf};
+use std::os::unix::fs::PermissionsExt as _;
 
-use weft_tests::{Running, Workload, can_trace, run_weft};
+use weft_tests::{Running, Workload, can_trace, capture_dir, run_weft};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 const NR_GETPPID: i64 = 110;
 const NR_NANOSLEEP: i64 = 35;
 
-fn capture_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("weft-record-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-/// Records `steps` of a fresh workload, filtered to its pid; returns weft's stderr.
-fn record(dir: &std::path::Path, steps: &[&str], extra: &[&str]) -> String {
-    let workload = Workload::spawn(WORKLOAD, steps);
-    let pid = workload.pid().to_string();
-    let dir_arg = dir.to_str().unwrap();
-    let mut args = vec!["record", "-o", dir_arg, "--pid", &pid];
-    args.extend_from_slice(extra);
-    let running = Running::start(&args, "weft: recording");
-    workload.run_to_end();
-    let finished = running.stop();
-    assert!(
-        finished.status.success(),
-        "weft record failed: {}",
-        finished.stderr
-    );
-    finished.stderr
-}
+use weft_tests::record;
 
 /// The store index called `name` of source 0.
 fn index(snapshot: &weft_store::Snapshot, name: &str) -> u16 {
@@ -50,7 +28,7 @@ fn record_holds_exact_counts_and_true_latencies() {
         return;
     }
     let dir = capture_dir("exact");
-    let stderr = record(&dir, &["getppid:100000", "nanosleep:2:20"], &[]);
+    let stderr = record(WORKLOAD, &dir, &["getppid:100000", "nanosleep:2:20"], &[]);
     assert!(stderr.contains("lost 0"), "{stderr}");
 
     let (snapshot, recovery) = weft_store::open_read_only(&dir).unwrap();
@@ -123,7 +101,7 @@ fn record_refuses_an_existing_capture_unless_appending() {
         return;
     }
     let dir = capture_dir("append");
-    record(&dir, &["getppid:1000"], &[]);
+    record(WORKLOAD, &dir, &["getppid:1000"], &[]);
     let (status, _, stderr) =
         run_weft(&["record", "-o", dir.to_str().unwrap(), "--duration", "1s"]);
     assert_eq!(status.code(), Some(2), "{stderr}");
@@ -131,7 +109,7 @@ fn record_refuses_an_existing_capture_unless_appending() {
         stderr.contains("already holds a capture") && stderr.contains("--append"),
         "{stderr}"
     );
-    record(&dir, &["getppid:2000"], &["--append"]);
+    record(WORKLOAD, &dir, &["getppid:2000"], &["--append"]);
     let (snapshot, _) = weft_store::open_read_only(&dir).unwrap();
     let nr = index(&snapshot, "nr");
     let (getppid, _) = snapshot
