@@ -110,23 +110,26 @@ pub fn latency_bins() -> Bins {
 /// What queries can name in a capture: its sources' fields, plus the
 /// syscall source's meaning (`dur` a duration, `name` the syscall's name,
 /// `enter_ns` a time) and the wall clock of its first session.
-pub fn catalog(meta: &weft_store::Meta, metadata: &Value) -> Catalog {
-    let mut catalog = Catalog::from_meta(meta);
+pub fn catalog(snapshot: &weft_store::Snapshot, metadata: &Value) -> Result<Catalog> {
+    let mut catalog = Catalog::from_meta(snapshot.meta());
+    let threads = crate::tasks::names(snapshot)?;
     catalog.wall_offset = metadata["sessions"][0]["wall_offset_ns"].as_i64();
     if let Some(syscalls) = catalog.source_mut(SYSCALLS) {
-        let names = Names {
-            by_value: (0..MAX_SYSCALLS)
-                .filter_map(|nr| Some((i64::from(nr), syscall_names::name(nr)?.to_owned())))
-                .collect(),
-            closed: true,
-        };
+        let names = Names::new(
+            (0..MAX_SYSCALLS)
+                .filter_map(|nr| Some((i64::from(nr), syscall_names::name(nr)?.to_owned()))),
+            true,
+        );
         syscalls.alias("duration_ns", "dur", Kind::Duration);
         syscalls.alias("nr", "name", Kind::Named(Arc::new(names)));
         syscalls.set_kind("enter_ns", Kind::Time);
+        if let Some(threads) = threads {
+            syscalls.view("tid", "comm", Kind::Named(Arc::new(threads)));
+        }
         syscalls.span = Some("dur".into());
-        syscalls.show_first(&["name", "dur", "ret", "pid", "tid", "cpu"]);
+        syscalls.show_first(&["name", "dur", "ret", "comm", "pid", "tid", "cpu"]);
     }
-    catalog
+    Ok(catalog)
 }
 
 /// `CLOCK_REALTIME` minus `CLOCK_MONOTONIC` now, in ns: turns the store's

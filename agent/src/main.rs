@@ -11,6 +11,7 @@ mod resolve;
 mod session;
 mod stat;
 mod syscall;
+mod tasks;
 
 use std::process::ExitCode;
 

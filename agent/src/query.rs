@@ -17,7 +17,7 @@ pub fn run(args: &QueryArgs) -> Result<ExitCode> {
     let metadata = capture::read_metadata(dir)?;
     let (snapshot, _) = weft_store::open_read_only(dir)
         .with_context(|| format!("failed to open {}", dir.display()))?;
-    let catalog = capture::catalog(snapshot.meta(), &metadata);
+    let catalog = capture::catalog(&snapshot, &metadata)?;
     let started = Instant::now();
     let answer =
         weft_query::run(&snapshot, &catalog, &args.query).map_err(|error| match error {

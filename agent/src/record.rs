@@ -17,6 +17,7 @@ use crate::{
     ebpf, resolve,
     session::{self, Consumer, Session},
     syscall::{Counters, Losses, SyscallProbe},
+    tasks::TaskNames,
 };
 
 /// Runs `weft record` until the duration ends, SIGINT or SIGTERM.
@@ -42,6 +43,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode> {
         );
     }
     let source = capture::define_syscall_source(&mut store)?;
+    let tasks = TaskNames::define(&mut store)?;
     let mut metadata = capture::read_metadata(dir)?;
     let session_index = metadata["sessions"].as_array().map_or(0, Vec::len);
     metadata["sessions"]
@@ -68,6 +70,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode> {
     let mut recorder = Recorder {
         store,
         source,
+        tasks,
         error: None,
         status: std::io::stderr().is_terminal(),
         start: Instant::now(),
@@ -106,6 +109,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode> {
 struct Recorder {
     store: Store,
     source: weft_store::SourceId,
+    tasks: TaskNames,
     /// The first store error; it stops the capture at the next tick.
     error: Option<anyhow::Error>,
     /// Whether to draw a status line (stderr is a terminal).
@@ -123,12 +127,12 @@ impl Consumer for Recorder {
         // Arrival is when weft drained it; the kernel's exit time is the
         // producer's timestamp.
         let exit_ns = event.enter_ns + event.duration_ns;
-        if let Err(error) = self.store.append_at(
-            self.source,
-            weft_store::now_ns(),
-            Some(exit_ns),
-            &event.to_le_bytes(),
-        ) {
+        let now = weft_store::now_ns();
+        let appended = self
+            .store
+            .append_at(self.source, now, Some(exit_ns), &event.to_le_bytes())
+            .and_then(|_| self.tasks.observe(&mut self.store, now, event));
+        if let Err(error) = appended {
             self.error = Some(error.into());
         }
     }

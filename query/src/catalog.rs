@@ -71,17 +71,44 @@ pub enum Kind {
 }
 
 /// Names of the values of a [`Kind::Named`] column. Several values may
-/// share one name.
+/// share one name (threads of one command); they group as one.
 #[derive(Debug, Default)]
 pub struct Names {
     /// The name of each value that has one.
-    pub by_value: HashMap<i64, String>,
+    by_value: HashMap<i64, String>,
+    /// For each value, the smallest value with the same name.
+    first: HashMap<i64, i64>,
     /// Whether every value a record may hold has a name here, so that an
     /// unknown name in a query is an error rather than an empty answer.
     pub closed: bool,
 }
 
 impl Names {
+    /// Names for values; `closed` when no other value can occur.
+    pub fn new(names: impl IntoIterator<Item = (i64, String)>, closed: bool) -> Self {
+        let by_value: HashMap<i64, String> = names.into_iter().collect();
+        let mut lowest: HashMap<&str, i64> = HashMap::new();
+        for (value, name) in &by_value {
+            let v = lowest.entry(name).or_insert(*value);
+            *v = (*v).min(*value);
+        }
+        let first = by_value
+            .iter()
+            .map(|(v, n)| (*v, lowest[n.as_str()]))
+            .collect();
+        Self {
+            by_value,
+            first,
+            closed,
+        }
+    }
+
+    /// The value that stands for all values sharing `value`'s name, so
+    /// that grouping by a named column makes one group per name.
+    pub fn group_of(&self, value: i64) -> i64 {
+        self.first.get(&value).copied().unwrap_or(value)
+    }
+
     /// A value's name, or the number itself.
     pub fn name_of(&self, value: i64) -> String {
         self.by_value
@@ -169,13 +196,23 @@ impl SourceColumns {
     /// there is no such column. The field's own column is hidden from
     /// listings: the new one shows it.
     pub fn alias(&mut self, of: &str, name: &str, kind: Kind) -> Option<()> {
+        self.view(of, name, kind)?;
+        let at = self.column(of)?.0;
+        self.columns[at].hidden = true;
+        Some(())
+    }
+
+    /// A new column that shows column `of`'s values another way (a
+    /// thread's name for its id), inserted before it; `None` when there is
+    /// no such column.
+    pub fn view(&mut self, of: &str, name: &str, kind: Kind) -> Option<()> {
         let (at, original) = self.column(of)?;
         let column = Column {
             name: name.to_owned(),
             kind,
+            hidden: false,
             ..original.clone()
         };
-        self.columns[at].hidden = true;
         self.columns.insert(at, column);
         Some(())
     }

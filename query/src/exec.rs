@@ -636,10 +636,13 @@ impl<'a> Engine<'a> {
                 let phase = (time.wrapping_add_signed(wall_offset)) % step;
                 key.push((time - phase).cast_signed());
             }
-            key.extend(
-                by.iter()
-                    .map(|c| source.columns[*c].value(time, payload).unwrap_or(i64::MIN)),
-            );
+            key.extend(by.iter().map(|c| {
+                let column = &source.columns[*c];
+                match (column.value(time, payload), &column.kind) {
+                    (Some(v), Kind::Named(names)) => names.group_of(v),
+                    (v, _) => v.unwrap_or(i64::MIN),
+                }
+            }));
             let accs = groups.get(&key, specs.len());
             for (acc, spec) in accs.iter_mut().zip(&specs) {
                 match spec.column {

@@ -131,13 +131,7 @@ fn fixture(name: &str) -> Fixture {
     syscalls
         .alias("duration_ns", "dur", Kind::Duration)
         .unwrap();
-    let names = Names {
-        by_value: SYSCALLS
-            .iter()
-            .map(|(n, s)| (*n, (*s).to_owned()))
-            .collect(),
-        closed: true,
-    };
+    let names = Names::new(SYSCALLS.iter().map(|(n, s)| (*n, (*s).to_owned())), true);
     syscalls
         .alias("nr", "name", Kind::Named(Arc::new(names)))
         .unwrap();

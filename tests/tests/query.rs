@@ -48,6 +48,17 @@ fn query_answers_known_facts_of_a_recording() {
     let sleep = r["max(dur)"].as_i64().unwrap();
     assert!((50_000_000..150_000_000).contains(&sleep), "{sleep}");
 
+    // Threads are named: the workload's one thread made every call.
+    let r = row(
+        &dir,
+        r#"syscalls where comm = "weft-workload" and name = "getppid" | count"#,
+    );
+    assert_eq!(r["count"], 100_000);
+    let r = row(&dir, "syscalls | top 1 by comm");
+    assert_eq!(r["comm"], "weft-workload");
+    let r = row(&dir, r#"syscalls where comm ~ "weft-*" | count by comm"#);
+    assert_eq!(r["comm"], "weft-workload");
+
     // The slowest record above the p99.99 is the sleep.
     let rows = query(
         &dir,
@@ -118,7 +129,7 @@ fn query_errors_point_at_the_token() {
     assert!(stdout.is_empty());
     assert_eq!(
         stderr,
-        "weft: `syscalls` has no field `durr` (fields: time, name, dur, ret, pid, tid, cpu, enter_ns, duration_ns, nr)\n  syscalls where durr > 5ms\n                 ^^^^\n"
+        "weft: `syscalls` has no field `durr` (fields: time, name, dur, ret, comm, pid, tid, cpu, enter_ns, duration_ns, nr)\n  syscalls where durr > 5ms\n                 ^^^^\n"
     );
     let (status, _, stderr) = run_weft(&["query", "/nonexistent/capture", "syscalls | count"]);
     assert_eq!(status.code(), Some(2));
