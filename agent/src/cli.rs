@@ -44,6 +44,51 @@ pub enum Command {
     /// Prints an aligned table, or JSON lines or CSV. A query error points at
     /// the offending token. Works while `weft record` is writing the capture.
     Query(QueryArgs),
+
+    /// Write a source's records to Parquet, JSON lines or CSV for other tools.
+    ///
+    /// Parquet lets `DuckDB`, Spark, `ClickHouse` or pandas take over when a
+    /// question outgrows one host. Columns are those `weft query` lists;
+    /// durations and times are integer ns. The file appears only once
+    /// complete (mode 0600).
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The capture directory.
+    #[arg(value_name = "DIR")]
+    pub dir: std::path::PathBuf,
+
+    /// The file to write.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: std::path::PathBuf,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value = "parquet")]
+    pub format: ExportFormat,
+
+    /// The source to export.
+    #[arg(long, default_value = "syscalls")]
+    pub source: String,
+
+    /// Only records for which this query condition holds, e.g. 'name = "read"'.
+    #[arg(long = "where", value_name = "CONDITION")]
+    pub condition: Option<String>,
+
+    /// Only this time window, in query syntax: 'last 60s', '[now-80s, now-20s]'.
+    #[arg(long, value_name = "WINDOW")]
+    pub window: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// Apache Parquet, one row group per million rows.
+    Parquet,
+    /// One JSON object per line.
+    Jsonl,
+    /// CSV with a header line.
+    Csv,
 }
 
 #[derive(Debug, Args)]

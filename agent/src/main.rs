@@ -4,6 +4,7 @@
 mod capture;
 mod cli;
 mod ebpf;
+mod export;
 mod info;
 mod query;
 mod record;
@@ -40,6 +41,7 @@ fn main() -> ExitCode {
         cli::Command::Record(args) => record::run(args),
         cli::Command::Info(args) => info::run(args),
         cli::Command::Query(args) => query::run(args),
+        cli::Command::Export(args) => export::run(args),
     };
     match result {
         Ok(code) => code,

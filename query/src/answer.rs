@@ -117,42 +117,54 @@ impl Answer {
 
     /// One JSON object per row; durations and times as integer ns.
     pub fn to_json_lines(&self) -> String {
-        let mut out = String::new();
-        for row in &self.rows {
-            out.push('{');
-            for (i, (cell, header)) in row.iter().zip(&self.columns).enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                let _ = write!(out, "{}:{}", json_string(&header.name), json_value(cell));
-            }
-            out.push_str("}\n");
-        }
-        out
+        self.rows
+            .iter()
+            .map(|row| json_line(&self.columns, row))
+            .collect()
     }
 
     /// CSV with a header line (RFC 4180 quoting); durations and times as
     /// integer ns.
     pub fn to_csv(&self) -> String {
-        let mut out = String::new();
-        let names: Vec<String> = self.columns.iter().map(|h| csv_field(&h.name)).collect();
-        out.push_str(&names.join(","));
-        out.push('\n');
+        let mut out = csv_header(&self.columns);
         for row in &self.rows {
-            let cells: Vec<String> = row
-                .iter()
-                .map(|cell| match cell {
-                    Cell::Null => String::new(),
-                    Cell::Int(n) => n.to_string(),
-                    Cell::Float(f) => f.to_string(),
-                    Cell::Text(t) => csv_field(t),
-                })
-                .collect();
-            out.push_str(&cells.join(","));
-            out.push('\n');
+            out.push_str(&csv_line(row));
         }
         out
     }
+}
+
+/// One row as a JSON object and a newline.
+pub fn json_line(columns: &[Header], row: &[Cell]) -> String {
+    let mut out = String::from("{");
+    for (i, (cell, header)) in row.iter().zip(columns).enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{}:{}", json_string(&header.name), json_value(cell));
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// The CSV header line.
+pub fn csv_header(columns: &[Header]) -> String {
+    let names: Vec<String> = columns.iter().map(|h| csv_field(&h.name)).collect();
+    names.join(",") + "\n"
+}
+
+/// One row as a CSV line.
+pub fn csv_line(row: &[Cell]) -> String {
+    let cells: Vec<String> = row
+        .iter()
+        .map(|cell| match cell {
+            Cell::Null => String::new(),
+            Cell::Int(n) => n.to_string(),
+            Cell::Float(f) => f.to_string(),
+            Cell::Text(t) => csv_field(t),
+        })
+        .collect();
+    cells.join(",") + "\n"
 }
 
 /// A cell for people.

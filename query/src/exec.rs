@@ -22,17 +22,67 @@ const ARRIVAL_SLACK: u64 = 2_000_000_000;
 
 /// Runs `query` on `snapshot`, naming things through `catalog`.
 pub fn run(snapshot: &Snapshot, catalog: &Catalog, query: &Query) -> Result<Answer> {
-    let range = snapshot.time_range()?;
-    let mut engine = Engine {
-        snapshot,
-        catalog,
-        first: range.as_ref().map_or(0, |r| *r.start()),
-        now: range.map_or(0, |r| *r.end()),
-        plan: Vec::new(),
-        stats: QueryStats::default(),
-        thresholds: Vec::new(),
-    };
+    let mut engine = Engine::new(snapshot, catalog)?;
     let mut answer = engine.query(query)?;
+    answer.plan = engine.plan;
+    answer.stats = engine.stats;
+    Ok(answer)
+}
+
+/// Calls `visit` with each record `query` selects, as the cells of the
+/// answer's columns, without holding them: for exports of any size. The
+/// query may pick `fields` but not aggregate, sort or limit. Returns the
+/// columns, plan and stats, with no rows.
+pub fn stream(
+    snapshot: &Snapshot,
+    catalog: &Catalog,
+    query: &Query,
+    visit: &mut dyn FnMut(&[Header], Vec<Cell>),
+) -> Result<Answer> {
+    let mut engine = Engine::new(snapshot, catalog)?;
+    let source = engine.source(&query.source)?;
+    let window = engine.window(query.window.as_ref(), &query.source)?;
+    let near = match &query.correlate {
+        Some(c) => Some(engine.near(source, c)?),
+        None => None,
+    };
+    let pred = match &query.filter {
+        Some(cond) => engine.resolve(source, bind(source, cond)?, &window)?,
+        None => None,
+    };
+    let mut columns: Vec<usize> = (0..source.columns.len())
+        .filter(|c| !source.columns[*c].hidden)
+        .collect();
+    for stage in &query.stages {
+        let Stage::Fields(names) = stage else {
+            return Err(Error::spanned(
+                query.source.span,
+                format!(
+                    "`{}` cannot be streamed: only `fields` may follow",
+                    stage_word(stage)
+                ),
+            ));
+        };
+        columns = names
+            .iter()
+            .map(|n| column(source, n).map(|(c, _)| c))
+            .collect::<Result<_>>()?;
+    }
+    let scan = engine.plan_scan(source, pred, "stream");
+    let mut answer = listing(source, &[], &columns);
+    let headers = std::mem::take(&mut answer.columns);
+    let mut each = |time: u64, payload: &[u8]| {
+        let cells = columns
+            .iter()
+            .map(|c| {
+                let col = &source.columns[*c];
+                cell(&col.kind, col.value(time, payload))
+            })
+            .collect();
+        visit(&headers, cells);
+    };
+    engine.scan(source, &window, &scan, near.as_ref(), &mut each)?;
+    answer.columns = headers;
     answer.plan = engine.plan;
     answer.stats = engine.stats;
     Ok(answer)
@@ -107,6 +157,19 @@ fn merge(mut spans: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
 }
 
 impl<'a> Engine<'a> {
+    fn new(snapshot: &'a Snapshot, catalog: &'a Catalog) -> Result<Self> {
+        let range = snapshot.time_range()?;
+        Ok(Self {
+            snapshot,
+            catalog,
+            first: range.as_ref().map_or(0, |r| *r.start()),
+            now: range.map_or(0, |r| *r.end()),
+            plan: Vec::new(),
+            stats: QueryStats::default(),
+            thresholds: Vec::new(),
+        })
+    }
+
     fn query(&mut self, q: &Query) -> Result<Answer> {
         let source = self.source(&q.source)?;
         let window = self.window(q.window.as_ref(), &q.source)?;

@@ -42,3 +42,16 @@ pub use parse::parse;
 pub fn run(snapshot: &weft_store::Snapshot, catalog: &Catalog, text: &str) -> Result<Answer> {
     exec::run(snapshot, catalog, &parse(text)?)
 }
+
+/// Parses `text` and calls `visit` with the cells of each record it
+/// selects, holding none of them (for exports). The query may use `fields`
+/// but not aggregate, sort or limit. Returns the columns (no rows), the
+/// plan and the store's work.
+pub fn stream(
+    snapshot: &weft_store::Snapshot,
+    catalog: &Catalog,
+    text: &str,
+    visit: &mut dyn FnMut(&[Header], Vec<Cell>),
+) -> Result<Answer> {
+    exec::stream(snapshot, catalog, &parse(text)?, visit)
+}

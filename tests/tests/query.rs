@@ -3,6 +3,8 @@
 //! percentiles equal those computed from a full export, and queries during
 //! a recording see consistent, growing data.
 
+use std::os::unix::fs::PermissionsExt as _;
+
 use weft_tests::{Running, Workload, can_trace, capture_dir, record, run_weft};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
@@ -170,5 +172,70 @@ fn query_while_recording_sees_consistent_growing_data() {
     assert_eq!(r["count"], 3_000_000);
     let grew = counts.iter().any(|c| (1..3_000_000).contains(c));
     assert!(grew, "no query saw the capture mid-way: {counts:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn export_parquet_matches_duckdb() {
+    if !can_trace("export_parquet_matches_duckdb") {
+        return;
+    }
+    let Some(python) = std::env::var_os("WEFT_PYTHON") else {
+        eprintln!(
+            "skipping export_parquet_matches_duckdb: WEFT_PYTHON (a Python with duckdb) is not set; `cargo xtask test` sets it"
+        );
+        return;
+    };
+    let dir = capture_dir("export");
+    record(WORKLOAD, &dir, &["getppid:20000", "nanosleep:20:1"], &[]);
+    let out = dir.with_extension("parquet");
+    let (status, _, stderr) =
+        run_weft(&["export", dir.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert!(status.success(), "{stderr}");
+    let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let weft = row(&dir, "syscalls | count, p99.99(dur), max(dur)");
+    let getppid = row(&dir, r#"syscalls where name = "getppid" | count"#);
+    let script = format!(
+        "import duckdb, json, math\n\
+         f = '{}'\n\
+         durs = [d for (d,) in duckdb.sql(f\"select dur from '{{f}}' order by dur\").fetchall()]\n\
+         total, top = len(durs), durs[-1]\n\
+         p = durs[min(max(math.ceil(0.9999 * total), 1), total) - 1]\n\
+         (getppid,) = duckdb.sql(f\"select count(*) from '{{f}}' where name = 'getppid' and comm = 'weft-workload'\").fetchall()[0]\n\
+         print(json.dumps([total, p, top, getppid]))",
+        out.display()
+    );
+    let duck = std::process::Command::new(python)
+        .args(["-c", &script])
+        .output()
+        .expect("run python");
+    assert!(
+        duck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&duck.stderr)
+    );
+    let duck: Vec<i64> = serde_json::from_slice(&duck.stdout).unwrap();
+    assert_eq!(duck[0], weft["count"].as_i64().unwrap(), "row count");
+    assert_eq!(duck[1], weft["p99.99(dur)"].as_i64().unwrap(), "p99.99");
+    assert_eq!(duck[2], weft["max(dur)"].as_i64().unwrap(), "max");
+    assert_eq!(duck[3], getppid["count"].as_i64().unwrap());
+    assert_eq!(duck[3], 20_000);
+
+    // A bad condition leaves no file behind (and no temporary one).
+    std::fs::remove_file(&out).unwrap();
+    let (status, _, stderr) = run_weft(&[
+        "export",
+        dir.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--where",
+        "durr > 1",
+    ]);
+    assert_eq!(status.code(), Some(2));
+    assert!(stderr.contains("no field `durr`"), "{stderr}");
+    assert!(!out.exists());
+    let tmp = out.with_extension("parquet.weft-tmp");
+    assert!(!tmp.exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -15,7 +15,13 @@ const PACKAGES: &[&str] = &[
     "llvm-22-dev",
     "zlib1g-dev",
     "libzstd-dev",
+    // The export test checks Parquet files with DuckDB from PyPI, in a venv.
+    "python3",
+    "python3-venv",
 ];
+
+/// The `DuckDB` release the export test reads Parquet with.
+const DUCKDB_VERSION: &str = "2.0.0";
 
 /// The bpf-linker release that builds against Debian's LLVM 22.
 const BPF_LINKER_VERSION: &str = "0.13.0";
@@ -23,6 +29,7 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 pub fn run() -> Result<()> {
     install_packages(PACKAGES)?;
     install_bpf_linker()?;
+    install_duckdb()?;
     println!("setup: everything is installed");
     Ok(())
 }
@@ -69,6 +76,40 @@ fn install_bpf_linker() -> Result<()> {
             .args(["--locked", "--no-default-features", "--features", "llvm-22"])
             .env("PATH", path),
     )
+}
+
+/// A Python venv under `target/` with `DuckDB`, for the export test.
+fn install_duckdb() -> Result<()> {
+    let python = duckdb_python();
+    let installed =
+        output(Command::new(&python).args(["-c", "import duckdb; print(duckdb.__version__)"]))
+            .is_ok_and(|version| version == DUCKDB_VERSION);
+    if installed {
+        return Ok(());
+    }
+    let venv = python
+        .parent()
+        .and_then(std::path::Path::parent)
+        .context("venv path")?;
+    println!(
+        "setup: installing duckdb {DUCKDB_VERSION} into {}",
+        venv.display()
+    );
+    exec(
+        Command::new("python3")
+            .args(["-m", "venv", "--clear"])
+            .arg(venv),
+    )?;
+    exec(
+        Command::new(&python)
+            .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+            .arg(format!("duckdb=={DUCKDB_VERSION}")),
+    )
+}
+
+/// The Python interpreter of the `DuckDB` venv.
+pub fn duckdb_python() -> std::path::PathBuf {
+    crate::exec::workspace_root().join("target/duckdb/bin/python")
 }
 
 fn bpf_linker_path() -> String {

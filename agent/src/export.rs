@@ -1,0 +1,294 @@
+//! `weft export`: a source's records as Parquet, JSON lines or CSV, streamed
+//! from the capture (memory is one row group, not the capture) into a
+//! temporary file that is renamed into place only when complete.
+
+use std::{
+    fs::{self, File},
+    io::{BufWriter, Write as _},
+    os::unix::fs::OpenOptionsExt as _,
+    path::{Path, PathBuf},
+    process::ExitCode,
+    sync::Arc,
+};
+
+use anyhow::{Context as _, Result, anyhow};
+use parquet::{
+    basic::{ConvertedType, Repetition, Type as PhysicalType},
+    data_type::{ByteArray, ByteArrayType, Int64Type},
+    file::{properties::WriterProperties, writer::SerializedFileWriter},
+    schema::types::Type,
+};
+use weft_query::{Cell, Header, Kind};
+
+use crate::{
+    capture,
+    cli::{ExportArgs, ExportFormat},
+};
+
+/// Rows per Parquet row group: bounds memory (about 10 bytes per cell).
+const ROW_GROUP: usize = 1 << 20;
+
+pub fn run(args: &ExportArgs) -> Result<ExitCode> {
+    let dir = &args.dir;
+    let metadata = capture::read_metadata(dir)?;
+    let (snapshot, _) = weft_store::open_read_only(dir)
+        .with_context(|| format!("failed to open {}", dir.display()))?;
+    let catalog = capture::catalog(&snapshot, &metadata)?;
+    let mut text = args.source.clone();
+    if let Some(condition) = &args.condition {
+        text = format!("{text} where {condition}");
+    }
+    if let Some(window) = &args.window {
+        text = format!("{text} {window}");
+    }
+    let tmp = temp_path(&args.output);
+    let _ = fs::remove_file(&tmp);
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .with_context(|| format!("failed to create {}", tmp.display()))?;
+    let mut sink = Sink::new(args.format, file);
+    let mut failed = None;
+    let mut rows = 0u64;
+    let streamed = weft_query::stream(&snapshot, &catalog, &text, &mut |headers, cells| {
+        if failed.is_none() {
+            rows += 1;
+            failed = sink.row(headers, cells).err();
+        }
+    });
+    let writing = || format!("failed to write {}", tmp.display());
+    let written = match (streamed, failed) {
+        (Err(weft_query::Error::Query { span, message }), _) => Err(anyhow!(
+            "{}",
+            weft_query::Error::Query { span, message }.render(&text)
+        )),
+        (Err(other), _) => Err(anyhow!(other).context(format!("failed to read {}", dir.display()))),
+        (Ok(_), Some(error)) => Err(error.context(writing())),
+        (Ok(answer), None) => sink.finish(&answer.columns).with_context(writing),
+    };
+    let done = written.and_then(|()| {
+        fs::rename(&tmp, &args.output).with_context(|| {
+            format!(
+                "failed to rename {} to {}",
+                tmp.display(),
+                args.output.display()
+            )
+        })
+    });
+    if let Err(error) = done {
+        let _ = fs::remove_file(&tmp);
+        return Err(error);
+    }
+    eprintln!(
+        "weft: exported {rows} {} records to {}",
+        args.source,
+        args.output.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `OUT.weft-tmp` next to `OUT`, so the final rename stays on one file system.
+fn temp_path(output: &Path) -> PathBuf {
+    let mut name = output.file_name().unwrap_or_default().to_os_string();
+    name.push(".weft-tmp");
+    output.with_file_name(name)
+}
+
+/// Where rows go: lines of text, or Parquet columns.
+enum Sink {
+    Lines {
+        out: BufWriter<File>,
+        csv: bool,
+        started: bool,
+    },
+    Parquet {
+        file: Option<File>,
+        writer: Option<SerializedFileWriter<File>>,
+        columns: Vec<Column>,
+    },
+}
+
+/// One Parquet column's buffered values and definition levels (1 = present).
+enum Column {
+    Ints(Vec<i64>, Vec<i16>),
+    Texts(Vec<ByteArray>, Vec<i16>),
+}
+
+impl Sink {
+    fn new(format: ExportFormat, file: File) -> Self {
+        match format {
+            ExportFormat::Parquet => Self::Parquet {
+                file: Some(file),
+                writer: None,
+                columns: Vec::new(),
+            },
+            ExportFormat::Jsonl | ExportFormat::Csv => Self::Lines {
+                out: BufWriter::new(file),
+                csv: format == ExportFormat::Csv,
+                started: false,
+            },
+        }
+    }
+
+    fn row(&mut self, headers: &[Header], cells: Vec<Cell>) -> Result<()> {
+        self.start(headers)?;
+        match self {
+            Self::Lines { out, csv: true, .. } => {
+                out.write_all(weft_query::answer::csv_line(&cells).as_bytes())?;
+            }
+            Self::Lines { out, .. } => {
+                out.write_all(weft_query::answer::json_line(headers, &cells).as_bytes())?;
+            }
+            Self::Parquet { columns, .. } => {
+                for (column, cell) in columns.iter_mut().zip(cells) {
+                    column.push(cell);
+                }
+                if columns.first().is_some_and(|c| c.len() >= ROW_GROUP) {
+                    self.flush()?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the header or creates the Parquet writer, once.
+    fn start(&mut self, headers: &[Header]) -> Result<()> {
+        match self {
+            Self::Lines { out, csv, started } if !*started => {
+                *started = true;
+                if *csv {
+                    out.write_all(weft_query::answer::csv_header(headers).as_bytes())?;
+                }
+            }
+            Self::Parquet {
+                file,
+                writer,
+                columns,
+            } if writer.is_none() => {
+                let schema = Arc::new(schema(headers)?);
+                let props = Arc::new(
+                    WriterProperties::builder()
+                        .set_created_by(format!("weft {}", env!("CARGO_PKG_VERSION")))
+                        .build(),
+                );
+                let file = file
+                    .take()
+                    .context("the Parquet file was already started")?;
+                *writer = Some(SerializedFileWriter::new(file, schema, props)?);
+                *columns = headers.iter().map(|h| Column::new(&h.kind)).collect();
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Writes the buffered rows as one row group.
+    fn flush(&mut self) -> Result<()> {
+        let Self::Parquet {
+            writer: Some(writer),
+            columns,
+            ..
+        } = self
+        else {
+            return Ok(());
+        };
+        if columns.first().is_none_or(|c| c.len() == 0) {
+            return Ok(());
+        }
+        let mut group = writer.next_row_group()?;
+        for column in columns.iter_mut() {
+            let mut out = group
+                .next_column()?
+                .context("schema and columns disagree")?;
+            match column {
+                Column::Ints(values, defs) => {
+                    out.typed::<Int64Type>()
+                        .write_batch(values, Some(defs), None)?;
+                    values.clear();
+                    defs.clear();
+                }
+                Column::Texts(values, defs) => {
+                    out.typed::<ByteArrayType>()
+                        .write_batch(values, Some(defs), None)?;
+                    values.clear();
+                    defs.clear();
+                }
+            }
+            out.close()?;
+        }
+        group.close()?;
+        Ok(())
+    }
+
+    /// Finishes the file (a header or schema even with no rows) and syncs it.
+    fn finish(mut self, headers: &[Header]) -> Result<()> {
+        self.start(headers)?;
+        self.flush()?;
+        let file = match self {
+            Self::Lines { out, .. } => out
+                .into_inner()
+                .map_err(std::io::IntoInnerError::into_error)?,
+            Self::Parquet { writer, .. } => writer
+                .context("the Parquet writer never started")?
+                .into_inner()?,
+        };
+        file.sync_all()?;
+        Ok(())
+    }
+}
+
+impl Column {
+    fn new(kind: &Kind) -> Self {
+        match kind {
+            Kind::Named(_) => Self::Texts(Vec::new(), Vec::new()),
+            _ => Self::Ints(Vec::new(), Vec::new()),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Self::Ints(_, defs) | Self::Texts(_, defs) => defs.len(),
+        }
+    }
+
+    fn push(&mut self, cell: Cell) {
+        match (self, cell) {
+            (Self::Ints(values, defs), Cell::Int(v)) => {
+                values.push(v);
+                defs.push(1);
+            }
+            (Self::Texts(values, defs), Cell::Text(t)) => {
+                values.push(ByteArray::from(t.into_bytes()));
+                defs.push(1);
+            }
+            (Self::Texts(values, defs), Cell::Int(v)) => {
+                values.push(ByteArray::from(v.to_string().into_bytes()));
+                defs.push(1);
+            }
+            (Self::Ints(_, defs) | Self::Texts(_, defs), _) => defs.push(0),
+        }
+    }
+}
+
+/// A Parquet schema with one optional column per header: names as UTF-8
+/// strings, everything else as 64-bit integers.
+fn schema(headers: &[Header]) -> Result<Type> {
+    let fields = headers
+        .iter()
+        .map(|h| {
+            let builder = match h.kind {
+                Kind::Named(_) => Type::primitive_type_builder(&h.name, PhysicalType::BYTE_ARRAY)
+                    .with_converted_type(ConvertedType::UTF8),
+                _ => Type::primitive_type_builder(&h.name, PhysicalType::INT64),
+            };
+            Ok(Arc::new(
+                builder.with_repetition(Repetition::OPTIONAL).build()?,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Type::group_type_builder("weft")
+        .with_fields(fields)
+        .build()?)
+}
