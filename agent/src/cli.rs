@@ -61,23 +61,23 @@ pub struct ExportArgs {
     pub dir: std::path::PathBuf,
 
     /// The file to write.
-    #[arg(long, short = 'o', value_name = "FILE")]
+    #[arg(long, short = 'o', value_name = "FILE", help_heading = "Output")]
     pub output: std::path::PathBuf,
 
     /// Output format.
-    #[arg(long, value_enum, default_value = "parquet")]
+    #[arg(long, value_enum, default_value = "parquet", help_heading = "Output")]
     pub format: ExportFormat,
 
     /// The source to export.
-    #[arg(long, default_value = "syscalls")]
+    #[arg(long, default_value = "syscalls", help_heading = "Selection")]
     pub source: String,
 
     /// Only records for which this query condition holds, e.g. 'name = "read"'.
-    #[arg(long = "where", value_name = "CONDITION")]
+    #[arg(long = "where", value_name = "CONDITION", help_heading = "Selection")]
     pub condition: Option<String>,
 
     /// Only this time window, in query syntax: 'last 60s', '[now-80s, now-20s]'.
-    #[arg(long, value_name = "WINDOW")]
+    #[arg(long, value_name = "WINDOW", help_heading = "Selection")]
     pub window: Option<String>,
 }
 
@@ -92,14 +92,20 @@ pub enum ExportFormat {
 }
 
 #[derive(Debug, Args)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent command-line flags"
+)]
 pub struct QueryArgs {
-    /// The capture directory.
-    #[arg(value_name = "DIR")]
-    pub dir: std::path::PathBuf,
+    /// The capture directory, then the query, e.g. 'syscalls | p99(dur) by
+    /// name last 60s'. With --live, only the query.
+    #[arg(value_name = "DIR QUERY", required = true, num_args = 1..=2)]
+    pub args: Vec<String>,
 
-    /// The query, e.g. 'syscalls | p99(dur) by name last 60s'.
-    #[arg(value_name = "QUERY")]
-    pub query: String,
+    /// Ask the running `weft record` (through its root-only socket) instead
+    /// of a directory: "now" is the present, data is at most a second old.
+    #[arg(long, help_heading = "Source")]
+    pub live: bool,
 
     /// One JSON object per row; durations and times as integer ns.
     #[arg(long, help_heading = "Output", conflicts_with = "csv")]
@@ -112,6 +118,46 @@ pub struct QueryArgs {
     /// Print how the query was answered (indexes, chunks read, time) instead of its rows.
     #[arg(long, help_heading = "Output")]
     pub explain: bool,
+}
+
+impl QueryArgs {
+    /// The output format the flags choose.
+    pub fn format(&self) -> OutputFormat {
+        match (self.explain, self.json, self.csv) {
+            (true, _, _) => OutputFormat::Explain,
+            (_, true, _) => OutputFormat::Json,
+            (_, _, true) => OutputFormat::Csv,
+            _ => OutputFormat::Table,
+        }
+    }
+}
+
+/// How `weft query` prints an answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputFormat {
+    Table,
+    Json,
+    Csv,
+    Explain,
+}
+
+impl OutputFormat {
+    /// The format's name on the live socket.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Table => "table",
+            Self::Json => "json",
+            Self::Csv => "csv",
+            Self::Explain => "explain",
+        }
+    }
+
+    /// The format called `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Self::Table, Self::Json, Self::Csv, Self::Explain]
+            .into_iter()
+            .find(|f| f.name() == name)
+    }
 }
 
 #[derive(Debug, Args)]

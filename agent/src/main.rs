@@ -6,6 +6,7 @@ mod cli;
 mod ebpf;
 mod export;
 mod info;
+mod live;
 mod query;
 mod record;
 mod resolve;

@@ -1,38 +1,35 @@
-//! `weft query DIR 'QUERY'`: answers a query on a capture directory, as a
-//! table, JSON lines or CSV, or explains how it was answered.
+//! `weft query DIR 'QUERY'` and `weft query --live 'QUERY'`: answers a query
+//! on a capture directory, or on the running recorder through its socket,
+//! as a table, JSON lines or CSV, or explains how it was answered.
 
 use std::{
     fmt::Write as _,
     io::{ErrorKind, Write as _},
+    path::Path,
     process::ExitCode,
-    time::Instant,
+    time::{Duration, Instant},
 };
 
-use anyhow::{Context as _, Result, anyhow};
+use anyhow::{Context as _, Result, anyhow, bail};
+use weft_store::Snapshot;
 
-use crate::{capture, cli::QueryArgs};
+use crate::{
+    capture,
+    cli::{OutputFormat, QueryArgs},
+    live,
+};
 
 pub fn run(args: &QueryArgs) -> Result<ExitCode> {
-    let dir = &args.dir;
-    let metadata = capture::read_metadata(dir)?;
-    let (snapshot, _) = weft_store::open_read_only(dir)
-        .with_context(|| format!("failed to open {}", dir.display()))?;
-    let catalog = capture::catalog(&snapshot, &metadata)?;
-    let started = Instant::now();
-    let answer =
-        weft_query::run(&snapshot, &catalog, &args.query).map_err(|error| match error {
-            weft_query::Error::Query { .. } => anyhow!("{}", error.render(&args.query)),
-            other => anyhow!(other).context(format!("failed to query {}", dir.display())),
-        })?;
-    let elapsed = started.elapsed();
-    let text = if args.explain {
-        explain(&answer, elapsed)
-    } else if args.json {
-        answer.to_json_lines()
-    } else if args.csv {
-        answer.to_csv()
-    } else {
-        answer.to_table(catalog.wall_offset)
+    let text = match (args.live, &args.args[..]) {
+        (true, [query]) => live::ask(query, args.format())?,
+        (false, [dir, query]) => {
+            let dir = Path::new(dir);
+            let (snapshot, _) = weft_store::open_read_only(dir)
+                .with_context(|| format!("failed to open {}", dir.display()))?;
+            answer(&snapshot, dir, query, args.format(), None)?
+        }
+        (true, _) => bail!("with --live, give only the query (no directory)"),
+        (false, _) => bail!("give the capture directory and the query"),
     };
     let mut stdout = std::io::stdout().lock();
     match stdout
@@ -45,8 +42,34 @@ pub fn run(args: &QueryArgs) -> Result<ExitCode> {
     }
 }
 
+/// Answers `query` on `snapshot` of the capture in `dir`, printed in
+/// `format`; `now` is the present for live captures. A query error is
+/// rendered with a caret under the offending token.
+pub fn answer(
+    snapshot: &Snapshot,
+    dir: &Path,
+    query: &str,
+    format: OutputFormat,
+    now: Option<u64>,
+) -> Result<String> {
+    let metadata = capture::read_metadata(dir)?;
+    let mut catalog = capture::catalog(snapshot, &metadata)?;
+    catalog.now = now;
+    let started = Instant::now();
+    let answer = weft_query::run(snapshot, &catalog, query).map_err(|error| match error {
+        weft_query::Error::Query { .. } => anyhow!("{}", error.render(query)),
+        other => anyhow!(other).context(format!("failed to query {}", dir.display())),
+    })?;
+    Ok(match format {
+        OutputFormat::Explain => explain(&answer, started.elapsed()),
+        OutputFormat::Json => answer.to_json_lines(),
+        OutputFormat::Csv => answer.to_csv(),
+        OutputFormat::Table => answer.to_table(catalog.wall_offset),
+    })
+}
+
 /// The plan, the store's work and the time taken.
-fn explain(answer: &weft_query::Answer, elapsed: std::time::Duration) -> String {
+fn explain(answer: &weft_query::Answer, elapsed: Duration) -> String {
     let s = &answer.stats;
     let mut text = answer.plan.join("\n");
     // Writing to a String cannot fail.

@@ -14,7 +14,7 @@ use weft_store::{Config, Store};
 use crate::{
     capture,
     cli::RecordArgs,
-    ebpf, resolve,
+    ebpf, live, resolve,
     session::{self, Consumer, Session},
     syscall::{Counters, Losses, SyscallProbe},
     tasks::TaskNames,
@@ -44,6 +44,11 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode> {
     }
     let source = capture::define_syscall_source(&mut store)?;
     let tasks = TaskNames::define(&mut store)?;
+    // Warn and record on: a capture without live queries beats none.
+    let _live = live::serve(store.reader(), dir.clone()).unwrap_or_else(|error| {
+        eprintln!("weft: live queries unavailable: {error:#}");
+        None
+    });
     let mut metadata = capture::read_metadata(dir)?;
     let session_index = metadata["sessions"].as_array().map_or(0, Vec::len);
     metadata["sessions"]

@@ -15,6 +15,9 @@ pub struct Catalog {
     /// Wall-clock time minus `CLOCK_MONOTONIC`, in ns, when known: times
     /// then print as UTC and windows may use wall-clock times.
     pub wall_offset: Option<i64>,
+    /// What `now` means, as `CLOCK_MONOTONIC` ns: the present for a live
+    /// capture; `None` for a recording, whose "now" is its last record.
+    pub now: Option<u64>,
 }
 
 /// The columns of one source.
@@ -169,6 +172,7 @@ impl Catalog {
         Self {
             sources,
             wall_offset: None,
+            now: None,
         }
     }
 

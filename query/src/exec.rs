@@ -163,7 +163,7 @@ impl<'a> Engine<'a> {
             snapshot,
             catalog,
             first: range.as_ref().map_or(0, |r| *r.start()),
-            now: range.map_or(0, |r| *r.end()),
+            now: catalog.now.unwrap_or_else(|| range.map_or(0, |r| *r.end())),
             plan: Vec::new(),
             stats: QueryStats::default(),
             thresholds: Vec::new(),

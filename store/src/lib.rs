@@ -50,7 +50,7 @@ pub use format::FormatVersion;
 pub use query::{Aggregate, QueryStats, Record};
 pub use recovery::Recovery;
 pub use schema::{Bins, Field, FieldKind, Index, IndexId, Meta, Source, SourceId};
-pub use shared::Snapshot;
+pub use shared::{Reader, Snapshot};
 pub use writer::{Config, Durability, Store};
 
 /// Opens a capture directory read-only: the same answers as the writer's

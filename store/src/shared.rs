@@ -134,6 +134,18 @@ impl Shared {
     }
 }
 
+/// A handle that takes snapshots of a store being written, from any
+/// thread, without touching the writer.
+#[derive(Clone)]
+pub struct Reader(pub(crate) Arc<Shared>);
+
+impl Reader {
+    /// A consistent view of everything published so far.
+    pub fn snapshot(&self) -> Snapshot {
+        self.0.snapshot()
+    }
+}
+
 /// A consistent, immutable view of a store: every chunk published when it
 /// was taken. Cheap to clone and to send to another thread.
 #[derive(Clone)]

@@ -18,7 +18,7 @@ use crate::{
     format::{BLOCK_HEADER_LEN, BlockHeader, MAX_RECORD_HEADER, RecordHeader, Summary, TimeEntry},
     recovery::{self, Recovery},
     schema::{Bins, Field, Index, IndexId, Meta, Source, SourceId, check_name},
-    shared::{Shared, Snapshot},
+    shared::{Reader, Shared, Snapshot},
 };
 
 /// How durable a sealed chunk is once the flusher has written it.
@@ -466,6 +466,11 @@ impl Store {
     /// A consistent view of everything published so far.
     pub fn snapshot(&self) -> Snapshot {
         self.shared.snapshot()
+    }
+
+    /// A handle that takes snapshots from other threads (live queries).
+    pub fn reader(&self) -> Reader {
+        Reader(Arc::clone(&self.shared))
     }
 
     /// Seals the active chunk (if it holds records), publishes it and waits

@@ -239,3 +239,44 @@ fn export_parquet_matches_duckdb() {
     assert!(!tmp.exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn query_live_asks_the_running_recorder() {
+    if !can_trace("query_live_asks_the_running_recorder") {
+        return;
+    }
+    let dir = capture_dir("query-live-socket");
+    let workload = Workload::spawn(WORKLOAD, &["getppid:50000"]);
+    let pid = workload.pid().to_string();
+    let running = Running::start(
+        &["record", "-o", dir.to_str().unwrap(), "--pid", &pid],
+        "weft: recording",
+    );
+    workload.run_to_end();
+    let live = |query: &str| run_weft(&["query", "--live", "--json", query]);
+    // The recorder publishes each second; wait for the whole workload.
+    let mut count = serde_json::Value::Null;
+    for _ in 0..50 {
+        let (status, stdout, stderr) = live(r#"syscalls where name = "getppid" | count last 1h"#);
+        assert!(status.success(), "{stderr}");
+        count = serde_json::from_str::<serde_json::Value>(&stdout).unwrap()["count"].clone();
+        if count == 50_000 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(count, 50_000);
+    let (status, _, stderr) = live("syscalls where durr > 1ms");
+    assert_eq!(status.code(), Some(2));
+    assert!(
+        stderr.contains("no field `durr`") && stderr.contains("^^^^"),
+        "{stderr}"
+    );
+    let finished = running.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+    assert!(!std::path::Path::new("/run/weft/query.sock").exists());
+    let (status, _, stderr) = live("syscalls | count");
+    assert_eq!(status.code(), Some(2));
+    assert!(stderr.contains("no live weft"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,116 @@
+//! Live queries: `weft record` answers queries on the capture it is writing
+//! through a Unix socket, `/run/weft/query.sock`, in a directory only root
+//! may enter (the socket itself is 0600). The protocol is one JSON line each
+//! way and then the answer's text:
+//!
+//! ```text
+//! client: {"query": "syscalls | count last 10s", "format": "table"}
+//! server: {"ok": true}            or   {"error": "message with caret"}
+//!         <the answer, until the server closes the connection>
+//! ```
+
+use std::{
+    fs::{self, DirBuilder},
+    io::{BufRead as _, BufReader, Read as _, Write as _},
+    os::unix::{
+        fs::{DirBuilderExt as _, PermissionsExt as _},
+        net::{UnixListener, UnixStream},
+    },
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context as _, Result, bail};
+use serde_json::{Value, json};
+use weft_store::Reader;
+
+use crate::{cli::OutputFormat, query};
+
+/// Where the recorder listens.
+pub const SOCKET: &str = "/run/weft/query.sock";
+
+/// The listening socket; its file is removed when this is dropped.
+pub struct Server {
+    path: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// Serves live queries on the capture in `dir` from a background thread,
+/// or says why not (another recorder serves them already) and returns
+/// `None`: recording matters more than answering.
+pub fn serve(reader: Reader, dir: PathBuf) -> Result<Option<Server>> {
+    let path = PathBuf::from(SOCKET);
+    let parent = path.parent().context("socket path has a parent")?;
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(parent)
+        .with_context(|| format!("failed to create {}", parent.display()))?;
+    if path.exists() {
+        if UnixStream::connect(&path).is_ok() {
+            eprintln!("weft: another weft serves live queries at {SOCKET}; this one will not");
+            return Ok(None);
+        }
+        // Left by a recorder that was killed.
+        let _ = fs::remove_file(&path);
+    }
+    let listener =
+        UnixListener::bind(&path).with_context(|| format!("failed to listen on {SOCKET}"))?;
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("failed to restrict {SOCKET}"))?;
+    std::thread::Builder::new()
+        .name("weft-live".into())
+        .spawn(move || {
+            for stream in listener.incoming().flatten() {
+                // One bad client must not stop the others.
+                let _ = handle(&stream, &reader, &dir);
+            }
+        })
+        .context("failed to start the live query thread")?;
+    Ok(Some(Server { path }))
+}
+
+fn handle(stream: &UnixStream, reader: &Reader, dir: &Path) -> Result<()> {
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line)?;
+    let request: Value = serde_json::from_str(&line)?;
+    let text = request["query"].as_str().unwrap_or_default();
+    let format = request["format"]
+        .as_str()
+        .and_then(OutputFormat::from_name)
+        .unwrap_or(OutputFormat::Table);
+    let snapshot = reader.snapshot();
+    let now = weft_store::now_ns();
+    let mut out = stream;
+    match query::answer(&snapshot, dir, text, format, Some(now)) {
+        Ok(answer) => {
+            writeln!(out, "{}", json!({ "ok": true }))?;
+            out.write_all(answer.as_bytes())?;
+        }
+        Err(error) => writeln!(out, "{}", json!({ "error": format!("{error:#}") }))?,
+    }
+    Ok(())
+}
+
+/// Sends `query` to the running recorder and returns its answer.
+pub fn ask(query: &str, format: OutputFormat) -> Result<String> {
+    let mut stream = UnixStream::connect(SOCKET).with_context(|| {
+        format!("no live weft to ask at {SOCKET} (start `weft record`; the socket needs root)")
+    })?;
+    let request = json!({ "query": query, "format": format.name() });
+    writeln!(stream, "{request}")?;
+    let mut reader = BufReader::new(stream);
+    let mut status = String::new();
+    reader.read_line(&mut status)?;
+    let status: Value = serde_json::from_str(&status).context("the live weft answered garbage")?;
+    if let Some(error) = status["error"].as_str() {
+        bail!("{error}");
+    }
+    let mut answer = String::new();
+    reader.read_to_string(&mut answer)?;
+    Ok(answer)
+}
