@@ -49,7 +49,7 @@ pub use error::{Error, Result};
 pub use format::FormatVersion;
 pub use query::{Aggregate, QueryStats, Record};
 pub use recovery::Recovery;
-pub use schema::{Bins, Field, FieldKind, Index, IndexId, Meta, Source, SourceId};
+pub use schema::{Bins, Field, FieldKind, Index, IndexId, Meta, Partition, Source, SourceId};
 pub use shared::{Reader, Snapshot};
 pub use writer::{Config, Durability, Store};
 

@@ -19,7 +19,7 @@ use std::ops::{Range, RangeInclusive};
 use crate::{
     error::{Error, Result},
     format::{BLOCK_HEADER_LEN, BlockHeader, RecordHeader, Summary},
-    schema::{Field, IndexId, SourceId},
+    schema::{Index, IndexId, SourceId},
     shared::{ChunkMeta, Snapshot},
 };
 
@@ -111,7 +111,43 @@ impl Aggregate {
 struct Target {
     source: SourceId,
     window: RangeInclusive<u64>,
-    index: Option<(IndexId, Field)>,
+    index: Option<Index>,
+    /// Only this part of a partitioned index.
+    part: Option<u32>,
+}
+
+impl Target {
+    fn index_id(&self) -> IndexId {
+        self.index.as_ref().map_or(0, |spec| spec.id)
+    }
+
+    /// Whether summary `s` counts for the target.
+    fn wants(&self, s: &Summary) -> bool {
+        s.source == self.source
+            && s.index == self.index_id()
+            && self.part.is_none_or(|p| s.bin / self.value_bins() == p)
+    }
+
+    /// Value bins per part.
+    fn value_bins(&self) -> u32 {
+        self.index.as_ref().map_or(1, |spec| spec.bins.len() as u32)
+    }
+
+    /// Whether a record of the source belongs to the target's part.
+    fn keeps(&self, payload: &[u8]) -> bool {
+        match (&self.index, self.part) {
+            (Some(spec), Some(part)) => spec.part_of(payload) == part,
+            _ => true,
+        }
+    }
+
+    /// The indexed value of a record (0 for the implicit index 0).
+    fn value(&self, payload: &[u8]) -> Option<i64> {
+        match &self.index {
+            Some(spec) => spec.field.read(payload),
+            None => Some(0),
+        }
+    }
 }
 
 /// Chunks decoded per parallel batch of a scan.
@@ -154,6 +190,7 @@ impl Snapshot {
         &self,
         source: SourceId,
         index: IndexId,
+        part: Option<u32>,
         window: RangeInclusive<u64>,
     ) -> Result<Target> {
         self.meta().source(source)?;
@@ -166,12 +203,20 @@ impl Snapshot {
                     "index {index} is not an index of source {source}"
                 )));
             }
-            Some((index, spec.field.clone()))
+            Some(spec.clone())
         };
+        let parts = index.as_ref().map_or(1, Index::parts);
+        if let Some(part) = part.filter(|p| *p >= parts || parts == 1) {
+            return Err(Error::Invalid(format!(
+                "index {} has no part {part} (it has {parts})",
+                index.as_ref().map_or(0, |s| s.id)
+            )));
+        }
         Ok(Target {
             source,
             window,
             index,
+            part,
         })
     }
 
@@ -186,10 +231,9 @@ impl Snapshot {
     /// Whether summaries alone answer for this chunk: all its records lie in
     /// the window and the index covers it.
     fn summarizes(&self, meta: &ChunkMeta, target: &Target) -> bool {
-        let index = target.index.as_ref().map_or(0, |(id, _)| *id);
         target.window.contains(&meta.time.first_ts)
             && target.window.contains(&meta.time.last_ts)
-            && self.covered(index, meta.time.chunk)
+            && self.covered(target.index_id(), meta.time.chunk)
     }
 
     /// Calls `visit` with each record of `target.source` in the chunk and in
@@ -226,7 +270,9 @@ impl Snapshot {
             };
             Ok((record, pos + h.len as usize))
         };
-        let keep = |r: &RecordRef<'_>| r.source == target.source && target.window.contains(&r.ts);
+        let keep = |r: &RecordRef<'_>| {
+            r.source == target.source && target.window.contains(&r.ts) && target.keeps(r.payload)
+        };
         if at.all.count.saturating_mul(4) < u64::from(at.records) {
             // A small share of the chunk: follow the back-pointers.
             let mut records = Vec::with_capacity((at.all.count as usize).min(1 << 12));
@@ -262,13 +308,10 @@ impl Snapshot {
         target: &Target,
         mut visit: impl FnMut(i64),
     ) -> Result<()> {
-        self.visit_chunk(at, target, |record| match &target.index {
-            Some((_, field)) => {
-                if let Some(value) = field.read(record.payload) {
-                    visit(value);
-                }
+        self.visit_chunk(at, target, |record| {
+            if let Some(value) = target.value(record.payload) {
+                visit(value);
             }
-            None => visit(0),
         })
     }
 
@@ -300,7 +343,7 @@ impl Snapshot {
         window: RangeInclusive<u64>,
         mut visit: impl FnMut(Record),
     ) -> Result<QueryStats> {
-        let target = self.target(source, 0, window)?;
+        let target = self.target(source, 0, None, window)?;
         self.scan_chunks(&target, None, &mut visit)
     }
 
@@ -326,7 +369,21 @@ impl Snapshot {
         values: RangeInclusive<i64>,
         mut visit: impl FnMut(Record),
     ) -> Result<QueryStats> {
-        let target = self.target(source, index, window)?;
+        self.indexed_scan_part_each(source, index, None, window, values, &mut visit)
+    }
+
+    /// [`Snapshot::indexed_scan_each`] within one part of a partitioned
+    /// index (records whose partition field has that value), or all parts.
+    pub fn indexed_scan_part_each(
+        &self,
+        source: SourceId,
+        index: IndexId,
+        part: Option<u32>,
+        window: RangeInclusive<u64>,
+        values: RangeInclusive<i64>,
+        mut visit: impl FnMut(Record),
+    ) -> Result<QueryStats> {
+        let target = self.target(source, index, part, window)?;
         self.scan_chunks(&target, Some(&values), &mut visit)
     }
 
@@ -356,7 +413,8 @@ impl Snapshot {
                 for at in part {
                     self.visit_chunk(at, target, |record| {
                         let keep = match (&target.index, values) {
-                            (Some((_, field)), Some(values)) => field
+                            (Some(spec), Some(values)) => spec
+                                .field
                                 .read(record.payload)
                                 .is_some_and(|v| values.contains(&v)),
                             _ => true,
@@ -385,14 +443,10 @@ impl Snapshot {
             return false;
         }
         match (&target.index, values) {
-            (Some((id, _)), Some(values)) if self.covered(*id, at.chunk) => {
-                meta.summaries.iter().any(|s| {
-                    s.source == target.source
-                        && s.index == *id
-                        && s.min <= *values.end()
-                        && s.max >= *values.start()
-                })
-            }
+            (Some(spec), Some(values)) if self.covered(spec.id, at.chunk) => meta
+                .summaries
+                .iter()
+                .any(|s| target.wants(s) && s.min <= *values.end() && s.max >= *values.start()),
             _ => true,
         }
     }
@@ -404,7 +458,18 @@ impl Snapshot {
         index: IndexId,
         window: RangeInclusive<u64>,
     ) -> Result<(Aggregate, QueryStats)> {
-        let target = self.target(source, index, window)?;
+        self.aggregate_part(source, index, None, window)
+    }
+
+    /// [`Snapshot::aggregate`] within one part of a partitioned index.
+    pub fn aggregate_part(
+        &self,
+        source: SourceId,
+        index: IndexId,
+        part: Option<u32>,
+        window: RangeInclusive<u64>,
+    ) -> Result<(Aggregate, QueryStats)> {
+        let target = self.target(source, index, part, window)?;
         let mut total = Aggregate::default();
         let mut stats = QueryStats::default();
         let range = self.chunks_in(&target.window)?;
@@ -413,11 +478,7 @@ impl Snapshot {
                 stats.chunks_expired += 1;
             } else if self.summarizes(meta, &target) {
                 stats.chunks_summarized += 1;
-                for s in meta
-                    .summaries
-                    .iter()
-                    .filter(|s| s.source == source && s.index == index)
-                {
+                for s in meta.summaries.iter().filter(|s| target.wants(s)) {
                     total.merge(s);
                 }
             } else if let Some(at) = ChunkRef::of(meta, source) {
@@ -443,6 +504,19 @@ impl Snapshot {
         window: RangeInclusive<u64>,
         q: f64,
     ) -> Result<(Option<i64>, QueryStats)> {
+        self.percentile_part(source, index, None, window, q)
+    }
+
+    /// [`Snapshot::percentile`] within one part of a partitioned index:
+    /// the p99 latency of one syscall from summaries, like that of all.
+    pub fn percentile_part(
+        &self,
+        source: SourceId,
+        index: IndexId,
+        part: Option<u32>,
+        window: RangeInclusive<u64>,
+        q: f64,
+    ) -> Result<(Option<i64>, QueryStats)> {
         if !(0.0..=1.0).contains(&q) {
             return Err(Error::Invalid(format!(
                 "quantile {q} is not between 0 and 1"
@@ -453,7 +527,7 @@ impl Snapshot {
                 "percentiles need a value index, not index 0".into(),
             ));
         }
-        let target = self.target(source, index, window)?;
+        let target = self.target(source, index, part, window)?;
         let bins = self.meta().index(index)?.bins.clone();
         let mut counts = vec![0u64; bins.len()];
         let mut stats = QueryStats::default();
@@ -468,22 +542,20 @@ impl Snapshot {
             } else if self.summarizes(meta, &target) {
                 stats.chunks_summarized += 1;
                 let mut here = Vec::new();
-                for s in meta
-                    .summaries
-                    .iter()
-                    .filter(|s| s.source == source && s.index == index)
-                {
-                    let slot = counts.get_mut(s.bin as usize).ok_or_else(|| {
-                        Error::Invalid(format!(
+                let (per_part, parts) = (target.value_bins(), self.meta().index(index)?.parts());
+                for s in meta.summaries.iter().filter(|s| target.wants(s)) {
+                    if s.bin / per_part >= parts {
+                        return Err(Error::Invalid(format!(
                             "chunk {}: summary names bin {} of an index with {} bins",
                             s.chunk,
                             s.bin,
-                            bins.len()
-                        ))
-                    })?;
+                            u64::from(per_part) * u64::from(parts)
+                        )));
+                    }
+                    let bin = s.bin % per_part;
                     // Saturating: a forged summary must not overflow the count.
-                    *slot = slot.saturating_add(s.count);
-                    here.push(s.bin);
+                    counts[bin as usize] = counts[bin as usize].saturating_add(s.count);
+                    here.push(bin);
                 }
                 held.push((at, Some(here)));
             } else {

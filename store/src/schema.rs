@@ -179,12 +179,50 @@ pub struct Index {
     pub from_chunk: u64,
     /// Chunk at which the index was closed, if it was.
     pub until_chunk: Option<u64>,
+    /// Bins kept apart per value of a second field, if any.
+    pub partition: Option<Partition>,
+}
+
+/// Splits an index's bins by the value of a second field (a syscall's
+/// number for its latency): summaries then answer "p99 latency of sendto"
+/// as well as "p99 latency".
+///
+/// Part `p` (a value `0 <= p < count` of the field; every other value is
+/// part `count`) holds bins `p * B .. (p + 1) * B` of the index, where `B`
+/// is the number of value bins.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Partition {
+    /// The field whose value picks the part.
+    pub field: Field,
+    /// Parts for the values `0..count`; one more holds the rest.
+    pub count: u32,
 }
 
 impl Index {
     /// Whether chunk `chunk` has summaries for this index.
     pub fn covers(&self, chunk: u64) -> bool {
         chunk >= self.from_chunk && self.until_chunk.is_none_or(|end| chunk < end)
+    }
+
+    /// Parts: 1 without a partition.
+    pub fn parts(&self) -> u32 {
+        self.partition.as_ref().map_or(1, |p| p.count + 1)
+    }
+
+    /// The part of a record's payload (0 without a partition).
+    pub fn part_of(&self, payload: &[u8]) -> u32 {
+        self.partition.as_ref().map_or(0, |p| {
+            p.field
+                .read(payload)
+                .and_then(|v| u32::try_from(v).ok())
+                .filter(|v| *v < p.count)
+                .unwrap_or(p.count)
+        })
+    }
+
+    /// The summary bin of a record with `value` in part `part`.
+    pub fn bin(&self, part: u32, value: i64) -> u32 {
+        part * self.bins.len() as u32 + self.bins.bin_of(value)
     }
 }
 
@@ -249,9 +287,13 @@ impl Meta {
                 .until_chunk
                 .map_or_else(|| "-".to_owned(), |c| c.to_string());
             let f = &index.field;
+            let partition = index.partition.as_ref().map_or_else(String::new, |p| {
+                let f = &p.field;
+                format!(" {}:{}:{}:{}", f.name, f.offset, f.kind.name(), p.count)
+            });
             let _ = writeln!(
                 out,
-                "index {} {} {} {}:{}:{} {} {} {}",
+                "index {} {} {} {}:{}:{} {} {} {}{partition}",
                 index.id,
                 index.source,
                 index.name,
@@ -325,7 +367,28 @@ fn parse_meta(text: &str) -> std::result::Result<Meta, (u64, String)> {
                     fields,
                 });
             }
-            ["index", id, source, name, field, from, until, bins] => {
+            [
+                "index",
+                id,
+                source,
+                name,
+                field,
+                from,
+                until,
+                bins,
+                partition @ ..,
+            ] if partition.len() <= 1 => {
+                let partition = match partition.first() {
+                    None => None,
+                    Some(text) => {
+                        let (field, count) =
+                            text.rsplit_once(':').ok_or_else(|| bad("bad partition"))?;
+                        Some(Partition {
+                            field: parse_field(field).ok_or_else(|| bad("bad partition"))?,
+                            count: num(count)? as u32,
+                        })
+                    }
+                };
                 let bins: Vec<i64> = bins
                     .split(',')
                     .map(str::parse)
@@ -343,6 +406,7 @@ fn parse_meta(text: &str) -> std::result::Result<Meta, (u64, String)> {
                     } else {
                         Some(num(until)?)
                     },
+                    partition,
                 });
             }
             ["pin", start, end] => meta.pins.push((num(start)?, num(end)?)),
@@ -420,19 +484,35 @@ mod tests {
                 name: "sys".into(),
                 fields: vec![Field::new("lat", 8, FieldKind::U64)],
             }],
-            indexes: vec![Index {
-                id: 1,
-                source: 0,
-                name: "lat".into(),
-                field: Field::new("lat", 8, FieldKind::U64),
-                bins: Bins::new(vec![1, 10, 100]).unwrap(),
-                from_chunk: 3,
-                until_chunk: Some(9),
-            }],
+            indexes: vec![
+                Index {
+                    id: 1,
+                    source: 0,
+                    name: "lat".into(),
+                    field: Field::new("lat", 8, FieldKind::U64),
+                    bins: Bins::new(vec![1, 10, 100]).unwrap(),
+                    from_chunk: 3,
+                    until_chunk: Some(9),
+                    partition: None,
+                },
+                Index {
+                    id: 2,
+                    source: 0,
+                    name: "lat_by_nr".into(),
+                    field: Field::new("lat", 8, FieldKind::U64),
+                    bins: Bins::new(vec![1, 10, 100]).unwrap(),
+                    from_chunk: 0,
+                    until_chunk: None,
+                    partition: Some(Partition {
+                        field: Field::new("nr", 0, FieldKind::U32),
+                        count: 512,
+                    }),
+                },
+            ],
             pins: vec![(5, 6)],
         };
         assert_eq!(parse_meta(&meta.render()), Ok(meta.clone()));
         let broken = meta.render().replace("pin 5 6", "pin five 6");
-        assert_eq!(parse_meta(&broken).unwrap_err().0, 6);
+        assert_eq!(parse_meta(&broken).unwrap_err().0, 7);
     }
 }

@@ -17,7 +17,7 @@ use crate::{
     flusher::{self, Sealed},
     format::{BLOCK_HEADER_LEN, BlockHeader, MAX_RECORD_HEADER, RecordHeader, Summary, TimeEntry},
     recovery::{self, Recovery},
-    schema::{Bins, Field, Index, IndexId, Meta, Source, SourceId, check_name},
+    schema::{Bins, Field, Index, IndexId, Meta, Partition, Source, SourceId, check_name},
     shared::{Reader, Shared, Snapshot},
 };
 
@@ -119,10 +119,49 @@ impl Acc {
 }
 
 struct IndexAcc {
-    id: IndexId,
-    field: Field,
-    bins: Bins,
+    spec: Index,
     per_bin: Vec<Acc>,
+    /// Bins with records in the active chunk, in first-use order: sealing
+    /// visits and resets only these (a partitioned index has many bins).
+    touched: Vec<u32>,
+}
+
+impl IndexAcc {
+    fn new(spec: &Index) -> Self {
+        Self {
+            spec: spec.clone(),
+            per_bin: vec![Acc::EMPTY; spec.bins.len() * spec.parts() as usize],
+            touched: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, payload: &[u8], ts: u64, addr: u64) {
+        let Some(value) = self.spec.field.read(payload) else {
+            return;
+        };
+        let bin = self.spec.bin(self.spec.part_of(payload), value);
+        let acc = &mut self.per_bin[bin as usize];
+        if acc.count == 0 {
+            self.touched.push(bin);
+        }
+        acc.add(value, ts, addr);
+    }
+
+    /// The summaries of the touched bins, in bin order.
+    fn summaries(&self, chunk: u64, source: SourceId, out: &mut Vec<Summary>) {
+        let mut bins = self.touched.clone();
+        bins.sort_unstable();
+        out.extend(
+            bins.iter()
+                .map(|bin| self.per_bin[*bin as usize].summary(chunk, source, self.spec.id, *bin)),
+        );
+    }
+
+    fn reset(&mut self) {
+        for bin in self.touched.drain(..) {
+            self.per_bin[bin as usize] = Acc::EMPTY;
+        }
+    }
 }
 
 #[derive(Default)]
@@ -144,6 +183,9 @@ pub struct Store {
     records: u32,
     prev: Vec<Option<u64>>,
     acc: Vec<SourceAcc>,
+    /// The indexes changed while a chunk was active: the next chunk
+    /// rebuilds the accumulators instead of resetting them.
+    acc_stale: bool,
     next_summary: u64,
     to_flusher: Option<mpsc::SyncSender<Arc<Sealed>>>,
     /// Buffers the flusher has written and handed back.
@@ -199,6 +241,7 @@ impl Store {
             records: 0,
             prev: recovery.prev.clone(),
             acc: Vec::new(),
+            acc_stale: false,
             next_summary: recovery.next_summary,
             to_flusher: Some(tx),
             spare,
@@ -245,7 +288,8 @@ impl Store {
         });
         self.save_meta()?;
         self.prev.push(None);
-        self.rebuild_accumulators();
+        // Rebuilding would drop the active chunk's totals of other sources.
+        self.acc.push(SourceAcc::default());
         Ok(id)
     }
 
@@ -259,8 +303,28 @@ impl Store {
         field: Field,
         bins: Bins,
     ) -> Result<IndexId> {
+        self.define_partitioned_index(source, name, field, bins, None)
+    }
+
+    /// Defines an index like [`Store::define_index`] whose bins are kept
+    /// apart per part of `partition` (at most 2^20 bins in all).
+    pub fn define_partitioned_index(
+        &mut self,
+        source: SourceId,
+        name: &str,
+        field: Field,
+        bins: Bins,
+        partition: Option<Partition>,
+    ) -> Result<IndexId> {
         check_name(name)?;
         self.meta.source(source)?;
+        let parts = partition.as_ref().map_or(1, |p| u64::from(p.count) + 1);
+        if bins.len() as u64 * parts > 1 << 20 {
+            return Err(Error::Invalid(format!(
+                "index `{name}` would have {} bins; at most 2^20 are allowed",
+                bins.len() as u64 * parts
+            )));
+        }
         let id = IndexId::try_from(self.meta.indexes.len() + 1)
             .map_err(|_| Error::Invalid("too many indexes".into()))?;
         let from_chunk = if self.records == 0 {
@@ -276,11 +340,14 @@ impl Store {
             bins,
             from_chunk,
             until_chunk: None,
+            partition,
         });
         self.save_meta()?;
         if self.records == 0 {
             // The active chunk is empty: the index starts with it.
             self.rebuild_accumulators();
+        } else {
+            self.acc_stale = true;
         }
         Ok(id)
     }
@@ -305,6 +372,8 @@ impl Store {
         self.save_meta()?;
         if self.records == 0 {
             self.rebuild_accumulators();
+        } else {
+            self.acc_stale = true;
         }
         Ok(())
     }
@@ -323,6 +392,7 @@ impl Store {
 
     /// Index accumulators for the active chunk, after a schema change.
     fn rebuild_accumulators(&mut self) {
+        self.acc_stale = false;
         let chunk = self.chunk;
         self.acc = self
             .meta
@@ -335,12 +405,7 @@ impl Store {
                     .indexes
                     .iter()
                     .filter(|index| index.source == source.id && index.covers(chunk))
-                    .map(|index| IndexAcc {
-                        id: index.id,
-                        field: index.field.clone(),
-                        bins: index.bins.clone(),
-                        per_bin: vec![Acc::EMPTY; index.bins.len()],
-                    })
+                    .map(IndexAcc::new)
                     .collect(),
             })
             .collect();
@@ -405,9 +470,7 @@ impl Store {
         let acc = &mut self.acc[usize::from(source)];
         acc.all.get_or_insert(Acc::EMPTY).add(0, ts, addr);
         for index in &mut acc.indexes {
-            if let Some(value) = index.field.read(payload) {
-                index.per_bin[index.bins.bin_of(value) as usize].add(value, ts, addr);
-            }
+            index.add(payload, ts, addr);
         }
         Ok(addr)
     }
@@ -509,7 +572,14 @@ impl Store {
         self.chunk += 1;
         self.used = BLOCK_HEADER_LEN;
         self.records = 0;
-        self.rebuild_accumulators();
+        if self.acc_stale {
+            self.rebuild_accumulators();
+        } else {
+            for acc in &mut self.acc {
+                acc.all = None;
+                acc.indexes.iter_mut().for_each(IndexAcc::reset);
+            }
+        }
         Ok(())
     }
 
@@ -528,11 +598,7 @@ impl Store {
                 summaries.push(all.summary(self.chunk, source, 0, 0));
             }
             for index in &acc.indexes {
-                for (bin, bin_acc) in index.per_bin.iter().enumerate() {
-                    if bin_acc.count > 0 {
-                        summaries.push(bin_acc.summary(self.chunk, source, index.id, bin as u32));
-                    }
-                }
+                index.summaries(self.chunk, source, &mut summaries);
             }
         }
         let time = TimeEntry {

@@ -258,3 +258,106 @@ fn percentile_narrows_huge_bins_exactly() {
     store.close().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn partitioned_index_matches_reference_per_part() {
+    // Latency-like values split by a "syscall number" in 0..6, with some
+    // numbers outside the partition's count (they share the last part).
+    let dir = temp_dir("partitioned");
+    let config = Config {
+        block_size: 4096,
+        blocks_per_segment: 4,
+        ..Config::default()
+    };
+    let mut store = Store::open(&dir, &config).unwrap();
+    let (value, nr) = (
+        Field::new("v", 0, FieldKind::I64),
+        Field::new("nr", 8, FieldKind::U32),
+    );
+    let source = store
+        .define_source("s", vec![value.clone(), nr.clone()])
+        .unwrap();
+    let partition = weft_store::Partition {
+        field: nr.clone(),
+        count: 4,
+    };
+    let index = store
+        .define_partitioned_index(
+            source,
+            "v_by_nr",
+            value.clone(),
+            Bins::new(vec![10, 100, 1000]).unwrap(),
+            Some(partition),
+        )
+        .unwrap();
+    let mut rng = Rng(77);
+    let mut records = Vec::new();
+    for ts in 0..20_000u64 {
+        let v = rng.below(5000) as i64;
+        let n = rng.below(6) as u32;
+        let mut payload = v.to_le_bytes().to_vec();
+        payload.extend_from_slice(&n.to_le_bytes());
+        store.append_at(source, ts, None, &payload).unwrap();
+        records.push((ts, v, n));
+        if ts == 7_777 {
+            // A source defined mid-chunk keeps the chunk's totals intact.
+            store.define_source("late", vec![]).unwrap();
+        }
+    }
+    store.publish();
+    let snapshot = store.snapshot();
+    let part_of = |n: u32| if n < 4 { n } else { 4 };
+    let mut rng = Rng(5);
+    for _ in 0..30 {
+        let a = rng.below(20_000);
+        let window = a..=a + rng.below(8000);
+        for part in [None, Some(0), Some(3), Some(4)] {
+            let mut values: Vec<i64> = records
+                .iter()
+                .filter(|(ts, _, n)| window.contains(ts) && part.is_none_or(|p| part_of(*n) == p))
+                .map(|(_, v, _)| *v)
+                .collect();
+            let (agg, _) = snapshot
+                .aggregate_part(source, index, part, window.clone())
+                .unwrap();
+            assert_eq!(agg.count, values.len() as u64, "{part:?} {window:?}");
+            assert_eq!(agg.max, values.iter().copied().max());
+            let range = 500..=900;
+            let mut scanned = 0;
+            snapshot
+                .indexed_scan_part_each(source, index, part, window.clone(), range.clone(), |_| {
+                    scanned += 1;
+                })
+                .unwrap();
+            assert_eq!(scanned, values.iter().filter(|v| range.contains(v)).count());
+            values.sort_unstable();
+            for q in [0.5, 0.99, 1.0] {
+                let (got, _) = snapshot
+                    .percentile_part(source, index, part, window.clone(), q)
+                    .unwrap();
+                let expected = (!values.is_empty()).then(|| {
+                    let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
+                    values[rank - 1]
+                });
+                assert_eq!(got, expected, "p{q} part {part:?} window {window:?}");
+            }
+        }
+    }
+    assert!(
+        snapshot
+            .percentile_part(source, index, Some(5), 0..=u64::MAX, 0.5)
+            .is_err(),
+        "part 5 does not exist"
+    );
+    drop(snapshot);
+    store.close().unwrap();
+    let (reopened, _) = weft_store::open_read_only(&dir).unwrap();
+    let (agg, _) = reopened
+        .aggregate_part(source, index, Some(2), 0..=u64::MAX)
+        .unwrap();
+    assert_eq!(
+        agg.count,
+        records.iter().filter(|r| r.2 == 2).count() as u64
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
