@@ -18,7 +18,7 @@ use weft_probes::{
     syscall_names,
 };
 use weft_query::{Catalog, Kind, Names};
-use weft_store::{Bins, Field, FieldKind, SourceId, Store};
+use weft_store::{Bins, Field, FieldKind, Partition, SourceId, Store};
 
 /// Name of the metadata file in a capture directory.
 pub const METADATA: &str = "weft.json";
@@ -58,18 +58,25 @@ pub fn prepare_dir(dir: &Path, append: bool) -> Result<()> {
 }
 
 /// Defines (or finds again, when appending) the syscall source and its
-/// default indexes: latency (`duration_ns`, log bins) and syscall number
-/// (`nr`, one bin per number: an exact-match index).
+/// default indexes: latency (`duration_ns`, log bins), syscall number
+/// (`nr`, one bin per number: an exact-match index), and latency per
+/// syscall (`duration_by_nr`, partitioned by number), so that one
+/// syscall's percentiles come from summaries too.
 pub fn define_syscall_source(store: &mut Store) -> Result<SourceId> {
     let fields = syscall_fields();
     let source = store.define_source(SYSCALLS, fields.clone())?;
     let numbers = Bins::new((0..=i64::from(MAX_SYSCALLS)).collect())?;
-    for (name, field, bins) in [
-        ("duration_ns", &fields[1], latency_bins()),
-        ("nr", &fields[5], numbers),
+    let by_nr = Partition {
+        field: fields[5].clone(),
+        count: MAX_SYSCALLS,
+    };
+    for (name, field, bins, partition) in [
+        ("duration_ns", &fields[1], latency_bins(), None),
+        ("nr", &fields[5], numbers, None),
+        ("duration_by_nr", &fields[1], latency_bins(), Some(by_nr)),
     ] {
         if store.index_named(source, name).is_none() {
-            store.define_index(source, name, field.clone(), bins)?;
+            store.define_partitioned_index(source, name, field.clone(), bins, partition)?;
         }
     }
     Ok(source)

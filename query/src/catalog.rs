@@ -47,6 +47,10 @@ pub struct Column {
     pub hidden: bool,
     /// A store index over the same field, if there is one.
     pub index: Option<IndexId>,
+    /// Store indexes over the same field split by another field (the
+    /// partition field and its part count): "p99 of `dur` where `nr` = 44"
+    /// from summaries.
+    pub partitioned: Vec<(IndexId, Field, u32)>,
 }
 
 /// Where a column's value comes from.
@@ -147,6 +151,7 @@ impl Catalog {
                     kind: Kind::Time,
                     hidden: false,
                     index: None,
+                    partitioned: Vec::new(),
                 }];
                 columns.extend(source.fields.iter().map(|field| {
                     Column {
@@ -157,8 +162,19 @@ impl Catalog {
                         index: meta
                             .indexes
                             .iter()
-                            .find(|i| i.source == source.id && i.field == *field)
+                            .find(|i| {
+                                i.source == source.id && i.field == *field && i.partition.is_none()
+                            })
                             .map(|i| i.id),
+                        partitioned: meta
+                            .indexes
+                            .iter()
+                            .filter(|i| i.source == source.id && i.field == *field)
+                            .filter_map(|i| {
+                                let p = i.partition.as_ref()?;
+                                Some((i.id, p.field.clone(), p.count))
+                            })
+                            .collect(),
                     }
                 }));
                 SourceColumns {

@@ -110,8 +110,35 @@ struct Hit {
 /// How records are fetched: which index narrows the scan, and what is then
 /// tested on each record.
 struct Scan {
-    index: Option<(IndexId, RangeInclusive<i64>)>,
+    /// The index, the part of a partitioned one, and the value range.
+    index: Option<(IndexId, Option<u32>, RangeInclusive<i64>)>,
     pred: Option<Pred>,
+}
+
+/// The part of a partitioned index over `column` that `pred` selects, when
+/// `pred` is the single condition `P = v` (or `P in (v)`) on the index's
+/// partition field: "p99 of `dur` where `name` = sendto" is then read from
+/// the summaries of sendto's part.
+fn part_for(source: &SourceColumns, column: usize, pred: &Pred) -> Option<(IndexId, u32)> {
+    let (by, value) = match pred {
+        Pred::Compare {
+            column,
+            op: Op::Eq,
+            value,
+        } => (*column, *value),
+        Pred::In { column, values } if values.len() == 1 => (*column, values[0]),
+        Pred::And(all) if all.len() == 1 => return part_for(source, column, &all[0]),
+        _ => return None,
+    };
+    let Read::Field(field) = &source.columns[by].read else {
+        return None;
+    };
+    let part = u32::try_from(value).ok()?;
+    source.columns[column]
+        .partitioned
+        .iter()
+        .find(|(_, f, count)| f == field && part < *count)
+        .map(|(id, _, _)| (*id, part))
 }
 
 /// Time intervals around anchor records, per value of the `same` fields.
@@ -352,10 +379,14 @@ impl<'a> Engine<'a> {
         pred: Option<Pred>,
     ) -> Result<Option<i64>> {
         let col = &source.columns[column];
-        if let (None, Some(index)) = (&pred, col.index) {
-            let (value, stats) = self
-                .snapshot
-                .percentile(source.id, index, window.clone(), q)?;
+        let summarized = match &pred {
+            None => col.index.map(|index| (index, None)),
+            Some(pred) => part_for(source, column, pred).map(|(index, part)| (index, Some(part))),
+        };
+        if let Some((index, part)) = summarized {
+            let (value, stats) =
+                self.snapshot
+                    .percentile_part(source.id, index, part, window.clone(), q)?;
             self.add(stats);
             return Ok(value);
         }
@@ -374,6 +405,12 @@ impl<'a> Engine<'a> {
     /// membership, then any range.
     fn plan_scan(&mut self, source: &SourceColumns, pred: Option<Pred>, what: &str) -> Scan {
         let conjuncts = pred.clone().map(Pred::conjuncts).unwrap_or_default();
+        if let Some(scan) = self.plan_part_scan(source, &conjuncts, what) {
+            return Scan {
+                index: Some(scan),
+                pred,
+            };
+        }
         let mut best: Option<(u8, IndexId, usize, (i64, i64))> = None;
         for p in &conjuncts {
             let mut columns = Vec::new();
@@ -400,7 +437,7 @@ impl<'a> Engine<'a> {
                 show(&source.columns[column].kind, lo),
                 show(&source.columns[column].kind, hi)
             ));
-            (index, lo..=hi)
+            (index, None, lo..=hi)
         });
         if index.is_none() {
             self.plan.push(format!(
@@ -414,6 +451,44 @@ impl<'a> Engine<'a> {
             ));
         }
         Scan { index, pred }
+    }
+
+    /// A scan of one part of a partitioned index: when one condition picks
+    /// the part (`name = "pread64"`) and another bounds the indexed field
+    /// (`dur > 1ms`), chunks are skipped by the summaries of that part.
+    fn plan_part_scan(
+        &mut self,
+        source: &SourceColumns,
+        conjuncts: &[Pred],
+        what: &str,
+    ) -> Option<(IndexId, Option<u32>, RangeInclusive<i64>)> {
+        for (i, picker) in conjuncts.iter().enumerate() {
+            for (j, bound) in conjuncts.iter().enumerate() {
+                let mut columns = Vec::new();
+                bound.columns(&mut columns);
+                let (&[column], true) = (&columns[..], i != j) else {
+                    continue;
+                };
+                let (Some((index, part)), Some((lo, hi))) =
+                    (part_for(source, column, picker), bound.range_of(column))
+                else {
+                    continue;
+                };
+                let col = &source.columns[column];
+                self.plan.push(format!(
+                    "{what}: indexed scan of `{}` on `{}` for values {}..={}, in one part of the index",
+                    source.name,
+                    col.name,
+                    show(&col.kind, lo),
+                    show(&col.kind, hi)
+                ));
+                self.plan.push(format!(
+                    "{what}: then each record is tested against the condition"
+                ));
+                return Some((index, Some(part), lo..=hi));
+            }
+        }
+        None
     }
 
     /// Visits each record of `source` in `window` that passes the scan's
@@ -452,9 +527,10 @@ impl<'a> Engine<'a> {
         };
         for span in spans {
             let stats = match &scan.index {
-                Some((index, values)) => self.snapshot.indexed_scan_each(
+                Some((index, part, values)) => self.snapshot.indexed_scan_part_each(
                     source.id,
                     *index,
+                    *part,
                     span,
                     values.clone(),
                     &mut each,
@@ -540,21 +616,49 @@ impl<'a> Engine<'a> {
     }
 
     /// Anchor intervals of a correlation.
-    fn near(&mut self, outer: &SourceColumns, c: &Correlate) -> Result<Near> {
+    /// The anchor records of a correlation and their source.
+    fn anchors(&mut self, c: &Correlate) -> Result<(&'a SourceColumns, Vec<Hit>)> {
         let q = &c.anchors;
         let source = self.source(&q.source)?;
         let window = self.window(q.window.as_ref(), &q.source)?;
-        let pred = match &q.filter {
-            Some(cond) => self.resolve(source, bind(source, cond)?, &window)?,
-            None => None,
-        };
         let stages = anchor_stages(&q.stages).ok_or_else(|| {
             Error::spanned(
                 c.span,
                 "the sub-query must select records: no aggregate, or one `max(x)` or `min(x)`",
             )
         })?;
+        let mut pred = q
+            .filter
+            .as_ref()
+            .map(|cond| bind(source, cond))
+            .transpose()?;
+        // `max(x)` is the record whose x is at p100: the summaries find that
+        // value and an indexed scan finds the record, instead of a sort.
+        if let [Stage::Aggregate { aggs, .. }] = &q.stages[..]
+            && let Some(field) = &aggs[0].field
+        {
+            let max = aggs[0].func == Func::Max;
+            let extreme = Pred::Threshold {
+                column: column(source, field)?.0,
+                op: if max { Op::Ge } else { Op::Le },
+                q: if max { 1.0 } else { 0.0 },
+                span: aggs[0].span,
+            };
+            pred = Some(match pred {
+                Some(p) => Pred::And(vec![p, extreme]),
+                None => extreme,
+            });
+        }
+        let pred = match pred {
+            Some(p) => self.resolve(source, p, &window)?,
+            None => None,
+        };
         let (hits, _) = self.records(source, &window, pred, None, &stages)?;
+        Ok((source, hits))
+    }
+
+    fn near(&mut self, outer: &SourceColumns, c: &Correlate) -> Result<Near> {
+        let (source, hits) = self.anchors(c)?;
         let mut same = Vec::new();
         for name in &c.same {
             let (inner, _) = column(source, name)?;
@@ -671,20 +775,12 @@ impl<'a> Engine<'a> {
             .iter()
             .map(|n| column(source, n).map(|(c, _)| c))
             .collect::<Result<_>>()?;
-        let summarized = pred.is_none()
-            && near.is_none()
-            && by.is_empty()
-            && every.is_none()
-            && specs.iter().all(|s| {
-                s.func == Func::Count
-                    || (s.func != Func::Hist
-                        && s.column.is_some_and(|c| {
-                            let col = &source.columns[c];
-                            col.index.is_some() && matches!(col.read, Read::Field(_))
-                        }))
-            });
-        if summarized {
-            return self.summarize(source, window, &specs);
+        let whole = near.is_none() && by.is_empty() && every.is_none();
+        if let Some(picks) = whole
+            .then(|| summary_picks(source, pred.as_ref(), &specs))
+            .flatten()
+        {
+            return self.summarize(source, window, &specs, &picks);
         }
         let scan = self.plan_scan(source, pred, "aggregate");
         let wall_offset = self.catalog.wall_offset.unwrap_or(0);
@@ -732,20 +828,19 @@ impl<'a> Engine<'a> {
         source: &SourceColumns,
         window: &RangeInclusive<u64>,
         specs: &[AggSpec],
+        picks: &[(IndexId, Option<u32>)],
     ) -> Result<Answer> {
         let mut row = Vec::new();
-        for spec in specs {
-            let index = spec
-                .column
-                .and_then(|c| source.columns[c].index)
-                .unwrap_or(0);
-            let (agg, stats) = self.snapshot.aggregate(source.id, index, window.clone())?;
+        for (spec, &(index, part)) in specs.iter().zip(picks) {
+            let (agg, stats) =
+                self.snapshot
+                    .aggregate_part(source.id, index, part, window.clone())?;
             self.add(stats);
             let int = |v: Option<i64>| v.map_or(Cell::Null, Cell::Int);
             let mut quantile = |q: f64| -> Result<Cell> {
                 let (value, stats) =
                     self.snapshot
-                        .percentile(source.id, index, window.clone(), q)?;
+                        .percentile_part(source.id, index, part, window.clone(), q)?;
                 self.add(stats);
                 Ok(int(value))
             };
@@ -765,8 +860,13 @@ impl<'a> Engine<'a> {
                 Func::Hist => unreachable!("hist is never summarized"),
             }
         }
+        let how = if picks.iter().any(|(_, part)| part.is_some()) {
+            "of one part of a partitioned index (the condition picks the part)"
+        } else {
+            "(no record filter)"
+        };
         self.plan.push(format!(
-            "aggregate: from the store's chunk summaries of `{}` (no record filter)",
+            "aggregate: from the store's chunk summaries of `{}` {how}",
             source.name
         ));
         Ok(Answer {
@@ -775,6 +875,38 @@ impl<'a> Engine<'a> {
             ..Answer::default()
         })
     }
+}
+
+/// The store index (and part) that answers each aggregate from chunk
+/// summaries, if every one can be: with no condition, any indexed field
+/// (and `count` from index 0); with one condition picking a part of a
+/// partitioned index, that part.
+fn summary_picks(
+    source: &SourceColumns,
+    pred: Option<&Pred>,
+    specs: &[AggSpec],
+) -> Option<Vec<(IndexId, Option<u32>)>> {
+    specs
+        .iter()
+        .map(|spec| match (pred, spec.func, spec.column) {
+            (_, Func::Hist, _) => None,
+            (None, Func::Count, _) => Some((0, None)),
+            (None, _, Some(c)) => {
+                let col = &source.columns[c];
+                matches!(col.read, Read::Field(_))
+                    .then_some(col.index)
+                    .flatten()
+                    .map(|index| (index, None))
+            }
+            (Some(pred), Func::Count, _) => (0..source.columns.len())
+                .find_map(|c| part_for(source, c, pred))
+                .map(|(index, part)| (index, Some(part))),
+            (Some(pred), _, Some(c)) => {
+                part_for(source, c, pred).map(|(index, part)| (index, Some(part)))
+            }
+            (_, _, None) => None,
+        })
+        .collect()
 }
 
 /// A sub-query's stages as record stages: as they are, or `max(x)` as

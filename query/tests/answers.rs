@@ -11,7 +11,7 @@
 use std::{collections::HashMap, path::PathBuf, sync::Arc};
 
 use weft_query::{Answer, Catalog, Cell, Kind, Names, run};
-use weft_store::{Bins, Config, Field, FieldKind, Snapshot, Store};
+use weft_store::{Bins, Config, Field, FieldKind, Partition, Snapshot, Store};
 
 include!("../../store/tests/common/rng.rs");
 
@@ -79,7 +79,19 @@ fn fixture(name: &str) -> Fixture {
             source,
             "duration_ns",
             fields()[0].clone(),
+            Bins::new(bounds.clone()).unwrap(),
+        )
+        .unwrap();
+    store
+        .define_partitioned_index(
+            source,
+            "duration_by_nr",
+            fields()[0].clone(),
             Bins::new(bounds).unwrap(),
+            Some(Partition {
+                field: fields()[1].clone(),
+                count: 512,
+            }),
         )
         .unwrap();
     store
@@ -211,11 +223,23 @@ fn answers_filtered_percentile_by_name() {
             Cell::Int(sendto.len() as i64)
         ]
     );
-    let plan = ask(&f, r#"syscalls where name = "sendto" | count"#).plan;
+    // One syscall's part of the partitioned index answers from summaries.
+    let answer = ask(&f, r#"syscalls where name = "sendto" | count"#);
     assert!(
-        plan[0].contains("indexed scan of `syscalls` on `name` for values sendto..=sendto"),
-        "{plan:?}"
+        answer.plan[0].contains("one part of a partitioned index"),
+        "{:?}",
+        answer.plan
     );
+    assert_eq!(answer.stats.chunks_scanned, 0);
+    // Two syscalls: an indexed scan on the syscall number.
+    let answer = ask(&f, r#"syscalls where name in ("sendto", "read") | count"#);
+    assert!(
+        answer.plan[0].contains("indexed scan of `syscalls` on `name` for values read..=sendto"),
+        "{:?}",
+        answer.plan
+    );
+    let both = durs(&f, |r| r.nr == 44 || r.nr == 0).len() as i64;
+    assert_eq!(answer.rows[0], vec![Cell::Int(both)]);
 }
 
 #[test]
@@ -226,6 +250,14 @@ fn answers_records_above_their_percentile() {
     let expected = pread.iter().filter(|d| **d > p).count();
     let answer = ask(&f, r#"syscalls where name = "pread64" and dur > p99.99"#);
     assert_eq!(answer.rows.len(), expected);
+    assert!(
+        answer
+            .plan
+            .iter()
+            .any(|l| l.contains("in one part of the index")),
+        "{:?}",
+        answer.plan
+    );
     assert!(expected > 0);
     let names: Vec<&str> = answer.columns.iter().map(|h| h.name.as_str()).collect();
     assert_eq!(names, ["time", "dur", "name", "tid"]);
