@@ -118,6 +118,11 @@ pub struct QueryArgs {
     /// Print how the query was answered (indexes, chunks read, time) instead of its rows.
     #[arg(long, help_heading = "Output")]
     pub explain: bool,
+
+    /// Ignore indexes and summaries: read every record of the window (to
+    /// measure what the indexes save; the answer is the same).
+    #[arg(long, help_heading = "Source")]
+    pub full_scan: bool,
 }
 
 impl QueryArgs {

@@ -4,7 +4,7 @@
 //! way and then the answer's text:
 //!
 //! ```text
-//! client: {"query": "syscalls | count last 10s", "format": "table"}
+//! client: {"query": "syscalls | count last 10s", "format": "table", "full_scan": false}
 //! server: {"ok": true}            or   {"error": "message with caret"}
 //!         <the answer, until the server closes the connection>
 //! ```
@@ -83,10 +83,11 @@ fn handle(stream: &UnixStream, reader: &Reader, dir: &Path) -> Result<()> {
         .as_str()
         .and_then(OutputFormat::from_name)
         .unwrap_or(OutputFormat::Table);
+    let full_scan = request["full_scan"].as_bool().unwrap_or(false);
     let snapshot = reader.snapshot();
     let now = weft_store::now_ns();
     let mut out = stream;
-    match query::answer(&snapshot, dir, text, format, Some(now)) {
+    match query::answer(&snapshot, dir, text, format, Some(now), full_scan) {
         Ok(answer) => {
             writeln!(out, "{}", json!({ "ok": true }))?;
             out.write_all(answer.as_bytes())?;
@@ -97,11 +98,11 @@ fn handle(stream: &UnixStream, reader: &Reader, dir: &Path) -> Result<()> {
 }
 
 /// Sends `query` to the running recorder and returns its answer.
-pub fn ask(query: &str, format: OutputFormat) -> Result<String> {
+pub fn ask(query: &str, format: OutputFormat, full_scan: bool) -> Result<String> {
     let mut stream = UnixStream::connect(SOCKET).with_context(|| {
         format!("no live weft to ask at {SOCKET} (start `weft record`; the socket needs root)")
     })?;
-    let request = json!({ "query": query, "format": format.name() });
+    let request = json!({ "query": query, "format": format.name(), "full_scan": full_scan });
     writeln!(stream, "{request}")?;
     let mut reader = BufReader::new(stream);
     let mut status = String::new();

@@ -21,12 +21,12 @@ use crate::{
 
 pub fn run(args: &QueryArgs) -> Result<ExitCode> {
     let text = match (args.live, &args.args[..]) {
-        (true, [query]) => live::ask(query, args.format())?,
+        (true, [query]) => live::ask(query, args.format(), args.full_scan)?,
         (false, [dir, query]) => {
             let dir = Path::new(dir);
             let (snapshot, _) = weft_store::open_read_only(dir)
                 .with_context(|| format!("failed to open {}", dir.display()))?;
-            answer(&snapshot, dir, query, args.format(), None)?
+            answer(&snapshot, dir, query, args.format(), None, args.full_scan)?
         }
         (true, _) => bail!("with --live, give only the query (no directory)"),
         (false, _) => bail!("give the capture directory and the query"),
@@ -51,10 +51,14 @@ pub fn answer(
     query: &str,
     format: OutputFormat,
     now: Option<u64>,
+    full_scan: bool,
 ) -> Result<String> {
     let metadata = capture::read_metadata(dir)?;
     let mut catalog = capture::catalog(snapshot, &metadata)?;
     catalog.now = now;
+    if full_scan {
+        catalog.without_indexes();
+    }
     let started = Instant::now();
     let answer = weft_query::run(snapshot, &catalog, query).map_err(|error| match error {
         weft_query::Error::Query { .. } => anyhow!("{}", error.render(query)),

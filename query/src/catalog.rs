@@ -18,6 +18,9 @@ pub struct Catalog {
     /// What `now` means, as `CLOCK_MONOTONIC` ns: the present for a live
     /// capture; `None` for a recording, whose "now" is its last record.
     pub now: Option<u64>,
+    /// Read every record: no index, no chunk summaries (see
+    /// [`Catalog::without_indexes`]).
+    pub full_scan: bool,
 }
 
 /// The columns of one source.
@@ -189,6 +192,17 @@ impl Catalog {
             sources,
             wall_offset: None,
             now: None,
+            full_scan: false,
+        }
+    }
+
+    /// Forgets every index: queries then read every record of their
+    /// window (to measure what the indexes save).
+    pub fn without_indexes(&mut self) {
+        self.full_scan = true;
+        for column in self.sources.iter_mut().flat_map(|s| s.columns.iter_mut()) {
+            column.index = None;
+            column.partitioned.clear();
         }
     }
 

@@ -775,7 +775,7 @@ impl<'a> Engine<'a> {
             .iter()
             .map(|n| column(source, n).map(|(c, _)| c))
             .collect::<Result<_>>()?;
-        let whole = near.is_none() && by.is_empty() && every.is_none();
+        let whole = near.is_none() && by.is_empty() && every.is_none() && !self.catalog.full_scan;
         if let Some(picks) = whole
             .then(|| summary_picks(source, pred.as_ref(), &specs))
             .flatten()

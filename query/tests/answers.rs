@@ -243,6 +243,28 @@ fn answers_filtered_percentile_by_name() {
 }
 
 #[test]
+fn answers_full_scan_equals_indexed() {
+    let mut f = fixture("full-scan");
+    let queries = [
+        r#"syscalls where name = "sendto" | p99.99(dur), count, max(dur)"#,
+        r#"syscalls where name = "pread64" and dur > p99.9 | count"#,
+        "syscalls | count, p50(dur) last 20ms",
+        "syscalls around (syscalls | max(dur)) within 2ms | count",
+    ];
+    let indexed: Vec<Answer> = queries.iter().map(|q| ask(&f, q)).collect();
+    f.catalog.without_indexes();
+    for (query, indexed) in queries.iter().zip(indexed) {
+        let full = ask(&f, query);
+        assert_eq!(full.rows, indexed.rows, "{query}");
+        assert_eq!(full.stats.chunks_summarized, 0, "{query}");
+        assert!(
+            full.stats.chunks_scanned > indexed.stats.chunks_scanned,
+            "{query}"
+        );
+    }
+}
+
+#[test]
 fn answers_records_above_their_percentile() {
     let f = fixture("threshold");
     let pread = durs(&f, |r| r.nr == 17);
