@@ -29,6 +29,10 @@ pub enum Bench {
         #[arg(long)]
         quick: bool,
     },
+    /// The Loom case studies: record RocksDB and Redis, then time each
+    /// question with weft's indexes, a weft full scan and DuckDB on Parquet.
+    #[expect(clippy::doc_markdown, reason = "product names in help text")]
+    Queries(crate::bench_queries::Options),
 }
 
 #[derive(clap::Args)]
@@ -44,6 +48,7 @@ pub struct ProbeEffect {
 pub fn run(bench: &Bench) -> Result<()> {
     match bench {
         Bench::ProbeEffect(options) => probe_effect(options),
+        Bench::Queries(options) => crate::bench_queries::run(options),
         Bench::Store { quick } => {
             let mut cmd = Command::new("cargo");
             cmd.current_dir(workspace_root()).args([
@@ -250,14 +255,14 @@ fn median(sorted: &[f64]) -> f64 {
 }
 
 /// A tracer process running alongside the loop.
-struct Tracer {
+pub struct Tracer {
     child: Child,
     lines: mpsc::Receiver<String>,
 }
 
 impl Tracer {
     /// Starts `argv` and waits until a line of its output contains `ready`.
-    fn start(argv: &[String], ready: &str) -> Result<Self> {
+    pub fn start(argv: &[String], ready: &str) -> Result<Self> {
         let mut child = Command::new(&argv[0])
             .args(&argv[1..])
             .stdout(Stdio::piped())
@@ -299,6 +304,16 @@ impl Tracer {
                 return Ok(tracer);
             }
         }
+    }
+
+    /// Waits for the tracer to finish on its own; returns what it printed.
+    pub fn wait(mut self) -> Result<Vec<String>> {
+        let status = self.child.wait()?;
+        let lines: Vec<String> = self.lines.iter().collect();
+        if !status.success() {
+            bail!("tracer exited with {status}: {}", lines.join("\n"));
+        }
+        Ok(lines)
     }
 
     /// Stops the tracer with SIGINT; returns weft's final lost count if it printed one.
