@@ -98,6 +98,21 @@ impl Pred {
         }
     }
 
+    /// The value range of `column` this predicate holds for, when it
+    /// holds for exactly that range (not for `in (1, 5)`, whose range
+    /// `1..=5` holds more): what summaries of value bins can count.
+    pub fn exact_range_of(&self, column: usize) -> Option<(i64, i64)> {
+        let (lo, hi) = self.range_of(column)?;
+        match self {
+            Self::In { values, .. }
+                if i128::from(hi) - i128::from(lo) + 1 != values.len() as i128 =>
+            {
+                None
+            }
+            _ => Some((lo, hi)),
+        }
+    }
+
     /// Column numbers the predicate reads.
     pub fn columns(&self, out: &mut Vec<usize>) {
         match self {

@@ -71,7 +71,7 @@ pub fn stream(
     let scan = engine.plan_scan(source, pred, "stream");
     let mut answer = listing(source, &[], &columns);
     let headers = std::mem::take(&mut answer.columns);
-    let mut each = |time: u64, payload: &[u8]| {
+    let mut each = |time: u64, _arrival: u64, payload: &[u8]| {
         let cells = columns
             .iter()
             .map(|c| {
@@ -104,6 +104,8 @@ struct Engine<'a> {
 /// A record that passed the filters: its time and payload.
 struct Hit {
     time: u64,
+    /// When weft received it: what `around` and windows compare.
+    arrival: u64,
     payload: Vec<u8>,
 }
 
@@ -149,18 +151,21 @@ struct Near {
     by_key: HashMap<Vec<i64>, Vec<(u64, u64)>>,
     /// Columns of the scanned source that make the key.
     same: Vec<usize>,
+    /// Intervals are in arrival time (`around`, like windows, so that the
+    /// store's summaries can answer them), else in the records' own time
+    /// (`during`, which needs the precision of the producer's clock).
+    by_arrival: bool,
 }
 
 impl Near {
-    fn holds(&self, source: &SourceColumns, time: u64, payload: &[u8]) -> bool {
+    fn holds(&self, source: &SourceColumns, time: u64, arrival: u64, payload: &[u8]) -> bool {
         let key: Vec<i64> = self
             .same
             .iter()
             .map(|c| source.columns[*c].value(time, payload).unwrap_or(i64::MIN))
             .collect();
-        self.by_key
-            .get(&key)
-            .is_some_and(|spans| within(spans, time))
+        let at = if self.by_arrival { arrival } else { time };
+        self.by_key.get(&key).is_some_and(|spans| within(spans, at))
     }
 }
 
@@ -392,7 +397,7 @@ impl<'a> Engine<'a> {
         }
         let scan = self.plan_scan(source, pred, "threshold scan");
         let mut values = Vec::new();
-        self.scan(source, window, &scan, None, &mut |time, payload| {
+        self.scan(source, window, &scan, None, &mut |time, _, payload| {
             if let Some(v) = col.value(time, payload) {
                 values.push(v);
             }
@@ -499,7 +504,7 @@ impl<'a> Engine<'a> {
         window: &RangeInclusive<u64>,
         scan: &Scan,
         near: Option<&Near>,
-        visit: &mut dyn FnMut(u64, &[u8]),
+        visit: &mut dyn FnMut(u64, u64, &[u8]),
     ) -> Result<()> {
         let mut each = |record: Record| {
             let time = record.producer_ts.unwrap_or(record.ts);
@@ -508,9 +513,9 @@ impl<'a> Engine<'a> {
                 .pred
                 .as_ref()
                 .is_none_or(|p| p.eval(&|c| source.columns[c].value(time, payload)))
-                && near.is_none_or(|n| n.holds(source, time, payload));
+                && near.is_none_or(|n| n.holds(source, time, record.ts, payload));
             if passes {
-                visit(time, payload);
+                visit(time, record.ts, payload);
             }
         };
         // Near anchors, only the spans around them are read.
@@ -520,7 +525,8 @@ impl<'a> Engine<'a> {
                 .all
                 .iter()
                 .map(|(lo, hi)| {
-                    (*lo).max(*window.start())..=hi.saturating_add(ARRIVAL_SLACK).min(*window.end())
+                    let slack = if near.by_arrival { 0 } else { ARRIVAL_SLACK };
+                    (*lo).max(*window.start())..=hi.saturating_add(slack).min(*window.end())
                 })
                 .filter(|r| !r.is_empty())
                 .collect(),
@@ -586,21 +592,28 @@ impl<'a> Engine<'a> {
         let mut hits: Vec<Hit> = Vec::new();
         // With `sort | limit`, keep only the best `limit` as we go.
         let keep = limit.map(|l| l.max(1));
-        self.scan(source, window, &scan, near, &mut |time, payload| {
-            if sort.is_none() && keep.is_some_and(|k| hits.len() >= k) {
-                return;
-            }
-            hits.push(Hit {
-                time,
-                payload: payload.to_vec(),
-            });
-            if let (Some(s), Some(k)) = (sort, keep)
-                && hits.len() >= 2 * k + 1024
-            {
-                hits.select_nth_unstable_by_key(k - 1, |h| key(h, s));
-                hits.truncate(k);
-            }
-        })?;
+        self.scan(
+            source,
+            window,
+            &scan,
+            near,
+            &mut |time, arrival, payload| {
+                if sort.is_none() && keep.is_some_and(|k| hits.len() >= k) {
+                    return;
+                }
+                hits.push(Hit {
+                    time,
+                    arrival,
+                    payload: payload.to_vec(),
+                });
+                if let (Some(s), Some(k)) = (sort, keep)
+                    && hits.len() >= 2 * k + 1024
+                {
+                    hits.select_nth_unstable_by_key(k - 1, |h| key(h, s));
+                    hits.truncate(k);
+                }
+            },
+        )?;
         if let Some(s) = sort {
             hits.sort_by_key(|h| key(h, s));
             self.plan.push(format!(
@@ -683,7 +696,7 @@ impl<'a> Engine<'a> {
             let interval = match (c.kind, span_of) {
                 (Nearness::Around(w), _) => {
                     let w = w.unsigned_abs();
-                    (hit.time.saturating_sub(w), hit.time.saturating_add(w))
+                    (hit.arrival.saturating_sub(w), hit.arrival.saturating_add(w))
                 }
                 (Nearness::During, Some(col)) => {
                     let d = source.columns[col]
@@ -725,6 +738,7 @@ impl<'a> Engine<'a> {
             all: merge(all),
             by_key: by_key.into_iter().map(|(k, v)| (k, merge(v))).collect(),
             same: same.into_iter().map(|(_, o)| o).collect(),
+            by_arrival: matches!(c.kind, Nearness::Around(_)),
         })
     }
 
@@ -775,6 +789,17 @@ impl<'a> Engine<'a> {
             .iter()
             .map(|n| column(source, n).map(|(c, _)| c))
             .collect::<Result<_>>()?;
+        // Around one anchor (or overlapping ones), with no `same`, the
+        // correlation is just a narrower window: summaries can answer it.
+        let narrowed;
+        let (window, near) = match near {
+            Some(n) if n.by_arrival && n.same.is_empty() && n.all.len() == 1 => {
+                let (lo, hi) = n.all[0];
+                narrowed = (*window.start()).max(lo)..=(*window.end()).min(hi);
+                (&narrowed, None)
+            }
+            other => (window, other),
+        };
         let whole = near.is_none() && by.is_empty() && every.is_none() && !self.catalog.full_scan;
         if let Some(picks) = whole
             .then(|| summary_picks(source, pred.as_ref(), &specs))
@@ -786,7 +811,7 @@ impl<'a> Engine<'a> {
         let wall_offset = self.catalog.wall_offset.unwrap_or(0);
         let mut groups = Groups::default();
         let mut key = Vec::with_capacity(by.len() + 1);
-        self.scan(source, window, &scan, near, &mut |time, payload| {
+        self.scan(source, window, &scan, near, &mut |time, _, payload| {
             key.clear();
             if let Some(step) = every {
                 // Buckets start on whole wall-clock multiples (12:00:01, not
@@ -828,13 +853,18 @@ impl<'a> Engine<'a> {
         source: &SourceColumns,
         window: &RangeInclusive<u64>,
         specs: &[AggSpec],
-        picks: &[(IndexId, Option<u32>)],
+        picks: &[Pick],
     ) -> Result<Answer> {
         let mut row = Vec::new();
-        for (spec, &(index, part)) in specs.iter().zip(picks) {
-            let (agg, stats) =
-                self.snapshot
-                    .aggregate_part(source.id, index, part, window.clone())?;
+        for (spec, (index, part, range)) in specs.iter().zip(picks) {
+            let (index, part) = (*index, *part);
+            let (agg, stats) = self.snapshot.aggregate_part(
+                source.id,
+                index,
+                part,
+                window.clone(),
+                range.clone(),
+            )?;
             self.add(stats);
             let int = |v: Option<i64>| v.map_or(Cell::Null, Cell::Int);
             let mut quantile = |q: f64| -> Result<Cell> {
@@ -860,7 +890,7 @@ impl<'a> Engine<'a> {
                 Func::Hist => unreachable!("hist is never summarized"),
             }
         }
-        let how = if picks.iter().any(|(_, part)| part.is_some()) {
+        let how = if picks.iter().any(|(_, part, _)| part.is_some()) {
             "of one part of a partitioned index (the condition picks the part)"
         } else {
             "(no record filter)"
@@ -885,28 +915,88 @@ fn summary_picks(
     source: &SourceColumns,
     pred: Option<&Pred>,
     specs: &[AggSpec],
-) -> Option<Vec<(IndexId, Option<u32>)>> {
+) -> Option<Vec<Pick>> {
+    whole_picks(source, pred, specs).or_else(|| {
+        // Values in a range: counts and totals of that column only.
+        let (column, index, part, range) = ranged_pick(source, pred?)?;
+        specs
+            .iter()
+            .map(|spec| match spec.func {
+                Func::Count => Some((index, part, range.clone())),
+                Func::Sum | Func::Min | Func::Max | Func::Avg if spec.column == Some(column) => {
+                    Some((index, part, range.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    })
+}
+
+/// Picks over whole indexes (or one part), when the condition is absent
+/// or only picks the part.
+fn whole_picks(
+    source: &SourceColumns,
+    pred: Option<&Pred>,
+    specs: &[AggSpec],
+) -> Option<Vec<Pick>> {
+    const ALL: RangeInclusive<i64> = i64::MIN..=i64::MAX;
     specs
         .iter()
         .map(|spec| match (pred, spec.func, spec.column) {
             (_, Func::Hist, _) => None,
-            (None, Func::Count, _) => Some((0, None)),
+            (None, Func::Count, _) => Some((0, None, ALL)),
             (None, _, Some(c)) => {
                 let col = &source.columns[c];
                 matches!(col.read, Read::Field(_))
                     .then_some(col.index)
                     .flatten()
-                    .map(|index| (index, None))
+                    .map(|index| (index, None, ALL))
             }
             (Some(pred), Func::Count, _) => (0..source.columns.len())
                 .find_map(|c| part_for(source, c, pred))
-                .map(|(index, part)| (index, Some(part))),
+                .map(|(index, part)| (index, Some(part), ALL)),
             (Some(pred), _, Some(c)) => {
-                part_for(source, c, pred).map(|(index, part)| (index, Some(part)))
+                part_for(source, c, pred).map(|(index, part)| (index, Some(part), ALL))
             }
             (_, _, None) => None,
         })
         .collect()
+}
+
+/// The store index, part and value range of a summary operator.
+type Pick = (IndexId, Option<u32>, RangeInclusive<i64>);
+
+/// A condition that is a value range on one indexed column, alone
+/// (`dur > 1ms`) or with the condition picking a part of a partitioned
+/// index over it (`name = "read" and dur > 1ms`): the column and its pick.
+fn ranged_pick(
+    source: &SourceColumns,
+    pred: &Pred,
+) -> Option<(usize, IndexId, Option<u32>, RangeInclusive<i64>)> {
+    let conjuncts = pred.clone().conjuncts();
+    for (i, bound) in conjuncts.iter().enumerate() {
+        let mut columns = Vec::new();
+        bound.columns(&mut columns);
+        let &[column] = &columns[..] else { continue };
+        let Some((lo, hi)) = bound.exact_range_of(column) else {
+            continue;
+        };
+        let others: Vec<&Pred> = conjuncts
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, p)| p)
+            .collect();
+        let pick = match others[..] {
+            [] => source.columns[column].index.map(|index| (index, None)),
+            [picker] => part_for(source, column, picker).map(|(index, part)| (index, Some(part))),
+            _ => None,
+        };
+        if let Some((index, part)) = pick {
+            return Some((column, index, part, lo..=hi));
+        }
+    }
+    None
 }
 
 /// A sub-query's stages as record stages: as they are, or `max(x)` as

@@ -243,6 +243,36 @@ fn answers_filtered_percentile_by_name() {
 }
 
 #[test]
+fn answers_counts_in_a_range_from_summaries() {
+    let f = fixture("ranged");
+    let slow = durs(&f, |r| r.dur > 1_000_000);
+    let r = one(&f, "syscalls where dur > 1ms | count, max(dur)");
+    assert_eq!(
+        r,
+        vec![
+            Cell::Int(slow.len() as i64),
+            Cell::Int(*slow.iter().max().unwrap())
+        ]
+    );
+    let pread = durs(&f, |r| r.nr == 17 && r.dur >= 100_000);
+    let answer = ask(
+        &f,
+        r#"syscalls where name = "pread64" and dur >= 100us | count, sum(dur)"#,
+    );
+    assert_eq!(
+        answer.rows[0],
+        vec![Cell::Int(pread.len() as i64), Cell::Int(pread.iter().sum())]
+    );
+    assert!(answer.plan[0].contains("partitioned"), "{:?}", answer.plan);
+    let total = answer.stats.chunks_summarized + answer.stats.chunks_scanned;
+    assert!(
+        answer.stats.chunks_scanned * 2 < total,
+        "most chunks from summaries: {:?}",
+        answer.stats
+    );
+}
+
+#[test]
 fn answers_full_scan_equals_indexed() {
     let mut f = fixture("full-scan");
     let queries = [

@@ -342,6 +342,17 @@ impl Summary {
         out
     }
 
+    /// The (source, index, bin) of an encoded summary, unchecked: lets a
+    /// reader skip the summaries it does not want without decoding them.
+    pub fn key(bytes: &[u8]) -> Option<(u16, u16, u32)> {
+        let key = bytes.get(8..16)?;
+        Some((
+            u16::from_le_bytes([key[0], key[1]]),
+            u16::from_le_bytes([key[2], key[3]]),
+            u32::from_le_bytes([key[4], key[5], key[6], key[7]]),
+        ))
+    }
+
     pub fn decode(bytes: &[u8]) -> Option<Self> {
         let bytes = bytes.get(..SUMMARY_LEN)?;
         let crc = u32::from_le_bytes(le4(bytes, SUMMARY_LEN - 4));

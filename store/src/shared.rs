@@ -21,7 +21,7 @@ use crate::{
     flusher::{Sealed, segment_path},
     format::{BlockHeader, FILE_HEADER_LEN, SUMMARY_LEN, Summary, TIME_ENTRY_LEN, TimeEntry},
     recovery::Recovery,
-    schema::Meta,
+    schema::{IndexId, Meta, SourceId},
 };
 
 pub(crate) struct Shared {
@@ -279,9 +279,14 @@ const META_BATCH: u64 = 256;
 impl Snapshot {
     /// Calls `f` with the metadata of each chunk in `range`, oldest first,
     /// reading the time and chunk logs in batches.
+    /// Calls `f` with the time entry and the summaries of each chunk of
+    /// `range`, keeping only summaries whose (source, index, bin) `keep`
+    /// accepts: the others are skipped undecoded (a query wants a few of
+    /// the hundreds a chunk may hold).
     pub(crate) fn for_each_meta(
         &self,
         range: std::ops::Range<u64>,
+        keep: impl Fn(SourceId, IndexId, u32) -> bool,
         mut f: impl FnMut(&ChunkMeta) -> Result<()>,
     ) -> Result<()> {
         let mut chunk = range.start;
@@ -289,13 +294,18 @@ impl Snapshot {
             if let Some(sealed) = self.memory(chunk) {
                 f(&ChunkMeta {
                     time: sealed.time,
-                    summaries: sealed.summaries.clone(),
+                    summaries: sealed
+                        .summaries
+                        .iter()
+                        .filter(|s| keep(s.source, s.index, s.bin))
+                        .copied()
+                        .collect(),
                 })?;
                 chunk += 1;
                 continue;
             }
             let end = range.end.min(self.committed).min(chunk + META_BATCH);
-            for meta in self.read_metas(chunk..end)? {
+            for meta in self.read_metas(chunk..end, &keep)? {
                 f(&meta)?;
             }
             chunk = end;
@@ -303,7 +313,11 @@ impl Snapshot {
         Ok(())
     }
 
-    fn read_metas(&self, range: std::ops::Range<u64>) -> Result<Vec<ChunkMeta>> {
+    fn read_metas(
+        &self,
+        range: std::ops::Range<u64>,
+        keep: &impl Fn(SourceId, IndexId, u32) -> bool,
+    ) -> Result<Vec<ChunkMeta>> {
         let path = self.shared.dir.join("time.log");
         let offset = (FILE_HEADER_LEN + range.start as usize * TIME_ENTRY_LEN) as u64;
         let bytes = read_at(
@@ -340,8 +354,9 @@ impl Snapshot {
                     .get(at..at + time.summaries as usize * SUMMARY_LEN)
                     .unwrap_or_default();
                 let summaries = raw
-                    .chunks(SUMMARY_LEN)
+                    .chunks_exact(SUMMARY_LEN)
                     .enumerate()
+                    .filter(|(_, raw)| Summary::key(raw).is_some_and(|(s, i, b)| keep(s, i, b)))
                     .map(|(i, raw)| {
                         Summary::decode(raw)
                             .filter(|s| s.chunk == time.chunk)
@@ -352,7 +367,7 @@ impl Snapshot {
                             })
                     })
                     .collect::<Result<Vec<_>>>()?;
-                if summaries.len() != time.summaries as usize {
+                if raw.len() != time.summaries as usize * SUMMARY_LEN {
                     return Err(Error::Corrupt {
                         path: path.clone(),
                         offset: offset + at as u64,

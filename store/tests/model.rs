@@ -312,35 +312,12 @@ fn partitioned_index_matches_reference_per_part() {
         let a = rng.below(20_000);
         let window = a..=a + rng.below(8000);
         for part in [None, Some(0), Some(3), Some(4)] {
-            let mut values: Vec<i64> = records
+            let values: Vec<i64> = records
                 .iter()
                 .filter(|(ts, _, n)| window.contains(ts) && part.is_none_or(|p| part_of(*n) == p))
                 .map(|(_, v, _)| *v)
                 .collect();
-            let (agg, _) = snapshot
-                .aggregate_part(source, index, part, window.clone())
-                .unwrap();
-            assert_eq!(agg.count, values.len() as u64, "{part:?} {window:?}");
-            assert_eq!(agg.max, values.iter().copied().max());
-            let range = 500..=900;
-            let mut scanned = 0;
-            snapshot
-                .indexed_scan_part_each(source, index, part, window.clone(), range.clone(), |_| {
-                    scanned += 1;
-                })
-                .unwrap();
-            assert_eq!(scanned, values.iter().filter(|v| range.contains(v)).count());
-            values.sort_unstable();
-            for q in [0.5, 0.99, 1.0] {
-                let (got, _) = snapshot
-                    .percentile_part(source, index, part, window.clone(), q)
-                    .unwrap();
-                let expected = (!values.is_empty()).then(|| {
-                    let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
-                    values[rank - 1]
-                });
-                assert_eq!(got, expected, "p{q} part {part:?} window {window:?}");
-            }
+            check_part(&snapshot, (source, index, part), &window, values);
         }
     }
     assert!(
@@ -353,11 +330,62 @@ fn partitioned_index_matches_reference_per_part() {
     store.close().unwrap();
     let (reopened, _) = weft_store::open_read_only(&dir).unwrap();
     let (agg, _) = reopened
-        .aggregate_part(source, index, Some(2), 0..=u64::MAX)
+        .aggregate_part(source, index, Some(2), 0..=u64::MAX, i64::MIN..=i64::MAX)
         .unwrap();
     assert_eq!(
         agg.count,
         records.iter().filter(|r| r.2 == 2).count() as u64
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Checks aggregates, a ranged aggregate, an indexed scan and percentiles
+/// of one part (or all) against `values`, the reference's.
+fn check_part(
+    snapshot: &Snapshot,
+    (source, index, part): (SourceId, IndexId, Option<u32>),
+    window: &RangeInclusive<u64>,
+    mut values: Vec<i64>,
+) {
+    let all = i64::MIN..=i64::MAX;
+    let (agg, _) = snapshot
+        .aggregate_part(source, index, part, window.clone(), all)
+        .unwrap();
+    assert_eq!(agg.count, values.len() as u64, "{part:?} {window:?}");
+    assert_eq!(agg.max, values.iter().copied().max());
+    let range = 500..=900;
+    // Only values in a range: bins straddling its bounds are read.
+    let (agg, _) = snapshot
+        .aggregate_part(source, index, part, window.clone(), range.clone())
+        .unwrap();
+    let inside: Vec<i64> = values
+        .iter()
+        .copied()
+        .filter(|v| range.contains(v))
+        .collect();
+    assert_eq!(
+        agg.count,
+        inside.len() as u64,
+        "{part:?} {window:?} in range"
+    );
+    assert_eq!(agg.sum, inside.iter().map(|v| i128::from(*v)).sum::<i128>());
+    assert_eq!(agg.min, inside.iter().copied().min());
+    let mut scanned = 0;
+    snapshot
+        .indexed_scan_part_each(source, index, part, window.clone(), range.clone(), |_| {
+            scanned += 1;
+        })
+        .unwrap();
+    assert_eq!(scanned, values.iter().filter(|v| range.contains(v)).count());
+    values.sort_unstable();
+    for q in [0.5, 0.99, 1.0] {
+        let (got, _) = snapshot
+            .percentile_part(source, index, part, window.clone(), q)
+            .unwrap();
+        let expected = (!values.is_empty()).then(|| {
+            let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
+            values[rank - 1]
+        });
+        assert_eq!(got, expected, "p{q} part {part:?} window {window:?}");
+    }
 }

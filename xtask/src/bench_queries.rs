@@ -36,6 +36,9 @@ pub struct Options {
     /// Only this case: rocksdb or redis.
     #[arg(long)]
     case: Option<String>,
+    /// Query the recordings of an earlier run instead of recording again.
+    #[arg(long)]
+    reuse: bool,
 }
 
 /// One case study: a workload, and its questions in both languages.
@@ -128,7 +131,9 @@ pub fn run(options: &Options) -> Result<()> {
         .filter(|c| options.case.as_deref().is_none_or(|name| name == c.name))
     {
         let dir = out.join(format!("queries-{}", case.name));
-        record(case, &weft, &dir, options.seconds)?;
+        if !(options.reuse && dir.join("weft.json").exists()) {
+            record(case, &weft, &dir, options.seconds)?;
+        }
         report(case, &weft, &dir, options.runs)?;
     }
     Ok(())
@@ -184,7 +189,8 @@ fn prepare(case: &Case, scratch: &Path) -> Result<Vec<Child>> {
                     ])
                     .args(["--compression_type=none", "--disable_wal=1"])
                     .arg(format!("--db={}", scratch.display()))
-                    .stdout(Stdio::null()),
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null()),
             )?;
             Ok(Vec::new())
         }

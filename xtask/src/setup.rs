@@ -83,7 +83,7 @@ fn install_duckdb() -> Result<()> {
     let python = duckdb_python();
     let installed =
         output(Command::new(&python).args(["-c", "import duckdb; print(duckdb.__version__)"]))
-            .is_ok_and(|version| version == DUCKDB_VERSION);
+            .is_ok_and(|version| version.trim() == DUCKDB_VERSION);
     if installed {
         return Ok(());
     }
