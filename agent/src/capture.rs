@@ -116,10 +116,22 @@ pub fn latency_bins() -> Bins {
 
 /// What queries can name in a capture: its sources' fields, plus the
 /// syscall source's meaning (`dur` a duration, `name` the syscall's name,
-/// `enter_ns` a time) and the wall clock of its first session.
-pub fn catalog(snapshot: &weft_store::Snapshot, metadata: &Value) -> Result<Catalog> {
+/// `enter_ns` a time, with `threads` the thread name `comm`) and the wall
+/// clock of its first session.
+///
+/// Thread names cost a pass over the capture's chunk index (their records
+/// are rare and spread out), so callers ask for them only when needed.
+pub fn catalog(
+    snapshot: &weft_store::Snapshot,
+    metadata: &Value,
+    threads: bool,
+) -> Result<Catalog> {
     let mut catalog = Catalog::from_meta(snapshot.meta());
-    let threads = crate::tasks::names(snapshot)?;
+    let threads = if threads {
+        crate::tasks::names(snapshot)?
+    } else {
+        None
+    };
     catalog.wall_offset = metadata["sessions"][0]["wall_offset_ns"].as_i64();
     if let Some(syscalls) = catalog.source_mut(SYSCALLS) {
         let names = Names::new(

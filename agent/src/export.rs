@@ -33,7 +33,7 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
     let metadata = capture::read_metadata(dir)?;
     let (snapshot, _) = weft_store::open_read_only(dir)
         .with_context(|| format!("failed to open {}", dir.display()))?;
-    let catalog = capture::catalog(&snapshot, &metadata)?;
+    let catalog = capture::catalog(&snapshot, &metadata, true)?;
     let mut text = args.source.clone();
     if let Some(condition) = &args.condition {
         text = format!("{text} where {condition}");

@@ -54,7 +54,11 @@ pub fn answer(
     full_scan: bool,
 ) -> Result<String> {
     let metadata = capture::read_metadata(dir)?;
-    let mut catalog = capture::catalog(snapshot, &metadata)?;
+    // Thread names for queries that name `comm` or list records (a parse
+    // error is reported by the run below).
+    let threads =
+        query.contains("comm") || weft_query::parse(query).is_ok_and(|q| q.lists_records());
+    let mut catalog = capture::catalog(snapshot, &metadata, threads)?;
     catalog.now = now;
     if full_scan {
         catalog.without_indexes();

@@ -26,6 +26,16 @@ pub struct Query {
     pub window: Option<Window>,
 }
 
+impl Query {
+    /// Whether the answer lists records (no aggregate stage).
+    pub fn lists_records(&self) -> bool {
+        !self
+            .stages
+            .iter()
+            .any(|s| matches!(s, Stage::Aggregate { .. } | Stage::Top { .. }))
+    }
+}
+
 /// A correlation with the records a sub-query selects.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Correlate {

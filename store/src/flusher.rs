@@ -185,7 +185,12 @@ fn enforce_budget(shared: &Arc<Shared>, budget: u64, current: u64) -> Result<()>
     let mut total = 0;
     for entry in fs::read_dir(&shared.dir).map_err(io("read dir", &shared.dir))? {
         let entry = entry.map_err(io("read dir", &shared.dir))?;
-        let size = entry.metadata().map_err(io("stat", &entry.path()))?.len();
+        let size = match entry.metadata() {
+            Ok(metadata) => metadata.len(),
+            // The writer's `meta.tmp` comes and goes while we list.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io("stat", &entry.path())(e)),
+        };
         total += size;
         if let Some(segment) = entry.file_name().to_str().and_then(segment_number) {
             sizes.insert(segment, size);

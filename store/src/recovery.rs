@@ -2,11 +2,14 @@
 //! cut anything after it (when writable), and say what was cut.
 //!
 //! A chunk is complete when its time entry and summaries pass their
-//! checksums and, for the newest chunk, its block does too (older blocks are
-//! verified when read). Foreign files in the directory are left alone.
+//! checksums and, for the newest chunk, its block does too. Writes append,
+//! so a crash tears only the newest chunks: every time entry is checked,
+//! but summaries and blocks only at the tail, reading no more than that
+//! (older ones are verified when read). Foreign files are left alone.
 
 use std::{
-    fs::{self, OpenOptions},
+    fs::{self, File, OpenOptions},
+    os::unix::fs::FileExt as _,
     path::Path,
 };
 
@@ -45,10 +48,25 @@ pub(crate) fn recover(dir: &Path, writable: bool) -> Result<(Meta, Recovery)> {
     let time = fs::read(&time_path).map_err(io("read", &time_path))?;
     check_file_header(&time, FileKind::Time, &time_path)?;
     let chunks_path = dir.join("chunks.log");
-    let summaries = fs::read(&chunks_path).map_err(io("read", &chunks_path))?;
-    check_file_header(&summaries, FileKind::Chunks, &chunks_path)?;
-
-    let entries = valid_time_entries(&time, &summaries, &mut recovery.notes);
+    let chunks = File::open(&chunks_path).map_err(io("open", &chunks_path))?;
+    let mut header = [0u8; FILE_HEADER_LEN];
+    chunks
+        .read_exact_at(&mut header, 0)
+        .map_err(io("read", &chunks_path))?;
+    check_file_header(&header, FileKind::Chunks, &chunks_path)?;
+    let mut entries = valid_time_entries(&time, &mut recovery.notes);
+    // The newest chunks' summaries must be intact; a torn tail is cut.
+    while let Some(last) = entries.last() {
+        if summaries_of(&chunks, last).is_some() {
+            break;
+        }
+        recovery.notes.push(format!(
+            "chunks.log at offset {}: summaries of chunk {} are torn or corrupt; cut here",
+            FILE_HEADER_LEN as u64 + last.first_summary * SUMMARY_LEN as u64,
+            last.chunk
+        ));
+        entries.pop();
+    }
     let segments = segments_on_disk(dir, &mut recovery.notes)?;
     let per_segment = u64::from(meta.blocks_per_segment);
     let mut kept = entries.len() as u64;
@@ -77,15 +95,18 @@ pub(crate) fn recover(dir: &Path, writable: bool) -> Result<(Meta, Recovery)> {
         recovery.last_ts = last.last_ts;
         recovery.next_summary = last.first_summary + u64::from(last.summaries);
     }
-    recovery.prev = last_addresses(&meta, &entries[..kept as usize], &summaries);
+    if writable {
+        // Only a writer continues the per-source back-pointer chains.
+        recovery.prev = last_addresses(&meta, &entries[..kept as usize], &chunks);
+    }
     if writable {
         recovery.cut_bytes = truncate(dir, &meta, &recovery, &segments)?;
     }
     Ok((meta, recovery))
 }
 
-/// Time entries from the start that are valid and whose summaries are too.
-fn valid_time_entries(time: &[u8], summaries: &[u8], notes: &mut Vec<String>) -> Vec<TimeEntry> {
+/// Time entries from the start that are valid and chained.
+fn valid_time_entries(time: &[u8], notes: &mut Vec<String>) -> Vec<TimeEntry> {
     let mut entries = Vec::new();
     for (i, raw) in time
         .get(FILE_HEADER_LEN..)
@@ -107,19 +128,6 @@ fn valid_time_entries(time: &[u8], summaries: &[u8], notes: &mut Vec<String>) ->
             .map_or(0, |e: &TimeEntry| e.first_summary + u64::from(e.summaries));
         if entry.first_summary != expected_first {
             notes.push(format!("time.log at offset {offset}: chunk {i} claims summaries from {} where {expected_first} was next; cut here", entry.first_summary));
-            break;
-        }
-        let start = FILE_HEADER_LEN + entry.first_summary as usize * SUMMARY_LEN;
-        let end = start + entry.summaries as usize * SUMMARY_LEN;
-        let intact = summaries.get(start..end).is_some_and(|bytes| {
-            bytes
-                .chunks(SUMMARY_LEN)
-                .all(|s| Summary::decode(s).is_some_and(|s| s.chunk == entry.chunk))
-        });
-        if !intact {
-            notes.push(format!(
-                "chunks.log at offset {start}: summaries of chunk {i} are torn or corrupt; cut here"
-            ));
             break;
         }
         entries.push(entry);
@@ -149,17 +157,21 @@ fn segments_on_disk(dir: &Path, notes: &mut Vec<String>) -> Result<Vec<u64>> {
 fn read_block(dir: &Path, meta: &Meta, chunk: u64) -> std::result::Result<(), String> {
     let per_segment = u64::from(meta.blocks_per_segment);
     let path = segment_path(dir, chunk / per_segment);
-    let bytes = fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    check_file_header(&bytes, FileKind::Records, &path).map_err(|e| e.to_string())?;
+    let file = File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut header = [0u8; FILE_HEADER_LEN];
+    file.read_exact_at(&mut header, 0)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    check_file_header(&header, FileKind::Records, &path).map_err(|e| e.to_string())?;
     let size = meta.block_size as usize;
     let offset = FILE_HEADER_LEN + (chunk % per_segment) as usize * size;
-    let block = bytes.get(offset..offset + size).ok_or_else(|| {
+    let mut block = vec![0u8; size];
+    file.read_exact_at(&mut block, offset as u64).map_err(|_| {
         format!(
             "{} at offset {offset}: block of chunk {chunk} is cut short",
             path.display()
         )
     })?;
-    match BlockHeader::open(block) {
+    match BlockHeader::open(&block) {
         Ok(header) if header.number == chunk => Ok(()),
         Ok(header) => Err(format!(
             "{} at offset {offset}: holds block {}, not {chunk}",
@@ -170,18 +182,26 @@ fn read_block(dir: &Path, meta: &Meta, chunk: u64) -> std::result::Result<(), St
     }
 }
 
-/// Each source's newest record address, from the per-source summaries.
-fn last_addresses(meta: &Meta, entries: &[TimeEntry], summaries: &[u8]) -> Vec<Option<u64>> {
+/// The summaries of `entry`'s chunk, if they are all there and intact.
+fn summaries_of(chunks: &File, entry: &TimeEntry) -> Option<Vec<Summary>> {
+    let mut bytes = vec![0u8; entry.summaries as usize * SUMMARY_LEN];
+    let offset = FILE_HEADER_LEN as u64 + entry.first_summary * SUMMARY_LEN as u64;
+    chunks.read_exact_at(&mut bytes, offset).ok()?;
+    bytes
+        .chunks(SUMMARY_LEN)
+        .map(|raw| Summary::decode(raw).filter(|s| s.chunk == entry.chunk))
+        .collect()
+}
+
+/// Each source's newest record address, from the per-source summaries of
+/// the newest chunks back.
+fn last_addresses(meta: &Meta, entries: &[TimeEntry], chunks: &File) -> Vec<Option<u64>> {
     let mut prev: Vec<Option<u64>> = vec![None; meta.sources.len()];
     for entry in entries.iter().rev() {
         if prev.iter().all(Option::is_some) {
             break;
         }
-        let start = FILE_HEADER_LEN + entry.first_summary as usize * SUMMARY_LEN;
-        let bytes = summaries
-            .get(start..start + entry.summaries as usize * SUMMARY_LEN)
-            .unwrap_or_default();
-        for summary in bytes.chunks(SUMMARY_LEN).filter_map(Summary::decode) {
+        for summary in summaries_of(chunks, entry).unwrap_or_default() {
             if summary.index == 0
                 && let Some(slot) = prev.get_mut(usize::from(summary.source as SourceId))
             {
