@@ -192,6 +192,13 @@ pub struct RecordOutputArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub max_disk: Option<u64>,
 
+    /// Keep only about this much of the most recent time (e.g. 10m), deleting older data.
+    ///
+    /// A ring: deletion works in segments of the record log (so a little
+    /// more is kept); pinned windows are kept.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub retain: Option<Duration>,
+
     /// Add a session to an existing capture instead of refusing it.
     #[arg(long)]
     pub append: bool,

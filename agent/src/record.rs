@@ -29,6 +29,10 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode> {
     let mut probe = SyscallProbe::load(&options)?;
     let config = Config {
         disk_budget: args.output.max_disk,
+        retain: args
+            .output
+            .retain
+            .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
         ..Config::default()
     };
     let mut store =

@@ -163,15 +163,17 @@ pub(crate) fn run(
             return shared.poison(error.to_string());
         }
         shared.commit(sealed.time.chunk);
+        let sealed_last_ts = sealed.time.last_ts;
         // Hand the buffer back unless a reader's snapshot still holds it, so
         // the writer reuses two buffers instead of allocating per chunk.
         let chunk = sealed.time.chunk;
         if let Ok(sealed) = Arc::try_unwrap(sealed) {
             let _ = spare.send(sealed.block);
         }
-        if let Some(budget) = config.disk_budget {
+        if config.disk_budget.is_some() || config.retain.is_some() {
             let current = chunk / u64::from(per_segment);
-            if let Err(error) = enforce_budget(shared, budget, current) {
+            let newest = sealed_last_ts;
+            if let Err(error) = retire(shared, config, current, newest) {
                 return shared.poison(error.to_string());
             }
         }
@@ -179,8 +181,10 @@ pub(crate) fn run(
 }
 
 /// Deletes the oldest segments (never the one being written, never one that
-/// overlaps a pinned window) until the store fits `budget` bytes.
-fn enforce_budget(shared: &Arc<Shared>, budget: u64, current: u64) -> Result<()> {
+/// overlaps a pinned window) while the store exceeds its disk budget or
+/// they are older than its retention before `newest`.
+fn retire(shared: &Arc<Shared>, config: &Config, current: u64, newest: u64) -> Result<()> {
+    let budget = config.disk_budget.unwrap_or(u64::MAX);
     let mut sizes = BTreeMap::new();
     let mut total = 0;
     for entry in fs::read_dir(&shared.dir).map_err(io("read dir", &shared.dir))? {
@@ -196,17 +200,20 @@ fn enforce_budget(shared: &Arc<Shared>, budget: u64, current: u64) -> Result<()>
             sizes.insert(segment, size);
         }
     }
-    if total <= budget {
-        return Ok(());
-    }
     let snapshot = shared.snapshot();
     let per_segment = u64::from(snapshot.meta().blocks_per_segment);
     for (segment, size) in sizes {
-        if total <= budget || segment >= current {
+        if segment >= current {
             break;
         }
         let first = snapshot.time_entry(segment * per_segment)?;
         let last = snapshot.time_entry(segment * per_segment + per_segment - 1)?;
+        let old = config
+            .retain
+            .is_some_and(|retain| last.last_ts.saturating_add(retain) < newest);
+        if total <= budget && !old {
+            break;
+        }
         let pinned = snapshot
             .meta()
             .pins

@@ -42,6 +42,9 @@ pub struct Config {
     pub blocks_per_segment: u32,
     /// Delete the oldest unpinned segments when the store's files exceed this.
     pub disk_budget: Option<u64>,
+    /// Delete unpinned segments whose newest record arrived more than this
+    /// many ns before the newest record of the store (a time ring).
+    pub retain: Option<u64>,
     /// How durable a flushed chunk is.
     pub durability: Durability,
 }
@@ -52,6 +55,7 @@ impl Default for Config {
             block_size: 256 << 10,
             blocks_per_segment: 256,
             disk_budget: None,
+            retain: None,
             durability: Durability::Buffered,
         }
     }
