@@ -168,8 +168,21 @@ fn query_while_recording_sees_consistent_growing_data() {
         counts.windows(2).all(|w| w[0] <= w[1]),
         "counts went back: {counts:?}"
     );
+    // On a slow guest the rings may fill: every call is recorded or counted lost.
+    let lost: i64 = finished
+        .stderr
+        .split("; lost ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no loss count in {}", finished.stderr));
     let r = row(&dir, r#"syscalls where name = "getppid" | count"#);
-    assert_eq!(r["count"], 3_000_000);
+    let count = r["count"].as_i64().unwrap();
+    assert!(
+        count <= 3_000_000 && count + lost >= 3_000_000,
+        "{count} recorded, {lost} lost: {}",
+        finished.stderr
+    );
     let grew = counts.iter().any(|c| (1..3_000_000).contains(c));
     assert!(grew, "no query saw the capture mid-way: {counts:?}");
     std::fs::remove_dir_all(&dir).unwrap();

@@ -10,6 +10,7 @@ mod gen_syscalls;
 mod run;
 mod setup;
 mod test;
+mod vm;
 
 use std::process::ExitCode;
 
@@ -35,6 +36,8 @@ enum Command {
     Run(run::Options),
     /// Setup, build, and run every test: unit, CLI, and root kernel tests.
     Test(test::Options),
+    /// Boot other kernels (Debian 6.1, 6.12, ...) in qemu and run the root tests inside each.
+    VmTest(vm::Options),
     /// Benchmarks that report ratios against a baseline measured in the same run.
     #[command(subcommand)]
     Bench(bench::Bench),
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         Command::BuildEbpf => build_ebpf::run().map(|path| println!("{}", path.display())),
         Command::Run(options) => run::run(&options),
         Command::Test(options) => test::run(&options),
+        Command::VmTest(options) => vm::run(&options),
         Command::Bench(bench) => bench::run(&bench),
         Command::GenSyscalls(options) => gen_syscalls::run(&options),
     };

@@ -1,0 +1,466 @@
+//! `cargo xtask vm-test`: weft's root integration tests inside VMs booting
+//! other kernels. Debian's cloud kernels are fetched with `apt-get download`
+//! and unpacked (never installed) under `target/vm/`; one initramfs holds
+//! busybox, a small init, weft, the test binaries and the shared libraries
+//! they need, at the same absolute paths as on the host (the tests find
+//! their helpers through paths compiled in). qemu boots each kernel with the
+//! serial console captured; a guest that does not finish in time is killed
+//! and reported as a timeout.
+
+use std::{
+    fmt::Write as _,
+    fs,
+    io::Read as _,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::{
+    exec::{exec, output, workspace_root},
+    run::build_weft_release,
+    setup,
+};
+
+#[derive(clap::Args)]
+pub struct Options {
+    /// Kernel series to boot (Debian cloud kernels): e.g. 6.1 6.12.
+    #[arg(long, num_args = 1.., default_values_t = ["6.1".to_owned(), "6.12".to_owned()])]
+    pub kernel: Vec<String>,
+    /// Only tests whose names contain one of these (comma-separated).
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// Seconds a guest may run before it is killed and reported as a timeout.
+    #[arg(long, default_value_t = 900)]
+    pub timeout: u64,
+    /// `kvm` when it works on this host (probed), else `tcg`; or force one.
+    #[arg(long, default_value = "auto")]
+    pub accel: String,
+}
+
+/// One kernel's outcome.
+struct Verdict {
+    kernel: String,
+    passed: Vec<String>,
+    failed: Vec<String>,
+    skipped: Vec<String>,
+    timed_out: bool,
+    seconds: f64,
+}
+
+pub fn run(options: &Options) -> Result<()> {
+    setup::run()?;
+    setup::install_packages(&["qemu-system-x86", "busybox-static"])?;
+    let dir = workspace_root().join("target/vm");
+    fs::create_dir_all(&dir)?;
+    let initrd = build_initramfs(&dir)?;
+    let kernels = options
+        .kernel
+        .iter()
+        .map(|series| fetch_kernel(&dir, series))
+        .collect::<Result<Vec<_>>>()?;
+    let accel = match options.accel.as_str() {
+        "auto" => probe_accel(&kernels[0].1, &initrd),
+        other => other.to_owned(),
+    };
+    println!("vm-test: qemu with -accel {accel}");
+    let mut verdicts = Vec::new();
+    for (name, vmlinuz) in &kernels {
+        let verdict = boot(name, vmlinuz, &initrd, &accel, options)?;
+        verdicts.push(verdict);
+    }
+    print_summary(&verdicts);
+    if verdicts
+        .iter()
+        .any(|v| v.timed_out || !v.failed.is_empty() || v.passed.is_empty())
+    {
+        bail!("kernel tests failed in a VM (see target/vm/*.log)");
+    }
+    Ok(())
+}
+
+/// The newest Debian cloud kernel of `series` (e.g. `6.1`), downloaded and
+/// unpacked once: its name and its `vmlinuz`.
+fn fetch_kernel(dir: &Path, series: &str) -> Result<(String, PathBuf)> {
+    let pattern = format!(
+        "^linux-image-{}[.][0-9][^ ]*-cloud-amd64-unsigned$",
+        series.replace('.', "[.]")
+    );
+    let found = output(Command::new("apt-cache").args(["search", "--names-only", &pattern]))?;
+    let mut packages: Vec<&str> = found
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|p| {
+            p.strip_prefix(&format!("linux-image-{series}."))
+                .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+        })
+        .collect();
+    packages.sort_by_key(|p| version_key(p));
+    let package = packages.last().with_context(|| {
+        format!("no Debian cloud kernel package for {series} (apt-get update?)")
+    })?;
+    let name = package
+        .trim_start_matches("linux-image-")
+        .trim_end_matches("-unsigned")
+        .to_owned();
+    let root = dir.join("kernels").join(&name);
+    let vmlinuz = root.join(format!("boot/vmlinuz-{name}"));
+    if !vmlinuz.exists() {
+        let download = dir.join("kernels");
+        fs::create_dir_all(&download)?;
+        println!("vm-test: fetching {package}");
+        exec(
+            Command::new("apt-get")
+                .args(["download", package])
+                .current_dir(&download),
+        )?;
+        let deb = fs::read_dir(&download)?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| {
+                p.extension().is_some_and(|e| e == "deb")
+                    && p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with(&format!("{package}_")))
+            })
+            .context("apt-get download left no .deb")?;
+        exec(Command::new("dpkg").arg("-x").arg(&deb).arg(&root))?;
+        fs::remove_file(&deb)?;
+    }
+    let config = fs::read_to_string(root.join(format!("boot/config-{name}"))).unwrap_or_default();
+    let has = |option: &str| config.lines().any(|l| l == format!("{option}=y"));
+    println!(
+        "vm-test: {name}: BTF {}, kprobes {}, BPF syscall {}",
+        has("CONFIG_DEBUG_INFO_BTF"),
+        has("CONFIG_KPROBES"),
+        has("CONFIG_BPF_SYSCALL")
+    );
+    Ok((name, vmlinuz))
+}
+
+/// Sorts `linux-image-6.1.0-56-...` by its numbers.
+fn version_key(package: &str) -> Vec<u64> {
+    package
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect()
+}
+
+/// The initramfs: busybox, the init, weft and the integration tests with
+/// their helpers and shared libraries, at their host paths.
+fn build_initramfs(dir: &Path) -> Result<PathBuf> {
+    let weft = PathBuf::from(build_weft_release()?);
+    let tests = integration_binaries()?;
+    let root = dir.join("root");
+    let _ = fs::remove_dir_all(&root);
+    for sub in ["bin", "proc", "sys", "dev", "tmp", "run"] {
+        fs::create_dir_all(root.join(sub))?;
+    }
+    copy_into(&root, Path::new("/bin/busybox"))?;
+    let mut binaries = vec![weft.clone()];
+    binaries.extend(tests.iter().cloned());
+    for binary in &binaries {
+        copy_into(&root, binary)?;
+        for library in shared_libraries(binary)? {
+            copy_into(&root, &library)?;
+        }
+    }
+    let init = INIT
+        .replace("@WEFT@", &weft.display().to_string())
+        .replace("@TESTS@", &tests[0].display().to_string());
+    fs::write(root.join("init"), init)?;
+    exec(Command::new("chmod").arg("755").arg(root.join("init")))?;
+    let initrd = dir.join("initrd.gz");
+    let script = format!(
+        "cd {} && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1 > {}",
+        root.display(),
+        initrd.display()
+    );
+    exec(Command::new("sh").args(["-c", &script]))?;
+    Ok(initrd)
+}
+
+/// The guest's init: mount what weft needs, run the tests (filtered by
+/// `weft.filter=a,b` on the kernel command line), print one verdict line.
+const INIT: &str = r#"#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t tmpfs tmp /tmp
+mount -t tmpfs run /run
+mount -t tracefs tracefs /sys/kernel/tracing
+mount -t bpf bpf /sys/fs/bpf
+mkdir -p /sys/fs/cgroup && mount -t cgroup2 cgroup2 /sys/fs/cgroup
+echo "weft-vm: kernel $(uname -r)"
+if grep -q weft.probe /proc/cmdline; then echo "weft-vm: probe ok"; poweroff -f; fi
+filters=$(sed -n 's/.*weft.filter=\([^ ]*\).*/\1/p' /proc/cmdline | tr ',' ' ')
+export WEFT_BIN=@WEFT@
+@TESTS@ --test-threads=1 $filters
+echo "weft-vm: verdict $?"
+poweroff -f
+"#;
+
+/// The integration test executable (first) and the helper binaries it runs.
+fn integration_binaries() -> Result<Vec<PathBuf>> {
+    let json = output(Command::new("cargo").current_dir(workspace_root()).args([
+        "test",
+        "--locked",
+        "--release",
+        "--package",
+        "weft-tests",
+        "--no-run",
+        "--message-format=json",
+    ]))?;
+    let mut tests = None;
+    let mut helpers = Vec::new();
+    for line in json.lines() {
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let Some(path) = message["executable"].as_str() else {
+            continue;
+        };
+        match message["target"]["kind"][0].as_str() {
+            Some("test") if message["target"]["name"] == "integration" => {
+                tests = Some(PathBuf::from(path));
+            }
+            // The release bins the tests name through CARGO_BIN_EXE_*.
+            Some("bin") if !path.contains("/deps/") => helpers.push(PathBuf::from(path)),
+            _ => {}
+        }
+    }
+    let mut all = vec![tests.context("cargo built no integration test binary")?];
+    all.extend(helpers);
+    Ok(all)
+}
+
+/// The shared libraries `ldd` says `binary` loads.
+fn shared_libraries(binary: &Path) -> Result<Vec<PathBuf>> {
+    let listing = output(Command::new("ldd").arg(binary))?;
+    Ok(listing
+        .lines()
+        .filter_map(|line| {
+            line.split_whitespace()
+                .find(|word| word.starts_with('/'))
+                .map(PathBuf::from)
+        })
+        .collect())
+}
+
+/// Copies `path` to the same absolute path under `root`.
+fn copy_into(root: &Path, path: &Path) -> Result<()> {
+    let target = root.join(path.strip_prefix("/").unwrap_or(path));
+    if let Some(parent) = target.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    fs::copy(path, &target).with_context(|| format!("failed to copy {}", path.display()))?;
+    Ok(())
+}
+
+/// `kvm` if a guest boots under it within 60 s (on some hosts `/dev/kvm`
+/// exists but guests die with an emulation failure), else `tcg`.
+fn probe_accel(vmlinuz: &Path, initrd: &Path) -> String {
+    if !Path::new("/dev/kvm").exists() {
+        return "tcg".into();
+    }
+    let log = qemu(
+        vmlinuz,
+        initrd,
+        "kvm",
+        "weft.probe",
+        Duration::from_secs(60),
+    );
+    if log.is_ok_and(|(text, _)| text.contains("weft-vm: probe ok")) {
+        "kvm".into()
+    } else {
+        "tcg".into()
+    }
+}
+
+/// Runs qemu until the guest powers off or `timeout`; returns the serial
+/// output and whether it finished in time.
+fn qemu(
+    vmlinuz: &Path,
+    initrd: &Path,
+    accel: &str,
+    cmdline: &str,
+    timeout: Duration,
+) -> Result<(String, bool)> {
+    let mut child = Command::new("qemu-system-x86_64")
+        .args([
+            "-accel",
+            accel,
+            "-m",
+            "2G",
+            "-smp",
+            "2",
+            "-nographic",
+            "-no-reboot",
+        ])
+        .arg("-kernel")
+        .arg(vmlinuz)
+        .arg("-initrd")
+        .arg(initrd)
+        .args([
+            "-append",
+            &format!("console=ttyS0 quiet panic=-1 {cmdline}"),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("failed to start qemu-system-x86_64")?;
+    let mut stdout = child.stdout.take().context("qemu stdout")?;
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = stdout.read_to_end(&mut text);
+        String::from_utf8_lossy(&text).into_owned()
+    });
+    let start = Instant::now();
+    let finished = loop {
+        if child.try_wait()?.is_some() {
+            break true;
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let text = reader.join().unwrap_or_default();
+    Ok((text, finished))
+}
+
+fn boot(
+    name: &str,
+    vmlinuz: &Path,
+    initrd: &Path,
+    accel: &str,
+    options: &Options,
+) -> Result<Verdict> {
+    println!("vm-test: booting {name}");
+    let cmdline = options
+        .filter
+        .as_ref()
+        .map_or_else(String::new, |f| format!("weft.filter={f}"));
+    let start = Instant::now();
+    let (log, finished) = qemu(
+        vmlinuz,
+        initrd,
+        accel,
+        &cmdline,
+        Duration::from_secs(options.timeout),
+    )?;
+    let seconds = start.elapsed().as_secs_f64();
+    let path = workspace_root().join(format!("target/vm/{name}.log"));
+    fs::write(&path, &log)?;
+    let verdict = parse(
+        name,
+        &log,
+        !finished || !log.contains("weft-vm: verdict"),
+        seconds,
+    );
+    for test in &verdict.failed {
+        println!("vm-test: {name}: FAILED {test}");
+    }
+    Ok(verdict)
+}
+
+/// Reads libtest's lines (`test NAME ... ok|FAILED|ignored`) and the
+/// tests' own `skipping NAME: reason` lines from the serial log.
+fn parse(kernel: &str, log: &str, timed_out: bool, seconds: f64) -> Verdict {
+    let mut verdict = Verdict {
+        kernel: kernel.to_owned(),
+        passed: Vec::new(),
+        failed: Vec::new(),
+        skipped: Vec::new(),
+        timed_out,
+        seconds,
+    };
+    for line in log.lines().map(str::trim) {
+        if let Some(rest) = line.strip_prefix("skipping ") {
+            if let Some((test, _)) = rest.split_once(':') {
+                verdict.skipped.push(test.to_owned());
+            }
+            continue;
+        }
+        let Some(rest) = line.strip_prefix("test ") else {
+            continue;
+        };
+        let Some((test, outcome)) = rest.split_once(" ... ") else {
+            continue;
+        };
+        let test = test.rsplit("::").next().unwrap_or(test).to_owned();
+        match outcome {
+            "ok" => verdict.passed.push(test),
+            "ignored" => verdict.skipped.push(test),
+            _ => verdict.failed.push(test),
+        }
+    }
+    // A test that skipped itself also reports `ok`.
+    verdict.passed.retain(|t| !verdict.skipped.contains(t));
+    verdict
+}
+
+fn print_summary(verdicts: &[Verdict]) {
+    let mut table = format!(
+        "{:<28} {:>7} {:>7} {:>8} {:>9}  verdict\n",
+        "kernel", "passed", "failed", "skipped", "seconds"
+    );
+    for v in verdicts {
+        let outcome = if v.timed_out {
+            "timeout"
+        } else if v.failed.is_empty() && !v.passed.is_empty() {
+            "ok"
+        } else {
+            "FAILED"
+        };
+        let _ = writeln!(
+            table,
+            "{:<28} {:>7} {:>7} {:>8} {:>9.1}  {outcome}",
+            v.kernel,
+            v.passed.len(),
+            v.failed.len(),
+            v.skipped.len(),
+            v.seconds
+        );
+        for skipped in &v.skipped {
+            let _ = writeln!(table, "    skipped {skipped}");
+        }
+    }
+    print!("{table}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_counts_passes_failures_and_skips() {
+        let log = "weft-vm: kernel 6.1\r\n\
+                   test stat::exact ... ok\r\n\
+                   skipping export_parquet_matches_duckdb: WEFT_PYTHON is not set\r\n\
+                   test query::export_parquet_matches_duckdb ... ok\r\n\
+                   test record::killed ... FAILED\r\n\
+                   weft-vm: verdict 101\r\n";
+        let v = parse("6.1", log, false, 1.0);
+        assert_eq!(v.passed, ["exact"]);
+        assert_eq!(v.failed, ["killed"]);
+        assert_eq!(v.skipped, ["export_parquet_matches_duckdb"]);
+    }
+
+    #[test]
+    fn version_key_orders_numerically() {
+        let mut packages = [
+            "linux-image-6.1.0-9-cloud-amd64-unsigned",
+            "linux-image-6.1.0-56-cloud-amd64-unsigned",
+            "linux-image-6.1.0-10-cloud-amd64-unsigned",
+        ];
+        packages.sort_by_key(|p| version_key(p));
+        assert_eq!(packages[2], "linux-image-6.1.0-56-cloud-amd64-unsigned");
+    }
+}
