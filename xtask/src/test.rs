@@ -1,5 +1,6 @@
 //! `cargo xtask test`: setup, build, then every test: formatting, lints, unit
-//! tests, and the root integration tests against the running kernel.
+//! tests, the root integration tests against the running kernel, and the
+//! same tests inside VMs booting Debian's 6.1 and 6.12 kernels.
 
 use std::process::Command;
 
@@ -8,7 +9,7 @@ use anyhow::{Result, bail};
 use crate::{
     exec::{exec, is_root, workspace_root},
     run::build_weft_release,
-    setup,
+    setup, vm,
 };
 
 #[derive(clap::Args)]
@@ -19,6 +20,10 @@ pub struct Options {
     /// Skip `cargo fmt --check` and clippy.
     #[arg(long)]
     no_lint: bool,
+    /// Skip the kernel matrix (the tests again inside VMs booting Debian's
+    /// 6.1 and 6.12 kernels, about a minute each under TCG).
+    #[arg(long)]
+    no_vm: bool,
 }
 
 pub fn run(options: &Options) -> Result<()> {
@@ -61,5 +66,14 @@ pub fn run(options: &Options) -> Result<()> {
     if let Some(filter) = &options.filter {
         integration.arg(filter);
     }
-    exec(&mut integration)
+    exec(&mut integration)?;
+    if options.no_vm {
+        return Ok(());
+    }
+    vm::run(&vm::Options {
+        kernel: vec!["6.1".into(), "6.12".into()],
+        filter: options.filter.clone(),
+        timeout: 900,
+        accel: "auto".into(),
+    })
 }

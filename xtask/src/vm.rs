@@ -71,6 +71,7 @@ pub fn run(options: &Options) -> Result<()> {
         let verdict = boot(name, vmlinuz, &initrd, &accel, options)?;
         verdicts.push(verdict);
     }
+    check_timeout(&kernels[0].1, &initrd, &accel)?;
     print_summary(&verdicts);
     if verdicts
         .iter()
@@ -113,7 +114,7 @@ fn fetch_kernel(dir: &Path, series: &str) -> Result<(String, PathBuf)> {
         println!("vm-test: fetching {package}");
         exec(
             Command::new("apt-get")
-                .args(["download", package])
+                .args(["-qq", "-o", "APT::Sandbox::User=root", "download", package])
                 .current_dir(&download),
         )?;
         let deb = fs::read_dir(&download)?
@@ -183,7 +184,9 @@ fn build_initramfs(dir: &Path) -> Result<PathBuf> {
 }
 
 /// The guest's init: mount what weft needs, run the tests (filtered by
-/// `weft.filter=a,b` on the kernel command line), print one verdict line.
+/// `weft.filter=a,b` on the kernel command line; `--show-output` so that
+/// the tests' own "skipping NAME: reason" lines reach the log), print one
+/// verdict line. `weft.hang` makes it hang, to check the timeout.
 const INIT: &str = r#"#!/bin/busybox sh
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
@@ -198,7 +201,8 @@ echo "weft-vm: kernel $(uname -r)"
 if grep -q weft.probe /proc/cmdline; then echo "weft-vm: probe ok"; poweroff -f; fi
 filters=$(sed -n 's/.*weft.filter=\([^ ]*\).*/\1/p' /proc/cmdline | tr ',' ' ')
 export WEFT_BIN=@WEFT@
-@TESTS@ --test-threads=1 $filters
+if grep -q weft.hang /proc/cmdline; then echo "weft-vm: hanging"; while :; do sleep 60; done; fi
+@TESTS@ --test-threads=1 --show-output $filters
 echo "weft-vm: verdict $?"
 poweroff -f
 "#;
@@ -333,6 +337,20 @@ fn qemu(
     };
     let text = reader.join().unwrap_or_default();
     Ok((text, finished))
+}
+
+/// A guest whose init hangs must be killed and reported, not hang us.
+fn check_timeout(vmlinuz: &Path, initrd: &Path, accel: &str) -> Result<()> {
+    let start = Instant::now();
+    let (log, finished) = qemu(vmlinuz, initrd, accel, "weft.hang", Duration::from_secs(20))?;
+    if finished || !log.contains("weft-vm: hanging") {
+        bail!("a hanging guest was not reported as a timeout:\n{log}");
+    }
+    println!(
+        "vm-test: a hanging guest was killed after {:.1}s and reported as a timeout",
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 fn boot(
