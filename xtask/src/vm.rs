@@ -89,7 +89,13 @@ fn fetch_kernel(dir: &Path, series: &str) -> Result<(String, PathBuf)> {
         "^linux-image-{}[.][0-9][^ ]*-cloud-amd64-unsigned$",
         series.replace('.', "[.]")
     );
-    let found = output(Command::new("apt-cache").args(["search", "--names-only", &pattern]))?;
+    let search = || output(Command::new("apt-cache").args(["search", "--names-only", &pattern]));
+    let mut found = search()?;
+    if found.trim().is_empty() {
+        // A machine whose packages were all there may never have fetched lists.
+        exec(setup::privileged("apt-get").args(["update", "-qq"]))?;
+        found = search()?;
+    }
     let mut packages: Vec<&str> = found
         .lines()
         .filter_map(|l| l.split_whitespace().next())
