@@ -34,6 +34,11 @@ pub enum Command {
     /// Summarise a capture directory: time range, sources, counts, losses, size.
     Info(InfoArgs),
 
+    /// Check what this kernel and process offer weft: privileges, BTF,
+    /// tracefs, tracepoints, kernel options, and a real load of the syscall
+    /// probe. Exits 0 when weft can trace here, 1 when it cannot.
+    Doctor,
+
     /// Ask a capture a question in weft's query language (docs/query.md).
     ///
     /// Examples:

@@ -3,6 +3,7 @@
 
 mod capture;
 mod cli;
+mod doctor;
 mod ebpf;
 mod export;
 mod info;
@@ -41,6 +42,7 @@ fn main() -> ExitCode {
         cli::Command::Stat(args) => stat::run(args),
         cli::Command::Record(args) => record::run(args),
         cli::Command::Info(args) => info::run(args),
+        cli::Command::Doctor => Ok(doctor::run()),
         cli::Command::Query(args) => query::run(args),
         cli::Command::Export(args) => export::run(args),
     };

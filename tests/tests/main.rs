@@ -6,5 +6,7 @@ mod stat;
 mod record;
 // `weft query` on recordings: known facts, exact percentiles, errors, live reads.
 mod query;
+// `weft doctor`: what the kernel offers, with a real probe load.
+mod doctor;
 // Bad input and missing privileges: one-line errors, non-zero exits.
 mod errors;

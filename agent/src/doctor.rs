@@ -1,0 +1,152 @@
+//! `weft doctor`: what the running kernel and this process offer weft, each
+//! check with its outcome and what to do about it. The decisive check loads
+//! and attaches the syscall probe for real (then detaches it).
+
+use std::{fs, path::Path, process::ExitCode, time::Duration};
+
+use crate::{
+    ebpf,
+    syscall::{AttachPoints, Filter, Options, SyscallProbe},
+};
+
+/// One line of the report.
+struct Check {
+    what: &'static str,
+    /// `None`: could not tell.
+    ok: Option<bool>,
+    detail: String,
+}
+
+pub fn run() -> ExitCode {
+    let mut checks = Vec::new();
+    let release = read("/proc/sys/kernel/osrelease");
+    checks.push(Check {
+        what: "kernel",
+        ok: Some(true),
+        detail: release.clone(),
+    });
+    let privileged = ebpf::check_privileges();
+    checks.push(Check {
+        what: "privileges",
+        ok: Some(privileged.is_ok()),
+        detail: privileged.as_ref().map_or_else(
+            |e| format!("{e:#}"),
+            |()| "CAP_BPF+CAP_PERFMON or root".into(),
+        ),
+    });
+    checks.push(present(
+        "BTF",
+        "/sys/kernel/btf/vmlinux",
+        "kernel type info for fentry and BTF maps",
+    ));
+    let tracefs = ebpf::tracefs();
+    checks.push(Check {
+        what: "tracefs",
+        ok: Some(tracefs.is_ok()),
+        detail: tracefs
+            .as_ref()
+            .map_or_else(|e| format!("{e:#}"), |p| p.display().to_string()),
+    });
+    if let Ok(tracefs) = &tracefs {
+        for (what, event) in [
+            ("raw syscall tracepoints", "raw_syscalls/sys_enter"),
+            ("per-syscall tracepoints", "syscalls/sys_enter_getppid"),
+        ] {
+            let path = tracefs.join("events").join(event);
+            checks.push(present(what, &path.display().to_string(), event));
+        }
+    }
+    let config = kernel_config(&release);
+    for option in [
+        "CONFIG_BPF_SYSCALL",
+        "CONFIG_DEBUG_INFO_BTF",
+        "CONFIG_KPROBES",
+    ] {
+        let set = config
+            .as_ref()
+            .map(|c| c.lines().any(|l| l == format!("{option}=y")));
+        checks.push(Check {
+            what: option,
+            ok: set,
+            detail: match set {
+                Some(true) => "y".into(),
+                Some(false) => "not set".into(),
+                None => "no /boot/config of this kernel to read".into(),
+            },
+        });
+    }
+    if privileged.is_ok() {
+        checks.push(load_probe());
+    }
+    for check in &checks {
+        println!(
+            "{:<26} {:<4} {}",
+            check.what,
+            match check.ok {
+                Some(true) => "ok",
+                Some(false) => "no",
+                None => "?",
+            },
+            check.detail
+        );
+    }
+    let usable = checks
+        .iter()
+        .any(|c| c.what == "syscall probe" && c.ok == Some(true));
+    if !usable {
+        println!("weft cannot trace here; see the lines marked `no`");
+    }
+    if usable {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+fn read(path: &str) -> String {
+    fs::read_to_string(path)
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default()
+}
+
+fn present(what: &'static str, path: &str, why: &str) -> Check {
+    let ok = Path::new(path).exists();
+    Check {
+        what,
+        ok: Some(ok),
+        detail: if ok {
+            why.to_owned()
+        } else {
+            format!("{path} is missing")
+        },
+    }
+}
+
+/// The kernel's build configuration, where Debian keeps it.
+fn kernel_config(release: &str) -> Option<String> {
+    fs::read_to_string(format!("/boot/config-{release}")).ok()
+}
+
+/// Loads the syscall probe with one small ring per CPU, attaches it and
+/// detaches it: task storage, ring buffers, maps of maps and raw
+/// tracepoints all have to work for this to pass.
+fn load_probe() -> Check {
+    let options = Options {
+        filter: Filter {
+            min_duration: Duration::from_secs(3600),
+            ..Filter::default()
+        },
+        attach: AttachPoints::Raw,
+        ring_bytes: 1 << 16,
+    };
+    let outcome = SyscallProbe::load(&options).and_then(|mut probe| {
+        let described = probe.describe();
+        probe.detach()?;
+        Ok(described)
+    });
+    Check {
+        what: "syscall probe",
+        ok: Some(outcome.is_ok()),
+        detail: outcome.unwrap_or_else(|e| format!("{e:#}")),
+    }
+}
