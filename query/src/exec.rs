@@ -839,6 +839,10 @@ impl<'a> Engine<'a> {
                 }
             }
         })?;
+        if by.is_empty() && every.is_none() {
+            // One row even over nothing: `count` is 0, the rest empty.
+            groups.get(&[], specs.len());
+        }
         self.plan.push(format!(
             "aggregate: {} group(s) in memory",
             groups.groups.len()
