@@ -276,7 +276,7 @@ fn answers_counts_in_a_range_from_summaries() {
 fn answers_one_row_for_aggregates_over_nothing() {
     let f = fixture("nothing");
     for query in [
-        r#"syscalls where tid = 1 | count, max(dur)"#,
+        "syscalls where tid = 1 | count, max(dur)",
         r#"syscalls where name = "pread64" and dur > p99 [start-2s, start-1s] | count, max(dur)"#,
     ] {
         assert_eq!(one(&f, query), vec![Cell::Int(0), Cell::Null], "{query}");
