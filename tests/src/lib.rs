@@ -22,15 +22,68 @@ pub fn weft_bin() -> PathBuf {
     )
 }
 
-/// Whether kernel tests can run here; prints why not.
-pub fn can_trace(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
+/// What a kernel test needs from the machine it runs on.
+#[derive(Clone, Copy, Debug)]
+pub enum Need {
+    /// Root (or the BPF capabilities).
+    Root,
+    /// At least this kernel version (major, minor).
+    Kernel(u32, u32),
+    /// Kernel BTF (`/sys/kernel/btf/vmlinux`).
+    Btf,
+    /// A tracepoint, `category/event`, checked when tracefs is mounted.
+    Tracepoint(&'static str),
+}
+
+/// What the syscall probe needs: task-local storage for tracing programs
+/// (5.11), BPF ring buffers (5.8), kernel BTF, the raw syscall tracepoints.
+pub const SYSCALL_PROBE: [Need; 4] = [
+    Need::Root,
+    Need::Kernel(5, 11),
+    Need::Btf,
+    Need::Tracepoint("raw_syscalls/sys_enter"),
+];
+
+/// Whether every need is met; otherwise prints `skipping TEST: reason` (the
+/// VM matrix counts these lines) and returns false.
+pub fn needs(test: &str, needs: &[Need]) -> bool {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    eprintln!("skipping {test}: needs root (kernel {})", release.trim());
-    false
+    let release = release.trim();
+    let missing = needs.iter().find_map(|need| match *need {
+        // SAFETY: geteuid has no preconditions.
+        Need::Root => (unsafe { libc::geteuid() } != 0).then(|| "root".to_owned()),
+        Need::Kernel(major, minor) => (kernel_version(release) < (major, minor))
+            .then(|| format!("kernel {major}.{minor} or later")),
+        Need::Btf => (!std::path::Path::new("/sys/kernel/btf/vmlinux").exists())
+            .then(|| "kernel BTF".to_owned()),
+        Need::Tracepoint(event) => ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+            .iter()
+            .map(std::path::Path::new)
+            .find(|root| root.join("events").is_dir())
+            // Unmounted tracefs is mounted by weft itself: not a reason to skip.
+            .is_some_and(|root| !root.join("events").join(event).is_dir())
+            .then(|| format!("tracepoint {event}")),
+    });
+    match missing {
+        None => true,
+        Some(what) => {
+            eprintln!("skipping {test}: needs {what} (kernel {release})");
+            false
+        }
+    }
+}
+
+/// `6.1.0-56-cloud-amd64` → (6, 1).
+fn kernel_version(release: &str) -> (u32, u32) {
+    let mut numbers = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse().unwrap_or(0));
+    (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0))
+}
+
+/// Whether the syscall probe can run here; prints why not.
+pub fn can_trace(test: &str) -> bool {
+    needs(test, &SYSCALL_PROBE)
 }
 
 /// A `weft-workload` child waiting for its start signal.
@@ -241,4 +294,17 @@ pub fn record(workload_bin: &str, dir: &std::path::Path, steps: &[&str], extra: 
         finished.stderr
     );
     finished.stderr
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kernel_version;
+
+    #[test]
+    fn kernel_version_reads_major_minor() {
+        assert_eq!(kernel_version("6.1.0-56-cloud-amd64"), (6, 1));
+        assert_eq!(kernel_version("6.12.117+deb12-cloud-amd64"), (6, 12));
+        assert_eq!(kernel_version("5.10.0"), (5, 10));
+        assert!(kernel_version("5.10.0") < (5, 11));
+    }
 }
