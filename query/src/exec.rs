@@ -40,19 +40,13 @@ pub fn stream(
     visit: &mut dyn FnMut(&[Header], Vec<Cell>),
 ) -> Result<Answer> {
     let mut engine = Engine::new(snapshot, catalog)?;
-    let source = engine.source(&query.source)?;
-    let window = engine.window(query.window.as_ref(), &query.source)?;
-    let near = match &query.correlate {
-        Some(c) => Some(engine.near(source, c)?),
-        None => None,
-    };
-    let pred = match &query.filter {
-        Some(cond) => engine.resolve(source, bind(source, cond)?, &window)?,
-        None => None,
-    };
-    let mut columns: Vec<usize> = (0..source.columns.len())
-        .filter(|c| !source.columns[*c].hidden)
-        .collect();
+    let Selection {
+        source,
+        window,
+        near,
+        pred,
+    } = engine.select(query, false)?;
+    let mut columns = visible(source);
     for stage in &query.stages {
         let Stage::Fields(names) = stage else {
             return Err(Error::spanned(
@@ -63,10 +57,7 @@ pub fn stream(
                 ),
             ));
         };
-        columns = names
-            .iter()
-            .map(|n| column(source, n).map(|(c, _)| c))
-            .collect::<Result<_>>()?;
+        columns = fields(source, names)?;
     }
     let scan = engine.plan_scan(source, pred, "stream");
     let mut answer = listing(source, &[], &columns);
@@ -99,6 +90,29 @@ struct Engine<'a> {
     stats: QueryStats,
     /// Conditions made from percentile thresholds: the most selective.
     thresholds: Vec<Pred>,
+}
+
+/// What a query's head picks: its source, window, anchors and condition.
+struct Selection<'a> {
+    source: &'a SourceColumns,
+    window: RangeInclusive<u64>,
+    near: Option<Near>,
+    pred: Option<Pred>,
+}
+
+/// The source's columns that record listings show.
+fn visible(source: &SourceColumns) -> Vec<usize> {
+    (0..source.columns.len())
+        .filter(|c| !source.columns[*c].hidden)
+        .collect()
+}
+
+/// The columns `fields a, b` names.
+fn fields(source: &SourceColumns, names: &[Name]) -> Result<Vec<usize>> {
+    names
+        .iter()
+        .map(|n| column(source, n).map(|(c, _)| c))
+        .collect()
 }
 
 /// A record that passed the filters: its time and payload.
@@ -202,17 +216,56 @@ impl<'a> Engine<'a> {
         })
     }
 
-    fn query(&mut self, q: &Query) -> Result<Answer> {
+    /// Resolves a query's source, window, correlation and condition (with
+    /// `extreme`, also "at p100 (p0) of x" for a lone `max(x)` (`min(x)`)
+    /// stage: summaries find the value, an indexed scan the record).
+    fn select(&mut self, q: &Query, extreme: bool) -> Result<Selection<'a>> {
         let source = self.source(&q.source)?;
         let window = self.window(q.window.as_ref(), &q.source)?;
-        let near = match &q.correlate {
-            Some(c) => Some(self.near(source, c)?),
+        let near = q
+            .correlate
+            .as_ref()
+            .map(|c| self.near(source, c))
+            .transpose()?;
+        let mut pred = q
+            .filter
+            .as_ref()
+            .map(|cond| bind(source, cond))
+            .transpose()?;
+        if let (true, [Stage::Aggregate { aggs, .. }]) = (extreme, &q.stages[..])
+            && let Some(field) = &aggs[0].field
+        {
+            let max = aggs[0].func == Func::Max;
+            let at = Pred::Threshold {
+                column: column(source, field)?.0,
+                op: if max { Op::Ge } else { Op::Le },
+                q: if max { 1.0 } else { 0.0 },
+                span: aggs[0].span,
+            };
+            pred = Some(match pred {
+                Some(p) => Pred::And(vec![p, at]),
+                None => at,
+            });
+        }
+        let pred = match pred {
+            Some(p) => self.resolve(source, p, &window)?,
             None => None,
         };
-        let pred = match &q.filter {
-            Some(cond) => self.resolve(source, bind(source, cond)?, &window)?,
-            None => None,
-        };
+        Ok(Selection {
+            source,
+            window,
+            near,
+            pred,
+        })
+    }
+
+    fn query(&mut self, q: &Query) -> Result<Answer> {
+        let Selection {
+            source,
+            window,
+            near,
+            pred,
+        } = self.select(q, false)?;
         let split = q
             .stages
             .iter()
@@ -558,9 +611,7 @@ impl<'a> Engine<'a> {
         near: Option<&Near>,
         stages: &[Stage],
     ) -> Result<(Vec<Hit>, Vec<usize>)> {
-        let mut columns: Vec<usize> = (0..source.columns.len())
-            .filter(|c| !source.columns[*c].hidden)
-            .collect();
+        let mut columns = visible(source);
         let mut sort: Option<(usize, bool)> = None;
         let mut limit: Option<usize> = None;
         for stage in stages {
@@ -570,12 +621,7 @@ impl<'a> Engine<'a> {
                     limit = None;
                 }
                 Stage::Limit(n) => limit = Some(limit.map_or(*n, |l| l.min(*n))),
-                Stage::Fields(names) => {
-                    columns = names
-                        .iter()
-                        .map(|n| column(source, n).map(|(c, _)| c))
-                        .collect::<Result<_>>()?;
-                }
+                Stage::Fields(names) => columns = fields(source, names)?,
                 Stage::Aggregate { .. } | Stage::Top { .. } => {
                     unreachable!("split off by the caller")
                 }
@@ -632,41 +678,19 @@ impl<'a> Engine<'a> {
     /// The anchor records of a correlation and their source.
     fn anchors(&mut self, c: &Correlate) -> Result<(&'a SourceColumns, Vec<Hit>)> {
         let q = &c.anchors;
-        let source = self.source(&q.source)?;
-        let window = self.window(q.window.as_ref(), &q.source)?;
         let stages = anchor_stages(&q.stages).ok_or_else(|| {
             Error::spanned(
                 c.span,
                 "the sub-query must select records: no aggregate, or one `max(x)` or `min(x)`",
             )
         })?;
-        let mut pred = q
-            .filter
-            .as_ref()
-            .map(|cond| bind(source, cond))
-            .transpose()?;
-        // `max(x)` is the record whose x is at p100: the summaries find that
-        // value and an indexed scan finds the record, instead of a sort.
-        if let [Stage::Aggregate { aggs, .. }] = &q.stages[..]
-            && let Some(field) = &aggs[0].field
-        {
-            let max = aggs[0].func == Func::Max;
-            let extreme = Pred::Threshold {
-                column: column(source, field)?.0,
-                op: if max { Op::Ge } else { Op::Le },
-                q: if max { 1.0 } else { 0.0 },
-                span: aggs[0].span,
-            };
-            pred = Some(match pred {
-                Some(p) => Pred::And(vec![p, extreme]),
-                None => extreme,
-            });
-        }
-        let pred = match pred {
-            Some(p) => self.resolve(source, p, &window)?,
-            None => None,
-        };
-        let (hits, _) = self.records(source, &window, pred, None, &stages)?;
+        let Selection {
+            source,
+            window,
+            near,
+            pred,
+        } = self.select(q, true)?;
+        let (hits, _) = self.records(source, &window, pred, near.as_ref(), &stages)?;
         Ok((source, hits))
     }
 
