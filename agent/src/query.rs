@@ -53,21 +53,22 @@ pub fn answer(
     now: Option<u64>,
     full_scan: bool,
 ) -> Result<String> {
+    let failed = |error: weft_query::Error| match error {
+        weft_query::Error::Query { .. } => anyhow!("{}", error.render(query)),
+        other => anyhow!(other).context(format!("failed to query {}", dir.display())),
+    };
+    let parsed = weft_query::parse(query).map_err(failed)?;
     let metadata = capture::read_metadata(dir)?;
-    // Thread names for queries that name `comm` or list records (a parse
-    // error is reported by the run below).
-    let threads =
-        query.contains("comm") || weft_query::parse(query).is_ok_and(|q| q.lists_records());
+    // Thread names cost a pass over the chunk index: only for queries that
+    // name `comm` or list records.
+    let threads = parsed.names("comm") || parsed.lists_records();
     let mut catalog = capture::catalog(snapshot, &metadata, threads)?;
     catalog.now = now;
     if full_scan {
         catalog.without_indexes();
     }
     let started = Instant::now();
-    let answer = weft_query::run(snapshot, &catalog, query).map_err(|error| match error {
-        weft_query::Error::Query { .. } => anyhow!("{}", error.render(query)),
-        other => anyhow!(other).context(format!("failed to query {}", dir.display())),
-    })?;
+    let answer = weft_query::answer(snapshot, &catalog, &parsed).map_err(failed)?;
     Ok(match format {
         OutputFormat::Explain => explain(&answer, started.elapsed()),
         OutputFormat::Json => answer.to_json_lines(),

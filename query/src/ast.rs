@@ -34,6 +34,35 @@ impl Query {
             .iter()
             .any(|s| matches!(s, Stage::Aggregate { .. } | Stage::Top { .. }))
     }
+
+    /// Whether any part of the query (sub-queries included) names `field`.
+    pub fn names(&self, field: &str) -> bool {
+        let is = |n: &Name| n.text == field;
+        let agg = |a: &Agg| a.field.as_ref().is_some_and(is);
+        self.filter.as_ref().is_some_and(|c| c.names(field))
+            || self
+                .correlate
+                .as_ref()
+                .is_some_and(|c| c.same.iter().any(is) || c.anchors.names(field))
+            || self.stages.iter().any(|stage| match stage {
+                Stage::Aggregate { aggs, by, .. } => aggs.iter().any(agg) || by.iter().any(is),
+                Stage::Top { agg: a, by, .. } => agg(a) || by.iter().any(is),
+                Stage::Sort { key, .. } => key.text.contains(field),
+                Stage::Fields(names) => names.iter().any(is),
+                Stage::Limit(_) => false,
+            })
+    }
+}
+
+impl Cond {
+    /// Whether the condition names `field`.
+    pub fn names(&self, field: &str) -> bool {
+        match self {
+            Self::And(a, b) | Self::Or(a, b) => a.names(field) || b.names(field),
+            Self::Not(a) => a.names(field),
+            Self::Compare { field: f, .. } | Self::In { field: f, .. } => f.text == field,
+        }
+    }
 }
 
 /// A correlation with the records a sub-query selects.

@@ -40,7 +40,12 @@ pub use parse::parse;
 
 /// Parses `text` and answers it on `snapshot`.
 pub fn run(snapshot: &weft_store::Snapshot, catalog: &Catalog, text: &str) -> Result<Answer> {
-    exec::run(snapshot, catalog, &parse(text)?)
+    answer(snapshot, catalog, &parse(text)?)
+}
+
+/// Answers a parsed query on `snapshot`.
+pub fn answer(snapshot: &weft_store::Snapshot, catalog: &Catalog, query: &Query) -> Result<Answer> {
+    exec::run(snapshot, catalog, query)
 }
 
 /// Parses `text` and calls `visit` with the cells of each record it

@@ -337,3 +337,11 @@ fn parse_errors_point_at_the_token() {
         assert_eq!(error.render(query), *expected, "for {query:?}");
     }
 }
+
+#[test]
+fn parse_names_finds_fields_anywhere() {
+    let q = parse(r#"s around (t where comm = "x") within 1s | count by name"#).unwrap();
+    assert!(q.names("comm") && q.names("name"));
+    assert!(!q.names("tid"));
+    assert!(!parse(r#"s where name = "comm""#).unwrap().names("comm"));
+}
