@@ -272,6 +272,18 @@ fn bad_headers_are_rejected_with_clear_errors() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Appends sequence numbers 0..200,000 at those times, pinning 0..=999.
+fn append_with_pinned_start(store: &mut Store, source: weft_store::SourceId) {
+    for seq in 0u64..200_000 {
+        if seq == 1_000 {
+            store.pin(0, 999).unwrap();
+        }
+        store
+            .append_at(source, seq, None, &seq.to_le_bytes())
+            .unwrap();
+    }
+}
+
 #[test]
 fn disk_budget_deletes_oldest_and_keeps_pins() {
     let dir = temp_dir("budget");
@@ -280,17 +292,7 @@ fn disk_budget_deletes_oldest_and_keeps_pins() {
         ..small()
     };
     let (mut store, source, index) = counting_store(&dir, &config);
-    for seq in 0u64..1_000 {
-        store
-            .append_at(source, seq, None, &seq.to_le_bytes())
-            .unwrap();
-    }
-    store.pin(0, 999).unwrap();
-    for seq in 1_000u64..200_000 {
-        store
-            .append_at(source, seq, None, &seq.to_le_bytes())
-            .unwrap();
-    }
+    append_with_pinned_start(&mut store, source);
     store.close().unwrap();
     let (snapshot, recovery) = weft_store::open_read_only(&dir).unwrap();
     assert!(!recovery.deleted_segments.is_empty(), "{recovery:?}");
@@ -320,17 +322,7 @@ fn retention_keeps_a_time_ring_and_pins() {
         ..small()
     };
     let (mut store, source, index) = counting_store(&dir, &config);
-    for seq in 0u64..1_000 {
-        store
-            .append_at(source, seq, None, &seq.to_le_bytes())
-            .unwrap();
-    }
-    store.pin(0, 999).unwrap();
-    for seq in 1_000u64..200_000 {
-        store
-            .append_at(source, seq, None, &seq.to_le_bytes())
-            .unwrap();
-    }
+    append_with_pinned_start(&mut store, source);
     store.close().unwrap();
     let (snapshot, recovery) = weft_store::open_read_only(&dir).unwrap();
     assert!(!recovery.deleted_segments.is_empty(), "{recovery:?}");
