@@ -128,7 +128,7 @@ pub fn catalog(
 ) -> Result<Catalog> {
     let mut catalog = Catalog::from_meta(snapshot.meta());
     let threads = if threads {
-        crate::tasks::names(snapshot)?
+        crate::tasks::names(snapshot)?.map(Arc::new)
     } else {
         None
     };
@@ -142,11 +142,19 @@ pub fn catalog(
         syscalls.alias("duration_ns", "dur", Kind::Duration);
         syscalls.alias("nr", "name", Kind::Named(Arc::new(names)));
         syscalls.set_kind("enter_ns", Kind::Time);
-        if let Some(threads) = threads {
-            syscalls.view("tid", "comm", Kind::Named(Arc::new(threads)));
+        if let Some(threads) = &threads {
+            syscalls.view("tid", "comm", Kind::Named(threads.clone()));
         }
         syscalls.span = Some("dur".into());
         syscalls.show_first(&["name", "dur", "ret", "comm", "pid", "tid", "cpu"]);
+    }
+    for spec in crate::sources::ALL {
+        if let Some(columns) = catalog.source_mut(spec.name) {
+            spec.describe_columns(columns);
+            if let Some(threads) = &threads {
+                columns.view("tid", "comm", Kind::Named(threads.clone()));
+            }
+        }
     }
     Ok(catalog)
 }

@@ -31,6 +31,10 @@ pub enum Command {
     /// crash leaves a directory that still opens.
     Record(RecordArgs),
 
+    /// List the event sources, their fields, and whether each can attach on
+    /// this kernel (and why not).
+    Sources(SourcesArgs),
+
     /// Summarise a capture directory: time range, sources, counts, losses, size.
     Info(InfoArgs),
 
@@ -172,6 +176,20 @@ impl OutputFormat {
 
 #[derive(Debug, Args)]
 pub struct RecordArgs {
+    /// What to record, comma-separated: syscalls, and the sources `weft
+    /// sources` lists (sched, ...), or `all`.
+    #[arg(
+        long,
+        value_name = "SOURCES",
+        value_delimiter = ',',
+        default_value = "syscalls",
+        help_heading = "Sources"
+    )]
+    pub sources: Vec<String>,
+    /// Only threads in this cgroup (v2 directory, e.g.
+    /// /sys/fs/cgroup/system.slice/redis.service); sources other than syscalls.
+    #[arg(long, value_name = "PATH", help_heading = "Filters")]
+    pub cgroup: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]
@@ -207,6 +225,13 @@ pub struct RecordOutputArgs {
     /// Add a session to an existing capture instead of refusing it.
     #[arg(long)]
     pub append: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SourcesArgs {
+    /// One JSON object per source.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

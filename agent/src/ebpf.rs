@@ -4,6 +4,10 @@
 use std::{fs, path::Path};
 
 use anyhow::{Context as _, Result, anyhow, bail};
+use aya::{
+    Ebpf,
+    maps::{ArrayOfMaps, HashMap, Map, MapData, RingBuf},
+};
 use weft_probes::tracefs::{Field, find_field};
 
 /// The object file, 8-byte aligned as the ELF parser requires.
@@ -85,4 +89,50 @@ pub fn tracepoint_field(tracefs: &Path, category: &str, event: &str, name: &str)
         )
     })?;
     find_field(&text, name).ok_or_else(|| anyhow!("{}: no field `{name}`", path.display()))
+}
+
+/// The number of possible CPUs: one ring each.
+pub fn cpus() -> Result<u32> {
+    let cpus = aya::util::nr_cpus().map_err(|(path, e)| anyhow!("failed to read {path}: {e}"))?;
+    u32::try_from(cpus).context("too many CPUs")
+}
+
+/// Puts `pids` into the pid filter set `map`.
+pub fn fill_pids(ebpf: &mut Ebpf, map: &str, pids: &[u32]) -> Result<()> {
+    let mut set: HashMap<&mut MapData, u32, u8> =
+        HashMap::try_from(ebpf.map_mut(map).context("the probe has no pid map")?)?;
+    for pid in pids {
+        set.insert(pid, 1, 0)
+            .context("failed to fill the pid filter")?;
+    }
+    Ok(())
+}
+
+/// Creates one ring of `bytes` per CPU and plugs each into the ring array `map`.
+pub fn create_rings(
+    ebpf: &mut Ebpf,
+    map: &str,
+    cpus: u32,
+    bytes: u32,
+) -> Result<Vec<RingBuf<MapData>>> {
+    let mut outer: ArrayOfMaps<&mut MapData, MapData> =
+        ArrayOfMaps::try_from(ebpf.map_mut(map).context("the probe has no ring array")?)?;
+    let mut rings = Vec::with_capacity(cpus as usize);
+    for cpu in 0..cpus {
+        let params = aya_obj::Map::new_from_params(
+            aya_obj::generated::bpf_map_type::BPF_MAP_TYPE_RINGBUF as u32,
+            0,
+            0,
+            bytes,
+            0,
+        );
+        let ring = MapData::create(params, "weft_ring", None).with_context(|| {
+            format!("failed to create a {bytes}-byte ring buffer for CPU {cpu}")
+        })?;
+        outer
+            .set(cpu, &ring, 0)
+            .context("failed to install a ring buffer")?;
+        rings.push(RingBuf::try_from(Map::RingBuf(ring))?);
+    }
+    Ok(rings)
 }

@@ -72,10 +72,7 @@ fn write_summary(out: &mut String, dir: &Path, s: &Value) -> std::fmt::Result {
         let name = source["name"].as_str().unwrap_or_default();
         let lost: u64 = sessions
             .iter()
-            .map(|x| {
-                let l = &x["lost"][name];
-                l["ring_full"].as_u64().unwrap_or(0) + l["enter_table_full"].as_u64().unwrap_or(0)
-            })
+            .map(|x| x["lost"][name]["lost"].as_u64().unwrap_or(0))
             .sum();
         writeln!(
             out,

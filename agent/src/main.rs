@@ -5,6 +5,7 @@ mod capture;
 mod cli;
 mod doctor;
 mod ebpf;
+mod events;
 mod export;
 mod info;
 mod live;
@@ -12,6 +13,7 @@ mod query;
 mod record;
 mod resolve;
 mod session;
+mod sources;
 mod stat;
 mod syscall;
 mod tasks;
@@ -42,6 +44,7 @@ fn main() -> ExitCode {
         cli::Command::Stat(args) => stat::run(args),
         cli::Command::Record(args) => record::run(args),
         cli::Command::Info(args) => info::run(args),
+        cli::Command::Sources(args) => Ok(sources::list::run(args)),
         cli::Command::Doctor => Ok(doctor::run()),
         cli::Command::Query(args) => query::run(args),
         cli::Command::Export(args) => export::run(args),

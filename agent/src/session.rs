@@ -8,7 +8,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result};
 use weft_probes::syscall::SyscallEvent;
 
-use crate::syscall::{Counters, Losses, SyscallProbe};
+use crate::{
+    events::{EventProbe, SourceLosses},
+    sources::Spec,
+    syscall::{Losses, SyscallProbe},
+};
 
 /// When to drain, tick and stop.
 pub struct Session {
@@ -26,25 +30,103 @@ pub struct Session {
 pub trait Consumer {
     fn event(&mut self, event: &SyscallEvent);
 
-    /// Called every tick with the current counters and records received so
-    /// far; `Ok(false)` stops the capture.
-    fn tick(&mut self, counters: &Counters, received: u64) -> Result<bool>;
+    /// A record of another source: the kernel record, header included.
+    fn record(&mut self, _spec: &'static Spec, _record: &[u8]) {}
+
+    /// Called every tick with what was received and lost so far;
+    /// `Ok(false)` stops the capture.
+    fn tick(&mut self, accounting: &Accounting) -> Result<bool>;
+}
+
+/// The probes of one capture: syscalls, other sources, or both.
+pub struct Probes {
+    pub syscalls: Option<SyscallProbe>,
+    pub events: Option<EventProbe>,
+    /// Syscall records drained so far.
+    syscalls_received: u64,
+}
+
+/// What each probe received and lost.
+#[derive(Clone, Default)]
+pub struct Accounting {
+    pub syscalls: Option<Losses>,
+    pub sources: Vec<(&'static Spec, SourceLosses)>,
+}
+
+impl Accounting {
+    /// Records received, all sources told.
+    pub fn received(&self) -> u64 {
+        self.syscalls.as_ref().map_or(0, |l| l.received)
+            + self.sources.iter().map(|(_, l)| l.received).sum::<u64>()
+    }
+
+    /// Records lost, all sources told.
+    pub fn lost(&self) -> u64 {
+        self.syscalls.as_ref().map_or(0, Losses::lost)
+            + self.sources.iter().map(|(_, l)| l.lost()).sum::<u64>()
+    }
+}
+
+impl Probes {
+    pub fn new(syscalls: Option<SyscallProbe>, events: Option<EventProbe>) -> Self {
+        Self {
+            syscalls,
+            events,
+            syscalls_received: 0,
+        }
+    }
+
+    fn drain(&mut self, consumer: &mut impl Consumer) {
+        if let Some(probe) = &mut self.syscalls {
+            self.syscalls_received += probe.drain(|e| consumer.event(e));
+        }
+        if let Some(probe) = &mut self.events {
+            probe.drain(|spec, record| consumer.record(spec, record));
+        }
+    }
+
+    /// Reads every probe's counters.
+    pub fn accounting(&self) -> Result<Accounting> {
+        Ok(Accounting {
+            syscalls: match &self.syscalls {
+                Some(probe) => Some(Losses::new(&probe.counters()?, self.syscalls_received)),
+                None => None,
+            },
+            sources: match &self.events {
+                Some(probe) => probe.losses()?,
+                None => Vec::new(),
+            },
+        })
+    }
+
+    fn detach(&mut self) -> Result<()> {
+        if let Some(probe) = &mut self.syscalls {
+            probe.detach()?;
+        }
+        if let Some(probe) = &mut self.events {
+            probe.detach();
+        }
+        Ok(())
+    }
+
+    fn malformed(&self) -> u64 {
+        self.syscalls.as_ref().map_or(0, SyscallProbe::malformed)
+            + self.events.as_ref().map_or(0, EventProbe::malformed)
+    }
 }
 
 /// How a capture ended.
 pub struct Outcome {
-    /// Records drained, all told.
-    pub received: u64,
     /// Time from start to the stop request (detaching is not counted).
     pub elapsed: Duration,
-    /// The probe's counters after the final drain.
-    pub counters: Counters,
+    /// What was received and lost, after the final drain.
+    pub accounting: Accounting,
 }
 
 /// Runs a capture to its end and checks that every record is accounted for.
 pub fn run(
     session: &Session,
-    probe: &mut SyscallProbe,
+    probes: &mut Probes,
     consumer: &mut impl Consumer,
 ) -> Result<Outcome> {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -52,33 +134,43 @@ pub fn run(
         .build()
         .context("failed to start the async runtime")?;
     let start = Instant::now();
-    let mut received = runtime.block_on(capture(session, probe, consumer))?;
+    runtime.block_on(capture(session, probes, consumer))?;
     let elapsed = start.elapsed();
-    probe.detach()?;
-    received += probe.drain(|e| consumer.event(e));
-    let counters = probe.counters()?;
-    let losses = Losses::new(&counters, received);
-    if !losses.balanced() || probe.malformed() > 0 {
-        eprintln!(
-            "weft: accounting mismatch: received {received} + ring full {} != seen {} ({} malformed records)",
-            losses.ring_full,
-            losses.seen,
-            probe.malformed()
-        );
-    }
+    probes.detach()?;
+    probes.drain(consumer);
+    let accounting = probes.accounting()?;
+    report_mismatches(&accounting, probes.malformed());
     Ok(Outcome {
-        received,
         elapsed,
-        counters,
+        accounting,
     })
 }
 
-/// The loop until a stop request; returns the records received.
+/// Says so when records are unaccounted for: never expected.
+fn report_mismatches(accounting: &Accounting, malformed: u64) {
+    if let Some(losses) = accounting.syscalls.as_ref().filter(|l| !l.balanced()) {
+        eprintln!(
+            "weft: syscalls: accounting mismatch: received {} + ring full {} != seen {}",
+            losses.received, losses.ring_full, losses.seen,
+        );
+    }
+    for (spec, losses) in accounting.sources.iter().filter(|(_, l)| !l.balanced()) {
+        eprintln!(
+            "weft: {}: accounting mismatch: received {} + ring full {} != seen {}",
+            spec.name, losses.received, losses.ring_full, losses.seen,
+        );
+    }
+    if malformed > 0 {
+        eprintln!("weft: {malformed} malformed records");
+    }
+}
+
+/// The loop until a stop request.
 async fn capture(
     session: &Session,
-    probe: &mut SyscallProbe,
+    probes: &mut Probes,
     consumer: &mut impl Consumer,
-) -> Result<u64> {
+) -> Result<()> {
     use tokio::{
         signal::unix::{SignalKind, signal},
         time::{MissedTickBehavior, interval, sleep},
@@ -96,13 +188,12 @@ async fn capture(
     let mut interrupt = signal(SignalKind::interrupt()).context("failed to handle SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("failed to handle SIGTERM")?;
     eprintln!("{}", session.ready);
-    let mut received = 0;
     loop {
         tokio::select! {
-            _ = drain.tick() => received += probe.drain(|e| consumer.event(e)),
+            _ = drain.tick() => probes.drain(consumer),
             _ = tick.tick(), if session.tick.is_some() => {
-                received += probe.drain(|e| consumer.event(e));
-                if !consumer.tick(&probe.counters()?, received)? {
+                probes.drain(consumer);
+                if !consumer.tick(&probes.accounting()?)? {
                     break;
                 }
             }
@@ -111,5 +202,5 @@ async fn capture(
             _ = terminate.recv() => break,
         }
     }
-    Ok(received)
+    Ok(())
 }

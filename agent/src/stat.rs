@@ -17,8 +17,8 @@ use weft_probes::syscall::SyscallEvent;
 use crate::{
     cli::StatArgs,
     ebpf, resolve,
-    session::{self, Consumer, Session},
-    syscall::{Counters, Losses, Options, SyscallProbe},
+    session::{self, Accounting, Consumer, Probes, Session},
+    syscall::{Losses, Options, SyscallProbe},
 };
 
 /// Validated, resolved `weft stat` arguments.
@@ -257,7 +257,7 @@ pub fn render_json(kind: &str, elapsed: Duration, rows: &[Row], losses: &Losses)
 pub fn run(args: &StatArgs) -> Result<ExitCode> {
     let plan = Plan::resolve(args)?;
     ebpf::check_privileges()?;
-    let mut probe = SyscallProbe::load(&plan.options)?;
+    let probe = SyscallProbe::load(&plan.options)?;
     let session = Session {
         drain_interval: plan.drain_interval,
         tick: plan.interval,
@@ -273,12 +273,13 @@ pub fn run(args: &StatArgs) -> Result<ExitCode> {
         current: Stats::default(),
         since: Instant::now(),
     };
-    let outcome = session::run(&session, &mut probe, &mut table)?;
+    let mut probes = Probes::new(Some(probe), None);
+    let outcome = session::run(&session, &mut probes, &mut table)?;
     let Table {
         mut total, current, ..
     } = table;
     total.merge(&current);
-    let losses = Losses::new(&outcome.counters, outcome.received);
+    let losses = outcome.accounting.syscalls.unwrap_or_default();
     emit(&plan, "total", outcome.elapsed, &total, &losses)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -296,8 +297,8 @@ impl Consumer for Table<'_> {
         self.current.record(event);
     }
 
-    fn tick(&mut self, counters: &Counters, received: u64) -> Result<bool> {
-        let losses = Losses::new(counters, received);
+    fn tick(&mut self, accounting: &Accounting) -> Result<bool> {
+        let losses = accounting.syscalls.clone().unwrap_or_default();
         if !emit(
             self.plan,
             "interval",

@@ -7,7 +7,7 @@ use std::{collections::HashMap as StdHashMap, time::Duration};
 use anyhow::{Context as _, Result, bail};
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{ArrayOfMaps, HashMap, Map, MapData, PerCpuArray, RingBuf},
+    maps::{MapData, PerCpuArray, RingBuf},
     programs::{RawTracePoint, TracePoint},
 };
 use weft_probes::syscall::{
@@ -132,9 +132,7 @@ impl SyscallProbe {
     /// Loads, configures and attaches the probe.
     pub fn load(options: &Options) -> Result<Self> {
         let config = kernel_config(&options.filter);
-        let cpus = aya::util::nr_cpus()
-            .map_err(|(path, e)| anyhow::anyhow!("failed to read {path}: {e}"))?;
-        let cpus = u32::try_from(cpus).context("too many CPUs")?;
+        let cpus = ebpf::cpus()?;
         let tracefs = ebpf::tracefs()?;
         let mut loader = EbpfLoader::new();
         loader
@@ -166,8 +164,8 @@ impl SyscallProbe {
             .context("failed to load the syscall probe")?;
         let logger =
             aya_log::EbpfLogger::init(&mut ebpf).context("failed to read the probe's log")?;
-        fill_pids(&mut ebpf, &options.filter.pids)?;
-        let rings = create_rings(&mut ebpf, cpus, options.ring_bytes)?;
+        ebpf::fill_pids(&mut ebpf, PIDS_MAP, &options.filter.pids)?;
+        let rings = ebpf::create_rings(&mut ebpf, RINGS_MAP, cpus, options.ring_bytes)?;
         let programs = match options.attach {
             AttachPoints::Raw => attach_raw(&mut ebpf)?,
             AttachPoints::PerSyscall => attach_per_syscall(&mut ebpf, &options.filter.syscalls)?,
@@ -283,42 +281,6 @@ fn first_syscall_name(filter: &Filter) -> Result<&'static str> {
         bail!("per-syscall attach needs at least one --syscall");
     };
     weft_probes::syscall_names::name(*nr).context("syscall has no name")
-}
-
-fn fill_pids(ebpf: &mut Ebpf, pids: &[u32]) -> Result<()> {
-    let mut map: HashMap<&mut MapData, u32, u8> =
-        HashMap::try_from(ebpf.map_mut(PIDS_MAP).context("the probe has no pid map")?)?;
-    for pid in pids {
-        map.insert(pid, 1, 0)
-            .context("failed to fill the pid filter")?;
-    }
-    Ok(())
-}
-
-/// Creates one ring of `bytes` per CPU and plugs each into the ring array.
-fn create_rings(ebpf: &mut Ebpf, cpus: u32, bytes: u32) -> Result<Vec<RingBuf<MapData>>> {
-    let mut outer: ArrayOfMaps<&mut MapData, MapData> = ArrayOfMaps::try_from(
-        ebpf.map_mut(RINGS_MAP)
-            .context("the probe has no ring array")?,
-    )?;
-    let mut rings = Vec::with_capacity(cpus as usize);
-    for cpu in 0..cpus {
-        let params = aya_obj::Map::new_from_params(
-            aya_obj::generated::bpf_map_type::BPF_MAP_TYPE_RINGBUF as u32,
-            0,
-            0,
-            bytes,
-            0,
-        );
-        let ring = MapData::create(params, "weft_sys_ring", None).with_context(|| {
-            format!("failed to create a {bytes}-byte ring buffer for CPU {cpu}")
-        })?;
-        outer
-            .set(cpu, &ring, 0)
-            .context("failed to install a ring buffer")?;
-        rings.push(RingBuf::try_from(Map::RingBuf(ring))?);
-    }
-    Ok(rings)
 }
 
 fn attach_raw(ebpf: &mut Ebpf) -> Result<&'static [&'static str]> {

@@ -42,24 +42,37 @@ impl TaskNames {
     }
 
     /// Records the name of `event`'s thread if it is new or has just
-    /// exec'd. A thread already gone is skipped.
-    pub fn observe(
+    /// exec'd.
+    pub fn observe_syscall(
         &mut self,
         store: &mut Store,
         ts: u64,
         event: &SyscallEvent,
     ) -> weft_store::Result<()> {
         let exec = event.ret == 0 && self.execs.contains(&event.nr);
-        if !self.seen.insert(event.tid) && !exec {
+        self.observe(store, ts, event.pid, event.tid, exec)
+    }
+
+    /// Records the name of thread `tid` of process `pid` if it is new or
+    /// `exec` says it has a new name. A thread already gone is skipped.
+    pub fn observe(
+        &mut self,
+        store: &mut Store,
+        ts: u64,
+        pid: u32,
+        tid: u32,
+        exec: bool,
+    ) -> weft_store::Result<()> {
+        if !self.seen.insert(tid) && !exec {
             return Ok(());
         }
-        let path = format!("/proc/{}/task/{}/comm", event.pid, event.tid);
+        let path = format!("/proc/{pid}/task/{tid}/comm");
         let Ok(comm) = std::fs::read_to_string(path) else {
             return Ok(());
         };
         let mut payload = [0u8; 8 + COMM_LEN];
-        payload[..4].copy_from_slice(&event.pid.to_le_bytes());
-        payload[4..8].copy_from_slice(&event.tid.to_le_bytes());
+        payload[..4].copy_from_slice(&pid.to_le_bytes());
+        payload[4..8].copy_from_slice(&tid.to_le_bytes());
         let name = comm.trim_end_matches('\n').as_bytes();
         let len = name.len().min(COMM_LEN);
         payload[8..8 + len].copy_from_slice(&name[..len]);

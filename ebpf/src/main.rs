@@ -7,7 +7,9 @@
 #![feature(core_intrinsics)]
 #![allow(internal_features, reason = "see core_intrinsics above")]
 
+mod events;
 mod floor;
+mod sched;
 mod syscall;
 mod task_storage;
 

@@ -10,8 +10,8 @@ use aya_ebpf::{
     bindings::BPF_RB_NO_WAKEUP,
     btf_maps::{ArrayOfMaps, RingBuf},
     helpers::{
-        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_smp_processor_id,
-        bpf_ktime_get_ns, bpf_probe_read_kernel,
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
+        bpf_probe_read_kernel,
     },
     macros::{btf_map, map, raw_tracepoint, tracepoint},
     maps::{HashMap, PerCpuArray},
@@ -120,11 +120,22 @@ fn on_enter<C: EbpfContext>(ctx: &C, nr: u32) {
     let enter_ns = unsafe { bpf_ktime_get_ns() };
     match SYSCALL_INFLIGHT.current(true) {
         // SAFETY: the task's own storage; only this thread's programs touch it.
-        Some(slot) => unsafe { *slot = InFlight { enter_ns, nr, active: 1 } },
+        Some(slot) => unsafe {
+            *slot = InFlight {
+                enter_ns,
+                nr,
+                active: 1,
+            }
+        },
         None => {
             count(Counter::EnterTableFull);
             // Rare (memory pressure) and worth a line in weft's log.
-            aya_log_ebpf::warn!(ctx, "no task storage for tid {}: syscall {} not paired", pid_tgid as u32, nr);
+            aya_log_ebpf::warn!(
+                ctx,
+                "no task storage for tid {}: syscall {} not paired",
+                pid_tgid as u32,
+                nr
+            );
         }
     }
 }

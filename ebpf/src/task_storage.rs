@@ -45,7 +45,11 @@ impl<T> TaskStorage<T> {
     /// none exists. `None` if absent (or if creating it failed).
     #[inline(always)]
     pub fn current(&self, create: bool) -> Option<*mut T> {
-        let flags = if create { u64::from(BPF_LOCAL_STORAGE_GET_F_CREATE) } else { 0 };
+        let flags = if create {
+            u64::from(BPF_LOCAL_STORAGE_GET_F_CREATE)
+        } else {
+            0
+        };
         // SAFETY: the map pointer is this static; the task pointer comes from
         // the helper and is trusted by the verifier; a NULL init value means
         // "zero-initialise".

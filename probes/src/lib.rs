@@ -16,6 +16,8 @@
 #![no_std]
 #![deny(missing_docs)]
 
+pub mod events;
+pub mod sched;
 pub mod syscall;
 #[cfg(feature = "user")]
 pub mod syscall_names;

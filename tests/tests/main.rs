@@ -10,3 +10,5 @@ mod query;
 mod doctor;
 // Bad input and missing privileges: one-line errors, non-zero exits.
 mod errors;
+// The other sources (sched, ...): each records a known workload exactly.
+mod sources;

@@ -1,0 +1,244 @@
+//! The event sources besides syscalls from user space: loads the chosen
+//! sources' programs (`ebpf/src/events.rs` and one module per source),
+//! attaches them, drains the shared per-CPU rings and reads the per-source
+//! loss counters.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context as _, Result, bail};
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{MapData, PerCpuArray, RingBuf},
+    programs::TracePoint,
+};
+use weft_probes::events::{
+    CONFIG_GLOBAL, COUNTERS, COUNTERS_MAP, Counter, EventConfig, FILTER_CGROUP, FILTER_COMM,
+    FILTER_PID, HEADER_SIZE, PIDS_MAP, RINGS_MAP, Source,
+};
+
+use crate::{ebpf, sources::Spec};
+
+/// Which threads to trace; applied in the kernel, to the thread a record
+/// is about.
+#[derive(Debug, Default, Clone)]
+pub struct Filter {
+    pub pids: Vec<u32>,
+    pub comm: Option<String>,
+    /// A cgroup v2 id (the directory's inode number).
+    pub cgroup: Option<u64>,
+}
+
+/// What was produced, received and lost for one source.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SourceLosses {
+    pub seen: u64,
+    pub received: u64,
+    pub ring_full: u64,
+    pub table_full: u64,
+}
+
+impl SourceLosses {
+    pub fn lost(self) -> u64 {
+        self.ring_full
+    }
+
+    pub fn balanced(self) -> bool {
+        self.received + self.ring_full == self.seen
+    }
+
+    pub fn to_json(self) -> serde_json::Value {
+        serde_json::json!({
+            "seen": self.seen,
+            "received": self.received,
+            "lost": self.lost(),
+            "ring_full": self.ring_full,
+            "table_full": self.table_full,
+        })
+    }
+}
+
+/// The loaded and attached sources.
+pub struct EventProbe {
+    ebpf: Ebpf,
+    rings: Vec<RingBuf<MapData>>,
+    specs: Vec<&'static Spec>,
+    /// Records drained per source.
+    received: BTreeMap<u32, u64>,
+    /// Records too short for their source, or of no known source; never expected.
+    malformed: u64,
+    attached: bool,
+}
+
+impl EventProbe {
+    /// Loads the programs of `specs`, fills in their tracepoint offsets and
+    /// filters, and attaches them.
+    pub fn load(specs: &[&'static Spec], filter: &Filter, ring_bytes: u32) -> Result<Self> {
+        let tracefs = ebpf::tracefs()?;
+        let cpus = ebpf::cpus()?;
+        let config = kernel_config(filter);
+        let mut offsets = Vec::new();
+        for spec in specs {
+            if let Some(why) = spec.unavailable(tracefs) {
+                bail!("source {}: {why}", spec.name);
+            }
+            for hook in spec.hooks {
+                for (global, field) in hook.offsets {
+                    let field = ebpf::tracepoint_field(tracefs, hook.category, hook.event, field)?;
+                    offsets.push((*global, field.offset));
+                }
+            }
+        }
+        let mut loader = EbpfLoader::new();
+        loader
+            .allow_unsupported_maps()
+            .override_global(CONFIG_GLOBAL, &config, true)
+            .map_max_entries(RINGS_MAP, cpus)
+            .map_max_entries(PIDS_MAP, filter.pids.len().max(1) as u32);
+        for (global, offset) in &offsets {
+            loader.override_global(global, offset, true);
+        }
+        let mut ebpf = loader
+            .load(ebpf::object()?)
+            .context("failed to load the event sources")?;
+        ebpf::fill_pids(&mut ebpf, PIDS_MAP, &filter.pids)?;
+        let rings = ebpf::create_rings(&mut ebpf, RINGS_MAP, cpus, ring_bytes)?;
+        let mut probe = Self {
+            ebpf,
+            rings,
+            specs: specs.to_vec(),
+            received: BTreeMap::new(),
+            malformed: 0,
+            attached: false,
+        };
+        for spec in specs {
+            probe.attach(spec)?;
+        }
+        probe.attached = true;
+        Ok(probe)
+    }
+
+    fn attach(&mut self, spec: &Spec) -> Result<()> {
+        for hook in spec.hooks {
+            let program: &mut TracePoint = self
+                .ebpf
+                .program_mut(hook.program)
+                .with_context(|| format!("program {} missing", hook.program))?
+                .try_into()?;
+            if program.fd().is_err() {
+                program
+                    .load()
+                    .with_context(|| format!("the kernel rejected {}", hook.program))?;
+            }
+            program.attach(hook.category, hook.event).with_context(|| {
+                format!(
+                    "source {}: failed to attach to tracepoint {}:{}",
+                    spec.name, hook.category, hook.event
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Hands every record waiting in the rings to `on_record` with its
+    /// source; returns how many.
+    pub fn drain(&mut self, mut on_record: impl FnMut(&'static Spec, &[u8])) -> u64 {
+        let mut drained = 0;
+        for ring in &mut self.rings {
+            while let Some(item) = ring.next() {
+                let source = item
+                    .get(..4)
+                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+                let spec = source
+                    .and_then(Source::from_u32)
+                    .and_then(|s| self.specs.iter().find(|spec| spec.source == s));
+                match spec {
+                    Some(spec) if item.len() >= spec.size.max(HEADER_SIZE) => {
+                        on_record(spec, &item[..spec.size]);
+                        *self.received.entry(spec.source as u32).or_default() += 1;
+                        drained += 1;
+                    }
+                    _ => self.malformed += 1,
+                }
+            }
+        }
+        drained
+    }
+
+    /// The loaded sources.
+    pub fn specs(&self) -> &[&'static Spec] {
+        &self.specs
+    }
+
+    /// Records that were too short or of no loaded source.
+    pub fn malformed(&self) -> u64 {
+        self.malformed
+    }
+
+    /// Each loaded source's counters, summed over CPUs, with records received.
+    pub fn losses(&self) -> Result<Vec<(&'static Spec, SourceLosses)>> {
+        let map = self
+            .ebpf
+            .map(COUNTERS_MAP)
+            .context("the probe has no counter map")?;
+        let array: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map)?;
+        let read = |source: Source, counter: Counter| -> Result<u64> {
+            let values = array
+                .get(&(source as u32 * COUNTERS + counter as u32), 0)
+                .context("failed to read the event counters")?;
+            Ok(values.iter().sum())
+        };
+        self.specs
+            .iter()
+            .map(|spec| {
+                Ok((
+                    *spec,
+                    SourceLosses {
+                        seen: read(spec.source, Counter::Seen)?,
+                        received: self
+                            .received
+                            .get(&(spec.source as u32))
+                            .copied()
+                            .unwrap_or(0),
+                        ring_full: read(spec.source, Counter::RingFull)?,
+                        table_full: read(spec.source, Counter::TableFull)?,
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    /// Detaches every program; what is in the rings can still be drained.
+    pub fn detach(&mut self) {
+        if !std::mem::take(&mut self.attached) {
+            return;
+        }
+        for spec in &self.specs {
+            for hook in spec.hooks {
+                if let Some(aya::programs::Program::TracePoint(p)) =
+                    self.ebpf.program_mut(hook.program)
+                {
+                    // Unloading detaches every link of the program at once.
+                    let _ = p.unload();
+                }
+            }
+        }
+    }
+}
+
+fn kernel_config(filter: &Filter) -> EventConfig {
+    let mut config = EventConfig::ALL;
+    config.ignore_tgid = std::process::id();
+    if !filter.pids.is_empty() {
+        config.flags |= FILTER_PID;
+    }
+    if let Some(comm) = &filter.comm {
+        config.flags |= FILTER_COMM;
+        let len = comm.len().min(15);
+        config.comm[..len].copy_from_slice(&comm.as_bytes()[..len]);
+    }
+    if let Some(cgroup) = filter.cgroup {
+        config.flags |= FILTER_CGROUP;
+        config.cgroup = cgroup;
+    }
+    config
+}

@@ -1,0 +1,57 @@
+//! `weft sources`: every source, its fields, and whether it can attach here.
+
+use serde_json::json;
+
+use super::{ALL, Meaning};
+use crate::{capture, cli::SourcesArgs, ebpf};
+
+pub fn run(args: &SourcesArgs) -> std::process::ExitCode {
+    let tracefs = ebpf::tracefs();
+    for spec in ALL {
+        let unavailable = match &tracefs {
+            Ok(tracefs) => spec.unavailable(tracefs),
+            Err(error) => Some(format!("{error:#}")),
+        };
+        if args.json {
+            let fields: Vec<_> = spec
+                .fields
+                .iter()
+                .map(|f| json!({ "name": f.name, "type": format!("{:?}", f.kind).to_lowercase(), "unit": unit(f.meaning), "about": f.about }))
+                .collect();
+            println!(
+                "{}",
+                json!({ "name": spec.name, "about": spec.about, "available": unavailable.is_none(), "why_not": unavailable, "fields": fields })
+            );
+            continue;
+        }
+        let status = unavailable.map_or_else(
+            || "available".to_owned(),
+            |why| format!("UNAVAILABLE: {why}"),
+        );
+        println!("{}  {}\n  {status}", spec.name, spec.about);
+        for field in spec.fields {
+            let unit = unit(field.meaning);
+            println!(
+                "    {:<10} {:<4} {:<4} {}",
+                field.name,
+                format!("{:?}", field.kind).to_lowercase(),
+                unit,
+                field.about
+            );
+        }
+    }
+    if !args.json {
+        println!(
+            "{}  every completed system call: name, dur, ret, pid, tid, cpu\n  `weft doctor` checks it",
+            capture::SYSCALLS
+        );
+    }
+    std::process::ExitCode::SUCCESS
+}
+
+fn unit(meaning: Meaning) -> &'static str {
+    match meaning {
+        Meaning::Int | Meaning::Named(_) => "",
+        Meaning::Duration | Meaning::Time => "ns",
+    }
+}

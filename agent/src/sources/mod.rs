@@ -1,0 +1,193 @@
+//! The event sources besides syscalls, described once: what each attaches
+//! to, its record's fields (names, types, units), its default store indexes
+//! and what its columns mean to queries. `weft sources`, the loader
+//! (`events`), `record` and the query catalog all read these descriptions.
+
+pub mod list;
+mod sched;
+
+use std::{path::Path, sync::Arc};
+
+use anyhow::{Result, bail};
+use weft_probes::events::{HEADER_SIZE, Source};
+use weft_query::{Kind, Names, SourceColumns};
+use weft_store::{Field, FieldKind, SourceId, Store};
+
+use crate::capture::latency_bins;
+
+/// A classic tracepoint a source's program attaches to, and the fields of
+/// its record whose offsets (from tracefs) the program reads from globals.
+pub struct Hook {
+    pub program: &'static str,
+    pub category: &'static str,
+    pub event: &'static str,
+    /// (global, tracepoint field) pairs.
+    pub offsets: &'static [(&'static str, &'static str)],
+}
+
+/// What a field's integers mean.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Meaning {
+    Int,
+    /// ns of duration.
+    Duration,
+    /// `CLOCK_MONOTONIC` ns.
+    Time,
+    /// Values with names (a thread state, an operation).
+    Named(&'static [(i64, &'static str)]),
+}
+
+/// One field of a source's kernel record.
+pub struct FieldSpec {
+    pub name: &'static str,
+    /// Byte offset in the kernel record (header included).
+    pub offset: usize,
+    pub kind: FieldKind,
+    pub meaning: Meaning,
+    pub about: &'static str,
+}
+
+/// A [`FieldSpec`], in one line.
+pub const fn field(
+    name: &'static str,
+    offset: usize,
+    kind: FieldKind,
+    meaning: Meaning,
+    about: &'static str,
+) -> FieldSpec {
+    FieldSpec {
+        name,
+        offset,
+        kind,
+        meaning,
+        about,
+    }
+}
+
+/// A default index: latency bins over a duration field.
+pub enum IndexSpec {
+    Latency(&'static str),
+}
+
+/// One source.
+pub struct Spec {
+    pub source: Source,
+    /// Its name on the command line and in captures.
+    pub name: &'static str,
+    pub about: &'static str,
+    pub hooks: &'static [Hook],
+    /// Bytes of its kernel record.
+    pub size: usize,
+    pub fields: &'static [FieldSpec],
+    pub indexes: &'static [IndexSpec],
+    /// The field holding the producer's timestamp.
+    pub time: &'static str,
+    /// A duration field that ends at the record's time (for `during`).
+    pub span: Option<&'static str>,
+}
+
+/// Every source besides syscalls.
+pub const ALL: &[&Spec] = &[&sched::SPEC];
+
+/// The source called `name`.
+pub fn find(name: &str) -> Option<&'static Spec> {
+    ALL.iter().copied().find(|s| s.name == name)
+}
+
+impl Spec {
+    /// The store fields: the kernel record without its `source` word.
+    pub fn store_fields(&self) -> Vec<Field> {
+        self.fields
+            .iter()
+            .map(|f| {
+                let offset = u32::try_from(f.offset - STORED_FROM).expect("offsets are small");
+                Field::new(f.name, offset, f.kind)
+            })
+            .collect()
+    }
+
+    /// Where the producer's timestamp is in a kernel record.
+    pub fn time_offset(&self) -> usize {
+        self.fields
+            .iter()
+            .find(|f| f.name == self.time)
+            .map(|f| f.offset)
+            .expect("a source's time field exists")
+    }
+
+    /// Defines (or finds again) the source and its default indexes.
+    pub fn define(&self, store: &mut Store) -> Result<SourceId> {
+        let fields = self.store_fields();
+        let source = store.define_source(self.name, fields.clone())?;
+        for index in self.indexes {
+            let (field, bins) = match index {
+                IndexSpec::Latency(field) => (*field, latency_bins()),
+            };
+            let Some(field) = fields.iter().find(|f| f.name == field) else {
+                bail!("source {}: index over unknown field {field}", self.name);
+            };
+            if store.index_named(source, &field.name).is_none() {
+                store.define_index(source, &field.name.clone(), field.clone(), bins)?;
+            }
+        }
+        Ok(source)
+    }
+
+    /// Gives the source's columns their meaning.
+    pub fn describe_columns(&self, columns: &mut SourceColumns) {
+        for field in self.fields {
+            match field.meaning {
+                Meaning::Int => None,
+                Meaning::Duration => columns.set_kind(field.name, Kind::Duration),
+                Meaning::Time => columns.set_kind(field.name, Kind::Time),
+                Meaning::Named(names) => {
+                    let names = names.iter().map(|(v, n)| (*v, (*n).to_owned()));
+                    columns.set_kind(field.name, Kind::Named(Arc::new(Names::new(names, false))))
+                }
+            };
+        }
+        columns.span = self.span.map(str::to_owned);
+    }
+
+    /// The process and thread a record is about, when it names them.
+    pub fn thread(&self, record: &[u8]) -> Option<(u32, u32)> {
+        let read = |name: &str| {
+            let field = self.fields.iter().find(|f| f.name == name)?;
+            let bytes = record.get(field.offset..field.offset + 4)?;
+            Some(u32::from_le_bytes(bytes.try_into().ok()?))
+        };
+        let (pid, tid) = (read("pid")?, read("tid")?);
+        (tid != 0).then_some((pid, tid))
+    }
+
+    /// Why this source cannot attach on this kernel, if it cannot.
+    pub fn unavailable(&self, tracefs: &Path) -> Option<String> {
+        self.hooks.iter().find_map(|hook| {
+            let format = tracefs
+                .join("events")
+                .join(hook.category)
+                .join(hook.event)
+                .join("format");
+            (!format.exists()).then(|| {
+                format!(
+                    "tracepoint {}:{} does not exist on this kernel",
+                    hook.category, hook.event
+                )
+            })
+        })
+    }
+}
+
+/// Stored records start after the `source` word of the header (the store
+/// source says the same); `cpu` is the first stored field.
+pub const STORED_FROM: usize = 4;
+const _: () = assert!(HEADER_SIZE == 8);
+
+/// The `cpu` field every record has, from the header.
+const CPU: FieldSpec = FieldSpec {
+    name: "cpu",
+    offset: 4,
+    kind: FieldKind::U32,
+    meaning: Meaning::Int,
+    about: "CPU the record was written on",
+};

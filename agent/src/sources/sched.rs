@@ -1,0 +1,108 @@
+//! `sched`: one record per thread switched onto a CPU (`probes::sched`).
+
+use std::mem::offset_of;
+
+use weft_probes::{events::Source, sched::SchedEvent};
+use weft_store::FieldKind;
+
+use super::{CPU, Hook, IndexSpec, Meaning, Spec, field};
+
+/// `sched_switch`'s `prev_state` values, named as `ps` and `perf sched` do.
+const STATES: &[(i64, &str)] = &[
+    (0, "R"),
+    (0x100, "R+"),
+    (0x1, "S"),
+    (0x2, "D"),
+    (0x4, "T"),
+    (0x8, "t"),
+    (0x10, "X"),
+    (0x20, "Z"),
+    (0x40, "P"),
+    (0x80, "I"),
+];
+
+pub const SPEC: Spec = Spec {
+    source: Source::Sched,
+    name: "sched",
+    about: "threads switched onto a CPU: off-CPU time, run-queue latency, why they left",
+    hooks: &[
+        Hook {
+            program: "sched_switch",
+            category: "sched",
+            event: "sched_switch",
+            offsets: &[
+                ("SCHED_PREV_PID_OFFSET", "prev_pid"),
+                ("SCHED_PREV_STATE_OFFSET", "prev_state"),
+                ("SCHED_NEXT_PID_OFFSET", "next_pid"),
+            ],
+        },
+        Hook {
+            program: "sched_wakeup",
+            category: "sched",
+            event: "sched_wakeup",
+            offsets: &[("SCHED_WAKEUP_PID_OFFSET", "pid")],
+        },
+        Hook {
+            program: "sched_wakeup",
+            category: "sched",
+            event: "sched_wakeup_new",
+            offsets: &[],
+        },
+    ],
+    size: size_of::<SchedEvent>(),
+    fields: &[
+        CPU,
+        field(
+            "tid",
+            offset_of!(SchedEvent, tid),
+            FieldKind::U32,
+            Meaning::Int,
+            "thread switched in",
+        ),
+        field(
+            "pid",
+            offset_of!(SchedEvent, pid),
+            FieldKind::U32,
+            Meaning::Int,
+            "its process",
+        ),
+        field(
+            "ts",
+            offset_of!(SchedEvent, ts_ns),
+            FieldKind::U64,
+            Meaning::Time,
+            "when it was switched in",
+        ),
+        field(
+            "off_cpu",
+            offset_of!(SchedEvent, off_cpu_ns),
+            FieldKind::U64,
+            Meaning::Duration,
+            "time since it was switched out",
+        ),
+        field(
+            "runq",
+            offset_of!(SchedEvent, runq_ns),
+            FieldKind::U64,
+            Meaning::Duration,
+            "time runnable, waiting for a CPU",
+        ),
+        field(
+            "prev_tid",
+            offset_of!(SchedEvent, prev_tid),
+            FieldKind::U32,
+            Meaning::Int,
+            "thread it replaced (0: idle)",
+        ),
+        field(
+            "state",
+            offset_of!(SchedEvent, state),
+            FieldKind::U32,
+            Meaning::Named(STATES),
+            "why it left: R yielded, R+ preempted, S sleeping, D uninterruptible, ...",
+        ),
+    ],
+    indexes: &[IndexSpec::Latency("off_cpu"), IndexSpec::Latency("runq")],
+    time: "ts",
+    span: Some("off_cpu"),
+};

@@ -1,0 +1,109 @@
+//! The shared per-CPU rings, counters and task filters of every source but
+//! syscalls (see `weft_probes::events`).
+
+use aya_ebpf::{
+    bindings::BPF_RB_NO_WAKEUP,
+    btf_maps::{ArrayOfMaps, RingBuf},
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_smp_processor_id},
+    macros::{btf_map, map},
+    maps::{HashMap, PerCpuArray},
+};
+use weft_probes::{
+    events::{
+        COUNTERS, Counter, EventConfig, FILTER_CGROUP, FILTER_COMM, FILTER_PID, Header, SOURCES,
+        Source,
+    },
+    syscall::MAX_CPUS,
+};
+
+#[unsafe(no_mangle)]
+static EVENT_CONFIG: EventConfig = EventConfig::ALL;
+
+/// One ring per CPU; user space creates the rings at the size asked for.
+#[btf_map]
+static EVENT_RINGS: ArrayOfMaps<RingBuf<u8, { 1 << 16 }>, { MAX_CPUS as usize }> =
+    ArrayOfMaps::new();
+
+#[map]
+static EVENT_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(SOURCES * COUNTERS, 0);
+
+#[map]
+static EVENT_PIDS: HashMap<u32, u8> = HashMap::with_max_entries(1024, 0);
+
+/// The configuration, read in place (see `syscall::config`).
+#[inline(always)]
+pub fn config() -> &'static EventConfig {
+    // SAFETY: the pointer is to a static, so it is valid for 'static.
+    unsafe { &*core::ptr::read_volatile(&&raw const EVENT_CONFIG) }
+}
+
+#[inline(always)]
+pub fn count(source: Source, counter: Counter) {
+    let index = source as u32 * COUNTERS + counter as u32;
+    if let Some(slot) = EVENT_COUNTERS.get_ptr_mut(index) {
+        // Atomic: tracepoints may be preempted by another program on this
+        // CPU. SAFETY: the slot is a valid, aligned u64 map value.
+        unsafe {
+            core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
+                slot, 1,
+            )
+        };
+    }
+}
+
+/// Whether thread group `tgid` passes the pid filter.
+#[inline(always)]
+pub fn wants_tgid(tgid: u32) -> bool {
+    let config = config();
+    if tgid == config.ignore_tgid {
+        return false;
+    }
+    // SAFETY: the value is only tested for presence.
+    config.flags & FILTER_PID == 0 || unsafe { EVENT_PIDS.get(&tgid) }.is_some()
+}
+
+/// Whether the current thread (of thread group `tgid`) passes every filter.
+#[inline(always)]
+pub fn wants_current(tgid: u32) -> bool {
+    if !wants_tgid(tgid) {
+        return false;
+    }
+    let config = config();
+    if config.flags & FILTER_COMM != 0 {
+        match bpf_get_current_comm() {
+            Ok(comm) if comm == config.comm => {}
+            _ => return false,
+        }
+    }
+    // SAFETY: helper without preconditions.
+    config.flags & FILTER_CGROUP == 0 || unsafe { bpf_get_current_cgroup_id() } == config.cgroup
+}
+
+/// A record whose first field is a [`Header`].
+pub trait Event: Copy {
+    fn header_mut(&mut self) -> &mut Header;
+}
+
+/// Writes `event` into this CPU's ring, filling its header, and counts it.
+#[inline(always)]
+pub fn emit<T: Event + 'static>(source: Source, mut event: T) {
+    count(source, Counter::Seen);
+    // SAFETY: helper without preconditions.
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    *event.header_mut() = Header {
+        source: source as u32,
+        cpu,
+    };
+    let Some(ring) = EVENT_RINGS.get(cpu) else {
+        count(source, Counter::RingFull);
+        return;
+    };
+    match ring.reserve_untyped::<T>(0) {
+        Some(mut entry) => {
+            entry.write(event);
+            // No wakeup per record: user space drains on a timer.
+            entry.submit(BPF_RB_NO_WAKEUP.into());
+        }
+        None => count(source, Counter::RingFull),
+    }
+}

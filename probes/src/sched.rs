@@ -1,0 +1,63 @@
+//! The scheduler source: one record each time a thread is switched onto a
+//! CPU, saying how long it was off CPU, how much of that it spent runnable
+//! but waiting (run-queue latency), and why it left (its state then).
+//!
+//! The kernel side remembers, per thread, when it was switched out (with its
+//! state) and when it was woken, from `sched:sched_switch` and
+//! `sched:sched_wakeup[_new]`; the record is written when the thread runs
+//! again. Threads off CPU since before weft started produce no record.
+
+use crate::events::Header;
+
+/// One thread switched onto a CPU.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SchedEvent {
+    /// Source and CPU.
+    pub header: Header,
+    /// Thread id of the thread switched in.
+    pub tid: u32,
+    /// Its thread group id.
+    pub pid: u32,
+    /// `CLOCK_MONOTONIC` time it was switched in, in ns.
+    pub ts_ns: u64,
+    /// Time since it was switched out, in ns.
+    pub off_cpu_ns: u64,
+    /// Time from its wakeup (or, if preempted, from its switch-out) to now:
+    /// how long it waited runnable for a CPU, in ns.
+    pub runq_ns: u64,
+    /// The thread it replaced on this CPU (0: idle).
+    pub prev_tid: u32,
+    /// Its state when it was switched out, as `sched_switch` reports it:
+    /// 0 runnable (yielded), 0x100 preempted, else one `TASK_REPORT` bit
+    /// (1 sleeping, 2 uninterruptible, ..., 0x80 idle).
+    pub state: u32,
+}
+
+/// Size of a [`SchedEvent`] record.
+pub const EVENT_SIZE: usize = 48;
+const _: () = assert!(core::mem::size_of::<SchedEvent>() == EVENT_SIZE);
+
+/// What the kernel side keeps per thread between switch-out and switch-in.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OffCpu {
+    /// When it was switched out, in ns.
+    pub out_ns: u64,
+    /// When it was woken, in ns (0: not yet).
+    pub wakeup_ns: u64,
+    /// Its thread group id.
+    pub pid: u32,
+    /// Its state when switched out.
+    pub state: u32,
+}
+const _: () = assert!(core::mem::size_of::<OffCpu>() == 24);
+
+/// Name of the map of threads off CPU.
+pub const OFF_CPU_MAP: &str = "SCHED_OFF_CPU";
+
+#[cfg(feature = "user")]
+mod user {
+    // SAFETY: `#[repr(C)]`, `Copy`, integers only, no padding holes.
+    unsafe impl aya::Pod for super::SchedEvent {}
+}
