@@ -7,6 +7,7 @@
 #![feature(core_intrinsics)]
 #![allow(internal_features, reason = "see core_intrinsics above")]
 
+mod block;
 mod events;
 mod floor;
 mod sched;

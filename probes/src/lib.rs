@@ -16,6 +16,7 @@
 #![no_std]
 #![deny(missing_docs)]
 
+pub mod block;
 pub mod events;
 pub mod sched;
 pub mod syscall;

@@ -63,3 +63,108 @@ fn sched_shows_each_sleep_as_an_off_cpu_interval() {
         assert!(row["runq"].as_i64() <= row["off_cpu"].as_i64(), "{row}");
     }
 }
+
+/// A loop device over a fresh file, detached and removed on drop.
+struct LoopDevice {
+    device: std::fs::File,
+    path: String,
+    backing: std::path::PathBuf,
+    /// The kernel's `dev_t`: major << 20 | minor.
+    dev: u32,
+}
+
+impl LoopDevice {
+    /// A loop device over a new file of `bytes`, or why there is none.
+    fn new(bytes: u64) -> Result<Self, String> {
+        use std::os::{fd::AsRawFd as _, unix::fs::MetadataExt as _};
+        const LOOP_SET_FD: libc::c_ulong = 0x4C00;
+        const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
+        let control = std::fs::File::open("/dev/loop-control")
+            .map_err(|e| format!("/dev/loop-control: {e}"))?;
+        // SAFETY: a valid fd; the ioctl takes no argument.
+        let number = unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_GET_FREE) };
+        if number < 0 {
+            return Err(format!(
+                "no free loop device: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let backing = std::env::temp_dir().join(format!("weft-loop-{}", std::process::id()));
+        let file = std::fs::File::create(&backing).map_err(|e| e.to_string())?;
+        file.set_len(bytes).map_err(|e| e.to_string())?;
+        let path = format!("/dev/loop{number}");
+        let device = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| format!("{path}: {e}"))?;
+        // SAFETY: both fds are valid and open.
+        if unsafe { libc::ioctl(device.as_raw_fd(), LOOP_SET_FD, file.as_raw_fd()) } != 0 {
+            return Err(format!(
+                "LOOP_SET_FD {path}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let rdev = device.metadata().map_err(|e| e.to_string())?.rdev();
+        let dev = (libc::major(rdev) << 20) | libc::minor(rdev);
+        Ok(Self {
+            device,
+            path,
+            backing,
+            dev,
+        })
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd as _;
+        const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
+        // SAFETY: a valid fd; the ioctl takes no argument.
+        unsafe { libc::ioctl(self.device.as_raw_fd(), LOOP_CLR_FD) };
+        let _ = std::fs::remove_file(&self.backing);
+    }
+}
+
+#[test]
+fn block_records_a_direct_read_with_its_bytes() {
+    if !needs(
+        "block_records_a_direct_read_with_its_bytes",
+        &[Need::Root, Need::Tracepoint("block/block_rq_issue")],
+    ) {
+        return;
+    }
+    let device = match LoopDevice::new(8 << 20) {
+        Ok(device) => device,
+        Err(why) => {
+            eprintln!(
+                "skipping block_records_a_direct_read_with_its_bytes: needs a loop device ({why})"
+            );
+            return;
+        }
+    };
+    let dir = capture_dir("block-direct");
+    let bytes = 1 << 20;
+    let stderr = record(
+        WORKLOAD,
+        &dir,
+        &[&format!("direct-read:{}:{bytes}", device.path)],
+        &["--sources", "block"],
+    );
+    assert!(
+        stderr.contains("block: ") && stderr.contains("lost 0"),
+        "{stderr}"
+    );
+    let rows = query(
+        &dir,
+        &format!(
+            "block where dev = {} | count, sum(bytes), min(latency) by op",
+            device.dev
+        ),
+    );
+    assert_eq!(rows.len(), 1, "only reads: {rows:?}");
+    let row = &rows[0];
+    assert_eq!(row["op"], "read", "{row}");
+    assert_eq!(row["sum(bytes)"], bytes, "{row}");
+    assert!(row["min(latency)"].as_i64().unwrap() > 0, "{row}");
+}

@@ -3,6 +3,7 @@
 //! and what its columns mean to queries. `weft sources`, the loader
 //! (`events`), `record` and the query catalog all read these descriptions.
 
+mod block;
 pub mod list;
 mod sched;
 
@@ -87,7 +88,7 @@ pub struct Spec {
 }
 
 /// Every source besides syscalls.
-pub const ALL: &[&Spec] = &[&sched::SPEC];
+pub const ALL: &[&Spec] = &[&sched::SPEC, &block::SPEC];
 
 /// The source called `name`.
 pub fn find(name: &str) -> Option<&'static Spec> {

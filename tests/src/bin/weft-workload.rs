@@ -1,7 +1,8 @@
 //! A workload with an exactly known syscall count, for weft's kernel tests.
 //!
-//! `weft-workload STEP...` where each STEP is `getppid:N`, `getpid:N` or
-//! `nanosleep:MS:K`. It first blocks reading one byte from stdin, so a tracer
+//! `weft-workload STEP...` where each STEP is `getppid:N`, `getpid:N`,
+//! `nanosleep:MS:K` or `direct-read:PATH:BYTES` (one `O_DIRECT` read of
+//! BYTES, a multiple of 4096, from the start of PATH). It first blocks reading one byte from stdin, so a tracer
 //! can attach to its pid before anything counted happens, then runs the steps
 //! in order with raw `syscall(2)` calls (no libc caching) and exits.
 
@@ -12,7 +13,9 @@ fn main() -> ExitCode {
     let mut parsed = Vec::new();
     for step in &steps {
         let Some(step) = parse(step) else {
-            eprintln!("weft-workload: bad step `{step}` (getppid:N, getpid:N, nanosleep:MS:K)");
+            eprintln!(
+                "weft-workload: bad step `{step}` (getppid:N, getpid:N, nanosleep:MS:K, direct-read:PATH:BYTES)"
+            );
             return ExitCode::from(2);
         };
         parsed.push(step);
@@ -23,16 +26,19 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     for step in parsed {
-        run(step);
+        if let Err(error) = run(step) {
+            eprintln!("weft-workload: {error}");
+            return ExitCode::FAILURE;
+        }
     }
     ExitCode::SUCCESS
 }
 
-#[derive(Clone, Copy)]
 enum Step {
     Getppid(u64),
     Getpid(u64),
     Nanosleep { ms: i64, times: u64 },
+    DirectRead { path: String, bytes: usize },
 }
 
 fn parse(step: &str) -> Option<Step> {
@@ -44,12 +50,16 @@ fn parse(step: &str) -> Option<Step> {
             ms: ms.parse().ok()?,
             times: k.parse().ok()?,
         },
+        ("direct-read", path, Some(bytes)) => Step::DirectRead {
+            path: path.to_owned(),
+            bytes: bytes.parse().ok().filter(|b| b % 4096 == 0)?,
+        },
         _ => return None,
     };
     parts.next().is_none().then_some(step)
 }
 
-fn run(step: Step) {
+fn run(step: Step) -> std::io::Result<()> {
     match step {
         Step::Getppid(n) => {
             for _ in 0..n {
@@ -79,5 +89,31 @@ fn run(step: Step) {
                 };
             }
         }
+        Step::DirectRead { path, bytes } => direct_read(&path, bytes)?,
     }
+    Ok(())
+}
+
+/// One `O_DIRECT` read of `bytes` into a page-aligned buffer.
+fn direct_read(path: &str, bytes: usize) -> std::io::Result<()> {
+    use std::os::unix::fs::{FileExt as _, OpenOptionsExt as _};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)?;
+    if bytes == 0 {
+        return Ok(());
+    }
+    let layout = std::alloc::Layout::from_size_align(bytes, 4096).expect("valid layout");
+    // SAFETY: the layout has a non-zero size.
+    let buffer = unsafe { std::alloc::alloc_zeroed(layout) };
+    // SAFETY: `buffer` holds `bytes` initialised bytes until freed below.
+    let slice = unsafe { std::slice::from_raw_parts_mut(buffer, bytes) };
+    let read = file.read_at(slice, 0);
+    // SAFETY: allocated above with the same layout.
+    unsafe { std::alloc::dealloc(buffer, layout) };
+    if read? != bytes {
+        return Err(std::io::Error::other(format!("{path}: short read")));
+    }
+    Ok(())
 }

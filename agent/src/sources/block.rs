@@ -1,0 +1,116 @@
+//! `block`: one record per completed block I/O request (`probes::block`).
+
+use std::mem::offset_of;
+
+use weft_probes::{block::BlockEvent, events::Source};
+use weft_store::FieldKind;
+
+use super::{CPU, Hook, IndexSpec, Meaning, Spec, field};
+
+/// `Op` values, named as in the tracepoints' `rwbs`.
+const OPS: &[(i64, &str)] = &[
+    (0, "other"),
+    (1, "read"),
+    (2, "write"),
+    (3, "discard"),
+    (4, "flush"),
+];
+
+pub const SPEC: Spec = Spec {
+    source: Source::Block,
+    name: "block",
+    about: "block I/O requests: device, sector, bytes, operation, issue-to-completion latency",
+    hooks: &[
+        Hook {
+            program: "block_rq_issue",
+            category: "block",
+            event: "block_rq_issue",
+            offsets: &[
+                ("BLOCK_ISSUE_DEV_OFFSET", "dev"),
+                ("BLOCK_ISSUE_SECTOR_OFFSET", "sector"),
+                ("BLOCK_ISSUE_BYTES_OFFSET", "bytes"),
+                ("BLOCK_ISSUE_RWBS_OFFSET", "rwbs"),
+            ],
+        },
+        Hook {
+            program: "block_rq_complete",
+            category: "block",
+            event: "block_rq_complete",
+            offsets: &[
+                ("BLOCK_DONE_DEV_OFFSET", "dev"),
+                ("BLOCK_DONE_SECTOR_OFFSET", "sector"),
+                ("BLOCK_DONE_ERROR_OFFSET", "error"),
+            ],
+        },
+    ],
+    size: size_of::<BlockEvent>(),
+    fields: &[
+        CPU,
+        field(
+            "tid",
+            offset_of!(BlockEvent, tid),
+            FieldKind::U32,
+            Meaning::Int,
+            "thread that issued it",
+        ),
+        field(
+            "pid",
+            offset_of!(BlockEvent, pid),
+            FieldKind::U32,
+            Meaning::Int,
+            "its process",
+        ),
+        field(
+            "ts",
+            offset_of!(BlockEvent, ts_ns),
+            FieldKind::U64,
+            Meaning::Time,
+            "when it completed",
+        ),
+        field(
+            "latency",
+            offset_of!(BlockEvent, latency_ns),
+            FieldKind::U64,
+            Meaning::Duration,
+            "time from issue to completion",
+        ),
+        field(
+            "sector",
+            offset_of!(BlockEvent, sector),
+            FieldKind::U64,
+            Meaning::Int,
+            "first 512-byte sector",
+        ),
+        field(
+            "dev",
+            offset_of!(BlockEvent, dev),
+            FieldKind::U32,
+            Meaning::Int,
+            "device: major << 20 | minor",
+        ),
+        field(
+            "bytes",
+            offset_of!(BlockEvent, bytes),
+            FieldKind::U32,
+            Meaning::Int,
+            "bytes requested",
+        ),
+        field(
+            "op",
+            offset_of!(BlockEvent, op),
+            FieldKind::U32,
+            Meaning::Named(OPS),
+            "read, write, discard, flush or other",
+        ),
+        field(
+            "error",
+            offset_of!(BlockEvent, error),
+            FieldKind::I32,
+            Meaning::Int,
+            "0 or the negative errno",
+        ),
+    ],
+    indexes: &[IndexSpec::Latency("latency")],
+    time: "ts",
+    span: Some("latency"),
+};
