@@ -83,7 +83,7 @@ pub fn block_rq_issue(ctx: TracePointContext) -> i32 {
     let key = RequestKey {
         sector,
         dev,
-        _pad: 0,
+        pad: 0,
     };
     if BLOCK_INFLIGHT.insert(key, issued, 0).is_err() {
         events::count(Source::Block, Counter::TableFull);
@@ -102,7 +102,7 @@ pub fn block_rq_complete(ctx: TracePointContext) -> i32 {
     let key = RequestKey {
         sector,
         dev,
-        _pad: 0,
+        pad: 0,
     };
     // SAFETY: the value is copied out before the entry is removed.
     let Some(issued) = (unsafe { BLOCK_INFLIGHT.get(key) }).copied() else {

@@ -61,7 +61,7 @@ pub struct RequestKey {
     /// Device (`dev_t`).
     pub dev: u32,
     /// Zero.
-    pub _pad: u32,
+    pub pad: u32,
 }
 
 /// What the kernel side keeps between issue and completion.
