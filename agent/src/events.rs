@@ -81,10 +81,22 @@ impl EventProbe {
             if let Some(why) = spec.unavailable(tracefs) {
                 bail!("source {}: {why}", spec.name);
             }
-            for hook in spec.hooks {
+            for lack in spec.degraded(tracefs) {
+                eprintln!("weft: {}: {lack}", spec.name);
+            }
+            for hook in spec.hooks.iter().filter(|h| h.exists(tracefs)) {
                 for (global, field) in hook.offsets {
-                    let field = ebpf::tracepoint_field(tracefs, hook.category, hook.event, field)?;
-                    offsets.push((*global, field.offset));
+                    let offset = match field.strip_suffix('?') {
+                        Some(field) => {
+                            ebpf::tracepoint_field(tracefs, hook.category, hook.event, field)
+                                .map_or(u32::MAX, |f| f.offset)
+                        }
+                        None => {
+                            ebpf::tracepoint_field(tracefs, hook.category, hook.event, field)?
+                                .offset
+                        }
+                    };
+                    offsets.push((*global, offset));
                 }
             }
         }
@@ -111,14 +123,14 @@ impl EventProbe {
             attached: false,
         };
         for spec in specs {
-            probe.attach(spec)?;
+            probe.attach(spec, tracefs)?;
         }
         probe.attached = true;
         Ok(probe)
     }
 
-    fn attach(&mut self, spec: &Spec) -> Result<()> {
-        for hook in spec.hooks {
+    fn attach(&mut self, spec: &Spec, tracefs: &std::path::Path) -> Result<()> {
+        for hook in spec.hooks.iter().filter(|h| h.exists(tracefs)) {
             let program: &mut TracePoint = self
                 .ebpf
                 .program_mut(hook.program)

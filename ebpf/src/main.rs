@@ -10,6 +10,7 @@
 mod block;
 mod events;
 mod floor;
+mod pagecache;
 mod sched;
 mod syscall;
 mod task_storage;

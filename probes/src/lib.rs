@@ -18,6 +18,7 @@
 
 pub mod block;
 pub mod events;
+pub mod pagecache;
 pub mod sched;
 pub mod syscall;
 #[cfg(feature = "user")]

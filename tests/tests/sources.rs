@@ -168,3 +168,108 @@ fn block_records_a_direct_read_with_its_bytes() {
     assert_eq!(row["sum(bytes)"], bytes, "{row}");
     assert!(row["min(latency)"].as_i64().unwrap() > 0, "{row}");
 }
+
+#[test]
+fn pagecache_counts_a_cold_read_in_adds_and_a_warm_one_in_hits() {
+    let test = "pagecache_counts_a_cold_read_in_adds_and_a_warm_one_in_hits";
+    if !needs(
+        test,
+        &[
+            Need::Root,
+            Need::Tracepoint("filemap/mm_filemap_add_to_page_cache"),
+        ],
+    ) {
+        return;
+    }
+    // 300 pages, the last one partly used. In the capture directory's
+    // parent: a disk-backed file system (tmpfs pages never leave the cache).
+    let pages = 300;
+    let dir = capture_dir("pagecache");
+    let here = std::env::current_dir().unwrap();
+    if in_memory(&here) {
+        eprintln!(
+            "skipping {test}: {} is in memory; its pages never leave the cache",
+            here.display()
+        );
+        return;
+    }
+    let file = here.join(format!("weft-pagecache-{}", std::process::id()));
+    std::fs::write(&file, vec![7u8; pages * 4096 - 100]).unwrap();
+    let ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&file).unwrap());
+    let path = file.to_str().unwrap();
+    let stderr = record(
+        WORKLOAD,
+        &dir,
+        // Page-sized reads: a lookup counts the pages a read asks for, and
+        // a read asking past the end of the file asks for pages that are
+        // not there (docs/sources.md).
+        &[
+            &format!("drop-cache:{path}"),
+            &format!("read:{path}:4096"),
+            &format!("read:{path}:4096"),
+        ],
+        &["--sources", "pagecache"],
+    );
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        stderr.contains("pagecache: ") && stderr.contains("lost 0"),
+        "{stderr}"
+    );
+    let rows = query(
+        &dir,
+        &format!("pagecache where ino = {ino} | sum(pages) by op"),
+    );
+    let sum = |op: &str| {
+        rows.iter()
+            .find(|r| r["op"] == op)
+            .map_or(0, |r| r["sum(pages)"].as_u64().unwrap())
+    };
+    assert_eq!(
+        sum("delete"),
+        pages as u64,
+        "dropped from the cache: {rows:?}"
+    );
+    assert_eq!(
+        sum("add"),
+        pages as u64,
+        "the cold read adds each page once: {rows:?}"
+    );
+    if needs(test, &[Need::Tracepoint("filemap/mm_filemap_get_pages")]) {
+        // Both reads look up every page; the second adds none, so hits =
+        // lookups - adds = one read's worth.
+        assert_eq!(sum("lookup"), 2 * pages as u64, "{rows:?}");
+        let second_read = query(
+            &dir,
+            &format!("pagecache where ino = {ino} and op = \"add\" | max(ts)"),
+        );
+        let last_add = second_read[0]["max(ts)"].as_i64().unwrap();
+        let lookups = query(
+            &dir,
+            &format!("pagecache where ino = {ino} and op = \"lookup\" | fields ts, pages"),
+        );
+        let after: u64 = lookups
+            .iter()
+            .filter(|r| r["ts"].as_i64().unwrap() > last_add)
+            .map(|r| r["pages"].as_u64().unwrap())
+            .sum();
+        assert!(
+            after >= pages as u64,
+            "the warm read only hits: {lookups:?}"
+        );
+    }
+}
+
+/// Whether `dir` is on tmpfs or ramfs, whose pages the cache never drops.
+fn in_memory(dir: &std::path::Path) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    let path = std::ffi::CString::new(dir.to_str().unwrap()).unwrap();
+    // SAFETY: statfs fills the zeroed struct; the path is NUL-terminated.
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(path.as_ptr(), &raw mut stat) } != 0 {
+        return true;
+    }
+    #[allow(clippy::unnecessary_cast, reason = "f_type's type differs by platform")]
+    let kind = stat.f_type as i64;
+    kind == TMPFS_MAGIC || kind == RAMFS_MAGIC
+}

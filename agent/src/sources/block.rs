@@ -31,6 +31,7 @@ pub const SPEC: Spec = Spec {
                 ("BLOCK_ISSUE_BYTES_OFFSET", "bytes"),
                 ("BLOCK_ISSUE_RWBS_OFFSET", "rwbs"),
             ],
+            without: None,
         },
         Hook {
             program: "block_rq_complete",
@@ -41,6 +42,7 @@ pub const SPEC: Spec = Spec {
                 ("BLOCK_DONE_SECTOR_OFFSET", "sector"),
                 ("BLOCK_DONE_ERROR_OFFSET", "error"),
             ],
+            without: None,
         },
     ],
     size: size_of::<BlockEvent>(),

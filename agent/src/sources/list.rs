@@ -8,9 +8,9 @@ use crate::{capture, cli::SourcesArgs, ebpf};
 pub fn run(args: &SourcesArgs) -> std::process::ExitCode {
     let tracefs = ebpf::tracefs();
     for spec in ALL {
-        let unavailable = match &tracefs {
-            Ok(tracefs) => spec.unavailable(tracefs),
-            Err(error) => Some(format!("{error:#}")),
+        let (unavailable, degraded) = match &tracefs {
+            Ok(tracefs) => (spec.unavailable(tracefs), spec.degraded(tracefs)),
+            Err(error) => (Some(format!("{error:#}")), Vec::new()),
         };
         if args.json {
             let fields: Vec<_> = spec
@@ -20,7 +20,7 @@ pub fn run(args: &SourcesArgs) -> std::process::ExitCode {
                 .collect();
             println!(
                 "{}",
-                json!({ "name": spec.name, "about": spec.about, "available": unavailable.is_none(), "why_not": unavailable, "fields": fields })
+                json!({ "name": spec.name, "about": spec.about, "available": unavailable.is_none(), "why_not": unavailable, "lacks": degraded, "fields": fields })
             );
             continue;
         }

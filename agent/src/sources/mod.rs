@@ -5,6 +5,7 @@
 
 mod block;
 pub mod list;
+mod pagecache;
 mod sched;
 
 use std::{path::Path, sync::Arc};
@@ -22,8 +23,27 @@ pub struct Hook {
     pub program: &'static str,
     pub category: &'static str,
     pub event: &'static str,
-    /// (global, tracepoint field) pairs.
+    /// (global, tracepoint field) pairs; a field ending in `?` may be
+    /// absent (older kernels), and its global is then `u32::MAX`.
     pub offsets: &'static [(&'static str, &'static str)],
+    /// `None` when the source needs this tracepoint; else what the source
+    /// lacks on a kernel without it.
+    pub without: Option<&'static str>,
+}
+
+impl Hook {
+    fn format(&self, tracefs: &Path) -> std::path::PathBuf {
+        tracefs
+            .join("events")
+            .join(self.category)
+            .join(self.event)
+            .join("format")
+    }
+
+    /// Whether the tracepoint exists on this kernel.
+    pub fn exists(&self, tracefs: &Path) -> bool {
+        self.format(tracefs).exists()
+    }
 }
 
 /// What a field's integers mean.
@@ -88,7 +108,7 @@ pub struct Spec {
 }
 
 /// Every source besides syscalls.
-pub const ALL: &[&Spec] = &[&sched::SPEC, &block::SPEC];
+pub const ALL: &[&Spec] = &[&sched::SPEC, &block::SPEC, &pagecache::SPEC];
 
 /// The source called `name`.
 pub fn find(name: &str) -> Option<&'static Spec> {
@@ -163,19 +183,29 @@ impl Spec {
 
     /// Why this source cannot attach on this kernel, if it cannot.
     pub fn unavailable(&self, tracefs: &Path) -> Option<String> {
-        self.hooks.iter().find_map(|hook| {
-            let format = tracefs
-                .join("events")
-                .join(hook.category)
-                .join(hook.event)
-                .join("format");
-            (!format.exists()).then(|| {
-                format!(
-                    "tracepoint {}:{} does not exist on this kernel",
-                    hook.category, hook.event
-                )
+        let missing = self
+            .hooks
+            .iter()
+            .find(|hook| hook.without.is_none() && !hook.exists(tracefs))?;
+        Some(format!(
+            "tracepoint {}:{} does not exist on this kernel",
+            missing.category, missing.event
+        ))
+    }
+
+    /// What this source lacks on this kernel though it can attach, and
+    /// why: its optional tracepoints that do not exist.
+    pub fn degraded(&self, tracefs: &Path) -> Vec<String> {
+        self.hooks
+            .iter()
+            .filter(|hook| !hook.exists(tracefs))
+            .filter_map(|hook| {
+                Some(format!(
+                    "no {} (tracepoint {}:{} does not exist on this kernel)",
+                    hook.without?, hook.category, hook.event
+                ))
             })
-        })
+            .collect()
     }
 }
 

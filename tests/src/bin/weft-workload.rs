@@ -1,8 +1,10 @@
 //! A workload with an exactly known syscall count, for weft's kernel tests.
 //!
 //! `weft-workload STEP...` where each STEP is `getppid:N`, `getpid:N`,
-//! `nanosleep:MS:K` or `direct-read:PATH:BYTES` (one `O_DIRECT` read of
-//! BYTES, a multiple of 4096, from the start of PATH). It first blocks reading one byte from stdin, so a tracer
+//! `nanosleep:MS:K`, `direct-read:PATH:BYTES` (one `O_DIRECT` read of
+//! BYTES, a multiple of 4096, from the start of PATH), `drop-cache:PATH`
+//! (fsync, then drop PATH's pages from the page cache) or `read:PATH:BYTES`
+//! (read PATH to its end, BYTES at a time). It first blocks reading one byte from stdin, so a tracer
 //! can attach to its pid before anything counted happens, then runs the steps
 //! in order with raw `syscall(2)` calls (no libc caching) and exits.
 
@@ -14,7 +16,7 @@ fn main() -> ExitCode {
     for step in &steps {
         let Some(step) = parse(step) else {
             eprintln!(
-                "weft-workload: bad step `{step}` (getppid:N, getpid:N, nanosleep:MS:K, direct-read:PATH:BYTES)"
+                "weft-workload: bad step `{step}` (getppid:N, getpid:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES)"
             );
             return ExitCode::from(2);
         };
@@ -39,11 +41,18 @@ enum Step {
     Getpid(u64),
     Nanosleep { ms: i64, times: u64 },
     DirectRead { path: String, bytes: usize },
+    DropCache(String),
+    Read { path: String, bytes: usize },
 }
 
 fn parse(step: &str) -> Option<Step> {
     let mut parts = step.split(':');
     let step = match (parts.next()?, parts.next()?, parts.next()) {
+        ("drop-cache", path, None) => Step::DropCache(path.to_owned()),
+        ("read", path, Some(bytes)) => Step::Read {
+            path: path.to_owned(),
+            bytes: bytes.parse().ok().filter(|b| *b > 0)?,
+        },
         ("getppid", n, None) => Step::Getppid(n.parse().ok()?),
         ("getpid", n, None) => Step::Getpid(n.parse().ok()?),
         ("nanosleep", ms, Some(k)) => Step::Nanosleep {
@@ -90,6 +99,13 @@ fn run(step: Step) -> std::io::Result<()> {
             }
         }
         Step::DirectRead { path, bytes } => direct_read(&path, bytes)?,
+        Step::DropCache(path) => drop_cache(&path)?,
+        Step::Read { path, bytes } => {
+            use std::io::Read as _;
+            let mut file = std::fs::File::open(path)?;
+            let mut buffer = vec![0; bytes];
+            while file.read(&mut buffer)? > 0 {}
+        }
     }
     Ok(())
 }
@@ -114,6 +130,19 @@ fn direct_read(path: &str, bytes: usize) -> std::io::Result<()> {
     unsafe { std::alloc::dealloc(buffer, layout) };
     if read? != bytes {
         return Err(std::io::Error::other(format!("{path}: short read")));
+    }
+    Ok(())
+}
+
+/// Writes back and drops `path`'s pages from the page cache.
+fn drop_cache(path: &str) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd as _;
+    let file = std::fs::File::open(path)?;
+    file.sync_all()?;
+    // SAFETY: a valid fd; offset 0 and length 0 mean the whole file.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if rc != 0 {
+        return Err(std::io::Error::from_raw_os_error(rc));
     }
     Ok(())
 }

@@ -1,0 +1,119 @@
+//! `pagecache`: pages added to, removed from and looked up in the page
+//! cache, per file and thread (`probes::pagecache`).
+
+use std::mem::offset_of;
+
+use weft_probes::{events::Source, pagecache::PageCacheEvent};
+use weft_store::FieldKind;
+
+use super::{CPU, Hook, Meaning, Spec, field};
+
+/// `Op` values.
+const OPS: &[(i64, &str)] = &[(1, "add"), (2, "delete"), (3, "lookup")];
+
+/// The add and delete tracepoints share one record layout.
+const ADD_DELETE_OFFSETS: &[(&str, &str)] = &[
+    ("PAGECACHE_INO_OFFSET", "i_ino"),
+    ("PAGECACHE_INDEX_OFFSET", "index"),
+    ("PAGECACHE_DEV_OFFSET", "s_dev"),
+    ("PAGECACHE_ORDER_OFFSET", "order?"),
+];
+
+pub const SPEC: Spec = Spec {
+    source: Source::PageCache,
+    name: "pagecache",
+    about: "page cache: pages added (misses filled), removed, and looked up by reads, per file",
+    hooks: &[
+        Hook {
+            program: "pagecache_add",
+            category: "filemap",
+            event: "mm_filemap_add_to_page_cache",
+            offsets: ADD_DELETE_OFFSETS,
+            without: None,
+        },
+        Hook {
+            program: "pagecache_delete",
+            category: "filemap",
+            event: "mm_filemap_delete_from_page_cache",
+            offsets: ADD_DELETE_OFFSETS,
+            without: None,
+        },
+        // Linux 6.10 on; without it there are adds and removals but no
+        // lookups, so no hit ratio.
+        Hook {
+            program: "pagecache_lookup",
+            category: "filemap",
+            event: "mm_filemap_get_pages",
+            offsets: &[
+                ("PAGECACHE_LOOKUP_INO_OFFSET", "i_ino"),
+                ("PAGECACHE_LOOKUP_DEV_OFFSET", "s_dev"),
+                ("PAGECACHE_LOOKUP_INDEX_OFFSET", "index"),
+                ("PAGECACHE_LOOKUP_LAST_OFFSET", "last_index"),
+            ],
+            without: Some("page lookups by reads, so no hit ratio"),
+        },
+    ],
+    size: size_of::<PageCacheEvent>(),
+    fields: &[
+        CPU,
+        field(
+            "tid",
+            offset_of!(PageCacheEvent, tid),
+            FieldKind::U32,
+            Meaning::Int,
+            "current thread",
+        ),
+        field(
+            "pid",
+            offset_of!(PageCacheEvent, pid),
+            FieldKind::U32,
+            Meaning::Int,
+            "its process",
+        ),
+        field(
+            "ts",
+            offset_of!(PageCacheEvent, ts_ns),
+            FieldKind::U64,
+            Meaning::Time,
+            "when",
+        ),
+        field(
+            "ino",
+            offset_of!(PageCacheEvent, ino),
+            FieldKind::U64,
+            Meaning::Int,
+            "the file's inode number",
+        ),
+        field(
+            "index",
+            offset_of!(PageCacheEvent, index),
+            FieldKind::U64,
+            Meaning::Int,
+            "first page index in the file",
+        ),
+        field(
+            "dev",
+            offset_of!(PageCacheEvent, dev),
+            FieldKind::U32,
+            Meaning::Int,
+            "the file system's device: major << 20 | minor",
+        ),
+        field(
+            "pages",
+            offset_of!(PageCacheEvent, pages),
+            FieldKind::U32,
+            Meaning::Int,
+            "pages added, removed, or asked for by a read (past the end of the file too)",
+        ),
+        field(
+            "op",
+            offset_of!(PageCacheEvent, op),
+            FieldKind::U32,
+            Meaning::Named(OPS),
+            "add, delete or lookup (hits = lookups - adds)",
+        ),
+    ],
+    indexes: &[],
+    time: "ts",
+    span: None,
+};
