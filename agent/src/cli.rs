@@ -190,6 +190,31 @@ pub struct RecordArgs {
     /// /sys/fs/cgroup/system.slice/redis.service); sources other than syscalls.
     #[arg(long, value_name = "PATH", help_heading = "Filters")]
     pub cgroup: Option<std::path::PathBuf>,
+    /// Network interfaces the net source attaches to (default: every
+    /// interface that is up, `lo` included).
+    #[arg(
+        long,
+        value_name = "IF",
+        value_delimiter = ',',
+        help_heading = "Packets"
+    )]
+    pub interface: Vec<String>,
+    /// Only packets from or to these ports (net source).
+    #[arg(
+        long,
+        value_name = "PORT",
+        value_delimiter = ',',
+        help_heading = "Packets"
+    )]
+    pub port: Vec<u16>,
+    /// Only packets from or to these IPv4 or IPv6 addresses (net source).
+    #[arg(
+        long,
+        value_name = "ADDR",
+        value_delimiter = ',',
+        help_heading = "Packets"
+    )]
+    pub addr: Vec<std::net::IpAddr>,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]

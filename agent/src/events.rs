@@ -16,7 +16,7 @@ use weft_probes::events::{
     FILTER_PID, HEADER_SIZE, PIDS_MAP, RINGS_MAP, Source,
 };
 
-use crate::{ebpf, sources::Spec};
+use crate::{ebpf, sources::Spec, tc};
 
 /// Which threads to trace; applied in the kernel, to the thread a record
 /// is about.
@@ -26,6 +26,8 @@ pub struct Filter {
     pub comm: Option<String>,
     /// A cgroup v2 id (the directory's inode number).
     pub cgroup: Option<u64>,
+    /// Interfaces, ports and addresses of the packet source.
+    pub net: tc::NetOptions,
 }
 
 /// What was produced, received and lost for one source.
@@ -67,6 +69,8 @@ pub struct EventProbe {
     /// Records too short for their source, or of no known source; never expected.
     malformed: u64,
     attached: bool,
+    /// How the packet source is attached, when it is.
+    net: Option<String>,
 }
 
 impl EventProbe {
@@ -109,10 +113,13 @@ impl EventProbe {
         for (global, offset) in &offsets {
             loader.override_global(global, offset, true);
         }
+        let net_flags = filter.net.flags();
+        loader.override_global(weft_probes::net::FLAGS_GLOBAL, &net_flags, true);
         let mut ebpf = loader
             .load(ebpf::object()?)
             .context("failed to load the event sources")?;
         ebpf::fill_pids(&mut ebpf, PIDS_MAP, &filter.pids)?;
+        tc::fill_filters(&mut ebpf, &filter.net)?;
         let rings = ebpf::create_rings(&mut ebpf, RINGS_MAP, cpus, ring_bytes)?;
         let mut probe = Self {
             ebpf,
@@ -121,9 +128,15 @@ impl EventProbe {
             received: BTreeMap::new(),
             malformed: 0,
             attached: false,
+            net: None,
         };
         for spec in specs {
-            probe.attach(spec, tracefs)?;
+            if spec.tc {
+                let interfaces = filter.net.interfaces()?;
+                probe.net = Some(tc::attach(&mut probe.ebpf, &interfaces)?);
+            } else {
+                probe.attach(spec, tracefs)?;
+            }
         }
         probe.attached = true;
         Ok(probe)
@@ -234,6 +247,12 @@ impl EventProbe {
                 }
             }
         }
+        tc::detach(&mut self.ebpf);
+    }
+
+    /// How the packet source is attached, when it is.
+    pub fn net_attach(&self) -> Option<&str> {
+        self.net.as_deref()
     }
 }
 

@@ -242,7 +242,7 @@ impl Sink {
 impl Column {
     fn new(kind: &Kind) -> Self {
         match kind {
-            Kind::Named(_) => Self::Texts(Vec::new(), Vec::new()),
+            Kind::Named(_) | Kind::Ipv4 => Self::Texts(Vec::new(), Vec::new()),
             _ => Self::Ints(Vec::new(), Vec::new()),
         }
     }
@@ -272,15 +272,17 @@ impl Column {
     }
 }
 
-/// A Parquet schema with one optional column per header: names as UTF-8
-/// strings, everything else as 64-bit integers.
+/// A Parquet schema with one optional column per header: names and
+/// addresses as UTF-8 strings, everything else as 64-bit integers.
 fn schema(headers: &[Header]) -> Result<Type> {
     let fields = headers
         .iter()
         .map(|h| {
             let builder = match h.kind {
-                Kind::Named(_) => Type::primitive_type_builder(&h.name, PhysicalType::BYTE_ARRAY)
-                    .with_converted_type(ConvertedType::UTF8),
+                Kind::Named(_) | Kind::Ipv4 => {
+                    { Type::primitive_type_builder(&h.name, PhysicalType::BYTE_ARRAY) }
+                        .with_converted_type(ConvertedType::UTF8)
+                }
                 _ => Type::primitive_type_builder(&h.name, PhysicalType::INT64),
             };
             Ok(Arc::new(

@@ -17,6 +17,7 @@ mod sources;
 mod stat;
 mod syscall;
 mod tasks;
+mod tc;
 
 use std::process::ExitCode;
 

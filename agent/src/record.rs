@@ -34,6 +34,11 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode> {
         pids: options.filter.pids.clone(),
         comm: options.filter.comm.clone(),
         cgroup: args.cgroup.as_deref().map(cgroup_id).transpose()?,
+        net: crate::tc::NetOptions {
+            interfaces: args.interface.clone(),
+            ports: args.port.clone(),
+            addrs: args.addr.clone(),
+        },
     };
     let dir = &args.output.output;
     ebpf::check_privileges()?;
@@ -191,13 +196,20 @@ fn describe(probes: &Probes, options: &crate::syscall::Options) -> Map<String, V
             json!({ "attach": probe.describe(), "filter": format!("{:?}", options.filter) }),
         );
     }
-    for spec in probes.events.iter().flat_map(EventProbe::specs) {
-        let hooks: Vec<String> = spec
-            .hooks
-            .iter()
-            .map(|h| format!("tracepoint {}:{}", h.category, h.event))
-            .collect();
-        out.insert(spec.name.into(), json!({ "attach": hooks.join(", ") }));
+    if let Some(probe) = &probes.events {
+        for spec in probe.specs() {
+            let attach = if spec.tc {
+                probe.net_attach().unwrap_or_default().to_owned()
+            } else {
+                let hooks: Vec<String> = spec
+                    .hooks
+                    .iter()
+                    .map(|h| format!("tracepoint {}:{}", h.category, h.event))
+                    .collect();
+                hooks.join(", ")
+            };
+            out.insert(spec.name.into(), json!({ "attach": attach }));
+        }
     }
     out
 }

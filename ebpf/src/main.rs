@@ -10,6 +10,7 @@
 mod block;
 mod events;
 mod floor;
+mod net;
 mod pagecache;
 mod sched;
 mod syscall;

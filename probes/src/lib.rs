@@ -18,6 +18,7 @@
 
 pub mod block;
 pub mod events;
+pub mod net;
 pub mod pagecache;
 pub mod sched;
 pub mod syscall;

@@ -91,7 +91,7 @@ impl Answer {
             .iter()
             .enumerate()
             .map(|(i, h)| {
-                matches!(h.kind, Kind::Named(_) | Kind::Time)
+                matches!(h.kind, Kind::Named(_) | Kind::Time | Kind::Ipv4)
                     || self.rows.iter().any(|r| matches!(r[i], Cell::Text(_)))
             })
             .collect();

@@ -261,6 +261,15 @@ fn number(column: &Column, field: &Name, literal: &Literal) -> Result<i64> {
             format!("`{}` is a duration: write it like `5ms`", field.text),
         )),
         (_, Value::Int(n)) => Ok(*n),
+        (Kind::Ipv4, Value::Text(t)) => t
+            .parse::<std::net::Ipv4Addr>()
+            .map(|a| i64::from(u32::from(a)))
+            .map_err(|_| {
+                Error::spanned(
+                    literal.span,
+                    format!("`{}` is an IPv4 address, like \"10.0.0.1\"", field.text),
+                )
+            }),
         (Kind::Time, Value::Duration(_)) => Err(Error::spanned(
             literal.span,
             format!(

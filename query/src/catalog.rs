@@ -78,6 +78,9 @@ pub enum Kind {
     /// Numbers that have names (syscall numbers, process ids with their
     /// command names).
     Named(Arc<Names>),
+    /// An IPv4 address as a host-order integer: shown and written as
+    /// `10.0.0.1`.
+    Ipv4,
 }
 
 /// Names of the values of a [`Kind::Named`] column. Several values may

@@ -1080,6 +1080,7 @@ fn show(kind: &Kind, value: i64) -> String {
         (_, i64::MAX) => "max".into(),
         (Kind::Duration, v) => duration(v as f64),
         (Kind::Named(names), v) => names.name_of(v),
+        (Kind::Ipv4, v) => ipv4(v),
         (_, v) => v.to_string(),
     }
 }
@@ -1089,8 +1090,17 @@ fn cell(kind: &Kind, value: Option<i64>) -> Cell {
     match (kind, value) {
         (_, None | Some(i64::MIN)) => Cell::Null,
         (Kind::Named(names), Some(v)) => Cell::Text(names.name_of(v)),
+        (Kind::Ipv4, Some(v)) => Cell::Text(ipv4(v)),
         (_, Some(v)) => Cell::Int(v),
     }
+}
+
+/// `10.0.0.1` from its host-order integer.
+fn ipv4(value: i64) -> String {
+    u32::try_from(value).map_or_else(
+        |_| value.to_string(),
+        |v| std::net::Ipv4Addr::from(v).to_string(),
+    )
 }
 
 /// The rows of a record listing.

@@ -1,7 +1,7 @@
 //! The event sources besides syscalls, on the running kernel: each records
 //! what a workload with known behaviour did, exactly, and says what it lost.
 
-use weft_tests::{Need, capture_dir, needs, record, run_weft};
+use weft_tests::{Need, Running, capture_dir, needs, record, run_weft};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 
@@ -272,4 +272,228 @@ fn in_memory(dir: &std::path::Path) -> bool {
     #[allow(clippy::unnecessary_cast, reason = "f_type's type differs by platform")]
     let kind = stat.f_type as i64;
     kind == TMPFS_MAGIC || kind == RAMFS_MAGIC
+}
+
+/// A network namespace with a veth pair: `weft0` (10.77.0.1) here,
+/// `weft1` (10.77.0.2) inside. Removed on drop.
+struct Veth {
+    namespace: String,
+}
+
+impl Veth {
+    const HOST: &str = "10.77.0.1";
+    const PEER: &str = "10.77.0.2";
+
+    fn new() -> Result<Self, String> {
+        let namespace = format!("weft-test-{}", std::process::id());
+        let veth = Self { namespace };
+        let ns = veth.namespace.as_str();
+        for args in [
+            vec!["netns", "add", ns],
+            vec![
+                "link", "add", "weft0", "type", "veth", "peer", "name", "weft1",
+            ],
+            vec!["link", "set", "weft1", "netns", ns],
+            vec!["addr", "add", "10.77.0.1/24", "dev", "weft0"],
+            vec!["link", "set", "weft0", "up"],
+            vec!["-n", ns, "addr", "add", "10.77.0.2/24", "dev", "weft1"],
+            vec!["-n", ns, "link", "set", "weft1", "up"],
+        ] {
+            let output = std::process::Command::new("ip")
+                .args(&args)
+                .output()
+                .map_err(|e| format!("ip: {e}"))?;
+            if !output.status.success() {
+                return Err(format!(
+                    "ip {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&output.stderr).trim()
+                ));
+            }
+        }
+        Ok(veth)
+    }
+
+    /// Runs `f` on a thread inside the namespace.
+    fn spawn_inside<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> std::thread::JoinHandle<T> {
+        let path = format!("/run/netns/{}", self.namespace);
+        std::thread::spawn(move || {
+            use std::os::fd::AsRawFd as _;
+            let ns = std::fs::File::open(&path).expect("namespace file");
+            // SAFETY: a valid namespace fd; only this thread moves.
+            assert_eq!(
+                unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) },
+                0
+            );
+            f()
+        })
+    }
+}
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        // Deleting the namespace deletes weft1 and with it weft0.
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "delete", &self.namespace])
+            .output();
+    }
+}
+
+/// Names of the loaded BPF programs that are weft's classifiers.
+fn weft_classifiers() -> usize {
+    aya::programs::loaded_programs()
+        .filter_map(Result::ok)
+        .filter(|p| matches!(p.name_as_str(), Some("net_ingress" | "net_egress")))
+        .count()
+}
+
+#[test]
+fn net_records_exact_packets_on_a_veth_and_leaves_nothing_behind() {
+    let test = "net_records_exact_packets_on_a_veth_and_leaves_nothing_behind";
+    if !needs(test, &[Need::Root]) {
+        return;
+    }
+    let veth = match Veth::new() {
+        Ok(veth) => veth,
+        Err(why) => {
+            eprintln!("skipping {test}: needs a network namespace with a veth pair ({why})");
+            return;
+        }
+    };
+    let (udp_port, tcp_port) = (17_001u16, 17_002u16);
+    let (datagrams, datagram_size) = (37u64, 333usize);
+    let (messages, message_size) = (23u64, 1000usize);
+    let ports = format!("{udp_port},{tcp_port}");
+
+    // A weft killed with SIGKILL must leave no classifier attached.
+    let killed = start_net_recording(&capture_dir("net-killed"), &[]);
+    assert!(!killed.stop_with(libc::SIGKILL).status.success());
+    let dir = capture_dir("net-veth");
+    let running = start_net_recording(&dir, &["--port", &ports]);
+    exchange(
+        &veth,
+        (udp_port, tcp_port),
+        (datagrams, datagram_size),
+        (messages, message_size),
+    );
+    let finished = running.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+    assert!(
+        finished.stderr.contains("net: ") && finished.stderr.contains("lost 0"),
+        "{}",
+        finished.stderr
+    );
+    assert_eq!(
+        weft_classifiers(),
+        0,
+        "weft's classifiers are gone after it exits"
+    );
+
+    let udp_rows = query(
+        &dir,
+        &format!(
+            r#"net where proto = "udp" and dport = {udp_port} | count, min(payload), max(payload) by dir, saddr, daddr"#
+        ),
+    );
+    assert_eq!(udp_rows.len(), 1, "{udp_rows:?}");
+    let row = &udp_rows[0];
+    assert_eq!(
+        (
+            row["dir"].as_str(),
+            row["saddr"].as_str(),
+            row["daddr"].as_str()
+        ),
+        (Some("egress"), Some(Veth::HOST), Some(Veth::PEER)),
+        "{row}"
+    );
+    assert_eq!(row["count"], datagrams, "{row}");
+    assert_eq!(
+        (row["min(payload)"].as_u64(), row["max(payload)"].as_u64()),
+        (Some(datagram_size as u64), Some(datagram_size as u64)),
+        "{row}"
+    );
+
+    // Each message is one segment out, each acknowledgement byte one in.
+    let tcp_rows = query(
+        &dir,
+        r#"net where proto = "tcp" and payload > 0 | count, min(payload), max(payload) by dir"#,
+    );
+    let by_dir = |dir: &str| {
+        let row = tcp_rows
+            .iter()
+            .find(|r| r["dir"] == dir)
+            .unwrap_or_else(|| panic!("{tcp_rows:?}"));
+        (
+            row["count"].as_u64(),
+            row["min(payload)"].as_u64(),
+            row["max(payload)"].as_u64(),
+        )
+    };
+    let size = message_size as u64;
+    assert_eq!(
+        by_dir("egress"),
+        (Some(messages), Some(size), Some(size)),
+        "{tcp_rows:?}"
+    );
+    assert_eq!(
+        by_dir("ingress"),
+        (Some(messages), Some(1), Some(1)),
+        "{tcp_rows:?}"
+    );
+}
+
+/// Sends `datagrams` UDP datagrams of `size` bytes from weft0 to the peer's
+/// UDP port, then `messages` TCP messages of `message_size` bytes to its
+/// TCP port, each answered by one byte before the next is sent.
+fn exchange(
+    veth: &Veth,
+    (udp_port, tcp_port): (u16, u16),
+    (datagrams, size): (u64, usize),
+    (messages, message_size): (u64, usize),
+) {
+    use std::{
+        io::{Read as _, Write as _},
+        net::{TcpListener, TcpStream, UdpSocket},
+    };
+    let sink = veth.spawn_inside(move || {
+        let listener = TcpListener::bind((Veth::PEER, tcp_port)).unwrap();
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut message = vec![0; message_size];
+        for _ in 0..messages {
+            stream.read_exact(&mut message).unwrap();
+            stream.write_all(b"k").unwrap();
+        }
+    });
+    let udp = UdpSocket::bind((Veth::HOST, 0)).unwrap();
+    for _ in 0..datagrams {
+        udp.send_to(&vec![1u8; size], (Veth::PEER, udp_port))
+            .unwrap();
+    }
+    let mut stream = loop {
+        // The listener may not be bound yet.
+        match TcpStream::connect((Veth::PEER, tcp_port)) {
+            Ok(stream) => break stream,
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+        }
+    };
+    stream.set_nodelay(true).unwrap();
+    let mut ack = [0u8; 1];
+    for _ in 0..messages {
+        stream.write_all(&vec![2u8; message_size]).unwrap();
+        stream.read_exact(&mut ack).unwrap();
+    }
+    drop(stream);
+    sink.join().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+}
+
+/// Starts `weft record --sources net` on weft0 into `dir`.
+fn start_net_recording(dir: &std::path::Path, extra: &[&str]) -> Running {
+    let mut args = vec!["record", "--sources", "net", "--interface", "weft0"];
+    args.extend_from_slice(extra);
+    args.extend(["-o", dir.to_str().unwrap()]);
+    Running::start(&args, "weft: recording")
 }

@@ -45,6 +45,7 @@ pub const SPEC: Spec = Spec {
             without: None,
         },
     ],
+    tc: false,
     size: size_of::<BlockEvent>(),
     fields: &[
         CPU,

@@ -51,7 +51,7 @@ pub fn run(args: &SourcesArgs) -> std::process::ExitCode {
 
 fn unit(meaning: Meaning) -> &'static str {
     match meaning {
-        Meaning::Int | Meaning::Named(_) => "",
+        Meaning::Int | Meaning::Named(_) | Meaning::Ipv4 => "",
         Meaning::Duration | Meaning::Time => "ns",
     }
 }

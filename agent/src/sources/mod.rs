@@ -5,6 +5,7 @@
 
 mod block;
 pub mod list;
+mod net;
 mod pagecache;
 mod sched;
 
@@ -56,6 +57,8 @@ pub enum Meaning {
     Time,
     /// Values with names (a thread state, an operation).
     Named(&'static [(i64, &'static str)]),
+    /// An IPv4 address, host order.
+    Ipv4,
 }
 
 /// One field of a source's kernel record.
@@ -97,6 +100,9 @@ pub struct Spec {
     pub name: &'static str,
     pub about: &'static str,
     pub hooks: &'static [Hook],
+    /// Its programs are TC classifiers (`net_ingress`, `net_egress`)
+    /// attached to network interfaces rather than to tracepoints.
+    pub tc: bool,
     /// Bytes of its kernel record.
     pub size: usize,
     pub fields: &'static [FieldSpec],
@@ -108,7 +114,7 @@ pub struct Spec {
 }
 
 /// Every source besides syscalls.
-pub const ALL: &[&Spec] = &[&sched::SPEC, &block::SPEC, &pagecache::SPEC];
+pub const ALL: &[&Spec] = &[&sched::SPEC, &block::SPEC, &pagecache::SPEC, &net::SPEC];
 
 /// The source called `name`.
 pub fn find(name: &str) -> Option<&'static Spec> {
@@ -161,6 +167,7 @@ impl Spec {
                 Meaning::Int => None,
                 Meaning::Duration => columns.set_kind(field.name, Kind::Duration),
                 Meaning::Time => columns.set_kind(field.name, Kind::Time),
+                Meaning::Ipv4 => columns.set_kind(field.name, Kind::Ipv4),
                 Meaning::Named(names) => {
                     let names = names.iter().map(|(v, n)| (*v, (*n).to_owned()));
                     columns.set_kind(field.name, Kind::Named(Arc::new(Names::new(names, false))))

@@ -53,6 +53,7 @@ pub const SPEC: Spec = Spec {
             without: Some("page lookups by reads, so no hit ratio"),
         },
     ],
+    tc: false,
     size: size_of::<PageCacheEvent>(),
     fields: &[
         CPU,

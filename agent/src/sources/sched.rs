@@ -52,6 +52,7 @@ pub const SPEC: Spec = Spec {
             without: None,
         },
     ],
+    tc: false,
     size: size_of::<SchedEvent>(),
     fields: &[
         CPU,

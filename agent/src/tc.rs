@@ -1,0 +1,150 @@
+//! Attaching the packet source's TC classifiers to network interfaces.
+//!
+//! On Linux 6.6 and later they attach as TCX links, which belong to weft's
+//! file descriptors: when weft exits, even by SIGKILL, the kernel removes
+//! them and nothing is left behind. Older kernels attach netlink `clsact`
+//! filters, which outlive a killed process; weft removes its stale filters
+//! (found by program name) from each interface before attaching.
+
+use std::{fs, net::IpAddr};
+
+use anyhow::{Context as _, Result, bail};
+use aya::{
+    Ebpf,
+    maps::{HashMap, MapData},
+    programs::{
+        SchedClassifier,
+        tc::{self, TcAttachType},
+    },
+    util::KernelVersion,
+};
+use weft_probes::net::{ADDRS_MAP, FILTER_ADDR, FILTER_PORT, PORTS_MAP};
+
+/// Where and what the packet source captures.
+#[derive(Debug, Default, Clone)]
+pub struct NetOptions {
+    /// Interfaces to attach to; empty means every interface that is up.
+    pub interfaces: Vec<String>,
+    /// Only packets from or to these ports; empty means all.
+    pub ports: Vec<u16>,
+    /// Only packets from or to these addresses; empty means all.
+    pub addrs: Vec<IpAddr>,
+}
+
+/// The classifiers, in the order of their attach types.
+const PROGRAMS: [(&str, TcAttachType); 2] = [
+    ("net_ingress", TcAttachType::Ingress),
+    ("net_egress", TcAttachType::Egress),
+];
+
+/// `IFF_UP` in `/sys/class/net/IF/flags`.
+const IFF_UP: u32 = 1;
+
+impl NetOptions {
+    /// The `NET_FILTER_FLAGS` global for these options.
+    pub fn flags(&self) -> u32 {
+        let mut flags = 0;
+        if !self.ports.is_empty() {
+            flags |= FILTER_PORT;
+        }
+        if !self.addrs.is_empty() {
+            flags |= FILTER_ADDR;
+        }
+        flags
+    }
+
+    /// The interfaces to attach to: those named (which must exist), or
+    /// every interface that is up.
+    pub fn interfaces(&self) -> Result<Vec<String>> {
+        if !self.interfaces.is_empty() {
+            for name in &self.interfaces {
+                if !std::path::Path::new("/sys/class/net").join(name).exists() {
+                    bail!("--interface {name}: no such network interface");
+                }
+            }
+            return Ok(self.interfaces.clone());
+        }
+        let mut up = Vec::new();
+        for entry in fs::read_dir("/sys/class/net").context("failed to list /sys/class/net")? {
+            let name = entry?.file_name().to_string_lossy().into_owned();
+            let flags =
+                fs::read_to_string(format!("/sys/class/net/{name}/flags")).unwrap_or_default();
+            let flags = u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16).unwrap_or(0);
+            if flags & IFF_UP != 0 {
+                up.push(name);
+            }
+        }
+        up.sort();
+        Ok(up)
+    }
+}
+
+/// Fills the port and address filter sets.
+pub fn fill_filters(ebpf: &mut Ebpf, options: &NetOptions) -> Result<()> {
+    let mut ports: HashMap<&mut MapData, u16, u8> =
+        HashMap::try_from(ebpf.map_mut(PORTS_MAP).context("no port filter map")?)?;
+    for port in &options.ports {
+        ports
+            .insert(port, 1, 0)
+            .context("failed to fill the port filter")?;
+    }
+    let mut addrs: HashMap<&mut MapData, [u8; 16], u8> =
+        HashMap::try_from(ebpf.map_mut(ADDRS_MAP).context("no address filter map")?)?;
+    for addr in &options.addrs {
+        let key = match addr {
+            IpAddr::V4(v4) => {
+                let mut key = [0; 16];
+                key[..4].copy_from_slice(&v4.octets());
+                key
+            }
+            IpAddr::V6(v6) => v6.octets(),
+        };
+        addrs
+            .insert(key, 1, 0)
+            .context("failed to fill the address filter")?;
+    }
+    Ok(())
+}
+
+/// Loads the classifiers and attaches them to ingress and egress of each
+/// interface; returns how they are attached, for humans.
+pub fn attach(ebpf: &mut Ebpf, interfaces: &[String]) -> Result<String> {
+    let tcx = KernelVersion::current().is_ok_and(|v| v >= KernelVersion::new(6, 6, 0));
+    for (name, attach_type) in PROGRAMS {
+        let program: &mut SchedClassifier = ebpf
+            .program_mut(name)
+            .context("classifier missing")?
+            .try_into()?;
+        program
+            .load()
+            .with_context(|| format!("the kernel rejected {name}"))?;
+        for interface in interfaces {
+            if !tcx {
+                remove_stale(interface, attach_type, name);
+                // Already present is fine: another tool may use clsact too.
+                let _ = tc::qdisc_add_clsact(interface);
+            }
+            program.attach(interface, attach_type).with_context(|| {
+                format!("failed to attach {name} to {interface} ({attach_type:?})")
+            })?;
+        }
+    }
+    let how = if tcx { "TCX links" } else { "clsact filters" };
+    Ok(format!("{how} on {}", interfaces.join(", ")))
+}
+
+/// Removes filters a killed weft left on `interface` (netlink only).
+fn remove_stale(interface: &str, attach_type: TcAttachType, name: &str) {
+    if tc::qdisc_detach_program(interface, attach_type, name).is_ok() {
+        eprintln!("weft: removed a stale {name} filter from {interface} (a weft that was killed)");
+    }
+}
+
+/// Detaches the classifiers (unloading drops every link).
+pub fn detach(ebpf: &mut Ebpf) {
+    for (name, _) in PROGRAMS {
+        if let Some(aya::programs::Program::SchedClassifier(p)) = ebpf.program_mut(name) {
+            let _ = p.unload();
+        }
+    }
+}
