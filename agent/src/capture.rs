@@ -24,6 +24,9 @@ use weft_store::{Bins, Field, FieldKind, Partition, SourceId, Store};
 pub const METADATA: &str = "weft.json";
 /// Name of the syscall source in the store.
 pub const SYSCALLS: &str = "syscalls";
+/// Key of `weft.json` holding application sources' field kinds:
+/// `{"requests": {"id": "int", "latency": "duration"}}`.
+pub const APP_SOURCES: &str = "app_sources";
 
 /// Creates `dir` with mode 0700, or checks that it may be written to:
 /// an existing capture is refused unless `append` is set.
@@ -147,6 +150,14 @@ pub fn catalog(
         }
         syscalls.span = Some("dur".into());
         syscalls.show_first(&["name", "dur", "ret", "comm", "pid", "tid", "cpu"]);
+    }
+    for (name, fields) in metadata[APP_SOURCES].as_object().into_iter().flatten() {
+        if let Some(columns) = catalog.source_mut(name) {
+            for (field, kind) in fields.as_object().into_iter().flatten() {
+                let kind = crate::app::FieldKind::query_kind(kind.as_str().unwrap_or_default());
+                columns.set_kind(field, kind);
+            }
+        }
     }
     for spec in crate::sources::ALL {
         if let Some(columns) = catalog.source_mut(spec.name) {

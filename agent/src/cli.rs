@@ -176,8 +176,9 @@ impl OutputFormat {
 
 #[derive(Debug, Args)]
 pub struct RecordArgs {
-    /// What to record, comma-separated: syscalls, and the sources `weft
-    /// sources` lists (sched, ...), or `all`.
+    /// What to record, comma-separated: syscalls, the sources `weft
+    /// sources` lists (sched, block, pagecache, net), app (records pushed
+    /// by programs through /run/weft/app.sock), or `all`.
     #[arg(
         long,
         value_name = "SOURCES",
@@ -186,6 +187,10 @@ pub struct RecordArgs {
         help_heading = "Sources"
     )]
     pub sources: Vec<String>,
+    /// Let this group's members push application records (`--sources app`);
+    /// by default only root may.
+    #[arg(long, value_name = "GROUP", help_heading = "Sources")]
+    pub app_group: Option<String>,
     /// Only threads in this cgroup (v2 directory, e.g.
     /// /sys/fs/cgroup/system.slice/redis.service); sources other than syscalls.
     #[arg(long, value_name = "PATH", help_heading = "Filters")]

@@ -10,12 +10,8 @@
 //! ```
 
 use std::{
-    fs::{self, DirBuilder},
     io::{BufRead as _, BufReader, Read as _, Write as _},
-    os::unix::{
-        fs::{DirBuilderExt as _, PermissionsExt as _},
-        net::{UnixListener, UnixStream},
-    },
+    os::unix::net::UnixStream,
     path::{Path, PathBuf},
 };
 
@@ -23,45 +19,19 @@ use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 use weft_store::Reader;
 
-use crate::{cli::OutputFormat, query};
+use crate::{cli::OutputFormat, query, socket};
 
 /// Where the recorder listens.
 pub const SOCKET: &str = "/run/weft/query.sock";
 
-/// The listening socket; its file is removed when this is dropped.
-pub struct Server {
-    path: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = fs::remove_file(&self.path);
-    }
-}
-
 /// Serves live queries on the capture in `dir` from a background thread,
 /// or says why not (another recorder serves them already) and returns
 /// `None`: recording matters more than answering.
-pub fn serve(reader: Reader, dir: PathBuf) -> Result<Option<Server>> {
-    let path = PathBuf::from(SOCKET);
-    let parent = path.parent().context("socket path has a parent")?;
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(parent)
-        .with_context(|| format!("failed to create {}", parent.display()))?;
-    if path.exists() {
-        if UnixStream::connect(&path).is_ok() {
-            eprintln!("weft: another weft serves live queries at {SOCKET}; this one will not");
-            return Ok(None);
-        }
-        // Left by a recorder that was killed.
-        let _ = fs::remove_file(&path);
-    }
-    let listener =
-        UnixListener::bind(&path).with_context(|| format!("failed to listen on {SOCKET}"))?;
-    fs::set_permissions(&path, fs::Permissions::from_mode(0o600))
-        .with_context(|| format!("failed to restrict {SOCKET}"))?;
+pub fn serve(reader: Reader, dir: PathBuf) -> Result<Option<socket::Bound>> {
+    let Some((listener, bound)) = socket::bind(Path::new(SOCKET), None)? else {
+        eprintln!("weft: another weft serves live queries at {SOCKET}; this one will not");
+        return Ok(None);
+    };
     std::thread::Builder::new()
         .name("weft-live".into())
         .spawn(move || {
@@ -71,7 +41,7 @@ pub fn serve(reader: Reader, dir: PathBuf) -> Result<Option<Server>> {
             }
         })
         .context("failed to start the live query thread")?;
-    Ok(Some(Server { path }))
+    Ok(Some(bound))
 }
 
 fn handle(stream: &UnixStream, reader: &Reader, dir: &Path) -> Result<()> {

@@ -1,6 +1,7 @@
 //! `weft`: eBPF-first observability for Linux. This file only parses arguments
 //! and maps the outcome to an exit code: 0 ok, 2 error.
 
+mod app;
 mod capture;
 mod cli;
 mod doctor;
@@ -13,6 +14,7 @@ mod query;
 mod record;
 mod resolve;
 mod session;
+mod socket;
 mod sources;
 mod stat;
 mod syscall;

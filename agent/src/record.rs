@@ -6,52 +6,40 @@ use std::{
     io::{IsTerminal as _, Write as _},
     path::Path,
     process::ExitCode,
+    sync::Arc,
     time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Map, Value, json};
 use weft_probes::syscall::SyscallEvent;
-use weft_store::{Config, SourceId, Store};
+use weft_store::{Config, Field, SourceId, Store};
 
 use crate::{
+    app::{self, AppServer, FieldKind, Message},
     capture,
     cli::RecordArgs,
     ebpf,
     events::{self, EventProbe},
     live, resolve,
-    session::{self, Accounting, Consumer, Probes, Session},
+    session::{self, Accounting, Consumer, Outcome, Probes, Session},
     sources::{self, STORED_FROM, Spec},
-    syscall::SyscallProbe,
+    syscall::{Options, SyscallProbe},
     tasks::TaskNames,
 };
 
 /// Runs `weft record` until the duration ends, SIGINT or SIGTERM.
 pub fn run(args: &RecordArgs) -> Result<ExitCode> {
-    let (syscalls, specs) = chosen_sources(&args.sources)?;
+    let chosen = chosen_sources(&args.sources)?;
     let (options, drain_interval) = resolve::probe_options(&args.filter, &args.capture)?;
-    let event_filter = events::Filter {
-        pids: options.filter.pids.clone(),
-        comm: options.filter.comm.clone(),
-        cgroup: args.cgroup.as_deref().map(cgroup_id).transpose()?,
-        net: crate::tc::NetOptions {
-            interfaces: args.interface.clone(),
-            ports: args.port.clone(),
-            addrs: args.addr.clone(),
-        },
-    };
     let dir = &args.output.output;
     ebpf::check_privileges()?;
     capture::prepare_dir(dir, args.output.append)?;
-    let syscall_probe = syscalls.then(|| SyscallProbe::load(&options)).transpose()?;
-    let event_probe = (!specs.is_empty())
-        .then(|| EventProbe::load(&specs, &event_filter, options.ring_bytes))
-        .transpose()?;
-    let mut probes = Probes::new(syscall_probe, event_probe);
+    let mut probes = load_probes(args, &chosen, &options)?;
     let mut store = open_store(args, dir)?;
     let syscall_source = capture::define_syscall_source(&mut store)?;
     let mut spec_sources = HashMap::new();
-    for spec in &specs {
+    for spec in &chosen.specs {
         spec_sources.insert(spec.name, spec.define(&mut store)?);
     }
     let tasks = TaskNames::define(&mut store)?;
@@ -61,19 +49,6 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode> {
         None
     });
     let described = describe(&probes, &options);
-    let mut metadata = capture::read_metadata(dir)?;
-    let session_index = metadata["sessions"].as_array().map_or(0, Vec::len);
-    metadata["sessions"]
-        .as_array_mut()
-        .context("weft.json has no sessions list")?
-        .push(json!({
-            "host": capture::host_json(),
-            "sources": described,
-            "start_ns": weft_store::now_ns(),
-            "wall_offset_ns": capture::wall_offset_ns(),
-            "complete": false,
-        }));
-    capture::write_metadata(dir, &metadata)?;
     let names: Vec<&str> = described.keys().map(String::as_str).collect();
     let session = Session {
         drain_interval,
@@ -85,11 +60,14 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode> {
             dir.display()
         ),
     };
+    let (metadata, session_index) = start_metadata(dir, &described)?;
     let mut recorder = Recorder {
         store,
         syscall_source,
         spec_sources,
+        app_sources: HashMap::new(),
         tasks,
+        metadata,
         error: None,
         status: std::io::stderr().is_terminal(),
         start: Instant::now(),
@@ -100,14 +78,70 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode> {
     if recorder.status {
         eprintln!();
     }
-    let Recorder { store, error, .. } = recorder;
+    finish(recorder, session_index, &outcome)
+}
+
+/// Loads and attaches the chosen probes, and opens the application socket.
+fn load_probes(args: &RecordArgs, chosen: &Chosen, options: &Options) -> Result<Probes> {
+    let event_filter = events::Filter {
+        pids: options.filter.pids.clone(),
+        comm: options.filter.comm.clone(),
+        cgroup: args.cgroup.as_deref().map(cgroup_id).transpose()?,
+        net: crate::tc::NetOptions {
+            interfaces: args.interface.clone(),
+            ports: args.port.clone(),
+            addrs: args.addr.clone(),
+        },
+    };
+    let syscalls = chosen
+        .syscalls
+        .then(|| SyscallProbe::load(options))
+        .transpose()?;
+    let events = (!chosen.specs.is_empty())
+        .then(|| EventProbe::load(&chosen.specs, &event_filter, options.ring_bytes))
+        .transpose()?;
+    let app = chosen
+        .app
+        .then(|| AppServer::listen(args.app_group.as_deref()))
+        .transpose()?;
+    Ok(Probes::new(syscalls, events, app))
+}
+
+/// Adds this session to `weft.json`; returns the document and its index.
+fn start_metadata(dir: &Path, sources: &Map<String, Value>) -> Result<(Value, usize)> {
+    let mut metadata = capture::read_metadata(dir)?;
+    let index = metadata["sessions"].as_array().map_or(0, Vec::len);
+    metadata["sessions"]
+        .as_array_mut()
+        .context("weft.json has no sessions list")?
+        .push(json!({
+            "host": capture::host_json(),
+            "sources": sources,
+            "start_ns": weft_store::now_ns(),
+            "wall_offset_ns": capture::wall_offset_ns(),
+            "complete": false,
+        }));
+    capture::write_metadata(dir, &metadata)?;
+    Ok((metadata, index))
+}
+
+/// Closes the store, completes `weft.json` and reports what was recorded
+/// and lost.
+fn finish(recorder: Recorder, session_index: usize, outcome: &Outcome) -> Result<ExitCode> {
+    let Recorder {
+        store,
+        error,
+        mut metadata,
+        dir,
+        ..
+    } = recorder;
     let closed = store.close().context("failed to finish the capture");
     let accounting = &outcome.accounting;
     let entry = &mut metadata["sessions"][session_index];
     entry["end_ns"] = json!(weft_store::now_ns());
     entry["lost"] = losses_json(accounting);
     entry["complete"] = json!(error.is_none() && closed.is_ok());
-    capture::write_metadata(dir, &metadata)?;
+    capture::write_metadata(&dir, &metadata)?;
     if let Some(error) = error {
         return Err(error.context("recording stopped"));
     }
@@ -125,22 +159,39 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Whether syscalls are chosen, and the other chosen sources.
-fn chosen_sources(names: &[String]) -> Result<(bool, Vec<&'static Spec>)> {
-    let mut syscalls = false;
-    let mut specs: Vec<&'static Spec> = Vec::new();
+/// What `--sources` chose.
+struct Chosen {
+    syscalls: bool,
+    specs: Vec<&'static Spec>,
+    /// Application records through the socket.
+    app: bool,
+}
+
+/// Resolves `--sources` names.
+fn chosen_sources(names: &[String]) -> Result<Chosen> {
+    let mut chosen = Chosen {
+        syscalls: false,
+        specs: Vec::new(),
+        app: false,
+    };
     for name in names {
         match name.as_str() {
-            capture::SYSCALLS => syscalls = true,
+            capture::SYSCALLS => chosen.syscalls = true,
+            APP => chosen.app = true,
             "all" => {
-                syscalls = true;
-                specs = sources::ALL.to_vec();
+                chosen = Chosen {
+                    syscalls: true,
+                    specs: sources::ALL.to_vec(),
+                    app: true,
+                };
             }
             name => match sources::find(name) {
-                Some(spec) if !specs.iter().any(|s| s.name == spec.name) => specs.push(spec),
+                Some(spec) if !chosen.specs.iter().any(|s| s.name == spec.name) => {
+                    chosen.specs.push(spec);
+                }
                 Some(_) => {}
                 None => bail!(
-                    "--sources {name}: no such source; `weft sources` lists them (syscalls, {})",
+                    "--sources {name}: no such source; `weft sources` lists them (syscalls, {}, app)",
                     sources::ALL
                         .iter()
                         .map(|s| s.name)
@@ -150,8 +201,11 @@ fn chosen_sources(names: &[String]) -> Result<(bool, Vec<&'static Spec>)> {
             },
         }
     }
-    Ok((syscalls, specs))
+    Ok(chosen)
 }
+
+/// The `--sources` name of application records.
+const APP: &str = "app";
 
 /// The cgroup v2 id of a cgroup directory: its inode number.
 fn cgroup_id(path: &Path) -> Result<u64> {
@@ -211,6 +265,9 @@ fn describe(probes: &Probes, options: &crate::syscall::Options) -> Map<String, V
             out.insert(spec.name.into(), json!({ "attach": attach }));
         }
     }
+    if probes.app.is_some() {
+        out.insert(APP.into(), json!({ "attach": app::SOCKET }));
+    }
     out
 }
 
@@ -221,6 +278,12 @@ fn losses_json(accounting: &Accounting) -> Value {
     }
     for (spec, losses) in &accounting.sources {
         out.insert(spec.name.into(), losses.to_json());
+    }
+    if let Some(app) = accounting.app {
+        out.insert(
+            APP.into(),
+            json!({ "received": app.received, "rejected": app.rejected, "lost": 0 }),
+        );
     }
     Value::Object(out)
 }
@@ -247,6 +310,12 @@ fn loss_lines(accounting: &Accounting) -> Vec<String> {
             l.table_full
         ));
     }
+    if let Some(app) = accounting.app {
+        lines.push(format!(
+            "app: {} records, lost 0; {} connections closed for a bad line",
+            app.received, app.rejected
+        ));
+    }
     lines
 }
 
@@ -255,7 +324,11 @@ struct Recorder {
     store: Store,
     syscall_source: SourceId,
     spec_sources: HashMap<&'static str, SourceId>,
+    /// Application sources defined so far.
+    app_sources: HashMap<Arc<str>, SourceId>,
     tasks: TaskNames,
+    /// `weft.json`, rewritten when an application defines a source.
+    metadata: Value,
     /// The first store error; it stops the capture at the next tick.
     error: Option<anyhow::Error>,
     /// Whether to draw a status line (stderr is a terminal).
@@ -312,6 +385,29 @@ impl Consumer for Recorder {
         }
     }
 
+    fn app(&mut self, message: Message) {
+        if self.error.is_some() {
+            return;
+        }
+        let done = match message {
+            Message::Define { name, fields } => self.define_app_source(&name, &fields),
+            Message::Record { name, ts, values } => {
+                let Some(source) = self.app_sources.get(&name) else {
+                    return;
+                };
+                let payload: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+                let now = weft_store::now_ns();
+                self.store
+                    .append_at(*source, now, Some(ts), &payload)
+                    .map(|_| ())
+                    .map_err(Into::into)
+            }
+        };
+        if let Err(error) = done {
+            self.error = Some(error);
+        }
+    }
+
     fn tick(&mut self, accounting: &Accounting) -> Result<bool> {
         if let Some(error) = self.error.take() {
             return Err(error);
@@ -325,6 +421,24 @@ impl Consumer for Recorder {
 }
 
 impl Recorder {
+    /// Defines an application's source (each field an i64) and notes its
+    /// field kinds in `weft.json` for queries.
+    fn define_app_source(&mut self, name: &str, fields: &[(String, FieldKind)]) -> Result<()> {
+        let store_fields = fields
+            .iter()
+            .zip(0u32..)
+            .map(|((field, _), i)| Field::new(field, i * 8, weft_store::FieldKind::I64))
+            .collect();
+        let source = self.store.define_source(name, store_fields)?;
+        self.app_sources.insert(Arc::from(name), source);
+        let kinds: Map<String, Value> = fields
+            .iter()
+            .map(|(field, kind)| (field.clone(), json!(kind.name())))
+            .collect();
+        self.metadata[capture::APP_SOURCES][name] = Value::Object(kinds);
+        capture::write_metadata(&self.dir, &self.metadata)
+    }
+
     fn draw_status(&self, accounting: &Accounting) {
         let elapsed = self.start.elapsed().as_secs_f64();
         let received = accounting.received();

@@ -9,6 +9,7 @@ use anyhow::{Context as _, Result};
 use weft_probes::syscall::SyscallEvent;
 
 use crate::{
+    app::{AppLosses, AppServer, Message},
     events::{EventProbe, SourceLosses},
     sources::Spec,
     syscall::{Losses, SyscallProbe},
@@ -33,6 +34,9 @@ pub trait Consumer {
     /// A record of another source: the kernel record, header included.
     fn record(&mut self, _spec: &'static Spec, _record: &[u8]) {}
 
+    /// A source or record pushed by an application.
+    fn app(&mut self, _message: Message) {}
+
     /// Called every tick with what was received and lost so far;
     /// `Ok(false)` stops the capture.
     fn tick(&mut self, accounting: &Accounting) -> Result<bool>;
@@ -42,8 +46,11 @@ pub trait Consumer {
 pub struct Probes {
     pub syscalls: Option<SyscallProbe>,
     pub events: Option<EventProbe>,
+    pub app: Option<AppServer>,
     /// Syscall records drained so far.
     syscalls_received: u64,
+    /// Application records drained so far.
+    app_received: u64,
 }
 
 /// What each probe received and lost.
@@ -51,6 +58,7 @@ pub struct Probes {
 pub struct Accounting {
     pub syscalls: Option<Losses>,
     pub sources: Vec<(&'static Spec, SourceLosses)>,
+    pub app: Option<AppLosses>,
 }
 
 impl Accounting {
@@ -58,6 +66,7 @@ impl Accounting {
     pub fn received(&self) -> u64 {
         self.syscalls.as_ref().map_or(0, |l| l.received)
             + self.sources.iter().map(|(_, l)| l.received).sum::<u64>()
+            + self.app.map_or(0, |l| l.received)
     }
 
     /// Records lost, all sources told.
@@ -68,11 +77,17 @@ impl Accounting {
 }
 
 impl Probes {
-    pub fn new(syscalls: Option<SyscallProbe>, events: Option<EventProbe>) -> Self {
+    pub fn new(
+        syscalls: Option<SyscallProbe>,
+        events: Option<EventProbe>,
+        app: Option<AppServer>,
+    ) -> Self {
         Self {
             syscalls,
             events,
+            app,
             syscalls_received: 0,
+            app_received: 0,
         }
     }
 
@@ -82,6 +97,9 @@ impl Probes {
         }
         if let Some(probe) = &mut self.events {
             probe.drain(|spec, record| consumer.record(spec, record));
+        }
+        if let Some(server) = &self.app {
+            self.app_received += server.drain(|message| consumer.app(message));
         }
     }
 
@@ -96,6 +114,10 @@ impl Probes {
                 Some(probe) => probe.losses()?,
                 None => Vec::new(),
             },
+            app: self.app.as_ref().map(|server| AppLosses {
+                received: self.app_received,
+                rejected: server.rejected(),
+            }),
         })
     }
 

@@ -273,7 +273,7 @@ pub fn run(args: &StatArgs) -> Result<ExitCode> {
         current: Stats::default(),
         since: Instant::now(),
     };
-    let mut probes = Probes::new(Some(probe), None);
+    let mut probes = Probes::new(Some(probe), None, None);
     let outcome = session::run(&session, &mut probes, &mut table)?;
     let Table {
         mut total, current, ..

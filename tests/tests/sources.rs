@@ -497,3 +497,91 @@ fn start_net_recording(dir: &std::path::Path, extra: &[&str]) -> Running {
     args.extend(["-o", dir.to_str().unwrap()]);
     Running::start(&args, "weft: recording")
 }
+
+#[test]
+fn app_records_arrive_exactly_once_and_bad_lines_are_refused() {
+    use std::{
+        io::{BufRead as _, BufReader, Write as _},
+        os::unix::{fs::PermissionsExt as _, net::UnixStream},
+    };
+    use weft_client::{Client, Kind, SOCKET};
+    if !needs(
+        "app_records_arrive_exactly_once_and_bad_lines_are_refused",
+        &[Need::Root],
+    ) {
+        return;
+    }
+    let dir = capture_dir("app");
+    let running = Running::start(
+        &["record", "--sources", "app", "-o", dir.to_str().unwrap()],
+        "weft: recording",
+    );
+    let mode = std::fs::metadata(SOCKET).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "root only by default");
+
+    let mut client = Client::connect().unwrap();
+    client
+        .define(
+            "requests",
+            &[("id", Kind::Int), ("latency", Kind::Duration)],
+        )
+        .unwrap();
+    for id in 0..5000 {
+        client.push("requests", &[id, id * 1000]).unwrap();
+    }
+    assert_eq!(client.sync().unwrap(), 5000);
+
+    // Bad lines: each gets its error and loses its connection, nothing else.
+    for (lines, expected) in [
+        (
+            "record requests 1 2\n",
+            "error 1: source `requests` was not declared on this connection",
+        ),
+        (
+            "source requests id:int latency:duration\nrecord requests 1\n",
+            "error 2: requests has 2 fields, this record 1 values",
+        ),
+        (
+            "source syscalls nr\n",
+            "error 1: `syscalls` is one of weft's own sources",
+        ),
+        (
+            "hello\n",
+            "error 1: unknown message `hello` (source, record or sync)",
+        ),
+    ] {
+        let mut raw = UnixStream::connect(SOCKET).unwrap();
+        raw.write_all(lines.as_bytes()).unwrap();
+        let mut reply = String::new();
+        BufReader::new(&raw).read_line(&mut reply).unwrap();
+        assert_eq!(reply.trim_end(), expected);
+    }
+    for id in 5000..5500 {
+        client.push("requests", &[id, id * 1000]).unwrap();
+    }
+    assert_eq!(
+        client.sync().unwrap(),
+        5500,
+        "the first client goes on undisturbed"
+    );
+    let finished = running.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+    assert!(
+        finished
+            .stderr
+            .contains("app: 5500 records, lost 0; 4 connections closed"),
+        "{}",
+        finished.stderr
+    );
+    let rows = query(&dir, "requests | count, sum(id), max(latency)");
+    assert_eq!(rows[0]["count"], 5500);
+    assert_eq!(rows[0]["sum(id)"], 5499 * 5500 / 2, "each id exactly once");
+    assert_eq!(rows[0]["max(latency)"], 5_499_000);
+    let listed = run_weft(&[
+        "query",
+        dir.to_str().unwrap(),
+        "requests | sort latency desc | limit 1",
+    ])
+    .1;
+    assert!(listed.contains("5.50ms"), "latency is a duration: {listed}");
+}
