@@ -29,6 +29,11 @@ static BLOCK_DONE_DEV_OFFSET: u32 = 8;
 static BLOCK_DONE_SECTOR_OFFSET: u32 = 16;
 #[unsafe(no_mangle)]
 static BLOCK_DONE_ERROR_OFFSET: u32 = 28;
+#[unsafe(no_mangle)]
+static BLOCK_DONE_RWBS_OFFSET: u32 = 34;
+
+/// Insert only when absent (`BPF_NOEXIST`).
+const BPF_NOEXIST: u64 = 1;
 
 /// Requests in flight. Devices queue at most a few thousand.
 #[map]
@@ -72,20 +77,24 @@ pub fn block_rq_issue(ctx: TracePointContext) -> i32 {
     ) else {
         return 0;
     };
+    let op = op(read::<[u8; 2]>(&ctx, &BLOCK_ISSUE_RWBS_OFFSET).unwrap_or([0; 2]));
+    // A cache flush completes with another sector than it was issued with,
+    // and flushes of one device overlap: the tracepoints cannot pair them.
+    if op == Op::Flush {
+        return 0;
+    }
+    let op = op as u32;
     let issued = Issued {
         // SAFETY: helper without preconditions.
         issue_ns: unsafe { bpf_ktime_get_ns() },
         tid: pid_tgid as u32,
         pid,
         bytes: read::<u32>(&ctx, &BLOCK_ISSUE_BYTES_OFFSET).unwrap_or(0),
-        op: op(read::<[u8; 2]>(&ctx, &BLOCK_ISSUE_RWBS_OFFSET).unwrap_or([0; 2])) as u32,
+        op,
     };
-    let key = RequestKey {
-        sector,
-        dev,
-        pad: 0,
-    };
-    if BLOCK_INFLIGHT.insert(key, issued, 0).is_err() {
+    let key = RequestKey { sector, dev, op };
+    // Full, or an identical request in flight: counted, never mispaired.
+    if BLOCK_INFLIGHT.insert(key, issued, BPF_NOEXIST).is_err() {
         events::count(Source::Block, Counter::TableFull);
     }
     0
@@ -99,11 +108,8 @@ pub fn block_rq_complete(ctx: TracePointContext) -> i32 {
     ) else {
         return 0;
     };
-    let key = RequestKey {
-        sector,
-        dev,
-        pad: 0,
-    };
+    let op = op(read::<[u8; 2]>(&ctx, &BLOCK_DONE_RWBS_OFFSET).unwrap_or([0; 2])) as u32;
+    let key = RequestKey { sector, dev, op };
     // SAFETY: the value is copied out before the entry is removed.
     let Some(issued) = (unsafe { BLOCK_INFLIGHT.get(key) }).copied() else {
         return 0;

@@ -2,7 +2,9 @@
 //! sector, size, operation and latency from issue to completion.
 //!
 //! The kernel side pairs `block:block_rq_issue` with `block:block_rq_complete`
-//! by (device, sector), as the tracepoints offer no request pointer.
+//! by (device, sector, operation), as the tracepoints offer no request
+//! pointer. A request issued while an identical one is in flight is counted
+//! as `TableFull` and not recorded, rather than mispaired.
 
 use crate::events::Header;
 
@@ -48,7 +50,7 @@ pub enum Op {
     Write = 2,
     /// `D`.
     Discard = 3,
-    /// `F` alone: a cache flush.
+    /// `F` alone: a cache flush (not recorded: see `ebpf/src/block.rs`).
     Flush = 4,
 }
 
@@ -60,8 +62,9 @@ pub struct RequestKey {
     pub sector: u64,
     /// Device (`dev_t`).
     pub dev: u32,
-    /// Zero.
-    pub pad: u32,
+    /// An [`Op`] value: a read and a write of one sector may be in flight
+    /// together.
+    pub op: u32,
 }
 
 /// What the kernel side keeps between issue and completion.

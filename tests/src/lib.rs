@@ -194,6 +194,14 @@ impl Running {
     }
 }
 
+impl Drop for Running {
+    /// A test that fails while weft runs must not leave it tracing.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// What a finished `weft stat --json` printed.
 pub struct StatOutput {
     pub status: ExitStatus,

@@ -33,6 +33,10 @@ pub enum Bench {
     /// question with weft's indexes, a weft full scan and DuckDB on Parquet.
     #[expect(clippy::doc_markdown, reason = "product names in help text")]
     Queries(crate::bench_queries::Options),
+    /// Every event source: the rate one core can generate for each, what
+    /// weft received and lost, its CPU use, and the probe effect of all
+    /// sources on a getppid loop and on Redis over `lo`.
+    Sources(crate::bench_sources::Options),
 }
 
 #[derive(clap::Args)]
@@ -49,6 +53,7 @@ pub fn run(bench: &Bench) -> Result<()> {
     match bench {
         Bench::ProbeEffect(options) => probe_effect(options),
         Bench::Queries(options) => crate::bench_queries::run(options),
+        Bench::Sources(options) => crate::bench_sources::run(options),
         Bench::Store { quick } => {
             let mut cmd = Command::new("cargo");
             cmd.current_dir(workspace_root()).args([
@@ -250,7 +255,7 @@ fn measure(config: &Config, bins: &Bins, options: &ProbeEffect) -> Result<(Vec<f
     Ok((samples, lost))
 }
 
-fn median(sorted: &[f64]) -> f64 {
+pub fn median(sorted: &[f64]) -> f64 {
     sorted.get(sorted.len() / 2).copied().unwrap_or_default()
 }
 
@@ -316,14 +321,25 @@ impl Tracer {
         Ok(lines)
     }
 
-    /// Stops the tracer with SIGINT; returns weft's final lost count if it printed one.
-    fn stop(mut self) -> Result<Option<u64>> {
+    /// The tracer's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Stops the tracer with SIGINT; returns what it printed.
+    pub fn interrupt(mut self) -> Result<Vec<String>> {
         exec(Command::new("kill").args(["-INT", &self.child.id().to_string()]))?;
         let status = self.child.wait()?;
-        if !status.success() {
-            bail!("tracer exited with {status}");
-        }
         let lines: Vec<String> = self.lines.iter().collect();
+        if !status.success() {
+            bail!("tracer exited with {status}: {}", lines.join("\n"));
+        }
+        Ok(lines)
+    }
+
+    /// Stops the tracer with SIGINT; returns weft's final lost count if it printed one.
+    fn stop(self) -> Result<Option<u64>> {
+        let lines = self.interrupt()?;
         Ok(lines
             .iter()
             .filter(|line| line.contains("\"kind\":\"total\""))

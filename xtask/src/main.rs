@@ -4,6 +4,7 @@
 
 mod bench;
 mod bench_queries;
+mod bench_sources;
 mod build_ebpf;
 mod exec;
 mod gen_syscalls;

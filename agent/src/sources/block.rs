@@ -41,6 +41,7 @@ pub const SPEC: Spec = Spec {
                 ("BLOCK_DONE_DEV_OFFSET", "dev"),
                 ("BLOCK_DONE_SECTOR_OFFSET", "sector"),
                 ("BLOCK_DONE_ERROR_OFFSET", "error"),
+                ("BLOCK_DONE_RWBS_OFFSET", "rwbs"),
             ],
             without: None,
         },

@@ -1,0 +1,279 @@
+//! `cargo xtask bench sources`: for each event source alone, the rate one
+//! core generates (`weft-stress` pinned to CPU 0) with what weft received,
+//! lost and spent in CPU; then the probe effect of every source at once on
+//! a getppid loop and on Redis over `lo`, as ratios against the same
+//! workloads untraced in the same run.
+
+use std::{path::PathBuf, process::Command, time::Instant};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::{
+    bench::{Tracer, median},
+    exec::{output, workspace_root},
+    run::{build_release, build_weft_release},
+    setup,
+};
+
+#[derive(clap::Args)]
+pub struct Options {
+    /// Runs per probe-effect configuration.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Events per stress run, in thousands.
+    #[arg(long, default_value_t = 300)]
+    thousands: u64,
+}
+
+struct Bins {
+    weft: String,
+    stress: String,
+    syscall_loop: String,
+}
+
+/// Redis listens here during the benchmark.
+const REDIS_PORT: &str = "6391";
+
+pub fn run(options: &Options) -> Result<()> {
+    setup::run()?;
+    setup::install_packages(&["redis-server", "redis-tools"])?;
+    let weft = build_weft_release()?;
+    build_release(&["--package", "weft-tests", "--bins"])?;
+    let release = workspace_root().join("target/release");
+    let bins = Bins {
+        weft,
+        stress: release.join("weft-stress").display().to_string(),
+        syscall_loop: release.join("weft-syscall-loop").display().to_string(),
+    };
+    let scratch = workspace_root().join("target/bench/sources");
+    std::fs::create_dir_all(&scratch)?;
+    let file = scratch.join("stress-file");
+    std::fs::write(&file, vec![0u8; 64 << 20])?;
+    stress_table(&bins, options, &scratch, &file)?;
+    probe_effect(&bins, options, &scratch)
+}
+
+/// One source alone under its generator.
+fn stress_table(
+    bins: &Bins,
+    options: &Options,
+    scratch: &std::path::Path,
+    file: &std::path::Path,
+) -> Result<()> {
+    let n = options.thousands * 1000;
+    let path = file.display().to_string();
+    // Direct reads are slow (a real disk); a tenth as many.
+    let cases = [
+        ("sched", "switches", n, ""),
+        ("net", "udp", n, ""),
+        ("pagecache", "lookups", n, path.as_str()),
+        ("block", "direct", n / 10, path.as_str()),
+        ("app", "app", n, ""),
+    ];
+    println!(
+        "sources alone: one generator pinned to CPU 0 ({} k events each)",
+        options.thousands
+    );
+    println!(
+        "{:<10} {:>12} {:>12} {:>12} {:>8} {:>10}",
+        "source", "generated/s", "received", "received/s", "lost", "weft CPU"
+    );
+    for (source, kind, count, path) in cases {
+        let dir = fresh(scratch, &format!("stress-{source}"));
+        let tracer = record(bins, &dir, &["--sources", source, "--interface", "lo"])?;
+        let cpu_before = cpu_seconds(tracer.pid());
+        let start = Instant::now();
+        let seconds: f64 = output(
+            Command::new("taskset")
+                .args(["-c", "0", &bins.stress, kind, &count.to_string()])
+                .args((!path.is_empty()).then_some(path)),
+        )?
+        .trim()
+        .parse()
+        .context("weft-stress printed no time")?;
+        let elapsed = start.elapsed().as_secs_f64();
+        let cpu = cpu_seconds(tracer.pid()) - cpu_before;
+        let lines = tracer.interrupt()?;
+        let (received, lost) = source_line(&lines, source)?;
+        println!(
+            "{source:<10} {:>12.0} {received:>12} {:>12.0} {lost:>8} {:>9.0}%",
+            count as f64 / seconds,
+            received as f64 / elapsed,
+            100.0 * cpu / elapsed,
+        );
+    }
+    Ok(())
+}
+
+/// The getppid loop and Redis, untraced and under every source.
+fn probe_effect(bins: &Bins, options: &Options, scratch: &std::path::Path) -> Result<()> {
+    let mut redis = Command::new("taskset")
+        .args([
+            "-c",
+            "1",
+            "redis-server",
+            "--port",
+            REDIS_PORT,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .context("failed to start redis-server")?;
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let result = (|| -> Result<()> {
+        println!(
+            "probe effect: median of {} runs (lower is better)",
+            options.runs
+        );
+        let mut rows = Vec::new();
+        for (label, sources) in [
+            ("untraced", None),
+            (
+                "sched,block,pagecache,net",
+                Some("sched,block,pagecache,net"),
+            ),
+            ("all (syscalls too)", Some("all")),
+        ] {
+            let tracer = match sources {
+                Some(sources) => Some(record(
+                    bins,
+                    &fresh(scratch, "effect"),
+                    &["--sources", sources, "--interface", "lo"],
+                )?),
+                None => None,
+            };
+            let getppid = samples(options.runs, || getppid_ns(bins))?;
+            let redis_us = samples(options.runs, redis_us_per_request)?;
+            let lost = match tracer {
+                Some(tracer) => total_lost(&tracer.interrupt()?)?.to_string(),
+                None => "-".into(),
+            };
+            println!(
+                "  {label:<28} getppid {getppid:>7.1} ns/call   redis {redis_us:>7.2} us/request   lost {lost}"
+            );
+            rows.push((label, getppid, redis_us));
+        }
+        let (_, base_getppid, base_redis) = rows[0];
+        println!("ratios against untraced:");
+        for (label, getppid, redis_us) in &rows[1..] {
+            println!(
+                "  {label:<28} getppid {:.2}   redis {:.2}",
+                getppid / base_getppid,
+                redis_us / base_redis
+            );
+        }
+        Ok(())
+    })();
+    let _ = redis.kill();
+    let _ = redis.wait();
+    result
+}
+
+fn samples(runs: usize, mut measure: impl FnMut() -> Result<f64>) -> Result<f64> {
+    let mut values = (0..runs).map(|_| measure()).collect::<Result<Vec<_>>>()?;
+    values.sort_by(f64::total_cmp);
+    Ok(median(&values))
+}
+
+fn getppid_ns(bins: &Bins) -> Result<f64> {
+    output(Command::new("taskset").args(["-c", "0", &bins.syscall_loop, "getppid", "2000000"]))?
+        .trim()
+        .parse()
+        .context("the loop printed no number")
+}
+
+/// Microseconds per request of `redis-benchmark` GET/SET over `lo`.
+fn redis_us_per_request() -> Result<f64> {
+    let csv = output(Command::new("taskset").args([
+        "-c",
+        "0",
+        "redis-benchmark",
+        "-p",
+        REDIS_PORT,
+        "-n",
+        "100000",
+        "-c",
+        "4",
+        "-t",
+        "set,get",
+        "--csv",
+    ]))?;
+    // Lines: "test","rps",...; the mean of the tests' rates.
+    let rates: Vec<f64> = csv
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split(',').nth(1)?.trim_matches('"').parse().ok())
+        .collect();
+    if rates.is_empty() {
+        bail!("redis-benchmark printed no rates: {csv}");
+    }
+    Ok(1e6 * rates.len() as f64 / rates.iter().sum::<f64>())
+}
+
+fn record(bins: &Bins, dir: &std::path::Path, extra: &[&str]) -> Result<Tracer> {
+    let mut argv = vec![
+        bins.weft.clone(),
+        "record".into(),
+        "-o".into(),
+        dir.display().to_string(),
+    ];
+    argv.extend(extra.iter().map(|s| (*s).to_owned()));
+    Tracer::start(&argv, "weft: recording")
+}
+
+fn fresh(scratch: &std::path::Path, name: &str) -> PathBuf {
+    let dir = scratch.join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// User plus system CPU seconds of process `pid` so far.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are 14 and 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|i| fields.get(*i)?.parse::<f64>().ok())
+        .sum();
+    // /proc reports in USER_HZ, 100 on every Linux ABI weft runs on.
+    ticks / 100.0
+}
+
+/// Records received and lost of `source` from `weft record`'s final lines
+/// ("weft:   sched: 1234 records, lost 0 ...").
+fn source_line(lines: &[String], source: &str) -> Result<(u64, u64)> {
+    let prefix = format!("weft:   {source}: ");
+    let line = lines
+        .iter()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .with_context(|| format!("weft printed no line for {source}: {}", lines.join("\n")))?;
+    let number =
+        |after: &str| -> Option<u64> { line.split(after).next()?.rsplit(' ').next()?.parse().ok() };
+    let received = number(" records").context("no record count")?;
+    let lost = line
+        .split("lost ")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+        .context("no lost count")?;
+    Ok((received, lost))
+}
+
+/// The total lost from `weft record`'s summary line.
+fn total_lost(lines: &[String]) -> Result<u64> {
+    lines
+        .iter()
+        .find_map(|l| {
+            l.strip_prefix("weft: recorded ")?
+                .rsplit("lost ")
+                .next()?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .with_context(|| format!("weft printed no summary: {}", lines.join("\n")))
+}
