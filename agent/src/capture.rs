@@ -166,6 +166,9 @@ pub fn catalog(
                 columns.view("tid", "comm", Kind::Named(threads.clone()));
             }
         }
+        for alias in spec.aliases {
+            catalog.alias_source(spec.name, alias);
+        }
     }
     Ok(catalog)
 }

@@ -10,7 +10,7 @@ use weft_store::{Field, IndexId, Meta, SourceId};
 /// Every source of a capture and its columns.
 #[derive(Clone, Debug, Default)]
 pub struct Catalog {
-    /// Sources by id.
+    /// Sources, and aliases of them.
     pub sources: Vec<SourceColumns>,
     /// Wall-clock time minus `CLOCK_MONOTONIC`, in ns, when known: times
     /// then print as UTC and windows may use wall-clock times.
@@ -217,6 +217,21 @@ impl Catalog {
     /// The source called `name`, to add meaning to.
     pub fn source_mut(&mut self, name: &str) -> Option<&mut SourceColumns> {
         self.sources.iter_mut().find(|s| s.name == name)
+    }
+
+    /// Lets queries call source `of` by `name` too (when it exists and
+    /// nothing else is called `name`).
+    pub fn alias_source(&mut self, of: &str, name: &str) {
+        if self.source(name).is_some() {
+            return;
+        }
+        if let Some(source) = self.source(of) {
+            let alias = SourceColumns {
+                name: name.to_owned(),
+                ..source.clone()
+            };
+            self.sources.push(alias);
+        }
     }
 }
 

@@ -217,11 +217,11 @@ fn pagecache_counts_a_cold_read_in_adds_and_a_warm_one_in_hits() {
     );
     let rows = query(
         &dir,
-        &format!("pagecache where ino = {ino} | sum(pages) by op"),
+        &format!("pagecache where ino = {ino} | sum(pages) by kind"),
     );
     let sum = |op: &str| {
         rows.iter()
-            .find(|r| r["op"] == op)
+            .find(|r| r["kind"] == op)
             .map_or(0, |r| r["sum(pages)"].as_u64().unwrap())
     };
     assert_eq!(
@@ -240,12 +240,12 @@ fn pagecache_counts_a_cold_read_in_adds_and_a_warm_one_in_hits() {
         assert_eq!(sum("lookup"), 2 * pages as u64, "{rows:?}");
         let second_read = query(
             &dir,
-            &format!("pagecache where ino = {ino} and op = \"add\" | max(ts)"),
+            &format!("pagecache where ino = {ino} and kind = \"add\" | max(ts)"),
         );
         let last_add = second_read[0]["max(ts)"].as_i64().unwrap();
         let lookups = query(
             &dir,
-            &format!("pagecache where ino = {ino} and op = \"lookup\" | fields ts, pages"),
+            &format!("pagecache where ino = {ino} and kind = \"lookup\" | fields ts, pages"),
         );
         let after: u64 = lookups
             .iter()
@@ -372,13 +372,21 @@ fn net_records_exact_packets_on_a_veth_and_leaves_nothing_behind() {
     let killed = start_net_recording(&capture_dir("net-killed"), &[]);
     assert!(!killed.stop_with(libc::SIGKILL).status.success());
     let dir = capture_dir("net-veth");
-    let running = start_net_recording(&dir, &["--port", &ports]);
+    let running = start_net_recording(&dir, &["--sources", "net,app", "--port", &ports]);
     exchange(
         &veth,
         (udp_port, tcp_port),
         (datagrams, datagram_size),
         (messages, message_size),
     );
+    // The slowest request of an application, for the correlation below.
+    let mut app = weft_client::Client::connect().unwrap();
+    app.define("requests", &[("latency", weft_client::Kind::Duration)])
+        .unwrap();
+    for latency in [1_000, 9_000_000, 2_000] {
+        app.push("requests", &[latency]).unwrap();
+    }
+    assert_eq!(app.sync().unwrap(), 3);
     let finished = running.stop();
     assert!(finished.status.success(), "{}", finished.stderr);
     assert!(
@@ -416,6 +424,14 @@ fn net_records_exact_packets_on_a_veth_and_leaves_nothing_behind() {
         "{row}"
     );
 
+    // Issue 5's example: the packets within 5 s of the slowest request.
+    let around = query(
+        &dir,
+        &format!(
+            "packets around (requests | max(latency)) within 5s where dport = {udp_port} | count"
+        ),
+    );
+    assert_eq!(around[0]["count"], datagrams, "{around:?}");
     // Each message is one segment out, each acknowledgement byte one in.
     let tcp_rows = query(
         &dir,
@@ -492,8 +508,11 @@ fn exchange(
 
 /// Starts `weft record --sources net` on weft0 into `dir`.
 fn start_net_recording(dir: &std::path::Path, extra: &[&str]) -> Running {
-    let mut args = vec!["record", "--sources", "net", "--interface", "weft0"];
+    let mut args = vec!["record", "--interface", "weft0"];
     args.extend_from_slice(extra);
+    if !extra.contains(&"--sources") {
+        args.extend(["--sources", "net"]);
+    }
     args.extend(["-o", dir.to_str().unwrap()]);
     Running::start(&args, "weft: recording")
 }

@@ -19,6 +19,7 @@ const OPS: &[(i64, &str)] = &[
 pub const SPEC: Spec = Spec {
     source: Source::Block,
     name: "block",
+    aliases: &[],
     about: "block I/O requests: device, sector, bytes, operation, issue-to-completion latency",
     hooks: &[
         Hook {

@@ -98,6 +98,8 @@ pub struct Spec {
     pub source: Source,
     /// Its name on the command line and in captures.
     pub name: &'static str,
+    /// Other names queries may call it by.
+    pub aliases: &'static [&'static str],
     pub about: &'static str,
     pub hooks: &'static [Hook],
     /// Its programs are TC classifiers (`net_ingress`, `net_egress`)

@@ -14,6 +14,7 @@ const PROTOCOLS: &[(i64, &str)] = &[(1, "icmp"), (6, "tcp"), (17, "udp"), (58, "
 pub const SPEC: Spec = Spec {
     source: Source::Net,
     name: "net",
+    aliases: &["packets"],
     about: "packets on ingress and egress (TC): addresses, ports, length, TCP flags and sequence numbers",
     hooks: &[],
     tc: true,

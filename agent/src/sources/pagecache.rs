@@ -22,6 +22,7 @@ const ADD_DELETE_OFFSETS: &[(&str, &str)] = &[
 pub const SPEC: Spec = Spec {
     source: Source::PageCache,
     name: "pagecache",
+    aliases: &[],
     about: "page cache: pages added (misses filled), removed, and looked up by reads, per file",
     hooks: &[
         Hook {
@@ -107,11 +108,11 @@ pub const SPEC: Spec = Spec {
             "pages added, removed, or asked for by a read (past the end of the file too)",
         ),
         field(
-            "op",
+            "kind",
             offset_of!(PageCacheEvent, op),
             FieldKind::U32,
             Meaning::Named(OPS),
-            "add, delete or lookup (hits = lookups - adds)",
+            "add, delete or lookup (hits: lookups minus adds)",
         ),
     ],
     indexes: &[],

@@ -24,6 +24,7 @@ const STATES: &[(i64, &str)] = &[
 pub const SPEC: Spec = Spec {
     source: Source::Sched,
     name: "sched",
+    aliases: &[],
     about: "threads switched onto a CPU: off-CPU time, run-queue latency, why they left",
     hooks: &[
         Hook {
