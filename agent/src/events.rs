@@ -31,29 +31,31 @@ pub struct Filter {
 }
 
 /// What was produced, received and lost for one source.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SourceLosses {
     pub seen: u64,
     pub received: u64,
     pub ring_full: u64,
+    pub ring_full_per_cpu: Vec<u64>,
     pub table_full: u64,
 }
 
 impl SourceLosses {
-    pub fn lost(self) -> u64 {
+    pub fn lost(&self) -> u64 {
         self.ring_full
     }
 
-    pub fn balanced(self) -> bool {
+    pub fn balanced(&self) -> bool {
         self.received + self.ring_full == self.seen
     }
 
-    pub fn to_json(self) -> serde_json::Value {
+    pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "seen": self.seen,
             "received": self.received,
             "lost": self.lost(),
             "ring_full": self.ring_full,
+            "ring_full_per_cpu": self.ring_full_per_cpu,
             "table_full": self.table_full,
         })
     }
@@ -206,26 +208,26 @@ impl EventProbe {
             .map(COUNTERS_MAP)
             .context("the probe has no counter map")?;
         let array: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map)?;
-        let read = |source: Source, counter: Counter| -> Result<u64> {
+        let per_cpu = |source: Source, counter: Counter| -> Result<Vec<u64>> {
             let values = array
                 .get(&(source as u32 * COUNTERS + counter as u32), 0)
                 .context("failed to read the event counters")?;
-            Ok(values.iter().sum())
+            Ok(values.iter().copied().collect())
         };
+        let total = |source, counter| -> Result<u64> { Ok(per_cpu(source, counter)?.iter().sum()) };
         self.specs
             .iter()
             .map(|spec| {
+                let ring_full_per_cpu = per_cpu(spec.source, Counter::RingFull)?;
+                let received = self.received.get(&(spec.source as u32)).copied();
                 Ok((
                     *spec,
                     SourceLosses {
-                        seen: read(spec.source, Counter::Seen)?,
-                        received: self
-                            .received
-                            .get(&(spec.source as u32))
-                            .copied()
-                            .unwrap_or(0),
-                        ring_full: read(spec.source, Counter::RingFull)?,
-                        table_full: read(spec.source, Counter::TableFull)?,
+                        seen: total(spec.source, Counter::Seen)?,
+                        received: received.unwrap_or(0),
+                        ring_full: ring_full_per_cpu.iter().sum(),
+                        ring_full_per_cpu,
+                        table_full: total(spec.source, Counter::TableFull)?,
                     },
                 ))
             })

@@ -68,6 +68,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode> {
         app_sources: HashMap::new(),
         tasks,
         metadata,
+        lag: (0, 0),
         error: None,
         status: std::io::stderr().is_terminal(),
         start: Instant::now(),
@@ -133,6 +134,7 @@ fn finish(recorder: Recorder, session_index: usize, outcome: &Outcome) -> Result
         error,
         mut metadata,
         dir,
+        lag,
         ..
     } = recorder;
     let closed = store.close().context("failed to finish the capture");
@@ -140,6 +142,7 @@ fn finish(recorder: Recorder, session_index: usize, outcome: &Outcome) -> Result
     let entry = &mut metadata["sessions"][session_index];
     entry["end_ns"] = json!(weft_store::now_ns());
     entry["lost"] = losses_json(accounting);
+    entry["max_drain_lag_ns"] = json!(lag.1);
     entry["complete"] = json!(error.is_none() && closed.is_ok());
     capture::write_metadata(&dir, &metadata)?;
     if let Some(error) = error {
@@ -329,6 +332,9 @@ struct Recorder {
     tasks: TaskNames,
     /// `weft.json`, rewritten when an application defines a source.
     metadata: Value,
+    /// Longest time from a kernel record's timestamp to its arrival in
+    /// the store, since the last status line and over the whole session.
+    lag: (u64, u64),
     /// The first store error; it stops the capture at the next tick.
     error: Option<anyhow::Error>,
     /// Whether to draw a status line (stderr is a terminal).
@@ -373,6 +379,10 @@ impl Consumer for Recorder {
             .get(at..at + 8)
             .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
         let now = weft_store::now_ns();
+        if let Some(ts) = ts {
+            let lag = now.saturating_sub(ts);
+            self.lag = (self.lag.0.max(lag), self.lag.1.max(lag));
+        }
         let appended = self
             .store
             .append_at(*source, now, ts, &record[STORED_FROM..])
@@ -416,6 +426,7 @@ impl Consumer for Recorder {
         if self.status {
             self.draw_status(accounting);
         }
+        self.lag.0 = 0;
         Ok(true)
     }
 }
@@ -446,10 +457,15 @@ impl Recorder {
         let left = self.duration.map_or_else(String::new, |d| {
             format!(", {:.0}s left", (d.as_secs_f64() - elapsed).max(0.0))
         });
+        let lag = if self.lag.0 > 0 {
+            format!(", drain lag {:.1}ms", self.lag.0 as f64 / 1e6)
+        } else {
+            String::new()
+        };
         let mut stderr = std::io::stderr().lock();
         let _ = write!(
             stderr,
-            "\r\x1b[Kweft record: {received} events ({:.1}k/s), lost {}, {:.1} MiB on disk, {elapsed:.0}s{left}",
+            "\r\x1b[Kweft record: {received} events ({:.1}k/s), lost {}{lag}, {:.1} MiB on disk, {elapsed:.0}s{left}",
             received as f64 / elapsed.max(1e-9) / 1e3,
             accounting.lost(),
             bytes as f64 / f64::from(1 << 20),

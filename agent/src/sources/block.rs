@@ -115,7 +115,7 @@ pub const SPEC: Spec = Spec {
             "0 or the negative errno",
         ),
     ],
-    indexes: &[IndexSpec::Latency("latency")],
+    indexes: &[IndexSpec::Latency("latency"), IndexSpec::Exact("op", 4)],
     time: "ts",
     span: Some("latency"),
 };

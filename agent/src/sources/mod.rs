@@ -14,7 +14,7 @@ use std::{path::Path, sync::Arc};
 use anyhow::{Result, bail};
 use weft_probes::events::{HEADER_SIZE, Source};
 use weft_query::{Kind, Names, SourceColumns};
-use weft_store::{Field, FieldKind, SourceId, Store};
+use weft_store::{Bins, Field, FieldKind, SourceId, Store};
 
 use crate::capture::latency_bins;
 
@@ -88,9 +88,12 @@ pub const fn field(
     }
 }
 
-/// A default index: latency bins over a duration field.
+/// A default index: latency bins over a duration field, or one bin per
+/// value `0..=max` of a small integer field (exact match: a port, an
+/// operation).
 pub enum IndexSpec {
     Latency(&'static str),
+    Exact(&'static str, i64),
 }
 
 /// One source.
@@ -151,6 +154,7 @@ impl Spec {
         for index in self.indexes {
             let (field, bins) = match index {
                 IndexSpec::Latency(field) => (*field, latency_bins()),
+                IndexSpec::Exact(field, max) => (*field, Bins::new((0..=*max).collect())?),
             };
             let Some(field) = fields.iter().find(|f| f.name == field) else {
                 bail!("source {}: index over unknown field {field}", self.name);

@@ -6,7 +6,7 @@ use std::mem::offset_of;
 use weft_probes::{events::Source, net::PacketEvent};
 use weft_store::FieldKind;
 
-use super::{CPU, Meaning, Spec, field};
+use super::{CPU, IndexSpec, Meaning, Spec, field};
 
 const DIRECTIONS: &[(i64, &str)] = &[(0, "ingress"), (1, "egress")];
 const PROTOCOLS: &[(i64, &str)] = &[(1, "icmp"), (6, "tcp"), (17, "udp"), (58, "icmpv6")];
@@ -120,7 +120,10 @@ pub const SPEC: Spec = Spec {
             "TCP acknowledgement number",
         ),
     ],
-    indexes: &[],
+    indexes: &[
+        IndexSpec::Exact("dport", 65_535),
+        IndexSpec::Exact("sport", 65_535),
+    ],
     time: "ts",
     span: None,
 };

@@ -6,7 +6,7 @@ use std::mem::offset_of;
 use weft_probes::{events::Source, pagecache::PageCacheEvent};
 use weft_store::FieldKind;
 
-use super::{CPU, Hook, Meaning, Spec, field};
+use super::{CPU, Hook, IndexSpec, Meaning, Spec, field};
 
 /// `Op` values.
 const OPS: &[(i64, &str)] = &[(1, "add"), (2, "delete"), (3, "lookup")];
@@ -115,7 +115,7 @@ pub const SPEC: Spec = Spec {
             "add, delete or lookup (hits: lookups minus adds)",
         ),
     ],
-    indexes: &[],
+    indexes: &[IndexSpec::Exact("kind", 3)],
     time: "ts",
     span: None,
 };
