@@ -260,7 +260,7 @@ pub struct RecordOutputArgs {
 #[derive(Debug, Args)]
 pub struct SourcesArgs {
     /// One JSON object per source.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub json: bool,
 }
 
