@@ -721,7 +721,7 @@ fn net_on_lo_counts_datagrams_exactly_and_a_killed_weft_leaves_no_classifier() {
     let datagrams = 1000;
     for i in 0..datagrams {
         sender
-            .send_to(&[7u8; 100][..1 + i % 100], ("127.0.0.1", port))
+            .send_to(&[7u8; 100][..=(i % 100)], ("127.0.0.1", port))
             .unwrap();
     }
     std::thread::sleep(std::time::Duration::from_millis(100));
