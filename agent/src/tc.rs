@@ -119,13 +119,21 @@ pub fn attach(ebpf: &mut Ebpf, interfaces: &[String]) -> Result<String> {
             .load()
             .with_context(|| format!("the kernel rejected {name}"))?;
         for interface in interfaces {
-            if !tcx {
+            // Already present is fine (another tool may use clsact too), so
+            // an error here only explains a failed attach below.
+            let clsact = if tcx {
+                Ok(())
+            } else {
                 remove_stale(interface, attach_type, name);
-                // Already present is fine: another tool may use clsact too.
-                let _ = tc::qdisc_add_clsact(interface);
-            }
+                tc::qdisc_add_clsact(interface)
+            };
             program.attach(interface, attach_type).with_context(|| {
-                format!("failed to attach {name} to {interface} ({attach_type:?})")
+                let why = clsact.as_ref().err().map_or_else(String::new, |e| {
+                    format!(
+                        "; adding the clsact qdisc failed too ({e}): is sch_ingress (CONFIG_NET_SCH_INGRESS) available?"
+                    )
+                });
+                format!("failed to attach {name} to {interface} ({attach_type:?}){why}")
             })?;
         }
     }

@@ -157,10 +157,14 @@ impl Running {
                 }
             }
         });
-        match stderr.recv_timeout(Duration::from_secs(60)) {
-            Ok(line) if line.starts_with(ready) => {}
-            Ok(line) => panic!("weft failed to attach: {line}"),
-            Err(e) => panic!("weft did not attach within 60 s: {e}"),
+        // Warnings (what a source lacks on this kernel) may come first.
+        let mut before = Vec::new();
+        loop {
+            match stderr.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) if line.starts_with(ready) => break,
+                Ok(line) => before.push(line),
+                Err(e) => panic!("weft did not attach ({e}): {}", before.join("\n")),
+            }
         }
         Self { child, stderr }
     }

@@ -611,6 +611,10 @@ fn all_sources_at_once_account_for_every_record_even_when_rings_overflow() {
     if !needs(test, &[Need::Root, Need::Tracepoint("sched/sched_switch")]) {
         return;
     }
+    if !loopback_up() || !tc_available() {
+        eprintln!("skipping {test}: needs lo up, and TCX (kernel 6.6) or the clsact qdisc");
+        return;
+    }
     let dir = capture_dir("all-sources");
     // Small rings drained rarely: records are lost, and each loss counted.
     let args = [
@@ -690,6 +694,12 @@ fn net_on_lo_counts_datagrams_exactly_and_a_killed_weft_leaves_no_classifier() {
         eprintln!("skipping {test}: needs the loopback interface up");
         return;
     }
+    if !tc_available() {
+        eprintln!(
+            "skipping {test}: needs TCX (kernel 6.6) or the clsact qdisc (sch_ingress), absent here"
+        );
+        return;
+    }
     let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let port = receiver.local_addr().unwrap().port();
     let record_lo = |dir: &std::path::Path| {
@@ -746,4 +756,16 @@ fn net_on_lo_counts_datagrams_exactly_and_a_killed_weft_leaves_no_classifier() {
         assert_eq!(row["count"], datagrams, "{row}");
         assert_eq!(row["sum(payload)"], expected_bytes, "{row}");
     }
+}
+
+/// Whether TC programs can attach: TCX links (6.6 on), or a `clsact` qdisc
+/// in the kernel (built in or loaded; a VM without modules may lack it).
+fn tc_available() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut numbers = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    let version = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
+    version >= (6, 6)
+        || std::fs::read_to_string("/proc/kallsyms").is_ok_and(|symbols| symbols.contains("clsact"))
 }

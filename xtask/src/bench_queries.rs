@@ -48,6 +48,9 @@ struct Case {
     /// The syscall the questions are about, and another one to correlate.
     subject: &'static str,
     neighbour: &'static str,
+    /// The other source recorded and asked about (exported to Parquet as
+    /// DuckDB's view `o`).
+    other: &'static str,
 }
 
 const CASES: [Case; 2] = [
@@ -56,12 +59,14 @@ const CASES: [Case; 2] = [
         workload: Workload::RocksDb,
         subject: "pread64",
         neighbour: "pread64",
+        other: "pagecache",
     },
     Case {
         name: "redis",
         workload: Workload::Redis,
         subject: "sendto",
         neighbour: "write",
+        other: "net",
     },
 ];
 
@@ -114,7 +119,30 @@ fn questions(case: &Case) -> Vec<(String, String, String)> {
             format!(r#"syscalls where name = "{s}" | count {window}"#),
             format!("{DUCK_WINDOW}select count(*) from t, b where name = '{s}' and {DUCK_IN}"),
         ),
+        other_question(case, window),
     ]
+}
+
+/// The question about the case's other source.
+fn other_question(case: &Case, window: &str) -> (String, String, String) {
+    let s = case.subject;
+    match case.workload {
+        Workload::RocksDb => (
+            "page-cache insertions".into(),
+            format!(r#"pagecache where kind = "add" | count {window}"#),
+            format!("{DUCK_WINDOW}select count(*) from o, b where kind = 'add' and {DUCK_IN}"),
+        ),
+        Workload::Redis => (
+            format!("packets within 5 s of the slowest {s}"),
+            format!(
+                r#"packets around (syscalls where name = "{s}" | max(dur) {window}) within 5s | count"#
+            ),
+            format!(
+                "{DUCK_WINDOW}, a as (select time x from t, b where name = '{s}' and {DUCK_IN} order by dur desc limit 1) \
+                 select count(*) from o, a where o.time between a.x - 5000000000 and a.x + 5000000000"
+            ),
+        ),
+    }
 }
 
 pub fn run(options: &Options) -> Result<()> {
@@ -158,6 +186,10 @@ fn record(case: &Case, weft: &str, dir: &Path, seconds: u64) -> Result<()> {
             dir.display().to_string(),
             "--duration".into(),
             format!("{seconds}s"),
+            "--sources".into(),
+            format!("syscalls,{}", case.other),
+            "--interface".into(),
+            "lo".into(),
         ])
         .collect();
     let recorder = Tracer::start(&argv, "weft: recording")?;
@@ -250,13 +282,16 @@ fn load(case: &Case, scratch: &Path, seconds: u64) -> Result<Child> {
 /// Times each question with each engine and prints the table.
 fn report(case: &Case, weft: &str, dir: &Path, runs: usize) -> Result<()> {
     let parquet = dir.with_extension("parquet");
-    exec(
-        Command::new(weft)
-            .arg("export")
-            .arg(dir)
-            .arg("-o")
-            .arg(&parquet),
-    )?;
+    let other = dir.with_extension(format!("{}.parquet", case.other));
+    for (file, source) in [(&parquet, "syscalls"), (&other, case.other)] {
+        exec(
+            Command::new(weft)
+                .arg("export")
+                .arg(dir)
+                .args(["--source", source, "-o"])
+                .arg(file),
+        )?;
+    }
     let info = output(Command::new(weft).arg("info").arg(dir))?;
     println!("{info}");
     println!(
@@ -274,7 +309,7 @@ fn report(case: &Case, weft: &str, dir: &Path, runs: usize) -> Result<()> {
         if answer != full_answer {
             bail!("{label}: indexed answer {answer} but full scan {full_answer}");
         }
-        let duck = time_duckdb(&parquet, &sql, runs)?;
+        let duck = time_duckdb(&parquet, &other, &sql, runs)?;
         println!(
             "{label:<40} {:>26} {:>26} {:>26} {:>7.1}x {:>7.1}x   answer {}",
             spread(&indexed),
@@ -314,19 +349,22 @@ fn time_weft(
 }
 
 /// Wall-clock ms of `runs` runs of the SQL in DuckDB (in one Python
-/// process, so interpreter start is not counted), sorted.
-fn time_duckdb(parquet: &Path, sql: &str, runs: usize) -> Result<Vec<f64>> {
+/// process, so interpreter start is not counted), sorted. View `t` holds
+/// the syscalls, `o` the other source.
+fn time_duckdb(parquet: &Path, other: &Path, sql: &str, runs: usize) -> Result<Vec<f64>> {
     let script = format!(
         "import duckdb, json, time\n\
          con = duckdb.connect()\n\
          con.execute(\"create view t as select * from read_parquet('{}')\")\n\
+         con.execute(\"create view o as select * from read_parquet('{}')\")\n\
          times = []\n\
          for _ in range({runs}):\n\
          \x20   start = time.perf_counter()\n\
          \x20   con.execute({sql:?}).fetchall()\n\
          \x20   times.append((time.perf_counter() - start) * 1e3)\n\
          print(json.dumps(sorted(times)))",
-        parquet.display()
+        parquet.display(),
+        other.display()
     );
     let out = output(Command::new(setup::duckdb_python()).args(["-c", &script]))?;
     out.trim()
