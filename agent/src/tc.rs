@@ -128,12 +128,14 @@ pub fn attach(ebpf: &mut Ebpf, interfaces: &[String]) -> Result<String> {
                 tc::qdisc_add_clsact(interface)
             };
             program.attach(interface, attach_type).with_context(|| {
-                let why = clsact.as_ref().err().map_or_else(String::new, |e| {
-                    format!(
-                        "; adding the clsact qdisc failed too ({e}): is sch_ingress (CONFIG_NET_SCH_INGRESS) available?"
-                    )
-                });
-                format!("failed to attach {name} to {interface} ({attach_type:?}){why}")
+                let qdisc = clsact
+                    .as_ref()
+                    .err()
+                    .map_or_else(String::new, |e| format!("; adding the clsact qdisc said: {e}"));
+                format!(
+                    "failed to attach {name} to {interface} ({attach_type:?}); before Linux 6.6 TC needs \
+                     the clsact qdisc (sch_ingress) and the BPF classifier (cls_bpf){qdisc}"
+                )
             })?;
         }
     }

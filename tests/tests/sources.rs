@@ -89,9 +89,16 @@ impl LoopDevice {
                 std::io::Error::last_os_error()
             ));
         }
-        let backing = std::env::temp_dir().join(format!("weft-loop-{}", std::process::id()));
+        // /var/tmp: a real file system on hosts, a tmpfs in the VMs (a loop
+        // device over the initramfs itself fails there).
+        let dir = Some(std::path::PathBuf::from("/var/tmp"))
+            .filter(|d| d.is_dir())
+            .unwrap_or_else(std::env::temp_dir);
+        let backing = dir.join(format!("weft-loop-{}", std::process::id()));
         let file = std::fs::File::create(&backing).map_err(|e| e.to_string())?;
-        file.set_len(bytes).map_err(|e| e.to_string())?;
+        // Written, not sparse: loop devices over tmpfs holes fail reads on 6.1.
+        std::io::Write::write_all(&mut &file, &vec![0x5a; usize::try_from(bytes).unwrap()])
+            .map_err(|e| e.to_string())?;
         let path = format!("/dev/loop{number}");
         let device = std::fs::OpenOptions::new()
             .read(true)
@@ -104,6 +111,15 @@ impl LoopDevice {
                 "LOOP_SET_FD {path}: {}",
                 std::io::Error::last_os_error()
             ));
+        }
+        // The scaffolding must work before weft is judged on it (loop
+        // devices over tmpfs fail reads on 6.1 in the VMs).
+        let mut first = [0u8; 4096];
+        if let Err(error) = std::os::unix::fs::FileExt::read_at(&device, &mut first, 0) {
+            // SAFETY: a valid fd; the ioctl takes no argument.
+            unsafe { libc::ioctl(device.as_raw_fd(), 0x4C01) };
+            let _ = std::fs::remove_file(&backing);
+            return Err(format!("{path} cannot be read here: {error}"));
         }
         let rdev = device.metadata().map_err(|e| e.to_string())?.rdev();
         let dev = (libc::major(rdev) << 20) | libc::minor(rdev);

@@ -55,12 +55,13 @@ pub fn run(options: &Options) -> Result<()> {
     setup::install_packages(&["qemu-system-x86", "busybox-static"])?;
     let dir = workspace_root().join("target/vm");
     fs::create_dir_all(&dir)?;
-    let initrd = build_initramfs(&dir)?;
     let kernels = options
         .kernel
         .iter()
         .map(|series| fetch_kernel(&dir, series))
         .collect::<Result<Vec<_>>>()?;
+    let names: Vec<&str> = kernels.iter().map(|(name, _)| name.as_str()).collect();
+    let initrd = build_initramfs(&dir, &names)?;
     let accel = match options.accel.as_str() {
         "auto" => probe_accel(&kernels[0].1, &initrd),
         other => other.to_owned(),
@@ -163,8 +164,9 @@ fn version_key(package: &str) -> Vec<u64> {
 }
 
 /// The initramfs: busybox, the init, weft and the integration tests with
-/// their helpers and shared libraries, at their host paths.
-fn build_initramfs(dir: &Path) -> Result<PathBuf> {
+/// their helpers and shared libraries, at their host paths, and each
+/// kernel's modules the tests need.
+fn build_initramfs(dir: &Path, kernels: &[&str]) -> Result<PathBuf> {
     let weft = PathBuf::from(build_weft_release()?);
     let tests = integration_binaries()?;
     let root = dir.join("root");
@@ -181,6 +183,9 @@ fn build_initramfs(dir: &Path) -> Result<PathBuf> {
             copy_into(&root, &library)?;
         }
     }
+    for kernel in kernels {
+        copy_modules(dir, &root, kernel)?;
+    }
     let init = INIT
         .replace("@WEFT@", &weft.display().to_string())
         .replace("@TESTS@", &tests[0].display().to_string());
@@ -196,6 +201,41 @@ fn build_initramfs(dir: &Path) -> Result<PathBuf> {
     Ok(initrd)
 }
 
+/// Modules the tests need that Debian's kernels build as modules: the
+/// `clsact` qdisc and the BPF classifier (TC before TCX, kernel 6.6), and
+/// loop devices.
+const MODULES: [&str; 3] = [
+    "net/sched/sch_ingress",
+    "net/sched/cls_bpf",
+    "drivers/block/loop",
+];
+
+/// Copies (uncompressed) `MODULES` of `kernel` into the initramfs at
+/// `/lib/modules/KERNEL/`, where the init loads them.
+fn copy_modules(dir: &Path, root: &Path, kernel: &str) -> Result<()> {
+    let from = dir
+        .join("kernels")
+        .join(kernel)
+        .join("lib/modules")
+        .join(kernel)
+        .join("kernel");
+    let to = root.join("lib/modules").join(kernel);
+    fs::create_dir_all(&to)?;
+    for module in MODULES {
+        let name = Path::new(module).file_name().context("module name")?;
+        let target = to.join(name).with_extension("ko");
+        let plain = from.join(format!("{module}.ko"));
+        let packed = from.join(format!("{module}.ko.xz"));
+        if plain.exists() {
+            fs::copy(&plain, &target)?;
+        } else if packed.exists() {
+            let bytes = Command::new("xz").arg("-dc").arg(&packed).output()?.stdout;
+            fs::write(&target, bytes)?;
+        }
+    }
+    Ok(())
+}
+
 /// The guest's init: mount what weft needs, run the tests (filtered by
 /// `weft.filter=a,b` on the kernel command line; `--show-output` so that
 /// the tests' own "skipping NAME: reason" lines reach the log), print one
@@ -207,9 +247,13 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 # /tmp stays the initramfs's own (writable): the binaries may live under it.
 mount -t tmpfs run /run
+# A tmpfs for loop devices' backing files (the initramfs itself may not do).
+mkdir -p /var/tmp && mount -t tmpfs tmp /var/tmp
 mount -t tracefs tracefs /sys/kernel/tracing
 mount -t bpf bpf /sys/fs/bpf
 mkdir -p /sys/fs/cgroup && mount -t cgroup2 cgroup2 /sys/fs/cgroup
+for module in /lib/modules/$(uname -r)/*.ko; do insmod "$module" 2>/dev/null; done
+ip link set lo up
 echo "weft-vm: kernel $(uname -r)"
 if grep -q weft.probe /proc/cmdline; then echo "weft-vm: probe ok"; poweroff -f; fi
 filters=$(sed -n 's/.*weft.filter=\([^ ]*\).*/\1/p' /proc/cmdline | tr ',' ' ')
