@@ -367,7 +367,9 @@ fn qemu(
         .arg(initrd)
         .args([
             "-append",
-            &format!("console=ttyS0 quiet panic=-1 {cmdline}"),
+            // loglevel=2: kernel errors (a failing loop device) must not split
+            // libtest's lines on the shared console; oopses still show.
+            &format!("console=ttyS0 quiet loglevel=2 panic=-1 {cmdline}"),
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
