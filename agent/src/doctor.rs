@@ -6,12 +6,14 @@ use std::{fs, path::Path, process::ExitCode, time::Duration};
 
 use crate::{
     ebpf,
+    events::{self, EventProbe},
+    sources,
     syscall::{AttachPoints, Filter, Options, SyscallProbe},
 };
 
 /// One line of the report.
 struct Check {
-    what: &'static str,
+    what: String,
     /// `None`: could not tell.
     ok: Option<bool>,
     detail: String,
@@ -21,13 +23,13 @@ pub fn run() -> ExitCode {
     let mut checks = Vec::new();
     let release = read("/proc/sys/kernel/osrelease");
     checks.push(Check {
-        what: "kernel",
+        what: "kernel".into(),
         ok: Some(true),
         detail: release.clone(),
     });
     let privileged = ebpf::check_privileges();
     checks.push(Check {
-        what: "privileges",
+        what: "privileges".into(),
         ok: Some(privileged.is_ok()),
         detail: privileged.as_ref().map_or_else(
             |e| format!("{e:#}"),
@@ -41,7 +43,7 @@ pub fn run() -> ExitCode {
     ));
     let tracefs = ebpf::tracefs();
     checks.push(Check {
-        what: "tracefs",
+        what: "tracefs".into(),
         ok: Some(tracefs.is_ok()),
         detail: tracefs
             .as_ref()
@@ -66,7 +68,7 @@ pub fn run() -> ExitCode {
             .as_ref()
             .map(|c| c.lines().any(|l| l == format!("{option}=y")));
         checks.push(Check {
-            what: option,
+            what: option.into(),
             ok: set,
             detail: match set {
                 Some(true) => "y".into(),
@@ -77,6 +79,9 @@ pub fn run() -> ExitCode {
     }
     if privileged.is_ok() {
         checks.push(load_probe());
+    }
+    if let Ok(tracefs) = &tracefs {
+        checks.extend(source_checks(tracefs, privileged.is_ok()));
     }
     for check in &checks {
         println!(
@@ -109,10 +114,10 @@ fn read(path: &str) -> String {
         .unwrap_or_default()
 }
 
-fn present(what: &'static str, path: &str, why: &str) -> Check {
+fn present(what: &str, path: &str, why: &str) -> Check {
     let ok = Path::new(path).exists();
     Check {
-        what,
+        what: what.into(),
         ok: Some(ok),
         detail: if ok {
             why.to_owned()
@@ -145,8 +150,57 @@ fn load_probe() -> Check {
         Ok(described)
     });
     Check {
-        what: "syscall probe",
+        what: "syscall probe".into(),
         ok: Some(outcome.is_ok()),
         detail: outcome.unwrap_or_else(|e| format!("{e:#}")),
     }
+}
+
+/// One line per event source: can it attach here, what does it lack; and,
+/// with privileges, a real load of the tracepoint sources' programs.
+fn source_checks(tracefs: &Path, privileged: bool) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let mut loadable = Vec::new();
+    for spec in sources::ALL {
+        let unavailable = spec.unavailable(tracefs);
+        let detail = if spec.tc {
+            let tcx = aya::util::KernelVersion::current()
+                .is_ok_and(|v| v >= aya::util::KernelVersion::new(6, 6, 0));
+            if tcx {
+                "TC through TCX links (removed by the kernel when weft exits)".to_owned()
+            } else {
+                "TC through netlink clsact filters (needs sch_ingress and cls_bpf)".to_owned()
+            }
+        } else {
+            let mut detail = unavailable
+                .clone()
+                .unwrap_or_else(|| "tracepoints present".into());
+            for lack in spec.degraded(tracefs) {
+                detail.push_str("; ");
+                detail.push_str(&lack);
+            }
+            detail
+        };
+        if unavailable.is_none() && !spec.tc {
+            loadable.push(*spec);
+        }
+        checks.push(Check {
+            what: format!("source {}", spec.name),
+            ok: Some(unavailable.is_none()),
+            detail,
+        });
+    }
+    if privileged && !loadable.is_empty() {
+        let outcome =
+            EventProbe::load(&loadable, &events::Filter::default(), 1 << 16).map(|mut probe| {
+                probe.detach();
+            });
+        let names: Vec<&str> = loadable.iter().map(|s| s.name).collect();
+        checks.push(Check {
+            what: "event sources load".into(),
+            ok: Some(outcome.is_ok()),
+            detail: outcome.map_or_else(|e| format!("{e:#}"), |()| names.join(", ")),
+        });
+    }
+    checks
 }

@@ -136,3 +136,12 @@ pub fn create_rings(
     }
     Ok(rings)
 }
+
+/// A task name as the kernel keeps it (`task_struct::comm`): at most 15
+/// bytes, NUL-padded to 16.
+pub fn comm_bytes(comm: &str) -> [u8; 16] {
+    let mut bytes = [0; 16];
+    let len = comm.len().min(15);
+    bytes[..len].copy_from_slice(&comm.as_bytes()[..len]);
+    bytes
+}

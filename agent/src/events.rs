@@ -266,8 +266,7 @@ fn kernel_config(filter: &Filter) -> EventConfig {
     }
     if let Some(comm) = &filter.comm {
         config.flags |= FILTER_COMM;
-        let len = comm.len().min(15);
-        config.comm[..len].copy_from_slice(&comm.as_bytes()[..len]);
+        config.comm = ebpf::comm_bytes(comm);
     }
     if let Some(cgroup) = filter.cgroup {
         config.flags |= FILTER_CGROUP;

@@ -263,8 +263,7 @@ fn kernel_config(filter: &Filter) -> SyscallConfig {
     }
     if let Some(comm) = &filter.comm {
         config.flags |= FILTER_COMM;
-        let len = comm.len().min(15);
-        config.comm[..len].copy_from_slice(&comm.as_bytes()[..len]);
+        config.comm = ebpf::comm_bytes(comm);
     }
     for nr in &filter.syscalls {
         config.add_syscall(*nr);

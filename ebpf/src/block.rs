@@ -13,7 +13,10 @@ use weft_probes::{
     events::{Counter, Header, Source},
 };
 
-use crate::events::{self, Event};
+use crate::{
+    events::{self, Event},
+    tracepoint,
+};
 
 #[unsafe(no_mangle)]
 static BLOCK_ISSUE_DEV_OFFSET: u32 = 8;
@@ -45,13 +48,6 @@ impl Event for BlockEvent {
     }
 }
 
-#[inline(always)]
-fn read<T: Copy>(ctx: &TracePointContext, offset: &'static u32) -> Option<T> {
-    // SAFETY: read_volatile of a loader-written global; read_at checks bounds.
-    let offset = unsafe { core::ptr::read_volatile(offset) } as usize;
-    unsafe { ctx.read_at::<T>(offset) }.ok()
-}
-
 /// The operation from the first letters of `rwbs` ("R", "WS", "FWS", "D", "F").
 #[inline(always)]
 fn op(rwbs: [u8; 2]) -> Op {
@@ -72,12 +68,12 @@ pub fn block_rq_issue(ctx: TracePointContext) -> i32 {
         return 0;
     }
     let (Some(dev), Some(sector)) = (
-        read::<u32>(&ctx, &BLOCK_ISSUE_DEV_OFFSET),
-        read::<u64>(&ctx, &BLOCK_ISSUE_SECTOR_OFFSET),
+        tracepoint::field::<u32>(&ctx, &BLOCK_ISSUE_DEV_OFFSET),
+        tracepoint::field::<u64>(&ctx, &BLOCK_ISSUE_SECTOR_OFFSET),
     ) else {
         return 0;
     };
-    let op = op(read::<[u8; 2]>(&ctx, &BLOCK_ISSUE_RWBS_OFFSET).unwrap_or([0; 2]));
+    let op = op(tracepoint::field::<[u8; 2]>(&ctx, &BLOCK_ISSUE_RWBS_OFFSET).unwrap_or([0; 2]));
     // A cache flush completes with another sector than it was issued with,
     // and flushes of one device overlap: the tracepoints cannot pair them.
     if op == Op::Flush {
@@ -89,7 +85,7 @@ pub fn block_rq_issue(ctx: TracePointContext) -> i32 {
         issue_ns: unsafe { bpf_ktime_get_ns() },
         tid: pid_tgid as u32,
         pid,
-        bytes: read::<u32>(&ctx, &BLOCK_ISSUE_BYTES_OFFSET).unwrap_or(0),
+        bytes: tracepoint::field::<u32>(&ctx, &BLOCK_ISSUE_BYTES_OFFSET).unwrap_or(0),
         op,
     };
     let key = RequestKey { sector, dev, op };
@@ -103,12 +99,13 @@ pub fn block_rq_issue(ctx: TracePointContext) -> i32 {
 #[tracepoint]
 pub fn block_rq_complete(ctx: TracePointContext) -> i32 {
     let (Some(dev), Some(sector)) = (
-        read::<u32>(&ctx, &BLOCK_DONE_DEV_OFFSET),
-        read::<u64>(&ctx, &BLOCK_DONE_SECTOR_OFFSET),
+        tracepoint::field::<u32>(&ctx, &BLOCK_DONE_DEV_OFFSET),
+        tracepoint::field::<u64>(&ctx, &BLOCK_DONE_SECTOR_OFFSET),
     ) else {
         return 0;
     };
-    let op = op(read::<[u8; 2]>(&ctx, &BLOCK_DONE_RWBS_OFFSET).unwrap_or([0; 2])) as u32;
+    let op =
+        op(tracepoint::field::<[u8; 2]>(&ctx, &BLOCK_DONE_RWBS_OFFSET).unwrap_or([0; 2])) as u32;
     let key = RequestKey { sector, dev, op };
     // SAFETY: the value is copied out before the entry is removed.
     let Some(issued) = (unsafe { BLOCK_INFLIGHT.get(key) }).copied() else {
@@ -129,7 +126,7 @@ pub fn block_rq_complete(ctx: TracePointContext) -> i32 {
             dev,
             bytes: issued.bytes,
             op: issued.op,
-            error: read::<i32>(&ctx, &BLOCK_DONE_ERROR_OFFSET).unwrap_or(0),
+            error: tracepoint::field::<i32>(&ctx, &BLOCK_DONE_ERROR_OFFSET).unwrap_or(0),
         },
     );
     0

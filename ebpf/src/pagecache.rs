@@ -17,6 +17,7 @@ use weft_probes::{
 use crate::{
     events::{self, Event},
     task_storage::TaskStorage,
+    tracepoint,
 };
 
 #[unsafe(no_mangle)]
@@ -47,16 +48,6 @@ impl Event for PageCacheEvent {
 }
 
 #[inline(always)]
-fn read<T: Copy>(ctx: &TracePointContext, offset: &'static u32) -> Option<T> {
-    // SAFETY: read_volatile of a loader-written global; read_at checks bounds.
-    let offset = unsafe { core::ptr::read_volatile(offset) };
-    if offset == u32::MAX {
-        return None;
-    }
-    unsafe { ctx.read_at::<T>(offset as usize) }.ok()
-}
-
-#[inline(always)]
 fn emit(pid_tgid: u64, ino: u64, index: u64, dev: u32, pages: u32, op: Op) {
     events::emit(
         Source::PageCache,
@@ -82,12 +73,12 @@ fn added_or_deleted(ctx: &TracePointContext, op: Op) {
     if !events::wants_current((pid_tgid >> 32) as u32) {
         return;
     }
-    let order = read::<u8>(ctx, &PAGECACHE_ORDER_OFFSET).unwrap_or(0) & 31;
+    let order = tracepoint::field::<u8>(ctx, &PAGECACHE_ORDER_OFFSET).unwrap_or(0) & 31;
     emit(
         pid_tgid,
-        read::<u64>(ctx, &PAGECACHE_INO_OFFSET).unwrap_or(0),
-        read::<u64>(ctx, &PAGECACHE_INDEX_OFFSET).unwrap_or(0),
-        read::<u32>(ctx, &PAGECACHE_DEV_OFFSET).unwrap_or(0),
+        tracepoint::field::<u64>(ctx, &PAGECACHE_INO_OFFSET).unwrap_or(0),
+        tracepoint::field::<u64>(ctx, &PAGECACHE_INDEX_OFFSET).unwrap_or(0),
+        tracepoint::field::<u32>(ctx, &PAGECACHE_DEV_OFFSET).unwrap_or(0),
         1 << order,
         op,
     );
@@ -115,10 +106,10 @@ pub fn pagecache_lookup(ctx: TracePointContext) -> i32 {
         return 0;
     }
     let (Some(ino), Some(dev), Some(index), Some(last_index)) = (
-        read::<u64>(&ctx, &PAGECACHE_LOOKUP_INO_OFFSET),
-        read::<u32>(&ctx, &PAGECACHE_LOOKUP_DEV_OFFSET),
-        read::<u64>(&ctx, &PAGECACHE_LOOKUP_INDEX_OFFSET),
-        read::<u64>(&ctx, &PAGECACHE_LOOKUP_LAST_OFFSET),
+        tracepoint::field::<u64>(&ctx, &PAGECACHE_LOOKUP_INO_OFFSET),
+        tracepoint::field::<u32>(&ctx, &PAGECACHE_LOOKUP_DEV_OFFSET),
+        tracepoint::field::<u64>(&ctx, &PAGECACHE_LOOKUP_INDEX_OFFSET),
+        tracepoint::field::<u64>(&ctx, &PAGECACHE_LOOKUP_LAST_OFFSET),
     ) else {
         return 0;
     };

@@ -14,7 +14,10 @@ use weft_probes::{
     sched::{OffCpu, SchedEvent},
 };
 
-use crate::events::{self, Event};
+use crate::{
+    events::{self, Event},
+    tracepoint,
+};
 
 #[unsafe(no_mangle)]
 static SCHED_PREV_PID_OFFSET: u32 = 24;
@@ -40,19 +43,12 @@ impl Event for SchedEvent {
     }
 }
 
-#[inline(always)]
-fn read<T: Copy>(ctx: &TracePointContext, offset: &'static u32) -> Option<T> {
-    // SAFETY: read_volatile of a loader-written global; read_at checks bounds.
-    let offset = unsafe { core::ptr::read_volatile(offset) } as usize;
-    unsafe { ctx.read_at::<T>(offset) }.ok()
-}
-
 #[tracepoint]
 pub fn sched_switch(ctx: TracePointContext) -> i32 {
     // SAFETY: helper without preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
-    let prev_tid = read::<i32>(&ctx, &SCHED_PREV_PID_OFFSET).unwrap_or(0) as u32;
-    let next_tid = read::<i32>(&ctx, &SCHED_NEXT_PID_OFFSET).unwrap_or(0) as u32;
+    let prev_tid = tracepoint::field::<i32>(&ctx, &SCHED_PREV_PID_OFFSET).unwrap_or(0) as u32;
+    let next_tid = tracepoint::field::<i32>(&ctx, &SCHED_NEXT_PID_OFFSET).unwrap_or(0) as u32;
     if prev_tid != 0 {
         switched_out(&ctx, now, prev_tid);
     }
@@ -69,7 +65,7 @@ fn switched_out(ctx: &TracePointContext, now: u64, tid: u32) {
     if !events::wants_current(pid) {
         return;
     }
-    let state = read::<i64>(ctx, &SCHED_PREV_STATE_OFFSET).unwrap_or(0) as u32;
+    let state = tracepoint::field::<i64>(ctx, &SCHED_PREV_STATE_OFFSET).unwrap_or(0) as u32;
     let off = OffCpu {
         out_ns: now,
         wakeup_ns: 0,
@@ -114,7 +110,7 @@ fn switched_in(now: u64, tid: u32, prev_tid: u32) {
 /// switch-out starts the thread's run-queue wait.
 #[tracepoint]
 pub fn sched_wakeup(ctx: TracePointContext) -> i32 {
-    let Some(tid) = read::<i32>(&ctx, &SCHED_WAKEUP_PID_OFFSET) else {
+    let Some(tid) = tracepoint::field::<i32>(&ctx, &SCHED_WAKEUP_PID_OFFSET) else {
         return 0;
     };
     if let Some(off) = SCHED_OFF_CPU.get_ptr_mut(tid as u32) {

@@ -21,7 +21,7 @@ use weft_probes::syscall::{
     COUNTERS, Counter, FILTER_COMM, FILTER_PID, InFlight, MAX_CPUS, SyscallConfig, SyscallEvent,
 };
 
-use crate::task_storage::TaskStorage;
+use crate::{task_storage::TaskStorage, tracepoint};
 
 /// Written by user space before load; read through `read_volatile` so the
 /// compiler does not fold the default in.
@@ -226,17 +226,10 @@ pub fn syscall_exit(ctx: RawTracePointContext) -> i32 {
     0
 }
 
-#[inline(always)]
-fn read_tp<T: Copy>(ctx: &TracePointContext, offset: &'static u32) -> Option<T> {
-    // SAFETY: read_volatile of a loader-written global; ctx.read_at checks bounds.
-    let offset = unsafe { core::ptr::read_volatile(offset) } as usize;
-    unsafe { ctx.read_at::<T>(offset) }.ok()
-}
-
 /// `syscalls:sys_enter_NAME`, attached only to the chosen syscalls.
 #[tracepoint]
 pub fn syscall_enter_tp(ctx: TracePointContext) -> i32 {
-    if let Some(nr) = read_tp::<i32>(&ctx, &SYSCALL_TP_NR_OFFSET) {
+    if let Some(nr) = tracepoint::field::<i32>(&ctx, &SYSCALL_TP_NR_OFFSET) {
         on_enter(&ctx, nr as u32);
     }
     0
@@ -245,8 +238,8 @@ pub fn syscall_enter_tp(ctx: TracePointContext) -> i32 {
 /// `syscalls:sys_exit_NAME`, attached only to the chosen syscalls.
 #[tracepoint]
 pub fn syscall_exit_tp(ctx: TracePointContext) -> i32 {
-    let nr = read_tp::<i32>(&ctx, &SYSCALL_TP_NR_OFFSET).unwrap_or(-1) as u32;
-    if let Some(ret) = read_tp::<i64>(&ctx, &SYSCALL_TP_RET_OFFSET) {
+    let nr = tracepoint::field::<i32>(&ctx, &SYSCALL_TP_NR_OFFSET).unwrap_or(-1) as u32;
+    if let Some(ret) = tracepoint::field::<i64>(&ctx, &SYSCALL_TP_RET_OFFSET) {
         on_exit(ret, || nr);
     }
     0

@@ -282,6 +282,18 @@ pub fn run_weft(args: &[&str]) -> (ExitStatus, String, String) {
     )
 }
 
+/// `weft query --json DIR QUERY`: the rows as JSON objects; panics with
+/// weft's message when the query fails.
+pub fn query_rows(dir: &std::path::Path, text: &str) -> Vec<serde_json::Value> {
+    let (status, stdout, stderr) =
+        run_weft(&["query", "--json", dir.to_str().expect("utf-8 path"), text]);
+    assert!(status.success(), "{text}: {stderr}");
+    stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
+        .collect()
+}
+
 /// A fresh path for a capture directory named after the test.
 pub fn capture_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("weft-record-{name}-{}", std::process::id()));

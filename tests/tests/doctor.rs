@@ -1,5 +1,5 @@
-//! `weft doctor` on the running kernel: the syscall probe really loads, and
-//! the report says so line by line.
+//! `weft doctor` on the running kernel: the syscall probe and the event
+//! sources really load, and the report says so line by line.
 
 use weft_tests::{can_trace, run_weft};
 
@@ -20,4 +20,9 @@ fn doctor_reports_a_usable_kernel() {
     assert!(line("syscall probe").contains(" ok "), "{stdout}");
     assert!(line("privileges").contains(" ok "), "{stdout}");
     assert!(line("raw syscall tracepoints").contains(" ok "), "{stdout}");
+    // Every kernel weft supports has the scheduler and block tracepoints;
+    // the loaded programs must pass this kernel's verifier.
+    assert!(line("source sched").contains(" ok "), "{stdout}");
+    assert!(line("source block").contains(" ok "), "{stdout}");
+    assert!(line("event sources load").contains(" ok "), "{stdout}");
 }

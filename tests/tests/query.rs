@@ -9,15 +9,7 @@ use weft_tests::{Running, Workload, can_trace, capture_dir, record, run_weft};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 
-/// `weft query DIR QUERY --json`: the rows as JSON objects.
-fn query(dir: &std::path::Path, text: &str) -> Vec<serde_json::Value> {
-    let (status, stdout, stderr) = run_weft(&["query", "--json", dir.to_str().unwrap(), text]);
-    assert!(status.success(), "{text}: {stderr}");
-    stdout
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
-        .collect()
-}
+use weft_tests::query_rows as query;
 
 /// The single row of an aggregate query.
 fn row(dir: &std::path::Path, text: &str) -> serde_json::Value {

@@ -202,8 +202,9 @@ fn build_initramfs(dir: &Path, kernels: &[&str]) -> Result<PathBuf> {
 }
 
 /// Modules the tests need that Debian's kernels build as modules: the
-/// `clsact` qdisc and the BPF classifier (TC before TCX, kernel 6.6), and
-/// loop devices.
+/// `clsact` qdisc and the BPF classifier (TC before TCX, kernel 6.6), loop
+/// devices, and virtio block devices (the scratch disk) with what they
+/// need. Those a kernel builds in are simply absent.
 const MODULES: [&str; 3] = [
     "net/sched/sch_ingress",
     "net/sched/cls_bpf",
@@ -252,8 +253,14 @@ mkdir -p /var/tmp && mount -t tmpfs tmp /var/tmp
 mount -t tracefs tracefs /sys/kernel/tracing
 mount -t bpf bpf /sys/fs/bpf
 mkdir -p /sys/fs/cgroup && mount -t cgroup2 cgroup2 /sys/fs/cgroup
-for module in /lib/modules/$(uname -r)/*.ko; do insmod "$module" 2>/dev/null; done
+# busybox insmod does not resolve dependencies: a few rounds load them in order.
+for round in 1 2 3; do
+    for module in /lib/modules/$(uname -r)/*.ko; do insmod "$module" 2>/dev/null; done
+done
 ip link set lo up
+# The scratch disk (ext4 on virtio): page-cache tests need a file system
+# whose pages can leave the cache.
+mkdir -p /mnt/disk && mount -t ext4 /dev/vda /mnt/disk && export WEFT_TEST_DISK=/mnt/disk
 echo "weft-vm: kernel $(uname -r)"
 if grep -q weft.probe /proc/cmdline; then echo "weft-vm: probe ok"; poweroff -f; fi
 filters=$(sed -n 's/.*weft.filter=\([^ ]*\).*/\1/p' /proc/cmdline | tr ',' ' ')
@@ -341,6 +348,16 @@ fn probe_accel(vmlinuz: &Path, initrd: &Path) -> String {
     }
 }
 
+/// A fresh 64 MiB ext4 image next to the initramfs, for the guest's
+/// `/mnt/disk`.
+fn scratch_disk(initrd: &Path) -> Result<PathBuf> {
+    let disk = initrd.with_file_name("disk.img");
+    let _ = fs::remove_file(&disk);
+    fs::File::create(&disk)?.set_len(64 << 20)?;
+    exec(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&disk))?;
+    Ok(disk)
+}
+
 /// Runs qemu until the guest powers off or `timeout`; returns the serial
 /// output and whether it finished in time.
 fn qemu(
@@ -350,7 +367,10 @@ fn qemu(
     cmdline: &str,
     timeout: Duration,
 ) -> Result<(String, bool)> {
+    let disk = scratch_disk(initrd)?;
     let mut child = Command::new("qemu-system-x86_64")
+        .arg("-drive")
+        .arg(format!("file={},format=raw,if=virtio", disk.display()))
         .args([
             "-accel",
             accel,

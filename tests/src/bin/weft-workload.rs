@@ -4,7 +4,8 @@
 //! `nanosleep:MS:K`, `direct-read:PATH:BYTES` (one `O_DIRECT` read of
 //! BYTES, a multiple of 4096, from the start of PATH), `drop-cache:PATH`
 //! (fsync, then drop PATH's pages from the page cache) or `read:PATH:BYTES`
-//! (read PATH to its end, BYTES at a time). It first blocks reading one byte from stdin, so a tracer
+//! (read PATH to its end, BYTES at a time) or `switches:PATH` (write the
+//! thread's voluntary context switches so far into PATH). It first blocks reading one byte from stdin, so a tracer
 //! can attach to its pid before anything counted happens, then runs the steps
 //! in order with raw `syscall(2)` calls (no libc caching) and exits.
 
@@ -16,7 +17,7 @@ fn main() -> ExitCode {
     for step in &steps {
         let Some(step) = parse(step) else {
             eprintln!(
-                "weft-workload: bad step `{step}` (getppid:N, getpid:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES)"
+                "weft-workload: bad step `{step}` (getppid:N, getpid:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, switches:PATH)"
             );
             return ExitCode::from(2);
         };
@@ -42,6 +43,7 @@ enum Step {
     Nanosleep { ms: i64, times: u64 },
     DirectRead { path: String, bytes: usize },
     DropCache(String),
+    Switches(String),
     Read { path: String, bytes: usize },
 }
 
@@ -49,6 +51,7 @@ fn parse(step: &str) -> Option<Step> {
     let mut parts = step.split(':');
     let step = match (parts.next()?, parts.next()?, parts.next()) {
         ("drop-cache", path, None) => Step::DropCache(path.to_owned()),
+        ("switches", path, None) => Step::Switches(path.to_owned()),
         ("read", path, Some(bytes)) => Step::Read {
             path: path.to_owned(),
             bytes: bytes.parse().ok().filter(|b| *b > 0)?,
@@ -100,6 +103,12 @@ fn run(step: Step) -> std::io::Result<()> {
         }
         Step::DirectRead { path, bytes } => direct_read(&path, bytes)?,
         Step::DropCache(path) => drop_cache(&path)?,
+        Step::Switches(path) => {
+            // SAFETY: getrusage fills the zeroed struct.
+            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+            unsafe { libc::getrusage(libc::RUSAGE_THREAD, &raw mut usage) };
+            std::fs::write(path, usage.ru_nvcsw.to_string())?;
+        }
         Step::Read { path, bytes } => {
             use std::io::Read as _;
             let mut file = std::fs::File::open(path)?;
