@@ -56,13 +56,7 @@ pub fn needs(test: &str, needs: &[Need]) -> bool {
             .then(|| format!("kernel {major}.{minor} or later")),
         Need::Btf => (!std::path::Path::new("/sys/kernel/btf/vmlinux").exists())
             .then(|| "kernel BTF".to_owned()),
-        Need::Tracepoint(event) => ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
-            .iter()
-            .map(std::path::Path::new)
-            .find(|root| root.join("events").is_dir())
-            // Unmounted tracefs is mounted by weft itself: not a reason to skip.
-            .is_some_and(|root| !root.join("events").join(event).is_dir())
-            .then(|| format!("tracepoint {event}")),
+        Need::Tracepoint(event) => (!has_tracepoint(event)).then(|| format!("tracepoint {event}")),
     });
     match missing {
         None => true,
@@ -71,6 +65,16 @@ pub fn needs(test: &str, needs: &[Need]) -> bool {
             false
         }
     }
+}
+
+/// Whether tracepoint `category/event` exists (true when tracefs is not
+/// mounted: weft mounts it itself, so that is no reason to skip).
+pub fn has_tracepoint(event: &str) -> bool {
+    ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .iter()
+        .map(std::path::Path::new)
+        .find(|root| root.join("events").is_dir())
+        .is_none_or(|root| root.join("events").join(event).is_dir())
 }
 
 /// `6.1.0-56-cloud-amd64` → (6, 1).

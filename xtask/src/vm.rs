@@ -205,10 +205,16 @@ fn build_initramfs(dir: &Path, kernels: &[&str]) -> Result<PathBuf> {
 /// `clsact` qdisc and the BPF classifier (TC before TCX, kernel 6.6), loop
 /// devices, and virtio block devices (the scratch disk) with what they
 /// need. Those a kernel builds in are simply absent.
-const MODULES: [&str; 3] = [
+const MODULES: [&str; 9] = [
     "net/sched/sch_ingress",
     "net/sched/cls_bpf",
     "drivers/block/loop",
+    "drivers/virtio/virtio_ring",
+    "drivers/virtio/virtio",
+    "drivers/virtio/virtio_pci_modern_dev",
+    "drivers/virtio/virtio_pci_legacy_dev",
+    "drivers/virtio/virtio_pci",
+    "drivers/block/virtio_blk",
 ];
 
 /// Copies (uncompressed) `MODULES` of `kernel` into the initramfs at
@@ -259,7 +265,8 @@ for round in 1 2 3; do
 done
 ip link set lo up
 # The scratch disk (ext4 on virtio): page-cache tests need a file system
-# whose pages can leave the cache.
+# whose pages can leave the cache. Its driver may probe after insmod returns.
+for i in 1 2 3 4 5; do [ -b /dev/vda ] && break; sleep 1; done
 mkdir -p /mnt/disk && mount -t ext4 /dev/vda /mnt/disk && export WEFT_TEST_DISK=/mnt/disk
 echo "weft-vm: kernel $(uname -r)"
 if grep -q weft.probe /proc/cmdline; then echo "weft-vm: probe ok"; poweroff -f; fi
