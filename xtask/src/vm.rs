@@ -52,7 +52,7 @@ struct Verdict {
 
 pub fn run(options: &Options) -> Result<()> {
     setup::run()?;
-    setup::install_packages(&["qemu-system-x86", "busybox-static"])?;
+    setup::install_packages(&["qemu-system-x86", "busybox-static", "e2fsprogs", "xz-utils"])?;
     let dir = workspace_root().join("target/vm");
     fs::create_dir_all(&dir)?;
     let kernels = options
