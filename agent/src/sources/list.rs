@@ -45,6 +45,10 @@ pub fn run(args: &SourcesArgs) -> std::process::ExitCode {
             "{}  every completed system call: name, dur, ret, pid, tid, cpu\n  `weft doctor` checks it",
             capture::SYSCALLS
         );
+        println!(
+            "app  records programs push through {} (weft-client): sources and fields they declare",
+            crate::app::SOCKET
+        );
     }
     std::process::ExitCode::SUCCESS
 }
