@@ -23,7 +23,7 @@ use crate::{
     events::{self, EventProbe},
     live, resolve,
     session::{self, Accounting, Consumer, Outcome, Probes, Session},
-    sources::{self, STORED_FROM, Spec},
+    sources::{self, Layout, STORED_FROM, Spec},
     syscall::{Options, SyscallProbe},
     tasks::TaskNames,
 };
@@ -40,7 +40,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode> {
     let syscall_source = capture::define_syscall_source(&mut store)?;
     let mut spec_sources = HashMap::new();
     for spec in &chosen.specs {
-        spec_sources.insert(spec.name, spec.define(&mut store)?);
+        spec_sources.insert(spec.source, (spec.define(&mut store)?, spec.layout()));
     }
     let tasks = TaskNames::define(&mut store)?;
     // Warn and record on: a capture without live queries beats none.
@@ -326,7 +326,9 @@ fn loss_lines(accounting: &Accounting) -> Vec<String> {
 struct Recorder {
     store: Store,
     syscall_source: SourceId,
-    spec_sources: HashMap<&'static str, SourceId>,
+    /// The store source of each event source, and where its records'
+    /// timestamp and thread are.
+    spec_sources: HashMap<weft_probes::events::Source, (SourceId, Layout)>,
     /// Application sources defined so far.
     app_sources: HashMap<Arc<str>, SourceId>,
     tasks: TaskNames,
@@ -371,13 +373,10 @@ impl Consumer for Recorder {
         if self.error.is_some() {
             return;
         }
-        let Some(source) = self.spec_sources.get(spec.name) else {
+        let Some(&(source, layout)) = self.spec_sources.get(&spec.source) else {
             return;
         };
-        let at = spec.time_offset();
-        let ts = record
-            .get(at..at + 8)
-            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+        let ts = layout.time(record);
         let now = weft_store::now_ns();
         if let Some(ts) = ts {
             let lag = now.saturating_sub(ts);
@@ -385,8 +384,8 @@ impl Consumer for Recorder {
         }
         let appended = self
             .store
-            .append_at(*source, now, ts, &record[STORED_FROM..])
-            .and_then(|_| match spec.thread(record) {
+            .append_at(source, now, ts, &record[STORED_FROM..])
+            .and_then(|_| match layout.thread(record) {
                 Some((pid, tid)) => self.tasks.observe(&mut self.store, now, pid, tid, false),
                 None => Ok(()),
             });

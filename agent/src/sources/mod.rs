@@ -138,13 +138,19 @@ impl Spec {
             .collect()
     }
 
-    /// Where the producer's timestamp is in a kernel record.
-    pub fn time_offset(&self) -> usize {
-        self.fields
-            .iter()
-            .find(|f| f.name == self.time)
-            .map(|f| f.offset)
-            .expect("a source's time field exists")
+    /// Where a record's timestamp and thread are, computed once rather
+    /// than per record.
+    pub fn layout(&self) -> Layout {
+        let offset = |name: &str| {
+            self.fields
+                .iter()
+                .find(|f| f.name == name)
+                .map(|f| f.offset)
+        };
+        Layout {
+            time: offset(self.time).expect("a source's time field exists"),
+            thread: offset("pid").zip(offset("tid")),
+        }
     }
 
     /// Defines (or finds again) the source and its default indexes.
@@ -183,17 +189,6 @@ impl Spec {
         columns.span = self.span.map(str::to_owned);
     }
 
-    /// The process and thread a record is about, when it names them.
-    pub fn thread(&self, record: &[u8]) -> Option<(u32, u32)> {
-        let read = |name: &str| {
-            let field = self.fields.iter().find(|f| f.name == name)?;
-            let bytes = record.get(field.offset..field.offset + 4)?;
-            Some(u32::from_le_bytes(bytes.try_into().ok()?))
-        };
-        let (pid, tid) = (read("pid")?, read("tid")?);
-        (tid != 0).then_some((pid, tid))
-    }
-
     /// Why this source cannot attach on this kernel, if it cannot.
     pub fn unavailable(&self, tracefs: &Path) -> Option<String> {
         let missing = self
@@ -219,6 +214,31 @@ impl Spec {
                 ))
             })
             .collect()
+    }
+}
+
+/// Where the fields `record` reads of every record are.
+#[derive(Clone, Copy, Debug)]
+pub struct Layout {
+    /// Offset of the producer's timestamp (u64).
+    pub time: usize,
+    /// Offsets of `pid` and `tid` (u32), when the record names a thread.
+    pub thread: Option<(usize, usize)>,
+}
+
+impl Layout {
+    /// The record's timestamp.
+    pub fn time(&self, record: &[u8]) -> Option<u64> {
+        let bytes = record.get(self.time..self.time + 8)?;
+        Some(u64::from_le_bytes(bytes.try_into().ok()?))
+    }
+
+    /// The process and thread the record is about, when it names one.
+    pub fn thread(&self, record: &[u8]) -> Option<(u32, u32)> {
+        let (pid, tid) = self.thread?;
+        let read = |at: usize| Some(u32::from_le_bytes(record.get(at..at + 4)?.try_into().ok()?));
+        let (pid, tid) = (read(pid)?, read(tid)?);
+        (tid != 0).then_some((pid, tid))
     }
 }
 
