@@ -3,8 +3,6 @@
 //! attaches them, drains the shared per-CPU rings and reads the per-source
 //! loss counters.
 
-use std::collections::BTreeMap;
-
 use anyhow::{Context as _, Result, bail};
 use aya::{
     Ebpf, EbpfLoader,
@@ -13,10 +11,10 @@ use aya::{
 };
 use weft_probes::events::{
     CONFIG_GLOBAL, COUNTERS, COUNTERS_MAP, Counter, EventConfig, FILTER_CGROUP, FILTER_COMM,
-    FILTER_PID, HEADER_SIZE, PIDS_MAP, RINGS_MAP, Source,
+    FILTER_PID, PIDS_MAP, RINGS_MAP, SOURCES, Source,
 };
 
-use crate::{ebpf, sources::Spec, tc};
+use crate::{delivery::Delivery, ebpf, sources::Spec, tc};
 
 /// Which threads to trace; applied in the kernel, to the thread a record
 /// is about.
@@ -33,31 +31,21 @@ pub struct Filter {
 /// What was produced, received and lost for one source.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SourceLosses {
-    pub seen: u64,
-    pub received: u64,
-    pub ring_full: u64,
-    pub ring_full_per_cpu: Vec<u64>,
+    pub delivery: Delivery,
+    /// Interval starts that could not be remembered (counted apart: the
+    /// record that would have ended them was never produced).
     pub table_full: u64,
 }
 
 impl SourceLosses {
     pub fn lost(&self) -> u64 {
-        self.ring_full
-    }
-
-    pub fn balanced(&self) -> bool {
-        self.received + self.ring_full == self.seen
+        self.delivery.ring_full
     }
 
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "seen": self.seen,
-            "received": self.received,
-            "lost": self.lost(),
-            "ring_full": self.ring_full,
-            "ring_full_per_cpu": self.ring_full_per_cpu,
-            "table_full": self.table_full,
-        })
+        let mut json = self.delivery.to_json(self.lost());
+        json["table_full"] = self.table_full.into();
+        json
     }
 }
 
@@ -66,8 +54,8 @@ pub struct EventProbe {
     ebpf: Ebpf,
     rings: Vec<RingBuf<MapData>>,
     specs: Vec<&'static Spec>,
-    /// Records drained per source.
-    received: BTreeMap<u32, u64>,
+    /// Records drained, by `Source` value.
+    received: [u64; SOURCES as usize],
     /// Records too short for their source, or of no known source; never expected.
     malformed: u64,
     attached: bool,
@@ -127,7 +115,7 @@ impl EventProbe {
             ebpf,
             rings,
             specs: specs.to_vec(),
-            received: BTreeMap::new(),
+            received: [0; SOURCES as usize],
             malformed: 0,
             attached: false,
             net: None,
@@ -167,9 +155,8 @@ impl EventProbe {
     }
 
     /// Hands every record waiting in the rings to `on_record` with its
-    /// source; returns how many.
-    pub fn drain(&mut self, mut on_record: impl FnMut(&'static Spec, &[u8])) -> u64 {
-        let mut drained = 0;
+    /// source.
+    pub fn drain(&mut self, mut on_record: impl FnMut(&'static Spec, &[u8])) {
         for ring in &mut self.rings {
             while let Some(item) = ring.next() {
                 let source = item
@@ -179,16 +166,14 @@ impl EventProbe {
                     .and_then(Source::from_u32)
                     .and_then(|s| self.specs.iter().find(|spec| spec.source == s));
                 match spec {
-                    Some(spec) if item.len() >= spec.size.max(HEADER_SIZE) => {
+                    Some(spec) if item.len() >= spec.size => {
                         on_record(spec, &item[..spec.size]);
-                        *self.received.entry(spec.source as u32).or_default() += 1;
-                        drained += 1;
+                        self.received[spec.source as usize] += 1;
                     }
                     _ => self.malformed += 1,
                 }
             }
         }
-        drained
     }
 
     /// The loaded sources.
@@ -214,20 +199,21 @@ impl EventProbe {
                 .context("failed to read the event counters")?;
             Ok(values.iter().copied().collect())
         };
-        let total = |source, counter| -> Result<u64> { Ok(per_cpu(source, counter)?.iter().sum()) };
         self.specs
             .iter()
             .map(|spec| {
-                let ring_full_per_cpu = per_cpu(spec.source, Counter::RingFull)?;
-                let received = self.received.get(&(spec.source as u32)).copied();
+                let received = self.received[spec.source as usize];
+                let delivery = Delivery::new(
+                    received,
+                    &per_cpu(spec.source, Counter::Seen)?,
+                    per_cpu(spec.source, Counter::RingFull)?,
+                );
+                let table_full = per_cpu(spec.source, Counter::TableFull)?.iter().sum();
                 Ok((
                     *spec,
                     SourceLosses {
-                        seen: total(spec.source, Counter::Seen)?,
-                        received: received.unwrap_or(0),
-                        ring_full: ring_full_per_cpu.iter().sum(),
-                        ring_full_per_cpu,
-                        table_full: total(spec.source, Counter::TableFull)?,
+                        delivery,
+                        table_full,
                     },
                 ))
             })

@@ -297,9 +297,9 @@ fn loss_lines(accounting: &Accounting) -> Vec<String> {
     if let Some(l) = &accounting.syscalls {
         lines.push(format!(
             "syscalls: {} records, lost {} (ring full {}, enter table full {})",
-            l.received,
+            l.delivery.received,
             l.lost(),
-            l.ring_full,
+            l.delivery.ring_full,
             l.enter_table_full
         ));
     }
@@ -307,9 +307,9 @@ fn loss_lines(accounting: &Accounting) -> Vec<String> {
         lines.push(format!(
             "{}: {} records, lost {} (ring full {}); {} intervals not started (table full)",
             spec.name,
-            l.received,
+            l.delivery.received,
             l.lost(),
-            l.ring_full,
+            l.delivery.ring_full,
             l.table_full
         ));
     }

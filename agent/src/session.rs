@@ -64,8 +64,12 @@ pub struct Accounting {
 impl Accounting {
     /// Records received, all sources told.
     pub fn received(&self) -> u64 {
-        self.syscalls.as_ref().map_or(0, |l| l.received)
-            + self.sources.iter().map(|(_, l)| l.received).sum::<u64>()
+        self.syscalls.as_ref().map_or(0, |l| l.delivery.received)
+            + self
+                .sources
+                .iter()
+                .map(|(_, l)| l.delivery.received)
+                .sum::<u64>()
             + self.app.map_or(0, |l| l.received)
     }
 
@@ -170,17 +174,11 @@ pub fn run(
 
 /// Says so when records are unaccounted for: never expected.
 fn report_mismatches(accounting: &Accounting, malformed: u64) {
-    if let Some(losses) = accounting.syscalls.as_ref().filter(|l| !l.balanced()) {
-        eprintln!(
-            "weft: syscalls: accounting mismatch: received {} + ring full {} != seen {}",
-            losses.received, losses.ring_full, losses.seen,
-        );
+    if let Some(losses) = &accounting.syscalls {
+        losses.delivery.report_mismatch("syscalls");
     }
-    for (spec, losses) in accounting.sources.iter().filter(|(_, l)| !l.balanced()) {
-        eprintln!(
-            "weft: {}: accounting mismatch: received {} + ring full {} != seen {}",
-            spec.name, losses.received, losses.ring_full, losses.seen,
-        );
+    for (spec, losses) in &accounting.sources {
+        losses.delivery.report_mismatch(spec.name);
     }
     if malformed > 0 {
         eprintln!("weft: {malformed} malformed records");

@@ -216,14 +216,15 @@ fn write_table(out: &mut String, title: &str, rows: &[Row], losses: &Losses) -> 
         out,
         "lost {} (ring full {}, enter table full {}); received {} of {} seen; unpaired exits {}",
         losses.lost(),
-        losses.ring_full,
+        losses.delivery.ring_full,
         losses.enter_table_full,
-        losses.received,
-        losses.seen,
+        losses.delivery.received,
+        losses.delivery.seen,
         losses.unpaired_exits,
     )?;
-    if losses.ring_full > 0 {
+    if losses.delivery.ring_full > 0 {
         let cpus: Vec<String> = losses
+            .delivery
             .ring_full_per_cpu
             .iter()
             .enumerate()
@@ -347,6 +348,7 @@ fn emit(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::delivery::Delivery;
 
     fn event(nr: u32, duration_ns: u64) -> SyscallEvent {
         SyscallEvent {
@@ -409,10 +411,12 @@ mod tests {
     #[test]
     fn render_table_shows_losses_per_cpu() {
         let losses = Losses {
-            seen: 10,
-            received: 7,
-            ring_full: 3,
-            ring_full_per_cpu: vec![0, 3],
+            delivery: Delivery {
+                seen: 10,
+                received: 7,
+                ring_full: 3,
+                ring_full_per_cpu: vec![0, 3],
+            },
             enter_table_full: 0,
             unpaired_exits: 1,
         };

@@ -15,7 +15,7 @@ use weft_probes::syscall::{
     RINGS_MAP, SyscallConfig, SyscallEvent,
 };
 
-use crate::ebpf;
+use crate::{delivery::Delivery, ebpf};
 
 /// Which threads and syscalls to trace; applied in the kernel.
 #[derive(Debug, Default, Clone)]
@@ -65,25 +65,26 @@ impl Counters {
 /// number of records drained: what `stat` prints and `record` stores.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Losses {
-    pub seen: u64,
-    pub received: u64,
-    pub ring_full: u64,
-    pub ring_full_per_cpu: Vec<u64>,
+    pub delivery: Delivery,
     pub enter_table_full: u64,
     pub unpaired_exits: u64,
 }
 
 impl Losses {
     pub fn new(counters: &Counters, received: u64) -> Self {
-        Self {
-            seen: counters.total(Counter::Seen),
-            received,
-            ring_full: counters.total(Counter::RingFull),
-            ring_full_per_cpu: counters
+        let per_cpu = |counter: Counter| -> Vec<u64> {
+            counters
                 .per_cpu
                 .iter()
-                .map(|c| c[Counter::RingFull as usize])
-                .collect(),
+                .map(|c| c[counter as usize])
+                .collect()
+        };
+        Self {
+            delivery: Delivery::new(
+                received,
+                &per_cpu(Counter::Seen),
+                per_cpu(Counter::RingFull),
+            ),
             enter_table_full: counters.total(Counter::EnterTableFull),
             unpaired_exits: counters.total(Counter::ExitWithoutEnter),
         }
@@ -91,25 +92,15 @@ impl Losses {
 
     /// Records dropped: ring full plus entries that could not be stored.
     pub fn lost(&self) -> u64 {
-        self.ring_full + self.enter_table_full
-    }
-
-    /// Whether every record is accounted for: `received + ring_full == seen`.
-    pub fn balanced(&self) -> bool {
-        self.received + self.ring_full == self.seen
+        self.delivery.ring_full + self.enter_table_full
     }
 
     /// The counters as JSON fields (shared by `stat --json` and `weft.json`).
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "seen": self.seen,
-            "received": self.received,
-            "lost": self.lost(),
-            "ring_full": self.ring_full,
-            "ring_full_per_cpu": self.ring_full_per_cpu,
-            "enter_table_full": self.enter_table_full,
-            "unpaired_exits": self.unpaired_exits,
-        })
+        let mut json = self.delivery.to_json(self.lost());
+        json["enter_table_full"] = self.enter_table_full.into();
+        json["unpaired_exits"] = self.unpaired_exits.into();
+        json
     }
 }
 

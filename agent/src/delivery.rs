@@ -1,0 +1,57 @@
+//! What one ring delivered: records produced, drained and dropped because
+//! the ring was full (per CPU). Syscalls and the other sources share it;
+//! each adds the counters of its own kind of loss.
+
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Delivery {
+    /// Records the kernel side produced (emitted or dropped).
+    pub seen: u64,
+    /// Records drained by weft.
+    pub received: u64,
+    /// Records dropped because the ring was full.
+    pub ring_full: u64,
+    pub ring_full_per_cpu: Vec<u64>,
+}
+
+impl Delivery {
+    /// From records drained and the per-CPU counts of produced and
+    /// ring-full records.
+    pub fn new(received: u64, seen_per_cpu: &[u64], ring_full_per_cpu: Vec<u64>) -> Self {
+        Self {
+            seen: seen_per_cpu.iter().sum(),
+            received,
+            ring_full: ring_full_per_cpu.iter().sum(),
+            ring_full_per_cpu,
+        }
+    }
+
+    /// Whether every record is accounted for: `received + ring_full == seen`.
+    pub fn balanced(&self) -> bool {
+        self.received + self.ring_full == self.seen
+    }
+
+    /// The JSON fields (shared by `stat --json` and `weft.json`), with the
+    /// caller's count of `lost` records; callers add their own fields.
+    pub fn to_json(&self, lost: u64) -> Value {
+        json!({
+            "seen": self.seen,
+            "received": self.received,
+            "lost": lost,
+            "ring_full": self.ring_full,
+            "ring_full_per_cpu": self.ring_full_per_cpu,
+        })
+    }
+
+    /// Says so on stderr when records of `name` are unaccounted for
+    /// (never expected).
+    pub fn report_mismatch(&self, name: &str) {
+        if !self.balanced() {
+            eprintln!(
+                "weft: {name}: accounting mismatch: received {} + ring full {} != seen {}",
+                self.received, self.ring_full, self.seen,
+            );
+        }
+    }
+}
