@@ -68,7 +68,7 @@ pub fn prepare_dir(dir: &Path, append: bool) -> Result<()> {
 pub fn define_syscall_source(store: &mut Store) -> Result<SourceId> {
     let fields = syscall_fields();
     let source = store.define_source(SYSCALLS, fields.clone())?;
-    let numbers = Bins::new((0..=i64::from(MAX_SYSCALLS)).collect())?;
+    let numbers = exact_bins(i64::from(MAX_SYSCALLS));
     let by_nr = Partition {
         field: fields[5].clone(),
         count: MAX_SYSCALLS,
@@ -106,6 +106,11 @@ pub fn syscall_fields() -> Vec<Field> {
         Field::new("nr", at(offset_of!(SyscallEvent, nr)), FieldKind::U32),
         Field::new("cpu", at(offset_of!(SyscallEvent, cpu)), FieldKind::U32),
     ]
+}
+
+/// One bin per value `0..=max` (and the outlier bins): an exact-match index.
+pub fn exact_bins(max: i64) -> Bins {
+    Bins::new((0..=max).collect()).expect("strictly increasing by construction")
 }
 
 /// Latency bins 10% apart from 100 ns to about 100 s: percentiles read few chunks.

@@ -9,6 +9,7 @@ use crate::{
     events::{self, EventProbe},
     sources,
     syscall::{AttachPoints, Filter, Options, SyscallProbe},
+    tc,
 };
 
 /// One line of the report.
@@ -162,31 +163,25 @@ fn source_checks(tracefs: &Path, privileged: bool) -> Vec<Check> {
     let mut checks = Vec::new();
     let mut loadable = Vec::new();
     for spec in sources::ALL {
-        let unavailable = spec.unavailable(tracefs);
+        let available = spec.availability(tracefs);
+        let ok = available.missing.is_none();
         let detail = if spec.tc {
-            let tcx = aya::util::KernelVersion::current()
-                .is_ok_and(|v| v >= aya::util::KernelVersion::new(6, 6, 0));
-            if tcx {
-                "TC through TCX links (removed by the kernel when weft exits)".to_owned()
-            } else {
-                "TC through netlink clsact filters (needs sch_ingress and cls_bpf)".to_owned()
-            }
+            tc::describe_attach().to_owned()
         } else {
-            let mut detail = unavailable
-                .clone()
+            let first = available
+                .missing
                 .unwrap_or_else(|| "tracepoints present".into());
-            for lack in spec.degraded(tracefs) {
-                detail.push_str("; ");
-                detail.push_str(&lack);
-            }
-            detail
+            std::iter::once(first)
+                .chain(available.lacks)
+                .collect::<Vec<_>>()
+                .join("; ")
         };
-        if unavailable.is_none() && !spec.tc {
+        if ok && !spec.tc {
             loadable.push(*spec);
         }
         checks.push(Check {
             what: format!("source {}", spec.name),
-            ok: Some(unavailable.is_none()),
+            ok: Some(ok),
             detail,
         });
     }

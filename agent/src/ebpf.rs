@@ -1,7 +1,10 @@
 //! The eBPF object built from `ebpf/` by `build.rs`, and the checks every probe
 //! needs before loading: privileges and tracefs.
 
-use std::{fs, path::Path};
+use std::{
+    fs,
+    path::{Path, PathBuf},
+};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
@@ -75,20 +78,32 @@ pub fn tracefs() -> Result<&'static Path> {
     Ok(path)
 }
 
-/// Reads field `name` of tracepoint `category:event` from its tracefs format.
-pub fn tracepoint_field(tracefs: &Path, category: &str, event: &str, name: &str) -> Result<Field> {
-    let path = tracefs
+/// Where the tracefs format file of tracepoint `category:event` is; it
+/// exists when the kernel has the tracepoint.
+pub fn tracepoint_format(tracefs: &Path, category: &str, event: &str) -> PathBuf {
+    tracefs
         .join("events")
         .join(category)
         .join(event)
-        .join("format");
-    let text = fs::read_to_string(&path).with_context(|| {
+        .join("format")
+}
+
+/// The tracefs format of tracepoint `category:event`.
+pub fn read_tracepoint_format(tracefs: &Path, category: &str, event: &str) -> Result<String> {
+    let path = tracepoint_format(tracefs, category, event);
+    fs::read_to_string(&path).with_context(|| {
         format!(
             "tracepoint {category}:{event} is not available ({})",
             path.display()
         )
-    })?;
-    find_field(&text, name).ok_or_else(|| anyhow!("{}: no field `{name}`", path.display()))
+    })
+}
+
+/// Reads field `name` of tracepoint `category:event` from its tracefs format.
+pub fn tracepoint_field(tracefs: &Path, category: &str, event: &str, name: &str) -> Result<Field> {
+    let text = read_tracepoint_format(tracefs, category, event)?;
+    find_field(&text, name)
+        .ok_or_else(|| anyhow!("tracepoint {category}:{event}: no field `{name}`"))
 }
 
 /// The number of possible CPUs: one ring each.

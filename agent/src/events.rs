@@ -14,7 +14,16 @@ use weft_probes::events::{
     FILTER_PID, PIDS_MAP, RINGS_MAP, SOURCES, Source,
 };
 
-use crate::{delivery::Delivery, ebpf, sources::Spec, tc};
+use std::path::Path;
+
+use weft_probes::tracefs::find_field;
+
+use crate::{
+    delivery::Delivery,
+    ebpf,
+    sources::{Hook, Spec},
+    tc,
+};
 
 /// Which threads to trace; applied in the kernel, to the thread a record
 /// is about.
@@ -71,27 +80,18 @@ impl EventProbe {
         let cpus = ebpf::cpus()?;
         let config = kernel_config(filter);
         let mut offsets = Vec::new();
+        let mut hooks = Vec::new();
         for spec in specs {
-            if let Some(why) = spec.unavailable(tracefs) {
+            let available = spec.availability(tracefs);
+            if let Some(why) = available.missing {
                 bail!("source {}: {why}", spec.name);
             }
-            for lack in spec.degraded(tracefs) {
+            for lack in available.lacks {
                 eprintln!("weft: {}: {lack}", spec.name);
             }
-            for hook in spec.hooks.iter().filter(|h| h.exists(tracefs)) {
-                for (global, field) in hook.offsets {
-                    let offset = match field.strip_suffix('?') {
-                        Some(field) => {
-                            ebpf::tracepoint_field(tracefs, hook.category, hook.event, field)
-                                .map_or(u32::MAX, |f| f.offset)
-                        }
-                        None => {
-                            ebpf::tracepoint_field(tracefs, hook.category, hook.event, field)?
-                                .offset
-                        }
-                    };
-                    offsets.push((*global, offset));
-                }
+            for hook in available.present {
+                offsets.extend(hook_offsets(tracefs, hook)?);
+                hooks.push((spec.name, hook));
             }
         }
         let mut loader = EbpfLoader::new();
@@ -120,37 +120,36 @@ impl EventProbe {
             attached: false,
             net: None,
         };
-        for spec in specs {
-            if spec.tc {
-                let interfaces = filter.net.interfaces()?;
-                probe.net = Some(tc::attach(&mut probe.ebpf, &interfaces)?);
-            } else {
-                probe.attach(spec, tracefs)?;
-            }
+        for (source, hook) in hooks {
+            probe.attach(source, hook)?;
+        }
+        if specs.iter().any(|spec| spec.tc) {
+            let interfaces = filter.net.interfaces()?;
+            probe.net = Some(tc::attach(&mut probe.ebpf, &interfaces)?);
         }
         probe.attached = true;
         Ok(probe)
     }
 
-    fn attach(&mut self, spec: &Spec, tracefs: &std::path::Path) -> Result<()> {
-        for hook in spec.hooks.iter().filter(|h| h.exists(tracefs)) {
-            let program: &mut TracePoint = self
-                .ebpf
-                .program_mut(hook.program)
-                .with_context(|| format!("program {} missing", hook.program))?
-                .try_into()?;
-            if program.fd().is_err() {
-                program
-                    .load()
-                    .with_context(|| format!("the kernel rejected {}", hook.program))?;
-            }
-            program.attach(hook.category, hook.event).with_context(|| {
-                format!(
-                    "source {}: failed to attach to tracepoint {}:{}",
-                    spec.name, hook.category, hook.event
-                )
-            })?;
+    /// Attaches `hook`'s program (loading it first if no other hook has)
+    /// to its tracepoint.
+    fn attach(&mut self, source: &str, hook: &Hook) -> Result<()> {
+        let program: &mut TracePoint = self
+            .ebpf
+            .program_mut(hook.program)
+            .with_context(|| format!("program {} missing", hook.program))?
+            .try_into()?;
+        if program.fd().is_err() {
+            program
+                .load()
+                .with_context(|| format!("the kernel rejected {}", hook.program))?;
         }
+        program.attach(hook.category, hook.event).with_context(|| {
+            format!(
+                "source {source}: failed to attach to tracepoint {}:{}",
+                hook.category, hook.event
+            )
+        })?;
         Ok(())
     }
 
@@ -242,6 +241,30 @@ impl EventProbe {
     pub fn net_attach(&self) -> Option<&str> {
         self.net.as_deref()
     }
+}
+
+/// The offsets `hook`'s program reads, from one read of its tracepoint's
+/// format: (global, offset) pairs, `u32::MAX` for an optional field this
+/// kernel lacks.
+fn hook_offsets(tracefs: &Path, hook: &Hook) -> Result<Vec<(&'static str, u32)>> {
+    let format = ebpf::read_tracepoint_format(tracefs, hook.category, hook.event)?;
+    hook.offsets
+        .iter()
+        .map(|(global, field)| {
+            let (name, optional) = field
+                .strip_suffix('?')
+                .map_or((*field, false), |f| (f, true));
+            match find_field(&format, name) {
+                Some(found) => Ok((*global, found.offset)),
+                None if optional => Ok((*global, u32::MAX)),
+                None => bail!(
+                    "tracepoint {}:{}: no field `{name}`",
+                    hook.category,
+                    hook.event
+                ),
+            }
+        })
+        .collect()
 }
 
 fn kernel_config(filter: &Filter) -> EventConfig {

@@ -106,10 +106,25 @@ pub fn fill_filters(ebpf: &mut Ebpf, options: &NetOptions) -> Result<()> {
     Ok(())
 }
 
+/// Whether this kernel has TCX (Linux 6.6): links owned by file
+/// descriptors rather than netlink filters.
+fn tcx() -> bool {
+    KernelVersion::current().is_ok_and(|v| v >= KernelVersion::new(6, 6, 0))
+}
+
+/// How the classifiers attach on this kernel, for `weft doctor`.
+pub fn describe_attach() -> &'static str {
+    if tcx() {
+        "TC through TCX links (removed by the kernel when weft exits)"
+    } else {
+        "TC through netlink clsact filters (needs sch_ingress and cls_bpf)"
+    }
+}
+
 /// Loads the classifiers and attaches them to ingress and egress of each
 /// interface; returns how they are attached, for humans.
 pub fn attach(ebpf: &mut Ebpf, interfaces: &[String]) -> Result<String> {
-    let tcx = KernelVersion::current().is_ok_and(|v| v >= KernelVersion::new(6, 6, 0));
+    let tcx = tcx();
     for (name, attach_type) in PROGRAMS {
         let program: &mut SchedClassifier = ebpf
             .program_mut(name)

@@ -51,24 +51,17 @@ pub fn count(source: Source, counter: Counter) {
     }
 }
 
-/// Whether thread group `tgid` passes the pid filter.
+/// Whether the current thread (of thread group `tgid`) passes every filter.
 #[inline(always)]
-pub fn wants_tgid(tgid: u32) -> bool {
+pub fn wants_current(tgid: u32) -> bool {
     let config = config();
     if tgid == config.ignore_tgid {
         return false;
     }
     // SAFETY: the value is only tested for presence.
-    config.flags & FILTER_PID == 0 || unsafe { EVENT_PIDS.get(&tgid) }.is_some()
-}
-
-/// Whether the current thread (of thread group `tgid`) passes every filter.
-#[inline(always)]
-pub fn wants_current(tgid: u32) -> bool {
-    if !wants_tgid(tgid) {
+    if config.flags & FILTER_PID != 0 && unsafe { EVENT_PIDS.get(&tgid) }.is_none() {
         return false;
     }
-    let config = config();
     if config.flags & FILTER_COMM != 0 {
         match bpf_get_current_comm() {
             Ok(comm) if comm == config.comm => {}

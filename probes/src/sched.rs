@@ -53,9 +53,6 @@ pub struct OffCpu {
 }
 const _: () = assert!(core::mem::size_of::<OffCpu>() == 24);
 
-/// Name of the map of threads off CPU.
-pub const OFF_CPU_MAP: &str = "SCHED_OFF_CPU";
-
 #[cfg(feature = "user")]
 mod user {
     // SAFETY: `#[repr(C)]`, `Copy`, integers only, no padding holes.

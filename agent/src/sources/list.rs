@@ -9,7 +9,10 @@ pub fn run(args: &SourcesArgs) -> std::process::ExitCode {
     let tracefs = ebpf::tracefs();
     for spec in ALL {
         let (unavailable, degraded) = match &tracefs {
-            Ok(tracefs) => (spec.unavailable(tracefs), spec.degraded(tracefs)),
+            Ok(tracefs) => {
+                let available = spec.availability(tracefs);
+                (available.missing, available.lacks)
+            }
             Err(error) => (Some(format!("{error:#}")), Vec::new()),
         };
         if args.json {

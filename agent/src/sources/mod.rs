@@ -9,14 +9,17 @@ mod net;
 mod pagecache;
 mod sched;
 
-use std::{path::Path, sync::Arc};
+use std::{mem::offset_of, path::Path, sync::Arc};
 
 use anyhow::{Result, bail};
-use weft_probes::events::{HEADER_SIZE, Source};
+use weft_probes::events::{Header, Source};
 use weft_query::{Kind, Names, SourceColumns};
-use weft_store::{Bins, Field, FieldKind, SourceId, Store};
+use weft_store::{Field, FieldKind, SourceId, Store};
 
-use crate::capture::latency_bins;
+use crate::{
+    capture::{exact_bins, latency_bins},
+    ebpf,
+};
 
 /// A classic tracepoint a source's program attaches to, and the fields of
 /// its record whose offsets (from tracefs) the program reads from globals.
@@ -33,18 +36,21 @@ pub struct Hook {
 }
 
 impl Hook {
-    fn format(&self, tracefs: &Path) -> std::path::PathBuf {
-        tracefs
-            .join("events")
-            .join(self.category)
-            .join(self.event)
-            .join("format")
-    }
-
     /// Whether the tracepoint exists on this kernel.
-    pub fn exists(&self, tracefs: &Path) -> bool {
-        self.format(tracefs).exists()
+    fn exists(&self, tracefs: &Path) -> bool {
+        ebpf::tracepoint_format(tracefs, self.category, self.event).exists()
     }
+}
+
+/// What a source can attach to on this kernel.
+pub struct Availability {
+    /// Its hooks whose tracepoints exist.
+    pub present: Vec<&'static Hook>,
+    /// Why it cannot attach at all, if it cannot: a needed tracepoint is missing.
+    pub missing: Option<String>,
+    /// What it lacks though it can attach: its optional tracepoints that do
+    /// not exist.
+    pub lacks: Vec<String>,
 }
 
 /// What a field's integers mean.
@@ -160,7 +166,7 @@ impl Spec {
         for index in self.indexes {
             let (field, bins) = match index {
                 IndexSpec::Latency(field) => (*field, latency_bins()),
-                IndexSpec::Exact(field, max) => (*field, Bins::new((0..=*max).collect())?),
+                IndexSpec::Exact(field, max) => (*field, exact_bins(*max)),
             };
             let Some(field) = fields.iter().find(|f| f.name == field) else {
                 bail!("source {}: index over unknown field {field}", self.name);
@@ -175,45 +181,48 @@ impl Spec {
     /// Gives the source's columns their meaning.
     pub fn describe_columns(&self, columns: &mut SourceColumns) {
         for field in self.fields {
-            match field.meaning {
-                Meaning::Int => None,
-                Meaning::Duration => columns.set_kind(field.name, Kind::Duration),
-                Meaning::Time => columns.set_kind(field.name, Kind::Time),
-                Meaning::Ipv4 => columns.set_kind(field.name, Kind::Ipv4),
+            let kind = match field.meaning {
+                Meaning::Int => continue,
+                Meaning::Duration => Kind::Duration,
+                Meaning::Time => Kind::Time,
+                Meaning::Ipv4 => Kind::Ipv4,
                 Meaning::Named(names) => {
                     let names = names.iter().map(|(v, n)| (*v, (*n).to_owned()));
-                    columns.set_kind(field.name, Kind::Named(Arc::new(Names::new(names, false))))
+                    Kind::Named(Arc::new(Names::new(names, false)))
                 }
             };
+            columns.set_kind(field.name, kind);
         }
         columns.span = self.span.map(str::to_owned);
     }
 
-    /// Why this source cannot attach on this kernel, if it cannot.
-    pub fn unavailable(&self, tracefs: &Path) -> Option<String> {
-        let missing = self
-            .hooks
+    /// Which of its tracepoints exist on this kernel, and what follows.
+    pub fn availability(&self, tracefs: &Path) -> Availability {
+        let (present, absent): (Vec<&'static Hook>, Vec<&'static Hook>) =
+            self.hooks.iter().partition(|hook| hook.exists(tracefs));
+        let missing = absent
             .iter()
-            .find(|hook| hook.without.is_none() && !hook.exists(tracefs))?;
-        Some(format!(
-            "tracepoint {}:{} does not exist on this kernel",
-            missing.category, missing.event
-        ))
-    }
-
-    /// What this source lacks on this kernel though it can attach, and
-    /// why: its optional tracepoints that do not exist.
-    pub fn degraded(&self, tracefs: &Path) -> Vec<String> {
-        self.hooks
+            .find(|hook| hook.without.is_none())
+            .map(|hook| {
+                format!(
+                    "tracepoint {}:{} does not exist on this kernel",
+                    hook.category, hook.event
+                )
+            });
+        let lacks = absent
             .iter()
-            .filter(|hook| !hook.exists(tracefs))
             .filter_map(|hook| {
                 Some(format!(
                     "no {} (tracepoint {}:{} does not exist on this kernel)",
                     hook.without?, hook.category, hook.event
                 ))
             })
-            .collect()
+            .collect();
+        Availability {
+            present,
+            missing,
+            lacks,
+        }
     }
 }
 
@@ -244,13 +253,12 @@ impl Layout {
 
 /// Stored records start after the `source` word of the header (the store
 /// source says the same); `cpu` is the first stored field.
-pub const STORED_FROM: usize = 4;
-const _: () = assert!(HEADER_SIZE == 8);
+pub const STORED_FROM: usize = offset_of!(Header, cpu);
 
 /// The `cpu` field every record has, from the header.
 const CPU: FieldSpec = FieldSpec {
     name: "cpu",
-    offset: 4,
+    offset: offset_of!(Header, cpu),
     kind: FieldKind::U32,
     meaning: Meaning::Int,
     about: "CPU the record was written on",
