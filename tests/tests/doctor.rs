@@ -26,3 +26,33 @@ fn doctor_reports_a_usable_kernel() {
     assert!(line("source block").contains(" ok "), "{stdout}");
     assert!(line("event sources load").contains(" ok "), "{stdout}");
 }
+
+#[test]
+fn sources_lists_each_source_and_survives_a_closed_stdout() {
+    if !can_trace("sources_lists_each_source_and_survives_a_closed_stdout") {
+        return;
+    }
+    let (status, stdout, stderr) = run_weft(&["sources", "--json"]);
+    assert!(status.success(), "{stderr}");
+    let sources: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names: Vec<&str> = sources.iter().filter_map(|s| s["name"].as_str()).collect();
+    assert_eq!(names, ["sched", "block", "pagecache", "net"]);
+    assert_eq!(sources[0]["available"], true, "{}", sources[0]);
+    // `weft sources | head -1`: the reader goes away; weft must not panic.
+    let mut child = std::process::Command::new(weft_tests::weft_bin())
+        .arg("sources")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

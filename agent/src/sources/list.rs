@@ -1,14 +1,17 @@
 //! `weft sources`: every source, its fields, and whether it can attach here.
 
+use std::{fmt::Write as _, io::Write as _};
+
 use serde_json::json;
 
-use super::{ALL, Meaning};
+use super::{ALL, Meaning, Spec};
 use crate::{capture, cli::SourcesArgs, ebpf};
 
 pub fn run(args: &SourcesArgs) -> std::process::ExitCode {
     let tracefs = ebpf::tracefs();
+    let mut out = String::new();
     for spec in ALL {
-        let (unavailable, degraded) = match &tracefs {
+        let (missing, lacks) = match &tracefs {
             Ok(tracefs) => {
                 let available = spec.availability(tracefs);
                 (available.missing, available.lacks)
@@ -16,44 +19,63 @@ pub fn run(args: &SourcesArgs) -> std::process::ExitCode {
             Err(error) => (Some(format!("{error:#}")), Vec::new()),
         };
         if args.json {
-            let fields: Vec<_> = spec
-                .fields
-                .iter()
-                .map(|f| json!({ "name": f.name, "type": format!("{:?}", f.kind).to_lowercase(), "unit": unit(f.meaning), "about": f.about }))
-                .collect();
-            println!(
-                "{}",
-                json!({ "name": spec.name, "about": spec.about, "available": unavailable.is_none(), "why_not": unavailable, "lacks": degraded, "fields": fields })
-            );
-            continue;
-        }
-        let status = unavailable.map_or_else(
-            || "available".to_owned(),
-            |why| format!("UNAVAILABLE: {why}"),
-        );
-        println!("{}  {}\n  {status}", spec.name, spec.about);
-        for field in spec.fields {
-            let unit = unit(field.meaning);
-            println!(
-                "    {:<10} {:<4} {:<4} {}",
-                field.name,
-                format!("{:?}", field.kind).to_lowercase(),
-                unit,
-                field.about
-            );
+            out += &json_line(spec, missing.as_deref(), &lacks);
+        } else {
+            out += &text(spec, missing.as_deref(), &lacks);
         }
     }
     if !args.json {
-        println!(
+        let _ = writeln!(
+            out,
             "{}  every completed system call: name, dur, ret, pid, tid, cpu\n  `weft doctor` checks it",
             capture::SYSCALLS
         );
-        println!(
+        let _ = writeln!(
+            out,
             "app  records programs push through {} (weft-client): sources and fields they declare",
             crate::app::SOCKET
         );
     }
+    // A closed stdout (`weft sources | head`) is not an error.
+    let _ = std::io::stdout().lock().write_all(out.as_bytes());
     std::process::ExitCode::SUCCESS
+}
+
+fn json_line(spec: &Spec, missing: Option<&str>, lacks: &[String]) -> String {
+    let fields: Vec<_> = spec
+        .fields
+        .iter()
+        .map(|f| json!({ "name": f.name, "type": kind(f), "unit": unit(f.meaning), "about": f.about }))
+        .collect();
+    let line = json!({
+        "name": spec.name, "about": spec.about, "available": missing.is_none(),
+        "why_not": missing, "lacks": lacks, "fields": fields,
+    });
+    format!("{line}\n")
+}
+
+fn text(spec: &Spec, missing: Option<&str>, lacks: &[String]) -> String {
+    let status = match (missing, lacks.is_empty()) {
+        (Some(why), _) => format!("UNAVAILABLE: {why}"),
+        (None, true) => "available".to_owned(),
+        (None, false) => format!("available, but {}", lacks.join("; ")),
+    };
+    let mut out = format!("{}  {}\n  {status}\n", spec.name, spec.about);
+    for field in spec.fields {
+        let _ = writeln!(
+            out,
+            "    {:<10} {:<4} {:<4} {}",
+            field.name,
+            kind(field),
+            unit(field.meaning),
+            field.about
+        );
+    }
+    out
+}
+
+fn kind(field: &super::FieldSpec) -> String {
+    format!("{:?}", field.kind).to_lowercase()
 }
 
 fn unit(meaning: Meaning) -> &'static str {
