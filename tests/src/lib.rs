@@ -77,6 +77,12 @@ pub fn has_tracepoint(event: &str) -> bool {
         .is_none_or(|root| root.join("events").join(event).is_dir())
 }
 
+/// Whether the running kernel is `major.minor` or later.
+pub fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    kernel_version(release.trim()) >= (major, minor)
+}
+
 /// `6.1.0-56-cloud-amd64` → (6, 1).
 fn kernel_version(release: &str) -> (u32, u32) {
     let mut numbers = release

@@ -795,11 +795,6 @@ fn net_on_lo_counts_datagrams_exactly_and_a_killed_weft_leaves_no_classifier() {
 /// Whether TC programs can attach: TCX links (6.6 on), or a `clsact` qdisc
 /// in the kernel (built in or loaded; a VM without modules may lack it).
 fn tc_available() -> bool {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let mut numbers = release
-        .split(|c: char| !c.is_ascii_digit())
-        .map(|n| n.parse::<u32>().unwrap_or(0));
-    let version = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
-    version >= (6, 6)
+    weft_tests::kernel_at_least(6, 6)
         || std::fs::read_to_string("/proc/kallsyms").is_ok_and(|symbols| symbols.contains("clsact"))
 }

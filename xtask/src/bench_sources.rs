@@ -93,8 +93,9 @@ fn stress_table(
         .context("weft-stress printed no time")?;
         let elapsed = start.elapsed().as_secs_f64();
         let cpu = cpu_seconds(tracer.pid()) - cpu_before;
-        let lines = tracer.interrupt()?;
-        let (received, lost) = source_line(&lines, source)?;
+        tracer.interrupt()?;
+        let losses = &session_losses(&dir)?[source];
+        let (received, lost) = (field(losses, "received")?, field(losses, "lost")?);
         println!(
             "{source:<10} {:>12.0} {received:>12} {:>12.0} {lost:>8} {:>9.0}%",
             count as f64 / seconds,
@@ -137,10 +138,11 @@ fn probe_effect(bins: &Bins, options: &Options, scratch: &std::path::Path) -> Re
             ),
             ("all (syscalls too)", Some("all")),
         ] {
+            let dir = fresh(scratch, "effect");
             let tracer = match sources {
                 Some(sources) => Some(record(
                     bins,
-                    &fresh(scratch, "effect"),
+                    &dir,
                     &["--sources", sources, "--interface", "lo"],
                 )?),
                 None => None,
@@ -148,7 +150,10 @@ fn probe_effect(bins: &Bins, options: &Options, scratch: &std::path::Path) -> Re
             let getppid = samples(options.runs, || getppid_ns(bins))?;
             let redis_us = samples(options.runs, redis_us_per_request)?;
             let lost = match tracer {
-                Some(tracer) => total_lost(&tracer.interrupt()?)?.to_string(),
+                Some(tracer) => {
+                    tracer.interrupt()?;
+                    total_lost(&dir)?.to_string()
+                }
                 None => "-".into(),
             };
             println!(
@@ -244,36 +249,23 @@ fn cpu_seconds(pid: u32) -> f64 {
     ticks / 100.0
 }
 
-/// Records received and lost of `source` from `weft record`'s final lines
-/// ("weft:   sched: 1234 records, lost 0 ...").
-fn source_line(lines: &[String], source: &str) -> Result<(u64, u64)> {
-    let prefix = format!("weft:   {source}: ");
-    let line = lines
-        .iter()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .with_context(|| format!("weft printed no line for {source}: {}", lines.join("\n")))?;
-    let number =
-        |after: &str| -> Option<u64> { line.split(after).next()?.rsplit(' ').next()?.parse().ok() };
-    let received = number(" records").context("no record count")?;
-    let lost = line
-        .split("lost ")
-        .nth(1)
-        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
-        .context("no lost count")?;
-    Ok((received, lost))
+/// The per-source losses `weft record` wrote into the capture's `weft.json`.
+fn session_losses(dir: &std::path::Path) -> Result<serde_json::Value> {
+    let path = dir.join("weft.json");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("no {}", path.display()))?;
+    let metadata: serde_json::Value = serde_json::from_str(&text)?;
+    Ok(metadata["sessions"][0]["lost"].clone())
 }
 
-/// The total lost from `weft record`'s summary line.
-fn total_lost(lines: &[String]) -> Result<u64> {
-    lines
-        .iter()
-        .find_map(|l| {
-            l.strip_prefix("weft: recorded ")?
-                .rsplit("lost ")
-                .next()?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .with_context(|| format!("weft printed no summary: {}", lines.join("\n")))
+fn field(losses: &serde_json::Value, key: &str) -> Result<u64> {
+    losses[key]
+        .as_u64()
+        .with_context(|| format!("no `{key}` in {losses}"))
+}
+
+/// Records lost by every source of a capture.
+fn total_lost(dir: &std::path::Path) -> Result<u64> {
+    let losses = session_losses(dir)?;
+    let sources = losses.as_object().context("weft.json has no losses")?;
+    sources.values().map(|l| field(l, "lost")).sum()
 }
