@@ -24,7 +24,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use weft_query::Kind;
 
-use crate::socket;
+use crate::{capture, socket, sources, tasks};
 
 /// Where the agent listens.
 pub const SOCKET: &str = "/run/weft/app.sock";
@@ -32,8 +32,6 @@ pub const SOCKET: &str = "/run/weft/app.sock";
 const BACKLOG: usize = 1 << 16;
 /// Fields per source, at most.
 const MAX_FIELDS: usize = 32;
-/// Sources weft itself defines; applications may not take their names.
-const RESERVED: &[&str] = &["syscalls", "tasks", "sched", "block", "pagecache", "net"];
 
 /// What a field's integers mean.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -206,7 +204,7 @@ fn define(
     let mut words = rest.split(' ');
     let name = words.next().unwrap_or_default();
     check_name("source", name)?;
-    if RESERVED.contains(&name) {
+    if is_weft_source(name) {
         return Err(format!("`{name}` is one of weft's own sources"));
     }
     let fields = words
@@ -277,6 +275,15 @@ fn record(
         .map_err(|_| "weft is stopping".to_owned())
 }
 
+/// Whether weft itself names a source `name` (or lets queries call one
+/// so): applications may not take it.
+fn is_weft_source(name: &str) -> bool {
+    [capture::SYSCALLS, tasks::TASKS].contains(&name)
+        || sources::ALL
+            .iter()
+            .any(|spec| spec.name == name || spec.aliases.contains(&name))
+}
+
 fn check_name(what: &str, name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= 32
@@ -290,5 +297,18 @@ fn check_name(what: &str, name: &str) -> Result<(), String> {
         Err(format!(
             "{what} name `{name}`: use 1 to 32 of a-z, 0-9 and _, starting with a letter"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weft_sources_and_their_aliases_are_reserved() {
+        for name in ["syscalls", "tasks", "sched", "net", "packets", "pagecache"] {
+            assert!(is_weft_source(name), "{name}");
+        }
+        assert!(!is_weft_source("requests"));
     }
 }
