@@ -24,5 +24,4 @@ pub mod sched;
 pub mod syscall;
 #[cfg(feature = "user")]
 pub mod syscall_names;
-#[cfg(feature = "user")]
 pub mod tracefs;

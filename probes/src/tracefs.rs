@@ -10,32 +10,52 @@ pub struct Field {
     pub size: u32,
 }
 
-/// Finds field `name` in the text of a tracefs `format` file; `None` when it
-/// is absent or its line is malformed.
+/// One field line of a tracefs `format` file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldLine<'a> {
+    /// The field name, without any array suffix.
+    pub name: &'a str,
+    /// The C declaration as written (`const char * filename`,
+    /// `__data_loc char[] name`, `char comm[16]`).
+    pub declaration: &'a str,
+    /// Where the field is.
+    pub field: Field,
+    /// Whether the kernel marks it signed.
+    pub signed: bool,
+}
+
+/// The well-formed field lines of the text of a tracefs `format` file.
 ///
 /// Field lines look like
 /// `\tfield:long ret;\toffset:16;\tsize:8;\tsigned:1;`; the field name is the
 /// last word of the declaration, without any array suffix.
-#[must_use]
-pub fn find_field(format: &str, name: &str) -> Option<Field> {
-    format.lines().find_map(|line| {
+pub fn fields(format: &str) -> impl Iterator<Item = FieldLine<'_>> {
+    format.lines().filter_map(|line| {
         let mut parts = line.trim().split(';').map(str::trim);
         let declaration = parts.next()?.strip_prefix("field:")?;
-        let field_name = declaration.split_whitespace().last()?;
-        let field_name = field_name.split('[').next()?;
-        if field_name != name {
-            return None;
-        }
+        let name = declaration.split_whitespace().last()?.split('[').next()?;
         let value = |key: &str| {
             parts
                 .clone()
                 .find_map(|part| part.strip_prefix(key)?.parse::<u32>().ok())
         };
-        Some(Field {
-            offset: value("offset:")?,
-            size: value("size:")?,
+        Some(FieldLine {
+            name,
+            declaration,
+            field: Field {
+                offset: value("offset:")?,
+                size: value("size:")?,
+            },
+            signed: value("signed:") == Some(1),
         })
     })
+}
+
+/// Finds field `name` in the text of a tracefs `format` file; `None` when it
+/// is absent or its line is malformed.
+#[must_use]
+pub fn find_field(format: &str, name: &str) -> Option<Field> {
+    fields(format).find(|f| f.name == name).map(|f| f.field)
 }
 
 #[cfg(test)]

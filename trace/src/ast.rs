@@ -1,0 +1,211 @@
+//! The parsed program. Every node keeps its span for error messages.
+
+use crate::error::Span;
+
+/// A whole program: probes with their actions.
+#[derive(Debug, Clone)]
+pub struct Program {
+    pub items: Vec<Item>,
+}
+
+/// `probe, probe /predicate/ { actions }`.
+#[derive(Debug, Clone)]
+pub struct Item {
+    pub probes: Vec<Probe>,
+    pub predicate: Option<Expr>,
+    pub body: Vec<Stmt>,
+}
+
+/// One probe as written, before globs are expanded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    pub kind: ProbeKind,
+    pub span: Span,
+}
+
+/// What a probe attaches to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeKind {
+    Begin,
+    End,
+    /// `tracepoint:CATEGORY:NAME`; both may hold `*` globs.
+    Tracepoint {
+        category: String,
+        name: String,
+    },
+    /// `rawtracepoint:NAME`.
+    RawTracepoint {
+        name: String,
+    },
+    /// `fentry:FUNC` (also `kfunc:`), or `fexit:` (`kretfunc:`) when `exit`.
+    Fentry {
+        function: String,
+        exit: bool,
+    },
+    /// `kprobe:FUNC`, or `kretprobe:` when `exit`.
+    Kprobe {
+        function: String,
+        exit: bool,
+    },
+    /// `uprobe:PATH:SYMBOL`, or `uretprobe:` when `exit`.
+    Uprobe {
+        path: String,
+        symbol: String,
+        exit: bool,
+    },
+    /// `profile:hz:N`: every CPU, N times a second.
+    Profile {
+        hz: u64,
+    },
+    /// `interval:s:N` / `interval:ms:N` / `interval:us:N`: one CPU, periodically.
+    Interval {
+        period_ns: u64,
+    },
+}
+
+/// A statement.
+#[derive(Debug, Clone)]
+pub enum Stmt {
+    /// `@m[k] = value` (value may be an aggregation such as `count()`).
+    MapAssign { map: MapRef, value: Expr },
+    /// `@m[k] += value`, `@m[k]++` (value 1) and friends.
+    MapUpdate { map: MapRef, op: BinOp, value: Expr },
+    /// `$v = value`.
+    VarAssign {
+        name: String,
+        span: Span,
+        value: Expr,
+    },
+    /// `$v += value`, `$v++`.
+    VarUpdate {
+        name: String,
+        span: Span,
+        op: BinOp,
+        value: Expr,
+    },
+    /// A call for its effect: `printf(...)`, `clear(@m)`, `exit()`.
+    Expr(Expr),
+    /// `if (cond) { ... } else { ... }`.
+    If {
+        cond: Expr,
+        then: Vec<Stmt>,
+        otherwise: Vec<Stmt>,
+    },
+}
+
+/// `@name[key, ...]`.
+#[derive(Debug, Clone)]
+pub struct MapRef {
+    pub name: String,
+    pub keys: Vec<Expr>,
+    pub span: Span,
+}
+
+/// An expression and where it was written.
+#[derive(Debug, Clone)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone)]
+pub enum ExprKind {
+    Int(i64),
+    Str(String),
+    Builtin(Builtin),
+    /// `args.NAME` or `args->NAME`.
+    Field(String),
+    /// `argN` of kprobes and uprobes.
+    Arg(u8),
+    Var(String),
+    Map(MapRef),
+    Unary(UnOp, Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    Ternary(Box<Expr>, Box<Expr>, Box<Expr>),
+    Call(String, Vec<Expr>),
+}
+
+/// Values every probe offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Builtin {
+    Pid,
+    Tid,
+    Uid,
+    Gid,
+    Comm,
+    Cpu,
+    Nsecs,
+    Elapsed,
+    Probe,
+    Func,
+    Retval,
+    Kstack,
+    Ustack,
+}
+
+impl Builtin {
+    pub const ALL: [(&'static str, Self); 13] = [
+        ("pid", Self::Pid),
+        ("tid", Self::Tid),
+        ("uid", Self::Uid),
+        ("gid", Self::Gid),
+        ("comm", Self::Comm),
+        ("cpu", Self::Cpu),
+        ("nsecs", Self::Nsecs),
+        ("elapsed", Self::Elapsed),
+        ("probe", Self::Probe),
+        ("func", Self::Func),
+        ("retval", Self::Retval),
+        ("kstack", Self::Kstack),
+        ("ustack", Self::Ustack),
+    ];
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, b)| *b)
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, b)| *b == self)
+            .map_or("?", |(n, _)| n)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnOp {
+    Not,
+    Neg,
+    BitNot,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    And,
+    Or,
+    Xor,
+    Shl,
+    Shr,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    LogicalAnd,
+    LogicalOr,
+}
+
+impl BinOp {
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            Self::Eq | Self::Ne | Self::Lt | Self::Le | Self::Gt | Self::Ge
+        )
+    }
+}

@@ -1,0 +1,1160 @@
+//! Checks a parsed program against the running kernel: expands probe globs,
+//! resolves fields, gives every expression a type and every map a kind, and
+//! decides what the kernel must copy per probe and which predicate parts it
+//! can test itself.
+
+use std::collections::HashMap;
+
+use crate::{
+    ast::{BinOp, Builtin, Expr, ExprKind, Item, MapRef, ProbeKind, Program, Stmt, UnOp},
+    error::{Error, Result, Span},
+    format,
+    kernel::{Field, FieldKind, Kernel},
+};
+
+/// Registers of x86-64 `struct pt_regs` holding arguments 0 to 5.
+const REGISTER_ARGS: [u16; 6] = [112, 104, 96, 88, 72, 64];
+/// `pt_regs::ax`: the return value.
+const REGISTER_RET: u16 = 80;
+/// Bytes of `struct pt_regs` on x86-64.
+pub const PT_REGS_SIZE: u16 = 168;
+/// Arguments a raw tracepoint may have.
+const RAW_ARGS: u16 = 12;
+/// Strings the kernel reads per event at most.
+pub const MAX_STRINGS: usize = 3;
+/// Context bytes the kernel copies per event at most.
+pub const MAX_RAW: u16 = 256;
+
+/// The value types of the language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Type {
+    Int,
+    Str,
+}
+
+impl Type {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Int => "an integer",
+            Self::Str => "a string",
+        }
+    }
+}
+
+/// What a map holds; fixed by its first assignment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MapKind {
+    Count,
+    Sum,
+    Avg,
+    Min,
+    Max,
+    Stats,
+    Hist,
+    Lhist {
+        min: i64,
+        max: i64,
+        step: i64,
+    },
+    Percentiles,
+    /// A plain value: `@start[tid] = nsecs`.
+    Value(Type),
+}
+
+impl MapKind {
+    fn describe(self) -> String {
+        match self {
+            Self::Value(t) => format!("{} value", t.name()),
+            Self::Lhist { .. } => "lhist()".into(),
+            other => format!("{}()", format!("{other:?}").to_lowercase()),
+        }
+    }
+
+    /// The type a lookup of the map yields, when it can be read in an expression.
+    fn read_type(self) -> Option<Type> {
+        match self {
+            Self::Count | Self::Sum | Self::Min | Self::Max => Some(Type::Int),
+            Self::Value(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// A checked map.
+#[derive(Debug, Clone)]
+pub struct MapInfo {
+    pub name: String,
+    pub kind: MapKind,
+    pub keys: Vec<Type>,
+}
+
+/// One concrete place a probe attaches, with what the kernel must do there.
+#[derive(Debug, Clone)]
+pub struct Attach {
+    /// The program item whose actions run.
+    pub item: usize,
+    pub target: Target,
+    /// Every field of the record.
+    pub fields: Vec<Field>,
+    /// Bytes of the context the kernel copies per event.
+    pub raw_len: u16,
+    /// Fields whose strings the kernel reads, in slot order.
+    pub strings: Vec<Field>,
+    /// Predicate parts the kernel tests before copying anything.
+    pub filters: Vec<Filter>,
+    /// `comm == "..."` tested in the kernel.
+    pub comm: Option<String>,
+}
+
+impl Attach {
+    /// The field called `name`.
+    pub fn field(&self, name: &str) -> Option<&Field> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+
+    /// The string slot holding field `name`.
+    pub fn string_slot(&self, name: &str) -> Option<usize> {
+        self.strings.iter().position(|f| f.name == name)
+    }
+
+    /// Whether the kernel delivers events for this attach point (BEGIN,
+    /// END and intervals run in user space).
+    pub fn in_kernel(&self) -> bool {
+        !matches!(
+            self.target,
+            Target::Begin | Target::End | Target::Interval { .. }
+        )
+    }
+}
+
+/// A probe resolved to one attach point.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Begin,
+    End,
+    Tracepoint {
+        category: String,
+        name: String,
+    },
+    RawTracepoint {
+        name: String,
+    },
+    Fentry {
+        function: String,
+        exit: bool,
+    },
+    Kprobe {
+        function: String,
+        exit: bool,
+    },
+    Uprobe {
+        path: String,
+        symbol: String,
+        exit: bool,
+    },
+    Profile {
+        hz: u64,
+    },
+    Interval {
+        period_ns: u64,
+    },
+}
+
+impl Target {
+    /// The name the `probe` builtin gives, as bpftrace spells it.
+    pub fn name(&self) -> String {
+        match self {
+            Self::Begin => "BEGIN".into(),
+            Self::End => "END".into(),
+            Self::Tracepoint { category, name } => format!("tracepoint:{category}:{name}"),
+            Self::RawTracepoint { name } => format!("rawtracepoint:{name}"),
+            Self::Fentry { function, exit } => {
+                format!("{}:{function}", if *exit { "fexit" } else { "fentry" })
+            }
+            Self::Kprobe { function, exit } => {
+                format!("{}:{function}", if *exit { "kretprobe" } else { "kprobe" })
+            }
+            Self::Uprobe { path, symbol, exit } => {
+                format!(
+                    "{}:{path}:{symbol}",
+                    if *exit { "uretprobe" } else { "uprobe" }
+                )
+            }
+            Self::Profile { hz } => format!("profile:hz:{hz}"),
+            Self::Interval { period_ns } => format!("interval:ns:{period_ns}"),
+        }
+    }
+
+    /// The function the `func` builtin gives.
+    pub fn function(&self) -> &str {
+        match self {
+            Self::Fentry { function, .. } | Self::Kprobe { function, .. } => function,
+            Self::Uprobe { symbol, .. } => symbol,
+            _ => "",
+        }
+    }
+}
+
+/// A predicate part the kernel tests: `subject op value`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Filter {
+    pub subject: Subject,
+    pub op: BinOp,
+    pub value: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subject {
+    Pid,
+    Tid,
+    Uid,
+    /// An integer field of the context.
+    Field {
+        offset: u16,
+        size: u16,
+        signed: bool,
+    },
+}
+
+/// A program ready to run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub program: Program,
+    pub attaches: Vec<Attach>,
+    pub maps: Vec<MapInfo>,
+}
+
+impl Plan {
+    pub fn map(&self, name: &str) -> Option<usize> {
+        self.maps.iter().position(|m| m.name == name)
+    }
+}
+
+/// Checks `program` against `kernel`.
+pub fn check(program: Program, kernel: &dyn Kernel) -> Result<Plan> {
+    let mut maps = collect_maps(&program)?;
+    let mut keys = HashMap::new();
+    let mut attaches = Vec::new();
+    for (index, item) in program.items.iter().enumerate() {
+        let targets = expand(item, kernel)?;
+        let mut group: Vec<Attach> = targets
+            .into_iter()
+            .map(|(target, fields)| Attach {
+                item: index,
+                target,
+                fields,
+                raw_len: 0,
+                strings: Vec::new(),
+                filters: Vec::new(),
+                comm: None,
+            })
+            .collect();
+        let mut checker = Checker {
+            maps: &maps,
+            keys: &mut keys,
+            attaches: &mut group,
+            vars: HashMap::new(),
+        };
+        if let Some(predicate) = &item.predicate {
+            checker.want(predicate, Type::Int, "a predicate")?;
+        }
+        checker.stmts(&item.body)?;
+        if let Some(predicate) = &item.predicate {
+            push_down(predicate, &mut group);
+        }
+        attaches.extend(group);
+    }
+    for map in &mut maps {
+        map.keys = keys.remove(&map.name).unwrap_or_default();
+    }
+    Ok(Plan {
+        program,
+        attaches,
+        maps,
+    })
+}
+
+/// Every map's kind and key types, from its assignments.
+fn collect_maps(program: &Program) -> Result<Vec<MapInfo>> {
+    let mut maps: Vec<(MapInfo, Span)> = Vec::new();
+    let mut visit = |map: &MapRef, kind: MapKind| -> Result<()> {
+        match maps.iter().find(|(m, _)| m.name == map.name) {
+            Some((known, _)) if known.kind != kind => Err(Error::new(
+                map.span,
+                format!(
+                    "@{} holds {} elsewhere and cannot also hold {}",
+                    map.name,
+                    known.kind.describe(),
+                    kind.describe()
+                ),
+            )),
+            Some(_) => Ok(()),
+            None => {
+                let info = MapInfo {
+                    name: map.name.clone(),
+                    kind,
+                    keys: Vec::new(),
+                };
+                maps.push((info, map.span));
+                Ok(())
+            }
+        }
+    };
+    for item in &program.items {
+        walk(&item.body, &mut visit)?;
+    }
+    Ok(maps.into_iter().map(|(m, _)| m).collect())
+}
+
+/// Calls `visit` on every map assignment of `stmts` with the kind it gives.
+fn walk(stmts: &[Stmt], visit: &mut dyn FnMut(&MapRef, MapKind) -> Result<()>) -> Result<()> {
+    for stmt in stmts {
+        match stmt {
+            Stmt::MapAssign { map, value } => visit(map, assigned_kind(value)?)?,
+            Stmt::MapUpdate { map, .. } => visit(map, MapKind::Value(Type::Int))?,
+            Stmt::If {
+                then, otherwise, ..
+            } => {
+                walk(then, visit)?;
+                walk(otherwise, visit)?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The kind an assignment gives a map. Plain values are typed later; here
+/// strings are told apart by their obvious sources.
+fn assigned_kind(value: &Expr) -> Result<MapKind> {
+    let ExprKind::Call(name, args) = &value.kind else {
+        return Ok(MapKind::Value(shallow_type(value)));
+    };
+    let literal = |i: usize| match args.get(i).map(|a| &a.kind) {
+        Some(ExprKind::Int(n)) => Ok(*n),
+        Some(ExprKind::Unary(UnOp::Neg, inner)) => match inner.kind {
+            ExprKind::Int(n) => Ok(-n),
+            _ => Err(Error::new(
+                args[i].span,
+                "lhist() bounds must be integer literals",
+            )),
+        },
+        Some(_) => Err(Error::new(
+            args[i].span,
+            "lhist() bounds must be integer literals",
+        )),
+        None => Err(Error::new(
+            value.span,
+            "lhist() takes (value, min, max, step)",
+        )),
+    };
+    Ok(match name.as_str() {
+        "count" => MapKind::Count,
+        "sum" => MapKind::Sum,
+        "avg" => MapKind::Avg,
+        "min" => MapKind::Min,
+        "max" => MapKind::Max,
+        "stats" => MapKind::Stats,
+        "hist" => MapKind::Hist,
+        "percentiles" => MapKind::Percentiles,
+        "lhist" => {
+            let (min, max, step) = (literal(1)?, literal(2)?, literal(3)?);
+            if step <= 0 || max <= min {
+                return Err(Error::new(
+                    value.span,
+                    "lhist(value, min, max, step) needs min < max and step > 0",
+                ));
+            }
+            MapKind::Lhist { min, max, step }
+        }
+        "str" => MapKind::Value(Type::Str),
+        _ => MapKind::Value(Type::Int),
+    })
+}
+
+/// The type of an expression where it is obvious without the kernel.
+fn shallow_type(expr: &Expr) -> Type {
+    match &expr.kind {
+        ExprKind::Str(_) | ExprKind::Builtin(Builtin::Comm | Builtin::Probe | Builtin::Func) => {
+            Type::Str
+        }
+        ExprKind::Call(name, _) if name == "str" => Type::Str,
+        ExprKind::Ternary(_, then, _) => shallow_type(then),
+        _ => Type::Int,
+    }
+}
+
+/// The attach points of an item, with the fields of each.
+fn expand(item: &Item, kernel: &dyn Kernel) -> Result<Vec<(Target, Vec<Field>)>> {
+    let mut out = Vec::new();
+    for probe in &item.probes {
+        let span = probe.span;
+        match &probe.kind {
+            ProbeKind::Begin => out.push((Target::Begin, Vec::new())),
+            ProbeKind::End => out.push((Target::End, Vec::new())),
+            ProbeKind::Interval { period_ns } => out.push((
+                Target::Interval {
+                    period_ns: *period_ns,
+                },
+                Vec::new(),
+            )),
+            ProbeKind::Profile { hz } => out.push((Target::Profile { hz: *hz }, Vec::new())),
+            ProbeKind::Tracepoint { category, name } => {
+                out.extend(tracepoints(kernel, category, name, span)?);
+            }
+            ProbeKind::RawTracepoint { name } => {
+                if !kernel.has_raw_tracepoint(name) {
+                    return Err(Error::new(
+                        span,
+                        format!("no raw tracepoint `{name}` on this kernel"),
+                    ));
+                }
+                let fields = (0..RAW_ARGS)
+                    .map(|i| Field::slot(format!("arg{i}"), i))
+                    .collect();
+                out.push((Target::RawTracepoint { name: name.clone() }, fields));
+            }
+            ProbeKind::Kprobe { function, exit } => {
+                out.extend(kprobes(kernel, function, *exit, span)?);
+            }
+            ProbeKind::Fentry { function, exit } => {
+                out.extend(fentries(kernel, function, *exit, span)?);
+            }
+            ProbeKind::Uprobe { path, symbol, exit } => {
+                let mut fields = register_args();
+                if *exit {
+                    fields.push(register("retval", REGISTER_RET));
+                }
+                out.push((
+                    Target::Uprobe {
+                        path: path.clone(),
+                        symbol: symbol.clone(),
+                        exit: *exit,
+                    },
+                    fields,
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn tracepoints(
+    kernel: &dyn Kernel,
+    category: &str,
+    name: &str,
+    span: Span,
+) -> Result<Vec<(Target, Vec<Field>)>> {
+    let found = kernel.tracepoints(category, name);
+    if found.is_empty() {
+        return Err(Error::new(
+            span,
+            format!(
+                "no tracepoint matches {category}:{name} on this kernel (see /sys/kernel/tracing/events)"
+            ),
+        ));
+    }
+    found
+        .into_iter()
+        .map(|(category, name)| {
+            let fields = kernel
+                .tracepoint_fields(&category, &name)
+                .map_err(|e| Error::new(span, e))?;
+            Ok((Target::Tracepoint { category, name }, fields))
+        })
+        .collect()
+}
+
+fn kprobes(
+    kernel: &dyn Kernel,
+    function: &str,
+    exit: bool,
+    span: Span,
+) -> Result<Vec<(Target, Vec<Field>)>> {
+    if !kernel.has_kprobes() {
+        let (kind, alternative) = if exit {
+            ("kretprobe", "fexit")
+        } else {
+            ("kprobe", "fentry")
+        };
+        return Err(Error::new(
+            span,
+            format!(
+                "this kernel has no kprobes (CONFIG_KPROBES is off): use {alternative}:{function} instead of {kind}:{function}"
+            ),
+        ));
+    }
+    Ok(matching(kernel, function, span)?
+        .into_iter()
+        .map(|function| {
+            let mut fields = register_args();
+            if exit {
+                fields.push(register("retval", REGISTER_RET));
+            }
+            (Target::Kprobe { function, exit }, fields)
+        })
+        .collect())
+}
+
+fn fentries(
+    kernel: &dyn Kernel,
+    function: &str,
+    exit: bool,
+    span: Span,
+) -> Result<Vec<(Target, Vec<Field>)>> {
+    matching(kernel, function, span)?
+        .into_iter()
+        .map(|function| {
+            let names = kernel
+                .function_args(&function)
+                .map_err(|e| Error::new(span, e))?;
+            let mut fields: Vec<Field> = names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| Field::slot(n.clone(), i as u16))
+                .collect();
+            if exit {
+                fields.push(Field::slot("retval", names.len() as u16));
+            }
+            Ok((Target::Fentry { function, exit }, fields))
+        })
+        .collect()
+}
+
+fn matching(kernel: &dyn Kernel, glob: &str, span: Span) -> Result<Vec<String>> {
+    let found = kernel.functions(glob);
+    if found.is_empty() {
+        return Err(Error::new(
+            span,
+            format!("no kernel function matches `{glob}` (see /proc/kallsyms; it may be inlined)"),
+        ));
+    }
+    Ok(found)
+}
+
+fn register(name: &str, offset: u16) -> Field {
+    Field {
+        name: name.into(),
+        offset,
+        size: 8,
+        signed: true,
+        kind: FieldKind::Int,
+    }
+}
+
+fn register_args() -> Vec<Field> {
+    REGISTER_ARGS
+        .iter()
+        .enumerate()
+        .map(|(i, offset)| register(&format!("arg{i}"), *offset))
+        .collect()
+}
+
+/// Type checks the actions of one item over all its attach points.
+struct Checker<'a> {
+    maps: &'a [MapInfo],
+    /// Key types of each map, fixed by its first use in any item.
+    keys: &'a mut HashMap<String, Vec<Type>>,
+    attaches: &'a mut [Attach],
+    vars: HashMap<String, Type>,
+}
+
+impl Checker<'_> {
+    fn want(&mut self, expr: &Expr, want: Type, what: &str) -> Result<()> {
+        let found = self.expr(expr)?;
+        if found != want {
+            return Err(Error::new(
+                expr.span,
+                format!("{what} must be {}, not {}", want.name(), found.name()),
+            ));
+        }
+        Ok(())
+    }
+
+    fn stmts(&mut self, stmts: &[Stmt]) -> Result<()> {
+        for stmt in stmts {
+            self.stmt(stmt)?;
+        }
+        Ok(())
+    }
+
+    fn stmt(&mut self, stmt: &Stmt) -> Result<()> {
+        match stmt {
+            Stmt::MapAssign { map, value } => {
+                self.keys(map)?;
+                let info = self.map_info(map)?;
+                match (info.kind, &value.kind) {
+                    (MapKind::Value(t), _) => self.want(value, t, &format!("@{}", map.name)),
+                    (_, ExprKind::Call(name, args)) => self.aggregation(name, args, value.span),
+                    _ => unreachable!("aggregating maps are assigned calls"),
+                }
+            }
+            Stmt::MapUpdate { map, value, .. } => {
+                self.keys(map)?;
+                self.want(value, Type::Int, "an increment")
+            }
+            Stmt::VarAssign { name, span, value } => {
+                let found = self.expr(value)?;
+                match self.vars.get(name) {
+                    Some(t) if *t != found => Err(Error::new(
+                        *span,
+                        format!(
+                            "${name} holds {} and cannot also hold {}",
+                            t.name(),
+                            found.name()
+                        ),
+                    )),
+                    _ => {
+                        self.vars.insert(name.clone(), found);
+                        Ok(())
+                    }
+                }
+            }
+            Stmt::VarUpdate {
+                name, span, value, ..
+            } => {
+                if self.vars.get(name) != Some(&Type::Int) {
+                    return Err(Error::new(
+                        *span,
+                        format!("${name} must be assigned an integer before it is updated"),
+                    ));
+                }
+                self.want(value, Type::Int, "an increment")
+            }
+            Stmt::Expr(expr) => self.statement_call(expr),
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                self.want(cond, Type::Int, "a condition")?;
+                self.stmts(then)?;
+                self.stmts(otherwise)
+            }
+        }
+    }
+
+    fn map_info(&self, map: &MapRef) -> Result<&MapInfo> {
+        self.maps
+            .iter()
+            .find(|m| m.name == map.name)
+            .ok_or_else(|| {
+                Error::new(
+                    map.span,
+                    format!("@{} is read but never assigned", map.name),
+                )
+            })
+    }
+
+    /// Checks a map's keys; key types must agree across all uses.
+    fn keys(&mut self, map: &MapRef) -> Result<()> {
+        let mut types = Vec::new();
+        for key in &map.keys {
+            types.push(self.expr(key)?);
+        }
+        match self.keys.get(&map.name) {
+            Some(known) if *known != types => Err(Error::new(
+                map.span,
+                format!(
+                    "@{} is keyed by [{}] elsewhere, not [{}]",
+                    map.name,
+                    type_list(known),
+                    type_list(&types)
+                ),
+            )),
+            Some(_) => Ok(()),
+            None => {
+                self.keys.insert(map.name.clone(), types);
+                Ok(())
+            }
+        }
+    }
+
+    fn aggregation(&mut self, name: &str, args: &[Expr], span: Span) -> Result<()> {
+        let arity = match name {
+            "count" => 0,
+            "lhist" => 4,
+            _ => 1,
+        };
+        if args.len() != arity {
+            return Err(Error::new(
+                span,
+                format!(
+                    "{name}() takes {arity} argument{}",
+                    if arity == 1 { "" } else { "s" }
+                ),
+            ));
+        }
+        if let Some(value) = args.first() {
+            self.want(value, Type::Int, &format!("the value of {name}()"))?;
+        }
+        Ok(())
+    }
+
+    /// A call used as a statement.
+    fn statement_call(&mut self, expr: &Expr) -> Result<()> {
+        let ExprKind::Call(name, args) = &expr.kind else {
+            return Err(Error::new(
+                expr.span,
+                "this expression does nothing: a statement is an assignment or a call such as printf()",
+            ));
+        };
+        let span = expr.span;
+        match name.as_str() {
+            "printf" => self.printf(args, span),
+            "time" => match args.as_slice() {
+                []
+                | [
+                    Expr {
+                        kind: ExprKind::Str(_),
+                        ..
+                    },
+                ] => Ok(()),
+                _ => Err(Error::new(span, "time() takes an optional format string")),
+            },
+            "exit" if args.is_empty() => Ok(()),
+            "exit" => Err(Error::new(span, "exit() takes no arguments")),
+            "print" => match args.as_slice() {
+                [
+                    Expr {
+                        kind: ExprKind::Map(map),
+                        ..
+                    },
+                    rest @ ..,
+                ] if map.keys.is_empty() && rest.len() <= 2 => {
+                    self.map_info(map)?;
+                    for n in rest {
+                        self.want(n, Type::Int, "print()'s top and divisor")?;
+                    }
+                    Ok(())
+                }
+                [value] => self.expr(value).map(drop),
+                _ => Err(Error::new(
+                    span,
+                    "print() takes a map (print(@m), print(@m, top)) or one value",
+                )),
+            },
+            "clear" | "zero" => match args.as_slice() {
+                [
+                    Expr {
+                        kind: ExprKind::Map(map),
+                        ..
+                    },
+                ] if map.keys.is_empty() => self.map_info(map).map(drop),
+                _ => Err(Error::new(
+                    span,
+                    format!("{name}() takes a whole map: {name}(@name)"),
+                )),
+            },
+            "delete" => match args.as_slice() {
+                [
+                    Expr {
+                        kind: ExprKind::Map(map),
+                        ..
+                    },
+                ] => {
+                    self.map_info(map)?;
+                    self.keys(map)
+                }
+                _ => Err(Error::new(
+                    span,
+                    "delete() takes a map element: delete(@name[key])",
+                )),
+            },
+            _ => self.expr(expr).map(drop),
+        }
+    }
+
+    fn printf(&mut self, args: &[Expr], span: Span) -> Result<()> {
+        let Some(Expr {
+            kind: ExprKind::Str(text),
+            span: format_span,
+        }) = args.first()
+        else {
+            return Err(Error::new(span, "printf() needs a format string first"));
+        };
+        let wanted = format::conversions(text).map_err(|e| Error::new(*format_span, e))?;
+        let values = &args[1..];
+        if wanted.len() != values.len() {
+            return Err(Error::new(
+                span,
+                format!(
+                    "printf() format has {} conversion{} but {} value{} follow",
+                    wanted.len(),
+                    if wanted.len() == 1 { "" } else { "s" },
+                    values.len(),
+                    if values.len() == 1 { "" } else { "s" },
+                ),
+            ));
+        }
+        for (value, want) in values.iter().zip(wanted) {
+            let found = self.expr(value)?;
+            if want == Type::Int && found == Type::Str {
+                return Err(Error::new(
+                    value.span,
+                    "this value is a string: print it with %s",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The field `name` in every attach point, or an error naming one that lacks it.
+    fn field(&mut self, name: &str, span: Span) -> Result<Field> {
+        let mut found: Option<Field> = None;
+        for attach in self.attaches.iter() {
+            if let Some(f) = attach.field(name) {
+                if let Some(known) = &found
+                    && known.kind != f.kind
+                {
+                    return Err(Error::new(
+                        span,
+                        format!("`{name}` has different types across the matched probes"),
+                    ));
+                }
+                found = Some(f.clone());
+            } else {
+                {
+                    let names: Vec<&str> = attach.fields.iter().map(|f| f.name.as_str()).collect();
+                    let has = if names.is_empty() {
+                        "it has no fields".to_string()
+                    } else {
+                        format!("it has {}", names.join(", "))
+                    };
+                    return Err(Error::new(
+                        span,
+                        format!("{} has no field `{name}`: {has}", attach.target.name()),
+                    ));
+                }
+            }
+        }
+        let field =
+            found.ok_or_else(|| Error::new(span, format!("`{name}` needs a probe with fields")))?;
+        Ok(field)
+    }
+
+    /// Notes that the kernel must copy `field`'s bytes.
+    fn copy(&mut self, name: &str) {
+        for attach in self.attaches.iter_mut() {
+            if let Some(f) = attach.field(name) {
+                let end = (f.offset + f.size).next_multiple_of(8);
+                attach.raw_len = attach.raw_len.max(end);
+            }
+        }
+    }
+
+    /// Notes that the kernel must read `field`'s string.
+    fn capture(&mut self, name: &str, span: Span) -> Result<()> {
+        for attach in self.attaches.iter_mut() {
+            if attach.string_slot(name).is_some() {
+                continue;
+            }
+            if attach.strings.len() == MAX_STRINGS {
+                return Err(Error::new(
+                    span,
+                    format!("a probe can read at most {MAX_STRINGS} strings"),
+                ));
+            }
+            let field = attach.field(name).expect("checked").clone();
+            attach.strings.push(field);
+        }
+        Ok(())
+    }
+
+    /// A value field (`args.x`, `argN`, `retval`): its type, copying it.
+    fn value_field(&mut self, name: &str, span: Span) -> Result<Type> {
+        let field = self.field(name, span)?;
+        match field.kind {
+            FieldKind::DataLoc => {
+                self.capture(name, span)?;
+                Ok(Type::Str)
+            }
+            FieldKind::Chars => {
+                self.copy(name);
+                Ok(Type::Str)
+            }
+            FieldKind::Int | FieldKind::Pointer => {
+                self.copy(name);
+                Ok(Type::Int)
+            }
+        }
+    }
+
+    fn expr(&mut self, expr: &Expr) -> Result<Type> {
+        let span = expr.span;
+        match &expr.kind {
+            ExprKind::Int(_) => Ok(Type::Int),
+            ExprKind::Str(_) => Ok(Type::Str),
+            ExprKind::Builtin(b) => self.builtin(*b, span),
+            ExprKind::Field(name) => {
+                if self.attaches.iter().any(|a| {
+                    matches!(
+                        a.target,
+                        Target::Kprobe { .. }
+                            | Target::Uprobe { .. }
+                            | Target::RawTracepoint { .. }
+                    )
+                }) {
+                    return Err(Error::new(
+                        span,
+                        "kprobes, uprobes and raw tracepoints have no named fields: use arg0, arg1, ...",
+                    ));
+                }
+                self.value_field(name, span)
+            }
+            ExprKind::Arg(n) => {
+                if self
+                    .attaches
+                    .iter()
+                    .any(|a| matches!(a.target, Target::Tracepoint { .. } | Target::Fentry { .. }))
+                {
+                    return Err(Error::new(
+                        span,
+                        format!(
+                            "arg{n} exists in kprobes, uprobes and raw tracepoints; this probe names its fields: args.NAME"
+                        ),
+                    ));
+                }
+                self.value_field(&format!("arg{n}"), span)
+            }
+            ExprKind::Var(name) => {
+                self.vars.get(name).copied().ok_or_else(|| {
+                    Error::new(span, format!("${name} is used before it is assigned"))
+                })
+            }
+            ExprKind::Map(map) => {
+                self.keys(map)?;
+                let info = self.map_info(map)?;
+                info.kind.read_type().ok_or_else(|| {
+                    Error::new(
+                        span,
+                        format!(
+                            "@{} holds {} and cannot be read in an expression",
+                            map.name,
+                            info.kind.describe()
+                        ),
+                    )
+                })
+            }
+            ExprKind::Unary(op, operand) => {
+                let what = match op {
+                    UnOp::Not => "the operand of `!`",
+                    UnOp::Neg => "the operand of `-`",
+                    UnOp::BitNot => "the operand of `~`",
+                };
+                self.want(operand, Type::Int, what)?;
+                Ok(Type::Int)
+            }
+            ExprKind::Binary(op, left, right) => {
+                let l = self.expr(left)?;
+                let r = self.expr(right)?;
+                if matches!(op, BinOp::Eq | BinOp::Ne) {
+                    if l != r {
+                        return Err(Error::new(
+                            span,
+                            format!("cannot compare {} with {}", l.name(), r.name()),
+                        ));
+                    }
+                } else if l == Type::Str || r == Type::Str {
+                    let bad = if l == Type::Str { left } else { right };
+                    return Err(Error::new(
+                        bad.span,
+                        "this is a string: only == and != apply to strings",
+                    ));
+                }
+                Ok(Type::Int)
+            }
+            ExprKind::Ternary(cond, then, otherwise) => {
+                self.want(cond, Type::Int, "a condition")?;
+                let t = self.expr(then)?;
+                self.want(otherwise, t, "both branches of `?:`")?;
+                Ok(t)
+            }
+            ExprKind::Call(name, args) => self.call(name, args, span),
+        }
+    }
+
+    fn builtin(&mut self, builtin: Builtin, span: Span) -> Result<Type> {
+        match builtin {
+            Builtin::Comm | Builtin::Probe => Ok(Type::Str),
+            Builtin::Func => {
+                if self.attaches.iter().any(|a| a.target.function().is_empty()) {
+                    return Err(Error::new(
+                        span,
+                        "`func` exists only in kprobe, uprobe and fentry probes",
+                    ));
+                }
+                Ok(Type::Str)
+            }
+            Builtin::Retval => {
+                if self.attaches.iter().any(|a| a.field("retval").is_none()) {
+                    return Err(Error::new(
+                        span,
+                        "`retval` exists only in kretprobe, uretprobe and fexit probes (tracepoint sys_exit_* has args.ret)",
+                    ));
+                }
+                self.value_field("retval", span)
+            }
+            Builtin::Kstack | Builtin::Ustack => Err(Error::new(
+                span,
+                format!("`{}` is not supported by weft yet", builtin.name()),
+            )),
+            _ => Ok(Type::Int),
+        }
+    }
+
+    fn call(&mut self, name: &str, args: &[Expr], span: Span) -> Result<Type> {
+        match name {
+            "str" => {
+                let (target, rest) = args
+                    .split_first()
+                    .ok_or_else(|| Error::new(span, "str() takes a field: str(args.NAME)"))?;
+                if let Some(len) = rest.first()
+                    && (!matches!(len.kind, ExprKind::Int(_)) || rest.len() > 1)
+                {
+                    return Err(Error::new(
+                        len.span,
+                        "str()'s length must be an integer literal",
+                    ));
+                }
+                let field = match &target.kind {
+                    ExprKind::Field(n) => n.clone(),
+                    ExprKind::Arg(n) => format!("arg{n}"),
+                    ExprKind::Builtin(Builtin::Retval) => "retval".into(),
+                    _ => {
+                        return Err(Error::new(
+                            target.span,
+                            "str() reads a field, argN or retval: weft reads the string in the kernel when the event happens",
+                        ));
+                    }
+                };
+                let kind = self.field(&field, target.span)?.kind;
+                match kind {
+                    FieldKind::Chars => self.copy(&field),
+                    FieldKind::Int if field.starts_with("arg") || field == "retval" => {
+                        self.capture(&field, target.span)?;
+                    }
+                    FieldKind::Int => {
+                        return Err(Error::new(
+                            target.span,
+                            format!("`{field}` is an integer, not a string pointer"),
+                        ));
+                    }
+                    _ => self.capture(&field, target.span)?,
+                }
+                Ok(Type::Str)
+            }
+            "count" | "sum" | "avg" | "min" | "max" | "stats" | "hist" | "lhist"
+            | "percentiles" => Err(Error::new(
+                span,
+                format!(
+                    "{name}() is an aggregation: assign it to a map, as in @name[key] = {name}(...)"
+                ),
+            )),
+            "printf" | "print" | "clear" | "zero" | "delete" | "exit" | "time" => Err(Error::new(
+                span,
+                format!("{name}() is a statement and has no value"),
+            )),
+            _ => Err(Error::new(span, format!("unknown function `{name}`"))),
+        }
+    }
+}
+
+fn type_list(types: &[Type]) -> String {
+    types
+        .iter()
+        .map(|t| match t {
+            Type::Int => "int",
+            Type::Str => "string",
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Moves the predicate's simple conjuncts (pid, tid, uid or an integer
+/// field against a constant; comm against a string) into the kernel.
+/// User space still tests the whole predicate, so this only saves copies.
+fn push_down(predicate: &Expr, attaches: &mut [Attach]) {
+    let mut conjuncts = Vec::new();
+    split_and(predicate, &mut conjuncts);
+    for attach in attaches.iter_mut().filter(|a| a.in_kernel()) {
+        for conjunct in &conjuncts {
+            let ExprKind::Binary(op, left, right) = &conjunct.kind else {
+                continue;
+            };
+            if !op.is_comparison() {
+                continue;
+            }
+            let (subject, constant, op) = match (constant(right), constant(left)) {
+                (Some(c), _) => (left, c, *op),
+                (None, Some(c)) => (right, c, flip(*op)),
+                _ => continue,
+            };
+            match (&subject.kind, constant) {
+                (ExprKind::Builtin(Builtin::Comm), Constant::Str(s))
+                    if op == BinOp::Eq && s.len() < 16 =>
+                {
+                    attach.comm = Some(s.to_string());
+                }
+                (kind, Constant::Int(value)) if attach.filters.len() < 4 => {
+                    let subject = match kind {
+                        ExprKind::Builtin(Builtin::Pid) => Subject::Pid,
+                        ExprKind::Builtin(Builtin::Tid) => Subject::Tid,
+                        ExprKind::Builtin(Builtin::Uid) => Subject::Uid,
+                        ExprKind::Field(name) => match attach.field(name) {
+                            Some(f)
+                                if f.kind == FieldKind::Int && matches!(f.size, 1 | 2 | 4 | 8) =>
+                            {
+                                Subject::Field {
+                                    offset: f.offset,
+                                    size: f.size,
+                                    signed: f.signed,
+                                }
+                            }
+                            _ => continue,
+                        },
+                        _ => continue,
+                    };
+                    attach.filters.push(Filter { subject, op, value });
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+enum Constant<'a> {
+    Int(i64),
+    Str(&'a str),
+}
+
+fn constant(expr: &Expr) -> Option<Constant<'_>> {
+    match &expr.kind {
+        ExprKind::Int(n) => Some(Constant::Int(*n)),
+        ExprKind::Str(s) => Some(Constant::Str(s)),
+        ExprKind::Unary(UnOp::Neg, inner) => match inner.kind {
+            ExprKind::Int(n) => Some(Constant::Int(n.wrapping_neg())),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn flip(op: BinOp) -> BinOp {
+    match op {
+        BinOp::Lt => BinOp::Gt,
+        BinOp::Le => BinOp::Ge,
+        BinOp::Gt => BinOp::Lt,
+        BinOp::Ge => BinOp::Le,
+        other => other,
+    }
+}
+
+fn split_and<'a>(expr: &'a Expr, out: &mut Vec<&'a Expr>) {
+    if let ExprKind::Binary(BinOp::LogicalAnd, left, right) = &expr.kind {
+        split_and(left, out);
+        split_and(right, out);
+    } else {
+        out.push(expr);
+    }
+}

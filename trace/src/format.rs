@@ -1,0 +1,193 @@
+//! printf-style formats: which values a format wants, and the text it makes.
+
+use crate::{check::Type, run::Value};
+
+/// One `%` conversion.
+struct Spec {
+    left: bool,
+    zero: bool,
+    plus: bool,
+    width: usize,
+    precision: Option<usize>,
+    conversion: char,
+}
+
+/// Splits a format into literal text and conversions.
+fn pieces(format: &str) -> Result<Vec<Result<&str, Spec>>, String> {
+    let mut out = Vec::new();
+    let mut rest = format;
+    while let Some(at) = rest.find('%') {
+        if at > 0 {
+            out.push(Ok(&rest[..at]));
+        }
+        let spec = &rest[at + 1..];
+        if let Some(after) = spec.strip_prefix('%') {
+            out.push(Ok("%"));
+            rest = after;
+            continue;
+        }
+        let mut chars = spec.char_indices().peekable();
+        let (mut left, mut zero, mut plus) = (false, false, false);
+        while let Some((_, c @ ('-' | '0' | '+' | ' ' | '#'))) = chars.peek().copied() {
+            match c {
+                '-' => left = true,
+                '0' => zero = true,
+                '+' => plus = true,
+                _ => {}
+            }
+            chars.next();
+        }
+        let number = |chars: &mut std::iter::Peekable<std::str::CharIndices<'_>>| {
+            let mut n: Option<usize> = None;
+            while let Some((_, d)) = chars.peek().copied().filter(|(_, d)| d.is_ascii_digit()) {
+                n = Some(n.unwrap_or(0) * 10 + d.to_digit(10).expect("digit") as usize);
+                chars.next();
+            }
+            n
+        };
+        let width = number(&mut chars).unwrap_or(0);
+        let precision = if chars.peek().is_some_and(|(_, c)| *c == '.') {
+            chars.next();
+            Some(number(&mut chars).unwrap_or(0))
+        } else {
+            None
+        };
+        while chars
+            .peek()
+            .is_some_and(|(_, c)| matches!(c, 'h' | 'l' | 'z' | 'j' | 't'))
+        {
+            chars.next();
+        }
+        let Some((index, conversion)) = chars.next() else {
+            return Err("the format ends inside a `%` conversion".into());
+        };
+        if !matches!(
+            conversion,
+            'd' | 'i' | 'u' | 'x' | 'X' | 'o' | 'c' | 's' | 'p'
+        ) {
+            return Err(format!(
+                "unknown conversion `%{conversion}`: weft knows %d %i %u %x %X %o %c %s %p and %%"
+            ));
+        }
+        out.push(Err(Spec {
+            left,
+            zero,
+            plus,
+            width,
+            precision,
+            conversion,
+        }));
+        rest = &spec[index + conversion.len_utf8()..];
+    }
+    if !rest.is_empty() {
+        out.push(Ok(rest));
+    }
+    Ok(out)
+}
+
+/// The type of value each conversion of `format` takes.
+pub fn conversions(format: &str) -> Result<Vec<Type>, String> {
+    Ok(pieces(format)?
+        .into_iter()
+        .filter_map(Result::err)
+        .map(|spec| {
+            if spec.conversion == 's' {
+                Type::Str
+            } else {
+                Type::Int
+            }
+        })
+        .collect())
+}
+
+/// The text `format` makes of `values` (checked beforehand).
+pub fn render(format: &str, values: &[Value]) -> String {
+    let mut out = String::new();
+    let mut values = values.iter();
+    for piece in pieces(format).unwrap_or_default() {
+        match piece {
+            Ok(text) => out.push_str(text),
+            Err(spec) => {
+                let value = values.next().cloned().unwrap_or(Value::Int(0));
+                out.push_str(&convert(&spec, &value));
+            }
+        }
+    }
+    out
+}
+
+fn convert(spec: &Spec, value: &Value) -> String {
+    let body = match (spec.conversion, value) {
+        (_, Value::Str(s)) => match spec.precision {
+            Some(p) => s.chars().take(p).collect(),
+            None => s.clone(),
+        },
+        ('d' | 'i', Value::Int(n)) if spec.plus && *n >= 0 => format!("+{n}"),
+        ('u', Value::Int(n)) => (*n as u64).to_string(),
+        ('x', Value::Int(n)) => format!("{:x}", *n as u64),
+        ('X', Value::Int(n)) => format!("{:X}", *n as u64),
+        ('o', Value::Int(n)) => format!("{:o}", *n as u64),
+        ('p', Value::Int(n)) => format!("0x{:x}", *n as u64),
+        ('c', Value::Int(n)) => char::from_u32(*n as u32).unwrap_or('?').to_string(),
+        (_, Value::Int(n)) => n.to_string(),
+    };
+    let len = body.chars().count();
+    if len >= spec.width {
+        return body;
+    }
+    let pad = spec.width - len;
+    if spec.left {
+        format!("{body}{}", " ".repeat(pad))
+    } else if spec.zero && spec.conversion != 's' {
+        let (sign, digits) = match body.strip_prefix('-') {
+            Some(d) => ("-", d),
+            None => ("", body.as_str()),
+        };
+        format!("{sign}{}{digits}", "0".repeat(pad))
+    } else {
+        format!("{}{body}", " ".repeat(pad))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conversions_and_rendering() {
+        let format = "hi %d %s|%-5s|%5d|%x|%05d|%lu|%%|%c\n";
+        assert_eq!(
+            conversions(format).unwrap(),
+            vec![
+                Type::Int,
+                Type::Str,
+                Type::Str,
+                Type::Int,
+                Type::Int,
+                Type::Int,
+                Type::Int,
+                Type::Int
+            ]
+        );
+        let values = [
+            Value::Int(42),
+            Value::Str("s".into()),
+            Value::Str("ab".into()),
+            Value::Int(7),
+            Value::Int(255),
+            Value::Int(-42),
+            Value::Int(-1),
+            Value::Int(65),
+        ];
+        assert_eq!(
+            render(format, &values),
+            "hi 42 s|ab   |    7|ff|-0042|18446744073709551615|%|A\n"
+        );
+    }
+
+    #[test]
+    fn bad_conversion() {
+        assert!(conversions("%q").unwrap_err().contains("`%q`"));
+        assert!(conversions("abc %").is_err());
+    }
+}

@@ -1,0 +1,147 @@
+//! What the checker asks of the kernel: which probes exist and what each
+//! record holds. The agent answers from tracefs and BTF; tests answer from
+//! fixed tables.
+
+use weft_probes::tracefs;
+
+/// How a field's bytes read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldKind {
+    /// An integer of `size` bytes.
+    Int,
+    /// A pointer: an integer, and `str()` reads the string it points to.
+    Pointer,
+    /// `char name[N]` inside the record: a string.
+    Chars,
+    /// `__data_loc char[]`: a string stored after the fixed fields.
+    DataLoc,
+}
+
+/// One field of a probe's record, as the kernel copies it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Field {
+    pub name: String,
+    /// Byte offset in the copied context.
+    pub offset: u16,
+    /// Size in bytes of the value (an `int` in an 8-byte slot reads 4).
+    pub size: u16,
+    pub signed: bool,
+    pub kind: FieldKind,
+}
+
+impl Field {
+    /// A 64-bit slot `index` of an argument array (fentry, raw tracepoints).
+    pub fn slot(name: impl Into<String>, index: u16) -> Self {
+        Self {
+            name: name.into(),
+            offset: index * 8,
+            size: 8,
+            signed: true,
+            kind: FieldKind::Int,
+        }
+    }
+}
+
+/// The kernel as the checker sees it.
+pub trait Kernel {
+    /// Tracepoints `(category, name)` matching the globs, sorted.
+    fn tracepoints(&self, category: &str, name: &str) -> Vec<(String, String)>;
+    /// The fields of a tracepoint's record, or why they cannot be read.
+    fn tracepoint_fields(&self, category: &str, name: &str) -> Result<Vec<Field>, String>;
+    /// Whether raw tracepoint `name` exists.
+    fn has_raw_tracepoint(&self, name: &str) -> bool;
+    /// Whether the kernel was built with kprobes.
+    fn has_kprobes(&self) -> bool;
+    /// Kernel functions matching a glob that kprobes or fentry can attach to.
+    fn functions(&self, glob: &str) -> Vec<String>;
+    /// The argument names of a kernel function, from BTF, or why unknown.
+    fn function_args(&self, function: &str) -> Result<Vec<String>, String>;
+}
+
+/// The fields of a tracepoint from the text of its tracefs `format` file,
+/// without the `common_` header fields.
+pub fn format_fields(format: &str) -> Vec<Field> {
+    tracefs::fields(format)
+        .filter(|f| !f.name.starts_with("common_"))
+        .map(|f| {
+            let declaration = f.declaration;
+            let kind = if declaration.starts_with("__data_loc") {
+                FieldKind::DataLoc
+            } else if declaration.contains('*') {
+                FieldKind::Pointer
+            } else if declaration.contains("char") && declaration.contains('[') {
+                FieldKind::Chars
+            } else {
+                FieldKind::Int
+            };
+            let (width, signed) = c_type(declaration);
+            let size = if kind == FieldKind::Int {
+                width.map_or(f.field.size, |w| w.min(f.field.size))
+            } else {
+                f.field.size
+            };
+            Field {
+                name: f.name.to_string(),
+                offset: f.field.offset as u16,
+                size: size as u16,
+                signed: kind == FieldKind::Int && (f.signed || signed),
+                kind,
+            }
+        })
+        .collect()
+}
+
+/// Width and signedness of common C integer types in a declaration, so that
+/// `int dfd` in an 8-byte syscall slot reads as the 4-byte signed int it is.
+fn c_type(declaration: &str) -> (Option<u32>, bool) {
+    let words: Vec<&str> = declaration.split_whitespace().collect();
+    let Some((_, types)) = words.split_last() else {
+        return (None, false);
+    };
+    let unsigned = types.iter().any(|w| *w == "unsigned" || w.starts_with('u'));
+    let has = |t: &str| types.contains(&t);
+    let width = if has("char") || has("s8") || has("u8") {
+        Some(1)
+    } else if has("short") || has("s16") || has("u16") {
+        Some(2)
+    } else if has("long") || has("s64") || has("u64") || has("size_t") || has("loff_t") {
+        Some(8)
+    } else if has("int") || has("s32") || has("u32") || has("pid_t") || has("uid_t") || has("gid_t")
+    {
+        Some(4)
+    } else {
+        None
+    };
+    let signed_type = !unsigned && !has("size_t") && width.is_some();
+    (width, signed_type)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syscall_and_sched_formats() {
+        let format = "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+            \tfield:int dfd;\toffset:16;\tsize:8;\tsigned:0;\n\
+            \tfield:const char * filename;\toffset:24;\tsize:8;\tsigned:0;\n\
+            \tfield:size_t count;\toffset:32;\tsize:8;\tsigned:0;\n\
+            \tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+            \tfield:__data_loc char[] name;\toffset:40;\tsize:4;\tsigned:0;\n";
+        let fields = format_fields(format);
+        let brief: Vec<_> = fields
+            .iter()
+            .map(|f| (f.name.as_str(), f.offset, f.size, f.signed, f.kind))
+            .collect();
+        assert_eq!(
+            brief,
+            vec![
+                ("dfd", 16, 4, true, FieldKind::Int),
+                ("filename", 24, 8, false, FieldKind::Pointer),
+                ("count", 32, 8, false, FieldKind::Int),
+                ("prev_comm", 8, 16, false, FieldKind::Chars),
+                ("name", 40, 4, false, FieldKind::DataLoc),
+            ]
+        );
+    }
+}

@@ -1,0 +1,31 @@
+//! weft's one-liner language: the everyday part of bpftrace's, so that the
+//! classic one-liners run as written, plus `percentiles()`.
+//!
+//! [`parse`] turns text into a program, [`check`] resolves it against the
+//! running kernel (through [`Kernel`]) into a [`Plan`] that says what the
+//! kernel must copy per probe, and [`Runtime`] runs the actions on decoded
+//! events and prints maps in bpftrace's layout. Nothing here touches eBPF:
+//! the agent loads the generic programs and feeds the events.
+
+#![allow(
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap,
+    reason = "the language's integers are 64-bit words, reinterpreted between signed and unsigned as BPF does"
+)]
+
+pub mod ast;
+pub mod check;
+pub mod error;
+pub mod format;
+pub mod kernel;
+pub mod lex;
+pub mod output;
+pub mod parse;
+pub mod run;
+
+pub use check::{Attach, Plan, Target, check};
+pub use error::{Error, Span};
+pub use kernel::{Field, FieldKind, Kernel};
+pub use output::Format;
+pub use parse::parse;
+pub use run::{Event, Flow, Runtime, Value};

@@ -1,0 +1,545 @@
+//! Map values and how they print: bpftrace's text layout (so output can be
+//! compared line for line) or its NDJSON records.
+
+use std::{collections::HashMap, io::Write};
+
+use hdrhistogram::Histogram;
+use serde_json::{Value as Json, json};
+
+use crate::{
+    check::{MapInfo, MapKind},
+    run::Value,
+};
+
+/// How results print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// bpftrace's text layout.
+    Text,
+    /// One JSON object per line, as `bpftrace -f json`.
+    Json,
+}
+
+/// One map element's aggregate.
+#[derive(Debug, Clone)]
+pub enum Agg {
+    Count(u64),
+    Sum(i64),
+    Avg {
+        sum: i64,
+        count: u64,
+    },
+    Min(i64),
+    Max(i64),
+    Stats {
+        sum: i64,
+        count: u64,
+    },
+    /// log2 buckets: 0 negative, 1 zero, 2 one, k ≥ 3 holds [2^(k-2), 2^(k-1)).
+    Hist(Vec<u64>),
+    /// Linear buckets: 0 below min, then one per step, then the rest.
+    Lhist(Vec<u64>),
+    /// Values at HDR precision (3 significant digits); negatives count as 0.
+    Percentiles(Box<Histogram<u64>>),
+    Value(Value),
+}
+
+impl Agg {
+    /// An empty aggregate of `kind`.
+    pub fn new(kind: MapKind) -> Self {
+        match kind {
+            MapKind::Count => Self::Count(0),
+            MapKind::Sum => Self::Sum(0),
+            MapKind::Avg => Self::Avg { sum: 0, count: 0 },
+            MapKind::Min => Self::Min(i64::MAX),
+            MapKind::Max => Self::Max(i64::MIN),
+            MapKind::Stats => Self::Stats { sum: 0, count: 0 },
+            MapKind::Hist => Self::Hist(vec![0; 65]),
+            MapKind::Lhist { min, max, step } => {
+                Self::Lhist(vec![0; ((max - min) / step) as usize + 2])
+            }
+            MapKind::Percentiles => Self::Percentiles(Box::new(
+                Histogram::new(3).expect("3 significant digits is valid"),
+            )),
+            MapKind::Value(_) => Self::Value(Value::Int(0)),
+        }
+    }
+
+    /// Adds one sample.
+    pub fn add(&mut self, kind: MapKind, v: i64) {
+        match self {
+            Self::Count(n) => *n += 1,
+            Self::Sum(s) => *s = s.wrapping_add(v),
+            Self::Avg { sum, count } | Self::Stats { sum, count } => {
+                *sum = sum.wrapping_add(v);
+                *count += 1;
+            }
+            Self::Min(m) => *m = (*m).min(v),
+            Self::Max(m) => *m = (*m).max(v),
+            Self::Hist(buckets) => buckets[log2_bucket(v)] += 1,
+            Self::Lhist(buckets) => {
+                if let MapKind::Lhist { min, max, step } = kind {
+                    buckets[linear_bucket(v, min, max, step)] += 1;
+                }
+            }
+            Self::Percentiles(h) => h.saturating_record(v.max(0) as u64),
+            Self::Value(_) => {}
+        }
+    }
+
+    /// The value a lookup in an expression gives.
+    pub fn read(&self) -> Value {
+        match self {
+            Self::Count(n) => Value::Int(*n as i64),
+            Self::Sum(n) | Self::Min(n) | Self::Max(n) => Value::Int(*n),
+            Self::Value(v) => v.clone(),
+            _ => Value::Int(0),
+        }
+    }
+
+    /// The number the elements of a map are sorted by, as bpftrace does.
+    fn sort_value(&self) -> i64 {
+        match self {
+            Self::Hist(b) | Self::Lhist(b) => b.iter().sum::<u64>() as i64,
+            Self::Avg { sum, count } | Self::Stats { sum, count } => average(*sum, *count),
+            Self::Percentiles(h) => h.value_at_quantile(0.99) as i64,
+            other => other.read().to_string().parse().unwrap_or(0),
+        }
+    }
+}
+
+fn average(sum: i64, count: u64) -> i64 {
+    if count == 0 { 0 } else { sum / count as i64 }
+}
+
+/// bpftrace's log2 bucket of `v`.
+pub fn log2_bucket(v: i64) -> usize {
+    match v {
+        i64::MIN..=-1 => 0,
+        0 => 1,
+        _ => 2 + (63 - v.leading_zeros() as usize),
+    }
+}
+
+/// bpftrace's linear bucket of `v`.
+pub fn linear_bucket(v: i64, min: i64, max: i64, step: i64) -> usize {
+    if v < min {
+        0
+    } else if v >= max {
+        ((max - min) / step) as usize + 1
+    } else {
+        ((v - min) / step) as usize + 1
+    }
+}
+
+/// Text a probe printed (`printf`, `time`).
+pub fn text(format: Format, kind: &str, text: &str, out: &mut dyn Write) -> std::io::Result<()> {
+    match format {
+        Format::Text => out.write_all(text.as_bytes()),
+        Format::Json => writeln!(out, "{}", json!({"type": kind, "data": text})),
+    }
+}
+
+/// `print(value)`.
+pub fn value(format: Format, value: &Value, out: &mut dyn Write) -> std::io::Result<()> {
+    match format {
+        Format::Text => writeln!(out, "{value}"),
+        Format::Json => writeln!(
+            out,
+            "{}",
+            json!({"type": "value", "data": json_value(value)})
+        ),
+    }
+}
+
+fn json_value(value: &Value) -> Json {
+    match value {
+        Value::Int(n) => json!(n),
+        Value::Str(s) => json!(s),
+    }
+}
+
+/// Prints a map: elements sorted ascending, the `top` largest only when
+/// non-zero, values divided by `div`.
+pub fn print_map<S: std::hash::BuildHasher>(
+    format: Format,
+    info: &MapInfo,
+    elements: &HashMap<Vec<Value>, Agg, S>,
+    top: usize,
+    div: i64,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let mut sorted: Vec<(&Vec<Value>, &Agg)> = elements.iter().collect();
+    sorted.sort_by(|a, b| {
+        a.1.sort_value()
+            .cmp(&b.1.sort_value())
+            .then_with(|| a.0.cmp(b.0))
+    });
+    if top > 0 && sorted.len() > top {
+        sorted.drain(..sorted.len() - top);
+    }
+    match format {
+        Format::Text => print_text(info, &sorted, div, out),
+        Format::Json => print_json(info, &sorted, div, out),
+    }
+}
+
+fn key_text(name: &str, key: &[Value]) -> String {
+    if key.is_empty() {
+        return format!("@{name}");
+    }
+    let parts: Vec<String> = key.iter().map(ToString::to_string).collect();
+    format!("@{name}[{}]", parts.join(", "))
+}
+
+fn print_text(
+    info: &MapInfo,
+    sorted: &[(&Vec<Value>, &Agg)],
+    div: i64,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    if sorted.is_empty() {
+        // bpftrace prints an empty line for an empty map.
+        return writeln!(out);
+    }
+    for (key, agg) in sorted {
+        let name = key_text(&info.name, key);
+        match agg {
+            Agg::Hist(buckets) => {
+                writeln!(out, "{name}: ")?;
+                write_bars(&log2_rows(buckets), out)?;
+                writeln!(out)?;
+            }
+            Agg::Lhist(buckets) => {
+                let MapKind::Lhist { min, max, step } = info.kind else {
+                    unreachable!()
+                };
+                writeln!(out, "{name}: ")?;
+                write_bars(&linear_rows(buckets, min, max, step), out)?;
+                writeln!(out)?;
+            }
+            Agg::Stats { sum, count } => writeln!(
+                out,
+                "{name}: count {count}, average {}, total {}",
+                average(*sum, *count) / div,
+                sum / div
+            )?,
+            Agg::Avg { sum, count } => writeln!(out, "{name}: {}", average(*sum, *count) / div)?,
+            Agg::Percentiles(h) => {
+                let q = |q: f64| h.value_at_quantile(q) as i64 / div;
+                writeln!(
+                    out,
+                    "{name}: count {}, p50 {}, p90 {}, p99 {}, p99.9 {}, max {}",
+                    h.len(),
+                    q(0.5),
+                    q(0.9),
+                    q(0.99),
+                    q(0.999),
+                    h.max() as i64 / div
+                )?;
+            }
+            Agg::Value(Value::Str(s)) => writeln!(out, "{name}: {s}")?,
+            other => writeln!(out, "{name}: {}", other.sort_value() / div)?,
+        }
+    }
+    // Averages, stats and percentiles end with an empty line in bpftrace.
+    if matches!(
+        info.kind,
+        MapKind::Avg | MapKind::Stats | MapKind::Percentiles
+    ) {
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// One printed bucket: its label, its JSON bounds and its count.
+struct Row {
+    label: String,
+    min: Option<i64>,
+    max: Option<i64>,
+    count: u64,
+}
+
+/// The rows from the first to the last non-empty bucket.
+fn trimmed(rows: Vec<Row>) -> Vec<Row> {
+    let first = rows.iter().position(|r| r.count > 0);
+    let last = rows.iter().rposition(|r| r.count > 0);
+    match (first, last) {
+        (Some(first), Some(last)) => rows
+            .into_iter()
+            .skip(first)
+            .take(last - first + 1)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A power of two with bpftrace's K/M/G/T suffixes.
+fn power_label(power: u32) -> String {
+    let (power, suffix) = match power {
+        40.. => (power - 40, "T"),
+        30.. => (power - 30, "G"),
+        20.. => (power - 20, "M"),
+        10.. => (power - 10, "K"),
+        _ => (power, ""),
+    };
+    format!("{}{suffix}", 1u64 << power)
+}
+
+fn log2_rows(buckets: &[u64]) -> Vec<Row> {
+    let rows = buckets
+        .iter()
+        .enumerate()
+        .map(|(i, &count)| {
+            let (label, min, max) = match i {
+                0 => ("(..., 0)".to_string(), None, Some(-1)),
+                1 => ("[0]".into(), Some(0), Some(0)),
+                2 => ("[1]".into(), Some(1), Some(1)),
+                _ => {
+                    let low = i as u32 - 2;
+                    (
+                        format!("[{}, {})", power_label(low), power_label(low + 1)),
+                        Some(1i64 << low),
+                        Some(((1i128 << (low + 1)) - 1).min(i64::MAX.into()) as i64),
+                    )
+                }
+            };
+            Row {
+                label,
+                min,
+                max,
+                count,
+            }
+        })
+        .collect();
+    trimmed(rows)
+}
+
+/// A number with bpftrace's lhist K/M suffixes for exact multiples.
+fn linear_label(n: i64) -> String {
+    const KILO: i64 = 1024;
+    const MEGA: i64 = 1024 * 1024;
+    if n != 0 && n % MEGA == 0 {
+        format!("{}M", n / MEGA)
+    } else if n != 0 && n % KILO == 0 {
+        format!("{}K", n / KILO)
+    } else {
+        n.to_string()
+    }
+}
+
+fn linear_rows(buckets: &[u64], min: i64, max: i64, step: i64) -> Vec<Row> {
+    let last = buckets.len() - 1;
+    let rows = buckets
+        .iter()
+        .enumerate()
+        .map(|(i, &count)| {
+            let (label, low, high) = if i == 0 {
+                (format!("(..., {})", linear_label(min)), None, Some(min - 1))
+            } else if i == last {
+                (format!("[{}, ...)", linear_label(max)), Some(max), None)
+            } else {
+                let low = min + (i as i64 - 1) * step;
+                (
+                    format!("[{}, {})", linear_label(low), linear_label(low + step)),
+                    Some(low),
+                    Some(low + step - 1),
+                )
+            };
+            Row {
+                label,
+                min: low,
+                max: high,
+                count,
+            }
+        })
+        .collect();
+    trimmed(rows)
+}
+
+/// bpftrace's histogram lines: label left in 16, count right in 8, a 52-wide bar.
+fn write_bars(rows: &[Row], out: &mut dyn Write) -> std::io::Result<()> {
+    let max = rows.iter().map(|r| r.count).max().unwrap_or(0).max(1);
+    for row in rows {
+        let bar = (row.count * 52 / max) as usize;
+        writeln!(
+            out,
+            "{:<16}{:>8} |{}{}|",
+            row.label,
+            row.count,
+            "@".repeat(bar),
+            " ".repeat(52 - bar)
+        )?;
+    }
+    Ok(())
+}
+
+fn json_rows(rows: &[Row]) -> Json {
+    Json::Array(
+        rows.iter()
+            .map(|r| {
+                let mut o = serde_json::Map::new();
+                if let Some(min) = r.min {
+                    o.insert("min".into(), json!(min));
+                }
+                if let Some(max) = r.max {
+                    o.insert("max".into(), json!(max));
+                }
+                o.insert("count".into(), json!(r.count));
+                Json::Object(o)
+            })
+            .collect(),
+    )
+}
+
+fn print_json(
+    info: &MapInfo,
+    sorted: &[(&Vec<Value>, &Agg)],
+    div: i64,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    if sorted.is_empty() {
+        return Ok(());
+    }
+    let kind = match info.kind {
+        MapKind::Hist | MapKind::Lhist { .. } => "hist",
+        MapKind::Avg | MapKind::Stats | MapKind::Percentiles => "stats",
+        _ => "map",
+    };
+    let element = |agg: &Agg| -> Json {
+        match agg {
+            Agg::Hist(b) => json_rows(&log2_rows(b)),
+            Agg::Lhist(b) => {
+                let MapKind::Lhist { min, max, step } = info.kind else {
+                    unreachable!()
+                };
+                json_rows(&linear_rows(b, min, max, step))
+            }
+            Agg::Stats { sum, count } => {
+                json!({"count": count, "average": average(*sum, *count) / div, "total": sum / div})
+            }
+            Agg::Avg { sum, count } => json!(average(*sum, *count) / div),
+            Agg::Percentiles(h) => {
+                let q = |q: f64| h.value_at_quantile(q) as i64 / div;
+                json!({"count": h.len(), "p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "p99.9": q(0.999), "max": h.max() as i64 / div})
+            }
+            Agg::Value(Value::Str(s)) => json!(s),
+            other => json!(other.sort_value() / div),
+        }
+    };
+    let data = if sorted.len() == 1 && sorted[0].0.is_empty() {
+        element(sorted[0].1)
+    } else {
+        let mut o = serde_json::Map::new();
+        for (key, agg) in sorted {
+            let parts: Vec<String> = key.iter().map(ToString::to_string).collect();
+            o.insert(parts.join(","), element(agg));
+        }
+        Json::Object(o)
+    };
+    writeln!(
+        out,
+        "{}",
+        json!({"type": kind, "data": {format!("@{}", info.name): data}})
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_match_bpftrace() {
+        assert_eq!(log2_bucket(-5), 0);
+        assert_eq!(log2_bucket(0), 1);
+        assert_eq!(log2_bucket(1), 2);
+        assert_eq!(log2_bucket(2), 3);
+        assert_eq!(log2_bucket(3), 3);
+        assert_eq!(log2_bucket(1000), 11);
+        assert_eq!(linear_bucket(-1, 0, 2000, 500), 0);
+        assert_eq!(linear_bucket(999, 0, 2000, 500), 2);
+        assert_eq!(linear_bucket(2996, 0, 2000, 500), 5);
+    }
+
+    #[test]
+    fn hist_layout_is_bpftrace_s() {
+        // The values of `dd bs=1000 count=20` and `dd bs=3 count=2` under
+        // `@b = hist(args->ret)` of sys_exit_read, and bpftrace 0.17's output.
+        let info = MapInfo {
+            name: "b".into(),
+            kind: MapKind::Hist,
+            keys: vec![],
+        };
+        let mut agg = Agg::new(MapKind::Hist);
+        for v in [0, 0, 3, 3, 2996, 2996]
+            .into_iter()
+            .chain(std::iter::repeat_n(1000, 22))
+        {
+            agg.add(MapKind::Hist, v);
+        }
+        let map = HashMap::from([(vec![], agg)]);
+        let mut out = Vec::new();
+        print_map(Format::Text, &info, &map, 0, 1, &mut out).unwrap();
+        let expected = "@b: \n\
+[0]                    2 |@@@@                                                |\n\
+[1]                    0 |                                                    |\n\
+[2, 4)                 2 |@@@@                                                |\n\
+[4, 8)                 0 |                                                    |\n\
+[8, 16)                0 |                                                    |\n\
+[16, 32)               0 |                                                    |\n\
+[32, 64)               0 |                                                    |\n\
+[64, 128)              0 |                                                    |\n\
+[128, 256)             0 |                                                    |\n\
+[256, 512)             0 |                                                    |\n\
+[512, 1K)             22 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n\
+[1K, 2K)               0 |                                                    |\n\
+[2K, 4K)               2 |@@@@                                                |\n\n";
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
+    }
+
+    #[test]
+    fn lhist_and_count_layout() {
+        let kind = MapKind::Lhist {
+            min: 0,
+            max: 2000,
+            step: 500,
+        };
+        let info = MapInfo {
+            name: "l".into(),
+            kind,
+            keys: vec![],
+        };
+        let mut agg = Agg::new(kind);
+        for v in [0, 0, 3, 3, 600, 600, 2996, 2996]
+            .into_iter()
+            .chain(std::iter::repeat_n(1000, 20))
+        {
+            agg.add(kind, v);
+        }
+        let map = HashMap::from([(vec![], agg)]);
+        let mut out = Vec::new();
+        print_map(Format::Text, &info, &map, 0, 1, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "@l: \n\
+[0, 500)               4 |@@@@@@@@@@                                          |\n\
+[500, 1000)            2 |@@@@@                                               |\n\
+[1000, 1500)          20 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n\
+[1500, 2000)           0 |                                                    |\n\
+[2000, ...)            2 |@@@@@                                               |\n\n"
+        );
+        let info = MapInfo {
+            name: "c".into(),
+            kind: MapKind::Count,
+            keys: vec![],
+        };
+        let key = |pid| vec![Value::Str("dd".into()), Value::Int(pid)];
+        let map = HashMap::from([(key(22743), Agg::Count(23)), (key(22744), Agg::Count(5))]);
+        let mut out = Vec::new();
+        print_map(Format::Text, &info, &map, 0, 1, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "@c[dd, 22744]: 5\n@c[dd, 22743]: 23\n"
+        );
+    }
+}

@@ -1,0 +1,563 @@
+//! Text to [`Program`]: a recursive-descent parser over the on-demand lexer.
+
+use crate::{
+    ast::{BinOp, Builtin, Expr, ExprKind, Item, MapRef, Probe, ProbeKind, Program, Stmt, UnOp},
+    error::{Error, Result, Span},
+    lex::{Lexer, Token},
+};
+
+/// Parses a whole program.
+pub fn parse(text: &str) -> Result<Program> {
+    let mut parser = Parser {
+        lexer: Lexer::new(text),
+        in_predicate: false,
+    };
+    let mut items = Vec::new();
+    while !parser.lexer.at_end()? {
+        items.push(parser.item()?);
+    }
+    if items.is_empty() {
+        return Err(Error::new(Span::new(0, 0), "the program has no probes"));
+    }
+    Ok(Program { items })
+}
+
+struct Parser<'a> {
+    lexer: Lexer<'a>,
+    /// Inside `/.../` a `/` at the top level closes the predicate rather
+    /// than dividing; division needs parentheses there.
+    in_predicate: bool,
+}
+
+/// Binary operators by precedence, loosest first.
+const LEVELS: [&[(&str, BinOp)]; 10] = [
+    &[("||", BinOp::LogicalOr)],
+    &[("&&", BinOp::LogicalAnd)],
+    &[("|", BinOp::Or)],
+    &[("^", BinOp::Xor)],
+    &[("&", BinOp::And)],
+    &[("==", BinOp::Eq), ("!=", BinOp::Ne)],
+    &[
+        ("<", BinOp::Lt),
+        ("<=", BinOp::Le),
+        (">", BinOp::Gt),
+        (">=", BinOp::Ge),
+    ],
+    &[("<<", BinOp::Shl), (">>", BinOp::Shr)],
+    &[("+", BinOp::Add), ("-", BinOp::Sub)],
+    &[("*", BinOp::Mul), ("/", BinOp::Div), ("%", BinOp::Rem)],
+];
+
+/// Compound assignments and the operator each applies.
+const UPDATES: [(&str, BinOp); 8] = [
+    ("+=", BinOp::Add),
+    ("-=", BinOp::Sub),
+    ("*=", BinOp::Mul),
+    ("/=", BinOp::Div),
+    ("%=", BinOp::Rem),
+    ("&=", BinOp::And),
+    ("|=", BinOp::Or),
+    ("^=", BinOp::Xor),
+];
+
+impl Parser<'_> {
+    fn peek(&self) -> Result<(Token, Span)> {
+        self.lexer.peek()
+    }
+
+    fn next(&mut self) -> Result<(Token, Span)> {
+        self.lexer.token()
+    }
+
+    /// Consumes punctuation `p` if it comes next.
+    fn eat(&mut self, p: &str) -> Result<bool> {
+        if matches!(self.peek()?.0, Token::Punct(q) if q == p) {
+            self.next()?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn expect(&mut self, p: &str) -> Result<Span> {
+        let (token, span) = self.next()?;
+        if token == Token::Punct(static_punct(p)) {
+            return Ok(span);
+        }
+        Err(Error::new(
+            span,
+            format!("expected `{p}`, found {}", token.describe()),
+        ))
+    }
+
+    fn item(&mut self) -> Result<Item> {
+        let mut probes = vec![self.probe()?];
+        while self.eat(",")? {
+            probes.push(self.probe()?);
+        }
+        let predicate = if self.eat("/")? {
+            self.in_predicate = true;
+            let expr = self.expr()?;
+            self.in_predicate = false;
+            self.expect("/")?;
+            Some(expr)
+        } else {
+            None
+        };
+        let body = self.block()?;
+        Ok(Item {
+            probes,
+            predicate,
+            body,
+        })
+    }
+
+    fn probe(&mut self) -> Result<Probe> {
+        let (text, span) = self.lexer.probe()?;
+        let kind = probe_kind(&text).map_err(|message| Error::new(span, message))?;
+        Ok(Probe { kind, span })
+    }
+
+    /// `{ stmt; stmt; ... }`; the last `;` is optional.
+    fn block(&mut self) -> Result<Vec<Stmt>> {
+        self.expect("{")?;
+        let mut stmts = Vec::new();
+        loop {
+            if self.eat("}")? {
+                return Ok(stmts);
+            }
+            if self.eat(";")? {
+                continue;
+            }
+            let stmt = self.stmt()?;
+            let is_block = matches!(stmt, Stmt::If { .. });
+            stmts.push(stmt);
+            if !is_block && !self.eat(";")? {
+                let (token, span) = self.peek()?;
+                if token != Token::Punct("}") {
+                    return Err(Error::new(
+                        span,
+                        format!("expected `;` or `}}`, found {}", token.describe()),
+                    ));
+                }
+            }
+        }
+    }
+
+    fn stmt(&mut self) -> Result<Stmt> {
+        let (token, span) = self.peek()?;
+        match token {
+            Token::Ident(word) if word == "if" => {
+                self.next()?;
+                self.if_stmt()
+            }
+            Token::Map(_) => {
+                let map = self.map_ref()?;
+                if self.eat("=")? {
+                    let value = self.expr()?;
+                    return Ok(Stmt::MapAssign { map, value });
+                }
+                let (op, value) = self.update(span)?;
+                Ok(Stmt::MapUpdate { map, op, value })
+            }
+            Token::Var(name) => {
+                self.next()?;
+                if self.eat("=")? {
+                    let value = self.expr()?;
+                    return Ok(Stmt::VarAssign { name, span, value });
+                }
+                let (op, value) = self.update(span)?;
+                Ok(Stmt::VarUpdate {
+                    name,
+                    span,
+                    op,
+                    value,
+                })
+            }
+            _ => Ok(Stmt::Expr(self.expr()?)),
+        }
+    }
+
+    /// After a map or variable: `++`, `--` or a compound assignment.
+    fn update(&mut self, target: Span) -> Result<(BinOp, Expr)> {
+        let (token, span) = self.next()?;
+        let one = |op| {
+            Ok((
+                op,
+                Expr {
+                    kind: ExprKind::Int(1),
+                    span,
+                },
+            ))
+        };
+        match token {
+            Token::Punct("++") => one(BinOp::Add),
+            Token::Punct("--") => one(BinOp::Sub),
+            Token::Punct(p) if UPDATES.iter().any(|(q, _)| *q == p) => {
+                let op = UPDATES.iter().find(|(q, _)| *q == p).expect("found").1;
+                Ok((op, self.expr()?))
+            }
+            other => Err(Error::new(
+                span.to(target).to(span),
+                format!(
+                    "expected `=`, `++`, `--` or `+=` after the assignment target, found {}",
+                    other.describe()
+                ),
+            )),
+        }
+    }
+
+    fn if_stmt(&mut self) -> Result<Stmt> {
+        self.expect("(")?;
+        let cond = self.expr()?;
+        self.expect(")")?;
+        let then = self.block()?;
+        let otherwise = if matches!(&self.peek()?.0, Token::Ident(w) if w == "else") {
+            self.next()?;
+            if matches!(&self.peek()?.0, Token::Ident(w) if w == "if") {
+                self.next()?;
+                vec![self.if_stmt()?]
+            } else {
+                self.block()?
+            }
+        } else {
+            Vec::new()
+        };
+        Ok(Stmt::If {
+            cond,
+            then,
+            otherwise,
+        })
+    }
+
+    fn map_ref(&mut self) -> Result<MapRef> {
+        let (Token::Map(name), mut span) = self.next()? else {
+            unreachable!("called on a map token")
+        };
+        let mut keys = Vec::new();
+        if self.eat("[")? {
+            // Keys are full expressions, division included.
+            let outer = std::mem::replace(&mut self.in_predicate, false);
+            keys = self.list("]")?;
+            self.in_predicate = outer;
+            span = span.to(Span::new(self.lexer.pos() - 1, 1));
+        }
+        Ok(MapRef { name, keys, span })
+    }
+
+    /// Comma-separated expressions up to the closing `close`.
+    fn list(&mut self, close: &str) -> Result<Vec<Expr>> {
+        let mut out = Vec::new();
+        if self.eat(close)? {
+            return Ok(out);
+        }
+        loop {
+            out.push(self.expr()?);
+            if self.eat(close)? {
+                return Ok(out);
+            }
+            self.expect(",")?;
+        }
+    }
+
+    fn expr(&mut self) -> Result<Expr> {
+        let cond = self.binary(0)?;
+        if !self.eat("?")? {
+            return Ok(cond);
+        }
+        let then = self.expr()?;
+        self.expect(":")?;
+        let otherwise = self.expr()?;
+        let span = cond.span.to(otherwise.span);
+        Ok(Expr {
+            kind: ExprKind::Ternary(Box::new(cond), Box::new(then), Box::new(otherwise)),
+            span,
+        })
+    }
+
+    fn binary(&mut self, level: usize) -> Result<Expr> {
+        if level == LEVELS.len() {
+            return self.unary();
+        }
+        let mut left = self.binary(level + 1)?;
+        loop {
+            let (token, _) = self.peek()?;
+            let Token::Punct(p) = token else {
+                return Ok(left);
+            };
+            let Some(&(_, op)) = LEVELS[level].iter().find(|(q, _)| *q == p) else {
+                return Ok(left);
+            };
+            if op == BinOp::Div && self.in_predicate {
+                return Ok(left);
+            }
+            self.next()?;
+            let right = self.binary(level + 1)?;
+            let span = left.span.to(right.span);
+            left = Expr {
+                kind: ExprKind::Binary(op, Box::new(left), Box::new(right)),
+                span,
+            };
+        }
+    }
+
+    fn unary(&mut self) -> Result<Expr> {
+        let (token, span) = self.peek()?;
+        let op = match token {
+            Token::Punct("!") => UnOp::Not,
+            Token::Punct("-") => UnOp::Neg,
+            Token::Punct("~") => UnOp::BitNot,
+            _ => return self.primary(),
+        };
+        self.next()?;
+        let operand = self.unary()?;
+        let span = span.to(operand.span);
+        Ok(Expr {
+            kind: ExprKind::Unary(op, Box::new(operand)),
+            span,
+        })
+    }
+
+    fn primary(&mut self) -> Result<Expr> {
+        let (token, span) = self.peek()?;
+        let kind = match token {
+            Token::Map(_) => {
+                let map = self.map_ref()?;
+                let span = map.span;
+                return Ok(Expr {
+                    kind: ExprKind::Map(map),
+                    span,
+                });
+            }
+            Token::Int(n) => ExprKind::Int(n),
+            Token::Str(s) => ExprKind::Str(s),
+            Token::Var(v) => ExprKind::Var(v),
+            Token::Punct("(") => {
+                self.next()?;
+                let outer = std::mem::replace(&mut self.in_predicate, false);
+                let inner = self.expr()?;
+                self.in_predicate = outer;
+                self.expect(")")?;
+                return Ok(inner);
+            }
+            Token::Ident(word) => return self.word(word, span),
+            other => {
+                return Err(Error::new(
+                    span,
+                    format!("expected an expression, found {}", other.describe()),
+                ));
+            }
+        };
+        self.next()?;
+        Ok(Expr { kind, span })
+    }
+
+    /// A builtin, `args.field`, `argN` or a call.
+    fn word(&mut self, word: String, span: Span) -> Result<Expr> {
+        self.next()?;
+        if self.eat("(")? {
+            let outer = std::mem::replace(&mut self.in_predicate, false);
+            let args = self.list(")")?;
+            self.in_predicate = outer;
+            let span = span.to(Span::new(self.lexer.pos() - 1, 1));
+            return Ok(Expr {
+                kind: ExprKind::Call(word, args),
+                span,
+            });
+        }
+        if word == "args" {
+            if !(self.eat(".")? || self.eat("->")?) {
+                return Err(Error::new(
+                    span,
+                    "`args` needs a field: `args.NAME` (or `args->NAME`)",
+                ));
+            }
+            let (field, field_span) = self.next()?;
+            let Token::Ident(field) = field else {
+                return Err(Error::new(
+                    field_span,
+                    format!("expected a field name, found {}", field.describe()),
+                ));
+            };
+            return Ok(Expr {
+                kind: ExprKind::Field(field),
+                span: span.to(field_span),
+            });
+        }
+        if let Some(n) = word.strip_prefix("arg").and_then(|n| n.parse::<u8>().ok()) {
+            return Ok(Expr {
+                kind: ExprKind::Arg(n),
+                span,
+            });
+        }
+        match Builtin::from_name(&word) {
+            Some(builtin) => Ok(Expr {
+                kind: ExprKind::Builtin(builtin),
+                span,
+            }),
+            None => Err(Error::new(span, format!("unknown builtin `{word}`"))),
+        }
+    }
+}
+
+/// The `&'static str` the lexer uses for punctuation `p`.
+fn static_punct(p: &str) -> &'static str {
+    match p {
+        "{" => "{",
+        "}" => "}",
+        "(" => "(",
+        ")" => ")",
+        "]" => "]",
+        "/" => "/",
+        ":" => ":",
+        "," => ",",
+        _ => ";",
+    }
+}
+
+/// Reads a probe as written (`tracepoint:syscalls:sys_enter_*`).
+fn probe_kind(text: &str) -> std::result::Result<ProbeKind, String> {
+    if text == "BEGIN" {
+        return Ok(ProbeKind::Begin);
+    }
+    if text == "END" {
+        return Ok(ProbeKind::End);
+    }
+    let (kind, rest) = text.split_once(':').ok_or_else(|| {
+        format!("`{text}` is not a probe: expected TYPE:TARGET, e.g. tracepoint:syscalls:sys_enter_openat")
+    })?;
+    let parts: Vec<&str> = rest.split(':').collect();
+    let one = |what: &str| match parts.as_slice() {
+        // `kprobe:MODULE:FUNC` names the module too; the function is enough.
+        [name] | [_, name] if !name.is_empty() => Ok((*name).to_string()),
+        _ => Err(format!("`{text}`: expected {kind}:{what}")),
+    };
+    match kind {
+        "tracepoint" | "t" => match parts.as_slice() {
+            [category, name] if !category.is_empty() && !name.is_empty() => {
+                Ok(ProbeKind::Tracepoint {
+                    category: (*category).into(),
+                    name: (*name).into(),
+                })
+            }
+            _ => Err(format!("`{text}`: expected tracepoint:CATEGORY:NAME")),
+        },
+        "rawtracepoint" | "rt" => Ok(ProbeKind::RawTracepoint { name: one("NAME")? }),
+        "fentry" | "kfunc" | "f" | "fexit" | "kretfunc" | "fr" => Ok(ProbeKind::Fentry {
+            function: one("FUNCTION")?,
+            exit: matches!(kind, "fexit" | "kretfunc" | "fr"),
+        }),
+        "kprobe" | "k" | "kretprobe" | "kr" => Ok(ProbeKind::Kprobe {
+            function: one("FUNCTION")?,
+            exit: matches!(kind, "kretprobe" | "kr"),
+        }),
+        "uprobe" | "u" | "uretprobe" | "ur" => match rest.rsplit_once(':') {
+            Some((path, symbol)) if !path.is_empty() && !symbol.is_empty() => {
+                Ok(ProbeKind::Uprobe {
+                    path: path.into(),
+                    symbol: symbol.into(),
+                    exit: matches!(kind, "uretprobe" | "ur"),
+                })
+            }
+            _ => Err(format!("`{text}`: expected {kind}:PATH:SYMBOL")),
+        },
+        "profile" | "p" => match parts.as_slice() {
+            ["hz", n] => Ok(ProbeKind::Profile {
+                hz: positive(n, text)?,
+            }),
+            _ => Err(format!("`{text}`: expected profile:hz:N")),
+        },
+        "interval" | "i" => {
+            let unit = match parts.first() {
+                Some(&"s") => 1_000_000_000,
+                Some(&"ms") => 1_000_000,
+                Some(&"us") => 1_000,
+                _ => {
+                    return Err(format!(
+                        "`{text}`: expected interval:s:N, interval:ms:N or interval:us:N"
+                    ));
+                }
+            };
+            match parts.as_slice() {
+                [_, n] => Ok(ProbeKind::Interval {
+                    period_ns: positive(n, text)? * unit,
+                }),
+                _ => Err(format!("`{text}`: expected interval:s:N")),
+            }
+        }
+        _ => Err(format!(
+            "unknown probe type `{kind}`: weft knows tracepoint, rawtracepoint, fentry, fexit, kprobe, kretprobe, uprobe, uretprobe, profile, interval, BEGIN and END"
+        )),
+    }
+}
+
+fn positive(n: &str, text: &str) -> std::result::Result<u64, String> {
+    match n.parse::<u64>() {
+        Ok(v) if v > 0 => Ok(v),
+        _ => Err(format!("`{text}`: `{n}` is not a positive integer")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classic_one_liner() {
+        let p = parse(r#"tracepoint:syscalls:sys_enter_openat /pid == 42/ { printf("%s %s\n", comm, str(args.filename)); }"#).unwrap();
+        assert_eq!(p.items.len(), 1);
+        assert_eq!(
+            p.items[0].probes[0].kind,
+            ProbeKind::Tracepoint {
+                category: "syscalls".into(),
+                name: "sys_enter_openat".into()
+            }
+        );
+        assert!(p.items[0].predicate.is_some());
+        assert!(
+            matches!(&p.items[0].body[0], Stmt::Expr(Expr { kind: ExprKind::Call(name, args), .. }) if name == "printf" && args.len() == 3)
+        );
+    }
+
+    #[test]
+    fn predicate_ends_at_slash_and_division_needs_parentheses() {
+        let p = parse("BEGIN /(nsecs / 2) > 1/ { @ = count() }").unwrap();
+        let Some(Expr {
+            kind: ExprKind::Binary(BinOp::Gt, left, _),
+            ..
+        }) = &p.items[0].predicate
+        else {
+            panic!("expected a comparison")
+        };
+        assert!(matches!(left.kind, ExprKind::Binary(BinOp::Div, _, _)));
+    }
+
+    #[test]
+    fn several_probes_updates_and_if() {
+        let p = parse("kprobe:a, kretprobe:b { @x[tid]++; $y += 2; if ($y > 1) { delete(@x[tid]) } else { exit() } }").unwrap();
+        assert_eq!(p.items[0].probes.len(), 2);
+        assert_eq!(p.items[0].body.len(), 3);
+    }
+
+    #[test]
+    fn precedence() {
+        let p = parse("BEGIN { $x = 1 + 2 * 3 == 7 && 1 }").unwrap();
+        let Stmt::VarAssign { value, .. } = &p.items[0].body[0] else {
+            panic!()
+        };
+        assert!(matches!(
+            value.kind,
+            ExprKind::Binary(BinOp::LogicalAnd, _, _)
+        ));
+    }
+
+    #[test]
+    fn errors_point_at_the_token() {
+        let text = "tracepoint:syscalls:sys_enter_read { @x = count() @y = 1 }";
+        let err = parse(text).unwrap_err();
+        assert_eq!(err.message, "expected `;` or `}`, found map `@y`");
+        assert_eq!(&text[err.span.start..err.span.start + err.span.len], "@y");
+        let err = parse("blah:x { }").unwrap_err();
+        assert!(err.message.starts_with("unknown probe type `blah`"));
+        assert_eq!(err.span, Span::new(0, 6));
+    }
+}

@@ -1,0 +1,518 @@
+//! Runs a checked program on events: predicates, actions, maps. Pure: the
+//! agent decodes kernel records into [`Event`]s and supplies the output.
+
+use std::{collections::HashMap, io::Write};
+
+use crate::{
+    ast::{BinOp, Builtin, Expr, ExprKind, MapRef, Stmt, UnOp},
+    check::{Attach, MapKind, Plan, Target},
+    format,
+    kernel::FieldKind,
+    output::{self, Agg, Format},
+};
+
+/// A value of the language; map keys are lists of these.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Value {
+    Int(i64),
+    Str(String),
+}
+
+impl Value {
+    fn int(&self) -> i64 {
+        match self {
+            Self::Int(n) => *n,
+            Self::Str(s) => i64::from(!s.is_empty()),
+        }
+    }
+
+    fn truthy(&self) -> bool {
+        self.int() != 0
+    }
+}
+
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Int(n) => write!(f, "{n}"),
+            Self::Str(s) => f.write_str(s),
+        }
+    }
+}
+
+/// One event as the kernel delivered it, or a user-space probe firing
+/// (BEGIN, END, intervals).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Event<'a> {
+    /// Index into [`Plan::attaches`].
+    pub attach: usize,
+    /// `CLOCK_MONOTONIC` ns (the kernel's `bpf_ktime_get_ns`).
+    pub ns: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub cpu: u32,
+    /// The task name, NUL-padded.
+    pub comm: &'a [u8],
+    /// The copied context: the tracepoint record, registers or arguments.
+    pub raw: &'a [u8],
+    /// Strings the kernel read, in [`Attach::strings`] order, NUL-padded.
+    pub strings: &'a [&'a [u8]],
+}
+
+/// Whether to go on after an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// `exit()` ran.
+    Exit,
+}
+
+/// The state of a running program: its maps.
+pub struct Runtime<'p> {
+    plan: &'p Plan,
+    maps: Vec<HashMap<Vec<Value>, Agg>>,
+    format: Format,
+    /// `nsecs` when the program started, for `elapsed`.
+    start_ns: u64,
+}
+
+/// What actions of one event see.
+struct Scope<'e, 'a> {
+    event: &'e Event<'a>,
+    attach: &'e Attach,
+    vars: HashMap<String, Value>,
+    flow: Flow,
+}
+
+impl<'p> Runtime<'p> {
+    pub fn new(plan: &'p Plan, format: Format, start_ns: u64) -> Self {
+        Self {
+            plan,
+            maps: vec![HashMap::new(); plan.maps.len()],
+            format,
+            start_ns,
+        }
+    }
+
+    /// Runs the actions of `event`'s probe when its predicate holds.
+    pub fn event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> std::io::Result<Flow> {
+        let plan = self.plan;
+        let attach = &plan.attaches[event.attach];
+        let item = &plan.program.items[attach.item];
+        let mut scope = Scope {
+            event,
+            attach,
+            vars: HashMap::new(),
+            flow: Flow::Continue,
+        };
+        if let Some(predicate) = &item.predicate
+            && !self.eval(predicate, &mut scope).truthy()
+        {
+            return Ok(Flow::Continue);
+        }
+        self.stmts(&item.body, &mut scope, out)?;
+        Ok(scope.flow)
+    }
+
+    /// Prints every map, as bpftrace does on exit.
+    pub fn print_all(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        if self.format == Format::Text {
+            out.write_all(b"\n\n")?;
+        }
+        let mut order: Vec<usize> = (0..self.maps.len()).collect();
+        order.sort_by(|a, b| self.plan.maps[*a].name.cmp(&self.plan.maps[*b].name));
+        for index in order {
+            self.print_map(index, 0, 1, out)?;
+        }
+        Ok(())
+    }
+
+    fn print_map(
+        &self,
+        index: usize,
+        top: usize,
+        div: i64,
+        out: &mut dyn Write,
+    ) -> std::io::Result<()> {
+        let info = &self.plan.maps[index];
+        output::print_map(self.format, info, &self.maps[index], top, div, out)
+    }
+
+    fn stmts(
+        &mut self,
+        stmts: &[Stmt],
+        scope: &mut Scope<'_, '_>,
+        out: &mut dyn Write,
+    ) -> std::io::Result<()> {
+        for stmt in stmts {
+            if scope.flow == Flow::Exit {
+                break;
+            }
+            self.stmt(stmt, scope, out)?;
+        }
+        Ok(())
+    }
+
+    fn stmt(
+        &mut self,
+        stmt: &Stmt,
+        scope: &mut Scope<'_, '_>,
+        out: &mut dyn Write,
+    ) -> std::io::Result<()> {
+        match stmt {
+            Stmt::MapAssign { map, value } => {
+                let index = self.plan.map(&map.name).expect("checked");
+                let key = self.keys(map, scope);
+                let kind = self.plan.maps[index].kind;
+                if let MapKind::Value(_) = kind {
+                    let value = self.eval(value, scope);
+                    self.maps[index].insert(key, Agg::Value(value));
+                    return Ok(());
+                }
+                let ExprKind::Call(_, args) = &value.kind else {
+                    unreachable!("checked: aggregations are calls")
+                };
+                let sample = args.first().map_or(0, |a| self.eval(a, scope).int());
+                self.maps[index]
+                    .entry(key)
+                    .or_insert_with(|| Agg::new(kind))
+                    .add(kind, sample);
+            }
+            Stmt::MapUpdate { map, op, value } => {
+                let index = self.plan.map(&map.name).expect("checked");
+                let key = self.keys(map, scope);
+                let by = self.eval(value, scope).int();
+                let slot = self.maps[index]
+                    .entry(key)
+                    .or_insert(Agg::Value(Value::Int(0)));
+                if let Agg::Value(Value::Int(n)) = slot {
+                    *n = arithmetic(*op, *n, by);
+                }
+            }
+            Stmt::VarAssign { name, value, .. } => {
+                let value = self.eval(value, scope);
+                scope.vars.insert(name.clone(), value);
+            }
+            Stmt::VarUpdate {
+                name, op, value, ..
+            } => {
+                let by = self.eval(value, scope).int();
+                let old = scope.vars.get(name).map_or(0, Value::int);
+                scope
+                    .vars
+                    .insert(name.clone(), Value::Int(arithmetic(*op, old, by)));
+            }
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let branch = if self.eval(cond, scope).truthy() {
+                    then
+                } else {
+                    otherwise
+                };
+                self.stmts(branch, scope, out)?;
+            }
+            Stmt::Expr(expr) => self.call_stmt(expr, scope, out)?,
+        }
+        Ok(())
+    }
+
+    fn call_stmt(
+        &mut self,
+        expr: &Expr,
+        scope: &mut Scope<'_, '_>,
+        out: &mut dyn Write,
+    ) -> std::io::Result<()> {
+        let ExprKind::Call(name, args) = &expr.kind else {
+            return Ok(());
+        };
+        match name.as_str() {
+            "printf" => {
+                let ExprKind::Str(text) = &args[0].kind else {
+                    unreachable!("checked")
+                };
+                let values: Vec<Value> = args[1..].iter().map(|a| self.eval(a, scope)).collect();
+                let text = format::render(text, &values);
+                output::text(self.format, "printf", &text, out)?;
+            }
+            "time" => {
+                let pattern = match args.first().map(|a| &a.kind) {
+                    Some(ExprKind::Str(s)) => s.as_str(),
+                    _ => "%H:%M:%S\n",
+                };
+                output::text(self.format, "time", &local_time(pattern), out)?;
+            }
+            "exit" => scope.flow = Flow::Exit,
+            "print" => match args.as_slice() {
+                [
+                    Expr {
+                        kind: ExprKind::Map(map),
+                        ..
+                    },
+                    rest @ ..,
+                ] if map.keys.is_empty() => {
+                    let index = self.plan.map(&map.name).expect("checked");
+                    let top = rest
+                        .first()
+                        .map_or(0, |e| self.eval(e, scope).int().max(0) as usize);
+                    let div = rest.get(1).map_or(1, |e| self.eval(e, scope).int().max(1));
+                    self.print_map(index, top, div, out)?;
+                }
+                [value] => {
+                    let value = self.eval(value, scope);
+                    output::value(self.format, &value, out)?;
+                }
+                _ => {}
+            },
+            "clear" | "zero" | "delete" => {
+                let Some(Expr {
+                    kind: ExprKind::Map(map),
+                    ..
+                }) = args.first()
+                else {
+                    return Ok(());
+                };
+                let index = self.plan.map(&map.name).expect("checked");
+                match name.as_str() {
+                    "clear" => self.maps[index].clear(),
+                    "zero" => {
+                        let kind = self.plan.maps[index].kind;
+                        for agg in self.maps[index].values_mut() {
+                            *agg = match agg {
+                                Agg::Value(Value::Str(_)) => Agg::Value(Value::Str(String::new())),
+                                Agg::Value(Value::Int(_)) => Agg::Value(Value::Int(0)),
+                                _ => Agg::new(kind),
+                            };
+                        }
+                    }
+                    _ => {
+                        let key = self.keys(map, scope);
+                        self.maps[index].remove(&key);
+                    }
+                }
+            }
+            _ => {
+                self.eval(expr, scope);
+            }
+        }
+        Ok(())
+    }
+
+    fn keys(&self, map: &MapRef, scope: &mut Scope<'_, '_>) -> Vec<Value> {
+        map.keys.iter().map(|k| self.eval(k, scope)).collect()
+    }
+
+    fn eval(&self, expr: &Expr, scope: &mut Scope<'_, '_>) -> Value {
+        match &expr.kind {
+            ExprKind::Int(n) => Value::Int(*n),
+            ExprKind::Str(s) => Value::Str(s.clone()),
+            ExprKind::Builtin(b) => self.builtin(*b, scope),
+            ExprKind::Field(name) => field(scope, name),
+            ExprKind::Arg(n) => field(scope, &format!("arg{n}")),
+            ExprKind::Var(name) => scope.vars.get(name).cloned().unwrap_or(Value::Int(0)),
+            ExprKind::Map(map) => {
+                let index = self.plan.map(&map.name).expect("checked");
+                let key = self.keys(map, scope);
+                match self.maps[index].get(&key) {
+                    Some(agg) => agg.read(),
+                    None => match self.plan.maps[index].kind {
+                        MapKind::Value(crate::check::Type::Str) => Value::Str(String::new()),
+                        _ => Value::Int(0),
+                    },
+                }
+            }
+            ExprKind::Unary(op, operand) => {
+                let n = self.eval(operand, scope).int();
+                Value::Int(match op {
+                    UnOp::Not => i64::from(n == 0),
+                    UnOp::Neg => n.wrapping_neg(),
+                    UnOp::BitNot => !n,
+                })
+            }
+            ExprKind::Binary(op, left, right) => self.binary(*op, left, right, scope),
+            ExprKind::Ternary(cond, then, otherwise) => {
+                if self.eval(cond, scope).truthy() {
+                    self.eval(then, scope)
+                } else {
+                    self.eval(otherwise, scope)
+                }
+            }
+            ExprKind::Call(name, args) if name == "str" => {
+                let target = match &args[0].kind {
+                    ExprKind::Field(n) => n.clone(),
+                    ExprKind::Arg(n) => format!("arg{n}"),
+                    _ => "retval".into(),
+                };
+                let Value::Str(text) = string_of(scope, &target) else {
+                    unreachable!("string_of gives strings")
+                };
+                match args.get(1).map(|a| &a.kind) {
+                    // Like bpftrace: the length counts the terminating NUL.
+                    Some(ExprKind::Int(n)) => {
+                        Value::Str(text.chars().take((*n).max(1) as usize - 1).collect())
+                    }
+                    _ => Value::Str(text),
+                }
+            }
+            ExprKind::Call(..) => Value::Int(0),
+        }
+    }
+
+    fn binary(&self, op: BinOp, left: &Expr, right: &Expr, scope: &mut Scope<'_, '_>) -> Value {
+        match op {
+            BinOp::LogicalAnd => {
+                return Value::Int(i64::from(
+                    self.eval(left, scope).truthy() && self.eval(right, scope).truthy(),
+                ));
+            }
+            BinOp::LogicalOr => {
+                return Value::Int(i64::from(
+                    self.eval(left, scope).truthy() || self.eval(right, scope).truthy(),
+                ));
+            }
+            _ => {}
+        }
+        let l = self.eval(left, scope);
+        let r = self.eval(right, scope);
+        match (op, &l, &r) {
+            (BinOp::Eq, _, _) => Value::Int(i64::from(l == r)),
+            (BinOp::Ne, _, _) => Value::Int(i64::from(l != r)),
+            _ => Value::Int(arithmetic(op, l.int(), r.int())),
+        }
+    }
+
+    fn builtin(&self, builtin: Builtin, scope: &mut Scope<'_, '_>) -> Value {
+        let event = scope.event;
+        match builtin {
+            Builtin::Pid => Value::Int(event.pid.into()),
+            Builtin::Tid => Value::Int(event.tid.into()),
+            Builtin::Uid => Value::Int(event.uid.into()),
+            Builtin::Gid => Value::Int(event.gid.into()),
+            Builtin::Cpu => Value::Int(event.cpu.into()),
+            Builtin::Nsecs => Value::Int(event.ns as i64),
+            Builtin::Elapsed => Value::Int(event.ns.saturating_sub(self.start_ns) as i64),
+            Builtin::Comm => Value::Str(c_string(event.comm)),
+            Builtin::Probe => Value::Str(scope.attach.target.name()),
+            Builtin::Func => Value::Str(scope.attach.target.function().to_string()),
+            Builtin::Retval => field(scope, "retval"),
+            Builtin::Kstack | Builtin::Ustack => Value::Str(String::new()),
+        }
+    }
+}
+
+/// Integer arithmetic as in BPF: wrapping, division by zero gives 0.
+fn arithmetic(op: BinOp, l: i64, r: i64) -> i64 {
+    match op {
+        BinOp::Add => l.wrapping_add(r),
+        BinOp::Sub => l.wrapping_sub(r),
+        BinOp::Mul => l.wrapping_mul(r),
+        BinOp::Div => l.checked_div(r).unwrap_or(0),
+        BinOp::Rem => l.checked_rem(r).unwrap_or(0),
+        BinOp::And => l & r,
+        BinOp::Or => l | r,
+        BinOp::Xor => l ^ r,
+        BinOp::Shl => l.wrapping_shl(r as u32),
+        BinOp::Shr => l.wrapping_shr(r as u32),
+        BinOp::Lt => i64::from(l < r),
+        BinOp::Le => i64::from(l <= r),
+        BinOp::Gt => i64::from(l > r),
+        BinOp::Ge => i64::from(l >= r),
+        BinOp::Eq => i64::from(l == r),
+        BinOp::Ne => i64::from(l != r),
+        BinOp::LogicalAnd => i64::from(l != 0 && r != 0),
+        BinOp::LogicalOr => i64::from(l != 0 || r != 0),
+    }
+}
+
+/// Bytes up to the first NUL, as text.
+fn c_string(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// The value of field `name` of the event's record.
+fn field(scope: &Scope<'_, '_>, name: &str) -> Value {
+    let Some(f) = scope.attach.field(name) else {
+        return Value::Int(0);
+    };
+    match f.kind {
+        FieldKind::Chars => {
+            let bytes = scope
+                .event
+                .raw
+                .get(usize::from(f.offset)..usize::from(f.offset + f.size));
+            Value::Str(c_string(bytes.unwrap_or_default()))
+        }
+        FieldKind::DataLoc => string_of(scope, name),
+        FieldKind::Int | FieldKind::Pointer => {
+            Value::Int(integer(scope.event.raw, f.offset, f.size, f.signed))
+        }
+    }
+}
+
+/// The string the kernel read for field `name`, or a `char[]` field.
+fn string_of(scope: &Scope<'_, '_>, name: &str) -> Value {
+    if let Some(slot) = scope.attach.string_slot(name) {
+        return Value::Str(c_string(
+            scope.event.strings.get(slot).copied().unwrap_or_default(),
+        ));
+    }
+    match field(scope, name) {
+        Value::Str(s) => Value::Str(s),
+        Value::Int(_) => Value::Str(String::new()),
+    }
+}
+
+/// A little-endian integer of `size` bytes at `offset`, sign-extended when signed.
+fn integer(raw: &[u8], offset: u16, size: u16, signed: bool) -> i64 {
+    let start = usize::from(offset);
+    let Some(bytes) = raw.get(start..start + usize::from(size.min(8))) else {
+        return 0;
+    };
+    let mut buf = [0u8; 8];
+    buf[..bytes.len()].copy_from_slice(bytes);
+    let value = u64::from_le_bytes(buf);
+    let bits = bytes.len() as u32 * 8;
+    if signed && bits < 64 {
+        let shift = 64 - bits;
+        ((value << shift) as i64) >> shift
+    } else {
+        value as i64
+    }
+}
+
+/// The local time formatted with strftime `pattern`.
+fn local_time(pattern: &str) -> String {
+    let Ok(pattern) = std::ffi::CString::new(pattern) else {
+        return String::new();
+    };
+    let mut buf = [0u8; 256];
+    // SAFETY: time(NULL) and localtime_r into a zeroed tm are always valid;
+    // strftime writes at most buf.len() bytes.
+    let len = unsafe {
+        let now = libc::time(std::ptr::null_mut());
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&raw const now, &raw mut tm);
+        libc::strftime(
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            pattern.as_ptr(),
+            &raw const tm,
+        )
+    };
+    String::from_utf8_lossy(&buf[..len]).into_owned()
+}
+
+/// Which probes of the plan are user-space timers and markers.
+pub fn attaches_of(plan: &Plan, wanted: impl Fn(&Target) -> bool) -> Vec<usize> {
+    plan.attaches
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| wanted(&a.target))
+        .map(|(i, _)| i)
+        .collect()
+}
