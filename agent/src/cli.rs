@@ -54,6 +54,15 @@ pub enum Command {
     /// the offending token. Works while `weft record` is writing the capture.
     Query(QueryArgs),
 
+    /// Run a bpftrace-style one-liner, with no compiler on the host.
+    ///
+    /// Prebuilt eBPF programs copy what the program reads; actions run in
+    /// weft (see docs/oneliners.md and --explain). Maps print in bpftrace's
+    /// layout on Ctrl-C, `exit()` or when the -c command ends; a last line on
+    /// stderr says how many events were lost.
+    #[command(after_help = TRACE_EXAMPLES)]
+    Trace(TraceArgs),
+
     /// Write a source's records to Parquet, JSON lines or CSV for other tools.
     ///
     /// Parquet lets `DuckDB`, Spark, `ClickHouse` or pandas take over when a
@@ -61,6 +70,49 @@ pub enum Command {
     /// durations and times are integer ns. The file appears only once
     /// complete (mode 0600).
     Export(ExportArgs),
+}
+
+const TRACE_EXAMPLES: &str = "Examples:
+  weft trace 'tracepoint:syscalls:sys_enter_openat { printf(\"%s %s\\n\", comm, str(args.filename)); }'
+  weft trace 'tracepoint:raw_syscalls:sys_enter { @[comm] = count(); }'
+  weft trace -c 'dd if=/dev/zero of=/dev/null count=100' \\
+    'tracepoint:syscalls:sys_exit_read /pid == cpid/ { @ = percentiles(args.ret); }'";
+
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// The program, in bpftrace's language (docs/oneliners.md).
+    #[arg(value_name = "PROGRAM", required_unless_present = "expression")]
+    pub program: Option<String>,
+
+    /// The program, spelled as bpftrace's -e.
+    #[arg(short = 'e', value_name = "PROGRAM", conflicts_with = "program")]
+    pub expression: Option<String>,
+
+    /// Run this command (split on blanks), trace while it runs, and stop
+    /// when it exits; `cpid` is its pid.
+    #[arg(short = 'c', long, value_name = "COMMAND")]
+    pub command: Option<String>,
+
+    /// Output format.
+    #[arg(short = 'f', long, value_enum, default_value = "text")]
+    pub format: TraceFormat,
+
+    /// Print the probes, what the kernel copies and tests for each, and what
+    /// runs in weft; then exit without tracing.
+    #[arg(long)]
+    pub explain: bool,
+
+    /// Ring buffer size per CPU (e.g. 16MiB); rounded up to a power of two.
+    #[arg(long, value_name = "SIZE", default_value = "8MiB", value_parser = parse_size)]
+    pub ring_size: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TraceFormat {
+    /// bpftrace's text layout.
+    Text,
+    /// One JSON object per line, as bpftrace -f json.
+    Json,
 }
 
 #[derive(Debug, Args)]

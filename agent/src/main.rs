@@ -21,6 +21,7 @@ mod stat;
 mod syscall;
 mod tasks;
 mod tc;
+mod trace;
 
 use std::process::ExitCode;
 
@@ -52,6 +53,7 @@ fn main() -> ExitCode {
         cli::Command::Doctor => Ok(doctor::run()),
         cli::Command::Query(args) => query::run(args),
         cli::Command::Export(args) => export::run(args),
+        cli::Command::Trace(args) => trace::run(args),
     };
     match result {
         Ok(code) => code,

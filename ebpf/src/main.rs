@@ -15,6 +15,7 @@ mod pagecache;
 mod sched;
 mod syscall;
 mod task_storage;
+mod trace;
 mod tracepoint;
 
 #[cfg(not(test))]

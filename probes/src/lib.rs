@@ -24,4 +24,5 @@ pub mod sched;
 pub mod syscall;
 #[cfg(feature = "user")]
 pub mod syscall_names;
+pub mod trace;
 pub mod tracefs;

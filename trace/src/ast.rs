@@ -141,10 +141,12 @@ pub enum Builtin {
     Retval,
     Kstack,
     Ustack,
+    /// The pid of the `-c` command.
+    Cpid,
 }
 
 impl Builtin {
-    pub const ALL: [(&'static str, Self); 13] = [
+    pub const ALL: [(&'static str, Self); 14] = [
         ("pid", Self::Pid),
         ("tid", Self::Tid),
         ("uid", Self::Uid),
@@ -158,6 +160,7 @@ impl Builtin {
         ("retval", Self::Retval),
         ("kstack", Self::Kstack),
         ("ustack", Self::Ustack),
+        ("cpid", Self::Cpid),
     ];
 
     pub fn from_name(name: &str) -> Option<Self> {

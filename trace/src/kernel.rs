@@ -58,6 +58,31 @@ pub trait Kernel {
     fn function_args(&self, function: &str) -> Result<Vec<String>, String>;
 }
 
+/// Whether `text` matches `pattern`, where `*` matches any run of
+/// characters and `?` any one (bpftrace's probe wildcards).
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    // Classic two-pointer match with backtracking to the last `*`.
+    let (mut i, mut j, mut star, mut mark) = (0, 0, None, 0);
+    while j < t.len() {
+        if i < p.len() && (p[i] == '?' || p[i] == t[j]) {
+            i += 1;
+            j += 1;
+        } else if i < p.len() && p[i] == '*' {
+            star = Some(i);
+            mark = j;
+            i += 1;
+        } else if let Some(s) = star {
+            i = s + 1;
+            mark += 1;
+            j = mark;
+        } else {
+            return false;
+        }
+    }
+    p[i..].iter().all(|c| *c == '*')
+}
+
 /// The fields of a tracepoint from the text of its tracefs `format` file,
 /// without the `common_` header fields.
 pub fn format_fields(format: &str) -> Vec<Field> {
@@ -119,6 +144,16 @@ fn c_type(declaration: &str) -> (Option<u32>, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("sys_enter_*", "sys_enter_openat"));
+        assert!(glob_match("*open*", "sys_enter_openat"));
+        assert!(glob_match("vfs_rea?", "vfs_read"));
+        assert!(!glob_match("sys_enter_*", "sys_exit_read"));
+        assert!(glob_match("*", ""));
+        assert!(!glob_match("a*b", "acbd"));
+    }
 
     #[test]
     fn syscall_and_sched_formats() {

@@ -82,7 +82,10 @@ impl Agg {
                     buckets[linear_bucket(v, min, max, step)] += 1;
                 }
             }
-            Self::Percentiles(h) => h.saturating_record(v.max(0) as u64),
+            // Auto-resizing: record fails only for values beyond u64.
+            Self::Percentiles(h) => {
+                let _ = h.record(v.max(0) as u64);
+            }
             Self::Value(_) => {}
         }
     }

@@ -76,6 +76,8 @@ pub struct Runtime<'p> {
     format: Format,
     /// `nsecs` when the program started, for `elapsed`.
     start_ns: u64,
+    /// The `-c` command's pid (`cpid`), 0 without one.
+    cpid: u32,
 }
 
 /// What actions of one event see.
@@ -93,7 +95,13 @@ impl<'p> Runtime<'p> {
             maps: vec![HashMap::new(); plan.maps.len()],
             format,
             start_ns,
+            cpid: 0,
         }
+    }
+
+    /// Sets `cpid`.
+    pub fn set_cpid(&mut self, pid: u32) {
+        self.cpid = pid;
     }
 
     /// Runs the actions of `event`'s probe when its predicate holds.
@@ -399,6 +407,7 @@ impl<'p> Runtime<'p> {
             Builtin::Probe => Value::Str(scope.attach.target.name()),
             Builtin::Func => Value::Str(scope.attach.target.function().to_string()),
             Builtin::Retval => field(scope, "retval"),
+            Builtin::Cpid => Value::Int(self.cpid.into()),
             Builtin::Kstack | Builtin::Ustack => Value::Str(String::new()),
         }
     }

@@ -1,0 +1,106 @@
+//! The running kernel as the one-liner checker sees it: tracepoints and
+//! their formats from tracefs, traceable functions, kprobe support.
+
+use std::{
+    cell::OnceCell,
+    fs,
+    path::{Path, PathBuf},
+};
+
+use weft_trace::kernel::{Field, format_fields, glob_match};
+
+use crate::ebpf;
+
+pub struct Kernel {
+    tracefs: PathBuf,
+    /// `available_filter_functions`, read on first use (it is large).
+    functions: OnceCell<Vec<String>>,
+}
+
+impl Kernel {
+    pub fn new(tracefs: &Path) -> Self {
+        Self {
+            tracefs: tracefs.to_path_buf(),
+            functions: OnceCell::new(),
+        }
+    }
+
+    /// Entries of `dir` whose names match `glob`, sorted.
+    fn matching_dirs(dir: &Path, glob: &str) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|name| glob_match(glob, name))
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+impl weft_trace::Kernel for Kernel {
+    fn tracepoints(&self, category: &str, name: &str) -> Vec<(String, String)> {
+        let events = self.tracefs.join("events");
+        Self::matching_dirs(&events, category)
+            .into_iter()
+            .flat_map(|c| {
+                let dir = events.join(&c);
+                Self::matching_dirs(&dir, name)
+                    .into_iter()
+                    .filter(move |n| dir.join(n).join("format").exists())
+                    .map(move |n| (c.clone(), n))
+            })
+            .collect()
+    }
+
+    fn tracepoint_fields(&self, category: &str, name: &str) -> Result<Vec<Field>, String> {
+        ebpf::read_tracepoint_format(&self.tracefs, category, name)
+            .map(|text| format_fields(&text))
+            .map_err(|e| format!("{e:#}"))
+    }
+
+    fn has_raw_tracepoint(&self, name: &str) -> bool {
+        !self.tracepoints("*", name).is_empty()
+    }
+
+    fn has_kprobes(&self) -> bool {
+        self.tracefs.join("kprobe_events").exists()
+    }
+
+    fn functions(&self, glob: &str) -> Vec<String> {
+        let all = self.functions.get_or_init(|| {
+            let text = fs::read_to_string(self.tracefs.join("available_filter_functions"))
+                .unwrap_or_default();
+            let mut names: Vec<String> = text
+                .lines()
+                .filter_map(|line| line.split_whitespace().next())
+                .map(str::to_string)
+                .collect();
+            names.sort();
+            names.dedup();
+            names
+        });
+        all.iter()
+            .filter(|f| glob_match(glob, f))
+            .cloned()
+            .collect()
+    }
+
+    fn function_args(&self, function: &str) -> Result<Vec<String>, String> {
+        Err(format!(
+            "fentry:{function}: weft does not read argument names from BTF yet"
+        ))
+    }
+}
+
+/// The event id of a tracepoint (the `ID:` line of its format), which its
+/// records carry as `common_type`.
+pub fn event_id(tracefs: &Path, category: &str, name: &str) -> anyhow::Result<u32> {
+    let text = ebpf::read_tracepoint_format(tracefs, category, name)?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("ID:"))
+        .and_then(|id| id.trim().parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("tracepoint {category}:{name}: its format has no ID line"))
+}

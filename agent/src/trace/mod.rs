@@ -1,0 +1,270 @@
+//! `weft trace`: bpftrace-style one-liners. The language lives in
+//! `weft-trace`; this module resolves a program against the running kernel,
+//! loads the generic programs (`probe`), and runs the event loop: drain the
+//! rings into the program's actions, fire intervals, stop on Ctrl-C,
+//! `exit()` or the end of the `-c` command, then print maps and losses.
+
+mod kernel;
+mod probe;
+
+use std::{
+    io::Write as _,
+    process::{Child, Command, ExitCode},
+    sync::atomic::{AtomicBool, Ordering},
+    time::Duration,
+};
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use weft_trace::{Event, Flow, Format, Plan, Runtime, Target};
+
+use crate::{
+    cli::{TraceArgs, TraceFormat},
+    ebpf,
+};
+
+use self::{kernel::Kernel, probe::TraceProbe};
+
+/// How often the rings are drained.
+const DRAIN: Duration = Duration::from_millis(10);
+
+pub fn run(args: &TraceArgs) -> Result<ExitCode> {
+    let text = args
+        .program
+        .as_deref()
+        .or(args.expression.as_deref())
+        .context("no program given")?;
+    let plan = resolve(text)?;
+    if args.explain {
+        print!("{}", explain(&plan));
+        return Ok(ExitCode::SUCCESS);
+    }
+    ebpf::check_privileges()?;
+    let tracefs = ebpf::tracefs()?;
+    let ring_bytes =
+        u32::try_from(args.ring_size.next_power_of_two()).context("--ring-size is too large")?;
+    let mut probe = TraceProbe::load(&plan, tracefs, ring_bytes)?;
+    let format = match args.format {
+        TraceFormat::Text => Format::Text,
+        TraceFormat::Json => Format::Json,
+    };
+    let probes = plan.attaches.len();
+    match format {
+        Format::Text => eprintln!(
+            "Attaching {probes} probe{}...",
+            if probes == 1 { "" } else { "s" }
+        ),
+        Format::Json => println!(
+            "{}",
+            serde_json::json!({"type": "attached_probes", "data": {"probes": probes}})
+        ),
+    }
+    let mut runtime = Runtime::new(&plan, format, weft_store::now_ns());
+    let child = match &args.command {
+        Some(command) => Some(spawn(command)?),
+        None => None,
+    };
+    if let Some(child) = &child {
+        runtime.set_cpid(child.id());
+    }
+    let result = event_loop(&plan, &mut runtime, &mut probe, child);
+    let mut out = std::io::stdout().lock();
+    for index in user_probes(&plan, |t| *t == Target::End) {
+        runtime.event(&user_event(index), &mut out)?;
+    }
+    runtime.print_all(&mut out)?;
+    out.flush()?;
+    report_losses(&probe)?;
+    result.map(|()| ExitCode::SUCCESS)
+}
+
+/// Parses and checks `text`, with errors pointing into it.
+fn resolve(text: &str) -> Result<Plan> {
+    let program = weft_trace::parse(text).map_err(|e| anyhow!("{}", e.render(text)))?;
+    let tracefs = ebpf::tracefs()?;
+    weft_trace::check(program, &Kernel::new(tracefs)).map_err(|e| anyhow!("{}", e.render(text)))
+}
+
+/// Set by SIGINT and SIGTERM.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn catch_signals() {
+    let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGTERM, handler);
+    }
+}
+
+/// Starts `command` (split on blanks, like bpftrace's -c).
+fn spawn(command: &str) -> Result<Child> {
+    let mut words = command.split_whitespace();
+    let program = words.next().context("-c needs a command")?;
+    Command::new(program)
+        .args(words)
+        .spawn()
+        .with_context(|| format!("failed to run `{command}`"))
+}
+
+/// Attach points of `plan` whose target satisfies `wanted`.
+fn user_probes(plan: &Plan, wanted: impl Fn(&Target) -> bool) -> Vec<usize> {
+    plan.attaches
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| wanted(&a.target))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// An event of a probe that fires in weft itself (BEGIN, END, interval).
+fn user_event(attach: usize) -> Event<'static> {
+    // SAFETY: getuid, getgid and sched_getcpu have no preconditions.
+    let (uid, gid, cpu) = unsafe { (libc::getuid(), libc::getgid(), libc::sched_getcpu()) };
+    let pid = std::process::id();
+    Event {
+        attach,
+        ns: weft_store::now_ns(),
+        pid,
+        tid: pid,
+        uid,
+        gid,
+        cpu: u32::try_from(cpu).unwrap_or(0),
+        comm: b"weft",
+        ..Event::default()
+    }
+}
+
+/// Runs until Ctrl-C, `exit()` or the end of the `-c` command.
+fn event_loop(
+    plan: &Plan,
+    runtime: &mut Runtime<'_>,
+    probe: &mut TraceProbe,
+    mut child: Option<Child>,
+) -> Result<()> {
+    catch_signals();
+    let mut out = std::io::stdout().lock();
+    for index in user_probes(plan, |t| *t == Target::Begin) {
+        if runtime.event(&user_event(index), &mut out)? == Flow::Exit {
+            return Ok(());
+        }
+    }
+    let start = weft_store::now_ns();
+    let mut intervals: Vec<(usize, u64, u64)> =
+        user_probes(plan, |t| matches!(t, Target::Interval { .. }))
+            .into_iter()
+            .map(|i| {
+                let Target::Interval { period_ns } = plan.attaches[i].target else {
+                    unreachable!("filtered")
+                };
+                (i, period_ns, start + period_ns)
+            })
+            .collect();
+    let mut failure = None;
+    loop {
+        let mut flow = Flow::Continue;
+        probe.drain(|event| match runtime.event(event, &mut out) {
+            Ok(f) => {
+                flow = f;
+                f == Flow::Continue
+            }
+            Err(e) => {
+                failure = Some(e);
+                false
+            }
+        });
+        if let Some(e) = failure.take() {
+            return Err(e).context("failed to write the output");
+        }
+        let now = weft_store::now_ns();
+        for (index, period, next) in &mut intervals {
+            if flow == Flow::Continue && now >= *next {
+                *next += *period;
+                flow = runtime.event(&user_event(*index), &mut out)?;
+            }
+        }
+        out.flush()?;
+        if flow == Flow::Exit || STOP.load(Ordering::Relaxed) {
+            break;
+        }
+        if let Some(c) = &mut child
+            && c.try_wait()?.is_some()
+        {
+            // Events the command made before it exited are in the rings.
+            probe.drain(|event| runtime.event(event, &mut out).is_ok());
+            break;
+        }
+        let until_interval = intervals
+            .iter()
+            .map(|(_, _, next)| Duration::from_nanos(next.saturating_sub(now)))
+            .min()
+            .unwrap_or(DRAIN);
+        std::thread::sleep(until_interval.min(DRAIN));
+    }
+    if let Some(mut c) = child
+        && c.try_wait()?.is_none()
+    {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    Ok(())
+}
+
+/// The last line: events delivered and lost.
+fn report_losses(probe: &TraceProbe) -> Result<()> {
+    let delivery = probe.delivery()?;
+    eprintln!(
+        "weft: {} events, {} lost (ring full)",
+        delivery.received, delivery.ring_full
+    );
+    delivery.report_mismatch("trace");
+    if probe.malformed() > 0 {
+        bail!("{} malformed trace records", probe.malformed());
+    }
+    Ok(())
+}
+
+/// Where each part of the program runs.
+fn explain(plan: &Plan) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for (index, attach) in plan.attaches.iter().enumerate() {
+        let _ = writeln!(out, "probe {index}: {}", attach.target.name());
+        if !attach.in_kernel() {
+            let _ = writeln!(out, "  runs in weft (no kernel program)");
+            continue;
+        }
+        let _ = writeln!(out, "  kernel: generic tracepoint program");
+        let mut tests: Vec<String> = attach
+            .filters
+            .iter()
+            .map(|f| format!("{:?} {:?} {}", f.subject, f.op, f.value))
+            .collect();
+        if let Some(comm) = &attach.comm {
+            tests.push(format!("comm == \"{comm}\""));
+        }
+        if !tests.is_empty() {
+            let _ = writeln!(out, "  kernel tests: {}", tests.join(" and "));
+        }
+        let strings: Vec<&str> = attach.strings.iter().map(|f| f.name.as_str()).collect();
+        let _ = writeln!(
+            out,
+            "  kernel copies: task ids, comm, time, cpu; {} context bytes; strings [{}]",
+            attach.raw_len,
+            strings.join(", ")
+        );
+        let _ = writeln!(
+            out,
+            "  weft runs: {}the actions",
+            if plan.program.items[attach.item].predicate.is_some() {
+                "the whole predicate, then "
+            } else {
+                ""
+            }
+        );
+    }
+    out
+}

@@ -1,0 +1,281 @@
+//! The generic trace programs from user space: one configuration per attach
+//! point in `TRACE_PROBES`, the tracepoint program attached to each
+//! tracepoint, the per-CPU rings drained into [`Event`]s.
+
+use std::{
+    os::fd::{AsFd as _, AsRawFd as _, FromRawFd as _, OwnedFd, RawFd},
+    path::Path,
+};
+
+use anyhow::{Context as _, Result, bail};
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{HashMap, MapData, PerCpuArray, RingBuf},
+    programs::TracePoint,
+};
+use weft_probes::trace::{
+    COUNTERS_MAP, Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL, MAX_FILTERS, OP_EQ, OP_GE,
+    OP_GT, OP_LE, OP_LT, OP_NE, PROBES_MAP, ProbeConfig, RINGS_MAP, STRING_DATA_LOC, STRING_LEN,
+    STRING_POINTER, SUBJECT_FIELD, SUBJECT_PID, SUBJECT_TID, SUBJECT_UID,
+};
+use weft_trace::{Attach, Event, FieldKind, Plan, Target, ast::BinOp, check::Subject};
+
+use crate::{delivery::Delivery, ebpf, trace::kernel::event_id};
+
+/// The tracepoint program every tracepoint attach point shares.
+const TRACEPOINT_PROGRAM: &str = "weft_trace_tracepoint";
+
+/// A tracepoint attachment; dropping it detaches.
+struct Link {
+    _event: perf_event::Counter,
+    _link: OwnedFd,
+}
+
+pub struct TraceProbe {
+    /// Declared before `ebpf`: links go before the programs they run.
+    links: Vec<Link>,
+    ebpf: Ebpf,
+    rings: Vec<RingBuf<MapData>>,
+    received: u64,
+    /// Records shorter than their header says; never expected.
+    malformed: u64,
+}
+
+impl TraceProbe {
+    /// Loads the programs, configures every attach point of `plan` that
+    /// runs in the kernel, and attaches them.
+    pub fn load(plan: &Plan, tracefs: &Path, ring_bytes: u32) -> Result<Self> {
+        let cpus = ebpf::cpus()?;
+        let own = std::process::id();
+        let mut ebpf = EbpfLoader::new()
+            .allow_unsupported_maps()
+            .override_global(IGNORE_GLOBAL, &own, true)
+            .map_max_entries(RINGS_MAP, cpus)
+            .load(ebpf::object()?)
+            .context("failed to load the trace programs")?;
+        let rings = ebpf::create_rings(&mut ebpf, RINGS_MAP, cpus, ring_bytes)?;
+        let mut probe = Self {
+            links: Vec::new(),
+            ebpf,
+            rings,
+            received: 0,
+            malformed: 0,
+        };
+        for (index, attach) in plan.attaches.iter().enumerate() {
+            if attach.in_kernel() {
+                probe.attach(tracefs, index, attach)?;
+            }
+        }
+        Ok(probe)
+    }
+
+    fn attach(&mut self, tracefs: &Path, index: usize, attach: &Attach) -> Result<()> {
+        let Target::Tracepoint { category, name } = &attach.target else {
+            bail!(
+                "{}: weft trace attaches tracepoints only so far",
+                attach.target.name()
+            );
+        };
+        let id = event_id(tracefs, category, name)?;
+        let key = u32::try_from(index).context("too many attach points")?;
+        let mut probes: HashMap<&mut MapData, u32, ProbeConfig> = HashMap::try_from(
+            self.ebpf
+                .map_mut(PROBES_MAP)
+                .context("the trace object has no probe map")?,
+        )?;
+        probes
+            .insert(key, config(index, attach)?, 0)
+            .context("failed to configure a probe")?;
+        let program: &mut TracePoint = self
+            .ebpf
+            .program_mut(TRACEPOINT_PROGRAM)
+            .context("the trace tracepoint program is missing")?
+            .try_into()?;
+        if program.fd().is_err() {
+            program
+                .load()
+                .context("the kernel rejected the trace tracepoint program")?;
+        }
+        let prog_fd = program.fd()?.as_fd().as_raw_fd();
+        let link = attach_tracepoint(prog_fd, id, u64::from(key))
+            .with_context(|| format!("failed to attach to tracepoint {category}:{name}"))?;
+        self.links.push(link);
+        Ok(())
+    }
+
+    /// Hands every waiting record to `on_event`; stops early (leaving the
+    /// rest in the rings) when it returns false.
+    pub fn drain(&mut self, mut on_event: impl FnMut(&Event<'_>) -> bool) {
+        for ring in &mut self.rings {
+            while let Some(item) = ring.next() {
+                let Some(header) = item.get(..HEADER_SIZE) else {
+                    self.malformed += 1;
+                    continue;
+                };
+                // SAFETY: HEADER_SIZE bytes, a plain-integer repr(C) struct.
+                let header: Header = unsafe { std::ptr::read_unaligned(header.as_ptr().cast()) };
+                let rest = &item[HEADER_SIZE..];
+                let raw_len = usize::from(header.raw_len);
+                let Some(string_bytes) = rest.len().checked_sub(raw_len) else {
+                    self.malformed += 1;
+                    continue;
+                };
+                let strings: Vec<&[u8]> = rest[..string_bytes].chunks(STRING_LEN).collect();
+                let event = Event {
+                    attach: usize::from(header.attach),
+                    ns: header.ns,
+                    pid: (header.pid_tgid >> 32) as u32,
+                    tid: header.pid_tgid as u32,
+                    uid: header.uid_gid as u32,
+                    gid: (header.uid_gid >> 32) as u32,
+                    cpu: header.cpu,
+                    comm: &header.comm,
+                    raw: &rest[string_bytes..],
+                    strings: &strings,
+                };
+                self.received += 1;
+                if !on_event(&event) {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Events produced, received and lost.
+    pub fn delivery(&self) -> Result<Delivery> {
+        let map = self
+            .ebpf
+            .map(COUNTERS_MAP)
+            .context("the trace object has no counter map")?;
+        let array: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map)?;
+        let per_cpu = |counter: Counter| -> Result<Vec<u64>> {
+            let values = array
+                .get(&(counter as u32), 0)
+                .context("failed to read the trace counters")?;
+            Ok(values.iter().copied().collect())
+        };
+        Ok(Delivery::new(
+            self.received,
+            &per_cpu(Counter::Seen)?,
+            per_cpu(Counter::RingFull)?,
+        ))
+    }
+
+    pub fn malformed(&self) -> u64 {
+        self.malformed
+    }
+}
+
+/// `union bpf_attr` for `BPF_LINK_CREATE` of a perf event.
+#[repr(C)]
+struct LinkCreate {
+    prog_fd: u32,
+    target_fd: u32,
+    attach_type: u32,
+    flags: u32,
+    bpf_cookie: u64,
+    zero: [u64; 4],
+}
+const BPF_LINK_CREATE: libc::c_long = 28;
+const BPF_PERF_EVENT: u32 = 41;
+
+/// Attaches program `prog_fd` to tracepoint `id` with `cookie`, which the
+/// program reads with `bpf_get_attach_cookie` (aya's tracepoint attach sets
+/// none). Needs Linux 5.15.
+fn attach_tracepoint(prog_fd: RawFd, id: u32, cookie: u64) -> Result<Link> {
+    let mut event = perf_event::Builder::new(perf_event::events::Tracepoint::with_id(id.into()))
+        .any_pid()
+        .one_cpu(0)
+        .exclude_kernel(false)
+        .build()
+        .context("perf_event_open of the tracepoint failed")?;
+    event
+        .enable()
+        .context("failed to enable the tracepoint event")?;
+    let attr = LinkCreate {
+        prog_fd: prog_fd.cast_unsigned(),
+        target_fd: event.as_raw_fd().cast_unsigned(),
+        attach_type: BPF_PERF_EVENT,
+        flags: 0,
+        bpf_cookie: cookie,
+        zero: [0; 4],
+    };
+    // SAFETY: a valid bpf_attr of the size passed; the kernel only reads it.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_LINK_CREATE,
+            &raw const attr,
+            std::mem::size_of::<LinkCreate>(),
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error())
+            .context("BPF_LINK_CREATE with a cookie failed (Linux 5.15 or later is needed)");
+    }
+    // SAFETY: the syscall returned a new file descriptor that nothing else owns.
+    let link = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    Ok(Link {
+        _event: event,
+        _link: link,
+    })
+}
+
+/// The kernel's configuration for attach point `index`.
+fn config(index: usize, attach: &Attach) -> Result<ProbeConfig> {
+    let mut config = ProbeConfig {
+        attach: u16::try_from(index).context("too many attach points")?,
+        raw_len: attach.raw_len,
+        strings: attach.strings.len() as u8,
+        ..ProbeConfig::default()
+    };
+    for (i, field) in attach.strings.iter().enumerate() {
+        config.string_kinds[i] = if field.kind == FieldKind::DataLoc {
+            STRING_DATA_LOC
+        } else {
+            STRING_POINTER
+        };
+        config.string_offsets[i] = field.offset;
+    }
+    if let Some(comm) = &attach.comm {
+        config.match_comm = 1;
+        config.comm = ebpf::comm_bytes(comm);
+    }
+    for (slot, filter) in config
+        .filters
+        .iter_mut()
+        .zip(attach.filters.iter().take(MAX_FILTERS))
+    {
+        *slot = kernel_filter(filter);
+    }
+    Ok(config)
+}
+
+fn kernel_filter(filter: &weft_trace::check::Filter) -> Filter {
+    let op = match filter.op {
+        BinOp::Eq => OP_EQ,
+        BinOp::Ne => OP_NE,
+        BinOp::Lt => OP_LT,
+        BinOp::Le => OP_LE,
+        BinOp::Gt => OP_GT,
+        _ => OP_GE,
+    };
+    let (subject, offset, size, signed) = match filter.subject {
+        Subject::Pid => (SUBJECT_PID, 0, 8, false),
+        Subject::Tid => (SUBJECT_TID, 0, 8, false),
+        Subject::Uid => (SUBJECT_UID, 0, 8, false),
+        Subject::Field {
+            offset,
+            size,
+            signed,
+        } => (SUBJECT_FIELD, offset, size, signed),
+    };
+    Filter {
+        subject,
+        op,
+        size: size as u8,
+        signed: u8::from(signed),
+        offset: u32::from(offset),
+        value: filter.value,
+    }
+}

@@ -1,0 +1,220 @@
+//! `weft trace`'s generic programs (see `weft_probes::trace`): each copies
+//! the task identity, the strings and the context bytes its probe's
+//! configuration asks for into this CPU's ring, after testing the pushed-down
+//! predicate parts. One body, [`capture`], serves every probe type.
+
+use aya_ebpf::{
+    EbpfContext,
+    bindings::BPF_RB_NO_WAKEUP,
+    btf_maps::{ArrayOfMaps, RingBuf},
+    helpers::{
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_uid_gid,
+        bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
+        bpf_probe_read_kernel_str_bytes, bpf_probe_read_user_str_bytes,
+        generated::{bpf_get_attach_cookie, bpf_probe_read_kernel as probe_read},
+    },
+    macros::{btf_map, map, tracepoint},
+    maps::{HashMap, PerCpuArray},
+    programs::TracePointContext,
+};
+use weft_probes::{
+    syscall::MAX_CPUS,
+    trace::{
+        COUNTERS, Counter, Filter, HEADER_SIZE, Header, MAX_FILTERS, MAX_RAW, MAX_STRINGS, OP_EQ,
+        OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, ProbeConfig, SCRATCH, STRING_DATA_LOC, STRING_LEN,
+        SUBJECT_FIELD, SUBJECT_NONE, SUBJECT_PID, SUBJECT_TID, SUBJECT_UID,
+    },
+};
+
+#[unsafe(no_mangle)]
+static TRACE_IGNORE_TGID: u32 = 0;
+
+#[btf_map]
+static TRACE_RINGS: ArrayOfMaps<RingBuf<u8, { 1 << 16 }>, { MAX_CPUS as usize }> =
+    ArrayOfMaps::new();
+
+#[map]
+static TRACE_PROBES: HashMap<u32, ProbeConfig> = HashMap::with_max_entries(4096, 0);
+
+#[map]
+static TRACE_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTERS, 0);
+
+/// Where a record is assembled before it is copied into the ring.
+#[map]
+static TRACE_SCRATCH: PerCpuArray<[u8; SCRATCH]> = PerCpuArray::with_max_entries(1, 0);
+
+/// Addresses below this are user memory on x86-64.
+const USER_TOP: u64 = 0x0000_8000_0000_0000;
+
+/// Every tracepoint: the attach cookie is the probe key. (The record's
+/// `common_type` cannot say which tracepoint fired: the kernel overwrites
+/// the record's first 8 bytes with a `pt_regs` pointer before BPF runs.)
+#[tracepoint]
+pub fn weft_trace_tracepoint(ctx: TracePointContext) -> u32 {
+    // SAFETY: the helper only reads the current run context.
+    let key = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    capture(ctx.as_ptr().cast(), key as u32);
+    0
+}
+
+fn count(counter: Counter) {
+    if let Some(slot) = TRACE_COUNTERS.get_ptr_mut(counter as u32) {
+        // SAFETY: a valid, aligned per-CPU u64 slot; atomic because another
+        // program may preempt this one on the same CPU.
+        unsafe {
+            core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
+                slot, 1,
+            )
+        };
+    }
+}
+
+/// Reads `T` at `offset` bytes into the context.
+#[inline(always)]
+fn read<T>(ctx: *const u8, offset: usize) -> Option<T> {
+    // SAFETY: bpf_probe_read checks the address.
+    unsafe { bpf_probe_read_kernel(ctx.wrapping_add(offset).cast::<T>()) }.ok()
+}
+
+#[inline(always)]
+fn compare(op: u8, left: i64, right: i64) -> bool {
+    match op {
+        OP_EQ => left == right,
+        OP_NE => left != right,
+        OP_LT => left < right,
+        OP_LE => left <= right,
+        OP_GT => left > right,
+        OP_GE => left >= right,
+        _ => false,
+    }
+}
+
+/// Whether every pushed-down predicate part holds.
+#[inline(always)]
+fn passes(ctx: *const u8, filters: &[Filter; MAX_FILTERS], pid_tgid: u64, uid: u32) -> bool {
+    for filter in filters {
+        let value = match filter.subject {
+            SUBJECT_NONE => return true,
+            SUBJECT_PID => (pid_tgid >> 32) as i64,
+            SUBJECT_TID => i64::from(pid_tgid as u32),
+            SUBJECT_UID => i64::from(uid),
+            SUBJECT_FIELD => {
+                let Some(raw) = read::<u64>(ctx, filter.offset as usize) else {
+                    return false;
+                };
+                let bits = u32::from(filter.size & 15) * 8;
+                if bits == 0 || bits >= 64 {
+                    raw as i64
+                } else if filter.signed != 0 {
+                    ((raw << (64 - bits)) as i64) >> (64 - bits)
+                } else {
+                    (raw & ((1u64 << bits) - 1)) as i64
+                }
+            }
+            _ => return false,
+        };
+        if !compare(filter.op, value, filter.value) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Tests the probe's filters and writes its record into this CPU's ring.
+#[inline(always)]
+fn capture(ctx: *const u8, key: u32) {
+    // SAFETY: the value is only read.
+    let Some(config) = (unsafe { TRACE_PROBES.get(&key) }) else {
+        return;
+    };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    // SAFETY: a global the loader sets; read_volatile keeps its value live.
+    if (pid_tgid >> 32) as u32 == unsafe { core::ptr::read_volatile(&TRACE_IGNORE_TGID) } {
+        return;
+    }
+    let uid_gid = bpf_get_current_uid_gid();
+    if !passes(ctx, &config.filters, pid_tgid, uid_gid as u32) {
+        return;
+    }
+    let comm = bpf_get_current_comm().unwrap_or_default();
+    if config.match_comm != 0 && comm != config.comm {
+        return;
+    }
+    count(Counter::Seen);
+    let Some(buf) = TRACE_SCRATCH.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: the per-CPU scratch value, used by one program at a time on
+    // this CPU (tracing programs do not nest on one CPU's scratch use).
+    let buf = unsafe { &mut *buf };
+    // SAFETY: helpers without preconditions.
+    let (ns, cpu) = unsafe { (bpf_ktime_get_ns(), bpf_get_smp_processor_id()) };
+    let raw_len = (config.raw_len as usize).min(MAX_RAW);
+    let header = Header {
+        ns,
+        pid_tgid,
+        uid_gid,
+        comm,
+        cpu,
+        attach: config.attach,
+        raw_len: raw_len as u16,
+    };
+    // SAFETY: the scratch buffer holds at least a header; unaligned write.
+    unsafe { core::ptr::write_unaligned(buf.as_mut_ptr().cast::<Header>(), header) };
+    let strings = (config.strings as usize).min(MAX_STRINGS);
+    for i in 0..MAX_STRINGS {
+        if i >= strings {
+            break;
+        }
+        read_string(ctx, config, i, buf);
+    }
+    let start = HEADER_SIZE + strings * STRING_LEN;
+    if raw_len > 0 {
+        // SAFETY: start + raw_len ≤ SCRATCH (asserted in weft_probes::trace);
+        // the helper checks the source.
+        unsafe {
+            probe_read(
+                buf.as_mut_ptr().add(start).cast(),
+                raw_len as u32,
+                ctx.cast(),
+            )
+        };
+    }
+    let len = (start + raw_len).min(SCRATCH);
+    let ring = TRACE_RINGS.get(cpu);
+    let sent = ring.is_some_and(|ring| {
+        ring.output_untyped::<[u8]>(&buf[..len], BPF_RB_NO_WAKEUP.into())
+            .is_ok()
+    });
+    if !sent {
+        count(Counter::RingFull);
+    }
+}
+
+/// Reads string `i` of the probe into its slot of `buf`.
+#[inline(always)]
+fn read_string(ctx: *const u8, config: &ProbeConfig, i: usize, buf: &mut [u8; SCRATCH]) {
+    let offset = config.string_offsets[i] as usize;
+    let address = if config.string_kinds[i] == STRING_DATA_LOC {
+        let Some(loc) = read::<u32>(ctx, offset) else {
+            return;
+        };
+        ctx as u64 + u64::from(loc & 0xffff)
+    } else {
+        let Some(pointer) = read::<u64>(ctx, offset) else {
+            return;
+        };
+        pointer
+    };
+    let start = HEADER_SIZE + i * STRING_LEN;
+    let slot = &mut buf[start..start + STRING_LEN];
+    slot[0] = 0;
+    // SAFETY: the helpers check the source address and bound the copy.
+    let _ = unsafe {
+        if address < USER_TOP {
+            bpf_probe_read_user_str_bytes(address as *const u8, slot)
+        } else {
+            bpf_probe_read_kernel_str_bytes(address as *const u8, slot)
+        }
+    };
+}

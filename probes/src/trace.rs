@@ -1,0 +1,141 @@
+//! The contract of `weft trace`'s generic programs: one program per probe
+//! type copies what user space asks for (task identity, chosen strings,
+//! the first bytes of the context) into per-CPU rings, after testing the
+//! predicate parts user space pushed down. User space runs the actions.
+
+/// Name of the per-CPU ring buffer array map.
+pub const RINGS_MAP: &str = "TRACE_RINGS";
+/// Name of the hash map from probe key (the attach cookie: the attach
+/// point's index) to [`ProbeConfig`].
+pub const PROBES_MAP: &str = "TRACE_PROBES";
+/// Name of the per-CPU counter array, indexed by [`Counter`].
+pub const COUNTERS_MAP: &str = "TRACE_COUNTERS";
+/// Name of the global holding weft's own thread group id (never traced).
+pub const IGNORE_GLOBAL: &str = "TRACE_IGNORE_TGID";
+
+/// Bytes of each string the kernel reads (bpftrace's default `strlen`).
+pub const STRING_LEN: usize = 64;
+/// Strings per event at most.
+pub const MAX_STRINGS: usize = 3;
+/// Context bytes copied per event at most.
+pub const MAX_RAW: usize = 256;
+/// Predicate parts tested in the kernel per probe at most.
+pub const MAX_FILTERS: usize = 4;
+/// Bytes of the per-CPU scratch record (header, strings, context).
+pub const SCRATCH: usize = 512;
+const _: () = assert!(HEADER_SIZE + MAX_STRINGS * STRING_LEN + MAX_RAW <= SCRATCH);
+
+/// Per-CPU counters.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    /// Events that passed the kernel-side filters.
+    Seen = 0,
+    /// Events dropped because the ring was full.
+    RingFull = 1,
+}
+
+/// Number of [`Counter`] slots.
+pub const COUNTERS: u32 = 2;
+
+/// What a filter compares.
+pub const SUBJECT_NONE: u8 = 0;
+/// The thread group id.
+pub const SUBJECT_PID: u8 = 1;
+/// The thread id.
+pub const SUBJECT_TID: u8 = 2;
+/// The user id.
+pub const SUBJECT_UID: u8 = 3;
+/// An integer at [`Filter::offset`] of the context.
+pub const SUBJECT_FIELD: u8 = 4;
+
+/// Comparison operators of a [`Filter`].
+pub const OP_EQ: u8 = 0;
+/// `!=`.
+pub const OP_NE: u8 = 1;
+/// `<`.
+pub const OP_LT: u8 = 2;
+/// `<=`.
+pub const OP_LE: u8 = 3;
+/// `>`.
+pub const OP_GT: u8 = 4;
+/// `>=`.
+pub const OP_GE: u8 = 5;
+
+/// One predicate part: `subject op value`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// A `SUBJECT_*` value; `SUBJECT_NONE` ends the list.
+    pub subject: u8,
+    /// An `OP_*` value.
+    pub op: u8,
+    /// Bytes of the field (1, 2, 4 or 8).
+    pub size: u8,
+    /// Whether the field is signed.
+    pub signed: u8,
+    /// Offset of the field in the context.
+    pub offset: u32,
+    /// The constant compared with.
+    pub value: i64,
+}
+
+/// String sources.
+pub const STRING_POINTER: u8 = 1;
+/// A `__data_loc` field: `(length << 16) | offset` into the record.
+pub const STRING_DATA_LOC: u8 = 2;
+
+/// What the kernel does for one probe.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProbeConfig {
+    /// The attach point index written into each record's header.
+    pub attach: u16,
+    /// Context bytes to copy (at most [`MAX_RAW`]).
+    pub raw_len: u16,
+    /// Strings to read (at most [`MAX_STRINGS`]).
+    pub strings: u8,
+    /// Whether [`Self::comm`] must equal the task's name.
+    pub match_comm: u8,
+    /// `STRING_*` kind of each string.
+    pub string_kinds: [u8; MAX_STRINGS],
+    /// Explicit padding (`Pod` types have no holes).
+    pub pad: u8,
+    /// Context offset of each string's pointer or `__data_loc` word.
+    pub string_offsets: [u16; MAX_STRINGS],
+    /// Task name to match, NUL-padded.
+    pub comm: [u8; 16],
+    /// Predicate parts, all of which must hold.
+    pub filters: [Filter; MAX_FILTERS],
+}
+
+/// The start of every record; then `strings` strings of [`STRING_LEN`]
+/// bytes, then `raw_len` bytes of the context.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Header {
+    /// `bpf_ktime_get_ns`.
+    pub ns: u64,
+    /// `bpf_get_current_pid_tgid`: tgid in the high half.
+    pub pid_tgid: u64,
+    /// `bpf_get_current_uid_gid`: gid in the high half.
+    pub uid_gid: u64,
+    /// The task name.
+    pub comm: [u8; 16],
+    /// The CPU.
+    pub cpu: u32,
+    /// The attach point index ([`ProbeConfig::attach`]).
+    pub attach: u16,
+    /// Context bytes that follow the strings.
+    pub raw_len: u16,
+}
+
+/// Bytes of a [`Header`].
+pub const HEADER_SIZE: usize = 48;
+const _: () = assert!(core::mem::size_of::<Header>() == HEADER_SIZE);
+
+#[cfg(feature = "user")]
+mod user {
+    // SAFETY: `#[repr(C)]`, `Copy`, integers only, no padding holes.
+    unsafe impl aya::Pod for super::ProbeConfig {}
+}
