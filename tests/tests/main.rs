@@ -12,3 +12,5 @@ mod doctor;
 mod errors;
 // The other sources (sched, ...): each records a known workload exactly.
 mod sources;
+// `weft trace`: bpftrace one-liners, compared with bpftrace; broken programs.
+mod trace;

@@ -200,7 +200,46 @@ impl Target {
 pub struct Filter {
     pub subject: Subject,
     pub op: BinOp,
-    pub value: i64,
+    pub value: Operand,
+}
+
+impl std::fmt::Display for Filter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.subject {
+            Subject::Pid => f.write_str("pid")?,
+            Subject::Tid => f.write_str("tid")?,
+            Subject::Uid => f.write_str("uid")?,
+            Subject::Field {
+                offset,
+                size,
+                signed,
+            } => write!(
+                f,
+                "{} {size}-byte field at offset {offset}",
+                if signed { "signed" } else { "unsigned" }
+            )?,
+        }
+        let op = match self.op {
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            _ => ">=",
+        };
+        match self.value {
+            Operand::Int(n) => write!(f, " {op} {n}"),
+            Operand::Cpid => write!(f, " {op} cpid"),
+        }
+    }
+}
+
+/// The constant side of a [`Filter`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operand {
+    Int(i64),
+    /// The `-c` command's pid, known once it is started.
+    Cpid,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1096,7 +1135,11 @@ fn push_down(predicate: &Expr, attaches: &mut [Attach]) {
                 {
                     attach.comm = Some(s.to_string());
                 }
-                (kind, Constant::Int(value)) if attach.filters.len() < 4 => {
+                (kind, Constant::Int(_) | Constant::Cpid) if attach.filters.len() < 4 => {
+                    let value = match constant {
+                        Constant::Int(n) => Operand::Int(n),
+                        _ => Operand::Cpid,
+                    };
                     let subject = match kind {
                         ExprKind::Builtin(Builtin::Pid) => Subject::Pid,
                         ExprKind::Builtin(Builtin::Tid) => Subject::Tid,
@@ -1123,15 +1166,18 @@ fn push_down(predicate: &Expr, attaches: &mut [Attach]) {
     }
 }
 
+#[derive(Clone, Copy)]
 enum Constant<'a> {
     Int(i64),
     Str(&'a str),
+    Cpid,
 }
 
 fn constant(expr: &Expr) -> Option<Constant<'_>> {
     match &expr.kind {
         ExprKind::Int(n) => Some(Constant::Int(*n)),
         ExprKind::Str(s) => Some(Constant::Str(s)),
+        ExprKind::Builtin(Builtin::Cpid) => Some(Constant::Cpid),
         ExprKind::Unary(UnOp::Neg, inner) => match inner.kind {
             ExprKind::Int(n) => Some(Constant::Int(n.wrapping_neg())),
             _ => None,

@@ -40,7 +40,7 @@ pub enum Agg {
     /// Linear buckets: 0 below min, then one per step, then the rest.
     Lhist(Vec<u64>),
     /// Values at HDR precision (3 significant digits); negatives count as 0.
-    Percentiles(Box<Histogram<u64>>),
+    Percentiles(Box<Percentiles>),
     Value(Value),
 }
 
@@ -58,9 +58,7 @@ impl Agg {
             MapKind::Lhist { min, max, step } => {
                 Self::Lhist(vec![0; ((max - min) / step) as usize + 2])
             }
-            MapKind::Percentiles => Self::Percentiles(Box::new(
-                Histogram::new(3).expect("3 significant digits is valid"),
-            )),
+            MapKind::Percentiles => Self::Percentiles(Box::default()),
             MapKind::Value(_) => Self::Value(Value::Int(0)),
         }
     }
@@ -82,10 +80,7 @@ impl Agg {
                     buckets[linear_bucket(v, min, max, step)] += 1;
                 }
             }
-            // Auto-resizing: record fails only for values beyond u64.
-            Self::Percentiles(h) => {
-                let _ = h.record(v.max(0) as u64);
-            }
+            Self::Percentiles(p) => p.record(v),
             Self::Value(_) => {}
         }
     }
@@ -105,9 +100,42 @@ impl Agg {
         match self {
             Self::Hist(b) | Self::Lhist(b) => b.iter().sum::<u64>() as i64,
             Self::Avg { sum, count } | Self::Stats { sum, count } => average(*sum, *count),
-            Self::Percentiles(h) => h.value_at_quantile(0.99) as i64,
+            Self::Percentiles(p) => p.at(0.99),
             other => other.read().to_string().parse().unwrap_or(0),
         }
+    }
+}
+
+/// The values of a `percentiles()` element.
+#[derive(Debug, Clone)]
+pub struct Percentiles {
+    histogram: Histogram<u64>,
+    /// The exact largest value, so that `max` is not rounded.
+    max: i64,
+}
+
+impl Default for Percentiles {
+    fn default() -> Self {
+        Self {
+            histogram: Histogram::new(3).expect("3 significant digits is valid"),
+            max: 0,
+        }
+    }
+}
+
+impl Percentiles {
+    fn record(&mut self, v: i64) {
+        let v = v.max(0);
+        // Auto-resizing: record fails only for values beyond u64.
+        let _ = self.histogram.record(v as u64);
+        self.max = self.max.max(v);
+    }
+
+    /// The value at quantile `q`: the lowest value of its HDR bucket, so a
+    /// value recorded exactly is reported exactly.
+    fn at(&self, q: f64) -> i64 {
+        let value = self.histogram.value_at_quantile(q);
+        (self.histogram.lowest_equivalent(value) as i64).min(self.max)
     }
 }
 
@@ -139,7 +167,7 @@ pub fn linear_bucket(v: i64, min: i64, max: i64, step: i64) -> usize {
 pub fn text(format: Format, kind: &str, text: &str, out: &mut dyn Write) -> std::io::Result<()> {
     match format {
         Format::Text => out.write_all(text.as_bytes()),
-        Format::Json => writeln!(out, "{}", json!({"type": kind, "data": text})),
+        Format::Json => writeln!(out, "{}", json_line(kind, &json!(text))),
     }
 }
 
@@ -147,12 +175,13 @@ pub fn text(format: Format, kind: &str, text: &str, out: &mut dyn Write) -> std:
 pub fn value(format: Format, value: &Value, out: &mut dyn Write) -> std::io::Result<()> {
     match format {
         Format::Text => writeln!(out, "{value}"),
-        Format::Json => writeln!(
-            out,
-            "{}",
-            json!({"type": "value", "data": json_value(value)})
-        ),
+        Format::Json => writeln!(out, "{}", json_line("value", &json_value(value))),
     }
+}
+
+/// One NDJSON record, `type` first as bpftrace writes it.
+pub fn json_line(kind: &str, data: &Json) -> String {
+    format!(r#"{{"type":{},"data":{data}}}"#, json!(kind))
 }
 
 fn json_value(value: &Value) -> Json {
@@ -228,17 +257,17 @@ fn print_text(
                 sum / div
             )?,
             Agg::Avg { sum, count } => writeln!(out, "{name}: {}", average(*sum, *count) / div)?,
-            Agg::Percentiles(h) => {
-                let q = |q: f64| h.value_at_quantile(q) as i64 / div;
+            Agg::Percentiles(p) => {
+                let q = |q: f64| p.at(q) / div;
                 writeln!(
                     out,
                     "{name}: count {}, p50 {}, p90 {}, p99 {}, p99.9 {}, max {}",
-                    h.len(),
+                    p.histogram.len(),
                     q(0.5),
                     q(0.9),
                     q(0.99),
                     q(0.999),
-                    h.max() as i64 / div
+                    p.max / div
                 )?;
             }
             Agg::Value(Value::Str(s)) => writeln!(out, "{name}: {s}")?,
@@ -422,9 +451,9 @@ fn print_json(
                 json!({"count": count, "average": average(*sum, *count) / div, "total": sum / div})
             }
             Agg::Avg { sum, count } => json!(average(*sum, *count) / div),
-            Agg::Percentiles(h) => {
-                let q = |q: f64| h.value_at_quantile(q) as i64 / div;
-                json!({"count": h.len(), "p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "p99.9": q(0.999), "max": h.max() as i64 / div})
+            Agg::Percentiles(p) => {
+                let q = |q: f64| p.at(q) / div;
+                json!({"count": p.histogram.len(), "p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "p99.9": q(0.999), "max": p.max / div})
             }
             Agg::Value(Value::Str(s)) => json!(s),
             other => json!(other.sort_value() / div),
@@ -443,7 +472,7 @@ fn print_json(
     writeln!(
         out,
         "{}",
-        json!({"type": kind, "data": {format!("@{}", info.name): data}})
+        json_line(kind, &json!({format!("@{}", info.name): data}))
     )
 }
 

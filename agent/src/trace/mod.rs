@@ -42,7 +42,11 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     let tracefs = ebpf::tracefs()?;
     let ring_bytes =
         u32::try_from(args.ring_size.next_power_of_two()).context("--ring-size is too large")?;
-    let mut probe = TraceProbe::load(&plan, tracefs, ring_bytes)?;
+    // The command starts stopped, so that its pid can be tested in the
+    // kernel and none of its events come before the probes are attached.
+    let mut child = args.command.as_deref().map(HeldChild::spawn).transpose()?;
+    let cpid = child.as_ref().map_or(0, HeldChild::id);
+    let mut probe = TraceProbe::load(&plan, tracefs, ring_bytes, cpid)?;
     let format = match args.format {
         TraceFormat::Text => Format::Text,
         TraceFormat::Json => Format::Json,
@@ -55,26 +59,36 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         ),
         Format::Json => println!(
             "{}",
-            serde_json::json!({"type": "attached_probes", "data": {"probes": probes}})
+            weft_trace::output::json_line(
+                "attached_probes",
+                &serde_json::json!({"probes": probes})
+            )
         ),
     }
     let mut runtime = Runtime::new(&plan, format, weft_store::now_ns());
-    let child = match &args.command {
-        Some(command) => Some(spawn(command)?),
-        None => None,
-    };
-    if let Some(child) = &child {
-        runtime.set_cpid(child.id());
+    runtime.set_cpid(cpid);
+    let result = event_loop(&plan, &mut runtime, &mut probe, child.as_mut());
+    if let Some(child) = child {
+        child.finish();
     }
-    let result = event_loop(&plan, &mut runtime, &mut probe, child);
+    // Detach first, so that every event counted in the kernel is drained.
+    probe.detach();
     let mut out = std::io::stdout().lock();
+    let exited = matches!(result, Ok(Flow::Exit));
+    // After exit() the rest is drained unseen, as bpftrace stops there too.
+    probe.drain(|event| {
+        if !exited {
+            let _ = runtime.event(event, &mut out);
+        }
+        true
+    });
     for index in user_probes(&plan, |t| *t == Target::End) {
         runtime.event(&user_event(index), &mut out)?;
     }
     runtime.print_all(&mut out)?;
     out.flush()?;
     report_losses(&probe)?;
-    result.map(|()| ExitCode::SUCCESS)
+    result.map(|_| ExitCode::SUCCESS)
 }
 
 /// Parses and checks `text`, with errors pointing into it.
@@ -100,14 +114,58 @@ fn catch_signals() {
     }
 }
 
-/// Starts `command` (split on blanks, like bpftrace's -c).
-fn spawn(command: &str) -> Result<Child> {
-    let mut words = command.split_whitespace();
-    let program = words.next().context("-c needs a command")?;
-    Command::new(program)
-        .args(words)
-        .spawn()
-        .with_context(|| format!("failed to run `{command}`"))
+/// The `-c` command, stopped before it runs until [`HeldChild::release`].
+struct HeldChild {
+    child: Child,
+}
+
+impl HeldChild {
+    /// Starts `command` (split on blanks, like bpftrace's -c) under a shell
+    /// that stops itself and then execs the command, so the pid stays the
+    /// same; waits until it is stopped.
+    fn spawn(command: &str) -> Result<Self> {
+        let words: Vec<&str> = command.split_whitespace().collect();
+        if words.is_empty() {
+            bail!("-c needs a command");
+        }
+        let child = Command::new("sh")
+            .args(["-c", "kill -STOP $$; exec \"$@\"", "sh"])
+            .args(&words)
+            .spawn()
+            .with_context(|| format!("failed to run `{command}`"))?;
+        let pid = child.id().cast_signed();
+        let mut status = 0;
+        // SAFETY: waits for our own child to stop; WUNTRACED does not reap it.
+        let rc = unsafe { libc::waitpid(pid, &raw mut status, libc::WUNTRACED) };
+        if rc != pid || !libc::WIFSTOPPED(status) {
+            bail!("`{command}` did not start");
+        }
+        Ok(Self { child })
+    }
+
+    fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Lets the command run.
+    fn release(&self) {
+        // SAFETY: signals our own child.
+        unsafe { libc::kill(self.child.id().cast_signed(), libc::SIGCONT) };
+    }
+
+    /// Whether the command has exited.
+    fn exited(&mut self) -> Result<bool> {
+        Ok(self.child.try_wait()?.is_some())
+    }
+
+    /// Kills the command if it still runs, and reaps it.
+    fn finish(mut self) {
+        if !matches!(self.child.try_wait(), Ok(Some(_))) {
+            self.release();
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }
 
 /// Attach points of `plan` whose target satisfies `wanted`.
@@ -143,14 +201,17 @@ fn event_loop(
     plan: &Plan,
     runtime: &mut Runtime<'_>,
     probe: &mut TraceProbe,
-    mut child: Option<Child>,
-) -> Result<()> {
+    mut child: Option<&mut HeldChild>,
+) -> Result<Flow> {
     catch_signals();
     let mut out = std::io::stdout().lock();
     for index in user_probes(plan, |t| *t == Target::Begin) {
         if runtime.event(&user_event(index), &mut out)? == Flow::Exit {
-            return Ok(());
+            return Ok(Flow::Exit);
         }
+    }
+    if let Some(child) = &child {
+        child.release();
     }
     let start = weft_store::now_ns();
     let mut intervals: Vec<(usize, u64, u64)> =
@@ -163,9 +224,9 @@ fn event_loop(
                 (i, period_ns, start + period_ns)
             })
             .collect();
-    let mut failure = None;
     loop {
         let mut flow = Flow::Continue;
+        let mut failure = None;
         probe.drain(|event| match runtime.event(event, &mut out) {
             Ok(f) => {
                 flow = f;
@@ -176,7 +237,7 @@ fn event_loop(
                 false
             }
         });
-        if let Some(e) = failure.take() {
+        if let Some(e) = failure {
             return Err(e).context("failed to write the output");
         }
         let now = weft_store::now_ns();
@@ -187,15 +248,17 @@ fn event_loop(
             }
         }
         out.flush()?;
-        if flow == Flow::Exit || STOP.load(Ordering::Relaxed) {
-            break;
+        if flow == Flow::Exit {
+            return Ok(Flow::Exit);
         }
-        if let Some(c) = &mut child
-            && c.try_wait()?.is_some()
-        {
-            // Events the command made before it exited are in the rings.
-            probe.drain(|event| runtime.event(event, &mut out).is_ok());
-            break;
+        // Events the command made before it exited are drained after the
+        // probes are detached.
+        let ended = match &mut child {
+            Some(c) => c.exited()?,
+            None => false,
+        };
+        if ended || STOP.load(Ordering::Relaxed) {
+            return Ok(Flow::Continue);
         }
         let until_interval = intervals
             .iter()
@@ -204,13 +267,6 @@ fn event_loop(
             .unwrap_or(DRAIN);
         std::thread::sleep(until_interval.min(DRAIN));
     }
-    if let Some(mut c) = child
-        && c.try_wait()?.is_none()
-    {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
-    Ok(())
 }
 
 /// The last line: events delivered and lost.
@@ -238,11 +294,7 @@ fn explain(plan: &Plan) -> String {
             continue;
         }
         let _ = writeln!(out, "  kernel: generic tracepoint program");
-        let mut tests: Vec<String> = attach
-            .filters
-            .iter()
-            .map(|f| format!("{:?} {:?} {}", f.subject, f.op, f.value))
-            .collect();
+        let mut tests: Vec<String> = attach.filters.iter().map(ToString::to_string).collect();
         if let Some(comm) = &attach.comm {
             tests.push(format!("comm == \"{comm}\""));
         }

@@ -18,7 +18,11 @@ use weft_probes::trace::{
     OP_GT, OP_LE, OP_LT, OP_NE, PROBES_MAP, ProbeConfig, RINGS_MAP, STRING_DATA_LOC, STRING_LEN,
     STRING_POINTER, SUBJECT_FIELD, SUBJECT_PID, SUBJECT_TID, SUBJECT_UID,
 };
-use weft_trace::{Attach, Event, FieldKind, Plan, Target, ast::BinOp, check::Subject};
+use weft_trace::{
+    Attach, Event, FieldKind, Plan, Target,
+    ast::BinOp,
+    check::{Operand, Subject},
+};
 
 use crate::{delivery::Delivery, ebpf, trace::kernel::event_id};
 
@@ -44,7 +48,8 @@ pub struct TraceProbe {
 impl TraceProbe {
     /// Loads the programs, configures every attach point of `plan` that
     /// runs in the kernel, and attaches them.
-    pub fn load(plan: &Plan, tracefs: &Path, ring_bytes: u32) -> Result<Self> {
+    /// `cpid` is the `-c` command's pid, for predicates that compare with it.
+    pub fn load(plan: &Plan, tracefs: &Path, ring_bytes: u32, cpid: u32) -> Result<Self> {
         let cpus = ebpf::cpus()?;
         let own = std::process::id();
         let mut ebpf = EbpfLoader::new()
@@ -63,13 +68,13 @@ impl TraceProbe {
         };
         for (index, attach) in plan.attaches.iter().enumerate() {
             if attach.in_kernel() {
-                probe.attach(tracefs, index, attach)?;
+                probe.attach(tracefs, index, attach, cpid)?;
             }
         }
         Ok(probe)
     }
 
-    fn attach(&mut self, tracefs: &Path, index: usize, attach: &Attach) -> Result<()> {
+    fn attach(&mut self, tracefs: &Path, index: usize, attach: &Attach, cpid: u32) -> Result<()> {
         let Target::Tracepoint { category, name } = &attach.target else {
             bail!(
                 "{}: weft trace attaches tracepoints only so far",
@@ -84,7 +89,7 @@ impl TraceProbe {
                 .context("the trace object has no probe map")?,
         )?;
         probes
-            .insert(key, config(index, attach)?, 0)
+            .insert(key, config(index, attach, cpid)?, 0)
             .context("failed to configure a probe")?;
         let program: &mut TracePoint = self
             .ebpf
@@ -101,6 +106,11 @@ impl TraceProbe {
             .with_context(|| format!("failed to attach to tracepoint {category}:{name}"))?;
         self.links.push(link);
         Ok(())
+    }
+
+    /// Detaches every probe; what is in the rings can still be drained.
+    pub fn detach(&mut self) {
+        self.links.clear();
     }
 
     /// Hands every waiting record to `on_event`; stops early (leaving the
@@ -222,7 +232,7 @@ fn attach_tracepoint(prog_fd: RawFd, id: u32, cookie: u64) -> Result<Link> {
 }
 
 /// The kernel's configuration for attach point `index`.
-fn config(index: usize, attach: &Attach) -> Result<ProbeConfig> {
+fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig> {
     let mut config = ProbeConfig {
         attach: u16::try_from(index).context("too many attach points")?,
         raw_len: attach.raw_len,
@@ -246,12 +256,12 @@ fn config(index: usize, attach: &Attach) -> Result<ProbeConfig> {
         .iter_mut()
         .zip(attach.filters.iter().take(MAX_FILTERS))
     {
-        *slot = kernel_filter(filter);
+        *slot = kernel_filter(filter, cpid);
     }
     Ok(config)
 }
 
-fn kernel_filter(filter: &weft_trace::check::Filter) -> Filter {
+fn kernel_filter(filter: &weft_trace::check::Filter, cpid: u32) -> Filter {
     let op = match filter.op {
         BinOp::Eq => OP_EQ,
         BinOp::Ne => OP_NE,
@@ -276,6 +286,9 @@ fn kernel_filter(filter: &weft_trace::check::Filter) -> Filter {
         size: size as u8,
         signed: u8::from(signed),
         offset: u32::from(offset),
-        value: filter.value,
+        value: match filter.value {
+            Operand::Int(n) => n,
+            Operand::Cpid => i64::from(cpid),
+        },
     }
 }

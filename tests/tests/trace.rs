@@ -1,0 +1,317 @@
+//! `weft trace`: classic bpftrace one-liners against a workload with known
+//! facts, the same one-liners under bpftrace where it runs (equal maps),
+//! and broken programs with the message and caret each must give.
+
+use std::{
+    io::Write as _,
+    process::{Command, Output, Stdio},
+    sync::mpsc,
+    time::Duration,
+};
+
+use weft_tests::{Need, needs, weft_bin};
+
+const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
+
+/// Attach cookies (5.15) and the syscall tracepoints the table uses.
+const TRACE: [Need; 3] = [
+    Need::Root,
+    Need::Kernel(5, 15),
+    Need::Tracepoint("syscalls/sys_enter_getppid"),
+];
+
+/// A file of 10000 bytes: read 4096 at a time it gives reads of 4096,
+/// 4096, 1808 and 0 bytes.
+fn data_file() -> String {
+    let path = std::env::temp_dir().join("weft-trace-10000");
+    std::fs::write(&path, vec![7u8; 10_000]).expect("write the data file");
+    path.to_str().expect("utf-8 temp dir").to_string()
+}
+
+/// Runs `tool` (weft trace or bpftrace) with `-c` starting the workload with
+/// `steps`; the workload's start byte goes to the tool's stdin, which the
+/// child inherits. Killed after 120 s.
+fn run_with_workload(tool: &mut Command, steps: &[&str]) -> Output {
+    let mut child = tool
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the tracer");
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(b"x")
+        .expect("send the start byte");
+    let pid = child.id();
+    let (send, receive) = mpsc::channel();
+    std::thread::spawn(move || send.send(child.wait_with_output()));
+    let Ok(output) = receive.recv_timeout(Duration::from_secs(120)) else {
+        // SAFETY: kill has no memory preconditions.
+        unsafe { libc::kill(pid.cast_signed(), libc::SIGKILL) };
+        panic!("the tracer hung: {steps:?}");
+    };
+    output.expect("wait for the tracer")
+}
+
+fn workload_command(steps: &[&str]) -> String {
+    format!("{WORKLOAD} {}", steps.join(" "))
+}
+
+/// `weft trace PROGRAM` around the workload; stdout, after checking the
+/// exit status and that nothing was lost.
+fn weft_trace(program: &str, steps: &[&str], extra: &[&str]) -> String {
+    let command = workload_command(steps);
+    let output = run_with_workload(
+        Command::new(weft_bin())
+            .args(["trace", "-c", &command])
+            .args(extra)
+            .arg(program),
+        steps,
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "{program}: exit {}\n{stderr}",
+        output.status
+    );
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("weft: ") && last.ends_with(" events, 0 lost (ring full)"),
+        "{program}: the last line must count events and losses: {stderr}"
+    );
+    assert!(!stderr.contains("mismatch"), "{program}: {stderr}");
+    stdout
+}
+
+/// The maps printed at exit: stdout from the first line naming a map.
+fn maps_section(stdout: &str) -> &str {
+    if stdout.starts_with('@') {
+        return stdout;
+    }
+    stdout.find("\n@").map_or("", |at| &stdout[at + 1..])
+}
+
+/// One one-liner, the workload it runs against, and what its output must hold.
+struct Case {
+    program: &'static str,
+    steps: &'static [&'static str],
+    /// Lines that must appear in stdout, `{file}` replaced by the data file.
+    expect: &'static [&'static str],
+}
+
+/// getppid is syscall 110 on x86-64, getpid 39.
+const CASES: &[Case] = &[
+    Case {
+        program: r#"tracepoint:syscalls:sys_enter_openat /pid == cpid/ { printf("%s %s\n", comm, str(args.filename)); }"#,
+        steps: &["read:{file}:4096"],
+        expect: &["weft-workload {file}"],
+    },
+    Case {
+        program: "tracepoint:raw_syscalls:sys_enter /pid == cpid && args.id == 110/ { @[comm] = count(); }",
+        steps: &["getppid:1000"],
+        expect: &["@[weft-workload]: 1000"],
+    },
+    Case {
+        program: "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @ = count(); }",
+        steps: &["getppid:777", "getpid:5"],
+        expect: &["@: 777"],
+    },
+    Case {
+        program: "tracepoint:raw_syscalls:sys_exit /pid == cpid/ { @[args.id] = count(); }",
+        steps: &["getppid:300", "getpid:200"],
+        expect: &["@[39]: 200", "@[110]: 300"],
+    },
+    Case {
+        program: "tracepoint:syscalls:sys_enter_read /pid == cpid && args.count == 4096/ { @reading[tid] = 1; } tracepoint:syscalls:sys_exit_read /@reading[tid]/ { delete(@reading[tid]); @ = hist(args.ret); }",
+        steps: &["read:{file}:4096"],
+        expect: &[
+            "[0]                    1 |@@@@@@@@@@@@@@@@@@@@@@@@@@                          |",
+            "[1K, 2K)               1 |@@@@@@@@@@@@@@@@@@@@@@@@@@                          |",
+            "[4K, 8K)               2 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|",
+        ],
+    },
+    Case {
+        program: "tracepoint:syscalls:sys_enter_read /pid == cpid && args.count == 4096/ { @reading[tid] = 1; } tracepoint:syscalls:sys_exit_read /@reading[tid]/ { delete(@reading[tid]); @ = lhist(args.ret, 0, 5000, 1000); }",
+        steps: &["read:{file}:4096"],
+        expect: &[
+            "[0, 1000)              1 |@@@@@@@@@@@@@@@@@@@@@@@@@@                          |",
+            "[1000, 2000)           1 |@@@@@@@@@@@@@@@@@@@@@@@@@@                          |",
+            "[4000, 5000)           2 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|",
+        ],
+    },
+    Case {
+        program: "tracepoint:syscalls:sys_enter_read /pid == cpid && args.count == 4096/ { @reading[tid] = 1; } tracepoint:syscalls:sys_exit_read /@reading[tid]/ { delete(@reading[tid]); @bytes = sum(args.ret); @reads = count(); @small = min(args.ret); @big = max(args.ret); @mean = avg(args.ret); @s = stats(args.ret); }",
+        steps: &["read:{file}:4096"],
+        expect: &[
+            "@bytes: 10000",
+            "@reads: 4",
+            "@small: 0",
+            "@big: 4096",
+            "@mean: 2500",
+            "@s: count 4, average 2500, total 10000",
+        ],
+    },
+    Case {
+        program: "tracepoint:syscalls:sys_enter_read /pid == cpid && args.count == 4096/ { @reading[tid] = 1; } tracepoint:syscalls:sys_exit_read /@reading[tid]/ { delete(@reading[tid]); @p = percentiles(args.ret); }",
+        steps: &["read:{file}:4096"],
+        expect: &["@p: count 4, p50 1808, p90 4096, p99 4096, p99.9 4096, max 4096"],
+    },
+    Case {
+        program: "tracepoint:syscalls:sys_enter_nanosleep /pid == cpid/ { @start[tid] = nsecs; } tracepoint:syscalls:sys_exit_nanosleep /@start[tid]/ { @ns = hist(nsecs - @start[tid]); delete(@start[tid]); }",
+        steps: &["nanosleep:20:3"],
+        expect: &[
+            "@ns: ",
+            "[16M, 32M)             3 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|",
+        ],
+    },
+    Case {
+        program: "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @[comm, uid] = count(); }",
+        steps: &["getppid:42"],
+        expect: &["@[weft-workload, 0]: 42"],
+    },
+    Case {
+        program: "tracepoint:syscalls:sys_enter_* /pid == cpid/ { @[probe] = count(); }",
+        steps: &["getppid:250", "getpid:125"],
+        expect: &[
+            "@[tracepoint:syscalls:sys_enter_getpid]: 125",
+            "@[tracepoint:syscalls:sys_enter_getppid]: 250",
+        ],
+    },
+    Case {
+        program: "tracepoint:sched:sched_process_exec /pid == cpid/ { printf(\"exec %s\\n\", str(args.filename)); }",
+        steps: &["getpid:1"],
+        expect: &["exec {workload}"],
+    },
+    Case {
+        program: "tracepoint:sched:sched_switch /args.prev_pid == cpid/ { @[args.prev_comm] = count(); } END { printf(\"switched\\n\"); }",
+        steps: &["nanosleep:2:10"],
+        expect: &["switched"],
+    },
+    Case {
+        program: "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { $x = 2; @total += $x; @n++; }",
+        steps: &["getppid:1000"],
+        expect: &["@total: 2000", "@n: 1000"],
+    },
+    Case {
+        program: "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @n++; if (@n == 10) { printf(\"ten\\n\"); exit(); } }",
+        steps: &["getppid:1000", "nanosleep:500:1"],
+        expect: &["ten", "@n: 10"],
+    },
+    Case {
+        program: "BEGIN { printf(\"hello %s|%-6s|%5d|%x|%05d\\n\", \"weft\", \"ab\", 42, 255, -42); }",
+        steps: &["getpid:1"],
+        expect: &["hello weft|ab    |   42|ff|-0042"],
+    },
+    Case {
+        program: "tracepoint:syscalls:sys_exit_read /pid == cpid/ { @[args.ret > 2000 ? \"big\" : \"small\"] = count(); }",
+        steps: &["read:{file}:4096"],
+        expect: &["@[big]: 2"],
+    },
+    Case {
+        program: "interval:ms:50 { @ticks++; if (@ticks == 3) { exit(); } } END { printf(\"ticks %d\\n\", @ticks); }",
+        steps: &["nanosleep:1000:1"],
+        expect: &["ticks 3"],
+    },
+    Case {
+        program: "tracepoint:syscalls:sys_enter_getpid /pid == cpid/ { @c = count(); } END { printf(\"getpid %d\\n\", @c); clear(@c); }",
+        steps: &["getpid:500"],
+        expect: &["getpid 500"],
+    },
+    Case {
+        program: "tracepoint:syscalls:sys_exit_getppid /pid == cpid/ { @[comm] = count(); } tracepoint:syscalls:sys_exit_getpid /pid == cpid/ { @[comm] = count(); print(@); zero(@); }",
+        steps: &["getppid:5", "getpid:1"],
+        expect: &["@[weft-workload]: 6", "@[weft-workload]: 0"],
+    },
+    Case {
+        program: "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @ = count(); }",
+        steps: &["getppid:33"],
+        expect: &[r#"{"type":"map","data":{"@":33}}"#],
+    },
+];
+
+#[test]
+fn one_liner_table() {
+    if !needs("one_liner_table", &TRACE) {
+        return;
+    }
+    let file = data_file();
+    for (index, case) in CASES.iter().enumerate() {
+        let steps: Vec<String> = case
+            .steps
+            .iter()
+            .map(|s| s.replace("{file}", &file))
+            .collect();
+        let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
+        // The last case checks the NDJSON form.
+        let extra: &[&str] = if index == CASES.len() - 1 {
+            &["-f", "json"]
+        } else {
+            &[]
+        };
+        let stdout = weft_trace(case.program, &steps, extra);
+        for line in case.expect {
+            let line = line
+                .replace("{file}", &file)
+                .replace("{workload}", WORKLOAD);
+            assert!(
+                stdout.lines().any(|l| l == line),
+                "{}\nmissing line `{line}` in:\n{stdout}",
+                case.program
+            );
+        }
+    }
+}
+
+/// One-liners both tools run, in bpftrace's `args->` spelling.
+const COMPARED: &[(&str, &[&str])] = &[
+    (
+        "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @[comm] = count(); }",
+        &["getppid:1000"],
+    ),
+    (
+        "tracepoint:syscalls:sys_enter_getppid,tracepoint:syscalls:sys_enter_getpid /pid == cpid/ { @[probe] = count(); }",
+        &["getppid:300", "getpid:200"],
+    ),
+    (
+        "tracepoint:syscalls:sys_enter_read /pid == cpid && args->count == 4096/ { @reading[tid] = 1; } tracepoint:syscalls:sys_exit_read /@reading[tid]/ { delete(@reading[tid]); @h = hist(args->ret); @l = lhist(args->ret, 0, 5000, 1000); @s = stats(args->ret); @a = avg(args->ret); @sum = sum(args->ret); @min = min(args->ret); @max = max(args->ret); }",
+        &["read:{file}:4096"],
+    ),
+    (
+        "tracepoint:syscalls:sys_enter_nanosleep /pid == cpid/ { @start[tid] = nsecs; } tracepoint:syscalls:sys_exit_nanosleep /@start[tid]/ { @ns = hist(nsecs - @start[tid]); delete(@start[tid]); }",
+        &["nanosleep:20:3"],
+    ),
+];
+
+#[test]
+fn same_maps_as_bpftrace() {
+    if !needs("same_maps_as_bpftrace", &TRACE) {
+        return;
+    }
+    if Command::new("bpftrace").arg("--version").output().is_err() {
+        eprintln!("skipping same_maps_as_bpftrace: needs bpftrace (Debian package bpftrace)");
+        return;
+    }
+    let file = data_file();
+    for (program, steps) in COMPARED {
+        let steps: Vec<String> = steps.iter().map(|s| s.replace("{file}", &file)).collect();
+        let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
+        let ours = weft_trace(program, &steps, &[]);
+        let theirs = run_with_workload(
+            Command::new("bpftrace").args(["-c", &workload_command(&steps), "-e", program]),
+            &steps,
+        );
+        let theirs = String::from_utf8_lossy(&theirs.stdout);
+        assert!(
+            !maps_section(&theirs).is_empty(),
+            "bpftrace printed no maps: {theirs}"
+        );
+        assert_eq!(
+            maps_section(&ours),
+            maps_section(&theirs),
+            "{program}: weft's maps differ from bpftrace's"
+        );
+    }
+}
