@@ -315,3 +315,117 @@ fn same_maps_as_bpftrace() {
         );
     }
 }
+
+/// A broken program, the message it must give, and the offending token:
+/// where it starts (a text that occurs once in the program) and its length.
+const BROKEN: &[(&str, &str, &str, usize)] = &[
+    (
+        "blah:foo { @ = count(); }",
+        "unknown probe type `blah`: weft knows tracepoint, rawtracepoint, fentry, fexit, kprobe, kretprobe, uprobe, uretprobe, profile, interval, BEGIN and END",
+        "blah:foo",
+        8,
+    ),
+    (
+        "tracepoint:syscalls:sys_enter_nope { @ = count(); }",
+        "no tracepoint matches syscalls:sys_enter_nope on this kernel (see /sys/kernel/tracing/events)",
+        "tracepoint:",
+        34,
+    ),
+    (
+        "tracepoint:syscalls:sys_exit_read { @ = hist(args.bytes); }",
+        "tracepoint:syscalls:sys_exit_read has no field `bytes`: it has __syscall_nr, ret",
+        "args.bytes",
+        10,
+    ),
+    (
+        "tracepoint:syscalls:sys_exit_read { @ = hist(retval); }",
+        "`retval` exists only in kretprobe, uretprobe and fexit probes (tracepoint sys_exit_* has args.ret)",
+        "retval",
+        6,
+    ),
+    (
+        "tracepoint:syscalls:sys_enter_openat { @ = hist(comm); }",
+        "the value of hist() must be an integer, not a string",
+        "comm",
+        4,
+    ),
+    (
+        "BEGIN { $x = comm + 1; }",
+        "this is a string: only == and != apply to strings",
+        "comm",
+        4,
+    ),
+    ("BEGIN { @ = pdi; }", "unknown builtin `pdi`", "pdi", 3),
+    (
+        r#"BEGIN { printf("hi\n") @x = 1 }"#,
+        "expected `;` or `}`, found map `@x`",
+        "@x",
+        2,
+    ),
+    (
+        r#"BEGIN { printf("hi); }"#,
+        "string is never closed with `\"`",
+        "\"hi",
+        1,
+    ),
+    (
+        r#"BEGIN { printf("%d %d\n", 1); }"#,
+        "printf() format has 2 conversions but 1 value follows",
+        "printf",
+        20,
+    ),
+    (
+        "BEGIN { @x = count(); @x = hist(1); }",
+        "@x holds count() elsewhere and cannot also hold hist()",
+        "@x = hist",
+        2,
+    ),
+    (
+        r#"BEGIN { @h = hist(1); printf("%d\n", @h); }"#,
+        "@h holds hist() and cannot be read in an expression",
+        "@h)",
+        2,
+    ),
+    (
+        "tracepoint:syscalls:sys_exit_read /args.ret > / { @ = count(); }",
+        "expected an expression, found `/`",
+        "/ {",
+        1,
+    ),
+];
+
+#[test]
+fn broken_programs_point_at_the_token() {
+    if !needs("broken_programs_point_at_the_token", &TRACE) {
+        return;
+    }
+    let mut cases = BROKEN.to_vec();
+    if !std::path::Path::new("/sys/kernel/tracing/kprobe_events").exists() {
+        cases.push((
+            "kprobe:vfs_read { @ = count(); }",
+            "this kernel has no kprobes (CONFIG_KPROBES is off): use fentry:vfs_read instead of kprobe:vfs_read",
+            "kprobe",
+            15,
+        ));
+    }
+    for (program, message, at, len) in cases {
+        let (status, stdout, stderr) = weft_tests::run_weft(&["trace", program]);
+        assert_eq!(status.code(), Some(2), "{program}: {stderr}");
+        assert!(
+            stdout.is_empty(),
+            "{program}: nothing may be printed: {stdout}"
+        );
+        assert_eq!(
+            program.matches(at).count(),
+            1,
+            "`{at}` must occur once in {program}"
+        );
+        let column = program.find(at).expect("counted above");
+        let expected = format!(
+            "weft: {message}\n  {program}\n  {}{}\n",
+            " ".repeat(column),
+            "^".repeat(len)
+        );
+        assert_eq!(stderr, expected, "{program}");
+    }
+}

@@ -818,11 +818,12 @@ impl Checker<'_> {
             return Err(Error::new(
                 span,
                 format!(
-                    "printf() format has {} conversion{} but {} value{} follow",
+                    "printf() format has {} conversion{} but {} {} follow{}",
                     wanted.len(),
                     if wanted.len() == 1 { "" } else { "s" },
                     values.len(),
-                    if values.len() == 1 { "" } else { "s" },
+                    if values.len() == 1 { "value" } else { "values" },
+                    if values.len() == 1 { "s" } else { "" },
                 ),
             ));
         }
