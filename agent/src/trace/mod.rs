@@ -8,8 +8,9 @@ mod kernel;
 mod probe;
 
 use std::{
+    ffi::CString,
     io::Write as _,
-    process::{Child, Command, ExitCode},
+    process::ExitCode,
     sync::atomic::{AtomicBool, Ordering},
     time::Duration,
 };
@@ -114,58 +115,104 @@ fn catch_signals() {
     }
 }
 
-/// The `-c` command, stopped before it runs until [`HeldChild::release`].
+/// The `-c` command: forked, stopped before it execs until
+/// [`HeldChild::release`], so its pid is known before the probes attach and
+/// every event of the command comes after.
 struct HeldChild {
-    child: Child,
+    pid: libc::pid_t,
+    exited: bool,
 }
 
 impl HeldChild {
-    /// Starts `command` (split on blanks, like bpftrace's -c) under a shell
-    /// that stops itself and then execs the command, so the pid stays the
-    /// same; waits until it is stopped.
+    /// Forks a child that stops itself, then execs `command` (split on
+    /// blanks, like bpftrace's -c); waits until it is stopped.
     fn spawn(command: &str) -> Result<Self> {
         let words: Vec<&str> = command.split_whitespace().collect();
-        if words.is_empty() {
-            bail!("-c needs a command");
+        let program = executable(words.first().context("-c needs a command")?)?;
+        let words = words
+            .iter()
+            .map(|w| CString::new(*w))
+            .collect::<Result<Vec<_>, _>>()
+            .context("-c: a word holds a NUL byte")?;
+        let mut argv: Vec<*const libc::c_char> = words.iter().map(|a| a.as_ptr()).collect();
+        argv.push(std::ptr::null());
+        // SAFETY: the child only calls async-signal-safe functions (raise,
+        // execv, _exit) on memory prepared before the fork.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(std::io::Error::last_os_error()).context("fork failed");
         }
-        let child = Command::new("sh")
-            .args(["-c", "kill -STOP $$; exec \"$@\"", "sh"])
-            .args(&words)
-            .spawn()
-            .with_context(|| format!("failed to run `{command}`"))?;
-        let pid = child.id().cast_signed();
+        if pid == 0 {
+            // SAFETY: see above.
+            unsafe {
+                libc::raise(libc::SIGSTOP);
+                libc::execv(program.as_ptr(), argv.as_ptr());
+                libc::_exit(127);
+            }
+        }
         let mut status = 0;
         // SAFETY: waits for our own child to stop; WUNTRACED does not reap it.
         let rc = unsafe { libc::waitpid(pid, &raw mut status, libc::WUNTRACED) };
         if rc != pid || !libc::WIFSTOPPED(status) {
             bail!("`{command}` did not start");
         }
-        Ok(Self { child })
+        Ok(Self { pid, exited: false })
     }
 
     fn id(&self) -> u32 {
-        self.child.id()
+        self.pid.cast_unsigned()
     }
 
     /// Lets the command run.
     fn release(&self) {
         // SAFETY: signals our own child.
-        unsafe { libc::kill(self.child.id().cast_signed(), libc::SIGCONT) };
+        unsafe { libc::kill(self.pid, libc::SIGCONT) };
     }
 
-    /// Whether the command has exited.
-    fn exited(&mut self) -> Result<bool> {
-        Ok(self.child.try_wait()?.is_some())
+    /// Whether the command has exited (reaping it when it has).
+    fn exited(&mut self) -> bool {
+        let mut status = 0;
+        // SAFETY: polls our own child without blocking.
+        if !self.exited
+            && unsafe { libc::waitpid(self.pid, &raw mut status, libc::WNOHANG) } == self.pid
+        {
+            self.exited = libc::WIFEXITED(status) || libc::WIFSIGNALED(status);
+        }
+        self.exited
     }
 
     /// Kills the command if it still runs, and reaps it.
     fn finish(mut self) {
-        if !matches!(self.child.try_wait(), Ok(Some(_))) {
-            self.release();
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        if !self.exited() {
+            // SAFETY: signals and reaps our own child.
+            unsafe {
+                libc::kill(self.pid, libc::SIGKILL);
+                libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+            }
         }
     }
+}
+
+/// The path of `program` as execvp would find it, checked before the fork.
+fn executable(program: &str) -> Result<CString> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let runnable = |p: &std::path::Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let path = if program.contains('/') {
+        Some(std::path::PathBuf::from(program)).filter(|p| runnable(p))
+    } else {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join(program))
+                .find(|p| runnable(p))
+        })
+    };
+    let path =
+        path.with_context(|| format!("-c: `{program}` is not an executable file or in PATH"))?;
+    CString::new(path.into_os_string().into_encoded_bytes())
+        .context("-c: the path holds a NUL byte")
 }
 
 /// Attach points of `plan` whose target satisfies `wanted`.
@@ -253,10 +300,7 @@ fn event_loop(
         }
         // Events the command made before it exited are drained after the
         // probes are detached.
-        let ended = match &mut child {
-            Some(c) => c.exited()?,
-            None => false,
-        };
+        let ended = child.as_mut().is_some_and(|c| c.exited());
         if ended || STOP.load(Ordering::Relaxed) {
             return Ok(Flow::Continue);
         }
