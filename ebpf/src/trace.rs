@@ -13,9 +13,9 @@ use aya_ebpf::{
         bpf_probe_read_kernel_str_bytes, bpf_probe_read_user_str_bytes,
         generated::{bpf_get_attach_cookie, bpf_probe_read_kernel as probe_read},
     },
-    macros::{btf_map, map, tracepoint},
+    macros::{btf_map, kprobe, map, perf_event, tracepoint, uprobe, uretprobe},
     maps::{HashMap, PerCpuArray},
-    programs::TracePointContext,
+    programs::{PerfEventContext, ProbeContext, RetProbeContext, TracePointContext},
 };
 use weft_probes::{
     syscall::MAX_CPUS,
@@ -51,6 +51,43 @@ const USER_TOP: u64 = 0x0000_8000_0000_0000;
 /// the record's first 8 bytes with a `pt_regs` pointer before BPF runs.)
 #[tracepoint]
 pub fn weft_trace_tracepoint(ctx: TracePointContext) -> u32 {
+    // SAFETY: the helper only reads the current run context.
+    let key = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    capture(ctx.as_ptr().cast(), key as u32);
+    0
+}
+
+/// kprobes and kretprobes: the context is the `pt_regs` the arguments and
+/// return value are read from.
+#[kprobe]
+pub fn weft_trace_kprobe(ctx: ProbeContext) -> u32 {
+    registers(&ctx)
+}
+
+/// uprobes (aya attaches them, and needs the entry and return kinds apart).
+#[uprobe]
+pub fn weft_trace_uprobe(ctx: ProbeContext) -> u32 {
+    registers(&ctx)
+}
+
+#[uretprobe]
+pub fn weft_trace_uretprobe(ctx: RetProbeContext) -> u32 {
+    registers(&ctx)
+}
+
+/// Captures a probe whose context is `pt_regs`.
+#[inline(always)]
+fn registers(ctx: &impl EbpfContext) -> u32 {
+    // SAFETY: the helper only reads the current run context.
+    let key = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    capture(ctx.as_ptr().cast(), key as u32);
+    0
+}
+
+/// `profile:hz:N`: a CPU clock sample. No context bytes are copied (the
+/// context is not the registers themselves), so probes have no fields.
+#[perf_event]
+pub fn weft_trace_perf(ctx: PerfEventContext) -> u32 {
     // SAFETY: the helper only reads the current run context.
     let key = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
     capture(ctx.as_ptr().cast(), key as u32);

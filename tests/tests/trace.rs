@@ -429,3 +429,82 @@ fn broken_programs_point_at_the_token() {
         assert_eq!(stderr, expected, "{program}");
     }
 }
+
+/// The C library the workload is linked with, from this process's maps.
+fn libc_path() -> Option<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.contains("/libc.so") || p.contains("/libc-"))
+        .map(str::to_string)
+}
+
+#[test]
+fn uprobe_and_uretprobe_on_libc_syscall() {
+    if !needs("uprobe_and_uretprobe_on_libc_syscall", &TRACE) {
+        return;
+    }
+    let Some(libc) = libc_path() else {
+        eprintln!("skipping uprobe_and_uretprobe_on_libc_syscall: no libc.so in /proc/self/maps");
+        return;
+    };
+    // The workload calls syscall(2) for each step; getpid returns cpid.
+    let program = format!(
+        "uprobe:{libc}:syscall /pid == cpid/ {{ @[arg0] = count(); }} \
+         uretprobe:{libc}:syscall /pid == cpid && retval == cpid/ {{ @own = count(); }}"
+    );
+    let stdout = weft_trace(&program, &["getppid:1000", "getpid:10"], &[]);
+    for line in ["@[39]: 10", "@[110]: 1000", "@own: 10"] {
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "missing `{line}`:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn kprobe_and_kretprobe_where_the_kernel_has_them() {
+    if !needs("kprobe_and_kretprobe_where_the_kernel_has_them", &TRACE) {
+        return;
+    }
+    if !std::path::Path::new("/sys/kernel/tracing/kprobe_events").exists() {
+        eprintln!(
+            "skipping kprobe_and_kretprobe_where_the_kernel_has_them: needs kprobes (CONFIG_KPROBES)"
+        );
+        return;
+    }
+    let program = "kprobe:__x64_sys_getppid /pid == cpid/ { @calls = count(); } \
+                   kretprobe:__x64_sys_getppid /pid == cpid/ { @returns = count(); }";
+    let stdout = weft_trace(program, &["getppid:500"], &[]);
+    for line in ["@calls: 500", "@returns: 500"] {
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "missing `{line}`:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn profile_samples_a_busy_child() {
+    if !needs("profile_samples_a_busy_child", &TRACE) {
+        return;
+    }
+    // Three million getppid calls keep one CPU busy for a good fraction of
+    // a second: at 199 Hz that is tens of samples, and none of other tasks.
+    let stdout = weft_trace(
+        "profile:hz:199 /pid == cpid/ { @[comm] = count(); }",
+        &["getppid:3000000"],
+        &[],
+    );
+    let samples: u64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("@[weft-workload]: "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no samples of the workload:\n{stdout}"));
+    assert!(samples >= 5, "only {samples} samples:\n{stdout}");
+    assert_eq!(
+        stdout.matches("@[").count(),
+        1,
+        "only the workload: {stdout}"
+    );
+}

@@ -3,6 +3,7 @@
 //! tracepoint, the per-CPU rings drained into [`Event`]s.
 
 use std::{
+    ffi::CString,
     os::fd::{AsFd as _, AsRawFd as _, FromRawFd as _, OwnedFd, RawFd},
     path::Path,
 };
@@ -11,7 +12,14 @@ use anyhow::{Context as _, Result, bail};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{HashMap, MapData, PerCpuArray, RingBuf},
-    programs::TracePoint,
+    programs::{
+        Program,
+        uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeScope},
+    },
+};
+use perf_event::{
+    Builder,
+    events::{KProbe, Software, Tracepoint},
 };
 use weft_probes::trace::{
     COUNTERS_MAP, Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL, MAX_FILTERS, OP_EQ, OP_GE,
@@ -28,6 +36,13 @@ use crate::{delivery::Delivery, ebpf, trace::kernel::event_id};
 
 /// The tracepoint program every tracepoint attach point shares.
 const TRACEPOINT_PROGRAM: &str = "weft_trace_tracepoint";
+/// The program of kprobes, kretprobes, uprobes and uretprobes.
+const KPROBE_PROGRAM: &str = "weft_trace_kprobe";
+/// The programs of uprobes and uretprobes.
+const UPROBE_PROGRAM: &str = "weft_trace_uprobe";
+const URETPROBE_PROGRAM: &str = "weft_trace_uretprobe";
+/// The program of `profile:` probes.
+const PERF_PROGRAM: &str = "weft_trace_perf";
 
 /// A tracepoint attachment; dropping it detaches.
 struct Link {
@@ -38,6 +53,7 @@ struct Link {
 pub struct TraceProbe {
     /// Declared before `ebpf`: links go before the programs they run.
     links: Vec<Link>,
+    uprobes: Vec<UProbeLink>,
     ebpf: Ebpf,
     rings: Vec<RingBuf<MapData>>,
     received: u64,
@@ -61,6 +77,7 @@ impl TraceProbe {
         let rings = ebpf::create_rings(&mut ebpf, RINGS_MAP, cpus, ring_bytes)?;
         let mut probe = Self {
             links: Vec::new(),
+            uprobes: Vec::new(),
             ebpf,
             rings,
             received: 0,
@@ -75,13 +92,6 @@ impl TraceProbe {
     }
 
     fn attach(&mut self, tracefs: &Path, index: usize, attach: &Attach, cpid: u32) -> Result<()> {
-        let Target::Tracepoint { category, name } = &attach.target else {
-            bail!(
-                "{}: weft trace attaches tracepoints only so far",
-                attach.target.name()
-            );
-        };
-        let id = event_id(tracefs, category, name)?;
         let key = u32::try_from(index).context("too many attach points")?;
         let mut probes: HashMap<&mut MapData, u32, ProbeConfig> = HashMap::try_from(
             self.ebpf
@@ -91,26 +101,101 @@ impl TraceProbe {
         probes
             .insert(key, config(index, attach, cpid)?, 0)
             .context("failed to configure a probe")?;
-        let program: &mut TracePoint = self
-            .ebpf
-            .program_mut(TRACEPOINT_PROGRAM)
-            .context("the trace tracepoint program is missing")?
-            .try_into()?;
-        if program.fd().is_err() {
-            program
-                .load()
-                .context("the kernel rejected the trace tracepoint program")?;
+        let cookie = u64::from(key);
+        let name = attach.target.name();
+        match &attach.target {
+            Target::Tracepoint { category, name } => {
+                let id = event_id(tracefs, category, name)?;
+                let event = Tracepoint::with_id(id.into());
+                let fd = self.program(TRACEPOINT_PROGRAM)?;
+                self.link(fd, Builder::new(event).one_cpu(0), cookie)
+            }
+            Target::Kprobe { function, exit } => {
+                let function = CString::new(function.as_str())?;
+                let event = KProbe::for_function(*exit, function, 0)
+                    .with_context(|| format!("{name}: the kprobe PMU is missing"))?;
+                let fd = self.program(KPROBE_PROGRAM)?;
+                self.link(fd, Builder::new(event).one_cpu(0), cookie)
+            }
+            Target::Uprobe { path, symbol, exit } => {
+                self.attach_uprobe(path, symbol, *exit, cookie)
+            }
+            Target::Profile { hz } => {
+                let fd = self.program(PERF_PROGRAM)?;
+                for cpu in 0..ebpf::cpus()? as usize {
+                    let mut builder = Builder::new(Software::CPU_CLOCK);
+                    builder.one_cpu(cpu).sample_frequency(*hz);
+                    self.link(fd, &mut builder, cookie)?;
+                }
+                Ok(())
+            }
+            _ => bail!("{name}: weft trace cannot attach this probe type yet"),
         }
-        let prog_fd = program.fd()?.as_fd().as_raw_fd();
-        let link = attach_tracepoint(prog_fd, id, u64::from(key))
-            .with_context(|| format!("failed to attach to tracepoint {category}:{name}"))?;
-        self.links.push(link);
+        .with_context(|| format!("failed to attach {name}"))
+    }
+
+    /// Attaches through aya, which resolves the symbol and sets the cookie.
+    fn attach_uprobe(&mut self, path: &str, symbol: &str, exit: bool, cookie: u64) -> Result<()> {
+        let name = if exit {
+            URETPROBE_PROGRAM
+        } else {
+            UPROBE_PROGRAM
+        };
+        self.program(name)?;
+        let Some(Program::UProbe(program)) = self.ebpf.program_mut(name) else {
+            bail!("the trace program {name} is missing");
+        };
+        let point = UProbeAttachPoint {
+            location: UProbeAttachLocation::Symbol(symbol),
+            cookie: Some(cookie),
+        };
+        let id = program.attach(point, path, UProbeScope::AllProcesses)?;
+        self.uprobes.push(program.take_link(id)?);
+        Ok(())
+    }
+
+    /// The fd of program `name`, loading it on first use.
+    fn program(&mut self, name: &str) -> Result<RawFd> {
+        let program = self
+            .ebpf
+            .program_mut(name)
+            .with_context(|| format!("the trace program {name} is missing"))?;
+        macro_rules! fd_or_load {
+            ($p:expr) => {{
+                if $p.fd().is_err() {
+                    $p.load()
+                        .with_context(|| format!("the kernel rejected {name}"))?;
+                }
+                $p.fd()?.as_fd().as_raw_fd()
+            }};
+        }
+        Ok(match program {
+            Program::TracePoint(p) => fd_or_load!(p),
+            Program::KProbe(p) => fd_or_load!(p),
+            Program::PerfEvent(p) => fd_or_load!(p),
+            Program::UProbe(p) => fd_or_load!(p),
+            _ => bail!("{name} is not a trace program"),
+        })
+    }
+
+    /// Opens the perf event of `builder` for any process (on the CPU the
+    /// caller chose: CPU 0 for probes, which fire on every CPU) and links
+    /// program `fd` to it with `cookie`.
+    fn link(&mut self, fd: RawFd, builder: &mut Builder<'_>, cookie: u64) -> Result<()> {
+        let mut event = builder
+            .any_pid()
+            .exclude_kernel(false)
+            .build()
+            .context("perf_event_open failed")?;
+        event.enable().context("failed to enable the perf event")?;
+        self.links.push(link_perf_event(fd, event, cookie)?);
         Ok(())
     }
 
     /// Detaches every probe; what is in the rings can still be drained.
     pub fn detach(&mut self) {
         self.links.clear();
+        self.uprobes.clear();
     }
 
     /// Hands every waiting record to `on_event`; stops early (leaving the
@@ -189,19 +274,10 @@ struct LinkCreate {
 const BPF_LINK_CREATE: libc::c_long = 28;
 const BPF_PERF_EVENT: u32 = 41;
 
-/// Attaches program `prog_fd` to tracepoint `id` with `cookie`, which the
-/// program reads with `bpf_get_attach_cookie` (aya's tracepoint attach sets
+/// Links program `prog_fd` to perf event `event` with `cookie`, which the
+/// program reads with `bpf_get_attach_cookie` (aya's attach functions set
 /// none). Needs Linux 5.15.
-fn attach_tracepoint(prog_fd: RawFd, id: u32, cookie: u64) -> Result<Link> {
-    let mut event = perf_event::Builder::new(perf_event::events::Tracepoint::with_id(id.into()))
-        .any_pid()
-        .one_cpu(0)
-        .exclude_kernel(false)
-        .build()
-        .context("perf_event_open of the tracepoint failed")?;
-    event
-        .enable()
-        .context("failed to enable the tracepoint event")?;
+fn link_perf_event(prog_fd: RawFd, event: perf_event::Counter, cookie: u64) -> Result<Link> {
     let attr = LinkCreate {
         prog_fd: prog_fd.cast_unsigned(),
         target_fd: event.as_raw_fd().cast_unsigned(),
