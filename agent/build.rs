@@ -10,11 +10,15 @@ const SKIP: &str = "WEFT_SKIP_EBPF";
 
 fn main() {
     println!("cargo:rerun-if-env-changed={SKIP}");
-    let out =
-        PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("weft-ebpf.o");
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let (out, trace_out) = (
+        out_dir.join("weft-ebpf.o"),
+        out_dir.join("weft-trace-ebpf.o"),
+    );
     if env::var_os(SKIP).is_some_and(|v| !v.is_empty() && v != "0") {
         println!("cargo:warning={SKIP} is set: building weft without its eBPF programs");
         fs::write(&out, b"").expect("write empty eBPF placeholder");
+        fs::write(&trace_out, b"").expect("write empty eBPF placeholder");
         return;
     }
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
@@ -42,4 +46,6 @@ fn main() {
         "building the eBPF object failed ({status}); run `cargo xtask setup` or set {SKIP}=1"
     );
     fs::copy(ebpf_object_path(&target_dir), &out).expect("copy the eBPF object into OUT_DIR");
+    fs::copy(ebpf_trace_object_path(&target_dir), &trace_out)
+        .expect("copy the trace eBPF object into OUT_DIR");
 }

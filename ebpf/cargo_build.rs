@@ -40,7 +40,13 @@ fn ebpf_build_command(workspace_root: &std::path::Path, target_dir: &std::path::
     cmd
 }
 
-/// Where [`ebpf_build_command`] leaves the object.
+/// Where [`ebpf_build_command`] leaves the object of the event sources.
 fn ebpf_object_path(target_dir: &std::path::Path) -> std::path::PathBuf {
     target_dir.join(EBPF_TARGET).join("release").join("weft-ebpf")
+}
+
+/// Where [`ebpf_build_command`] leaves the object of `weft trace`.
+#[allow(dead_code, reason = "xtask includes this file and needs only the first object")]
+fn ebpf_trace_object_path(target_dir: &std::path::Path) -> std::path::PathBuf {
+    target_dir.join(EBPF_TARGET).join("release").join("weft-trace-ebpf")
 }

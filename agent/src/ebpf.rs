@@ -3,27 +3,41 @@
 
 use std::{
     fs,
+    os::fd::{AsFd as _, AsRawFd as _, RawFd},
     path::{Path, PathBuf},
 };
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Ebpf,
-    maps::{ArrayOfMaps, HashMap, Map, MapData, RingBuf},
+    maps::{HashMap, Map, MapData, RingBuf},
 };
 use weft_probes::tracefs::{Field, find_field};
 
 /// The object file, 8-byte aligned as the ELF parser requires.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/weft-ebpf.o"));
 
-/// The embedded eBPF object.
+/// `weft trace`'s object (its generic programs and maps only).
+static TRACE_OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/weft-trace-ebpf.o"));
+
+/// The embedded eBPF object of the event sources.
 pub fn object() -> Result<&'static [u8]> {
-    if OBJECT.is_empty() {
+    embedded(OBJECT)
+}
+
+/// The embedded eBPF object of `weft trace`.
+pub fn trace_object() -> Result<&'static [u8]> {
+    embedded(TRACE_OBJECT)
+}
+
+fn embedded(object: &'static [u8]) -> Result<&'static [u8]> {
+    if object.is_empty() {
         bail!(
             "this weft was built with WEFT_SKIP_EBPF set and has no eBPF programs; rebuild without it"
         );
     }
-    Ok(OBJECT)
+    Ok(object)
 }
 
 /// Capability bits from `linux/capability.h`.
@@ -130,26 +144,97 @@ pub fn create_rings(
     cpus: u32,
     bytes: u32,
 ) -> Result<Vec<RingBuf<MapData>>> {
-    let mut outer: ArrayOfMaps<&mut MapData, MapData> =
-        ArrayOfMaps::try_from(ebpf.map_mut(map).context("the probe has no ring array")?)?;
-    let mut rings = Vec::with_capacity(cpus as usize);
-    for cpu in 0..cpus {
-        let params = aya_obj::Map::new_from_params(
-            aya_obj::generated::bpf_map_type::BPF_MAP_TYPE_RINGBUF as u32,
-            0,
-            0,
-            bytes,
-            0,
-        );
-        let ring = MapData::create(params, "weft_ring", None).with_context(|| {
-            format!("failed to create a {bytes}-byte ring buffer for CPU {cpu}")
-        })?;
-        outer
-            .set(cpu, &ring, 0)
-            .context("failed to install a ring buffer")?;
-        rings.push(RingBuf::try_from(Map::RingBuf(ring))?);
+    install_rings(ebpf, map, new_rings(cpus, bytes)?)
+}
+
+/// Creates one ring of `bytes` per CPU (the kernel allocates and clears
+/// every page now, so this can run while the object loads).
+pub fn new_rings(cpus: u32, bytes: u32) -> Result<Vec<MapData>> {
+    (0..cpus)
+        .map(|cpu| {
+            let params = aya_obj::Map::new_from_params(
+                aya_obj::generated::bpf_map_type::BPF_MAP_TYPE_RINGBUF as u32,
+                0,
+                0,
+                bytes,
+                0,
+            );
+            MapData::create(params, "weft_ring", None).with_context(|| {
+                format!("failed to create a {bytes}-byte ring buffer for CPU {cpu}")
+            })
+        })
+        .collect()
+}
+
+/// Plugs `rings` (one per CPU, in order) into the ring array `map`.
+///
+/// Each update of a map-of-maps waits for an RCU grace period in the
+/// kernel (milliseconds each), so the updates run in parallel threads and
+/// share grace periods instead of paying one per CPU in turn.
+pub fn install_rings(
+    ebpf: &mut Ebpf,
+    map: &str,
+    rings: Vec<MapData>,
+) -> Result<Vec<RingBuf<MapData>>> {
+    let outer = ebpf.map(map).context("the probe has no ring array")?;
+    let Map::ArrayOfMaps(outer) = outer else {
+        bail!("{map} is not an array of maps");
+    };
+    let outer_fd = outer.fd().as_fd().as_raw_fd();
+    std::thread::scope(|scope| {
+        let updates: Vec<_> = rings
+            .iter()
+            .zip(0u32..)
+            .map(|(ring, cpu)| {
+                let inner_fd = ring.fd().as_fd().as_raw_fd();
+                scope.spawn(move || update_fd_slot(outer_fd, cpu, inner_fd))
+            })
+            .collect();
+        updates
+            .into_iter()
+            .try_for_each(|u| u.join().expect("an update thread does not panic"))
+    })
+    .context("failed to install a ring buffer")?;
+    rings
+        .into_iter()
+        .map(|ring| Ok(RingBuf::try_from(Map::RingBuf(ring))?))
+        .collect()
+}
+
+/// `bpf(BPF_MAP_UPDATE_ELEM)` of slot `key` of map-of-maps `map_fd` to the
+/// map `inner_fd`.
+fn update_fd_slot(map_fd: RawFd, key: u32, inner_fd: RawFd) -> std::io::Result<()> {
+    /// `union bpf_attr` for the element commands.
+    #[repr(C)]
+    struct ElemAttr {
+        map_fd: u32,
+        pad: u32,
+        key: u64,
+        value: u64,
+        flags: u64,
     }
-    Ok(rings)
+    const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+    let value = inner_fd.cast_unsigned();
+    let attr = ElemAttr {
+        map_fd: map_fd.cast_unsigned(),
+        pad: 0,
+        key: (&raw const key) as u64,
+        value: (&raw const value) as u64,
+        flags: 0,
+    };
+    // SAFETY: a valid bpf_attr whose pointers outlive the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_MAP_UPDATE_ELEM,
+            &raw const attr,
+            std::mem::size_of::<ElemAttr>(),
+        )
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// A task name as the kernel keeps it (`task_struct::comm`): at most 15

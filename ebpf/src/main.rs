@@ -1,5 +1,6 @@
-//! weft's kernel-side programs. One module per probe family, named as in
-//! `weft-probes`; this file only holds what every eBPF binary needs.
+//! weft's kernel-side programs for the event sources. One module per probe
+//! family, named as in `weft-probes`; `weft trace`'s programs build into an
+//! object of their own (`trace_main.rs`).
 #![no_std]
 #![no_main]
 // The BPF target's `core` has no atomic read-modify-write types; the
@@ -15,7 +16,6 @@ mod pagecache;
 mod sched;
 mod syscall;
 mod task_storage;
-mod trace;
 mod tracepoint;
 
 #[cfg(not(test))]

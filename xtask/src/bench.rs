@@ -37,6 +37,10 @@ pub enum Bench {
     /// weft received and lost, its CPU use, and the probe effect of all
     /// sources on a getppid loop and on Redis over `lo`.
     Sources(crate::bench_sources::Options),
+    /// One-liners: the getppid loop untraced, under bpftrace and under
+    /// `weft trace` for a count by comm and an enter/exit latency histogram,
+    /// and each tool's start-up time to its first event.
+    Oneliners(crate::bench_oneliners::Options),
 }
 
 #[derive(clap::Args)]
@@ -54,6 +58,7 @@ pub fn run(bench: &Bench) -> Result<()> {
         Bench::ProbeEffect(options) => probe_effect(options),
         Bench::Queries(options) => crate::bench_queries::run(options),
         Bench::Sources(options) => crate::bench_sources::run(options),
+        Bench::Oneliners(options) => crate::bench_oneliners::run(options),
         Bench::Store { quick } => {
             let mut cmd = Command::new("cargo");
             cmd.current_dir(workspace_root()).args([
@@ -77,14 +82,14 @@ pub fn run(bench: &Bench) -> Result<()> {
 const BPFTRACE_LATENCY: &str = "tracepoint:raw_syscalls:sys_enter { @start[tid] = nsecs; } \
      tracepoint:raw_syscalls:sys_exit /@start[tid]/ { @ns[args->id] = hist(nsecs - @start[tid]); delete(@start[tid]); }";
 
-struct Bins {
-    weft: String,
-    syscall_loop: String,
+pub struct Bins {
+    pub weft: String,
+    pub syscall_loop: String,
     floor: String,
     object: String,
 }
 
-fn build() -> Result<Bins> {
+pub fn build() -> Result<Bins> {
     setup::run()?;
     setup::install_packages(&["bpftrace"])?;
     let weft = build_weft_release()?;
@@ -103,10 +108,10 @@ fn build() -> Result<Bins> {
 }
 
 /// One measured configuration: an optional tracer, and the syscall the loop makes.
-struct Config {
-    label: &'static str,
-    tracer: Option<(Vec<String>, &'static str)>,
-    syscall: &'static str,
+pub struct Config {
+    pub label: &'static str,
+    pub tracer: Option<(Vec<String>, &'static str)>,
+    pub syscall: &'static str,
 }
 
 fn probe_effect(options: &ProbeEffect) -> Result<()> {
@@ -230,16 +235,33 @@ fn print_ratios(medians: &[f64]) {
 /// Runs the loop `runs` times under the configuration's tracer; returns the
 /// sorted ns per call and, for weft, the lost count it reported.
 fn measure(config: &Config, bins: &Bins, options: &ProbeEffect) -> Result<(Vec<f64>, Option<u64>)> {
+    let (samples, tracer) = measure_loop(config, bins, options.runs, options.calls)?;
+    let lost = match tracer {
+        Some(tracer) => tracer.stop()?,
+        None => None,
+    };
+    Ok((samples, lost))
+}
+
+/// Runs the getppid/getpid loop `runs` times on CPU 0 under the
+/// configuration's tracer; returns the sorted ns per call and the tracer,
+/// still running.
+pub fn measure_loop(
+    config: &Config,
+    bins: &Bins,
+    runs: usize,
+    calls: u32,
+) -> Result<(Vec<f64>, Option<Tracer>)> {
     let tracer = match &config.tracer {
         Some((argv, ready)) => Some(Tracer::start(argv, ready)?),
         None => None,
     };
-    let mut samples = Vec::with_capacity(options.runs);
-    for _ in 0..options.runs {
+    let mut samples = Vec::with_capacity(runs);
+    for _ in 0..runs {
         let out = output(
             Command::new("taskset")
                 .args(["-c", "0", &bins.syscall_loop, config.syscall])
-                .arg(options.calls.to_string()),
+                .arg(calls.to_string()),
         )?;
         samples.push(
             out.trim()
@@ -248,11 +270,7 @@ fn measure(config: &Config, bins: &Bins, options: &ProbeEffect) -> Result<(Vec<f
         );
     }
     samples.sort_by(f64::total_cmp);
-    let lost = match tracer {
-        Some(tracer) => tracer.stop()?,
-        None => None,
-    };
-    Ok((samples, lost))
+    Ok((samples, tracer))
 }
 
 pub fn median(sorted: &[f64]) -> f64 {

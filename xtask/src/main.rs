@@ -3,6 +3,7 @@
 //! Each subcommand lives in its own module; the doc comments below are the help.
 
 mod bench;
+mod bench_oneliners;
 mod bench_queries;
 mod bench_sources;
 mod build_ebpf;

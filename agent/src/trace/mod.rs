@@ -77,7 +77,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     let exited = matches!(result, Ok(Flow::Exit));
     // After exit() the rest is drained unseen, as bpftrace stops there too.
-    probe.drain(|event| {
+    let _ = probe.drain(|event| {
         if !exited {
             let _ = runtime.event(event, &mut out);
         }
@@ -274,7 +274,7 @@ fn event_loop(
     loop {
         let mut flow = Flow::Continue;
         let mut failure = None;
-        probe.drain(|event| match runtime.event(event, &mut out) {
+        let drained = probe.drain(|event| match runtime.event(event, &mut out) {
             Ok(f) => {
                 flow = f;
                 f == Flow::Continue
@@ -304,12 +304,16 @@ fn event_loop(
         if ended || STOP.load(Ordering::Relaxed) {
             return Ok(Flow::Continue);
         }
-        let until_interval = intervals
-            .iter()
-            .map(|(_, _, next)| Duration::from_nanos(next.saturating_sub(now)))
-            .min()
-            .unwrap_or(DRAIN);
-        std::thread::sleep(until_interval.min(DRAIN));
+        // While events keep coming, drain again at once: rings fill in
+        // milliseconds at millions of events a second.
+        if drained == 0 {
+            let until_interval = intervals
+                .iter()
+                .map(|(_, _, next)| Duration::from_nanos(next.saturating_sub(now)))
+                .min()
+                .unwrap_or(DRAIN);
+            std::thread::sleep(until_interval.min(DRAIN));
+        }
     }
 }
 

@@ -68,13 +68,20 @@ impl TraceProbe {
     pub fn load(plan: &Plan, tracefs: &Path, ring_bytes: u32, cpid: u32) -> Result<Self> {
         let cpus = ebpf::cpus()?;
         let own = std::process::id();
-        let mut ebpf = EbpfLoader::new()
-            .allow_unsupported_maps()
+        // The kernel clears every ring page at creation, and aya parses the
+        // kernel's BTF when the loader is made: both take tens of ms, so
+        // they run side by side.
+        let rings = std::thread::spawn(move || ebpf::new_rings(cpus, ring_bytes));
+        // No kernel BTF relocations: the trace programs need no CO-RE.
+        let loaded = EbpfLoader::new()
+            .btf(None)
             .override_global(IGNORE_GLOBAL, &own, true)
             .map_max_entries(RINGS_MAP, cpus)
-            .load(ebpf::object()?)
-            .context("failed to load the trace programs")?;
-        let rings = ebpf::create_rings(&mut ebpf, RINGS_MAP, cpus, ring_bytes)?;
+            .load(ebpf::trace_object()?)
+            .context("failed to load the trace programs");
+        let rings = rings.join().expect("the ring thread does not panic")?;
+        let mut ebpf = loaded?;
+        let rings = ebpf::install_rings(&mut ebpf, RINGS_MAP, rings)?;
         let mut probe = Self {
             links: Vec::new(),
             uprobes: Vec::new(),
@@ -199,8 +206,9 @@ impl TraceProbe {
     }
 
     /// Hands every waiting record to `on_event`; stops early (leaving the
-    /// rest in the rings) when it returns false.
-    pub fn drain(&mut self, mut on_event: impl FnMut(&Event<'_>) -> bool) {
+    /// rest in the rings) when it returns false. Returns the records handed.
+    pub fn drain(&mut self, mut on_event: impl FnMut(&Event<'_>) -> bool) -> u64 {
+        let before = self.received;
         for ring in &mut self.rings {
             while let Some(item) = ring.next() {
                 let Some(header) = item.get(..HEADER_SIZE) else {
@@ -230,10 +238,11 @@ impl TraceProbe {
                 };
                 self.received += 1;
                 if !on_event(&event) {
-                    return;
+                    return self.received - before;
                 }
             }
         }
+        self.received - before
     }
 
     /// Events produced, received and lost.

@@ -1,0 +1,166 @@
+//! `cargo xtask bench oneliners`: `weft trace` against bpftrace on the same
+//! one-liners, in one run — the probe effect on a getppid loop pinned to
+//! CPU 0, and the start-up time to the first event.
+
+use std::{
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::bench::{Config, build, measure_loop, median};
+
+#[derive(clap::Args)]
+pub struct Options {
+    /// Runs per configuration.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Syscalls per run.
+    #[arg(long, default_value_t = 2_000_000)]
+    calls: u32,
+}
+
+/// The one-liners measured, in the spelling both tools accept.
+const PROGRAMS: [(&str, &str); 2] = [
+    (
+        "count by comm",
+        "tracepoint:raw_syscalls:sys_enter { @[comm] = count(); }",
+    ),
+    (
+        "latency hist",
+        "tracepoint:raw_syscalls:sys_enter { @start[tid] = nsecs; } \
+         tracepoint:raw_syscalls:sys_exit /@start[tid]/ { @ns = hist(nsecs - @start[tid]); delete(@start[tid]); }",
+    ),
+];
+
+pub fn run(options: &Options) -> Result<()> {
+    let bins = build()?;
+    println!(
+        "oneliners: {} runs x {} getppid calls on CPU 0, ns per call (lower is better)",
+        options.runs, options.calls
+    );
+    println!(
+        "{:<34} {:>8} {:>8} {:>8} {:>8}",
+        "configuration", "min", "median", "max", "ratio"
+    );
+    let untraced = Config {
+        label: "untraced",
+        tracer: None,
+        syscall: "getppid",
+    };
+    let (base, _) = measure_loop(&untraced, &bins, options.runs, options.calls)?;
+    let base_median = median(&base);
+    row("untraced", &base, base_median);
+    for (name, program) in PROGRAMS {
+        let mut medians = Vec::new();
+        for (tool, argv) in [
+            (
+                "bpftrace",
+                vec!["bpftrace".to_string(), "-e".into(), program.into()],
+            ),
+            (
+                "weft",
+                vec![bins.weft.clone(), "trace".into(), program.into()],
+            ),
+        ] {
+            let config = Config {
+                label: "traced",
+                tracer: Some((argv, "Attaching")),
+                syscall: "getppid",
+            };
+            let (samples, tracer) = measure_loop(&config, &bins, options.runs, options.calls)?;
+            let lines = tracer.context("a tracer runs")?.interrupt()?;
+            row(&format!("{name}, {tool}"), &samples, base_median);
+            if tool == "weft" {
+                let last = lines.iter().rev().find(|l| l.contains(" lost ")).cloned();
+                println!(
+                    "    {}",
+                    last.unwrap_or_else(|| "weft printed no loss line".into())
+                );
+            }
+            medians.push(median(&samples));
+        }
+        println!(
+            "  {name}: weft/bpftrace probe effect {:.2} (target <= 1.00)",
+            (medians[1] - base_median) / (medians[0] - base_median).max(f64::EPSILON)
+        );
+    }
+    startup(&bins.weft, options.runs)
+}
+
+fn row(label: &str, sorted: &[f64], base: f64) {
+    let (min, max) = (sorted[0], sorted[sorted.len() - 1]);
+    let median = median(sorted);
+    println!(
+        "{label:<34} {min:>8.1} {median:>8.1} {max:>8.1} {:>8.2}",
+        median / base
+    );
+}
+
+/// Time from starting each tool to its first event: the program prints on
+/// the first getppid and exits, while this process calls getppid every
+/// millisecond.
+fn startup(weft: &str, runs: usize) -> Result<()> {
+    let program = r#"tracepoint:syscalls:sys_enter_getppid { printf("first\n"); exit(); }"#;
+    let mut times = [Vec::new(), Vec::new()];
+    for _ in 0..runs {
+        for (i, argv) in [
+            vec!["bpftrace", "-e", program],
+            vec![weft, "trace", program],
+        ]
+        .iter()
+        .enumerate()
+        {
+            times[i].push(first_event(argv)?.as_secs_f64() * 1000.0);
+        }
+    }
+    for t in &mut times {
+        t.sort_by(f64::total_cmp);
+    }
+    println!("start-up to first event, ms (lower is better)");
+    row("bpftrace", &times[0], median(&times[0]));
+    row("weft", &times[1], median(&times[0]));
+    println!(
+        "  bpftrace/weft start-up {:.2} (target >= 2.00)",
+        median(&times[0]) / median(&times[1])
+    );
+    Ok(())
+}
+
+fn first_event(argv: &[&str]) -> Result<Duration> {
+    let start = Instant::now();
+    let mut child = Command::new(argv[0])
+        .args(&argv[1..])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("failed to start {}", argv[0]))?;
+    let stdout = child.stdout.take().context("piped stdout")?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.contains("first") {
+                let _ = tx.send(Instant::now());
+                return;
+            }
+        }
+    });
+    let seen = loop {
+        // A getppid system call (glibc does not cache it).
+        let _ = std::os::unix::process::parent_id();
+        if let Ok(at) = rx.recv_timeout(Duration::from_millis(1)) {
+            break at;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            bail!("{} saw no event within 60 s", argv[0]);
+        }
+    };
+    child.wait()?;
+    Ok(seen - start)
+}
