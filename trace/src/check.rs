@@ -1205,3 +1205,144 @@ fn split_and<'a>(expr: &'a Expr, out: &mut Vec<&'a Expr>) {
         out.push(expr);
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::{kernel::format_fields, parse};
+    type Result<T> = std::result::Result<T, String>;
+
+    /// Tracepoints as this kernel's tracefs describes them.
+    pub struct FakeKernel;
+
+    const OPENAT: &str = "\tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n\
+        \tfield:int dfd;\toffset:16;\tsize:8;\tsigned:0;\n\
+        \tfield:const char * filename;\toffset:24;\tsize:8;\tsigned:0;\n\
+        \tfield:int flags;\toffset:32;\tsize:8;\tsigned:0;\n";
+    const EXIT_READ: &str = "\tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n\
+        \tfield:long ret;\toffset:16;\tsize:8;\tsigned:1;\n";
+    const ENTER_READ: &str = "\tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n\
+        \tfield:unsigned int fd;\toffset:16;\tsize:8;\tsigned:0;\n\
+        \tfield:char * buf;\toffset:24;\tsize:8;\tsigned:0;\n\
+        \tfield:size_t count;\toffset:32;\tsize:8;\tsigned:0;\n";
+    const EXEC: &str = "\tfield:__data_loc char[] filename;\toffset:8;\tsize:4;\tsigned:0;\n\
+        \tfield:pid_t pid;\toffset:12;\tsize:4;\tsigned:1;\n";
+
+    impl Kernel for FakeKernel {
+        fn tracepoints(&self, category: &str, name: &str) -> Vec<(String, String)> {
+            [
+                ("syscalls", "sys_enter_openat"),
+                ("syscalls", "sys_enter_read"),
+                ("syscalls", "sys_exit_read"),
+                ("sched", "sched_process_exec"),
+            ]
+            .into_iter()
+            .filter(|(c, n)| {
+                crate::kernel::glob_match(category, c) && crate::kernel::glob_match(name, n)
+            })
+            .map(|(c, n)| (c.to_string(), n.to_string()))
+            .collect()
+        }
+        fn tracepoint_fields(&self, _: &str, name: &str) -> Result<Vec<Field>> {
+            Ok(format_fields(match name {
+                "sys_enter_openat" => OPENAT,
+                "sys_enter_read" => ENTER_READ,
+                "sys_exit_read" => EXIT_READ,
+                _ => EXEC,
+            }))
+        }
+        fn has_raw_tracepoint(&self, _: &str) -> bool {
+            false
+        }
+        fn has_kprobes(&self) -> bool {
+            true
+        }
+        fn functions(&self, glob: &str) -> Vec<String> {
+            ["vfs_read", "vfs_write"]
+                .into_iter()
+                .filter(|f| crate::kernel::glob_match(glob, f))
+                .map(str::to_string)
+                .collect()
+        }
+        fn function_args(&self, _: &str) -> Result<Vec<String>> {
+            Err("no BTF here".into())
+        }
+    }
+
+    pub fn checked(text: &str) -> Plan {
+        check(parse(text).unwrap(), &FakeKernel).unwrap()
+    }
+
+    #[test]
+    fn simple_predicate_parts_go_to_the_kernel() {
+        let plan = checked(
+            r#"tracepoint:syscalls:sys_enter_read /pid == 42 && 4096 < args.count && comm == "dd" && @x[tid]/ { @x[tid] = 1; }"#,
+        );
+        let attach = &plan.attaches[0];
+        assert_eq!(attach.comm.as_deref(), Some("dd"));
+        assert_eq!(
+            attach.filters,
+            vec![
+                Filter {
+                    subject: Subject::Pid,
+                    op: BinOp::Eq,
+                    value: Operand::Int(42)
+                },
+                Filter {
+                    subject: Subject::Field {
+                        offset: 32,
+                        size: 8,
+                        signed: false
+                    },
+                    op: BinOp::Gt,
+                    value: Operand::Int(4096)
+                },
+            ]
+        );
+        // Only what the predicate and actions read is copied.
+        assert_eq!(attach.raw_len, 40);
+    }
+
+    #[test]
+    fn only_read_fields_and_strings_are_copied() {
+        let plan = checked("tracepoint:syscalls:sys_enter_openat { @[comm] = count(); }");
+        assert_eq!(plan.attaches[0].raw_len, 0);
+        assert!(plan.attaches[0].strings.is_empty());
+        let plan = checked(
+            r#"tracepoint:syscalls:sys_enter_openat { printf("%s\n", str(args.filename)); } tracepoint:sched:sched_process_exec { printf("%s\n", str(args.filename)); }"#,
+        );
+        assert_eq!(plan.attaches[0].raw_len, 0);
+        assert_eq!(plan.attaches[0].strings[0].kind, FieldKind::Pointer);
+        assert_eq!(plan.attaches[1].strings[0].kind, FieldKind::DataLoc);
+    }
+
+    #[test]
+    fn globs_expand_and_fields_must_exist_in_every_match() {
+        let plan = checked("tracepoint:syscalls:sys_e*_read { @[probe] = count(); }");
+        let names: Vec<String> = plan.attaches.iter().map(|a| a.target.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "tracepoint:syscalls:sys_enter_read",
+                "tracepoint:syscalls:sys_exit_read"
+            ]
+        );
+        let err = check(
+            parse("tracepoint:syscalls:sys_e*_read { @ = hist(args.ret); }").unwrap(),
+            &FakeKernel,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.message,
+            "tracepoint:syscalls:sys_enter_read has no field `ret`: it has __syscall_nr, fd, buf, count"
+        );
+    }
+
+    #[test]
+    fn kprobes_name_registers() {
+        let plan = checked("kretprobe:vfs_* { @[func, retval] = count(); }");
+        assert_eq!(plan.attaches.len(), 2);
+        assert!(plan.attaches[0].field("retval").is_some());
+        assert_eq!(plan.attaches[0].raw_len, 88);
+    }
+}

@@ -525,3 +525,70 @@ pub fn attaches_of(plan: &Plan, wanted: impl Fn(&Target) -> bool) -> Vec<usize> 
         .map(|(i, _)| i)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::tests::checked;
+
+    /// A `sys_exit_read` record returning `ret`, as the kernel copies it.
+    fn exit_read(ret: i64) -> Vec<u8> {
+        let mut raw = vec![0u8; 24];
+        raw[16..24].copy_from_slice(&ret.to_le_bytes());
+        raw
+    }
+
+    fn run(text: &str, events: &[(u32, &[u8], i64)]) -> String {
+        let plan = checked(text);
+        let mut runtime = Runtime::new(&plan, Format::Text, 0);
+        let mut out = Vec::new();
+        for (pid, comm, ret) in events {
+            let raw = exit_read(*ret);
+            let index = plan
+                .attaches
+                .iter()
+                .position(|a| a.target.name().ends_with("sys_exit_read"))
+                .unwrap();
+            let event = Event {
+                attach: index,
+                pid: *pid,
+                tid: *pid,
+                comm,
+                raw: &raw,
+                ..Event::default()
+            };
+            if runtime.event(&event, &mut out).unwrap() == Flow::Exit {
+                break;
+            }
+        }
+        runtime.print_all(&mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn predicates_maps_and_printf() {
+        let out = run(
+            r#"tracepoint:syscalls:sys_exit_read /pid != 9 && args.ret >= 0/ { @bytes[comm] = sum(args.ret); @n++; if (args.ret == 0) { printf("eof %s %d\n", comm, pid); } }"#,
+            &[
+                (1, b"cat\0", 4096),
+                (1, b"cat\0", 0),
+                (2, b"dd\0", 512),
+                (9, b"skip\0", 7),
+                (2, b"dd\0", -11),
+            ],
+        );
+        assert_eq!(
+            out,
+            "eof cat 1\n\n\n@bytes[dd]: 512\n@bytes[cat]: 4096\n@n: 3\n"
+        );
+    }
+
+    #[test]
+    fn exit_stops_at_once_and_variables_are_per_event() {
+        let out = run(
+            "tracepoint:syscalls:sys_exit_read { $x = 0; $x += 1; @max = max($x); @c = count(); if (@c == 2) { exit(); } }",
+            &[(1, b"a\0", 1), (1, b"a\0", 2), (1, b"a\0", 3)],
+        );
+        assert_eq!(out, "\n\n@c: 2\n@max: 1\n");
+    }
+}
