@@ -13,14 +13,20 @@ use aya_ebpf::{
         bpf_probe_read_kernel_str_bytes, bpf_probe_read_user_str_bytes,
         generated::{bpf_get_attach_cookie, bpf_probe_read_kernel as probe_read},
     },
-    macros::{btf_map, kprobe, map, perf_event, tracepoint, uprobe, uretprobe},
+    macros::{
+        btf_map, fentry, fexit, kprobe, map, perf_event, raw_tracepoint, tracepoint, uprobe,
+        uretprobe,
+    },
     maps::{HashMap, PerCpuArray},
-    programs::{PerfEventContext, ProbeContext, RetProbeContext, TracePointContext},
+    programs::{
+        FEntryContext, FExitContext, PerfEventContext, ProbeContext, RawTracePointContext,
+        RetProbeContext, TracePointContext,
+    },
 };
 use weft_probes::{
     syscall::MAX_CPUS,
     trace::{
-        COUNTERS, Counter, Filter, HEADER_SIZE, Header, MAX_FILTERS, MAX_RAW, MAX_STRINGS, OP_EQ,
+        COUNTERS, CopyKind, Counter, Filter, copy_key, HEADER_SIZE, Header, MAX_FILTERS, MAX_RAW, MAX_STRINGS, OP_EQ,
         OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, ProbeConfig, SCRATCH, STRING_DATA_LOC, STRING_LEN,
         SUBJECT_FIELD, SUBJECT_NONE, SUBJECT_PID, SUBJECT_TID, SUBJECT_UID,
     },
@@ -92,6 +98,41 @@ pub fn weft_trace_perf(ctx: PerfEventContext) -> u32 {
     let key = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
     capture(ctx.as_ptr().cast(), key as u32);
     0
+}
+
+/// Copies `i` of the fentry, fexit and raw tracepoint programs; each reads
+/// the configuration at its own key (see `weft_probes::trace::COPIES`).
+macro_rules! copies {
+    ($($i:literal: $fentry:ident $fexit:ident $raw:ident;)*) => {$(
+        #[fentry]
+        pub fn $fentry(ctx: FEntryContext) -> u32 {
+            capture(ctx.as_ptr().cast(), copy_key(CopyKind::Fentry, $i));
+            0
+        }
+
+        #[fexit]
+        pub fn $fexit(ctx: FExitContext) -> u32 {
+            capture(ctx.as_ptr().cast(), copy_key(CopyKind::Fexit, $i));
+            0
+        }
+
+        #[raw_tracepoint]
+        pub fn $raw(ctx: RawTracePointContext) -> u32 {
+            capture(ctx.as_ptr().cast(), copy_key(CopyKind::RawTracepoint, $i));
+            0
+        }
+    )*};
+}
+
+copies! {
+    0: weft_trace_fentry_0 weft_trace_fexit_0 weft_trace_raw_tp_0;
+    1: weft_trace_fentry_1 weft_trace_fexit_1 weft_trace_raw_tp_1;
+    2: weft_trace_fentry_2 weft_trace_fexit_2 weft_trace_raw_tp_2;
+    3: weft_trace_fentry_3 weft_trace_fexit_3 weft_trace_raw_tp_3;
+    4: weft_trace_fentry_4 weft_trace_fexit_4 weft_trace_raw_tp_4;
+    5: weft_trace_fentry_5 weft_trace_fexit_5 weft_trace_raw_tp_5;
+    6: weft_trace_fentry_6 weft_trace_fexit_6 weft_trace_raw_tp_6;
+    7: weft_trace_fentry_7 weft_trace_fexit_7 weft_trace_raw_tp_7;
 }
 
 fn count(counter: Counter) {

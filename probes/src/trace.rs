@@ -25,6 +25,29 @@ pub const MAX_FILTERS: usize = 4;
 pub const SCRATCH: usize = 512;
 const _: () = assert!(HEADER_SIZE + MAX_STRINGS * STRING_LEN + MAX_RAW <= SCRATCH);
 
+/// Copies of the fentry, fexit and raw tracepoint programs in the object:
+/// these attach without a cookie, so each target needs a program of its
+/// own, and copy `i` of kind `k` reads the configuration at [`copy_key`].
+pub const COPIES: u32 = 8;
+
+/// Program families that come in [`COPIES`].
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyKind {
+    /// `fentry:` (the context is the argument array).
+    Fentry = 1,
+    /// `fexit:` (the arguments, then the return value).
+    Fexit = 2,
+    /// `rawtracepoint:` (the context is the argument array).
+    RawTracepoint = 3,
+}
+
+/// The [`PROBES_MAP`] key of copy `i` of `kind`: above every attach index.
+#[must_use]
+pub const fn copy_key(kind: CopyKind, i: u32) -> u32 {
+    ((kind as u32) << 16) | i
+}
+
 /// Per-CPU counters.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -508,3 +508,42 @@ fn profile_samples_a_busy_child() {
         "only the workload: {stdout}"
     );
 }
+
+#[test]
+fn raw_tracepoint_arguments() {
+    if !needs("raw_tracepoint_arguments", &TRACE) {
+        return;
+    }
+    // sys_enter's arguments are (struct pt_regs *, long id).
+    let stdout = weft_trace(
+        "rawtracepoint:sys_enter /pid == cpid && arg1 == 110/ { @getppid = count(); }",
+        &["getppid:321"],
+        &[],
+    );
+    assert!(stdout.lines().any(|l| l == "@getppid: 321"), "{stdout}");
+}
+
+#[test]
+fn fentry_and_fexit_name_arguments_from_btf() {
+    if !needs("fentry_and_fexit_name_arguments_from_btf", &[Need::Btf]) {
+        return;
+    }
+    // Whether this kernel has BPF trampolines: weft says so when it does not.
+    let (status, _, stderr) = weft_tests::run_weft(&["trace", "fexit:vfs_read { exit(); }"]);
+    if !status.success() && stderr.contains("cannot attach fentry/fexit") {
+        eprintln!(
+            "skipping fentry_and_fexit_name_arguments_from_btf: needs BPF trampolines (ftrace direct calls)"
+        );
+        return;
+    }
+    let file = data_file();
+    let stdout = weft_trace(
+        "fentry:vfs_read /pid == cpid && args.count == 4096/ { @calls[args.count] = count(); } \
+         fexit:vfs_read /pid == cpid && args.count == 4096/ { @ret = sum(retval); }",
+        &[&format!("read:{file}:4096")],
+        &[],
+    );
+    for line in ["@calls[4096]: 4", "@ret: 10000"] {
+        assert!(stdout.lines().any(|l| l == line), "missing `{line}`:\n{stdout}");
+    }
+}

@@ -9,12 +9,15 @@ use std::{
 
 use weft_trace::kernel::{Field, format_fields, glob_match};
 
+use super::btf::Functions;
 use crate::ebpf;
 
 pub struct Kernel {
     tracefs: PathBuf,
-    /// `available_filter_functions`, read on first use (it is large).
+    /// Traceable kernel functions, read on first use (the list is large).
     functions: OnceCell<Vec<String>>,
+    /// The kernel's BTF functions, read on first use.
+    btf: OnceCell<Result<Functions, String>>,
 }
 
 impl Kernel {
@@ -22,6 +25,7 @@ impl Kernel {
         Self {
             tracefs: tracefs.to_path_buf(),
             functions: OnceCell::new(),
+            btf: OnceCell::new(),
         }
     }
 
@@ -71,13 +75,27 @@ impl weft_trace::Kernel for Kernel {
 
     fn functions(&self, glob: &str) -> Vec<String> {
         let all = self.functions.get_or_init(|| {
-            let text = fs::read_to_string(self.tracefs.join("available_filter_functions"))
-                .unwrap_or_default();
-            let mut names: Vec<String> = text
-                .lines()
-                .filter_map(|line| line.split_whitespace().next())
-                .map(str::to_string)
-                .collect();
+            // The traceable functions; where tracefs keeps them from us
+            // (lockdown, no function tracer), the text symbols of kallsyms.
+            let names: Vec<String> =
+                match fs::read_to_string(self.tracefs.join("available_filter_functions")) {
+                    Ok(text) => text
+                        .lines()
+                        .filter_map(|line| line.split_whitespace().next())
+                        .map(str::to_string)
+                        .collect(),
+                    Err(_) => fs::read_to_string("/proc/kallsyms")
+                        .unwrap_or_default()
+                        .lines()
+                        .filter_map(|line| {
+                            let mut words = line.split_whitespace().skip(1);
+                            let kind = words.next()?;
+                            let name = words.next()?;
+                            matches!(kind, "t" | "T").then(|| name.to_string())
+                        })
+                        .collect(),
+                };
+            let mut names = names;
             names.sort();
             names.dedup();
             names
@@ -89,9 +107,11 @@ impl weft_trace::Kernel for Kernel {
     }
 
     fn function_args(&self, function: &str) -> Result<Vec<String>, String> {
-        Err(format!(
-            "fentry:{function}: weft does not read argument names from BTF yet"
-        ))
+        let functions = self.btf.get_or_init(Functions::read).as_ref()?;
+        functions
+            .args(function)
+            .map(<[String]>::to_vec)
+            .ok_or_else(|| format!("the kernel's BTF has no function `{function}`"))
     }
 }
 

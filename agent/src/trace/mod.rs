@@ -4,6 +4,7 @@
 //! rings into the program's actions, fire intervals, stop on Ctrl-C,
 //! `exit()` or the end of the `-c` command, then print maps and losses.
 
+mod btf;
 mod kernel;
 mod probe;
 

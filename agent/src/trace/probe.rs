@@ -10,7 +10,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 use aya::{
-    Ebpf, EbpfLoader,
+    Btf, Ebpf, EbpfLoader,
     maps::{HashMap, MapData, PerCpuArray, RingBuf},
     programs::{
         Program,
@@ -22,7 +22,7 @@ use perf_event::{
     events::{KProbe, Software, Tracepoint},
 };
 use weft_probes::trace::{
-    COUNTERS_MAP, Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL, MAX_FILTERS, OP_EQ, OP_GE,
+    COPIES, COUNTERS_MAP, CopyKind, Counter, copy_key, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL, MAX_FILTERS, OP_EQ, OP_GE,
     OP_GT, OP_LE, OP_LT, OP_NE, PROBES_MAP, ProbeConfig, RINGS_MAP, STRING_DATA_LOC, STRING_LEN,
     STRING_POINTER, SUBJECT_FIELD, SUBJECT_PID, SUBJECT_TID, SUBJECT_UID,
 };
@@ -38,6 +38,10 @@ use crate::{delivery::Delivery, ebpf, trace::kernel::event_id};
 const TRACEPOINT_PROGRAM: &str = "weft_trace_tracepoint";
 /// The program of kprobes, kretprobes, uprobes and uretprobes.
 const KPROBE_PROGRAM: &str = "weft_trace_kprobe";
+/// Why an fentry or fexit program does not load, most of the time.
+const NO_TRAMPOLINES: &str = "this kernel cannot attach fentry/fexit programs (BPF trampolines \
+     need ftrace with direct calls); use a tracepoint, or a kprobe where the kernel has them";
+
 /// The programs of uprobes and uretprobes.
 const UPROBE_PROGRAM: &str = "weft_trace_uprobe";
 const URETPROBE_PROGRAM: &str = "weft_trace_uretprobe";
@@ -54,6 +58,10 @@ pub struct TraceProbe {
     /// Declared before `ebpf`: links go before the programs they run.
     links: Vec<Link>,
     uprobes: Vec<UProbeLink>,
+    /// Copy programs in use (fentry, fexit, raw tracepoints), by name.
+    copies: Vec<(CopyKind, String)>,
+    /// Kernel BTF, read for the first fentry or fexit probe.
+    btf: Option<Btf>,
     ebpf: Ebpf,
     rings: Vec<RingBuf<MapData>>,
     received: u64,
@@ -85,6 +93,8 @@ impl TraceProbe {
         let mut probe = Self {
             links: Vec::new(),
             uprobes: Vec::new(),
+            copies: Vec::new(),
+            btf: None,
             ebpf,
             rings,
             received: 0,
@@ -99,7 +109,27 @@ impl TraceProbe {
     }
 
     fn attach(&mut self, tracefs: &Path, index: usize, attach: &Attach, cpid: u32) -> Result<()> {
-        let key = u32::try_from(index).context("too many attach points")?;
+        // Programs that attach without a cookie come in copies, each with
+        // its own key; the rest are keyed by their attach index.
+        let copy = match &attach.target {
+            Target::Fentry { exit: false, .. } => Some(CopyKind::Fentry),
+            Target::Fentry { exit: true, .. } => Some(CopyKind::Fexit),
+            Target::RawTracepoint { .. } => Some(CopyKind::RawTracepoint),
+            _ => None,
+        };
+        let key = match copy {
+            Some(kind) => {
+                let used = self.copies.iter().filter(|(k, _)| *k == kind).count() as u32;
+                if used == COPIES {
+                    bail!(
+                        "{}: weft attaches at most {COPIES} probes of this type per program",
+                        attach.target.name()
+                    );
+                }
+                copy_key(kind, used)
+            }
+            None => u32::try_from(index).context("too many attach points")?,
+        };
         let mut probes: HashMap<&mut MapData, u32, ProbeConfig> = HashMap::try_from(
             self.ebpf
                 .map_mut(PROBES_MAP)
@@ -136,9 +166,50 @@ impl TraceProbe {
                 }
                 Ok(())
             }
-            _ => bail!("{name}: weft trace cannot attach this probe type yet"),
+            Target::Fentry { function, .. } | Target::RawTracepoint { name: function } => {
+                let kind = copy.expect("set above");
+                self.attach_copy(kind, key & 0xffff, function)
+            }
+            _ => bail!("{name}: runs in weft, not in the kernel"),
         }
         .with_context(|| format!("failed to attach {name}"))
+    }
+
+    /// Loads copy `i` of `kind` for `target` (a function or a raw
+    /// tracepoint) and attaches it.
+    fn attach_copy(&mut self, kind: CopyKind, i: u32, target: &str) -> Result<()> {
+        let family = match kind {
+            CopyKind::Fentry => "fentry",
+            CopyKind::Fexit => "fexit",
+            CopyKind::RawTracepoint => "raw_tp",
+        };
+        let name = format!("weft_trace_{family}_{i}");
+        if kind != CopyKind::RawTracepoint && self.btf.is_none() {
+            self.btf = Some(Btf::from_sys_fs().context("fentry and fexit need kernel BTF")?);
+        }
+        let program = self
+            .ebpf
+            .program_mut(&name)
+            .with_context(|| format!("the trace program {name} is missing"))?;
+        match program {
+            Program::FEntry(p) => {
+                p.load(target, self.btf.as_ref().expect("read above"))
+                    .context(NO_TRAMPOLINES)?;
+                p.attach()?;
+            }
+            Program::FExit(p) => {
+                p.load(target, self.btf.as_ref().expect("read above"))
+                    .context(NO_TRAMPOLINES)?;
+                p.attach()?;
+            }
+            Program::RawTracePoint(p) => {
+                p.load()?;
+                p.attach(target)?;
+            }
+            _ => bail!("{name} is not a copy program"),
+        }
+        self.copies.push((kind, name));
+        Ok(())
     }
 
     /// Attaches through aya, which resolves the symbol and sets the cookie.
@@ -203,6 +274,15 @@ impl TraceProbe {
     pub fn detach(&mut self) {
         self.links.clear();
         self.uprobes.clear();
+        for (_, name) in std::mem::take(&mut self.copies) {
+            // Unloading detaches; the maps and rings stay for the last drain.
+            let _ = match self.ebpf.program_mut(&name) {
+                Some(Program::FEntry(p)) => p.unload(),
+                Some(Program::FExit(p)) => p.unload(),
+                Some(Program::RawTracePoint(p)) => p.unload(),
+                _ => Ok(()),
+            };
+        }
     }
 
     /// Hands every waiting record to `on_event`; stops early (leaving the
