@@ -27,6 +27,9 @@ pub const SYSCALLS: &str = "syscalls";
 /// Key of `weft.json` holding application sources' field kinds:
 /// `{"requests": {"id": "int", "latency": "duration"}}`.
 pub const APP_SOURCES: &str = "app_sources";
+/// Key of `weft.json` holding `weft trace --store` sources' field kinds,
+/// as [`APP_SOURCES`]; their `tid` also names the thread (`comm`).
+pub const TRACE_SOURCES: &str = "trace_sources";
 
 /// Creates `dir` with mode 0700, or checks that it may be written to:
 /// an existing capture is refused unless `append` is set.
@@ -156,11 +159,17 @@ pub fn catalog(
         syscalls.span = Some("dur".into());
         syscalls.show_first(&["name", "dur", "ret", "comm", "pid", "tid", "cpu"]);
     }
-    for (name, fields) in metadata[APP_SOURCES].as_object().into_iter().flatten() {
-        if let Some(columns) = catalog.source_mut(name) {
+    for key in [APP_SOURCES, TRACE_SOURCES] {
+        for (name, fields) in metadata[key].as_object().into_iter().flatten() {
+            let Some(columns) = catalog.source_mut(name) else {
+                continue;
+            };
             for (field, kind) in fields.as_object().into_iter().flatten() {
                 let kind = crate::app::FieldKind::query_kind(kind.as_str().unwrap_or_default());
                 columns.set_kind(field, kind);
+            }
+            if let (TRACE_SOURCES, Some(threads)) = (key, &threads) {
+                columns.view("tid", "comm", Kind::Named(threads.clone()));
             }
         }
     }
@@ -185,6 +194,28 @@ pub fn wall_offset_ns() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
     wall - i64::try_from(weft_store::now_ns()).unwrap_or(0)
+}
+
+/// Adds a session (host, sources, start) to `dir`'s `weft.json`; returns
+/// the document and the session's index.
+pub fn start_session(
+    dir: &Path,
+    sources: &serde_json::Map<String, Value>,
+) -> Result<(Value, usize)> {
+    let mut metadata = read_metadata(dir)?;
+    let index = metadata["sessions"].as_array().map_or(0, Vec::len);
+    metadata["sessions"]
+        .as_array_mut()
+        .context("weft.json has no sessions list")?
+        .push(json!({
+            "host": host_json(),
+            "sources": sources,
+            "start_ns": weft_store::now_ns(),
+            "wall_offset_ns": wall_offset_ns(),
+            "complete": false,
+        }));
+    write_metadata(dir, &metadata)?;
+    Ok((metadata, index))
 }
 
 /// Reads `weft.json`, or an empty document for a new capture.

@@ -105,6 +105,11 @@ pub struct TraceArgs {
     /// Ring buffer size per CPU (e.g. 16MiB); rounded up to a power of two.
     #[arg(long, value_name = "SIZE", default_value = "8MiB", value_parser = parse_size)]
     pub ring_size: u64,
+
+    /// Also keep every event whose predicate held in this capture directory
+    /// (new or empty), one source per probe, for `weft query`.
+    #[arg(long, value_name = "DIR")]
+    pub store: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

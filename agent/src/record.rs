@@ -60,7 +60,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode> {
             dir.display()
         ),
     };
-    let (metadata, session_index) = start_metadata(dir, &described)?;
+    let (metadata, session_index) = capture::start_session(dir, &described)?;
     let mut recorder = Recorder {
         store,
         syscall_source,
@@ -106,24 +106,6 @@ fn load_probes(args: &RecordArgs, chosen: &Chosen, options: &Options) -> Result<
         .then(|| AppServer::listen(args.app_group.as_deref()))
         .transpose()?;
     Ok(Probes::new(syscalls, events, app))
-}
-
-/// Adds this session to `weft.json`; returns the document and its index.
-fn start_metadata(dir: &Path, sources: &Map<String, Value>) -> Result<(Value, usize)> {
-    let mut metadata = capture::read_metadata(dir)?;
-    let index = metadata["sessions"].as_array().map_or(0, Vec::len);
-    metadata["sessions"]
-        .as_array_mut()
-        .context("weft.json has no sessions list")?
-        .push(json!({
-            "host": capture::host_json(),
-            "sources": sources,
-            "start_ns": weft_store::now_ns(),
-            "wall_offset_ns": capture::wall_offset_ns(),
-            "complete": false,
-        }));
-    capture::write_metadata(dir, &metadata)?;
-    Ok((metadata, index))
 }
 
 /// Closes the store, completes `weft.json` and reports what was recorded

@@ -70,10 +70,37 @@ impl TaskNames {
         let Ok(comm) = std::fs::read_to_string(path) else {
             return Ok(());
         };
+        self.write(store, ts, pid, tid, comm.trim_end_matches('\n').as_bytes())
+    }
+
+    /// Records `comm` (as the kernel gave it, NUL-padded) as the name of
+    /// thread `tid` of process `pid` if the thread is new.
+    pub fn note(
+        &mut self,
+        store: &mut Store,
+        ts: u64,
+        pid: u32,
+        tid: u32,
+        comm: &[u8],
+    ) -> weft_store::Result<()> {
+        if !self.seen.insert(tid) {
+            return Ok(());
+        }
+        let end = comm.iter().position(|b| *b == 0).unwrap_or(comm.len());
+        self.write(store, ts, pid, tid, &comm[..end])
+    }
+
+    fn write(
+        &self,
+        store: &mut Store,
+        ts: u64,
+        pid: u32,
+        tid: u32,
+        name: &[u8],
+    ) -> weft_store::Result<()> {
         let mut payload = [0u8; 8 + COMM_LEN];
         payload[..4].copy_from_slice(&pid.to_le_bytes());
         payload[4..8].copy_from_slice(&tid.to_le_bytes());
-        let name = comm.trim_end_matches('\n').as_bytes();
         let len = name.len().min(COMM_LEN);
         payload[8..8 + len].copy_from_slice(&name[..len]);
         store.append_at(self.source, ts, None, &payload)?;

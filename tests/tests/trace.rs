@@ -544,6 +544,39 @@ fn fentry_and_fexit_name_arguments_from_btf() {
         &[],
     );
     for line in ["@calls[4096]: 4", "@ret: 10000"] {
-        assert!(stdout.lines().any(|l| l == line), "missing `{line}`:\n{stdout}");
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "missing `{line}`:\n{stdout}"
+        );
     }
+}
+
+#[test]
+fn store_keeps_every_matched_event_for_queries() {
+    if !needs("store_keeps_every_matched_event_for_queries", &TRACE) {
+        return;
+    }
+    let dir = weft_tests::capture_dir("trace-store");
+    let dir_arg = dir.to_str().expect("utf-8 path");
+    let file = data_file();
+    let stdout = weft_trace(
+        "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @ = count(); } \
+         tracepoint:syscalls:sys_enter_read /pid == cpid && args.count == 4096/ { @reads = count(); }",
+        &["getppid:777", &format!("read:{file}:4096")],
+        &["--store", dir_arg],
+    );
+    assert!(stdout.lines().any(|l| l == "@: 777"), "{stdout}");
+    let rows = weft_tests::query_rows(&dir, "sys_enter_getppid | count by comm");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["count"], 777, "{rows:?}");
+    assert_eq!(rows[0]["comm"], "weft-workload", "{rows:?}");
+    // Only events whose predicate held are kept, with all their fields.
+    let rows = weft_tests::query_rows(&dir, "sys_enter_read | count, sum(count)");
+    assert_eq!(rows[0]["count"], 4, "{rows:?}");
+    assert_eq!(rows[0]["sum(count)"], 4 * 4096, "{rows:?}");
+    let metadata: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("weft.json")).unwrap()).unwrap();
+    assert_eq!(metadata["sessions"][0]["complete"], true);
+    assert_eq!(metadata["sessions"][0]["lost"]["trace"]["lost"], 0);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -124,6 +124,22 @@ impl<'p> Runtime<'p> {
         Ok(scope.flow)
     }
 
+    /// Whether `event`'s predicate holds (true without one). Reads maps
+    /// only, so calling it before [`Runtime::event`] changes nothing.
+    pub fn matches(&self, event: &Event<'_>) -> bool {
+        let attach = &self.plan.attaches[event.attach];
+        let Some(predicate) = &self.plan.program.items[attach.item].predicate else {
+            return true;
+        };
+        let mut scope = Scope {
+            event,
+            attach,
+            vars: HashMap::new(),
+            flow: Flow::Continue,
+        };
+        self.eval(predicate, &mut scope).truthy()
+    }
+
     /// Prints every map, as bpftrace does on exit.
     pub fn print_all(&self, out: &mut dyn Write) -> std::io::Result<()> {
         if self.format == Format::Text {
@@ -477,7 +493,7 @@ fn string_of(scope: &Scope<'_, '_>, name: &str) -> Value {
 }
 
 /// A little-endian integer of `size` bytes at `offset`, sign-extended when signed.
-fn integer(raw: &[u8], offset: u16, size: u16, signed: bool) -> i64 {
+pub fn integer(raw: &[u8], offset: u16, size: u16, signed: bool) -> i64 {
     let start = usize::from(offset);
     let Some(bytes) = raw.get(start..start + usize::from(size.min(8))) else {
         return 0;

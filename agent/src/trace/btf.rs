@@ -16,7 +16,8 @@ pub struct Functions {
 impl Functions {
     pub fn read() -> Result<Self, String> {
         let path = "/sys/kernel/btf/vmlinux";
-        let data = std::fs::read(path).map_err(|e| format!("{path}: {e} (the kernel has no BTF)"))?;
+        let data =
+            std::fs::read(path).map_err(|e| format!("{path}: {e} (the kernel has no BTF)"))?;
         Self::parse(&data).ok_or_else(|| format!("{path}: not BTF weft can read"))
     }
 
@@ -99,7 +100,12 @@ mod tests {
         };
         assert_eq!(
             functions.args("vfs_read").map(<[String]>::to_vec),
-            Some(vec!["file".into(), "buf".into(), "count".into(), "pos".into()])
+            Some(vec![
+                "file".into(),
+                "buf".into(),
+                "count".into(),
+                "pos".into()
+            ])
         );
     }
 }

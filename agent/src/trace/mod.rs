@@ -7,6 +7,7 @@
 mod btf;
 mod kernel;
 mod probe;
+mod store;
 
 use std::{
     ffi::CString,
@@ -24,7 +25,7 @@ use crate::{
     ebpf,
 };
 
-use self::{kernel::Kernel, probe::TraceProbe};
+use self::{kernel::Kernel, probe::TraceProbe, store::TraceStore};
 
 /// How often the rings are drained.
 const DRAIN: Duration = Duration::from_millis(10);
@@ -35,7 +36,11 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         .as_deref()
         .or(args.expression.as_deref())
         .context("no program given")?;
-    let plan = resolve(text)?;
+    let mut plan = resolve(text)?;
+    if args.store.is_some() {
+        store::copy_all_fields(&mut plan);
+    }
+    let plan = plan;
     if args.explain {
         print!("{}", explain(&plan));
         return Ok(ExitCode::SUCCESS);
@@ -69,7 +74,12 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     }
     let mut runtime = Runtime::new(&plan, format, weft_store::now_ns());
     runtime.set_cpid(cpid);
-    let result = event_loop(&plan, &mut runtime, &mut probe, child.as_mut());
+    let mut keep = args
+        .store
+        .as_deref()
+        .map(|dir| TraceStore::create(dir, &plan))
+        .transpose()?;
+    let result = event_loop(&plan, &mut runtime, &mut probe, &mut keep, child.as_mut());
     if let Some(child) = child {
         child.finish();
     }
@@ -80,7 +90,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     // After exit() the rest is drained unseen, as bpftrace stops there too.
     let _ = probe.drain(|event| {
         if !exited {
-            let _ = runtime.event(event, &mut out);
+            let _ = handle(&mut runtime, &mut keep, event, &mut out);
         }
         true
     });
@@ -90,7 +100,26 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     runtime.print_all(&mut out)?;
     out.flush()?;
     report_losses(&probe)?;
+    if let Some(keep) = keep {
+        keep.finish(&probe.delivery()?)?;
+    }
     result.map(|_| ExitCode::SUCCESS)
+}
+
+/// One kernel event: kept in the store when its predicate holds (checked
+/// before the actions, which may change the maps it reads), then run.
+fn handle(
+    runtime: &mut Runtime<'_>,
+    keep: &mut Option<TraceStore>,
+    event: &Event<'_>,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<Flow> {
+    if let Some(keep) = keep
+        && runtime.matches(event)
+    {
+        keep.append(event);
+    }
+    runtime.event(event, out)
 }
 
 /// Parses and checks `text`, with errors pointing into it.
@@ -249,6 +278,7 @@ fn event_loop(
     plan: &Plan,
     runtime: &mut Runtime<'_>,
     probe: &mut TraceProbe,
+    keep: &mut Option<TraceStore>,
     mut child: Option<&mut HeldChild>,
 ) -> Result<Flow> {
     catch_signals();
@@ -275,7 +305,7 @@ fn event_loop(
     loop {
         let mut flow = Flow::Continue;
         let mut failure = None;
-        let drained = probe.drain(|event| match runtime.event(event, &mut out) {
+        let drained = probe.drain(|event| match handle(runtime, keep, event, &mut out) {
             Ok(f) => {
                 flow = f;
                 f == Flow::Continue
@@ -287,6 +317,9 @@ fn event_loop(
         });
         if let Some(e) = failure {
             return Err(e).context("failed to write the output");
+        }
+        if let Some(keep) = keep.as_mut().filter(|_| drained > 0) {
+            keep.publish();
         }
         let now = weft_store::now_ns();
         for (index, period, next) in &mut intervals {

@@ -22,9 +22,10 @@ use perf_event::{
     events::{KProbe, Software, Tracepoint},
 };
 use weft_probes::trace::{
-    COPIES, COUNTERS_MAP, CopyKind, Counter, copy_key, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL, MAX_FILTERS, OP_EQ, OP_GE,
-    OP_GT, OP_LE, OP_LT, OP_NE, PROBES_MAP, ProbeConfig, RINGS_MAP, STRING_DATA_LOC, STRING_LEN,
-    STRING_POINTER, SUBJECT_FIELD, SUBJECT_PID, SUBJECT_TID, SUBJECT_UID,
+    COPIES, COUNTERS_MAP, CopyKind, Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL,
+    MAX_FILTERS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, PROBES_MAP, ProbeConfig, RINGS_MAP,
+    STRING_DATA_LOC, STRING_LEN, STRING_POINTER, SUBJECT_FIELD, SUBJECT_PID, SUBJECT_TID,
+    SUBJECT_UID, copy_key,
 };
 use weft_trace::{
     Attach, Event, FieldKind, Plan, Target,
