@@ -561,6 +561,11 @@ fn fentries(
 }
 
 fn matching(kernel: &dyn Kernel, glob: &str, span: Span) -> Result<Vec<String>> {
+    // A plain name is tried as written: kprobes reach functions that the
+    // list of traceable ones may leave out, and attaching says if it fails.
+    if !glob.contains(['*', '?']) {
+        return Ok(vec![glob.to_string()]);
+    }
     let found = kernel.functions(glob);
     if found.is_empty() {
         return Err(Error::new(
