@@ -17,10 +17,10 @@ use aya_ebpf::{
         btf_map, fentry, fexit, kprobe, map, perf_event, raw_tracepoint, tracepoint, uprobe,
         uretprobe,
     },
-    maps::{HashMap, PerCpuArray},
+    maps::{HashMap, PerCpuArray, StackTrace},
     programs::{
         FEntryContext, FExitContext, PerfEventContext, ProbeContext, RawTracePointContext,
-        RetProbeContext, TracePointContext,
+        RetProbeContext, TracePointContext, tracing::StackIdContext,
     },
 };
 use weft_probes::{
@@ -28,7 +28,7 @@ use weft_probes::{
     trace::{
         COUNTERS, CopyKind, Counter, Filter, copy_key, HEADER_SIZE, Header, MAX_FILTERS, MAX_RAW, MAX_STRINGS, OP_EQ,
         OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, ProbeConfig, SCRATCH, STRING_DATA_LOC, STRING_LEN,
-        SUBJECT_FIELD, SUBJECT_NONE, SUBJECT_PID, SUBJECT_TID, SUBJECT_UID,
+        STACK_KERNEL, STACK_USER, SUBJECT_FIELD, SUBJECT_NONE, SUBJECT_PID, SUBJECT_TID, SUBJECT_UID,
     },
 };
 
@@ -45,6 +45,13 @@ static TRACE_PROBES: HashMap<u32, ProbeConfig> = HashMap::with_max_entries(4096,
 #[map]
 static TRACE_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTERS, 0);
 
+/// Stacks for `kstack` and `ustack`, by id.
+#[map]
+static TRACE_STACKS: StackTrace = StackTrace::with_max_entries(16384, 0);
+
+/// `BPF_F_USER_STACK`.
+const USER_STACK: u64 = 1 << 8;
+
 /// Where a record is assembled before it is copied into the ring.
 #[map]
 static TRACE_SCRATCH: PerCpuArray<[u8; SCRATCH]> = PerCpuArray::with_max_entries(1, 0);
@@ -59,7 +66,7 @@ const USER_TOP: u64 = 0x0000_8000_0000_0000;
 pub fn weft_trace_tracepoint(ctx: TracePointContext) -> u32 {
     // SAFETY: the helper only reads the current run context.
     let key = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
-    capture(ctx.as_ptr().cast(), key as u32);
+    capture(&ctx, key as u32);
     0
 }
 
@@ -83,10 +90,10 @@ pub fn weft_trace_uretprobe(ctx: RetProbeContext) -> u32 {
 
 /// Captures a probe whose context is `pt_regs`.
 #[inline(always)]
-fn registers(ctx: &impl EbpfContext) -> u32 {
+fn registers<C: StackIdContext>(ctx: &C) -> u32 {
     // SAFETY: the helper only reads the current run context.
     let key = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
-    capture(ctx.as_ptr().cast(), key as u32);
+    capture(ctx, key as u32);
     0
 }
 
@@ -96,7 +103,7 @@ fn registers(ctx: &impl EbpfContext) -> u32 {
 pub fn weft_trace_perf(ctx: PerfEventContext) -> u32 {
     // SAFETY: the helper only reads the current run context.
     let key = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
-    capture(ctx.as_ptr().cast(), key as u32);
+    capture(&ctx, key as u32);
     0
 }
 
@@ -106,19 +113,19 @@ macro_rules! copies {
     ($($i:literal: $fentry:ident $fexit:ident $raw:ident;)*) => {$(
         #[fentry]
         pub fn $fentry(ctx: FEntryContext) -> u32 {
-            capture(ctx.as_ptr().cast(), copy_key(CopyKind::Fentry, $i));
+            capture(&ctx, copy_key(CopyKind::Fentry, $i));
             0
         }
 
         #[fexit]
         pub fn $fexit(ctx: FExitContext) -> u32 {
-            capture(ctx.as_ptr().cast(), copy_key(CopyKind::Fexit, $i));
+            capture(&ctx, copy_key(CopyKind::Fexit, $i));
             0
         }
 
         #[raw_tracepoint]
         pub fn $raw(ctx: RawTracePointContext) -> u32 {
-            capture(ctx.as_ptr().cast(), copy_key(CopyKind::RawTracepoint, $i));
+            capture(&ctx, copy_key(CopyKind::RawTracepoint, $i));
             0
         }
     )*};
@@ -200,7 +207,8 @@ fn passes(ctx: *const u8, filters: &[Filter; MAX_FILTERS], pid_tgid: u64, uid: u
 
 /// Tests the probe's filters and writes its record into this CPU's ring.
 #[inline(always)]
-fn capture(ctx: *const u8, key: u32) {
+fn capture<C: StackIdContext>(context: &C, key: u32) {
+    let ctx: *const u8 = context.as_ptr().cast();
     // SAFETY: the value is only read.
     let Some(config) = (unsafe { TRACE_PROBES.get(&key) }) else {
         return;
@@ -228,6 +236,14 @@ fn capture(ctx: *const u8, key: u32) {
     // SAFETY: helpers without preconditions.
     let (ns, cpu) = unsafe { (bpf_ktime_get_ns(), bpf_get_smp_processor_id()) };
     let raw_len = (config.raw_len as usize).min(MAX_RAW);
+    let stack = |wanted: u8, flags: u64| {
+        if config.stacks & wanted == 0 {
+            return -1;
+        }
+        context
+            .get_stackid(&TRACE_STACKS, flags)
+            .map_or(-1, |id| id as i32)
+    };
     let header = Header {
         ns,
         pid_tgid,
@@ -236,6 +252,8 @@ fn capture(ctx: *const u8, key: u32) {
         cpu,
         attach: config.attach,
         raw_len: raw_len as u16,
+        kstack: stack(STACK_KERNEL, 0),
+        ustack: stack(STACK_USER, USER_STACK),
     };
     // SAFETY: the scratch buffer holds at least a header; unaligned write.
     unsafe { core::ptr::write_unaligned(buf.as_mut_ptr().cast::<Header>(), header) };

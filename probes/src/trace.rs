@@ -10,6 +10,8 @@ pub const RINGS_MAP: &str = "TRACE_RINGS";
 pub const PROBES_MAP: &str = "TRACE_PROBES";
 /// Name of the per-CPU counter array, indexed by [`Counter`].
 pub const COUNTERS_MAP: &str = "TRACE_COUNTERS";
+/// Name of the stack trace map `kstack`/`ustack` ids point into.
+pub const STACKS_MAP: &str = "TRACE_STACKS";
 /// Name of the global holding weft's own thread group id (never traced).
 pub const IGNORE_GLOBAL: &str = "TRACE_IGNORE_TGID";
 
@@ -122,8 +124,8 @@ pub struct ProbeConfig {
     pub match_comm: u8,
     /// `STRING_*` kind of each string.
     pub string_kinds: [u8; MAX_STRINGS],
-    /// Explicit padding (`Pod` types have no holes).
-    pub pad: u8,
+    /// `STACK_*` bits: which stacks to record.
+    pub stacks: u8,
     /// Context offset of each string's pointer or `__data_loc` word.
     pub string_offsets: [u16; MAX_STRINGS],
     /// Task name to match, NUL-padded.
@@ -131,6 +133,11 @@ pub struct ProbeConfig {
     /// Predicate parts, all of which must hold.
     pub filters: [Filter; MAX_FILTERS],
 }
+
+/// [`ProbeConfig::stacks`]: record the kernel stack.
+pub const STACK_KERNEL: u8 = 1;
+/// [`ProbeConfig::stacks`]: record the user stack.
+pub const STACK_USER: u8 = 2;
 
 /// The start of every record; then `strings` strings of [`STRING_LEN`]
 /// bytes, then `raw_len` bytes of the context.
@@ -151,10 +158,14 @@ pub struct Header {
     pub attach: u16,
     /// Context bytes that follow the strings.
     pub raw_len: u16,
+    /// The kernel stack's id in [`STACKS_MAP`], negative when not recorded.
+    pub kstack: i32,
+    /// The user stack's id in [`STACKS_MAP`], negative when not recorded.
+    pub ustack: i32,
 }
 
 /// Bytes of a [`Header`].
-pub const HEADER_SIZE: usize = 48;
+pub const HEADER_SIZE: usize = 56;
 const _: () = assert!(core::mem::size_of::<Header>() == HEADER_SIZE);
 
 #[cfg(feature = "user")]

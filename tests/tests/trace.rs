@@ -582,3 +582,39 @@ fn store_keeps_every_matched_event_for_queries() {
     assert_eq!(metadata["sessions"][0]["lost"]["trace"]["lost"], 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn kstack_keys_print_as_bpftrace_does() {
+    if !needs("kstack_keys_print_as_bpftrace_does", &TRACE) {
+        return;
+    }
+    let stdout = weft_trace(
+        "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @[kstack] = count(); }",
+        &["getppid:1000"],
+        &[],
+    );
+    // One stack, every frame `function+offset` indented by 8 spaces, the
+    // syscall entry among them.
+    let maps = maps_section(&stdout);
+    let lines: Vec<&str> = maps.lines().collect();
+    assert_eq!(lines.first(), Some(&"@["), "{stdout}");
+    let end = lines
+        .iter()
+        .position(|l| l.starts_with("]: "))
+        .expect("closing line");
+    assert_eq!(lines[end], "]: 1000", "{stdout}");
+    let frames = &lines[1..end];
+    assert!(!frames.is_empty(), "{stdout}");
+    for frame in frames {
+        let name = frame.strip_prefix("        ").expect("8-space indent");
+        let (function, offset) = name.rsplit_once('+').expect("function+offset");
+        assert!(
+            !function.is_empty() && offset.parse::<u64>().is_ok(),
+            "{frame}"
+        );
+    }
+    assert!(
+        frames.iter().any(|f| f.contains("do_syscall_64+")),
+        "{stdout}"
+    );
+}

@@ -104,6 +104,10 @@ pub struct Attach {
     pub filters: Vec<Filter>,
     /// `comm == "..."` tested in the kernel.
     pub comm: Option<String>,
+    /// Whether the kernel records the kernel stack (`kstack`).
+    pub kstack: bool,
+    /// Whether the kernel records the user stack (`ustack`).
+    pub ustack: bool,
 }
 
 impl Attach {
@@ -286,6 +290,8 @@ pub fn check(program: Program, kernel: &dyn Kernel) -> Result<Plan> {
                 strings: Vec::new(),
                 filters: Vec::new(),
                 comm: None,
+                kstack: false,
+                ustack: false,
             })
             .collect();
         let mut checker = Checker {
@@ -1040,10 +1046,25 @@ impl Checker<'_> {
                 }
                 self.value_field("retval", span)
             }
-            Builtin::Kstack | Builtin::Ustack => Err(Error::new(
-                span,
-                format!("`{}` is not supported by weft yet", builtin.name()),
-            )),
+            Builtin::Kstack | Builtin::Ustack => {
+                if self.attaches.iter().any(|a| !a.in_kernel()) {
+                    return Err(Error::new(
+                        span,
+                        format!(
+                            "`{}` exists only in probes the kernel fires",
+                            builtin.name()
+                        ),
+                    ));
+                }
+                for attach in self.attaches.iter_mut() {
+                    if builtin == Builtin::Kstack {
+                        attach.kstack = true;
+                    } else {
+                        attach.ustack = true;
+                    }
+                }
+                Ok(Type::Str)
+            }
             _ => Ok(Type::Int),
         }
     }

@@ -59,6 +59,11 @@ pub struct Event<'a> {
     pub raw: &'a [u8],
     /// Strings the kernel read, in [`Attach::strings`] order, NUL-padded.
     pub strings: &'a [&'a [u8]],
+    /// The kernel stack as bpftrace prints it (a frame per line, each
+    /// indented by 8 spaces, between newlines), when the probe records it.
+    pub kstack: &'a str,
+    /// The user stack, likewise.
+    pub ustack: &'a str,
 }
 
 /// Whether to go on after an event.
@@ -424,7 +429,8 @@ impl<'p> Runtime<'p> {
             Builtin::Func => Value::Str(scope.attach.target.function().to_string()),
             Builtin::Retval => field(scope, "retval"),
             Builtin::Cpid => Value::Int(self.cpid.into()),
-            Builtin::Kstack | Builtin::Ustack => Value::Str(String::new()),
+            Builtin::Kstack => Value::Str(event.kstack.to_string()),
+            Builtin::Ustack => Value::Str(event.ustack.to_string()),
         }
     }
 }

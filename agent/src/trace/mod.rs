@@ -7,6 +7,7 @@
 mod btf;
 mod kernel;
 mod probe;
+mod stacks;
 mod store;
 
 use std::{

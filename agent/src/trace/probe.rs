@@ -11,7 +11,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use aya::{
     Btf, Ebpf, EbpfLoader,
-    maps::{HashMap, MapData, PerCpuArray, RingBuf},
+    maps::{HashMap, MapData, PerCpuArray, RingBuf, StackTraceMap},
     programs::{
         Program,
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeScope},
@@ -24,8 +24,8 @@ use perf_event::{
 use weft_probes::trace::{
     COPIES, COUNTERS_MAP, CopyKind, Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL,
     MAX_FILTERS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, PROBES_MAP, ProbeConfig, RINGS_MAP,
-    STRING_DATA_LOC, STRING_LEN, STRING_POINTER, SUBJECT_FIELD, SUBJECT_PID, SUBJECT_TID,
-    SUBJECT_UID, copy_key,
+    STACK_KERNEL, STACK_USER, STACKS_MAP, STRING_DATA_LOC, STRING_LEN, STRING_POINTER,
+    SUBJECT_FIELD, SUBJECT_PID, SUBJECT_TID, SUBJECT_UID, copy_key,
 };
 use weft_trace::{
     Attach, Event, FieldKind, Plan, Target,
@@ -33,6 +33,7 @@ use weft_trace::{
     check::{Operand, Subject},
 };
 
+use super::stacks::Stacks;
 use crate::{delivery::Delivery, ebpf, trace::kernel::event_id};
 
 /// The tracepoint program every tracepoint attach point shares.
@@ -65,6 +66,7 @@ pub struct TraceProbe {
     btf: Option<Btf>,
     ebpf: Ebpf,
     rings: Vec<RingBuf<MapData>>,
+    stacks: Stacks,
     received: u64,
     /// Records shorter than their header says; never expected.
     malformed: u64,
@@ -98,6 +100,7 @@ impl TraceProbe {
             btf: None,
             ebpf,
             rings,
+            stacks: Stacks::default(),
             received: 0,
             malformed: 0,
         };
@@ -290,10 +293,21 @@ impl TraceProbe {
     /// rest in the rings) when it returns false. Returns the records handed.
     pub fn drain(&mut self, mut on_event: impl FnMut(&Event<'_>) -> bool) -> u64 {
         let before = self.received;
-        for ring in &mut self.rings {
+        let Self {
+            ebpf,
+            rings,
+            stacks,
+            received,
+            malformed,
+            ..
+        } = self;
+        let stack_map = ebpf
+            .map(STACKS_MAP)
+            .and_then(|map| StackTraceMap::try_from(map).ok());
+        for ring in rings {
             while let Some(item) = ring.next() {
                 let Some(header) = item.get(..HEADER_SIZE) else {
-                    self.malformed += 1;
+                    *malformed += 1;
                     continue;
                 };
                 // SAFETY: HEADER_SIZE bytes, a plain-integer repr(C) struct.
@@ -301,10 +315,18 @@ impl TraceProbe {
                 let rest = &item[HEADER_SIZE..];
                 let raw_len = usize::from(header.raw_len);
                 let Some(string_bytes) = rest.len().checked_sub(raw_len) else {
-                    self.malformed += 1;
+                    *malformed += 1;
                     continue;
                 };
                 let strings: Vec<&[u8]> = rest[..string_bytes].chunks(STRING_LEN).collect();
+                // Most probes record no stack: no lookup then.
+                let (kstack, ustack) = match &stack_map {
+                    Some(map) if header.kstack >= 0 || header.ustack >= 0 => (
+                        stacks.kernel(map, header.kstack).to_string(),
+                        stacks.user(map, header.ustack).to_string(),
+                    ),
+                    _ => (String::new(), String::new()),
+                };
                 let event = Event {
                     attach: usize::from(header.attach),
                     ns: header.ns,
@@ -316,14 +338,16 @@ impl TraceProbe {
                     comm: &header.comm,
                     raw: &rest[string_bytes..],
                     strings: &strings,
+                    kstack: &kstack,
+                    ustack: &ustack,
                 };
-                self.received += 1;
+                *received += 1;
                 if !on_event(&event) {
-                    return self.received - before;
+                    return *received - before;
                 }
             }
         }
-        self.received - before
+        *received - before
     }
 
     /// Events produced, received and lost.
@@ -413,6 +437,8 @@ fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig> {
         };
         config.string_offsets[i] = field.offset;
     }
+    config.stacks =
+        if attach.kstack { STACK_KERNEL } else { 0 } | if attach.ustack { STACK_USER } else { 0 };
     if let Some(comm) = &attach.comm {
         config.match_comm = 1;
         config.comm = ebpf::comm_bytes(comm);

@@ -1,0 +1,81 @@
+//! `kstack` and `ustack`: stack ids from the kernel's stack map, turned into
+//! the text bpftrace prints (kernel frames as `function+offset` from
+//! `/proc/kallsyms`, user frames as addresses).
+
+use std::{collections::HashMap, fmt::Write as _};
+
+use aya::maps::{MapData, StackTraceMap};
+
+/// Kernel text symbols by address.
+struct Kallsyms {
+    symbols: Vec<(u64, String)>,
+}
+
+impl Kallsyms {
+    fn read() -> Self {
+        let text = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+        let mut symbols: Vec<(u64, String)> = text
+            .lines()
+            .filter_map(|line| {
+                let mut words = line.split_whitespace();
+                let address = u64::from_str_radix(words.next()?, 16).ok()?;
+                let kind = words.next()?;
+                let name = words.next()?;
+                (address != 0 && matches!(kind, "t" | "T")).then(|| (address, name.to_string()))
+            })
+            .collect();
+        symbols.sort_unstable();
+        Self { symbols }
+    }
+
+    /// `function+offset`, or the address when no symbol covers it.
+    fn name(&self, address: u64) -> String {
+        let at = self.symbols.partition_point(|(a, _)| *a <= address);
+        match at.checked_sub(1).map(|i| &self.symbols[i]) {
+            Some((start, name)) => format!("{name}+{}", address - start),
+            None => format!("0x{address:x}"),
+        }
+    }
+}
+
+/// Stack texts by id, read from the kernel's stack map once each (an id
+/// is never reused for another stack: the map is not told to replace).
+#[derive(Default)]
+pub struct Stacks {
+    kallsyms: Option<Kallsyms>,
+    kernel: HashMap<i32, String>,
+    user: HashMap<i32, String>,
+}
+
+impl Stacks {
+    /// The text of kernel stack `id` (empty when not recorded).
+    pub fn kernel(&mut self, map: &StackTraceMap<&MapData>, id: i32) -> &str {
+        let kallsyms = self.kallsyms.get_or_insert_with(Kallsyms::read);
+        self.kernel
+            .entry(id)
+            .or_insert_with(|| render(map, id, |ip| kallsyms.name(ip)))
+    }
+
+    /// The text of user stack `id` (empty when not recorded).
+    pub fn user(&mut self, map: &StackTraceMap<&MapData>, id: i32) -> &str {
+        self.user
+            .entry(id)
+            .or_insert_with(|| render(map, id, |ip| format!("0x{ip:x}")))
+    }
+}
+
+/// bpftrace's layout: a newline, then each frame indented by 8 spaces on
+/// its own line.
+fn render(map: &StackTraceMap<&MapData>, id: i32, name: impl Fn(u64) -> String) -> String {
+    let Ok(id) = u32::try_from(id) else {
+        return String::new();
+    };
+    let Ok(stack) = map.get(&id, 0) else {
+        return String::new();
+    };
+    let mut text = String::from("\n");
+    for frame in stack.frames() {
+        let _ = writeln!(text, "        {}", name(frame.ip));
+    }
+    text
+}
