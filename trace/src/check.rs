@@ -185,7 +185,13 @@ impl Target {
                 )
             }
             Self::Profile { hz } => format!("profile:hz:{hz}"),
-            Self::Interval { period_ns } => format!("interval:ns:{period_ns}"),
+            Self::Interval { period_ns } => {
+                let (unit, n) = [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)]
+                    .into_iter()
+                    .find(|(_, ns)| period_ns % ns == 0)
+                    .map_or(("ns", *period_ns), |(unit, ns)| (unit, period_ns / ns));
+                format!("interval:{unit}:{n}")
+            }
         }
     }
 

@@ -376,7 +376,15 @@ fn explain(plan: &Plan) -> String {
             let _ = writeln!(out, "  runs in weft (no kernel program)");
             continue;
         }
-        let _ = writeln!(out, "  kernel: generic tracepoint program");
+        let how = match &attach.target {
+            Target::Tracepoint { .. } => "weft_trace_tracepoint, perf event linked with a cookie",
+            Target::Kprobe { .. } => "weft_trace_kprobe, perf event linked with a cookie",
+            Target::Uprobe { .. } => "weft_trace_uprobe/uretprobe, attached with a cookie",
+            Target::Profile { .. } => "weft_trace_perf, one CPU clock event per CPU with a cookie",
+            Target::Fentry { .. } => "a copy of weft_trace_fentry/fexit loaded for this function",
+            _ => "a copy of weft_trace_raw_tp",
+        };
+        let _ = writeln!(out, "  kernel program: {how}");
         let mut tests: Vec<String> = attach.filters.iter().map(ToString::to_string).collect();
         if let Some(comm) = &attach.comm {
             tests.push(format!("comm == \"{comm}\""));
@@ -385,9 +393,15 @@ fn explain(plan: &Plan) -> String {
             let _ = writeln!(out, "  kernel tests: {}", tests.join(" and "));
         }
         let strings: Vec<&str> = attach.strings.iter().map(|f| f.name.as_str()).collect();
+        let stacks = match (attach.kstack, attach.ustack) {
+            (true, true) => "; kernel and user stacks",
+            (true, false) => "; kernel stack",
+            (false, true) => "; user stack",
+            (false, false) => "",
+        };
         let _ = writeln!(
             out,
-            "  kernel copies: task ids, comm, time, cpu; {} context bytes; strings [{}]",
+            "  kernel copies: task ids, comm, time, cpu; {} context bytes; strings [{}]{stacks}",
             attach.raw_len,
             strings.join(", ")
         );
