@@ -90,25 +90,37 @@ pub struct TraceArgs {
 
     /// Run this command (split on blanks), trace while it runs, and stop
     /// when it exits; `cpid` is its pid.
-    #[arg(short = 'c', long, value_name = "COMMAND")]
+    #[arg(short = 'c', long, value_name = "COMMAND", help_heading = "Tracing")]
     pub command: Option<String>,
 
     /// Output format.
-    #[arg(short = 'f', long, value_enum, default_value = "text")]
+    #[arg(
+        short = 'f',
+        long,
+        value_enum,
+        default_value = "text",
+        help_heading = "Output"
+    )]
     pub format: TraceFormat,
 
     /// Print the probes, what the kernel copies and tests for each, and what
     /// runs in weft; then exit without tracing.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub explain: bool,
 
     /// Ring buffer size per CPU (e.g. 16MiB); rounded up to a power of two.
-    #[arg(long, value_name = "SIZE", default_value = "8MiB", value_parser = parse_size)]
+    #[arg(
+        long,
+        value_name = "SIZE",
+        default_value = "8MiB",
+        value_parser = parse_size,
+        help_heading = "Tracing"
+    )]
     pub ring_size: u64,
 
     /// Also keep every event whose predicate held in this capture directory
     /// (new or empty), one source per probe, for `weft query`.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", help_heading = "Output")]
     pub store: Option<std::path::PathBuf>,
 }
 

@@ -222,19 +222,26 @@ fn update_fd_slot(map_fd: RawFd, key: u32, inner_fd: RawFd) -> std::io::Result<(
         value: (&raw const value) as u64,
         flags: 0,
     };
-    // SAFETY: a valid bpf_attr whose pointers outlive the call.
+    bpf(BPF_MAP_UPDATE_ELEM, &attr).map(drop)
+}
+
+/// The `bpf(2)` system call `cmd` with `attr`, the leading part of a
+/// `union bpf_attr` for commands the kernel only reads it for (pointers in
+/// it must outlive the call); returns the result, a new fd for some.
+pub fn bpf<T>(cmd: libc::c_long, attr: &T) -> std::io::Result<libc::c_long> {
+    // SAFETY: `attr` is valid for `size_of::<T>()` bytes and only read.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_bpf,
-            BPF_MAP_UPDATE_ELEM,
-            &raw const attr,
-            std::mem::size_of::<ElemAttr>(),
+            cmd,
+            std::ptr::from_ref(attr),
+            std::mem::size_of::<T>(),
         )
     };
     if rc < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(())
+    Ok(rc)
 }
 
 /// A task name as the kernel keeps it (`task_struct::comm`): at most 15

@@ -63,6 +63,47 @@ pub enum ProbeKind {
     },
 }
 
+impl ProbeKind {
+    /// The name the `probe` builtin gives, as bpftrace spells it.
+    pub fn name(&self) -> String {
+        match self {
+            Self::Begin => "BEGIN".into(),
+            Self::End => "END".into(),
+            Self::Tracepoint { category, name } => format!("tracepoint:{category}:{name}"),
+            Self::RawTracepoint { name } => format!("rawtracepoint:{name}"),
+            Self::Fentry { function, exit } => {
+                format!("{}:{function}", if *exit { "fexit" } else { "fentry" })
+            }
+            Self::Kprobe { function, exit } => {
+                format!("{}:{function}", if *exit { "kretprobe" } else { "kprobe" })
+            }
+            Self::Uprobe { path, symbol, exit } => {
+                format!(
+                    "{}:{path}:{symbol}",
+                    if *exit { "uretprobe" } else { "uprobe" }
+                )
+            }
+            Self::Profile { hz } => format!("profile:hz:{hz}"),
+            Self::Interval { period_ns } => {
+                let (unit, n) = [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)]
+                    .into_iter()
+                    .find(|(_, ns)| period_ns % ns == 0)
+                    .map_or(("ns", *period_ns), |(unit, ns)| (unit, period_ns / ns));
+                format!("interval:{unit}:{n}")
+            }
+        }
+    }
+
+    /// The function the `func` builtin gives.
+    pub fn function(&self) -> &str {
+        match self {
+            Self::Fentry { function, .. } | Self::Kprobe { function, .. } => function,
+            Self::Uprobe { symbol, .. } => symbol,
+            _ => "",
+        }
+    }
+}
+
 /// A statement.
 #[derive(Debug, Clone)]
 pub enum Stmt {

@@ -5,7 +5,7 @@ use std::{collections::HashMap, io::Write};
 
 use crate::{
     ast::{BinOp, Builtin, Expr, ExprKind, MapRef, Stmt, UnOp},
-    check::{Attach, MapKind, Plan, Target},
+    check::{Attach, MapKind, Plan},
     format,
     kernel::FieldKind,
     output::{self, Agg, Format},
@@ -536,16 +536,6 @@ fn local_time(pattern: &str) -> String {
         )
     };
     String::from_utf8_lossy(&buf[..len]).into_owned()
-}
-
-/// Which probes of the plan are user-space timers and markers.
-pub fn attaches_of(plan: &Plan, wanted: impl Fn(&Target) -> bool) -> Vec<usize> {
-    plan.attaches
-        .iter()
-        .enumerate()
-        .filter(|(_, a)| wanted(&a.target))
-        .map(|(i, _)| i)
-        .collect()
 }
 
 #[cfg(test)]

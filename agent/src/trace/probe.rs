@@ -400,19 +400,8 @@ fn link_perf_event(prog_fd: RawFd, event: perf_event::Counter, cookie: u64) -> R
         bpf_cookie: cookie,
         zero: [0; 4],
     };
-    // SAFETY: a valid bpf_attr of the size passed; the kernel only reads it.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_LINK_CREATE,
-            &raw const attr,
-            std::mem::size_of::<LinkCreate>(),
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error())
-            .context("BPF_LINK_CREATE with a cookie failed (Linux 5.15 or later is needed)");
-    }
+    let fd = ebpf::bpf(BPF_LINK_CREATE, &attr)
+        .context("BPF_LINK_CREATE with a cookie failed (Linux 5.15 or later is needed)")?;
     // SAFETY: the syscall returned a new file descriptor that nothing else owns.
     let link = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
     Ok(Link {
