@@ -63,6 +63,9 @@ const USER_TOP: u64 = 0x0000_8000_0000_0000;
 /// `common_type` cannot say which tracepoint fired: the kernel overwrites
 /// the record's first 8 bytes with a `pt_regs` pointer before BPF runs.)
 #[tracepoint]
+// Inlined into the entry point the macro makes: older verifiers (6.1)
+// reject a global subprogram that takes the context.
+#[inline(always)]
 pub fn weft_trace_tracepoint(ctx: TracePointContext) -> u32 {
     // SAFETY: the helper only reads the current run context.
     let key = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
@@ -73,17 +76,20 @@ pub fn weft_trace_tracepoint(ctx: TracePointContext) -> u32 {
 /// kprobes and kretprobes: the context is the `pt_regs` the arguments and
 /// return value are read from.
 #[kprobe]
+#[inline(always)]
 pub fn weft_trace_kprobe(ctx: ProbeContext) -> u32 {
     registers(&ctx)
 }
 
 /// uprobes (aya attaches them, and needs the entry and return kinds apart).
 #[uprobe]
+#[inline(always)]
 pub fn weft_trace_uprobe(ctx: ProbeContext) -> u32 {
     registers(&ctx)
 }
 
 #[uretprobe]
+#[inline(always)]
 pub fn weft_trace_uretprobe(ctx: RetProbeContext) -> u32 {
     registers(&ctx)
 }
@@ -100,6 +106,7 @@ fn registers<C: StackIdContext>(ctx: &C) -> u32 {
 /// `profile:hz:N`: a CPU clock sample. No context bytes are copied (the
 /// context is not the registers themselves), so probes have no fields.
 #[perf_event]
+#[inline(always)]
 pub fn weft_trace_perf(ctx: PerfEventContext) -> u32 {
     // SAFETY: the helper only reads the current run context.
     let key = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
@@ -112,18 +119,21 @@ pub fn weft_trace_perf(ctx: PerfEventContext) -> u32 {
 macro_rules! copies {
     ($($i:literal: $fentry:ident $fexit:ident $raw:ident;)*) => {$(
         #[fentry]
+        #[inline(always)]
         pub fn $fentry(ctx: FEntryContext) -> u32 {
             capture(&ctx, copy_key(CopyKind::Fentry, $i));
             0
         }
 
         #[fexit]
+        #[inline(always)]
         pub fn $fexit(ctx: FExitContext) -> u32 {
             capture(&ctx, copy_key(CopyKind::Fexit, $i));
             0
         }
 
         #[raw_tracepoint]
+        #[inline(always)]
         pub fn $raw(ctx: RawTracePointContext) -> u32 {
             capture(&ctx, copy_key(CopyKind::RawTracepoint, $i));
             0

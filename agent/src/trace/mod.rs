@@ -81,9 +81,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         .map(|dir| TraceStore::create(dir, &plan))
         .transpose()?;
     let result = event_loop(&plan, &mut runtime, &mut probe, &mut keep, child.as_mut());
-    if let Some(child) = child {
-        child.finish();
-    }
+    drop(child);
     // Detach first, so that every event counted in the kernel is drained.
     probe.detach();
     let mut out = std::io::stdout().lock();
@@ -211,9 +209,12 @@ impl HeldChild {
         }
         self.exited
     }
+}
 
-    /// Kills the command if it still runs, and reaps it.
-    fn finish(mut self) {
+impl Drop for HeldChild {
+    /// Kills the command if it still runs, and reaps it: on every way out,
+    /// errors included, so no stopped child is left holding weft's pipes.
+    fn drop(&mut self) {
         if !self.exited() {
             // SAFETY: signals and reaps our own child.
             unsafe {

@@ -36,6 +36,9 @@ use weft_trace::{
 use super::stacks::Stacks;
 use crate::{delivery::Delivery, ebpf, trace::kernel::event_id};
 
+/// Distinct stacks kept for `kstack`/`ustack`.
+const STACKS: u32 = 16384;
+
 /// The tracepoint program every tracepoint attach point shares.
 const TRACEPOINT_PROGRAM: &str = "weft_trace_tracepoint";
 /// The program of kprobes, kretprobes, uprobes and uretprobes.
@@ -88,6 +91,16 @@ impl TraceProbe {
             .btf(None)
             .override_global(IGNORE_GLOBAL, &own, true)
             .map_max_entries(RINGS_MAP, cpus)
+            // The kernel allocates every stack slot up front: size the map
+            // only when a probe records stacks.
+            .map_max_entries(
+                STACKS_MAP,
+                if plan.attaches.iter().any(|a| a.kstack || a.ustack) {
+                    STACKS
+                } else {
+                    1
+                },
+            )
             .load(ebpf::trace_object()?)
             .context("failed to load the trace programs");
         let rings = rings.join().expect("the ring thread does not panic")?;
