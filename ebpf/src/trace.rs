@@ -26,9 +26,10 @@ use aya_ebpf::{
 use weft_probes::{
     syscall::MAX_CPUS,
     trace::{
-        COUNTERS, CopyKind, Counter, Filter, copy_key, HEADER_SIZE, Header, MAX_FILTERS, MAX_RAW, MAX_STRINGS, OP_EQ,
-        OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, ProbeConfig, SCRATCH, STRING_DATA_LOC, STRING_LEN,
-        STACK_KERNEL, STACK_USER, SUBJECT_FIELD, SUBJECT_NONE, SUBJECT_PID, SUBJECT_TID, SUBJECT_UID,
+        COUNTERS, CopyKind, Counter, Filter, HEADER_SIZE, Header, MAX_FILTERS, MAX_STRINGS, OP_EQ,
+        OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, ProbeConfig, RAW_MASK, SCRATCH, STACK_KERNEL,
+        STACK_USER, STRING_DATA_LOC, STRING_LEN, STRINGS_MASK, SUBJECT_FIELD, SUBJECT_NONE,
+        SUBJECT_PID, SUBJECT_TID, SUBJECT_UID, copy_key,
     },
 };
 
@@ -245,7 +246,9 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
     let buf = unsafe { &mut *buf };
     // SAFETY: helpers without preconditions.
     let (ns, cpu) = unsafe { (bpf_ktime_get_ns(), bpf_get_smp_processor_id()) };
-    let raw_len = (config.raw_len as usize).min(MAX_RAW);
+    // A mask, not `min`: the compiler keeps it, and 6.1's verifier follows
+    // it (it loses a `min` bound and rejects the copy below).
+    let raw_len = config.raw_len as usize & RAW_MASK;
     let stack = |wanted: u8, flags: u64| {
         if config.stacks & wanted == 0 {
             return -1;
@@ -267,7 +270,7 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
     };
     // SAFETY: the scratch buffer holds at least a header; unaligned write.
     unsafe { core::ptr::write_unaligned(buf.as_mut_ptr().cast::<Header>(), header) };
-    let strings = (config.strings as usize).min(MAX_STRINGS);
+    let strings = config.strings as usize & STRINGS_MASK;
     for i in 0..MAX_STRINGS {
         if i >= strings {
             break;
@@ -276,7 +279,8 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
     }
     let start = HEADER_SIZE + strings * STRING_LEN;
     if raw_len > 0 {
-        // SAFETY: start + raw_len ≤ SCRATCH (asserted in weft_probes::trace);
+        // SAFETY: start + raw_len ≤ SCRATCH by the masks (asserted in
+        // weft_probes::trace);
         // the helper checks the source.
         unsafe {
             probe_read(

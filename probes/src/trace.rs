@@ -23,9 +23,17 @@ pub const MAX_STRINGS: usize = 3;
 pub const MAX_RAW: usize = 256;
 /// Predicate parts tested in the kernel per probe at most.
 pub const MAX_FILTERS: usize = 4;
-/// Bytes of the per-CPU scratch record (header, strings, context).
-pub const SCRATCH: usize = 512;
-const _: () = assert!(HEADER_SIZE + MAX_STRINGS * STRING_LEN + MAX_RAW <= SCRATCH);
+/// Bytes of the per-CPU scratch record (header, strings, context). The
+/// kernel bounds lengths with masks ([`RAW_MASK`], [`STRINGS_MASK`]) that
+/// older verifiers follow, so the scratch holds the masked maximum.
+pub const SCRATCH: usize = 1024;
+/// Mask bounding the context bytes copied (user space asks for at most
+/// [`MAX_RAW`]).
+pub const RAW_MASK: usize = 2 * MAX_RAW - 1;
+/// Mask bounding the number of strings (at most [`MAX_STRINGS`]).
+pub const STRINGS_MASK: usize = 3;
+const _: () = assert!(MAX_STRINGS <= STRINGS_MASK);
+const _: () = assert!(HEADER_SIZE + STRINGS_MASK * STRING_LEN + RAW_MASK <= SCRATCH);
 
 /// Copies of the fentry, fexit and raw tracepoint programs in the object:
 /// these attach without a cookie, so each target needs a program of its
