@@ -4,8 +4,10 @@
 //! `nanosleep:MS:K`, `direct-read:PATH:BYTES` (one `O_DIRECT` read of
 //! BYTES, a multiple of 4096, from the start of PATH), `drop-cache:PATH`
 //! (fsync, then drop PATH's pages from the page cache) or `read:PATH:BYTES`
-//! (read PATH to its end, BYTES at a time) or `switches:PATH` (write the
-//! thread's voluntary context switches so far into PATH). It first blocks reading one byte from stdin, so a tracer
+//! (read PATH to its end, BYTES at a time) or `switches:PATH` (the
+//! thread's voluntary context switches so far, written into PATH once all
+//! steps are done, so that writing it cannot block inside a measured
+//! interval). It first blocks reading one byte from stdin, so a tracer
 //! can attach to its pid before anything counted happens, then runs the steps
 //! in order with raw `syscall(2)` calls (no libc caching) and exits.
 
@@ -28,13 +30,28 @@ fn main() -> ExitCode {
         eprintln!("weft-workload: stdin closed before the start signal");
         return ExitCode::from(2);
     }
+    let mut switches = Vec::new();
     for step in parsed {
-        if let Err(error) = run(step) {
+        if let Err(error) = run(step, &mut switches) {
             eprintln!("weft-workload: {error}");
             return ExitCode::FAILURE;
         }
     }
+    for (path, count) in switches {
+        if let Err(error) = std::fs::write(&path, count.to_string()) {
+            eprintln!("weft-workload: {path}: {error}");
+            return ExitCode::FAILURE;
+        }
+    }
     ExitCode::SUCCESS
+}
+
+/// The calling thread's voluntary context switches so far.
+fn voluntary_switches() -> i64 {
+    // SAFETY: getrusage fills the zeroed struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &raw mut usage) };
+    usage.ru_nvcsw
 }
 
 enum Step {
@@ -71,7 +88,8 @@ fn parse(step: &str) -> Option<Step> {
     parts.next().is_none().then_some(step)
 }
 
-fn run(step: Step) -> std::io::Result<()> {
+/// Runs one step; `switches` collects the readings of `switches:PATH` steps.
+fn run(step: Step, switches: &mut Vec<(String, i64)>) -> std::io::Result<()> {
     match step {
         Step::Getppid(n) => {
             for _ in 0..n {
@@ -103,12 +121,7 @@ fn run(step: Step) -> std::io::Result<()> {
         }
         Step::DirectRead { path, bytes } => direct_read(&path, bytes)?,
         Step::DropCache(path) => drop_cache(&path)?,
-        Step::Switches(path) => {
-            // SAFETY: getrusage fills the zeroed struct.
-            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-            unsafe { libc::getrusage(libc::RUSAGE_THREAD, &raw mut usage) };
-            std::fs::write(path, usage.ru_nvcsw.to_string())?;
-        }
+        Step::Switches(path) => switches.push((path, voluntary_switches())),
         Step::Read { path, bytes } => {
             use std::io::Read as _;
             let mut file = std::fs::File::open(path)?;
