@@ -160,26 +160,28 @@ fn accept(
         let (sender, schemas, rejected) = (sender.clone(), schemas.clone(), rejected.clone());
         let _ = std::thread::Builder::new()
             .name("weft-app-client".into())
-            .spawn(move || {
-                if serve(&stream, &sender, &schemas).is_err() {
-                    rejected.fetch_add(1, Ordering::Relaxed);
-                }
-            });
+            .spawn(move || serve(&stream, &sender, &schemas, &rejected));
     }
 }
 
-/// Reads one client's lines until it closes; `Err` after rejecting a line
-/// (the client has been told why).
-fn serve(stream: &UnixStream, sender: &SyncSender<Message>, schemas: &Schemas) -> Result<(), ()> {
+/// Reads one client's lines until it closes or a line is rejected: that
+/// is counted, then the client is told why (so whoever reads the reply
+/// also finds it counted).
+fn serve(
+    stream: &UnixStream,
+    sender: &SyncSender<Message>,
+    schemas: &Schemas,
+    rejected: &AtomicU64,
+) {
     let mut accepted = 0u64;
     let mut out = stream;
     let mut names: HashMap<String, (Arc<str>, usize)> = HashMap::new();
     for (number, line) in BufReader::new(stream).lines().enumerate() {
-        let Ok(line) = line else { return Ok(()) };
+        let Ok(line) = line else { return };
         let reply = match line.split_once(' ').unwrap_or((line.as_str(), "")) {
             ("sync", "") => {
                 if writeln!(out, "ok {accepted}").is_err() {
-                    return Ok(()); // the client left
+                    return; // the client left
                 }
                 Ok(())
             }
@@ -188,11 +190,11 @@ fn serve(stream: &UnixStream, sender: &SyncSender<Message>, schemas: &Schemas) -
             (word, _) => Err(format!("unknown message `{word}` (source, record or sync)")),
         };
         if let Err(why) = reply {
+            rejected.fetch_add(1, Ordering::Relaxed);
             let _ = writeln!(out, "error {}: {why}", number + 1);
-            return Err(());
+            return;
         }
     }
-    Ok(())
 }
 
 fn define(
