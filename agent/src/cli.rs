@@ -9,12 +9,23 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "weft", version, about, long_about = None)]
 pub struct Cli {
+    /// Without a command, weft opens the terminal UI on a live capture
+    /// (`weft tui`).
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// The terminal UI: live, or on a recording (`weft tui DIR`).
+    ///
+    /// Live, weft records into a capture of bounded size (a temporary one,
+    /// removed on quit, unless -o keeps it) and shows per source the
+    /// records/s, losses and a headline metric, per syscall the
+    /// p50/p90/p99/p99.9/max latency over a sliding window, and answers the
+    /// query language in its query bar (`:`). `?` lists the keys.
+    Tui(TuiArgs),
+
     /// Count system calls and their latency percentiles, per syscall.
     ///
     /// Traces every completed system call on the machine (or those selected by
@@ -298,6 +309,38 @@ pub struct RecordArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct TuiArgs {
+    /// A capture directory to open instead of capturing live (no root
+    /// needed); `[` and `]` move its time cursor.
+    #[arg(value_name = "DIR")]
+    pub dir: Option<std::path::PathBuf>,
+    /// Sources of a live capture (`weft sources` lists them; `net` attaches
+    /// a classifier to every interface that is up).
+    #[arg(
+        long,
+        value_name = "SOURCES",
+        value_delimiter = ',',
+        default_value = "syscalls,sched,block,pagecache",
+        help_heading = "Live capture"
+    )]
+    pub sources: Vec<String>,
+    /// Keep the live capture in this directory (default: a temporary one,
+    /// removed on quit).
+    #[arg(long, short = 'o', value_name = "DIR", help_heading = "Live capture")]
+    pub output: Option<std::path::PathBuf>,
+    /// Keep about this much of the most recent time.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration, help_heading = "Live capture")]
+    pub retain: Duration,
+    /// Keep the live capture under this size, deleting the oldest data first.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size, help_heading = "Live capture")]
+    pub max_disk: u64,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    #[command(flatten)]
+    pub capture: CaptureArgs,
+}
+
+#[derive(Debug, Args)]
 #[command(next_help_heading = "Recording")]
 pub struct RecordOutputArgs {
     /// The capture directory to write (created with mode 0700).
@@ -354,7 +397,7 @@ pub struct StatArgs {
     pub capture: CaptureArgs,
 }
 
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 #[command(next_help_heading = "Filters (applied in the kernel)")]
 pub struct FilterArgs {
     /// Trace only these processes (thread group ids).
@@ -405,7 +448,7 @@ pub struct OutputArgs {
     pub json: bool,
 }
 
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 #[command(next_help_heading = "Capture")]
 pub struct CaptureArgs {
     /// Ring buffer size per CPU (e.g. 16MiB); rounded up to a power of two.
@@ -567,7 +610,7 @@ mod tests {
             "write,close",
         ])
         .unwrap();
-        let Command::Stat(args) = cli.command else {
+        let Some(Command::Stat(args)) = cli.command else {
             panic!("parsed as another command")
         };
         assert_eq!(args.filter.pid, vec![1, 2, 3]);

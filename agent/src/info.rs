@@ -46,6 +46,16 @@ fn summarise(dir: &Path) -> Result<Value> {
     }))
 }
 
+/// Records of `source` lost over all `sessions` of a capture's metadata.
+pub fn lost(sessions: &Value, source: &str) -> u64 {
+    sessions
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|x| x["lost"][source]["lost"].as_u64().unwrap_or(0))
+        .sum()
+}
+
 fn render(dir: &Path, s: &Value) -> String {
     let mut out = String::new();
     // Writing to a String cannot fail.
@@ -70,10 +80,7 @@ fn write_summary(out: &mut String, dir: &Path, s: &Value) -> std::fmt::Result {
     }
     for source in s["sources"].as_array().into_iter().flatten() {
         let name = source["name"].as_str().unwrap_or_default();
-        let lost: u64 = sessions
-            .iter()
-            .map(|x| x["lost"][name]["lost"].as_u64().unwrap_or(0))
-            .sum();
+        let lost = lost(&s["sessions"], name);
         writeln!(
             out,
             "source    {name}: {} records, lost {lost}",

@@ -22,6 +22,7 @@ mod syscall;
 mod tasks;
 mod tc;
 mod trace;
+mod tui;
 
 use std::process::ExitCode;
 
@@ -45,7 +46,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let result = match &cli.command {
+    // `weft` alone is `weft tui` with its defaults.
+    let command = cli.command.unwrap_or_else(|| {
+        cli::Cli::parse_from(["weft", "tui"])
+            .command
+            .expect("given")
+    });
+    let result = match &command {
+        cli::Command::Tui(args) => tui::run(args),
         cli::Command::Stat(args) => stat::run(args),
         cli::Command::Record(args) => record::run(args),
         cli::Command::Info(args) => info::run(args),

@@ -53,6 +53,25 @@ pub fn answer(
     now: Option<u64>,
     full_scan: bool,
 ) -> Result<String> {
+    let started = Instant::now();
+    let (answer, wall_offset) = ask(snapshot, dir, query, now, full_scan)?;
+    Ok(match format {
+        OutputFormat::Explain => explain(&answer, started.elapsed()),
+        OutputFormat::Json => answer.to_json_lines(),
+        OutputFormat::Csv => answer.to_csv(),
+        OutputFormat::Table => answer.to_table(wall_offset),
+    })
+}
+
+/// Answers `query` on `snapshot` of the capture in `dir`, with the
+/// capture's wall-clock offset for printing times.
+pub fn ask(
+    snapshot: &Snapshot,
+    dir: &Path,
+    query: &str,
+    now: Option<u64>,
+    full_scan: bool,
+) -> Result<(weft_query::Answer, Option<i64>)> {
     let failed = |error: weft_query::Error| match error {
         weft_query::Error::Query { .. } => anyhow!("{}", error.render(query)),
         other => anyhow!(other).context(format!("failed to query {}", dir.display())),
@@ -67,14 +86,8 @@ pub fn answer(
     if full_scan {
         catalog.without_indexes();
     }
-    let started = Instant::now();
     let answer = weft_query::answer(snapshot, &catalog, &parsed).map_err(failed)?;
-    Ok(match format {
-        OutputFormat::Explain => explain(&answer, started.elapsed()),
-        OutputFormat::Json => answer.to_json_lines(),
-        OutputFormat::Csv => answer.to_csv(),
-        OutputFormat::Table => answer.to_table(catalog.wall_offset),
-    })
+    Ok((answer, catalog.wall_offset))
 }
 
 /// The plan, the store's work and the time taken.

@@ -6,7 +6,7 @@ use std::{
     io::{IsTerminal as _, Write as _},
     path::Path,
     process::ExitCode,
-    sync::Arc,
+    sync::{Arc, Mutex, PoisonError},
     time::{Duration, Instant},
 };
 
@@ -30,6 +30,21 @@ use crate::{
 
 /// Runs `weft record` until the duration ends, SIGINT or SIGTERM.
 pub fn run(args: &RecordArgs) -> Result<ExitCode> {
+    record(args, None)
+}
+
+/// What a recording shares with a terminal UI running beside it.
+pub struct Live {
+    /// Receives the store's reader once the probes are attached.
+    pub ready: std::sync::mpsc::Sender<weft_store::Reader>,
+    /// The counters, renewed every second.
+    pub health: Arc<Mutex<weft_tui::Health>>,
+    /// Stops the recording, as SIGINT would.
+    pub stop: Arc<tokio::sync::Notify>,
+}
+
+/// Records until the duration ends, SIGINT, SIGTERM or `live`'s stop.
+pub fn record(args: &RecordArgs, live: Option<Live>) -> Result<ExitCode> {
     let chosen = chosen_sources(&args.sources)?;
     let (options, drain_interval) = resolve::probe_options(&args.filter, &args.capture)?;
     let dir = &args.output.output;
@@ -43,6 +58,10 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode> {
         spec_sources.insert(spec.source, (spec.define(&mut store)?, spec.layout()));
     }
     let tasks = TaskNames::define(&mut store)?;
+    if let Some(live) = &live {
+        // The UI may have given up waiting; recording goes on regardless.
+        let _ = live.ready.send(store.reader());
+    }
     // Warn and record on: a capture without live queries beats none.
     let _live = live::serve(store.reader(), dir.clone()).unwrap_or_else(|error| {
         eprintln!("weft: live queries unavailable: {error:#}");
@@ -59,6 +78,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode> {
             names.join(", "),
             dir.display()
         ),
+        stop: live.as_ref().map(|l| Arc::clone(&l.stop)),
     };
     let (metadata, session_index) = capture::start_session(dir, &described)?;
     let mut recorder = Recorder {
@@ -70,7 +90,8 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode> {
         metadata,
         lag: (0, 0),
         error: None,
-        status: std::io::stderr().is_terminal(),
+        status: live.is_none() && std::io::stderr().is_terminal(),
+        health: live.map(|l| l.health),
         start: Instant::now(),
         duration: args.output.duration,
         dir: dir.clone(),
@@ -323,6 +344,8 @@ struct Recorder {
     error: Option<anyhow::Error>,
     /// Whether to draw a status line (stderr is a terminal).
     status: bool,
+    /// Where a terminal UI reads the counters, when one runs.
+    health: Option<Arc<Mutex<weft_tui::Health>>>,
     start: Instant,
     duration: Option<Duration>,
     dir: std::path::PathBuf,
@@ -407,6 +430,10 @@ impl Consumer for Recorder {
         if self.status {
             self.draw_status(accounting);
         }
+        if let Some(health) = &self.health {
+            let now = self.health_of(accounting);
+            *health.lock().unwrap_or_else(PoisonError::into_inner) = now;
+        }
         self.lag.0 = 0;
         Ok(true)
     }
@@ -429,6 +456,39 @@ impl Recorder {
             .collect();
         self.metadata[capture::APP_SOURCES][name] = Value::Object(kinds);
         capture::write_metadata(&self.dir, &self.metadata)
+    }
+
+    /// The counters a terminal UI shows.
+    fn health_of(&self, accounting: &Accounting) -> weft_tui::Health {
+        use weft_tui::SourceHealth;
+        let mut sources = Vec::new();
+        if let Some(l) = &accounting.syscalls {
+            sources.push(SourceHealth {
+                name: capture::SYSCALLS.into(),
+                received: l.delivery.received,
+                lost: l.lost(),
+            });
+        }
+        for (spec, l) in &accounting.sources {
+            sources.push(SourceHealth {
+                name: spec.name.into(),
+                received: l.delivery.received,
+                lost: l.lost(),
+            });
+        }
+        if let Some(app) = accounting.app {
+            sources.push(SourceHealth {
+                name: APP.into(),
+                received: app.received,
+                lost: 0,
+            });
+        }
+        weft_tui::Health {
+            sources,
+            drain_lag_ns: self.lag.0,
+            disk_bytes: capture::size_on_disk(&self.dir),
+            ended: false,
+        }
     }
 
     fn draw_status(&self, accounting: &Accounting) {

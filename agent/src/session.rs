@@ -3,9 +3,13 @@
 //! SIGINT or on SIGTERM, then detach and drain what is left so that the
 //! final counts are exact.
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use anyhow::{Context as _, Result};
+use tokio::sync::Notify;
 use weft_probes::syscall::SyscallEvent;
 
 use crate::{
@@ -25,6 +29,8 @@ pub struct Session {
     /// Printed to stderr once signals are handled, so that whoever waits
     /// for it may send SIGINT right away.
     pub ready: String,
+    /// Stops the capture as a signal would (the terminal UI's quit).
+    pub stop: Option<Arc<Notify>>,
 }
 
 /// What a capture does with its events.
@@ -207,6 +213,7 @@ async fn capture(
     tokio::pin!(deadline);
     let mut interrupt = signal(SignalKind::interrupt()).context("failed to handle SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("failed to handle SIGTERM")?;
+    let stop = session.stop.clone().unwrap_or_default();
     eprintln!("{}", session.ready);
     loop {
         tokio::select! {
@@ -220,6 +227,7 @@ async fn capture(
             () = &mut deadline => break,
             _ = interrupt.recv() => break,
             _ = terminate.recv() => break,
+            () = stop.notified() => break,
         }
     }
     Ok(())

@@ -267,6 +267,7 @@ pub fn run(args: &StatArgs) -> Result<ExitCode> {
             "weft: tracing syscalls on {}; Ctrl-C to stop",
             probe.describe()
         ),
+        stop: None,
     };
     let mut table = Table {
         plan: &plan,

@@ -43,6 +43,15 @@ pub enum Cell {
 }
 
 impl Answer {
+    /// One cell as people read it: durations and times in human units.
+    pub fn text(&self, row: usize, column: usize, wall_offset: Option<i64>) -> String {
+        human(
+            &self.rows[row][column],
+            &self.columns[column].kind,
+            wall_offset,
+        )
+    }
+
     /// An aligned table with a header line; numbers right-aligned,
     /// durations and times in human units.
     pub fn to_table(&self, wall_offset: Option<i64>) -> String {

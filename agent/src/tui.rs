@@ -1,0 +1,293 @@
+//! `weft tui [DIR]`, and `weft` alone: the terminal UI (crate `weft-tui`)
+//! on a live capture, recorded in-process by `record` on its own thread, or
+//! on a recording. Both are a [`Feed`] to the UI.
+
+use std::{
+    fs,
+    io::Write as _,
+    os::{
+        fd::{AsFd as _, AsRawFd as _, OwnedFd},
+        unix::fs::OpenOptionsExt as _,
+    },
+    path::{Path, PathBuf},
+    process::ExitCode,
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicBool, Ordering},
+        mpsc,
+    },
+};
+
+use anyhow::{Context as _, Result, anyhow};
+use weft_query::Answer;
+use weft_store::{Reader, Snapshot};
+use weft_tui::{Feed, Health, SourceHealth};
+
+use crate::{
+    capture,
+    cli::{RecordArgs, RecordOutputArgs, TuiArgs},
+    ebpf, info, query,
+    record::{self, Live},
+};
+
+pub fn run(args: &TuiArgs) -> Result<ExitCode> {
+    match &args.dir {
+        Some(dir) => {
+            let feed: Arc<dyn Feed> = Arc::new(Recording::open(dir)?);
+            weft_tui::run(&feed).context("the terminal failed")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        None => live(args),
+    }
+}
+
+/// Records on a thread of its own while the UI runs on this one; the
+/// recorder's messages go to a log shown after the UI closes.
+fn live(args: &TuiArgs) -> Result<ExitCode> {
+    ebpf::check_privileges()?;
+    let temporary = args.output.is_none();
+    let dir = args
+        .output
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("weft-live-{}", std::process::id())));
+    if temporary {
+        // A directory left by an earlier weft that had this pid.
+        let _ = fs::remove_dir_all(&dir);
+    }
+    let record_args = RecordArgs {
+        sources: args.sources.clone(),
+        app_group: None,
+        cgroup: None,
+        interface: Vec::new(),
+        port: Vec::new(),
+        addr: Vec::new(),
+        filter: args.filter.clone(),
+        output: RecordOutputArgs {
+            output: dir.clone(),
+            duration: None,
+            max_disk: Some(args.max_disk),
+            retain: Some(args.retain),
+            append: false,
+        },
+        capture: args.capture.clone(),
+    };
+    let log = Redirect::stderr(
+        &std::env::temp_dir().join(format!("weft-live-{}.log", std::process::id())),
+    )?;
+    let (ready, reader) = mpsc::channel();
+    let health = Arc::new(Mutex::new(Health::default()));
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let ended = Arc::new(AtomicBool::new(false));
+    let recorder = {
+        let live = Live {
+            ready,
+            health: Arc::clone(&health),
+            stop: Arc::clone(&stop),
+        };
+        let ended = Arc::clone(&ended);
+        std::thread::Builder::new()
+            .name("weft-record".into())
+            .spawn(move || {
+                let result = record::record(&record_args, Some(live));
+                ended.store(true, Ordering::Relaxed);
+                result
+            })
+            .context("failed to start the recorder")?
+    };
+    // Until the probes are attached there is nothing to show; a recorder
+    // that fails first drops the sender.
+    let shown = reader.recv().map(|reader| {
+        let feed: Arc<dyn Feed> = Arc::new(LiveFeed {
+            reader,
+            dir: dir.clone(),
+            sources: args.sources.join(", "),
+            health,
+            ended,
+        });
+        weft_tui::run(&feed)
+    });
+    stop.notify_one();
+    let outcome = recorder
+        .join()
+        .unwrap_or_else(|_| Err(anyhow!("the recorder panicked")));
+    log.restore();
+    if temporary {
+        let _ = fs::remove_dir_all(&dir);
+    }
+    if let Ok(shown) = shown {
+        shown.context("the terminal failed")?;
+    }
+    outcome
+}
+
+/// A capture being recorded now.
+struct LiveFeed {
+    reader: Reader,
+    dir: PathBuf,
+    sources: String,
+    health: Arc<Mutex<Health>>,
+    ended: Arc<AtomicBool>,
+}
+
+impl Feed for LiveFeed {
+    fn ask(&self, query: &str) -> Result<Answer, String> {
+        let snapshot = self.reader.snapshot();
+        ask(&snapshot, &self.dir, query, Some(weft_store::now_ns()))
+    }
+
+    fn health(&self) -> Health {
+        let mut health = self
+            .health
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        health.ended = self.ended.load(Ordering::Relaxed);
+        health
+    }
+
+    fn schema(&self) -> Vec<(String, Vec<String>)> {
+        schema(&self.reader.snapshot(), &self.dir)
+    }
+
+    fn range(&self) -> Option<(u64, u64)> {
+        None
+    }
+
+    fn title(&self) -> String {
+        format!("live: {}", self.sources)
+    }
+
+    fn wall_offset(&self) -> Option<i64> {
+        Some(capture::wall_offset_ns())
+    }
+}
+
+/// A capture directory, as it was when opened.
+struct Recording {
+    snapshot: Snapshot,
+    dir: PathBuf,
+    health: Health,
+    range: Option<(u64, u64)>,
+    wall_offset: Option<i64>,
+}
+
+impl Recording {
+    fn open(dir: &Path) -> Result<Self> {
+        let metadata = capture::read_metadata(dir)?;
+        let (snapshot, _) = weft_store::open_read_only(dir)
+            .with_context(|| format!("failed to open {}", dir.display()))?;
+        let mut sources = Vec::new();
+        for source in &snapshot.meta().sources {
+            let (count, _) = snapshot.aggregate(source.id, 0, 0..=u64::MAX)?;
+            sources.push(SourceHealth {
+                name: source.name.clone(),
+                received: count.count,
+                lost: info::lost(&metadata["sessions"], &source.name),
+            });
+        }
+        let range = snapshot.time_range()?.map(|r| (*r.start(), *r.end()));
+        Ok(Self {
+            health: Health {
+                sources,
+                drain_lag_ns: 0,
+                disk_bytes: capture::size_on_disk(dir),
+                ended: false,
+            },
+            range,
+            wall_offset: capture::catalog(&snapshot, &metadata, false)?.wall_offset,
+            snapshot,
+            dir: dir.to_owned(),
+        })
+    }
+}
+
+impl Feed for Recording {
+    fn ask(&self, query: &str) -> Result<Answer, String> {
+        ask(&self.snapshot, &self.dir, query, None)
+    }
+
+    fn health(&self) -> Health {
+        self.health.clone()
+    }
+
+    fn schema(&self) -> Vec<(String, Vec<String>)> {
+        schema(&self.snapshot, &self.dir)
+    }
+
+    fn range(&self) -> Option<(u64, u64)> {
+        // An empty capture has no time to move in; it shows as live, empty.
+        self.range
+    }
+
+    fn title(&self) -> String {
+        format!("recording {}", self.dir.display())
+    }
+
+    fn wall_offset(&self) -> Option<i64> {
+        self.wall_offset
+    }
+}
+
+fn ask(snapshot: &Snapshot, dir: &Path, text: &str, now: Option<u64>) -> Result<Answer, String> {
+    query::ask(snapshot, dir, text, now, false)
+        .map(|(answer, _)| answer)
+        .map_err(|error| format!("{error:#}"))
+}
+
+/// Each source and its columns, as queries name them.
+fn schema(snapshot: &Snapshot, dir: &Path) -> Vec<(String, Vec<String>)> {
+    let Ok(metadata) = capture::read_metadata(dir) else {
+        return Vec::new();
+    };
+    let Ok(catalog) = capture::catalog(snapshot, &metadata, false) else {
+        return Vec::new();
+    };
+    catalog
+        .sources
+        .iter()
+        .map(|s| {
+            let columns = s.columns.iter().map(|c| c.name.clone()).collect();
+            (s.name.clone(), columns)
+        })
+        .collect()
+}
+
+/// Standard error sent to a file while the UI owns the terminal.
+struct Redirect {
+    saved: OwnedFd,
+    path: PathBuf,
+}
+
+impl Redirect {
+    fn stderr(path: &Path) -> Result<Self> {
+        let _ = fs::remove_file(path);
+        let file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .with_context(|| format!("failed to create {}", path.display()))?;
+        let saved = std::io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .context("failed to duplicate stderr")?;
+        // SAFETY: both descriptors are open; dup2 replaces fd 2 atomically.
+        if unsafe { libc::dup2(file.as_raw_fd(), libc::STDERR_FILENO) } < 0 {
+            return Err(std::io::Error::last_os_error()).context("failed to redirect stderr");
+        }
+        Ok(Self {
+            saved,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Puts standard error back and prints what was written meanwhile.
+    fn restore(self) {
+        // SAFETY: `saved` is the original stderr, still open.
+        unsafe { libc::dup2(self.saved.as_raw_fd(), libc::STDERR_FILENO) };
+        if let Ok(text) = fs::read(&self.path) {
+            let _ = std::io::stderr().write_all(&text);
+        }
+        let _ = fs::remove_file(&self.path);
+    }
+}

@@ -1,0 +1,629 @@
+//! The UI's state. Key presses and query answers change it; `draw` renders
+//! it. Nothing here touches a terminal, so every behaviour is testable.
+
+use std::collections::{HashMap, VecDeque};
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
+use weft_query::{Answer, Cell};
+
+use crate::{
+    feed::{Feed, Health},
+    input::{Input, InputKind},
+};
+
+/// The views, in the order of their number keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    Overview,
+    Latency,
+    Query,
+}
+
+impl View {
+    pub const ALL: [View; 3] = [View::Overview, View::Latency, View::Query];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            View::Overview => "Overview",
+            View::Latency => "Latency",
+            View::Query => "Query",
+        }
+    }
+}
+
+/// The sliding windows the latency view offers, as written in queries.
+pub const WINDOWS: [(&str, u64); 3] = [
+    ("10s", 10_000_000_000),
+    ("1m", 60_000_000_000),
+    ("5m", 300_000_000_000),
+];
+
+/// How many rate samples an overview row keeps (one a refresh).
+pub const TREND: usize = 60;
+
+/// A question for the feed, and what its answer is for.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Job {
+    /// The latency table.
+    Latency(String),
+    /// The histogram of the selected latency row.
+    Hist(String),
+    /// A source's headline metric.
+    Headline(String, String),
+    /// A query the user typed or drilled into.
+    User(String),
+}
+
+impl Job {
+    pub fn query(&self) -> &str {
+        match self {
+            Job::Latency(q) | Job::Hist(q) | Job::Headline(_, q) | Job::User(q) => q,
+        }
+    }
+}
+
+/// What the event loop should do after a key press.
+#[derive(Debug, PartialEq)]
+pub enum Effect {
+    None,
+    /// Ask the refresh queries again now (the window, filter, cursor or
+    /// selection changed).
+    Refresh,
+    /// Run the user's query.
+    Run(Job),
+}
+
+/// One row of the overview.
+#[derive(Clone, Debug, Default)]
+pub struct SourceRow {
+    pub name: String,
+    pub received: u64,
+    pub lost: u64,
+    /// Records a second over the last refreshes, oldest first.
+    pub rates: VecDeque<f64>,
+    /// The headline metric, as text.
+    pub headline: String,
+}
+
+/// A column of the latency table to sort by, and the direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sort {
+    pub column: usize,
+    pub descending: bool,
+}
+
+/// The whole UI state.
+pub struct App {
+    pub view: View,
+    pub title: String,
+    /// A recording's first and last arrival; `None` when live.
+    pub range: Option<(u64, u64)>,
+    /// A recording's present: the end of every window.
+    pub cursor: u64,
+    /// Index into [`WINDOWS`].
+    pub window: usize,
+    /// Only this process name (`comm`), when set.
+    pub filter: Option<String>,
+    /// The display stops changing; the capture goes on.
+    pub frozen: bool,
+    pub help: bool,
+    /// The query bar or the filter bar, while open.
+    pub input: Option<Input>,
+    pub history: Vec<String>,
+    pub schema: Vec<(String, Vec<String>)>,
+    pub wall_offset: Option<i64>,
+    pub sources: Vec<SourceRow>,
+    pub health: Health,
+    /// When the last health sample was taken (seconds since start).
+    health_at: Option<f64>,
+    pub latency: Option<Result<Answer, String>>,
+    pub sort: Sort,
+    /// Selected row of the latency table (in sorted order) or of the
+    /// query result.
+    pub selected: usize,
+    pub hist: Option<Answer>,
+    /// The last query the user ran, and its answer.
+    pub result: Option<(String, Result<Answer, String>)>,
+    /// A note for the status line (completions, what a key did).
+    pub message: String,
+    pub quit: bool,
+}
+
+impl App {
+    pub fn new(feed: &dyn Feed) -> Self {
+        let range = feed.range();
+        Self {
+            view: View::Overview,
+            title: feed.title(),
+            range,
+            cursor: range.map_or(0, |(_, last)| last),
+            window: 0,
+            filter: None,
+            frozen: false,
+            help: false,
+            input: None,
+            history: Vec::new(),
+            schema: feed.schema(),
+            wall_offset: feed.wall_offset(),
+            sources: Vec::new(),
+            health: Health::default(),
+            health_at: None,
+            latency: None,
+            sort: Sort {
+                column: 1,
+                descending: true,
+            },
+            selected: 0,
+            hist: None,
+            result: None,
+            message: String::new(),
+            quit: false,
+        }
+    }
+
+    pub fn live(&self) -> bool {
+        self.range.is_none()
+    }
+
+    /// The window clause every refresh query ends with: `last 10s` live,
+    /// the range ending at the cursor in a recording.
+    pub fn window_clause(&self) -> String {
+        let (name, ns) = WINDOWS[self.window];
+        if self.live() {
+            format!("last {name}")
+        } else {
+            format!("[{}, {}]", self.cursor.saturating_sub(ns), self.cursor)
+        }
+    }
+
+    fn window_secs(&self) -> f64 {
+        WINDOWS[self.window].1 as f64 / 1e9
+    }
+
+    /// The process filter as a condition, e.g. `comm = "redis-server"`.
+    fn filter_condition(&self) -> Option<String> {
+        self.filter.as_ref().map(|comm| {
+            let op = if comm.contains(['*', '?']) { "~" } else { "=" };
+            format!("comm {op} {}", quote(comm))
+        })
+    }
+
+    /// `syscalls`, with the process filter's `where` when set.
+    fn syscalls_where(&self, more: Option<String>) -> String {
+        let conditions: Vec<String> = more.into_iter().chain(self.filter_condition()).collect();
+        if conditions.is_empty() {
+            "syscalls".into()
+        } else {
+            format!("syscalls where {}", conditions.join(" and "))
+        }
+    }
+
+    pub fn latency_query(&self) -> String {
+        format!(
+            "{} | count, p50(dur), p90(dur), p99(dur), p99.9(dur), max(dur) by name {}",
+            self.syscalls_where(None),
+            self.window_clause()
+        )
+    }
+
+    fn hist_query(&self, name: &str) -> String {
+        format!(
+            "{} | hist(dur) {}",
+            self.syscalls_where(Some(format!("name = {}", quote(name)))),
+            self.window_clause()
+        )
+    }
+
+    /// The query behind a source's headline metric, if it has one.
+    fn headline_query(&self, source: &str) -> Option<String> {
+        let window = self.window_clause();
+        Some(match source {
+            "syscalls" => format!("{} | count, p99(dur) {window}", self.syscalls_where(None)),
+            "sched" => format!("sched | p99(runq) {window}"),
+            "block" => format!("block | p99(latency) {window}"),
+            "net" => format!("net | count, sum(len) {window}"),
+            "pagecache" => format!("pagecache | sum(pages) by kind {window}"),
+            _ => return None,
+        })
+    }
+
+    /// The queries that keep the views current.
+    pub fn refresh_jobs(&self) -> Vec<Job> {
+        let mut jobs = vec![Job::Latency(self.latency_query())];
+        if let Some(name) = self.selected_syscall() {
+            jobs.push(Job::Hist(self.hist_query(&name)));
+        }
+        for row in &self.sources {
+            if let Some(query) = self.headline_query(&row.name) {
+                jobs.push(Job::Headline(row.name.clone(), query));
+            }
+        }
+        jobs
+    }
+
+    /// Takes a sample of the capture's counters, `at` seconds since start.
+    pub fn apply_health(&mut self, health: Health, at: f64) {
+        if self.frozen {
+            return;
+        }
+        let elapsed = self.health_at.map(|last| at - last);
+        for source in &health.sources {
+            if !self.sources.iter().any(|r| r.name == source.name) {
+                self.sources.push(SourceRow {
+                    name: source.name.clone(),
+                    ..SourceRow::default()
+                });
+            }
+            let row = self
+                .sources
+                .iter_mut()
+                .find(|r| r.name == source.name)
+                .expect("added above");
+            if let Some(elapsed) = elapsed.filter(|e| *e > 0.0) {
+                let rate = source.received.saturating_sub(row.received) as f64 / elapsed;
+                if row.rates.len() == TREND {
+                    row.rates.pop_front();
+                }
+                row.rates.push_back(rate);
+            }
+            row.received = source.received;
+            row.lost = source.lost;
+        }
+        self.health = health;
+        self.health_at = Some(at);
+    }
+
+    /// Takes an answer the feed gave for `job`. Answers to refresh
+    /// queries that no longer match the state (the window or filter
+    /// changed meanwhile) are dropped, as are all but the user's while
+    /// frozen.
+    pub fn apply(&mut self, job: Job, answer: Result<Answer, String>) {
+        if self.frozen && !matches!(job, Job::User(_)) {
+            return;
+        }
+        match job {
+            Job::Latency(query) if query == self.latency_query() => {
+                self.latency = Some(answer);
+                let rows = self.latency_rows().len();
+                if self.view == View::Latency {
+                    self.selected = self.selected.min(rows.saturating_sub(1));
+                }
+            }
+            Job::Hist(query) => {
+                let current = self.selected_syscall().map(|name| self.hist_query(&name));
+                if current.as_deref() == Some(query.as_str()) {
+                    self.hist = answer.ok();
+                }
+            }
+            Job::Headline(source, query)
+                if self.headline_query(&source).as_ref() == Some(&query) =>
+            {
+                let text = answer.map_or_else(|e| first_line(&e), |a| self.headline(&source, &a));
+                if let Some(row) = self.sources.iter_mut().find(|r| r.name == source) {
+                    row.headline = text;
+                }
+            }
+            Job::User(query) => {
+                self.result = Some((query, answer));
+                if self.view == View::Query {
+                    self.selected = 0;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A source's headline from the answer to its query.
+    fn headline(&self, source: &str, answer: &Answer) -> String {
+        let Some(row) = answer.rows.first() else {
+            return String::new();
+        };
+        let int = |i: usize| match row.get(i) {
+            Some(Cell::Int(n)) => Some(*n),
+            _ => None,
+        };
+        let text = |i: usize| answer.text(0, i, self.wall_offset);
+        match source {
+            "syscalls" if int(0).unwrap_or(0) > 0 => format!("p99 {}", text(1)),
+            "sched" if int(0).is_some() => format!("run-queue p99 {}", text(0)),
+            "block" if int(0).is_some() => format!("I/O p99 {}", text(0)),
+            "net" => {
+                let secs = self.window_secs();
+                format!(
+                    "{:.0} packets/s, {}/s",
+                    int(0).unwrap_or(0) as f64 / secs,
+                    bytes(int(1).unwrap_or(0) as f64 / secs)
+                )
+            }
+            "pagecache" => hit_ratio(answer).map_or_else(
+                || "no lookups (hit ratio needs Linux 6.10)".into(),
+                |ratio| format!("hit ratio {:.1}%", ratio * 100.0),
+            ),
+            _ => String::new(),
+        }
+    }
+
+    /// Latency rows in display order: indexes into the answer's rows.
+    pub fn latency_rows(&self) -> Vec<usize> {
+        let Some(Ok(answer)) = &self.latency else {
+            return Vec::new();
+        };
+        let mut order: Vec<usize> = (0..answer.rows.len()).collect();
+        let column = self.sort.column.min(answer.columns.len().saturating_sub(1));
+        order.sort_by(|&a, &b| {
+            let ordering = compare(&answer.rows[a][column], &answer.rows[b][column]);
+            if self.sort.descending {
+                ordering.reverse()
+            } else {
+                ordering
+            }
+        });
+        order
+    }
+
+    /// The syscall name of the selected latency row.
+    pub fn selected_syscall(&self) -> Option<String> {
+        let Some(Ok(answer)) = &self.latency else {
+            return None;
+        };
+        let row = *self.latency_rows().get(self.selected)?;
+        match &answer.rows[row][0] {
+            Cell::Text(name) => Some(name.clone()),
+            _ => Some(answer.text(row, 0, None)),
+        }
+    }
+
+    /// Handles a key press.
+    pub fn key(&mut self, key: KeyEvent) -> Effect {
+        if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
+            self.quit = true;
+            return Effect::None;
+        }
+        if self.input.is_some() {
+            return self.input_key(key);
+        }
+        if self.help {
+            // Any key closes the help; `q` still quits.
+            self.help = false;
+            if key.code != KeyCode::Char('q') {
+                return Effect::None;
+            }
+        }
+        self.message.clear();
+        match key.code {
+            KeyCode::Char('q') => self.quit = true,
+            KeyCode::Char('?') => self.help = true,
+            KeyCode::Char('f') => {
+                self.frozen = !self.frozen;
+                return if self.frozen {
+                    Effect::None
+                } else {
+                    Effect::Refresh
+                };
+            }
+            KeyCode::Char(':') => self.input = Some(Input::new(InputKind::Query, "")),
+            KeyCode::Char('/') => {
+                let current = self.filter.clone().unwrap_or_default();
+                self.input = Some(Input::new(InputKind::Filter, &current));
+            }
+            KeyCode::Char(c @ '1'..='3') => self.show(View::ALL[c as usize - '1' as usize]),
+            KeyCode::Tab => {
+                let next = View::ALL.iter().position(|v| *v == self.view).unwrap_or(0) + 1;
+                self.show(View::ALL[next % View::ALL.len()]);
+            }
+            KeyCode::Char('w') => {
+                self.window = (self.window + 1) % WINDOWS.len();
+                return Effect::Refresh;
+            }
+            KeyCode::Char('[') if !self.live() => return self.move_cursor(false),
+            KeyCode::Char(']') if !self.live() => return self.move_cursor(true),
+            KeyCode::Char('s') if self.view == View::Latency => {
+                self.sort.column = (self.sort.column + 1) % 7;
+                self.sort.descending = self.sort.column != 0;
+            }
+            KeyCode::Char('r') if self.view == View::Latency => {
+                self.sort.descending = !self.sort.descending;
+            }
+            KeyCode::Up => return self.select(-1),
+            KeyCode::Down => return self.select(1),
+            KeyCode::PageUp => return self.select(-10),
+            KeyCode::PageDown => return self.select(10),
+            KeyCode::Home => return self.select(i64::MIN / 2),
+            KeyCode::End => return self.select(i64::MAX / 2),
+            KeyCode::Enter => return self.drill(),
+            _ => {}
+        }
+        Effect::None
+    }
+
+    /// Mouse wheel scrolls the selection.
+    pub fn mouse(&mut self, event: MouseEvent) -> Effect {
+        match event.kind {
+            MouseEventKind::ScrollUp => self.select(-3),
+            MouseEventKind::ScrollDown => self.select(3),
+            _ => Effect::None,
+        }
+    }
+
+    fn show(&mut self, view: View) {
+        if self.view != view {
+            self.view = view;
+            self.selected = 0;
+        }
+    }
+
+    /// Moves the recording's cursor by one window, within the recording.
+    fn move_cursor(&mut self, forward: bool) -> Effect {
+        let Some((first, last)) = self.range else {
+            return Effect::None;
+        };
+        let step = WINDOWS[self.window].1;
+        self.cursor = if forward {
+            self.cursor.saturating_add(step).min(last)
+        } else {
+            self.cursor.saturating_sub(step).max(first)
+        };
+        Effect::Refresh
+    }
+
+    /// Moves the selection by `delta` rows in the current view.
+    fn select(&mut self, delta: i64) -> Effect {
+        let rows = match self.view {
+            View::Overview => self.sources.len(),
+            View::Latency => self.latency_rows().len(),
+            View::Query => match &self.result {
+                Some((_, Ok(answer))) => answer.rows.len(),
+                _ => 0,
+            },
+        };
+        let before = self.selected;
+        self.selected = self
+            .selected
+            .saturating_add_signed(delta as isize)
+            .min(rows.saturating_sub(1));
+        if self.view == View::Latency && self.selected != before {
+            self.hist = None;
+            return Effect::Refresh;
+        }
+        Effect::None
+    }
+
+    /// Enter: from a syscall to its slowest calls; from a listed record
+    /// to everything its thread did around it.
+    fn drill(&mut self) -> Effect {
+        let query = match self.view {
+            View::Overview => {
+                let Some(row) = self.sources.get(self.selected) else {
+                    return Effect::None;
+                };
+                format!(
+                    "{} | sort time desc | limit 100 {}",
+                    row.name,
+                    self.window_clause()
+                )
+            }
+            View::Latency => {
+                let Some(name) = self.selected_syscall() else {
+                    return Effect::None;
+                };
+                format!(
+                    "{} | sort dur desc | limit 100 {}",
+                    self.syscalls_where(Some(format!("name = {}", quote(&name)))),
+                    self.window_clause()
+                )
+            }
+            View::Query => match self.around_selected() {
+                Some(query) => query,
+                None => return Effect::None,
+            },
+        };
+        self.run_query(query)
+    }
+
+    /// For a selected record with a `time` and a `tid`: the syscalls of
+    /// that thread in the second around it.
+    fn around_selected(&self) -> Option<String> {
+        let Some((_, Ok(answer))) = &self.result else {
+            return None;
+        };
+        let row = answer.rows.get(self.selected)?;
+        let column = |name: &str| {
+            let i = answer.columns.iter().position(|h| h.name == name)?;
+            match row[i] {
+                Cell::Int(n) => Some(n),
+                _ => None,
+            }
+        };
+        let (time, tid) = (column("time")?, column("tid")?);
+        let second = 1_000_000_000;
+        Some(format!(
+            "syscalls where tid = {tid} [{}, {}]",
+            time.saturating_sub(second).max(0),
+            time + second
+        ))
+    }
+
+    fn run_query(&mut self, query: String) -> Effect {
+        if self.history.last() != Some(&query) {
+            self.history.push(query.clone());
+        }
+        self.show(View::Query);
+        self.message = "running…".into();
+        Effect::Run(Job::User(query))
+    }
+
+    fn input_key(&mut self, key: KeyEvent) -> Effect {
+        let input = self.input.as_mut().expect("checked by the caller");
+        match key.code {
+            KeyCode::Esc => self.input = None,
+            KeyCode::Enter => {
+                let input = self.input.take().expect("checked above");
+                let text = input.text.trim().to_owned();
+                return match input.kind {
+                    InputKind::Query if text.is_empty() => Effect::None,
+                    InputKind::Query => self.run_query(text),
+                    InputKind::Filter => {
+                        self.filter = (!text.is_empty()).then_some(text);
+                        self.selected = 0;
+                        Effect::Refresh
+                    }
+                };
+            }
+            KeyCode::Tab if input.kind == InputKind::Query => {
+                self.message = input.complete(&self.schema);
+            }
+            KeyCode::Up if input.kind == InputKind::Query => input.history(&self.history, -1),
+            KeyCode::Down if input.kind == InputKind::Query => input.history(&self.history, 1),
+            _ => input.edit(key),
+        }
+        Effect::None
+    }
+}
+
+/// A string literal of the query language.
+fn quote(text: &str) -> String {
+    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or_default().to_owned()
+}
+
+/// Orders cells as numbers when both are, else as text.
+fn compare(a: &Cell, b: &Cell) -> std::cmp::Ordering {
+    let number = |c: &Cell| match c {
+        Cell::Int(n) => Some(*n as f64),
+        Cell::Float(f) => Some(*f),
+        _ => None,
+    };
+    match (number(a), number(b)) {
+        (Some(x), Some(y)) => x.total_cmp(&y),
+        (Some(_), None) => std::cmp::Ordering::Greater,
+        (None, Some(_)) => std::cmp::Ordering::Less,
+        (None, None) => format!("{a:?}").cmp(&format!("{b:?}")),
+    }
+}
+
+/// Page-cache hits over lookups, from `sum(pages) by kind`: a lookup
+/// that had to add its pages was a miss.
+fn hit_ratio(answer: &Answer) -> Option<f64> {
+    let mut pages = HashMap::new();
+    for (i, row) in answer.rows.iter().enumerate() {
+        if let Some(Cell::Int(n)) = row.get(1) {
+            pages.insert(answer.text(i, 0, None), *n);
+        }
+    }
+    let lookups = *pages.get("lookup").filter(|n| **n > 0)?;
+    let adds = pages.get("add").copied().unwrap_or(0).min(lookups);
+    Some((lookups - adds) as f64 / lookups as f64)
+}
+
+/// `1.2 MB`, `512 B`.
+pub fn bytes(n: f64) -> String {
+    match n {
+        n if n >= 1e9 => format!("{:.1} GB", n / 1e9),
+        n if n >= 1e6 => format!("{:.1} MB", n / 1e6),
+        n if n >= 1e3 => format!("{:.1} kB", n / 1e3),
+        n => format!("{n:.0} B"),
+    }
+}

@@ -1,0 +1,375 @@
+//! Drawing: a pure function of [`App`]. Every view fits 80×24.
+
+use ratatui::{
+    Frame,
+    layout::{Constraint, Layout, Rect},
+    style::{Color, Modifier, Style, Stylize as _},
+    text::{Line, Span},
+    widgets::{Block, Borders, Cell as TableCell, Clear, Paragraph, Row, Table, TableState, Wrap},
+};
+use weft_query::Answer;
+
+use crate::app::{App, View, WINDOWS, bytes};
+
+/// Draws the whole screen.
+pub fn draw(frame: &mut Frame, app: &App) {
+    let error = input_error(app);
+    let bottom = 1 + error.as_ref().map_or(0, |e| e.lines().count() as u16);
+    let [top, body, status] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(3),
+        Constraint::Length(bottom),
+    ])
+    .areas(frame.area());
+    frame.render_widget(title(app), top);
+    match app.view {
+        View::Overview => overview(frame, app, body),
+        View::Latency => latency(frame, app, body),
+        View::Query => query(frame, app, body),
+    }
+    status_line(frame, app, status, error.as_deref());
+    if app.help {
+        help(frame, body);
+    }
+}
+
+fn title(app: &App) -> Line<'static> {
+    let mut spans = vec![
+        Span::styled(" weft ", Style::new().bold().reversed()),
+        Span::raw(format!(" {} ", app.title)),
+    ];
+    for (i, view) in View::ALL.iter().enumerate() {
+        let text = format!(" {} {} ", i + 1, view.name());
+        spans.push(if *view == app.view {
+            Span::styled(text, Style::new().reversed())
+        } else {
+            Span::raw(text)
+        });
+    }
+    spans.push(Span::raw(format!(" window {}", WINDOWS[app.window].0)));
+    if !app.live() {
+        spans.push(Span::raw(format!(" @ {}", clock(app, app.cursor))));
+    }
+    if let Some(filter) = &app.filter {
+        spans.push(Span::styled(
+            format!(" process {filter}"),
+            Style::new().cyan(),
+        ));
+    }
+    if app.frozen {
+        spans.push(Span::styled(" FROZEN ", Style::new().black().on_yellow()));
+    }
+    Line::from(spans)
+}
+
+/// A time of the capture: wall clock when known, else seconds since boot.
+fn clock(app: &App, ns: u64) -> String {
+    match app.wall_offset {
+        Some(offset) => {
+            let wall = (ns.cast_signed() + offset) / 1_000_000_000;
+            let day = wall.rem_euclid(86_400);
+            format!("{:02}:{:02}:{:02}", day / 3600, day / 60 % 60, day % 60)
+        }
+        None => format!("{:.3}s", ns as f64 / 1e9),
+    }
+}
+
+fn overview(frame: &mut Frame, app: &App, area: Rect) {
+    let [table_area, health_area] =
+        Layout::vertical([Constraint::Min(3), Constraint::Length(3)]).areas(area);
+    let trend_width = (area.width as usize).saturating_sub(62).clamp(8, 60);
+    let header = Row::new([
+        "source",
+        "records/s",
+        "trend",
+        "records",
+        "lost",
+        "headline",
+    ])
+    .style(Style::new().bold());
+    let rows = app.sources.iter().map(|row| {
+        let rate = row.rates.back().copied();
+        let lost = TableCell::from(row.lost.to_string()).style(if row.lost > 0 {
+            Style::new().white().on_red().bold()
+        } else {
+            Style::new()
+        });
+        Row::new(vec![
+            TableCell::from(row.name.clone()),
+            TableCell::from(rate.map_or("-".into(), rate_text)),
+            TableCell::from(sparkline(row.rates.iter().copied(), trend_width)).green(),
+            TableCell::from(row.received.to_string()),
+            lost,
+            TableCell::from(row.headline.clone()),
+        ])
+    });
+    let widths = [
+        Constraint::Length(10),
+        Constraint::Length(10),
+        Constraint::Length(trend_width as u16),
+        Constraint::Length(11),
+        Constraint::Length(8),
+        Constraint::Min(10),
+    ];
+    let table = Table::new(rows, widths)
+        .header(header)
+        .block(Block::new().borders(Borders::TOP).title("sources"))
+        .row_highlight_style(Style::new().reversed());
+    let mut state = TableState::new().with_selected(Some(app.selected));
+    frame.render_stateful_widget(table, table_area, &mut state);
+    let h = &app.health;
+    let rate: f64 = app.sources.iter().filter_map(|r| r.rates.back()).sum();
+    let lost: u64 = app.sources.iter().map(|r| r.lost).sum();
+    let text = format!(
+        "drain lag {:.1} ms · ingest {}/s · disk {} · lost {lost}",
+        h.drain_lag_ns as f64 / 1e6,
+        rate_text(rate),
+        bytes(h.disk_bytes as f64)
+    );
+    let style = if lost > 0 {
+        Style::new().red()
+    } else {
+        Style::new()
+    };
+    frame.render_widget(
+        Paragraph::new(text)
+            .style(style)
+            .block(Block::new().borders(Borders::TOP).title("agent")),
+        health_area,
+    );
+}
+
+fn rate_text(rate: f64) -> String {
+    match rate {
+        r if r >= 1e6 => format!("{:.2}M", r / 1e6),
+        r if r >= 1e4 => format!("{:.1}k", r / 1e3),
+        r => format!("{r:.0}"),
+    }
+}
+
+/// The last `width` values as block characters scaled to their maximum.
+pub fn sparkline(values: impl DoubleEndedIterator<Item = f64>, width: usize) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let mut last: Vec<f64> = values.rev().take(width).collect();
+    last.reverse();
+    let max = last.iter().copied().fold(0.0, f64::max);
+    last.iter()
+        .map(|v| {
+            if max <= 0.0 {
+                BARS[0]
+            } else {
+                let level = ((v / max) * 7.0).round().clamp(0.0, 7.0);
+                #[expect(clippy::cast_sign_loss, reason = "clamped to 0..=7")]
+                BARS[level as usize]
+            }
+        })
+        .collect()
+}
+
+fn latency(frame: &mut Frame, app: &App, area: Rect) {
+    let hist_height = if area.height >= 16 {
+        area.height / 2
+    } else {
+        0
+    };
+    let [table_area, hist_area] =
+        Layout::vertical([Constraint::Min(3), Constraint::Length(hist_height)]).areas(area);
+    let title = format!(
+        "syscall latency, last {} (s: sort, r: reverse, Enter: slowest calls)",
+        WINDOWS[app.window].0
+    );
+    let block = Block::new().borders(Borders::TOP).title(title);
+    match &app.latency {
+        None => frame.render_widget(Paragraph::new("waiting for data…").block(block), table_area),
+        Some(Err(error)) => {
+            frame.render_widget(Paragraph::new(error.clone()).red().block(block), table_area);
+        }
+        Some(Ok(answer)) => {
+            let order = app.latency_rows();
+            let marked = |i: usize, name: &str| {
+                if i == app.sort.column {
+                    format!("{name}{}", if app.sort.descending { "▼" } else { "▲" })
+                } else {
+                    name.to_owned()
+                }
+            };
+            let names = ["syscall", "count", "p50", "p90", "p99", "p99.9", "max"];
+            let header = Row::new(names.iter().enumerate().map(|(i, n)| marked(i, n)))
+                .style(Style::new().bold());
+            let rows = order.iter().map(|&row| {
+                Row::new((0..answer.columns.len()).map(|c| answer.text(row, c, app.wall_offset)))
+            });
+            let mut widths = vec![Constraint::Length(18)];
+            widths.extend([Constraint::Length(10); 6]);
+            let table = Table::new(rows, widths)
+                .header(header)
+                .block(block)
+                .row_highlight_style(Style::new().reversed());
+            let mut state = TableState::new().with_selected(Some(app.selected));
+            frame.render_stateful_widget(table, table_area, &mut state);
+        }
+    }
+    if hist_height > 0 {
+        hist(frame, app, hist_area);
+    }
+}
+
+/// The selected syscall's latency histogram.
+fn hist(frame: &mut Frame, app: &App, area: Rect) {
+    let name = app.selected_syscall().unwrap_or_default();
+    let block = Block::new()
+        .borders(Borders::TOP)
+        .title(format!("{name} latency histogram"));
+    let Some(answer) = &app.hist else {
+        frame.render_widget(Paragraph::new("").block(block), area);
+        return;
+    };
+    let max = answer
+        .rows
+        .iter()
+        .filter_map(|r| match r.get(2) {
+            Some(weft_query::Cell::Int(n)) => Some(*n),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let bar_width = (area.width as usize).saturating_sub(34).max(4);
+    let lines: Vec<Line> = answer
+        .rows
+        .iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let count = match row.get(2) {
+                Some(weft_query::Cell::Int(n)) => *n,
+                _ => 0,
+            };
+            let width =
+                (count.unsigned_abs() as usize * bar_width).div_ceil(max.unsigned_abs() as usize);
+            Line::from(vec![
+                Span::raw(format!(
+                    "{:>9} .. {:<9} {:>9} ",
+                    answer.text(i, 0, None),
+                    answer.text(i, 1, None),
+                    count
+                )),
+                Span::styled("█".repeat(width), Style::new().green()),
+            ])
+        })
+        .collect();
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+fn query(frame: &mut Frame, app: &App, area: Rect) {
+    let Some((text, answer)) = &app.result else {
+        let hint = "Press : to ask a question, e.g.\n  syscalls | count, p99(dur) by name last 60s\n  syscalls where dur > p99.99 last 60s\n  sched around (syscalls | max(dur) last 60s) within 5s";
+        frame.render_widget(
+            Paragraph::new(hint).block(Block::new().borders(Borders::TOP).title("query")),
+            area,
+        );
+        return;
+    };
+    let block = Block::new().borders(Borders::TOP).title(text.clone());
+    match answer {
+        Err(error) => frame.render_widget(
+            Paragraph::new(error.clone())
+                .red()
+                .wrap(Wrap { trim: false })
+                .block(block),
+            area,
+        ),
+        Ok(answer) => answer_table(frame, app, answer, block, area),
+    }
+}
+
+/// An answer as a scrollable table, columns as wide as their content.
+fn answer_table(frame: &mut Frame, app: &App, answer: &Answer, block: Block, area: Rect) {
+    let texts: Vec<Vec<String>> = (0..answer.rows.len())
+        .map(|r| {
+            (0..answer.columns.len())
+                .map(|c| answer.text(r, c, app.wall_offset))
+                .collect()
+        })
+        .collect();
+    let widths: Vec<Constraint> = answer
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(c, header)| {
+            let widest = texts
+                .iter()
+                .map(|row| row[c].chars().count())
+                .chain([header.name.chars().count()])
+                .max()
+                .unwrap_or(1);
+            Constraint::Length(widest.min(40) as u16)
+        })
+        .collect();
+    let header = Row::new(answer.columns.iter().map(|h| h.name.clone())).style(Style::new().bold());
+    let count = texts.len();
+    let table = Table::new(texts.into_iter().map(Row::new), widths)
+        .header(header)
+        .block(block.title_bottom(format!("{count} rows")))
+        .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED));
+    let mut state = TableState::new().with_selected(Some(app.selected));
+    frame.render_stateful_widget(table, area, &mut state);
+}
+
+/// The query's error, shown above the query bar while it is open.
+fn input_error(app: &App) -> Option<String> {
+    let input = app.input.as_ref()?;
+    match &app.result {
+        Some((query, Err(error))) if *query == input.text.trim() => Some(error.clone()),
+        _ => None,
+    }
+}
+
+fn status_line(frame: &mut Frame, app: &App, area: Rect, error: Option<&str>) {
+    let mut lines: Vec<Line> = error
+        .iter()
+        .flat_map(|e| e.lines().map(|l| Line::from(l.to_owned()).red()))
+        .collect();
+    if let Some(input) = &app.input {
+        lines.push(Line::from(format!("{}{}", input.prompt(), input.text)));
+        let x = area.x + (input.prompt().chars().count() + input.cursor) as u16;
+        frame.set_cursor_position((x.min(area.right().saturating_sub(1)), area.bottom() - 1));
+    } else if !app.message.is_empty() {
+        lines.push(Line::from(app.message.clone()).yellow());
+    } else {
+        let keys = if app.live() {
+            "q quit  ? help  : query  / process  f freeze  w window  Tab view"
+        } else {
+            "q quit  ? help  : query  / process  [ ] move in time  w window  Tab view"
+        };
+        lines.push(Line::from(keys).dark_gray());
+    }
+    frame.render_widget(Paragraph::new(lines), area);
+}
+
+const HELP: &str = "\
+1 2 3, Tab   overview, latency, query views
+:            query bar (Tab completes, Up/Down history, Esc closes)
+/            show one process only (empty: all)
+w            window: 10s, 1m, 5m
+[ ]          move back/forward in time (recordings)
+f            freeze the display (capture continues)
+s r          sort by the next column, reverse (latency)
+Up Down      select; mouse wheel scrolls
+Enter        drill down: slowest calls, the thread around a record
+q Ctrl-C     quit";
+
+fn help(frame: &mut Frame, area: Rect) {
+    let width = 76.min(area.width);
+    let height = (HELP.lines().count() as u16 + 2).min(area.height);
+    let popup = Rect {
+        x: area.x + (area.width - width) / 2,
+        y: area.y + (area.height - height) / 2,
+        width,
+        height,
+    };
+    frame.render_widget(Clear, popup);
+    frame.render_widget(
+        Paragraph::new(HELP).block(Block::bordered().title("keys").fg(Color::White)),
+        popup,
+    );
+}

@@ -1,0 +1,51 @@
+//! What the UI reads: a live capture and a recording both implement
+//! [`Feed`], so every view works on either.
+
+use weft_query::Answer;
+
+/// A capture the UI can ask.
+pub trait Feed: Send + Sync {
+    /// Answers a query in weft's query language (docs/query.md); an error
+    /// is rendered with a caret under the offending token.
+    fn ask(&self, query: &str) -> Result<Answer, String>;
+
+    /// Counters of the capture as of now.
+    fn health(&self) -> Health;
+
+    /// The sources and their fields, for completion in the query bar.
+    fn schema(&self) -> Vec<(String, Vec<String>)>;
+
+    /// The arrival times of the first and last record of a recording, in
+    /// `CLOCK_MONOTONIC` ns; `None` for a live capture, whose present is
+    /// "now".
+    fn range(&self) -> Option<(u64, u64)>;
+
+    /// What to call the capture in the title line.
+    fn title(&self) -> String;
+
+    /// The offset from `CLOCK_MONOTONIC` to wall-clock time, when known.
+    fn wall_offset(&self) -> Option<i64>;
+}
+
+/// The capture's counters.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Health {
+    /// Per source: records received and lost so far.
+    pub sources: Vec<SourceHealth>,
+    /// Longest time from a kernel record's timestamp to its arrival in the
+    /// store, over the last second.
+    pub drain_lag_ns: u64,
+    /// Bytes the capture takes on disk.
+    pub disk_bytes: u64,
+    /// The capture has stopped (a live recorder was signalled or failed):
+    /// the UI quits.
+    pub ended: bool,
+}
+
+/// One source's counters.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SourceHealth {
+    pub name: String,
+    pub received: u64,
+    pub lost: u64,
+}
