@@ -100,7 +100,6 @@ fn live(args: &TuiArgs) -> Result<ExitCode> {
         let feed: Arc<dyn Feed> = Arc::new(LiveFeed {
             reader,
             dir: dir.clone(),
-            sources: args.sources.join(", "),
             health,
             ended,
         });
@@ -111,8 +110,8 @@ fn live(args: &TuiArgs) -> Result<ExitCode> {
         .join()
         .unwrap_or_else(|_| Err(anyhow!("the recorder panicked")));
     log.restore();
-    if temporary {
-        let _ = fs::remove_dir_all(&dir);
+    if temporary && fs::remove_dir_all(&dir).is_ok() {
+        eprintln!("weft: the live capture was temporary and is gone (-o DIR keeps one)");
     }
     if let Ok(shown) = shown {
         shown.context("the terminal failed")?;
@@ -124,7 +123,6 @@ fn live(args: &TuiArgs) -> Result<ExitCode> {
 struct LiveFeed {
     reader: Reader,
     dir: PathBuf,
-    sources: String,
     health: Arc<Mutex<Health>>,
     ended: Arc<AtomicBool>,
 }
@@ -154,7 +152,7 @@ impl Feed for LiveFeed {
     }
 
     fn title(&self) -> String {
-        format!("live: {}", self.sources)
+        "live".into()
     }
 
     fn wall_offset(&self) -> Option<i64> {

@@ -304,6 +304,11 @@ impl App {
                 }
             }
             Job::User(query) => {
+                // A broken query comes back to the bar, its error above it.
+                if answer.is_err() && self.input.is_none() {
+                    self.input = Some(Input::new(InputKind::Query, &query));
+                }
+                self.message.clear();
                 self.result = Some((query, answer));
                 if self.view == View::Query {
                     self.selected = 0;

@@ -77,7 +77,7 @@ fn clock(app: &App, ns: u64) -> String {
 fn overview(frame: &mut Frame, app: &App, area: Rect) {
     let [table_area, health_area] =
         Layout::vertical([Constraint::Min(3), Constraint::Length(3)]).areas(area);
-    let trend_width = (area.width as usize).saturating_sub(62).clamp(8, 60);
+    let trend_width = (area.width as usize).saturating_sub(80).clamp(8, 60);
     let header = Row::new([
         "source",
         "records/s",
@@ -109,7 +109,7 @@ fn overview(frame: &mut Frame, app: &App, area: Rect) {
         Constraint::Length(trend_width as u16),
         Constraint::Length(11),
         Constraint::Length(8),
-        Constraint::Min(10),
+        Constraint::Min(26),
     ];
     let table = Table::new(rows, widths)
         .header(header)
@@ -315,13 +315,28 @@ fn answer_table(frame: &mut Frame, app: &App, answer: &Answer, block: Block, are
     frame.render_stateful_widget(table, area, &mut state);
 }
 
-/// The query's error, shown above the query bar while it is open.
+/// The query's error, shown above the query bar while it is open, its
+/// caret moved under the token in the bar (the error's own copy of the
+/// query is left out).
 fn input_error(app: &App) -> Option<String> {
     let input = app.input.as_ref()?;
-    match &app.result {
-        Some((query, Err(error))) if *query == input.text.trim() => Some(error.clone()),
-        _ => None,
+    let Some((query, Err(error))) = &app.result else {
+        return None;
+    };
+    if query != input.text.trim() {
+        return None;
     }
+    let echo = format!("  {query}");
+    let pad = " ".repeat(input.prompt().chars().count());
+    let lines: Vec<String> = error
+        .lines()
+        .filter(|line| *line != echo)
+        .map(|line| match line.strip_prefix("  ") {
+            Some(caret) if caret.trim_start().starts_with('^') => format!("{pad}{caret}"),
+            _ => line.to_owned(),
+        })
+        .collect();
+    Some(lines.join("\n"))
 }
 
 fn status_line(frame: &mut Frame, app: &App, area: Rect, error: Option<&str>) {

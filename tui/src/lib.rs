@@ -11,6 +11,8 @@ pub mod app;
 pub mod draw;
 mod feed;
 mod input;
+#[cfg(test)]
+mod tests;
 mod worker;
 
 use std::{

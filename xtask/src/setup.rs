@@ -18,6 +18,8 @@ const PACKAGES: &[&str] = &[
     // The export test checks Parquet files with DuckDB from PyPI, in a venv.
     "python3",
     "python3-venv",
+    // The terminal UI test drives `weft` in a real terminal.
+    "tmux",
 ];
 
 /// The `DuckDB` release the export test reads Parquet with.

@@ -1,0 +1,438 @@
+//! The UI without a terminal: state changes from keys and answers, and
+//! what each view shows at 80×24 and 200×60.
+
+use ratatui::{
+    Terminal,
+    backend::TestBackend,
+    crossterm::event::{KeyCode, KeyEvent, KeyModifiers},
+};
+use weft_query::{Answer, Cell, Header, Kind};
+
+use crate::{
+    App, Feed, Health, SourceHealth,
+    app::{Effect, Job, View},
+    draw,
+};
+
+struct Fake {
+    range: Option<(u64, u64)>,
+}
+
+impl Feed for Fake {
+    fn ask(&self, _: &str) -> Result<Answer, String> {
+        Ok(Answer::default())
+    }
+    fn health(&self) -> Health {
+        Health::default()
+    }
+    fn schema(&self) -> Vec<(String, Vec<String>)> {
+        vec![("syscalls".into(), vec!["dur".into(), "name".into()])]
+    }
+    fn range(&self) -> Option<(u64, u64)> {
+        self.range
+    }
+    fn title(&self) -> String {
+        "test".into()
+    }
+    fn wall_offset(&self) -> Option<i64> {
+        None
+    }
+}
+
+fn live() -> App {
+    App::new(&Fake { range: None })
+}
+
+fn key(app: &mut App, code: KeyCode) -> Effect {
+    app.key(KeyEvent::new(code, KeyModifiers::NONE))
+}
+
+fn typed(app: &mut App, text: &str) {
+    for c in text.chars() {
+        key(app, KeyCode::Char(c));
+    }
+}
+
+fn answer(columns: &[(&str, Kind)], rows: Vec<Vec<Cell>>) -> Answer {
+    Answer {
+        columns: columns
+            .iter()
+            .map(|(name, kind)| Header {
+                name: (*name).into(),
+                kind: kind.clone(),
+            })
+            .collect(),
+        rows,
+        ..Answer::default()
+    }
+}
+
+/// `count, p50 … max by name` for read (10 calls, slow), write (30, fast)
+/// and getppid (20).
+fn latency_answer() -> Answer {
+    let d = Kind::Duration;
+    let row = |name: &str, count, p50| {
+        let mut row = vec![Cell::Text(name.into()), Cell::Int(count)];
+        row.extend([p50, p50 * 2, p50 * 3, p50 * 4, p50 * 5].map(Cell::Int));
+        row
+    };
+    answer(
+        &[
+            ("name", Kind::Int),
+            ("count", Kind::Int),
+            ("p50(dur)", d.clone()),
+            ("p90(dur)", d.clone()),
+            ("p99(dur)", d.clone()),
+            ("p99.9(dur)", d.clone()),
+            ("max(dur)", d),
+        ],
+        vec![
+            row("read", 10, 9_000_000),
+            row("write", 30, 800),
+            row("getppid", 20, 300),
+        ],
+    )
+}
+
+fn with_latency() -> App {
+    let mut app = live();
+    let query = app.latency_query();
+    app.apply(Job::Latency(query), Ok(latency_answer()));
+    app
+}
+
+fn health(received: &[(&str, u64, u64)]) -> Health {
+    Health {
+        sources: received
+            .iter()
+            .map(|(name, received, lost)| SourceHealth {
+                name: (*name).into(),
+                received: *received,
+                lost: *lost,
+            })
+            .collect(),
+        drain_lag_ns: 4_200_000,
+        disk_bytes: 3_500_000,
+        ended: false,
+    }
+}
+
+/// The screen as lines of text.
+fn screen(app: &App, width: u16, height: u16) -> Vec<String> {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    terminal.draw(|frame| draw::draw(frame, app)).unwrap();
+    let buffer = terminal.backend().buffer();
+    (0..height)
+        .map(|y| (0..width).map(|x| buffer[(x, y)].symbol()).collect())
+        .collect()
+}
+
+fn line_with<'a>(lines: &'a [String], text: &str) -> &'a str {
+    lines
+        .iter()
+        .find(|l| l.contains(text))
+        .unwrap_or_else(|| panic!("no line with `{text}`:\n{}", lines.join("\n")))
+}
+
+#[test]
+fn latency_rows_sort_by_count_then_by_the_chosen_column() {
+    let mut app = with_latency();
+    let names = |app: &App| -> Vec<String> {
+        let Some(Ok(answer)) = &app.latency else {
+            panic!()
+        };
+        app.latency_rows()
+            .iter()
+            .map(|&r| answer.text(r, 0, None))
+            .collect()
+    };
+    assert_eq!(names(&app), ["write", "getppid", "read"]);
+    app.view = View::Latency;
+    key(&mut app, KeyCode::Char('s'));
+    assert_eq!(names(&app), ["read", "write", "getppid"], "p50 descending");
+    key(&mut app, KeyCode::Char('r'));
+    assert_eq!(names(&app), ["getppid", "write", "read"]);
+}
+
+#[test]
+fn enter_on_a_syscall_asks_for_its_slowest_calls() {
+    let mut app = with_latency();
+    key(&mut app, KeyCode::Char('2'));
+    assert_eq!(key(&mut app, KeyCode::Down), Effect::Refresh);
+    assert_eq!(app.selected_syscall().as_deref(), Some("getppid"));
+    assert!(app.refresh_jobs().contains(&Job::Hist(
+        r#"syscalls where name = "getppid" | hist(dur) last 10s"#.into()
+    )));
+    let Effect::Run(Job::User(query)) = key(&mut app, KeyCode::Enter) else {
+        panic!("Enter runs a query")
+    };
+    assert_eq!(
+        query,
+        r#"syscalls where name = "getppid" | sort dur desc | limit 100 last 10s"#
+    );
+    assert_eq!(app.view, View::Query);
+    assert_eq!(app.history, [query]);
+}
+
+#[test]
+fn a_listed_record_drills_to_its_thread_around_it() {
+    let mut app = live();
+    let records = answer(
+        &[
+            ("time", Kind::Time),
+            ("tid", Kind::Int),
+            ("dur", Kind::Duration),
+        ],
+        vec![vec![Cell::Int(5_000_000_000), Cell::Int(42), Cell::Int(7)]],
+    );
+    app.apply(Job::User("syscalls | limit 1".into()), Ok(records));
+    key(&mut app, KeyCode::Char('3'));
+    assert_eq!(
+        key(&mut app, KeyCode::Enter),
+        Effect::Run(Job::User(
+            "syscalls where tid = 42 [4000000000, 6000000000]".into()
+        ))
+    );
+}
+
+#[test]
+fn answers_to_outdated_queries_and_refreshes_while_frozen_are_dropped() {
+    let mut app = live();
+    let old = app.latency_query();
+    assert_eq!(key(&mut app, KeyCode::Char('w')), Effect::Refresh);
+    assert!(app.latency_query().ends_with("last 1m"));
+    app.apply(Job::Latency(old), Ok(latency_answer()));
+    assert!(app.latency.is_none(), "the 10s answer is not the 1m table");
+    key(&mut app, KeyCode::Char('f'));
+    app.apply(Job::Latency(app.latency_query()), Ok(latency_answer()));
+    app.apply_health(health(&[("syscalls", 10, 0)]), 1.0);
+    assert!(app.latency.is_none() && app.sources.is_empty(), "frozen");
+    app.apply(Job::User("q".into()), Ok(Answer::default()));
+    assert!(app.result.is_some(), "the user's own query still answers");
+    assert_eq!(key(&mut app, KeyCode::Char('f')), Effect::Refresh);
+}
+
+#[test]
+fn rates_come_from_received_counts_between_samples() {
+    let mut app = live();
+    app.apply_health(health(&[("syscalls", 100, 0)]), 0.0);
+    app.apply_health(health(&[("syscalls", 300, 0), ("sched", 4, 1)]), 2.0);
+    app.apply_health(health(&[("syscalls", 1300, 0), ("sched", 4, 1)]), 3.0);
+    let syscalls = &app.sources[0];
+    assert_eq!(syscalls.rates, [100.0, 1000.0]);
+    assert_eq!((syscalls.received, app.sources[1].lost), (1300, 1));
+}
+
+#[test]
+fn the_process_filter_narrows_every_syscall_query() {
+    let mut app = live();
+    app.apply_health(health(&[("syscalls", 1, 0), ("sched", 1, 0)]), 0.0);
+    key(&mut app, KeyCode::Char('/'));
+    typed(&mut app, "redis*");
+    assert_eq!(key(&mut app, KeyCode::Enter), Effect::Refresh);
+    assert_eq!(app.filter.as_deref(), Some("redis*"));
+    let jobs = app.refresh_jobs();
+    for job in &jobs {
+        if job.query().starts_with("syscalls") {
+            assert!(job.query().contains(r#"where comm ~ "redis*""#), "{job:?}");
+        }
+    }
+    assert!(jobs.iter().any(|j| j.query().starts_with("sched |")));
+    key(&mut app, KeyCode::Char('/'));
+    for _ in 0..6 {
+        key(&mut app, KeyCode::Backspace);
+    }
+    key(&mut app, KeyCode::Enter);
+    assert_eq!(app.filter, None, "an empty filter shows every process");
+}
+
+#[test]
+fn a_recording_moves_its_cursor_by_windows_within_its_range() {
+    let s = 1_000_000_000;
+    let mut app = App::new(&Fake {
+        range: Some((5 * s, 30 * s)),
+    });
+    assert_eq!(app.window_clause(), format!("[{}, {}]", 20 * s, 30 * s));
+    assert_eq!(key(&mut app, KeyCode::Char('[')), Effect::Refresh);
+    assert_eq!(app.cursor, 20 * s);
+    key(&mut app, KeyCode::Char('['));
+    key(&mut app, KeyCode::Char('['));
+    assert_eq!(app.cursor, 5 * s, "not before the first record");
+    key(&mut app, KeyCode::Char('w'));
+    key(&mut app, KeyCode::Char(']'));
+    assert_eq!(app.cursor, 30 * s, "not after the last");
+}
+
+#[test]
+fn the_query_bar_runs_keeps_history_and_completes() {
+    let mut app = live();
+    key(&mut app, KeyCode::Char(':'));
+    typed(&mut app, "sys");
+    key(&mut app, KeyCode::Tab);
+    typed(&mut app, "| count");
+    assert_eq!(
+        key(&mut app, KeyCode::Enter),
+        Effect::Run(Job::User("syscalls | count".into()))
+    );
+    key(&mut app, KeyCode::Char(':'));
+    key(&mut app, KeyCode::Up);
+    assert_eq!(app.input.as_ref().unwrap().text, "syscalls | count");
+    key(&mut app, KeyCode::Esc);
+    assert!(app.input.is_none());
+    assert_eq!(key(&mut app, KeyCode::Char('q')), Effect::None);
+    assert!(app.quit);
+}
+
+#[test]
+fn headlines_say_what_matters_per_source() {
+    let mut app = live();
+    app.apply_health(
+        health(&[("syscalls", 1, 0), ("pagecache", 1, 0), ("net", 1, 0)]),
+        0.0,
+    );
+    let jobs = app.refresh_jobs();
+    let query = |source: &str| {
+        jobs.iter()
+            .find_map(|j| match j {
+                Job::Headline(s, q) if s == source => Some(q.clone()),
+                _ => None,
+            })
+            .unwrap()
+    };
+    let pages = answer(
+        &[("kind", Kind::Int), ("sum(pages)", Kind::Int)],
+        vec![
+            vec![Cell::Text("lookup".into()), Cell::Int(200)],
+            vec![Cell::Text("add".into()), Cell::Int(50)],
+        ],
+    );
+    app.apply(
+        Job::Headline("pagecache".into(), query("pagecache")),
+        Ok(pages),
+    );
+    let net = answer(
+        &[("count", Kind::Int), ("sum(len)", Kind::Int)],
+        vec![vec![Cell::Int(1000), Cell::Int(15_000_000)]],
+    );
+    app.apply(Job::Headline("net".into(), query("net")), Ok(net));
+    let calls = answer(
+        &[("count", Kind::Int), ("p99(dur)", Kind::Duration)],
+        vec![vec![Cell::Int(5), Cell::Int(2_500)]],
+    );
+    app.apply(
+        Job::Headline("syscalls".into(), query("syscalls")),
+        Ok(calls),
+    );
+    let headlines: Vec<&str> = app.sources.iter().map(|r| r.headline.as_str()).collect();
+    assert_eq!(
+        headlines,
+        ["p99 2.50us", "hit ratio 75.0%", "100 packets/s, 1.5 MB/s"]
+    );
+}
+
+#[test]
+fn overview_shows_rates_losses_and_agent_health() {
+    let mut app = live();
+    app.apply_health(health(&[("syscalls", 0, 0), ("sched", 0, 0)]), 0.0);
+    app.apply_health(
+        health(&[("syscalls", 2_000_000, 0), ("sched", 500, 3)]),
+        1.0,
+    );
+    for (width, height) in [(80, 24), (200, 60)] {
+        let lines = screen(&app, width, height);
+        assert!(lines[0].contains("1 Overview") && lines[0].contains("window 10s"));
+        let syscalls = line_with(&lines, "syscalls");
+        assert!(
+            syscalls.contains("2.00M") && syscalls.contains("2000000"),
+            "{syscalls}"
+        );
+        let sched = line_with(&lines, "sched ");
+        assert!(
+            sched.contains("500") && sched.trim_end().ends_with('3'),
+            "{sched}"
+        );
+        let agent = line_with(&lines, "drain lag");
+        assert!(agent.contains("4.2 ms") && agent.contains("3.5 MB") && agent.contains("lost 3"));
+        assert!(lines[usize::from(height) - 1].contains("q quit"));
+    }
+}
+
+#[test]
+fn latency_view_shows_percentiles_and_the_selected_histogram() {
+    let mut app = with_latency();
+    key(&mut app, KeyCode::Char('2'));
+    let hist = answer(
+        &[
+            ("from", Kind::Duration),
+            ("to", Kind::Duration),
+            ("count", Kind::Int),
+        ],
+        vec![
+            vec![Cell::Int(512), Cell::Int(1024), Cell::Int(28)],
+            vec![Cell::Int(1024), Cell::Int(2048), Cell::Int(2)],
+        ],
+    );
+    let query = match &app.refresh_jobs()[1] {
+        Job::Hist(q) => q.clone(),
+        other => panic!("{other:?}"),
+    };
+    app.apply(Job::Hist(query), Ok(hist));
+    for (width, height) in [(80, 24), (200, 60)] {
+        let lines = screen(&app, width, height);
+        assert!(line_with(&lines, "count▼").contains("p99.9"));
+        let read = line_with(&lines, "read ");
+        for value in ["10", "9.00ms", "18.0ms", "27.0ms", "36.0ms", "45.0ms"] {
+            assert!(read.contains(value), "{value} in {read}");
+        }
+        assert!(line_with(&lines, "latency histogram").contains("write"));
+        let bucket = line_with(&lines, "512ns");
+        assert!(bucket.contains("1.02us") && bucket.contains("28") && bucket.contains('█'));
+    }
+}
+
+#[test]
+fn query_view_shows_answers_and_errors_with_their_caret() {
+    let mut app = live();
+    key(&mut app, KeyCode::Char(':'));
+    typed(&mut app, "syscalls | p99(bogus)");
+    key(&mut app, KeyCode::Enter);
+    let error = "no field `bogus` in syscalls\n  syscalls | p99(bogus)\n                 ^^^^^";
+    app.apply(Job::User("syscalls | p99(bogus)".into()), Err(error.into()));
+    let lines = screen(&app, 80, 24);
+    assert_eq!(
+        lines[23].trim_end(),
+        ":syscalls | p99(bogus)",
+        "back in the bar"
+    );
+    assert_eq!(
+        lines[22].trim_end(),
+        "                ^^^^^",
+        "under the token"
+    );
+    assert_eq!(lines[21].trim_end(), "no field `bogus` in syscalls");
+    key(&mut app, KeyCode::Esc);
+    let counts = answer(
+        &[("name", Kind::Int), ("count", Kind::Int)],
+        vec![
+            vec![Cell::Text("getppid".into()), Cell::Int(777)],
+            vec![Cell::Text("read".into()), Cell::Int(4)],
+        ],
+    );
+    app.apply(Job::User("syscalls | count by name".into()), Ok(counts));
+    for (width, height) in [(80, 24), (200, 60)] {
+        let lines = screen(&app, width, height);
+        assert!(line_with(&lines, "getppid").contains("777"));
+        line_with(&lines, "2 rows");
+    }
+}
+
+#[test]
+fn help_lists_the_keys_over_any_view() {
+    let mut app = with_latency();
+    key(&mut app, KeyCode::Char('?'));
+    let lines = screen(&app, 80, 24);
+    assert!(line_with(&lines, "freeze").contains('f'));
+    assert!(line_with(&lines, "query bar").contains(':'));
+    assert_eq!(key(&mut app, KeyCode::Char('x')), Effect::None);
+    assert!(!app.help && !app.quit, "any key closes the help");
+}
