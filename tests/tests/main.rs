@@ -14,3 +14,5 @@ mod errors;
 mod sources;
 // `weft trace`: bpftrace one-liners, compared with bpftrace; broken programs.
 mod trace;
+// `weft tui` in a real terminal (tmux): live and on a recording.
+mod tui;

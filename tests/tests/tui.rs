@@ -1,0 +1,228 @@
+//! The terminal UI in a real terminal: `weft` under tmux, driven with
+//! `send-keys` and read with `capture-pane`.
+
+use std::{
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use weft_tests::{SYSCALL_PROBE, Workload, capture_dir, needs, query_rows, record, weft_bin};
+
+const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
+
+/// A tmux server of our own with one window running a command.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// Whether tmux is installed; says why the test skips when not.
+    fn available(test: &str) -> bool {
+        let found = Command::new("tmux").arg("-V").output().is_ok();
+        if !found {
+            eprintln!("skipping {test}: needs tmux (Debian package tmux)");
+        }
+        found
+    }
+
+    /// Runs `command` in an 80×24 window; when it ends, the window shows
+    /// `weft-exit=STATUS` and stays.
+    fn start(name: &str, command: &str) -> Self {
+        let socket = format!("weft-test-{name}-{}", std::process::id());
+        let shell = format!("{command}; echo weft-exit=$?; sleep 600");
+        let status = Command::new("tmux")
+            .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
+            .args(["-x", "80", "-y", "24", &shell])
+            .env("TERM", "xterm-256color")
+            .status()
+            .expect("run tmux");
+        assert!(status.success(), "tmux new-session failed");
+        Self { socket }
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .output()
+            .expect("run tmux");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Sends keys by tmux's names (`Enter`, `Escape`, `q`).
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "0"];
+        args.extend_from_slice(keys);
+        self.tmux(&args);
+    }
+
+    /// Types text literally.
+    fn type_text(&self, text: &str) {
+        self.tmux(&["send-keys", "-t", "0", "-l", text]);
+    }
+
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-J", "-t", "0"])
+    }
+
+    /// Waits until the screen satisfies `done`; panics with the screen
+    /// after 30 s.
+    fn wait_for(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if done(&screen) {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "waited 30 s for {what}; the screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        self.tmux(&["kill-server"]);
+    }
+}
+
+/// The line of `screen` that holds `word` as a whole word, split on blanks.
+fn row<'a>(screen: &'a str, word: &str) -> Option<Vec<&'a str>> {
+    screen
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|words| words.contains(&word))
+}
+
+#[test]
+fn live_ui_shows_a_workload_answers_a_query_and_quits_cleanly() {
+    let test = "live_ui_shows_a_workload_answers_a_query_and_quits_cleanly";
+    if !needs(test, &SYSCALL_PROBE) || !Tmux::available(test) {
+        return;
+    }
+    let calls = 4321;
+    let workload = Workload::spawn(WORKLOAD, &[&format!("getppid:{calls}")]);
+    let tmux = Tmux::start(
+        "live",
+        &format!("{} tui --sources syscalls", weft_bin().display()),
+    );
+    tmux.wait_for("the overview", |s| {
+        row(s, "syscalls").is_some() && s.contains("1 Overview")
+    });
+    workload.run_to_end();
+    // One process, a minute's window, the latency view.
+    tmux.keys(&["/"]);
+    tmux.type_text("weft-workload");
+    tmux.keys(&["Enter", "w", "2"]);
+    let screen = tmux.wait_for("getppid in the latency view", |s| {
+        row(s, "getppid").is_some_and(|r| r[1] == calls.to_string())
+    });
+    assert!(screen.contains("process weft-workload"), "{screen}");
+    let getppid = row(&screen, "getppid").unwrap();
+    assert!(getppid[2].ends_with('s'), "p50 is a duration: {getppid:?}");
+
+    tmux.keys(&[":"]);
+    tmux.type_text(r#"syscalls where comm = "weft-workload" and name = "getppid" | count"#);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the query's answer", |s| {
+        s.lines().any(|l| l.trim() == calls.to_string())
+    });
+
+    // A broken query comes back with a caret under the token.
+    tmux.keys(&[":"]);
+    tmux.type_text("syscalls | p99(bogus)");
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("the error", |s| s.contains('^'));
+    // The bar is the last line; the caret line is just above it.
+    let lines: Vec<&str> = screen.trim_end().lines().collect();
+    assert_eq!(lines[lines.len() - 1].trim_end(), ":syscalls | p99(bogus)");
+    let caret = lines[lines.len() - 2];
+    assert_eq!(caret.find('^'), Some(":syscalls | p99(".len()), "{screen}");
+    // Apart: ESC and a key at once read as Alt and the key.
+    tmux.keys(&["Escape"]);
+    std::thread::sleep(Duration::from_millis(300));
+    tmux.keys(&["q"]);
+    let screen = tmux.wait_for("weft to exit", |s| s.contains("weft-exit="));
+    assert!(screen.contains("weft-exit=0"), "{screen}");
+    assert!(screen.contains("weft: recorded"), "{screen}");
+    assert!(
+        !screen.contains("1 Overview"),
+        "the terminal is back to its normal screen:\n{screen}"
+    );
+}
+
+#[test]
+fn recording_ui_shows_the_totals_that_query_gives() {
+    let test = "recording_ui_shows_the_totals_that_query_gives";
+    if !needs(test, &SYSCALL_PROBE) || !Tmux::available(test) {
+        return;
+    }
+    let dir = capture_dir("tui");
+    record(WORKLOAD, &dir, &["getppid:777", "getpid:55"], &[]);
+    let tmux = Tmux::start(
+        "recording",
+        &format!("{} tui {}", weft_bin().display(), dir.display()),
+    );
+    let screen = tmux.wait_for("the overview", |s| row(s, "syscalls").is_some());
+    assert!(screen.contains("recording"), "{screen}");
+    for source in ["syscalls", "tasks"] {
+        let total = query_rows(&dir, &format!("{source} | count"))[0]["count"].clone();
+        let shown = row(&screen, source).unwrap();
+        assert_eq!(shown[2], total.to_string(), "{source}: {shown:?}");
+    }
+    tmux.keys(&["2"]);
+    let screen = tmux.wait_for("the latency view", |s| row(s, "getpid").is_some());
+    assert_eq!(row(&screen, "getppid").unwrap()[1], "777", "{screen}");
+    assert_eq!(row(&screen, "getpid").unwrap()[1], "55", "{screen}");
+    tmux.keys(&["q"]);
+    let screen = tmux.wait_for("weft to exit", |s| s.contains("weft-exit="));
+    assert!(screen.contains("weft-exit=0"), "{screen}");
+}
+
+#[test]
+fn heavy_queries_in_the_ui_lose_no_event() {
+    let test = "heavy_queries_in_the_ui_lose_no_event";
+    if !needs(test, &SYSCALL_PROBE) || !Tmux::available(test) {
+        return;
+    }
+    let dir = capture_dir("tui-heavy");
+    let calls = 300_000;
+    let workload = Workload::spawn(WORKLOAD, &[&format!("getppid:{calls}")]);
+    let tmux = Tmux::start(
+        "heavy",
+        &format!(
+            "{} tui --sources syscalls -o {}",
+            weft_bin().display(),
+            dir.display()
+        ),
+    );
+    tmux.wait_for("the overview", |s| row(s, "syscalls").is_some());
+    // Every record read and sorted, again and again, while the workload
+    // runs: the queries share the CPUs, never the recorder's thread.
+    let heavy = "syscalls | sort dur desc | limit 3";
+    let pid = workload.pid();
+    let runner = std::thread::spawn(move || workload.run_to_end());
+    for _ in 0..5 {
+        tmux.keys(&[":"]);
+        tmux.type_text(heavy);
+        tmux.keys(&["Enter"]);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    runner.join().unwrap();
+    tmux.keys(&["q"]);
+    let screen = tmux.wait_for("weft to exit", |s| s.contains("weft-exit="));
+    assert!(screen.contains("weft-exit=0"), "{screen}");
+    let recorded = screen
+        .lines()
+        .find(|l| l.starts_with("weft: recorded"))
+        .unwrap_or_else(|| panic!("{screen}"));
+    assert!(recorded.ends_with("lost 0"), "{recorded}");
+    let rows = query_rows(
+        &dir,
+        &format!(r#"syscalls where pid = {pid} and name = "getppid" | count"#),
+    );
+    assert_eq!(rows[0]["count"], calls, "every call recorded");
+}
