@@ -334,6 +334,10 @@ pub struct TuiArgs {
     /// Keep the live capture under this size, deleting the oldest data first.
     #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size, help_heading = "Live capture")]
     pub max_disk: u64,
+    /// On quit, print how many frames were drawn and how long they took
+    /// (median, max), as `cargo xtask bench tui` reads.
+    #[arg(long)]
+    pub frame_stats: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]

@@ -21,7 +21,7 @@ use std::{
 use anyhow::{Context as _, Result, anyhow};
 use weft_query::Answer;
 use weft_store::{Reader, Snapshot};
-use weft_tui::{Feed, Health, SourceHealth};
+use weft_tui::{Feed, FrameTimes, Health, SourceHealth};
 
 use crate::{
     capture,
@@ -34,7 +34,8 @@ pub fn run(args: &TuiArgs) -> Result<ExitCode> {
     match &args.dir {
         Some(dir) => {
             let feed: Arc<dyn Feed> = Arc::new(Recording::open(dir)?);
-            weft_tui::run(&feed).context("the terminal failed")?;
+            let frames = weft_tui::run(&feed).context("the terminal failed")?;
+            report(args, &frames);
             Ok(ExitCode::SUCCESS)
         }
         None => live(args),
@@ -114,9 +115,21 @@ fn live(args: &TuiArgs) -> Result<ExitCode> {
         eprintln!("weft: the live capture was temporary and is gone (-o DIR keeps one)");
     }
     if let Ok(shown) = shown {
-        shown.context("the terminal failed")?;
+        report(args, &shown.context("the terminal failed")?);
     }
     outcome
+}
+
+/// The frame times, when asked for.
+fn report(args: &TuiArgs, frames: &FrameTimes) {
+    if args.frame_stats {
+        eprintln!(
+            "weft: {} frames drawn, median {:.1} ms, max {:.1} ms",
+            frames.count,
+            frames.median().as_secs_f64() * 1e3,
+            frames.max.as_secs_f64() * 1e3
+        );
+    }
 }
 
 /// A capture being recorded now.

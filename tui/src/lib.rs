@@ -35,22 +35,30 @@ use crate::{app::Effect, worker::Worker};
 /// How often a live UI asks for new numbers.
 const REFRESH: Duration = Duration::from_secs(1);
 
-/// Runs the UI on this terminal until the user quits, then restores it.
-pub fn run(feed: &Arc<dyn Feed>) -> io::Result<()> {
+/// Runs the UI on this terminal until the user quits, then restores it;
+/// returns how long the frames took to draw.
+pub fn run(feed: &Arc<dyn Feed>) -> io::Result<FrameTimes> {
     let mut terminal = ratatui::try_init()?;
     // Mouse capture is a nicety: a terminal without it still works.
     let _ = execute!(io::stdout(), EnableMouseCapture);
-    let result = event_loop(&mut terminal, feed);
+    let mut frames = FrameTimes::default();
+    let result = event_loop(&mut terminal, feed, &mut frames);
     let _ = execute!(io::stdout(), DisableMouseCapture);
     ratatui::try_restore()?;
-    result
+    result.map(|()| frames)
 }
 
-fn event_loop(terminal: &mut ratatui::DefaultTerminal, feed: &Arc<dyn Feed>) -> io::Result<()> {
+fn event_loop(
+    terminal: &mut ratatui::DefaultTerminal,
+    feed: &Arc<dyn Feed>,
+    frames: &mut FrameTimes,
+) -> io::Result<()> {
     let worker = Worker::spawn(Arc::clone(feed))?;
     let mut app = App::new(feed.as_ref());
     let start = Instant::now();
     let mut next_refresh = start;
+    // Draw only when something changed: an idle UI costs nothing.
+    let mut changed = true;
     loop {
         let now = Instant::now();
         if now >= next_refresh {
@@ -61,6 +69,7 @@ fn event_loop(terminal: &mut ratatui::DefaultTerminal, feed: &Arc<dyn Feed>) -> 
             if !app.frozen {
                 app.apply_health(health, start.elapsed().as_secs_f64());
                 worker.refresh(app.refresh_jobs());
+                changed = true;
             }
             // A recording changes only when the user moves in it.
             next_refresh = now
@@ -72,14 +81,21 @@ fn event_loop(terminal: &mut ratatui::DefaultTerminal, feed: &Arc<dyn Feed>) -> 
         }
         for (job, answer) in worker.answers() {
             app.apply(job, answer);
+            changed = true;
         }
-        terminal.draw(|frame| draw::draw(frame, &app))?;
+        if changed {
+            let started = Instant::now();
+            terminal.draw(|frame| draw::draw(frame, &app))?;
+            frames.add(started.elapsed());
+            changed = false;
+        }
         let wait = next_refresh
             .saturating_duration_since(Instant::now())
-            .min(Duration::from_millis(100));
+            .min(Duration::from_millis(50));
         if !event::poll(wait)? {
             continue;
         }
+        changed = true;
         let effect = match event::read()? {
             Event::Key(key) if key.kind != KeyEventKind::Release => app.key(key),
             Event::Mouse(mouse) => app.mouse(mouse),
@@ -93,5 +109,50 @@ fn event_loop(terminal: &mut ratatui::DefaultTerminal, feed: &Arc<dyn Feed>) -> 
         if app.quit {
             return Ok(());
         }
+    }
+}
+
+/// Frame draw times in 0.1 ms buckets up to 100 ms, in fixed memory.
+#[derive(Clone, Debug)]
+pub struct FrameTimes {
+    buckets: Vec<u64>,
+    pub count: u64,
+    pub max: Duration,
+}
+
+impl Default for FrameTimes {
+    fn default() -> Self {
+        Self {
+            buckets: vec![0; 1001],
+            count: 0,
+            max: Duration::ZERO,
+        }
+    }
+}
+
+impl FrameTimes {
+    const BUCKET: Duration = Duration::from_micros(100);
+
+    pub fn add(&mut self, took: Duration) {
+        let bucket = (took.as_micros() / Self::BUCKET.as_micros()).min(1000);
+        self.buckets[bucket as usize] += 1;
+        self.count += 1;
+        self.max = self.max.max(took);
+    }
+
+    /// The median, to the 0.1 ms bucket's upper edge (`max` past 100 ms).
+    pub fn median(&self) -> Duration {
+        let mut seen = 0;
+        for (i, n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen * 2 >= self.count && self.count > 0 {
+                return if i == 1000 {
+                    self.max
+                } else {
+                    Self::BUCKET * (i as u32 + 1)
+                };
+            }
+        }
+        Duration::ZERO
     }
 }

@@ -436,3 +436,16 @@ fn help_lists_the_keys_over_any_view() {
     assert_eq!(key(&mut app, KeyCode::Char('x')), Effect::None);
     assert!(!app.help && !app.quit, "any key closes the help");
 }
+
+#[test]
+fn frame_times_keep_median_and_max() {
+    use std::time::Duration;
+    let mut frames = crate::FrameTimes::default();
+    for ms in [1, 2, 3, 250] {
+        frames.add(Duration::from_micros(ms * 1000 - 50));
+    }
+    frames.add(Duration::from_micros(2_950));
+    assert_eq!(frames.count, 5);
+    assert_eq!(frames.median(), Duration::from_millis(3), "third of five");
+    assert_eq!(frames.max, Duration::from_micros(249_950));
+}

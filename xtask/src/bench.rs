@@ -41,6 +41,9 @@ pub enum Bench {
     /// `weft trace` for a count by comm and an enter/exit latency histogram,
     /// and each tool's start-up time to its first event.
     Oneliners(crate::bench_oneliners::Options),
+    /// The terminal UI: the getppid loop under headless `weft record` and
+    /// under `weft tui` in tmux, its frame times and its threads' CPU.
+    Tui(crate::bench_tui::Options),
 }
 
 #[derive(clap::Args)]
@@ -59,6 +62,7 @@ pub fn run(bench: &Bench) -> Result<()> {
         Bench::Queries(options) => crate::bench_queries::run(options),
         Bench::Sources(options) => crate::bench_sources::run(options),
         Bench::Oneliners(options) => crate::bench_oneliners::run(options),
+        Bench::Tui(options) => crate::bench_tui::run(options),
         Bench::Store { quick } => {
             let mut cmd = Command::new("cargo");
             cmd.current_dir(workspace_root()).args([

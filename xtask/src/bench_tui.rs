@@ -1,0 +1,212 @@
+//! `cargo xtask bench tui`: what the terminal UI costs while the getppid
+//! loop runs at full speed under capture, in one run — the loop untraced,
+//! under headless `weft record`, and under `weft tui` in a tmux terminal
+//! showing the latency view; the UI's frame times and the CPU its threads
+//! used.
+
+use std::{
+    collections::HashMap,
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::{
+    bench::{Config, build, measure_loop, median},
+    exec::output,
+    setup,
+};
+
+#[derive(clap::Args)]
+pub struct Options {
+    /// Runs per configuration.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Syscalls per run.
+    #[arg(long, default_value_t = 2_000_000)]
+    calls: u32,
+}
+
+/// The tmux server the UI runs in.
+const SOCKET: &str = "weft-bench-tui";
+
+pub fn run(options: &Options) -> Result<()> {
+    let bins = build()?;
+    setup::install_packages(&["tmux"])?;
+    println!(
+        "tui: {} runs x {} getppid calls on CPU 0, ns per call (lower is better)",
+        options.runs, options.calls
+    );
+    println!(
+        "{:<34} {:>8} {:>8} {:>8} {:>8}",
+        "configuration", "min", "median", "max", "ratio"
+    );
+    let loop_only = Config {
+        label: "untraced",
+        tracer: None,
+        syscall: "getppid",
+    };
+    let (base, _) = measure_loop(&loop_only, &bins, options.runs, options.calls)?;
+    row("untraced", &base, median(&base));
+
+    let dir = std::env::temp_dir().join(format!("weft-bench-tui-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let headless = Config {
+        label: "record",
+        tracer: Some((
+            vec![
+                bins.weft.clone(),
+                "record".into(),
+                "--sources".into(),
+                "syscalls".into(),
+                "-o".into(),
+                dir.display().to_string(),
+            ],
+            "weft: recording",
+        )),
+        syscall: "getppid",
+    };
+    let (recorded, tracer) = measure_loop(&headless, &bins, options.runs, options.calls)?;
+    let lines = tracer.context("weft record runs")?.interrupt()?;
+    row("weft record (headless)", &recorded, median(&base));
+    println!("    {}", last_with(&lines, "weft: recorded"));
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let command = format!(
+        "{} tui --sources syscalls --frame-stats -o {}; echo weft-exit=$?; sleep 600",
+        bins.weft,
+        dir.display()
+    );
+    tmux(&["new-session", "-d", "-x", "200", "-y", "50", &command])?;
+    let result = with_ui(options, &bins, &base, &recorded);
+    let _ = tmux(&["kill-server"]);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+/// The loop with the UI open on the latency view, then the UI's figures.
+fn with_ui(
+    options: &Options,
+    bins: &crate::bench::Bins,
+    base: &[f64],
+    recorded: &[f64],
+) -> Result<()> {
+    wait_for("the overview", |s| s.contains("1 Overview"))?;
+    tmux(&["send-keys", "-t", "0", "2"])?;
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = ui_pid()?;
+    let before = thread_ticks(&pid);
+    let started = Instant::now();
+    let loop_only = Config {
+        label: "untraced",
+        tracer: None,
+        syscall: "getppid",
+    };
+    let (samples, _) = measure_loop(&loop_only, bins, options.runs, options.calls)?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let after = thread_ticks(&pid);
+    tmux(&["send-keys", "-t", "0", "q"])?;
+    let screen = wait_for("weft to exit", |s| s.contains("weft-exit="))?;
+    row("weft tui (latency view)", &samples, median(base));
+    println!(
+        "    {}",
+        last_with(&screen_lines(&screen), "weft: recorded")
+    );
+    println!(
+        "  loop slowdown, tui / headless record: {:.3} (target <= 1.05)",
+        median(&samples) / median(recorded)
+    );
+    println!(
+        "  frames: {} (target: median <= 16 ms, max <= 100 ms)",
+        last_with(&screen_lines(&screen), "frames drawn").trim_start_matches("weft: ")
+    );
+    // Ticks are 1/100 s (USER_HZ).
+    let cpu = |names: &[&str]| {
+        let used: u64 = names
+            .iter()
+            .map(|n| after.get(*n).unwrap_or(&0) - before.get(*n).unwrap_or(&0))
+            .sum();
+        used as f64 / 100.0 / elapsed * 100.0
+    };
+    println!(
+        "  CPU over {elapsed:.1}s: UI threads (draw + queries) {:.1}% of a core, recorder {:.1}%",
+        cpu(&["weft", "weft-tui-query"]),
+        cpu(&["weft-record"])
+    );
+    Ok(())
+}
+
+fn row(label: &str, sorted: &[f64], base: f64) {
+    let (min, max) = (sorted[0], sorted[sorted.len() - 1]);
+    let median = median(sorted);
+    println!(
+        "{label:<34} {min:>8.1} {median:>8.1} {max:>8.1} {:>8.2}",
+        median / base
+    );
+}
+
+fn last_with(lines: &[String], text: &str) -> String {
+    lines
+        .iter()
+        .rev()
+        .find(|l| l.contains(text))
+        .cloned()
+        .unwrap_or_else(|| format!("(no line with `{text}`)"))
+}
+
+fn screen_lines(screen: &str) -> Vec<String> {
+    screen.lines().map(str::to_owned).collect()
+}
+
+fn tmux(args: &[&str]) -> Result<String> {
+    output(
+        Command::new("tmux")
+            .args(["-L", SOCKET, "-f", "/dev/null"])
+            .args(args),
+    )
+}
+
+fn wait_for(what: &str, done: impl Fn(&str) -> bool) -> Result<String> {
+    let start = Instant::now();
+    loop {
+        let screen = tmux(&["capture-pane", "-p", "-J", "-t", "0"])?;
+        if done(&screen) {
+            return Ok(screen);
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            bail!("waited 60 s for {what}; the screen:\n{screen}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The pid of `weft`, the child of the pane's shell.
+fn ui_pid() -> Result<String> {
+    let shell = tmux(&["list-panes", "-F", "#{pane_pid}"])?;
+    let pid = output(Command::new("pgrep").args(["-P", shell.trim(), "-x", "weft"]))?;
+    Ok(pid.trim().to_owned())
+}
+
+/// CPU ticks (user + system) used so far by each thread name of `pid`.
+fn thread_ticks(pid: &str) -> HashMap<String, u64> {
+    let mut ticks = HashMap::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return ticks;
+    };
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ...`: the name may hold blanks, so split at
+        // the last parenthesis; utime and stime are fields 14 and 15.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
+        let used: u64 =
+            fields[11].parse::<u64>().unwrap_or(0) + fields[12].parse::<u64>().unwrap_or(0);
+        *ticks.entry(stat[open + 1..close].to_owned()).or_default() += used;
+    }
+    ticks
+}
