@@ -336,7 +336,7 @@ pub struct TuiArgs {
     pub max_disk: u64,
     /// On quit, print how many frames were drawn and how long they took
     /// (median, max), as `cargo xtask bench tui` reads.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub frame_stats: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
