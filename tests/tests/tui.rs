@@ -149,7 +149,7 @@ fn live_ui_shows_a_workload_answers_a_query_and_quits_cleanly() {
     assert!(screen.contains("weft-exit=0"), "{screen}");
     assert!(screen.contains("weft: recorded"), "{screen}");
     assert!(
-        !screen.contains("1 Overview"),
+        !screen.contains(" weft  live "),
         "the terminal is back to its normal screen:\n{screen}"
     );
 }

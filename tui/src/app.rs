@@ -9,6 +9,7 @@ use weft_query::{Answer, Cell};
 use crate::{
     feed::{Feed, Health},
     input::{Input, InputKind},
+    timeline::{self, Timeline},
 };
 
 /// The views, in the order of their number keys.
@@ -17,16 +18,18 @@ pub enum View {
     Overview,
     Latency,
     Query,
+    Timeline,
 }
 
 impl View {
-    pub const ALL: [View; 3] = [View::Overview, View::Latency, View::Query];
+    pub const ALL: [View; 4] = [View::Overview, View::Latency, View::Query, View::Timeline];
 
     pub fn name(self) -> &'static str {
         match self {
             View::Overview => "Overview",
             View::Latency => "Latency",
             View::Query => "Query",
+            View::Timeline => "Timeline",
         }
     }
 }
@@ -52,12 +55,21 @@ pub enum Job {
     Headline(String, String),
     /// A query the user typed or drilled into.
     User(String),
+    /// The slowest syscall of the window, to centre the timeline on.
+    Anchor(String),
+    /// A source's counts on the timeline's axis.
+    Timeline(String, String),
 }
 
 impl Job {
     pub fn query(&self) -> &str {
         match self {
-            Job::Latency(q) | Job::Hist(q) | Job::Headline(_, q) | Job::User(q) => q,
+            Job::Latency(q)
+            | Job::Hist(q)
+            | Job::Headline(_, q)
+            | Job::User(q)
+            | Job::Anchor(q)
+            | Job::Timeline(_, q) => q,
         }
     }
 }
@@ -124,6 +136,7 @@ pub struct App {
     pub hist: Option<Answer>,
     /// The last query the user ran, and its answer.
     pub result: Option<(String, Result<Answer, String>)>,
+    pub timeline: Timeline,
     /// A note for the status line (completions, what a key did).
     pub message: String,
     pub quit: bool,
@@ -156,6 +169,7 @@ impl App {
             selected: 0,
             hist: None,
             result: None,
+            timeline: Timeline::default(),
             message: String::new(),
             quit: false,
         }
@@ -238,7 +252,33 @@ impl App {
                 jobs.push(Job::Headline(row.name.clone(), query));
             }
         }
+        if self.view == View::Timeline {
+            jobs.extend(self.timeline_jobs());
+        }
         jobs
+    }
+
+    /// The timeline's anchor, or once it has one, each source's counts.
+    fn timeline_jobs(&self) -> Vec<Job> {
+        if self.timeline.anchor.is_none() {
+            return vec![Job::Anchor(self.anchor_query())];
+        }
+        self.sources
+            .iter()
+            .filter(|row| row.name != "tasks")
+            .filter_map(|row| {
+                let query = self.timeline.query(&row.name)?;
+                Some(Job::Timeline(row.name.clone(), query))
+            })
+            .collect()
+    }
+
+    fn anchor_query(&self) -> String {
+        format!(
+            "{} | sort dur desc | limit 1 {}",
+            self.syscalls_where(None),
+            self.window_clause()
+        )
     }
 
     /// Takes a sample of the capture's counters, `at` seconds since start.
@@ -276,10 +316,12 @@ impl App {
     /// Takes an answer the feed gave for `job`. Answers to refresh
     /// queries that no longer match the state (the window or filter
     /// changed meanwhile) are dropped, as are all but the user's while
-    /// frozen.
-    pub fn apply(&mut self, job: Job, answer: Result<Answer, String>) {
+    /// frozen. Returns whether the answer changed what the refresh
+    /// queries are (the timeline found its anchor), so they should be
+    /// asked again now.
+    pub fn apply(&mut self, job: Job, answer: Result<Answer, String>) -> bool {
         if self.frozen && !matches!(job, Job::User(_)) {
-            return;
+            return false;
         }
         match job {
             Job::Latency(query) if query == self.latency_query() => {
@@ -303,6 +345,20 @@ impl App {
                     row.headline = text;
                 }
             }
+            Job::Anchor(query) if query == self.anchor_query() => {
+                let anchor = answer.ok().and_then(|a| timeline::anchor_of(&a, 0));
+                if let (None, Some(anchor)) = (&self.timeline.anchor, anchor) {
+                    self.timeline.center(anchor);
+                    return true;
+                }
+            }
+            Job::Timeline(source, query)
+                if self.timeline.query(&source).as_ref() == Some(&query) =>
+            {
+                if let Ok(answer) = answer {
+                    self.timeline.apply(&source, &answer);
+                }
+            }
             Job::User(query) => {
                 // A broken query comes back to the bar, its error above it.
                 if answer.is_err() && self.input.is_none() {
@@ -316,6 +372,7 @@ impl App {
             }
             _ => {}
         }
+        false
     }
 
     /// A source's headline from the answer to its query.
@@ -411,10 +468,24 @@ impl App {
                 let current = self.filter.clone().unwrap_or_default();
                 self.input = Some(Input::new(InputKind::Filter, &current));
             }
-            KeyCode::Char(c @ '1'..='3') => self.show(View::ALL[c as usize - '1' as usize]),
+            KeyCode::Char(c @ '1'..='4') => {
+                self.show(View::ALL[c as usize - '1' as usize]);
+                return Effect::Refresh;
+            }
             KeyCode::Tab => {
                 let next = View::ALL.iter().position(|v| *v == self.view).unwrap_or(0) + 1;
                 self.show(View::ALL[next % View::ALL.len()]);
+                return Effect::Refresh;
+            }
+            KeyCode::Char('t') if self.view == View::Query => return self.anchor_selected(),
+            KeyCode::Char(c @ ('+' | '=' | '-')) if self.view == View::Timeline => {
+                self.timeline.zoom(c != '-');
+                return Effect::Refresh;
+            }
+            KeyCode::Char('a') if self.view == View::Timeline => {
+                self.timeline.anchor = None;
+                self.timeline.series.clear();
+                return Effect::Refresh;
             }
             KeyCode::Char('w') => {
                 self.window = (self.window + 1) % WINDOWS.len();
@@ -480,6 +551,7 @@ impl App {
                 Some((_, Ok(answer))) => answer.rows.len(),
                 _ => 0,
             },
+            View::Timeline => self.timeline.series.len(),
         };
         let before = self.selected;
         self.selected = self
@@ -521,8 +593,29 @@ impl App {
                 Some(query) => query,
                 None => return Effect::None,
             },
+            View::Timeline => {
+                let series = self.timeline.series.get(self.selected);
+                match series.and_then(|s| self.timeline.records_query(&s.source)) {
+                    Some(query) => query,
+                    None => return Effect::None,
+                }
+            }
         };
         self.run_query(query)
+    }
+
+    /// `t` on a listed record: the timeline around it.
+    fn anchor_selected(&mut self) -> Effect {
+        let Some((_, Ok(answer))) = &self.result else {
+            return Effect::None;
+        };
+        let Some(anchor) = timeline::anchor_of(answer, self.selected) else {
+            self.message = "this row has no time to centre the timeline on".into();
+            return Effect::None;
+        };
+        self.timeline.center(anchor);
+        self.show(View::Timeline);
+        Effect::Refresh
     }
 
     /// For a selected record with a `time` and a `tid`: the syscalls of

@@ -9,7 +9,10 @@ use ratatui::{
 };
 use weft_query::Answer;
 
-use crate::app::{App, View, WINDOWS, bytes};
+use crate::{
+    app::{App, View, WINDOWS, bytes},
+    timeline,
+};
 
 /// Draws the whole screen.
 pub fn draw(frame: &mut Frame, app: &App) {
@@ -26,6 +29,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
         View::Overview => overview(frame, app, body),
         View::Latency => latency(frame, app, body),
         View::Query => query(frame, app, body),
+        View::Timeline => timeline(frame, app, body),
     }
     status_line(frame, app, status, error.as_deref());
     if app.help {
@@ -38,12 +42,15 @@ fn title(app: &App) -> Line<'static> {
         Span::styled(" weft ", Style::new().bold().reversed()),
         Span::raw(format!(" {} ", app.title)),
     ];
+    // The current view by name, the others by their key: fits 80 columns.
     for (i, view) in View::ALL.iter().enumerate() {
-        let text = format!(" {} {} ", i + 1, view.name());
         spans.push(if *view == app.view {
-            Span::styled(text, Style::new().reversed())
+            Span::styled(
+                format!(" {} {} ", i + 1, view.name()),
+                Style::new().reversed(),
+            )
         } else {
-            Span::raw(text)
+            Span::raw(format!(" {} ", i + 1))
         });
     }
     spans.push(Span::raw(format!(" window {}", WINDOWS[app.window].0)));
@@ -62,13 +69,20 @@ fn title(app: &App) -> Line<'static> {
     Line::from(spans)
 }
 
-/// A time of the capture: wall clock when known, else seconds since boot.
+/// A time of the capture to the millisecond: wall clock (UTC) when known,
+/// else seconds since boot.
 fn clock(app: &App, ns: u64) -> String {
     match app.wall_offset {
         Some(offset) => {
-            let wall = (ns.cast_signed() + offset) / 1_000_000_000;
-            let day = wall.rem_euclid(86_400);
-            format!("{:02}:{:02}:{:02}", day / 3600, day / 60 % 60, day % 60)
+            let ms = (ns.cast_signed() + offset) / 1_000_000;
+            let day = ms.rem_euclid(86_400_000);
+            format!(
+                "{:02}:{:02}:{:02}.{:03}",
+                day / 3_600_000,
+                day / 60_000 % 60,
+                day / 1000 % 60,
+                day % 1000
+            )
         }
         None => format!("{:.3}s", ns as f64 / 1e9),
     }
@@ -149,21 +163,21 @@ fn rate_text(rate: f64) -> String {
 
 /// The last `width` values as block characters scaled to their maximum.
 pub fn sparkline(values: impl DoubleEndedIterator<Item = f64>, width: usize) -> String {
-    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
     let mut last: Vec<f64> = values.rev().take(width).collect();
     last.reverse();
     let max = last.iter().copied().fold(0.0, f64::max);
-    last.iter()
-        .map(|v| {
-            if max <= 0.0 {
-                BARS[0]
-            } else {
-                let level = ((v / max) * 7.0).round().clamp(0.0, 7.0);
-                #[expect(clippy::cast_sign_loss, reason = "clamped to 0..=7")]
-                BARS[level as usize]
-            }
-        })
-        .collect()
+    last.iter().map(|v| bar(*v, max)).collect()
+}
+
+/// A block character as high as `value` is of `max` (the lowest for 0).
+fn bar(value: f64, max: f64) -> char {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    if max <= 0.0 {
+        return BARS[0];
+    }
+    let level = ((value / max) * 7.0).round().clamp(0.0, 7.0);
+    #[expect(clippy::cast_sign_loss, reason = "clamped to 0..=7")]
+    BARS[level as usize]
 }
 
 fn latency(frame: &mut Frame, app: &App, area: Rect) {
@@ -212,6 +226,65 @@ fn latency(frame: &mut Frame, app: &App, area: Rect) {
     if hist_height > 0 {
         hist(frame, app, hist_area);
     }
+}
+
+/// Every source's records on one axis around the anchor.
+fn timeline(frame: &mut Frame, app: &App, area: Rect) {
+    let t = &app.timeline;
+    let span = t.span_ns() / 1_000_000_000;
+    let Some(anchor) = &t.anchor else {
+        let block = Block::new().borders(Borders::TOP).title("timeline");
+        let text =
+            "finding the slowest syscall of the window… (or press t on a record in the query view)";
+        frame.render_widget(Paragraph::new(text).block(block), area);
+        return;
+    };
+    let title = format!(
+        "around {} {} ±{span}s (+ - zoom, a, Enter)",
+        clock(app, anchor.time),
+        anchor.what
+    );
+    let mut lines = Vec::new();
+    for (i, series) in t.series.iter().enumerate() {
+        let max = series.counts.iter().copied().max().unwrap_or(0);
+        let strip: String = series
+            .counts
+            .iter()
+            .map(|&n| match n {
+                0 => ' ',
+                n => bar(n as f64, max as f64),
+            })
+            .collect();
+        let total: u64 = series.counts.iter().sum();
+        let style = if i == app.selected {
+            Style::new().reversed()
+        } else {
+            Style::new()
+        };
+        lines.push(Line::from(vec![
+            Span::styled(format!("{:<10}", series.source), style),
+            Span::styled(format!("│{strip}│"), Style::new().green()),
+            Span::raw(format!(" {total}")),
+        ]));
+    }
+    let half = timeline::COLUMNS / 2;
+    lines.push(Line::from(format!(
+        "{:<10}└{}▲{}┘",
+        "",
+        "─".repeat(half - 1),
+        "─".repeat(timeline::COLUMNS - half)
+    )));
+    let label = format!("-{span}s");
+    lines.push(Line::from(format!(
+        "{:<11}{label:<w$}{:^3}{:>w2$}",
+        "",
+        "0",
+        format!("+{span}s"),
+        w = half - 2,
+        w2 = timeline::COLUMNS - half - 1
+    )));
+    let block = Block::new().borders(Borders::TOP).title(title);
+    frame.render_widget(Paragraph::new(lines).block(block), area);
 }
 
 /// The selected syscall's latency histogram.
@@ -362,7 +435,7 @@ fn status_line(frame: &mut Frame, app: &App, area: Rect, error: Option<&str>) {
 }
 
 const HELP: &str = "\
-1 2 3, Tab   overview, latency, query views
+1 2 3 4, Tab overview, latency, query, timeline views
 :            query bar (Tab completes, Up/Down history, Esc closes)
 /            show one process only (empty: all)
 w            window: 10s, 1m, 5m
@@ -371,6 +444,8 @@ f            freeze the display (capture continues)
 s r          sort by the next column, reverse (latency)
 Up Down      select; mouse wheel scrolls
 Enter        drill down: slowest calls, the thread around a record
+t            timeline around the selected record (query view)
++ - a        zoom the timeline, centre it on the slowest syscall
 q Ctrl-C     quit";
 
 fn help(frame: &mut Frame, area: Rect) {

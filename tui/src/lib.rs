@@ -13,6 +13,7 @@ mod feed;
 mod input;
 #[cfg(test)]
 mod tests;
+pub mod timeline;
 mod worker;
 
 use std::{
@@ -80,7 +81,9 @@ fn event_loop(
                 };
         }
         for (job, answer) in worker.answers() {
-            app.apply(job, answer);
+            if app.apply(job, answer) {
+                worker.refresh(app.refresh_jobs());
+            }
             changed = true;
         }
         if changed {

@@ -340,7 +340,7 @@ fn overview_shows_rates_losses_and_agent_health() {
     );
     for (width, height) in [(80, 24), (200, 60)] {
         let lines = screen(&app, width, height);
-        assert!(lines[0].contains("1 Overview") && lines[0].contains("window 10s"));
+        assert!(lines[0].contains("1 Overview  2  3  4") && lines[0].contains("window 10s"));
         let syscalls = line_with(&lines, "syscalls");
         assert!(
             syscalls.contains("2.00M") && syscalls.contains("2000000"),
@@ -448,4 +448,105 @@ fn frame_times_keep_median_and_max() {
     assert_eq!(frames.count, 5);
     assert_eq!(frames.median(), Duration::from_millis(3), "third of five");
     assert_eq!(frames.max, Duration::from_micros(249_950));
+}
+
+#[test]
+fn the_timeline_centres_on_the_slowest_syscall_and_counts_every_source() {
+    let s: u64 = 1_000_000_000;
+    let t = 100 * s;
+    let mut app = live();
+    app.apply_health(
+        health(&[("syscalls", 1, 0), ("sched", 1, 0), ("tasks", 1, 0)]),
+        0.0,
+    );
+    assert_eq!(key(&mut app, KeyCode::Char('4')), Effect::Refresh);
+    let anchor_query = r#"syscalls | sort dur desc | limit 1 last 10s"#;
+    assert!(
+        app.refresh_jobs()
+            .contains(&Job::Anchor(anchor_query.into()))
+    );
+    let slowest = answer(
+        &[
+            ("time", Kind::Time),
+            ("name", Kind::Int),
+            ("dur", Kind::Duration),
+        ],
+        vec![vec![
+            Cell::Int(t.cast_signed()),
+            Cell::Text("read".into()),
+            Cell::Int(1_200_000_000),
+        ]],
+    );
+    assert!(app.apply(Job::Anchor(anchor_query.into()), Ok(slowest)));
+    let jobs: Vec<Job> = app
+        .refresh_jobs()
+        .into_iter()
+        .filter(|j| matches!(j, Job::Timeline(..)))
+        .collect();
+    let range = format!("[{}, {}]", t - 5 * s, t + 5 * s);
+    assert_eq!(
+        jobs,
+        [
+            Job::Timeline(
+                "syscalls".into(),
+                format!("syscalls | count every 166666us {range}")
+            ),
+            Job::Timeline(
+                "sched".into(),
+                format!("sched | count every 166666us {range}")
+            ),
+        ],
+        "every source but thread names"
+    );
+    let bucket = 166_666_666_i64;
+    let counts = answer(
+        &[("time", Kind::Time), ("count", Kind::Int)],
+        vec![
+            vec![Cell::Int((t - 5 * s).cast_signed() - 1000), Cell::Int(7)],
+            vec![Cell::Int(t.cast_signed()), Cell::Int(70)],
+            vec![Cell::Int((t + 5 * s).cast_signed() - bucket), Cell::Int(1)],
+        ],
+    );
+    app.apply(jobs[0].clone(), Ok(counts));
+    let series = &app.timeline.series[0].counts;
+    assert_eq!((series[0], series[30], series[59]), (7, 70, 1));
+    assert_eq!(series.iter().sum::<u64>(), 78);
+    for (width, height) in [(80, 24), (200, 60)] {
+        let lines = screen(&app, width, height);
+        assert!(line_with(&lines, "around").contains("read 1.20s ±5s"));
+        let row = line_with(&lines, "syscalls ");
+        assert!(
+            row.contains('█') && row.trim_end().ends_with("│ 78"),
+            "{row}"
+        );
+        assert!(line_with(&lines, "▲").contains('└'));
+        assert!(line_with(&lines, "-5s").contains("+5s"));
+    }
+    assert_eq!(
+        key(&mut app, KeyCode::Enter),
+        Effect::Run(Job::User(format!("syscalls {range} | limit 500")))
+    );
+    key(&mut app, KeyCode::Char('4'));
+    assert_eq!(key(&mut app, KeyCode::Char('+')), Effect::Refresh);
+    assert!(app.timeline.series.is_empty(), "±2s needs new counts");
+    assert!(
+        app.refresh_jobs()
+            .iter()
+            .any(|j| j.query().contains("every 66666us"))
+    );
+}
+
+#[test]
+fn t_on_a_listed_record_centres_the_timeline_on_it() {
+    let mut app = live();
+    let records = answer(
+        &[("time", Kind::Time), ("tid", Kind::Int)],
+        vec![vec![Cell::Int(9_000_000_000), Cell::Int(42)]],
+    );
+    app.apply(Job::User("syscalls | limit 1".into()), Ok(records));
+    key(&mut app, KeyCode::Char('3'));
+    assert_eq!(key(&mut app, KeyCode::Char('t')), Effect::Refresh);
+    assert_eq!(app.view, View::Timeline);
+    let anchor = app.timeline.anchor.as_ref().unwrap();
+    assert_eq!((anchor.time, anchor.what.as_str()), (9_000_000_000, "42"));
 }
