@@ -460,7 +460,7 @@ fn the_timeline_centres_on_the_slowest_syscall_and_counts_every_source() {
         0.0,
     );
     assert_eq!(key(&mut app, KeyCode::Char('4')), Effect::Refresh);
-    let anchor_query = r#"syscalls | sort dur desc | limit 1 last 10s"#;
+    let anchor_query = "syscalls | sort dur desc | limit 1 last 10s";
     assert!(
         app.refresh_jobs()
             .contains(&Job::Anchor(anchor_query.into()))
