@@ -304,11 +304,45 @@ pub fn query_rows(dir: &std::path::Path, text: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// A fresh path for a capture directory named after the test.
-pub fn capture_dir(name: &str) -> PathBuf {
+/// A fresh path for a capture directory named after the test, removed
+/// (with the files beside it that share its name) when the test ends.
+pub fn capture_dir(name: &str) -> CaptureDir {
     let dir = std::env::temp_dir().join(format!("weft-record-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    dir
+    CaptureDir(dir)
+}
+
+/// See [`capture_dir`].
+pub struct CaptureDir(PathBuf);
+
+impl std::ops::Deref for CaptureDir {
+    type Target = std::path::Path;
+
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for CaptureDir {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for CaptureDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+        // Files named after it: `DIR.before`, `DIR.parquet`, ...
+        let (Some(parent), Some(name)) = (self.0.parent(), self.0.file_name()) else {
+            return;
+        };
+        let prefix = format!("{}.", name.to_string_lossy());
+        for entry in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
 }
 
 /// Records `steps` of a fresh `weft-workload` (at `workload_bin`), filtered
