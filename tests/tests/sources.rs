@@ -403,7 +403,8 @@ fn net_records_exact_packets_on_a_veth_and_leaves_nothing_behind() {
     let ports = format!("{udp_port},{tcp_port}");
 
     // A weft killed with SIGKILL must leave no classifier attached.
-    let killed = start_net_recording(&capture_dir("net-killed"), &[]);
+    let killed_dir = capture_dir("net-killed");
+    let killed = start_net_recording(&killed_dir, &[]);
     assert!(!killed.stop_with(libc::SIGKILL).status.success());
     let dir = capture_dir("net-veth");
     let running = start_net_recording(&dir, &["--sources", "net,app", "--port", &ports]);
@@ -753,8 +754,9 @@ fn net_on_lo_counts_datagrams_exactly_and_a_killed_weft_leaves_no_classifier() {
     };
     // Killed: on kernels before 6.6 its clsact filters stay until the next
     // weft removes them; from 6.6 the kernel drops its TCX links.
+    let killed_dir = capture_dir("lo-killed");
     assert!(
-        !record_lo(&capture_dir("lo-killed"))
+        !record_lo(&killed_dir)
             .stop_with(libc::SIGKILL)
             .status
             .success()
