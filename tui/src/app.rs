@@ -595,7 +595,14 @@ impl App {
             },
             View::Timeline => {
                 let series = self.timeline.series.get(self.selected);
-                match series.and_then(|s| self.timeline.records_query(&s.source)) {
+                let threaded = |source: &str| {
+                    self.schema
+                        .iter()
+                        .any(|(name, fields)| name == source && fields.iter().any(|f| f == "tid"))
+                };
+                let query = series
+                    .and_then(|s| self.timeline.records_query(&s.source, threaded(&s.source)));
+                match query {
                     Some(query) => query,
                     None => return Effect::None,
                 }

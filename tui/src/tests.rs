@@ -26,7 +26,10 @@ impl Feed for Fake {
         Health::default()
     }
     fn schema(&self) -> Vec<(String, Vec<String>)> {
-        vec![("syscalls".into(), vec!["dur".into(), "name".into()])]
+        vec![(
+            "syscalls".into(),
+            vec!["dur".into(), "name".into(), "tid".into()],
+        )]
     }
     fn range(&self) -> Option<(u64, u64)> {
         self.range
@@ -524,7 +527,8 @@ fn the_timeline_centres_on_the_slowest_syscall_and_counts_every_source() {
     }
     assert_eq!(
         key(&mut app, KeyCode::Enter),
-        Effect::Run(Job::User(format!("syscalls {range} | limit 500")))
+        Effect::Run(Job::User(format!("syscalls {range} | limit 500"))),
+        "the slowest syscall's thread is not known here"
     );
     key(&mut app, KeyCode::Char('4'));
     assert_eq!(key(&mut app, KeyCode::Char('+')), Effect::Refresh);
@@ -549,4 +553,17 @@ fn t_on_a_listed_record_centres_the_timeline_on_it() {
     assert_eq!(app.view, View::Timeline);
     let anchor = app.timeline.anchor.as_ref().unwrap();
     assert_eq!((anchor.time, anchor.what.as_str()), (9_000_000_000, "42"));
+    let counts = answer(
+        &[("time", Kind::Time), ("count", Kind::Int)],
+        vec![vec![Cell::Int(9_000_000_000), Cell::Int(1)]],
+    );
+    let query = app.timeline.query("syscalls").unwrap();
+    app.apply(Job::Timeline("syscalls".into(), query), Ok(counts));
+    assert_eq!(
+        key(&mut app, KeyCode::Enter),
+        Effect::Run(Job::User(
+            "syscalls where tid = 42 [4000000000, 14000000000] | limit 500".into()
+        )),
+        "the records of the same thread (the fake schema has a tid)"
+    );
 }

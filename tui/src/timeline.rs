@@ -24,6 +24,8 @@ pub struct Anchor {
     pub time: u64,
     /// What happened then, e.g. `read 1.20s`.
     pub what: String,
+    /// The thread it happened on, when the record says.
+    pub tid: Option<i64>,
 }
 
 /// One source's counts, a bucket per column.
@@ -75,10 +77,15 @@ impl Timeline {
         ))
     }
 
-    /// The records of `source` on the axis.
-    pub fn records_query(&self, source: &str) -> Option<String> {
+    /// The records of `source` on the axis: of the anchor's thread when
+    /// `threaded` (the source has a `tid`) and the anchor has one.
+    pub fn records_query(&self, source: &str, threaded: bool) -> Option<String> {
         let (from, to) = self.range()?;
-        Some(format!("{source} [{from}, {to}] | limit 500"))
+        let thread = match self.anchor.as_ref()?.tid {
+            Some(tid) if threaded => format!(" where tid = {tid}"),
+            _ => String::new(),
+        };
+        Some(format!("{source}{thread} [{from}, {to}] | limit 500"))
     }
 
     /// Takes the answer to [`Timeline::query`] for `source`.
@@ -139,8 +146,17 @@ pub fn anchor_of(answer: &Answer, row: usize) -> Option<Anchor> {
         .filter_map(|name| answer.columns.iter().position(|h| h.name == *name))
         .map(|c| answer.text(row, c, None))
         .collect();
+    let tid = answer
+        .columns
+        .iter()
+        .position(|h| h.name == "tid")
+        .and_then(|c| match answer.rows[row][c] {
+            Cell::Int(tid) => Some(tid),
+            _ => None,
+        });
     Some(Anchor {
         time: t.unsigned_abs(),
         what: what.join(" "),
+        tid,
     })
 }
