@@ -403,9 +403,7 @@ fn net_records_exact_packets_on_a_veth_and_leaves_nothing_behind() {
     let ports = format!("{udp_port},{tcp_port}");
 
     // A weft killed with SIGKILL must leave no classifier attached.
-    let killed_dir = capture_dir("net-killed");
-    let killed = start_net_recording(&killed_dir, &[]);
-    assert!(!killed.stop_with(libc::SIGKILL).status.success());
+    kill_net_recording("net-killed");
     let dir = capture_dir("net-veth");
     let running = start_net_recording(&dir, &["--sources", "net,app", "--port", &ports]);
     exchange(
@@ -542,6 +540,13 @@ fn exchange(
 }
 
 /// Starts `weft record --sources net` on weft0 into `dir`.
+/// Starts a net recording and kills it with SIGKILL.
+fn kill_net_recording(name: &str) {
+    let dir = capture_dir(name);
+    let finished = start_net_recording(&dir, &[]).stop_with(libc::SIGKILL);
+    assert!(!finished.status.success());
+}
+
 fn start_net_recording(dir: &std::path::Path, extra: &[&str]) -> Running {
     let mut args = vec!["record", "--interface", "weft0"];
     args.extend_from_slice(extra);
