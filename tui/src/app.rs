@@ -41,6 +41,33 @@ pub const WINDOWS: [(&str, u64); 3] = [
     ("5m", 300_000_000_000),
 ];
 
+/// A latency breakdown: a source, the field it groups by, its latency field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Breakdown {
+    pub source: &'static str,
+    pub key: &'static str,
+    pub field: &'static str,
+}
+
+/// What the latency view can break down, in the order `o` cycles.
+pub const BREAKDOWNS: [Breakdown; 3] = [
+    Breakdown {
+        source: "syscalls",
+        key: "name",
+        field: "dur",
+    },
+    Breakdown {
+        source: "block",
+        key: "op",
+        field: "latency",
+    },
+    Breakdown {
+        source: "sched",
+        key: "state",
+        field: "off_cpu",
+    },
+];
+
 /// How many rate samples an overview row keeps (one a refresh).
 pub const TREND: usize = 60;
 
@@ -114,6 +141,8 @@ pub struct App {
     pub cursor: u64,
     /// Index into [`WINDOWS`].
     pub window: usize,
+    /// Index into [`BREAKDOWNS`].
+    pub breakdown: usize,
     /// Only this process name (`comm`), when set.
     pub filter: Option<String>,
     /// The display stops changing; the capture goes on.
@@ -151,6 +180,7 @@ impl App {
             range,
             cursor: range.map_or(0, |(_, last)| last),
             window: 0,
+            breakdown: 0,
             filter: None,
             frozen: false,
             help: false,
@@ -204,26 +234,44 @@ impl App {
 
     /// `syscalls`, with the process filter's `where` when set.
     fn syscalls_where(&self, more: Option<String>) -> String {
+        self.source_where("syscalls", more)
+    }
+
+    /// `source`, with `more` and the process filter as its `where`.
+    fn source_where(&self, source: &str, more: Option<String>) -> String {
         let conditions: Vec<String> = more.into_iter().chain(self.filter_condition()).collect();
         if conditions.is_empty() {
-            "syscalls".into()
+            source.into()
         } else {
-            format!("syscalls where {}", conditions.join(" and "))
+            format!("{source} where {}", conditions.join(" and "))
         }
     }
 
+    /// What the latency view breaks down now.
+    pub fn breakdown(&self) -> Breakdown {
+        BREAKDOWNS[self.breakdown]
+    }
+
     pub fn latency_query(&self) -> String {
+        let Breakdown { source, key, field } = self.breakdown();
         format!(
-            "{} | count, p50(dur), p90(dur), p99(dur), p99.9(dur), max(dur) by name {}",
-            self.syscalls_where(None),
+            "{} | count, p50({field}), p90({field}), p99({field}), p99.9({field}), max({field}) by {key} {}",
+            self.source_where(source, None),
             self.window_clause()
         )
     }
 
-    fn hist_query(&self, name: &str) -> String {
+    /// `source` where the breakdown's key is `value`.
+    fn one_key(&self, value: &str) -> String {
+        let Breakdown { source, key, .. } = self.breakdown();
+        self.source_where(source, Some(format!("{key} = {}", quote(value))))
+    }
+
+    fn hist_query(&self, value: &str) -> String {
         format!(
-            "{} | hist(dur) {}",
-            self.syscalls_where(Some(format!("name = {}", quote(name)))),
+            "{} | hist({}) {}",
+            self.one_key(value),
+            self.breakdown().field,
             self.window_clause()
         )
     }
@@ -244,7 +292,7 @@ impl App {
     /// The queries that keep the views current.
     pub fn refresh_jobs(&self) -> Vec<Job> {
         let mut jobs = vec![Job::Latency(self.latency_query())];
-        if let Some(name) = self.selected_syscall() {
+        if let Some(name) = self.selected_key() {
             jobs.push(Job::Hist(self.hist_query(&name)));
         }
         for row in &self.sources {
@@ -332,7 +380,7 @@ impl App {
                 }
             }
             Job::Hist(query) => {
-                let current = self.selected_syscall().map(|name| self.hist_query(&name));
+                let current = self.selected_key().map(|name| self.hist_query(&name));
                 if current.as_deref() == Some(query.as_str()) {
                     self.hist = answer.ok();
                 }
@@ -423,8 +471,8 @@ impl App {
         order
     }
 
-    /// The syscall name of the selected latency row.
-    pub fn selected_syscall(&self) -> Option<String> {
+    /// The key (syscall name, block op) of the selected latency row.
+    pub fn selected_key(&self) -> Option<String> {
         let Some(Ok(answer)) = &self.latency else {
             return None;
         };
@@ -497,6 +545,7 @@ impl App {
                 self.sort.column = (self.sort.column + 1) % 7;
                 self.sort.descending = self.sort.column != 0;
             }
+            KeyCode::Char('o') if self.view == View::Latency => return self.next_breakdown(),
             KeyCode::Char('r') if self.view == View::Latency => {
                 self.sort.descending = !self.sort.descending;
             }
@@ -525,6 +574,27 @@ impl App {
         if self.view != view {
             self.view = view;
             self.selected = 0;
+        }
+    }
+
+    /// The next breakdown whose source the capture has.
+    fn next_breakdown(&mut self) -> Effect {
+        let present = |b: &Breakdown| self.sources.iter().any(|r| r.name == b.source);
+        let next = (1..=BREAKDOWNS.len())
+            .map(|step| (self.breakdown + step) % BREAKDOWNS.len())
+            .find(|&i| present(&BREAKDOWNS[i]));
+        match next {
+            Some(i) if i != self.breakdown => {
+                self.breakdown = i;
+                self.latency = None;
+                self.hist = None;
+                self.selected = 0;
+                Effect::Refresh
+            }
+            _ => {
+                self.message = "no other latency in this capture".into();
+                Effect::None
+            }
         }
     }
 
@@ -580,12 +650,13 @@ impl App {
                 )
             }
             View::Latency => {
-                let Some(name) = self.selected_syscall() else {
+                let Some(value) = self.selected_key() else {
                     return Effect::None;
                 };
                 format!(
-                    "{} | sort dur desc | limit 100 {}",
-                    self.syscalls_where(Some(format!("name = {}", quote(&name)))),
+                    "{} | sort {} desc | limit 100 {}",
+                    self.one_key(&value),
+                    self.breakdown().field,
                     self.window_clause()
                 )
             }

@@ -188,9 +188,10 @@ fn latency(frame: &mut Frame, app: &App, area: Rect) {
     };
     let [table_area, hist_area] =
         Layout::vertical([Constraint::Min(3), Constraint::Length(hist_height)]).areas(area);
+    let breakdown = app.breakdown();
     let title = format!(
-        "syscall latency, last {} (s: sort, r: reverse, Enter: slowest calls)",
-        WINDOWS[app.window].0
+        "{} {} by {}, last {} (o: source, s r: sort, Enter: slowest)",
+        breakdown.source, breakdown.field, breakdown.key, WINDOWS[app.window].0
     );
     let block = Block::new().borders(Borders::TOP).title(title);
     match &app.latency {
@@ -207,7 +208,7 @@ fn latency(frame: &mut Frame, app: &App, area: Rect) {
                     name.to_owned()
                 }
             };
-            let names = ["syscall", "count", "p50", "p90", "p99", "p99.9", "max"];
+            let names = [breakdown.key, "count", "p50", "p90", "p99", "p99.9", "max"];
             let header = Row::new(names.iter().enumerate().map(|(i, n)| marked(i, n)))
                 .style(Style::new().bold());
             let rows = order.iter().map(|&row| {
@@ -289,10 +290,10 @@ fn timeline(frame: &mut Frame, app: &App, area: Rect) {
 
 /// The selected syscall's latency histogram.
 fn hist(frame: &mut Frame, app: &App, area: Rect) {
-    let name = app.selected_syscall().unwrap_or_default();
+    let name = app.selected_key().unwrap_or_default();
     let block = Block::new()
         .borders(Borders::TOP)
-        .title(format!("{name} latency histogram"));
+        .title(format!("{name} {} histogram", app.breakdown().field));
     let Some(answer) = &app.hist else {
         frame.render_widget(Paragraph::new("").block(block), area);
         return;
@@ -441,7 +442,7 @@ const HELP: &str = "\
 w            window: 10s, 1m, 5m
 [ ]          move back/forward in time (recordings)
 f            freeze the display (capture continues)
-s r          sort by the next column, reverse (latency)
+s r o        sort by the next column, reverse, next source (latency)
 Up Down      select; mouse wheel scrolls
 Enter        drill down: slowest calls, the thread around a record
 t            timeline around the selected record (query view)

@@ -162,7 +162,7 @@ fn enter_on_a_syscall_asks_for_its_slowest_calls() {
     let mut app = with_latency();
     key(&mut app, KeyCode::Char('2'));
     assert_eq!(key(&mut app, KeyCode::Down), Effect::Refresh);
-    assert_eq!(app.selected_syscall().as_deref(), Some("getppid"));
+    assert_eq!(app.selected_key().as_deref(), Some("getppid"));
     assert!(app.refresh_jobs().contains(&Job::Hist(
         r#"syscalls where name = "getppid" | hist(dur) last 10s"#.into()
     )));
@@ -387,7 +387,7 @@ fn latency_view_shows_percentiles_and_the_selected_histogram() {
         for value in ["10", "9.00ms", "18.0ms", "27.0ms", "36.0ms", "45.0ms"] {
             assert!(read.contains(value), "{value} in {read}");
         }
-        assert!(line_with(&lines, "latency histogram").contains("write"));
+        assert!(line_with(&lines, "dur histogram").contains("write"));
         let bucket = line_with(&lines, "512ns");
         assert!(bucket.contains("1.02us") && bucket.contains("28") && bucket.contains('█'));
     }
@@ -566,4 +566,31 @@ fn t_on_a_listed_record_centres_the_timeline_on_it() {
         )),
         "the records of the same thread (the fake schema has a tid)"
     );
+}
+
+#[test]
+fn o_breaks_latency_down_by_the_next_source_the_capture_has() {
+    let mut app = live();
+    app.apply_health(health(&[("syscalls", 1, 0), ("sched", 1, 0)]), 0.0);
+    key(&mut app, KeyCode::Char('2'));
+    assert_eq!(key(&mut app, KeyCode::Char('o')), Effect::Refresh);
+    assert_eq!(
+        app.latency_query(),
+        "sched | count, p50(off_cpu), p90(off_cpu), p99(off_cpu), p99.9(off_cpu), max(off_cpu) by state last 10s",
+        "no block source here: it is skipped"
+    );
+    let states = answer(
+        &[("state", Kind::Int), ("count", Kind::Int)],
+        vec![vec![Cell::Text("S".into()), Cell::Int(25)]],
+    );
+    app.apply(Job::Latency(app.latency_query()), Ok(states));
+    assert_eq!(
+        key(&mut app, KeyCode::Enter),
+        Effect::Run(Job::User(
+            r#"sched where state = "S" | sort off_cpu desc | limit 100 last 10s"#.into()
+        ))
+    );
+    key(&mut app, KeyCode::Char('2'));
+    key(&mut app, KeyCode::Char('o'));
+    assert!(app.latency_query().starts_with("syscalls |"), "back to syscalls");
 }
