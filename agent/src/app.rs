@@ -279,8 +279,8 @@ fn record(
 
 /// Whether weft itself names a source `name` (or lets queries call one
 /// so): applications may not take it.
-fn is_weft_source(name: &str) -> bool {
-    [capture::SYSCALLS, tasks::TASKS].contains(&name)
+pub fn is_weft_source(name: &str) -> bool {
+    [capture::SYSCALLS, tasks::TASKS, crate::trigger::TRIGGERS].contains(&name)
         || sources::ALL
             .iter()
             .any(|spec| spec.name == name || spec.aliases.contains(&name))

@@ -173,6 +173,10 @@ pub fn catalog(
             }
         }
     }
+    if let Some(log) = catalog.source_mut(crate::trigger::TRIGGERS) {
+        log.set_kind("start", Kind::Time);
+        log.set_kind("end", Kind::Time);
+    }
     for spec in crate::sources::ALL {
         if let Some(columns) = catalog.source_mut(spec.name) {
             spec.describe_columns(columns);

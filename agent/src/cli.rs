@@ -371,6 +371,29 @@ pub struct RecordOutputArgs {
     /// Add a session to an existing capture instead of refusing it.
     #[arg(long)]
     pub append: bool,
+
+    #[command(flatten)]
+    pub triggers: TriggerArgs,
+}
+
+/// Triggers: keep the windows around anomalies (docs/triggers.md).
+#[derive(Clone, Debug, Default, Args)]
+#[command(next_help_heading = "Triggers")]
+pub struct TriggerArgs {
+    /// Keep the window around every record for which this holds, whatever
+    /// `--retain`/`--max-disk` delete, e.g. 'syscalls where name = "fsync"
+    /// and dur > 50ms'. Repeatable. SIGUSR2 keeps the window around now.
+    #[arg(long = "trigger", value_name = "SOURCE where CONDITION")]
+    pub conditions: Vec<String>,
+
+    /// The window a trigger keeps, around the matching record's arrival.
+    #[arg(long, value_name = "-BEFORE..+AFTER", default_value = "-30s..+10s", value_parser = parse_keep, allow_hyphen_values = true)]
+    pub keep: (Duration, Duration),
+
+    /// Each trigger fires at most N times per period (matches inside its
+    /// current window only extend it).
+    #[arg(long, value_name = "N/PERIOD", default_value = "10/1h", value_parser = parse_rate)]
+    pub max_triggers: (usize, Duration),
 }
 
 #[derive(Debug, Args)]
@@ -489,6 +512,26 @@ pub enum Attach {
 }
 
 /// Parses `5s`, `100ms`, `1.5s`, `250us`, `2m`, `1h`, `10ns`.
+/// `-30s..+10s`: the time kept before and after.
+pub fn parse_keep(text: &str) -> Result<(Duration, Duration), String> {
+    let bad = || format!("`{text}` is not -BEFORE..+AFTER (e.g. -30s..+10s)");
+    let (before, after) = text.split_once("..").ok_or_else(bad)?;
+    let before = before.strip_prefix('-').ok_or_else(bad)?;
+    let after = after.strip_prefix('+').unwrap_or(after);
+    Ok((parse_duration(before)?, parse_duration(after)?))
+}
+
+/// `10/1h`: at most 10 per hour.
+pub fn parse_rate(text: &str) -> Result<(usize, Duration), String> {
+    let (count, period) = text
+        .split_once('/')
+        .ok_or_else(|| format!("`{text}` is not N/PERIOD (e.g. 10/1h)"))?;
+    let count = count
+        .parse()
+        .map_err(|_| format!("`{count}` in `{text}` is not a count"))?;
+    Ok((count, parse_duration(period)?))
+}
+
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let split = text
         .find(|c: char| c.is_ascii_alphabetic())
@@ -589,6 +632,21 @@ mod tests {
         assert!(parse_duration("5x").unwrap_err().contains("unknown unit"));
         assert!(parse_duration("abc").unwrap_err().contains("not a number"));
         assert!(parse_duration("-1s").unwrap_err().contains("out of range"));
+    }
+
+    #[test]
+    fn parse_keep_and_rate() {
+        let s = Duration::from_secs;
+        assert_eq!(parse_keep("-30s..+10s"), Ok((s(30), s(10))));
+        assert_eq!(parse_keep("-1m..5s"), Ok((s(60), s(5))));
+        assert!(
+            parse_keep("30s..10s")
+                .unwrap_err()
+                .contains("-BEFORE..+AFTER")
+        );
+        assert_eq!(parse_rate("10/1h"), Ok((10, s(3600))));
+        assert!(parse_rate("ten/1h").unwrap_err().contains("not a count"));
+        assert!(parse_rate("10").unwrap_err().contains("N/PERIOD"));
     }
 
     #[test]

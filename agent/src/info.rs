@@ -87,6 +87,25 @@ fn write_summary(out: &mut String, dir: &Path, s: &Value) -> std::fmt::Result {
             source["records"]
         )?;
     }
+    for session in &sessions {
+        for rule in session["triggers"]["rules"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            if rule["fired"].as_u64().unwrap_or(0) > 0 || rule["id"] != 0 {
+                writeln!(
+                    out,
+                    "trigger   {}: {}: fired {}, merged {}, suppressed {}",
+                    rule["id"],
+                    rule["condition"].as_str().unwrap_or_default(),
+                    rule["fired"],
+                    rule["merged"],
+                    rule["suppressed"]
+                )?;
+            }
+        }
+    }
     let mib = s["bytes"].as_u64().unwrap_or(0) as f64 / f64::from(1 << 20);
     writeln!(out, "size      {mib:.1} MiB")?;
     if s["torn_chunks"].as_u64().unwrap_or(0) > 0 {

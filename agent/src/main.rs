@@ -22,6 +22,7 @@ mod syscall;
 mod tasks;
 mod tc;
 mod trace;
+mod trigger;
 mod tui;
 
 use std::process::ExitCode;

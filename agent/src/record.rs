@@ -26,6 +26,7 @@ use crate::{
     sources::{self, Layout, STORED_FROM, Spec},
     syscall::{Options, SyscallProbe},
     tasks::TaskNames,
+    trigger::{self, Triggers},
 };
 
 /// Runs `weft record` until the duration ends, SIGINT or SIGTERM.
@@ -58,6 +59,13 @@ pub fn record(args: &RecordArgs, live: Option<Live>) -> Result<ExitCode> {
         spec_sources.insert(spec.source, (spec.define(&mut store)?, spec.layout()));
     }
     let tasks = TaskNames::define(&mut store)?;
+    let triggers = trigger_policy(&args.output.triggers);
+    let triggers = Triggers::new(
+        &store,
+        &Value::Null,
+        &args.output.triggers.conditions,
+        triggers,
+    )?;
     if let Some(live) = &live {
         // The UI may have given up waiting; recording goes on regardless.
         let _ = live.ready.send(store.reader());
@@ -88,6 +96,7 @@ pub fn record(args: &RecordArgs, live: Option<Live>) -> Result<ExitCode> {
         app_sources: HashMap::new(),
         tasks,
         metadata,
+        triggers,
         lag: (0, 0),
         error: None,
         status: live.is_none() && std::io::stderr().is_terminal(),
@@ -138,6 +147,7 @@ fn finish(recorder: Recorder, session_index: usize, outcome: &Outcome) -> Result
         mut metadata,
         dir,
         lag,
+        triggers,
         ..
     } = recorder;
     let closed = store.close().context("failed to finish the capture");
@@ -146,6 +156,7 @@ fn finish(recorder: Recorder, session_index: usize, outcome: &Outcome) -> Result
     entry["end_ns"] = json!(weft_store::now_ns());
     entry["lost"] = losses_json(accounting);
     entry["max_drain_lag_ns"] = json!(lag.1);
+    entry["triggers"] = triggers.to_json();
     entry["complete"] = json!(error.is_none() && closed.is_ok());
     capture::write_metadata(&dir, &metadata)?;
     if let Some(error) = error {
@@ -163,6 +174,17 @@ fn finish(recorder: Recorder, session_index: usize, outcome: &Outcome) -> Result
         eprintln!("weft:   {line}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `--keep` and `--max-triggers` say, in ns.
+fn trigger_policy(args: &crate::cli::TriggerArgs) -> trigger::Policy {
+    let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    let (most, per) = args.max_triggers;
+    trigger::Policy {
+        before: ns(args.keep.0),
+        after: ns(args.keep.1),
+        limit: Some((most, ns(per))),
+    }
 }
 
 /// What `--sources` chose.
@@ -344,6 +366,7 @@ struct Recorder {
     error: Option<anyhow::Error>,
     /// Whether to draw a status line (stderr is a terminal).
     status: bool,
+    triggers: Triggers,
     /// Where a terminal UI reads the counters, when one runs.
     health: Option<Arc<Mutex<weft_tui::Health>>>,
     start: Instant,
@@ -361,16 +384,15 @@ impl Consumer for Recorder {
         let exit_ns = event.enter_ns + event.duration_ns;
         let now = weft_store::now_ns();
         let appended = self
-            .store
-            .append_at(
+            .store_record(
                 self.syscall_source,
                 now,
                 Some(exit_ns),
                 &event.to_le_bytes(),
             )
-            .and_then(|_| self.tasks.observe_syscall(&mut self.store, now, event));
+            .and_then(|()| Ok(self.tasks.observe_syscall(&mut self.store, now, event)?));
         if let Err(error) = appended {
-            self.error = Some(error.into());
+            self.error = Some(error);
         }
     }
 
@@ -388,14 +410,15 @@ impl Consumer for Recorder {
             self.lag = (self.lag.0.max(lag), self.lag.1.max(lag));
         }
         let appended = self
-            .store
-            .append_at(source, now, ts, &record[STORED_FROM..])
-            .and_then(|_| match layout.thread(record) {
-                Some((pid, tid)) => self.tasks.observe(&mut self.store, now, pid, tid, false),
+            .store_record(source, now, ts, &record[STORED_FROM..])
+            .and_then(|()| match layout.thread(record) {
+                Some((pid, tid)) => {
+                    Ok(self.tasks.observe(&mut self.store, now, pid, tid, false)?)
+                }
                 None => Ok(()),
             });
         if let Err(error) = appended {
-            self.error = Some(error.into());
+            self.error = Some(error);
         }
     }
 
@@ -410,11 +433,7 @@ impl Consumer for Recorder {
                     return;
                 };
                 let payload: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-                let now = weft_store::now_ns();
-                self.store
-                    .append_at(*source, now, Some(ts), &payload)
-                    .map(|_| ())
-                    .map_err(Into::into)
+                self.store_record(*source, weft_store::now_ns(), Some(ts), &payload)
             }
         };
         if let Err(error) = done {
@@ -422,10 +441,17 @@ impl Consumer for Recorder {
         }
     }
 
+    fn manual_trigger(&mut self) {
+        if let Err(error) = self.triggers.manual(&mut self.store) {
+            self.error.get_or_insert(error);
+        }
+    }
+
     fn tick(&mut self, accounting: &Accounting) -> Result<bool> {
         if let Some(error) = self.error.take() {
             return Err(error);
         }
+        self.triggers.tick(&mut self.store)?;
         self.store.publish();
         if self.status {
             self.draw_status(accounting);
@@ -440,6 +466,20 @@ impl Consumer for Recorder {
 }
 
 impl Recorder {
+    /// Appends a record that arrived `now` and tests it against the
+    /// triggers.
+    fn store_record(
+        &mut self,
+        source: SourceId,
+        now: u64,
+        time: Option<u64>,
+        payload: &[u8],
+    ) -> Result<()> {
+        self.store.append_at(source, now, time, payload)?;
+        self.triggers
+            .check(&mut self.store, source, now, time, payload)
+    }
+
     /// Defines an application's source (each field an i64) and notes its
     /// field kinds in `weft.json` for queries.
     fn define_app_source(&mut self, name: &str, fields: &[(String, FieldKind)]) -> Result<()> {
@@ -455,7 +495,8 @@ impl Recorder {
             .map(|(field, kind)| (field.clone(), json!(kind.name())))
             .collect();
         self.metadata[capture::APP_SOURCES][name] = Value::Object(kinds);
-        capture::write_metadata(&self.dir, &self.metadata)
+        capture::write_metadata(&self.dir, &self.metadata)?;
+        self.triggers.bind_waiting(&self.store, &self.metadata)
     }
 
     /// The counters a terminal UI shows.

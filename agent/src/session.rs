@@ -43,6 +43,9 @@ pub trait Consumer {
     /// A source or record pushed by an application.
     fn app(&mut self, _message: Message) {}
 
+    /// SIGUSR2: keep the window around now (`record`'s manual trigger).
+    fn manual_trigger(&mut self) {}
+
     /// Called every tick with what was received and lost so far;
     /// `Ok(false)` stops the capture.
     fn tick(&mut self, accounting: &Accounting) -> Result<bool>;
@@ -213,6 +216,7 @@ async fn capture(
     tokio::pin!(deadline);
     let mut interrupt = signal(SignalKind::interrupt()).context("failed to handle SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("failed to handle SIGTERM")?;
+    let mut user2 = signal(SignalKind::user_defined2()).context("failed to handle SIGUSR2")?;
     let stop = session.stop.clone().unwrap_or_default();
     eprintln!("{}", session.ready);
     loop {
@@ -228,6 +232,10 @@ async fn capture(
             _ = interrupt.recv() => break,
             _ = terminate.recv() => break,
             () = stop.notified() => break,
+            _ = user2.recv() => {
+                probes.drain(consumer);
+                consumer.manual_trigger();
+            }
         }
     }
     Ok(())

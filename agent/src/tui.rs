@@ -25,7 +25,7 @@ use weft_tui::{Feed, FrameTimes, Health, SourceHealth};
 
 use crate::{
     capture,
-    cli::{RecordArgs, RecordOutputArgs, TuiArgs},
+    cli::{RecordArgs, RecordOutputArgs, TriggerArgs, TuiArgs},
     ebpf, info, query,
     record::{self, Live},
 };
@@ -69,6 +69,7 @@ fn live(args: &TuiArgs) -> Result<ExitCode> {
             max_disk: Some(args.max_disk),
             retain: Some(args.retain),
             append: false,
+            triggers: TriggerArgs::default(),
         },
         capture: args.capture.clone(),
     };

@@ -382,9 +382,19 @@ impl Store {
         Ok(())
     }
 
-    /// Keeps the records of `[start_ts, end_ts]` from the disk budget.
+    /// Keeps the records of `[start_ts, end_ts]` from the disk budget and
+    /// retention. A window overlapping a pinned one extends it.
     pub fn pin(&mut self, start_ts: u64, end_ts: u64) -> Result<()> {
-        self.meta.pins.push((start_ts, end_ts));
+        let overlapping = self
+            .meta
+            .pins
+            .iter_mut()
+            .rev()
+            .find(|(start, end)| *start <= end_ts && start_ts <= *end);
+        match overlapping {
+            Some(pin) => *pin = (pin.0.min(start_ts), pin.1.max(end_ts)),
+            None => self.meta.pins.push((start_ts, end_ts)),
+        }
         self.save_meta()
     }
 

@@ -33,6 +33,10 @@ pub enum Need {
     Btf,
     /// A tracepoint, `category/event`, checked when tracefs is mounted.
     Tracepoint(&'static str),
+    /// Room for millions of syscalls and hundreds of MB of capture: not
+    /// inside the VM matrix (`WEFT_VM`), where TCG and a RAM disk make such
+    /// a test take minutes.
+    Heavy,
 }
 
 /// What the syscall probe needs: task-local storage for tracing programs
@@ -57,6 +61,9 @@ pub fn needs(test: &str, needs: &[Need]) -> bool {
         Need::Btf => (!std::path::Path::new("/sys/kernel/btf/vmlinux").exists())
             .then(|| "kernel BTF".to_owned()),
         Need::Tracepoint(event) => (!has_tracepoint(event)).then(|| format!("tracepoint {event}")),
+        Need::Heavy => std::env::var_os("WEFT_VM")
+            .is_some()
+            .then(|| "a real machine for millions of syscalls (not the VM matrix)".to_owned()),
     });
     match missing {
         None => true,
@@ -179,11 +186,16 @@ impl Running {
         Self { child, stderr }
     }
 
-    /// Sends `signal` and collects what weft printed until it exits.
-    pub fn stop_with(mut self, signal: libc::c_int) -> Finished {
+    /// Sends `signal` and goes on (SIGUSR2: `record`'s manual trigger).
+    pub fn signal(&self, signal: libc::c_int) {
         let pid = libc::pid_t::try_from(self.child.id()).expect("pid fits");
         // SAFETY: plain kill(2) of our own child.
         assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "signal weft");
+    }
+
+    /// Sends `signal` and collects what weft printed until it exits.
+    pub fn stop_with(mut self, signal: libc::c_int) -> Finished {
+        self.signal(signal);
         let mut stdout = String::new();
         self.child
             .stdout

@@ -16,3 +16,5 @@ mod sources;
 mod trace;
 // `weft tui` in a real terminal (tmux): live and on a recording.
 mod tui;
+// Triggers: a ring that keeps the windows around anomalies.
+mod triggers;

@@ -592,5 +592,8 @@ fn o_breaks_latency_down_by_the_next_source_the_capture_has() {
     );
     key(&mut app, KeyCode::Char('2'));
     key(&mut app, KeyCode::Char('o'));
-    assert!(app.latency_query().starts_with("syscalls |"), "back to syscalls");
+    assert!(
+        app.latency_query().starts_with("syscalls |"),
+        "back to syscalls"
+    );
 }

@@ -1,0 +1,133 @@
+//! Triggers: `weft record --retain` keeps a ring, and a trigger keeps the
+//! window around a matching record whatever the ring deletes.
+
+use std::time::Duration;
+
+use weft_tests::{Need, Running, SYSCALL_PROBE, Workload, capture_dir, query_rows, run_weft};
+
+const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
+
+fn count(dir: &std::path::Path, query: &str) -> u64 {
+    query_rows(dir, query)[0]["count"].as_u64().unwrap()
+}
+
+/// Runs a workload to its end; returns its pid.
+fn run(steps: &[&str]) -> u32 {
+    let workload = Workload::spawn(WORKLOAD, steps);
+    let pid = workload.pid();
+    workload.run_to_end();
+    pid
+}
+
+#[test]
+fn a_slow_sleep_keeps_its_window_while_the_ring_deletes_the_rest() {
+    let test = "a_slow_sleep_keeps_its_window_while_the_ring_deletes_the_rest";
+    let mut need = SYSCALL_PROBE.to_vec();
+    need.push(Need::Heavy);
+    if !weft_tests::needs(test, &need) {
+        return;
+    }
+    let dir = capture_dir("trigger-window");
+    let running = Running::start(
+        &[
+            "record",
+            "-o",
+            dir.to_str().unwrap(),
+            "--retain",
+            "2s",
+            "--keep",
+            "-3s..+3s",
+            "--trigger",
+            r#"syscalls where name = "nanosleep" and dur > 50ms"#,
+        ],
+        "weft: recording",
+    );
+    // Old data the ring must delete, in segments of their own.
+    let old = run(&["getpid:2000000"]);
+    run(&["getpid:3000000"]);
+    std::thread::sleep(Duration::from_secs(3));
+    // The anomaly, with every call around it known exactly.
+    let slow = run(&["getppid:200000", "nanosleep:100:1", "getppid:200000"]);
+    // Newer data pushes the ring past the old records.
+    std::thread::sleep(Duration::from_secs(4));
+    for _ in 0..3 {
+        run(&["getpid:2000000"]);
+    }
+    let finished = running.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+    assert!(
+        finished.stderr.contains(
+            r#"weft: trigger 1 (syscalls where name = "nanosleep" and dur > 50ms) fired"#
+        ),
+        "{}",
+        finished.stderr
+    );
+    let of = |pid: u32, name: &str| {
+        count(
+            &dir,
+            &format!(r#"syscalls where pid = {pid} and name = "{name}" | count"#),
+        )
+    };
+    assert_eq!(
+        of(slow, "getppid"),
+        400_000,
+        "the pinned window is complete"
+    );
+    assert_eq!(of(slow, "nanosleep"), 1);
+    assert_eq!(of(old, "getpid"), 0, "unpinned old records are gone");
+    let log = query_rows(&dir, "triggers");
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert_eq!(log[0]["trigger"], 1);
+    let (_, info, _) = run_weft(&["info", dir.to_str().unwrap()]);
+    assert!(info.contains("fired 1, merged 0, suppressed 0"), "{info}");
+}
+
+#[test]
+fn a_trigger_on_every_call_fires_at_most_its_limit() {
+    let test = "a_trigger_on_every_call_fires_at_most_its_limit";
+    if !weft_tests::needs(test, &SYSCALL_PROBE) {
+        return;
+    }
+    let dir = capture_dir("trigger-limit");
+    let running = Running::start(
+        &[
+            "record",
+            "-o",
+            dir.to_str().unwrap(),
+            "--keep=-1ms..+1ms",
+            "--max-triggers",
+            "3/1h",
+            "--trigger",
+            r#"syscalls where name = "getppid""#,
+        ],
+        "weft: recording",
+    );
+    // Ten matches 30 ms apart: each after the last one's window.
+    let steps: Vec<&str> = ["getppid:1", "nanosleep:30:1"].repeat(10);
+    let pid = run(&steps);
+    // SIGUSR2 is the manual trigger.
+    running.signal(libc::SIGUSR2);
+    std::thread::sleep(Duration::from_millis(300));
+    let finished = running.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+    assert!(
+        finished
+            .stderr
+            .contains("weft: trigger 0 (manual (SIGUSR2)) fired"),
+        "{}",
+        finished.stderr
+    );
+    assert_eq!(
+        count(
+            &dir,
+            &format!(r#"syscalls where pid = {pid} and name = "getppid" | count"#)
+        ),
+        10,
+        "every record is stored, fired or not"
+    );
+    let (_, info, _) = run_weft(&["info", dir.to_str().unwrap()]);
+    assert!(info.contains("fired 3, merged 0, suppressed 7"), "{info}");
+    assert!(info.contains("manual (SIGUSR2): fired 1"), "{info}");
+    assert_eq!(count(&dir, "triggers where trigger = 1 | count"), 3);
+    assert_eq!(count(&dir, "triggers where trigger = 0 | count"), 1);
+}
