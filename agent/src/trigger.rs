@@ -303,3 +303,89 @@ fn define_log(store: &mut Store) -> Result<SourceId> {
         .collect();
     Ok(store.define_source(TRIGGERS, fields)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use weft_probes::syscall::SyscallEvent;
+
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn getppid(exit_ns: u64) -> [u8; size_of::<SyscallEvent>()] {
+        SyscallEvent {
+            enter_ns: exit_ns - 1000,
+            duration_ns: 1000,
+            ret: 1,
+            pid: 7,
+            tid: 7,
+            nr: 110,
+            cpu: 0,
+        }
+        .to_le_bytes()
+    }
+
+    #[test]
+    fn matches_fire_merge_and_are_limited() {
+        let dir = std::env::temp_dir().join(format!("weft-trigger-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut store = Store::open(&dir, &weft_store::Config::default()).unwrap();
+        let syscalls = capture::define_syscall_source(&mut store).unwrap();
+        let policy = Policy {
+            before: MS,
+            after: MS,
+            limit: Some((2, 3600 * 1000 * MS)),
+        };
+        let texts = [r#"syscalls where name = "getppid""#.to_owned()];
+        let mut triggers = Triggers::new(&store, &Value::Null, &texts, policy).unwrap();
+        // Fires; inside its window (merged, extended); fires again after
+        // it; then the limit of 2 refuses the rest.
+        for arrival in [100 * MS, 100 * MS + MS / 2, 200 * MS, 300 * MS, 400 * MS] {
+            let record = getppid(arrival);
+            store
+                .append_at(syscalls, arrival, Some(arrival), &record)
+                .unwrap();
+            triggers
+                .check(&mut store, syscalls, arrival, Some(arrival), &record)
+                .unwrap();
+        }
+        triggers.tick(&mut store).unwrap();
+        let rule = &triggers.to_json()["rules"][1];
+        assert_eq!(
+            (&rule["fired"], &rule["merged"], &rule["suppressed"]),
+            (&json!(2), &json!(1), &json!(2))
+        );
+        assert_eq!(
+            store.meta().pins,
+            [(99 * MS, 101 * MS + MS / 2), (199 * MS, 201 * MS)],
+            "the merged window extends its pin"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn triggers_are_source_where_condition_with_fixed_values() {
+        let dir = std::env::temp_dir().join(format!("weft-trigger-bad-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut store = Store::open(&dir, &weft_store::Config::default()).unwrap();
+        capture::define_syscall_source(&mut store).unwrap();
+        let policy = Policy {
+            before: MS,
+            after: MS,
+            limit: None,
+        };
+        let error = |text: &str| {
+            let texts = [text.to_owned()];
+            match Triggers::new(&store, &Value::Null, &texts, policy) {
+                Ok(_) => panic!("{text} was accepted"),
+                Err(error) => format!("{error:#}"),
+            }
+        };
+        assert!(error("syscalls | count").contains("without stages"));
+        assert!(error("syscalls").contains("needs a condition"));
+        assert!(error("syscalls where dur > p99").contains("percentile thresholds"));
+        assert!(error("syscalls where bogus = 1").contains("bogus"));
+        assert!(error("sched where runq > 1ms").contains("no source `sched`"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
