@@ -44,6 +44,9 @@ pub enum Bench {
     /// The terminal UI: the getppid loop under headless `weft record` and
     /// under `weft tui` in tmux, its frame times and its threads' CPU.
     Tui(crate::bench_tui::Options),
+    /// Triggers: the getppid loop under `weft record` without and with three
+    /// triggers, and the time from a matching record to its pinned window.
+    Triggers(crate::bench_triggers::Options),
 }
 
 #[derive(clap::Args)]
@@ -63,6 +66,7 @@ pub fn run(bench: &Bench) -> Result<()> {
         Bench::Sources(options) => crate::bench_sources::run(options),
         Bench::Oneliners(options) => crate::bench_oneliners::run(options),
         Bench::Tui(options) => crate::bench_tui::run(options),
+        Bench::Triggers(options) => crate::bench_triggers::run(options),
         Bench::Store { quick } => {
             let mut cmd = Command::new("cargo");
             cmd.current_dir(workspace_root()).args([

@@ -6,6 +6,7 @@ mod bench;
 mod bench_oneliners;
 mod bench_queries;
 mod bench_sources;
+mod bench_triggers;
 mod bench_tui;
 mod build_ebpf;
 mod exec;
