@@ -104,7 +104,9 @@ fn live_ui_shows_a_workload_answers_a_query_and_quits_cleanly() {
         return;
     }
     let calls = 4321;
-    let workload = Workload::spawn(WORKLOAD, &[&format!("getppid:{calls}")]);
+    // It lives on a little after its calls, so that weft reads its name
+    // (`comm`) from /proc before it exits.
+    let workload = Workload::spawn(WORKLOAD, &[&format!("getppid:{calls}"), "nanosleep:500:1"]);
     let tmux = Tmux::start(
         "live",
         &format!("{} tui --sources syscalls", weft_bin().display()),
