@@ -26,6 +26,10 @@ pub enum Command {
     /// query language in its query bar (`:`). `?` lists the keys.
     Tui(TuiArgs),
 
+    /// Keep the window around now in the running `weft record` (its manual
+    /// trigger, as SIGUSR2), with a note.
+    Trigger(TriggerCmdArgs),
+
     /// Count system calls and their latency percentiles, per syscall.
     ///
     /// Traces every completed system call on the machine (or those selected by
@@ -40,7 +44,7 @@ pub enum Command {
     /// end, and what was lost, per CPU). A status line goes to stderr each
     /// second when it is a terminal. SIGINT or SIGTERM finish cleanly; a
     /// crash leaves a directory that still opens.
-    Record(RecordArgs),
+    Record(Box<RecordArgs>),
 
     /// List the event sources, their fields, and whether each can attach on
     /// this kernel (and why not).
@@ -394,6 +398,23 @@ pub struct TriggerArgs {
     /// current window only extend it).
     #[arg(long, value_name = "N/PERIOD", default_value = "10/1h", value_parser = parse_rate)]
     pub max_triggers: (usize, Duration),
+
+    /// Run this shell command at each firing, with `WEFT_TRIGGER_ID`,
+    /// `_CONDITION`, `_TIME_NS`, `_START_NS`, `_END_NS`, `_NOTE` and
+    /// `WEFT_CAPTURE` in its environment (e.g. to page someone).
+    #[arg(long, value_name = "COMMAND")]
+    pub on_trigger: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct TriggerCmdArgs {
+    /// The capture being recorded (default: whatever the running `weft
+    /// record` records).
+    #[arg(value_name = "DIR")]
+    pub dir: Option<std::path::PathBuf>,
+    /// Why: kept in the capture's weft.json and shown by `weft info`.
+    #[arg(long, value_name = "TEXT", help_heading = "Trigger")]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Args)]

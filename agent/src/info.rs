@@ -106,6 +106,20 @@ fn write_summary(out: &mut String, dir: &Path, s: &Value) -> std::fmt::Result {
             }
         }
     }
+    for session in &sessions {
+        for note in session["triggers"]["notes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            writeln!(
+                out,
+                "note      {:.3}s: {}",
+                note["time_ns"].as_u64().unwrap_or(0) as f64 / 1e9,
+                note["note"].as_str().unwrap_or_default()
+            )?;
+        }
+    }
     let mib = s["bytes"].as_u64().unwrap_or(0) as f64 / f64::from(1 << 20);
     writeln!(out, "size      {mib:.1} MiB")?;
     if s["torn_chunks"].as_u64().unwrap_or(0) > 0 {

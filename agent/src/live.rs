@@ -8,11 +8,15 @@
 //! server: {"ok": true}            or   {"error": "message with caret"}
 //!         <the answer, until the server closes the connection>
 //! ```
+//!
+//! `weft trigger` asks for a manual trigger the same way:
+//! `{"trigger": true, "note": "TEXT", "dir": "DIR or null"}`.
 
 use std::{
     io::{BufRead as _, BufReader, Read as _, Write as _},
     os::unix::net::UnixStream,
     path::{Path, PathBuf},
+    sync::mpsc::SyncSender,
 };
 
 use anyhow::{Context as _, Result, bail};
@@ -27,7 +31,11 @@ pub const SOCKET: &str = "/run/weft/query.sock";
 /// Serves live queries on the capture in `dir` from a background thread,
 /// or says why not (another recorder serves them already) and returns
 /// `None`: recording matters more than answering.
-pub fn serve(reader: Reader, dir: PathBuf) -> Result<Option<socket::Bound>> {
+pub fn serve(
+    reader: Reader,
+    dir: PathBuf,
+    triggers: SyncSender<String>,
+) -> Result<Option<socket::Bound>> {
     let Some((listener, bound)) = socket::bind(Path::new(SOCKET), None)? else {
         eprintln!("weft: another weft serves live queries at {SOCKET}; this one will not");
         return Ok(None);
@@ -37,17 +45,25 @@ pub fn serve(reader: Reader, dir: PathBuf) -> Result<Option<socket::Bound>> {
         .spawn(move || {
             for stream in listener.incoming().flatten() {
                 // One bad client must not stop the others.
-                let _ = handle(&stream, &reader, &dir);
+                let _ = handle(&stream, &reader, &dir, &triggers);
             }
         })
         .context("failed to start the live query thread")?;
     Ok(Some(bound))
 }
 
-fn handle(stream: &UnixStream, reader: &Reader, dir: &Path) -> Result<()> {
+fn handle(
+    stream: &UnixStream,
+    reader: &Reader,
+    dir: &Path,
+    triggers: &SyncSender<String>,
+) -> Result<()> {
     let mut line = String::new();
     BufReader::new(stream).read_line(&mut line)?;
     let request: Value = serde_json::from_str(&line)?;
+    if request["trigger"] == true {
+        return answer_trigger(stream, &request, dir, triggers);
+    }
     let text = request["query"].as_str().unwrap_or_default();
     let format = request["format"]
         .as_str()
@@ -63,6 +79,56 @@ fn handle(stream: &UnixStream, reader: &Reader, dir: &Path) -> Result<()> {
             out.write_all(answer.as_bytes())?;
         }
         Err(error) => writeln!(out, "{}", json!({ "error": format!("{error:#}") }))?,
+    }
+    Ok(())
+}
+
+/// A manual trigger for the recorder, if it records the directory asked.
+fn answer_trigger(
+    mut out: &UnixStream,
+    request: &Value,
+    dir: &Path,
+    triggers: &SyncSender<String>,
+) -> Result<()> {
+    let asked = request["dir"].as_str().map(Path::new);
+    let reply = match asked {
+        Some(asked) if !same_file(asked, dir) => {
+            json!({ "error": format!("this weft records {}, not {}", dir.display(), asked.display()) })
+        }
+        _ => match triggers.try_send(request["note"].as_str().unwrap_or_default().to_owned()) {
+            Ok(()) => json!({ "ok": true }),
+            Err(_) => json!({ "error": "the recorder has manual triggers waiting; try again" }),
+        },
+    };
+    writeln!(out, "{reply}")?;
+    Ok(())
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Asks the running recorder (of `dir`, when given) for a manual trigger.
+pub fn trigger(dir: Option<&Path>, note: &str) -> Result<()> {
+    let mut stream = UnixStream::connect(SOCKET).with_context(|| {
+        format!("no live weft to trigger at {SOCKET} (start `weft record`; the socket needs root)")
+    })?;
+    let dir = dir
+        .map(|d| {
+            d.canonicalize()
+                .with_context(|| format!("no capture at {}", d.display()))
+        })
+        .transpose()?;
+    let request = json!({ "trigger": true, "note": note, "dir": dir });
+    writeln!(stream, "{request}")?;
+    let mut status = String::new();
+    BufReader::new(stream).read_line(&mut status)?;
+    let status: Value = serde_json::from_str(&status).context("the live weft answered garbage")?;
+    if let Some(error) = status["error"].as_str() {
+        bail!("{error}");
     }
     Ok(())
 }

@@ -55,6 +55,14 @@ fn main() -> ExitCode {
     });
     let result = match &command {
         cli::Command::Tui(args) => tui::run(args),
+        cli::Command::Trigger(args) => live::trigger(
+            args.dir.as_deref(),
+            args.note.as_deref().unwrap_or_default(),
+        )
+        .map(|()| {
+            eprintln!("weft: triggered");
+            std::process::ExitCode::SUCCESS
+        }),
         cli::Command::Stat(args) => stat::run(args),
         cli::Command::Record(args) => record::run(args),
         cli::Command::Info(args) => info::run(args),

@@ -59,19 +59,22 @@ pub fn record(args: &RecordArgs, live: Option<Live>) -> Result<ExitCode> {
         spec_sources.insert(spec.source, (spec.define(&mut store)?, spec.layout()));
     }
     let tasks = TaskNames::define(&mut store)?;
-    let triggers = trigger_policy(&args.output.triggers);
+    let policy = trigger_policy(&args.output.triggers);
+    let hook = (args.output.triggers.on_trigger.clone()).map(|command| (command, dir.clone()));
     let triggers = Triggers::new(
         &store,
         &Value::Null,
         &args.output.triggers.conditions,
-        triggers,
+        policy,
+        hook,
     )?;
+    let (manual, manual_notes) = std::sync::mpsc::sync_channel(16);
     if let Some(live) = &live {
         // The UI may have given up waiting; recording goes on regardless.
         let _ = live.ready.send(store.reader());
     }
     // Warn and record on: a capture without live queries beats none.
-    let _live = live::serve(store.reader(), dir.clone()).unwrap_or_else(|error| {
+    let _live = live::serve(store.reader(), dir.clone(), manual).unwrap_or_else(|error| {
         eprintln!("weft: live queries unavailable: {error:#}");
         None
     });
@@ -97,6 +100,7 @@ pub fn record(args: &RecordArgs, live: Option<Live>) -> Result<ExitCode> {
         tasks,
         metadata,
         triggers,
+        manual_notes,
         lag: (0, 0),
         error: None,
         status: live.is_none() && std::io::stderr().is_terminal(),
@@ -367,6 +371,8 @@ struct Recorder {
     /// Whether to draw a status line (stderr is a terminal).
     status: bool,
     triggers: Triggers,
+    /// Manual triggers asked through the live socket, with their notes.
+    manual_notes: std::sync::mpsc::Receiver<String>,
     /// Where a terminal UI reads the counters, when one runs.
     health: Option<Arc<Mutex<weft_tui::Health>>>,
     start: Instant,
@@ -442,7 +448,7 @@ impl Consumer for Recorder {
     }
 
     fn manual_trigger(&mut self) {
-        if let Err(error) = self.triggers.manual(&mut self.store) {
+        if let Err(error) = self.triggers.manual(&mut self.store, None) {
             self.error.get_or_insert(error);
         }
     }
@@ -450,6 +456,9 @@ impl Consumer for Recorder {
     fn tick(&mut self, accounting: &Accounting) -> Result<bool> {
         if let Some(error) = self.error.take() {
             return Err(error);
+        }
+        while let Ok(note) = self.manual_notes.try_recv() {
+            self.triggers.manual(&mut self.store, Some(note))?;
         }
         self.triggers.tick(&mut self.store)?;
         self.store.publish();

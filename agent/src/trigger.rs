@@ -68,6 +68,11 @@ struct Test {
 pub struct Triggers {
     rules: Vec<Rule>,
     policy: Policy,
+    /// A shell command run at each firing (`--on-trigger`), and the
+    /// capture it names.
+    hook: Option<(String, std::path::PathBuf)>,
+    /// Notes of manual triggers, with their arrival times.
+    notes: Vec<(u64, String)>,
     /// The log source, defined at the first firing.
     log: Option<SourceId>,
     /// A window extension not yet written to the store (written each tick:
@@ -78,7 +83,13 @@ pub struct Triggers {
 impl Triggers {
     /// Parses and binds each `SOURCE where CONDITION` against the sources
     /// `store` has now.
-    pub fn new(store: &Store, metadata: &Value, texts: &[String], policy: Policy) -> Result<Self> {
+    pub fn new(
+        store: &Store,
+        metadata: &Value,
+        texts: &[String],
+        policy: Policy,
+        hook: Option<(String, std::path::PathBuf)>,
+    ) -> Result<Self> {
         let mut rules = vec![Rule::new("manual (SIGUSR2)".into(), State::Manual)];
         rules.extend(
             texts
@@ -88,6 +99,8 @@ impl Triggers {
         let mut triggers = Self {
             rules,
             policy,
+            hook,
+            notes: Vec::new(),
             log: None,
             pending: None,
         };
@@ -151,9 +164,13 @@ impl Triggers {
         Ok(())
     }
 
-    /// SIGUSR2: keeps the window around now.
-    pub fn manual(&mut self, store: &mut Store) -> Result<()> {
+    /// SIGUSR2 or `weft trigger [--note TEXT]`: keeps the window around
+    /// now.
+    pub fn manual(&mut self, store: &mut Store, note: Option<String>) -> Result<()> {
         let now = weft_store::now_ns();
+        if let Some(note) = note.filter(|n| !n.is_empty()) {
+            self.notes.push((now, note));
+        }
         self.fire(store, 0, now, now)
     }
 
@@ -201,6 +218,22 @@ impl Triggers {
             .flat_map(|v| v.to_le_bytes())
             .collect();
         store.append_at(log, now, Some(time), &record)?;
+        if let Some((command, dir)) = &self.hook {
+            let note = if id == 0 {
+                self.notes.last().map(|(_, n)| n.as_str())
+            } else {
+                None
+            };
+            run_hook(
+                command,
+                dir,
+                id,
+                &self.rules[id].text,
+                time,
+                window,
+                note.unwrap_or_default(),
+            );
+        }
         Ok(())
     }
 
@@ -228,11 +261,48 @@ impl Triggers {
                 })
             })
             .collect();
+        let notes: Vec<Value> = self
+            .notes
+            .iter()
+            .map(|(time, note)| json!({ "time_ns": time, "note": note }))
+            .collect();
         json!({
             "keep_before_ns": self.policy.before,
             "keep_after_ns": self.policy.after,
             "rules": rules,
+            "notes": notes,
         })
+    }
+}
+
+/// Runs `command` with `sh -c`, the firing described in its environment;
+/// it runs on its own (a thread reaps it), so a slow hook never holds up
+/// recording.
+fn run_hook(
+    command: &str,
+    dir: &std::path::Path,
+    id: usize,
+    condition: &str,
+    time: u64,
+    window: (u64, u64),
+    note: &str,
+) {
+    let spawned = std::process::Command::new("sh")
+        .args(["-c", command])
+        .env("WEFT_CAPTURE", dir)
+        .env("WEFT_TRIGGER_ID", id.to_string())
+        .env("WEFT_TRIGGER_CONDITION", condition)
+        .env("WEFT_TRIGGER_TIME_NS", time.to_string())
+        .env("WEFT_TRIGGER_START_NS", window.0.to_string())
+        .env("WEFT_TRIGGER_END_NS", window.1.to_string())
+        .env("WEFT_TRIGGER_NOTE", note)
+        .stdin(std::process::Stdio::null())
+        .spawn();
+    match spawned {
+        Ok(mut child) => {
+            std::thread::spawn(move || child.wait());
+        }
+        Err(error) => eprintln!("weft: --on-trigger: failed to run sh: {error}"),
     }
 }
 
@@ -337,7 +407,7 @@ mod tests {
             limit: Some((2, 3600 * 1000 * MS)),
         };
         let texts = [r#"syscalls where name = "getppid""#.to_owned()];
-        let mut triggers = Triggers::new(&store, &Value::Null, &texts, policy).unwrap();
+        let mut triggers = Triggers::new(&store, &Value::Null, &texts, policy, None).unwrap();
         // Fires; inside its window (merged, extended); fires again after
         // it; then the limit of 2 refuses the rest.
         for arrival in [100 * MS, 100 * MS + MS / 2, 200 * MS, 300 * MS, 400 * MS] {
@@ -376,7 +446,7 @@ mod tests {
         };
         let error = |text: &str| {
             let texts = [text.to_owned()];
-            match Triggers::new(&store, &Value::Null, &texts, policy) {
+            match Triggers::new(&store, &Value::Null, &texts, policy, None) {
                 Ok(_) => panic!("{text} was accepted"),
                 Err(error) => format!("{error:#}"),
             }

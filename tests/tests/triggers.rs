@@ -89,25 +89,44 @@ fn a_trigger_on_every_call_fires_at_most_its_limit() {
         return;
     }
     let dir = capture_dir("trigger-limit");
+    let hooked = dir.with_extension("hooked");
     let running = Running::start(
         &[
             "record",
             "-o",
             dir.to_str().unwrap(),
+            // Only the workload: the hook's shell calls getppid too.
+            "--comm",
+            "weft-workload",
             "--keep=-1ms..+1ms",
             "--max-triggers",
             "3/1h",
             "--trigger",
             r#"syscalls where name = "getppid""#,
+            "--on-trigger",
+            &format!(
+                r#"echo "$WEFT_TRIGGER_ID $WEFT_TRIGGER_NOTE" >> {}"#,
+                hooked.display()
+            ),
         ],
         "weft: recording",
     );
     // Ten matches 30 ms apart: each after the last one's window.
     let steps: Vec<&str> = ["getppid:1", "nanosleep:30:1"].repeat(10);
     let pid = run(&steps);
-    // SIGUSR2 is the manual trigger.
+    // SIGUSR2 is the manual trigger, and so is `weft trigger`, with a note
+    // (taken at the recorder's next tick, within a second).
     running.signal(libc::SIGUSR2);
     std::thread::sleep(Duration::from_millis(300));
+    let (status, _, stderr) =
+        run_weft(&["trigger", dir.to_str().unwrap(), "--note", "slow checkout"]);
+    assert!(status.success(), "{stderr}");
+    let (status, _, stderr) = run_weft(&["trigger", "/nonexistent"]);
+    assert!(
+        !status.success() && stderr.contains("no capture at /nonexistent"),
+        "{stderr}"
+    );
+    std::thread::sleep(Duration::from_millis(1500));
     let finished = running.stop();
     assert!(finished.status.success(), "{}", finished.stderr);
     assert!(
@@ -127,7 +146,16 @@ fn a_trigger_on_every_call_fires_at_most_its_limit() {
     );
     let (_, info, _) = run_weft(&["info", dir.to_str().unwrap()]);
     assert!(info.contains("fired 3, merged 0, suppressed 7"), "{info}");
-    assert!(info.contains("manual (SIGUSR2): fired 1"), "{info}");
+    assert!(info.contains("manual (SIGUSR2): fired 2"), "{info}");
+    assert!(info.contains(": slow checkout"), "{info}");
     assert_eq!(count(&dir, "triggers where trigger = 1 | count"), 3);
-    assert_eq!(count(&dir, "triggers where trigger = 0 | count"), 1);
+    assert_eq!(count(&dir, "triggers where trigger = 0 | count"), 2);
+    // The hook ran once per firing, with the firing in its environment.
+    let mut lines: Vec<String> = std::fs::read_to_string(&hooked)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim_end().to_owned())
+        .collect();
+    lines.sort();
+    assert_eq!(lines, ["0", "0 slow checkout", "1", "1", "1"]);
 }
