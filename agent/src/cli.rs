@@ -26,6 +26,13 @@ pub enum Command {
     /// query language in its query bar (`:`). `?` lists the keys.
     Tui(TuiArgs),
 
+    /// Copy the window a trigger kept into a small standalone capture.
+    ///
+    /// Every source's records of that window (and the thread names noted
+    /// before it), with the same indexes; `weft query OUT`, `weft tui OUT`
+    /// and `weft info OUT` open it anywhere.
+    Extract(ExtractArgs),
+
     /// Keep the window around now in the running `weft record` (its manual
     /// trigger, as SIGUSR2), with a note.
     Trigger(TriggerCmdArgs),
@@ -404,6 +411,20 @@ pub struct TriggerArgs {
     /// `WEFT_CAPTURE` in its environment (e.g. to page someone).
     #[arg(long, value_name = "COMMAND")]
     pub on_trigger: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExtractArgs {
+    /// The capture the trigger fired in.
+    #[arg(value_name = "DIR")]
+    pub dir: std::path::PathBuf,
+    /// Which firing, counting from 1 as `weft query DIR triggers` lists
+    /// them.
+    #[arg(long, value_name = "N", help_heading = "Window")]
+    pub trigger: usize,
+    /// The new capture directory (must not exist).
+    #[arg(long, short = 'o', value_name = "OUT", help_heading = "Output")]
+    pub output: std::path::PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -9,6 +9,7 @@ mod doctor;
 mod ebpf;
 mod events;
 mod export;
+mod extract;
 mod info;
 mod live;
 mod query;
@@ -63,6 +64,7 @@ fn main() -> ExitCode {
             eprintln!("weft: triggered");
             std::process::ExitCode::SUCCESS
         }),
+        cli::Command::Extract(args) => extract::run(args),
         cli::Command::Stat(args) => stat::run(args),
         cli::Command::Record(args) => record::run(args),
         cli::Command::Info(args) => info::run(args),

@@ -80,6 +80,43 @@ fn a_slow_sleep_keeps_its_window_while_the_ring_deletes_the_rest() {
     assert_eq!(log[0]["trigger"], 1);
     let (_, info, _) = run_weft(&["info", dir.to_str().unwrap()]);
     assert!(info.contains("fired 1, merged 0, suppressed 0"), "{info}");
+
+    // The window, extracted, answers as the capture does.
+    let out = capture_dir("trigger-extract");
+    let extract = |firing: &str, out: &str| {
+        run_weft(&[
+            "extract",
+            dir.to_str().unwrap(),
+            "--trigger",
+            firing,
+            "-o",
+            out,
+        ])
+    };
+    let (status, _, stderr) = extract("1", out.to_str().unwrap());
+    assert!(status.success(), "{stderr}");
+    let (start, end) = (&log[0]["start"], &log[0]["end"]);
+    for query in [
+        format!("syscalls [{start}, {end}] | count"),
+        format!(r#"syscalls where pid = {slow} and name = "getppid" | count"#),
+        format!("syscalls where pid = {slow} | count by name"),
+        "triggers".to_owned(),
+    ] {
+        assert_eq!(
+            query_rows(&dir, &query),
+            query_rows(&out, &query),
+            "{query}"
+        );
+    }
+    let (status, _, stderr) = extract("1", out.to_str().unwrap());
+    assert!(!status.success() && stderr.contains("exists"), "{stderr}");
+    let never = dir.with_extension("never");
+    let (status, _, stderr) = extract("2", never.to_str().unwrap());
+    assert!(
+        !status.success() && stderr.contains("has 1 trigger firings"),
+        "{stderr}"
+    );
+    assert!(!never.exists(), "nothing half written");
 }
 
 #[test]

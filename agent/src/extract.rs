@@ -1,0 +1,139 @@
+//! `weft extract DIR --trigger N -o OUT`: copies the window a trigger kept
+//! into a small standalone capture that opens anywhere (`weft query OUT`,
+//! `weft tui OUT`), with every source's records of that window.
+
+use std::{ops::RangeInclusive, path::Path, process::ExitCode};
+
+use anyhow::{Context as _, Result, bail};
+use serde_json::json;
+use weft_store::{Config, Record, Snapshot, Store};
+
+use crate::{capture, cli::ExtractArgs, tasks, trigger::TRIGGERS};
+
+/// Records are copied a slice of time at a time, in arrival order across
+/// sources; memory is one slice's records.
+const SLICE_NS: u64 = 100_000_000;
+
+pub fn run(args: &ExtractArgs) -> Result<ExitCode> {
+    let (snapshot, _) = weft_store::open_read_only(&args.dir)
+        .with_context(|| format!("failed to open {}", args.dir.display()))?;
+    let window = kept_window(&snapshot, args.trigger)?;
+    if args.output.exists() {
+        bail!(
+            "{} exists; extract writes a new capture",
+            args.output.display()
+        );
+    }
+    // Written beside OUT and renamed at the end: OUT is complete or absent.
+    let partial = args.output.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&partial);
+    capture::prepare_dir(&partial, false)?;
+    let copied = copy(&snapshot, &partial, &window).and_then(|records| {
+        let mut metadata = capture::read_metadata(&args.dir)?;
+        metadata["extracted"] = json!({
+            "from": args.dir.display().to_string(),
+            "trigger_firing": args.trigger,
+            "start_ns": window.start(),
+            "end_ns": window.end(),
+        });
+        capture::write_metadata(&partial, &metadata)?;
+        Ok(records)
+    });
+    let records = match copied {
+        Ok(records) => records,
+        Err(error) => {
+            let _ = std::fs::remove_dir_all(&partial);
+            return Err(error);
+        }
+    };
+    std::fs::rename(&partial, &args.output)
+        .with_context(|| format!("failed to create {}", args.output.display()))?;
+    eprintln!(
+        "weft: extracted {records} records of {:.3}s into {}",
+        (window.end() - window.start()) as f64 / 1e9,
+        args.output.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The pinned window that holds firing `n` (1-based, in the order
+/// `weft query DIR triggers` lists them): merged matches may have
+/// widened it past the firing's own window.
+fn kept_window(snapshot: &Snapshot, n: usize) -> Result<RangeInclusive<u64>> {
+    let meta = snapshot.meta();
+    let Some(log) = meta.sources.iter().find(|s| s.name == TRIGGERS) else {
+        bail!("this capture has no trigger firings (no `{TRIGGERS}` source)");
+    };
+    let (firings, _) = snapshot.raw_scan(log.id, 0..=u64::MAX)?;
+    let Some(firing) = n.checked_sub(1).and_then(|i| firings.get(i)) else {
+        bail!(
+            "--trigger {n}: this capture has {} trigger firings (1 to {0})",
+            firings.len()
+        );
+    };
+    let field = |i: usize| {
+        let bytes = firing
+            .payload
+            .get(i * 8..i * 8 + 8)
+            .context("a short trigger record")?;
+        Ok::<_, anyhow::Error>(u64::from_le_bytes(bytes.try_into().expect("8 bytes")))
+    };
+    let (start, end) = (field(1)?, field(2)?);
+    Ok(meta
+        .pins
+        .iter()
+        .find(|(s, e)| *s <= start && end <= *e)
+        .map_or(start..=end, |(s, e)| *s..=*e))
+}
+
+/// Copies the window's records, and the thread names noted before it,
+/// into a new store at `dir`; returns how many records were copied.
+fn copy(snapshot: &Snapshot, dir: &Path, window: &RangeInclusive<u64>) -> Result<u64> {
+    let meta = snapshot.meta();
+    let mut store = Store::open(dir, &Config::default())?;
+    for source in &meta.sources {
+        store.define_source(&source.name, source.fields.clone())?;
+    }
+    for index in meta.indexes.iter().filter(|i| i.until_chunk.is_none()) {
+        store.define_partitioned_index(
+            index.source,
+            &index.name,
+            index.field.clone(),
+            index.bins.clone(),
+            index.partition.clone(),
+        )?;
+    }
+    let mut copied = 0;
+    // Thread names noted before the window name its threads too.
+    if let Some(names) = meta.sources.iter().find(|s| s.name == tasks::TASKS) {
+        let before = 0..=window.start().saturating_sub(1);
+        let (records, _) = snapshot.raw_scan(names.id, before)?;
+        copied += append(&mut store, records)?;
+    }
+    let mut from = *window.start();
+    while from <= *window.end() {
+        let to = from.saturating_add(SLICE_NS - 1).min(*window.end());
+        let mut records = Vec::new();
+        for source in &meta.sources {
+            snapshot.raw_scan_each(source.id, from..=to, |r| records.push(r))?;
+        }
+        records.sort_by_key(|r| (r.ts, r.addr));
+        copied += append(&mut store, records)?;
+        from = to + 1;
+    }
+    store.close()?;
+    Ok(copied)
+}
+
+fn append(store: &mut Store, records: Vec<Record>) -> Result<u64> {
+    let count = records.len() as u64;
+    for record in records {
+        store.append_at(
+            record.source,
+            record.ts,
+            record.producer_ts,
+            &record.payload,
+        )?;
+    }
+    Ok(count)
+}
