@@ -393,7 +393,8 @@ pub struct RecordOutputArgs {
 pub struct TriggerArgs {
     /// Keep the window around every record for which this holds, whatever
     /// `--retain`/`--max-disk` delete, e.g. 'syscalls where name = "fsync"
-    /// and dur > 50ms'. Repeatable. SIGUSR2 keeps the window around now.
+    /// and dur > 50ms' or 'requests where latency > p99.99 last 1m'.
+    /// Repeatable. SIGUSR2 keeps the window around now.
     #[arg(long = "trigger", value_name = "SOURCE where CONDITION")]
     pub conditions: Vec<String>,
 

@@ -13,8 +13,9 @@
 use std::collections::VecDeque;
 
 use anyhow::{Context as _, Result, bail};
+use hdrhistogram::Histogram;
 use serde_json::{Value, json};
-use weft_query::{Column, bind::Pred};
+use weft_query::{Column, ast::Op, bind::Pred};
 use weft_store::{Field, FieldKind, SourceId, Store};
 
 use crate::capture;
@@ -61,9 +62,33 @@ enum State {
 /// The condition of a rule, bound to its source's columns.
 struct Test {
     source: SourceId,
+    /// The comparisons with fixed values.
     pred: Pred,
+    /// `FIELD OP pQ`: against that percentile of the field over the
+    /// records the rest of the condition selected in the last window.
+    thresholds: Vec<Live>,
     columns: Vec<Column>,
 }
+
+/// A live percentile: per-second histograms over a sliding window.
+struct Live {
+    column: usize,
+    op: Op,
+    q: f64,
+    /// The window, in ns (`last 1m`).
+    window: u64,
+    /// One histogram per second of arrival time, oldest first.
+    seconds: VecDeque<(u64, Histogram<u64>)>,
+    /// Their sum.
+    total: Histogram<u64>,
+    /// The percentile, recomputed at most every [`RECOMPUTE_NS`].
+    value: Option<i64>,
+    computed_at: u64,
+}
+
+/// How often a live percentile is recomputed: reading one costs a pass
+/// over the histogram's buckets, too much for every record.
+const RECOMPUTE_NS: u64 = 100_000_000;
 
 pub struct Triggers {
     rules: Vec<Rule>,
@@ -148,16 +173,12 @@ impl Triggers {
         time: Option<u64>,
         payload: &[u8],
     ) -> Result<()> {
+        let time = time.unwrap_or(now);
         for id in 1..self.rules.len() {
-            let State::Bound(test) = &self.rules[id].state else {
+            let State::Bound(test) = &mut self.rules[id].state else {
                 continue;
             };
-            let time = time.unwrap_or(now);
-            if test.source == source
-                && test
-                    .pred
-                    .eval(&|c: usize| test.columns[c].value(time, payload))
-            {
+            if test.source == source && test.matches(now, time, payload) {
                 self.fire(store, id, now, time)?;
             }
         }
@@ -306,6 +327,91 @@ fn run_hook(
     }
 }
 
+impl Test {
+    /// Whether a record of the test's source matches; its value also
+    /// joins the live percentiles when the fixed comparisons hold.
+    fn matches(&mut self, now: u64, time: u64, payload: &[u8]) -> bool {
+        let columns = &self.columns;
+        let value = |c: usize| columns[c].value(time, payload);
+        if !self.pred.eval(&value) {
+            return false;
+        }
+        // Every threshold is compared first, then learns the value.
+        let mut matched = true;
+        for live in &mut self.thresholds {
+            let Some(v) = value(live.column) else {
+                return false;
+            };
+            matched &= live.holds(v, now);
+            live.add(v, now);
+        }
+        matched
+    }
+}
+
+impl Live {
+    fn new(column: usize, op: Op, q: f64, window: u64) -> Self {
+        Self {
+            column,
+            op,
+            q,
+            window,
+            seconds: VecDeque::new(),
+            total: Histogram::new(3).expect("3 significant digits are valid"),
+            value: None,
+            computed_at: 0,
+        }
+    }
+
+    /// Whether `v` compares with the percentile as the trigger says. Until
+    /// the window holds enough records for the percentile to mean
+    /// something (1 / (1 - q): 10 000 for p99.99), nothing holds.
+    fn holds(&mut self, v: i64, now: u64) -> bool {
+        if now.saturating_sub(self.computed_at) >= RECOMPUTE_NS {
+            self.expire(now);
+            #[expect(clippy::cast_sign_loss, reason = "q < 1, so the count is positive")]
+            let needed = (1.0 / (1.0 - self.q).max(1e-9)).ceil() as u64;
+            self.value = (self.total.len() >= needed)
+                .then(|| self.total.value_at_quantile(self.q).cast_signed());
+            self.computed_at = now;
+        }
+        self.value.is_some_and(|threshold| {
+            Pred::Compare {
+                column: 0,
+                op: self.op,
+                value: threshold,
+            }
+            .eval(&|_| Some(v))
+        })
+    }
+
+    fn add(&mut self, v: i64, now: u64) {
+        let second = now / 1_000_000_000;
+        if self.seconds.back().is_none_or(|(s, _)| *s != second) {
+            let empty = Histogram::new_from(&self.total);
+            self.seconds.push_back((second, empty));
+        }
+        let value = v.max(0).unsigned_abs();
+        if let Some((_, histogram)) = self.seconds.back_mut() {
+            histogram.saturating_record(value);
+        }
+        self.total.saturating_record(value);
+    }
+
+    /// Drops the seconds that left the window.
+    fn expire(&mut self, now: u64) {
+        let oldest = now.saturating_sub(self.window) / 1_000_000_000;
+        while let Some((second, histogram)) = self.seconds.front() {
+            if *second >= oldest {
+                break;
+            }
+            // Every value of `histogram` is in `total`.
+            let _ = self.total.subtract(histogram);
+            self.seconds.pop_front();
+        }
+    }
+}
+
 impl Rule {
     fn new(text: String, state: State) -> Self {
         Self {
@@ -325,9 +431,14 @@ impl Rule {
 fn bind(catalog: &weft_query::Catalog, text: &str) -> Result<Option<Test>> {
     let failed = |error: weft_query::Error| anyhow::anyhow!("{}", error.render(text));
     let query = weft_query::parse(text).map_err(failed)?;
-    if !query.stages.is_empty() || query.window.is_some() || query.correlate.is_some() {
-        bail!("a trigger is `SOURCE where CONDITION`, without stages, windows or correlation");
+    if !query.stages.is_empty() || query.correlate.is_some() {
+        bail!("a trigger is `SOURCE where CONDITION [last WINDOW]`, without stages or correlation");
     }
+    let window = match query.window {
+        None => None,
+        Some(weft_query::ast::Window::Last(ns)) if ns > 0 => Some(ns.unsigned_abs()),
+        Some(_) => bail!("a trigger's window is `last DURATION`: the span its percentiles cover"),
+    };
     let Some(cond) = &query.filter else {
         bail!(
             "a trigger needs a condition: `{} where ...`",
@@ -342,14 +453,29 @@ fn bind(catalog: &weft_query::Catalog, text: &str) -> Result<Option<Test>> {
         return Ok(None);
     };
     let pred = weft_query::bind::bind(source, cond).map_err(failed)?;
-    if has_threshold(&pred) {
-        bail!(
-            "percentile thresholds (`> p99`) are not supported in triggers yet: use a fixed value"
-        );
+    let (thresholds, fixed): (Vec<Pred>, Vec<Pred>) = pred
+        .conjuncts()
+        .into_iter()
+        .partition(|p| matches!(p, Pred::Threshold { .. }));
+    if fixed.iter().any(has_threshold) {
+        bail!("a percentile threshold must be one of the top-level `and`s");
     }
+    let thresholds = match (thresholds.is_empty(), window) {
+        (true, None) => Vec::new(),
+        (true, Some(_)) => bail!("`last` is for percentile thresholds (`dur > p99.99 last 1m`)"),
+        (false, None) => bail!("a percentile threshold needs its window: add `last 1m`"),
+        (false, Some(window)) => thresholds
+            .into_iter()
+            .filter_map(|p| match p {
+                Pred::Threshold { column, op, q, .. } => Some(Live::new(column, op, q, window)),
+                _ => None,
+            })
+            .collect(),
+    };
     Ok(Some(Test {
         source: source.id,
-        pred,
+        pred: Pred::And(fixed),
+        thresholds,
         columns: source.columns.clone(),
     }))
 }
@@ -383,9 +509,13 @@ mod tests {
     const MS: u64 = 1_000_000;
 
     fn getppid(exit_ns: u64) -> [u8; size_of::<SyscallEvent>()] {
+        taking(exit_ns, 1000)
+    }
+
+    fn taking(exit_ns: u64, duration_ns: u64) -> [u8; size_of::<SyscallEvent>()] {
         SyscallEvent {
-            enter_ns: exit_ns - 1000,
-            duration_ns: 1000,
+            enter_ns: exit_ns - duration_ns,
+            duration_ns,
             ret: 1,
             pid: 7,
             tid: 7,
@@ -434,6 +564,46 @@ mod tests {
     }
 
     #[test]
+    fn a_percentile_threshold_compares_with_the_window_of_matching_records() {
+        let dir = std::env::temp_dir().join(format!("weft-trigger-pct-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut store = Store::open(&dir, &weft_store::Config::default()).unwrap();
+        let syscalls = capture::define_syscall_source(&mut store).unwrap();
+        let policy = Policy {
+            before: MS,
+            after: MS,
+            limit: None,
+        };
+        let texts = [r#"syscalls where name = "getppid" and dur > p99 last 1m"#.to_owned()];
+        let mut triggers = Triggers::new(&store, &Value::Null, &texts, policy, None).unwrap();
+        let mut feed = |arrival: u64, duration: u64| {
+            let record = taking(arrival, duration);
+            store
+                .append_at(syscalls, arrival, Some(arrival), &record)
+                .unwrap();
+            triggers
+                .check(&mut store, syscalls, arrival, Some(arrival), &record)
+                .unwrap();
+        };
+        // Warming up: 99 slow calls are too few for a p99, and fire nothing.
+        for i in 1..100 {
+            feed(i * 10 * MS, 1_000_000);
+        }
+        // 200 fast calls: the p99 of the minute settles near 1 ms.
+        for i in 0..200 {
+            feed(1000 * MS + i * MS, 1000);
+        }
+        // One far slower fires; one as fast as the rest does not.
+        feed(1500 * MS, 9_000_000);
+        feed(1700 * MS, 900);
+        // Two minutes on, the window has forgotten them: warming up again.
+        feed(200_000 * MS, 50_000_000);
+        let rule = &triggers.to_json()["rules"][1];
+        assert_eq!(rule["fired"], json!(1), "{rule}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn triggers_are_source_where_condition_with_fixed_values() {
         let dir = std::env::temp_dir().join(format!("weft-trigger-bad-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -453,7 +623,9 @@ mod tests {
         };
         assert!(error("syscalls | count").contains("without stages"));
         assert!(error("syscalls").contains("needs a condition"));
-        assert!(error("syscalls where dur > p99").contains("percentile thresholds"));
+        assert!(error("syscalls where dur > p99").contains("add `last 1m`"));
+        assert!(error("syscalls where dur > 1ms last 1m").contains("`last` is for percentile"));
+        assert!(error("syscalls where dur > p99 or ret < 0 last 1m").contains("top-level"));
         assert!(error("syscalls where bogus = 1").contains("bogus"));
         assert!(error("sched where runq > 1ms").contains("no source `sched`"));
         let _ = std::fs::remove_dir_all(&dir);
