@@ -26,17 +26,6 @@ pub enum Command {
     /// query language in its query bar (`:`). `?` lists the keys.
     Tui(TuiArgs),
 
-    /// Copy the window a trigger kept into a small standalone capture.
-    ///
-    /// Every source's records of that window (and the thread names noted
-    /// before it), with the same indexes; `weft query OUT`, `weft tui OUT`
-    /// and `weft info OUT` open it anywhere.
-    Extract(ExtractArgs),
-
-    /// Keep the window around now in the running `weft record` (its manual
-    /// trigger, as SIGUSR2), with a note.
-    Trigger(TriggerCmdArgs),
-
     /// Count system calls and their latency percentiles, per syscall.
     ///
     /// Traces every completed system call on the machine (or those selected by
@@ -52,6 +41,17 @@ pub enum Command {
     /// second when it is a terminal. SIGINT or SIGTERM finish cleanly; a
     /// crash leaves a directory that still opens.
     Record(Box<RecordArgs>),
+
+    /// Copy the window a trigger kept into a small standalone capture.
+    ///
+    /// Every source's records of that window (and the thread names noted
+    /// before it), with the same indexes; `weft query OUT`, `weft tui OUT`
+    /// and `weft info OUT` open it anywhere.
+    Extract(ExtractArgs),
+
+    /// Keep the window around now in the running `weft record` (its manual
+    /// trigger, as SIGUSR2), with a note.
+    Trigger(TriggerCmdArgs),
 
     /// List the event sources, their fields, and whether each can attach on
     /// this kernel (and why not).
