@@ -57,28 +57,38 @@ fn event_loop(
     let worker = Worker::spawn(Arc::clone(feed))?;
     let mut app = App::new(feed.as_ref());
     let start = Instant::now();
-    let mut next_refresh = start;
+    // Counters are taken every second, and the queries asked again, once
+    // the last ones are answered and the worker has rested three times
+    // what they took: on a busy host they scan millions of records on
+    // every core (at the lowest priority), and the capture and the traced
+    // programs share those cores. A recording changes only when the user
+    // moves in it.
+    let (mut next_tick, mut next_refresh) = (start, start);
+    let period = if feed.range().is_none() {
+        REFRESH
+    } else {
+        Duration::MAX / 4
+    };
     // Draw only when something changed: an idle UI costs nothing.
     let mut changed = true;
     loop {
         let now = Instant::now();
-        if now >= next_refresh {
+        if now >= next_tick {
             let health = feed.health();
             if health.ended {
                 return Ok(());
             }
             if !app.frozen {
                 app.apply_health(health, start.elapsed().as_secs_f64());
-                worker.refresh(app.refresh_jobs());
                 changed = true;
             }
-            // A recording changes only when the user moves in it.
-            next_refresh = now
-                + if app.live() {
-                    REFRESH
-                } else {
-                    Duration::MAX / 4
-                };
+            next_tick = now + period;
+        }
+        if now >= next_refresh && worker.rested(3) {
+            if !app.frozen {
+                worker.refresh(app.refresh_jobs());
+            }
+            next_refresh = now + period;
         }
         for (job, answer) in worker.answers() {
             if app.apply(job, answer) {
@@ -92,7 +102,8 @@ fn event_loop(
             frames.add(started.elapsed());
             changed = false;
         }
-        let wait = next_refresh
+        let wait = next_tick
+            .min(next_refresh)
             .saturating_duration_since(Instant::now())
             .min(Duration::from_millis(50));
         if !event::poll(wait)? {
