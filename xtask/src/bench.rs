@@ -40,13 +40,13 @@ pub enum Bench {
     /// One-liners: the getppid loop untraced, under bpftrace and under
     /// `weft trace` for a count by comm and an enter/exit latency histogram,
     /// and each tool's start-up time to its first event.
-    Oneliners(crate::bench_oneliners::Options),
+    Oneliners(Loop),
     /// The terminal UI: the getppid loop under headless `weft record` and
     /// under `weft tui` in tmux, its frame times and its threads' CPU.
-    Tui(crate::bench_tui::Options),
+    Tui(Loop),
     /// Triggers: the getppid loop under `weft record` without and with three
     /// triggers, and the time from a matching record to its pinned window.
-    Triggers(crate::bench_triggers::Options),
+    Triggers(Loop),
 }
 
 #[derive(clap::Args)]
@@ -279,6 +279,62 @@ pub fn measure_loop(
     }
     samples.sort_by(f64::total_cmp);
     Ok((samples, tracer))
+}
+
+/// Runs and calls of the getppid loop, for the benches that time it
+/// against a baseline of the same run.
+#[derive(clap::Args)]
+pub struct Loop {
+    /// Runs per configuration.
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Syscalls per run.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub calls: u32,
+}
+
+impl Loop {
+    /// Prints the title line and the column headers of a loop table.
+    pub fn header(&self, bench: &str) {
+        println!(
+            "{bench}: {} runs x {} getppid calls on CPU 0, ns per call (lower is better)",
+            self.runs, self.calls
+        );
+        println!(
+            "{:<34} {:>8} {:>8} {:>8} {:>8}",
+            "configuration", "min", "median", "max", "ratio"
+        );
+    }
+}
+
+/// One row of a loop table: min, median, max and the median over `base`.
+pub fn row(label: &str, sorted: &[f64], base: f64) {
+    let (min, max) = (sorted[0], sorted[sorted.len() - 1]);
+    let median = median(sorted);
+    println!(
+        "{label:<34} {min:>8.1} {median:>8.1} {max:>8.1} {:>8.2}",
+        median / base
+    );
+}
+
+/// User plus system CPU seconds of process `pid` so far.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat_cpu_seconds(&stat)
+}
+
+/// User plus system CPU seconds in the text of a `/proc/.../stat` file
+/// (a process's or a thread's).
+pub fn stat_cpu_seconds(stat: &str) -> f64 {
+    // Fields after the parenthesised command name; utime and stime are 14 and 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|i| fields.get(*i)?.parse::<f64>().ok())
+        .sum();
+    // /proc reports in USER_HZ, 100 on every Linux ABI weft runs on.
+    ticks / 100.0
 }
 
 pub fn median(sorted: &[f64]) -> f64 {

@@ -9,17 +9,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::bench::{Config, build, measure_loop, median};
-
-#[derive(clap::Args)]
-pub struct Options {
-    /// Runs per configuration.
-    #[arg(long, default_value_t = 5)]
-    runs: usize,
-    /// Syscalls per run.
-    #[arg(long, default_value_t = 2_000_000)]
-    calls: u32,
-}
+use crate::bench::{Config, Loop, build, measure_loop, median, row};
 
 /// The one-liners measured, in the spelling both tools accept.
 const PROGRAMS: [(&str, &str); 2] = [
@@ -34,16 +24,9 @@ const PROGRAMS: [(&str, &str); 2] = [
     ),
 ];
 
-pub fn run(options: &Options) -> Result<()> {
+pub fn run(options: &Loop) -> Result<()> {
     let bins = build()?;
-    println!(
-        "oneliners: {} runs x {} getppid calls on CPU 0, ns per call (lower is better)",
-        options.runs, options.calls
-    );
-    println!(
-        "{:<34} {:>8} {:>8} {:>8} {:>8}",
-        "configuration", "min", "median", "max", "ratio"
-    );
+    options.header("oneliners");
     let untraced = Config {
         label: "untraced",
         tracer: None,
@@ -87,15 +70,6 @@ pub fn run(options: &Options) -> Result<()> {
         );
     }
     startup(&bins.weft, options.runs)
-}
-
-fn row(label: &str, sorted: &[f64], base: f64) {
-    let (min, max) = (sorted[0], sorted[sorted.len() - 1]);
-    let median = median(sorted);
-    println!(
-        "{label:<34} {min:>8.1} {median:>8.1} {max:>8.1} {:>8.2}",
-        median / base
-    );
 }
 
 /// Time from starting each tool to its first event: the program prints on

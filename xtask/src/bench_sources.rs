@@ -9,7 +9,7 @@ use std::{path::PathBuf, process::Command, time::Instant};
 use anyhow::{Context as _, Result, bail};
 
 use crate::{
-    bench::{Tracer, median},
+    bench::{Tracer, cpu_seconds, median},
     exec::{output, workspace_root},
     run::{build_release, build_weft_release},
     setup,
@@ -233,20 +233,6 @@ fn fresh(scratch: &std::path::Path, name: &str) -> PathBuf {
     let dir = scratch.join(name);
     let _ = std::fs::remove_dir_all(&dir);
     dir
-}
-
-/// User plus system CPU seconds of process `pid` so far.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the parenthesised command name; utime and stime are 14 and 15.
-    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = [11, 12]
-        .iter()
-        .filter_map(|i| fields.get(*i)?.parse::<f64>().ok())
-        .sum();
-    // /proc reports in USER_HZ, 100 on every Linux ABI weft runs on.
-    ticks / 100.0
 }
 
 /// The per-source losses `weft record` wrote into the capture's `weft.json`.

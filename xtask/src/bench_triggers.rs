@@ -8,19 +8,9 @@ use std::process::Command;
 use anyhow::{Context as _, Result};
 
 use crate::{
-    bench::{Config, build, measure_loop, median},
+    bench::{Config, Loop, build, cpu_seconds, measure_loop, median, row},
     exec::{output, workspace_root},
 };
-
-#[derive(clap::Args)]
-pub struct Options {
-    /// Runs per configuration.
-    #[arg(long, default_value_t = 5)]
-    runs: usize,
-    /// Syscalls per run.
-    #[arg(long, default_value_t = 2_000_000)]
-    calls: u32,
-}
 
 /// The window kept before and after a match, in ms.
 const KEEP_MS: i64 = 1;
@@ -32,17 +22,10 @@ const TRIGGERS: [&str; 3] = [
     r#"syscalls where name in ("fsync", "fdatasync") and dur > 1s"#,
 ];
 
-pub fn run(options: &Options) -> Result<()> {
+pub fn run(options: &Loop) -> Result<()> {
     let bins = build()?;
     let workload = workspace_root().join("target/release/weft-workload");
-    println!(
-        "triggers: {} runs x {} getppid calls on CPU 0, ns per call (lower is better)",
-        options.runs, options.calls
-    );
-    println!(
-        "{:<34} {:>8} {:>8} {:>8}",
-        "configuration", "min", "median", "max"
-    );
+    options.header("triggers");
     let dir = std::env::temp_dir().join(format!("weft-bench-triggers-{}", std::process::id()));
     let mut medians = Vec::new();
     let mut per_record = Vec::new();
@@ -76,12 +59,13 @@ pub fn run(options: &Options) -> Result<()> {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         let tracer = tracer.context("weft record runs")?;
-        let cpu = cpu_ns(tracer.pid());
+        let cpu = cpu_seconds(tracer.pid()) * 1e9;
         let lines = tracer.interrupt()?;
-        let (min, max) = (samples[0], samples[samples.len() - 1]);
-        println!(
-            "{label:<34} {min:>8.1} {:>8.1} {max:>8.1}",
-            median(&samples)
+        // The ratio is to the run without triggers.
+        row(
+            label,
+            &samples,
+            medians.first().copied().unwrap_or(median(&samples)),
         );
         let records = lines
             .iter()
@@ -94,9 +78,9 @@ pub fn run(options: &Options) -> Result<()> {
             .nth(2)
             .and_then(|n| n.parse().ok())
             .context("no record count")?;
-        println!("    weft's CPU per record: {:.1} ns", cpu as f64 / count);
+        println!("    weft's CPU per record: {:.1} ns", cpu / count);
         medians.push(median(&samples));
-        per_record.push(cpu as f64 / count);
+        per_record.push(cpu / count);
         if !triggers.is_empty() {
             pin_latency(&bins.weft, &dir)?;
         }
@@ -108,20 +92,6 @@ pub fn run(options: &Options) -> Result<()> {
         per_record[1] - per_record[0]
     );
     Ok(())
-}
-
-/// CPU time (user and system) `pid` has used, in ns (ticks of 10 ms).
-fn cpu_ns(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // After `(comm)`: utime and stime are the 12th and 13th fields.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
-    let ticks: u64 = [11, 12]
-        .iter()
-        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
-        .sum();
-    ticks * 10_000_000
 }
 
 /// One 100 ms nanosleep by `weft-workload` (started by a byte on stdin).

@@ -13,35 +13,18 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use crate::{
-    bench::{Config, build, measure_loop, median},
+    bench::{Config, Loop, build, measure_loop, median, row, stat_cpu_seconds},
     exec::output,
     setup,
 };
 
-#[derive(clap::Args)]
-pub struct Options {
-    /// Runs per configuration.
-    #[arg(long, default_value_t = 5)]
-    runs: usize,
-    /// Syscalls per run.
-    #[arg(long, default_value_t = 2_000_000)]
-    calls: u32,
-}
-
 /// The tmux server the UI runs in.
 const SOCKET: &str = "weft-bench-tui";
 
-pub fn run(options: &Options) -> Result<()> {
+pub fn run(options: &Loop) -> Result<()> {
     let bins = build()?;
     setup::install_packages(&["tmux"])?;
-    println!(
-        "tui: {} runs x {} getppid calls on CPU 0, ns per call (lower is better)",
-        options.runs, options.calls
-    );
-    println!(
-        "{:<34} {:>8} {:>8} {:>8} {:>8}",
-        "configuration", "min", "median", "max", "ratio"
-    );
+    options.header("tui");
     let loop_only = Config {
         label: "untraced",
         tracer: None,
@@ -87,7 +70,7 @@ pub fn run(options: &Options) -> Result<()> {
 
 /// The loop with the UI open on the latency view, then the UI's figures.
 fn with_ui(
-    options: &Options,
+    options: &Loop,
     bins: &crate::bench::Bins,
     base: &[f64],
     recorded: &[f64],
@@ -96,7 +79,7 @@ fn with_ui(
     tmux(&["send-keys", "-t", "0", "2"])?;
     std::thread::sleep(Duration::from_millis(500));
     let pid = ui_pid()?;
-    let before = thread_ticks(&pid);
+    let before = thread_seconds(&pid);
     let started = Instant::now();
     let loop_only = Config {
         label: "untraced",
@@ -105,7 +88,7 @@ fn with_ui(
     };
     let (samples, _) = measure_loop(&loop_only, bins, options.runs, options.calls)?;
     let elapsed = started.elapsed().as_secs_f64();
-    let after = thread_ticks(&pid);
+    let after = thread_seconds(&pid);
     tmux(&["send-keys", "-t", "0", "q"])?;
     let screen = wait_for("weft to exit", |s| s.contains("weft-exit="))?;
     row("weft tui (latency view)", &samples, median(base));
@@ -121,13 +104,12 @@ fn with_ui(
         "  frames: {} (target: median <= 16 ms, max <= 100 ms)",
         last_with(&screen_lines(&screen), "frames drawn").trim_start_matches("weft: ")
     );
-    // Ticks are 1/100 s (USER_HZ).
     let cpu = |names: &[&str]| {
-        let used: u64 = names
+        let used: f64 = names
             .iter()
-            .map(|n| after.get(*n).unwrap_or(&0) - before.get(*n).unwrap_or(&0))
+            .map(|n| after.get(*n).unwrap_or(&0.0) - before.get(*n).unwrap_or(&0.0))
             .sum();
-        used as f64 / 100.0 / elapsed * 100.0
+        used / elapsed * 100.0
     };
     println!(
         "  CPU over {elapsed:.1}s: UI threads (draw + queries) {:.1}% of a core, recorder {:.1}%",
@@ -135,15 +117,6 @@ fn with_ui(
         cpu(&["weft-record"])
     );
     Ok(())
-}
-
-fn row(label: &str, sorted: &[f64], base: f64) {
-    let (min, max) = (sorted[0], sorted[sorted.len() - 1]);
-    let median = median(sorted);
-    println!(
-        "{label:<34} {min:>8.1} {median:>8.1} {max:>8.1} {:>8.2}",
-        median / base
-    );
 }
 
 fn last_with(lines: &[String], text: &str) -> String {
@@ -188,25 +161,20 @@ fn ui_pid() -> Result<String> {
     Ok(pid.trim().to_owned())
 }
 
-/// CPU ticks (user + system) used so far by each thread name of `pid`.
-fn thread_ticks(pid: &str) -> HashMap<String, u64> {
-    let mut ticks = HashMap::new();
+/// CPU seconds (user + system) used so far by each thread name of `pid`.
+fn thread_seconds(pid: &str) -> HashMap<String, f64> {
+    let mut seconds = HashMap::new();
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return ticks;
+        return seconds;
     };
     for task in tasks.flatten() {
-        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+        let (Ok(name), Ok(stat)) = (
+            std::fs::read_to_string(task.path().join("comm")),
+            std::fs::read_to_string(task.path().join("stat")),
+        ) else {
             continue;
         };
-        // `pid (comm) state ...`: the name may hold blanks, so split at
-        // the last parenthesis; utime and stime are fields 14 and 15.
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
-        let used: u64 =
-            fields[11].parse::<u64>().unwrap_or(0) + fields[12].parse::<u64>().unwrap_or(0);
-        *ticks.entry(stat[open + 1..close].to_owned()).or_default() += used;
+        *seconds.entry(name.trim_end().to_owned()).or_default() += stat_cpu_seconds(&stat);
     }
-    ticks
+    seconds
 }
