@@ -129,6 +129,9 @@ impl Triggers {
             log: None,
             pending: None,
         };
+        if texts.is_empty() {
+            return Ok(triggers);
+        }
         let catalog = capture::catalog(&store.reader().snapshot(), metadata, false)?;
         for rule in &mut triggers.rules[1..] {
             match bind(&catalog, &rule.text).with_context(|| format!("--trigger {}", rule.text))? {
@@ -146,6 +149,9 @@ impl Triggers {
     /// defined; one that does not fit its source says why and is dropped
     /// (recording goes on).
     pub fn bind_waiting(&mut self, store: &Store, metadata: &Value) -> Result<()> {
+        if !self.rules.iter().any(|r| matches!(r.state, State::Waiting)) {
+            return Ok(());
+        }
         let catalog = capture::catalog(&store.reader().snapshot(), metadata, false)?;
         for rule in &mut self.rules {
             if !matches!(rule.state, State::Waiting) {
@@ -508,118 +514,125 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
-    fn getppid(exit_ns: u64) -> [u8; size_of::<SyscallEvent>()] {
-        taking(exit_ns, 1000)
+    /// A store with the syscall source, in a directory removed on drop.
+    struct Scratch {
+        dir: std::path::PathBuf,
+        store: Store,
+        syscalls: SourceId,
     }
 
-    fn taking(exit_ns: u64, duration_ns: u64) -> [u8; size_of::<SyscallEvent>()] {
-        SyscallEvent {
-            enter_ns: exit_ns - duration_ns,
-            duration_ns,
-            ret: 1,
-            pid: 7,
-            tid: 7,
-            nr: 110,
-            cpu: 0,
+    impl Scratch {
+        fn new(name: &str) -> Self {
+            let dir =
+                std::env::temp_dir().join(format!("weft-trigger-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let mut store = Store::open(&dir, &weft_store::Config::default()).unwrap();
+            let syscalls = capture::define_syscall_source(&mut store).unwrap();
+            Self {
+                dir,
+                store,
+                syscalls,
+            }
         }
-        .to_le_bytes()
+
+        fn triggers(&self, texts: &[&str], limit: Option<(usize, u64)>) -> Result<Triggers> {
+            let texts: Vec<String> = texts.iter().map(|t| (*t).to_owned()).collect();
+            let policy = Policy {
+                before: MS,
+                after: MS,
+                limit,
+            };
+            Triggers::new(&self.store, &Value::Null, &texts, policy, None)
+        }
+
+        /// Stores a getppid that took `duration_ns` and arrived at its
+        /// exit, and tests it.
+        fn feed(&mut self, triggers: &mut Triggers, arrival: u64, duration_ns: u64) {
+            let record = SyscallEvent {
+                enter_ns: arrival - duration_ns,
+                duration_ns,
+                ret: 1,
+                pid: 7,
+                tid: 7,
+                nr: 110,
+                cpu: 0,
+            }
+            .to_le_bytes();
+            let source = self.syscalls;
+            self.store
+                .append_at(source, arrival, Some(arrival), &record)
+                .unwrap();
+            triggers
+                .check(&mut self.store, source, arrival, Some(arrival), &record)
+                .unwrap();
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 
     #[test]
     fn matches_fire_merge_and_are_limited() {
-        let dir = std::env::temp_dir().join(format!("weft-trigger-unit-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let mut store = Store::open(&dir, &weft_store::Config::default()).unwrap();
-        let syscalls = capture::define_syscall_source(&mut store).unwrap();
-        let policy = Policy {
-            before: MS,
-            after: MS,
-            limit: Some((2, 3600 * 1000 * MS)),
-        };
-        let texts = [r#"syscalls where name = "getppid""#.to_owned()];
-        let mut triggers = Triggers::new(&store, &Value::Null, &texts, policy, None).unwrap();
+        let mut scratch = Scratch::new("unit");
+        let mut triggers = scratch
+            .triggers(
+                &[r#"syscalls where name = "getppid""#],
+                Some((2, 3600 * 1000 * MS)),
+            )
+            .unwrap();
         // Fires; inside its window (merged, extended); fires again after
         // it; then the limit of 2 refuses the rest.
         for arrival in [100 * MS, 100 * MS + MS / 2, 200 * MS, 300 * MS, 400 * MS] {
-            let record = getppid(arrival);
-            store
-                .append_at(syscalls, arrival, Some(arrival), &record)
-                .unwrap();
-            triggers
-                .check(&mut store, syscalls, arrival, Some(arrival), &record)
-                .unwrap();
+            scratch.feed(&mut triggers, arrival, 1000);
         }
-        triggers.tick(&mut store).unwrap();
+        triggers.tick(&mut scratch.store).unwrap();
         let rule = &triggers.to_json()["rules"][1];
         assert_eq!(
             (&rule["fired"], &rule["merged"], &rule["suppressed"]),
             (&json!(2), &json!(1), &json!(2))
         );
         assert_eq!(
-            store.meta().pins,
+            scratch.store.meta().pins,
             [(99 * MS, 101 * MS + MS / 2), (199 * MS, 201 * MS)],
             "the merged window extends its pin"
         );
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn a_percentile_threshold_compares_with_the_window_of_matching_records() {
-        let dir = std::env::temp_dir().join(format!("weft-trigger-pct-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let mut store = Store::open(&dir, &weft_store::Config::default()).unwrap();
-        let syscalls = capture::define_syscall_source(&mut store).unwrap();
-        let policy = Policy {
-            before: MS,
-            after: MS,
-            limit: None,
-        };
-        let texts = [r#"syscalls where name = "getppid" and dur > p99 last 1m"#.to_owned()];
-        let mut triggers = Triggers::new(&store, &Value::Null, &texts, policy, None).unwrap();
-        let mut feed = |arrival: u64, duration: u64| {
-            let record = taking(arrival, duration);
-            store
-                .append_at(syscalls, arrival, Some(arrival), &record)
-                .unwrap();
-            triggers
-                .check(&mut store, syscalls, arrival, Some(arrival), &record)
-                .unwrap();
-        };
+        let mut scratch = Scratch::new("pct");
+        let mut triggers = scratch
+            .triggers(
+                &[r#"syscalls where name = "getppid" and dur > p99 last 1m"#],
+                None,
+            )
+            .unwrap();
         // Warming up: 99 slow calls are too few for a p99, and fire nothing.
         for i in 1..100 {
-            feed(i * 10 * MS, 1_000_000);
+            scratch.feed(&mut triggers, i * 10 * MS, 1_000_000);
         }
         // 200 fast calls: the p99 of the minute settles near 1 ms.
         for i in 0..200 {
-            feed(1000 * MS + i * MS, 1000);
+            scratch.feed(&mut triggers, 1000 * MS + i * MS, 1000);
         }
         // One far slower fires; one as fast as the rest does not.
-        feed(1500 * MS, 9_000_000);
-        feed(1700 * MS, 900);
+        scratch.feed(&mut triggers, 1500 * MS, 9_000_000);
+        scratch.feed(&mut triggers, 1700 * MS, 900);
         // Two minutes on, the window has forgotten them: warming up again.
-        feed(200_000 * MS, 50_000_000);
+        scratch.feed(&mut triggers, 200_000 * MS, 50_000_000);
         let rule = &triggers.to_json()["rules"][1];
         assert_eq!(rule["fired"], json!(1), "{rule}");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn triggers_are_source_where_condition_with_fixed_values() {
-        let dir = std::env::temp_dir().join(format!("weft-trigger-bad-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let mut store = Store::open(&dir, &weft_store::Config::default()).unwrap();
-        capture::define_syscall_source(&mut store).unwrap();
-        let policy = Policy {
-            before: MS,
-            after: MS,
-            limit: None,
-        };
-        let error = |text: &str| {
-            let texts = [text.to_owned()];
-            match Triggers::new(&store, &Value::Null, &texts, policy, None) {
-                Ok(_) => panic!("{text} was accepted"),
-                Err(error) => format!("{error:#}"),
-            }
+        let scratch = Scratch::new("bad");
+        let error = |text: &str| match scratch.triggers(&[text], None) {
+            Ok(_) => panic!("{text} was accepted"),
+            Err(error) => format!("{error:#}"),
         };
         assert!(error("syscalls | count").contains("without stages"));
         assert!(error("syscalls").contains("needs a condition"));
@@ -628,6 +641,5 @@ mod tests {
         assert!(error("syscalls where dur > p99 or ret < 0 last 1m").contains("top-level"));
         assert!(error("syscalls where bogus = 1").contains("bogus"));
         assert!(error("sched where runq > 1ms").contains("no source `sched`"));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
