@@ -143,7 +143,7 @@ pub fn catalog(
     } else {
         None
     };
-    catalog.wall_offset = metadata["sessions"][0]["wall_offset_ns"].as_i64();
+    catalog.wall_offset = wall_offset(metadata);
     if let Some(syscalls) = catalog.source_mut(SYSCALLS) {
         let names = Names::new(
             (0..MAX_SYSCALLS)
@@ -189,6 +189,11 @@ pub fn catalog(
         }
     }
     Ok(catalog)
+}
+
+/// The wall-clock offset of a capture: its first session's.
+pub fn wall_offset(metadata: &Value) -> Option<i64> {
+    metadata["sessions"][0]["wall_offset_ns"].as_i64()
 }
 
 /// `CLOCK_REALTIME` minus `CLOCK_MONOTONIC` now, in ns: turns the store's

@@ -4,6 +4,7 @@ use std::{fmt::Write as _, path::Path, process::ExitCode};
 
 use anyhow::{Context as _, Result};
 use serde_json::{Value, json};
+use weft_store::{Snapshot, Source};
 
 use crate::{capture, cli::InfoArgs};
 
@@ -22,16 +23,17 @@ fn summarise(dir: &Path) -> Result<Value> {
     let metadata = capture::read_metadata(dir)?;
     let (snapshot, recovery) = weft_store::open_read_only(dir)
         .with_context(|| format!("failed to open {}", dir.display()))?;
-    let mut sources = Vec::new();
-    for source in &snapshot.meta().sources {
-        let (count, stats) = snapshot.aggregate(source.id, 0, 0..=u64::MAX)?;
-        sources.push(json!({
-            "name": source.name,
-            "records": count.count,
-            "fields": source.fields.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
-            "chunks_expired": stats.chunks_expired,
-        }));
-    }
+    let sources: Vec<Value> = records(&snapshot)?
+        .into_iter()
+        .map(|(source, records, expired)| {
+            json!({
+                "name": source.name,
+                "records": records,
+                "fields": source.fields.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
+                "chunks_expired": expired,
+            })
+        })
+        .collect();
     let range = snapshot.time_range()?;
     let bytes = capture::size_on_disk(dir);
     Ok(json!({
@@ -44,6 +46,20 @@ fn summarise(dir: &Path) -> Result<Value> {
         "torn_chunks": recovery.cut_chunks,
         "notes": recovery.notes,
     }))
+}
+
+/// Each source of a capture with the records it holds and how many of its
+/// chunks retention deleted.
+pub fn records(snapshot: &Snapshot) -> Result<Vec<(&Source, u64, u64)>> {
+    snapshot
+        .meta()
+        .sources
+        .iter()
+        .map(|source| {
+            let (count, stats) = snapshot.aggregate(source.id, 0, 0..=u64::MAX)?;
+            Ok((source, count.count, stats.chunks_expired))
+        })
+        .collect()
 }
 
 /// Records of `source` lost over all `sessions` of a capture's metadata.
@@ -61,6 +77,34 @@ fn render(dir: &Path, s: &Value) -> String {
     // Writing to a String cannot fail.
     let _ = write_summary(&mut out, dir, s);
     out
+}
+
+/// A session's triggers that fired or were asked for, and the notes of
+/// its manual ones.
+fn write_triggers(out: &mut String, triggers: &Value) -> std::fmt::Result {
+    let list = |key: &str| triggers[key].as_array().cloned().unwrap_or_default();
+    for rule in list("rules") {
+        if rule["fired"].as_u64().unwrap_or(0) > 0 || rule["id"] != 0 {
+            writeln!(
+                out,
+                "trigger   {}: {}: fired {}, merged {}, suppressed {}",
+                rule["id"],
+                rule["condition"].as_str().unwrap_or_default(),
+                rule["fired"],
+                rule["merged"],
+                rule["suppressed"]
+            )?;
+        }
+    }
+    for note in list("notes") {
+        writeln!(
+            out,
+            "note      {:.3}s: {}",
+            note["time_ns"].as_u64().unwrap_or(0) as f64 / 1e9,
+            note["note"].as_str().unwrap_or_default()
+        )?;
+    }
+    Ok(())
 }
 
 fn write_summary(out: &mut String, dir: &Path, s: &Value) -> std::fmt::Result {
@@ -88,37 +132,7 @@ fn write_summary(out: &mut String, dir: &Path, s: &Value) -> std::fmt::Result {
         )?;
     }
     for session in &sessions {
-        for rule in session["triggers"]["rules"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            if rule["fired"].as_u64().unwrap_or(0) > 0 || rule["id"] != 0 {
-                writeln!(
-                    out,
-                    "trigger   {}: {}: fired {}, merged {}, suppressed {}",
-                    rule["id"],
-                    rule["condition"].as_str().unwrap_or_default(),
-                    rule["fired"],
-                    rule["merged"],
-                    rule["suppressed"]
-                )?;
-            }
-        }
-    }
-    for session in &sessions {
-        for note in session["triggers"]["notes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            writeln!(
-                out,
-                "note      {:.3}s: {}",
-                note["time_ns"].as_u64().unwrap_or(0) as f64 / 1e9,
-                note["note"].as_str().unwrap_or_default()
-            )?;
-        }
+        write_triggers(out, &session["triggers"])?;
     }
     let mib = s["bytes"].as_u64().unwrap_or(0) as f64 / f64::from(1 << 20);
     writeln!(out, "size      {mib:.1} MiB")?;

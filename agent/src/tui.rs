@@ -188,15 +188,14 @@ impl Recording {
         let metadata = capture::read_metadata(dir)?;
         let (snapshot, _) = weft_store::open_read_only(dir)
             .with_context(|| format!("failed to open {}", dir.display()))?;
-        let mut sources = Vec::new();
-        for source in &snapshot.meta().sources {
-            let (count, _) = snapshot.aggregate(source.id, 0, 0..=u64::MAX)?;
-            sources.push(SourceHealth {
+        let sources = info::records(&snapshot)?
+            .into_iter()
+            .map(|(source, records, _)| SourceHealth {
                 name: source.name.clone(),
-                received: count.count,
+                received: records,
                 lost: info::lost(&metadata["sessions"], &source.name),
-            });
-        }
+            })
+            .collect();
         let range = snapshot.time_range()?.map(|r| (*r.start(), *r.end()));
         Ok(Self {
             health: Health {
@@ -206,7 +205,7 @@ impl Recording {
                 ended: false,
             },
             range,
-            wall_offset: capture::catalog(&snapshot, &metadata, false)?.wall_offset,
+            wall_offset: capture::wall_offset(&metadata),
             snapshot,
             dir: dir.to_owned(),
         })
