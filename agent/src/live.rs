@@ -113,32 +113,34 @@ fn same_file(a: &Path, b: &Path) -> bool {
 
 /// Asks the running recorder (of `dir`, when given) for a manual trigger.
 pub fn trigger(dir: Option<&Path>, note: &str) -> Result<()> {
-    let mut stream = UnixStream::connect(SOCKET).with_context(|| {
-        format!("no live weft to trigger at {SOCKET} (start `weft record`; the socket needs root)")
-    })?;
     let dir = dir
         .map(|d| {
             d.canonicalize()
                 .with_context(|| format!("no capture at {}", d.display()))
         })
         .transpose()?;
-    let request = json!({ "trigger": true, "note": note, "dir": dir });
-    writeln!(stream, "{request}")?;
-    let mut status = String::new();
-    BufReader::new(stream).read_line(&mut status)?;
-    let status: Value = serde_json::from_str(&status).context("the live weft answered garbage")?;
-    if let Some(error) = status["error"].as_str() {
-        bail!("{error}");
-    }
+    send(
+        "trigger",
+        &json!({ "trigger": true, "note": note, "dir": dir }),
+    )?;
     Ok(())
 }
 
 /// Sends `query` to the running recorder and returns its answer.
 pub fn ask(query: &str, format: OutputFormat, full_scan: bool) -> Result<String> {
-    let mut stream = UnixStream::connect(SOCKET).with_context(|| {
-        format!("no live weft to ask at {SOCKET} (start `weft record`; the socket needs root)")
-    })?;
     let request = json!({ "query": query, "format": format.name(), "full_scan": full_scan });
+    let mut answer = String::new();
+    send("ask", &request)?.read_to_string(&mut answer)?;
+    Ok(answer)
+}
+
+/// Sends one request line to the running recorder and reads its status
+/// line; returns the rest of the reply. `what` names the request in the
+/// error when no recorder listens.
+fn send(what: &str, request: &Value) -> Result<BufReader<UnixStream>> {
+    let mut stream = UnixStream::connect(SOCKET).with_context(|| {
+        format!("no live weft to {what} at {SOCKET} (start `weft record`; the socket needs root)")
+    })?;
     writeln!(stream, "{request}")?;
     let mut reader = BufReader::new(stream);
     let mut status = String::new();
@@ -147,7 +149,5 @@ pub fn ask(query: &str, format: OutputFormat, full_scan: bool) -> Result<String>
     if let Some(error) = status["error"].as_str() {
         bail!("{error}");
     }
-    let mut answer = String::new();
-    reader.read_to_string(&mut answer)?;
-    Ok(answer)
+    Ok(reader)
 }

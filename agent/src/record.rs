@@ -180,9 +180,13 @@ fn finish(recorder: Recorder, session_index: usize, outcome: &Outcome) -> Result
     Ok(ExitCode::SUCCESS)
 }
 
+/// A duration in ns, saturating (no recording lasts 584 years).
+fn ns(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// What `--keep` and `--max-triggers` say, in ns.
 fn trigger_policy(args: &crate::cli::TriggerArgs) -> trigger::Policy {
-    let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
     let (most, per) = args.max_triggers;
     trigger::Policy {
         before: ns(args.keep.0),
@@ -253,10 +257,7 @@ fn cgroup_id(path: &Path) -> Result<u64> {
 fn open_store(args: &RecordArgs, dir: &Path) -> Result<Store> {
     let config = Config {
         disk_budget: args.output.max_disk,
-        retain: args
-            .output
-            .retain
-            .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+        retain: args.output.retain.map(ns),
         ..Config::default()
     };
     let store =
