@@ -297,31 +297,7 @@ fn number(column: &Column, field: &Name, literal: &Literal) -> Result<i64> {
 
 /// Shell-style glob: `*` any run of characters, `?` any one.
 pub fn glob(pattern: &str, text: &str) -> bool {
-    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
-    let (mut pi, mut ti) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        match p.get(pi) {
-            Some('*') => {
-                star = Some((pi, ti));
-                pi += 1;
-            }
-            Some(&c) if c == '?' || c == t[ti] => {
-                pi += 1;
-                ti += 1;
-            }
-            _ => match star {
-                // Let the last `*` swallow one more character.
-                Some((sp, st)) => {
-                    pi = sp + 1;
-                    ti = st + 1;
-                    star = Some((sp, st + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    p[pi..].iter().all(|c| *c == '*')
+    wildmatch::WildMatch::new(pattern).matches(text)
 }
 
 #[cfg(test)]

@@ -61,26 +61,7 @@ pub trait Kernel {
 /// Whether `text` matches `pattern`, where `*` matches any run of
 /// characters and `?` any one (bpftrace's probe wildcards).
 pub fn glob_match(pattern: &str, text: &str) -> bool {
-    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
-    // Classic two-pointer match with backtracking to the last `*`.
-    let (mut i, mut j, mut star, mut mark) = (0, 0, None, 0);
-    while j < t.len() {
-        if i < p.len() && (p[i] == '?' || p[i] == t[j]) {
-            i += 1;
-            j += 1;
-        } else if i < p.len() && p[i] == '*' {
-            star = Some(i);
-            mark = j;
-            i += 1;
-        } else if let Some(s) = star {
-            i = s + 1;
-            mark += 1;
-            j = mark;
-        } else {
-            return false;
-        }
-    }
-    p[i..].iter().all(|c| *c == '*')
+    wildmatch::WildMatch::new(pattern).matches(text)
 }
 
 /// The fields of a tracepoint from the text of its tracefs `format` file,
