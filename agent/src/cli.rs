@@ -92,6 +92,37 @@ pub enum Command {
     /// durations and times are integer ns. The file appears only once
     /// complete (mode 0600).
     Export(ExportArgs),
+
+    /// Intel Processor Trace: list a trace's packets (docs/pt.md).
+    #[command(subcommand)]
+    Pt(PtCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PtCommand {
+    /// List the packets of a raw PT stream, one per line, in the layout of
+    /// libipt's ptdump. A decoding error is printed in brackets with its
+    /// offset and the listing resumes at the next PSB; weft then exits 1.
+    Dump(PtDumpArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PtDumpArgs {
+    /// The raw PT byte stream (e.g. the AUX data of one CPU).
+    #[arg(value_name = "TRACE")]
+    pub trace: std::path::PathBuf,
+
+    /// Omit each packet's offset.
+    #[arg(long)]
+    pub no_offset: bool,
+
+    /// Decode from byte 0 instead of the first PSB.
+    #[arg(long)]
+    pub no_sync: bool,
+
+    /// The CPU that recorded the trace, for its errata (e.g. 6/85).
+    #[arg(long, value_name = "FAMILY/MODEL[/STEPPING]")]
+    pub cpu: Option<weft_pt::Cpu>,
 }
 
 const TRACE_EXAMPLES: &str = "Examples:

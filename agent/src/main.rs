@@ -12,6 +12,7 @@ mod export;
 mod extract;
 mod info;
 mod live;
+mod pt;
 mod query;
 mod record;
 mod resolve;
@@ -73,6 +74,7 @@ fn main() -> ExitCode {
         cli::Command::Query(args) => query::run(args),
         cli::Command::Export(args) => export::run(args),
         cli::Command::Trace(args) => trace::run(args),
+        cli::Command::Pt(command) => pt::run(command),
     };
     match result {
         Ok(code) => code,

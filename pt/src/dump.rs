@@ -1,0 +1,251 @@
+//! `weft pt dump`: one line per packet in the layout of libipt's ptdump
+//! (offset, name, payload, detail), so listings can be compared with it.
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+use crate::Errata;
+use crate::packet::{self, IpKind, Packet, Packets};
+
+/// What the listing shows.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Print each packet's offset in the stream.
+    pub offsets: bool,
+    /// Start at the first PSB (as a decoder must) rather than at byte 0.
+    pub sync: bool,
+    /// Errata of the CPU that recorded the trace.
+    pub errata: Errata,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            offsets: true,
+            sync: true,
+            errata: Errata::default(),
+        }
+    }
+}
+
+/// Write the listing of `trace`. A decoding error is printed in brackets
+/// with its offset and the listing resumes at the next PSB; the count of
+/// errors is returned so the caller can exit non-zero.
+pub fn dump(trace: &[u8], opts: Options, out: &mut dyn Write) -> io::Result<usize> {
+    let mut packets = Packets::with_errata(trace, opts.errata);
+    let mut errors = 0;
+    if opts.sync && !packets.sync_forward() {
+        writeln!(out, "[0: sync error: no PSB in {} bytes]", trace.len())?;
+        return Ok(1);
+    }
+    let mut line = String::new();
+    while let Some(next) = packets.next_packet() {
+        match next {
+            Ok((offset, packet)) => {
+                line.clear();
+                if opts.offsets {
+                    let _ = write!(line, "{offset:016x}  ");
+                }
+                format_packet(&packet, &mut line);
+                writeln!(out, "{}", line.trim_end())?;
+            }
+            Err(err) => {
+                errors += 1;
+                writeln!(out, "[{err}]")?;
+                if !packets.sync_forward() {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(errors)
+}
+
+/// `name payload detail` of one packet, in ptdump's columns.
+pub fn format_packet(packet: &Packet, out: &mut String) {
+    let (name, payload, detail) = fields(packet);
+    if payload.is_empty() {
+        out.push_str(name);
+    } else if detail.is_empty() {
+        let _ = write!(out, "{name:<11}{payload}");
+    } else {
+        let _ = write!(out, "{name:<11}{payload:<21}{detail}");
+    }
+}
+
+fn fields(packet: &Packet) -> (&'static str, String, String) {
+    let none = String::new;
+    match *packet {
+        Packet::Pad => ("pad", none(), none()),
+        Packet::Psb => ("psb", none(), none()),
+        Packet::PsbEnd => ("psbend", none(), none()),
+        Packet::Ovf => ("ovf", none(), none()),
+        Packet::Stop => ("stop", none(), none()),
+        Packet::Tnt { bits, count, long } => {
+            let outcomes = (0..count)
+                .rev()
+                .map(|i| if bits >> i & 1 == 1 { '!' } else { '.' })
+                .collect();
+            (if long { "tnt.64" } else { "tnt.8" }, outcomes, none())
+        }
+        Packet::Ip { kind, ip } => (ip_name(kind), ip_payload(ip), none()),
+        Packet::ModeExec {
+            cs_l,
+            cs_d,
+            interrupts,
+        } => (
+            "mode.exec",
+            flags(&[(cs_d, "cs.d"), (cs_l, "cs.l"), (interrupts, "if")]),
+            none(),
+        ),
+        Packet::ModeTsx { intx, abort } => (
+            "mode.tsx",
+            flags(&[(intx, "intx"), (abort, "abrt")]),
+            none(),
+        ),
+        Packet::Pip { cr3, nr } => {
+            let payload = if nr {
+                format!("{cr3:x}, nr")
+            } else {
+                format!("{cr3:x}")
+            };
+            ("pip", payload, format!("cr3 {cr3:016x}"))
+        }
+        Packet::Tsc(tsc) => ("tsc", format!("{tsc:x}"), none()),
+        Packet::Cbr(ratio) => ("cbr", format!("{ratio:x}"), none()),
+        Packet::Tma { ctc, fast } => ("tma", format!("{ctc:x}, {fast:x}"), none()),
+        Packet::Mtc(ctc) => ("mtc", format!("{ctc:x}"), none()),
+        Packet::Cyc(cyc) => ("cyc", format!("{cyc:x}"), none()),
+        Packet::Vmcs(base) => ("vmcs", format!("{base:x}"), format!("vmcs {base:016x}")),
+        Packet::Mnt(payload) => ("mnt", format!("{payload:x}"), none()),
+        Packet::Exstop { ip } => ("exstop", flags(&[(ip, "ip")]), none()),
+        Packet::Mwait { hints, ext } => ("mwait", format!("{hints:08x}, {ext:08x}"), none()),
+        Packet::Pwre {
+            state,
+            sub_state,
+            hw,
+        } => {
+            let mut payload = format!("c{}.{}", cstate(state), cstate(sub_state));
+            if hw {
+                payload.push_str(", hw");
+            }
+            ("pwre", payload, none())
+        }
+        Packet::Pwrx {
+            last,
+            deepest,
+            wake,
+        } => {
+            let reason = wake_name(wake);
+            (
+                "pwrx",
+                format!("{reason}: c{}, c{}", cstate(last), cstate(deepest)),
+                none(),
+            )
+        }
+        Packet::Ptw { payload, size, ip } => {
+            let mut text = format!("{size}: {payload:x}");
+            if ip {
+                text.push_str(", ip");
+            }
+            ("ptw", text, none())
+        }
+        Packet::Cfe { kind, vector, ip } => {
+            let mut text = kind.to_string();
+            // A SIPI's vector is a page number, shown in hex like ptdump.
+            match kind {
+                5 => drop(write!(text, ": {vector:x}")),
+                _ if packet::cfe_has_vector(kind) => drop(write!(text, ": {vector}")),
+                _ => {}
+            }
+            if ip {
+                text.push_str(", ip");
+            }
+            ("cfe", text, format!("type {}", packet::cfe_name(kind)))
+        }
+        Packet::Evd { kind, payload } => (
+            "evd",
+            format!("{kind}: {payload:x}"),
+            format!("type {}", packet::evd_name(kind)),
+        ),
+        Packet::Trig { id, icnt, ip, mult } => {
+            let mut text = format!("{id:x}");
+            if ip {
+                text.push_str(", ip");
+            }
+            if mult {
+                text.push_str(", mult");
+            }
+            if let Some(icnt) = icnt {
+                let _ = write!(text, ", icnt: {icnt}");
+            }
+            ("trig", text, none())
+        }
+        Packet::Bbp { wide, kind } => (
+            "bbp",
+            format!("{kind:x}{}", if wide { ", sz" } else { "" }),
+            none(),
+        ),
+        Packet::Bip { id, payload } => ("bip", format!("{id:x}: {payload:x}"), none()),
+        Packet::Bep { ip } => ("bep", flags(&[(ip, "ip")]), none()),
+        Packet::Invalid { .. } => ("<invalid>", none(), none()),
+    }
+}
+
+fn ip_name(kind: IpKind) -> &'static str {
+    match kind {
+        IpKind::Tip => "tip",
+        IpKind::TipPge => "tip.pge",
+        IpKind::TipPgd => "tip.pgd",
+        IpKind::Fup => "fup",
+    }
+}
+
+/// `C: hex` with the bytes the packet did not carry shown as `?`.
+fn ip_payload(ip: packet::Ip) -> String {
+    let known = match ip.compression {
+        0 => 0,
+        1 => 4,
+        2 => 8,
+        4 => 12,
+        _ => 16,
+    };
+    let value = match ip.compression {
+        3 => ip.resolve(0).unwrap_or(0),
+        _ => ip.bits,
+    };
+    let hex = format!("{value:016x}");
+    format!(
+        "{}: {}{}",
+        ip.compression,
+        "?".repeat(16 - known),
+        &hex[16 - known..]
+    )
+}
+
+/// Comma-separated names of the set flags.
+fn flags(list: &[(bool, &str)]) -> String {
+    let set: Vec<&str> = list
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, name)| *name)
+        .collect();
+    set.join(", ")
+}
+
+/// PWRE/PWRX C-states are encoded minus one, modulo 16.
+fn cstate(encoded: u8) -> u8 {
+    (encoded + 1) & 0xf
+}
+
+fn wake_name(wake: u8) -> &'static str {
+    if wake & packet::WAKE_INT != 0 {
+        "int"
+    } else if wake & packet::WAKE_STORE != 0 {
+        "st"
+    } else if wake & packet::WAKE_HW != 0 {
+        "hw"
+    } else {
+        "none"
+    }
+}
