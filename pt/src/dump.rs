@@ -73,6 +73,10 @@ pub fn format_packet(packet: &Packet, out: &mut String) {
     }
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "one arm per packet kind, in the SDM's order"
+)]
 fn fields(packet: &Packet) -> (&'static str, String, String) {
     let none = String::new;
     match *packet {
@@ -238,7 +242,7 @@ fn cstate(encoded: u8) -> u8 {
     (encoded + 1) & 0xf
 }
 
-fn wake_name(wake: u8) -> &'static str {
+pub(crate) fn wake_name(wake: u8) -> &'static str {
     if wake & packet::WAKE_INT != 0 {
         "int"
     } else if wake & packet::WAKE_STORE != 0 {

@@ -1,11 +1,15 @@
 //! Intel Processor Trace for weft.
 //!
 //! Layered like the decoders it is measured against: [`packet`] turns bytes
-//! into packets, [`dump`] lists them as libipt's ptdump does. This crate
+//! into packets, [`dump`] lists them as libipt's ptdump does, [`flow`]
+//! walks the code of an [`image::Image`] with iced-x86 to say which
+//! instructions ran. This crate
 //! knows nothing about eBPF or the store; it reads PT byte streams and code
 //! images and says what the CPU did.
 
 pub mod dump;
+pub mod flow;
+pub mod image;
 pub mod packet;
 
 use packet::Fault;
@@ -53,20 +57,111 @@ impl std::str::FromStr for Cpu {
     }
 }
 
-/// Processor errata that change how a trace must be read.
+/// CPUs with errata BDM70 and SKD022 (Skylake and later).
+const SKYLAKE_ON: &[(u16, u8)] = &[
+    (6, 78),
+    (6, 85),
+    (6, 94),
+    (6, 102),
+    (6, 106),
+    (6, 108),
+    (6, 125),
+    (6, 126),
+    (6, 140),
+    (6, 141),
+    (6, 142),
+    (6, 143),
+    (6, 151),
+    (6, 154),
+    (6, 158),
+    (6, 165),
+    (6, 166),
+    (6, 167),
+    (6, 168),
+    (6, 170),
+    (6, 172),
+    (6, 173),
+    (6, 174),
+    (6, 181),
+    (6, 183),
+    (6, 186),
+    (6, 189),
+    (6, 191),
+    (6, 197),
+    (6, 198),
+    (6, 204),
+    (6, 207),
+    (6, 213),
+    (18, 1),
+    (18, 3),
+    (19, 1),
+];
+/// Broadwell, with erratum BDM70 too.
+const BROADWELL: &[(u16, u8)] = &[(6, 61), (6, 71), (6, 79), (6, 86)];
+
+/// Processor errata that change how a trace must be read (Intel's
+/// specification updates; the CPU lists are those libipt's tests name).
+#[allow(clippy::struct_excessive_bools, reason = "one flag per erratum")]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Errata {
     /// SKZ84: corrupted TMA packets followed by a bogus byte (VMX guests
     /// with TSC offsetting or scaling).
     pub skz84: bool,
+    /// APL11: an OVF may be followed by a TIP.PGD that means nothing.
+    pub apl11: bool,
+    /// BDM70: a PSB+ while tracing is off may carry a FUP; a TIP.PGE
+    /// follows and is where tracing really resumes.
+    pub bdm70: bool,
+    /// SKD010: an OVF may be followed by a TIP instead of a FUP.
+    pub skd010: bool,
+    /// SKD022: VMLAUNCH and VMRESUME that disable tracing send a FUP of
+    /// their own address before the TIP.PGD.
+    pub skd022: bool,
 }
 
 impl Errata {
     pub fn for_cpu(cpu: Cpu) -> Self {
-        let skz84 = matches!(
-            (cpu.family, cpu.model),
-            (6, 85 | 106 | 108 | 143 | 173 | 174 | 207) | (19, 1)
-        );
-        Errata { skz84 }
+        let is = |list: &[(u16, u8)]| list.contains(&(cpu.family, cpu.model));
+        Errata {
+            skz84: is(&[
+                (6, 85),
+                (6, 106),
+                (6, 108),
+                (6, 143),
+                (6, 173),
+                (6, 174),
+                (6, 207),
+                (19, 1),
+            ]),
+            apl11: is(&[
+                (6, 92),
+                (6, 95),
+                (6, 122),
+                (6, 134),
+                (6, 150),
+                (6, 151),
+                (6, 154),
+                (6, 156),
+                (6, 170),
+                (6, 172),
+                (6, 175),
+                (6, 181),
+                (6, 182),
+                (6, 183),
+                (6, 186),
+                (6, 189),
+                (6, 191),
+                (6, 197),
+                (6, 198),
+                (6, 204),
+                (6, 213),
+                (6, 221),
+                (18, 1),
+                (18, 3),
+            ]),
+            bdm70: is(BROADWELL) || is(SKYLAKE_ON),
+            skd010: is(&[(6, 78), (6, 94), (6, 142), (6, 158), (6, 165), (6, 166)]),
+            skd022: is(SKYLAKE_ON),
+        }
     }
 }

@@ -188,7 +188,8 @@ pub struct Context {
     pub skz84: bool,
 }
 
-/// A walk over the packets of a PT byte stream.
+/// A walk over the packets of a PT byte stream; cloning it reads ahead.
+#[derive(Clone)]
 pub struct Packets<'a> {
     buf: &'a [u8],
     pos: usize,

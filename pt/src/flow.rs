@@ -1,0 +1,1104 @@
+//! The instruction flow: walk the code from the image with iced-x86 and let
+//! the packets decide every branch the code cannot decide by itself.
+//!
+//! Conditional branches take TNT bits; indirect branches and far transfers
+//! take TIPs; a near return takes a TNT bit when the CPU compressed it
+//! (it went back to the caller we saw) and a TIP otherwise. A FUP names
+//! the instruction where an asynchronous event (interrupt, disable, TSX
+//! abort) hits: the walk fires it on reaching that address, before the
+//! instruction runs. PIP, VMCS and MODE.exec wait for the transfer they
+//! belong to.
+
+use std::collections::HashMap;
+
+use iced_x86::{
+    Code, Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind, Register,
+};
+
+use crate::image::Image;
+use crate::packet::{IpKind, Packet, Packets};
+use crate::{Errata, Error};
+
+/// One step of the flow: an instruction that ran, or an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// The instruction at `ip` ran; `speculative` inside a transaction.
+    Insn {
+        ip: u64,
+        speculative: bool,
+    },
+    Event(Event),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// Tracing (re)started; `resumed` where it had been switched off.
+    Enabled {
+        ip: u64,
+        resumed: bool,
+    },
+    Disabled {
+        ip: Option<u64>,
+    },
+    Overflow,
+    /// An asynchronous branch (interrupt, exception) from `from` to `to`.
+    Interrupt {
+        from: u64,
+        to: u64,
+    },
+    Paging {
+        cr3: u64,
+        nr: bool,
+    },
+    Vmcs {
+        base: u64,
+    },
+    ExecMode {
+        bits: u32,
+    },
+    TxBegin,
+    TxCommit,
+    TxAbort,
+    Stopped,
+    /// Execution stopped (C-state entry, MWAIT, ...).
+    Exstop,
+    Mwait {
+        hints: u32,
+        ext: u32,
+    },
+    /// Power entry; C-states as in the packet (minus one, modulo 16).
+    Pwre {
+        state: u8,
+        sub_state: u8,
+        hw: bool,
+    },
+    Pwrx {
+        last: u8,
+        deepest: u8,
+        wake: u8,
+    },
+    Ptwrite {
+        payload: u64,
+    },
+    Trig {
+        id: u8,
+    },
+    /// The core:bus ratio changed.
+    Cbr {
+        ratio: u8,
+    },
+    Mnt {
+        payload: u64,
+    },
+    EndOfTrace,
+    /// The walk lost its way; decoding resumes at the next PSB.
+    Error {
+        offset: u64,
+        ip: u64,
+        message: &'static str,
+    },
+}
+
+/// What the walk needs to know about one instruction.
+#[derive(Debug, Clone, Copy)]
+struct Insn {
+    len: u8,
+    kind: Kind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Next,
+    Cond(u64),
+    Jump(u64),
+    Call(u64),
+    /// Needs a TIP: indirect jumps, far transfers.
+    Indirect,
+    IndirectCall,
+    Ret,
+    MovCr3,
+    /// VMLAUNCH, VMRESUME: a far transfer (for erratum SKD022).
+    VmEntry,
+}
+
+/// Instructions walked without reading a packet before the walk gives up:
+/// code that loops without branching on anything the trace records cannot
+/// be what ran.
+const PATIENCE: u32 = 1 << 20;
+
+/// Return addresses kept for compressed returns (the CPU keeps 64).
+const STACK: usize = 64;
+
+pub struct Flow<'a> {
+    packets: Packets<'a>,
+    errata: Errata,
+    image: &'a Image,
+    cache: HashMap<u64, Insn>,
+    /// The next packet the walk must act on, read but not acted on.
+    peeked: Option<(usize, Packet)>,
+    last_ip: u64,
+    tnt: u64,
+    tnt_left: u8,
+    /// Events waiting for the transfer they belong to.
+    vmcs: Option<u64>,
+    paging: Option<(u64, bool)>,
+    mode: Option<u32>,
+    bits: u32,
+    enabled: bool,
+    ip: u64,
+    /// Where an asynchronous disable stopped tracing, for "resumed".
+    stopped_at: Option<u64>,
+    in_tx: bool,
+    stack: Vec<u64>,
+    /// MWAIT and PWRE wait for the EXSTOP they announce.
+    power: Vec<Event>,
+    /// Instructions run since the last packet that gave an IP (TRIG counts).
+    since_ip: u32,
+}
+
+impl<'a> Flow<'a> {
+    pub fn new(trace: &'a [u8], image: &'a Image, errata: Errata) -> Self {
+        Flow {
+            packets: Packets::with_errata(trace, errata),
+            errata,
+            image,
+            cache: HashMap::new(),
+            peeked: None,
+            last_ip: 0,
+            tnt: 0,
+            tnt_left: 0,
+            vmcs: None,
+            paging: None,
+            mode: None,
+            bits: 64,
+            enabled: false,
+            ip: 0,
+            stopped_at: None,
+            in_tx: false,
+            stack: Vec::with_capacity(STACK),
+            power: Vec::new(),
+            since_ip: 0,
+        }
+    }
+
+    /// Walk the whole trace, handing every step to `out`. Errors become
+    /// [`Event::Error`] steps and the walk resumes at the next PSB.
+    pub fn run(&mut self, out: &mut dyn FnMut(Step)) {
+        while self.packets.sync_forward() {
+            self.peeked = None;
+            let result = self.status(out).and_then(|()| self.walk(out));
+            if let Err(Lost { offset, message }) = result {
+                out(Step::Event(Event::Error {
+                    offset,
+                    ip: self.ip,
+                    message,
+                }));
+                self.enabled = false;
+            } else {
+                return;
+            }
+        }
+    }
+
+    /// Read a PSB+ header: the state the CPU is in (status, not events).
+    fn status(&mut self, out: &mut dyn FnMut(Step)) -> Result<(), Lost> {
+        let mut fup = None;
+        self.tnt_left = 0;
+        self.stack.clear();
+        loop {
+            let Some((offset, packet)) = self.read()? else {
+                return Ok(());
+            };
+            match packet {
+                Packet::PsbEnd => break,
+                Packet::Ip {
+                    kind: IpKind::Fup,
+                    ip,
+                } => fup = ip.resolve(self.last_ip).inspect(|&ip| self.last_ip = ip),
+                Packet::ModeExec { .. } => self.bits = mode_bits(packet),
+                Packet::ModeTsx { intx, .. } => self.in_tx = intx,
+                // PIP, VMCS and CBR here are state, not changes.
+                Packet::Psb | Packet::Pip { .. } | Packet::Vmcs(_) | Packet::Cbr(_) => {}
+                _ if is_time(packet) => {}
+                Packet::Mnt(payload) => out(Step::Event(Event::Mnt { payload })),
+                Packet::Ovf => {
+                    // An overflow inside PSB+: the header's state is stale.
+                    self.peeked = Some((offset, packet));
+                    return Ok(());
+                }
+                _ => return Err(Lost::context(offset)),
+            }
+        }
+        let was_enabled = self.enabled;
+        self.enabled = fup.is_some();
+        self.ip = fup.unwrap_or(0);
+        self.since_ip = 0;
+        if self.errata.bdm70 && !was_enabled && self.enabled {
+            // The FUP was the erratum's if a TIP.PGE comes next.
+            if let Some((
+                _,
+                Packet::Ip {
+                    kind: IpKind::TipPge,
+                    ..
+                },
+            )) = self.peek_transfer()?
+            {
+                self.enabled = false;
+            }
+        }
+        Ok(())
+    }
+
+    fn walk(&mut self, out: &mut dyn FnMut(Step)) -> Result<(), Lost> {
+        let mut idle = 0;
+        loop {
+            if !self.enabled {
+                if !self.while_disabled(out)? {
+                    return Ok(());
+                }
+                continue;
+            }
+            if self.at_fup_or_now(out)? {
+                idle = 0;
+                continue;
+            }
+            if self.tnt_left == 0 && self.peek()?.is_none() {
+                out(Step::Event(Event::EndOfTrace));
+                return Ok(());
+            }
+            idle += 1;
+            if idle > PATIENCE {
+                return Err(Lost {
+                    offset: self.offset(),
+                    message: "no packet consumed in a million instructions",
+                });
+            }
+            let insn = self.insn(self.ip)?;
+            out(Step::Insn {
+                ip: self.ip,
+                speculative: self.in_tx,
+            });
+            self.since_ip += 1;
+            if self.execute(insn, out)? {
+                idle = 0;
+            }
+        }
+    }
+
+    /// Tracing is off: act on packets until it comes back on. Returns false
+    /// at the end of the trace.
+    fn while_disabled(&mut self, out: &mut dyn FnMut(Step)) -> Result<bool, Lost> {
+        let Some((offset, packet)) = self.take()? else {
+            return Ok(false);
+        };
+        self.flush_paging(out);
+        match packet {
+            Packet::Ip {
+                kind: IpKind::TipPge,
+                ip,
+            } => {
+                let ip = self.resolve(offset, ip)?;
+                out(Step::Event(Event::Enabled {
+                    ip,
+                    resumed: self.stopped_at == Some(ip),
+                }));
+                self.flush_mode(out);
+                self.enabled = true;
+                self.ip = ip;
+                self.since_ip = 0;
+            }
+            Packet::Ovf => self.overflow(out)?,
+            Packet::Psb => self.status(out)?,
+            Packet::Pip { cr3, nr } => out(Step::Event(Event::Paging { cr3, nr })),
+            Packet::Vmcs(base) => out(Step::Event(Event::Vmcs { base })),
+            Packet::ModeExec { .. } => self.mode = Some(mode_bits(packet)),
+            Packet::Ip {
+                kind: IpKind::Fup,
+                ip,
+            } => {
+                // A FUP while disabled only updates the last IP.
+                self.resolve(offset, ip)?;
+            }
+            Packet::Tnt { .. } | Packet::Ip { .. } => return Err(Lost::context(offset)),
+            Packet::Mwait { .. } | Packet::Pwre { .. } => {
+                self.power.push(now_event(packet).expect("power event"));
+            }
+            _ => {
+                if let Some(event) = now_event(packet) {
+                    self.flush_power(out);
+                    out(Step::Event(event));
+                }
+                return Ok(true);
+            }
+        }
+        self.flush_power(out);
+        self.stopped_at = None;
+        Ok(true)
+    }
+
+    /// Fire what happens at the current IP: an asynchronous event whose FUP
+    /// names it, or an event that is not bound to any IP.
+    fn at_fup_or_now(&mut self, out: &mut dyn FnMut(Step)) -> Result<bool, Lost> {
+        if self.tnt_left > 0 {
+            return Ok(false);
+        }
+        let Some((offset, packet)) = self.peek()? else {
+            return Ok(false);
+        };
+        let here = self.lookahead_fup() == Some(self.ip);
+        match packet {
+            Packet::Ovf => {
+                self.peeked = None;
+                self.flush_power(out);
+                self.overflow(out)?;
+            }
+            Packet::Psb => {
+                self.peeked = None;
+                self.status(out)?;
+            }
+            Packet::Pip { .. } | Packet::Vmcs(_) | Packet::ModeExec { .. } if here => {
+                self.absorb_bound();
+            }
+            Packet::ModeTsx { intx, abort } if here => {
+                self.peeked = None;
+                self.take_fup()?;
+                self.in_tx = intx;
+                let event = match (intx, abort) {
+                    (true, _) => Event::TxBegin,
+                    (false, true) => Event::TxAbort,
+                    (false, false) => Event::TxCommit,
+                };
+                out(Step::Event(event));
+                self.async_branch(out)?;
+            }
+            Packet::Exstop { ip: true } | Packet::Ptw { ip: true, .. } if here => {
+                self.peeked = None;
+                self.take_fup()?;
+                out(Step::Event(
+                    now_event(packet).expect("exstop and ptwrite are events"),
+                ));
+                self.flush_power(out);
+            }
+            Packet::Mwait { .. } | Packet::Pwre { .. } => {
+                self.peeked = None;
+                self.power.push(now_event(packet).expect("power event"));
+            }
+            Packet::Trig { icnt, .. } => {
+                if icnt.is_some_and(|n| u32::from(n) > self.since_ip) {
+                    return Ok(false);
+                }
+                self.peeked = None;
+                out(Step::Event(now_event(packet).expect("trig is an event")));
+            }
+            Packet::Exstop { ip: false }
+            | Packet::Ptw { ip: false, .. }
+            | Packet::Pwrx { .. }
+            | Packet::Stop => {
+                self.peeked = None;
+                self.flush_power(out);
+                out(Step::Event(now_event(packet).expect("an event")));
+            }
+            Packet::Cbr(_) | Packet::Mnt(_) => {
+                self.peeked = None;
+                out(Step::Event(now_event(packet).expect("an event")));
+            }
+            Packet::Cfe { .. }
+            | Packet::Evd { .. }
+            | Packet::Bbp { .. }
+            | Packet::Bip { .. }
+            | Packet::Bep { .. } => {
+                // Not decoded into events yet (docs/pt.md); skipped.
+                self.peeked = None;
+            }
+            Packet::Ip {
+                kind: IpKind::Fup,
+                ip,
+            } => {
+                if self.resolve_peek(offset, ip)? != self.ip {
+                    return Ok(false);
+                }
+                self.peeked = None;
+                self.resolve(offset, ip)?;
+                if self.errata.skd022 && self.is_vm_entry()? {
+                    // The erratum's FUP: the VM entry runs and its TIP.PGD
+                    // disables tracing as usual.
+                    return Ok(false);
+                }
+                self.async_branch(out)?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// After a FUP at the current IP: a TIP is an interrupt, a TIP.PGD an
+    /// asynchronous disable; anything else leaves the flow where it is.
+    fn async_branch(&mut self, out: &mut dyn FnMut(Step)) -> Result<(), Lost> {
+        self.since_ip = 0;
+        let Some((offset, packet)) = self.peek_transfer()? else {
+            return Ok(());
+        };
+        match packet {
+            Packet::Ip {
+                kind: IpKind::Tip,
+                ip,
+            } => {
+                self.peeked = None;
+                let to = self.resolve(offset, ip)?;
+                out(Step::Event(Event::Interrupt { from: self.ip, to }));
+                self.flush_transfer(out);
+                self.ip = to;
+            }
+            Packet::Ip {
+                kind: IpKind::TipPgd,
+                ip,
+            } => {
+                self.peeked = None;
+                self.resolve(offset, ip).ok();
+                self.disable(out, true);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn overflow(&mut self, out: &mut dyn FnMut(Step)) -> Result<(), Lost> {
+        out(Step::Event(Event::Overflow));
+        self.enabled = false;
+        self.tnt_left = 0;
+        self.stack.clear();
+        self.in_tx = false;
+        // Tracing resumes where a FUP says, or at the next TIP.PGE.
+        let next = self.peek_transfer()?;
+        if self.errata.apl11
+            && let Some((
+                offset,
+                Packet::Ip {
+                    kind: IpKind::TipPgd,
+                    ip,
+                },
+            )) = next
+        {
+            self.peeked = None;
+            self.resolve(offset, ip).ok();
+            return Ok(());
+        }
+        let resume = match next {
+            Some((
+                _,
+                Packet::Ip {
+                    kind: IpKind::Fup, ..
+                },
+            )) => true,
+            Some((
+                _,
+                Packet::Ip {
+                    kind: IpKind::Tip, ..
+                },
+            )) => self.errata.skd010,
+            _ => false,
+        };
+        if let Some((offset, Packet::Ip { ip, .. })) = next
+            && resume
+        {
+            self.peeked = None;
+            self.ip = self.resolve(offset, ip)?;
+            self.enabled = true;
+            self.since_ip = 0;
+            self.flush_mode(out);
+        }
+        Ok(())
+    }
+
+    /// Tracing stops; it would have gone on at `self.ip` (`at_ip`: it
+    /// stopped there, asynchronously).
+    fn disable(&mut self, out: &mut dyn FnMut(Step), at_ip: bool) {
+        self.flush_power(out);
+        out(Step::Event(Event::Disabled {
+            ip: at_ip.then_some(self.ip),
+        }));
+        self.stopped_at = Some(self.ip);
+        self.enabled = false;
+        self.tnt_left = 0;
+    }
+
+    /// Run one instruction: set the next IP. Returns whether it read a packet.
+    fn execute(&mut self, insn: Insn, out: &mut dyn FnMut(Step)) -> Result<bool, Lost> {
+        let next = self.ip + u64::from(insn.len);
+        match insn.kind {
+            Kind::Next => {
+                self.ip = next;
+                Ok(false)
+            }
+            Kind::Jump(target) => {
+                self.ip = target;
+                self.disable_at_target(out)
+            }
+            Kind::Call(target) => {
+                // `call next; pop reg` reads the IP (position-independent
+                // code); no return will come back to it.
+                if target != next {
+                    self.push(next);
+                }
+                self.ip = target;
+                self.disable_at_target(out)
+            }
+            Kind::Cond(target) => self.cond(target, next, out),
+            Kind::Indirect | Kind::VmEntry => self.tip(next, out),
+            Kind::IndirectCall => {
+                self.push(next);
+                self.tip(next, out)
+            }
+            Kind::Ret => self.ret(next, out),
+            Kind::MovCr3 => {
+                self.ip = next;
+                if let Some((_, Packet::Pip { cr3, nr })) = self.peek()? {
+                    self.peeked = None;
+                    out(Step::Event(Event::Paging { cr3, nr }));
+                }
+                if let Some((
+                    _,
+                    Packet::Ip {
+                        kind: IpKind::TipPgd,
+                        ip,
+                    },
+                )) = self.peek()?
+                    && ip.compression == 0
+                {
+                    self.peeked = None;
+                    self.disable(out, false);
+                    return Ok(true);
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    fn cond(&mut self, target: u64, next: u64, out: &mut dyn FnMut(Step)) -> Result<bool, Lost> {
+        if self.tnt_left == 0 {
+            match self.peek()? {
+                Some((_, Packet::Tnt { bits, count, .. })) => {
+                    self.peeked = None;
+                    self.tnt = bits;
+                    self.tnt_left = count;
+                }
+                // Tracing stopped on this branch: the TIP.PGD says which way.
+                Some((
+                    offset,
+                    Packet::Ip {
+                        kind: IpKind::TipPgd,
+                        ip,
+                    },
+                )) if ip.compression != 0 => {
+                    self.peeked = None;
+                    self.ip = self.resolve(offset, ip)?;
+                    if self.ip != target && self.ip != next {
+                        return Err(Lost::mismatch(offset));
+                    }
+                    self.disable(out, false);
+                    return Ok(true);
+                }
+                other => {
+                    return Err(Lost::mismatch(
+                        other.map_or(self.offset(), |(o, _)| o as u64),
+                    ));
+                }
+            }
+        }
+        self.ip = if self.take_bit() { target } else { next };
+        Ok(true)
+    }
+
+    fn ret(&mut self, next: u64, out: &mut dyn FnMut(Step)) -> Result<bool, Lost> {
+        let compressed = self.tnt_left > 0 || matches!(self.peek()?, Some((_, Packet::Tnt { .. })));
+        if !compressed {
+            return self.tip(next, out);
+        }
+        let offset = self.offset();
+        if self.tnt_left == 0 {
+            let Some((_, Packet::Tnt { bits, count, .. })) = self.take()? else {
+                unreachable!("peeked a TNT")
+            };
+            self.tnt = bits;
+            self.tnt_left = count;
+        }
+        if !self.take_bit() {
+            return Err(Lost::mismatch(offset));
+        }
+        self.ip = self.stack.pop().ok_or(Lost {
+            offset,
+            message: "compressed return without a call",
+        })?;
+        Ok(true)
+    }
+
+    /// A transfer whose target only the trace knows: TIP, or TIP.PGD.
+    fn tip(&mut self, next: u64, out: &mut dyn FnMut(Step)) -> Result<bool, Lost> {
+        // The CPU may send the TNT of later branches before this TIP.
+        if self.tnt_left == 0
+            && let Some((_, Packet::Tnt { bits, count, .. })) = self.peek()?
+        {
+            self.peeked = None;
+            self.tnt = bits;
+            self.tnt_left = count;
+        }
+        self.peek_transfer()?;
+        match self.take()? {
+            Some((
+                offset,
+                Packet::Ip {
+                    kind: IpKind::Tip,
+                    ip,
+                },
+            )) => {
+                self.ip = self.resolve(offset, ip)?;
+                self.since_ip = 0;
+                self.flush_transfer(out);
+            }
+            Some((
+                offset,
+                Packet::Ip {
+                    kind: IpKind::TipPgd,
+                    ip,
+                },
+            )) => {
+                self.ip = self.resolve(offset, ip).unwrap_or(next);
+                self.flush_transfer(out);
+                self.disable(out, false);
+            }
+            Some((offset, _)) => return Err(Lost::mismatch(offset)),
+            None => {
+                return Err(Lost {
+                    offset: self.offset(),
+                    message: "unexpected end of trace",
+                });
+            }
+        }
+        Ok(true)
+    }
+
+    /// A direct branch that lands where a TIP.PGD says tracing stopped.
+    fn disable_at_target(&mut self, out: &mut dyn FnMut(Step)) -> Result<bool, Lost> {
+        if self.tnt_left > 0 {
+            return Ok(false);
+        }
+        if let Some((
+            offset,
+            Packet::Ip {
+                kind: IpKind::TipPgd,
+                ip,
+            },
+        )) = self.peek()?
+            && ip.compression != 0
+            && ip.resolve(self.last_ip) == Some(self.ip)
+        {
+            self.peeked = None;
+            self.resolve(offset, ip)?;
+            self.disable(out, false);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn take_bit(&mut self) -> bool {
+        self.tnt_left -= 1;
+        self.since_ip = 0;
+        self.tnt >> self.tnt_left & 1 == 1
+    }
+
+    fn push(&mut self, ret: u64) {
+        if self.stack.len() == STACK {
+            self.stack.remove(0);
+        }
+        self.stack.push(ret);
+    }
+
+    /// Events that wait for a transfer, in the order ptxed shows them.
+    fn flush_transfer(&mut self, out: &mut dyn FnMut(Step)) {
+        self.flush_paging(out);
+        self.flush_mode(out);
+    }
+
+    fn flush_paging(&mut self, out: &mut dyn FnMut(Step)) {
+        if let Some(base) = self.vmcs.take() {
+            out(Step::Event(Event::Vmcs { base }));
+        }
+        if let Some((cr3, nr)) = self.paging.take() {
+            out(Step::Event(Event::Paging { cr3, nr }));
+        }
+    }
+
+    fn flush_mode(&mut self, out: &mut dyn FnMut(Step)) {
+        if let Some(bits) = self.mode.take() {
+            self.bits = bits;
+            out(Step::Event(Event::ExecMode { bits }));
+        }
+    }
+
+    /// The instruction at `ip`, decoded once and cached.
+    fn insn(&mut self, ip: u64) -> Result<Insn, Lost> {
+        if let Some(&insn) = self.cache.get(&ip) {
+            return Ok(insn);
+        }
+        let offset = self.offset();
+        let bytes = self.image.bytes_at(ip).ok_or(Lost {
+            offset,
+            message: "no memory mapped at this address",
+        })?;
+        let mut decoder = Decoder::with_ip(
+            self.bits,
+            &bytes[..bytes.len().min(15)],
+            ip,
+            DecoderOptions::NONE,
+        );
+        let instr = decoder.decode();
+        if instr.is_invalid() {
+            return Err(Lost {
+                offset,
+                message: "cannot decode the instruction at this address",
+            });
+        }
+        let insn = Insn {
+            len: instr.len() as u8,
+            kind: classify(&instr),
+        };
+        self.cache.insert(ip, insn);
+        Ok(insn)
+    }
+
+    fn is_vm_entry(&mut self) -> Result<bool, Lost> {
+        Ok(self.insn(self.ip)?.kind == Kind::VmEntry)
+    }
+
+    fn offset(&self) -> u64 {
+        self.peeked.map_or(self.packets.offset(), |(o, _)| o) as u64
+    }
+
+    /// The next packet the walk acts on, skipping and remembering those that
+    /// only wait for a transfer (PIP, VMCS, MODE.exec) or carry time.
+    fn peek(&mut self) -> Result<Option<(usize, Packet)>, Lost> {
+        if self.peeked.is_none() {
+            self.peeked = self.read_control()?;
+        }
+        Ok(self.peeked)
+    }
+
+    /// The next packet past those that wait for a transfer, which are
+    /// remembered for it.
+    fn peek_transfer(&mut self) -> Result<Option<(usize, Packet)>, Lost> {
+        while let Some((_, packet)) = self.peek()? {
+            if !is_bound(packet) {
+                break;
+            }
+            self.absorb_bound();
+        }
+        self.peek()
+    }
+
+    fn absorb_bound(&mut self) {
+        match self.peeked.take() {
+            Some((_, Packet::Pip { cr3, nr })) => self.paging = Some((cr3, nr)),
+            Some((_, Packet::Vmcs(base))) => self.vmcs = Some(base),
+            Some((_, packet @ Packet::ModeExec { .. })) => self.mode = Some(mode_bits(packet)),
+            other => self.peeked = other,
+        }
+    }
+
+    fn flush_power(&mut self, out: &mut dyn FnMut(Step)) {
+        for event in self.power.drain(..) {
+            out(Step::Event(event));
+        }
+    }
+
+    fn take(&mut self) -> Result<Option<(usize, Packet)>, Lost> {
+        self.peek()?;
+        Ok(self.peeked.take())
+    }
+
+    fn read_control(&mut self) -> Result<Option<(usize, Packet)>, Lost> {
+        while let Some((offset, packet)) = self.read()? {
+            if !is_time(packet) {
+                return Ok(Some((offset, packet)));
+            }
+        }
+        Ok(None)
+    }
+
+    fn read(&mut self) -> Result<Option<(usize, Packet)>, Lost> {
+        match self.packets.next_packet() {
+            None => Ok(None),
+            Some(Ok(item)) => Ok(Some(item)),
+            Some(Err(Error::Decode { offset, fault })) => Err(Lost {
+                offset,
+                message: fault.message(),
+            }),
+        }
+    }
+
+    /// The IP of the next FUP, read ahead past the peeked packet and any
+    /// that wait for it, without consuming anything.
+    fn lookahead_fup(&self) -> Option<u64> {
+        if let Some((
+            _,
+            Packet::Ip {
+                kind: IpKind::Fup,
+                ip,
+            },
+        )) = self.peeked
+        {
+            return ip.resolve(self.last_ip);
+        }
+        let mut ahead = self.packets.clone();
+        while let Some(Ok((_, packet))) = ahead.next_packet() {
+            match packet {
+                Packet::Ip {
+                    kind: IpKind::Fup,
+                    ip,
+                } => return ip.resolve(self.last_ip),
+                _ if is_time(packet) || is_bound(packet) => {}
+                Packet::ModeTsx { .. } | Packet::Exstop { .. } | Packet::Ptw { .. } => {}
+                _ => return None,
+            }
+        }
+        None
+    }
+
+    fn take_fup(&mut self) -> Result<(), Lost> {
+        match self.take()? {
+            Some((
+                offset,
+                Packet::Ip {
+                    kind: IpKind::Fup,
+                    ip,
+                },
+            )) => {
+                self.since_ip = 0;
+                self.resolve(offset, ip).map(|_| ())
+            }
+            other => Err(Lost::context(
+                other.map_or(self.offset() as usize, |(o, _)| o),
+            )),
+        }
+    }
+
+    fn resolve(&mut self, offset: usize, ip: crate::packet::Ip) -> Result<u64, Lost> {
+        let ip = self.resolve_peek(offset, ip)?;
+        self.last_ip = ip;
+        Ok(ip)
+    }
+
+    fn resolve_peek(&self, offset: usize, ip: crate::packet::Ip) -> Result<u64, Lost> {
+        ip.resolve(self.last_ip).ok_or(Lost {
+            offset: offset as u64,
+            message: "IP suppressed where one is needed",
+        })
+    }
+}
+
+/// Why the walk cannot go on; it resumes at the next PSB.
+struct Lost {
+    offset: u64,
+    message: &'static str,
+}
+
+impl Lost {
+    fn mismatch(offset: impl TryInto<u64>) -> Self {
+        Lost {
+            offset: offset.try_into().unwrap_or(0),
+            message: "trace stream does not match query",
+        }
+    }
+
+    fn context(offset: usize) -> Self {
+        Lost {
+            offset: offset as u64,
+            message: "unexpected packet context",
+        }
+    }
+}
+
+/// Packets that only carry time; the flow skips them.
+fn is_time(packet: Packet) -> bool {
+    matches!(
+        packet,
+        Packet::Pad
+            | Packet::Tsc(_)
+            | Packet::Mtc(_)
+            | Packet::Cyc(_)
+            | Packet::Tma { .. }
+            | Packet::Invalid { .. }
+            | Packet::PsbEnd
+    )
+}
+
+/// Packets that wait for the transfer (TIP, FUP+TIP, TIP.PGE) they belong to.
+fn is_bound(packet: Packet) -> bool {
+    matches!(
+        packet,
+        Packet::Pip { .. } | Packet::Vmcs(_) | Packet::ModeExec { .. }
+    )
+}
+
+/// Packets that are an event by themselves.
+fn now_event(packet: Packet) -> Option<Event> {
+    Some(match packet {
+        Packet::Exstop { .. } => Event::Exstop,
+        Packet::Mwait { hints, ext } => Event::Mwait { hints, ext },
+        Packet::Pwre {
+            state,
+            sub_state,
+            hw,
+        } => Event::Pwre {
+            state,
+            sub_state,
+            hw,
+        },
+        Packet::Pwrx {
+            last,
+            deepest,
+            wake,
+        } => Event::Pwrx {
+            last,
+            deepest,
+            wake,
+        },
+        Packet::Ptw { payload, .. } => Event::Ptwrite { payload },
+        Packet::Trig { id, .. } => Event::Trig { id },
+        Packet::Cbr(ratio) => Event::Cbr { ratio },
+        Packet::Mnt(payload) => Event::Mnt { payload },
+        Packet::Stop => Event::Stopped,
+        _ => return None,
+    })
+}
+
+fn mode_bits(packet: Packet) -> u32 {
+    match packet {
+        Packet::ModeExec { cs_l: true, .. } => 64,
+        Packet::ModeExec { cs_d: true, .. } => 32,
+        _ => 16,
+    }
+}
+
+fn classify(instr: &Instruction) -> Kind {
+    let far = matches!(instr.op0_kind(), OpKind::FarBranch16 | OpKind::FarBranch32);
+    if matches!(instr.mnemonic(), Mnemonic::Vmlaunch | Mnemonic::Vmresume) {
+        return Kind::VmEntry;
+    }
+    match instr.flow_control() {
+        FlowControl::ConditionalBranch => Kind::Cond(instr.near_branch_target()),
+        FlowControl::UnconditionalBranch if !far => Kind::Jump(instr.near_branch_target()),
+        FlowControl::Call if !far && instr.mnemonic() == Mnemonic::Call => {
+            Kind::Call(instr.near_branch_target())
+        }
+        FlowControl::IndirectCall
+            if instr.mnemonic() == Mnemonic::Call && !is_far_indirect(instr) =>
+        {
+            Kind::IndirectCall
+        }
+        FlowControl::Return if instr.mnemonic() == Mnemonic::Ret => Kind::Ret,
+        FlowControl::UnconditionalBranch
+        | FlowControl::IndirectBranch
+        | FlowControl::Call
+        | FlowControl::IndirectCall
+        | FlowControl::Return
+        | FlowControl::Interrupt => Kind::Indirect,
+        FlowControl::Next if is_mov_cr3(instr) => Kind::MovCr3,
+        _ => Kind::Next,
+    }
+}
+
+/// `call far [mem]`: a far transfer, which pushes nothing we can compress.
+fn is_far_indirect(instr: &Instruction) -> bool {
+    matches!(
+        instr.code(),
+        Code::Call_m1616 | Code::Call_m1632 | Code::Call_m1664
+    )
+}
+
+fn is_mov_cr3(instr: &Instruction) -> bool {
+    matches!(instr.code(), Code::Mov_cr_r32 | Code::Mov_cr_r64)
+        && instr.op0_register() == Register::CR3
+}
+
+/// ptxed's spelling (`ptxed --no-inst`), so flows can be compared with it.
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Step::Insn {
+                ip,
+                speculative: false,
+            } => write!(f, "{ip:016x}"),
+            Step::Insn {
+                ip,
+                speculative: true,
+            } => write!(f, "? {ip:016x}"),
+            Step::Event(event) => write!(f, "[{event}]"),
+        }
+    }
+}
+
+impl std::fmt::Display for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Event::Enabled { resumed: false, .. } => f.write_str("enabled"),
+            Event::Enabled { resumed: true, .. } => f.write_str("resumed"),
+            Event::Disabled { .. } => f.write_str("disabled"),
+            Event::Overflow => f.write_str("overflow"),
+            Event::Interrupt { .. } => f.write_str("interrupt"),
+            Event::Paging { cr3, nr } => write!(
+                f,
+                "paging, cr3: {cr3:016x}{}",
+                if *nr { ", nr" } else { "" }
+            ),
+            Event::Vmcs { base } => write!(f, "vmcs, base: {base:016x}"),
+            Event::ExecMode { bits } => write!(f, "exec mode: {bits}-bit"),
+            Event::TxBegin => f.write_str("begin transaction"),
+            Event::TxCommit => f.write_str("committed"),
+            Event::TxAbort => f.write_str("aborted"),
+            Event::Stopped => f.write_str("stopped"),
+            Event::Exstop => f.write_str("exstop"),
+            Event::Mwait { hints, ext } => write!(f, "mwait {hints:x} {ext:x}"),
+            Event::Pwre {
+                state,
+                sub_state,
+                hw,
+            } => {
+                write!(
+                    f,
+                    "pwre c{}.{}{}",
+                    cstate(*state),
+                    cstate(*sub_state),
+                    if *hw { " hw" } else { "" }
+                )
+            }
+            Event::Pwrx {
+                last,
+                deepest,
+                wake,
+            } => {
+                write!(
+                    f,
+                    "pwrx {}: c{} (c{})",
+                    crate::dump::wake_name(*wake),
+                    cstate(*last),
+                    cstate(*deepest)
+                )
+            }
+            Event::Ptwrite { payload } => write!(f, "ptwrite: {payload:x}"),
+            Event::Trig { id } => write!(f, "trig {id:x}"),
+            Event::Cbr { ratio } => write!(f, "cbr: {ratio:x}"),
+            Event::Mnt { payload } => write!(f, "mnt: {payload:x}"),
+            Event::EndOfTrace => f.write_str("end of trace"),
+            Event::Error {
+                offset,
+                ip,
+                message,
+            } => write!(f, "{offset:x}, {ip:x}: error: {message}"),
+        }
+    }
+}
+
+/// C-states are encoded minus one, modulo 16.
+fn cstate(encoded: u8) -> u8 {
+    (encoded + 1) & 0xf
+}
