@@ -93,7 +93,8 @@ pub enum Command {
     /// complete (mode 0600).
     Export(ExportArgs),
 
-    /// Intel Processor Trace: list a trace's packets (docs/pt.md).
+    /// Intel Processor Trace: list a trace's packets, walk its instruction
+    /// flow, capture it (docs/pt.md).
     #[command(subcommand)]
     Pt(PtCommand),
 }
@@ -104,6 +105,39 @@ pub enum PtCommand {
     /// libipt's ptdump. A decoding error is printed in brackets with its
     /// offset and the listing resumes at the next PSB; weft then exits 1.
     Dump(PtDumpArgs),
+
+    /// Print the instructions a PT trace executed, one address per line,
+    /// with events in brackets ([enabled], [interrupt], ...), as libipt's
+    /// `ptxed --no-inst` does. Where the walk loses its way it prints the
+    /// error with its offset, resumes at the next PSB, and weft exits 1.
+    Flow(PtFlowArgs),
+
+    /// Capture Intel PT of a process (needs PT hardware; on a CPU or VM
+    /// without it, says so and exits 3).
+    Record(PtRecordArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PtFlowArgs {
+    /// The raw PT byte stream.
+    #[arg(value_name = "TRACE")]
+    pub trace: std::path::PathBuf,
+
+    /// Code the trace ran: an ELF file (mapped at its segments' addresses)
+    /// or `FILE:ADDR` for a raw binary loaded at hex ADDR. Repeatable.
+    #[arg(long, value_name = "FILE[:ADDR]", required = true)]
+    pub image: Vec<String>,
+
+    /// The CPU that recorded the trace, for its errata (e.g. 6/85).
+    #[arg(long, value_name = "FAMILY/MODEL[/STEPPING]")]
+    pub cpu: Option<weft_pt::Cpu>,
+}
+
+#[derive(Debug, Args)]
+pub struct PtRecordArgs {
+    /// The process to trace.
+    #[arg(long, value_name = "PID")]
+    pub pid: u32,
 }
 
 #[derive(Debug, Args)]

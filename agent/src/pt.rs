@@ -4,29 +4,89 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use weft_pt::Errata;
+use weft_pt::caps::{Caps, SYSFS, Unsupported};
+use weft_pt::flow::{Event, Flow, Step};
+use weft_pt::image::Image;
 
-use crate::cli::{PtCommand, PtDumpArgs};
+use crate::cli::{PtCommand, PtDumpArgs, PtFlowArgs, PtRecordArgs};
 
 pub fn run(command: &PtCommand) -> anyhow::Result<ExitCode> {
     match command {
         PtCommand::Dump(args) => dump(args),
+        PtCommand::Flow(args) => flow(args),
+        PtCommand::Record(args) => record(args),
     }
 }
 
+fn read_trace(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+}
+
 fn dump(args: &PtDumpArgs) -> anyhow::Result<ExitCode> {
-    let trace =
-        std::fs::read(&args.trace).with_context(|| format!("reading {}", args.trace.display()))?;
+    let trace = read_trace(&args.trace)?;
     let options = weft_pt::dump::Options {
         offsets: !args.no_offset,
         sync: !args.no_sync,
-        errata: args.cpu.map(weft_pt::Errata::for_cpu).unwrap_or_default(),
+        errata: args.cpu.map(Errata::for_cpu).unwrap_or_default(),
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let errors = weft_pt::dump::dump(&trace, options, &mut out)?;
     out.flush()?;
-    if errors > 0 {
-        eprintln!("weft: {}: {errors} decoding error(s)", args.trace.display());
-        return Ok(ExitCode::FAILURE);
+    Ok(finish(&args.trace, errors))
+}
+
+fn flow(args: &PtFlowArgs) -> anyhow::Result<ExitCode> {
+    let trace = read_trace(&args.trace)?;
+    let mut image = Image::new();
+    for spec in &args.image {
+        image.add_spec(spec)?;
     }
-    Ok(ExitCode::SUCCESS)
+    let errata = args.cpu.map(Errata::for_cpu).unwrap_or_default();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut errors = 0;
+    let mut failed = None;
+    Flow::new(&trace, &image, errata).run(&mut |step| {
+        if matches!(step, Step::Event(Event::Error { .. })) {
+            errors += 1;
+        }
+        if failed.is_none()
+            && let Err(e) = writeln!(out, "{step}")
+        {
+            failed = Some(e);
+        }
+    });
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    out.flush()?;
+    Ok(finish(&args.trace, errors))
+}
+
+/// Exit 1 when the trace had errors, after saying how many.
+fn finish(trace: &std::path::Path, errors: usize) -> ExitCode {
+    if errors > 0 {
+        eprintln!("weft: {}: {errors} decoding error(s)", trace.display());
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+/// Exit status when the hardware cannot do what was asked.
+const UNSUPPORTED: u8 = 3;
+
+fn record(args: &PtRecordArgs) -> anyhow::Result<ExitCode> {
+    match Caps::detect(std::path::Path::new(SYSFS)) {
+        Err(Unsupported::Absent { dir }) => {
+            eprintln!("weft: {}", Unsupported::Absent { dir });
+            Ok(ExitCode::from(UNSUPPORTED))
+        }
+        Err(other) => Err(other.into()),
+        Ok(caps) => anyhow::bail!(
+            "Intel PT is present (PMU type {}), but capturing it (pid {}) is not built yet in this version; \
+             record with `perf record -e intel_pt//` and decode with `weft pt flow`",
+            caps.pmu_type,
+            args.pid
+        ),
+    }
 }

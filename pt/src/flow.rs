@@ -605,7 +605,7 @@ impl<'a> Flow<'a> {
                 }
             }
         }
-        self.ip = if self.take_bit() { target } else { next };
+        self.ip = if self.take_bit()? { target } else { next };
         Ok(true)
     }
 
@@ -622,7 +622,7 @@ impl<'a> Flow<'a> {
             self.tnt = bits;
             self.tnt_left = count;
         }
-        if !self.take_bit() {
+        if !self.take_bit()? {
             return Err(Lost::mismatch(offset));
         }
         self.ip = self.stack.pop().ok_or(Lost {
@@ -700,10 +700,15 @@ impl<'a> Flow<'a> {
         Ok(false)
     }
 
-    fn take_bit(&mut self) -> bool {
+    /// The next branch outcome; a TNT packet may hold none (TNT.64 with
+    /// only its stop bit), which answers no query.
+    fn take_bit(&mut self) -> Result<bool, Lost> {
+        if self.tnt_left == 0 {
+            return Err(Lost::mismatch(self.offset()));
+        }
         self.tnt_left -= 1;
         self.since_ip = 0;
-        self.tnt >> self.tnt_left & 1 == 1
+        Ok(self.tnt >> self.tnt_left & 1 == 1)
     }
 
     fn push(&mut self, ret: u64) {

@@ -3,10 +3,11 @@
 //! Layered like the decoders it is measured against: [`packet`] turns bytes
 //! into packets, [`dump`] lists them as libipt's ptdump does, [`flow`]
 //! walks the code of an [`image::Image`] with iced-x86 to say which
-//! instructions ran. This crate
+//! instructions ran, and [`caps`] says whether this machine can record PT. This crate
 //! knows nothing about eBPF or the store; it reads PT byte streams and code
 //! images and says what the CPU did.
 
+pub mod caps;
 pub mod dump;
 pub mod flow;
 pub mod image;

@@ -18,3 +18,5 @@ mod trace;
 mod tui;
 // Triggers: a ring that keeps the windows around anomalies.
 mod triggers;
+// `weft pt`: PT decoding through the binary; capture's answer without PT.
+mod pt;
