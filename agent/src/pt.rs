@@ -77,8 +77,8 @@ const UNSUPPORTED: u8 = 3;
 
 fn record(args: &PtRecordArgs) -> anyhow::Result<ExitCode> {
     match Caps::detect(std::path::Path::new(SYSFS)) {
-        Err(Unsupported::Absent { dir }) => {
-            eprintln!("weft: {}", Unsupported::Absent { dir });
+        Err(absent @ Unsupported::Absent { .. }) => {
+            eprintln!("weft: {absent}");
             Ok(ExitCode::from(UNSUPPORTED))
         }
         Err(other) => Err(other.into()),

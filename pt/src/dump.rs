@@ -129,7 +129,7 @@ fn fields(packet: &Packet) -> (&'static str, String, String) {
             sub_state,
             hw,
         } => {
-            let mut payload = format!("c{}.{}", cstate(state), cstate(sub_state));
+            let mut payload = format!("c{}.{}", packet::c_state(state), packet::c_state(sub_state));
             if hw {
                 payload.push_str(", hw");
             }
@@ -140,10 +140,14 @@ fn fields(packet: &Packet) -> (&'static str, String, String) {
             deepest,
             wake,
         } => {
-            let reason = wake_name(wake);
+            let reason = packet::wake_name(wake);
             (
                 "pwrx",
-                format!("{reason}: c{}, c{}", cstate(last), cstate(deepest)),
+                format!(
+                    "{reason}: c{}, c{}",
+                    packet::c_state(last),
+                    packet::c_state(deepest)
+                ),
                 none(),
             )
         }
@@ -235,21 +239,4 @@ fn flags(list: &[(bool, &str)]) -> String {
         .map(|(_, name)| *name)
         .collect();
     set.join(", ")
-}
-
-/// PWRE/PWRX C-states are encoded minus one, modulo 16.
-fn cstate(encoded: u8) -> u8 {
-    (encoded + 1) & 0xf
-}
-
-pub(crate) fn wake_name(wake: u8) -> &'static str {
-    if wake & packet::WAKE_INT != 0 {
-        "int"
-    } else if wake & packet::WAKE_STORE != 0 {
-        "st"
-    } else if wake & packet::WAKE_HW != 0 {
-        "hw"
-    } else {
-        "none"
-    }
 }

@@ -345,7 +345,6 @@ impl<'a> Flow<'a> {
         let Some((offset, packet)) = self.peek()? else {
             return Ok(false);
         };
-        let here = self.lookahead_fup() == Some(self.ip);
         match packet {
             Packet::Ovf => {
                 self.peeked = None;
@@ -356,10 +355,10 @@ impl<'a> Flow<'a> {
                 self.peeked = None;
                 self.status(out)?;
             }
-            Packet::Pip { .. } | Packet::Vmcs(_) | Packet::ModeExec { .. } if here => {
+            Packet::Pip { .. } | Packet::Vmcs(_) | Packet::ModeExec { .. } if self.fup_here() => {
                 self.absorb_bound();
             }
-            Packet::ModeTsx { intx, abort } if here => {
+            Packet::ModeTsx { intx, abort } if self.fup_here() => {
                 self.peeked = None;
                 self.take_fup()?;
                 self.in_tx = intx;
@@ -371,7 +370,7 @@ impl<'a> Flow<'a> {
                 out(Step::Event(event));
                 self.async_branch(out)?;
             }
-            Packet::Exstop { ip: true } | Packet::Ptw { ip: true, .. } if here => {
+            Packet::Exstop { ip: true } | Packet::Ptw { ip: true, .. } if self.fup_here() => {
                 self.peeked = None;
                 self.take_fup()?;
                 out(Step::Event(
@@ -840,6 +839,12 @@ impl<'a> Flow<'a> {
         }
     }
 
+    /// Whether the next FUP names the current IP. Read ahead only when a
+    /// packet that may bind to a FUP is next, not at every instruction.
+    fn fup_here(&self) -> bool {
+        self.lookahead_fup() == Some(self.ip)
+    }
+
     /// The IP of the next FUP, read ahead past the peeked packet and any
     /// that wait for it, without consuming anything.
     fn lookahead_fup(&self) -> Option<u64> {
@@ -1071,8 +1076,8 @@ impl std::fmt::Display for Event {
                 write!(
                     f,
                     "pwre c{}.{}{}",
-                    cstate(*state),
-                    cstate(*sub_state),
+                    crate::packet::c_state(*state),
+                    crate::packet::c_state(*sub_state),
                     if *hw { " hw" } else { "" }
                 )
             }
@@ -1084,9 +1089,9 @@ impl std::fmt::Display for Event {
                 write!(
                     f,
                     "pwrx {}: c{} (c{})",
-                    crate::dump::wake_name(*wake),
-                    cstate(*last),
-                    cstate(*deepest)
+                    crate::packet::wake_name(*wake),
+                    crate::packet::c_state(*last),
+                    crate::packet::c_state(*deepest)
                 )
             }
             Event::Ptwrite { payload } => write!(f, "ptwrite: {payload:x}"),
@@ -1101,9 +1106,4 @@ impl std::fmt::Display for Event {
             } => write!(f, "{offset:x}, {ip:x}: error: {message}"),
         }
     }
-}
-
-/// C-states are encoded minus one, modulo 16.
-fn cstate(encoded: u8) -> u8 {
-    (encoded + 1) & 0xf
 }

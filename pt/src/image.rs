@@ -117,13 +117,7 @@ fn read(path: &Path) -> Result<Vec<u8>, ImageError> {
 /// A little-endian field of `n` bytes at `at`.
 fn field(file: &[u8], at: u64, n: usize) -> Option<u64> {
     let at = usize::try_from(at).ok()?;
-    let bytes = file.get(at..at.checked_add(n)?)?;
-    Some(
-        bytes
-            .iter()
-            .rev()
-            .fold(0, |acc, &b| acc << 8 | u64::from(b)),
-    )
+    file.get(at..at.checked_add(n)?).map(crate::packet::le)
 }
 
 #[cfg(test)]

@@ -283,7 +283,8 @@ pub fn find_psb(buf: &[u8], from: usize) -> Option<usize> {
         .map(|p| from + p)
 }
 
-fn le(bytes: &[u8]) -> u64 {
+/// A little-endian unsigned value of up to 8 bytes.
+pub(crate) fn le(bytes: &[u8]) -> u64 {
     bytes
         .iter()
         .rev()
@@ -580,6 +581,25 @@ fn decode_ptw(buf: &[u8], e: u8) -> Result<(Packet, usize), Fault> {
         },
         2 + n,
     ))
+}
+
+/// The C-state a PWRE/PWRX field names: they are encoded minus one, modulo
+/// 16 (0xf is C0).
+pub fn c_state(encoded: u8) -> u8 {
+    (encoded + 1) & 0xf
+}
+
+/// The wake reason of a PWRX, as ptdump and ptxed name it.
+pub fn wake_name(wake: u8) -> &'static str {
+    if wake & WAKE_INT != 0 {
+        "int"
+    } else if wake & WAKE_STORE != 0 {
+        "st"
+    } else if wake & WAKE_HW != 0 {
+        "hw"
+    } else {
+        "none"
+    }
 }
 
 /// Name of a CFE type, as ptdump prints it.

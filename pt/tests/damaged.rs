@@ -2,11 +2,9 @@
 //! list and walk to the end with errors where the damage is, never a panic.
 //! (`fuzz/fuzz_targets/pt_trace.rs` explores further with cargo-fuzz.)
 
-use std::path::Path;
+mod common;
 
-use weft_pt::Errata;
 use weft_pt::flow::{Event, Flow, Step};
-use weft_pt::image::Image;
 
 /// A small deterministic generator, so a failure names a reproducible case.
 struct XorShift(u64);
@@ -22,19 +20,11 @@ impl XorShift {
 
 #[test]
 fn flipped_and_truncated_traces_decode_without_panics() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/libipt");
-    let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
     let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
     let mut runs = 0;
     let mut errors = 0;
-    for case in manifest["tests"].as_array().unwrap() {
-        let trace = std::fs::read(dir.join(case["pt"].as_str().unwrap())).unwrap();
-        let code = std::fs::read(dir.join(case["bin"].as_str().unwrap())).unwrap();
-        let org = u64::from_str_radix(case["org"].as_str().unwrap().trim_start_matches("0x"), 16)
-            .unwrap();
-        let mut image = Image::new();
-        image.add(org, code);
+    for case in common::cases() {
+        let (trace, image) = (case.trace(), case.image());
         for _ in 0..20 {
             let mut damaged = trace.clone();
             for _ in 0..=rng.next() % 3 {
@@ -49,7 +39,7 @@ fn flipped_and_truncated_traces_decode_without_panics() {
                 weft_pt::dump::Options::default(),
                 &mut std::io::sink(),
             );
-            Flow::new(&damaged, &image, Errata::default()).run(&mut |step| {
+            Flow::new(&damaged, &image, case.errata()).run(&mut |step| {
                 if matches!(step, Step::Event(Event::Error { .. })) {
                     errors += 1;
                 }
@@ -57,6 +47,7 @@ fn flipped_and_truncated_traces_decode_without_panics() {
             runs += 1;
         }
     }
+    eprintln!("{runs} damaged traces decoded, {errors} decoding errors reported");
     assert!(runs > 6000, "{runs} runs");
     assert!(errors > 0, "damage must show as errors somewhere");
 }

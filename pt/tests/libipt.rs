@@ -5,23 +5,11 @@
 //! `docs/pt.md` and here; the test fails if one of them starts to agree
 //! (so the list stays true) or any other case disagrees.
 
-use std::path::{Path, PathBuf};
+mod common;
 
-use serde_json::Value;
-use weft_pt::Errata;
+use common::Case;
 use weft_pt::dump::{self, Options};
 use weft_pt::flow::Flow;
-use weft_pt::image::Image;
-
-fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/libipt")
-}
-
-fn manifest() -> Vec<Value> {
-    let text = std::fs::read_to_string(corpus().join("manifest.json")).expect("manifest.json");
-    let manifest: Value = serde_json::from_str(&text).expect("manifest parses");
-    manifest["tests"].as_array().expect("tests list").clone()
-}
 
 /// Lines with their whitespace runs collapsed: ptdump's column widths in the
 /// expectations were typed by the test authors, not printed by ptdump.
@@ -33,13 +21,12 @@ fn normalise(text: &str) -> Vec<String> {
 }
 
 /// ptdump options the listing supports; `None` for ones it does not.
-fn dump_options(case: &Value) -> Option<Options> {
-    let mut options = Options::default();
-    if let Some(cpu) = case["cpu"].as_str() {
-        options.errata = Errata::for_cpu(cpu.parse().unwrap());
-    }
-    let opts = case["ptdump_opts"].as_str().unwrap();
-    for opt in opts.split_whitespace() {
+fn dump_options(case: &Case) -> Option<Options> {
+    let mut options = Options {
+        errata: case.errata(),
+        ..Options::default()
+    };
+    for opt in case.str("ptdump_opts").split_whitespace() {
         match opt {
             "--no-offset" => options.offsets = false,
             "--no-sync" => options.sync = false,
@@ -54,44 +41,68 @@ const DUMP_DIFFERENCES: &[(&str, &str)] = &[];
 
 #[test]
 fn packet_listings_match_ptdump() {
-    let mut checked = 0;
-    let mut unsupported = Vec::new();
-    let mut failures = Vec::new();
-    for case in manifest() {
-        let dir = case["dir"].as_str().unwrap();
-        let Some(expected) = case["ptdump_exp"].as_array().and_then(|e| e.first()) else {
+    let mut report = Report::default();
+    for case in common::cases() {
+        let Some(expected) = case.expected("ptdump_exp") else {
             continue;
         };
         let Some(options) = dump_options(&case) else {
-            unsupported.push(format!("{dir} ({})", case["ptdump_opts"].as_str().unwrap()));
+            report.skip(&case, "ptdump_opts");
             continue;
         };
-        let trace = std::fs::read(corpus().join(case["pt"].as_str().unwrap())).unwrap();
-        let expected = std::fs::read_to_string(corpus().join(expected.as_str().unwrap())).unwrap();
         let mut out = Vec::new();
-        dump::dump(&trace, options, &mut out).unwrap();
-        let got = normalise(&String::from_utf8(out).unwrap());
-        let want = normalise(&expected);
-        let known = DUMP_DIFFERENCES.iter().any(|(d, _)| *d == dir);
+        dump::dump(&case.trace(), options, &mut out).unwrap();
+        let got = String::from_utf8(out).unwrap();
+        report.compare(case.dir(), &got, &expected, DUMP_DIFFERENCES);
+    }
+    report.finish("listings", 300);
+}
+
+/// The outcome of comparing weft with libipt over the corpus.
+#[derive(Default)]
+struct Report {
+    checked: usize,
+    skipped: Vec<String>,
+    failures: Vec<String>,
+}
+
+impl Report {
+    fn skip(&mut self, case: &Case, options: &str) {
+        let why = match case.str(options) {
+            "" => "sideband",
+            opts => opts,
+        };
+        self.skipped.push(format!("{} ({why})", case.dir()));
+    }
+
+    /// Compares outputs up to whitespace; a case listed in `differences`
+    /// must still differ, so the list stays true.
+    fn compare(&mut self, dir: &str, got: &str, want: &str, differences: &[(&str, &str)]) {
+        let (got, want) = (normalise(got), normalise(want));
+        let known = differences.iter().any(|(d, _)| *d == dir);
         if (got == want) == known {
-            failures.push(describe(dir, &got, &want, known));
+            self.failures.push(describe(dir, &got, &want, known));
         }
-        checked += 1;
+        self.checked += 1;
     }
-    eprintln!(
-        "{checked} listings compared; options not supported: {}",
-        unsupported.len()
-    );
-    for case in &unsupported {
-        eprintln!("  not compared: {case}");
+
+    fn finish(self, what: &str, at_least: usize) {
+        let checked = self.checked;
+        eprintln!(
+            "{checked} {what} compared; not compared (options or sideband): {}",
+            self.skipped.len()
+        );
+        for case in &self.skipped {
+            eprintln!("  not compared: {case}");
+        }
+        assert!(
+            self.failures.is_empty(),
+            "{} of {checked} disagree:\n{}",
+            self.failures.len(),
+            self.failures.join("\n")
+        );
+        assert!(checked >= at_least, "only {checked} {what} compared");
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {checked} disagree:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    assert!(checked >= 300, "only {checked} listings compared");
 }
 
 fn describe(dir: &str, got: &[String], want: &[String], known: bool) -> String {
@@ -233,52 +244,19 @@ const FLOW_DIFFERENCES: &[(&str, &str)] = &[
 
 #[test]
 fn instruction_flows_match_ptxed() {
-    let mut checked = 0;
-    let mut skipped = Vec::new();
-    let mut failures = Vec::new();
-    for case in manifest() {
-        let dir = case["dir"].as_str().unwrap();
-        let Some(expected) = case["ptxed_exp"].as_array().and_then(|e| e.first()) else {
+    let mut report = Report::default();
+    for case in common::cases() {
+        let Some(expected) = case.expected("ptxed_exp") else {
             continue;
         };
-        let opts = case["ptxed_opts"].as_str().unwrap();
-        if !opts.is_empty() || !case["sideband"].as_array().unwrap().is_empty() {
-            skipped.push(format!("{dir} ({opts})"));
+        if !case.str("ptxed_opts").is_empty() || case.has_sideband() {
+            report.skip(&case, "ptxed_opts");
             continue;
         }
-        let errata = case["cpu"]
-            .as_str()
-            .map(|cpu| Errata::for_cpu(cpu.parse().unwrap()))
-            .unwrap_or_default();
-        let trace = std::fs::read(corpus().join(case["pt"].as_str().unwrap())).unwrap();
-        let code = std::fs::read(corpus().join(case["bin"].as_str().unwrap())).unwrap();
-        let org = u64::from_str_radix(case["org"].as_str().unwrap().trim_start_matches("0x"), 16)
-            .unwrap();
-        let mut image = Image::new();
-        image.add(org, code);
+        let (trace, image) = (case.trace(), case.image());
         let mut lines = Vec::new();
-        Flow::new(&trace, &image, errata).run(&mut |step| lines.push(step.to_string()));
-        let got = normalise(&lines.join("\n"));
-        let want =
-            normalise(&std::fs::read_to_string(corpus().join(expected.as_str().unwrap())).unwrap());
-        let known = FLOW_DIFFERENCES.iter().any(|(d, _)| *d == dir);
-        if (got == want) == known {
-            failures.push(describe(dir, &got, &want, known));
-        }
-        checked += 1;
+        Flow::new(&trace, &image, case.errata()).run(&mut |step| lines.push(step.to_string()));
+        report.compare(case.dir(), &lines.join("\n"), &expected, FLOW_DIFFERENCES);
     }
-    eprintln!(
-        "{checked} flows compared; not compared (options or sideband): {}",
-        skipped.len()
-    );
-    for case in &skipped {
-        eprintln!("  not compared: {case}");
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {checked} disagree:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    assert!(checked >= 230, "only {checked} flows compared");
+    report.finish("flows", 230);
 }

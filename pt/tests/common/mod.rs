@@ -1,0 +1,69 @@
+//! The vendored libipt corpus (`tests/libipt/`, see its README.md), shared
+//! by the agreement and damaged-trace tests.
+
+#![allow(dead_code, reason = "each test binary uses a part of this module")]
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use weft_pt::Errata;
+use weft_pt::image::Image;
+
+/// One test of the corpus, as `manifest.json` describes it.
+pub struct Case(Value);
+
+pub fn cases() -> Vec<Case> {
+    let text = std::fs::read_to_string(corpus().join("manifest.json")).expect("manifest.json");
+    let mut manifest: Value = serde_json::from_str(&text).expect("manifest parses");
+    let Value::Array(tests) = manifest["tests"].take() else {
+        panic!("manifest.json has no tests list");
+    };
+    tests.into_iter().map(Case).collect()
+}
+
+fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/libipt")
+}
+
+impl Case {
+    pub fn dir(&self) -> &str {
+        self.str("dir")
+    }
+
+    /// A string field of the manifest entry ("" where absent).
+    pub fn str(&self, key: &str) -> &str {
+        self.0[key].as_str().unwrap_or_default()
+    }
+
+    /// The first expected output of `key` (`ptdump_exp`, `ptxed_exp`).
+    pub fn expected(&self, key: &str) -> Option<String> {
+        let name = self.0[key].as_array()?.first()?.as_str()?;
+        Some(std::fs::read_to_string(corpus().join(name)).expect("expected output"))
+    }
+
+    pub fn has_sideband(&self) -> bool {
+        self.0["sideband"]
+            .as_array()
+            .is_some_and(|sb| !sb.is_empty())
+    }
+
+    pub fn trace(&self) -> Vec<u8> {
+        std::fs::read(corpus().join(self.str("pt"))).expect("trace")
+    }
+
+    /// The test's code, at the address its `org` directive gave it.
+    pub fn image(&self) -> Image {
+        let code = std::fs::read(corpus().join(self.str("bin"))).expect("code");
+        let org = u64::from_str_radix(self.str("org").trim_start_matches("0x"), 16).expect("org");
+        let mut image = Image::new();
+        image.add(org, code);
+        image
+    }
+
+    pub fn errata(&self) -> Errata {
+        match self.str("cpu") {
+            "" => Errata::default(),
+            cpu => Errata::for_cpu(cpu.parse().expect("cpu")),
+        }
+    }
+}
