@@ -157,6 +157,79 @@ pub struct PtDumpArgs {
     /// The CPU that recorded the trace, for its errata (e.g. 6/85).
     #[arg(long, value_name = "FAMILY/MODEL[/STEPPING]")]
     pub cpu: Option<weft_pt::Cpu>,
+
+    #[command(flatten)]
+    pub time: TimeArgs,
+
+    #[command(flatten)]
+    pub clocks: ClockArgs,
+}
+
+/// The time column of `weft pt dump`.
+#[derive(Debug, Args)]
+pub struct TimeArgs {
+    /// Show the time (TSC ticks) next to each timing packet.
+    #[arg(long)]
+    pub time: bool,
+
+    /// With --time: show the change since the last time shown.
+    #[arg(long, requires = "time")]
+    pub time_delta: bool,
+
+    /// With --time: count from 0 where the trace has no TSC yet.
+    #[arg(long, requires = "time")]
+    pub no_wall_clock: bool,
+}
+
+/// What a PT trace does not say about the clocks that recorded it (perf
+/// keeps these next to the trace; the names are ptdump's).
+#[derive(Debug, Args)]
+pub struct ClockArgs {
+    /// log2 of the crystal-clock ticks between MTC packets (the capture's
+    /// `mtc_period`).
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u8).range(0..=15))]
+    pub mtc_freq: u8,
+
+    /// The CPU's nominal core:bus ratio, to turn CBR packets into cycle
+    /// times.
+    #[arg(long, value_name = "RATIO", default_value_t = 0)]
+    pub nom_freq: u8,
+
+    /// CPUID leaf 0x15 EAX: the TSC advances EBX/EAX ticks per crystal
+    /// tick.
+    #[arg(long = "cpuid-0x15.eax", value_name = "EAX", default_value_t = 0)]
+    pub ctc_eax: u32,
+
+    /// CPUID leaf 0x15 EBX (see --cpuid-0x15.eax).
+    #[arg(long = "cpuid-0x15.ebx", value_name = "EBX", default_value_t = 0)]
+    pub ctc_ebx: u32,
+
+    /// Do not calibrate cycle counts from the trace.
+    #[arg(long)]
+    pub no_tcal: bool,
+
+    /// Ignore CYC packets.
+    #[arg(long)]
+    pub no_cyc: bool,
+
+    /// Keep the cycle calibration across an overflow.
+    #[arg(long)]
+    pub keep_tcal_on_ovf: bool,
+}
+
+impl ClockArgs {
+    pub fn clocks(&self) -> weft_pt::time::Clocks {
+        weft_pt::time::Clocks {
+            mtc_freq: self.mtc_freq,
+            ctc_eax: self.ctc_eax,
+            ctc_ebx: self.ctc_ebx,
+            nom_freq: self.nom_freq,
+            calibrate: !self.no_tcal,
+            cycles: !self.no_cyc,
+            keep_calibration_on_overflow: self.keep_tcal_on_ovf,
+        }
+    }
 }
 
 const TRACE_EXAMPLES: &str = "Examples:

@@ -43,9 +43,19 @@ fn main() -> ExitCode {
         }
         Err(error) => {
             // One line, like every other weft error; --help has the details.
+            // The message ends at the blank line before the usage; lists of
+            // missing arguments continue it on indented lines.
             let text = error.render().to_string();
-            let first = text.lines().next().unwrap_or_default();
-            eprintln!("weft: {} (see --help)", first.trim_start_matches("error: "));
+            let message: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .take_while(|line| !line.is_empty())
+                .collect();
+            let message = message.join(" ");
+            eprintln!(
+                "weft: {} (see --help)",
+                message.trim_start_matches("error: ")
+            );
             return ExitCode::from(2);
         }
     };

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use weft_pt::Errata;
 use weft_pt::caps::{Caps, SYSFS, Unsupported};
+use weft_pt::dump::TimeColumn;
 use weft_pt::flow::{Event, Flow, Step};
 use weft_pt::image::Image;
 
@@ -29,6 +30,11 @@ fn dump(args: &PtDumpArgs) -> anyhow::Result<ExitCode> {
         offsets: !args.no_offset,
         sync: !args.no_sync,
         errata: args.cpu.map(Errata::for_cpu).unwrap_or_default(),
+        time: args.time.time.then_some(TimeColumn {
+            delta: args.time.time_delta,
+            relative: args.time.no_wall_clock,
+        }),
+        clocks: args.clocks.clocks(),
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let errors = weft_pt::dump::dump(&trace, options, &mut out)?;

@@ -6,6 +6,7 @@ use std::io::{self, Write};
 
 use crate::Errata;
 use crate::packet::{self, IpKind, Packet, Packets};
+use crate::time::{Clock, Clocks, Note};
 
 /// What the listing shows.
 #[derive(Debug, Clone, Copy)]
@@ -16,6 +17,19 @@ pub struct Options {
     pub sync: bool,
     /// Errata of the CPU that recorded the trace.
     pub errata: Errata,
+    /// Show the time next to timing packets, and how.
+    pub time: Option<TimeColumn>,
+    pub clocks: Clocks,
+}
+
+/// How `--time` shows the time (ptdump's `--time-delta`, `--no-wall-clock`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TimeColumn {
+    /// Show the change since the last time shown rather than the time.
+    pub delta: bool,
+    /// Count from 0 where the trace has no TSC, rather than reporting
+    /// that the time is unknown.
+    pub relative: bool,
 }
 
 impl Default for Options {
@@ -24,6 +38,8 @@ impl Default for Options {
             offsets: true,
             sync: true,
             errata: Errata::default(),
+            time: None,
+            clocks: Clocks::default(),
         }
     }
 }
@@ -38,6 +54,11 @@ pub fn dump(trace: &[u8], opts: Options, out: &mut dyn Write) -> io::Result<usiz
         writeln!(out, "[0: sync error: no PSB in {} bytes]", trace.len())?;
         return Ok(1);
     }
+    let mut time = opts.time.map(|column| Timing {
+        column,
+        clock: Clock::new(opts.clocks, opts.errata),
+        shown: 0,
+    });
     let mut line = String::new();
     while let Some(next) = packets.next_packet() {
         match next {
@@ -46,7 +67,16 @@ pub fn dump(trace: &[u8], opts: Options, out: &mut dyn Write) -> io::Result<usiz
                 if opts.offsets {
                     let _ = write!(line, "{offset:016x}  ");
                 }
-                format_packet(&packet, &mut line);
+                let (name, payload, mut detail) = fields(&packet);
+                if let Some(time) = &mut time {
+                    if matches!(packet, Packet::Cyc(_)) && !opts.clocks.cycles {
+                        continue;
+                    }
+                    if let Some(now) = time.update(offset, &packet, out)? {
+                        detail = now;
+                    }
+                }
+                columns(name, &payload, &detail, &mut line);
                 writeln!(out, "{}", line.trim_end())?;
             }
             Err(err) => {
@@ -55,15 +85,73 @@ pub fn dump(trace: &[u8], opts: Options, out: &mut dyn Write) -> io::Result<usiz
                 if !packets.sync_forward() {
                     break;
                 }
+                if let Some(time) = &mut time {
+                    time.clock.reset();
+                    time.shown = 0;
+                }
             }
         }
     }
     Ok(errors)
 }
 
+/// The time column: the clock and the time it last showed.
+struct Timing {
+    column: TimeColumn,
+    clock: Clock,
+    shown: u64,
+}
+
+impl Timing {
+    /// Account for `packet`; the time to show next to it, if it has one.
+    /// Notes about unusable timing packets are printed as ptdump does.
+    fn update(
+        &mut self,
+        offset: usize,
+        packet: &Packet,
+        out: &mut dyn Write,
+    ) -> io::Result<Option<String>> {
+        let mut notes = Vec::new();
+        let timed = self.clock.update(packet, &mut |note| notes.push(note));
+        for Note { what, error } in notes {
+            match error {
+                Some(error) => writeln!(out, "[{offset:x}: {what}: {error}]")?,
+                None => writeln!(out, "[{offset:x}: {what}]")?,
+            }
+        }
+        if !timed {
+            return Ok(None);
+        }
+        let now = match self.clock.tsc() {
+            Some(tsc) => tsc,
+            None if self.column.relative => self.clock.relative(),
+            None => {
+                writeln!(
+                    out,
+                    "[{offset:x}: error printing time: no timing information]"
+                )?;
+                return Ok(Some("tsc <unavailable>".into()));
+            }
+        };
+        if !self.column.delta {
+            return Ok(Some(format!("tsc {now:016x}")));
+        }
+        let before = std::mem::replace(&mut self.shown, now);
+        Ok(Some(if now >= before {
+            format!("tsc +{:x}", now - before)
+        } else {
+            format!("tsc -{:x}", before - now)
+        }))
+    }
+}
+
 /// `name payload detail` of one packet, in ptdump's columns.
 pub fn format_packet(packet: &Packet, out: &mut String) {
     let (name, payload, detail) = fields(packet);
+    columns(name, &payload, &detail, out);
+}
+
+fn columns(name: &str, payload: &str, detail: &str, out: &mut String) {
     if payload.is_empty() {
         out.push_str(name);
     } else if detail.is_empty() {

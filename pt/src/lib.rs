@@ -12,6 +12,7 @@ pub mod dump;
 pub mod flow;
 pub mod image;
 pub mod packet;
+pub mod time;
 
 use packet::Fault;
 
@@ -97,6 +98,9 @@ const SKYLAKE_ON: &[(u16, u8)] = &[
     (18, 3),
     (19, 1),
 ];
+/// Skylake client cores and their successors (SKD010, SKL168).
+const SKYLAKE_CLIENT: &[(u16, u8)] = &[(6, 78), (6, 94), (6, 142), (6, 158), (6, 165), (6, 166)];
+
 /// Broadwell, with erratum BDM70 too.
 const BROADWELL: &[(u16, u8)] = &[(6, 61), (6, 71), (6, 79), (6, 86)];
 
@@ -118,6 +122,9 @@ pub struct Errata {
     /// SKD022: VMLAUNCH and VMRESUME that disable tracing send a FUP of
     /// their own address before the TIP.PGD.
     pub skd022: bool,
+    /// SKL168: CYC packets just before a PSB may be dropped, so the first
+    /// MTC after it may not calibrate time.
+    pub skl168: bool,
 }
 
 impl Errata {
@@ -161,7 +168,8 @@ impl Errata {
                 (18, 3),
             ]),
             bdm70: is(BROADWELL) || is(SKYLAKE_ON),
-            skd010: is(&[(6, 78), (6, 94), (6, 142), (6, 158), (6, 165), (6, 166)]),
+            skd010: is(SKYLAKE_CLIENT),
+            skl168: is(SKYLAKE_CLIENT),
             skd022: is(SKYLAKE_ON),
         }
     }

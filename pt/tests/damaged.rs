@@ -4,7 +4,9 @@
 
 mod common;
 
+use weft_pt::dump::{Options, TimeColumn};
 use weft_pt::flow::{Event, Flow, Step};
+use weft_pt::time::Clocks;
 
 /// A small deterministic generator, so a failure names a reproducible case.
 struct XorShift(u64);
@@ -34,11 +36,7 @@ fn flipped_and_truncated_traces_decode_without_panics() {
                 }
             }
             damaged.truncate((rng.next() % (damaged.len() as u64 + 1)) as usize);
-            let _ = weft_pt::dump::dump(
-                &damaged,
-                weft_pt::dump::Options::default(),
-                &mut std::io::sink(),
-            );
+            let _ = weft_pt::dump::dump(&damaged, timed(&case), &mut std::io::sink());
             Flow::new(&damaged, &image, case.errata()).run(&mut |step| {
                 if matches!(step, Step::Event(Event::Error { .. })) {
                     errors += 1;
@@ -50,4 +48,20 @@ fn flipped_and_truncated_traces_decode_without_panics() {
     eprintln!("{runs} damaged traces decoded, {errors} decoding errors reported");
     assert!(runs > 6000, "{runs} runs");
     assert!(errors > 0, "damage must show as errors somewhere");
+}
+
+/// Listing options that track time with every kind of timing packet.
+fn timed(case: &common::Case) -> Options {
+    Options {
+        time: Some(TimeColumn::default()),
+        clocks: Clocks {
+            mtc_freq: 3,
+            ctc_eax: 2,
+            ctc_ebx: 170,
+            nom_freq: 24,
+            ..Clocks::default()
+        },
+        errata: case.errata(),
+        ..Options::default()
+    }
 }

@@ -8,7 +8,7 @@
 mod common;
 
 use common::Case;
-use weft_pt::dump::{self, Options};
+use weft_pt::dump::{self, Options, TimeColumn};
 use weft_pt::flow::Flow;
 
 /// Lines with their whitespace runs collapsed: ptdump's column widths in the
@@ -26,13 +26,27 @@ fn dump_options(case: &Case) -> Option<Options> {
         errata: case.errata(),
         ..Options::default()
     };
-    for opt in case.str("ptdump_opts").split_whitespace() {
+    let mut time = TimeColumn::default();
+    let mut words = case.str("ptdump_opts").split_whitespace();
+    while let Some(opt) = words.next() {
+        let mut value = || words.next().and_then(|v| v.parse::<u32>().ok());
         match opt {
             "--no-offset" => options.offsets = false,
             "--no-sync" => options.sync = false,
+            "--time" => options.time = Some(time),
+            "--time-delta" => time.delta = true,
+            "--no-wall-clock" => time.relative = true,
+            "--no-tcal" => options.clocks.calibrate = false,
+            "--no-cyc" => options.clocks.cycles = false,
+            "--keep-tcal-on-ovf" => options.clocks.keep_calibration_on_overflow = true,
+            "--mtc-freq" => options.clocks.mtc_freq = u8::try_from(value()?).ok()?,
+            "--nom-freq" => options.clocks.nom_freq = u8::try_from(value()?).ok()?,
+            "--cpuid-0x15.eax" => options.clocks.ctc_eax = value()?,
+            "--cpuid-0x15.ebx" => options.clocks.ctc_ebx = value()?,
             _ => return None,
         }
     }
+    options.time = options.time.map(|_| time);
     Some(options)
 }
 
@@ -55,7 +69,7 @@ fn packet_listings_match_ptdump() {
         let got = String::from_utf8(out).unwrap();
         report.compare(case.dir(), &got, &expected, DUMP_DIFFERENCES);
     }
-    report.finish("listings", 300);
+    report.finish("listings", 335);
 }
 
 /// The outcome of comparing weft with libipt over the corpus.

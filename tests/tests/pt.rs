@@ -88,3 +88,45 @@ fn record_says_whether_this_machine_has_intel_pt() {
         assert!(stderr.contains("weft pt flow"), "{stderr}");
     }
 }
+
+#[test]
+fn dump_with_time_shows_the_tsc_that_mtc_packets_advance() {
+    let wrap = include_bytes!("../../pt/tests/libipt/tsc-tma-mtc_wrap/tsc-tma-mtc_wrap.pt");
+    let trace = Scratch::new("time.pt", wrap);
+    let clocks = [
+        "--mtc-freq",
+        "0",
+        "--cpuid-0x15.eax",
+        "3",
+        "--cpuid-0x15.ebx",
+        "9",
+    ];
+    let mut args = vec!["pt", "dump", "--no-offset", "--time", "--time-delta"];
+    args.extend(clocks);
+    args.push(arg(&trace.0));
+    let (status, stdout, stderr) = run_weft(&args);
+    assert!(status.success(), "{stderr}");
+    // The TMA says the crystal clock was at 0x1fff (low 8 bits 0xff, one
+    // fast-counter tick past the TSC); MTC 0 wraps to 0x100, one crystal
+    // tick = 9/3 TSC ticks later, so 3 - 1 = 2; MTC 1 is 3 more.
+    let times: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.rsplit_once(" tsc ").map(|(_, time)| time))
+        .collect();
+    assert_eq!(times, ["+a0000", "+0", "+2", "+3"], "{stdout}");
+
+    // Without the crystal clock ratio MTCs cannot move the time; each says so.
+    let (status, stdout, _) = run_weft(&["pt", "dump", "--no-offset", "--time", arg(&trace.0)]);
+    assert!(status.success());
+    assert_eq!(
+        stdout
+            .matches("error updating time: bad configuration]")
+            .count(),
+        2,
+        "{stdout}"
+    );
+
+    let (status, _, stderr) = run_weft(&["pt", "dump", "--time-delta", arg(&trace.0)]);
+    assert_eq!(status.code(), Some(2));
+    assert!(stderr.contains("not provided: --time"), "{stderr}");
+}
