@@ -112,9 +112,28 @@ pub enum PtCommand {
     /// error with its offset, resumes at the next PSB, and weft exits 1.
     Flow(PtFlowArgs),
 
+    /// The function calls a PT trace made, as an indented tree with each
+    /// call's duration in TSC ticks (functions named from the ELF files'
+    /// symbols), or with --summary calls and time per function.
+    Calls(PtCallsArgs),
+
     /// Capture Intel PT of a process (needs PT hardware; on a CPU or VM
     /// without it, says so and exits 3).
     Record(PtRecordArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PtCallsArgs {
+    #[command(flatten)]
+    pub flow: PtFlowArgs,
+
+    /// Print calls, total and own time per function, most own time first,
+    /// instead of the tree.
+    #[arg(long)]
+    pub summary: bool,
+
+    #[command(flatten)]
+    pub clocks: ClockArgs,
 }
 
 #[derive(Debug, Args)]

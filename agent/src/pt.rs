@@ -5,17 +5,19 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use weft_pt::Errata;
+use weft_pt::calls::{Calls, Listing, Profile};
 use weft_pt::caps::{Caps, SYSFS, Unsupported};
 use weft_pt::dump::TimeColumn;
 use weft_pt::flow::{Event, Flow, Step};
 use weft_pt::image::Image;
 
-use crate::cli::{PtCommand, PtDumpArgs, PtFlowArgs, PtRecordArgs};
+use crate::cli::{PtCallsArgs, PtCommand, PtDumpArgs, PtFlowArgs, PtRecordArgs};
 
 pub fn run(command: &PtCommand) -> anyhow::Result<ExitCode> {
     match command {
         PtCommand::Dump(args) => dump(args),
         PtCommand::Flow(args) => flow(args),
+        PtCommand::Calls(args) => calls(args),
         PtCommand::Record(args) => record(args),
     }
 }
@@ -43,30 +45,94 @@ fn dump(args: &PtDumpArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn flow(args: &PtFlowArgs) -> anyhow::Result<ExitCode> {
-    let trace = read_trace(&args.trace)?;
-    let mut image = Image::new();
-    for spec in &args.image {
-        image.add_spec(spec)?;
-    }
+    let (trace, image) = (read_trace(&args.trace)?, read_image(&args.image)?);
     let errata = args.cpu.map(Errata::for_cpu).unwrap_or_default();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut flow = Flow::new(&trace, &image, errata);
+    let errors = walk(&mut flow, &mut |step| writeln!(out, "{step}"))?;
+    out.flush()?;
+    Ok(finish(&args.trace, errors))
+}
+
+fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
+    let (trace, image) = (read_trace(&args.flow.trace)?, read_image(&args.flow.image)?);
+    let errata = args.flow.cpu.map(Errata::for_cpu).unwrap_or_default();
+    let mut flow = Flow::new(&trace, &image, errata).with_clocks(args.clocks.clocks());
+    let mut calls = Calls::new(&image);
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let errors = if args.summary {
+        let mut profile = Profile::default();
+        let errors = walk(&mut flow, &mut |step| {
+            calls.step(&step, &mut |call| profile.add(&call));
+            Ok(())
+        })?;
+        summary(&image, &profile, &mut out)?;
+        errors
+    } else {
+        let mut listing = Listing::new(&image, &mut out)?;
+        let mut failed = None;
+        let errors = walk(&mut flow, &mut |step| {
+            calls.step(&step, &mut |call| {
+                if let Err(e) = listing.line(&call) {
+                    failed.get_or_insert(e);
+                }
+            });
+            failed.take().map_or(Ok(()), Err)
+        })?;
+        listing.flush()?;
+        errors
+    };
+    out.flush()?;
+    Ok(finish(&args.flow.trace, errors))
+}
+
+/// Run the flow, handing each step to `out` until it fails; the number of
+/// decoding errors met.
+fn walk(
+    flow: &mut Flow,
+    out: &mut dyn FnMut(Step) -> std::io::Result<()>,
+) -> anyhow::Result<usize> {
     let mut errors = 0;
     let mut failed = None;
-    Flow::new(&trace, &image, errata).run(&mut |step| {
+    flow.run(&mut |step| {
         if matches!(step, Step::Event(Event::Error { .. })) {
             errors += 1;
         }
         if failed.is_none()
-            && let Err(e) = writeln!(out, "{step}")
+            && let Err(e) = out(step)
         {
             failed = Some(e);
         }
     });
-    if let Some(e) = failed {
-        return Err(e.into());
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(errors),
     }
-    out.flush()?;
-    Ok(finish(&args.trace, errors))
+}
+
+fn summary(image: &Image, profile: &Profile, out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:>10} {:>14} {:>14}  FUNCTION",
+        "CALLS", "TOTAL", "OWN"
+    )?;
+    for (function, cost) in profile.by_own_time() {
+        let name = weft_pt::calls::name(image, function);
+        writeln!(
+            out,
+            "{:>10} {:>14} {:>14}  {name}",
+            cost.calls, cost.total, cost.own
+        )?;
+    }
+    Ok(())
+}
+
+fn read_image(specs: &[String]) -> anyhow::Result<Image> {
+    let mut image = Image::new();
+    for spec in specs {
+        image.add_spec(spec)?;
+    }
+    Ok(image)
 }
 
 /// Exit 1 when the trace had errors, after saying how many.

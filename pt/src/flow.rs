@@ -17,17 +17,33 @@ use iced_x86::{
 
 use crate::image::Image;
 use crate::packet::{IpKind, Packet, Packets};
+use crate::time::{Clock, Clocks};
 use crate::{Errata, Error};
 
 /// One step of the flow: an instruction that ran, or an event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
     /// The instruction at `ip` ran; `speculative` inside a transaction.
+    /// `time` is in TSC ticks, as of the last timing packet the decoder
+    /// read (it reads up to the next packet that steers the flow, as
+    /// libipt's does), counted from 0 until the trace gives a TSC.
     Insn {
         ip: u64,
         speculative: bool,
+        class: Class,
+        time: u64,
     },
     Event(Event),
+}
+
+/// What an instruction does to the call stack, for call traces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// A near call (not `call next`, which only reads the IP).
+    Call,
+    /// A near return.
+    Return,
+    Other,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +122,17 @@ struct Insn {
     kind: Kind,
 }
 
+impl Insn {
+    fn class(self, ip: u64) -> Class {
+        match self.kind {
+            Kind::Call(target) if target != ip.wrapping_add(u64::from(self.len)) => Class::Call,
+            Kind::IndirectCall => Class::Call,
+            Kind::Ret => Class::Return,
+            _ => Class::Other,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Next,
@@ -154,6 +181,9 @@ pub struct Flow<'a> {
     power: Vec<Event>,
     /// Instructions run since the last packet that gave an IP (TRIG counts).
     since_ip: u32,
+    clock: Clock,
+    /// Timing packets read ahead, not yet reached by the walk.
+    held_time: Vec<Packet>,
 }
 
 impl<'a> Flow<'a> {
@@ -178,7 +208,17 @@ impl<'a> Flow<'a> {
             stack: Vec::with_capacity(STACK),
             power: Vec::new(),
             since_ip: 0,
+            clock: Clock::new(Clocks::default(), errata),
+            held_time: Vec::new(),
         }
+    }
+
+    /// Time the flow with what is known about the recording's clocks
+    /// (without, only TSC packets move the time).
+    #[must_use]
+    pub fn with_clocks(mut self, clocks: Clocks) -> Self {
+        self.clock = Clock::new(clocks, self.errata);
+        self
     }
 
     /// Walk the whole trace, handing every step to `out`. Errors become
@@ -194,6 +234,8 @@ impl<'a> Flow<'a> {
                     message,
                 }));
                 self.enabled = false;
+                self.clock.reset();
+                self.held_time.clear();
             } else {
                 return;
             }
@@ -277,6 +319,8 @@ impl<'a> Flow<'a> {
             out(Step::Insn {
                 ip: self.ip,
                 speculative: self.in_tx,
+                class: insn.class(self.ip),
+                time: self.clock.relative(),
             });
             self.since_ip += 1;
             if self.execute(insn, out)? {
@@ -578,8 +622,7 @@ impl<'a> Flow<'a> {
             match self.peek()? {
                 Some((_, Packet::Tnt { bits, count, .. })) => {
                     self.peeked = None;
-                    self.tnt = bits;
-                    self.tnt_left = count;
+                    self.load_tnt(bits, count);
                 }
                 // Tracing stopped on this branch: the TIP.PGD says which way.
                 Some((
@@ -618,8 +661,7 @@ impl<'a> Flow<'a> {
             let Some((_, Packet::Tnt { bits, count, .. })) = self.take()? else {
                 unreachable!("peeked a TNT")
             };
-            self.tnt = bits;
-            self.tnt_left = count;
+            self.load_tnt(bits, count);
         }
         if !self.take_bit()? {
             return Err(Lost::mismatch(offset));
@@ -638,8 +680,7 @@ impl<'a> Flow<'a> {
             && let Some((_, Packet::Tnt { bits, count, .. })) = self.peek()?
         {
             self.peeked = None;
-            self.tnt = bits;
-            self.tnt_left = count;
+            self.load_tnt(bits, count);
         }
         self.peek_transfer()?;
         match self.take()? {
@@ -701,6 +742,20 @@ impl<'a> Flow<'a> {
 
     /// The next branch outcome; a TNT packet may hold none (TNT.64 with
     /// only its stop bit), which answers no query.
+    /// Take a TNT's outcomes. The timing packets before it tell the time
+    /// of its branches.
+    fn load_tnt(&mut self, bits: u64, count: u8) {
+        self.tnt = bits;
+        self.tnt_left = count;
+        self.catch_up_time();
+    }
+
+    fn catch_up_time(&mut self) {
+        for packet in self.held_time.drain(..) {
+            self.clock.update(&packet, &mut |_| {});
+        }
+    }
+
     fn take_bit(&mut self) -> Result<bool, Lost> {
         if self.tnt_left == 0 {
             return Err(Lost::mismatch(self.offset()));
@@ -782,6 +837,9 @@ impl<'a> Flow<'a> {
     /// only wait for a transfer (PIP, VMCS, MODE.exec) or carry time.
     fn peek(&mut self) -> Result<Option<(usize, Packet)>, Lost> {
         if self.peeked.is_none() {
+            // The packet acted on last has been reached: so has the time
+            // the timing packets before it tell.
+            self.catch_up_time();
             self.peeked = self.read_control()?;
         }
         Ok(self.peeked)
@@ -819,16 +877,29 @@ impl<'a> Flow<'a> {
         Ok(self.peeked.take())
     }
 
+    /// The next packet that steers the flow; the timing packets before it
+    /// are held until the walk gets to it.
     fn read_control(&mut self) -> Result<Option<(usize, Packet)>, Lost> {
-        while let Some((offset, packet)) = self.read()? {
+        while let Some((offset, packet)) = self.read_raw()? {
             if !is_time(packet) {
+                self.clock.update(&packet, &mut |_| {});
                 return Ok(Some((offset, packet)));
             }
+            self.held_time.push(packet);
         }
         Ok(None)
     }
 
     fn read(&mut self) -> Result<Option<(usize, Packet)>, Lost> {
+        let item = self.read_raw()?;
+        if let Some((_, packet)) = &item {
+            // Timing packets that cannot be used leave the time as is.
+            self.clock.update(packet, &mut |_| {});
+        }
+        Ok(item)
+    }
+
+    fn read_raw(&mut self) -> Result<Option<(usize, Packet)>, Lost> {
         match self.packets.next_packet() {
             None => Ok(None),
             Some(Ok(item)) => Ok(Some(item)),
@@ -1037,10 +1108,12 @@ impl std::fmt::Display for Step {
             Step::Insn {
                 ip,
                 speculative: false,
+                ..
             } => write!(f, "{ip:016x}"),
             Step::Insn {
                 ip,
                 speculative: true,
+                ..
             } => write!(f, "? {ip:016x}"),
             Step::Event(event) => write!(f, "[{event}]"),
         }

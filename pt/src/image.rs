@@ -6,12 +6,27 @@ use std::path::Path;
 
 /// Program header type of a loadable segment.
 const PT_LOAD: u64 = 1;
+/// Section types of symbol tables, and the symbol type of functions (plain
+/// and GNU indirect).
+const SHT_SYMTAB: u64 = 2;
+const SHT_DYNSYM: u64 = 11;
+const STT_FUNC: u64 = 2;
+const STT_GNU_IFUNC: u64 = 10;
 
 /// Code bytes by address; later segments hide earlier ones where they
 /// overlap, as a later mapping would.
 #[derive(Debug, Default, Clone)]
 pub struct Image {
     segments: Vec<Segment>,
+    /// Function symbols of the ELF files, by address.
+    symbols: Vec<Symbol>,
+}
+
+#[derive(Debug, Clone)]
+struct Symbol {
+    addr: u64,
+    size: u64,
+    name: String,
 }
 
 #[derive(Debug, Clone)]
@@ -64,38 +79,62 @@ impl Image {
         self.add_elf(spec, &bytes)
     }
 
-    /// Map the loadable segments of a 64-bit little-endian ELF file.
+    /// Map the loadable segments of a 64-bit little-endian ELF file, and
+    /// learn its function symbols (`.symtab`, else `.dynsym`).
     pub fn add_elf(&mut self, path: &str, file: &[u8]) -> Result<(), ImageError> {
         if file.get(..4) != Some(b"\x7fELF") {
             return Err(ImageError::NotElf { path: path.into() });
         }
-        let bad = |offset: u64, what| ImageError::BadElf {
-            path: path.into(),
-            offset,
-            what,
-        };
+        let elf = Elf { path, file };
         if file.get(4) != Some(&2) || file.get(5) != Some(&1) {
-            return Err(bad(4, "only 64-bit little-endian ELF files are supported"));
+            return Err(elf.bad(4, "only 64-bit little-endian ELF files are supported"));
         }
-        let phoff = field(file, 0x20, 8).ok_or_else(|| bad(0x20, "truncated header"))?;
-        let phentsize = field(file, 0x36, 2).ok_or_else(|| bad(0x36, "truncated header"))?;
-        let phnum = field(file, 0x38, 2).ok_or_else(|| bad(0x38, "truncated header"))?;
-        for i in 0..phnum {
-            let at = phoff + i * phentsize;
-            let header = |off: u64, n| {
-                field(file, at + off, n).ok_or_else(|| bad(at, "truncated program header"))
-            };
+        for at in elf.table(0x20, 0x36, 0x38)? {
+            let header = |off: u64, n| elf.field(at.wrapping_add(off), n);
             if header(0, 4)? != PT_LOAD {
                 continue;
             }
             let (offset, vaddr, filesz) = (header(8, 8)?, header(16, 8)?, header(32, 8)?);
-            let end = offset
-                .checked_add(filesz)
-                .filter(|&e| e <= file.len() as u64);
-            let end = end.ok_or_else(|| bad(at, "segment lies outside the file"))?;
-            self.add(vaddr, file[offset as usize..end as usize].to_vec());
+            let bytes = elf.bytes(offset, filesz, at, "segment lies outside the file")?;
+            self.add(vaddr, bytes.to_vec());
         }
+        let mut symbols = Vec::new();
+        for at in elf.table(0x28, 0x3a, 0x3c)? {
+            let kind = elf.field(at.wrapping_add(4), 4)?;
+            if kind == SHT_SYMTAB || kind == SHT_DYNSYM {
+                elf.functions(at, &mut symbols)?;
+            }
+        }
+        // One name per address (aliases and both tables name some twice).
+        symbols.sort_by_key(|s: &Symbol| s.addr);
+        symbols.dedup_by_key(|s| s.addr);
+        self.symbols.extend(symbols);
+        self.symbols.sort_by_key(|s| s.addr);
         Ok(())
+    }
+
+    /// Name the function at `addr` (`size` 0: it reaches the next one).
+    pub fn add_symbol(&mut self, addr: u64, size: u64, name: &str) {
+        let at = self.symbols.partition_point(|s| s.addr <= addr);
+        self.symbols.insert(
+            at,
+            Symbol {
+                addr,
+                size,
+                name: name.into(),
+            },
+        );
+    }
+
+    /// The function holding `ip`, and how far into it `ip` is. A symbol
+    /// without a size is taken to reach the next one.
+    pub fn symbol(&self, ip: u64) -> Option<(&str, u64)> {
+        let next = self.symbols.partition_point(|s| s.addr <= ip);
+        let symbol = self.symbols[..next].last()?;
+        let offset = ip - symbol.addr;
+        let inside = offset < symbol.size
+            || (symbol.size == 0 && self.symbols.get(next).is_none_or(|n| ip < n.addr));
+        inside.then_some((symbol.name.as_str(), offset))
     }
 
     /// The bytes from `ip` to the end of the segment holding it.
@@ -114,10 +153,87 @@ fn read(path: &Path) -> Result<Vec<u8>, ImageError> {
     })
 }
 
-/// A little-endian field of `n` bytes at `at`.
-fn field(file: &[u8], at: u64, n: usize) -> Option<u64> {
-    let at = usize::try_from(at).ok()?;
-    file.get(at..at.checked_add(n)?).map(crate::packet::le)
+/// An ELF file being read; every read names where it failed.
+struct Elf<'a> {
+    path: &'a str,
+    file: &'a [u8],
+}
+
+impl Elf<'_> {
+    fn bad(&self, offset: u64, what: &'static str) -> ImageError {
+        ImageError::BadElf {
+            path: self.path.into(),
+            offset,
+            what,
+        }
+    }
+
+    /// A little-endian field of `n` bytes at `at`.
+    fn field(&self, at: u64, n: u64) -> Result<u64, ImageError> {
+        self.bytes(at, n, at, "file cut short inside a header")
+            .map(crate::packet::le)
+    }
+
+    /// Offset and size of the section whose header is at `at`.
+    fn section(&self, at: u64) -> Result<(u64, u64), ImageError> {
+        Ok((
+            self.field(at.wrapping_add(24), 8)?,
+            self.field(at.wrapping_add(32), 8)?,
+        ))
+    }
+
+    fn bytes(&self, at: u64, n: u64, place: u64, what: &'static str) -> Result<&[u8], ImageError> {
+        at.checked_add(n)
+            .filter(|&end| end <= self.file.len() as u64)
+            .map(|end| &self.file[at as usize..end as usize])
+            .ok_or_else(|| self.bad(place, what))
+    }
+
+    /// The offsets of the entries of the header table whose offset, entry
+    /// size and count are at the three given places of the ELF header.
+    fn table(&self, off: u64, size: u64, count: u64) -> Result<Vec<u64>, ImageError> {
+        let (start, size, count) = (
+            self.field(off, 8)?,
+            self.field(size, 2)?,
+            self.field(count, 2)?,
+        );
+        Ok((0..count).map(|i| start.wrapping_add(i * size)).collect())
+    }
+
+    /// The defined functions of the symbol table whose section header is
+    /// at `at`, named from the string table it links to.
+    fn functions(&self, at: u64, out: &mut Vec<Symbol>) -> Result<(), ImageError> {
+        let (offset, size) = self.section(at)?;
+        let table = self.bytes(offset, size, at, "symbol table lies outside the file")?;
+        let link = self.field(at.wrapping_add(40), 4)?;
+        let (shoff, shentsize) = (self.field(0x28, 8)?, self.field(0x3a, 2)?);
+        let strtab = shoff.wrapping_add(link * shentsize);
+        let (str_off, str_size) = self.section(strtab)?;
+        let names = self.bytes(
+            str_off,
+            str_size,
+            strtab,
+            "string table lies outside the file",
+        )?;
+        for entry in table.chunks_exact(24) {
+            let (name, info, shndx) = (
+                crate::packet::le(&entry[..4]),
+                u64::from(entry[4]),
+                crate::packet::le(&entry[6..8]),
+            );
+            if !matches!(info & 0xf, STT_FUNC | STT_GNU_IFUNC) || shndx == 0 {
+                continue;
+            }
+            let name = names.get(name as usize..).unwrap_or_default();
+            let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+            out.push(Symbol {
+                addr: crate::packet::le(&entry[8..16]),
+                size: crate::packet::le(&entry[16..24]),
+                name: String::from_utf8_lossy(name).into_owned(),
+            });
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -140,5 +256,61 @@ mod tests {
     fn a_non_elf_file_without_address_is_refused() {
         let err = Image::new().add_elf("x.bin", b"\x90\x90").unwrap_err();
         assert!(err.to_string().contains("FILE:ADDR"), "{err}");
+    }
+
+    #[test]
+    fn functions_of_an_elf_file_are_named_by_its_symbols() {
+        // libc is an ELF file every test process has mapped: where getpid
+        // is, less where libc is loaded, its dynamic symbols say getpid.
+        unsafe extern "C" {
+            fn getpid() -> i32;
+        }
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let (start, path) = maps
+            .lines()
+            .map(|line| line.split_whitespace().collect::<Vec<_>>())
+            .find(|f| f.len() == 6 && f[5].contains("/libc.so") && f[2] == "00000000")
+            .map(|f| {
+                let start = f[0].split('-').next().unwrap();
+                (u64::from_str_radix(start, 16).unwrap(), f[5].to_string())
+            })
+            .expect("libc mapped");
+        let mut image = Image::new();
+        image
+            .add_elf(&path, &std::fs::read(&path).unwrap())
+            .unwrap();
+        let getpid = getpid as *const () as u64 - start;
+        let (name, offset) = image.symbol(getpid).expect("a symbol");
+        assert!(name.contains("getpid"), "{name}");
+        assert_eq!(offset, 0);
+        assert_eq!(image.symbol(getpid + 1), Some((name, 1)));
+        // Its code is mapped where the symbol says.
+        assert!(image.bytes_at(getpid).is_some());
+    }
+
+    #[test]
+    fn a_symbol_table_outside_the_file_is_an_error_naming_where() {
+        let path = "/proc/self/exe";
+        let mut file = std::fs::read(path).unwrap();
+        // Point every section header's offset past the end.
+        let shoff = field(&file, 0x28, 8) as usize;
+        let (size, count) = (
+            field(&file, 0x3a, 2) as usize,
+            field(&file, 0x3c, 2) as usize,
+        );
+        for i in 0..count {
+            let at = shoff + i * size + 24;
+            file[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+        }
+        let err = Image::new().add_elf(path, &file).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("symbol table lies outside the file"),
+            "{err}"
+        );
+    }
+
+    fn field(file: &[u8], at: usize, n: usize) -> u64 {
+        crate::packet::le(&file[at..at + n])
     }
 }

@@ -7,8 +7,10 @@
 //! knows nothing about eBPF or the store; it reads PT byte streams and code
 //! images and says what the CPU did.
 
+pub mod calls;
 pub mod caps;
 pub mod dump;
+pub mod encode;
 pub mod flow;
 pub mod image;
 pub mod packet;

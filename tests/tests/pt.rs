@@ -130,3 +130,147 @@ fn dump_with_time_shows_the_tsc_that_mtc_packets_advance() {
     assert_eq!(status.code(), Some(2));
     assert!(stderr.contains("not provided: --time"), "{stderr}");
 }
+
+/// main calls f twice, f calls g: machine code at 0x401000, 0x401010 and
+/// 0x401020.
+const CALLS_CODE: [u8; 0x21] = [
+    0xe8, 0x0b, 0, 0, 0, // main: call f
+    0xe8, 0x06, 0, 0, 0,    //       call f
+    0xc3, //                      ret
+    0x90, 0x90, 0x90, 0x90, 0x90, // padding
+    0xe8, 0x0b, 0, 0, 0,    // f: call g
+    0xc3, //                   ret
+    0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, // padding
+    0xc3, // g: ret
+];
+const CALLS_BASE: u64 = 0x40_1000;
+
+/// A minimal ELF executable: the code in one loadable segment, and a
+/// symbol table naming main, f and g.
+fn elf(code: &[u8], base: u64, symbols: &[(&str, u64, u64)]) -> Vec<u8> {
+    let le = |out: &mut Vec<u8>, value: u64, n: usize| out.extend(&value.to_le_bytes()[..n]);
+    let mut strtab = vec![0u8];
+    let mut symtab = vec![0u8; 24];
+    for &(name, addr, size) in symbols {
+        le(&mut symtab, strtab.len() as u64, 4);
+        symtab.extend([0x12, 0]); // global function
+        le(&mut symtab, 1, 2); // defined (section 1)
+        le(&mut symtab, addr, 8);
+        le(&mut symtab, size, 8);
+        strtab.extend(name.as_bytes());
+        strtab.push(0);
+    }
+    let code_at = 64 + 56;
+    let symtab_at = code_at + code.len();
+    let strtab_at = symtab_at + symtab.len();
+    let shoff = strtab_at + strtab.len();
+    let mut out = b"\x7fELF\x02\x01\x01".to_vec();
+    out.resize(16, 0);
+    le(&mut out, 2, 2); // executable
+    le(&mut out, 62, 2); // x86-64
+    le(&mut out, 1, 4);
+    le(&mut out, base, 8); // entry
+    le(&mut out, 64, 8); // program headers
+    le(&mut out, shoff as u64, 8); // section headers
+    le(&mut out, 0, 4);
+    for value in [64, 56, 1, 64, 3, 0] {
+        le(&mut out, value, 2);
+    }
+    // PT_LOAD, read + execute.
+    for (value, n) in [(1, 4), (5, 4), (code_at as u64, 8), (base, 8), (base, 8)] {
+        le(&mut out, value, n);
+    }
+    for value in [code.len() as u64, code.len() as u64, 0x1000] {
+        le(&mut out, value, 8);
+    }
+    out.extend(code);
+    out.extend(&symtab);
+    out.extend(&strtab);
+    out.extend([0; 64]); // the null section
+    // .symtab (type 2) linked to section 2, .strtab (type 3).
+    let sections = [
+        (2, symtab_at, symtab.len(), 2, 24),
+        (3, strtab_at, strtab.len(), 0, 0),
+    ];
+    for (kind, offset, size, link, entsize) in sections {
+        le(&mut out, 0, 4);
+        le(&mut out, kind, 4);
+        le(&mut out, 0, 8); // flags
+        le(&mut out, 0, 8); // address
+        le(&mut out, offset as u64, 8);
+        le(&mut out, size as u64, 8);
+        le(&mut out, link, 4);
+        le(&mut out, 0, 4);
+        le(&mut out, 8, 8);
+        le(&mut out, entsize, 8);
+    }
+    out
+}
+
+#[test]
+fn calls_names_functions_from_the_elf_symbols_and_times_each_call() {
+    use weft_pt::encode::Recorder;
+    use weft_pt::image::Image;
+
+    let (main, f, g) = (CALLS_BASE, CALLS_BASE + 0x10, CALLS_BASE + 0x20);
+    let program = elf(
+        &CALLS_CODE,
+        CALLS_BASE,
+        &[("main", main, 0x10), ("f", f, 0x10), ("g", g, 1)],
+    );
+    let mut image = Image::new();
+    image.add(CALLS_BASE, CALLS_CODE.to_vec());
+    // main → f → g, back, main → f → g, back, main returns (untraced).
+    let path = [main, f, g, f + 5, main + 5, f, g, f + 5, main + 10];
+    let mut cpu = Recorder::new(&image, main, 1000);
+    for (i, pair) in (1..).zip(path.windows(2)) {
+        // A TSC 100 ticks on before every instruction.
+        cpu.tsc(1000 + 100 * i);
+        cpu.step(pair[0], pair[1]).unwrap();
+    }
+    cpu.disable();
+    let (trace, exe) = (
+        Scratch::new("calls.pt", &cpu.finish()),
+        Scratch::new("calls.elf", &program),
+    );
+    let calls = |summary: &[&str]| {
+        let mut args = vec!["pt", "calls"];
+        args.extend(summary);
+        args.extend(["--image", arg(&exe.0), arg(&trace.0)]);
+        let (status, stdout, stderr) = run_weft(&args);
+        assert!(status.success(), "{stderr}");
+        stdout
+    };
+    let stdout = calls(&[]);
+    assert_eq!(
+        columns(&stdout),
+        [
+            vec!["TIME", "DURATION", "FUNCTION"],
+            vec!["0", "f()", "{"],
+            vec!["0", "300", "g();"],
+            vec!["400", "400", "}", "/*", "f", "*/"],
+            vec!["400", "f()", "{"],
+            vec!["400", "300", "g();"],
+            vec!["800", "400", "}", "/*", "f", "*/"],
+            vec!["800", "}", "/*", "main", "*/"],
+        ],
+        "{stdout}"
+    );
+    let stdout = calls(&["--summary"]);
+    assert_eq!(
+        columns(&stdout),
+        [
+            vec!["CALLS", "TOTAL", "OWN", "FUNCTION"],
+            vec!["2", "600", "600", "g"],
+            vec!["2", "800", "200", "f"],
+        ],
+        "{stdout}"
+    );
+}
+
+/// Each line's whitespace-separated columns.
+fn columns(text: &str) -> Vec<Vec<&str>> {
+    text.lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect()
+}
