@@ -204,10 +204,12 @@ impl<'a> Recorder<'a> {
         self.encoder.tsc(tsc);
     }
 
-    /// Tracing stops after the last instruction given (TIP.PGD).
-    pub fn disable(&mut self) {
+    /// Tracing stops at the branch after the last instruction given, an
+    /// indirect one or a return: its TIP becomes a TIP.PGD, with the
+    /// address the branch went to where `to` gives it.
+    pub fn disable(&mut self, to: Option<u64>) {
         self.flush();
-        self.encoder.ip(IpKind::TipPgd, None);
+        self.encoder.ip(IpKind::TipPgd, to);
     }
 
     /// Tracing resumes at `ip` (TIP.PGE).
@@ -224,9 +226,12 @@ impl<'a> Recorder<'a> {
         self.stack.clear();
     }
 
-    /// A PSB+ as the CPU sends it periodically, with the current IP.
+    /// A PSB+ as the CPU sends it periodically, with the current IP. The
+    /// returns after it are not compressed against calls before it (a
+    /// decoder may start at any PSB).
     pub fn psb(&mut self, ip: u64) {
         self.flush();
+        self.stack.clear();
         self.encoder.psb();
         self.encoder.mode_64();
         self.encoder.ip(IpKind::Fup, Some(ip));

@@ -10,6 +10,7 @@
 //! belong to.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use iced_x86::{
     Code, Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind, Register,
@@ -115,6 +116,28 @@ pub enum Event {
     },
 }
 
+/// Hashes instruction addresses with one multiplication: the cache is
+/// looked up at every instruction, and addresses need no defence against
+/// collisions chosen by an attacker (a trace can only slow its own decode).
+#[derive(Default)]
+struct IpHasher(u64);
+
+impl Hasher for IpHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, ip: u64) {
+        self.0 = (self.0 ^ ip).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// What the walk needs to know about one instruction.
 #[derive(Debug, Clone, Copy)]
 struct Insn {
@@ -160,7 +183,7 @@ pub struct Flow<'a> {
     packets: Packets<'a>,
     errata: Errata,
     image: &'a Image,
-    cache: HashMap<u64, Insn>,
+    cache: HashMap<u64, Insn, BuildHasherDefault<IpHasher>>,
     /// The next packet the walk must act on, read but not acted on.
     peeked: Option<(usize, Packet)>,
     last_ip: u64,
@@ -192,7 +215,7 @@ impl<'a> Flow<'a> {
             packets: Packets::with_errata(trace, errata),
             errata,
             image,
-            cache: HashMap::new(),
+            cache: HashMap::default(),
             peeked: None,
             last_ip: 0,
             tnt: 0,

@@ -291,12 +291,22 @@ pub(crate) fn le(bytes: &[u8]) -> u64 {
         .fold(0, |acc, &b| acc << 8 | u64::from(b))
 }
 
-/// `n` bytes of payload starting at `at`, or `Truncated`.
+/// `n` (at most 8) bytes of payload starting at `at`, or `Truncated`.
+#[inline]
 fn payload(buf: &[u8], at: usize, n: usize) -> Result<u64, Fault> {
+    // The hot path: one unaligned load where 8 bytes are there to read.
+    if let Some(word) = buf.get(at..at + 8) {
+        let value = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+        let mask = 1u64
+            .checked_shl(8 * n as u32)
+            .map_or(u64::MAX, |bit| bit - 1);
+        return Ok(value & mask);
+    }
     buf.get(at..at + n).map(le).ok_or(Fault::Truncated)
 }
 
 /// Decode one packet at the start of `buf`; returns it and its size.
+#[inline]
 pub fn decode(buf: &[u8], context: Context) -> Result<(Packet, usize), Fault> {
     let b = buf[0];
     if let Some(wide) = context.block
@@ -325,6 +335,7 @@ pub fn decode(buf: &[u8], context: Context) -> Result<(Packet, usize), Fault> {
     }
 }
 
+#[inline]
 fn decode_tnt8(b: u8) -> Result<(Packet, usize), Fault> {
     // The highest set bit stops the list; bit 0 is the opcode.
     let stop = 7 - b.leading_zeros() as u8;
@@ -343,6 +354,7 @@ fn decode_tnt8(b: u8) -> Result<(Packet, usize), Fault> {
     ))
 }
 
+#[inline]
 fn decode_ip(buf: &[u8]) -> Result<(Packet, usize), Fault> {
     let b = buf[0];
     let kind = match b & 0x1f {

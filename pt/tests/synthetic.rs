@@ -137,7 +137,7 @@ fn record(
         extra(&mut cpu, i, pair[0]);
         cpu.step(pair[0], pair[1]).unwrap();
     }
-    cpu.disable();
+    cpu.disable(None);
     cpu.finish()
 }
 

@@ -228,7 +228,7 @@ fn calls_names_functions_from_the_elf_symbols_and_times_each_call() {
         cpu.tsc(1000 + 100 * i);
         cpu.step(pair[0], pair[1]).unwrap();
     }
-    cpu.disable();
+    cpu.disable(None);
     let (trace, exe) = (
         Scratch::new("calls.pt", &cpu.finish()),
         Scratch::new("calls.elf", &program),

@@ -47,6 +47,9 @@ pub enum Bench {
     /// Triggers: the getppid loop under `weft record` without and with three
     /// triggers, and the time from a matching record to its pinned window.
     Triggers(Loop),
+    /// Intel PT decoding: weft against libipt on the same large synthetic
+    /// trace, packets/s, MiB/s and instructions/s (needs no PT hardware).
+    Pt(crate::bench_pt::Options),
 }
 
 #[derive(clap::Args)]
@@ -67,6 +70,7 @@ pub fn run(bench: &Bench) -> Result<()> {
         Bench::Oneliners(options) => crate::bench_oneliners::run(options),
         Bench::Tui(options) => crate::bench_tui::run(options),
         Bench::Triggers(options) => crate::bench_triggers::run(options),
+        Bench::Pt(options) => crate::bench_pt::run(options),
         Bench::Store { quick } => {
             let mut cmd = Command::new("cargo");
             cmd.current_dir(workspace_root()).args([

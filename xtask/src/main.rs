@@ -4,6 +4,7 @@
 
 mod bench;
 mod bench_oneliners;
+mod bench_pt;
 mod bench_queries;
 mod bench_sources;
 mod bench_triggers;
