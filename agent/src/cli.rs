@@ -154,9 +154,44 @@ pub struct PtFlowArgs {
 
 #[derive(Debug, Args)]
 pub struct PtRecordArgs {
-    /// The process to trace.
-    #[arg(long, value_name = "PID")]
-    pub pid: u32,
+    /// Trace the CPUs this process may run on.
+    #[arg(
+        long,
+        value_name = "PID",
+        required_unless_present = "cgroup",
+        conflicts_with = "cgroup"
+    )]
+    pub pid: Option<u32>,
+
+    /// Trace the CPUs of this cgroup (v2) directory's cpuset.
+    #[arg(long, value_name = "DIR")]
+    pub cgroup: Option<std::path::PathBuf>,
+
+    /// How long to trace: 100ms to 2s.
+    #[arg(long, value_name = "DURATION", default_value = "200ms", value_parser = parse_duration)]
+    pub duration: std::time::Duration,
+
+    /// PT buffer per CPU: 4MiB to 128MiB (rounded down to a power of two).
+    #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = parse_size)]
+    pub size: u64,
+
+    /// PT buffers across all CPUs at most; the size per CPU shrinks to fit.
+    #[arg(long, value_name = "SIZE", default_value = "512MiB", value_parser = parse_size)]
+    pub budget: u64,
+
+    /// Keep overwriting the oldest trace when a buffer is full, rather than
+    /// stop writing (the last part of the window survives).
+    #[arg(long)]
+    pub snapshot: bool,
+
+    /// Trace kernel code too.
+    #[arg(long)]
+    pub kernel: bool,
+
+    /// Where to write the capture (a new directory): cpuN.pt per CPU,
+    /// capture.json, and the process's maps.
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub output: std::path::PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -13,6 +13,7 @@ mod extract;
 mod info;
 mod live;
 mod pt;
+mod pt_record;
 mod query;
 mod record;
 mod resolve;

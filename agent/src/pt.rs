@@ -6,19 +6,18 @@ use std::process::ExitCode;
 use anyhow::Context;
 use weft_pt::Errata;
 use weft_pt::calls::{Calls, Listing, Profile};
-use weft_pt::caps::{Caps, SYSFS, Unsupported};
 use weft_pt::dump::TimeColumn;
 use weft_pt::flow::{Event, Flow, Step};
 use weft_pt::image::Image;
 
-use crate::cli::{PtCallsArgs, PtCommand, PtDumpArgs, PtFlowArgs, PtRecordArgs};
+use crate::cli::{PtCallsArgs, PtCommand, PtDumpArgs, PtFlowArgs};
 
 pub fn run(command: &PtCommand) -> anyhow::Result<ExitCode> {
     match command {
         PtCommand::Dump(args) => dump(args),
         PtCommand::Flow(args) => flow(args),
         PtCommand::Calls(args) => calls(args),
-        PtCommand::Record(args) => record(args),
+        PtCommand::Record(args) => crate::pt_record::record(args),
     }
 }
 
@@ -142,23 +141,4 @@ fn finish(trace: &std::path::Path, errors: usize) -> ExitCode {
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
-}
-
-/// Exit status when the hardware cannot do what was asked.
-const UNSUPPORTED: u8 = 3;
-
-fn record(args: &PtRecordArgs) -> anyhow::Result<ExitCode> {
-    match Caps::detect(std::path::Path::new(SYSFS)) {
-        Err(absent @ Unsupported::Absent { .. }) => {
-            eprintln!("weft: {absent}");
-            Ok(ExitCode::from(UNSUPPORTED))
-        }
-        Err(other) => Err(other.into()),
-        Ok(caps) => anyhow::bail!(
-            "Intel PT is present (PMU type {}), but capturing it (pid {}) is not built yet in this version; \
-             record with `perf record -e intel_pt//` and decode with `weft pt flow`",
-            caps.pmu_type,
-            args.pid
-        ),
-    }
 }

@@ -13,8 +13,9 @@ pub const SYSFS: &str = "/sys/bus/event_source/devices";
 pub struct Caps {
     /// The dynamic PMU type to open `intel_pt` events with.
     pub pmu_type: u32,
-    /// `caps/NAME` → value (e.g. `topa_output` → 1, `psb_cyc` → 1).
-    pub caps: BTreeMap<String, u32>,
+    /// `caps/NAME` → its text (e.g. `topa_output` → `1`, `mtc_periods` →
+    /// `249`, a hex bitmask).
+    pub caps: BTreeMap<String, String>,
     /// `format/NAME` → the config field it names (e.g. `tsc` →
     /// `config:10`).
     pub format: BTreeMap<String, String>,
@@ -47,10 +48,7 @@ impl Caps {
                 path: type_path.display().to_string(),
                 what: "not a number".into(),
             })?;
-        let caps = entries(&dir.join("caps"))?
-            .into_iter()
-            .map(|(name, value)| (name, value.parse().unwrap_or(0)))
-            .collect();
+        let caps = entries(&dir.join("caps"))?.into_iter().collect();
         let format = entries(&dir.join("format"))?.into_iter().collect();
         Ok(Caps {
             pmu_type,
@@ -61,7 +59,16 @@ impl Caps {
 
     /// Whether the CPU reports capability `name` (a missing one is absent).
     pub fn has(&self, name: &str) -> bool {
-        self.caps.get(name).is_some_and(|&v| v != 0)
+        self.bitmask(name) != 0
+    }
+
+    /// A capability read as the hex number the kernel prints (0 where
+    /// missing or unreadable).
+    pub fn bitmask(&self, name: &str) -> u64 {
+        self.caps
+            .get(name)
+            .and_then(|text| u64::from_str_radix(text, 16).ok())
+            .unwrap_or(0)
     }
 }
 

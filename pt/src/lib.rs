@@ -9,6 +9,7 @@
 
 pub mod calls;
 pub mod caps;
+pub mod capture;
 pub mod dump;
 pub mod encode;
 pub mod flow;

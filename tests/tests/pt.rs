@@ -74,11 +74,31 @@ fn dump_of_bytes_that_are_not_pt_reports_the_offset_and_fails() {
 #[test]
 fn record_says_whether_this_machine_has_intel_pt() {
     let pid = std::process::id().to_string();
-    let (status, stdout, stderr) = run_weft(&["pt", "record", "--pid", &pid]);
+    let out = std::env::temp_dir().join(format!("weft-pt-record-{pid}"));
+    let _ = std::fs::remove_dir_all(&out);
+    let args = [
+        "pt",
+        "record",
+        "--pid",
+        &pid,
+        "--duration",
+        "100ms",
+        "-o",
+        arg(&out),
+    ];
+    let (status, stdout, stderr) = run_weft(&args);
     assert_eq!(stdout, "");
     if Path::new("/sys/bus/event_source/devices/intel_pt").exists() {
-        assert_ne!(status.code(), Some(0), "{stderr}");
-        assert!(stderr.contains("Intel PT is present"), "{stderr}");
+        // A real capture: one trace per CPU this process may run on.
+        assert!(status.success(), "{stderr}");
+        let meta = std::fs::read(out.join("capture.json")).unwrap();
+        let meta: serde_json::Value = serde_json::from_slice(&meta).unwrap();
+        let cpus = meta["cpus"].as_array().unwrap();
+        assert!(!cpus.is_empty(), "{meta}");
+        for cpu in cpus {
+            assert!(out.join(cpu["file"].as_str().unwrap()).exists(), "{meta}");
+        }
+        std::fs::remove_dir_all(&out).unwrap();
     } else {
         assert_eq!(status.code(), Some(3), "{stderr}");
         assert!(
@@ -86,6 +106,8 @@ fn record_says_whether_this_machine_has_intel_pt() {
             "{stderr}"
         );
         assert!(stderr.contains("weft pt flow"), "{stderr}");
+        // Nothing is written where nothing can be captured.
+        assert!(!out.exists());
     }
 }
 

@@ -1,0 +1,257 @@
+//! `weft pt record`: one Intel PT window over the CPUs a process or cgroup
+//! may run on, written to a new directory: `cpuN.pt` per CPU (raw PT, for
+//! `weft pt dump|flow|calls`), `capture.json` (what was traced and how,
+//! with the clock parameters the decoder needs) and the process's `maps`.
+
+use std::fs;
+use std::io::Write as _;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use serde_json::json;
+use weft_pt::caps::{Caps, SYSFS, Unsupported};
+use weft_pt::capture::perf::PerfEvent;
+use weft_pt::capture::{Plan, Request, Window, window};
+
+use crate::cli::PtRecordArgs;
+
+/// Exit status when the hardware cannot do what was asked.
+const UNSUPPORTED: u8 = 3;
+
+pub fn record(args: &PtRecordArgs) -> anyhow::Result<ExitCode> {
+    let caps = match Caps::detect(Path::new(SYSFS)) {
+        Err(absent @ Unsupported::Absent { .. }) => {
+            eprintln!("weft: {absent}");
+            return Ok(ExitCode::from(UNSUPPORTED));
+        }
+        other => other?,
+    };
+    let cpus = match (args.pid, &args.cgroup) {
+        (Some(pid), _) => affinity(pid)?,
+        (None, Some(cgroup)) => cgroup_cpus(cgroup)?,
+        (None, None) => bail!("give --pid or --cgroup"),
+    };
+    let plan = Plan::new(
+        &caps,
+        &Request {
+            cpus,
+            duration: args.duration,
+            size: args.size,
+            budget: args.budget,
+            snapshot: args.snapshot,
+            kernel: args.kernel,
+        },
+    )?;
+    // A capture that cannot be written is not taken.
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&args.output)
+        .with_context(|| format!("creating {}", args.output.display()))?;
+    let pmu = Path::new(SYSFS).join("intel_pt");
+    let events = plan
+        .cpus
+        .iter()
+        .map(|&cpu| {
+            let event = PerfEvent::open(&pmu, &plan, cpu)
+                .with_context(|| format!("opening intel_pt on CPU {cpu}"))?;
+            Ok((cpu, event))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let window = window(&plan, events, std::thread::sleep)?;
+    let maps = args
+        .pid
+        .and_then(|pid| fs::read(format!("/proc/{pid}/maps")).ok());
+    save(&args.output, &plan, &window, &target(args), maps.as_deref())?;
+    for (cpu, aux) in &window.traces {
+        let lost = if aux.truncated { ", truncated" } else { "" };
+        eprintln!("weft: CPU {cpu}: {} bytes of PT{lost}", aux.bytes.len());
+    }
+    if window.watchdog {
+        eprintln!("weft: the watchdog stopped tracing at its deadline");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn target(args: &PtRecordArgs) -> serde_json::Value {
+    match (args.pid, &args.cgroup) {
+        (Some(pid), _) => json!({ "pid": pid }),
+        (None, cgroup) => json!({ "cgroup": cgroup }),
+    }
+}
+
+/// The CPUs process `pid` may run on.
+fn affinity(pid: u32) -> anyhow::Result<Vec<u32>> {
+    let pid = libc::pid_t::try_from(pid).context("pid out of range")?;
+    // SAFETY: a zeroed cpu_set_t is an empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid cpu_set_t of the size given.
+    if unsafe { libc::sched_getaffinity(pid, size_of::<libc::cpu_set_t>(), &raw mut set) } != 0 {
+        let err = std::io::Error::last_os_error();
+        bail!("no CPUs for process {pid}: {err}");
+    }
+    let max = u32::try_from(libc::CPU_SETSIZE).unwrap_or(1024);
+    // SAFETY: CPU_ISSET reads the set within CPU_SETSIZE.
+    Ok((0..max)
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu as usize, &set) })
+        .collect())
+}
+
+/// The CPUs of a cgroup v2 directory's effective cpuset.
+fn cgroup_cpus(dir: &Path) -> anyhow::Result<Vec<u32>> {
+    let path = dir.join("cpuset.cpus.effective");
+    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    cpu_list(text.trim()).with_context(|| format!("{}: {text:?} is not a CPU list", path.display()))
+}
+
+/// A kernel CPU list: `0-3,8,10-11`.
+fn cpu_list(text: &str) -> anyhow::Result<Vec<u32>> {
+    let mut cpus = Vec::new();
+    for part in text.split(',').filter(|p| !p.is_empty()) {
+        let (first, last) = part.split_once('-').unwrap_or((part, part));
+        let (first, last): (u32, u32) = (first.parse()?, last.parse()?);
+        if first > last {
+            bail!("{part}: the range runs backwards");
+        }
+        cpus.extend(first..=last);
+    }
+    Ok(cpus)
+}
+
+/// Write the capture into `dir`, every file new and mode 0600.
+fn save(
+    dir: &Path,
+    plan: &Plan,
+    window: &Window,
+    target: &serde_json::Value,
+    maps: Option<&[u8]>,
+) -> anyhow::Result<()> {
+    let mut cpus = Vec::new();
+    for (cpu, aux) in &window.traces {
+        let file = format!("cpu{cpu}.pt");
+        write_new(&dir.join(&file), &aux.bytes)?;
+        cpus.push(json!({
+            "cpu": cpu, "file": file, "bytes": aux.bytes.len(), "truncated": aux.truncated,
+        }));
+    }
+    if let Some(maps) = maps {
+        write_new(&dir.join("maps"), maps)?;
+    }
+    let fields: serde_json::Map<String, serde_json::Value> = plan
+        .fields
+        .iter()
+        .map(|&(name, value)| (name.to_string(), value.into()))
+        .collect();
+    let (eax, ebx) = ctc_ratio();
+    let meta = json!({
+        "version": 1,
+        "target": target,
+        "cpus": cpus,
+        "fields": fields,
+        "aux_bytes_per_cpu": plan.aux_bytes,
+        "snapshot": plan.snapshot,
+        "kernel": plan.kernel,
+        "duration_ns": plan.duration.as_nanos() as u64,
+        "traced_ns": window.traced_for.as_nanos() as u64,
+        "watchdog_stopped_it": window.watchdog,
+        "cpuid_0x15": { "eax": eax, "ebx": ebx },
+    });
+    let text = serde_json::to_string_pretty(&meta)?;
+    write_new(&dir.join("capture.json"), text.as_bytes())
+}
+
+/// CPUID leaf 0x15 (TSC per crystal-clock tick, for MTC packets): what
+/// `weft pt dump --cpuid-0x15.eax/ebx` want.
+fn ctc_ratio() -> (u32, u32) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // Leaf 0 says how far the leaves go.
+        if std::arch::x86_64::__cpuid(0).eax >= 0x15 {
+            let leaf = std::arch::x86_64::__cpuid(0x15);
+            return (leaf.eax, leaf.ebx);
+        }
+    }
+    (0, 0)
+}
+
+fn write_new(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut file| file.write_all(bytes))
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::time::Duration;
+
+    use weft_pt::capture::Aux;
+
+    use super::*;
+
+    #[test]
+    fn cpu_lists_read_as_the_kernel_writes_them() {
+        assert_eq!(cpu_list("0-3,8,10-11").unwrap(), [0, 1, 2, 3, 8, 10, 11]);
+        assert_eq!(cpu_list("5").unwrap(), [5]);
+        assert!(cpu_list("").unwrap().is_empty());
+        assert!(cpu_list("3-1").is_err());
+        assert!(cpu_list("x").is_err());
+    }
+
+    #[test]
+    fn this_process_may_run_on_some_cpu() {
+        let cpus = affinity(std::process::id()).unwrap();
+        assert!(!cpus.is_empty());
+        let err = affinity(u32::MAX >> 1).unwrap_err().to_string();
+        assert!(err.contains("no CPUs for process"), "{err}");
+    }
+
+    #[test]
+    fn a_capture_is_written_with_private_files_and_says_what_it_holds() {
+        let dir = std::env::temp_dir().join(format!("weft-pt-save-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir(&dir).unwrap();
+        let plan = Plan {
+            cpus: vec![0, 2],
+            aux_bytes: 4 << 20,
+            duration: Duration::from_millis(100),
+            deadline: Duration::from_millis(350),
+            fields: vec![("tsc", 1), ("mtc_period", 3)],
+            snapshot: false,
+            kernel: false,
+        };
+        let aux = |bytes: &[u8], truncated| Aux {
+            bytes: bytes.to_vec(),
+            truncated,
+        };
+        let window = Window {
+            traces: vec![(0, aux(&[2, 0x82], false)), (2, aux(&[0; 5], true))],
+            watchdog: false,
+            traced_for: Duration::from_millis(101),
+        };
+        save(&dir, &plan, &window, &json!({"pid": 7}), Some(b"maps")).unwrap();
+        for file in ["cpu0.pt", "cpu2.pt", "maps", "capture.json"] {
+            let mode = fs::metadata(dir.join(file)).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "{file}");
+        }
+        assert_eq!(fs::read(dir.join("cpu2.pt")).unwrap(), [0; 5]);
+        let meta: serde_json::Value =
+            serde_json::from_slice(&fs::read(dir.join("capture.json")).unwrap()).unwrap();
+        assert_eq!(
+            meta["cpus"][1],
+            json!({"cpu": 2, "file": "cpu2.pt", "bytes": 5, "truncated": true})
+        );
+        assert_eq!(meta["fields"], json!({"tsc": 1, "mtc_period": 3}));
+        assert_eq!(meta["traced_ns"], 101_000_000);
+        assert_eq!(meta["target"], json!({"pid": 7}));
+        // Nothing is overwritten: a second save into the same place fails.
+        let err = save(&dir, &plan, &window, &json!({}), None).unwrap_err();
+        assert!(format!("{err:#}").contains("cpu0.pt"), "{err:#}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,203 @@
+//! The kernel's side of a capture: one `intel_pt` perf event on one CPU,
+//! opened disabled with perf-event2 from the PMU's sysfs format, and its
+//! AUX area mapped by hand on the event's file descriptor (perf-event2
+//! maps no AUX area). Written against `linux/perf_event.h` and
+//! `Documentation/userspace-api/perf_ring_buffer.rst`; it needs PT
+//! hardware, so the tests on machines without PT stop before it.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering, fence};
+
+use perf_event::events::Dynamic;
+
+use super::{Aux, Plan, Traced};
+
+/// `_IO('$', 0)` and `_IO('$', 1)`.
+const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
+const PERF_EVENT_IOC_DISABLE: libc::c_ulong = 0x2401;
+
+/// Offsets in `struct perf_event_mmap_page`.
+const DATA_HEAD: usize = 1024;
+const DATA_TAIL: usize = 1032;
+const AUX_HEAD: usize = 1056;
+const AUX_TAIL: usize = 1064;
+const AUX_OFFSET: usize = 1072;
+const AUX_SIZE: usize = 1080;
+
+/// Pages of the ordinary ring, where the kernel reports AUX records.
+const DATA_PAGES: usize = 8;
+const PERF_RECORD_AUX: u32 = 11;
+const PERF_AUX_FLAG_TRUNCATED: u64 = 1;
+
+/// One CPU's `intel_pt` event with its mapped ring and AUX area.
+pub struct PerfEvent {
+    counter: perf_event::Counter,
+    base: Mapping,
+    aux: Mapping,
+    page: usize,
+}
+
+impl PerfEvent {
+    /// Open the event for `cpu` (every process on it; the capture's
+    /// sideband says which thread ran when), disabled.
+    pub fn open(pmu: &Path, plan: &Plan, cpu: u32) -> io::Result<PerfEvent> {
+        let mut builder = Dynamic::builder(pmu)?;
+        for &(name, value) in &plan.fields {
+            builder.field(name, value).map_err(io::Error::other)?;
+        }
+        let event = builder.build().map_err(io::Error::other)?;
+        let counter = perf_event::Builder::new(event)
+            .one_cpu(cpu as usize)
+            .any_pid()
+            .enabled(false)
+            .exclude_kernel(!plan.kernel)
+            .exclude_hv(true)
+            .build()?;
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+            .map_err(|_| io::Error::other("no page size"))?;
+        let fd = counter.as_raw_fd();
+        let base = Mapping::new(fd, (1 + DATA_PAGES) * page, 0, true)?;
+        let aux_len = usize::try_from(plan.aux_bytes).map_err(io::Error::other)?;
+        // The kernel reads where to put the AUX area from the header.
+        base.word(AUX_OFFSET)
+            .store(base.len as u64, Ordering::SeqCst);
+        base.word(AUX_SIZE).store(plan.aux_bytes, Ordering::SeqCst);
+        // Mapped writable, the area stops when full (the reader moves the
+        // tail); read-only, it is overwritten (snapshot mode).
+        let aux = Mapping::new(fd, aux_len, base.len, !plan.snapshot)?;
+        Ok(PerfEvent {
+            counter,
+            base,
+            aux,
+            page,
+        })
+    }
+
+    fn ioctl(&self, request: libc::c_ulong) -> io::Result<()> {
+        // SAFETY: a perf event ioctl with no argument on our own fd.
+        if unsafe { libc::ioctl(self.counter.as_raw_fd(), request, 0) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Whether an AUX record in the ordinary ring says data was lost.
+    fn truncated(&self) -> bool {
+        let head = self.base.word(DATA_HEAD).load(Ordering::Acquire) as usize;
+        let tail = self.base.word(DATA_TAIL).load(Ordering::Relaxed) as usize;
+        let size = DATA_PAGES * self.page;
+        let data = &self.base.bytes()[self.page..];
+        let byte = |at: usize| data[at % size];
+        let read = |at: usize, n: usize| {
+            (0..n)
+                .rev()
+                .fold(0u64, |v, i| v << 8 | u64::from(byte(at + i)))
+        };
+        let mut at = tail;
+        let mut truncated = false;
+        while at + 8 <= head {
+            let (kind, len) = (read(at, 4) as u32, read(at + 6, 2) as usize);
+            if len < 8 {
+                break;
+            }
+            if kind == PERF_RECORD_AUX && read(at + 24, 8) & PERF_AUX_FLAG_TRUNCATED != 0 {
+                truncated = true;
+            }
+            at += len;
+        }
+        truncated
+    }
+}
+
+impl Traced for PerfEvent {
+    fn enable(&self) -> io::Result<()> {
+        self.ioctl(PERF_EVENT_IOC_ENABLE)
+    }
+
+    fn disable(&self) -> io::Result<()> {
+        self.ioctl(PERF_EVENT_IOC_DISABLE)
+    }
+
+    fn take(&self) -> io::Result<Aux> {
+        let head = self.base.word(AUX_HEAD).load(Ordering::Acquire);
+        fence(Ordering::Acquire);
+        let size = self.aux.len as u64;
+        // In snapshot mode the head runs on; the last `size` bytes hold.
+        let tail = if self.aux.writable {
+            self.base.word(AUX_TAIL).load(Ordering::Relaxed)
+        } else {
+            head.saturating_sub(size)
+        };
+        let ring = self.aux.bytes();
+        let bytes = (tail..head).map(|at| ring[(at % size) as usize]).collect();
+        if self.aux.writable {
+            self.base.word(AUX_TAIL).store(head, Ordering::Release);
+        }
+        Ok(Aux {
+            bytes,
+            truncated: self.truncated() || (!self.aux.writable && head > size),
+        })
+    }
+}
+
+/// A shared mapping of part of a perf event's buffer.
+struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+    writable: bool,
+}
+
+// SAFETY: the mapping is plain shared memory; the words the kernel and
+// weft both write are accessed atomically.
+unsafe impl Send for Mapping {}
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    fn new(fd: i32, len: usize, offset: usize, writable: bool) -> io::Result<Mapping> {
+        let prot = libc::PROT_READ | if writable { libc::PROT_WRITE } else { 0 };
+        let offset = libc::off_t::try_from(offset).map_err(io::Error::other)?;
+        // SAFETY: a fresh shared mapping of the event's fd; checked below.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                prot,
+                libc::MAP_SHARED,
+                fd,
+                offset,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = NonNull::new(ptr.cast()).ok_or_else(|| io::Error::other("mmap gave null"))?;
+        Ok(Mapping { ptr, len, writable })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `len` bytes are mapped for as long as self lives.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The 64-bit header word at `offset`, shared with the kernel.
+    #[allow(
+        clippy::cast_ptr_alignment,
+        reason = "the mapping is page-aligned and the offset a multiple of 8"
+    )]
+    fn word(&self, offset: usize) -> &AtomicU64 {
+        assert!(offset + 8 <= self.len && offset.is_multiple_of(8));
+        // SAFETY: in bounds and aligned (the mapping is page-aligned).
+        unsafe { &*self.ptr.as_ptr().add(offset).cast::<AtomicU64>() }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmapping what `new` mapped, once.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
