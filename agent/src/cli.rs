@@ -144,8 +144,14 @@ pub struct PtFlowArgs {
 
     /// Code the trace ran: an ELF file (mapped at its segments' addresses)
     /// or `FILE:ADDR` for a raw binary loaded at hex ADDR. Repeatable.
-    #[arg(long, value_name = "FILE[:ADDR]", required = true)]
+    #[arg(long, value_name = "FILE[:ADDR]", required_unless_present = "maps")]
     pub image: Vec<String>,
+
+    /// A process's memory map (`/proc/PID/maps`, or the `maps` of a `weft
+    /// pt record` capture): its executable files, mapped where the process
+    /// had them, with their symbols there.
+    #[arg(long, value_name = "FILE")]
+    pub maps: Option<std::path::PathBuf>,
 
     /// The CPU that recorded the trace, for its errata (e.g. 6/85).
     #[arg(long, value_name = "FAMILY/MODEL[/STEPPING]")]

@@ -44,7 +44,7 @@ fn dump(args: &PtDumpArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn flow(args: &PtFlowArgs) -> anyhow::Result<ExitCode> {
-    let (trace, image) = (read_trace(&args.trace)?, read_image(&args.image)?);
+    let (trace, image) = (read_trace(&args.trace)?, read_image(args)?);
     let errata = args.cpu.map(Errata::for_cpu).unwrap_or_default();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut flow = Flow::new(&trace, &image, errata);
@@ -54,7 +54,7 @@ fn flow(args: &PtFlowArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
-    let (trace, image) = (read_trace(&args.flow.trace)?, read_image(&args.flow.image)?);
+    let (trace, image) = (read_trace(&args.flow.trace)?, read_image(&args.flow)?);
     let errata = args.flow.cpu.map(Errata::for_cpu).unwrap_or_default();
     let mut flow = Flow::new(&trace, &image, errata).with_clocks(args.clocks.clocks());
     let mut calls = Calls::new(&image);
@@ -126,10 +126,20 @@ fn summary(image: &Image, profile: &Profile, out: &mut dyn Write) -> std::io::Re
     Ok(())
 }
 
-fn read_image(specs: &[String]) -> anyhow::Result<Image> {
+fn read_image(args: &PtFlowArgs) -> anyhow::Result<Image> {
     let mut image = Image::new();
-    for spec in specs {
+    for spec in &args.image {
         image.add_spec(spec)?;
+    }
+    if let Some(maps) = &args.maps {
+        let text =
+            std::fs::read_to_string(maps).with_context(|| format!("reading {}", maps.display()))?;
+        let skipped = image
+            .add_maps(&text, &mut |path| std::fs::read(path))
+            .with_context(|| maps.display().to_string())?;
+        for file in skipped {
+            eprintln!("weft: warning: not in the image: {file}");
+        }
     }
     Ok(image)
 }

@@ -52,6 +52,8 @@ pub enum ImageError {
     },
     #[error("{spec:?}: the load address is not a hex number")]
     BadAddress { spec: String },
+    #[error("maps line {line}: {text:?} is not a mapping")]
+    BadMaps { line: usize, text: String },
 }
 
 impl Image {
@@ -82,35 +84,112 @@ impl Image {
     /// Map the loadable segments of a 64-bit little-endian ELF file, and
     /// learn its function symbols (`.symtab`, else `.dynsym`).
     pub fn add_elf(&mut self, path: &str, file: &[u8]) -> Result<(), ImageError> {
-        if file.get(..4) != Some(b"\x7fELF") {
-            return Err(ImageError::NotElf { path: path.into() });
+        let elf = Elf::parse(path, file)?;
+        for segment in elf.segments()? {
+            let bytes = elf.bytes(
+                segment.offset,
+                segment.size,
+                segment.header,
+                "segment lies outside the file",
+            )?;
+            self.add(segment.vaddr, bytes.to_vec());
         }
-        let elf = Elf { path, file };
-        if file.get(4) != Some(&2) || file.get(5) != Some(&1) {
-            return Err(elf.bad(4, "only 64-bit little-endian ELF files are supported"));
+        self.add_symbols(elf.symbols()?);
+        Ok(())
+    }
+
+    /// Map `len` bytes of `file` from `offset` at `start`, as a process maps
+    /// part of a file, with the ELF function symbols that fall inside (at
+    /// the addresses they have there, however the file was relocated).
+    pub fn add_mapping(
+        &mut self,
+        path: &str,
+        file: &[u8],
+        start: u64,
+        len: u64,
+        offset: u64,
+    ) -> Result<(), ImageError> {
+        let end = offset.saturating_add(len).min(file.len() as u64);
+        if offset < end {
+            self.add(start, file[offset as usize..end as usize].to_vec());
         }
-        for at in elf.table(0x20, 0x36, 0x38)? {
-            let header = |off: u64, n| elf.field(at.wrapping_add(off), n);
-            if header(0, 4)? != PT_LOAD {
+        if !file.starts_with(b"\x7fELF") {
+            return Ok(());
+        }
+        let elf = Elf::parse(path, file)?;
+        let segments = elf.segments()?;
+        let inside = |symbol: Symbol| {
+            let segment = segments
+                .iter()
+                .find(|s| (s.vaddr..s.vaddr.saturating_add(s.size)).contains(&symbol.addr))?;
+            let at = symbol.addr - segment.vaddr + segment.offset;
+            (offset..offset.saturating_add(len))
+                .contains(&at)
+                .then(|| Symbol {
+                    addr: start + (at - offset),
+                    ..symbol
+                })
+        };
+        self.add_symbols(elf.symbols()?.into_iter().filter_map(inside).collect());
+        Ok(())
+    }
+
+    /// Map the executable file mappings of a process, as `/proc/PID/maps`
+    /// lists them, reading each file with `read`. Files that cannot be
+    /// read are skipped and returned, with why.
+    pub fn add_maps(
+        &mut self,
+        maps: &str,
+        read: &mut dyn FnMut(&Path) -> std::io::Result<Vec<u8>>,
+    ) -> Result<Vec<ImageError>, ImageError> {
+        let mut files: std::collections::HashMap<String, Vec<u8>> =
+            std::collections::HashMap::new();
+        let mut skipped = Vec::new();
+        for (number, line) in (1..).zip(maps.lines()) {
+            let bad = || ImageError::BadMaps {
+                line: number,
+                text: line.into(),
+            };
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let [range, perms, offset, _dev, _inode, path @ ..] = fields.as_slice() else {
+                return Err(bad());
+            };
+            let path = path.join(" ");
+            if !perms.contains('x') || !path.starts_with('/') {
                 continue;
             }
-            let (offset, vaddr, filesz) = (header(8, 8)?, header(16, 8)?, header(32, 8)?);
-            let bytes = elf.bytes(offset, filesz, at, "segment lies outside the file")?;
-            self.add(vaddr, bytes.to_vec());
-        }
-        let mut symbols = Vec::new();
-        for at in elf.table(0x28, 0x3a, 0x3c)? {
-            let kind = elf.field(at.wrapping_add(4), 4)?;
-            if kind == SHT_SYMTAB || kind == SHT_DYNSYM {
-                elf.functions(at, &mut symbols)?;
+            let hex = |text: &str| u64::from_str_radix(text, 16).map_err(|_| bad());
+            let (start, end) = range.split_once('-').ok_or_else(bad)?;
+            let (start, end, offset) = (hex(start)?, hex(end)?, hex(offset)?);
+            if !files.contains_key(&path) {
+                match read(Path::new(&path)) {
+                    Ok(bytes) => {
+                        files.insert(path.clone(), bytes);
+                    }
+                    Err(source) => {
+                        skipped.push(ImageError::Read { path, source });
+                        continue;
+                    }
+                }
             }
+            self.add_mapping(
+                &path,
+                &files[&path],
+                start,
+                end.saturating_sub(start),
+                offset,
+            )?;
         }
-        // One name per address (aliases and both tables name some twice).
-        symbols.sort_by_key(|s: &Symbol| s.addr);
+        Ok(skipped)
+    }
+
+    /// Learn function names; one per address (aliases, and both symbol
+    /// tables, name some twice).
+    fn add_symbols(&mut self, mut symbols: Vec<Symbol>) {
+        symbols.sort_by_key(|s| s.addr);
         symbols.dedup_by_key(|s| s.addr);
         self.symbols.extend(symbols);
         self.symbols.sort_by_key(|s| s.addr);
-        Ok(())
     }
 
     /// Name the function at `addr` (`size` 0: it reaches the next one).
@@ -159,7 +238,55 @@ struct Elf<'a> {
     file: &'a [u8],
 }
 
-impl Elf<'_> {
+/// A loadable segment: where in the file, where in memory, how long.
+struct Loadable {
+    header: u64,
+    offset: u64,
+    vaddr: u64,
+    size: u64,
+}
+
+impl<'a> Elf<'a> {
+    fn parse(path: &'a str, file: &'a [u8]) -> Result<Self, ImageError> {
+        if file.get(..4) != Some(b"\x7fELF") {
+            return Err(ImageError::NotElf { path: path.into() });
+        }
+        let elf = Elf { path, file };
+        if file.get(4) != Some(&2) || file.get(5) != Some(&1) {
+            return Err(elf.bad(4, "only 64-bit little-endian ELF files are supported"));
+        }
+        Ok(elf)
+    }
+
+    fn segments(&self) -> Result<Vec<Loadable>, ImageError> {
+        let mut segments = Vec::new();
+        for at in self.table(0x20, 0x36, 0x38)? {
+            let header = |off: u64, n| self.field(at.wrapping_add(off), n);
+            if header(0, 4)? == PT_LOAD {
+                segments.push(Loadable {
+                    header: at,
+                    offset: header(8, 8)?,
+                    vaddr: header(16, 8)?,
+                    size: header(32, 8)?,
+                });
+            }
+        }
+        Ok(segments)
+    }
+
+    /// Function symbols of `.symtab` and `.dynsym`, at their link-time
+    /// addresses.
+    fn symbols(&self) -> Result<Vec<Symbol>, ImageError> {
+        let mut symbols = Vec::new();
+        for at in self.table(0x28, 0x3a, 0x3c)? {
+            let kind = self.field(at.wrapping_add(4), 4)?;
+            if kind == SHT_SYMTAB || kind == SHT_DYNSYM {
+                self.functions(at, &mut symbols)?;
+            }
+        }
+        Ok(symbols)
+    }
+
     fn bad(&self, offset: u64, what: &'static str) -> ImageError {
         ImageError::BadElf {
             path: self.path.into(),
@@ -312,5 +439,53 @@ mod tests {
 
     fn field(file: &[u8], at: usize, n: usize) -> u64 {
         crate::packet::le(&file[at..at + n])
+    }
+
+    #[test]
+    fn a_process_image_from_its_maps_holds_its_code_and_names_its_functions() {
+        unsafe extern "C" {
+            fn getpid() -> i32;
+        }
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let mut image = Image::new();
+        let skipped = image
+            .add_maps(&maps, &mut |path| std::fs::read(path))
+            .unwrap();
+        assert!(skipped.is_empty(), "{skipped:?}");
+        // libc's getpid, where this process has it: the image holds the
+        // same bytes as memory there, and names it.
+        let at = getpid as *const () as u64;
+        let (name, offset) = image.symbol(at).expect("a symbol");
+        assert!(name.contains("getpid"), "{name}");
+        assert_eq!(offset, 0);
+        // SAFETY: getpid's first 16 bytes are mapped code of this process.
+        let memory = unsafe { std::slice::from_raw_parts(at as *const u8, 16) };
+        assert_eq!(&image.bytes_at(at).unwrap()[..16], memory);
+        // And this test's own code, from the executable (position-independent).
+        let here = a_process_image_from_its_maps_holds_its_code_and_names_its_functions as *const ()
+            as u64;
+        let (name, _) = image.symbol(here).expect("this test's symbol");
+        assert!(name.contains("a_process_image_from_its_maps"), "{name}");
+    }
+
+    #[test]
+    fn maps_lines_that_are_not_mappings_are_errors_and_unreadable_files_are_listed() {
+        let mut image = Image::new();
+        let err = image
+            .add_maps("1000-2000 r-xp\n", &mut |_| Ok(Vec::new()))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "maps line 1: \"1000-2000 r-xp\" is not a mapping"
+        );
+        let maps = "1000-2000 r-xp 00000000 08:01 42 /gone/lib.so\n3000-4000 rw-p 00000000 00:00 0 [heap]\n";
+        let missing = |_: &Path| Err(std::io::Error::from(std::io::ErrorKind::NotFound));
+        let skipped = image.add_maps(maps, &mut { missing }).unwrap();
+        assert_eq!(skipped.len(), 1);
+        assert!(
+            skipped[0].to_string().starts_with("/gone/lib.so:"),
+            "{}",
+            skipped[0]
+        );
     }
 }

@@ -231,28 +231,14 @@ fn elf(code: &[u8], base: u64, symbols: &[(&str, u64, u64)]) -> Vec<u8> {
 
 #[test]
 fn calls_names_functions_from_the_elf_symbols_and_times_each_call() {
-    use weft_pt::encode::Recorder;
-    use weft_pt::image::Image;
-
     let (main, f, g) = (CALLS_BASE, CALLS_BASE + 0x10, CALLS_BASE + 0x20);
     let program = elf(
         &CALLS_CODE,
         CALLS_BASE,
         &[("main", main, 0x10), ("f", f, 0x10), ("g", g, 1)],
     );
-    let mut image = Image::new();
-    image.add(CALLS_BASE, CALLS_CODE.to_vec());
-    // main → f → g, back, main → f → g, back, main returns (untraced).
-    let path = [main, f, g, f + 5, main + 5, f, g, f + 5, main + 10];
-    let mut cpu = Recorder::new(&image, main, 1000);
-    for (i, pair) in (1..).zip(path.windows(2)) {
-        // A TSC 100 ticks on before every instruction.
-        cpu.tsc(1000 + 100 * i);
-        cpu.step(pair[0], pair[1]).unwrap();
-    }
-    cpu.disable(None);
     let (trace, exe) = (
-        Scratch::new("calls.pt", &cpu.finish()),
+        Scratch::new("calls.pt", &calls_trace(CALLS_BASE)),
         Scratch::new("calls.elf", &program),
     );
     let calls = |summary: &[&str]| {
@@ -279,15 +265,7 @@ fn calls_names_functions_from_the_elf_symbols_and_times_each_call() {
         "{stdout}"
     );
     let stdout = calls(&["--summary"]);
-    assert_eq!(
-        columns(&stdout),
-        [
-            vec!["CALLS", "TOTAL", "OWN", "FUNCTION"],
-            vec!["2", "600", "600", "g"],
-            vec!["2", "800", "200", "f"],
-        ],
-        "{stdout}"
-    );
+    assert_eq!(columns(&stdout), CALLS_SUMMARY, "{stdout}");
 }
 
 /// Each line's whitespace-separated columns.
@@ -295,4 +273,63 @@ fn columns(text: &str) -> Vec<Vec<&str>> {
     text.lines()
         .map(|l| l.split_whitespace().collect())
         .collect()
+}
+
+/// `weft pt calls --summary` of `calls_trace`: g runs 300 ticks per call
+/// (from the branch before it to its return's TNT), f 400 with g inside.
+const CALLS_SUMMARY: [[&str; 4]; 3] = [
+    ["CALLS", "TOTAL", "OWN", "FUNCTION"],
+    ["2", "600", "600", "g"],
+    ["2", "800", "200", "f"],
+];
+
+/// The PT of `CALLS_CODE` loaded at `base`: main → f → g, back, main → f →
+/// g, back, main returns (untraced), with a TSC 100 ticks on before every
+/// instruction.
+fn calls_trace(base: u64) -> Vec<u8> {
+    let mut image = weft_pt::image::Image::new();
+    image.add(base, CALLS_CODE.to_vec());
+    let (main, f, g) = (base, base + 0x10, base + 0x20);
+    let path = [main, f, g, f + 5, main + 5, f, g, f + 5, main + 10];
+    let mut cpu = weft_pt::encode::Recorder::new(&image, main, 1000);
+    for (i, pair) in (1..).zip(path.windows(2)) {
+        cpu.tsc(1000 + 100 * i);
+        cpu.step(pair[0], pair[1]).unwrap();
+    }
+    cpu.disable(None);
+    cpu.finish()
+}
+
+#[test]
+fn calls_finds_a_relocated_program_and_its_symbols_through_its_maps() {
+    let program = elf(
+        &CALLS_CODE,
+        CALLS_BASE,
+        &[
+            ("main", CALLS_BASE, 0x10),
+            ("f", CALLS_BASE + 0x10, 0x10),
+            ("g", CALLS_BASE + 0x20, 1),
+        ],
+    );
+    // Loaded elsewhere, as a position-independent program is: the file
+    // from offset 0 at a page, so main (file offset 0x78) is 0x78 into it.
+    let page = 0x5555_5555_4000;
+    let exe = Scratch::new("moved.elf", &program);
+    let maps = format!(
+        "{page:x}-{:x} r-xp 00000000 08:01 42 {}\n",
+        page + 0x1000,
+        arg(&exe.0)
+    );
+    let maps = Scratch::new("moved.maps", maps.as_bytes());
+    let trace = Scratch::new("moved.pt", &calls_trace(page + 0x78));
+    let (status, stdout, stderr) = run_weft(&[
+        "pt",
+        "calls",
+        "--summary",
+        "--maps",
+        arg(&maps.0),
+        arg(&trace.0),
+    ]);
+    assert!(status.success(), "{stderr}");
+    assert_eq!(columns(&stdout), CALLS_SUMMARY, "{stdout}");
 }
