@@ -16,6 +16,7 @@ use iced_x86::{
     Code, Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind, Register,
 };
 
+use crate::control::{self, Control, Place};
 use crate::image::Image;
 use crate::packet::{IpKind, Packet, Packets};
 use crate::time::{Clock, Clocks};
@@ -107,6 +108,8 @@ pub enum Event {
     Mnt {
         payload: u64,
     },
+    /// A control-flow event from event tracing (CFE, with its EVD data).
+    Control(Control),
     EndOfTrace,
     /// The walk lost its way; decoding resumes at the next PSB.
     Error {
@@ -207,6 +210,15 @@ pub struct Flow<'a> {
     clock: Clock,
     /// Timing packets read ahead, not yet reached by the walk.
     held_time: Vec<Packet>,
+    /// EVD data waiting for its CFE.
+    data: control::Data,
+    /// A CFE waiting for its FUP, and where it goes there.
+    at_fup: Option<(Control, Place)>,
+    /// An event the next instruction caused, shown after it.
+    after_insn: Option<Control>,
+    /// The walk has reached an instruction since the last sync (libipt
+    /// names no IP in errors before that).
+    walked: bool,
 }
 
 impl<'a> Flow<'a> {
@@ -233,6 +245,10 @@ impl<'a> Flow<'a> {
             since_ip: 0,
             clock: Clock::new(Clocks::default(), errata),
             held_time: Vec::new(),
+            data: control::Data::default(),
+            at_fup: None,
+            after_insn: None,
+            walked: false,
         }
     }
 
@@ -249,11 +265,15 @@ impl<'a> Flow<'a> {
     pub fn run(&mut self, out: &mut dyn FnMut(Step)) {
         while self.packets.sync_forward() {
             self.peeked = None;
+            self.walked = false;
+            self.data = control::Data::default();
+            self.at_fup = None;
+            self.after_insn = None;
             let result = self.status(out).and_then(|()| self.walk(out));
             if let Err(Lost { offset, message }) = result {
                 out(Step::Event(Event::Error {
                     offset,
-                    ip: self.ip,
+                    ip: if self.walked { self.ip } else { 0 },
                     message,
                 }));
                 self.enabled = false;
@@ -338,6 +358,7 @@ impl<'a> Flow<'a> {
                     message: "no packet consumed in a million instructions",
                 });
             }
+            self.walked = true;
             let insn = self.insn(self.ip)?;
             out(Step::Insn {
                 ip: self.ip,
@@ -387,6 +408,12 @@ impl<'a> Flow<'a> {
                 self.resolve(offset, ip)?;
             }
             Packet::Tnt { .. } | Packet::Ip { .. } => return Err(Lost::context(offset)),
+            Packet::Cfe { .. } | Packet::Evd { .. } => {
+                // An event while off (RSM, a VM entry) does not make the next
+                // enable at the same place any less of a resume.
+                self.control(offset, packet, out)?;
+                return Ok(true);
+            }
             Packet::Mwait { .. } | Packet::Pwre { .. } => {
                 self.power.push(now_event(packet).expect("power event"));
             }
@@ -468,11 +495,11 @@ impl<'a> Flow<'a> {
                 self.peeked = None;
                 out(Step::Event(now_event(packet).expect("an event")));
             }
-            Packet::Cfe { .. }
-            | Packet::Evd { .. }
-            | Packet::Bbp { .. }
-            | Packet::Bip { .. }
-            | Packet::Bep { .. } => {
+            Packet::Cfe { .. } | Packet::Evd { .. } => {
+                self.peeked = None;
+                self.control(offset, packet, out)?;
+            }
+            Packet::Bbp { .. } | Packet::Bip { .. } | Packet::Bep { .. } => {
                 // Not decoded into events yet (docs/pt.md); skipped.
                 self.peeked = None;
             }
@@ -485,6 +512,15 @@ impl<'a> Flow<'a> {
                 }
                 self.peeked = None;
                 self.resolve(offset, ip)?;
+                match self.at_fup.take() {
+                    Some((event, Place::AfterFupInsn)) => {
+                        // The instruction here caused it and takes the branch.
+                        self.after_insn = Some(event);
+                        return Ok(true);
+                    }
+                    Some((event, _)) => out(Step::Event(Event::Control(event))),
+                    None => {}
+                }
                 if self.errata.skd022 && self.is_vm_entry()? {
                     // The erratum's FUP: the VM entry runs and its TIP.PGD
                     // disables tracing as usual.
@@ -495,6 +531,35 @@ impl<'a> Flow<'a> {
             _ => return Ok(false),
         }
         Ok(true)
+    }
+
+    /// An EVD (kept for its CFE) or a CFE (an event now, or one waiting
+    /// for its FUP or its instruction).
+    fn control(
+        &mut self,
+        offset: usize,
+        packet: Packet,
+        out: &mut dyn FnMut(Step),
+    ) -> Result<(), Lost> {
+        let mismatch = |_| Lost::context(offset);
+        match packet {
+            Packet::Evd { kind, payload } => self.data.add(kind, payload).map_err(mismatch),
+            Packet::Cfe { kind, vector, ip } => {
+                let data = std::mem::take(&mut self.data);
+                let Some((event, place)) =
+                    control::event(kind, vector, ip, self.enabled, data).map_err(mismatch)?
+                else {
+                    return Ok(());
+                };
+                match place {
+                    Place::Now => out(Step::Event(Event::Control(event))),
+                    Place::AfterInsn => self.after_insn = Some(event),
+                    Place::BeforeFup | Place::AfterFupInsn => self.at_fup = Some((event, place)),
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
     }
 
     /// After a FUP at the current IP: a TIP is an interrupt, a TIP.PGD an
@@ -763,8 +828,6 @@ impl<'a> Flow<'a> {
         Ok(false)
     }
 
-    /// The next branch outcome; a TNT packet may hold none (TNT.64 with
-    /// only its stop bit), which answers no query.
     /// Take a TNT's outcomes. The timing packets before it tell the time
     /// of its branches.
     fn load_tnt(&mut self, bits: u64, count: u8) {
@@ -779,6 +842,8 @@ impl<'a> Flow<'a> {
         }
     }
 
+    /// The next branch outcome; a TNT packet may hold none (TNT.64 with
+    /// only its stop bit), which answers no query.
     fn take_bit(&mut self) -> Result<bool, Lost> {
         if self.tnt_left == 0 {
             return Err(Lost::mismatch(self.offset()));
@@ -797,6 +862,10 @@ impl<'a> Flow<'a> {
 
     /// Events that wait for a transfer, in the order ptxed shows them.
     fn flush_transfer(&mut self, out: &mut dyn FnMut(Step)) {
+        // What the branching instruction caused (an IRET's event) first.
+        if let Some(event) = self.after_insn.take() {
+            out(Step::Event(Event::Control(event)));
+        }
         self.flush_paging(out);
         self.flush_mode(out);
     }
@@ -1191,6 +1260,7 @@ impl std::fmt::Display for Event {
                 )
             }
             Event::Ptwrite { payload } => write!(f, "ptwrite: {payload:x}"),
+            Event::Control(control) => write!(f, "{control}"),
             Event::Trig { id } => write!(f, "trig {id:x}"),
             Event::Cbr { ratio } => write!(f, "cbr: {ratio:x}"),
             Event::Mnt { payload } => write!(f, "mnt: {payload:x}"),

@@ -10,6 +10,7 @@
 pub mod calls;
 pub mod caps;
 pub mod capture;
+pub mod control;
 pub mod dump;
 pub mod encode;
 pub mod flow;

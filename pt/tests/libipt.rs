@@ -183,54 +183,6 @@ const FLOW_DIFFERENCES: &[(&str, &str)] = &[
         "the error names the offset of the packet the walk was at, libipt the one after it",
     ),
     (
-        "ptet-evd_cr2-cfe_iret",
-        "CFE/EVD events (event tracing) are skipped, not decoded into events yet",
-    ),
-    (
-        "ptet-evd_cr2-evd_vmxq",
-        "CFE/EVD events (event tracing) are skipped, not decoded into events yet",
-    ),
-    (
-        "ptet-evd_vmxr-cfe_rsm",
-        "CFE/EVD events (event tracing) are skipped, not decoded into events yet",
-    ),
-    (
-        "ptet-init-sipi",
-        "CFE/EVD events (event tracing) are skipped, not decoded into events yet",
-    ),
-    (
-        "ptet-int-int-erets-eretu",
-        "CFE/EVD events (event tracing) are skipped, not decoded into events yet",
-    ),
-    (
-        "ptet-int-iret-cpl_0",
-        "CFE/EVD events (event tracing) are skipped, not decoded into events yet",
-    ),
-    (
-        "ptet-int-iret",
-        "CFE/EVD events (event tracing) are skipped, not decoded into events yet",
-    ),
-    (
-        "ptet-smi-rsm",
-        "CFE/EVD events (event tracing) are skipped, not decoded into events yet",
-    ),
-    (
-        "ptet-uint-uiret",
-        "CFE/EVD events (event tracing) are skipped, not decoded into events yet",
-    ),
-    (
-        "ptet-vmexit-vmentry-nonroot",
-        "CFE/EVD events (event tracing) are skipped, not decoded into events yet",
-    ),
-    (
-        "ptet-vmexit-vmentry-root",
-        "CFE/EVD events (event tracing) are skipped, not decoded into events yet",
-    ),
-    (
-        "ptet-vmexit-vmentry",
-        "CFE/EVD events (event tracing) are skipped, not decoded into events yet",
-    ),
-    (
         "skd010-mode_tsx-fup@cpu_6/78",
         "erratum SKD010 with a MODE.TSX after the OVF not handled",
     ),
