@@ -182,6 +182,10 @@ const PATIENCE: u32 = 1 << 20;
 /// Return addresses kept for compressed returns (the CPU keeps 64).
 const STACK: usize = 64;
 
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "the walk's state: tracing on, in a transaction, and two facts for errata and errors"
+)]
 pub struct Flow<'a> {
     packets: Packets<'a>,
     errata: Errata,
@@ -216,6 +220,8 @@ pub struct Flow<'a> {
     at_fup: Option<(Control, Place)>,
     /// An event the next instruction caused, shown after it.
     after_insn: Option<Control>,
+    /// The last instruction took its way from the trace (erratum BDM64).
+    traced_branch: bool,
     /// The walk has reached an instruction since the last sync (libipt
     /// names no IP in errors before that).
     walked: bool,
@@ -249,6 +255,7 @@ impl<'a> Flow<'a> {
             at_fup: None,
             after_insn: None,
             walked: false,
+            traced_branch: false,
         }
     }
 
@@ -367,7 +374,8 @@ impl<'a> Flow<'a> {
                 time: self.clock.relative(),
             });
             self.since_ip += 1;
-            if self.execute(insn, out)? {
+            self.traced_branch = self.execute(insn, out)?;
+            if self.traced_branch {
                 idle = 0;
             }
         }
@@ -452,16 +460,16 @@ impl<'a> Flow<'a> {
             Packet::Pip { .. } | Packet::Vmcs(_) | Packet::ModeExec { .. } if self.fup_here() => {
                 self.absorb_bound();
             }
+            Packet::ModeTsx { abort: true, .. } if self.errata.bdm64 && self.bdm64_fup() => {
+                // Take the branch to where the abort's FUP says; the abort
+                // fires there.
+                self.ip = self.lookahead_fup().expect("bdm64_fup found it");
+            }
             Packet::ModeTsx { intx, abort } if self.fup_here() => {
                 self.peeked = None;
                 self.take_fup()?;
                 self.in_tx = intx;
-                let event = match (intx, abort) {
-                    (true, _) => Event::TxBegin,
-                    (false, true) => Event::TxAbort,
-                    (false, false) => Event::TxCommit,
-                };
-                out(Step::Event(event));
+                out(Step::Event(tsx_event(intx, abort)));
                 self.async_branch(out)?;
             }
             Packet::Exstop { ip: true } | Packet::Ptw { ip: true, .. } if self.fup_here() => {
@@ -599,8 +607,15 @@ impl<'a> Flow<'a> {
         self.tnt_left = 0;
         self.stack.clear();
         self.in_tx = false;
-        // Tracing resumes where a FUP says, or at the next TIP.PGE.
-        let next = self.peek_transfer()?;
+        // Tracing resumes where a FUP says, or at the next TIP.PGE. A
+        // MODE.TSX before that FUP is the transaction state it resumes in.
+        let mut next = self.peek_transfer()?;
+        let mut tsx = None;
+        if let Some((_, Packet::ModeTsx { intx, abort })) = next {
+            self.peeked = None;
+            tsx = Some((intx, abort));
+            next = self.peek_transfer()?;
+        }
         if self.errata.apl11
             && let Some((
                 offset,
@@ -615,6 +630,18 @@ impl<'a> Flow<'a> {
             return Ok(());
         }
         let resume = match next {
+            Some((
+                offset,
+                Packet::Ip {
+                    kind: IpKind::Fup,
+                    ip,
+                },
+            )) if self.errata.apl12 && self.enable_follows() => {
+                // The erratum's FUP: tracing resumes at the TIP.PGE.
+                self.peeked = None;
+                self.resolve(offset, ip)?;
+                false
+            }
             Some((
                 _,
                 Packet::Ip {
@@ -637,6 +664,10 @@ impl<'a> Flow<'a> {
             self.enabled = true;
             self.since_ip = 0;
             self.flush_mode(out);
+            if let Some((intx, abort)) = tsx {
+                self.in_tx = intx;
+                out(Step::Event(tsx_event(intx, abort)));
+            }
         }
         Ok(())
     }
@@ -921,8 +952,14 @@ impl<'a> Flow<'a> {
         Ok(self.insn(self.ip)?.kind == Kind::VmEntry)
     }
 
+    /// Where an error is, as libipt names it: the packet the walk acts on
+    /// next, or past it when it only waits for a transfer (PIP, VMCS,
+    /// MODE.Exec), which libipt has taken in already.
     fn offset(&self) -> u64 {
-        self.peeked.map_or(self.packets.offset(), |(o, _)| o) as u64
+        match self.peeked {
+            Some((at, packet)) if !is_bound(packet) => at as u64,
+            _ => self.packets.offset() as u64,
+        }
     }
 
     /// The next packet the walk acts on, skipping and remembering those that
@@ -1010,6 +1047,49 @@ impl<'a> Flow<'a> {
 
     /// The IP of the next FUP, read ahead past the peeked packet and any
     /// that wait for it, without consuming anything.
+    /// BDM64: whether the abort's FUP, after a traced branch, names an
+    /// address the walk cannot reach from here without branching (so the
+    /// erratum hit and the branch went there instead).
+    fn bdm64_fup(&mut self) -> bool {
+        let Some(target) = self.lookahead_fup() else {
+            return false;
+        };
+        if !self.traced_branch || target == self.ip {
+            return false;
+        }
+        let mut ip = self.ip;
+        for _ in 0..0x100 {
+            match self.insn(ip) {
+                Ok(Insn {
+                    kind: Kind::Next,
+                    len,
+                }) => ip += u64::from(len),
+                _ => return true,
+            }
+            if ip == target {
+                return false;
+            }
+        }
+        false
+    }
+
+    /// Whether a TIP.PGE comes after the peeked packet, with only packets
+    /// that bind to it (and timing) between.
+    fn enable_follows(&self) -> bool {
+        let mut ahead = self.packets.clone();
+        while let Some(Ok((_, packet))) = ahead.next_packet() {
+            match packet {
+                Packet::Ip {
+                    kind: IpKind::TipPge,
+                    ..
+                } => return true,
+                _ if is_time(packet) || is_bound(packet) => {}
+                _ => return false,
+            }
+        }
+        false
+    }
+
     fn lookahead_fup(&self) -> Option<u64> {
         if let Some((
             _,
@@ -1110,6 +1190,15 @@ fn is_bound(packet: Packet) -> bool {
         packet,
         Packet::Pip { .. } | Packet::Vmcs(_) | Packet::ModeExec { .. }
     )
+}
+
+/// The event of a MODE.TSX: a transaction began, committed or aborted.
+fn tsx_event(intx: bool, abort: bool) -> Event {
+    match (intx, abort) {
+        (true, _) => Event::TxBegin,
+        (false, true) => Event::TxAbort,
+        (false, false) => Event::TxCommit,
+    }
 }
 
 /// Packets that are an event by themselves.

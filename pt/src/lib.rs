@@ -129,6 +129,12 @@ pub struct Errata {
     /// SKL168: CYC packets just before a PSB may be dropped, so the first
     /// MTC after it may not calibrate time.
     pub skl168: bool,
+    /// BDM64: the FUP of a TSX abort right after a traced branch may name
+    /// where that branch went rather than where the abort hit.
+    pub bdm64: bool,
+    /// APL12: after an OVF, a FUP followed by a TIP.PGE (with VMCS, PIP or
+    /// MODE.Exec between) means nothing; tracing resumes at the TIP.PGE.
+    pub apl12: bool,
 }
 
 impl Errata {
@@ -174,6 +180,8 @@ impl Errata {
             bdm70: is(BROADWELL) || is(SKYLAKE_ON),
             skd010: is(SKYLAKE_CLIENT),
             skl168: is(SKYLAKE_CLIENT),
+            apl12: is(&[(6, 92), (6, 95)]),
+            bdm64: is(BROADWELL),
             skd022: is(SKYLAKE_ON),
         }
     }

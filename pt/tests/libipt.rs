@@ -137,76 +137,7 @@ fn describe(dir: &str, got: &[String], want: &[String], known: bool) -> String {
 }
 
 /// Flows weft does not agree with yet, with the reason (docs/pt.md).
-const FLOW_DIFFERENCES: &[(&str, &str)] = &[
-    (
-        "apl12-tip_pge@cpu_6/92",
-        "erratum APL12 (VMCS and PIP after a TIP.PGE) not handled",
-    ),
-    (
-        "apl12-tip_pge@cpu_6/95",
-        "erratum APL12 (VMCS and PIP after a TIP.PGE) not handled",
-    ),
-    (
-        "bdm64-tnt-cond-xabort@cpu_6/61",
-        "erratum BDM64 (TSX abort FUP with a wrong IP) not handled",
-    ),
-    (
-        "bdm64-tnt-cond-xabort@cpu_6/71",
-        "erratum BDM64 (TSX abort FUP with a wrong IP) not handled",
-    ),
-    (
-        "bdm64-tnt-cond-xabort@cpu_6/79",
-        "erratum BDM64 (TSX abort FUP with a wrong IP) not handled",
-    ),
-    (
-        "bdm64-tnt-cond-xabort@cpu_6/86",
-        "erratum BDM64 (TSX abort FUP with a wrong IP) not handled",
-    ),
-    (
-        "bdm64-tnt-ind_call-xabort@cpu_6/61",
-        "erratum BDM64 (TSX abort FUP with a wrong IP) not handled",
-    ),
-    (
-        "bdm64-tnt-ind_call-xabort@cpu_6/71",
-        "erratum BDM64 (TSX abort FUP with a wrong IP) not handled",
-    ),
-    (
-        "bdm64-tnt-ind_call-xabort@cpu_6/79",
-        "erratum BDM64 (TSX abort FUP with a wrong IP) not handled",
-    ),
-    (
-        "bdm64-tnt-ind_call-xabort@cpu_6/86",
-        "erratum BDM64 (TSX abort FUP with a wrong IP) not handled",
-    ),
-    (
-        "pip-pip_mov_cr3-fail",
-        "the error names the offset of the packet the walk was at, libipt the one after it",
-    ),
-    (
-        "skd010-mode_tsx-fup@cpu_6/78",
-        "erratum SKD010 with a MODE.TSX after the OVF not handled",
-    ),
-    (
-        "skd010-mode_tsx-fup@cpu_6/94",
-        "erratum SKD010 with a MODE.TSX after the OVF not handled",
-    ),
-    (
-        "skd010-mode_tsx-fup@cpu_6/142",
-        "erratum SKD010 with a MODE.TSX after the OVF not handled",
-    ),
-    (
-        "skd010-mode_tsx-fup@cpu_6/158",
-        "erratum SKD010 with a MODE.TSX after the OVF not handled",
-    ),
-    (
-        "skd010-mode_tsx-fup@cpu_6/165",
-        "erratum SKD010 with a MODE.TSX after the OVF not handled",
-    ),
-    (
-        "skd010-mode_tsx-fup@cpu_6/166",
-        "erratum SKD010 with a MODE.TSX after the OVF not handled",
-    ),
-];
+const FLOW_DIFFERENCES: &[(&str, &str)] = &[];
 
 #[test]
 fn instruction_flows_match_ptxed() {
@@ -224,5 +155,5 @@ fn instruction_flows_match_ptxed() {
         Flow::new(&trace, &image, case.errata()).run(&mut |step| lines.push(step.to_string()));
         report.compare(case.dir(), &lines.join("\n"), &expected, FLOW_DIFFERENCES);
     }
-    report.finish("flows", 230);
+    report.finish("flows", 233);
 }
