@@ -68,6 +68,8 @@ struct Test {
     /// records the rest of the condition selected in the last window.
     thresholds: Vec<Live>,
     columns: Vec<Column>,
+    /// The source's `pid` column: whose record matched, for the hook.
+    pid: Option<usize>,
 }
 
 /// A live percentile: per-second histograms over a sliding window.
@@ -185,7 +187,10 @@ impl Triggers {
                 continue;
             };
             if test.source == source && test.matches(now, time, payload) {
-                self.fire(store, id, now, time)?;
+                let pid = test
+                    .pid
+                    .and_then(|column| test.columns[column].value(time, payload));
+                self.fire(store, id, now, time, pid)?;
             }
         }
         Ok(())
@@ -198,10 +203,19 @@ impl Triggers {
         if let Some(note) = note.filter(|n| !n.is_empty()) {
             self.notes.push((now, note));
         }
-        self.fire(store, 0, now, now)
+        self.fire(store, 0, now, now, None)
     }
 
-    fn fire(&mut self, store: &mut Store, id: usize, now: u64, time: u64) -> Result<()> {
+    /// Keep the window around `now` for trigger `id`, whose matching
+    /// record (of process `pid`, where its source says) has time `time`.
+    fn fire(
+        &mut self,
+        store: &mut Store,
+        id: usize,
+        now: u64,
+        time: u64,
+        pid: Option<i64>,
+    ) -> Result<()> {
         let Policy {
             before,
             after,
@@ -254,11 +268,14 @@ impl Triggers {
             run_hook(
                 command,
                 dir,
-                id,
-                &self.rules[id].text,
-                time,
-                window,
-                note.unwrap_or_default(),
+                &Firing {
+                    id,
+                    condition: &self.rules[id].text,
+                    time,
+                    window,
+                    pid,
+                    note: note.unwrap_or_default(),
+                },
             );
         }
         Ok(())
@@ -302,27 +319,35 @@ impl Triggers {
     }
 }
 
+/// One firing, as the hook sees it.
+struct Firing<'a> {
+    id: usize,
+    condition: &'a str,
+    time: u64,
+    window: (u64, u64),
+    /// The process whose record matched (`WEFT_TRIGGER_PID`, empty where
+    /// the source names none or the trigger is manual).
+    pid: Option<i64>,
+    note: &'a str,
+}
+
 /// Runs `command` with `sh -c`, the firing described in its environment;
 /// it runs on its own (a thread reaps it), so a slow hook never holds up
 /// recording.
-fn run_hook(
-    command: &str,
-    dir: &std::path::Path,
-    id: usize,
-    condition: &str,
-    time: u64,
-    window: (u64, u64),
-    note: &str,
-) {
+fn run_hook(command: &str, dir: &std::path::Path, firing: &Firing) {
     let spawned = std::process::Command::new("sh")
         .args(["-c", command])
         .env("WEFT_CAPTURE", dir)
-        .env("WEFT_TRIGGER_ID", id.to_string())
-        .env("WEFT_TRIGGER_CONDITION", condition)
-        .env("WEFT_TRIGGER_TIME_NS", time.to_string())
-        .env("WEFT_TRIGGER_START_NS", window.0.to_string())
-        .env("WEFT_TRIGGER_END_NS", window.1.to_string())
-        .env("WEFT_TRIGGER_NOTE", note)
+        .env("WEFT_TRIGGER_ID", firing.id.to_string())
+        .env("WEFT_TRIGGER_CONDITION", firing.condition)
+        .env("WEFT_TRIGGER_TIME_NS", firing.time.to_string())
+        .env("WEFT_TRIGGER_START_NS", firing.window.0.to_string())
+        .env("WEFT_TRIGGER_END_NS", firing.window.1.to_string())
+        .env(
+            "WEFT_TRIGGER_PID",
+            firing.pid.map(|p| p.to_string()).unwrap_or_default(),
+        )
+        .env("WEFT_TRIGGER_NOTE", firing.note)
         .stdin(std::process::Stdio::null())
         .spawn();
     match spawned {
@@ -482,6 +507,7 @@ fn bind(catalog: &weft_query::Catalog, text: &str) -> Result<Option<Test>> {
         source: source.id,
         pred: Pred::And(fixed),
         thresholds,
+        pid: source.columns.iter().position(|c| c.name == "pid"),
         columns: source.columns.clone(),
     }))
 }

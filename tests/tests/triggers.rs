@@ -142,7 +142,7 @@ fn a_trigger_on_every_call_fires_at_most_its_limit() {
             r#"syscalls where name = "getppid""#,
             "--on-trigger",
             &format!(
-                r#"echo "$WEFT_TRIGGER_ID $WEFT_TRIGGER_NOTE" >> {}"#,
+                r#"echo "$WEFT_TRIGGER_ID pid=$WEFT_TRIGGER_PID $WEFT_TRIGGER_NOTE" >> {}"#,
                 hooked.display()
             ),
         ],
@@ -194,5 +194,17 @@ fn a_trigger_on_every_call_fires_at_most_its_limit() {
         .map(|l| l.trim_end().to_owned())
         .collect();
     lines.sort();
-    assert_eq!(lines, ["0", "0 slow checkout", "1", "1", "1"]);
+    // The process whose record matched, for e.g. `weft pt record --pid`;
+    // none for the manual trigger.
+    let matched = format!("1 pid={pid}");
+    assert_eq!(
+        lines,
+        [
+            "0 pid=",
+            "0 pid= slow checkout",
+            &matched,
+            &matched,
+            &matched
+        ]
+    );
 }
