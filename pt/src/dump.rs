@@ -146,11 +146,6 @@ impl Timing {
 }
 
 /// `name payload detail` of one packet, in ptdump's columns.
-pub fn format_packet(packet: &Packet, out: &mut String) {
-    let (name, payload, detail) = fields(packet);
-    columns(name, &payload, &detail, out);
-}
-
 fn columns(name: &str, payload: &str, detail: &str, out: &mut String) {
     if payload.is_empty() {
         out.push_str(name);

@@ -140,13 +140,9 @@ impl Clock {
 
     /// Forget everything, as after a decoding error.
     pub fn reset(&mut self) {
-        *self = Clock::new(
-            self.clocks,
-            Errata {
-                skl168: self.skl168,
-                ..Errata::default()
-            },
-        );
+        self.time = Time::default();
+        self.cal = Calibration::default();
+        self.in_header = false;
     }
 
     /// The time in TSC ticks, once a TSC has been seen.
