@@ -2,14 +2,17 @@
 //! needs before loading: privileges and tracefs.
 
 use std::{
+    ffi::CStr,
     fs,
-    os::fd::{AsFd as _, AsRawFd as _, RawFd},
+    os::fd::{AsFd as _, AsRawFd, FromRawFd as _, OwnedFd, RawFd},
     path::{Path, PathBuf},
+    sync::atomic::{AtomicU32, Ordering},
+    thread::JoinHandle,
 };
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
-    Ebpf,
+    Ebpf, EbpfLoader,
     maps::{HashMap, Map, MapData, RingBuf},
 };
 use weft_probes::tracefs::{Field, find_field};
@@ -71,12 +74,18 @@ pub fn tracefs() -> Result<&'static Path> {
     if legacy.join("events").is_dir() {
         return Ok(legacy);
     }
-    let c = |s: &str| std::ffi::CString::new(s).expect("no NUL in literal");
-    let (source, target, fstype) = (c("nodev"), c("/sys/kernel/tracing"), c("tracefs"));
+    mount(c"tracefs", c"/sys/kernel/tracing").map_err(|e| {
+        anyhow!("tracefs is not mounted and mounting it on /sys/kernel/tracing failed: {e}")
+    })?;
+    Ok(path)
+}
+
+/// Mounts a kernel file system of type `fstype` on `target`.
+fn mount(fstype: &CStr, target: &CStr) -> std::io::Result<()> {
     // SAFETY: all pointers are valid NUL-terminated strings; data may be NULL.
     let rc = unsafe {
         libc::mount(
-            source.as_ptr(),
+            c"nodev".as_ptr(),
             target.as_ptr(),
             fstype.as_ptr(),
             0,
@@ -84,12 +93,9 @@ pub fn tracefs() -> Result<&'static Path> {
         )
     };
     if rc != 0 {
-        bail!(
-            "tracefs is not mounted and mounting it on /sys/kernel/tracing failed: {}",
-            std::io::Error::last_os_error()
-        );
+        return Err(std::io::Error::last_os_error());
     }
-    Ok(path)
+    Ok(())
 }
 
 /// Where the tracefs format file of tracepoint `category:event` is; it
@@ -120,6 +126,75 @@ pub fn tracepoint_field(tracefs: &Path, category: &str, event: &str, name: &str)
         .ok_or_else(|| anyhow!("tracepoint {category}:{event}: no field `{name}`"))
 }
 
+/// Makes an [`EbpfLoader`] that has not read the kernel's BTF, on a
+/// thread of its own, for objects that need no CO-RE relocations.
+///
+/// aya 0.14's `EbpfLoader::new` reads and parses /sys/kernel/btf/vmlinux
+/// (about 20 ms, the larger part of `weft trace`'s start-up) even when the
+/// caller then sets `.btf(None)`. aya 0.16 reads it only when needed, but
+/// needs a newer Rust than Debian's. Until then the loader is made on a
+/// thread whose file opens fail: a seccomp filter binds only the thread
+/// that installs it and ends with it. aya then finds no BTF, as after
+/// `.btf(None)`.
+pub fn spawn_loader_without_btf() -> std::thread::JoinHandle<EbpfLoader<'static>> {
+    std::thread::spawn(|| {
+        if deny_opens_on_this_thread().is_ok() {
+            return EbpfLoader::new();
+        }
+        let mut loader = EbpfLoader::new();
+        loader.btf(None);
+        loader
+    })
+}
+
+/// Installs a seccomp filter that fails every `openat` of the calling
+/// thread with ENOENT (and allows every other system call).
+fn deny_opens_on_this_thread() -> std::io::Result<()> {
+    // The filter's system call numbers hold for this architecture only.
+    #[cfg(target_arch = "x86_64")]
+    const AUDIT_ARCH: Option<u32> = Some(0xc000_003e);
+    #[cfg(target_arch = "aarch64")]
+    const AUDIT_ARCH: Option<u32> = Some(0xc000_00b7);
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    const AUDIT_ARCH: Option<u32> = None;
+    const ARCH_OFFSET: u32 = 4; // seccomp_data.arch
+    const NR_OFFSET: u32 = 0; // seccomp_data.nr
+    let arch = AUDIT_ARCH.ok_or(std::io::ErrorKind::Unsupported)?;
+    let load = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    let jeq = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    let ret = (libc::BPF_RET | libc::BPF_K) as u16;
+    let insn = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let filter = [
+        insn(load, 0, 0, ARCH_OFFSET),
+        insn(jeq, 0, 3, arch),
+        insn(load, 0, 0, NR_OFFSET),
+        insn(jeq, 0, 1, libc::SYS_openat as u32),
+        insn(ret, 0, 0, libc::SECCOMP_RET_ERRNO | libc::ENOENT as u32),
+        insn(ret, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ];
+    let program = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr().cast_mut(),
+    };
+    // SAFETY: prctl with integer arguments and a valid filter program;
+    // no_new_privs and the filter apply to this thread only (no TSYNC).
+    let rc = unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            -1
+        } else {
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &raw const program,
+            )
+        }
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The number of possible CPUs: one ring each.
 pub fn cpus() -> Result<u32> {
     let cpus = aya::util::nr_cpus().map_err(|(path, e)| anyhow!("failed to read {path}: {e}"))?;
@@ -137,68 +212,223 @@ pub fn fill_pids(ebpf: &mut Ebpf, map: &str, pids: &[u32]) -> Result<()> {
     Ok(())
 }
 
-/// Creates one ring of `bytes` per CPU and plugs each into the ring array `map`.
-pub fn create_rings(
-    ebpf: &mut Ebpf,
-    map: &str,
-    cpus: u32,
-    bytes: u32,
-) -> Result<Vec<RingBuf<MapData>>> {
-    install_rings(ebpf, map, new_rings(cpus, bytes)?)
+/// Creates one ring of `bytes` per CPU. The kernel allocates and clears
+/// every page now, so the rings are made in parallel threads.
+fn new_rings(cpus: u32, bytes: u32) -> Result<Vec<MapData>> {
+    let create = move |cpu: u32| {
+        let params = aya_obj::Map::new_from_params(
+            aya_obj::generated::bpf_map_type::BPF_MAP_TYPE_RINGBUF as u32,
+            0,
+            0,
+            bytes,
+            0,
+        );
+        MapData::create(params, "weft_ring", None)
+            .with_context(|| format!("failed to create a {bytes}-byte ring buffer for CPU {cpu}"))
+    };
+    std::thread::scope(|scope| {
+        let made: Vec<_> = (0..cpus)
+            .map(|cpu| scope.spawn(move || create(cpu)))
+            .collect();
+        made.into_iter()
+            .map(|ring| ring.join().expect("a ring thread does not panic"))
+            .collect()
+    })
 }
 
-/// Creates one ring of `bytes` per CPU (the kernel allocates and clears
-/// every page now, so this can run while the object loads).
-pub fn new_rings(cpus: u32, bytes: u32) -> Result<Vec<MapData>> {
-    (0..cpus)
-        .map(|cpu| {
-            let params = aya_obj::Map::new_from_params(
-                aya_obj::generated::bpf_map_type::BPF_MAP_TYPE_RINGBUF as u32,
-                0,
-                0,
-                bytes,
-                0,
-            );
-            MapData::create(params, "weft_ring", None).with_context(|| {
-                format!("failed to create a {bytes}-byte ring buffer for CPU {cpu}")
-            })
-        })
-        .collect()
-}
-
-/// Plugs `rings` (one per CPU, in order) into the ring array `map`.
-///
-/// Each update of a map-of-maps waits for an RCU grace period in the
-/// kernel (milliseconds each), so the updates run in parallel threads and
-/// share grace periods instead of paying one per CPU in turn.
-pub fn install_rings(
-    ebpf: &mut Ebpf,
-    map: &str,
-    rings: Vec<MapData>,
-) -> Result<Vec<RingBuf<MapData>>> {
+/// The fd of the ring array `map` of `ebpf`.
+fn ring_array_fd(ebpf: &Ebpf, map: &str) -> Result<RawFd> {
     let outer = ebpf.map(map).context("the probe has no ring array")?;
     let Map::ArrayOfMaps(outer) = outer else {
         bail!("{map} is not an array of maps");
     };
-    let outer_fd = outer.fd().as_fd().as_raw_fd();
+    Ok(outer.fd().as_fd().as_raw_fd())
+}
+
+/// Puts the maps `rings` into slots 0, 1, ... of the map-of-maps `outer`.
+///
+/// Each update of a map-of-maps waits for an RCU grace period in the
+/// kernel (milliseconds each), so the updates run in parallel threads and
+/// share grace periods instead of paying one per CPU in turn.
+fn fill_ring_array(outer: RawFd, rings: &[MapData]) -> Result<()> {
     std::thread::scope(|scope| {
         let updates: Vec<_> = rings
             .iter()
             .zip(0u32..)
             .map(|(ring, cpu)| {
-                let inner_fd = ring.fd().as_fd().as_raw_fd();
-                scope.spawn(move || update_fd_slot(outer_fd, cpu, inner_fd))
+                let ring = ring.fd().as_fd().as_raw_fd();
+                scope.spawn(move || update_fd_slot(outer, cpu, ring))
             })
             .collect();
         updates
             .into_iter()
             .try_for_each(|u| u.join().expect("an update thread does not panic"))
     })
-    .context("failed to install a ring buffer")?;
+    .context("failed to install a ring buffer")
+}
+
+/// Where bpffs is mounted (weft mounts it when absent), for pins that live
+/// only while weft loads.
+const BPFFS: &str = "/sys/fs/bpf";
+/// Names of [`RingArray`] pins: this prefix, the pid, `-` and a number.
+const RING_PIN_PREFIX: &str = "weft-rings-";
+
+/// Per-CPU rings in a ring array made before the object loads.
+///
+/// Filling a map-of-maps waits for RCU grace periods (10 to 25 ms), which
+/// would add to the start-up time after the load. So the array is made
+/// and pinned in bpffs first, the loader takes the pinned array as the
+/// object's (`EbpfLoader::map_pin_path`), and the array is filled while
+/// the object loads. Without bpffs the rings are plugged in after the
+/// load.
+pub struct RingArray {
+    rings: Rings,
+    /// The array's pin, while it exists.
+    pin: Option<PathBuf>,
+}
+
+enum Rings {
+    /// Being put into the pinned array, then mapped, by a thread.
+    Filling(JoinHandle<Result<Vec<RingBuf<MapData>>>>),
+    /// Not in any array yet: no bpffs.
+    Loose(Vec<MapData>),
+}
+
+impl RingArray {
+    /// Creates `cpus` rings of `bytes` and, where bpffs is mounted, the
+    /// array holding them.
+    pub fn create(cpus: u32, bytes: u32) -> Result<Self> {
+        // Unique among the arrays of this process, which may load several
+        // objects at once.
+        static ARRAYS: AtomicU32 = AtomicU32::new(0);
+        let rings = new_rings(cpus, bytes)?;
+        remove_stale_ring_pins();
+        let pin = Path::new(BPFFS).join(format!(
+            "{RING_PIN_PREFIX}{}-{}",
+            std::process::id(),
+            ARRAYS.fetch_add(1, Ordering::Relaxed)
+        ));
+        let outer = bpffs()
+            .then(|| pinned_ring_array(&rings, &pin).ok())
+            .flatten();
+        Ok(match outer {
+            Some(outer) => Self {
+                rings: Rings::Filling(std::thread::spawn(move || {
+                    fill_ring_array(outer.fd().as_fd().as_raw_fd(), &rings)?;
+                    ring_bufs(rings)
+                })),
+                pin: Some(pin),
+            },
+            None => Self {
+                rings: Rings::Loose(rings),
+                pin: None,
+            },
+        })
+    }
+
+    /// Has `loader` take the array as map `name` of the object.
+    pub fn use_in<'a>(&self, loader: &mut EbpfLoader<'a>, name: &'a str) {
+        if let Some(pin) = &self.pin {
+            loader.map_pin_path(name, pin.clone());
+        }
+    }
+
+    /// The rings, in the array, once `ebpf` is loaded after
+    /// [`use_in`](Self::use_in).
+    pub fn finish(mut self, ebpf: &Ebpf, name: &str) -> Result<Vec<RingBuf<MapData>>> {
+        match std::mem::replace(&mut self.rings, Rings::Loose(Vec::new())) {
+            Rings::Filling(filling) => filling.join().expect("the fill thread does not panic"),
+            Rings::Loose(rings) => {
+                fill_ring_array(ring_array_fd(ebpf, name)?, &rings)?;
+                ring_bufs(rings)
+            }
+        }
+    }
+}
+
+impl Drop for RingArray {
+    /// Unpins the array: the loaded object holds it by then, or nothing
+    /// should.
+    fn drop(&mut self) {
+        if let Some(pin) = self.pin.take() {
+            let _ = fs::remove_file(pin);
+        }
+    }
+}
+
+/// Maps each ring into weft's memory.
+fn ring_bufs(rings: Vec<MapData>) -> Result<Vec<RingBuf<MapData>>> {
     rings
         .into_iter()
         .map(|ring| Ok(RingBuf::try_from(Map::RingBuf(ring))?))
         .collect()
+}
+
+/// Makes an empty ring array for `rings` and pins it at `path`.
+fn pinned_ring_array(rings: &[MapData], path: &Path) -> Result<MapData> {
+    /// The leading part of `union bpf_attr` for `BPF_MAP_CREATE`.
+    #[repr(C)]
+    struct MapCreate {
+        map_type: u32,
+        key_size: u32,
+        value_size: u32,
+        max_entries: u32,
+        map_flags: u32,
+        inner_map_fd: u32,
+        numa_node: u32,
+        map_name: [u8; 16],
+    }
+    const BPF_MAP_CREATE: libc::c_long = 0;
+    let template = rings.first().context("no rings")?;
+    let attr = MapCreate {
+        map_type: aya_obj::generated::bpf_map_type::BPF_MAP_TYPE_ARRAY_OF_MAPS as u32,
+        key_size: 4,
+        value_size: 4,
+        max_entries: u32::try_from(rings.len())?,
+        map_flags: 0,
+        inner_map_fd: template.fd().as_fd().as_raw_fd().cast_unsigned(),
+        numa_node: 0,
+        map_name: *b"weft_rings\0\0\0\0\0\0",
+    };
+    let fd = bpf(BPF_MAP_CREATE, &attr).context("failed to create a ring array")?;
+    // SAFETY: the syscall returned a new file descriptor that nothing else owns.
+    let outer = MapData::from_fd(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })?;
+    outer.pin(path)?;
+    Ok(outer)
+}
+
+/// Removes ring array pins of weft processes that are gone (killed while
+/// loading), each holding its rings' memory.
+fn remove_stale_ring_pins() {
+    let Ok(entries) = fs::read_dir(BPFFS) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some((pid, _)) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(RING_PIN_PREFIX))
+            .and_then(|n| n.split_once('-'))
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid).exists() {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether bpffs is mounted on [`BPFFS`], mounting it when absent.
+fn bpffs() -> bool {
+    const BPF_FS_MAGIC: libc::c_long = 0xcafe_4a11;
+    let is_bpffs = || {
+        // SAFETY: an all-zero statfs is valid.
+        let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: the path is NUL-terminated; statfs only writes `fs`.
+        let rc = unsafe { libc::statfs(c"/sys/fs/bpf".as_ptr(), &raw mut fs) };
+        rc == 0 && fs.f_type == BPF_FS_MAGIC
+    };
+    is_bpffs() || (mount(c"bpf", c"/sys/fs/bpf").is_ok() && is_bpffs())
 }
 
 /// `bpf(BPF_MAP_UPDATE_ELEM)` of slot `key` of map-of-maps `map_fd` to the

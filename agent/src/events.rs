@@ -20,7 +20,7 @@ use weft_probes::tracefs::find_field;
 
 use crate::{
     delivery::Delivery,
-    ebpf,
+    ebpf::{self, RingArray},
     sources::{Hook, Spec},
     tc,
 };
@@ -94,6 +94,8 @@ impl EventProbe {
                 hooks.push((spec.name, hook));
             }
         }
+        // Made while the loader reads the kernel's BTF and the object loads.
+        let rings = std::thread::spawn(move || RingArray::create(cpus, ring_bytes));
         let mut loader = EbpfLoader::new();
         loader
             .allow_unsupported_maps()
@@ -105,12 +107,14 @@ impl EventProbe {
         }
         let net_flags = filter.net.flags();
         loader.override_global(weft_probes::net::FLAGS_GLOBAL, &net_flags, true);
+        let rings = rings.join().expect("the ring thread does not panic")?;
+        rings.use_in(&mut loader, RINGS_MAP);
         let mut ebpf = loader
             .load(ebpf::object()?)
             .context("failed to load the event sources")?;
         ebpf::fill_pids(&mut ebpf, PIDS_MAP, &filter.pids)?;
         tc::fill_filters(&mut ebpf, &filter.net)?;
-        let rings = ebpf::create_rings(&mut ebpf, RINGS_MAP, cpus, ring_bytes)?;
+        let rings = rings.finish(&ebpf, RINGS_MAP)?;
         let mut probe = Self {
             ebpf,
             rings,

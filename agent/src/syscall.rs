@@ -15,7 +15,10 @@ use weft_probes::syscall::{
     RINGS_MAP, SyscallConfig, SyscallEvent,
 };
 
-use crate::{delivery::Delivery, ebpf};
+use crate::{
+    delivery::Delivery,
+    ebpf::{self, RingArray},
+};
 
 /// Which threads and syscalls to trace; applied in the kernel.
 #[derive(Debug, Default, Clone)]
@@ -125,6 +128,9 @@ impl SyscallProbe {
         let config = kernel_config(&options.filter);
         let cpus = ebpf::cpus()?;
         let tracefs = ebpf::tracefs()?;
+        // Made while the loader reads the kernel's BTF and the object loads.
+        let ring_bytes = options.ring_bytes;
+        let rings = std::thread::spawn(move || RingArray::create(cpus, ring_bytes));
         let mut loader = EbpfLoader::new();
         loader
             // aya has no user-space type for task storage; the kernel side
@@ -150,13 +156,15 @@ impl SyscallProbe {
                 .override_global("SYSCALL_TP_NR_OFFSET", &nr_offset, true)
                 .override_global("SYSCALL_TP_RET_OFFSET", &ret_offset, true);
         }
+        let rings = rings.join().expect("the ring thread does not panic")?;
+        rings.use_in(&mut loader, RINGS_MAP);
         let mut ebpf = loader
             .load(ebpf::object()?)
             .context("failed to load the syscall probe")?;
         let logger =
             aya_log::EbpfLogger::init(&mut ebpf).context("failed to read the probe's log")?;
         ebpf::fill_pids(&mut ebpf, PIDS_MAP, &options.filter.pids)?;
-        let rings = ebpf::create_rings(&mut ebpf, RINGS_MAP, cpus, options.ring_bytes)?;
+        let rings = rings.finish(&ebpf, RINGS_MAP)?;
         let programs = match options.attach {
             AttachPoints::Raw => attach_raw(&mut ebpf)?,
             AttachPoints::PerSyscall => attach_per_syscall(&mut ebpf, &options.filter.syscalls)?,

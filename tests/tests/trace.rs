@@ -619,3 +619,44 @@ fn kstack_keys_print_as_bpftrace_does() {
     assert!(total >= 10, "ten sleeps, {total} switches:\n{stdout}");
     assert!(scheduler, "no scheduler frame:\n{stdout}");
 }
+
+/// weft pins each ring array in bpffs only while its object loads: none is
+/// left after a run, and one left by a weft killed meanwhile (a dead pid)
+/// is removed by the next run, with the rings it holds.
+#[test]
+fn ring_array_pins_do_not_outlive_the_load() {
+    if !needs("ring_array_pins_do_not_outlive_the_load", &TRACE) {
+        return;
+    }
+    let bpffs = std::path::Path::new("/sys/fs/bpf");
+    let pins = || -> Vec<String> {
+        std::fs::read_dir(bpffs)
+            .expect("weft mounts bpffs")
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|name| name.starts_with("weft-rings-"))
+            .collect()
+    };
+    weft_trace(
+        "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @ = count(); }",
+        &["getppid:3"],
+        &[],
+    );
+    assert_eq!(pins(), Vec::<String>::new());
+    // A pid that has exited: a reaped child's.
+    let dead = Command::new("true").spawn().expect("run true");
+    let dead_pid = dead.id();
+    dead.wait_with_output().expect("reap true");
+    let stale = bpffs.join(format!("weft-rings-{dead_pid}-0"));
+    aya::maps::Array::<_, u32>::create(1, 0)
+        .expect("create a map")
+        .pin(&stale)
+        .expect("pin it as a killed weft would have left it");
+    let stdout = weft_trace(
+        "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @ = count(); }",
+        &["getppid:3"],
+        &[],
+    );
+    assert!(stdout.lines().any(|l| l == "@: 3"), "{stdout}");
+    assert_eq!(pins(), Vec::<String>::new(), "{} is left", stale.display());
+}

@@ -26,7 +26,11 @@ use crate::{
     ebpf,
 };
 
-use self::{kernel::Kernel, probe::TraceProbe, store::TraceStore};
+use self::{
+    kernel::Kernel,
+    probe::{Preload, TraceProbe},
+    store::TraceStore,
+};
 
 /// How often the rings are drained.
 const DRAIN: Duration = Duration::from_millis(10);
@@ -37,6 +41,12 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         .as_deref()
         .or(args.expression.as_deref())
         .context("no program given")?;
+    let ring_bytes =
+        u32::try_from(args.ring_size.next_power_of_two()).context("--ring-size is too large")?;
+    // Started before the program is read, to run while it is checked.
+    let preload = (!args.explain && ebpf::check_privileges().is_ok())
+        .then(|| Preload::start(ring_bytes))
+        .transpose()?;
     let mut plan = resolve(text)?;
     if args.store.is_some() {
         store::copy_all_fields(&mut plan);
@@ -47,14 +57,16 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     ebpf::check_privileges()?;
+    let preload = match preload {
+        Some(preload) => preload,
+        None => Preload::start(ring_bytes)?,
+    };
     let tracefs = ebpf::tracefs()?;
-    let ring_bytes =
-        u32::try_from(args.ring_size.next_power_of_two()).context("--ring-size is too large")?;
     // The command starts stopped, so that its pid can be tested in the
     // kernel and none of its events come before the probes are attached.
     let mut child = args.command.as_deref().map(HeldChild::spawn).transpose()?;
     let cpid = child.as_ref().map_or(0, HeldChild::id);
-    let mut probe = TraceProbe::load(&plan, tracefs, ring_bytes, cpid)?;
+    let mut probe = TraceProbe::load(&plan, tracefs, preload, cpid)?;
     let format = match args.format {
         TraceFormat::Text => Format::Text,
         TraceFormat::Json => Format::Json,
@@ -304,6 +316,8 @@ fn event_loop(
                 (i, period_ns, start + period_ns)
             })
             .collect();
+    // Whether the last wait saw no events.
+    let mut idle = true;
     loop {
         let mut flow = Flow::Continue;
         let mut failure = None;
@@ -342,13 +356,24 @@ fn event_loop(
         }
         // While events keep coming, drain again at once: rings fill in
         // milliseconds at millions of events a second.
-        if drained == 0 {
-            let until_interval = intervals
-                .iter()
-                .map(|(_, _, next)| Duration::from_nanos(next.saturating_sub(now)))
-                .min()
-                .unwrap_or(DRAIN);
-            std::thread::sleep(until_interval.min(DRAIN));
+        if drained > 0 {
+            idle = false;
+            continue;
+        }
+        let timeout = intervals
+            .iter()
+            .map(|(_, _, next)| Duration::from_nanos(next.saturating_sub(now)))
+            .min()
+            .unwrap_or(DRAIN)
+            .min(DRAIN);
+        if idle {
+            // The first event after a quiet spell is shown at once.
+            probe.wait(timeout);
+        } else {
+            // Events came lately: sleep, so that they are taken in batches
+            // rather than with a wake-up each.
+            std::thread::sleep(timeout);
+            idle = true;
         }
     }
 }

@@ -6,6 +6,8 @@ use std::{
     ffi::CString,
     os::fd::{AsFd as _, AsRawFd as _, FromRawFd as _, OwnedFd, RawFd},
     path::Path,
+    thread::JoinHandle,
+    time::Duration,
 };
 
 use anyhow::{Context as _, Result, bail};
@@ -34,7 +36,11 @@ use weft_trace::{
 };
 
 use super::stacks::Stacks;
-use crate::{delivery::Delivery, ebpf, trace::kernel::event_id};
+use crate::{
+    delivery::Delivery,
+    ebpf::{self, RingArray},
+    trace::kernel::event_id,
+};
 
 /// Distinct stacks kept for `kstack`/`ustack`.
 const STACKS: u32 = 16384;
@@ -75,20 +81,42 @@ pub struct TraceProbe {
     malformed: u64,
 }
 
+/// The slow parts of loading that need nothing from the program, started
+/// before it is parsed so that they run meanwhile: the kernel clears every
+/// ring page at creation and waits for RCU grace periods as the ring array
+/// is filled, and making a loader takes a thread.
+pub struct Preload {
+    rings: JoinHandle<Result<RingArray>>,
+    loader: JoinHandle<EbpfLoader<'static>>,
+}
+
+impl Preload {
+    pub fn start(ring_bytes: u32) -> Result<Self> {
+        let cpus = ebpf::cpus()?;
+        Ok(Self {
+            rings: std::thread::spawn(move || RingArray::create(cpus, ring_bytes)),
+            loader: ebpf::spawn_loader_without_btf(),
+        })
+    }
+}
+
 impl TraceProbe {
     /// Loads the programs, configures every attach point of `plan` that
     /// runs in the kernel, and attaches them.
     /// `cpid` is the `-c` command's pid, for predicates that compare with it.
-    pub fn load(plan: &Plan, tracefs: &Path, ring_bytes: u32, cpid: u32) -> Result<Self> {
+    pub fn load(plan: &Plan, tracefs: &Path, preload: Preload, cpid: u32) -> Result<Self> {
         let cpus = ebpf::cpus()?;
         let own = std::process::id();
-        // The kernel clears every ring page at creation, and aya parses the
-        // kernel's BTF when the loader is made: both take tens of ms, so
-        // they run side by side.
-        let rings = std::thread::spawn(move || ebpf::new_rings(cpus, ring_bytes));
-        // No kernel BTF relocations: the trace programs need no CO-RE.
-        let loaded = EbpfLoader::new()
-            .btf(None)
+        let mut loader = preload
+            .loader
+            .join()
+            .expect("the loader thread does not panic");
+        let rings = preload
+            .rings
+            .join()
+            .expect("the ring thread does not panic")?;
+        rings.use_in(&mut loader, RINGS_MAP);
+        let mut ebpf = loader
             .override_global(IGNORE_GLOBAL, &own, true)
             .map_max_entries(RINGS_MAP, cpus)
             // The kernel allocates every stack slot up front: size the map
@@ -102,10 +130,15 @@ impl TraceProbe {
                 },
             )
             .load(ebpf::trace_object()?)
-            .context("failed to load the trace programs");
-        let rings = rings.join().expect("the ring thread does not panic")?;
-        let mut ebpf = loaded?;
-        let rings = ebpf::install_rings(&mut ebpf, RINGS_MAP, rings)?;
+            .context("failed to load the trace programs")?;
+        // The kernel verifies each program as it loads (milliseconds),
+        // while the ring array is still being filled.
+        for attach in plan.attaches.iter().filter(|a| a.in_kernel()) {
+            if let Some(name) = shared_program(&attach.target) {
+                program(&mut ebpf, name)?;
+            }
+        }
+        let rings = rings.finish(&ebpf, RINGS_MAP)?;
         let mut probe = Self {
             links: Vec::new(),
             uprobes: Vec::new(),
@@ -161,21 +194,21 @@ impl TraceProbe {
             Target::Tracepoint { category, name } => {
                 let id = event_id(tracefs, category, name)?;
                 let event = Tracepoint::with_id(id.into());
-                let fd = self.program(TRACEPOINT_PROGRAM)?;
+                let fd = program(&mut self.ebpf, TRACEPOINT_PROGRAM)?;
                 self.link(fd, Builder::new(event).one_cpu(0), cookie)
             }
             Target::Kprobe { function, exit } => {
                 let function = CString::new(function.as_str())?;
                 let event = KProbe::for_function(*exit, function, 0)
                     .with_context(|| format!("{name}: the kprobe PMU is missing"))?;
-                let fd = self.program(KPROBE_PROGRAM)?;
+                let fd = program(&mut self.ebpf, KPROBE_PROGRAM)?;
                 self.link(fd, Builder::new(event).one_cpu(0), cookie)
             }
             Target::Uprobe { path, symbol, exit } => {
                 self.attach_uprobe(path, symbol, *exit, cookie)
             }
             Target::Profile { hz } => {
-                let fd = self.program(PERF_PROGRAM)?;
+                let fd = program(&mut self.ebpf, PERF_PROGRAM)?;
                 for cpu in 0..ebpf::cpus()? as usize {
                     let mut builder = Builder::new(Software::CPU_CLOCK);
                     builder.one_cpu(cpu).sample_frequency(*hz);
@@ -236,7 +269,7 @@ impl TraceProbe {
         } else {
             UPROBE_PROGRAM
         };
-        self.program(name)?;
+        program(&mut self.ebpf, name)?;
         let Some(Program::UProbe(program)) = self.ebpf.program_mut(name) else {
             bail!("the trace program {name} is missing");
         };
@@ -247,30 +280,6 @@ impl TraceProbe {
         let id = program.attach(point, path, UProbeScope::AllProcesses)?;
         self.uprobes.push(program.take_link(id)?);
         Ok(())
-    }
-
-    /// The fd of program `name`, loading it on first use.
-    fn program(&mut self, name: &str) -> Result<RawFd> {
-        let program = self
-            .ebpf
-            .program_mut(name)
-            .with_context(|| format!("the trace program {name} is missing"))?;
-        macro_rules! fd_or_load {
-            ($p:expr) => {{
-                if $p.fd().is_err() {
-                    $p.load()
-                        .with_context(|| format!("the kernel rejected {name}"))?;
-                }
-                $p.fd()?.as_fd().as_raw_fd()
-            }};
-        }
-        Ok(match program {
-            Program::TracePoint(p) => fd_or_load!(p),
-            Program::KProbe(p) => fd_or_load!(p),
-            Program::PerfEvent(p) => fd_or_load!(p),
-            Program::UProbe(p) => fd_or_load!(p),
-            _ => bail!("{name} is not a trace program"),
-        })
     }
 
     /// Opens the perf event of `builder` for any process (on the CPU the
@@ -285,6 +294,24 @@ impl TraceProbe {
         event.enable().context("failed to enable the perf event")?;
         self.links.push(link_perf_event(fd, event, cookie)?);
         Ok(())
+    }
+
+    /// Waits up to `timeout` for a record in any ring. The kernel wakes a
+    /// waiter when a record lands in an empty ring.
+    pub fn wait(&self, timeout: Duration) {
+        let mut fds: Vec<libc::pollfd> = self
+            .rings
+            .iter()
+            .map(|ring| libc::pollfd {
+                fd: ring.as_fd().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: `fds` is a valid array of `fds.len()` pollfds. An error
+        // (EINTR at Ctrl-C) only ends the wait early.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
     }
 
     /// Detaches every probe; what is in the rings can still be drained.
@@ -400,6 +427,42 @@ struct LinkCreate {
 }
 const BPF_LINK_CREATE: libc::c_long = 28;
 const BPF_PERF_EVENT: u32 = 41;
+
+/// The fd of program `name` of `ebpf`, loading it on first use.
+fn program(ebpf: &mut Ebpf, name: &str) -> Result<RawFd> {
+    let program = ebpf
+        .program_mut(name)
+        .with_context(|| format!("the trace program {name} is missing"))?;
+    macro_rules! fd_or_load {
+        ($p:expr) => {{
+            if $p.fd().is_err() {
+                $p.load()
+                    .with_context(|| format!("the kernel rejected {name}"))?;
+            }
+            $p.fd()?.as_fd().as_raw_fd()
+        }};
+    }
+    Ok(match program {
+        Program::TracePoint(p) => fd_or_load!(p),
+        Program::KProbe(p) => fd_or_load!(p),
+        Program::PerfEvent(p) => fd_or_load!(p),
+        Program::UProbe(p) => fd_or_load!(p),
+        _ => bail!("{name} is not a trace program"),
+    })
+}
+
+/// The program that attach points of `target`'s kind share, if they do
+/// (copies serve fentry, fexit and raw tracepoints).
+fn shared_program(target: &Target) -> Option<&'static str> {
+    match target {
+        Target::Tracepoint { .. } => Some(TRACEPOINT_PROGRAM),
+        Target::Kprobe { .. } => Some(KPROBE_PROGRAM),
+        Target::Uprobe { exit: false, .. } => Some(UPROBE_PROGRAM),
+        Target::Uprobe { exit: true, .. } => Some(URETPROBE_PROGRAM),
+        Target::Profile { .. } => Some(PERF_PROGRAM),
+        _ => None,
+    }
+}
 
 /// Links program `prog_fd` to perf event `event` with `cookie`, which the
 /// program reads with `bpf_get_attach_cookie` (aya's attach functions set
