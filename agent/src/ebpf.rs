@@ -4,10 +4,11 @@
 use std::{
     ffi::CStr,
     fs,
-    os::fd::{AsFd as _, AsRawFd, FromRawFd as _, OwnedFd, RawFd},
+    os::fd::{AsFd, AsRawFd, FromRawFd as _, OwnedFd, RawFd},
     path::{Path, PathBuf},
     sync::atomic::{AtomicU32, Ordering},
     thread::JoinHandle,
+    time::Duration,
 };
 
 use anyhow::{Context as _, Result, anyhow, bail};
@@ -212,9 +213,10 @@ pub fn fill_pids(ebpf: &mut Ebpf, map: &str, pids: &[u32]) -> Result<()> {
     Ok(())
 }
 
-/// Creates one ring of `bytes` per CPU. The kernel allocates and clears
-/// every page now, so the rings are made in parallel threads.
-fn new_rings(cpus: u32, bytes: u32) -> Result<Vec<MapData>> {
+/// Creates one ring of `bytes` per CPU and maps it into weft's memory.
+/// The kernel allocates and clears every page at creation, and maps every
+/// page at once, so the rings are made in parallel threads.
+fn new_rings(cpus: u32, bytes: u32) -> Result<Vec<RingBuf<MapData>>> {
     let create = move |cpu: u32| {
         let params = aya_obj::Map::new_from_params(
             aya_obj::generated::bpf_map_type::BPF_MAP_TYPE_RINGBUF as u32,
@@ -223,8 +225,10 @@ fn new_rings(cpus: u32, bytes: u32) -> Result<Vec<MapData>> {
             bytes,
             0,
         );
-        MapData::create(params, "weft_ring", None)
-            .with_context(|| format!("failed to create a {bytes}-byte ring buffer for CPU {cpu}"))
+        let ring = MapData::create(params, "weft_ring", None).with_context(|| {
+            format!("failed to create a {bytes}-byte ring buffer for CPU {cpu}")
+        })?;
+        Ok(RingBuf::try_from(Map::RingBuf(ring))?)
     };
     std::thread::scope(|scope| {
         let made: Vec<_> = (0..cpus)
@@ -250,15 +254,12 @@ fn ring_array_fd(ebpf: &Ebpf, map: &str) -> Result<RawFd> {
 /// Each update of a map-of-maps waits for an RCU grace period in the
 /// kernel (milliseconds each), so the updates run in parallel threads and
 /// share grace periods instead of paying one per CPU in turn.
-fn fill_ring_array(outer: RawFd, rings: &[MapData]) -> Result<()> {
+fn fill_ring_array(outer: RawFd, rings: &[RawFd]) -> Result<()> {
     std::thread::scope(|scope| {
         let updates: Vec<_> = rings
             .iter()
             .zip(0u32..)
-            .map(|(ring, cpu)| {
-                let ring = ring.fd().as_fd().as_raw_fd();
-                scope.spawn(move || update_fd_slot(outer, cpu, ring))
-            })
+            .map(|(&ring, cpu)| scope.spawn(move || update_fd_slot(outer, cpu, ring)))
             .collect();
         updates
             .into_iter()
@@ -288,10 +289,14 @@ pub struct RingArray {
 }
 
 enum Rings {
-    /// Being put into the pinned array, then mapped, by a thread.
-    Filling(JoinHandle<Result<Vec<RingBuf<MapData>>>>),
+    /// In the pinned array `outer`, where the thread `filling` puts them.
+    Filling {
+        rings: Vec<RingBuf<MapData>>,
+        outer: MapData,
+        filling: JoinHandle<Result<()>>,
+    },
     /// Not in any array yet: no bpffs.
-    Loose(Vec<MapData>),
+    Loose(Vec<RingBuf<MapData>>),
 }
 
 impl RingArray {
@@ -311,18 +316,28 @@ impl RingArray {
         let outer = bpffs()
             .then(|| pinned_ring_array(&rings, &pin).ok())
             .flatten();
-        Ok(match outer {
-            Some(outer) => Self {
-                rings: Rings::Filling(std::thread::spawn(move || {
-                    fill_ring_array(outer.fd().as_fd().as_raw_fd(), &rings)?;
-                    ring_bufs(rings)
-                })),
-                pin: Some(pin),
-            },
-            None => Self {
+        let Some(outer) = outer else {
+            return Ok(Self {
                 rings: Rings::Loose(rings),
                 pin: None,
+            });
+        };
+        // The thread holds its own fds, whatever becomes of the rings.
+        let fds = std::iter::once(outer.fd().as_fd())
+            .chain(rings.iter().map(AsFd::as_fd))
+            .map(|fd| fd.try_clone_to_owned())
+            .collect::<std::io::Result<Vec<OwnedFd>>>()?;
+        let filling = std::thread::spawn(move || {
+            let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+            fill_ring_array(raw[0], &raw[1..])
+        });
+        Ok(Self {
+            rings: Rings::Filling {
+                rings,
+                outer,
+                filling,
             },
+            pin: Some(pin),
         })
     }
 
@@ -337,10 +352,31 @@ impl RingArray {
     /// [`use_in`](Self::use_in).
     pub fn finish(mut self, ebpf: &Ebpf, name: &str) -> Result<Vec<RingBuf<MapData>>> {
         match std::mem::replace(&mut self.rings, Rings::Loose(Vec::new())) {
-            Rings::Filling(filling) => filling.join().expect("the fill thread does not panic"),
+            Rings::Filling {
+                rings,
+                outer,
+                filling,
+            } => {
+                let outer = outer.fd().as_fd().as_raw_fd();
+                let slots = u32::try_from(rings.len())?;
+                // An update sets its slot as it enters the kernel; the grace
+                // period it then waits out guards the slot's old value, and
+                // there was none. So the rings are in place once every slot
+                // reads back set, while the updates may still wait (the
+                // thread ends on its own).
+                while !(0..slots).all(|slot| slot_is_set(outer, slot)) {
+                    if filling.is_finished() {
+                        filling.join().expect("the fill thread does not panic")?;
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                Ok(rings)
+            }
             Rings::Loose(rings) => {
-                fill_ring_array(ring_array_fd(ebpf, name)?, &rings)?;
-                ring_bufs(rings)
+                let fds: Vec<RawFd> = rings.iter().map(|r| r.as_fd().as_raw_fd()).collect();
+                fill_ring_array(ring_array_fd(ebpf, name)?, &fds)?;
+                Ok(rings)
             }
         }
     }
@@ -356,16 +392,8 @@ impl Drop for RingArray {
     }
 }
 
-/// Maps each ring into weft's memory.
-fn ring_bufs(rings: Vec<MapData>) -> Result<Vec<RingBuf<MapData>>> {
-    rings
-        .into_iter()
-        .map(|ring| Ok(RingBuf::try_from(Map::RingBuf(ring))?))
-        .collect()
-}
-
 /// Makes an empty ring array for `rings` and pins it at `path`.
-fn pinned_ring_array(rings: &[MapData], path: &Path) -> Result<MapData> {
+fn pinned_ring_array(rings: &[RingBuf<MapData>], path: &Path) -> Result<MapData> {
     /// The leading part of `union bpf_attr` for `BPF_MAP_CREATE`.
     #[repr(C)]
     struct MapCreate {
@@ -386,7 +414,7 @@ fn pinned_ring_array(rings: &[MapData], path: &Path) -> Result<MapData> {
         value_size: 4,
         max_entries: u32::try_from(rings.len())?,
         map_flags: 0,
-        inner_map_fd: template.fd().as_fd().as_raw_fd().cast_unsigned(),
+        inner_map_fd: template.as_fd().as_raw_fd().cast_unsigned(),
         numa_node: 0,
         map_name: *b"weft_rings\0\0\0\0\0\0",
     };
@@ -431,28 +459,41 @@ fn bpffs() -> bool {
     is_bpffs() || (mount(c"bpf", c"/sys/fs/bpf").is_ok() && is_bpffs())
 }
 
+/// Whether slot `key` of the map-of-maps `map_fd` holds a map (a lookup
+/// from user space reads back the inner map's id).
+fn slot_is_set(map_fd: RawFd, key: u32) -> bool {
+    const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
+    let mut id = 0u32;
+    bpf(BPF_MAP_LOOKUP_ELEM, &elem(map_fd, &key, &raw mut id)).is_ok()
+}
+
 /// `bpf(BPF_MAP_UPDATE_ELEM)` of slot `key` of map-of-maps `map_fd` to the
 /// map `inner_fd`.
 fn update_fd_slot(map_fd: RawFd, key: u32, inner_fd: RawFd) -> std::io::Result<()> {
-    /// `union bpf_attr` for the element commands.
-    #[repr(C)]
-    struct ElemAttr {
-        map_fd: u32,
-        pad: u32,
-        key: u64,
-        value: u64,
-        flags: u64,
-    }
     const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
     let value = inner_fd.cast_unsigned();
-    let attr = ElemAttr {
+    bpf(BPF_MAP_UPDATE_ELEM, &elem(map_fd, &key, &raw const value)).map(drop)
+}
+
+/// `union bpf_attr` for the element commands.
+#[repr(C)]
+struct ElemAttr {
+    map_fd: u32,
+    pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+/// The element command attributes for `key` and `value` of `map_fd`.
+fn elem(map_fd: RawFd, key: &u32, value: *const u32) -> ElemAttr {
+    ElemAttr {
         map_fd: map_fd.cast_unsigned(),
         pad: 0,
-        key: (&raw const key) as u64,
-        value: (&raw const value) as u64,
+        key: std::ptr::from_ref(key) as u64,
+        value: value as u64,
         flags: 0,
-    };
-    bpf(BPF_MAP_UPDATE_ELEM, &attr).map(drop)
+    }
 }
 
 /// The `bpf(2)` system call `cmd` with `attr`, the leading part of a
