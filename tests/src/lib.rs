@@ -130,7 +130,8 @@ impl Workload {
         let mut stdin = self.stdin.take().expect("started once");
         stdin.write_all(b"g").expect("signal workload");
         drop(stdin);
-        let status = self.child.wait().expect("wait for workload");
+        let status = wait_within(&mut self.child, Duration::from_secs(120))
+            .expect("the workload did not finish within 120 s");
         assert!(status.success(), "workload failed: {status}");
     }
 }
@@ -140,6 +141,21 @@ impl Drop for Workload {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Waits up to `limit` for `child` to exit; kills it (and returns None)
+/// when it has not.
+fn wait_within(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if let Some(status) = child.try_wait().expect("wait for a child") {
+            return Some(status);
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
 }
 
 /// A running `weft` command that has attached its probes.
@@ -194,16 +210,28 @@ impl Running {
     }
 
     /// Sends `signal` and collects what weft printed until it exits.
+    /// Panics with weft's stderr if it has not exited within a minute, so
+    /// that a hang fails its own test instead of the whole run's timeout.
     pub fn stop_with(mut self, signal: libc::c_int) -> Finished {
+        const GRACE: Duration = Duration::from_secs(60);
         self.signal(signal);
-        let mut stdout = String::new();
-        self.child
-            .stdout
-            .take()
-            .expect("stdout piped")
-            .read_to_string(&mut stdout)
+        let mut pipe = self.child.stdout.take().expect("stdout piped");
+        let reader = thread::spawn(move || {
+            let mut stdout = String::new();
+            pipe.read_to_string(&mut stdout).map(|_| stdout)
+        });
+        let Some(status) = wait_within(&mut self.child, GRACE) else {
+            thread::sleep(Duration::from_millis(50));
+            let stderr: Vec<String> = self.stderr.try_iter().collect();
+            panic!(
+                "weft did not exit within {GRACE:?} of signal {signal}; its stderr:\n{}",
+                stderr.join("\n")
+            );
+        };
+        let stdout = reader
+            .join()
+            .expect("the reader does not panic")
             .expect("read weft stdout");
-        let status = self.child.wait().expect("wait for weft");
         // The reader thread ends with the pipe; give it a moment to drain.
         thread::sleep(Duration::from_millis(50));
         let stderr: Vec<String> = self.stderr.try_iter().collect();
