@@ -68,8 +68,8 @@ pub struct EventProbe {
     /// Records too short for their source, or of no known source; never expected.
     malformed: u64,
     attached: bool,
-    /// How the packet source is attached, when it is.
-    net: Option<String>,
+    /// Where the packet source is attached, when it is.
+    net: Option<tc::Attachment>,
 }
 
 impl EventProbe {
@@ -128,8 +128,7 @@ impl EventProbe {
             probe.attach(source, hook)?;
         }
         if specs.iter().any(|spec| spec.tc) {
-            let interfaces = filter.net.interfaces()?;
-            probe.net = Some(tc::attach(&mut probe.ebpf, &interfaces)?);
+            probe.net = Some(tc::attach(&mut probe.ebpf, &filter.net)?);
         }
         probe.attached = true;
         Ok(probe)
@@ -242,8 +241,21 @@ impl EventProbe {
     }
 
     /// How the packet source is attached, when it is.
-    pub fn net_attach(&self) -> Option<&str> {
-        self.net.as_deref()
+    pub fn net_attach(&self) -> Option<String> {
+        self.net.as_ref().map(tc::Attachment::describe)
+    }
+
+    /// Attaches the packet source to interfaces that came up since the
+    /// last call, when it follows them, and says so.
+    pub fn attach_new_interfaces(&mut self) {
+        if !self.attached {
+            return;
+        }
+        if let Some(net) = &mut self.net {
+            for interface in net.attach_new(&mut self.ebpf) {
+                eprintln!("weft: net: attached to {interface}, which came up");
+            }
+        }
     }
 }
 

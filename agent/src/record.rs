@@ -286,7 +286,7 @@ fn describe(probes: &Probes, options: &crate::syscall::Options) -> Map<String, V
     if let Some(probe) = &probes.events {
         for spec in probe.specs() {
             let attach = if spec.tc {
-                probe.net_attach().unwrap_or_default().to_owned()
+                probe.net_attach().unwrap_or_default()
             } else {
                 let hooks: Vec<String> = spec
                     .hooks

@@ -134,6 +134,12 @@ impl Probes {
         })
     }
 
+    fn attach_new_interfaces(&mut self) {
+        if let Some(probe) = &mut self.events {
+            probe.attach_new_interfaces();
+        }
+    }
+
     fn detach(&mut self) -> Result<()> {
         if let Some(probe) = &mut self.syscalls {
             probe.detach()?;
@@ -214,6 +220,9 @@ async fn capture(
             .unwrap_or(Duration::from_secs(u64::MAX / 4)),
     );
     tokio::pin!(deadline);
+    // Network interfaces that come up are attached to within a second.
+    let mut interfaces = interval(Duration::from_secs(1));
+    interfaces.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut interrupt = signal(SignalKind::interrupt()).context("failed to handle SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("failed to handle SIGTERM")?;
     let mut user2 = signal(SignalKind::user_defined2()).context("failed to handle SIGUSR2")?;
@@ -228,6 +237,7 @@ async fn capture(
                     break;
                 }
             }
+            _ = interfaces.tick() => probes.attach_new_interfaces(),
             () = &mut deadline => break,
             _ = interrupt.recv() => break,
             _ = terminate.recv() => break,

@@ -5,8 +5,11 @@
 //! them and nothing is left behind. Older kernels attach netlink `clsact`
 //! filters, which outlive a killed process; weft removes its stale filters
 //! (found by program name) from each interface before attaching.
+//!
+//! Without `--interface` the classifiers go on every interface that is up,
+//! and on those that come up while weft runs, checked once a second.
 
-use std::{fs, net::IpAddr};
+use std::{collections::BTreeSet, fs, net::IpAddr};
 
 use anyhow::{Context as _, Result, bail};
 use aya::{
@@ -64,19 +67,23 @@ impl NetOptions {
             }
             return Ok(self.interfaces.clone());
         }
-        let mut up = Vec::new();
-        for entry in fs::read_dir("/sys/class/net").context("failed to list /sys/class/net")? {
-            let name = entry?.file_name().to_string_lossy().into_owned();
-            let flags =
-                fs::read_to_string(format!("/sys/class/net/{name}/flags")).unwrap_or_default();
-            let flags = u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16).unwrap_or(0);
-            if flags & IFF_UP != 0 {
-                up.push(name);
-            }
-        }
-        up.sort();
-        Ok(up)
+        up_interfaces()
     }
+}
+
+/// Every network interface that is up, sorted by name.
+fn up_interfaces() -> Result<Vec<String>> {
+    let mut up = Vec::new();
+    for entry in fs::read_dir("/sys/class/net").context("failed to list /sys/class/net")? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        let flags = fs::read_to_string(format!("/sys/class/net/{name}/flags")).unwrap_or_default();
+        let flags = u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16).unwrap_or(0);
+        if flags & IFF_UP != 0 {
+            up.push(name);
+        }
+    }
+    up.sort();
+    Ok(up)
 }
 
 /// Fills the port and address filter sets.
@@ -121,11 +128,22 @@ pub fn describe_attach() -> &'static str {
     }
 }
 
+/// The interfaces the classifiers are on. Without `--interface`, weft
+/// follows interfaces that come up after it starts too.
+pub struct Attachment {
+    /// Names of the interfaces attached to, in order.
+    names: Vec<String>,
+    /// Interface indexes tried, attached or not (an index is not reused
+    /// for a new interface while the old one exists, unlike a name).
+    tried: BTreeSet<u32>,
+    /// Whether to attach to interfaces that come up later.
+    follow: bool,
+}
+
 /// Loads the classifiers and attaches them to ingress and egress of each
-/// interface; returns how they are attached, for humans.
-pub fn attach(ebpf: &mut Ebpf, interfaces: &[String]) -> Result<String> {
-    let tcx = tcx();
-    for (name, attach_type) in PROGRAMS {
+/// interface `options` chooses.
+pub fn attach(ebpf: &mut Ebpf, options: &NetOptions) -> Result<Attachment> {
+    for (name, _) in PROGRAMS {
         let program: &mut SchedClassifier = ebpf
             .program_mut(name)
             .context("classifier missing")?
@@ -133,29 +151,96 @@ pub fn attach(ebpf: &mut Ebpf, interfaces: &[String]) -> Result<String> {
         program
             .load()
             .with_context(|| format!("the kernel rejected {name}"))?;
-        for interface in interfaces {
-            // Already present is fine (another tool may use clsact too), so
-            // an error here only explains a failed attach below.
-            let clsact = if tcx {
-                Ok(())
-            } else {
-                remove_stale(interface, attach_type, name);
-                tc::qdisc_add_clsact(interface)
-            };
-            program.attach(interface, attach_type).with_context(|| {
-                let qdisc = clsact
-                    .as_ref()
-                    .err()
-                    .map_or_else(String::new, |e| format!("; adding the clsact qdisc said: {e}"));
-                format!(
-                    "failed to attach {name} to {interface} ({attach_type:?}); before Linux 6.6 TC needs \
-                     the clsact qdisc (sch_ingress) and the BPF classifier (cls_bpf){qdisc}"
-                )
-            })?;
-        }
     }
-    let how = if tcx { "TCX links" } else { "clsact filters" };
-    Ok(format!("{how} on {}", interfaces.join(", ")))
+    let mut attachment = Attachment {
+        names: Vec::new(),
+        tried: BTreeSet::new(),
+        follow: options.interfaces.is_empty(),
+    };
+    for interface in options.interfaces()? {
+        attachment.tried.extend(ifindex(&interface));
+        attach_interface(ebpf, &interface)?;
+        attachment.names.push(interface);
+    }
+    Ok(attachment)
+}
+
+impl Attachment {
+    /// How the classifiers are attached, for humans.
+    pub fn describe(&self) -> String {
+        let how = if tcx() { "TCX links" } else { "clsact filters" };
+        let later = if self.follow {
+            ", and interfaces that come up later"
+        } else {
+            ""
+        };
+        format!("{how} on {}{later}", self.names.join(", "))
+    }
+
+    /// Attaches to the interfaces that came up since the last call, when
+    /// following them; returns their names. An interface that cannot be
+    /// attached to (gone again already) is reported and not tried again.
+    pub fn attach_new(&mut self, ebpf: &mut Ebpf) -> Vec<String> {
+        if !self.follow {
+            return Vec::new();
+        }
+        let mut attached = Vec::new();
+        for interface in up_interfaces().unwrap_or_default() {
+            let Some(index) = ifindex(&interface) else {
+                continue;
+            };
+            if !self.tried.insert(index) {
+                continue;
+            }
+            match attach_interface(ebpf, &interface) {
+                Ok(()) => {
+                    self.names.push(interface.clone());
+                    attached.push(interface);
+                }
+                Err(e) => eprintln!("weft: net: {e:#}"),
+            }
+        }
+        attached
+    }
+}
+
+/// The index of network interface `name`, while it exists.
+fn ifindex(name: &str) -> Option<u32> {
+    fs::read_to_string(format!("/sys/class/net/{name}/ifindex"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Attaches both (loaded) classifiers to `interface`.
+fn attach_interface(ebpf: &mut Ebpf, interface: &str) -> Result<()> {
+    let tcx = tcx();
+    for (name, attach_type) in PROGRAMS {
+        let program: &mut SchedClassifier = ebpf
+            .program_mut(name)
+            .context("classifier missing")?
+            .try_into()?;
+        // Already present is fine (another tool may use clsact too), so
+        // an error here only explains a failed attach below.
+        let clsact = if tcx {
+            Ok(())
+        } else {
+            remove_stale(interface, attach_type, name);
+            tc::qdisc_add_clsact(interface)
+        };
+        program.attach(interface, attach_type).with_context(|| {
+            let qdisc = clsact
+                .as_ref()
+                .err()
+                .map_or_else(String::new, |e| format!("; adding the clsact qdisc said: {e}"));
+            format!(
+                "failed to attach {name} to {interface} ({attach_type:?}); before Linux 6.6 TC needs \
+                 the clsact qdisc (sch_ingress) and the BPF classifier (cls_bpf){qdisc}"
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// Removes filters a killed weft left on `interface` (netlink only).

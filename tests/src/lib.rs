@@ -209,6 +209,19 @@ impl Running {
         assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "signal weft");
     }
 
+    /// Waits up to a minute for a line of weft's stderr that starts with
+    /// `prefix` and returns it; the lines before it are not kept.
+    pub fn wait_for_stderr(&self, prefix: &str) -> String {
+        let mut before = Vec::new();
+        loop {
+            match self.stderr.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) if line.starts_with(prefix) => return line,
+                Ok(line) => before.push(line),
+                Err(e) => panic!("weft printed no `{prefix}` ({e}): {}", before.join("\n")),
+            }
+        }
+    }
+
     /// Sends `signal` and collects what weft printed until it exits.
     /// Panics with weft's stderr if it has not exited within a minute, so
     /// that a hang fails its own test instead of the whole run's timeout.

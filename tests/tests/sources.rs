@@ -502,6 +502,63 @@ fn net_records_exact_packets_on_a_veth_and_leaves_nothing_behind() {
     );
 }
 
+/// Without `--interface`, weft attaches to an interface that comes up while
+/// it records, and records its packets from then on exactly.
+#[test]
+fn net_attaches_to_an_interface_that_comes_up_later() {
+    let test = "net_attaches_to_an_interface_that_comes_up_later";
+    if !needs(test, &[Need::Root]) {
+        return;
+    }
+    let (port, datagrams, size) = (17_003u16, 41u64, 222usize);
+    let dir = capture_dir("net-new-interface");
+    let port_arg = port.to_string();
+    let running = Running::start(
+        &[
+            "record",
+            "--sources",
+            "net",
+            "--port",
+            &port_arg,
+            "-o",
+            dir.to_str().unwrap(),
+        ],
+        "weft: recording",
+    );
+    let veth = match Veth::new() {
+        Ok(veth) => veth,
+        Err(why) => {
+            eprintln!("skipping {test}: needs a network namespace with a veth pair ({why})");
+            return;
+        }
+    };
+    running.wait_for_stderr("weft: net: attached to weft0");
+    let udp = std::net::UdpSocket::bind((Veth::HOST, 0)).unwrap();
+    for _ in 0..datagrams {
+        udp.send_to(&vec![3u8; size], (Veth::PEER, port)).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let finished = running.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+    drop(veth);
+    let rows = query(
+        &dir,
+        &format!(
+            r#"net where proto = "udp" and dport = {port} | count, min(payload), max(payload) by dir, daddr"#
+        ),
+    );
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let row = &rows[0];
+    assert_eq!(
+        (row["dir"].as_str(), row["daddr"].as_str()),
+        (Some("egress"), Some(Veth::PEER)),
+        "{row}"
+    );
+    assert_eq!(row["count"], datagrams, "{row}");
+    assert_eq!(row["min(payload)"].as_u64(), Some(size as u64), "{row}");
+    assert_eq!(row["max(payload)"].as_u64(), Some(size as u64), "{row}");
+}
+
 /// Sends `datagrams` UDP datagrams of `size` bytes from weft0 to the peer's
 /// UDP port, then `messages` TCP messages of `message_size` bytes to its
 /// TCP port, each answered by one byte before the next is sent.

@@ -52,7 +52,13 @@ struct Verdict {
 
 pub fn run(options: &Options) -> Result<()> {
     setup::run()?;
-    setup::install_packages(&["qemu-system-x86", "busybox-static", "e2fsprogs", "xz-utils"])?;
+    setup::install_packages(&[
+        "qemu-system-x86",
+        "busybox-static",
+        "e2fsprogs",
+        "xz-utils",
+        "iproute2",
+    ])?;
     let dir = workspace_root().join("target/vm");
     fs::create_dir_all(&dir)?;
     let kernels = options
@@ -175,10 +181,16 @@ fn build_initramfs(dir: &Path, kernels: &[&str]) -> Result<PathBuf> {
         fs::create_dir_all(root.join(sub))?;
     }
     copy_into(&root, Path::new("/bin/busybox"))?;
+    // iproute2's `ip` (busybox's has no `netns`) for the veth tests, as
+    // /bin/ip, which `busybox --install` leaves alone.
+    let ip = fs::canonicalize("/sbin/ip").context("iproute2 is missing")?;
+    fs::copy(&ip, root.join("bin/ip")).context("failed to copy ip")?;
     let mut binaries = vec![weft.clone()];
     binaries.extend(tests.iter().cloned());
     for binary in &binaries {
         copy_into(&root, binary)?;
+    }
+    for binary in binaries.iter().chain([&ip]) {
         for library in shared_libraries(binary)? {
             copy_into(&root, &library)?;
         }
@@ -202,12 +214,14 @@ fn build_initramfs(dir: &Path, kernels: &[&str]) -> Result<PathBuf> {
 }
 
 /// Modules the tests need that Debian's kernels build as modules: the
-/// `clsact` qdisc and the BPF classifier (TC before TCX, kernel 6.6), loop
+/// `clsact` qdisc and the BPF classifier (TC before TCX, kernel 6.6), veth
+/// pairs, loop
 /// devices, and virtio block devices (the scratch disk) with what they
 /// need. Those a kernel builds in are simply absent.
-const MODULES: [&str; 9] = [
+const MODULES: [&str; 10] = [
     "net/sched/sch_ingress",
     "net/sched/cls_bpf",
+    "drivers/net/veth",
     "drivers/block/loop",
     "drivers/virtio/virtio_ring",
     "drivers/virtio/virtio",
