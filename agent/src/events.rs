@@ -237,7 +237,9 @@ impl EventProbe {
                 }
             }
         }
-        tc::detach(&mut self.ebpf);
+        if let Some(net) = &mut self.net {
+            net.detach(&mut self.ebpf);
+        }
     }
 
     /// How the packet source is attached, when it is.

@@ -4,6 +4,7 @@
 mod app;
 mod capture;
 mod cli;
+mod clsact;
 mod delivery;
 mod doctor;
 mod ebpf;

@@ -23,6 +23,8 @@ use aya::{
 };
 use weft_probes::net::{ADDRS_MAP, FILTER_ADDR, FILTER_PORT, PORTS_MAP};
 
+use crate::clsact;
+
 /// Where and what the packet source captures.
 #[derive(Debug, Default, Clone)]
 pub struct NetOptions {
@@ -138,6 +140,8 @@ pub struct Attachment {
     tried: BTreeSet<u32>,
     /// Whether to attach to interfaces that come up later.
     follow: bool,
+    /// Interfaces whose clsact qdisc weft added (before Linux 6.6).
+    added_clsact: Vec<String>,
 }
 
 /// Loads the classifiers and attaches them to ingress and egress of each
@@ -152,15 +156,18 @@ pub fn attach(ebpf: &mut Ebpf, options: &NetOptions) -> Result<Attachment> {
             .load()
             .with_context(|| format!("the kernel rejected {name}"))?;
     }
+    if !tcx() {
+        remove_stale_qdiscs();
+    }
     let mut attachment = Attachment {
         names: Vec::new(),
         tried: BTreeSet::new(),
         follow: options.interfaces.is_empty(),
+        added_clsact: Vec::new(),
     };
     for interface in options.interfaces()? {
         attachment.tried.extend(ifindex(&interface));
-        attach_interface(ebpf, &interface)?;
-        attachment.names.push(interface);
+        attachment.attach(ebpf, interface)?;
     }
     Ok(attachment)
 }
@@ -192,20 +199,55 @@ impl Attachment {
             if !self.tried.insert(index) {
                 continue;
             }
-            match attach_interface(ebpf, &interface) {
-                Ok(()) => {
-                    self.names.push(interface.clone());
-                    attached.push(interface);
-                }
+            match self.attach(ebpf, interface.clone()) {
+                Ok(()) => attached.push(interface),
                 Err(e) => eprintln!("weft: net: {e:#}"),
             }
         }
         attached
     }
+
+    fn attach(&mut self, ebpf: &mut Ebpf, interface: String) -> Result<()> {
+        if attach_interface(ebpf, &interface)? {
+            if let Err(e) = clsact::mark_added(&interface) {
+                eprintln!("weft: net: failed to note the clsact qdisc added to {interface}: {e}");
+            }
+            self.added_clsact.push(interface.clone());
+        }
+        self.names.push(interface);
+        Ok(())
+    }
+
+    /// Detaches the classifiers (unloading drops every link), then removes
+    /// the clsact qdiscs weft added, unless another program filters there.
+    pub fn detach(&mut self, ebpf: &mut Ebpf) {
+        for (name, _) in PROGRAMS {
+            if let Some(aya::programs::Program::SchedClassifier(p)) = ebpf.program_mut(name) {
+                let _ = p.unload();
+            }
+        }
+        for interface in std::mem::take(&mut self.added_clsact) {
+            if let Err(e) = clsact::remove_added(&interface) {
+                eprintln!("weft: net: failed to remove the clsact qdisc of {interface}: {e}");
+            }
+        }
+    }
+}
+
+/// Removes the filters and clsact qdiscs a killed weft left (netlink only).
+fn remove_stale_qdiscs() {
+    for interface in clsact::stale() {
+        for (name, attach_type) in PROGRAMS {
+            remove_stale(&interface, attach_type, name);
+        }
+        if let Ok(true) = clsact::remove_added(&interface) {
+            eprintln!("weft: removed the clsact qdisc a killed weft added to {interface}");
+        }
+    }
 }
 
 /// The index of network interface `name`, while it exists.
-fn ifindex(name: &str) -> Option<u32> {
+pub fn ifindex(name: &str) -> Option<u32> {
     fs::read_to_string(format!("/sys/class/net/{name}/ifindex"))
         .ok()?
         .trim()
@@ -213,9 +255,11 @@ fn ifindex(name: &str) -> Option<u32> {
         .ok()
 }
 
-/// Attaches both (loaded) classifiers to `interface`.
-fn attach_interface(ebpf: &mut Ebpf, interface: &str) -> Result<()> {
+/// Attaches both (loaded) classifiers to `interface`; returns whether weft
+/// added a clsact qdisc for them.
+fn attach_interface(ebpf: &mut Ebpf, interface: &str) -> Result<bool> {
     let tcx = tcx();
+    let mut added = false;
     for (name, attach_type) in PROGRAMS {
         let program: &mut SchedClassifier = ebpf
             .program_mut(name)
@@ -229,6 +273,7 @@ fn attach_interface(ebpf: &mut Ebpf, interface: &str) -> Result<()> {
             remove_stale(interface, attach_type, name);
             tc::qdisc_add_clsact(interface)
         };
+        added |= clsact.is_ok() && !tcx;
         program.attach(interface, attach_type).with_context(|| {
             let qdisc = clsact
                 .as_ref()
@@ -240,21 +285,12 @@ fn attach_interface(ebpf: &mut Ebpf, interface: &str) -> Result<()> {
             )
         })?;
     }
-    Ok(())
+    Ok(added)
 }
 
 /// Removes filters a killed weft left on `interface` (netlink only).
 fn remove_stale(interface: &str, attach_type: TcAttachType, name: &str) {
     if tc::qdisc_detach_program(interface, attach_type, name).is_ok() {
         eprintln!("weft: removed a stale {name} filter from {interface} (a weft that was killed)");
-    }
-}
-
-/// Detaches the classifiers (unloading drops every link).
-pub fn detach(ebpf: &mut Ebpf) {
-    for (name, _) in PROGRAMS {
-        if let Some(aya::programs::Program::SchedClassifier(p)) = ebpf.program_mut(name) {
-            let _ = p.unload();
-        }
     }
 }

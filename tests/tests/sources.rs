@@ -384,6 +384,16 @@ impl Drop for Veth {
     }
 }
 
+/// Whether `interface` has a clsact qdisc (`tc qdisc show`).
+fn has_clsact(interface: &str) -> bool {
+    let output = std::process::Command::new("tc")
+        .args(["qdisc", "show", "dev", interface])
+        .output()
+        .expect("run tc");
+    assert!(output.status.success(), "tc qdisc show dev {interface}");
+    String::from_utf8_lossy(&output.stdout).contains("clsact")
+}
+
 /// Names of the loaded BPF programs that are weft's classifiers.
 fn weft_classifiers() -> usize {
     aya::programs::loaded_programs()
@@ -410,8 +420,12 @@ fn net_records_exact_packets_on_a_veth_and_leaves_nothing_behind() {
     let (messages, message_size) = (23u64, 1000usize);
     let ports = format!("{udp_port},{tcp_port}");
 
-    // A weft killed with SIGKILL must leave no classifier attached.
+    // A weft killed with SIGKILL must leave no classifier attached, and
+    // before TCX (Linux 6.6) no clsact qdisc either: the next weft removes
+    // what the killed one left.
     kill_net_recording("net-killed");
+    let tcx = weft_tests::kernel_at_least(6, 6);
+    assert_eq!(has_clsact("weft0"), !tcx, "the killed weft's qdisc is left");
     let dir = capture_dir("net-veth");
     let running = start_net_recording(&dir, &["--sources", "net,app", "--port", &ports]);
     exchange(
@@ -439,6 +453,10 @@ fn net_records_exact_packets_on_a_veth_and_leaves_nothing_behind() {
         weft_classifiers(),
         0,
         "weft's classifiers are gone after it exits"
+    );
+    assert!(
+        !has_clsact("weft0"),
+        "weft removed the clsact qdisc it added"
     );
 
     let udp_rows = query(
@@ -473,9 +491,14 @@ fn net_records_exact_packets_on_a_veth_and_leaves_nothing_behind() {
         ),
     );
     assert_eq!(around[0]["count"], datagrams, "{around:?}");
-    // Each message is one segment out, each acknowledgement byte one in.
+    assert_tcp_segments(&dir, messages, message_size as u64);
+}
+
+/// Each of the `messages` TCP messages of `size` bytes is one segment out,
+/// each acknowledgement byte one segment in.
+fn assert_tcp_segments(dir: &std::path::Path, messages: u64, size: u64) {
     let tcp_rows = query(
-        &dir,
+        dir,
         r#"net where proto = "tcp" and payload > 0 | count, min(payload), max(payload) by dir"#,
     );
     let by_dir = |dir: &str| {
@@ -489,7 +512,6 @@ fn net_records_exact_packets_on_a_veth_and_leaves_nothing_behind() {
             row["max(payload)"].as_u64(),
         )
     };
-    let size = message_size as u64;
     assert_eq!(
         by_dir("egress"),
         (Some(messages), Some(size), Some(size)),

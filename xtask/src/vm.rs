@@ -181,16 +181,22 @@ fn build_initramfs(dir: &Path, kernels: &[&str]) -> Result<PathBuf> {
         fs::create_dir_all(root.join(sub))?;
     }
     copy_into(&root, Path::new("/bin/busybox"))?;
-    // iproute2's `ip` (busybox's has no `netns`) for the veth tests, as
-    // /bin/ip, which `busybox --install` leaves alone.
-    let ip = fs::canonicalize("/sbin/ip").context("iproute2 is missing")?;
-    fs::copy(&ip, root.join("bin/ip")).context("failed to copy ip")?;
+    // iproute2's `ip` (busybox's has no `netns`) and `tc` for the veth
+    // tests, in /bin, where `busybox --install` leaves them alone.
+    let iproute2 = ["ip", "tc"]
+        .map(|tool| fs::canonicalize(Path::new("/sbin").join(tool)).context("iproute2 is missing"));
+    let iproute2 = iproute2.into_iter().collect::<Result<Vec<PathBuf>>>()?;
+    for tool in &iproute2 {
+        let name = tool.file_name().context("a file name")?;
+        fs::copy(tool, root.join("bin").join(name))
+            .with_context(|| format!("failed to copy {}", tool.display()))?;
+    }
     let mut binaries = vec![weft.clone()];
     binaries.extend(tests.iter().cloned());
     for binary in &binaries {
         copy_into(&root, binary)?;
     }
-    for binary in binaries.iter().chain([&ip]) {
+    for binary in binaries.iter().chain(&iproute2) {
         for library in shared_libraries(binary)? {
             copy_into(&root, &library)?;
         }
