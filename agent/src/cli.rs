@@ -120,6 +120,18 @@ pub enum PtCommand {
     /// Capture Intel PT of a process (needs PT hardware; on a CPU or VM
     /// without it, says so and exits 3).
     Record(PtRecordArgs),
+
+    /// What a perf.data file of `perf record -e intel_pt//` holds: the PT
+    /// configuration, each AUX queue (a CPU's or a thread's trace) and the
+    /// sideband (mappings, thread names, context switches).
+    Perf(PtPerfArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PtPerfArgs {
+    /// The perf.data file.
+    #[arg(value_name = "PERF_DATA")]
+    pub file: std::path::PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -144,7 +156,11 @@ pub struct PtFlowArgs {
 
     /// Code the trace ran: an ELF file (mapped at its segments' addresses)
     /// or `FILE:ADDR` for a raw binary loaded at hex ADDR. Repeatable.
-    #[arg(long, value_name = "FILE[:ADDR]", required_unless_present = "maps")]
+    #[arg(
+        long,
+        value_name = "FILE[:ADDR]",
+        required_unless_present_any = ["maps", "perf"]
+    )]
     pub image: Vec<String>,
 
     /// A process's memory map (`/proc/PID/maps`, or the `maps` of a `weft
@@ -156,6 +172,17 @@ pub struct PtFlowArgs {
     /// The CPU that recorded the trace, for its errata (e.g. 6/85).
     #[arg(long, value_name = "FAMILY/MODEL[/STEPPING]")]
     pub cpu: Option<weft_pt::Cpu>,
+
+    /// TRACE is a perf.data file of `perf record -e intel_pt//`: decode
+    /// each AUX queue with the executable mappings its process had (files
+    /// read from where they were mapped).
+    #[arg(long, conflicts_with_all = ["image", "maps"])]
+    pub perf: bool,
+
+    /// With --perf, the process whose mappings decode per-CPU queues
+    /// (`perf record -a`); per-thread queues use their thread's process.
+    #[arg(long, value_name = "PID", requires = "perf")]
+    pub pid: Option<i32>,
 }
 
 #[derive(Debug, Args)]

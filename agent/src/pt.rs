@@ -9,8 +9,9 @@ use weft_pt::calls::{Calls, Listing, Profile};
 use weft_pt::dump::TimeColumn;
 use weft_pt::flow::{Event, Flow, Step};
 use weft_pt::image::Image;
+use weft_pt::perf::{PerfData, Queue};
 
-use crate::cli::{PtCallsArgs, PtCommand, PtDumpArgs, PtFlowArgs};
+use crate::cli::{PtCallsArgs, PtCommand, PtDumpArgs, PtFlowArgs, PtPerfArgs};
 
 pub fn run(command: &PtCommand) -> anyhow::Result<ExitCode> {
     match command {
@@ -18,6 +19,7 @@ pub fn run(command: &PtCommand) -> anyhow::Result<ExitCode> {
         PtCommand::Flow(args) => flow(args),
         PtCommand::Calls(args) => calls(args),
         PtCommand::Record(args) => crate::pt_record::record(args),
+        PtCommand::Perf(args) => perf(args),
     }
 }
 
@@ -44,45 +46,195 @@ fn dump(args: &PtDumpArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn flow(args: &PtFlowArgs) -> anyhow::Result<ExitCode> {
-    let (trace, image) = (read_trace(&args.trace)?, read_image(args)?);
     let errata = args.cpu.map(Errata::for_cpu).unwrap_or_default();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let mut flow = Flow::new(&trace, &image, errata);
-    let errors = walk(&mut flow, &mut |step| writeln!(out, "{step}"))?;
+    let mut errors = 0;
+    for input in inputs(args)? {
+        input.title(&mut out)?;
+        let mut flow = Flow::new(&input.trace, &input.image, errata);
+        errors += walk(&mut flow, &mut |step| writeln!(out, "{step}"))?;
+    }
     out.flush()?;
     Ok(finish(&args.trace, errors))
 }
 
 fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
-    let (trace, image) = (read_trace(&args.flow.trace)?, read_image(&args.flow)?);
     let errata = args.flow.cpu.map(Errata::for_cpu).unwrap_or_default();
-    let mut flow = Flow::new(&trace, &image, errata).with_clocks(args.clocks.clocks());
-    let mut calls = Calls::new(&image);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let errors = if args.summary {
-        let mut profile = Profile::default();
-        let errors = walk(&mut flow, &mut |step| {
-            calls.step(&step, &mut |call| profile.add(&call));
-            Ok(())
-        })?;
-        summary(&image, &profile, &mut out)?;
-        errors
-    } else {
-        let mut listing = Listing::new(&image, &mut out)?;
-        let mut failed = None;
-        let errors = walk(&mut flow, &mut |step| {
-            calls.step(&step, &mut |call| {
-                if let Err(e) = listing.line(&call) {
-                    failed.get_or_insert(e);
-                }
-            });
-            failed.take().map_or(Ok(()), Err)
-        })?;
-        listing.flush()?;
-        errors
-    };
+    let mut errors = 0;
+    for input in inputs(&args.flow)? {
+        input.title(&mut out)?;
+        let (trace, image) = (&input.trace, &input.image);
+        let mut flow = Flow::new(trace, image, errata).with_clocks(args.clocks.clocks());
+        let mut calls = Calls::new(image);
+        errors += if args.summary {
+            let mut profile = Profile::default();
+            let errors = walk(&mut flow, &mut |step| {
+                calls.step(&step, &mut |call| profile.add(&call));
+                Ok(())
+            })?;
+            summary(image, &profile, &mut out)?;
+            errors
+        } else {
+            let mut listing = Listing::new(image, &mut out)?;
+            let mut failed = None;
+            let errors = walk(&mut flow, &mut |step| {
+                calls.step(&step, &mut |call| {
+                    if let Err(e) = listing.line(&call) {
+                        failed.get_or_insert(e);
+                    }
+                });
+                failed.take().map_or(Ok(()), Err)
+            })?;
+            listing.flush()?;
+            errors
+        };
+    }
     out.flush()?;
     Ok(finish(&args.flow.trace, errors))
+}
+
+/// A trace to decode and the code it ran; from a perf.data file, one per
+/// AUX queue, titled.
+struct Input {
+    title: Option<String>,
+    trace: Vec<u8>,
+    image: Image,
+}
+
+impl Input {
+    fn title(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        match &self.title {
+            Some(title) => writeln!(out, "[{title}]"),
+            None => Ok(()),
+        }
+    }
+}
+
+fn inputs(args: &PtFlowArgs) -> anyhow::Result<Vec<Input>> {
+    let trace = read_trace(&args.trace)?;
+    if !args.perf {
+        return Ok(vec![Input {
+            title: None,
+            trace,
+            image: read_image(args)?,
+        }]);
+    }
+    let name = args.trace.display();
+    let perf = PerfData::parse(&trace).with_context(|| name.to_string())?;
+    if perf.queues.is_empty() {
+        anyhow::bail!("{name}: no Intel PT trace (no AUXTRACE records)");
+    }
+    perf.queues
+        .iter()
+        .map(|queue| {
+            let pid = if queue.cpu >= 0 {
+                args.pid.with_context(|| {
+                    format!(
+                        "{name}: the trace is per CPU (perf record -a): name the process whose \
+                         code to decode with --pid"
+                    )
+                })?
+            } else {
+                perf.pid_of(queue.tid).unwrap_or(queue.tid)
+            };
+            let mut image = Image::new();
+            let skipped =
+                image.add_mappings(perf.mappings(pid), &mut |path| std::fs::read(path))?;
+            warn_skipped(skipped);
+            Ok(Input {
+                title: Some(queue_title(&perf, queue)),
+                trace: perf.trace(&trace, queue),
+                image,
+            })
+        })
+        .collect()
+}
+
+fn queue_title(perf: &PerfData, queue: &Queue) -> String {
+    let comm = perf.comm(queue.tid).unwrap_or("?");
+    let whose = if queue.cpu >= 0 {
+        format!("cpu {}", queue.cpu)
+    } else {
+        format!("thread {} ({comm})", queue.tid)
+    };
+    format!("queue {}: {whose}, {} bytes", queue.idx, queue.bytes())
+}
+
+/// `weft pt perf FILE`: what the file holds.
+fn perf(args: &PtPerfArgs) -> anyhow::Result<ExitCode> {
+    let file = read_trace(&args.file)?;
+    let perf = PerfData::parse(&file).with_context(|| args.file.display().to_string())?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match &perf.info {
+        Some(info) => writeln!(
+            out,
+            "intel_pt: pmu type {}, {}, {}, tsc {}, mtc {}, cyc {}",
+            info.pmu_type,
+            if info.per_cpu_mmaps {
+                "per CPU"
+            } else {
+                "per thread"
+            },
+            if info.snapshot_mode {
+                "snapshot"
+            } else {
+                "full trace"
+            },
+            on(info.tsc_bit != 0),
+            on(info.mtc_bit.is_some_and(|b| b != 0)),
+            on(info.cyc_bit.is_some_and(|b| b != 0)),
+        )?,
+        None => writeln!(out, "intel_pt: no AUXTRACE_INFO record")?,
+    }
+    if let Some(clock) = perf.clock() {
+        writeln!(
+            out,
+            "clock: ns = {} + tsc * {} >> {}",
+            clock.zero, clock.mult, clock.shift
+        )?;
+    }
+    for queue in &perf.queues {
+        writeln!(
+            out,
+            "{}, {} chunks",
+            queue_title(&perf, queue),
+            queue.chunks.len()
+        )?;
+    }
+    writeln!(
+        out,
+        "sideband: {} executable mappings, {} thread names, {} context switches",
+        perf.mmaps.len(),
+        perf.comms.len(),
+        perf.switches.len()
+    )?;
+    writeln!(
+        out,
+        "lost: {} AUX records truncated, {} records lost",
+        perf.truncated, perf.lost
+    )?;
+    let counts: Vec<String> = perf
+        .counts
+        .iter()
+        .map(|(&kind, count)| match weft_pt::perf::record_name(kind) {
+            Some(name) => format!("{name} {count}"),
+            None => format!("type {kind} {count}"),
+        })
+        .collect();
+    writeln!(out, "records: {}", counts.join(", "))?;
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn on(yes: bool) -> &'static str {
+    if yes { "on" } else { "off" }
+}
+
+fn warn_skipped(skipped: Vec<weft_pt::image::ImageError>) {
+    for file in skipped {
+        eprintln!("weft: warning: not in the image: {file}");
+    }
 }
 
 /// Run the flow, handing each step to `out` until it fails; the number of
@@ -137,9 +289,7 @@ fn read_image(args: &PtFlowArgs) -> anyhow::Result<Image> {
         let skipped = image
             .add_maps(&text, &mut |path| std::fs::read(path))
             .with_context(|| maps.display().to_string())?;
-        for file in skipped {
-            eprintln!("weft: warning: not in the image: {file}");
-        }
+        warn_skipped(skipped);
     }
     Ok(image)
 }

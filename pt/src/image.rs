@@ -14,6 +14,15 @@ const STT_FUNC: u64 = 2;
 const STT_GNU_IFUNC: u64 = 10;
 
 /// Code bytes by address; later segments hide earlier ones where they
+/// `len` bytes of the file at `path`, from `offset`, mapped at `start`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    pub path: String,
+    pub start: u64,
+    pub len: u64,
+    pub offset: u64,
+}
+
 /// overlap, as a later mapping would.
 #[derive(Debug, Default, Clone)]
 pub struct Image {
@@ -142,9 +151,7 @@ impl Image {
         maps: &str,
         read: &mut dyn FnMut(&Path) -> std::io::Result<Vec<u8>>,
     ) -> Result<Vec<ImageError>, ImageError> {
-        let mut files: std::collections::HashMap<String, Vec<u8>> =
-            std::collections::HashMap::new();
-        let mut skipped = Vec::new();
+        let mut mappings = Vec::new();
         for (number, line) in (1..).zip(maps.lines()) {
             let bad = || ImageError::BadMaps {
                 line: number,
@@ -161,23 +168,51 @@ impl Image {
             let hex = |text: &str| u64::from_str_radix(text, 16).map_err(|_| bad());
             let (start, end) = range.split_once('-').ok_or_else(bad)?;
             let (start, end, offset) = (hex(start)?, hex(end)?, hex(offset)?);
-            if !files.contains_key(&path) {
-                match read(Path::new(&path)) {
+            mappings.push(Mapping {
+                path,
+                start,
+                len: end.saturating_sub(start),
+                offset,
+            });
+        }
+        self.add_mappings(mappings, read)
+    }
+
+    /// Map file `mappings`, reading each file once with `read`. Files that
+    /// cannot be read are skipped and returned, with why.
+    pub fn add_mappings(
+        &mut self,
+        mappings: impl IntoIterator<Item = Mapping>,
+        read: &mut dyn FnMut(&Path) -> std::io::Result<Vec<u8>>,
+    ) -> Result<Vec<ImageError>, ImageError> {
+        let mut files: std::collections::HashMap<String, Vec<u8>> =
+            std::collections::HashMap::new();
+        let mut skipped = Vec::new();
+        for mapping in mappings {
+            if !files.contains_key(&mapping.path) {
+                match read(Path::new(&mapping.path)) {
                     Ok(bytes) => {
-                        files.insert(path.clone(), bytes);
+                        files.insert(mapping.path.clone(), bytes);
                     }
                     Err(source) => {
-                        skipped.push(ImageError::Read { path, source });
+                        if !skipped.iter().any(
+                            |e| matches!(e, ImageError::Read { path, .. } if *path == mapping.path),
+                        ) {
+                            skipped.push(ImageError::Read {
+                                path: mapping.path,
+                                source,
+                            });
+                        }
                         continue;
                     }
                 }
             }
             self.add_mapping(
-                &path,
-                &files[&path],
-                start,
-                end.saturating_sub(start),
-                offset,
+                &mapping.path,
+                &files[&mapping.path],
+                mapping.start,
+                mapping.len,
+                mapping.offset,
             )?;
         }
         Ok(skipped)

@@ -16,6 +16,7 @@ pub mod encode;
 pub mod flow;
 pub mod image;
 pub mod packet;
+pub mod perf;
 pub mod time;
 
 use packet::Fault;

@@ -231,12 +231,7 @@ fn elf(code: &[u8], base: u64, symbols: &[(&str, u64, u64)]) -> Vec<u8> {
 
 #[test]
 fn calls_names_functions_from_the_elf_symbols_and_times_each_call() {
-    let (main, f, g) = (CALLS_BASE, CALLS_BASE + 0x10, CALLS_BASE + 0x20);
-    let program = elf(
-        &CALLS_CODE,
-        CALLS_BASE,
-        &[("main", main, 0x10), ("f", f, 0x10), ("g", g, 1)],
-    );
+    let program = calls_program();
     let (trace, exe) = (
         Scratch::new("calls.pt", &calls_trace(CALLS_BASE)),
         Scratch::new("calls.elf", &program),
@@ -283,6 +278,16 @@ const CALLS_SUMMARY: [[&str; 4]; 3] = [
     ["2", "800", "200", "f"],
 ];
 
+/// The ELF file of `CALLS_CODE` at `CALLS_BASE`, with its functions.
+fn calls_program() -> Vec<u8> {
+    let (main, f, g) = (CALLS_BASE, CALLS_BASE + 0x10, CALLS_BASE + 0x20);
+    elf(
+        &CALLS_CODE,
+        CALLS_BASE,
+        &[("main", main, 0x10), ("f", f, 0x10), ("g", g, 1)],
+    )
+}
+
 /// The PT of `CALLS_CODE` loaded at `base`: main → f → g, back, main → f →
 /// g, back, main returns (untraced), with a TSC 100 ticks on before every
 /// instruction.
@@ -302,15 +307,7 @@ fn calls_trace(base: u64) -> Vec<u8> {
 
 #[test]
 fn calls_finds_a_relocated_program_and_its_symbols_through_its_maps() {
-    let program = elf(
-        &CALLS_CODE,
-        CALLS_BASE,
-        &[
-            ("main", CALLS_BASE, 0x10),
-            ("f", CALLS_BASE + 0x10, 0x10),
-            ("g", CALLS_BASE + 0x20, 1),
-        ],
-    );
+    let program = calls_program();
     // Loaded elsewhere, as a position-independent program is: the file
     // from offset 0 at a page, so main (file offset 0x78) is 0x78 into it.
     let page = 0x5555_5555_4000;
@@ -332,4 +329,225 @@ fn calls_finds_a_relocated_program_and_its_symbols_through_its_maps() {
     ]);
     assert!(status.success(), "{stderr}");
     assert_eq!(columns(&stdout), CALLS_SUMMARY, "{stdout}");
+}
+
+/// Whether perf (Debian's `linux-perf`) runs here; the VMs have none.
+fn perf_runs() -> bool {
+    std::process::Command::new("perf")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// The record counts `perf report -D` prints under "Aggregated stats",
+/// without zeros and the total.
+fn perf_report_counts(data: &Path) -> Vec<(String, u64)> {
+    let output = std::process::Command::new("perf")
+        .args(["report", "-D", "--stdio", "-i", arg(data)])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    let mut counts: Vec<(String, u64)> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Aggregated stats"))
+        .skip(1)
+        .map_while(|l| {
+            let (name, rest) = l.trim().split_once(" events:")?;
+            Some((
+                name.to_string(),
+                rest.split_whitespace().next()?.parse().ok()?,
+            ))
+        })
+        .filter(|(name, count)| *count > 0 && name != "TOTAL")
+        .collect();
+    counts.sort();
+    counts
+}
+
+/// `weft pt perf`'s `records:` line as (name, count) pairs.
+fn weft_record_counts(stdout: &str) -> Vec<(String, u64)> {
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("records: "))
+        .unwrap_or_else(|| panic!("no records line: {stdout}"));
+    let mut counts: Vec<(String, u64)> = line
+        .split(", ")
+        .map(|pair| {
+            let (name, count) = pair.rsplit_once(' ').unwrap();
+            (name.to_string(), count.parse().unwrap())
+        })
+        .collect();
+    counts.sort();
+    counts
+}
+
+#[test]
+fn perf_data_from_perf_holds_the_records_perf_report_counts() {
+    let test = "perf_data_from_perf_holds_the_records_perf_report_counts";
+    if !weft_tests::needs(test, &[weft_tests::Need::Root]) {
+        return;
+    }
+    if !perf_runs() {
+        eprintln!("skipping {test}: needs perf (linux-perf)");
+        return;
+    }
+    let data = Scratch::new("sw.data", b"");
+    let recorded = std::process::Command::new("perf")
+        .args(["record", "-q", "-e", "cpu-clock", "-o", arg(&data.0), "--"])
+        .args([
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(recorded.status.success(), "{recorded:?}");
+    let (status, stdout, stderr) = run_weft(&["pt", "perf", arg(&data.0)]);
+    assert!(status.success(), "{stderr}");
+    assert_eq!(
+        weft_record_counts(&stdout),
+        perf_report_counts(&data.0),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("intel_pt: no AUXTRACE_INFO record"),
+        "{stdout}"
+    );
+}
+
+/// A perf.data file as `perf record -e intel_pt//u PROGRAM` writes one in
+/// per-thread mode: the PT event's attribute; then the thread's name, the
+/// program's executable mapping, the PT configuration and its trace.
+fn perf_data(pid: u32, exe: &Path, page: u64, trace: &[u8]) -> Vec<u8> {
+    fn record(data: &mut Vec<u8>, kind: u32, body: &[u8]) {
+        data.extend_from_slice(&kind.to_le_bytes());
+        data.extend_from_slice(&0u16.to_le_bytes());
+        data.extend_from_slice(&u16::try_from(8 + body.len()).unwrap().to_le_bytes());
+        data.extend_from_slice(body);
+    }
+    fn words(values: &[u64]) -> Vec<u8> {
+        values.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+    fn padded(text: &str) -> Vec<u8> {
+        let mut bytes = text.as_bytes().to_vec();
+        bytes.resize((text.len() + 1).next_multiple_of(8), 0);
+        bytes
+    }
+    let ids = u64::from(pid) << 32 | u64::from(pid);
+    let mut data = Vec::new();
+    record(&mut data, 3, &[words(&[ids]), padded("prog")].concat());
+    // MMAP2: pid/tid, addr, len, pgoff, dev and inode (24 bytes), prot
+    // (read, exec), flags (private), file name.
+    let mut mmap2 = words(&[ids, page, 0x1000, 0, 0, 0, 0]);
+    mmap2.extend_from_slice(&5u32.to_le_bytes());
+    mmap2.extend_from_slice(&2u32.to_le_bytes());
+    mmap2.extend(padded(arg(exe)));
+    record(&mut data, 10, &mmap2);
+    // AUXTRACE_INFO of Intel PT: PMU type, time shift, mult, zero, user
+    // time zero, then the TSC, noretcomp and MTC bits and so on.
+    let mut info = vec![1u8, 0, 0, 0, 0, 0, 0, 0];
+    info.extend(words(&[
+        8, 10, 500, 0, 1, 10, 11, 0, 0, 0, 9, 14, 2, 1, 1, 0,
+    ]));
+    record(&mut data, 70, &info);
+    // AUXTRACE: size, offset, reference, idx, tid, cpu -1; then the trace,
+    // padded to 8 bytes as perf does.
+    let mut trace = trace.to_vec();
+    trace.resize(trace.len().next_multiple_of(8), 0);
+    let mut auxtrace = words(&[trace.len() as u64, 0, 0]);
+    auxtrace.extend_from_slice(&0u32.to_le_bytes());
+    auxtrace.extend_from_slice(&pid.to_le_bytes());
+    auxtrace.extend_from_slice(&u32::MAX.to_le_bytes());
+    auxtrace.extend_from_slice(&0u32.to_le_bytes());
+    record(&mut data, 71, &auxtrace);
+    data.extend_from_slice(&trace);
+    // The attribute (perf_event_attr of 128 bytes, as perf 6.1 writes it;
+    // type 8, nothing sampled) and its empty id section.
+    let mut attr = vec![0u8; 128 + 16];
+    attr[..4].copy_from_slice(&8u32.to_le_bytes());
+    attr[4..8].copy_from_slice(&128u32.to_le_bytes());
+    let data_at = 104 + attr.len() as u64;
+    let mut file = b"PERFILE2".to_vec();
+    file.extend(words(&[104, attr.len() as u64, 104, attr.len() as u64]));
+    file.extend(words(&[data_at, data.len() as u64, 0, 0]));
+    file.extend([0u8; 32]);
+    file.extend(attr);
+    file.extend(data);
+    file
+}
+
+#[test]
+fn calls_from_a_perf_data_file_use_the_mapping_perf_recorded() {
+    let program = calls_program();
+    let page = 0x5555_5555_4000;
+    let exe = Scratch::new("perf.elf", &program);
+    let data = perf_data(4242, &exe.0, page, &calls_trace(page + 0x78));
+    let data = Scratch::new("pt.data", &data);
+    let (status, stdout, stderr) = run_weft(&["pt", "perf", arg(&data.0)]);
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stdout.contains("intel_pt: pmu type 8, per thread, full trace, tsc on, mtc on, cyc on"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("queue 0: thread 4242 (prog), "), "{stdout}");
+    assert!(
+        stdout.contains("records: COMM 1, MMAP2 1, AUXTRACE_INFO 1, AUXTRACE 1"),
+        "{stdout}"
+    );
+    let (status, stdout, stderr) = run_weft(&["pt", "calls", "--summary", "--perf", arg(&data.0)]);
+    assert!(status.success(), "{stderr}");
+    let mut lines = stdout.lines();
+    let title = lines.next().unwrap();
+    assert!(
+        title.starts_with("[queue 0: thread 4242 (prog), "),
+        "{stdout}"
+    );
+    assert_eq!(
+        columns(&lines.collect::<Vec<_>>().join("\n")),
+        CALLS_SUMMARY,
+        "{stdout}"
+    );
+    if perf_runs() {
+        // perf reads the file as well, and its own decoder finds the same
+        // packets at the same offsets as `weft pt dump` of the trace.
+        let counts = perf_report_counts(&data.0);
+        assert!(counts.contains(&("AUXTRACE".to_string(), 1)), "{counts:?}");
+        let mut trace = calls_trace(page + 0x78);
+        trace.resize(trace.len().next_multiple_of(8), 0);
+        let trace = Scratch::new("perf-pt.pt", &trace);
+        let (status, stdout, stderr) = run_weft(&["pt", "dump", arg(&trace.0)]);
+        assert!(status.success(), "{stderr}");
+        let weft: Vec<(u64, String)> = stdout
+            .lines()
+            .map(|line| {
+                let (offset, rest) = line.split_once("  ").unwrap();
+                let kind = rest.split_whitespace().next().unwrap();
+                let kind = kind.split_once(".8").map_or(kind, |(k, _)| k);
+                (u64::from_str_radix(offset, 16).unwrap(), kind.to_string())
+            })
+            .collect();
+        assert_eq!(perf_packets(&data.0), weft);
+    }
+}
+
+/// The (offset, packet kind) pairs of `perf report -D`'s dump of the PT
+/// data in `data`, kinds lowercased as ptdump names them.
+fn perf_packets(data: &Path) -> Vec<(u64, String)> {
+    let output = std::process::Command::new("perf")
+        .args(["report", "-D", "--stdio", "-i", arg(data)])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .skip_while(|l| !l.contains("Intel Processor Trace data"))
+        .skip(1)
+        .map_while(|line| {
+            let (offset, rest) = line.strip_prefix(".  ")?.split_once(':')?;
+            let offset = u64::from_str_radix(offset.trim(), 16).ok()?;
+            let is_byte = |t: &&str| t.len() == 2 && t.chars().all(|c| c.is_ascii_hexdigit());
+            let kind = rest.split_whitespace().find(|t| !is_byte(t))?;
+            Some((offset, kind.to_lowercase()))
+        })
+        .collect()
 }

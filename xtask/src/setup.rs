@@ -20,6 +20,8 @@ const PACKAGES: &[&str] = &[
     "python3-venv",
     // The terminal UI test drives `weft` in a real terminal.
     "tmux",
+    // The perf.data tests check weft's reading against perf's own.
+    "linux-perf",
 ];
 
 /// The `DuckDB` release the export test reads Parquet with.

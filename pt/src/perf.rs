@@ -1,0 +1,559 @@
+//! Intel PT recorded by `perf record -e intel_pt//`: the AUX data of a
+//! `perf.data` file, in queues (one per CPU, or per thread in per-thread
+//! mode), with the sideband needed to decode it: the executable mappings of
+//! each process, thread names, context switches and the TSC-to-time
+//! conversion (`tools/perf/Documentation/perf.data-file-format.txt`).
+//!
+//! The whole file is read into memory. Pipe-mode files (`perf record -o -`)
+//! and compressed records (`perf record -z`) are refused with an error.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::image::Mapping;
+
+/// Kernel record types (`enum perf_event_type`).
+const MMAP: u32 = 1;
+const LOST: u32 = 2;
+const COMM: u32 = 3;
+const MMAP2: u32 = 10;
+const AUX: u32 = 11;
+const SWITCH_CPU_WIDE: u32 = 15;
+/// Records perf itself writes (`enum perf_user_event_type`).
+const AUXTRACE_INFO: u32 = 70;
+const AUXTRACE: u32 = 71;
+const TIME_CONV: u32 = 79;
+const COMPRESSED: u32 = 81;
+
+/// `PERF_AUXTRACE_INTEL_PT`, the kind of an Intel PT `AUXTRACE_INFO`.
+const AUXTRACE_INTEL_PT: u32 = 1;
+/// `PROT_EXEC` in an `MMAP2` record.
+const PROT_EXEC: u32 = 4;
+/// `PERF_RECORD_MISC_SWITCH_OUT`.
+const MISC_SWITCH_OUT: u16 = 1 << 13;
+/// `PERF_AUX_FLAG_TRUNCATED`: the AUX buffer was full and data was lost.
+const AUX_TRUNCATED: u64 = 1;
+
+/// `sample_type` bits that put fields in the `sample_id_all` trailer.
+const SAMPLE_TID: u64 = 1 << 1;
+const SAMPLE_TIME: u64 = 1 << 2;
+const SAMPLE_ID: u64 = 1 << 6;
+const SAMPLE_CPU: u64 = 1 << 7;
+const SAMPLE_STREAM_ID: u64 = 1 << 9;
+const SAMPLE_IDENTIFIER: u64 = 1 << 16;
+/// `sample_id_all` in the attribute's flag word.
+const SAMPLE_ID_ALL: u64 = 1 << 18;
+
+/// What is wrong with a `perf.data` file, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PerfError {
+    pub offset: u64,
+    pub what: String,
+}
+
+impl fmt::Display for PerfError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "at byte {:#x}: {}", self.offset, self.what)
+    }
+}
+
+impl std::error::Error for PerfError {}
+
+/// One piece of AUX data: `size` bytes at `offset` of the queue's trace,
+/// stored at `at` in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chunk {
+    pub at: usize,
+    pub size: usize,
+    pub offset: u64,
+}
+
+/// The trace of one AUX buffer: a CPU's, or a thread's in per-thread mode
+/// (then `cpu` is -1).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Queue {
+    pub idx: u32,
+    pub cpu: i32,
+    pub tid: i32,
+    pub chunks: Vec<Chunk>,
+}
+
+impl Queue {
+    /// Bytes of trace in the file.
+    pub fn bytes(&self) -> usize {
+        self.chunks.iter().map(|c| c.size).sum()
+    }
+}
+
+/// An executable mapping of a process (`MMAP` or `MMAP2`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mmap {
+    pub pid: i32,
+    pub tid: i32,
+    pub addr: u64,
+    pub len: u64,
+    pub pgoff: u64,
+    pub filename: String,
+    /// perf time (ns), when records carry it.
+    pub time: Option<u64>,
+}
+
+/// A thread's name (`COMM`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Comm {
+    pub pid: i32,
+    pub tid: i32,
+    pub comm: String,
+}
+
+/// A context switch on a CPU (`SWITCH_CPU_WIDE`): the thread switched
+/// out (`out`) or in, and the other thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Switch {
+    pub out: bool,
+    pub other_pid: i32,
+    pub other_tid: i32,
+    pub time: Option<u64>,
+    pub cpu: Option<u32>,
+}
+
+/// perf time from TSC: `time_zero + tsc * time_mult >> time_shift`, as
+/// the kernel's `perf_event_mmap_page` gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeConv {
+    pub shift: u16,
+    pub mult: u32,
+    pub zero: u64,
+}
+
+impl TimeConv {
+    /// The perf time (ns) of `tsc`.
+    pub fn ns(&self, tsc: u64) -> u64 {
+        let (quot, rem) = (tsc >> self.shift, tsc & ((1u64 << self.shift) - 1));
+        self.zero
+            .wrapping_add(quot.wrapping_mul(u64::from(self.mult)))
+            .wrapping_add((rem * u64::from(self.mult)) >> self.shift)
+    }
+}
+
+/// Intel PT's `AUXTRACE_INFO`: the PMU type and how the trace was
+/// configured (`tools/perf/arch/x86/util/intel-pt.c`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PtInfo {
+    pub pmu_type: u64,
+    pub time: TimeConv,
+    pub tsc_bit: u64,
+    pub noretcomp_bit: u64,
+    pub have_sched_switch: u64,
+    pub snapshot_mode: bool,
+    pub per_cpu_mmaps: bool,
+    /// MTC bit, frequency bits, CPUID 0x15 ratio (`tsc_ctc_n/d`), CYC bit
+    /// and the maximum non-turbo ratio, where the file has them.
+    pub mtc_bit: Option<u64>,
+    pub mtc_freq_bits: Option<u64>,
+    pub tsc_ctc_ratio: Option<(u64, u64)>,
+    pub cyc_bit: Option<u64>,
+    pub max_nonturbo_ratio: Option<u64>,
+}
+
+/// What a `perf.data` file holds for Intel PT decoding.
+#[derive(Debug, Default)]
+pub struct PerfData {
+    pub info: Option<PtInfo>,
+    pub time_conv: Option<TimeConv>,
+    pub queues: Vec<Queue>,
+    pub mmaps: Vec<Mmap>,
+    pub comms: Vec<Comm>,
+    pub switches: Vec<Switch>,
+    /// `AUX` records flagged truncated: the kernel lost trace there.
+    pub truncated: u64,
+    /// Records the kernel could not write (`LOST`), summed.
+    pub lost: u64,
+    /// How many records of each type the data section holds.
+    pub counts: BTreeMap<u32, u64>,
+}
+
+/// `perf_file_header`: magic, size, `attr_size`, then the attrs, data and
+/// event types sections (offset, size each), then the feature bits.
+const HEADER_SIZE: u64 = 104;
+const MAGIC: &[u8; 8] = b"PERFILE2";
+
+impl PerfData {
+    /// Reads a `perf.data` file's bytes.
+    pub fn parse(file: &[u8]) -> Result<Self, PerfError> {
+        let r = Reader(file);
+        if file.get(..8) != Some(MAGIC.as_slice()) {
+            return Err(error(0, "not a perf.data file (no PERFILE2 magic)"));
+        }
+        let size = r.u64(8)?;
+        if size != HEADER_SIZE {
+            return Err(error(
+                8,
+                "a pipe-mode perf.data (perf record -o -) is not supported; record to a file",
+            ));
+        }
+        let entry_size = r.u64(16)?;
+        let (attrs, attrs_size) = (r.u64(24)?, r.u64(32)?);
+        let (data, data_size) = (r.u64(40)?, r.u64(48)?);
+        let trailer = Trailer::of_first_attr(&r, attrs, attrs_size, entry_size)?;
+        let mut perf = PerfData::default();
+        let end = data
+            .checked_add(data_size)
+            .filter(|&end| end <= file.len() as u64)
+            .ok_or_else(|| error(40, "the data section lies outside the file"))?;
+        let mut at = data;
+        while at < end {
+            at = perf.record(&r, at, &trailer)?;
+        }
+        perf.queues.sort_by_key(|q| q.idx);
+        for queue in &mut perf.queues {
+            queue.chunks.sort_by_key(|c| c.offset);
+        }
+        Ok(perf)
+    }
+
+    /// Reads the record at `at`; returns where the next one starts.
+    fn record(&mut self, r: &Reader, at: u64, trailer: &Trailer) -> Result<u64, PerfError> {
+        let kind = r.u32(at)?;
+        let misc = r.u16(at + 4)?;
+        let size = u64::from(r.u16(at + 6)?);
+        if size < 8 {
+            return Err(error(at, format!("a record of {size} bytes")));
+        }
+        *self.counts.entry(kind).or_default() += 1;
+        let body = at + 8;
+        let end = at + size;
+        match kind {
+            MMAP | MMAP2 => {
+                let (prot_at, name_at) = if kind == MMAP {
+                    (None, body + 32)
+                } else {
+                    (Some(body + 56), body + 64)
+                };
+                // MMAP records are of executable mappings unless perf
+                // asked for data mappings too (misc bit 13, MMAP_DATA).
+                let exec = prot_at.map_or(Ok(misc & (1 << 13) == 0), |p| {
+                    r.u32(p).map(|prot| prot & PROT_EXEC != 0)
+                })?;
+                if exec {
+                    self.mmaps.push(Mmap {
+                        pid: r.i32(body)?,
+                        tid: r.i32(body + 4)?,
+                        addr: r.u64(body + 8)?,
+                        len: r.u64(body + 16)?,
+                        pgoff: r.u64(body + 24)?,
+                        filename: r.string(name_at, end)?,
+                        time: trailer.time(r, end)?,
+                    });
+                }
+            }
+            COMM => self.comms.push(Comm {
+                pid: r.i32(body)?,
+                tid: r.i32(body + 4)?,
+                comm: r.string(body + 8, end)?,
+            }),
+            SWITCH_CPU_WIDE => self.switches.push(Switch {
+                out: misc & MISC_SWITCH_OUT != 0,
+                other_pid: r.i32(body)?,
+                other_tid: r.i32(body + 4)?,
+                time: trailer.time(r, end)?,
+                cpu: trailer.cpu(r, end)?,
+            }),
+            AUX if r.u64(body + 16)? & AUX_TRUNCATED != 0 => self.truncated += 1,
+            LOST => self.lost += r.u64(body + 8)?,
+            AUXTRACE_INFO if r.u32(body)? == AUXTRACE_INTEL_PT => {
+                self.info = Some(pt_info(r, body + 8, end)?);
+            }
+            TIME_CONV => {
+                self.time_conv = Some(TimeConv {
+                    shift: r.u64(body)? as u16,
+                    mult: r.u64(body + 8)? as u32,
+                    zero: r.u64(body + 16)?,
+                });
+            }
+            AUXTRACE => return self.auxtrace(r, at, end),
+            COMPRESSED => {
+                return Err(error(
+                    at,
+                    "compressed records (perf record -z) are not supported; record without -z",
+                ));
+            }
+            _ => {}
+        }
+        Ok(end)
+    }
+
+    /// An `AUXTRACE` record: its header, then `size` bytes of trace that
+    /// the record's own size does not count.
+    fn auxtrace(&mut self, r: &Reader, at: u64, end: u64) -> Result<u64, PerfError> {
+        let body = at + 8;
+        let size = r.u64(body)?;
+        let offset = r.u64(body + 8)?;
+        let idx = r.u32(body + 24)?;
+        let tid = r.i32(body + 28)?;
+        let cpu = r.i32(body + 32)?;
+        let data_end = end
+            .checked_add(size)
+            .filter(|&e| e <= r.0.len() as u64)
+            .ok_or_else(|| error(at, format!("AUX data of {size} bytes runs past the file")))?;
+        let chunk = Chunk {
+            at: end as usize,
+            size: size as usize,
+            offset,
+        };
+        match self.queues.iter_mut().find(|q| q.idx == idx) {
+            Some(queue) => queue.chunks.push(chunk),
+            None => self.queues.push(Queue {
+                idx,
+                cpu,
+                tid,
+                chunks: vec![chunk],
+            }),
+        }
+        Ok(data_end)
+    }
+
+    /// The trace of `queue`: its chunks in order.
+    pub fn trace(&self, file: &[u8], queue: &Queue) -> Vec<u8> {
+        let mut trace = Vec::with_capacity(queue.bytes());
+        for chunk in &queue.chunks {
+            trace.extend_from_slice(&file[chunk.at..chunk.at + chunk.size]);
+        }
+        trace
+    }
+
+    /// The process of thread `tid`, as its records say.
+    pub fn pid_of(&self, tid: i32) -> Option<i32> {
+        self.comms
+            .iter()
+            .find(|c| c.tid == tid)
+            .map(|c| c.pid)
+            .or_else(|| self.mmaps.iter().find(|m| m.tid == tid).map(|m| m.pid))
+    }
+
+    /// The executable file mappings of process `pid`, and the kernel's
+    /// (pid -1), in the order they were made.
+    pub fn mappings(&self, pid: i32) -> Vec<Mapping> {
+        self.mmaps
+            .iter()
+            .filter(|m| (m.pid == pid || m.pid == -1) && m.filename.starts_with('/'))
+            .map(|m| Mapping {
+                path: m.filename.clone(),
+                start: m.addr,
+                len: m.len,
+                offset: m.pgoff,
+            })
+            .collect()
+    }
+
+    /// The name of thread `tid`, the last it had.
+    pub fn comm(&self, tid: i32) -> Option<&str> {
+        self.comms
+            .iter()
+            .rev()
+            .find(|c| c.tid == tid)
+            .map(|c| c.comm.as_str())
+    }
+
+    /// How TSC becomes perf time: from `TIME_CONV`, else `AUXTRACE_INFO`.
+    pub fn clock(&self) -> Option<TimeConv> {
+        self.time_conv.or(self.info.as_ref().map(|i| i.time))
+    }
+}
+
+/// perf's name for record type `kind` (as `perf report -D` prints it).
+pub fn record_name(kind: u32) -> Option<&'static str> {
+    const KERNEL: [&str; 22] = [
+        "",
+        "MMAP",
+        "LOST",
+        "COMM",
+        "EXIT",
+        "THROTTLE",
+        "UNTHROTTLE",
+        "FORK",
+        "READ",
+        "SAMPLE",
+        "MMAP2",
+        "AUX",
+        "ITRACE_START",
+        "LOST_SAMPLES",
+        "SWITCH",
+        "SWITCH_CPU_WIDE",
+        "NAMESPACES",
+        "KSYMBOL",
+        "BPF_EVENT",
+        "CGROUP",
+        "TEXT_POKE",
+        "AUX_OUTPUT_HW_ID",
+    ];
+    const USER: [&str; 20] = [
+        "ATTR",
+        "EVENT_TYPE",
+        "TRACING_DATA",
+        "BUILD_ID",
+        "FINISHED_ROUND",
+        "ID_INDEX",
+        "AUXTRACE_INFO",
+        "AUXTRACE",
+        "AUXTRACE_ERROR",
+        "THREAD_MAP",
+        "CPU_MAP",
+        "STAT_CONFIG",
+        "STAT",
+        "STAT_ROUND",
+        "EVENT_UPDATE",
+        "TIME_CONV",
+        "FEATURE",
+        "COMPRESSED",
+        "FINISHED_INIT",
+        "COMPRESSED2",
+    ];
+    let name = match kind {
+        1..=21 => KERNEL[kind as usize],
+        64..=83 => USER[kind as usize - 64],
+        _ => return None,
+    };
+    Some(name)
+}
+
+/// Intel PT's `AUXTRACE_INFO` private words, from `at` to `end`.
+fn pt_info(r: &Reader, at: u64, end: u64) -> Result<PtInfo, PerfError> {
+    let words = (end.saturating_sub(at) / 8) as usize;
+    let word = |i: usize| -> Result<Option<u64>, PerfError> {
+        if i < words {
+            r.u64(at + 8 * i as u64).map(Some)
+        } else {
+            Ok(None)
+        }
+    };
+    let need = |i: usize| -> Result<u64, PerfError> {
+        word(i)?.ok_or_else(|| error(at, "a short Intel PT AUXTRACE_INFO record"))
+    };
+    Ok(PtInfo {
+        pmu_type: need(0)?,
+        time: TimeConv {
+            shift: need(1)? as u16,
+            mult: need(2)? as u32,
+            zero: need(3)?,
+        },
+        tsc_bit: need(5)?,
+        noretcomp_bit: need(6)?,
+        have_sched_switch: need(7)?,
+        snapshot_mode: need(8)? != 0,
+        per_cpu_mmaps: need(9)? != 0,
+        mtc_bit: word(10)?,
+        mtc_freq_bits: word(11)?,
+        tsc_ctc_ratio: word(12)?.zip(word(13)?),
+        cyc_bit: word(14)?,
+        max_nonturbo_ratio: word(15)?,
+    })
+}
+
+/// Where the `sample_id_all` trailer keeps time and CPU: bytes from the
+/// end of a record, when the first attribute asks for them.
+struct Trailer {
+    time_from_end: Option<u64>,
+    cpu_from_end: Option<u64>,
+}
+
+impl Trailer {
+    fn of_first_attr(r: &Reader, at: u64, size: u64, entry: u64) -> Result<Self, PerfError> {
+        let none = Self {
+            time_from_end: None,
+            cpu_from_end: None,
+        };
+        if size == 0 || entry < 16 {
+            return Ok(none);
+        }
+        // perf_event_attr: type u32, size u32, config u64, sample_period
+        // u64, sample_type u64, read_format u64, flags u64.
+        let sample_type = r.u64(at + 24)?;
+        let flags = r.u64(at + 40)?;
+        if flags & SAMPLE_ID_ALL == 0 {
+            return Ok(none);
+        }
+        // The trailer's fields in order, with their sizes.
+        let fields = [
+            (SAMPLE_TID, 8),
+            (SAMPLE_TIME, 8),
+            (SAMPLE_ID, 8),
+            (SAMPLE_STREAM_ID, 8),
+            (SAMPLE_CPU, 8),
+            (SAMPLE_IDENTIFIER, 8),
+        ];
+        let present: Vec<(u64, u64)> = fields
+            .into_iter()
+            .filter(|(bit, _)| sample_type & bit != 0)
+            .collect();
+        let total: u64 = present.iter().map(|(_, size)| size).sum();
+        let from_end = |wanted: u64| {
+            let mut before = 0;
+            for (bit, size) in &present {
+                if *bit == wanted {
+                    return Some(total - before);
+                }
+                before += size;
+            }
+            None
+        };
+        Ok(Self {
+            time_from_end: from_end(SAMPLE_TIME),
+            cpu_from_end: from_end(SAMPLE_CPU),
+        })
+    }
+
+    fn time(&self, r: &Reader, end: u64) -> Result<Option<u64>, PerfError> {
+        self.time_from_end.map(|back| r.u64(end - back)).transpose()
+    }
+
+    fn cpu(&self, r: &Reader, end: u64) -> Result<Option<u32>, PerfError> {
+        self.cpu_from_end.map(|back| r.u32(end - back)).transpose()
+    }
+}
+
+fn error(offset: u64, what: impl Into<String>) -> PerfError {
+    PerfError {
+        offset,
+        what: what.into(),
+    }
+}
+
+/// Little-endian reads that fail with the offset past the end.
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn bytes<const N: usize>(&self, at: u64) -> Result<[u8; N], PerfError> {
+        usize::try_from(at)
+            .ok()
+            .and_then(|at| self.0.get(at..at.checked_add(N)?))
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| error(at, "the file ends inside a record"))
+    }
+
+    fn u16(&self, at: u64) -> Result<u16, PerfError> {
+        self.bytes(at).map(u16::from_le_bytes)
+    }
+
+    fn u32(&self, at: u64) -> Result<u32, PerfError> {
+        self.bytes(at).map(u32::from_le_bytes)
+    }
+
+    fn i32(&self, at: u64) -> Result<i32, PerfError> {
+        self.bytes(at).map(i32::from_le_bytes)
+    }
+
+    fn u64(&self, at: u64) -> Result<u64, PerfError> {
+        self.bytes(at).map(u64::from_le_bytes)
+    }
+
+    /// The NUL-terminated string from `at`, within `end`.
+    fn string(&self, at: u64, end: u64) -> Result<String, PerfError> {
+        let bytes = self
+            .0
+            .get(at as usize..end as usize)
+            .ok_or_else(|| error(at, "the file ends inside a record"))?;
+        let len = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        Ok(String::from_utf8_lossy(&bytes[..len]).into_owned())
+    }
+}
