@@ -557,3 +557,79 @@ impl Reader<'_> {
         Ok(String::from_utf8_lossy(&bytes[..len]).into_owned())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(kind: u32, body: &[u8]) -> Vec<u8> {
+        let mut r = kind.to_le_bytes().to_vec();
+        r.extend(0u16.to_le_bytes());
+        r.extend(u16::try_from(8 + body.len()).unwrap().to_le_bytes());
+        r.extend(body);
+        r
+    }
+
+    /// A file with a COMM record and an AUXTRACE record of `trace`.
+    fn file(trace: &[u8]) -> Vec<u8> {
+        let mut data = record(COMM, b"\x07\0\0\0\x07\0\0\0prog\0\0\0\0");
+        let mut aux = (trace.len() as u64).to_le_bytes().to_vec();
+        aux.extend([0u8; 16]);
+        aux.extend([0, 0, 0, 0, 7, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
+        data.extend(record(AUXTRACE, &aux));
+        data.extend(trace);
+        let attr = [0u8; 144];
+        let words = [104, 144, 104, 144, 248, data.len() as u64, 0, 0];
+        let mut file = MAGIC.to_vec();
+        file.extend(words.iter().flat_map(|w| u64::to_le_bytes(*w)));
+        file.extend([0u8; 32]);
+        file.extend(attr);
+        file.extend(data);
+        file
+    }
+
+    #[test]
+    fn reads_a_queue_and_a_thread_name() {
+        let bytes = file(b"\x02\x82trace!!");
+        let perf = PerfData::parse(&bytes).unwrap();
+        assert_eq!(perf.queues.len(), 1);
+        let queue = &perf.queues[0];
+        assert_eq!((queue.tid, queue.cpu, queue.bytes()), (7, -1, 9));
+        assert_eq!(perf.trace(&bytes, queue), b"\x02\x82trace!!");
+        assert_eq!(perf.comm(7), Some("prog"));
+        assert_eq!(perf.pid_of(7), Some(7));
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_not_a_panic() {
+        let bytes = file(b"\x02\x82trace!!");
+        for len in 0..bytes.len() {
+            assert!(PerfData::parse(&bytes[..len]).is_err(), "{len}");
+        }
+    }
+
+    #[test]
+    fn pipe_mode_and_compressed_records_are_refused_by_name() {
+        let mut pipe = file(b"");
+        pipe[8] = 16;
+        let error = PerfData::parse(&pipe).unwrap_err();
+        assert!(error.what.contains("pipe-mode"), "{error}");
+        let mut compressed = file(b"");
+        compressed[248] = COMPRESSED as u8;
+        let error = PerfData::parse(&compressed).unwrap_err();
+        assert_eq!(error.offset, 248);
+        assert!(error.what.contains("perf record -z"), "{error}");
+    }
+
+    #[test]
+    fn tsc_becomes_perf_time_as_the_kernel_computes_it() {
+        let clock = TimeConv {
+            shift: 10,
+            mult: 500,
+            zero: 1_000,
+        };
+        // 3000 ticks at 500/1024 ns each.
+        assert_eq!(clock.ns(3_000), 1_000 + 3_000 * 500 / 1024);
+        assert_eq!(clock.ns(u64::MAX), clock.ns(u64::MAX));
+    }
+}
