@@ -5,11 +5,11 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use weft_pt::Errata;
-use weft_pt::calls::{Calls, Listing, Profile};
+use weft_pt::calls::{Call, Calls, Listing, Profile};
 use weft_pt::dump::TimeColumn;
 use weft_pt::flow::{Event, Flow, Step};
 use weft_pt::image::Image;
-use weft_pt::perf::{PerfData, Queue};
+use weft_pt::perf::{PerfData, Queue, TimeConv};
 
 use crate::cli::{PtCallsArgs, PtCommand, PtDumpArgs, PtFlowArgs, PtPerfArgs};
 
@@ -67,20 +67,26 @@ fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
         let (trace, image) = (&input.trace, &input.image);
         let mut flow = Flow::new(trace, image, errata).with_clocks(args.clocks.clocks());
         let mut calls = Calls::new(image);
+        // Times in ns where the recording says how TSC maps to time.
+        let ns = |call: Call| match input.clock {
+            Some(clock) => call.with_clock(|tsc| clock.ns(tsc)),
+            None => call,
+        };
+        let unit = input.clock.map(|_| "ns");
         errors += if args.summary {
             let mut profile = Profile::default();
             let errors = walk(&mut flow, &mut |step| {
-                calls.step(&step, &mut |call| profile.add(&call));
+                calls.step(&step, &mut |call| profile.add(&ns(call)));
                 Ok(())
             })?;
-            summary(image, &profile, &mut out)?;
+            summary(image, &profile, unit, &mut out)?;
             errors
         } else {
-            let mut listing = Listing::new(image, &mut out)?;
+            let mut listing = Listing::new(image, &mut out, unit)?;
             let mut failed = None;
             let errors = walk(&mut flow, &mut |step| {
                 calls.step(&step, &mut |call| {
-                    if let Err(e) = listing.line(&call) {
+                    if let Err(e) = listing.line(&ns(call)) {
                         failed.get_or_insert(e);
                     }
                 });
@@ -100,6 +106,8 @@ struct Input {
     title: Option<String>,
     trace: Vec<u8>,
     image: Image,
+    /// How the trace's TSC becomes time, when the recording says.
+    clock: Option<TimeConv>,
 }
 
 impl Input {
@@ -118,6 +126,7 @@ fn inputs(args: &PtFlowArgs) -> anyhow::Result<Vec<Input>> {
             title: None,
             trace,
             image: read_image(args)?,
+            clock: None,
         }]);
     }
     let name = args.trace.display();
@@ -146,6 +155,7 @@ fn inputs(args: &PtFlowArgs) -> anyhow::Result<Vec<Input>> {
                 title: Some(queue_title(&perf, queue)),
                 trace: perf.trace(&trace, queue),
                 image,
+                clock: perf.clock(),
             })
         })
         .collect()
@@ -261,11 +271,19 @@ fn walk(
     }
 }
 
-fn summary(image: &Image, profile: &Profile, out: &mut dyn Write) -> std::io::Result<()> {
+fn summary(
+    image: &Image,
+    profile: &Profile,
+    unit: Option<&str>,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let unit = unit.map(|u| format!("({u})")).unwrap_or_default();
     writeln!(
         out,
         "{:>10} {:>14} {:>14}  FUNCTION",
-        "CALLS", "TOTAL", "OWN"
+        "CALLS",
+        format!("TOTAL{unit}"),
+        format!("OWN{unit}")
     )?;
     for (function, cost) in profile.by_own_time() {
         let name = weft_pt::calls::name(image, function);

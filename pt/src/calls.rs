@@ -44,6 +44,41 @@ pub enum Call {
     },
 }
 
+impl Call {
+    /// The same call with its times (TSC) put through `clock`, and its
+    /// duration as the difference of its ends' converted times.
+    #[must_use]
+    pub fn with_clock(self, clock: impl Fn(u64) -> u64) -> Call {
+        match self {
+            Call::Entry {
+                depth,
+                function,
+                time,
+            } => Call::Entry {
+                depth,
+                function,
+                time: clock(time),
+            },
+            Call::Exit {
+                depth,
+                function,
+                time,
+                duration,
+            } => Call::Exit {
+                depth,
+                function,
+                time: clock(time),
+                duration: duration.map(|d| clock(time) - clock(time.saturating_sub(d))),
+            },
+            Call::Note { depth, time, event } => Call::Note {
+                depth,
+                time: clock(time),
+                event,
+            },
+        }
+    }
+}
+
 /// Turns flow steps into [`Call`]s.
 pub struct Calls<'a> {
     image: &'a Image,
@@ -230,8 +265,9 @@ pub fn name(image: &Image, function: u64) -> String {
 }
 
 /// Writes calls as an indented tree, as uftrace lays it out: a call with
-/// no calls inside is one line with its duration. Times are TSC ticks
-/// since the first line.
+/// no calls inside is one line with its duration. Times count from the
+/// first line, in the calls' unit (TSC ticks, or ns after
+/// [`Call::with_clock`], which `unit` names in the header).
 pub struct Listing<'a> {
     image: &'a Image,
     out: &'a mut dyn std::io::Write,
@@ -241,8 +277,16 @@ pub struct Listing<'a> {
 }
 
 impl<'a> Listing<'a> {
-    pub fn new(image: &'a Image, out: &'a mut dyn std::io::Write) -> std::io::Result<Self> {
-        writeln!(out, "{:>12} {:>10}  FUNCTION", "TIME", "DURATION")?;
+    pub fn new(
+        image: &'a Image,
+        out: &'a mut dyn std::io::Write,
+        unit: Option<&str>,
+    ) -> std::io::Result<Self> {
+        let (time, duration) = match unit {
+            Some(unit) => (format!("TIME({unit})"), format!("DURATION({unit})")),
+            None => ("TIME".to_string(), "DURATION".to_string()),
+        };
+        writeln!(out, "{time:>12} {duration:>10}  FUNCTION")?;
         Ok(Listing {
             image,
             out,

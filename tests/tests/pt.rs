@@ -444,12 +444,11 @@ fn perf_data(pid: u32, exe: &Path, page: u64, trace: &[u8]) -> Vec<u8> {
     mmap2.extend_from_slice(&2u32.to_le_bytes());
     mmap2.extend(padded(arg(exe)));
     record(&mut data, 10, &mmap2);
-    // AUXTRACE_INFO of Intel PT: PMU type, time shift, mult, zero, user
-    // time zero, then the TSC, noretcomp and MTC bits and so on.
+    // AUXTRACE_INFO of Intel PT: PMU type, time shift, mult, zero (a
+    // clock of 2 ns per tick from 5 ns), user time zero, then the TSC,
+    // noretcomp and MTC bits and so on.
     let mut info = vec![1u8, 0, 0, 0, 0, 0, 0, 0];
-    info.extend(words(&[
-        8, 10, 500, 0, 1, 10, 11, 0, 0, 0, 9, 14, 2, 1, 1, 0,
-    ]));
+    info.extend(words(&[8, 0, 2, 5, 1, 10, 11, 0, 0, 0, 9, 14, 2, 1, 1, 0]));
     record(&mut data, 70, &info);
     // AUXTRACE: size, offset, reference, idx, tid, cpu -1; then the trace,
     // padded to 8 bytes as perf does.
@@ -491,6 +490,7 @@ fn calls_from_a_perf_data_file_use_the_mapping_perf_recorded() {
         "{stdout}"
     );
     assert!(stdout.contains("queue 0: thread 4242 (prog), "), "{stdout}");
+    assert!(stdout.contains("clock: ns = 5 + tsc * 2 >> 0"), "{stdout}");
     assert!(
         stdout.contains("records: COMM 1, MMAP2 1, AUXTRACE_INFO 1, AUXTRACE 1"),
         "{stdout}"
@@ -503,9 +503,14 @@ fn calls_from_a_perf_data_file_use_the_mapping_perf_recorded() {
         title.starts_with("[queue 0: thread 4242 (prog), "),
         "{stdout}"
     );
+    // The file's clock makes each tick 2 ns.
     assert_eq!(
         columns(&lines.collect::<Vec<_>>().join("\n")),
-        CALLS_SUMMARY,
+        [
+            ["CALLS", "TOTAL(ns)", "OWN(ns)", "FUNCTION"],
+            ["2", "1200", "1200", "g"],
+            ["2", "1600", "400", "f"],
+        ],
         "{stdout}"
     );
     if perf_runs() {
