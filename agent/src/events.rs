@@ -20,7 +20,8 @@ use weft_probes::tracefs::find_field;
 
 use crate::{
     delivery::Delivery,
-    ebpf::{self, RingArray},
+    ebpf,
+    rings::RingArray,
     sources::{Hook, Spec},
     tc,
 };

@@ -18,6 +18,7 @@ mod pt_record;
 mod query;
 mod record;
 mod resolve;
+mod rings;
 mod session;
 mod socket;
 mod sources;

@@ -15,10 +15,7 @@ use weft_probes::syscall::{
     RINGS_MAP, SyscallConfig, SyscallEvent,
 };
 
-use crate::{
-    delivery::Delivery,
-    ebpf::{self, RingArray},
-};
+use crate::{delivery::Delivery, ebpf, rings::RingArray};
 
 /// Which threads and syscalls to trace; applied in the kernel.
 #[derive(Debug, Default, Clone)]

@@ -36,11 +36,7 @@ use weft_trace::{
 };
 
 use super::stacks::Stacks;
-use crate::{
-    delivery::Delivery,
-    ebpf::{self, RingArray},
-    trace::kernel::event_id,
-};
+use crate::{delivery::Delivery, ebpf, rings::RingArray, trace::kernel::event_id};
 
 /// Distinct stacks kept for `kstack`/`ustack`.
 const STACKS: u32 = 16384;
