@@ -314,10 +314,19 @@ impl PerfData {
     }
 
     /// The trace of `queue`: its chunks in order.
+    ///
+    /// Chunks that overlap (snapshot mode writes what is in the buffer each
+    /// time) give their bytes once. After a gap (trace the kernel lost)
+    /// the decoder finds garbage at the join and resyncs at the next PSB.
     pub fn trace(&self, file: &[u8], queue: &Queue) -> Vec<u8> {
         let mut trace = Vec::with_capacity(queue.bytes());
+        let mut end = None;
         for chunk in &queue.chunks {
-            trace.extend_from_slice(&file[chunk.at..chunk.at + chunk.size]);
+            let chunk_end = chunk.offset + chunk.size as u64;
+            let seen = end.map_or(0, |end: u64| end.saturating_sub(chunk.offset));
+            let skip = seen.min(chunk.size as u64) as usize;
+            trace.extend_from_slice(&file[chunk.at + skip..chunk.at + chunk.size]);
+            end = Some(end.map_or(chunk_end, |end| end.max(chunk_end)));
         }
         trace
     }
@@ -598,6 +607,18 @@ mod tests {
         assert_eq!(perf.trace(&bytes, queue), b"\x02\x82trace!!");
         assert_eq!(perf.comm(7), Some("prog"));
         assert_eq!(perf.pid_of(7), Some(7));
+    }
+
+    #[test]
+    fn overlapping_chunks_give_their_bytes_once() {
+        let file = b"abcdefghij";
+        let chunk = |at, size, offset| Chunk { at, size, offset };
+        let queue = Queue {
+            chunks: vec![chunk(0, 4, 100), chunk(2, 5, 102), chunk(8, 2, 110)],
+            ..Queue::default()
+        };
+        // abcd, then cdefg from offset 102 (cd seen), then a gap to ij.
+        assert_eq!(PerfData::default().trace(file, &queue), b"abcdefgij");
     }
 
     #[test]
