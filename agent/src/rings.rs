@@ -164,6 +164,15 @@ impl RingArray {
                 filling,
             } => {
                 let outer = outer.fd().as_fd().as_raw_fd();
+                let object = ring_array_fd(ebpf, name)?;
+                if map_id(object)? != map_id(outer)? {
+                    // The loader made its own array (the pin was gone when
+                    // it looked, removed by another pid namespace's weft,
+                    // say): fill that one.
+                    let fds: Vec<RawFd> = rings.iter().map(|r| r.as_fd().as_raw_fd()).collect();
+                    fill_ring_array(object, &fds)?;
+                    return Ok(rings);
+                }
                 let slots = u32::try_from(rings.len())?;
                 // An update sets its slot as it enters the kernel; the grace
                 // period it then waits out guards the slot's old value, and
@@ -246,10 +255,42 @@ fn remove_stale_ring_pins() {
         else {
             continue;
         };
-        if !Path::new("/proc").join(pid).exists() {
+        // A pin lives for milliseconds: one a minute old whose pid is not
+        // here is stale (a pid of another pid namespace may be loading).
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > Duration::from_secs(60)));
+        if old && !Path::new("/proc").join(pid).exists() {
             let _ = fs::remove_file(entry.path());
         }
     }
+}
+
+/// The kernel's id of the map `fd` (`BPF_OBJ_GET_INFO_BY_FD`).
+fn map_id(fd: RawFd) -> Result<u32> {
+    /// `struct bpf_map_info` up to its id.
+    #[repr(C)]
+    struct MapInfo {
+        map_type: u32,
+        id: u32,
+    }
+    /// `union bpf_attr` for `BPF_OBJ_GET_INFO_BY_FD`.
+    #[repr(C)]
+    struct InfoAttr {
+        bpf_fd: u32,
+        info_len: u32,
+        info: u64,
+    }
+    const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+    let mut info = MapInfo { map_type: 0, id: 0 };
+    let attr = InfoAttr {
+        bpf_fd: fd.cast_unsigned(),
+        info_len: std::mem::size_of::<MapInfo>() as u32,
+        info: (&raw mut info) as u64,
+    };
+    bpf(BPF_OBJ_GET_INFO_BY_FD, &attr).context("failed to read a map's id")?;
+    Ok(info.id)
 }
 
 /// Whether bpffs is mounted on [`BPFFS`], mounting it when absent.
