@@ -95,8 +95,9 @@ impl EventProbe {
                 hooks.push((spec.name, hook));
             }
         }
-        // Made while the loader reads the kernel's BTF and the object loads.
-        let rings = std::thread::spawn(move || RingArray::create(cpus, ring_bytes));
+        // Made while the loader reads the kernel's BTF; filled while the
+        // object loads.
+        let rings = RingArray::spawn(cpus, ring_bytes);
         let mut loader = EbpfLoader::new();
         loader
             .allow_unsupported_maps()
@@ -108,7 +109,7 @@ impl EventProbe {
         }
         let net_flags = filter.net.flags();
         loader.override_global(weft_probes::net::FLAGS_GLOBAL, &net_flags, true);
-        let rings = rings.join().expect("the ring thread does not panic")?;
+        let rings = rings.wait()?;
         rings.use_in(&mut loader, RINGS_MAP);
         let mut ebpf = loader
             .load(ebpf::object()?)

@@ -3,6 +3,7 @@
 //! start-up does not wait for them (see [`RingArray`]).
 
 use std::{
+    ffi::CStr,
     fs,
     os::fd::{AsFd, AsRawFd, FromRawFd as _, OwnedFd, RawFd},
     path::{Path, PathBuf},
@@ -46,13 +47,13 @@ fn new_rings(cpus: u32, bytes: u32) -> Result<Vec<RingBuf<MapData>>> {
     })
 }
 
-/// The fd of the ring array `map` of `ebpf`.
-fn ring_array_fd(ebpf: &Ebpf, map: &str) -> Result<RawFd> {
+/// The ring array `map` of `ebpf`.
+fn ring_array<'a>(ebpf: &'a Ebpf, map: &str) -> Result<&'a MapData> {
     let outer = ebpf.map(map).context("the probe has no ring array")?;
     let Map::ArrayOfMaps(outer) = outer else {
         bail!("{map} is not an array of maps");
     };
-    Ok(outer.fd().as_fd().as_raw_fd())
+    Ok(outer)
 }
 
 /// Puts the maps `rings` into slots 0, 1, ... of the map-of-maps `outer`.
@@ -60,12 +61,16 @@ fn ring_array_fd(ebpf: &Ebpf, map: &str) -> Result<RawFd> {
 /// Each update of a map-of-maps waits for an RCU grace period in the
 /// kernel (milliseconds each), so the updates run in parallel threads and
 /// share grace periods instead of paying one per CPU in turn.
-fn fill_ring_array(outer: RawFd, rings: &[RawFd]) -> Result<()> {
+fn fill_ring_array(outer: impl AsFd, rings: &[impl AsFd + Sync]) -> Result<()> {
+    let outer = outer.as_fd().as_raw_fd();
     std::thread::scope(|scope| {
         let updates: Vec<_> = rings
             .iter()
             .zip(0u32..)
-            .map(|(&ring, cpu)| scope.spawn(move || update_fd_slot(outer, cpu, ring)))
+            .map(|(ring, cpu)| {
+                let ring = ring.as_fd().as_raw_fd();
+                scope.spawn(move || update_fd_slot(outer, cpu, ring))
+            })
             .collect();
         updates
             .into_iter()
@@ -76,7 +81,7 @@ fn fill_ring_array(outer: RawFd, rings: &[RawFd]) -> Result<()> {
 
 /// Where bpffs is mounted (weft mounts it when absent), for pins that live
 /// only while weft loads.
-const BPFFS: &str = "/sys/fs/bpf";
+const BPFFS: &CStr = c"/sys/fs/bpf";
 /// Names of [`RingArray`] pins: this prefix, the pid, `-` and a number.
 const RING_PIN_PREFIX: &str = "weft-rings-";
 
@@ -105,16 +110,31 @@ enum Rings {
     Loose(Vec<RingBuf<MapData>>),
 }
 
+/// A [`RingArray`] being made on a thread of its own, while the caller
+/// makes its loader.
+pub struct Making(JoinHandle<Result<RingArray>>);
+
+impl Making {
+    pub fn wait(self) -> Result<RingArray> {
+        self.0.join().expect("the ring thread does not panic")
+    }
+}
+
 impl RingArray {
+    /// Starts making `cpus` rings of `bytes` (see [`RingArray::create`]).
+    pub fn spawn(cpus: u32, bytes: u32) -> Making {
+        Making(std::thread::spawn(move || Self::create(cpus, bytes)))
+    }
+
     /// Creates `cpus` rings of `bytes` and, where bpffs is mounted, the
     /// array holding them.
-    pub fn create(cpus: u32, bytes: u32) -> Result<Self> {
+    fn create(cpus: u32, bytes: u32) -> Result<Self> {
         // Unique among the arrays of this process, which may load several
         // objects at once.
         static ARRAYS: AtomicU32 = AtomicU32::new(0);
         let rings = new_rings(cpus, bytes)?;
         remove_stale_ring_pins();
-        let pin = Path::new(BPFFS).join(format!(
+        let pin = bpffs_dir().join(format!(
             "{RING_PIN_PREFIX}{}-{}",
             std::process::id(),
             ARRAYS.fetch_add(1, Ordering::Relaxed)
@@ -129,14 +149,12 @@ impl RingArray {
             });
         };
         // The thread holds its own fds, whatever becomes of the rings.
-        let fds = std::iter::once(outer.fd().as_fd())
-            .chain(rings.iter().map(AsFd::as_fd))
-            .map(|fd| fd.try_clone_to_owned())
+        let outer_fd = outer.fd().as_fd().try_clone_to_owned()?;
+        let ring_fds = rings
+            .iter()
+            .map(|ring| ring.as_fd().try_clone_to_owned())
             .collect::<std::io::Result<Vec<OwnedFd>>>()?;
-        let filling = std::thread::spawn(move || {
-            let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
-            fill_ring_array(raw[0], &raw[1..])
-        });
+        let filling = std::thread::spawn(move || fill_ring_array(outer_fd, &ring_fds));
         Ok(Self {
             rings: Rings::Filling {
                 rings,
@@ -163,16 +181,15 @@ impl RingArray {
                 outer,
                 filling,
             } => {
-                let outer = outer.fd().as_fd().as_raw_fd();
-                let object = ring_array_fd(ebpf, name)?;
-                if map_id(object)? != map_id(outer)? {
+                let object = ring_array(ebpf, name)?;
+                if object.info()?.id() != outer.info()?.id() {
                     // The loader made its own array (the pin was gone when
                     // it looked, removed by another pid namespace's weft,
                     // say): fill that one.
-                    let fds: Vec<RawFd> = rings.iter().map(|r| r.as_fd().as_raw_fd()).collect();
-                    fill_ring_array(object, &fds)?;
+                    fill_ring_array(object.fd(), &rings)?;
                     return Ok(rings);
                 }
+                let outer = outer.fd().as_fd().as_raw_fd();
                 let slots = u32::try_from(rings.len())?;
                 // An update sets its slot as it enters the kernel; the grace
                 // period it then waits out guards the slot's old value, and
@@ -189,8 +206,7 @@ impl RingArray {
                 Ok(rings)
             }
             Rings::Loose(rings) => {
-                let fds: Vec<RawFd> = rings.iter().map(|r| r.as_fd().as_raw_fd()).collect();
-                fill_ring_array(ring_array_fd(ebpf, name)?, &fds)?;
+                fill_ring_array(ring_array(ebpf, name)?.fd(), &rings)?;
                 Ok(rings)
             }
         }
@@ -243,7 +259,7 @@ fn pinned_ring_array(rings: &[RingBuf<MapData>], path: &Path) -> Result<MapData>
 /// Removes ring array pins of weft processes that are gone (killed while
 /// loading), each holding its rings' memory.
 fn remove_stale_ring_pins() {
-    let Ok(entries) = fs::read_dir(BPFFS) else {
+    let Ok(entries) = fs::read_dir(bpffs_dir()) else {
         return;
     };
     for entry in entries.flatten() {
@@ -267,32 +283,6 @@ fn remove_stale_ring_pins() {
     }
 }
 
-/// The kernel's id of the map `fd` (`BPF_OBJ_GET_INFO_BY_FD`).
-fn map_id(fd: RawFd) -> Result<u32> {
-    /// `struct bpf_map_info` up to its id.
-    #[repr(C)]
-    struct MapInfo {
-        map_type: u32,
-        id: u32,
-    }
-    /// `union bpf_attr` for `BPF_OBJ_GET_INFO_BY_FD`.
-    #[repr(C)]
-    struct InfoAttr {
-        bpf_fd: u32,
-        info_len: u32,
-        info: u64,
-    }
-    const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
-    let mut info = MapInfo { map_type: 0, id: 0 };
-    let attr = InfoAttr {
-        bpf_fd: fd.cast_unsigned(),
-        info_len: std::mem::size_of::<MapInfo>() as u32,
-        info: (&raw mut info) as u64,
-    };
-    bpf(BPF_OBJ_GET_INFO_BY_FD, &attr).context("failed to read a map's id")?;
-    Ok(info.id)
-}
-
 /// Whether bpffs is mounted on [`BPFFS`], mounting it when absent.
 fn bpffs() -> bool {
     const BPF_FS_MAGIC: libc::c_long = 0xcafe_4a11;
@@ -300,10 +290,14 @@ fn bpffs() -> bool {
         // SAFETY: an all-zero statfs is valid.
         let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
         // SAFETY: the path is NUL-terminated; statfs only writes `fs`.
-        let rc = unsafe { libc::statfs(c"/sys/fs/bpf".as_ptr(), &raw mut fs) };
+        let rc = unsafe { libc::statfs(BPFFS.as_ptr(), &raw mut fs) };
         rc == 0 && fs.f_type == BPF_FS_MAGIC
     };
-    is_bpffs() || (mount(c"bpf", c"/sys/fs/bpf").is_ok() && is_bpffs())
+    is_bpffs() || (mount(c"bpf", BPFFS).is_ok() && is_bpffs())
+}
+
+fn bpffs_dir() -> &'static Path {
+    Path::new(BPFFS.to_str().expect("an ASCII path"))
 }
 
 /// Whether slot `key` of the map-of-maps `map_fd` holds a map (a lookup

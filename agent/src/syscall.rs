@@ -125,9 +125,9 @@ impl SyscallProbe {
         let config = kernel_config(&options.filter);
         let cpus = ebpf::cpus()?;
         let tracefs = ebpf::tracefs()?;
-        // Made while the loader reads the kernel's BTF and the object loads.
-        let ring_bytes = options.ring_bytes;
-        let rings = std::thread::spawn(move || RingArray::create(cpus, ring_bytes));
+        // Made while the loader reads the kernel's BTF; filled while the
+        // object loads.
+        let rings = RingArray::spawn(cpus, options.ring_bytes);
         let mut loader = EbpfLoader::new();
         loader
             // aya has no user-space type for task storage; the kernel side
@@ -153,7 +153,7 @@ impl SyscallProbe {
                 .override_global("SYSCALL_TP_NR_OFFSET", &nr_offset, true)
                 .override_global("SYSCALL_TP_RET_OFFSET", &ret_offset, true);
         }
-        let rings = rings.join().expect("the ring thread does not panic")?;
+        let rings = rings.wait()?;
         rings.use_in(&mut loader, RINGS_MAP);
         let mut ebpf = loader
             .load(ebpf::object()?)

@@ -56,10 +56,12 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         print!("{}", explain(&plan));
         return Ok(ExitCode::SUCCESS);
     }
-    ebpf::check_privileges()?;
-    let preload = match preload {
-        Some(preload) => preload,
-        None => Preload::start(ring_bytes)?,
+    let preload = if let Some(preload) = preload {
+        preload
+    } else {
+        // Not started above for lack of privileges: this says so.
+        ebpf::check_privileges()?;
+        Preload::start(ring_bytes)?
     };
     let tracefs = ebpf::tracefs()?;
     // The command starts stopped, so that its pid can be tested in the

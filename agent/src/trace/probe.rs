@@ -36,7 +36,12 @@ use weft_trace::{
 };
 
 use super::stacks::Stacks;
-use crate::{delivery::Delivery, ebpf, rings::RingArray, trace::kernel::event_id};
+use crate::{
+    delivery::Delivery,
+    ebpf,
+    rings::{Making, RingArray},
+    trace::kernel::event_id,
+};
 
 /// Distinct stacks kept for `kstack`/`ustack`.
 const STACKS: u32 = 16384;
@@ -82,7 +87,7 @@ pub struct TraceProbe {
 /// ring page at creation and waits for RCU grace periods as the ring array
 /// is filled, and making a loader takes a thread.
 pub struct Preload {
-    rings: JoinHandle<Result<RingArray>>,
+    rings: Making,
     loader: JoinHandle<EbpfLoader<'static>>,
 }
 
@@ -90,7 +95,7 @@ impl Preload {
     pub fn start(ring_bytes: u32) -> Result<Self> {
         let cpus = ebpf::cpus()?;
         Ok(Self {
-            rings: std::thread::spawn(move || RingArray::create(cpus, ring_bytes)),
+            rings: RingArray::spawn(cpus, ring_bytes),
             loader: ebpf::spawn_loader_without_btf(),
         })
     }
@@ -107,10 +112,7 @@ impl TraceProbe {
             .loader
             .join()
             .expect("the loader thread does not panic");
-        let rings = preload
-            .rings
-            .join()
-            .expect("the ring thread does not panic")?;
+        let rings = preload.rings.wait()?;
         rings.use_in(&mut loader, RINGS_MAP);
         let mut ebpf = loader
             .override_global(IGNORE_GLOBAL, &own, true)
