@@ -75,17 +75,23 @@ impl NetOptions {
 
 /// Every network interface that is up, sorted by name.
 fn up_interfaces() -> Result<Vec<String>> {
-    let mut up = Vec::new();
-    for entry in fs::read_dir("/sys/class/net").context("failed to list /sys/class/net")? {
-        let name = entry?.file_name().to_string_lossy().into_owned();
-        let flags = fs::read_to_string(format!("/sys/class/net/{name}/flags")).unwrap_or_default();
-        let flags = u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16).unwrap_or(0);
-        if flags & IFF_UP != 0 {
-            up.push(name);
-        }
-    }
+    let mut up: Vec<String> = interfaces()?.into_iter().filter(|i| is_up(i)).collect();
     up.sort();
     Ok(up)
+}
+
+/// Every network interface.
+fn interfaces() -> Result<Vec<String>> {
+    fs::read_dir("/sys/class/net")
+        .context("failed to list /sys/class/net")?
+        .map(|entry| Ok(entry?.file_name().to_string_lossy().into_owned()))
+        .collect()
+}
+
+/// Whether network interface `name` is up.
+fn is_up(name: &str) -> bool {
+    let flags = fs::read_to_string(format!("/sys/class/net/{name}/flags")).unwrap_or_default();
+    u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16).is_ok_and(|f| f & IFF_UP != 0)
 }
 
 /// Fills the port and address filter sets.
@@ -140,6 +146,8 @@ pub struct Attachment {
     tried: BTreeSet<u32>,
     /// Whether to attach to interfaces that come up later.
     follow: bool,
+    /// Whether the kernel has TCX; before it, netlink filters on clsact.
+    tcx: bool,
     /// Interfaces whose clsact qdisc weft added (before Linux 6.6).
     added_clsact: Vec<String>,
 }
@@ -156,13 +164,15 @@ pub fn attach(ebpf: &mut Ebpf, options: &NetOptions) -> Result<Attachment> {
             .load()
             .with_context(|| format!("the kernel rejected {name}"))?;
     }
-    if !tcx() {
+    let tcx = tcx();
+    if !tcx {
         remove_stale_qdiscs();
     }
     let mut attachment = Attachment {
         names: Vec::new(),
         tried: BTreeSet::new(),
         follow: options.interfaces.is_empty(),
+        tcx,
         added_clsact: Vec::new(),
     };
     for interface in options.interfaces()? {
@@ -175,7 +185,11 @@ pub fn attach(ebpf: &mut Ebpf, options: &NetOptions) -> Result<Attachment> {
 impl Attachment {
     /// How the classifiers are attached, for humans.
     pub fn describe(&self) -> String {
-        let how = if tcx() { "TCX links" } else { "clsact filters" };
+        let how = if self.tcx {
+            "TCX links"
+        } else {
+            "clsact filters"
+        };
         let later = if self.follow {
             ", and interfaces that come up later"
         } else {
@@ -192,13 +206,13 @@ impl Attachment {
             return Vec::new();
         }
         let mut attached = Vec::new();
-        for interface in up_interfaces().unwrap_or_default() {
-            let Some(index) = ifindex(&interface) else {
+        // Once a second: one read per known interface, two per new one.
+        for interface in interfaces().unwrap_or_default() {
+            let new = ifindex(&interface).filter(|index| !self.tried.contains(index));
+            let Some(index) = new.filter(|_| is_up(&interface)) else {
                 continue;
             };
-            if !self.tried.insert(index) {
-                continue;
-            }
+            self.tried.insert(index);
             match self.attach(ebpf, interface.clone()) {
                 Ok(()) => attached.push(interface),
                 Err(e) => eprintln!("weft: net: {e:#}"),
@@ -208,7 +222,7 @@ impl Attachment {
     }
 
     fn attach(&mut self, ebpf: &mut Ebpf, interface: String) -> Result<()> {
-        if attach_interface(ebpf, &interface)? {
+        if attach_interface(ebpf, &interface, self.tcx)? {
             if let Err(e) = clsact::mark_added(&interface) {
                 eprintln!("weft: net: failed to note the clsact qdisc added to {interface}: {e}");
             }
@@ -237,9 +251,7 @@ impl Attachment {
 /// Removes the filters and clsact qdiscs a killed weft left (netlink only).
 fn remove_stale_qdiscs() {
     for interface in clsact::stale() {
-        for (name, attach_type) in PROGRAMS {
-            remove_stale(&interface, attach_type, name);
-        }
+        remove_stale_filters(&interface);
         if let Ok(true) = clsact::remove_added(&interface) {
             eprintln!("weft: removed the clsact qdisc a killed weft added to {interface}");
         }
@@ -256,24 +268,21 @@ pub fn ifindex(name: &str) -> Option<u32> {
 }
 
 /// Attaches both (loaded) classifiers to `interface`; returns whether weft
-/// added a clsact qdisc for them.
-fn attach_interface(ebpf: &mut Ebpf, interface: &str) -> Result<bool> {
-    let tcx = tcx();
-    let mut added = false;
+/// added a clsact qdisc for them (never with `tcx`).
+fn attach_interface(ebpf: &mut Ebpf, interface: &str, tcx: bool) -> Result<bool> {
+    // Already present is fine (another tool may use clsact too), so an
+    // error here only explains a failed attach below.
+    let clsact = if tcx {
+        Ok(())
+    } else {
+        remove_stale_filters(interface);
+        tc::qdisc_add_clsact(interface)
+    };
     for (name, attach_type) in PROGRAMS {
         let program: &mut SchedClassifier = ebpf
             .program_mut(name)
             .context("classifier missing")?
             .try_into()?;
-        // Already present is fine (another tool may use clsact too), so
-        // an error here only explains a failed attach below.
-        let clsact = if tcx {
-            Ok(())
-        } else {
-            remove_stale(interface, attach_type, name);
-            tc::qdisc_add_clsact(interface)
-        };
-        added |= clsact.is_ok() && !tcx;
         program.attach(interface, attach_type).with_context(|| {
             let qdisc = clsact
                 .as_ref()
@@ -285,12 +294,16 @@ fn attach_interface(ebpf: &mut Ebpf, interface: &str) -> Result<bool> {
             )
         })?;
     }
-    Ok(added)
+    Ok(!tcx && clsact.is_ok())
 }
 
-/// Removes filters a killed weft left on `interface` (netlink only).
-fn remove_stale(interface: &str, attach_type: TcAttachType, name: &str) {
-    if tc::qdisc_detach_program(interface, attach_type, name).is_ok() {
-        eprintln!("weft: removed a stale {name} filter from {interface} (a weft that was killed)");
+/// Removes the filters a killed weft left on `interface` (netlink only).
+fn remove_stale_filters(interface: &str) {
+    for (name, attach_type) in PROGRAMS {
+        if tc::qdisc_detach_program(interface, attach_type, name).is_ok() {
+            eprintln!(
+                "weft: removed a stale {name} filter from {interface} (a weft that was killed)"
+            );
+        }
     }
 }
