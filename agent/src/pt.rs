@@ -1,5 +1,7 @@
 //! `weft pt ...`: Intel PT on the command line, over the `weft-pt` crate.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -48,12 +50,11 @@ fn dump(args: &PtDumpArgs) -> anyhow::Result<ExitCode> {
 fn flow(args: &PtFlowArgs) -> anyhow::Result<ExitCode> {
     let errata = args.cpu.map(Errata::for_cpu).unwrap_or_default();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let mut errors = 0;
-    for input in inputs(args)? {
+    let errors = each_input(args, &mut |input| {
         input.title(&mut out)?;
-        let mut flow = Flow::new(&input.trace, &input.image, errata);
-        errors += walk(&mut flow, &mut |step| writeln!(out, "{step}"))?;
-    }
+        let mut flow = Flow::new(input.trace, input.image, errata);
+        walk(&mut flow, &mut |step| writeln!(out, "{step}"))
+    })?;
     out.flush()?;
     Ok(finish(&args.trace, errors))
 }
@@ -61,10 +62,9 @@ fn flow(args: &PtFlowArgs) -> anyhow::Result<ExitCode> {
 fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
     let errata = args.flow.cpu.map(Errata::for_cpu).unwrap_or_default();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let mut errors = 0;
-    for input in inputs(&args.flow)? {
+    let errors = each_input(&args.flow, &mut |input| {
         input.title(&mut out)?;
-        let (trace, image) = (&input.trace, &input.image);
+        let (trace, image) = (input.trace, input.image);
         let mut flow = Flow::new(trace, image, errata).with_clocks(args.clocks.clocks());
         let mut calls = Calls::new(image);
         // Times in ns where the recording says how TSC maps to time.
@@ -73,44 +73,43 @@ fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
             None => call,
         };
         let unit = input.clock.map(|_| "ns");
-        errors += if args.summary {
+        if args.summary {
             let mut profile = Profile::default();
             let errors = walk(&mut flow, &mut |step| {
                 calls.step(&step, &mut |call| profile.add(&ns(call)));
                 Ok(())
             })?;
             summary(image, &profile, unit, &mut out)?;
-            errors
-        } else {
-            let mut listing = Listing::new(image, &mut out, unit)?;
-            let mut failed = None;
-            let errors = walk(&mut flow, &mut |step| {
-                calls.step(&step, &mut |call| {
-                    if let Err(e) = listing.line(&ns(call)) {
-                        failed.get_or_insert(e);
-                    }
-                });
-                failed.take().map_or(Ok(()), Err)
-            })?;
-            listing.flush()?;
-            errors
-        };
-    }
+            return Ok(errors);
+        }
+        let mut listing = Listing::new(image, &mut out, unit)?;
+        let mut failed = None;
+        let errors = walk(&mut flow, &mut |step| {
+            calls.step(&step, &mut |call| {
+                if let Err(e) = listing.line(&ns(call)) {
+                    failed.get_or_insert(e);
+                }
+            });
+            failed.take().map_or(Ok(()), Err)
+        })?;
+        listing.flush()?;
+        Ok(errors)
+    })?;
     out.flush()?;
     Ok(finish(&args.flow.trace, errors))
 }
 
 /// A trace to decode and the code it ran; from a perf.data file, one per
 /// AUX queue, titled.
-struct Input {
+struct Input<'a> {
     title: Option<String>,
-    trace: Vec<u8>,
-    image: Image,
+    trace: &'a [u8],
+    image: &'a Image,
     /// How the trace's TSC becomes time, when the recording says.
     clock: Option<TimeConv>,
 }
 
-impl Input {
+impl Input<'_> {
     fn title(&self, out: &mut dyn Write) -> std::io::Result<()> {
         match &self.title {
             Some(title) => writeln!(out, "[{title}]"),
@@ -119,46 +118,58 @@ impl Input {
     }
 }
 
-fn inputs(args: &PtFlowArgs) -> anyhow::Result<Vec<Input>> {
-    let trace = read_trace(&args.trace)?;
+/// Hands `decode` each trace of `args` with its code, and sums the
+/// decoding errors it counts. A perf.data queue's trace is put together
+/// only when its turn comes, and each process's code is read once.
+fn each_input(
+    args: &PtFlowArgs,
+    decode: &mut dyn FnMut(Input) -> anyhow::Result<usize>,
+) -> anyhow::Result<usize> {
+    let file = read_trace(&args.trace)?;
     if !args.perf {
-        return Ok(vec![Input {
+        return decode(Input {
             title: None,
-            trace,
-            image: read_image(args)?,
+            trace: &file,
+            image: &read_image(args)?,
             clock: None,
-        }]);
+        });
     }
     let name = args.trace.display();
-    let perf = PerfData::parse(&trace).with_context(|| name.to_string())?;
+    let perf = PerfData::parse(&file).with_context(|| name.to_string())?;
     if perf.queues.is_empty() {
         anyhow::bail!("{name}: no Intel PT trace (no AUXTRACE records)");
     }
-    perf.queues
-        .iter()
-        .map(|queue| {
-            let pid = if queue.cpu >= 0 {
-                args.pid.with_context(|| {
-                    format!(
-                        "{name}: the trace is per CPU (perf record -a): name the process whose \
-                         code to decode with --pid"
-                    )
-                })?
-            } else {
-                perf.pid_of(queue.tid).unwrap_or(queue.tid)
-            };
-            let mut image = Image::new();
-            let skipped =
-                image.add_mappings(perf.mappings(pid), &mut |path| std::fs::read(path))?;
-            warn_skipped(skipped);
-            Ok(Input {
-                title: Some(queue_title(&perf, queue)),
-                trace: perf.trace(&trace, queue),
-                image,
-                clock: perf.clock(),
-            })
-        })
-        .collect()
+    let mut images: HashMap<i32, Image> = HashMap::new();
+    let mut errors = 0;
+    for queue in &perf.queues {
+        let pid = if queue.cpu >= 0 {
+            args.pid.with_context(|| {
+                format!(
+                    "{name}: the trace is per CPU (perf record -a): name the process whose \
+                     code to decode with --pid"
+                )
+            })?
+        } else {
+            perf.pid_of(queue.tid).unwrap_or(queue.tid)
+        };
+        let image = match images.entry(pid) {
+            Entry::Occupied(image) => image.into_mut(),
+            Entry::Vacant(slot) => {
+                let mut image = Image::new();
+                let skipped =
+                    image.add_mappings(perf.mappings(pid), &mut |path| std::fs::read(path))?;
+                warn_skipped(skipped);
+                slot.insert(image)
+            }
+        };
+        errors += decode(Input {
+            title: Some(queue_title(&perf, queue)),
+            trace: &queue.trace(&file),
+            image,
+            clock: perf.clock(),
+        })?;
+    }
+    Ok(errors)
 }
 
 fn queue_title(perf: &PerfData, queue: &Queue) -> String {
@@ -217,7 +228,7 @@ fn perf(args: &PtPerfArgs) -> anyhow::Result<ExitCode> {
         "sideband: {} executable mappings, {} thread names, {} context switches",
         perf.mmaps.len(),
         perf.comms.len(),
-        perf.switches.len()
+        perf.context_switches()
     )?;
     writeln!(
         out,

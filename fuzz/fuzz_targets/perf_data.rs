@@ -9,7 +9,7 @@ use weft_pt::perf::PerfData;
 fuzz_target!(|data: &[u8]| {
     if let Ok(perf) = PerfData::parse(data) {
         for queue in &perf.queues {
-            let _ = perf.trace(data, queue);
+            let _ = queue.trace(data);
         }
     }
 });

@@ -185,35 +185,32 @@ impl Image {
         mappings: impl IntoIterator<Item = Mapping>,
         read: &mut dyn FnMut(&Path) -> std::io::Result<Vec<u8>>,
     ) -> Result<Vec<ImageError>, ImageError> {
-        let mut files: std::collections::HashMap<String, Vec<u8>> =
+        // Each file once; None where it could not be read (and was said).
+        let mut files: std::collections::HashMap<String, Option<Vec<u8>>> =
             std::collections::HashMap::new();
         let mut skipped = Vec::new();
         for mapping in mappings {
-            if !files.contains_key(&mapping.path) {
+            let file = files.entry(mapping.path.clone()).or_insert_with(|| {
                 match read(Path::new(&mapping.path)) {
-                    Ok(bytes) => {
-                        files.insert(mapping.path.clone(), bytes);
-                    }
+                    Ok(bytes) => Some(bytes),
                     Err(source) => {
-                        if !skipped.iter().any(
-                            |e| matches!(e, ImageError::Read { path, .. } if *path == mapping.path),
-                        ) {
-                            skipped.push(ImageError::Read {
-                                path: mapping.path,
-                                source,
-                            });
-                        }
-                        continue;
+                        skipped.push(ImageError::Read {
+                            path: mapping.path.clone(),
+                            source,
+                        });
+                        None
                     }
                 }
+            });
+            if let Some(file) = file {
+                self.add_mapping(
+                    &mapping.path,
+                    file,
+                    mapping.start,
+                    mapping.len,
+                    mapping.offset,
+                )?;
             }
-            self.add_mapping(
-                &mapping.path,
-                &files[&mapping.path],
-                mapping.start,
-                mapping.len,
-                mapping.offset,
-            )?;
         }
         Ok(skipped)
     }

@@ -1,8 +1,9 @@
 //! Intel PT recorded by `perf record -e intel_pt//`: the AUX data of a
 //! `perf.data` file, in queues (one per CPU, or per thread in per-thread
 //! mode), with the sideband needed to decode it: the executable mappings of
-//! each process, thread names, context switches and the TSC-to-time
-//! conversion (`tools/perf/Documentation/perf.data-file-format.txt`).
+//! each process, thread names, a count of context switches and the
+//! TSC-to-time conversion
+//! (`tools/perf/Documentation/perf.data-file-format.txt`).
 //!
 //! The whole file is read into memory. Pipe-mode files (`perf record -o -`)
 //! and compressed records (`perf record -z`) are refused with an error.
@@ -29,20 +30,8 @@ const COMPRESSED: u32 = 81;
 const AUXTRACE_INTEL_PT: u32 = 1;
 /// `PROT_EXEC` in an `MMAP2` record.
 const PROT_EXEC: u32 = 4;
-/// `PERF_RECORD_MISC_SWITCH_OUT`.
-const MISC_SWITCH_OUT: u16 = 1 << 13;
 /// `PERF_AUX_FLAG_TRUNCATED`: the AUX buffer was full and data was lost.
 const AUX_TRUNCATED: u64 = 1;
-
-/// `sample_type` bits that put fields in the `sample_id_all` trailer.
-const SAMPLE_TID: u64 = 1 << 1;
-const SAMPLE_TIME: u64 = 1 << 2;
-const SAMPLE_ID: u64 = 1 << 6;
-const SAMPLE_CPU: u64 = 1 << 7;
-const SAMPLE_STREAM_ID: u64 = 1 << 9;
-const SAMPLE_IDENTIFIER: u64 = 1 << 16;
-/// `sample_id_all` in the attribute's flag word.
-const SAMPLE_ID_ALL: u64 = 1 << 18;
 
 /// What is wrong with a `perf.data` file, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,6 +72,23 @@ impl Queue {
     pub fn bytes(&self) -> usize {
         self.chunks.iter().map(|c| c.size).sum()
     }
+
+    /// The trace, from the chunks `file` holds, in order.
+    ///
+    /// Chunks that overlap (snapshot mode writes what is in the buffer each
+    /// time) give their bytes once. After a gap (trace the kernel lost)
+    /// the decoder finds garbage at the join and resyncs at the next PSB.
+    pub fn trace(&self, file: &[u8]) -> Vec<u8> {
+        let mut trace = Vec::with_capacity(self.bytes());
+        // How far into the queue's trace the bytes taken so far reach.
+        let mut end = 0u64;
+        for chunk in &self.chunks {
+            let skip = end.saturating_sub(chunk.offset).min(chunk.size as u64) as usize;
+            trace.extend_from_slice(&file[chunk.at + skip..chunk.at + chunk.size]);
+            end = end.max(chunk.offset + chunk.size as u64);
+        }
+        trace
+    }
 }
 
 /// An executable mapping of a process (`MMAP` or `MMAP2`).
@@ -94,8 +100,6 @@ pub struct Mmap {
     pub len: u64,
     pub pgoff: u64,
     pub filename: String,
-    /// perf time (ns), when records carry it.
-    pub time: Option<u64>,
 }
 
 /// A thread's name (`COMM`).
@@ -104,17 +108,6 @@ pub struct Comm {
     pub pid: i32,
     pub tid: i32,
     pub comm: String,
-}
-
-/// A context switch on a CPU (`SWITCH_CPU_WIDE`): the thread switched
-/// out (`out`) or in, and the other thread.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Switch {
-    pub out: bool,
-    pub other_pid: i32,
-    pub other_tid: i32,
-    pub time: Option<u64>,
-    pub cpu: Option<u32>,
 }
 
 /// perf time from TSC: `time_zero + tsc * time_mult >> time_shift`, as
@@ -143,17 +136,11 @@ pub struct PtInfo {
     pub pmu_type: u64,
     pub time: TimeConv,
     pub tsc_bit: u64,
-    pub noretcomp_bit: u64,
-    pub have_sched_switch: u64,
     pub snapshot_mode: bool,
     pub per_cpu_mmaps: bool,
-    /// MTC bit, frequency bits, CPUID 0x15 ratio (`tsc_ctc_n/d`), CYC bit
-    /// and the maximum non-turbo ratio, where the file has them.
+    /// The MTC and CYC bits, where the file has them.
     pub mtc_bit: Option<u64>,
-    pub mtc_freq_bits: Option<u64>,
-    pub tsc_ctc_ratio: Option<(u64, u64)>,
     pub cyc_bit: Option<u64>,
-    pub max_nonturbo_ratio: Option<u64>,
 }
 
 /// What a `perf.data` file holds for Intel PT decoding.
@@ -164,7 +151,6 @@ pub struct PerfData {
     pub queues: Vec<Queue>,
     pub mmaps: Vec<Mmap>,
     pub comms: Vec<Comm>,
-    pub switches: Vec<Switch>,
     /// `AUX` records flagged truncated: the kernel lost trace there.
     pub truncated: u64,
     /// Records the kernel could not write (`LOST`), summed.
@@ -174,7 +160,8 @@ pub struct PerfData {
 }
 
 /// `perf_file_header`: magic, size, `attr_size`, then the attrs, data and
-/// event types sections (offset, size each), then the feature bits.
+/// event types sections (offset, size each), then the feature bits. Only
+/// the data section is read.
 const HEADER_SIZE: u64 = 104;
 const MAGIC: &[u8; 8] = b"PERFILE2";
 
@@ -192,10 +179,7 @@ impl PerfData {
                 "a pipe-mode perf.data (perf record -o -) is not supported; record to a file",
             ));
         }
-        let entry_size = r.u64(16)?;
-        let (attrs, attrs_size) = (r.u64(24)?, r.u64(32)?);
         let (data, data_size) = (r.u64(40)?, r.u64(48)?);
-        let trailer = Trailer::of_first_attr(&r, attrs, attrs_size, entry_size)?;
         let mut perf = PerfData::default();
         let end = data
             .checked_add(data_size)
@@ -203,7 +187,7 @@ impl PerfData {
             .ok_or_else(|| error(40, "the data section lies outside the file"))?;
         let mut at = data;
         while at < end {
-            at = perf.record(&r, at, &trailer)?;
+            at = perf.record(&r, at)?;
         }
         perf.queues.sort_by_key(|q| q.idx);
         for queue in &mut perf.queues {
@@ -213,7 +197,7 @@ impl PerfData {
     }
 
     /// Reads the record at `at`; returns where the next one starts.
-    fn record(&mut self, r: &Reader, at: u64, trailer: &Trailer) -> Result<u64, PerfError> {
+    fn record(&mut self, r: &Reader, at: u64) -> Result<u64, PerfError> {
         let kind = r.u32(at)?;
         let misc = r.u16(at + 4)?;
         let size = u64::from(r.u16(at + 6)?);
@@ -243,7 +227,6 @@ impl PerfData {
                         len: r.u64(body + 16)?,
                         pgoff: r.u64(body + 24)?,
                         filename: r.string(name_at, end)?,
-                        time: trailer.time(r, end)?,
                     });
                 }
             }
@@ -251,13 +234,6 @@ impl PerfData {
                 pid: r.i32(body)?,
                 tid: r.i32(body + 4)?,
                 comm: r.string(body + 8, end)?,
-            }),
-            SWITCH_CPU_WIDE => self.switches.push(Switch {
-                out: misc & MISC_SWITCH_OUT != 0,
-                other_pid: r.i32(body)?,
-                other_tid: r.i32(body + 4)?,
-                time: trailer.time(r, end)?,
-                cpu: trailer.cpu(r, end)?,
             }),
             AUX if r.u64(body + 16)? & AUX_TRUNCATED != 0 => self.truncated += 1,
             LOST => self.lost += r.u64(body + 8)?,
@@ -313,24 +289,6 @@ impl PerfData {
         Ok(data_end)
     }
 
-    /// The trace of `queue`: its chunks in order.
-    ///
-    /// Chunks that overlap (snapshot mode writes what is in the buffer each
-    /// time) give their bytes once. After a gap (trace the kernel lost)
-    /// the decoder finds garbage at the join and resyncs at the next PSB.
-    pub fn trace(&self, file: &[u8], queue: &Queue) -> Vec<u8> {
-        let mut trace = Vec::with_capacity(queue.bytes());
-        let mut end = None;
-        for chunk in &queue.chunks {
-            let chunk_end = chunk.offset + chunk.size as u64;
-            let seen = end.map_or(0, |end: u64| end.saturating_sub(chunk.offset));
-            let skip = seen.min(chunk.size as u64) as usize;
-            trace.extend_from_slice(&file[chunk.at + skip..chunk.at + chunk.size]);
-            end = Some(end.map_or(chunk_end, |end| end.max(chunk_end)));
-        }
-        trace
-    }
-
     /// The process of thread `tid`, as its records say.
     pub fn pid_of(&self, tid: i32) -> Option<i32> {
         self.comms
@@ -362,6 +320,11 @@ impl PerfData {
             .rev()
             .find(|c| c.tid == tid)
             .map(|c| c.comm.as_str())
+    }
+
+    /// The context switches the sideband records (`SWITCH_CPU_WIDE`).
+    pub fn context_switches(&self) -> u64 {
+        self.counts.get(&SWITCH_CPU_WIDE).copied().unwrap_or(0)
     }
 
     /// How TSC becomes perf time: from `TIME_CONV`, else `AUXTRACE_INFO`.
@@ -447,78 +410,11 @@ fn pt_info(r: &Reader, at: u64, end: u64) -> Result<PtInfo, PerfError> {
             zero: need(3)?,
         },
         tsc_bit: need(5)?,
-        noretcomp_bit: need(6)?,
-        have_sched_switch: need(7)?,
         snapshot_mode: need(8)? != 0,
         per_cpu_mmaps: need(9)? != 0,
         mtc_bit: word(10)?,
-        mtc_freq_bits: word(11)?,
-        tsc_ctc_ratio: word(12)?.zip(word(13)?),
         cyc_bit: word(14)?,
-        max_nonturbo_ratio: word(15)?,
     })
-}
-
-/// Where the `sample_id_all` trailer keeps time and CPU: bytes from the
-/// end of a record, when the first attribute asks for them.
-struct Trailer {
-    time_from_end: Option<u64>,
-    cpu_from_end: Option<u64>,
-}
-
-impl Trailer {
-    fn of_first_attr(r: &Reader, at: u64, size: u64, entry: u64) -> Result<Self, PerfError> {
-        let none = Self {
-            time_from_end: None,
-            cpu_from_end: None,
-        };
-        if size == 0 || entry < 16 {
-            return Ok(none);
-        }
-        // perf_event_attr: type u32, size u32, config u64, sample_period
-        // u64, sample_type u64, read_format u64, flags u64.
-        let sample_type = r.u64(at + 24)?;
-        let flags = r.u64(at + 40)?;
-        if flags & SAMPLE_ID_ALL == 0 {
-            return Ok(none);
-        }
-        // The trailer's fields in order, with their sizes.
-        let fields = [
-            (SAMPLE_TID, 8),
-            (SAMPLE_TIME, 8),
-            (SAMPLE_ID, 8),
-            (SAMPLE_STREAM_ID, 8),
-            (SAMPLE_CPU, 8),
-            (SAMPLE_IDENTIFIER, 8),
-        ];
-        let present: Vec<(u64, u64)> = fields
-            .into_iter()
-            .filter(|(bit, _)| sample_type & bit != 0)
-            .collect();
-        let total: u64 = present.iter().map(|(_, size)| size).sum();
-        let from_end = |wanted: u64| {
-            let mut before = 0;
-            for (bit, size) in &present {
-                if *bit == wanted {
-                    return Some(total - before);
-                }
-                before += size;
-            }
-            None
-        };
-        Ok(Self {
-            time_from_end: from_end(SAMPLE_TIME),
-            cpu_from_end: from_end(SAMPLE_CPU),
-        })
-    }
-
-    fn time(&self, r: &Reader, end: u64) -> Result<Option<u64>, PerfError> {
-        self.time_from_end.map(|back| r.u64(end - back)).transpose()
-    }
-
-    fn cpu(&self, r: &Reader, end: u64) -> Result<Option<u32>, PerfError> {
-        self.cpu_from_end.map(|back| r.u32(end - back)).transpose()
-    }
 }
 
 fn error(offset: u64, what: impl Into<String>) -> PerfError {
@@ -604,7 +500,7 @@ mod tests {
         assert_eq!(perf.queues.len(), 1);
         let queue = &perf.queues[0];
         assert_eq!((queue.tid, queue.cpu, queue.bytes()), (7, -1, 9));
-        assert_eq!(perf.trace(&bytes, queue), b"\x02\x82trace!!");
+        assert_eq!(queue.trace(&bytes), b"\x02\x82trace!!");
         assert_eq!(perf.comm(7), Some("prog"));
         assert_eq!(perf.pid_of(7), Some(7));
     }
@@ -618,7 +514,7 @@ mod tests {
             ..Queue::default()
         };
         // abcd, then cdefg from offset 102 (cd seen), then a gap to ij.
-        assert_eq!(PerfData::default().trace(file, &queue), b"abcdefgij");
+        assert_eq!(queue.trace(file), b"abcdefgij");
     }
 
     #[test]
