@@ -128,7 +128,7 @@ pub fn tracepoint_field(tracefs: &Path, category: &str, event: &str, name: &str)
 /// thread of its own, for objects that need no CO-RE relocations.
 ///
 /// aya 0.14's `EbpfLoader::new` reads and parses /sys/kernel/btf/vmlinux
-/// (about 20 ms, the larger part of `weft trace`'s start-up) even when the
+/// (megabytes, once the larger part of `weft trace`'s start-up) even when the
 /// caller then sets `.btf(None)`. aya 0.16 reads it only when needed, but
 /// needs a newer Rust than Debian's. Until then the loader is made on a
 /// thread whose file opens fail: a seccomp filter binds only the thread

@@ -87,7 +87,7 @@ const RING_PIN_PREFIX: &str = "weft-rings-";
 
 /// Per-CPU rings in a ring array made before the object loads.
 ///
-/// Filling a map-of-maps waits for RCU grace periods (10 to 25 ms), which
+/// Filling a map-of-maps waits for RCU grace periods (milliseconds), which
 /// would add to the start-up time after the load. So the array is made
 /// and pinned in bpffs first, the loader takes the pinned array as the
 /// object's (`EbpfLoader::map_pin_path`), and the array is filled while

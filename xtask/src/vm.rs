@@ -183,13 +183,13 @@ fn build_initramfs(dir: &Path, kernels: &[&str]) -> Result<PathBuf> {
     copy_into(&root, Path::new("/bin/busybox"))?;
     // iproute2's `ip` (busybox's has no `netns`) and `tc` for the veth
     // tests, in /bin, where `busybox --install` leaves them alone.
-    let iproute2 = ["ip", "tc"]
-        .map(|tool| fs::canonicalize(Path::new("/sbin").join(tool)).context("iproute2 is missing"));
-    let iproute2 = iproute2.into_iter().collect::<Result<Vec<PathBuf>>>()?;
-    for tool in &iproute2 {
-        let name = tool.file_name().context("a file name")?;
-        fs::copy(tool, root.join("bin").join(name))
-            .with_context(|| format!("failed to copy {}", tool.display()))?;
+    let mut iproute2 = Vec::new();
+    for tool in ["ip", "tc"] {
+        let path =
+            fs::canonicalize(Path::new("/sbin").join(tool)).context("iproute2 is missing")?;
+        fs::copy(&path, root.join("bin").join(tool))
+            .with_context(|| format!("failed to copy {}", path.display()))?;
+        iproute2.push(path);
     }
     let mut binaries = vec![weft.clone()];
     binaries.extend(tests.iter().cloned());
