@@ -112,18 +112,30 @@ enum Rings {
 
 /// A [`RingArray`] being made on a thread of its own, while the caller
 /// makes its loader.
-pub struct Making(JoinHandle<Result<RingArray>>);
+pub struct Making(Option<JoinHandle<Result<RingArray>>>);
 
 impl Making {
-    pub fn wait(self) -> Result<RingArray> {
-        self.0.join().expect("the ring thread does not panic")
+    pub fn wait(mut self) -> Result<RingArray> {
+        let thread = self.0.take().expect("waited for once");
+        thread.join().expect("the ring thread does not panic")
+    }
+}
+
+impl Drop for Making {
+    /// A caller that gives up (a program with an error, say) waits for
+    /// the array all the same, so that dropping it removes its pin before
+    /// weft exits and kills the thread.
+    fn drop(&mut self) {
+        if let Some(thread) = self.0.take() {
+            let _ = thread.join();
+        }
     }
 }
 
 impl RingArray {
     /// Starts making `cpus` rings of `bytes` (see [`RingArray::create`]).
     pub fn spawn(cpus: u32, bytes: u32) -> Making {
-        Making(std::thread::spawn(move || Self::create(cpus, bytes)))
+        Making(Some(std::thread::spawn(move || Self::create(cpus, bytes))))
     }
 
     /// Creates `cpus` rings of `bytes` and, where bpffs is mounted, the
