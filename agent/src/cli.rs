@@ -536,6 +536,16 @@ pub struct RecordArgs {
         help_heading = "Packets"
     )]
     pub addr: Vec<std::net::IpAddr>,
+    /// Keep each packet's first BYTES bytes of transport payload, up to
+    /// 1024 (net source; queries list them as `data`).
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = 0,
+        value_parser = clap::value_parser!(u32).range(0..=weft_probes::net::MAX_SNAPLEN as i64),
+        help_heading = "Packets"
+    )]
+    pub snaplen: u32,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]

@@ -109,6 +109,7 @@ impl EventProbe {
         }
         let net_flags = filter.net.flags();
         loader.override_global(weft_probes::net::FLAGS_GLOBAL, &net_flags, true);
+        loader.override_global(weft_probes::net::SNAPLEN_GLOBAL, &filter.net.snaplen, true);
         let rings = rings.wait()?;
         rings.use_in(&mut loader, RINGS_MAP);
         let mut ebpf = loader
@@ -171,7 +172,13 @@ impl EventProbe {
                     .and_then(|s| self.specs.iter().find(|spec| spec.source == s));
                 match spec {
                     Some(spec) if item.len() >= spec.size => {
-                        on_record(spec, &item[..spec.size]);
+                        // Only a source with a tail sends bytes after its record.
+                        let end = if spec.tail.is_some() {
+                            item.len()
+                        } else {
+                            spec.size
+                        };
+                        on_record(spec, &item[..end]);
                         self.received[spec.source as usize] += 1;
                     }
                     _ => self.malformed += 1,

@@ -241,9 +241,10 @@ impl Sink {
 
 impl Column {
     fn new(kind: &Kind) -> Self {
-        match kind {
-            Kind::Named(_) | Kind::Ipv4 => Self::Texts(Vec::new(), Vec::new()),
-            _ => Self::Ints(Vec::new(), Vec::new()),
+        if kind.is_text() {
+            Self::Texts(Vec::new(), Vec::new())
+        } else {
+            Self::Ints(Vec::new(), Vec::new())
         }
     }
 
@@ -278,12 +279,11 @@ fn schema(headers: &[Header]) -> Result<Type> {
     let fields = headers
         .iter()
         .map(|h| {
-            let builder = match h.kind {
-                Kind::Named(_) | Kind::Ipv4 => {
-                    { Type::primitive_type_builder(&h.name, PhysicalType::BYTE_ARRAY) }
-                        .with_converted_type(ConvertedType::UTF8)
-                }
-                _ => Type::primitive_type_builder(&h.name, PhysicalType::INT64),
+            let builder = if h.kind.is_text() {
+                Type::primitive_type_builder(&h.name, PhysicalType::BYTE_ARRAY)
+                    .with_converted_type(ConvertedType::UTF8)
+            } else {
+                Type::primitive_type_builder(&h.name, PhysicalType::INT64)
             };
             Ok(Arc::new(
                 builder.with_repetition(Repetition::OPTIONAL).build()?,

@@ -126,6 +126,7 @@ fn load_probes(args: &RecordArgs, chosen: &Chosen, options: &Options) -> Result<
             interfaces: args.interface.clone(),
             ports: args.port.clone(),
             addrs: args.addr.clone(),
+            snaplen: args.snaplen,
         },
     };
     let syscalls = chosen

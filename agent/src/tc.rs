@@ -34,6 +34,8 @@ pub struct NetOptions {
     pub ports: Vec<u16>,
     /// Only packets from or to these addresses; empty means all.
     pub addrs: Vec<IpAddr>,
+    /// Payload bytes kept per packet.
+    pub snaplen: u32,
 }
 
 /// The classifiers, in the order of their attach types.

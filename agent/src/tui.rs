@@ -62,6 +62,7 @@ fn live(args: &TuiArgs) -> Result<ExitCode> {
         interface: Vec::new(),
         port: Vec::new(),
         addr: Vec::new(),
+        snaplen: 0,
         filter: args.filter.clone(),
         output: RecordOutputArgs {
             output: dir.clone(),

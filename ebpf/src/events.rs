@@ -77,9 +77,9 @@ pub trait Event: Copy {
     fn header_mut(&mut self) -> &mut Header;
 }
 
-/// Writes `event` into this CPU's ring, filling its header, and counts it.
+/// Fills `event`'s header and counts it as seen; returns this CPU.
 #[inline(always)]
-pub fn emit<T: Event + 'static>(source: Source, mut event: T) {
+pub fn stamp<T: Event>(source: Source, event: &mut T) -> u32 {
     count(source, Counter::Seen);
     // SAFETY: helper without preconditions.
     let cpu = unsafe { bpf_get_smp_processor_id() };
@@ -87,6 +87,13 @@ pub fn emit<T: Event + 'static>(source: Source, mut event: T) {
         source: source as u32,
         cpu,
     };
+    cpu
+}
+
+/// Writes `event` into this CPU's ring, filling its header, and counts it.
+#[inline(always)]
+pub fn emit<T: Event + 'static>(source: Source, mut event: T) {
+    let cpu = stamp(source, &mut event);
     let Some(ring) = EVENT_RINGS.get(cpu) else {
         count(source, Counter::RingFull);
         return;
@@ -98,5 +105,17 @@ pub fn emit<T: Event + 'static>(source: Source, mut event: T) {
             entry.submit(BPF_RB_NO_WAKEUP.into());
         }
         None => count(source, Counter::RingFull),
+    }
+}
+
+/// Copies `record`, whose header [`stamp`] filled on `cpu`, into that CPU's
+/// ring: for records whose length is known only at run time.
+#[inline(always)]
+pub fn emit_bytes(source: Source, cpu: u32, record: &[u8]) {
+    let sent = EVENT_RINGS
+        .get(cpu)
+        .is_some_and(|ring| ring.output_untyped::<[u8]>(record, BPF_RB_NO_WAKEUP.into()).is_ok());
+    if !sent {
+        count(source, Counter::RingFull);
     }
 }

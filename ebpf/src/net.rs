@@ -5,20 +5,31 @@
 //! the stack decide.
 
 use aya_ebpf::{
-    helpers::bpf_ktime_get_ns,
+    helpers::{bpf_ktime_get_ns, bpf_skb_load_bytes},
     macros::{classifier, map},
-    maps::HashMap,
+    maps::{HashMap, PerCpuArray},
     programs::TcContext,
 };
 use weft_probes::{
-    events::{Header, Source},
-    net::{Direction, FILTER_ADDR, FILTER_PORT, PacketEvent},
+    events::{Counter, Header, Source},
+    net::{
+        Direction, EVENT_SIZE, FILTER_ADDR, FILTER_PORT, MAX_SNAPLEN, PacketEvent, PacketSnap,
+    },
 };
 
 use crate::events::{self, Event};
 
 #[unsafe(no_mangle)]
 static NET_FILTER_FLAGS: u32 = 0;
+
+/// Payload bytes to send after each record (0: none).
+#[unsafe(no_mangle)]
+static NET_SNAPLEN: u32 = 0;
+
+/// Where a record and its payload bytes are put together, one per CPU:
+/// too large for the stack.
+#[map]
+static NET_SNAP: PerCpuArray<PacketSnap> = PerCpuArray::with_max_entries(1, 0);
 
 #[map]
 static NET_PORTS: HashMap<u16, u8> = HashMap::with_max_entries(64, 0);
@@ -58,6 +69,12 @@ fn flags() -> u32 {
 }
 
 #[inline(always)]
+fn snaplen() -> u32 {
+    // SAFETY: as above.
+    unsafe { core::ptr::read_volatile(&raw const NET_SNAPLEN) }
+}
+
+#[inline(always)]
 fn packet(ctx: &TcContext, dir: Direction) {
     // SAFETY: the context points at the kernel's __sk_buff.
     let (ifindex, protocol) = unsafe { ((*ctx.skb.skb).ifindex, (*ctx.skb.skb).protocol) };
@@ -81,13 +98,56 @@ fn packet(ctx: &TcContext, dir: Direction) {
     let Some(l4) = l4 else {
         return;
     };
-    transport(ctx, l4, &mut event);
+    let payload = transport(ctx, l4, &mut event);
     if !wanted(&event) {
         return;
     }
     // SAFETY: helper without preconditions.
     event.ts_ns = unsafe { bpf_ktime_get_ns() };
-    events::emit(Source::Net, event);
+    let snaplen = snaplen();
+    if snaplen == 0 {
+        events::emit(Source::Net, event);
+    } else {
+        emit_with_payload(ctx, event, payload, snaplen);
+    }
+}
+
+/// Sends `event` followed by up to `snaplen` bytes of the payload that
+/// starts at offset `from`.
+#[inline(always)]
+fn emit_with_payload(ctx: &TcContext, mut event: PacketEvent, from: usize, snaplen: u32) {
+    let Some(snap) = NET_SNAP.get_ptr_mut(0) else {
+        events::count(Source::Net, Counter::RingFull);
+        return;
+    };
+    let on_wire = ctx.len().saturating_sub(from as u32);
+    let want = snaplen.min(event.payload).min(on_wire) as usize;
+    let mut captured = 0;
+    if want > 0 {
+        // `want` is in 1..=MAX_SNAPLEN already; the mask and the + 1 say
+        // so in a form the verifier follows (the helper wants at least 1).
+        let len = ((want - 1) & (MAX_SNAPLEN - 1)) + 1;
+        // SAFETY: `snap` is this CPU's map value, `len` bytes fit `data`.
+        let loaded = unsafe {
+            bpf_skb_load_bytes(
+                ctx.skb.skb.cast(),
+                from as u32,
+                (&raw mut (*snap).data).cast(),
+                len as u32,
+            )
+        };
+        if loaded == 0 {
+            captured = len;
+        }
+    }
+    event.captured = captured as u32;
+    let cpu = events::stamp(Source::Net, &mut event);
+    // SAFETY: as above; the record and its captured bytes are in the value.
+    let record = unsafe {
+        (*snap).event = event;
+        core::slice::from_raw_parts(snap.cast::<u8>(), EVENT_SIZE + captured)
+    };
+    events::emit_bytes(Source::Net, cpu, record);
 }
 
 /// Fills the IPv4 fields; returns the transport header's offset.
@@ -117,12 +177,14 @@ fn ipv6(ctx: &TcContext, at: usize, event: &mut PacketEvent) -> Option<usize> {
     Some(at + 40)
 }
 
+/// Fills the ports, TCP sequence numbers and flags; returns the payload's
+/// offset.
 #[inline(always)]
-fn transport(ctx: &TcContext, at: usize, event: &mut PacketEvent) {
+fn transport(ctx: &TcContext, at: usize, event: &mut PacketEvent) -> usize {
     match event.proto {
         IPPROTO_TCP => {
             let Ok(tcp) = ctx.load::<[u8; 14]>(at) else {
-                return;
+                return at;
             };
             event.sport = u16::from_be_bytes([tcp[0], tcp[1]]);
             event.dport = u16::from_be_bytes([tcp[2], tcp[3]]);
@@ -131,16 +193,18 @@ fn transport(ctx: &TcContext, at: usize, event: &mut PacketEvent) {
             event.tcp_flags = tcp[13];
             let header = u32::from(tcp[12] >> 4) * 4;
             event.payload = event.payload.saturating_sub(header);
+            at + header as usize
         }
         IPPROTO_UDP => {
             let Ok(udp) = ctx.load::<[u8; 4]>(at) else {
-                return;
+                return at;
             };
             event.sport = u16::from_be_bytes([udp[0], udp[1]]);
             event.dport = u16::from_be_bytes([udp[2], udp[3]]);
             event.payload = event.payload.saturating_sub(8);
+            at + 8
         }
-        _ => {}
+        _ => at,
     }
 }
 

@@ -43,9 +43,30 @@ pub struct PacketEvent {
     /// Bytes of transport payload (after the TCP or UDP header; for other
     /// protocols, after the IP header).
     pub payload: u32,
-    /// Zero.
-    pub pad: u32,
+    /// How many of the payload's first bytes follow the record (at most
+    /// the snap length; 0 without one).
+    pub captured: u32,
 }
+
+/// A [`PacketEvent`] with room for the payload bytes of a snap length:
+/// the kernel fills one per CPU and sends its first
+/// `EVENT_SIZE + captured` bytes.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct PacketSnap {
+    /// The record.
+    pub event: PacketEvent,
+    /// The payload's first bytes.
+    pub data: [u8; MAX_SNAPLEN],
+}
+
+/// The largest snap length (a power of two: the kernel bounds lengths
+/// with a mask the verifier can follow).
+pub const MAX_SNAPLEN: usize = 1024;
+const _: () = assert!(MAX_SNAPLEN.is_power_of_two());
+
+/// Name of the global holding the snap length (0: no payload bytes).
+pub const SNAPLEN_GLOBAL: &str = "NET_SNAPLEN";
 
 /// Size of a [`PacketEvent`] record.
 pub const EVENT_SIZE: usize = 88;

@@ -100,7 +100,8 @@ impl Answer {
             .iter()
             .enumerate()
             .map(|(i, h)| {
-                matches!(h.kind, Kind::Named(_) | Kind::Time | Kind::Ipv4)
+                h.kind.is_text()
+                    || matches!(h.kind, Kind::Time)
                     || self.rows.iter().any(|r| matches!(r[i], Cell::Text(_)))
             })
             .collect();

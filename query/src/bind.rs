@@ -139,8 +139,25 @@ fn compare(x: i64, op: Op, v: i64) -> bool {
     }
 }
 
-/// The column called `name` in `source`, or an error listing the columns.
+/// The column called `name` in `source` with a value to compare, group or
+/// aggregate, or an error listing the columns.
 pub fn column<'s>(source: &'s SourceColumns, name: &Name) -> Result<(usize, &'s Column)> {
+    let (at, column) = listed_column(source, name)?;
+    if matches!(column.kind, Kind::Bytes) {
+        return Err(Error::spanned(
+            name.span,
+            format!(
+                "`{}` holds bytes: it can be listed with `fields`, not compared, grouped or aggregated",
+                name.text
+            ),
+        ));
+    }
+    Ok((at, column))
+}
+
+/// The column called `name` in `source`, to list with `fields`, or an
+/// error listing the columns.
+pub fn listed_column<'s>(source: &'s SourceColumns, name: &Name) -> Result<(usize, &'s Column)> {
     source.column(&name.text).ok_or_else(|| {
         Error::spanned(
             name.span,
@@ -216,6 +233,17 @@ fn compare_pred(at: usize, column: &Column, field: &Name, op: Op, value: &Litera
             )),
         };
     }
+    let ipv6 = matches!(&value.value, Value::Text(t) if t.parse::<std::net::Ipv6Addr>().is_ok());
+    if ipv6 && !matches!(op, Op::Eq | Op::Ne) {
+        // IPv6 values are numbered as met, so their order means nothing.
+        return Err(Error::spanned(
+            value.span,
+            format!(
+                "`{}` compares IPv6 addresses with `=`, `!=` or `in` only",
+                field.text
+            ),
+        ));
+    }
     Ok(Pred::Compare {
         column: at,
         op,
@@ -261,13 +289,16 @@ fn number(column: &Column, field: &Name, literal: &Literal) -> Result<i64> {
             format!("`{}` is a duration: write it like `5ms`", field.text),
         )),
         (_, Value::Int(n)) => Ok(*n),
-        (Kind::Ipv4, Value::Text(t)) => t
-            .parse::<std::net::Ipv4Addr>()
-            .map(|a| i64::from(u32::from(a)))
+        (Kind::Addr(table), Value::Text(t)) => t
+            .parse::<std::net::IpAddr>()
+            .map(|a| table.value(a))
             .map_err(|_| {
                 Error::spanned(
                     literal.span,
-                    format!("`{}` is an IPv4 address, like \"10.0.0.1\"", field.text),
+                    format!(
+                        "`{}` is an IP address, like \"10.0.0.1\" or \"::1\"",
+                        field.text
+                    ),
                 )
             }),
         (Kind::Time, Value::Duration(_)) => Err(Error::spanned(

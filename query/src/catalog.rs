@@ -3,7 +3,11 @@
 //! behind them. The store only knows integer fields; the program that
 //! wrote the capture adds the meaning (that `nr` 44 is called `sendto`).
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::HashMap,
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+    sync::{Arc, Mutex, PoisonError},
+};
 
 use weft_store::{Field, IndexId, Meta, SourceId};
 
@@ -64,6 +68,25 @@ pub enum Read {
     Time,
     /// A payload field.
     Field(Field),
+    /// An IP address of either family (see [`Kind::Addr`]).
+    Addr(AddrFields),
+    /// The payload's bytes from an offset on (captured packet bytes):
+    /// shown as text, not compared.
+    Bytes(u32),
+}
+
+/// Where a record keeps an address of either family: its IPv4 form, its
+/// IPv6 form and the family (4 or 6) that says which one holds.
+#[derive(Clone, Debug)]
+pub struct AddrFields {
+    /// The family field.
+    pub family: Field,
+    /// The IPv4 address, a host-order `u32`.
+    pub v4: Field,
+    /// Byte offset of the 16-byte IPv6 address, network order.
+    pub v6: u32,
+    /// Numbers for IPv6 addresses: the column's [`Kind::Addr`] table.
+    pub table: Arc<Addresses>,
 }
 
 /// How a column's integer values are meant.
@@ -78,9 +101,78 @@ pub enum Kind {
     /// Numbers that have names (syscall numbers, process ids with their
     /// command names).
     Named(Arc<Names>),
-    /// An IPv4 address as a host-order integer: shown and written as
-    /// `10.0.0.1`.
-    Ipv4,
+    /// An IP address: an IPv4 address is its host-order integer, an IPv6
+    /// address 2^32 plus its number in the table (values are `i64`, an
+    /// IPv6 address 128 bits). Shown and written as `10.0.0.1` or `::1`.
+    Addr(Arc<Addresses>),
+    /// Bytes shown as text, printable ASCII as is and the rest escaped
+    /// (`\r`, `\x00`).
+    Bytes,
+}
+
+impl Kind {
+    /// Whether values show as text (names, addresses, bytes) rather than
+    /// as numbers.
+    pub fn is_text(&self) -> bool {
+        matches!(self, Self::Named(_) | Self::Addr(_) | Self::Bytes)
+    }
+}
+
+/// Numbers for the IPv6 addresses of [`Kind::Addr`] columns, given in the
+/// order addresses are first met (by the query's literals or its records),
+/// so that an address compares, groups and shows as one `i64`. Lives as
+/// long as the catalog: it grows with the distinct IPv6 addresses queried.
+#[derive(Debug, Default)]
+pub struct Addresses(Mutex<AddressTable>);
+
+#[derive(Debug, Default)]
+struct AddressTable {
+    numbers: HashMap<Ipv6Addr, i64>,
+    addresses: Vec<Ipv6Addr>,
+}
+
+/// Where IPv6 numbers start: above every IPv4 address.
+const V6_BASE: i64 = 1 << 32;
+
+impl Addresses {
+    /// The value standing for `address`.
+    pub fn value(&self, address: IpAddr) -> i64 {
+        match address {
+            IpAddr::V4(v4) => i64::from(u32::from(v4)),
+            IpAddr::V6(v6) => {
+                let mut table = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+                let count = i64::try_from(table.addresses.len()).expect("fewer than 2^63");
+                let next = V6_BASE + count;
+                let table = &mut *table;
+                *table.numbers.entry(v6).or_insert_with(|| {
+                    table.addresses.push(v6);
+                    next
+                })
+            }
+        }
+    }
+
+    /// The address `value` stands for; `None` for a value no address has.
+    pub fn address(&self, value: i64) -> Option<IpAddr> {
+        if let Ok(v4) = u32::try_from(value) {
+            return Some(IpAddr::V4(Ipv4Addr::from(v4)));
+        }
+        let table = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let at = usize::try_from(value.checked_sub(V6_BASE)?).ok()?;
+        table.addresses.get(at).copied().map(IpAddr::V6)
+    }
+}
+
+impl AddrFields {
+    /// The record's address as a value of the column's kind.
+    fn value(&self, payload: &[u8]) -> Option<i64> {
+        if self.family.read(payload)? == 4 {
+            return self.v4.read(payload);
+        }
+        let at = self.v6 as usize;
+        let bytes: [u8; 16] = payload.get(at..at + 16)?.try_into().ok()?;
+        Some(self.table.value(IpAddr::V6(Ipv6Addr::from(bytes))))
+    }
 }
 
 /// Names of the values of a [`Kind::Named`] column. Several values may
@@ -289,6 +381,49 @@ impl SourceColumns {
         Some(())
     }
 
+    /// Makes column `name`, an IPv4 field, an address of either family:
+    /// column `family` says which, the IPv6 form is 16 bytes at `v6`.
+    pub fn set_address(
+        &mut self,
+        name: &str,
+        family: &str,
+        v6: u32,
+        table: &Arc<Addresses>,
+    ) -> Option<()> {
+        let Read::Field(family) = &self.column(family)?.1.read else {
+            return None;
+        };
+        let family = family.clone();
+        let at = self.column(name)?.0;
+        let column = &mut self.columns[at];
+        let Read::Field(v4) = &column.read else {
+            return None;
+        };
+        column.read = Read::Addr(AddrFields {
+            family,
+            v4: v4.clone(),
+            v6,
+            table: table.clone(),
+        });
+        column.kind = Kind::Addr(table.clone());
+        // An index over the IPv4 field knows nothing of IPv6 addresses.
+        column.index = None;
+        column.partitioned.clear();
+        Some(())
+    }
+
+    /// Adds column `name` showing the payload's bytes from offset `from`.
+    pub fn add_bytes(&mut self, name: &str, from: u32) {
+        self.columns.push(Column {
+            name: name.to_owned(),
+            read: Read::Bytes(from),
+            kind: Kind::Bytes,
+            hidden: false,
+            index: None,
+            partitioned: Vec::new(),
+        });
+    }
+
     /// Names of the columns, for error messages.
     pub fn column_names(&self) -> String {
         self.columns
@@ -300,11 +435,44 @@ impl SourceColumns {
 }
 
 impl Column {
-    /// The column's value in a record, `None` when the payload is short.
+    /// The column's value in a record, `None` when the payload is short
+    /// or the column holds bytes.
     pub fn value(&self, time: u64, payload: &[u8]) -> Option<i64> {
         match &self.read {
             Read::Time => i64::try_from(time).ok(),
             Read::Field(field) => field.read(payload),
+            Read::Addr(fields) => fields.value(payload),
+            Read::Bytes(_) => None,
         }
+    }
+
+    /// The bytes a [`Read::Bytes`] column holds in a record.
+    pub fn bytes<'a>(&self, payload: &'a [u8]) -> Option<&'a [u8]> {
+        match self.read {
+            Read::Bytes(from) => payload.get(from as usize..),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_number_ipv6_above_every_ipv4_and_show_them_back() {
+        let table = Addresses::default();
+        let v4: IpAddr = "255.255.255.255".parse().unwrap();
+        let a: IpAddr = "::1".parse().unwrap();
+        let b: IpAddr = "fe80::1".parse().unwrap();
+        assert_eq!(table.value(v4), 0xffff_ffff);
+        let (va, vb) = (table.value(a), table.value(b));
+        assert_eq!((va, vb), (V6_BASE, V6_BASE + 1));
+        assert_eq!(table.value(a), va, "an address keeps its number");
+        for (value, address) in [(va, a), (vb, b), (0xffff_ffff, v4)] {
+            assert_eq!(table.address(value), Some(address));
+        }
+        assert_eq!(table.address(V6_BASE + 2), None);
+        assert_eq!(table.address(-1), None);
     }
 }

@@ -11,8 +11,8 @@ use crate::{
     aggregate::{AggSpec, Groups, PERCENTILES, quantile_name, select},
     answer::{Answer, Cell, Header, duration},
     ast::{Agg, Correlate, Func, Name, Nearness, Op, Query, Stage, Time, Window},
-    bind::{Pred, bind, column},
-    catalog::{Catalog, Kind, Read, SourceColumns},
+    bind::{Pred, bind, column, listed_column},
+    catalog::{Addresses, Catalog, Column, Kind, Read, SourceColumns},
     error::{Error, Result},
 };
 
@@ -65,10 +65,7 @@ pub fn stream(
     let mut each = |time: u64, _arrival: u64, payload: &[u8]| {
         let cells = columns
             .iter()
-            .map(|c| {
-                let col = &source.columns[*c];
-                cell(&col.kind, col.value(time, payload))
-            })
+            .map(|c| record_cell(&source.columns[*c], time, payload))
             .collect();
         visit(&headers, cells);
     };
@@ -111,7 +108,7 @@ fn visible(source: &SourceColumns) -> Vec<usize> {
 fn fields(source: &SourceColumns, names: &[Name]) -> Result<Vec<usize>> {
     names
         .iter()
-        .map(|n| column(source, n).map(|(c, _)| c))
+        .map(|n| listed_column(source, n).map(|(c, _)| c))
         .collect()
 }
 
@@ -1080,7 +1077,7 @@ fn show(kind: &Kind, value: i64) -> String {
         (_, i64::MAX) => "max".into(),
         (Kind::Duration, v) => duration(v as f64),
         (Kind::Named(names), v) => names.name_of(v),
-        (Kind::Ipv4, v) => ipv4(v),
+        (Kind::Addr(table), v) => address(table, v),
         (_, v) => v.to_string(),
     }
 }
@@ -1090,17 +1087,24 @@ fn cell(kind: &Kind, value: Option<i64>) -> Cell {
     match (kind, value) {
         (_, None | Some(i64::MIN)) => Cell::Null,
         (Kind::Named(names), Some(v)) => Cell::Text(names.name_of(v)),
-        (Kind::Ipv4, Some(v)) => Cell::Text(ipv4(v)),
+        (Kind::Addr(table), Some(v)) => Cell::Text(address(table, v)),
         (_, Some(v)) => Cell::Int(v),
     }
 }
 
-/// `10.0.0.1` from its host-order integer.
-fn ipv4(value: i64) -> String {
-    u32::try_from(value).map_or_else(
-        |_| value.to_string(),
-        |v| std::net::Ipv4Addr::from(v).to_string(),
-    )
+/// `10.0.0.1` or `::1` from its value.
+fn address(table: &Addresses, value: i64) -> String {
+    table
+        .address(value)
+        .map_or_else(|| value.to_string(), |a| a.to_string())
+}
+
+/// A column's cell in a record.
+fn record_cell(column: &Column, time: u64, payload: &[u8]) -> Cell {
+    match column.bytes(payload) {
+        Some(bytes) => Cell::Text(bytes.escape_ascii().to_string()),
+        None => cell(&column.kind, column.value(time, payload)),
+    }
 }
 
 /// The rows of a record listing.
@@ -1118,10 +1122,7 @@ fn listing(source: &SourceColumns, hits: &[Hit], columns: &[usize]) -> Answer {
             .map(|hit| {
                 columns
                     .iter()
-                    .map(|c| {
-                        let col = &source.columns[*c];
-                        cell(&col.kind, col.value(hit.time, &hit.payload))
-                    })
+                    .map(|c| record_cell(&source.columns[*c], hit.time, &hit.payload))
                     .collect()
             })
             .collect(),

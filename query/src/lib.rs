@@ -34,7 +34,7 @@ pub mod parse;
 
 pub use answer::{Answer, Cell, Header};
 pub use ast::Query;
-pub use catalog::{Catalog, Column, Kind, Names, SourceColumns};
+pub use catalog::{Addresses, Catalog, Column, Kind, Names, SourceColumns};
 pub use error::{Error, Result, Span};
 pub use parse::parse;
 

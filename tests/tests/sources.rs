@@ -581,6 +581,100 @@ fn net_attaches_to_an_interface_that_comes_up_later() {
     assert_eq!(row["max(payload)"].as_u64(), Some(size as u64), "{row}");
 }
 
+/// IPv6 packets show their addresses (`::1`), `--addr` filters them in
+/// the kernel, and `--snaplen` keeps each packet's first payload bytes.
+#[test]
+fn net_records_ipv6_addresses_and_payload_bytes() {
+    let test = "net_records_ipv6_addresses_and_payload_bytes";
+    if !needs(test, &[Need::Root]) {
+        return;
+    }
+    let Ok(udp6) = std::net::UdpSocket::bind("[::1]:0") else {
+        eprintln!("skipping {test}: needs IPv6 on lo");
+        return;
+    };
+    let (port, requests, snaplen) = (17_004u16, 29usize, 26usize);
+    let dir = capture_dir("net-ipv6");
+    let port_arg = port.to_string();
+    let snaplen_arg = snaplen.to_string();
+    let running = Running::start(
+        &[
+            "record",
+            "--sources",
+            "net",
+            "--interface",
+            "lo",
+            "--port",
+            &port_arg,
+            "--addr",
+            "::1",
+            "--snaplen",
+            &snaplen_arg,
+            "-o",
+            dir.to_str().unwrap(),
+        ],
+        "weft: recording",
+    );
+    let request = |i: usize| format!("GET /item/{i:03} HTTP/1.1\r\nHost: weft\r\n\r\n");
+    for i in 0..requests {
+        udp6.send_to(request(i).as_bytes(), ("::1", port)).unwrap();
+    }
+    // Shorter than the snap length: kept whole.
+    udp6.send_to(b"ok\0", ("::1", port)).unwrap();
+    // Not from or to ::1: the kernel's address filter drops these.
+    let udp4 = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for _ in 0..7 {
+        udp4.send_to(b"v4", ("127.0.0.1", port)).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let finished = running.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+    assert!(finished.stderr.contains("lost 0"), "{}", finished.stderr);
+
+    let rows = query(
+        &dir,
+        &format!("net where dport = {port} | count by dir, saddr, daddr"),
+    );
+    let sent = requests as u64 + 1;
+    let expected: Vec<serde_json::Value> = ["egress", "ingress"]
+        .iter()
+        .map(|dir| serde_json::json!({"dir": dir, "saddr": "::1", "daddr": "::1", "count": sent}))
+        .collect();
+    let mut rows = rows;
+    rows.sort_by_key(|r| r["dir"].as_str().map(str::to_owned));
+    assert_eq!(rows, expected);
+
+    let rows = query(
+        &dir,
+        &format!(
+            r#"net where dir = "egress" and daddr = "::1" and dport = {port} | fields payload, captured, data"#
+        ),
+    );
+    assert_eq!(rows.len(), requests + 1, "{rows:?}");
+    for (i, row) in rows[..requests].iter().enumerate() {
+        let kept = request(i)[..snaplen].escape_default().to_string();
+        assert_eq!(
+            (
+                row["payload"].as_u64(),
+                row["captured"].as_u64(),
+                row["data"].as_str()
+            ),
+            (
+                Some(request(i).len() as u64),
+                Some(snaplen as u64),
+                Some(kept.as_str())
+            ),
+            "{row}"
+        );
+    }
+    let short = &rows[requests];
+    assert_eq!(
+        (short["captured"].as_u64(), short["data"].as_str()),
+        (Some(3), Some("ok\\x00")),
+        "{short}"
+    );
+}
+
 /// Sends `datagrams` UDP datagrams of `size` bytes from weft0 to the peer's
 /// UDP port, then `messages` TCP messages of `message_size` bytes to its
 /// TCP port, each answered by one byte before the next is sent.

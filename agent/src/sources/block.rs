@@ -118,4 +118,5 @@ pub const SPEC: Spec = Spec {
     indexes: &[IndexSpec::Latency("latency"), IndexSpec::Exact("op", 4)],
     time: "ts",
     span: Some("latency"),
+    tail: None,
 };

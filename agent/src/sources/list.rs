@@ -80,7 +80,7 @@ fn kind(field: &super::FieldSpec) -> String {
 
 fn unit(meaning: Meaning) -> &'static str {
     match meaning {
-        Meaning::Int | Meaning::Named(_) | Meaning::Ipv4 => "",
+        Meaning::Int | Meaning::Named(_) | Meaning::Addr(_) => "",
         Meaning::Duration | Meaning::Time => "ns",
     }
 }

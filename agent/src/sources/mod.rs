@@ -13,7 +13,7 @@ use std::{mem::offset_of, path::Path, sync::Arc};
 
 use anyhow::{Result, bail};
 use weft_probes::events::{Header, Source};
-use weft_query::{Kind, Names, SourceColumns};
+use weft_query::{Addresses, Kind, Names, SourceColumns};
 use weft_store::{Field, FieldKind, SourceId, Store};
 
 use crate::{
@@ -63,8 +63,10 @@ pub enum Meaning {
     Time,
     /// Values with names (a thread state, an operation).
     Named(&'static [(i64, &'static str)]),
-    /// An IPv4 address, host order.
-    Ipv4,
+    /// An IP address of either family: the field holds the IPv4 form
+    /// (host order); the IPv6 form is 16 bytes at this offset of the kernel
+    /// record, and the record's `family` field says which one holds.
+    Addr(usize),
 }
 
 /// One field of a source's kernel record.
@@ -122,6 +124,9 @@ pub struct Spec {
     pub time: &'static str,
     /// A duration field that ends at the record's time (for `during`).
     pub span: Option<&'static str>,
+    /// A column holding the bytes a record may carry after its `size`
+    /// (a packet's first payload bytes).
+    pub tail: Option<&'static str>,
 }
 
 /// Every source besides syscalls.
@@ -180,18 +185,27 @@ impl Spec {
 
     /// Gives the source's columns their meaning.
     pub fn describe_columns(&self, columns: &mut SourceColumns) {
+        let addresses = Arc::new(Addresses::default());
         for field in self.fields {
             let kind = match field.meaning {
                 Meaning::Int => continue,
                 Meaning::Duration => Kind::Duration,
                 Meaning::Time => Kind::Time,
-                Meaning::Ipv4 => Kind::Ipv4,
+                Meaning::Addr(v6) => {
+                    let v6 = u32::try_from(v6 - STORED_FROM).expect("offsets are small");
+                    columns.set_address(field.name, "family", v6, &addresses);
+                    continue;
+                }
                 Meaning::Named(names) => {
                     let names = names.iter().map(|(v, n)| (*v, (*n).to_owned()));
                     Kind::Named(Arc::new(Names::new(names, false)))
                 }
             };
             columns.set_kind(field.name, kind);
+        }
+        if let Some(tail) = self.tail {
+            let from = u32::try_from(self.size - STORED_FROM).expect("records are small");
+            columns.add_bytes(tail, from);
         }
         columns.span = self.span.map(str::to_owned);
     }

@@ -60,8 +60,8 @@ pub const SPEC: Spec = Spec {
             "saddr",
             offset_of!(PacketEvent, saddr),
             FieldKind::U32,
-            Meaning::Ipv4,
-            "IPv4 source address",
+            Meaning::Addr(offset_of!(PacketEvent, saddr6)),
+            "source address, IPv4 or IPv6",
         ),
         field(
             "sport",
@@ -74,8 +74,8 @@ pub const SPEC: Spec = Spec {
             "daddr",
             offset_of!(PacketEvent, daddr),
             FieldKind::U32,
-            Meaning::Ipv4,
-            "IPv4 destination address",
+            Meaning::Addr(offset_of!(PacketEvent, daddr6)),
+            "destination address, IPv4 or IPv6",
         ),
         field(
             "dport",
@@ -90,6 +90,13 @@ pub const SPEC: Spec = Spec {
             FieldKind::U32,
             Meaning::Int,
             "transport payload bytes",
+        ),
+        field(
+            "captured",
+            offset_of!(PacketEvent, captured),
+            FieldKind::U32,
+            Meaning::Int,
+            "payload bytes kept in `data` (--snaplen)",
         ),
         field(
             "family",
@@ -126,4 +133,5 @@ pub const SPEC: Spec = Spec {
     ],
     time: "ts",
     span: None,
+    tail: Some("data"),
 };

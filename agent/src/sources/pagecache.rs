@@ -118,4 +118,5 @@ pub const SPEC: Spec = Spec {
     indexes: &[IndexSpec::Exact("kind", 3)],
     time: "ts",
     span: None,
+    tail: None,
 };

@@ -110,4 +110,5 @@ pub const SPEC: Spec = Spec {
     indexes: &[IndexSpec::Latency("off_cpu"), IndexSpec::Latency("runq")],
     time: "ts",
     span: Some("off_cpu"),
+    tail: None,
 };
