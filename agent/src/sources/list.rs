@@ -42,11 +42,15 @@ pub fn run(args: &SourcesArgs) -> std::process::ExitCode {
 }
 
 fn json_line(spec: &Spec, missing: Option<&str>, lacks: &[String]) -> String {
-    let fields: Vec<_> = spec
+    let mut fields: Vec<_> = spec
         .fields
         .iter()
         .map(|f| json!({ "name": f.name, "type": kind(f), "unit": unit(f.meaning), "about": f.about }))
         .collect();
+    fields.extend(
+        spec.tail
+            .map(|(name, about)| json!({ "name": name, "type": "bytes", "unit": "", "about": about })),
+    );
     let line = json!({
         "name": spec.name, "about": spec.about, "available": missing.is_none(),
         "why_not": missing, "lacks": lacks, "fields": fields,
@@ -64,18 +68,24 @@ fn text(spec: &Spec, missing: Option<&str>, lacks: &[String]) -> String {
     for field in spec.fields {
         let _ = writeln!(
             out,
-            "    {:<10} {:<4} {:<4} {}",
+            "    {:<10} {:<5} {:<4} {}",
             field.name,
             kind(field),
             unit(field.meaning),
             field.about
         );
     }
+    if let Some((name, about)) = spec.tail {
+        let _ = writeln!(out, "    {name:<10} {:<5} {:<4} {about}", "bytes", "");
+    }
     out
 }
 
 fn kind(field: &super::FieldSpec) -> String {
-    format!("{:?}", field.kind).to_lowercase()
+    match field.meaning {
+        Meaning::Addr(_) => "addr".to_owned(),
+        _ => format!("{:?}", field.kind).to_lowercase(),
+    }
 }
 
 fn unit(meaning: Meaning) -> &'static str {

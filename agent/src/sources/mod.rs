@@ -125,8 +125,8 @@ pub struct Spec {
     /// A duration field that ends at the record's time (for `during`).
     pub span: Option<&'static str>,
     /// A column holding the bytes a record may carry after its `size`
-    /// (a packet's first payload bytes).
-    pub tail: Option<&'static str>,
+    /// (a packet's first payload bytes): its name and what it is.
+    pub tail: Option<(&'static str, &'static str)>,
 }
 
 /// Every source besides syscalls.
@@ -203,7 +203,7 @@ impl Spec {
             };
             columns.set_kind(field.name, kind);
         }
-        if let Some(tail) = self.tail {
+        if let Some((tail, _)) = self.tail {
             let from = u32::try_from(self.size - STORED_FROM).expect("records are small");
             columns.add_bytes(tail, from);
         }

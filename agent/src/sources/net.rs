@@ -133,5 +133,5 @@ pub const SPEC: Spec = Spec {
     ],
     time: "ts",
     span: None,
-    tail: Some("data"),
+    tail: Some(("data", "the payload's first `captured` bytes (--snaplen)")),
 };
