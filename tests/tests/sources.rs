@@ -427,7 +427,10 @@ fn net_records_exact_packets_on_a_veth_and_leaves_nothing_behind() {
     let tcx = weft_tests::kernel_at_least(6, 6);
     assert_eq!(has_clsact("weft0"), !tcx, "the killed weft's qdisc is left");
     let dir = capture_dir("net-veth");
-    let running = start_net_recording(&dir, &["--sources", "net,app", "--port", &ports]);
+    let running = start_net_recording(
+        &dir,
+        &["--sources", "net,app", "--port", &ports, "--snaplen", "8"],
+    );
     exchange(
         &veth,
         (udp_port, tcp_port),
@@ -492,6 +495,26 @@ fn net_records_exact_packets_on_a_veth_and_leaves_nothing_behind() {
     );
     assert_eq!(around[0]["count"], datagrams, "{around:?}");
     assert_tcp_segments(&dir, messages, message_size as u64);
+
+    // The first 8 payload bytes of each segment, read from the pages TCP
+    // puts them in (not the skb's linear part).
+    let kept = query(
+        &dir,
+        r#"net where proto = "tcp" and payload > 0 | fields dir, captured, data"#,
+    );
+    assert_eq!(kept.len() as u64, 2 * messages, "{kept:?}");
+    for row in &kept {
+        let expected = if row["dir"] == "egress" {
+            (8, "\\x02".repeat(8))
+        } else {
+            (1, "k".to_owned())
+        };
+        assert_eq!(
+            (row["captured"].as_u64(), row["data"].as_str()),
+            (Some(expected.0), Some(expected.1.as_str())),
+            "{row}"
+        );
+    }
 }
 
 /// Each of the `messages` TCP messages of `size` bytes is one segment out,
