@@ -150,17 +150,16 @@ pub struct PtCallsArgs {
 
 #[derive(Debug, Args)]
 pub struct PtFlowArgs {
-    /// The raw PT byte stream.
+    /// The raw PT byte stream, a `weft pt record` capture directory (each
+    /// CPU's trace, decoded with the traced process's code, times in
+    /// `CLOCK_MONOTONIC` ns as `weft record` keeps them), or with --perf a
+    /// perf.data file.
     #[arg(value_name = "TRACE")]
     pub trace: std::path::PathBuf,
 
     /// Code the trace ran: an ELF file (mapped at its segments' addresses)
     /// or `FILE:ADDR` for a raw binary loaded at hex ADDR. Repeatable.
-    #[arg(
-        long,
-        value_name = "FILE[:ADDR]",
-        required_unless_present_any = ["maps", "perf"]
-    )]
+    #[arg(long, value_name = "FILE[:ADDR]")]
     pub image: Vec<String>,
 
     /// A process's memory map (`/proc/PID/maps`, or the `maps` of a `weft

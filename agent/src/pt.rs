@@ -8,10 +8,12 @@ use std::process::ExitCode;
 use anyhow::Context;
 use weft_pt::Errata;
 use weft_pt::calls::{Call, Calls, Listing, Profile};
+use weft_pt::capture::TscClock;
 use weft_pt::dump::TimeColumn;
 use weft_pt::flow::{Event, Flow, Step};
 use weft_pt::image::Image;
 use weft_pt::perf::{PerfData, Queue, TimeConv};
+use weft_pt::time::Clocks;
 
 use crate::cli::{PtCallsArgs, PtCommand, PtDumpArgs, PtFlowArgs, PtPerfArgs};
 
@@ -65,7 +67,8 @@ fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
     let errors = each_input(&args.flow, &mut |input| {
         input.title(&mut out)?;
         let (trace, image) = (input.trace, input.image);
-        let mut flow = Flow::new(trace, image, errata).with_clocks(args.clocks.clocks());
+        let clocks = input.clocks(args.clocks.clocks());
+        let mut flow = Flow::new(trace, image, errata).with_clocks(clocks);
         let mut calls = Calls::new(image);
         // Times in ns where the recording says how TSC maps to time.
         let ns = |call: Call| match input.clock {
@@ -83,6 +86,10 @@ fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
             return Ok(errors);
         }
         let mut listing = Listing::new(image, &mut out, unit)?;
+        if let Some(Clock::Monotonic(_)) = input.clock {
+            // The times of `weft record`'s captures.
+            listing = listing.absolute();
+        }
         let mut failed = None;
         let errors = walk(&mut flow, &mut |step| {
             calls.step(&step, &mut |call| {
@@ -100,13 +107,34 @@ fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// A trace to decode and the code it ran; from a perf.data file, one per
-/// AUX queue, titled.
+/// AUX queue, and from a capture directory, one per CPU, titled.
 struct Input<'a> {
     title: Option<String>,
     trace: &'a [u8],
     image: &'a Image,
     /// How the trace's TSC becomes time, when the recording says.
-    clock: Option<TimeConv>,
+    clock: Option<Clock>,
+    /// The MTC period and CPUID 0x15 ratio, when the recording says.
+    recorded: Option<(u8, (u32, u32))>,
+}
+
+/// How a recording's TSC becomes ns.
+#[derive(Clone, Copy)]
+enum Clock {
+    /// perf's clock, from a perf.data file.
+    Perf(TimeConv),
+    /// `CLOCK_MONOTONIC`, from a `weft pt record` capture: the clock of
+    /// `weft record`'s captures.
+    Monotonic(TscClock),
+}
+
+impl Clock {
+    fn ns(self, tsc: u64) -> u64 {
+        match self {
+            Self::Perf(conv) => conv.ns(tsc),
+            Self::Monotonic(clock) => clock.ns(tsc),
+        }
+    }
 }
 
 impl Input<'_> {
@@ -115,6 +143,19 @@ impl Input<'_> {
             Some(title) => writeln!(out, "[{title}]"),
             None => Ok(()),
         }
+    }
+
+    /// `given`, with what the recording says where `given` says nothing.
+    fn clocks(&self, mut given: Clocks) -> Clocks {
+        if let Some((mtc_period, (eax, ebx))) = self.recorded {
+            if given.mtc_freq == 0 {
+                given.mtc_freq = mtc_period;
+            }
+            if given.ctc_eax == 0 && given.ctc_ebx == 0 {
+                (given.ctc_eax, given.ctc_ebx) = (eax, ebx);
+            }
+        }
+        given
     }
 }
 
@@ -125,6 +166,9 @@ fn each_input(
     args: &PtFlowArgs,
     decode: &mut dyn FnMut(Input) -> anyhow::Result<usize>,
 ) -> anyhow::Result<usize> {
+    if args.trace.is_dir() {
+        return each_cpu(args, decode);
+    }
     let file = read_trace(&args.trace)?;
     if !args.perf {
         return decode(Input {
@@ -132,6 +176,7 @@ fn each_input(
             trace: &file,
             image: &read_image(args)?,
             clock: None,
+            recorded: None,
         });
     }
     let name = args.trace.display();
@@ -166,7 +211,37 @@ fn each_input(
             title: Some(queue_title(&perf, queue)),
             trace: &queue.trace(&file),
             image,
-            clock: perf.clock(),
+            clock: perf.clock().map(Clock::Perf),
+            recorded: None,
+        })?;
+    }
+    Ok(errors)
+}
+
+/// Hands `decode` each CPU's trace of a `weft pt record` capture, with the
+/// code of the process it traced (or that `--image` and `--maps` give).
+fn each_cpu(
+    args: &PtFlowArgs,
+    decode: &mut dyn FnMut(Input) -> anyhow::Result<usize>,
+) -> anyhow::Result<usize> {
+    let saved = crate::pt_record::load(&args.trace)?;
+    let image = match (&saved.maps, args.image.is_empty() && args.maps.is_none()) {
+        (Some(maps), true) => maps_image(Image::new(), maps)?,
+        (None, true) => anyhow::bail!(
+            "{}: the capture traced no one process (it has no maps): give the code with --image or --maps",
+            args.trace.display()
+        ),
+        (_, false) => read_image(args)?,
+    };
+    let mut errors = 0;
+    for (cpu, path) in &saved.traces {
+        let trace = read_trace(path)?;
+        errors += decode(Input {
+            title: Some(format!("cpu {cpu}, {} bytes", trace.len())),
+            trace: &trace,
+            image: &image,
+            clock: saved.clock.map(Clock::Monotonic),
+            recorded: Some((saved.mtc_period, saved.cpuid_0x15)),
         })?;
     }
     Ok(errors)
@@ -312,14 +387,24 @@ fn read_image(args: &PtFlowArgs) -> anyhow::Result<Image> {
     for spec in &args.image {
         image.add_spec(spec)?;
     }
-    if let Some(maps) = &args.maps {
-        let text =
-            std::fs::read_to_string(maps).with_context(|| format!("reading {}", maps.display()))?;
-        let skipped = image
-            .add_maps(&text, &mut |path| std::fs::read(path))
-            .with_context(|| maps.display().to_string())?;
-        warn_skipped(skipped);
+    match &args.maps {
+        Some(maps) => maps_image(image, maps),
+        None if args.image.is_empty() => anyhow::bail!(
+            "{}: give the code the trace ran with --image or --maps",
+            args.trace.display()
+        ),
+        None => Ok(image),
     }
+}
+
+/// `image` with the executable files of a process's memory map `maps`.
+fn maps_image(mut image: Image, maps: &std::path::Path) -> anyhow::Result<Image> {
+    let text =
+        std::fs::read_to_string(maps).with_context(|| format!("reading {}", maps.display()))?;
+    let skipped = image
+        .add_maps(&text, &mut |path| std::fs::read(path))
+        .with_context(|| maps.display().to_string())?;
+    warn_skipped(skipped);
     Ok(image)
 }
 
@@ -330,4 +415,33 @@ fn finish(trace: &std::path::Path, errors: usize) -> ExitCode {
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_capture_fills_in_the_clocks_the_command_line_left_out() {
+        let image = Image::new();
+        let input = Input {
+            title: None,
+            trace: &[],
+            image: &image,
+            clock: None,
+            recorded: Some((3, (2, 168))),
+        };
+        let filled = input.clocks(Clocks::default());
+        assert_eq!(
+            (filled.mtc_freq, filled.ctc_eax, filled.ctc_ebx),
+            (3, 2, 168)
+        );
+        let given = Clocks {
+            mtc_freq: 6,
+            ctc_eax: 1,
+            ctc_ebx: 100,
+            ..Clocks::default()
+        };
+        assert_eq!(input.clocks(given), given, "what the user gave wins");
+    }
 }

@@ -1,19 +1,20 @@
 //! `weft pt record`: one Intel PT window over the CPUs a process or cgroup
 //! may run on, written to a new directory: `cpuN.pt` per CPU (raw PT, for
-//! `weft pt dump|flow|calls`), `capture.json` (what was traced and how,
-//! with the clock parameters the decoder needs) and the process's `maps`.
+//! `weft pt dump`), `capture.json` (what was traced and how, with the clock
+//! parameters the decoder needs) and the process's `maps`. `weft pt
+//! flow|calls DIR` decode the directory whole ([`load`]).
 
 use std::fs;
 use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use serde_json::json;
 use weft_pt::caps::{Caps, SYSFS, Unsupported};
 use weft_pt::capture::perf::PerfEvent;
-use weft_pt::capture::{Plan, Request, Window, window};
+use weft_pt::capture::{Plan, Request, TscClock, Window, read_tsc_and_monotonic, window};
 
 use crate::cli::PtRecordArgs;
 
@@ -59,11 +60,23 @@ pub fn record(args: &PtRecordArgs) -> anyhow::Result<ExitCode> {
             Ok((cpu, event))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let first = read_tsc_and_monotonic();
     let window = window(&plan, events, std::thread::sleep)?;
+    let clock = first.zip(read_tsc_and_monotonic()).map(|(a, b)| TscClock {
+        tsc: [a.0, b.0],
+        ns: [a.1, b.1],
+    });
     let maps = args
         .pid
         .and_then(|pid| fs::read(format!("/proc/{pid}/maps")).ok());
-    save(&args.output, &plan, &window, &target(args), maps.as_deref())?;
+    save(
+        &args.output,
+        &plan,
+        &window,
+        clock,
+        &target(args),
+        maps.as_deref(),
+    )?;
     for (cpu, aux) in &window.traces {
         let lost = if aux.truncated { ", truncated" } else { "" };
         eprintln!("weft: CPU {cpu}: {} bytes of PT{lost}", aux.bytes.len());
@@ -124,6 +137,7 @@ fn save(
     dir: &Path,
     plan: &Plan,
     window: &Window,
+    clock: Option<TscClock>,
     target: &serde_json::Value,
     maps: Option<&[u8]>,
 ) -> anyhow::Result<()> {
@@ -156,6 +170,8 @@ fn save(
         "traced_ns": window.traced_for.as_nanos() as u64,
         "watchdog_stopped_it": window.watchdog,
         "cpuid_0x15": { "eax": eax, "ebx": ebx },
+        // TSC and CLOCK_MONOTONIC read together before and after the window.
+        "clock": clock.map(|c| json!({ "tsc": c.tsc, "monotonic_ns": c.ns })),
     });
     let text = serde_json::to_string_pretty(&meta)?;
     write_new(&dir.join("capture.json"), text.as_bytes())
@@ -173,6 +189,85 @@ fn ctc_ratio() -> (u32, u32) {
         }
     }
     (0, 0)
+}
+
+/// What decoding a capture directory needs from it.
+#[derive(Debug)]
+pub struct Saved {
+    /// Each CPU's trace file.
+    pub traces: Vec<(u32, PathBuf)>,
+    /// The traced process's memory map, when there was one process.
+    pub maps: Option<PathBuf>,
+    /// log2 of the crystal-clock ticks between MTC packets.
+    pub mtc_period: u8,
+    /// CPUID leaf 0x15 EAX and EBX.
+    pub cpuid_0x15: (u32, u32),
+    /// How the trace's TSC becomes `CLOCK_MONOTONIC` ns.
+    pub clock: Option<TscClock>,
+}
+
+/// Reads the `capture.json` of a capture directory.
+pub fn load(dir: &Path) -> anyhow::Result<Saved> {
+    let path = dir.join("capture.json");
+    let text = fs::read(&path).with_context(|| {
+        format!(
+            "{}: not a `weft pt record` capture (no capture.json)",
+            dir.display()
+        )
+    })?;
+    let meta: serde_json::Value =
+        serde_json::from_slice(&text).with_context(|| path.display().to_string())?;
+    let at = |what: &str| format!("{}: {what}", path.display());
+    if meta["version"] != 1 {
+        bail!(at(&format!(
+            "version {} is not one weft reads (1)",
+            meta["version"]
+        )));
+    }
+    let number = |value: &serde_json::Value, what: &str| {
+        value
+            .as_u64()
+            .with_context(|| at(&format!("{what} is not a number")))
+    };
+    let mut traces = Vec::new();
+    for (i, cpu) in meta["cpus"].as_array().into_iter().flatten().enumerate() {
+        let file = cpu["file"]
+            .as_str()
+            .filter(|f| !f.contains('/'))
+            .with_context(|| at(&format!("cpus[{i}].file is not a file name")))?;
+        let number = u32::try_from(number(&cpu["cpu"], &format!("cpus[{i}].cpu"))?)?;
+        traces.push((number, dir.join(file)));
+    }
+    let clock = match &meta["clock"] {
+        serde_json::Value::Null => None,
+        clock => {
+            let pair = |key: &str| -> anyhow::Result<[u64; 2]> {
+                Ok([
+                    number(&clock[key][0], &format!("clock.{key}[0]"))?,
+                    number(&clock[key][1], &format!("clock.{key}[1]"))?,
+                ])
+            };
+            Some(TscClock {
+                tsc: pair("tsc")?,
+                ns: pair("monotonic_ns")?,
+            })
+        }
+    };
+    let word = |value: &serde_json::Value, what: &str| {
+        u32::try_from(value.as_u64().unwrap_or(0))
+            .with_context(|| at(&format!("{what} is too large")))
+    };
+    let maps = dir.join("maps");
+    Ok(Saved {
+        traces,
+        maps: maps.exists().then_some(maps),
+        mtc_period: u8::try_from(word(&meta["fields"]["mtc_period"], "fields.mtc_period")?)?,
+        cpuid_0x15: (
+            word(&meta["cpuid_0x15"]["eax"], "cpuid_0x15.eax")?,
+            word(&meta["cpuid_0x15"]["ebx"], "cpuid_0x15.ebx")?,
+        ),
+        clock,
+    })
 }
 
 fn write_new(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
@@ -234,7 +329,19 @@ mod tests {
             watchdog: false,
             traced_for: Duration::from_millis(101),
         };
-        save(&dir, &plan, &window, &json!({"pid": 7}), Some(b"maps")).unwrap();
+        let clock = TscClock {
+            tsc: [1000, 3000],
+            ns: [10, 20],
+        };
+        save(
+            &dir,
+            &plan,
+            &window,
+            Some(clock),
+            &json!({"pid": 7}),
+            Some(b"maps"),
+        )
+        .unwrap();
         for file in ["cpu0.pt", "cpu2.pt", "maps", "capture.json"] {
             let mode = fs::metadata(dir.join(file)).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600, "{file}");
@@ -249,8 +356,16 @@ mod tests {
         assert_eq!(meta["fields"], json!({"tsc": 1, "mtc_period": 3}));
         assert_eq!(meta["traced_ns"], 101_000_000);
         assert_eq!(meta["target"], json!({"pid": 7}));
+        // What decoding reads back.
+        let saved = load(&dir).unwrap();
+        assert_eq!(
+            saved.traces,
+            [(0, dir.join("cpu0.pt")), (2, dir.join("cpu2.pt"))]
+        );
+        assert_eq!(saved.maps, Some(dir.join("maps")));
+        assert_eq!((saved.mtc_period, saved.clock), (3, Some(clock)));
         // Nothing is overwritten: a second save into the same place fails.
-        let err = save(&dir, &plan, &window, &json!({}), None).unwrap_err();
+        let err = save(&dir, &plan, &window, None, &json!({}), None).unwrap_err();
         assert!(format!("{err:#}").contains("cpu0.pt"), "{err:#}");
         fs::remove_dir_all(&dir).unwrap();
     }

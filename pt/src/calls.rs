@@ -295,6 +295,14 @@ impl<'a> Listing<'a> {
         })
     }
 
+    /// Times as they are rather than from the first line: clock times
+    /// that line up with other records of the same clock.
+    #[must_use]
+    pub fn absolute(mut self) -> Self {
+        self.start = Some(0);
+        self
+    }
+
     pub fn line(&mut self, call: &Call) -> std::io::Result<()> {
         if let Call::Exit {
             depth,

@@ -245,6 +245,60 @@ fn disable<E: Traced>(events: &[(u32, E)]) -> io::Result<()> {
 
 pub mod perf;
 
+/// The TSC and `CLOCK_MONOTONIC` read together before and after a window,
+/// so that the trace's TSC times become the monotonic ns `weft record`
+/// stores and a call lines up with the syscalls of the same instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TscClock {
+    /// TSC readings, first and last.
+    pub tsc: [u64; 2],
+    /// The `CLOCK_MONOTONIC` ns of each.
+    pub ns: [u64; 2],
+}
+
+impl TscClock {
+    /// The monotonic ns of `tsc`, on the line through the two readings
+    /// (beyond them too: a trace's first TSC comes after the first one).
+    pub fn ns(&self, tsc: u64) -> u64 {
+        let ticks = i128::from(self.tsc[1]) - i128::from(self.tsc[0]);
+        let ns = i128::from(self.ns[1]) - i128::from(self.ns[0]);
+        let since = i128::from(tsc) - i128::from(self.tsc[0]);
+        let offset = if ticks > 0 { since * ns / ticks } else { 0 };
+        u64::try_from((i128::from(self.ns[0]) + offset).max(0)).unwrap_or(u64::MAX)
+    }
+}
+
+/// A TSC reading and the `CLOCK_MONOTONIC` ns of the same instant, taken
+/// as the middle of the tightest of a few pairs of clock reads around an
+/// `rdtsc`; `None` off x86-64.
+pub fn read_tsc_and_monotonic() -> Option<(u64, u64)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let monotonic = || {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: `ts` is a valid timespec to write.
+            unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
+            u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000
+                + u64::try_from(ts.tv_nsec).unwrap_or(0)
+        };
+        (0..8)
+            .map(|_| {
+                let before = monotonic();
+                // SAFETY: rdtsc has no preconditions.
+                let tsc = unsafe { std::arch::x86_64::_rdtsc() };
+                let after = monotonic();
+                (after - before, tsc, before + (after - before) / 2)
+            })
+            .min()
+            .map(|(_, tsc, ns)| (tsc, ns))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
@@ -439,5 +493,37 @@ mod tests {
         assert_eq!(err.to_string(), "no PT here");
         assert_eq!(ops(&on), ["enable", "disable"]);
         assert!(ops(&broken).is_empty());
+    }
+
+    #[test]
+    fn tsc_times_fall_on_the_line_through_the_two_readings() {
+        let clock = TscClock {
+            tsc: [1_000_000, 3_000_000],
+            ns: [5_000_000_000, 5_001_000_000],
+        };
+        assert_eq!(clock.ns(1_000_000), 5_000_000_000);
+        assert_eq!(clock.ns(2_000_000), 5_000_500_000);
+        assert_eq!(clock.ns(3_000_000), 5_001_000_000);
+        // Before the first reading and after the last too.
+        assert_eq!(clock.ns(0), 4_999_500_000);
+        assert_eq!(clock.ns(5_000_000), 5_002_000_000);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_tsc_read_now_converts_to_the_monotonic_clock_now() {
+        let first = read_tsc_and_monotonic().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let last = read_tsc_and_monotonic().unwrap();
+        let clock = TscClock {
+            tsc: [first.0, last.0],
+            ns: [first.1, last.1],
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        let (tsc, ns) = read_tsc_and_monotonic().unwrap();
+        // 20 ms past the last reading, the line is still within 0.1 ms
+        // (a VM's vCPU may be descheduled between the reads).
+        let error = clock.ns(tsc).abs_diff(ns);
+        assert!(error < 100_000, "{error} ns off");
     }
 }

@@ -331,6 +331,58 @@ fn calls_finds_a_relocated_program_and_its_symbols_through_its_maps() {
     assert_eq!(columns(&stdout), CALLS_SUMMARY, "{stdout}");
 }
 
+/// A `weft pt record` capture directory decodes whole: each CPU's trace
+/// with the traced process's code from its `maps`, and times in the
+/// `CLOCK_MONOTONIC` ns that `weft record` keeps, from the TSC and clock
+/// readings the capture took around its window. (This machine has no PT,
+/// so the directory is written here as `weft pt record` writes one.)
+#[test]
+fn calls_of_a_capture_directory_are_timed_in_monotonic_ns() {
+    let program = calls_program();
+    let page = 0x5555_5555_4000;
+    let exe = Scratch::new("capture.elf", &program);
+    let dir = std::env::temp_dir().join(format!("weft-pt-{}-capture", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    let maps = format!(
+        "{page:x}-{:x} r-xp 00000000 08:01 42 {}\n",
+        page + 0x1000,
+        arg(&exe.0)
+    );
+    std::fs::write(dir.join("maps"), maps).unwrap();
+    std::fs::write(dir.join("cpu3.pt"), calls_trace(page + 0x78)).unwrap();
+    // Two TSC ticks a ns; TSC 1000 was at 7 s.
+    let meta = serde_json::json!({
+        "version": 1,
+        "target": {"pid": 4242},
+        "cpus": [{"cpu": 3, "file": "cpu3.pt"}],
+        "fields": {"tsc": 1},
+        "cpuid_0x15": {"eax": 0, "ebx": 0},
+        "clock": {"tsc": [1000, 3000], "monotonic_ns": [7_000_000_000u64, 7_000_001_000u64]},
+    });
+    std::fs::write(dir.join("capture.json"), meta.to_string()).unwrap();
+    let (status, stdout, stderr) = run_weft(&["pt", "calls", arg(&dir)]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(status.success(), "{stderr}");
+    let mut lines = stdout.lines();
+    let title = lines.next().unwrap();
+    assert!(title.starts_with("[cpu 3, "), "{stdout}");
+    assert_eq!(
+        columns(&lines.collect::<Vec<_>>().join("\n")),
+        [
+            vec!["TIME(ns)", "DURATION(ns)", "FUNCTION"],
+            vec!["7000000000", "f()", "{"],
+            vec!["7000000000", "150", "g();"],
+            vec!["7000000200", "200", "}", "/*", "f", "*/"],
+            vec!["7000000200", "f()", "{"],
+            vec!["7000000200", "150", "g();"],
+            vec!["7000000400", "200", "}", "/*", "f", "*/"],
+            vec!["7000000400", "}", "/*", "main", "*/"],
+        ],
+        "{stdout}"
+    );
+}
+
 /// Whether perf (Debian's `linux-perf`) runs here; the VMs have none.
 fn perf_runs() -> bool {
     std::process::Command::new("perf")

@@ -48,8 +48,9 @@ fn json_line(spec: &Spec, missing: Option<&str>, lacks: &[String]) -> String {
         .map(|f| json!({ "name": f.name, "type": kind(f), "unit": unit(f.meaning), "about": f.about }))
         .collect();
     fields.extend(
-        spec.tail
-            .map(|(name, about)| json!({ "name": name, "type": "bytes", "unit": "", "about": about })),
+        spec.tail.map(
+            |(name, about)| json!({ "name": name, "type": "bytes", "unit": "", "about": about }),
+        ),
     );
     let line = json!({
         "name": spec.name, "about": spec.about, "available": missing.is_none(),
