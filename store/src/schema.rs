@@ -120,7 +120,14 @@ pub struct Source {
 /// and bin `k` holds values at or above `bk-1` (high outliers). An exact-match
 /// index on value `v` is `[v, v + 1]`: bin 1 holds exactly `v`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Bins(Vec<i64>);
+pub struct Bins {
+    boundaries: Vec<i64>,
+    /// For each bit length `k` of a non-negative value (`0..=63`), the
+    /// bins of the smallest and the largest value of that length: a value
+    /// of length `k` falls in `octaves[k].0..=octaves[k].1`, so the append
+    /// path searches a few boundaries rather than all of them.
+    octaves: Vec<(u32, u32)>,
+}
 
 impl Bins {
     /// Checks that `boundaries` is non-empty and strictly increasing.
@@ -130,12 +137,22 @@ impl Bins {
                 "bin boundaries must be non-empty and strictly increasing, got {boundaries:?}"
             )));
         }
-        Ok(Self(boundaries))
+        let count = |value: i64| boundaries.partition_point(|b| *b <= value) as u32;
+        let octaves = (0..64u32)
+            .map(|k| match k {
+                0 => (count(0), count(0)),
+                _ => (count(1 << (k - 1)), count(((1u64 << k) - 1) as i64)),
+            })
+            .collect();
+        Ok(Self {
+            boundaries,
+            octaves,
+        })
     }
 
     /// Number of bins, outliers included.
     pub fn len(&self) -> usize {
-        self.0.len() + 1
+        self.boundaries.len() + 1
     }
 
     /// Never true: there are always the two outlier bins.
@@ -144,21 +161,31 @@ impl Bins {
     }
 
     /// The bin `value` falls in.
+    #[inline]
     pub fn bin_of(&self, value: i64) -> u32 {
-        self.0.partition_point(|b| *b <= value) as u32
+        if value < 0 {
+            return self.boundaries.partition_point(|b| *b <= value) as u32;
+        }
+        let (lo, hi) = self.octaves[(64 - value.leading_zeros()) as usize];
+        let between = &self.boundaries[lo as usize..hi as usize];
+        lo + between.partition_point(|b| *b <= value) as u32
     }
 
     /// The half-open value range `[lo, hi)` of `bin`; outlier bins are open-ended
     /// (`hi` is `None` for the high outliers).
     pub fn range(&self, bin: u32) -> (i64, Option<i64>) {
         let bin = bin as usize;
-        let lo = if bin == 0 { i64::MIN } else { self.0[bin - 1] };
-        (lo, self.0.get(bin).copied())
+        let lo = if bin == 0 {
+            i64::MIN
+        } else {
+            self.boundaries[bin - 1]
+        };
+        (lo, self.boundaries.get(bin).copied())
     }
 
     /// The sorted boundaries the bins were made from.
     pub fn boundaries(&self) -> &[i64] {
-        &self.0
+        &self.boundaries
     }
 }
 
@@ -442,6 +469,45 @@ pub fn check_name(name: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bin_of_agrees_with_a_search_of_every_boundary() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let edges = [0, 1, 2, 3, 1 << 20, (1 << 20) - 1, i64::MAX, i64::MIN, -1];
+        for round in 0..200 {
+            // Boundaries of every scale: a few, many, negative, huge.
+            let count = 1 + next() % if round % 2 == 0 { 8 } else { 300 };
+            let shift = next() % 63;
+            let mut bounds: Vec<i64> = (0..count)
+                .map(|_| (next() >> shift) as i64 - if round % 3 == 0 { 1 << 20 } else { 0 })
+                .collect();
+            bounds.extend(edges.iter().copied().filter(|_| next() % 4 == 0));
+            bounds.sort_unstable();
+            bounds.dedup();
+            let bins = Bins::new(bounds.clone()).unwrap();
+            let random: Vec<i64> = (0..100)
+                .map(|_| {
+                    let shift = next() % 64;
+                    (next() >> shift) as i64
+                })
+                .collect();
+            let values = bounds
+                .iter()
+                .flat_map(|b| [b.saturating_sub(1), *b, b.saturating_add(1)])
+                .chain(edges)
+                .chain(random);
+            for value in values {
+                let plain = bounds.partition_point(|b| *b <= value) as u32;
+                assert_eq!(bins.bin_of(value), plain, "{value} in {bounds:?}");
+            }
+        }
+    }
 
     #[test]
     fn bins_outliers_and_ranges() {
