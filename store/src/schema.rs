@@ -141,7 +141,7 @@ impl Bins {
         let octaves = (0..64u32)
             .map(|k| match k {
                 0 => (count(0), count(0)),
-                _ => (count(1 << (k - 1)), count(((1u64 << k) - 1) as i64)),
+                _ => (count(1 << (k - 1)), count(i64::MAX >> (63 - k))),
             })
             .collect();
         Ok(Self {
@@ -485,7 +485,7 @@ mod tests {
             let count = 1 + next() % if round % 2 == 0 { 8 } else { 300 };
             let shift = next() % 63;
             let mut bounds: Vec<i64> = (0..count)
-                .map(|_| (next() >> shift) as i64 - if round % 3 == 0 { 1 << 20 } else { 0 })
+                .map(|_| (next() >> shift).cast_signed() - if round % 3 == 0 { 1 << 20 } else { 0 })
                 .collect();
             bounds.extend(edges.iter().copied().filter(|_| next() % 4 == 0));
             bounds.sort_unstable();
@@ -494,7 +494,7 @@ mod tests {
             let random: Vec<i64> = (0..100)
                 .map(|_| {
                     let shift = next() % 64;
-                    (next() >> shift) as i64
+                    (next() >> shift).cast_signed()
                 })
                 .collect();
             let values = bounds

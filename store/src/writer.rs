@@ -84,6 +84,18 @@ impl Acc {
         last_addr: 0,
     };
 
+    /// [`Acc::add`] of value 0, without the arithmetic (the per-source
+    /// index adds one of these for every record).
+    #[inline]
+    fn add_zero(&mut self, ts: u64, addr: u64) {
+        if self.count == 0 {
+            (self.first_ts, self.min, self.max) = (ts, 0, 0);
+        }
+        self.count += 1;
+        self.last_ts = ts;
+        self.last_addr = addr;
+    }
+
     fn add(&mut self, value: i64, ts: u64, addr: u64) {
         if self.count == 0 {
             self.first_ts = ts;
@@ -168,11 +180,20 @@ impl IndexAcc {
     }
 }
 
-#[derive(Default)]
 struct SourceAcc {
-    /// The implicit index 0: every record of the source, value 0.
-    all: Option<Acc>,
+    /// The implicit index 0: every record of the source, value 0 (empty
+    /// while its count is 0).
+    all: Acc,
     indexes: Vec<IndexAcc>,
+}
+
+impl Default for SourceAcc {
+    fn default() -> Self {
+        Self {
+            all: Acc::EMPTY,
+            indexes: Vec::new(),
+        }
+    }
 }
 
 /// A writable capture directory.
@@ -413,7 +434,7 @@ impl Store {
             .sources
             .iter()
             .map(|source| SourceAcc {
-                all: None,
+                all: Acc::EMPTY,
                 indexes: self
                     .meta
                     .indexes
@@ -482,7 +503,7 @@ impl Store {
         self.records += 1;
         self.last_ts = ts;
         let acc = &mut self.acc[usize::from(source)];
-        acc.all.get_or_insert(Acc::EMPTY).add(0, ts, addr);
+        acc.all.add_zero(ts, addr);
         for index in &mut acc.indexes {
             index.add(payload, ts, addr);
         }
@@ -590,7 +611,7 @@ impl Store {
             self.rebuild_accumulators();
         } else {
             for acc in &mut self.acc {
-                acc.all = None;
+                acc.all = Acc::EMPTY;
                 acc.indexes.iter_mut().for_each(IndexAcc::reset);
             }
         }
@@ -608,8 +629,8 @@ impl Store {
         let mut summaries = Vec::new();
         for (source, acc) in self.acc.iter().enumerate() {
             let source = source as SourceId;
-            if let Some(all) = &acc.all {
-                summaries.push(all.summary(self.chunk, source, 0, 0));
+            if acc.all.count > 0 {
+                summaries.push(acc.all.summary(self.chunk, source, 0, 0));
             }
             for index in &acc.indexes {
                 index.summaries(self.chunk, source, &mut summaries);
