@@ -12,7 +12,7 @@ use weft_pt::capture::TscClock;
 use weft_pt::dump::TimeColumn;
 use weft_pt::flow::{Event, Flow, Step};
 use weft_pt::image::Image;
-use weft_pt::perf::{PerfData, Queue, TimeConv};
+use weft_pt::perf::{PerfData, PtInfo, Queue, TimeConv};
 use weft_pt::time::Clocks;
 
 use crate::cli::{PtCallsArgs, PtCommand, PtDumpArgs, PtFlowArgs, PtPerfArgs};
@@ -114,8 +114,9 @@ struct Input<'a> {
     image: &'a Image,
     /// How the trace's TSC becomes time, when the recording says.
     clock: Option<Clock>,
-    /// The MTC period and CPUID 0x15 ratio, when the recording says.
-    recorded: Option<(u8, (u32, u32))>,
+    /// The clocks the recording says it was made with (zero where it
+    /// does not say).
+    recorded: Option<Clocks>,
 }
 
 /// How a recording's TSC becomes ns.
@@ -147,12 +148,15 @@ impl Input<'_> {
 
     /// `given`, with what the recording says where `given` says nothing.
     fn clocks(&self, mut given: Clocks) -> Clocks {
-        if let Some((mtc_period, (eax, ebx))) = self.recorded {
+        if let Some(recorded) = self.recorded {
             if given.mtc_freq == 0 {
-                given.mtc_freq = mtc_period;
+                given.mtc_freq = recorded.mtc_freq;
             }
             if given.ctc_eax == 0 && given.ctc_ebx == 0 {
-                (given.ctc_eax, given.ctc_ebx) = (eax, ebx);
+                (given.ctc_eax, given.ctc_ebx) = (recorded.ctc_eax, recorded.ctc_ebx);
+            }
+            if given.nom_freq == 0 {
+                given.nom_freq = recorded.nom_freq;
             }
         }
         given
@@ -212,7 +216,7 @@ fn each_input(
             trace: &queue.trace(&file),
             image,
             clock: perf.clock().map(Clock::Perf),
-            recorded: None,
+            recorded: perf.info.as_ref().map(PtInfo::clocks),
         })?;
     }
     Ok(errors)
@@ -241,7 +245,12 @@ fn each_cpu(
             trace: &trace,
             image: &image,
             clock: saved.clock.map(Clock::Monotonic),
-            recorded: Some((saved.mtc_period, saved.cpuid_0x15)),
+            recorded: Some(Clocks {
+                mtc_freq: saved.mtc_period,
+                ctc_eax: saved.cpuid_0x15.0,
+                ctc_ebx: saved.cpuid_0x15.1,
+                ..Clocks::default()
+            }),
         })?;
     }
     Ok(errors)
@@ -277,11 +286,19 @@ fn perf(args: &PtPerfArgs) -> anyhow::Result<ExitCode> {
             } else {
                 "full trace"
             },
-            on(info.tsc_bit != 0),
-            on(info.mtc_bit.is_some_and(|b| b != 0)),
-            on(info.cyc_bit.is_some_and(|b| b != 0)),
+            on(info.enabled(Some(info.tsc_bit))),
+            on(info.enabled(info.mtc_bit)),
+            on(info.enabled(info.cyc_bit)),
         )?,
         None => writeln!(out, "intel_pt: no AUXTRACE_INFO record")?,
+    }
+    if let Some(info) = &perf.info {
+        let clocks = info.clocks();
+        writeln!(
+            out,
+            "clocks: mtc period {}, tsc:ctc {}/{} (CPUID 0x15 EBX/EAX), max non-turbo ratio {}",
+            clocks.mtc_freq, clocks.ctc_ebx, clocks.ctc_eax, clocks.nom_freq
+        )?;
     }
     if let Some(clock) = perf.clock() {
         writeln!(
@@ -323,8 +340,13 @@ fn perf(args: &PtPerfArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn on(yes: bool) -> &'static str {
-    if yes { "on" } else { "off" }
+/// A config bit: `?` where the file has no config to say.
+fn on(yes: Option<bool>) -> &'static str {
+    match yes {
+        Some(true) => "on",
+        Some(false) => "off",
+        None => "?",
+    }
 }
 
 fn warn_skipped(skipped: Vec<weft_pt::image::ImageError>) {
@@ -429,17 +451,29 @@ mod tests {
             trace: &[],
             image: &image,
             clock: None,
-            recorded: Some((3, (2, 168))),
+            recorded: Some(Clocks {
+                mtc_freq: 3,
+                ctc_eax: 2,
+                ctc_ebx: 168,
+                nom_freq: 24,
+                ..Clocks::default()
+            }),
         };
         let filled = input.clocks(Clocks::default());
         assert_eq!(
-            (filled.mtc_freq, filled.ctc_eax, filled.ctc_ebx),
-            (3, 2, 168)
+            (
+                filled.mtc_freq,
+                filled.ctc_eax,
+                filled.ctc_ebx,
+                filled.nom_freq
+            ),
+            (3, 2, 168, 24)
         );
         let given = Clocks {
             mtc_freq: 6,
             ctc_eax: 1,
             ctc_ebx: 100,
+            nom_freq: 30,
             ..Clocks::default()
         };
         assert_eq!(input.clocks(given), given, "what the user gave wins");

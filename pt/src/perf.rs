@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::image::Mapping;
+use crate::time::Clocks;
 
 /// Kernel record types (`enum perf_event_type`).
 const MMAP: u32 = 1;
@@ -141,6 +142,43 @@ pub struct PtInfo {
     /// The MTC and CYC bits, where the file has them.
     pub mtc_bit: Option<u64>,
     pub cyc_bit: Option<u64>,
+    /// Where the MTC period sits in the config.
+    pub mtc_freq_bits: Option<u64>,
+    /// TSC ticks per crystal-clock tick, as numerator and denominator
+    /// (CPUID leaf 0x15 EBX and EAX).
+    pub tsc_ctc: Option<(u64, u64)>,
+    /// The CPU's maximum non-turbo ratio (for CBR packets).
+    pub max_non_turbo_ratio: Option<u64>,
+    /// The `intel_pt` event's config, from the file's attributes.
+    pub config: Option<u64>,
+}
+
+impl PtInfo {
+    /// Whether the config sets the bit at `position`; `None` without a
+    /// config or position.
+    pub fn enabled(&self, position: Option<u64>) -> Option<bool> {
+        Some(self.config? >> position.filter(|p| *p < 64)? & 1 == 1)
+    }
+
+    /// The clocks the trace was recorded with, as far as the file says
+    /// (the rest left at their defaults).
+    pub fn clocks(&self) -> Clocks {
+        let mtc_freq = self
+            .config
+            .zip(self.mtc_freq_bits.filter(|b| *b < 60))
+            .map_or(0, |(config, at)| (config >> at) & 0xf);
+        let (ebx, eax) = self.tsc_ctc.unwrap_or((0, 0));
+        Clocks {
+            mtc_freq: mtc_freq as u8,
+            ctc_eax: u32::try_from(eax).unwrap_or(0),
+            ctc_ebx: u32::try_from(ebx).unwrap_or(0),
+            nom_freq: self
+                .max_non_turbo_ratio
+                .and_then(|r| u8::try_from(r).ok())
+                .unwrap_or(0),
+            ..Clocks::default()
+        }
+    }
 }
 
 /// What a `perf.data` file holds for Intel PT decoding.
@@ -188,6 +226,9 @@ impl PerfData {
         let mut at = data;
         while at < end {
             at = perf.record(&r, at)?;
+        }
+        if let Some(info) = &mut perf.info {
+            info.config = attr_config(&r, info.pmu_type)?;
         }
         perf.queues.sort_by_key(|q| q.idx);
         for queue in &mut perf.queues {
@@ -413,8 +454,29 @@ fn pt_info(r: &Reader, at: u64, end: u64) -> Result<PtInfo, PerfError> {
         snapshot_mode: need(8)? != 0,
         per_cpu_mmaps: need(9)? != 0,
         mtc_bit: word(10)?,
+        mtc_freq_bits: word(11)?,
+        tsc_ctc: word(12)?.zip(word(13)?),
         cyc_bit: word(14)?,
+        max_non_turbo_ratio: word(15)?,
+        config: None,
     })
+}
+
+/// The config of the attribute of PMU `pmu_type` in the header's attribute
+/// section (`perf_file_attr`s of `attr_size` bytes: `perf_event_attr`,
+/// whose `type` and `config` lead, then an id section).
+fn attr_config(r: &Reader, pmu_type: u64) -> Result<Option<u64>, PerfError> {
+    let (entry, at, size) = (r.u64(16)?, r.u64(24)?, r.u64(32)?);
+    if entry < 16 {
+        return Ok(None);
+    }
+    for i in 0..size / entry {
+        let attr = at + i * entry;
+        if u64::from(r.u32(attr)?) == pmu_type {
+            return r.u64(attr + 8).map(Some);
+        }
+    }
+    Ok(None)
 }
 
 fn error(offset: u64, what: impl Into<String>) -> PerfError {

@@ -497,10 +497,14 @@ fn perf_data(pid: u32, exe: &Path, page: u64, trace: &[u8]) -> Vec<u8> {
     mmap2.extend(padded(arg(exe)));
     record(&mut data, 10, &mmap2);
     // AUXTRACE_INFO of Intel PT: PMU type, time shift, mult, zero (a
-    // clock of 2 ns per tick from 5 ns), user time zero, then the TSC,
-    // noretcomp and MTC bits and so on.
+    // clock of 2 ns per tick from 5 ns), user time zero, then where the
+    // TSC, noretcomp and MTC bits sit in the config, sched switch,
+    // snapshot, per-CPU, the MTC period's place, TSC:CTC 168/2, the CYC
+    // bit and the maximum non-turbo ratio.
     let mut info = vec![1u8, 0, 0, 0, 0, 0, 0, 0];
-    info.extend(words(&[8, 0, 2, 5, 1, 10, 11, 0, 0, 0, 9, 14, 2, 1, 1, 0]));
+    info.extend(words(&[
+        8, 0, 2, 5, 1, 10, 11, 0, 0, 0, 9, 14, 168, 2, 1, 24,
+    ]));
     record(&mut data, 70, &info);
     // AUXTRACE: size, offset, reference, idx, tid, cpu -1; then the trace,
     // padded to 8 bytes as perf does.
@@ -514,10 +518,12 @@ fn perf_data(pid: u32, exe: &Path, page: u64, trace: &[u8]) -> Vec<u8> {
     record(&mut data, 71, &auxtrace);
     data.extend_from_slice(&trace);
     // The attribute (perf_event_attr of 128 bytes, as perf 6.1 writes it;
-    // type 8, nothing sampled) and its empty id section.
+    // type 8, nothing sampled; config: TSC and MTC on, CYC off, MTC period
+    // 3) and its empty id section.
     let mut attr = vec![0u8; 128 + 16];
     attr[..4].copy_from_slice(&8u32.to_le_bytes());
     attr[4..8].copy_from_slice(&128u32.to_le_bytes());
+    attr[8..16].copy_from_slice(&(1u64 << 10 | 1 << 9 | 3 << 14).to_le_bytes());
     let data_at = 104 + attr.len() as u64;
     let mut file = b"PERFILE2".to_vec();
     file.extend(words(&[104, attr.len() as u64, 104, attr.len() as u64]));
@@ -538,7 +544,13 @@ fn calls_from_a_perf_data_file_use_the_mapping_perf_recorded() {
     let (status, stdout, stderr) = run_weft(&["pt", "perf", arg(&data.0)]);
     assert!(status.success(), "{stderr}");
     assert!(
-        stdout.contains("intel_pt: pmu type 8, per thread, full trace, tsc on, mtc on, cyc on"),
+        stdout.contains("intel_pt: pmu type 8, per thread, full trace, tsc on, mtc on, cyc off"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "clocks: mtc period 3, tsc:ctc 168/2 (CPUID 0x15 EBX/EAX), max non-turbo ratio 24"
+        ),
         "{stdout}"
     );
     assert!(stdout.contains("queue 0: thread 4242 (prog), "), "{stdout}");
