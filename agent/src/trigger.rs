@@ -364,7 +364,7 @@ impl Test {
     fn matches(&mut self, now: u64, time: u64, payload: &[u8]) -> bool {
         let columns = &self.columns;
         let value = |c: usize| columns[c].value(time, payload);
-        if !self.pred.eval(&value) {
+        if !self.pred.matches(columns, time, payload) {
             return false;
         }
         // Every threshold is compared first, then learns the value.
@@ -517,7 +517,7 @@ fn has_threshold(pred: &Pred) -> bool {
         Pred::And(all) | Pred::Or(all) => all.iter().any(has_threshold),
         Pred::Not(p) => has_threshold(p),
         Pred::Threshold { .. } => true,
-        Pred::Compare { .. } | Pred::In { .. } => false,
+        Pred::Compare { .. } | Pred::In { .. } | Pred::Text { .. } => false,
     }
 }
 

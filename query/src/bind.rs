@@ -45,15 +45,54 @@ pub enum Pred {
         /// Where it was written.
         span: Span,
     },
+    /// The text a bytes column shows (printable ASCII as is, the rest
+    /// escaped) matches a glob, or equals a text.
+    Text {
+        /// Column number in the source.
+        column: usize,
+        /// The glob or the text.
+        pattern: String,
+        /// Whether `pattern` is a glob.
+        glob: bool,
+    },
 }
 
 impl Pred {
-    /// Whether it holds for a record whose column values `value` gives.
+    /// Whether it holds for a record whose column values `value` gives
+    /// (a [`Pred::Text`] never does: see [`Pred::matches`]).
     pub fn eval(&self, value: &impl Fn(usize) -> Option<i64>) -> bool {
+        self.eval_with(value, &|_| None)
+    }
+
+    /// Whether it holds for the record `payload` at `time` of a source
+    /// with `columns`.
+    pub fn matches(&self, columns: &[Column], time: u64, payload: &[u8]) -> bool {
+        self.eval_with(&|c| columns[c].value(time, payload), &|c| {
+            columns[c].bytes(payload)
+        })
+    }
+
+    fn eval_with<'p>(
+        &self,
+        value: &impl Fn(usize) -> Option<i64>,
+        bytes: &impl Fn(usize) -> Option<&'p [u8]>,
+    ) -> bool {
         match self {
-            Self::And(all) => all.iter().all(|p| p.eval(value)),
-            Self::Or(any) => any.iter().any(|p| p.eval(value)),
-            Self::Not(p) => !p.eval(value),
+            Self::And(all) => all.iter().all(|p| p.eval_with(value, bytes)),
+            Self::Or(any) => any.iter().any(|p| p.eval_with(value, bytes)),
+            Self::Not(p) => !p.eval_with(value, bytes),
+            Self::Text {
+                column,
+                pattern,
+                glob: is_glob,
+            } => bytes(*column).is_some_and(|b| {
+                let text = b.escape_ascii().to_string();
+                if *is_glob {
+                    glob(pattern, &text)
+                } else {
+                    *pattern == text
+                }
+            }),
             Self::Compare {
                 column,
                 op,
@@ -120,7 +159,8 @@ impl Pred {
             Self::Not(p) => p.columns(out),
             Self::Compare { column, .. }
             | Self::In { column, .. }
-            | Self::Threshold { column, .. } => {
+            | Self::Threshold { column, .. }
+            | Self::Text { column, .. } => {
                 out.push(*column);
             }
         }
@@ -147,7 +187,7 @@ pub fn column<'s>(source: &'s SourceColumns, name: &Name) -> Result<(usize, &'s 
         return Err(Error::spanned(
             name.span,
             format!(
-                "`{}` holds bytes: it can be listed with `fields`, not compared, grouped or aggregated",
+                "`{}` holds bytes: it can be listed with `fields` and matched with `~`, `=` or `!=`, not grouped or aggregated",
                 name.text
             ),
         ));
@@ -196,7 +236,7 @@ fn bind_at(source: &SourceColumns, cond: &Cond, top: bool) -> Result<Pred> {
             }
         }
         Cond::Compare { field, op, value } => {
-            let (at, column) = self::column(source, field)?;
+            let (at, column) = listed_column(source, field)?;
             if let Value::Percentile(q) = value.value {
                 if !top || *op == Op::Glob {
                     return Err(Error::spanned(
@@ -217,6 +257,9 @@ fn bind_at(source: &SourceColumns, cond: &Cond, top: bool) -> Result<Pred> {
 }
 
 fn compare_pred(at: usize, column: &Column, field: &Name, op: Op, value: &Literal) -> Result<Pred> {
+    if matches!(column.kind, Kind::Bytes) {
+        return text_pred(at, field, op, value);
+    }
     let named = matches!(column.kind, Kind::Named(_)) && matches!(value.value, Value::Text(_));
     if named || op == Op::Glob {
         let values = values_of(column, field, op, value)?;
@@ -249,6 +292,33 @@ fn compare_pred(at: usize, column: &Column, field: &Name, op: Op, value: &Litera
         op,
         value: number(column, field, value)?,
     })
+}
+
+/// A condition on a bytes column: `~` matches a glob against the text
+/// the column shows, `=` and `!=` the whole text.
+fn text_pred(at: usize, field: &Name, op: Op, literal: &Literal) -> Result<Pred> {
+    let Value::Text(text) = &literal.value else {
+        return Err(Error::spanned(
+            literal.span,
+            format!("`{}` holds bytes: compare it with text", field.text),
+        ));
+    };
+    let pred = Pred::Text {
+        column: at,
+        pattern: text.clone(),
+        glob: op == Op::Glob,
+    };
+    match op {
+        Op::Glob | Op::Eq => Ok(pred),
+        Op::Ne => Ok(Pred::Not(Box::new(pred))),
+        _ => Err(Error::spanned(
+            literal.span,
+            format!(
+                "`{}` holds bytes: it compares with `~`, `=` or `!=` only",
+                field.text
+            ),
+        )),
+    }
 }
 
 /// The values a literal stands for in `column`: one number, or every value

@@ -562,7 +562,7 @@ impl<'a> Engine<'a> {
             let passes = scan
                 .pred
                 .as_ref()
-                .is_none_or(|p| p.eval(&|c| source.columns[c].value(time, payload)))
+                .is_none_or(|p| p.matches(&source.columns, time, payload))
                 && near.is_none_or(|n| n.holds(source, time, record.ts, payload));
             if passes {
                 visit(time, record.ts, payload);

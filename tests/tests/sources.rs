@@ -696,6 +696,18 @@ fn net_records_ipv6_addresses_and_payload_bytes() {
         (Some(3), Some("ok\\x00")),
         "{short}"
     );
+    // Payload bytes match as the text `fields` shows: items 010 to 019,
+    // each seen going out and coming in.
+    let rows = query(
+        &dir,
+        &format!(r#"net where dport = {port} and data ~ "GET /item/01?*" | count"#),
+    );
+    assert_eq!(rows[0]["count"], 20, "{rows:?}");
+    let rows = query(
+        &dir,
+        &format!(r#"net where dport = {port} and data != "ok\\x00" | count"#),
+    );
+    assert_eq!(rows[0]["count"], 2 * requests as u64, "{rows:?}");
 }
 
 /// Sends `datagrams` UDP datagrams of `size` bytes from weft0 to the peer's
