@@ -1,7 +1,6 @@
 //! `weft pt ...`: Intel PT on the command line, over the `weft-pt` crate.
 
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -12,10 +11,11 @@ use weft_pt::capture::TscClock;
 use weft_pt::dump::TimeColumn;
 use weft_pt::flow::{Event, Flow, Step};
 use weft_pt::image::Image;
-use weft_pt::perf::{PerfData, PtInfo, Queue, TimeConv};
+use weft_pt::perf::{PerfData, PtInfo, Queue, Switch, TimeConv};
 use weft_pt::time::Clocks;
 
 use crate::cli::{PtCallsArgs, PtCommand, PtDumpArgs, PtFlowArgs, PtPerfArgs};
+use crate::pt_threads::{Router, Threads};
 
 pub fn run(command: &PtCommand) -> anyhow::Result<ExitCode> {
     match command {
@@ -54,8 +54,25 @@ fn flow(args: &PtFlowArgs) -> anyhow::Result<ExitCode> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let errors = each_input(args, &mut |input| {
         input.title(&mut out)?;
-        let mut flow = Flow::new(input.trace, input.image, errata);
-        walk(&mut flow, &mut |step| writeln!(out, "{step}"))
+        let Some(threads) = input.threads else {
+            let mut flow = Flow::new(input.trace, input.image, errata);
+            return walk(&mut flow, &mut |step| writeln!(out, "{step}"));
+        };
+        let code_at = |tsc| threads.code_at(tsc);
+        let mut flow = Flow::new(input.trace, input.image, errata).with_code_at(&code_at);
+        let (mut router, mut last, mut failed) = (Router::default(), None, None);
+        let errors = walk(&mut flow, &mut |step| {
+            router.step(threads, step, &mut |thread, step| {
+                let title = (last != Some(thread)).then(|| thread_title(input.perf, thread));
+                last = Some(thread);
+                let written = title.map_or(Ok(()), |t| writeln!(out, "{t}"));
+                if let Err(e) = written.and_then(|()| writeln!(out, "{step}")) {
+                    failed.get_or_insert(e);
+                }
+            });
+            failed.take().map_or(Ok(()), Err)
+        })?;
+        Ok(errors)
     })?;
     out.flush()?;
     Ok(finish(&args.trace, errors))
@@ -69,13 +86,42 @@ fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
         let (trace, image) = (input.trace, input.image);
         let clocks = input.clocks(args.clocks.clocks());
         let mut flow = Flow::new(trace, image, errata).with_clocks(clocks);
-        let mut calls = Calls::new(image);
         // Times in ns where the recording says how TSC maps to time.
         let ns = |call: Call| match input.clock {
             Some(clock) => call.with_clock(|tsc| clock.ns(tsc)),
             None => call,
         };
         let unit = input.clock.map(|_| "ns");
+        if let Some(threads) = input.threads {
+            let code_at = |tsc| threads.code_at(tsc);
+            let mut flow = flow.with_code_at(&code_at);
+            let (errors, by_thread) = thread_calls(&mut flow, threads, &ns)?;
+            for ((pid, tid), calls) in by_thread {
+                let thread = Switch {
+                    time: 0,
+                    cpu: 0,
+                    pid,
+                    tid,
+                };
+                writeln!(out, "{}", thread_title(input.perf, thread))?;
+                let image = threads.image(pid);
+                if args.summary {
+                    let mut profile = Profile::default();
+                    for call in &calls {
+                        profile.add(call);
+                    }
+                    summary(image, &profile, unit, &mut out)?;
+                } else {
+                    let mut listing = Listing::new(image, &mut out, unit)?;
+                    for call in &calls {
+                        listing.line(call)?;
+                    }
+                    listing.flush()?;
+                }
+            }
+            return Ok(errors);
+        }
+        let mut calls = Calls::new(image);
         if args.summary {
             let mut profile = Profile::default();
             let errors = walk(&mut flow, &mut |step| {
@@ -106,6 +152,39 @@ fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
     Ok(finish(&args.flow.trace, errors))
 }
 
+/// Calls by (pid, tid).
+type ByThread = BTreeMap<(i32, i32), Vec<Call>>;
+
+/// The calls of each thread of a CPU's trace, by (pid, tid), each thread
+/// with its own call stack and its process's symbols.
+fn thread_calls(
+    flow: &mut Flow,
+    threads: &Threads,
+    ns: &dyn Fn(Call) -> Call,
+) -> anyhow::Result<(usize, ByThread)> {
+    let mut stacks: HashMap<(i32, i32), Calls> = HashMap::new();
+    let mut by_thread = ByThread::new();
+    let mut router = Router::default();
+    let errors = walk(flow, &mut |step| {
+        router.step(threads, step, &mut |thread, step| {
+            let key = (thread.pid, thread.tid);
+            let calls = stacks
+                .entry(key)
+                .or_insert_with(|| Calls::new(threads.image(thread.pid)));
+            let lines = by_thread.entry(key).or_default();
+            calls.step(&step, &mut |call| lines.push(ns(call)));
+        });
+        Ok(())
+    })?;
+    Ok((errors, by_thread))
+}
+
+/// `[thread TID (COMM), process PID]`.
+fn thread_title(perf: Option<&PerfData>, thread: Switch) -> String {
+    let comm = perf.and_then(|p| p.comm(thread.tid)).unwrap_or("?");
+    format!("[thread {} ({comm}), process {}]", thread.tid, thread.pid)
+}
+
 /// A trace to decode and the code it ran; from a perf.data file, one per
 /// AUX queue, and from a capture directory, one per CPU, titled.
 struct Input<'a> {
@@ -117,6 +196,10 @@ struct Input<'a> {
     /// The clocks the recording says it was made with (zero where it
     /// does not say).
     recorded: Option<Clocks>,
+    /// Who ran when, for one CPU's trace of several threads.
+    threads: Option<&'a Threads<'a>>,
+    /// The perf.data file it came from.
+    perf: Option<&'a PerfData>,
 }
 
 /// How a recording's TSC becomes ns.
@@ -181,6 +264,8 @@ fn each_input(
             image: &read_image(args)?,
             clock: None,
             recorded: None,
+            threads: None,
+            perf: None,
         });
     }
     let name = args.trace.display();
@@ -188,35 +273,61 @@ fn each_input(
     if perf.queues.is_empty() {
         anyhow::bail!("{name}: no Intel PT trace (no AUXTRACE records)");
     }
-    let mut images: HashMap<i32, Image> = HashMap::new();
+    let clock = perf.clock();
+    // A per-CPU queue (`perf record -a`) is split between threads by the
+    // switch records when the file has them and says how TSC maps to
+    // their time; without, --pid names the one process to decode.
+    let switches = |queue: &Queue| {
+        let cpu = u32::try_from(queue.cpu).ok()?;
+        let on = perf.switches_on(cpu);
+        (!on.is_empty()).then_some(on).zip(clock)
+    };
+    let mut pids = BTreeSet::new();
+    for queue in &perf.queues {
+        match switches(queue) {
+            Some((on, _)) => pids.extend(on.iter().map(|s| s.pid).filter(|p| *p > 0)),
+            None if queue.cpu >= 0 => {
+                pids.insert(args.pid.with_context(|| {
+                    format!(
+                        "{name}: the trace is per CPU (perf record -a) without context-switch \
+                         records: name the process whose code to decode with --pid"
+                    )
+                })?);
+            }
+            None => {
+                pids.insert(perf.pid_of(queue.tid).unwrap_or(queue.tid));
+            }
+        }
+    }
+    let mut images = HashMap::new();
+    for pid in pids {
+        let mut image = Image::new();
+        let skipped = image.add_mappings(perf.mappings(pid), &mut |path| std::fs::read(path))?;
+        warn_skipped(skipped);
+        images.insert(pid, image);
+    }
+    let none = Image::new();
     let mut errors = 0;
     for queue in &perf.queues {
-        let pid = if queue.cpu >= 0 {
-            args.pid.with_context(|| {
-                format!(
-                    "{name}: the trace is per CPU (perf record -a): name the process whose \
-                     code to decode with --pid"
-                )
-            })?
-        } else {
-            perf.pid_of(queue.tid).unwrap_or(queue.tid)
-        };
-        let image = match images.entry(pid) {
-            Entry::Occupied(image) => image.into_mut(),
-            Entry::Vacant(slot) => {
-                let mut image = Image::new();
-                let skipped =
-                    image.add_mappings(perf.mappings(pid), &mut |path| std::fs::read(path))?;
-                warn_skipped(skipped);
-                slot.insert(image)
-            }
+        let threads = switches(queue).map(|(switches, conv)| Threads {
+            switches,
+            conv,
+            images: &images,
+            none: &none,
+        });
+        let image = match (&threads, queue.cpu >= 0) {
+            (Some(_), _) => &none,
+            (None, true) => &images[&args.pid.unwrap_or_default()],
+            (None, false) => &images[&perf.pid_of(queue.tid).unwrap_or(queue.tid)],
         };
         errors += decode(Input {
             title: Some(queue_title(&perf, queue)),
             trace: &queue.trace(&file),
             image,
-            clock: perf.clock().map(Clock::Perf),
+            clock: clock.map(Clock::Perf),
             recorded: perf.info.as_ref().map(PtInfo::clocks),
+            threads: threads.as_ref(),
+            perf: Some(&perf),
         })?;
     }
     Ok(errors)
@@ -251,6 +362,8 @@ fn each_cpu(
                 ctc_ebx: saved.cpuid_0x15.1,
                 ..Clocks::default()
             }),
+            threads: None,
+            perf: None,
         })?;
     }
     Ok(errors)
@@ -458,6 +571,8 @@ mod tests {
                 nom_freq: 24,
                 ..Clocks::default()
             }),
+            threads: None,
+            perf: None,
         };
         let filled = input.clocks(Clocks::default());
         assert_eq!(

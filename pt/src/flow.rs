@@ -190,6 +190,9 @@ pub struct Flow<'a> {
     packets: Packets<'a>,
     errata: Errata,
     image: &'a Image,
+    /// The code running at a TSC time, for traces that switch between
+    /// processes (one CPU's): asked where tracing starts.
+    code_at: Option<&'a dyn Fn(u64) -> &'a Image>,
     cache: HashMap<u64, Insn, BuildHasherDefault<IpHasher>>,
     /// The next packet the walk must act on, read but not acted on.
     peeked: Option<(usize, Packet)>,
@@ -233,6 +236,7 @@ impl<'a> Flow<'a> {
             packets: Packets::with_errata(trace, errata),
             errata,
             image,
+            code_at: None,
             cache: HashMap::default(),
             peeked: None,
             last_ip: 0,
@@ -265,6 +269,27 @@ impl<'a> Flow<'a> {
     pub fn with_clocks(mut self, clocks: Clocks) -> Self {
         self.clock = Clock::new(clocks, self.errata);
         self
+    }
+
+    /// Decode a trace that switches between processes (one CPU's) with
+    /// the code `code_at` says ran at the time tracing starts (a TIP.PGE,
+    /// or a PSB+ with tracing on): user-space tracing stops in the kernel,
+    /// where the switches happen, and starts again in the next process.
+    #[must_use]
+    pub fn with_code_at(mut self, code_at: &'a dyn Fn(u64) -> &'a Image) -> Self {
+        self.code_at = Some(code_at);
+        self
+    }
+
+    /// Takes the code of the time now, if the trace switches and says when.
+    fn switch_code(&mut self) {
+        let Some(image) = self.code_at.zip(self.clock.tsc()).map(|(at, tsc)| at(tsc)) else {
+            return;
+        };
+        if !std::ptr::eq(image, self.image) {
+            self.image = image;
+            self.cache.clear();
+        }
     }
 
     /// Walk the whole trace, handing every step to `out`. Errors become
@@ -325,6 +350,9 @@ impl<'a> Flow<'a> {
         self.enabled = fup.is_some();
         self.ip = fup.unwrap_or(0);
         self.since_ip = 0;
+        if self.enabled {
+            self.switch_code();
+        }
         if self.errata.bdm70 && !was_enabled && self.enabled {
             // The FUP was the erratum's if a TIP.PGE comes next.
             if let Some((
@@ -399,6 +427,7 @@ impl<'a> Flow<'a> {
                     resumed: self.stopped_at == Some(ip),
                 }));
                 self.flush_mode(out);
+                self.switch_code();
                 self.enabled = true;
                 self.ip = ip;
                 self.since_ip = 0;

@@ -33,6 +33,18 @@ const AUXTRACE_INTEL_PT: u32 = 1;
 const PROT_EXEC: u32 = 4;
 /// `PERF_AUX_FLAG_TRUNCATED`: the AUX buffer was full and data was lost.
 const AUX_TRUNCATED: u64 = 1;
+/// `PERF_RECORD_MISC_SWITCH_OUT`: a switch record of the task leaving.
+const MISC_SWITCH_OUT: u16 = 1 << 13;
+/// `perf_event_attr.sample_type` bits of the `sample_id_all` trailer, in
+/// the order its fields come.
+const SAMPLE_TID: u64 = 1 << 1;
+const SAMPLE_TIME: u64 = 1 << 2;
+const SAMPLE_ID: u64 = 1 << 6;
+const SAMPLE_CPU: u64 = 1 << 7;
+const SAMPLE_STREAM_ID: u64 = 1 << 9;
+const SAMPLE_IDENTIFIER: u64 = 1 << 16;
+/// `perf_event_attr`'s `sample_id_all` flag bit.
+const SAMPLE_ID_ALL: u64 = 1 << 18;
 
 /// What is wrong with a `perf.data` file, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,6 +193,53 @@ impl PtInfo {
     }
 }
 
+/// A context switch (`SWITCH_CPU_WIDE`): from `time` (perf's clock) on,
+/// `cpu` runs thread `tid` of process `pid` (0 for the idle task).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Switch {
+    pub time: u64,
+    pub cpu: u32,
+    pub pid: i32,
+    pub tid: i32,
+}
+
+/// Where the `sample_id_all` trailer of non-sample records keeps the
+/// thread, time and CPU: offsets from the trailer's start, and its size.
+#[derive(Debug, Clone, Copy, Default)]
+struct SampleId {
+    size: u64,
+    tid: Option<u64>,
+    time: Option<u64>,
+    cpu: Option<u64>,
+}
+
+impl SampleId {
+    /// The layout `sample_type` gives the trailer.
+    fn new(sample_type: u64) -> Self {
+        let mut id = SampleId::default();
+        for bit in [
+            SAMPLE_TID,
+            SAMPLE_TIME,
+            SAMPLE_ID,
+            SAMPLE_STREAM_ID,
+            SAMPLE_CPU,
+            SAMPLE_IDENTIFIER,
+        ] {
+            if sample_type & bit == 0 {
+                continue;
+            }
+            match bit {
+                SAMPLE_TID => id.tid = Some(id.size),
+                SAMPLE_TIME => id.time = Some(id.size),
+                SAMPLE_CPU => id.cpu = Some(id.size),
+                _ => {}
+            }
+            id.size += 8;
+        }
+        id
+    }
+}
+
 /// What a `perf.data` file holds for Intel PT decoding.
 #[derive(Debug, Default)]
 pub struct PerfData {
@@ -189,6 +248,11 @@ pub struct PerfData {
     pub queues: Vec<Queue>,
     pub mmaps: Vec<Mmap>,
     pub comms: Vec<Comm>,
+    /// Context switches with their thread, time and CPU, in file order
+    /// (the records need `sample_id_all` with time and CPU).
+    pub switches: Vec<Switch>,
+    /// The `sample_id_all` trailer of non-sample records, if they have one.
+    sample_id: Option<SampleId>,
     /// `AUX` records flagged truncated: the kernel lost trace there.
     pub truncated: u64,
     /// Records the kernel could not write (`LOST`), summed.
@@ -218,7 +282,10 @@ impl PerfData {
             ));
         }
         let (data, data_size) = (r.u64(40)?, r.u64(48)?);
-        let mut perf = PerfData::default();
+        let mut perf = PerfData {
+            sample_id: sample_id(&r)?,
+            ..PerfData::default()
+        };
         let end = data
             .checked_add(data_size)
             .filter(|&end| end <= file.len() as u64)
@@ -278,6 +345,11 @@ impl PerfData {
             }),
             AUX if r.u64(body + 16)? & AUX_TRUNCATED != 0 => self.truncated += 1,
             LOST => self.lost += r.u64(body + 8)?,
+            SWITCH_CPU_WIDE => {
+                if let Some(switch) = self.switch(r, misc, body, end)? {
+                    self.switches.push(switch);
+                }
+            }
             AUXTRACE_INFO if r.u32(body)? == AUXTRACE_INTEL_PT => {
                 self.info = Some(pt_info(r, body + 8, end)?);
             }
@@ -328,6 +400,57 @@ impl PerfData {
             }),
         }
         Ok(data_end)
+    }
+
+    /// A `SWITCH_CPU_WIDE` record: the other task's pid and tid, then the
+    /// trailer of the task the record is about. `None` where the trailer
+    /// lacks the time or the CPU.
+    fn switch(
+        &self,
+        r: &Reader,
+        misc: u16,
+        body: u64,
+        end: u64,
+    ) -> Result<Option<Switch>, PerfError> {
+        let Some(id) = self.sample_id else {
+            return Ok(None);
+        };
+        let (Some(time_at), Some(cpu_at), Some(tid_at)) = (id.time, id.cpu, id.tid) else {
+            return Ok(None);
+        };
+        let trailer = end
+            .checked_sub(id.size)
+            .filter(|t| *t >= body + 8)
+            .ok_or_else(|| {
+                error(
+                    body,
+                    "a switch record too short for its sample_id_all fields",
+                )
+            })?;
+        // Switching out names the next task; switching in is the task's own.
+        let (pid, tid) = if misc & MISC_SWITCH_OUT != 0 {
+            (r.i32(body)?, r.i32(body + 4)?)
+        } else {
+            (r.i32(trailer + tid_at)?, r.i32(trailer + tid_at + 4)?)
+        };
+        Ok(Some(Switch {
+            time: r.u64(trailer + time_at)?,
+            cpu: r.u32(trailer + cpu_at)?,
+            pid,
+            tid,
+        }))
+    }
+
+    /// The switches on `cpu`, in time order.
+    pub fn switches_on(&self, cpu: u32) -> Vec<Switch> {
+        let mut on: Vec<Switch> = self
+            .switches
+            .iter()
+            .filter(|s| s.cpu == cpu)
+            .copied()
+            .collect();
+        on.sort_by_key(|s| s.time);
+        on
     }
 
     /// The process of thread `tid`, as its records say.
@@ -460,6 +583,17 @@ fn pt_info(r: &Reader, at: u64, end: u64) -> Result<PtInfo, PerfError> {
         max_non_turbo_ratio: word(15)?,
         config: None,
     })
+}
+
+/// The `sample_id_all` trailer the header's first attribute gives
+/// non-sample records (perf gives every event of a file the same one).
+fn sample_id(r: &Reader) -> Result<Option<SampleId>, PerfError> {
+    let (entry, at) = (r.u64(16)?, r.u64(24)?);
+    if entry < 48 || r.u64(32)? < entry {
+        return Ok(None);
+    }
+    let (sample_type, flags) = (r.u64(at + 24)?, r.u64(at + 40)?);
+    Ok((flags & SAMPLE_ID_ALL != 0).then(|| SampleId::new(sample_type)))
 }
 
 /// The config of the attribute of PMU `pmu_type` in the header's attribute

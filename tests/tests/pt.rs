@@ -292,13 +292,18 @@ fn calls_program() -> Vec<u8> {
 /// g, back, main returns (untraced), with a TSC 100 ticks on before every
 /// instruction.
 fn calls_trace(base: u64) -> Vec<u8> {
+    calls_trace_from(base, 1000)
+}
+
+/// `calls_trace` starting at TSC `tsc`.
+fn calls_trace_from(base: u64, tsc: u64) -> Vec<u8> {
     let mut image = weft_pt::image::Image::new();
     image.add(base, CALLS_CODE.to_vec());
     let (main, f, g) = (base, base + 0x10, base + 0x20);
     let path = [main, f, g, f + 5, main + 5, f, g, f + 5, main + 10];
-    let mut cpu = weft_pt::encode::Recorder::new(&image, main, 1000);
+    let mut cpu = weft_pt::encode::Recorder::new(&image, main, tsc);
     for (i, pair) in (1..).zip(path.windows(2)) {
-        cpu.tsc(1000 + 100 * i);
+        cpu.tsc(tsc + 100 * i);
         cpu.step(pair[0], pair[1]).unwrap();
     }
     cpu.disable(None);
@@ -472,23 +477,58 @@ fn perf_data_from_perf_holds_the_records_perf_report_counts() {
 /// per-thread mode: the PT event's attribute; then the thread's name, the
 /// program's executable mapping, the PT configuration and its trace.
 fn perf_data(pid: u32, exe: &Path, page: u64, trace: &[u8]) -> Vec<u8> {
-    fn record(data: &mut Vec<u8>, kind: u32, body: &[u8]) {
-        data.extend_from_slice(&kind.to_le_bytes());
-        data.extend_from_slice(&0u16.to_le_bytes());
-        data.extend_from_slice(&u16::try_from(8 + body.len()).unwrap().to_le_bytes());
-        data.extend_from_slice(body);
+    let mut data = process_records(pid, "prog", exe, page);
+    data.extend(pt_records(trace, pid, u32::MAX));
+    // Nothing sampled.
+    perf_file(&attr(0, 0), &data)
+}
+
+/// A per-CPU perf.data (`perf record -a`): each process of `processes`
+/// (pid, name, file, when it was switched in) ran `trace`'s code from its
+/// own file at `page` on CPU 2, as context-switch records with
+/// `sample_id_all` trailers (tid, time, CPU, identifier) say.
+fn per_cpu_perf_data(processes: &[(u32, &str, &Path, u64)], page: u64, trace: &[u8]) -> Vec<u8> {
+    let mut data = Vec::new();
+    for &(pid, name, exe, _) in processes {
+        data.extend(process_records(pid, name, exe, page));
     }
-    fn words(values: &[u64]) -> Vec<u8> {
-        values.iter().flat_map(|v| v.to_le_bytes()).collect()
+    for &(pid, _, _, time) in processes {
+        // SWITCH_CPU_WIDE, switching in (misc 0): the previous task, then
+        // the trailer of the task coming in.
+        let mut switch = vec![0u8; 8];
+        switch.extend_from_slice(&pid.to_le_bytes());
+        switch.extend_from_slice(&pid.to_le_bytes());
+        switch.extend(words(&[time, 2, 0]));
+        record(&mut data, 15, &switch);
     }
-    fn padded(text: &str) -> Vec<u8> {
-        let mut bytes = text.as_bytes().to_vec();
-        bytes.resize((text.len() + 1).next_multiple_of(8), 0);
-        bytes
-    }
+    data.extend(pt_records(trace, u32::MAX, 2));
+    // TID, TIME, CPU and IDENTIFIER samples, sample_id_all.
+    perf_file(&attr(1 << 1 | 1 << 2 | 1 << 7 | 1 << 16, 1 << 18), &data)
+}
+
+fn record(data: &mut Vec<u8>, kind: u32, body: &[u8]) {
+    data.extend_from_slice(&kind.to_le_bytes());
+    data.extend_from_slice(&0u16.to_le_bytes());
+    data.extend_from_slice(&u16::try_from(8 + body.len()).unwrap().to_le_bytes());
+    data.extend_from_slice(body);
+}
+
+fn words(values: &[u64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+fn padded(text: &str) -> Vec<u8> {
+    let mut bytes = text.as_bytes().to_vec();
+    bytes.resize((text.len() + 1).next_multiple_of(8), 0);
+    bytes
+}
+
+/// COMM and MMAP2 of process `pid` (its one thread, `pid` too) running
+/// `exe` at `page`.
+fn process_records(pid: u32, name: &str, exe: &Path, page: u64) -> Vec<u8> {
     let ids = u64::from(pid) << 32 | u64::from(pid);
     let mut data = Vec::new();
-    record(&mut data, 3, &[words(&[ids]), padded("prog")].concat());
+    record(&mut data, 3, &[words(&[ids]), padded(name)].concat());
     // MMAP2: pid/tid, addr, len, pgoff, dev and inode (24 bytes), prot
     // (read, exec), flags (private), file name.
     let mut mmap2 = words(&[ids, page, 0x1000, 0, 0, 0, 0]);
@@ -496,34 +536,53 @@ fn perf_data(pid: u32, exe: &Path, page: u64, trace: &[u8]) -> Vec<u8> {
     mmap2.extend_from_slice(&2u32.to_le_bytes());
     mmap2.extend(padded(arg(exe)));
     record(&mut data, 10, &mmap2);
+    data
+}
+
+/// Intel PT's `AUXTRACE_INFO` and one `AUXTRACE` of `trace` for thread `tid`
+/// (`u32::MAX`: any) on `cpu` (`u32::MAX`: any).
+fn pt_records(trace: &[u8], tid: u32, cpu: u32) -> Vec<u8> {
+    let mut data = Vec::new();
     // AUXTRACE_INFO of Intel PT: PMU type, time shift, mult, zero (a
     // clock of 2 ns per tick from 5 ns), user time zero, then where the
     // TSC, noretcomp and MTC bits sit in the config, sched switch,
     // snapshot, per-CPU, the MTC period's place, TSC:CTC 168/2, the CYC
     // bit and the maximum non-turbo ratio.
+    let per_cpu = u64::from(cpu != u32::MAX);
     let mut info = vec![1u8, 0, 0, 0, 0, 0, 0, 0];
     info.extend(words(&[
-        8, 0, 2, 5, 1, 10, 11, 0, 0, 0, 9, 14, 168, 2, 1, 24,
+        8, 0, 2, 5, 1, 10, 11, per_cpu, 0, per_cpu, 9, 14, 168, 2, 1, 24,
     ]));
     record(&mut data, 70, &info);
-    // AUXTRACE: size, offset, reference, idx, tid, cpu -1; then the trace,
+    // AUXTRACE: size, offset, reference, idx, tid, cpu; then the trace,
     // padded to 8 bytes as perf does.
     let mut trace = trace.to_vec();
     trace.resize(trace.len().next_multiple_of(8), 0);
     let mut auxtrace = words(&[trace.len() as u64, 0, 0]);
     auxtrace.extend_from_slice(&0u32.to_le_bytes());
-    auxtrace.extend_from_slice(&pid.to_le_bytes());
-    auxtrace.extend_from_slice(&u32::MAX.to_le_bytes());
+    auxtrace.extend_from_slice(&tid.to_le_bytes());
+    auxtrace.extend_from_slice(&cpu.to_le_bytes());
     auxtrace.extend_from_slice(&0u32.to_le_bytes());
     record(&mut data, 71, &auxtrace);
     data.extend_from_slice(&trace);
-    // The attribute (perf_event_attr of 128 bytes, as perf 6.1 writes it;
-    // type 8, nothing sampled; config: TSC and MTC on, CYC off, MTC period
-    // 3) and its empty id section.
+    data
+}
+
+/// The PT event's attribute as perf 6.1 writes it (`perf_event_attr` of
+/// 128 bytes: type 8, config with TSC and MTC on, CYC off, MTC period 3,
+/// `sample_type` and `flags` as given) and its empty id section.
+fn attr(sample_type: u64, flags: u64) -> Vec<u8> {
     let mut attr = vec![0u8; 128 + 16];
     attr[..4].copy_from_slice(&8u32.to_le_bytes());
     attr[4..8].copy_from_slice(&128u32.to_le_bytes());
     attr[8..16].copy_from_slice(&(1u64 << 10 | 1 << 9 | 3 << 14).to_le_bytes());
+    attr[24..32].copy_from_slice(&sample_type.to_le_bytes());
+    attr[40..48].copy_from_slice(&flags.to_le_bytes());
+    attr
+}
+
+/// A perf.data file: header, one attribute, the data section.
+fn perf_file(attr: &[u8], data: &[u8]) -> Vec<u8> {
     let data_at = 104 + attr.len() as u64;
     let mut file = b"PERFILE2".to_vec();
     file.extend(words(&[104, attr.len() as u64, 104, attr.len() as u64]));
@@ -598,6 +657,96 @@ fn calls_from_a_perf_data_file_use_the_mapping_perf_recorded() {
             .collect();
         assert_eq!(perf_packets(&data.0), weft);
     }
+}
+
+/// A per-CPU trace (`perf record -a`) holds whatever ran on the CPU: the
+/// context-switch records say which process ran when, so each stretch
+/// decodes with its own process's code, and each thread's calls come out
+/// under its own title, named by its own symbols.
+#[test]
+fn calls_of_a_per_cpu_trace_follow_the_context_switches() {
+    let page = 0x5555_5555_4000;
+    let (main, f, g) = (CALLS_BASE, CALLS_BASE + 0x10, CALLS_BASE + 0x20);
+    let a = Scratch::new("a.elf", &calls_program());
+    // The same code under other names, in another file.
+    let b = Scratch::new(
+        "b.elf",
+        &elf(
+            &CALLS_CODE,
+            CALLS_BASE,
+            &[("main_b", main, 0x10), ("f_b", f, 0x10), ("g_b", g, 1)],
+        ),
+    );
+    // A runs at TSC 1000-1800 (perf time 2005-3605), B from TSC 5000
+    // (10005); B is switched in at 6000.
+    let trace = [
+        calls_trace_from(page + 0x78, 1000),
+        calls_trace_from(page + 0x78, 5000),
+    ]
+    .concat();
+    let data = per_cpu_perf_data(
+        &[(4242, "proga", &a.0, 100), (4343, "progb", &b.0, 6000)],
+        page,
+        &trace,
+    );
+    let data = Scratch::new("per-cpu.data", &data);
+    let (status, stdout, stderr) = run_weft(&["pt", "perf", arg(&data.0)]);
+    assert!(status.success(), "{stderr}");
+    assert!(stdout.contains("intel_pt: pmu type 8, per CPU"), "{stdout}");
+    if perf_runs() {
+        // perf reads the switch records as weft does.
+        let counts = perf_report_counts(&data.0);
+        assert!(
+            counts.contains(&("SWITCH_CPU_WIDE".to_string(), 2)),
+            "{counts:?}"
+        );
+        assert_eq!(weft_record_counts(&stdout), counts, "{stdout}");
+    }
+    let (status, stdout, stderr) = run_weft(&["pt", "calls", "--summary", "--perf", arg(&data.0)]);
+    assert!(status.success(), "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines[0].starts_with("[queue 0: cpu 2, "), "{stdout}");
+    let section = |title: &str, f: &str, g: &str| {
+        vec![
+            vec![title.to_string()],
+            ["CALLS", "TOTAL(ns)", "OWN(ns)", "FUNCTION"]
+                .map(String::from)
+                .to_vec(),
+            ["2", "1200", "1200", g].map(String::from).to_vec(),
+            ["2", "1600", "400", f].map(String::from).to_vec(),
+        ]
+    };
+    let expected = [
+        section("[thread 4242 (proga), process 4242]", "f", "g"),
+        section("[thread 4343 (progb), process 4343]", "f_b", "g_b"),
+    ]
+    .concat();
+    let got: Vec<Vec<String>> = lines[1..]
+        .iter()
+        .map(|l| {
+            if l.starts_with('[') {
+                vec![l.to_string()]
+            } else {
+                l.split_whitespace().map(String::from).collect()
+            }
+        })
+        .collect();
+    assert_eq!(got, expected, "{stdout}");
+    // The instruction flow says where the thread changes.
+    let (status, stdout, _) = run_weft(&["pt", "flow", "--perf", arg(&data.0)]);
+    assert!(status.success(), "{stdout}");
+    let titles: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("[thread"))
+        .collect();
+    assert_eq!(
+        titles,
+        [
+            "[thread 4242 (proga), process 4242]",
+            "[thread 4343 (progb), process 4343]"
+        ],
+        "{stdout}"
+    );
 }
 
 /// The (offset, packet kind) pairs of `perf report -D`'s dump of the PT
