@@ -646,6 +646,14 @@ pub struct TriggerArgs {
     /// `WEFT_CAPTURE` in its environment (e.g. to page someone).
     #[arg(long, value_name = "COMMAND")]
     pub on_trigger: Option<String>,
+
+    /// At each firing, capture Intel PT of the process whose record matched
+    /// for DURATION (default 200ms) into `pt-ID-TIME_NS` in the capture
+    /// (`weft pt calls DIR` decodes it). Where PT is absent weft says so at
+    /// start, and triggers keep their windows without it.
+    #[arg(long, value_name = "DURATION", num_args = 0..=1,
+          default_missing_value = "200ms", value_parser = parse_pt_window)]
+    pub pt_on_trigger: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Args)]
@@ -807,6 +815,20 @@ pub fn parse_rate(text: &str) -> Result<(usize, Duration), String> {
         .parse()
         .map_err(|_| format!("`{count}` in `{text}` is not a count"))?;
     Ok((count, parse_duration(period)?))
+}
+
+/// A PT window's length: a duration within what `weft pt record` allows.
+fn parse_pt_window(text: &str) -> Result<Duration, String> {
+    let windows = weft_pt::capture::DURATIONS;
+    let duration = parse_duration(text)?;
+    if !windows.contains(&duration) {
+        return Err(format!(
+            "a PT window lasts {:?} to {:?}",
+            windows.start(),
+            windows.end()
+        ));
+    }
+    Ok(duration)
 }
 
 pub fn parse_duration(text: &str) -> Result<Duration, String> {

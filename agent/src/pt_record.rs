@@ -29,13 +29,53 @@ pub fn record(args: &PtRecordArgs) -> anyhow::Result<ExitCode> {
         }
         other => other?,
     };
+    take(&caps, args)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--pt-on-trigger`: whether this CPU has PT; where it has none, says
+/// so (triggers then keep their windows without PT).
+pub fn on_trigger() -> bool {
+    Caps::detect(Path::new(SYSFS))
+        .inspect_err(|why| {
+            eprintln!("weft: --pt-on-trigger: {why}; triggers keep their windows without PT");
+        })
+        .is_ok()
+}
+
+/// A trigger's capture: PT of process `pid` for `duration` into `output`,
+/// with the defaults of `weft pt record`.
+pub fn capture(pid: u32, duration: std::time::Duration, output: &Path) -> anyhow::Result<()> {
+    use clap::{Args as _, FromArgMatches as _};
+    // `weft pt record`'s own defaults for everything else.
+    let (pid, duration) = (pid.to_string(), format!("{}ms", duration.as_millis()));
+    let command = PtRecordArgs::augment_args(clap::Command::new("--pt-on-trigger"));
+    let matches = command.try_get_matches_from(
+        [
+            "--pt-on-trigger",
+            "--pid",
+            &pid,
+            "--duration",
+            &duration,
+            "--output",
+        ]
+        .map(std::ffi::OsStr::new)
+        .into_iter()
+        .chain([output.as_os_str()]),
+    )?;
+    let args = PtRecordArgs::from_arg_matches(&matches)?;
+    take(&Caps::detect(Path::new(SYSFS))?, &args)
+}
+
+/// Plans, takes and writes one capture.
+fn take(caps: &Caps, args: &PtRecordArgs) -> anyhow::Result<()> {
     let cpus = match (args.pid, &args.cgroup) {
         (Some(pid), _) => affinity(pid)?,
         (None, Some(cgroup)) => cgroup_cpus(cgroup)?,
         (None, None) => bail!("give --pid or --cgroup"),
     };
     let plan = Plan::new(
-        &caps,
+        caps,
         &Request {
             cpus,
             duration: args.duration,
@@ -84,7 +124,7 @@ pub fn record(args: &PtRecordArgs) -> anyhow::Result<ExitCode> {
     if window.watchdog {
         eprintln!("weft: the watchdog stopped tracing at its deadline");
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn target(args: &PtRecordArgs) -> serde_json::Value {

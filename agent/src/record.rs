@@ -60,13 +60,17 @@ pub fn record(args: &RecordArgs, live: Option<Live>) -> Result<ExitCode> {
     }
     let tasks = TaskNames::define(&mut store)?;
     let policy = trigger_policy(&args.output.triggers);
-    let hook = (args.output.triggers.on_trigger.clone()).map(|command| (command, dir.clone()));
+    let actions = trigger::Actions {
+        dir: dir.clone(),
+        command: args.output.triggers.on_trigger.clone(),
+        pt: (args.output.triggers.pt_on_trigger).filter(|_| crate::pt_record::on_trigger()),
+    };
     let triggers = Triggers::new(
         &store,
         &Value::Null,
         &args.output.triggers.conditions,
         policy,
-        hook,
+        actions,
     )?;
     let (manual, manual_notes) = std::sync::mpsc::sync_channel(16);
     if let Some(live) = &live {

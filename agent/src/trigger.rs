@@ -95,9 +95,11 @@ const RECOMPUTE_NS: u64 = 100_000_000;
 pub struct Triggers {
     rules: Vec<Rule>,
     policy: Policy,
-    /// A shell command run at each firing (`--on-trigger`), and the
-    /// capture it names.
-    hook: Option<(String, std::path::PathBuf)>,
+    /// What each firing does besides keeping its window.
+    actions: Actions,
+    /// PT captures under way, joined before weft exits (each ends at its
+    /// watchdog's deadline at the latest).
+    captures: Vec<std::thread::JoinHandle<()>>,
     /// Notes of manual triggers, with their arrival times.
     notes: Vec<(u64, String)>,
     /// The log source, defined at the first firing.
@@ -115,7 +117,7 @@ impl Triggers {
         metadata: &Value,
         texts: &[String],
         policy: Policy,
-        hook: Option<(String, std::path::PathBuf)>,
+        actions: Actions,
     ) -> Result<Self> {
         let mut rules = vec![Rule::new("manual (SIGUSR2)".into(), State::Manual)];
         rules.extend(
@@ -126,7 +128,8 @@ impl Triggers {
         let mut triggers = Self {
             rules,
             policy,
-            hook,
+            actions,
+            captures: Vec::new(),
             notes: Vec::new(),
             log: None,
             pending: None,
@@ -259,7 +262,7 @@ impl Triggers {
             .flat_map(|v| v.to_le_bytes())
             .collect();
         store.append_at(log, now, Some(time), &record)?;
-        if let Some((command, dir)) = &self.hook {
+        if let Some(command) = &self.actions.command {
             let note = if id == 0 {
                 self.notes.last().map(|(_, n)| n.as_str())
             } else {
@@ -267,7 +270,7 @@ impl Triggers {
             };
             run_hook(
                 command,
-                dir,
+                &self.actions.dir,
                 &Firing {
                     id,
                     condition: &self.rules[id].text,
@@ -277,6 +280,11 @@ impl Triggers {
                     note: note.unwrap_or_default(),
                 },
             );
+        }
+        if let Some(duration) = self.actions.pt {
+            self.captures.retain(|c| !c.is_finished());
+            self.captures
+                .extend(capture_pt(&self.actions.dir, id, time, pid, duration));
         }
         Ok(())
     }
@@ -317,6 +325,51 @@ impl Triggers {
             "notes": notes,
         })
     }
+}
+
+/// What firings do besides keeping their windows.
+#[derive(Debug, Default)]
+pub struct Actions {
+    /// The capture directory.
+    pub dir: std::path::PathBuf,
+    /// A shell command run at each firing (`--on-trigger`).
+    pub command: Option<String>,
+    /// How long to capture Intel PT of the matching process
+    /// (`--pt-on-trigger`), when this CPU has PT.
+    pub pt: Option<std::time::Duration>,
+}
+
+impl Drop for Triggers {
+    fn drop(&mut self) {
+        for capture in self.captures.drain(..) {
+            let _ = capture.join();
+        }
+    }
+}
+
+/// Captures PT of process `pid` into `DIR/pt-ID-TIME`, on a thread of its
+/// own so that recording goes on meanwhile.
+fn capture_pt(
+    dir: &std::path::Path,
+    id: usize,
+    time: u64,
+    pid: Option<i64>,
+    duration: std::time::Duration,
+) -> Option<std::thread::JoinHandle<()>> {
+    let Some(pid) = pid.and_then(|p| u32::try_from(p).ok()) else {
+        eprintln!("weft: trigger {id}: no PT capture: its record names no process");
+        return None;
+    };
+    let output = dir.join(format!("pt-{id}-{time}"));
+    Some(std::thread::spawn(
+        move || match crate::pt_record::capture(pid, duration, &output) {
+            Ok(()) => eprintln!(
+                "weft: trigger {id}: PT of process {pid} in {}",
+                output.display()
+            ),
+            Err(error) => eprintln!("weft: trigger {id}: PT of process {pid} failed: {error:#}"),
+        },
+    ))
 }
 
 /// One firing, as the hook sees it.
@@ -568,7 +621,13 @@ mod tests {
                 after: MS,
                 limit,
             };
-            Triggers::new(&self.store, &Value::Null, &texts, policy, None)
+            Triggers::new(
+                &self.store,
+                &Value::Null,
+                &texts,
+                policy,
+                Actions::default(),
+            )
         }
 
         /// Stores a getppid that took `duration_ns` and arrived at its

@@ -208,3 +208,76 @@ fn a_trigger_on_every_call_fires_at_most_its_limit() {
         ]
     );
 }
+
+/// `--pt-on-trigger` captures Intel PT of the process whose record matched
+/// into the capture; where the CPU has no PT (this AMD VM) weft says so at
+/// start and the trigger keeps its window all the same.
+#[test]
+fn pt_on_trigger_captures_the_matching_process_or_says_pt_is_absent() {
+    let test = "pt_on_trigger_captures_the_matching_process_or_says_pt_is_absent";
+    if !weft_tests::needs(test, &SYSCALL_PROBE) {
+        return;
+    }
+    let (status, _, stderr) = run_weft(&["record", "--pt-on-trigger", "5s", "-o", "/nonexistent"]);
+    assert!(
+        !status.success() && stderr.contains("a PT window lasts 100ms to 2s"),
+        "{stderr}"
+    );
+    let has_pt = std::path::Path::new("/sys/bus/event_source/devices/intel_pt").exists();
+    // Without PT weft says so first, before it records.
+    let ready = if has_pt {
+        "weft: recording"
+    } else {
+        "weft: --pt-on-trigger: Intel PT is not available on this CPU or VM"
+    };
+    let dir = capture_dir("trigger-pt");
+    let running = Running::start(
+        &[
+            "record",
+            "-o",
+            dir.to_str().unwrap(),
+            "--comm",
+            "weft-workload",
+            "--trigger",
+            r#"syscalls where name = "getppid""#,
+            "--pt-on-trigger",
+            "100ms",
+        ],
+        ready,
+    );
+    if !has_pt {
+        running.wait_for_stderr("weft: recording");
+    }
+    // The process must still run while its PT is captured.
+    let pid = run(&["getppid:1", "nanosleep:400:1"]);
+    let finished = running.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+    assert!(
+        finished.stderr.contains("weft: trigger 1 (syscalls where"),
+        "{}",
+        finished.stderr
+    );
+    let captures: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("pt-1-")
+        })
+        .collect();
+    if has_pt {
+        assert!(
+            finished
+                .stderr
+                .contains(&format!("weft: trigger 1: PT of process {pid} in")),
+            "{}",
+            finished.stderr
+        );
+        assert_eq!(captures.len(), 1, "{captures:?}");
+        assert!(captures[0].join("capture.json").exists());
+    } else {
+        assert_eq!(captures, Vec::<std::path::PathBuf>::new());
+    }
+}
