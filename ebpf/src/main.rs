@@ -14,6 +14,7 @@ mod floor;
 mod net;
 mod pagecache;
 mod sched;
+mod switch;
 mod syscall;
 mod task_storage;
 mod tracepoint;

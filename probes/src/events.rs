@@ -29,14 +29,22 @@ pub enum Source {
     PageCache = 3,
     /// Packets seen by TC on ingress and egress.
     Net = 4,
+    /// Every context switch, unfiltered.
+    Switch = 5,
 }
 
 /// Slots per source in the counter array (slot 0 is unused).
-pub const SOURCES: u32 = 5;
+pub const SOURCES: u32 = 6;
 
 impl Source {
     /// Every source, in value order.
-    pub const ALL: [Self; 4] = [Self::Sched, Self::Block, Self::PageCache, Self::Net];
+    pub const ALL: [Self; 5] = [
+        Self::Sched,
+        Self::Block,
+        Self::PageCache,
+        Self::Net,
+        Self::Switch,
+    ];
 
     /// The source a header's `source` value names.
     #[must_use]

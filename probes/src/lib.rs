@@ -21,6 +21,7 @@ pub mod events;
 pub mod net;
 pub mod pagecache;
 pub mod sched;
+pub mod switch;
 pub mod syscall;
 #[cfg(feature = "user")]
 pub mod syscall_names;

@@ -402,6 +402,51 @@ fn weft_classifiers() -> usize {
         .count()
 }
 
+/// Every time a thread sleeps it leaves its CPU and comes back: the
+/// switch source sees each, unfiltered, with the process that left.
+#[test]
+fn switch_sees_each_sleep_leave_and_come_back() {
+    let test = "switch_sees_each_sleep_leave_and_come_back";
+    if !needs(test, &[Need::Root, Need::Tracepoint("sched/sched_switch")]) {
+        return;
+    }
+    let sleeps = 25u64;
+    let dir = capture_dir("switch-sleeps");
+    let workload = weft_tests::Workload::spawn(WORKLOAD, &["nanosleep:10:25"]);
+    let pid = workload.pid();
+    let running = Running::start(
+        &["record", "--sources", "switch", "-o", dir.to_str().unwrap()],
+        "weft: recording",
+    );
+    workload.run_to_end();
+    let finished = running.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+    assert!(
+        finished.stderr.contains("switch: ") && finished.stderr.contains("lost 0"),
+        "{}",
+        finished.stderr
+    );
+    let count = |condition: &str| {
+        query(&dir, &format!("switch where {condition} | count"))[0]["count"]
+            .as_u64()
+            .unwrap()
+    };
+    // Its one thread's id is its pid.
+    let (left, came) = (
+        count(&format!("prev_tid = {pid}")),
+        count(&format!("next_tid = {pid}")),
+    );
+    assert!(left >= sleeps && came >= sleeps, "left {left}, came {came}");
+    // It came in once more than it left at most (it may still run at the
+    // end), and it left at most once before it was first seen coming in.
+    assert!(left.abs_diff(came) <= 1, "left {left}, came {came}");
+    assert_eq!(
+        count(&format!("prev_tid = {pid} and prev_pid = {pid}")),
+        left,
+        "the process that left is named"
+    );
+}
+
 #[test]
 fn net_records_exact_packets_on_a_veth_and_leaves_nothing_behind() {
     let test = "net_records_exact_packets_on_a_veth_and_leaves_nothing_behind";

@@ -8,6 +8,7 @@ pub mod list;
 mod net;
 mod pagecache;
 mod sched;
+mod switch;
 
 use std::{mem::offset_of, path::Path, sync::Arc};
 
@@ -130,7 +131,13 @@ pub struct Spec {
 }
 
 /// Every source besides syscalls.
-pub const ALL: &[&Spec] = &[&sched::SPEC, &block::SPEC, &pagecache::SPEC, &net::SPEC];
+pub const ALL: &[&Spec] = &[
+    &sched::SPEC,
+    &block::SPEC,
+    &pagecache::SPEC,
+    &net::SPEC,
+    &switch::SPEC,
+];
 
 /// The source called `name`.
 pub fn find(name: &str) -> Option<&'static Spec> {

@@ -1,0 +1,63 @@
+//! `switch`: every context switch, on every CPU, unfiltered
+//! (`probes::switch`): the sideband of Intel PT captures.
+
+use std::mem::offset_of;
+
+use weft_probes::{events::Source, switch::SwitchEvent};
+use weft_store::FieldKind;
+
+use super::{CPU, Hook, IndexSpec, Meaning, Spec, field};
+
+pub const SPEC: Spec = Spec {
+    source: Source::Switch,
+    name: "switch",
+    aliases: &[],
+    about: "every context switch on every CPU, unfiltered: the thread that left and the one that came in",
+    hooks: &[Hook {
+        program: "context_switch",
+        category: "sched",
+        event: "sched_switch",
+        offsets: &[
+            ("SCHED_PREV_PID_OFFSET", "prev_pid"),
+            ("SCHED_NEXT_PID_OFFSET", "next_pid"),
+        ],
+        without: None,
+    }],
+    tc: false,
+    size: size_of::<SwitchEvent>(),
+    fields: &[
+        CPU,
+        field(
+            "ts",
+            offset_of!(SwitchEvent, ts_ns),
+            FieldKind::U64,
+            Meaning::Time,
+            "when the CPU switched",
+        ),
+        field(
+            "prev_tid",
+            offset_of!(SwitchEvent, prev_tid),
+            FieldKind::U32,
+            Meaning::Int,
+            "thread that left (0: idle)",
+        ),
+        field(
+            "prev_pid",
+            offset_of!(SwitchEvent, prev_pid),
+            FieldKind::U32,
+            Meaning::Int,
+            "its process",
+        ),
+        field(
+            "next_tid",
+            offset_of!(SwitchEvent, next_tid),
+            FieldKind::U32,
+            Meaning::Int,
+            "thread that came in (0: idle)",
+        ),
+    ],
+    indexes: &[IndexSpec::Exact("cpu", 1023)],
+    time: "ts",
+    span: None,
+    tail: None,
+};
