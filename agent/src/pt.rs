@@ -204,7 +204,7 @@ struct Input<'a> {
 
 /// How a recording's TSC becomes ns.
 #[derive(Clone, Copy)]
-enum Clock {
+pub enum Clock {
     /// perf's clock, from a perf.data file.
     Perf(TimeConv),
     /// `CLOCK_MONOTONIC`, from a `weft pt record` capture: the clock of
@@ -213,7 +213,7 @@ enum Clock {
 }
 
 impl Clock {
-    fn ns(self, tsc: u64) -> u64 {
+    pub fn ns(self, tsc: u64) -> u64 {
         match self {
             Self::Perf(conv) => conv.ns(tsc),
             Self::Monotonic(clock) => clock.ns(tsc),
@@ -311,7 +311,7 @@ fn each_input(
     for queue in &perf.queues {
         let threads = switches(queue).map(|(switches, conv)| Threads {
             switches,
-            conv,
+            clock: Clock::Perf(conv),
             images: &images,
             none: &none,
         });

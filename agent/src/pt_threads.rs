@@ -5,20 +5,24 @@
 //! User-space tracing stops in the kernel, where the switches happen, and
 //! starts again (a TIP.PGE) in the next thread. So the flow takes the code
 //! of the process that the switch records say runs at that TSC time
-//! ([`Threads::code_at`]), and [`Router`] hands each step to that thread.
+//! ([`Threads::code_at`]; a process without code is skipped), and
+//! [`Router`] hands each step to that thread. The switches come from a
+//! perf.data file or from a `weft pt record` capture's sideband.
 
 use std::collections::HashMap;
 
 use weft_pt::flow::{Event, Step};
 use weft_pt::image::Image;
-use weft_pt::perf::{Switch, TimeConv};
+use weft_pt::perf::Switch;
+
+use crate::pt::Clock;
 
 /// Who ran on one CPU when, and the code of each process.
 pub struct Threads<'a> {
     /// The CPU's switches, in time order.
     pub switches: Vec<Switch>,
     /// TSC to the switches' clock.
-    pub conv: TimeConv,
+    pub clock: Clock,
     /// Each process's code, by pid.
     pub images: &'a HashMap<i32, Image>,
     /// The code of a task without mappings (the idle task, a kernel thread).
@@ -28,19 +32,19 @@ pub struct Threads<'a> {
 impl Threads<'_> {
     /// The switch in force at `tsc`: `None` before the first.
     pub fn at(&self, tsc: u64) -> Option<Switch> {
-        let time = self.conv.ns(tsc);
+        let time = self.clock.ns(tsc);
         let after = self.switches.partition_point(|s| s.time <= time);
         after.checked_sub(1).map(|i| self.switches[i])
     }
 
-    /// The code of process `pid`.
+    /// The code of process `pid` (no code: an empty image).
     pub fn image(&self, pid: i32) -> &Image {
         self.images.get(&pid).unwrap_or(self.none)
     }
 
-    /// The code running at `tsc`.
-    pub fn code_at(&self, tsc: u64) -> &Image {
-        self.at(tsc).map_or(self.none, |s| self.image(s.pid))
+    /// The code running at `tsc`, if it is at hand.
+    pub fn code_at(&self, tsc: u64) -> Option<&Image> {
+        self.images.get(&self.at(tsc)?.pid)
     }
 }
 
@@ -100,19 +104,22 @@ mod tests {
         // perf time = 100 + 2 * tsc.
         let threads = Threads {
             switches: vec![switch(200, 10), switch(1100, 20)],
-            conv: TimeConv {
+            clock: Clock::Perf(weft_pt::perf::TimeConv {
                 shift: 0,
                 mult: 2,
                 zero: 100,
-            },
+            }),
             images: &images,
             none: &none,
         };
         assert_eq!(threads.at(0), None);
         assert_eq!(threads.at(50).map(|s| s.pid), Some(10));
         assert_eq!(threads.at(500).map(|s| s.pid), Some(20));
-        assert!(std::ptr::eq(threads.code_at(499), &raw const images[&10]));
-        assert!(std::ptr::eq(threads.code_at(10), &raw const none));
+        assert!(std::ptr::eq(
+            threads.code_at(499).unwrap(),
+            &raw const images[&10]
+        ));
+        assert!(threads.code_at(10).is_none(), "before the first switch");
 
         let insn = |ip, time| Step::Insn {
             ip,

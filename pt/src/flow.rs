@@ -191,8 +191,12 @@ pub struct Flow<'a> {
     errata: Errata,
     image: &'a Image,
     /// The code running at a TSC time, for traces that switch between
-    /// processes (one CPU's): asked where tracing starts.
-    code_at: Option<&'a dyn Fn(u64) -> &'a Image>,
+    /// processes (one CPU's): asked where tracing starts. `None` for a
+    /// process whose code is not at hand: its stretch is skipped.
+    code_at: Option<&'a dyn Fn(u64) -> Option<&'a Image>>,
+    /// Tracing is on in a process without code: packets are read (for the
+    /// IPs later ones compress against) but not walked.
+    skipping: bool,
     cache: HashMap<u64, Insn, BuildHasherDefault<IpHasher>>,
     /// The next packet the walk must act on, read but not acted on.
     peeked: Option<(usize, Packet)>,
@@ -237,6 +241,7 @@ impl<'a> Flow<'a> {
             errata,
             image,
             code_at: None,
+            skipping: false,
             cache: HashMap::default(),
             peeked: None,
             last_ip: 0,
@@ -275,21 +280,26 @@ impl<'a> Flow<'a> {
     /// the code `code_at` says ran at the time tracing starts (a TIP.PGE,
     /// or a PSB+ with tracing on): user-space tracing stops in the kernel,
     /// where the switches happen, and starts again in the next process.
+    /// Where `code_at` has no code, tracing is taken as off until it
+    /// starts again (no instructions, no errors).
     #[must_use]
-    pub fn with_code_at(mut self, code_at: &'a dyn Fn(u64) -> &'a Image) -> Self {
+    pub fn with_code_at(mut self, code_at: &'a dyn Fn(u64) -> Option<&'a Image>) -> Self {
         self.code_at = Some(code_at);
         self
     }
 
-    /// Takes the code of the time now, if the trace switches and says when.
-    fn switch_code(&mut self) {
-        let Some(image) = self.code_at.zip(self.clock.tsc()).map(|(at, tsc)| at(tsc)) else {
-            return;
+    /// Takes the code of the time now, if the trace switches and says
+    /// when; returns whether there is code to walk.
+    fn switch_code(&mut self) -> bool {
+        let Some(code) = self.code_at.zip(self.clock.tsc()).map(|(at, tsc)| at(tsc)) else {
+            return true;
         };
-        if !std::ptr::eq(image, self.image) {
+        self.skipping = code.is_none();
+        if let Some(image) = code.filter(|i| !std::ptr::eq(*i, self.image)) {
             self.image = image;
             self.cache.clear();
         }
+        !self.skipping
     }
 
     /// Walk the whole trace, handing every step to `out`. Errors become
@@ -309,6 +319,7 @@ impl<'a> Flow<'a> {
                     message,
                 }));
                 self.enabled = false;
+                self.skipping = false;
                 self.clock.reset();
                 self.held_time.clear();
             } else {
@@ -350,8 +361,8 @@ impl<'a> Flow<'a> {
         self.enabled = fup.is_some();
         self.ip = fup.unwrap_or(0);
         self.since_ip = 0;
-        if self.enabled {
-            self.switch_code();
+        if self.enabled && !self.switch_code() {
+            self.enabled = false;
         }
         if self.errata.bdm70 && !was_enabled && self.enabled {
             // The FUP was the erratum's if a TIP.PGE comes next.
@@ -422,12 +433,14 @@ impl<'a> Flow<'a> {
                 ip,
             } => {
                 let ip = self.resolve(offset, ip)?;
+                if !self.switch_code() {
+                    return Ok(true);
+                }
                 out(Step::Event(Event::Enabled {
                     ip,
                     resumed: self.stopped_at == Some(ip),
                 }));
                 self.flush_mode(out);
-                self.switch_code();
                 self.enabled = true;
                 self.ip = ip;
                 self.since_ip = 0;
@@ -444,6 +457,13 @@ impl<'a> Flow<'a> {
                 // A FUP while disabled only updates the last IP.
                 self.resolve(offset, ip)?;
             }
+            Packet::Ip { ip, .. } if self.skipping => {
+                // A suppressed IP (a TIP.PGD leaving) changes nothing.
+                if let Some(ip) = ip.resolve(self.last_ip) {
+                    self.last_ip = ip;
+                }
+            }
+            Packet::Tnt { .. } if self.skipping => {}
             Packet::Tnt { .. } | Packet::Ip { .. } => return Err(Lost::context(offset)),
             Packet::Cfe { .. } | Packet::Evd { .. } => {
                 // An event while off (RSM, a VM entry) does not make the next
