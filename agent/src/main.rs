@@ -15,6 +15,7 @@ mod info;
 mod live;
 mod pt;
 mod pt_record;
+mod pt_sideband;
 mod pt_threads;
 mod query;
 mod record;

@@ -112,7 +112,7 @@ fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
                     }
                     summary(image, &profile, unit, &mut out)?;
                 } else {
-                    let mut listing = Listing::new(image, &mut out, unit)?;
+                    let mut listing = listing(image, &mut out, input.clock)?;
                     for call in &calls {
                         listing.line(call)?;
                     }
@@ -131,11 +131,7 @@ fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
             summary(image, &profile, unit, &mut out)?;
             return Ok(errors);
         }
-        let mut listing = Listing::new(image, &mut out, unit)?;
-        if let Some(Clock::Monotonic(_)) = input.clock {
-            // The times of `weft record`'s captures.
-            listing = listing.absolute();
-        }
+        let mut listing = listing(image, &mut out, input.clock)?;
         let mut failed = None;
         let errors = walk(&mut flow, &mut |step| {
             calls.step(&step, &mut |call| {
@@ -150,6 +146,20 @@ fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
     })?;
     out.flush()?;
     Ok(finish(&args.flow.trace, errors))
+}
+
+/// A call listing in the recording's unit; monotonic times are absolute,
+/// as `weft record`'s captures give them.
+fn listing<'a>(
+    image: &'a Image,
+    out: &'a mut dyn Write,
+    clock: Option<Clock>,
+) -> std::io::Result<Listing<'a>> {
+    let listing = Listing::new(image, out, clock.map(|_| "ns"))?;
+    Ok(match clock {
+        Some(Clock::Monotonic(_)) => listing.absolute(),
+        _ => listing,
+    })
 }
 
 /// Calls by (pid, tid).
@@ -348,13 +358,34 @@ fn each_cpu(
         ),
         (_, false) => read_image(args)?,
     };
+    // With the context switches, each CPU's trace is split between the
+    // threads that ran; only the traced process's code is at hand.
+    let pid = saved.pid.unwrap_or_default();
+    let images = HashMap::from([(pid, image)]);
+    let image = &images[&pid];
+    let none = Image::new();
     let mut errors = 0;
     for (cpu, path) in &saved.traces {
         let trace = read_trace(path)?;
+        let switches: Vec<Switch> = saved
+            .switches
+            .iter()
+            .filter(|s| s.cpu == *cpu)
+            .copied()
+            .collect();
+        let threads = saved
+            .clock
+            .filter(|_| !switches.is_empty() && saved.pid.is_some())
+            .map(|clock| Threads {
+                switches,
+                clock: Clock::Monotonic(clock),
+                images: &images,
+                none: &none,
+            });
         errors += decode(Input {
             title: Some(format!("cpu {cpu}, {} bytes", trace.len())),
             trace: &trace,
-            image: &image,
+            image,
             clock: saved.clock.map(Clock::Monotonic),
             recorded: Some(Clocks {
                 mtc_freq: saved.mtc_period,
@@ -362,7 +393,7 @@ fn each_cpu(
                 ctc_ebx: saved.cpuid_0x15.1,
                 ..Clocks::default()
             }),
-            threads: None,
+            threads: threads.as_ref(),
             perf: None,
         })?;
     }

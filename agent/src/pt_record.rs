@@ -15,8 +15,10 @@ use serde_json::json;
 use weft_pt::caps::{Caps, SYSFS, Unsupported};
 use weft_pt::capture::perf::PerfEvent;
 use weft_pt::capture::{Plan, Request, TscClock, Window, read_tsc_and_monotonic, window};
+use weft_pt::perf::Switch;
 
 use crate::cli::PtRecordArgs;
+use crate::pt_sideband::Sideband;
 
 /// Exit status when the hardware cannot do what was asked.
 const UNSUPPORTED: u8 = 3;
@@ -100,12 +102,21 @@ fn take(caps: &Caps, args: &PtRecordArgs) -> anyhow::Result<()> {
             Ok((cpu, event))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut sideband = Sideband::start(&plan.cpus);
     let first = read_tsc_and_monotonic();
-    let window = window(&plan, events, std::thread::sleep)?;
+    let window = window(&plan, events, |duration| {
+        // The switch rings are drained while PT runs.
+        let end = std::time::Instant::now() + duration;
+        while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
+            sideband.as_mut().map(Sideband::drain);
+            std::thread::sleep(left.min(std::time::Duration::from_millis(10)));
+        }
+    })?;
     let clock = first.zip(read_tsc_and_monotonic()).map(|(a, b)| TscClock {
         tsc: [a.0, b.0],
         ns: [a.1, b.1],
     });
+    let switches = sideband.map(Sideband::finish);
     let maps = args
         .pid
         .and_then(|pid| fs::read(format!("/proc/{pid}/maps")).ok());
@@ -113,9 +124,12 @@ fn take(caps: &Caps, args: &PtRecordArgs) -> anyhow::Result<()> {
         &args.output,
         &plan,
         &window,
-        clock,
+        &Sidebands {
+            clock,
+            maps: maps.as_deref(),
+            switches: switches.as_ref().map(|(s, lost)| (s.as_slice(), *lost)),
+        },
         &target(args),
-        maps.as_deref(),
     )?;
     for (cpu, aux) in &window.traces {
         let lost = if aux.truncated { ", truncated" } else { "" };
@@ -172,15 +186,28 @@ fn cpu_list(text: &str) -> anyhow::Result<Vec<u32>> {
     Ok(cpus)
 }
 
+/// What a capture keeps besides the trace: how its TSC maps to
+/// `CLOCK_MONOTONIC`, the process's maps, and the context switches on its
+/// CPUs (with how many were lost).
+struct Sidebands<'a> {
+    clock: Option<TscClock>,
+    maps: Option<&'a [u8]>,
+    switches: Option<(&'a [Switch], u64)>,
+}
+
 /// Write the capture into `dir`, every file new and mode 0600.
 fn save(
     dir: &Path,
     plan: &Plan,
     window: &Window,
-    clock: Option<TscClock>,
+    sidebands: &Sidebands,
     target: &serde_json::Value,
-    maps: Option<&[u8]>,
 ) -> anyhow::Result<()> {
+    let Sidebands {
+        clock,
+        maps,
+        switches,
+    } = *sidebands;
     let mut cpus = Vec::new();
     for (cpu, aux) in &window.traces {
         let file = format!("cpu{cpu}.pt");
@@ -191,6 +218,12 @@ fn save(
     }
     if let Some(maps) = maps {
         write_new(&dir.join("maps"), maps)?;
+    }
+    if let Some((switches, _)) = switches {
+        write_new(
+            &dir.join("switches"),
+            crate::pt_sideband::to_lines(switches).as_bytes(),
+        )?;
     }
     let fields: serde_json::Map<String, serde_json::Value> = plan
         .fields
@@ -212,6 +245,7 @@ fn save(
         "cpuid_0x15": { "eax": eax, "ebx": ebx },
         // TSC and CLOCK_MONOTONIC read together before and after the window.
         "clock": clock.map(|c| json!({ "tsc": c.tsc, "monotonic_ns": c.ns })),
+        "switches": switches.map(|(s, lost)| json!({ "file": "switches", "records": s.len(), "lost": lost })),
     });
     let text = serde_json::to_string_pretty(&meta)?;
     write_new(&dir.join("capture.json"), text.as_bytes())
@@ -244,6 +278,10 @@ pub struct Saved {
     pub cpuid_0x15: (u32, u32),
     /// How the trace's TSC becomes `CLOCK_MONOTONIC` ns.
     pub clock: Option<TscClock>,
+    /// The traced process, when there was one.
+    pub pid: Option<i32>,
+    /// The context switches on the traced CPUs, by CPU and time.
+    pub switches: Vec<Switch>,
 }
 
 /// Reads the `capture.json` of a capture directory.
@@ -298,9 +336,18 @@ pub fn load(dir: &Path) -> anyhow::Result<Saved> {
             .with_context(|| at(&format!("{what} is too large")))
     };
     let maps = dir.join("maps");
+    let switches = dir.join("switches");
     Ok(Saved {
         traces,
         maps: maps.exists().then_some(maps),
+        pid: meta["target"]["pid"]
+            .as_i64()
+            .and_then(|p| i32::try_from(p).ok()),
+        switches: if switches.exists() {
+            crate::pt_sideband::load(&switches)?
+        } else {
+            Vec::new()
+        },
         mtc_period: u8::try_from(word(&meta["fields"]["mtc_period"], "fields.mtc_period")?)?,
         cpuid_0x15: (
             word(&meta["cpuid_0x15"]["eax"], "cpuid_0x15.eax")?,
@@ -373,16 +420,19 @@ mod tests {
             tsc: [1000, 3000],
             ns: [10, 20],
         };
-        save(
-            &dir,
-            &plan,
-            &window,
-            Some(clock),
-            &json!({"pid": 7}),
-            Some(b"maps"),
-        )
-        .unwrap();
-        for file in ["cpu0.pt", "cpu2.pt", "maps", "capture.json"] {
+        let switches = [Switch {
+            time: 15,
+            cpu: 2,
+            pid: 7,
+            tid: 8,
+        }];
+        let sidebands = Sidebands {
+            clock: Some(clock),
+            maps: Some(b"maps"),
+            switches: Some((&switches, 1)),
+        };
+        save(&dir, &plan, &window, &sidebands, &json!({"pid": 7})).unwrap();
+        for file in ["cpu0.pt", "cpu2.pt", "maps", "switches", "capture.json"] {
             let mode = fs::metadata(dir.join(file)).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600, "{file}");
         }
@@ -404,8 +454,18 @@ mod tests {
         );
         assert_eq!(saved.maps, Some(dir.join("maps")));
         assert_eq!((saved.mtc_period, saved.clock), (3, Some(clock)));
+        assert_eq!((saved.pid, saved.switches), (Some(7), switches.to_vec()));
+        assert_eq!(
+            meta["switches"],
+            json!({"file": "switches", "records": 1, "lost": 1})
+        );
         // Nothing is overwritten: a second save into the same place fails.
-        let err = save(&dir, &plan, &window, None, &json!({}), None).unwrap_err();
+        let none = Sidebands {
+            clock: None,
+            maps: None,
+            switches: None,
+        };
+        let err = save(&dir, &plan, &window, &none, &json!({})).unwrap_err();
         assert!(format!("{err:#}").contains("cpu0.pt"), "{err:#}");
         fs::remove_dir_all(&dir).unwrap();
     }

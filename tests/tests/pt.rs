@@ -388,6 +388,74 @@ fn calls_of_a_capture_directory_are_timed_in_monotonic_ns() {
     );
 }
 
+/// A capture's context-switch sideband (`switches`) splits each CPU's
+/// trace between threads: the traced process's stretches decode with its
+/// code, another process's stretch in between is skipped rather than
+/// decoded with code it never ran; without the sideband that stretch is
+/// an error.
+#[test]
+fn a_capture_with_switches_decodes_only_the_traced_process() {
+    let program = calls_program();
+    let page = 0x5555_5555_4000;
+    let exe = Scratch::new("switched.elf", &program);
+    let dir = std::env::temp_dir().join(format!("weft-pt-{}-switched", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    let maps = format!(
+        "{page:x}-{:x} r-xp 00000000 08:01 42 {}\n",
+        page + 0x1000,
+        arg(&exe.0)
+    );
+    std::fs::write(dir.join("maps"), maps).unwrap();
+    // The traced process at TSC 1000, another one (code elsewhere) at
+    // 5000, the traced one again at 9000.
+    let trace = [
+        calls_trace_from(page + 0x78, 1000),
+        calls_trace_from(0x7000_0000_0078, 5000),
+        calls_trace_from(page + 0x78, 9000),
+    ]
+    .concat();
+    std::fs::write(dir.join("cpu3.pt"), trace).unwrap();
+    // Two TSC ticks a ns; TSC 1000 was at 7 s.
+    let meta = serde_json::json!({
+        "version": 1,
+        "target": {"pid": 4242},
+        "cpus": [{"cpu": 3, "file": "cpu3.pt"}],
+        "fields": {"tsc": 1},
+        "clock": {"tsc": [1000, 3000], "monotonic_ns": [7_000_000_000u64, 7_000_001_000u64]},
+    });
+    std::fs::write(dir.join("capture.json"), meta.to_string()).unwrap();
+    let switches = [
+        (6_999_999_000u64, 3, 4242, 4243),
+        (7_000_000_100, 5, 99, 99),
+        (7_000_001_500, 3, 99, 99),
+        (7_000_003_500, 3, 4242, 4243),
+    ]
+    .map(|(ns, cpu, pid, tid)| serde_json::json!({"ns": ns, "cpu": cpu, "pid": pid, "tid": tid}))
+    .map(|line| line.to_string() + "\n")
+    .concat();
+    std::fs::write(dir.join("switches"), switches).unwrap();
+    let (status, stdout, stderr) = run_weft(&["pt", "calls", "--summary", arg(&dir)]);
+    assert!(status.success(), "{stderr}");
+    assert_eq!(
+        columns(&stdout)[1..],
+        [
+            vec!["[thread", "4243", "(?),", "process", "4242]"],
+            vec!["CALLS", "TOTAL(ns)", "OWN(ns)", "FUNCTION"],
+            vec!["4", "600", "600", "g"],
+            vec!["4", "800", "200", "f"],
+        ],
+        "{stdout}"
+    );
+    std::fs::remove_file(dir.join("switches")).unwrap();
+    let (status, _, stderr) = run_weft(&["pt", "calls", "--summary", arg(&dir)]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        !status.success() && stderr.contains("decoding error(s)"),
+        "without the sideband the other process's stretch is an error: {stderr}"
+    );
+}
+
 /// Whether perf (Debian's `linux-perf`) runs here; the VMs have none.
 fn perf_runs() -> bool {
     std::process::Command::new("perf")

@@ -8,7 +8,7 @@ pub mod list;
 mod net;
 mod pagecache;
 mod sched;
-mod switch;
+pub mod switch;
 
 use std::{mem::offset_of, path::Path, sync::Arc};
 
