@@ -336,17 +336,14 @@ fn calls_finds_a_relocated_program_and_its_symbols_through_its_maps() {
     assert_eq!(columns(&stdout), CALLS_SUMMARY, "{stdout}");
 }
 
-/// A `weft pt record` capture directory decodes whole: each CPU's trace
-/// with the traced process's code from its `maps`, and times in the
-/// `CLOCK_MONOTONIC` ns that `weft record` keeps, from the TSC and clock
-/// readings the capture took around its window. (This machine has no PT,
-/// so the directory is written here as `weft pt record` writes one.)
-#[test]
-fn calls_of_a_capture_directory_are_timed_in_monotonic_ns() {
-    let program = calls_program();
+/// A capture directory as `weft pt record --pid 4242` writes one (this
+/// machine has no PT): `calls_program` mapped at a page in `maps`, the
+/// trace `trace(page)` as CPU 3's, and clock readings of two TSC ticks a
+/// ns with TSC 1000 at 7 s. Returns the directory and the program's file.
+fn pt_capture(name: &str, trace: impl Fn(u64) -> Vec<u8>) -> (PathBuf, Scratch) {
     let page = 0x5555_5555_4000;
-    let exe = Scratch::new("capture.elf", &program);
-    let dir = std::env::temp_dir().join(format!("weft-pt-{}-capture", std::process::id()));
+    let exe = Scratch::new(&format!("{name}.elf"), &calls_program());
+    let dir = std::env::temp_dir().join(format!("weft-pt-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir(&dir).unwrap();
     let maps = format!(
@@ -355,8 +352,7 @@ fn calls_of_a_capture_directory_are_timed_in_monotonic_ns() {
         arg(&exe.0)
     );
     std::fs::write(dir.join("maps"), maps).unwrap();
-    std::fs::write(dir.join("cpu3.pt"), calls_trace(page + 0x78)).unwrap();
-    // Two TSC ticks a ns; TSC 1000 was at 7 s.
+    std::fs::write(dir.join("cpu3.pt"), trace(page)).unwrap();
     let meta = serde_json::json!({
         "version": 1,
         "target": {"pid": 4242},
@@ -366,6 +362,17 @@ fn calls_of_a_capture_directory_are_timed_in_monotonic_ns() {
         "clock": {"tsc": [1000, 3000], "monotonic_ns": [7_000_000_000u64, 7_000_001_000u64]},
     });
     std::fs::write(dir.join("capture.json"), meta.to_string()).unwrap();
+    (dir, exe)
+}
+
+/// A `weft pt record` capture directory decodes whole: each CPU's trace
+/// with the traced process's code from its `maps`, and times in the
+/// `CLOCK_MONOTONIC` ns that `weft record` keeps, from the TSC and clock
+/// readings the capture took around its window. (This machine has no PT,
+/// so the directory is written here as `weft pt record` writes one.)
+#[test]
+fn calls_of_a_capture_directory_are_timed_in_monotonic_ns() {
+    let (dir, _exe) = pt_capture("capture", |page| calls_trace(page + 0x78));
     let (status, stdout, stderr) = run_weft(&["pt", "calls", arg(&dir)]);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(status.success(), "{stderr}");
@@ -395,36 +402,16 @@ fn calls_of_a_capture_directory_are_timed_in_monotonic_ns() {
 /// an error.
 #[test]
 fn a_capture_with_switches_decodes_only_the_traced_process() {
-    let program = calls_program();
-    let page = 0x5555_5555_4000;
-    let exe = Scratch::new("switched.elf", &program);
-    let dir = std::env::temp_dir().join(format!("weft-pt-{}-switched", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir(&dir).unwrap();
-    let maps = format!(
-        "{page:x}-{:x} r-xp 00000000 08:01 42 {}\n",
-        page + 0x1000,
-        arg(&exe.0)
-    );
-    std::fs::write(dir.join("maps"), maps).unwrap();
     // The traced process at TSC 1000, another one (code elsewhere) at
     // 5000, the traced one again at 9000.
-    let trace = [
-        calls_trace_from(page + 0x78, 1000),
-        calls_trace_from(0x7000_0000_0078, 5000),
-        calls_trace_from(page + 0x78, 9000),
-    ]
-    .concat();
-    std::fs::write(dir.join("cpu3.pt"), trace).unwrap();
-    // Two TSC ticks a ns; TSC 1000 was at 7 s.
-    let meta = serde_json::json!({
-        "version": 1,
-        "target": {"pid": 4242},
-        "cpus": [{"cpu": 3, "file": "cpu3.pt"}],
-        "fields": {"tsc": 1},
-        "clock": {"tsc": [1000, 3000], "monotonic_ns": [7_000_000_000u64, 7_000_001_000u64]},
+    let (dir, _exe) = pt_capture("switched", |page| {
+        [
+            calls_trace_from(page + 0x78, 1000),
+            calls_trace_from(0x7000_0000_0078, 5000),
+            calls_trace_from(page + 0x78, 9000),
+        ]
+        .concat()
     });
-    std::fs::write(dir.join("capture.json"), meta.to_string()).unwrap();
     let switches = [
         (6_999_999_000u64, 3, 4242, 4243),
         (7_000_000_100, 5, 99, 99),
