@@ -63,7 +63,7 @@ fn flow(args: &PtFlowArgs) -> anyhow::Result<ExitCode> {
         let (mut router, mut last, mut failed) = (Router::default(), None, None);
         let errors = walk(&mut flow, &mut |step| {
             router.step(threads, step, &mut |thread, step| {
-                let title = (last != Some(thread)).then(|| thread_title(input.perf, thread));
+                let title = (last != Some(thread)).then(|| thread_title(input.comms, thread));
                 last = Some(thread);
                 let written = title.map_or(Ok(()), |t| writeln!(out, "{t}"));
                 if let Err(e) = written.and_then(|()| writeln!(out, "{step}")) {
@@ -103,7 +103,7 @@ fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
                     pid,
                     tid,
                 };
-                writeln!(out, "{}", thread_title(input.perf, thread))?;
+                writeln!(out, "{}", thread_title(input.comms, thread))?;
                 let image = threads.image(pid);
                 if args.summary {
                     let mut profile = Profile::default();
@@ -190,8 +190,10 @@ fn thread_calls(
 }
 
 /// `[thread TID (COMM), process PID]`.
-fn thread_title(perf: Option<&PerfData>, thread: Switch) -> String {
-    let comm = perf.and_then(|p| p.comm(thread.tid)).unwrap_or("?");
+fn thread_title(comms: Option<&HashMap<i32, String>>, thread: Switch) -> String {
+    let comm = comms
+        .and_then(|c| c.get(&thread.tid))
+        .map_or("?", String::as_str);
     format!("[thread {} ({comm}), process {}]", thread.tid, thread.pid)
 }
 
@@ -208,8 +210,8 @@ struct Input<'a> {
     recorded: Option<Clocks>,
     /// Who ran when, for one CPU's trace of several threads.
     threads: Option<&'a Threads<'a>>,
-    /// The perf.data file it came from.
-    perf: Option<&'a PerfData>,
+    /// Thread names, by thread id, where the recording has them.
+    comms: Option<&'a HashMap<i32, String>>,
 }
 
 /// How a recording's TSC becomes ns.
@@ -275,7 +277,7 @@ fn each_input(
             clock: None,
             recorded: None,
             threads: None,
-            perf: None,
+            comms: None,
         });
     }
     let name = args.trace.display();
@@ -317,6 +319,8 @@ fn each_input(
         images.insert(pid, image);
     }
     let none = Image::new();
+    // The last name each thread had.
+    let comms: HashMap<i32, String> = perf.comms.iter().map(|c| (c.tid, c.comm.clone())).collect();
     let mut errors = 0;
     for queue in &perf.queues {
         let threads = switches(queue).map(|(switches, conv)| Threads {
@@ -337,7 +341,7 @@ fn each_input(
             clock: clock.map(Clock::Perf),
             recorded: perf.info.as_ref().map(PtInfo::clocks),
             threads: threads.as_ref(),
-            perf: Some(&perf),
+            comms: Some(&comms),
         })?;
     }
     Ok(errors)
@@ -394,7 +398,7 @@ fn each_cpu(
                 ..Clocks::default()
             }),
             threads: threads.as_ref(),
-            perf: None,
+            comms: Some(&saved.threads),
         })?;
     }
     Ok(errors)
@@ -603,7 +607,7 @@ mod tests {
                 ..Clocks::default()
             }),
             threads: None,
-            perf: None,
+            comms: None,
         };
         let filled = input.clocks(Clocks::default());
         assert_eq!(

@@ -4,6 +4,7 @@
 //! parameters the decoder needs) and the process's `maps`. `weft pt
 //! flow|calls DIR` decode the directory whole ([`load`]).
 
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
@@ -117,6 +118,10 @@ fn take(caps: &Caps, args: &PtRecordArgs) -> anyhow::Result<()> {
         ns: [a.1, b.1],
     });
     let switches = sideband.map(Sideband::finish);
+    let threads = args
+        .pid
+        .map(|pid| thread_names(pid, switches.iter().flat_map(|(s, _)| s)))
+        .unwrap_or_default();
     let maps = args
         .pid
         .and_then(|pid| fs::read(format!("/proc/{pid}/maps")).ok());
@@ -128,12 +133,19 @@ fn take(caps: &Caps, args: &PtRecordArgs) -> anyhow::Result<()> {
             clock,
             maps: maps.as_deref(),
             switches: switches.as_ref().map(|(s, lost)| (s.as_slice(), *lost)),
+            threads: &threads,
         },
         &target(args),
     )?;
     for (cpu, aux) in &window.traces {
         let lost = if aux.truncated { ", truncated" } else { "" };
         eprintln!("weft: CPU {cpu}: {} bytes of PT{lost}", aux.bytes.len());
+    }
+    if let Some((switches, lost)) = &switches {
+        eprintln!(
+            "weft: {} context switches on the traced CPUs, {lost} lost",
+            switches.len()
+        );
     }
     if window.watchdog {
         eprintln!("weft: the watchdog stopped tracing at its deadline");
@@ -193,6 +205,20 @@ struct Sidebands<'a> {
     clock: Option<TscClock>,
     maps: Option<&'a [u8]>,
     switches: Option<(&'a [Switch], u64)>,
+    /// The names of the traced process's threads that ran.
+    threads: &'a BTreeMap<i32, String>,
+}
+
+/// The names of process `pid`'s threads among `switches`, while they live.
+fn thread_names<'a>(pid: u32, switches: impl Iterator<Item = &'a Switch>) -> BTreeMap<i32, String> {
+    let pid = pid.cast_signed();
+    switches
+        .filter(|s| s.pid == pid)
+        .filter_map(|s| {
+            let comm = fs::read_to_string(format!("/proc/{pid}/task/{}/comm", s.tid)).ok()?;
+            Some((s.tid, comm.trim_end().to_owned()))
+        })
+        .collect()
 }
 
 /// Write the capture into `dir`, every file new and mode 0600.
@@ -207,6 +233,7 @@ fn save(
         clock,
         maps,
         switches,
+        threads,
     } = *sidebands;
     let mut cpus = Vec::new();
     for (cpu, aux) in &window.traces {
@@ -246,6 +273,7 @@ fn save(
         // TSC and CLOCK_MONOTONIC read together before and after the window.
         "clock": clock.map(|c| json!({ "tsc": c.tsc, "monotonic_ns": c.ns })),
         "switches": switches.map(|(s, lost)| json!({ "file": "switches", "records": s.len(), "lost": lost })),
+        "threads": threads,
     });
     let text = serde_json::to_string_pretty(&meta)?;
     write_new(&dir.join("capture.json"), text.as_bytes())
@@ -282,6 +310,8 @@ pub struct Saved {
     pub pid: Option<i32>,
     /// The context switches on the traced CPUs, by CPU and time.
     pub switches: Vec<Switch>,
+    /// The names of the traced process's threads, by thread id.
+    pub threads: HashMap<i32, String>,
 }
 
 /// Reads the `capture.json` of a capture directory.
@@ -343,6 +373,12 @@ pub fn load(dir: &Path) -> anyhow::Result<Saved> {
         pid: meta["target"]["pid"]
             .as_i64()
             .and_then(|p| i32::try_from(p).ok()),
+        threads: meta["threads"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(tid, name)| Some((tid.parse().ok()?, name.as_str()?.to_owned())))
+            .collect(),
         switches: if switches.exists() {
             crate::pt_sideband::load(&switches)?
         } else {
@@ -426,10 +462,12 @@ mod tests {
             pid: 7,
             tid: 8,
         }];
+        let threads = BTreeMap::from([(8, "worker".to_owned())]);
         let sidebands = Sidebands {
             clock: Some(clock),
             maps: Some(b"maps"),
             switches: Some((&switches, 1)),
+            threads: &threads,
         };
         save(&dir, &plan, &window, &sidebands, &json!({"pid": 7})).unwrap();
         for file in ["cpu0.pt", "cpu2.pt", "maps", "switches", "capture.json"] {
@@ -455,6 +493,7 @@ mod tests {
         assert_eq!(saved.maps, Some(dir.join("maps")));
         assert_eq!((saved.mtc_period, saved.clock), (3, Some(clock)));
         assert_eq!((saved.pid, saved.switches), (Some(7), switches.to_vec()));
+        assert_eq!(saved.threads, HashMap::from([(8, "worker".to_owned())]));
         assert_eq!(
             meta["switches"],
             json!({"file": "switches", "records": 1, "lost": 1})
@@ -464,6 +503,7 @@ mod tests {
             clock: None,
             maps: None,
             switches: None,
+            threads: &BTreeMap::new(),
         };
         let err = save(&dir, &plan, &window, &none, &json!({})).unwrap_err();
         assert!(format!("{err:#}").contains("cpu0.pt"), "{err:#}");

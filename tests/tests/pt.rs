@@ -360,6 +360,7 @@ fn pt_capture(name: &str, trace: impl Fn(u64) -> Vec<u8>) -> (PathBuf, Scratch) 
         "fields": {"tsc": 1},
         "cpuid_0x15": {"eax": 0, "ebx": 0},
         "clock": {"tsc": [1000, 3000], "monotonic_ns": [7_000_000_000u64, 7_000_001_000u64]},
+        "threads": {"4243": "worker"},
     });
     std::fs::write(dir.join("capture.json"), meta.to_string()).unwrap();
     (dir, exe)
@@ -427,7 +428,7 @@ fn a_capture_with_switches_decodes_only_the_traced_process() {
     assert_eq!(
         columns(&stdout)[1..],
         [
-            vec!["[thread", "4243", "(?),", "process", "4242]"],
+            vec!["[thread", "4243", "(worker),", "process", "4242]"],
             vec!["CALLS", "TOTAL(ns)", "OWN(ns)", "FUNCTION"],
             vec!["4", "600", "600", "g"],
             vec!["4", "800", "200", "f"],
