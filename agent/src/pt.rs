@@ -54,12 +54,14 @@ fn flow(args: &PtFlowArgs) -> anyhow::Result<ExitCode> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let errors = each_input(args, &mut |input| {
         input.title(&mut out)?;
+        // The recording's clocks time the steps that say which thread ran.
+        let clocks = input.clocks(Clocks::default());
+        let mut flow = Flow::new(input.trace, input.image, errata).with_clocks(clocks);
         let Some(threads) = input.threads else {
-            let mut flow = Flow::new(input.trace, input.image, errata);
             return walk(&mut flow, &mut |step| writeln!(out, "{step}"));
         };
         let code_at = |tsc| threads.code_at(tsc);
-        let mut flow = Flow::new(input.trace, input.image, errata).with_code_at(&code_at);
+        let mut flow = flow.with_code_at(&code_at);
         let (mut router, mut last, mut failed) = (Router::default(), None, None);
         let errors = walk(&mut flow, &mut |step| {
             router.step(threads, step, &mut |thread, step| {
