@@ -172,6 +172,11 @@ pub struct PtFlowArgs {
     #[arg(long, value_name = "FAMILY/MODEL[/STEPPING]")]
     pub cpu: Option<weft_pt::Cpu>,
 
+    /// An address range tracing was limited to (an `IA32_RTIT_ADDRn`
+    /// filter), hex, inclusive; repeatable. Erratum SKL014 needs it.
+    #[arg(long, value_name = "START-END", value_parser = parse_range)]
+    pub addr_filter: Vec<(u64, u64)>,
+
     /// TRACE is a perf.data file of `perf record -e intel_pt//`: decode
     /// each AUX queue with the executable mappings its process had (files
     /// read from where they were mapped).
@@ -243,6 +248,11 @@ pub struct PtDumpArgs {
     /// The CPU that recorded the trace, for its errata (e.g. 6/85).
     #[arg(long, value_name = "FAMILY/MODEL[/STEPPING]")]
     pub cpu: Option<weft_pt::Cpu>,
+
+    /// An address range tracing was limited to (an `IA32_RTIT_ADDRn`
+    /// filter), hex, inclusive; repeatable. Erratum SKL014 needs it.
+    #[arg(long, value_name = "START-END", value_parser = parse_range)]
+    pub addr_filter: Vec<(u64, u64)>,
 
     #[command(flatten)]
     pub time: TimeArgs,
@@ -815,6 +825,22 @@ pub fn parse_rate(text: &str) -> Result<(usize, Duration), String> {
         .parse()
         .map_err(|_| format!("`{count}` in `{text}` is not a count"))?;
     Ok((count, parse_duration(period)?))
+}
+
+/// `START-END`, hex addresses (`0x` optional), START at most END.
+fn parse_range(text: &str) -> Result<(u64, u64), String> {
+    let hex = |t: &str| {
+        u64::from_str_radix(t.trim_start_matches("0x"), 16)
+            .map_err(|_| format!("`{t}` is not a hex address"))
+    };
+    let (start, end) = text
+        .split_once('-')
+        .ok_or_else(|| format!("`{text}` is not START-END"))?;
+    let (start, end) = (hex(start)?, hex(end)?);
+    if start > end {
+        return Err(format!("`{text}` ends before it starts"));
+    }
+    Ok((start, end))
 }
 
 /// A PT window's length: a duration within what `weft pt record` allows.

@@ -56,7 +56,9 @@ fn flow(args: &PtFlowArgs) -> anyhow::Result<ExitCode> {
         input.title(&mut out)?;
         // The recording's clocks time the steps that say which thread ran.
         let clocks = input.clocks(Clocks::default());
-        let mut flow = Flow::new(input.trace, input.image, errata).with_clocks(clocks);
+        let mut flow = Flow::new(input.trace, input.image, errata)
+            .with_clocks(clocks)
+            .with_filter(args.addr_filter.clone());
         let Some(threads) = input.threads else {
             return walk(&mut flow, &mut |step| writeln!(out, "{step}"));
         };
@@ -87,7 +89,9 @@ fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
         input.title(&mut out)?;
         let (trace, image) = (input.trace, input.image);
         let clocks = input.clocks(args.clocks.clocks());
-        let mut flow = Flow::new(trace, image, errata).with_clocks(clocks);
+        let mut flow = Flow::new(trace, image, errata)
+            .with_clocks(clocks)
+            .with_filter(args.flow.addr_filter.clone());
         // Times in ns where the recording says how TSC maps to time.
         let ns = |call: Call| match input.clock {
             Some(clock) => call.with_clock(|tsc| clock.ns(tsc)),

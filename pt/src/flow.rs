@@ -197,6 +197,9 @@ pub struct Flow<'a> {
     /// Tracing is on in a process without code: packets are read (for the
     /// IPs later ones compress against) but not walked.
     skipping: bool,
+    /// The address ranges tracing was limited to (`IA32_RTIT_ADDRn` with
+    /// `FilterEn`), inclusive; empty when it was not.
+    filter: Vec<(u64, u64)>,
     cache: HashMap<u64, Insn, BuildHasherDefault<IpHasher>>,
     /// The next packet the walk must act on, read but not acted on.
     peeked: Option<(usize, Packet)>,
@@ -242,6 +245,7 @@ impl<'a> Flow<'a> {
             image,
             code_at: None,
             skipping: false,
+            filter: Vec::new(),
             cache: HashMap::default(),
             peeked: None,
             last_ip: 0,
@@ -286,6 +290,21 @@ impl<'a> Flow<'a> {
     pub fn with_code_at(mut self, code_at: &'a dyn Fn(u64) -> Option<&'a Image>) -> Self {
         self.code_at = Some(code_at);
         self
+    }
+
+    /// Tracing was limited to these address ranges (inclusive), as the
+    /// capture's address filters said: where a direct branch leaves them,
+    /// erratum SKL014 drops the TIP.PGD's IP, and the range says where
+    /// tracing stopped.
+    #[must_use]
+    pub fn with_filter(mut self, ranges: Vec<(u64, u64)>) -> Self {
+        self.filter = ranges;
+        self
+    }
+
+    /// Whether `ip` lies outside the filtered ranges (there being some).
+    fn filtered_out(&self, ip: u64) -> bool {
+        !self.filter.is_empty() && !self.filter.iter().any(|(a, b)| (*a..=*b).contains(&ip))
     }
 
     /// Takes the code of the time now, if the trace switches and says
@@ -885,27 +904,34 @@ impl<'a> Flow<'a> {
         Ok(true)
     }
 
-    /// A direct branch that lands where a TIP.PGD says tracing stopped.
+    /// A direct branch that lands where a TIP.PGD says tracing stopped, or
+    /// (erratum SKL014) outside the filtered ranges, with the TIP.PGD's IP
+    /// dropped.
     fn disable_at_target(&mut self, out: &mut dyn FnMut(Step)) -> Result<bool, Lost> {
         if self.tnt_left > 0 {
             return Ok(false);
         }
-        if let Some((
+        let Some((
             offset,
             Packet::Ip {
                 kind: IpKind::TipPgd,
                 ip,
             },
         )) = self.peek()?
-            && ip.compression != 0
-            && ip.resolve(self.last_ip) == Some(self.ip)
-        {
-            self.peeked = None;
-            self.resolve(offset, ip)?;
-            self.disable(out, false);
-            return Ok(true);
+        else {
+            return Ok(false);
+        };
+        let here = ip.compression != 0 && ip.resolve(self.last_ip) == Some(self.ip);
+        let skl014 = ip.compression == 0 && self.errata.skl014 && self.filtered_out(self.ip);
+        if !here && !skl014 {
+            return Ok(false);
         }
-        Ok(false)
+        self.peeked = None;
+        if here {
+            self.resolve(offset, ip)?;
+        }
+        self.disable(out, false);
+        Ok(true)
     }
 
     /// Take a TNT's outcomes. The timing packets before it tell the time

@@ -106,6 +106,26 @@ const SKYLAKE_ON: &[(u16, u8)] = &[
 /// Skylake client cores and their successors (SKD010, SKL168).
 const SKYLAKE_CLIENT: &[(u16, u8)] = &[(6, 78), (6, 94), (6, 142), (6, 158), (6, 165), (6, 166)];
 
+/// SKL014 (and its namesakes on later cores).
+const SKL014: &[(u16, u8)] = &[
+    (6, 78),
+    (6, 85),
+    (6, 94),
+    (6, 102),
+    (6, 106),
+    (6, 108),
+    (6, 125),
+    (6, 126),
+    (6, 140),
+    (6, 141),
+    (6, 142),
+    (6, 158),
+    (6, 165),
+    (6, 166),
+    (6, 167),
+    (6, 168),
+];
+
 /// Broadwell, with erratum BDM70 too.
 const BROADWELL: &[(u16, u8)] = &[(6, 61), (6, 71), (6, 79), (6, 86)];
 
@@ -136,6 +156,9 @@ pub struct Errata {
     /// APL12: after an OVF, a FUP followed by a TIP.PGE (with VMCS, PIP or
     /// MODE.Exec between) means nothing; tracing resumes at the TIP.PGE.
     pub apl12: bool,
+    /// SKL014: a direct call or jump out of the traced address range sends
+    /// its TIP.PGD without the IP it went to.
+    pub skl014: bool,
 }
 
 impl Errata {
@@ -184,6 +207,7 @@ impl Errata {
             apl12: is(&[(6, 92), (6, 95)]),
             bdm64: is(BROADWELL),
             skd022: is(SKYLAKE_ON),
+            skl014: is(SKL014),
         }
     }
 }

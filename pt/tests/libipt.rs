@@ -146,14 +146,47 @@ fn instruction_flows_match_ptxed() {
         let Some(expected) = case.expected("ptxed_exp") else {
             continue;
         };
-        if !case.str("ptxed_opts").is_empty() || case.has_sideband() {
+        let filter = address_filter(case.str("ptxed_opts"));
+        if filter.is_none() || case.has_sideband() {
             report.skip(&case, "ptxed_opts");
             continue;
         }
         let (trace, image) = (case.trace(), case.image());
         let mut lines = Vec::new();
-        Flow::new(&trace, &image, case.errata()).run(&mut |step| lines.push(step.to_string()));
+        Flow::new(&trace, &image, case.errata())
+            .with_filter(filter.unwrap_or_default())
+            .run(&mut |step| lines.push(step.to_string()));
         report.compare(case.dir(), &lines.join("\n"), &expected, FLOW_DIFFERENCES);
     }
-    report.finish("flows", 233);
+    report.finish("flows", 265);
+}
+
+/// The address ranges ptxed's `--filter:addrN_cfg 1 --filter:addrN_a A
+/// --filter:addrN_b B` options trace (`FilterEn`); `None` where the options
+/// hold anything else.
+fn address_filter(options: &str) -> Option<Vec<(u64, u64)>> {
+    let mut ranges = std::collections::BTreeMap::<&str, (u64, u64, u64)>::new();
+    let mut words = options.split_whitespace();
+    while let Some(option) = words.next() {
+        let (n, field) = option.strip_prefix("--filter:addr")?.split_once('_')?;
+        let value = words.next()?;
+        let value = match value.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16).ok()?,
+            None => value.parse().ok()?,
+        };
+        let range = ranges.entry(n).or_default();
+        match field {
+            "cfg" => range.0 = value,
+            "a" => range.1 = value,
+            "b" => range.2 = value,
+            _ => return None,
+        }
+    }
+    Some(
+        ranges
+            .values()
+            .filter(|(cfg, _, _)| *cfg == 1)
+            .map(|(_, a, b)| (*a, *b))
+            .collect(),
+    )
 }

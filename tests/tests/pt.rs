@@ -32,6 +32,36 @@ fn arg(path: &Path) -> &str {
     path.to_str().unwrap()
 }
 
+/// libipt's SKL014 case: a call leaves the filtered range and the CPU's
+/// TIP.PGD carries no IP; `--addr-filter` tells weft where tracing stopped.
+#[test]
+fn flow_uses_the_address_filter_where_erratum_skl014_drops_the_ip() {
+    // Built in, so the test also runs in the VMs.
+    let trace = Scratch::new(
+        "skl014.pt",
+        include_bytes!("../../pt/tests/libipt/skl014-call@cpu_6/102/skl014-call.pt"),
+    );
+    let code = Scratch::new(
+        "skl014.bin",
+        include_bytes!("../../pt/tests/libipt/skl014-call@cpu_6/102/skl014-call.bin"),
+    );
+    let code = format!("{}:0x1000", arg(&code.0));
+    let flow = |extra: &[&str]| {
+        let mut args = vec!["pt", "flow", "--cpu", "6/102", "--image", &code];
+        args.extend(extra);
+        args.push(arg(&trace.0));
+        run_weft(&args)
+    };
+    let (status, stdout, stderr) = flow(&["--addr-filter", "0x1000-0x10ff"]);
+    assert!(status.success(), "{stderr}");
+    assert_eq!(stdout, "0000000000001000\n[disabled]\n");
+    let (status, _, stderr) = flow(&[]);
+    assert!(
+        !status.success() && stderr.contains("1 decoding error(s)"),
+        "without the filter the call's target is walked: {stderr}"
+    );
+}
+
 #[test]
 fn flow_prints_each_instruction_of_the_loop_and_where_tracing_stopped() {
     let (trace, code) = (
