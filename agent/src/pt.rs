@@ -1,6 +1,6 @@
 //! `weft pt ...`: Intel PT on the command line, over the `weft-pt` crate.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -15,7 +15,7 @@ use weft_pt::perf::{PerfData, PtInfo, Queue, Switch, TimeConv};
 use weft_pt::time::Clocks;
 
 use crate::cli::{PtCallsArgs, PtCommand, PtDumpArgs, PtFlowArgs, PtPerfArgs};
-use crate::pt_threads::{Router, Threads};
+use crate::pt_threads::{Router, Stretches, Threads};
 
 pub fn run(command: &PtCommand) -> anyhow::Result<ExitCode> {
     match command {
@@ -85,6 +85,9 @@ fn flow(args: &PtFlowArgs) -> anyhow::Result<ExitCode> {
 fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
     let errata = args.flow.cpu.map(Errata::for_cpu).unwrap_or_default();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    // Threads of per-CPU traces, put together over all CPUs.
+    let mut stretches = Stretches::default();
+    let mut cpu = 0;
     let errors = each_input(&args.flow, &mut |input| {
         input.title(&mut out)?;
         let (trace, image) = (input.trace, input.image);
@@ -101,29 +104,17 @@ fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
         if let Some(threads) = input.threads {
             let code_at = |tsc| threads.code_at(tsc);
             let mut flow = flow.with_code_at(&code_at);
-            let (errors, by_thread) = thread_calls(&mut flow, threads, &ns)?;
-            for ((pid, tid), calls) in by_thread {
-                let thread = Switch {
-                    time: 0,
-                    cpu: 0,
-                    pid,
-                    tid,
-                };
-                writeln!(out, "{}", thread_title(input.comms, thread))?;
-                let image = threads.image(pid);
-                if args.summary {
-                    let mut profile = Profile::default();
-                    for call in &calls {
-                        profile.add(call);
-                    }
-                    summary(image, &profile, unit, &mut out)?;
-                } else {
-                    let mut listing = listing(image, &mut out, input.clock)?;
-                    for call in &calls {
-                        listing.line(call)?;
-                    }
-                    listing.flush()?;
-                }
+            let mut router = Router::default();
+            let errors = walk(&mut flow, &mut |step| {
+                router.step(threads, step, &mut |thread, step| {
+                    stretches.push(cpu, thread, step);
+                });
+                Ok(())
+            })?;
+            cpu += 1;
+            if input.last {
+                let all = std::mem::take(&mut stretches);
+                thread_sections(all, threads, &input, args.summary, &ns, &mut out)?;
             }
             return Ok(errors);
         }
@@ -168,31 +159,45 @@ fn listing<'a>(
     })
 }
 
-/// Calls by (pid, tid).
-type ByThread = BTreeMap<(i32, i32), Vec<Call>>;
-
-/// The calls of each thread of a CPU's trace, by (pid, tid), each thread
-/// with its own call stack and its process's symbols.
-fn thread_calls(
-    flow: &mut Flow,
+/// Each thread of `stretches`, titled, with its own call stack and its
+/// process's symbols: a call listing, or with `summary` a profile.
+fn thread_sections(
+    stretches: Stretches,
     threads: &Threads,
+    input: &Input,
+    summary_only: bool,
     ns: &dyn Fn(Call) -> Call,
-) -> anyhow::Result<(usize, ByThread)> {
-    let mut stacks: HashMap<(i32, i32), Calls> = HashMap::new();
-    let mut by_thread = ByThread::new();
-    let mut router = Router::default();
-    let errors = walk(flow, &mut |step| {
-        router.step(threads, step, &mut |thread, step| {
-            let key = (thread.pid, thread.tid);
-            let calls = stacks
-                .entry(key)
-                .or_insert_with(|| Calls::new(threads.image(thread.pid)));
-            let lines = by_thread.entry(key).or_default();
-            calls.step(&step, &mut |call| lines.push(ns(call)));
-        });
-        Ok(())
-    })?;
-    Ok((errors, by_thread))
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    for ((pid, tid), steps) in stretches.threads() {
+        let image = threads.image(pid);
+        let mut calls = Calls::new(image);
+        let mut made = Vec::new();
+        for step in &steps {
+            calls.step(step, &mut |call| made.push(ns(call)));
+        }
+        let thread = Switch {
+            time: 0,
+            cpu: 0,
+            pid,
+            tid,
+        };
+        writeln!(out, "{}", thread_title(input.comms, thread))?;
+        if summary_only {
+            let mut profile = Profile::default();
+            for call in &made {
+                profile.add(call);
+            }
+            summary(image, &profile, input.clock.map(|_| "ns"), out)?;
+        } else {
+            let mut listing = listing(image, out, input.clock)?;
+            for call in &made {
+                listing.line(call)?;
+            }
+            listing.flush()?;
+        }
+    }
+    Ok(())
 }
 
 /// `[thread TID (COMM), process PID]`.
@@ -218,6 +223,9 @@ struct Input<'a> {
     threads: Option<&'a Threads<'a>>,
     /// Thread names, by thread id, where the recording has them.
     comms: Option<&'a HashMap<i32, String>>,
+    /// The recording's last trace (per-CPU traces of threads are put
+    /// together after it).
+    last: bool,
 }
 
 /// How a recording's TSC becomes ns.
@@ -284,6 +292,7 @@ fn each_input(
             recorded: None,
             threads: None,
             comms: None,
+            last: true,
         });
     }
     let name = args.trace.display();
@@ -328,7 +337,7 @@ fn each_input(
     // The last name each thread had.
     let comms: HashMap<i32, String> = perf.comms.iter().map(|c| (c.tid, c.comm.clone())).collect();
     let mut errors = 0;
-    for queue in &perf.queues {
+    for (i, queue) in perf.queues.iter().enumerate() {
         let threads = switches(queue).map(|(switches, conv)| Threads {
             switches,
             clock: Clock::Perf(conv),
@@ -348,6 +357,7 @@ fn each_input(
             recorded: perf.info.as_ref().map(PtInfo::clocks),
             threads: threads.as_ref(),
             comms: Some(&comms),
+            last: i + 1 == perf.queues.len(),
         })?;
     }
     Ok(errors)
@@ -405,6 +415,7 @@ fn each_cpu(
             }),
             threads: threads.as_ref(),
             comms: Some(&saved.threads),
+            last: Some(cpu) == saved.traces.last().map(|(c, _)| c),
         })?;
     }
     Ok(errors)
@@ -614,6 +625,7 @@ mod tests {
             }),
             threads: None,
             comms: None,
+            last: true,
         };
         let filled = input.clocks(Clocks::default());
         assert_eq!(

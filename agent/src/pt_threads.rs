@@ -9,9 +9,9 @@
 //! [`Router`] hands each step to that thread. The switches come from a
 //! perf.data file or from a `weft pt record` capture's sideband.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
-use weft_pt::flow::{Event, Step};
+use weft_pt::flow::{Class, Event, Step};
 use weft_pt::image::Image;
 use weft_pt::perf::Switch;
 
@@ -84,6 +84,77 @@ impl Router {
     }
 }
 
+/// Each thread's steps over all the CPUs it ran on, kept to what a call
+/// trace reads (calls, returns and the instruction after each, events and
+/// the instruction before each: the others only move the time, which the
+/// next kept step sets again), in stretches (one CPU, one thread, no other
+/// thread between) that put the CPUs' traces together in time.
+#[derive(Default)]
+pub struct Stretches {
+    by_thread: BTreeMap<(i32, i32), Vec<Stretch>>,
+    /// The CPU and thread of the last step taken.
+    current: Option<(usize, (i32, i32))>,
+}
+
+#[derive(Default)]
+struct Stretch {
+    /// The time of its first instruction.
+    start: Option<u64>,
+    steps: Vec<Step>,
+    /// An instruction dropped unless an event follows it.
+    held: Option<Step>,
+    /// Whether the next instruction is kept.
+    keep_next: bool,
+}
+
+impl Stretches {
+    /// Takes `step`, which `thread` ran on the CPU of trace `cpu`.
+    pub fn push(&mut self, cpu: usize, thread: Switch, step: Step) {
+        let key = (thread.pid, thread.tid);
+        let stretches = self.by_thread.entry(key).or_default();
+        if self.current != Some((cpu, key)) || stretches.is_empty() {
+            stretches.push(Stretch {
+                keep_next: true,
+                ..Stretch::default()
+            });
+            self.current = Some((cpu, key));
+        }
+        let stretch = stretches.last_mut().expect("pushed above");
+        match &step {
+            Step::Insn { class, time, .. } => {
+                stretch.start.get_or_insert(*time);
+                let call_or_return = !matches!(class, Class::Other);
+                if stretch.keep_next || call_or_return {
+                    stretch.held = None;
+                    stretch.steps.push(step);
+                } else {
+                    stretch.held = Some(step);
+                }
+                stretch.keep_next = call_or_return;
+            }
+            Step::Event(_) => {
+                stretch.steps.extend(stretch.held.take());
+                stretch.steps.push(step);
+                stretch.keep_next = true;
+            }
+        }
+    }
+
+    /// Each thread, by (pid, tid), with its steps in time order.
+    pub fn threads(self) -> impl Iterator<Item = ((i32, i32), Vec<Step>)> {
+        self.by_thread.into_iter().map(|(key, mut stretches)| {
+            // A thread runs on one CPU at a time: its stretches do not
+            // overlap, and their starts order them.
+            stretches.sort_by_key(|s| s.start.unwrap_or(u64::MAX));
+            let steps = stretches
+                .into_iter()
+                .flat_map(|s| s.steps.into_iter().chain(s.held))
+                .collect();
+            (key, steps)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,6 +166,65 @@ mod tests {
             pid,
             tid: pid + 1,
         }
+    }
+
+    #[test]
+    fn a_thread_that_moves_between_cpus_is_put_together_in_time() {
+        let insn = |ip, class, time| Step::Insn {
+            ip,
+            speculative: false,
+            class,
+            time,
+        };
+        let (a, b) = (switch(0, 10), switch(0, 20));
+        let mut stretches = Stretches::default();
+        // CPU 1 is decoded first, though A ran there later (from 50).
+        for step in [
+            insn(0x10, Class::Other, 50),
+            insn(0x11, Class::Return, 51),
+            insn(0x12, Class::Other, 52),
+            insn(0x13, Class::Other, 53),
+        ] {
+            stretches.push(1, a, step);
+        }
+        // CPU 0: A from 10, then B, then A again from 30.
+        stretches.push(0, a, insn(0x1, Class::Other, 10));
+        stretches.push(0, a, insn(0x2, Class::Other, 11));
+        stretches.push(0, a, insn(0x3, Class::Call, 12));
+        stretches.push(0, a, insn(0x4, Class::Other, 13));
+        stretches.push(0, a, insn(0x5, Class::Other, 14));
+        stretches.push(0, a, insn(0x6, Class::Other, 15));
+        stretches.push(0, a, Step::Event(Event::Disabled { ip: None }));
+        stretches.push(0, b, insn(0x100, Class::Other, 20));
+        stretches.push(0, a, insn(0x7, Class::Other, 30));
+        let threads: Vec<((i32, i32), Vec<String>)> = stretches
+            .threads()
+            .map(|(key, steps)| {
+                let shown = steps
+                    .iter()
+                    .map(|s| match s {
+                        Step::Insn { ip, .. } => format!("{ip:x}"),
+                        Step::Event(e) => e.to_string(),
+                    })
+                    .collect();
+                (key, shown)
+            })
+            .collect();
+        // A: the first of each stretch, the call and the one after it, the
+        // one before the event, the event, the return and the one after
+        // it, and each stretch's last; 0x2 and 0x5 only moved the time.
+        assert_eq!(
+            threads,
+            [
+                (
+                    (10, 11),
+                    ["1", "3", "4", "6", "disabled", "7", "10", "11", "12", "13"]
+                        .map(String::from)
+                        .to_vec()
+                ),
+                ((20, 21), vec!["100".to_owned()]),
+            ]
+        );
     }
 
     #[test]

@@ -474,6 +474,63 @@ fn a_capture_with_switches_decodes_only_the_traced_process() {
     );
 }
 
+/// A thread that moves to another CPU is one call trace: its stretches on
+/// each CPU are put together in time order, with one call stack, however
+/// the CPUs' traces are listed.
+#[test]
+fn a_thread_that_moves_between_cpus_is_one_call_trace() {
+    // On CPU 5 the thread runs main -> f -> g and back (TSC 1000-1800);
+    // on CPU 3, later (TSC 9000-9800), the same path again.
+    let (dir, _exe) = pt_capture("moved", |page| calls_trace_from(page + 0x78, 9000));
+    let page = 0x5555_5555_4000u64;
+    std::fs::write(dir.join("cpu5.pt"), calls_trace_from(page + 0x78, 1000)).unwrap();
+    let mut meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("capture.json")).unwrap()).unwrap();
+    // CPU 3 is listed (and decoded) first.
+    meta["cpus"] =
+        serde_json::json!([{"cpu": 3, "file": "cpu3.pt"}, {"cpu": 5, "file": "cpu5.pt"}]);
+    std::fs::write(dir.join("capture.json"), meta.to_string()).unwrap();
+    let switches = [(6_999_999_000u64, 5), (7_000_003_000, 3)]
+        .map(|(ns, cpu)| serde_json::json!({"ns": ns, "cpu": cpu, "pid": 4242, "tid": 4243}))
+        .map(|line| line.to_string() + "\n")
+        .concat();
+    std::fs::write(dir.join("switches"), switches).unwrap();
+    let (status, stdout, stderr) = run_weft(&["pt", "calls", arg(&dir)]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(status.success(), "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("[cpu 3, ") && lines[1].starts_with("[cpu 5, "),
+        "{stdout}"
+    );
+    assert_eq!(lines[2], "[thread 4243 (worker), process 4242]", "{stdout}");
+    // One listing, in time order: the calls on CPU 5 first.
+    let times: Vec<&str> = lines[4..]
+        .iter()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        times,
+        [
+            "7000000000",
+            "7000000000",
+            "7000000200",
+            "7000000200",
+            "7000000200",
+            "7000000400",
+            "7000000400",
+            "7000004000",
+            "7000004000",
+            "7000004200",
+            "7000004200",
+            "7000004200",
+            "7000004400",
+            "7000004400"
+        ],
+        "{stdout}"
+    );
+}
+
 /// Whether perf (Debian's `linux-perf`) runs here; the VMs have none.
 fn perf_runs() -> bool {
     std::process::Command::new("perf")
