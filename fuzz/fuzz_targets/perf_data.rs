@@ -10,6 +10,12 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(perf) = PerfData::parse(data) {
         for queue in &perf.queues {
             let _ = queue.trace(data);
+            if let Ok(cpu) = u32::try_from(queue.cpu) {
+                let _ = perf.switches_on(cpu);
+            }
+        }
+        if let Some(info) = &perf.info {
+            let _ = info.clocks();
         }
     }
 });

@@ -592,7 +592,12 @@ fn sample_id(r: &Reader) -> Result<Option<SampleId>, PerfError> {
     if entry < 48 || r.u64(32)? < entry {
         return Ok(None);
     }
-    let (sample_type, flags) = (r.u64(at + 24)?, r.u64(at + 40)?);
+    let field = |offset: u64| {
+        at.checked_add(offset)
+            .ok_or_else(|| error(24, "the attribute section lies outside the file"))
+            .and_then(|at| r.u64(at))
+    };
+    let (sample_type, flags) = (field(24)?, field(40)?);
     Ok((flags & SAMPLE_ID_ALL != 0).then(|| SampleId::new(sample_type)))
 }
 
@@ -605,7 +610,10 @@ fn attr_config(r: &Reader, pmu_type: u64) -> Result<Option<u64>, PerfError> {
         return Ok(None);
     }
     for i in 0..size / entry {
-        let attr = at + i * entry;
+        let attr = i
+            .checked_mul(entry)
+            .and_then(|offset| at.checked_add(offset))
+            .ok_or_else(|| error(24, "the attribute section lies outside the file"))?;
         if u64::from(r.u32(attr)?) == pmu_type {
             return r.u64(attr + 8).map(Some);
         }
