@@ -4,7 +4,7 @@
 //! parameters the decoder needs) and the process's `maps`. `weft pt
 //! flow|calls DIR` decode the directory whole ([`load`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
@@ -212,11 +212,11 @@ struct Sidebands<'a> {
 /// The names of process `pid`'s threads among `switches`, while they live.
 fn thread_names<'a>(pid: u32, switches: impl Iterator<Item = &'a Switch>) -> BTreeMap<i32, String> {
     let pid = pid.cast_signed();
-    switches
-        .filter(|s| s.pid == pid)
-        .filter_map(|s| {
-            let comm = fs::read_to_string(format!("/proc/{pid}/task/{}/comm", s.tid)).ok()?;
-            Some((s.tid, comm.trim_end().to_owned()))
+    let tids: BTreeSet<i32> = switches.filter(|s| s.pid == pid).map(|s| s.tid).collect();
+    tids.into_iter()
+        .filter_map(|tid| {
+            let comm = fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
+            Some((tid, comm.trim_end().to_owned()))
         })
         .collect()
 }
@@ -411,6 +411,22 @@ mod tests {
     use weft_pt::capture::Aux;
 
     use super::*;
+
+    #[test]
+    fn threads_are_named_once_each_and_only_the_traced_process_s() {
+        let pid = std::process::id();
+        let me = pid.cast_signed();
+        let switch = |pid, tid| Switch {
+            time: 0,
+            cpu: 0,
+            pid,
+            tid,
+        };
+        let switches = [switch(me, me), switch(1, 1), switch(me, me)];
+        let names = thread_names(pid, switches.iter());
+        let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+        assert_eq!(names, BTreeMap::from([(me, comm.trim_end().to_owned())]));
+    }
 
     #[test]
     fn cpu_lists_read_as_the_kernel_writes_them() {

@@ -71,20 +71,19 @@ impl Sideband {
             .probe
             .losses()
             .map_or(0, |all| all.iter().map(|(_, l)| l.lost()).sum());
+        // Threads no switch-out named are looked up in /proc once each.
+        for (event, _) in &self.switches {
+            let tid = event.next_tid;
+            if tid != 0 && !self.pids.contains_key(&tid) {
+                self.pids.insert(tid, tgid(tid).unwrap_or(0));
+            }
+        }
         let mut switches: Vec<Switch> = self
             .switches
             .iter()
             .map(|(event, cpu)| {
                 let tid = event.next_tid;
-                let pid = match tid {
-                    0 => 0,
-                    _ => self
-                        .pids
-                        .get(&tid)
-                        .copied()
-                        .or_else(|| tgid(tid))
-                        .unwrap_or(0),
-                };
+                let pid = self.pids.get(&tid).copied().unwrap_or(0);
                 Switch {
                     time: event.ts_ns,
                     cpu: *cpu,
