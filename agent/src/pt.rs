@@ -67,7 +67,8 @@ fn flow(args: &PtFlowArgs) -> anyhow::Result<ExitCode> {
         let (mut router, mut last, mut failed) = (Router::default(), None, None);
         let errors = walk(&mut flow, &mut |step| {
             router.step(threads, step, &mut |thread, step| {
-                let title = (last != Some(thread)).then(|| thread_title(input.comms, thread));
+                let title = (last != Some(thread))
+                    .then(|| thread_title(input.comms, thread.pid, thread.tid));
                 last = Some(thread);
                 let written = title.map_or(Ok(()), |t| writeln!(out, "{t}"));
                 if let Err(e) = written.and_then(|()| writeln!(out, "{step}")) {
@@ -176,13 +177,7 @@ fn thread_sections(
         for step in &steps {
             calls.step(step, &mut |call| made.push(ns(call)));
         }
-        let thread = Switch {
-            time: 0,
-            cpu: 0,
-            pid,
-            tid,
-        };
-        writeln!(out, "{}", thread_title(input.comms, thread))?;
+        writeln!(out, "{}", thread_title(input.comms, pid, tid))?;
         if summary_only {
             let mut profile = Profile::default();
             for call in &made {
@@ -201,11 +196,9 @@ fn thread_sections(
 }
 
 /// `[thread TID (COMM), process PID]`.
-fn thread_title(comms: Option<&HashMap<i32, String>>, thread: Switch) -> String {
-    let comm = comms
-        .and_then(|c| c.get(&thread.tid))
-        .map_or("?", String::as_str);
-    format!("[thread {} ({comm}), process {}]", thread.tid, thread.pid)
+fn thread_title(comms: Option<&HashMap<i32, String>>, pid: i32, tid: i32) -> String {
+    let comm = comms.and_then(|c| c.get(&tid)).map_or("?", String::as_str);
+    format!("[thread {tid} ({comm}), process {pid}]")
 }
 
 /// A trace to decode and the code it ran; from a perf.data file, one per
@@ -304,14 +297,17 @@ fn each_input(
     // A per-CPU queue (`perf record -a`) is split between threads by the
     // switch records when the file has them and says how TSC maps to
     // their time; without, --pid names the one process to decode.
-    let switches = |queue: &Queue| {
-        let cpu = u32::try_from(queue.cpu).ok()?;
-        let on = perf.switches_on(cpu);
-        (!on.is_empty()).then_some(on).zip(clock)
-    };
+    let switches: Vec<Option<(Vec<Switch>, TimeConv)>> = perf
+        .queues
+        .iter()
+        .map(|queue| {
+            let on = perf.switches_on(u32::try_from(queue.cpu).ok()?);
+            (!on.is_empty()).then_some(on).zip(clock)
+        })
+        .collect();
     let mut pids = BTreeSet::new();
-    for queue in &perf.queues {
-        match switches(queue) {
+    for (queue, switches) in perf.queues.iter().zip(&switches) {
+        match switches {
             Some((on, _)) => pids.extend(on.iter().map(|s| s.pid).filter(|p| *p > 0)),
             None if queue.cpu >= 0 => {
                 pids.insert(args.pid.with_context(|| {
@@ -337,8 +333,9 @@ fn each_input(
     // The last name each thread had.
     let comms: HashMap<i32, String> = perf.comms.iter().map(|c| (c.tid, c.comm.clone())).collect();
     let mut errors = 0;
-    for (i, queue) in perf.queues.iter().enumerate() {
-        let threads = switches(queue).map(|(switches, conv)| Threads {
+    let count = perf.queues.len();
+    for (i, (queue, switches)) in perf.queues.iter().zip(switches).enumerate() {
+        let threads = switches.map(|(switches, conv)| Threads {
             switches,
             clock: Clock::Perf(conv),
             images: &images,
@@ -357,7 +354,7 @@ fn each_input(
             recorded: perf.info.as_ref().map(PtInfo::clocks),
             threads: threads.as_ref(),
             comms: Some(&comms),
-            last: i + 1 == perf.queues.len(),
+            last: i + 1 == count,
         })?;
     }
     Ok(errors)

@@ -99,19 +99,9 @@ impl Sideband {
 
 /// A `SwitchEvent` from its ring bytes.
 fn parse(record: &[u8]) -> Option<SwitchEvent> {
-    let word = |at: usize| Some(u32::from_le_bytes(record.get(at..at + 4)?.try_into().ok()?));
-    let ts = u64::from_le_bytes(record.get(8..16)?.try_into().ok()?);
-    Some(SwitchEvent {
-        header: weft_probes::events::Header {
-            source: word(0)?,
-            cpu: word(4)?,
-        },
-        ts_ns: ts,
-        prev_tid: word(16)?,
-        prev_pid: word(20)?,
-        next_tid: word(24)?,
-        pad: 0,
-    })
+    // SAFETY: the length is checked, and a SwitchEvent is Pod.
+    (record.len() >= size_of::<SwitchEvent>())
+        .then(|| unsafe { record.as_ptr().cast::<SwitchEvent>().read_unaligned() })
 }
 
 /// The process of thread `tid`, while it lives.

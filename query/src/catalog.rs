@@ -83,10 +83,9 @@ pub struct AddrFields {
     pub family: Field,
     /// The IPv4 address, a host-order `u32`.
     pub v4: Field,
-    /// Byte offset of the 16-byte IPv6 address, network order.
+    /// Byte offset of the 16-byte IPv6 address, network order (numbered
+    /// in the column's [`Kind::Addr`] table).
     pub v6: u32,
-    /// Numbers for IPv6 addresses: the column's [`Kind::Addr`] table.
-    pub table: Arc<Addresses>,
 }
 
 /// How a column's integer values are meant.
@@ -164,14 +163,14 @@ impl Addresses {
 }
 
 impl AddrFields {
-    /// The record's address as a value of the column's kind.
-    fn value(&self, payload: &[u8]) -> Option<i64> {
+    /// The record's address as a value of `table`.
+    fn value(&self, payload: &[u8], table: &Addresses) -> Option<i64> {
         if self.family.read(payload)? == 4 {
             return self.v4.read(payload);
         }
         let at = self.v6 as usize;
         let bytes: [u8; 16] = payload.get(at..at + 16)?.try_into().ok()?;
-        Some(self.table.value(IpAddr::V6(Ipv6Addr::from(bytes))))
+        Some(table.value(IpAddr::V6(Ipv6Addr::from(bytes))))
     }
 }
 
@@ -403,7 +402,6 @@ impl SourceColumns {
             family,
             v4: v4.clone(),
             v6,
-            table: table.clone(),
         });
         column.kind = Kind::Addr(table.clone());
         // An index over the IPv4 field knows nothing of IPv6 addresses.
@@ -441,7 +439,11 @@ impl Column {
         match &self.read {
             Read::Time => i64::try_from(time).ok(),
             Read::Field(field) => field.read(payload),
-            Read::Addr(fields) => fields.value(payload),
+            Read::Addr(fields) => match &self.kind {
+                Kind::Addr(table) => fields.value(payload, table),
+                // Shown another way (`set_kind`): IPv4 addresses only.
+                _ => fields.v4.read(payload),
+            },
             Read::Bytes(_) => None,
         }
     }
