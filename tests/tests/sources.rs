@@ -507,14 +507,7 @@ fn net_records_exact_packets_on_a_veth_and_leaves_nothing_behind() {
         "weft removed the clsact qdisc it added"
     );
 
-    let udp_rows = query(
-        &dir,
-        &format!(
-            r#"net where proto = "udp" and dport = {udp_port} | count, min(payload), max(payload) by dir, saddr, daddr"#
-        ),
-    );
-    assert_eq!(udp_rows.len(), 1, "{udp_rows:?}");
-    let row = &udp_rows[0];
+    let row = udp_datagrams(&dir, udp_port, datagrams, datagram_size);
     assert_eq!(
         (
             row["dir"].as_str(),
@@ -522,12 +515,6 @@ fn net_records_exact_packets_on_a_veth_and_leaves_nothing_behind() {
             row["daddr"].as_str()
         ),
         (Some("egress"), Some(Veth::HOST), Some(Veth::PEER)),
-        "{row}"
-    );
-    assert_eq!(row["count"], datagrams, "{row}");
-    assert_eq!(
-        (row["min(payload)"].as_u64(), row["max(payload)"].as_u64()),
-        (Some(datagram_size as u64), Some(datagram_size as u64)),
         "{row}"
     );
 
@@ -631,22 +618,37 @@ fn net_attaches_to_an_interface_that_comes_up_later() {
     let finished = running.stop();
     assert!(finished.status.success(), "{}", finished.stderr);
     drop(veth);
-    let rows = query(
-        &dir,
-        &format!(
-            r#"net where proto = "udp" and dport = {port} | count, min(payload), max(payload) by dir, daddr"#
-        ),
-    );
-    assert_eq!(rows.len(), 1, "{rows:?}");
-    let row = &rows[0];
+    let row = udp_datagrams(&dir, port, datagrams, size);
     assert_eq!(
         (row["dir"].as_str(), row["daddr"].as_str()),
         (Some("egress"), Some(Veth::PEER)),
         "{row}"
     );
+}
+
+/// The one group of UDP datagrams to `port` (by direction and addresses):
+/// exactly `datagrams` of them, each with `size` payload bytes.
+fn udp_datagrams(
+    dir: &std::path::Path,
+    port: u16,
+    datagrams: u64,
+    size: usize,
+) -> serde_json::Value {
+    let rows = query(
+        dir,
+        &format!(
+            r#"net where proto = "udp" and dport = {port} | count, min(payload), max(payload) by dir, saddr, daddr"#
+        ),
+    );
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let row = rows[0].clone();
     assert_eq!(row["count"], datagrams, "{row}");
-    assert_eq!(row["min(payload)"].as_u64(), Some(size as u64), "{row}");
-    assert_eq!(row["max(payload)"].as_u64(), Some(size as u64), "{row}");
+    assert_eq!(
+        (row["min(payload)"].as_u64(), row["max(payload)"].as_u64()),
+        (Some(size as u64), Some(size as u64)),
+        "{row}"
+    );
+    row
 }
 
 /// IPv6 packets show their addresses (`::1`), `--addr` filters them in
