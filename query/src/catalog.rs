@@ -39,6 +39,12 @@ pub struct SourceColumns {
     /// A duration column that, ending at a record's time, gives the span
     /// `during` correlates with.
     pub span: Option<String>,
+    /// How long after its own time a record may arrive, where that is
+    /// longer than the live sources' drain (records decoded after the
+    /// fact, like PT calls). Windows and correlations then select the
+    /// source's records by their own time, reading this much further in
+    /// arrival time, and never from chunk summaries (which are by arrival).
+    pub late: Option<u64>,
 }
 
 /// A column of a source.
@@ -279,6 +285,7 @@ impl Catalog {
                     name: source.name.clone(),
                     columns,
                     span: None,
+                    late: None,
                 }
             })
             .collect();

@@ -175,7 +175,12 @@ impl Near {
             .iter()
             .map(|c| source.columns[*c].value(time, payload).unwrap_or(i64::MIN))
             .collect();
-        let at = if self.by_arrival { arrival } else { time };
+        // A late source's records are placed by their own time.
+        let at = if self.by_arrival && source.late.is_none() {
+            arrival
+        } else {
+            time
+        };
         self.by_key.get(&key).is_some_and(|spans| within(spans, at))
     }
 }
@@ -219,6 +224,13 @@ impl<'a> Engine<'a> {
     fn select(&mut self, q: &Query, extreme: bool) -> Result<Selection<'a>> {
         let source = self.source(&q.source)?;
         let window = self.window(q.window.as_ref(), &q.source)?;
+        if let Some(late) = source.late {
+            self.plan.push(format!(
+                "`{}`: records arrive up to {} after their own time, which selects them",
+                source.name,
+                duration(late as f64)
+            ));
+        }
         let near = q
             .correlate
             .as_ref()
@@ -435,6 +447,7 @@ impl<'a> Engine<'a> {
     ) -> Result<Option<i64>> {
         let col = &source.columns[column];
         let summarized = match &pred {
+            _ if source.late.is_some() => None,
             None => col.index.map(|index| (index, None)),
             Some(pred) => part_for(source, column, pred).map(|(index, part)| (index, Some(part))),
         };
@@ -556,8 +569,12 @@ impl<'a> Engine<'a> {
         near: Option<&Near>,
         visit: &mut dyn FnMut(u64, u64, &[u8]),
     ) -> Result<()> {
+        let late = source.late;
         let mut each = |record: Record| {
             let time = record.producer_ts.unwrap_or(record.ts);
+            if late.is_some() && !window.contains(&time) {
+                return;
+            }
             let payload = &record.payload;
             let passes = scan
                 .pred
@@ -568,15 +585,18 @@ impl<'a> Engine<'a> {
                 visit(time, record.ts, payload);
             }
         };
+        // A late source's records of the window arrive up to `late` after it.
+        let late = late.unwrap_or(0);
+        let reach = window.end().saturating_add(late);
         // Near anchors, only the spans around them are read.
         let spans: Vec<RangeInclusive<u64>> = match near {
-            None => vec![window.clone()],
+            None => vec![*window.start()..=reach],
             Some(near) => near
                 .all
                 .iter()
                 .map(|(lo, hi)| {
                     let slack = if near.by_arrival { 0 } else { ARRIVAL_SLACK };
-                    (*lo).max(*window.start())..=hi.saturating_add(slack).min(*window.end())
+                    (*lo).max(*window.start())..=hi.saturating_add(slack.max(late)).min(reach)
                 })
                 .filter(|r| !r.is_empty())
                 .collect(),
@@ -717,7 +737,12 @@ impl<'a> Engine<'a> {
             let interval = match (c.kind, span_of) {
                 (Nearness::Around(w), _) => {
                     let w = w.unsigned_abs();
-                    (hit.arrival.saturating_sub(w), hit.arrival.saturating_add(w))
+                    let at = if source.late.is_some() {
+                        hit.time
+                    } else {
+                        hit.arrival
+                    };
+                    (at.saturating_sub(w), at.saturating_add(w))
                 }
                 (Nearness::During, Some(col)) => {
                     let d = source.columns[col]
@@ -821,7 +846,11 @@ impl<'a> Engine<'a> {
             }
             other => (window, other),
         };
-        let whole = near.is_none() && by.is_empty() && every.is_none() && !self.catalog.full_scan;
+        let whole = near.is_none()
+            && by.is_empty()
+            && every.is_none()
+            && source.late.is_none()
+            && !self.catalog.full_scan;
         if let Some(picks) = whole
             .then(|| summary_picks(source, pred.as_ref(), &specs))
             .flatten()

@@ -513,3 +513,100 @@ fn answers_name_errors_point_at_the_name() {
         }
     }
 }
+
+/// Syscalls as they arrive, then PT-like calls decoded 6 s after their own
+/// time: windows and correlations must place the calls by their own time.
+#[test]
+fn answers_place_a_late_source_by_its_own_time() {
+    const MS: u64 = 1_000_000;
+    let dir = TempDir(std::env::temp_dir().join(format!("weft-query-late-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    let mut store = Store::open(&dir.0, &Config::default()).unwrap();
+    let syscalls = store.define_source("syscalls", fields()).unwrap();
+    let call_fields = vec![
+        Field::new("dur", 0, FieldKind::U64),
+        Field::new("tid", 8, FieldKind::U32),
+        Field::new("depth", 12, FieldKind::U32),
+    ];
+    let calls = store.define_source("calls", call_fields).unwrap();
+    // A syscall a ms, its own time 300 ns before it arrives; a 50 ms
+    // nanosleep ends at 500 ms.
+    for i in 0..1000u64 {
+        let (dur, nr) = if i == 500 {
+            (50 * MS, 35u32)
+        } else {
+            (1000, 0)
+        };
+        let mut payload = dur.to_le_bytes().to_vec();
+        payload.extend_from_slice(&nr.to_le_bytes());
+        payload.extend_from_slice(&100u32.to_le_bytes());
+        store
+            .append_at(syscalls, BASE + i * MS, Some(BASE + i * MS - 300), &payload)
+            .unwrap();
+    }
+    // A 2 ms call ending every 10 ms, at 5, 15, ... 995 ms; the one at
+    // 505 ms is 3 deep. All arrive 6 s on.
+    for k in 0..100u64 {
+        let mut payload = (2 * MS).to_le_bytes().to_vec();
+        payload.extend_from_slice(&(100 + k as u32 % 2).to_le_bytes());
+        payload.extend_from_slice(&(if k == 50 { 3u32 } else { 1 }).to_le_bytes());
+        let time = BASE + k * 10 * MS + 5 * MS;
+        store
+            .append_at(calls, BASE + 6_000 * MS + k, Some(time), &payload)
+            .unwrap();
+    }
+    store.publish();
+    let snapshot = store.snapshot();
+    let mut catalog = Catalog::from_meta(snapshot.meta());
+    catalog.source_mut("calls").unwrap().span = Some("dur".into());
+    catalog.source_mut("calls").unwrap().late = Some(10_000 * MS);
+    catalog.source_mut("syscalls").unwrap().span = Some("duration_ns".into());
+    let f = Fixture {
+        records: Vec::new(),
+        snapshot,
+        catalog,
+        _store: store,
+        _dir: dir,
+    };
+    let window = format!("[{}, {}]", BASE + 200 * MS, BASE + 400 * MS);
+    // Calls ending at 205 .. 395 ms.
+    assert_eq!(one(&f, &format!("calls | count {window}")), [Cell::Int(20)]);
+    assert_eq!(
+        one(&f, &format!("calls where tid = 101 | count {window}")),
+        [Cell::Int(10)]
+    );
+    let answer = ask(&f, &format!("calls | count {window}"));
+    assert!(
+        answer.plan.iter().any(|l| l.contains("up to 10.0s after")),
+        "{:?}",
+        answer.plan
+    );
+    // The calls that end during the sleep (450 .. 500 ms): 455 .. 495.
+    assert_eq!(
+        one(&f, "calls during (syscalls where nr = 35) | count"),
+        [Cell::Int(5)]
+    );
+    // Around the sleep's end (arriving at 500 ms): the calls ending at
+    // 495 and 505 ms.
+    assert_eq!(
+        one(
+            &f,
+            "calls around (syscalls where nr = 35) within 6ms | count"
+        ),
+        [Cell::Int(2)]
+    );
+    // The syscalls within 1 ms of the deep call's end (505 ms), and those
+    // during it (503 .. 505 ms, by their own time).
+    assert_eq!(
+        one(
+            &f,
+            "syscalls around (calls where depth = 3) within 1ms | count"
+        ),
+        [Cell::Int(3)]
+    );
+    assert_eq!(
+        one(&f, "syscalls during (calls where depth = 3) | count"),
+        [Cell::Int(2)]
+    );
+    assert_eq!(one(&f, "calls | p50(dur)"), [Cell::Int(2 * MS as i64)]);
+}
