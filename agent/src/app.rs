@@ -280,7 +280,14 @@ fn record(
 /// Whether weft itself names a source `name` (or lets queries call one
 /// so): applications may not take it.
 pub fn is_weft_source(name: &str) -> bool {
-    [capture::SYSCALLS, tasks::TASKS, crate::trigger::TRIGGERS].contains(&name)
+    [
+        capture::SYSCALLS,
+        tasks::TASKS,
+        crate::trigger::TRIGGERS,
+        crate::pt_calls::CALLS,
+        crate::pt_calls::SYMBOLS,
+    ]
+    .contains(&name)
         || sources::ALL
             .iter()
             .any(|spec| spec.name == name || spec.aliases.contains(&name))

@@ -173,6 +173,10 @@ pub fn catalog(
             }
         }
     }
+    crate::pt_calls::describe(&mut catalog, snapshot)?;
+    if let (Some(calls), Some(threads)) = (catalog.source_mut(crate::pt_calls::CALLS), &threads) {
+        calls.view("tid", "comm", Kind::Named(threads.clone()));
+    }
     if let Some(log) = catalog.source_mut(crate::trigger::TRIGGERS) {
         log.set_kind("start", Kind::Time);
         log.set_kind("end", Kind::Time);

@@ -118,13 +118,28 @@ pub enum PtCommand {
     Calls(PtCallsArgs),
 
     /// Capture Intel PT of a process (needs PT hardware; on a CPU or VM
-    /// without it, says so and exits 3).
+    /// without it, says so and exits 3). When `weft record` runs, the
+    /// capture's calls are stored in its recording, as `weft pt import`
+    /// does.
     Record(PtRecordArgs),
+
+    /// Decode a `weft pt record` capture and store its calls in the
+    /// recording `weft record` is making, as the `calls` source: queries
+    /// and the UI's timeline then show them beside the syscalls of the
+    /// same instant. Calls more than 10 minutes old are not stored.
+    Import(PtImportArgs),
 
     /// What a perf.data file of `perf record -e intel_pt//` holds: the PT
     /// configuration, each AUX queue (a CPU's or a thread's trace) and the
     /// sideband (mappings, thread names, context switches).
     Perf(PtPerfArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PtImportArgs {
+    /// The capture directory `weft pt record` wrote.
+    #[arg(value_name = "DIR")]
+    pub capture: std::path::PathBuf,
 }
 
 #[derive(Debug, Args)]

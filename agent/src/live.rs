@@ -10,20 +10,24 @@
 //! ```
 //!
 //! `weft trigger` asks for a manual trigger the same way:
-//! `{"trigger": true, "note": "TEXT", "dir": "DIR or null"}`.
+//! `{"trigger": true, "note": "TEXT", "dir": "DIR or null"}`; `weft pt
+//! import` has a PT capture's calls decoded and stored:
+//! `{"pt_capture": "DIR"}`, answered `{"ok": true, "calls": N, "late": N,
+//! "errors": N}` once they are stored.
 
 use std::{
     io::{BufRead as _, BufReader, Read as _, Write as _},
     os::unix::net::UnixStream,
     path::{Path, PathBuf},
-    sync::mpsc::SyncSender,
+    sync::mpsc::{Sender, SyncSender},
+    time::Duration,
 };
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 use weft_store::Reader;
 
-use crate::{cli::OutputFormat, query, socket};
+use crate::{cli::OutputFormat, pt_calls, query, socket};
 
 /// Where the recorder listens.
 pub const SOCKET: &str = "/run/weft/query.sock";
@@ -35,6 +39,7 @@ pub fn serve(
     reader: Reader,
     dir: PathBuf,
     triggers: SyncSender<String>,
+    calls: Sender<pt_calls::Decoded>,
 ) -> Result<Option<socket::Bound>> {
     let Some((listener, bound)) = socket::bind(Path::new(SOCKET), None)? else {
         eprintln!("weft: another weft serves live queries at {SOCKET}; this one will not");
@@ -45,7 +50,7 @@ pub fn serve(
         .spawn(move || {
             for stream in listener.incoming().flatten() {
                 // One bad client must not stop the others.
-                let _ = handle(&stream, &reader, &dir, &triggers);
+                let _ = handle(&stream, &reader, &dir, (&triggers, &calls));
             }
         })
         .context("failed to start the live query thread")?;
@@ -56,13 +61,19 @@ fn handle(
     stream: &UnixStream,
     reader: &Reader,
     dir: &Path,
-    triggers: &SyncSender<String>,
+    (triggers, calls): (&SyncSender<String>, &Sender<pt_calls::Decoded>),
 ) -> Result<()> {
     let mut line = String::new();
     BufReader::new(stream).read_line(&mut line)?;
     let request: Value = serde_json::from_str(&line)?;
     if request["trigger"] == true {
         return answer_trigger(stream, &request, dir, triggers);
+    }
+    if let Some(capture) = request["pt_capture"].as_str() {
+        let reply = store_capture(Path::new(capture), calls);
+        let reply = reply.unwrap_or_else(|error| json!({ "error": format!("{error:#}") }));
+        writeln!(&mut &*stream, "{reply}")?;
+        return Ok(());
     }
     let text = request["query"].as_str().unwrap_or_default();
     let format = request["format"]
@@ -104,6 +115,42 @@ fn answer_trigger(
     Ok(())
 }
 
+/// Decodes a PT capture and has the recorder store its calls.
+fn store_capture(capture: &Path, calls: &Sender<pt_calls::Decoded>) -> Result<Value> {
+    let (done, stored) = std::sync::mpsc::channel();
+    let decoded = pt_calls::Decoded {
+        done: Some(done),
+        ..pt_calls::decode(capture)?
+    };
+    let errors = decoded.errors;
+    calls
+        .send(decoded)
+        .ok()
+        .context("the recorder has stopped")?;
+    // The recorder stores them at its next tick, a second at most.
+    let stored = stored
+        .recv_timeout(Duration::from_secs(10))
+        .ok()
+        .context("the recorder did not store the calls")?;
+    Ok(json!({ "ok": true, "calls": stored.stored, "late": stored.late, "errors": errors }))
+}
+
+/// Has the running recorder decode and store the calls of the PT capture
+/// in `capture`; says what it stored.
+pub fn import(capture: &Path) -> Result<String> {
+    let capture = capture
+        .canonicalize()
+        .with_context(|| format!("no capture at {}", capture.display()))?;
+    let (reply, _) = send("store calls", &json!({ "pt_capture": capture }))?;
+    Ok(format!(
+        "{} calls of {} stored ({} too late, {} decoding error(s))",
+        reply["calls"],
+        capture.display(),
+        reply["late"],
+        reply["errors"]
+    ))
+}
+
 fn same_file(a: &Path, b: &Path) -> bool {
     match (a.canonicalize(), b.canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
@@ -130,14 +177,14 @@ pub fn trigger(dir: Option<&Path>, note: &str) -> Result<()> {
 pub fn ask(query: &str, format: OutputFormat, full_scan: bool) -> Result<String> {
     let request = json!({ "query": query, "format": format.name(), "full_scan": full_scan });
     let mut answer = String::new();
-    send("ask", &request)?.read_to_string(&mut answer)?;
+    send("ask", &request)?.1.read_to_string(&mut answer)?;
     Ok(answer)
 }
 
 /// Sends one request line to the running recorder and reads its status
-/// line; returns the rest of the reply. `what` names the request in the
-/// error when no recorder listens.
-fn send(what: &str, request: &Value) -> Result<BufReader<UnixStream>> {
+/// line; returns it and the rest of the reply. `what` names the request in
+/// the error when no recorder listens.
+fn send(what: &str, request: &Value) -> Result<(Value, BufReader<UnixStream>)> {
     let mut stream = UnixStream::connect(SOCKET).with_context(|| {
         format!("no live weft to {what} at {SOCKET} (start `weft record`; the socket needs root)")
     })?;
@@ -149,5 +196,5 @@ fn send(what: &str, request: &Value) -> Result<BufReader<UnixStream>> {
     if let Some(error) = status["error"].as_str() {
         bail!("{error}");
     }
-    Ok(reader)
+    Ok((status, reader))
 }

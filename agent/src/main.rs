@@ -14,6 +14,7 @@ mod extract;
 mod info;
 mod live;
 mod pt;
+mod pt_calls;
 mod pt_record;
 mod pt_sideband;
 mod pt_threads;

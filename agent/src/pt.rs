@@ -23,6 +23,10 @@ pub fn run(command: &PtCommand) -> anyhow::Result<ExitCode> {
         PtCommand::Flow(args) => flow(args),
         PtCommand::Calls(args) => calls(args),
         PtCommand::Record(args) => crate::pt_record::record(args),
+        PtCommand::Import(args) => {
+            eprintln!("weft: {}", crate::live::import(&args.capture)?);
+            Ok(ExitCode::SUCCESS)
+        }
         PtCommand::Perf(args) => perf(args),
     }
 }
@@ -93,32 +97,24 @@ fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
         input.title(&mut out)?;
         let (trace, image) = (input.trace, input.image);
         let clocks = input.clocks(args.clocks.clocks());
-        let mut flow = Flow::new(trace, image, errata)
-            .with_clocks(clocks)
-            .with_filter(args.flow.addr_filter.clone());
         // Times in ns where the recording says how TSC maps to time.
         let ns = |call: Call| match input.clock {
             Some(clock) => call.with_clock(|tsc| clock.ns(tsc)),
             None => call,
         };
-        let unit = input.clock.map(|_| "ns");
         if let Some(threads) = input.threads {
-            let code_at = |tsc| threads.code_at(tsc);
-            let mut flow = flow.with_code_at(&code_at);
-            let mut router = Router::default();
-            let errors = walk(&mut flow, &mut |step| {
-                router.step(threads, step, &mut |thread, step| {
-                    stretches.push(cpu, thread, step);
-                });
-                Ok(())
-            })?;
-            cpu += 1;
-            if input.last {
-                let all = std::mem::take(&mut stretches);
-                thread_sections(all, threads, &input, args.summary, &ns, &mut out)?;
-            }
-            return Ok(errors);
+            let mut section = |pid, tid, image: &Image, made: Vec<Call>| {
+                writeln!(out, "{}", thread_title(input.comms, pid, tid))?;
+                thread_section(image, &made, input.clock, args.summary, &mut out)
+            };
+            let how = (errata, clocks, args.flow.addr_filter.clone());
+            let ends = (&mut stretches, &mut cpu);
+            return by_thread(how, &input, threads, ends, &ns, &mut section);
         }
+        let mut flow = Flow::new(trace, image, errata)
+            .with_clocks(clocks)
+            .with_filter(args.flow.addr_filter.clone());
+        let unit = input.clock.map(|_| "ns");
         let mut calls = Calls::new(image);
         if args.summary {
             let mut profile = Profile::default();
@@ -160,39 +156,113 @@ fn listing<'a>(
     })
 }
 
-/// Each thread of `stretches`, titled, with its own call stack and its
-/// process's symbols: a call listing, or with `summary` a profile.
-fn thread_sections(
-    stretches: Stretches,
-    threads: &Threads,
+/// What a thread's calls are called with: its process, its thread, its
+/// process's code and its calls.
+type ThreadCalls<'a> = dyn FnMut(i32, i32, &Image, Vec<Call>) -> std::io::Result<()> + 'a;
+
+/// Routes the steps of `input`, one CPU's trace, to the threads that ran
+/// them (`stretches`, with `cpu` the number of traces routed so far); after
+/// the last, hands `out` each thread's calls, each thread with its own
+/// call stack. Returns the decoding errors met.
+fn by_thread(
+    (errata, clocks, filter): (Errata, Clocks, Vec<(u64, u64)>),
     input: &Input,
-    summary_only: bool,
+    threads: &Threads,
+    (stretches, cpu): (&mut Stretches, &mut usize),
     ns: &dyn Fn(Call) -> Call,
-    out: &mut dyn Write,
-) -> std::io::Result<()> {
-    for ((pid, tid), steps) in stretches.threads() {
+    out: &mut ThreadCalls,
+) -> anyhow::Result<usize> {
+    let code_at = |tsc| threads.code_at(tsc);
+    let mut flow = Flow::new(input.trace, input.image, errata)
+        .with_clocks(clocks)
+        .with_filter(filter)
+        .with_code_at(&code_at);
+    let mut router = Router::default();
+    let errors = walk(&mut flow, &mut |step| {
+        router.step(threads, step, &mut |thread, step| {
+            stretches.push(*cpu, thread, step);
+        });
+        Ok(())
+    })?;
+    *cpu += 1;
+    if !input.last {
+        return Ok(errors);
+    }
+    for ((pid, tid), steps) in std::mem::take(stretches).threads() {
         let image = threads.image(pid);
         let mut calls = Calls::new(image);
         let mut made = Vec::new();
         for step in &steps {
             calls.step(step, &mut |call| made.push(ns(call)));
         }
-        writeln!(out, "{}", thread_title(input.comms, pid, tid))?;
-        if summary_only {
-            let mut profile = Profile::default();
-            for call in &made {
-                profile.add(call);
-            }
-            summary(image, &profile, input.clock.map(|_| "ns"), out)?;
-        } else {
-            let mut listing = listing(image, out, input.clock)?;
-            for call in &made {
-                listing.line(call)?;
-            }
-            listing.flush()?;
-        }
+        out(pid, tid, image, made)?;
     }
-    Ok(())
+    Ok(errors)
+}
+
+/// One thread's calls: a call listing, or with `summary_only` a profile.
+fn thread_section(
+    image: &Image,
+    made: &[Call],
+    clock: Option<Clock>,
+    summary_only: bool,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    if summary_only {
+        let mut profile = Profile::default();
+        for call in made {
+            profile.add(call);
+        }
+        return summary(image, &profile, clock.map(|_| "ns"), out);
+    }
+    let mut listing = listing(image, out, clock)?;
+    for call in made {
+        listing.line(call)?;
+    }
+    listing.flush()
+}
+
+/// Decodes the `weft pt record` capture in `dir` into calls timed in
+/// `CLOCK_MONOTONIC` ns, as `weft record` stores them: `out` gets each
+/// thread's process, thread (0 where the capture has no context switches
+/// to tell), code and calls. Returns the decoding errors met.
+pub fn capture_calls(dir: &std::path::Path, out: &mut ThreadCalls) -> anyhow::Result<usize> {
+    let args = PtFlowArgs {
+        trace: dir.to_owned(),
+        image: Vec::new(),
+        maps: None,
+        cpu: None,
+        addr_filter: Vec::new(),
+        perf: false,
+        pid: None,
+    };
+    let (mut stretches, mut cpu) = (Stretches::default(), 0);
+    each_cpu(&args, &mut |input| {
+        let Some(clock) = input.clock else {
+            anyhow::bail!(
+                "{}: the capture has no clock readings: its calls cannot be placed in time",
+                dir.display()
+            );
+        };
+        let ns = |call: Call| call.with_clock(|tsc| clock.ns(tsc));
+        let clocks = input.clocks(Clocks::default());
+        if let Some(threads) = input.threads {
+            let how = (Errata::default(), clocks, Vec::new());
+            let ends = (&mut stretches, &mut cpu);
+            return by_thread(how, &input, threads, ends, &ns, out);
+        }
+        // One process's trace without the switches: its threads are not
+        // told apart.
+        let mut flow = Flow::new(input.trace, input.image, Errata::default()).with_clocks(clocks);
+        let mut calls = Calls::new(input.image);
+        let mut made = Vec::new();
+        let errors = walk(&mut flow, &mut |step| {
+            calls.step(&step, &mut |call| made.push(ns(call)));
+            Ok(())
+        })?;
+        out(input.process.unwrap_or_default(), 0, input.image, made)?;
+        Ok(errors)
+    })
 }
 
 /// `[thread TID (COMM), process PID]`.
@@ -219,6 +289,8 @@ struct Input<'a> {
     /// The recording's last trace (per-CPU traces of threads are put
     /// together after it).
     last: bool,
+    /// The process a capture directory traced, when one.
+    process: Option<i32>,
 }
 
 /// How a recording's TSC becomes ns.
@@ -286,6 +358,7 @@ fn each_input(
             threads: None,
             comms: None,
             last: true,
+            process: None,
         });
     }
     let name = args.trace.display();
@@ -355,6 +428,7 @@ fn each_input(
             threads: threads.as_ref(),
             comms: Some(&comms),
             last: i + 1 == count,
+            process: None,
         })?;
     }
     Ok(errors)
@@ -413,6 +487,7 @@ fn each_cpu(
             threads: threads.as_ref(),
             comms: Some(&saved.threads),
             last: Some(cpu) == saved.traces.last().map(|(c, _)| c),
+            process: saved.pid,
         })?;
     }
     Ok(errors)
@@ -623,6 +698,7 @@ mod tests {
             threads: None,
             comms: None,
             last: true,
+            process: None,
         };
         let filled = input.clocks(Clocks::default());
         assert_eq!(

@@ -33,6 +33,13 @@ pub fn record(args: &PtRecordArgs) -> anyhow::Result<ExitCode> {
         other => other?,
     };
     take(&caps, args)?;
+    // A recording that runs stores the capture's calls.
+    if Path::new(crate::live::SOCKET).exists() {
+        match crate::live::import(&args.output) {
+            Ok(stored) => eprintln!("weft: {stored}"),
+            Err(error) => eprintln!("weft: the calls are not in the live recording: {error:#}"),
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -21,7 +21,7 @@ use crate::{
     cli::RecordArgs,
     ebpf,
     events::{self, EventProbe},
-    live, resolve,
+    live, pt_calls, resolve,
     session::{self, Accounting, Consumer, Outcome, Probes, Session},
     sources::{self, Layout, STORED_FROM, Spec},
     syscall::{Options, SyscallProbe},
@@ -60,10 +60,13 @@ pub fn record(args: &RecordArgs, live: Option<Live>) -> Result<ExitCode> {
     }
     let tasks = TaskNames::define(&mut store)?;
     let policy = trigger_policy(&args.output.triggers);
+    // Decoded PT captures, from trigger actions and the live socket.
+    let (calls_sender, decoded) = std::sync::mpsc::channel();
     let actions = trigger::Actions {
         dir: dir.clone(),
         command: args.output.triggers.on_trigger.clone(),
         pt: (args.output.triggers.pt_on_trigger).filter(|_| crate::pt_record::on_trigger()),
+        calls: Some(calls_sender.clone()),
     };
     let triggers = Triggers::new(
         &store,
@@ -78,10 +81,11 @@ pub fn record(args: &RecordArgs, live: Option<Live>) -> Result<ExitCode> {
         let _ = live.ready.send(store.reader());
     }
     // Warn and record on: a capture without live queries beats none.
-    let _live = live::serve(store.reader(), dir.clone(), manual).unwrap_or_else(|error| {
-        eprintln!("weft: live queries unavailable: {error:#}");
-        None
-    });
+    let _live =
+        live::serve(store.reader(), dir.clone(), manual, calls_sender).unwrap_or_else(|error| {
+            eprintln!("weft: live queries unavailable: {error:#}");
+            None
+        });
     let described = describe(&probes, &options);
     let names: Vec<&str> = described.keys().map(String::as_str).collect();
     let session = Session {
@@ -105,6 +109,9 @@ pub fn record(args: &RecordArgs, live: Option<Live>) -> Result<ExitCode> {
         metadata,
         triggers,
         manual_notes,
+        calls: None,
+        decoded,
+        call_totals: CallTotals::default(),
         lag: (0, 0),
         error: None,
         status: live.is_none() && std::io::stderr().is_terminal(),
@@ -149,7 +156,15 @@ fn load_probes(args: &RecordArgs, chosen: &Chosen, options: &Options) -> Result<
 
 /// Closes the store, completes `weft.json` and reports what was recorded
 /// and lost.
-fn finish(recorder: Recorder, session_index: usize, outcome: &Outcome) -> Result<ExitCode> {
+fn finish(mut recorder: Recorder, session_index: usize, outcome: &Outcome) -> Result<ExitCode> {
+    // PT captures under way end, and their calls are stored.
+    recorder.triggers.join_captures();
+    let pending: Vec<_> = recorder.decoded.try_iter().collect();
+    for decoded in &pending {
+        if let Err(error) = recorder.store_calls(decoded) {
+            recorder.error.get_or_insert(error);
+        }
+    }
     let Recorder {
         store,
         error,
@@ -157,6 +172,7 @@ fn finish(recorder: Recorder, session_index: usize, outcome: &Outcome) -> Result
         dir,
         lag,
         triggers,
+        call_totals,
         ..
     } = recorder;
     let closed = store.close().context("failed to finish the capture");
@@ -166,6 +182,9 @@ fn finish(recorder: Recorder, session_index: usize, outcome: &Outcome) -> Result
     entry["lost"] = losses_json(accounting);
     entry["max_drain_lag_ns"] = json!(lag.1);
     entry["triggers"] = triggers.to_json();
+    if call_totals.captures > 0 {
+        entry["lost"][pt_calls::CALLS] = call_totals.to_json();
+    }
     entry["complete"] = json!(error.is_none() && closed.is_ok());
     capture::write_metadata(&dir, &metadata)?;
     if let Some(error) = error {
@@ -181,6 +200,9 @@ fn finish(recorder: Recorder, session_index: usize, outcome: &Outcome) -> Result
     );
     for line in loss_lines(accounting) {
         eprintln!("weft:   {line}");
+    }
+    if call_totals.captures > 0 {
+        eprintln!("weft:   {}", call_totals.line());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -379,6 +401,11 @@ struct Recorder {
     triggers: Triggers,
     /// Manual triggers asked through the live socket, with their notes.
     manual_notes: std::sync::mpsc::Receiver<String>,
+    /// The `calls` source, once a PT capture has been decoded.
+    calls: Option<pt_calls::CallLog>,
+    /// Decoded PT captures waiting to be stored.
+    decoded: std::sync::mpsc::Receiver<pt_calls::Decoded>,
+    call_totals: CallTotals,
     /// Where a terminal UI reads the counters, when one runs.
     health: Option<Arc<Mutex<weft_tui::Health>>>,
     start: Instant,
@@ -467,6 +494,9 @@ impl Consumer for Recorder {
             self.triggers.manual(&mut self.store, Some(note))?;
         }
         self.triggers.tick(&mut self.store)?;
+        while let Ok(decoded) = self.decoded.try_recv() {
+            self.store_calls(&decoded)?;
+        }
         self.store.publish();
         if self.status {
             self.draw_status(accounting);
@@ -480,7 +510,62 @@ impl Consumer for Recorder {
     }
 }
 
+/// The PT captures whose calls a session stored.
+#[derive(Debug, Default)]
+struct CallTotals {
+    captures: u64,
+    stored: u64,
+    late: u64,
+    decoding_errors: u64,
+}
+
+impl CallTotals {
+    fn to_json(&self) -> Value {
+        // Late calls are the source's losses.
+        json!({
+            "captures": self.captures,
+            "received": self.stored,
+            "lost": self.late,
+            "decoding_errors": self.decoding_errors,
+        })
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "calls: {} from {} PT capture(s), {} too late to store, {} decoding error(s)",
+            self.stored, self.captures, self.late, self.decoding_errors
+        )
+    }
+}
+
 impl Recorder {
+    /// Stores the calls of a decoded PT capture.
+    fn store_calls(&mut self, decoded: &pt_calls::Decoded) -> Result<()> {
+        let log = match &mut self.calls {
+            Some(log) => log,
+            None => self
+                .calls
+                .insert(pt_calls::CallLog::define(&mut self.store)?),
+        };
+        let done = log.append(&mut self.store, weft_store::now_ns(), &decoded.calls)?;
+        if let Some(waiting) = &decoded.done {
+            let _ = waiting.send(done);
+        }
+        let totals = &mut self.call_totals;
+        totals.captures += 1;
+        totals.stored += done.stored;
+        totals.late += done.late;
+        totals.decoding_errors += decoded.errors as u64;
+        eprintln!(
+            "weft: {} calls of {} stored ({} too late, {} decoding error(s))",
+            done.stored,
+            decoded.dir.display(),
+            done.late,
+            decoded.errors
+        );
+        Ok(())
+    }
+
     /// Appends a record that arrived `now` and tests it against the
     /// triggers.
     fn store_record(
@@ -537,6 +622,13 @@ impl Recorder {
                 name: APP.into(),
                 received: app.received,
                 lost: 0,
+            });
+        }
+        if self.call_totals.captures > 0 {
+            sources.push(SourceHealth {
+                name: pt_calls::CALLS.into(),
+                received: self.call_totals.stored,
+                lost: self.call_totals.late,
             });
         }
         weft_tui::Health {

@@ -283,8 +283,14 @@ impl Triggers {
         }
         if let Some(duration) = self.actions.pt {
             self.captures.retain(|c| !c.is_finished());
-            self.captures
-                .extend(capture_pt(&self.actions.dir, id, time, pid, duration));
+            let calls = self.actions.calls.clone();
+            self.captures.extend(capture_pt(
+                &self.actions.dir,
+                (id, time),
+                pid,
+                duration,
+                calls,
+            ));
         }
         Ok(())
     }
@@ -337,39 +343,60 @@ pub struct Actions {
     /// How long to capture Intel PT of the matching process
     /// (`--pt-on-trigger`), when this CPU has PT.
     pub pt: Option<std::time::Duration>,
+    /// Where a PT capture's decoded calls go, to be stored.
+    pub calls: Option<std::sync::mpsc::Sender<crate::pt_calls::Decoded>>,
 }
 
-impl Drop for Triggers {
-    fn drop(&mut self) {
+impl Triggers {
+    /// Waits for the PT captures under way (the watchdog bounds each).
+    pub fn join_captures(&mut self) {
         for capture in self.captures.drain(..) {
             let _ = capture.join();
         }
     }
 }
 
+impl Drop for Triggers {
+    fn drop(&mut self) {
+        self.join_captures();
+    }
+}
+
 /// Captures PT of process `pid` into `DIR/pt-ID-TIME`, on a thread of its
-/// own so that recording goes on meanwhile.
+/// own so that recording goes on meanwhile, and hands its decoded calls
+/// to `calls`.
 fn capture_pt(
     dir: &std::path::Path,
-    id: usize,
-    time: u64,
+    (id, time): (usize, u64),
     pid: Option<i64>,
     duration: std::time::Duration,
+    calls: Option<std::sync::mpsc::Sender<crate::pt_calls::Decoded>>,
 ) -> Option<std::thread::JoinHandle<()>> {
     let Some(pid) = pid.and_then(|p| u32::try_from(p).ok()) else {
         eprintln!("weft: trigger {id}: no PT capture: its record names no process");
         return None;
     };
     let output = dir.join(format!("pt-{id}-{time}"));
-    Some(std::thread::spawn(
-        move || match crate::pt_record::capture(pid, duration, &output) {
-            Ok(()) => eprintln!(
-                "weft: trigger {id}: PT of process {pid} in {}",
-                output.display()
-            ),
-            Err(error) => eprintln!("weft: trigger {id}: PT of process {pid} failed: {error:#}"),
-        },
-    ))
+    Some(std::thread::spawn(move || {
+        let decoded = crate::pt_record::capture(pid, duration, &output)
+            .inspect(|()| {
+                eprintln!(
+                    "weft: trigger {id}: PT of process {pid} in {}",
+                    output.display()
+                );
+            })
+            .and_then(|()| crate::pt_calls::decode(&output));
+        match (decoded, calls) {
+            (Ok(decoded), Some(calls)) => {
+                // The recorder may have stopped meanwhile: the capture stays on disk.
+                let _ = calls.send(decoded);
+            }
+            (Ok(_), None) => {}
+            (Err(error), _) => {
+                eprintln!("weft: trigger {id}: PT of process {pid} failed: {error:#}");
+            }
+        }
+    }))
 }
 
 /// One firing, as the hook sees it.

@@ -4,7 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use weft_tests::run_weft;
+use weft_tests::{Running, Workload, can_trace, capture_dir, query_rows, run_weft};
+
+const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 
 /// libipt's `loop-tnt` case, built in so the test also runs in the VMs.
 const TRACE: &[u8] = include_bytes!("../../pt/tests/libipt/loop-tnt/loop-tnt.pt");
@@ -371,6 +373,15 @@ fn calls_finds_a_relocated_program_and_its_symbols_through_its_maps() {
 /// trace `trace(page)` as CPU 3's, and clock readings of two TSC ticks a
 /// ns with TSC 1000 at 7 s. Returns the directory and the program's file.
 fn pt_capture(name: &str, trace: impl Fn(u64) -> Vec<u8>) -> (PathBuf, Scratch) {
+    pt_capture_at(name, [7_000_000_000, 7_000_001_000], trace)
+}
+
+/// [`pt_capture`] with TSC 1000 and 3000 read at `monotonic_ns`.
+fn pt_capture_at(
+    name: &str,
+    monotonic_ns: [u64; 2],
+    trace: impl Fn(u64) -> Vec<u8>,
+) -> (PathBuf, Scratch) {
     let page = 0x5555_5555_4000;
     let exe = Scratch::new(&format!("{name}.elf"), &calls_program());
     let dir = std::env::temp_dir().join(format!("weft-pt-{}-{name}", std::process::id()));
@@ -389,7 +400,7 @@ fn pt_capture(name: &str, trace: impl Fn(u64) -> Vec<u8>) -> (PathBuf, Scratch) 
         "cpus": [{"cpu": 3, "file": "cpu3.pt"}],
         "fields": {"tsc": 1},
         "cpuid_0x15": {"eax": 0, "ebx": 0},
-        "clock": {"tsc": [1000, 3000], "monotonic_ns": [7_000_000_000u64, 7_000_001_000u64]},
+        "clock": {"tsc": [1000, 3000], "monotonic_ns": monotonic_ns},
         "threads": {"4243": "worker"},
     });
     std::fs::write(dir.join("capture.json"), meta.to_string()).unwrap();
@@ -911,4 +922,118 @@ fn perf_packets(data: &Path) -> Vec<(u64, String)> {
             Some((offset, kind.to_lowercase()))
         })
         .collect()
+}
+
+/// The calls of a PT capture taken while `weft record` runs are stored in
+/// its recording as the `calls` source (`weft pt import`, which `weft pt
+/// record` and `--pt-on-trigger` do themselves where there is PT), placed
+/// by their own time though they arrive later: the syscall made during a
+/// call is found `during` it, and the calls that end around the syscall
+/// are found `around` it, live and in the recording. (No PT here: the
+/// capture is written as `weft pt record` writes one, its clock readings
+/// putting its calls around a real syscall.)
+#[test]
+fn imported_calls_line_up_with_the_syscalls_of_the_same_instant() {
+    const MS: u64 = 1_000_000;
+    if !can_trace("imported_calls_line_up_with_the_syscalls_of_the_same_instant") {
+        return;
+    }
+    let dir = capture_dir("pt-import");
+    let workload = Workload::spawn(WORKLOAD, &["getppid:1"]);
+    let pid = workload.pid().to_string();
+    let running = Running::start(
+        &["record", "-o", arg(&dir), "--pid", &pid],
+        "weft: recording",
+    );
+    workload.run_to_end();
+    let live = |query: &str| {
+        let (status, stdout, stderr) = run_weft(&["query", "--live", "--json", query]);
+        assert!(status.success(), "{query}: {stderr}");
+        let rows: Vec<serde_json::Value> = stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        rows
+    };
+    let getppid = r#"syscalls where name = "getppid""#;
+    let mut rows = Vec::new();
+    for _ in 0..50 {
+        rows = live(&format!("{getppid} | fields time"));
+        if !rows.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let t0 = rows[0]["time"].as_u64().unwrap();
+    // 1 ms a unit of the listing in `calls_of_a_capture_directory_...`:
+    // g from t0-100ms to t0+50ms in f until t0+100ms, then again 200 ms on.
+    let start = t0 - 100 * MS;
+    let (capture, _exe) = pt_capture_at("import", [start, start + 1000 * MS], |page| {
+        calls_trace(page + 0x78)
+    });
+    let (status, _, stderr) = run_weft(&["pt", "import", arg(&capture)]);
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains("4 calls of ")
+            && stderr.contains("stored (0 too late, 0 decoding error(s))"),
+        "{stderr}"
+    );
+    let calls = |rows: Vec<serde_json::Value>| -> Vec<(String, u64, u64, u64)> {
+        rows.iter()
+            .map(|r| {
+                let n = |k: &str| r[k].as_u64().unwrap_or_else(|| panic!("{k} in {r}"));
+                (
+                    r["func"].as_str().unwrap().to_owned(),
+                    n("time") - start,
+                    n("dur"),
+                    n("depth"),
+                )
+            })
+            .collect()
+    };
+    let all = [
+        ("g".to_owned(), 150 * MS, 150 * MS, 2),
+        ("f".to_owned(), 200 * MS, 200 * MS, 1),
+        ("g".to_owned(), 350 * MS, 150 * MS, 2),
+        ("f".to_owned(), 400 * MS, 200 * MS, 1),
+    ];
+    assert_eq!(calls(live("calls | fields time, func, dur, depth")), all);
+    assert_eq!(
+        live(r#"syscalls during (calls where func = "g") where name = "getppid" | count"#)[0]["count"],
+        1
+    );
+    assert_eq!(
+        calls(live(&format!(
+            "calls around ({getppid}) within 120ms | fields time, func, dur, depth"
+        ))),
+        all[..2]
+    );
+    // A directory that is no capture is refused, naming what it lacks.
+    let (status, _, stderr) = run_weft(&["pt", "import", arg(&dir)]);
+    assert!(
+        !status.success() && stderr.contains("not a `weft pt record` capture (no capture.json)"),
+        "{stderr}"
+    );
+    let finished = running.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+    assert!(
+        finished
+            .stderr
+            .contains("calls: 4 from 1 PT capture(s), 0 too late to store, 0 decoding error(s)"),
+        "{}",
+        finished.stderr
+    );
+    let _ = std::fs::remove_dir_all(&capture);
+    // The recording answers the same.
+    let rows = query_rows(
+        &dir,
+        r#"calls where func = "f" and pid = 4242 | fields time, func, dur, depth"#,
+    );
+    assert_eq!(calls(rows), [all[1].clone(), all[3].clone()]);
+    let rows = query_rows(
+        &dir,
+        r#"syscalls during (calls where func = "f") where name = "getppid" | count"#,
+    );
+    assert_eq!(rows[0]["count"], 1);
 }

@@ -313,7 +313,7 @@ impl App {
         }
         self.sources
             .iter()
-            .filter(|row| row.name != "tasks")
+            .filter(|row| !["tasks", "symbols"].contains(&row.name.as_str()))
             .filter_map(|row| {
                 let query = self.timeline.query(&row.name)?;
                 Some(Job::Timeline(row.name.clone(), query))
