@@ -53,6 +53,25 @@ pub fn on_trigger() -> bool {
         .is_ok()
 }
 
+/// A capture asked for by hand (the UI's `p`): PT of process `pid` for
+/// `weft pt record`'s default window into a new directory of `dir`, on a
+/// thread of its own, then its calls into the running recording (which
+/// says what it stored). Says what it started, or why it cannot.
+pub fn start(pid: u32, dir: &Path) -> Result<String, String> {
+    Caps::detect(Path::new(SYSFS)).map_err(|why| format!("no PT capture: {why}"))?;
+    let output = dir.join(format!("pt-p-{pid}-{}", weft_store::now_ns()));
+    let window = std::time::Duration::from_millis(200);
+    std::thread::spawn(move || {
+        let stored = capture(pid, window, &output).and_then(|()| crate::live::import(&output));
+        if let Err(error) = stored {
+            eprintln!("weft: PT of process {pid}: {error:#}");
+        }
+    });
+    Ok(format!(
+        "capturing Intel PT of process {pid} for 200ms; its calls join `calls`"
+    ))
+}
+
 /// A trigger's capture: PT of process `pid` for `duration` into `output`,
 /// with the defaults of `weft pt record`.
 pub fn capture(pid: u32, duration: std::time::Duration, output: &Path) -> anyhow::Result<()> {

@@ -148,6 +148,10 @@ impl Feed for LiveFeed {
         ask(&snapshot, &self.dir, query, Some(weft_store::now_ns()))
     }
 
+    fn capture_pt(&self, pid: u32) -> Result<String, String> {
+        crate::pt_record::start(pid, &self.dir)
+    }
+
     fn health(&self) -> Health {
         let mut health = self
             .health

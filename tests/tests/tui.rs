@@ -107,6 +107,7 @@ fn live_ui_shows_a_workload_answers_a_query_and_quits_cleanly() {
     // It lives on a little after its calls, so that weft reads its name
     // (`comm`) from /proc before it exits.
     let workload = Workload::spawn(WORKLOAD, &[&format!("getppid:{calls}"), "nanosleep:500:1"]);
+    let workload_pid = workload.pid().to_string();
     let tmux = Tmux::start(
         "live",
         &format!("{} tui --sources syscalls", weft_bin().display()),
@@ -132,6 +133,20 @@ fn live_ui_shows_a_workload_answers_a_query_and_quits_cleanly() {
     tmux.wait_for("the query's answer", |s| {
         s.lines().any(|l| l.trim() == calls.to_string())
     });
+
+    // `p` on a listed record captures PT of its process, or says why not.
+    tmux.keys(&[":"]);
+    tmux.type_text(r#"syscalls where comm = "weft-workload" | fields time, pid | limit 1"#);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the listed record", |s| s.contains(&workload_pid));
+    tmux.keys(&["p"]);
+    let pt_here = std::path::Path::new("/sys/bus/event_source/devices/intel_pt").exists();
+    let said = if pt_here {
+        format!("capturing Intel PT of process {workload_pid}")
+    } else {
+        "no PT capture: Intel PT is not available on this CPU or VM".to_owned()
+    };
+    tmux.wait_for("what p did", |s| s.contains(&said));
 
     // A broken query comes back with a caret under the token.
     tmux.keys(&[":"]);

@@ -110,6 +110,8 @@ pub enum Effect {
     Refresh,
     /// Run the user's query.
     Run(Job),
+    /// Capture Intel PT of this process.
+    CapturePt(u32),
 }
 
 /// One row of the overview.
@@ -526,6 +528,7 @@ impl App {
                 return Effect::Refresh;
             }
             KeyCode::Char('t') if self.view == View::Query => return self.anchor_selected(),
+            KeyCode::Char('p') if self.view == View::Query => return self.pt_of_selected(),
             KeyCode::Char(c @ ('+' | '=' | '-')) if self.view == View::Timeline => {
                 self.timeline.zoom(c != '-');
                 return Effect::Refresh;
@@ -694,6 +697,28 @@ impl App {
         self.timeline.center(anchor);
         self.show(View::Timeline);
         Effect::Refresh
+    }
+
+    /// `p` on a listed record: Intel PT of its process.
+    fn pt_of_selected(&mut self) -> Effect {
+        let pid = match &self.result {
+            Some((_, Ok(answer))) => answer
+                .rows
+                .get(self.selected)
+                .zip(answer.columns.iter().position(|h| h.name == "pid"))
+                .and_then(|(row, c)| match row[c] {
+                    Cell::Int(pid) => u32::try_from(pid).ok().filter(|p| *p > 0),
+                    _ => None,
+                }),
+            _ => None,
+        };
+        match pid {
+            Some(pid) => Effect::CapturePt(pid),
+            None => {
+                self.message = "this row names no process to capture".into();
+                Effect::None
+            }
+        }
     }
 
     /// For a selected record with a `time` and a `tid`: the syscalls of

@@ -446,6 +446,7 @@ s r o        sort by the next column, reverse, next source (latency)
 Up Down      select; mouse wheel scrolls
 Enter        drill down: slowest calls, the thread around a record
 t            timeline around the selected record (query view)
+p            capture Intel PT of the selected record's process (live)
 + - a        zoom the timeline, centre it on the slowest syscall
 q Ctrl-C     quit";
 

@@ -25,6 +25,14 @@ pub trait Feed: Send + Sync {
 
     /// The offset from `CLOCK_MONOTONIC` to wall-clock time, when known.
     fn wall_offset(&self) -> Option<i64>;
+
+    /// Starts an Intel PT capture of process `pid`, whose calls join the
+    /// capture's `calls` source when decoded; says what it started, or
+    /// why it cannot (no PT on this CPU, a recording).
+    fn capture_pt(&self, pid: u32) -> Result<String, String> {
+        let _ = pid;
+        Err("PT captures need a live capture".into())
+    }
 }
 
 /// The capture's counters.

@@ -119,6 +119,9 @@ fn event_loop(
             Effect::None => {}
             Effect::Refresh => worker.refresh(app.refresh_jobs()),
             Effect::Run(job) => worker.ask(job),
+            Effect::CapturePt(pid) => {
+                app.message = feed.capture_pt(pid).unwrap_or_else(|why| why);
+            }
         }
         if app.quit {
             return Ok(());

@@ -598,3 +598,21 @@ fn o_breaks_latency_down_by_the_next_source_the_capture_has() {
         "back to syscalls"
     );
 }
+
+#[test]
+fn p_on_a_listed_record_captures_pt_of_its_process() {
+    let mut app = live();
+    let records = answer(
+        &[("time", Kind::Time), ("pid", Kind::Int)],
+        vec![
+            vec![Cell::Int(9_000_000_000), Cell::Int(4242)],
+            vec![Cell::Int(9_000_000_001), Cell::Int(0)],
+        ],
+    );
+    app.apply(Job::User("syscalls | limit 2".into()), Ok(records));
+    key(&mut app, KeyCode::Char('3'));
+    assert_eq!(key(&mut app, KeyCode::Char('p')), Effect::CapturePt(4242));
+    key(&mut app, KeyCode::Down);
+    assert_eq!(key(&mut app, KeyCode::Char('p')), Effect::None);
+    assert_eq!(app.message, "this row names no process to capture");
+}
