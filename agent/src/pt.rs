@@ -442,7 +442,7 @@ fn each_cpu(
 ) -> anyhow::Result<usize> {
     let saved = crate::pt_record::load(&args.trace)?;
     let image = match (&saved.maps, args.image.is_empty() && args.maps.is_none()) {
-        (Some(maps), true) => maps_image(Image::new(), maps)?,
+        (Some(maps), true) => maps_image(Image::new(), maps, &saved.build_ids)?,
         (None, true) => anyhow::bail!(
             "{}: the capture traced no one process (it has no maps): give the code with --image or --maps",
             args.trace.display()
@@ -647,7 +647,7 @@ fn read_image(args: &PtFlowArgs) -> anyhow::Result<Image> {
         image.add_spec(spec)?;
     }
     match &args.maps {
-        Some(maps) => maps_image(image, maps),
+        Some(maps) => maps_image(image, maps, &HashMap::new()),
         None if args.image.is_empty() => anyhow::bail!(
             "{}: give the code the trace ran with --image or --maps",
             args.trace.display()
@@ -656,12 +656,35 @@ fn read_image(args: &PtFlowArgs) -> anyhow::Result<Image> {
     }
 }
 
-/// `image` with the executable files of a process's memory map `maps`.
-fn maps_image(mut image: Image, maps: &std::path::Path) -> anyhow::Result<Image> {
+/// `image` with the executable files of a process's memory map `maps`. A
+/// file whose build-id is not the one `build_ids` says the capture saw is
+/// left out, with why: its code is not the code that ran.
+fn maps_image(
+    mut image: Image,
+    maps: &std::path::Path,
+    build_ids: &HashMap<String, Option<String>>,
+) -> anyhow::Result<Image> {
     let text =
         std::fs::read_to_string(maps).with_context(|| format!("reading {}", maps.display()))?;
+    let mut read = |path: &std::path::Path| {
+        let bytes = std::fs::read(path)?;
+        let name = path.display().to_string();
+        let Some(then) = build_ids.get(&name) else {
+            return Ok(bytes);
+        };
+        let now = weft_pt::image::build_id(&name, &bytes).ok().flatten();
+        if now == *then {
+            return Ok(bytes);
+        }
+        let show = |id: &Option<String>| id.clone().unwrap_or_else(|| "none".into());
+        Err(std::io::Error::other(format!(
+            "changed since the capture (build-id {} then, {} now)",
+            show(then),
+            show(&now)
+        )))
+    };
     let skipped = image
-        .add_maps(&text, &mut |path| std::fs::read(path))
+        .add_maps(&text, &mut read)
         .with_context(|| maps.display().to_string())?;
     warn_skipped(skipped);
     Ok(image)

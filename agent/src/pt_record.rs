@@ -151,6 +151,7 @@ fn take(caps: &Caps, args: &PtRecordArgs) -> anyhow::Result<()> {
     let maps = args
         .pid
         .and_then(|pid| fs::read(format!("/proc/{pid}/maps")).ok());
+    let build_ids = maps.as_deref().map(build_ids).unwrap_or_default();
     save(
         &args.output,
         &plan,
@@ -158,6 +159,7 @@ fn take(caps: &Caps, args: &PtRecordArgs) -> anyhow::Result<()> {
         &Sidebands {
             clock,
             maps: maps.as_deref(),
+            build_ids: &build_ids,
             switches: switches.as_ref().map(|(s, lost)| (s.as_slice(), *lost)),
             threads: &threads,
         },
@@ -230,9 +232,31 @@ fn cpu_list(text: &str) -> anyhow::Result<Vec<u32>> {
 struct Sidebands<'a> {
     clock: Option<TscClock>,
     maps: Option<&'a [u8]>,
+    /// The build-id of each executable file in `maps`.
+    build_ids: &'a BTreeMap<String, Option<String>>,
     switches: Option<(&'a [Switch], u64)>,
     /// The names of the traced process's threads that ran.
     threads: &'a BTreeMap<i32, String>,
+}
+
+/// The build-id of each executable file in `maps` (hex; `None` for a file
+/// without one), read now: decoding later checks that the files are the
+/// builds that ran.
+fn build_ids(maps: &[u8]) -> BTreeMap<String, Option<String>> {
+    let maps = String::from_utf8_lossy(maps);
+    let files: BTreeSet<String> = weft_pt::image::executable_mappings(&maps)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| m.path)
+        .collect();
+    files
+        .into_iter()
+        .filter_map(|path| {
+            let bytes = fs::read(&path).ok()?;
+            let id = weft_pt::image::build_id(&path, &bytes).ok()?;
+            Some((path, id))
+        })
+        .collect()
 }
 
 /// The names of process `pid`'s threads among `switches`, while they live.
@@ -258,6 +282,7 @@ fn save(
     let Sidebands {
         clock,
         maps,
+        build_ids,
         switches,
         threads,
     } = *sidebands;
@@ -298,6 +323,7 @@ fn save(
         "cpuid_0x15": { "eax": eax, "ebx": ebx },
         // TSC and CLOCK_MONOTONIC read together before and after the window.
         "clock": clock.map(|c| json!({ "tsc": c.tsc, "monotonic_ns": c.ns })),
+        "build_ids": build_ids,
         "switches": switches.map(|(s, lost)| json!({ "file": "switches", "records": s.len(), "lost": lost })),
         "threads": threads,
     });
@@ -338,6 +364,9 @@ pub struct Saved {
     pub switches: Vec<Switch>,
     /// The names of the traced process's threads, by thread id.
     pub threads: HashMap<i32, String>,
+    /// The build-id each executable file of `maps` had at capture time
+    /// (`None`: it had none).
+    pub build_ids: HashMap<String, Option<String>>,
 }
 
 /// Reads the `capture.json` of a capture directory.
@@ -404,6 +433,12 @@ pub fn load(dir: &Path) -> anyhow::Result<Saved> {
             .into_iter()
             .flatten()
             .filter_map(|(tid, name)| Some((tid.parse().ok()?, name.as_str()?.to_owned())))
+            .collect(),
+        build_ids: meta["build_ids"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(path, id)| (path.clone(), id.as_str().map(str::to_owned)))
             .collect(),
         switches: if switches.exists() {
             crate::pt_sideband::load(&switches)?
@@ -505,9 +540,14 @@ mod tests {
             tid: 8,
         }];
         let threads = BTreeMap::from([(8, "worker".to_owned())]);
+        let build_ids = BTreeMap::from([
+            ("/usr/bin/app".to_owned(), Some("ab12".to_owned())),
+            ("/usr/lib/plain.so".to_owned(), None),
+        ]);
         let sidebands = Sidebands {
             clock: Some(clock),
             maps: Some(b"maps"),
+            build_ids: &build_ids,
             switches: Some((&switches, 1)),
             threads: &threads,
         };
@@ -536,6 +576,7 @@ mod tests {
         assert_eq!((saved.mtc_period, saved.clock), (3, Some(clock)));
         assert_eq!((saved.pid, saved.switches), (Some(7), switches.to_vec()));
         assert_eq!(saved.threads, HashMap::from([(8, "worker".to_owned())]));
+        assert_eq!(saved.build_ids, build_ids.into_iter().collect());
         assert_eq!(
             meta["switches"],
             json!({"file": "switches", "records": 1, "lost": 1})
@@ -544,11 +585,21 @@ mod tests {
         let none = Sidebands {
             clock: None,
             maps: None,
+            build_ids: &BTreeMap::new(),
             switches: None,
             threads: &BTreeMap::new(),
         };
         let err = save(&dir, &plan, &window, &none, &json!({})).unwrap_err();
         assert!(format!("{err:#}").contains("cpu0.pt"), "{err:#}");
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_build_ids_of_a_process_name_its_executable_files() {
+        let ids = build_ids(&fs::read("/proc/self/maps").unwrap());
+        let exe = std::env::current_exe().unwrap().display().to_string();
+        let id = ids[&exe].as_deref().unwrap_or_else(|| panic!("{ids:?}"));
+        assert_eq!(id.len(), 40, "a 160-bit GNU build-id: {id}");
+        assert!(ids.keys().all(|path| path.starts_with('/')), "{ids:?}");
     }
 }

@@ -4,8 +4,11 @@
 
 use std::path::Path;
 
-/// Program header type of a loadable segment.
+/// Program header types of a loadable segment and of notes, and the note
+/// type of a GNU build-id.
 const PT_LOAD: u64 = 1;
+const PT_NOTE: u64 = 4;
+const NT_GNU_BUILD_ID: u64 = 3;
 /// Section types of symbol tables, and the symbol type of functions (plain
 /// and GNU indirect).
 const SHT_SYMTAB: u64 = 2;
@@ -151,31 +154,7 @@ impl Image {
         maps: &str,
         read: &mut dyn FnMut(&Path) -> std::io::Result<Vec<u8>>,
     ) -> Result<Vec<ImageError>, ImageError> {
-        let mut mappings = Vec::new();
-        for (number, line) in (1..).zip(maps.lines()) {
-            let bad = || ImageError::BadMaps {
-                line: number,
-                text: line.into(),
-            };
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let [range, perms, offset, _dev, _inode, path @ ..] = fields.as_slice() else {
-                return Err(bad());
-            };
-            let path = path.join(" ");
-            if !perms.contains('x') || !path.starts_with('/') {
-                continue;
-            }
-            let hex = |text: &str| u64::from_str_radix(text, 16).map_err(|_| bad());
-            let (start, end) = range.split_once('-').ok_or_else(bad)?;
-            let (start, end, offset) = (hex(start)?, hex(end)?, hex(offset)?);
-            mappings.push(Mapping {
-                path,
-                start,
-                len: end.saturating_sub(start),
-                offset,
-            });
-        }
-        self.add_mappings(mappings, read)
+        self.add_mappings(executable_mappings(maps)?, read)
     }
 
     /// Map file `mappings`, reading each file once with `read`. Files that
@@ -257,6 +236,50 @@ impl Image {
     }
 }
 
+/// The executable file mappings of a process, as `/proc/PID/maps` lists
+/// them.
+pub fn executable_mappings(maps: &str) -> Result<Vec<Mapping>, ImageError> {
+    let mut mappings = Vec::new();
+    for (number, line) in (1..).zip(maps.lines()) {
+        let bad = || ImageError::BadMaps {
+            line: number,
+            text: line.into(),
+        };
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [range, perms, offset, _dev, _inode, path @ ..] = fields.as_slice() else {
+            return Err(bad());
+        };
+        let path = path.join(" ");
+        if !perms.contains('x') || !path.starts_with('/') {
+            continue;
+        }
+        let hex = |text: &str| u64::from_str_radix(text, 16).map_err(|_| bad());
+        let (start, end) = range.split_once('-').ok_or_else(bad)?;
+        let (start, end, offset) = (hex(start)?, hex(end)?, hex(offset)?);
+        mappings.push(Mapping {
+            path,
+            start,
+            len: end.saturating_sub(start),
+            offset,
+        });
+    }
+    Ok(mappings)
+}
+
+/// The GNU build-id of ELF `file` (named `path` in errors), in hex, or
+/// `None` when it has none: what tells one build of a file from another.
+pub fn build_id(path: &str, file: &[u8]) -> Result<Option<String>, ImageError> {
+    let elf = Elf::parse(path, file)?;
+    let id = elf.build_id()?;
+    Ok(id.map(|id| {
+        id.iter().fold(String::new(), |mut hex, b| {
+            use std::fmt::Write as _;
+            let _ = write!(hex, "{b:02x}");
+            hex
+        })
+    }))
+}
+
 fn read(path: &Path) -> Result<Vec<u8>, ImageError> {
     std::fs::read(path).map_err(|source| ImageError::Read {
         path: path.display().to_string(),
@@ -304,6 +327,32 @@ impl<'a> Elf<'a> {
             }
         }
         Ok(segments)
+    }
+
+    /// The description of the GNU build-id note, if a note segment has one.
+    fn build_id(&self) -> Result<Option<&[u8]>, ImageError> {
+        let align = |n: u64| n.div_ceil(4) * 4;
+        for at in self.table(0x20, 0x36, 0x38)? {
+            let header = |off: u64, n| self.field(at.wrapping_add(off), n);
+            if header(0, 4)? != PT_NOTE {
+                continue;
+            }
+            let (offset, size) = (header(8, 8)?, header(32, 8)?);
+            let end = offset.saturating_add(size);
+            let mut note = offset;
+            while note.saturating_add(12) <= end {
+                let name_size = self.field(note, 4)?;
+                let desc_size = self.field(note + 4, 4)?;
+                let name = self.bytes(note + 12, name_size, note, "note runs past the file")?;
+                let desc_at = note + 12 + align(name_size);
+                let desc = self.bytes(desc_at, desc_size, note, "note runs past the file")?;
+                if self.field(note + 8, 4)? == NT_GNU_BUILD_ID && name == b"GNU\0" {
+                    return Ok(Some(desc));
+                }
+                note = desc_at + align(desc_size);
+            }
+        }
+        Ok(None)
     }
 
     /// Function symbols of `.symtab` and `.dynsym`, at their link-time
@@ -409,6 +458,58 @@ mod tests {
         assert_eq!(image.bytes_at(0x1003), Some(&[4][..]));
         assert_eq!(image.bytes_at(0x1004), None);
         assert_eq!(image.bytes_at(0xfff), None);
+    }
+
+    /// An ELF header, one `PT_NOTE` program header, and `notes`.
+    fn with_notes(notes: &[u8]) -> Vec<u8> {
+        let mut file = b"\x7fELF\x02\x01\x01".to_vec();
+        file.resize(0x20, 0);
+        file.extend(64u64.to_le_bytes()); // program headers
+        file.resize(0x36, 0);
+        file.extend(56u16.to_le_bytes());
+        file.extend(1u16.to_le_bytes());
+        file.resize(64, 0);
+        file.extend(4u32.to_le_bytes()); // PT_NOTE
+        file.extend(4u32.to_le_bytes());
+        file.extend(120u64.to_le_bytes()); // offset
+        file.resize(64 + 32, 0);
+        file.extend((notes.len() as u64).to_le_bytes());
+        file.resize(120, 0);
+        file.extend(notes);
+        file
+    }
+
+    fn note(name: &[u8], kind: u32, desc: &[u8]) -> Vec<u8> {
+        let mut note = Vec::new();
+        for n in [name.len() as u32, desc.len() as u32, kind] {
+            note.extend(n.to_le_bytes());
+        }
+        note.extend(name);
+        note.resize(note.len().div_ceil(4) * 4, 0);
+        note.extend(desc);
+        note.resize(note.len().div_ceil(4) * 4, 0);
+        note
+    }
+
+    #[test]
+    fn the_build_id_is_the_gnu_note_of_its_type() {
+        // An ABI tag first (type 1), then the build-id.
+        let notes = [
+            note(b"GNU\0", 1, &[0, 0, 0, 0, 3, 0, 0, 0]),
+            note(b"GNU\0", 3, &[0xde, 0xad, 0xbe, 0xef, 0x01]),
+        ]
+        .concat();
+        let id = build_id("a.out", &with_notes(&notes)).unwrap();
+        assert_eq!(id.as_deref(), Some("deadbeef01"));
+        let other = note(b"Go\0\0", 3, &[1, 2]);
+        assert_eq!(build_id("a.out", &with_notes(&other)).unwrap(), None);
+        let mut cut = with_notes(&notes);
+        cut.truncate(cut.len() - 8);
+        let err = build_id("a.out", &cut).unwrap_err().to_string();
+        assert!(
+            err.contains("a.out") && err.contains("note runs past the file"),
+            "{err}"
+        );
     }
 
     #[test]

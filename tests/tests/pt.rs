@@ -1037,3 +1037,33 @@ fn imported_calls_line_up_with_the_syscalls_of_the_same_instant() {
     );
     assert_eq!(rows[0]["count"], 1);
 }
+
+/// A capture keeps the build-id each executable file had (`build_ids` in
+/// `capture.json`); decoding leaves out a file that has changed since, so
+/// that code which never ran is not walked, and says so.
+#[test]
+fn a_file_rebuilt_since_the_capture_is_left_out_and_said() {
+    let (dir, exe) = pt_capture("rebuilt", |page| calls_trace(page + 0x78));
+    let with_ids = |id: serde_json::Value| {
+        let path = dir.join("capture.json");
+        let mut meta: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        meta["build_ids"] = serde_json::json!({ arg(&exe.0): id });
+        std::fs::write(&path, meta.to_string()).unwrap();
+        run_weft(&["pt", "calls", "--summary", arg(&dir)])
+    };
+    // The test's file has no build-id, as the capture saw.
+    let (status, stdout, stderr) = with_ids(serde_json::Value::Null);
+    assert!(status.success(), "{stderr}");
+    assert!(stdout.contains(" g\n"), "{stdout}");
+    let (status, _, stderr) = with_ids("0123abcd".into());
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        stderr.contains(&format!(
+            "{}: changed since the capture (build-id 0123abcd then, none now)",
+            arg(&exe.0)
+        )),
+        "{stderr}"
+    );
+    assert_eq!(status.code(), Some(1), "its code is missing: {stderr}");
+}

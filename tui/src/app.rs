@@ -712,13 +712,11 @@ impl App {
                 }),
             _ => None,
         };
-        match pid {
-            Some(pid) => Effect::CapturePt(pid),
-            None => {
-                self.message = "this row names no process to capture".into();
-                Effect::None
-            }
+        if let Some(pid) = pid {
+            return Effect::CapturePt(pid);
         }
+        self.message = "this row names no process to capture".into();
+        Effect::None
     }
 
     /// For a selected record with a `time` and a `tid`: the syscalls of
