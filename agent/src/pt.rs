@@ -441,20 +441,33 @@ fn each_cpu(
     decode: &mut dyn FnMut(Input) -> anyhow::Result<usize>,
 ) -> anyhow::Result<usize> {
     let saved = crate::pt_record::load(&args.trace)?;
-    let image = match (&saved.maps, args.image.is_empty() && args.maps.is_none()) {
-        (Some(maps), true) => maps_image(Image::new(), maps, &saved.build_ids)?,
-        (None, true) => anyhow::bail!(
-            "{}: the capture traced no one process (it has no maps): give the code with --image or --maps",
-            args.trace.display()
-        ),
-        (_, false) => read_image(args)?,
+    let name = args.trace.display();
+    // The code of each process the capture kept, or what the command
+    // line gives for the traced one.
+    let images: HashMap<i32, Image> = if args.image.is_empty() && args.maps.is_none() {
+        let images = saved
+            .maps
+            .iter()
+            .map(|(pid, maps)| Ok((*pid, maps_image(Image::new(), maps, &saved.build_ids)?)))
+            .collect::<anyhow::Result<_>>()?;
+        if saved.maps.is_empty() {
+            anyhow::bail!(
+                "{name}: the capture kept no process's maps: give the code with --image or --maps"
+            );
+        }
+        images
+    } else {
+        HashMap::from([(saved.pid.unwrap_or_default(), read_image(args)?)])
     };
-    // With the context switches, each CPU's trace is split between the
-    // threads that ran; only the traced process's code is at hand.
-    let pid = saved.pid.unwrap_or_default();
-    let images = HashMap::from([(pid, image)]);
-    let image = &images[&pid];
+    // Without the context switches, a trace is decoded with the code of
+    // the one process it traced.
+    let process = match (saved.pid, images.len()) {
+        (Some(pid), _) => Some(pid),
+        (None, 1) => images.keys().next().copied(),
+        (None, _) => None,
+    };
     let none = Image::new();
+    let image = process.and_then(|pid| images.get(&pid)).unwrap_or(&none);
     let mut errors = 0;
     for (cpu, path) in &saved.traces {
         let trace = read_trace(path)?;
@@ -464,9 +477,18 @@ fn each_cpu(
             .filter(|s| s.cpu == *cpu)
             .copied()
             .collect();
+        // With them, each CPU's trace is split between the threads that
+        // ran, each decoded with its process's code where the capture
+        // kept it.
+        if switches.is_empty() && process.is_none() {
+            anyhow::bail!(
+                "{name}: CPU {cpu}'s trace has no context switches to tell its {} processes apart",
+                images.len()
+            );
+        }
         let threads = saved
             .clock
-            .filter(|_| !switches.is_empty() && saved.pid.is_some())
+            .filter(|_| !switches.is_empty())
             .map(|clock| Threads {
                 switches,
                 clock: Clock::Monotonic(clock),
@@ -487,7 +509,7 @@ fn each_cpu(
             threads: threads.as_ref(),
             comms: Some(&saved.threads),
             last: Some(cpu) == saved.traces.last().map(|(c, _)| c),
-            process: saved.pid,
+            process,
         })?;
     }
     Ok(errors)

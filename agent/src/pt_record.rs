@@ -1,7 +1,8 @@
 //! `weft pt record`: one Intel PT window over the CPUs a process or cgroup
 //! may run on, written to a new directory: `cpuN.pt` per CPU (raw PT, for
 //! `weft pt dump`), `capture.json` (what was traced and how, with the clock
-//! parameters the decoder needs) and the process's `maps`. `weft pt
+//! parameters the decoder needs) and `maps-PID`, the memory map of each
+//! traced process (the process, or those of the cgroup). `weft pt
 //! flow|calls DIR` decode the directory whole ([`load`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -144,21 +145,25 @@ fn take(caps: &Caps, args: &PtRecordArgs) -> anyhow::Result<()> {
         ns: [a.1, b.1],
     });
     let switches = sideband.map(Sideband::finish);
-    let threads = args
-        .pid
-        .map(|pid| thread_names(pid, switches.iter().flat_map(|(s, _)| s)))
-        .unwrap_or_default();
-    let maps = args
-        .pid
-        .and_then(|pid| fs::read(format!("/proc/{pid}/maps")).ok());
-    let build_ids = maps.as_deref().map(build_ids).unwrap_or_default();
+    // The traced processes, as they are at the end of the window.
+    let processes = match (args.pid, &args.cgroup) {
+        (Some(pid), _) => vec![pid],
+        (None, Some(cgroup)) => cgroup_processes(cgroup),
+        (None, None) => Vec::new(),
+    };
+    let threads = thread_names(&processes, switches.iter().flat_map(|(s, _)| s));
+    let maps: Vec<(u32, Vec<u8>)> = processes
+        .iter()
+        .filter_map(|&pid| Some((pid, fs::read(format!("/proc/{pid}/maps")).ok()?)))
+        .collect();
+    let build_ids = maps.iter().flat_map(|(_, m)| build_ids(m)).collect();
     save(
         &args.output,
         &plan,
         &window,
         &Sidebands {
             clock,
-            maps: maps.as_deref(),
+            maps: &maps,
             build_ids: &build_ids,
             switches: switches.as_ref().map(|(s, lost)| (s.as_slice(), *lost)),
             threads: &threads,
@@ -231,7 +236,8 @@ fn cpu_list(text: &str) -> anyhow::Result<Vec<u32>> {
 /// CPUs (with how many were lost).
 struct Sidebands<'a> {
     clock: Option<TscClock>,
-    maps: Option<&'a [u8]>,
+    /// Each traced process's memory map.
+    maps: &'a [(u32, Vec<u8>)],
     /// The build-id of each executable file in `maps`.
     build_ids: &'a BTreeMap<String, Option<String>>,
     switches: Option<(&'a [Switch], u64)>,
@@ -259,12 +265,23 @@ fn build_ids(maps: &[u8]) -> BTreeMap<String, Option<String>> {
         .collect()
 }
 
-/// The names of process `pid`'s threads among `switches`, while they live.
-fn thread_names<'a>(pid: u32, switches: impl Iterator<Item = &'a Switch>) -> BTreeMap<i32, String> {
-    let pid = pid.cast_signed();
-    let tids: BTreeSet<i32> = switches.filter(|s| s.pid == pid).map(|s| s.tid).collect();
+/// The processes of a cgroup v2 directory (none where it cannot be read).
+fn cgroup_processes(dir: &Path) -> Vec<u32> {
+    let text = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+/// The names of the threads of `pids` among `switches`, while they live.
+fn thread_names<'a>(
+    pids: &[u32],
+    switches: impl Iterator<Item = &'a Switch>,
+) -> BTreeMap<i32, String> {
+    let tids: BTreeSet<(i32, i32)> = switches
+        .filter(|s| pids.contains(&s.pid.cast_unsigned()))
+        .map(|s| (s.pid, s.tid))
+        .collect();
     tids.into_iter()
-        .filter_map(|tid| {
+        .filter_map(|(pid, tid)| {
             let comm = fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
             Some((tid, comm.trim_end().to_owned()))
         })
@@ -294,8 +311,11 @@ fn save(
             "cpu": cpu, "file": file, "bytes": aux.bytes.len(), "truncated": aux.truncated,
         }));
     }
-    if let Some(maps) = maps {
-        write_new(&dir.join("maps"), maps)?;
+    let mut maps_files = serde_json::Map::new();
+    for (pid, text) in maps {
+        let file = format!("maps-{pid}");
+        write_new(&dir.join(&file), text)?;
+        maps_files.insert(pid.to_string(), file.into());
     }
     if let Some((switches, _)) = switches {
         write_new(
@@ -323,6 +343,7 @@ fn save(
         "cpuid_0x15": { "eax": eax, "ebx": ebx },
         // TSC and CLOCK_MONOTONIC read together before and after the window.
         "clock": clock.map(|c| json!({ "tsc": c.tsc, "monotonic_ns": c.ns })),
+        "maps": maps_files,
         "build_ids": build_ids,
         "switches": switches.map(|(s, lost)| json!({ "file": "switches", "records": s.len(), "lost": lost })),
         "threads": threads,
@@ -350,8 +371,8 @@ fn ctc_ratio() -> (u32, u32) {
 pub struct Saved {
     /// Each CPU's trace file.
     pub traces: Vec<(u32, PathBuf)>,
-    /// The traced process's memory map, when there was one process.
-    pub maps: Option<PathBuf>,
+    /// The memory map of each process whose code the capture kept.
+    pub maps: Vec<(i32, PathBuf)>,
     /// log2 of the crystal-clock ticks between MTC packets.
     pub mtc_period: u8,
     /// CPUID leaf 0x15 EAX and EBX.
@@ -420,14 +441,30 @@ pub fn load(dir: &Path) -> anyhow::Result<Saved> {
         u32::try_from(value.as_u64().unwrap_or(0))
             .with_context(|| at(&format!("{what} is too large")))
     };
-    let maps = dir.join("maps");
+    let pid = meta["target"]["pid"]
+        .as_i64()
+        .and_then(|p| i32::try_from(p).ok());
+    let mut maps = Vec::new();
+    for (process, file) in meta["maps"].as_object().into_iter().flatten() {
+        let file = file
+            .as_str()
+            .filter(|f| !f.contains('/'))
+            .with_context(|| at(&format!("maps.{process} is not a file name")))?;
+        let process = process
+            .parse()
+            .with_context(|| at(&format!("maps: {process} is not a process id")))?;
+        maps.push((process, dir.join(file)));
+    }
+    // Earlier captures kept one `maps`, the traced process's.
+    let one = dir.join("maps");
+    if maps.is_empty() && one.exists() {
+        maps.push((pid.unwrap_or_default(), one));
+    }
     let switches = dir.join("switches");
     Ok(Saved {
         traces,
-        maps: maps.exists().then_some(maps),
-        pid: meta["target"]["pid"]
-            .as_i64()
-            .and_then(|p| i32::try_from(p).ok()),
+        maps,
+        pid,
         threads: meta["threads"]
             .as_object()
             .into_iter()
@@ -484,7 +521,7 @@ mod tests {
             tid,
         };
         let switches = [switch(me, me), switch(1, 1), switch(me, me)];
-        let names = thread_names(pid, switches.iter());
+        let names = thread_names(&[pid], switches.iter());
         let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
         assert_eq!(names, BTreeMap::from([(me, comm.trim_end().to_owned())]));
     }
@@ -546,13 +583,13 @@ mod tests {
         ]);
         let sidebands = Sidebands {
             clock: Some(clock),
-            maps: Some(b"maps"),
+            maps: &[(7, b"maps".to_vec())],
             build_ids: &build_ids,
             switches: Some((&switches, 1)),
             threads: &threads,
         };
         save(&dir, &plan, &window, &sidebands, &json!({"pid": 7})).unwrap();
-        for file in ["cpu0.pt", "cpu2.pt", "maps", "switches", "capture.json"] {
+        for file in ["cpu0.pt", "cpu2.pt", "maps-7", "switches", "capture.json"] {
             let mode = fs::metadata(dir.join(file)).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600, "{file}");
         }
@@ -572,7 +609,7 @@ mod tests {
             saved.traces,
             [(0, dir.join("cpu0.pt")), (2, dir.join("cpu2.pt"))]
         );
-        assert_eq!(saved.maps, Some(dir.join("maps")));
+        assert_eq!(saved.maps, [(7, dir.join("maps-7"))]);
         assert_eq!((saved.mtc_period, saved.clock), (3, Some(clock)));
         assert_eq!((saved.pid, saved.switches), (Some(7), switches.to_vec()));
         assert_eq!(saved.threads, HashMap::from([(8, "worker".to_owned())]));
@@ -584,7 +621,7 @@ mod tests {
         // Nothing is overwritten: a second save into the same place fails.
         let none = Sidebands {
             clock: None,
-            maps: None,
+            maps: &[],
             build_ids: &BTreeMap::new(),
             switches: None,
             threads: &BTreeMap::new(),

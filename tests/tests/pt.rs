@@ -1067,3 +1067,60 @@ fn a_file_rebuilt_since_the_capture_is_left_out_and_said() {
     );
     assert_eq!(status.code(), Some(1), "its code is missing: {stderr}");
 }
+
+/// A cgroup's capture keeps the memory map of each of its processes
+/// (`maps` in `capture.json`): with the context switches, every thread's
+/// stretches decode with its own process's code, each under its title.
+#[test]
+fn a_cgroup_capture_decodes_each_process_with_its_own_code() {
+    let (dir, exe) = pt_capture("cgroup", |page| {
+        [
+            calls_trace_from(page + 0x78, 1000),
+            calls_trace_from(0x7000_0000_0078, 5000),
+            calls_trace_from(page + 0x78, 9000),
+        ]
+        .concat()
+    });
+    let other = format!(
+        "700000000000-700000001000 r-xp 00000000 08:01 42 {}\n",
+        arg(&exe.0)
+    );
+    std::fs::write(dir.join("maps-99"), other).unwrap();
+    let path = dir.join("capture.json");
+    let mut meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    meta["target"] = serde_json::json!({"cgroup": "/sys/fs/cgroup/app"});
+    meta["maps"] = serde_json::json!({"4242": "maps", "99": "maps-99"});
+    std::fs::write(&path, meta.to_string()).unwrap();
+    let (status, _, stderr) = run_weft(&["pt", "calls", "--summary", arg(&dir)]);
+    assert!(
+        !status.success() && stderr.contains("no context switches to tell its 2 processes apart"),
+        "{stderr}"
+    );
+    let switches = [
+        (6_999_999_000u64, 4242, 4243),
+        (7_000_001_500, 99, 99),
+        (7_000_003_500, 4242, 4243),
+    ]
+    .map(|(ns, pid, tid)| serde_json::json!({"ns": ns, "cpu": 3, "pid": pid, "tid": tid}))
+    .map(|line| line.to_string() + "\n")
+    .concat();
+    std::fs::write(dir.join("switches"), switches).unwrap();
+    let (status, stdout, stderr) = run_weft(&["pt", "calls", "--summary", arg(&dir)]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(status.success(), "{stderr}");
+    assert_eq!(
+        columns(&stdout)[1..],
+        [
+            vec!["[thread", "99", "(?),", "process", "99]"],
+            vec!["CALLS", "TOTAL(ns)", "OWN(ns)", "FUNCTION"],
+            vec!["2", "300", "300", "g"],
+            vec!["2", "400", "100", "f"],
+            vec!["[thread", "4243", "(worker),", "process", "4242]"],
+            vec!["CALLS", "TOTAL(ns)", "OWN(ns)", "FUNCTION"],
+            vec!["4", "600", "600", "g"],
+            vec!["4", "800", "200", "f"],
+        ],
+        "{stdout}"
+    );
+}
