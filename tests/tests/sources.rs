@@ -717,7 +717,7 @@ fn net_records_ipv6_addresses_and_payload_bytes() {
     let rows = query(
         &dir,
         &format!(
-            r#"net where dir = "egress" and daddr = "::1" and dport = {port} | fields payload, captured, data"#
+            r#"net where dir = "egress" and daddr = "::1" and dport = {port} | sort time | fields payload, captured, data"#
         ),
     );
     assert_eq!(rows.len(), requests + 1, "{rows:?}");
