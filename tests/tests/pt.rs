@@ -407,6 +407,40 @@ fn pt_capture_at(
     (dir, exe)
 }
 
+/// A capture of three stretches on CPU 3: the traced process at TSC 1000,
+/// another one (code elsewhere) at 5000, the traced one again at 9000.
+fn three_stretches(name: &str) -> (PathBuf, Scratch) {
+    pt_capture(name, |page| {
+        [
+            calls_trace_from(page + 0x78, 1000),
+            calls_trace_from(0x7000_0000_0078, 5000),
+            calls_trace_from(page + 0x78, 9000),
+        ]
+        .concat()
+    })
+}
+
+/// Writes a capture's `switches`: (ns, cpu, pid, tid) of each thread
+/// switched in.
+fn write_switches(dir: &Path, switches: &[(u64, u32, u32, u32)]) {
+    let lines: String = switches
+        .iter()
+        .map(|(ns, cpu, pid, tid)| {
+            serde_json::json!({"ns": ns, "cpu": cpu, "pid": pid, "tid": tid}).to_string() + "\n"
+        })
+        .collect();
+    std::fs::write(dir.join("switches"), lines).unwrap();
+}
+
+/// Changes a capture's `capture.json` with `edit`.
+fn edit_meta(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let path = dir.join("capture.json");
+    let mut meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    edit(&mut meta);
+    std::fs::write(&path, meta.to_string()).unwrap();
+}
+
 /// A `weft pt record` capture directory decodes whole: each CPU's trace
 /// with the traced process's code from its `maps`, and times in the
 /// `CLOCK_MONOTONIC` ns that `weft record` keeps, from the TSC and clock
@@ -444,26 +478,16 @@ fn calls_of_a_capture_directory_are_timed_in_monotonic_ns() {
 /// an error.
 #[test]
 fn a_capture_with_switches_decodes_only_the_traced_process() {
-    // The traced process at TSC 1000, another one (code elsewhere) at
-    // 5000, the traced one again at 9000.
-    let (dir, _exe) = pt_capture("switched", |page| {
-        [
-            calls_trace_from(page + 0x78, 1000),
-            calls_trace_from(0x7000_0000_0078, 5000),
-            calls_trace_from(page + 0x78, 9000),
-        ]
-        .concat()
-    });
-    let switches = [
-        (6_999_999_000u64, 3, 4242, 4243),
-        (7_000_000_100, 5, 99, 99),
-        (7_000_001_500, 3, 99, 99),
-        (7_000_003_500, 3, 4242, 4243),
-    ]
-    .map(|(ns, cpu, pid, tid)| serde_json::json!({"ns": ns, "cpu": cpu, "pid": pid, "tid": tid}))
-    .map(|line| line.to_string() + "\n")
-    .concat();
-    std::fs::write(dir.join("switches"), switches).unwrap();
+    let (dir, _exe) = three_stretches("switched");
+    write_switches(
+        &dir,
+        &[
+            (6_999_999_000, 3, 4242, 4243),
+            (7_000_000_100, 5, 99, 99),
+            (7_000_001_500, 3, 99, 99),
+            (7_000_003_500, 3, 4242, 4243),
+        ],
+    );
     let (status, stdout, stderr) = run_weft(&["pt", "calls", "--summary", arg(&dir)]);
     assert!(status.success(), "{stderr}");
     assert_eq!(
@@ -495,17 +519,18 @@ fn a_thread_that_moves_between_cpus_is_one_call_trace() {
     let (dir, _exe) = pt_capture("moved", |page| calls_trace_from(page + 0x78, 9000));
     let page = 0x5555_5555_4000u64;
     std::fs::write(dir.join("cpu5.pt"), calls_trace_from(page + 0x78, 1000)).unwrap();
-    let mut meta: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("capture.json")).unwrap()).unwrap();
     // CPU 3 is listed (and decoded) first.
-    meta["cpus"] =
-        serde_json::json!([{"cpu": 3, "file": "cpu3.pt"}, {"cpu": 5, "file": "cpu5.pt"}]);
-    std::fs::write(dir.join("capture.json"), meta.to_string()).unwrap();
-    let switches = [(6_999_999_000u64, 5), (7_000_003_000, 3)]
-        .map(|(ns, cpu)| serde_json::json!({"ns": ns, "cpu": cpu, "pid": 4242, "tid": 4243}))
-        .map(|line| line.to_string() + "\n")
-        .concat();
-    std::fs::write(dir.join("switches"), switches).unwrap();
+    edit_meta(&dir, |meta| {
+        meta["cpus"] =
+            serde_json::json!([{"cpu": 3, "file": "cpu3.pt"}, {"cpu": 5, "file": "cpu5.pt"}]);
+    });
+    write_switches(
+        &dir,
+        &[
+            (6_999_999_000, 5, 4242, 4243),
+            (7_000_003_000, 3, 4242, 4243),
+        ],
+    );
     let (status, stdout, stderr) = run_weft(&["pt", "calls", arg(&dir)]);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(status.success(), "{stderr}");
@@ -1045,11 +1070,9 @@ fn imported_calls_line_up_with_the_syscalls_of_the_same_instant() {
 fn a_file_rebuilt_since_the_capture_is_left_out_and_said() {
     let (dir, exe) = pt_capture("rebuilt", |page| calls_trace(page + 0x78));
     let with_ids = |id: serde_json::Value| {
-        let path = dir.join("capture.json");
-        let mut meta: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-        meta["build_ids"] = serde_json::json!({ arg(&exe.0): id });
-        std::fs::write(&path, meta.to_string()).unwrap();
+        edit_meta(&dir, |meta| {
+            meta["build_ids"] = serde_json::json!({ arg(&exe.0): id });
+        });
         run_weft(&["pt", "calls", "--summary", arg(&dir)])
     };
     // The test's file has no build-id, as the capture saw.
@@ -1073,39 +1096,29 @@ fn a_file_rebuilt_since_the_capture_is_left_out_and_said() {
 /// stretches decode with its own process's code, each under its title.
 #[test]
 fn a_cgroup_capture_decodes_each_process_with_its_own_code() {
-    let (dir, exe) = pt_capture("cgroup", |page| {
-        [
-            calls_trace_from(page + 0x78, 1000),
-            calls_trace_from(0x7000_0000_0078, 5000),
-            calls_trace_from(page + 0x78, 9000),
-        ]
-        .concat()
-    });
+    let (dir, exe) = three_stretches("cgroup");
     let other = format!(
         "700000000000-700000001000 r-xp 00000000 08:01 42 {}\n",
         arg(&exe.0)
     );
     std::fs::write(dir.join("maps-99"), other).unwrap();
-    let path = dir.join("capture.json");
-    let mut meta: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    meta["target"] = serde_json::json!({"cgroup": "/sys/fs/cgroup/app"});
-    meta["maps"] = serde_json::json!({"4242": "maps", "99": "maps-99"});
-    std::fs::write(&path, meta.to_string()).unwrap();
+    edit_meta(&dir, |meta| {
+        meta["target"] = serde_json::json!({"cgroup": "/sys/fs/cgroup/app"});
+        meta["maps"] = serde_json::json!({"4242": "maps", "99": "maps-99"});
+    });
     let (status, _, stderr) = run_weft(&["pt", "calls", "--summary", arg(&dir)]);
     assert!(
         !status.success() && stderr.contains("no context switches to tell its 2 processes apart"),
         "{stderr}"
     );
-    let switches = [
-        (6_999_999_000u64, 4242, 4243),
-        (7_000_001_500, 99, 99),
-        (7_000_003_500, 4242, 4243),
-    ]
-    .map(|(ns, pid, tid)| serde_json::json!({"ns": ns, "cpu": 3, "pid": pid, "tid": tid}))
-    .map(|line| line.to_string() + "\n")
-    .concat();
-    std::fs::write(dir.join("switches"), switches).unwrap();
+    write_switches(
+        &dir,
+        &[
+            (6_999_999_000, 3, 4242, 4243),
+            (7_000_001_500, 3, 99, 99),
+            (7_000_003_500, 3, 4242, 4243),
+        ],
+    );
     let (status, stdout, stderr) = run_weft(&["pt", "calls", "--summary", arg(&dir)]);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(status.success(), "{stderr}");
