@@ -445,17 +445,16 @@ fn each_cpu(
     // The code of each process the capture kept, or what the command
     // line gives for the traced one.
     let images: HashMap<i32, Image> = if args.image.is_empty() && args.maps.is_none() {
-        let images = saved
-            .maps
-            .iter()
-            .map(|(pid, maps)| Ok((*pid, maps_image(Image::new(), maps, &saved.build_ids)?)))
-            .collect::<anyhow::Result<_>>()?;
         if saved.maps.is_empty() {
             anyhow::bail!(
                 "{name}: the capture kept no process's maps: give the code with --image or --maps"
             );
         }
-        images
+        saved
+            .maps
+            .iter()
+            .map(|(pid, maps)| Ok((*pid, maps_image(Image::new(), maps, &saved.build_ids)?)))
+            .collect::<anyhow::Result<_>>()?
     } else {
         HashMap::from([(saved.pid.unwrap_or_default(), read_image(args)?)])
     };

@@ -10,7 +10,7 @@
 //! late: queries select them by their own time, up to [`LATE`] after it
 //! (`weft_query::SourceColumns::late`); later ones are counted, not stored.
 
-use std::{collections::HashMap, path::Path, sync::Arc};
+use std::{collections::HashMap, path::Path, sync::Arc, sync::mpsc::Sender, time::Duration};
 
 use anyhow::Result;
 use weft_pt::calls::{Call as Step, name};
@@ -48,6 +48,16 @@ pub struct Decoded {
     pub errors: usize,
     /// Told what was stored, when someone waits for it.
     pub done: Option<std::sync::mpsc::Sender<Stored>>,
+}
+
+/// Captures PT of process `pid` for `duration` into `output`, as `weft pt
+/// record --pid` does, and hands its decoded calls to `to`: the recorder
+/// stores them. A recorder that has stopped meanwhile leaves the capture
+/// on disk only.
+pub fn capture(pid: u32, duration: Duration, output: &Path, to: &Sender<Decoded>) -> Result<()> {
+    crate::pt_record::capture(pid, duration, output)?;
+    let _ = to.send(decode(output)?);
+    Ok(())
 }
 
 /// Decodes the `weft pt record` capture in `dir` into its calls.

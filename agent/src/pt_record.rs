@@ -56,15 +56,19 @@ pub fn on_trigger() -> bool {
 
 /// A capture asked for by hand (the UI's `p`): PT of process `pid` for
 /// `weft pt record`'s default window into a new directory of `dir`, on a
-/// thread of its own, then its calls into the running recording (which
+/// thread of its own, its calls then stored through `calls` (the recorder
 /// says what it stored). Says what it started, or why it cannot.
-pub fn start(pid: u32, dir: &Path) -> Result<String, String> {
+pub fn start(
+    pid: u32,
+    dir: &Path,
+    calls: &std::sync::mpsc::Sender<crate::pt_calls::Decoded>,
+) -> Result<String, String> {
     Caps::detect(Path::new(SYSFS)).map_err(|why| format!("no PT capture: {why}"))?;
     let output = dir.join(format!("pt-p-{pid}-{}", weft_store::now_ns()));
     let window = std::time::Duration::from_millis(200);
+    let calls = calls.clone();
     std::thread::spawn(move || {
-        let stored = capture(pid, window, &output).and_then(|()| crate::live::import(&output));
-        if let Err(error) = stored {
+        if let Err(error) = crate::pt_calls::capture(pid, window, &output, &calls) {
             eprintln!("weft: PT of process {pid}: {error:#}");
         }
     });
@@ -156,7 +160,7 @@ fn take(caps: &Caps, args: &PtRecordArgs) -> anyhow::Result<()> {
         .iter()
         .filter_map(|&pid| Some((pid, fs::read(format!("/proc/{pid}/maps")).ok()?)))
         .collect();
-    let build_ids = maps.iter().flat_map(|(_, m)| build_ids(m)).collect();
+    let build_ids = build_ids(&maps);
     save(
         &args.output,
         &plan,
@@ -245,14 +249,15 @@ struct Sidebands<'a> {
     threads: &'a BTreeMap<i32, String>,
 }
 
-/// The build-id of each executable file in `maps` (hex; `None` for a file
-/// without one), read now: decoding later checks that the files are the
-/// builds that ran.
-fn build_ids(maps: &[u8]) -> BTreeMap<String, Option<String>> {
-    let maps = String::from_utf8_lossy(maps);
-    let files: BTreeSet<String> = weft_pt::image::executable_mappings(&maps)
-        .unwrap_or_default()
-        .into_iter()
+/// The build-id of each executable file in the processes' `maps` (hex;
+/// `None` for a file without one), each file read once however many map
+/// it, now: decoding later checks that the files are the builds that ran.
+fn build_ids(maps: &[(u32, Vec<u8>)]) -> BTreeMap<String, Option<String>> {
+    let files: BTreeSet<String> = maps
+        .iter()
+        .flat_map(|(_, text)| {
+            weft_pt::image::executable_mappings(&String::from_utf8_lossy(text)).unwrap_or_default()
+        })
         .map(|m| m.path)
         .collect();
     files
@@ -633,7 +638,7 @@ mod tests {
 
     #[test]
     fn the_build_ids_of_a_process_name_its_executable_files() {
-        let ids = build_ids(&fs::read("/proc/self/maps").unwrap());
+        let ids = build_ids(&[(std::process::id(), fs::read("/proc/self/maps").unwrap())]);
         let exe = std::env::current_exe().unwrap().display().to_string();
         let id = ids[&exe].as_deref().unwrap_or_else(|| panic!("{ids:?}"));
         assert_eq!(id.len(), 40, "a 160-bit GNU build-id: {id}");

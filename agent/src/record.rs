@@ -6,7 +6,7 @@ use std::{
     io::{IsTerminal as _, Write as _},
     path::Path,
     process::ExitCode,
-    sync::{Arc, Mutex, PoisonError},
+    sync::{Arc, Mutex, PoisonError, mpsc::Sender},
     time::{Duration, Instant},
 };
 
@@ -36,8 +36,9 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode> {
 
 /// What a recording shares with a terminal UI running beside it.
 pub struct Live {
-    /// Receives the store's reader once the probes are attached.
-    pub ready: std::sync::mpsc::Sender<weft_store::Reader>,
+    /// Receives the store's reader once the probes are attached, and
+    /// where decoded PT captures go to be stored.
+    pub ready: Sender<(weft_store::Reader, Sender<pt_calls::Decoded>)>,
     /// The counters, renewed every second.
     pub health: Arc<Mutex<weft_tui::Health>>,
     /// Stops the recording, as SIGINT would.
@@ -65,8 +66,9 @@ pub fn record(args: &RecordArgs, live: Option<Live>) -> Result<ExitCode> {
     let actions = trigger::Actions {
         dir: dir.clone(),
         command: args.output.triggers.on_trigger.clone(),
-        pt: (args.output.triggers.pt_on_trigger).filter(|_| crate::pt_record::on_trigger()),
-        calls: Some(calls_sender.clone()),
+        pt: (args.output.triggers.pt_on_trigger)
+            .filter(|_| crate::pt_record::on_trigger())
+            .map(|duration| (duration, calls_sender.clone())),
     };
     let triggers = Triggers::new(
         &store,
@@ -78,7 +80,7 @@ pub fn record(args: &RecordArgs, live: Option<Live>) -> Result<ExitCode> {
     let (manual, manual_notes) = std::sync::mpsc::sync_channel(16);
     if let Some(live) = &live {
         // The UI may have given up waiting; recording goes on regardless.
-        let _ = live.ready.send(store.reader());
+        let _ = live.ready.send((store.reader(), calls_sender.clone()));
     }
     // Warn and record on: a capture without live queries beats none.
     let _live =

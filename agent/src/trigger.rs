@@ -10,7 +10,7 @@
 //! period, so a spammy trigger cannot pin the whole ring. SIGUSR2 fires the
 //! manual trigger, number 0.
 
-use std::collections::VecDeque;
+use std::{collections::VecDeque, sync::mpsc::Sender};
 
 use anyhow::{Context as _, Result, bail};
 use hdrhistogram::Histogram;
@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use weft_query::{Column, ast::Op, bind::Pred};
 use weft_store::{Field, FieldKind, SourceId, Store};
 
-use crate::capture;
+use crate::{capture, pt_calls::Decoded};
 
 /// The source of the trigger log.
 pub const TRIGGERS: &str = "triggers";
@@ -281,16 +281,12 @@ impl Triggers {
                 },
             );
         }
-        if let Some(duration) = self.actions.pt {
+        if let Some((duration, calls)) = &self.actions.pt {
             self.captures.retain(|c| !c.is_finished());
-            let calls = self.actions.calls.clone();
-            self.captures.extend(capture_pt(
-                &self.actions.dir,
-                (id, time),
-                pid,
-                duration,
-                calls,
-            ));
+            let (duration, calls) = (*duration, calls.clone());
+            let output = self.actions.dir.join(format!("pt-{id}-{time}"));
+            self.captures
+                .extend(capture_pt(id, pid, duration, output, calls));
         }
         Ok(())
     }
@@ -341,10 +337,9 @@ pub struct Actions {
     /// A shell command run at each firing (`--on-trigger`).
     pub command: Option<String>,
     /// How long to capture Intel PT of the matching process
-    /// (`--pt-on-trigger`), when this CPU has PT.
-    pub pt: Option<std::time::Duration>,
-    /// Where a PT capture's decoded calls go, to be stored.
-    pub calls: Option<std::sync::mpsc::Sender<crate::pt_calls::Decoded>>,
+    /// (`--pt-on-trigger`), when this CPU has PT, and where its decoded
+    /// calls go to be stored.
+    pub pt: Option<(std::time::Duration, Sender<Decoded>)>,
 }
 
 impl Triggers {
@@ -362,39 +357,26 @@ impl Drop for Triggers {
     }
 }
 
-/// Captures PT of process `pid` into `DIR/pt-ID-TIME`, on a thread of its
-/// own so that recording goes on meanwhile, and hands its decoded calls
-/// to `calls`.
+/// Captures PT of process `pid` into `output` and has its calls stored,
+/// on a thread of its own so that recording goes on meanwhile.
 fn capture_pt(
-    dir: &std::path::Path,
-    (id, time): (usize, u64),
+    id: usize,
     pid: Option<i64>,
     duration: std::time::Duration,
-    calls: Option<std::sync::mpsc::Sender<crate::pt_calls::Decoded>>,
+    output: std::path::PathBuf,
+    calls: Sender<Decoded>,
 ) -> Option<std::thread::JoinHandle<()>> {
     let Some(pid) = pid.and_then(|p| u32::try_from(p).ok()) else {
         eprintln!("weft: trigger {id}: no PT capture: its record names no process");
         return None;
     };
-    let output = dir.join(format!("pt-{id}-{time}"));
     Some(std::thread::spawn(move || {
-        let decoded = crate::pt_record::capture(pid, duration, &output)
-            .inspect(|()| {
-                eprintln!(
-                    "weft: trigger {id}: PT of process {pid} in {}",
-                    output.display()
-                );
-            })
-            .and_then(|()| crate::pt_calls::decode(&output));
-        match (decoded, calls) {
-            (Ok(decoded), Some(calls)) => {
-                // The recorder may have stopped meanwhile: the capture stays on disk.
-                let _ = calls.send(decoded);
-            }
-            (Ok(_), None) => {}
-            (Err(error), _) => {
-                eprintln!("weft: trigger {id}: PT of process {pid} failed: {error:#}");
-            }
+        match crate::pt_calls::capture(pid, duration, &output, &calls) {
+            Ok(()) => eprintln!(
+                "weft: trigger {id}: PT of process {pid} in {}",
+                output.display()
+            ),
+            Err(error) => eprintln!("weft: trigger {id}: PT of process {pid} failed: {error:#}"),
         }
     }))
 }

@@ -99,9 +99,10 @@ fn live(args: &TuiArgs) -> Result<ExitCode> {
     };
     // Until the probes are attached there is nothing to show; a recorder
     // that fails first drops the sender.
-    let shown = reader.recv().map(|reader| {
+    let shown = reader.recv().map(|(reader, calls)| {
         let feed: Arc<dyn Feed> = Arc::new(LiveFeed {
             reader,
+            calls,
             dir: dir.clone(),
             health,
             ended,
@@ -137,6 +138,8 @@ fn report(args: &TuiArgs, frames: &FrameTimes) {
 /// A capture being recorded now.
 struct LiveFeed {
     reader: Reader,
+    /// Where the UI's PT captures go to be stored.
+    calls: mpsc::Sender<crate::pt_calls::Decoded>,
     dir: PathBuf,
     health: Arc<Mutex<Health>>,
     ended: Arc<AtomicBool>,
@@ -149,7 +152,7 @@ impl Feed for LiveFeed {
     }
 
     fn capture_pt(&self, pid: u32) -> Result<String, String> {
-        crate::pt_record::start(pid, &self.dir)
+        crate::pt_record::start(pid, &self.dir, &self.calls)
     }
 
     fn health(&self) -> Health {
