@@ -29,15 +29,6 @@ pub enum FieldKind {
 }
 
 impl FieldKind {
-    fn size(self) -> usize {
-        match self {
-            Self::U8 => 1,
-            Self::U16 => 2,
-            Self::U32 | Self::I32 => 4,
-            Self::U64 | Self::I64 => 8,
-        }
-    }
-
     fn name(self) -> &'static str {
         match self {
             Self::U8 => "u8",
@@ -86,19 +77,23 @@ impl Field {
 
     /// The field's value in `payload`, or `None` when the payload is too short.
     /// `u64` values above `i64::MAX` saturate.
+    #[inline]
     pub fn read(&self, payload: &[u8]) -> Option<i64> {
-        let start = self.offset as usize;
-        let bytes = payload.get(start..start + self.kind.size())?;
-        let mut b = [0u8; 8];
-        b[..bytes.len()].copy_from_slice(bytes);
-        let raw = u64::from_le_bytes(b);
+        /// The `N` bytes at `at`, as a fixed-size array (a plain load,
+        /// where a slice of the kind's size would be a call to memcpy).
+        fn bytes<const N: usize>(payload: &[u8], at: usize) -> Option<[u8; N]> {
+            payload.get(at..at + N)?.try_into().ok()
+        }
+        let at = self.offset as usize;
         Some(match self.kind {
-            // Unsigned fields of up to 32 bits always fit.
-            FieldKind::U8 | FieldKind::U16 | FieldKind::U32 | FieldKind::U64 => {
-                i64::try_from(raw).unwrap_or(i64::MAX)
+            FieldKind::U8 => i64::from(*payload.get(at)?),
+            FieldKind::U16 => i64::from(u16::from_le_bytes(bytes(payload, at)?)),
+            FieldKind::U32 => i64::from(u32::from_le_bytes(bytes(payload, at)?)),
+            FieldKind::U64 => {
+                i64::try_from(u64::from_le_bytes(bytes(payload, at)?)).unwrap_or(i64::MAX)
             }
-            FieldKind::I32 => i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-            FieldKind::I64 => i64::from_le_bytes(b),
+            FieldKind::I32 => i64::from(i32::from_le_bytes(bytes(payload, at)?)),
+            FieldKind::I64 => i64::from_le_bytes(bytes(payload, at)?),
         })
     }
 }
@@ -119,14 +114,57 @@ pub struct Source {
 /// Bin 0 holds values below `b0` (low outliers), bin `i` holds `[b(i-1), bi)`,
 /// and bin `k` holds values at or above `bk-1` (high outliers). An exact-match
 /// index on value `v` is `[v, v + 1]`: bin 1 holds exactly `v`.
+///
+/// Finding a value's bin is on the append path of every indexed record, so
+/// it is a few shifts and a table look-up rather than a search:
+///
+/// ```text
+///  value v >= 0, bit length k        slot
+///  k <= 5 (v < 32)                   v
+///  k >= 6                            32 + (k - 6) * 16 + (the 4 bits after v's top bit)
+///
+///  slots[s] = bin of the smallest value of slot s; v's bin is in
+///  slots[s] ..= slots[s + 1], and a slot is at most 1/16 of its octave
+///  wide: latency bins 10% apart have at most one boundary in it.
+/// ```
+///
+/// Boundaries that are consecutive integers (an exact-match index over
+/// `0..=n`) take their bin by one subtraction.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Bins {
     boundaries: Vec<i64>,
-    /// For each bit length `k` of a non-negative value (`0..=63`), the
-    /// bins of the smallest and the largest value of that length: a value
-    /// of length `k` falls in `octaves[k].0..=octaves[k].1`, so the append
-    /// path searches a few boundaries rather than all of them.
-    octaves: Vec<(u32, u32)>,
+    /// The bin of each slot's smallest value, and one past the last slot
+    /// (the bin of `i64::MAX`).
+    slots: Vec<u32>,
+    /// Whether the boundaries are `b0, b0 + 1, b0 + 2, ...`.
+    dense: bool,
+}
+
+/// Slots of values below 32 (one each).
+const SMALL_SLOTS: u32 = 32;
+/// Bits after the top bit that pick a slot within an octave.
+const SLOT_BITS: u32 = 4;
+
+/// The slot of a non-negative `value` (see [`Bins`]).
+#[inline]
+fn slot_of(value: i64) -> usize {
+    let value = value.unsigned_abs();
+    let bits = 64 - value.leading_zeros();
+    if bits <= 5 {
+        return value as usize;
+    }
+    let sub = (value >> (bits - 1 - SLOT_BITS)) as u32 & ((1 << SLOT_BITS) - 1);
+    (SMALL_SLOTS + ((bits - 6) << SLOT_BITS) + sub) as usize
+}
+
+/// The smallest value of slot `slot`.
+fn slot_start(slot: u32) -> i64 {
+    if slot < SMALL_SLOTS {
+        return i64::from(slot);
+    }
+    let bits = (slot - SMALL_SLOTS) / (1 << SLOT_BITS) + 6;
+    let sub = i64::from((slot - SMALL_SLOTS) % (1 << SLOT_BITS));
+    ((1 << SLOT_BITS) + sub) << (bits - 1 - SLOT_BITS)
 }
 
 impl Bins {
@@ -138,15 +176,18 @@ impl Bins {
             )));
         }
         let count = |value: i64| boundaries.partition_point(|b| *b <= value) as u32;
-        let octaves = (0..64u32)
-            .map(|k| match k {
-                0 => (count(0), count(0)),
-                _ => (count(1 << (k - 1)), count(i64::MAX >> (63 - k))),
-            })
+        let last_slot = slot_of(i64::MAX) as u32;
+        let slots = (0..=last_slot)
+            .map(|slot| count(slot_start(slot)))
+            .chain([count(i64::MAX)])
             .collect();
+        let dense = boundaries
+            .windows(2)
+            .all(|w| w[0].checked_add(1) == Some(w[1]));
         Ok(Self {
             boundaries,
-            octaves,
+            slots,
+            dense,
         })
     }
 
@@ -163,12 +204,24 @@ impl Bins {
     /// The bin `value` falls in.
     #[inline]
     pub fn bin_of(&self, value: i64) -> u32 {
+        let last = self.boundaries.len() as u32;
+        if self.dense {
+            let offset = i128::from(value) - i128::from(self.boundaries[0]) + 1;
+            return offset.clamp(0, i128::from(last)).unsigned_abs() as u32;
+        }
         if value < 0 {
             return self.boundaries.partition_point(|b| *b <= value) as u32;
         }
-        let (lo, hi) = self.octaves[(64 - value.leading_zeros()) as usize];
-        let between = &self.boundaries[lo as usize..hi as usize];
-        lo + between.partition_point(|b| *b <= value) as u32
+        let slot = slot_of(value);
+        let (mut bin, hi) = (self.slots[slot], self.slots[slot + 1]);
+        if hi - bin > 4 {
+            let between = &self.boundaries[bin as usize..hi as usize];
+            return bin + between.partition_point(|b| *b <= value) as u32;
+        }
+        while bin < hi && self.boundaries[bin as usize] <= value {
+            bin += 1;
+        }
+        bin
     }
 
     /// The half-open value range `[lo, hi)` of `bin`; outlier bins are open-ended
