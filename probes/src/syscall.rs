@@ -48,6 +48,18 @@ const _: () = assert!(core::mem::size_of::<SyscallEvent>() == EVENT_SIZE);
 const _: () = assert!(core::mem::align_of::<SyscallEvent>() == 8);
 
 impl SyscallEvent {
+    /// The record at the start of `bytes` as the probe wrote it (the
+    /// host's byte order, which is the kernel's), or `None` when `bytes`
+    /// is shorter than [`EVENT_SIZE`].
+    #[must_use]
+    #[inline]
+    pub fn read(bytes: &[u8]) -> Option<Self> {
+        let bytes = bytes.get(..EVENT_SIZE)?;
+        // SAFETY: EVENT_SIZE readable bytes; every bit pattern is a valid
+        // SyscallEvent (plain integers), and the read is unaligned.
+        Some(unsafe { bytes.as_ptr().cast::<Self>().read_unaligned() })
+    }
+
     /// The record as little-endian bytes, in field order (the layout the
     /// kernel writes, without relying on the host's byte order).
     #[must_use]

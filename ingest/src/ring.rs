@@ -1,0 +1,460 @@
+//! The consumer side of a BPF ring buffer (`BPF_MAP_TYPE_RINGBUF`), read in
+//! batches: one look at the producer position, every record up to it handed
+//! out in place, one store of the consumer position.
+//!
+//! aya's `RingBuf::next` reads the producer position and writes the consumer
+//! position once per record, and hands records out one call at a time. At
+//! 4 M records/s that bookkeeping, and a drain loop that cannot stop until
+//! the ring is empty, were most of weft's ingest cost; here a drain is one
+//! bounded batch.
+//!
+//! The memory layout is the kernel's (`kernel/bpf/ringbuf.c`):
+//!
+//! ```text
+//!  mmap offset 0          page: consumer position (u64), read-write
+//!  mmap offset PAGE       page: producer position (u64), read-only
+//!  mmap offset 2*PAGE     data: SIZE bytes, mapped twice in a row, so a
+//!                         record that wraps is contiguous in memory
+//!
+//!  a record at position p (8-byte aligned), at data[p & (SIZE - 1)]:
+//!  +------------------------------+------------+---------------------+
+//!  | len: u32                     | pg_off: u32| len bytes of payload|
+//!  | bit 31 busy, bit 30 discard  |            | (padded to 8 bytes) |
+//!  +------------------------------+------------+---------------------+
+//! ```
+//!
+//! A busy record is still being written: the batch ends before it. A
+//! discarded one is skipped.
+
+use std::{
+    io,
+    os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd},
+    ptr::NonNull,
+    sync::atomic::{AtomicU32, AtomicU64, Ordering},
+};
+
+/// Set in a record's length while the producer still writes it.
+const BUSY: u32 = 1 << 31;
+/// Set in a record's length when the producer gave it up.
+const DISCARD: u32 = 1 << 30;
+/// Bytes of a record's header (`struct bpf_ringbuf_hdr`).
+pub const HEADER: usize = 8;
+
+/// What one [`Ring::drain`] took out of the ring.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Drained {
+    /// Records handed to the caller (discarded ones are not counted).
+    pub records: u64,
+    /// Ring bytes consumed, headers and padding included.
+    pub bytes: u64,
+    /// Whether records were left in the ring because the budget ran out.
+    pub more: bool,
+}
+
+/// The reading end of one BPF ring buffer.
+pub struct Ring {
+    memory: Memory,
+    /// Data size minus one (the size is a power of two).
+    mask: u64,
+}
+
+/// Where a ring's pages live.
+enum Memory {
+    /// The kernel's pages, mapped from the map's file descriptor.
+    Mapped {
+        /// The map, kept open so that callers can poll it.
+        fd: OwnedFd,
+        consumer: NonNull<u8>,
+        producer: NonNull<u8>,
+        page: usize,
+        size: usize,
+    },
+    /// A ring in weft's own memory, with the kernel's layout: for tests and
+    /// benchmarks that need no root. `data` holds the data twice, as the
+    /// kernel maps it.
+    Heap {
+        consumer: Box<AtomicU64>,
+        producer: Box<AtomicU64>,
+        data: Vec<u64>,
+    },
+}
+
+// SAFETY: the mapped pages belong to the ring alone, and the producer side
+// is the kernel, which synchronises through the positions' atomics.
+unsafe impl Send for Memory {}
+
+impl Ring {
+    /// Maps the ring buffer map `fd` of `size` data bytes (a power of two
+    /// and a multiple of the page size, as the kernel requires), and keeps
+    /// `fd`.
+    ///
+    /// # Errors
+    /// `mmap` failing (not a ring buffer, wrong size, out of memory).
+    pub fn map(fd: OwnedFd, size: usize) -> io::Result<Self> {
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+            .map_err(|_| io::Error::other("no page size"))?;
+        if !size.is_power_of_two() || !size.is_multiple_of(page) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("ring size {size} is not a power of two multiple of the page size"),
+            ));
+        }
+        let map = |len: usize, prot: i32, offset: usize| -> io::Result<NonNull<u8>> {
+            // SAFETY: a fresh shared mapping of the map's fd; the kernel
+            // checks the offsets and protections of ring buffer maps.
+            let ptr = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    prot,
+                    libc::MAP_SHARED,
+                    fd.as_raw_fd(),
+                    libc::off_t::try_from(offset).map_err(io::Error::other)?,
+                )
+            };
+            if ptr == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            NonNull::new(ptr.cast()).ok_or_else(|| io::Error::other("mmap returned null"))
+        };
+        let consumer = map(page, libc::PROT_READ | libc::PROT_WRITE, 0)?;
+        let producer = match map(page + 2 * size, libc::PROT_READ, page) {
+            Ok(producer) => producer,
+            Err(error) => {
+                // SAFETY: mapped just above with this length.
+                unsafe { libc::munmap(consumer.as_ptr().cast(), page) };
+                return Err(error);
+            }
+        };
+        Ok(Self {
+            memory: Memory::Mapped {
+                fd,
+                consumer,
+                producer,
+                page,
+                size,
+            },
+            mask: size as u64 - 1,
+        })
+    }
+
+    /// An empty ring of `size` data bytes (a power of two, at least 16) in
+    /// weft's own memory, filled with [`Ring::push`]: the reader's input in
+    /// tests and benchmarks, laid out as the kernel lays out its rings.
+    pub fn in_memory(size: usize) -> Self {
+        assert!(size.is_power_of_two() && size >= 16, "ring size {size}");
+        Self {
+            memory: Memory::Heap {
+                consumer: Box::new(AtomicU64::new(0)),
+                producer: Box::new(AtomicU64::new(0)),
+                data: vec![0; 2 * size / 8],
+            },
+            mask: size as u64 - 1,
+        }
+    }
+
+    /// The ring buffer map, to poll for records (`None` for a ring in
+    /// memory).
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        match &self.memory {
+            Memory::Mapped { fd, .. } => Some(fd.as_fd()),
+            Memory::Heap { .. } => None,
+        }
+    }
+
+    /// Data bytes of the ring.
+    pub fn size(&self) -> usize {
+        self.mask as usize + 1
+    }
+
+    fn consumer(&self) -> &AtomicU64 {
+        match &self.memory {
+            // SAFETY: the page is mapped while `self` lives, 8-aligned.
+            Memory::Mapped { consumer, .. } => unsafe { consumer.cast::<AtomicU64>().as_ref() },
+            Memory::Heap { consumer, .. } => consumer,
+        }
+    }
+
+    fn producer(&self) -> &AtomicU64 {
+        match &self.memory {
+            // SAFETY: the page is mapped while `self` lives, 8-aligned.
+            Memory::Mapped { producer, .. } => unsafe { producer.cast::<AtomicU64>().as_ref() },
+            Memory::Heap { producer, .. } => producer,
+        }
+    }
+
+    /// The start of the data area, which is mapped twice in a row.
+    fn data(&self) -> *const u8 {
+        match &self.memory {
+            Memory::Mapped { producer, page, .. } => producer.as_ptr().wrapping_add(*page),
+            Memory::Heap { data, .. } => data.as_ptr().cast(),
+        }
+    }
+
+    /// Hands `on_record` every record the producer has committed, in
+    /// order, as it lies in the ring (no copy), up to `budget` ring bytes:
+    /// the rest stays for the next drain, so that one drain never runs
+    /// unbounded while producers keep pace. The consumer position moves
+    /// once, after the batch, which frees its space for the producers.
+    pub fn drain(&mut self, budget: usize, mut on_record: impl FnMut(&[u8])) -> Drained {
+        self.drain_while(budget, |record| {
+            on_record(record);
+            true
+        })
+    }
+
+    /// [`Ring::drain`], stopping after the record for which `on_record`
+    /// returns `false` (it is consumed; the rest stays in the ring).
+    pub fn drain_while(
+        &mut self,
+        budget: usize,
+        mut on_record: impl FnMut(&[u8]) -> bool,
+    ) -> Drained {
+        let consumer = self.consumer().load(Ordering::Relaxed);
+        let producer = self.producer().load(Ordering::Acquire);
+        let data = self.data();
+        let mut pos = consumer;
+        let mut records = 0;
+        let end = producer.min(consumer.saturating_add(budget as u64));
+        while pos < end {
+            let offset = (pos & self.mask) as usize;
+            // SAFETY: `offset` is within the first copy of the data, 8-aligned
+            // as the kernel aligns records; the length word is written
+            // atomically by the producer.
+            #[expect(
+                clippy::cast_ptr_alignment,
+                reason = "the kernel aligns records to 8 bytes, and the data area to a page"
+            )]
+            let len_word =
+                unsafe { (*data.add(offset).cast::<AtomicU32>()).load(Ordering::Acquire) };
+            if len_word & BUSY != 0 {
+                break;
+            }
+            let len = (len_word & !(BUSY | DISCARD)) as usize;
+            let total = (HEADER + len + 7) & !7;
+            if pos + total as u64 > end && pos > consumer {
+                // Over the budget: leave it whole for the next drain.
+                break;
+            }
+            pos += total as u64;
+            if len_word & DISCARD == 0 {
+                // SAFETY: the record is committed (not busy), `len` bytes
+                // follow its header, and the double mapping keeps a record
+                // that wraps contiguous (len <= size).
+                let payload = unsafe { std::slice::from_raw_parts(data.add(offset + HEADER), len) };
+                records += 1;
+                if !on_record(payload) {
+                    break;
+                }
+            }
+        }
+        self.consumer().store(pos, Ordering::Release);
+        Drained {
+            records,
+            bytes: pos - consumer,
+            more: pos < producer,
+        }
+    }
+
+    /// Bytes committed by the producer and not yet drained.
+    pub fn pending(&self) -> u64 {
+        let producer = self.producer().load(Ordering::Acquire);
+        producer.saturating_sub(self.consumer().load(Ordering::Relaxed))
+    }
+
+    /// Writes a record as the kernel's reserve and submit would; `false`
+    /// when the ring has no room (the kernel's "ring full"). Only rings
+    /// made by [`Ring::in_memory`] take records.
+    ///
+    /// # Panics
+    /// On a mapped ring: the kernel is its only producer.
+    pub fn push(&mut self, payload: &[u8]) -> bool {
+        let size = self.size();
+        let consumer = self.consumer().load(Ordering::Acquire);
+        let producer = self.producer().load(Ordering::Relaxed);
+        let total = (HEADER + payload.len() + 7) & !7;
+        if producer + total as u64 - consumer > size as u64 {
+            return false;
+        }
+        let Memory::Heap { data, .. } = &mut self.memory else {
+            panic!("only the kernel writes into a mapped ring");
+        };
+        let bytes: &mut [u8] = bytemuck_u64s(data);
+        let mut record = vec![0u8; total];
+        record[..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        record[HEADER..HEADER + payload.len()].copy_from_slice(payload);
+        let offset = producer as usize & (size - 1);
+        // Both copies, as the kernel's double mapping shows them: the
+        // record as it lies from `offset`, and the part past the end of
+        // the first copy again at the start.
+        bytes[offset..offset + total].copy_from_slice(&record);
+        let wrapped = (offset + total).saturating_sub(size);
+        bytes[size + offset..(size + offset + total).min(2 * size)]
+            .copy_from_slice(&record[..total - wrapped]);
+        bytes[..wrapped].copy_from_slice(&record[total - wrapped..]);
+        self.producer()
+            .store(producer + total as u64, Ordering::Release);
+        true
+    }
+}
+
+/// Drains each of `rings` once, at most a quarter of its size (so that a
+/// capture loop gets its turn between batches while producers keep
+/// pace), handing `on_record` each record with the time its ring's batch
+/// began: its arrival time, read once per batch rather than per record.
+/// Stops at the first record for which `on_record` returns `false`.
+pub fn drain_each(rings: &mut [Ring], mut on_record: impl FnMut(u64, &[u8]) -> bool) -> Drained {
+    let mut total = Drained::default();
+    for ring in rings {
+        let now = weft_store::now_ns();
+        let mut stopped = false;
+        let drained = ring.drain_while(ring.size() / 4, |record| {
+            stopped = !on_record(now, record);
+            !stopped
+        });
+        total.records += drained.records;
+        total.bytes += drained.bytes;
+        total.more |= drained.more;
+        if stopped {
+            total.more = true;
+            break;
+        }
+    }
+    total
+}
+
+/// The bytes of `words`.
+fn bytemuck_u64s(words: &mut [u64]) -> &mut [u8] {
+    // SAFETY: u8 has no alignment or validity requirements, and the length
+    // covers exactly the same memory.
+    unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast(), words.len() * 8) }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        if let Memory::Mapped {
+            consumer,
+            producer,
+            page,
+            size,
+            ..
+        } = self.memory
+        {
+            // SAFETY: both were mapped in `map` with these lengths.
+            unsafe {
+                libc::munmap(consumer.as_ptr().cast(), page);
+                libc::munmap(producer.as_ptr().cast(), page + 2 * size);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drain_all(ring: &mut Ring, budget: usize) -> (Vec<Vec<u8>>, Drained) {
+        let mut got = Vec::new();
+        let drained = ring.drain(budget, |r| got.push(r.to_vec()));
+        (got, drained)
+    }
+
+    #[test]
+    fn drain_returns_records_in_order_with_their_lengths() {
+        let mut ring = Ring::in_memory(4096);
+        assert!(ring.push(&[1, 2, 3]));
+        assert!(ring.push(&[4; 40]));
+        assert!(ring.push(&[]));
+        let (got, drained) = drain_all(&mut ring, usize::MAX);
+        assert_eq!(got, vec![vec![1, 2, 3], vec![4; 40], vec![]]);
+        assert_eq!(
+            drained,
+            Drained {
+                records: 3,
+                bytes: 16 + 48 + 8,
+                more: false
+            }
+        );
+        assert_eq!(ring.pending(), 0);
+    }
+
+    #[test]
+    fn drain_stops_at_the_budget_and_goes_on_next_time() {
+        let mut ring = Ring::in_memory(4096);
+        for i in 0..10u8 {
+            assert!(ring.push(&[i; 40]));
+        }
+        let (got, drained) = drain_all(&mut ring, 100);
+        assert_eq!(got.len(), 2, "two 48-byte records fit 100 bytes");
+        assert!(drained.more);
+        let (rest, drained) = drain_all(&mut ring, usize::MAX);
+        assert_eq!(rest.len(), 8);
+        assert_eq!(rest[0], vec![2; 40]);
+        assert!(!drained.more);
+    }
+
+    #[test]
+    fn drain_takes_one_record_larger_than_the_budget() {
+        let mut ring = Ring::in_memory(4096);
+        assert!(ring.push(&[7; 200]));
+        let (got, drained) = drain_all(&mut ring, 16);
+        assert_eq!(got, vec![vec![7; 200]]);
+        assert!(!drained.more);
+    }
+
+    #[test]
+    fn push_full_ring_is_refused_until_drained() {
+        let mut ring = Ring::in_memory(256);
+        let pushed = (0..10).take_while(|_| ring.push(&[9; 56])).count();
+        assert_eq!(pushed, 4, "256 bytes hold four 64-byte records");
+        assert!(!ring.push(&[9; 56]));
+        drain_all(&mut ring, usize::MAX);
+        assert!(ring.push(&[9; 56]));
+    }
+
+    #[test]
+    fn drain_record_that_wraps_is_whole() {
+        let mut ring = Ring::in_memory(128);
+        for round in 0..20u8 {
+            let payload: Vec<u8> = (0..44).map(|i| i ^ round).collect();
+            assert!(ring.push(&payload));
+            let (got, _) = drain_all(&mut ring, usize::MAX);
+            assert_eq!(got, vec![payload], "round {round}");
+        }
+    }
+
+    #[test]
+    fn drain_while_stops_after_the_refused_record() {
+        let mut ring = Ring::in_memory(4096);
+        for i in 0..5u8 {
+            assert!(ring.push(&[i]));
+        }
+        let mut got = Vec::new();
+        let drained = ring.drain_while(usize::MAX, |r| {
+            got.push(r[0]);
+            r[0] < 2
+        });
+        assert_eq!(got, vec![0, 1, 2]);
+        assert!(drained.more);
+        assert_eq!(drain_all(&mut ring, usize::MAX).0, vec![vec![3], vec![4]]);
+    }
+
+    #[test]
+    fn drain_skips_discarded_and_stops_at_busy() {
+        let mut ring = Ring::in_memory(4096);
+        assert!(ring.push(&[1; 8]));
+        assert!(ring.push(&[2; 8]));
+        assert!(ring.push(&[3; 8]));
+        let Memory::Heap { data, .. } = &mut ring.memory else {
+            unreachable!()
+        };
+        // The first record discarded, the third still being written.
+        data[0] |= u64::from(DISCARD);
+        data[4] |= u64::from(BUSY);
+        let (got, drained) = drain_all(&mut ring, usize::MAX);
+        assert_eq!(got, vec![vec![2; 8]]);
+        assert_eq!(drained.bytes, 32);
+        assert!(drained.more);
+    }
+}

@@ -1,0 +1,175 @@
+//! The `syscalls` source of a capture: its store schema and default
+//! indexes, and the sink that appends each ring record of the syscall probe
+//! as it lies in the ring (one copy, ring to chunk).
+
+use weft_probes::syscall::{EVENT_SIZE, MAX_SYSCALLS, SyscallEvent};
+use weft_store::{Bins, Field, FieldKind, Partition, SourceId, Store};
+
+use crate::tasks::TaskNames;
+
+/// Name of the syscall source in the store.
+pub const SYSCALLS: &str = "syscalls";
+
+/// Defines (or finds again, when appending) the syscall source and its
+/// default indexes: latency (`duration_ns`, log bins), syscall number
+/// (`nr`, one bin per number: an exact-match index), and latency per
+/// syscall (`duration_by_nr`, partitioned by number), so that one
+/// syscall's percentiles come from summaries too.
+pub fn define_source(store: &mut Store) -> weft_store::Result<SourceId> {
+    let fields = fields();
+    let source = store.define_source(SYSCALLS, fields.clone())?;
+    let numbers = exact_bins(i64::from(MAX_SYSCALLS));
+    let by_nr = Partition {
+        field: fields[5].clone(),
+        count: MAX_SYSCALLS,
+    };
+    for (name, field, bins, partition) in [
+        ("duration_ns", &fields[1], latency_bins(), None),
+        ("nr", &fields[5], numbers, None),
+        ("duration_by_nr", &fields[1], latency_bins(), Some(by_nr)),
+    ] {
+        if store.index_named(source, name).is_none() {
+            store.define_partitioned_index(source, name, field.clone(), bins, partition)?;
+        }
+    }
+    Ok(source)
+}
+
+/// The store fields of a `SyscallEvent` payload, in layout order.
+pub fn fields() -> Vec<Field> {
+    use std::mem::offset_of;
+    let at = |offset: usize| u32::try_from(offset).expect("offsets are small");
+    vec![
+        Field::new(
+            "enter_ns",
+            at(offset_of!(SyscallEvent, enter_ns)),
+            FieldKind::U64,
+        ),
+        Field::new(
+            "duration_ns",
+            at(offset_of!(SyscallEvent, duration_ns)),
+            FieldKind::U64,
+        ),
+        Field::new("ret", at(offset_of!(SyscallEvent, ret)), FieldKind::I64),
+        Field::new("pid", at(offset_of!(SyscallEvent, pid)), FieldKind::U32),
+        Field::new("tid", at(offset_of!(SyscallEvent, tid)), FieldKind::U32),
+        Field::new("nr", at(offset_of!(SyscallEvent, nr)), FieldKind::U32),
+        Field::new("cpu", at(offset_of!(SyscallEvent, cpu)), FieldKind::U32),
+    ]
+}
+
+/// One bin per value `0..=max` (and the outlier bins): an exact-match index.
+pub fn exact_bins(max: i64) -> Bins {
+    Bins::new((0..=max).collect()).expect("strictly increasing by construction")
+}
+
+/// Latency bins 10% apart from 100 ns to about 100 s: percentiles read few chunks.
+pub fn latency_bins() -> Bins {
+    let mut bounds = vec![100i64];
+    while let Some(&last) = bounds.last().filter(|b| **b < 100_000_000_000) {
+        bounds.push((last + last / 10).max(last + 1));
+    }
+    Bins::new(bounds).expect("strictly increasing by construction")
+}
+
+/// Appends the syscall probe's ring records to the store, noting each new
+/// thread's name once.
+pub struct SyscallSink {
+    source: SourceId,
+    tasks: TaskNames,
+    /// Ring records too short to be a [`SyscallEvent`]; never expected.
+    malformed: u64,
+}
+
+/// A syscall record as stored: the source, the kernel's exit time (the
+/// producer's timestamp) and the payload, for triggers to test.
+#[derive(Clone, Copy, Debug)]
+pub struct Stored<'a> {
+    /// The store source the record went to.
+    pub source: SourceId,
+    /// When the syscall returned, `CLOCK_MONOTONIC` ns.
+    pub exit_ns: u64,
+    /// The record's payload, as stored.
+    pub payload: &'a [u8],
+}
+
+impl SyscallSink {
+    /// Defines (or finds again) the `syscalls` and `tasks` sources of `store`.
+    pub fn define(store: &mut Store) -> weft_store::Result<Self> {
+        Ok(Self {
+            source: define_source(store)?,
+            tasks: TaskNames::define(store)?,
+            malformed: 0,
+        })
+    }
+
+    /// The store source of syscall records.
+    pub fn source(&self) -> SourceId {
+        self.source
+    }
+
+    /// Thread names, shared with the other sources of a recording.
+    pub fn tasks(&mut self) -> &mut TaskNames {
+        &mut self.tasks
+    }
+
+    /// Ring records that were too short to decode.
+    pub fn malformed(&self) -> u64 {
+        self.malformed
+    }
+
+    /// Appends `record`, a ring record of the syscall probe drained at
+    /// `now` (its arrival time), and names its thread if it is new. A
+    /// record too short to be a syscall is counted in [`Self::malformed`]
+    /// and gives `Ok(None)`.
+    #[inline]
+    pub fn append<'a>(
+        &mut self,
+        store: &mut Store,
+        now: u64,
+        record: &'a [u8],
+    ) -> weft_store::Result<Option<Stored<'a>>> {
+        let Some(event) = SyscallEvent::read(record) else {
+            self.malformed += 1;
+            return Ok(None);
+        };
+        let payload = &record[..EVENT_SIZE];
+        let exit_ns = event.enter_ns.wrapping_add(event.duration_ns);
+        store.append_at(self.source, now, Some(exit_ns), payload)?;
+        self.tasks.observe_syscall(store, now, &event)?;
+        Ok(Some(Stored {
+            source: self.source,
+            exit_ns,
+            payload,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_read_what_to_le_bytes_wrote() {
+        let event = SyscallEvent {
+            enter_ns: 1,
+            duration_ns: 2,
+            ret: -3,
+            pid: 4,
+            tid: 5,
+            nr: 6,
+            cpu: 7,
+        };
+        let bytes = event.to_le_bytes();
+        let values: Vec<i64> = fields().iter().map(|f| f.read(&bytes).unwrap()).collect();
+        assert_eq!(values, vec![1, 2, -3, 4, 5, 6, 7]);
+    }
+
+    #[test]
+    fn latency_bins_span_100ns_to_100s() {
+        let bins = latency_bins();
+        assert_eq!(bins.boundaries()[0], 100);
+        assert!(*bins.boundaries().last().unwrap() >= 100_000_000_000);
+        assert!(bins.len() < 300, "{} bins", bins.len());
+    }
+}
