@@ -24,7 +24,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use weft_query::Kind;
 
-use crate::{capture, socket, sources, tasks};
+use crate::{capture, socket, sources};
 
 /// Where the agent listens.
 pub const SOCKET: &str = "/run/weft/app.sock";
@@ -282,7 +282,7 @@ fn record(
 pub fn is_weft_source(name: &str) -> bool {
     [
         capture::SYSCALLS,
-        tasks::TASKS,
+        weft_ingest::tasks::TASKS,
         crate::trigger::TRIGGERS,
         crate::pt_calls::CALLS,
         crate::pt_calls::SYMBOLS,

@@ -13,17 +13,12 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
-use weft_probes::{
-    syscall::{MAX_SYSCALLS, SyscallEvent},
-    syscall_names,
-};
+use weft_probes::{syscall::MAX_SYSCALLS, syscall_names};
 use weft_query::{Catalog, Kind, Names};
-use weft_store::{Bins, Field, FieldKind, Partition, SourceId, Store};
 
 /// Name of the metadata file in a capture directory.
 pub const METADATA: &str = "weft.json";
-/// Name of the syscall source in the store.
-pub const SYSCALLS: &str = "syscalls";
+pub use weft_ingest::syscalls::SYSCALLS;
 /// Key of `weft.json` holding application sources' field kinds:
 /// `{"requests": {"id": "int", "latency": "duration"}}`.
 pub const APP_SOURCES: &str = "app_sources";
@@ -61,68 +56,6 @@ pub fn prepare_dir(dir: &Path, append: bool) -> Result<()> {
         .mode(0o700)
         .create(dir)
         .with_context(|| format!("failed to create {}", dir.display()))
-}
-
-/// Defines (or finds again, when appending) the syscall source and its
-/// default indexes: latency (`duration_ns`, log bins), syscall number
-/// (`nr`, one bin per number: an exact-match index), and latency per
-/// syscall (`duration_by_nr`, partitioned by number), so that one
-/// syscall's percentiles come from summaries too.
-pub fn define_syscall_source(store: &mut Store) -> Result<SourceId> {
-    let fields = syscall_fields();
-    let source = store.define_source(SYSCALLS, fields.clone())?;
-    let numbers = exact_bins(i64::from(MAX_SYSCALLS));
-    let by_nr = Partition {
-        field: fields[5].clone(),
-        count: MAX_SYSCALLS,
-    };
-    for (name, field, bins, partition) in [
-        ("duration_ns", &fields[1], latency_bins(), None),
-        ("nr", &fields[5], numbers, None),
-        ("duration_by_nr", &fields[1], latency_bins(), Some(by_nr)),
-    ] {
-        if store.index_named(source, name).is_none() {
-            store.define_partitioned_index(source, name, field.clone(), bins, partition)?;
-        }
-    }
-    Ok(source)
-}
-
-/// The store fields of a `SyscallEvent` payload, in layout order.
-pub fn syscall_fields() -> Vec<Field> {
-    use std::mem::offset_of;
-    let at = |offset: usize| u32::try_from(offset).expect("offsets are small");
-    vec![
-        Field::new(
-            "enter_ns",
-            at(offset_of!(SyscallEvent, enter_ns)),
-            FieldKind::U64,
-        ),
-        Field::new(
-            "duration_ns",
-            at(offset_of!(SyscallEvent, duration_ns)),
-            FieldKind::U64,
-        ),
-        Field::new("ret", at(offset_of!(SyscallEvent, ret)), FieldKind::I64),
-        Field::new("pid", at(offset_of!(SyscallEvent, pid)), FieldKind::U32),
-        Field::new("tid", at(offset_of!(SyscallEvent, tid)), FieldKind::U32),
-        Field::new("nr", at(offset_of!(SyscallEvent, nr)), FieldKind::U32),
-        Field::new("cpu", at(offset_of!(SyscallEvent, cpu)), FieldKind::U32),
-    ]
-}
-
-/// One bin per value `0..=max` (and the outlier bins): an exact-match index.
-pub fn exact_bins(max: i64) -> Bins {
-    Bins::new((0..=max).collect()).expect("strictly increasing by construction")
-}
-
-/// Latency bins 10% apart from 100 ns to about 100 s: percentiles read few chunks.
-pub fn latency_bins() -> Bins {
-    let mut bounds = vec![100i64];
-    while let Some(&last) = bounds.last().filter(|b| **b < 100_000_000_000) {
-        bounds.push((last + last / 10).max(last + 1));
-    }
-    Bins::new(bounds).expect("strictly increasing by construction")
 }
 
 /// What queries can name in a capture: its sources' fields, plus the
@@ -281,36 +214,4 @@ pub fn host_json() -> Value {
         "kernel": read("/proc/sys/kernel/osrelease"),
         "weft_version": env!("CARGO_PKG_VERSION"),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn syscall_fields_read_what_to_le_bytes_wrote() {
-        let event = SyscallEvent {
-            enter_ns: 1,
-            duration_ns: 2,
-            ret: -3,
-            pid: 4,
-            tid: 5,
-            nr: 6,
-            cpu: 7,
-        };
-        let bytes = event.to_le_bytes();
-        let values: Vec<i64> = syscall_fields()
-            .iter()
-            .map(|f| f.read(&bytes).unwrap())
-            .collect();
-        assert_eq!(values, vec![1, 2, -3, 4, 5, 6, 7]);
-    }
-
-    #[test]
-    fn latency_bins_span_100ns_to_100s() {
-        let bins = latency_bins();
-        assert_eq!(bins.boundaries()[0], 100);
-        assert!(*bins.boundaries().last().unwrap() >= 100_000_000_000);
-        assert!(bins.len() < 300, "{} bins", bins.len());
-    }
 }

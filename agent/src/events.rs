@@ -6,9 +6,10 @@
 use anyhow::{Context as _, Result, bail};
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{MapData, PerCpuArray, RingBuf},
+    maps::{MapData, PerCpuArray},
     programs::TracePoint,
 };
+use weft_ingest::ring::{self, Drained, Ring};
 use weft_probes::events::{
     CONFIG_GLOBAL, COUNTERS, COUNTERS_MAP, Counter, EventConfig, FILTER_CGROUP, FILTER_COMM,
     FILTER_PID, PIDS_MAP, RINGS_MAP, SOURCES, Source,
@@ -62,7 +63,7 @@ impl SourceLosses {
 /// The loaded and attached sources.
 pub struct EventProbe {
     ebpf: Ebpf,
-    rings: Vec<RingBuf<MapData>>,
+    rings: Vec<Ring>,
     specs: Vec<&'static Spec>,
     /// Records drained, by `Source` value.
     received: [u64; SOURCES as usize],
@@ -159,32 +160,39 @@ impl EventProbe {
         Ok(())
     }
 
-    /// Hands every record waiting in the rings to `on_record` with its
-    /// source.
-    pub fn drain(&mut self, mut on_record: impl FnMut(&'static Spec, &[u8])) {
-        for ring in &mut self.rings {
-            while let Some(item) = ring.next() {
-                let source = item
-                    .get(..4)
-                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-                let spec = source
-                    .and_then(Source::from_u32)
-                    .and_then(|s| self.specs.iter().find(|spec| spec.source == s));
-                match spec {
-                    Some(spec) if item.len() >= spec.size => {
-                        // Only a source with a tail sends bytes after its record.
-                        let end = if spec.tail.is_some() {
-                            item.len()
-                        } else {
-                            spec.size
-                        };
-                        on_record(spec, &item[..end]);
-                        self.received[spec.source as usize] += 1;
-                    }
-                    _ => self.malformed += 1,
+    /// Hands each record waiting in the rings to `on_record` with its
+    /// source and arrival time, a bounded batch per ring (see
+    /// [`ring::drain_each`]).
+    pub fn drain(&mut self, mut on_record: impl FnMut(&'static Spec, u64, &[u8])) -> Drained {
+        let Self {
+            rings,
+            specs,
+            received,
+            malformed,
+            ..
+        } = self;
+        ring::drain_each(rings, |now, item| {
+            let source = item
+                .get(..4)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+            let spec = source
+                .and_then(Source::from_u32)
+                .and_then(|s| specs.iter().find(|spec| spec.source == s));
+            match spec {
+                Some(spec) if item.len() >= spec.size => {
+                    // Only a source with a tail sends bytes after its record.
+                    let end = if spec.tail.is_some() {
+                        item.len()
+                    } else {
+                        spec.size
+                    };
+                    on_record(spec, now, &item[..end]);
+                    received[spec.source as usize] += 1;
                 }
+                _ => *malformed += 1,
             }
-        }
+            true
+        })
     }
 
     /// The loaded sources.

@@ -51,15 +51,20 @@ impl Sideband {
     /// Takes what the rings hold.
     pub fn drain(&mut self) {
         let (cpus, switches, pids) = (&self.cpus, &mut self.switches, &mut self.pids);
-        self.probe.drain(|_, record| {
-            let Some(event) = parse(record) else {
-                return;
-            };
-            pids.insert(event.prev_tid, event.prev_pid);
-            if cpus.contains(&event.header.cpu) {
-                switches.push((event, event.header.cpu));
-            }
-        });
+        // Each drain is a bounded batch: until the rings are empty.
+        while self
+            .probe
+            .drain(|_, _, record| {
+                let Some(event) = parse(record) else {
+                    return;
+                };
+                pids.insert(event.prev_tid, event.prev_pid);
+                if cpus.contains(&event.header.cpu) {
+                    switches.push((event, event.header.cpu));
+                }
+            })
+            .more
+        {}
     }
 
     /// Stops recording: the switches, each naming the process of the

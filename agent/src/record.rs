@@ -12,7 +12,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Map, Value, json};
-use weft_probes::syscall::SyscallEvent;
+use weft_ingest::syscalls::SyscallSink;
 use weft_store::{Config, Field, SourceId, Store};
 
 use crate::{
@@ -25,7 +25,6 @@ use crate::{
     session::{self, Accounting, Consumer, Outcome, Probes, Session},
     sources::{self, Layout, STORED_FROM, Spec},
     syscall::{Options, SyscallProbe},
-    tasks::TaskNames,
     trigger::{self, Triggers},
 };
 
@@ -54,12 +53,11 @@ pub fn record(args: &RecordArgs, live: Option<Live>) -> Result<ExitCode> {
     capture::prepare_dir(dir, args.output.append)?;
     let mut probes = load_probes(args, &chosen, &options)?;
     let mut store = open_store(args, dir)?;
-    let syscall_source = capture::define_syscall_source(&mut store)?;
+    let syscalls = SyscallSink::define(&mut store)?;
     let mut spec_sources = HashMap::new();
     for spec in &chosen.specs {
         spec_sources.insert(spec.source, (spec.define(&mut store)?, spec.layout()));
     }
-    let tasks = TaskNames::define(&mut store)?;
     let policy = trigger_policy(&args.output.triggers);
     // Decoded PT captures, from trigger actions and the live socket.
     let (calls_sender, decoded) = std::sync::mpsc::channel();
@@ -104,10 +102,9 @@ pub fn record(args: &RecordArgs, live: Option<Live>) -> Result<ExitCode> {
     let (metadata, session_index) = capture::start_session(dir, &described)?;
     let mut recorder = Recorder {
         store,
-        syscall_source,
+        syscalls,
         spec_sources,
         app_sources: HashMap::new(),
-        tasks,
         metadata,
         triggers,
         manual_notes,
@@ -384,13 +381,13 @@ fn loss_lines(accounting: &Accounting) -> Vec<String> {
 /// `record`'s consumer: each record into the store.
 struct Recorder {
     store: Store,
-    syscall_source: SourceId,
+    /// Syscall records into the store, and every source's thread names.
+    syscalls: SyscallSink,
     /// The store source of each event source, and where its records'
     /// timestamp and thread are.
     spec_sources: HashMap<weft_probes::events::Source, (SourceId, Layout)>,
     /// Application sources defined so far.
     app_sources: HashMap<Arc<str>, SourceId>,
-    tasks: TaskNames,
     /// `weft.json`, rewritten when an application defines a source.
     metadata: Value,
     /// Longest time from a kernel record's timestamp to its arrival in
@@ -416,28 +413,29 @@ struct Recorder {
 }
 
 impl Consumer for Recorder {
-    fn event(&mut self, event: &SyscallEvent) {
+    fn syscall(&mut self, now: u64, record: &[u8]) {
         if self.error.is_some() {
             return;
         }
         // Arrival is when weft drained it; the kernel's exit time is the
         // producer's timestamp.
-        let exit_ns = event.enter_ns + event.duration_ns;
-        let now = weft_store::now_ns();
-        let appended = self
-            .store_record(
-                self.syscall_source,
+        let checked = match self.syscalls.append(&mut self.store, now, record) {
+            Ok(Some(stored)) => self.triggers.check(
+                &mut self.store,
+                stored.source,
                 now,
-                Some(exit_ns),
-                &event.to_le_bytes(),
-            )
-            .and_then(|()| Ok(self.tasks.observe_syscall(&mut self.store, now, event)?));
-        if let Err(error) = appended {
+                Some(stored.exit_ns),
+                stored.payload,
+            ),
+            Ok(None) => Ok(()),
+            Err(error) => Err(error.into()),
+        };
+        if let Err(error) = checked {
             self.error = Some(error);
         }
     }
 
-    fn record(&mut self, spec: &'static Spec, record: &[u8]) {
+    fn record(&mut self, spec: &'static Spec, now: u64, record: &[u8]) {
         if self.error.is_some() {
             return;
         }
@@ -445,7 +443,6 @@ impl Consumer for Recorder {
             return;
         };
         let ts = layout.time(record);
-        let now = weft_store::now_ns();
         if let Some(ts) = ts {
             let lag = now.saturating_sub(ts);
             self.lag = (self.lag.0.max(lag), self.lag.1.max(lag));
@@ -454,7 +451,10 @@ impl Consumer for Recorder {
             .store_record(source, now, ts, &record[STORED_FROM..])
             .and_then(|()| match layout.thread(record) {
                 Some((pid, tid)) => {
-                    Ok(self.tasks.observe(&mut self.store, now, pid, tid, false)?)
+                    Ok(self
+                        .syscalls
+                        .tasks()
+                        .observe(&mut self.store, now, pid, tid, false)?)
                 }
                 None => Ok(()),
             });

@@ -5,7 +5,7 @@
 use std::{
     ffi::CStr,
     fs,
-    os::fd::{AsFd, AsRawFd, FromRawFd as _, OwnedFd, RawFd},
+    os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd as _, OwnedFd, RawFd},
     path::{Path, PathBuf},
     sync::atomic::{AtomicU32, Ordering},
     thread::JoinHandle,
@@ -15,15 +15,16 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{Map, MapData, RingBuf},
+    maps::{Map, MapData},
 };
+use weft_ingest::ring::Ring;
 
 use crate::ebpf::{bpf, mount};
 
 /// Creates one ring of `bytes` per CPU and maps it into weft's memory.
 /// The kernel allocates and clears every page at creation, and maps every
 /// page at once, so the rings are made in parallel threads.
-fn new_rings(cpus: u32, bytes: u32) -> Result<Vec<RingBuf<MapData>>> {
+fn new_rings(cpus: u32, bytes: u32) -> Result<Vec<Ring>> {
     let create = move |cpu: u32| {
         let params = aya_obj::Map::new_from_params(
             aya_obj::generated::bpf_map_type::BPF_MAP_TYPE_RINGBUF as u32,
@@ -35,7 +36,9 @@ fn new_rings(cpus: u32, bytes: u32) -> Result<Vec<RingBuf<MapData>>> {
         let ring = MapData::create(params, "weft_ring", None).with_context(|| {
             format!("failed to create a {bytes}-byte ring buffer for CPU {cpu}")
         })?;
-        Ok(RingBuf::try_from(Map::RingBuf(ring))?)
+        let fd = ring.fd().as_fd().try_clone_to_owned()?;
+        Ring::map(fd, bytes as usize)
+            .with_context(|| format!("failed to map the ring buffer of CPU {cpu}"))
     };
     std::thread::scope(|scope| {
         let made: Vec<_> = (0..cpus)
@@ -102,12 +105,12 @@ pub struct RingArray {
 enum Rings {
     /// In the pinned array `outer`, where the thread `filling` puts them.
     Filling {
-        rings: Vec<RingBuf<MapData>>,
+        rings: Vec<Ring>,
         outer: MapData,
         filling: JoinHandle<Result<()>>,
     },
     /// Not in any array yet: no bpffs.
-    Loose(Vec<RingBuf<MapData>>),
+    Loose(Vec<Ring>),
 }
 
 /// A [`RingArray`] being made on a thread of its own, while the caller
@@ -164,7 +167,7 @@ impl RingArray {
         let outer_fd = outer.fd().as_fd().try_clone_to_owned()?;
         let ring_fds = rings
             .iter()
-            .map(|ring| ring.as_fd().try_clone_to_owned())
+            .map(|ring| fd_of(ring).try_clone_to_owned())
             .collect::<std::io::Result<Vec<OwnedFd>>>()?;
         let filling = std::thread::spawn(move || fill_ring_array(outer_fd, &ring_fds));
         Ok(Self {
@@ -186,7 +189,7 @@ impl RingArray {
 
     /// The rings, in the array, once `ebpf` is loaded after
     /// [`use_in`](Self::use_in).
-    pub fn finish(mut self, ebpf: &Ebpf, name: &str) -> Result<Vec<RingBuf<MapData>>> {
+    pub fn finish(mut self, ebpf: &Ebpf, name: &str) -> Result<Vec<Ring>> {
         match std::mem::replace(&mut self.rings, Rings::Loose(Vec::new())) {
             Rings::Filling {
                 rings,
@@ -198,7 +201,7 @@ impl RingArray {
                     // The loader made its own array (the pin was gone when
                     // it looked, removed by another pid namespace's weft,
                     // say): fill that one.
-                    fill_ring_array(object.fd(), &rings)?;
+                    fill_ring_array(object.fd(), &fds(&rings))?;
                     return Ok(rings);
                 }
                 let outer = outer.fd().as_fd().as_raw_fd();
@@ -218,11 +221,21 @@ impl RingArray {
                 Ok(rings)
             }
             Rings::Loose(rings) => {
-                fill_ring_array(ring_array(ebpf, name)?.fd(), &rings)?;
+                fill_ring_array(ring_array(ebpf, name)?.fd(), &fds(&rings))?;
                 Ok(rings)
             }
         }
     }
+}
+
+/// The map of a ring made by [`new_rings`].
+fn fd_of(ring: &Ring) -> BorrowedFd<'_> {
+    ring.fd().expect("a kernel ring has its map's fd")
+}
+
+/// The maps of `rings`.
+fn fds(rings: &[Ring]) -> Vec<BorrowedFd<'_>> {
+    rings.iter().map(fd_of).collect()
 }
 
 impl Drop for RingArray {
@@ -236,7 +249,7 @@ impl Drop for RingArray {
 }
 
 /// Makes an empty ring array for `rings` and pins it at `path`.
-fn pinned_ring_array(rings: &[RingBuf<MapData>], path: &Path) -> Result<MapData> {
+fn pinned_ring_array(rings: &[Ring], path: &Path) -> Result<MapData> {
     /// The leading part of `union bpf_attr` for `BPF_MAP_CREATE`.
     #[repr(C)]
     struct MapCreate {
@@ -257,7 +270,7 @@ fn pinned_ring_array(rings: &[RingBuf<MapData>], path: &Path) -> Result<MapData>
         value_size: 4,
         max_entries: u32::try_from(rings.len())?,
         map_flags: 0,
-        inner_map_fd: template.as_fd().as_raw_fd().cast_unsigned(),
+        inner_map_fd: fd_of(template).as_raw_fd().cast_unsigned(),
         numa_node: 0,
         map_name: *b"weft_rings\0\0\0\0\0\0",
     };

@@ -10,7 +10,6 @@ use std::{
 
 use anyhow::{Context as _, Result};
 use tokio::sync::Notify;
-use weft_probes::syscall::SyscallEvent;
 
 use crate::{
     app::{AppLosses, AppServer, Message},
@@ -35,10 +34,13 @@ pub struct Session {
 
 /// What a capture does with its events.
 pub trait Consumer {
-    fn event(&mut self, event: &SyscallEvent);
+    /// A syscall record as it lies in the ring (a `SyscallEvent`'s bytes,
+    /// at least `EVENT_SIZE` of them), drained at `now`.
+    fn syscall(&mut self, now: u64, record: &[u8]);
 
-    /// A record of another source: the kernel record, header included.
-    fn record(&mut self, _spec: &'static Spec, _record: &[u8]) {}
+    /// A record of another source drained at `now`: the kernel record,
+    /// header included.
+    fn record(&mut self, _spec: &'static Spec, _now: u64, _record: &[u8]) {}
 
     /// A source or record pushed by an application.
     fn app(&mut self, _message: Message) {}
@@ -104,16 +106,24 @@ impl Probes {
         }
     }
 
-    fn drain(&mut self, consumer: &mut impl Consumer) {
+    /// Drains a bounded batch of every ring; returns whether records were
+    /// left behind (to drain again at once).
+    fn drain(&mut self, consumer: &mut impl Consumer) -> bool {
+        let mut more = false;
         if let Some(probe) = &mut self.syscalls {
-            self.syscalls_received += probe.drain(|e| consumer.event(e));
+            let drained = probe.drain(|now, record| consumer.syscall(now, record));
+            self.syscalls_received += drained.records;
+            more |= drained.more;
         }
         if let Some(probe) = &mut self.events {
-            probe.drain(|spec, record| consumer.record(spec, record));
+            more |= probe
+                .drain(|spec, now, record| consumer.record(spec, now, record))
+                .more;
         }
         if let Some(server) = &self.app {
             self.app_received += server.drain(|message| consumer.app(message));
         }
+        more
     }
 
     /// Reads every probe's counters.
@@ -178,7 +188,7 @@ pub fn run(
     runtime.block_on(capture(session, probes, consumer))?;
     let elapsed = start.elapsed();
     probes.detach()?;
-    probes.drain(consumer);
+    while probes.drain(consumer) {}
     let accounting = probes.accounting()?;
     report_mismatches(&accounting, probes.malformed());
     Ok(Outcome {
@@ -230,7 +240,13 @@ async fn capture(
     eprintln!("{}", session.ready);
     loop {
         tokio::select! {
-            _ = drain.tick() => probes.drain(consumer),
+            _ = drain.tick() => {
+                if probes.drain(consumer) {
+                    // Behind: the next batch at once, after the other
+                    // branches had their turn.
+                    drain.reset_immediately();
+                }
+            }
             _ = tick.tick(), if session.tick.is_some() => {
                 probes.drain(consumer);
                 if !consumer.tick(&probes.accounting()?)? {

@@ -295,8 +295,10 @@ struct Table<'a> {
 }
 
 impl Consumer for Table<'_> {
-    fn event(&mut self, event: &SyscallEvent) {
-        self.current.record(event);
+    fn syscall(&mut self, _now: u64, record: &[u8]) {
+        if let Some(event) = SyscallEvent::read(record) {
+            self.current.record(&event);
+        }
     }
 
     fn tick(&mut self, accounting: &Accounting) -> Result<bool> {

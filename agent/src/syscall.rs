@@ -7,13 +7,15 @@ use std::{collections::HashMap as StdHashMap, time::Duration};
 use anyhow::{Context as _, Result, bail};
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{MapData, PerCpuArray, RingBuf},
+    maps::{MapData, PerCpuArray},
     programs::{RawTracePoint, TracePoint},
 };
 use weft_probes::syscall::{
     CONFIG_GLOBAL, COUNTERS, COUNTERS_MAP, Counter, EVENT_SIZE, FILTER_COMM, FILTER_PID, PIDS_MAP,
-    RINGS_MAP, SyscallConfig, SyscallEvent,
+    RINGS_MAP, SyscallConfig,
 };
+
+use weft_ingest::ring::{self, Drained, Ring};
 
 use crate::{delivery::Delivery, ebpf, rings::RingArray};
 
@@ -109,7 +111,7 @@ pub struct SyscallProbe {
     ebpf: Ebpf,
     /// Messages the programs log on rare paths, printed through `log`.
     logger: aya_log::EbpfLogger<&'static dyn log::Log>,
-    rings: Vec<RingBuf<MapData>>,
+    rings: Vec<Ring>,
     programs: &'static [&'static str],
     ring_bytes: u32,
     /// Records too short to be a [`SyscallEvent`]; never expected.
@@ -176,24 +178,23 @@ impl SyscallProbe {
         })
     }
 
-    /// Hands every record waiting in the rings to `on_event`; returns how many.
-    pub fn drain(&mut self, mut on_event: impl FnMut(&SyscallEvent)) -> u64 {
+    /// Hands each syscall record waiting in the rings (a `SyscallEvent`'s
+    /// bytes as they lie in the ring) to `on_record` with its arrival time,
+    /// a bounded batch per ring (see [`ring::drain_each`]).
+    pub fn drain(&mut self, mut on_record: impl FnMut(u64, &[u8])) -> Drained {
         self.logger.flush();
-        let mut received = 0;
-        for ring in &mut self.rings {
-            while let Some(item) = ring.next() {
-                if item.len() < EVENT_SIZE {
-                    self.malformed += 1;
-                    continue;
-                }
-                // SAFETY: the record holds at least EVENT_SIZE bytes written by
-                // the probe as a SyscallEvent, which is Pod.
-                let event = unsafe { item.as_ptr().cast::<SyscallEvent>().read_unaligned() };
-                on_event(&event);
-                received += 1;
+        let mut malformed = 0;
+        let mut drained = ring::drain_each(&mut self.rings, |now, record| {
+            if record.len() < EVENT_SIZE {
+                malformed += 1;
+            } else {
+                on_record(now, record);
             }
-        }
-        received
+            true
+        });
+        self.malformed += malformed;
+        drained.records -= malformed;
+        drained
     }
 
     /// Where the probe is attached and how big its rings are, for humans.

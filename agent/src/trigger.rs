@@ -615,7 +615,7 @@ mod tests {
                 std::env::temp_dir().join(format!("weft-trigger-{name}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&dir);
             let mut store = Store::open(&dir, &weft_store::Config::default()).unwrap();
-            let syscalls = capture::define_syscall_source(&mut store).unwrap();
+            let syscalls = weft_ingest::syscalls::define_source(&mut store).unwrap();
             Self {
                 dir,
                 store,

@@ -225,9 +225,15 @@ impl Running {
     /// Sends `signal` and collects what weft printed until it exits.
     /// Panics with weft's stderr if it has not exited within a minute, so
     /// that a hang fails its own test instead of the whole run's timeout.
-    pub fn stop_with(mut self, signal: libc::c_int) -> Finished {
-        const GRACE: Duration = Duration::from_secs(60);
+    pub fn stop_with(self, signal: libc::c_int) -> Finished {
         self.signal(signal);
+        self.wait()
+    }
+
+    /// Collects what weft printed until it exits by itself (`--duration`),
+    /// or panics with weft's stderr after a minute.
+    pub fn wait(mut self) -> Finished {
+        const GRACE: Duration = Duration::from_secs(60);
         let mut pipe = self.child.stdout.take().expect("stdout piped");
         let reader = thread::spawn(move || {
             let mut stdout = String::new();
@@ -237,7 +243,7 @@ impl Running {
             thread::sleep(Duration::from_millis(50));
             let stderr: Vec<String> = self.stderr.try_iter().collect();
             panic!(
-                "weft did not exit within {GRACE:?} of signal {signal}; its stderr:\n{}",
+                "weft did not exit within {GRACE:?}; its stderr:\n{}",
                 stderr.join("\n")
             );
         };

@@ -4,6 +4,9 @@
 mod stat;
 // `weft record` and `weft info`: captures hold exactly what happened and reopen.
 mod record;
+// The fastest one-core syscall flood under `weft record`: nothing lost, or
+// every loss counted and the stop on time.
+mod flood;
 // `weft query` on recordings: known facts, exact percentiles, errors, live reads.
 mod query;
 // `weft doctor`: what the kernel offers, with a real probe load.

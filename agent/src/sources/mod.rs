@@ -13,14 +13,12 @@ pub mod switch;
 use std::{mem::offset_of, path::Path, sync::Arc};
 
 use anyhow::{Result, bail};
+use weft_ingest::syscalls::{exact_bins, latency_bins};
 use weft_probes::events::{Header, Source};
 use weft_query::{Addresses, Kind, Names, SourceColumns};
 use weft_store::{Field, FieldKind, SourceId, Store};
 
-use crate::{
-    capture::{exact_bins, latency_bins},
-    ebpf,
-};
+use crate::ebpf;
 
 /// A classic tracepoint a source's program attaches to, and the fields of
 /// its record whose offsets (from tracefs) the program reads from globals.

@@ -101,12 +101,14 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     let exited = matches!(result, Ok(Flow::Exit));
     // After exit() the rest is drained unseen, as bpftrace stops there too.
-    let _ = probe.drain(|event| {
+    // Each drain is a bounded batch: drain until nothing is left.
+    while probe.drain(|event| {
         if !exited {
             let _ = handle(&mut runtime, &mut keep, event, &mut out);
         }
         true
-    });
+    }) > 0
+    {}
     for index in user_probes(&plan, |t| *t == Target::End) {
         runtime.event(&user_event(index), &mut out)?;
     }

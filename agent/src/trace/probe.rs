@@ -13,7 +13,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use aya::{
     Btf, Ebpf, EbpfLoader,
-    maps::{HashMap, MapData, PerCpuArray, RingBuf, StackTraceMap},
+    maps::{HashMap, MapData, PerCpuArray, StackTraceMap},
     programs::{
         Program,
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeScope},
@@ -23,6 +23,7 @@ use perf_event::{
     Builder,
     events::{KProbe, Software, Tracepoint},
 };
+use weft_ingest::ring::{self, Ring};
 use weft_probes::trace::{
     COPIES, COUNTERS_MAP, CopyKind, Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL,
     MAX_FILTERS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, PROBES_MAP, ProbeConfig, RINGS_MAP,
@@ -75,7 +76,7 @@ pub struct TraceProbe {
     /// Kernel BTF, read for the first fentry or fexit probe.
     btf: Option<Btf>,
     ebpf: Ebpf,
-    rings: Vec<RingBuf<MapData>>,
+    rings: Vec<Ring>,
     stacks: Stacks,
     received: u64,
     /// Records shorter than their header says; never expected.
@@ -300,8 +301,9 @@ impl TraceProbe {
         let mut fds: Vec<libc::pollfd> = self
             .rings
             .iter()
-            .map(|ring| libc::pollfd {
-                fd: ring.as_fd().as_raw_fd(),
+            .filter_map(Ring::fd)
+            .map(|fd| libc::pollfd {
+                fd: fd.as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             })
@@ -342,49 +344,45 @@ impl TraceProbe {
         let stack_map = ebpf
             .map(STACKS_MAP)
             .and_then(|map| StackTraceMap::try_from(map).ok());
-        for ring in rings {
-            while let Some(item) = ring.next() {
-                let Some(header) = item.get(..HEADER_SIZE) else {
-                    *malformed += 1;
-                    continue;
-                };
-                // SAFETY: HEADER_SIZE bytes, a plain-integer repr(C) struct.
-                let header: Header = unsafe { std::ptr::read_unaligned(header.as_ptr().cast()) };
-                let rest = &item[HEADER_SIZE..];
-                let raw_len = usize::from(header.raw_len);
-                let Some(string_bytes) = rest.len().checked_sub(raw_len) else {
-                    *malformed += 1;
-                    continue;
-                };
-                let strings: Vec<&[u8]> = rest[..string_bytes].chunks(STRING_LEN).collect();
-                // Most probes record no stack: no lookup then.
-                let (kstack, ustack) = match &stack_map {
-                    Some(map) if header.kstack >= 0 || header.ustack >= 0 => (
-                        stacks.kernel(map, header.kstack).to_string(),
-                        stacks.user(map, header.ustack).to_string(),
-                    ),
-                    _ => (String::new(), String::new()),
-                };
-                let event = Event {
-                    attach: usize::from(header.attach),
-                    ns: header.ns,
-                    pid: (header.pid_tgid >> 32) as u32,
-                    tid: header.pid_tgid as u32,
-                    uid: header.uid_gid as u32,
-                    gid: (header.uid_gid >> 32) as u32,
-                    cpu: header.cpu,
-                    comm: &header.comm,
-                    raw: &rest[string_bytes..],
-                    strings: &strings,
-                    kstack: &kstack,
-                    ustack: &ustack,
-                };
-                *received += 1;
-                if !on_event(&event) {
-                    return *received - before;
-                }
-            }
-        }
+        ring::drain_each(rings, |_, item| {
+            let Some(header) = item.get(..HEADER_SIZE) else {
+                *malformed += 1;
+                return true;
+            };
+            // SAFETY: HEADER_SIZE bytes, a plain-integer repr(C) struct.
+            let header: Header = unsafe { std::ptr::read_unaligned(header.as_ptr().cast()) };
+            let rest = &item[HEADER_SIZE..];
+            let raw_len = usize::from(header.raw_len);
+            let Some(string_bytes) = rest.len().checked_sub(raw_len) else {
+                *malformed += 1;
+                return true;
+            };
+            let strings: Vec<&[u8]> = rest[..string_bytes].chunks(STRING_LEN).collect();
+            // Most probes record no stack: no lookup then.
+            let (kstack, ustack) = match &stack_map {
+                Some(map) if header.kstack >= 0 || header.ustack >= 0 => (
+                    stacks.kernel(map, header.kstack).to_string(),
+                    stacks.user(map, header.ustack).to_string(),
+                ),
+                _ => (String::new(), String::new()),
+            };
+            let event = Event {
+                attach: usize::from(header.attach),
+                ns: header.ns,
+                pid: (header.pid_tgid >> 32) as u32,
+                tid: header.pid_tgid as u32,
+                uid: header.uid_gid as u32,
+                gid: (header.uid_gid >> 32) as u32,
+                cpu: header.cpu,
+                comm: &header.comm,
+                raw: &rest[string_bytes..],
+                strings: &strings,
+                kstack: &kstack,
+                ustack: &ustack,
+            };
+            *received += 1;
+            on_event(&event)
+        });
         *received - before
     }
 

@@ -11,7 +11,9 @@ use serde_json::{Map, Value, json};
 use weft_store::{Config, Field, FieldKind, SourceId, Store};
 use weft_trace::{Attach, Event, Plan, Target, check::MAX_RAW, kernel::FieldKind as Kind};
 
-use crate::{capture, delivery::Delivery, tasks::TaskNames};
+use weft_ingest::tasks::TaskNames;
+
+use crate::{capture, delivery::Delivery};
 
 /// Values every stored event has, before the record's fields.
 const BUILTINS: [&str; 5] = ["time", "pid", "tid", "uid", "cpu"];
