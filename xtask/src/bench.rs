@@ -29,6 +29,16 @@ pub enum Bench {
         #[arg(long)]
         quick: bool,
     },
+    /// The ring -> store path of `weft record` on rings in memory, stage
+    /// by stage, against the store's plain append (needs no root).
+    Ingest {
+        /// Fewer records: a quick check rather than the reported figures.
+        #[arg(long)]
+        quick: bool,
+    },
+    /// A one-core getppid flood under `weft stat`, `weft record` and the
+    /// live UI: syscalls made, kept, received, lost, and weft's CPU.
+    Flood(crate::bench_flood::Options),
     /// The Loom case studies: record RocksDB and Redis, then time each
     /// question with weft's indexes, a weft full scan and DuckDB on Parquet.
     #[expect(clippy::doc_markdown, reason = "product names in help text")]
@@ -71,23 +81,28 @@ pub fn run(bench: &Bench) -> Result<()> {
         Bench::Tui(options) => crate::bench_tui::run(options),
         Bench::Triggers(options) => crate::bench_triggers::run(options),
         Bench::Pt(options) => crate::bench_pt::run(options),
-        Bench::Store { quick } => {
-            let mut cmd = Command::new("cargo");
-            cmd.current_dir(workspace_root()).args([
-                "bench",
-                "--locked",
-                "--package",
-                "weft-store",
-                "--bench",
-                "store",
-                "--",
-            ]);
-            if *quick {
-                cmd.arg("--quick");
-            }
-            exec(&mut cmd)
-        }
+        Bench::Flood(options) => crate::bench_flood::run(options),
+        Bench::Store { quick } => cargo_bench("weft-store", "store", *quick),
+        Bench::Ingest { quick } => cargo_bench("weft-ingest", "ingest", *quick),
     }
+}
+
+/// `cargo bench` of one crate's bench target, with `--quick` passed on.
+fn cargo_bench(package: &str, bench: &str, quick: bool) -> Result<()> {
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(workspace_root()).args([
+        "bench",
+        "--locked",
+        "--package",
+        package,
+        "--bench",
+        bench,
+        "--",
+    ]);
+    if quick {
+        cmd.arg("--quick");
+    }
+    exec(&mut cmd)
 }
 
 /// bpftrace's per-syscall enter/exit latency histogram, the usual one-liner.

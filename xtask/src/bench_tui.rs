@@ -119,7 +119,7 @@ fn with_ui(
     Ok(())
 }
 
-fn last_with(lines: &[String], text: &str) -> String {
+pub fn last_with(lines: &[String], text: &str) -> String {
     lines
         .iter()
         .rev()
@@ -128,11 +128,11 @@ fn last_with(lines: &[String], text: &str) -> String {
         .unwrap_or_else(|| format!("(no line with `{text}`)"))
 }
 
-fn screen_lines(screen: &str) -> Vec<String> {
+pub fn screen_lines(screen: &str) -> Vec<String> {
     screen.lines().map(str::to_owned).collect()
 }
 
-fn tmux(args: &[&str]) -> Result<String> {
+pub fn tmux(args: &[&str]) -> Result<String> {
     output(
         Command::new("tmux")
             .args(["-L", SOCKET, "-f", "/dev/null"])
@@ -140,7 +140,7 @@ fn tmux(args: &[&str]) -> Result<String> {
     )
 }
 
-fn wait_for(what: &str, done: impl Fn(&str) -> bool) -> Result<String> {
+pub fn wait_for(what: &str, done: impl Fn(&str) -> bool) -> Result<String> {
     let start = Instant::now();
     loop {
         let screen = tmux(&["capture-pane", "-p", "-J", "-t", "0"])?;
@@ -155,7 +155,7 @@ fn wait_for(what: &str, done: impl Fn(&str) -> bool) -> Result<String> {
 }
 
 /// The pid of `weft`, the child of the pane's shell.
-fn ui_pid() -> Result<String> {
+pub fn ui_pid() -> Result<String> {
     let shell = tmux(&["list-panes", "-F", "#{pane_pid}"])?;
     let pid = output(Command::new("pgrep").args(["-P", shell.trim(), "-x", "weft"]))?;
     Ok(pid.trim().to_owned())
