@@ -47,17 +47,15 @@ pub fn run(options: &Options) -> Result<()> {
         "weft", "loop made", "loop kept", "received", "lost", "CPU %"
     );
     let seconds = options.seconds as f64;
-    let rows = [
-        ("stat", stat(&bins, seconds)?),
-        ("record", record(&bins, seconds)?),
-        ("live UI", ui(&bins, seconds)?),
-    ];
-    for (label, row) in rows {
+    let print = |label: &str, row: Row| {
         println!(
             "{label:<14} {:>14} {:>14} {:>14} {:>12} {:>8.1}",
             row.made, row.kept, row.received, row.lost, row.cpu
         );
-    }
+    };
+    print("stat", stat(&bins, seconds)?);
+    print("record", record(&bins, seconds)?);
+    print("live UI", ui(&bins, seconds)?);
     Ok(())
 }
 
@@ -122,7 +120,7 @@ fn record(bins: &Bins, seconds: f64) -> Result<Row> {
 
 fn ui(bins: &Bins, seconds: f64) -> Result<Row> {
     let dir = fresh_dir("ui");
-    let command = format!("{} -o {dir}; echo weft-exit=$?; sleep 600", bins.weft);
+    let command = format!("{} tui -o {dir}; echo weft-exit=$?; sleep 600", bins.weft);
     tmux(&["new-session", "-d", "-x", "200", "-y", "50", &command])?;
     let result = (|| {
         wait_for("the overview", |s| s.contains("1 Overview"))?;
