@@ -291,11 +291,17 @@ impl App {
         })
     }
 
-    /// The queries that keep the views current.
+    /// The queries that keep the views current: the headlines always (the
+    /// overview shows them), the latency table and histogram
+    /// only while they are shown (a grouped percentile is the costliest
+    /// question the UI asks; switching views refreshes at once).
     pub fn refresh_jobs(&self) -> Vec<Job> {
-        let mut jobs = vec![Job::Latency(self.latency_query())];
-        if let Some(name) = self.selected_key() {
-            jobs.push(Job::Hist(self.hist_query(&name)));
+        let mut jobs = Vec::new();
+        if self.view == View::Latency {
+            jobs.push(Job::Latency(self.latency_query()));
+            if let Some(name) = self.selected_key() {
+                jobs.push(Job::Hist(self.hist_query(&name)));
+            }
         }
         for row in &self.sources {
             if let Some(query) = self.headline_query(&row.name) {

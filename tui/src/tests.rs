@@ -227,6 +227,27 @@ fn rates_come_from_received_counts_between_samples() {
 }
 
 #[test]
+fn refresh_asks_for_the_latency_table_only_while_it_is_shown() {
+    let mut app = live();
+    app.apply_health(health(&[("syscalls", 1, 0)]), 0.0);
+    let latency = |app: &App| {
+        app.refresh_jobs()
+            .iter()
+            .any(|j| matches!(j, Job::Latency(_)))
+    };
+    assert!(!latency(&app), "the overview shows no latency table");
+    assert_eq!(key(&mut app, KeyCode::Char('2')), Effect::Refresh);
+    assert!(latency(&app));
+    key(&mut app, KeyCode::Char('1'));
+    assert!(!latency(&app));
+    assert!(
+        app.refresh_jobs()
+            .iter()
+            .any(|j| matches!(j, Job::Headline(source, _) if source == "syscalls"))
+    );
+}
+
+#[test]
 fn the_process_filter_narrows_every_syscall_query() {
     let mut app = live();
     app.apply_health(health(&[("syscalls", 1, 0), ("sched", 1, 0)]), 0.0);
