@@ -857,6 +857,16 @@ impl<'a> Engine<'a> {
         {
             return self.summarize(source, window, &specs, &picks);
         }
+        let by_part = near.is_none()
+            && pred.is_none()
+            && every.is_none()
+            && source.late.is_none()
+            && !self.catalog.full_scan;
+        if let ([by], true) = (&by[..], by_part)
+            && let Some(answer) = self.summarize_by_part(source, window, &specs, *by)?
+        {
+            return Ok(answer);
+        }
         let scan = self.plan_scan(source, pred, "aggregate");
         let wall_offset = self.catalog.wall_offset.unwrap_or(0);
         let mut groups = Groups::default();
@@ -959,6 +969,113 @@ impl<'a> Engine<'a> {
             ..Answer::default()
         })
     }
+}
+
+impl Engine<'_> {
+    /// Aggregates grouped by `by` when it is the partition field of one
+    /// partitioned index over every aggregated column: each group is a
+    /// part, answered by the store from its summaries (reading only chunks
+    /// that hold a quantile's bin). `None` when that does not hold: the
+    /// caller scans.
+    fn summarize_by_part(
+        &mut self,
+        source: &SourceColumns,
+        window: &RangeInclusive<u64>,
+        specs: &[AggSpec],
+        by: usize,
+    ) -> Result<Option<Answer>> {
+        let Some((index, parts)) = part_index(source, specs, by) else {
+            return Ok(None);
+        };
+        let mut qs = Vec::new();
+        for spec in specs {
+            match spec.func {
+                Func::Quantile(q) => qs.push(q),
+                Func::Percentiles => qs.extend(PERCENTILES),
+                _ => {}
+            }
+        }
+        let (answers, stats) =
+            self.snapshot
+                .aggregate_parts(source.id, index, window.clone(), &qs)?;
+        // Values past the partition's count share one part, and names
+        // that stand for several values make one group of several parts:
+        // neither is a group of its own here.
+        let named = |part: u32| match &source.columns[by].kind {
+            Kind::Named(names) => names.group_of(i64::from(part)) == i64::from(part),
+            _ => true,
+        };
+        if answers.iter().any(|a| a.part >= parts || !named(a.part)) {
+            return Ok(None);
+        }
+        self.add(stats);
+        let rows = answers
+            .into_iter()
+            .map(|answer| (vec![i64::from(answer.part)], part_cells(specs, &answer)))
+            .collect();
+        self.plan.push(format!(
+            "aggregate: from the store's chunk summaries of `{}`, one part of a partitioned index per `{}`",
+            source.name, source.columns[by].name
+        ));
+        Ok(Some(keyed_answer(source, specs, &[by], None, rows)))
+    }
+}
+
+/// The partitioned index (and its count of parts) over every column that
+/// `specs` aggregate whose partition field is column `by`'s field, if
+/// there is one and every spec can come from summaries.
+fn part_index(source: &SourceColumns, specs: &[AggSpec], by: usize) -> Option<(IndexId, u32)> {
+    let Read::Field(field) = &source.columns[by].read else {
+        return None;
+    };
+    let over = |c: usize| {
+        let col = &source.columns[c];
+        matches!(col.read, Read::Field(_))
+            .then(|| col.partitioned.iter().find(|(_, f, _)| f == field))
+            .flatten()
+            .map(|(id, _, count)| (*id, *count))
+    };
+    let mut chosen: Option<(IndexId, u32)> = None;
+    for spec in specs {
+        let pick = match (spec.func, spec.column) {
+            (Func::Hist, _) => return None,
+            (Func::Count, _) => continue,
+            (_, Some(c)) => over(c)?,
+            (_, None) => return None,
+        };
+        if chosen.is_some_and(|c| c != pick) {
+            return None;
+        }
+        chosen = Some(pick);
+    }
+    // Counts alone: any partitioned index by that field counts them.
+    chosen.or_else(|| (0..source.columns.len()).find_map(over))
+}
+
+/// One part's cells, as many as the specs' headers.
+fn part_cells(specs: &[AggSpec], answer: &weft_store::PartAnswer) -> Vec<Cell> {
+    let agg = &answer.aggregate;
+    let int = |v: Option<i64>| v.map_or(Cell::Null, Cell::Int);
+    let mut quantiles = answer.quantiles.iter().copied();
+    let mut cells = Vec::new();
+    for spec in specs {
+        match spec.func {
+            Func::Count => cells.push(Cell::Int(agg.count.cast_signed())),
+            Func::Sum => cells.push(Cell::Int(
+                i64::try_from(agg.sum).unwrap_or(if agg.sum < 0 { i64::MIN } else { i64::MAX }),
+            )),
+            Func::Min => cells.push(int(agg.min)),
+            Func::Max => cells.push(int(agg.max)),
+            Func::Avg => cells.push(agg.avg().map_or(Cell::Null, Cell::Float)),
+            Func::Quantile(_) => cells.push(int(quantiles.next().flatten())),
+            Func::Percentiles => {
+                cells.extend(PERCENTILES.iter().map(|_| int(quantiles.next().flatten())));
+                cells.push(int(agg.max));
+            }
+            Func::Hist => unreachable!("hist is never summarized"),
+        }
+    }
+    cells
 }
 
 /// The store index (and part) that answers each aggregate from chunk
@@ -1168,6 +1285,39 @@ fn group_answer(
     every: Option<i64>,
     groups: Groups,
 ) -> Answer {
+    let mut groups: Vec<(Vec<i64>, Vec<crate::aggregate::Acc>)> =
+        groups.groups.into_iter().collect();
+    groups.sort_by(|a, b| a.0.cmp(&b.0));
+    if specs.first().is_some_and(|s| s.func == Func::Hist) {
+        let rows = groups
+            .iter()
+            .flat_map(|(key, accs)| accs[0].hist_rows().into_iter().map(|r| (key.clone(), r)))
+            .collect();
+        return keyed_answer(source, specs, by, every, rows);
+    }
+    let rows = groups
+        .into_iter()
+        .map(|(key, mut accs)| {
+            let cells = accs
+                .iter_mut()
+                .zip(specs)
+                .flat_map(|(acc, spec)| acc.cells(spec))
+                .collect();
+            (key, cells)
+        })
+        .collect();
+    keyed_answer(source, specs, by, every, rows)
+}
+
+/// An aggregate's answer from its rows, each a group's key (the time
+/// bucket if `every`, then the `by` values) and its cells, in key order.
+fn keyed_answer(
+    source: &SourceColumns,
+    specs: &[AggSpec],
+    by: &[usize],
+    every: Option<i64>,
+    keyed: Vec<(Vec<i64>, Vec<Cell>)>,
+) -> Answer {
     let mut columns = Vec::new();
     if every.is_some() {
         columns.push(Header {
@@ -1197,28 +1347,14 @@ fn group_answer(
             .collect()
     };
     columns.extend(specs.iter().flat_map(AggSpec::headers));
-    let mut groups: Vec<(Vec<i64>, Vec<crate::aggregate::Acc>)> =
-        groups.groups.into_iter().collect();
-    groups.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut rows = Vec::new();
-    if specs.first().is_some_and(|s| s.func == Func::Hist) {
-        for (key, accs) in &groups {
-            for hist_row in accs[0].hist_rows() {
-                rows.push(key_cells(key).into_iter().chain(hist_row).collect());
-            }
-        }
-    } else {
-        for (key, mut accs) in groups {
-            let mut row = key_cells(&key);
-            for (acc, spec) in accs.iter_mut().zip(specs) {
-                row.extend(acc.cells(spec));
-            }
-            rows.push(row);
-        }
-        if every.is_none() && !by.is_empty() {
-            let first = by.len();
-            rows.sort_by(|a: &Vec<Cell>, b: &Vec<Cell>| compare_cells(&b[first], &a[first]));
-        }
+    let hist = specs.first().is_some_and(|s| s.func == Func::Hist);
+    let mut rows: Vec<Vec<Cell>> = keyed
+        .into_iter()
+        .map(|(key, cells)| key_cells(&key).into_iter().chain(cells).collect())
+        .collect();
+    if !hist && every.is_none() && !by.is_empty() {
+        let first = by.len();
+        rows.sort_by(|a: &Vec<Cell>, b: &Vec<Cell>| compare_cells(&b[first], &a[first]));
     }
     Answer {
         columns,

@@ -306,6 +306,43 @@ fn answers_full_scan_equals_indexed() {
 }
 
 #[test]
+fn answers_grouped_percentiles_from_summaries_exactly() {
+    let mut f = fixture("grouped");
+    let queries = [
+        "syscalls | count, p50(dur), p99(dur), percentiles(dur), avg(dur), sum(dur), min(dur) by name",
+        "syscalls | p99.9(dur), count by name last 30ms",
+        "syscalls | count by name",
+    ];
+    let indexed: Vec<Answer> = queries.iter().map(|q| ask(&f, q)).collect();
+    for (query, answer) in queries.iter().zip(&indexed) {
+        assert!(
+            answer
+                .plan
+                .iter()
+                .any(|l| l.contains("one part of a partitioned index per `name`")),
+            "{query}: {:?}",
+            answer.plan
+        );
+    }
+    // The first answer, row by row, from the records.
+    for row in &indexed[0].rows {
+        let Cell::Text(name) = &row[0] else {
+            panic!("{row:?}")
+        };
+        let nr = SYSCALLS.iter().find(|(_, n)| n == name).unwrap().0;
+        let values = durs(&f, |r| r.nr == nr);
+        assert_eq!(row[1], Cell::Int(values.len() as i64), "{name}");
+        assert_eq!(row[2], Cell::Int(quantile(values.clone(), 0.5)), "{name}");
+        assert_eq!(row[3], Cell::Int(quantile(values.clone(), 0.99)), "{name}");
+    }
+    f.catalog.without_indexes();
+    for (query, indexed) in queries.iter().zip(indexed) {
+        let full = ask(&f, query);
+        assert_eq!(full.rows, indexed.rows, "{query}");
+    }
+}
+
+#[test]
 fn answers_records_above_their_percentile() {
     let f = fixture("threshold");
     let pread = durs(&f, |r| r.nr == 17);

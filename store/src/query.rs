@@ -14,7 +14,10 @@
     reason = "range arithmetic moves between i64 values and u128 spans on purpose"
 )]
 
-use std::ops::{Range, RangeInclusive};
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    ops::{Range, RangeInclusive},
+};
 
 use crate::{
     error::{Error, Result},
@@ -107,7 +110,20 @@ impl Aggregate {
     }
 }
 
+/// One part of a partitioned index, from [`Snapshot::aggregate_parts`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct PartAnswer {
+    /// The part: the partition field's value (or the count of parts, for
+    /// every other value).
+    pub part: u32,
+    /// Count, sum, min and max of the part's values.
+    pub aggregate: Aggregate,
+    /// The asked quantiles of the part's values, in the order asked.
+    pub quantiles: Vec<Option<i64>>,
+}
+
 /// What a scan or aggregate reads from each record.
+#[derive(Clone)]
 struct Target {
     source: SourceId,
     window: RangeInclusive<u64>,
@@ -621,6 +637,183 @@ impl Snapshot {
         Ok((Some(value), stats))
     }
 
+    /// [`Snapshot::aggregate_part`] and the exact `qs` quantiles
+    /// ([`Snapshot::percentile_part`]) of every part of a partitioned index
+    /// at once, in one pass over the summaries and one over the chunks that
+    /// hold the bins the quantiles fall in: "count, p50 and p99 of latency
+    /// by syscall" without reading the rest. Parts without values are left
+    /// out; the answer is in part order.
+    pub fn aggregate_parts(
+        &self,
+        source: SourceId,
+        index: IndexId,
+        window: RangeInclusive<u64>,
+        qs: &[f64],
+    ) -> Result<(Vec<PartAnswer>, QueryStats)> {
+        if let Some(q) = qs.iter().find(|q| !(0.0..=1.0).contains(*q)) {
+            return Err(Error::Invalid(format!(
+                "quantile {q} is not between 0 and 1"
+            )));
+        }
+        let target = self.target(source, index, None, window)?;
+        let Some(spec) = target.index.clone() else {
+            return Err(Error::Invalid(
+                "aggregates by part need a value index, not index 0".into(),
+            ));
+        };
+        let (per_part, parts) = (target.value_bins(), spec.parts());
+        let mut by_part: BTreeMap<u32, (Aggregate, Vec<u64>)> = BTreeMap::new();
+        let mut stats = QueryStats::default();
+        // Per chunk of the source, the (global) bins its summaries hold
+        // (None: scanned).
+        let mut held: Vec<(ChunkRef, Option<Vec<u32>>)> = Vec::new();
+        self.for_each_meta(
+            self.chunks_in(&target.window)?,
+            |s, i, b| target.reads(s, i, b),
+            |meta| {
+                let Some(at) = ChunkRef::of(meta, source) else {
+                    return Ok(());
+                };
+                if self.is_deleted(at.chunk) {
+                    stats.chunks_expired += 1;
+                } else if self.summarizes(meta, &target) {
+                    stats.chunks_summarized += 1;
+                    let mut here = Vec::new();
+                    for s in meta.summaries.iter().filter(|s| target.wants(s)) {
+                        let part = s.bin / per_part;
+                        if part >= parts {
+                            return Err(Error::Invalid(format!(
+                                "chunk {}: summary names bin {} of an index with {} bins",
+                                s.chunk,
+                                s.bin,
+                                u64::from(per_part) * u64::from(parts)
+                            )));
+                        }
+                        let (total, counts) = by_part
+                            .entry(part)
+                            .or_insert_with(|| (Aggregate::default(), vec![0; per_part as usize]));
+                        total.merge(s);
+                        let count = &mut counts[(s.bin % per_part) as usize];
+                        *count = count.saturating_add(s.count);
+                        here.push(s.bin);
+                    }
+                    held.push((at, Some(here)));
+                } else {
+                    stats.chunks_scanned += 1;
+                    self.visit_chunk(&at, &target, |record| {
+                        let Some(value) = spec.field.read(record.payload) else {
+                            return;
+                        };
+                        let part = spec.part_of(record.payload);
+                        let (total, counts) = by_part
+                            .entry(part)
+                            .or_insert_with(|| (Aggregate::default(), vec![0; per_part as usize]));
+                        total.add(value);
+                        counts[spec.bins.bin_of(value) as usize] += 1;
+                    })?;
+                    held.push((at, None));
+                }
+                Ok(())
+            },
+        )?;
+        let wanted = quantile_bins(&by_part, qs, per_part);
+        let values = self.bin_values(&held, &target, &wanted)?;
+        let mut answers = Vec::with_capacity(by_part.len());
+        for ((part, (aggregate, _)), picks) in by_part.into_iter().zip(wanted) {
+            let mut quantiles = Vec::with_capacity(picks.len());
+            for (bin, count, k) in picks {
+                let value = match values.get(&bin) {
+                    Some(values) if aggregate.count > 0 => Some(nth(values, k)?),
+                    _ if aggregate.count == 0 => None,
+                    _ => {
+                        // Too many values to hold at once: narrow in passes.
+                        let relevant = relevant_chunks(&held, bin);
+                        let one = Target {
+                            part: Some(part),
+                            ..target.clone()
+                        };
+                        let (lo, hi) = spec.bins.range(bin % per_part);
+                        Some(self.select(&relevant, &one, (lo, hi, count), k)?)
+                    }
+                };
+                quantiles.push(value);
+            }
+            answers.push(PartAnswer {
+                part,
+                aggregate,
+                quantiles,
+            });
+        }
+        Ok((answers, stats))
+    }
+
+    /// The values of each wanted bin (global bin numbers of `target`'s
+    /// index), read in one pass over the chunks that hold any of them,
+    /// while their total fits in memory; bins left out are too large.
+    fn bin_values(
+        &self,
+        held: &[(ChunkRef, Option<Vec<u32>>)],
+        target: &Target,
+        wanted: &[Vec<(u32, u64, u64)>],
+    ) -> Result<HashMap<u32, Vec<i64>>> {
+        /// Values held at once (8 bytes each).
+        const FIT: u64 = 1 << 22;
+        let Some(spec) = &target.index else {
+            return Ok(HashMap::new());
+        };
+        let mut bins: Vec<(u32, u64)> = wanted
+            .iter()
+            .flatten()
+            .map(|(bin, count, _)| (*bin, *count))
+            .collect();
+        bins.sort_unstable();
+        bins.dedup();
+        // Smallest bins first, while they fit.
+        bins.sort_by_key(|(_, count)| *count);
+        let mut room = FIT;
+        let chosen: HashSet<u32> = bins
+            .iter()
+            .take_while(|(_, count)| {
+                let fits = *count <= room;
+                room = room.saturating_sub(*count);
+                fits
+            })
+            .map(|(bin, _)| *bin)
+            .collect();
+        let chunks: Vec<ChunkRef> = held
+            .iter()
+            .filter(|(_, here)| {
+                here.as_ref()
+                    .is_none_or(|bins| bins.iter().any(|b| chosen.contains(b)))
+            })
+            .map(|(at, _)| *at)
+            .collect();
+        let per_part = target.value_bins();
+        let parts = parallel(&chunks, |part| {
+            let mut found: HashMap<u32, Vec<i64>> = HashMap::new();
+            for at in part {
+                self.visit_chunk(at, target, |record| {
+                    let Some(value) = spec.field.read(record.payload) else {
+                        return;
+                    };
+                    let bin = spec.part_of(record.payload) * per_part + spec.bins.bin_of(value);
+                    if chosen.contains(&bin) {
+                        found.entry(bin).or_default().push(value);
+                    }
+                })?;
+            }
+            Ok(found)
+        })?;
+        let mut values: HashMap<u32, Vec<i64>> =
+            chosen.iter().map(|bin| (*bin, Vec::new())).collect();
+        for found in parts {
+            for (bin, mut more) in found {
+                values.entry(bin).or_default().append(&mut more);
+            }
+        }
+        Ok(values)
+    }
+
     /// The `k`-th smallest (1-based) value in `[lo, hi)` (`hi = None`: no
     /// upper bound) among the target's records in `chunks`, given that
     /// `count` values lie in that range. Collects values when few enough,
@@ -698,6 +891,52 @@ impl Snapshot {
             };
         }
     }
+}
+
+/// For each part (in order) and each of `qs`: the global bin holding the
+/// quantile, that bin's count, and the quantile's rank within the bin.
+fn quantile_bins(
+    by_part: &BTreeMap<u32, (Aggregate, Vec<u64>)>,
+    qs: &[f64],
+    per_part: u32,
+) -> Vec<Vec<(u32, u64, u64)>> {
+    by_part
+        .iter()
+        .map(|(part, (_, counts))| {
+            let n = counts.iter().fold(0u64, |n, c| n.saturating_add(*c));
+            qs.iter()
+                .map(|q| {
+                    let rank = ((q * n as f64).ceil() as u64).clamp(1, n.max(1));
+                    let (mut before, mut bin) = (0u64, 0usize);
+                    while bin + 1 < counts.len() && before.saturating_add(counts[bin]) < rank {
+                        before += counts[bin];
+                        bin += 1;
+                    }
+                    (part * per_part + bin as u32, counts[bin], rank - before)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Chunks that hold global bin `bin` by their summaries, or were scanned.
+fn relevant_chunks(held: &[(ChunkRef, Option<Vec<u32>>)], bin: u32) -> Vec<ChunkRef> {
+    held.iter()
+        .filter(|(_, here)| here.as_ref().is_none_or(|b| b.contains(&bin)))
+        .map(|(at, _)| *at)
+        .collect()
+}
+
+/// The `k`-th smallest (1-based) of `values`.
+fn nth(values: &[i64], k: u64) -> Result<i64> {
+    let mut values = values.to_vec();
+    let at = usize::try_from(k - 1).unwrap_or(usize::MAX);
+    if at >= values.len() {
+        return Err(Error::Invalid(
+            "summaries and records disagree; the capture is corrupt".into(),
+        ));
+    }
+    Ok(*values.select_nth_unstable(at).1)
 }
 
 /// First index in `0..n` for which `pred` is false (`pred` is monotone).

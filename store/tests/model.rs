@@ -319,6 +319,7 @@ fn partitioned_index_matches_reference_per_part() {
                 .collect();
             check_part(&snapshot, (source, index, part), &window, values);
         }
+        check_parts(&snapshot, (source, index), &window, &records, part_of);
     }
     assert!(
         snapshot
@@ -337,6 +338,53 @@ fn partitioned_index_matches_reference_per_part() {
         records.iter().filter(|r| r.2 == 2).count() as u64
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Checks every part's aggregate and quantiles at once against the
+/// reference's records `(ts, value, partition value)`.
+fn check_parts(
+    snapshot: &Snapshot,
+    (source, index): (SourceId, IndexId),
+    window: &RangeInclusive<u64>,
+    records: &[(u64, i64, u32)],
+    part_of: impl Fn(u32) -> u32,
+) {
+    let qs = [0.0, 0.5, 0.99, 1.0];
+    let (answers, _) = snapshot
+        .aggregate_parts(source, index, window.clone(), &qs)
+        .unwrap();
+    let mut expected = std::collections::BTreeMap::<u32, Vec<i64>>::new();
+    for (ts, v, n) in records {
+        if window.contains(ts) {
+            expected.entry(part_of(*n)).or_default().push(*v);
+        }
+    }
+    let parts: Vec<u32> = answers.iter().map(|a| a.part).collect();
+    assert_eq!(
+        parts,
+        expected.keys().copied().collect::<Vec<_>>(),
+        "{window:?}"
+    );
+    for (answer, (_, mut values)) in answers.into_iter().zip(expected) {
+        values.sort_unstable();
+        let n = values.len();
+        assert_eq!(answer.aggregate.count, n as u64);
+        assert_eq!(
+            answer.aggregate.sum,
+            values.iter().map(|v| i128::from(*v)).sum::<i128>()
+        );
+        assert_eq!(answer.aggregate.min, values.first().copied());
+        assert_eq!(answer.aggregate.max, values.last().copied());
+        let quantiles: Vec<Option<i64>> = qs
+            .iter()
+            .map(|q| Some(values[((q * n as f64).ceil() as usize).clamp(1, n) - 1]))
+            .collect();
+        assert_eq!(
+            answer.quantiles, quantiles,
+            "part {} {window:?}",
+            answer.part
+        );
+    }
 }
 
 /// Checks aggregates, a ranged aggregate, an indexed scan and percentiles
