@@ -830,6 +830,11 @@ impl Snapshot {
         let (mut lo, mut hi, mut count) = range;
         let contains = move |v: i64, lo: i64, hi: Option<i64>| v >= lo && hi.is_none_or(|h| v < h);
         loop {
+            if hi.is_some_and(|h| i128::from(h) - i128::from(lo) == 1) {
+                // One value left, held more than FIT times (a flood of
+                // equal durations): that value is the answer.
+                return Ok(lo);
+            }
             if count <= FIT {
                 let parts = parallel(chunks, |part| {
                     let mut values = Vec::new();

@@ -260,6 +260,45 @@ fn percentile_narrows_huge_bins_exactly() {
 }
 
 #[test]
+fn percentile_of_a_bin_holding_one_value_too_often_ends() {
+    // A flood of equal durations: narrowing cannot split one value, so it
+    // must stop there (it looped for ever when one value was held more
+    // times than fit in memory).
+    let dir = temp_dir("one-value");
+    let config = Config {
+        block_size: 1 << 20,
+        ..Config::default()
+    };
+    let mut store = Store::open(&dir, &config).unwrap();
+    let field = Field::new("v", 0, FieldKind::I64);
+    let source = store.define_source("s", vec![field.clone()]).unwrap();
+    let index = store
+        .define_index(source, "v", field, Bins::new(vec![100, 1000]).unwrap())
+        .unwrap();
+    let values = (0..1_200_000u64).map(|i| {
+        if i % 100 == 0 {
+            101 + (i % 7) as i64
+        } else {
+            187
+        }
+    });
+    for (ts, v) in values.enumerate() {
+        store
+            .append_at(source, ts as u64, None, &v.to_le_bytes())
+            .unwrap();
+    }
+    store.publish();
+    let snapshot = store.snapshot();
+    for (q, expected) in [(0.001, 101), (0.5, 187), (1.0, 187)] {
+        let (got, _) = snapshot.percentile(source, index, 0..=u64::MAX, q).unwrap();
+        assert_eq!(got, Some(expected), "q {q}");
+    }
+    drop(snapshot);
+    store.close().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn partitioned_index_matches_reference_per_part() {
     // Latency-like values split by a "syscall number" in 0..6, with some
     // numbers outside the partition's count (they share the last part).

@@ -115,7 +115,12 @@ pub const SPEC: Spec = Spec {
             "0 or the negative errno",
         ),
     ],
-    indexes: &[IndexSpec::Latency("latency"), IndexSpec::Exact("op", 4)],
+    indexes: &[
+        IndexSpec::Latency("latency"),
+        IndexSpec::Exact("op", 4),
+        // The UI's block breakdown, per operation.
+        IndexSpec::LatencyBy("latency", "op", 5),
+    ],
     time: "ts",
     span: Some("latency"),
     tail: None,

@@ -12,11 +12,11 @@ pub mod switch;
 
 use std::{mem::offset_of, path::Path, sync::Arc};
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result};
 use weft_ingest::syscalls::{exact_bins, latency_bins};
 use weft_probes::events::{Header, Source};
 use weft_query::{Addresses, Kind, Names, SourceColumns};
-use weft_store::{Field, FieldKind, SourceId, Store};
+use weft_store::{Field, FieldKind, Partition, SourceId, Store};
 
 use crate::ebpf;
 
@@ -101,6 +101,10 @@ pub const fn field(
 pub enum IndexSpec {
     Latency(&'static str),
     Exact(&'static str, i64),
+    /// Latency bins of the first field kept apart per value `0..count` of
+    /// the second: grouped percentiles (`p99(latency) by op`) come from
+    /// summaries.
+    LatencyBy(&'static str, &'static str, u32),
 }
 
 /// One source.
@@ -173,16 +177,34 @@ impl Spec {
     pub fn define(&self, store: &mut Store) -> Result<SourceId> {
         let fields = self.store_fields();
         let source = store.define_source(self.name, fields.clone())?;
+        let find = |name: &str| {
+            fields
+                .iter()
+                .find(|f| f.name == name)
+                .cloned()
+                .with_context(|| format!("source {}: index over unknown field {name}", self.name))
+        };
         for index in self.indexes {
-            let (field, bins) = match index {
-                IndexSpec::Latency(field) => (*field, latency_bins()),
-                IndexSpec::Exact(field, max) => (*field, exact_bins(*max)),
+            let (name, field, bins, partition) = match *index {
+                IndexSpec::Latency(field) => (field.to_owned(), find(field)?, latency_bins(), None),
+                IndexSpec::Exact(field, max) => {
+                    (field.to_owned(), find(field)?, exact_bins(max), None)
+                }
+                IndexSpec::LatencyBy(field, by, count) => {
+                    let partition = Partition {
+                        field: find(by)?,
+                        count,
+                    };
+                    (
+                        format!("{field}_by_{by}"),
+                        find(field)?,
+                        latency_bins(),
+                        Some(partition),
+                    )
+                }
             };
-            let Some(field) = fields.iter().find(|f| f.name == field) else {
-                bail!("source {}: index over unknown field {field}", self.name);
-            };
-            if store.index_named(source, &field.name).is_none() {
-                store.define_index(source, &field.name.clone(), field.clone(), bins)?;
+            if store.index_named(source, &name).is_none() {
+                store.define_partitioned_index(source, &name, field, bins, partition)?;
             }
         }
         Ok(source)

@@ -107,7 +107,12 @@ pub const SPEC: Spec = Spec {
             "why it left: R yielded, R+ preempted, S sleeping, D uninterruptible, ...",
         ),
     ],
-    indexes: &[IndexSpec::Latency("off_cpu"), IndexSpec::Latency("runq")],
+    indexes: &[
+        IndexSpec::Latency("off_cpu"),
+        IndexSpec::Latency("runq"),
+        // The UI's off-CPU breakdown: states are values up to 0x100 (R+).
+        IndexSpec::LatencyBy("off_cpu", "state", 0x101),
+    ],
     time: "ts",
     span: Some("off_cpu"),
     tail: None,
