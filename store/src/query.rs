@@ -15,7 +15,7 @@
 )]
 
 use std::{
-    collections::{BTreeMap, HashMap, HashSet},
+    collections::{BTreeMap, HashMap},
     ops::{Range, RangeInclusive},
 };
 
@@ -723,7 +723,7 @@ impl Snapshot {
             let mut quantiles = Vec::with_capacity(picks.len());
             for (bin, count, k) in picks {
                 let value = match values.get(&bin) {
-                    Some(values) if aggregate.count > 0 => Some(nth(values, k)?),
+                    Some(gathered) if aggregate.count > 0 => Some(gathered.nth(k)?),
                     _ if aggregate.count == 0 => None,
                     _ => {
                         // Too many values to hold at once: narrow in passes.
@@ -747,20 +747,26 @@ impl Snapshot {
         Ok((answers, stats))
     }
 
-    /// The values of each wanted bin (global bin numbers of `target`'s
-    /// index), read in one pass over the chunks that hold any of them,
-    /// while their total fits in memory; bins left out are too large.
+    /// What one pass over the chunks that hold any wanted bin (global bin
+    /// numbers of `target`'s index) gathers of each: its values while
+    /// their total fits in memory, else a count per value when the bin is
+    /// narrow (a flood's durations: a few hundred distinct values held
+    /// millions of times). Bins left out are wide and too large: the caller
+    /// narrows them in passes.
     fn bin_values(
         &self,
         held: &[(ChunkRef, Option<Vec<u32>>)],
         target: &Target,
         wanted: &[Vec<(u32, u64, u64)>],
-    ) -> Result<HashMap<u32, Vec<i64>>> {
+    ) -> Result<HashMap<u32, Gathered>> {
         /// Values held at once (8 bytes each).
         const FIT: u64 = 1 << 22;
+        /// Distinct values a bin may have to be counted per value.
+        const NARROW: i128 = 1 << 16;
         let Some(spec) = &target.index else {
             return Ok(HashMap::new());
         };
+        let per_part = target.value_bins();
         let mut bins: Vec<(u32, u64)> = wanted
             .iter()
             .flatten()
@@ -768,50 +774,53 @@ impl Snapshot {
             .collect();
         bins.sort_unstable();
         bins.dedup();
-        // Smallest bins first, while they fit.
+        // Smallest bins first, while their values fit.
         bins.sort_by_key(|(_, count)| *count);
         let mut room = FIT;
-        let chosen: HashSet<u32> = bins
-            .iter()
-            .take_while(|(_, count)| {
-                let fits = *count <= room;
-                room = room.saturating_sub(*count);
-                fits
-            })
-            .map(|(bin, _)| *bin)
-            .collect();
+        let mut plan: HashMap<u32, Gathered> = HashMap::new();
+        for (bin, count) in bins {
+            let (lo, hi) = spec.bins.range(bin % per_part);
+            let width = hi.map(|hi| i128::from(hi) - i128::from(lo));
+            if count <= room {
+                room -= count;
+                plan.insert(bin, Gathered::Values(Vec::new()));
+            } else if let Some(width) = width.filter(|w| *w <= NARROW) {
+                plan.insert(bin, Gathered::Counts(lo, vec![0; width as usize]));
+            }
+        }
         let chunks: Vec<ChunkRef> = held
             .iter()
             .filter(|(_, here)| {
                 here.as_ref()
-                    .is_none_or(|bins| bins.iter().any(|b| chosen.contains(b)))
+                    .is_none_or(|bins| bins.iter().any(|b| plan.contains_key(b)))
             })
             .map(|(at, _)| *at)
             .collect();
-        let per_part = target.value_bins();
         let parts = parallel(&chunks, |part| {
-            let mut found: HashMap<u32, Vec<i64>> = HashMap::new();
+            let mut found = plan.clone();
             for at in part {
                 self.visit_chunk(at, target, |record| {
                     let Some(value) = spec.field.read(record.payload) else {
                         return;
                     };
                     let bin = spec.part_of(record.payload) * per_part + spec.bins.bin_of(value);
-                    if chosen.contains(&bin) {
-                        found.entry(bin).or_default().push(value);
+                    if let Some(gathered) = found.get_mut(&bin) {
+                        gathered.add(value);
                     }
                 })?;
             }
             Ok(found)
         })?;
-        let mut values: HashMap<u32, Vec<i64>> =
-            chosen.iter().map(|bin| (*bin, Vec::new())).collect();
+        let mut parts = parts.into_iter();
+        let mut total = parts.next().unwrap_or_default();
         for found in parts {
-            for (bin, mut more) in found {
-                values.entry(bin).or_default().append(&mut more);
+            for (bin, more) in found {
+                if let Some(gathered) = total.get_mut(&bin) {
+                    gathered.merge(more);
+                }
             }
         }
-        Ok(values)
+        Ok(total)
     }
 
     /// The `k`-th smallest (1-based) value in `[lo, hi)` (`hi = None`: no
@@ -932,16 +941,65 @@ fn relevant_chunks(held: &[(ChunkRef, Option<Vec<u32>>)], bin: u32) -> Vec<Chunk
         .collect()
 }
 
-/// The `k`-th smallest (1-based) of `values`.
-fn nth(values: &[i64], k: u64) -> Result<i64> {
-    let mut values = values.to_vec();
-    let at = usize::try_from(k - 1).unwrap_or(usize::MAX);
-    if at >= values.len() {
-        return Err(Error::Invalid(
-            "summaries and records disagree; the capture is corrupt".into(),
-        ));
+/// The records of one bin that a pass gathered (see `Snapshot::bin_values`).
+#[derive(Clone)]
+enum Gathered {
+    /// Every value.
+    Values(Vec<i64>),
+    /// How many times each value `lo + i` occurred.
+    Counts(i64, Vec<u64>),
+}
+
+impl Gathered {
+    fn add(&mut self, value: i64) {
+        match self {
+            Self::Values(values) => values.push(value),
+            Self::Counts(lo, counts) => {
+                let at = (i128::from(value) - i128::from(*lo)) as usize;
+                if let Some(count) = counts.get_mut(at) {
+                    *count += 1;
+                }
+            }
+        }
     }
-    Ok(*values.select_nth_unstable(at).1)
+
+    fn merge(&mut self, other: Self) {
+        match (self, other) {
+            (Self::Values(values), Self::Values(mut more)) => values.append(&mut more),
+            (Self::Counts(_, counts), Self::Counts(_, more)) => {
+                for (count, n) in counts.iter_mut().zip(more) {
+                    *count += n;
+                }
+            }
+            _ => unreachable!("every thread gathers each bin the same way"),
+        }
+    }
+
+    /// The `k`-th smallest (1-based) value gathered.
+    fn nth(&self, k: u64) -> Result<i64> {
+        let corrupt =
+            || Error::Invalid("summaries and records disagree; the capture is corrupt".into());
+        match self {
+            Self::Values(values) => {
+                let mut values = values.clone();
+                let at = usize::try_from(k - 1).unwrap_or(usize::MAX);
+                if at >= values.len() {
+                    return Err(corrupt());
+                }
+                Ok(*values.select_nth_unstable(at).1)
+            }
+            Self::Counts(lo, counts) => {
+                let mut left = k;
+                for (i, count) in counts.iter().enumerate() {
+                    if left <= *count {
+                        return Ok(lo + i as i64);
+                    }
+                    left -= count;
+                }
+                Err(corrupt())
+            }
+        }
+    }
 }
 
 /// First index in `0..n` for which `pred` is false (`pred` is monotone).

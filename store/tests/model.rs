@@ -299,6 +299,69 @@ fn percentile_of_a_bin_holding_one_value_too_often_ends() {
 }
 
 #[test]
+fn aggregate_parts_counts_a_flood_of_few_values_exactly() {
+    // More values in one part's median bin than a pass holds (4 Mi): they
+    // are counted per value instead, in the same single pass.
+    let dir = temp_dir("flood-parts");
+    let config = Config {
+        block_size: 1 << 20,
+        ..Config::default()
+    };
+    let mut store = Store::open(&dir, &config).unwrap();
+    let value = Field::new("v", 0, FieldKind::I64);
+    let nr = Field::new("nr", 8, FieldKind::U32);
+    let source = store
+        .define_source("s", vec![value.clone(), nr.clone()])
+        .unwrap();
+    let partition = weft_store::Partition {
+        field: nr,
+        count: 2,
+    };
+    let index = store
+        .define_partitioned_index(
+            source,
+            "v_by_nr",
+            value,
+            Bins::new(vec![100, 1000]).unwrap(),
+            Some(partition),
+        )
+        .unwrap();
+    let mut rng = Rng(3);
+    let mut flood = Vec::new();
+    for ts in 0..4_300_000u64 {
+        let (v, n) = if ts % 1000 == 0 {
+            (5000 + rng.below(100) as i64, 0u32)
+        } else {
+            (250 + rng.below(40) as i64, 1)
+        };
+        if n == 1 {
+            flood.push(v);
+        }
+        let mut payload = v.to_le_bytes().to_vec();
+        payload.extend_from_slice(&n.to_le_bytes());
+        store.append_at(source, ts, None, &payload).unwrap();
+    }
+    store.publish();
+    let snapshot = store.snapshot();
+    let qs = [0.5, 0.99, 1.0];
+    let (answers, _) = snapshot
+        .aggregate_parts(source, index, 0..=u64::MAX, &qs)
+        .unwrap();
+    flood.sort_unstable();
+    let n = flood.len();
+    let expected: Vec<Option<i64>> = qs
+        .iter()
+        .map(|q| Some(flood[((q * n as f64).ceil() as usize).clamp(1, n) - 1]))
+        .collect();
+    assert_eq!(answers[1].part, 1);
+    assert_eq!(answers[1].aggregate.count, n as u64);
+    assert_eq!(answers[1].quantiles, expected);
+    drop(snapshot);
+    store.close().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn partitioned_index_matches_reference_per_part() {
     // Latency-like values split by a "syscall number" in 0..6, with some
     // numbers outside the partition's count (they share the last part).
