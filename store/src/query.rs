@@ -796,31 +796,36 @@ impl Snapshot {
             })
             .map(|(at, _)| *at)
             .collect();
+        // Each record's bin is looked up in a table rather than hashed:
+        // the pass visits millions of records.
+        let (bins, gathered): (Vec<u32>, Vec<Gathered>) = plan.into_iter().unzip();
+        let mut slot_of = vec![u32::MAX; (per_part * spec.parts()) as usize];
+        for (slot, bin) in (0u32..).zip(&bins) {
+            slot_of[*bin as usize] = slot;
+        }
         let parts = parallel(&chunks, |part| {
-            let mut found = plan.clone();
+            let mut found = gathered.clone();
             for at in part {
                 self.visit_chunk(at, target, |record| {
                     let Some(value) = spec.field.read(record.payload) else {
                         return;
                     };
                     let bin = spec.part_of(record.payload) * per_part + spec.bins.bin_of(value);
-                    if let Some(gathered) = found.get_mut(&bin) {
-                        gathered.add(value);
+                    if let Some(slot) = slot_of.get(bin as usize).filter(|s| **s != u32::MAX) {
+                        found[*slot as usize].add(value);
                     }
                 })?;
             }
             Ok(found)
         })?;
         let mut parts = parts.into_iter();
-        let mut total = parts.next().unwrap_or_default();
+        let mut total = parts.next().unwrap_or(gathered);
         for found in parts {
-            for (bin, more) in found {
-                if let Some(gathered) = total.get_mut(&bin) {
-                    gathered.merge(more);
-                }
+            for (gathered, more) in total.iter_mut().zip(found) {
+                gathered.merge(more);
             }
         }
-        Ok(total)
+        Ok(bins.into_iter().zip(total).collect())
     }
 
     /// The `k`-th smallest (1-based) value in `[lo, hi)` (`hi = None`: no
