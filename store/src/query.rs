@@ -110,6 +110,15 @@ impl Aggregate {
     }
 }
 
+/// What [`Snapshot::bin_counts`] finds: per part, the aggregate and the
+/// count per value bin; per chunk, the global bins its summaries hold
+/// (`None`: its records were read); and how the chunks were answered.
+type BinCounts = (
+    BTreeMap<u32, (Aggregate, Vec<u64>)>,
+    Vec<(ChunkRef, Option<Vec<u32>>)>,
+    QueryStats,
+);
+
 /// One part of a partitioned index, from [`Snapshot::aggregate_parts`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct PartAnswer {
@@ -575,47 +584,14 @@ impl Snapshot {
         }
         let target = self.target(source, index, part, window)?;
         let bins = self.meta().index(index)?.bins.clone();
+        let (by_part, held, stats) = self.bin_counts(&target)?;
+        let per_part = target.value_bins();
         let mut counts = vec![0u64; bins.len()];
-        let mut stats = QueryStats::default();
-        // Per chunk of the source, the bins its summaries hold (None: scanned).
-        let mut held: Vec<(ChunkRef, Option<Vec<u32>>)> = Vec::new();
-        self.for_each_meta(
-            self.chunks_in(&target.window)?,
-            |s, i, b| target.reads(s, i, b),
-            |meta| {
-                let Some(at) = ChunkRef::of(meta, source) else {
-                    return Ok(());
-                };
-                if self.is_deleted(at.chunk) {
-                    stats.chunks_expired += 1;
-                } else if self.summarizes(meta, &target) {
-                    stats.chunks_summarized += 1;
-                    let mut here = Vec::new();
-                    let (per_part, parts) =
-                        (target.value_bins(), self.meta().index(index)?.parts());
-                    for s in meta.summaries.iter().filter(|s| target.wants(s)) {
-                        if s.bin / per_part >= parts {
-                            return Err(Error::Invalid(format!(
-                                "chunk {}: summary names bin {} of an index with {} bins",
-                                s.chunk,
-                                s.bin,
-                                u64::from(per_part) * u64::from(parts)
-                            )));
-                        }
-                        let bin = s.bin % per_part;
-                        // Saturating: a forged summary must not overflow the count.
-                        counts[bin as usize] = counts[bin as usize].saturating_add(s.count);
-                        here.push(bin);
-                    }
-                    held.push((at, Some(here)));
-                } else {
-                    stats.chunks_scanned += 1;
-                    self.visit_values(&at, &target, |v| counts[bins.bin_of(v) as usize] += 1)?;
-                    held.push((at, None));
-                }
-                Ok(())
-            },
-        )?;
+        for (_, part_counts) in by_part.values() {
+            for (count, n) in counts.iter_mut().zip(part_counts) {
+                *count = count.saturating_add(*n);
+            }
+        }
         let n = counts.iter().fold(0u64, |n, c| n.saturating_add(*c));
         if n == 0 {
             return Ok((None, stats));
@@ -626,15 +602,83 @@ impl Snapshot {
             before += counts[bin];
             bin += 1;
         }
-        // Only chunks that hold the bin (by summary) or were scanned matter now.
+        // Only chunks that hold the bin (in any part, by summary) or were
+        // scanned matter now.
         let relevant: Vec<ChunkRef> = held
             .into_iter()
-            .filter(|(_, here)| here.as_ref().is_none_or(|b| b.contains(&(bin as u32))))
+            .filter(|(_, here)| {
+                here.as_ref()
+                    .is_none_or(|b| b.iter().any(|g| g % per_part == bin as u32))
+            })
             .map(|(at, _)| at)
             .collect();
         let (lo, hi) = bins.range(bin as u32);
         let value = self.select(&relevant, &target, (lo, hi, counts[bin]), rank - before)?;
         Ok((Some(value), stats))
+    }
+
+    /// One pass over the summaries of `target` (an index with value bins)
+    /// in its window: per part, the values' aggregate and count per bin;
+    /// per chunk, the global bins its summaries hold (`None`: no summary
+    /// answers for it, and its records were counted instead).
+    fn bin_counts(&self, target: &Target) -> Result<BinCounts> {
+        let Some(spec) = &target.index else {
+            return Err(Error::Invalid(
+                "percentiles need a value index, not index 0".into(),
+            ));
+        };
+        let (per_part, parts) = (target.value_bins(), spec.parts());
+        let mut by_part: BTreeMap<u32, (Aggregate, Vec<u64>)> = BTreeMap::new();
+        let mut stats = QueryStats::default();
+        let mut held: Vec<(ChunkRef, Option<Vec<u32>>)> = Vec::new();
+        let fresh = || (Aggregate::default(), vec![0; per_part as usize]);
+        self.for_each_meta(
+            self.chunks_in(&target.window)?,
+            |s, i, b| target.reads(s, i, b),
+            |meta| {
+                let Some(at) = ChunkRef::of(meta, target.source) else {
+                    return Ok(());
+                };
+                if self.is_deleted(at.chunk) {
+                    stats.chunks_expired += 1;
+                } else if self.summarizes(meta, target) {
+                    stats.chunks_summarized += 1;
+                    let mut here = Vec::new();
+                    for s in meta.summaries.iter().filter(|s| target.wants(s)) {
+                        if s.bin / per_part >= parts {
+                            return Err(Error::Invalid(format!(
+                                "chunk {}: summary names bin {} of an index with {} bins",
+                                s.chunk,
+                                s.bin,
+                                u64::from(per_part) * u64::from(parts)
+                            )));
+                        }
+                        let (total, counts) = by_part.entry(s.bin / per_part).or_insert_with(fresh);
+                        total.merge(s);
+                        // Saturating: a forged summary must not overflow the count.
+                        let count = &mut counts[(s.bin % per_part) as usize];
+                        *count = count.saturating_add(s.count);
+                        here.push(s.bin);
+                    }
+                    held.push((at, Some(here)));
+                } else {
+                    stats.chunks_scanned += 1;
+                    self.visit_chunk(&at, target, |record| {
+                        let Some(value) = spec.field.read(record.payload) else {
+                            return;
+                        };
+                        let (total, counts) = by_part
+                            .entry(spec.part_of(record.payload))
+                            .or_insert_with(fresh);
+                        total.add(value);
+                        counts[spec.bins.bin_of(value) as usize] += 1;
+                    })?;
+                    held.push((at, None));
+                }
+                Ok(())
+            },
+        )?;
+        Ok((by_part, held, stats))
     }
 
     /// [`Snapshot::aggregate_part`] and the exact `qs` quantiles
@@ -661,61 +705,8 @@ impl Snapshot {
                 "aggregates by part need a value index, not index 0".into(),
             ));
         };
-        let (per_part, parts) = (target.value_bins(), spec.parts());
-        let mut by_part: BTreeMap<u32, (Aggregate, Vec<u64>)> = BTreeMap::new();
-        let mut stats = QueryStats::default();
-        // Per chunk of the source, the (global) bins its summaries hold
-        // (None: scanned).
-        let mut held: Vec<(ChunkRef, Option<Vec<u32>>)> = Vec::new();
-        self.for_each_meta(
-            self.chunks_in(&target.window)?,
-            |s, i, b| target.reads(s, i, b),
-            |meta| {
-                let Some(at) = ChunkRef::of(meta, source) else {
-                    return Ok(());
-                };
-                if self.is_deleted(at.chunk) {
-                    stats.chunks_expired += 1;
-                } else if self.summarizes(meta, &target) {
-                    stats.chunks_summarized += 1;
-                    let mut here = Vec::new();
-                    for s in meta.summaries.iter().filter(|s| target.wants(s)) {
-                        let part = s.bin / per_part;
-                        if part >= parts {
-                            return Err(Error::Invalid(format!(
-                                "chunk {}: summary names bin {} of an index with {} bins",
-                                s.chunk,
-                                s.bin,
-                                u64::from(per_part) * u64::from(parts)
-                            )));
-                        }
-                        let (total, counts) = by_part
-                            .entry(part)
-                            .or_insert_with(|| (Aggregate::default(), vec![0; per_part as usize]));
-                        total.merge(s);
-                        let count = &mut counts[(s.bin % per_part) as usize];
-                        *count = count.saturating_add(s.count);
-                        here.push(s.bin);
-                    }
-                    held.push((at, Some(here)));
-                } else {
-                    stats.chunks_scanned += 1;
-                    self.visit_chunk(&at, &target, |record| {
-                        let Some(value) = spec.field.read(record.payload) else {
-                            return;
-                        };
-                        let part = spec.part_of(record.payload);
-                        let (total, counts) = by_part
-                            .entry(part)
-                            .or_insert_with(|| (Aggregate::default(), vec![0; per_part as usize]));
-                        total.add(value);
-                        counts[spec.bins.bin_of(value) as usize] += 1;
-                    })?;
-                    held.push((at, None));
-                }
-                Ok(())
-            },
-        )?;
+        let per_part = target.value_bins();
+        let (by_part, held, stats) = self.bin_counts(&target)?;
         let wanted = quantile_bins(&by_part, qs, per_part);
         let values = self.bin_values(&held, &target, &wanted)?;
         let mut answers = Vec::with_capacity(by_part.len());
