@@ -602,6 +602,19 @@ impl Snapshot {
             before += counts[bin];
             bin += 1;
         }
+        // One part (or an index without parts): its bin is one global bin,
+        // gathered in a single pass (counted per value when a flood
+        // fills it). Across parts, or when it is wide and huge, narrow.
+        let part = target
+            .part
+            .or((target.index.as_ref().map_or(1, Index::parts) == 1).then_some(0));
+        if let Some(part) = part {
+            let global = part * per_part + bin as u32;
+            let wanted = [vec![(global, counts[bin], rank - before)]];
+            if let Some(gathered) = self.bin_values(&held, &target, &wanted)?.get(&global) {
+                return Ok((Some(gathered.nth(rank - before)?), stats));
+            }
+        }
         // Only chunks that hold the bin (in any part, by summary) or were
         // scanned matter now.
         let relevant: Vec<ChunkRef> = held

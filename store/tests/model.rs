@@ -240,7 +240,9 @@ fn percentile_narrows_huge_bins_exactly() {
         .define_index(source, "v", field, Bins::new(vec![i64::MAX - 1]).unwrap())
         .unwrap();
     let mut rng = Rng(99);
-    let mut values: Vec<i64> = (0..1_500_000).map(|_| rng.next() as i64).collect();
+    // More than one pass holds (4 Mi values), in a bin too wide to count
+    // per value: only narrowing passes can answer.
+    let mut values: Vec<i64> = (0..4_500_000).map(|_| rng.next() as i64).collect();
     for (ts, v) in values.iter().enumerate() {
         store
             .append_at(source, ts as u64, None, &v.to_le_bytes())
@@ -273,9 +275,10 @@ fn percentile_of_a_bin_holding_one_value_too_often_ends() {
     let field = Field::new("v", 0, FieldKind::I64);
     let source = store.define_source("s", vec![field.clone()]).unwrap();
     let index = store
-        .define_index(source, "v", field, Bins::new(vec![100, 1000]).unwrap())
+        .define_index(source, "v", field, Bins::new(vec![100, 1_000_000]).unwrap())
         .unwrap();
-    let values = (0..1_200_000u64).map(|i| {
+    // More than a pass holds, in a bin too wide to count per value.
+    let values = (0..4_300_000u64).map(|i| {
         if i % 100 == 0 {
             101 + (i % 7) as i64
         } else {
