@@ -120,7 +120,12 @@ fn record(bins: &Bins, seconds: f64) -> Result<Row> {
 
 fn ui(bins: &Bins, seconds: f64) -> Result<Row> {
     let dir = fresh_dir("ui");
-    let command = format!("{} tui -o {dir}; echo weft-exit=$?; sleep 600", bins.weft);
+    // Room for the whole flood, so that kept counts what was received
+    // rather than what the UI's default size limit left.
+    let command = format!(
+        "{} tui -o {dir} --max-disk 16GiB --retain 1h; echo weft-exit=$?; sleep 600",
+        bins.weft
+    );
     tmux(&["new-session", "-d", "-x", "200", "-y", "50", &command])?;
     let result = (|| {
         wait_for("the overview", |s| s.contains("1 Overview"))?;
