@@ -97,11 +97,13 @@ fn explain(answer: &weft_query::Answer, elapsed: Duration) -> String {
     // Writing to a String cannot fail.
     let _ = write!(
         text,
-        "\nchunks: {} answered from summaries, {} read, {} skipped by summaries, {} expired\nrows: {}\ntime: {:.3} ms\n",
+        "\nchunks: {} answered from summaries, {} read, {} skipped by summaries, {} expired\nquantile bins: {} chunks read for their values, {} from the cache of earlier queries\nrows: {}\ntime: {:.3} ms\n",
         s.chunks_summarized,
         s.chunks_scanned,
         s.chunks_skipped,
         s.chunks_expired,
+        s.chunks_read_for_bins,
+        s.chunks_cached_for_bins,
         answer.rows.len(),
         elapsed.as_secs_f64() * 1e3
     );

@@ -344,11 +344,15 @@ impl<'a> Engine<'a> {
             chunks_scanned,
             chunks_skipped,
             chunks_expired,
+            chunks_read_for_bins,
+            chunks_cached_for_bins,
         } = stats;
         self.stats.chunks_summarized += chunks_summarized;
         self.stats.chunks_scanned += chunks_scanned;
         self.stats.chunks_skipped += chunks_skipped;
         self.stats.chunks_expired += chunks_expired;
+        self.stats.chunks_read_for_bins += chunks_read_for_bins;
+        self.stats.chunks_cached_for_bins += chunks_cached_for_bins;
     }
 
     /// The window in arrival time.

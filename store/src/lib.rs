@@ -34,6 +34,7 @@
 //! or aware of eBPF (sources are opaque byte payloads with integer fields).
 #![deny(missing_docs)]
 
+mod cache;
 mod error;
 mod flusher;
 mod format;

@@ -20,6 +20,7 @@ use std::{
 };
 
 use crate::{
+    cache::{Runs, runs},
     error::{Error, Result},
     format::{BLOCK_HEADER_LEN, BlockHeader, RecordHeader, Summary},
     schema::{Index, IndexId, SourceId},
@@ -74,6 +75,11 @@ pub struct QueryStats {
     pub chunks_skipped: u64,
     /// Chunks in the window deleted by the disk budget (not in the answer).
     pub chunks_expired: u64,
+    /// Chunks read for the values in the bins exact quantiles fall in
+    /// (after their summaries had named the bins).
+    pub chunks_read_for_bins: u64,
+    /// Chunks whose values in those bins an earlier query had gathered.
+    pub chunks_cached_for_bins: u64,
 }
 
 /// Count, sum, min and max of an index's values in a window.
@@ -584,7 +590,7 @@ impl Snapshot {
         }
         let target = self.target(source, index, part, window)?;
         let bins = self.meta().index(index)?.bins.clone();
-        let (by_part, held, stats) = self.bin_counts(&target)?;
+        let (by_part, held, mut stats) = self.bin_counts(&target)?;
         let per_part = target.value_bins();
         let mut counts = vec![0u64; bins.len()];
         for (_, part_counts) in by_part.values() {
@@ -611,7 +617,8 @@ impl Snapshot {
         if let Some(part) = part {
             let global = part * per_part + bin as u32;
             let wanted = [vec![(global, counts[bin], rank - before)]];
-            if let Some(gathered) = self.bin_values(&held, &target, &wanted)?.get(&global) {
+            let values = self.bin_values(&held, &target, &wanted, &mut stats)?;
+            if let Some(gathered) = values.get(&global) {
                 return Ok((Some(gathered.nth(rank - before)?), stats));
             }
         }
@@ -626,6 +633,7 @@ impl Snapshot {
             .map(|(at, _)| at)
             .collect();
         let (lo, hi) = bins.range(bin as u32);
+        stats.chunks_read_for_bins += relevant.len() as u64;
         let value = self.select(&relevant, &target, (lo, hi, counts[bin]), rank - before)?;
         Ok((Some(value), stats))
     }
@@ -719,9 +727,9 @@ impl Snapshot {
             ));
         };
         let per_part = target.value_bins();
-        let (by_part, held, stats) = self.bin_counts(&target)?;
+        let (by_part, held, mut stats) = self.bin_counts(&target)?;
         let wanted = quantile_bins(&by_part, qs, per_part);
-        let values = self.bin_values(&held, &target, &wanted)?;
+        let values = self.bin_values(&held, &target, &wanted, &mut stats)?;
         let mut answers = Vec::with_capacity(by_part.len());
         for ((part, (aggregate, _)), picks) in by_part.into_iter().zip(wanted) {
             let mut quantiles = Vec::with_capacity(picks.len());
@@ -737,6 +745,7 @@ impl Snapshot {
                             ..target.clone()
                         };
                         let (lo, hi) = spec.bins.range(bin % per_part);
+                        stats.chunks_read_for_bins += relevant.len() as u64;
                         Some(self.select(&relevant, &one, (lo, hi, count), k)?)
                     }
                 };
@@ -762,6 +771,7 @@ impl Snapshot {
         held: &[(ChunkRef, Option<Vec<u32>>)],
         target: &Target,
         wanted: &[Vec<(u32, u64, u64)>],
+        stats: &mut QueryStats,
     ) -> Result<HashMap<u32, Gathered>> {
         /// Values held at once (8 bytes each).
         const FIT: u64 = 1 << 22;
@@ -792,14 +802,6 @@ impl Snapshot {
                 plan.insert(bin, Gathered::Counts(lo, vec![0; width as usize]));
             }
         }
-        let chunks: Vec<ChunkRef> = held
-            .iter()
-            .filter(|(_, here)| {
-                here.as_ref()
-                    .is_none_or(|bins| bins.iter().any(|b| plan.contains_key(b)))
-            })
-            .map(|(at, _)| *at)
-            .collect();
         // Each record's bin is looked up in a table rather than hashed:
         // the pass visits millions of records.
         let (bins, gathered): (Vec<u32>, Vec<Gathered>) = plan.into_iter().unzip();
@@ -807,22 +809,71 @@ impl Snapshot {
         for (slot, bin) in (0u32..).zip(&bins) {
             slot_of[*bin as usize] = slot;
         }
+        let slot = |bin: u32| slot_of.get(bin as usize).filter(|s| **s != u32::MAX);
+        // Per chunk, the slots its summaries hold (`None`: scanned, any).
+        let chunks: Vec<(ChunkRef, Option<Vec<u32>>)> = held
+            .iter()
+            .filter_map(|(at, here)| match here {
+                None => Some((*at, None)),
+                Some(here) => {
+                    let slots: Vec<u32> = here.iter().filter_map(|b| slot(*b)).copied().collect();
+                    (!slots.is_empty()).then_some((*at, Some(slots)))
+                }
+            })
+            .collect();
+        let index = target.index_id();
+        let cache = self.bin_cache();
         let parts = parallel(&chunks, |part| {
             let mut found = gathered.clone();
-            for at in part {
+            let mut cached_chunks = 0;
+            let mut values: Vec<Vec<i64>> = vec![Vec::new(); found.len()];
+            for (at, slots) in part {
+                // A sealed chunk wholly in the window: its bins' values are
+                // those of an earlier query, when one gathered them.
+                let sealed = slots.as_ref().filter(|_| self.is_sealed(at.chunk));
+                if let Some(slots) = sealed {
+                    let cached: Option<Vec<Runs>> = slots
+                        .iter()
+                        .map(|s| cache.get(at.chunk, index, bins[*s as usize]))
+                        .collect();
+                    if let Some(cached) = cached {
+                        for (s, runs) in slots.iter().zip(cached) {
+                            found[*s as usize].add_runs(&runs);
+                        }
+                        cached_chunks += 1;
+                        continue;
+                    }
+                }
                 self.visit_chunk(at, target, |record| {
                     let Some(value) = spec.field.read(record.payload) else {
                         return;
                     };
                     let bin = spec.part_of(record.payload) * per_part + spec.bins.bin_of(value);
-                    if let Some(slot) = slot_of.get(bin as usize).filter(|s| **s != u32::MAX) {
-                        found[*slot as usize].add(value);
+                    if let Some(s) = slot(bin) {
+                        values[*s as usize].push(value);
                     }
                 })?;
+                if let Some(slots) = sealed {
+                    for s in slots {
+                        let runs = runs(&mut values[*s as usize]);
+                        found[*s as usize].add_runs(&runs);
+                        cache.put(at.chunk, index, bins[*s as usize], runs);
+                    }
+                } else {
+                    for (found, values) in found.iter_mut().zip(&values) {
+                        for value in values {
+                            found.add(*value);
+                        }
+                    }
+                }
+                values.iter_mut().for_each(Vec::clear);
             }
-            Ok(found)
+            Ok((found, cached_chunks))
         })?;
-        let mut parts = parts.into_iter();
+        let cached: u64 = parts.iter().map(|(_, n)| n).sum();
+        stats.chunks_cached_for_bins += cached;
+        stats.chunks_read_for_bins += chunks.len() as u64 - cached;
+        let mut parts = parts.into_iter().map(|(found, _)| found);
         let mut total = parts.next().unwrap_or(gathered);
         for found in parts {
             for (gathered, more) in total.iter_mut().zip(found) {
@@ -972,6 +1023,21 @@ impl Gathered {
         }
     }
 
+    /// Adds `runs` of values (ascending, each with its count).
+    fn add_runs(&mut self, runs: &[(i64, u32)]) {
+        for &(value, n) in runs {
+            match self {
+                Self::Values(values) => values.extend(std::iter::repeat_n(value, n as usize)),
+                Self::Counts(lo, counts) => {
+                    let at = (i128::from(value) - i128::from(*lo)) as usize;
+                    if let Some(count) = counts.get_mut(at) {
+                        *count += u64::from(n);
+                    }
+                }
+            }
+        }
+    }
+
     fn merge(&mut self, other: Self) {
         match (self, other) {
             (Self::Values(values), Self::Values(mut more)) => values.append(&mut more),
@@ -1027,9 +1093,9 @@ fn partition(n: u64, pred: impl Fn(u64) -> Result<bool>) -> Result<u64> {
 
 /// Runs `work` over `chunks` on two threads (the machine's cores) and
 /// returns the per-thread results in chunk order.
-fn parallel<T: Send>(
-    chunks: &[ChunkRef],
-    work: impl Fn(&[ChunkRef]) -> Result<T> + Sync,
+fn parallel<C: Sync, T: Send>(
+    chunks: &[C],
+    work: impl Fn(&[C]) -> Result<T> + Sync,
 ) -> Result<Vec<T>> {
     if chunks.len() < 8 {
         return Ok(vec![work(chunks)?]);

@@ -17,6 +17,7 @@ use std::{
 };
 
 use crate::{
+    cache::BinCache,
     error::{Error, Result, io},
     flusher::{Sealed, segment_path},
     format::{BlockHeader, FILE_HEADER_LEN, SUMMARY_LEN, Summary, TIME_ENTRY_LEN, TimeEntry},
@@ -26,6 +27,8 @@ use crate::{
 
 pub(crate) struct Shared {
     pub dir: PathBuf,
+    /// Values of sealed chunks' bins, kept between queries.
+    pub bins: BinCache,
     poisoned: AtomicBool,
     state: Mutex<State>,
 }
@@ -47,6 +50,7 @@ impl Shared {
     pub fn new(dir: PathBuf, meta: Meta, recovery: &Recovery) -> Self {
         Self {
             dir,
+            bins: BinCache::default(),
             poisoned: AtomicBool::new(false),
             state: Mutex::new(State {
                 meta: Arc::new(meta),
@@ -120,7 +124,8 @@ impl Shared {
         let state = self.lock();
         let mut memory: Vec<Arc<Sealed>> = state.sealed.iter().cloned().collect();
         let next = state.committed + memory.len() as u64;
-        if let Some(partial) = state.partial.as_ref().filter(|p| p.time.chunk == next) {
+        let partial = state.partial.as_ref().filter(|p| p.time.chunk == next);
+        if let Some(partial) = partial {
             memory.push(Arc::clone(partial));
         }
         Snapshot {
@@ -129,6 +134,7 @@ impl Shared {
             committed: state.committed,
             deleted: state.deleted.clone(),
             memory,
+            partial: partial.is_some(),
             files: Arc::default(),
         }
     }
@@ -156,6 +162,8 @@ pub struct Snapshot {
     deleted: BTreeSet<u64>,
     /// Chunks `committed..` still in memory, the last possibly partial.
     memory: Vec<Arc<Sealed>>,
+    /// Whether the last chunk of `memory` is the active chunk's prefix.
+    partial: bool,
     files: Arc<Files>,
 }
 
@@ -193,6 +201,15 @@ impl Snapshot {
             total += u64::from(self.time_entry(chunk)?.records);
         }
         Ok(total)
+    }
+
+    /// Whether chunk `chunk` is sealed: its records will not change.
+    pub(crate) fn is_sealed(&self, chunk: u64) -> bool {
+        chunk + u64::from(self.partial) < self.chunks()
+    }
+
+    pub(crate) fn bin_cache(&self) -> &BinCache {
+        &self.shared.bins
     }
 
     pub(crate) fn is_deleted(&self, chunk: u64) -> bool {

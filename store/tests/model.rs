@@ -542,3 +542,56 @@ fn check_part(
         assert_eq!(got, expected, "p{q} part {part:?} window {window:?}");
     }
 }
+
+#[test]
+fn percentiles_asked_again_reuse_sealed_chunks_and_stay_exact_as_the_store_grows() {
+    // The UI asks the same percentiles every second while records arrive:
+    // the second time, sealed chunks' bins come from the cache, and the
+    // active chunk (which keeps growing) is read again each time.
+    let dir = temp_dir("cached-bins");
+    let config = Config {
+        block_size: 4096,
+        ..Config::default()
+    };
+    let mut store = Store::open(&dir, &config).unwrap();
+    let field = Field::new("v", 0, FieldKind::I64);
+    let source = store.define_source("s", vec![field.clone()]).unwrap();
+    let bins = Bins::new(vec![100, 200, 400, 800]).unwrap();
+    let index = store.define_index(source, "v", field, bins).unwrap();
+    let mut rng = Rng(7);
+    let mut values: Vec<(u64, i64)> = Vec::new();
+    let mut cached = 0;
+    for round in 0..40u64 {
+        for _ in 0..97 {
+            let ts = values.len() as u64;
+            let v = rng.below(1000) as i64;
+            store.append_at(source, ts, None, &v.to_le_bytes()).unwrap();
+            values.push((ts, v));
+        }
+        store.publish();
+        let snapshot = store.snapshot();
+        let from = round * 97 / 2;
+        for window in [0..=u64::MAX, from..=u64::MAX] {
+            let mut want: Vec<i64> = values
+                .iter()
+                .filter(|(ts, _)| window.contains(ts))
+                .map(|(_, v)| *v)
+                .collect();
+            want.sort_unstable();
+            for q in [0.5, 0.99] {
+                let rank = ((q * want.len() as f64).ceil() as usize).clamp(1, want.len());
+                let (got, stats) = snapshot
+                    .percentile(source, index, window.clone(), q)
+                    .unwrap();
+                assert_eq!(got, Some(want[rank - 1]), "round {round} q {q} {window:?}");
+                cached += stats.chunks_cached_for_bins;
+            }
+        }
+    }
+    assert!(
+        cached > 100,
+        "sealed chunks came from the cache {cached} times"
+    );
+    store.close().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
