@@ -525,6 +525,39 @@ impl<'a> Engine<'a> {
         Scan { index, pred }
     }
 
+    /// `sort x desc | limit k` of an indexed `x` without a condition: the
+    /// summaries' counts bound the `k` largest values from below, so only
+    /// chunks whose summaries reach that bound are read (the slowest
+    /// syscall of a window, for the UI's timeline).
+    fn plan_top_scan(
+        &mut self,
+        source: &SourceColumns,
+        window: &RangeInclusive<u64>,
+        column: usize,
+        k: usize,
+    ) -> Result<Option<Scan>> {
+        let Some(index) = source.columns[column].index else {
+            return Ok(None);
+        };
+        let (bound, stats) = self
+            .snapshot
+            .top_bound(source.id, index, window.clone(), k as u64)?;
+        self.add(stats);
+        let Some(bound) = bound else {
+            return Ok(None);
+        };
+        let field = &source.columns[column];
+        self.plan.push(format!(
+            "records: the summaries put the {k} largest `{}` at {} or more; indexed scan of the chunks that hold them",
+            field.name,
+            show(&field.kind, bound)
+        ));
+        Ok(Some(Scan {
+            index: Some((index, None, bound..=i64::MAX)),
+            pred: None,
+        }))
+    }
+
     /// A scan of one part of a partitioned index: when one condition picks
     /// the part (`name = "pread64"`) and another bounds the indexed field
     /// (`dur > 1ms`), chunks are skipped by the summaries of that part.
@@ -648,7 +681,16 @@ impl<'a> Engine<'a> {
                 }
             }
         }
-        let scan = self.plan_scan(source, pred, "records");
+        let top = match (sort, limit, &pred, near) {
+            (Some((column, true)), Some(k), None, None) => {
+                self.plan_top_scan(source, window, column, k)?
+            }
+            _ => None,
+        };
+        let scan = match top {
+            Some(scan) => scan,
+            None => self.plan_scan(source, pred, "records"),
+        };
         let key = |hit: &Hit, (c, desc): (usize, bool)| {
             let v = source.columns[c]
                 .value(hit.time, &hit.payload)

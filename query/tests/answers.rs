@@ -291,6 +291,7 @@ fn answers_full_scan_equals_indexed() {
         r#"syscalls where name = "pread64" and dur > p99.9 | count"#,
         "syscalls | count, p50(dur) last 20ms",
         "syscalls around (syscalls | max(dur)) within 2ms | count",
+        "syscalls | sort dur desc | limit 3",
     ];
     let indexed: Vec<Answer> = queries.iter().map(|q| ask(&f, q)).collect();
     f.catalog.without_indexes();

@@ -592,12 +592,7 @@ impl Snapshot {
         let bins = self.meta().index(index)?.bins.clone();
         let (by_part, held, mut stats) = self.bin_counts(&target)?;
         let per_part = target.value_bins();
-        let mut counts = vec![0u64; bins.len()];
-        for (_, part_counts) in by_part.values() {
-            for (count, n) in counts.iter_mut().zip(part_counts) {
-                *count = count.saturating_add(*n);
-            }
-        }
+        let counts = across_parts(&by_part, bins.len());
         let n = counts.iter().fold(0u64, |n, c| n.saturating_add(*c));
         if n == 0 {
             return Ok((None, stats));
@@ -636,6 +631,31 @@ impl Snapshot {
         stats.chunks_read_for_bins += relevant.len() as u64;
         let value = self.select(&relevant, &target, (lo, hi, counts[bin]), rank - before)?;
         Ok((Some(value), stats))
+    }
+
+    /// The value that the `k` largest values of `index` in `window` are at
+    /// least: the lower edge of the bin holding the `k`-th largest, from
+    /// the summaries' counts. `None` when the window holds fewer than `k`
+    /// values. `sort x desc | limit k` then reads only the chunks whose
+    /// summaries reach that far.
+    pub fn top_bound(
+        &self,
+        source: SourceId,
+        index: IndexId,
+        window: RangeInclusive<u64>,
+        k: u64,
+    ) -> Result<(Option<i64>, QueryStats)> {
+        let target = self.target(source, index, None, window)?;
+        let bins = &self.meta().index(index)?.bins;
+        let (by_part, _, stats) = self.bin_counts(&target)?;
+        let mut seen = 0u64;
+        for (bin, count) in across_parts(&by_part, bins.len()).iter().enumerate().rev() {
+            seen = seen.saturating_add(*count);
+            if seen >= k {
+                return Ok((Some(bins.range(bin as u32).0), stats));
+            }
+        }
+        Ok((None, stats))
     }
 
     /// One pass over the summaries of `target` (an index with value bins)
@@ -965,6 +985,17 @@ impl Snapshot {
             };
         }
     }
+}
+
+/// Count per value bin, over every part.
+fn across_parts(by_part: &BTreeMap<u32, (Aggregate, Vec<u64>)>, bins: usize) -> Vec<u64> {
+    let mut counts = vec![0u64; bins];
+    for (_, part_counts) in by_part.values() {
+        for (count, n) in counts.iter_mut().zip(part_counts) {
+            *count = count.saturating_add(*n);
+        }
+    }
+    counts
 }
 
 /// For each part (in order) and each of `qs`: the global bin holding the
