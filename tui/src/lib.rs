@@ -36,6 +36,9 @@ use crate::{app::Effect, worker::Worker};
 /// How often a live UI asks for new numbers.
 const REFRESH: Duration = Duration::from_secs(1);
 
+/// How often a due refresh looks again whether the worker has rested.
+const RESTING: Duration = Duration::from_millis(20);
+
 /// Runs the UI on this terminal until the user quits, then restores it;
 /// returns how long the frames took to draw.
 pub fn run(feed: &Arc<dyn Feed>) -> io::Result<FrameTimes> {
@@ -84,11 +87,16 @@ fn event_loop(
             }
             next_tick = now + period;
         }
-        if now >= next_refresh && worker.rested(3) {
-            if !app.frozen {
-                worker.refresh(app.refresh_jobs());
+        if now >= next_refresh {
+            // Not rested yet: look again shortly rather than spin on a
+            // deadline already past (the spin cost a quarter of a core).
+            next_refresh = now + RESTING;
+            if worker.rested(3) {
+                if !app.frozen {
+                    worker.refresh(app.refresh_jobs());
+                }
+                next_refresh = now + period;
             }
-            next_refresh = now + period;
         }
         for (job, answer) in worker.answers() {
             if app.apply(job, answer) {
