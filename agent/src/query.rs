@@ -97,7 +97,7 @@ fn explain(answer: &weft_query::Answer, elapsed: Duration) -> String {
     // Writing to a String cannot fail.
     let _ = write!(
         text,
-        "\nchunks: {} answered from summaries, {} read, {} skipped by summaries, {} expired\nquantile bins: {} chunks read for their values, {} from the cache of earlier queries\nrows: {}\ntime: {:.3} ms\n",
+        "\nchunks: {} answered from summaries, {} read, {} skipped by summaries, {} expired\nvalue bins (quantiles, hist edges): {} chunks read for the values inside them, {} from the cache of earlier queries\nrows: {}\ntime: {:.3} ms\n",
         s.chunks_summarized,
         s.chunks_scanned,
         s.chunks_skipped,

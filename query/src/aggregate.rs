@@ -100,6 +100,15 @@ impl Acc {
         }
     }
 
+    /// A `hist` accumulator whose buckets (see [`bucket`]) hold `counts`.
+    pub fn with_hist(counts: Vec<u64>) -> Self {
+        Self {
+            count: counts.iter().sum(),
+            hist: counts,
+            ..Self::default()
+        }
+    }
+
     /// Output cells, as many as the spec's headers (for all but `hist`).
     pub fn cells(&mut self, spec: &AggSpec) -> Vec<Cell> {
         let int = |v: Option<i64>| v.map_or(Cell::Null, Cell::Int);
@@ -175,6 +184,14 @@ fn bucket(value: i64) -> usize {
     }
 }
 
+/// The lower edges of [`bucket`]'s buckets 1 and up (0, 1, 2, 4, … 2^62):
+/// bucket `b` holds the values from edge `b - 1` up to edge `b`.
+pub fn hist_edges() -> Vec<i64> {
+    std::iter::once(0)
+        .chain((0..63).map(|shift| 1i64 << shift))
+        .collect()
+}
+
 /// The value range of bucket `b`; `None` for an open end.
 fn bucket_range(b: usize) -> (Option<i64>, Option<i64>) {
     match b {
@@ -224,6 +241,27 @@ mod tests {
         assert_eq!(quantile_name(0.9999), "p99.99");
         assert_eq!(quantile_name(0.5), "p50");
         assert_eq!(quantile_name(0.999), "p99.9");
+    }
+
+    #[test]
+    fn hist_edges_bound_the_buckets() {
+        let edges = hist_edges();
+        for v in [
+            i64::MIN,
+            -1,
+            0,
+            1,
+            2,
+            3,
+            4,
+            1000,
+            1 << 40,
+            (1 << 62) - 1,
+            1 << 62,
+            i64::MAX,
+        ] {
+            assert_eq!(edges.partition_point(|e| *e <= v), bucket(v), "{v}");
+        }
     }
 
     #[test]

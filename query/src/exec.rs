@@ -8,7 +8,7 @@ use std::{collections::HashMap, ops::RangeInclusive};
 use weft_store::{IndexId, QueryStats, Record, Snapshot};
 
 use crate::{
-    aggregate::{AggSpec, Groups, PERCENTILES, quantile_name, select},
+    aggregate::{Acc, AggSpec, Groups, PERCENTILES, hist_edges, quantile_name, select},
     answer::{Answer, Cell, Header, duration},
     ast::{Agg, Correlate, Func, Name, Nearness, Op, Query, Stage, Time, Window},
     bind::{Pred, bind, column, listed_column},
@@ -903,6 +903,9 @@ impl<'a> Engine<'a> {
         {
             return self.summarize(source, window, &specs, &picks);
         }
+        if whole && let Some(answer) = self.summarize_hist(source, window, pred.as_ref(), &specs)? {
+            return Ok(answer);
+        }
         let by_part = near.is_none()
             && pred.is_none()
             && every.is_none()
@@ -954,6 +957,53 @@ impl<'a> Engine<'a> {
             groups.groups.len()
         ));
         Ok(group_answer(source, &specs, &by, every, groups))
+    }
+
+    /// `hist(x)` of an indexed `x`, with no condition or one that picks a
+    /// part of a partitioned index: value bins inside one power-of-two
+    /// bucket are counted from the chunk summaries, and only the values of
+    /// bins that straddle a bucket's edge are read.
+    fn summarize_hist(
+        &mut self,
+        source: &SourceColumns,
+        window: &RangeInclusive<u64>,
+        pred: Option<&Pred>,
+        specs: &[AggSpec],
+    ) -> Result<Option<Answer>> {
+        let [spec] = specs else {
+            return Ok(None);
+        };
+        let (Func::Hist, Some(c)) = (spec.func, spec.column) else {
+            return Ok(None);
+        };
+        let column = &source.columns[c];
+        if !matches!(column.read, Read::Field(_)) {
+            return Ok(None);
+        }
+        let pick = match pred {
+            None => column.index.map(|index| (index, None)),
+            Some(pred) => part_for(source, c, pred).map(|(index, part)| (index, Some(part))),
+        };
+        let Some((index, part)) = pick else {
+            return Ok(None);
+        };
+        let (counts, stats) =
+            self.snapshot
+                .bucket_counts(source.id, index, part, window.clone(), &hist_edges())?;
+        let Some(counts) = counts else {
+            return Ok(None);
+        };
+        self.add(stats);
+        self.plan.push(format!(
+            "aggregate: hist of `{}` from the store's chunk summaries of `{}`; only value bins across a bucket's edge are read",
+            column.name, source.name
+        ));
+        let rows = Acc::with_hist(counts)
+            .hist_rows()
+            .into_iter()
+            .map(|row| (Vec::new(), row))
+            .collect();
+        Ok(Some(keyed_answer(source, specs, &[], None, rows)))
     }
 
     /// Aggregates over a whole source answered by the store's summary
@@ -1331,8 +1381,7 @@ fn group_answer(
     every: Option<i64>,
     groups: Groups,
 ) -> Answer {
-    let mut groups: Vec<(Vec<i64>, Vec<crate::aggregate::Acc>)> =
-        groups.groups.into_iter().collect();
+    let mut groups: Vec<(Vec<i64>, Vec<Acc>)> = groups.groups.into_iter().collect();
     groups.sort_by(|a, b| a.0.cmp(&b.0));
     if specs.first().is_some_and(|s| s.func == Func::Hist) {
         let rows = groups

@@ -292,6 +292,8 @@ fn answers_full_scan_equals_indexed() {
         "syscalls | count, p50(dur) last 20ms",
         "syscalls around (syscalls | max(dur)) within 2ms | count",
         "syscalls | sort dur desc | limit 3",
+        "syscalls | hist(dur)",
+        r#"syscalls where name = "sendto" | hist(dur) last 20ms"#,
     ];
     let indexed: Vec<Answer> = queries.iter().map(|q| ask(&f, q)).collect();
     f.catalog.without_indexes();

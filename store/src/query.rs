@@ -633,6 +633,55 @@ impl Snapshot {
         Ok((Some(value), stats))
     }
 
+    /// How many values of `index` (in one part, or all) in `window` fall
+    /// in each bucket that `edges` (ascending) bound: bucket `j` holds
+    /// `[edges[j-1], edges[j])`, the first everything below `edges[0]`,
+    /// the last everything from the last edge. Value bins that lie in one
+    /// bucket are counted from the summaries; only the values of bins
+    /// that straddle an edge are read. `None` when a straddling bin holds
+    /// too many distinct values to gather in one pass.
+    pub fn bucket_counts(
+        &self,
+        source: SourceId,
+        index: IndexId,
+        part: Option<u32>,
+        window: RangeInclusive<u64>,
+        edges: &[i64],
+    ) -> Result<(Option<Vec<u64>>, QueryStats)> {
+        if index == 0 {
+            return Err(Error::Invalid(
+                "bucket counts need a value index, not index 0".into(),
+            ));
+        }
+        let target = self.target(source, index, part, window)?;
+        let bins = &self.meta().index(index)?.bins;
+        let per_part = target.value_bins();
+        let bucket = |v: i64| edges.partition_point(|e| *e <= v);
+        let (by_part, held, mut stats) = self.bin_counts(&target)?;
+        let mut buckets = vec![0u64; edges.len() + 1];
+        let mut straddling = Vec::new();
+        for (part, (_, counts)) in &by_part {
+            for (bin, count) in (0u32..).zip(counts).filter(|(_, n)| **n > 0) {
+                let (lo, hi) = bins.range(bin);
+                let last = hi.map_or(i64::MAX, |h| h - 1);
+                if bucket(lo) == bucket(last) {
+                    buckets[bucket(lo)] += count;
+                } else {
+                    straddling.push((part * per_part + bin, *count, 0));
+                }
+            }
+        }
+        let wanted = [straddling];
+        let values = self.bin_values(&held, &target, &wanted, &mut stats)?;
+        for (bin, _, _) in &wanted[0] {
+            let Some(gathered) = values.get(bin) else {
+                return Ok((None, stats));
+            };
+            gathered.for_each(|value, n| buckets[bucket(value)] += n);
+        }
+        Ok((Some(buckets), stats))
+    }
+
     /// The value that the `k` largest values of `index` in `window` are at
     /// least: the lower edge of the bin holding the `k`-th largest, from
     /// the summaries' counts. `None` when the window holds fewer than `k`
@@ -1049,6 +1098,18 @@ impl Gathered {
                 let at = (i128::from(value) - i128::from(*lo)) as usize;
                 if let Some(count) = counts.get_mut(at) {
                     *count += 1;
+                }
+            }
+        }
+    }
+
+    /// Calls `f` with each value gathered and how often it occurred.
+    fn for_each(&self, mut f: impl FnMut(i64, u64)) {
+        match self {
+            Self::Values(values) => values.iter().for_each(|v| f(*v, 1)),
+            Self::Counts(lo, counts) => {
+                for (value, n) in (*lo..).zip(counts).filter(|(_, n)| **n > 0) {
+                    f(value, *n);
                 }
             }
         }

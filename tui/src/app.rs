@@ -108,7 +108,7 @@ pub enum Effect {
     /// Ask the refresh queries again now (the window, filter, cursor or
     /// selection changed).
     Refresh,
-    /// Run the user's query.
+    /// Run this query now (the user's, or one an answer calls for).
     Run(Job),
     /// Capture Intel PT of this process.
     CapturePt(u32),
@@ -269,7 +269,7 @@ impl App {
         self.source_where(source, Some(format!("{key} = {}", quote(value))))
     }
 
-    fn hist_query(&self, value: &str) -> String {
+    pub(crate) fn hist_query(&self, value: &str) -> String {
         format!(
             "{} | hist({}) {}",
             self.one_key(value),
@@ -372,12 +372,13 @@ impl App {
     /// Takes an answer the feed gave for `job`. Answers to refresh
     /// queries that no longer match the state (the window or filter
     /// changed meanwhile) are dropped, as are all but the user's while
-    /// frozen. Returns whether the answer changed what the refresh
-    /// queries are (the timeline found its anchor), so they should be
-    /// asked again now.
-    pub fn apply(&mut self, job: Job, answer: Result<Answer, String>) -> bool {
+    /// frozen. Returns what to ask next: the refresh queries again when
+    /// the answer changed them (the timeline found its anchor), the
+    /// selected row's histogram when the latency table first has rows (a
+    /// recording asks nothing again until the user moves).
+    pub fn apply(&mut self, job: Job, answer: Result<Answer, String>) -> Effect {
         if self.frozen && !matches!(job, Job::User(_)) {
-            return false;
+            return Effect::None;
         }
         match job {
             Job::Latency(query) if query == self.latency_query() => {
@@ -385,6 +386,9 @@ impl App {
                 let rows = self.latency_rows().len();
                 if self.view == View::Latency {
                     self.selected = self.selected.min(rows.saturating_sub(1));
+                    if let (None, Some(key)) = (&self.hist, self.selected_key()) {
+                        return Effect::Run(Job::Hist(self.hist_query(&key)));
+                    }
                 }
             }
             Job::Hist(query) => {
@@ -405,7 +409,7 @@ impl App {
                 let anchor = answer.ok().and_then(|a| timeline::anchor_of(&a, 0));
                 if let (None, Some(anchor)) = (&self.timeline.anchor, anchor) {
                     self.timeline.center(anchor);
-                    return true;
+                    return Effect::Refresh;
                 }
             }
             Job::Timeline(source, query)
@@ -428,7 +432,7 @@ impl App {
             }
             _ => {}
         }
-        false
+        Effect::None
     }
 
     /// A source's headline from the answer to its query.

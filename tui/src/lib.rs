@@ -99,9 +99,8 @@ fn event_loop(
             }
         }
         for (job, answer) in worker.answers() {
-            if app.apply(job, answer) {
-                worker.refresh(app.refresh_jobs());
-            }
+            let effect = app.apply(job, answer);
+            follow(effect, &mut app, &worker, feed.as_ref());
             changed = true;
         }
         if changed {
@@ -123,16 +122,21 @@ fn event_loop(
             Event::Mouse(mouse) => app.mouse(mouse),
             _ => Effect::None,
         };
-        match effect {
-            Effect::None => {}
-            Effect::Refresh => worker.refresh(app.refresh_jobs()),
-            Effect::Run(job) => worker.ask(job),
-            Effect::CapturePt(pid) => {
-                app.message = feed.capture_pt(pid).unwrap_or_else(|why| why);
-            }
-        }
+        follow(effect, &mut app, &worker, feed.as_ref());
         if app.quit {
             return Ok(());
+        }
+    }
+}
+
+/// Carries out what a key press or an answer calls for.
+fn follow(effect: Effect, app: &mut App, worker: &Worker, feed: &dyn Feed) {
+    match effect {
+        Effect::None => {}
+        Effect::Refresh => worker.refresh(app.refresh_jobs()),
+        Effect::Run(job) => worker.ask(job),
+        Effect::CapturePt(pid) => {
+            app.message = feed.capture_pt(pid).unwrap_or_else(|why| why);
         }
     }
 }

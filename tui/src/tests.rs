@@ -502,7 +502,10 @@ fn the_timeline_centres_on_the_slowest_syscall_and_counts_every_source() {
             Cell::Int(1_200_000_000),
         ]],
     );
-    assert!(app.apply(Job::Anchor(anchor_query.into()), Ok(slowest)));
+    assert_eq!(
+        app.apply(Job::Anchor(anchor_query.into()), Ok(slowest)),
+        Effect::Refresh
+    );
     let jobs: Vec<Job> = app
         .refresh_jobs()
         .into_iter()
@@ -636,4 +639,18 @@ fn p_on_a_listed_record_captures_pt_of_its_process() {
     key(&mut app, KeyCode::Down);
     assert_eq!(key(&mut app, KeyCode::Char('p')), Effect::None);
     assert_eq!(app.message, "this row names no process to capture");
+}
+
+#[test]
+fn the_first_latency_table_asks_for_the_selected_rows_histogram() {
+    // A recording asks nothing again until the user moves: the histogram
+    // pane would stay empty if the table's arrival did not ask for it.
+    let mut app = live();
+    app.view = View::Latency;
+    let effect = app.apply(Job::Latency(app.latency_query()), Ok(latency_answer()));
+    let key = app.selected_key().unwrap();
+    assert_eq!(effect, Effect::Run(Job::Hist(app.hist_query(&key))));
+    app.apply(Job::Hist(app.hist_query(&key)), Ok(Answer::default()));
+    let again = app.apply(Job::Latency(app.latency_query()), Ok(latency_answer()));
+    assert_eq!(again, Effect::None);
 }
