@@ -207,18 +207,31 @@ fn bucket_range(b: usize) -> (Option<i64>, Option<i64>) {
 /// Groups of accumulators keyed by the group-by values.
 #[derive(Debug, Default)]
 pub struct Groups {
-    /// Each group's key and its accumulators, one per spec.
-    pub groups: HashMap<Vec<i64>, Vec<Acc>>,
+    /// Each group's key and its accumulators, one per spec, in the order
+    /// the groups were first seen.
+    pub groups: Vec<(Vec<i64>, Vec<Acc>)>,
+    /// Where each key is in `groups`.
+    at: HashMap<Vec<i64>, usize>,
+    /// The group asked for last: a scan meets the same group many times
+    /// in a row (one time bucket, a flood of one syscall), and comparing
+    /// a short key is cheaper than hashing it.
+    last: usize,
 }
 
 impl Groups {
     /// The accumulators of the group `key`.
     pub fn get(&mut self, key: &[i64], specs: usize) -> &mut Vec<Acc> {
-        if !self.groups.contains_key(key) {
-            self.groups
-                .insert(key.to_vec(), vec![Acc::default(); specs]);
+        if self.groups.get(self.last).is_none_or(|(k, _)| k != key) {
+            self.last = if let Some(at) = self.at.get(key) {
+                *at
+            } else {
+                self.at.insert(key.to_vec(), self.groups.len());
+                self.groups
+                    .push((key.to_vec(), vec![Acc::default(); specs]));
+                self.groups.len() - 1
+            };
         }
-        self.groups.get_mut(key).expect("inserted above")
+        &mut self.groups[self.last].1
     }
 }
 

@@ -1381,7 +1381,7 @@ fn group_answer(
     every: Option<i64>,
     groups: Groups,
 ) -> Answer {
-    let mut groups: Vec<(Vec<i64>, Vec<Acc>)> = groups.groups.into_iter().collect();
+    let mut groups = groups.groups;
     groups.sort_by(|a, b| a.0.cmp(&b.0));
     if specs.first().is_some_and(|s| s.func == Func::Hist) {
         let rows = groups
