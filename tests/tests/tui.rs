@@ -6,7 +6,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use weft_tests::{SYSCALL_PROBE, Workload, capture_dir, needs, query_rows, record, weft_bin};
+use weft_tests::{
+    Need, Running, SYSCALL_PROBE, Workload, capture_dir, needs, query_rows, record, weft_bin,
+};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 
@@ -63,6 +65,23 @@ impl Tmux {
 
     fn screen(&self) -> String {
         self.tmux(&["capture-pane", "-p", "-J", "-t", "0"])
+    }
+
+    /// Waits until the screen satisfies `done` and returns how long that
+    /// took; panics with the screen when it takes longer than `limit`.
+    fn filled_within(&self, what: &str, limit: Duration, done: impl Fn(&str) -> bool) -> Duration {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if done(&screen) {
+                return start.elapsed();
+            }
+            assert!(
+                start.elapsed() < limit,
+                "{what} was not filled within {limit:?}; the screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Waits until the screen satisfies `done`; panics with the screen
@@ -242,4 +261,75 @@ fn heavy_queries_in_the_ui_lose_no_event() {
         &format!(r#"syscalls where pid = {pid} and name = "getppid" | count"#),
     );
     assert_eq!(rows[0]["count"], calls, "every call recorded");
+}
+
+#[test]
+fn every_view_of_a_large_recording_is_filled_within_a_second() {
+    let test = "every_view_of_a_large_recording_is_filled_within_a_second";
+    if !needs(test, &SYSCALL_PROBE) || !needs(test, &[Need::Heavy]) || !Tmux::available(test) {
+        return;
+    }
+    // Millions of syscalls between sleeps, every source recorded.
+    let dir = capture_dir("tui-large");
+    let calls = 4_000_000;
+    let workload = Workload::spawn(
+        WORKLOAD,
+        &[
+            "nanosleep:30:5",
+            &format!("getppid:{calls}"),
+            "nanosleep:30:5",
+        ],
+    );
+    let running = Running::start(
+        &[
+            "record",
+            "--sources",
+            "syscalls,sched,block",
+            "-o",
+            dir.to_str().expect("utf-8 path"),
+        ],
+        "weft: recording",
+    );
+    workload.run_to_end();
+    let finished = running.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+
+    let second = Duration::from_secs(1);
+    let tmux = Tmux::start(
+        "large",
+        &format!("{} tui {}", weft_bin().display(), dir.display()),
+    );
+    // The UI is up once it shows the sources; each view counts from there.
+    tmux.wait_for("the overview", |s| row(s, "syscalls").is_some());
+    let mut took = vec![];
+    took.push(tmux.filled_within("the overview's headline", second, |s| {
+        row(s, "syscalls").is_some_and(|r| r.contains(&"p99"))
+    }));
+    tmux.keys(&["2"]);
+    took.push(tmux.filled_within("the latency table", second, |s| {
+        row(s, "getppid").is_some_and(|r| r[1].parse::<u64>().is_ok_and(|n| n >= calls))
+    }));
+    took.push(tmux.filled_within("the histogram", second, |s| {
+        s.contains("getppid dur histogram") && s.contains('█')
+    }));
+    // The block and off-CPU breakdowns: answered (the table replaces
+    // "waiting for data…"); the sleeps are off-CPU in state S.
+    tmux.keys(&["o"]);
+    took.push(tmux.filled_within("the block breakdown", second, |s| {
+        s.contains("block latency by op") && row(s, "op").is_some() && !s.contains("waiting")
+    }));
+    tmux.keys(&["o"]);
+    took.push(tmux.filled_within("the off-CPU breakdown", second, |s| {
+        s.contains("sched off_cpu by state") && row(s, "S").is_some()
+    }));
+    tmux.keys(&["4"]);
+    took.push(tmux.filled_within("the timeline", second, |s| {
+        s.contains("around")
+            && s.lines()
+                .any(|l| l.starts_with("syscalls") && l.contains('│'))
+    }));
+    eprintln!("{test}: filled after {took:?}");
+    tmux.keys(&["q"]);
+    let screen = tmux.wait_for("weft to exit", |s| s.contains("weft-exit="));
+    assert!(screen.contains("weft-exit=0"), "{screen}");
 }
