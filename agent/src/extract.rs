@@ -119,7 +119,7 @@ fn copy(snapshot: &Snapshot, dir: &Path, window: &RangeInclusive<u64>) -> Result
         let to = from.saturating_add(SLICE_NS - 1).min(*window.end());
         let mut records = Vec::new();
         for source in &meta.sources {
-            snapshot.raw_scan_each(source.id, from..=to, |r| records.push(r))?;
+            snapshot.raw_scan_each(source.id, from..=to, |r| records.push(r.to_owned()))?;
         }
         records.sort_by_key(|r| (r.ts, r.addr));
         copied += append(&mut store, records)?;

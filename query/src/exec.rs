@@ -5,7 +5,7 @@
 
 use std::{collections::HashMap, ops::RangeInclusive};
 
-use weft_store::{IndexId, QueryStats, Record, Snapshot};
+use weft_store::{IndexId, QueryStats, RecordView, Snapshot};
 
 use crate::{
     aggregate::{Acc, AggSpec, Groups, PERCENTILES, hist_edges, quantile_name, select},
@@ -607,12 +607,12 @@ impl<'a> Engine<'a> {
         visit: &mut dyn FnMut(u64, u64, &[u8]),
     ) -> Result<()> {
         let late = source.late;
-        let mut each = |record: Record| {
+        let mut each = |record: RecordView<'_>| {
             let time = record.producer_ts.unwrap_or(record.ts);
             if late.is_some() && !window.contains(&time) {
                 return;
             }
-            let payload = &record.payload;
+            let payload = record.payload;
             let passes = scan
                 .pred
                 .as_ref()

@@ -48,7 +48,7 @@ use std::{fs, os::unix::fs::OpenOptionsExt as _, path::Path};
 
 pub use error::{Error, Result};
 pub use format::FormatVersion;
-pub use query::{Aggregate, PartAnswer, QueryStats, Record};
+pub use query::{Aggregate, PartAnswer, QueryStats, Record, RecordView};
 pub use recovery::Recovery;
 pub use schema::{Bins, Field, FieldKind, Index, IndexId, Meta, Partition, Source, SourceId};
 pub use shared::{Reader, Snapshot};

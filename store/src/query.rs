@@ -17,6 +17,7 @@
 use std::{
     collections::{BTreeMap, HashMap},
     ops::{Range, RangeInclusive},
+    sync::{Mutex, PoisonError},
 };
 
 use crate::{
@@ -42,18 +43,25 @@ pub struct Record {
     pub payload: Vec<u8>,
 }
 
-/// A record borrowed from a chunk while it is visited.
-struct RecordRef<'a> {
-    addr: u64,
-    source: SourceId,
-    ts: u64,
-    producer_ts: Option<u64>,
-    prev: Option<u64>,
-    payload: &'a [u8],
+/// A record lent to a scan's visitor, valid for the call: scans visit
+/// millions of records, and owning each would cost an allocation apiece.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordView<'a> {
+    /// Byte address in the record log.
+    pub addr: u64,
+    /// The record's source.
+    pub source: SourceId,
+    /// Arrival time, ns.
+    pub ts: u64,
+    /// The producer's own timestamp, if it gave one.
+    pub producer_ts: Option<u64>,
+    /// The bytes appended.
+    pub payload: &'a [u8],
 }
 
-impl RecordRef<'_> {
-    fn to_owned(&self) -> Record {
+impl RecordView<'_> {
+    /// The record, owned.
+    pub fn to_owned(&self) -> Record {
         Record {
             addr: self.addr,
             source: self.source,
@@ -62,6 +70,56 @@ impl RecordRef<'_> {
             payload: self.payload.to_vec(),
         }
     }
+}
+
+/// Records a scan's thread kept from its chunks: their payloads end to
+/// end in one buffer, so that keeping a record costs no allocation.
+#[derive(Default)]
+struct Kept {
+    payloads: Vec<u8>,
+    /// Each record with an empty payload and where its payload ends in
+    /// `payloads` (it starts where the one before ends).
+    records: Vec<(RecordView<'static>, usize)>,
+}
+
+impl Kept {
+    fn push(&mut self, record: &RecordRef<'_>) {
+        self.payloads.extend_from_slice(record.payload);
+        let view = RecordView {
+            addr: record.addr,
+            source: record.source,
+            ts: record.ts,
+            producer_ts: record.producer_ts,
+            payload: &[],
+        };
+        self.records.push((view, self.payloads.len()));
+    }
+
+    fn clear(&mut self) {
+        self.payloads.clear();
+        self.records.clear();
+    }
+
+    fn visit(&self, visit: &mut impl FnMut(RecordView<'_>)) {
+        let mut start = 0;
+        for (view, end) in &self.records {
+            visit(RecordView {
+                payload: &self.payloads[start..*end],
+                ..*view
+            });
+            start = *end;
+        }
+    }
+}
+
+/// A record borrowed from a chunk while it is visited.
+struct RecordRef<'a> {
+    addr: u64,
+    source: SourceId,
+    ts: u64,
+    producer_ts: Option<u64>,
+    prev: Option<u64>,
+    payload: &'a [u8],
 }
 
 /// How a query was answered.
@@ -373,7 +431,9 @@ impl Snapshot {
         window: RangeInclusive<u64>,
     ) -> Result<(Vec<Record>, QueryStats)> {
         let mut records = Vec::new();
-        let stats = self.raw_scan_each(source, window, |r| records.push(r))?;
+        let stats = self.raw_scan_each(source, window, |r| {
+            records.push(r.to_owned());
+        })?;
         Ok((records, stats))
     }
 
@@ -382,7 +442,7 @@ impl Snapshot {
         &self,
         source: SourceId,
         window: RangeInclusive<u64>,
-        mut visit: impl FnMut(Record),
+        mut visit: impl FnMut(RecordView<'_>),
     ) -> Result<QueryStats> {
         let target = self.target(source, 0, None, window)?;
         self.scan_chunks(&target, None, &mut visit)
@@ -397,7 +457,9 @@ impl Snapshot {
         values: RangeInclusive<i64>,
     ) -> Result<(Vec<Record>, QueryStats)> {
         let mut records = Vec::new();
-        let stats = self.indexed_scan_each(source, index, window, values, |r| records.push(r))?;
+        let stats = self.indexed_scan_each(source, index, window, values, |r| {
+            records.push(r.to_owned());
+        })?;
         Ok((records, stats))
     }
 
@@ -408,7 +470,7 @@ impl Snapshot {
         index: IndexId,
         window: RangeInclusive<u64>,
         values: RangeInclusive<i64>,
-        mut visit: impl FnMut(Record),
+        mut visit: impl FnMut(RecordView<'_>),
     ) -> Result<QueryStats> {
         self.indexed_scan_part_each(source, index, None, window, values, &mut visit)
     }
@@ -422,7 +484,7 @@ impl Snapshot {
         part: Option<u32>,
         window: RangeInclusive<u64>,
         values: RangeInclusive<i64>,
-        mut visit: impl FnMut(Record),
+        mut visit: impl FnMut(RecordView<'_>),
     ) -> Result<QueryStats> {
         let target = self.target(source, index, part, window)?;
         self.scan_chunks(&target, Some(&values), &mut visit)
@@ -432,7 +494,7 @@ impl Snapshot {
         &self,
         target: &Target,
         values: Option<&RangeInclusive<i64>>,
-        visit: &mut impl FnMut(Record),
+        visit: &mut impl FnMut(RecordView<'_>),
     ) -> Result<QueryStats> {
         let mut stats = QueryStats::default();
         let mut wanted = Vec::new();
@@ -452,9 +514,16 @@ impl Snapshot {
         stats.chunks_scanned = wanted.len() as u64;
         // Batches keep memory bounded and the output in order while both
         // cores decode.
+        // Buffers go back to a pool after each batch: fresh ones of
+        // megabytes would be mapped and zeroed by the kernel every time.
+        let pool: Mutex<Vec<Kept>> = Mutex::default();
         for batch in wanted.chunks(SCAN_BATCH) {
             let parts = parallel(batch, |part| {
-                let mut records = Vec::new();
+                let mut kept = pool
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .pop()
+                    .unwrap_or_default();
                 for at in part {
                     self.visit_chunk(at, target, |record| {
                         let keep = match (&target.index, values) {
@@ -465,13 +534,19 @@ impl Snapshot {
                             _ => true,
                         };
                         if keep {
-                            records.push(record.to_owned());
+                            kept.push(&record);
                         }
                     })?;
                 }
-                Ok(records)
+                Ok(kept)
             })?;
-            parts.into_iter().flatten().for_each(&mut *visit);
+            for mut kept in parts {
+                kept.visit(visit);
+                kept.clear();
+                pool.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(kept);
+            }
         }
         Ok(stats)
     }
