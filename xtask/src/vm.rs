@@ -35,8 +35,7 @@ pub struct Options {
     /// Seconds a guest may run before it is killed and reported as a timeout.
     #[arg(long, default_value_t = 900)]
     pub timeout: u64,
-    /// `kvm` when it works on this host (probed), else single-threaded
-    /// `tcg`; or force one (e.g. `tcg`, `tcg,thread=multi`).
+    /// `kvm` when it works on this host (probed), else `tcg`; or force one.
     #[arg(long, default_value = "auto")]
     pub accel: String,
 }
@@ -358,17 +357,11 @@ fn copy_into(root: &Path, path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Emulation on one host thread: under multi-threaded TCG a guest
-/// patching its own code (a static key flipped as a probe attaches) was
-/// seen to run a half-patched `int3` on the other vCPU and oops in
-/// `__schedule`. One thread costs no time on a 2-CPU host.
-const TCG: &str = "tcg,thread=single";
-
 /// `kvm` if a guest boots under it within 60 s (on some hosts `/dev/kvm`
-/// exists but guests die with an emulation failure), else [`TCG`].
+/// exists but guests die with an emulation failure), else `tcg`.
 fn probe_accel(vmlinuz: &Path, initrd: &Path) -> String {
     if !Path::new("/dev/kvm").exists() {
-        return TCG.into();
+        return "tcg".into();
     }
     let log = qemu(
         vmlinuz,
@@ -380,7 +373,7 @@ fn probe_accel(vmlinuz: &Path, initrd: &Path) -> String {
     if log.is_ok_and(|(text, _)| text.contains("weft-vm: probe ok")) {
         "kvm".into()
     } else {
-        TCG.into()
+        "tcg".into()
     }
 }
 
