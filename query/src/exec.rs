@@ -681,8 +681,10 @@ impl<'a> Engine<'a> {
                 }
             }
         }
-        let top = match (sort, limit, &pred, near) {
-            (Some((column, true)), Some(k), None, None) => {
+        // A late source's window is in its own time, which the summaries'
+        // arrival-time counts do not bound.
+        let top = match (sort, limit, &pred, near, source.late) {
+            (Some((column, true)), Some(k), None, None, None) => {
                 self.plan_top_scan(source, window, column, k)?
             }
             _ => None,
