@@ -1167,12 +1167,17 @@ enum Gathered {
 
 impl Gathered {
     fn add(&mut self, value: i64) {
+        self.add_n(value, 1);
+    }
+
+    /// Adds `value`, `n` times.
+    fn add_n(&mut self, value: i64, n: u32) {
         match self {
-            Self::Values(values) => values.push(value),
+            Self::Values(values) => values.extend(std::iter::repeat_n(value, n as usize)),
             Self::Counts(lo, counts) => {
                 let at = (i128::from(value) - i128::from(*lo)) as usize;
                 if let Some(count) = counts.get_mut(at) {
-                    *count += 1;
+                    *count += u64::from(n);
                 }
             }
         }
@@ -1193,15 +1198,7 @@ impl Gathered {
     /// Adds `runs` of values (ascending, each with its count).
     fn add_runs(&mut self, runs: &[(i64, u32)]) {
         for &(value, n) in runs {
-            match self {
-                Self::Values(values) => values.extend(std::iter::repeat_n(value, n as usize)),
-                Self::Counts(lo, counts) => {
-                    let at = (i128::from(value) - i128::from(*lo)) as usize;
-                    if let Some(count) = counts.get_mut(at) {
-                        *count += u64::from(n);
-                    }
-                }
-            }
+            self.add_n(value, n);
         }
     }
 
