@@ -978,17 +978,10 @@ impl<'a> Engine<'a> {
         let (Func::Hist, Some(c)) = (spec.func, spec.column) else {
             return Ok(None);
         };
+        let Some((index, part)) = column_pick(source, pred, c) else {
+            return Ok(None);
+        };
         let column = &source.columns[c];
-        if !matches!(column.read, Read::Field(_)) {
-            return Ok(None);
-        }
-        let pick = match pred {
-            None => column.index.map(|index| (index, None)),
-            Some(pred) => part_for(source, c, pred).map(|(index, part)| (index, Some(part))),
-        };
-        let Some((index, part)) = pick else {
-            return Ok(None);
-        };
         let (counts, stats) =
             self.snapshot
                 .bucket_counts(source.id, index, part, window.clone(), &hist_edges())?;
@@ -1201,6 +1194,26 @@ fn summary_picks(
     })
 }
 
+/// The index (and part) whose summaries hold column `c`'s values: with
+/// no condition, the index over the stored field; with one condition
+/// picking a part of a partitioned index over `c`, that part.
+fn column_pick(
+    source: &SourceColumns,
+    pred: Option<&Pred>,
+    c: usize,
+) -> Option<(IndexId, Option<u32>)> {
+    match pred {
+        None => {
+            let column = &source.columns[c];
+            matches!(column.read, Read::Field(_))
+                .then_some(column.index)
+                .flatten()
+                .map(|index| (index, None))
+        }
+        Some(pred) => part_for(source, c, pred).map(|(index, part)| (index, Some(part))),
+    }
+}
+
 /// Picks over whole indexes (or one part), when the condition is absent
 /// or only picks the part.
 fn whole_picks(
@@ -1214,18 +1227,11 @@ fn whole_picks(
         .map(|spec| match (pred, spec.func, spec.column) {
             (_, Func::Hist, _) => None,
             (None, Func::Count, _) => Some((0, None, ALL)),
-            (None, _, Some(c)) => {
-                let col = &source.columns[c];
-                matches!(col.read, Read::Field(_))
-                    .then_some(col.index)
-                    .flatten()
-                    .map(|index| (index, None, ALL))
-            }
             (Some(pred), Func::Count, _) => (0..source.columns.len())
                 .find_map(|c| part_for(source, c, pred))
                 .map(|(index, part)| (index, Some(part), ALL)),
-            (Some(pred), _, Some(c)) => {
-                part_for(source, c, pred).map(|(index, part)| (index, Some(part), ALL))
+            (pred, _, Some(c)) => {
+                column_pick(source, pred, c).map(|(index, part)| (index, part, ALL))
             }
             (_, _, None) => None,
         })
