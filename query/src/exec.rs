@@ -346,6 +346,7 @@ impl<'a> Engine<'a> {
             chunks_expired,
             chunks_read_for_bins,
             chunks_cached_for_bins,
+            chunks_valued_for_bins,
         } = stats;
         self.stats.chunks_summarized += chunks_summarized;
         self.stats.chunks_scanned += chunks_scanned;
@@ -353,6 +354,7 @@ impl<'a> Engine<'a> {
         self.stats.chunks_expired += chunks_expired;
         self.stats.chunks_read_for_bins += chunks_read_for_bins;
         self.stats.chunks_cached_for_bins += chunks_cached_for_bins;
+        self.stats.chunks_valued_for_bins += chunks_valued_for_bins;
     }
 
     /// The window in arrival time.

@@ -2,9 +2,10 @@
 //! and enforces the disk budget.
 //!
 //! Per chunk it writes, in order: the block into its segment file, the
-//! chunk's summaries into `chunks.log`, then its time entry into `time.log`.
-//! The time entry is the commit point: recovery keeps a chunk only when its
-//! time entry, summaries and block are all intact.
+//! chunk's values into `values.log` (format 2), its summaries into
+//! `chunks.log`, then its time entry into `time.log`. The time entry is the
+//! commit point: recovery keeps a chunk only when its time entry, summaries,
+//! values and block are all intact.
 
 use std::{
     collections::BTreeMap,
@@ -17,9 +18,11 @@ use std::{
 use crate::{
     error::{Result, io},
     format::{
-        FILE_HEADER_LEN, FileKind, SUMMARY_LEN, Summary, TIME_ENTRY_LEN, TimeEntry, file_header,
+        FILE_HEADER_LEN, FileKind, FormatVersion, SUMMARY_LEN, Summary, TimeEntry, file_header,
     },
+    schema::Meta,
     shared::Shared,
+    values,
     writer::{Config, Durability},
 };
 
@@ -43,15 +46,17 @@ pub(crate) fn segment_number(name: &str) -> Option<u64> {
         .ok()
 }
 
-/// Creates `chunks.log` and `time.log` with their headers.
+/// Creates `chunks.log`, `values.log` and `time.log` with their headers,
+/// in the current format.
 pub(crate) fn create_logs(dir: &Path) -> Result<()> {
     for (name, kind) in [
         ("chunks.log", FileKind::Chunks),
+        ("values.log", FileKind::Values),
         ("time.log", FileKind::Time),
     ] {
         let path = dir.join(name);
         let file = crate::create_file(&path)?;
-        file.write_all_at(&file_header(kind, 0), 0)
+        file.write_all_at(&file_header(kind, FormatVersion::CURRENT, 0), 0)
             .map_err(io("write", &path))?;
     }
     crate::sync_dir(dir)
@@ -59,13 +64,16 @@ pub(crate) fn create_logs(dir: &Path) -> Result<()> {
 
 struct Files {
     dir: PathBuf,
+    format: FormatVersion,
     chunks: File,
+    /// The values log and where its next entry goes (format 2 only).
+    values: Option<(File, u64)>,
     time: File,
     segments: BTreeMap<u64, File>,
 }
 
 impl Files {
-    fn open(dir: &Path) -> Result<Self> {
+    fn open(dir: &Path, format: FormatVersion, values_end: u64) -> Result<Self> {
         let open = |name: &str| {
             let path = dir.join(name);
             fs::OpenOptions::new()
@@ -73,9 +81,15 @@ impl Files {
                 .open(&path)
                 .map_err(io("open", &path))
         };
+        let values = match format {
+            FormatVersion::V1 => None,
+            FormatVersion::V2 => Some((open("values.log")?, values_end)),
+        };
         Ok(Self {
             dir: dir.to_owned(),
+            format,
             chunks: open("chunks.log")?,
+            values,
             time: open("time.log")?,
             segments: BTreeMap::new(),
         })
@@ -91,7 +105,7 @@ impl Files {
                     .map_err(io("open", &path))?
             } else {
                 let file = crate::create_file(&path)?;
-                file.write_all_at(&file_header(FileKind::Records, block_size), 0)
+                file.write_all_at(&file_header(FileKind::Records, self.format, block_size), 0)
                     .map_err(io("write", &path))?;
                 crate::sync_dir(&self.dir)?;
                 file
@@ -103,17 +117,11 @@ impl Files {
         Ok(&self.segments[&segment])
     }
 
-    fn write(
-        &mut self,
-        sealed: &Sealed,
-        config: &Config,
-        block_size: u32,
-        per_segment: u32,
-    ) -> Result<()> {
+    fn write(&mut self, sealed: &Sealed, config: &Config, meta: &Meta) -> Result<()> {
+        let (block_size, per_segment) = (meta.block_size, u64::from(meta.blocks_per_segment));
         let chunk = sealed.time.chunk;
-        let segment = chunk / u64::from(per_segment);
-        let offset =
-            (FILE_HEADER_LEN as u64) + (chunk % u64::from(per_segment)) * u64::from(block_size);
+        let segment = chunk / per_segment;
+        let offset = (FILE_HEADER_LEN as u64) + (chunk % per_segment) * u64::from(block_size);
         let path = segment_path(&self.dir, segment);
         let file = self.segment(segment, block_size)?;
         file.write_all_at(&sealed.block, offset)
@@ -122,6 +130,20 @@ impl Files {
             file.sync_data().map_err(io("fdatasync", &path))?;
         } else {
             start_writeback(file, offset, sealed.block.len());
+        }
+        let mut time = sealed.time;
+        if let Some((values_file, end)) = &mut self.values {
+            let entry = values::entry(meta, chunk, &sealed.block, &sealed.summaries);
+            let path = self.dir.join("values.log");
+            values_file
+                .write_all_at(&entry, *end)
+                .map_err(io("write", &path))?;
+            if config.durability == Durability::Sync {
+                values_file.sync_data().map_err(io("fdatasync", &path))?;
+            }
+            time.values_at = *end;
+            time.values_len = u32::try_from(entry.len()).unwrap_or(u32::MAX);
+            *end += entry.len() as u64;
         }
         let summaries: Vec<u8> = sealed.summaries.iter().flat_map(Summary::encode).collect();
         let at = FILE_HEADER_LEN as u64 + sealed.time.first_summary * SUMMARY_LEN as u64;
@@ -135,9 +157,10 @@ impl Files {
                 .map_err(io("fdatasync", &chunks_path))?;
         }
         let time_path = self.dir.join("time.log");
-        let at = (FILE_HEADER_LEN + chunk as usize * TIME_ENTRY_LEN) as u64;
+        let len = TimeEntry::len(self.format);
+        let at = (FILE_HEADER_LEN + chunk as usize * len) as u64;
         self.time
-            .write_all_at(&sealed.time.encode(), at)
+            .write_all_at(&time.encode(self.format)[..len], at)
             .map_err(io("write", &time_path))?;
         if config.durability == Durability::Sync {
             self.time.sync_data().map_err(io("fdatasync", &time_path))?;
@@ -173,15 +196,18 @@ pub(crate) fn run(
     chunks: &mpsc::Receiver<Arc<Sealed>>,
     spare: &mpsc::Sender<Vec<u8>>,
     config: &Config,
+    values_end: u64,
 ) {
     let meta = shared.meta();
-    let (block_size, per_segment) = (meta.block_size, meta.blocks_per_segment);
-    let mut files = match Files::open(&shared.dir) {
+    let per_segment = meta.blocks_per_segment;
+    let mut files = match Files::open(&shared.dir, meta.format, values_end) {
         Ok(files) => files,
         Err(error) => return shared.poison(error.to_string()),
     };
     for sealed in chunks {
-        if let Err(error) = files.write(&sealed, config, block_size, per_segment) {
+        // The schema as it was when the chunk sealed (indexes come and go).
+        let meta = shared.meta();
+        if let Err(error) = files.write(&sealed, config, &meta) {
             return shared.poison(error.to_string());
         }
         shared.commit(sealed.time.chunk);
@@ -195,7 +221,8 @@ pub(crate) fn run(
         if config.disk_budget.is_some() || config.retain.is_some() {
             let current = chunk / u64::from(per_segment);
             let newest = sealed_last_ts;
-            if let Err(error) = retire(shared, config, current, newest) {
+            let values = files.values.as_ref().map(|(file, _)| file);
+            if let Err(error) = retire(shared, config, values, current, newest) {
                 return shared.poison(error.to_string());
             }
         }
@@ -204,8 +231,15 @@ pub(crate) fn run(
 
 /// Deletes the oldest segments (never the one being written, never one that
 /// overlaps a pinned window) while the store exceeds its disk budget or
-/// they are older than its retention before `newest`.
-fn retire(shared: &Arc<Shared>, config: &Config, current: u64, newest: u64) -> Result<()> {
+/// they are older than its retention before `newest`, and frees their
+/// chunks' entries in the values log.
+fn retire(
+    shared: &Arc<Shared>,
+    config: &Config,
+    values: Option<&File>,
+    current: u64,
+    newest: u64,
+) -> Result<()> {
     let budget = config.disk_budget.unwrap_or(u64::MAX);
     let mut sizes = BTreeMap::new();
     let mut total = 0;
@@ -216,6 +250,15 @@ fn retire(shared: &Arc<Shared>, config: &Config, current: u64, newest: u64) -> R
             // The writer's `meta.tmp` comes and goes while we list.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(io("stat", &entry.path())(e)),
+        };
+        // The values log has holes where deleted segments' values were.
+        let size = if entry.file_name() == "values.log" {
+            use std::os::unix::fs::MetadataExt as _;
+            entry
+                .metadata()
+                .map_or(size, |m| size.min(m.blocks().saturating_mul(512)))
+        } else {
+            size
         };
         total += size;
         if let Some(segment) = entry.file_name().to_str().and_then(segment_number) {
@@ -248,6 +291,46 @@ fn retire(shared: &Arc<Shared>, config: &Config, current: u64, newest: u64) -> R
         let path = segment_path(&shared.dir, segment);
         fs::remove_file(&path).map_err(io("remove", &path))?;
         total -= size;
+        if let Some(values) = values {
+            // From the previous segment's values when that is gone too: a
+            // hole frees only whole disk blocks, and one segment's values
+            // may not fill one.
+            let from = match segment.checked_sub(1) {
+                Some(older) if snapshot.is_deleted(older * per_segment) => {
+                    snapshot.time_entry(older * per_segment)?.values_at
+                }
+                _ => first.values_at,
+            };
+            let next = snapshot.time_entry((segment + 1) * per_segment)?;
+            total = total.saturating_sub(punch_hole(values, from, next.values_at));
+        }
     }
     Ok(())
+}
+
+/// Frees the disk blocks of `[from, to)` in `file`, keeping its size (reads
+/// there see zeros); returns the bytes freed, 0 where the file system
+/// cannot (the values then stay, which is only a cost).
+fn punch_hole(file: &File, from: u64, to: u64) -> u64 {
+    use std::os::fd::AsRawFd as _;
+    let (Ok(offset), Ok(len)) = (
+        libc::off64_t::try_from(from),
+        libc::off64_t::try_from(to.saturating_sub(from)),
+    ) else {
+        return 0;
+    };
+    if len == 0 {
+        return 0;
+    }
+    // SAFETY: the call only reads its integer arguments and changes no
+    // memory of ours.
+    let done = unsafe {
+        libc::fallocate64(
+            file.as_raw_fd(),
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            offset,
+            len,
+        )
+    };
+    if done == 0 { len.unsigned_abs() } else { 0 }
 }

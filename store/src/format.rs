@@ -34,19 +34,28 @@ use crate::error::{Error, Result};
 pub const MAGIC: [u8; 7] = *b"WEFTST\0";
 
 /// Versions of the on-disk format this build reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FormatVersion {
     /// The first format: blocks with CRC32, LEB128 record headers.
     V1 = 1,
+    /// Adds `values.log` (each chunk's values per bin) and its place in
+    /// the time entry. Captures of version 1 are still read and appended
+    /// to, without values.
+    #[default]
+    V2 = 2,
 }
 
 impl FormatVersion {
     /// The version new files are written with.
-    pub const CURRENT: Self = Self::V1;
+    pub const CURRENT: Self = Self::V2;
 
     fn from_byte(byte: u8) -> Option<Self> {
-        (byte == 1).then_some(Self::V1)
+        match byte {
+            1 => Some(Self::V1),
+            2 => Some(Self::V2),
+            _ => None,
+        }
     }
 }
 
@@ -63,21 +72,32 @@ pub enum FileKind {
     Chunks = 2,
     /// The time-index log.
     Time = 3,
+    /// The values log: each chunk's values per bin.
+    Values = 4,
 }
 
 /// `MAGIC | version | kind | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 0` padded to 16 bytes;
 /// bytes 9..13 hold the block size for record segments.
-pub fn file_header(kind: FileKind, block_size: u32) -> [u8; FILE_HEADER_LEN] {
+pub fn file_header(
+    kind: FileKind,
+    version: FormatVersion,
+    block_size: u32,
+) -> [u8; FILE_HEADER_LEN] {
     let mut header = [0; FILE_HEADER_LEN];
     header[..7].copy_from_slice(&MAGIC);
-    header[7] = FormatVersion::CURRENT as u8;
+    header[7] = version as u8;
     header[8] = kind as u8;
     header[9..13].copy_from_slice(&block_size.to_le_bytes());
     header
 }
 
-/// Checks a file header; returns the block size it records.
-pub fn check_file_header(bytes: &[u8], kind: FileKind, path: &std::path::Path) -> Result<u32> {
+/// Checks a file header; returns the format version and the block size it
+/// records.
+pub fn check_file_header(
+    bytes: &[u8],
+    kind: FileKind,
+    path: &std::path::Path,
+) -> Result<(FormatVersion, u32)> {
     let bad = |what: String| Error::Corrupt {
         path: path.to_owned(),
         offset: 0,
@@ -92,21 +112,20 @@ pub fn check_file_header(bytes: &[u8], kind: FileKind, path: &std::path::Path) -
     if header[..7] != MAGIC {
         return Err(bad("not a weft store file (bad magic)".into()));
     }
-    if FormatVersion::from_byte(header[7]).is_none() {
+    let Some(version) = FormatVersion::from_byte(header[7]) else {
         return Err(Error::UnsupportedVersion {
             path: path.to_owned(),
             version: header[7],
         });
-    }
+    };
     if header[8] != kind as u8 {
         return Err(bad(format!(
             "file kind {} where {:?} was expected",
             header[8], kind
         )));
     }
-    Ok(u32::from_le_bytes([
-        header[9], header[10], header[11], header[12],
-    ]))
+    let block_size = u32::from_le_bytes([header[9], header[10], header[11], header[12]]);
+    Ok((version, block_size))
 }
 
 /// Bytes before the first record of a block.
@@ -204,6 +223,13 @@ impl HeaderBytes {
     pub fn as_slice(&self) -> &[u8] {
         &self.bytes[..self.len]
     }
+}
+
+/// Appends `value` to `out` as LEB128.
+pub fn push_varint(out: &mut Vec<u8>, value: u64) {
+    let mut bytes = [0; 10];
+    let len = put(&mut bytes, 0, value);
+    out.extend_from_slice(&bytes[..len]);
 }
 
 /// Writes `value` as LEB128 at `out[at..]`; returns the end.
@@ -387,13 +413,26 @@ pub struct TimeEntry {
     pub summaries: u32,
     /// Records in the chunk.
     pub records: u32,
+    /// Where the chunk's entry in the values log starts (format 2).
+    pub values_at: u64,
+    /// Its length; 0 when the chunk has none (format 1, or not flushed).
+    pub values_len: u32,
 }
 
-/// Size of an encoded [`TimeEntry`] with its CRC32.
-pub const TIME_ENTRY_LEN: usize = 8 * 4 + 4 + 4 + 4;
+/// Size of an encoded [`TimeEntry`] with its CRC32, in the current format.
+pub const TIME_ENTRY_LEN: usize = 8 * 4 + 4 + 4 + 8 + 4 + 4;
 
 impl TimeEntry {
-    pub fn encode(&self) -> [u8; TIME_ENTRY_LEN] {
+    /// Size of an encoded entry in format `version`.
+    pub const fn len(version: FormatVersion) -> usize {
+        match version {
+            FormatVersion::V1 => TIME_ENTRY_LEN - 12,
+            FormatVersion::V2 => TIME_ENTRY_LEN,
+        }
+    }
+
+    /// The entry in format `version`: the first [`TimeEntry::len`] bytes.
+    pub fn encode(&self, version: FormatVersion) -> [u8; TIME_ENTRY_LEN] {
         let Self {
             chunk,
             first_ts,
@@ -401,6 +440,8 @@ impl TimeEntry {
             first_summary,
             summaries,
             records,
+            values_at,
+            values_len,
         } = *self;
         let mut out = [0; TIME_ENTRY_LEN];
         let mut w = Writer(&mut out, 0);
@@ -410,26 +451,38 @@ impl TimeEntry {
         w.put(&first_summary.to_le_bytes());
         w.put(&summaries.to_le_bytes());
         w.put(&records.to_le_bytes());
-        let crc = crc32fast::hash(&out[..TIME_ENTRY_LEN - 4]);
-        out[TIME_ENTRY_LEN - 4..].copy_from_slice(&crc.to_le_bytes());
+        if version == FormatVersion::V2 {
+            w.put(&values_at.to_le_bytes());
+            w.put(&values_len.to_le_bytes());
+        }
+        let end = w.1;
+        let crc = crc32fast::hash(&out[..end]);
+        out[end..end + 4].copy_from_slice(&crc.to_le_bytes());
         out
     }
 
-    pub fn decode(bytes: &[u8]) -> Option<Self> {
-        let bytes = bytes.get(..TIME_ENTRY_LEN)?;
-        let crc = u32::from_le_bytes(le4(bytes, TIME_ENTRY_LEN - 4));
-        if crc != crc32fast::hash(&bytes[..TIME_ENTRY_LEN - 4]) {
+    pub fn decode(bytes: &[u8], version: FormatVersion) -> Option<Self> {
+        let len = Self::len(version);
+        let bytes = bytes.get(..len)?;
+        let crc = u32::from_le_bytes(le4(bytes, len - 4));
+        if crc != crc32fast::hash(&bytes[..len - 4]) {
             return None;
         }
         let mut r = Reader(bytes, 0);
-        Some(Self {
+        let mut entry = Self {
             chunk: u64::from_le_bytes(r.take()),
             first_ts: u64::from_le_bytes(r.take()),
             last_ts: u64::from_le_bytes(r.take()),
             first_summary: u64::from_le_bytes(r.take()),
             summaries: u32::from_le_bytes(r.take()),
             records: u32::from_le_bytes(r.take()),
-        })
+            ..Self::default()
+        };
+        if version == FormatVersion::V2 {
+            entry.values_at = u64::from_le_bytes(r.take());
+            entry.values_len = u32::from_le_bytes(r.take());
+        }
+        Some(entry)
     }
 }
 
@@ -559,22 +612,35 @@ mod tests {
             first_summary: 4,
             summaries: 5,
             records: 6,
+            values_at: 7,
+            values_len: 8,
         };
-        let bytes = entry.encode();
-        assert_eq!(TimeEntry::decode(&bytes), Some(entry));
-        assert_eq!(TimeEntry::decode(&bytes[..TIME_ENTRY_LEN - 1]), None);
-        let mut flipped = bytes;
-        flipped[0] ^= 1;
-        assert_eq!(TimeEntry::decode(&flipped), None);
+        for version in [FormatVersion::V1, FormatVersion::V2] {
+            let len = TimeEntry::len(version);
+            let bytes = entry.encode(version);
+            let expected = match version {
+                FormatVersion::V1 => TimeEntry {
+                    values_at: 0,
+                    values_len: 0,
+                    ..entry
+                },
+                FormatVersion::V2 => entry,
+            };
+            assert_eq!(TimeEntry::decode(&bytes[..len], version), Some(expected));
+            assert_eq!(TimeEntry::decode(&bytes[..len - 1], version), None);
+            let mut flipped = bytes;
+            flipped[len - 5] ^= 1;
+            assert_eq!(TimeEntry::decode(&flipped, version), None);
+        }
     }
 
     #[test]
     fn file_header_checks() {
         let path = std::path::Path::new("x");
-        let header = file_header(FileKind::Records, 4096);
+        let header = file_header(FileKind::Records, FormatVersion::CURRENT, 4096);
         assert_eq!(
             check_file_header(&header, FileKind::Records, path).unwrap(),
-            4096
+            (FormatVersion::CURRENT, 4096)
         );
         assert!(check_file_header(&header, FileKind::Time, path).is_err());
         let mut future = header;

@@ -42,6 +42,7 @@ mod query;
 mod recovery;
 mod schema;
 mod shared;
+mod values;
 mod writer;
 
 use std::{fs, os::unix::fs::OpenOptionsExt as _, path::Path};

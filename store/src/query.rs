@@ -138,6 +138,8 @@ pub struct QueryStats {
     pub chunks_read_for_bins: u64,
     /// Chunks whose values in those bins an earlier query had gathered.
     pub chunks_cached_for_bins: u64,
+    /// Chunks whose values in those bins came from the values log.
+    pub chunks_valued_for_bins: u64,
 }
 
 /// Count, sum, min and max of an index's values in a window.
@@ -259,6 +261,8 @@ struct ChunkRef {
     chunk: u64,
     records: u32,
     all: Summary,
+    /// Where its values-log entry lies, and how long it is (0: none).
+    values: (u64, u32),
 }
 
 impl ChunkRef {
@@ -272,6 +276,7 @@ impl ChunkRef {
             chunk: meta.time.chunk,
             records: meta.time.records,
             all,
+            values: (meta.time.values_at, meta.time.values_len),
         })
     }
 }
@@ -917,35 +922,11 @@ impl Snapshot {
         wanted: &[Vec<(u32, u64, u64)>],
         stats: &mut QueryStats,
     ) -> Result<HashMap<u32, Gathered>> {
-        /// Values held at once (8 bytes each).
-        const FIT: u64 = 1 << 22;
-        /// Distinct values a bin may have to be counted per value.
-        const NARROW: i128 = 1 << 16;
         let Some(spec) = &target.index else {
             return Ok(HashMap::new());
         };
         let per_part = target.value_bins();
-        let mut bins: Vec<(u32, u64)> = wanted
-            .iter()
-            .flatten()
-            .map(|(bin, count, _)| (*bin, *count))
-            .collect();
-        bins.sort_unstable();
-        bins.dedup();
-        // Smallest bins first, while their values fit.
-        bins.sort_by_key(|(_, count)| *count);
-        let mut room = FIT;
-        let mut plan: HashMap<u32, Gathered> = HashMap::new();
-        for (bin, count) in bins {
-            let (lo, hi) = spec.bins.range(bin % per_part);
-            let width = hi.map(|hi| i128::from(hi) - i128::from(lo));
-            if count <= room {
-                room -= count;
-                plan.insert(bin, Gathered::Values(Vec::new()));
-            } else if let Some(width) = width.filter(|w| *w <= NARROW) {
-                plan.insert(bin, Gathered::Counts(lo, vec![0; width as usize]));
-            }
-        }
+        let plan = gather_plan(spec, per_part, wanted);
         // Each record's bin is looked up in a table rather than hashed:
         // the pass visits millions of records.
         let (bins, gathered): (Vec<u32>, Vec<Gathered>) = plan.into_iter().unzip();
@@ -969,22 +950,24 @@ impl Snapshot {
         let cache = self.bin_cache();
         let parts = parallel(&chunks, |part| {
             let mut found = gathered.clone();
-            let mut cached_chunks = 0;
+            let (mut cached_chunks, mut valued_chunks) = (0, 0);
             let mut values: Vec<Vec<i64>> = vec![Vec::new(); found.len()];
             for (at, slots) in part {
                 // A sealed chunk wholly in the window: its bins' values are
-                // those of an earlier query, when one gathered them.
+                // those of an earlier query, when one gathered them, or
+                // those the values log holds.
                 let sealed = slots.as_ref().filter(|_| self.is_sealed(at.chunk));
                 if let Some(slots) = sealed {
-                    let cached: Option<Vec<Runs>> = slots
-                        .iter()
-                        .map(|s| cache.get(at.chunk, index, bins[*s as usize]))
-                        .collect();
-                    if let Some(cached) = cached {
-                        for (s, runs) in slots.iter().zip(cached) {
+                    let wanted: Vec<u32> = slots.iter().map(|s| bins[*s as usize]).collect();
+                    if let Some((runs, cached)) = self.known_runs(at, index, &wanted)? {
+                        if cached {
+                            cached_chunks += 1;
+                        } else {
+                            valued_chunks += 1;
+                        }
+                        for (s, runs) in slots.iter().zip(runs) {
                             found[*s as usize].add_runs(&runs);
                         }
-                        cached_chunks += 1;
                         continue;
                     }
                 }
@@ -1012,12 +995,14 @@ impl Snapshot {
                 }
                 values.iter_mut().for_each(Vec::clear);
             }
-            Ok((found, cached_chunks))
+            Ok((found, cached_chunks, valued_chunks))
         })?;
-        let cached: u64 = parts.iter().map(|(_, n)| n).sum();
+        let cached: u64 = parts.iter().map(|(_, n, _)| n).sum();
+        let valued: u64 = parts.iter().map(|(_, _, n)| n).sum();
         stats.chunks_cached_for_bins += cached;
-        stats.chunks_read_for_bins += chunks.len() as u64 - cached;
-        let mut parts = parts.into_iter().map(|(found, _)| found);
+        stats.chunks_valued_for_bins += valued;
+        stats.chunks_read_for_bins += chunks.len() as u64 - cached - valued;
+        let mut parts = parts.into_iter().map(|(found, _, _)| found);
         let mut total = parts.next().unwrap_or(gathered);
         for found in parts {
             for (gathered, more) in total.iter_mut().zip(found) {
@@ -1025,6 +1010,32 @@ impl Snapshot {
             }
         }
         Ok(bins.into_iter().zip(total).collect())
+    }
+
+    /// The runs of global bins `bins` of `index` in the sealed chunk `at`
+    /// without reading its records: from the cache (`true`), else from the
+    /// values log (then cached for the next query).
+    fn known_runs(
+        &self,
+        at: &ChunkRef,
+        index: IndexId,
+        bins: &[u32],
+    ) -> Result<Option<(Vec<Runs>, bool)>> {
+        let cache = self.bin_cache();
+        let cached: Option<Vec<Runs>> = bins
+            .iter()
+            .map(|bin| cache.get(at.chunk, index, *bin))
+            .collect();
+        if let Some(cached) = cached {
+            return Ok(Some((cached, true)));
+        }
+        let Some(stored) = self.stored_runs(at.chunk, at.values, index, bins)? else {
+            return Ok(None);
+        };
+        for (bin, runs) in bins.iter().zip(&stored) {
+            cache.put(at.chunk, index, *bin, std::sync::Arc::clone(runs));
+        }
+        Ok(Some((stored, false)))
     }
 
     /// The `k`-th smallest (1-based) value in `[lo, hi)` (`hi = None`: no
@@ -1109,6 +1120,42 @@ impl Snapshot {
             };
         }
     }
+}
+
+/// How a pass gathers each wanted bin (global bin numbers of `spec`):
+/// its values while their total fits in memory, smallest bins first, else
+/// a count per value when the bin is narrow. Bins left out are wide and
+/// too large.
+fn gather_plan(
+    spec: &Index,
+    per_part: u32,
+    wanted: &[Vec<(u32, u64, u64)>],
+) -> HashMap<u32, Gathered> {
+    /// Values held at once (8 bytes each).
+    const FIT: u64 = 1 << 22;
+    /// Distinct values a bin may have to be counted per value.
+    const NARROW: i128 = 1 << 16;
+    let mut bins: Vec<(u32, u64)> = wanted
+        .iter()
+        .flatten()
+        .map(|(bin, count, _)| (*bin, *count))
+        .collect();
+    bins.sort_unstable();
+    bins.dedup();
+    bins.sort_by_key(|(_, count)| *count);
+    let mut room = FIT;
+    let mut plan: HashMap<u32, Gathered> = HashMap::new();
+    for (bin, count) in bins {
+        let (lo, hi) = spec.bins.range(bin % per_part);
+        let width = hi.map(|hi| i128::from(hi) - i128::from(lo));
+        if count <= room {
+            room -= count;
+            plan.insert(bin, Gathered::Values(Vec::new()));
+        } else if let Some(width) = width.filter(|w| *w <= NARROW) {
+            plan.insert(bin, Gathered::Counts(lo, vec![0; width as usize]));
+        }
+    }
+    plan
 }
 
 /// Count per value bin, over every part.

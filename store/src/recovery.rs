@@ -1,8 +1,8 @@
 //! Opening an existing capture directory: find the last complete chunk,
 //! cut anything after it (when writable), and say what was cut.
 //!
-//! A chunk is complete when its time entry and summaries pass their
-//! checksums and, for the newest chunk, its block does too. Writes append,
+//! A chunk is complete when its time entry, summaries and values (format
+//! 2) pass their checksums and, for the newest chunk, its block does too. Writes append,
 //! so a crash tears only the newest chunks: every time entry is checked,
 //! but summaries and blocks only at the tail, reading no more than that
 //! (older ones are verified when read). Foreign files are left alone.
@@ -17,10 +17,11 @@ use crate::{
     error::{Error, Result, io},
     flusher::{segment_number, segment_path},
     format::{
-        BlockHeader, FILE_HEADER_LEN, FileKind, SUMMARY_LEN, Summary, TIME_ENTRY_LEN, TimeEntry,
+        BlockHeader, FILE_HEADER_LEN, FileKind, FormatVersion, SUMMARY_LEN, Summary, TimeEntry,
         check_file_header,
     },
     schema::{Meta, SourceId},
+    values,
 };
 
 /// What opening a store found.
@@ -39,32 +40,37 @@ pub struct Recovery {
     pub(crate) last_ts: u64,
     pub(crate) prev: Vec<Option<u64>>,
     pub(crate) next_summary: u64,
+    /// Where the values log's next entry goes (format 2).
+    pub(crate) values_end: u64,
 }
 
 pub(crate) fn recover(dir: &Path, writable: bool) -> Result<(Meta, Recovery)> {
-    let meta = Meta::load(dir)?;
+    let mut meta = Meta::load(dir)?;
     let mut recovery = Recovery::default();
     let time_path = dir.join("time.log");
     let time = fs::read(&time_path).map_err(io("read", &time_path))?;
-    check_file_header(&time, FileKind::Time, &time_path)?;
-    let chunks_path = dir.join("chunks.log");
-    let chunks = File::open(&chunks_path).map_err(io("open", &chunks_path))?;
-    let mut header = [0u8; FILE_HEADER_LEN];
-    chunks
-        .read_exact_at(&mut header, 0)
-        .map_err(io("read", &chunks_path))?;
-    check_file_header(&header, FileKind::Chunks, &chunks_path)?;
-    let mut entries = valid_time_entries(&time, &mut recovery.notes);
-    // The newest chunks' summaries must be intact; a torn tail is cut.
+    let (format, _) = check_file_header(&time, FileKind::Time, &time_path)?;
+    meta.format = format;
+    let chunks = open_log(dir, "chunks.log", FileKind::Chunks, format)?;
+    let values = match format {
+        FormatVersion::V1 => None,
+        FormatVersion::V2 => Some(open_log(dir, "values.log", FileKind::Values, format)?),
+    };
+    let mut entries = valid_time_entries(&time, format, &mut recovery.notes);
+    // The newest chunks' summaries and values must be intact; a torn tail is cut.
     while let Some(last) = entries.last() {
-        if summaries_of(&chunks, last).is_some() {
+        let torn = if summaries_of(&chunks, last).is_none() {
+            format!(
+                "chunks.log at offset {}: summaries of chunk {} are torn or corrupt; cut here",
+                FILE_HEADER_LEN as u64 + last.first_summary * SUMMARY_LEN as u64,
+                last.chunk
+            )
+        } else if let Some(Err(what)) = values.as_ref().map(|v| values_of(v, last)) {
+            format!("values.log at offset {}: {what}; cut here", last.values_at)
+        } else {
             break;
-        }
-        recovery.notes.push(format!(
-            "chunks.log at offset {}: summaries of chunk {} are torn or corrupt; cut here",
-            FILE_HEADER_LEN as u64 + last.first_summary * SUMMARY_LEN as u64,
-            last.chunk
-        ));
+        };
+        recovery.notes.push(torn);
         entries.pop();
     }
     let segments = segments_on_disk(dir, &mut recovery.notes)?;
@@ -84,16 +90,21 @@ pub(crate) fn recover(dir: &Path, writable: bool) -> Result<(Meta, Recovery)> {
             }
         }
     }
-    let on_disk_chunks = (time.len().saturating_sub(FILE_HEADER_LEN) / TIME_ENTRY_LEN) as u64;
+    let entry_len = TimeEntry::len(format);
+    let on_disk_chunks = (time.len().saturating_sub(FILE_HEADER_LEN) / entry_len) as u64;
     recovery.chunks = kept;
     recovery.cut_chunks = on_disk_chunks.max(entries.len() as u64) - kept;
     let newest_segment = segments.last().copied();
     recovery.deleted_segments = (0..=kept.saturating_sub(1) / per_segment)
         .filter(|s| kept > 0 && !segments.contains(s) && newest_segment.is_none_or(|n| *s < n))
         .collect();
+    recovery.values_end = FILE_HEADER_LEN as u64;
     if let Some(last) = kept.checked_sub(1).and_then(|i| entries.get(i as usize)) {
         recovery.last_ts = last.last_ts;
         recovery.next_summary = last.first_summary + u64::from(last.summaries);
+        recovery.values_end = recovery
+            .values_end
+            .max(last.values_at + u64::from(last.values_len));
     }
     if writable {
         // Only a writer continues the per-source back-pointer chains.
@@ -105,29 +116,62 @@ pub(crate) fn recover(dir: &Path, writable: bool) -> Result<(Meta, Recovery)> {
     Ok((meta, recovery))
 }
 
+/// Opens the log `name` and checks that its header is `kind` in `format`.
+fn open_log(dir: &Path, name: &str, kind: FileKind, format: FormatVersion) -> Result<File> {
+    let path = dir.join(name);
+    let file = File::open(&path).map_err(io("open", &path))?;
+    let mut header = [0u8; FILE_HEADER_LEN];
+    file.read_exact_at(&mut header, 0)
+        .map_err(io("read", &path))?;
+    let (found, _) = check_file_header(&header, kind, &path)?;
+    if found != format {
+        return Err(Error::Corrupt {
+            path,
+            offset: 0,
+            what: format!(
+                "format {} where time.log is format {}",
+                found as u8, format as u8
+            ),
+        });
+    }
+    Ok(file)
+}
+
 /// Time entries from the start that are valid and chained.
-fn valid_time_entries(time: &[u8], notes: &mut Vec<String>) -> Vec<TimeEntry> {
+fn valid_time_entries(
+    time: &[u8],
+    format: FormatVersion,
+    notes: &mut Vec<String>,
+) -> Vec<TimeEntry> {
+    let len = TimeEntry::len(format);
     let mut entries = Vec::new();
     for (i, raw) in time
         .get(FILE_HEADER_LEN..)
         .unwrap_or_default()
-        .chunks(TIME_ENTRY_LEN)
+        .chunks(len)
         .enumerate()
     {
-        let offset = FILE_HEADER_LEN + i * TIME_ENTRY_LEN;
-        let Some(entry) = TimeEntry::decode(raw).filter(|e| e.chunk == i as u64) else {
+        let offset = FILE_HEADER_LEN + i * len;
+        let Some(entry) = TimeEntry::decode(raw, format).filter(|e| e.chunk == i as u64) else {
             notes.push(format!(
                 "time.log at offset {offset}: torn or corrupt time entry; cut here"
             ));
             break;
         };
-        // Summaries are appended chunk after chunk: each entry's must start
-        // where the previous one's ended.
-        let expected_first = entries
-            .last()
-            .map_or(0, |e: &TimeEntry| e.first_summary + u64::from(e.summaries));
+        // Summaries and values are appended chunk after chunk: each entry's
+        // must start where the previous one's ended.
+        let previous = entries.last();
+        let expected_first =
+            previous.map_or(0, |e: &TimeEntry| e.first_summary + u64::from(e.summaries));
         if entry.first_summary != expected_first {
             notes.push(format!("time.log at offset {offset}: chunk {i} claims summaries from {} where {expected_first} was next; cut here", entry.first_summary));
+            break;
+        }
+        let expected_values = previous.map_or(FILE_HEADER_LEN as u64, |e: &TimeEntry| {
+            e.values_at + u64::from(e.values_len)
+        });
+        if format == FormatVersion::V2 && entry.values_at != expected_values {
+            notes.push(format!("time.log at offset {offset}: chunk {i} claims values at {} where {expected_values} was next; cut here", entry.values_at));
             break;
         }
         entries.push(entry);
@@ -143,7 +187,7 @@ fn segments_on_disk(dir: &Path, notes: &mut Vec<String>) -> Result<Vec<u64>> {
         let name = name.to_string_lossy();
         match segment_number(&name) {
             Some(segment) => segments.push(segment),
-            None if ["meta", "chunks.log", "time.log"].contains(&name.as_ref()) => {}
+            None if ["meta", "chunks.log", "values.log", "time.log"].contains(&name.as_ref()) => {}
             None => notes.push(format!(
                 "{}: not a store file; left alone",
                 entry.path().display()
@@ -193,6 +237,15 @@ fn summaries_of(chunks: &File, entry: &TimeEntry) -> Option<Vec<Summary>> {
         .collect()
 }
 
+/// Checks the values-log entry of `entry`'s chunk.
+fn values_of(values: &File, entry: &TimeEntry) -> std::result::Result<(), String> {
+    let mut bytes = vec![0u8; entry.values_len as usize];
+    values
+        .read_exact_at(&mut bytes, entry.values_at)
+        .map_err(|_| format!("values of chunk {} are cut short", entry.chunk))?;
+    values::check(&bytes, entry.chunk).map(|_| ())
+}
+
 /// Each source's newest record address, from the per-source summaries of
 /// the newest chunks back.
 fn last_addresses(meta: &Meta, entries: &[TimeEntry], chunks: &File) -> Vec<Option<u64>> {
@@ -217,12 +270,15 @@ fn truncate(dir: &Path, meta: &Meta, recovery: &Recovery, segments: &[u64]) -> R
     let chunks = recovery.chunks;
     let mut cut = cut_to(
         &dir.join("time.log"),
-        (FILE_HEADER_LEN + chunks as usize * TIME_ENTRY_LEN) as u64,
+        (FILE_HEADER_LEN + chunks as usize * TimeEntry::len(meta.format)) as u64,
     )?;
     cut += cut_to(
         &dir.join("chunks.log"),
         FILE_HEADER_LEN as u64 + recovery.next_summary * SUMMARY_LEN as u64,
     )?;
+    if meta.format == FormatVersion::V2 {
+        cut += cut_to(&dir.join("values.log"), recovery.values_end)?;
+    }
     let per_segment = u64::from(meta.blocks_per_segment);
     let active = chunks / per_segment;
     for segment in segments.iter().copied().filter(|s| *s >= active) {

@@ -319,6 +319,9 @@ pub struct Meta {
     pub indexes: Vec<Index>,
     /// Pinned time windows, kept by the disk budget.
     pub pins: Vec<(u64, u64)>,
+    /// The format the capture's logs are written in: from their file
+    /// headers, not from the `meta` file.
+    pub format: crate::FormatVersion,
 }
 
 const META_HEADER: &str = "weft-store meta 1";
@@ -629,6 +632,7 @@ mod tests {
                 },
             ],
             pins: vec![(5, 6)],
+            ..Meta::default()
         };
         assert_eq!(parse_meta(&meta.render()), Ok(meta.clone()));
         let broken = meta.render().replace("pin 5 6", "pin five 6");

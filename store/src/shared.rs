@@ -20,9 +20,10 @@ use crate::{
     cache::BinCache,
     error::{Error, Result, io},
     flusher::{Sealed, segment_path},
-    format::{BlockHeader, FILE_HEADER_LEN, SUMMARY_LEN, Summary, TIME_ENTRY_LEN, TimeEntry},
+    format::{BlockHeader, FILE_HEADER_LEN, SUMMARY_LEN, Summary, TimeEntry},
     recovery::Recovery,
     schema::{IndexId, Meta, SourceId},
+    values,
 };
 
 pub(crate) struct Shared {
@@ -227,9 +228,10 @@ impl Snapshot {
             return Ok(sealed.time);
         }
         let path = self.shared.dir.join("time.log");
-        let offset = (FILE_HEADER_LEN + chunk as usize * TIME_ENTRY_LEN) as u64;
-        let bytes = read_at(&self.files, &path, offset, TIME_ENTRY_LEN)?;
-        TimeEntry::decode(&bytes)
+        let len = TimeEntry::len(self.meta.format);
+        let offset = (FILE_HEADER_LEN + chunk as usize * len) as u64;
+        let bytes = read_at(&self.files, &path, offset, len)?;
+        TimeEntry::decode(&bytes, self.meta.format)
             .filter(|e| e.chunk == chunk)
             .ok_or_else(|| Error::Corrupt {
                 path,
@@ -259,6 +261,31 @@ impl Snapshot {
             }),
             Err(what) => Err(Error::Corrupt { path, offset, what }),
         }
+    }
+}
+
+impl Snapshot {
+    /// The runs of global bins `bins` of `index` that the values log holds
+    /// for `chunk`, whose entry lies at `(offset, len)` (from its time
+    /// entry); `None` when it holds none for the chunk or not all of them.
+    pub(crate) fn stored_runs(
+        &self,
+        chunk: u64,
+        (offset, len): (u64, u32),
+        index: IndexId,
+        bins: &[u32],
+    ) -> Result<Option<Vec<crate::cache::Runs>>> {
+        if len == 0 {
+            return Ok(None);
+        }
+        let path = self.shared.dir.join("values.log");
+        let bytes = read_at(&self.files, &path, offset, len as usize)?;
+        let sections = values::check(&bytes, chunk).map_err(|what| Error::Corrupt {
+            path: path.clone(),
+            offset,
+            what,
+        })?;
+        Ok(values::runs_of(sections, index, bins))
     }
 }
 
@@ -336,21 +363,22 @@ impl Snapshot {
         keep: &impl Fn(SourceId, IndexId, u32) -> bool,
     ) -> Result<Vec<ChunkMeta>> {
         let path = self.shared.dir.join("time.log");
-        let offset = (FILE_HEADER_LEN + range.start as usize * TIME_ENTRY_LEN) as u64;
+        let len = TimeEntry::len(self.meta.format);
+        let offset = (FILE_HEADER_LEN + range.start as usize * len) as u64;
         let bytes = read_at(
             &self.files,
             &path,
             offset,
-            (range.end - range.start) as usize * TIME_ENTRY_LEN,
+            (range.end - range.start) as usize * len,
         )?;
         let mut times = Vec::new();
-        for (i, raw) in bytes.chunks(TIME_ENTRY_LEN).enumerate() {
+        for (i, raw) in bytes.chunks(len).enumerate() {
             let chunk = range.start + i as u64;
-            let entry = TimeEntry::decode(raw)
+            let entry = TimeEntry::decode(raw, self.meta.format)
                 .filter(|e| e.chunk == chunk)
                 .ok_or_else(|| Error::Corrupt {
                     path: path.clone(),
-                    offset: offset + (i * TIME_ENTRY_LEN) as u64,
+                    offset: offset + (i * len) as u64,
                     what: format!("time entry of chunk {chunk} fails its checksum"),
                 })?;
             times.push(entry);

@@ -15,7 +15,10 @@ use std::{
 use crate::{
     error::{Error, Result},
     flusher::{self, Sealed},
-    format::{BLOCK_HEADER_LEN, BlockHeader, MAX_RECORD_HEADER, RecordHeader, Summary, TimeEntry},
+    format::{
+        BLOCK_HEADER_LEN, BlockHeader, FILE_HEADER_LEN, MAX_RECORD_HEADER, RecordHeader, Summary,
+        TimeEntry,
+    },
     recovery::{self, Recovery},
     schema::{Bins, Field, Index, IndexId, Meta, Partition, Source, SourceId, check_name},
     shared::{Reader, Shared, Snapshot},
@@ -252,9 +255,11 @@ impl Store {
         let flusher = {
             let shared = Arc::clone(&shared);
             let config = config.clone();
+            // A new capture's values log holds only its header.
+            let values_end = recovery.values_end.max(FILE_HEADER_LEN as u64);
             thread::Builder::new()
                 .name("weft-store-flush".into())
-                .spawn(move || flusher::run(&shared, &rx, &spare_tx, &config))
+                .spawn(move || flusher::run(&shared, &rx, &spare_tx, &config, values_end))
                 .map_err(crate::error::io("spawn flusher for", dir))?
         };
         let mut store = Self {
@@ -643,6 +648,8 @@ impl Store {
             first_summary: self.next_summary,
             summaries: summaries.len() as u32,
             records: self.records,
+            // The flusher places the values when it writes them.
+            ..TimeEntry::default()
         };
         Sealed {
             block,

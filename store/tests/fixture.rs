@@ -1,23 +1,28 @@
-//! A capture written by format version 1, checked in: every later build must
-//! still open it and give the same answers.
+//! Captures written by each format version, checked in: every later build
+//! must still open them and give the same answers.
 
 use std::path::{Path, PathBuf};
 
 use weft_store::{Bins, Config, Field, FieldKind, Store};
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1")
+fn fixture(version: u8) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/v{version}"))
 }
 
-/// Rewrites the fixture; run by hand only when adding a format version:
-/// `cargo test -p weft-store --test fixture -- --ignored write_fixture_v1`.
+/// Writes the fixture of the current format; run by hand only when adding
+/// a format version (`v1` was written by the build of that format):
+/// `cargo test -p weft-store --test fixture -- --ignored write_fixture_v2`.
 #[test]
 #[ignore = "rewrites the checked-in fixture"]
-fn write_fixture_v1() {
-    let dir = fixture();
+fn write_fixture_v2() {
+    let dir = fixture(2);
     let _ = std::fs::remove_dir_all(&dir);
+    write_fixture(&dir);
+}
+
+fn write_fixture(dir: &Path) {
     let mut store = Store::open(
-        &dir,
+        dir,
         &Config {
             block_size: 4096,
             blocks_per_segment: 4,
@@ -60,7 +65,62 @@ fn write_fixture_v1() {
 
 #[test]
 fn fixture_v1_opens_with_the_same_answers() {
-    let (snapshot, recovery) = weft_store::open_read_only(&fixture()).unwrap();
+    let stats = same_answers(&fixture(1));
+    assert_eq!(
+        stats.chunks_valued_for_bins, 0,
+        "format 1 has no values log"
+    );
+    assert!(stats.chunks_read_for_bins > 0, "{stats:?}");
+}
+
+#[test]
+fn fixture_v2_opens_with_the_same_answers_from_its_values() {
+    let stats = same_answers(&fixture(2));
+    assert_eq!(stats.chunks_read_for_bins, 0, "{stats:?}");
+    assert!(stats.chunks_valued_for_bins > 0, "{stats:?}");
+}
+
+/// A capture of format 1 takes more records in format 1 (no values log),
+/// and answers for old and new records alike.
+#[test]
+fn a_format_1_capture_is_appended_to_in_format_1() {
+    let dir = std::env::temp_dir().join(format!("weft-fixture-append-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(fixture(1)).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+    }
+    let config = Config {
+        block_size: 4096,
+        blocks_per_segment: 4,
+        ..Config::default()
+    };
+    let mut store = Store::open(&dir, &config).unwrap();
+    let field = Field::new("latency_ns", 0, FieldKind::U64);
+    let requests = store.define_source("requests", vec![field]).unwrap();
+    for i in 0u64..1_000 {
+        store
+            .append_at(requests, 30_000 + i, None, &20_000u64.to_le_bytes())
+            .unwrap();
+    }
+    store.close().unwrap();
+    assert!(!dir.join("values.log").exists());
+    let (snapshot, recovery) = weft_store::open_read_only(&dir).unwrap();
+    assert_eq!(snapshot.meta().format, weft_store::FormatVersion::V1);
+    assert_eq!(recovery.cut_chunks, 0, "{recovery:?}");
+    assert_eq!(snapshot.records().unwrap(), 3_200);
+    let (p50, _) = snapshot.percentile(0, 1, 0..=u64::MAX, 0.5).unwrap();
+    let mut values: Vec<i64> = (0..2_000).map(|i| i * 7 % 20_000).collect();
+    values.extend([20_000; 1_000]);
+    values.sort_unstable();
+    assert_eq!(p50, Some(values[1_499]));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Checks the fixture's answers; returns how its p99 was found.
+fn same_answers(dir: &Path) -> weft_store::QueryStats {
+    let (snapshot, recovery) = weft_store::open_read_only(dir).unwrap();
     assert_eq!(
         (recovery.cut_chunks, recovery.cut_bytes),
         (0, 0),
@@ -72,11 +132,12 @@ fn fixture_v1_opens_with_the_same_answers() {
         (agg.count, agg.min, agg.max),
         (2_000, Some(0), Some(13_993))
     );
-    let (p99, _) = snapshot.percentile(0, 1, 0..=u64::MAX, 0.99).unwrap();
+    let (p99, stats) = snapshot.percentile(0, 1, 0..=u64::MAX, 0.99).unwrap();
     let mut values: Vec<i64> = (0..2_000).map(|i| i * 7 % 20_000).collect();
     values.sort_unstable();
     assert_eq!(p99, Some(values[1_979]));
     let (packets, _) = snapshot.raw_scan(1, 0..=u64::MAX).unwrap();
     assert_eq!(packets.len(), 200);
     assert_eq!(packets[5].producer_ts, Some(497));
+    stats
 }

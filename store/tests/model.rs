@@ -412,20 +412,25 @@ fn partitioned_index_matches_reference_per_part() {
     store.publish();
     let snapshot = store.snapshot();
     let part_of = |n: u32| if n < 4 { n } else { 4 };
-    let mut rng = Rng(5);
-    for _ in 0..30 {
-        let a = rng.below(20_000);
-        let window = a..=a + rng.below(8000);
-        for part in [None, Some(0), Some(3), Some(4)] {
-            let values: Vec<i64> = records
-                .iter()
-                .filter(|(ts, _, n)| window.contains(ts) && part.is_none_or(|p| part_of(*n) == p))
-                .map(|(_, v, _)| *v)
-                .collect();
-            check_part(&snapshot, (source, index, part), &window, values);
+    let check_windows = |snapshot: &Snapshot| {
+        let mut rng = Rng(5);
+        for _ in 0..30 {
+            let a = rng.below(20_000);
+            let window = a..=a + rng.below(8000);
+            for part in [None, Some(0), Some(3), Some(4)] {
+                let values: Vec<i64> = records
+                    .iter()
+                    .filter(|(ts, _, n)| {
+                        window.contains(ts) && part.is_none_or(|p| part_of(*n) == p)
+                    })
+                    .map(|(_, v, _)| *v)
+                    .collect();
+                check_part(snapshot, (source, index, part), &window, values);
+            }
+            check_parts(snapshot, (source, index), &window, &records, part_of);
         }
-        check_parts(&snapshot, (source, index), &window, &records, part_of);
-    }
+    };
+    check_windows(&snapshot);
     assert!(
         snapshot
             .percentile_part(source, index, Some(5), 0..=u64::MAX, 0.5)
@@ -434,7 +439,18 @@ fn partitioned_index_matches_reference_per_part() {
     );
     drop(snapshot);
     store.close().unwrap();
+    // Reopened, the flushed chunks' values come from the values log.
     let (reopened, _) = weft_store::open_read_only(&dir).unwrap();
+    let (answers, stats) = reopened
+        .aggregate_parts(source, index, 0..=u64::MAX, &[0.5, 0.99])
+        .unwrap();
+    assert_eq!(answers.len(), 5);
+    assert_eq!(stats.chunks_read_for_bins, 0, "{stats:?}");
+    assert_eq!(
+        stats.chunks_valued_for_bins, stats.chunks_summarized,
+        "{stats:?}"
+    );
+    check_windows(&reopened);
     let (agg, _) = reopened
         .aggregate_part(source, index, Some(2), 0..=u64::MAX, i64::MIN..=i64::MAX)
         .unwrap();

@@ -1,0 +1,209 @@
+//! The values log: per chunk, the distinct values each value bin holds,
+//! with how often each occurs. An exact percentile needs the values of the
+//! bin it falls in; without this it reads every chunk holding that bin (a
+//! flood puts one bin in every chunk), with it a few bytes per chunk.
+//!
+//! The flusher derives an entry from the sealed block, off the append path,
+//! and writes it before the chunk's time entry, which points at it. An
+//! entry (see `docs/format.md`):
+//!
+//! ```text
+//! crc32 u32 | chunk u64 | len u32 | sections[len]
+//! section: index | bin | runs | bytes | runs x (value delta, count)   (varints)
+//! ```
+//!
+//! There is one section per (index, global bin) the chunk's summaries
+//! hold, in no set order; its runs ascend by value. A section's first
+//! value is zigzag-coded, each later one is its distance from the previous.
+#![expect(
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss,
+    reason = "zigzag encoding reinterprets i64 and u64 bits on purpose"
+)]
+
+use crate::{
+    cache::Runs,
+    format::{BLOCK_HEADER_LEN, BlockHeader, RecordHeader, Summary, get_varint, push_varint},
+    schema::{Index, IndexId, Meta},
+};
+
+/// Bytes before an entry's sections.
+pub const ENTRY_HEADER_LEN: usize = 4 + 8 + 4;
+
+/// The values-log entry of chunk `chunk` (its sealed `block` and
+/// `summaries`): the runs of every bin of every index covering it.
+pub(crate) fn entry(meta: &Meta, chunk: u64, block: &[u8], summaries: &[Summary]) -> Vec<u8> {
+    let indexes: Vec<&Index> = meta.indexes.iter().filter(|i| i.covers(chunk)).collect();
+    let mut pairs = wide_values(&indexes, block);
+    pairs.sort_unstable();
+    let mut out = vec![0; ENTRY_HEADER_LEN];
+    let mut sections = Sections::default();
+    for (key, value) in pairs {
+        sections.add(&mut out, key, value, 1);
+    }
+    // Bins one value wide need no records: the summary's count is the run.
+    for s in summaries.iter().filter(|s| s.index != 0) {
+        let narrow = indexes.iter().find(|i| i.id == s.index).and_then(|index| {
+            let (lo, hi) = index.bins.range(s.bin % index.bins.len() as u32);
+            (hi.map(|hi| i128::from(hi) - i128::from(lo)) == Some(1)).then_some(lo)
+        });
+        if let Some(lo) = narrow {
+            sections.add(&mut out, key(s.index, s.bin), lo, s.count);
+        }
+    }
+    sections.finish(&mut out);
+    let len = u32::try_from(out.len() - ENTRY_HEADER_LEN).unwrap_or(u32::MAX);
+    out[4..12].copy_from_slice(&chunk.to_le_bytes());
+    out[12..16].copy_from_slice(&len.to_le_bytes());
+    let crc = crc32fast::hash(&out[4..]);
+    out[..4].copy_from_slice(&crc.to_le_bytes());
+    out
+}
+
+fn key(index: IndexId, bin: u32) -> u64 {
+    u64::from(index) << 32 | u64::from(bin)
+}
+
+/// (index and global bin, value) of every record's value that falls in a
+/// bin wider than one value.
+fn wide_values(indexes: &[&Index], block: &[u8]) -> Vec<(u64, i64)> {
+    let Ok(header) = BlockHeader::open(block) else {
+        return Vec::new();
+    };
+    let mut pairs = Vec::new();
+    let mut at = BLOCK_HEADER_LEN;
+    while at < header.used as usize {
+        // The address only decodes back-pointers, which are not used here.
+        let Some(h) = RecordHeader::decode(block, &mut at, u64::MAX, header.base_ts) else {
+            break;
+        };
+        let Some(payload) = block.get(at..at + h.len as usize) else {
+            break;
+        };
+        at += h.len as usize;
+        for index in indexes.iter().filter(|i| i.source == h.source) {
+            let Some(value) = index.field.read(payload) else {
+                continue;
+            };
+            let (lo, hi) = index.bins.range(index.bins.bin_of(value));
+            if hi.is_none_or(|hi| i128::from(hi) - i128::from(lo) > 1) {
+                let bin = index.bin(index.part_of(payload), value);
+                pairs.push((key(index.id, bin), value));
+            }
+        }
+    }
+    pairs
+}
+
+/// Sections being written: the open one's key, runs and bytes.
+#[derive(Default)]
+struct Sections {
+    open: Option<(u64, i64, u64)>,
+    runs: u64,
+    body: Vec<u8>,
+}
+
+impl Sections {
+    /// Adds `count` occurrences of `value` to the section of `key` (keys
+    /// and values come ascending).
+    fn add(&mut self, out: &mut Vec<u8>, key: u64, value: i64, count: u64) {
+        match &mut self.open {
+            Some((k, last, n)) if *k == key && *last == value => *n += count,
+            _ => {
+                if self.open.is_some_and(|(k, _, _)| k != key) {
+                    self.finish(out);
+                }
+                self.close_run();
+                let delta = match self.open {
+                    Some((_, last, _)) => value.wrapping_sub(last) as u64,
+                    None => ((value << 1) ^ (value >> 63)) as u64,
+                };
+                push_varint(&mut self.body, delta);
+                self.runs += 1;
+                self.open = Some((key, value, count));
+            }
+        }
+    }
+
+    /// Writes the open run's count.
+    fn close_run(&mut self) {
+        if let Some((_, _, n)) = self.open {
+            push_varint(&mut self.body, n);
+        }
+    }
+
+    /// Writes the open section to `out`.
+    fn finish(&mut self, out: &mut Vec<u8>) {
+        let Some((key, _, _)) = self.open else {
+            return;
+        };
+        self.close_run();
+        push_varint(out, key >> 32);
+        push_varint(out, key & u64::from(u32::MAX));
+        push_varint(out, self.runs);
+        push_varint(out, self.body.len() as u64);
+        out.append(&mut self.body);
+        self.open = None;
+        self.runs = 0;
+    }
+}
+
+/// Checks an entry read from the values log: its checksum, chunk and length.
+pub(crate) fn check(entry: &[u8], chunk: u64) -> Result<&[u8], String> {
+    let (Some(head), Some(sections)) =
+        (entry.get(..ENTRY_HEADER_LEN), entry.get(ENTRY_HEADER_LEN..))
+    else {
+        return Err(format!("values of chunk {chunk} are cut short"));
+    };
+    let crc = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+    if crc != crc32fast::hash(&entry[4..]) {
+        return Err(format!("values of chunk {chunk} fail their checksum"));
+    }
+    let mut number = [0; 8];
+    number.copy_from_slice(&head[4..12]);
+    let len = u32::from_le_bytes([head[12], head[13], head[14], head[15]]);
+    if u64::from_le_bytes(number) != chunk || len as usize != sections.len() {
+        return Err(format!("values entry is not that of chunk {chunk}"));
+    }
+    Ok(sections)
+}
+
+/// The runs of global bins `bins` of `index` in a checked entry's
+/// `sections`, in the order asked; `None` if a bin has no section or a
+/// section does not decode.
+pub(crate) fn runs_of(sections: &[u8], index: IndexId, bins: &[u32]) -> Option<Vec<Runs>> {
+    let mut found: Vec<Option<Runs>> = vec![None; bins.len()];
+    let mut at = 0;
+    while at < sections.len() {
+        let here = get_varint(sections, &mut at)?;
+        let bin = u32::try_from(get_varint(sections, &mut at)?).ok()?;
+        let runs = get_varint(sections, &mut at)?;
+        let len = usize::try_from(get_varint(sections, &mut at)?).ok()?;
+        let body = sections.get(at..at.checked_add(len)?)?;
+        at += len;
+        if here != u64::from(index) {
+            continue;
+        }
+        if let Some(slot) = bins.iter().position(|b| *b == bin) {
+            found[slot] = Some(decode_runs(body, runs)?);
+        }
+    }
+    found.into_iter().collect()
+}
+
+fn decode_runs(body: &[u8], runs: u64) -> Option<Runs> {
+    let mut out = Vec::with_capacity(usize::try_from(runs).ok()?.min(body.len()));
+    let mut at = 0;
+    let mut value: Option<i64> = None;
+    for _ in 0..runs {
+        let delta = get_varint(body, &mut at)?;
+        let next = match value {
+            Some(last) => last.checked_add(i64::try_from(delta).ok()?)?,
+            None => (delta >> 1) as i64 ^ -((delta & 1) as i64),
+        };
+        let count = u32::try_from(get_varint(body, &mut at)?).ok()?;
+        out.push((next, count));
+        value = Some(next);
+    }
+    (at == body.len()).then(|| out.into())
+}
