@@ -45,7 +45,7 @@ fn a_damaged_values_log_never_panics() {
     };
     for round in 0..400 {
         let mut bytes = pristine.clone();
-        for _ in 0..1 + next() % 4 {
+        for _ in 0..=next() % 4 {
             let at = 16 + (next() as usize) % (bytes.len() - 16);
             bytes[at] ^= 1 << (next() % 8);
         }
