@@ -34,11 +34,18 @@ pub const ENTRY_HEADER_LEN: usize = 4 + 8 + 4;
 /// `summaries`): the runs of every bin of every index covering it.
 pub(crate) fn entry(meta: &Meta, chunk: u64, block: &[u8], summaries: &[Summary]) -> Vec<u8> {
     let indexes: Vec<&Index> = meta.indexes.iter().filter(|i| i.covers(chunk)).collect();
-    let mut pairs = wide_values(&indexes, block);
-    pairs.sort_unstable();
+    let (mut packed, mut rest) = wide_values(&indexes, block);
+    packed.sort_unstable();
+    rest.sort_unstable();
     let mut out = vec![0; ENTRY_HEADER_LEN];
     let mut sections = Sections::default();
-    for (key, value) in pairs {
+    for p in packed {
+        let (at, bin, offset) = unpack(p);
+        let index = indexes[at];
+        let (lo, _) = index.bins.range(bin % index.bins.len() as u32);
+        sections.add(&mut out, key(index.id, bin), lo + offset, 1);
+    }
+    for (key, value) in rest {
         sections.add(&mut out, key, value, 1);
     }
     // Bins one value wide need no records: the summary's count is the run.
@@ -64,13 +71,32 @@ fn key(index: IndexId, bin: u32) -> u64 {
     u64::from(index) << 32 | u64::from(bin)
 }
 
-/// (index and global bin, value) of every record's value that falls in a
-/// bin wider than one value.
-fn wide_values(indexes: &[&Index], block: &[u8]) -> Vec<(u64, i64)> {
+/// Bits of a packed value's distance from its bin's lower bound.
+const OFFSET_BITS: u32 = 36;
+
+/// A value as one sortable word: which of the chunk's indexes (8 bits),
+/// its global bin (20 bits: at most 2^20 per index) and its distance from
+/// the bin's lower bound. Sorting words is about twice as fast as pairs,
+/// and the flusher sorts every record's values.
+fn pack(at: usize, bin: u32, offset: u64) -> Option<u64> {
+    (at < 1 << 8 && bin < 1 << 20 && offset < 1 << OFFSET_BITS)
+        .then(|| ((at as u64) << 20 | u64::from(bin)) << OFFSET_BITS | offset)
+}
+
+fn unpack(p: u64) -> (usize, u32, i64) {
+    let offset = p & ((1 << OFFSET_BITS) - 1);
+    let key = p >> OFFSET_BITS;
+    ((key >> 20) as usize, (key & ((1 << 20) - 1)) as u32, offset as i64)
+}
+
+/// Every record's value that falls in a bin wider than one value: packed
+/// (see [`pack`]) when its bin is narrower than 2^36, else as (index and
+/// global bin, value).
+fn wide_values(indexes: &[&Index], block: &[u8]) -> (Vec<u64>, Vec<(u64, i64)>) {
+    let (mut packed, mut rest) = (Vec::new(), Vec::new());
     let Ok(header) = BlockHeader::open(block) else {
-        return Vec::new();
+        return (packed, rest);
     };
-    let mut pairs = Vec::new();
     let mut at = BLOCK_HEADER_LEN;
     while at < header.used as usize {
         // The address only decodes back-pointers, which are not used here.
@@ -81,18 +107,27 @@ fn wide_values(indexes: &[&Index], block: &[u8]) -> Vec<(u64, i64)> {
             break;
         };
         at += h.len as usize;
-        for index in indexes.iter().filter(|i| i.source == h.source) {
+        for (i, index) in indexes.iter().enumerate().filter(|(_, i)| i.source == h.source) {
             let Some(value) = index.field.read(payload) else {
                 continue;
             };
-            let (lo, hi) = index.bins.range(index.bins.bin_of(value));
-            if hi.is_none_or(|hi| i128::from(hi) - i128::from(lo) > 1) {
-                let bin = index.bin(index.part_of(payload), value);
-                pairs.push((key(index.id, bin), value));
+            let bin = index.bins.bin_of(value);
+            let (lo, hi) = index.bins.range(bin);
+            let width = hi.map(|hi| i128::from(hi) - i128::from(lo));
+            if width == Some(1) {
+                continue;
+            }
+            let global = index.part_of(payload) * index.bins.len() as u32 + bin;
+            // A whole bin is packed or not, so its section is written once.
+            let packable = width.is_some_and(|w| w <= 1 << OFFSET_BITS);
+            let offset = (i128::from(value) - i128::from(lo)) as u64;
+            match packable.then(|| pack(i, global, offset)).flatten() {
+                Some(p) => packed.push(p),
+                None => rest.push((key(index.id, global), value)),
             }
         }
     }
-    pairs
+    (packed, rest)
 }
 
 /// Sections being written: the open one's key, runs and bytes.
@@ -206,4 +241,42 @@ fn decode_runs(body: &[u8], runs: u64) -> Option<Runs> {
         value = Some(next);
     }
     (at == body.len()).then(|| out.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_round_trip_any_values() {
+        let values = [i64::MIN, -5, -5, 0, 7, 7, 7, i64::MAX];
+        let mut out = Vec::new();
+        let mut sections = Sections::default();
+        for v in values {
+            sections.add(&mut out, key(3, 9), v, 1);
+        }
+        sections.add(&mut out, key(3, 1_000_000), 42, 5);
+        sections.add(&mut out, key(4, 9), 1, 2);
+        sections.finish(&mut out);
+        let runs = runs_of(&out, 3, &[1_000_000, 9]).unwrap();
+        assert_eq!(&*runs[0], &[(42, 5)]);
+        assert_eq!(
+            &*runs[1],
+            &[(i64::MIN, 1), (-5, 2), (0, 1), (7, 3), (i64::MAX, 1)]
+        );
+        assert_eq!(&*runs_of(&out, 4, &[9]).unwrap()[0], &[(1, 2)]);
+        assert!(runs_of(&out, 4, &[10]).is_none(), "no such section");
+        assert!(runs_of(&out[..out.len() - 1], 4, &[9]).is_none(), "cut short");
+    }
+
+    #[test]
+    fn packed_values_sort_by_index_bin_then_value() {
+        let a = pack(1, 5, 3).unwrap();
+        let b = pack(1, 6, 0).unwrap();
+        let c = pack(2, 0, 0).unwrap();
+        assert!(a < b && b < c);
+        assert_eq!(unpack(a), (1, 5, 3));
+        assert_eq!(pack(0, 0, 1 << OFFSET_BITS), None);
+        assert_eq!(pack(256, 0, 0), None);
+    }
 }
