@@ -86,7 +86,11 @@ fn pack(at: usize, bin: u32, offset: u64) -> Option<u64> {
 fn unpack(p: u64) -> (usize, u32, i64) {
     let offset = p & ((1 << OFFSET_BITS) - 1);
     let key = p >> OFFSET_BITS;
-    ((key >> 20) as usize, (key & ((1 << 20) - 1)) as u32, offset as i64)
+    (
+        (key >> 20) as usize,
+        (key & ((1 << 20) - 1)) as u32,
+        offset as i64,
+    )
 }
 
 /// Every record's value that falls in a bin wider than one value: packed
@@ -107,7 +111,11 @@ fn wide_values(indexes: &[&Index], block: &[u8]) -> (Vec<u64>, Vec<(u64, i64)>) 
             break;
         };
         at += h.len as usize;
-        for (i, index) in indexes.iter().enumerate().filter(|(_, i)| i.source == h.source) {
+        for (i, index) in indexes
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| i.source == h.source)
+        {
             let Some(value) = index.field.read(payload) else {
                 continue;
             };
@@ -266,7 +274,10 @@ mod tests {
         );
         assert_eq!(&*runs_of(&out, 4, &[9]).unwrap()[0], &[(1, 2)]);
         assert!(runs_of(&out, 4, &[10]).is_none(), "no such section");
-        assert!(runs_of(&out[..out.len() - 1], 4, &[9]).is_none(), "cut short");
+        assert!(
+            runs_of(&out[..out.len() - 1], 4, &[9]).is_none(),
+            "cut short"
+        );
     }
 
     #[test]
