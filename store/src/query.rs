@@ -25,7 +25,7 @@ use crate::{
     error::{Error, Result},
     format::{BLOCK_HEADER_LEN, BlockHeader, RecordHeader, Summary},
     schema::{Index, IndexId, SourceId},
-    shared::{ChunkMeta, Snapshot},
+    shared::{ChunkMeta, KeyRange, Snapshot},
 };
 
 /// One record as read back.
@@ -212,14 +212,18 @@ impl Target {
         self.index.as_ref().map_or(0, |spec| spec.id)
     }
 
-    /// Whether a chunk's reader should decode the summary with this key:
-    /// the source's index-0 summary (its place in the chunk) and the
-    /// target's own.
-    fn reads(&self, source: SourceId, index: IndexId, bin: u32) -> bool {
-        source == self.source
-            && (index == 0
-                || (index == self.index_id()
-                    && self.part.is_none_or(|p| bin / self.value_bins() == p)))
+    /// The summary keys a chunk's reader should decode: the source's
+    /// index-0 summary (its place in the chunk) and the target's own.
+    fn keys(&self) -> Vec<KeyRange> {
+        let mut keys = vec![(self.source, 0, 0..=u32::MAX)];
+        if let Some(spec) = &self.index {
+            let bins = match self.part {
+                Some(part) => part * self.value_bins()..=(part + 1) * self.value_bins() - 1,
+                None => 0..=u32::MAX,
+            };
+            keys.push((self.source, spec.id, bins));
+        }
+        keys
     }
 
     /// Whether summary `s` counts for the target.
@@ -504,18 +508,14 @@ impl Snapshot {
         let mut stats = QueryStats::default();
         let mut wanted = Vec::new();
         let range = self.chunks_in(&target.window)?;
-        self.for_each_meta(
-            range,
-            |s, i, b| target.reads(s, i, b),
-            |meta| {
-                match ChunkRef::of(meta, target.source) {
-                    _ if self.is_deleted(meta.time.chunk) => stats.chunks_expired += 1,
-                    Some(at) if self.may_hold(meta, &at, target, values) => wanted.push(at),
-                    _ => stats.chunks_skipped += 1,
-                }
-                Ok(())
-            },
-        )?;
+        self.for_each_meta(range, &target.keys(), |meta| {
+            match ChunkRef::of(meta, target.source) {
+                _ if self.is_deleted(meta.time.chunk) => stats.chunks_expired += 1,
+                Some(at) if self.may_hold(meta, &at, target, values) => wanted.push(at),
+                _ => stats.chunks_skipped += 1,
+            }
+            Ok(())
+        })?;
         stats.chunks_scanned = wanted.len() as u64;
         // Batches keep memory bounded and the output in order while both
         // cores decode.
@@ -605,29 +605,23 @@ impl Snapshot {
         let range = self.chunks_in(&target.window)?;
         let inside = |s: &Summary| s.min >= *values.start() && s.max <= *values.end();
         let outside = |s: &Summary| s.max < *values.start() || s.min > *values.end();
-        self.for_each_meta(
-            range,
-            |s, i, b| target.reads(s, i, b),
-            |meta| {
-                let wanted = || meta.summaries.iter().filter(|s| target.wants(s));
-                if self.is_deleted(meta.time.chunk) {
-                    stats.chunks_expired += 1;
-                } else if self.summarizes(meta, &target)
-                    && wanted().all(|s| inside(s) || outside(s))
-                {
-                    stats.chunks_summarized += 1;
-                    wanted().filter(|s| inside(s)).for_each(|s| total.merge(s));
-                } else if let Some(at) = ChunkRef::of(meta, source) {
-                    stats.chunks_scanned += 1;
-                    self.visit_values(&at, &target, |v| {
-                        if values.contains(&v) {
-                            total.add(v);
-                        }
-                    })?;
-                }
-                Ok(())
-            },
-        )?;
+        self.for_each_meta(range, &target.keys(), |meta| {
+            let wanted = || meta.summaries.iter().filter(|s| target.wants(s));
+            if self.is_deleted(meta.time.chunk) {
+                stats.chunks_expired += 1;
+            } else if self.summarizes(meta, &target) && wanted().all(|s| inside(s) || outside(s)) {
+                stats.chunks_summarized += 1;
+                wanted().filter(|s| inside(s)).for_each(|s| total.merge(s));
+            } else if let Some(at) = ChunkRef::of(meta, source) {
+                stats.chunks_scanned += 1;
+                self.visit_values(&at, &target, |v| {
+                    if values.contains(&v) {
+                        total.add(v);
+                    }
+                })?;
+            }
+            Ok(())
+        })?;
         Ok((total, stats))
     }
 
@@ -802,52 +796,48 @@ impl Snapshot {
         let mut stats = QueryStats::default();
         let mut held: Vec<(ChunkRef, Option<Vec<u32>>)> = Vec::new();
         let fresh = || (Aggregate::default(), vec![0; per_part as usize]);
-        self.for_each_meta(
-            self.chunks_in(&target.window)?,
-            |s, i, b| target.reads(s, i, b),
-            |meta| {
-                let Some(at) = ChunkRef::of(meta, target.source) else {
-                    return Ok(());
-                };
-                if self.is_deleted(at.chunk) {
-                    stats.chunks_expired += 1;
-                } else if self.summarizes(meta, target) {
-                    stats.chunks_summarized += 1;
-                    let mut here = Vec::new();
-                    for s in meta.summaries.iter().filter(|s| target.wants(s)) {
-                        if s.bin / per_part >= parts {
-                            return Err(Error::Invalid(format!(
-                                "chunk {}: summary names bin {} of an index with {} bins",
-                                s.chunk,
-                                s.bin,
-                                u64::from(per_part) * u64::from(parts)
-                            )));
-                        }
-                        let (total, counts) = by_part.entry(s.bin / per_part).or_insert_with(fresh);
-                        total.merge(s);
-                        // Saturating: a forged summary must not overflow the count.
-                        let count = &mut counts[(s.bin % per_part) as usize];
-                        *count = count.saturating_add(s.count);
-                        here.push(s.bin);
+        self.for_each_meta(self.chunks_in(&target.window)?, &target.keys(), |meta| {
+            let Some(at) = ChunkRef::of(meta, target.source) else {
+                return Ok(());
+            };
+            if self.is_deleted(at.chunk) {
+                stats.chunks_expired += 1;
+            } else if self.summarizes(meta, target) {
+                stats.chunks_summarized += 1;
+                let mut here = Vec::new();
+                for s in meta.summaries.iter().filter(|s| target.wants(s)) {
+                    if s.bin / per_part >= parts {
+                        return Err(Error::Invalid(format!(
+                            "chunk {}: summary names bin {} of an index with {} bins",
+                            s.chunk,
+                            s.bin,
+                            u64::from(per_part) * u64::from(parts)
+                        )));
                     }
-                    held.push((at, Some(here)));
-                } else {
-                    stats.chunks_scanned += 1;
-                    self.visit_chunk(&at, target, |record| {
-                        let Some(value) = spec.field.read(record.payload) else {
-                            return;
-                        };
-                        let (total, counts) = by_part
-                            .entry(spec.part_of(record.payload))
-                            .or_insert_with(fresh);
-                        total.add(value);
-                        counts[spec.bins.bin_of(value) as usize] += 1;
-                    })?;
-                    held.push((at, None));
+                    let (total, counts) = by_part.entry(s.bin / per_part).or_insert_with(fresh);
+                    total.merge(s);
+                    // Saturating: a forged summary must not overflow the count.
+                    let count = &mut counts[(s.bin % per_part) as usize];
+                    *count = count.saturating_add(s.count);
+                    here.push(s.bin);
                 }
-                Ok(())
-            },
-        )?;
+                held.push((at, Some(here)));
+            } else {
+                stats.chunks_scanned += 1;
+                self.visit_chunk(&at, target, |record| {
+                    let Some(value) = spec.field.read(record.payload) else {
+                        return;
+                    };
+                    let (total, counts) = by_part
+                        .entry(spec.part_of(record.payload))
+                        .or_insert_with(fresh);
+                    total.add(value);
+                    counts[spec.bins.bin_of(value) as usize] += 1;
+                })?;
+                held.push((at, None));
+            }
+            Ok(())
+        })?;
         Ok((by_part, held, stats))
     }
 

@@ -289,14 +289,18 @@ impl Snapshot {
     }
 }
 
-/// Open read handles of one snapshot, so queries do not reopen a file per read.
+/// Open read handles of one snapshot, so queries do not reopen a file per
+/// read, and its map of the chunk log.
 #[derive(Default)]
-struct Files(Mutex<std::collections::HashMap<PathBuf, Arc<File>>>);
+struct Files {
+    handles: Mutex<std::collections::HashMap<PathBuf, Arc<File>>>,
+    chunk_log: std::sync::OnceLock<Option<memmap2::Mmap>>,
+}
 
 impl Files {
     fn get(&self, path: &std::path::Path) -> Result<Arc<File>> {
         let mut files = self
-            .0
+            .handles
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(file) = files.get(path) {
@@ -309,6 +313,24 @@ impl Files {
         files.insert(path.to_owned(), Arc::clone(&file));
         Ok(file)
     }
+
+    /// `len` bytes at `offset` of the chunk log at `path`, in place: a
+    /// query touches only the summaries it wants of the hundreds a chunk
+    /// may hold, where a `pread` would copy them all. `None` when the file
+    /// cannot be mapped or the range lies past the mapped length.
+    fn mapped(&self, path: &std::path::Path, offset: u64, len: usize) -> Option<&[u8]> {
+        let map = self.chunk_log.get_or_init(|| {
+            let file = self.get(path).ok()?;
+            // SAFETY: the chunk log is only appended to while readers run.
+            // Only recovery truncates it, and only past the last chunk
+            // whose time entry (written after its summaries) is intact:
+            // never what a snapshot has seen committed, which is all it
+            // reads here, within the length mapped when it first read.
+            unsafe { memmap2::Mmap::map(&*file) }.ok()
+        });
+        let start = usize::try_from(offset).ok()?;
+        map.as_ref()?.get(start..start.checked_add(len)?)
+    }
 }
 
 /// One chunk's time entry and summaries.
@@ -317,20 +339,22 @@ pub(crate) struct ChunkMeta {
     pub summaries: Vec<Summary>,
 }
 
+/// Summaries a reader wants: of one source and index, bins in a range.
+pub(crate) type KeyRange = (SourceId, IndexId, std::ops::RangeInclusive<u32>);
+
 /// Chunks whose metadata is read with one `pread` per log.
 const META_BATCH: u64 = 256;
 
 impl Snapshot {
-    /// Calls `f` with the metadata of each chunk in `range`, oldest first,
-    /// reading the time and chunk logs in batches.
     /// Calls `f` with the time entry and the summaries of each chunk of
-    /// `range`, keeping only summaries whose (source, index, bin) `keep`
-    /// accepts: the others are skipped undecoded (a query wants a few of
-    /// the hundreds a chunk may hold).
+    /// `range`, oldest first, keeping only summaries whose key lies in one
+    /// of `keys`. A chunk's summaries ascend by (source, index, bin), so
+    /// each key range is found by binary search and the others are never
+    /// touched: a query wants a few of the hundreds a chunk may hold.
     pub(crate) fn for_each_meta(
         &self,
         range: std::ops::Range<u64>,
-        keep: impl Fn(SourceId, IndexId, u32) -> bool,
+        keys: &[KeyRange],
         mut f: impl FnMut(&ChunkMeta) -> Result<()>,
     ) -> Result<()> {
         let mut chunk = range.start;
@@ -341,7 +365,7 @@ impl Snapshot {
                     summaries: sealed
                         .summaries
                         .iter()
-                        .filter(|s| keep(s.source, s.index, s.bin))
+                        .filter(|s| wanted(keys, (s.source, s.index, s.bin)))
                         .copied()
                         .collect(),
                 })?;
@@ -349,7 +373,7 @@ impl Snapshot {
                 continue;
             }
             let end = range.end.min(self.committed).min(chunk + META_BATCH);
-            for meta in self.read_metas(chunk..end, &keep)? {
+            for meta in self.read_metas(chunk..end, keys)? {
                 f(&meta)?;
             }
             chunk = end;
@@ -357,11 +381,7 @@ impl Snapshot {
         Ok(())
     }
 
-    fn read_metas(
-        &self,
-        range: std::ops::Range<u64>,
-        keep: &impl Fn(SourceId, IndexId, u32) -> bool,
-    ) -> Result<Vec<ChunkMeta>> {
+    fn read_metas(&self, range: std::ops::Range<u64>, keys: &[KeyRange]) -> Result<Vec<ChunkMeta>> {
         let path = self.shared.dir.join("time.log");
         let len = TimeEntry::len(self.meta.format);
         let offset = (FILE_HEADER_LEN + range.start as usize * len) as u64;
@@ -390,20 +410,29 @@ impl Snapshot {
         let start = first.first_summary;
         let offset = FILE_HEADER_LEN as u64 + start * SUMMARY_LEN as u64;
         let count = (last.first_summary + u64::from(last.summaries) - start) as usize;
-        let bytes = read_at(&self.files, &path, offset, count * SUMMARY_LEN)?;
+        let owned;
+        let bytes = if let Some(bytes) = self.files.mapped(&path, offset, count * SUMMARY_LEN) {
+            bytes
+        } else {
+            owned = read_at(&self.files, &path, offset, count * SUMMARY_LEN)?;
+            &owned[..]
+        };
         times
             .into_iter()
             .map(|time| {
                 let at = (time.first_summary - start) as usize * SUMMARY_LEN;
                 let raw = bytes
                     .get(at..at + time.summaries as usize * SUMMARY_LEN)
-                    .unwrap_or_default();
-                let summaries = raw
-                    .chunks_exact(SUMMARY_LEN)
-                    .enumerate()
-                    .filter(|(_, raw)| Summary::key(raw).is_some_and(|(s, i, b)| keep(s, i, b)))
-                    .map(|(i, raw)| {
-                        Summary::decode(raw)
+                    .ok_or_else(|| Error::Corrupt {
+                        path: path.clone(),
+                        offset: offset + at as u64,
+                        what: format!("summaries of chunk {} are cut short", time.chunk),
+                    })?;
+                let summaries = keys
+                    .iter()
+                    .flat_map(|key| matching(raw, key))
+                    .map(|i| {
+                        Summary::decode(&raw[i * SUMMARY_LEN..])
                             .filter(|s| s.chunk == time.chunk)
                             .ok_or_else(|| Error::Corrupt {
                                 path: path.clone(),
@@ -412,17 +441,43 @@ impl Snapshot {
                             })
                     })
                     .collect::<Result<Vec<_>>>()?;
-                if raw.len() != time.summaries as usize * SUMMARY_LEN {
-                    return Err(Error::Corrupt {
-                        path: path.clone(),
-                        offset: offset + at as u64,
-                        what: format!("summaries of chunk {} are cut short", time.chunk),
-                    });
-                }
                 Ok(ChunkMeta { time, summaries })
             })
             .collect()
     }
+}
+
+/// Whether `key` lies in one of `keys`.
+fn wanted(keys: &[KeyRange], (source, index, bin): (SourceId, IndexId, u32)) -> bool {
+    keys.iter()
+        .any(|(s, i, bins)| *s == source && *i == index && bins.contains(&bin))
+}
+
+/// Positions of the encoded summaries in `raw` (one chunk's, ascending by
+/// key) whose key lies in `key`, found by binary search.
+fn matching(raw: &[u8], (source, index, bins): &KeyRange) -> std::ops::Range<usize> {
+    let n = raw.len() / SUMMARY_LEN;
+    let key =
+        |i: usize| Summary::key(&raw[i * SUMMARY_LEN..]).unwrap_or((u16::MAX, u16::MAX, u32::MAX));
+    let lo = (*source, *index, *bins.start());
+    let hi = (*source, *index, *bins.end());
+    let from = partition_point(n, |i| key(i) < lo);
+    let to = from + partition_point(n - from, |i| key(from + i) <= hi);
+    from..to
+}
+
+/// The first `i` in `0..n` for which `pred` is false (`pred` is monotone).
+fn partition_point(n: usize, pred: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if pred(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 fn read_at(files: &Files, path: &std::path::Path, offset: u64, len: usize) -> Result<Vec<u8>> {
@@ -442,4 +497,41 @@ fn read_at(files: &Files, path: &std::path::Path, offset: u64, len: usize) -> Re
             },
         })?;
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matching_finds_each_key_range_of_a_sorted_chunk() {
+        let keys = [
+            (0, 0, 0),
+            (0, 2, 1),
+            (0, 2, 5),
+            (0, 2, 9),
+            (1, 0, 0),
+            (1, 3, 4),
+        ];
+        let raw: Vec<u8> = keys
+            .iter()
+            .flat_map(|&(source, index, bin)| {
+                Summary {
+                    source,
+                    index,
+                    bin,
+                    ..Summary::default()
+                }
+                .encode()
+            })
+            .collect();
+        assert_eq!(matching(&raw, &(0, 2, 0..=u32::MAX)), 1..4);
+        assert_eq!(matching(&raw, &(0, 2, 2..=9)), 2..4);
+        assert_eq!(matching(&raw, &(0, 2, 6..=8)), 3..3);
+        assert_eq!(matching(&raw, &(1, 0, 0..=u32::MAX)), 4..5);
+        assert_eq!(matching(&raw, &(2, 0, 0..=u32::MAX)).len(), 0);
+        assert_eq!(matching(&[], &(0, 0, 0..=0)), 0..0);
+        assert!(wanted(&[(1, 3, 0..=4)], (1, 3, 4)));
+        assert!(!wanted(&[(1, 3, 0..=4)], (1, 2, 4)));
+    }
 }
