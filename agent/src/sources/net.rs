@@ -130,6 +130,8 @@ pub const SPEC: Spec = Spec {
     indexes: &[
         IndexSpec::Exact("dport", 65_535),
         IndexSpec::Exact("sport", 65_535),
+        // The overview's headline, `count, sum(len)`.
+        IndexSpec::Latency("len"),
     ],
     time: "ts",
     span: None,

@@ -115,7 +115,11 @@ pub const SPEC: Spec = Spec {
             "add, delete or lookup (hits: lookups minus adds)",
         ),
     ],
-    indexes: &[IndexSpec::Exact("kind", 3)],
+    indexes: &[
+        IndexSpec::Exact("kind", 3),
+        // The overview's headline, `sum(pages) by kind`, per kind.
+        IndexSpec::LatencyBy("pages", "kind", 4),
+    ],
     time: "ts",
     span: None,
     tail: None,
