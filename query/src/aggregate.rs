@@ -100,6 +100,14 @@ impl Acc {
         }
     }
 
+    /// A `count` accumulator that counted `n` records.
+    pub fn counted(n: u64) -> Self {
+        Self {
+            count: n,
+            ..Self::default()
+        }
+    }
+
     /// A `hist` accumulator whose buckets (see [`bucket`]) hold `counts`.
     pub fn with_hist(counts: Vec<u64>) -> Self {
         Self {

@@ -910,6 +910,15 @@ impl<'a> Engine<'a> {
         if whole && let Some(answer) = self.summarize_hist(source, window, pred.as_ref(), &specs)? {
             return Ok(answer);
         }
+        let timeline = near.is_none()
+            && pred.is_none()
+            && by.is_empty()
+            && source.late.is_none()
+            && !self.catalog.full_scan
+            && specs.iter().all(|s| s.func == Func::Count);
+        if let Some(step) = every.filter(|_| timeline) {
+            return self.count_every(source, window, &specs, step);
+        }
         let by_part = near.is_none()
             && pred.is_none()
             && every.is_none()
@@ -1070,6 +1079,33 @@ impl Engine<'_> {
     /// part, answered by the store from its summaries (reading only chunks
     /// that hold a quantile's bin). `None` when that does not hold: the
     /// caller scans.
+    /// `count every step` from the store's per-bucket counts: chunks whose
+    /// records lie in one bucket count from their summaries.
+    fn count_every(
+        &mut self,
+        source: &SourceColumns,
+        window: &RangeInclusive<u64>,
+        specs: &[AggSpec],
+        step: i64,
+    ) -> Result<Answer> {
+        let offset = self.catalog.wall_offset.unwrap_or(0).cast_unsigned();
+        let (counts, stats) =
+            self.snapshot
+                .count_every(source.id, window.clone(), step.unsigned_abs(), offset)?;
+        self.add(stats);
+        let mut groups = Groups::default();
+        for (start, n) in counts {
+            for acc in groups.get(&[start.cast_signed()], specs.len()) {
+                *acc = Acc::counted(n);
+            }
+        }
+        self.plan.push(format!(
+            "aggregate: counts per bucket from the chunk summaries of `{}`; chunks across a bucket's edge are read",
+            source.name
+        ));
+        Ok(group_answer(source, specs, &[], Some(step), groups))
+    }
+
     fn summarize_by_part(
         &mut self,
         source: &SourceColumns,

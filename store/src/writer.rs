@@ -87,13 +87,18 @@ impl Acc {
         last_addr: 0,
     };
 
-    /// [`Acc::add`] of value 0, without the arithmetic (the per-source
-    /// index adds one of these for every record).
+    /// A record of the per-source index 0, whose values are all 0: its
+    /// min and max keep instead the span of the records' own times (the
+    /// producer's timestamp, else arrival `ts`), so that counts per bucket
+    /// of own time come from summaries (format 2).
     #[inline]
-    fn add_zero(&mut self, ts: u64, addr: u64) {
+    fn add_own_time(&mut self, own: u64, ts: u64, addr: u64) {
+        let own = own.cast_signed();
         if self.count == 0 {
-            (self.first_ts, self.min, self.max) = (ts, 0, 0);
+            (self.first_ts, self.min, self.max) = (ts, own, own);
         }
+        self.min = self.min.min(own);
+        self.max = self.max.max(own);
         self.count += 1;
         self.last_ts = ts;
         self.last_addr = addr;
@@ -508,7 +513,7 @@ impl Store {
         self.records += 1;
         self.last_ts = ts;
         let acc = &mut self.acc[usize::from(source)];
-        acc.all.add_zero(ts, addr);
+        acc.all.add_own_time(producer_ts.unwrap_or(ts), ts, addr);
         for index in &mut acc.indexes {
             index.add(payload, ts, addr);
         }

@@ -17,6 +17,7 @@ include!("common/rng.rs");
 struct RefRecord {
     source: SourceId,
     ts: u64,
+    producer: Option<u64>,
     payload: Vec<u8>,
 }
 
@@ -112,6 +113,7 @@ fn build(seed: u64, dir: &std::path::Path, n: usize) -> (Store, Model) {
         model.records.push(RefRecord {
             source,
             ts,
+            producer,
             payload,
         });
         if rng.below(500) == 0 {
@@ -135,6 +137,8 @@ fn random_window(rng: &mut Rng, model: &Model) -> RangeInclusive<u64> {
 
 fn check(snapshot: &Snapshot, model: &Model, seed: u64) {
     let mut rng = Rng(seed.wrapping_mul(7) | 1);
+    // Chunks that `count_every` counted from their summaries.
+    let mut summarized = 0;
     for _ in 0..40 {
         let window = random_window(&mut rng, model);
         // Raw scans, every source.
@@ -153,6 +157,28 @@ fn check(snapshot: &Snapshot, model: &Model, seed: u64) {
             assert_eq!(
                 got, expected,
                 "raw_scan source {source} window {window:?} seed {seed}"
+            );
+            // Counts per bucket of the records' own times.
+            let step = 1 + rng.below(20_000) * (1 + rng.below(100));
+            let offset = rng.next();
+            let mut expected = std::collections::BTreeMap::new();
+            for r in model
+                .records
+                .iter()
+                .filter(|r| r.source == source && window.contains(&r.ts))
+            {
+                let time = r.producer.unwrap_or(r.ts);
+                *expected
+                    .entry(time - time.wrapping_add(offset) % step)
+                    .or_insert(0u64) += 1;
+            }
+            let (got, stats) = snapshot
+                .count_every(source, window.clone(), step, offset)
+                .unwrap();
+            summarized += stats.chunks_summarized;
+            assert_eq!(
+                got, expected,
+                "count_every source {source} step {step} window {window:?} seed {seed}"
             );
         }
         for (index, source, field) in &model.indexes {
@@ -204,6 +230,7 @@ fn check(snapshot: &Snapshot, model: &Model, seed: u64) {
             }
         }
     }
+    assert!(summarized > 0, "no chunk counted per bucket from summaries");
 }
 
 #[test]
