@@ -940,7 +940,7 @@ impl<'a> Engine<'a> {
                 // some ns since boot) when the capture knows the wall clock.
                 let step = step.unsigned_abs();
                 let phase = (time.wrapping_add_signed(wall_offset)) % step;
-                key.push((time - phase).cast_signed());
+                key.push(time.wrapping_sub(phase).cast_signed());
             }
             key.extend(by.iter().map(|c| {
                 let column = &source.columns[*c];

@@ -658,7 +658,9 @@ impl Snapshot {
             return Err(Error::Invalid("buckets must be longer than 0 ns".into()));
         }
         let target = self.target(source, 0, None, window)?;
-        let bucket = |time: u64| time - time.wrapping_add(offset) % step;
+        // A bucket that starts before time 0 wraps, like the scan's key: the
+        // query reads it back as a negative start.
+        let bucket = |time: u64| time.wrapping_sub(time.wrapping_add(offset) % step);
         let own_times = self.meta().format != FormatVersion::V1;
         let mut counts = BTreeMap::new();
         let mut stats = QueryStats::default();

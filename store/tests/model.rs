@@ -169,7 +169,7 @@ fn check(snapshot: &Snapshot, model: &Model, seed: u64) {
             {
                 let time = r.producer.unwrap_or(r.ts);
                 *expected
-                    .entry(time - time.wrapping_add(offset) % step)
+                    .entry(time.wrapping_sub(time.wrapping_add(offset) % step))
                     .or_insert(0u64) += 1;
             }
             let (got, stats) = snapshot
