@@ -417,6 +417,7 @@ impl Snapshot {
             owned = read_at(&self.files, &path, offset, count * SUMMARY_LEN)?;
             &owned[..]
         };
+        let mut hints = vec![0; keys.len()];
         times
             .into_iter()
             .map(|time| {
@@ -430,7 +431,8 @@ impl Snapshot {
                     })?;
                 let summaries = keys
                     .iter()
-                    .flat_map(|key| matching(raw, key))
+                    .zip(hints.iter_mut())
+                    .flat_map(|(key, hint)| matching(raw, key, hint))
                     .map(|i| {
                         Summary::decode(&raw[i * SUMMARY_LEN..])
                             .filter(|s| s.chunk == time.chunk)
@@ -454,16 +456,29 @@ fn wanted(keys: &[KeyRange], (source, index, bin): (SourceId, IndexId, u32)) -> 
 }
 
 /// Positions of the encoded summaries in `raw` (one chunk's, ascending by
-/// key) whose key lies in `key`, found by binary search.
-fn matching(raw: &[u8], (source, index, bins): &KeyRange) -> std::ops::Range<usize> {
+/// key) whose key lies in `key`. Chunks in a row hold their summaries in
+/// much the same places, so `hint` (where the range began in the last
+/// chunk, updated) is tried first; binary search only when it misses. The
+/// range is walked from its start: its summaries are decoded anyway.
+fn matching(
+    raw: &[u8],
+    (source, index, bins): &KeyRange,
+    hint: &mut usize,
+) -> std::ops::Range<usize> {
     let n = raw.len() / SUMMARY_LEN;
     let key =
         |i: usize| Summary::key(&raw[i * SUMMARY_LEN..]).unwrap_or((u16::MAX, u16::MAX, u32::MAX));
     let lo = (*source, *index, *bins.start());
     let hi = (*source, *index, *bins.end());
-    let from = partition_point(n, |i| key(i) < lo);
-    let to = from + partition_point(n - from, |i| key(from + i) <= hi);
-    from..to
+    let starts_at = |i: usize| (i == 0 || key(i - 1) < lo) && (i == n || key(i) >= lo);
+    let from = if *hint <= n && starts_at(*hint) {
+        *hint
+    } else {
+        partition_point(n, |i| key(i) < lo)
+    };
+    *hint = from;
+    let len = (from..n).take_while(|i| key(*i) <= hi).count();
+    from..from + len
 }
 
 /// The first `i` in `0..n` for which `pred` is false (`pred` is monotone).
@@ -525,12 +540,12 @@ mod tests {
                 .encode()
             })
             .collect();
-        assert_eq!(matching(&raw, &(0, 2, 0..=u32::MAX)), 1..4);
-        assert_eq!(matching(&raw, &(0, 2, 2..=9)), 2..4);
-        assert_eq!(matching(&raw, &(0, 2, 6..=8)), 3..3);
-        assert_eq!(matching(&raw, &(1, 0, 0..=u32::MAX)), 4..5);
-        assert_eq!(matching(&raw, &(2, 0, 0..=u32::MAX)).len(), 0);
-        assert_eq!(matching(&[], &(0, 0, 0..=0)), 0..0);
+        assert_eq!(matching(&raw, &(0, 2, 0..=u32::MAX), &mut 0), 1..4);
+        assert_eq!(matching(&raw, &(0, 2, 2..=9), &mut 5), 2..4);
+        assert_eq!(matching(&raw, &(0, 2, 6..=8), &mut 3), 3..3);
+        assert_eq!(matching(&raw, &(1, 0, 0..=u32::MAX), &mut 4), 4..5);
+        assert_eq!(matching(&raw, &(2, 0, 0..=u32::MAX), &mut 99).len(), 0);
+        assert_eq!(matching(&[], &(0, 0, 0..=0), &mut 1), 0..0);
         assert!(wanted(&[(1, 3, 0..=4)], (1, 3, 4)));
         assert!(!wanted(&[(1, 3, 0..=4)], (1, 2, 4)));
     }
