@@ -21,10 +21,11 @@ use std::{
     },
 };
 
+use crate::{
+    registry::{ValueKind, is_weft_source},
+    socket,
+};
 use anyhow::{Context as _, Result, bail};
-use weft_query::Kind;
-
-use crate::{capture, socket, sources};
 
 /// Where the agent listens.
 pub const SOCKET: &str = "/run/weft/app.sock";
@@ -33,49 +34,13 @@ const BACKLOG: usize = 1 << 16;
 /// Fields per source, at most.
 const MAX_FIELDS: usize = 32;
 
-/// What a field's integers mean.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FieldKind {
-    Int,
-    Duration,
-    Time,
-}
-
-impl FieldKind {
-    fn parse(text: &str) -> Option<Self> {
-        match text {
-            "int" => Some(Self::Int),
-            "duration" => Some(Self::Duration),
-            "time" => Some(Self::Time),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Int => "int",
-            Self::Duration => "duration",
-            Self::Time => "time",
-        }
-    }
-
-    /// The query kind of a field named `name` in `weft.json`.
-    pub fn query_kind(name: &str) -> Kind {
-        match Self::parse(name) {
-            Some(Self::Duration) => Kind::Duration,
-            Some(Self::Time) => Kind::Time,
-            _ => Kind::Int,
-        }
-    }
-}
-
 /// A checked line, for the recorder.
 #[derive(Debug)]
 pub enum Message {
     /// A new source (sent once per name).
     Define {
         name: String,
-        fields: Vec<(String, FieldKind)>,
+        fields: Vec<(String, ValueKind)>,
     },
     /// A record of a defined source; `ts` is when the agent read it.
     Record {
@@ -100,7 +65,7 @@ pub struct AppLosses {
     pub rejected: u64,
 }
 
-type Schemas = Arc<Mutex<HashMap<String, Vec<(String, FieldKind)>>>>;
+type Schemas = Arc<Mutex<HashMap<String, Vec<(String, ValueKind)>>>>;
 
 impl AppServer {
     /// Listens on [`SOCKET`], 0600, or 0660 for group `group` too.
@@ -213,7 +178,7 @@ fn define(
         .map(|word| {
             let (field, kind) = word.split_once(':').unwrap_or((word, "int"));
             check_name("field", field)?;
-            let kind = FieldKind::parse(kind).ok_or_else(|| {
+            let kind = ValueKind::parse(kind).ok_or_else(|| {
                 format!("field {field}: kind `{kind}` is not int, duration or time")
             })?;
             Ok((field.to_owned(), kind))
@@ -277,22 +242,6 @@ fn record(
         .map_err(|_| "weft is stopping".to_owned())
 }
 
-/// Whether weft itself names a source `name` (or lets queries call one
-/// so): applications may not take it.
-pub fn is_weft_source(name: &str) -> bool {
-    [
-        capture::SYSCALLS,
-        weft_ingest::tasks::TASKS,
-        crate::trigger::TRIGGERS,
-        crate::pt_calls::CALLS,
-        crate::pt_calls::SYMBOLS,
-    ]
-    .contains(&name)
-        || sources::ALL
-            .iter()
-            .any(|spec| spec.name == name || spec.aliases.contains(&name))
-}
-
 fn check_name(what: &str, name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= 32
@@ -306,18 +255,5 @@ fn check_name(what: &str, name: &str) -> Result<(), String> {
         Err(format!(
             "{what} name `{name}`: use 1 to 32 of a-z, 0-9 and _, starting with a letter"
         ))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn weft_sources_and_their_aliases_are_reserved() {
-        for name in ["syscalls", "tasks", "sched", "net", "packets", "pagecache"] {
-            assert!(is_weft_source(name), "{name}");
-        }
-        assert!(!is_weft_source("requests"));
     }
 }

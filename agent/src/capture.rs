@@ -16,9 +16,10 @@ use serde_json::{Value, json};
 use weft_probes::{syscall::MAX_SYSCALLS, syscall_names};
 use weft_query::{Catalog, Kind, Names};
 
+use crate::registry::{CALLS, SYSCALLS, TRIGGERS, ValueKind};
+
 /// Name of the metadata file in a capture directory.
 pub const METADATA: &str = "weft.json";
-pub use weft_ingest::syscalls::SYSCALLS;
 /// Key of `weft.json` holding application sources' field kinds:
 /// `{"requests": {"id": "int", "latency": "duration"}}`.
 pub const APP_SOURCES: &str = "app_sources";
@@ -98,7 +99,7 @@ pub fn catalog(
                 continue;
             };
             for (field, kind) in fields.as_object().into_iter().flatten() {
-                let kind = crate::app::FieldKind::query_kind(kind.as_str().unwrap_or_default());
+                let kind = ValueKind::query_kind(kind.as_str().unwrap_or_default());
                 columns.set_kind(field, kind);
             }
             if let (TRACE_SOURCES, Some(threads)) = (key, &threads) {
@@ -107,10 +108,10 @@ pub fn catalog(
         }
     }
     crate::pt_calls::describe(&mut catalog, snapshot)?;
-    if let (Some(calls), Some(threads)) = (catalog.source_mut(crate::pt_calls::CALLS), &threads) {
+    if let (Some(calls), Some(threads)) = (catalog.source_mut(CALLS), &threads) {
         calls.view("tid", "comm", Kind::Named(threads.clone()));
     }
-    if let Some(log) = catalog.source_mut(crate::trigger::TRIGGERS) {
+    if let Some(log) = catalog.source_mut(TRIGGERS) {
         log.set_kind("start", Kind::Time);
         log.set_kind("end", Kind::Time);
     }

@@ -74,10 +74,19 @@ pub fn stale() -> Vec<String> {
         .collect()
 }
 
+/// The index of network interface `name`, while it exists.
+pub fn ifindex(name: &str) -> Option<u32> {
+    fs::read_to_string(format!("/sys/class/net/{name}/ifindex"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// Deletes the clsact qdisc of `interface` when no filter is left on it;
 /// returns whether it did. A vanished interface has nothing to delete.
 fn remove_if_unused(interface: &str) -> io::Result<bool> {
-    let Some(index) = super::tc::ifindex(interface) else {
+    let Some(index) = ifindex(interface) else {
         return Ok(false);
     };
     let socket = Netlink::open()?;

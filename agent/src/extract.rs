@@ -8,7 +8,11 @@ use anyhow::{Context as _, Result, bail};
 use serde_json::json;
 use weft_store::{Config, Record, Snapshot, Store};
 
-use crate::{capture, cli::ExtractArgs, trigger::TRIGGERS};
+use crate::{
+    capture,
+    cli::ExtractArgs,
+    registry::{TASKS, TRIGGERS},
+};
 
 /// Records are copied a slice of time at a time, in arrival order across
 /// sources; memory is one slice's records.
@@ -105,11 +109,7 @@ fn copy(snapshot: &Snapshot, dir: &Path, window: &RangeInclusive<u64>) -> Result
     }
     let mut copied = 0;
     // Thread names noted before the window name its threads too.
-    if let Some(names) = meta
-        .sources
-        .iter()
-        .find(|s| s.name == weft_ingest::tasks::TASKS)
-    {
+    if let Some(names) = meta.sources.iter().find(|s| s.name == TASKS) {
         let before = 0..=window.start().saturating_sub(1);
         let (records, _) = snapshot.raw_scan(names.id, before)?;
         copied += append(&mut store, records)?;

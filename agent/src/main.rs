@@ -15,11 +15,13 @@ mod info;
 mod live;
 mod pt;
 mod pt_calls;
+mod pt_demand;
 mod pt_record;
 mod pt_sideband;
 mod pt_threads;
 mod query;
 mod record;
+mod registry;
 mod resolve;
 mod rings;
 mod session;
@@ -73,7 +75,7 @@ fn main() -> ExitCode {
     });
     let result = match &command {
         cli::Command::Tui(args) => tui::run(args),
-        cli::Command::Trigger(args) => live::trigger(
+        cli::Command::Trigger(args) => live::client::trigger(
             args.dir.as_deref(),
             args.note.as_deref().unwrap_or_default(),
         )

@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use anyhow::Context;
 use weft_pt::Errata;
 use weft_pt::calls::{Call, Calls, Listing, Profile};
-use weft_pt::capture::TscClock;
 use weft_pt::dump::TimeColumn;
 use weft_pt::flow::{Event, Flow, Step};
 use weft_pt::image::Image;
@@ -15,7 +14,7 @@ use weft_pt::perf::{PerfData, PtInfo, Queue, Switch, TimeConv};
 use weft_pt::time::Clocks;
 
 use crate::cli::{PtCallsArgs, PtCommand, PtDumpArgs, PtFlowArgs, PtPerfArgs};
-use crate::pt_threads::{Router, Stretches, Threads};
+use crate::pt_threads::{Clock, Router, Stretches, Threads};
 
 pub fn run(command: &PtCommand) -> anyhow::Result<ExitCode> {
     match command {
@@ -24,7 +23,7 @@ pub fn run(command: &PtCommand) -> anyhow::Result<ExitCode> {
         PtCommand::Calls(args) => calls(args),
         PtCommand::Record(args) => crate::pt_record::record(args),
         PtCommand::Import(args) => {
-            eprintln!("weft: {}", crate::live::import(&args.capture)?);
+            eprintln!("weft: {}", crate::live::client::import(&args.capture)?);
             Ok(ExitCode::SUCCESS)
         }
         PtCommand::Perf(args) => perf(args),
@@ -291,25 +290,6 @@ struct Input<'a> {
     last: bool,
     /// The process a capture directory traced, when one.
     process: Option<i32>,
-}
-
-/// How a recording's TSC becomes ns.
-#[derive(Clone, Copy)]
-pub enum Clock {
-    /// perf's clock, from a perf.data file.
-    Perf(TimeConv),
-    /// `CLOCK_MONOTONIC`, from a `weft pt record` capture: the clock of
-    /// `weft record`'s captures.
-    Monotonic(TscClock),
-}
-
-impl Clock {
-    pub fn ns(self, tsc: u64) -> u64 {
-        match self {
-            Self::Perf(conv) => conv.ns(tsc),
-            Self::Monotonic(clock) => clock.ns(tsc),
-        }
-    }
 }
 
 impl Input<'_> {

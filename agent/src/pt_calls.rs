@@ -10,17 +10,14 @@
 //! late: queries select them by their own time, up to [`LATE`] after it
 //! (`weft_query::SourceColumns::late`); later ones are counted, not stored.
 
-use std::{collections::HashMap, path::Path, sync::Arc, sync::mpsc::Sender, time::Duration};
+use std::{collections::HashMap, sync::Arc};
 
 use anyhow::Result;
-use weft_pt::calls::{Call as Step, name};
 use weft_query::{Catalog, Kind, Names};
 use weft_store::{Field, FieldKind, Snapshot, SourceId, Store};
 
-/// The source of calls.
-pub const CALLS: &str = "calls";
-/// The source naming the calls' functions.
-pub const SYMBOLS: &str = "symbols";
+use crate::registry::{CALLS, SYMBOLS};
+
 /// How long after its own time a call may be stored: the longest capture
 /// (2 s) plus its decoding, with room for a capture imported by hand.
 pub const LATE: u64 = 600_000_000_000;
@@ -48,51 +45,6 @@ pub struct Decoded {
     pub errors: usize,
     /// Told what was stored, when someone waits for it.
     pub done: Option<std::sync::mpsc::Sender<Stored>>,
-}
-
-/// Captures PT of process `pid` for `duration` into `output`, as `weft pt
-/// record --pid` does, and hands its decoded calls to `to`: the recorder
-/// stores them. A recorder that has stopped meanwhile leaves the capture
-/// on disk only.
-pub fn capture(pid: u32, duration: Duration, output: &Path, to: &Sender<Decoded>) -> Result<()> {
-    crate::pt_record::capture(pid, duration, output)?;
-    let _ = to.send(decode(output)?);
-    Ok(())
-}
-
-/// Decodes the `weft pt record` capture in `dir` into its calls.
-pub fn decode(dir: &Path) -> Result<Decoded> {
-    let mut calls = Vec::new();
-    let errors = crate::pt::capture_calls(dir, &mut |pid, tid, image, steps| {
-        let thread = (
-            u32::try_from(pid).unwrap_or_default(),
-            u32::try_from(tid).unwrap_or_default(),
-        );
-        calls.extend(steps.into_iter().filter_map(|step| match step {
-            Step::Exit {
-                depth,
-                function,
-                time,
-                duration: Some(dur),
-            } => Some(Call {
-                time,
-                dur,
-                pid: thread.0,
-                tid: thread.1,
-                depth: u32::try_from(depth).unwrap_or(u32::MAX),
-                func: name(image, function),
-            }),
-            _ => None,
-        }));
-        Ok(())
-    })?;
-    calls.sort_by_key(|c| c.time);
-    Ok(Decoded {
-        dir: dir.to_owned(),
-        calls,
-        errors,
-        done: None,
-    })
 }
 
 /// What storing one capture's calls did.

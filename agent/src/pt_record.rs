@@ -35,8 +35,8 @@ pub fn record(args: &PtRecordArgs) -> anyhow::Result<ExitCode> {
     };
     take(&caps, args)?;
     // A recording that runs stores the capture's calls.
-    if Path::new(crate::live::SOCKET).exists() {
-        match crate::live::import(&args.output) {
+    if Path::new(crate::live::client::SOCKET).exists() {
+        match crate::live::client::import(&args.output) {
             Ok(stored) => eprintln!("weft: {stored}"),
             Err(error) => eprintln!("weft: the calls are not in the live recording: {error:#}"),
         }
@@ -52,29 +52,6 @@ pub fn on_trigger() -> bool {
             eprintln!("weft: --pt-on-trigger: {why}; triggers keep their windows without PT");
         })
         .is_ok()
-}
-
-/// A capture asked for by hand (the UI's `p`): PT of process `pid` for
-/// `weft pt record`'s default window into a new directory of `dir`, on a
-/// thread of its own, its calls then stored through `calls` (the recorder
-/// says what it stored). Says what it started, or why it cannot.
-pub fn start(
-    pid: u32,
-    dir: &Path,
-    calls: &std::sync::mpsc::Sender<crate::pt_calls::Decoded>,
-) -> Result<String, String> {
-    Caps::detect(Path::new(SYSFS)).map_err(|why| format!("no PT capture: {why}"))?;
-    let output = dir.join(format!("pt-p-{pid}-{}", weft_store::now_ns()));
-    let window = std::time::Duration::from_millis(200);
-    let calls = calls.clone();
-    std::thread::spawn(move || {
-        if let Err(error) = crate::pt_calls::capture(pid, window, &output, &calls) {
-            eprintln!("weft: PT of process {pid}: {error:#}");
-        }
-    });
-    Ok(format!(
-        "capturing Intel PT of process {pid} for 200ms; its calls join `calls`"
-    ))
 }
 
 /// A trigger's capture: PT of process `pid` for `duration` into `output`,

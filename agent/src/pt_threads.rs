@@ -11,11 +11,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use weft_pt::capture::TscClock;
 use weft_pt::flow::{Class, Event, Step};
 use weft_pt::image::Image;
-use weft_pt::perf::Switch;
-
-use crate::pt::Clock;
+use weft_pt::perf::{Switch, TimeConv};
 
 /// Who ran on one CPU when, and the code of each process.
 pub struct Threads<'a> {
@@ -152,6 +151,25 @@ impl Stretches {
                 .collect();
             (key, steps)
         })
+    }
+}
+
+/// How a recording's TSC becomes ns.
+#[derive(Clone, Copy)]
+pub enum Clock {
+    /// perf's clock, from a perf.data file.
+    Perf(TimeConv),
+    /// `CLOCK_MONOTONIC`, from a `weft pt record` capture: the clock of
+    /// `weft record`'s captures.
+    Monotonic(TscClock),
+}
+
+impl Clock {
+    pub fn ns(self, tsc: u64) -> u64 {
+        match self {
+            Self::Perf(conv) => conv.ns(tsc),
+            Self::Monotonic(clock) => clock.ns(tsc),
+        }
     }
 }
 

@@ -21,7 +21,7 @@ use crate::{
 
 pub fn run(args: &QueryArgs) -> Result<ExitCode> {
     let text = match (args.live, &args.args[..]) {
-        (true, [query]) => live::ask(query, args.format(), args.full_scan)?,
+        (true, [query]) => live::client::ask(query, args.format(), args.full_scan)?,
         (false, [dir, query]) => {
             let dir = Path::new(dir);
             let (snapshot, _) = weft_store::open_read_only(dir)

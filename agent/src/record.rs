@@ -16,12 +16,14 @@ use weft_ingest::syscalls::SyscallSink;
 use weft_store::{Config, Field, SourceId, Store};
 
 use crate::{
-    app::{self, AppServer, FieldKind, Message},
+    app::{self, AppServer, Message},
     capture,
     cli::RecordArgs,
     ebpf,
     events::{self, EventProbe},
-    live, pt_calls, resolve,
+    live, pt_calls,
+    registry::{self, ValueKind},
+    resolve,
     session::{self, Accounting, Consumer, Outcome, Probes, Session},
     sources::{self, Layout, STORED_FROM, Spec},
     syscall::{Options, SyscallProbe},
@@ -182,7 +184,7 @@ fn finish(mut recorder: Recorder, session_index: usize, outcome: &Outcome) -> Re
     entry["max_drain_lag_ns"] = json!(lag.1);
     entry["triggers"] = triggers.to_json();
     if call_totals.captures > 0 {
-        entry["lost"][pt_calls::CALLS] = call_totals.to_json();
+        entry["lost"][registry::CALLS] = call_totals.to_json();
     }
     entry["complete"] = json!(error.is_none() && closed.is_ok());
     capture::write_metadata(&dir, &metadata)?;
@@ -238,7 +240,7 @@ fn chosen_sources(names: &[String]) -> Result<Chosen> {
     };
     for name in names {
         match name.as_str() {
-            capture::SYSCALLS => chosen.syscalls = true,
+            registry::SYSCALLS => chosen.syscalls = true,
             APP => chosen.app = true,
             "all" => {
                 chosen = Chosen {
@@ -305,7 +307,7 @@ fn describe(probes: &Probes, options: &crate::syscall::Options) -> Map<String, V
     let mut out = Map::new();
     if let Some(probe) = &probes.syscalls {
         out.insert(
-            capture::SYSCALLS.into(),
+            registry::SYSCALLS.into(),
             json!({ "attach": probe.describe(), "filter": format!("{:?}", options.filter) }),
         );
     }
@@ -333,7 +335,7 @@ fn describe(probes: &Probes, options: &crate::syscall::Options) -> Map<String, V
 fn losses_json(accounting: &Accounting) -> Value {
     let mut out = Map::new();
     if let Some(losses) = &accounting.syscalls {
-        out.insert(capture::SYSCALLS.into(), losses.to_json());
+        out.insert(registry::SYSCALLS.into(), losses.to_json());
     }
     for (spec, losses) in &accounting.sources {
         out.insert(spec.name.into(), losses.to_json());
@@ -584,7 +586,7 @@ impl Recorder {
 
     /// Defines an application's source (each field an i64) and notes its
     /// field kinds in `weft.json` for queries.
-    fn define_app_source(&mut self, name: &str, fields: &[(String, FieldKind)]) -> Result<()> {
+    fn define_app_source(&mut self, name: &str, fields: &[(String, ValueKind)]) -> Result<()> {
         let store_fields = fields
             .iter()
             .zip(0u32..)
@@ -607,7 +609,7 @@ impl Recorder {
         let mut sources = Vec::new();
         if let Some(l) = &accounting.syscalls {
             sources.push(SourceHealth {
-                name: capture::SYSCALLS.into(),
+                name: registry::SYSCALLS.into(),
                 received: l.delivery.received,
                 lost: l.lost(),
             });
@@ -628,7 +630,7 @@ impl Recorder {
         }
         if self.call_totals.captures > 0 {
             sources.push(SourceHealth {
-                name: pt_calls::CALLS.into(),
+                name: registry::CALLS.into(),
                 received: self.call_totals.stored,
                 lost: self.call_totals.late,
             });

@@ -1,7 +1,9 @@
 //! Thread names of a capture, read back: `record` notes each thread's name
 //! once (`weft_ingest::tasks`), queries show them as `comm`.
 
-use weft_ingest::tasks::{COMM_LEN, TASKS};
+use weft_ingest::tasks::COMM_LEN;
+
+use crate::registry::TASKS;
 use weft_query::Names;
 use weft_store::Snapshot;
 

@@ -178,7 +178,7 @@ pub fn attach(ebpf: &mut Ebpf, options: &NetOptions) -> Result<Attachment> {
         added_clsact: Vec::new(),
     };
     for interface in options.interfaces()? {
-        attachment.tried.extend(ifindex(&interface));
+        attachment.tried.extend(clsact::ifindex(&interface));
         attachment.attach(ebpf, interface)?;
     }
     Ok(attachment)
@@ -210,7 +210,7 @@ impl Attachment {
         let mut attached = Vec::new();
         // Once a second: one read per known interface, two per new one.
         for interface in interfaces().unwrap_or_default() {
-            let new = ifindex(&interface).filter(|index| !self.tried.contains(index));
+            let new = clsact::ifindex(&interface).filter(|index| !self.tried.contains(index));
             let Some(index) = new.filter(|_| is_up(&interface)) else {
                 continue;
             };
@@ -258,15 +258,6 @@ fn remove_stale_qdiscs() {
             eprintln!("weft: removed the clsact qdisc a killed weft added to {interface}");
         }
     }
-}
-
-/// The index of network interface `name`, while it exists.
-pub fn ifindex(name: &str) -> Option<u32> {
-    fs::read_to_string(format!("/sys/class/net/{name}/ifindex"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
 }
 
 /// Attaches both (loaded) classifiers to `interface`; returns whether weft

@@ -18,10 +18,11 @@ use serde_json::{Value, json};
 use weft_query::{Column, ast::Op, bind::Pred};
 use weft_store::{Field, FieldKind, SourceId, Store};
 
-use crate::{capture, pt_calls::Decoded};
-
-/// The source of the trigger log.
-pub const TRIGGERS: &str = "triggers";
+use crate::{
+    capture,
+    pt_calls::Decoded,
+    registry::{TRIGGERS, is_weft_source},
+};
 
 /// What to keep around a match, and how often a trigger may fire.
 #[derive(Clone, Copy, Debug)]
@@ -370,15 +371,15 @@ fn capture_pt(
         eprintln!("weft: trigger {id}: no PT capture: its record names no process");
         return None;
     };
-    Some(std::thread::spawn(move || {
-        match crate::pt_calls::capture(pid, duration, &output, &calls) {
+    Some(std::thread::spawn(
+        move || match crate::pt_demand::capture(pid, duration, &output, &calls) {
             Ok(()) => eprintln!(
                 "weft: trigger {id}: PT of process {pid} in {}",
                 output.display()
             ),
             Err(error) => eprintln!("weft: trigger {id}: PT of process {pid} failed: {error:#}"),
-        }
-    }))
+        },
+    ))
 }
 
 /// One firing, as the hook sees it.
@@ -540,7 +541,7 @@ fn bind(catalog: &weft_query::Catalog, text: &str) -> Result<Option<Test>> {
     };
     let name = &query.source.text;
     let Some(source) = catalog.source(name) else {
-        if crate::app::is_weft_source(name) {
+        if is_weft_source(name) {
             bail!("this recording has no source `{name}` (see --sources)");
         }
         return Ok(None);

@@ -152,7 +152,7 @@ impl Feed for LiveFeed {
     }
 
     fn capture_pt(&self, pid: u32) -> Result<String, String> {
-        crate::pt_record::start(pid, &self.dir, &self.calls)
+        crate::pt_demand::start(pid, &self.dir, &self.calls)
     }
 
     fn health(&self) -> Health {

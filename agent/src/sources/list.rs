@@ -5,7 +5,7 @@ use std::{fmt::Write as _, io::Write as _};
 use serde_json::json;
 
 use super::{ALL, Meaning, Spec};
-use crate::{capture, cli::SourcesArgs, ebpf};
+use crate::{cli::SourcesArgs, ebpf, registry};
 
 pub fn run(args: &SourcesArgs) -> std::process::ExitCode {
     let tracefs = ebpf::tracefs();
@@ -28,7 +28,7 @@ pub fn run(args: &SourcesArgs) -> std::process::ExitCode {
         let _ = writeln!(
             out,
             "{}  every completed system call: name, dur, ret, pid, tid, cpu\n  `weft doctor` checks it",
-            capture::SYSCALLS
+            registry::SYSCALLS
         );
         let _ = writeln!(
             out,

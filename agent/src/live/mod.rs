@@ -16,21 +16,22 @@
 //! "errors": N}` once they are stored.
 
 use std::{
-    io::{BufRead as _, BufReader, Read as _, Write as _},
+    io::{BufRead as _, BufReader, Write as _},
     os::unix::net::UnixStream,
     path::{Path, PathBuf},
     sync::mpsc::{Sender, SyncSender},
     time::Duration,
 };
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 use serde_json::{Value, json};
 use weft_store::Reader;
 
-use crate::{cli::OutputFormat, pt_calls, query, socket};
+pub mod client;
 
-/// Where the recorder listens.
-pub const SOCKET: &str = "/run/weft/query.sock";
+use client::SOCKET;
+
+use crate::{cli::OutputFormat, pt_calls, pt_demand, query, socket};
 
 /// Serves live queries on the capture in `dir` from a background thread,
 /// or says why not (another recorder serves them already) and returns
@@ -120,7 +121,7 @@ fn store_capture(capture: &Path, calls: &Sender<pt_calls::Decoded>) -> Result<Va
     let (done, stored) = std::sync::mpsc::channel();
     let decoded = pt_calls::Decoded {
         done: Some(done),
-        ..pt_calls::decode(capture)?
+        ..pt_demand::decode(capture)?
     };
     let errors = decoded.errors;
     calls
@@ -135,66 +136,9 @@ fn store_capture(capture: &Path, calls: &Sender<pt_calls::Decoded>) -> Result<Va
     Ok(json!({ "ok": true, "calls": stored.stored, "late": stored.late, "errors": errors }))
 }
 
-/// Has the running recorder decode and store the calls of the PT capture
-/// in `capture`; says what it stored.
-pub fn import(capture: &Path) -> Result<String> {
-    let capture = capture
-        .canonicalize()
-        .with_context(|| format!("no capture at {}", capture.display()))?;
-    let (reply, _) = send("store calls", &json!({ "pt_capture": capture }))?;
-    Ok(format!(
-        "{} calls of {} stored ({} too late, {} decoding error(s))",
-        reply["calls"],
-        capture.display(),
-        reply["late"],
-        reply["errors"]
-    ))
-}
-
 fn same_file(a: &Path, b: &Path) -> bool {
     match (a.canonicalize(), b.canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     }
-}
-
-/// Asks the running recorder (of `dir`, when given) for a manual trigger.
-pub fn trigger(dir: Option<&Path>, note: &str) -> Result<()> {
-    let dir = dir
-        .map(|d| {
-            d.canonicalize()
-                .with_context(|| format!("no capture at {}", d.display()))
-        })
-        .transpose()?;
-    send(
-        "trigger",
-        &json!({ "trigger": true, "note": note, "dir": dir }),
-    )?;
-    Ok(())
-}
-
-/// Sends `query` to the running recorder and returns its answer.
-pub fn ask(query: &str, format: OutputFormat, full_scan: bool) -> Result<String> {
-    let request = json!({ "query": query, "format": format.name(), "full_scan": full_scan });
-    let mut answer = String::new();
-    send("ask", &request)?.1.read_to_string(&mut answer)?;
-    Ok(answer)
-}
-
-/// Sends one request line to the running recorder and reads its status
-/// line; returns it and the rest of the reply. `what` names the request in
-/// the error when no recorder listens.
-fn send(what: &str, request: &Value) -> Result<(Value, BufReader<UnixStream>)> {
-    let mut stream = UnixStream::connect(SOCKET).with_context(|| {
-        format!("no live weft to {what} at {SOCKET} (start `weft record`; the socket needs root)")
-    })?;
-    writeln!(stream, "{request}")?;
-    let mut reader = BufReader::new(stream);
-    let mut status = String::new();
-    reader.read_line(&mut status)?;
-    let status: Value = serde_json::from_str(&status).context("the live weft answered garbage")?;
-    if let Some(error) = status["error"].as_str() {
-        bail!("{error}");
-    }
-    Ok((status, reader))
 }

@@ -1,0 +1,99 @@
+//! The names of the sources weft records itself, and what the fields of
+//! the sources others push mean. Producers and readers take their names
+//! from here, so that this module sits below every one of them and none
+//! reaches into another for a name.
+//!
+//! Must not depend on the modules that produce or read these sources.
+
+use weft_query::Kind;
+
+use crate::sources;
+
+pub use weft_ingest::{syscalls::SYSCALLS, tasks::TASKS};
+
+/// The trigger log: one record per firing (`trigger.rs`).
+pub const TRIGGERS: &str = "triggers";
+/// Intel PT calls, decoded after their capture (`pt_calls.rs`).
+pub const CALLS: &str = "calls";
+/// The names of the calls' functions (`pt_calls.rs`).
+pub const SYMBOLS: &str = "symbols";
+
+/// Every name weft records under besides the event sources (`sources::ALL`).
+const OWN: [&str; 5] = [SYSCALLS, TASKS, TRIGGERS, CALLS, SYMBOLS];
+
+/// Whether weft itself names a source `name` (or lets queries call one
+/// so): applications and one-liners may not take it.
+pub fn is_weft_source(name: &str) -> bool {
+    OWN.contains(&name)
+        || sources::ALL
+            .iter()
+            .any(|spec| spec.name == name || spec.aliases.contains(&name))
+}
+
+/// What the integers of a field pushed by an application or stored by a
+/// one-liner mean (the store's `FieldKind` is their width).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueKind {
+    Int,
+    Duration,
+    Time,
+}
+
+impl ValueKind {
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "int" => Some(Self::Int),
+            "duration" => Some(Self::Duration),
+            "time" => Some(Self::Time),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Int => "int",
+            Self::Duration => "duration",
+            Self::Time => "time",
+        }
+    }
+
+    /// The query kind of a field whose kind `weft.json` names `name`.
+    pub fn query_kind(name: &str) -> Kind {
+        match Self::parse(name) {
+            Some(Self::Duration) => Kind::Duration,
+            Some(Self::Time) => Kind::Time,
+            _ => Kind::Int,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weft_sources_and_their_aliases_are_reserved() {
+        for name in [
+            "syscalls",
+            "tasks",
+            "triggers",
+            "calls",
+            "symbols",
+            "sched",
+            "net",
+            "packets",
+            "pagecache",
+        ] {
+            assert!(is_weft_source(name), "{name}");
+        }
+        assert!(!is_weft_source("requests"));
+    }
+
+    #[test]
+    fn value_kinds_round_trip_their_names() {
+        for kind in [ValueKind::Int, ValueKind::Duration, ValueKind::Time] {
+            assert_eq!(ValueKind::parse(kind.name()), Some(kind));
+        }
+        assert_eq!(ValueKind::parse("float"), None);
+    }
+}
