@@ -3,6 +3,8 @@
 //! They become a source like weft's own, queried and correlated the same way
 //! (`weft query DIR 'requests | p99(latency)'`).
 //!
+//! Depends on nothing, not even weft's other crates: applications link it.
+//!
 //! ```no_run
 //! use weft_client::{Client, Kind};
 //! let mut weft = Client::connect()?;

@@ -1,6 +1,9 @@
 //! weft's ingest path: records leave the kernel's per-CPU BPF ring buffers
 //! in bounded batches and go into the store with one copy.
 //!
+//! Depends on `weft-probes` (the records' layout) and `weft-store` only: no
+//! aya (a ring is mapped from its file descriptor), no queries, no command line.
+//!
 //! # Overview
 //!
 //! - [`ring`]: the consumer side of a BPF ring buffer, mapped from its map's

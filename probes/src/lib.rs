@@ -2,6 +2,9 @@
 //! records the kernel side emits, the configuration it reads, and the counters it
 //! keeps.
 //!
+//! Depends on no other weft crate (aya only with the `user` feature): the eBPF
+//! programs and every user-space crate build on it, so it must stay below them.
+//!
 //! # Overview
 //!
 //! Each probe family has one module here with the same name as its program in

@@ -2,6 +2,9 @@
 //! group-bys, series and time correlations over a capture, planned onto
 //! the store's summary and index operators.
 //!
+//! Depends on `weft-store` only: no kernel, no eBPF, no terminal, no command
+//! line.
+//!
 //! # Overview
 //!
 //! A query names a source, filters it, optionally correlates it with the

@@ -1,6 +1,9 @@
 //! weft's hybrid-log store: every captured record, kept in fixed memory and
 //! answerable by time window, value range and exact percentile.
 //!
+//! Depends on no other weft crate: it knows nothing of eBPF, the kernel, the
+//! query language or the command line.
+//!
 //! # Overview
 //!
 //! A capture directory holds four append-only logs (the first three after

@@ -2,6 +2,9 @@
 //! source, per-syscall latency percentiles over a sliding window, and a
 //! query bar, on a live capture or a recording alike ([`Feed`]).
 //!
+//! Depends on `weft-query` only, and on the [`Feed`] its caller implements: never
+//! on the store's writer, eBPF or the command line.
+//!
 //! State ([`app`]) and drawing ([`draw`]) are separate: the state changes
 //! on key presses and answers and is tested without a terminal; drawing is
 //! a pure function of it. Queries run on a worker thread, so a slow query
