@@ -16,35 +16,16 @@ use std::{
 };
 
 use crate::{
+    config::{Config, Durability},
     error::{Result, io},
     format::{
         FILE_HEADER_LEN, FileKind, FormatVersion, SUMMARY_LEN, Summary, TimeEntry, file_header,
     },
     schema::Meta,
-    shared::Shared,
+    segment_number, segment_path,
+    shared::{Sealed, Shared},
     values,
-    writer::{Config, Durability},
 };
-
-/// A chunk ready to be written (or the published prefix of the active one).
-pub(crate) struct Sealed {
-    pub block: Vec<u8>,
-    pub summaries: Vec<Summary>,
-    pub time: TimeEntry,
-}
-
-/// The record-log segment holding chunks `[segment * per_segment, ...)`.
-pub(crate) fn segment_path(dir: &Path, segment: u64) -> PathBuf {
-    dir.join(format!("records-{segment:010}.log"))
-}
-
-/// Parses a segment number back from a file name; `None` for foreign files.
-pub(crate) fn segment_number(name: &str) -> Option<u64> {
-    name.strip_prefix("records-")?
-        .strip_suffix(".log")?
-        .parse()
-        .ok()
-}
 
 /// Creates `chunks.log`, `values.log` and `time.log` with their headers,
 /// in the current format.

@@ -40,6 +40,7 @@
 #![deny(missing_docs)]
 
 mod cache;
+mod config;
 mod error;
 mod flusher;
 mod format;
@@ -50,15 +51,20 @@ mod shared;
 mod values;
 mod writer;
 
-use std::{fs, os::unix::fs::OpenOptionsExt as _, path::Path};
+use std::{
+    fs,
+    os::unix::fs::OpenOptionsExt as _,
+    path::{Path, PathBuf},
+};
 
+pub use config::{Config, Durability};
 pub use error::{Error, Result};
 pub use format::FormatVersion;
 pub use query::{Aggregate, PartAnswer, QueryStats, Record, RecordView};
 pub use recovery::Recovery;
 pub use schema::{Bins, Field, FieldKind, Index, IndexId, Meta, Partition, Source, SourceId};
 pub use shared::{Reader, Snapshot};
-pub use writer::{Config, Durability, Store};
+pub use writer::Store;
 
 /// Opens a capture directory read-only: the same answers as the writer's
 /// snapshots, nothing changed on disk; the [`Recovery`] says what a torn
@@ -67,6 +73,19 @@ pub fn open_read_only(dir: &Path) -> Result<(Snapshot, Recovery)> {
     let (meta, recovery) = recovery::open_read_only(dir)?;
     let shared = std::sync::Arc::new(shared::Shared::new(dir.to_owned(), meta, &recovery));
     Ok((shared.snapshot(), recovery))
+}
+
+/// The record-log segment holding chunks `[segment * per_segment, ...)`.
+pub(crate) fn segment_path(dir: &Path, segment: u64) -> PathBuf {
+    dir.join(format!("records-{segment:010}.log"))
+}
+
+/// Parses a segment number back from a file name; `None` for foreign files.
+pub(crate) fn segment_number(name: &str) -> Option<u64> {
+    name.strip_prefix("records-")?
+        .strip_suffix(".log")?
+        .parse()
+        .ok()
 }
 
 /// Creates a new file with mode 0600: captures hold other users' activity.

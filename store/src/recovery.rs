@@ -15,13 +15,12 @@ use std::{
 
 use crate::{
     error::{Error, Result, io},
-    flusher::{segment_number, segment_path},
     format::{
         BlockHeader, FILE_HEADER_LEN, FileKind, FormatVersion, SUMMARY_LEN, Summary, TimeEntry,
         check_file_header,
     },
     schema::{Meta, SourceId},
-    values,
+    segment_number, segment_path, values,
 };
 
 /// What opening a store found.

@@ -19,12 +19,18 @@ use std::{
 use crate::{
     cache::BinCache,
     error::{Error, Result, io},
-    flusher::{Sealed, segment_path},
     format::{BlockHeader, FILE_HEADER_LEN, SUMMARY_LEN, Summary, TimeEntry},
     recovery::Recovery,
     schema::{IndexId, Meta, SourceId},
-    values,
+    segment_path, values,
 };
+
+/// A chunk ready to be written (or the published prefix of the active one).
+pub(crate) struct Sealed {
+    pub block: Vec<u8>,
+    pub summaries: Vec<Summary>,
+    pub time: TimeEntry,
+}
 
 pub(crate) struct Shared {
     pub dir: PathBuf,

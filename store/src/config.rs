@@ -1,0 +1,41 @@
+//! How a store is laid out and kept: what its writer and flusher are told.
+
+/// How durable a sealed chunk is once the flusher has written it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Written to the OS page cache: survives a crash of weft (kill -9), not
+    /// of the machine.
+    #[default]
+    Buffered,
+    /// `fdatasync` after each chunk, before and after its time entry: survives
+    /// a machine crash, at the cost of one or two disk flushes per chunk.
+    Sync,
+}
+
+/// How a store is laid out and kept.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Bytes per chunk (= record-log block); a power of two, at least 4 KiB.
+    pub block_size: u32,
+    /// Chunks per record-log segment file (the unit the disk budget deletes).
+    pub blocks_per_segment: u32,
+    /// Delete the oldest unpinned segments when the store's files exceed this.
+    pub disk_budget: Option<u64>,
+    /// Delete unpinned segments whose newest record arrived more than this
+    /// many ns before the newest record of the store (a time ring).
+    pub retain: Option<u64>,
+    /// How durable a flushed chunk is.
+    pub durability: Durability,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            block_size: 256 << 10,
+            blocks_per_segment: 256,
+            disk_budget: None,
+            retain: None,
+            durability: Durability::Buffered,
+        }
+    }
+}
