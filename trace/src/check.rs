@@ -10,6 +10,7 @@ use crate::{
     error::{Error, Result, Span},
     format,
     kernel::{Field, FieldKind, Kernel},
+    value::Type,
 };
 
 /// Registers of x86-64 `struct pt_regs` holding arguments 0 to 5.
@@ -24,22 +25,6 @@ const RAW_ARGS: u16 = 12;
 pub const MAX_STRINGS: usize = 3;
 /// Context bytes the kernel copies per event at most.
 pub const MAX_RAW: u16 = 256;
-
-/// The value types of the language.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Type {
-    Int,
-    Str,
-}
-
-impl Type {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Int => "an integer",
-            Self::Str => "a string",
-        }
-    }
-}
 
 /// What a map holds; fixed by its first assignment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! printf-style formats: which values a format wants, and the text it makes.
 
-use crate::{check::Type, run::Value};
+use crate::value::{Type, Value};
 
 /// One `%` conversion.
 struct Spec {

@@ -24,10 +24,12 @@ pub mod lex;
 pub mod output;
 pub mod parse;
 pub mod run;
+pub mod value;
 
 pub use check::{Attach, Plan, Target, check};
 pub use error::{Error, Span};
 pub use kernel::{Field, FieldKind, Kernel};
 pub use output::Format;
 pub use parse::parse;
-pub use run::{Event, Flow, Runtime, Value};
+pub use run::{Event, Flow, Runtime};
+pub use value::{Type, Value};

@@ -8,7 +8,7 @@ use serde_json::{Value as Json, json};
 
 use crate::{
     check::{MapInfo, MapKind},
-    run::Value,
+    value::Value,
 };
 
 /// How results print.

@@ -9,36 +9,8 @@ use crate::{
     format,
     kernel::FieldKind,
     output::{self, Agg, Format},
+    value::{Type, Value},
 };
-
-/// A value of the language; map keys are lists of these.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Value {
-    Int(i64),
-    Str(String),
-}
-
-impl Value {
-    fn int(&self) -> i64 {
-        match self {
-            Self::Int(n) => *n,
-            Self::Str(s) => i64::from(!s.is_empty()),
-        }
-    }
-
-    fn truthy(&self) -> bool {
-        self.int() != 0
-    }
-}
-
-impl std::fmt::Display for Value {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Int(n) => write!(f, "{n}"),
-            Self::Str(s) => f.write_str(s),
-        }
-    }
-}
 
 /// One event as the kernel delivered it, or a user-space probe firing
 /// (BEGIN, END, intervals).
@@ -349,7 +321,7 @@ impl<'p> Runtime<'p> {
                 match self.maps[index].get(&key) {
                     Some(agg) => agg.read(),
                     None => match self.plan.maps[index].kind {
-                        MapKind::Value(crate::check::Type::Str) => Value::Str(String::new()),
+                        MapKind::Value(Type::Str) => Value::Str(String::new()),
                         _ => Value::Int(0),
                     },
                 }
