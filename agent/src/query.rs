@@ -16,12 +16,12 @@ use weft_store::Snapshot;
 use crate::{
     capture,
     cli::{OutputFormat, QueryArgs},
-    live,
+    live::client,
 };
 
 pub fn run(args: &QueryArgs) -> Result<ExitCode> {
     let text = match (args.live, &args.args[..]) {
-        (true, [query]) => live::client::ask(query, args.format(), args.full_scan)?,
+        (true, [query]) => client::ask(query, args.format(), args.full_scan)?,
         (false, [dir, query]) => {
             let dir = Path::new(dir);
             let (snapshot, _) = weft_store::open_read_only(dir)

@@ -13,7 +13,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use crate::{
-    bench::{Bins, Tracer, build, cpu_seconds},
+    bench_loop::{Bins, Tracer, build, cpu_seconds},
     bench_tui::{tmux, ui_pid, wait_for},
     exec::output,
     setup,

@@ -9,7 +9,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::bench::{Config, Loop, build, measure_loop, median, row};
+use crate::bench_loop::{Config, Loop, build, measure_loop, median, row};
 
 /// The one-liners measured, in the spelling both tools accept.
 const PROGRAMS: [(&str, &str); 2] = [

@@ -15,7 +15,7 @@ use weft_pt::flow::{Flow, Step};
 use weft_pt::image::Image;
 use weft_pt::packet::Packets;
 
-use crate::bench::median;
+use crate::bench_loop::median;
 use crate::exec::{exec, output, workspace_root};
 use crate::setup;
 

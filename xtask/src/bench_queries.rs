@@ -19,7 +19,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use crate::{
-    bench::Tracer,
+    bench_loop::Tracer,
     exec::{exec, output, workspace_root},
     run::build_weft_release,
     setup,

@@ -9,7 +9,7 @@ use std::{path::PathBuf, process::Command, time::Instant};
 use anyhow::{Context as _, Result, bail};
 
 use crate::{
-    bench::{Tracer, cpu_seconds, median},
+    bench_loop::{Tracer, cpu_seconds, median},
     exec::{output, workspace_root},
     run::{build_release, build_weft_release},
     setup,

@@ -8,7 +8,7 @@ use std::process::Command;
 use anyhow::{Context as _, Result};
 
 use crate::{
-    bench::{Config, Loop, build, cpu_seconds, measure_loop, median, row},
+    bench_loop::{Config, Loop, build, cpu_seconds, measure_loop, median, row},
     exec::{output, workspace_root},
 };
 

@@ -13,7 +13,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use crate::{
-    bench::{Config, Loop, build, measure_loop, median, row, stat_cpu_seconds},
+    bench_loop::{Config, Loop, build, measure_loop, median, row, stat_cpu_seconds},
     exec::output,
     setup,
 };
@@ -71,7 +71,7 @@ pub fn run(options: &Loop) -> Result<()> {
 /// The loop with the UI open on the latency view, then the UI's figures.
 fn with_ui(
     options: &Loop,
-    bins: &crate::bench::Bins,
+    bins: &crate::bench_loop::Bins,
     base: &[f64],
     recorded: &[f64],
 ) -> Result<()> {

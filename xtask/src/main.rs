@@ -4,7 +4,9 @@
 
 mod bench;
 mod bench_flood;
+mod bench_loop;
 mod bench_oneliners;
+mod bench_probe;
 mod bench_pt;
 mod bench_queries;
 mod bench_sources;
@@ -13,6 +15,8 @@ mod bench_tui;
 mod build_ebpf;
 mod exec;
 mod gen_syscalls;
+#[cfg(test)]
+mod imports;
 mod run;
 mod setup;
 mod test;
