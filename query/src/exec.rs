@@ -340,6 +340,7 @@ impl<'a> Engine<'a> {
             chunks_read_for_bins,
             chunks_cached_for_bins,
             chunks_valued_for_bins,
+            chunks_in_groups,
         } = stats;
         self.stats.chunks_summarized += chunks_summarized;
         self.stats.chunks_scanned += chunks_scanned;
@@ -348,6 +349,7 @@ impl<'a> Engine<'a> {
         self.stats.chunks_read_for_bins += chunks_read_for_bins;
         self.stats.chunks_cached_for_bins += chunks_cached_for_bins;
         self.stats.chunks_valued_for_bins += chunks_valued_for_bins;
+        self.stats.chunks_in_groups += chunks_in_groups;
     }
 
     /// The window in arrival time.

@@ -26,6 +26,9 @@ pub struct Config {
     pub retain: Option<u64>,
     /// How durable a flushed chunk is.
     pub durability: Durability,
+    /// Chunks per entry of the groups log (format 3): a question over many
+    /// chunks reads one merged summary per run of this many.
+    pub group_chunks: u32,
 }
 
 impl Default for Config {
@@ -36,6 +39,7 @@ impl Default for Config {
             disk_budget: None,
             retain: None,
             durability: Durability::Buffered,
+            group_chunks: 64,
         }
     }
 }

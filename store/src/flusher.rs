@@ -5,7 +5,9 @@
 //! chunk's values into `values.log` (format 2), its summaries into
 //! `chunks.log`, then its time entry into `time.log`. The time entry is the
 //! commit point: recovery keeps a chunk only when its time entry, summaries,
-//! values and block are all intact.
+//! values and block are all intact. After the last chunk of a run of
+//! `group_chunks` (format 3), the run's merged summaries go into
+//! `groups.log`; recovery drops an entry that names a chunk it did not keep.
 
 use std::{
     collections::BTreeMap,
@@ -19,7 +21,8 @@ use crate::{
     config::{Config, Durability},
     error::{Result, io},
     format::{
-        FILE_HEADER_LEN, FileKind, FormatVersion, SUMMARY_LEN, Summary, TimeEntry, file_header,
+        FILE_HEADER_LEN, FileKind, FormatVersion, GroupEntry, SUMMARY_LEN, Summary, TimeEntry,
+        file_header,
     },
     schema::Meta,
     segment_number, segment_path,
@@ -27,12 +30,13 @@ use crate::{
     values,
 };
 
-/// Creates `chunks.log`, `values.log` and `time.log` with their headers,
-/// in the current format.
+/// Creates `chunks.log`, `values.log`, `groups.log` and `time.log` with
+/// their headers, in the current format.
 pub(crate) fn create_logs(dir: &Path) -> Result<()> {
     for (name, kind) in [
         ("chunks.log", FileKind::Chunks),
         ("values.log", FileKind::Values),
+        ("groups.log", FileKind::Groups),
         ("time.log", FileKind::Time),
     ] {
         let path = dir.join(name);
@@ -47,14 +51,20 @@ struct Files {
     dir: PathBuf,
     format: FormatVersion,
     chunks: File,
-    /// The values log and where its next entry goes (format 2 only).
+    /// The values log and where its next entry goes (format 2 on).
     values: Option<(File, u64)>,
+    /// The groups log and where its next entry goes (format 3).
+    groups: Option<(File, u64)>,
     time: File,
     segments: BTreeMap<u64, File>,
 }
 
 impl Files {
-    fn open(dir: &Path, format: FormatVersion, values_end: u64) -> Result<Self> {
+    fn open(
+        dir: &Path,
+        format: FormatVersion,
+        (values_end, groups_end): (u64, u64),
+    ) -> Result<Self> {
         let open = |name: &str| {
             let path = dir.join(name);
             fs::OpenOptions::new()
@@ -62,15 +72,22 @@ impl Files {
                 .open(&path)
                 .map_err(io("open", &path))
         };
-        let values = match format {
-            FormatVersion::V1 => None,
-            FormatVersion::V2 => Some((open("values.log")?, values_end)),
+        let values = if format.has_values() {
+            Some((open("values.log")?, values_end))
+        } else {
+            None
+        };
+        let groups = if format.has_groups() {
+            Some((open("groups.log")?, groups_end))
+        } else {
+            None
         };
         Ok(Self {
             dir: dir.to_owned(),
             format,
             chunks: open("chunks.log")?,
             values,
+            groups,
             time: open("time.log")?,
             segments: BTreeMap::new(),
         })
@@ -150,6 +167,91 @@ impl Files {
     }
 }
 
+impl Files {
+    /// Appends a groups-log entry (after its chunks' time entries);
+    /// returns where the log's intact entries now end.
+    fn write_group(&mut self, entry: &[u8], config: &Config) -> Result<u64> {
+        let Some((file, end)) = &mut self.groups else {
+            return Ok(0);
+        };
+        let path = self.dir.join("groups.log");
+        file.write_all_at(entry, *end).map_err(io("write", &path))?;
+        if config.durability == Durability::Sync {
+            file.sync_data().map_err(io("fdatasync", &path))?;
+        }
+        *end += entry.len() as u64;
+        Ok(*end)
+    }
+}
+
+/// The run of chunks being merged into the next groups-log entry. A run
+/// starts at a multiple of its length and must see every chunk of it: a
+/// capture reopened mid-run gets no entry for that run.
+struct Grouper {
+    size: u64,
+    entry: GroupEntry,
+    summaries: BTreeMap<(u16, u16, u32), Summary>,
+}
+
+impl Grouper {
+    fn new(size: u32) -> Self {
+        Self {
+            size: u64::from(size.max(1)),
+            entry: GroupEntry::default(),
+            summaries: BTreeMap::new(),
+        }
+    }
+
+    /// Adds a written chunk; returns the encoded entry when it ends a run.
+    fn add(&mut self, sealed: &Sealed) -> Option<Vec<u8>> {
+        let time = &sealed.time;
+        if time.chunk.is_multiple_of(self.size) {
+            self.summaries.clear();
+            self.entry = GroupEntry {
+                first_chunk: time.chunk,
+                chunks: 0,
+                summaries: 0,
+                first_ts: time.first_ts,
+                last_ts: time.last_ts,
+            };
+        } else if self.entry.chunks == 0 || self.entry.range().end != time.chunk {
+            self.entry.chunks = 0;
+            return None;
+        }
+        self.entry.chunks += 1;
+        self.entry.first_ts = self.entry.first_ts.min(time.first_ts);
+        self.entry.last_ts = self.entry.last_ts.max(time.last_ts);
+        for s in &sealed.summaries {
+            self.summaries
+                .entry((s.source, s.index, s.bin))
+                .and_modify(|m| merge(m, s))
+                .or_insert(Summary {
+                    chunk: self.entry.first_chunk,
+                    ..*s
+                });
+        }
+        if u64::from(self.entry.chunks) < self.size {
+            return None;
+        }
+        self.entry.summaries = u32::try_from(self.summaries.len()).ok()?;
+        let mut out = self.entry.encode().to_vec();
+        out.extend(self.summaries.values().flat_map(Summary::encode));
+        self.entry.chunks = 0;
+        Some(out)
+    }
+}
+
+/// Adds `s` (of a later chunk) into `into`.
+fn merge(into: &mut Summary, s: &Summary) {
+    into.count = into.count.saturating_add(s.count);
+    into.sum = into.sum.saturating_add(s.sum);
+    into.min = into.min.min(s.min);
+    into.max = into.max.max(s.max);
+    into.first_ts = into.first_ts.min(s.first_ts);
+    into.last_ts = into.last_ts.max(s.last_ts);
+    into.last_addr = into.last_addr.max(s.last_addr);
+}
+
 /// Starts writing a block's pages to the disk now, without waiting. With
 /// much memory the kernel would otherwise keep them dirty until the final
 /// fsync and write the whole capture then: the disk stayed idle while
@@ -177,14 +279,15 @@ pub(crate) fn run(
     chunks: &mpsc::Receiver<Arc<Sealed>>,
     spare: &mpsc::Sender<Vec<u8>>,
     config: &Config,
-    values_end: u64,
+    ends: (u64, u64),
 ) {
     let meta = shared.meta();
     let per_segment = meta.blocks_per_segment;
-    let mut files = match Files::open(&shared.dir, meta.format, values_end) {
+    let mut files = match Files::open(&shared.dir, meta.format, ends) {
         Ok(files) => files,
         Err(error) => return shared.poison(error.to_string()),
     };
+    let mut grouper = Grouper::new(config.group_chunks);
     for sealed in chunks {
         // The schema as it was when the chunk sealed (indexes come and go).
         let meta = shared.meta();
@@ -192,6 +295,12 @@ pub(crate) fn run(
             return shared.poison(error.to_string());
         }
         shared.commit(sealed.time.chunk);
+        if let Some(entry) = grouper.add(&sealed) {
+            match files.write_group(&entry, config) {
+                Ok(end) => shared.commit_groups(end),
+                Err(error) => return shared.poison(error.to_string()),
+            }
+        }
         let sealed_last_ts = sealed.time.last_ts;
         // Hand the buffer back unless a reader's snapshot still holds it, so
         // the writer reuses two buffers instead of allocating per chunk.

@@ -42,18 +42,33 @@ pub enum FormatVersion {
     /// Adds `values.log` (each chunk's values per bin) and its place in
     /// the time entry. Captures of version 1 are still read and appended
     /// to, without values.
-    #[default]
     V2 = 2,
+    /// Adds `groups.log`: the summaries of each run of whole chunks merged,
+    /// so that a question over many chunks reads one summary per run.
+    /// Captures of version 2 are still read and appended to, without them.
+    #[default]
+    V3 = 3,
 }
 
 impl FormatVersion {
     /// The version new files are written with.
-    pub const CURRENT: Self = Self::V2;
+    pub const CURRENT: Self = Self::V3;
+
+    /// Whether captures of this version keep a values log.
+    pub fn has_values(self) -> bool {
+        self != Self::V1
+    }
+
+    /// Whether captures of this version keep a groups log.
+    pub fn has_groups(self) -> bool {
+        self == Self::V3
+    }
 
     fn from_byte(byte: u8) -> Option<Self> {
         match byte {
             1 => Some(Self::V1),
             2 => Some(Self::V2),
+            3 => Some(Self::V3),
             _ => None,
         }
     }
@@ -74,6 +89,8 @@ pub enum FileKind {
     Time = 3,
     /// The values log: each chunk's values per bin.
     Values = 4,
+    /// The groups log: runs of chunks' summaries merged.
+    Groups = 5,
 }
 
 /// `MAGIC | version | kind | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 0` padded to 16 bytes;
@@ -427,7 +444,7 @@ impl TimeEntry {
     pub const fn len(version: FormatVersion) -> usize {
         match version {
             FormatVersion::V1 => TIME_ENTRY_LEN - 12,
-            FormatVersion::V2 => TIME_ENTRY_LEN,
+            FormatVersion::V2 | FormatVersion::V3 => TIME_ENTRY_LEN,
         }
     }
 
@@ -451,7 +468,7 @@ impl TimeEntry {
         w.put(&first_summary.to_le_bytes());
         w.put(&summaries.to_le_bytes());
         w.put(&records.to_le_bytes());
-        if version == FormatVersion::V2 {
+        if version.has_values() {
             w.put(&values_at.to_le_bytes());
             w.put(&values_len.to_le_bytes());
         }
@@ -478,11 +495,68 @@ impl TimeEntry {
             records: u32::from_le_bytes(r.take()),
             ..Self::default()
         };
-        if version == FormatVersion::V2 {
+        if version.has_values() {
             entry.values_at = u64::from_le_bytes(r.take());
             entry.values_len = u32::from_le_bytes(r.take());
         }
         Some(entry)
+    }
+}
+
+/// The head of one entry of the groups log (format 3): a run of whole
+/// chunks whose summaries follow it merged, one per (source, index, bin)
+/// that any of the chunks holds, ascending by key like a chunk's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupEntry {
+    pub first_chunk: u64,
+    pub chunks: u32,
+    pub summaries: u32,
+    pub first_ts: u64,
+    pub last_ts: u64,
+}
+
+/// Size of an encoded [`GroupEntry`] with its CRC32.
+pub const GROUP_ENTRY_LEN: usize = 8 + 4 + 4 + 8 + 8 + 4;
+
+impl GroupEntry {
+    /// The chunks the entry merges.
+    pub fn range(&self) -> std::ops::Range<u64> {
+        self.first_chunk..self.first_chunk + u64::from(self.chunks)
+    }
+
+    /// Bytes of the entry and its summaries.
+    pub fn len(&self) -> usize {
+        GROUP_ENTRY_LEN + self.summaries as usize * SUMMARY_LEN
+    }
+
+    pub fn encode(&self) -> [u8; GROUP_ENTRY_LEN] {
+        let mut out = [0; GROUP_ENTRY_LEN];
+        let mut w = Writer(&mut out, 0);
+        w.put(&self.first_chunk.to_le_bytes());
+        w.put(&self.chunks.to_le_bytes());
+        w.put(&self.summaries.to_le_bytes());
+        w.put(&self.first_ts.to_le_bytes());
+        w.put(&self.last_ts.to_le_bytes());
+        let crc = crc32fast::hash(&out[..GROUP_ENTRY_LEN - 4]);
+        out[GROUP_ENTRY_LEN - 4..].copy_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        let bytes = bytes.get(..GROUP_ENTRY_LEN)?;
+        let crc = u32::from_le_bytes(le4(bytes, GROUP_ENTRY_LEN - 4));
+        if crc != crc32fast::hash(&bytes[..GROUP_ENTRY_LEN - 4]) {
+            return None;
+        }
+        let mut r = Reader(bytes, 0);
+        let entry = Self {
+            first_chunk: u64::from_le_bytes(r.take()),
+            chunks: u32::from_le_bytes(r.take()),
+            summaries: u32::from_le_bytes(r.take()),
+            first_ts: u64::from_le_bytes(r.take()),
+            last_ts: u64::from_le_bytes(r.take()),
+        };
+        (entry.chunks > 0).then_some(entry)
     }
 }
 
@@ -615,7 +689,7 @@ mod tests {
             values_at: 7,
             values_len: 8,
         };
-        for version in [FormatVersion::V1, FormatVersion::V2] {
+        for version in [FormatVersion::V1, FormatVersion::V2, FormatVersion::V3] {
             let len = TimeEntry::len(version);
             let bytes = entry.encode(version);
             let expected = match version {
@@ -624,7 +698,7 @@ mod tests {
                     values_len: 0,
                     ..entry
                 },
-                FormatVersion::V2 => entry,
+                FormatVersion::V2 | FormatVersion::V3 => entry,
             };
             assert_eq!(TimeEntry::decode(&bytes[..len], version), Some(expected));
             assert_eq!(TimeEntry::decode(&bytes[..len - 1], version), None);
@@ -650,5 +724,26 @@ mod tests {
             Err(Error::UnsupportedVersion { version: 99, .. })
         ));
         assert!(check_file_header(&header[..3], FileKind::Records, path).is_err());
+    }
+
+    #[test]
+    fn group_entries_round_trip_and_fail_their_checksum() {
+        let entry = GroupEntry {
+            first_chunk: 128,
+            chunks: 64,
+            summaries: 3,
+            first_ts: 10,
+            last_ts: 20,
+        };
+        let bytes = entry.encode();
+        assert_eq!(GroupEntry::decode(&bytes), Some(entry));
+        assert_eq!(entry.range(), 128..192);
+        assert_eq!(entry.len(), GROUP_ENTRY_LEN + 3 * SUMMARY_LEN);
+        assert_eq!(GroupEntry::decode(&bytes[..GROUP_ENTRY_LEN - 1]), None);
+        let mut flipped = bytes;
+        flipped[9] ^= 1;
+        assert_eq!(GroupEntry::decode(&flipped), None);
+        let empty = GroupEntry { chunks: 0, ..entry }.encode();
+        assert_eq!(GroupEntry::decode(&empty), None, "a group of no chunks");
     }
 }

@@ -15,7 +15,7 @@
 )]
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, HashMap, HashSet},
     ops::{Range, RangeInclusive},
     sync::{Mutex, PoisonError},
 };
@@ -140,6 +140,17 @@ pub struct QueryStats {
     pub chunks_cached_for_bins: u64,
     /// Chunks whose values in those bins came from the values log.
     pub chunks_valued_for_bins: u64,
+    /// Of the chunks answered from summaries, those answered by a group's
+    /// merged summaries (format 3), without reading their own.
+    pub chunks_in_groups: u64,
+}
+
+impl QueryStats {
+    /// A run of chunks answered by its group's merged summaries.
+    fn add_run(&mut self, run: &Range<u64>) {
+        self.chunks_summarized += run.end - run.start;
+        self.chunks_in_groups += run.end - run.start;
+    }
 }
 
 /// Count, sum, min and max of an index's values in a window.
@@ -177,13 +188,19 @@ impl Aggregate {
 }
 
 /// What [`Snapshot::bin_counts`] finds: per part, the aggregate and the
-/// count per value bin; per chunk, the global bins its summaries hold
-/// (`None`: its records were read); and how the chunks were answered.
-type BinCounts = (
-    BTreeMap<u32, (Aggregate, Vec<u64>)>,
-    Vec<(ChunkRef, Option<Vec<u32>>)>,
-    QueryStats,
-);
+/// count per value bin; which chunks hold which bins; and how the chunks
+/// were answered.
+type BinCounts = (BTreeMap<u32, (Aggregate, Vec<u64>)>, Held, QueryStats);
+
+/// Which global bins the chunks of a window hold, after their summaries
+/// were counted: per chunk (`None`: its records were read, any bin), and
+/// per run of chunks answered by a group's summaries, which
+/// [`Snapshot::expand`] turns into chunks when a wanted bin is there.
+#[derive(Default)]
+struct Held {
+    chunks: Vec<(ChunkRef, Option<Vec<u32>>)>,
+    runs: Vec<(Range<u64>, Vec<u32>)>,
+}
 
 /// One part of a partitioned index, from [`Snapshot::aggregate_parts`].
 #[derive(Clone, Debug, PartialEq)]
@@ -342,6 +359,16 @@ impl Snapshot {
         target.window.contains(&meta.time.first_ts)
             && target.window.contains(&meta.time.last_ts)
             && self.covered(target.index_id(), meta.time.chunk)
+    }
+
+    /// [`Snapshot::summarizes`] for a run of chunks merged in the groups
+    /// log: all its records lie in the window, and the index covers every
+    /// chunk of it.
+    fn summarizes_run(&self, meta: &ChunkMeta, run: &Range<u64>, target: &Target) -> bool {
+        target.window.contains(&meta.time.first_ts)
+            && target.window.contains(&meta.time.last_ts)
+            && self.covered(target.index_id(), run.start)
+            && self.covered(target.index_id(), run.end - 1)
     }
 
     /// Calls `visit` with each record of `target.source` in the chunk and in
@@ -615,13 +642,22 @@ impl Snapshot {
                 ..*s
             },
         };
-        self.for_each_meta(range, &target.keys(), |meta| {
+        self.for_each_span(range, &target.keys(), |meta, run| {
             let wanted = || {
                 meta.summaries
                     .iter()
                     .filter(|s| target.wants(s))
                     .map(values_of)
             };
+            if let Some(run) = run {
+                let whole = self.summarizes_run(meta, &run, &target)
+                    && wanted().all(|s| inside(&s) || outside(&s));
+                if whole {
+                    stats.add_run(&run);
+                    wanted().filter(inside).for_each(|s| total.merge(&s));
+                }
+                return Ok(whole);
+            }
             if self.is_deleted(meta.time.chunk) {
                 stats.chunks_expired += 1;
             } else if self.summarizes(meta, &target) && wanted().all(|s| inside(&s) || outside(&s))
@@ -636,7 +672,7 @@ impl Snapshot {
                     }
                 })?;
             }
-            Ok(())
+            Ok(true)
         })?;
         Ok((total, stats))
     }
@@ -664,25 +700,51 @@ impl Snapshot {
         let own_times = self.meta().format != FormatVersion::V1;
         let mut counts = BTreeMap::new();
         let mut stats = QueryStats::default();
-        self.for_each_meta(self.chunks_in(&target.window)?, &target.keys(), |meta| {
-            let Some(at) = ChunkRef::of(meta, source) else {
-                return Ok(());
-            };
-            let (first, last) = (at.all.min.cast_unsigned(), at.all.max.cast_unsigned());
-            if self.is_deleted(at.chunk) {
-                stats.chunks_expired += 1;
-            } else if own_times && self.summarizes(meta, &target) && bucket(first) == bucket(last) {
-                stats.chunks_summarized += 1;
-                *counts.entry(bucket(first)).or_insert(0) += at.all.count;
-            } else {
-                stats.chunks_scanned += 1;
-                self.visit_chunk(&at, &target, |record| {
-                    let time = record.producer_ts.unwrap_or(record.ts);
-                    *counts.entry(bucket(time)).or_insert(0) += 1;
-                })?;
-            }
-            Ok(())
-        })?;
+        self.for_each_span(
+            self.chunks_in(&target.window)?,
+            &target.keys(),
+            |meta, run| {
+                let all = meta
+                    .summaries
+                    .iter()
+                    .find(|s| s.source == source && s.index == 0);
+                if let Some(run) = run {
+                    let Some(all) = all else {
+                        // No record of the source in the whole run.
+                        return Ok(self.summarizes_run(meta, &run, &target));
+                    };
+                    let (first, last) = (all.min.cast_unsigned(), all.max.cast_unsigned());
+                    let whole = own_times
+                        && self.summarizes_run(meta, &run, &target)
+                        && bucket(first) == bucket(last);
+                    if whole {
+                        stats.add_run(&run);
+                        *counts.entry(bucket(first)).or_insert(0) += all.count;
+                    }
+                    return Ok(whole);
+                }
+                let Some(at) = ChunkRef::of(meta, source) else {
+                    return Ok(true);
+                };
+                let (first, last) = (at.all.min.cast_unsigned(), at.all.max.cast_unsigned());
+                if self.is_deleted(at.chunk) {
+                    stats.chunks_expired += 1;
+                } else if own_times
+                    && self.summarizes(meta, &target)
+                    && bucket(first) == bucket(last)
+                {
+                    stats.chunks_summarized += 1;
+                    *counts.entry(bucket(first)).or_insert(0) += at.all.count;
+                } else {
+                    stats.chunks_scanned += 1;
+                    self.visit_chunk(&at, &target, |record| {
+                        let time = record.producer_ts.unwrap_or(record.ts);
+                        *counts.entry(bucket(time)).or_insert(0) += 1;
+                    })?;
+                }
+                Ok(true)
+            },
+        )?;
         Ok((counts, stats))
     }
 
@@ -738,6 +800,7 @@ impl Snapshot {
             before += counts[bin];
             bin += 1;
         }
+        let held = self.expand(held, &target, |g| g % per_part == bin as u32)?;
         // One part (or an index without parts): its bin is one global bin,
         // gathered in a single pass (counted per value when a flood
         // fills it). Across parts, or when it is wide and huge, narrow.
@@ -807,6 +870,7 @@ impl Snapshot {
             }
         }
         let wanted = [straddling];
+        let held = self.expand(held, &target, |g| wanted[0].iter().any(|(b, _, _)| *b == g))?;
         let values = self.bin_values(&held, &target, &wanted, &mut stats)?;
         for (bin, _, _) in &wanted[0] {
             let Some(gathered) = values.get(bin) else {
@@ -855,51 +919,100 @@ impl Snapshot {
         let (per_part, parts) = (target.value_bins(), spec.parts());
         let mut by_part: BTreeMap<u32, (Aggregate, Vec<u64>)> = BTreeMap::new();
         let mut stats = QueryStats::default();
-        let mut held: Vec<(ChunkRef, Option<Vec<u32>>)> = Vec::new();
+        let mut held = Held::default();
         let fresh = || (Aggregate::default(), vec![0; per_part as usize]);
-        self.for_each_meta(self.chunks_in(&target.window)?, &target.keys(), |meta| {
-            let Some(at) = ChunkRef::of(meta, target.source) else {
-                return Ok(());
-            };
-            if self.is_deleted(at.chunk) {
-                stats.chunks_expired += 1;
-            } else if self.summarizes(meta, target) {
-                stats.chunks_summarized += 1;
-                let mut here = Vec::new();
-                for s in meta.summaries.iter().filter(|s| target.wants(s)) {
-                    if s.bin / per_part >= parts {
-                        return Err(Error::Invalid(format!(
-                            "chunk {}: summary names bin {} of an index with {} bins",
-                            s.chunk,
-                            s.bin,
-                            u64::from(per_part) * u64::from(parts)
-                        )));
-                    }
-                    let (total, counts) = by_part.entry(s.bin / per_part).or_insert_with(fresh);
-                    total.merge(s);
-                    // Saturating: a forged summary must not overflow the count.
-                    let count = &mut counts[(s.bin % per_part) as usize];
-                    *count = count.saturating_add(s.count);
-                    here.push(s.bin);
+        let count_bins = |by_part: &mut BTreeMap<u32, (Aggregate, Vec<u64>)>,
+                          meta: &ChunkMeta|
+         -> Result<Vec<u32>> {
+            let mut here = Vec::new();
+            for s in meta.summaries.iter().filter(|s| target.wants(s)) {
+                if s.bin / per_part >= parts {
+                    return Err(Error::Invalid(format!(
+                        "chunk {}: summary names bin {} of an index with {} bins",
+                        s.chunk,
+                        s.bin,
+                        u64::from(per_part) * u64::from(parts)
+                    )));
                 }
-                held.push((at, Some(here)));
-            } else {
-                stats.chunks_scanned += 1;
-                self.visit_chunk(&at, target, |record| {
-                    let Some(value) = spec.field.read(record.payload) else {
-                        return;
-                    };
-                    let (total, counts) = by_part
-                        .entry(spec.part_of(record.payload))
-                        .or_insert_with(fresh);
-                    total.add(value);
-                    counts[spec.bins.bin_of(value) as usize] += 1;
-                })?;
-                held.push((at, None));
+                let (total, counts) = by_part.entry(s.bin / per_part).or_insert_with(fresh);
+                total.merge(s);
+                // Saturating: a forged summary must not overflow the count.
+                let count = &mut counts[(s.bin % per_part) as usize];
+                *count = count.saturating_add(s.count);
+                here.push(s.bin);
             }
-            Ok(())
-        })?;
+            Ok(here)
+        };
+        self.for_each_span(
+            self.chunks_in(&target.window)?,
+            &target.keys(),
+            |meta, run| {
+                if let Some(run) = run {
+                    if !self.summarizes_run(meta, &run, target) {
+                        return Ok(false);
+                    }
+                    stats.add_run(&run);
+                    held.runs.push((run, count_bins(&mut by_part, meta)?));
+                    return Ok(true);
+                }
+                let Some(at) = ChunkRef::of(meta, target.source) else {
+                    return Ok(true);
+                };
+                if self.is_deleted(at.chunk) {
+                    stats.chunks_expired += 1;
+                } else if self.summarizes(meta, target) {
+                    stats.chunks_summarized += 1;
+                    held.chunks
+                        .push((at, Some(count_bins(&mut by_part, meta)?)));
+                } else {
+                    stats.chunks_scanned += 1;
+                    self.visit_chunk(&at, target, |record| {
+                        let Some(value) = spec.field.read(record.payload) else {
+                            return;
+                        };
+                        let (total, counts) = by_part
+                            .entry(spec.part_of(record.payload))
+                            .or_insert_with(fresh);
+                        total.add(value);
+                        counts[spec.bins.bin_of(value) as usize] += 1;
+                    })?;
+                    held.chunks.push((at, None));
+                }
+                Ok(true)
+            },
+        )?;
         Ok((by_part, held, stats))
+    }
+
+    /// The chunks of `held`, with those of each run whose group holds a
+    /// global bin that `wanted` picks read out of the chunk log: the
+    /// values of those bins are in them.
+    fn expand(
+        &self,
+        held: Held,
+        target: &Target,
+        wanted: impl Fn(u32) -> bool,
+    ) -> Result<Vec<(ChunkRef, Option<Vec<u32>>)>> {
+        let mut chunks = held.chunks;
+        for (run, bins) in held.runs {
+            if !bins.iter().any(|b| wanted(*b)) {
+                continue;
+            }
+            self.for_each_meta(run, &target.keys(), |meta| {
+                if let Some(at) = ChunkRef::of(meta, target.source) {
+                    let here = meta
+                        .summaries
+                        .iter()
+                        .filter(|s| target.wants(s))
+                        .map(|s| s.bin)
+                        .collect();
+                    chunks.push((at, Some(here)));
+                }
+                Ok(())
+            })?;
+        }
+        chunks.sort_by_key(|(at, _)| at.chunk);
+        Ok(chunks)
     }
 
     /// [`Snapshot::aggregate_part`] and the exact `qs` quantiles
@@ -929,6 +1042,8 @@ impl Snapshot {
         let per_part = target.value_bins();
         let (by_part, held, mut stats) = self.bin_counts(&target)?;
         let wanted = quantile_bins(&by_part, qs, per_part);
+        let picked: HashSet<u32> = wanted.iter().flatten().map(|(b, _, _)| *b).collect();
+        let held = self.expand(held, &target, |g| picked.contains(&g))?;
         let values = self.bin_values(&held, &target, &wanted, &mut stats)?;
         let mut answers = Vec::with_capacity(by_part.len());
         for ((part, (aggregate, _)), picks) in by_part.into_iter().zip(wanted) {

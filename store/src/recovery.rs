@@ -16,8 +16,8 @@ use std::{
 use crate::{
     error::{Error, Result, io},
     format::{
-        BlockHeader, FILE_HEADER_LEN, FileKind, FormatVersion, SUMMARY_LEN, Summary, TimeEntry,
-        check_file_header,
+        BlockHeader, FILE_HEADER_LEN, FileKind, FormatVersion, GROUP_ENTRY_LEN, GroupEntry,
+        SUMMARY_LEN, Summary, TimeEntry, check_file_header,
     },
     schema::{Meta, SourceId},
     segment_number, segment_path, values,
@@ -41,6 +41,8 @@ pub struct Recovery {
     pub(crate) next_summary: u64,
     /// Where the values log's next entry goes (format 2).
     pub(crate) values_end: u64,
+    /// The end of the groups log's intact entries (format 3).
+    pub(crate) groups_end: u64,
 }
 
 pub(crate) fn recover(dir: &Path, writable: bool) -> Result<(Meta, Recovery)> {
@@ -51,9 +53,15 @@ pub(crate) fn recover(dir: &Path, writable: bool) -> Result<(Meta, Recovery)> {
     let (format, _) = check_file_header(&time, FileKind::Time, &time_path)?;
     meta.format = format;
     let chunks = open_log(dir, "chunks.log", FileKind::Chunks, format)?;
-    let values = match format {
-        FormatVersion::V1 => None,
-        FormatVersion::V2 => Some(open_log(dir, "values.log", FileKind::Values, format)?),
+    let values = if format.has_values() {
+        Some(open_log(dir, "values.log", FileKind::Values, format)?)
+    } else {
+        None
+    };
+    let groups = if format.has_groups() {
+        Some(open_log(dir, "groups.log", FileKind::Groups, format)?)
+    } else {
+        None
     };
     let mut entries = valid_time_entries(&time, format, &mut recovery.notes);
     // The newest chunks' summaries and values must be intact; a torn tail is cut.
@@ -104,6 +112,10 @@ pub(crate) fn recover(dir: &Path, writable: bool) -> Result<(Meta, Recovery)> {
         recovery.values_end = recovery
             .values_end
             .max(last.values_at + u64::from(last.values_len));
+    }
+    recovery.groups_end = FILE_HEADER_LEN as u64;
+    if let Some(groups) = &groups {
+        recovery.groups_end = intact_groups(groups, kept, &mut recovery.notes);
     }
     if writable {
         // Only a writer continues the per-source back-pointer chains.
@@ -169,7 +181,7 @@ fn valid_time_entries(
         let expected_values = previous.map_or(FILE_HEADER_LEN as u64, |e: &TimeEntry| {
             e.values_at + u64::from(e.values_len)
         });
-        if format == FormatVersion::V2 && entry.values_at != expected_values {
+        if format.has_values() && entry.values_at != expected_values {
             notes.push(format!("time.log at offset {offset}: chunk {i} claims values at {} where {expected_values} was next; cut here", entry.values_at));
             break;
         }
@@ -186,7 +198,8 @@ fn segments_on_disk(dir: &Path, notes: &mut Vec<String>) -> Result<Vec<u64>> {
         let name = name.to_string_lossy();
         match segment_number(&name) {
             Some(segment) => segments.push(segment),
-            None if ["meta", "chunks.log", "values.log", "time.log"].contains(&name.as_ref()) => {}
+            None if ["meta", "chunks.log", "values.log", "groups.log", "time.log"]
+                .contains(&name.as_ref()) => {}
             None => notes.push(format!(
                 "{}: not a store file; left alone",
                 entry.path().display()
@@ -236,6 +249,52 @@ fn summaries_of(chunks: &File, entry: &TimeEntry) -> Option<Vec<Summary>> {
         .collect()
 }
 
+/// Where the groups log's intact entries end: each in chunk order, of
+/// kept chunks only, the newest with every summary intact (a torn write
+/// is cut like a torn chunk; older damage is found when read).
+fn intact_groups(groups: &File, kept: u64, notes: &mut Vec<String>) -> u64 {
+    let size = groups.metadata().map_or(0, |m| m.len());
+    let (mut at, mut next_chunk) = (FILE_HEADER_LEN as u64, 0);
+    let mut last = None;
+    let mut head = [0u8; GROUP_ENTRY_LEN];
+    while at + GROUP_ENTRY_LEN as u64 <= size {
+        let entry = groups
+            .read_exact_at(&mut head, at)
+            .ok()
+            .and_then(|()| GroupEntry::decode(&head))
+            .filter(|e| e.first_chunk >= next_chunk && e.range().end <= kept);
+        let Some(entry) = entry.filter(|e| at + e.len() as u64 <= size) else {
+            break;
+        };
+        last = Some((at, entry));
+        next_chunk = entry.range().end;
+        at += entry.len() as u64;
+    }
+    if let Some((start, entry)) = last {
+        let mut bytes = vec![0u8; entry.summaries as usize * SUMMARY_LEN];
+        let intact = groups
+            .read_exact_at(&mut bytes, start + GROUP_ENTRY_LEN as u64)
+            .is_ok()
+            && bytes
+                .chunks(SUMMARY_LEN)
+                .all(|raw| Summary::decode(raw).is_some_and(|s| s.chunk == entry.first_chunk));
+        if !intact {
+            notes.push(format!(
+                "groups.log at offset {start}: summaries of chunks {:?} are torn or corrupt; cut here",
+                entry.range()
+            ));
+            at = start;
+        }
+    }
+    if at < size {
+        notes.push(format!(
+            "groups.log at offset {at}: {} bytes past the last intact entry are ignored",
+            size - at
+        ));
+    }
+    at
+}
+
 /// Checks the values-log entry of `entry`'s chunk.
 fn values_of(values: &File, entry: &TimeEntry) -> std::result::Result<(), String> {
     let mut bytes = vec![0u8; entry.values_len as usize];
@@ -275,8 +334,11 @@ fn truncate(dir: &Path, meta: &Meta, recovery: &Recovery, segments: &[u64]) -> R
         &dir.join("chunks.log"),
         FILE_HEADER_LEN as u64 + recovery.next_summary * SUMMARY_LEN as u64,
     )?;
-    if meta.format == FormatVersion::V2 {
+    if meta.format.has_values() {
         cut += cut_to(&dir.join("values.log"), recovery.values_end)?;
+    }
+    if meta.format.has_groups() {
+        cut += cut_to(&dir.join("groups.log"), recovery.groups_end)?;
     }
     let per_segment = u64::from(meta.blocks_per_segment);
     let active = chunks / per_segment;

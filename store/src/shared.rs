@@ -19,7 +19,9 @@ use std::{
 use crate::{
     cache::BinCache,
     error::{Error, Result, io},
-    format::{BlockHeader, FILE_HEADER_LEN, SUMMARY_LEN, Summary, TimeEntry},
+    format::{
+        BlockHeader, FILE_HEADER_LEN, GROUP_ENTRY_LEN, GroupEntry, SUMMARY_LEN, Summary, TimeEntry,
+    },
     recovery::Recovery,
     schema::{IndexId, Meta, SourceId},
     segment_path, values,
@@ -44,6 +46,8 @@ struct State {
     meta: Arc<Meta>,
     /// Chunks `[0, committed)` have their time entry on disk.
     committed: u64,
+    /// Bytes of the groups log whose entries are written whole.
+    groups_end: u64,
     /// Segments deleted by the disk budget.
     deleted: BTreeSet<u64>,
     /// Sealed chunks not yet committed, oldest first.
@@ -62,6 +66,7 @@ impl Shared {
             state: Mutex::new(State {
                 meta: Arc::new(meta),
                 committed: recovery.chunks,
+                groups_end: recovery.groups_end,
                 deleted: recovery.deleted_segments.iter().copied().collect(),
                 sealed: VecDeque::new(),
                 partial: None,
@@ -123,6 +128,11 @@ impl Shared {
         }
     }
 
+    /// The flusher wrote the groups log whole up to `end`.
+    pub fn commit_groups(&self, end: u64) {
+        self.lock().groups_end = end;
+    }
+
     pub fn mark_deleted(&self, segment: u64) {
         self.lock().deleted.insert(segment);
     }
@@ -139,6 +149,7 @@ impl Shared {
             shared: Arc::clone(self),
             meta: Arc::clone(&state.meta),
             committed: state.committed,
+            groups_end: state.groups_end,
             deleted: state.deleted.clone(),
             memory,
             partial: partial.is_some(),
@@ -166,6 +177,8 @@ pub struct Snapshot {
     shared: Arc<Shared>,
     meta: Arc<Meta>,
     committed: u64,
+    /// Bytes of the groups log this snapshot may read.
+    groups_end: u64,
     deleted: BTreeSet<u64>,
     /// Chunks `committed..` still in memory, the last possibly partial.
     memory: Vec<Arc<Sealed>>,
@@ -301,6 +314,17 @@ impl Snapshot {
 struct Files {
     handles: Mutex<std::collections::HashMap<PathBuf, Arc<File>>>,
     chunk_log: std::sync::OnceLock<Option<memmap2::Mmap>>,
+    group_log: std::sync::OnceLock<Option<memmap2::Mmap>>,
+    /// The groups log's entries this snapshot may use, by first chunk.
+    groups: std::sync::OnceLock<Vec<Group>>,
+}
+
+/// One entry of the groups log and where its summaries lie.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Group {
+    pub entry: GroupEntry,
+    /// Offset of its first summary in the groups log.
+    at: u64,
 }
 
 impl Files {
@@ -325,13 +349,29 @@ impl Files {
     /// may hold, where a `pread` would copy them all. `None` when the file
     /// cannot be mapped or the range lies past the mapped length.
     fn mapped(&self, path: &std::path::Path, offset: u64, len: usize) -> Option<&[u8]> {
-        let map = self.chunk_log.get_or_init(|| {
+        self.map(&self.chunk_log, path, offset, len)
+    }
+
+    /// [`Files::mapped`] for the groups log.
+    fn mapped_groups(&self, path: &std::path::Path, offset: u64, len: usize) -> Option<&[u8]> {
+        self.map(&self.group_log, path, offset, len)
+    }
+
+    fn map<'a>(
+        &'a self,
+        cell: &'a std::sync::OnceLock<Option<memmap2::Mmap>>,
+        path: &std::path::Path,
+        offset: u64,
+        len: usize,
+    ) -> Option<&'a [u8]> {
+        let map = cell.get_or_init(|| {
             let file = self.get(path).ok()?;
-            // SAFETY: the chunk log is only appended to while readers run.
-            // Only recovery truncates it, and only past the last chunk
-            // whose time entry (written after its summaries) is intact:
-            // never what a snapshot has seen committed, which is all it
-            // reads here, within the length mapped when it first read.
+            // SAFETY: the chunk and groups logs are only appended to while
+            // readers run. Only recovery truncates them, and only past the
+            // last chunk whose time entry (written after its summaries) is
+            // intact and the last whole group of such chunks: never what a
+            // snapshot has seen committed, which is all it reads here,
+            // within the length mapped when it first read.
             unsafe { memmap2::Mmap::map(&*file) }.ok()
         });
         let start = usize::try_from(offset).ok()?;
@@ -383,6 +423,119 @@ impl Snapshot {
                 f(&meta)?;
             }
             chunk = end;
+        }
+        Ok(())
+    }
+
+    /// The groups log's entries this snapshot may use: whole, in chunk
+    /// order, of committed chunks. Groups only save reading chunk
+    /// summaries, so an entry that does not decode ends the list and the
+    /// chunks after it answer one by one.
+    fn groups(&self) -> &[Group] {
+        self.files.groups.get_or_init(|| {
+            let mut groups = Vec::new();
+            if !self.meta.format.has_groups() {
+                return groups;
+            }
+            let path = self.shared.dir.join("groups.log");
+            let Ok(end) = usize::try_from(self.groups_end) else {
+                return groups;
+            };
+            let Some(bytes) = self.files.mapped_groups(&path, 0, end) else {
+                return groups;
+            };
+            let (mut at, mut next) = (FILE_HEADER_LEN, 0);
+            while let Some(entry) = bytes.get(at..).and_then(GroupEntry::decode) {
+                if entry.first_chunk < next
+                    || entry.range().end > self.committed
+                    || at + entry.len() > bytes.len()
+                {
+                    break;
+                }
+                groups.push(Group {
+                    entry,
+                    at: (at + GROUP_ENTRY_LEN) as u64,
+                });
+                next = entry.range().end;
+                at += entry.len();
+            }
+            groups
+        })
+    }
+
+    /// A group's merged summaries that `keys` want, as one chunk's meta
+    /// (its time entry holds the group's span and first chunk).
+    fn group_meta(&self, group: &Group, keys: &[KeyRange]) -> Result<ChunkMeta> {
+        let path = self.shared.dir.join("groups.log");
+        let entry = group.entry;
+        let len = entry.summaries as usize * SUMMARY_LEN;
+        let raw = self
+            .files
+            .mapped_groups(&path, group.at, len)
+            .ok_or_else(|| Error::Corrupt {
+                path: path.clone(),
+                offset: group.at,
+                what: format!("summaries of chunks {:?} are cut short", entry.range()),
+            })?;
+        let summaries = keys
+            .iter()
+            .flat_map(|key| matching(raw, key, &mut 0))
+            .map(|i| {
+                Summary::decode(&raw[i * SUMMARY_LEN..])
+                    .filter(|s| s.chunk == entry.first_chunk)
+                    .ok_or_else(|| Error::Corrupt {
+                        path: path.clone(),
+                        offset: group.at + (i * SUMMARY_LEN) as u64,
+                        what: format!("summary of chunks {:?} fails its checksum", entry.range()),
+                    })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let time = TimeEntry {
+            chunk: entry.first_chunk,
+            first_ts: entry.first_ts,
+            last_ts: entry.last_ts,
+            ..TimeEntry::default()
+        };
+        Ok(ChunkMeta { time, summaries })
+    }
+
+    /// [`Snapshot::for_each_meta`] that first offers `f` each run of chunks
+    /// in `range` that the groups log merges (none deleted): `f(meta,
+    /// Some(run))` gets the run's merged summaries and says whether they
+    /// answered for it. The chunks of a run it declines, and those in no
+    /// run, come one by one as `f(meta, None)` (its answer then unused).
+    pub(crate) fn for_each_span(
+        &self,
+        range: std::ops::Range<u64>,
+        keys: &[KeyRange],
+        mut f: impl FnMut(&ChunkMeta, Option<std::ops::Range<u64>>) -> Result<bool>,
+    ) -> Result<()> {
+        let groups = self.groups();
+        let mut i = groups.partition_point(|g| g.entry.first_chunk < range.start);
+        let mut chunk = range.start;
+        while chunk < range.end {
+            while groups.get(i).is_some_and(|g| g.entry.first_chunk < chunk) {
+                i += 1;
+            }
+            let group = groups.get(i);
+            let run = group.map_or(range.end..range.end, |g| g.entry.range());
+            let whole = run.start == chunk
+                && run.end <= range.end
+                && run.clone().all(|c| !self.is_deleted(c));
+            let stop = if whole {
+                let meta = self.group_meta(&groups[i], keys)?;
+                if f(&meta, Some(run.clone()))? {
+                    chunk = run.end;
+                    continue;
+                }
+                run.end
+            } else if run.start > chunk {
+                run.start.min(range.end)
+            } else {
+                run.end.clamp(chunk + 1, range.end)
+            };
+            self.for_each_meta(chunk..stop, keys, |meta| f(meta, None).map(drop))?;
+            chunk = stop;
         }
         Ok(())
     }

@@ -222,10 +222,13 @@ impl Store {
             let shared = Arc::clone(&shared);
             let config = config.clone();
             // A new capture's values log holds only its header.
-            let values_end = recovery.values_end.max(FILE_HEADER_LEN as u64);
+            let ends = (
+                recovery.values_end.max(FILE_HEADER_LEN as u64),
+                recovery.groups_end.max(FILE_HEADER_LEN as u64),
+            );
             thread::Builder::new()
                 .name("weft-store-flush".into())
-                .spawn(move || flusher::run(&shared, &rx, &spare_tx, &config, values_end))
+                .spawn(move || flusher::run(&shared, &rx, &spare_tx, &config, ends))
                 .map_err(crate::error::io("spawn flusher for", dir))?
         };
         let mut store = Self {

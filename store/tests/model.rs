@@ -55,9 +55,11 @@ fn random_bins(rng: &mut Rng, spread: u64) -> Bins {
 /// Builds a store and the reference from one seed; leaves the store open.
 fn build(seed: u64, dir: &std::path::Path, n: usize) -> (Store, Model) {
     let mut rng = Rng(seed | 1);
+    // Groups of 3 chunks straddle the segments of 4.
     let config = Config {
         block_size: 4096,
         blocks_per_segment: 4,
+        group_chunks: 3,
         ..Config::default()
     };
     let mut store = Store::open(dir, &config).unwrap();
@@ -138,7 +140,7 @@ fn random_window(rng: &mut Rng, model: &Model) -> RangeInclusive<u64> {
 fn check(snapshot: &Snapshot, model: &Model, seed: u64) {
     let mut rng = Rng(seed.wrapping_mul(7) | 1);
     // Chunks that `count_every` counted from their summaries.
-    let mut summarized = 0;
+    let (mut summarized, mut grouped) = (0, 0);
     for _ in 0..40 {
         let window = random_window(&mut rng, model);
         // Raw scans, every source.
@@ -176,6 +178,7 @@ fn check(snapshot: &Snapshot, model: &Model, seed: u64) {
                 .count_every(source, window.clone(), step, offset)
                 .unwrap();
             summarized += stats.chunks_summarized;
+            grouped += stats.chunks_in_groups;
             assert_eq!(
                 got, expected,
                 "count_every source {source} step {step} window {window:?} seed {seed}"
@@ -196,7 +199,8 @@ fn check(snapshot: &Snapshot, model: &Model, seed: u64) {
                 "indexed_scan {index} {window:?} {range:?} seed {seed}"
             );
             // Aggregates.
-            let (agg, _) = snapshot.aggregate(*source, *index, window.clone()).unwrap();
+            let (agg, stats) = snapshot.aggregate(*source, *index, window.clone()).unwrap();
+            grouped += stats.chunks_in_groups;
             assert_eq!(agg.count, values.len() as u64, "count seed {seed}");
             assert_eq!(
                 agg.sum,
@@ -216,9 +220,10 @@ fn check(snapshot: &Snapshot, model: &Model, seed: u64) {
                 1.0,
                 rng.below(1000) as f64 / 1000.0,
             ] {
-                let (got, _) = snapshot
+                let (got, stats) = snapshot
                     .percentile(*source, *index, window.clone(), q)
                     .unwrap();
+                grouped += stats.chunks_in_groups;
                 let expected = (!values.is_empty()).then(|| {
                     let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
                     values[rank - 1]
@@ -231,6 +236,7 @@ fn check(snapshot: &Snapshot, model: &Model, seed: u64) {
         }
     }
     assert!(summarized > 0, "no chunk counted per bucket from summaries");
+    assert!(grouped > 0, "no chunk answered by its group's summaries");
 }
 
 #[test]
@@ -399,6 +405,7 @@ fn partitioned_index_matches_reference_per_part() {
     let config = Config {
         block_size: 4096,
         blocks_per_segment: 4,
+        group_chunks: 5,
         ..Config::default()
     };
     let mut store = Store::open(&dir, &config).unwrap();
@@ -473,6 +480,7 @@ fn partitioned_index_matches_reference_per_part() {
         .unwrap();
     assert_eq!(answers.len(), 5);
     assert_eq!(stats.chunks_read_for_bins, 0, "{stats:?}");
+    assert!(stats.chunks_in_groups > 0, "whole groups of 5: {stats:?}");
     assert_eq!(
         stats.chunks_valued_for_bins, stats.chunks_summarized,
         "{stats:?}"
