@@ -6,13 +6,15 @@
 //!
 //! # Overview
 //!
-//! A capture directory holds four append-only logs (the first three after
+//! A capture directory holds five append-only logs (the first three after
 //! the Loom paper): the **record log** (records of all sources interleaved,
 //! each pointing back to the previous record of its source), the **chunk
 //! log** (one summary per source, index and bin of each fixed-size chunk),
 //! the **values log** (per chunk, the distinct values of each bin and their
-//! counts, so exact percentiles need not read records) and the **time log**
-//! (one entry per chunk, the commit point). One writer appends; a background
+//! counts, so exact percentiles need not read records), the **groups log**
+//! (each run of 64 chunks' summaries merged, so long windows read one
+//! summary per run) and the **time log** (one entry per chunk, the commit
+//! point). One writer appends; a background
 //! thread writes sealed chunks; readers take [`Snapshot`]s that never block
 //! the writer. See `docs/format.md` for the bytes.
 //!

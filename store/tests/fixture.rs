@@ -11,11 +11,12 @@ fn fixture(version: u8) -> PathBuf {
 
 /// Writes the fixture of the current format; run by hand only when adding
 /// a format version (`v1` was written by the build of that format):
-/// `cargo test -p weft-store --test fixture -- --ignored write_fixture_v2`.
+/// `cargo test -p weft-store --test fixture -- --ignored write_fixture_v3`
+/// (`v1` and `v2` were written by the builds of those formats).
 #[test]
 #[ignore = "rewrites the checked-in fixture"]
-fn write_fixture_v2() {
-    let dir = fixture(2);
+fn write_fixture_v3() {
+    let dir = fixture(3);
     let _ = std::fs::remove_dir_all(&dir);
     write_fixture(&dir);
 }
@@ -26,6 +27,7 @@ fn write_fixture(dir: &Path) {
         &Config {
             block_size: 4096,
             blocks_per_segment: 4,
+            group_chunks: 4,
             ..Config::default()
         },
     )
@@ -80,20 +82,49 @@ fn fixture_v2_opens_with_the_same_answers_from_its_values() {
     assert!(stats.chunks_valued_for_bins > 0, "{stats:?}");
 }
 
+#[test]
+fn fixture_v3_opens_with_the_same_answers_from_its_groups() {
+    let stats = same_answers(&fixture(3));
+    assert_eq!(stats.chunks_read_for_bins, 0, "{stats:?}");
+    assert!(stats.chunks_valued_for_bins > 0, "{stats:?}");
+    assert!(stats.chunks_in_groups > 0, "{stats:?}");
+}
+
 /// A capture of format 1 takes more records in format 1 (no values log),
 /// and answers for old and new records alike.
 #[test]
 fn a_format_1_capture_is_appended_to_in_format_1() {
-    let dir = std::env::temp_dir().join(format!("weft-fixture-append-{}", std::process::id()));
+    let dir = appended(1);
+    assert!(!dir.join("values.log").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A capture of format 2 takes more records in format 2 (no groups log).
+#[test]
+fn a_format_2_capture_is_appended_to_in_format_2() {
+    let dir = appended(2);
+    assert!(dir.join("values.log").exists());
+    assert!(!dir.join("groups.log").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A copy of fixture `version` with 1,000 more records appended, checked
+/// to answer exactly in its own format; returns its directory.
+fn appended(version: u8) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "weft-fixture-append-{version}-{}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    for entry in std::fs::read_dir(fixture(1)).unwrap() {
+    for entry in std::fs::read_dir(fixture(version)).unwrap() {
         let path = entry.unwrap().path();
         std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
     }
     let config = Config {
         block_size: 4096,
         blocks_per_segment: 4,
+        group_chunks: 4,
         ..Config::default()
     };
     let mut store = Store::open(&dir, &config).unwrap();
@@ -105,9 +136,8 @@ fn a_format_1_capture_is_appended_to_in_format_1() {
             .unwrap();
     }
     store.close().unwrap();
-    assert!(!dir.join("values.log").exists());
     let (snapshot, recovery) = weft_store::open_read_only(&dir).unwrap();
-    assert_eq!(snapshot.meta().format, weft_store::FormatVersion::V1);
+    assert_eq!(snapshot.meta().format as u8, version);
     assert_eq!(recovery.cut_chunks, 0, "{recovery:?}");
     assert_eq!(snapshot.records().unwrap(), 3_200);
     let (p50, _) = snapshot.percentile(0, 1, 0..=u64::MAX, 0.5).unwrap();
@@ -115,6 +145,40 @@ fn a_format_1_capture_is_appended_to_in_format_1() {
     values.extend([20_000; 1_000]);
     values.sort_unstable();
     assert_eq!(p50, Some(values[1_499]));
+    dir
+}
+
+/// A capture of format 3 reopened mid-run has no group for that run but
+/// answers the same, and the runs after it are grouped again.
+#[test]
+fn a_format_3_capture_appended_to_groups_its_new_runs() {
+    let dir = appended(3);
+    let config = Config {
+        block_size: 4096,
+        blocks_per_segment: 4,
+        group_chunks: 4,
+        ..Config::default()
+    };
+    let mut store = Store::open(&dir, &config).unwrap();
+    let field = Field::new("latency_ns", 0, FieldKind::U64);
+    let requests = store.define_source("requests", vec![field]).unwrap();
+    for i in 0u64..2_000 {
+        store
+            .append_at(requests, 40_000 + i, None, &(i % 300).to_le_bytes())
+            .unwrap();
+    }
+    store.close().unwrap();
+    let (snapshot, recovery) = weft_store::open_read_only(&dir).unwrap();
+    assert!(recovery.notes.is_empty(), "{recovery:?}");
+    let (agg, stats) = snapshot.aggregate(0, 1, 0..=u64::MAX).unwrap();
+    assert_eq!(agg.count, 5_000);
+    assert!(stats.chunks_in_groups > 0, "{stats:?}");
+    let (agg, stats) = snapshot.aggregate(0, 1, 40_000..=u64::MAX).unwrap();
+    assert_eq!((agg.count, agg.max), (2_000, Some(299)));
+    assert!(
+        stats.chunks_in_groups > 0,
+        "a run of the last session: {stats:?}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
