@@ -97,12 +97,12 @@ fn explain(answer: &weft_query::Answer, elapsed: Duration) -> String {
     // Writing to a String cannot fail.
     let _ = write!(
         text,
-        "\nchunks: {} answered from summaries ({} of them by their group's), {} read, {} skipped by summaries, {} expired\nvalue bins (quantiles, hist edges): {} chunks read for the values inside them, {} from the values log, {} from the cache of earlier queries\nrows: {}\ntime: {:.3} ms\n",
+        "\nchunks: {} answered from summaries, {} read, {} skipped by summaries, {} expired; {} decided by their group's summaries\nvalue bins (quantiles, hist edges): {} chunks read for the values inside them, {} from the values log, {} from the cache of earlier queries\nrows: {}\ntime: {:.3} ms\n",
         s.chunks_summarized,
-        s.chunks_in_groups,
         s.chunks_scanned,
         s.chunks_skipped,
         s.chunks_expired,
+        s.chunks_in_groups,
         s.chunks_read_for_bins,
         s.chunks_valued_for_bins,
         s.chunks_cached_for_bins,

@@ -140,8 +140,8 @@ pub struct QueryStats {
     pub chunks_cached_for_bins: u64,
     /// Chunks whose values in those bins came from the values log.
     pub chunks_valued_for_bins: u64,
-    /// Of the chunks answered from summaries, those answered by a group's
-    /// merged summaries (format 3), without reading their own.
+    /// Of the chunks answered or skipped by summaries, those decided by
+    /// their group's merged summaries (format 3), without reading their own.
     pub chunks_in_groups: u64,
 }
 
@@ -535,13 +535,22 @@ impl Snapshot {
         let mut stats = QueryStats::default();
         let mut wanted = Vec::new();
         let range = self.chunks_in(&target.window)?;
-        self.for_each_meta(range, &target.keys(), |meta| {
+        self.for_each_span(range, &target.keys(), |meta, run| {
+            if let Some(run) = run {
+                // A run whose merged summaries rule it out is skipped whole.
+                let skip = !self.run_may_hold(meta, &run, target, values);
+                if skip {
+                    stats.chunks_skipped += run.end - run.start;
+                    stats.chunks_in_groups += run.end - run.start;
+                }
+                return Ok(skip);
+            }
             match ChunkRef::of(meta, target.source) {
                 _ if self.is_deleted(meta.time.chunk) => stats.chunks_expired += 1,
                 Some(at) if self.may_hold(meta, &at, target, values) => wanted.push(at),
                 _ => stats.chunks_skipped += 1,
             }
-            Ok(())
+            Ok(true)
         })?;
         stats.chunks_scanned = wanted.len() as u64;
         // Batches keep memory bounded and the output in order while both
@@ -599,6 +608,36 @@ impl Snapshot {
                 .summaries
                 .iter()
                 .any(|s| target.wants(s) && s.min <= *values.end() && s.max >= *values.start()),
+            _ => true,
+        }
+    }
+
+    /// [`Snapshot::may_hold`] for a run of chunks, by its merged summaries.
+    fn run_may_hold(
+        &self,
+        meta: &ChunkMeta,
+        run: &Range<u64>,
+        target: &Target,
+        values: Option<&RangeInclusive<i64>>,
+    ) -> bool {
+        let Some(all) = meta
+            .summaries
+            .iter()
+            .find(|s| s.source == target.source && s.index == 0)
+        else {
+            return false;
+        };
+        if all.last_ts < *target.window.start() || all.first_ts > *target.window.end() {
+            return false;
+        }
+        match (&target.index, values) {
+            (Some(spec), Some(values))
+                if self.covered(spec.id, run.start) && self.covered(spec.id, run.end - 1) =>
+            {
+                meta.summaries
+                    .iter()
+                    .any(|s| target.wants(s) && s.min <= *values.end() && s.max >= *values.start())
+            }
             _ => true,
         }
     }
