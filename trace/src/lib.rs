@@ -18,11 +18,14 @@
 pub mod ast;
 pub mod check;
 pub mod error;
+mod expand;
 pub mod format;
 pub mod kernel;
 pub mod lex;
 pub mod output;
 pub mod parse;
+pub mod plan;
+mod push_down;
 pub mod run;
 pub mod value;
 

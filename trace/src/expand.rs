@@ -1,0 +1,192 @@
+//! Expands an item's probes into attach points with the fields each one
+//! offers: tracepoint and kprobe globs against the running kernel, raw
+//! syscall tracepoints, fentry and uprobe targets, and the registers that
+//! name kprobe arguments.
+
+use crate::{
+    ast::{Item, ProbeKind},
+    error::{Error, Result, Span},
+    kernel::{Field, FieldKind, Kernel},
+};
+
+/// A probe resolved to one attach point: a probe kind with its globs
+/// expanded to one tracepoint or function.
+pub type Target = ProbeKind;
+
+/// Arguments a raw tracepoint may have.
+const RAW_ARGS: u16 = 12;
+
+/// Registers of x86-64 `struct pt_regs` holding arguments 0 to 5.
+const REGISTER_ARGS: [u16; 6] = [112, 104, 96, 88, 72, 64];
+/// `pt_regs::ax`: the return value.
+const REGISTER_RET: u16 = 80;
+/// The attach points of an item, with the fields of each.
+pub(crate) fn expand(item: &Item, kernel: &dyn Kernel) -> Result<Vec<(Target, Vec<Field>)>> {
+    let mut out = Vec::new();
+    for probe in &item.probes {
+        let span = probe.span;
+        match &probe.kind {
+            ProbeKind::Begin => out.push((Target::Begin, Vec::new())),
+            ProbeKind::End => out.push((Target::End, Vec::new())),
+            ProbeKind::Interval { period_ns } => out.push((
+                Target::Interval {
+                    period_ns: *period_ns,
+                },
+                Vec::new(),
+            )),
+            ProbeKind::Profile { hz } => out.push((Target::Profile { hz: *hz }, Vec::new())),
+            ProbeKind::Tracepoint { category, name } => {
+                out.extend(tracepoints(kernel, category, name, span)?);
+            }
+            ProbeKind::RawTracepoint { name } => {
+                if !kernel.has_raw_tracepoint(name) {
+                    return Err(Error::new(
+                        span,
+                        format!("no raw tracepoint `{name}` on this kernel"),
+                    ));
+                }
+                let fields = (0..RAW_ARGS)
+                    .map(|i| Field::slot(format!("arg{i}"), i))
+                    .collect();
+                out.push((Target::RawTracepoint { name: name.clone() }, fields));
+            }
+            ProbeKind::Kprobe { function, exit } => {
+                out.extend(kprobes(kernel, function, *exit, span)?);
+            }
+            ProbeKind::Fentry { function, exit } => {
+                out.extend(fentries(kernel, function, *exit, span)?);
+            }
+            ProbeKind::Uprobe { path, symbol, exit } => {
+                let mut fields = register_args();
+                if *exit {
+                    fields.push(register("retval", REGISTER_RET));
+                }
+                out.push((
+                    Target::Uprobe {
+                        path: path.clone(),
+                        symbol: symbol.clone(),
+                        exit: *exit,
+                    },
+                    fields,
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn tracepoints(
+    kernel: &dyn Kernel,
+    category: &str,
+    name: &str,
+    span: Span,
+) -> Result<Vec<(Target, Vec<Field>)>> {
+    let found = kernel.tracepoints(category, name);
+    if found.is_empty() {
+        return Err(Error::new(
+            span,
+            format!(
+                "no tracepoint matches {category}:{name} on this kernel (see /sys/kernel/tracing/events)"
+            ),
+        ));
+    }
+    found
+        .into_iter()
+        .map(|(category, name)| {
+            let fields = kernel
+                .tracepoint_fields(&category, &name)
+                .map_err(|e| Error::new(span, e))?;
+            Ok((Target::Tracepoint { category, name }, fields))
+        })
+        .collect()
+}
+
+fn kprobes(
+    kernel: &dyn Kernel,
+    function: &str,
+    exit: bool,
+    span: Span,
+) -> Result<Vec<(Target, Vec<Field>)>> {
+    if !kernel.has_kprobes() {
+        let (kind, alternative) = if exit {
+            ("kretprobe", "fexit")
+        } else {
+            ("kprobe", "fentry")
+        };
+        return Err(Error::new(
+            span,
+            format!(
+                "this kernel has no kprobes (CONFIG_KPROBES is off): use {alternative}:{function} instead of {kind}:{function}"
+            ),
+        ));
+    }
+    Ok(matching(kernel, function, span)?
+        .into_iter()
+        .map(|function| {
+            let mut fields = register_args();
+            if exit {
+                fields.push(register("retval", REGISTER_RET));
+            }
+            (Target::Kprobe { function, exit }, fields)
+        })
+        .collect())
+}
+
+fn fentries(
+    kernel: &dyn Kernel,
+    function: &str,
+    exit: bool,
+    span: Span,
+) -> Result<Vec<(Target, Vec<Field>)>> {
+    matching(kernel, function, span)?
+        .into_iter()
+        .map(|function| {
+            let names = kernel
+                .function_args(&function)
+                .map_err(|e| Error::new(span, e))?;
+            let mut fields: Vec<Field> = names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| Field::slot(n.clone(), i as u16))
+                .collect();
+            if exit {
+                fields.push(Field::slot("retval", names.len() as u16));
+            }
+            Ok((Target::Fentry { function, exit }, fields))
+        })
+        .collect()
+}
+
+fn matching(kernel: &dyn Kernel, glob: &str, span: Span) -> Result<Vec<String>> {
+    // A plain name is tried as written: kprobes reach functions that the
+    // list of traceable ones may leave out, and attaching says if it fails.
+    if !glob.contains(['*', '?']) {
+        return Ok(vec![glob.to_string()]);
+    }
+    let found = kernel.functions(glob);
+    if found.is_empty() {
+        return Err(Error::new(
+            span,
+            format!("no kernel function matches `{glob}` (see /proc/kallsyms; it may be inlined)"),
+        ));
+    }
+    Ok(found)
+}
+
+fn register(name: &str, offset: u16) -> Field {
+    Field {
+        name: name.into(),
+        offset,
+        size: 8,
+        signed: true,
+        kind: FieldKind::Int,
+    }
+}
+
+fn register_args() -> Vec<Field> {
+    REGISTER_ARGS
+        .iter()
+        .enumerate()
+        .map(|(i, offset)| register(&format!("arg{i}"), *offset))
+        .collect()
+}

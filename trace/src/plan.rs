@@ -1,0 +1,175 @@
+//! What checking a program yields: the maps and their kinds, and per
+//! attach point the fields to copy and the predicate parts the kernel
+//! tests. The runtime and the agent's loader read it; nothing here
+//! inspects a program.
+
+use crate::{
+    ast::{BinOp, Program},
+    expand::Target,
+    kernel::Field,
+    value::Type,
+};
+
+/// What a map holds; fixed by its first assignment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MapKind {
+    Count,
+    Sum,
+    Avg,
+    Min,
+    Max,
+    Stats,
+    Hist,
+    Lhist {
+        min: i64,
+        max: i64,
+        step: i64,
+    },
+    Percentiles,
+    /// A plain value: `@start[tid] = nsecs`.
+    Value(Type),
+}
+
+impl MapKind {
+    pub(crate) fn describe(self) -> String {
+        match self {
+            Self::Value(t) => format!("{} value", t.name()),
+            Self::Lhist { .. } => "lhist()".into(),
+            other => format!("{}()", format!("{other:?}").to_lowercase()),
+        }
+    }
+
+    /// The type a lookup of the map yields, when it can be read in an expression.
+    pub(crate) fn read_type(self) -> Option<Type> {
+        match self {
+            Self::Count | Self::Sum | Self::Min | Self::Max => Some(Type::Int),
+            Self::Value(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// A checked map.
+#[derive(Debug, Clone)]
+pub struct MapInfo {
+    pub name: String,
+    pub kind: MapKind,
+    pub keys: Vec<Type>,
+}
+
+/// One concrete place a probe attaches, with what the kernel must do there.
+#[derive(Debug, Clone)]
+pub struct Attach {
+    /// The program item whose actions run.
+    pub item: usize,
+    pub target: Target,
+    /// Every field of the record.
+    pub fields: Vec<Field>,
+    /// Bytes of the context the kernel copies per event.
+    pub raw_len: u16,
+    /// Fields whose strings the kernel reads, in slot order.
+    pub strings: Vec<Field>,
+    /// Predicate parts the kernel tests before copying anything.
+    pub filters: Vec<Filter>,
+    /// `comm == "..."` tested in the kernel.
+    pub comm: Option<String>,
+    /// Whether the kernel records the kernel stack (`kstack`).
+    pub kstack: bool,
+    /// Whether the kernel records the user stack (`ustack`).
+    pub ustack: bool,
+}
+
+impl Attach {
+    /// The field called `name`.
+    pub fn field(&self, name: &str) -> Option<&Field> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+
+    /// The string slot holding field `name`.
+    pub fn string_slot(&self, name: &str) -> Option<usize> {
+        self.strings.iter().position(|f| f.name == name)
+    }
+
+    /// Whether the kernel delivers events for this attach point (BEGIN,
+    /// END and intervals run in user space).
+    pub fn in_kernel(&self) -> bool {
+        !matches!(
+            self.target,
+            Target::Begin | Target::End | Target::Interval { .. }
+        )
+    }
+}
+
+/// A predicate part the kernel tests: `subject op value`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Filter {
+    pub subject: Subject,
+    pub op: BinOp,
+    pub value: Operand,
+}
+
+impl std::fmt::Display for Filter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.subject {
+            Subject::Pid => f.write_str("pid")?,
+            Subject::Tid => f.write_str("tid")?,
+            Subject::Uid => f.write_str("uid")?,
+            Subject::Field {
+                offset,
+                size,
+                signed,
+            } => write!(
+                f,
+                "{} {size}-byte field at offset {offset}",
+                if signed { "signed" } else { "unsigned" }
+            )?,
+        }
+        let op = match self.op {
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            _ => ">=",
+        };
+        match self.value {
+            Operand::Int(n) => write!(f, " {op} {n}"),
+            Operand::Cpid => write!(f, " {op} cpid"),
+        }
+    }
+}
+
+/// The constant side of a [`Filter`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operand {
+    Int(i64),
+    /// The `-c` command's pid, known once it is started.
+    Cpid,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subject {
+    Pid,
+    Tid,
+    Uid,
+    /// An integer field of the context.
+    Field {
+        offset: u16,
+        size: u16,
+        signed: bool,
+    },
+}
+
+/// A program ready to run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub program: Program,
+    pub attaches: Vec<Attach>,
+    pub maps: Vec<MapInfo>,
+}
+
+impl Plan {
+    pub fn map(&self, name: &str) -> Option<usize> {
+        self.maps.iter().position(|m| m.name == name)
+    }
+}

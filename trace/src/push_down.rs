@@ -1,0 +1,104 @@
+//! Pushes the simple parts of an item's predicate (`field op constant`,
+//! joined by `&&`) down to the kernel, which then drops events before
+//! copying them.
+
+use crate::{
+    ast::{BinOp, Builtin, Expr, ExprKind, UnOp},
+    kernel::FieldKind,
+    plan::{Attach, Filter, Operand, Subject},
+};
+
+/// Moves the predicate's simple conjuncts (pid, tid, uid or an integer
+/// field against a constant; comm against a string) into the kernel.
+/// User space still tests the whole predicate, so this only saves copies.
+pub(crate) fn push_down(predicate: &Expr, attaches: &mut [Attach]) {
+    let mut conjuncts = Vec::new();
+    split_and(predicate, &mut conjuncts);
+    for attach in attaches.iter_mut().filter(|a| a.in_kernel()) {
+        for conjunct in &conjuncts {
+            let ExprKind::Binary(op, left, right) = &conjunct.kind else {
+                continue;
+            };
+            if !op.is_comparison() {
+                continue;
+            }
+            let (subject, constant, op) = match (constant(right), constant(left)) {
+                (Some(c), _) => (left, c, *op),
+                (None, Some(c)) => (right, c, flip(*op)),
+                _ => continue,
+            };
+            match (&subject.kind, constant) {
+                (ExprKind::Builtin(Builtin::Comm), Constant::Str(s))
+                    if op == BinOp::Eq && s.len() < 16 =>
+                {
+                    attach.comm = Some(s.to_string());
+                }
+                (kind, Constant::Int(_) | Constant::Cpid) if attach.filters.len() < 4 => {
+                    let value = match constant {
+                        Constant::Int(n) => Operand::Int(n),
+                        _ => Operand::Cpid,
+                    };
+                    let subject = match kind {
+                        ExprKind::Builtin(Builtin::Pid) => Subject::Pid,
+                        ExprKind::Builtin(Builtin::Tid) => Subject::Tid,
+                        ExprKind::Builtin(Builtin::Uid) => Subject::Uid,
+                        ExprKind::Field(name) => match attach.field(name) {
+                            Some(f)
+                                if f.kind == FieldKind::Int && matches!(f.size, 1 | 2 | 4 | 8) =>
+                            {
+                                Subject::Field {
+                                    offset: f.offset,
+                                    size: f.size,
+                                    signed: f.signed,
+                                }
+                            }
+                            _ => continue,
+                        },
+                        _ => continue,
+                    };
+                    attach.filters.push(Filter { subject, op, value });
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Constant<'a> {
+    Int(i64),
+    Str(&'a str),
+    Cpid,
+}
+
+fn constant(expr: &Expr) -> Option<Constant<'_>> {
+    match &expr.kind {
+        ExprKind::Int(n) => Some(Constant::Int(*n)),
+        ExprKind::Str(s) => Some(Constant::Str(s)),
+        ExprKind::Builtin(Builtin::Cpid) => Some(Constant::Cpid),
+        ExprKind::Unary(UnOp::Neg, inner) => match inner.kind {
+            ExprKind::Int(n) => Some(Constant::Int(n.wrapping_neg())),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn flip(op: BinOp) -> BinOp {
+    match op {
+        BinOp::Lt => BinOp::Gt,
+        BinOp::Le => BinOp::Ge,
+        BinOp::Gt => BinOp::Lt,
+        BinOp::Ge => BinOp::Le,
+        other => other,
+    }
+}
+
+fn split_and<'a>(expr: &'a Expr, out: &mut Vec<&'a Expr>) {
+    if let ExprKind::Binary(BinOp::LogicalAnd, left, right) = &expr.kind {
+        split_and(left, out);
+        split_and(right, out);
+    } else {
+        out.push(expr);
+    }
+}
