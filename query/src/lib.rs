@@ -34,6 +34,7 @@ pub mod error;
 mod exec;
 pub mod lex;
 pub mod parse;
+mod picks;
 mod shape;
 
 pub use answer::{Answer, Cell, Header};
