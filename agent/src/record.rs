@@ -36,7 +36,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode> {
 }
 
 /// What a recording shares with a terminal UI running beside it.
-pub struct Live {
+pub struct UiLink {
     /// Receives the store's reader once the probes are attached, and
     /// where decoded PT captures go to be stored.
     pub ready: Sender<(weft_store::Reader, Sender<pt_calls::Decoded>)>,
@@ -46,8 +46,8 @@ pub struct Live {
     pub stop: Arc<tokio::sync::Notify>,
 }
 
-/// Records until the duration ends, SIGINT, SIGTERM or `live`'s stop.
-pub fn record(args: &RecordArgs, live: Option<Live>) -> Result<ExitCode> {
+/// Records until the duration ends, SIGINT, SIGTERM or `ui`'s stop.
+pub fn record(args: &RecordArgs, ui: Option<UiLink>) -> Result<ExitCode> {
     let chosen = chosen_sources(&args.sources)?;
     let (options, drain_interval) = resolve::probe_options(&args.filter, &args.capture)?;
     let dir = &args.output.output;
@@ -78,9 +78,9 @@ pub fn record(args: &RecordArgs, live: Option<Live>) -> Result<ExitCode> {
         actions,
     )?;
     let (manual, manual_notes) = std::sync::mpsc::sync_channel(16);
-    if let Some(live) = &live {
+    if let Some(ui) = &ui {
         // The UI may have given up waiting; recording goes on regardless.
-        let _ = live.ready.send((store.reader(), calls_sender.clone()));
+        let _ = ui.ready.send((store.reader(), calls_sender.clone()));
     }
     // Warn and record on: a capture without live queries beats none.
     let _live =
@@ -99,7 +99,7 @@ pub fn record(args: &RecordArgs, live: Option<Live>) -> Result<ExitCode> {
             names.join(", "),
             dir.display()
         ),
-        stop: live.as_ref().map(|l| Arc::clone(&l.stop)),
+        stop: ui.as_ref().map(|l| Arc::clone(&l.stop)),
     };
     let (metadata, session_index) = capture::start_session(dir, &described)?;
     let mut recorder = Recorder {
@@ -115,8 +115,8 @@ pub fn record(args: &RecordArgs, live: Option<Live>) -> Result<ExitCode> {
         call_totals: CallTotals::default(),
         lag: (0, 0),
         error: None,
-        status: live.is_none() && std::io::stderr().is_terminal(),
-        health: live.map(|l| l.health),
+        status: ui.is_none() && std::io::stderr().is_terminal(),
+        health: ui.map(|l| l.health),
         start: Instant::now(),
         duration: args.output.duration,
         dir: dir.clone(),

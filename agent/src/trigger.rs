@@ -67,14 +67,14 @@ struct Test {
     pred: Pred,
     /// `FIELD OP pQ`: against that percentile of the field over the
     /// records the rest of the condition selected in the last window.
-    thresholds: Vec<Live>,
+    thresholds: Vec<SlidingPercentile>,
     columns: Vec<Column>,
     /// The source's `pid` column: whose record matched, for the hook.
     pid: Option<usize>,
 }
 
 /// A live percentile: per-second histograms over a sliding window.
-struct Live {
+struct SlidingPercentile {
     column: usize,
     op: Op,
     q: f64,
@@ -443,7 +443,7 @@ impl Test {
     }
 }
 
-impl Live {
+impl SlidingPercentile {
     fn new(column: usize, op: Op, q: f64, window: u64) -> Self {
         Self {
             column,
@@ -561,7 +561,9 @@ fn bind(catalog: &weft_query::Catalog, text: &str) -> Result<Option<Test>> {
         (false, Some(window)) => thresholds
             .into_iter()
             .filter_map(|p| match p {
-                Pred::Threshold { column, op, q, .. } => Some(Live::new(column, op, q, window)),
+                Pred::Threshold { column, op, q, .. } => {
+                    Some(SlidingPercentile::new(column, op, q, window))
+                }
                 _ => None,
             })
             .collect(),

@@ -27,7 +27,7 @@ use crate::{
     capture,
     cli::{RecordArgs, RecordOutputArgs, TriggerArgs, TuiArgs},
     ebpf, info, query,
-    record::{self, Live},
+    record::{self, UiLink},
 };
 
 pub fn run(args: &TuiArgs) -> Result<ExitCode> {
@@ -82,7 +82,7 @@ fn live(args: &TuiArgs) -> Result<ExitCode> {
     let stop = Arc::new(tokio::sync::Notify::new());
     let ended = Arc::new(AtomicBool::new(false));
     let recorder = {
-        let live = Live {
+        let ui = UiLink {
             ready,
             health: Arc::clone(&health),
             stop: Arc::clone(&stop),
@@ -91,7 +91,7 @@ fn live(args: &TuiArgs) -> Result<ExitCode> {
         std::thread::Builder::new()
             .name("weft-record".into())
             .spawn(move || {
-                let result = record::record(&record_args, Some(live));
+                let result = record::record(&record_args, Some(ui));
                 ended.store(true, Ordering::Relaxed);
                 result
             })
