@@ -365,7 +365,7 @@ impl Meta {
             );
         }
         for index in &self.indexes {
-            let bins: Vec<String> = index.bins.boundaries().iter().map(i64::to_string).collect();
+            let bins = bounds_text(index.bins.boundaries(), self.format.has_groups());
             let until = index
                 .until_chunk
                 .map_or_else(|| "-".to_owned(), |c| c.to_string());
@@ -385,7 +385,7 @@ impl Meta {
                 f.kind.name(),
                 index.from_chunk,
                 until,
-                bins.join(",")
+                bins
             );
         }
         for (start, end) in &self.pins {
@@ -472,11 +472,7 @@ fn parse_meta(text: &str) -> std::result::Result<Meta, (u64, String)> {
                         })
                     }
                 };
-                let bins: Vec<i64> = bins
-                    .split(',')
-                    .map(str::parse)
-                    .collect::<std::result::Result<_, _>>()
-                    .map_err(|_| bad("bad bins"))?;
+                let bins = parse_bounds(bins).ok_or_else(|| bad("bad bins"))?;
                 meta.indexes.push(Index {
                     id: num(id)? as IndexId,
                     source: num(source)? as SourceId,
@@ -500,6 +496,54 @@ fn parse_meta(text: &str) -> std::result::Result<Meta, (u64, String)> {
         return Err((1, "block_size and blocks_per_segment must be set".into()));
     }
     Ok(meta)
+}
+
+/// Bin boundaries as `meta` holds them: comma-separated, and (in format 3)
+/// runs of three or more consecutive integers as `first..=last`, so an
+/// exact index over ports is 8 bytes rather than 380 KB that every query
+/// would parse.
+fn bounds_text(bounds: &[i64], runs: bool) -> String {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bounds.len() {
+        let mut j = i;
+        while runs && j + 1 < bounds.len() && bounds[j + 1] == bounds[j] + 1 {
+            j += 1;
+        }
+        if j >= i + 2 {
+            out.push(format!("{}..={}", bounds[i], bounds[j]));
+        } else {
+            j = i;
+            out.push(bounds[i].to_string());
+        }
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+/// Reads [`bounds_text`]'s form (either version); `None` if malformed or
+/// absurdly long.
+fn parse_bounds(text: &str) -> Option<Vec<i64>> {
+    /// More bins than any index weft makes (ports: 65,536).
+    const MAX: usize = 1 << 20;
+    let mut bounds = Vec::new();
+    for word in text.split(',') {
+        match word.split_once("..=") {
+            Some((first, last)) => {
+                let (first, last): (i64, i64) = (first.parse().ok()?, last.parse().ok()?);
+                let n = usize::try_from(i128::from(last) - i128::from(first) + 1).ok()?;
+                if first >= last || bounds.len() + n > MAX {
+                    return None;
+                }
+                bounds.extend(first..=last);
+            }
+            None => bounds.push(word.parse().ok()?),
+        }
+        if bounds.len() > MAX {
+            return None;
+        }
+    }
+    Some(bounds)
 }
 
 fn parse_field(text: &str) -> Option<Field> {
@@ -637,5 +681,22 @@ mod tests {
         assert_eq!(parse_meta(&meta.render()), Ok(meta.clone()));
         let broken = meta.render().replace("pin 5 6", "pin five 6");
         assert_eq!(parse_meta(&broken).unwrap_err().0, 7);
+    }
+
+    #[test]
+    fn bounds_keep_runs_short_and_read_back() {
+        let bounds: Vec<i64> = [-5, 0, 1, 2, 3, 10, 11, 20]
+            .into_iter()
+            .chain(100..65_636)
+            .collect();
+        let text = bounds_text(&bounds, true);
+        assert_eq!(text, "-5,0..=3,10,11,20,100..=65635");
+        assert_eq!(parse_bounds(&text), Some(bounds.clone()));
+        let plain = bounds_text(&bounds, false);
+        assert_eq!(plain.split(',').count(), bounds.len());
+        assert_eq!(parse_bounds(&plain), Some(bounds));
+        for bad in ["", "1,,2", "3..=1", "1..=x", "0..=9223372036854775807"] {
+            assert_eq!(parse_bounds(bad), None, "{bad}");
+        }
     }
 }
