@@ -27,7 +27,7 @@ pub struct Config {
     /// How durable a flushed chunk is.
     pub durability: Durability,
     /// Chunks per entry of the groups log (format 3): a question over many
-    /// chunks reads one merged summary per run of this many.
+    /// chunks reads one merged summary per run of this many; 0 writes none.
     pub group_chunks: u32,
 }
 

@@ -196,7 +196,7 @@ struct Grouper {
 impl Grouper {
     fn new(size: u32) -> Self {
         Self {
-            size: u64::from(size.max(1)),
+            size: u64::from(size),
             entry: GroupEntry::default(),
             summaries: BTreeMap::new(),
         }
@@ -287,7 +287,8 @@ pub(crate) fn run(
         Ok(files) => files,
         Err(error) => return shared.poison(error.to_string()),
     };
-    let mut grouper = Grouper::new(config.group_chunks);
+    // No runs at all with `group_chunks` 0 (not runs of one chunk each).
+    let mut grouper = (config.group_chunks > 0).then(|| Grouper::new(config.group_chunks));
     for sealed in chunks {
         // The schema as it was when the chunk sealed (indexes come and go).
         let meta = shared.meta();
@@ -295,7 +296,7 @@ pub(crate) fn run(
             return shared.poison(error.to_string());
         }
         shared.commit(sealed.time.chunk);
-        if let Some(entry) = grouper.add(&sealed) {
+        if let Some(entry) = grouper.as_mut().and_then(|g| g.add(&sealed)) {
             match files.write_group(&entry, config) {
                 Ok(end) => shared.commit_groups(end),
                 Err(error) => return shared.poison(error.to_string()),

@@ -289,10 +289,7 @@ struct ChunkRef {
 impl ChunkRef {
     /// The chunk's reference for `source`, if the source has records there.
     fn of(meta: &ChunkMeta, source: SourceId) -> Option<Self> {
-        let all = *meta
-            .summaries
-            .iter()
-            .find(|s| s.source == source && s.index == 0)?;
+        let all = *meta.all(source)?;
         Some(Self {
             chunk: meta.time.chunk,
             records: meta.time.records,
@@ -356,9 +353,8 @@ impl Snapshot {
     /// Whether summaries alone answer for this chunk: all its records lie in
     /// the window and the index covers it.
     fn summarizes(&self, meta: &ChunkMeta, target: &Target) -> bool {
-        target.window.contains(&meta.time.first_ts)
-            && target.window.contains(&meta.time.last_ts)
-            && self.covered(target.index_id(), meta.time.chunk)
+        let chunk = meta.time.chunk;
+        self.summarizes_run(meta, &(chunk..chunk + 1), target)
     }
 
     /// [`Snapshot::summarizes`] for a run of chunks merged in the groups
@@ -620,11 +616,7 @@ impl Snapshot {
         target: &Target,
         values: Option<&RangeInclusive<i64>>,
     ) -> bool {
-        let Some(all) = meta
-            .summaries
-            .iter()
-            .find(|s| s.source == target.source && s.index == 0)
-        else {
+        let Some(all) = meta.all(target.source) else {
             return false;
         };
         if all.last_ts < *target.window.start() || all.first_ts > *target.window.end() {
@@ -743,10 +735,7 @@ impl Snapshot {
             self.chunks_in(&target.window)?,
             &target.keys(),
             |meta, run| {
-                let all = meta
-                    .summaries
-                    .iter()
-                    .find(|s| s.source == source && s.index == 0);
+                let all = meta.all(source);
                 if let Some(run) = run {
                     let Some(all) = all else {
                         // No record of the source in the whole run.

@@ -385,6 +385,15 @@ pub(crate) struct ChunkMeta {
     pub summaries: Vec<Summary>,
 }
 
+impl ChunkMeta {
+    /// The index-0 summary of `source`: all its records here, if any.
+    pub fn all(&self, source: SourceId) -> Option<&Summary> {
+        self.summaries
+            .iter()
+            .find(|s| s.source == source && s.index == 0)
+    }
+}
+
 /// Summaries a reader wants: of one source and index, bins in a range.
 pub(crate) type KeyRange = (SourceId, IndexId, std::ops::RangeInclusive<u32>);
 

@@ -9,6 +9,17 @@ fn fixture(version: u8) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/v{version}"))
 }
 
+/// The fixtures' layout: small chunks, segments and runs, so that a few
+/// thousand records span several of each.
+fn small() -> Config {
+    Config {
+        block_size: 4096,
+        blocks_per_segment: 4,
+        group_chunks: 4,
+        ..Config::default()
+    }
+}
+
 /// Writes the fixture of the current format; run by hand only when adding
 /// a format version (`v1` was written by the build of that format):
 /// `cargo test -p weft-store --test fixture -- --ignored write_fixture_v3`
@@ -22,16 +33,7 @@ fn write_fixture_v3() {
 }
 
 fn write_fixture(dir: &Path) {
-    let mut store = Store::open(
-        dir,
-        &Config {
-            block_size: 4096,
-            blocks_per_segment: 4,
-            group_chunks: 4,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let mut store = Store::open(dir, &small()).unwrap();
     let field = Field::new("latency_ns", 0, FieldKind::U64);
     let requests = store
         .define_source("requests", vec![field.clone()])
@@ -121,13 +123,7 @@ fn appended(version: u8) -> PathBuf {
         let path = entry.unwrap().path();
         std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
     }
-    let config = Config {
-        block_size: 4096,
-        blocks_per_segment: 4,
-        group_chunks: 4,
-        ..Config::default()
-    };
-    let mut store = Store::open(&dir, &config).unwrap();
+    let mut store = Store::open(&dir, &small()).unwrap();
     let field = Field::new("latency_ns", 0, FieldKind::U64);
     let requests = store.define_source("requests", vec![field]).unwrap();
     for i in 0u64..1_000 {
@@ -153,13 +149,7 @@ fn appended(version: u8) -> PathBuf {
 #[test]
 fn a_format_3_capture_appended_to_groups_its_new_runs() {
     let dir = appended(3);
-    let config = Config {
-        block_size: 4096,
-        blocks_per_segment: 4,
-        group_chunks: 4,
-        ..Config::default()
-    };
-    let mut store = Store::open(&dir, &config).unwrap();
+    let mut store = Store::open(&dir, &small()).unwrap();
     let field = Field::new("latency_ns", 0, FieldKind::U64);
     let requests = store.define_source("requests", vec![field]).unwrap();
     for i in 0u64..2_000 {

@@ -27,40 +27,20 @@ fn store_reader_regressions() {
 /// reached): every query answers or errs; none panics.
 #[test]
 fn a_damaged_values_log_never_panics() {
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v2");
-    let dir = std::env::temp_dir().join(format!("weft-fuzz-values-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    for entry in std::fs::read_dir(&fixture).unwrap() {
-        let path = entry.unwrap().path();
-        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
-    }
-    let pristine = std::fs::read(dir.join("values.log")).unwrap();
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    for round in 0..400 {
-        let mut bytes = pristine.clone();
-        for _ in 0..=next() % 4 {
-            let at = 16 + (next() as usize) % (bytes.len() - 16);
-            bytes[at] ^= 1 << (next() % 8);
-        }
-        if round % 2 == 0 {
-            reseal_values(&mut bytes);
-        }
-        std::fs::write(dir.join("values.log"), &bytes).unwrap();
-        let Ok((snapshot, _)) = weft_store::open_read_only(&dir) else {
-            continue;
-        };
-        for q in [0.0, 0.5, 0.99, 1.0] {
-            let _ = snapshot.percentile(0, 1, 0..=u64::MAX, q);
-        }
-    }
-    std::fs::remove_dir_all(&dir).unwrap();
+    damage_rounds(
+        "v2",
+        "values.log",
+        0x9e37_79b9_7f4a_7c15,
+        reseal_values,
+        |dir, _| {
+            let Ok((snapshot, _)) = weft_store::open_read_only(dir) else {
+                return;
+            };
+            for q in [0.0, 0.5, 0.99, 1.0] {
+                let _ = snapshot.percentile(0, 1, 0..=u64::MAX, q);
+            }
+        },
+    );
 }
 
 /// The groups log of the format-3 fixture with bytes changed at random
@@ -69,14 +49,6 @@ fn a_damaged_values_log_never_panics() {
 /// answers stay those of the chunks.
 #[test]
 fn a_damaged_groups_log_never_panics() {
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v3");
-    let dir = std::env::temp_dir().join(format!("weft-fuzz-groups-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    for entry in std::fs::read_dir(&fixture).unwrap() {
-        let path = entry.unwrap().path();
-        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
-    }
     let answers = |dir: &std::path::Path| {
         let (snapshot, _) = weft_store::open_read_only(dir)?;
         let (agg, _) = snapshot.aggregate(0, 1, 0..=u64::MAX)?;
@@ -84,9 +56,55 @@ fn a_damaged_groups_log_never_panics() {
         let (every, _) = snapshot.count_every(1, 0..=u64::MAX, 1_000, 0)?;
         Ok::<_, weft_store::Error>((agg, p99, every))
     };
-    let pristine_answers = answers(&dir).unwrap();
-    let pristine = std::fs::read(dir.join("groups.log")).unwrap();
-    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut pristine = None;
+    damage_rounds(
+        "v3",
+        "groups.log",
+        0x2545_f491_4f6c_dd1d,
+        reseal_groups,
+        |dir, round| {
+            let got = answers(dir);
+            let pristine = pristine.get_or_insert_with(|| {
+                let fixture = fixture_dir("v3");
+                answers(&fixture).unwrap()
+            });
+            if round % 2 == 1 {
+                // Damage the checksums catch: refused, or the chunks answer.
+                if let Ok(got) = got {
+                    assert_eq!(&got, pristine, "round {round}");
+                }
+            }
+        },
+    );
+}
+
+fn fixture_dir(version: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/{version}"))
+}
+
+/// 400 rounds over a copy of fixture `version`: its `file` with one to
+/// four random bits flipped (after its header), the checksums mended by
+/// `reseal` in even rounds; `check` then opens the copy.
+fn damage_rounds(
+    version: &str,
+    file: &str,
+    seed: u64,
+    reseal: fn(&mut [u8]),
+    mut check: impl FnMut(&std::path::Path, u32),
+) {
+    let dir = std::env::temp_dir().join(format!(
+        "weft-fuzz-{}-{}",
+        file.trim_end_matches(".log"),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(fixture_dir(version)).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+    }
+    let pristine = std::fs::read(dir.join(file)).unwrap();
+    let mut state = seed;
     let mut next = move || {
         state ^= state << 13;
         state ^= state >> 7;
@@ -100,16 +118,10 @@ fn a_damaged_groups_log_never_panics() {
             bytes[at] ^= 1 << (next() % 8);
         }
         if round % 2 == 0 {
-            reseal_groups(&mut bytes);
+            reseal(&mut bytes);
         }
-        std::fs::write(dir.join("groups.log"), &bytes).unwrap();
-        let got = answers(&dir);
-        if round % 2 == 1 {
-            // Damage the checksums catch: refused, or the chunks answer.
-            if let Ok(got) = got {
-                assert_eq!(got, pristine_answers, "round {round}");
-            }
-        }
+        std::fs::write(dir.join(file), &bytes).unwrap();
+        check(&dir, round);
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
