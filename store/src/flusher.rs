@@ -15,6 +15,7 @@ use std::{
     os::unix::fs::FileExt as _,
     path::{Path, PathBuf},
     sync::{Arc, mpsc},
+    time::{Duration, Instant},
 };
 
 use crate::{
@@ -29,6 +30,9 @@ use crate::{
     shared::{Sealed, Shared},
     values,
 };
+
+/// How often the budget and retention are applied within a segment.
+const RETIRE_EVERY: Duration = Duration::from_secs(1);
 
 /// Creates `chunks.log`, `values.log`, `groups.log` and `time.log` with
 /// their headers, in the current format.
@@ -289,6 +293,9 @@ pub(crate) fn run(
     };
     // No runs at all with `group_chunks` 0 (not runs of one chunk each).
     let mut grouper = (config.group_chunks > 0).then(|| Grouper::new(config.group_chunks));
+    let mut retired = Instant::now();
+    // The segment of the last chunk written, and its newest time.
+    let mut last = None;
     for sealed in chunks {
         // The schema as it was when the chunk sealed (indexes come and go).
         let meta = shared.meta();
@@ -302,21 +309,30 @@ pub(crate) fn run(
                 Err(error) => return shared.poison(error.to_string()),
             }
         }
-        let sealed_last_ts = sealed.time.last_ts;
+        let (chunk, newest) = (sealed.time.chunk, sealed.time.last_ts);
         // Hand the buffer back unless a reader's snapshot still holds it, so
-        // the writer reuses two buffers instead of allocating per chunk.
-        let chunk = sealed.time.chunk;
+        // the writer reuses a few buffers instead of allocating per chunk.
         if let Ok(sealed) = Arc::try_unwrap(sealed) {
             let _ = spare.send(sealed.block);
         }
-        if config.disk_budget.is_some() || config.retain.is_some() {
-            let current = chunk / u64::from(per_segment);
-            let newest = sealed_last_ts;
-            let values = files.values.as_ref().map(|(file, _)| file);
-            if let Err(error) = retire(shared, config, values, current, newest) {
+        let segment = chunk / u64::from(per_segment);
+        last = Some((segment, newest));
+        // Retiring lists the directory: once per segment begun (deletion
+        // works in segments) and once a second for retention, not per
+        // chunk, where a large budget's hundreds of segments cost more
+        // than writing the chunk.
+        if chunk.is_multiple_of(u64::from(per_segment)) || retired.elapsed() >= RETIRE_EVERY {
+            retired = Instant::now();
+            if let Err(error) = retire(shared, config, &files, segment, newest) {
                 return shared.poison(error.to_string());
             }
         }
+    }
+    // Closing: the capture ends within its budget.
+    if let Some((segment, newest)) = last
+        && let Err(error) = retire(shared, config, &files, segment, newest)
+    {
+        shared.poison(error.to_string());
     }
 }
 
@@ -327,10 +343,14 @@ pub(crate) fn run(
 fn retire(
     shared: &Arc<Shared>,
     config: &Config,
-    values: Option<&File>,
+    files: &Files,
     current: u64,
     newest: u64,
 ) -> Result<()> {
+    if config.disk_budget.is_none() && config.retain.is_none() {
+        return Ok(());
+    }
+    let values = files.values.as_ref().map(|(file, _)| file);
     let budget = config.disk_budget.unwrap_or(u64::MAX);
     let mut sizes = BTreeMap::new();
     let mut total = 0;
