@@ -165,6 +165,25 @@ pub fn start_session(
     Ok((metadata, index))
 }
 
+/// Defines in `store` the sources of another capture's `meta` and its
+/// indexes still open, so that capture's records append as they are
+/// (`extract`, `replay`).
+pub fn define_like(store: &mut weft_store::Store, meta: &weft_store::Meta) -> Result<()> {
+    for source in &meta.sources {
+        store.define_source(&source.name, source.fields.clone())?;
+    }
+    for index in meta.indexes.iter().filter(|i| i.until_chunk.is_none()) {
+        store.define_partitioned_index(
+            index.source,
+            &index.name,
+            index.field.clone(),
+            index.bins.clone(),
+            index.partition.clone(),
+        )?;
+    }
+    Ok(())
+}
+
 /// Reads `weft.json`, or an empty document for a new capture.
 pub fn read_metadata(dir: &Path) -> Result<Value> {
     let path = dir.join(METADATA);

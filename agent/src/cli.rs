@@ -604,6 +604,29 @@ pub struct TuiArgs {
     /// Keep the live capture under this size, deleting the oldest data first.
     #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size, help_heading = "Live capture")]
     pub max_disk: u64,
+    /// Play this recording as a live capture, its records arriving now at
+    /// the recorded pace (times --speed); no root needed.
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with = "dir",
+        help_heading = "Replay"
+    )]
+    pub replay: Option<std::path::PathBuf>,
+    /// Times the recorded pace (e.g. 3 plays a 1.3 M records/s recording
+    /// at 4 M records/s).
+    #[arg(
+        long,
+        value_name = "FACTOR",
+        default_value_t = 1.0,
+        requires = "replay",
+        help_heading = "Replay"
+    )]
+    pub speed: f64,
+    /// Start over at the end of the recording, until the UI quits (else it
+    /// quits at the end, as a live capture that stops).
+    #[arg(long = "loop", requires = "replay", help_heading = "Replay")]
+    pub repeat: bool,
     /// On quit, print how many frames were drawn and how long they took
     /// (median, max), as `cargo xtask bench tui` reads.
     #[arg(long, help_heading = "Output")]

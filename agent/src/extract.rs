@@ -95,18 +95,7 @@ fn kept_window(snapshot: &Snapshot, n: usize) -> Result<RangeInclusive<u64>> {
 fn copy(snapshot: &Snapshot, dir: &Path, window: &RangeInclusive<u64>) -> Result<u64> {
     let meta = snapshot.meta();
     let mut store = Store::open(dir, &Config::default())?;
-    for source in &meta.sources {
-        store.define_source(&source.name, source.fields.clone())?;
-    }
-    for index in meta.indexes.iter().filter(|i| i.until_chunk.is_none()) {
-        store.define_partitioned_index(
-            index.source,
-            &index.name,
-            index.field.clone(),
-            index.bins.clone(),
-            index.partition.clone(),
-        )?;
-    }
+    capture::define_like(&mut store, meta)?;
     let mut copied = 0;
     // Thread names noted before the window name its threads too.
     if let Some(names) = meta.sources.iter().find(|s| s.name == TASKS) {

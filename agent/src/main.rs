@@ -22,6 +22,7 @@ mod pt_threads;
 mod query;
 mod record;
 mod registry;
+mod replay;
 mod resolve;
 mod rings;
 mod session;

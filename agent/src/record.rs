@@ -39,7 +39,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode> {
 pub struct UiLink {
     /// Receives the store's reader once the probes are attached, and
     /// where decoded PT captures go to be stored.
-    pub ready: Sender<(weft_store::Reader, Sender<pt_calls::Decoded>)>,
+    pub ready: Sender<(weft_store::Reader, Option<Sender<pt_calls::Decoded>>)>,
     /// The counters, renewed every second.
     pub health: Arc<Mutex<weft_tui::Health>>,
     /// Stops the recording, as SIGINT would.
@@ -80,7 +80,7 @@ pub fn record(args: &RecordArgs, ui: Option<UiLink>) -> Result<ExitCode> {
     let (manual, manual_notes) = std::sync::mpsc::sync_channel(16);
     if let Some(ui) = &ui {
         // The UI may have given up waiting; recording goes on regardless.
-        let _ = ui.ready.send((store.reader(), calls_sender.clone()));
+        let _ = ui.ready.send((store.reader(), Some(calls_sender.clone())));
     }
     // Warn and record on: a capture without live queries beats none.
     let _live =

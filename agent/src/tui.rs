@@ -20,7 +20,7 @@ use std::{
 
 use anyhow::{Context as _, Result, anyhow};
 use weft_query::Answer;
-use weft_store::{Reader, Snapshot};
+use weft_store::{Config, Reader, Snapshot};
 use weft_tui::{Feed, FrameTimes, Health, SourceHealth};
 
 use crate::{
@@ -28,6 +28,7 @@ use crate::{
     cli::{RecordArgs, RecordOutputArgs, TriggerArgs, TuiArgs},
     ebpf, info, query,
     record::{self, UiLink},
+    replay,
 };
 
 pub fn run(args: &TuiArgs) -> Result<ExitCode> {
@@ -42,10 +43,13 @@ pub fn run(args: &TuiArgs) -> Result<ExitCode> {
     }
 }
 
-/// Records on a thread of its own while the UI runs on this one; the
-/// recorder's messages go to a log shown after the UI closes.
+/// Records (or replays a recording) on a thread of its own while the UI
+/// runs on this one; that thread's messages go to a log shown after the
+/// UI closes.
 fn live(args: &TuiArgs) -> Result<ExitCode> {
-    ebpf::check_privileges()?;
+    if args.replay.is_none() {
+        ebpf::check_privileges()?;
+    }
     let temporary = args.output.is_none();
     let dir = args
         .output
@@ -55,6 +59,71 @@ fn live(args: &TuiArgs) -> Result<ExitCode> {
         // A directory left by an earlier weft that had this pid.
         let _ = fs::remove_dir_all(&dir);
     }
+    let log = Redirect::stderr(
+        &std::env::temp_dir().join(format!("weft-live-{}.log", std::process::id())),
+    )?;
+    let (ready, reader) = mpsc::channel();
+    let health = Arc::new(Mutex::new(Health::default()));
+    let ended = Arc::new(AtomicBool::new(false));
+    let Producer { name, run, stop } = match &args.replay {
+        Some(from) => replayer(args, from, &dir, ready, &health),
+        None => recorder(args, &dir, ready, &health),
+    };
+    let producer = {
+        let ended = Arc::clone(&ended);
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                let result = run();
+                ended.store(true, Ordering::Relaxed);
+                result
+            })
+            .with_context(|| format!("failed to start {name}"))?
+    };
+    // Until the capture has begun there is nothing to show; a producer
+    // that fails first drops the sender.
+    let shown = reader.recv().map(|(reader, calls)| {
+        let feed: Arc<dyn Feed> = Arc::new(LiveFeed {
+            reader,
+            calls,
+            dir: dir.clone(),
+            title: args.replay.as_ref().map_or_else(
+                || "live".into(),
+                |from| format!("replay of {} at {}x", from.display(), args.speed),
+            ),
+            health,
+            ended,
+        });
+        weft_tui::run(&feed)
+    });
+    stop();
+    let outcome = producer
+        .join()
+        .unwrap_or_else(|_| Err(anyhow!("the capture thread panicked")));
+    log.restore();
+    if temporary && fs::remove_dir_all(&dir).is_ok() {
+        eprintln!("weft: the live capture was temporary and is gone (-o DIR keeps one)");
+    }
+    if let Ok(shown) = shown {
+        report(args, &shown.context("the terminal failed")?);
+    }
+    outcome
+}
+
+/// What fills a live capture on a thread of its own.
+struct Producer {
+    /// The thread's name.
+    name: &'static str,
+    run: Box<dyn FnOnce() -> Result<ExitCode> + Send>,
+    /// Asks `run` to finish.
+    stop: Box<dyn FnOnce()>,
+}
+
+/// Where the UI's capture reader (and the PT channel, if any) arrive.
+type Ready = mpsc::Sender<(Reader, Option<mpsc::Sender<crate::pt_calls::Decoded>>)>;
+
+/// `record` with the UI's sources and limits, into `dir`.
+fn recorder(args: &TuiArgs, dir: &Path, ready: Ready, health: &Arc<Mutex<Health>>) -> Producer {
     let record_args = RecordArgs {
         sources: args.sources.clone(),
         app_group: None,
@@ -65,7 +134,7 @@ fn live(args: &TuiArgs) -> Result<ExitCode> {
         snaplen: 0,
         filter: args.filter.clone(),
         output: RecordOutputArgs {
-            output: dir.clone(),
+            output: dir.to_owned(),
             duration: None,
             max_disk: Some(args.max_disk),
             retain: Some(args.retain),
@@ -74,53 +143,49 @@ fn live(args: &TuiArgs) -> Result<ExitCode> {
         },
         capture: args.capture.clone(),
     };
-    let log = Redirect::stderr(
-        &std::env::temp_dir().join(format!("weft-live-{}.log", std::process::id())),
-    )?;
-    let (ready, reader) = mpsc::channel();
-    let health = Arc::new(Mutex::new(Health::default()));
     let stop = Arc::new(tokio::sync::Notify::new());
-    let ended = Arc::new(AtomicBool::new(false));
-    let recorder = {
-        let ui = UiLink {
-            ready,
-            health: Arc::clone(&health),
-            stop: Arc::clone(&stop),
-        };
-        let ended = Arc::clone(&ended);
-        std::thread::Builder::new()
-            .name("weft-record".into())
-            .spawn(move || {
-                let result = record::record(&record_args, Some(ui));
-                ended.store(true, Ordering::Relaxed);
-                result
-            })
-            .context("failed to start the recorder")?
+    let ui = UiLink {
+        ready,
+        health: Arc::clone(health),
+        stop: Arc::clone(&stop),
     };
-    // Until the probes are attached there is nothing to show; a recorder
-    // that fails first drops the sender.
-    let shown = reader.recv().map(|(reader, calls)| {
-        let feed: Arc<dyn Feed> = Arc::new(LiveFeed {
-            reader,
-            calls,
-            dir: dir.clone(),
-            health,
-            ended,
-        });
-        weft_tui::run(&feed)
-    });
-    stop.notify_one();
-    let outcome = recorder
-        .join()
-        .unwrap_or_else(|_| Err(anyhow!("the recorder panicked")));
-    log.restore();
-    if temporary && fs::remove_dir_all(&dir).is_ok() {
-        eprintln!("weft: the live capture was temporary and is gone (-o DIR keeps one)");
+    Producer {
+        name: "weft-record",
+        run: Box::new(move || record::record(&record_args, Some(ui))),
+        stop: Box::new(move || stop.notify_one()),
     }
-    if let Ok(shown) = shown {
-        report(args, &shown.context("the terminal failed")?);
+}
+
+/// `replay` of `from` into `dir`, with the UI's limits.
+fn replayer(
+    args: &TuiArgs,
+    from: &Path,
+    dir: &Path,
+    ready: Ready,
+    health: &Arc<Mutex<Health>>,
+) -> Producer {
+    let options = replay::Options {
+        from: from.to_owned(),
+        speed: args.speed,
+        repeat: args.repeat,
+    };
+    let config = Config {
+        disk_budget: Some(args.max_disk),
+        retain: Some(u64::try_from(args.retain.as_nanos()).unwrap_or(u64::MAX)),
+        ..Config::default()
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let link = replay::Link {
+        ready,
+        health: Arc::clone(health),
+        stop: Arc::clone(&stop),
+    };
+    let dir = dir.to_owned();
+    Producer {
+        name: "weft-replay",
+        run: Box::new(move || replay::run(&options, &dir, &config, &link)),
+        stop: Box::new(move || stop.store(true, Ordering::Relaxed)),
     }
-    outcome
 }
 
 /// The frame times, when asked for.
@@ -135,12 +200,13 @@ fn report(args: &TuiArgs, frames: &FrameTimes) {
     }
 }
 
-/// A capture being recorded now.
+/// A capture being recorded (or replayed) now.
 struct LiveFeed {
     reader: Reader,
-    /// Where the UI's PT captures go to be stored.
-    calls: mpsc::Sender<crate::pt_calls::Decoded>,
+    /// Where the UI's PT captures go to be stored; `None` in a replay.
+    calls: Option<mpsc::Sender<crate::pt_calls::Decoded>>,
     dir: PathBuf,
+    title: String,
     health: Arc<Mutex<Health>>,
     ended: Arc<AtomicBool>,
 }
@@ -152,7 +218,10 @@ impl Feed for LiveFeed {
     }
 
     fn capture_pt(&self, pid: u32) -> Result<String, String> {
-        crate::pt_demand::start(pid, &self.dir, &self.calls)
+        match &self.calls {
+            Some(calls) => crate::pt_demand::start(pid, &self.dir, calls),
+            None => Err("PT captures need a capture of this machine, not a replay".into()),
+        }
     }
 
     fn health(&self) -> Health {
@@ -174,7 +243,7 @@ impl Feed for LiveFeed {
     }
 
     fn title(&self) -> String {
-        "live".into()
+        self.title.clone()
     }
 
     fn wall_offset(&self) -> Option<i64> {

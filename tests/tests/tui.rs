@@ -333,3 +333,55 @@ fn every_view_of_a_large_recording_is_filled_within_a_second() {
     let screen = tmux.wait_for("weft to exit", |s| s.contains("weft-exit="));
     assert!(screen.contains("weft-exit=0"), "{screen}");
 }
+
+#[test]
+fn a_replay_plays_every_record_with_its_durations_at_new_times() {
+    let test = "a_replay_plays_every_record_with_its_durations_at_new_times";
+    if !needs(test, &SYSCALL_PROBE) || !Tmux::available(test) {
+        return;
+    }
+    let from = capture_dir("replay-from");
+    let calls = 100_000;
+    record(
+        WORKLOAD,
+        &from,
+        &[&format!("getppid:{calls}"), "nanosleep:300:3"],
+        &["--sources", "syscalls,sched"],
+    );
+    let to = capture_dir("replay-to");
+    let tmux = Tmux::start(
+        "replay",
+        &format!(
+            "{} tui --replay {} --speed 2 -o {}",
+            weft_bin().display(),
+            from.display(),
+            to.display()
+        ),
+    );
+    // Played once, the replay ends and the UI with it.
+    let screen = tmux.wait_for("the replay to end", |s| s.contains("weft-exit="));
+    assert!(screen.contains("weft-exit=0"), "{screen}");
+    let latencies = "syscalls | count, min(dur), p50(dur), p99(dur), max(dur), sum(dur) by name";
+    let replayed = query_rows(&to, latencies);
+    assert_eq!(replayed, query_rows(&from, latencies));
+    let getppid = replayed.iter().find(|r| r["name"] == "getppid");
+    assert_eq!(getppid.map(|r| &r["count"]), Some(&calls.into()));
+    for source in ["syscalls", "sched", "tasks"] {
+        let count = format!("{source} | count");
+        assert_eq!(query_rows(&to, &count), query_rows(&from, &count), "{source}");
+    }
+    // Every time moved to the replay's present, after the recording's
+    // end, and the span shrank by the speed.
+    let span = |dir: &std::path::Path| {
+        let row = &query_rows(dir, "syscalls | min(time), max(time)")[0];
+        let time = |key: &str| row[key].as_i64().expect("a time in ns");
+        (time("min(time)"), time("max(time)"))
+    };
+    let (recorded, played) = (span(&from), span(&to));
+    assert!(played.0 > recorded.1, "recorded {recorded:?}, replayed {played:?}");
+    let halved = (recorded.1 - recorded.0) / 2;
+    assert!(
+        (played.1 - played.0 - halved).abs() < 1_000,
+        "recorded {recorded:?}, replayed {played:?}"
+    );
+}
