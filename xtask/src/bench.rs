@@ -46,7 +46,7 @@ pub enum Bench {
     Oneliners(Loop),
     /// The terminal UI: the getppid loop under headless `weft record` and
     /// under `weft tui` in tmux, its frame times and its threads' CPU.
-    Tui(Loop),
+    Tui(crate::bench_tui::Options),
     /// Triggers: the getppid loop under `weft record` without and with three
     /// triggers, and the time from a matching record to its pinned window.
     Triggers(Loop),

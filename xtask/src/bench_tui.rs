@@ -2,10 +2,13 @@
 //! loop runs at full speed under capture, in one run — the loop untraced,
 //! under headless `weft record`, and under `weft tui` in a tmux terminal
 //! showing the latency view; the UI's frame times and the CPU its threads
-//! used.
+//! used. Then the UI at a rate this machine cannot trace: a recorded flood
+//! replayed (`weft tui --replay`) at `--replay-rate` records/s, each view's
+//! time to fill and the UI threads' CPU.
 
 use std::{
     collections::HashMap,
+    path::Path,
     process::Command,
     time::{Duration, Instant},
 };
@@ -13,7 +16,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use crate::{
-    bench_loop::{Config, Loop, build, measure_loop, median, row, stat_cpu_seconds},
+    bench_loop::{Bins, Config, Loop, build, measure_loop, median, row, stat_cpu_seconds},
     exec::output,
     setup,
 };
@@ -21,8 +24,26 @@ use crate::{
 /// The tmux server the UI runs in.
 const SOCKET: &str = "weft-bench-tui";
 
-pub fn run(options: &Loop) -> Result<()> {
+#[derive(clap::Args)]
+pub struct Options {
+    #[command(flatten)]
+    pub runs: Loop,
+    /// Records/s the recorded flood is replayed at.
+    #[arg(long, default_value_t = 4_000_000)]
+    pub replay_rate: u64,
+    /// Seconds the UI's CPU is measured over in the replay.
+    #[arg(long, default_value_t = 10)]
+    pub replay_seconds: u64,
+}
+
+pub fn run(options: &Options) -> Result<()> {
     let bins = build()?;
+    traced(&options.runs, &bins)?;
+    replayed(options, &bins)
+}
+
+/// The UI beside the loop it traces.
+fn traced(options: &Loop, bins: &Bins) -> Result<()> {
     setup::install_packages(&["tmux"])?;
     options.header("tui");
     let loop_only = Config {
@@ -30,7 +51,7 @@ pub fn run(options: &Loop) -> Result<()> {
         tracer: None,
         syscall: "getppid",
     };
-    let (base, _) = measure_loop(&loop_only, &bins, options.runs, options.calls)?;
+    let (base, _) = measure_loop(&loop_only, bins, options.runs, options.calls)?;
     row("untraced", &base, median(&base));
 
     let dir = std::env::temp_dir().join(format!("weft-bench-tui-{}", std::process::id()));
@@ -50,7 +71,7 @@ pub fn run(options: &Loop) -> Result<()> {
         )),
         syscall: "getppid",
     };
-    let (recorded, tracer) = measure_loop(&headless, &bins, options.runs, options.calls)?;
+    let (recorded, tracer) = measure_loop(&headless, bins, options.runs, options.calls)?;
     let lines = tracer.context("weft record runs")?.interrupt()?;
     row("weft record (headless)", &recorded, median(&base));
     println!("    {}", last_with(&lines, "weft: recorded"));
@@ -62,19 +83,14 @@ pub fn run(options: &Loop) -> Result<()> {
         dir.display()
     );
     tmux(&["new-session", "-d", "-x", "200", "-y", "50", &command])?;
-    let result = with_ui(options, &bins, &base, &recorded);
+    let result = with_ui(options, bins, &base, &recorded);
     let _ = tmux(&["kill-server"]);
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
 
 /// The loop with the UI open on the latency view, then the UI's figures.
-fn with_ui(
-    options: &Loop,
-    bins: &crate::bench_loop::Bins,
-    base: &[f64],
-    recorded: &[f64],
-) -> Result<()> {
+fn with_ui(options: &Loop, bins: &Bins, base: &[f64], recorded: &[f64]) -> Result<()> {
     wait_for("the overview", |s| s.contains("1 Overview"))?;
     tmux(&["send-keys", "-t", "0", "2"])?;
     std::thread::sleep(Duration::from_millis(500));
@@ -104,17 +120,178 @@ fn with_ui(
         "  frames: {} (target: median <= 16 ms, max <= 100 ms)",
         last_with(&screen_lines(&screen), "frames drawn").trim_start_matches("weft: ")
     );
-    let cpu = |names: &[&str]| {
-        let used: f64 = names
-            .iter()
-            .map(|n| after.get(*n).unwrap_or(&0.0) - before.get(*n).unwrap_or(&0.0))
-            .sum();
-        used / elapsed * 100.0
-    };
     println!(
         "  CPU over {elapsed:.1}s: UI threads (draw + queries) {:.1}% of a core, recorder {:.1}%",
-        cpu(&["weft", "weft-tui-query"]),
-        cpu(&["weft-record"])
+        share(&before, &after, elapsed, &["weft", "weft-tui-query"]),
+        share(&before, &after, elapsed, &["weft-record"])
+    );
+    Ok(())
+}
+
+/// The CPU the threads called `names` used between two readings of
+/// [`thread_seconds`], in % of a core over `elapsed` seconds.
+fn share(
+    before: &HashMap<String, f64>,
+    after: &HashMap<String, f64>,
+    elapsed: f64,
+    names: &[&str],
+) -> f64 {
+    let used: f64 = names
+        .iter()
+        .map(|n| after.get(*n).unwrap_or(&0.0) - before.get(*n).unwrap_or(&0.0))
+        .sum();
+    used / elapsed * 100.0
+}
+
+/// The UI over a flood recorded here and replayed at `replay_rate`.
+fn replayed(options: &Options, bins: &Bins) -> Result<()> {
+    let scratch = |name: &str, root: &Path| {
+        let dir = root.join(format!("weft-bench-tui-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    };
+    let flood = scratch("flood", &std::env::temp_dir());
+    // tmpfs: the replay writes ~200 MB/s, more than this VM's disk takes.
+    let live = scratch("replay", Path::new("/dev/shm"));
+    let result = record_flood(bins, &flood).and_then(|recorded| {
+        let speed = options.replay_rate as f64 / recorded;
+        println!(
+            "replay: a getppid flood recorded at {:.2} M records/s, replayed at {speed:.2}x \
+             (target {:.1} M records/s) into tmpfs",
+            recorded / 1e6,
+            options.replay_rate as f64 / 1e6
+        );
+        let command = format!(
+            "{} tui --replay {} --speed {speed} --loop --frame-stats -o {} --max-disk 6GiB; \
+             echo weft-exit=$?; sleep 600",
+            bins.weft,
+            flood.display(),
+            live.display()
+        );
+        tmux(&["new-session", "-d", "-x", "200", "-y", "50", &command])?;
+        let result = replay_views(options);
+        let _ = tmux(&["kill-server"]);
+        result
+    });
+    let _ = std::fs::remove_dir_all(&flood);
+    let _ = std::fs::remove_dir_all(&live);
+    result
+}
+
+/// Records 6 s of the getppid loop on CPU 0 (all of it inside the loop's
+/// run, so the recording's rate is even) into `dir`; returns its records/s.
+fn record_flood(bins: &Bins, dir: &Path) -> Result<f64> {
+    let mut flood = Command::new("taskset")
+        .args(["-c", "0", &bins.syscall_loop, "getppid", "for", "9"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .context("failed to start the loop")?;
+    std::thread::sleep(Duration::from_millis(500));
+    let recorded = Command::new(&bins.weft)
+        .args([
+            "record",
+            "--sources",
+            "syscalls,sched,block",
+            "-d",
+            "6s",
+            "-o",
+        ])
+        .arg(dir)
+        .output()
+        .context("failed to start weft record");
+    let _ = flood.wait();
+    let recorded = recorded?;
+    let report = String::from_utf8_lossy(&recorded.stderr);
+    if !recorded.status.success() {
+        bail!("weft record failed: {}\n{report}", recorded.status);
+    }
+    let line = last_with(&screen_lines(&report), "weft: recorded");
+    // "weft: recorded N records in T s to DIR; lost L"
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let number = |i: usize| {
+        words
+            .get(i)
+            .and_then(|w| w.trim_end_matches('s').parse::<f64>().ok())
+    };
+    match (number(2), number(5)) {
+        (Some(records), Some(seconds)) if seconds > 0.0 => Ok(records / seconds),
+        _ => bail!("weft record printed `{line}`"),
+    }
+}
+
+/// The words of the line of `screen` that holds `word` as a whole word.
+fn line_with<'a>(screen: &'a str, word: &str) -> Option<Vec<&'a str>> {
+    screen
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|words| words.contains(&word))
+}
+
+/// Whether a screen shows a view filled.
+type Filled = dyn Fn(&str) -> bool;
+
+/// Each view's time to fill once shown, the UI threads' CPU on the latency
+/// view, and the rate the replay kept.
+fn replay_views(options: &Options) -> Result<()> {
+    wait_for("the overview", |s| line_with(s, "syscalls").is_some())?;
+    // Ten seconds of the replay fill the windows the views ask about.
+    std::thread::sleep(Duration::from_secs(10));
+    let mut filled = vec![];
+    let views: [(&str, &str, &Filled); 5] = [
+        ("1", "overview", &|s| {
+            line_with(s, "syscalls").is_some_and(|r| r.contains(&"p99"))
+        }),
+        ("2", "latency", &|s| {
+            s.contains("getppid dur histogram")
+                && s.contains('█')
+                && line_with(s, "getppid").is_some()
+        }),
+        ("o", "block", &|s| {
+            s.contains("block latency by op")
+                && line_with(s, "op").is_some()
+                && !s.contains("waiting")
+        }),
+        ("o", "off-CPU", &|s| {
+            s.contains("sched off_cpu by state") && line_with(s, "state").is_some()
+        }),
+        ("4", "timeline", &|s| {
+            s.contains("around")
+                && s.lines()
+                    .any(|l| l.starts_with("syscalls") && l.contains('│'))
+        }),
+    ];
+    for (key, name, done) in views {
+        tmux(&["send-keys", "-t", "0", key])?;
+        let start = Instant::now();
+        wait_for(name, done)?;
+        filled.push(format!(
+            "{name} {:.0} ms",
+            start.elapsed().as_secs_f64() * 1e3
+        ));
+    }
+    println!("  filled after (target <= 1 s each): {}", filled.join(", "));
+    tmux(&["send-keys", "-t", "0", "2"])?;
+    std::thread::sleep(Duration::from_secs(1));
+    let pid = ui_pid()?;
+    let before = thread_seconds(&pid);
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_secs(options.replay_seconds));
+    let elapsed = started.elapsed().as_secs_f64();
+    let after = thread_seconds(&pid);
+    tmux(&["send-keys", "-t", "0", "q"])?;
+    let screen = screen_lines(&wait_for("weft to exit", |s| s.contains("weft-exit="))?);
+    println!(
+        "  CPU over {elapsed:.1}s on the latency view: UI threads (draw + queries) {:.1}% of a \
+         core (target < 10 %), replay {:.1}%, store flusher {:.1}%",
+        share(&before, &after, elapsed, &["weft", "weft-tui-query"]),
+        share(&before, &after, elapsed, &["weft-replay"]),
+        // The kernel keeps 15 bytes of a thread's name.
+        share(&before, &after, elapsed, &["weft-store-flus"])
+    );
+    println!("    {}", last_with(&screen, "weft: replayed"));
+    println!(
+        "  frames: {}",
+        last_with(&screen, "frames drawn").trim_start_matches("weft: ")
     );
     Ok(())
 }
