@@ -97,6 +97,7 @@ pub fn run(options: &Options, dir: &Path, config: &Config, link: &Link) -> Resul
             speed: options.speed,
         },
         lag: 0,
+        max_lag: 0,
         tick: Instant::now(),
     };
     // The UI may have given up waiting; the replay goes on regardless.
@@ -124,9 +125,10 @@ pub fn run(options: &Options, dir: &Path, config: &Config, link: &Link) -> Resul
     let records: u64 = player.sent.iter().sum();
     let seconds = started.elapsed().as_secs_f64();
     eprintln!(
-        "weft: replayed {records} records of {} in {seconds:.1}s ({:.2} M records/s, {passes} whole passes) into {}",
+        "weft: replayed {records} records of {} in {seconds:.1}s ({:.2} M records/s, {passes} whole passes, at most {:.0} ms behind schedule) into {}",
         from.display(),
         records as f64 / seconds.max(1e-9) / 1e6,
+        player.max_lag.max(player.lag) as f64 / 1e6,
         dir.display()
     );
     Ok(ExitCode::SUCCESS)
@@ -219,6 +221,8 @@ struct Player {
     /// How far behind its schedule the replay appended, at most, since
     /// the last tick.
     lag: u64,
+    /// The same over the whole replay.
+    max_lag: u64,
     tick: Instant,
 }
 
@@ -317,6 +321,7 @@ impl Player {
             ended: false,
         };
         *link.health.lock().unwrap_or_else(PoisonError::into_inner) = health;
+        self.max_lag = self.max_lag.max(self.lag);
         self.lag = 0;
         self.tick = Instant::now();
     }

@@ -4,7 +4,8 @@
 //! showing the latency view; the UI's frame times and the CPU its threads
 //! used. Then the UI at a rate this machine cannot trace: a recorded flood
 //! replayed (`weft tui --replay`) at `--replay-rate` records/s, each view's
-//! time to fill and the UI threads' CPU.
+//! time to fill and the UI threads' CPU; and the replay's capture, grown
+//! to `--recording-records`, opened as a recording.
 
 use std::{
     collections::HashMap,
@@ -34,6 +35,10 @@ pub struct Options {
     /// Seconds the UI's CPU is measured over in the replay.
     #[arg(long, default_value_t = 10)]
     pub replay_seconds: u64,
+    /// Syscalls the replay's capture holds before it is opened as a
+    /// recording.
+    #[arg(long, default_value_t = 100_000_000)]
+    pub recording_records: u64,
 }
 
 pub fn run(options: &Options) -> Result<()> {
@@ -162,14 +167,17 @@ fn replayed(options: &Options, bins: &Bins) -> Result<()> {
             options.replay_rate as f64 / 1e6
         );
         let command = format!(
-            "{} tui --replay {} --speed {speed} --loop --frame-stats -o {} --max-disk 6GiB; \
+            "{} tui --replay {} --speed {speed} --loop --frame-stats -o {} --max-disk 8GiB; \
              echo weft-exit=$?; sleep 600",
             bins.weft,
             flood.display(),
             live.display()
         );
         tmux(&["new-session", "-d", "-x", "200", "-y", "50", &command])?;
-        let result = replay_views(options);
+        let result = replay_views(options).and_then(|()| {
+            let _ = tmux(&["kill-server"]);
+            recording_views(bins, &live)
+        });
         let _ = tmux(&["kill-server"]);
         result
     });
@@ -179,7 +187,8 @@ fn replayed(options: &Options, bins: &Bins) -> Result<()> {
 }
 
 /// Records 6 s of the getppid loop on CPU 0 (all of it inside the loop's
-/// run, so the recording's rate is even) into `dir`; returns its records/s.
+/// run, so the recording's rate is even) into `dir`; returns its syscalls
+/// per second.
 fn record_flood(bins: &Bins, dir: &Path) -> Result<f64> {
     let mut flood = Command::new("taskset")
         .args(["-c", "0", &bins.syscall_loop, "getppid", "for", "9"])
@@ -201,22 +210,30 @@ fn record_flood(bins: &Bins, dir: &Path) -> Result<f64> {
         .context("failed to start weft record");
     let _ = flood.wait();
     let recorded = recorded?;
-    let report = String::from_utf8_lossy(&recorded.stderr);
     if !recorded.status.success() {
-        bail!("weft record failed: {}\n{report}", recorded.status);
+        bail!(
+            "weft record failed: {}\n{}",
+            recorded.status,
+            String::from_utf8_lossy(&recorded.stderr)
+        );
     }
-    let line = last_with(&screen_lines(&report), "weft: recorded");
-    // "weft: recorded N records in T s to DIR; lost L"
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let number = |i: usize| {
-        words
-            .get(i)
-            .and_then(|w| w.trim_end_matches('s').parse::<f64>().ok())
-    };
-    match (number(2), number(5)) {
-        (Some(records), Some(seconds)) if seconds > 0.0 => Ok(records / seconds),
-        _ => bail!("weft record printed `{line}`"),
+    // The density between the first and the last record: the session's
+    // own length also holds the probes' loading.
+    let query = "syscalls | count, min(time), max(time)";
+    let answer = output(
+        Command::new(&bins.weft)
+            .args(["query", "--json"])
+            .arg(dir)
+            .arg(query),
+    )?;
+    let row: serde_json::Value = serde_json::from_str(answer.trim())
+        .with_context(|| format!("`{query}` answered `{answer}`"))?;
+    let number = |key: &str| row[key].as_f64().unwrap_or_default();
+    let span = (number("max(time)") - number("min(time)")) / 1e9;
+    if span <= 0.0 {
+        bail!("`{query}` answered `{answer}`");
     }
+    Ok(number("count") / span)
 }
 
 /// The words of the line of `screen` that holds `word` as a whole word.
@@ -227,15 +244,8 @@ fn line_with<'a>(screen: &'a str, word: &str) -> Option<Vec<&'a str>> {
         .find(|words| words.contains(&word))
 }
 
-/// Whether a screen shows a view filled.
-type Filled = dyn Fn(&str) -> bool;
-
-/// Each view's time to fill once shown, the UI threads' CPU on the latency
-/// view, and the rate the replay kept.
-fn replay_views(options: &Options) -> Result<()> {
-    wait_for("the overview", |s| line_with(s, "syscalls").is_some())?;
-    // Ten seconds of the replay fill the windows the views ask about.
-    std::thread::sleep(Duration::from_secs(10));
+/// Shows each view in turn; how long each took to fill.
+fn fill_times() -> Result<String> {
     let mut filled = vec![];
     let views: [(&str, &str, &Filled); 5] = [
         ("1", "overview", &|s| {
@@ -269,7 +279,48 @@ fn replay_views(options: &Options) -> Result<()> {
             start.elapsed().as_secs_f64() * 1e3
         ));
     }
-    println!("  filled after (target <= 1 s each): {}", filled.join(", "));
+    Ok(filled.join(", "))
+}
+
+/// Whether a screen shows a view filled.
+type Filled = dyn Fn(&str) -> bool;
+
+/// Each view's time to fill on the replay's capture, opened as a recording.
+fn recording_views(bins: &Bins, dir: &Path) -> Result<()> {
+    let query = "syscalls | count";
+    let answer = output(
+        Command::new(&bins.weft)
+            .args(["query", "--json"])
+            .arg(dir)
+            .arg(query),
+    )?;
+    let count: serde_json::Value = serde_json::from_str(answer.trim())
+        .with_context(|| format!("`{query}` answered `{answer}`"))?;
+    let command = format!(
+        "{} tui {}; echo weft-exit=$?; sleep 600",
+        bins.weft,
+        dir.display()
+    );
+    tmux(&["new-session", "-d", "-x", "200", "-y", "50", &command])?;
+    wait_for("the overview", |s| line_with(s, "syscalls").is_some())?;
+    println!(
+        "recording: the replay's capture, {} syscalls, opened with weft tui DIR; filled after \
+         (target <= 1 s each): {}",
+        count["count"],
+        fill_times()?
+    );
+    tmux(&["send-keys", "-t", "0", "q"])?;
+    wait_for("weft to exit", |s| s.contains("weft-exit="))?;
+    Ok(())
+}
+
+/// Each view's time to fill once shown, the UI threads' CPU on the latency
+/// view, and the rate the replay kept.
+fn replay_views(options: &Options) -> Result<()> {
+    wait_for("the overview", |s| line_with(s, "syscalls").is_some())?;
+    // Ten seconds of the replay fill the windows the views ask about.
+    std::thread::sleep(Duration::from_secs(10));
+    println!("  filled after (target <= 1 s each): {}", fill_times()?);
     tmux(&["send-keys", "-t", "0", "2"])?;
     std::thread::sleep(Duration::from_secs(1));
     let pid = ui_pid()?;
@@ -278,6 +329,16 @@ fn replay_views(options: &Options) -> Result<()> {
     std::thread::sleep(Duration::from_secs(options.replay_seconds));
     let elapsed = started.elapsed().as_secs_f64();
     let after = thread_seconds(&pid);
+    // Played on until the capture is as large as the recording asked for.
+    let enough = options.recording_records;
+    tmux(&["send-keys", "-t", "0", "1"])?;
+    wait_for("the capture to grow", |s| {
+        line_with(s, "syscalls").is_some_and(|r| {
+            r.iter()
+                .filter_map(|w| w.parse::<u64>().ok())
+                .any(|n| n >= enough)
+        })
+    })?;
     tmux(&["send-keys", "-t", "0", "q"])?;
     let screen = screen_lines(&wait_for("weft to exit", |s| s.contains("weft-exit="))?);
     println!(
