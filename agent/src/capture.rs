@@ -165,6 +165,26 @@ pub fn start_session(
     Ok((metadata, index))
 }
 
+/// Opens the capture at `dir` to read, saying on stderr what a crash cut
+/// from its end (a capture that closed cleanly is whole, or an error).
+pub fn open(dir: &Path) -> Result<weft_store::Snapshot> {
+    let (snapshot, recovery) = weft_store::open_read_only(dir)
+        .with_context(|| format!("failed to open {}", dir.display()))?;
+    if recovery.cut_chunks > 0 {
+        let records = match recovery.cut_records {
+            0 => "their records uncounted".to_owned(),
+            n => format!("at least {n} records"),
+        };
+        eprintln!(
+            "weft: {} did not close cleanly (weft stopped without closing it, or is still \
+             writing it): {} unfinished chunks at its end, {records}, are left out",
+            dir.display(),
+            recovery.cut_chunks,
+        );
+    }
+    Ok(snapshot)
+}
+
 /// Defines in `store` the sources of another capture's `meta` and its
 /// indexes still open, so that capture's records append as they are
 /// (`extract`, `replay`).

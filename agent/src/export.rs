@@ -31,8 +31,7 @@ const ROW_GROUP: usize = 1 << 20;
 pub fn run(args: &ExportArgs) -> Result<ExitCode> {
     let dir = &args.dir;
     let metadata = capture::read_metadata(dir)?;
-    let (snapshot, _) = weft_store::open_read_only(dir)
-        .with_context(|| format!("failed to open {}", dir.display()))?;
+    let snapshot = capture::open(dir)?;
     let catalog = capture::catalog(&snapshot, &metadata, true)?;
     let mut text = args.source.clone();
     if let Some(condition) = &args.condition {

@@ -19,8 +19,7 @@ use crate::{
 const SLICE_NS: u64 = 100_000_000;
 
 pub fn run(args: &ExtractArgs) -> Result<ExitCode> {
-    let (snapshot, _) = weft_store::open_read_only(&args.dir)
-        .with_context(|| format!("failed to open {}", args.dir.display()))?;
+    let snapshot = capture::open(&args.dir)?;
     let window = kept_window(&snapshot, args.trigger)?;
     if args.output.exists() {
         bail!(

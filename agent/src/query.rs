@@ -24,8 +24,7 @@ pub fn run(args: &QueryArgs) -> Result<ExitCode> {
         (true, [query]) => client::ask(query, args.format(), args.full_scan)?,
         (false, [dir, query]) => {
             let dir = Path::new(dir);
-            let (snapshot, _) = weft_store::open_read_only(dir)
-                .with_context(|| format!("failed to open {}", dir.display()))?;
+            let snapshot = capture::open(dir)?;
             answer(&snapshot, dir, query, args.format(), None, args.full_scan)?
         }
         (true, _) => bail!("with --live, give only the query (no directory)"),

@@ -64,8 +64,7 @@ pub fn run(options: &Options, dir: &Path, config: &Config, link: &Link) -> Resul
         bail!("--speed {}: must be a positive number", options.speed);
     }
     let from = &options.from;
-    let (snapshot, _) = weft_store::open_read_only(from)
-        .with_context(|| format!("failed to open {}", from.display()))?;
+    let snapshot = capture::open(from)?;
     let Some(span) = snapshot.time_range()? else {
         bail!("{} holds no records to replay", from.display());
     };

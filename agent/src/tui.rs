@@ -263,8 +263,7 @@ struct Recording {
 impl Recording {
     fn open(dir: &Path) -> Result<Self> {
         let metadata = capture::read_metadata(dir)?;
-        let (snapshot, _) = weft_store::open_read_only(dir)
-            .with_context(|| format!("failed to open {}", dir.display()))?;
+        let snapshot = capture::open(dir)?;
         let sources = info::records(&snapshot)?
             .into_iter()
             .map(|(source, records, _)| SourceHealth {

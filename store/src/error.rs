@@ -27,6 +27,15 @@ pub enum Error {
         /// What is wrong there.
         what: String,
     },
+    /// A capture that closed cleanly is not whole: what recovery would cut
+    /// from a crashed capture's tail.
+    #[error("{dir} closed cleanly but is damaged: {what}")]
+    Damaged {
+        /// The capture directory.
+        dir: PathBuf,
+        /// The first damage found: file, offset, what.
+        what: String,
+    },
     /// A file was written by a newer (or unknown) format version.
     #[error("{path}: format version {version} is not supported (this build reads version 1)")]
     UnsupportedVersion {

@@ -10,7 +10,7 @@
 //! `groups.log`; recovery drops an entry that names a chunk it did not keep.
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     fs::{self, File},
     os::unix::fs::FileExt as _,
     path::{Path, PathBuf},
@@ -61,6 +61,8 @@ struct Files {
     groups: Option<(File, u64)>,
     time: File,
     segments: BTreeMap<u64, File>,
+    /// Every segment written to since the store opened, to sync at close.
+    written: BTreeSet<u64>,
 }
 
 impl Files {
@@ -94,7 +96,29 @@ impl Files {
             groups,
             time: open("time.log")?,
             segments: BTreeMap::new(),
+            written: BTreeSet::new(),
         })
+    }
+
+    /// Syncs everything written since the store opened (a closed capture
+    /// must be whole on disk): the logs, the segments that still exist,
+    /// the directory.
+    fn sync_all(&self) -> Result<()> {
+        let mut logs = vec![(&self.chunks, "chunks.log"), (&self.time, "time.log")];
+        logs.extend(self.values.as_ref().map(|(file, _)| (file, "values.log")));
+        logs.extend(self.groups.as_ref().map(|(file, _)| (file, "groups.log")));
+        for (file, name) in logs {
+            file.sync_data()
+                .map_err(io("fdatasync", &self.dir.join(name)))?;
+        }
+        for segment in &self.written {
+            let path = segment_path(&self.dir, *segment);
+            // The disk budget may have deleted it since.
+            if let Ok(file) = File::open(&path) {
+                file.sync_data().map_err(io("fdatasync", &path))?;
+            }
+        }
+        crate::sync_dir(&self.dir)
     }
 
     fn segment(&mut self, segment: u64, block_size: u32) -> Result<&File> {
@@ -125,6 +149,7 @@ impl Files {
         let segment = chunk / per_segment;
         let offset = (FILE_HEADER_LEN as u64) + (chunk % per_segment) * u64::from(block_size);
         let path = segment_path(&self.dir, segment);
+        self.written.insert(segment);
         let file = self.segment(segment, block_size)?;
         file.write_all_at(&sealed.block, offset)
             .map_err(io("write", &path))?;
@@ -328,10 +353,13 @@ pub(crate) fn run(
             }
         }
     }
-    // Closing: the capture ends within its budget.
-    if let Some((segment, newest)) = last
-        && let Err(error) = retire(shared, config, &files, segment, newest)
-    {
+    // Closing: the capture ends within its budget, and on disk.
+    let closed = last
+        .map_or(Ok(()), |(segment, newest)| {
+            retire(shared, config, &files, segment, newest)
+        })
+        .and_then(|()| files.sync_all());
+    if let Err(error) = closed {
         shared.poison(error.to_string());
     }
 }

@@ -64,7 +64,9 @@ pub use error::{Error, Result};
 pub use format::FormatVersion;
 pub use query::{Aggregate, PartAnswer, QueryStats, Record, RecordView};
 pub use recovery::Recovery;
-pub use schema::{Bins, Field, FieldKind, Index, IndexId, Meta, Partition, Source, SourceId};
+pub use schema::{
+    Bins, Closed, Field, FieldKind, Index, IndexId, Meta, Partition, Source, SourceId,
+};
 pub use shared::{Reader, Snapshot};
 pub use writer::Store;
 

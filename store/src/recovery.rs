@@ -19,7 +19,7 @@ use crate::{
         BlockHeader, FILE_HEADER_LEN, FileKind, FormatVersion, GROUP_ENTRY_LEN, GroupEntry,
         SUMMARY_LEN, Summary, TimeEntry, check_file_header,
     },
-    schema::{Meta, SourceId},
+    schema::{Closed, Meta, SourceId},
     segment_number, segment_path, values,
 };
 
@@ -30,6 +30,9 @@ pub struct Recovery {
     pub chunks: u64,
     /// Chunks whose writing was cut short (lost).
     pub cut_chunks: u64,
+    /// Records in the cut chunks whose time entries are intact (chunks
+    /// whose time entry is torn too are not counted).
+    pub cut_records: u64,
     /// Bytes removed from the ends of files (0 when opened read-only).
     pub cut_bytes: u64,
     /// Record segments deleted by the disk budget.
@@ -63,23 +66,11 @@ pub(crate) fn recover(dir: &Path, writable: bool) -> Result<(Meta, Recovery)> {
     } else {
         None
     };
-    let mut entries = valid_time_entries(&time, format, &mut recovery.notes);
-    // The newest chunks' summaries and values must be intact; a torn tail is cut.
-    while let Some(last) = entries.last() {
-        let torn = if summaries_of(&chunks, last).is_none() {
-            format!(
-                "chunks.log at offset {}: summaries of chunk {} are torn or corrupt; cut here",
-                FILE_HEADER_LEN as u64 + last.first_summary * SUMMARY_LEN as u64,
-                last.chunk
-            )
-        } else if let Some(Err(what)) = values.as_ref().map(|v| values_of(v, last)) {
-            format!("values.log at offset {}: {what}; cut here", last.values_at)
-        } else {
-            break;
-        };
-        recovery.notes.push(torn);
-        entries.pop();
-    }
+    // What would be cut from a crashed capture: damage in a closed one.
+    let mut damage = Vec::new();
+    let mut entries = valid_time_entries(&time, format, &mut damage);
+    let intact_entries = entries.clone();
+    cut_torn_summaries(&mut entries, &chunks, values.as_ref(), &mut damage);
     let segments = segments_on_disk(dir, &mut recovery.notes)?;
     let per_segment = u64::from(meta.blocks_per_segment);
     let mut kept = entries.len() as u64;
@@ -92,7 +83,7 @@ pub(crate) fn recover(dir: &Path, writable: bool) -> Result<(Meta, Recovery)> {
         match read_block(dir, &meta, last) {
             Ok(()) => break,
             Err(note) => {
-                recovery.notes.push(note);
+                damage.push(note);
                 kept = last;
             }
         }
@@ -101,6 +92,12 @@ pub(crate) fn recover(dir: &Path, writable: bool) -> Result<(Meta, Recovery)> {
     let on_disk_chunks = (time.len().saturating_sub(FILE_HEADER_LEN) / entry_len) as u64;
     recovery.chunks = kept;
     recovery.cut_chunks = on_disk_chunks.max(entries.len() as u64) - kept;
+    recovery.cut_records = (intact_entries
+        .get(kept as usize..)
+        .unwrap_or_default()
+        .iter())
+    .map(|e| u64::from(e.records))
+    .sum();
     let newest_segment = segments.last().copied();
     recovery.deleted_segments = (0..=kept.saturating_sub(1) / per_segment)
         .filter(|s| kept > 0 && !segments.contains(s) && newest_segment.is_none_or(|n| *s < n))
@@ -115,8 +112,28 @@ pub(crate) fn recover(dir: &Path, writable: bool) -> Result<(Meta, Recovery)> {
     }
     recovery.groups_end = FILE_HEADER_LEN as u64;
     if let Some(groups) = &groups {
-        recovery.groups_end = intact_groups(groups, kept, &mut recovery.notes);
+        recovery.groups_end = intact_groups(groups, kept, &mut damage);
     }
+    if let Some(closed) = &meta.closed {
+        let whole = Whole {
+            dir,
+            meta: &meta,
+            recovery: &recovery,
+            time_len: time.len() as u64,
+            segments: &segments,
+        };
+        if let Err(what) = damage
+            .first()
+            .cloned()
+            .map_or_else(|| whole.check(closed), Err)
+        {
+            return Err(Error::Damaged {
+                dir: dir.to_owned(),
+                what: what.trim_end_matches("; cut here").to_owned(),
+            });
+        }
+    }
+    recovery.notes.extend(damage);
     if writable {
         // Only a writer continues the per-source back-pointer chains.
         recovery.prev = last_addresses(&meta, &entries[..kept as usize], &chunks);
@@ -125,6 +142,121 @@ pub(crate) fn recover(dir: &Path, writable: bool) -> Result<(Meta, Recovery)> {
         recovery.cut_bytes = truncate(dir, &meta, &recovery, &segments)?;
     }
     Ok((meta, recovery))
+}
+
+/// Drops the newest `entries` while their summaries or values are torn:
+/// those must be intact for a chunk to count.
+fn cut_torn_summaries(
+    entries: &mut Vec<TimeEntry>,
+    chunks: &File,
+    values: Option<&File>,
+    damage: &mut Vec<String>,
+) {
+    while let Some(last) = entries.last() {
+        let torn = if summaries_of(chunks, last).is_none() {
+            format!(
+                "chunks.log at offset {}: summaries of chunk {} are torn or corrupt; cut here",
+                FILE_HEADER_LEN as u64 + last.first_summary * SUMMARY_LEN as u64,
+                last.chunk
+            )
+        } else if let Some(Err(what)) = values.map(|v| values_of(v, last)) {
+            format!("values.log at offset {}: {what}; cut here", last.values_at)
+        } else {
+            break;
+        };
+        damage.push(torn);
+        entries.pop();
+    }
+}
+
+/// What recovery found of a capture that closed cleanly, to hold against
+/// what its close recorded: nothing may be missing or past the end.
+struct Whole<'a> {
+    dir: &'a Path,
+    meta: &'a Meta,
+    recovery: &'a Recovery,
+    time_len: u64,
+    segments: &'a [u64],
+}
+
+impl Whole<'_> {
+    fn check(&self, closed: &Closed) -> std::result::Result<(), String> {
+        let (meta, recovery) = (self.meta, self.recovery);
+        if recovery.chunks != closed.chunks {
+            return Err(format!(
+                "time.log: {} intact chunks where the capture closed with {}",
+                recovery.chunks, closed.chunks
+            ));
+        }
+        let entries = FILE_HEADER_LEN as u64 + closed.chunks * TimeEntry::len(meta.format) as u64;
+        let mut ends = vec![
+            ("time.log", entries, self.time_len),
+            (
+                "chunks.log",
+                FILE_HEADER_LEN as u64 + recovery.next_summary * SUMMARY_LEN as u64,
+                size(&self.dir.join("chunks.log")),
+            ),
+        ];
+        if meta.format.has_values() {
+            ends.push((
+                "values.log",
+                recovery.values_end,
+                size(&self.dir.join("values.log")),
+            ));
+        }
+        if meta.format.has_groups() {
+            ends.push((
+                "groups.log",
+                recovery.groups_end,
+                size(&self.dir.join("groups.log")),
+            ));
+        }
+        for (name, end, size) in ends {
+            if size > end {
+                return Err(format!(
+                    "{name} at offset {end}: {} bytes past its end",
+                    size - end
+                ));
+            }
+        }
+        if recovery.deleted_segments != closed.deleted {
+            let lost = (recovery.deleted_segments.iter()).find(|s| !closed.deleted.contains(s));
+            return Err(lost.map_or_else(
+                || "a segment the disk budget deleted is back".to_owned(),
+                |s| format!("{} is missing", segment_path(self.dir, *s).display()),
+            ));
+        }
+        self.check_segments(closed.chunks)
+    }
+
+    /// Every segment on disk holds its blocks and nothing past them.
+    fn check_segments(&self, chunks: u64) -> std::result::Result<(), String> {
+        let per_segment = u64::from(self.meta.blocks_per_segment);
+        let block = u64::from(self.meta.block_size);
+        for &segment in self.segments {
+            let path = segment_path(self.dir, segment);
+            let blocks = chunks
+                .saturating_sub(segment * per_segment)
+                .min(per_segment);
+            if blocks == 0 {
+                return Err(format!("{}: past the capture's last chunk", path.display()));
+            }
+            let end = FILE_HEADER_LEN as u64 + blocks * block;
+            let size = size(&path);
+            if size != end {
+                return Err(format!(
+                    "{}: {size} bytes where its {blocks} blocks end at {end}",
+                    path.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A file's length, 0 if it cannot be read.
+fn size(path: &Path) -> u64 {
+    fs::metadata(path).map_or(0, |m| m.len())
 }
 
 /// Opens the log `name` and checks that its header is `kind` in `format`.

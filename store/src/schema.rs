@@ -319,9 +319,24 @@ pub struct Meta {
     pub indexes: Vec<Index>,
     /// Pinned time windows, kept by the disk budget.
     pub pins: Vec<(u64, u64)>,
+    /// What the capture held when it was last closed cleanly; `None`
+    /// while a writer has it open, after a crash, and in captures from
+    /// before this was kept. Recovery cuts a torn tail only without it:
+    /// damage to a closed capture is an error.
+    pub closed: Option<Closed>,
     /// The format the capture's logs are written in: from their file
     /// headers, not from the `meta` file.
     pub format: crate::FormatVersion,
+}
+
+/// A clean close: what a whole capture holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Closed {
+    /// Chunks written.
+    pub chunks: u64,
+    /// Record segments the disk budget or retention deleted, ascending:
+    /// any other segment missing is lost.
+    pub deleted: Vec<u64>,
 }
 
 const META_HEADER: &str = "weft-store meta 1";
@@ -391,6 +406,21 @@ impl Meta {
         for (start, end) in &self.pins {
             let _ = writeln!(out, "pin {start} {end}");
         }
+        if let Some(closed) = &self.closed {
+            let deleted: Vec<i64> = closed
+                .deleted
+                .iter()
+                .map(|s| i64::try_from(*s).unwrap_or(i64::MAX))
+                .collect();
+            let _ = writeln!(
+                out,
+                "closed {} deleted {}",
+                closed.chunks,
+                bounds_text(&deleted, true)
+            );
+        }
+        // Last, over every byte before it.
+        let _ = writeln!(out, "crc {:08x}", crc32fast::hash(out.as_bytes()));
         out
     }
 
@@ -410,11 +440,38 @@ impl Meta {
     pub fn load(dir: &Path) -> Result<Self> {
         let path = dir.join("meta");
         let text = fs::read_to_string(&path).map_err(io("read", &path))?;
-        parse_meta(&text).map_err(|(line, what)| Error::Corrupt {
-            path,
+        let corrupt = |(line, what)| Error::Corrupt {
+            path: path.clone(),
             offset: line,
             what,
-        })
+        };
+        read_meta(&text).map_err(corrupt)
+    }
+}
+
+/// Parses `meta` after checking its checksum line.
+fn read_meta(text: &str) -> std::result::Result<Meta, (u64, String)> {
+    parse_meta(checked(text)?)
+}
+
+/// The text before `meta`'s last line, `crc XXXXXXXX`, when that holds
+/// the text's CRC-32; all of it when there is no such line (captures from
+/// before it was kept). Errors carry the 1-based line number.
+fn checked(text: &str) -> std::result::Result<&str, (u64, String)> {
+    let trimmed = text.strip_suffix('\n').unwrap_or(text);
+    let Some((body, last)) = trimmed.rsplit_once('\n') else {
+        return Ok(text);
+    };
+    let Some(crc) = last.strip_prefix("crc ") else {
+        return Ok(text);
+    };
+    // The body with its last newline, as `render` hashed it.
+    let body = &text[..=body.len()];
+    let line = body.lines().count() as u64 + 1;
+    match u32::from_str_radix(crc, 16) {
+        Ok(crc) if crc == crc32fast::hash(body.as_bytes()) => Ok(body),
+        Ok(_) => Err((line, "the file fails its checksum".into())),
+        Err(_) => Err((line, format!("bad checksum line `{last}`"))),
     }
 }
 
@@ -489,6 +546,18 @@ fn parse_meta(text: &str) -> std::result::Result<Meta, (u64, String)> {
                 });
             }
             ["pin", start, end] => meta.pins.push((num(start)?, num(end)?)),
+            ["closed", chunks, "deleted", deleted] => {
+                let deleted = match *deleted {
+                    "" => Vec::new(),
+                    text => parse_bounds(text)
+                        .and_then(|s| s.into_iter().map(|s| u64::try_from(s).ok()).collect())
+                        .ok_or_else(|| bad("bad segments"))?,
+                };
+                meta.closed = Some(Closed {
+                    chunks: num(chunks)?,
+                    deleted,
+                });
+            }
             _ => return Err(bad("unknown line")),
         }
     }
@@ -676,11 +745,28 @@ mod tests {
                 },
             ],
             pins: vec![(5, 6)],
+            closed: Some(Closed {
+                chunks: 12,
+                deleted: vec![0, 1, 2, 5],
+            }),
             ..Meta::default()
         };
-        assert_eq!(parse_meta(&meta.render()), Ok(meta.clone()));
-        let broken = meta.render().replace("pin 5 6", "pin five 6");
+        let text = meta.render();
+        assert!(text.contains("closed 12 deleted 0..=2,5\n"), "{text}");
+        assert_eq!(read_meta(&text), Ok(meta.clone()));
+        let broken = text.replace("pin 5 6", "pin five 6");
+        assert_eq!(
+            read_meta(&broken).unwrap_err().1,
+            "the file fails its checksum"
+        );
         assert_eq!(parse_meta(&broken).unwrap_err().0, 7);
+        // Captures from before the checksum line still read.
+        let old = text.rsplit_once("closed").unwrap().0;
+        let meta = Meta {
+            closed: None,
+            ..meta
+        };
+        assert_eq!(read_meta(old), Ok(meta));
     }
 
     #[test]

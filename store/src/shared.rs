@@ -137,6 +137,11 @@ impl Shared {
         self.lock().deleted.insert(segment);
     }
 
+    /// Segments deleted by the budget or retention, ascending.
+    pub fn deleted(&self) -> Vec<u64> {
+        self.lock().deleted.iter().copied().collect()
+    }
+
     pub fn snapshot(self: &Arc<Self>) -> Snapshot {
         let state = self.lock();
         let mut memory: Vec<Arc<Sealed>> = state.sealed.iter().cloned().collect();

@@ -22,7 +22,7 @@ use crate::{
         TimeEntry,
     },
     recovery::{self, Recovery},
-    schema::{Bins, Field, Index, IndexId, Meta, Partition, Source, SourceId, check_name},
+    schema::{Bins, Closed, Field, Index, IndexId, Meta, Partition, Source, SourceId, check_name},
     shared::{Reader, Sealed, Shared, Snapshot},
 };
 
@@ -209,7 +209,13 @@ impl Store {
         }
         std::fs::create_dir_all(dir).map_err(crate::error::io("mkdir", dir))?;
         let (meta, recovery) = if dir.join("meta").exists() {
-            recovery::recover(dir, true)?
+            let (mut meta, recovery) = recovery::recover(dir, true)?;
+            // Open for writing, the capture is no longer closed: a crash
+            // from here on leaves a tail to cut, not damage.
+            if meta.closed.take().is_some() {
+                meta.save(dir)?;
+            }
+            (meta, recovery)
         } else {
             let meta = Meta {
                 block_size: config.block_size,
@@ -648,10 +654,15 @@ impl Store {
             let _ = flusher.join();
         }
         sealed?;
-        match self.shared.poisoned() {
-            Some(reason) => Err(Error::Poisoned(reason)),
-            None => Ok(()),
+        if let Some(reason) = self.shared.poisoned() {
+            return Err(Error::Poisoned(reason));
         }
+        // Everything is on disk (the flusher synced it before it stopped).
+        self.meta.closed = Some(Closed {
+            chunks: self.chunk,
+            deleted: self.shared.deleted(),
+        });
+        self.save_meta()
     }
 }
 

@@ -188,17 +188,11 @@ fn write_closed_store(dir: &Path, n: u64) {
 fn recover_after_torn_tail() {
     let dir = temp_dir("torn");
     write_closed_store(&dir, 10_000);
-    // A half-written time entry and block, as a crash mid-flush leaves them.
-    let append = |name: &str, bytes: &[u8]| {
-        use std::io::Write as _;
-        let mut file = std::fs::OpenOptions::new()
-            .append(true)
-            .open(dir.join(name))
-            .unwrap();
-        file.write_all(bytes).unwrap();
-    };
-    append("time.log", &[7; 20]);
-    append("records-0000000000.log", &[9; 1000]);
+    // A half-written time entry and block, as a crash mid-flush leaves
+    // them, in a capture whose writer never closed it.
+    as_if_never_closed(&dir);
+    append(&dir, "time.log", &[7; 20]);
+    append(&dir, "records-0000000000.log", &[9; 1000]);
     let (store, source, index) = counting_store(&dir, &small());
     let recovery = store.recovery().clone();
     assert!(recovery.cut_bytes >= 20, "{recovery:?}");
@@ -214,6 +208,81 @@ fn recover_after_torn_tail() {
     check_prefix(&snapshot, source, index);
     drop(snapshot);
     store.close().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Appends `bytes` to the file `name` of `dir`.
+fn append(dir: &Path, name: &str, bytes: &[u8]) {
+    use std::io::Write as _;
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join(name))
+        .unwrap();
+    file.write_all(bytes).unwrap();
+}
+
+/// Takes the clean-close mark out of `dir`'s meta, as a crash leaves it.
+fn as_if_never_closed(dir: &Path) {
+    let mut meta = weft_store::Meta::load(dir).unwrap();
+    assert!(meta.closed.is_some(), "{meta:?}");
+    meta.closed = None;
+    meta.save(dir).unwrap();
+}
+
+#[test]
+fn a_closed_capture_with_a_damaged_tail_is_an_error_not_a_crash() {
+    for (name, bytes) in [
+        ("time.log", [7u8; 20].as_slice()),
+        ("chunks.log", &[1; 3]),
+        ("records-0000000000.log", &[9; 1000]),
+    ] {
+        let dir = temp_dir("closed-tail");
+        write_closed_store(&dir, 10_000);
+        append(&dir, name, bytes);
+        let Err(error) = weft_store::open_read_only(&dir) else {
+            panic!("{name}: a damaged closed capture opened");
+        };
+        let text = error.to_string();
+        assert!(matches!(error, Error::Damaged { .. }), "{text}");
+        assert!(text.contains(name), "{text}");
+        // A writer may not continue it either; nothing is cut.
+        let before = std::fs::metadata(dir.join(name)).unwrap().len();
+        assert!(Store::open(&dir, &small()).is_err());
+        assert_eq!(std::fs::metadata(dir.join(name)).unwrap().len(), before);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[test]
+fn a_closed_capture_missing_a_segment_says_which() {
+    let dir = temp_dir("closed-lost");
+    write_closed_store(&dir, 10_000);
+    std::fs::remove_file(dir.join("records-0000000000.log")).unwrap();
+    let Err(error) = weft_store::open_read_only(&dir) else {
+        panic!("a closed capture missing a segment opened");
+    };
+    let text = error.to_string();
+    assert!(text.contains("records-0000000000.log is missing"), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn reopening_a_closed_capture_to_append_and_closing_it_again() {
+    let dir = temp_dir("reopen");
+    write_closed_store(&dir, 10_000);
+    let (mut store, source, _) = counting_store(&dir, &small());
+    // While open for writing, the capture is not closed.
+    assert_eq!(weft_store::Meta::load(&dir).unwrap().closed, None);
+    for seq in 10_000u64..12_000 {
+        store.append(source, &seq.to_le_bytes()).unwrap();
+    }
+    store.close().unwrap();
+    let (snapshot, recovery) = weft_store::open_read_only(&dir).unwrap();
+    assert_eq!(recovery.cut_chunks, 0);
+    assert_eq!(
+        sequence(&snapshot, source),
+        (0..12_000).collect::<Vec<u64>>()
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
