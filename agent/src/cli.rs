@@ -60,6 +60,10 @@ pub enum Command {
     /// Summarise a capture directory: time range, sources, counts, losses, size.
     Info(InfoArgs),
 
+    /// Verify every checksum of a capture directory and list what is
+    /// damaged (file, offset, what); exits 1 when anything is.
+    Check(InfoArgs),
+
     /// Check what this kernel and process offer weft: privileges, BTF,
     /// tracefs, tracepoints, kernel options, and a real load of the syscall
     /// probe. Exits 0 when weft can trace here, 1 when it cannot.

@@ -88,6 +88,7 @@ fn main() -> ExitCode {
         cli::Command::Stat(args) => stat::run(args),
         cli::Command::Record(args) => record::run(args),
         cli::Command::Info(args) => info::run(args),
+        cli::Command::Check(args) => info::check(args),
         cli::Command::Sources(args) => Ok(sources::list::run(args)),
         cli::Command::Doctor => Ok(doctor::run()),
         cli::Command::Query(args) => query::run(args),

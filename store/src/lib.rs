@@ -42,6 +42,7 @@
 #![deny(missing_docs)]
 
 mod cache;
+mod check;
 mod config;
 mod error;
 mod flusher;
@@ -59,6 +60,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
+pub use check::{Report, check};
 pub use config::{Config, Durability};
 pub use error::{Error, Result};
 pub use format::FormatVersion;

@@ -260,7 +260,12 @@ fn size(path: &Path) -> u64 {
 }
 
 /// Opens the log `name` and checks that its header is `kind` in `format`.
-fn open_log(dir: &Path, name: &str, kind: FileKind, format: FormatVersion) -> Result<File> {
+pub(crate) fn open_log(
+    dir: &Path,
+    name: &str,
+    kind: FileKind,
+    format: FormatVersion,
+) -> Result<File> {
     let path = dir.join(name);
     let file = File::open(&path).map_err(io("open", &path))?;
     let mut header = [0u8; FILE_HEADER_LEN];
@@ -342,7 +347,7 @@ fn segments_on_disk(dir: &Path, notes: &mut Vec<String>) -> Result<Vec<u64>> {
     Ok(segments)
 }
 
-fn read_block(dir: &Path, meta: &Meta, chunk: u64) -> std::result::Result<(), String> {
+pub(crate) fn read_block(dir: &Path, meta: &Meta, chunk: u64) -> std::result::Result<(), String> {
     let per_segment = u64::from(meta.blocks_per_segment);
     let path = segment_path(dir, chunk / per_segment);
     let file = File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -371,7 +376,7 @@ fn read_block(dir: &Path, meta: &Meta, chunk: u64) -> std::result::Result<(), St
 }
 
 /// The summaries of `entry`'s chunk, if they are all there and intact.
-fn summaries_of(chunks: &File, entry: &TimeEntry) -> Option<Vec<Summary>> {
+pub(crate) fn summaries_of(chunks: &File, entry: &TimeEntry) -> Option<Vec<Summary>> {
     let mut bytes = vec![0u8; entry.summaries as usize * SUMMARY_LEN];
     let offset = FILE_HEADER_LEN as u64 + entry.first_summary * SUMMARY_LEN as u64;
     chunks.read_exact_at(&mut bytes, offset).ok()?;
@@ -428,7 +433,7 @@ fn intact_groups(groups: &File, kept: u64, notes: &mut Vec<String>) -> u64 {
 }
 
 /// Checks the values-log entry of `entry`'s chunk.
-fn values_of(values: &File, entry: &TimeEntry) -> std::result::Result<(), String> {
+pub(crate) fn values_of(values: &File, entry: &TimeEntry) -> std::result::Result<(), String> {
     let mut bytes = vec![0u8; entry.values_len as usize];
     values
         .read_exact_at(&mut bytes, entry.values_at)

@@ -463,3 +463,49 @@ fn record_sizes_near_the_chunk_limit() {
     store.close().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn check_lists_every_damage_and_tells_a_crash_from_it() {
+    let dir = temp_dir("check");
+    write_closed_store(&dir, 10_000);
+    let whole = weft_store::check(&dir).unwrap();
+    assert!(
+        whole.problems.is_empty() && whole.unfinished.is_empty(),
+        "{whole:?}"
+    );
+    assert_eq!(whole.records, 10_000);
+    // Two blocks and one chunk's summaries damaged, far from the end.
+    let flip = |name: &str, at: usize| {
+        let path = dir.join(name);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[at] ^= 0x40;
+        std::fs::write(&path, &bytes).unwrap();
+    };
+    flip("records-0000000000.log", 16 + 4096 + 200);
+    flip("records-0000000000.log", 16 + 4096 * 3 + 200);
+    flip("chunks.log", 16 + 40);
+    let damaged = weft_store::check(&dir).unwrap();
+    assert_eq!(damaged.problems.len(), 3, "{damaged:?}");
+    assert!(
+        damaged.problems[0].contains("chunks.log at offset 16"),
+        "{damaged:?}"
+    );
+    assert!(
+        damaged.problems[1].contains("at offset 4112"),
+        "{damaged:?}"
+    );
+    assert!(
+        damaged.problems[2].contains("at offset 12304"),
+        "{damaged:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // A crash's torn tail is unfinished, not damage.
+    write_closed_store(&dir, 10_000);
+    as_if_never_closed(&dir);
+    append(&dir, "time.log", &[7; 20]);
+    let crashed = weft_store::check(&dir).unwrap();
+    assert!(crashed.problems.is_empty(), "{crashed:?}");
+    assert_eq!(crashed.unfinished.len(), 1, "{crashed:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,154 @@
+//! Verifying a whole capture (`weft check`): every checksum of every file,
+//! every damage listed. Opening stops at the first damage and queries
+//! verify only what they read; this reads everything once.
+
+use std::{fs, os::unix::fs::FileExt as _, path::Path};
+
+use crate::{
+    error::{Error, Result, io},
+    format::{
+        FILE_HEADER_LEN, FileKind, GROUP_ENTRY_LEN, GroupEntry, SUMMARY_LEN, Summary, TimeEntry,
+    },
+    recovery::{self, open_log, read_block, summaries_of, values_of},
+    schema::Meta,
+    segment_path,
+};
+
+/// What [`check`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Chunks whose time entry is intact.
+    pub chunks: u64,
+    /// Records those chunks hold.
+    pub records: u64,
+    /// Chunks whose segment the disk budget deleted (not read).
+    pub deleted: u64,
+    /// One line per damage: file, offset, what.
+    pub problems: Vec<String>,
+    /// The same for the unfinished chunks at the end of a capture that did
+    /// not close cleanly (what a crash tears, and reads leave out).
+    pub unfinished: Vec<String>,
+}
+
+/// Verifies every part of the capture at `dir`. An error only when there
+/// is nothing to check against (no readable `meta` or `time.log`); damage
+/// is listed in the report.
+pub fn check(dir: &Path) -> Result<Report> {
+    let meta = Meta::load(dir)?;
+    let mut report = Report::default();
+    // What opening finds: where a crashed capture's unfinished tail
+    // begins, or a closed capture's missing and extra parts.
+    let (kept, opening) = match recovery::recover(dir, false) {
+        Ok((_, recovery)) => (recovery.chunks, None),
+        Err(Error::Damaged { what, .. }) => (u64::MAX, Some(what)),
+        Err(error @ Error::Corrupt { .. }) => (u64::MAX, Some(error.to_string())),
+        Err(error) => return Err(error),
+    };
+    let time_path = dir.join("time.log");
+    let time = fs::read(&time_path).map_err(io("read", &time_path))?;
+    let (format, _) = crate::format::check_file_header(&time, FileKind::Time, &time_path)?;
+    let chunks = open_log(dir, "chunks.log", FileKind::Chunks, format)?;
+    let values = (format.has_values())
+        .then(|| open_log(dir, "values.log", FileKind::Values, format))
+        .transpose()?;
+    let deleted = meta.closed.as_ref().map(|c| c.deleted.clone());
+    let per_segment = u64::from(meta.blocks_per_segment);
+    let len = TimeEntry::len(format);
+    let raw_entries = time.get(FILE_HEADER_LEN..).unwrap_or_default().chunks(len);
+    for (chunk, raw) in (0u64..).zip(raw_entries) {
+        let offset = FILE_HEADER_LEN as u64 + chunk * len as u64;
+        let problems = if chunk >= kept {
+            &mut report.unfinished
+        } else {
+            &mut report.problems
+        };
+        let Some(entry) = TimeEntry::decode(raw, format).filter(|e| e.chunk == chunk) else {
+            let what = "time entry fails its checksum";
+            problems.push(format!(
+                "time.log at offset {offset}: chunk {chunk}'s {what}"
+            ));
+            continue;
+        };
+        report.chunks += 1;
+        report.records += u64::from(entry.records);
+        if summaries_of(&chunks, &entry).is_none() {
+            let at = FILE_HEADER_LEN as u64 + entry.first_summary * SUMMARY_LEN as u64;
+            problems.push(format!(
+                "chunks.log at offset {at}: summaries of chunk {chunk} fail their checksum"
+            ));
+        }
+        if let Some(Err(what)) = values.as_ref().map(|v| values_of(v, &entry)) {
+            problems.push(format!("values.log at offset {}: {what}", entry.values_at));
+        }
+        let segment = chunk / per_segment;
+        if !segment_path(dir, segment).exists() {
+            // A closed capture lists what its budget deleted (opening
+            // reported any other loss); a crashed one cannot tell.
+            if deleted.as_ref().is_none_or(|d| d.contains(&segment)) {
+                report.deleted += 1;
+            }
+            continue;
+        }
+        if let Err(what) = read_block(dir, &meta, chunk) {
+            problems.push(what);
+        }
+    }
+    if format.has_groups() {
+        let groups = open_log(dir, "groups.log", FileKind::Groups, format)?;
+        check_groups(&groups, kept, meta.closed.is_none(), &mut report);
+    }
+    // Opening's complaint, unless a damage above is what it stopped at.
+    if let Some(what) = opening
+        && !report.problems.iter().any(|p| what.contains(p.as_str()))
+    {
+        report.problems.insert(0, what);
+    }
+    Ok(report)
+}
+
+/// Every groups-log entry's header and summaries, up to the first entry
+/// that cannot be read (the ones after it cannot be found); in a
+/// `crashed` capture, an entry of chunks from `kept` on, or one that
+/// cannot be read, is unfinished.
+fn check_groups(groups: &fs::File, kept: u64, crashed: bool, report: &mut Report) {
+    let size = groups.metadata().map_or(0, |m| m.len());
+    let mut at = FILE_HEADER_LEN as u64;
+    let mut head = [0u8; GROUP_ENTRY_LEN];
+    while at < size {
+        let entry = (groups.read_exact_at(&mut head, at).ok())
+            .and_then(|()| GroupEntry::decode(&head))
+            .filter(|e| at + e.len() as u64 <= size);
+        let Some(entry) = entry else {
+            // A crash may tear the entry being written after its last
+            // chunk committed; a closed capture has no such excuse.
+            let problems = if crashed {
+                &mut report.unfinished
+            } else {
+                &mut report.problems
+            };
+            problems.push(format!(
+                "groups.log at offset {at}: an entry that fails its checksum or is cut short"
+            ));
+            return;
+        };
+        let mut bytes = vec![0u8; entry.summaries as usize * SUMMARY_LEN];
+        let intact = groups
+            .read_exact_at(&mut bytes, at + GROUP_ENTRY_LEN as u64)
+            .is_ok()
+            && bytes
+                .chunks(SUMMARY_LEN)
+                .all(|raw| Summary::decode(raw).is_some_and(|s| s.chunk == entry.first_chunk));
+        if !intact {
+            let problems = if entry.range().end > kept {
+                &mut report.unfinished
+            } else {
+                &mut report.problems
+            };
+            problems.push(format!(
+                "groups.log at offset {at}: summaries of chunks {:?} fail their checksum",
+                entry.range()
+            ));
+        }
+        at += entry.len() as u64;
+    }
+}
