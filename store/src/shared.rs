@@ -491,19 +491,22 @@ impl Snapshot {
                 offset: group.at,
                 what: format!("summaries of chunks {:?} are cut short", entry.range()),
             })?;
-        let summaries = keys
-            .iter()
-            .flat_map(|key| matching(raw, key, &mut 0))
-            .map(|i| {
-                Summary::decode(&raw[i * SUMMARY_LEN..])
-                    .filter(|s| s.chunk == entry.first_chunk)
-                    .ok_or_else(|| Error::Corrupt {
-                        path: path.clone(),
-                        offset: group.at + (i * SUMMARY_LEN) as u64,
-                        what: format!("summary of chunks {:?} fails its checksum", entry.range()),
-                    })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let bad = |i: usize| Error::Corrupt {
+            path: path.clone(),
+            offset: group.at + (i * SUMMARY_LEN) as u64,
+            what: format!("summary of chunks {:?} fails its checksum", entry.range()),
+        };
+        let mut summaries = Vec::new();
+        for key in keys {
+            for i in found(raw, key, &mut 0, entry.first_chunk).map_err(bad)? {
+                let summary = Summary::decode(&raw[i * SUMMARY_LEN..]);
+                summaries.push(
+                    summary
+                        .filter(|s| s.chunk == entry.first_chunk)
+                        .ok_or_else(|| bad(i))?,
+                );
+            }
+        }
         let time = TimeEntry {
             chunk: entry.first_chunk,
             first_ts: entry.first_ts,
@@ -602,20 +605,22 @@ impl Snapshot {
                         offset: offset + at as u64,
                         what: format!("summaries of chunk {} are cut short", time.chunk),
                     })?;
-                let summaries = keys
-                    .iter()
-                    .zip(hints.iter_mut())
-                    .flat_map(|(key, hint)| matching(raw, key, hint))
-                    .map(|i| {
-                        Summary::decode(&raw[i * SUMMARY_LEN..])
-                            .filter(|s| s.chunk == time.chunk)
-                            .ok_or_else(|| Error::Corrupt {
-                                path: path.clone(),
-                                offset: offset + (at + i * SUMMARY_LEN) as u64,
-                                what: format!("summary of chunk {} fails its checksum", time.chunk),
-                            })
-                    })
-                    .collect::<Result<Vec<_>>>()?;
+                let bad = |i: usize| Error::Corrupt {
+                    path: path.clone(),
+                    offset: offset + (at + i * SUMMARY_LEN) as u64,
+                    what: format!("summary of chunk {} fails its checksum", time.chunk),
+                };
+                let mut summaries = Vec::new();
+                for (key, hint) in keys.iter().zip(hints.iter_mut()) {
+                    for i in found(raw, key, hint, time.chunk).map_err(bad)? {
+                        let summary = Summary::decode(&raw[i * SUMMARY_LEN..]);
+                        summaries.push(
+                            summary
+                                .filter(|s| s.chunk == time.chunk)
+                                .ok_or_else(|| bad(i))?,
+                        );
+                    }
+                }
                 Ok(ChunkMeta { time, summaries })
             })
             .collect()
@@ -626,6 +631,33 @@ impl Snapshot {
 fn wanted(keys: &[KeyRange], (source, index, bin): (SourceId, IndexId, u32)) -> bool {
     keys.iter()
         .any(|(s, i, bins)| *s == source && *i == index && bins.contains(&bin))
+}
+
+/// [`matching`], trusted: the summaries just before and just after the
+/// range found must pass their checksums (and belong to `chunk`), or the
+/// position of the first that does not is the error. Summaries stay at
+/// their places, so intact neighbours below and above the key prove that
+/// the range is where the key's summaries were written, however damage
+/// elsewhere misled the search; without this, zeroed summaries made keys
+/// look absent and answers come out short.
+fn found(
+    raw: &[u8],
+    key: &KeyRange,
+    hint: &mut usize,
+    chunk: u64,
+) -> std::result::Result<std::ops::Range<usize>, usize> {
+    let range = matching(raw, key, hint);
+    let n = raw.len() / SUMMARY_LEN;
+    let neighbours = [
+        range.start.checked_sub(1),
+        (range.end < n).then_some(range.end),
+    ];
+    for i in neighbours.into_iter().flatten() {
+        if Summary::decode(&raw[i * SUMMARY_LEN..]).is_none_or(|s| s.chunk != chunk) {
+            return Err(i);
+        }
+    }
+    Ok(range)
 }
 
 /// Positions of the encoded summaries in `raw` (one chunk's, ascending by
