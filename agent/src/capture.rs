@@ -26,6 +26,8 @@ pub const APP_SOURCES: &str = "app_sources";
 /// Key of `weft.json` holding `weft trace --store` sources' field kinds,
 /// as [`APP_SOURCES`]; their `tid` also names the thread (`comm`).
 pub const TRACE_SOURCES: &str = "trace_sources";
+/// Key of `weft.json` holding the CRC-32 of the rest of the document.
+const CHECKSUM: &str = "checksum";
 
 /// Creates `dir` with mode 0700, or checks that it may be written to:
 /// an existing capture is refused unless `append` is set.
@@ -149,7 +151,7 @@ pub fn start_session(
     dir: &Path,
     sources: &serde_json::Map<String, Value>,
 ) -> Result<(Value, usize)> {
-    let mut metadata = read_metadata(dir)?;
+    let mut metadata = metadata_or_new(dir)?;
     let index = metadata["sessions"].as_array().map_or(0, Vec::len);
     metadata["sessions"]
         .as_array_mut()
@@ -207,12 +209,31 @@ pub fn define_like(store: &mut weft_store::Store, meta: &weft_store::Meta) -> Re
 /// Reads `weft.json`, or an empty document for a new capture.
 pub fn read_metadata(dir: &Path) -> Result<Value> {
     let path = dir.join(METADATA);
+    if !path.exists() && dir.join("meta").exists() {
+        bail!("{}: the capture's {METADATA} is missing", dir.display());
+    }
+    metadata_or_new(dir)
+}
+
+/// `weft.json` as [`read_metadata`] reads it, or an empty document when
+/// there is none yet (a capture whose store was just created).
+fn metadata_or_new(dir: &Path) -> Result<Value> {
+    let path = dir.join(METADATA);
     if !path.exists() {
         return Ok(json!({ "format": "weft-capture 1", "sessions": [] }));
     }
     let text =
         fs::read_to_string(&path).with_context(|| format!("failed to read {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))
+    let mut metadata: Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not valid JSON", path.display()))?;
+    // Captures from before the checksum have none.
+    if let Some(stored) = metadata.as_object_mut().and_then(|m| m.remove(CHECKSUM)) {
+        let text = serde_json::to_string_pretty(&metadata)?;
+        if stored.as_str() != Some(format!("{:08x}", crc32fast::hash(text.as_bytes())).as_str()) {
+            bail!("{} fails its checksum (damaged)", path.display());
+        }
+    }
+    Ok(metadata)
 }
 
 /// Replaces `weft.json` atomically (temp file, fsync, rename), mode 0600.
@@ -226,7 +247,16 @@ pub fn write_metadata(dir: &Path, metadata: &Value) -> Result<()> {
         .mode(0o600)
         .open(&tmp)
         .with_context(|| format!("failed to create {}", tmp.display()))?;
-    file.write_all(serde_json::to_string_pretty(metadata)?.as_bytes())
+    // The checksum covers the document as written without it, so a
+    // damaged number (a time offset, a count) is noticed, not believed.
+    let mut metadata = metadata.clone();
+    if let Some(object) = metadata.as_object_mut() {
+        object.remove(CHECKSUM);
+        let text = serde_json::to_string_pretty(object)?;
+        let crc = format!("{:08x}", crc32fast::hash(text.as_bytes()));
+        object.insert(CHECKSUM.into(), crc.into());
+    }
+    file.write_all(serde_json::to_string_pretty(&metadata)?.as_bytes())
         .and_then(|()| file.sync_all())
         .with_context(|| format!("failed to write {}", tmp.display()))?;
     fs::rename(&tmp, &path).with_context(|| format!("failed to rename {}", tmp.display()))

@@ -23,3 +23,5 @@ mod tui;
 mod triggers;
 // `weft pt`: PT decoding through the binary; capture's answer without PT.
 mod pt;
+// Damaged captures: every command answers as before or fails clearly.
+mod faults;

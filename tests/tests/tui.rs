@@ -368,7 +368,11 @@ fn a_replay_plays_every_record_with_its_durations_at_new_times() {
     assert_eq!(getppid.map(|r| &r["count"]), Some(&calls.into()));
     for source in ["syscalls", "sched", "tasks"] {
         let count = format!("{source} | count");
-        assert_eq!(query_rows(&to, &count), query_rows(&from, &count), "{source}");
+        assert_eq!(
+            query_rows(&to, &count),
+            query_rows(&from, &count),
+            "{source}"
+        );
     }
     // Every time moved to the replay's present, after the recording's
     // end, and the span shrank by the speed.
@@ -378,7 +382,10 @@ fn a_replay_plays_every_record_with_its_durations_at_new_times() {
         (time("min(time)"), time("max(time)"))
     };
     let (recorded, played) = (span(&from), span(&to));
-    assert!(played.0 > recorded.1, "recorded {recorded:?}, replayed {played:?}");
+    assert!(
+        played.0 > recorded.1,
+        "recorded {recorded:?}, replayed {played:?}"
+    );
     let halved = (recorded.1 - recorded.0) / 2;
     assert!(
         (played.1 - played.0 - halved).abs() < 1_000,

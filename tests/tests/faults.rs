@@ -1,0 +1,215 @@
+//! Damaged captures: for each file of a capture and each fault, every
+//! command that reads it answers exactly as it did before the fault or
+//! fails with a clear error — never a panic, a hang, or a different answer
+//! with exit 0. `weft check` finds every fault that a command noticed.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use weft_tests::{SYSCALL_PROBE, capture_dir, needs, record, weft_bin};
+
+const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
+
+/// The reading commands, after `weft` (DIR is put in at `{}`).
+const COMMANDS: &[&[&str]] = &[
+    &["info", "--json", "{}"],
+    &["query", "--json", "{}", "syscalls | count"],
+    &[
+        "query",
+        "--json",
+        "{}",
+        "syscalls | count, p50(dur), p99(dur), max(dur) by name",
+    ],
+    &[
+        "query",
+        "--json",
+        "{}",
+        r#"syscalls where name = "getppid" | p99.99(dur)"#,
+    ],
+    &[
+        "query",
+        "--json",
+        "{}",
+        "syscalls | sort dur desc | limit 5",
+    ],
+    &["query", "--json", "{}", "sched | count, sum(off_cpu)"],
+];
+
+/// What a command printed and how it ended.
+struct Outcome {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `weft ARGS` with DIR for `{}`; fails the test if it takes more
+/// than 30 s (a hang).
+fn run(args: &[&str], dir: &Path) -> Outcome {
+    let dir = dir.to_str().expect("utf-8 path");
+    let args: Vec<&str> = args
+        .iter()
+        .map(|a| if *a == "{}" { dir } else { a })
+        .collect();
+    let mut child = Command::new(weft_bin())
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run weft");
+    let start = Instant::now();
+    while child.try_wait().expect("wait for weft").is_none() {
+        if start.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("weft {args:?} hung");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().expect("weft's output");
+    Outcome {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A small deterministic generator (the faults must repeat run to run).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1);
+        (self.0 >> 33) % n.max(1)
+    }
+}
+
+/// The faults applied to one file; each returns what it did.
+fn apply(fault: usize, path: &Path, rng: &mut Rng) -> String {
+    let mut bytes = std::fs::read(path).expect("read the file");
+    let len = bytes.len() as u64;
+    let what = match fault {
+        0 => {
+            for _ in 0..4 {
+                let at = rng.below(len) as usize;
+                bytes[at] ^= 1 << rng.below(8);
+            }
+            "4 bits flipped".to_owned()
+        }
+        1 => {
+            let at = rng.below(len);
+            bytes.truncate(at as usize);
+            format!("cut at {at}")
+        }
+        2 => {
+            let page = rng.below(len.div_ceil(4096)) as usize * 4096;
+            let end = (page + 4096).min(bytes.len());
+            bytes[page..end].fill(0);
+            format!("page at {page} zeroed")
+        }
+        3 => {
+            bytes.extend((0..100).map(|_| rng.below(256) as u8));
+            "100 bytes appended".to_owned()
+        }
+        _ => {
+            std::fs::remove_file(path).expect("remove the file");
+            return "deleted".to_owned();
+        }
+    };
+    std::fs::write(path, bytes).expect("write the file");
+    what
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    let _ = std::fs::remove_dir_all(to);
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read the capture") {
+        let entry = entry.expect("an entry");
+        std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copy");
+    }
+}
+
+#[test]
+fn every_command_on_a_damaged_capture_answers_as_before_or_fails_clearly() {
+    let test = "every_command_on_a_damaged_capture_answers_as_before_or_fails_clearly";
+    if !needs(test, &SYSCALL_PROBE) {
+        return;
+    }
+    let original = capture_dir("faults");
+    record(
+        WORKLOAD,
+        &original,
+        &["getppid:300000", "nanosleep:300:3"],
+        &["--sources", "syscalls,sched"],
+    );
+    let before: Vec<String> = COMMANDS
+        .iter()
+        .map(|args| {
+            let outcome = run(args, &original);
+            assert_eq!(outcome.code, Some(0), "{args:?}: {}", outcome.stderr);
+            outcome.stdout
+        })
+        .collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&original)
+        .expect("read the capture")
+        .map(|e| e.expect("an entry").path())
+        .collect();
+    files.sort();
+    let damaged = capture_dir("faults-damaged");
+    let mut rng = Rng(0x5eed);
+    let mut failed = 0;
+    // Three rounds: each draws new offsets.
+    for file in files.iter().cycle().take(files.len() * 3) {
+        let name = file
+            .file_name()
+            .expect("a name")
+            .to_string_lossy()
+            .into_owned();
+        for fault in 0..5 {
+            copy_dir(&original, &damaged);
+            let what = apply(fault, &damaged.join(&name), &mut rng);
+            let mut noticed = false;
+            for (args, before) in COMMANDS.iter().zip(&before) {
+                let outcome = run(args, &damaged);
+                let case = format!("{name}, {what}: weft {args:?}");
+                assert!(
+                    !outcome.stderr.contains("panicked") && outcome.code != Some(101),
+                    "{case} panicked: {}",
+                    outcome.stderr
+                );
+                // `info` names the directory.
+                let stdout = outcome.stdout.replace(
+                    damaged.to_str().expect("utf-8 path"),
+                    original.to_str().expect("utf-8 path"),
+                );
+                match outcome.code {
+                    Some(0) => assert_eq!(&stdout, before, "{case}: a different answer"),
+                    Some(_) => {
+                        assert!(
+                            outcome.stderr.starts_with("weft: "),
+                            "{case}: no clear error: {}",
+                            outcome.stderr
+                        );
+                        noticed = true;
+                        failed += 1;
+                    }
+                    None => panic!("{case}: killed by a signal"),
+                }
+            }
+            // What a command noticed, check reports.
+            if noticed && name != "weft.json" {
+                let check = run(&["check", "{}"], &damaged);
+                assert_ne!(check.code, Some(0), "{name}, {what}: check found nothing");
+            }
+        }
+    }
+    eprintln!(
+        "{test}: {} files x 5 faults x 3 rounds x {} commands, {failed} clear errors",
+        files.len(),
+        COMMANDS.len()
+    );
+}
