@@ -2,6 +2,9 @@
 //! command that reads it answers exactly as it did before the fault or
 //! fails with a clear error — never a panic, a hang, or a different answer
 //! with exit 0. `weft check` finds every fault that a command noticed.
+//! Faults: bits flipped, a cut at a random point, a zeroed page, garbage
+//! appended, the file deleted; for record segments also a cut at a block
+//! boundary and a copy as the next segment.
 
 use std::{
     path::{Path, PathBuf},
@@ -13,8 +16,10 @@ use weft_tests::{SYSCALL_PROBE, capture_dir, needs, record, weft_bin};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 
-/// The reading commands, after `weft` (DIR is put in at `{}`).
+/// The reading commands, after `weft` (DIR is put in at `{}`; a command
+/// with `{out}` writes a file there, whose bytes are its answer).
 const COMMANDS: &[&[&str]] = &[
+    &["export", "--format", "csv", "-o", "{out}", "{}"],
     &["info", "--json", "{}"],
     &["query", "--json", "{}", "syscalls | count"],
     &[
@@ -48,10 +53,19 @@ struct Outcome {
 /// Runs `weft ARGS` with DIR for `{}`; fails the test if it takes more
 /// than 30 s (a hang).
 fn run(args: &[&str], dir: &Path) -> Outcome {
-    let dir = dir.to_str().expect("utf-8 path");
+    let out = dir.with_extension("out");
+    let _ = std::fs::remove_file(&out);
+    let (dir, out_arg) = (
+        dir.to_str().expect("utf-8 path"),
+        out.to_str().expect("utf-8 path"),
+    );
     let args: Vec<&str> = args
         .iter()
-        .map(|a| if *a == "{}" { dir } else { a })
+        .map(|a| match *a {
+            "{}" => dir,
+            "{out}" => out_arg,
+            a => a,
+        })
         .collect();
     let mut child = Command::new(weft_bin())
         .args(&args)
@@ -67,11 +81,16 @@ fn run(args: &[&str], dir: &Path) -> Outcome {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let out = child.wait_with_output().expect("weft's output");
+    let output = child.wait_with_output().expect("weft's output");
+    let mut stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    if let Ok(written) = std::fs::read(&out) {
+        stdout.push_str(&String::from_utf8_lossy(&written));
+        let _ = std::fs::remove_file(&out);
+    }
     Outcome {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        code: output.status.code(),
+        stdout,
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
 }
 
@@ -88,11 +107,34 @@ impl Rng {
     }
 }
 
-/// The faults applied to one file; each returns what it did.
+/// Faults every file gets; record segments get two more.
+const FAULTS: usize = 5;
+const SEGMENT_FAULTS: usize = 7;
+
+/// Applies fault number `fault` to one file; returns what it did.
 fn apply(fault: usize, path: &Path, rng: &mut Rng) -> String {
     let mut bytes = std::fs::read(path).expect("read the file");
     let len = bytes.len() as u64;
     let what = match fault {
+        5 => {
+            // A segment copied in as the next one.
+            let name = path.file_name().expect("a name").to_string_lossy();
+            let number: u64 = name
+                .trim_start_matches("records-")
+                .trim_end_matches(".log")
+                .parse()
+                .expect("a segment number");
+            let copy = path.with_file_name(format!("records-{:010}.log", number + 1));
+            std::fs::copy(path, &copy).expect("copy the segment");
+            return format!("copied to {}", copy.display());
+        }
+        6 => {
+            // Cut at a block boundary (16-byte header, 256 KiB blocks).
+            let blocks = (len.saturating_sub(16)) / (256 << 10);
+            let at = 16 + rng.below(blocks) * (256 << 10);
+            bytes.truncate(at as usize);
+            format!("cut at block boundary {at}")
+        }
         0 => {
             for _ in 0..4 {
                 let at = rng.below(len) as usize;
@@ -169,7 +211,12 @@ fn every_command_on_a_damaged_capture_answers_as_before_or_fails_clearly() {
             .expect("a name")
             .to_string_lossy()
             .into_owned();
-        for fault in 0..5 {
+        let faults = if name.starts_with("records-") {
+            SEGMENT_FAULTS
+        } else {
+            FAULTS
+        };
+        for fault in 0..faults {
             copy_dir(&original, &damaged);
             let what = apply(fault, &damaged.join(&name), &mut rng);
             let mut noticed = false;
@@ -208,7 +255,8 @@ fn every_command_on_a_damaged_capture_answers_as_before_or_fails_clearly() {
         }
     }
     eprintln!(
-        "{test}: {} files x 5 faults x 3 rounds x {} commands, {failed} clear errors",
+        "{test}: {} files x {FAULTS}-{SEGMENT_FAULTS} faults x 3 rounds x {} commands, \
+         {failed} clear errors",
         files.len(),
         COMMANDS.len()
     );
