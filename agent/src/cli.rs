@@ -904,6 +904,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .find(|c: char| c.is_ascii_alphabetic())
         .ok_or_else(|| format!("`{text}` has no unit (use ns, us, ms, s, m or h)"))?;
     let (number, unit) = text.split_at(split);
+    if number.is_empty() {
+        return Err(format!(
+            "`{text}` is not a duration (a number and a unit: 30s, 10m, 250us)"
+        ));
+    }
     let value: f64 = number
         .parse()
         .map_err(|_| format!("`{number}` in `{text}` is not a number"))?;
@@ -997,7 +1002,16 @@ mod tests {
     fn parse_duration_rejects_bad_input() {
         assert!(parse_duration("5").unwrap_err().contains("no unit"));
         assert!(parse_duration("5x").unwrap_err().contains("unknown unit"));
-        assert!(parse_duration("abc").unwrap_err().contains("not a number"));
+        assert!(
+            parse_duration("abc")
+                .unwrap_err()
+                .contains("`abc` is not a duration")
+        );
+        assert!(
+            parse_duration("1.2.3s")
+                .unwrap_err()
+                .contains("not a number")
+        );
         assert!(parse_duration("-1s").unwrap_err().contains("out of range"));
     }
 

@@ -34,6 +34,12 @@ pub struct Report {
 /// is nothing to check against (no readable `meta` or `time.log`); damage
 /// is listed in the report.
 pub fn check(dir: &Path) -> Result<Report> {
+    if !dir.join("meta").exists() {
+        return Err(Error::Invalid(format!(
+            "{} is not a weft capture (no meta file)",
+            dir.display()
+        )));
+    }
     let meta = Meta::load(dir)?;
     let mut report = Report::default();
     // What opening finds: where a crashed capture's unfinished tail

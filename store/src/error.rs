@@ -7,15 +7,15 @@ use std::{io, path::PathBuf};
 #[non_exhaustive]
 pub enum Error {
     /// A system call on a store file failed.
-    #[error("{call} {path}: {source}")]
+    #[error("{call} {path}: {error}")]
     Io {
         /// The call, e.g. `write` or `fsync`.
         call: &'static str,
         /// The file it was made on.
         path: PathBuf,
-        /// What the kernel said.
-        #[source]
-        source: io::Error,
+        /// What the kernel said (in the message, not as a `source`, so an
+        /// error chain does not print it twice).
+        error: io::Error,
     },
     /// A file's bytes are not what the format says they must be.
     #[error("{path} at offset {offset}: {what}")]
@@ -82,9 +82,9 @@ pub fn io<'a>(
     call: &'static str,
     path: &'a std::path::Path,
 ) -> impl FnOnce(io::Error) -> Error + 'a {
-    move |source| Error::Io {
+    move |error| Error::Io {
         call,
         path: path.to_owned(),
-        source,
+        error,
     }
 }

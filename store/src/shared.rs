@@ -713,7 +713,7 @@ fn read_at(files: &Files, path: &std::path::Path, offset: u64, len: usize) -> Re
             _ => Error::Io {
                 call: "read",
                 path: path.to_owned(),
-                source: e,
+                error: e,
             },
         })?;
     Ok(bytes)

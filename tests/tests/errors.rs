@@ -3,7 +3,7 @@
 
 use std::{os::unix::process::CommandExt as _, process::Command};
 
-use weft_tests::{run_weft, weft_bin};
+use weft_tests::{SYSCALL_PROBE, capture_dir, needs, run_weft, weft_bin};
 
 /// Asserts exit status 2 and exactly one stderr line containing `needle`.
 fn assert_one_line_error(args: &[&str], needle: &str) {
@@ -67,4 +67,167 @@ fn not_root() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("needs root"), "{stderr}");
+}
+
+/// The bad-input table of docs/errors.md: a command with a wrong value and
+/// what its error must say. `{dir}` is a small capture; `{new}` a path
+/// that must still not exist afterwards (nothing half written).
+const TABLE: &[(&[&str], &str)] = &[
+    (&["stat", "--syscall", "getppid,bogus_call"], "bogus_call"),
+    (
+        &["stat", "--duration", "5parsecs"],
+        "unknown unit `parsecs`",
+    ),
+    (&["stat", "--interval", "fast"], "`fast` is not a duration"),
+    (&["stat", "--min-duration", "3zz"], "unknown unit `zz`"),
+    (&["stat", "--comm", ""], "1 to 15 bytes"),
+    (
+        &["stat", "--pid", "4194305"],
+        "--pid 4194305: no such process",
+    ),
+    (&["record"], "--output"),
+    (
+        &["record", "-o", "{new}", "--max-disk", "12zz"],
+        "unknown unit `zz`",
+    ),
+    (
+        &["record", "-o", "{new}", "--retain", "forever"],
+        "`forever` is not a duration",
+    ),
+    (
+        &["record", "-o", "{new}", "--sources", "bogus"],
+        "--sources bogus: no such source",
+    ),
+    (
+        &["record", "-o", "{new}", "--port", "70000"],
+        "70000 is not in 0..=65535",
+    ),
+    (
+        &["record", "-o", "{new}", "--addr", "1.2.3"],
+        "invalid IP address",
+    ),
+    (&["record", "-o", "{dir}"], "already holds a capture"),
+    (
+        &["info", "/nonexistent"],
+        "/nonexistent is not a weft capture",
+    ),
+    (
+        &["check", "/nonexistent"],
+        "/nonexistent is not a weft capture",
+    ),
+    (
+        &["query", "/nonexistent", "syscalls | count"],
+        "/nonexistent is not a weft capture",
+    ),
+    (
+        &["query", "{dir}", "syscalls | p99(bogus)"],
+        "has no field `bogus`",
+    ),
+    (
+        &[
+            "query",
+            "{dir}",
+            r#"syscalls where name = "nosuchcall" | count"#,
+        ],
+        r#"no `name` is called "nosuchcall""#,
+    ),
+    (
+        &["query", "{dir}", "syscalls | p101(dur)"],
+        "`p101` is not a percentile",
+    ),
+    (
+        &["query", "{dir}", "syscalls | count last 5parsecs"],
+        "unknown unit `parsecs`",
+    ),
+    (
+        &["query", "{dir}", "nosource | count"],
+        "no source `nosource`",
+    ),
+    (
+        &["query", "{dir}", "syscalls | limit -1"],
+        "expected a row count",
+    ),
+    (
+        &["query", "{dir}", "syscalls | count by"],
+        "expected a field to group by",
+    ),
+    (&["query", "{dir}", ""], "expected a source name"),
+    (
+        &["export", "{dir}", "--format", "xml", "-o", "{new}"],
+        "invalid value 'xml'",
+    ),
+    (
+        &["export", "{dir}", "-o", "/nonexistent/f.csv"],
+        "/nonexistent/f.csv",
+    ),
+    (
+        &["export", "{dir}", "--source", "nosuch", "-o", "{new}"],
+        "no source `nosuch`",
+    ),
+    (
+        &["extract", "{dir}", "--trigger", "99", "-o", "{new}"],
+        "no trigger firings",
+    ),
+    (
+        &["tui", "--replay", "/nonexistent"],
+        "/nonexistent is not a weft capture",
+    ),
+    (
+        &["tui", "--replay", "{dir}", "--speed", "0"],
+        "--speed 0: must be a positive number",
+    ),
+    (
+        &["tui", "--replay", "{dir}", "--speed", "abc"],
+        "invalid value 'abc'",
+    ),
+    (
+        &["trace", "tracepoint:nosuch:event { @ = count(); }"],
+        "no tracepoint matches nosuch:event",
+    ),
+    (
+        &["trace", "tracepoint:syscalls:sys_enter_read { @ = count() "],
+        "expected `;` or `}`",
+    ),
+    (&["pt", "dump", "/nonexistent"], "/nonexistent"),
+];
+
+#[test]
+fn bad_input_table() {
+    let test = "bad_input_table";
+    if !needs(test, &SYSCALL_PROBE) {
+        return;
+    }
+    let dir = capture_dir("bad-input");
+    let (status, _, stderr) = run_weft(&[
+        "record",
+        "--sources",
+        "syscalls",
+        "-d",
+        "1s",
+        "-o",
+        dir.to_str().expect("utf-8 path"),
+    ]);
+    assert!(status.success(), "{stderr}");
+    let new = capture_dir("bad-input-new");
+    for (args, needle) in TABLE {
+        let args: Vec<&str> = args
+            .iter()
+            .map(|a| match *a {
+                "{dir}" => dir.to_str().expect("utf-8 path"),
+                "{new}" => new.to_str().expect("utf-8 path"),
+                a => a,
+            })
+            .collect();
+        let (status, stdout, stderr) = run_weft(&args);
+        assert_eq!(status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stdout, "", "{args:?}");
+        let first = stderr.lines().next().unwrap_or_default();
+        assert!(first.starts_with("weft: "), "{args:?}: {stderr}");
+        assert!(
+            first.contains(needle),
+            "{args:?}: expected `{needle}` in {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(!new.exists(), "{args:?} left {}", new.display());
+    }
 }
