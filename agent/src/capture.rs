@@ -169,9 +169,20 @@ pub fn start_session(
 
 /// Opens the capture at `dir` to read, saying on stderr what a crash cut
 /// from its end (a capture that closed cleanly is whole, or an error).
-pub fn open(dir: &Path) -> Result<weft_store::Snapshot> {
-    let (snapshot, recovery) = weft_store::open_read_only(dir)
-        .with_context(|| format!("failed to open {}", dir.display()))?;
+/// With `skip_damaged`, damaged chunks are left out instead of failing,
+/// and stderr says how many records and which times they held.
+pub fn open(dir: &Path, skip_damaged: bool) -> Result<weft_store::Snapshot> {
+    let context = || format!("failed to open {}", dir.display());
+    let (snapshot, recovery) = if skip_damaged {
+        let (snapshot, recovery, skipped) =
+            weft_store::open_skipping_damaged(dir).with_context(context)?;
+        if skipped.chunks > 0 {
+            eprintln!("weft: {}", skipped_notice(dir, &skipped));
+        }
+        (snapshot, recovery)
+    } else {
+        weft_store::open_read_only(dir).with_context(context)?
+    };
     if recovery.cut_chunks > 0 {
         let records = match recovery.cut_records {
             0 => "their records uncounted".to_owned(),
@@ -185,6 +196,31 @@ pub fn open(dir: &Path) -> Result<weft_store::Snapshot> {
         );
     }
     Ok(snapshot)
+}
+
+/// What `--skip-damaged` left out, in one line.
+fn skipped_notice(dir: &Path, skipped: &weft_store::Skipped) -> String {
+    let seconds = |ns: u64| format!("{:.3}s", ns as f64 / 1e9);
+    let spans: Vec<String> = (skipped.spans.iter())
+        .map(|span| match *span.end() {
+            u64::MAX => format!("from {} on", seconds(*span.start())),
+            end => format!("{}..{}", seconds(*span.start()), seconds(end)),
+        })
+        .collect();
+    let uncounted = match skipped.uncounted {
+        0 => String::new(),
+        n => format!(" and {n} chunks whose count is lost"),
+    };
+    let plural = if skipped.chunks == 1 { "" } else { "s" };
+    format!(
+        "{} is damaged: left out {} chunk{plural} ({} records{uncounted}) at {} \
+         (CLOCK_MONOTONIC); `weft check {}` lists the damage",
+        dir.display(),
+        skipped.chunks,
+        skipped.records,
+        spans.join(", "),
+        dir.display(),
+    )
 }
 
 /// Defines in `store` the sources of another capture's `meta` and its

@@ -432,6 +432,12 @@ pub struct ExportArgs {
     /// Only this time window, in query syntax: 'last 60s', '[now-80s, now-20s]'.
     #[arg(long, value_name = "WINDOW", help_heading = "Selection")]
     pub window: Option<String>,
+
+    /// Answer from the intact part of a damaged capture: leave out its
+    /// damaged chunks and say on stderr how many records and which times
+    /// they held (without it, damage is an error).
+    #[arg(long, help_heading = "Selection")]
+    pub skip_damaged: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -476,6 +482,12 @@ pub struct QueryArgs {
     /// measure what the indexes save; the answer is the same).
     #[arg(long, help_heading = "Source")]
     pub full_scan: bool,
+
+    /// Answer from the intact part of a damaged capture: leave out its
+    /// damaged chunks and say on stderr how many records and which times
+    /// they held (without it, damage is an error).
+    #[arg(long, help_heading = "Source")]
+    pub skip_damaged: bool,
 }
 
 impl QueryArgs {
@@ -631,6 +643,10 @@ pub struct TuiArgs {
     /// quits at the end, as a live capture that stops).
     #[arg(long = "loop", requires = "replay", help_heading = "Replay")]
     pub repeat: bool,
+    /// Read a damaged recording (DIR or --replay) anyway, leaving out its
+    /// damaged chunks; stderr says how many records and which times.
+    #[arg(long, help_heading = "Replay")]
+    pub skip_damaged: bool,
     /// On quit, print how many frames were drawn and how long they took
     /// (median, max), as `cargo xtask bench tui` reads.
     #[arg(long, help_heading = "Output")]
@@ -720,6 +736,12 @@ pub struct ExtractArgs {
     /// The new capture directory (must not exist).
     #[arg(long, short = 'o', value_name = "OUT", help_heading = "Output")]
     pub output: std::path::PathBuf,
+
+    /// Answer from the intact part of a damaged capture: leave out its
+    /// damaged chunks and say on stderr how many records and which times
+    /// they held (without it, damage is an error).
+    #[arg(long, help_heading = "Window")]
+    pub skip_damaged: bool,
 }
 
 #[derive(Debug, Args)]

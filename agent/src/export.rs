@@ -31,7 +31,7 @@ const ROW_GROUP: usize = 1 << 20;
 pub fn run(args: &ExportArgs) -> Result<ExitCode> {
     let dir = &args.dir;
     let metadata = capture::read_metadata(dir)?;
-    let snapshot = capture::open(dir)?;
+    let snapshot = capture::open(dir, args.skip_damaged)?;
     let catalog = capture::catalog(&snapshot, &metadata, true)?;
     let mut text = args.source.clone();
     if let Some(condition) = &args.condition {

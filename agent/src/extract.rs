@@ -19,7 +19,7 @@ use crate::{
 const SLICE_NS: u64 = 100_000_000;
 
 pub fn run(args: &ExtractArgs) -> Result<ExitCode> {
-    let snapshot = capture::open(&args.dir)?;
+    let snapshot = capture::open(&args.dir, args.skip_damaged)?;
     let window = kept_window(&snapshot, args.trigger)?;
     if args.output.exists() {
         bail!(

@@ -24,7 +24,7 @@ pub fn run(args: &QueryArgs) -> Result<ExitCode> {
         (true, [query]) => client::ask(query, args.format(), args.full_scan)?,
         (false, [dir, query]) => {
             let dir = Path::new(dir);
-            let snapshot = capture::open(dir)?;
+            let snapshot = capture::open(dir, args.skip_damaged)?;
             answer(&snapshot, dir, query, args.format(), None, args.full_scan)?
         }
         (true, _) => bail!("with --live, give only the query (no directory)"),
@@ -96,11 +96,12 @@ fn explain(answer: &weft_query::Answer, elapsed: Duration) -> String {
     // Writing to a String cannot fail.
     let _ = write!(
         text,
-        "\nchunks: {} answered from summaries, {} read, {} skipped by summaries, {} expired; {} decided by their group's summaries\nvalue bins (quantiles, hist edges): {} chunks read for the values inside them, {} from the values log, {} from the cache of earlier queries\nrows: {}\ntime: {:.3} ms\n",
+        "\nchunks: {} answered from summaries, {} read, {} skipped by summaries, {} expired, {} damaged and left out; {} decided by their group's summaries\nvalue bins (quantiles, hist edges): {} chunks read for the values inside them, {} from the values log, {} from the cache of earlier queries\nrows: {}\ntime: {:.3} ms\n",
         s.chunks_summarized,
         s.chunks_scanned,
         s.chunks_skipped,
         s.chunks_expired,
+        s.chunks_damaged,
         s.chunks_in_groups,
         s.chunks_read_for_bins,
         s.chunks_valued_for_bins,

@@ -44,6 +44,8 @@ pub struct Options {
     pub speed: f64,
     /// Start over at the end, until stopped.
     pub repeat: bool,
+    /// Leave out the recording's damaged chunks instead of failing.
+    pub skip_damaged: bool,
 }
 
 /// What a replay shares with the terminal UI showing it.
@@ -64,7 +66,7 @@ pub fn run(options: &Options, dir: &Path, config: &Config, link: &Link) -> Resul
         bail!("--speed {}: must be a positive number", options.speed);
     }
     let from = &options.from;
-    let snapshot = capture::open(from)?;
+    let snapshot = capture::open(from, options.skip_damaged)?;
     let Some(span) = snapshot.time_range()? else {
         bail!("{} holds no records to replay", from.display());
     };

@@ -34,7 +34,7 @@ use crate::{
 pub fn run(args: &TuiArgs) -> Result<ExitCode> {
     match &args.dir {
         Some(dir) => {
-            let feed: Arc<dyn Feed> = Arc::new(Recording::open(dir)?);
+            let feed: Arc<dyn Feed> = Arc::new(Recording::open(dir, args.skip_damaged)?);
             let frames = weft_tui::run(&feed).context("the terminal failed")?;
             report(args, &frames);
             Ok(ExitCode::SUCCESS)
@@ -168,6 +168,7 @@ fn replayer(
         from: from.to_owned(),
         speed: args.speed,
         repeat: args.repeat,
+        skip_damaged: args.skip_damaged,
     };
     let config = Config {
         disk_budget: Some(args.max_disk),
@@ -261,9 +262,9 @@ struct Recording {
 }
 
 impl Recording {
-    fn open(dir: &Path) -> Result<Self> {
+    fn open(dir: &Path, skip_damaged: bool) -> Result<Self> {
         let metadata = capture::read_metadata(dir)?;
-        let snapshot = capture::open(dir)?;
+        let snapshot = capture::open(dir, skip_damaged)?;
         let sources = info::records(&snapshot)?
             .into_iter()
             .map(|(source, records, _)| SourceHealth {

@@ -312,6 +312,7 @@ impl<'a> Engine<'a> {
             chunks_scanned,
             chunks_skipped,
             chunks_expired,
+            chunks_damaged,
             chunks_read_for_bins,
             chunks_cached_for_bins,
             chunks_valued_for_bins,
@@ -321,6 +322,7 @@ impl<'a> Engine<'a> {
         self.stats.chunks_scanned += chunks_scanned;
         self.stats.chunks_skipped += chunks_skipped;
         self.stats.chunks_expired += chunks_expired;
+        self.stats.chunks_damaged += chunks_damaged;
         self.stats.chunks_read_for_bins += chunks_read_for_bins;
         self.stats.chunks_cached_for_bins += chunks_cached_for_bins;
         self.stats.chunks_valued_for_bins += chunks_valued_for_bins;

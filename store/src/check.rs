@@ -28,6 +28,10 @@ pub struct Report {
     /// The same for the unfinished chunks at the end of a capture that did
     /// not close cleanly (what a crash tears, and reads leave out).
     pub unfinished: Vec<String>,
+    /// Chunks with any damage (time entry, summaries, values or block),
+    /// ascending, the unfinished tail of a crash apart: what
+    /// `--skip-damaged` leaves out.
+    pub damaged_chunks: Vec<u64>,
 }
 
 /// Verifies every part of the capture at `dir`. An error only when there
@@ -44,7 +48,7 @@ pub fn check(dir: &Path) -> Result<Report> {
     let mut report = Report::default();
     // What opening finds: where a crashed capture's unfinished tail
     // begins, or a closed capture's missing and extra parts.
-    let (kept, opening) = match recovery::recover(dir, false) {
+    let (kept, opening) = match recovery::recover(dir, recovery::Open::Read) {
         Ok((_, recovery)) => (recovery.chunks, None),
         Err(Error::Damaged { what, .. }) => (u64::MAX, Some(what)),
         Err(error @ Error::Corrupt { .. }) => (u64::MAX, Some(error.to_string())),
@@ -61,51 +65,68 @@ pub fn check(dir: &Path) -> Result<Report> {
     let per_segment = u64::from(meta.blocks_per_segment);
     let len = TimeEntry::len(format);
     let raw_entries = time.get(FILE_HEADER_LEN..).unwrap_or_default().chunks(len);
+    let mut on_disk = 0;
     for (chunk, raw) in (0u64..).zip(raw_entries) {
+        on_disk = chunk + 1;
         let offset = FILE_HEADER_LEN as u64 + chunk * len as u64;
-        let problems = if chunk >= kept {
-            &mut report.unfinished
-        } else {
-            &mut report.problems
-        };
-        let Some(entry) = TimeEntry::decode(raw, format).filter(|e| e.chunk == chunk) else {
-            let what = "time entry fails its checksum";
-            problems.push(format!(
-                "time.log at offset {offset}: chunk {chunk}'s {what}"
-            ));
-            continue;
-        };
-        report.chunks += 1;
-        report.records += u64::from(entry.records);
-        if summaries_of(&chunks, &entry).is_none() {
-            let at = FILE_HEADER_LEN as u64 + entry.first_summary * SUMMARY_LEN as u64;
-            problems.push(format!(
-                "chunks.log at offset {at}: summaries of chunk {chunk} fail their checksum"
-            ));
-        }
-        if let Some(Err(what)) = values.as_ref().map(|v| values_of(v, &entry)) {
-            problems.push(format!("values.log at offset {}: {what}", entry.values_at));
-        }
-        let segment = chunk / per_segment;
-        if !segment_path(dir, segment).exists() {
-            // A closed capture lists what its budget deleted (opening
-            // reported any other loss); a crashed one cannot tell.
-            if deleted.as_ref().is_none_or(|d| d.contains(&segment)) {
-                report.deleted += 1;
+        let before = report.problems.len();
+        let mut lost = false;
+        'chunk: {
+            let problems = if chunk >= kept {
+                &mut report.unfinished
+            } else {
+                &mut report.problems
+            };
+            let Some(entry) = TimeEntry::decode(raw, format).filter(|e| e.chunk == chunk) else {
+                let what = "time entry fails its checksum";
+                problems.push(format!(
+                    "time.log at offset {offset}: chunk {chunk}'s {what}"
+                ));
+                break 'chunk;
+            };
+            report.chunks += 1;
+            report.records += u64::from(entry.records);
+            if summaries_of(&chunks, &entry).is_none() {
+                let at = FILE_HEADER_LEN as u64 + entry.first_summary * SUMMARY_LEN as u64;
+                problems.push(format!(
+                    "chunks.log at offset {at}: summaries of chunk {chunk} fail their checksum"
+                ));
             }
-            continue;
+            if let Some(Err(what)) = values.as_ref().map(|v| values_of(v, &entry)) {
+                problems.push(format!("values.log at offset {}: {what}", entry.values_at));
+            }
+            let segment = chunk / per_segment;
+            if !segment_path(dir, segment).exists() {
+                // A closed capture lists what its budget deleted (opening
+                // reported any other loss); a crashed one cannot tell.
+                if deleted.as_ref().is_none_or(|d| d.contains(&segment)) {
+                    report.deleted += 1;
+                } else {
+                    lost = true;
+                }
+                break 'chunk;
+            }
+            if let Err(what) = read_block(dir, &meta, chunk) {
+                problems.push(what);
+            }
         }
-        if let Err(what) = read_block(dir, &meta, chunk) {
-            problems.push(what);
+        if lost || report.problems.len() > before {
+            report.damaged_chunks.push(chunk);
         }
+    }
+    // A closed capture's chunks past the end of a cut time log.
+    if let Some(closed) = &meta.closed {
+        report.damaged_chunks.extend(on_disk..closed.chunks);
     }
     if format.has_groups() {
         let groups = open_log(dir, "groups.log", FileKind::Groups, format)?;
         check_groups(&groups, kept, meta.closed.is_none(), &mut report);
     }
     // Opening's complaint, unless a damage above is what it stopped at.
+    // Lines name their place ("file at offset N") before the first ": ".
+    let place = |line: &str| line.split(": ").next().unwrap_or_default().to_owned();
     if let Some(what) = opening
-        && !report.problems.iter().any(|p| what.contains(p.as_str()))
+        && !report.problems.iter().any(|p| place(p) == place(&what))
     {
         report.problems.insert(0, what);
     }

@@ -76,9 +76,63 @@ pub use writer::Store;
 /// snapshots, nothing changed on disk; the [`Recovery`] says what a torn
 /// tail would cut.
 pub fn open_read_only(dir: &Path) -> Result<(Snapshot, Recovery)> {
-    let (meta, recovery) = recovery::open_read_only(dir)?;
+    let (meta, recovery) = recovery::open_read_only(dir, recovery::Open::Read)?;
     let shared = std::sync::Arc::new(shared::Shared::new(dir.to_owned(), meta, &recovery));
     Ok((shared.snapshot(), recovery))
+}
+
+/// What [`open_skipping_damaged`] leaves out.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Skipped {
+    /// Damaged chunks left out.
+    pub chunks: u64,
+    /// Records in those of them whose time entry is intact.
+    pub records: u64,
+    /// Of them, chunks whose record count was lost with their time entry.
+    pub uncounted: u64,
+    /// The arrival times they span (ns), neighbouring chunks merged.
+    pub spans: Vec<std::ops::RangeInclusive<u64>>,
+    /// What [`check`] found, one line per damage.
+    pub problems: Vec<String>,
+}
+
+/// [`open_read_only`] that answers from the intact part of a damaged
+/// capture: [`check`] finds every damaged chunk, and the snapshot leaves
+/// them out of every answer (as if the budget had deleted them). A closed
+/// capture keeps all the chunks it closed with; a crashed one is cut at
+/// its unfinished tail as usual.
+pub fn open_skipping_damaged(dir: &Path) -> Result<(Snapshot, Recovery, Skipped)> {
+    let report = check(dir)?;
+    let (meta, recovery) = recovery::open_read_only(dir, recovery::Open::SkipDamaged)?;
+    let entries = recovery::time_entries(dir, &meta)?;
+    let damaged: Vec<u64> = (report.damaged_chunks.iter().copied())
+        .filter(|c| *c < recovery.chunks)
+        .collect();
+    let left_out = recovery::stand_ins(&entries, &damaged);
+    let mut skipped = Skipped {
+        chunks: damaged.len() as u64,
+        problems: report.problems,
+        ..Skipped::default()
+    };
+    for chunk in &damaged {
+        match entries.get(*chunk as usize).copied().flatten() {
+            Some(entry) => skipped.records += u64::from(entry.records),
+            None => skipped.uncounted += 1,
+        }
+        let entry = &left_out[chunk];
+        match skipped.spans.last_mut() {
+            Some(span)
+                if chunk
+                    .checked_sub(1)
+                    .is_some_and(|c| left_out.contains_key(&c)) =>
+            {
+                *span = *span.start()..=entry.last_ts.max(*span.end());
+            }
+            _ => skipped.spans.push(entry.first_ts..=entry.last_ts),
+        }
+    }
+    let shared = std::sync::Arc::new(shared::Shared::new(dir.to_owned(), meta, &recovery));
+    Ok((shared.snapshot().skipping(left_out), recovery, skipped))
 }
 
 /// The record-log segment holding chunks `[segment * per_segment, ...)`.

@@ -133,6 +133,8 @@ pub struct QueryStats {
     pub chunks_skipped: u64,
     /// Chunks in the window deleted by the disk budget (not in the answer).
     pub chunks_expired: u64,
+    /// Chunks in the window left out as damaged (`--skip-damaged`).
+    pub chunks_damaged: u64,
     /// Chunks read for the values in the bins exact quantiles fall in
     /// (after their summaries had named the bins).
     pub chunks_read_for_bins: u64,
@@ -146,6 +148,15 @@ pub struct QueryStats {
 }
 
 impl QueryStats {
+    /// A chunk left out of the answer: damaged, or deleted by the budget.
+    fn leave_out(&mut self, damaged: bool) {
+        if damaged {
+            self.chunks_damaged += 1;
+        } else {
+            self.chunks_expired += 1;
+        }
+    }
+
     /// A run of chunks answered by its group's merged summaries.
     fn add_run(&mut self, run: &Range<u64>) {
         self.chunks_summarized += run.end - run.start;
@@ -542,7 +553,9 @@ impl Snapshot {
                 return Ok(skip);
             }
             match ChunkRef::of(meta, target.source) {
-                _ if self.is_deleted(meta.time.chunk) => stats.chunks_expired += 1,
+                _ if self.is_gone(meta.time.chunk) => {
+                    stats.leave_out(self.is_damaged(meta.time.chunk));
+                }
                 Some(at) if self.may_hold(meta, &at, target, values) => wanted.push(at),
                 _ => stats.chunks_skipped += 1,
             }
@@ -689,8 +702,8 @@ impl Snapshot {
                 }
                 return Ok(whole);
             }
-            if self.is_deleted(meta.time.chunk) {
-                stats.chunks_expired += 1;
+            if self.is_gone(meta.time.chunk) {
+                stats.leave_out(self.is_damaged(meta.time.chunk));
             } else if self.summarizes(meta, &target) && wanted().all(|s| inside(&s) || outside(&s))
             {
                 stats.chunks_summarized += 1;
@@ -751,12 +764,16 @@ impl Snapshot {
                     }
                     return Ok(whole);
                 }
+                if self.is_damaged(meta.time.chunk) {
+                    stats.leave_out(true);
+                    return Ok(true);
+                }
                 let Some(at) = ChunkRef::of(meta, source) else {
                     return Ok(true);
                 };
                 let (first, last) = (at.all.min.cast_unsigned(), at.all.max.cast_unsigned());
-                if self.is_deleted(at.chunk) {
-                    stats.chunks_expired += 1;
+                if self.is_gone(at.chunk) {
+                    stats.leave_out(self.is_damaged(at.chunk));
                 } else if own_times
                     && self.summarizes(meta, &target)
                     && bucket(first) == bucket(last)
@@ -983,11 +1000,15 @@ impl Snapshot {
                     held.runs.push((run, count_bins(&mut by_part, meta)?));
                     return Ok(true);
                 }
+                if self.is_damaged(meta.time.chunk) {
+                    stats.leave_out(true);
+                    return Ok(true);
+                }
                 let Some(at) = ChunkRef::of(meta, target.source) else {
                     return Ok(true);
                 };
-                if self.is_deleted(at.chunk) {
-                    stats.chunks_expired += 1;
+                if self.is_gone(at.chunk) {
+                    stats.leave_out(self.is_damaged(at.chunk));
                 } else if self.summarizes(meta, target) {
                     stats.chunks_summarized += 1;
                     held.chunks

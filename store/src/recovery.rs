@@ -48,7 +48,20 @@ pub struct Recovery {
     pub(crate) groups_end: u64,
 }
 
-pub(crate) fn recover(dir: &Path, writable: bool) -> Result<(Meta, Recovery)> {
+/// How a capture is opened, for what recovery may do about damage.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Open {
+    /// To append: a crashed capture's torn tail is cut off the files.
+    Write,
+    /// To read: nothing changes on disk; damage to a closed capture fails.
+    Read,
+    /// To read a closed capture despite damage: all its chunks are kept,
+    /// and the snapshot leaves out those `check` finds damaged.
+    SkipDamaged,
+}
+
+pub(crate) fn recover(dir: &Path, open: Open) -> Result<(Meta, Recovery)> {
+    let writable = open == Open::Write;
     let mut meta = Meta::load(dir)?;
     let mut recovery = Recovery::default();
     let time_path = dir.join("time.log");
@@ -122,15 +135,24 @@ pub(crate) fn recover(dir: &Path, writable: bool) -> Result<(Meta, Recovery)> {
             time_len: time.len() as u64,
             segments: &segments,
         };
-        if let Err(what) = damage
-            .first()
-            .cloned()
-            .map_or_else(|| whole.check(closed), Err)
-        {
-            return Err(Error::Damaged {
-                dir: dir.to_owned(),
-                what: what.trim_end_matches("; cut here").to_owned(),
-            });
+        let checked = (damage.first().cloned()).map_or_else(|| whole.check(closed), Err);
+        match checked {
+            Ok(()) => {}
+            Err(_) if open == Open::SkipDamaged => {
+                recovery.chunks = closed.chunks;
+                recovery.cut_chunks = 0;
+                recovery.cut_records = 0;
+                recovery.deleted_segments.clone_from(&closed.deleted);
+                if let Some(groups) = &groups {
+                    recovery.groups_end = intact_groups(groups, closed.chunks, &mut damage);
+                }
+            }
+            Err(what) => {
+                return Err(Error::Damaged {
+                    dir: dir.to_owned(),
+                    what: what.trim_end_matches("; cut here").to_owned(),
+                });
+            }
         }
     }
     recovery.notes.extend(damage);
@@ -514,12 +536,73 @@ fn cut_to(path: &Path, len: u64) -> Result<u64> {
 }
 
 /// Opens a store read-only: the same checks, nothing changed on disk.
-pub(crate) fn open_read_only(dir: &Path) -> Result<(Meta, Recovery)> {
+/// Each chunk's time entry in `dir`'s time log, `None` where it is damaged.
+pub(crate) fn time_entries(dir: &Path, meta: &Meta) -> Result<Vec<Option<TimeEntry>>> {
+    let path = dir.join("time.log");
+    let time = fs::read(&path).map_err(io("read", &path))?;
+    let len = TimeEntry::len(meta.format);
+    let raw = time.get(FILE_HEADER_LEN..).unwrap_or_default().chunks(len);
+    Ok((0u64..)
+        .zip(raw)
+        .map(|(chunk, raw)| TimeEntry::decode(raw, meta.format).filter(|e| e.chunk == chunk))
+        .collect())
+}
+
+/// Time entries for the `damaged` chunks (ascending): their own where it
+/// is intact, else one that stands in for it between its neighbours, so
+/// the time index stays ordered: its span from the last time before to
+/// the first after (`u64::MAX` when none is), no summaries, no records.
+pub(crate) fn stand_ins(
+    entries: &[Option<TimeEntry>],
+    damaged: &[u64],
+) -> std::collections::BTreeMap<u64, TimeEntry> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut previous: Option<TimeEntry> = None;
+    let mut next_intact = 0;
+    for &chunk in damaged {
+        let at = chunk as usize;
+        // The last entry before `chunk`, intact or standing in.
+        if let Some(before) = at.checked_sub(1) {
+            previous = out
+                .get(&(chunk - 1))
+                .copied()
+                .or_else(|| entries.get(before).copied().flatten())
+                .or(previous);
+        }
+        if let Some(entry) = entries.get(at).copied().flatten() {
+            out.insert(chunk, entry);
+            continue;
+        }
+        next_intact = next_intact.max(at + 1);
+        while next_intact < entries.len() && entries[next_intact].is_none() {
+            next_intact += 1;
+        }
+        let after = entries.get(next_intact).copied().flatten();
+        let start = previous.map_or(after.map_or(0, |a| a.first_ts), |p| p.last_ts);
+        let stand_in = TimeEntry {
+            chunk,
+            first_ts: start,
+            // Past the last intact entry, the chunk's end is unknown.
+            last_ts: after.map_or(u64::MAX, |a| a.first_ts.max(start)),
+            first_summary: previous.map_or(0, |p| p.first_summary + u64::from(p.summaries)),
+            summaries: 0,
+            records: 0,
+            values_at: previous.map_or(FILE_HEADER_LEN as u64, |p| {
+                p.values_at + u64::from(p.values_len)
+            }),
+            values_len: 0,
+        };
+        out.insert(chunk, stand_in);
+    }
+    out
+}
+
+pub(crate) fn open_read_only(dir: &Path, open: Open) -> Result<(Meta, Recovery)> {
     if !dir.join("meta").exists() {
         return Err(Error::Invalid(format!(
             "{} is not a weft capture (no meta file)",
             dir.display()
         )));
     }
-    recover(dir, false)
+    recover(dir, open)
 }

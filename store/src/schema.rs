@@ -339,7 +339,11 @@ pub struct Closed {
     pub deleted: Vec<u64>,
 }
 
-const META_HEADER: &str = "weft-store meta 1";
+/// The first line of `meta`. Version 2 always ends with a `crc` line, so
+/// a cut that happens to fall between lines is caught too; version 1
+/// (captures from before the checksum) may lack it.
+const META_HEADER: &str = "weft-store meta 2";
+const META_HEADER_V1: &str = "weft-store meta 1";
 
 impl Meta {
     /// The source `id`, or [`Error::Unknown`].
@@ -451,7 +455,15 @@ impl Meta {
 
 /// Parses `meta` after checking its checksum line.
 fn read_meta(text: &str) -> std::result::Result<Meta, (u64, String)> {
-    parse_meta(checked(text)?)
+    let body = checked(text)?;
+    if text.starts_with(META_HEADER) && body.len() == text.len() {
+        let line = text.lines().count() as u64;
+        return Err((
+            line,
+            "the file is cut short (its checksum line is missing)".into(),
+        ));
+    }
+    parse_meta(body)
 }
 
 /// The text before `meta`'s last line, `crc XXXXXXXX`, when that holds
@@ -479,7 +491,7 @@ fn checked(text: &str) -> std::result::Result<&str, (u64, String)> {
 fn parse_meta(text: &str) -> std::result::Result<Meta, (u64, String)> {
     let mut lines = text.lines().enumerate();
     match lines.next() {
-        Some((_, META_HEADER)) => {}
+        Some((_, META_HEADER | META_HEADER_V1)) => {}
         _ => return Err((1, format!("first line is not `{META_HEADER}`"))),
     }
     let mut meta = Meta::default();
@@ -760,13 +772,17 @@ mod tests {
             "the file fails its checksum"
         );
         assert_eq!(parse_meta(&broken).unwrap_err().0, 7);
+        // A version 2 file cut between lines is caught.
+        let cut = text.rsplit_once("closed").unwrap().0;
+        let error = read_meta(cut).unwrap_err().1;
+        assert!(error.contains("cut short"), "{error}");
         // Captures from before the checksum line still read.
-        let old = text.rsplit_once("closed").unwrap().0;
+        let old = cut.replace(META_HEADER, META_HEADER_V1);
         let meta = Meta {
             closed: None,
             ..meta
         };
-        assert_eq!(read_meta(old), Ok(meta));
+        assert_eq!(read_meta(&old), Ok(meta));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! `Arc`s. Nobody does I/O under it, so readers never stall the writer.
 
 use std::{
-    collections::{BTreeSet, VecDeque},
+    collections::{BTreeMap, BTreeSet, VecDeque},
     fs::File,
     os::unix::fs::FileExt as _,
     path::PathBuf,
@@ -156,6 +156,7 @@ impl Shared {
             committed: state.committed,
             groups_end: state.groups_end,
             deleted: state.deleted.clone(),
+            damaged: None,
             memory,
             partial: partial.is_some(),
             files: Arc::default(),
@@ -185,6 +186,10 @@ pub struct Snapshot {
     /// Bytes of the groups log this snapshot may read.
     groups_end: u64,
     deleted: BTreeSet<u64>,
+    /// When opened to skip damage: the damaged chunks, left out of every
+    /// answer like deleted ones, with their time entries (made up from
+    /// their neighbours' where their own is damaged).
+    damaged: Option<Arc<BTreeMap<u64, TimeEntry>>>,
     /// Chunks `committed..` still in memory, the last possibly partial.
     memory: Vec<Arc<Sealed>>,
     /// Whether the last chunk of `memory` is the active chunk's prefix.
@@ -237,9 +242,28 @@ impl Snapshot {
         &self.shared.bins
     }
 
+    /// Whether chunk `chunk` is left out of answers: deleted by the
+    /// budget, or damaged and skipped.
+    pub(crate) fn is_gone(&self, chunk: u64) -> bool {
+        self.is_damaged(chunk) || self.is_deleted(chunk)
+    }
+
+    /// Whether the budget deleted chunk `chunk`'s segment.
     pub(crate) fn is_deleted(&self, chunk: u64) -> bool {
         self.deleted
             .contains(&(chunk / u64::from(self.meta.blocks_per_segment)))
+    }
+
+    pub(crate) fn is_damaged(&self, chunk: u64) -> bool {
+        self.damaged
+            .as_ref()
+            .is_some_and(|d| d.contains_key(&chunk))
+    }
+
+    /// This snapshot leaving out `damaged` chunks (with their time entries).
+    pub(crate) fn skipping(mut self, damaged: BTreeMap<u64, TimeEntry>) -> Self {
+        self.damaged = Some(Arc::new(damaged));
+        self
     }
 
     fn memory(&self, chunk: u64) -> Option<&Arc<Sealed>> {
@@ -250,6 +274,9 @@ impl Snapshot {
     pub(crate) fn time_entry(&self, chunk: u64) -> Result<TimeEntry> {
         if let Some(sealed) = self.memory(chunk) {
             return Ok(sealed.time);
+        }
+        if let Some(entry) = self.damaged.as_ref().and_then(|d| d.get(&chunk)) {
+            return Ok(*entry);
         }
         let path = self.shared.dir.join("time.log");
         let len = TimeEntry::len(self.meta.format);
@@ -268,7 +295,7 @@ impl Snapshot {
         if let Some(sealed) = self.memory(chunk) {
             return Ok(Block::Memory(Arc::clone(sealed)));
         }
-        if self.is_deleted(chunk) {
+        if self.is_gone(chunk) {
             return Err(Error::Expired { chunk });
         }
         let per_segment = u64::from(self.meta.blocks_per_segment);
@@ -391,6 +418,14 @@ pub(crate) struct ChunkMeta {
 }
 
 impl ChunkMeta {
+    /// A damaged chunk's meta: its summaries are not read.
+    fn without_summaries(time: TimeEntry) -> Self {
+        Self {
+            time,
+            summaries: Vec::new(),
+        }
+    }
+
     /// The index-0 summary of `source`: all its records here, if any.
     pub fn all(&self, source: SourceId) -> Option<&Summary> {
         self.summaries
@@ -536,12 +571,17 @@ impl Snapshot {
             }
             let group = groups.get(i);
             let run = group.map_or(range.end..range.end, |g| g.entry.range());
-            let whole = run.start == chunk
-                && run.end <= range.end
-                && run.clone().all(|c| !self.is_deleted(c));
+            let whole =
+                run.start == chunk && run.end <= range.end && run.clone().all(|c| !self.is_gone(c));
             let stop = if whole {
-                let meta = self.group_meta(&groups[i], keys)?;
-                if f(&meta, Some(run.clone()))? {
+                // Skipping damage, a damaged group answers chunk by chunk.
+                let meta = match self.group_meta(&groups[i], keys) {
+                    Err(_) if self.damaged.is_some() => None,
+                    meta => Some(meta?),
+                };
+                if let Some(meta) = meta
+                    && f(&meta, Some(run.clone()))?
+                {
                     chunk = run.end;
                     continue;
                 }
@@ -561,16 +601,25 @@ impl Snapshot {
         let path = self.shared.dir.join("time.log");
         let len = TimeEntry::len(self.meta.format);
         let offset = (FILE_HEADER_LEN + range.start as usize * len) as u64;
+        // Damaged chunks at the end may lie past a cut time log.
+        let mut on_disk = range.end;
+        while on_disk > range.start && self.is_damaged(on_disk - 1) {
+            on_disk -= 1;
+        }
         let bytes = read_at(
             &self.files,
             &path,
             offset,
-            (range.end - range.start) as usize * len,
+            (on_disk - range.start) as usize * len,
         )?;
         let mut times = Vec::new();
-        for (i, raw) in bytes.chunks(len).enumerate() {
-            let chunk = range.start + i as u64;
-            let entry = TimeEntry::decode(raw, self.meta.format)
+        for chunk in range.clone() {
+            if let Some(entry) = self.damaged.as_ref().and_then(|d| d.get(&chunk)) {
+                times.push(*entry);
+                continue;
+            }
+            let i = (chunk - range.start) as usize;
+            let entry = TimeEntry::decode(&bytes[i * len..(i + 1) * len], self.meta.format)
                 .filter(|e| e.chunk == chunk)
                 .ok_or_else(|| Error::Corrupt {
                     path: path.clone(),
@@ -579,9 +628,15 @@ impl Snapshot {
                 })?;
             times.push(entry);
         }
-        let (Some(first), Some(last)) = (times.first(), times.last()) else {
-            return Ok(Vec::new());
+        // The intact chunks' summaries, read in one span.
+        let mut intact = times.iter().filter(|t| !self.is_damaged(t.chunk));
+        let Some(first) = intact.next() else {
+            return Ok(times
+                .into_iter()
+                .map(ChunkMeta::without_summaries)
+                .collect());
         };
+        let last = intact.next_back().unwrap_or(first);
         let path = self.shared.dir.join("chunks.log");
         let start = first.first_summary;
         let offset = FILE_HEADER_LEN as u64 + start * SUMMARY_LEN as u64;
@@ -597,6 +652,9 @@ impl Snapshot {
         times
             .into_iter()
             .map(|time| {
+                if self.is_damaged(time.chunk) {
+                    return Ok(ChunkMeta::without_summaries(time));
+                }
                 let at = (time.first_summary - start) as usize * SUMMARY_LEN;
                 let raw = bytes
                     .get(at..at + time.summaries as usize * SUMMARY_LEN)

@@ -209,7 +209,7 @@ impl Store {
         }
         std::fs::create_dir_all(dir).map_err(crate::error::io("mkdir", dir))?;
         let (meta, recovery) = if dir.join("meta").exists() {
-            let (mut meta, recovery) = recovery::recover(dir, true)?;
+            let (mut meta, recovery) = recovery::recover(dir, recovery::Open::Write)?;
             // Open for writing, the capture is no longer closed: a crash
             // from here on leaves a tail to cut, not damage.
             if meta.closed.take().is_some() {

@@ -509,3 +509,95 @@ fn check_lists_every_damage_and_tells_a_crash_from_it() {
     assert_eq!(crashed.unfinished.len(), 1, "{crashed:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Opens `dir` skipping damage and checks the answers against what is
+/// left of the sequence 0..n: every answer agrees with the records kept,
+/// every record missing lies in a span said to be left out, and none kept
+/// lies inside one.
+fn check_skipping(dir: &Path, n: u64) -> weft_store::Skipped {
+    let (snapshot, _, skipped) = weft_store::open_skipping_damaged(dir).unwrap();
+    let kept = sequence(&snapshot, 0);
+    assert!(kept.windows(2).all(|w| w[0] < w[1]), "{skipped:?}");
+    let inside = |s: u64, span: &std::ops::RangeInclusive<u64>| span.contains(&s);
+    let strictly =
+        |s: u64, span: &std::ops::RangeInclusive<u64>| s > *span.start() && s < *span.end();
+    for s in (0..n).filter(|s| kept.binary_search(s).is_err()) {
+        assert!(
+            skipped.spans.iter().any(|sp| inside(s, sp)),
+            "{s} {skipped:?}"
+        );
+    }
+    for s in &kept {
+        assert!(
+            !skipped.spans.iter().any(|sp| strictly(*s, sp)),
+            "{s} {skipped:?}"
+        );
+    }
+    let (agg, stats) = snapshot.aggregate(0, 1, 0..=u64::MAX).unwrap();
+    assert_eq!(agg.count, kept.len() as u64);
+    assert_eq!(agg.sum, kept.iter().map(|s| i128::from(*s)).sum::<i128>());
+    assert_eq!(stats.chunks_damaged, skipped.chunks, "{stats:?}");
+    let (p50, _) = snapshot.percentile(0, 1, 0..=u64::MAX, 0.5).unwrap();
+    let rank = kept.len().div_ceil(2) - 1;
+    assert_eq!(p50, Some(i64::try_from(kept[rank]).unwrap()));
+    let (parts, _) = snapshot
+        .aggregate_parts(0, 1, 0..=u64::MAX, &[0.99])
+        .unwrap();
+    assert_eq!(
+        parts.iter().map(|p| p.aggregate.count).sum::<u64>(),
+        agg.count
+    );
+    assert!(n - kept.len() as u64 >= skipped.records, "{skipped:?}");
+    if skipped.uncounted == 0 {
+        assert_eq!(n - kept.len() as u64, skipped.records, "{skipped:?}");
+    }
+    skipped
+}
+
+#[test]
+fn skipping_damage_answers_exactly_from_the_rest() {
+    let dir = temp_dir("skip");
+    let n = 10_000;
+    write_closed_store(&dir, n);
+    let flip = |name: &str, at: u64| {
+        let path = dir.join(name);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = at as usize % bytes.len();
+        bytes[at] ^= 0x40;
+        std::fs::write(&path, &bytes).unwrap();
+    };
+    // Blocks in two segments, one chunk's summaries, and the time log's
+    // last entry cut in half: a closed capture that no longer opens.
+    flip("records-0000000000.log", 16 + 4096 + 200);
+    flip("records-0000000002.log", 16 + 4096 * 3 + 200);
+    let chunks_log = std::fs::metadata(dir.join("chunks.log")).unwrap().len();
+    flip("chunks.log", chunks_log / 2);
+    let time = dir.join("time.log");
+    let len = std::fs::metadata(&time).unwrap().len();
+    std::fs::File::options()
+        .write(true)
+        .open(&time)
+        .unwrap()
+        .set_len(len - 20)
+        .unwrap();
+    assert!(weft_store::open_read_only(&dir).is_err());
+    let skipped = check_skipping(&dir, n);
+    assert_eq!(skipped.chunks, 4, "{skipped:?}");
+    assert_eq!(skipped.uncounted, 1, "{skipped:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // A time entry in the middle: its chunk stands in between neighbours.
+    write_closed_store(&dir, n);
+    flip("time.log", 16 + 56 * 10 + 5);
+    let skipped = check_skipping(&dir, n);
+    assert_eq!((skipped.chunks, skipped.uncounted), (1, 1), "{skipped:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // A lost segment: its eight chunks, counted from their time entries.
+    write_closed_store(&dir, n);
+    std::fs::remove_file(dir.join("records-0000000001.log")).unwrap();
+    let skipped = check_skipping(&dir, n);
+    assert_eq!((skipped.chunks, skipped.uncounted), (8, 0), "{skipped:?}");
+    assert_eq!(skipped.spans.len(), 1, "{skipped:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -4,7 +4,9 @@
 //! with exit 0. `weft check` finds every fault that a command noticed.
 //! Faults: bits flipped, a cut at a random point, a zeroed page, garbage
 //! appended, the file deleted; for record segments also a cut at a block
-//! boundary and a copy as the next segment.
+//! boundary and a copy as the next segment. With `--skip-damaged`, a
+//! count either fails clearly or is the count before less exactly the
+//! records said to be left out.
 
 use std::{
     path::{Path, PathBuf},
@@ -17,9 +19,11 @@ use weft_tests::{SYSCALL_PROBE, capture_dir, needs, record, weft_bin};
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 
 /// The reading commands, after `weft` (DIR is put in at `{}`; a command
-/// with `{out}` writes a file there, whose bytes are its answer).
+/// with `{out}` writes a file there, whose bytes are its answer, or a
+/// capture, whose answer is a query of it).
 const COMMANDS: &[&[&str]] = &[
     &["export", "--format", "csv", "-o", "{out}", "{}"],
+    &["extract", "--trigger", "1", "-o", "{out}", "{}"],
     &["info", "--json", "{}"],
     &["query", "--json", "{}", "syscalls | count"],
     &[
@@ -55,6 +59,7 @@ struct Outcome {
 fn run(args: &[&str], dir: &Path) -> Outcome {
     let out = dir.with_extension("out");
     let _ = std::fs::remove_file(&out);
+    let _ = std::fs::remove_dir_all(&out);
     let (dir, out_arg) = (
         dir.to_str().expect("utf-8 path"),
         out.to_str().expect("utf-8 path"),
@@ -83,7 +88,21 @@ fn run(args: &[&str], dir: &Path) -> Outcome {
     }
     let output = child.wait_with_output().expect("weft's output");
     let mut stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    if let Ok(written) = std::fs::read(&out) {
+    if out.is_dir() {
+        let query = [
+            "query",
+            "--json",
+            out_arg,
+            "syscalls | count, sum(dur) by name",
+        ];
+        let answer = Command::new(weft_bin())
+            .args(query)
+            .output()
+            .expect("query the extract");
+        assert!(answer.status.success(), "{query:?} of an extract failed");
+        stdout.push_str(&String::from_utf8_lossy(&answer.stdout));
+        let _ = std::fs::remove_dir_all(&out);
+    } else if let Ok(written) = std::fs::read(&out) {
         stdout.push_str(&String::from_utf8_lossy(&written));
         let _ = std::fs::remove_file(&out);
     }
@@ -186,7 +205,14 @@ fn every_command_on_a_damaged_capture_answers_as_before_or_fails_clearly() {
         WORKLOAD,
         &original,
         &["getppid:300000", "nanosleep:300:3"],
-        &["--sources", "syscalls,sched"],
+        &[
+            "--sources",
+            "syscalls,sched",
+            "--trigger",
+            r#"syscalls where name = "nanosleep" and dur > 100ms"#,
+            "--keep",
+            "-1s..+1s",
+        ],
     );
     let before: Vec<String> = COMMANDS
         .iter()
@@ -196,6 +222,10 @@ fn every_command_on_a_damaged_capture_answers_as_before_or_fails_clearly() {
             outcome.stdout
         })
         .collect();
+    let sources = sources(&original);
+    let total = (sources.iter())
+        .map(|source| count(&skip_count(&original, source)).expect("a count"))
+        .sum();
     let mut files: Vec<PathBuf> = std::fs::read_dir(&original)
         .expect("read the capture")
         .map(|e| e.expect("an entry").path())
@@ -252,6 +282,7 @@ fn every_command_on_a_damaged_capture_answers_as_before_or_fails_clearly() {
                 let check = run(&["check", "{}"], &damaged);
                 assert_ne!(check.code, Some(0), "{name}, {what}: check found nothing");
             }
+            skipping(&damaged, &sources, total, &format!("{name}, {what}"));
         }
     }
     eprintln!(
@@ -260,4 +291,68 @@ fn every_command_on_a_damaged_capture_answers_as_before_or_fails_clearly() {
         files.len(),
         COMMANDS.len()
     );
+}
+
+/// `weft query --json --skip-damaged DIR "SOURCE | count"`.
+fn skip_count(dir: &Path, source: &str) -> Outcome {
+    let query = format!("{source} | count");
+    run(&["query", "--json", "--skip-damaged", "{}", &query], dir)
+}
+
+/// The count in a `{"count":N}` answer.
+fn count(outcome: &Outcome) -> Option<u64> {
+    let row: serde_json::Value = serde_json::from_str(outcome.stdout.trim()).ok()?;
+    row["count"].as_u64()
+}
+
+/// The capture's sources (from `weft info --json`).
+fn sources(dir: &Path) -> Vec<String> {
+    let info: serde_json::Value =
+        serde_json::from_str(&run(&["info", "--json", "{}"], dir).stdout).expect("info's JSON");
+    info["sources"]
+        .as_array()
+        .expect("a list of sources")
+        .iter()
+        .map(|s| s["name"].as_str().expect("a name").to_owned())
+        .collect()
+}
+
+/// `--skip-damaged` on a damaged capture of `total` records (all its
+/// `sources`): a clear error, or counts whose sum is the total less
+/// exactly the records its notice says it left out (at most that many
+/// when some chunks' counts are lost).
+fn skipping(dir: &Path, sources: &[String], total: u64, case: &str) {
+    let mut counted = 0;
+    let mut notice = String::new();
+    for source in sources {
+        let outcome = skip_count(dir, source);
+        let case = format!("{case}: --skip-damaged {source} | count");
+        if outcome.code != Some(0) {
+            assert!(
+                outcome.code.is_some() && outcome.stderr.starts_with("weft: "),
+                "{case}: no clear error: {}",
+                outcome.stderr
+            );
+            return;
+        }
+        counted += count(&outcome).unwrap_or_else(|| panic!("{case}: {}", outcome.stdout));
+        notice = outcome.stderr;
+    }
+    let case = format!("{case}: --skip-damaged: {notice}");
+    let Some(left_out) = notice.split("left out ").nth(1) else {
+        assert_eq!(counted, total, "{case}: a different count, nothing said");
+        return;
+    };
+    // "left out K chunk(s) (N records[ and M chunks whose count is lost]) at ..."
+    let records: u64 = left_out
+        .split(" (")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{case}"));
+    if left_out.contains("count is lost") {
+        assert!(counted + records <= total, "{case}");
+    } else {
+        assert_eq!(counted + records, total, "{case}");
+    }
 }
