@@ -399,9 +399,10 @@ pub(crate) fn read_block(dir: &Path, meta: &Meta, chunk: u64) -> std::result::Re
 
 /// The summaries of `entry`'s chunk, if they are all there and intact.
 pub(crate) fn summaries_of(chunks: &File, entry: &TimeEntry) -> Option<Vec<Summary>> {
-    let mut bytes = vec![0u8; entry.summaries as usize * SUMMARY_LEN];
-    let offset = FILE_HEADER_LEN as u64 + entry.first_summary * SUMMARY_LEN as u64;
-    chunks.read_exact_at(&mut bytes, offset).ok()?;
+    let len = u64::from(entry.summaries) * SUMMARY_LEN as u64;
+    let offset = (entry.first_summary.checked_mul(SUMMARY_LEN as u64))
+        .and_then(|at| at.checked_add(FILE_HEADER_LEN as u64))?;
+    let bytes = read_exact(chunks, offset, len)?;
     bytes
         .chunks(SUMMARY_LEN)
         .map(|raw| Summary::decode(raw).filter(|s| s.chunk == entry.chunk))
@@ -454,12 +455,22 @@ fn intact_groups(groups: &File, kept: u64, notes: &mut Vec<String>) -> u64 {
     at
 }
 
+/// `len` bytes of `file` from `offset`; `None` when the file ends first.
+/// The size is checked before allocating: a length read from a damaged
+/// (or forged) entry must not exhaust memory.
+pub(crate) fn read_exact(file: &File, offset: u64, len: u64) -> Option<Vec<u8>> {
+    if offset.checked_add(len)? > file.metadata().ok()?.len() {
+        return None;
+    }
+    let mut bytes = vec![0u8; usize::try_from(len).ok()?];
+    file.read_exact_at(&mut bytes, offset).ok()?;
+    Some(bytes)
+}
+
 /// Checks the values-log entry of `entry`'s chunk.
 pub(crate) fn values_of(values: &File, entry: &TimeEntry) -> std::result::Result<(), String> {
-    let mut bytes = vec![0u8; entry.values_len as usize];
-    values
-        .read_exact_at(&mut bytes, entry.values_at)
-        .map_err(|_| format!("values of chunk {} are cut short", entry.chunk))?;
+    let bytes = read_exact(values, entry.values_at, u64::from(entry.values_len))
+        .ok_or_else(|| format!("values of chunk {} are cut short", entry.chunk))?;
     values::check(&bytes, entry.chunk).map(|_| ())
 }
 

@@ -760,14 +760,21 @@ fn partition_point(n: usize, pred: impl Fn(usize) -> bool) -> usize {
 
 fn read_at(files: &Files, path: &std::path::Path, offset: u64, len: usize) -> Result<Vec<u8>> {
     let file = files.get(path)?;
+    let short = || Error::Corrupt {
+        path: path.to_owned(),
+        offset,
+        what: format!("file ends before the {len} bytes expected here"),
+    };
+    // Lengths come from entries that may be damaged: the size is checked
+    // before allocating them.
+    let size = file.metadata().map_err(io("stat", path))?.len();
+    if offset.saturating_add(len as u64) > size {
+        return Err(short());
+    }
     let mut bytes = vec![0; len];
     file.read_exact_at(&mut bytes, offset)
         .map_err(|e| match e.kind() {
-            std::io::ErrorKind::UnexpectedEof => Error::Corrupt {
-                path: path.to_owned(),
-                offset,
-                what: format!("file ends before the {len} bytes expected here"),
-            },
+            std::io::ErrorKind::UnexpectedEof => short(),
             _ => Error::Io {
                 call: "read",
                 path: path.to_owned(),

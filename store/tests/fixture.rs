@@ -9,17 +9,6 @@ fn fixture(version: u8) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/v{version}"))
 }
 
-/// The fixtures' layout: small chunks, segments and runs, so that a few
-/// thousand records span several of each.
-fn small() -> Config {
-    Config {
-        block_size: 4096,
-        blocks_per_segment: 4,
-        group_chunks: 4,
-        ..Config::default()
-    }
-}
-
 /// Writes the fixture of the current format; run by hand only when adding
 /// a format version (`v1` was written by the build of that format):
 /// `cargo test -p weft-store --test fixture -- --ignored write_fixture_v3`
@@ -32,40 +21,7 @@ fn write_fixture_v3() {
     write_fixture(&dir);
 }
 
-fn write_fixture(dir: &Path) {
-    let mut store = Store::open(dir, &small()).unwrap();
-    let field = Field::new("latency_ns", 0, FieldKind::U64);
-    let requests = store
-        .define_source("requests", vec![field.clone()])
-        .unwrap();
-    let packets = store
-        .define_source("packets", vec![Field::new("len", 0, FieldKind::U32)])
-        .unwrap();
-    store
-        .define_index(
-            requests,
-            "latency",
-            field,
-            Bins::new(vec![100, 1_000, 10_000]).unwrap(),
-        )
-        .unwrap();
-    for i in 0u64..2_000 {
-        store
-            .append_at(requests, i * 10, None, &(i * 7 % 20_000).to_le_bytes())
-            .unwrap();
-        if i % 10 == 0 {
-            store
-                .append_at(
-                    packets,
-                    i * 10,
-                    Some((i * 10).saturating_sub(3)),
-                    &(i as u32).to_le_bytes(),
-                )
-                .unwrap();
-        }
-    }
-    store.close().unwrap();
-}
+include!("common/write_fixture.rs");
 
 #[test]
 fn fixture_v1_opens_with_the_same_answers() {

@@ -46,7 +46,12 @@ pub fn run(options: &Options) -> Result<()> {
             "warnings",
         ]))?;
     }
-    exec(cargo().args(["test", "--locked", "--workspace", "--exclude", "weft-tests"]))?;
+    // The store's fuzz loop over damaged captures gets a minute.
+    exec(
+        cargo()
+            .args(["test", "--locked", "--workspace", "--exclude", "weft-tests"])
+            .env("WEFT_FUZZ_SECONDS", "60"),
+    )?;
     let weft = build_weft_release()?;
     if !is_root() {
         bail!("the kernel tests need root: run `sudo -E cargo xtask test`");
