@@ -9,7 +9,7 @@ use crate::{
     format::{
         FILE_HEADER_LEN, FileKind, GROUP_ENTRY_LEN, GroupEntry, SUMMARY_LEN, Summary, TimeEntry,
     },
-    recovery::{self, open_log, read_block, summaries_of, values_of},
+    recovery::{self, follows, open_log, read_block, summaries_of, values_of},
     schema::Meta,
     segment_path,
 };
@@ -66,6 +66,9 @@ pub fn check(dir: &Path) -> Result<Report> {
     let len = TimeEntry::len(format);
     let raw_entries = time.get(FILE_HEADER_LEN..).unwrap_or_default().chunks(len);
     let mut on_disk = 0;
+    // The previous chunk's time entry (`None` before chunk 0), while every
+    // entry so far is intact enough to say where this one's parts begin.
+    let mut previous: Option<Option<TimeEntry>> = Some(None);
     for (chunk, raw) in (0u64..).zip(raw_entries) {
         on_disk = chunk + 1;
         let offset = FILE_HEADER_LEN as u64 + chunk * len as u64;
@@ -78,6 +81,7 @@ pub fn check(dir: &Path) -> Result<Report> {
                 &mut report.problems
             };
             let Some(entry) = TimeEntry::decode(raw, format).filter(|e| e.chunk == chunk) else {
+                previous = None;
                 let what = "time entry fails its checksum";
                 problems.push(format!(
                     "time.log at offset {offset}: chunk {chunk}'s {what}"
@@ -86,8 +90,14 @@ pub fn check(dir: &Path) -> Result<Report> {
             };
             report.chunks += 1;
             report.records += u64::from(entry.records);
+            // Only an intact neighbour tells where this chunk's parts begin.
+            if let Some(Err(what)) = previous.map(|p| follows(p.as_ref(), &entry, format)) {
+                problems.push(format!("time.log at offset {offset}: {what}"));
+            }
+            previous = Some(Some(entry));
             if summaries_of(&chunks, &entry).is_none() {
-                let at = FILE_HEADER_LEN as u64 + entry.first_summary * SUMMARY_LEN as u64;
+                let at = (entry.first_summary.saturating_mul(SUMMARY_LEN as u64))
+                    .saturating_add(FILE_HEADER_LEN as u64);
                 problems.push(format!(
                     "chunks.log at offset {at}: summaries of chunk {chunk} fail their checksum"
                 ));

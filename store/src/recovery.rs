@@ -328,20 +328,8 @@ fn valid_time_entries(
             ));
             break;
         };
-        // Summaries and values are appended chunk after chunk: each entry's
-        // must start where the previous one's ended.
-        let previous = entries.last();
-        let expected_first =
-            previous.map_or(0, |e: &TimeEntry| e.first_summary + u64::from(e.summaries));
-        if entry.first_summary != expected_first {
-            notes.push(format!("time.log at offset {offset}: chunk {i} claims summaries from {} where {expected_first} was next; cut here", entry.first_summary));
-            break;
-        }
-        let expected_values = previous.map_or(FILE_HEADER_LEN as u64, |e: &TimeEntry| {
-            e.values_at + u64::from(e.values_len)
-        });
-        if format.has_values() && entry.values_at != expected_values {
-            notes.push(format!("time.log at offset {offset}: chunk {i} claims values at {} where {expected_values} was next; cut here", entry.values_at));
+        if let Err(what) = follows(entries.last(), &entry, format) {
+            notes.push(format!("time.log at offset {offset}: {what}; cut here"));
             break;
         }
         entries.push(entry);
@@ -453,6 +441,35 @@ fn intact_groups(groups: &File, kept: u64, notes: &mut Vec<String>) -> u64 {
         ));
     }
     at
+}
+
+/// Whether `entry`'s summaries and values start where those of the chunk
+/// before it, `previous` (`None`: there is none), ended: both logs are
+/// appended chunk after chunk.
+pub(crate) fn follows(
+    previous: Option<&TimeEntry>,
+    entry: &TimeEntry,
+    format: FormatVersion,
+) -> std::result::Result<(), String> {
+    let first = previous.map_or(0, |e| {
+        e.first_summary.saturating_add(u64::from(e.summaries))
+    });
+    if entry.first_summary != first {
+        return Err(format!(
+            "chunk {} claims summaries from {} where {first} was next",
+            entry.chunk, entry.first_summary
+        ));
+    }
+    let values = previous.map_or(FILE_HEADER_LEN as u64, |e| {
+        e.values_at.saturating_add(u64::from(e.values_len))
+    });
+    if format.has_values() && entry.values_at != values {
+        return Err(format!(
+            "chunk {} claims values at {} where {values} was next",
+            entry.chunk, entry.values_at
+        ));
+    }
+    Ok(())
 }
 
 /// `len` bytes of `file` from `offset`; `None` when the file ends first.
@@ -595,11 +612,13 @@ pub(crate) fn stand_ins(
             first_ts: start,
             // Past the last intact entry, the chunk's end is unknown.
             last_ts: after.map_or(u64::MAX, |a| a.first_ts.max(start)),
-            first_summary: previous.map_or(0, |p| p.first_summary + u64::from(p.summaries)),
+            first_summary: previous.map_or(0, |p| {
+                p.first_summary.saturating_add(u64::from(p.summaries))
+            }),
             summaries: 0,
             records: 0,
             values_at: previous.map_or(FILE_HEADER_LEN as u64, |p| {
-                p.values_at + u64::from(p.values_len)
+                p.values_at.saturating_add(u64::from(p.values_len))
             }),
             values_len: 0,
         };

@@ -639,8 +639,11 @@ impl Snapshot {
         let last = intact.next_back().unwrap_or(first);
         let path = self.shared.dir.join("chunks.log");
         let start = first.first_summary;
-        let offset = FILE_HEADER_LEN as u64 + start * SUMMARY_LEN as u64;
-        let count = (last.first_summary + u64::from(last.summaries) - start) as usize;
+        let offset = FILE_HEADER_LEN as u64 + start.saturating_mul(SUMMARY_LEN as u64);
+        // Opening (or `check`, when skipping damage) made sure the intact
+        // entries' summaries follow each other.
+        let end = last.first_summary.saturating_add(u64::from(last.summaries));
+        let count = usize::try_from(end.saturating_sub(start)).unwrap_or(usize::MAX / SUMMARY_LEN);
         let owned;
         let bytes = if let Some(bytes) = self.files.mapped(&path, offset, count * SUMMARY_LEN) {
             bytes
@@ -655,9 +658,10 @@ impl Snapshot {
                 if self.is_damaged(time.chunk) {
                     return Ok(ChunkMeta::without_summaries(time));
                 }
-                let at = (time.first_summary - start) as usize * SUMMARY_LEN;
+                let at =
+                    (time.first_summary.saturating_sub(start) as usize).saturating_mul(SUMMARY_LEN);
                 let raw = bytes
-                    .get(at..at + time.summaries as usize * SUMMARY_LEN)
+                    .get(at..at.saturating_add(time.summaries as usize * SUMMARY_LEN))
                     .ok_or_else(|| Error::Corrupt {
                         path: path.clone(),
                         offset: offset + at as u64,

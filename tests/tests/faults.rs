@@ -4,7 +4,10 @@
 //! with exit 0. `weft check` finds every fault that a command noticed.
 //! Faults: bits flipped, a cut at a random point, a zeroed page, garbage
 //! appended, the file deleted; for record segments also a cut at a block
-//! boundary and a copy as the next segment. With `--skip-damaged`, a
+//! boundary and a copy as the next segment. `weft tui DIR`'s first frame
+//! (in the first round) shows the same `syscalls` row as before, a
+//! headline naming the damage, or weft exits with a clear error. With
+//! `--skip-damaged`, a
 //! count either fails clearly or is the count before less exactly the
 //! records said to be left out.
 
@@ -15,6 +18,8 @@ use std::{
 };
 
 use weft_tests::{SYSCALL_PROBE, capture_dir, needs, record, weft_bin};
+
+use crate::tui::{Tmux, row};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 
@@ -223,6 +228,12 @@ fn every_command_on_a_damaged_capture_answers_as_before_or_fails_clearly() {
         })
         .collect();
     let sources = sources(&original);
+    let frame_before = Tmux::available(test).then(|| tui_first_frame(&original));
+    assert!(
+        matches!(frame_before, None | Some(Frame::Row(_))),
+        "{frame_before:?}"
+    );
+    eprintln!("{test}: the UI's first frame: {frame_before:?}");
     let total = (sources.iter())
         .map(|source| count(&skip_count(&original, source)).expect("a count"))
         .sum();
@@ -234,8 +245,9 @@ fn every_command_on_a_damaged_capture_answers_as_before_or_fails_clearly() {
     let damaged = capture_dir("faults-damaged");
     let mut rng = Rng(0x5eed);
     let mut failed = 0;
+    let mut frames = 0;
     // Three rounds: each draws new offsets.
-    for file in files.iter().cycle().take(files.len() * 3) {
+    for (round, file) in files.iter().cycle().take(files.len() * 3).enumerate() {
         let name = file
             .file_name()
             .expect("a name")
@@ -283,11 +295,16 @@ fn every_command_on_a_damaged_capture_answers_as_before_or_fails_clearly() {
                 assert_ne!(check.code, Some(0), "{name}, {what}: check found nothing");
             }
             skipping(&damaged, &sources, total, &format!("{name}, {what}"));
+            // The UI's first frame, in the first round (a second each).
+            if let (Some(before), true) = (&frame_before, round < files.len()) {
+                same_first_frame(before, &damaged, &format!("{name}, {what}"));
+                frames += 1;
+            }
         }
     }
     eprintln!(
         "{test}: {} files x {FAULTS}-{SEGMENT_FAULTS} faults x 3 rounds x {} commands, \
-         {failed} clear errors",
+         {failed} clear errors; {frames} first frames of the UI",
         files.len(),
         COMMANDS.len()
     );
@@ -354,5 +371,49 @@ fn skipping(dir: &Path, sources: &[String], total: u64, case: &str) {
         assert!(counted + records <= total, "{case}");
     } else {
         assert_eq!(counted + records, total, "{case}");
+    }
+}
+
+/// What `weft tui DIR` first shows of a capture.
+#[derive(Debug, PartialEq, Eq)]
+enum Frame {
+    /// The overview's `syscalls` row once its headline is filled.
+    Row(String),
+    /// weft exited before drawing it: the window's text.
+    Failed(String),
+}
+
+/// Opens `weft tui DIR` in a wide tmux window until the overview's
+/// `syscalls` row has its headline (then quits), or weft exits.
+fn tui_first_frame(dir: &Path) -> Frame {
+    let command = format!("{} tui {}", weft_bin().display(), dir.display());
+    let tmux = Tmux::start_sized("faults", &command, (240, 30));
+    let filled = |s: &str| row(s, "syscalls").is_some_and(|r| r.len() > 5);
+    let screen = tmux.wait_for("the first frame or an exit", |s| {
+        s.contains("weft-exit=") || filled(s)
+    });
+    if screen.contains("weft-exit=") {
+        return Frame::Failed(screen);
+    }
+    tmux.keys(&["q"]);
+    let line = screen.lines().find(|l| row(l, "syscalls").is_some());
+    Frame::Row(line.unwrap_or_default().to_owned())
+}
+
+/// `weft tui DIR`'s first frame of the damaged capture at `dir`: the one
+/// `before` it, a clear error, or a row whose headline names the damage.
+fn same_first_frame(before: &Frame, dir: &Path, case: &str) {
+    match tui_first_frame(dir) {
+        Frame::Failed(screen) => assert!(
+            screen.contains("weft: ") && !screen.contains("weft-exit=0"),
+            "{case}: weft tui: no clear error:\n{screen}"
+        ),
+        Frame::Row(row) if &Frame::Row(row.clone()) != before => assert!(
+            ["offset", "damaged", "missing", "checksum"]
+                .iter()
+                .any(|w| row.contains(w)),
+            "{case}: weft tui: a different first frame, no damage named: {row} ({before:?})"
+        ),
+        Frame::Row(_) => {}
     }
 }

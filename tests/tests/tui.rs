@@ -13,13 +13,13 @@ use weft_tests::{
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 
 /// A tmux server of our own with one window running a command.
-struct Tmux {
+pub(crate) struct Tmux {
     socket: String,
 }
 
 impl Tmux {
     /// Whether tmux is installed; says why the test skips when not.
-    fn available(test: &str) -> bool {
+    pub(crate) fn available(test: &str) -> bool {
         let found = Command::new("tmux").arg("-V").output().is_ok();
         if !found {
             eprintln!("skipping {test}: needs tmux (Debian package tmux)");
@@ -30,11 +30,17 @@ impl Tmux {
     /// Runs `command` in an 80×24 window; when it ends, the window shows
     /// `weft-exit=STATUS` and stays.
     fn start(name: &str, command: &str) -> Self {
+        Self::start_sized(name, command, (80, 24))
+    }
+
+    /// [`Tmux::start`] in a window of `(columns, lines)`.
+    pub(crate) fn start_sized(name: &str, command: &str, (x, y): (u16, u16)) -> Self {
         let socket = format!("weft-test-{name}-{}", std::process::id());
         let shell = format!("{command}; echo weft-exit=$?; sleep 600");
+        let (x, y) = (x.to_string(), y.to_string());
         let status = Command::new("tmux")
             .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
-            .args(["-x", "80", "-y", "24", &shell])
+            .args(["-x", &x, "-y", &y, &shell])
             .env("TERM", "xterm-256color")
             .status()
             .expect("run tmux");
@@ -52,7 +58,7 @@ impl Tmux {
     }
 
     /// Sends keys by tmux's names (`Enter`, `Escape`, `q`).
-    fn keys(&self, keys: &[&str]) {
+    pub(crate) fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", "0"];
         args.extend_from_slice(keys);
         self.tmux(&args);
@@ -86,7 +92,7 @@ impl Tmux {
 
     /// Waits until the screen satisfies `done`; panics with the screen
     /// after 30 s.
-    fn wait_for(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn wait_for(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
         let start = Instant::now();
         loop {
             let screen = self.screen();
@@ -109,7 +115,7 @@ impl Drop for Tmux {
 }
 
 /// The line of `screen` that holds `word` as a whole word, split on blanks.
-fn row<'a>(screen: &'a str, word: &str) -> Option<Vec<&'a str>> {
+pub(crate) fn row<'a>(screen: &'a str, word: &str) -> Option<Vec<&'a str>> {
     screen
         .lines()
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
