@@ -261,34 +261,9 @@ fn every_command_on_a_damaged_capture_answers_as_before_or_fails_clearly() {
         for fault in 0..faults {
             copy_dir(&original, &damaged);
             let what = apply(fault, &damaged.join(&name), &mut rng);
-            let mut noticed = false;
-            for (args, before) in COMMANDS.iter().zip(&before) {
-                let outcome = run(args, &damaged);
-                let case = format!("{name}, {what}: weft {args:?}");
-                assert!(
-                    !outcome.stderr.contains("panicked") && outcome.code != Some(101),
-                    "{case} panicked: {}",
-                    outcome.stderr
-                );
-                // `info` names the directory.
-                let stdout = outcome.stdout.replace(
-                    damaged.to_str().expect("utf-8 path"),
-                    original.to_str().expect("utf-8 path"),
-                );
-                match outcome.code {
-                    Some(0) => assert_eq!(&stdout, before, "{case}: a different answer"),
-                    Some(_) => {
-                        assert!(
-                            outcome.stderr.starts_with("weft: "),
-                            "{case}: no clear error: {}",
-                            outcome.stderr
-                        );
-                        noticed = true;
-                        failed += 1;
-                    }
-                    None => panic!("{case}: killed by a signal"),
-                }
-            }
+            let noticed = same_answers(&damaged, &original, &before, &format!("{name}, {what}"));
+            failed += noticed;
+            let noticed = noticed > 0;
             // What a command noticed, check reports.
             if noticed && name != "weft.json" {
                 let check = run(&["check", "{}"], &damaged);
@@ -416,4 +391,37 @@ fn same_first_frame(before: &Frame, dir: &Path, case: &str) {
         ),
         Frame::Row(_) => {}
     }
+}
+
+/// Runs every command of the table on the `damaged` copy of `original`:
+/// each answers as `before` or fails clearly. Returns how many failed.
+fn same_answers(damaged: &Path, original: &Path, before: &[String], case: &str) -> usize {
+    let mut noticed = 0;
+    for (args, before) in COMMANDS.iter().zip(before) {
+        let outcome = run(args, damaged);
+        let case = format!("{case}: weft {args:?}");
+        assert!(
+            !outcome.stderr.contains("panicked") && outcome.code != Some(101),
+            "{case} panicked: {}",
+            outcome.stderr
+        );
+        // `info` names the directory.
+        let stdout = outcome.stdout.replace(
+            damaged.to_str().expect("utf-8 path"),
+            original.to_str().expect("utf-8 path"),
+        );
+        match outcome.code {
+            Some(0) => assert_eq!(&stdout, before, "{case}: a different answer"),
+            Some(_) => {
+                assert!(
+                    outcome.stderr.starts_with("weft: "),
+                    "{case}: no clear error: {}",
+                    outcome.stderr
+                );
+                noticed += 1;
+            }
+            None => panic!("{case}: killed by a signal"),
+        }
+    }
+    noticed
 }
