@@ -30,8 +30,13 @@ pub const TRACE_SOURCES: &str = "trace_sources";
 const CHECKSUM: &str = "checksum";
 
 /// Creates `dir` with mode 0700, or checks that it may be written to:
-/// an existing capture is refused unless `append` is set.
-pub fn prepare_dir(dir: &Path, append: bool) -> Result<()> {
+/// an existing capture is refused unless `append` is set. Until
+/// [`Fresh::keep`], what it made is removed again when dropped.
+pub fn prepare_dir(dir: &Path, append: bool) -> Result<Fresh> {
+    let mut fresh = Fresh {
+        dir: dir.to_owned(),
+        made: None,
+    };
     if dir.join(METADATA).exists() || dir.join("meta").exists() {
         if !append {
             bail!(
@@ -39,7 +44,7 @@ pub fn prepare_dir(dir: &Path, append: bool) -> Result<()> {
                 dir.display()
             );
         }
-        return Ok(());
+        return Ok(fresh);
     }
     if dir.exists() {
         let empty = fs::read_dir(dir)
@@ -52,13 +57,56 @@ pub fn prepare_dir(dir: &Path, append: bool) -> Result<()> {
                 dir.display()
             );
         }
-        return Ok(());
+        fresh.made = Some(Made::Contents);
+        return Ok(fresh);
     }
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .with_context(|| format!("failed to create {}", dir.display()))
+        .with_context(|| format!("failed to create {}", dir.display()))?;
+    fresh.made = Some(Made::Dir);
+    Ok(fresh)
+}
+
+/// What [`prepare_dir`] made of a capture directory, removed again if the
+/// command fails before it records anything: bad input (a trigger that
+/// does not bind, a probe that does not load) leaves nothing half written.
+#[must_use = "dropping it removes the new capture; call keep() once it holds data"]
+pub struct Fresh {
+    dir: std::path::PathBuf,
+    made: Option<Made>,
+}
+
+enum Made {
+    /// The directory itself.
+    Dir,
+    /// Files in a directory that was empty.
+    Contents,
+}
+
+impl Fresh {
+    /// The capture now holds data: it stays whatever happens next.
+    pub fn keep(&mut self) {
+        self.made = None;
+    }
+}
+
+impl Drop for Fresh {
+    fn drop(&mut self) {
+        // Best effort: this runs on an error path that already reports.
+        match self.made {
+            Some(Made::Dir) => {
+                let _ = fs::remove_dir_all(&self.dir);
+            }
+            Some(Made::Contents) => {
+                for entry in fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+                    let _ = fs::remove_file(entry.path());
+                }
+            }
+            None => {}
+        }
+    }
 }
 
 /// What queries can name in a capture: its sources' fields, plus the

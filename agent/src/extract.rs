@@ -30,27 +30,20 @@ pub fn run(args: &ExtractArgs) -> Result<ExitCode> {
     // Written beside OUT and renamed at the end: OUT is complete or absent.
     let partial = args.output.with_extension("partial");
     let _ = std::fs::remove_dir_all(&partial);
-    capture::prepare_dir(&partial, false)?;
-    let copied = copy(&snapshot, &partial, &window).and_then(|records| {
-        let mut metadata = capture::read_metadata(&args.dir)?;
-        metadata["extracted"] = json!({
-            "from": args.dir.display().to_string(),
-            "trigger_firing": args.trigger,
-            "start_ns": window.start(),
-            "end_ns": window.end(),
-        });
-        capture::write_metadata(&partial, &metadata)?;
-        Ok(records)
+    // Until renamed into place, the copy is removed on any error.
+    let mut fresh = capture::prepare_dir(&partial, false)?;
+    let records = copy(&snapshot, &partial, &window)?;
+    let mut metadata = capture::read_metadata(&args.dir)?;
+    metadata["extracted"] = json!({
+        "from": args.dir.display().to_string(),
+        "trigger_firing": args.trigger,
+        "start_ns": window.start(),
+        "end_ns": window.end(),
     });
-    let records = match copied {
-        Ok(records) => records,
-        Err(error) => {
-            let _ = std::fs::remove_dir_all(&partial);
-            return Err(error);
-        }
-    };
+    capture::write_metadata(&partial, &metadata)?;
     std::fs::rename(&partial, &args.output)
         .with_context(|| format!("failed to create {}", args.output.display()))?;
+    fresh.keep();
     eprintln!(
         "weft: extracted {records} records of {:.3}s into {}",
         (window.end() - window.start()) as f64 / 1e9,

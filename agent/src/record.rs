@@ -52,7 +52,7 @@ pub fn record(args: &RecordArgs, ui: Option<UiLink>) -> Result<ExitCode> {
     let (options, drain_interval) = resolve::probe_options(&args.filter, &args.capture)?;
     let dir = &args.output.output;
     ebpf::check_privileges()?;
-    capture::prepare_dir(dir, args.output.append)?;
+    let mut fresh = capture::prepare_dir(dir, args.output.append)?;
     let mut probes = load_probes(args, &chosen, &options)?;
     let mut store = open_store(args, dir)?;
     let syscalls = SyscallSink::define(&mut store)?;
@@ -102,6 +102,7 @@ pub fn record(args: &RecordArgs, ui: Option<UiLink>) -> Result<ExitCode> {
         stop: ui.as_ref().map(|l| Arc::clone(&l.stop)),
     };
     let (metadata, session_index) = capture::start_session(dir, &described)?;
+    fresh.keep();
     let mut recorder = Recorder {
         store,
         syscalls,

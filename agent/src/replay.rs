@@ -71,12 +71,13 @@ pub fn run(options: &Options, dir: &Path, config: &Config, link: &Link) -> Resul
         bail!("{} holds no records to replay", from.display());
     };
     let recorded = capture::read_metadata(from)?;
-    capture::prepare_dir(dir, false)?;
+    let mut fresh = capture::prepare_dir(dir, false)?;
     let mut store =
         Store::open(dir, config).with_context(|| format!("failed to open {}", dir.display()))?;
     capture::define_like(&mut store, snapshot.meta())?;
     let mut metadata = replay_metadata(&recorded, options);
     capture::write_metadata(dir, &metadata)?;
+    fresh.keep();
     let sources = &snapshot.meta().sources;
     let ids = sources
         .iter()

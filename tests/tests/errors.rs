@@ -189,7 +189,94 @@ const TABLE: &[(&[&str], &str)] = &[
         "expected `;` or `}`",
     ),
     (&["pt", "dump", "/nonexistent"], "/nonexistent"),
+    (&["pt", "flow", "/nonexistent"], "reading /nonexistent"),
+    (
+        &["record", "-o", "{new}", "--trigger", "syscalls"],
+        "a trigger needs a condition",
+    ),
+    (
+        &[
+            "record",
+            "-o",
+            "{new}",
+            "--trigger",
+            "syscalls where bogus > 3",
+        ],
+        "has no field `bogus`",
+    ),
+    (
+        &["record", "-o", "{new}", "--keep", "30s"],
+        "`30s` is not -BEFORE..+AFTER",
+    ),
+    (
+        &["record", "-o", "{new}", "--max-triggers", "10"],
+        "`10` is not N/PERIOD",
+    ),
+    (
+        &["record", "-o", "{new}", "--max-triggers", "x/1h"],
+        "`x` in `x/1h` is not a count",
+    ),
+    (
+        &["record", "-o", "{new}", "--pt-on-trigger", "0s"],
+        "a PT window lasts 100ms to 2s",
+    ),
+    (
+        &["trigger", "/nonexistent", "--note", "x"],
+        "no capture at /nonexistent",
+    ),
+    (&["stat", "--syscall", ""], "unknown x86-64 syscall name"),
+    (
+        &["tui", "/nonexistent"],
+        "/nonexistent is not a weft capture",
+    ),
+    (
+        &[
+            "trace",
+            "-c",
+            "",
+            "tracepoint:syscalls:sys_enter_read { @ = count(); }",
+        ],
+        "-c needs a command",
+    ),
+    (
+        &[
+            "trace",
+            "tracepoint:syscalls:sys_enter_read { @ = nosuchfn(); }",
+        ],
+        "unknown function `nosuchfn`",
+    ),
+    (
+        &[
+            "trace",
+            "tracepoint:syscalls:sys_enter_read { @[args.nosuch] = count(); }",
+        ],
+        "has no field `nosuch`",
+    ),
 ];
+
+/// A row of [`TABLE`] as docs/errors.md shows it.
+fn doc_row((args, needle): &(&[&str], &str)) -> String {
+    let words: Vec<String> = args
+        .iter()
+        .map(|a| match *a {
+            "{dir}" => "DIR".to_owned(),
+            "{new}" => "NEW".to_owned(),
+            a if a.is_empty() || a.contains([' ', '|', '"', '{']) => format!("'{a}'"),
+            a => a.to_owned(),
+        })
+        .collect();
+    let cell = |text: &str| text.replace('|', "\\|");
+    format!("| `weft {}` | {} |", cell(&words.join(" ")), cell(needle))
+}
+
+#[test]
+fn the_bad_input_table_in_the_docs_is_the_tested_one() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/errors.md"))
+        .expect("docs/errors.md");
+    let rows: Vec<&str> = docs.lines().filter(|l| l.starts_with("| `weft ")).collect();
+    let tested: Vec<String> = TABLE.iter().map(doc_row).collect();
+    assert_eq!(rows, tested, "docs/errors.md's table and TABLE differ");
+}
 
 #[test]
 fn bad_input_table() {

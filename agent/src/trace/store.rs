@@ -47,7 +47,7 @@ pub struct TraceStore {
 impl TraceStore {
     /// Creates the capture in `dir` (new or empty) with a source per attach point.
     pub fn create(dir: &Path, plan: &Plan) -> Result<Self> {
-        capture::prepare_dir(dir, false)?;
+        let mut fresh = capture::prepare_dir(dir, false)?;
         let mut store = Store::open(dir, &Config::default())
             .with_context(|| format!("failed to open {}", dir.display()))?;
         let mut kinds = Map::new();
@@ -76,6 +76,7 @@ impl TraceStore {
         let (mut metadata, session) = capture::start_session(dir, &described)?;
         metadata[capture::TRACE_SOURCES] = Value::Object(kinds);
         capture::write_metadata(dir, &metadata)?;
+        fresh.keep();
         Ok(Self {
             attaches: plan.attaches.clone(),
             store,
