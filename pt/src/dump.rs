@@ -260,7 +260,7 @@ fn fields(packet: &Packet) -> (&'static str, String, String) {
             format!("type {}", packet::evd_name(kind)),
         ),
         Packet::Trig { id, icnt, ip, mult } => {
-            let mut text = format!("{id:x}");
+            let mut text = format!("{id:02x}");
             if ip {
                 text.push_str(", ip");
             }

@@ -98,8 +98,13 @@ pub enum Event {
     Ptwrite {
         payload: u64,
     },
+    /// A trigger: its bit vector as ptxed prints it (`%02x`), whether
+    /// several triggers fired, and instructions since the last IP (0: none
+    /// given).
     Trig {
         id: u8,
+        mult: bool,
+        icnt: u16,
     },
     /// The core:bus ratio changed.
     Cbr {
@@ -521,6 +526,10 @@ impl<'a> Flow<'a> {
                 self.flush_power(out);
                 self.overflow(out)?;
             }
+            // A PSB+ while tracing names, in its FUP, the IP where it was
+            // sent: the flow runs up to there before taking its status
+            // (libipt's tests `psb-psb`, `psb_nofup-psb`).
+            Packet::Psb if self.psb_fup().is_some_and(|ip| ip != self.ip) => return Ok(false),
             Packet::Psb => {
                 self.peeked = None;
                 self.status(out)?;
@@ -552,12 +561,14 @@ impl<'a> Flow<'a> {
                 self.peeked = None;
                 self.power.push(now_event(packet).expect("power event"));
             }
-            Packet::Trig { icnt, .. } => {
+            Packet::Trig { id, mult, icnt, .. } => {
                 if icnt.is_some_and(|n| u32::from(n) > self.since_ip) {
                     return Ok(false);
                 }
                 self.peeked = None;
-                out(Step::Event(now_event(packet).expect("trig is an event")));
+                // Its instructions have run: ptxed counts them down to 0,
+                // and prints the count only while some remain.
+                out(Step::Event(Event::Trig { id, mult, icnt: 0 }));
             }
             Packet::Exstop { ip: false }
             | Packet::Ptw { ip: false, .. }
@@ -670,6 +681,23 @@ impl<'a> Flow<'a> {
     }
 
     fn overflow(&mut self, out: &mut dyn FnMut(Step)) -> Result<(), Lost> {
+        // After an OVF, timing packets, CBR and MNT may come before the FUP
+        // that says where tracing resumes (SDM: the FUP follows "as soon as
+        // possible"; libipt's tests `ovf-mnt-fup`, `ovf-timing-fup`).
+        // libipt reports the overflow at that FUP, so the events that stand
+        // alone come out first.
+        // Without that FUP (tracing resumes at a TIP.PGE) the overflow is
+        // reported at once.
+        while self.fup_after_standalone() {
+            let Some((_, packet @ (Packet::Cbr(_) | Packet::Mnt(_)))) = self.peek_transfer()?
+            else {
+                break;
+            };
+            self.peeked = None;
+            out(Step::Event(
+                now_event(packet).expect("CBR and MNT are events"),
+            ));
+        }
         out(Step::Event(Event::Overflow));
         self.enabled = false;
         self.tnt_left = 0;
@@ -684,7 +712,10 @@ impl<'a> Flow<'a> {
             tsx = Some((intx, abort));
             next = self.peek_transfer()?;
         }
-        if self.errata.apl11
+        // APL11: the TIP.PGD means nothing. SKD010: the FUP was dropped and
+        // tracing went on, then stopped at this TIP.PGD. Either way tracing
+        // is off after it (libipt syncs "after the disable").
+        if (self.errata.apl11 || self.errata.skd010)
             && let Some((
                 offset,
                 Packet::Ip {
@@ -1002,6 +1033,14 @@ impl<'a> Flow<'a> {
             offset,
             message: "no memory mapped at this address",
         })?;
+        if let Some(len) = jmpabs(self.bits, bytes) {
+            let insn = Insn {
+                len,
+                kind: Kind::Indirect,
+            };
+            self.cache.insert(ip, insn);
+            return Ok(insn);
+        }
         let mut decoder = Decoder::with_ip(
             self.bits,
             &bytes[..bytes.len().min(15)],
@@ -1191,6 +1230,54 @@ impl<'a> Flow<'a> {
         None
     }
 
+    /// The IP of the FUP in the PSB+ that the peeked PSB begins.
+    fn psb_fup(&self) -> Option<u64> {
+        let mut ahead = self.packets.clone();
+        while let Some(Ok((_, packet))) = ahead.next_packet() {
+            match packet {
+                Packet::Ip {
+                    kind: IpKind::Fup,
+                    ip,
+                } => return ip.resolve(self.last_ip),
+                Packet::PsbEnd | Packet::Psb | Packet::Ovf => return None,
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// Whether a FUP comes next, past packets of time, packets that wait
+    /// for a transfer, and the events that stand alone (CBR, MNT).
+    fn fup_after_standalone(&self) -> bool {
+        let fup = |packet: Packet| {
+            matches!(
+                packet,
+                Packet::Ip {
+                    kind: IpKind::Fup,
+                    ..
+                }
+            )
+        };
+        let skipped = |packet: Packet| {
+            is_time(packet) || is_bound(packet) || matches!(packet, Packet::Cbr(_) | Packet::Mnt(_))
+        };
+        match self.peeked {
+            Some((_, packet)) if fup(packet) => return true,
+            Some((_, packet)) if !skipped(packet) => return false,
+            _ => {}
+        }
+        let mut ahead = self.packets.clone();
+        while let Some(Ok((_, packet))) = ahead.next_packet() {
+            if fup(packet) {
+                return true;
+            }
+            if !skipped(packet) {
+                return false;
+            }
+        }
+        false
+    }
+
     fn take_fup(&mut self) -> Result<(), Lost> {
         match self.take()? {
             Some((
@@ -1300,7 +1387,11 @@ fn now_event(packet: Packet) -> Option<Event> {
             wake,
         },
         Packet::Ptw { payload, .. } => Event::Ptwrite { payload },
-        Packet::Trig { id, .. } => Event::Trig { id },
+        Packet::Trig { id, mult, icnt, .. } => Event::Trig {
+            id,
+            mult,
+            icnt: icnt.unwrap_or(0),
+        },
         Packet::Cbr(ratio) => Event::Cbr { ratio },
         Packet::Mnt(payload) => Event::Mnt { payload },
         Packet::Stop => Event::Stopped,
@@ -1341,6 +1432,19 @@ fn classify(instr: &Instruction) -> Kind {
         | FlowControl::Interrupt => Kind::Indirect,
         FlowControl::Next if is_mov_cr3(instr) => Kind::MovCr3,
         _ => Kind::Next,
+    }
+}
+
+/// The length of an APX `JMPABS` at the start of `bytes` (64-bit code
+/// only): the REX2 prefix `d5` with map 0 and W clear, opcode `a1`, and a
+/// 64-bit absolute target, 11 bytes in all. iced-x86 does not decode APX.
+/// Though its target is in the instruction, the trace reports it like an
+/// indirect jump, with a TIP (libipt: "JMPABS is direct but receives a
+/// TIP"; its test `tip-jmpabs`), so the walk takes the TIP's target.
+fn jmpabs(bits: u32, bytes: &[u8]) -> Option<u8> {
+    match bytes {
+        [0xd5, rex2, 0xa1, ..] if bits == 64 && rex2 & 0x88 == 0 && bytes.len() >= 11 => Some(11),
+        _ => None,
     }
 }
 
@@ -1425,7 +1529,16 @@ impl std::fmt::Display for Event {
             }
             Event::Ptwrite { payload } => write!(f, "ptwrite: {payload:x}"),
             Event::Control(control) => write!(f, "{control}"),
-            Event::Trig { id } => write!(f, "trig {id:x}"),
+            Event::Trig { id, mult, icnt } => {
+                write!(f, "trig {id:02x}")?;
+                if *mult {
+                    write!(f, ", mult")?;
+                }
+                if *icnt > 0 {
+                    write!(f, ", icnt: {icnt}")?;
+                }
+                Ok(())
+            }
             Event::Cbr { ratio } => write!(f, "cbr: {ratio:x}"),
             Event::Mnt { payload } => write!(f, "mnt: {payload:x}"),
             Event::EndOfTrace => f.write_str("end of trace"),

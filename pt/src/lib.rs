@@ -142,6 +142,9 @@ pub struct Errata {
     /// BDM70: a PSB+ while tracing is off may carry a FUP; a TIP.PGE
     /// follows and is where tracing really resumes.
     pub bdm70: bool,
+    /// SKD007: an OVF may be issued after the first byte of a multi-byte
+    /// CYC, instead of its remaining bytes.
+    pub skd007: bool,
     /// SKD010: an OVF may be followed by a TIP instead of a FUP.
     pub skd010: bool,
     /// SKD022: VMLAUNCH and VMRESUME that disable tracing send a FUP of
@@ -202,6 +205,7 @@ impl Errata {
                 (18, 3),
             ]),
             bdm70: is(BROADWELL) || is(SKYLAKE_ON),
+            skd007: is(SKYLAKE_CLIENT),
             skd010: is(SKYLAKE_CLIENT),
             skl168: is(SKYLAKE_CLIENT),
             apl12: is(&[(6, 92), (6, 95)]),

@@ -186,6 +186,8 @@ pub struct Context {
     /// Erratum SKZ84: in a VMX guest with TSC offsetting or scaling, a TMA
     /// carries corrupted values and is followed by one bogus byte.
     pub skz84: bool,
+    /// Erratum SKD007: an OVF may replace the rest of a multi-byte CYC.
+    pub skd007: bool,
 }
 
 /// A walk over the packets of a PT byte stream; cloning it reads ahead.
@@ -206,6 +208,7 @@ impl<'a> Packets<'a> {
         let context = Context {
             block: None,
             skz84: errata.skz84,
+            skd007: errata.skd007,
         };
         Packets {
             buf,
@@ -250,8 +253,13 @@ impl<'a> Packets<'a> {
         }
         let at = self.pos;
         Some(match decode(&self.buf[at..], self.context) {
-            Ok((packet, len)) => {
-                self.pos += len;
+            Ok((mut packet, mut len)) => {
+                if self.context.skd007 && self.is_skd007(at, &packet, len) {
+                    // Not a CYC: its first byte, then an OVF cut into it
+                    // (listed at the CYC's offset, as ptdump does).
+                    (packet, len) = (Packet::Ovf, 3);
+                }
+                self.pos = at + len;
                 match packet {
                     Packet::Bbp { wide, .. } => self.context.block = Some(wide),
                     Packet::Bep { .. } | Packet::Psb | Packet::Ovf => self.context.block = None,
@@ -264,6 +272,20 @@ impl<'a> Packets<'a> {
                 fault,
             }),
         })
+    }
+}
+
+impl Packets<'_> {
+    /// SKD007: "an OVF packet may be issued after the first byte of a
+    /// multi-byte CYC packet, instead of any remaining bytes". A 2-byte CYC
+    /// whose second byte is the extended opcode (0x02, no continuation)
+    /// and is followed by 0xf3 is that OVF; a real CYC would not end this
+    /// short twice in a row (libipt reads it the same way).
+    fn is_skd007(&self, at: usize, packet: &Packet, len: usize) -> bool {
+        matches!(packet, Packet::Cyc(_))
+            && len == 2
+            && self.buf.get(at + 1) == Some(&0x02)
+            && self.buf.get(at + 2) == Some(&0xf3)
     }
 }
 

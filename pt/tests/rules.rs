@@ -1,0 +1,182 @@
+//! One synthetic trace per decoding rule that libipt's suite taught the
+//! flow decoder (each rule is written down beside its code in `flow.rs`
+//! and `packet.rs`): the trace is built here, packet by packet, over a few
+//! bytes of code, and the decoder must print what ptxed prints for it.
+
+use weft_pt::Errata;
+use weft_pt::encode::Encoder;
+use weft_pt::flow::Flow;
+use weft_pt::image::Image;
+use weft_pt::packet::{IpKind, Packet, Packets};
+
+const CODE: u64 = 0x1000;
+const NOP: u8 = 0x90;
+const HLT: u8 = 0xf4;
+
+/// `bytes` at [`CODE`].
+fn image(bytes: &[u8]) -> Image {
+    let mut image = Image::new();
+    image.add(CODE, bytes.to_vec());
+    image
+}
+
+/// What the decoder prints, line by line, as `weft pt flow` does.
+fn flow(trace: &[u8], image: &Image, errata: Errata) -> Vec<String> {
+    let mut lines = Vec::new();
+    Flow::new(trace, image, errata).run(&mut |step| lines.push(step.to_string()));
+    lines
+}
+
+/// A PSB+ that starts tracing at `ip` in 64-bit mode.
+fn start_at(ip: u64) -> Encoder {
+    let mut trace = Encoder::new();
+    trace.psb();
+    trace.mode_64();
+    trace.ip(IpKind::Fup, Some(ip));
+    trace.psbend();
+    trace
+}
+
+/// Tracing stops asynchronously at `ip`.
+fn stop_at(trace: &mut Encoder, ip: u64) {
+    trace.ip(IpKind::Fup, Some(ip));
+    trace.ip(IpKind::TipPgd, None);
+}
+
+fn at(offset: u64) -> String {
+    format!("{:016x}", CODE + offset)
+}
+
+/// MNT: a maintenance packet with its 8-byte payload.
+fn mnt(trace: &mut Vec<u8>, payload: u64) {
+    trace.extend([0x02, 0xc3, 0x88]);
+    trace.extend(payload.to_le_bytes());
+}
+
+#[test]
+fn jmpabs_takes_the_tip_as_an_indirect_jump_does() {
+    // jmpabs 0x2000 (REX2 d5 00, opcode a1, imm64); the TIP says where it
+    // went and wins over the immediate.
+    let mut code = vec![0xd5, 0x00, 0xa1];
+    code.extend(0x2000u64.to_le_bytes());
+    code.extend([NOP, HLT]);
+    let mut trace = start_at(CODE);
+    trace.ip(IpKind::Tip, Some(CODE + 11));
+    stop_at(&mut trace, CODE + 12);
+    let got = flow(trace.bytes(), &image(&code), Errata::default());
+    assert_eq!(got, [at(0), at(11), "[disabled]".into()]);
+}
+
+#[test]
+fn events_between_an_overflow_and_its_fup_come_before_the_overflow() {
+    // OVF, MNT, FUP: tracing resumes at the FUP, where the overflow is
+    // reported; the MNT that stands alone before it comes first.
+    let code = [HLT, NOP, NOP, HLT];
+    let mut trace = start_at(CODE).into_bytes();
+    trace.extend([0x02, 0xf3]);
+    mnt(&mut trace, 0xa000);
+    let mut rest = Encoder::new();
+    rest.ip(IpKind::Fup, Some(CODE + 1));
+    rest.ip(IpKind::Fup, Some(CODE + 2));
+    rest.ip(IpKind::TipPgd, None);
+    trace.extend(rest.bytes());
+    let got = flow(&trace, &image(&code), Errata::default());
+    assert_eq!(
+        got,
+        ["[mnt: a000]", "[overflow]", &at(1), "[disabled]"].map(String::from)
+    );
+}
+
+#[test]
+fn an_overflow_without_a_fup_is_reported_at_once() {
+    // OVF, MNT, TIP.PGE: tracing was off after the overflow.
+    let code = [HLT, NOP, HLT];
+    let mut trace = start_at(CODE).into_bytes();
+    trace.extend([0x02, 0xf3]);
+    mnt(&mut trace, 0xa000);
+    let mut rest = Encoder::new();
+    rest.ip(IpKind::TipPge, Some(CODE + 1));
+    rest.ip(IpKind::Fup, Some(CODE + 2));
+    rest.ip(IpKind::TipPgd, None);
+    trace.extend(rest.bytes());
+    let got = flow(&trace, &image(&code), Errata::default());
+    assert_eq!(
+        got,
+        [
+            "[overflow]",
+            "[mnt: a000]",
+            "[enabled]",
+            &at(1),
+            "[disabled]"
+        ]
+        .map(String::from)
+    );
+}
+
+#[test]
+fn a_psb_while_tracing_lets_the_flow_run_up_to_its_fup() {
+    // Tracing at CODE; the next PSB+ names CODE + 2: the two NOPs before it
+    // ran. Then tracing stops at CODE + 3.
+    let code = [NOP, NOP, NOP, HLT];
+    let mut trace = start_at(CODE);
+    trace.psb();
+    trace.ip(IpKind::Fup, Some(CODE + 2));
+    trace.mode_64();
+    trace.psbend();
+    stop_at(&mut trace, CODE + 3);
+    let got = flow(trace.bytes(), &image(&code), Errata::default());
+    assert_eq!(got, [at(0), at(1), at(2), "[disabled]".into()]);
+}
+
+#[test]
+fn skd010_a_tip_pgd_after_an_overflow_leaves_tracing_off() {
+    // OVF, then TIP.PGD where a FUP was due: the erratum dropped the FUP.
+    let code = [HLT, HLT, NOP, HLT];
+    let mut trace = start_at(CODE);
+    trace.ovf();
+    trace.ip(IpKind::TipPgd, Some(CODE + 1));
+    trace.ip(IpKind::TipPge, Some(CODE + 2));
+    stop_at(&mut trace, CODE + 3);
+    let skd010 = Errata {
+        skd010: true,
+        ..Errata::default()
+    };
+    let got = flow(trace.bytes(), &image(&code), skd010);
+    assert_eq!(
+        got,
+        ["[overflow]", "[enabled]", &at(2), "[disabled]"].map(String::from)
+    );
+    // Without the erratum that TIP.PGD is out of place.
+    let plain = flow(trace.bytes(), &image(&code), Errata::default());
+    assert!(plain[1].contains("error"), "{plain:?}");
+}
+
+#[test]
+fn skd007_an_ovf_in_place_of_a_cycs_second_byte_is_an_ovf() {
+    // A 2-byte CYC whose second byte is 0x02, then 0xf3.
+    let trace = [0xf7, 0x02, 0xf3, 0x00];
+    let packets = |errata| -> Vec<(usize, Packet)> {
+        Packets::with_errata(&trace, errata)
+            .map(Result::unwrap)
+            .collect()
+    };
+    let skd007 = Errata {
+        skd007: true,
+        ..Errata::default()
+    };
+    assert_eq!(packets(skd007), [(0, Packet::Ovf), (3, Packet::Pad)]);
+    assert!(matches!(packets(Errata::default())[0], (0, Packet::Cyc(_))));
+}
+
+#[test]
+fn a_trigger_prints_its_bits_in_two_hex_digits() {
+    // TRIG: opcode d9, flags (0x20: mult), trigger bits 1.
+    let code = [HLT];
+    let mut trace = Encoder::new();
+    trace.psb();
+    trace.psbend();
+    let mut trace = trace.into_bytes();
+    trace.extend([0xd9, 0x20, 0x01]);
+    let got = flow(&trace, &image(&code), Errata::default());
+    assert_eq!(got[0], "[trig 01, mult]");
+}
