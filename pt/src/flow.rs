@@ -151,6 +151,8 @@ impl Hasher for IpHasher {
 struct Insn {
     len: u8,
     kind: Kind,
+    /// A PTWRITE: where a PTW packet's event belongs.
+    ptwrite: bool,
 }
 
 impl Insn {
@@ -235,6 +237,8 @@ pub struct Flow<'a> {
     at_fup: Option<(Control, Place)>,
     /// An event the next instruction caused, shown after it.
     after_insn: Option<Control>,
+    /// An event that follows the next instruction the walk runs (a PTW's).
+    after_step: Option<Event>,
     /// The last instruction took its way from the trace (erratum BDM64).
     traced_branch: bool,
     /// The walk has reached an instruction since the last sync (libipt
@@ -272,6 +276,7 @@ impl<'a> Flow<'a> {
             data: control::Data::default(),
             at_fup: None,
             after_insn: None,
+            after_step: None,
             walked: false,
             traced_branch: false,
         }
@@ -335,6 +340,7 @@ impl<'a> Flow<'a> {
             self.data = control::Data::default();
             self.at_fup = None;
             self.after_insn = None;
+            self.after_step = None;
             let result = self.status(out).and_then(|()| self.walk(out));
             if let Err(Lost { offset, message }) = result {
                 out(Step::Event(Event::Error {
@@ -437,7 +443,11 @@ impl<'a> Flow<'a> {
                 time: self.clock.relative(),
             });
             self.since_ip += 1;
+            let after = self.after_step.take();
             self.traced_branch = self.execute(insn, out)?;
+            if let Some(event) = after {
+                out(Step::Event(event));
+            }
             if self.traced_branch {
                 idle = 0;
             }
@@ -549,7 +559,28 @@ impl<'a> Flow<'a> {
                 out(Step::Event(tsx_event(intx, abort)));
                 self.async_branch(out)?;
             }
-            Packet::Exstop { ip: true } | Packet::Ptw { ip: true, .. } if self.fup_here() => {
+            // A PTW binds to a PTWRITE instruction: the one its FUP names, or
+            // without IP the next one to run. Its event follows that
+            // instruction (libipt: "we move beyond the PTWRITE instruction";
+            // tests `tip_pge-ptw-tip_pgd`, `tip_pge-ptw-fup-tip_pgd`).
+            Packet::Ptw {
+                ip: true, payload, ..
+            } if self.fup_here() => {
+                self.peeked = None;
+                self.take_fup()?;
+                self.after_step = Some(Event::Ptwrite { payload });
+                return Ok(false);
+            }
+            Packet::Ptw {
+                ip: false, payload, ..
+            } => {
+                if self.insn(self.ip)?.ptwrite {
+                    self.peeked = None;
+                    self.after_step = Some(Event::Ptwrite { payload });
+                }
+                return Ok(false);
+            }
+            Packet::Exstop { ip: true } if self.fup_here() => {
                 self.peeked = None;
                 self.take_fup()?;
                 out(Step::Event(
@@ -570,10 +601,7 @@ impl<'a> Flow<'a> {
                 // and prints the count only while some remain.
                 out(Step::Event(Event::Trig { id, mult, icnt: 0 }));
             }
-            Packet::Exstop { ip: false }
-            | Packet::Ptw { ip: false, .. }
-            | Packet::Pwrx { .. }
-            | Packet::Stop => {
+            Packet::Exstop { ip: false } | Packet::Pwrx { .. } | Packet::Stop => {
                 self.peeked = None;
                 self.flush_power(out);
                 out(Step::Event(now_event(packet).expect("an event")));
@@ -1037,6 +1065,7 @@ impl<'a> Flow<'a> {
             let insn = Insn {
                 len,
                 kind: Kind::Indirect,
+                ptwrite: false,
             };
             self.cache.insert(ip, insn);
             return Ok(insn);
@@ -1057,6 +1086,7 @@ impl<'a> Flow<'a> {
         let insn = Insn {
             len: instr.len() as u8,
             kind: classify(&instr),
+            ptwrite: instr.mnemonic() == Mnemonic::Ptwrite,
         };
         self.cache.insert(ip, insn);
         Ok(insn)
@@ -1177,6 +1207,7 @@ impl<'a> Flow<'a> {
                 Ok(Insn {
                     kind: Kind::Next,
                     len,
+                    ..
                 }) => ip += u64::from(len),
                 _ => return true,
             }

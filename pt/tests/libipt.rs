@@ -147,11 +147,6 @@ const FLOW_DIFFERENCES: &[(&str, &str)] = &[
         "PIP and VMCS inside an asynchronous disable (FUP ... TIP.PGD): ptxed shows them after [disabled], weft drops them",
     ),
     (
-        "tip_pge-ptw-tip_pgd",
-        "a PTW without IP binds to the next PTWRITE instruction: ptxed shows it after that instruction, weft at once",
-    ),
-    ("tip_pge-ptw-fup-tip_pgd", "as tip_pge-ptw-tip_pgd"),
-    (
         "tip_pgd-tsx",
         "MODE.TSX while tracing is off binds to the TIP.PGE: ptxed shows the transaction state before [enabled], weft ignores it",
     ),

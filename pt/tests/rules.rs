@@ -180,3 +180,22 @@ fn a_trigger_prints_its_bits_in_two_hex_digits() {
     let got = flow(&trace, &image(&code), Errata::default());
     assert_eq!(got[0], "[trig 01, mult]");
 }
+
+#[test]
+fn a_ptwrite_event_follows_its_instruction() {
+    // nop; ptwrite eax; nop; nop. A PTW without IP, sent before the NOP at
+    // CODE ran, belongs to the PTWRITE at CODE + 1 and is shown after it.
+    let code = [NOP, 0xf3, 0x0f, 0xae, 0xe0, NOP, HLT];
+    let mut trace = start_at(CODE).into_bytes();
+    // PTW: 02, header 0x12 (payload of 4 bytes, no IP), payload.
+    trace.extend([0x02, 0x12]);
+    trace.extend(0xabcd_u32.to_le_bytes());
+    let mut rest = Encoder::new();
+    stop_at(&mut rest, CODE + 6);
+    trace.extend(rest.bytes());
+    let got = flow(&trace, &image(&code), Errata::default());
+    assert_eq!(
+        got,
+        [&at(0), &at(1), "[ptwrite: abcd]", &at(5), "[disabled]"].map(String::from)
+    );
+}
