@@ -559,27 +559,7 @@ impl<'a> Flow<'a> {
                 out(Step::Event(tsx_event(intx, abort)));
                 self.async_branch(out)?;
             }
-            // A PTW binds to a PTWRITE instruction: the one its FUP names, or
-            // without IP the next one to run. Its event follows that
-            // instruction (libipt: "we move beyond the PTWRITE instruction";
-            // tests `tip_pge-ptw-tip_pgd`, `tip_pge-ptw-fup-tip_pgd`).
-            Packet::Ptw {
-                ip: true, payload, ..
-            } if self.fup_here() => {
-                self.peeked = None;
-                self.take_fup()?;
-                self.after_step = Some(Event::Ptwrite { payload });
-                return Ok(false);
-            }
-            Packet::Ptw {
-                ip: false, payload, ..
-            } => {
-                if self.insn(self.ip)?.ptwrite {
-                    self.peeked = None;
-                    self.after_step = Some(Event::Ptwrite { payload });
-                }
-                return Ok(false);
-            }
+            Packet::Ptw { ip, payload, .. } => return self.bind_ptwrite(ip, payload),
             Packet::Exstop { ip: true } if self.fup_here() => {
                 self.peeked = None;
                 self.take_fup()?;
@@ -1259,6 +1239,27 @@ impl<'a> Flow<'a> {
             }
         }
         None
+    }
+
+    /// A PTW binds to a PTWRITE instruction: the one its FUP names
+    /// (`with_ip`), or without IP the next one to run. Its event follows
+    /// that instruction (libipt: "we move beyond the PTWRITE instruction";
+    /// tests `tip_pge-ptw-tip_pgd`, `tip_pge-ptw-fup-tip_pgd`). Returns
+    /// false: the walk runs that instruction next, or walks on to it.
+    fn bind_ptwrite(&mut self, with_ip: bool, payload: u64) -> Result<bool, Lost> {
+        let here = if with_ip {
+            self.fup_here()
+        } else {
+            self.insn(self.ip)?.ptwrite
+        };
+        if here {
+            self.peeked = None;
+            if with_ip {
+                self.take_fup()?;
+            }
+            self.after_step = Some(Event::Ptwrite { payload });
+        }
+        Ok(false)
     }
 
     /// The IP of the FUP in the PSB+ that the peeked PSB begins.
