@@ -508,6 +508,14 @@ impl<'a> Flow<'a> {
             Packet::Mwait { .. } | Packet::Pwre { .. } => {
                 self.power.push(now_event(packet).expect("power event"));
             }
+            Packet::ModeTsx { intx, abort } => {
+                // While tracing is off, MODE.TSX binds to the TIP.PGE that
+                // follows: tracing resumes in that state, which ptxed shows
+                // first (libipt's test `tip_pgd-tsx`).
+                self.in_tx = intx;
+                out(Step::Event(tsx_event(intx, abort)));
+                return Ok(true);
+            }
             _ => {
                 if let Some(event) = now_event(packet) {
                     self.flush_power(out);

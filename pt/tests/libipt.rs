@@ -147,10 +147,6 @@ const FLOW_DIFFERENCES: &[(&str, &str)] = &[
         "PIP and VMCS inside an asynchronous disable (FUP ... TIP.PGD): ptxed shows them after [disabled], weft drops them",
     ),
     (
-        "tip_pgd-tsx",
-        "MODE.TSX while tracing is off binds to the TIP.PGE: ptxed shows the transaction state before [enabled], weft ignores it",
-    ),
-    (
         "mwait-pwre-exstop_ip-ovf",
         "MWAIT, PWRE, EXSTOP(ip) with tracing off, then OVF: ptxed shows pwre, mwait, exstop; weft mwait, pwre, exstop",
     ),

@@ -199,3 +199,32 @@ fn a_ptwrite_event_follows_its_instruction() {
         [&at(0), &at(1), "[ptwrite: abcd]", &at(5), "[disabled]"].map(String::from)
     );
 }
+
+#[test]
+fn a_transaction_state_while_tracing_is_off_comes_before_enabled() {
+    // MODE.TSX (begin) while off, then TIP.PGE: tracing resumes inside
+    // the transaction, its instructions speculative.
+    let code = [NOP, NOP, HLT];
+    let mut trace = Encoder::new();
+    trace.psb();
+    trace.mode_64();
+    trace.psbend();
+    let mut trace = trace.into_bytes();
+    // MODE.TSX: 99, leaf 1 in bits 7:5, InTX in bit 0.
+    trace.extend([0x99, 0x21]);
+    let mut rest = Encoder::new();
+    rest.ip(IpKind::TipPge, Some(CODE));
+    stop_at(&mut rest, CODE + 1);
+    trace.extend(rest.bytes());
+    let got = flow(&trace, &image(&code), Errata::default());
+    assert_eq!(
+        got,
+        [
+            "[begin transaction]",
+            "[enabled]",
+            &format!("? {}", at(0)),
+            "[disabled]"
+        ]
+        .map(String::from)
+    );
+}
