@@ -186,6 +186,15 @@ enum Kind {
 /// be what ran.
 const PATIENCE: u32 = 1 << 20;
 
+/// How the PIP and VMCS waiting for a transfer are shown.
+#[derive(Clone, Copy)]
+enum Order {
+    /// As the trace sent them.
+    Stream,
+    /// Inside an asynchronous branch: VMCS first.
+    Async,
+}
+
 /// Return addresses kept for compressed returns (the CPU keeps 64).
 const STACK: usize = 64;
 
@@ -239,6 +248,8 @@ pub struct Flow<'a> {
     after_insn: Option<Control>,
     /// An event that follows the next instruction the walk runs (a PTW's).
     after_step: Option<Event>,
+    /// Whether the waiting PIP came before the waiting VMCS.
+    paging_first: bool,
     /// The last instruction took its way from the trace (erratum BDM64).
     traced_branch: bool,
     /// The walk has reached an instruction since the last sync (libipt
@@ -277,6 +288,7 @@ impl<'a> Flow<'a> {
             at_fup: None,
             after_insn: None,
             after_step: None,
+            paging_first: false,
             walked: false,
             traced_branch: false,
         }
@@ -460,7 +472,7 @@ impl<'a> Flow<'a> {
         let Some((offset, packet)) = self.take()? else {
             return Ok(false);
         };
-        self.flush_paging(out);
+        self.flush_paging(out, Order::Stream);
         match packet {
             Packet::Ip {
                 kind: IpKind::TipPge,
@@ -680,7 +692,7 @@ impl<'a> Flow<'a> {
                 self.peeked = None;
                 let to = self.resolve(offset, ip)?;
                 out(Step::Event(Event::Interrupt { from: self.ip, to }));
-                self.flush_transfer(out);
+                self.flush_transfer(out, Order::Async);
                 self.ip = to;
             }
             Packet::Ip {
@@ -690,6 +702,8 @@ impl<'a> Flow<'a> {
                 self.peeked = None;
                 self.resolve(offset, ip).ok();
                 self.disable(out, true);
+                // The PIP and VMCS between the FUP and this TIP.PGD.
+                self.flush_paging(out, Order::Async);
             }
             _ => {}
         }
@@ -927,7 +941,7 @@ impl<'a> Flow<'a> {
             )) => {
                 self.ip = self.resolve(offset, ip)?;
                 self.since_ip = 0;
-                self.flush_transfer(out);
+                self.flush_transfer(out, Order::Stream);
             }
             Some((
                 offset,
@@ -937,7 +951,7 @@ impl<'a> Flow<'a> {
                 },
             )) => {
                 self.ip = self.resolve(offset, ip).unwrap_or(next);
-                self.flush_transfer(out);
+                self.flush_transfer(out, Order::Stream);
                 self.disable(out, false);
             }
             Some((offset, _)) => return Err(Lost::mismatch(offset)),
@@ -1014,21 +1028,28 @@ impl<'a> Flow<'a> {
     }
 
     /// Events that wait for a transfer, in the order ptxed shows them.
-    fn flush_transfer(&mut self, out: &mut dyn FnMut(Step)) {
+    fn flush_transfer(&mut self, out: &mut dyn FnMut(Step), order: Order) {
         // What the branching instruction caused (an IRET's event) first.
         if let Some(event) = self.after_insn.take() {
             out(Step::Event(Event::Control(event)));
         }
-        self.flush_paging(out);
+        self.flush_paging(out, order);
         self.flush_mode(out);
     }
 
-    fn flush_paging(&mut self, out: &mut dyn FnMut(Step)) {
-        if let Some(base) = self.vmcs.take() {
-            out(Step::Event(Event::Vmcs { base }));
-        }
-        if let Some((cr3, nr)) = self.paging.take() {
-            out(Step::Event(Event::Paging { cr3, nr }));
+    /// The PIP and VMCS waiting for a transfer: in the trace's order when
+    /// they stand alone (a VM entry's), VMCS first inside an asynchronous
+    /// branch (libipt: "when getting both PIP and VMCS between the FUP and
+    /// TIP of an asynchronous branch, we order VMCS before PIP").
+    fn flush_paging(&mut self, out: &mut dyn FnMut(Step), order: Order) {
+        let vmcs = self.vmcs.take().map(|base| Event::Vmcs { base });
+        let paging = (self.paging.take()).map(|(cr3, nr)| Event::Paging { cr3, nr });
+        let events = match order {
+            Order::Stream if self.paging_first => [paging, vmcs],
+            _ => [vmcs, paging],
+        };
+        for event in events.into_iter().flatten() {
+            out(Step::Event(event));
         }
     }
 
@@ -1120,8 +1141,14 @@ impl<'a> Flow<'a> {
 
     fn absorb_bound(&mut self) {
         match self.peeked.take() {
-            Some((_, Packet::Pip { cr3, nr })) => self.paging = Some((cr3, nr)),
-            Some((_, Packet::Vmcs(base))) => self.vmcs = Some(base),
+            Some((_, Packet::Pip { cr3, nr })) => {
+                self.paging_first = self.vmcs.is_none();
+                self.paging = Some((cr3, nr));
+            }
+            Some((_, Packet::Vmcs(base))) => {
+                self.paging_first = self.paging.is_some();
+                self.vmcs = Some(base);
+            }
             Some((_, packet @ Packet::ModeExec { .. })) => self.mode = Some(mode_bits(packet)),
             other => self.peeked = other,
         }

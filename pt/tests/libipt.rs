@@ -139,14 +139,6 @@ fn describe(dir: &str, got: &[String], want: &[String], known: bool) -> String {
 /// Flows weft does not agree with yet, with the reason (docs/pt.md).
 const FLOW_DIFFERENCES: &[(&str, &str)] = &[
     (
-        "pip-vmcs-tip_pgd",
-        "PIP and VMCS before a VMLAUNCH's TIP.PGD: ptxed shows paging before vmcs, weft the other way",
-    ),
-    (
-        "fup-pip-vmcs-tip_pgd",
-        "PIP and VMCS inside an asynchronous disable (FUP ... TIP.PGD): ptxed shows them after [disabled], weft drops them",
-    ),
-    (
         "mwait-pwre-exstop_ip-ovf",
         "MWAIT, PWRE, EXSTOP(ip) with tracing off, then OVF: ptxed shows pwre, mwait, exstop; weft mwait, pwre, exstop",
     ),

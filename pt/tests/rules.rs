@@ -228,3 +228,49 @@ fn a_transaction_state_while_tracing_is_off_comes_before_enabled() {
         .map(String::from)
     );
 }
+
+/// PIP (CR3 0xcdcdc0, not a VM guest) and VMCS (base 0xcdcdc000), in
+/// that order.
+fn pip_then_vmcs(trace: &mut Vec<u8>) {
+    trace.extend([0x02, 0x43]);
+    trace.extend(&((0x00cd_cdc0_u64 >> 5) << 1).to_le_bytes()[..6]);
+    trace.extend([0x02, 0xc8]);
+    trace.extend(&(0xcdcd_c000_u64 >> 12).to_le_bytes()[..5]);
+}
+
+#[test]
+fn pip_and_vmcs_in_an_asynchronous_disable_follow_it_vmcs_first() {
+    let code = [NOP, HLT];
+    let mut trace = start_at(CODE);
+    trace.ip(IpKind::Fup, Some(CODE + 1));
+    let mut trace = trace.into_bytes();
+    pip_then_vmcs(&mut trace);
+    trace.push(0x01); // TIP.PGD, IP suppressed
+    let got = flow(&trace, &image(&code), Errata::default());
+    let want = [
+        &at(0),
+        "[disabled]",
+        "[vmcs, base: 00000000cdcdc000]",
+        "[paging, cr3: 0000000000cdcdc0]",
+    ];
+    assert_eq!(got, want.map(String::from));
+}
+
+#[test]
+fn pip_and_vmcs_before_a_vm_entry_come_in_the_traces_order() {
+    // vmlaunch, whose TIP.PGD disables tracing.
+    let code = [0x0f, 0x01, 0xc2, HLT];
+    let mut trace = start_at(CODE).into_bytes();
+    pip_then_vmcs(&mut trace);
+    let mut rest = Encoder::new();
+    rest.ip(IpKind::TipPgd, None);
+    trace.extend(rest.bytes());
+    let got = flow(&trace, &image(&code), Errata::default());
+    let want = [
+        &at(0),
+        "[paging, cr3: 0000000000cdcdc0]",
+        "[vmcs, base: 00000000cdcdc000]",
+        "[disabled]",
+    ];
+    assert_eq!(got, want.map(String::from));
+}
