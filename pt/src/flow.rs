@@ -186,6 +186,14 @@ enum Kind {
 /// be what ran.
 const PATIENCE: u32 = 1 << 20;
 
+/// What a waiting power event binds to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Bind {
+    Exstop,
+    Pwrx,
+    Fup,
+}
+
 /// How the PIP and VMCS waiting for a transfer are shown.
 #[derive(Clone, Copy)]
 enum Order {
@@ -233,8 +241,8 @@ pub struct Flow<'a> {
     stopped_at: Option<u64>,
     in_tx: bool,
     stack: Vec<u64>,
-    /// MWAIT and PWRE wait for the EXSTOP they announce.
-    power: Vec<Event>,
+    /// Power events waiting for the packet they bind to, oldest first.
+    power: Vec<(Event, Bind)>,
     /// Instructions run since the last packet that gave an IP (TRIG counts).
     since_ip: u32,
     clock: Clock,
@@ -491,7 +499,11 @@ impl<'a> Flow<'a> {
                 self.ip = ip;
                 self.since_ip = 0;
             }
-            Packet::Ovf => self.overflow(out)?,
+            Packet::Ovf => {
+                // The overflow publishes what waits, oldest first.
+                self.flush_power(out);
+                self.overflow(out)?;
+            }
             Packet::Psb => self.status(out)?,
             Packet::Pip { cr3, nr } => out(Step::Event(Event::Paging { cr3, nr })),
             Packet::Vmcs(base) => out(Step::Event(Event::Vmcs { base })),
@@ -517,8 +529,12 @@ impl<'a> Flow<'a> {
                 self.control(offset, packet, out)?;
                 return Ok(true);
             }
-            Packet::Mwait { .. } | Packet::Pwre { .. } => {
-                self.power.push(now_event(packet).expect("power event"));
+            Packet::Mwait { .. }
+            | Packet::Pwre { .. }
+            | Packet::Exstop { .. }
+            | Packet::Pwrx { .. } => {
+                self.power_packet(packet, out);
+                return Ok(true);
             }
             Packet::ModeTsx { intx, abort } => {
                 // While tracing is off, MODE.TSX binds to the TIP.PGE that
@@ -583,14 +599,15 @@ impl<'a> Flow<'a> {
             Packet::Exstop { ip: true } if self.fup_here() => {
                 self.peeked = None;
                 self.take_fup()?;
-                out(Step::Event(
-                    now_event(packet).expect("exstop and ptwrite are events"),
-                ));
-                self.flush_power(out);
+                self.power_packet(packet, out);
+                self.release(Bind::Fup, out);
             }
-            Packet::Mwait { .. } | Packet::Pwre { .. } => {
+            Packet::Mwait { .. }
+            | Packet::Pwre { .. }
+            | Packet::Exstop { ip: false }
+            | Packet::Pwrx { .. } => {
                 self.peeked = None;
-                self.power.push(now_event(packet).expect("power event"));
+                self.power_packet(packet, out);
             }
             Packet::Trig { id, mult, icnt, .. } => {
                 if icnt.is_some_and(|n| u32::from(n) > self.since_ip) {
@@ -601,10 +618,10 @@ impl<'a> Flow<'a> {
                 // and prints the count only while some remain.
                 out(Step::Event(Event::Trig { id, mult, icnt: 0 }));
             }
-            Packet::Exstop { ip: false } | Packet::Pwrx { .. } | Packet::Stop => {
+            Packet::Stop => {
                 self.peeked = None;
                 self.flush_power(out);
-                out(Step::Event(now_event(packet).expect("an event")));
+                out(Step::Event(Event::Stopped));
             }
             Packet::Cbr(_) | Packet::Mnt(_) => {
                 self.peeked = None;
@@ -1154,9 +1171,55 @@ impl<'a> Flow<'a> {
         }
     }
 
+    /// Shows every waiting power event.
     fn flush_power(&mut self, out: &mut dyn FnMut(Step)) {
-        for event in self.power.drain(..) {
+        for (event, _) in self.power.drain(..) {
             out(Step::Event(event));
+        }
+    }
+
+    /// Shows the waiting power events bound to `bind`, oldest first; the
+    /// others wait on.
+    fn release(&mut self, bind: Bind, out: &mut dyn FnMut(Step)) {
+        let (now, later) = std::mem::take(&mut self.power)
+            .into_iter()
+            .partition(|(_, b)| *b == bind);
+        self.power = later;
+        for (event, _) in now {
+            out(Step::Event(event));
+        }
+    }
+
+    /// A power packet: MWAIT waits for its EXSTOP and PWRE for its PWRX
+    /// (SDM: MWAIT and PWRE announce the EXSTOP and PWRX that follow);
+    /// EXSTOP without IP and PWRX show their own events after those they
+    /// release. An EXSTOP with IP binds, with its MWAIT, to the next FUP.
+    /// The order is libipt's event queue's (tests
+    /// `mwait-pwre-exstop_ip-ovf`, `tip_pgd-mwait-pwre-exstop-pwrx-tip_pge`).
+    fn power_packet(&mut self, packet: Packet, out: &mut dyn FnMut(Step)) {
+        let event = now_event(packet).expect("power packets are events");
+        match packet {
+            Packet::Mwait { .. } => self.power.push((event, Bind::Exstop)),
+            Packet::Pwre { .. } => self.power.push((event, Bind::Pwrx)),
+            Packet::Exstop { ip: true } => {
+                // Its MWAIT leaves the queue and joins it again, behind
+                // what waits for other packets.
+                let (mwait, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.power)
+                    .into_iter()
+                    .partition(|(_, b)| *b == Bind::Exstop);
+                self.power = rest;
+                self.power
+                    .extend(mwait.into_iter().map(|(e, _)| (e, Bind::Fup)));
+                self.power.push((event, Bind::Fup));
+            }
+            Packet::Exstop { ip: false } => {
+                self.release(Bind::Exstop, out);
+                out(Step::Event(event));
+            }
+            _ => {
+                self.release(Bind::Pwrx, out);
+                out(Step::Event(event));
+            }
         }
     }
 

@@ -137,16 +137,7 @@ fn describe(dir: &str, got: &[String], want: &[String], known: bool) -> String {
 }
 
 /// Flows weft does not agree with yet, with the reason (docs/pt.md).
-const FLOW_DIFFERENCES: &[(&str, &str)] = &[
-    (
-        "mwait-pwre-exstop_ip-ovf",
-        "MWAIT, PWRE, EXSTOP(ip) with tracing off, then OVF: ptxed shows pwre, mwait, exstop; weft mwait, pwre, exstop",
-    ),
-    (
-        "tip_pgd-mwait-pwre-exstop-pwrx-tip_pge",
-        "MWAIT, PWRE, EXSTOP, PWRX with tracing off: ptxed shows mwait, exstop, pwre, pwrx; weft mwait, pwre, exstop, pwrx",
-    ),
-];
+const FLOW_DIFFERENCES: &[(&str, &str)] = &[];
 
 #[test]
 fn instruction_flows_match_ptxed() {

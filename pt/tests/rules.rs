@@ -274,3 +274,25 @@ fn pip_and_vmcs_before_a_vm_entry_come_in_the_traces_order() {
     ];
     assert_eq!(got, want.map(String::from));
 }
+
+#[test]
+fn power_events_come_in_the_order_of_what_they_wait_for() {
+    // Tracing off: MWAIT waits for its EXSTOP, PWRE for its PWRX.
+    let code = [HLT];
+    let mut trace = Encoder::new();
+    trace.psb();
+    trace.psbend();
+    let mut trace = trace.into_bytes();
+    trace.extend([0x02, 0xc2, 0x07, 0, 0, 0, 0x01, 0, 0, 0]); // MWAIT 7, 1
+    trace.extend([0x02, 0x22, 0x00, 0x0f]); // PWRE C1.0
+    trace.extend([0x02, 0x62]); // EXSTOP
+    trace.extend([0x02, 0xa2, 0x0f, 0x01, 0, 0, 0]); // PWRX int: c1 (c0)
+    let got = flow(&trace, &image(&code), Errata::default());
+    let want = [
+        "[mwait 7 1]",
+        "[exstop]",
+        "[pwre c1.0]",
+        "[pwrx int: c1 (c0)]",
+    ];
+    assert_eq!(got[..4], want.map(String::from));
+}
