@@ -4,6 +4,9 @@
  *
  *   libipt packets TRACE             -> "PACKETS ERRORS NANOSECONDS"
  *   libipt flow TRACE CODE ADDRESS   -> "INSTRUCTIONS ERRORS NANOSECONDS"
+ *   libipt ips TRACE CODE ADDRESS    -> each instruction's IP in hex, a line
+ *                                       each, and "error" where decoding
+ *                                       failed (`cargo xtask fuzz pt`)
  */
 #include <intel-pt.h>
 
@@ -66,7 +69,8 @@ static void packets(struct pt_config *config)
 	pt_pkt_free_decoder(decoder);
 }
 
-static void flow(struct pt_config *config, const char *code, uint64_t address)
+static void flow(struct pt_config *config, const char *code, uint64_t address,
+		 int print)
 {
 	struct pt_insn_decoder *decoder = pt_insn_alloc_decoder(config);
 	struct pt_insn insn;
@@ -103,14 +107,19 @@ static void flow(struct pt_config *config, const char *code, uint64_t address)
 			status = pt_insn_next(decoder, &insn, sizeof(insn));
 			if (status < 0)
 				break;
+			if (print)
+				printf("%" PRIx64 "\n", insn.ip);
 			count++;
 		}
 		if (status == -pte_eos)
 			break;
+		if (print)
+			printf("error\n");
 		errors++;
 	}
-	printf("%" PRIu64 " %" PRIu64 " %" PRIu64 "\n", count, errors,
-	       now_ns() - start);
+	if (!print)
+		printf("%" PRIu64 " %" PRIu64 " %" PRIu64 "\n", count, errors,
+		       now_ns() - start);
 	pt_insn_free_decoder(decoder);
 }
 
@@ -121,7 +130,7 @@ int main(int argc, char **argv)
 	uint8_t *trace;
 
 	if (argc < 3 || (strcmp(argv[1], "packets") && argc < 5)) {
-		fprintf(stderr, "usage: %s packets TRACE | flow TRACE CODE ADDRESS\n", argv[0]);
+		fprintf(stderr, "usage: %s packets TRACE | flow|ips TRACE CODE ADDRESS\n", argv[0]);
 		return 2;
 	}
 	trace = slurp(argv[2], &size);
@@ -131,7 +140,8 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "packets"))
 		packets(&config);
 	else
-		flow(&config, argv[3], strtoull(argv[4], NULL, 0));
+		flow(&config, argv[3], strtoull(argv[4], NULL, 0),
+		     !strcmp(argv[1], "ips"));
 	free(trace);
 	return 0;
 }

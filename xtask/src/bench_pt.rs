@@ -65,17 +65,8 @@ pub fn run(options: &Options) -> Result<()> {
     if options.runs == 0 {
         bail!("--runs must be at least 1");
     }
-    setup::install_packages(&["libipt-dev", "gcc"])?;
     let dir = workspace_root().join("target/bench-pt");
-    std::fs::create_dir_all(&dir)?;
-    let harness = dir.join("libipt");
-    exec(
-        Command::new("cc")
-            .args(["-O2", "-o"])
-            .arg(&harness)
-            .arg(workspace_root().join("xtask/bench/libipt.c"))
-            .arg("-lipt"),
-    )?;
+    let harness = libipt_harness()?;
     let mut image = Image::new();
     image.add(ORG, CODE.to_vec());
     let trace = trace(&image, options.mib << 20)?;
@@ -238,6 +229,23 @@ fn run_libipt(harness: &Path, args: &[&std::ffi::OsStr]) -> Result<Run> {
         errors,
         seconds: ns as f64 / 1e9,
     })
+}
+
+/// Builds the C program that decodes with libipt (`bench/libipt.c`, against
+/// Debian's `libipt-dev`), in `target/bench-pt`; returns its path.
+pub fn libipt_harness() -> Result<std::path::PathBuf> {
+    setup::install_packages(&["libipt-dev", "gcc"])?;
+    let dir = workspace_root().join("target/bench-pt");
+    std::fs::create_dir_all(&dir)?;
+    let harness = dir.join("libipt");
+    exec(
+        Command::new("cc")
+            .args(["-O2", "-o"])
+            .arg(&harness)
+            .arg(workspace_root().join("xtask/bench/libipt.c"))
+            .arg("-lipt"),
+    )?;
+    Ok(harness)
 }
 
 /// The trace of the loop running until it fills `bytes`: main's start,

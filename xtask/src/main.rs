@@ -14,6 +14,7 @@ mod bench_triggers;
 mod bench_tui;
 mod build_ebpf;
 mod exec;
+mod fuzz_pt;
 mod gen_syscalls;
 #[cfg(test)]
 mod imports;
@@ -51,6 +52,9 @@ enum Command {
     /// Benchmarks that report ratios against a baseline measured in the same run.
     #[command(subcommand)]
     Bench(bench::Bench),
+    /// The PT flow decoder against a model (random programs, the path they
+    /// took) and libipt, for a time budget.
+    FuzzPt(fuzz_pt::Options),
     /// Regenerate `probes/src/syscall_names.rs` from the x86-64 UAPI header.
     GenSyscalls(gen_syscalls::Options),
 }
@@ -64,6 +68,7 @@ fn main() -> ExitCode {
         Command::Test(options) => test::run(&options),
         Command::VmTest(options) => vm::run(&options),
         Command::Bench(bench) => bench::run(&bench),
+        Command::FuzzPt(options) => fuzz_pt::run(&options),
         Command::GenSyscalls(options) => gen_syscalls::run(&options),
     };
     match result {

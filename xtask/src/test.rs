@@ -8,6 +8,7 @@ use anyhow::{Result, bail};
 
 use crate::{
     exec::{exec, is_root, workspace_root},
+    fuzz_pt,
     run::build_weft_release,
     setup, vm,
 };
@@ -52,6 +53,8 @@ pub fn run(options: &Options) -> Result<()> {
             .args(["test", "--locked", "--workspace", "--exclude", "weft-tests"])
             .env("WEFT_FUZZ_SECONDS", "60"),
     )?;
+    // The PT flow decoder against its model and libipt gets a minute.
+    fuzz_pt::for_seconds(60)?;
     let weft = build_weft_release()?;
     if !is_root() {
         bail!("the kernel tests need root: run `sudo -E cargo xtask test`");
