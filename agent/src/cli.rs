@@ -355,7 +355,8 @@ const TRACE_EXAMPLES: &str = "Examples:
 
 #[derive(Debug, Args)]
 pub struct TraceArgs {
-    /// The program, in bpftrace's language (docs/oneliners.md).
+    /// The program, in bpftrace's language (docs/oneliners.md), or a file
+    /// holding one (a script such as bpftrace's tools).
     #[arg(value_name = "PROGRAM", required_unless_present = "expression")]
     pub program: Option<String>,
 

@@ -154,19 +154,26 @@ fn word_len(text: &str) -> usize {
         .unwrap_or(text.len())
 }
 
-/// A decimal or `0x` hexadecimal integer.
+/// A decimal or `0x` hexadecimal integer, or one in bpftrace's
+/// scientific notation (`1e6`: an integer times a power of ten).
 fn number(text: &str) -> std::result::Result<(Token, usize), String> {
     let len = word_len(text);
     let word = text[..len].replace('_', "");
+    let not_integer = || format!("`{}` is not an integer", &text[..len]);
     let value = if let Some(hex) = word.strip_prefix("0x").or_else(|| word.strip_prefix("0X")) {
-        u64::from_str_radix(hex, 16).map(|v| v as i64)
+        u64::from_str_radix(hex, 16).map(|v| v as i64).ok()
+    } else if let Some((mantissa, exponent)) = word.split_once(['e', 'E']) {
+        let (mantissa, exponent) = (mantissa.parse::<i64>(), exponent.parse::<u32>());
+        mantissa
+            .ok()
+            .zip(exponent.ok())
+            .and_then(|(m, e)| 10i64.checked_pow(e).and_then(|p| m.checked_mul(p)))
     } else {
-        word.parse::<i64>()
+        (word.parse::<i64>())
             .or_else(|_| word.parse::<u64>().map(|v| v as i64))
+            .ok()
     };
-    value
-        .map(|v| (Token::Int(v), len))
-        .map_err(|_| format!("`{}` is not an integer", &text[..len]))
+    value.map(|v| (Token::Int(v), len)).ok_or_else(not_integer)
 }
 
 /// A double-quoted string with C escapes.
@@ -209,6 +216,15 @@ mod tests {
             }
             out.push(token);
         }
+    }
+
+    #[test]
+    fn scientific_integers_are_powers_of_ten() {
+        assert_eq!(
+            tokens("1e6 5E2 1_000"),
+            [Token::Int(1_000_000), Token::Int(500), Token::Int(1000)]
+        );
+        assert!(Lexer::new("1e99").token().is_err());
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub mod lex;
 pub mod output;
 pub mod parse;
 pub mod plan;
+mod preprocess;
 mod push_down;
 pub mod run;
 pub mod value;

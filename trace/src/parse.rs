@@ -6,10 +6,11 @@ use crate::{
     lex::{Lexer, Token},
 };
 
-/// Parses a whole program.
+/// Parses a whole program (a script's preprocessor lines read first).
 pub fn parse(text: &str) -> Result<Program> {
+    let text = crate::preprocess::preprocess(text)?;
     let mut parser = Parser {
-        lexer: Lexer::new(text),
+        lexer: Lexer::new(&text),
         in_predicate: false,
     };
     let mut items = Vec::new();

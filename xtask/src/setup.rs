@@ -22,6 +22,9 @@ const PACKAGES: &[&str] = &[
     "tmux",
     // The perf.data tests check weft's reading against perf's own.
     "linux-perf",
+    // The one-liner tests compare weft's maps with bpftrace's, and run the
+    // tools it ships.
+    "bpftrace",
 ];
 
 /// The `DuckDB` release the export test reads Parquet with.

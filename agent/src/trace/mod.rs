@@ -36,11 +36,7 @@ use self::{
 const DRAIN: Duration = Duration::from_millis(10);
 
 pub fn run(args: &TraceArgs) -> Result<ExitCode> {
-    let text = args
-        .program
-        .as_deref()
-        .or(args.expression.as_deref())
-        .context("no program given")?;
+    let text = &program_text(args)?;
     let ring_bytes =
         u32::try_from(args.ring_size.next_power_of_two()).context("--ring-size is too large")?;
     // Started before the program is read, to run while it is checked.
@@ -239,6 +235,21 @@ impl Drop for HeldChild {
             }
         }
     }
+}
+
+/// The program: `-e`'s text, or PROGRAM's, or when PROGRAM names a file
+/// (a script such as bpftrace's tools, `weft trace opensnoop.bt`) its
+/// contents, as `bpftrace FILE` reads it.
+fn program_text(args: &TraceArgs) -> Result<String> {
+    if let Some(text) = &args.expression {
+        return Ok(text.clone());
+    }
+    let program = args.program.as_deref().context("no program given")?;
+    let path = std::path::Path::new(program);
+    if !program.contains(['{', '\n']) && path.is_file() {
+        return std::fs::read_to_string(path).with_context(|| format!("failed to read {program}"));
+    }
+    Ok(program.to_owned())
 }
 
 /// The path of `program` as execvp would find it, checked before the fork.
