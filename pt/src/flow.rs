@@ -729,8 +729,8 @@ impl<'a> Flow<'a> {
 
     fn overflow(&mut self, out: &mut dyn FnMut(Step)) -> Result<(), Lost> {
         // After an OVF, timing packets, CBR and MNT may come before the FUP
-        // that says where tracing resumes (SDM: the FUP follows "as soon as
-        // possible"; libipt's tests `ovf-mnt-fup`, `ovf-timing-fup`).
+        // that says where tracing resumes (libipt's tests `ovf-mnt-fup`,
+        // `ovf-timing-fup`).
         // libipt reports the overflow at that FUP, so the events that stand
         // alone come out first.
         // Without that FUP (tracing resumes at a TIP.PGE) the overflow is
@@ -1191,7 +1191,7 @@ impl<'a> Flow<'a> {
     }
 
     /// A power packet: MWAIT waits for its EXSTOP and PWRE for its PWRX
-    /// (SDM: MWAIT and PWRE announce the EXSTOP and PWRX that follow);
+    /// (MWAIT and PWRE announce the EXSTOP and PWRX that follow them);
     /// EXSTOP without IP and PWRX show their own events after those they
     /// release. An EXSTOP with IP binds, with its MWAIT, to the next FUP.
     /// The order is libipt's event queue's (tests

@@ -276,8 +276,8 @@ impl<'a> Packets<'a> {
 }
 
 impl Packets<'_> {
-    /// SKD007: "an OVF packet may be issued after the first byte of a
-    /// multi-byte CYC packet, instead of any remaining bytes". A 2-byte CYC
+    /// SKD007: an OVF may be issued after the first byte of a multi-byte
+    /// CYC, instead of its remaining bytes (the erratum). A 2-byte CYC
     /// whose second byte is the extended opcode (0x02, no continuation)
     /// and is followed by 0xf3 is that OVF; a real CYC would not end this
     /// short twice in a row (libipt reads it the same way).
