@@ -310,7 +310,11 @@ impl Snapshot {
                 offset,
                 what: format!("block {} found where chunk {chunk} belongs", header.number),
             }),
-            Err(what) => Err(Error::Corrupt { path, offset, what }),
+            Err(what) => Err(Error::Corrupt {
+                path,
+                offset,
+                what: format!("chunk {chunk}: {what}"),
+            }),
         }
     }
 }
