@@ -6,10 +6,10 @@ use std::{fs, os::unix::fs::FileExt as _, path::Path};
 
 use crate::{
     error::{Error, Result, io},
-    format::{
-        FILE_HEADER_LEN, FileKind, GROUP_ENTRY_LEN, GroupEntry, SUMMARY_LEN, Summary, TimeEntry,
+    format::{FILE_HEADER_LEN, FileKind, GROUP_ENTRY_LEN, GroupEntry, SUMMARY_LEN, TimeEntry},
+    recovery::{
+        self, follows, group_summaries_intact, open_log, read_block, summaries_of, values_of,
     },
-    recovery::{self, follows, open_log, read_block, summaries_of, values_of},
     schema::Meta,
     segment_path,
 };
@@ -168,14 +168,7 @@ fn check_groups(groups: &fs::File, kept: u64, crashed: bool, report: &mut Report
             ));
             return;
         };
-        let mut bytes = vec![0u8; entry.summaries as usize * SUMMARY_LEN];
-        let intact = groups
-            .read_exact_at(&mut bytes, at + GROUP_ENTRY_LEN as u64)
-            .is_ok()
-            && bytes
-                .chunks(SUMMARY_LEN)
-                .all(|raw| Summary::decode(raw).is_some_and(|s| s.chunk == entry.first_chunk));
-        if !intact {
+        if !group_summaries_intact(groups, at, &entry) {
             let problems = if entry.range().end > kept {
                 &mut report.unfinished
             } else {

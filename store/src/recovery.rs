@@ -418,21 +418,14 @@ fn intact_groups(groups: &File, kept: u64, notes: &mut Vec<String>) -> u64 {
         next_chunk = entry.range().end;
         at += entry.len() as u64;
     }
-    if let Some((start, entry)) = last {
-        let mut bytes = vec![0u8; entry.summaries as usize * SUMMARY_LEN];
-        let intact = groups
-            .read_exact_at(&mut bytes, start + GROUP_ENTRY_LEN as u64)
-            .is_ok()
-            && bytes
-                .chunks(SUMMARY_LEN)
-                .all(|raw| Summary::decode(raw).is_some_and(|s| s.chunk == entry.first_chunk));
-        if !intact {
-            notes.push(format!(
-                "groups.log at offset {start}: summaries of chunks {:?} are torn or corrupt; cut here",
-                entry.range()
-            ));
-            at = start;
-        }
+    if let Some((start, entry)) = last
+        && !group_summaries_intact(groups, start, &entry)
+    {
+        notes.push(format!(
+            "groups.log at offset {start}: summaries of chunks {:?} are torn or corrupt; cut here",
+            entry.range()
+        ));
+        at = start;
     }
     if at < size {
         notes.push(format!(
@@ -470,6 +463,17 @@ pub(crate) fn follows(
         ));
     }
     Ok(())
+}
+
+/// Whether the summaries of the groups-log entry `entry`, whose header is
+/// at `at`, can all be read and pass their checksums.
+pub(crate) fn group_summaries_intact(groups: &File, at: u64, entry: &GroupEntry) -> bool {
+    let len = u64::from(entry.summaries) * SUMMARY_LEN as u64;
+    read_exact(groups, at + GROUP_ENTRY_LEN as u64, len).is_some_and(|bytes| {
+        bytes
+            .chunks(SUMMARY_LEN)
+            .all(|raw| Summary::decode(raw).is_some_and(|s| s.chunk == entry.first_chunk))
+    })
 }
 
 /// `len` bytes of `file` from `offset`; `None` when the file ends first.
