@@ -766,6 +766,9 @@ fn partition_point(n: usize, pred: impl Fn(usize) -> bool) -> usize {
     lo
 }
 
+/// Reads up to this long allocate without checking the file's size first.
+const UNCHECKED_READ: usize = 16 << 20;
+
 fn read_at(files: &Files, path: &std::path::Path, offset: u64, len: usize) -> Result<Vec<u8>> {
     let file = files.get(path)?;
     let short = || Error::Corrupt {
@@ -773,11 +776,15 @@ fn read_at(files: &Files, path: &std::path::Path, offset: u64, len: usize) -> Re
         offset,
         what: format!("file ends before the {len} bytes expected here"),
     };
-    // Lengths come from entries that may be damaged: the size is checked
-    // before allocating them.
-    let size = file.metadata().map_err(io("stat", path))?.len();
-    if offset.saturating_add(len as u64) > size {
-        return Err(short());
+    // Lengths come from entries that may be damaged: one too large for any
+    // read a query makes of intact files (a block, a batch of summaries)
+    // is checked against the file before it is allocated. Smaller reads,
+    // the hot path, skip the stat; their allocation is bounded anyway.
+    if len > UNCHECKED_READ {
+        let size = file.metadata().map_err(io("stat", path))?.len();
+        if offset.saturating_add(len as u64) > size {
+            return Err(short());
+        }
     }
     let mut bytes = vec![0; len];
     file.read_exact_at(&mut bytes, offset)
