@@ -1314,25 +1314,37 @@ impl<'a> Flow<'a> {
     }
 
     fn lookahead_fup(&self) -> Option<u64> {
-        if let Some((
-            _,
-            Packet::Ip {
-                kind: IpKind::Fup,
-                ip,
-            },
-        )) = self.peeked
-        {
-            return ip.resolve(self.last_ip);
-        }
+        let ip = match self.peeked {
+            Some((
+                _,
+                Packet::Ip {
+                    kind: IpKind::Fup,
+                    ip,
+                },
+            )) => ip,
+            _ => self.fup_ahead(|packet| {
+                is_time(packet)
+                    || is_bound(packet)
+                    || matches!(
+                        packet,
+                        Packet::ModeTsx { .. } | Packet::Exstop { .. } | Packet::Ptw { .. }
+                    )
+            })?,
+        };
+        ip.resolve(self.last_ip)
+    }
+
+    /// The IP of the next FUP past the peeked packet, read ahead without
+    /// consuming anything, when every packet before it `passes`.
+    fn fup_ahead(&self, passes: impl Fn(Packet) -> bool) -> Option<crate::packet::Ip> {
         let mut ahead = self.packets.clone();
         while let Some(Ok((_, packet))) = ahead.next_packet() {
             match packet {
                 Packet::Ip {
                     kind: IpKind::Fup,
                     ip,
-                } => return ip.resolve(self.last_ip),
-                _ if is_time(packet) || is_bound(packet) => {}
-                Packet::ModeTsx { .. } | Packet::Exstop { .. } | Packet::Ptw { .. } => {}
+                } => return Some(ip),
+                _ if passes(packet) => {}
                 _ => return None,
             }
         }
@@ -1362,18 +1374,8 @@ impl<'a> Flow<'a> {
 
     /// The IP of the FUP in the PSB+ that the peeked PSB begins.
     fn psb_fup(&self) -> Option<u64> {
-        let mut ahead = self.packets.clone();
-        while let Some(Ok((_, packet))) = ahead.next_packet() {
-            match packet {
-                Packet::Ip {
-                    kind: IpKind::Fup,
-                    ip,
-                } => return ip.resolve(self.last_ip),
-                Packet::PsbEnd | Packet::Psb | Packet::Ovf => return None,
-                _ => {}
-            }
-        }
-        None
+        self.fup_ahead(|packet| !matches!(packet, Packet::PsbEnd | Packet::Psb | Packet::Ovf))?
+            .resolve(self.last_ip)
     }
 
     /// Whether a FUP comes next, past packets of time, packets that wait
@@ -1396,16 +1398,7 @@ impl<'a> Flow<'a> {
             Some((_, packet)) if !skipped(packet) => return false,
             _ => {}
         }
-        let mut ahead = self.packets.clone();
-        while let Some(Ok((_, packet))) = ahead.next_packet() {
-            if fup(packet) {
-                return true;
-            }
-            if !skipped(packet) {
-                return false;
-            }
-        }
-        false
+        self.fup_ahead(skipped).is_some()
     }
 
     fn take_fup(&mut self) -> Result<(), Lost> {

@@ -67,19 +67,26 @@ fn jmpabs_takes_the_tip_as_an_indirect_jump_does() {
     assert_eq!(got, [at(0), at(11), "[disabled]".into()]);
 }
 
+/// Tracing at CODE, then OVF and MNT; tracing resumes at CODE + 1 with
+/// `resume` (a FUP, or a TIP.PGE) and stops at CODE + 2.
+fn overflow_mnt_then(resume: IpKind) -> Vec<u8> {
+    let mut trace = start_at(CODE);
+    trace.ovf();
+    let mut trace = trace.into_bytes();
+    mnt(&mut trace, 0xa000);
+    let mut rest = Encoder::new();
+    rest.ip(resume, Some(CODE + 1));
+    stop_at(&mut rest, CODE + 2);
+    trace.extend(rest.bytes());
+    trace
+}
+
 #[test]
 fn events_between_an_overflow_and_its_fup_come_before_the_overflow() {
     // OVF, MNT, FUP: tracing resumes at the FUP, where the overflow is
     // reported; the MNT that stands alone before it comes first.
     let code = [HLT, NOP, NOP, HLT];
-    let mut trace = start_at(CODE).into_bytes();
-    trace.extend([0x02, 0xf3]);
-    mnt(&mut trace, 0xa000);
-    let mut rest = Encoder::new();
-    rest.ip(IpKind::Fup, Some(CODE + 1));
-    rest.ip(IpKind::Fup, Some(CODE + 2));
-    rest.ip(IpKind::TipPgd, None);
-    trace.extend(rest.bytes());
+    let trace = overflow_mnt_then(IpKind::Fup);
     let got = flow(&trace, &image(&code), Errata::default());
     assert_eq!(
         got,
@@ -91,14 +98,7 @@ fn events_between_an_overflow_and_its_fup_come_before_the_overflow() {
 fn an_overflow_without_a_fup_is_reported_at_once() {
     // OVF, MNT, TIP.PGE: tracing was off after the overflow.
     let code = [HLT, NOP, HLT];
-    let mut trace = start_at(CODE).into_bytes();
-    trace.extend([0x02, 0xf3]);
-    mnt(&mut trace, 0xa000);
-    let mut rest = Encoder::new();
-    rest.ip(IpKind::TipPge, Some(CODE + 1));
-    rest.ip(IpKind::Fup, Some(CODE + 2));
-    rest.ip(IpKind::TipPgd, None);
-    trace.extend(rest.bytes());
+    let trace = overflow_mnt_then(IpKind::TipPge);
     let got = flow(&trace, &image(&code), Errata::default());
     assert_eq!(
         got,
