@@ -510,8 +510,25 @@ fn boot(
     );
     for test in &verdict.failed {
         println!("vm-test: {name}: FAILED {test}");
+        // CI keeps stdout, not target/vm: say why there.
+        for line in failure_output(&log, test) {
+            println!("    {line}");
+        }
     }
     Ok(verdict)
+}
+
+/// The lines libtest printed for a failed test (`---- path::NAME stdout ----`
+/// up to the next section), at most 80 of them.
+fn failure_output<'a>(log: &'a str, test: &str) -> Vec<&'a str> {
+    let header = format!("::{test} stdout ----");
+    log.lines()
+        .map(str::trim_end)
+        .skip_while(|line| !(line.starts_with("---- ") && line.ends_with(&header)))
+        .skip(1)
+        .take_while(|line| !line.starts_with("---- ") && *line != "failures:")
+        .take(80)
+        .collect()
 }
 
 /// Reads libtest's lines (`test NAME ... ok|FAILED|ignored`) and the
@@ -576,6 +593,22 @@ fn print_summary(verdicts: &[Verdict]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failure_output_is_the_tests_own_section() {
+        let log = "test a::x ... FAILED\r\n\r\nfailures:\r\n\r\n\
+                   ---- a::x stdout ----\r\n\
+                   thread 'x' panicked at t.rs:1:\r\n\
+                   fired 2\r\n\
+                   ---- a::y stdout ----\r\n\
+                   other\r\n\r\nfailures:\r\n    a::x\r\n";
+        assert_eq!(
+            failure_output(log, "x"),
+            ["thread 'x' panicked at t.rs:1:", "fired 2"]
+        );
+        assert_eq!(failure_output(log, "y"), ["other", ""]);
+        assert!(failure_output(log, "z").is_empty());
+    }
 
     #[test]
     fn parse_counts_passes_failures_and_skips() {
