@@ -27,7 +27,7 @@ use crate::{
 /// What to keep around a match, and how often a trigger may fire.
 #[derive(Clone, Copy, Debug)]
 pub struct Policy {
-    /// ns kept before the matching record's arrival.
+    /// ns kept before the matching record's own time.
     pub before: u64,
     /// ns kept after it.
     pub after: u64,
@@ -39,9 +39,9 @@ pub struct Policy {
 struct Rule {
     text: String,
     state: State,
-    /// Arrival times of recent firings, for the rate limit.
+    /// Times of recent firings' records, for the rate limit.
     recent: VecDeque<u64>,
-    /// The window of the last firing, in arrival time.
+    /// The window of the last firing, around its record's own time.
     window: Option<(u64, u64)>,
     fired: u64,
     /// Matches inside the current window: they extend it.
@@ -226,24 +226,36 @@ impl Triggers {
             limit,
         } = self.policy;
         let rule = &mut self.rules[id];
-        let window = (now.saturating_sub(before), now + after);
+        // Windows, merging and the rate limit go by the record's own time:
+        // records drained in one batch arrive together however far apart
+        // they happened. The pin also covers the arrival window, as the
+        // store retires chunks by arrival.
+        let window = (time.saturating_sub(before), time + after);
+        let pinned = (
+            window.0.min(now.saturating_sub(before)),
+            window.1.max(now + after),
+        );
         if let Some(current) = &mut rule.window
             && window.0 <= current.1
+            && current.0 <= window.1
         {
-            current.1 = window.1;
+            *current = (current.0.min(window.0), current.1.max(window.1));
             rule.merged += 1;
-            self.pending = Some(*current);
+            self.pending = Some(match self.pending {
+                Some((start, end)) => (start.min(pinned.0), end.max(pinned.1)),
+                None => pinned,
+            });
             return Ok(());
         }
         if let Some((most, per)) = limit {
-            while rule.recent.front().is_some_and(|t| t + per <= now) {
+            while rule.recent.front().is_some_and(|t| t + per <= time) {
                 rule.recent.pop_front();
             }
             if rule.recent.len() >= most {
                 rule.suppressed += 1;
                 return Ok(());
             }
-            rule.recent.push_back(now);
+            rule.recent.push_back(time);
         }
         rule.window = Some(window);
         rule.fired += 1;
@@ -253,7 +265,7 @@ impl Triggers {
             before as f64 / 1e9,
             after as f64 / 1e9
         );
-        store.pin(window.0, window.1)?;
+        store.pin(pinned.0, pinned.1)?;
         let log = match self.log {
             Some(log) => log,
             None => *self.log.insert(define_log(store)?),
@@ -645,8 +657,20 @@ mod tests {
         /// Stores a getppid that took `duration_ns` and arrived at its
         /// exit, and tests it.
         fn feed(&mut self, triggers: &mut Triggers, arrival: u64, duration_ns: u64) {
+            self.feed_late(triggers, arrival, arrival, duration_ns);
+        }
+
+        /// Stores a getppid that exited at `exit` and arrived at `arrival`
+        /// (drained later), and tests it.
+        fn feed_late(
+            &mut self,
+            triggers: &mut Triggers,
+            exit: u64,
+            arrival: u64,
+            duration_ns: u64,
+        ) {
             let record = SyscallEvent {
-                enter_ns: arrival - duration_ns,
+                enter_ns: exit - duration_ns,
                 duration_ns,
                 ret: 1,
                 pid: 7,
@@ -657,10 +681,10 @@ mod tests {
             .to_le_bytes();
             let source = self.syscalls;
             self.store
-                .append_at(source, arrival, Some(arrival), &record)
+                .append_at(source, arrival, Some(exit), &record)
                 .unwrap();
             triggers
-                .check(&mut self.store, source, arrival, Some(arrival), &record)
+                .check(&mut self.store, source, arrival, Some(exit), &record)
                 .unwrap();
         }
     }
@@ -696,6 +720,22 @@ mod tests {
             [(99 * MS, 101 * MS + MS / 2), (199 * MS, 201 * MS)],
             "the merged window extends its pin"
         );
+    }
+
+    #[test]
+    fn matches_drained_together_fire_by_their_own_times() {
+        let mut scratch = Scratch::new("batch");
+        let mut triggers = scratch
+            .triggers(&[r#"syscalls where name = "getppid""#], None)
+            .unwrap();
+        // Three calls 30 ms apart, drained in one batch at 200 ms: three
+        // firings, each pinning its own window and the batch's arrival.
+        for exit in [100 * MS, 130 * MS, 160 * MS] {
+            scratch.feed_late(&mut triggers, exit, 200 * MS, 1000);
+        }
+        let rule = &triggers.to_json()["rules"][1];
+        assert_eq!((&rule["fired"], &rule["merged"]), (&json!(3), &json!(0)));
+        assert_eq!(scratch.store.meta().pins, [(99 * MS, 201 * MS)]);
     }
 
     #[test]
