@@ -25,6 +25,9 @@ const PACKAGES: &[&str] = &[
     // The one-liner tests compare weft's maps with bpftrace's, and run the
     // tools it ships.
     "bpftrace",
+    // The symbol tests build a C++ program and split off its debug info.
+    "g++",
+    "binutils",
 ];
 
 /// The `DuckDB` release the export test reads Parquet with.

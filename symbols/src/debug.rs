@@ -1,0 +1,118 @@
+//! Which symbol tables name a file's functions: its own `.symtab`, or
+//! when it was stripped the one of its separate debug file, found as gdb
+//! finds it; and always its `.dynsym`.
+
+use std::path::{Path, PathBuf};
+
+use crate::{
+    demangle::demangle,
+    elf::Elf,
+    table::{Symbol, Symbols},
+};
+
+/// Where debian's `-dbgsym` packages (and gdb, and perf) keep debug files.
+const SYSTEM_DEBUG_DIR: &str = "/usr/lib/debug";
+
+/// Finds the function names of ELF files.
+#[derive(Debug, Clone)]
+pub struct Finder {
+    /// Searched for debug files in this order: `--debug-dir`s, then the
+    /// system's.
+    debug_dirs: Vec<PathBuf>,
+    demangle: bool,
+}
+
+impl Default for Finder {
+    fn default() -> Self {
+        Self::new(Vec::new(), true)
+    }
+}
+
+impl Finder {
+    /// A finder that looks in `debug_dirs` before `/usr/lib/debug`, and
+    /// demangles names when `demangle` is set.
+    pub fn new(mut debug_dirs: Vec<PathBuf>, demangle: bool) -> Self {
+        debug_dirs.push(PathBuf::from(SYSTEM_DEBUG_DIR));
+        Self {
+            debug_dirs,
+            demangle,
+        }
+    }
+
+    /// The functions of `elf` (read from `path`), at link-time addresses.
+    pub fn functions(&self, path: &Path, elf: &Elf) -> Vec<Symbol> {
+        let mut functions = if elf.has_symtab() {
+            elf.functions(false)
+        } else {
+            self.debug_functions(path, elf)
+        };
+        // After `.symtab`: where both name an address, `.symtab` wins.
+        functions.extend(elf.functions(true));
+        if self.demangle {
+            for function in &mut functions {
+                if let std::borrow::Cow::Owned(name) = demangle(&function.name) {
+                    function.name = name;
+                }
+            }
+        }
+        functions
+    }
+
+    /// The functions of `elf` as a table.
+    pub fn symbols(&self, path: &Path, elf: &Elf) -> Symbols {
+        let mut symbols = Symbols::default();
+        symbols.extend(self.functions(path, elf));
+        symbols
+    }
+
+    fn debug_functions(&self, path: &Path, elf: &Elf) -> Vec<Symbol> {
+        let Some((debug_path, bytes)) = self.debug_file(path, elf) else {
+            return Vec::new();
+        };
+        Elf::parse(&debug_path.to_string_lossy(), &bytes)
+            .map(|debug| debug.functions(false))
+            .unwrap_or_default()
+    }
+
+    /// The separate debug file of `elf` (read from `path`) and its bytes:
+    /// by build-id (`DIR/.build-id/ab/cdef….debug`), then by
+    /// `.gnu_debuglink` next to the file, in its `.debug/`, and under each
+    /// debug directory at the file's own directory. A candidate must match
+    /// the link's CRC-32 and the file's build-id where they are known, so
+    /// a stale debug file names nothing rather than the wrong functions.
+    pub fn debug_file(&self, path: &Path, elf: &Elf) -> Option<(PathBuf, Vec<u8>)> {
+        let build_id = elf.build_id().ok().flatten();
+        let link = elf.debug_link().ok().flatten();
+        let mut candidates = Vec::new();
+        if let Some(id) = build_id.as_deref().filter(|id| id.len() > 2) {
+            for dir in &self.debug_dirs {
+                candidates.push(dir.join(format!(".build-id/{}/{}.debug", &id[..2], &id[2..])));
+            }
+        }
+        if let Some((name, _)) = &link {
+            let dir = path.parent().unwrap_or(Path::new("/"));
+            candidates.push(dir.join(name));
+            candidates.push(dir.join(".debug").join(name));
+            let relative = dir.strip_prefix("/").unwrap_or(dir);
+            for debug_dir in &self.debug_dirs {
+                candidates.push(debug_dir.join(relative).join(name));
+            }
+        }
+        candidates
+            .into_iter()
+            .filter(|candidate| candidate != path)
+            .find_map(|candidate| {
+                let bytes = std::fs::read(&candidate).ok()?;
+                let crc_ok = link
+                    .as_ref()
+                    .is_none_or(|(_, crc)| crc32fast::hash(&bytes) == *crc);
+                let debug = Elf::parse(&candidate.to_string_lossy(), &bytes).ok()?;
+                let theirs = debug.build_id().ok().flatten();
+                let id_ok = build_id.is_none() || theirs.is_none() || theirs == build_id;
+                // A build-id match alone is enough (the link's CRC is of a
+                // file the build-id already names).
+                let found_by_id = build_id.is_some() && theirs == build_id;
+                (id_ok && (crc_ok || found_by_id)).then_some((candidate, bytes))
+            })
+    }
+}

@@ -1,0 +1,20 @@
+//! Function names for addresses in ELF files, found the way gdb and perf
+//! find them: the file's own `.symtab`, else the `.symtab` of its separate
+//! debug file (by build-id under a debug directory, or by `.gnu_debuglink`),
+//! and always its `.dynsym`; demangled (Rust v0 and legacy, C++ Itanium)
+//! unless asked not to.
+//!
+//! One place for PT call traces, one-liners' `ustack` and uprobe targets,
+//! so that all three name a function alike. Reading ELF is `object`'s job;
+//! this crate knows where names live. It must not depend on other weft
+//! crates.
+
+mod debug;
+mod demangle;
+mod elf;
+mod table;
+
+pub use debug::Finder;
+pub use demangle::demangle;
+pub use elf::{Elf, Error, Segment};
+pub use table::{Symbol, Symbols};
