@@ -4,41 +4,18 @@
 
 use std::path::Path;
 
-/// Program header types of a loadable segment and of notes, and the note
-/// type of a GNU build-id.
-const PT_LOAD: u64 = 1;
-const PT_NOTE: u64 = 4;
-const NT_GNU_BUILD_ID: u64 = 3;
-/// Section types of symbol tables, and the symbol type of functions (plain
-/// and GNU indirect).
-const SHT_SYMTAB: u64 = 2;
-const SHT_DYNSYM: u64 = 11;
-const STT_FUNC: u64 = 2;
-const STT_GNU_IFUNC: u64 = 10;
+use weft_symbols::{Elf, Finder, Symbol, Symbols};
+pub use weft_symbols::{Mapping, executable_mappings};
 
 /// Code bytes by address; later segments hide earlier ones where they
-/// `len` bytes of the file at `path`, from `offset`, mapped at `start`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mapping {
-    pub path: String,
-    pub start: u64,
-    pub len: u64,
-    pub offset: u64,
-}
-
 /// overlap, as a later mapping would.
 #[derive(Debug, Default, Clone)]
 pub struct Image {
     segments: Vec<Segment>,
-    /// Function symbols of the ELF files, by address.
-    symbols: Vec<Symbol>,
-}
-
-#[derive(Debug, Clone)]
-struct Symbol {
-    addr: u64,
-    size: u64,
-    name: String,
+    /// Function symbols of the ELF files, at the addresses they run at.
+    symbols: Symbols,
+    /// Where names come from: symbol tables, debug files, demangling.
+    finder: Finder,
 }
 
 #[derive(Debug, Clone)]
@@ -56,21 +33,36 @@ pub enum ImageError {
     },
     #[error("{path}: not an ELF file and no load address given (write FILE:ADDR for a raw binary)")]
     NotElf { path: String },
-    #[error("{path}: offset {offset:#x}: {what}")]
-    BadElf {
-        path: String,
-        offset: u64,
-        what: &'static str,
-    },
+    #[error(transparent)]
+    BadElf(weft_symbols::Error),
     #[error("{spec:?}: the load address is not a hex number")]
     BadAddress { spec: String },
     #[error("maps line {line}: {text:?} is not a mapping")]
     BadMaps { line: usize, text: String },
 }
 
+impl From<weft_symbols::Error> for ImageError {
+    fn from(error: weft_symbols::Error) -> Self {
+        match error {
+            weft_symbols::Error::NotElf { path } => ImageError::NotElf { path },
+            weft_symbols::Error::BadMaps { line, text } => ImageError::BadMaps { line, text },
+            error @ weft_symbols::Error::BadElf { .. } => ImageError::BadElf(error),
+        }
+    }
+}
+
 impl Image {
     pub fn new() -> Self {
         Image::default()
+    }
+
+    /// An image whose functions are named by `finder` (debug directories,
+    /// demangling).
+    pub fn with_finder(finder: Finder) -> Self {
+        Image {
+            finder,
+            ..Image::default()
+        }
     }
 
     /// Map `bytes` at `addr`.
@@ -93,20 +85,16 @@ impl Image {
         self.add_elf(spec, &bytes)
     }
 
-    /// Map the loadable segments of a 64-bit little-endian ELF file, and
-    /// learn its function symbols (`.symtab`, else `.dynsym`).
+    /// Map the loadable segments of an ELF file, and learn its function
+    /// symbols (its own, or its debug file's, and its dynamic ones).
     pub fn add_elf(&mut self, path: &str, file: &[u8]) -> Result<(), ImageError> {
         let elf = Elf::parse(path, file)?;
-        for segment in elf.segments()? {
-            let bytes = elf.bytes(
-                segment.offset,
-                segment.size,
-                segment.header,
-                "segment lies outside the file",
-            )?;
+        for segment in elf.segments() {
+            let bytes = elf.bytes(&segment)?;
             self.add(segment.vaddr, bytes.to_vec());
         }
-        self.add_symbols(elf.symbols()?);
+        self.symbols
+            .extend(self.finder.functions(Path::new(path), &elf));
         Ok(())
     }
 
@@ -129,20 +117,16 @@ impl Image {
             return Ok(());
         }
         let elf = Elf::parse(path, file)?;
-        let segments = elf.segments()?;
-        let inside = |symbol: Symbol| {
-            let segment = segments
-                .iter()
-                .find(|s| (s.vaddr..s.vaddr.saturating_add(s.size)).contains(&symbol.addr))?;
-            let at = symbol.addr - segment.vaddr + segment.offset;
-            (offset..offset.saturating_add(len))
-                .contains(&at)
-                .then(|| Symbol {
-                    addr: start + (at - offset),
-                    ..symbol
-                })
+        let mapping = Mapping {
+            path: path.into(),
+            start,
+            len,
+            offset,
         };
-        self.add_symbols(elf.symbols()?.into_iter().filter_map(inside).collect());
+        let functions = self
+            .finder
+            .mapped_functions(Path::new(path), &elf, &mapping);
+        self.symbols.extend(functions);
         Ok(())
     }
 
@@ -194,37 +178,19 @@ impl Image {
         Ok(skipped)
     }
 
-    /// Learn function names; one per address (aliases, and both symbol
-    /// tables, name some twice).
-    fn add_symbols(&mut self, mut symbols: Vec<Symbol>) {
-        symbols.sort_by_key(|s| s.addr);
-        symbols.dedup_by_key(|s| s.addr);
-        self.symbols.extend(symbols);
-        self.symbols.sort_by_key(|s| s.addr);
-    }
-
     /// Name the function at `addr` (`size` 0: it reaches the next one).
     pub fn add_symbol(&mut self, addr: u64, size: u64, name: &str) {
-        let at = self.symbols.partition_point(|s| s.addr <= addr);
-        self.symbols.insert(
-            at,
-            Symbol {
-                addr,
-                size,
-                name: name.into(),
-            },
-        );
+        self.symbols.extend([Symbol {
+            addr,
+            size,
+            name: name.into(),
+        }]);
     }
 
     /// The function holding `ip`, and how far into it `ip` is. A symbol
     /// without a size is taken to reach the next one.
     pub fn symbol(&self, ip: u64) -> Option<(&str, u64)> {
-        let next = self.symbols.partition_point(|s| s.addr <= ip);
-        let symbol = self.symbols[..next].last()?;
-        let offset = ip - symbol.addr;
-        let inside = offset < symbol.size
-            || (symbol.size == 0 && self.symbols.get(next).is_none_or(|n| ip < n.addr));
-        inside.then_some((symbol.name.as_str(), offset))
+        self.symbols.at(ip)
     }
 
     /// The bytes from `ip` to the end of the segment holding it.
@@ -236,48 +202,10 @@ impl Image {
     }
 }
 
-/// The executable file mappings of a process, as `/proc/PID/maps` lists
-/// them.
-pub fn executable_mappings(maps: &str) -> Result<Vec<Mapping>, ImageError> {
-    let mut mappings = Vec::new();
-    for (number, line) in (1..).zip(maps.lines()) {
-        let bad = || ImageError::BadMaps {
-            line: number,
-            text: line.into(),
-        };
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let [range, perms, offset, _dev, _inode, path @ ..] = fields.as_slice() else {
-            return Err(bad());
-        };
-        let path = path.join(" ");
-        if !perms.contains('x') || !path.starts_with('/') {
-            continue;
-        }
-        let hex = |text: &str| u64::from_str_radix(text, 16).map_err(|_| bad());
-        let (start, end) = range.split_once('-').ok_or_else(bad)?;
-        let (start, end, offset) = (hex(start)?, hex(end)?, hex(offset)?);
-        mappings.push(Mapping {
-            path,
-            start,
-            len: end.saturating_sub(start),
-            offset,
-        });
-    }
-    Ok(mappings)
-}
-
 /// The GNU build-id of ELF `file` (named `path` in errors), in hex, or
 /// `None` when it has none: what tells one build of a file from another.
 pub fn build_id(path: &str, file: &[u8]) -> Result<Option<String>, ImageError> {
-    let elf = Elf::parse(path, file)?;
-    let id = elf.build_id()?;
-    Ok(id.map(|id| {
-        id.iter().fold(String::new(), |mut hex, b| {
-            use std::fmt::Write as _;
-            let _ = write!(hex, "{b:02x}");
-            hex
-        })
-    }))
+    Ok(Elf::parse(path, file)?.build_id()?)
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, ImageError> {
@@ -285,163 +213,6 @@ fn read(path: &Path) -> Result<Vec<u8>, ImageError> {
         path: path.display().to_string(),
         source,
     })
-}
-
-/// An ELF file being read; every read names where it failed.
-struct Elf<'a> {
-    path: &'a str,
-    file: &'a [u8],
-}
-
-/// A loadable segment: where in the file, where in memory, how long.
-struct Loadable {
-    header: u64,
-    offset: u64,
-    vaddr: u64,
-    size: u64,
-}
-
-impl<'a> Elf<'a> {
-    fn parse(path: &'a str, file: &'a [u8]) -> Result<Self, ImageError> {
-        if file.get(..4) != Some(b"\x7fELF") {
-            return Err(ImageError::NotElf { path: path.into() });
-        }
-        let elf = Elf { path, file };
-        if file.get(4) != Some(&2) || file.get(5) != Some(&1) {
-            return Err(elf.bad(4, "only 64-bit little-endian ELF files are supported"));
-        }
-        Ok(elf)
-    }
-
-    fn segments(&self) -> Result<Vec<Loadable>, ImageError> {
-        let mut segments = Vec::new();
-        for at in self.table(0x20, 0x36, 0x38)? {
-            let header = |off: u64, n| self.field(at.wrapping_add(off), n);
-            if header(0, 4)? == PT_LOAD {
-                segments.push(Loadable {
-                    header: at,
-                    offset: header(8, 8)?,
-                    vaddr: header(16, 8)?,
-                    size: header(32, 8)?,
-                });
-            }
-        }
-        Ok(segments)
-    }
-
-    /// The description of the GNU build-id note, if a note segment has one.
-    fn build_id(&self) -> Result<Option<&[u8]>, ImageError> {
-        let align = |n: u64| n.div_ceil(4) * 4;
-        for at in self.table(0x20, 0x36, 0x38)? {
-            let header = |off: u64, n| self.field(at.wrapping_add(off), n);
-            if header(0, 4)? != PT_NOTE {
-                continue;
-            }
-            let (offset, size) = (header(8, 8)?, header(32, 8)?);
-            let end = offset.saturating_add(size);
-            let mut note = offset;
-            while note.saturating_add(12) <= end {
-                let name_size = self.field(note, 4)?;
-                let desc_size = self.field(note + 4, 4)?;
-                let name = self.bytes(note + 12, name_size, note, "note runs past the file")?;
-                let desc_at = note + 12 + align(name_size);
-                let desc = self.bytes(desc_at, desc_size, note, "note runs past the file")?;
-                if self.field(note + 8, 4)? == NT_GNU_BUILD_ID && name == b"GNU\0" {
-                    return Ok(Some(desc));
-                }
-                note = desc_at + align(desc_size);
-            }
-        }
-        Ok(None)
-    }
-
-    /// Function symbols of `.symtab` and `.dynsym`, at their link-time
-    /// addresses.
-    fn symbols(&self) -> Result<Vec<Symbol>, ImageError> {
-        let mut symbols = Vec::new();
-        for at in self.table(0x28, 0x3a, 0x3c)? {
-            let kind = self.field(at.wrapping_add(4), 4)?;
-            if kind == SHT_SYMTAB || kind == SHT_DYNSYM {
-                self.functions(at, &mut symbols)?;
-            }
-        }
-        Ok(symbols)
-    }
-
-    fn bad(&self, offset: u64, what: &'static str) -> ImageError {
-        ImageError::BadElf {
-            path: self.path.into(),
-            offset,
-            what,
-        }
-    }
-
-    /// A little-endian field of `n` bytes at `at`.
-    fn field(&self, at: u64, n: u64) -> Result<u64, ImageError> {
-        self.bytes(at, n, at, "file cut short inside a header")
-            .map(crate::packet::le)
-    }
-
-    /// Offset and size of the section whose header is at `at`.
-    fn section(&self, at: u64) -> Result<(u64, u64), ImageError> {
-        Ok((
-            self.field(at.wrapping_add(24), 8)?,
-            self.field(at.wrapping_add(32), 8)?,
-        ))
-    }
-
-    fn bytes(&self, at: u64, n: u64, place: u64, what: &'static str) -> Result<&[u8], ImageError> {
-        at.checked_add(n)
-            .filter(|&end| end <= self.file.len() as u64)
-            .map(|end| &self.file[at as usize..end as usize])
-            .ok_or_else(|| self.bad(place, what))
-    }
-
-    /// The offsets of the entries of the header table whose offset, entry
-    /// size and count are at the three given places of the ELF header.
-    fn table(&self, off: u64, size: u64, count: u64) -> Result<Vec<u64>, ImageError> {
-        let (start, size, count) = (
-            self.field(off, 8)?,
-            self.field(size, 2)?,
-            self.field(count, 2)?,
-        );
-        Ok((0..count).map(|i| start.wrapping_add(i * size)).collect())
-    }
-
-    /// The defined functions of the symbol table whose section header is
-    /// at `at`, named from the string table it links to.
-    fn functions(&self, at: u64, out: &mut Vec<Symbol>) -> Result<(), ImageError> {
-        let (offset, size) = self.section(at)?;
-        let table = self.bytes(offset, size, at, "symbol table lies outside the file")?;
-        let link = self.field(at.wrapping_add(40), 4)?;
-        let (shoff, shentsize) = (self.field(0x28, 8)?, self.field(0x3a, 2)?);
-        let strtab = shoff.wrapping_add(link * shentsize);
-        let (str_off, str_size) = self.section(strtab)?;
-        let names = self.bytes(
-            str_off,
-            str_size,
-            strtab,
-            "string table lies outside the file",
-        )?;
-        for entry in table.chunks_exact(24) {
-            let (name, info, shndx) = (
-                crate::packet::le(&entry[..4]),
-                u64::from(entry[4]),
-                crate::packet::le(&entry[6..8]),
-            );
-            if !matches!(info & 0xf, STT_FUNC | STT_GNU_IFUNC) || shndx == 0 {
-                continue;
-            }
-            let name = names.get(name as usize..).unwrap_or_default();
-            let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
-            out.push(Symbol {
-                addr: crate::packet::le(&entry[8..16]),
-                size: crate::packet::le(&entry[16..24]),
-                name: String::from_utf8_lossy(name).into_owned(),
-            });
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -507,7 +278,7 @@ mod tests {
         cut.truncate(cut.len() - 8);
         let err = build_id("a.out", &cut).unwrap_err().to_string();
         assert!(
-            err.contains("a.out") && err.contains("note runs past the file"),
+            err.contains("a.out") && err.contains("note segment offset or size"),
             "{err}"
         );
     }
@@ -549,7 +320,7 @@ mod tests {
     }
 
     #[test]
-    fn a_symbol_table_outside_the_file_is_an_error_naming_where() {
+    fn section_headers_outside_the_file_are_an_error_naming_it() {
         let path = "/proc/self/exe";
         let mut file = std::fs::read(path).unwrap();
         // Point every section header's offset past the end.
@@ -564,8 +335,7 @@ mod tests {
         }
         let err = Image::new().add_elf(path, &file).unwrap_err();
         assert!(
-            err.to_string()
-                .contains("symbol table lies outside the file"),
+            err.to_string().starts_with("/proc/self/exe: Invalid ELF"),
             "{err}"
         );
     }

@@ -128,11 +128,11 @@ const TREE: [&str; 11] = [
 /// or an overflow; the trace ends with tracing disabled after the last
 /// instruction (the `ret` that leaves main, whose return goes untraced).
 fn record(
-    program: &Program,
+    image: &Image,
     path: &[u64],
     mut extra: impl FnMut(&mut Recorder, usize, u64),
 ) -> Vec<u8> {
-    let mut cpu = Recorder::new(&program.image, path[0], START);
+    let mut cpu = Recorder::new(image, path[0], START);
     for (i, pair) in path.windows(2).enumerate() {
         extra(&mut cpu, i, pair[0]);
         cpu.step(pair[0], pair[1]).unwrap();
@@ -157,8 +157,8 @@ fn ips(steps: &[Step]) -> Vec<u64> {
         .collect()
 }
 
-fn tree(program: &Program, steps: &[Step]) -> Vec<String> {
-    let mut calls = Calls::new(&program.image);
+fn tree(image: &Image, steps: &[Step]) -> Vec<String> {
+    let mut calls = Calls::new(image);
     let mut lines = Vec::new();
     for step in steps {
         calls.step(step, &mut |call| {
@@ -169,7 +169,7 @@ fn tree(program: &Program, steps: &[Step]) -> Vec<String> {
                     format!(
                         "{}{} {{",
                         "  ".repeat(depth),
-                        weft_pt::calls::name(&program.image, function)
+                        weft_pt::calls::name(image, function)
                     )
                 }
                 Call::Exit {
@@ -180,7 +180,7 @@ fn tree(program: &Program, steps: &[Step]) -> Vec<String> {
                 } => format!(
                     "{}}} {}{}",
                     "  ".repeat(depth),
-                    weft_pt::calls::name(&program.image, function),
+                    weft_pt::calls::name(image, function),
                     if duration.is_some() {
                         ""
                     } else {
@@ -200,7 +200,7 @@ fn the_decoded_path_and_call_tree_are_the_ones_that_ran() {
     let path = path(&program.image, program.main, &TAKEN);
     assert_eq!(path.len(), 29, "{path:x?}");
     assert_eq!(*path.last().unwrap(), program.main_ret);
-    let trace = record(&program, &path, |_, _, _| {});
+    let trace = record(&program.image, &path, |_, _, _| {});
     let steps = decode(&program.image, &trace);
     // The main ret is the last instruction traced: tracing stops at it.
     assert_eq!(ips(&steps), path);
@@ -209,7 +209,7 @@ fn the_decoded_path_and_call_tree_are_the_ones_that_ran() {
         Some(&Step::Event(Event::Disabled { ip: None })),
         "{steps:?}"
     );
-    assert_eq!(tree(&program, &steps), TREE);
+    assert_eq!(tree(&program.image, &steps), TREE);
     // Returns compress into TNT bits; only the indirect call needs an
     // address (2 bytes against the last IP): PSB+ 28 bytes, TIP.PGE 5,
     // two TNTs (6 and 3 outcomes), the TIP of 3, a TNT and the TIP.PGD.
@@ -222,7 +222,7 @@ fn durations_come_from_the_time_packets_around_each_call() {
     let path = path(&program.image, program.main, &TAKEN);
     // A TSC 100 ticks later as each function is entered.
     let mut tsc = START;
-    let trace = record(&program, &path, |cpu, _, ip| {
+    let trace = record(&program.image, &path, |cpu, _, ip| {
         if [program.f, program.g].contains(&ip) {
             tsc += 100;
             cpu.tsc(tsc);
@@ -288,7 +288,7 @@ fn after_an_overflow_the_path_resumes_where_the_fup_says_and_the_stack_starts_ag
         .nth(1)
         .unwrap()
         .0;
-    let trace = record(&program, &path, |cpu, i, ip| {
+    let trace = record(&program.image, &path, |cpu, i, ip| {
         if i == lost_at {
             cpu.overflow(ip);
         }
@@ -306,14 +306,14 @@ fn after_an_overflow_the_path_resumes_where_the_fup_says_and_the_stack_starts_ag
     // and everything after it are whole.
     let mut want = vec!["  f {", "  } f", "[overflow]", "} f (entry not traced)"];
     want.extend(&TREE[4..]);
-    assert_eq!(tree(&program, &steps), want);
+    assert_eq!(tree(&program.image, &steps), want);
 }
 
 #[test]
 fn a_trace_cut_short_gives_a_prefix_of_the_path() {
     let program = program();
     let path = path(&program.image, program.main, &TAKEN);
-    let trace = record(&program, &path, |_, _, _| {});
+    let trace = record(&program.image, &path, |_, _, _| {});
     for cut in 0..trace.len() {
         let steps = decode(&program.image, &trace[..cut]);
         let got = ips(&steps);
@@ -337,7 +337,7 @@ fn a_trace_cut_short_gives_a_prefix_of_the_path() {
 fn code_missing_from_the_image_stops_the_walk_with_its_address() {
     let program = program();
     let path = path(&program.image, program.main, &TAKEN);
-    let trace = record(&program, &path, |_, _, _| {});
+    let trace = record(&program.image, &path, |_, _, _| {});
     // Only main's bytes: the walk follows the call into f and finds nothing.
     let mut partial = Image::new();
     let main_len = (program.f - program.main) as usize;
@@ -355,4 +355,73 @@ fn code_missing_from_the_image_stops_the_walk_with_its_address() {
         ),
         "{steps:?}"
     );
+}
+
+/// A C++ program built here with g++, stripped, its debug info split off
+/// with a `.gnu_debuglink`, as distributions ship programs: its calls are
+/// named from the debug file, demangled.
+#[test]
+fn calls_of_a_stripped_cpp_program_are_named_from_its_debug_file() {
+    let dir = std::env::temp_dir().join(format!("weft-pt-cpp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = dir.join("shop.cpp");
+    std::fs::write(
+        &source,
+        r#"
+namespace shop {
+struct Cart {
+    int total(int n) const;
+};
+__attribute__((noinline)) int Cart::total(int n) const { return n * 3; }
+}
+extern "C" __attribute__((noinline)) int weft_exported(int n) { return n + 1; }
+int main(int argc, char **) {
+    shop::Cart cart;
+    return cart.total(argc) + weft_exported(argc);
+}
+"#,
+    )
+    .unwrap();
+    let binary = dir.join("shop");
+    let debug = dir.join("shop.debug");
+    let run = |program: &str, args: &[&str]| {
+        let status = std::process::Command::new(program)
+            .args(args)
+            .status()
+            .unwrap_or_else(|e| panic!("{program} (setup installs it): {e}"));
+        assert!(status.success(), "{program} {args:?}");
+    };
+    let (binary, debug) = (binary.to_str().unwrap(), debug.to_str().unwrap());
+    run(
+        "g++",
+        &["-O1", "-g", "-o", binary, source.to_str().unwrap()],
+    );
+    run("objcopy", &["--only-keep-debug", binary, debug]);
+    run("strip", &["--strip-all", binary]);
+    run(
+        "objcopy",
+        &[&format!("--add-gnu-debuglink={debug}"), binary],
+    );
+
+    let bytes = std::fs::read(binary).unwrap();
+    let mut image = Image::new();
+    image.add_elf(binary, &bytes).unwrap();
+    let main = (0..0x10_0000)
+        .find(|&ip| image.symbol(ip) == Some(("main", 0)))
+        .expect("main named from the debug file");
+    let path = path(&image, main, &[]);
+    let steps = decode(&image, &record(&image, &path, |_, _, _| {}));
+    assert_eq!(ips(&steps), path);
+    assert_eq!(
+        tree(&image, &steps),
+        [
+            "  shop::Cart::total(int) const {",
+            "  } shop::Cart::total(int) const",
+            "  weft_exported {",
+            "  } weft_exported",
+            "} main (entry not traced)",
+        ]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

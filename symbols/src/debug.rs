@@ -65,6 +65,41 @@ impl Finder {
         symbols
     }
 
+    /// Where function `name` (as stored, or demangled) starts in the ELF
+    /// file at `path`, as an offset into the file: what a uprobe attaches
+    /// to. Looks in every table `functions` reads, so a stripped library's
+    /// exported functions and a split-debug program's own are found alike.
+    pub fn file_offset(&self, path: &Path, name: &str) -> Result<Option<u64>, crate::Error> {
+        let display = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|e| crate::Error::BadElf {
+            path: display.clone(),
+            what: e.to_string(),
+        })?;
+        let elf = Elf::parse(&display, &bytes)?;
+        let raw = Finder {
+            demangle: false,
+            ..self.clone()
+        };
+        let functions = raw.functions(path, &elf);
+        let function = functions
+            .iter()
+            .find(|f| f.name == name)
+            .or_else(|| functions.iter().find(|f| demangle(&f.name) == name))
+            // C++ names may be given without their parameters.
+            .or_else(|| {
+                functions.iter().find(|f| {
+                    demangle(&f.name)
+                        .split_once('(')
+                        .is_some_and(|(n, _)| n == name)
+                })
+            });
+        Ok(function.and_then(|f| {
+            elf.segments()
+                .iter()
+                .find_map(|segment| segment.file_offset(f.addr))
+        }))
+    }
+
     fn debug_functions(&self, path: &Path, elf: &Elf) -> Vec<Symbol> {
         let Some((debug_path, bytes)) = self.debug_file(path, elf) else {
             return Vec::new();

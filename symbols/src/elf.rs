@@ -13,6 +13,8 @@ pub enum Error {
     NotElf { path: String },
     #[error("{path}: {what}")]
     BadElf { path: String, what: String },
+    #[error("maps line {line}: {text:?} is not a mapping")]
+    BadMaps { line: usize, text: String },
 }
 
 /// A loadable segment: `size` bytes of the file from `offset`, at `vaddr`.

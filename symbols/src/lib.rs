@@ -12,9 +12,11 @@
 mod debug;
 mod demangle;
 mod elf;
+mod maps;
 mod table;
 
 pub use debug::Finder;
 pub use demangle::demangle;
 pub use elf::{Elf, Error, Segment};
+pub use maps::{Mapping, executable_mappings};
 pub use table::{Symbol, Symbols};

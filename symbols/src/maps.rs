@@ -1,0 +1,94 @@
+//! A process's executable file mappings (`/proc/PID/maps`), and the
+//! functions it has there.
+
+use std::{collections::HashMap, path::Path};
+
+use crate::{
+    Error,
+    debug::Finder,
+    elf::Elf,
+    table::{Symbol, Symbols},
+};
+
+/// `len` bytes of the file at `path`, from `offset`, mapped at `start`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    pub path: String,
+    pub start: u64,
+    pub len: u64,
+    pub offset: u64,
+}
+
+/// The executable file mappings of a process, as `/proc/PID/maps` lists
+/// them.
+pub fn executable_mappings(maps: &str) -> Result<Vec<Mapping>, Error> {
+    let mut mappings = Vec::new();
+    for (number, line) in (1..).zip(maps.lines()) {
+        let bad = || Error::BadMaps {
+            line: number,
+            text: line.into(),
+        };
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [range, perms, offset, _dev, _inode, path @ ..] = fields.as_slice() else {
+            return Err(bad());
+        };
+        let path = path.join(" ");
+        if !perms.contains('x') || !path.starts_with('/') {
+            continue;
+        }
+        let hex = |text: &str| u64::from_str_radix(text, 16).map_err(|_| bad());
+        let (start, end) = range.split_once('-').ok_or_else(bad)?;
+        let (start, end, offset) = (hex(start)?, hex(end)?, hex(offset)?);
+        mappings.push(Mapping {
+            path,
+            start,
+            len: end.saturating_sub(start),
+            offset,
+        });
+    }
+    Ok(mappings)
+}
+
+impl Finder {
+    /// The functions of `elf` (read from `path`) that `mapping` holds, at
+    /// the addresses they have there, however the file was relocated.
+    pub fn mapped_functions(&self, path: &Path, elf: &Elf, mapping: &Mapping) -> Vec<Symbol> {
+        let segments = elf.segments();
+        let (start, len, offset) = (mapping.start, mapping.len, mapping.offset);
+        let inside = |symbol: Symbol| {
+            let at = segments.iter().find_map(|s| s.file_offset(symbol.addr))?;
+            (offset..offset.saturating_add(len))
+                .contains(&at)
+                .then(|| Symbol {
+                    addr: start + (at - offset),
+                    ..symbol
+                })
+        };
+        self.functions(path, elf)
+            .into_iter()
+            .filter_map(inside)
+            .collect()
+    }
+
+    /// The functions of running process `pid`, at its addresses; its files
+    /// are read through `/proc/PID/root`, so a process in another mount
+    /// namespace is named from its own files. Empty once it has exited.
+    pub fn process(&self, pid: u32) -> Symbols {
+        let mut symbols = Symbols::default();
+        let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            return symbols;
+        };
+        let mut files: HashMap<String, Option<Vec<u8>>> = HashMap::new();
+        for mapping in executable_mappings(&maps).unwrap_or_default() {
+            let bytes = files
+                .entry(mapping.path.clone())
+                .or_insert_with(|| std::fs::read(format!("/proc/{pid}/root{}", mapping.path)).ok());
+            let Some(bytes) = bytes else { continue };
+            if let Ok(elf) = Elf::parse(&mapping.path, bytes) {
+                let path = Path::new(&mapping.path);
+                symbols.extend(self.mapped_functions(path, &elf, &mapping));
+            }
+        }
+        symbols
+    }
+}
