@@ -206,6 +206,29 @@ pub struct PtFlowArgs {
     /// (`perf record -a`); per-thread queues use their thread's process.
     #[arg(long, value_name = "PID", requires = "perf")]
     pub pid: Option<i32>,
+
+    #[command(flatten)]
+    pub symbols: SymbolArgs,
+}
+
+/// Where function names come from.
+#[derive(Debug, Args)]
+pub struct SymbolArgs {
+    /// Look for separate debug files here (as `DIR/.build-id/ab/cdef.debug`
+    /// and by `.gnu_debuglink`) before /usr/lib/debug. Repeatable.
+    #[arg(long, value_name = "DIR", help_heading = "Symbols")]
+    pub debug_dir: Vec<std::path::PathBuf>,
+
+    /// Print function names as the symbol tables store them (`_ZN…`,
+    /// `_R…`), not demangled.
+    #[arg(long, help_heading = "Symbols")]
+    pub no_demangle: bool,
+}
+
+impl SymbolArgs {
+    pub fn finder(&self) -> weft_symbols::Finder {
+        weft_symbols::Finder::new(self.debug_dir.clone(), !self.no_demangle)
+    }
 }
 
 #[derive(Debug, Args)]
@@ -398,6 +421,9 @@ pub struct TraceArgs {
     /// (new or empty), one source per probe, for `weft query`.
     #[arg(long, value_name = "DIR", help_heading = "Output")]
     pub store: Option<std::path::PathBuf>,
+
+    #[command(flatten)]
+    pub symbols: SymbolArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -234,6 +234,10 @@ pub fn capture_calls(dir: &std::path::Path, out: &mut ThreadCalls) -> anyhow::Re
         addr_filter: Vec::new(),
         perf: false,
         pid: None,
+        symbols: crate::cli::SymbolArgs {
+            debug_dir: Vec::new(),
+            no_demangle: false,
+        },
     };
     let (mut stretches, mut cpu) = (Stretches::default(), 0);
     each_cpu(&args, &mut |input| {
@@ -377,7 +381,7 @@ fn each_input(
     }
     let mut images = HashMap::new();
     for pid in pids {
-        let mut image = Image::new();
+        let mut image = Image::with_finder(args.symbols.finder());
         let skipped = image.add_mappings(perf.mappings(pid), &mut |path| std::fs::read(path))?;
         warn_skipped(skipped);
         images.insert(pid, image);
@@ -433,7 +437,10 @@ fn each_cpu(
         saved
             .maps
             .iter()
-            .map(|(pid, maps)| Ok((*pid, maps_image(Image::new(), maps, &saved.build_ids)?)))
+            .map(|(pid, maps)| {
+                let image = Image::with_finder(args.symbols.finder());
+                Ok((*pid, maps_image(image, maps, &saved.build_ids)?))
+            })
             .collect::<anyhow::Result<_>>()?
     } else {
         HashMap::from([(saved.pid.unwrap_or_default(), read_image(args)?)])
@@ -643,7 +650,7 @@ fn summary(
 }
 
 fn read_image(args: &PtFlowArgs) -> anyhow::Result<Image> {
-    let mut image = Image::new();
+    let mut image = Image::with_finder(args.symbols.finder());
     for spec in &args.image {
         image.add_spec(spec)?;
     }

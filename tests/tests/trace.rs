@@ -747,3 +747,114 @@ fn ring_array_pins_do_not_outlive_the_load() {
     assert!(stdout.lines().any(|l| l == "@: 3"), "{stdout}");
     assert_eq!(pins(), Vec::<String>::new(), "{} is left", stale.display());
 }
+
+/// A C++ program and its shared library, built here, stripped, with their
+/// debug info split off behind a `.gnu_debuglink`: a uprobe on the
+/// library's exported function attaches by its dynamic symbol, and
+/// `ustack` names the program's own functions from its debug file,
+/// demangled (`main -> Cart::checkout -> Cart::total -> weft_exported`; a
+/// stack taken at a function's first instruction skips its caller, as
+/// frame-pointer walks do, bpftrace's too).
+#[test]
+fn ustack_and_uprobe_name_a_stripped_cpp_program_from_its_debug_files() {
+    let test = "ustack_and_uprobe_name_a_stripped_cpp_program_from_its_debug_files";
+    if !needs(test, &TRACE) {
+        return;
+    }
+    if Command::new("g++").arg("--version").output().is_err()
+        && std::env::var_os("WEFT_VM").is_some()
+    {
+        eprintln!("skipping {test}: needs g++, which the VM's initramfs does not carry");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("weft-ustack-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+    std::fs::write(
+        path("lib.cpp"),
+        r#"extern "C" __attribute__((noinline)) int weft_exported(int n) { return n + 1; }"#,
+    )
+    .unwrap();
+    std::fs::write(
+        path("main.cpp"),
+        r#"
+#include <unistd.h>
+extern "C" int weft_exported(int n);
+namespace shop {
+struct Cart {
+    int total(int n) const;
+    int checkout() const;
+};
+__attribute__((noinline)) int Cart::total(int n) const { return weft_exported(n) * 3; }
+__attribute__((noinline)) int Cart::checkout() const {
+    int sum = 0;
+    for (int i = 0; i < 5; i++) sum += total(i);
+    return sum;
+}
+}
+int main() {
+    shop::Cart cart;
+    int sum = cart.checkout();
+    usleep(300000); // alive while weft names its stacks
+    return sum == 0;
+}
+"#,
+    )
+    .unwrap();
+    let run = |program: &str, args: &[&str]| {
+        let status = Command::new(program)
+            .args(args)
+            .status()
+            .unwrap_or_else(|e| panic!("{program} (setup installs it): {e}"));
+        assert!(status.success(), "{program} {args:?}");
+    };
+    let flags = ["-O1", "-g", "-fno-omit-frame-pointer"];
+    let (lib, exe) = (path("libshop.so"), path("shop"));
+    run(
+        "g++",
+        &[
+            &flags[..],
+            &["-shared", "-fPIC", "-o", &lib, &path("lib.cpp")],
+        ]
+        .concat(),
+    );
+    let rpath = format!("-Wl,-rpath,{}", dir.display());
+    let link = [
+        &path("main.cpp"),
+        "-L",
+        dir.to_str().unwrap(),
+        "-lshop",
+        &rpath,
+    ];
+    run("g++", &[&flags[..], &["-o", &exe], &link[..]].concat());
+    for binary in [&lib, &exe] {
+        let debug = format!("{binary}.debug");
+        run("objcopy", &["--only-keep-debug", binary, &debug]);
+        run("strip", &["--strip-all", binary]);
+        run(
+            "objcopy",
+            &[&format!("--add-gnu-debuglink={debug}"), binary],
+        );
+    }
+    let program = format!("uprobe:{lib}:weft_exported /pid == cpid/ {{ @[ustack] = count(); }}");
+    let output = Command::new(weft_bin())
+        .args(["trace", "-c", &exe, &program])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let frames: Vec<&str> = stdout.lines().map(str::trim).collect();
+    assert!(frames.contains(&"weft_exported+0"), "{stdout}");
+    let checkout = frames
+        .iter()
+        .position(|f| f.starts_with("shop::Cart::checkout() const+"));
+    let main = frames.iter().position(|f| f.starts_with("main+"));
+    assert!(
+        checkout.is_some() && main > checkout,
+        "checkout, then main:\n{stdout}"
+    );
+    assert!(frames.contains(&"]: 5"), "five calls, one stack:\n{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

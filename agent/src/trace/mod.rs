@@ -64,7 +64,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     // kernel and none of its events come before the probes are attached.
     let mut child = args.command.as_deref().map(HeldChild::spawn).transpose()?;
     let cpid = child.as_ref().map_or(0, HeldChild::id);
-    let mut probe = TraceProbe::load(&plan, tracefs, preload, cpid)?;
+    let mut probe = TraceProbe::load(&plan, tracefs, preload, cpid, args.symbols.finder())?;
     let format = match args.format {
         TraceFormat::Text => Format::Text,
         TraceFormat::Json => Format::Json,

@@ -106,7 +106,14 @@ impl TraceProbe {
     /// Loads the programs, configures every attach point of `plan` that
     /// runs in the kernel, and attaches them.
     /// `cpid` is the `-c` command's pid, for predicates that compare with it.
-    pub fn load(plan: &Plan, tracefs: &Path, preload: Preload, cpid: u32) -> Result<Self> {
+    /// `finder` names user functions for `ustack` and finds uprobes'.
+    pub fn load(
+        plan: &Plan,
+        tracefs: &Path,
+        preload: Preload,
+        cpid: u32,
+        finder: weft_symbols::Finder,
+    ) -> Result<Self> {
         let cpus = ebpf::cpus()?;
         let own = std::process::id();
         let mut loader = preload
@@ -145,7 +152,7 @@ impl TraceProbe {
             btf: None,
             ebpf,
             rings,
-            stacks: Stacks::default(),
+            stacks: Stacks::new(finder),
             received: 0,
             malformed: 0,
         };
@@ -261,8 +268,16 @@ impl TraceProbe {
         Ok(())
     }
 
-    /// Attaches through aya, which resolves the symbol and sets the cookie.
+    /// Attaches at the function's offset in the file, found where weft
+    /// finds every function's name (its symbol tables, its debug file, its
+    /// dynamic symbols; mangled or demangled).
     fn attach_uprobe(&mut self, path: &str, symbol: &str, exit: bool, cookie: u64) -> Result<()> {
+        let file = uprobe_file(path)?;
+        let offset = self
+            .stacks
+            .finder()
+            .file_offset(&file, symbol)?
+            .with_context(|| format!("{} has no function {symbol}", file.display()))?;
         let name = if exit {
             URETPROBE_PROGRAM
         } else {
@@ -273,10 +288,10 @@ impl TraceProbe {
             bail!("the trace program {name} is missing");
         };
         let point = UProbeAttachPoint {
-            location: UProbeAttachLocation::Symbol(symbol),
+            location: UProbeAttachLocation::AbsoluteOffset(offset),
             cookie: Some(cookie),
         };
-        let id = program.attach(point, path, UProbeScope::AllProcesses)?;
+        let id = program.attach(point, &file, UProbeScope::AllProcesses)?;
         self.uprobes.push(program.take_link(id)?);
         Ok(())
     }
@@ -362,7 +377,9 @@ impl TraceProbe {
             let (kstack, ustack) = match &stack_map {
                 Some(map) if header.kstack >= 0 || header.ustack >= 0 => (
                     stacks.kernel(map, header.kstack).to_string(),
-                    stacks.user(map, header.ustack).to_string(),
+                    stacks
+                        .user(map, (header.pid_tgid >> 32) as u32, header.ustack)
+                        .to_string(),
                 ),
                 _ => (String::new(), String::new()),
             };
@@ -425,6 +442,52 @@ const BPF_LINK_CREATE: libc::c_long = 28;
 const BPF_PERF_EVENT: u32 = 41;
 
 /// The fd of program `name` of `ebpf`, loading it on first use.
+/// The file a uprobe names, as bpftrace finds it: a path as it is; a bare
+/// name as a program on `PATH`, else as a library (`libssl` or `ssl`:
+/// `libssl.so`, then the highest `libssl.so.N`) in the system's library
+/// directories.
+fn uprobe_file(name: &str) -> Result<std::path::PathBuf> {
+    if name.contains('/') {
+        return Ok(name.into());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if let Some(program) = std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+    {
+        return Ok(program);
+    }
+    let stem = if name.starts_with("lib") {
+        name.to_owned()
+    } else {
+        format!("lib{name}")
+    };
+    let exact = format!("{stem}.so");
+    let versioned = format!("{stem}.so.");
+    for dir in [
+        "/lib/x86_64-linux-gnu",
+        "/usr/lib/x86_64-linux-gnu",
+        "/lib64",
+        "/usr/lib64",
+        "/usr/local/lib",
+        "/usr/lib",
+        "/lib",
+    ] {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        let mut names: Vec<String> = entries
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| *n == exact || n.starts_with(&versioned))
+            .collect();
+        names.sort_by_key(|n| (*n != exact, std::cmp::Reverse(n.clone())));
+        if let Some(found) = names.first() {
+            return Ok(Path::new(dir).join(found));
+        }
+    }
+    bail!("uprobe: no program or library called {name} (give its path)")
+}
+
 fn program(ebpf: &mut Ebpf, name: &str) -> Result<RawFd> {
     let program = ebpf
         .program_mut(name)

@@ -1,10 +1,12 @@
 //! `kstack` and `ustack`: stack ids from the kernel's stack map, turned into
 //! the text bpftrace prints (kernel frames as `function+offset` from
-//! `/proc/kallsyms`, user frames as addresses).
+//! `/proc/kallsyms`, user frames as `function+offset` from the process's
+//! files, their debug files or dynamic symbols, demangled).
 
 use std::{collections::HashMap, fmt::Write as _};
 
 use aya::maps::{MapData, StackTraceMap};
+use weft_symbols::{Finder, Symbols};
 
 /// Kernel text symbols by address.
 struct Kallsyms {
@@ -44,10 +46,24 @@ impl Kallsyms {
 pub struct Stacks {
     kallsyms: Option<Kallsyms>,
     kernel: HashMap<i32, String>,
-    user: HashMap<i32, String>,
+    /// By process and id: the same addresses name other functions in
+    /// another process.
+    user: HashMap<(u32, i32), String>,
+    /// Each process's functions, read at its first user stack (a library
+    /// it loads later is not named).
+    processes: HashMap<u32, Symbols>,
+    finder: Finder,
 }
 
 impl Stacks {
+    /// Names user functions with `finder`.
+    pub fn new(finder: Finder) -> Self {
+        Self {
+            finder,
+            ..Self::default()
+        }
+    }
+
     /// The text of kernel stack `id` (empty when not recorded).
     pub fn kernel(&mut self, map: &StackTraceMap<&MapData>, id: i32) -> &str {
         let kallsyms = self.kallsyms.get_or_insert_with(Kallsyms::read);
@@ -56,11 +72,25 @@ impl Stacks {
             .or_insert_with(|| render(map, id, |ip| kallsyms.name(ip)))
     }
 
-    /// The text of user stack `id` (empty when not recorded).
-    pub fn user(&mut self, map: &StackTraceMap<&MapData>, id: i32) -> &str {
-        self.user
-            .entry(id)
-            .or_insert_with(|| render(map, id, |ip| format!("0x{ip:x}")))
+    /// The text of user stack `id` of process `pid` (empty when not
+    /// recorded).
+    pub fn user(&mut self, map: &StackTraceMap<&MapData>, pid: u32, id: i32) -> &str {
+        let finder = &self.finder;
+        let symbols = self
+            .processes
+            .entry(pid)
+            .or_insert_with(|| finder.process(pid));
+        self.user.entry((pid, id)).or_insert_with(|| {
+            render(map, id, |ip| match symbols.at(ip) {
+                Some((name, offset)) => format!("{name}+{offset}"),
+                None => format!("0x{ip:x}"),
+            })
+        })
+    }
+
+    /// What names user functions; also where uprobes find theirs.
+    pub fn finder(&self) -> &Finder {
+        &self.finder
     }
 }
 
