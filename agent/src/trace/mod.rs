@@ -69,7 +69,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         TraceFormat::Text => Format::Text,
         TraceFormat::Json => Format::Json,
     };
-    let probes = plan.attaches.len();
+    let probes = plan.attaches.len() - probe.left_out();
     match format {
         Format::Text => eprintln!(
             "Attaching {probes} probe{}...",

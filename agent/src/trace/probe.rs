@@ -78,6 +78,8 @@ pub struct TraceProbe {
     ebpf: Ebpf,
     rings: Vec<Ring>,
     stacks: Stacks,
+    /// Attach points left out (uprobes on functions their file lacks).
+    left_out: usize,
     received: u64,
     /// Records shorter than their header says; never expected.
     malformed: u64,
@@ -153,13 +155,33 @@ impl TraceProbe {
             ebpf,
             rings,
             stacks: Stacks::new(finder),
+            left_out: 0,
             received: 0,
             malformed: 0,
         };
+        let mut attached = vec![false; plan.attaches.iter().map(|a| a.item + 1).max().unwrap_or(0)];
+        let mut skipped = Vec::new();
         for (index, attach) in plan.attaches.iter().enumerate() {
-            if attach.in_kernel() {
-                probe.attach(tracefs, index, attach, cpid)?;
+            if !attach.in_kernel() {
+                continue;
             }
+            match probe.attach(tracefs, index, attach, cpid) {
+                Ok(()) => attached[attach.item] = true,
+                // As bpftrace does: of a probe with several attach points,
+                // a uprobe on a function the file lacks (a static function
+                // without debug info) is left out, the rest attach.
+                Err(error) if error.downcast_ref::<MissingFunction>().is_some() => {
+                    skipped.push((attach.item, error));
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        for (item, error) in skipped {
+            if !attached[item] {
+                return Err(error);
+            }
+            eprintln!("weft: {error:#}; left out, the probe's other attach points stay");
+            probe.left_out += 1;
         }
         Ok(probe)
     }
@@ -277,7 +299,10 @@ impl TraceProbe {
             .stacks
             .finder()
             .file_offset(&file, symbol)?
-            .with_context(|| format!("{} has no function {symbol}", file.display()))?;
+            .ok_or_else(|| MissingFunction {
+                file: file.clone(),
+                function: symbol.to_owned(),
+            })?;
         let name = if exit {
             URETPROBE_PROGRAM
         } else {
@@ -308,6 +333,11 @@ impl TraceProbe {
         event.enable().context("failed to enable the perf event")?;
         self.links.push(link_perf_event(fd, event, cookie)?);
         Ok(())
+    }
+
+    /// How many attach points of the plan were left out.
+    pub fn left_out(&self) -> usize {
+        self.left_out
     }
 
     /// Waits up to `timeout` for a record in any ring. The kernel wakes a
@@ -442,6 +472,14 @@ const BPF_LINK_CREATE: libc::c_long = 28;
 const BPF_PERF_EVENT: u32 = 41;
 
 /// The fd of program `name` of `ebpf`, loading it on first use.
+/// A uprobe's function is in none of its file's symbol tables.
+#[derive(Debug, thiserror::Error)]
+#[error("{} has no function {function}", file.display())]
+struct MissingFunction {
+    file: std::path::PathBuf,
+    function: String,
+}
+
 /// The file a uprobe names, as bpftrace finds it: a path as it is; a bare
 /// name as a program on `PATH`, else as a library (`libssl` or `ssl`:
 /// `libssl.so`, then the highest `libssl.so.N`) in the system's library
