@@ -475,6 +475,9 @@ pub enum ExportFormat {
     Jsonl,
     /// CSV with a header line.
     Csv,
+    /// pcapng of the net source's packets (headers and --snaplen bytes),
+    /// for Wireshark and tshark.
+    Pcapng,
 }
 
 #[derive(Debug, Args)]

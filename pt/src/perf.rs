@@ -7,6 +7,12 @@
 //!
 //! The whole file is read into memory. Pipe-mode files (`perf record -o -`)
 //! and compressed records (`perf record -z`) are refused with an error.
+//!
+//! Why by hand and not `linux-perf-data`: that crate reads AUXTRACE records
+//! too, but it brings prost, prost-derive and a C build of zstd (for
+//! simpleperf files and `-z`) into a tree kept lean for 2-core builds, for
+//! the six record types and two header features weft needs here; and every
+//! error here names the file offset of the damaged record.
 
 use std::collections::BTreeMap;
 use std::fmt;

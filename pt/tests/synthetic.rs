@@ -357,14 +357,50 @@ fn code_missing_from_the_image_stops_the_walk_with_its_address() {
     );
 }
 
+/// Runs a build tool the test needs (`cargo xtask setup` installs them).
+fn build(program: &str, args: &[&str]) {
+    let status = std::process::Command::new(program)
+        .args(args)
+        .status()
+        .unwrap_or_else(|e| panic!("{program} (setup installs it): {e}"));
+    assert!(status.success(), "{program} {args:?}");
+}
+
+/// A fresh directory for one test's programs.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("weft-pt-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The call tree of a trace that runs the ELF file at `binary` from the
+/// function `start` (as `finder` names it) to its return: the file is
+/// mapped into an image named by `finder`, the path walked, recorded as PT
+/// and decoded.
+fn calls_from(binary: &str, finder: &weft_symbols::Finder, start: &str) -> Vec<String> {
+    let bytes = std::fs::read(binary).unwrap();
+    let elf = weft_symbols::Elf::parse(binary, &bytes).unwrap();
+    let start = finder
+        .functions(std::path::Path::new(binary), &elf)
+        .into_iter()
+        .find(|f| f.name == start)
+        .unwrap_or_else(|| panic!("{start} is not named in {binary}"))
+        .addr;
+    let mut image = Image::with_finder(finder.clone());
+    image.add_elf(binary, &bytes).unwrap();
+    let path = path(&image, start, &[]);
+    let steps = decode(&image, &record(&image, &path, |_, _, _| {}));
+    assert_eq!(ips(&steps), path);
+    tree(&image, &steps)
+}
+
 /// A C++ program built here with g++, stripped, its debug info split off
 /// with a `.gnu_debuglink`, as distributions ship programs: its calls are
 /// named from the debug file, demangled.
 #[test]
 fn calls_of_a_stripped_cpp_program_are_named_from_its_debug_file() {
-    let dir = std::env::temp_dir().join(format!("weft-pt-cpp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("cpp");
     let source = dir.join("shop.cpp");
     std::fs::write(
         &source,
@@ -383,44 +419,91 @@ int main(int argc, char **) {
 "#,
     )
     .unwrap();
-    let binary = dir.join("shop");
-    let debug = dir.join("shop.debug");
-    let run = |program: &str, args: &[&str]| {
-        let status = std::process::Command::new(program)
-            .args(args)
-            .status()
-            .unwrap_or_else(|e| panic!("{program} (setup installs it): {e}"));
-        assert!(status.success(), "{program} {args:?}");
-    };
+    let (binary, debug) = (dir.join("shop"), dir.join("shop.debug"));
     let (binary, debug) = (binary.to_str().unwrap(), debug.to_str().unwrap());
-    run(
+    build(
         "g++",
         &["-O1", "-g", "-o", binary, source.to_str().unwrap()],
     );
-    run("objcopy", &["--only-keep-debug", binary, debug]);
-    run("strip", &["--strip-all", binary]);
-    run(
+    build("objcopy", &["--only-keep-debug", binary, debug]);
+    build("strip", &["--strip-all", binary]);
+    build(
         "objcopy",
         &[&format!("--add-gnu-debuglink={debug}"), binary],
     );
-
-    let bytes = std::fs::read(binary).unwrap();
-    let mut image = Image::new();
-    image.add_elf(binary, &bytes).unwrap();
-    let main = (0..0x10_0000)
-        .find(|&ip| image.symbol(ip) == Some(("main", 0)))
-        .expect("main named from the debug file");
-    let path = path(&image, main, &[]);
-    let steps = decode(&image, &record(&image, &path, |_, _, _| {}));
-    assert_eq!(ips(&steps), path);
     assert_eq!(
-        tree(&image, &steps),
+        calls_from(binary, &weft_symbols::Finder::default(), "main"),
         [
             "  shop::Cart::total(int) const {",
             "  } shop::Cart::total(int) const",
             "  weft_exported {",
             "  } weft_exported",
             "} main (entry not traced)",
+        ]
+    );
+    let no_demangle = weft_symbols::Finder::new(Vec::new(), false);
+    assert_eq!(
+        calls_from(binary, &no_demangle, "main")[0],
+        "  _ZNK4shop4Cart5totalEi {"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A Rust program, stripped, its debug file only under a debug directory's
+/// build-id layout (`--debug-dir`): its calls are named from there, as
+/// Rust paths without their hashes.
+#[test]
+fn calls_of_a_stripped_rust_program_are_named_from_a_build_id_debug_dir() {
+    let dir = scratch("rust");
+    let source = dir.join("shop.rs");
+    std::fs::write(
+        &source,
+        r"
+pub mod shop {
+    #[inline(never)]
+    pub fn total(n: u64) -> u64 { n.wrapping_mul(3) }
+    #[inline(never)]
+    pub fn checkout(n: u64) -> u64 { total(n).wrapping_add(total(n + 1)) }
+}
+fn main() { std::process::exit(shop::checkout(std::env::args().count() as u64) as i32); }
+",
+    )
+    .unwrap();
+    let binary = dir.join("shop");
+    let binary = binary.to_str().unwrap();
+    let source = source.to_str().unwrap();
+    build(
+        "rustc",
+        &[
+            "-O",
+            "-g",
+            "-C",
+            "link-arg=-Wl,--build-id",
+            "-o",
+            binary,
+            source,
+        ],
+    );
+    let id = weft_pt::image::build_id(binary, &std::fs::read(binary).unwrap())
+        .unwrap()
+        .expect("linked with --build-id");
+    let debug_dir = dir.join("debug");
+    let debug = debug_dir.join(format!(".build-id/{}/{}.debug", &id[..2], &id[2..]));
+    std::fs::create_dir_all(debug.parent().unwrap()).unwrap();
+    build(
+        "objcopy",
+        &["--only-keep-debug", binary, debug.to_str().unwrap()],
+    );
+    build("strip", &["--strip-all", binary]);
+    let finder = weft_symbols::Finder::new(vec![debug_dir], true);
+    assert_eq!(
+        calls_from(binary, &finder, "shop::shop::checkout"),
+        [
+            "  shop::shop::total {",
+            "  } shop::shop::total",
+            "  shop::shop::total {",
+            "  } shop::shop::total",
+            "} shop::shop::checkout (entry not traced)",
         ]
     );
     let _ = std::fs::remove_dir_all(&dir);

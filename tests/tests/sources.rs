@@ -1068,3 +1068,153 @@ fn tc_available() -> bool {
     weft_tests::kernel_at_least(6, 6)
         || std::fs::read_to_string("/proc/kallsyms").is_ok_and(|symbols| symbols.contains("clsact"))
 }
+
+/// `weft export --format pcapng` of the net source, read by Wireshark's
+/// tshark: as many packets as weft recorded, on their interface, with their
+/// addresses, ports, TCP flags, lengths and kept payload bytes.
+#[test]
+fn export_pcapng_is_read_by_tshark_packet_for_packet() {
+    let test = "export_pcapng_is_read_by_tshark_packet_for_packet";
+    if !needs(test, &[Need::Root]) {
+        return;
+    }
+    let found = std::process::Command::new("tshark")
+        .arg("--version")
+        .output()
+        .is_ok();
+    if !found && std::env::var_os("WEFT_VM").is_some() {
+        eprintln!("skipping {test}: needs tshark, which the VM's initramfs does not carry");
+        return;
+    }
+    assert!(found, "{test} needs tshark: run `cargo xtask setup`");
+    let (port, datagrams) = (17_005u16, 23usize);
+    let dir = capture_dir("net-pcapng");
+    let port_arg = port.to_string();
+    let running = Running::start(
+        &[
+            "record",
+            "--sources",
+            "net",
+            "--interface",
+            "lo",
+            "--port",
+            &port_arg,
+            "--snaplen",
+            "8",
+            "-o",
+            dir.to_str().unwrap(),
+        ],
+        "weft: recording",
+    );
+    udp_and_a_tcp_connection(port, datagrams);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let finished = running.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+
+    let recorded = query(&dir, "net | count")[0]["count"].as_u64().unwrap();
+    let pcap = dir.with_extension("pcapng");
+    let (status, _, stderr) = run_weft(&[
+        "export",
+        dir.to_str().unwrap(),
+        "--source",
+        "net",
+        "--format",
+        "pcapng",
+        "-o",
+        pcap.to_str().unwrap(),
+    ]);
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("exported {recorded} net records")),
+        "{stderr}"
+    );
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&pcap).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+
+    let tshark = |filter: &str, fields: &[&str]| tshark_fields(&pcap, filter, fields);
+    assert_eq!(tshark("", &["frame.number"]).len() as u64, recorded);
+    // Each datagram twice on lo (egress, then ingress), with its first 8
+    // payload bytes, its full length, and the interface's name.
+    let udp_rows = tshark(
+        &format!("udp.dstport == {port}"),
+        &["frame.interface_name", "ip.src", "udp.length", "data.data"],
+    );
+    assert_eq!(udp_rows.len(), 2 * datagrams, "{udp_rows:?}");
+    let expected = format!("lo,127.0.0.1,20,{}", hex(b"datagram"));
+    assert!(udp_rows.iter().all(|r| *r == expected), "{udp_rows:?}");
+    // One connection: one SYN to the port, one SYN-ACK back, each seen twice.
+    let syn = tshark(
+        &format!("tcp.flags.syn == 1 && tcp.flags.ack == 0 && tcp.dstport == {port}"),
+        &["tcp.srcport"],
+    );
+    let syn_ack = tshark(
+        &format!("tcp.flags.syn == 1 && tcp.flags.ack == 1 && tcp.srcport == {port}"),
+        &["tcp.dstport"],
+    );
+    assert_eq!((syn.len(), syn_ack.len()), (2, 2), "{syn:?} {syn_ack:?}");
+    assert_eq!(syn[0], syn_ack[0], "the client's port both ways");
+    let data = tshark(
+        &format!("tcp.dstport == {port} && tcp.len > 0"),
+        &["tcp.len", "tcp.payload"],
+    );
+    assert_eq!(
+        data,
+        vec![format!("14,{}", hex(b"hello ov")); 2],
+        "{data:?}"
+    );
+}
+
+/// `datagrams` UDP datagrams to `port` on 127.0.0.1 (`datagram NNN`), then
+/// one TCP connection to it carrying `hello over tcp`.
+fn udp_and_a_tcp_connection(port: u16, datagrams: usize) {
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..datagrams {
+        udp.send_to(format!("datagram {i:03}").as_bytes(), ("127.0.0.1", port))
+            .unwrap();
+    }
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let mut client = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let (mut server, _) = listener.accept().unwrap();
+    std::io::Write::write_all(&mut client, b"hello over tcp").unwrap();
+    let mut got = [0u8; 14];
+    std::io::Read::read_exact(&mut server, &mut got).unwrap();
+    drop((client, server));
+}
+
+/// The fields tshark prints of the packets of `pcap` that `filter` keeps
+/// (all when empty), one comma-separated line per packet.
+fn tshark_fields(pcap: &std::path::Path, filter: &str, fields: &[&str]) -> Vec<String> {
+    let mut command = std::process::Command::new("tshark");
+    command.args([
+        "-r",
+        pcap.to_str().unwrap(),
+        "-T",
+        "fields",
+        "-E",
+        "separator=,",
+    ]);
+    if !filter.is_empty() {
+        command.args(["-Y", filter]);
+    }
+    for field in fields {
+        command.args(["-e", field]);
+    }
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().fold(String::new(), |mut hex, b| {
+        let _ = std::fmt::Write::write_fmt(&mut hex, format_args!("{b:02x}"));
+        hex
+    })
+}

@@ -28,6 +28,8 @@ const PACKAGES: &[&str] = &[
     // The symbol tests build a C++ program and split off its debug info.
     "g++",
     "binutils",
+    // The pcapng export test reads weft's file with Wireshark's tshark.
+    "tshark",
 ];
 
 /// The `DuckDB` release the export test reads Parquet with.

@@ -1,6 +1,9 @@
 //! `weft export`: a source's records as Parquet, JSON lines or CSV, streamed
 //! from the capture (memory is one row group, not the capture) into a
-//! temporary file that is renamed into place only when complete.
+//! temporary file that is renamed into place only when complete; packets
+//! also as pcapng.
+
+mod pcapng;
 
 use std::{
     fs::{self, File},
@@ -11,7 +14,7 @@ use std::{
     sync::Arc,
 };
 
-use anyhow::{Context as _, Result, anyhow};
+use anyhow::{Context as _, Result, anyhow, bail};
 use parquet::{
     basic::{ConvertedType, Repetition, Type as PhysicalType},
     data_type::{ByteArray, ByteArrayType, Int64Type},
@@ -32,13 +35,18 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
     let dir = &args.dir;
     let metadata = capture::read_metadata(dir)?;
     let snapshot = capture::open(dir, args.skip_damaged)?;
-    let catalog = capture::catalog(&snapshot, &metadata, true)?;
-    let mut text = args.source.clone();
-    if let Some(condition) = &args.condition {
-        text = format!("{text} where {condition}");
-    }
-    if let Some(window) = &args.window {
-        text = format!("{text} {window}");
+    if args.format == ExportFormat::Pcapng {
+        if !["net", "packets"].contains(&args.source.as_str()) {
+            bail!(
+                "--format pcapng exports the net source, not {}",
+                args.source
+            );
+        }
+        if args.condition.is_some() || args.window.is_some() {
+            bail!(
+                "--format pcapng writes every packet: leave out --where and --window, and filter in Wireshark"
+            );
+        }
     }
     let tmp = temp_path(&args.output);
     let _ = fs::remove_file(&tmp);
@@ -48,44 +56,93 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
         .mode(0o600)
         .open(&tmp)
         .with_context(|| format!("failed to create {}", tmp.display()))?;
-    let mut sink = Sink::new(args.format, file);
-    let mut failed = None;
-    let mut rows = 0u64;
-    let streamed = weft_query::stream(&snapshot, &catalog, &text, &mut |headers, cells| {
-        if failed.is_none() {
-            rows += 1;
-            failed = sink.row(headers, cells).err();
-        }
-    });
-    let writing = || format!("failed to write {}", tmp.display());
-    let written = match (streamed, failed) {
-        (Err(weft_query::Error::Query { span, message }), _) => Err(anyhow!(
-            "{}",
-            weft_query::Error::Query { span, message }.render(&text)
-        )),
-        (Err(other), _) => Err(anyhow!(other).context(format!("failed to read {}", dir.display()))),
-        (Ok(_), Some(error)) => Err(error.context(writing())),
-        (Ok(answer), None) => sink.finish(&answer.columns).with_context(writing),
+    let written = if args.format == ExportFormat::Pcapng {
+        write_pcapng(&snapshot, &metadata, file)
+            .with_context(|| format!("failed to write {}", tmp.display()))
+    } else {
+        write_rows(args, &snapshot, &metadata, file, &tmp)
     };
-    let done = written.and_then(|()| {
+    let done = written.and_then(|rows| {
         fs::rename(&tmp, &args.output).with_context(|| {
             format!(
                 "failed to rename {} to {}",
                 tmp.display(),
                 args.output.display()
             )
-        })
+        })?;
+        Ok(rows)
     });
-    if let Err(error) = done {
-        let _ = fs::remove_file(&tmp);
-        return Err(error);
-    }
+    let rows = match done {
+        Ok(rows) => rows,
+        Err(error) => {
+            let _ = fs::remove_file(&tmp);
+            return Err(error);
+        }
+    };
     eprintln!(
         "weft: exported {rows} {} records to {}",
         args.source,
         args.output.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The rows of the export's query into `file` as its format says; how
+/// many.
+fn write_rows(
+    args: &ExportArgs,
+    snapshot: &weft_store::Snapshot,
+    metadata: &serde_json::Value,
+    file: File,
+    tmp: &Path,
+) -> Result<u64> {
+    let catalog = capture::catalog(snapshot, metadata, true)?;
+    let mut text = args.source.clone();
+    if let Some(condition) = &args.condition {
+        text = format!("{text} where {condition}");
+    }
+    if let Some(window) = &args.window {
+        text = format!("{text} {window}");
+    }
+    let mut sink = Sink::new(args.format, file);
+    let mut failed = None;
+    let mut rows = 0u64;
+    let streamed = weft_query::stream(snapshot, &catalog, &text, &mut |headers, cells| {
+        if failed.is_none() {
+            rows += 1;
+            failed = sink.row(headers, cells).err();
+        }
+    });
+    let writing = || format!("failed to write {}", tmp.display());
+    match (streamed, failed) {
+        (Err(weft_query::Error::Query { span, message }), _) => Err(anyhow!(
+            "{}",
+            weft_query::Error::Query { span, message }.render(&text)
+        )),
+        (Err(other), _) => {
+            Err(anyhow!(other).context(format!("failed to read {}", args.dir.display())))
+        }
+        (Ok(_), Some(error)) => Err(error.context(writing())),
+        (Ok(answer), None) => sink.finish(&answer.columns).with_context(writing),
+    }
+    .map(|()| rows)
+}
+
+/// Every packet of the capture's `net` source into `file` as pcapng.
+fn write_pcapng(
+    snapshot: &weft_store::Snapshot,
+    metadata: &serde_json::Value,
+    file: File,
+) -> Result<u64> {
+    let wall_offset = capture::wall_offset(metadata).unwrap_or(0);
+    let mut writer = pcapng::Writer::new(BufWriter::new(file), wall_offset)?;
+    let packets = pcapng::write_all(snapshot, &mut writer)?;
+    let file = writer
+        .into_inner()
+        .into_inner()
+        .map_err(std::io::IntoInnerError::into_error)?;
+    file.sync_all()?;
+    Ok(packets)
 }
 
 /// `OUT.weft-tmp` next to `OUT`, so the final rename stays on one file system.
@@ -128,6 +185,7 @@ impl Sink {
                 csv: format == ExportFormat::Csv,
                 started: false,
             },
+            ExportFormat::Pcapng => unreachable!("pcapng is written by packets, not rows"),
         }
     }
 
