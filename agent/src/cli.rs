@@ -478,6 +478,9 @@ pub enum ExportFormat {
     /// pcapng of the net source's packets (headers and --snaplen bytes),
     /// for Wireshark and tshark.
     Pcapng,
+    /// Folded stacks of the calls source (PT call traces) for flame graph
+    /// tools: `pid P/tid T;outer;...;inner NS` with each path's own time.
+    Folded,
 }
 
 #[derive(Debug, Args)]

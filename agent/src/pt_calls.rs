@@ -153,3 +153,146 @@ pub fn describe(catalog: &mut Catalog, snapshot: &Snapshot) -> Result<()> {
     calls.show_first(&["func", "dur", "depth", "tid", "pid"]);
     Ok(())
 }
+
+/// The calls of a recording as folded stacks, the input of flame graph
+/// tools: one line per call path, `pid P/tid T;outer;...;inner NS`, with the
+/// time spent in the innermost function itself (its duration less its
+/// calls'). A call whose caller's entry the trace did not see starts its
+/// thread's path (its caller was not stored). Lines come sorted, with the
+/// number of calls folded.
+pub fn folded(snapshot: &Snapshot) -> Result<(Vec<String>, u64)> {
+    let sources = &snapshot.meta().sources;
+    let (Some(calls), Some(symbols)) = (
+        sources.iter().find(|s| s.name == CALLS),
+        sources.iter().find(|s| s.name == SYMBOLS),
+    ) else {
+        anyhow::bail!(
+            "the capture has no calls (PT call traces: weft pt record, or --pt-on-trigger)"
+        );
+    };
+    let names: HashMap<u32, String> = symbol_names(snapshot, symbols.id)?.into_iter().collect();
+    // By process and thread.
+    let mut threads: std::collections::BTreeMap<(u32, u32), Vec<Span>> =
+        std::collections::BTreeMap::new();
+    snapshot.raw_scan_each(calls.id, 0..=u64::MAX, |record| {
+        let word = |at: usize| {
+            record
+                .payload
+                .get(at..at + 4)
+                .map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+        };
+        let (Some(time), Some(dur)) = (
+            record.producer_ts,
+            record
+                .payload
+                .get(..8)
+                .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))),
+        ) else {
+            return;
+        };
+        threads.entry((word(8), word(12))).or_default().push(Span {
+            start: time.saturating_sub(dur),
+            dur,
+            depth: word(16),
+            func: word(20),
+        });
+    })?;
+    let mut stacks: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+    let count = threads.values().map(|calls| calls.len() as u64).sum();
+    for ((pid, tid), mut calls) in threads {
+        // Callers first: a caller starts no later than its callees, and
+        // is less deep.
+        calls.sort_unstable_by_key(|call| (call.start, call.depth));
+        fold_thread(&format!("pid {pid}/tid {tid}"), &calls, &names, &mut stacks);
+    }
+    let lines = stacks
+        .into_iter()
+        .map(|(path, ns)| format!("{path} {ns}"))
+        .collect();
+    Ok((lines, count))
+}
+
+/// A stored call, as folding needs it.
+struct Span {
+    start: u64,
+    dur: u64,
+    depth: u32,
+    func: u32,
+}
+
+/// Folds one thread's calls, callers first, into `stacks`.
+fn fold_thread(
+    root: &str,
+    calls: &[Span],
+    names: &HashMap<u32, String>,
+    stacks: &mut std::collections::BTreeMap<String, u64>,
+) {
+    // The open calls: path, end, depth, and their own time so far.
+    let mut open: Vec<(String, u64, u32, u64)> = Vec::new();
+    let mut close = |open: &mut Vec<(String, u64, u32, u64)>| {
+        let (path, _, _, own) = open.pop().expect("an open call");
+        *stacks.entry(path).or_default() += own;
+    };
+    for &Span {
+        start,
+        dur,
+        depth,
+        func,
+    } in calls
+    {
+        while open
+            .last()
+            .is_some_and(|&(_, end, open_depth, _)| open_depth >= depth || end <= start)
+        {
+            close(&mut open);
+        }
+        if let Some(caller) = open.last_mut() {
+            caller.3 = caller.3.saturating_sub(dur);
+        }
+        let name = names.get(&func).map_or("?", String::as_str);
+        let parent = open.last().map_or(root, |(path, ..)| path.as_str());
+        let path = format!("{parent};{}", name.replace(';', ":"));
+        open.push((path, start + dur, depth, dur));
+    }
+    while !open.is_empty() {
+        close(&mut open);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_fold_into_paths_with_their_own_time() {
+        let names: HashMap<u32, String> =
+            [(0, "f".to_owned()), (1, "g".to_owned()), (2, "a;b".to_owned())].into();
+        let span = |start, dur, depth, func| Span {
+            start,
+            dur,
+            depth,
+            func,
+        };
+        // f (depth 2: its caller's entry was not traced) calls g twice;
+        // then, after f, a sibling `a;b` at depth 2 and a deeper g inside.
+        let calls = [
+            span(0, 100, 2, 0),
+            span(10, 20, 3, 1),
+            span(50, 30, 3, 1),
+            span(100, 40, 2, 2),
+            span(110, 10, 3, 1),
+        ];
+        let mut stacks = std::collections::BTreeMap::new();
+        fold_thread("t", &calls, &names, &mut stacks);
+        let lines: Vec<(String, u64)> = stacks.into_iter().collect();
+        assert_eq!(
+            lines,
+            [
+                ("t;a:b".to_owned(), 30),
+                ("t;a:b;g".to_owned(), 10),
+                ("t;f".to_owned(), 50),
+                ("t;f;g".to_owned(), 50),
+            ]
+        );
+    }
+}

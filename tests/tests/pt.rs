@@ -227,7 +227,9 @@ fn elf(code: &[u8], base: u64, symbols: &[(&str, u64, u64)]) -> Vec<u8> {
     le(&mut out, 64, 8); // program headers
     le(&mut out, shoff as u64, 8); // section headers
     le(&mut out, 0, 4);
-    for value in [64, 56, 1, 64, 3, 0] {
+    // Section names come from .strtab (all empty): ELF readers want a
+    // section name table where there are sections.
+    for value in [64, 56, 1, 64, 3, 2] {
         le(&mut out, value, 2);
     }
     // PT_LOAD, read + execute.
@@ -957,9 +959,11 @@ fn perf_packets(data: &Path) -> Vec<(u64, String)> {
 /// are found `around` it, live and in the recording. (No PT here: the
 /// capture is written as `weft pt record` writes one, its clock readings
 /// putting its calls around a real syscall.)
+/// A millisecond in ns.
+const MS: u64 = 1_000_000;
+
 #[test]
 fn imported_calls_line_up_with_the_syscalls_of_the_same_instant() {
-    const MS: u64 = 1_000_000;
     if !can_trace("imported_calls_line_up_with_the_syscalls_of_the_same_instant") {
         return;
     }
@@ -1061,6 +1065,63 @@ fn imported_calls_line_up_with_the_syscalls_of_the_same_instant() {
         r#"syscalls during (calls where func = "f") where name = "getppid" | count"#,
     );
     assert_eq!(rows[0]["count"], 1);
+    flame_graph_of_the_calls(&dir);
+}
+
+/// `weft export --format folded` of a recording holding the calls of
+/// `calls_trace` (f with g inside, twice), drawn by inferno's flame graph
+/// tool: each path with its own time, and the SVG names both functions.
+fn flame_graph_of_the_calls(dir: &Path) {
+    let folded = dir.with_extension("folded");
+    let (status, _, stderr) = run_weft(&[
+        "export",
+        arg(dir),
+        "--source",
+        "calls",
+        "--format",
+        "folded",
+        "-o",
+        arg(&folded),
+    ]);
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("exported 4 calls records"), "{stderr}");
+    let text = std::fs::read_to_string(&folded).unwrap();
+    assert_eq!(
+        text,
+        format!(
+            "pid 4242/tid 0;f {}\npid 4242/tid 0;f;g {}\n",
+            2 * 50 * MS,
+            2 * 150 * MS
+        )
+    );
+    let Some(flamegraph) = std::env::var_os("WEFT_FLAMEGRAPH") else {
+        eprintln!(
+            "not drawing the flame graph: WEFT_FLAMEGRAPH is not set; `cargo xtask test` sets it"
+        );
+        return;
+    };
+    let output = std::process::Command::new(&flamegraph)
+        .arg(&folded)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (`cargo xtask setup` installs it)",
+                flamegraph.display()
+            )
+        });
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let svg = String::from_utf8_lossy(&output.stdout);
+    for title in [
+        "<title>f (400,000,000 samples, 100.00%)</title>",
+        "<title>g (300,000,000 samples, 75.00%)</title>",
+    ] {
+        assert!(svg.contains(title), "{title} in:\n{svg}");
+    }
+    let _ = std::fs::remove_file(&folded);
 }
 
 /// A capture keeps the build-id each executable file had (`build_ids` in

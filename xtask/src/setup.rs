@@ -35,6 +35,10 @@ const PACKAGES: &[&str] = &[
 /// The `DuckDB` release the export test reads Parquet with.
 const DUCKDB_VERSION: &str = "2.0.0";
 
+/// The inferno release whose `inferno-flamegraph` draws the folded-stacks
+/// export in its test.
+const INFERNO_VERSION: &str = "0.12.8";
+
 /// The bpf-linker release that builds against Debian's LLVM 22.
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
@@ -42,6 +46,7 @@ pub fn run() -> Result<()> {
     install_packages(PACKAGES)?;
     install_bpf_linker()?;
     install_duckdb()?;
+    install_inferno()?;
     println!("setup: everything is installed");
     Ok(())
 }
@@ -117,6 +122,32 @@ fn install_duckdb() -> Result<()> {
             .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
             .arg(format!("duckdb=={DUCKDB_VERSION}")),
     )
+}
+
+/// inferno's flame graph tools under `target/tools`, for the folded-stacks
+/// export test.
+fn install_inferno() -> Result<()> {
+    let installed = output(Command::new(flamegraph()).arg("--version"))
+        .is_ok_and(|version| version.contains(INFERNO_VERSION));
+    if installed {
+        return Ok(());
+    }
+    println!("setup: building inferno {INFERNO_VERSION} (a minute)");
+    exec(
+        Command::new("cargo")
+            .args([
+                "install",
+                &format!("inferno@{INFERNO_VERSION}"),
+                "--locked",
+                "--root",
+            ])
+            .arg(crate::exec::workspace_root().join("target/tools")),
+    )
+}
+
+/// inferno's `inferno-flamegraph`.
+pub fn flamegraph() -> std::path::PathBuf {
+    crate::exec::workspace_root().join("target/tools/bin/inferno-flamegraph")
 }
 
 /// The Python interpreter of the `DuckDB` venv.

@@ -70,7 +70,8 @@ pub fn run(options: &Options) -> Result<()> {
             "--test-threads=1",
         ])
         .env("WEFT_BIN", weft)
-        .env("WEFT_PYTHON", setup::duckdb_python());
+        .env("WEFT_PYTHON", setup::duckdb_python())
+        .env("WEFT_FLAMEGRAPH", setup::flamegraph());
     if let Some(filter) = &options.filter {
         integration.arg(filter);
     }

@@ -35,17 +35,22 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
     let dir = &args.dir;
     let metadata = capture::read_metadata(dir)?;
     let snapshot = capture::open(dir, args.skip_damaged)?;
-    if args.format == ExportFormat::Pcapng {
-        if !["net", "packets"].contains(&args.source.as_str()) {
+    // The formats of one source that write all of it.
+    let whole = match args.format {
+        ExportFormat::Pcapng => Some(("pcapng", ["net", "packets"])),
+        ExportFormat::Folded => Some(("folded", ["calls", "calls"])),
+        _ => None,
+    };
+    if let Some((format, sources)) = whole {
+        if !sources.contains(&args.source.as_str()) {
             bail!(
-                "--format pcapng exports the net source, not {}",
+                "--format {format} exports the {} source, not {}",
+                sources[0],
                 args.source
             );
         }
         if args.condition.is_some() || args.window.is_some() {
-            bail!(
-                "--format pcapng writes every packet: leave out --where and --window, and filter in Wireshark"
-            );
+            bail!("--format {format} writes the whole source: leave out --where and --window");
         }
     }
     let tmp = temp_path(&args.output);
@@ -56,11 +61,12 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
         .mode(0o600)
         .open(&tmp)
         .with_context(|| format!("failed to create {}", tmp.display()))?;
-    let written = if args.format == ExportFormat::Pcapng {
-        write_pcapng(&snapshot, &metadata, file)
-            .with_context(|| format!("failed to write {}", tmp.display()))
-    } else {
-        write_rows(args, &snapshot, &metadata, file, &tmp)
+    let written = match args.format {
+        ExportFormat::Pcapng => write_pcapng(&snapshot, &metadata, file)
+            .with_context(|| format!("failed to write {}", tmp.display())),
+        ExportFormat::Folded => write_folded(&snapshot, file)
+            .with_context(|| format!("failed to write {}", tmp.display())),
+        _ => write_rows(args, &snapshot, &metadata, file, &tmp),
     };
     let done = written.and_then(|rows| {
         fs::rename(&tmp, &args.output).with_context(|| {
@@ -128,6 +134,20 @@ fn write_rows(
     .map(|()| rows)
 }
 
+/// The capture's PT calls into `file` as folded stacks; how many calls.
+fn write_folded(snapshot: &weft_store::Snapshot, file: File) -> Result<u64> {
+    let (lines, calls) = crate::pt_calls::folded(snapshot)?;
+    let mut out = BufWriter::new(file);
+    for line in &lines {
+        writeln!(out, "{line}")?;
+    }
+    let file = out
+        .into_inner()
+        .map_err(std::io::IntoInnerError::into_error)?;
+    file.sync_all()?;
+    Ok(calls)
+}
+
 /// Every packet of the capture's `net` source into `file` as pcapng.
 fn write_pcapng(
     snapshot: &weft_store::Snapshot,
@@ -185,7 +205,9 @@ impl Sink {
                 csv: format == ExportFormat::Csv,
                 started: false,
             },
-            ExportFormat::Pcapng => unreachable!("pcapng is written by packets, not rows"),
+            ExportFormat::Pcapng | ExportFormat::Folded => {
+                unreachable!("pcapng and folded are not written by rows")
+            }
         }
     }
 
