@@ -625,6 +625,21 @@ pub struct RecordArgs {
     pub output: RecordOutputArgs,
     #[command(flatten)]
     pub capture: CaptureArgs,
+    /// Serve Prometheus metrics on `http://ADDR/metrics` (e.g.
+    /// 127.0.0.1:9464): records and losses per source, and each syscall's
+    /// exact latency quantiles over --metrics-window.
+    #[arg(long, value_name = "ADDR", help_heading = "Metrics")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// The window the metrics' latency quantiles cover, e.g. 15s.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "15s",
+        value_parser = parse_duration,
+        requires = "metrics",
+        help_heading = "Metrics"
+    )]
+    pub metrics_window: Duration,
 }
 
 #[derive(Debug, Args)]

@@ -13,6 +13,7 @@ mod export;
 mod extract;
 mod info;
 mod live;
+mod metrics;
 mod pt;
 mod pt_calls;
 mod pt_demand;

@@ -265,8 +265,12 @@ mod tests {
 
     #[test]
     fn calls_fold_into_paths_with_their_own_time() {
-        let names: HashMap<u32, String> =
-            [(0, "f".to_owned()), (1, "g".to_owned()), (2, "a;b".to_owned())].into();
+        let names: HashMap<u32, String> = [
+            (0, "f".to_owned()),
+            (1, "g".to_owned()),
+            (2, "a;b".to_owned()),
+        ]
+        .into();
         let span = |start, dur, depth, func| Span {
             start,
             dur,

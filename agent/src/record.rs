@@ -21,7 +21,7 @@ use crate::{
     cli::RecordArgs,
     ebpf,
     events::{self, EventProbe},
-    live, pt_calls,
+    live, metrics, pt_calls,
     registry::{self, ValueKind},
     resolve,
     session::{self, Accounting, Consumer, Outcome, Probes, Session},
@@ -78,9 +78,31 @@ pub fn record(args: &RecordArgs, ui: Option<UiLink>) -> Result<ExitCode> {
         actions,
     )?;
     let (manual, manual_notes) = std::sync::mpsc::sync_channel(16);
-    if let Some(ui) = &ui {
-        // The UI may have given up waiting; recording goes on regardless.
-        let _ = ui.ready.send((store.reader(), Some(calls_sender.clone())));
+    let (ui_health, ui_stop) = match ui {
+        Some(UiLink {
+            ready,
+            health,
+            stop,
+        }) => {
+            // The UI may have given up waiting; recording goes on regardless.
+            let _ = ready.send((store.reader(), Some(calls_sender.clone())));
+            (Some(health), Some(stop))
+        }
+        None => (None, None),
+    };
+    // The counters, for the UI or the metrics.
+    let health = ui_health.or_else(|| {
+        args.metrics
+            .map(|_| Arc::new(Mutex::new(weft_tui::Health::default())))
+    });
+    if let (Some(addr), Some(health)) = (args.metrics, &health) {
+        let metrics = metrics::Metrics {
+            reader: store.reader(),
+            dir: dir.clone(),
+            health: Arc::clone(health),
+            window: args.metrics_window,
+        };
+        metrics::serve(addr, metrics)?;
     }
     // Warn and record on: a capture without live queries beats none.
     let _live =
@@ -99,7 +121,7 @@ pub fn record(args: &RecordArgs, ui: Option<UiLink>) -> Result<ExitCode> {
             names.join(", "),
             dir.display()
         ),
-        stop: ui.as_ref().map(|l| Arc::clone(&l.stop)),
+        stop: ui_stop.clone(),
     };
     let (metadata, session_index) = capture::start_session(dir, &described)?;
     fresh.keep();
@@ -116,8 +138,8 @@ pub fn record(args: &RecordArgs, ui: Option<UiLink>) -> Result<ExitCode> {
         call_totals: CallTotals::default(),
         lag: (0, 0),
         error: None,
-        status: ui.is_none() && std::io::stderr().is_terminal(),
-        health: ui.map(|l| l.health),
+        status: ui_stop.is_none() && std::io::stderr().is_terminal(),
+        health,
         start: Instant::now(),
         duration: args.output.duration,
         dir: dir.clone(),

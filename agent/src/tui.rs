@@ -142,6 +142,8 @@ fn recorder(args: &TuiArgs, dir: &Path, ready: Ready, health: &Arc<Mutex<Health>
             triggers: TriggerArgs::default(),
         },
         capture: args.capture.clone(),
+        metrics: None,
+        metrics_window: std::time::Duration::from_secs(15),
     };
     let stop = Arc::new(tokio::sync::Notify::new());
     let ui = UiLink {

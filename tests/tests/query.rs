@@ -285,3 +285,169 @@ fn query_live_asks_the_running_recorder() {
     assert!(stderr.contains("no live weft"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `weft record --metrics ADDR` scraped by a real Prometheus server
+/// (Debian's, which `cargo xtask setup` installs): records and losses per
+/// source, and each syscall's latency quantiles over the window, read back
+/// through Prometheus's HTTP API, equal to what `weft query --live` answers.
+#[test]
+fn prometheus_scrapes_the_metrics_live_queries_give() {
+    let test = "prometheus_scrapes_the_metrics_live_queries_give";
+    if !can_trace(test) {
+        return;
+    }
+    let found = std::process::Command::new("prometheus")
+        .arg("--version")
+        .output()
+        .is_ok();
+    if !found && std::env::var_os("WEFT_VM").is_some() {
+        eprintln!("skipping {test}: needs prometheus, which the VM's initramfs does not carry");
+        return;
+    }
+    assert!(found, "{test} needs prometheus: run `cargo xtask setup`");
+    let (weft_addr, prometheus_addr) = ("127.0.0.1:19464", "127.0.0.1:19090");
+    let dir = capture_dir("metrics");
+    let workload = Workload::spawn(WORKLOAD, &["getppid:20000"]);
+    let pid = workload.pid().to_string();
+    let running = Running::start(
+        &[
+            "record",
+            "-o",
+            dir.to_str().unwrap(),
+            "--pid",
+            &pid,
+            "--metrics",
+            weft_addr,
+            "--metrics-window",
+            "1m",
+        ],
+        "weft: recording",
+    );
+    let prometheus = Prometheus::start(
+        &dir.with_extension("prometheus"),
+        prometheus_addr,
+        weft_addr,
+    );
+    workload.run_to_end();
+    let getppid = r#"syscalls where name = "getppid""#;
+    let calls = r#"weft_syscall_calls{syscall="getppid"}"#;
+    // Scraped each second: wait for a scrape after the workload's end.
+    let mut scraped = None;
+    for _ in 0..100 {
+        scraped = prometheus.value(calls);
+        if scraped == Some(20_000.0) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(scraped, Some(20_000.0));
+    assert!(prometheus.value(r#"weft_records_total{source="syscalls"}"#) >= Some(20_000.0));
+    assert_eq!(
+        prometheus.value(r#"weft_lost_total{source="syscalls"}"#),
+        Some(0.0)
+    );
+    for (quantile, percentile) in [("0.5", "p50"), ("0.99", "p99"), ("0.9999", "p99.99")] {
+        let (status, stdout, stderr) = run_weft(&[
+            "query",
+            "--live",
+            "--json",
+            &format!("{getppid} | {percentile}(dur) last 1m"),
+        ]);
+        assert!(status.success(), "{stderr}");
+        let row: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        let ns = row[format!("{percentile}(dur)")].as_u64().unwrap();
+        let metric =
+            format!(r#"weft_syscall_latency_seconds{{syscall="getppid",quantile="{quantile}"}}"#);
+        assert_eq!(prometheus.value(&metric), Some(ns as f64 / 1e9), "{metric}");
+    }
+    drop(prometheus);
+    let finished = running.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A Prometheus server scraping weft each second, killed when dropped.
+struct Prometheus {
+    child: std::process::Child,
+    addr: String,
+    data: std::path::PathBuf,
+}
+
+impl Prometheus {
+    fn start(data: &std::path::Path, addr: &str, target: &str) -> Self {
+        let _ = std::fs::remove_dir_all(data);
+        std::fs::create_dir_all(data).unwrap();
+        let config = data.join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: weft\n    static_configs:\n      - targets: ['{target}']\n"
+            ),
+        )
+        .unwrap();
+        let child = std::process::Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                data.join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let prometheus = Self {
+            child,
+            addr: addr.to_owned(),
+            data: data.to_owned(),
+        };
+        for _ in 0..150 {
+            if prometheus
+                .get("/-/ready")
+                .is_some_and(|(status, _)| status == 200)
+            {
+                return prometheus;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("prometheus did not get ready on {addr}");
+    }
+
+    /// The value of instant query `query`, if it has one.
+    fn value(&self, query: &str) -> Option<f64> {
+        let encoded: String = query
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' => char::from(b).to_string(),
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let (status, body) = self.get(&format!("/api/v1/query?query={encoded}"))?;
+        assert_eq!(status, 200, "{body}");
+        let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+        answer["data"]["result"][0]["value"][1]
+            .as_str()?
+            .parse()
+            .ok()
+    }
+
+    /// A plain HTTP GET: status and body.
+    fn get(&self, path: &str) -> Option<(u16, String)> {
+        use std::io::{Read as _, Write as _};
+        let mut stream = std::net::TcpStream::connect(&self.addr).ok()?;
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: {}\r\n\r\n", self.addr).ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).ok()?;
+        let status = response.split_whitespace().nth(1)?.parse().ok()?;
+        let body = response.split_once("\r\n\r\n")?.1.to_owned();
+        Some((status, body))
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.data);
+    }
+}

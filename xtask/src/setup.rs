@@ -30,6 +30,8 @@ const PACKAGES: &[&str] = &[
     "binutils",
     // The pcapng export test reads weft's file with Wireshark's tshark.
     "tshark",
+    // The metrics test has a Prometheus server scrape `weft record`.
+    "prometheus",
 ];
 
 /// The `DuckDB` release the export test reads Parquet with.
