@@ -31,12 +31,27 @@ pub mod shop {
 fn main() { std::process::exit(shop::checkout_total(std::env::args().count()) as i32); }
 ";
 
-/// A fresh directory for one case.
-fn scratch(name: &str) -> PathBuf {
+/// A fresh directory for one case, removed when dropped.
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("weft-symbols-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
 }
 
 fn run(program: &str, args: &[&str]) {
@@ -150,10 +165,33 @@ fn compressed_debug_sections_and_a_stale_debug_file() {
             .any(|n| n == TOTAL)
     );
     // A debug file of another build is refused: only the dynamic symbols.
-    let other = cpp(&scratch("other"), &["-DOTHER=1", "-O0"]);
+    let other_dir = scratch("other");
+    let other = cpp(&other_dir, &["-DOTHER=1", "-O0"]);
     run("objcopy", &["--only-keep-debug", s(&other), s(&debug)]);
     let found = names(&Finder::default(), &binary);
     assert!(!found.iter().any(|n| n == TOTAL), "{found:?}");
+}
+
+#[test]
+fn a_uprobe_offset_is_found_by_stored_demangled_or_bare_cpp_name() {
+    let dir = scratch("offset");
+    let binary = cpp(&dir, &[]);
+    split(&binary, &dir.join("shop.debug"), true);
+    let finder = Finder::default();
+    let offset = |name: &str| finder.file_offset(&binary, name).unwrap();
+    let stored = offset("_ZNK4shop4Cart5totalEi").expect("found from the debug file");
+    assert_eq!(offset(TOTAL), Some(stored));
+    assert_eq!(offset("shop::Cart::total"), Some(stored));
+    // An offset into the file: the function's bytes are there.
+    let bytes = std::fs::read(&binary).unwrap();
+    assert!(stored < bytes.len() as u64);
+    assert_ne!(offset("weft_exported"), Some(stored));
+    assert_eq!(offset("no_such_function"), None);
+    let err = finder
+        .file_offset(&dir.join("missing"), "main")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("missing"), "{err}");
 }
 
 #[test]
