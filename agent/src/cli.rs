@@ -481,6 +481,10 @@ pub enum ExportFormat {
     /// Folded stacks of the calls source (PT call traces) for flame graph
     /// tools: `pid P/tid T;outer;...;inner NS` with each path's own time.
     Folded,
+    /// A Perfetto trace (protobuf) of every source over --window: threads'
+    /// syscalls, off-CPU time and PT calls as slices, block requests,
+    /// packets, page-cache events and triggers.
+    Perfetto,
 }
 
 #[derive(Debug, Args)]

@@ -451,3 +451,114 @@ impl Drop for Prometheus {
         let _ = std::fs::remove_dir_all(&self.data);
     }
 }
+
+/// Reads a Perfetto trace with Perfetto's own protos (the `perfetto` package, in
+/// the venv `cargo xtask setup` makes) and prints, as JSON, each slice of a
+/// thread's track (tid, start, duration, name, category) and each child
+/// track's slice count by track name.
+const PERFETTO_SLICES: &str = r#"
+import json, sys
+from collections import Counter
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace
+trace = Trace()
+trace.ParseFromString(open(sys.argv[1], "rb").read())
+tids, names, open_slices, slices, children = {}, {}, {}, [], Counter()
+for packet in trace.packet:
+    if packet.HasField("track_descriptor"):
+        d = packet.track_descriptor
+        if d.HasField("thread"):
+            tids[d.uuid] = d.thread.tid
+        names[d.uuid] = d.name
+    if not packet.HasField("track_event"):
+        continue
+    assert packet.timestamp_clock_id == 3, "CLOCK_MONOTONIC"
+    e = packet.track_event
+    if e.type == e.TYPE_SLICE_BEGIN:
+        open_slices.setdefault(e.track_uuid, []).append((packet.timestamp, e.name, list(e.categories)))
+    elif e.type == e.TYPE_SLICE_END:
+        start, name, categories = open_slices[e.track_uuid].pop()
+        if e.track_uuid in tids:
+            slices.append([tids[e.track_uuid], start, packet.timestamp - start, name, categories[0]])
+        else:
+            children[names[e.track_uuid]] += 1
+assert not any(open_slices.values()), "every slice ends"
+print(json.dumps({"slices": sorted(slices), "children": children}))
+"#;
+
+/// `weft export --format perfetto` read back with Perfetto's own protos:
+/// every syscall of the workload is a slice on its thread's track with its
+/// enter time and duration, and the sched source's off-CPU stretches are
+/// slices on the thread's off-CPU track.
+#[test]
+fn export_perfetto_holds_every_record_with_its_time() {
+    let test = "export_perfetto_holds_every_record_with_its_time";
+    if !can_trace(test) {
+        return;
+    }
+    let Some(python) = std::env::var_os("WEFT_PYTHON") else {
+        eprintln!(
+            "skipping {test}: WEFT_PYTHON (a Python with perfetto) is not set; `cargo xtask test` sets it"
+        );
+        return;
+    };
+    let dir = capture_dir("export-perfetto");
+    let workload = Workload::spawn(WORKLOAD, &["getppid:3000", "nanosleep:20:3"]);
+    let pid = workload.pid().to_string();
+    let running = Running::start(
+        &[
+            "record",
+            "-o",
+            dir.to_str().unwrap(),
+            "--pid",
+            &pid,
+            "--sources",
+            "syscalls,sched",
+        ],
+        "weft: recording",
+    );
+    workload.run_to_end();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let finished = running.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+    let out = dir.with_extension("perfetto");
+    let (status, _, stderr) = run_weft(&[
+        "export",
+        dir.to_str().unwrap(),
+        "--format",
+        "perfetto",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(status.success(), "{stderr}");
+    let read = std::process::Command::new(python)
+        .args(["-c", PERFETTO_SLICES, out.to_str().unwrap()])
+        .output()
+        .expect("run python");
+    assert!(
+        read.status.success(),
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    let perfetto: serde_json::Value = serde_json::from_slice(&read.stdout).unwrap();
+    let mut expected: Vec<serde_json::Value> =
+        query(&dir, "syscalls | fields tid, enter_ns, dur, name")
+            .into_iter()
+            .map(|r| serde_json::json!([r["tid"], r["enter_ns"], r["dur"], r["name"], "syscalls"]))
+            .collect();
+    expected.sort_by_key(std::string::ToString::to_string);
+    let mut slices = perfetto["slices"].as_array().unwrap().clone();
+    slices.sort_by_key(std::string::ToString::to_string);
+    assert!(expected.len() > 3000, "{}", expected.len());
+    assert_eq!(slices, expected);
+    let off_cpu = query(&dir, "sched | count")[0]["count"].clone();
+    assert_eq!(perfetto["children"]["off-CPU"], off_cpu, "{perfetto}");
+    assert!(
+        stderr.contains(&format!(
+            "exported {} records of every source",
+            expected.len() as u64 + off_cpu.as_u64().unwrap()
+        )),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_file(&out).unwrap();
+}

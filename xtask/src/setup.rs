@@ -37,6 +37,11 @@ const PACKAGES: &[&str] = &[
 /// The `DuckDB` release the export test reads Parquet with.
 const DUCKDB_VERSION: &str = "2.0.0";
 
+/// Perfetto's Python package, whose protos read the Perfetto export, and
+/// the protobuf runtime they need.
+const PERFETTO_VERSION: &str = "0.59.1";
+const PROTOBUF_VERSION: &str = "7.36.2";
+
 /// The inferno release whose `inferno-flamegraph` draws the folded-stacks
 /// export in its test.
 const INFERNO_VERSION: &str = "0.12.8";
@@ -97,12 +102,14 @@ fn install_bpf_linker() -> Result<()> {
     )
 }
 
-/// A Python venv under `target/` with `DuckDB`, for the export test.
+/// A Python venv under `target/` with `DuckDB` and Perfetto's protos, for
+/// the export tests.
 fn install_duckdb() -> Result<()> {
     let python = duckdb_python();
-    let installed =
-        output(Command::new(&python).args(["-c", "import duckdb; print(duckdb.__version__)"]))
-            .is_ok_and(|version| version.trim() == DUCKDB_VERSION);
+    let check = "import duckdb, perfetto, google.protobuf; \
+                 print(duckdb.__version__, google.protobuf.__version__)";
+    let installed = output(Command::new(&python).args(["-c", check]))
+        .is_ok_and(|versions| versions.trim() == format!("{DUCKDB_VERSION} {PROTOBUF_VERSION}"));
     if installed {
         return Ok(());
     }
@@ -111,7 +118,7 @@ fn install_duckdb() -> Result<()> {
         .and_then(std::path::Path::parent)
         .context("venv path")?;
     println!(
-        "setup: installing duckdb {DUCKDB_VERSION} into {}",
+        "setup: installing duckdb {DUCKDB_VERSION} and perfetto {PERFETTO_VERSION} into {}",
         venv.display()
     );
     exec(
@@ -122,7 +129,9 @@ fn install_duckdb() -> Result<()> {
     exec(
         Command::new(&python)
             .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
-            .arg(format!("duckdb=={DUCKDB_VERSION}")),
+            .arg(format!("duckdb=={DUCKDB_VERSION}"))
+            .arg(format!("perfetto=={PERFETTO_VERSION}"))
+            .arg(format!("protobuf=={PROTOBUF_VERSION}")),
     )
 }
 

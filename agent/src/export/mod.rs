@@ -4,6 +4,7 @@
 //! also as pcapng.
 
 mod pcapng;
+mod perfetto;
 
 use std::{
     fs::{self, File},
@@ -41,6 +42,9 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
         ExportFormat::Folded => Some(("folded", ["calls", "calls"])),
         _ => None,
     };
+    if args.format == ExportFormat::Perfetto && args.condition.is_some() {
+        bail!("--format perfetto writes every source: leave out --where (--window applies)");
+    }
     if let Some((format, sources)) = whole {
         if !sources.contains(&args.source.as_str()) {
             bail!(
@@ -66,6 +70,7 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
             .with_context(|| format!("failed to write {}", tmp.display())),
         ExportFormat::Folded => write_folded(&snapshot, file)
             .with_context(|| format!("failed to write {}", tmp.display())),
+        ExportFormat::Perfetto => write_perfetto(args, &snapshot, &metadata, file),
         _ => write_rows(args, &snapshot, &metadata, file, &tmp),
     };
     let done = written.and_then(|rows| {
@@ -85,11 +90,12 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
             return Err(error);
         }
     };
-    eprintln!(
-        "weft: exported {rows} {} records to {}",
-        args.source,
-        args.output.display()
-    );
+    let what = if args.format == ExportFormat::Perfetto {
+        "records of every source"
+    } else {
+        &format!("{} records", args.source)
+    };
+    eprintln!("weft: exported {rows} {what} to {}", args.output.display());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -132,6 +138,55 @@ fn write_rows(
         (Ok(answer), None) => sink.finish(&answer.columns).with_context(writing),
     }
     .map(|()| rows)
+}
+
+/// Every source a Perfetto trace shows, over the window, into `file`; how
+/// many records.
+fn write_perfetto(
+    args: &ExportArgs,
+    snapshot: &weft_store::Snapshot,
+    metadata: &serde_json::Value,
+    file: File,
+) -> Result<u64> {
+    let catalog = capture::catalog(snapshot, metadata, true)?;
+    let mut writer = perfetto::Writer::new(BufWriter::new(file));
+    for shape in perfetto::SHAPES {
+        if catalog.source(shape.source).is_none() {
+            continue;
+        }
+        let text = match &args.window {
+            Some(window) => format!("{} {window}", shape.source),
+            None => shape.source.to_owned(),
+        };
+        let mut failed = None;
+        let streamed = weft_query::stream(snapshot, &catalog, &text, &mut |headers, cells| {
+            if failed.is_none() {
+                failed = writer.record(shape, headers, &cells).err();
+            }
+        });
+        match (streamed, failed) {
+            (Err(weft_query::Error::Query { span, message }), _) => {
+                bail!(
+                    "{}",
+                    weft_query::Error::Query { span, message }.render(&text)
+                )
+            }
+            (Err(other), _) => {
+                return Err(
+                    anyhow!(other).context(format!("failed to read {}", args.dir.display()))
+                );
+            }
+            (Ok(_), Some(error)) => return Err(error),
+            (Ok(_), None) => {}
+        }
+    }
+    let events = writer.events;
+    let file = writer
+        .into_inner()
+        .into_inner()
+        .map_err(std::io::IntoInnerError::into_error)?;
+    file.sync_all()?;
+    Ok(events)
 }
 
 /// The capture's PT calls into `file` as folded stacks; how many calls.
@@ -205,8 +260,8 @@ impl Sink {
                 csv: format == ExportFormat::Csv,
                 started: false,
             },
-            ExportFormat::Pcapng | ExportFormat::Folded => {
-                unreachable!("pcapng and folded are not written by rows")
+            ExportFormat::Pcapng | ExportFormat::Folded | ExportFormat::Perfetto => {
+                unreachable!("pcapng, folded and perfetto are not written by rows")
             }
         }
     }
