@@ -432,6 +432,9 @@ pub enum TraceFormat {
     Text,
     /// One JSON object per line, as bpftrace -f json.
     Json,
+    /// Maps as folded stacks for flame graph tools (`@[kstack] = count()`
+    /// becomes `outer;...;inner COUNT`).
+    Folded,
 }
 
 #[derive(Debug, Args)]

@@ -695,6 +695,54 @@ fn kstack_keys_print_as_bpftrace_does() {
     assert!(scheduler, "no scheduler frame:\n{stdout}");
 }
 
+/// `--format folded` prints stack maps as flame graph tools read them, and
+/// inferno's flame graph tool (which `cargo xtask setup` installs) draws
+/// them with the scheduler's frames.
+#[test]
+fn kstack_maps_fold_into_a_flame_graph() {
+    if !needs("kstack_maps_fold_into_a_flame_graph", &TRACE) {
+        return;
+    }
+    let stdout = weft_trace(
+        "tracepoint:sched:sched_switch /args.prev_pid == cpid/ { @[comm, kstack] = count(); }",
+        &["nanosleep:2:10"],
+        &["--format", "folded"],
+    );
+    let mut total = 0;
+    for line in stdout.lines() {
+        let (frames, count) = line.rsplit_once(' ').expect("FRAMES COUNT");
+        let frames: Vec<&str> = frames.split(';').collect();
+        assert_eq!(frames[0], "weft-workload", "{line}");
+        // Outermost first: the scheduler is the innermost frames.
+        let scheduler = frames.iter().rposition(|f| f.contains("schedule"));
+        assert!(scheduler.is_some_and(|at| at > frames.len() / 2), "{line}");
+        total += count.parse::<u64>().expect("a count");
+    }
+    assert!(total >= 10, "ten sleeps, {total} switches:\n{stdout}");
+    let Some(flamegraph) = std::env::var_os("WEFT_FLAMEGRAPH") else {
+        eprintln!(
+            "not drawing the flame graph: WEFT_FLAMEGRAPH is not set; `cargo xtask test` sets it"
+        );
+        return;
+    };
+    let mut child = Command::new(&flamegraph)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (`cargo xtask setup` installs it)",
+                flamegraph.display()
+            )
+        });
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), stdout.as_bytes()).unwrap();
+    let svg = child.wait_with_output().unwrap();
+    assert!(svg.status.success());
+    let svg = String::from_utf8_lossy(&svg.stdout);
+    assert!(svg.contains("<title>weft-workload ("), "{svg}");
+    assert!(svg.contains("<title>schedule+"), "{svg}");
+}
+
 /// weft pins each ring array in bpffs only while its object loads: none is
 /// left after a run, and one left by a weft killed meanwhile (a dead pid)
 /// is removed by the next run, with the rings it holds.

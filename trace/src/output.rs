@@ -18,6 +18,11 @@ pub enum Format {
     Text,
     /// One JSON object per line, as `bpftrace -f json`.
     Json,
+    /// Maps as folded stacks for flame graph tools (what bpftrace's output
+    /// becomes through `stackcollapse-bpftrace.pl`): one line per element,
+    /// its key's parts as frames (a stack's frames outermost first) joined
+    /// by `;`, then its value. Text a probe prints stays text.
+    Folded,
 }
 
 /// One map element's aggregate.
@@ -166,7 +171,7 @@ pub fn linear_bucket(v: i64, min: i64, max: i64, step: i64) -> usize {
 /// Text a probe printed (`printf`, `time`).
 pub fn text(format: Format, kind: &str, text: &str, out: &mut dyn Write) -> std::io::Result<()> {
     match format {
-        Format::Text => out.write_all(text.as_bytes()),
+        Format::Text | Format::Folded => out.write_all(text.as_bytes()),
         Format::Json => writeln!(out, "{}", json_line(kind, &json!(text))),
     }
 }
@@ -174,7 +179,7 @@ pub fn text(format: Format, kind: &str, text: &str, out: &mut dyn Write) -> std:
 /// `print(value)`.
 pub fn value(format: Format, value: &Value, out: &mut dyn Write) -> std::io::Result<()> {
     match format {
-        Format::Text => writeln!(out, "{value}"),
+        Format::Text | Format::Folded => writeln!(out, "{value}"),
         Format::Json => writeln!(out, "{}", json_line("value", &json_value(value))),
     }
 }
@@ -213,6 +218,53 @@ pub fn print_map<S: std::hash::BuildHasher>(
     match format {
         Format::Text => print_text(info, &sorted, div, out),
         Format::Json => print_json(info, &sorted, div, out),
+        Format::Folded => print_folded(&sorted, div, out),
+    }
+}
+
+/// Elements with a single value (counts, sums, ...) as folded stacks;
+/// histograms and the like have no single value and are left out.
+fn print_folded(
+    sorted: &[(&Vec<Value>, &Agg)],
+    div: i64,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    for (key, agg) in sorted {
+        if matches!(
+            agg,
+            Agg::Hist(_)
+                | Agg::Lhist(_)
+                | Agg::Stats { .. }
+                | Agg::Percentiles(_)
+                | Agg::Value(Value::Str(_))
+        ) {
+            continue;
+        }
+        let frames: Vec<String> = key.iter().flat_map(frames).collect();
+        let frames = if frames.is_empty() {
+            vec!["all".to_owned()]
+        } else {
+            frames
+        };
+        writeln!(out, "{} {}", frames.join(";"), agg.sort_value() / div)?;
+    }
+    Ok(())
+}
+
+/// A key part as frames: a stack (`kstack`, `ustack`: a newline, then a
+/// frame a line, innermost first) outermost first; anything else one frame.
+/// `;` inside a frame becomes `:`.
+fn frames(part: &Value) -> Vec<String> {
+    let text = part.to_string();
+    let clean = |frame: &str| frame.trim().replace(';', ":");
+    if text.starts_with('\n') {
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .rev()
+            .map(clean)
+            .collect()
+    } else {
+        vec![clean(&text)]
     }
 }
 
@@ -491,6 +543,32 @@ mod tests {
         assert_eq!(linear_bucket(-1, 0, 2000, 500), 0);
         assert_eq!(linear_bucket(999, 0, 2000, 500), 2);
         assert_eq!(linear_bucket(2996, 0, 2000, 500), 5);
+    }
+
+    #[test]
+    fn folded_maps_put_a_stacks_outermost_frame_first() {
+        let info = MapInfo {
+            name: String::new(),
+            kind: MapKind::Count,
+            keys: vec![],
+        };
+        let stack = Value::Str("\n        schedule+10\n        do_nanosleep+7\n".into());
+        let mut one = Agg::new(MapKind::Count);
+        one.add(MapKind::Count, 1);
+        let mut three = Agg::new(MapKind::Count);
+        for _ in 0..3 {
+            three.add(MapKind::Count, 1);
+        }
+        let map = HashMap::from([
+            (vec![Value::Str("sleep;er".into()), stack], three),
+            (vec![Value::Int(7)], one),
+        ]);
+        let mut out = Vec::new();
+        print_map(Format::Folded, &info, &map, 0, 1, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "7 1\nsleep:er;do_nanosleep+7;schedule+10 3\n"
+        );
     }
 
     #[test]

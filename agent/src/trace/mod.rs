@@ -68,10 +68,11 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     let format = match args.format {
         TraceFormat::Text => Format::Text,
         TraceFormat::Json => Format::Json,
+        TraceFormat::Folded => Format::Folded,
     };
     let probes = plan.attaches.len() - probe.left_out();
     match format {
-        Format::Text => eprintln!(
+        Format::Text | Format::Folded => eprintln!(
             "Attaching {probes} probe{}...",
             if probes == 1 { "" } else { "s" }
         ),
