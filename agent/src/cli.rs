@@ -89,7 +89,8 @@ pub enum Command {
     #[command(after_help = TRACE_EXAMPLES)]
     Trace(TraceArgs),
 
-    /// Write a source's records to Parquet, JSON lines or CSV for other tools.
+    /// Write a capture for other tools: Parquet, JSON lines, CSV, a
+    /// Perfetto timeline, flame graph stacks, pcapng (docs/exports.md).
     ///
     /// Parquet lets `DuckDB`, Spark, `ClickHouse` or pandas take over when a
     /// question outgrows one host. Columns are those `weft query` lists;
@@ -97,10 +98,33 @@ pub enum Command {
     /// complete (mode 0600).
     Export(ExportArgs),
 
+    /// Print a shell completion script, e.g. `weft completions bash >
+    /// /usr/share/bash-completion/completions/weft`.
+    Completions(CompletionsArgs),
+
+    /// Write man pages (weft.1 and weft-COMMAND.1) into a directory
+    /// (`cargo xtask man` does).
+    #[command(hide = true)]
+    Man(ManArgs),
+
     /// Intel Processor Trace: list a trace's packets, walk its instruction
     /// flow, capture it (docs/pt.md).
     #[command(subcommand)]
     Pt(PtCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The directory to write the pages into (created if missing).
+    #[arg(value_name = "DIR")]
+    pub dir: std::path::PathBuf,
 }
 
 #[derive(Debug, Subcommand)]

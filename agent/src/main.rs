@@ -13,6 +13,7 @@ mod export;
 mod extract;
 mod info;
 mod live;
+mod manual;
 mod metrics;
 mod pt;
 mod pt_calls;
@@ -96,6 +97,8 @@ fn main() -> ExitCode {
         cli::Command::Export(args) => export::run(args),
         cli::Command::Trace(args) => trace::run(args),
         cli::Command::Pt(command) => pt::run(command),
+        cli::Command::Completions(args) => Ok(manual::completions(args.shell)),
+        cli::Command::Man(args) => manual::man_pages(&args.dir),
     };
     match result {
         Ok(code) => code,

@@ -57,6 +57,8 @@ enum Command {
     FuzzPt(fuzz_pt::Options),
     /// Regenerate `probes/src/syscall_names.rs` from the x86-64 UAPI header.
     GenSyscalls(gen_syscalls::Options),
+    /// Write weft's man pages into `target/man` (from its clap definitions).
+    Man,
 }
 
 fn main() -> ExitCode {
@@ -70,6 +72,7 @@ fn main() -> ExitCode {
         Command::Bench(bench) => bench::run(&bench),
         Command::FuzzPt(options) => fuzz_pt::run(&options),
         Command::GenSyscalls(options) => gen_syscalls::run(&options),
+        Command::Man => run::man(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -29,6 +29,15 @@ pub fn run(options: &Options) -> Result<()> {
     std::process::exit(status.code().unwrap_or(2));
 }
 
+/// `cargo xtask man`: weft writes its man pages into `target/man`.
+pub fn man() -> Result<()> {
+    let weft = build_weft_release()?;
+    let dir = workspace_root().join("target/man");
+    exec(Command::new(&weft).arg("man").arg(&dir))?;
+    println!("man: read one with `man -l {}/weft.1`", dir.display());
+    Ok(())
+}
+
 /// Builds the `weft` binary in release mode and returns its path.
 pub fn build_weft_release() -> Result<String> {
     build_release(&["--package", "weft"])?;
