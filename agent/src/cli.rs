@@ -492,6 +492,21 @@ pub struct ExportArgs {
     /// they held (without it, damage is an error).
     #[arg(long, help_heading = "Selection")]
     pub skip_damaged: bool,
+
+    /// Parquet in Hive-style partitions under the -o directory,
+    /// `host=H/source=S/date=YYYY-MM-DD/hour=HH/` (UTC), with the host in
+    /// every row: many hosts' exports in one place read as one table.
+    #[arg(long, help_heading = "Output")]
+    pub partition: bool,
+
+    /// The host the partitions name (default: the host that recorded).
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "partition",
+        help_heading = "Output"
+    )]
+    pub host: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -562,3 +562,101 @@ fn export_perfetto_holds_every_record_with_its_time() {
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::remove_file(&out).unwrap();
 }
+
+/// Asks `DuckDB` and Spark the same questions of a partitioned tree: per
+/// host, the count of getppid calls and the nearest-rank p99 and p50 of
+/// their durations (as `weft query` defines a percentile). Prints
+/// `{"duckdb": {host: [count, p99, p50]}, "spark": {...}}`.
+const FLEET_QUESTIONS: &str = r#"
+import json, sys
+root = sys.argv[1]
+rank = lambda q: f"cast(ceil({q} * count(*)) as int)"
+def answers(rows):
+    return {host: [count, p99, p50] for host, count, p99, p50 in rows}
+import duckdb
+duck = duckdb.sql(f"""
+    select host, count(*), list_sort(list(dur))[{rank(0.99)}], list_sort(list(dur))[{rank(0.5)}]
+    from read_parquet('{root}/**/*.parquet', hive_partitioning = true)
+    where name = 'getppid' and hostname = host group by host""").fetchall()
+from pyspark.sql import SparkSession
+spark = (SparkSession.builder.master("local[1]").appName("weft")
+         .config("spark.ui.enabled", "false").getOrCreate())
+spark.sparkContext.setLogLevel("ERROR")
+spark.read.parquet(root).createOrReplaceTempView("syscalls")
+sql = f"""select host, count(*), element_at(sort_array(collect_list(dur)), {rank(0.99)}),
+                 element_at(sort_array(collect_list(dur)), {rank(0.5)})
+          from syscalls where name = 'getppid' and hostname = host group by host"""
+sparks = [tuple(r) for r in spark.sql(sql).collect()]
+spark.stop()
+print(json.dumps({"duckdb": answers(duck), "spark": answers(sparks)}))
+"#;
+
+/// Two captures exported as two hosts into one partitioned tree are one
+/// table: `DuckDB` and Spark (local mode) give each host's count and
+/// percentiles as `weft query` gives them on its capture.
+#[test]
+fn partitioned_exports_of_two_hosts_are_one_table_for_duckdb_and_spark() {
+    let test = "partitioned_exports_of_two_hosts_are_one_table_for_duckdb_and_spark";
+    if !can_trace(test) {
+        return;
+    }
+    let Some(python) = std::env::var_os("WEFT_PYTHON") else {
+        eprintln!(
+            "skipping {test}: WEFT_PYTHON (a Python with duckdb and pyspark) is not set; `cargo xtask test` sets it"
+        );
+        return;
+    };
+    let root = capture_dir("fleet");
+    let _ = std::fs::remove_dir_all(&root);
+    let mut expected = serde_json::Map::new();
+    for (host, calls) in [("db-1", 3000), ("web-2", 2000)] {
+        let dir = capture_dir(&format!("fleet-{host}"));
+        record(
+            WORKLOAD,
+            &dir,
+            &[&format!("getppid:{calls}"), "nanosleep:10:1"],
+            &[],
+        );
+        let (status, _, stderr) = run_weft(&[
+            "export",
+            dir.to_str().unwrap(),
+            "--partition",
+            "--host",
+            host,
+            "-o",
+            root.to_str().unwrap(),
+        ]);
+        assert!(status.success(), "{stderr}");
+        assert!(
+            stderr.contains(&format!("records of {host} into ")),
+            "{stderr}"
+        );
+        let weft = row(
+            &dir,
+            r#"syscalls where name = "getppid" | count, p99(dur), p50(dur)"#,
+        );
+        expected.insert(
+            host.to_owned(),
+            serde_json::json!([weft["count"], weft["p99(dur)"], weft["p50(dur)"]]),
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+    let partitions = std::fs::read_dir(root.join("host=db-1/source=syscalls"))
+        .unwrap()
+        .count();
+    assert!(partitions >= 1);
+    let asked = std::process::Command::new(python)
+        .args(["-c", FLEET_QUESTIONS, root.to_str().unwrap()])
+        .output()
+        .expect("run python");
+    assert!(
+        asked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&asked.stderr)
+    );
+    let answers: serde_json::Value = serde_json::from_slice(&asked.stdout).unwrap();
+    let expected = serde_json::Value::Object(expected);
+    assert_eq!(answers["duckdb"], expected, "DuckDB");
+    assert_eq!(answers["spark"], expected, "Spark");
+    std::fs::remove_dir_all(&root).unwrap();
+}

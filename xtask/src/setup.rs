@@ -42,6 +42,10 @@ const DUCKDB_VERSION: &str = "2.0.0";
 const PERFETTO_VERSION: &str = "0.59.1";
 const PROTOBUF_VERSION: &str = "7.36.2";
 
+/// Apache Spark's Python package (local mode, on the installed Java 17), for
+/// the partitioned export test.
+const PYSPARK_VERSION: &str = "4.3.0";
+
 /// The inferno release whose `inferno-flamegraph` draws the folded-stacks
 /// export in its test.
 const INFERNO_VERSION: &str = "0.12.8";
@@ -102,14 +106,15 @@ fn install_bpf_linker() -> Result<()> {
     )
 }
 
-/// A Python venv under `target/` with `DuckDB` and Perfetto's protos, for
-/// the export tests.
+/// A Python venv under `target/` with `DuckDB`, Perfetto's protos and
+/// Spark, for the export tests.
 fn install_duckdb() -> Result<()> {
     let python = duckdb_python();
-    let check = "import duckdb, perfetto, google.protobuf; \
-                 print(duckdb.__version__, google.protobuf.__version__)";
+    let check = "import duckdb, perfetto, google.protobuf, pyspark; \
+                 print(duckdb.__version__, google.protobuf.__version__, pyspark.__version__)";
+    let wanted = format!("{DUCKDB_VERSION} {PROTOBUF_VERSION} {PYSPARK_VERSION}");
     let installed = output(Command::new(&python).args(["-c", check]))
-        .is_ok_and(|versions| versions.trim() == format!("{DUCKDB_VERSION} {PROTOBUF_VERSION}"));
+        .is_ok_and(|versions| versions.trim() == wanted);
     if installed {
         return Ok(());
     }
@@ -118,7 +123,7 @@ fn install_duckdb() -> Result<()> {
         .and_then(std::path::Path::parent)
         .context("venv path")?;
     println!(
-        "setup: installing duckdb {DUCKDB_VERSION} and perfetto {PERFETTO_VERSION} into {}",
+        "setup: installing duckdb {DUCKDB_VERSION}, perfetto {PERFETTO_VERSION} and pyspark {PYSPARK_VERSION} into {}",
         venv.display()
     );
     exec(
@@ -131,7 +136,8 @@ fn install_duckdb() -> Result<()> {
             .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
             .arg(format!("duckdb=={DUCKDB_VERSION}"))
             .arg(format!("perfetto=={PERFETTO_VERSION}"))
-            .arg(format!("protobuf=={PROTOBUF_VERSION}")),
+            .arg(format!("protobuf=={PROTOBUF_VERSION}"))
+            .arg(format!("pyspark=={PYSPARK_VERSION}")),
     )
 }
 

@@ -3,6 +3,7 @@
 //! temporary file that is renamed into place only when complete; packets
 //! also as pcapng.
 
+mod partition;
 mod pcapng;
 mod perfetto;
 
@@ -36,26 +37,9 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
     let dir = &args.dir;
     let metadata = capture::read_metadata(dir)?;
     let snapshot = capture::open(dir, args.skip_damaged)?;
-    // The formats of one source that write all of it.
-    let whole = match args.format {
-        ExportFormat::Pcapng => Some(("pcapng", ["net", "packets"])),
-        ExportFormat::Folded => Some(("folded", ["calls", "calls"])),
-        _ => None,
-    };
-    if args.format == ExportFormat::Perfetto && args.condition.is_some() {
-        bail!("--format perfetto writes every source: leave out --where (--window applies)");
-    }
-    if let Some((format, sources)) = whole {
-        if !sources.contains(&args.source.as_str()) {
-            bail!(
-                "--format {format} exports the {} source, not {}",
-                sources[0],
-                args.source
-            );
-        }
-        if args.condition.is_some() || args.window.is_some() {
-            bail!("--format {format} writes the whole source: leave out --where and --window");
-        }
+    check(args)?;
+    if args.partition {
+        return partitioned(args, &snapshot, &metadata);
     }
     let tmp = temp_path(&args.output);
     let _ = fs::remove_file(&tmp);
@@ -109,13 +93,7 @@ fn write_rows(
     tmp: &Path,
 ) -> Result<u64> {
     let catalog = capture::catalog(snapshot, metadata, true)?;
-    let mut text = args.source.clone();
-    if let Some(condition) = &args.condition {
-        text = format!("{text} where {condition}");
-    }
-    if let Some(window) = &args.window {
-        text = format!("{text} {window}");
-    }
+    let text = query_text(args);
     let mut sink = Sink::new(args.format, file);
     let mut failed = None;
     let mut rows = 0u64;
@@ -218,6 +196,103 @@ fn write_pcapng(
         .map_err(std::io::IntoInnerError::into_error)?;
     file.sync_all()?;
     Ok(packets)
+}
+
+/// Refuses what a format cannot do, before anything is written.
+fn check(args: &ExportArgs) -> Result<()> {
+    if args.partition && args.format != ExportFormat::Parquet {
+        bail!("--partition writes Parquet: leave out --format or give --format parquet");
+    }
+    if args.format == ExportFormat::Perfetto && args.condition.is_some() {
+        bail!("--format perfetto writes every source: leave out --where (--window applies)");
+    }
+    // The formats of one source that write all of it.
+    let whole = match args.format {
+        ExportFormat::Pcapng => Some(("pcapng", ["net", "packets"])),
+        ExportFormat::Folded => Some(("folded", ["calls", "calls"])),
+        _ => None,
+    };
+    if let Some((format, sources)) = whole {
+        if !sources.contains(&args.source.as_str()) {
+            bail!(
+                "--format {format} exports the {} source, not {}",
+                sources[0],
+                args.source
+            );
+        }
+        if args.condition.is_some() || args.window.is_some() {
+            bail!("--format {format} writes the whole source: leave out --where and --window");
+        }
+    }
+    Ok(())
+}
+
+/// `--partition`: the rows into Hive-style partitions under `-o`.
+fn partitioned(
+    args: &ExportArgs,
+    snapshot: &weft_store::Snapshot,
+    metadata: &serde_json::Value,
+) -> Result<ExitCode> {
+    let session = &metadata["sessions"][0];
+    let host = match &args.host {
+        Some(host) => host.clone(),
+        None => session["host"]["hostname"]
+            .as_str()
+            .filter(|h| !h.is_empty())
+            .map_or_else(
+                || capture::host_json()["hostname"].to_string(),
+                str::to_owned,
+            ),
+    };
+    if host.contains('/') || host.contains('=') {
+        bail!("--host {host:?}: a partition's host may not hold `/` or `=`");
+    }
+    let wall_offset = capture::wall_offset(metadata).unwrap_or(0);
+    let id = session["start_ns"].as_u64().unwrap_or(0);
+    let mut parts = partition::Partitions::new(&args.output, &host, &args.source, wall_offset, id);
+    let catalog = capture::catalog(snapshot, metadata, true)?;
+    let text = query_text(args);
+    let (mut failed, mut rows) = (None, 0u64);
+    let streamed = weft_query::stream(snapshot, &catalog, &text, &mut |headers, cells| {
+        if failed.is_none() {
+            rows += 1;
+            failed = parts.row(headers, cells).err();
+        }
+    });
+    let outcome = match (streamed, failed) {
+        (Err(weft_query::Error::Query { span, message }), _) => Err(anyhow!(
+            "{}",
+            weft_query::Error::Query { span, message }.render(&text)
+        )),
+        (Err(other), _) => {
+            Err(anyhow!(other).context(format!("failed to read {}", args.dir.display())))
+        }
+        (Ok(_), Some(error)) => Err(error),
+        (Ok(_), None) => Ok(()),
+    };
+    if let Err(error) = outcome {
+        parts.abandon();
+        return Err(error);
+    }
+    let files = parts.finish()?;
+    eprintln!(
+        "weft: exported {rows} {} records of {host} into {files} partition(s) under {}",
+        args.source,
+        args.output.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The export's query: its source, condition and window.
+fn query_text(args: &ExportArgs) -> String {
+    let mut text = args.source.clone();
+    if let Some(condition) = &args.condition {
+        text = format!("{text} where {condition}");
+    }
+    if let Some(window) = &args.window {
+        text = format!("{text} {window}");
+    }
+    text
 }
 
 /// `OUT.weft-tmp` next to `OUT`, so the final rename stays on one file system.

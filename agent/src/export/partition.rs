@@ -1,0 +1,163 @@
+//! `weft export --format parquet --partition -o ROOT`: a fleet's captures
+//! as one table. Rows go to Hive-style partitions,
+//! `ROOT/host=H/source=S/date=YYYY-MM-DD/hour=HH/part-ID.parquet` (UTC, by
+//! each record's own time), and every row also carries its host in a
+//! `hostname` column, so a file taken out of the tree still says where it
+//! came from (Spark refuses a column named like a partition key). `ID` is
+//! the capture's start, so exporting a capture again replaces its files and
+//! many hosts' exports side by side never collide.
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    os::unix::fs::OpenOptionsExt as _,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context as _, Result};
+use weft_query::{Cell, Header, Kind};
+
+use super::Sink;
+use crate::cli::ExportFormat;
+
+/// The partitions of one export, each written under a temporary name until
+/// all are complete.
+pub struct Partitions {
+    /// `ROOT/host=H/source=S`.
+    base: PathBuf,
+    host: String,
+    /// `CLOCK_REALTIME - CLOCK_MONOTONIC` of the capture.
+    wall_offset: i64,
+    /// `part-ID.parquet`.
+    file: String,
+    /// By `date=…/hour=…`: the temporary file, its final name, its rows.
+    open: BTreeMap<String, (PathBuf, PathBuf, Sink)>,
+}
+
+impl Partitions {
+    pub fn new(root: &Path, host: &str, source: &str, wall_offset: i64, id: u64) -> Self {
+        Self {
+            base: root
+                .join(format!("host={host}"))
+                .join(format!("source={source}")),
+            host: host.to_owned(),
+            wall_offset,
+            file: format!("part-{id}.parquet"),
+            open: BTreeMap::new(),
+        }
+    }
+
+    /// Adds one row to the partition of its time (the first time column).
+    pub fn row(&mut self, headers: &[Header], cells: Vec<Cell>) -> Result<()> {
+        let time = headers
+            .iter()
+            .position(|h| matches!(h.kind, Kind::Time))
+            .and_then(|i| match cells.get(i) {
+                Some(Cell::Int(ns)) => Some(*ns),
+                _ => None,
+            })
+            .context("--partition needs each row's time, and this source's rows have none")?;
+        let key = hour_of(time.saturating_add(self.wall_offset));
+        if !self.open.contains_key(&key) {
+            let dir = self.base.join(&key);
+            fs::create_dir_all(&dir)
+                .with_context(|| format!("failed to create {}", dir.display()))?;
+            let path = dir.join(&self.file);
+            let tmp = super::temp_path(&path);
+            let _ = fs::remove_file(&tmp);
+            let file = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&tmp)
+                .with_context(|| format!("failed to create {}", tmp.display()))?;
+            let sink = Sink::new(ExportFormat::Parquet, file);
+            self.open.insert(key.clone(), (tmp, path, sink));
+        }
+        let (tmp, _, sink) = self.open.get_mut(&key).expect("opened above");
+        let (headers, cells) = with_host(headers, cells, &self.host);
+        sink.row(&headers, cells)
+            .with_context(|| format!("failed to write {}", tmp.display()))
+    }
+
+    /// Completes every partition and puts each in place; how many files.
+    pub fn finish(self) -> Result<usize> {
+        let count = self.open.len();
+        let mut done = Vec::new();
+        for (_, (tmp, path, sink)) in self.open {
+            // Rows came, so the sink has its schema already.
+            sink.finish(&[])
+                .with_context(|| format!("failed to write {}", tmp.display()))?;
+            done.push((tmp, path));
+        }
+        for (tmp, path) in done {
+            fs::rename(&tmp, &path).with_context(|| {
+                format!("failed to rename {} to {}", tmp.display(), path.display())
+            })?;
+        }
+        Ok(count)
+    }
+
+    /// Removes the temporary files of an export that failed.
+    pub fn abandon(self) {
+        for (tmp, ..) in self.open.values() {
+            let _ = fs::remove_file(tmp);
+        }
+    }
+}
+
+/// The row with the host as its first column.
+fn with_host(headers: &[Header], cells: Vec<Cell>, host: &str) -> (Vec<Header>, Vec<Cell>) {
+    let mut all = vec![Header {
+        name: "hostname".into(),
+        kind: Kind::Bytes,
+    }];
+    all.extend(headers.iter().cloned());
+    let mut row = vec![Cell::Text(host.to_owned())];
+    row.extend(cells);
+    (all, row)
+}
+
+/// `date=YYYY-MM-DD/hour=HH` (UTC) of a wall-clock time in ns.
+fn hour_of(unix_ns: i64) -> String {
+    let seconds = unix_ns.div_euclid(1_000_000_000);
+    let (days, hour) = (
+        seconds.div_euclid(86_400),
+        seconds.rem_euclid(86_400) / 3600,
+    );
+    let (year, month, day) = civil(days);
+    format!("date={year:04}-{month:02}-{day:02}/hour={hour:02}")
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard
+/// Hinnant's `civil_from_days`).
+fn civil(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hours_are_utc_dates_and_hours() {
+        assert_eq!(hour_of(0), "date=1970-01-01/hour=00");
+        // 2000-02-29 23:59:59 and a second later.
+        assert_eq!(hour_of(951_868_799_000_000_000), "date=2000-02-29/hour=23");
+        assert_eq!(hour_of(951_868_800_000_000_000), "date=2000-03-01/hour=00");
+        // 2026-11-25 18:30:00.
+        assert_eq!(
+            hour_of(1_795_631_400_000_000_000),
+            "date=2026-11-25/hour=18"
+        );
+    }
+}
