@@ -134,6 +134,10 @@ pub struct Sort {
 }
 
 /// The whole UI state.
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent states of the UI (frozen, help, quit) and a setting"
+)]
 pub struct App {
     pub view: View,
     pub title: String,
@@ -171,6 +175,9 @@ pub struct App {
     /// A note for the status line (completions, what a key did).
     pub message: String,
     pub quit: bool,
+    /// Draw without colours (`NO_COLOR`, no-color.org): what colours
+    /// marked shows in reverse video instead.
+    pub no_color: bool,
 }
 
 impl App {
@@ -204,6 +211,7 @@ impl App {
             timeline: Timeline::default(),
             message: String::new(),
             quit: false,
+            no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
         }
     }
 

@@ -35,6 +35,21 @@ pub fn draw(frame: &mut Frame, app: &App) {
     if app.help {
         help(frame, body);
     }
+    if app.no_color {
+        strip_colours(frame);
+    }
+}
+
+/// Takes every colour off the frame; a cell that had a background (badges,
+/// the losses line) turns to reverse video, so it still stands out.
+fn strip_colours(frame: &mut Frame) {
+    for cell in &mut frame.buffer_mut().content {
+        if cell.bg != Color::Reset {
+            cell.modifier.insert(Modifier::REVERSED);
+        }
+        cell.fg = Color::Reset;
+        cell.bg = Color::Reset;
+    }
 }
 
 fn title(app: &App) -> Line<'static> {
@@ -461,7 +476,9 @@ fn help(frame: &mut Frame, area: Rect) {
     };
     frame.render_widget(Clear, popup);
     frame.render_widget(
-        Paragraph::new(HELP).block(Block::bordered().title("keys").fg(Color::White)),
+        // No colours anywhere (NO_COLOR, light terminals): emphasis is
+        // reverse video and borders.
+        Paragraph::new(HELP).block(Block::bordered().title("keys")),
         popup,
     );
 }

@@ -462,6 +462,33 @@ fn help_lists_the_keys_over_any_view() {
     assert!(!app.help && !app.quit, "any key closes the help");
 }
 
+/// With `NO_COLOR` set, no cell of any view, or of the help over it, has a
+/// colour; the same views do have colours without it.
+#[test]
+fn no_color_draws_every_view_without_colours() {
+    let mut app = with_latency();
+    let colours = |app: &App| -> usize {
+        let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+        terminal.draw(|frame| draw::draw(frame, app)).unwrap();
+        let reset = ratatui::style::Color::Reset;
+        let buffer = terminal.backend().buffer();
+        buffer
+            .content
+            .iter()
+            .filter(|c| c.fg != reset || c.bg != reset)
+            .count()
+    };
+    let mut coloured = 0;
+    for view in ['1', '2', '3', '4', '5', '?'] {
+        key(&mut app, KeyCode::Char(view));
+        app.no_color = false;
+        coloured += colours(&app);
+        app.no_color = true;
+        assert_eq!(colours(&app), 0, "view {view}");
+    }
+    assert!(coloured > 0, "the views have colours to take off");
+}
+
 #[test]
 fn frame_times_keep_median_and_max() {
     use std::time::Duration;
