@@ -41,14 +41,7 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
     if args.partition {
         return partitioned(args, &snapshot, &metadata);
     }
-    let tmp = temp_path(&args.output);
-    let _ = fs::remove_file(&tmp);
-    let file = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .with_context(|| format!("failed to create {}", tmp.display()))?;
+    let (tmp, file) = create_temp(&args.output)?;
     let written = match args.format {
         ExportFormat::Pcapng => write_pcapng(&snapshot, &metadata, file)
             .with_context(|| format!("failed to write {}", tmp.display())),
@@ -97,25 +90,17 @@ fn write_rows(
     let mut sink = Sink::new(args.format, file);
     let mut failed = None;
     let mut rows = 0u64;
-    let streamed = weft_query::stream(snapshot, &catalog, &text, &mut |headers, cells| {
+    let streamed_rows = weft_query::stream(snapshot, &catalog, &text, &mut |headers, cells| {
         if failed.is_none() {
             rows += 1;
             failed = sink.row(headers, cells).err();
         }
     });
     let writing = || format!("failed to write {}", tmp.display());
-    match (streamed, failed) {
-        (Err(weft_query::Error::Query { span, message }), _) => Err(anyhow!(
-            "{}",
-            weft_query::Error::Query { span, message }.render(&text)
-        )),
-        (Err(other), _) => {
-            Err(anyhow!(other).context(format!("failed to read {}", args.dir.display())))
-        }
-        (Ok(_), Some(error)) => Err(error.context(writing())),
-        (Ok(answer), None) => sink.finish(&answer.columns).with_context(writing),
-    }
-    .map(|()| rows)
+    let failed = failed.map(|error| error.context(writing()));
+    let answer = streamed(streamed_rows, failed, &text, &args.dir)?;
+    sink.finish(&answer.columns).with_context(writing)?;
+    Ok(rows)
 }
 
 /// Every source a Perfetto trace shows, over the window, into `file`; how
@@ -137,26 +122,12 @@ fn write_perfetto(
             None => shape.source.to_owned(),
         };
         let mut failed = None;
-        let streamed = weft_query::stream(snapshot, &catalog, &text, &mut |headers, cells| {
+        let result = weft_query::stream(snapshot, &catalog, &text, &mut |headers, cells| {
             if failed.is_none() {
                 failed = writer.record(shape, headers, &cells).err();
             }
         });
-        match (streamed, failed) {
-            (Err(weft_query::Error::Query { span, message }), _) => {
-                bail!(
-                    "{}",
-                    weft_query::Error::Query { span, message }.render(&text)
-                )
-            }
-            (Err(other), _) => {
-                return Err(
-                    anyhow!(other).context(format!("failed to read {}", args.dir.display()))
-                );
-            }
-            (Ok(_), Some(error)) => return Err(error),
-            (Ok(_), None) => {}
-        }
+        streamed(result, failed, &text, &args.dir)?;
     }
     let events = writer.events;
     let file = writer
@@ -253,24 +224,13 @@ fn partitioned(
     let catalog = capture::catalog(snapshot, metadata, true)?;
     let text = query_text(args);
     let (mut failed, mut rows) = (None, 0u64);
-    let streamed = weft_query::stream(snapshot, &catalog, &text, &mut |headers, cells| {
+    let result = weft_query::stream(snapshot, &catalog, &text, &mut |headers, cells| {
         if failed.is_none() {
             rows += 1;
             failed = parts.row(headers, cells).err();
         }
     });
-    let outcome = match (streamed, failed) {
-        (Err(weft_query::Error::Query { span, message }), _) => Err(anyhow!(
-            "{}",
-            weft_query::Error::Query { span, message }.render(&text)
-        )),
-        (Err(other), _) => {
-            Err(anyhow!(other).context(format!("failed to read {}", args.dir.display())))
-        }
-        (Ok(_), Some(error)) => Err(error),
-        (Ok(_), None) => Ok(()),
-    };
-    if let Err(error) = outcome {
+    if let Err(error) = streamed(result, failed, &text, &args.dir) {
         parts.abandon();
         return Err(error);
     }
@@ -293,6 +253,40 @@ fn query_text(args: &ExportArgs) -> String {
         text = format!("{text} {window}");
     }
     text
+}
+
+/// A new file, mode 0600, at `OUT.weft-tmp` next to `out` (a leftover of
+/// an earlier run there is replaced): the path and the file.
+fn create_temp(out: &Path) -> Result<(PathBuf, File)> {
+    let tmp = temp_path(out);
+    let _ = fs::remove_file(&tmp);
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .with_context(|| format!("failed to create {}", tmp.display()))?;
+    Ok((tmp, file))
+}
+
+/// What streaming query `text` of capture `dir` came to: its query error
+/// rendered with a caret, a read error naming the capture, or the first
+/// error of whoever took the rows.
+fn streamed<T>(
+    result: Result<T, weft_query::Error>,
+    failed: Option<anyhow::Error>,
+    text: &str,
+    dir: &Path,
+) -> Result<T> {
+    match (result, failed) {
+        (Err(weft_query::Error::Query { span, message }), _) => Err(anyhow!(
+            "{}",
+            weft_query::Error::Query { span, message }.render(text)
+        )),
+        (Err(other), _) => Err(anyhow!(other).context(format!("failed to read {}", dir.display()))),
+        (Ok(_), Some(error)) => Err(error),
+        (Ok(answer), None) => Ok(answer),
+    }
 }
 
 /// `OUT.weft-tmp` next to `OUT`, so the final rename stays on one file system.

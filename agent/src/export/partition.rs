@@ -10,7 +10,6 @@
 use std::{
     collections::BTreeMap,
     fs,
-    os::unix::fs::OpenOptionsExt as _,
     path::{Path, PathBuf},
 };
 
@@ -63,14 +62,7 @@ impl Partitions {
             fs::create_dir_all(&dir)
                 .with_context(|| format!("failed to create {}", dir.display()))?;
             let path = dir.join(&self.file);
-            let tmp = super::temp_path(&path);
-            let _ = fs::remove_file(&tmp);
-            let file = fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&tmp)
-                .with_context(|| format!("failed to create {}", tmp.display()))?;
+            let (tmp, file) = super::create_temp(&path)?;
             let sink = Sink::new(ExportFormat::Parquet, file);
             self.open.insert(key.clone(), (tmp, path, sink));
         }
