@@ -463,6 +463,8 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace
 trace = Trace()
 trace.ParseFromString(open(sys.argv[1], "rb").read())
 tids, names, open_slices, slices, children = {}, {}, {}, [], Counter()
+first = trace.packet[0].clock_snapshot
+assert first.primary_trace_clock == 3, "the trace's clock is CLOCK_MONOTONIC"
 for packet in trace.packet:
     if packet.HasField("track_descriptor"):
         d = packet.track_descriptor

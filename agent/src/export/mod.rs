@@ -112,7 +112,7 @@ fn write_perfetto(
     file: File,
 ) -> Result<u64> {
     let catalog = capture::catalog(snapshot, metadata, true)?;
-    let mut writer = perfetto::Writer::new(BufWriter::new(file));
+    let mut writer = perfetto::Writer::new(BufWriter::new(file))?;
     for shape in perfetto::SHAPES {
         if catalog.source(shape.source).is_none() {
             continue;

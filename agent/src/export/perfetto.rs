@@ -9,7 +9,8 @@
 //!   firings as instants, each on a track of its own;
 //! - every other field of a record as a debug annotation of its event.
 //!
-//! Times are `CLOCK_MONOTONIC` ns, as weft keeps them (each packet says so).
+//! Times are `CLOCK_MONOTONIC` ns, as weft keeps them: each packet says so,
+//! and a first clock snapshot makes it the trace's clock.
 //! The file is streamed: a `Trace` is its packets one after the other.
 
 use std::{collections::HashSet, io::Write};
@@ -92,8 +93,9 @@ pub const SHAPES: &[Shape] = &[
 const SLICE_BEGIN: u64 = 1;
 const SLICE_END: u64 = 2;
 const INSTANT: u64 = 3;
-/// `BUILTIN_CLOCK_MONOTONIC`.
+/// `BUILTIN_CLOCK_MONOTONIC` and `BUILTIN_CLOCK_BOOTTIME`.
 const MONOTONIC: u64 = 3;
+const BOOTTIME: u64 = 6;
 /// Every packet's sequence: one writer.
 const SEQUENCE: u64 = 1;
 
@@ -107,12 +109,26 @@ pub struct Writer<W: Write> {
 }
 
 impl<W: Write> Writer<W> {
-    pub fn new(out: W) -> Self {
-        Self {
+    /// Starts the trace with a clock snapshot naming `CLOCK_MONOTONIC` the
+    /// trace's clock, so that its times need no conversion (Perfetto's
+    /// default is `CLOCK_BOOTTIME`). BOOTTIME is given equal to it, which
+    /// holds while the machine has not suspended.
+    pub fn new(mut out: W) -> Result<Self> {
+        let mut snapshot = Vec::new();
+        for clock in [MONOTONIC, BOOTTIME] {
+            let mut entry = varint_field(1, clock);
+            entry.extend(varint_field(2, 0));
+            snapshot.extend(bytes(1, &entry));
+        }
+        snapshot.extend(varint_field(2, MONOTONIC));
+        let mut packet = varint_field(10, SEQUENCE);
+        packet.extend(bytes(6, &snapshot));
+        out.write_all(&bytes(1, &packet))?;
+        Ok(Self {
             out,
             described: HashSet::new(),
             events: 0,
-        }
+        })
     }
 
     /// Writes one record of `shape`'s source as its event(s).
