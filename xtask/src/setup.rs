@@ -144,9 +144,15 @@ fn install_duckdb() -> Result<()> {
 /// inferno's flame graph tools under `target/tools`, for the folded-stacks
 /// export test.
 fn install_inferno() -> Result<()> {
-    let installed = output(Command::new(flamegraph()).arg("--version"))
-        .is_ok_and(|version| version.contains(INFERNO_VERSION));
-    if installed {
+    // inferno's tools have no --version: ask cargo what it installed there.
+    let root = crate::exec::workspace_root().join("target/tools");
+    let installed = output(
+        Command::new("cargo")
+            .args(["install", "--list", "--root"])
+            .arg(&root),
+    )
+    .is_ok_and(|list| list.contains(&format!("inferno v{INFERNO_VERSION}:")));
+    if installed && flamegraph().exists() {
         return Ok(());
     }
     println!("setup: building inferno {INFERNO_VERSION} (a minute)");
