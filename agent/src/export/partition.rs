@@ -110,30 +110,12 @@ fn with_host(headers: &[Header], cells: Vec<Cell>, host: &str) -> (Vec<Header>, 
     (all, row)
 }
 
-/// `date=YYYY-MM-DD/hour=HH` (UTC) of a wall-clock time in ns.
+/// `date=YYYY-MM-DD/hour=HH` (UTC) of a wall-clock time in ns, as the
+/// query language prints times (`YYYY-MM-DD HH:MM:SS.ffffff`).
 fn hour_of(unix_ns: i64) -> String {
-    let seconds = unix_ns.div_euclid(1_000_000_000);
-    let (days, hour) = (
-        seconds.div_euclid(86_400),
-        seconds.rem_euclid(86_400) / 3600,
-    );
-    let (year, month, day) = civil(days);
-    format!("date={year:04}-{month:02}-{day:02}/hour={hour:02}")
-}
-
-/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard
-/// Hinnant's `civil_from_days`).
-fn civil(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    let printed = weft_query::answer::time(unix_ns, Some(0));
+    let (date, clock) = printed.split_once(' ').expect("a date, then a time");
+    format!("date={date}/hour={}", &clock[..2])
 }
 
 #[cfg(test)]
