@@ -234,10 +234,8 @@ fn checksum(header: &[u8]) -> u16 {
 /// The interface's name where this machine still has it, else its index.
 fn interface_name(ifindex: u32) -> String {
     let found = std::fs::read_dir("/sys/class/net").ok().and_then(|dir| {
-        dir.filter_map(Result::ok).find_map(|entry| {
-            let index = std::fs::read_to_string(entry.path().join("ifindex")).ok()?;
-            (index.trim() == ifindex.to_string()).then(|| entry.file_name().into_string().ok())?
-        })
+        dir.filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+            .find(|name| crate::clsact::ifindex(name) == Some(ifindex))
     });
     found.unwrap_or_else(|| format!("ifindex {ifindex}"))
 }
