@@ -87,26 +87,37 @@ fn text(metrics: &Metrics) -> Result<String> {
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
     let mut out = String::new();
-    out.push_str("# HELP weft_records_total Records received from the kernel, per source.\n");
-    out.push_str("# TYPE weft_records_total counter\n");
-    for source in &health.sources {
-        let _ = writeln!(
-            out,
-            "weft_records_total{{source=\"{}\"}} {}",
-            source.name, source.received
-        );
-    }
-    out.push_str("# HELP weft_lost_total Records lost before weft could read them (ring full), per source.\n");
-    out.push_str("# TYPE weft_lost_total counter\n");
-    for source in &health.sources {
-        let _ = writeln!(
-            out,
-            "weft_lost_total{{source=\"{}\"}} {}",
-            source.name, source.lost
-        );
-    }
+    let sources = &health.sources;
+    counter(
+        &mut out,
+        "weft_records_total",
+        "Records received from the kernel",
+        sources.iter().map(|s| (&s.name, s.received)),
+    );
+    counter(
+        &mut out,
+        "weft_lost_total",
+        "Records lost before weft could read them (ring full)",
+        sources.iter().map(|s| (&s.name, s.lost)),
+    );
     latencies(metrics, &mut out)?;
     Ok(out)
+}
+
+/// A counter per source, with its help and type lines.
+fn counter<'a>(
+    out: &mut String,
+    metric: &str,
+    help: &str,
+    values: impl Iterator<Item = (&'a String, u64)>,
+) {
+    let _ = writeln!(
+        out,
+        "# HELP {metric} {help}, per source.\n# TYPE {metric} counter"
+    );
+    for (source, value) in values {
+        let _ = writeln!(out, "{metric}{{source=\"{source}\"}} {value}");
+    }
 }
 
 /// Each syscall's exact latency quantiles and count over the window.
