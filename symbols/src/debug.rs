@@ -13,6 +13,33 @@ use crate::{
 /// Where debian's `-dbgsym` packages (and gdb, and perf) keep debug files.
 const SYSTEM_DEBUG_DIR: &str = "/usr/lib/debug";
 
+/// The functions of one file at their file offsets (`addr`), names as
+/// stored.
+#[derive(Debug, Clone, Default)]
+pub struct FileOffsets {
+    functions: Vec<Symbol>,
+}
+
+impl FileOffsets {
+    /// Where function `name` starts: matched as stored, then demangled,
+    /// then (C++) demangled without its parameter list.
+    pub fn offset(&self, name: &str) -> Option<u64> {
+        let functions = &self.functions;
+        functions
+            .iter()
+            .find(|f| f.name == name)
+            .or_else(|| functions.iter().find(|f| demangle(&f.name) == name))
+            .or_else(|| {
+                functions.iter().find(|f| {
+                    demangle(&f.name)
+                        .split_once('(')
+                        .is_some_and(|(n, _)| n == name)
+                })
+            })
+            .map(|f| f.addr)
+    }
+}
+
 /// Finds the function names of ELF files.
 #[derive(Debug, Clone)]
 pub struct Finder {
@@ -70,6 +97,12 @@ impl Finder {
     /// to. Looks in every table `functions` reads, so a stripped library's
     /// exported functions and a split-debug program's own are found alike.
     pub fn file_offset(&self, path: &Path, name: &str) -> Result<Option<u64>, crate::Error> {
+        Ok(self.file_offsets(path)?.offset(name))
+    }
+
+    /// Every function of the ELF file at `path` with the file offset where
+    /// it starts, read once for all the uprobes a program puts on it.
+    pub fn file_offsets(&self, path: &Path) -> Result<FileOffsets, crate::Error> {
         let display = path.display().to_string();
         let bytes = std::fs::read(path).map_err(|e| crate::Error::BadElf {
             path: display.clone(),
@@ -80,24 +113,16 @@ impl Finder {
             demangle: false,
             ..self.clone()
         };
-        let functions = raw.functions(path, &elf);
-        let function = functions
-            .iter()
-            .find(|f| f.name == name)
-            .or_else(|| functions.iter().find(|f| demangle(&f.name) == name))
-            // C++ names may be given without their parameters.
-            .or_else(|| {
-                functions.iter().find(|f| {
-                    demangle(&f.name)
-                        .split_once('(')
-                        .is_some_and(|(n, _)| n == name)
-                })
-            });
-        Ok(function.and_then(|f| {
-            elf.segments()
-                .iter()
-                .find_map(|segment| segment.file_offset(f.addr))
-        }))
+        let segments = elf.segments();
+        let functions = raw
+            .functions(path, &elf)
+            .into_iter()
+            .filter_map(|f| {
+                let offset = segments.iter().find_map(|s| s.file_offset(f.addr))?;
+                Some(Symbol { addr: offset, ..f })
+            })
+            .collect();
+        Ok(FileOffsets { functions })
     }
 
     fn debug_functions(&self, path: &Path, elf: &Elf) -> Vec<Symbol> {

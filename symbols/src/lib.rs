@@ -15,7 +15,7 @@ mod elf;
 mod maps;
 mod table;
 
-pub use debug::Finder;
+pub use debug::{FileOffsets, Finder};
 pub use demangle::demangle;
 pub use elf::{Elf, Error, Segment};
 pub use maps::{Mapping, executable_mappings};

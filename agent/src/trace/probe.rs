@@ -80,6 +80,8 @@ pub struct TraceProbe {
     stacks: Stacks,
     /// Attach points left out (uprobes on functions their file lacks).
     left_out: usize,
+    /// Uprobe target files, read, by path.
+    uprobe_files: std::collections::HashMap<std::path::PathBuf, weft_symbols::FileOffsets>,
     received: u64,
     /// Records shorter than their header says; never expected.
     malformed: u64,
@@ -156,6 +158,7 @@ impl TraceProbe {
             rings,
             stacks: Stacks::new(finder),
             left_out: 0,
+            uprobe_files: std::collections::HashMap::new(),
             received: 0,
             malformed: 0,
         };
@@ -295,14 +298,17 @@ impl TraceProbe {
     /// dynamic symbols; mangled or demangled).
     fn attach_uprobe(&mut self, path: &str, symbol: &str, exit: bool, cookie: u64) -> Result<()> {
         let file = uprobe_file(path)?;
-        let offset = self
-            .stacks
-            .finder()
-            .file_offset(&file, symbol)?
-            .ok_or_else(|| MissingFunction {
-                file: file.clone(),
-                function: symbol.to_owned(),
-            })?;
+        // Each file read once however many of its functions are probed.
+        let offsets = match self.uprobe_files.entry(file.clone()) {
+            std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
+            std::collections::hash_map::Entry::Vacant(new) => {
+                new.insert(self.stacks.finder().file_offsets(&file)?)
+            }
+        };
+        let offset = offsets.offset(symbol).ok_or_else(|| MissingFunction {
+            file: file.clone(),
+            function: symbol.to_owned(),
+        })?;
         let name = if exit {
             URETPROBE_PROGRAM
         } else {
