@@ -138,7 +138,7 @@ pub enum PtCommand {
     /// with events in brackets ([enabled], [interrupt], ...), as libipt's
     /// `ptxed --no-inst` does. Where the walk loses its way it prints the
     /// error with its offset, resumes at the next PSB, and weft exits 1.
-    Flow(PtFlowArgs),
+    Flow(PtFlowShowArgs),
 
     /// The function calls a PT trace made, as an indented tree with each
     /// call's duration in TSC ticks (functions named from the ELF files'
@@ -175,6 +175,24 @@ pub struct PtPerfArgs {
     /// The perf.data file.
     #[arg(value_name = "PERF_DATA")]
     pub file: std::path::PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct PtFlowShowArgs {
+    #[command(flatten)]
+    pub flow: PtFlowArgs,
+
+    /// Show the address each event happened at where the trace names one,
+    /// as `ptxed --event:ip` does: `[ptwrite: 2a, ip: …]`, `[disabled, at:
+    /// …, ip: …]`, `[interrupt, from: …, to: …]`.
+    #[arg(long)]
+    pub event_ips: bool,
+
+    /// Report where interrupts were enabled and disabled (`[interrupts
+    /// enabled]`), as event tracing's MODE.Exec packets say, as `ptxed
+    /// --event:iflags` does.
+    #[arg(long)]
+    pub iflags: bool,
 }
 
 #[derive(Debug, Args)]

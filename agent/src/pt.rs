@@ -13,7 +13,7 @@ use weft_pt::image::Image;
 use weft_pt::perf::{PerfData, PtInfo, Queue, Switch, TimeConv};
 use weft_pt::time::Clocks;
 
-use crate::cli::{PtCallsArgs, PtCommand, PtDumpArgs, PtFlowArgs, PtPerfArgs};
+use crate::cli::{PtCallsArgs, PtCommand, PtDumpArgs, PtFlowArgs, PtFlowShowArgs, PtPerfArgs};
 use crate::pt_threads::{Clock, Router, Stretches, Threads};
 
 pub fn run(command: &PtCommand) -> anyhow::Result<ExitCode> {
@@ -52,7 +52,8 @@ fn dump(args: &PtDumpArgs) -> anyhow::Result<ExitCode> {
     Ok(finish(&args.trace, errors))
 }
 
-fn flow(args: &PtFlowArgs) -> anyhow::Result<ExitCode> {
+fn flow(show: &PtFlowShowArgs) -> anyhow::Result<ExitCode> {
+    let args = &show.flow;
     let errata = args.cpu.map(Errata::for_cpu).unwrap_or_default();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let errors = each_input(args, &mut |input| {
@@ -61,9 +62,12 @@ fn flow(args: &PtFlowArgs) -> anyhow::Result<ExitCode> {
         let clocks = input.clocks(Clocks::default());
         let mut flow = Flow::new(input.trace, input.image, errata)
             .with_clocks(clocks)
-            .with_filter(args.addr_filter.clone());
+            .with_filter(args.addr_filter.clone())
+            .with_iflags(show.iflags);
         let Some(threads) = input.threads else {
-            return walk(&mut flow, &mut |step| writeln!(out, "{step}"));
+            return walk(&mut flow, &mut |step| {
+                writeln!(out, "{}", step.ptxed(show.event_ips))
+            });
         };
         let code_at = |tsc| threads.code_at(tsc);
         let mut flow = flow.with_code_at(&code_at);
@@ -74,7 +78,9 @@ fn flow(args: &PtFlowArgs) -> anyhow::Result<ExitCode> {
                     .then(|| thread_title(input.comms, thread.pid, thread.tid));
                 last = Some(thread);
                 let written = title.map_or(Ok(()), |t| writeln!(out, "{t}"));
-                if let Err(e) = written.and_then(|()| writeln!(out, "{step}")) {
+                if let Err(e) =
+                    written.and_then(|()| writeln!(out, "{}", step.ptxed(show.event_ips)))
+                {
                     failed.get_or_insert(e);
                 }
             });

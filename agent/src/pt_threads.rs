@@ -212,7 +212,7 @@ mod tests {
         stretches.push(0, a, insn(0x4, Class::Other, 13));
         stretches.push(0, a, insn(0x5, Class::Other, 14));
         stretches.push(0, a, insn(0x6, Class::Other, 15));
-        stretches.push(0, a, Step::Event(Event::Disabled { ip: None }));
+        stretches.push(0, a, Step::Event(Event::Disabled { at: None, ip: None }));
         stretches.push(0, b, insn(0x100, Class::Other, 20));
         stretches.push(0, a, insn(0x7, Class::Other, 30));
         let threads: Vec<((i32, i32), Vec<String>)> = stretches
@@ -276,7 +276,7 @@ mod tests {
             time,
         };
         let enabled = |ip| Step::Event(Event::Enabled { ip, resumed: false });
-        let disabled = Step::Event(Event::Disabled { ip: None });
+        let disabled = Step::Event(Event::Disabled { at: None, ip: None });
         let mut seen = Vec::new();
         let mut router = Router::default();
         for step in [

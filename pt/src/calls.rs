@@ -177,9 +177,12 @@ impl<'a> Calls<'a> {
             self.leave(self.time, out);
         }
         match *event {
-            Event::Disabled { ip: Some(target) } if self.calling => {
+            // A disable right after a call: it went to code not traced,
+            // where the FUP of an asynchronous disable or else the TIP.PGD
+            // says.
+            Event::Disabled { at, ip } if self.calling => {
                 self.calling = false;
-                self.untraced = Some((self.function(target), self.time));
+                self.untraced = at.or(ip).map(|target| (self.function(target), self.time));
             }
             Event::Enabled { .. } => {
                 if let Some((function, entered)) = self.untraced.take() {
@@ -189,7 +192,7 @@ impl<'a> Calls<'a> {
                     self.leave(self.time.max(entered), out);
                 }
             }
-            Event::Overflow | Event::Error { .. } => {
+            Event::Overflow { .. } | Event::Error { .. } => {
                 out(Call::Note {
                     depth: self.stack.len(),
                     time: self.time,

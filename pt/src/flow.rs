@@ -48,41 +48,69 @@ pub enum Class {
     Other,
 }
 
+/// An event in the flow, as libipt reports it. Where libipt gives an event
+/// an IP (`ptxed --event:ip` prints it), `ip` holds it, `None` where the
+/// trace suppressed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    /// Tracing (re)started; `resumed` where it had been switched off.
+    /// Tracing (re)started at `ip`; `resumed` where it had been switched off.
     Enabled {
         ip: u64,
         resumed: bool,
     },
+    /// Tracing stopped. `at`: where an asynchronous disable hit (its FUP);
+    /// `ip`: where the code went on, when the TIP.PGD says.
     Disabled {
+        at: Option<u64>,
         ip: Option<u64>,
     },
-    Overflow,
+    /// The CPU lost trace; `ip`: where tracing resumed, when a FUP says.
+    Overflow {
+        ip: Option<u64>,
+    },
     /// An asynchronous branch (interrupt, exception) from `from` to `to`.
     Interrupt {
         from: u64,
         to: u64,
     },
+    /// A new CR3; `ip` where it came with an asynchronous branch.
     Paging {
         cr3: u64,
         nr: bool,
+        ip: Option<u64>,
     },
     Vmcs {
         base: u64,
+        ip: Option<u64>,
     },
     ExecMode {
         bits: u32,
+        ip: Option<u64>,
     },
-    TxBegin,
-    TxCommit,
-    TxAbort,
+    /// Interrupts were enabled or disabled (event tracing's MODE.Exec IF
+    /// bit), shown only when asked for ([`Flow::with_iflags`]).
+    Iflags {
+        enabled: bool,
+        ip: Option<u64>,
+    },
+    TxBegin {
+        ip: Option<u64>,
+    },
+    TxCommit {
+        ip: Option<u64>,
+    },
+    TxAbort {
+        ip: Option<u64>,
+    },
     Stopped,
     /// Execution stopped (C-state entry, MWAIT, ...).
-    Exstop,
+    Exstop {
+        ip: Option<u64>,
+    },
     Mwait {
         hints: u32,
         ext: u32,
+        ip: Option<u64>,
     },
     /// Power entry; C-states as in the packet (minus one, modulo 16).
     Pwre {
@@ -97,6 +125,7 @@ pub enum Event {
     },
     Ptwrite {
         payload: u64,
+        ip: Option<u64>,
     },
     /// A trigger: its bit vector as ptxed prints it (`%02x`), whether
     /// several triggers fired, and instructions since the last IP (0: none
@@ -105,6 +134,7 @@ pub enum Event {
         id: u8,
         mult: bool,
         icnt: u16,
+        ip: Option<u64>,
     },
     /// The core:bus ratio changed.
     Cbr {
@@ -114,7 +144,10 @@ pub enum Event {
         payload: u64,
     },
     /// A control-flow event from event tracing (CFE, with its EVD data).
-    Control(Control),
+    Control {
+        event: Control,
+        ip: Option<u64>,
+    },
     EndOfTrace,
     /// The walk lost its way; decoding resumes at the next PSB.
     Error {
@@ -233,7 +266,13 @@ pub struct Flow<'a> {
     /// Events waiting for the transfer they belong to.
     vmcs: Option<u64>,
     paging: Option<(u64, bool)>,
-    mode: Option<u32>,
+    /// A MODE.Exec waiting for the transfer (or FUP) it binds to.
+    mode: Option<Mode>,
+    /// The mode last reported, or given by a PSB+ (libipt reports a
+    /// MODE.Exec only where it changes something); `None` after a sync.
+    known_mode: Option<Mode>,
+    /// Report changes of the interrupt flag (`ptxed --event:iflags`).
+    iflags: bool,
     bits: u32,
     enabled: bool,
     ip: u64,
@@ -251,9 +290,11 @@ pub struct Flow<'a> {
     /// EVD data waiting for its CFE.
     data: control::Data,
     /// A CFE waiting for its FUP, and where it goes there.
-    at_fup: Option<(Control, Place)>,
+    /// The CFE waiting for its FUP, where it goes there, and whether it
+    /// names an IP (the FUP's).
+    at_fup: Option<(Control, Place, bool)>,
     /// An event the next instruction caused, shown after it.
-    after_insn: Option<Control>,
+    after_insn: Option<(Control, Option<u64>)>,
     /// An event that follows the next instruction the walk runs (a PTW's).
     after_step: Option<Event>,
     /// Whether the waiting PIP came before the waiting VMCS.
@@ -282,6 +323,8 @@ impl<'a> Flow<'a> {
             vmcs: None,
             paging: None,
             mode: None,
+            known_mode: None,
+            iflags: false,
             bits: 64,
             enabled: false,
             ip: 0,
@@ -332,6 +375,14 @@ impl<'a> Flow<'a> {
         self
     }
 
+    /// Report where interrupts are enabled or disabled ([`Event::Iflags`]),
+    /// as event tracing's MODE.Exec says, as `ptxed --event:iflags` does.
+    #[must_use]
+    pub fn with_iflags(mut self, iflags: bool) -> Self {
+        self.iflags = iflags;
+        self
+    }
+
     /// Whether `ip` lies outside the filtered ranges (there being some).
     fn filtered_out(&self, ip: u64) -> bool {
         !self.filter.is_empty() && !self.filter.iter().any(|(a, b)| (*a..=*b).contains(&ip))
@@ -357,6 +408,7 @@ impl<'a> Flow<'a> {
         while self.packets.sync_forward() {
             self.peeked = None;
             self.walked = false;
+            self.known_mode = None;
             self.data = control::Data::default();
             self.at_fup = None;
             self.after_insn = None;
@@ -393,7 +445,11 @@ impl<'a> Flow<'a> {
                     kind: IpKind::Fup,
                     ip,
                 } => fup = ip.resolve(self.last_ip).inspect(|&ip| self.last_ip = ip),
-                Packet::ModeExec { .. } => self.bits = mode_bits(packet),
+                Packet::ModeExec { .. } => {
+                    let mode = Mode::of(packet);
+                    self.bits = mode.bits;
+                    self.known_mode.get_or_insert(mode);
+                }
                 Packet::ModeTsx { intx, .. } => self.in_tx = intx,
                 // PIP, VMCS and CBR here are state, not changes.
                 Packet::Psb | Packet::Pip { .. } | Packet::Vmcs(_) | Packet::Cbr(_) => {}
@@ -480,7 +536,7 @@ impl<'a> Flow<'a> {
         let Some((offset, packet)) = self.take()? else {
             return Ok(false);
         };
-        self.flush_paging(out, Order::Stream);
+        self.flush_paging(out, Order::Stream, None);
         match packet {
             Packet::Ip {
                 kind: IpKind::TipPge,
@@ -494,7 +550,7 @@ impl<'a> Flow<'a> {
                     ip,
                     resumed: self.stopped_at == Some(ip),
                 }));
-                self.flush_mode(out);
+                self.flush_mode(out, Some(ip));
                 self.enabled = true;
                 self.ip = ip;
                 self.since_ip = 0;
@@ -505,9 +561,15 @@ impl<'a> Flow<'a> {
                 self.overflow(out)?;
             }
             Packet::Psb => self.status(out)?,
-            Packet::Pip { cr3, nr } => out(Step::Event(Event::Paging { cr3, nr })),
-            Packet::Vmcs(base) => out(Step::Event(Event::Vmcs { base })),
-            Packet::ModeExec { .. } => self.mode = Some(mode_bits(packet)),
+            Packet::Pip { cr3, nr } => out(Step::Event(Event::Paging { cr3, nr, ip: None })),
+            Packet::Vmcs(base) => out(Step::Event(Event::Vmcs { base, ip: None })),
+            Packet::ModeExec { .. } => {
+                self.mode = Some(Mode::of(packet));
+                // With a FUP (event tracing) it happened there.
+                if let Some(ip) = self.fup_while_disabled()? {
+                    self.flush_mode(out, Some(ip));
+                }
+            }
             Packet::Ip {
                 kind: IpKind::Fup,
                 ip,
@@ -529,6 +591,12 @@ impl<'a> Flow<'a> {
                 self.control(offset, packet, out)?;
                 return Ok(true);
             }
+            Packet::Exstop { ip: true }
+            | Packet::Ptw { ip: true, .. }
+            | Packet::Trig { ip: true, .. } => {
+                self.named_while_disabled(packet, out)?;
+                return Ok(true);
+            }
             Packet::Mwait { .. }
             | Packet::Pwre { .. }
             | Packet::Exstop { .. }
@@ -541,7 +609,7 @@ impl<'a> Flow<'a> {
                 // follows: tracing resumes in that state, which ptxed shows
                 // first (libipt's test `tip_pgd-tsx`).
                 self.in_tx = intx;
-                out(Step::Event(tsx_event(intx, abort)));
+                out(Step::Event(tsx_event(intx, abort, None)));
                 return Ok(true);
             }
             _ => {
@@ -555,6 +623,96 @@ impl<'a> Flow<'a> {
         self.flush_power(out);
         self.stopped_at = None;
         Ok(true)
+    }
+
+    /// A TRIG while tracing: one that names an IP fires where its FUP
+    /// does; one that counts instructions, once they have run (ptxed counts
+    /// them down to 0, and prints the count only while some remain). Either
+    /// way its IP is where the walk is then. Returns whether it fired.
+    fn trig(&mut self, packet: Packet, out: &mut dyn FnMut(Step)) -> Result<bool, Lost> {
+        let Packet::Trig {
+            id,
+            mult,
+            icnt,
+            ip: named,
+        } = packet
+        else {
+            unreachable!("a TRIG")
+        };
+        let waits = if named {
+            !self.fup_here()
+        } else {
+            icnt.is_some_and(|n| u32::from(n) > self.since_ip)
+        };
+        if waits {
+            return Ok(false);
+        }
+        self.peeked = None;
+        if named {
+            self.take_fup()?;
+        }
+        let ip = (named || icnt.is_some()).then_some(self.ip);
+        if ip.is_some() {
+            // Like any event with an IP, it is the next TRIG's anchor
+            // (libipt's `pt_blk_find_trig_anchor`).
+            self.since_ip = 0;
+        }
+        out(Step::Event(Event::Trig {
+            id,
+            mult,
+            icnt: 0,
+            ip,
+        }));
+        Ok(true)
+    }
+
+    /// While tracing is off, the FUP that follows a packet naming an IP
+    /// (EXSTOP, PTW, TRIG) gives it (libipt's tests
+    /// `mwait-pwre-exstop_ip-fup-ovf`, `ptw-fup`, `trig-fup`). Without one,
+    /// an EXSTOP's events wait (`mwait-pwre-exstop_ip-ovf`).
+    fn named_while_disabled(
+        &mut self,
+        packet: Packet,
+        out: &mut dyn FnMut(Step),
+    ) -> Result<(), Lost> {
+        if let Packet::Exstop { .. } = packet {
+            self.power_packet(packet, out);
+            if let Some(ip) = self.fup_while_disabled()? {
+                self.release(Bind::Fup, Some(ip), out);
+            }
+            return Ok(());
+        }
+        let ip = self.fup_while_disabled()?;
+        let event = match packet {
+            Packet::Ptw { payload, .. } => Event::Ptwrite { payload, ip },
+            Packet::Trig { id, mult, .. } => Event::Trig {
+                id,
+                mult,
+                icnt: 0,
+                ip,
+            },
+            _ => unreachable!("a packet naming an IP"),
+        };
+        self.flush_power(out);
+        out(Step::Event(event));
+        Ok(())
+    }
+
+    /// The IP of the FUP that comes next while tracing is off (taking it),
+    /// which a packet naming an IP gets it from.
+    fn fup_while_disabled(&mut self) -> Result<Option<u64>, Lost> {
+        let Some((
+            offset,
+            Packet::Ip {
+                kind: IpKind::Fup,
+                ip,
+            },
+        )) = self.peek()?
+        else {
+            return Ok(None);
+        };
+        self.peeked = None;
+        self.resolve(offset, ip).map(Some)
     }
 
     /// Fire what happens at the current IP: an asynchronous event whose FUP
@@ -580,6 +738,15 @@ impl<'a> Flow<'a> {
                 self.peeked = None;
                 self.status(out)?;
             }
+            // A MODE.Exec right before a FUP (event tracing: STI, CLI,
+            // POPF) binds to that FUP, not to a transfer: its change
+            // happens there, and the FUP is no asynchronous branch (libipt's
+            // tests `ptet-mode_exec-if`, `ptet-mode_exec-spurious`).
+            Packet::ModeExec { .. } if self.fup_next_names_ip() => {
+                self.absorb_bound();
+                self.take_fup()?;
+                self.flush_mode(out, Some(self.ip));
+            }
             Packet::Pip { .. } | Packet::Vmcs(_) | Packet::ModeExec { .. } if self.fup_here() => {
                 self.absorb_bound();
             }
@@ -592,7 +759,7 @@ impl<'a> Flow<'a> {
                 self.peeked = None;
                 self.take_fup()?;
                 self.in_tx = intx;
-                out(Step::Event(tsx_event(intx, abort)));
+                out(Step::Event(tsx_event(intx, abort, Some(self.ip))));
                 self.async_branch(out)?;
             }
             Packet::Ptw { ip, payload, .. } => return self.bind_ptwrite(ip, payload),
@@ -600,7 +767,7 @@ impl<'a> Flow<'a> {
                 self.peeked = None;
                 self.take_fup()?;
                 self.power_packet(packet, out);
-                self.release(Bind::Fup, out);
+                self.release(Bind::Fup, Some(self.ip), out);
             }
             Packet::Mwait { .. }
             | Packet::Pwre { .. }
@@ -609,15 +776,7 @@ impl<'a> Flow<'a> {
                 self.peeked = None;
                 self.power_packet(packet, out);
             }
-            Packet::Trig { id, mult, icnt, .. } => {
-                if icnt.is_some_and(|n| u32::from(n) > self.since_ip) {
-                    return Ok(false);
-                }
-                self.peeked = None;
-                // Its instructions have run: ptxed counts them down to 0,
-                // and prints the count only while some remain.
-                out(Step::Event(Event::Trig { id, mult, icnt: 0 }));
-            }
+            Packet::Trig { .. } => return self.trig(packet, out),
             Packet::Stop => {
                 self.peeked = None;
                 self.flush_power(out);
@@ -645,12 +804,15 @@ impl<'a> Flow<'a> {
                 self.peeked = None;
                 self.resolve(offset, ip)?;
                 match self.at_fup.take() {
-                    Some((event, Place::AfterFupInsn)) => {
+                    Some((event, Place::AfterFupInsn, named)) => {
                         // The instruction here caused it and takes the branch.
-                        self.after_insn = Some(event);
+                        self.after_insn = Some((event, named.then_some(self.ip)));
                         return Ok(true);
                     }
-                    Some((event, _)) => out(Step::Event(Event::Control(event))),
+                    Some((event, _, named)) => out(Step::Event(Event::Control {
+                        event,
+                        ip: named.then_some(self.ip),
+                    })),
                     None => {}
                 }
                 if self.errata.skd022 && self.is_vm_entry()? {
@@ -683,10 +845,19 @@ impl<'a> Flow<'a> {
                 else {
                     return Ok(());
                 };
+                if !self.enabled {
+                    // While tracing is off it stands alone; the FUP that
+                    // follows one naming an IP gives it.
+                    let ip = if ip { self.fup_while_disabled()? } else { None };
+                    out(Step::Event(Event::Control { event, ip }));
+                    return Ok(());
+                }
                 match place {
-                    Place::Now => out(Step::Event(Event::Control(event))),
-                    Place::AfterInsn => self.after_insn = Some(event),
-                    Place::BeforeFup | Place::AfterFupInsn => self.at_fup = Some((event, place)),
+                    Place::Now => out(Step::Event(Event::Control { event, ip: None })),
+                    Place::AfterInsn => self.after_insn = Some((event, None)),
+                    Place::BeforeFup | Place::AfterFupInsn => {
+                        self.at_fup = Some((event, place, ip));
+                    }
                 }
                 Ok(())
             }
@@ -709,7 +880,7 @@ impl<'a> Flow<'a> {
                 self.peeked = None;
                 let to = self.resolve(offset, ip)?;
                 out(Step::Event(Event::Interrupt { from: self.ip, to }));
-                self.flush_transfer(out, Order::Async);
+                self.flush_transfer(out, Order::Async, Some(to));
                 self.ip = to;
             }
             Packet::Ip {
@@ -717,10 +888,10 @@ impl<'a> Flow<'a> {
                 ip,
             } => {
                 self.peeked = None;
-                self.resolve(offset, ip).ok();
-                self.disable(out, true);
+                let to = self.resolve(offset, ip).ok();
+                self.disable(out, Some(self.ip), to);
                 // The PIP and VMCS between the FUP and this TIP.PGD.
-                self.flush_paging(out, Order::Async);
+                self.flush_paging(out, Order::Async, to);
             }
             _ => {}
         }
@@ -745,11 +916,13 @@ impl<'a> Flow<'a> {
                 now_event(packet).expect("CBR and MNT are events"),
             ));
         }
-        out(Step::Event(Event::Overflow));
         self.enabled = false;
         self.tnt_left = 0;
         self.stack.clear();
         self.in_tx = false;
+        // libipt resets its state at an overflow: the next MODE.Exec is
+        // reported even where it changes nothing.
+        self.known_mode = None;
         // Tracing resumes where a FUP says, or at the next TIP.PGE. A
         // MODE.TSX before that FUP is the transaction state it resumes in.
         let mut next = self.peek_transfer()?;
@@ -773,6 +946,7 @@ impl<'a> Flow<'a> {
         {
             self.peeked = None;
             self.resolve(offset, ip).ok();
+            out(Step::Event(Event::Overflow { ip: None }));
             return Ok(());
         }
         let resume = match next {
@@ -802,29 +976,30 @@ impl<'a> Flow<'a> {
             )) => self.errata.skd010,
             _ => false,
         };
-        if let Some((offset, Packet::Ip { ip, .. })) = next
-            && resume
-        {
-            self.peeked = None;
-            self.ip = self.resolve(offset, ip)?;
-            self.enabled = true;
-            self.since_ip = 0;
-            self.flush_mode(out);
-            if let Some((intx, abort)) = tsx {
-                self.in_tx = intx;
-                out(Step::Event(tsx_event(intx, abort)));
-            }
+        let Some((offset, Packet::Ip { ip, .. })) = next.filter(|_| resume) else {
+            out(Step::Event(Event::Overflow { ip: None }));
+            return Ok(());
+        };
+        // The overflow is reported where tracing resumes.
+        self.peeked = None;
+        self.ip = self.resolve(offset, ip)?;
+        out(Step::Event(Event::Overflow { ip: Some(self.ip) }));
+        self.enabled = true;
+        self.since_ip = 0;
+        self.flush_mode(out, Some(self.ip));
+        if let Some((intx, abort)) = tsx {
+            self.in_tx = intx;
+            out(Step::Event(tsx_event(intx, abort, Some(self.ip))));
         }
         Ok(())
     }
 
-    /// Tracing stops; it would have gone on at `self.ip` (`at_ip`: it
-    /// stopped there, asynchronously).
-    fn disable(&mut self, out: &mut dyn FnMut(Step), at_ip: bool) {
+    /// Tracing stops; it would have gone on at `self.ip`. `at`: where an
+    /// asynchronous disable hit; `ip`: where the TIP.PGD says the code
+    /// went on, unless it suppressed its IP.
+    fn disable(&mut self, out: &mut dyn FnMut(Step), at: Option<u64>, ip: Option<u64>) {
         self.flush_power(out);
-        out(Step::Event(Event::Disabled {
-            ip: at_ip.then_some(self.ip),
-        }));
+        out(Step::Event(Event::Disabled { at, ip }));
         self.stopped_at = Some(self.ip);
         self.enabled = false;
         self.tnt_left = 0;
@@ -862,7 +1037,7 @@ impl<'a> Flow<'a> {
                 self.ip = next;
                 if let Some((_, Packet::Pip { cr3, nr })) = self.peek()? {
                     self.peeked = None;
-                    out(Step::Event(Event::Paging { cr3, nr }));
+                    out(Step::Event(Event::Paging { cr3, nr, ip: None }));
                 }
                 if let Some((
                     _,
@@ -874,7 +1049,7 @@ impl<'a> Flow<'a> {
                     && ip.compression == 0
                 {
                     self.peeked = None;
-                    self.disable(out, false);
+                    self.disable(out, None, None);
                     return Ok(true);
                 }
                 Ok(false)
@@ -902,7 +1077,7 @@ impl<'a> Flow<'a> {
                     if self.ip != target && self.ip != next {
                         return Err(Lost::mismatch(offset));
                     }
-                    self.disable(out, false);
+                    self.disable(out, None, Some(self.ip));
                     return Ok(true);
                 }
                 other => {
@@ -958,7 +1133,7 @@ impl<'a> Flow<'a> {
             )) => {
                 self.ip = self.resolve(offset, ip)?;
                 self.since_ip = 0;
-                self.flush_transfer(out, Order::Stream);
+                self.flush_transfer(out, Order::Stream, Some(self.ip));
             }
             Some((
                 offset,
@@ -967,9 +1142,10 @@ impl<'a> Flow<'a> {
                     ip,
                 },
             )) => {
-                self.ip = self.resolve(offset, ip).unwrap_or(next);
-                self.flush_transfer(out, Order::Stream);
-                self.disable(out, false);
+                let to = self.resolve(offset, ip).ok();
+                self.ip = to.unwrap_or(next);
+                self.flush_transfer(out, Order::Stream, to);
+                self.disable(out, None, to);
             }
             Some((offset, _)) => return Err(Lost::mismatch(offset)),
             None => {
@@ -1008,7 +1184,7 @@ impl<'a> Flow<'a> {
         if here {
             self.resolve(offset, ip)?;
         }
-        self.disable(out, false);
+        self.disable(out, None, here.then_some(self.ip));
         Ok(true)
     }
 
@@ -1045,22 +1221,28 @@ impl<'a> Flow<'a> {
     }
 
     /// Events that wait for a transfer, in the order ptxed shows them.
-    fn flush_transfer(&mut self, out: &mut dyn FnMut(Step), order: Order) {
+    /// `ip`: where the transfer goes, unless its packet suppressed it.
+    fn flush_transfer(&mut self, out: &mut dyn FnMut(Step), order: Order, ip: Option<u64>) {
         // What the branching instruction caused (an IRET's event) first.
-        if let Some(event) = self.after_insn.take() {
-            out(Step::Event(Event::Control(event)));
+        if let Some((event, at)) = self.after_insn.take() {
+            out(Step::Event(Event::Control { event, ip: at }));
         }
-        self.flush_paging(out, order);
-        self.flush_mode(out);
+        self.flush_paging(out, order, ip);
+        self.flush_mode(out, ip);
     }
 
     /// The PIP and VMCS waiting for a transfer: in the trace's order when
     /// they stand alone (a VM entry's), VMCS first inside an asynchronous
     /// branch (libipt: "when getting both PIP and VMCS between the FUP and
     /// TIP of an asynchronous branch, we order VMCS before PIP").
-    fn flush_paging(&mut self, out: &mut dyn FnMut(Step), order: Order) {
-        let vmcs = self.vmcs.take().map(|base| Event::Vmcs { base });
-        let paging = (self.paging.take()).map(|(cr3, nr)| Event::Paging { cr3, nr });
+    /// Inside an asynchronous branch they take effect at its target `ip`.
+    fn flush_paging(&mut self, out: &mut dyn FnMut(Step), order: Order, ip: Option<u64>) {
+        let ip = match order {
+            Order::Async => ip,
+            Order::Stream => None,
+        };
+        let vmcs = self.vmcs.take().map(|base| Event::Vmcs { base, ip });
+        let paging = (self.paging.take()).map(|(cr3, nr)| Event::Paging { cr3, nr, ip });
         let events = match order {
             Order::Stream if self.paging_first => [paging, vmcs],
             _ => [vmcs, paging],
@@ -1070,10 +1252,24 @@ impl<'a> Flow<'a> {
         }
     }
 
-    fn flush_mode(&mut self, out: &mut dyn FnMut(Step)) {
-        if let Some(bits) = self.mode.take() {
-            self.bits = bits;
-            out(Step::Event(Event::ExecMode { bits }));
+    /// The MODE.Exec waiting for a transfer, which goes to `ip`.
+    fn flush_mode(&mut self, out: &mut dyn FnMut(Step), ip: Option<u64>) {
+        let Some(mode) = self.mode.take() else {
+            return;
+        };
+        let known = self.known_mode.replace(mode);
+        self.bits = mode.bits;
+        if known.is_none_or(|k| k.bits != mode.bits) {
+            out(Step::Event(Event::ExecMode {
+                bits: mode.bits,
+                ip,
+            }));
+        }
+        if self.iflags && known.is_none_or(|k| k.interrupts != mode.interrupts) {
+            out(Step::Event(Event::Iflags {
+                enabled: mode.interrupts,
+                ip,
+            }));
         }
     }
 
@@ -1166,7 +1362,7 @@ impl<'a> Flow<'a> {
                 self.paging_first = self.paging.is_some();
                 self.vmcs = Some(base);
             }
-            Some((_, packet @ Packet::ModeExec { .. })) => self.mode = Some(mode_bits(packet)),
+            Some((_, packet @ Packet::ModeExec { .. })) => self.mode = Some(Mode::of(packet)),
             other => self.peeked = other,
         }
     }
@@ -1180,13 +1376,18 @@ impl<'a> Flow<'a> {
 
     /// Shows the waiting power events bound to `bind`, oldest first; the
     /// others wait on.
-    fn release(&mut self, bind: Bind, out: &mut dyn FnMut(Step)) {
+    /// Those bound to a FUP happened at its `ip`.
+    fn release(&mut self, bind: Bind, ip: Option<u64>, out: &mut dyn FnMut(Step)) {
         let (now, later) = std::mem::take(&mut self.power)
             .into_iter()
             .partition(|(_, b)| *b == bind);
         self.power = later;
         for (event, _) in now {
-            out(Step::Event(event));
+            out(Step::Event(match event {
+                Event::Mwait { hints, ext, .. } => Event::Mwait { hints, ext, ip },
+                Event::Exstop { .. } => Event::Exstop { ip },
+                other => other,
+            }));
         }
     }
 
@@ -1213,11 +1414,11 @@ impl<'a> Flow<'a> {
                 self.power.push((event, Bind::Fup));
             }
             Packet::Exstop { ip: false } => {
-                self.release(Bind::Exstop, out);
+                self.release(Bind::Exstop, None, out);
                 out(Step::Event(event));
             }
             _ => {
-                self.release(Bind::Pwrx, out);
+                self.release(Bind::Pwrx, None, out);
                 out(Step::Event(event));
             }
         }
@@ -1351,6 +1552,14 @@ impl<'a> Flow<'a> {
         None
     }
 
+    /// Whether the packet after the peeked one, past timing packets, is a
+    /// FUP naming the current IP.
+    fn fup_next_names_ip(&self) -> bool {
+        self.fup_ahead(is_time)
+            .and_then(|ip| ip.resolve(self.last_ip))
+            .is_some_and(|ip| ip == self.ip)
+    }
+
     /// A PTW binds to a PTWRITE instruction: the one its FUP names
     /// (`with_ip`), or without IP the next one to run. Its event follows
     /// that instruction (libipt: "we move beyond the PTWRITE instruction";
@@ -1367,7 +1576,8 @@ impl<'a> Flow<'a> {
             if with_ip {
                 self.take_fup()?;
             }
-            self.after_step = Some(Event::Ptwrite { payload });
+            let ip = with_ip.then_some(self.ip);
+            self.after_step = Some(Event::Ptwrite { payload, ip });
         }
         Ok(false)
     }
@@ -1478,19 +1688,23 @@ fn is_bound(packet: Packet) -> bool {
 }
 
 /// The event of a MODE.TSX: a transaction began, committed or aborted.
-fn tsx_event(intx: bool, abort: bool) -> Event {
+fn tsx_event(intx: bool, abort: bool, ip: Option<u64>) -> Event {
     match (intx, abort) {
-        (true, _) => Event::TxBegin,
-        (false, true) => Event::TxAbort,
-        (false, false) => Event::TxCommit,
+        (true, _) => Event::TxBegin { ip },
+        (false, true) => Event::TxAbort { ip },
+        (false, false) => Event::TxCommit { ip },
     }
 }
 
 /// Packets that are an event by themselves.
 fn now_event(packet: Packet) -> Option<Event> {
     Some(match packet {
-        Packet::Exstop { .. } => Event::Exstop,
-        Packet::Mwait { hints, ext } => Event::Mwait { hints, ext },
+        Packet::Exstop { .. } => Event::Exstop { ip: None },
+        Packet::Mwait { hints, ext } => Event::Mwait {
+            hints,
+            ext,
+            ip: None,
+        },
         Packet::Pwre {
             state,
             sub_state,
@@ -1509,11 +1723,12 @@ fn now_event(packet: Packet) -> Option<Event> {
             deepest,
             wake,
         },
-        Packet::Ptw { payload, .. } => Event::Ptwrite { payload },
+        Packet::Ptw { payload, .. } => Event::Ptwrite { payload, ip: None },
         Packet::Trig { id, mult, icnt, .. } => Event::Trig {
             id,
             mult,
             icnt: icnt.unwrap_or(0),
+            ip: None,
         },
         Packet::Cbr(ratio) => Event::Cbr { ratio },
         Packet::Mnt(payload) => Event::Mnt { payload },
@@ -1522,11 +1737,29 @@ fn now_event(packet: Packet) -> Option<Event> {
     })
 }
 
-fn mode_bits(packet: Packet) -> u32 {
-    match packet {
-        Packet::ModeExec { cs_l: true, .. } => 64,
-        Packet::ModeExec { cs_d: true, .. } => 32,
-        _ => 16,
+/// What a MODE.Exec says: the code's width and the interrupt flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Mode {
+    bits: u32,
+    interrupts: bool,
+}
+
+impl Mode {
+    fn of(packet: Packet) -> Mode {
+        let Packet::ModeExec {
+            cs_l,
+            cs_d,
+            interrupts,
+        } = packet
+        else {
+            unreachable!("a MODE.Exec")
+        };
+        let bits = match (cs_l, cs_d) {
+            (true, _) => 64,
+            (false, true) => 32,
+            (false, false) => 16,
+        };
+        Mode { bits, interrupts }
     }
 }
 
@@ -1582,94 +1815,4 @@ fn is_far_indirect(instr: &Instruction) -> bool {
 fn is_mov_cr3(instr: &Instruction) -> bool {
     matches!(instr.code(), Code::Mov_cr_r32 | Code::Mov_cr_r64)
         && instr.op0_register() == Register::CR3
-}
-
-/// ptxed's spelling (`ptxed --no-inst`), so flows can be compared with it.
-impl std::fmt::Display for Step {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Step::Insn {
-                ip,
-                speculative: false,
-                ..
-            } => write!(f, "{ip:016x}"),
-            Step::Insn {
-                ip,
-                speculative: true,
-                ..
-            } => write!(f, "? {ip:016x}"),
-            Step::Event(event) => write!(f, "[{event}]"),
-        }
-    }
-}
-
-impl std::fmt::Display for Event {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Event::Enabled { resumed: false, .. } => f.write_str("enabled"),
-            Event::Enabled { resumed: true, .. } => f.write_str("resumed"),
-            Event::Disabled { .. } => f.write_str("disabled"),
-            Event::Overflow => f.write_str("overflow"),
-            Event::Interrupt { .. } => f.write_str("interrupt"),
-            Event::Paging { cr3, nr } => write!(
-                f,
-                "paging, cr3: {cr3:016x}{}",
-                if *nr { ", nr" } else { "" }
-            ),
-            Event::Vmcs { base } => write!(f, "vmcs, base: {base:016x}"),
-            Event::ExecMode { bits } => write!(f, "exec mode: {bits}-bit"),
-            Event::TxBegin => f.write_str("begin transaction"),
-            Event::TxCommit => f.write_str("committed"),
-            Event::TxAbort => f.write_str("aborted"),
-            Event::Stopped => f.write_str("stopped"),
-            Event::Exstop => f.write_str("exstop"),
-            Event::Mwait { hints, ext } => write!(f, "mwait {hints:x} {ext:x}"),
-            Event::Pwre {
-                state,
-                sub_state,
-                hw,
-            } => {
-                write!(
-                    f,
-                    "pwre c{}.{}{}",
-                    crate::packet::c_state(*state),
-                    crate::packet::c_state(*sub_state),
-                    if *hw { " hw" } else { "" }
-                )
-            }
-            Event::Pwrx {
-                last,
-                deepest,
-                wake,
-            } => {
-                write!(
-                    f,
-                    "pwrx {}: c{} (c{})",
-                    crate::packet::wake_name(*wake),
-                    crate::packet::c_state(*last),
-                    crate::packet::c_state(*deepest)
-                )
-            }
-            Event::Ptwrite { payload } => write!(f, "ptwrite: {payload:x}"),
-            Event::Control(control) => write!(f, "{control}"),
-            Event::Trig { id, mult, icnt } => {
-                write!(f, "trig {id:02x}")?;
-                if *mult {
-                    write!(f, ", mult")?;
-                }
-                if *icnt > 0 {
-                    write!(f, ", icnt: {icnt}")?;
-                }
-                Ok(())
-            }
-            Event::Cbr { ratio } => write!(f, "cbr: {ratio:x}"),
-            Event::Mnt { payload } => write!(f, "mnt: {payload:x}"),
-            Event::EndOfTrace => f.write_str("end of trace"),
-            Event::Error {
-                offset,
-                ip,
-                message,
-            } => write!(f, "{offset:x}, {ip:x}: error: {message}"),
-        }
-    }
 }

@@ -17,6 +17,7 @@ pub mod flow;
 pub mod image;
 pub mod packet;
 pub mod perf;
+pub mod ptxed;
 pub mod time;
 
 use packet::Fault;

@@ -146,47 +146,64 @@ fn instruction_flows_match_ptxed() {
         let Some(expected) = case.expected("ptxed_exp") else {
             continue;
         };
-        let filter = address_filter(case.str("ptxed_opts"));
-        if filter.is_none() || case.has_sideband() {
+        let options = flow_options(case.str("ptxed_opts"));
+        let Some(options) = options.filter(|_| !case.has_sideband()) else {
             report.skip(&case, "ptxed_opts");
             continue;
-        }
+        };
         let (trace, image) = (case.trace(), case.image());
         let mut lines = Vec::new();
         Flow::new(&trace, &image, case.errata())
-            .with_filter(filter.unwrap_or_default())
-            .run(&mut |step| lines.push(step.to_string()));
+            .with_filter(options.filter)
+            .with_iflags(options.iflags)
+            .run(&mut |step| lines.push(step.ptxed(options.event_ips).to_string()));
         report.compare(case.dir(), &lines.join("\n"), &expected, FLOW_DIFFERENCES);
     }
     report.finish("flows", 379);
 }
 
-/// The address ranges ptxed's `--filter:addrN_cfg 1 --filter:addrN_a A
-/// --filter:addrN_b B` options trace (`FilterEn`); `None` where the options
-/// hold anything else.
-fn address_filter(options: &str) -> Option<Vec<(u64, u64)>> {
+/// The ptxed options a flow supports.
+#[derive(Default)]
+struct FlowOptions {
+    /// The address ranges of `--filter:addrN_cfg 1 --filter:addrN_a A
+    /// --filter:addrN_b B` (`FilterEn`).
+    filter: Vec<(u64, u64)>,
+    /// `--event:ip`
+    event_ips: bool,
+    /// `--event:iflags`
+    iflags: bool,
+}
+
+/// ptxed's options; `None` where they hold one weft's flow lacks.
+fn flow_options(options: &str) -> Option<FlowOptions> {
     let mut ranges = std::collections::BTreeMap::<&str, (u64, u64, u64)>::new();
+    let mut flow = FlowOptions::default();
     let mut words = options.split_whitespace();
     while let Some(option) = words.next() {
-        let (n, field) = option.strip_prefix("--filter:addr")?.split_once('_')?;
-        let value = words.next()?;
-        let value = match value.strip_prefix("0x") {
-            Some(hex) => u64::from_str_radix(hex, 16).ok()?,
-            None => value.parse().ok()?,
-        };
-        let range = ranges.entry(n).or_default();
-        match field {
-            "cfg" => range.0 = value,
-            "a" => range.1 = value,
-            "b" => range.2 = value,
-            _ => return None,
+        match option {
+            "--event:ip" => flow.event_ips = true,
+            "--event:iflags" => flow.iflags = true,
+            _ => {
+                let (n, field) = option.strip_prefix("--filter:addr")?.split_once('_')?;
+                let value = words.next()?;
+                let value = match value.strip_prefix("0x") {
+                    Some(hex) => u64::from_str_radix(hex, 16).ok()?,
+                    None => value.parse().ok()?,
+                };
+                let range = ranges.entry(n).or_default();
+                match field {
+                    "cfg" => range.0 = value,
+                    "a" => range.1 = value,
+                    "b" => range.2 = value,
+                    _ => return None,
+                }
+            }
         }
     }
-    Some(
-        ranges
-            .values()
-            .filter(|(cfg, _, _)| *cfg == 1)
-            .map(|(_, a, b)| (*a, *b))
-            .collect(),
-    )
+    flow.filter = ranges
+        .values()
+        .filter(|(cfg, _, _)| *cfg == 1)
+        .map(|(_, a, b)| (*a, *b))
+        .collect();
+    Some(flow)
 }

@@ -206,7 +206,7 @@ fn the_decoded_path_and_call_tree_are_the_ones_that_ran() {
     assert_eq!(ips(&steps), path);
     assert_eq!(
         steps.last(),
-        Some(&Step::Event(Event::Disabled { ip: None })),
+        Some(&Step::Event(Event::Disabled { at: None, ip: None })),
         "{steps:?}"
     );
     assert_eq!(tree(&program.image, &steps), TREE);
@@ -296,7 +296,7 @@ fn after_an_overflow_the_path_resumes_where_the_fup_says_and_the_stack_starts_ag
     let steps = decode(&program.image, &trace);
     let overflow = steps
         .iter()
-        .position(|s| *s == Step::Event(Event::Overflow))
+        .position(|s| matches!(s, Step::Event(Event::Overflow { .. })))
         .unwrap();
     // The `call f` ran after the last packet before the overflow: nothing
     // tells the decoder it did. From the FUP on, the path is whole again.
