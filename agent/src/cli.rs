@@ -315,6 +315,10 @@ pub struct PtRecordArgs {
     pub output: std::path::PathBuf,
 }
 
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "ptdump's switches, one field each"
+)]
 #[derive(Debug, Args)]
 pub struct PtDumpArgs {
     /// The raw PT byte stream (e.g. the AUX data of one CPU).
@@ -328,6 +332,19 @@ pub struct PtDumpArgs {
     /// Decode from byte 0 instead of the first PSB.
     #[arg(long)]
     pub no_sync: bool,
+
+    /// Show each packet's bytes in hex.
+    #[arg(long)]
+    pub raw: bool,
+
+    /// Show the full IP of each IP packet (FUP, TIP, TIP.PGE, TIP.PGD), its
+    /// compression undone against the last IP.
+    #[arg(long)]
+    pub lastip: bool,
+
+    /// Show the execution mode each MODE.Exec sets.
+    #[arg(long)]
+    pub exec_mode: bool,
 
     /// The CPU that recorded the trace, for its errata (e.g. 6/85).
     #[arg(long, value_name = "FAMILY/MODEL[/STEPPING]")]
@@ -346,14 +363,23 @@ pub struct PtDumpArgs {
 }
 
 /// The time column of `weft pt dump`.
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "ptdump's switches, one field each"
+)]
 #[derive(Debug, Args)]
 pub struct TimeArgs {
     /// Show the time (TSC ticks) next to each timing packet.
     #[arg(long)]
     pub time: bool,
 
-    /// With --time: show the change since the last time shown.
-    #[arg(long, requires = "time")]
+    /// Show the calibrated ratio of TSC ticks per core cycle (which times
+    /// CYC packets) next to the packets that calibrate it: TSC, CBR, MTC.
+    #[arg(long)]
+    pub tcal: bool,
+
+    /// With --time or --tcal: show the change since the last value shown.
+    #[arg(long)]
     pub time_delta: bool,
 
     /// With --time: count from 0 where the trace has no TSC yet.

@@ -36,15 +36,20 @@ fn read_trace(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
 
 fn dump(args: &PtDumpArgs) -> anyhow::Result<ExitCode> {
     let trace = read_trace(&args.trace)?;
+    let column = TimeColumn {
+        delta: args.time.time_delta,
+        relative: args.time.no_wall_clock,
+    };
     let options = weft_pt::dump::Options {
         offsets: !args.no_offset,
         sync: !args.no_sync,
         errata: args.cpu.map(Errata::for_cpu).unwrap_or_default(),
-        time: args.time.time.then_some(TimeColumn {
-            delta: args.time.time_delta,
-            relative: args.time.no_wall_clock,
-        }),
+        time: args.time.time.then_some(column),
+        tcal: args.time.tcal.then_some(column),
         clocks: args.clocks.clocks(),
+        raw: args.raw,
+        last_ip: args.lastip,
+        exec_mode: args.exec_mode,
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let errors = weft_pt::dump::dump(&trace, options, &mut out)?;

@@ -10,6 +10,10 @@ use crate::time::{Clock, Clocks, Note};
 
 /// What the listing shows.
 #[derive(Debug, Clone, Copy)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "ptdump's switches, one field each"
+)]
 pub struct Options {
     /// Print each packet's offset in the stream.
     pub offsets: bool,
@@ -19,7 +23,18 @@ pub struct Options {
     pub errata: Errata,
     /// Show the time next to timing packets, and how.
     pub time: Option<TimeColumn>,
+    /// Show the calibrated cycle ratio next to the packets that calibrate
+    /// it (TSC, CBR, MTC), as ptdump's `--tcal` does; where both are asked
+    /// for, packets that move the time show the time.
+    pub tcal: Option<TimeColumn>,
     pub clocks: Clocks,
+    /// Show each packet's bytes in hex (ptdump's `--raw`).
+    pub raw: bool,
+    /// Show the full IP each IP packet gives, its compression undone
+    /// against the last IP (`--lastip`).
+    pub last_ip: bool,
+    /// Show the execution mode a MODE.Exec sets (`--exec-mode`).
+    pub exec_mode: bool,
 }
 
 /// How `--time` shows the time (ptdump's `--time-delta`, `--no-wall-clock`).
@@ -39,7 +54,11 @@ impl Default for Options {
             sync: true,
             errata: Errata::default(),
             time: None,
+            tcal: None,
             clocks: Clocks::default(),
+            raw: false,
+            last_ip: false,
+            exec_mode: false,
         }
     }
 }
@@ -54,12 +73,15 @@ pub fn dump(trace: &[u8], opts: Options, out: &mut dyn Write) -> io::Result<usiz
         writeln!(out, "[0: sync error: no PSB in {} bytes]", trace.len())?;
         return Ok(1);
     }
-    let mut time = opts.time.map(|column| Timing {
-        column,
+    let mut time = (opts.time.is_some() || opts.tcal.is_some()).then(|| Timing {
+        time: opts.time,
+        tcal: opts.tcal,
         clock: Clock::new(opts.clocks, opts.errata),
         shown: 0,
+        shown_ratio: 0.0,
     });
     let mut line = String::new();
+    let mut last_ip = LastIp::default();
     while let Some(next) = packets.next_packet() {
         match next {
             Ok((offset, packet)) => {
@@ -67,7 +89,22 @@ pub fn dump(trace: &[u8], opts: Options, out: &mut dyn Write) -> io::Result<usiz
                 if opts.offsets {
                     let _ = write!(line, "{offset:016x}  ");
                 }
+                if opts.raw {
+                    for byte in &trace[offset..packets.offset()] {
+                        let _ = write!(line, "{byte:02x}");
+                    }
+                    line.push_str("  ");
+                }
                 let (name, payload, mut detail) = fields(&packet);
+                match packet {
+                    Packet::Ip { ip, .. } if opts.last_ip => {
+                        detail = last_ip.update(offset, ip, out)?;
+                    }
+                    Packet::ModeExec { cs_l, cs_d, .. } if opts.exec_mode => {
+                        detail = format!("em {}", exec_mode(cs_l, cs_d));
+                    }
+                    _ => {}
+                }
                 if let Some(time) = &mut time {
                     if matches!(packet, Packet::Cyc(_)) && !opts.clocks.cycles {
                         continue;
@@ -88,6 +125,7 @@ pub fn dump(trace: &[u8], opts: Options, out: &mut dyn Write) -> io::Result<usiz
                 if let Some(time) = &mut time {
                     time.clock.reset();
                     time.shown = 0;
+                    time.shown_ratio = 0.0;
                 }
             }
         }
@@ -95,11 +133,56 @@ pub fn dump(trace: &[u8], opts: Options, out: &mut dyn Write) -> io::Result<usiz
     Ok(errors)
 }
 
-/// The time column: the clock and the time it last showed.
+/// The IP that compressed IPs are relative to (ptdump's `--lastip`,
+/// libipt's `pt_last_ip`).
+#[derive(Default)]
+struct LastIp {
+    ip: u64,
+    have_ip: bool,
+    suppressed: bool,
+}
+
+impl LastIp {
+    /// Account for an IP packet; the full IP to show next to it.
+    fn update(&mut self, offset: usize, ip: packet::Ip, out: &mut dyn Write) -> io::Result<String> {
+        match ip.resolve(self.ip) {
+            Some(full) => {
+                self.ip = full;
+                self.have_ip = true;
+                self.suppressed = false;
+            }
+            None => self.suppressed = true,
+        }
+        if !self.have_ip {
+            writeln!(out, "[{offset:x}: error tracking last-ip: no ip]")?;
+            return Ok("ip <unavailable>".into());
+        }
+        Ok(if self.suppressed {
+            "ip <suppressed>".into()
+        } else {
+            format!("ip {:016x}", self.ip)
+        })
+    }
+}
+
+/// The execution mode MODE.Exec's CS.L and CS.D bits give (libipt's
+/// `pt_get_exec_mode`).
+fn exec_mode(cs_l: bool, cs_d: bool) -> &'static str {
+    match (cs_l, cs_d) {
+        (true, true) => "unknown",
+        (true, false) => "64-bit",
+        (false, true) => "32-bit",
+        (false, false) => "16-bit",
+    }
+}
+
+/// The time and calibration columns: the clock, and what each last showed.
 struct Timing {
-    column: TimeColumn,
+    time: Option<TimeColumn>,
+    tcal: Option<TimeColumn>,
     clock: Clock,
     shown: u64,
+    shown_ratio: f64,
 }
 
 impl Timing {
@@ -119,35 +202,71 @@ impl Timing {
                 None => writeln!(out, "[{offset:x}: {what}]")?,
             }
         }
-        if !timed {
-            return Ok(None);
+        let mut detail = None;
+        if let Some(column) = self.tcal
+            && matches!(packet, Packet::Tsc(_) | Packet::Cbr(_) | Packet::Mtc(_))
+        {
+            detail = Some(self.ratio(offset, column, out)?);
         }
+        match self.time {
+            Some(column) if timed => self.time(offset, column, out).map(Some),
+            _ => Ok(detail),
+        }
+    }
+
+    /// The cycle ratio, or how it changed since last shown.
+    fn ratio(
+        &mut self,
+        offset: usize,
+        column: TimeColumn,
+        out: &mut dyn Write,
+    ) -> io::Result<String> {
+        let ratio = match self.clock.cycle_ratio() {
+            Ok(ratio) => ratio,
+            Err(error) => {
+                writeln!(out, "[{offset:x}: error printing time: {error}]")?;
+                return Ok("fcr <unavailable>".into());
+            }
+        };
+        if !column.delta {
+            return Ok(format!("fcr {ratio:.3}"));
+        }
+        let before = std::mem::replace(&mut self.shown_ratio, ratio);
+        Ok(format!("fcr {:+.3}", ratio - before))
+    }
+
+    fn time(
+        &mut self,
+        offset: usize,
+        column: TimeColumn,
+        out: &mut dyn Write,
+    ) -> io::Result<String> {
         let now = match self.clock.tsc() {
             Some(tsc) => tsc,
-            None if self.column.relative => self.clock.relative(),
+            None if column.relative => self.clock.relative(),
             None => {
                 writeln!(
                     out,
                     "[{offset:x}: error printing time: no timing information]"
                 )?;
-                return Ok(Some("tsc <unavailable>".into()));
+                return Ok("tsc <unavailable>".into());
             }
         };
-        if !self.column.delta {
-            return Ok(Some(format!("tsc {now:016x}")));
+        if !column.delta {
+            return Ok(format!("tsc {now:016x}"));
         }
         let before = std::mem::replace(&mut self.shown, now);
-        Ok(Some(if now >= before {
+        Ok(if now >= before {
             format!("tsc +{:x}", now - before)
         } else {
             format!("tsc -{:x}", before - now)
-        }))
+        })
     }
 }
 
 /// `name payload detail` of one packet, in ptdump's columns.
 fn columns(name: &str, payload: &str, detail: &str, out: &mut String) {
-    if payload.is_empty() {
+    if payload.is_empty() && detail.is_empty() {
         out.push_str(name);
     } else if detail.is_empty() {
         let _ = write!(out, "{name:<11}{payload}");

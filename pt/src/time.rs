@@ -150,6 +150,18 @@ impl Clock {
         self.time.have_tsc.then_some(self.time.tsc)
     }
 
+    /// The calibrated ratio of fast-counter ticks per core cycle, as CYC
+    /// packets are timed with it (ptdump's `--tcal` column).
+    pub fn cycle_ratio(&self) -> Result<f64, TimeError> {
+        #[allow(
+            clippy::cast_precision_loss,
+            reason = "printed to 3 decimals, as ptdump does"
+        )]
+        self.cal
+            .fcr()
+            .map(|fcr| fcr as f64 / f64::from(1u32 << FCR_SHIFT))
+    }
+
     /// The time as far as the trace tells it, from 0 where no TSC came yet.
     pub fn relative(&self) -> u64 {
         self.time.tsc
