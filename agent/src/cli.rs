@@ -177,6 +177,10 @@ pub struct PtPerfArgs {
     pub file: std::path::PathBuf,
 }
 
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "ptxed's switches, one field each"
+)]
 #[derive(Debug, Args)]
 pub struct PtFlowShowArgs {
     #[command(flatten)]
@@ -193,6 +197,15 @@ pub struct PtFlowShowArgs {
     /// --event:iflags` does.
     #[arg(long)]
     pub iflags: bool,
+
+    /// After the flow, print how many instructions it ran (`insn: N.`, as
+    /// `ptxed --stat`).
+    #[arg(long)]
+    pub stat: bool,
+
+    /// Print only errors (and with --stat the count), as `ptxed --quiet`.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Args)]

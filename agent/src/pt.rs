@@ -61,6 +61,16 @@ fn flow(show: &PtFlowShowArgs) -> anyhow::Result<ExitCode> {
     let args = &show.flow;
     let errata = args.cpu.map(Errata::for_cpu).unwrap_or_default();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut insns = 0u64;
+    // A step as the options show it, counting instructions for --stat.
+    let mut print = |out: &mut dyn Write, step: &Step| {
+        let is_error = matches!(step, Step::Event(Event::Error { .. }));
+        insns += u64::from(matches!(step, Step::Insn { .. }));
+        if show.quiet && !is_error {
+            return Ok(());
+        }
+        writeln!(out, "{}", step.ptxed(show.event_ips))
+    };
     let errors = each_input(args, &mut |input| {
         input.title(&mut out)?;
         // The recording's clocks time the steps that say which thread ran.
@@ -70,22 +80,18 @@ fn flow(show: &PtFlowShowArgs) -> anyhow::Result<ExitCode> {
             .with_filter(args.addr_filter.clone())
             .with_iflags(show.iflags);
         let Some(threads) = input.threads else {
-            return walk(&mut flow, &mut |step| {
-                writeln!(out, "{}", step.ptxed(show.event_ips))
-            });
+            return walk(&mut flow, &mut |step| print(&mut out, &step));
         };
         let code_at = |tsc| threads.code_at(tsc);
         let mut flow = flow.with_code_at(&code_at);
         let (mut router, mut last, mut failed) = (Router::default(), None, None);
         let errors = walk(&mut flow, &mut |step| {
             router.step(threads, step, &mut |thread, step| {
-                let title = (last != Some(thread))
+                let title = (last != Some(thread) && !show.quiet)
                     .then(|| thread_title(input.comms, thread.pid, thread.tid));
                 last = Some(thread);
                 let written = title.map_or(Ok(()), |t| writeln!(out, "{t}"));
-                if let Err(e) =
-                    written.and_then(|()| writeln!(out, "{}", step.ptxed(show.event_ips)))
-                {
+                if let Err(e) = written.and_then(|()| print(&mut out, &step)) {
                     failed.get_or_insert(e);
                 }
             });
@@ -93,6 +99,10 @@ fn flow(show: &PtFlowShowArgs) -> anyhow::Result<ExitCode> {
         })?;
         Ok(errors)
     })?;
+    if show.stat {
+        // ptxed's spelling.
+        writeln!(out, "insn: {insns}.")?;
+    }
     out.flush()?;
     Ok(finish(&args.trace, errors))
 }

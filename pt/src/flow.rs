@@ -1279,10 +1279,11 @@ impl<'a> Flow<'a> {
             return Ok(insn);
         }
         let offset = self.offset();
-        let bytes = self.image.bytes_at(ip).ok_or(Lost {
+        let (code, len) = self.image.insn_bytes(ip).ok_or(Lost {
             offset,
             message: "no memory mapped at this address",
         })?;
+        let bytes = &code[..len];
         if let Some(len) = jmpabs(self.bits, bytes) {
             let insn = Insn {
                 len,
@@ -1292,12 +1293,7 @@ impl<'a> Flow<'a> {
             self.cache.insert(ip, insn);
             return Ok(insn);
         }
-        let mut decoder = Decoder::with_ip(
-            self.bits,
-            &bytes[..bytes.len().min(15)],
-            ip,
-            DecoderOptions::NONE,
-        );
+        let mut decoder = Decoder::with_ip(self.bits, bytes, ip, DecoderOptions::NONE);
         let instr = decoder.decode();
         if instr.is_invalid() {
             return Err(Lost {

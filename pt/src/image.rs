@@ -194,6 +194,32 @@ impl Image {
     }
 
     /// The bytes from `ip` to the end of the segment holding it.
+    /// The bytes an instruction at `ip` may span (up to [`MAX_INSN`]),
+    /// read on across the end of a segment into the one that adjoins it, as
+    /// libipt reads an instruction that crosses sections (its test
+    /// `truncated`); later segments hide earlier ones. `None` where nothing
+    /// is mapped at `ip`.
+    pub fn insn_bytes(&self, ip: u64) -> Option<([u8; MAX_INSN], usize)> {
+        let mut code = [0; MAX_INSN];
+        let mut len = 0;
+        while len < MAX_INSN {
+            let Some(byte) = self.byte_at(ip.wrapping_add(len as u64)) else {
+                break;
+            };
+            code[len] = byte;
+            len += 1;
+        }
+        (len > 0).then_some((code, len))
+    }
+
+    fn byte_at(&self, ip: u64) -> Option<u8> {
+        self.segments.iter().rev().find_map(|s| {
+            s.bytes
+                .get(usize::try_from(ip.checked_sub(s.addr)?).ok()?)
+                .copied()
+        })
+    }
+
     pub fn bytes_at(&self, ip: u64) -> Option<&[u8]> {
         self.segments.iter().rev().find_map(|s| {
             let off = ip.checked_sub(s.addr)?;
@@ -201,6 +227,9 @@ impl Image {
         })
     }
 }
+
+/// The longest an x86 instruction can be.
+pub const MAX_INSN: usize = 15;
 
 /// The GNU build-id of ELF `file` (named `path` in errors), in hex, or
 /// `None` when it has none: what tells one build of a file from another.
@@ -229,6 +258,11 @@ mod tests {
         assert_eq!(image.bytes_at(0x1003), Some(&[4][..]));
         assert_eq!(image.bytes_at(0x1004), None);
         assert_eq!(image.bytes_at(0xfff), None);
+        // An instruction's bytes run on into what hides or adjoins them.
+        image.add(0x1004, vec![5, 6]);
+        let (code, len) = image.insn_bytes(0x1001).unwrap();
+        assert_eq!(&code[..len], [2, 9, 4, 5, 6]);
+        assert_eq!(image.insn_bytes(0x1006), None);
     }
 
     /// An ELF header, one `PT_NOTE` program header, and `notes`.

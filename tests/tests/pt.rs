@@ -64,6 +64,40 @@ fn flow_uses_the_address_filter_where_erratum_skl014_drops_the_ip() {
     );
 }
 
+/// libipt's `trig-fup` case: with `--event-ips` each event names where it
+/// happened, as `ptxed --event:ip` prints it; `--stat --quiet` counts the
+/// instructions and prints nothing else.
+#[test]
+fn flow_names_event_ips_and_counts_instructions_as_ptxed_does() {
+    let trace = Scratch::new(
+        "trig.pt",
+        include_bytes!("../../pt/tests/libipt/trig-fup/trig-fup.pt"),
+    );
+    let code = Scratch::new(
+        "trig.bin",
+        include_bytes!("../../pt/tests/libipt/trig-fup/trig-fup.bin"),
+    );
+    let image = format!("{}:0x1000", arg(&code.0));
+    let flow = |extra: &[&str]| {
+        let mut args = vec!["pt", "flow", "--image", &image];
+        args.extend(extra);
+        args.push(arg(&trace.0));
+        run_weft(&args)
+    };
+    let (status, stdout, stderr) = flow(&["--event-ips"]);
+    assert!(status.success(), "{stderr}");
+    assert_eq!(
+        stdout,
+        include_str!("../../pt/tests/libipt/trig-fup/trig-fup-ptxed.exp")
+    );
+    let (status, stdout, stderr) = flow(&[]);
+    assert!(status.success(), "{stderr}");
+    assert!(stdout.contains("[trig 1a]\n"), "{stdout}");
+    let (status, stdout, stderr) = flow(&["--stat", "--quiet"]);
+    assert!(status.success(), "{stderr}");
+    assert_eq!(stdout, "insn: 2.\n");
+}
+
 #[test]
 fn flow_prints_each_instruction_of_the_loop_and_where_tracing_stopped() {
     let (trace, code) = (

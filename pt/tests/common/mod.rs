@@ -51,9 +51,14 @@ impl Case {
         std::fs::read(corpus().join(self.str("pt"))).expect("trace")
     }
 
+    /// The bytes of the test's code file.
+    pub fn code(&self) -> Vec<u8> {
+        std::fs::read(corpus().join(self.str("bin"))).expect("code")
+    }
+
     /// The test's code, at the address its `org` directive gave it.
     pub fn image(&self) -> Image {
-        let code = std::fs::read(corpus().join(self.str("bin"))).expect("code");
+        let code = self.code();
         let org = u64::from_str_radix(self.str("org").trim_start_matches("0x"), 16).expect("org");
         let mut image = Image::new();
         image.add(org, code);
