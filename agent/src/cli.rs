@@ -251,6 +251,12 @@ pub struct PtFlowArgs {
     #[arg(long, value_name = "START-END", value_parser = parse_range)]
     pub addr_filter: Vec<(u64, u64)>,
 
+    /// After a decoding error, go on from the next packet that says where
+    /// the code is (a TIP, a FUP, an event naming an IP) instead of from the
+    /// next PSB, as `ptxed --resync-on-error` does: less of the trace is lost.
+    #[arg(long)]
+    pub resync_on_error: bool,
+
     /// TRACE is a perf.data file of `perf record -e intel_pt//`: decode
     /// each AUX queue with the executable mappings its process had (files
     /// read from where they were mapped).
@@ -381,6 +387,7 @@ pub struct PtDumpArgs {
     reason = "ptdump's switches, one field each"
 )]
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("column").args(["time", "tcal"]).multiple(true)))]
 pub struct TimeArgs {
     /// Show the time (TSC ticks) next to each timing packet.
     #[arg(long)]
@@ -392,7 +399,7 @@ pub struct TimeArgs {
     pub tcal: bool,
 
     /// With --time or --tcal: show the change since the last value shown.
-    #[arg(long)]
+    #[arg(long, requires = "column")]
     pub time_delta: bool,
 
     /// With --time: count from 0 where the trace has no TSC yet.

@@ -78,6 +78,7 @@ fn flow(show: &PtFlowShowArgs) -> anyhow::Result<ExitCode> {
         let mut flow = Flow::new(input.trace, input.image, errata)
             .with_clocks(clocks)
             .with_filter(args.addr_filter.clone())
+            .with_resync(args.resync_on_error)
             .with_iflags(show.iflags);
         let Some(threads) = input.threads else {
             return walk(&mut flow, &mut |step| print(&mut out, &step));
@@ -127,13 +128,15 @@ fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
                 writeln!(out, "{}", thread_title(input.comms, pid, tid))?;
                 thread_section(image, &made, input.clock, args.summary, &mut out)
             };
-            let how = (errata, clocks, args.flow.addr_filter.clone());
+            let filter = args.flow.addr_filter.clone();
+            let how = (errata, clocks, filter, args.flow.resync_on_error);
             let ends = (&mut stretches, &mut cpu);
             return by_thread(how, &input, threads, ends, &ns, &mut section);
         }
         let mut flow = Flow::new(trace, image, errata)
             .with_clocks(clocks)
-            .with_filter(args.flow.addr_filter.clone());
+            .with_filter(args.flow.addr_filter.clone())
+            .with_resync(args.flow.resync_on_error);
         let unit = input.clock.map(|_| "ns");
         let mut calls = Calls::new(image);
         if args.summary {
@@ -185,7 +188,7 @@ type ThreadCalls<'a> = dyn FnMut(i32, i32, &Image, Vec<Call>) -> std::io::Result
 /// the last, hands `out` each thread's calls, each thread with its own
 /// call stack. Returns the decoding errors met.
 fn by_thread(
-    (errata, clocks, filter): (Errata, Clocks, Vec<(u64, u64)>),
+    (errata, clocks, filter, resync): (Errata, Clocks, Vec<(u64, u64)>, bool),
     input: &Input,
     threads: &Threads,
     (stretches, cpu): (&mut Stretches, &mut usize),
@@ -196,6 +199,7 @@ fn by_thread(
     let mut flow = Flow::new(input.trace, input.image, errata)
         .with_clocks(clocks)
         .with_filter(filter)
+        .with_resync(resync)
         .with_code_at(&code_at);
     let mut router = Router::default();
     let errors = walk(&mut flow, &mut |step| {
@@ -253,6 +257,7 @@ pub fn capture_calls(dir: &std::path::Path, out: &mut ThreadCalls) -> anyhow::Re
         maps: None,
         cpu: None,
         addr_filter: Vec::new(),
+        resync_on_error: false,
         perf: false,
         pid: None,
         symbols: crate::cli::SymbolArgs {
@@ -271,7 +276,7 @@ pub fn capture_calls(dir: &std::path::Path, out: &mut ThreadCalls) -> anyhow::Re
         let ns = |call: Call| call.with_clock(|tsc| clock.ns(tsc));
         let clocks = input.clocks(Clocks::default());
         if let Some(threads) = input.threads {
-            let how = (Errata::default(), clocks, Vec::new());
+            let how = (Errata::default(), clocks, Vec::new(), false);
             let ends = (&mut stretches, &mut cpu);
             return by_thread(how, &input, threads, ends, &ns, out);
         }

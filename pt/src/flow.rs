@@ -154,6 +154,8 @@ pub enum Event {
         offset: u64,
         ip: u64,
         message: &'static str,
+        /// It came while resyncing after an earlier error.
+        resync: bool,
     },
 }
 
@@ -273,6 +275,12 @@ pub struct Flow<'a> {
     known_mode: Option<Mode>,
     /// Report changes of the interrupt flag (`ptxed --event:iflags`).
     iflags: bool,
+    /// After an error, resync at the next IP rather than the next PSB.
+    resync: bool,
+    /// The PSB of the PSB+ being read.
+    header: Option<usize>,
+    /// Where the last resync left the walk.
+    resynced_at: Option<usize>,
     bits: u32,
     enabled: bool,
     ip: u64,
@@ -325,6 +333,9 @@ impl<'a> Flow<'a> {
             mode: None,
             known_mode: None,
             iflags: false,
+            resync: false,
+            header: None,
+            resynced_at: None,
             bits: 64,
             enabled: false,
             ip: 0,
@@ -383,6 +394,31 @@ impl<'a> Flow<'a> {
         self
     }
 
+    /// After an error, go on from the next packet that says where the code
+    /// is (a TIP, a FUP, an event naming an IP), as `ptxed
+    /// --resync-on-error` does, instead of from the next PSB.
+    #[must_use]
+    pub fn with_resync(mut self, resync: bool) -> Self {
+        self.resync = resync;
+        self
+    }
+
+    /// A MODE.Exec in a PSB+ states the mode; one that contradicts the mode
+    /// the walk knows is an error (libipt's "bad status update").
+    fn header_mode(&mut self, offset: usize, mode: Mode) -> Result<(), Lost> {
+        if let Some(known) = self.known_mode
+            && (known.bits != mode.bits || (self.iflags && known.interrupts != mode.interrupts))
+        {
+            return Err(Lost {
+                offset: offset as u64,
+                message: "bad status update",
+            });
+        }
+        self.bits = mode.bits;
+        self.known_mode = Some(mode);
+        Ok(())
+    }
+
     /// Whether `ip` lies outside the filtered ranges (there being some).
     fn filtered_out(&self, ip: u64) -> bool {
         !self.filter.is_empty() && !self.filter.iter().any(|(a, b)| (*a..=*b).contains(&ip))
@@ -403,7 +439,8 @@ impl<'a> Flow<'a> {
     }
 
     /// Walk the whole trace, handing every step to `out`. Errors become
-    /// [`Event::Error`] steps and the walk resumes at the next PSB.
+    /// [`Event::Error`] steps and the walk resumes at the next PSB, or with
+    /// [`Flow::with_resync`] at the next packet that says where the code is.
     pub fn run(&mut self, out: &mut dyn FnMut(Step)) {
         while self.packets.sync_forward() {
             self.peeked = None;
@@ -413,25 +450,185 @@ impl<'a> Flow<'a> {
             self.at_fup = None;
             self.after_insn = None;
             self.after_step = None;
-            let result = self.status(out).and_then(|()| self.walk(out));
-            if let Err(Lost { offset, message }) = result {
-                out(Step::Event(Event::Error {
-                    offset,
-                    ip: if self.walked { self.ip } else { 0 },
-                    message,
-                }));
-                self.enabled = false;
-                self.skipping = false;
-                self.clock.reset();
-                self.held_time.clear();
-            } else {
+            let psb = self.packets.offset();
+            let mut result = self.status(psb, out).and_then(|()| self.walk(out));
+            let done = loop {
+                let Err(lost) = result else {
+                    break true;
+                };
+                self.report(lost, false, out);
+                if !self.resync {
+                    break false;
+                }
+                result = match self.resync(out) {
+                    Ok(true) => self.walk(out),
+                    Ok(false) => Ok(()),
+                    Err(lost) => {
+                        self.report(lost, true, out);
+                        break false;
+                    }
+                };
+            };
+            if done {
                 return;
+            }
+            self.enabled = false;
+            self.skipping = false;
+            self.clock.reset();
+            self.held_time.clear();
+        }
+    }
+
+    fn report(&self, Lost { offset, message }: Lost, resync: bool, out: &mut dyn FnMut(Step)) {
+        out(Step::Event(Event::Error {
+            offset,
+            ip: if self.walked { self.ip } else { 0 },
+            message,
+            resync,
+        }));
+    }
+
+    /// After an error, find the next place the trace says where the code is,
+    /// as libipt's `pt_blk_resync` does: the packets between (TNTs, standalone
+    /// events) are passed over. Returns false at the end of the trace.
+    fn resync(&mut self, out: &mut dyn FnMut(Step)) -> Result<bool, Lost> {
+        self.tnt_left = 0;
+        self.at_fup = None;
+        self.after_insn = None;
+        self.after_step = None;
+        if let Some(psb) = self.header.take() {
+            // The error was inside a PSB+: start it over.
+            self.packets.sync_at(psb);
+            self.peeked = None;
+            self.status(psb, out)?;
+            return Ok(true);
+        }
+        if self.resynced_at == Some(self.position()) {
+            // The walk failed again where the last resync left it, without
+            // reading on: pass that packet, so every resync makes progress.
+            self.take()?;
+        }
+        let start = self.position();
+        loop {
+            let Some((offset, packet)) = self.peek()? else {
+                return Ok(false);
+            };
+            if let Some(found) = self.resync_at(offset, packet, out)? {
+                // Where it found its place at the packet it started from,
+                // the walk must read on from there.
+                self.resynced_at = (self.position() == start).then_some(start);
+                return Ok(found);
             }
         }
     }
 
-    /// Read a PSB+ header: the state the CPU is in (status, not events).
-    fn status(&mut self, out: &mut dyn FnMut(Step)) -> Result<(), Lost> {
+    /// Where the walk is in the trace: the packet it acts on next.
+    fn position(&self) -> usize {
+        self.peeked.map_or(self.packets.offset(), |(at, _)| at)
+    }
+
+    /// One packet of [`Flow::resync`]'s search: `Some` where the walk can go
+    /// on from it, `None` where the search goes on past it.
+    fn resync_at(
+        &mut self,
+        offset: usize,
+        packet: Packet,
+        out: &mut dyn FnMut(Step),
+    ) -> Result<Option<bool>, Lost> {
+        let fup_bound = matches!(
+            packet,
+            Packet::ModeTsx { .. }
+                | Packet::ModeExec { .. }
+                | Packet::Ptw { ip: true, .. }
+                | Packet::Exstop { ip: true }
+                | Packet::Cfe { ip: true, .. }
+        );
+        // A FUP, and the events bound to one, name an IP: the walk starts
+        // there and meets them (an interrupt, a disable, a TSX event).
+        if let Some(ip) = fup_bound.then(|| self.fup_after_bound()).flatten() {
+            self.ip = ip;
+            self.enabled = true;
+            return Ok(Some(true));
+        }
+        match packet {
+            // A TIP says where the code went: go on from there.
+            Packet::Ip {
+                kind: IpKind::Tip,
+                ip,
+            } => {
+                self.peeked = None;
+                self.ip = self.resolve(offset, ip)?;
+                self.enabled = true;
+                self.flush_transfer(out, Order::Stream, Some(self.ip));
+            }
+            Packet::Ip {
+                kind: IpKind::Fup,
+                ip,
+            } => {
+                self.ip = self.resolve_peek(offset, ip)?;
+                self.enabled = true;
+            }
+            // Tracing is off from here (ptxed says "[disabled]"), or comes
+            // on at a TIP.PGE the walk then meets.
+            Packet::Ip {
+                kind: IpKind::TipPgd,
+                ip,
+            } => {
+                self.peeked = None;
+                self.resolve(offset, ip).ok();
+                self.enabled = false;
+                out(Step::Event(Event::Disabled { at: None, ip: None }));
+            }
+            Packet::Ip {
+                kind: IpKind::TipPge,
+                ..
+            } => {
+                self.enabled = false;
+                out(Step::Event(Event::Disabled { at: None, ip: None }));
+            }
+            // An overflow says itself where tracing resumes.
+            Packet::Ovf => {}
+            // What waits for a transfer waits on.
+            Packet::Pip { .. } | Packet::Vmcs(_) | Packet::ModeExec { .. } => {
+                self.absorb_bound();
+                return Ok(None);
+            }
+            Packet::Psb => {
+                self.peeked = None;
+                self.status(offset, out)?;
+            }
+            // A PTW without IP binds to no place the search can find: it is
+            // shown, and the search goes on.
+            Packet::Ptw { payload, .. } => {
+                self.peeked = None;
+                out(Step::Event(Event::Ptwrite { payload, ip: None }));
+                return Ok(None);
+            }
+            _ => {
+                // Branches lost with the error, and events without a place.
+                self.peeked = None;
+                return Ok(None);
+            }
+        }
+        Ok(Some(true))
+    }
+
+    /// The IP of the FUP right after the peeked packet (past timing
+    /// packets), which an event the peeked packet starts binds to.
+    fn fup_after_bound(&self) -> Option<u64> {
+        self.fup_ahead(is_time)?.resolve(self.last_ip)
+    }
+
+    /// `psb`: where the PSB is, to start over there when resyncing after an
+    /// error inside the header.
+    fn status(&mut self, psb: usize, out: &mut dyn FnMut(Step)) -> Result<(), Lost> {
+        self.header = Some(psb);
+        self.read_header(out)?;
+        self.header = None;
+        Ok(())
+    }
+
+    fn read_header(&mut self, out: &mut dyn FnMut(Step)) -> Result<(), Lost> {
         let mut fup = None;
         self.tnt_left = 0;
         self.stack.clear();
@@ -445,11 +642,7 @@ impl<'a> Flow<'a> {
                     kind: IpKind::Fup,
                     ip,
                 } => fup = ip.resolve(self.last_ip).inspect(|&ip| self.last_ip = ip),
-                Packet::ModeExec { .. } => {
-                    let mode = Mode::of(packet);
-                    self.bits = mode.bits;
-                    self.known_mode.get_or_insert(mode);
-                }
+                Packet::ModeExec { .. } => self.header_mode(offset, Mode::of(packet))?,
                 Packet::ModeTsx { intx, .. } => self.in_tx = intx,
                 // PIP, VMCS and CBR here are state, not changes.
                 Packet::Psb | Packet::Pip { .. } | Packet::Vmcs(_) | Packet::Cbr(_) => {}
@@ -560,7 +753,7 @@ impl<'a> Flow<'a> {
                 self.flush_power(out);
                 self.overflow(out)?;
             }
-            Packet::Psb => self.status(out)?,
+            Packet::Psb => self.status(offset, out)?,
             Packet::Pip { cr3, nr } => out(Step::Event(Event::Paging { cr3, nr, ip: None })),
             Packet::Vmcs(base) => out(Step::Event(Event::Vmcs { base, ip: None })),
             Packet::ModeExec { .. } => {
@@ -736,7 +929,7 @@ impl<'a> Flow<'a> {
             Packet::Psb if self.psb_fup().is_some_and(|ip| ip != self.ip) => return Ok(false),
             Packet::Psb => {
                 self.peeked = None;
-                self.status(out)?;
+                self.status(offset, out)?;
             }
             // A MODE.Exec right before a FUP (event tracing: STI, CLI,
             // POPF) binds to that FUP, not to a transfer: its change
@@ -760,7 +953,13 @@ impl<'a> Flow<'a> {
                 self.take_fup()?;
                 self.in_tx = intx;
                 out(Step::Event(tsx_event(intx, abort, Some(self.ip))));
-                self.async_branch(out)?;
+                // An abort is an asynchronous branch from its FUP; a begin or
+                // a commit only names where it happened (libipt binds an
+                // abort's FUP as `evb_fup`, the others' as `evb_fup_bound`;
+                // test `ptxed-resync-nomap-mode_tsx-tip_pgd`).
+                if abort {
+                    self.async_branch(out)?;
+                }
             }
             Packet::Ptw { ip, payload, .. } => return self.bind_ptwrite(ip, payload),
             Packet::Exstop { ip: true } if self.fup_here() => {
@@ -1080,11 +1279,7 @@ impl<'a> Flow<'a> {
                     self.disable(out, None, Some(self.ip));
                     return Ok(true);
                 }
-                other => {
-                    return Err(Lost::mismatch(
-                        other.map_or(self.offset(), |(o, _)| o as u64),
-                    ));
-                }
+                _ => return Err(Lost::mismatch(self.offset())),
             }
         }
         self.ip = if self.take_bit()? { target } else { next };
@@ -1314,14 +1509,73 @@ impl<'a> Flow<'a> {
         Ok(self.insn(self.ip)?.kind == Kind::VmEntry)
     }
 
-    /// Where an error is, as libipt names it: the packet the walk acts on
-    /// next, or past it when it only waits for a transfer (PIP, VMCS,
-    /// MODE.Exec), which libipt has taken in already.
+    /// Where an error is, as libipt names it: the packet its event decoder
+    /// stands on after delivering the event that comes next. That is the
+    /// packet the walk acts on next, except that libipt steps past a TNT or
+    /// a TIP.PGD as it delivers it, past those that only wait for a
+    /// transfer (PIP, VMCS, MODE.Exec), delivers an asynchronous branch at
+    /// its TIP, events bound to a FUP (MODE.TSX, PTW and EXSTOP naming an
+    /// IP) at that FUP, and a PSB+'s state at its PSBEND.
     fn offset(&self) -> u64 {
-        match self.peeked {
-            Some((at, packet)) if !is_bound(packet) => at as u64,
-            _ => self.packets.offset() as u64,
+        let Some((at, packet)) = self.peeked else {
+            return self.packets.offset() as u64;
+        };
+        let at_next = |want: fn(Packet) -> bool, pass: fn(Packet) -> bool| {
+            self.offset_ahead(want, pass).unwrap_or(at) as u64
+        };
+        match packet {
+            Packet::Tnt { .. }
+            | Packet::Ip {
+                kind: IpKind::TipPgd,
+                ..
+            } => self.packets.offset() as u64,
+            _ if is_bound(packet) => self.packets.offset() as u64,
+            Packet::Ip {
+                kind: IpKind::Fup, ..
+            } => at_next(
+                |p| {
+                    matches!(
+                        p,
+                        Packet::Ip {
+                            kind: IpKind::Tip | IpKind::TipPgd,
+                            ..
+                        }
+                    )
+                },
+                |p| is_time(p) || is_bound(p),
+            ),
+            Packet::ModeTsx { .. } | Packet::Ptw { ip: true, .. } | Packet::Exstop { ip: true } => {
+                at_next(
+                    |p| {
+                        matches!(
+                            p,
+                            Packet::Ip {
+                                kind: IpKind::Fup,
+                                ..
+                            }
+                        )
+                    },
+                    is_time,
+                )
+            }
+            Packet::Psb => at_next(|p| p == Packet::PsbEnd, |_| true),
+            _ => at as u64,
         }
+    }
+
+    /// The offset of the first packet past the peeked one that is `want`,
+    /// when every packet before it passes.
+    fn offset_ahead(&self, want: fn(Packet) -> bool, pass: fn(Packet) -> bool) -> Option<usize> {
+        let mut ahead = self.packets.clone();
+        while let Some(Ok((at, packet))) = ahead.next_packet() {
+            if want(packet) {
+                return Some(at);
+            }
+            if !pass(packet) {
+                return None;
+            }
+        }
+        None
     }
 
     /// The next packet the walk acts on, skipping and remembering those that

@@ -245,6 +245,13 @@ impl<'a> Packets<'a> {
         true
     }
 
+    /// Move to the PSB at `at`, as a decoder that starts a PSB+ over does.
+    pub fn sync_at(&mut self, at: usize) {
+        self.pos = at;
+        self.last_sync = Some(at);
+        self.context.block = None;
+    }
+
     /// Decode the packet at the current offset and step past it. On an
     /// error the position stays, so the caller can `sync_forward`.
     pub fn next_packet(&mut self) -> Option<Result<(usize, Packet), Error>> {

@@ -161,6 +161,10 @@ fn write_text(f: &mut Formatter<'_>, event: &Event) -> fmt::Result {
             offset,
             ip,
             message,
-        } => write!(f, "{offset:x}, {ip:x}: error: {message}"),
+            resync,
+        } => {
+            let what = if resync { "resync error" } else { "error" };
+            write!(f, "{offset:x}, {ip:x}: {what}: {message}")
+        }
     }
 }

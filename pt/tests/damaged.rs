@@ -37,11 +37,15 @@ fn flipped_and_truncated_traces_decode_without_panics() {
             }
             damaged.truncate((rng.next() % (damaged.len() as u64 + 1)) as usize);
             let _ = weft_pt::dump::dump(&damaged, timed(&case), &mut std::io::sink());
-            Flow::new(&damaged, &image, case.errata()).run(&mut |step| {
-                if matches!(step, Step::Event(Event::Error { .. })) {
-                    errors += 1;
-                }
-            });
+            for resync in [false, true] {
+                Flow::new(&damaged, &image, case.errata())
+                    .with_resync(resync)
+                    .run(&mut |step| {
+                        if matches!(step, Step::Event(Event::Error { .. })) {
+                            errors += 1;
+                        }
+                    });
+            }
             runs += 1;
         }
     }

@@ -177,6 +177,7 @@ fn instruction_flows_match_ptxed() {
         Flow::new(&trace, &image, errata)
             .with_filter(options.filter)
             .with_iflags(options.iflags)
+            .with_resync(options.resync)
             .run(&mut |step| {
                 insns += usize::from(matches!(step, Step::Insn { .. }));
                 if !options.quiet || matches!(step, Step::Event(Event::Error { .. })) {
@@ -216,6 +217,8 @@ struct FlowOptions {
     insn_stat: bool,
     /// `--block-decoder` and its `--block:*` options.
     block_decoder: bool,
+    /// `--resync-on-error`
+    resync: bool,
     /// `--cpu`, for its errata.
     cpu: Option<weft_pt::Cpu>,
     /// `--raw FILE:OFFSET:ADDR`: more of the test's code file, from OFFSET,
@@ -246,6 +249,7 @@ fn flow_options(options: &str) -> Option<FlowOptions> {
             "--event:ip" => flow.event_ips = true,
             "--event:iflags" => flow.iflags = true,
             "--quiet" => flow.quiet = true,
+            "--resync-on-error" => flow.resync = true,
             "--cpu" => flow.cpu = Some(words.next()?.parse().ok()?),
             "--raw" => {
                 // FILE:OFFSET:ADDR, the test's own code file.
