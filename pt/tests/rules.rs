@@ -296,3 +296,157 @@ fn power_events_come_in_the_order_of_what_they_wait_for() {
     ];
     assert_eq!(got[..4], want.map(String::from));
 }
+
+/// What the decoder prints, configured by `setup`, with event IPs when
+/// `ips` (`weft pt flow --event-ips`).
+fn flow_with(trace: &[u8], image: &Image, ips: bool, setup: fn(Flow) -> Flow) -> Vec<String> {
+    let mut lines = Vec::new();
+    setup(Flow::new(trace, image, Errata::default()))
+        .run(&mut |step| lines.push(step.ptxed(ips).to_string()));
+    lines
+}
+
+#[test]
+fn a_ptwrite_naming_an_ip_while_tracing_is_off_takes_the_next_fups() {
+    // PTW with IP (header 0x92: IP, 4-byte payload), then the FUP saying
+    // where its PTWRITE ran (libipt's `ptw-fup`).
+    let mut trace = Encoder::new();
+    trace.psb();
+    trace.psbend();
+    let mut trace = trace.into_bytes();
+    trace.extend([0x02, 0x92]);
+    trace.extend(0xabcd_u32.to_le_bytes());
+    let mut rest = Encoder::new();
+    rest.ip(IpKind::Fup, Some(CODE));
+    trace.extend(rest.bytes());
+    let image = image(&[HLT]);
+    let shown = flow_with(&trace, &image, true, |f| f);
+    assert_eq!(shown, ["[ptwrite: abcd, ip: 0000000000001000]"]);
+    assert_eq!(flow(&trace, &image, Errata::default()), ["[ptwrite: abcd]"]);
+}
+
+#[test]
+fn an_exec_mode_is_reported_only_where_it_changes_what_is_known() {
+    // MODE.Exec 64-bit, then TIP.PGE: reported where the PSB+ did not say
+    // the mode already (libipt's `ptet-mode_exec-spurious`).
+    let with_header = |header: bool| {
+        let mut trace = Encoder::new();
+        trace.psb();
+        if header {
+            trace.mode_64();
+        }
+        trace.psbend();
+        trace.mode_64();
+        trace.ip(IpKind::TipPge, Some(CODE));
+        stop_at(&mut trace, CODE + 1);
+        flow(trace.bytes(), &image(&[NOP, HLT]), Errata::default())
+    };
+    assert_eq!(with_header(true), ["[enabled]", &at(0), "[disabled]"]);
+    assert_eq!(
+        with_header(false),
+        ["[enabled]", "[exec mode: 64-bit]", &at(0), "[disabled]"]
+    );
+}
+
+#[test]
+fn a_mode_exec_before_a_fup_happens_there_and_is_no_branch() {
+    // nop; nop; hlt. MODE.Exec with IF set (event tracing after STI), then
+    // a FUP at the second NOP: interrupts are enabled there, and nothing
+    // branches (libipt's `ptet-mode_exec-if`).
+    let mut trace = start_at(CODE).into_bytes();
+    trace.extend([0x99, 0x05]);
+    let mut rest = Encoder::new();
+    rest.ip(IpKind::Fup, Some(CODE + 1));
+    stop_at(&mut rest, CODE + 2);
+    trace.extend(rest.bytes());
+    let image = image(&[NOP, NOP, HLT]);
+    assert_eq!(
+        flow_with(&trace, &image, true, |f| f.with_iflags(true)),
+        [
+            &at(0),
+            "[interrupts enabled, ip: 0000000000001001]",
+            &at(1),
+            "[disabled, at: 0000000000001002]"
+        ]
+    );
+    assert_eq!(
+        flow(&trace, &image, Errata::default()),
+        [&at(0), &at(1), "[disabled]"]
+    );
+}
+
+#[test]
+fn a_transaction_commits_at_its_fup_without_branching() {
+    // nop; nop; jmp rax. Begin at the second NOP, commit at the jump, which
+    // then leaves with tracing off: a commit's FUP only says where it
+    // happened, unlike an abort's (libipt's
+    // `ptxed-resync-nomap-mode_tsx-tip_pgd`).
+    let mut trace = start_at(CODE).into_bytes();
+    trace.extend([0x99, 0x21]);
+    let mut rest = Encoder::new();
+    rest.ip(IpKind::Fup, Some(CODE + 1));
+    trace.extend(rest.bytes());
+    trace.extend([0x99, 0x20]);
+    let mut rest = Encoder::new();
+    rest.ip(IpKind::Fup, Some(CODE + 2));
+    rest.ip(IpKind::TipPgd, None);
+    trace.extend(rest.bytes());
+    let got = flow(&trace, &image(&[NOP, NOP, 0xff, 0xe0]), Errata::default());
+    assert_eq!(
+        got,
+        [
+            &at(0),
+            "[begin transaction]",
+            &format!("? {}", at(1)),
+            "[committed]",
+            &at(2),
+            "[disabled]"
+        ]
+    );
+}
+
+#[test]
+fn resync_goes_on_at_the_next_tip_and_errors_are_named_past_a_tnt() {
+    // jmp rax; jmp rax; hlt. The first jumps to 0x2000, where nothing is
+    // mapped; a TNT the lost code used, then a TIP back to the second jump,
+    // which goes to the HLT. Without resync the flow ends at the error; with
+    // it, it goes on from that TIP (libipt's `ptxed-resync-nomap-*`).
+    let code = [0xff, 0xe0, 0xff, 0xe0, HLT];
+    let mut trace = start_at(CODE);
+    trace.ip(IpKind::Tip, Some(0x2000));
+    let tnt_at = trace.bytes().len() as u64;
+    trace.tnt(&[true]);
+    trace.ip(IpKind::Tip, Some(CODE + 2));
+    trace.ip(IpKind::Tip, Some(CODE + 4));
+    stop_at(&mut trace, CODE + 4);
+    let error = format!(
+        "[{:x}, 2000: error: no memory mapped at this address]",
+        tnt_at + 1
+    );
+    let image = image(&code);
+    assert_eq!(
+        flow(trace.bytes(), &image, Errata::default()),
+        [at(0), error.clone()]
+    );
+    assert_eq!(
+        flow_with(trace.bytes(), &image, false, |f| f.with_resync(true)),
+        [&at(0), error.as_str(), &at(2), "[disabled]"]
+    );
+}
+
+#[test]
+fn a_psb_contradicting_the_known_mode_is_a_bad_status_update() {
+    // Tracing in 64-bit code; a PSB+ then says 32-bit (cs.d) while the walk
+    // knew 64-bit: libipt stops with "bad status update".
+    let mut trace = start_at(CODE);
+    trace.psb();
+    let mut trace = trace.into_bytes();
+    let mode_at = trace.len() as u64;
+    trace.extend([0x99, 0x02]);
+    let mut rest = Encoder::new();
+    rest.ip(IpKind::Fup, Some(CODE));
+    rest.psbend();
+    trace.extend(rest.bytes());
+    let got = flow(&trace, &image(&[NOP, HLT]), Errata::default());
+    assert_eq!(got, [format!("[{mode_at:x}, 0: error: bad status update]")]);
+}
