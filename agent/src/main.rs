@@ -20,7 +20,6 @@ mod pt_calls;
 mod pt_demand;
 mod pt_record;
 mod pt_sideband;
-mod pt_threads;
 mod query;
 mod record;
 mod registry;

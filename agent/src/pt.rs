@@ -14,7 +14,7 @@ use weft_pt::perf::{PerfData, PtInfo, Queue, Switch, TimeConv};
 use weft_pt::time::Clocks;
 
 use crate::cli::{PtCallsArgs, PtCommand, PtDumpArgs, PtFlowArgs, PtFlowShowArgs, PtPerfArgs};
-use crate::pt_threads::{Clock, Router, Stretches, Threads};
+use weft_pt::threads::{Clock, Router, Stretches, Threads};
 
 pub fn run(command: &PtCommand) -> anyhow::Result<ExitCode> {
     match command {

@@ -2,7 +2,7 @@
 //! traced CPUs, from the `switch` source, kept in the capture as
 //! `switches` (JSON lines: `ns`, `cpu`, `pid`, `tid` of the thread that
 //! came in) so that decoding splits each CPU's trace between the threads
-//! that ran (`pt_threads`).
+//! that ran (`weft_pt::threads`).
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;

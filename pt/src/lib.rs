@@ -3,7 +3,9 @@
 //! Layered like the decoders it is measured against: [`packet`] turns bytes
 //! into packets, [`dump`] lists them as libipt's ptdump does, [`flow`]
 //! walks the code of an [`image::Image`] with iced-x86 to say which
-//! instructions ran, and [`caps`] says whether this machine can record PT. This crate
+//! instructions ran ([`ptxed`] spells them as ptxed does), [`threads`] hands
+//! each step of a CPU's trace to the thread that ran it, [`calls`] turns
+//! steps into calls, and [`caps`] says whether this machine can record PT. This crate
 //! knows nothing about eBPF or the store; it reads PT byte streams and code
 //! images and says what the CPU did.
 
@@ -18,6 +20,7 @@ pub mod image;
 pub mod packet;
 pub mod perf;
 pub mod ptxed;
+pub mod threads;
 pub mod time;
 
 use packet::Fault;

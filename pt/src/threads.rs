@@ -11,10 +11,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use weft_pt::capture::TscClock;
-use weft_pt::flow::{Class, Event, Step};
-use weft_pt::image::Image;
-use weft_pt::perf::{Switch, TimeConv};
+use crate::capture::TscClock;
+use crate::flow::{Class, Event, Step};
+use crate::image::Image;
+use crate::perf::{Switch, TimeConv};
 
 /// Who ran on one CPU when, and the code of each process.
 pub struct Threads<'a> {
@@ -252,7 +252,7 @@ mod tests {
         // perf time = 100 + 2 * tsc.
         let threads = Threads {
             switches: vec![switch(200, 10), switch(1100, 20)],
-            clock: Clock::Perf(weft_pt::perf::TimeConv {
+            clock: Clock::Perf(crate::perf::TimeConv {
                 shift: 0,
                 mult: 2,
                 zero: 100,
@@ -272,7 +272,7 @@ mod tests {
         let insn = |ip, time| Step::Insn {
             ip,
             speculative: false,
-            class: weft_pt::flow::Class::Other,
+            class: crate::flow::Class::Other,
             time,
         };
         let enabled = |ip| Step::Event(Event::Enabled { ip, resumed: false });
