@@ -343,6 +343,7 @@ const BUNDLED_TOOLS: &[&str] = &[
     "killsnoop",
     "pidpersec",
     "setuids",
+    "ssllatency",
     "sslsnoop",
     "syncsnoop",
     "syscount",

@@ -221,6 +221,48 @@ pub enum UnOp {
     Not,
     Neg,
     BitNot,
+    /// `(int8)x`, `(uint32)x`, ...: keep the low `bits` bits, sign-extended
+    /// when `signed`, as bpftrace's integer casts do.
+    Cast {
+        bits: u8,
+        signed: bool,
+    },
+}
+
+impl UnOp {
+    /// The cast a type name in parentheses asks for (`int8` ... `uint64`).
+    pub fn cast(name: &str) -> Option<Self> {
+        let (signed, bits) = match name.strip_prefix('u') {
+            Some(rest) => (false, rest.strip_prefix("int")?),
+            None => (true, name.strip_prefix("int")?),
+        };
+        let bits = match bits {
+            "8" => 8,
+            "16" => 16,
+            "32" => 32,
+            "64" => 64,
+            _ => return None,
+        };
+        Some(UnOp::Cast { bits, signed })
+    }
+
+    /// The operator applied to an integer.
+    pub fn apply(self, n: i64) -> i64 {
+        match self {
+            UnOp::Not => i64::from(n == 0),
+            UnOp::Neg => n.wrapping_neg(),
+            UnOp::BitNot => !n,
+            UnOp::Cast { bits: 64, .. } => n,
+            UnOp::Cast { bits, signed: true } => {
+                let shift = 64 - u32::from(bits);
+                (n << shift) >> shift
+            }
+            UnOp::Cast {
+                bits,
+                signed: false,
+            } => n & ((1i64 << bits) - 1),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

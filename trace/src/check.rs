@@ -577,6 +577,7 @@ impl Checker<'_> {
                     UnOp::Not => "the operand of `!`",
                     UnOp::Neg => "the operand of `-`",
                     UnOp::BitNot => "the operand of `~`",
+                    UnOp::Cast { .. } => "what an integer cast converts",
                 };
                 self.want(operand, Type::Int, what)?;
                 Ok(Type::Int)

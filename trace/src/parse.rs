@@ -334,6 +334,14 @@ impl Parser<'_> {
             Token::Var(v) => ExprKind::Var(v),
             Token::Punct("(") => {
                 self.next()?;
+                if let Some(cast) = self.cast()? {
+                    let operand = self.unary()?;
+                    let span = span.to(operand.span);
+                    return Ok(Expr {
+                        kind: ExprKind::Unary(cast, Box::new(operand)),
+                        span,
+                    });
+                }
                 let outer = std::mem::replace(&mut self.in_predicate, false);
                 let inner = self.expr()?;
                 self.in_predicate = outer;
@@ -350,6 +358,19 @@ impl Parser<'_> {
         };
         self.next()?;
         Ok(Expr { kind, span })
+    }
+
+    /// After `(`: an integer type and `)` make a cast (`(int8)retval`).
+    fn cast(&mut self) -> Result<Option<UnOp>> {
+        let (Token::Ident(name), _) = self.peek()? else {
+            return Ok(None);
+        };
+        let Some(cast) = UnOp::cast(&name) else {
+            return Ok(None);
+        };
+        self.next()?;
+        self.expect(")")?;
+        Ok(Some(cast))
     }
 
     /// A builtin, `args.field`, `argN` or a call.

@@ -4,7 +4,7 @@
 use std::{collections::HashMap, io::Write};
 
 use crate::{
-    ast::{BinOp, Builtin, Expr, ExprKind, MapRef, Stmt, UnOp},
+    ast::{BinOp, Builtin, Expr, ExprKind, MapRef, Stmt},
     check::{Attach, MapKind, Plan},
     format,
     kernel::FieldKind,
@@ -326,14 +326,7 @@ impl<'p> Runtime<'p> {
                     },
                 }
             }
-            ExprKind::Unary(op, operand) => {
-                let n = self.eval(operand, scope).int();
-                Value::Int(match op {
-                    UnOp::Not => i64::from(n == 0),
-                    UnOp::Neg => n.wrapping_neg(),
-                    UnOp::BitNot => !n,
-                })
-            }
+            ExprKind::Unary(op, operand) => Value::Int(op.apply(self.eval(operand, scope).int())),
             ExprKind::Binary(op, left, right) => self.binary(*op, left, right, scope),
             ExprKind::Ternary(cond, then, otherwise) => {
                 if self.eval(cond, scope).truthy() {
@@ -574,5 +567,16 @@ mod tests {
             &[(1, b"a\0", 1), (1, b"a\0", 2), (1, b"a\0", 3)],
         );
         assert_eq!(out, "\n\n@c: 2\n@max: 1\n");
+    }
+
+    #[test]
+    fn integer_casts_keep_the_low_bits_as_bpftrace_does() {
+        // ssllatency's `(int8)retval`: 255 is -1 as an int8, 257 is 1; 257 *
+        // 128 = 32896 is -32640 as an int16.
+        let out = run(
+            r#"tracepoint:syscalls:sys_exit_read { if ((int8)args.ret >= 1) { @ok = count(); } @u = max((uint8)args.ret); @s = min((int16)(args.ret * 128)); @w = max((uint32)-1 + (int64)args.ret * 0); }"#,
+            &[(1, b"a\0", 255), (1, b"a\0", 257)],
+        );
+        assert_eq!(out, "\n\n@ok: 1\n@s: -32640\n@u: 255\n@w: 4294967295\n");
     }
 }
