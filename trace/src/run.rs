@@ -574,7 +574,7 @@ mod tests {
         // ssllatency's `(int8)retval`: 255 is -1 as an int8, 257 is 1; 257 *
         // 128 = 32896 is -32640 as an int16.
         let out = run(
-            r#"tracepoint:syscalls:sys_exit_read { if ((int8)args.ret >= 1) { @ok = count(); } @u = max((uint8)args.ret); @s = min((int16)(args.ret * 128)); @w = max((uint32)-1 + (int64)args.ret * 0); }"#,
+            "tracepoint:syscalls:sys_exit_read { if ((int8)args.ret >= 1) { @ok = count(); } @u = max((uint8)args.ret); @s = min((int16)(args.ret * 128)); @w = max((uint32)-1 + (int64)args.ret * 0); }",
             &[(1, b"a\0", 255), (1, b"a\0", 257)],
         );
         assert_eq!(out, "\n\n@ok: 1\n@s: -32640\n@u: 255\n@w: 4294967295\n");
