@@ -914,3 +914,63 @@ int main() {
     assert!(frames.contains(&"]: 5"), "five calls, one stack:\n{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `usym(arg2)` of `pthread_create` names the thread's start function, as
+/// threadsnoop.bt prints it (there on `libpthread`, which glibc 2.34 and
+/// later leaves empty: `pthread_create` is in libc, probed here).
+#[test]
+fn usym_names_a_threads_start_function() {
+    let test = "usym_names_a_threads_start_function";
+    if !needs(test, &TRACE) {
+        return;
+    }
+    if Command::new("gcc").arg("--version").output().is_err()
+        && std::env::var_os("WEFT_VM").is_some()
+    {
+        eprintln!("skipping {test}: needs gcc, which the VM's initramfs does not carry");
+        return;
+    }
+    let Some(libc) = libc_path() else {
+        panic!("{test}: no libc.so in /proc/self/maps");
+    };
+    let dir = std::env::temp_dir().join(format!("weft-usym-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (source, exe) = (dir.join("threads.c"), dir.join("threads"));
+    std::fs::write(
+        &source,
+        r"#include <pthread.h>
+#include <unistd.h>
+__attribute__((noinline)) void *weft_worker(void *arg) { return arg; }
+int main(void) {
+    for (int i = 0; i < 3; i++) {
+        pthread_t thread;
+        pthread_create(&thread, 0, weft_worker, 0);
+        pthread_join(thread, 0);
+    }
+    usleep(300000); /* alive while weft names the address */
+    return 0;
+}
+",
+    )
+    .unwrap();
+    let status = Command::new("gcc")
+        .args(["-O1", "-pthread", "-o"])
+        .args([&exe, &source])
+        .status()
+        .expect("gcc (setup installs it)");
+    assert!(status.success(), "gcc");
+    let program = format!(
+        r#"uprobe:{libc}:pthread_create /pid == cpid/ {{ printf("%s %s\n", usym(arg2), usym(0)); }}"#
+    );
+    let output = Command::new(weft_bin())
+        .args(["trace", "-c", exe.to_str().unwrap(), &program])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let lines: Vec<&str> = stdout.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(lines, ["weft_worker 0x0"; 3], "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

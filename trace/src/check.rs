@@ -168,7 +168,7 @@ fn assigned_kind(value: &Expr) -> Result<MapKind> {
             }
             MapKind::Lhist { min, max, step }
         }
-        "str" => MapKind::Value(Type::Str),
+        "str" | "usym" | "ksym" => MapKind::Value(Type::Str),
         _ => MapKind::Value(Type::Int),
     })
 }
@@ -179,7 +179,7 @@ fn shallow_type(expr: &Expr) -> Type {
         ExprKind::Str(_) | ExprKind::Builtin(Builtin::Comm | Builtin::Probe | Builtin::Func) => {
             Type::Str
         }
-        ExprKind::Call(name, _) if name == "str" => Type::Str,
+        ExprKind::Call(name, _) if matches!(name.as_str(), "str" | "usym" | "ksym") => Type::Str,
         ExprKind::Ternary(_, then, _) => shallow_type(then),
         _ => Type::Int,
     }
@@ -694,6 +694,16 @@ impl Checker<'_> {
                     }
                     _ => self.capture(&field, target.span)?,
                 }
+                Ok(Type::Str)
+            }
+            "usym" | "ksym" => {
+                let [addr] = args else {
+                    return Err(Error::new(
+                        span,
+                        format!("{name}() takes one address: {name}(arg0)"),
+                    ));
+                };
+                self.want(addr, Type::Int, &format!("{name}()'s address"))?;
                 Ok(Type::Str)
             }
             "count" | "sum" | "avg" | "min" | "max" | "stats" | "hist" | "lhist"

@@ -35,5 +35,5 @@ pub use error::{Error, Span};
 pub use kernel::{Field, FieldKind, Kernel};
 pub use output::Format;
 pub use parse::parse;
-pub use run::{Event, Flow, Runtime};
+pub use run::{Event, Flow, Names, Runtime};
 pub use value::{Type, Value};

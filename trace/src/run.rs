@@ -1,7 +1,7 @@
 //! Runs a checked program on events: predicates, actions, maps. Pure: the
 //! agent decodes kernel records into [`Event`]s and supplies the output.
 
-use std::{collections::HashMap, io::Write};
+use std::{cell::RefCell, collections::HashMap, io::Write};
 
 use crate::{
     ast::{BinOp, Builtin, Expr, ExprKind, MapRef, Stmt},
@@ -38,6 +38,15 @@ pub struct Event<'a> {
     pub ustack: &'a str,
 }
 
+/// Names code addresses for `usym()` and `ksym()`: the caller knows the
+/// processes' files and the kernel's symbols.
+pub trait Names {
+    /// The function holding `addr` in process `pid`.
+    fn user(&mut self, pid: u32, addr: u64) -> Option<String>;
+    /// The kernel function holding `addr`.
+    fn kernel(&mut self, addr: u64) -> Option<String>;
+}
+
 /// Whether to go on after an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flow {
@@ -49,6 +58,8 @@ pub enum Flow {
 /// The state of a running program: its maps.
 pub struct Runtime<'p> {
     plan: &'p Plan,
+    /// What names code addresses for `usym()` and `ksym()`.
+    names: Option<RefCell<Box<dyn Names>>>,
     maps: Vec<HashMap<Vec<Value>, Agg>>,
     format: Format,
     /// `nsecs` when the program started, for `elapsed`.
@@ -73,7 +84,14 @@ impl<'p> Runtime<'p> {
             format,
             start_ns,
             cpid: 0,
+            names: None,
         }
+    }
+
+    /// Names addresses for `usym()` and `ksym()` with `names` (without,
+    /// they print as hex addresses).
+    pub fn set_names(&mut self, names: Box<dyn Names>) {
+        self.names = Some(RefCell::new(names));
     }
 
     /// Sets `cpid`.
@@ -352,6 +370,20 @@ impl<'p> Runtime<'p> {
                     _ => Value::Str(text),
                 }
             }
+            ExprKind::Call(name, args) if name == "usym" || name == "ksym" => {
+                // As bpftrace's: the function's name without offset, or the
+                // address in hex where none holds it.
+                let addr = self.eval(&args[0], scope).int().cast_unsigned();
+                let named = self.names.as_ref().and_then(|names| {
+                    let mut names = names.borrow_mut();
+                    if name == "usym" {
+                        names.user(scope.event.pid, addr)
+                    } else {
+                        names.kernel(addr)
+                    }
+                });
+                Value::Str(named.unwrap_or_else(|| format!("0x{addr:x}")))
+            }
             ExprKind::Call(..) => Value::Int(0),
         }
     }
@@ -567,6 +599,38 @@ mod tests {
             &[(1, b"a\0", 1), (1, b"a\0", 2), (1, b"a\0", 3)],
         );
         assert_eq!(out, "\n\n@c: 2\n@max: 1\n");
+    }
+
+    /// Names that know one function in process 1 and one in the kernel.
+    struct OneEach;
+
+    impl Names for OneEach {
+        fn user(&mut self, pid: u32, addr: u64) -> Option<String> {
+            (pid == 1 && (0x1000..0x1100).contains(&addr)).then(|| "worker".into())
+        }
+
+        fn kernel(&mut self, addr: u64) -> Option<String> {
+            (addr == 0x8100).then(|| "vfs_read".into())
+        }
+    }
+
+    #[test]
+    fn usym_and_ksym_name_the_function_or_print_the_address() {
+        let plan = checked(
+            r#"tracepoint:syscalls:sys_exit_read { printf("%s %s %s\n", usym(args.ret), usym(args.ret + 0x1000), ksym(0x8100)); }"#,
+        );
+        let mut runtime = Runtime::new(&plan, Format::Text, 0);
+        runtime.set_names(Box::new(OneEach));
+        let raw = exit_read(0x1010);
+        let event = Event {
+            pid: 1,
+            comm: b"a\0",
+            raw: &raw,
+            ..Event::default()
+        };
+        let mut out = Vec::new();
+        runtime.event(&event, &mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "worker 0x2010 vfs_read\n");
     }
 
     #[test]

@@ -86,6 +86,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     }
     let mut runtime = Runtime::new(&plan, format, weft_store::now_ns());
     runtime.set_cpid(cpid);
+    runtime.set_names(Box::new(stacks::Names::new(args.symbols.finder())));
     let mut keep = args
         .store
         .as_deref()

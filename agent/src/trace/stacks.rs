@@ -32,11 +32,20 @@ impl Kallsyms {
 
     /// `function+offset`, or the address when no symbol covers it.
     fn name(&self, address: u64) -> String {
-        let at = self.symbols.partition_point(|(a, _)| *a <= address);
-        match at.checked_sub(1).map(|i| &self.symbols[i]) {
+        match self.holding(address) {
             Some((start, name)) => format!("{name}+{}", address - start),
             None => format!("0x{address:x}"),
         }
+    }
+
+    /// The function holding `address`.
+    fn function(&self, address: u64) -> Option<&str> {
+        self.holding(address).map(|(_, name)| name.as_str())
+    }
+
+    fn holding(&self, address: u64) -> Option<&(u64, String)> {
+        let at = self.symbols.partition_point(|(a, _)| *a <= address);
+        at.checked_sub(1).map(|i| &self.symbols[i])
     }
 }
 
@@ -91,6 +100,42 @@ impl Stacks {
     /// What names user functions; also where uprobes find theirs.
     pub fn finder(&self) -> &Finder {
         &self.finder
+    }
+}
+
+/// Function names for `usym()` and `ksym()`, from the same places as the
+/// stacks' (each process's functions read at its first address asked for).
+pub struct Names {
+    kallsyms: Option<Kallsyms>,
+    processes: HashMap<u32, Symbols>,
+    finder: Finder,
+}
+
+impl Names {
+    pub fn new(finder: Finder) -> Self {
+        Self {
+            kallsyms: None,
+            processes: HashMap::new(),
+            finder,
+        }
+    }
+}
+
+impl weft_trace::Names for Names {
+    fn user(&mut self, pid: u32, addr: u64) -> Option<String> {
+        let finder = &self.finder;
+        let symbols = self
+            .processes
+            .entry(pid)
+            .or_insert_with(|| finder.process(pid));
+        symbols.at(addr).map(|(name, _)| name.to_string())
+    }
+
+    fn kernel(&mut self, addr: u64) -> Option<String> {
+        self.kallsyms
+            .get_or_insert_with(Kallsyms::read)
+            .function(addr)
+            .map(str::to_string)
     }
 }
 
