@@ -101,7 +101,10 @@ pub fn dump(trace: &[u8], opts: Options, out: &mut dyn Write) -> io::Result<usiz
                         detail = last_ip.update(offset, ip, out)?;
                     }
                     Packet::ModeExec { cs_l, cs_d, .. } if opts.exec_mode => {
-                        detail = format!("em {}", exec_mode(cs_l, cs_d));
+                        detail = match packet::exec_bits(cs_l, cs_d) {
+                            Some(bits) => format!("em {bits}-bit"),
+                            None => "em unknown".into(),
+                        };
                     }
                     _ => {}
                 }
@@ -162,17 +165,6 @@ impl LastIp {
         } else {
             format!("ip {:016x}", self.ip)
         })
-    }
-}
-
-/// The execution mode MODE.Exec's CS.L and CS.D bits give (libipt's
-/// `pt_get_exec_mode`).
-fn exec_mode(cs_l: bool, cs_d: bool) -> &'static str {
-    match (cs_l, cs_d) {
-        (true, true) => "unknown",
-        (true, false) => "64-bit",
-        (false, true) => "32-bit",
-        (false, false) => "16-bit",
     }
 }
 

@@ -1521,7 +1521,7 @@ impl<'a> Flow<'a> {
             return self.packets.offset() as u64;
         };
         let at_next = |want: fn(Packet) -> bool, pass: fn(Packet) -> bool| {
-            self.offset_ahead(want, pass).unwrap_or(at) as u64
+            self.packet_ahead(want, pass).map_or(at, |(next, _)| next) as u64
         };
         match packet {
             Packet::Tnt { .. }
@@ -1545,31 +1545,25 @@ impl<'a> Flow<'a> {
                 |p| is_time(p) || is_bound(p),
             ),
             Packet::ModeTsx { .. } | Packet::Ptw { ip: true, .. } | Packet::Exstop { ip: true } => {
-                at_next(
-                    |p| {
-                        matches!(
-                            p,
-                            Packet::Ip {
-                                kind: IpKind::Fup,
-                                ..
-                            }
-                        )
-                    },
-                    is_time,
-                )
+                at_next(is_fup, is_time)
             }
             Packet::Psb => at_next(|p| p == Packet::PsbEnd, |_| true),
             _ => at as u64,
         }
     }
 
-    /// The offset of the first packet past the peeked one that is `want`,
-    /// when every packet before it passes.
-    fn offset_ahead(&self, want: fn(Packet) -> bool, pass: fn(Packet) -> bool) -> Option<usize> {
+    /// The first packet past the peeked one that is `want`, with its
+    /// offset, read ahead without consuming anything, when every packet
+    /// before it passes.
+    fn packet_ahead(
+        &self,
+        want: impl Fn(Packet) -> bool,
+        pass: impl Fn(Packet) -> bool,
+    ) -> Option<(usize, Packet)> {
         let mut ahead = self.packets.clone();
         while let Some(Ok((at, packet))) = ahead.next_packet() {
             if want(packet) {
-                return Some(at);
+                return Some((at, packet));
             }
             if !pass(packet) {
                 return None;
@@ -1788,26 +1782,16 @@ impl<'a> Flow<'a> {
     /// The IP of the next FUP past the peeked packet, read ahead without
     /// consuming anything, when every packet before it `passes`.
     fn fup_ahead(&self, passes: impl Fn(Packet) -> bool) -> Option<crate::packet::Ip> {
-        let mut ahead = self.packets.clone();
-        while let Some(Ok((_, packet))) = ahead.next_packet() {
-            match packet {
-                Packet::Ip {
-                    kind: IpKind::Fup,
-                    ip,
-                } => return Some(ip),
-                _ if passes(packet) => {}
-                _ => return None,
-            }
+        match self.packet_ahead(is_fup, passes)? {
+            (_, Packet::Ip { ip, .. }) => Some(ip),
+            _ => None,
         }
-        None
     }
 
     /// Whether the packet after the peeked one, past timing packets, is a
     /// FUP naming the current IP.
     fn fup_next_names_ip(&self) -> bool {
-        self.fup_ahead(is_time)
-            .and_then(|ip| ip.resolve(self.last_ip))
-            .is_some_and(|ip| ip == self.ip)
+        self.fup_after_bound() == Some(self.ip)
     }
 
     /// A PTW binds to a PTWRITE instruction: the one its FUP names
@@ -1841,20 +1825,11 @@ impl<'a> Flow<'a> {
     /// Whether a FUP comes next, past packets of time, packets that wait
     /// for a transfer, and the events that stand alone (CBR, MNT).
     fn fup_after_standalone(&self) -> bool {
-        let fup = |packet: Packet| {
-            matches!(
-                packet,
-                Packet::Ip {
-                    kind: IpKind::Fup,
-                    ..
-                }
-            )
-        };
         let skipped = |packet: Packet| {
             is_time(packet) || is_bound(packet) || matches!(packet, Packet::Cbr(_) | Packet::Mnt(_))
         };
         match self.peeked {
-            Some((_, packet)) if fup(packet) => return true,
+            Some((_, packet)) if is_fup(packet) => return true,
             Some((_, packet)) if !skipped(packet) => return false,
             _ => {}
         }
@@ -1913,6 +1888,16 @@ impl Lost {
             message: "unexpected packet context",
         }
     }
+}
+
+fn is_fup(packet: Packet) -> bool {
+    matches!(
+        packet,
+        Packet::Ip {
+            kind: IpKind::Fup,
+            ..
+        }
+    )
 }
 
 /// Packets that only carry time; the flow skips them.
@@ -2004,11 +1989,9 @@ impl Mode {
         else {
             unreachable!("a MODE.Exec")
         };
-        let bits = match (cs_l, cs_d) {
-            (true, _) => 64,
-            (false, true) => 32,
-            (false, false) => 16,
-        };
+        // The walk reads code with both bits set as 64-bit, as before
+        // MODE.Exec said otherwise.
+        let bits = crate::packet::exec_bits(cs_l, cs_d).unwrap_or(64);
         Mode { bits, interrupts }
     }
 }

@@ -624,6 +624,17 @@ fn decode_ptw(buf: &[u8], e: u8) -> Result<(Packet, usize), Fault> {
     ))
 }
 
+/// The code width MODE.Exec's CS.L and CS.D bits give (libipt's
+/// `pt_get_exec_mode`); `None` for both set, which no mode is.
+pub fn exec_bits(cs_l: bool, cs_d: bool) -> Option<u32> {
+    match (cs_l, cs_d) {
+        (true, true) => None,
+        (true, false) => Some(64),
+        (false, true) => Some(32),
+        (false, false) => Some(16),
+    }
+}
+
 /// The C-state a PWRE/PWRX field names: they are encoded minus one, modulo
 /// 16 (0xf is C0).
 pub fn c_state(encoded: u8) -> u8 {
