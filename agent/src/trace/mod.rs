@@ -86,7 +86,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     }
     let mut runtime = Runtime::new(&plan, format, weft_store::now_ns());
     runtime.set_cpid(cpid);
-    runtime.set_names(Box::new(stacks::Names::new(args.symbols.finder())));
+    runtime.set_names(Box::new(probe.names()));
     let mut keep = args
         .store
         .as_deref()

@@ -302,7 +302,7 @@ impl TraceProbe {
         let offsets = match self.uprobe_files.entry(file.clone()) {
             std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
             std::collections::hash_map::Entry::Vacant(new) => {
-                new.insert(self.stacks.finder().file_offsets(&file)?)
+                new.insert(self.stacks.file_offsets(&file)?)
             }
         };
         let offset = offsets.offset(symbol).ok_or_else(|| MissingFunction {
@@ -339,6 +339,11 @@ impl TraceProbe {
         event.enable().context("failed to enable the perf event")?;
         self.links.push(link_perf_event(fd, event, cookie)?);
         Ok(())
+    }
+
+    /// Function names for `usym()` and `ksym()`, shared with the stacks'.
+    pub fn names(&self) -> super::stacks::Names {
+        self.stacks.names()
     }
 
     /// How many attach points of the plan were left out.

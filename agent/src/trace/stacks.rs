@@ -3,10 +3,10 @@
 //! `/proc/kallsyms`, user frames as `function+offset` from the process's
 //! files, their debug files or dynamic symbols, demangled).
 
-use std::{collections::HashMap, fmt::Write as _};
+use std::{cell::RefCell, collections::HashMap, fmt::Write as _, path::Path, rc::Rc};
 
 use aya::maps::{MapData, StackTraceMap};
-use weft_symbols::{Finder, Symbols};
+use weft_symbols::{FileOffsets, Finder, Symbols};
 
 /// Kernel text symbols by address.
 struct Kallsyms {
@@ -49,47 +49,71 @@ impl Kallsyms {
     }
 }
 
+/// Function names of the kernel and of each process, read once each and
+/// shared by the stacks and by `usym()`/`ksym()`.
+struct Naming {
+    kallsyms: Option<Kallsyms>,
+    /// Each process's functions, read at the first of its addresses asked
+    /// for (a library it loads later is not named).
+    processes: HashMap<u32, Symbols>,
+    finder: Finder,
+}
+
+impl Naming {
+    fn kallsyms(&mut self) -> &Kallsyms {
+        self.kallsyms.get_or_insert_with(Kallsyms::read)
+    }
+
+    fn process(&mut self, pid: u32) -> &Symbols {
+        let finder = &self.finder;
+        self.processes
+            .entry(pid)
+            .or_insert_with(|| finder.process(pid))
+    }
+}
+
 /// Stack texts by id, read from the kernel's stack map once each (an id
 /// is never reused for another stack: the map is not told to replace).
-#[derive(Default)]
 pub struct Stacks {
-    kallsyms: Option<Kallsyms>,
+    naming: Rc<RefCell<Naming>>,
     kernel: HashMap<i32, String>,
     /// By process and id: the same addresses name other functions in
     /// another process.
     user: HashMap<(u32, i32), String>,
-    /// Each process's functions, read at its first user stack (a library
-    /// it loads later is not named).
-    processes: HashMap<u32, Symbols>,
-    finder: Finder,
 }
 
 impl Stacks {
     /// Names user functions with `finder`.
     pub fn new(finder: Finder) -> Self {
-        Self {
+        let naming = Naming {
+            kallsyms: None,
+            processes: HashMap::new(),
             finder,
-            ..Self::default()
+        };
+        Self {
+            naming: Rc::new(RefCell::new(naming)),
+            kernel: HashMap::new(),
+            user: HashMap::new(),
         }
     }
 
     /// The text of kernel stack `id` (empty when not recorded).
     pub fn kernel(&mut self, map: &StackTraceMap<&MapData>, id: i32) -> &str {
-        let kallsyms = self.kallsyms.get_or_insert_with(Kallsyms::read);
-        self.kernel
-            .entry(id)
-            .or_insert_with(|| render(map, id, |ip| kallsyms.name(ip)))
+        let naming = &self.naming;
+        self.kernel.entry(id).or_insert_with(|| {
+            let mut naming = naming.borrow_mut();
+            let kallsyms = naming.kallsyms();
+            render(map, id, |ip| kallsyms.name(ip))
+        })
     }
 
     /// The text of user stack `id` of process `pid` (empty when not
     /// recorded).
     pub fn user(&mut self, map: &StackTraceMap<&MapData>, pid: u32, id: i32) -> &str {
-        let finder = &self.finder;
-        let symbols = self
-            .processes
-            .entry(pid)
-            .or_insert_with(|| finder.process(pid));
+        let naming = &self.naming;
         self.user.entry((pid, id)).or_insert_with(|| {
+            let mut naming = naming.borrow_mut();
+            let symbols = naming.process(pid);
             render(map, id, |ip| match symbols.at(ip) {
                 Some((name, offset)) => format!("{name}+{offset}"),
                 None => format!("0x{ip:x}"),
@@ -97,45 +121,33 @@ impl Stacks {
         })
     }
 
-    /// What names user functions; also where uprobes find theirs.
-    pub fn finder(&self) -> &Finder {
-        &self.finder
+    /// Where uprobes find their functions, as the stacks' names are found.
+    pub fn file_offsets(&self, file: &Path) -> Result<FileOffsets, weft_symbols::Error> {
+        self.naming.borrow().finder.file_offsets(file)
+    }
+
+    /// `usym()` and `ksym()`'s names, from the same cache as the stacks'.
+    pub fn names(&self) -> Names {
+        Names(Rc::clone(&self.naming))
     }
 }
 
-/// Function names for `usym()` and `ksym()`, from the same places as the
-/// stacks' (each process's functions read at its first address asked for).
-pub struct Names {
-    kallsyms: Option<Kallsyms>,
-    processes: HashMap<u32, Symbols>,
-    finder: Finder,
-}
-
-impl Names {
-    pub fn new(finder: Finder) -> Self {
-        Self {
-            kallsyms: None,
-            processes: HashMap::new(),
-            finder,
-        }
-    }
-}
+/// Function names for `usym()` and `ksym()`: the stacks' own, so a process
+/// or the kernel's symbols are read once however they are asked for.
+pub struct Names(Rc<RefCell<Naming>>);
 
 impl weft_trace::Names for Names {
     fn user(&mut self, pid: u32, addr: u64) -> Option<String> {
-        let finder = &self.finder;
-        let symbols = self
-            .processes
-            .entry(pid)
-            .or_insert_with(|| finder.process(pid));
-        symbols.at(addr).map(|(name, _)| name.to_string())
+        let mut naming = self.0.borrow_mut();
+        naming
+            .process(pid)
+            .at(addr)
+            .map(|(name, _)| name.to_string())
     }
 
     fn kernel(&mut self, addr: u64) -> Option<String> {
-        self.kallsyms
-            .get_or_insert_with(Kallsyms::read)
-            .function(addr)
-            .map(str::to_string)
+        let mut naming = self.0.borrow_mut();
+        naming.kallsyms().function(addr).map(str::to_string)
     }
 }
 
