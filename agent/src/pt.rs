@@ -57,9 +57,36 @@ fn dump(args: &PtDumpArgs) -> anyhow::Result<ExitCode> {
     Ok(finish(&args.trace, errors))
 }
 
+/// How `weft pt flow` and `calls` decode: the CPU's errata, the capture's
+/// address filter, and whether to resync after an error.
+#[derive(Default)]
+struct Decoding {
+    errata: Errata,
+    filter: Vec<(u64, u64)>,
+    resync: bool,
+}
+
+impl Decoding {
+    fn of(args: &PtFlowArgs) -> Self {
+        Decoding {
+            errata: args.cpu.map(Errata::for_cpu).unwrap_or_default(),
+            filter: args.addr_filter.clone(),
+            resync: args.resync_on_error,
+        }
+    }
+
+    /// The flow of `trace` over `image`, timed with `clocks`.
+    fn flow<'a>(&self, trace: &'a [u8], image: &'a Image, clocks: Clocks) -> Flow<'a> {
+        Flow::new(trace, image, self.errata)
+            .with_clocks(clocks)
+            .with_filter(self.filter.clone())
+            .with_resync(self.resync)
+    }
+}
+
 fn flow(show: &PtFlowShowArgs) -> anyhow::Result<ExitCode> {
     let args = &show.flow;
-    let errata = args.cpu.map(Errata::for_cpu).unwrap_or_default();
+    let decoding = Decoding::of(args);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut insns = 0u64;
     // A step as the options show it, counting instructions for --stat.
@@ -75,10 +102,8 @@ fn flow(show: &PtFlowShowArgs) -> anyhow::Result<ExitCode> {
         input.title(&mut out)?;
         // The recording's clocks time the steps that say which thread ran.
         let clocks = input.clocks(Clocks::default());
-        let mut flow = Flow::new(input.trace, input.image, errata)
-            .with_clocks(clocks)
-            .with_filter(args.addr_filter.clone())
-            .with_resync(args.resync_on_error)
+        let mut flow = decoding
+            .flow(input.trace, input.image, clocks)
             .with_iflags(show.iflags);
         let Some(threads) = input.threads else {
             return walk(&mut flow, &mut |step| print(&mut out, &step));
@@ -109,7 +134,7 @@ fn flow(show: &PtFlowShowArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
-    let errata = args.flow.cpu.map(Errata::for_cpu).unwrap_or_default();
+    let decoding = Decoding::of(&args.flow);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     // Threads of per-CPU traces, put together over all CPUs.
     let mut stretches = Stretches::default();
@@ -128,15 +153,11 @@ fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
                 writeln!(out, "{}", thread_title(input.comms, pid, tid))?;
                 thread_section(image, &made, input.clock, args.summary, &mut out)
             };
-            let filter = args.flow.addr_filter.clone();
-            let how = (errata, clocks, filter, args.flow.resync_on_error);
             let ends = (&mut stretches, &mut cpu);
+            let how = (&decoding, clocks);
             return by_thread(how, &input, threads, ends, &ns, &mut section);
         }
-        let mut flow = Flow::new(trace, image, errata)
-            .with_clocks(clocks)
-            .with_filter(args.flow.addr_filter.clone())
-            .with_resync(args.flow.resync_on_error);
+        let mut flow = decoding.flow(trace, image, clocks);
         let unit = input.clock.map(|_| "ns");
         let mut calls = Calls::new(image);
         if args.summary {
@@ -188,7 +209,7 @@ type ThreadCalls<'a> = dyn FnMut(i32, i32, &Image, Vec<Call>) -> std::io::Result
 /// the last, hands `out` each thread's calls, each thread with its own
 /// call stack. Returns the decoding errors met.
 fn by_thread(
-    (errata, clocks, filter, resync): (Errata, Clocks, Vec<(u64, u64)>, bool),
+    (decoding, clocks): (&Decoding, Clocks),
     input: &Input,
     threads: &Threads,
     (stretches, cpu): (&mut Stretches, &mut usize),
@@ -196,10 +217,8 @@ fn by_thread(
     out: &mut ThreadCalls,
 ) -> anyhow::Result<usize> {
     let code_at = |tsc| threads.code_at(tsc);
-    let mut flow = Flow::new(input.trace, input.image, errata)
-        .with_clocks(clocks)
-        .with_filter(filter)
-        .with_resync(resync)
+    let mut flow = decoding
+        .flow(input.trace, input.image, clocks)
         .with_code_at(&code_at);
     let mut router = Router::default();
     let errors = walk(&mut flow, &mut |step| {
@@ -265,6 +284,7 @@ pub fn capture_calls(dir: &std::path::Path, out: &mut ThreadCalls) -> anyhow::Re
             no_demangle: false,
         },
     };
+    let decoding = Decoding::of(&args);
     let (mut stretches, mut cpu) = (Stretches::default(), 0);
     each_cpu(&args, &mut |input| {
         let Some(clock) = input.clock else {
@@ -276,13 +296,12 @@ pub fn capture_calls(dir: &std::path::Path, out: &mut ThreadCalls) -> anyhow::Re
         let ns = |call: Call| call.with_clock(|tsc| clock.ns(tsc));
         let clocks = input.clocks(Clocks::default());
         if let Some(threads) = input.threads {
-            let how = (Errata::default(), clocks, Vec::new(), false);
             let ends = (&mut stretches, &mut cpu);
-            return by_thread(how, &input, threads, ends, &ns, out);
+            return by_thread((&decoding, clocks), &input, threads, ends, &ns, out);
         }
         // One process's trace without the switches: its threads are not
         // told apart.
-        let mut flow = Flow::new(input.trace, input.image, Errata::default()).with_clocks(clocks);
+        let mut flow = decoding.flow(input.trace, input.image, clocks);
         let mut calls = Calls::new(input.image);
         let mut made = Vec::new();
         let errors = walk(&mut flow, &mut |step| {
