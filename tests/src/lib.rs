@@ -74,6 +74,23 @@ pub fn needs(test: &str, needs: &[Need]) -> bool {
     }
 }
 
+/// Whether `tool` runs (`tool VERSION_ARG`). `cargo xtask setup` installs
+/// every tool the tests use, so on the host its absence fails `test`; the
+/// VM matrix's initramfs carries none of them, and there `test` says why it
+/// skips.
+pub fn has_tool(test: &str, tool: &str, version_arg: &str) -> bool {
+    let found = std::process::Command::new(tool)
+        .arg(version_arg)
+        .output()
+        .is_ok();
+    if !found && std::env::var_os("WEFT_VM").is_some() {
+        eprintln!("skipping {test}: needs {tool}, which the VM's initramfs does not carry");
+        return false;
+    }
+    assert!(found, "{test} needs {tool}: run `cargo xtask setup`");
+    true
+}
+
 /// Whether tracepoint `category/event` exists (true when tracefs is not
 /// mounted: weft mounts it itself, so that is no reason to skip).
 pub fn has_tracepoint(event: &str) -> bool {

@@ -34,30 +34,50 @@ fn arg(path: &Path) -> &str {
     path.to_str().unwrap()
 }
 
+/// A corpus case's trace and code, for `weft pt flow` with the code at
+/// `org` (hex).
+struct Case {
+    trace: Scratch,
+    /// Kept for as long as the case: weft reads it through `image`.
+    _code: Scratch,
+    image: String,
+}
+
+impl Case {
+    fn new(name: &str, trace: &[u8], code: &[u8], org: &str) -> Self {
+        let code = Scratch::new(&format!("{name}.bin"), code);
+        Case {
+            trace: Scratch::new(&format!("{name}.pt"), trace),
+            image: format!("{}:{org}", arg(&code.0)),
+            _code: code,
+        }
+    }
+
+    /// `weft pt flow` of the case with `options`.
+    fn flow(&self, options: &[&str]) -> (std::process::ExitStatus, String, String) {
+        let mut args = vec!["pt", "flow", "--image", &self.image];
+        args.extend(options);
+        args.push(arg(&self.trace.0));
+        run_weft(&args)
+    }
+}
+
 /// libipt's SKL014 case: a call leaves the filtered range and the CPU's
 /// TIP.PGD carries no IP; `--addr-filter` tells weft where tracing stopped.
 #[test]
 fn flow_uses_the_address_filter_where_erratum_skl014_drops_the_ip() {
     // Built in, so the test also runs in the VMs.
-    let trace = Scratch::new(
-        "skl014.pt",
+    let case = Case::new(
+        "skl014",
         include_bytes!("../../pt/tests/libipt/skl014-call@cpu_6/102/skl014-call.pt"),
-    );
-    let code = Scratch::new(
-        "skl014.bin",
         include_bytes!("../../pt/tests/libipt/skl014-call@cpu_6/102/skl014-call.bin"),
+        "0x1000",
     );
-    let code = format!("{}:0x1000", arg(&code.0));
-    let flow = |extra: &[&str]| {
-        let mut args = vec!["pt", "flow", "--cpu", "6/102", "--image", &code];
-        args.extend(extra);
-        args.push(arg(&trace.0));
-        run_weft(&args)
-    };
-    let (status, stdout, stderr) = flow(&["--addr-filter", "0x1000-0x10ff"]);
+    let filter = ["--cpu", "6/102", "--addr-filter", "0x1000-0x10ff"];
+    let (status, stdout, stderr) = case.flow(&filter);
     assert!(status.success(), "{stderr}");
     assert_eq!(stdout, "0000000000001000\n[disabled]\n");
-    let (status, _, stderr) = flow(&[]);
+    let (status, _, stderr) = case.flow(&["--cpu", "6/102"]);
     assert!(
         !status.success() && stderr.contains("1 decoding error(s)"),
         "without the filter the call's target is walked: {stderr}"
@@ -69,31 +89,22 @@ fn flow_uses_the_address_filter_where_erratum_skl014_drops_the_ip() {
 /// instructions and prints nothing else.
 #[test]
 fn flow_names_event_ips_and_counts_instructions_as_ptxed_does() {
-    let trace = Scratch::new(
-        "trig.pt",
+    let case = Case::new(
+        "trig",
         include_bytes!("../../pt/tests/libipt/trig-fup/trig-fup.pt"),
-    );
-    let code = Scratch::new(
-        "trig.bin",
         include_bytes!("../../pt/tests/libipt/trig-fup/trig-fup.bin"),
+        "0x1000",
     );
-    let image = format!("{}:0x1000", arg(&code.0));
-    let flow = |extra: &[&str]| {
-        let mut args = vec!["pt", "flow", "--image", &image];
-        args.extend(extra);
-        args.push(arg(&trace.0));
-        run_weft(&args)
-    };
-    let (status, stdout, stderr) = flow(&["--event-ips"]);
+    let (status, stdout, stderr) = case.flow(&["--event-ips"]);
     assert!(status.success(), "{stderr}");
     assert_eq!(
         stdout,
         include_str!("../../pt/tests/libipt/trig-fup/trig-fup-ptxed.exp")
     );
-    let (status, stdout, stderr) = flow(&[]);
+    let (status, stdout, stderr) = case.flow(&[]);
     assert!(status.success(), "{stderr}");
     assert!(stdout.contains("[trig 1a]\n"), "{stdout}");
-    let (status, stdout, stderr) = flow(&["--stat", "--quiet"]);
+    let (status, stdout, stderr) = case.flow(&["--stat", "--quiet"]);
     assert!(status.success(), "{stderr}");
     assert_eq!(stdout, "insn: 2.\n");
 }
@@ -104,29 +115,19 @@ fn flow_names_event_ips_and_counts_instructions_as_ptxed_does() {
 /// flow goes on to its end.
 #[test]
 fn flow_resyncs_at_the_next_ip_after_an_error() {
-    let dir = "../../pt/tests/libipt/ptxed-resync-nomap-tip";
-    let trace = Scratch::new(
-        "resync.pt",
+    let case = Case::new(
+        "resync",
         include_bytes!("../../pt/tests/libipt/ptxed-resync-nomap-tip/ptxed-resync-nomap-tip.pt"),
-    );
-    let code = Scratch::new(
-        "resync.bin",
         include_bytes!("../../pt/tests/libipt/ptxed-resync-nomap-tip/ptxed-resync-nomap-tip.bin"),
+        "0x100000",
     );
-    let image = format!("{}:0x100000", arg(&code.0));
-    let flow = |extra: &[&str]| {
-        let mut args = vec!["pt", "flow", "--image", &image];
-        args.extend(extra);
-        args.push(arg(&trace.0));
-        run_weft(&args)
-    };
-    let (status, stdout, stderr) = flow(&[]);
-    assert!(!status.success(), "{dir}: an error exits 1: {stderr}");
+    let (status, stdout, stderr) = case.flow(&[]);
+    assert!(!status.success(), "an error exits 1: {stderr}");
     assert_eq!(
         stdout,
         "0000000000100000\n[22, 100100: error: no memory mapped at this address]\n"
     );
-    let (status, stdout, stderr) = flow(&["--resync-on-error"]);
+    let (status, stdout, stderr) = case.flow(&["--resync-on-error"]);
     assert!(
         !status.success() && stderr.contains("2 decoding error(s)"),
         "{stderr}"
@@ -141,24 +142,14 @@ fn flow_resyncs_at_the_next_ip_after_an_error() {
 
 #[test]
 fn flow_prints_each_instruction_of_the_loop_and_where_tracing_stopped() {
-    let (trace, code) = (
-        Scratch::new("flow.pt", TRACE),
-        Scratch::new("flow.bin", CODE),
-    );
-    let image = format!("{}:0x100000", arg(&code.0));
-    let (status, stdout, stderr) = run_weft(&["pt", "flow", "--image", &image, arg(&trace.0)]);
+    let (status, stdout, stderr) = Case::new("flow", TRACE, CODE, "0x100000").flow(&[]);
     assert!(status.success(), "{stderr}");
     assert_eq!(stdout, FLOW);
 }
 
 #[test]
 fn flow_over_code_that_is_not_there_names_offset_and_address_and_fails() {
-    let (trace, code) = (
-        Scratch::new("lost.pt", TRACE),
-        Scratch::new("lost.bin", CODE),
-    );
-    let image = format!("{}:0x200000", arg(&code.0));
-    let (status, stdout, stderr) = run_weft(&["pt", "flow", "--image", &image, arg(&trace.0)]);
+    let (status, stdout, stderr) = Case::new("lost", TRACE, CODE, "0x200000").flow(&[]);
     assert_eq!(status.code(), Some(1), "{stderr}");
     // The offset is past the TNT at 1b, as libipt names it: its decoder has
     // delivered that TNT when the walk fails (libipt's `ptxed-resync-nomap-*`).

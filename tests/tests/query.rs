@@ -5,7 +5,7 @@
 
 use std::os::unix::fs::PermissionsExt as _;
 
-use weft_tests::{Running, Workload, can_trace, capture_dir, record, run_weft};
+use weft_tests::{Running, Workload, can_trace, capture_dir, has_tool, record, run_weft};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 
@@ -296,15 +296,9 @@ fn prometheus_scrapes_the_metrics_live_queries_give() {
     if !can_trace(test) {
         return;
     }
-    let found = std::process::Command::new("prometheus")
-        .arg("--version")
-        .output()
-        .is_ok();
-    if !found && std::env::var_os("WEFT_VM").is_some() {
-        eprintln!("skipping {test}: needs prometheus, which the VM's initramfs does not carry");
+    if !has_tool(test, "prometheus", "--version") {
         return;
     }
-    assert!(found, "{test} needs prometheus: run `cargo xtask setup`");
     let (weft_addr, prometheus_addr) = ("127.0.0.1:19464", "127.0.0.1:19090");
     let dir = capture_dir("metrics");
     let workload = Workload::spawn(WORKLOAD, &["getppid:20000"]);

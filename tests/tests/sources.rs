@@ -1,7 +1,7 @@
 //! The event sources besides syscalls, on the running kernel: each records
 //! what a workload with known behaviour did, exactly, and says what it lost.
 
-use weft_tests::{Need, Running, capture_dir, has_tracepoint, needs, record, run_weft};
+use weft_tests::{Need, Running, capture_dir, has_tool, has_tracepoint, needs, record, run_weft};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 
@@ -1078,15 +1078,9 @@ fn export_pcapng_is_read_by_tshark_packet_for_packet() {
     if !needs(test, &[Need::Root]) {
         return;
     }
-    let found = std::process::Command::new("tshark")
-        .arg("--version")
-        .output()
-        .is_ok();
-    if !found && std::env::var_os("WEFT_VM").is_some() {
-        eprintln!("skipping {test}: needs tshark, which the VM's initramfs does not carry");
+    if !has_tool(test, "tshark", "--version") {
         return;
     }
-    assert!(found, "{test} needs tshark: run `cargo xtask setup`");
     let (port, datagrams) = (17_005u16, 23usize);
     let dir = capture_dir("net-pcapng");
     let port_arg = port.to_string();

@@ -9,7 +9,7 @@ use std::{
     time::Duration,
 };
 
-use weft_tests::{Need, needs, weft_bin};
+use weft_tests::{Need, has_tool, needs, weft_bin};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 
@@ -319,13 +319,7 @@ fn same_maps_as_bpftrace() {
 /// installs them, so on the host their absence fails the test; the VM
 /// matrix's initramfs carries neither, and there it skips.
 fn has_bpftrace(test: &str) -> bool {
-    let found = Command::new("bpftrace").arg("--version").output().is_ok();
-    if !found && std::env::var_os("WEFT_VM").is_some() {
-        eprintln!("skipping {test}: needs bpftrace, which the VM's initramfs does not carry");
-        return false;
-    }
-    assert!(found, "{test} needs bpftrace: run `cargo xtask setup`");
-    true
+    has_tool(test, "bpftrace", "--version")
 }
 
 /// bpftrace's bundled tools that weft runs unchanged (`weft trace
@@ -817,10 +811,7 @@ fn ustack_and_uprobe_name_a_stripped_cpp_program_from_its_debug_files() {
     if !needs(test, &TRACE) {
         return;
     }
-    if Command::new("g++").arg("--version").output().is_err()
-        && std::env::var_os("WEFT_VM").is_some()
-    {
-        eprintln!("skipping {test}: needs g++, which the VM's initramfs does not carry");
+    if !has_tool(test, "g++", "--version") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("weft-ustack-{}", std::process::id()));
@@ -924,10 +915,7 @@ fn usym_names_a_threads_start_function() {
     if !needs(test, &TRACE) {
         return;
     }
-    if Command::new("gcc").arg("--version").output().is_err()
-        && std::env::var_os("WEFT_VM").is_some()
-    {
-        eprintln!("skipping {test}: needs gcc, which the VM's initramfs does not carry");
+    if !has_tool(test, "gcc", "--version") {
         return;
     }
     let Some(libc) = libc_path() else {

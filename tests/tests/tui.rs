@@ -22,13 +22,7 @@ impl Tmux {
     /// host its absence fails the test; the VM matrix's initramfs does
     /// not carry it, and there the test says why it skips.
     pub(crate) fn available(test: &str) -> bool {
-        let found = Command::new("tmux").arg("-V").output().is_ok();
-        if !found && std::env::var_os("WEFT_VM").is_some() {
-            eprintln!("skipping {test}: needs tmux, which the VM's initramfs does not carry");
-            return false;
-        }
-        assert!(found, "{test} needs tmux: run `cargo xtask setup`");
-        true
+        weft_tests::has_tool(test, "tmux", "-V")
     }
 
     /// Runs `command` in an 80×24 window; when it ends, the window shows
