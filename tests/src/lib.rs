@@ -91,6 +91,22 @@ pub fn has_tool(test: &str, tool: &str, version_arg: &str) -> bool {
     true
 }
 
+/// The path in `var` of a tool `cargo xtask setup` installs outside PATH
+/// (`WEFT_PYTHON`, `WEFT_FLAMEGRAPH`; `cargo xtask test` sets them). On the
+/// host its absence fails `test`; in the VM matrix, whose initramfs carries
+/// none of them, `test` says why it skips.
+pub fn setup_tool(test: &str, var: &str, what: &str) -> Option<std::ffi::OsString> {
+    if let Some(path) = std::env::var_os(var) {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("WEFT_VM").is_some(),
+        "{test} needs {what} from {var}: run it through `cargo xtask test`, which sets it"
+    );
+    eprintln!("skipping {test}: needs {what} ({var}), which the VM's initramfs does not carry");
+    None
+}
+
 /// Whether tracepoint `category/event` exists (true when tracefs is not
 /// mounted: weft mounts it itself, so that is no reason to skip).
 pub fn has_tracepoint(event: &str) -> bool {

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use weft_tests::{Running, Workload, can_trace, capture_dir, query_rows, run_weft};
+use weft_tests::{Running, Workload, can_trace, capture_dir, query_rows, run_weft, setup_tool};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 
@@ -1165,10 +1165,11 @@ fn flame_graph_of_the_calls(dir: &Path) {
             2 * 150 * MS
         )
     );
-    let Some(flamegraph) = std::env::var_os("WEFT_FLAMEGRAPH") else {
-        eprintln!(
-            "not drawing the flame graph: WEFT_FLAMEGRAPH is not set; `cargo xtask test` sets it"
-        );
+    let Some(flamegraph) = setup_tool(
+        "imported_calls_line_up_with_the_syscalls_of_the_same_instant",
+        "WEFT_FLAMEGRAPH",
+        "inferno's flame graph",
+    ) else {
         return;
     };
     let output = std::process::Command::new(&flamegraph)

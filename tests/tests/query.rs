@@ -5,7 +5,9 @@
 
 use std::os::unix::fs::PermissionsExt as _;
 
-use weft_tests::{Running, Workload, can_trace, capture_dir, has_tool, record, run_weft};
+use weft_tests::{
+    Running, Workload, can_trace, capture_dir, has_tool, record, run_weft, setup_tool,
+};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 
@@ -185,10 +187,11 @@ fn export_parquet_matches_duckdb() {
     if !can_trace("export_parquet_matches_duckdb") {
         return;
     }
-    let Some(python) = std::env::var_os("WEFT_PYTHON") else {
-        eprintln!(
-            "skipping export_parquet_matches_duckdb: WEFT_PYTHON (a Python with duckdb) is not set; `cargo xtask test` sets it"
-        );
+    let Some(python) = setup_tool(
+        "export_parquet_matches_duckdb",
+        "WEFT_PYTHON",
+        "a Python with duckdb",
+    ) else {
         return;
     };
     let dir = capture_dir("export");
@@ -491,10 +494,7 @@ fn export_perfetto_holds_every_record_with_its_time() {
     if !can_trace(test) {
         return;
     }
-    let Some(python) = std::env::var_os("WEFT_PYTHON") else {
-        eprintln!(
-            "skipping {test}: WEFT_PYTHON (a Python with perfetto) is not set; `cargo xtask test` sets it"
-        );
+    let Some(python) = setup_tool(test, "WEFT_PYTHON", "a Python with perfetto") else {
         return;
     };
     let dir = capture_dir("export-perfetto");
@@ -596,10 +596,7 @@ fn partitioned_exports_of_two_hosts_are_one_table_for_duckdb_and_spark() {
     if !can_trace(test) {
         return;
     }
-    let Some(python) = std::env::var_os("WEFT_PYTHON") else {
-        eprintln!(
-            "skipping {test}: WEFT_PYTHON (a Python with duckdb and pyspark) is not set; `cargo xtask test` sets it"
-        );
+    let Some(python) = setup_tool(test, "WEFT_PYTHON", "a Python with duckdb and pyspark") else {
         return;
     };
     let root = capture_dir("fleet");

@@ -9,7 +9,7 @@ use std::{
     time::Duration,
 };
 
-use weft_tests::{Need, has_tool, needs, weft_bin};
+use weft_tests::{Need, has_tool, needs, setup_tool, weft_bin};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 
@@ -716,10 +716,11 @@ fn kstack_maps_fold_into_a_flame_graph() {
         total += count.parse::<u64>().expect("a count");
     }
     assert!(total >= 10, "ten sleeps, {total} switches:\n{stdout}");
-    let Some(flamegraph) = std::env::var_os("WEFT_FLAMEGRAPH") else {
-        eprintln!(
-            "not drawing the flame graph: WEFT_FLAMEGRAPH is not set; `cargo xtask test` sets it"
-        );
+    let Some(flamegraph) = setup_tool(
+        "kstack_maps_fold_into_a_flame_graph",
+        "WEFT_FLAMEGRAPH",
+        "inferno's flame graph",
+    ) else {
         return;
     };
     let mut child = Command::new(&flamegraph)
