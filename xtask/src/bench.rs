@@ -43,7 +43,7 @@ pub enum Bench {
     /// One-liners: the getppid loop untraced, under bpftrace and under
     /// `weft trace` for a count by comm and an enter/exit latency histogram,
     /// and each tool's start-up time to its first event.
-    Oneliners(Loop),
+    Oneliners(crate::bench_oneliners::Options),
     /// The terminal UI: the getppid loop under headless `weft record` and
     /// under `weft tui` in tmux, its frame times and its threads' CPU.
     Tui(crate::bench_tui::Options),

@@ -24,7 +24,22 @@ const PROGRAMS: [(&str, &str); 2] = [
     ),
 ];
 
-pub fn run(options: &Loop) -> Result<()> {
+#[derive(clap::Args)]
+pub struct Options {
+    #[command(flatten)]
+    pub loop_: Loop,
+    /// Another weft binary (a build before a change) measured in the same
+    /// run as `weft (baseline)`, so a change's cost is one run's difference.
+    #[arg(long, value_name = "WEFT")]
+    pub baseline: Option<String>,
+}
+
+pub fn run(
+    Options {
+        loop_: options,
+        baseline,
+    }: &Options,
+) -> Result<()> {
     let bins = build()?;
     options.header("oneliners");
     let untraced = Config {
@@ -37,7 +52,7 @@ pub fn run(options: &Loop) -> Result<()> {
     row("untraced", &base, base_median);
     for (name, program) in PROGRAMS {
         let mut medians = Vec::new();
-        for (tool, argv) in [
+        let mut tools = vec![
             (
                 "bpftrace",
                 vec!["bpftrace".to_string(), "-e".into(), program.into()],
@@ -46,7 +61,12 @@ pub fn run(options: &Loop) -> Result<()> {
                 "weft",
                 vec![bins.weft.clone(), "trace".into(), program.into()],
             ),
-        ] {
+        ];
+        if let Some(baseline) = baseline {
+            let argv = vec![baseline.clone(), "trace".into(), program.into()];
+            tools.push(("weft (baseline)", argv));
+        }
+        for (tool, argv) in tools {
             let config = Config {
                 label: "traced",
                 tracer: Some((argv, "Attaching")),
@@ -55,7 +75,7 @@ pub fn run(options: &Loop) -> Result<()> {
             let (samples, tracer) = measure_loop(&config, &bins, options.runs, options.calls)?;
             let lines = tracer.context("a tracer runs")?.interrupt()?;
             row(&format!("{name}, {tool}"), &samples, base_median);
-            if tool == "weft" {
+            if tool.starts_with("weft") {
                 let last = lines.iter().rev().find(|l| l.contains(" lost ")).cloned();
                 println!(
                     "    {}",
@@ -68,6 +88,12 @@ pub fn run(options: &Loop) -> Result<()> {
             "  {name}: weft/bpftrace probe effect {:.2} (target <= 1.00)",
             (medians[1] - base_median) / (medians[0] - base_median).max(f64::EPSILON)
         );
+        if let Some(&before) = medians.get(2) {
+            println!(
+                "  {name}: weft/baseline probe effect {:.2}",
+                (medians[1] - base_median) / (before - base_median).max(f64::EPSILON)
+            );
+        }
     }
     startup(&bins.weft, options.runs)
 }
