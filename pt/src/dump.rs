@@ -6,6 +6,7 @@ use std::io::{self, Write};
 
 use crate::Errata;
 use crate::packet::{self, IpKind, Packet, Packets};
+use crate::sideband::{Format, Sideband};
 use crate::time::{Clock, Clocks, Note};
 
 /// What the listing shows.
@@ -67,13 +68,31 @@ impl Default for Options {
 /// with its offset and the listing resumes at the next PSB; the count of
 /// errors is returned so the caller can exit non-zero.
 pub fn dump(trace: &[u8], opts: Options, out: &mut dyn Write) -> io::Result<usize> {
+    dump_with(trace, opts, None, out)
+}
+
+/// [`dump`], with the records of `sideband` shown where the trace's time
+/// reaches them (before the timing packet that gets there), as ptdump's
+/// `--pevent` does; those left are shown at the end.
+pub fn dump_with(
+    trace: &[u8],
+    opts: Options,
+    mut sideband: Option<(&mut Sideband, Format)>,
+    out: &mut dyn Write,
+) -> io::Result<usize> {
     let mut packets = Packets::with_errata(trace, opts.errata);
     let mut errors = 0;
+    let mut notes_before = Vec::new();
     if opts.sync && !packets.sync_forward() {
         writeln!(out, "[0: sync error: no PSB in {} bytes]", trace.len())?;
         return Ok(1);
     }
-    let mut time = (opts.time.is_some() || opts.tcal.is_some()).then(|| Timing {
+    if let Some((sideband, format)) = &mut sideband {
+        sideband.start(&mut |note| notes_before.push(note));
+        show_notes(sideband, *format, &mut notes_before, out)?;
+    }
+    let timed = opts.time.is_some() || opts.tcal.is_some() || sideband.is_some();
+    let mut time = timed.then(|| Timing {
         time: opts.time,
         tcal: opts.tcal,
         clock: Clock::new(opts.clocks, opts.errata),
@@ -115,6 +134,13 @@ pub fn dump(trace: &[u8], opts: Options, out: &mut dyn Write) -> io::Result<usiz
                     if let Some(now) = time.update(offset, &packet, out)? {
                         detail = now;
                     }
+                    if let Some((sideband, format)) = &mut sideband
+                        && is_timing(&packet)
+                    {
+                        let tsc = time.clock.tsc().unwrap_or(0);
+                        sideband.show_until(tsc, &mut |note| notes_before.push(note));
+                        show_notes(sideband, *format, &mut notes_before, out)?;
+                    }
                 }
                 columns(name, &payload, &detail, &mut line);
                 writeln!(out, "{}", line.trim_end())?;
@@ -133,7 +159,41 @@ pub fn dump(trace: &[u8], opts: Options, out: &mut dyn Write) -> io::Result<usiz
             }
         }
     }
+    if let Some((sideband, format)) = &mut sideband {
+        sideband.show_until(u64::MAX, &mut |note| notes_before.push(note));
+        show_notes(sideband, *format, &mut notes_before, out)?;
+    }
     Ok(errors)
+}
+
+/// The packets after which ptdump looks for sideband that is due.
+fn is_timing(packet: &Packet) -> bool {
+    matches!(
+        packet,
+        Packet::Tsc(_) | Packet::Cbr(_) | Packet::Tma { .. } | Packet::Mtc(_) | Packet::Cyc(_)
+    )
+}
+
+/// Print (and forget) sideband notes; problems show as ptdump's errors.
+fn show_notes(
+    sideband: &Sideband,
+    format: Format,
+    notes: &mut Vec<crate::sideband::Note>,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    for note in notes.drain(..) {
+        match note {
+            crate::sideband::Note::Problem { channel, offset, problem } => writeln!(
+                out,
+                "[{}:{offset:016x} sideband error: {}]",
+                sideband.channel_name(channel),
+                problem.message()
+            )?,
+            note if format.shows_records() => writeln!(out, "{}", note.show(sideband, format))?,
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// The IP that compressed IPs are relative to (ptdump's `--lastip`,

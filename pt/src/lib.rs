@@ -19,7 +19,9 @@ pub mod flow;
 pub mod image;
 pub mod packet;
 pub mod perf;
+pub mod pevent;
 pub mod ptxed;
+pub mod sideband;
 pub mod threads;
 pub mod time;
 

@@ -11,6 +11,8 @@ use common::Case;
 use weft_pt::Errata;
 use weft_pt::dump::{self, Options, TimeColumn};
 use weft_pt::flow::{Event, Flow, Step};
+use weft_pt::pevent::{self, Channel};
+use weft_pt::sideband::{Format, Sideband};
 
 /// Lines with their whitespace runs collapsed: ptdump's column widths in the
 /// expectations were typed by the test authors, not printed by ptdump.
@@ -21,6 +23,54 @@ fn normalise(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The `--sb:*` options among `options`, which are taken out.
+fn sideband_format(options: &str) -> (Format, Vec<&str>) {
+    let mut format = Format::default();
+    let mut rest = Vec::new();
+    for option in options.split_whitespace() {
+        match option {
+            "--sb:compact" | "--sb" => format.compact = true,
+            "--sb:verbose" => format.verbose = true,
+            "--sb:filename" => format.filename = true,
+            "--sb:offset" => format.offset = true,
+            "--sb:time" => format.time = true,
+            _ => rest.push(option),
+        }
+    }
+    (format, rest)
+}
+
+/// The sideband session of a test: its channels, configured as their file
+/// names say (`NAME-pevent-primary,sample-type=0x4,time-zero=0x0,...`),
+/// and its code files read from the test's folder.
+fn sideband(case: &Case) -> Sideband<'_> {
+    let channels = case
+        .sideband()
+        .into_iter()
+        .map(|(name, file)| {
+            let settings = name.rsplit_once("-pevent-").expect("a pevent file").1;
+            let settings = settings.trim_end_matches(".sb");
+            let mut config = pevent::Config::default();
+            let mut primary = false;
+            for setting in settings.split(',') {
+                let (key, value) = setting.split_once('=').unwrap_or((setting, "0"));
+                let value = u64::from_str_radix(value.trim_start_matches("0x"), 16).expect("hex");
+                match key {
+                    "primary" => primary = true,
+                    "secondary" => {}
+                    "sample-type" => config.sample_type = value,
+                    "time-zero" => config.time_zero = value,
+                    "time-shift" => config.time_shift = u16::try_from(value).expect("a shift"),
+                    "time-mult" => config.time_mult = u32::try_from(value).expect("a factor"),
+                    _ => panic!("{name}: unknown setting {key}"),
+                }
+            }
+            Channel::new(name, file, config, primary)
+        })
+        .collect();
+    Sideband::new(channels, Box::new(|name| case.file(name)))
+}
+
 /// ptdump options the listing supports; `None` for ones it does not.
 fn dump_options(case: &Case) -> Option<Options> {
     let mut options = Options {
@@ -28,7 +78,8 @@ fn dump_options(case: &Case) -> Option<Options> {
         ..Options::default()
     };
     let mut time = TimeColumn::default();
-    let mut words = case.str("ptdump_opts").split_whitespace();
+    let (_, rest) = sideband_format(case.str("ptdump_opts"));
+    let mut words = rest.into_iter();
     while let Some(opt) = words.next() {
         let mut value = || words.next().and_then(|v| v.parse::<u32>().ok());
         match opt {
@@ -77,7 +128,10 @@ fn packet_listings_match_ptdump() {
             continue;
         };
         let mut out = Vec::new();
-        dump::dump(&case.trace(), options, &mut out).unwrap();
+        let (format, _) = sideband_format(case.str("ptdump_opts"));
+        let mut session = sideband(&case);
+        let session = case.has_sideband().then_some((&mut session, format));
+        dump::dump_with(&case.trace(), options, session, &mut out).unwrap();
         let got = String::from_utf8(out).unwrap();
         report.compare(case.dir(), &got, &expected, DUMP_DIFFERENCES);
     }

@@ -47,6 +47,25 @@ impl Case {
             .is_some_and(|sb| !sb.is_empty())
     }
 
+    /// The sideband files: each one's name (as ptdump and ptxed were given
+    /// it, in the test's folder) and contents.
+    pub fn sideband(&self) -> Vec<(String, Vec<u8>)> {
+        let files = self.0["sideband"].as_array().cloned().unwrap_or_default();
+        files
+            .iter()
+            .map(|file| {
+                let path = corpus().join(file.as_str().expect("a file name"));
+                let name = path.file_name().expect("a name").to_string_lossy().into_owned();
+                (name, std::fs::read(&path).expect("sideband"))
+            })
+            .collect()
+    }
+
+    /// A file of the test's folder, as the sideband names it.
+    pub fn file(&self, name: &str) -> std::io::Result<Vec<u8>> {
+        std::fs::read(corpus().join(self.dir()).join(name))
+    }
+
     pub fn trace(&self) -> Vec<u8> {
         std::fs::read(corpus().join(self.str("pt"))).expect("trace")
     }

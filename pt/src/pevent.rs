@@ -1,0 +1,648 @@
+//! perf_event sideband as libipt reads it (`--pevent:primary FILE`): a file
+//! of raw `perf_event` records, one channel's, each ending in the
+//! `sample_id_all` fields its `sample_type` selects, as libipt's
+//! `perf-read-sideband.bash` extracts them from a `perf.data` file
+//! (`include/uapi/linux/perf_event.h`; libipt's `pevent`).
+//!
+//! [`Channel`] reads such a file one record at a time and converts each
+//! record's perf time to TSC, so records can be put in order with the trace;
+//! [`Record`]'s `Display` prints it as ptdump's `--sb:compact` does, or as
+//! `--sb:verbose` with [`Record::verbose`].
+
+use std::fmt::{self, Display, Formatter};
+
+/// `enum perf_event_type` values the reader knows.
+mod kind {
+    pub const MMAP: u32 = 1;
+    pub const LOST: u32 = 2;
+    pub const COMM: u32 = 3;
+    pub const EXIT: u32 = 4;
+    pub const THROTTLE: u32 = 5;
+    pub const UNTHROTTLE: u32 = 6;
+    pub const FORK: u32 = 7;
+    pub const MMAP2: u32 = 10;
+    pub const AUX: u32 = 11;
+    pub const ITRACE_START: u32 = 12;
+    pub const LOST_SAMPLES: u32 = 13;
+    pub const SWITCH: u32 = 14;
+    pub const SWITCH_CPU_WIDE: u32 = 15;
+}
+
+/// `PERF_RECORD_MISC_COMM_EXEC` (and `MISC_SWITCH_OUT`, the same bit).
+const MISC_COMM_EXEC: u16 = 1 << 13;
+const MISC_SWITCH_OUT: u16 = 1 << 13;
+/// `PERF_RECORD_MISC_CPUMODE_MASK` and its `KERNEL` value.
+const MISC_CPUMODE_MASK: u16 = 7;
+const MISC_KERNEL: u16 = 1;
+/// `PERF_AUX_FLAG_TRUNCATED`.
+const AUX_TRUNCATED: u64 = 1;
+
+/// `sample_type` bits of the `sample_id_all` fields, in the order they come.
+pub mod sample {
+    pub const TID: u64 = 1 << 1;
+    pub const TIME: u64 = 1 << 2;
+    pub const ID: u64 = 1 << 6;
+    pub const CPU: u64 = 1 << 7;
+    pub const STREAM_ID: u64 = 1 << 9;
+    pub const IDENTIFIER: u64 = 1 << 16;
+}
+
+/// How a channel's records were written (libipt's `pev_config`): which
+/// sample fields they carry, and perf's clock as `perf_event_mmap_page`
+/// gives it, to turn their times into TSC.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    pub sample_type: u64,
+    /// Sample types by the record's `IDENTIFIER`, for files mixing events
+    /// (`--pevent:sample-config`); each must include `IDENTIFIER`.
+    pub sample_types: Vec<(u64, u64)>,
+    pub time_zero: u64,
+    pub time_shift: u16,
+    pub time_mult: u32,
+    /// Apply records this many TSC ticks early (`--pevent:tsc-offset`).
+    pub tsc_offset: u64,
+}
+
+impl Config {
+    /// TSC of a perf time (libipt's `pev_time_to_tsc`); time 0 is for
+    /// records perf made up and stays 0.
+    fn tsc(&self, time: u64) -> Result<u64, Fault> {
+        if time == 0 {
+            return Ok(0);
+        }
+        if self.time_mult == 0 {
+            return Err(Fault::BadConfig);
+        }
+        let time = time.wrapping_sub(self.time_zero);
+        let mult = u64::from(self.time_mult);
+        let (quot, rem) = (time / mult, time % mult);
+        Ok((quot << self.time_shift).wrapping_add((rem << self.time_shift) / mult))
+    }
+
+    fn sample_type(&self, identifier: Option<u64>) -> Result<u64, Fault> {
+        let Some(id) = identifier else {
+            return Ok(self.sample_type);
+        };
+        match self.sample_types.iter().find(|(i, _)| *i == id) {
+            Some(&(_, ty)) if ty & sample::IDENTIFIER == 0 => Err(Fault::BadConfig),
+            Some(&(_, ty)) => Ok(ty),
+            None => Ok(self.sample_type),
+        }
+    }
+}
+
+/// Why a record could not be read, as libipt names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The file ends inside a record (or a record of type 0 pads it).
+    End,
+    /// A record's size disagrees with its fields.
+    Nosync,
+    /// A name runs past its record.
+    BadPacket,
+    BadConfig,
+}
+
+impl Fault {
+    pub fn message(self) -> &'static str {
+        match self {
+            Fault::End => "reached end of trace stream",
+            Fault::Nosync => "decoder out of sync",
+            Fault::BadPacket => "unknown packet",
+            Fault::BadConfig => "bad configuration",
+        }
+    }
+}
+
+/// The `sample_id_all` fields of a record, those its sample type selects.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sample {
+    pub pid_tid: Option<(u32, u32)>,
+    pub time: Option<u64>,
+    pub id: Option<u64>,
+    pub stream_id: Option<u64>,
+    pub cpu: Option<u32>,
+    pub identifier: Option<u64>,
+}
+
+/// A record's own fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body {
+    Mmap {
+        pid: u32,
+        tid: u32,
+        addr: u64,
+        len: u64,
+        pgoff: u64,
+        filename: String,
+    },
+    Mmap2 {
+        pid: u32,
+        tid: u32,
+        addr: u64,
+        len: u64,
+        pgoff: u64,
+        maj: u32,
+        min: u32,
+        ino: u64,
+        ino_generation: u64,
+        prot: u32,
+        flags: u32,
+        filename: String,
+    },
+    Lost {
+        id: u64,
+        lost: u64,
+    },
+    Comm {
+        pid: u32,
+        tid: u32,
+        comm: String,
+    },
+    /// EXIT and FORK.
+    Task {
+        pid: u32,
+        ppid: u32,
+        tid: u32,
+        ptid: u32,
+        time: u64,
+    },
+    /// THROTTLE and UNTHROTTLE.
+    Throttle {
+        time: u64,
+        id: u64,
+        stream_id: u64,
+    },
+    Aux {
+        offset: u64,
+        size: u64,
+        flags: u64,
+    },
+    ItraceStart {
+        pid: u32,
+        tid: u32,
+    },
+    LostSamples {
+        lost: u64,
+    },
+    Switch,
+    SwitchCpuWide {
+        pid: u32,
+        tid: u32,
+    },
+    /// A type the reader does not know: its fields are not read.
+    Unknown,
+}
+
+/// One record of a channel, where it starts in its file and its time in
+/// TSC (0 where it has no time: it applies at once).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub offset: usize,
+    pub kind: u32,
+    pub misc: u16,
+    pub body: Body,
+    pub sample: Sample,
+    pub tsc: u64,
+}
+
+/// Little-endian fields of one record, read in order.
+struct Fields<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Fields<'_> {
+    fn u32(&mut self) -> Result<u32, Fault> {
+        let bytes = self.bytes.get(self.at..self.at + 4).ok_or(Fault::Nosync)?;
+        self.at += 4;
+        Ok(u32::from_le_bytes(bytes.try_into().expect("4 bytes")))
+    }
+
+    fn u64(&mut self) -> Result<u64, Fault> {
+        let bytes = self.bytes.get(self.at..self.at + 8).ok_or(Fault::Nosync)?;
+        self.at += 8;
+        Ok(u64::from_le_bytes(bytes.try_into().expect("8 bytes")))
+    }
+
+    /// A NUL-terminated name, padded to 8 bytes.
+    fn name(&mut self) -> Result<String, Fault> {
+        let rest = self.bytes.get(self.at..).unwrap_or_default();
+        let len = rest.iter().position(|&b| b == 0).ok_or(Fault::BadPacket)?;
+        self.at += (len + 1).next_multiple_of(8);
+        Ok(String::from_utf8_lossy(&rest[..len]).into_owned())
+    }
+}
+
+impl Record {
+    /// Read the record at `offset` of `file`; `Err(Fault::End)` at the end.
+    pub fn read(file: &[u8], offset: usize, config: &Config) -> Result<(Record, usize), Fault> {
+        let header = file.get(offset..offset + 8).ok_or(Fault::End)?;
+        let kind = u32::from_le_bytes(header[..4].try_into().expect("4 bytes"));
+        let misc = u16::from_le_bytes([header[4], header[5]]);
+        let size = usize::from(u16::from_le_bytes([header[6], header[7]]));
+        if size < 8 {
+            return Err(Fault::Nosync);
+        }
+        if kind == 0 || file.len() < offset + size {
+            return Err(Fault::End);
+        }
+        let bytes = &file[offset + 8..offset + size];
+        let mut fields = Fields { bytes, at: 0 };
+        let body = body(kind, &mut fields)?;
+        let mut record = Record {
+            offset,
+            kind,
+            misc,
+            body,
+            sample: Sample::default(),
+            tsc: 0,
+        };
+        if record.body != Body::Unknown {
+            record.read_sample(&mut fields, config)?;
+            if fields.at != bytes.len() {
+                return Err(Fault::Nosync);
+            }
+        }
+        Ok((record, size))
+    }
+
+    fn read_sample(&mut self, fields: &mut Fields, config: &Config) -> Result<(), Fault> {
+        let tail = fields.bytes.len().checked_sub(8).filter(|&t| t >= fields.at);
+        let identifier = tail.map(|t| {
+            u64::from_le_bytes(fields.bytes[t..t + 8].try_into().expect("8 bytes"))
+        });
+        let ty = config.sample_type(identifier)?;
+        let sample = &mut self.sample;
+        if ty & sample::TID != 0 {
+            sample.pid_tid = Some((fields.u32()?, fields.u32()?));
+        }
+        if ty & sample::TIME != 0 {
+            let time = fields.u64()?;
+            sample.time = Some(time);
+            let tsc = config.tsc(time)?;
+            // Applied `tsc_offset` early, without wrapping around.
+            self.tsc = tsc.saturating_sub(config.tsc_offset);
+        }
+        if ty & sample::ID != 0 {
+            sample.id = Some(fields.u64()?);
+        }
+        if ty & sample::STREAM_ID != 0 {
+            sample.stream_id = Some(fields.u64()?);
+        }
+        if ty & sample::CPU != 0 {
+            sample.cpu = Some(fields.u32()?);
+            fields.u32()?;
+        }
+        if ty & sample::IDENTIFIER != 0 {
+            sample.identifier = Some(fields.u64()?);
+        }
+        Ok(())
+    }
+
+    /// Where a COMM record says the process called exec.
+    pub fn is_exec(&self) -> bool {
+        self.kind == kind::COMM && self.misc & MISC_COMM_EXEC != 0
+    }
+
+    pub fn is_fork(&self) -> bool {
+        self.kind == kind::FORK
+    }
+
+    /// Where a switch record is the leaving task's.
+    pub fn is_switch_out(&self) -> bool {
+        matches!(self.kind, kind::SWITCH | kind::SWITCH_CPU_WIDE) && self.misc & MISC_SWITCH_OUT != 0
+    }
+
+    /// A mapping the kernel reports of itself (kernel code is taken from a
+    /// core file, not from files on disk, which boot and insmod modify).
+    pub fn is_kernel(&self) -> bool {
+        self.misc & MISC_CPUMODE_MASK == MISC_KERNEL
+    }
+
+    /// Whether an AUX record says trace was lost.
+    pub fn is_truncated(&self) -> bool {
+        matches!(self.body, Body::Aux { flags, .. } if flags & AUX_TRUNCATED != 0)
+    }
+
+    /// The record as `--sb:verbose` prints it.
+    pub fn verbose(&self) -> Verbose<'_> {
+        Verbose(self)
+    }
+
+    fn name(&self) -> String {
+        let base = match self.kind {
+            kind::MMAP => "MMAP",
+            kind::MMAP2 => "MMAP2",
+            kind::LOST => "LOST",
+            kind::COMM => "COMM",
+            kind::EXIT => "EXIT",
+            kind::FORK => "FORK",
+            kind::THROTTLE => "THROTTLE",
+            kind::UNTHROTTLE => "UNTHROTTLE",
+            kind::AUX => "AUX",
+            kind::ITRACE_START => "ITRACE_START",
+            kind::LOST_SAMPLES => "LOST_SAMPLES",
+            kind::SWITCH => "SWITCH",
+            kind::SWITCH_CPU_WIDE => "SWITCH_CPU_WIDE",
+            _ => return "UNKNOWN".into(),
+        };
+        let suffix = match self.kind {
+            kind::COMM if self.is_exec() => ".EXEC",
+            kind::AUX if self.is_truncated() => ".TRUNCATED",
+            kind::SWITCH | kind::SWITCH_CPU_WIDE if self.is_switch_out() => ".OUT",
+            kind::SWITCH | kind::SWITCH_CPU_WIDE => ".IN",
+            _ => "",
+        };
+        format!("PERF_RECORD_{base}{suffix}")
+    }
+}
+
+fn body(kind: u32, f: &mut Fields) -> Result<Body, Fault> {
+    Ok(match kind {
+        kind::MMAP => Body::Mmap {
+            pid: f.u32()?,
+            tid: f.u32()?,
+            addr: f.u64()?,
+            len: f.u64()?,
+            pgoff: f.u64()?,
+            filename: f.name()?,
+        },
+        kind::MMAP2 => Body::Mmap2 {
+            pid: f.u32()?,
+            tid: f.u32()?,
+            addr: f.u64()?,
+            len: f.u64()?,
+            pgoff: f.u64()?,
+            maj: f.u32()?,
+            min: f.u32()?,
+            ino: f.u64()?,
+            ino_generation: f.u64()?,
+            prot: f.u32()?,
+            flags: f.u32()?,
+            filename: f.name()?,
+        },
+        kind::LOST => Body::Lost {
+            id: f.u64()?,
+            lost: f.u64()?,
+        },
+        kind::COMM => Body::Comm {
+            pid: f.u32()?,
+            tid: f.u32()?,
+            comm: f.name()?,
+        },
+        kind::EXIT | kind::FORK => Body::Task {
+            pid: f.u32()?,
+            ppid: f.u32()?,
+            tid: f.u32()?,
+            ptid: f.u32()?,
+            time: f.u64()?,
+        },
+        kind::THROTTLE | kind::UNTHROTTLE => Body::Throttle {
+            time: f.u64()?,
+            id: f.u64()?,
+            stream_id: f.u64()?,
+        },
+        kind::AUX => Body::Aux {
+            offset: f.u64()?,
+            size: f.u64()?,
+            flags: f.u64()?,
+        },
+        kind::ITRACE_START => Body::ItraceStart {
+            pid: f.u32()?,
+            tid: f.u32()?,
+        },
+        kind::LOST_SAMPLES => Body::LostSamples { lost: f.u64()? },
+        kind::SWITCH => Body::Switch,
+        kind::SWITCH_CPU_WIDE => Body::SwitchCpuWide {
+            pid: f.u32()?,
+            tid: f.u32()?,
+        },
+        _ => Body::Unknown,
+    })
+}
+
+/// ptdump's `--sb:compact`: the record's fields on one line, then its
+/// samples in braces.
+impl Display for Record {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        let name = self.name();
+        match &self.body {
+            Body::Mmap {
+                pid,
+                tid,
+                addr,
+                len,
+                pgoff,
+                filename,
+            } => write!(f, "{name}  {pid:x}/{tid:x}, {addr:x}, {len:x}, {pgoff:x}, {filename}"),
+            Body::Mmap2 {
+                pid,
+                tid,
+                addr,
+                len,
+                pgoff,
+                maj,
+                min,
+                ino,
+                ino_generation,
+                prot,
+                flags,
+                filename,
+            } => write!(
+                f,
+                "{name}  {pid:x}/{tid:x}, {addr:x}, {len:x}, {pgoff:x}, {maj:x}, {min:x}, \
+                 {ino:x}, {ino_generation:x}, {prot:x}, {flags:x}, {filename}"
+            ),
+            Body::Lost { id, lost } => write!(f, "{name}  {id:x}, {lost:x}"),
+            Body::Comm { pid, tid, comm } => write!(f, "{name}  {pid:x}/{tid:x}, {comm}"),
+            Body::Task {
+                pid,
+                ppid,
+                tid,
+                ptid,
+                time,
+            } => write!(f, "{name}  {pid:x}/{tid:x}, {ppid:x}/{ptid:x}, {time:x}"),
+            Body::Throttle {
+                time,
+                id,
+                stream_id,
+            } => write!(f, "{name}  {time:x}, {id:x}, {stream_id:x}"),
+            Body::Aux {
+                offset,
+                size,
+                flags,
+            } => write!(f, "{name}  {offset:x}, {size:x}, {flags:x}"),
+            Body::ItraceStart { pid, tid } | Body::SwitchCpuWide { pid, tid } => {
+                write!(f, "{name}  {pid:x}/{tid:x}")
+            }
+            Body::LostSamples { lost } => write!(f, "{name}  {lost:x}"),
+            Body::Switch => f.write_str(&name),
+            Body::Unknown => write!(f, "UNKNOWN ({:x}, {:x})", self.kind, self.misc),
+        }?;
+        let s = &self.sample;
+        f.write_str("  {")?;
+        if let Some((pid, tid)) = s.pid_tid {
+            write!(f, " {pid:x}/{tid:x}")?;
+        }
+        if let Some(time) = s.time {
+            write!(f, " {time:x}")?;
+        }
+        if let Some(id) = s.id {
+            write!(f, " {id:x}")?;
+        }
+        if let Some(cpu) = s.cpu {
+            write!(f, " cpu-{cpu:x}")?;
+        }
+        if let Some(id) = s.stream_id {
+            write!(f, " {id:x}")?;
+        }
+        if let Some(id) = s.identifier {
+            write!(f, " {id:x}")?;
+        }
+        f.write_str(" }")
+    }
+}
+
+/// ptdump's `--sb:verbose`: one field per line.
+pub struct Verbose<'a>(&'a Record);
+
+impl Display for Verbose<'_> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        let record = self.0;
+        f.write_str(&record.name())?;
+        match &record.body {
+            Body::Mmap {
+                pid,
+                tid,
+                addr,
+                len,
+                pgoff,
+                filename,
+            } => write!(
+                f,
+                "\n  pid: {pid:x}\n  tid: {tid:x}\n  addr: {addr:x}\n  len: {len:x}\n  \
+                 pgoff: {pgoff:x}\n  filename: {filename}"
+            ),
+            Body::Mmap2 {
+                pid,
+                tid,
+                addr,
+                len,
+                pgoff,
+                maj,
+                min,
+                ino,
+                ino_generation,
+                prot,
+                flags,
+                filename,
+            } => write!(
+                f,
+                "\n  pid: {pid:x}\n  tid: {tid:x}\n  addr: {addr:x}\n  len: {len:x}\n  \
+                 pgoff: {pgoff:x}\n  maj: {maj:x}\n  min: {min:x}\n  ino: {ino:x}\n  \
+                 ino_generation: {ino_generation:x}\n  prot: {prot:x}\n  flags: {flags:x}\n  \
+                 filename: {filename}"
+            ),
+            Body::Lost { id, lost } => write!(f, "\n  id: {id:x}\n  lost: {lost:x}"),
+            Body::Comm { pid, tid, comm } => {
+                write!(f, "\n  pid: {pid:x}\n  tid: {tid:x}\n  comm: {comm}")
+            }
+            Body::Task {
+                pid,
+                ppid,
+                tid,
+                ptid,
+                time,
+            } => write!(
+                f,
+                "\n  pid: {pid:x}\n  ppid: {ppid:x}\n  tid: {tid:x}\n  ptid: {ptid:x}\n  \
+                 time: {time:x}"
+            ),
+            Body::Throttle {
+                time,
+                id,
+                stream_id,
+            } => write!(
+                f,
+                "\n  time: {time:x}\n  id: {id:x}\n  stream_id: {stream_id:x}"
+            ),
+            Body::Aux {
+                offset,
+                size,
+                flags,
+            } => write!(
+                f,
+                "\n  aux offset: {offset:x}\n  aux size: {size:x}\n  flags: {flags:x}"
+            ),
+            Body::ItraceStart { pid, tid } => write!(f, "\n  pid: {pid:x}\n  tid: {tid:x}"),
+            Body::LostSamples { lost } => write!(f, "\n  lost: {lost:x}"),
+            Body::SwitchCpuWide { pid, tid } => {
+                let which = if record.is_switch_out() { "next" } else { "prev" };
+                write!(f, "\n  {which} pid: {pid:x}\n  {which} tid: {tid:x}")
+            }
+            Body::Switch => Ok(()),
+            Body::Unknown => write!(f, "\n  type: {:x}\n  misc: {:x}", record.kind, record.misc),
+        }?;
+        let s = &record.sample;
+        if let Some((pid, tid)) = s.pid_tid {
+            write!(f, "\n  pid: {pid:x}\n  tid: {tid:x}")?;
+        }
+        if let Some(time) = s.time {
+            write!(f, "\n  time: {time:x}")?;
+        }
+        if let Some(id) = s.id {
+            write!(f, "\n  id: {id:x}")?;
+        }
+        if let Some(cpu) = s.cpu {
+            write!(f, "\n  cpu: {cpu:x}")?;
+        }
+        if let Some(id) = s.stream_id {
+            write!(f, "\n  stream id: {id:x}")?;
+        }
+        if let Some(id) = s.identifier {
+            write!(f, "\n  identifier: {id:x}")?;
+        }
+        Ok(())
+    }
+}
+
+/// One sideband file being read: its records in file order, each once.
+#[derive(Debug)]
+pub struct Channel {
+    /// The file's name as given, for messages.
+    pub name: String,
+    file: Vec<u8>,
+    config: Config,
+    /// Records of the primary channel steer the decoder's image.
+    pub primary: bool,
+    next: usize,
+}
+
+impl Channel {
+    pub fn new(name: String, file: Vec<u8>, config: Config, primary: bool) -> Self {
+        Channel {
+            name,
+            file,
+            config,
+            primary,
+            next: 0,
+        }
+    }
+
+    /// The next record; `Err((offset, fault))` where one cannot be read
+    /// (`Fault::End` at the end), after which the channel reads no more.
+    pub fn next_record(&mut self) -> Result<Record, (usize, Fault)> {
+        let at = self.next;
+        match Record::read(&self.file, at, &self.config) {
+            Ok((record, size)) => {
+                self.next += size;
+                Ok(record)
+            }
+            Err(fault) => {
+                self.next = self.file.len();
+                Err((at, fault))
+            }
+        }
+    }
+}
