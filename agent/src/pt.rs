@@ -91,7 +91,7 @@ fn flow(show: &PtFlowShowArgs) -> anyhow::Result<ExitCode> {
     let mut insns = 0u64;
     // A step as the options show it, counting instructions for --stat.
     let mut print = |out: &mut dyn Write, step: &Step| {
-        let is_error = matches!(step, Step::Event(Event::Error { .. }));
+        let is_error = matches!(step, Step::Event(Event::Error { .. }, _));
         insns += u64::from(matches!(step, Step::Insn { .. }));
         if show.quiet && !is_error {
             return Ok(());
@@ -654,7 +654,7 @@ fn walk(
     let mut errors = 0;
     let mut failed = None;
     flow.run(&mut |step| {
-        if matches!(step, Step::Event(Event::Error { .. })) {
+        if matches!(step, Step::Event(Event::Error { .. }, _)) {
             errors += 1;
         }
         if failed.is_none()

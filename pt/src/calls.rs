@@ -122,7 +122,8 @@ impl<'a> Calls<'a> {
             Step::Insn {
                 ip, class, time, ..
             } => self.insn(ip, class, time, out),
-            Step::Event(ref event) => self.event(event, out),
+            Step::Event(ref event, _) => self.event(event, out),
+            Step::Sideband(_) => {}
         }
     }
 

@@ -89,7 +89,7 @@ pub fn dump_with(
     }
     if let Some((sideband, format)) = &mut sideband {
         sideband.start(&mut |note| notes_before.push(note));
-        show_notes(sideband, *format, &mut notes_before, out)?;
+        show_notes(*format, &mut notes_before, out)?;
     }
     let timed = opts.time.is_some() || opts.tcal.is_some() || sideband.is_some();
     let mut time = timed.then(|| Timing {
@@ -139,7 +139,7 @@ pub fn dump_with(
                     {
                         let tsc = time.clock.tsc().unwrap_or(0);
                         sideband.show_until(tsc, &mut |note| notes_before.push(note));
-                        show_notes(sideband, *format, &mut notes_before, out)?;
+                        show_notes(*format, &mut notes_before, out)?;
                     }
                 }
                 columns(name, &payload, &detail, &mut line);
@@ -161,7 +161,7 @@ pub fn dump_with(
     }
     if let Some((sideband, format)) = &mut sideband {
         sideband.show_until(u64::MAX, &mut |note| notes_before.push(note));
-        show_notes(sideband, *format, &mut notes_before, out)?;
+        show_notes(*format, &mut notes_before, out)?;
     }
     Ok(errors)
 }
@@ -176,20 +176,22 @@ fn is_timing(packet: &Packet) -> bool {
 
 /// Print (and forget) sideband notes; problems show as ptdump's errors.
 fn show_notes(
-    sideband: &Sideband,
     format: Format,
     notes: &mut Vec<crate::sideband::Note>,
     out: &mut dyn Write,
 ) -> io::Result<()> {
     for note in notes.drain(..) {
         match note {
-            crate::sideband::Note::Problem { channel, offset, problem } => writeln!(
+            crate::sideband::Note::Problem {
+                channel,
+                offset,
+                problem,
+            } => writeln!(
                 out,
-                "[{}:{offset:016x} sideband error: {}]",
-                sideband.channel_name(channel),
+                "[{channel}:{offset:016x} sideband error: {}]",
                 problem.message()
             )?,
-            note if format.shows_records() => writeln!(out, "{}", note.show(sideband, format))?,
+            note if format.shows_records() => writeln!(out, "{}", note.show(format))?,
             _ => {}
         }
     }

@@ -19,6 +19,7 @@ use iced_x86::{
 use crate::control::{self, Control, Place};
 use crate::image::Image;
 use crate::packet::{IpKind, Packet, Packets};
+use crate::sideband::{At, Note, Position, Sideband};
 use crate::time::{Clock, Clocks};
 use crate::{Errata, Error};
 
@@ -35,7 +36,11 @@ pub enum Step {
         class: Class,
         time: u64,
     },
-    Event(Event),
+    /// An event, and its time in TSC ticks (libipt's: as of the timing
+    /// packets before the packet it comes from), once the trace has one.
+    Event(Event, Option<u64>),
+    /// What the sideband said ([`Flow::with_sideband`]).
+    Sideband(Note),
 }
 
 /// What an instruction does to the call stack, for call traces.
@@ -149,6 +154,12 @@ pub enum Event {
         ip: Option<u64>,
     },
     EndOfTrace,
+    /// Time moved on at a branch the trace decides (a TNT or TIP), asked
+    /// for with [`Flow::with_ticks`]; `ip` is the branch's (the TIP's) or
+    /// where it went (the TNT's).
+    Tick {
+        ip: Option<u64>,
+    },
     /// The walk lost its way; decoding resumes at the next PSB.
     Error {
         offset: u64,
@@ -277,6 +288,14 @@ pub struct Flow<'a> {
     iflags: bool,
     /// After an error, resync at the next IP rather than the next PSB.
     resync: bool,
+    /// Report [`Event::Tick`] where a TNT or TIP moved the time.
+    ticks: bool,
+    /// The TNT being taken moved the time: tick at its first branch.
+    tick_at_tnt: bool,
+    /// Records that steer the image, and the version of its image the
+    /// instruction cache holds.
+    sideband: Option<Sideband<'a>>,
+    sideband_image: u64,
     /// The PSB of the PSB+ being read.
     header: Option<usize>,
     /// Where the last resync left the walk.
@@ -334,6 +353,10 @@ impl<'a> Flow<'a> {
             known_mode: None,
             iflags: false,
             resync: false,
+            ticks: false,
+            tick_at_tnt: false,
+            sideband: None,
+            sideband_image: 0,
             header: None,
             resynced_at: None,
             bits: 64,
@@ -403,6 +426,81 @@ impl<'a> Flow<'a> {
         self
     }
 
+    /// Report where time moved on at a branch the trace decides
+    /// ([`Event::Tick`]), as `ptxed --event:tick` does.
+    #[must_use]
+    pub fn with_ticks(mut self, ticks: bool) -> Self {
+        self.ticks = ticks;
+        self
+    }
+
+    /// Let `perf_event` sideband steer the image as the trace's time passes
+    /// its records (`ptxed --pevent:primary`): the image is that of the
+    /// process the sideband says runs, once it says one (before, the
+    /// flow's own). What the sideband says comes as [`Step::Sideband`].
+    #[must_use]
+    pub fn with_sideband(mut self, sideband: Sideband<'a>) -> Self {
+        self.sideband = Some(sideband);
+        self
+    }
+
+    /// The time at the packet being acted on: the time so far, moved by the
+    /// timing packets read ahead up to it.
+    fn time_now(&self) -> Option<u64> {
+        if self.held_time.is_empty() {
+            return self.clock.tsc();
+        }
+        let mut clock = self.clock.clone();
+        for packet in &self.held_time {
+            clock.update(packet, &mut |_| {});
+        }
+        clock.tsc()
+    }
+
+    /// Report an event, with its time; the sideband hears of it after.
+    fn event(&mut self, out: &mut dyn FnMut(Step), event: Event) {
+        let time = self.time_now();
+        let position = position_of(&event);
+        out(Step::Event(event, time));
+        self.tell_sideband(time, position, out);
+    }
+
+    /// Show and apply the sideband due by `time`; take a new image if the
+    /// sideband switched it.
+    fn tell_sideband(&mut self, time: Option<u64>, position: Position, out: &mut dyn FnMut(Step)) {
+        let Some(sideband) = &mut self.sideband else {
+            return;
+        };
+        let at = At {
+            tsc: time.unwrap_or(0),
+            position,
+        };
+        sideband.event(at, &mut |note| out(Step::Sideband(note)));
+        if sideband.generation() != self.sideband_image {
+            self.sideband_image = sideband.generation();
+            self.cache.clear();
+        }
+    }
+
+    /// The code being walked: the sideband's image of the running process,
+    /// or the flow's own.
+    fn code(&self) -> &Image {
+        self.sideband
+            .as_ref()
+            .and_then(Sideband::image)
+            .unwrap_or(self.image)
+    }
+
+    /// Whether the packet being taken (a TNT or TIP) comes at another time
+    /// than the packet before it: then a tick is due (libipt's
+    /// `pt_blk_tick`), if asked for.
+    fn tick_due(&self) -> bool {
+        self.ticks
+            && self
+                .time_now()
+                .is_some_and(|now| Some(now) != self.clock.tsc())
+    }
+
     /// A MODE.Exec in a PSB+ states the mode; one that contradicts the mode
     /// the walk knows is an error (libipt's "bad status update").
     fn header_mode(&mut self, offset: usize, mode: Mode) -> Result<(), Lost> {
@@ -442,6 +540,9 @@ impl<'a> Flow<'a> {
     /// [`Event::Error`] steps and the walk resumes at the next PSB, or with
     /// [`Flow::with_resync`] at the next packet that says where the code is.
     pub fn run(&mut self, out: &mut dyn FnMut(Step)) {
+        if let Some(sideband) = &mut self.sideband {
+            sideband.start(&mut |note| out(Step::Sideband(note)));
+        }
         while self.packets.sync_forward() {
             self.peeked = None;
             self.walked = false;
@@ -479,13 +580,16 @@ impl<'a> Flow<'a> {
         }
     }
 
-    fn report(&self, Lost { offset, message }: Lost, resync: bool, out: &mut dyn FnMut(Step)) {
-        out(Step::Event(Event::Error {
-            offset,
-            ip: if self.walked { self.ip } else { 0 },
-            message,
-            resync,
-        }));
+    fn report(&mut self, Lost { offset, message }: Lost, resync: bool, out: &mut dyn FnMut(Step)) {
+        self.event(
+            out,
+            Event::Error {
+                offset,
+                ip: if self.walked { self.ip } else { 0 },
+                message,
+                resync,
+            },
+        );
     }
 
     /// After an error, find the next place the trace says where the code is,
@@ -577,14 +681,14 @@ impl<'a> Flow<'a> {
                 self.peeked = None;
                 self.resolve(offset, ip).ok();
                 self.enabled = false;
-                out(Step::Event(Event::Disabled { at: None, ip: None }));
+                self.event(out, Event::Disabled { at: None, ip: None });
             }
             Packet::Ip {
                 kind: IpKind::TipPge,
                 ..
             } => {
                 self.enabled = false;
-                out(Step::Event(Event::Disabled { at: None, ip: None }));
+                self.event(out, Event::Disabled { at: None, ip: None });
             }
             // An overflow says itself where tracing resumes.
             Packet::Ovf => {}
@@ -601,7 +705,7 @@ impl<'a> Flow<'a> {
             // shown, and the search goes on.
             Packet::Ptw { payload, .. } => {
                 self.peeked = None;
-                out(Step::Event(Event::Ptwrite { payload, ip: None }));
+                self.event(out, Event::Ptwrite { payload, ip: None });
                 return Ok(None);
             }
             _ => {
@@ -647,7 +751,7 @@ impl<'a> Flow<'a> {
                 // PIP, VMCS and CBR here are state, not changes.
                 Packet::Psb | Packet::Pip { .. } | Packet::Vmcs(_) | Packet::Cbr(_) => {}
                 _ if is_time(packet) => {}
-                Packet::Mnt(payload) => out(Step::Event(Event::Mnt { payload })),
+                Packet::Mnt(payload) => self.event(out, Event::Mnt { payload }),
                 Packet::Ovf => {
                     // An overflow inside PSB+: the header's state is stale.
                     self.peeked = Some((offset, packet));
@@ -663,6 +767,14 @@ impl<'a> Flow<'a> {
         if self.enabled && !self.switch_code() {
             self.enabled = false;
         }
+        // The PSB+ tells the sideband where the trace is (libipt's status
+        // update events, which ptxed does not print).
+        let position = if self.enabled {
+            Position::Ip(self.ip)
+        } else {
+            Position::Unknown
+        };
+        self.tell_sideband(self.time_now(), position, out);
         if self.errata.bdm70 && !was_enabled && self.enabled {
             // The FUP was the erratum's if a TIP.PGE comes next.
             if let Some((
@@ -693,7 +805,7 @@ impl<'a> Flow<'a> {
                 continue;
             }
             if self.tnt_left == 0 && self.peek()?.is_none() {
-                out(Step::Event(Event::EndOfTrace));
+                self.event(out, Event::EndOfTrace);
                 return Ok(());
             }
             idle += 1;
@@ -715,7 +827,7 @@ impl<'a> Flow<'a> {
             let after = self.after_step.take();
             self.traced_branch = self.execute(insn, out)?;
             if let Some(event) = after {
-                out(Step::Event(event));
+                self.event(out, event);
             }
             if self.traced_branch {
                 idle = 0;
@@ -739,10 +851,13 @@ impl<'a> Flow<'a> {
                 if !self.switch_code() {
                     return Ok(true);
                 }
-                out(Step::Event(Event::Enabled {
-                    ip,
-                    resumed: self.stopped_at == Some(ip),
-                }));
+                self.event(
+                    out,
+                    Event::Enabled {
+                        ip,
+                        resumed: self.stopped_at == Some(ip),
+                    },
+                );
                 self.flush_mode(out, Some(ip));
                 self.enabled = true;
                 self.ip = ip;
@@ -754,8 +869,8 @@ impl<'a> Flow<'a> {
                 self.overflow(out)?;
             }
             Packet::Psb => self.status(offset, out)?,
-            Packet::Pip { cr3, nr } => out(Step::Event(Event::Paging { cr3, nr, ip: None })),
-            Packet::Vmcs(base) => out(Step::Event(Event::Vmcs { base, ip: None })),
+            Packet::Pip { cr3, nr } => self.event(out, Event::Paging { cr3, nr, ip: None }),
+            Packet::Vmcs(base) => self.event(out, Event::Vmcs { base, ip: None }),
             Packet::ModeExec { .. } => {
                 self.mode = Some(Mode::of(packet));
                 // With a FUP (event tracing) it happened there.
@@ -802,13 +917,13 @@ impl<'a> Flow<'a> {
                 // follows: tracing resumes in that state, which ptxed shows
                 // first (libipt's test `tip_pgd-tsx`).
                 self.in_tx = intx;
-                out(Step::Event(tsx_event(intx, abort, None)));
+                self.event(out, tsx_event(intx, abort, None));
                 return Ok(true);
             }
             _ => {
                 if let Some(event) = now_event(packet) {
                     self.flush_power(out);
-                    out(Step::Event(event));
+                    self.event(out, event);
                 }
                 return Ok(true);
             }
@@ -850,12 +965,15 @@ impl<'a> Flow<'a> {
             // (libipt's `pt_blk_find_trig_anchor`).
             self.since_ip = 0;
         }
-        out(Step::Event(Event::Trig {
-            id,
-            mult,
-            icnt: 0,
-            ip,
-        }));
+        self.event(
+            out,
+            Event::Trig {
+                id,
+                mult,
+                icnt: 0,
+                ip,
+            },
+        );
         Ok(true)
     }
 
@@ -887,7 +1005,7 @@ impl<'a> Flow<'a> {
             _ => unreachable!("a packet naming an IP"),
         };
         self.flush_power(out);
-        out(Step::Event(event));
+        self.event(out, event);
         Ok(())
     }
 
@@ -952,7 +1070,7 @@ impl<'a> Flow<'a> {
                 self.peeked = None;
                 self.take_fup()?;
                 self.in_tx = intx;
-                out(Step::Event(tsx_event(intx, abort, Some(self.ip))));
+                self.event(out, tsx_event(intx, abort, Some(self.ip)));
                 // An abort is an asynchronous branch from its FUP; a begin or
                 // a commit only names where it happened (libipt binds an
                 // abort's FUP as `evb_fup`, the others' as `evb_fup_bound`;
@@ -979,11 +1097,11 @@ impl<'a> Flow<'a> {
             Packet::Stop => {
                 self.peeked = None;
                 self.flush_power(out);
-                out(Step::Event(Event::Stopped));
+                self.event(out, Event::Stopped);
             }
             Packet::Cbr(_) | Packet::Mnt(_) => {
                 self.peeked = None;
-                out(Step::Event(now_event(packet).expect("an event")));
+                self.event(out, now_event(packet).expect("an event"));
             }
             Packet::Cfe { .. } | Packet::Evd { .. } => {
                 self.peeked = None;
@@ -1008,10 +1126,13 @@ impl<'a> Flow<'a> {
                         self.after_insn = Some((event, named.then_some(self.ip)));
                         return Ok(true);
                     }
-                    Some((event, _, named)) => out(Step::Event(Event::Control {
-                        event,
-                        ip: named.then_some(self.ip),
-                    })),
+                    Some((event, _, named)) => self.event(
+                        out,
+                        Event::Control {
+                            event,
+                            ip: named.then_some(self.ip),
+                        },
+                    ),
                     None => {}
                 }
                 if self.errata.skd022 && self.is_vm_entry()? {
@@ -1048,11 +1169,11 @@ impl<'a> Flow<'a> {
                     // While tracing is off it stands alone; the FUP that
                     // follows one naming an IP gives it.
                     let ip = if ip { self.fup_while_disabled()? } else { None };
-                    out(Step::Event(Event::Control { event, ip }));
+                    self.event(out, Event::Control { event, ip });
                     return Ok(());
                 }
                 match place {
-                    Place::Now => out(Step::Event(Event::Control { event, ip: None })),
+                    Place::Now => self.event(out, Event::Control { event, ip: None }),
                     Place::AfterInsn => self.after_insn = Some((event, None)),
                     Place::BeforeFup | Place::AfterFupInsn => {
                         self.at_fup = Some((event, place, ip));
@@ -1078,7 +1199,7 @@ impl<'a> Flow<'a> {
             } => {
                 self.peeked = None;
                 let to = self.resolve(offset, ip)?;
-                out(Step::Event(Event::Interrupt { from: self.ip, to }));
+                self.event(out, Event::Interrupt { from: self.ip, to });
                 self.flush_transfer(out, Order::Async, Some(to));
                 self.ip = to;
             }
@@ -1111,9 +1232,7 @@ impl<'a> Flow<'a> {
                 break;
             };
             self.peeked = None;
-            out(Step::Event(
-                now_event(packet).expect("CBR and MNT are events"),
-            ));
+            self.event(out, now_event(packet).expect("CBR and MNT are events"));
         }
         self.enabled = false;
         self.tnt_left = 0;
@@ -1145,7 +1264,7 @@ impl<'a> Flow<'a> {
         {
             self.peeked = None;
             self.resolve(offset, ip).ok();
-            out(Step::Event(Event::Overflow { ip: None }));
+            self.event(out, Event::Overflow { ip: None });
             return Ok(());
         }
         let resume = match next {
@@ -1176,19 +1295,19 @@ impl<'a> Flow<'a> {
             _ => false,
         };
         let Some((offset, Packet::Ip { ip, .. })) = next.filter(|_| resume) else {
-            out(Step::Event(Event::Overflow { ip: None }));
+            self.event(out, Event::Overflow { ip: None });
             return Ok(());
         };
         // The overflow is reported where tracing resumes.
         self.peeked = None;
         self.ip = self.resolve(offset, ip)?;
-        out(Step::Event(Event::Overflow { ip: Some(self.ip) }));
+        self.event(out, Event::Overflow { ip: Some(self.ip) });
         self.enabled = true;
         self.since_ip = 0;
         self.flush_mode(out, Some(self.ip));
         if let Some((intx, abort)) = tsx {
             self.in_tx = intx;
-            out(Step::Event(tsx_event(intx, abort, Some(self.ip))));
+            self.event(out, tsx_event(intx, abort, Some(self.ip)));
         }
         Ok(())
     }
@@ -1198,7 +1317,7 @@ impl<'a> Flow<'a> {
     /// went on, unless it suppressed its IP.
     fn disable(&mut self, out: &mut dyn FnMut(Step), at: Option<u64>, ip: Option<u64>) {
         self.flush_power(out);
-        out(Step::Event(Event::Disabled { at, ip }));
+        self.event(out, Event::Disabled { at, ip });
         self.stopped_at = Some(self.ip);
         self.enabled = false;
         self.tnt_left = 0;
@@ -1236,7 +1355,7 @@ impl<'a> Flow<'a> {
                 self.ip = next;
                 if let Some((_, Packet::Pip { cr3, nr })) = self.peek()? {
                     self.peeked = None;
-                    out(Step::Event(Event::Paging { cr3, nr, ip: None }));
+                    self.event(out, Event::Paging { cr3, nr, ip: None });
                 }
                 if let Some((
                     _,
@@ -1283,7 +1402,16 @@ impl<'a> Flow<'a> {
             }
         }
         self.ip = if self.take_bit()? { target } else { next };
+        self.tick_after_bit(out);
         Ok(true)
+    }
+
+    /// The tick of a TNT that moved the time, after the branch that took
+    /// its first bit.
+    fn tick_after_bit(&mut self, out: &mut dyn FnMut(Step)) {
+        if std::mem::take(&mut self.tick_at_tnt) {
+            self.event(out, Event::Tick { ip: Some(self.ip) });
+        }
     }
 
     fn ret(&mut self, next: u64, out: &mut dyn FnMut(Step)) -> Result<bool, Lost> {
@@ -1305,6 +1433,7 @@ impl<'a> Flow<'a> {
             offset,
             message: "compressed return without a call",
         })?;
+        self.tick_after_bit(out);
         Ok(true)
     }
 
@@ -1326,8 +1455,12 @@ impl<'a> Flow<'a> {
                     ip,
                 },
             )) => {
+                let (from, tick) = (self.ip, self.tick_due());
                 self.ip = self.resolve(offset, ip)?;
                 self.since_ip = 0;
+                if tick {
+                    self.event(out, Event::Tick { ip: Some(from) });
+                }
                 self.flush_transfer(out, Order::Stream, Some(self.ip));
             }
             Some((
@@ -1386,6 +1519,7 @@ impl<'a> Flow<'a> {
     /// Take a TNT's outcomes. The timing packets before it tell the time
     /// of its branches.
     fn load_tnt(&mut self, bits: u64, count: u8) {
+        self.tick_at_tnt = self.tick_due();
         self.tnt = bits;
         self.tnt_left = count;
         self.catch_up_time();
@@ -1420,7 +1554,7 @@ impl<'a> Flow<'a> {
     fn flush_transfer(&mut self, out: &mut dyn FnMut(Step), order: Order, ip: Option<u64>) {
         // What the branching instruction caused (an IRET's event) first.
         if let Some((event, at)) = self.after_insn.take() {
-            out(Step::Event(Event::Control { event, ip: at }));
+            self.event(out, Event::Control { event, ip: at });
         }
         self.flush_paging(out, order, ip);
         self.flush_mode(out, ip);
@@ -1443,7 +1577,7 @@ impl<'a> Flow<'a> {
             _ => [vmcs, paging],
         };
         for event in events.into_iter().flatten() {
-            out(Step::Event(event));
+            self.event(out, event);
         }
     }
 
@@ -1455,16 +1589,22 @@ impl<'a> Flow<'a> {
         let known = self.known_mode.replace(mode);
         self.bits = mode.bits;
         if known.is_none_or(|k| k.bits != mode.bits) {
-            out(Step::Event(Event::ExecMode {
-                bits: mode.bits,
-                ip,
-            }));
+            self.event(
+                out,
+                Event::ExecMode {
+                    bits: mode.bits,
+                    ip,
+                },
+            );
         }
         if self.iflags && known.is_none_or(|k| k.interrupts != mode.interrupts) {
-            out(Step::Event(Event::Iflags {
-                enabled: mode.interrupts,
-                ip,
-            }));
+            self.event(
+                out,
+                Event::Iflags {
+                    enabled: mode.interrupts,
+                    ip,
+                },
+            );
         }
     }
 
@@ -1474,7 +1614,7 @@ impl<'a> Flow<'a> {
             return Ok(insn);
         }
         let offset = self.offset();
-        let (code, len) = self.image.insn_bytes(ip).ok_or(Lost {
+        let (code, len) = self.code().insn_bytes(ip).ok_or(Lost {
             offset,
             message: "no memory mapped at this address",
         })?;
@@ -1613,8 +1753,8 @@ impl<'a> Flow<'a> {
 
     /// Shows every waiting power event.
     fn flush_power(&mut self, out: &mut dyn FnMut(Step)) {
-        for (event, _) in self.power.drain(..) {
-            out(Step::Event(event));
+        for (event, _) in std::mem::take(&mut self.power) {
+            self.event(out, event);
         }
     }
 
@@ -1627,11 +1767,14 @@ impl<'a> Flow<'a> {
             .partition(|(_, b)| *b == bind);
         self.power = later;
         for (event, _) in now {
-            out(Step::Event(match event {
-                Event::Mwait { hints, ext, .. } => Event::Mwait { hints, ext, ip },
-                Event::Exstop { .. } => Event::Exstop { ip },
-                other => other,
-            }));
+            self.event(
+                out,
+                match event {
+                    Event::Mwait { hints, ext, .. } => Event::Mwait { hints, ext, ip },
+                    Event::Exstop { .. } => Event::Exstop { ip },
+                    other => other,
+                },
+            );
         }
     }
 
@@ -1659,11 +1802,11 @@ impl<'a> Flow<'a> {
             }
             Packet::Exstop { ip: false } => {
                 self.release(Bind::Exstop, None, out);
-                out(Step::Event(event));
+                self.event(out, event);
             }
             _ => {
                 self.release(Bind::Pwrx, None, out);
-                out(Step::Event(event));
+                self.event(out, event);
             }
         }
     }
@@ -1898,6 +2041,30 @@ fn is_fup(packet: Packet) -> bool {
             ..
         }
     )
+}
+
+/// Where an event says the trace is, for placing the sideband's context
+/// switches (libipt's `ploc_from_event`).
+fn position_of(event: &Event) -> Position {
+    match *event {
+        Event::Disabled { at, ip: None } => Position::Left { from: at },
+        Event::Paging { ip: None, .. } => Position::Paging,
+        Event::Enabled { ip, .. }
+        | Event::Interrupt { to: ip, .. }
+        | Event::Disabled { ip: Some(ip), .. }
+        | Event::Paging { ip: Some(ip), .. }
+        | Event::Overflow { ip: Some(ip) }
+        | Event::ExecMode { ip: Some(ip), .. }
+        | Event::Iflags { ip: Some(ip), .. }
+        | Event::TxBegin { ip: Some(ip) }
+        | Event::TxCommit { ip: Some(ip) }
+        | Event::TxAbort { ip: Some(ip) }
+        | Event::Exstop { ip: Some(ip) }
+        | Event::Mwait { ip: Some(ip), .. }
+        | Event::Ptwrite { ip: Some(ip), .. }
+        | Event::Tick { ip: Some(ip) } => Position::Ip(ip),
+        _ => Position::Unknown,
+    }
 }
 
 /// Packets that only carry time; the flow skips them.

@@ -1,4 +1,4 @@
-//! perf_event sideband as libipt reads it (`--pevent:primary FILE`): a file
+//! `perf_event` sideband as libipt reads it (`--pevent:primary FILE`): a file
 //! of raw `perf_event` records, one channel's, each ending in the
 //! `sample_id_all` fields its `sample_type` selects, as libipt's
 //! `perf-read-sideband.bash` extracts them from a `perf.data` file
@@ -10,6 +10,7 @@
 //! `--sb:verbose` with [`Record::verbose`].
 
 use std::fmt::{self, Display, Formatter};
+use std::rc::Rc;
 
 /// `enum perf_event_type` values the reader knows.
 mod kind {
@@ -268,10 +269,13 @@ impl Record {
     }
 
     fn read_sample(&mut self, fields: &mut Fields, config: &Config) -> Result<(), Fault> {
-        let tail = fields.bytes.len().checked_sub(8).filter(|&t| t >= fields.at);
-        let identifier = tail.map(|t| {
-            u64::from_le_bytes(fields.bytes[t..t + 8].try_into().expect("8 bytes"))
-        });
+        let tail = fields
+            .bytes
+            .len()
+            .checked_sub(8)
+            .filter(|&t| t >= fields.at);
+        let identifier =
+            tail.map(|t| u64::from_le_bytes(fields.bytes[t..t + 8].try_into().expect("8 bytes")));
         let ty = config.sample_type(identifier)?;
         let sample = &mut self.sample;
         if ty & sample::TID != 0 {
@@ -311,7 +315,8 @@ impl Record {
 
     /// Where a switch record is the leaving task's.
     pub fn is_switch_out(&self) -> bool {
-        matches!(self.kind, kind::SWITCH | kind::SWITCH_CPU_WIDE) && self.misc & MISC_SWITCH_OUT != 0
+        matches!(self.kind, kind::SWITCH | kind::SWITCH_CPU_WIDE)
+            && self.misc & MISC_SWITCH_OUT != 0
     }
 
     /// A mapping the kernel reports of itself (kernel code is taken from a
@@ -435,7 +440,10 @@ impl Display for Record {
                 len,
                 pgoff,
                 filename,
-            } => write!(f, "{name}  {pid:x}/{tid:x}, {addr:x}, {len:x}, {pgoff:x}, {filename}"),
+            } => write!(
+                f,
+                "{name}  {pid:x}/{tid:x}, {addr:x}, {len:x}, {pgoff:x}, {filename}"
+            ),
             Body::Mmap2 {
                 pid,
                 tid,
@@ -578,7 +586,11 @@ impl Display for Verbose<'_> {
             Body::ItraceStart { pid, tid } => write!(f, "\n  pid: {pid:x}\n  tid: {tid:x}"),
             Body::LostSamples { lost } => write!(f, "\n  lost: {lost:x}"),
             Body::SwitchCpuWide { pid, tid } => {
-                let which = if record.is_switch_out() { "next" } else { "prev" };
+                let which = if record.is_switch_out() {
+                    "next"
+                } else {
+                    "prev"
+                };
                 write!(f, "\n  {which} pid: {pid:x}\n  {which} tid: {tid:x}")
             }
             Body::Switch => Ok(()),
@@ -611,7 +623,7 @@ impl Display for Verbose<'_> {
 #[derive(Debug)]
 pub struct Channel {
     /// The file's name as given, for messages.
-    pub name: String,
+    pub name: Rc<str>,
     file: Vec<u8>,
     config: Config,
     /// Records of the primary channel steer the decoder's image.
@@ -620,9 +632,9 @@ pub struct Channel {
 }
 
 impl Channel {
-    pub fn new(name: String, file: Vec<u8>, config: Config, primary: bool) -> Self {
+    pub fn new(name: &str, file: Vec<u8>, config: Config, primary: bool) -> Self {
         Channel {
-            name,
+            name: name.into(),
             file,
             config,
             primary,

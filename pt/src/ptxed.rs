@@ -5,12 +5,16 @@ use std::fmt::{self, Display, Formatter};
 
 use crate::flow::{Event, Step};
 use crate::packet::{c_state, wake_name};
+use crate::sideband::Format;
 
 /// A step as ptxed prints it; `event_ips` as `ptxed --event:ip`, which adds
-/// the IP libipt gives an event (where the trace did not suppress it).
+/// the IP libipt gives an event (where the trace did not suppress it),
+/// `times` as `--event:time`, `sideband` as its `--sb:*` options.
 pub struct Ptxed<'a> {
     pub step: &'a Step,
     pub event_ips: bool,
+    pub times: bool,
+    pub sideband: Format,
 }
 
 impl Step {
@@ -19,7 +23,25 @@ impl Step {
         Ptxed {
             step: self,
             event_ips,
+            times: false,
+            sideband: Format::default(),
         }
+    }
+}
+
+impl Ptxed<'_> {
+    /// Events with their time (`ptxed --event:time`).
+    #[must_use]
+    pub fn with_times(mut self, times: bool) -> Self {
+        self.times = times;
+        self
+    }
+
+    /// Sideband records as `format` shows them (`ptxed --sb:*`).
+    #[must_use]
+    pub fn with_sideband(mut self, format: Format) -> Self {
+        self.sideband = format;
+        self
     }
 }
 
@@ -36,11 +58,15 @@ impl Display for Ptxed<'_> {
                 speculative: true,
                 ..
             } => write!(f, "? {ip:016x}"),
-            Step::Event(event) => {
+            Step::Event(event, time) => {
                 f.write_str("[")?;
+                if let Some(time) = time.filter(|_| self.times) {
+                    write!(f, "{time:016x}  ")?;
+                }
                 write_event(f, event, self.event_ips)?;
                 f.write_str("]")
             }
+            Step::Sideband(note) => note.show(self.sideband).fmt(f),
         }
     }
 }
@@ -91,7 +117,8 @@ fn event_ips(event: &Event) -> [(&'static str, Option<u64>); 2] {
         | Event::Mwait { ip, .. }
         | Event::Ptwrite { ip, .. }
         | Event::Control { ip, .. }
-        | Event::Trig { ip, .. } => [("ip", ip), none],
+        | Event::Trig { ip, .. }
+        | Event::Tick { ip } => [("ip", ip), none],
         Event::Stopped
         | Event::Pwre { .. }
         | Event::Pwrx { .. }
@@ -157,6 +184,7 @@ fn write_text(f: &mut Formatter<'_>, event: &Event) -> fmt::Result {
         Event::Cbr { ratio } => write!(f, "cbr: {ratio:x}"),
         Event::Mnt { payload } => write!(f, "mnt: {payload:x}"),
         Event::EndOfTrace => f.write_str("end of trace"),
+        Event::Tick { .. } => f.write_str("tick"),
         Event::Error {
             offset,
             ip,

@@ -1,5 +1,5 @@
 //! Sideband that steers a decode, as libipt's sideband session does
-//! (`libipt-sb`): the records of one or more perf_event channels
+//! (`libipt-sb`): the records of one or more `perf_event` channels
 //! ([`pevent::Channel`]), taken in TSC order as the trace's time passes
 //! them.
 //!
@@ -8,13 +8,14 @@
 //! reports ([`Sideband::event`]): records up to the event's time are shown
 //! and applied. The primary channel's records keep a code image per process
 //! (MMAP, MMAP2, FORK, COMM.EXEC) and say which process runs
-//! (ITRACE_START, SWITCH, SWITCH_CPU_WIDE); a switch waits until the trace
+//! (`ITRACE_START`, `SWITCH`, `SWITCH_CPU_WIDE`); a switch waits until the trace
 //! is in the kernel (or tracing is off), where switches happen, and then
 //! hands the decoder that process's image. Problems with the sideband are
 //! reported as notes, and decoding goes on.
 
 use std::collections::HashMap;
 use std::fmt::{self, Display, Formatter};
+use std::rc::Rc;
 
 use crate::image::Image;
 use crate::pevent::{Body, Channel, Fault, Record};
@@ -22,12 +23,12 @@ use crate::pevent::{Body, Channel, Fault, Record};
 /// What the session tells its user, in the order it happens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Note {
-    /// A record the trace's time reached.
-    Record { channel: usize, record: Record },
+    /// A record the trace's time reached, and its channel's file.
+    Record { channel: Rc<str>, record: Record },
     /// Something in a record the session could not use (a warning) or an
     /// error reading or applying it, at `offset` of the channel's file.
     Problem {
-        channel: usize,
+        channel: Rc<str>,
         offset: usize,
         problem: Problem,
     },
@@ -162,12 +163,12 @@ impl Location {
 #[derive(Debug, Clone, Copy)]
 pub struct At {
     pub tsc: u64,
-    pub place: Place,
+    pub position: Position,
 }
 
 /// Where an event puts the trace.
 #[derive(Debug, Clone, Copy)]
-pub enum Place {
+pub enum Position {
     /// At this IP.
     Ip(u64),
     /// Tracing stopped without saying where it went, from `from` (an
@@ -264,11 +265,6 @@ impl<'a> Sideband<'a> {
         self
     }
 
-    /// The name of channel `index`'s file.
-    pub fn channel_name(&self, index: usize) -> &str {
-        &self.slots[index].channel.name
-    }
-
     /// Read each channel's first record (libipt's `pt_sb_init_decoders`).
     pub fn start(&mut self, note: &mut dyn FnMut(Note)) {
         // Ties go to the channel given first, as in libipt, which takes
@@ -293,7 +289,7 @@ impl<'a> Sideband<'a> {
                 slot.record = None;
                 if fault != Fault::End {
                     note(Note::Problem {
-                        channel: index,
+                        channel: slot.channel.name.clone(),
                         offset,
                         problem: Problem::Error(fault.message()),
                     });
@@ -304,7 +300,10 @@ impl<'a> Sideband<'a> {
     }
 
     fn tsc(&self, index: usize) -> u64 {
-        self.slots[index].record.as_ref().map_or(u64::MAX, |r| r.tsc)
+        self.slots[index]
+            .record
+            .as_ref()
+            .map_or(u64::MAX, |r| r.tsc)
     }
 
     /// Put a channel among the others by its next record's time, ahead
@@ -331,7 +330,7 @@ impl<'a> Sideband<'a> {
         while let Some(index) = self.due(tsc) {
             let record = self.slots[index].record.clone().expect("a record");
             note(Note::Record {
-                channel: index,
+                channel: self.slots[index].channel.name.clone(),
                 record,
             });
             if self.fetch(index, note) {
@@ -358,7 +357,7 @@ impl<'a> Sideband<'a> {
         while let Some(index) = self.due(at.tsc) {
             let record = self.slots[index].record.take().expect("a record");
             note(Note::Record {
-                channel: index,
+                channel: self.slots[index].channel.name.clone(),
                 record: record.clone(),
             });
             self.apply(index, &record, note);
@@ -377,12 +376,12 @@ impl<'a> Sideband<'a> {
     /// the trace is (or was) in the kernel.
     fn place(&mut self, at: At, note: &mut dyn FnMut(Note)) {
         let old = self.location;
-        self.location = match at.place {
-            Place::Ip(ip) => self.location_of(ip),
-            Place::Left { from: Some(ip) } => self.location_of(ip).flipped(),
-            Place::Left { from: None } => old.flipped(),
-            Place::Paging => Location::LikelyKernel,
-            Place::Unknown => Location::Unknown,
+        self.location = match at.position {
+            Position::Ip(ip) => self.location_of(ip),
+            Position::Left { from: Some(ip) } => self.location_of(ip).flipped(),
+            Position::Left { from: None } => old.flipped(),
+            Position::Paging => Location::LikelyKernel,
+            Position::Unknown => Location::Unknown,
         };
         if self.next.is_some() && (old.kernelish() || self.location.kernelish()) {
             self.switch(note);
@@ -448,9 +447,10 @@ impl<'a> Sideband<'a> {
     /// channel says which process runs on the traced CPU.
     fn apply(&mut self, channel: usize, record: &Record, note: &mut dyn FnMut(Note)) {
         let primary = self.slots[channel].channel.primary;
+        let name = self.slots[channel].channel.name.clone();
         let mut problem = |problem| {
             note(Note::Problem {
-                channel,
+                channel: name.clone(),
                 offset: record.offset,
                 problem,
             });
@@ -461,9 +461,7 @@ impl<'a> Sideband<'a> {
                 self.prepare_switch(*pid);
                 self.switch(note);
             }
-            Body::Task {
-                pid, ppid, tid, ..
-            } if record.is_fork() && pid != ppid => {
+            Body::Task { pid, ppid, tid, .. } if record.is_fork() && pid != ppid => {
                 if pid != tid {
                     problem(Problem::Error("internal error"));
                     return;
@@ -522,7 +520,14 @@ impl<'a> Sideband<'a> {
     }
 
     /// Map part of a file into `pid`'s image.
-    fn map(&mut self, pid: u32, file: &str, addr: u64, len: u64, pgoff: u64) -> Result<(), Problem> {
+    fn map(
+        &mut self,
+        pid: u32,
+        file: &str,
+        addr: u64,
+        len: u64,
+        pgoff: u64,
+    ) -> Result<(), Problem> {
         if file == "[vdso]" {
             // The vDSO's code is not in any file; it must be given.
             return Err(Problem::Error("bad configuration"));
@@ -546,37 +551,32 @@ impl<'a> Sideband<'a> {
 impl Note {
     /// The note as ptxed prints it (ptdump's listing prints records the
     /// same way, and problems as errors).
-    pub fn show<'a>(&'a self, sideband: &'a Sideband, format: Format) -> impl Display + 'a {
-        ShownNote {
-            note: self,
-            sideband,
-            format,
-        }
+    pub fn show(&self, format: Format) -> impl Display + '_ {
+        ShownNote { note: self, format }
     }
 }
 
 struct ShownNote<'a> {
     note: &'a Note,
-    sideband: &'a Sideband<'a>,
     format: Format,
 }
 
 impl Display for ShownNote<'_> {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         match self.note {
-            Note::Record { channel, record } => self
-                .format
-                .record(self.sideband.channel_name(*channel), record)
-                .fmt(f),
+            Note::Record { channel, record } => self.format.record(channel, record).fmt(f),
             Note::Problem {
                 channel,
                 offset,
                 problem,
             } => write!(
                 f,
-                "[{}:{offset:016x} sideband {}: {}]",
-                self.sideband.channel_name(*channel),
-                if problem.is_error() { "error" } else { "warning" },
+                "[{channel}:{offset:016x} sideband {}: {}]",
+                if problem.is_error() {
+                    "error"
+                } else {
+                    "warning"
+                },
                 problem.message()
             ),
             Note::Switch { pid } => write!(f, "[context: pid-{pid:x}]"),

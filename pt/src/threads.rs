@@ -74,8 +74,8 @@ impl Router {
                 }
                 out(thread, step);
             }
-            Step::Event(Event::Enabled { .. }) => self.held.push(step),
-            Step::Event(_) => match self.current {
+            Step::Event(Event::Enabled { .. }, _) => self.held.push(step),
+            Step::Event(_, _) | Step::Sideband(_) => match self.current {
                 Some(thread) if self.held.is_empty() => out(thread, step),
                 _ => self.held.push(step),
             },
@@ -131,11 +131,13 @@ impl Stretches {
                 }
                 stretch.keep_next = call_or_return;
             }
-            Step::Event(_) => {
+            Step::Event(_, _) => {
                 stretch.steps.extend(stretch.held.take());
                 stretch.steps.push(step);
                 stretch.keep_next = true;
             }
+            // Sideband is the flow's, not a thread's.
+            Step::Sideband(_) => {}
         }
     }
 
@@ -212,7 +214,11 @@ mod tests {
         stretches.push(0, a, insn(0x4, Class::Other, 13));
         stretches.push(0, a, insn(0x5, Class::Other, 14));
         stretches.push(0, a, insn(0x6, Class::Other, 15));
-        stretches.push(0, a, Step::Event(Event::Disabled { at: None, ip: None }));
+        stretches.push(
+            0,
+            a,
+            Step::Event(Event::Disabled { at: None, ip: None }, None),
+        );
         stretches.push(0, b, insn(0x100, Class::Other, 20));
         stretches.push(0, a, insn(0x7, Class::Other, 30));
         let threads: Vec<((i32, i32), Vec<String>)> = stretches
@@ -222,7 +228,8 @@ mod tests {
                     .iter()
                     .map(|s| match s {
                         Step::Insn { ip, .. } => format!("{ip:x}"),
-                        Step::Event(e) => e.to_string(),
+                        Step::Event(e, _) => e.to_string(),
+                        other @ Step::Sideband(_) => other.to_string(),
                     })
                     .collect();
                 (key, shown)
@@ -275,8 +282,8 @@ mod tests {
             class: crate::flow::Class::Other,
             time,
         };
-        let enabled = |ip| Step::Event(Event::Enabled { ip, resumed: false });
-        let disabled = Step::Event(Event::Disabled { at: None, ip: None });
+        let enabled = |ip| Step::Event(Event::Enabled { ip, resumed: false }, None);
+        let disabled = Step::Event(Event::Disabled { at: None, ip: None }, None);
         let mut seen = Vec::new();
         let mut router = Router::default();
         for step in [
@@ -290,7 +297,8 @@ mod tests {
             router.step(&threads, step, &mut |thread, step| {
                 let what = match step {
                     Step::Insn { ip, .. } => format!("insn {ip}"),
-                    Step::Event(event) => format!("{event}"),
+                    Step::Event(event, _) => format!("{event}"),
+                    other @ Step::Sideband(_) => format!("{other}"),
                 };
                 seen.push((thread.pid, what));
             });

@@ -41,7 +41,7 @@ fn flipped_and_truncated_traces_decode_without_panics() {
                 Flow::new(&damaged, &image, case.errata())
                     .with_resync(resync)
                     .run(&mut |step| {
-                        if matches!(step, Step::Event(Event::Error { .. })) {
+                        if matches!(step, Step::Event(Event::Error { .. }, _)) {
                             errors += 1;
                         }
                     });

@@ -12,7 +12,7 @@ use weft_pt::Errata;
 use weft_pt::dump::{self, Options, TimeColumn};
 use weft_pt::flow::{Event, Flow, Step};
 use weft_pt::pevent::{self, Channel};
-use weft_pt::sideband::{Format, Sideband};
+use weft_pt::sideband::{Format, Note, Sideband};
 
 /// Lines with their whitespace runs collapsed: ptdump's column widths in the
 /// expectations were typed by the test authors, not printed by ptdump.
@@ -65,7 +65,7 @@ fn sideband(case: &Case) -> Sideband<'_> {
                     _ => panic!("{name}: unknown setting {key}"),
                 }
             }
-            Channel::new(name, file, config, primary)
+            Channel::new(&name, file, config, primary)
         })
         .collect();
     Sideband::new(channels, Box::new(|name| case.file(name)))
@@ -135,7 +135,7 @@ fn packet_listings_match_ptdump() {
         let got = String::from_utf8(out).unwrap();
         report.compare(case.dir(), &got, &expected, DUMP_DIFFERENCES);
     }
-    report.finish("listings", 463);
+    report.finish("listings", 491);
 }
 
 /// The outcome of comparing weft with libipt over the corpus.
@@ -217,8 +217,8 @@ fn instruction_flows_match_ptxed() {
         let Some(expected) = case.expected("ptxed_exp") else {
             continue;
         };
-        let options = flow_options(case.str("ptxed_opts"));
-        let Some(options) = options.filter(|_| !case.has_sideband()) else {
+        let (format, rest) = sideband_format(case.str("ptxed_opts"));
+        let Some(options) = flow_options(&rest) else {
             report.skip(&case, "ptxed_opts");
             continue;
         };
@@ -228,16 +228,31 @@ fn instruction_flows_match_ptxed() {
         }
         let errata = options.cpu.map_or(case.errata(), Errata::for_cpu);
         let (mut lines, mut insns) = (Vec::new(), 0);
-        Flow::new(&trace, &image, errata)
-            .with_filter(options.filter)
+        let mut flow = Flow::new(&trace, &image, errata)
+            .with_clocks(options.clocks)
+            .with_filter(options.filter.clone())
             .with_iflags(options.iflags)
-            .with_resync(options.resync)
-            .run(&mut |step| {
-                insns += usize::from(matches!(step, Step::Insn { .. }));
-                if !options.quiet || matches!(step, Step::Event(Event::Error { .. })) {
-                    lines.push(step.ptxed(options.event_ips).to_string());
+            .with_ticks(options.ticks)
+            .with_resync(options.resync);
+        if case.has_sideband() {
+            flow = flow.with_sideband(sideband(&case).with_kernel_start(options.kernel_start));
+        }
+        flow.run(&mut |step| {
+            insns += usize::from(matches!(step, Step::Insn { .. }));
+            let shown = match &step {
+                Step::Event(Event::Error { .. }, _) => true,
+                Step::Sideband(Note::Switch { .. }) => options.switches && !options.quiet,
+                Step::Sideband(Note::Record { .. }) => format.shows_records() && !options.quiet,
+                Step::Sideband(Note::Problem { problem, .. }) => {
+                    problem.is_error() || options.sideband_warnings
                 }
-            });
+                _ => !options.quiet,
+            };
+            if shown {
+                let line = step.ptxed(options.event_ips).with_times(options.times);
+                lines.push(line.with_sideband(format).to_string());
+            }
+        });
         if options.insn_stat {
             lines.push(format!("insn: {insns}."));
         }
@@ -248,7 +263,7 @@ fn instruction_flows_match_ptxed() {
         };
         report.compare(case.dir(), &lines.join("\n"), &expected, FLOW_DIFFERENCES);
     }
-    report.finish("flows", 379);
+    report.finish("flows", 440);
 }
 
 /// The ptxed options a flow supports.
@@ -273,6 +288,18 @@ struct FlowOptions {
     block_decoder: bool,
     /// `--resync-on-error`
     resync: bool,
+    /// `--event:tick`
+    ticks: bool,
+    /// `--event:time`
+    times: bool,
+    /// `--sb:switch`: show where the image changes to another process's.
+    switches: bool,
+    /// `--sb:warn`
+    sideband_warnings: bool,
+    /// `--pevent:kernel-start`
+    kernel_start: u64,
+    /// `--nom-freq`, `--mtc-freq`, `--cpuid-0x15.*`, `--*:keep-tcal-on-ovf`
+    clocks: weft_pt::time::Clocks,
     /// `--cpu`, for its errata.
     cpu: Option<weft_pt::Cpu>,
     /// `--raw FILE:OFFSET:ADDR`: more of the test's code file, from OFFSET,
@@ -293,13 +320,35 @@ fn without_blocks(expected: &str) -> String {
 }
 
 /// ptxed's options; `None` where they hold one weft's flow lacks.
-fn flow_options(options: &str) -> Option<FlowOptions> {
+fn flow_options(options: &[&str]) -> Option<FlowOptions> {
     let mut ranges = std::collections::BTreeMap::<&str, (u64, u64, u64)>::new();
-    let mut flow = FlowOptions::default();
+    let mut flow = FlowOptions {
+        kernel_start: u64::MAX,
+        ..FlowOptions::default()
+    };
     let (mut stat, mut selected) = (false, Vec::new());
-    let mut words = options.split_whitespace();
+    let mut words = options.iter().copied();
     while let Some(option) = words.next() {
+        let mut number = || {
+            let value = words.next()?;
+            match value.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16).ok(),
+                None => value.parse().ok(),
+            }
+        };
         match option {
+            "--event:tick" => flow.ticks = true,
+            "--event:time" => flow.times = true,
+            "--sb:switch" => flow.switches = true,
+            "--sb:warn" => flow.sideband_warnings = true,
+            "--pevent:kernel-start" => flow.kernel_start = number()?,
+            "--nom-freq" => flow.clocks.nom_freq = u8::try_from(number()?).ok()?,
+            "--mtc-freq" => flow.clocks.mtc_freq = u8::try_from(number()?).ok()?,
+            "--cpuid-0x15.eax" => flow.clocks.ctc_eax = u32::try_from(number()?).ok()?,
+            "--cpuid-0x15.ebx" => flow.clocks.ctc_ebx = u32::try_from(number()?).ok()?,
+            "--insn:keep-tcal-on-ovf" | "--block:keep-tcal-on-ovf" => {
+                flow.clocks.keep_calibration_on_overflow = true;
+            }
             "--event:ip" => flow.event_ips = true,
             "--event:iflags" => flow.iflags = true,
             "--quiet" => flow.quiet = true,

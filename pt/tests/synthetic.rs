@@ -152,7 +152,7 @@ fn ips(steps: &[Step]) -> Vec<u64> {
         .iter()
         .filter_map(|step| match step {
             Step::Insn { ip, .. } => Some(*ip),
-            Step::Event(_) => None,
+            Step::Event(_, _) | Step::Sideband(_) => None,
         })
         .collect()
 }
@@ -204,9 +204,11 @@ fn the_decoded_path_and_call_tree_are_the_ones_that_ran() {
     let steps = decode(&program.image, &trace);
     // The main ret is the last instruction traced: tracing stops at it.
     assert_eq!(ips(&steps), path);
-    assert_eq!(
-        steps.last(),
-        Some(&Step::Event(Event::Disabled { at: None, ip: None })),
+    assert!(
+        matches!(
+            steps.last(),
+            Some(Step::Event(Event::Disabled { at: None, ip: None }, _))
+        ),
         "{steps:?}"
     );
     assert_eq!(tree(&program.image, &steps), TREE);
@@ -296,7 +298,7 @@ fn after_an_overflow_the_path_resumes_where_the_fup_says_and_the_stack_starts_ag
     let steps = decode(&program.image, &trace);
     let overflow = steps
         .iter()
-        .position(|s| matches!(s, Step::Event(Event::Overflow { .. })))
+        .position(|s| matches!(s, Step::Event(Event::Overflow { .. }, _)))
         .unwrap();
     // The `call f` ran after the last packet before the overflow: nothing
     // tells the decoder it did. From the FUP on, the path is whole again.
@@ -324,7 +326,8 @@ fn a_trace_cut_short_gives_a_prefix_of_the_path() {
                 || matches!(
                     steps.last(),
                     Some(Step::Event(
-                        Event::EndOfTrace | Event::Error { .. } | Event::Disabled { .. }
+                        Event::EndOfTrace | Event::Error { .. } | Event::Disabled { .. },
+                        _
                     ))
                 ),
             "cut at {cut}: {:?}",
@@ -350,7 +353,7 @@ fn code_missing_from_the_image_stops_the_walk_with_its_address() {
     assert!(
         matches!(
             *steps.last().unwrap(),
-            Step::Event(Event::Error { ip, message: "no memory mapped at this address", .. })
+            Step::Event(Event::Error { ip, message: "no memory mapped at this address", .. }, _)
                 if ip == program.f
         ),
         "{steps:?}"

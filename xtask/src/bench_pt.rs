@@ -203,8 +203,8 @@ fn weft_flow(trace: &[u8], image: &Image) -> Run {
     let (mut count, mut errors) = (0, 0);
     Flow::new(trace, image, Errata::default()).run(&mut |step| match step {
         Step::Insn { .. } => count += 1,
-        Step::Event(weft_pt::flow::Event::Error { .. }) => errors += 1,
-        Step::Event(_) => {}
+        Step::Event(weft_pt::flow::Event::Error { .. }, _) => errors += 1,
+        Step::Event(_, _) | Step::Sideband(_) => {}
     });
     Run {
         count,

@@ -55,7 +55,11 @@ impl Case {
             .iter()
             .map(|file| {
                 let path = corpus().join(file.as_str().expect("a file name"));
-                let name = path.file_name().expect("a name").to_string_lossy().into_owned();
+                let name = path
+                    .file_name()
+                    .expect("a name")
+                    .to_string_lossy()
+                    .into_owned();
                 (name, std::fs::read(&path).expect("sideband"))
             })
             .collect()
