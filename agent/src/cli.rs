@@ -206,6 +206,102 @@ pub struct PtFlowShowArgs {
     /// Print only errors (and with --stat the count), as `ptxed --quiet`.
     #[arg(long)]
     pub quiet: bool,
+
+    /// Report `[tick]` where a TNT or TIP packet moved the time, as `ptxed
+    /// --event:tick` does.
+    #[arg(long)]
+    pub event_ticks: bool,
+
+    /// Show each event's time in TSC ticks, where the trace has one, as
+    /// `ptxed --event:time` does.
+    #[arg(long)]
+    pub event_times: bool,
+
+    #[command(flatten)]
+    pub sideband: SidebandArgs,
+}
+
+/// `perf_event` sideband, as libipt's tools read it: raw records of one
+/// `perf_event` each (e.g. extracted from a perf.data file by libipt's
+/// `perf-read-sideband.bash`), with the sample fields `--pevent-sample-type`
+/// says. A flow takes each process's code from its MMAP records and follows
+/// the processes the primary file says run; a listing shows the records
+/// where the trace's time reaches them.
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "ptxed's switches, one field each"
+)]
+#[derive(Debug, Args)]
+pub struct SidebandArgs {
+    /// The traced CPU's sideband (`ITRACE_START`, SWITCH, MMAP, ...).
+    #[arg(long, value_name = "FILE", help_heading = "Sideband")]
+    pub pevent_primary: Option<std::path::PathBuf>,
+
+    /// Another CPU's sideband: its MMAP, FORK and COMM.EXEC records change
+    /// the processes' code too. Repeatable.
+    #[arg(long, value_name = "FILE", help_heading = "Sideband")]
+    pub pevent_secondary: Vec<std::path::PathBuf>,
+
+    /// `perf_event_attr.sample_type` of the records (hex with 0x).
+    #[arg(long, value_name = "BITS", default_value = "0", value_parser = parse_number,
+          help_heading = "Sideband")]
+    pub pevent_sample_type: u64,
+
+    /// `perf_event_mmap_page.time_zero`, to turn perf time into TSC.
+    #[arg(long, value_name = "N", default_value = "0", value_parser = parse_number,
+          help_heading = "Sideband")]
+    pub pevent_time_zero: u64,
+
+    /// `perf_event_mmap_page.time_shift`.
+    #[arg(long, value_name = "N", default_value_t = 0, help_heading = "Sideband")]
+    pub pevent_time_shift: u16,
+
+    /// `perf_event_mmap_page.time_mult`.
+    #[arg(long, value_name = "N", default_value_t = 1, help_heading = "Sideband")]
+    pub pevent_time_mult: u32,
+
+    /// Apply records this many TSC ticks early.
+    #[arg(long, value_name = "N", default_value = "0", value_parser = parse_number,
+          help_heading = "Sideband")]
+    pub pevent_tsc_offset: u64,
+
+    /// Where kernel addresses start: a process switch waits until the trace
+    /// is in the kernel (or tracing is off).
+    #[arg(long, value_name = "ADDR", value_parser = parse_number, help_heading = "Sideband")]
+    pub pevent_kernel_start: Option<u64>,
+
+    /// Read the files MMAP records name under this directory.
+    #[arg(long, value_name = "DIR", help_heading = "Sideband")]
+    pub pevent_sysroot: Option<std::path::PathBuf>,
+
+    /// Show each record on one line.
+    #[arg(long, help_heading = "Sideband")]
+    pub sb_compact: bool,
+
+    /// Show each record with one field per line.
+    #[arg(long, conflicts_with = "sb_compact", help_heading = "Sideband")]
+    pub sb_verbose: bool,
+
+    /// Show the file before each record.
+    #[arg(long, help_heading = "Sideband")]
+    pub sb_filename: bool,
+
+    /// Show each record's offset in its file.
+    #[arg(long, help_heading = "Sideband")]
+    pub sb_offset: bool,
+
+    /// Show each record's time in TSC ticks.
+    #[arg(long, help_heading = "Sideband")]
+    pub sb_time: bool,
+
+    /// Show `[context: pid-N]` where the flow takes another process's code.
+    #[arg(long, help_heading = "Sideband")]
+    pub sb_switch: bool,
+
+    /// Show warnings about the sideband (lost records, code that cannot be
+    /// had), not only errors.
+    #[arg(long, help_heading = "Sideband")]
+    pub sb_warn: bool,
 }
 
 #[derive(Debug, Args)]
@@ -379,6 +475,9 @@ pub struct PtDumpArgs {
 
     #[command(flatten)]
     pub clocks: ClockArgs,
+
+    #[command(flatten)]
+    pub sideband: SidebandArgs,
 }
 
 /// The time column of `weft pt dump`.
@@ -1063,6 +1162,15 @@ fn parse_range(text: &str) -> Result<(u64, u64), String> {
         return Err(format!("`{text}` ends before it starts"));
     }
     Ok((start, end))
+}
+
+/// A number as libipt's tools take one: hex with `0x`, else decimal.
+fn parse_number(text: &str) -> Result<u64, String> {
+    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => text.parse(),
+    };
+    parsed.map_err(|_| format!("`{text}` is not a number (decimal, or hex with 0x)"))
 }
 
 /// A PT window's length: a duration within what `weft pt record` allows.

@@ -13,7 +13,11 @@ use weft_pt::image::Image;
 use weft_pt::perf::{PerfData, PtInfo, Queue, Switch, TimeConv};
 use weft_pt::time::Clocks;
 
-use crate::cli::{PtCallsArgs, PtCommand, PtDumpArgs, PtFlowArgs, PtFlowShowArgs, PtPerfArgs};
+use crate::cli::{
+    PtCallsArgs, PtCommand, PtDumpArgs, PtFlowArgs, PtFlowShowArgs, PtPerfArgs, SidebandArgs,
+};
+use weft_pt::pevent::{self, Channel};
+use weft_pt::sideband::{Format, Note, Sideband};
 use weft_pt::threads::{Clock, Router, Stretches, Threads};
 
 pub fn run(command: &PtCommand) -> anyhow::Result<ExitCode> {
@@ -51,10 +55,54 @@ fn dump(args: &PtDumpArgs) -> anyhow::Result<ExitCode> {
         last_ip: args.lastip,
         exec_mode: args.exec_mode,
     };
+    let mut session = sideband(&args.sideband)?;
+    let session = session.as_mut().map(|(s, format)| (s, *format));
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let errors = weft_pt::dump::dump(&trace, options, &mut out)?;
+    let errors = weft_pt::dump::dump_with(&trace, options, session, &mut out)?;
     out.flush()?;
     Ok(finish(&args.trace, errors))
+}
+
+/// The sideband session the options ask for, and how to show it; `None`
+/// without `--pevent-primary` or `--pevent-secondary`.
+fn sideband(args: &SidebandArgs) -> anyhow::Result<Option<(Sideband<'static>, Format)>> {
+    let config = pevent::Config {
+        sample_type: args.pevent_sample_type,
+        sample_types: Vec::new(),
+        time_zero: args.pevent_time_zero,
+        time_shift: args.pevent_time_shift,
+        time_mult: args.pevent_time_mult,
+        tsc_offset: args.pevent_tsc_offset,
+    };
+    let files = args.pevent_primary.iter().map(|f| (f, true));
+    let files = files.chain(args.pevent_secondary.iter().map(|f| (f, false)));
+    let mut channels = Vec::new();
+    for (path, primary) in files {
+        let file = read_trace(path)?;
+        let name = path.display().to_string();
+        channels.push(Channel::new(&name, file, config.clone(), primary));
+    }
+    if channels.is_empty() {
+        return Ok(None);
+    }
+    // Mapped files as the records name them, under the sysroot if given.
+    let root = args.pevent_sysroot.clone();
+    let read = move |name: &str| match &root {
+        Some(root) => std::fs::read(root.join(name.trim_start_matches('/'))),
+        None => std::fs::read(name),
+    };
+    let session = Sideband::new(channels, Box::new(read))
+        .with_kernel_start(args.pevent_kernel_start.unwrap_or(u64::MAX));
+    let format = Format {
+        compact: args.sb_compact,
+        verbose: args.sb_verbose,
+        filename: args.sb_filename,
+        offset: args.sb_offset,
+        time: args.sb_time,
+        switches: args.sb_switch,
+        warnings: args.sb_warn,
+    };
+    Ok(Some((session, format)))
 }
 
 /// How `weft pt flow` and `calls` decode: the CPU's errata, the capture's
@@ -89,14 +137,29 @@ fn flow(show: &PtFlowShowArgs) -> anyhow::Result<ExitCode> {
     let decoding = Decoding::of(args);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut insns = 0u64;
+    let mut session = sideband(&show.sideband)?;
+    if session.is_some() && (args.perf || args.trace.is_dir()) {
+        anyhow::bail!(
+            "{}: --pevent-primary and --pevent-secondary go with a raw trace; a perf.data \
+             file or a capture brings its own sideband",
+            args.trace.display()
+        );
+    }
+    let format = session.as_ref().map(|(_, f)| *f).unwrap_or_default();
     // A step as the options show it, counting instructions for --stat.
     let mut print = |out: &mut dyn Write, step: &Step| {
-        let is_error = matches!(step, Step::Event(Event::Error { .. }, _));
         insns += u64::from(matches!(step, Step::Insn { .. }));
-        if show.quiet && !is_error {
+        let shown = match step {
+            Step::Event(Event::Error { .. }, _) => true,
+            Step::Sideband(note @ Note::Problem { .. }) => format.shows(note),
+            Step::Sideband(note) => format.shows(note) && !show.quiet,
+            _ => !show.quiet,
+        };
+        if !shown {
             return Ok(());
         }
-        writeln!(out, "{}", step.ptxed(show.event_ips))
+        let step = step.ptxed(show.event_ips).with_times(show.event_times);
+        writeln!(out, "{}", step.with_sideband(format))
     };
     let errors = each_input(args, &mut |input| {
         input.title(&mut out)?;
@@ -104,7 +167,11 @@ fn flow(show: &PtFlowShowArgs) -> anyhow::Result<ExitCode> {
         let clocks = input.clocks(Clocks::default());
         let mut flow = decoding
             .flow(input.trace, input.image, clocks)
-            .with_iflags(show.iflags);
+            .with_iflags(show.iflags)
+            .with_ticks(show.event_ticks);
+        if let Some((session, _)) = session.take() {
+            flow = flow.with_sideband(session);
+        }
         let Some(threads) = input.threads else {
             return walk(&mut flow, &mut |step| print(&mut out, &step));
         };
@@ -654,7 +721,10 @@ fn walk(
     let mut errors = 0;
     let mut failed = None;
     flow.run(&mut |step| {
-        if matches!(step, Step::Event(Event::Error { .. }, _)) {
+        // A sideband that cannot be read is an error in the input too.
+        let sideband_error =
+            matches!(&step, Step::Sideband(Note::Problem { problem, .. }) if problem.is_error());
+        if matches!(step, Step::Event(Event::Error { .. }, _)) || sideband_error {
             errors += 1;
         }
         if failed.is_none()

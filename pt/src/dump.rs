@@ -89,7 +89,7 @@ pub fn dump_with(
     }
     if let Some((sideband, format)) = &mut sideband {
         sideband.start(&mut |note| notes_before.push(note));
-        show_notes(*format, &mut notes_before, out)?;
+        errors += show_notes(*format, &mut notes_before, out)?;
     }
     let timed = opts.time.is_some() || opts.tcal.is_some() || sideband.is_some();
     let mut time = timed.then(|| Timing {
@@ -139,7 +139,7 @@ pub fn dump_with(
                     {
                         let tsc = time.clock.tsc().unwrap_or(0);
                         sideband.show_until(tsc, &mut |note| notes_before.push(note));
-                        show_notes(*format, &mut notes_before, out)?;
+                        errors += show_notes(*format, &mut notes_before, out)?;
                     }
                 }
                 columns(name, &payload, &detail, &mut line);
@@ -161,7 +161,7 @@ pub fn dump_with(
     }
     if let Some((sideband, format)) = &mut sideband {
         sideband.show_until(u64::MAX, &mut |note| notes_before.push(note));
-        show_notes(*format, &mut notes_before, out)?;
+        errors += show_notes(*format, &mut notes_before, out)?;
     }
     Ok(errors)
 }
@@ -175,12 +175,17 @@ fn is_timing(packet: &Packet) -> bool {
 }
 
 /// Print (and forget) sideband notes; problems show as ptdump's errors.
+/// Returns how many were errors.
 fn show_notes(
     format: Format,
     notes: &mut Vec<crate::sideband::Note>,
     out: &mut dyn Write,
-) -> io::Result<()> {
-    for note in notes.drain(..) {
+) -> io::Result<usize> {
+    let mut errors = 0;
+    for note in notes.drain(..).filter(|note| format.shows(note)) {
+        if let crate::sideband::Note::Problem { problem, .. } = &note {
+            errors += usize::from(problem.is_error());
+        }
         match note {
             crate::sideband::Note::Problem {
                 channel,
@@ -191,11 +196,10 @@ fn show_notes(
                 "[{channel}:{offset:016x} sideband error: {}]",
                 problem.message()
             )?,
-            note if format.shows_records() => writeln!(out, "{}", note.show(format))?,
-            _ => {}
+            note => writeln!(out, "{}", note.show(format))?,
         }
     }
-    Ok(())
+    Ok(errors)
 }
 
 /// The IP that compressed IPs are relative to (ptdump's `--lastip`,

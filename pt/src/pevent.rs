@@ -658,3 +658,135 @@ impl Channel {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record of `kind` with `body`, then `sample` (already encoded).
+    fn record(kind: u32, misc: u16, body: &[u8], sample: &[u8]) -> Vec<u8> {
+        let size = u16::try_from(8 + body.len() + sample.len()).unwrap();
+        let mut bytes = kind.to_le_bytes().to_vec();
+        bytes.extend(misc.to_le_bytes());
+        bytes.extend(size.to_le_bytes());
+        bytes.extend(body);
+        bytes.extend(sample);
+        bytes
+    }
+
+    fn mmap_body(name: &str) -> Vec<u8> {
+        let mut body = [7u32.to_le_bytes(), 8u32.to_le_bytes()].concat();
+        for value in [0x40_1000u64, 0x2000, 0x1000] {
+            body.extend(value.to_le_bytes());
+        }
+        let mut name = name.as_bytes().to_vec();
+        name.resize((name.len() + 1).next_multiple_of(8), 0);
+        body.extend(name);
+        body
+    }
+
+    fn config(sample_type: u64) -> Config {
+        Config {
+            sample_type,
+            time_mult: 1,
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn an_mmap_reads_with_its_samples_and_prints_as_ptdump_does() {
+        let sample = [
+            [7u32.to_le_bytes(), 8u32.to_le_bytes()].concat(),
+            0x30u64.to_le_bytes().to_vec(),
+            [2u32.to_le_bytes(), 0u32.to_le_bytes()].concat(),
+        ]
+        .concat();
+        let file = record(1, 2, &mmap_body("/bin/true"), &sample);
+        let ty = sample::TID | sample::TIME | sample::CPU;
+        let (record, size) = Record::read(&file, 0, &config(ty)).unwrap();
+        assert_eq!(size, file.len());
+        assert_eq!(record.tsc, 0x30);
+        assert_eq!(
+            record.to_string(),
+            "PERF_RECORD_MMAP  7/8, 401000, 2000, 1000, /bin/true  { 7/8 30 cpu-2 }"
+        );
+        assert!(
+            record
+                .verbose()
+                .to_string()
+                .contains("\n  filename: /bin/true\n  pid: 7")
+        );
+    }
+
+    #[test]
+    fn perf_time_becomes_tsc_through_the_mmap_page_conversion() {
+        let config = Config {
+            time_zero: 1000,
+            time_shift: 4,
+            time_mult: 3,
+            ..Config::default()
+        };
+        // (time - zero) / mult << shift, with the remainder carried.
+        assert_eq!(config.tsc(1000 + 30), Ok(160));
+        assert_eq!(config.tsc(1000 + 31), Ok(165));
+        assert_eq!(config.tsc(0), Ok(0), "perf's made-up records stay at 0");
+        let no_mult = Config::default();
+        assert_eq!(no_mult.tsc(5), Err(Fault::BadConfig));
+    }
+
+    #[test]
+    fn damaged_records_name_what_is_wrong() {
+        let good = record(1, 0, &mmap_body("a"), &[]);
+        let cfg = config(0);
+        // Cut short: the end of the file, as libipt reads it.
+        assert_eq!(Record::read(&good[..20], 0, &cfg), Err(Fault::End));
+        // A size smaller than the header.
+        let mut small = good.clone();
+        small[6] = 4;
+        assert_eq!(Record::read(&small, 0, &cfg), Err(Fault::Nosync));
+        // A size that leaves fields over.
+        let mut long = good.clone();
+        long.extend([0; 8]);
+        long[6] += 8;
+        assert_eq!(Record::read(&long, 0, &cfg), Err(Fault::Nosync));
+        // A name without its NUL.
+        let open = record(3, 0, &[1, 0, 0, 0, 1, 0, 0, 0, b'a', b'b', b'c', b'd'], &[]);
+        assert_eq!(Record::read(&open, 0, &cfg), Err(Fault::BadPacket));
+        // Samples the sample type promises but the record lacks.
+        assert_eq!(
+            Record::read(&good, 0, &config(sample::TIME)),
+            Err(Fault::Nosync)
+        );
+    }
+
+    #[test]
+    fn a_channel_reads_each_record_once_and_stops_at_a_damaged_one() {
+        let mut file = record(12, 0, &[1, 0, 0, 0, 1, 0, 0, 0], &[]);
+        file.extend(record(14, 1 << 13, &[], &[]));
+        let mut bad = record(2, 0, &[0; 16], &[]);
+        bad[6] = 2;
+        file.extend(bad);
+        let mut channel = Channel::new("sb", file, config(0), true);
+        let first = channel.next_record().unwrap();
+        assert_eq!(first.to_string(), "PERF_RECORD_ITRACE_START  1/1  { }");
+        let second = channel.next_record().unwrap();
+        assert_eq!(
+            (second.offset, second.to_string()),
+            (16, "PERF_RECORD_SWITCH.OUT  { }".into())
+        );
+        assert_eq!(channel.next_record(), Err((24, Fault::Nosync)));
+        assert_eq!(channel.next_record(), Err((48, Fault::End)));
+    }
+
+    #[test]
+    fn records_of_several_events_take_the_sample_type_of_their_identifier() {
+        let mut cfg = config(0);
+        cfg.sample_types = vec![(9, sample::TIME | sample::IDENTIFIER)];
+        let sample = [5u64.to_le_bytes(), 9u64.to_le_bytes()].concat();
+        let file = record(13, 0, &3u64.to_le_bytes(), &sample);
+        let (record, _) = Record::read(&file, 0, &cfg).unwrap();
+        assert_eq!(record.to_string(), "PERF_RECORD_LOST_SAMPLES  3  { 5 9 }");
+        cfg.sample_types = vec![(9, sample::TIME)];
+        assert_eq!(Record::read(&file, 0, &cfg), Err(Fault::BadConfig));
+    }
+}

@@ -83,12 +83,25 @@ pub struct Format {
     pub offset: bool,
     /// `--sb:time`: the record's time in TSC.
     pub time: bool,
+    /// `--sb:switch`: where the decoder takes another process's image.
+    pub switches: bool,
+    /// `--sb:warn`: problems that are no errors.
+    pub warnings: bool,
 }
 
 impl Format {
     /// Whether records are shown at all.
     pub fn shows_records(self) -> bool {
         self.compact || self.verbose
+    }
+
+    /// Whether `note` is shown (errors always are).
+    pub fn shows(self, note: &Note) -> bool {
+        match note {
+            Note::Record { .. } => self.shows_records(),
+            Note::Problem { problem, .. } => problem.is_error() || self.warnings,
+            Note::Switch { .. } => self.switches,
+        }
     }
 
     /// A record as ptdump prints it under this format.

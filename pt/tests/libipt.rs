@@ -11,8 +11,7 @@ use common::Case;
 use weft_pt::Errata;
 use weft_pt::dump::{self, Options, TimeColumn};
 use weft_pt::flow::{Event, Flow, Step};
-use weft_pt::pevent::{self, Channel};
-use weft_pt::sideband::{Format, Note, Sideband};
+use weft_pt::sideband::{Format, Note};
 
 /// Lines with their whitespace runs collapsed: ptdump's column widths in the
 /// expectations were typed by the test authors, not printed by ptdump.
@@ -34,41 +33,12 @@ fn sideband_format(options: &str) -> (Format, Vec<&str>) {
             "--sb:filename" => format.filename = true,
             "--sb:offset" => format.offset = true,
             "--sb:time" => format.time = true,
+            "--sb:switch" => format.switches = true,
+            "--sb:warn" => format.warnings = true,
             _ => rest.push(option),
         }
     }
     (format, rest)
-}
-
-/// The sideband session of a test: its channels, configured as their file
-/// names say (`NAME-pevent-primary,sample-type=0x4,time-zero=0x0,...`),
-/// and its code files read from the test's folder.
-fn sideband(case: &Case) -> Sideband<'_> {
-    let channels = case
-        .sideband()
-        .into_iter()
-        .map(|(name, file)| {
-            let settings = name.rsplit_once("-pevent-").expect("a pevent file").1;
-            let settings = settings.trim_end_matches(".sb");
-            let mut config = pevent::Config::default();
-            let mut primary = false;
-            for setting in settings.split(',') {
-                let (key, value) = setting.split_once('=').unwrap_or((setting, "0"));
-                let value = u64::from_str_radix(value.trim_start_matches("0x"), 16).expect("hex");
-                match key {
-                    "primary" => primary = true,
-                    "secondary" => {}
-                    "sample-type" => config.sample_type = value,
-                    "time-zero" => config.time_zero = value,
-                    "time-shift" => config.time_shift = u16::try_from(value).expect("a shift"),
-                    "time-mult" => config.time_mult = u32::try_from(value).expect("a factor"),
-                    _ => panic!("{name}: unknown setting {key}"),
-                }
-            }
-            Channel::new(&name, file, config, primary)
-        })
-        .collect();
-    Sideband::new(channels, Box::new(|name| case.file(name)))
 }
 
 /// ptdump options the listing supports; `None` for ones it does not.
@@ -129,7 +99,7 @@ fn packet_listings_match_ptdump() {
         };
         let mut out = Vec::new();
         let (format, _) = sideband_format(case.str("ptdump_opts"));
-        let mut session = sideband(&case);
+        let mut session = case.sideband();
         let session = case.has_sideband().then_some((&mut session, format));
         dump::dump_with(&case.trace(), options, session, &mut out).unwrap();
         let got = String::from_utf8(out).unwrap();
@@ -235,17 +205,14 @@ fn instruction_flows_match_ptxed() {
             .with_ticks(options.ticks)
             .with_resync(options.resync);
         if case.has_sideband() {
-            flow = flow.with_sideband(sideband(&case).with_kernel_start(options.kernel_start));
+            flow = flow.with_sideband(case.sideband().with_kernel_start(options.kernel_start));
         }
         flow.run(&mut |step| {
             insns += usize::from(matches!(step, Step::Insn { .. }));
             let shown = match &step {
                 Step::Event(Event::Error { .. }, _) => true,
-                Step::Sideband(Note::Switch { .. }) => options.switches && !options.quiet,
-                Step::Sideband(Note::Record { .. }) => format.shows_records() && !options.quiet,
-                Step::Sideband(Note::Problem { problem, .. }) => {
-                    problem.is_error() || options.sideband_warnings
-                }
+                Step::Sideband(note @ Note::Problem { .. }) => format.shows(note),
+                Step::Sideband(note) => format.shows(note) && !options.quiet,
                 _ => !options.quiet,
             };
             if shown {
@@ -292,10 +259,6 @@ struct FlowOptions {
     ticks: bool,
     /// `--event:time`
     times: bool,
-    /// `--sb:switch`: show where the image changes to another process's.
-    switches: bool,
-    /// `--sb:warn`
-    sideband_warnings: bool,
     /// `--pevent:kernel-start`
     kernel_start: u64,
     /// `--nom-freq`, `--mtc-freq`, `--cpuid-0x15.*`, `--*:keep-tcal-on-ovf`
@@ -339,8 +302,6 @@ fn flow_options(options: &[&str]) -> Option<FlowOptions> {
         match option {
             "--event:tick" => flow.ticks = true,
             "--event:time" => flow.times = true,
-            "--sb:switch" => flow.switches = true,
-            "--sb:warn" => flow.sideband_warnings = true,
             "--pevent:kernel-start" => flow.kernel_start = number()?,
             "--nom-freq" => flow.clocks.nom_freq = u8::try_from(number()?).ok()?,
             "--mtc-freq" => flow.clocks.mtc_freq = u8::try_from(number()?).ok()?,

@@ -1270,3 +1270,135 @@ fn a_cgroup_capture_decodes_each_process_with_its_own_code() {
         "{stdout}"
     );
 }
+
+/// Lines with their whitespace runs collapsed (libipt's expectations were
+/// typed with columns of their own).
+fn normalised(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|line| line.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+/// libipt's `pevent-tip_pgd-switch-tsc-tip_pge` case in a folder of its own
+/// (the sideband names its code file, which `--pevent-sysroot` finds).
+struct SidebandCase {
+    dir: PathBuf,
+}
+
+impl SidebandCase {
+    fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("weft-pt-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let files: [(&str, &[u8]); 3] = [
+            (
+                "trace.pt",
+                include_bytes!(
+                    "../../pt/tests/libipt/pevent-tip_pgd-switch-tsc-tip_pge/pevent-tip_pgd-switch-tsc-tip_pge.pt"
+                ),
+            ),
+            (
+                "pevent-tip_pgd-switch-tsc-tip_pge.bin",
+                include_bytes!(
+                    "../../pt/tests/libipt/pevent-tip_pgd-switch-tsc-tip_pge/pevent-tip_pgd-switch-tsc-tip_pge.bin"
+                ),
+            ),
+            (
+                "primary.sb",
+                include_bytes!(
+                    "../../pt/tests/libipt/pevent-tip_pgd-switch-tsc-tip_pge/pevent-tip_pgd-switch-tsc-tip_pge-pevent-primary,sample-type=0x6,time-zero=0x0,time-shift=0x0,time-mult=0x1.sb"
+                ),
+            ),
+        ];
+        for (name, bytes) in files {
+            std::fs::write(dir.join(name), bytes).unwrap();
+        }
+        SidebandCase { dir }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.join(name).to_str().unwrap().to_string()
+    }
+}
+
+impl Drop for SidebandCase {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `weft pt flow` with `perf_event` sideband: each process's code comes from
+/// its MMAP records, and the flow takes process 2's code where the SWITCH
+/// records say it runs, as ptxed prints it. `weft pt dump` shows the same
+/// records where the trace's time reaches them.
+#[test]
+fn flow_follows_the_processes_the_sideband_says_run() {
+    let case = SidebandCase::new("follows");
+    let (trace, primary, dir) = (
+        case.path("trace.pt"),
+        case.path("primary.sb"),
+        case.path(""),
+    );
+    let sideband = [
+        "--pevent-primary",
+        primary.as_str(),
+        "--pevent-sample-type",
+        "0x6",
+        "--pevent-sysroot",
+        dir.as_str(),
+        "--sb-compact",
+        "--sb-offset",
+    ];
+    let mut args = vec!["pt", "flow", "--image", "/dev/null:0", "--sb-switch"];
+    args.extend(sideband);
+    args.push(&trace);
+    let (status, stdout, stderr) = run_weft(&args);
+    assert!(status.success(), "{stderr}");
+    let want = include_str!(
+        "../../pt/tests/libipt/pevent-tip_pgd-switch-tsc-tip_pge/pevent-tip_pgd-switch-tsc-tip_pge-ptxed.exp"
+    );
+    assert_eq!(normalised(&stdout), normalised(want), "{stdout}");
+
+    let mut args = vec!["pt", "dump"];
+    args.extend(sideband);
+    args.push(&trace);
+    let (status, stdout, stderr) = run_weft(&args);
+    assert!(status.success(), "{stderr}");
+    let want = include_str!(
+        "../../pt/tests/libipt/pevent-tip_pgd-switch-tsc-tip_pge/pevent-tip_pgd-switch-tsc-tip_pge-ptdump.exp"
+    );
+    assert_eq!(normalised(&stdout), normalised(want), "{stdout}");
+}
+
+/// A sideband file that is not there, and sideband with a perf.data file
+/// (which brings its own), are errors that say so.
+#[test]
+fn sideband_that_cannot_be_used_is_an_error() {
+    let case = SidebandCase::new("unusable");
+    let (trace, missing) = (case.path("trace.pt"), case.path("missing.sb"));
+    let (status, _, stderr) = run_weft(&["pt", "flow", "--pevent-primary", &missing, &trace]);
+    assert!(
+        !status.success() && stderr.contains("missing.sb"),
+        "{stderr}"
+    );
+    let primary = case.path("primary.sb");
+    let args = ["pt", "flow", "--perf", "--pevent-primary", &primary, &trace];
+    let (status, _, stderr) = run_weft(&args);
+    assert!(
+        !status.success() && stderr.contains("brings its own sideband"),
+        "{stderr}"
+    );
+    // A damaged record is a decoding error: named, and the exit fails.
+    let mut file = std::fs::read(&primary).unwrap();
+    file[0x66] = 4;
+    std::fs::write(&primary, file).unwrap();
+    let sideband = ["--pevent-primary", &primary, "--pevent-sample-type", "0x6"];
+    let mut args = vec!["pt", "flow", "--image", "/dev/null:0"];
+    args.extend(sideband);
+    args.push(&trace);
+    let (status, stdout, stderr) = run_weft(&args);
+    assert!(!status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("primary.sb:0000000000000060 sideband error: decoder out of sync"),
+        "{stdout}"
+    );
+}

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use weft_pt::Errata;
 use weft_pt::image::Image;
+use weft_pt::pevent::{self, Channel};
+use weft_pt::sideband::Sideband;
 
 /// One test of the corpus, as `manifest.json` describes it.
 pub struct Case(Value);
@@ -47,9 +49,41 @@ impl Case {
             .is_some_and(|sb| !sb.is_empty())
     }
 
+    /// The sideband session of a test: its channels, configured as their file
+    /// names say (`NAME-pevent-primary,sample-type=0x4,time-zero=0x0,...`),
+    /// and its code files read from the test's folder.
+    pub fn sideband(&self) -> Sideband<'_> {
+        let channels = self
+            .sideband_files()
+            .into_iter()
+            .map(|(name, file)| {
+                let settings = name.rsplit_once("-pevent-").expect("a pevent file").1;
+                let settings = settings.trim_end_matches(".sb");
+                let mut config = pevent::Config::default();
+                let mut primary = false;
+                for setting in settings.split(',') {
+                    let (key, value) = setting.split_once('=').unwrap_or((setting, "0"));
+                    let value =
+                        u64::from_str_radix(value.trim_start_matches("0x"), 16).expect("hex");
+                    match key {
+                        "primary" => primary = true,
+                        "secondary" => {}
+                        "sample-type" => config.sample_type = value,
+                        "time-zero" => config.time_zero = value,
+                        "time-shift" => config.time_shift = u16::try_from(value).expect("a shift"),
+                        "time-mult" => config.time_mult = u32::try_from(value).expect("a factor"),
+                        _ => panic!("{name}: unknown setting {key}"),
+                    }
+                }
+                Channel::new(&name, file, config, primary)
+            })
+            .collect();
+        Sideband::new(channels, Box::new(|name| self.file(name)))
+    }
+
     /// The sideband files: each one's name (as ptdump and ptxed were given
     /// it, in the test's folder) and contents.
-    pub fn sideband(&self) -> Vec<(String, Vec<u8>)> {
+    pub fn sideband_files(&self) -> Vec<(String, Vec<u8>)> {
         let files = self.0["sideband"].as_array().cloned().unwrap_or_default();
         files
             .iter()
