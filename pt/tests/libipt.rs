@@ -1,9 +1,11 @@
 //! Agreement with libipt on its own decoder tests (`tests/libipt/`, BSD-3,
 //! see its LICENSE and README.md): every packet listing ptdump printed must
-//! be printed by `weft pt dump`, up to whitespace. The cases where weft
-//! deliberately differs, or that need a feature not built yet, are listed in
-//! `docs/pt.md` and here; the test fails if one of them starts to agree
-//! (so the list stays true) or any other case disagrees.
+//! be printed by `weft pt dump`, and every flow ptxed printed by the flow
+//! decoder, up to whitespace, with the test's sideband where it has some.
+//! The cases where weft deliberately differs are listed in `docs/pt.md` and
+//! here, with the reason; the test fails if one of them starts to agree (so
+//! the list stays true), if any other case disagrees, or if a case's options
+//! are ones the harness cannot give weft.
 
 mod common;
 
@@ -93,10 +95,8 @@ fn packet_listings_match_ptdump() {
         let Some(expected) = case.expected("ptdump_exp") else {
             continue;
         };
-        let Some(options) = dump_options(&case) else {
-            report.skip(&case, "ptdump_opts");
-            continue;
-        };
+        let options = dump_options(&case)
+            .unwrap_or_else(|| panic!("{}: ptdump options weft lacks", case.dir()));
         let mut out = Vec::new();
         let (format, _) = sideband_format(case.str("ptdump_opts"));
         let mut session = case.sideband();
@@ -112,19 +112,10 @@ fn packet_listings_match_ptdump() {
 #[derive(Default)]
 struct Report {
     checked: usize,
-    skipped: Vec<String>,
     failures: Vec<String>,
 }
 
 impl Report {
-    fn skip(&mut self, case: &Case, options: &str) {
-        let why = match case.str(options) {
-            "" => "sideband",
-            opts => opts,
-        };
-        self.skipped.push(format!("{} ({why})", case.dir()));
-    }
-
     /// Compares outputs up to whitespace; a case listed in `differences`
     /// must still differ, so the list stays true.
     fn compare(&mut self, dir: &str, got: &str, want: &str, differences: &[(&str, &str)]) {
@@ -138,13 +129,7 @@ impl Report {
 
     fn finish(self, what: &str, at_least: usize) {
         let checked = self.checked;
-        eprintln!(
-            "{checked} {what} compared; not compared (options or sideband): {}",
-            self.skipped.len()
-        );
-        for case in &self.skipped {
-            eprintln!("  not compared: {case}");
-        }
+        eprintln!("{checked} {what} compared");
         assert!(
             self.failures.is_empty(),
             "{} of {checked} disagree:\n{}",
@@ -188,10 +173,8 @@ fn instruction_flows_match_ptxed() {
             continue;
         };
         let (format, rest) = sideband_format(case.str("ptxed_opts"));
-        let Some(options) = flow_options(&rest) else {
-            report.skip(&case, "ptxed_opts");
-            continue;
-        };
+        let options = flow_options(&rest)
+            .unwrap_or_else(|| panic!("{}: ptxed options weft lacks", case.dir()));
         let (trace, mut image) = (case.trace(), case.image());
         for &(offset, addr) in &options.raw {
             image.add(addr, case.code()[offset as usize..].to_vec());

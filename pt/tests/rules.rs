@@ -450,3 +450,48 @@ fn a_psb_contradicting_the_known_mode_is_a_bad_status_update() {
     let got = flow(&trace, &image(&[NOP, HLT]), Errata::default());
     assert_eq!(got, [format!("[{mode_at:x}, 0: error: bad status update]")]);
 }
+
+/// libipt's `pt_blk_tick`: with ticks asked for, a TNT or TIP that comes
+/// at another time than the packet before it reports `[tick]` after the
+/// branch it decides (a TNT once, at its first bit); one at the same time
+/// reports none. Every event carries the time of its packet.
+#[test]
+fn ticks_mark_the_branches_where_time_moved() {
+    // jz +0; jz +0; jmp rax; nop; hlt
+    let code = [0x74, 0x00, 0x74, 0x00, 0xff, 0xe0, NOP, HLT];
+    let mut trace = Encoder::new();
+    trace.psb();
+    trace.tsc(0x10);
+    trace.mode_64();
+    trace.ip(IpKind::Fup, Some(CODE));
+    trace.psbend();
+    trace.tnt(&[true]);
+    trace.tsc(0x20);
+    trace.tnt(&[false]);
+    trace.tsc(0x30);
+    trace.ip(IpKind::Tip, Some(CODE + 6));
+    stop_at(&mut trace, CODE + 7);
+    let image = image(&code);
+    let mut lines = Vec::new();
+    Flow::new(trace.bytes(), &image, Errata::default())
+        .with_ticks(true)
+        .run(&mut |step| lines.push(step.ptxed(false).with_times(true).to_string()));
+    assert_eq!(
+        lines,
+        [
+            at(0),
+            at(2),
+            "[0000000000000020  tick]".into(),
+            at(4),
+            "[0000000000000030  tick]".into(),
+            at(6),
+            "[0000000000000030  disabled]".into(),
+        ]
+    );
+    // Without ticks, the same flow and times, no ticks.
+    let mut plain = Vec::new();
+    Flow::new(trace.bytes(), &image, Errata::default())
+        .run(&mut |step| plain.push(step.ptxed(false).with_times(true).to_string()));
+    let without: Vec<_> = lines.into_iter().filter(|l| !l.contains("tick")).collect();
+    assert_eq!(plain, without);
+}
