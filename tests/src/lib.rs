@@ -96,15 +96,37 @@ pub fn has_tool(test: &str, tool: &str, version_arg: &str) -> bool {
 /// host its absence fails `test`; in the VM matrix, whose initramfs carries
 /// none of them, `test` says why it skips.
 pub fn setup_tool(test: &str, var: &str, what: &str) -> Option<std::ffi::OsString> {
+    tool_from(test, var, what)
+        .inspect_err(|why| eprintln!("skipping {test}: {why}"))
+        .ok()
+}
+
+/// As [`setup_tool`], for a tool only a test's last `step` needs: in the VM
+/// matrix the test's other assertions still count, so it says which step it
+/// leaves out (not "skipping", which the matrix counts as a skip).
+pub fn setup_tool_for_step(
+    test: &str,
+    step: &str,
+    var: &str,
+    what: &str,
+) -> Option<std::ffi::OsString> {
+    tool_from(test, var, what)
+        .inspect_err(|why| eprintln!("{test}: leaving out {step}: {why}"))
+        .ok()
+}
+
+/// The tool in `var`, or (in the VMs only) why there is none.
+fn tool_from(test: &str, var: &str, what: &str) -> Result<std::ffi::OsString, String> {
     if let Some(path) = std::env::var_os(var) {
-        return Some(path);
+        return Ok(path);
     }
     assert!(
         std::env::var_os("WEFT_VM").is_some(),
         "{test} needs {what} from {var}: run it through `cargo xtask test`, which sets it"
     );
-    eprintln!("skipping {test}: needs {what} ({var}), which the VM's initramfs does not carry");
-    None
+    Err(format!(
+        "needs {what} ({var}), which the VM's initramfs does not carry"
+    ))
 }
 
 /// Whether tracepoint `category/event` exists (true when tracefs is not

@@ -4,7 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use weft_tests::{Running, Workload, can_trace, capture_dir, query_rows, run_weft, setup_tool};
+use weft_tests::{
+    Running, Workload, can_trace, capture_dir, query_rows, run_weft, setup_tool_for_step,
+};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 
@@ -1165,8 +1167,9 @@ fn flame_graph_of_the_calls(dir: &Path) {
             2 * 150 * MS
         )
     );
-    let Some(flamegraph) = setup_tool(
+    let Some(flamegraph) = setup_tool_for_step(
         "imported_calls_line_up_with_the_syscalls_of_the_same_instant",
+        "drawing the flame graph",
         "WEFT_FLAMEGRAPH",
         "inferno's flame graph",
     ) else {

@@ -9,7 +9,7 @@ use std::{
     time::Duration,
 };
 
-use weft_tests::{Need, has_tool, needs, setup_tool, weft_bin};
+use weft_tests::{Need, has_tool, needs, setup_tool_for_step, weft_bin};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 
@@ -716,8 +716,9 @@ fn kstack_maps_fold_into_a_flame_graph() {
         total += count.parse::<u64>().expect("a count");
     }
     assert!(total >= 10, "ten sleeps, {total} switches:\n{stdout}");
-    let Some(flamegraph) = setup_tool(
+    let Some(flamegraph) = setup_tool_for_step(
         "kstack_maps_fold_into_a_flame_graph",
+        "drawing the flame graph",
         "WEFT_FLAMEGRAPH",
         "inferno's flame graph",
     ) else {
