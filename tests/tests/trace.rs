@@ -334,11 +334,14 @@ const BUNDLED_TOOLS: &[&str] = &[
     "bashreadline",
     "bitesize",
     "cpuwalk",
+    "gethostlatency",
     "killsnoop",
+    "opensnoop",
     "pidpersec",
     "setuids",
     "ssllatency",
     "sslsnoop",
+    "statsnoop",
     "syncsnoop",
     "syscount",
     "writeback",
@@ -383,6 +386,65 @@ fn bundled_bpftrace_tools_run_unchanged() {
         assert!(stderr.contains(" lost"), "{tool}: {stderr}");
         // Each prints a banner in BEGIN.
         assert!(stdout.contains("Ctrl-C"), "{tool}: {stdout}");
+    }
+}
+
+/// opensnoop.bt saves each open's file name pointer at the syscall's entry
+/// and prints `str()` of it at the exit: under weft, unchanged, it prints
+/// this process's opens of a file that is not there, with the path and
+/// ENOENT, once per open.
+#[test]
+fn opensnoop_prints_the_path_saved_at_the_entry() {
+    let test = "opensnoop_prints_the_path_saved_at_the_entry";
+    if !needs(test, &TRACE) || !has_bpftrace(test) {
+        return;
+    }
+    let mut child = Command::new(weft_bin())
+        .args(["trace", "/usr/sbin/opensnoop.bt"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run weft");
+    let path = format!("/tmp/weft-opensnoop-{}-missing", std::process::id());
+    // Attached once the banner is out; opens from then on are seen.
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut banner = String::new();
+    while !banner.contains("PATH") {
+        let mut line = String::new();
+        assert!(
+            std::io::BufRead::read_line(&mut stdout, &mut line).expect("read") > 0,
+            "weft ended before its banner"
+        );
+        banner.push_str(&line);
+    }
+    for _ in 0..3 {
+        assert!(std::fs::File::open(&path).is_err());
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id().cast_signed(), libc::SIGINT) };
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).expect("weft's output");
+    let out = child.wait_with_output().expect("weft's end");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // PID COMM FD ERR PATH, as opensnoop prints them.
+    let ours: Vec<Vec<&str>> = rest
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.last() == Some(&path.as_str()))
+        .collect();
+    assert_eq!(ours.len(), 3, "{rest}");
+    for fields in ours {
+        assert_eq!(fields[0], std::process::id().to_string(), "{fields:?}");
+        assert_eq!(
+            fields[fields.len() - 3..fields.len() - 1],
+            ["-1", "2"],
+            "{fields:?}"
+        );
     }
 }
 

@@ -5,7 +5,7 @@
 //! result is a [`Plan`] (`plan.rs`): what the kernel must copy per probe
 //! and which predicate parts it can test itself.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::{
     ast::{BinOp, Builtin, Expr, ExprKind, MapRef, Program, Stmt, UnOp},
@@ -30,7 +30,8 @@ pub use crate::{
 };
 
 /// Checks `program` against `kernel`.
-pub fn check(program: Program, kernel: &dyn Kernel) -> Result<Plan> {
+pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
+    let saved = crate::saved::read_where_saved(&mut program);
     let mut maps = collect_maps(&program)?;
     let mut keys = HashMap::new();
     let mut attaches = Vec::new();
@@ -55,9 +56,12 @@ pub fn check(program: Program, kernel: &dyn Kernel) -> Result<Plan> {
             keys: &mut keys,
             attaches: &mut group,
             vars: HashMap::new(),
+            saved: &saved,
         };
         if let Some(predicate) = &item.predicate {
-            checker.want(predicate, Type::Int, "a predicate")?;
+            // A string is true where it is not empty (a map of saved
+            // strings, as `/@filename[tid]/`).
+            checker.expr(predicate)?;
         }
         checker.stmts(&item.body)?;
         if let Some(predicate) = &item.predicate {
@@ -192,6 +196,8 @@ struct Checker<'a> {
     keys: &'a mut HashMap<String, Vec<Type>>,
     attaches: &'a mut [Attach],
     vars: HashMap<String, Type>,
+    /// Pointers whose string is read where they are saved in a map.
+    saved: &'a HashSet<Span>,
 }
 
 impl Checker<'_> {
@@ -509,7 +515,7 @@ impl Checker<'_> {
                 self.copy(name);
                 Ok(Type::Str)
             }
-            FieldKind::Int | FieldKind::Pointer => {
+            FieldKind::Int | FieldKind::Pointer { .. } => {
                 self.copy(name);
                 Ok(Type::Int)
             }
@@ -673,6 +679,12 @@ impl Checker<'_> {
                     ExprKind::Field(n) => n.clone(),
                     ExprKind::Arg(n) => format!("arg{n}"),
                     ExprKind::Builtin(Builtin::Retval) => "retval".into(),
+                    // A map of strings saved where their pointers were
+                    // (`saved.rs`).
+                    ExprKind::Map(_) => {
+                        self.want(target, Type::Str, "the map str() reads")?;
+                        return Ok(Type::Str);
+                    }
                     _ => {
                         return Err(Error::new(
                             target.span,
@@ -681,6 +693,19 @@ impl Checker<'_> {
                     }
                 };
                 let kind = self.field(&field, target.span)?.kind;
+                if self.saved.contains(&target.span)
+                    && kind == (FieldKind::Pointer { constant: false })
+                {
+                    return Err(Error::new(
+                        target.span,
+                        format!(
+                            "`{field}` points to data the kernel may still write: weft reads a \
+                             saved pointer's string where it is saved (in the kernel, as the \
+                             event happens), so save `str(args.{field})` where the string is \
+                             complete instead"
+                        ),
+                    ));
+                }
                 match kind {
                     FieldKind::Chars => self.copy(&field),
                     FieldKind::Int if field.starts_with("arg") || field == "retval" => {
@@ -839,8 +864,45 @@ pub(crate) mod tests {
             r#"tracepoint:syscalls:sys_enter_openat { printf("%s\n", str(args.filename)); } tracepoint:sched:sched_process_exec { printf("%s\n", str(args.filename)); }"#,
         );
         assert_eq!(plan.attaches[0].raw_len, 0);
-        assert_eq!(plan.attaches[0].strings[0].kind, FieldKind::Pointer);
+        assert_eq!(
+            plan.attaches[0].strings[0].kind,
+            FieldKind::Pointer { constant: true }
+        );
         assert_eq!(plan.attaches[1].strings[0].kind, FieldKind::DataLoc);
+    }
+
+    /// opensnoop's idiom: a pointer saved at the entry, `str()` of it at the
+    /// exit. The map holds the string, read at the entry; a pointer the
+    /// syscall writes through (read's buffer) is refused, saying why.
+    #[test]
+    fn a_saved_input_pointer_keeps_its_string() {
+        let plan = checked(
+            r#"tracepoint:syscalls:sys_enter_openat { @name[tid] = args.filename; }
+               tracepoint:syscalls:sys_exit_read /@name[tid]/ { printf("%s\n", str(@name[tid], 8)); }"#,
+        );
+        assert_eq!(plan.maps[0].kind, MapKind::Value(Type::Str));
+        assert_eq!(
+            plan.attaches[0].strings[0].kind,
+            FieldKind::Pointer { constant: true }
+        );
+        let err = check(
+            parse(
+                r#"tracepoint:syscalls:sys_enter_read { @buf[tid] = args.buf; }
+                   tracepoint:syscalls:sys_exit_read { printf("%s\n", str(@buf[tid])); }"#,
+            )
+            .unwrap(),
+            &FakeKernel,
+        )
+        .unwrap_err();
+        assert!(
+            err.message
+                .starts_with("`buf` points to data the kernel may still write"),
+            "{}",
+            err.message
+        );
+        // Without str() of the map, a saved pointer stays a number.
+        let plan = checked("tracepoint:syscalls:sys_enter_read { @buf[tid] = args.buf; }");
+        assert_eq!(plan.maps[0].kind, MapKind::Value(Type::Int));
     }
 
     #[test]

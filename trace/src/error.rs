@@ -2,7 +2,7 @@
 //! caller can print the line with a caret under it.
 
 /// A byte range of the program text.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Span {
     /// Byte offset of the first character.
     pub start: usize,

@@ -9,8 +9,10 @@ use weft_probes::tracefs;
 pub enum FieldKind {
     /// An integer of `size` bytes.
     Int,
-    /// A pointer: an integer, and `str()` reads the string it points to.
-    Pointer,
+    /// A pointer: an integer, and `str()` reads the string it points to;
+    /// `constant` where it points to `const` data (an input the kernel
+    /// only reads, such as a syscall's file name).
+    Pointer { constant: bool },
     /// `char name[N]` inside the record: a string.
     Chars,
     /// `__data_loc char[]`: a string stored after the fixed fields.
@@ -73,8 +75,10 @@ pub fn format_fields(format: &str) -> Vec<Field> {
             let declaration = f.declaration;
             let kind = if declaration.starts_with("__data_loc") {
                 FieldKind::DataLoc
-            } else if declaration.contains('*') {
-                FieldKind::Pointer
+            } else if let Some(star) = declaration.find('*') {
+                FieldKind::Pointer {
+                    constant: declaration[..star].split_whitespace().any(|w| w == "const"),
+                }
             } else if declaration.contains("char") && declaration.contains('[') {
                 FieldKind::Chars
             } else {
@@ -142,6 +146,7 @@ mod tests {
             \tfield:int dfd;\toffset:16;\tsize:8;\tsigned:0;\n\
             \tfield:const char * filename;\toffset:24;\tsize:8;\tsigned:0;\n\
             \tfield:size_t count;\toffset:32;\tsize:8;\tsigned:0;\n\
+            \tfield:char * buf;\toffset:48;\tsize:8;\tsigned:0;\n\
             \tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
             \tfield:__data_loc char[] name;\toffset:40;\tsize:4;\tsigned:0;\n";
         let fields = format_fields(format);
@@ -153,8 +158,15 @@ mod tests {
             brief,
             vec![
                 ("dfd", 16, 4, true, FieldKind::Int),
-                ("filename", 24, 8, false, FieldKind::Pointer),
+                (
+                    "filename",
+                    24,
+                    8,
+                    false,
+                    FieldKind::Pointer { constant: true }
+                ),
                 ("count", 32, 8, false, FieldKind::Int),
+                ("buf", 48, 8, false, FieldKind::Pointer { constant: false }),
                 ("prev_comm", 8, 16, false, FieldKind::Chars),
                 ("name", 40, 4, false, FieldKind::DataLoc),
             ]

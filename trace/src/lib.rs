@@ -28,6 +28,7 @@ pub mod plan;
 mod preprocess;
 mod push_down;
 pub mod run;
+mod saved;
 pub mod value;
 
 pub use check::{Attach, Plan, Target, check};

@@ -354,13 +354,15 @@ impl<'p> Runtime<'p> {
                 }
             }
             ExprKind::Call(name, args) if name == "str" => {
-                let target = match &args[0].kind {
-                    ExprKind::Field(n) => n.clone(),
-                    ExprKind::Arg(n) => format!("arg{n}"),
-                    _ => "retval".into(),
+                let value = match &args[0].kind {
+                    // A string saved where its pointer was (`saved.rs`).
+                    ExprKind::Map(_) => self.eval(&args[0], scope),
+                    ExprKind::Field(n) => string_of(scope, n),
+                    ExprKind::Arg(n) => string_of(scope, &format!("arg{n}")),
+                    _ => string_of(scope, "retval"),
                 };
-                let Value::Str(text) = string_of(scope, &target) else {
-                    unreachable!("string_of gives strings")
+                let Value::Str(text) = value else {
+                    unreachable!("str() reads strings")
                 };
                 match args.get(1).map(|a| &a.kind) {
                     // Like bpftrace: the length counts the terminating NUL.
@@ -476,7 +478,7 @@ fn field(scope: &Scope<'_, '_>, name: &str) -> Value {
             Value::Str(c_string(bytes.unwrap_or_default()))
         }
         FieldKind::DataLoc => string_of(scope, name),
-        FieldKind::Int | FieldKind::Pointer => {
+        FieldKind::Int | FieldKind::Pointer { .. } => {
             Value::Int(integer(scope.event.raw, f.offset, f.size, f.signed))
         }
     }

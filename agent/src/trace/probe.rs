@@ -494,7 +494,8 @@ struct MissingFunction {
 /// The file a uprobe names, as bpftrace finds it: a path as it is; a bare
 /// name as a program on `PATH`, else as a library (`libssl` or `ssl`:
 /// `libssl.so`, then the highest `libssl.so.N`) in the system's library
-/// directories.
+/// directories. Only ELF files count: with a C library's development files
+/// installed, `libc.so` is a linker script naming `libc.so.6`.
 fn uprobe_file(name: &str) -> Result<std::path::PathBuf> {
     if name.contains('/') {
         return Ok(name.into());
@@ -528,6 +529,7 @@ fn uprobe_file(name: &str) -> Result<std::path::PathBuf> {
         let mut names: Vec<String> = entries
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
             .filter(|n| *n == exact || n.starts_with(&versioned))
+            .filter(|n| is_elf(&Path::new(dir).join(n)))
             .collect();
         names.sort_by_key(|n| (*n != exact, std::cmp::Reverse(n.clone())));
         if let Some(found) = names.first() {
@@ -535,6 +537,14 @@ fn uprobe_file(name: &str) -> Result<std::path::PathBuf> {
         }
     }
     bail!("uprobe: no program or library called {name} (give its path)")
+}
+
+/// Whether `path` starts as an ELF file does.
+fn is_elf(path: &Path) -> bool {
+    let mut magic = [0; 4];
+    std::fs::File::open(path)
+        .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut magic))
+        .is_ok_and(|()| magic == *b"\x7fELF")
 }
 
 fn program(ebpf: &mut Ebpf, name: &str) -> Result<RawFd> {

@@ -157,7 +157,7 @@ fn record_fields(attach: &Attach) -> impl Iterator<Item = &weft_trace::Field> {
     attach
         .fields
         .iter()
-        .filter(|f| matches!(f.kind, Kind::Int | Kind::Pointer))
+        .filter(|f| matches!(f.kind, Kind::Int | Kind::Pointer { .. }))
 }
 
 /// Column names: the builtins, then the record's fields (`args_` before a
