@@ -9,19 +9,14 @@
 //! instruction runs. PIP, VMCS and MODE.exec wait for the transfer they
 //! belong to.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
-use iced_x86::{
-    Code, Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind, Register,
-};
-
+use crate::Errata;
 use crate::control::{self, Control, Place};
 use crate::image::Image;
+use crate::insn::{Cache, Insn, Kind};
 use crate::packet::{IpKind, Packet, Packets};
+use crate::query::{Lost, Query, is_bound, is_time};
 use crate::sideband::{At, Note, Position, Sideband};
 use crate::time::{Clock, Clocks};
-use crate::{Errata, Error};
 
 /// One step of the flow: an instruction that ran, or an event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,63 +165,6 @@ pub enum Event {
     },
 }
 
-/// Hashes instruction addresses with one multiplication: the cache is
-/// looked up at every instruction, and addresses need no defence against
-/// collisions chosen by an attacker (a trace can only slow its own decode).
-#[derive(Default)]
-struct IpHasher(u64);
-
-impl Hasher for IpHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u64(&mut self, ip: u64) {
-        self.0 = (self.0 ^ ip).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// What the walk needs to know about one instruction.
-#[derive(Debug, Clone, Copy)]
-struct Insn {
-    len: u8,
-    kind: Kind,
-    /// A PTWRITE: where a PTW packet's event belongs.
-    ptwrite: bool,
-}
-
-impl Insn {
-    fn class(self, ip: u64) -> Class {
-        match self.kind {
-            Kind::Call(target) if target != ip.wrapping_add(u64::from(self.len)) => Class::Call,
-            Kind::IndirectCall => Class::Call,
-            Kind::Ret => Class::Return,
-            _ => Class::Other,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Next,
-    Cond(u64),
-    Jump(u64),
-    Call(u64),
-    /// Needs a TIP: indirect jumps, far transfers.
-    Indirect,
-    IndirectCall,
-    Ret,
-    MovCr3,
-    /// VMLAUNCH, VMRESUME: a far transfer (for erratum SKD022).
-    VmEntry,
-}
-
 /// Instructions walked without reading a packet before the walk gives up:
 /// code that loops without branching on anything the trace records cannot
 /// be what ran.
@@ -257,7 +195,8 @@ const STACK: usize = 64;
     reason = "the walk's state: tracing on, in a transaction, and two facts for errata and errors"
 )]
 pub struct Flow<'a> {
-    packets: Packets<'a>,
+    /// The packets, as the walk consumes them.
+    query: Query<'a>,
     errata: Errata,
     image: &'a Image,
     /// The code running at a TSC time, for traces that switch between
@@ -270,10 +209,7 @@ pub struct Flow<'a> {
     /// The address ranges tracing was limited to (`IA32_RTIT_ADDRn` with
     /// `FilterEn`), inclusive; empty when it was not.
     filter: Vec<(u64, u64)>,
-    cache: HashMap<u64, Insn, BuildHasherDefault<IpHasher>>,
-    /// The next packet the walk must act on, read but not acted on.
-    peeked: Option<(usize, Packet)>,
-    last_ip: u64,
+    cache: Cache,
     tnt: u64,
     tnt_left: u8,
     /// Events waiting for the transfer they belong to.
@@ -311,9 +247,6 @@ pub struct Flow<'a> {
     power: Vec<(Event, Bind)>,
     /// Instructions run since the last packet that gave an IP (TRIG counts).
     since_ip: u32,
-    clock: Clock,
-    /// Timing packets read ahead, not yet reached by the walk.
-    held_time: Vec<Packet>,
     /// EVD data waiting for its CFE.
     data: control::Data,
     /// A CFE waiting for its FUP, and where it goes there.
@@ -335,16 +268,15 @@ pub struct Flow<'a> {
 
 impl<'a> Flow<'a> {
     pub fn new(trace: &'a [u8], image: &'a Image, errata: Errata) -> Self {
+        let packets = Packets::with_errata(trace, errata);
         Flow {
-            packets: Packets::with_errata(trace, errata),
+            query: Query::new(packets, Clock::new(Clocks::default(), errata)),
             errata,
             image,
             code_at: None,
             skipping: false,
             filter: Vec::new(),
-            cache: HashMap::default(),
-            peeked: None,
-            last_ip: 0,
+            cache: Cache::default(),
             tnt: 0,
             tnt_left: 0,
             vmcs: None,
@@ -367,8 +299,6 @@ impl<'a> Flow<'a> {
             stack: Vec::with_capacity(STACK),
             power: Vec::new(),
             since_ip: 0,
-            clock: Clock::new(Clocks::default(), errata),
-            held_time: Vec::new(),
             data: control::Data::default(),
             at_fup: None,
             after_insn: None,
@@ -383,7 +313,7 @@ impl<'a> Flow<'a> {
     /// (without, only TSC packets move the time).
     #[must_use]
     pub fn with_clocks(mut self, clocks: Clocks) -> Self {
-        self.clock = Clock::new(clocks, self.errata);
+        self.query.clock = Clock::new(clocks, self.errata);
         self
     }
 
@@ -444,22 +374,9 @@ impl<'a> Flow<'a> {
         self
     }
 
-    /// The time at the packet being acted on: the time so far, moved by the
-    /// timing packets read ahead up to it.
-    fn time_now(&self) -> Option<u64> {
-        if self.held_time.is_empty() {
-            return self.clock.tsc();
-        }
-        let mut clock = self.clock.clone();
-        for packet in &self.held_time {
-            clock.update(packet, &mut |_| {});
-        }
-        clock.tsc()
-    }
-
     /// Report an event, with its time; the sideband hears of it after.
     fn event(&mut self, out: &mut dyn FnMut(Step), event: Event) {
-        let time = self.time_now();
+        let time = self.query.time_now();
         let position = position_of(&event);
         out(Step::Event(event, time));
         self.tell_sideband(time, position, out);
@@ -497,8 +414,9 @@ impl<'a> Flow<'a> {
     fn tick_due(&self) -> bool {
         self.ticks
             && self
+                .query
                 .time_now()
-                .is_some_and(|now| Some(now) != self.clock.tsc())
+                .is_some_and(|now| Some(now) != self.query.clock.tsc())
     }
 
     /// A MODE.Exec in a PSB+ states the mode; one that contradicts the mode
@@ -525,7 +443,11 @@ impl<'a> Flow<'a> {
     /// Takes the code of the time now, if the trace switches and says
     /// when; returns whether there is code to walk.
     fn switch_code(&mut self) -> bool {
-        let Some(code) = self.code_at.zip(self.clock.tsc()).map(|(at, tsc)| at(tsc)) else {
+        let Some(code) = self
+            .code_at
+            .zip(self.query.clock.tsc())
+            .map(|(at, tsc)| at(tsc))
+        else {
             return true;
         };
         self.skipping = code.is_none();
@@ -543,15 +465,15 @@ impl<'a> Flow<'a> {
         if let Some(sideband) = &mut self.sideband {
             sideband.start(&mut |note| out(Step::Sideband(note)));
         }
-        while self.packets.sync_forward() {
-            self.peeked = None;
+        while self.query.packets.sync_forward() {
+            self.query.consume();
             self.walked = false;
             self.known_mode = None;
             self.data = control::Data::default();
             self.at_fup = None;
             self.after_insn = None;
             self.after_step = None;
-            let psb = self.packets.offset();
+            let psb = self.query.packets.offset();
             let mut result = self.status(psb, out).and_then(|()| self.walk(out));
             let done = loop {
                 let Err(lost) = result else {
@@ -575,8 +497,8 @@ impl<'a> Flow<'a> {
             }
             self.enabled = false;
             self.skipping = false;
-            self.clock.reset();
-            self.held_time.clear();
+            self.query.clock.reset();
+            self.query.held_time.clear();
         }
     }
 
@@ -602,33 +524,28 @@ impl<'a> Flow<'a> {
         self.after_step = None;
         if let Some(psb) = self.header.take() {
             // The error was inside a PSB+: start it over.
-            self.packets.sync_at(psb);
-            self.peeked = None;
+            self.query.packets.sync_at(psb);
+            self.query.consume();
             self.status(psb, out)?;
             return Ok(true);
         }
-        if self.resynced_at == Some(self.position()) {
+        if self.resynced_at == Some(self.query.position()) {
             // The walk failed again where the last resync left it, without
             // reading on: pass that packet, so every resync makes progress.
-            self.take()?;
+            self.query.take()?;
         }
-        let start = self.position();
+        let start = self.query.position();
         loop {
-            let Some((offset, packet)) = self.peek()? else {
+            let Some((offset, packet)) = self.query.peek()? else {
                 return Ok(false);
             };
             if let Some(found) = self.resync_at(offset, packet, out)? {
                 // Where it found its place at the packet it started from,
                 // the walk must read on from there.
-                self.resynced_at = (self.position() == start).then_some(start);
+                self.resynced_at = (self.query.position() == start).then_some(start);
                 return Ok(found);
             }
         }
-    }
-
-    /// Where the walk is in the trace: the packet it acts on next.
-    fn position(&self) -> usize {
-        self.peeked.map_or(self.packets.offset(), |(at, _)| at)
     }
 
     /// One packet of [`Flow::resync`]'s search: `Some` where the walk can go
@@ -649,7 +566,7 @@ impl<'a> Flow<'a> {
         );
         // A FUP, and the events bound to one, name an IP: the walk starts
         // there and meets them (an interrupt, a disable, a TSX event).
-        if let Some(ip) = fup_bound.then(|| self.fup_after_bound()).flatten() {
+        if let Some(ip) = fup_bound.then(|| self.query.fup_after_bound()).flatten() {
             self.ip = ip;
             self.enabled = true;
             return Ok(Some(true));
@@ -660,8 +577,8 @@ impl<'a> Flow<'a> {
                 kind: IpKind::Tip,
                 ip,
             } => {
-                self.peeked = None;
-                self.ip = self.resolve(offset, ip)?;
+                self.query.consume();
+                self.ip = self.query.resolve(offset, ip)?;
                 self.enabled = true;
                 self.flush_transfer(out, Order::Stream, Some(self.ip));
             }
@@ -669,7 +586,7 @@ impl<'a> Flow<'a> {
                 kind: IpKind::Fup,
                 ip,
             } => {
-                self.ip = self.resolve_peek(offset, ip)?;
+                self.ip = self.query.resolve_peek(offset, ip)?;
                 self.enabled = true;
             }
             // Tracing is off from here (ptxed says "[disabled]"), or comes
@@ -678,8 +595,8 @@ impl<'a> Flow<'a> {
                 kind: IpKind::TipPgd,
                 ip,
             } => {
-                self.peeked = None;
-                self.resolve(offset, ip).ok();
+                self.query.consume();
+                self.query.resolve(offset, ip).ok();
                 self.enabled = false;
                 self.event(out, Event::Disabled { at: None, ip: None });
             }
@@ -698,29 +615,23 @@ impl<'a> Flow<'a> {
                 return Ok(None);
             }
             Packet::Psb => {
-                self.peeked = None;
+                self.query.consume();
                 self.status(offset, out)?;
             }
             // A PTW without IP binds to no place the search can find: it is
             // shown, and the search goes on.
             Packet::Ptw { payload, .. } => {
-                self.peeked = None;
+                self.query.consume();
                 self.event(out, Event::Ptwrite { payload, ip: None });
                 return Ok(None);
             }
             _ => {
                 // Branches lost with the error, and events without a place.
-                self.peeked = None;
+                self.query.consume();
                 return Ok(None);
             }
         }
         Ok(Some(true))
-    }
-
-    /// The IP of the FUP right after the peeked packet (past timing
-    /// packets), which an event the peeked packet starts binds to.
-    fn fup_after_bound(&self) -> Option<u64> {
-        self.fup_ahead(is_time)?.resolve(self.last_ip)
     }
 
     /// `psb`: where the PSB is, to start over there when resyncing after an
@@ -737,7 +648,7 @@ impl<'a> Flow<'a> {
         self.tnt_left = 0;
         self.stack.clear();
         loop {
-            let Some((offset, packet)) = self.read()? else {
+            let Some((offset, packet)) = self.query.read()? else {
                 return Ok(());
             };
             match packet {
@@ -745,7 +656,12 @@ impl<'a> Flow<'a> {
                 Packet::Ip {
                     kind: IpKind::Fup,
                     ip,
-                } => fup = ip.resolve(self.last_ip).inspect(|&ip| self.last_ip = ip),
+                } => {
+                    fup = ip.resolve(self.query.last_ip);
+                    if let Some(ip) = fup {
+                        self.query.last_ip = ip;
+                    }
+                }
                 Packet::ModeExec { .. } => self.header_mode(offset, Mode::of(packet))?,
                 Packet::ModeTsx { intx, .. } => self.in_tx = intx,
                 // PIP, VMCS and CBR here are state, not changes.
@@ -754,7 +670,7 @@ impl<'a> Flow<'a> {
                 Packet::Mnt(payload) => self.event(out, Event::Mnt { payload }),
                 Packet::Ovf => {
                     // An overflow inside PSB+: the header's state is stale.
-                    self.peeked = Some((offset, packet));
+                    self.query.put_back((offset, packet));
                     return Ok(());
                 }
                 _ => return Err(Lost::context(offset)),
@@ -774,7 +690,7 @@ impl<'a> Flow<'a> {
         } else {
             Position::Unknown
         };
-        self.tell_sideband(self.time_now(), position, out);
+        self.tell_sideband(self.query.time_now(), position, out);
         if self.errata.bdm70 && !was_enabled && self.enabled {
             // The FUP was the erratum's if a TIP.PGE comes next.
             if let Some((
@@ -804,14 +720,14 @@ impl<'a> Flow<'a> {
                 idle = 0;
                 continue;
             }
-            if self.tnt_left == 0 && self.peek()?.is_none() {
+            if self.tnt_left == 0 && self.query.peek()?.is_none() {
                 self.event(out, Event::EndOfTrace);
                 return Ok(());
             }
             idle += 1;
             if idle > PATIENCE {
                 return Err(Lost {
-                    offset: self.offset(),
+                    offset: self.query.offset(),
                     message: "no packet consumed in a million instructions",
                 });
             }
@@ -821,7 +737,7 @@ impl<'a> Flow<'a> {
                 ip: self.ip,
                 speculative: self.in_tx,
                 class: insn.class(self.ip),
-                time: self.clock.relative(),
+                time: self.query.clock.relative(),
             });
             self.since_ip += 1;
             let after = self.after_step.take();
@@ -838,7 +754,7 @@ impl<'a> Flow<'a> {
     /// Tracing is off: act on packets until it comes back on. Returns false
     /// at the end of the trace.
     fn while_disabled(&mut self, out: &mut dyn FnMut(Step)) -> Result<bool, Lost> {
-        let Some((offset, packet)) = self.take()? else {
+        let Some((offset, packet)) = self.query.take()? else {
             return Ok(false);
         };
         self.flush_paging(out, Order::Stream, None);
@@ -847,7 +763,7 @@ impl<'a> Flow<'a> {
                 kind: IpKind::TipPge,
                 ip,
             } => {
-                let ip = self.resolve(offset, ip)?;
+                let ip = self.query.resolve(offset, ip)?;
                 if !self.switch_code() {
                     return Ok(true);
                 }
@@ -883,12 +799,12 @@ impl<'a> Flow<'a> {
                 ip,
             } => {
                 // A FUP while disabled only updates the last IP.
-                self.resolve(offset, ip)?;
+                self.query.resolve(offset, ip)?;
             }
             Packet::Ip { ip, .. } if self.skipping => {
                 // A suppressed IP (a TIP.PGD leaving) changes nothing.
-                if let Some(ip) = ip.resolve(self.last_ip) {
-                    self.last_ip = ip;
+                if let Some(ip) = ip.resolve(self.query.last_ip) {
+                    self.query.last_ip = ip;
                 }
             }
             Packet::Tnt { .. } if self.skipping => {}
@@ -955,7 +871,7 @@ impl<'a> Flow<'a> {
         if waits {
             return Ok(false);
         }
-        self.peeked = None;
+        self.query.consume();
         if named {
             self.take_fup()?;
         }
@@ -1018,12 +934,12 @@ impl<'a> Flow<'a> {
                 kind: IpKind::Fup,
                 ip,
             },
-        )) = self.peek()?
+        )) = self.query.peek()?
         else {
             return Ok(None);
         };
-        self.peeked = None;
-        self.resolve(offset, ip).map(Some)
+        self.query.consume();
+        self.query.resolve(offset, ip).map(Some)
     }
 
     /// Fire what happens at the current IP: an asynchronous event whose FUP
@@ -1032,21 +948,23 @@ impl<'a> Flow<'a> {
         if self.tnt_left > 0 {
             return Ok(false);
         }
-        let Some((offset, packet)) = self.peek()? else {
+        let Some((offset, packet)) = self.query.peek()? else {
             return Ok(false);
         };
         match packet {
             Packet::Ovf => {
-                self.peeked = None;
+                self.query.consume();
                 self.flush_power(out);
                 self.overflow(out)?;
             }
             // A PSB+ while tracing names, in its FUP, the IP where it was
             // sent: the flow runs up to there before taking its status
             // (libipt's tests `psb-psb`, `psb_nofup-psb`).
-            Packet::Psb if self.psb_fup().is_some_and(|ip| ip != self.ip) => return Ok(false),
+            Packet::Psb if self.query.psb_fup().is_some_and(|ip| ip != self.ip) => {
+                return Ok(false);
+            }
             Packet::Psb => {
-                self.peeked = None;
+                self.query.consume();
                 self.status(offset, out)?;
             }
             // A MODE.Exec right before a FUP (event tracing: STI, CLI,
@@ -1064,10 +982,10 @@ impl<'a> Flow<'a> {
             Packet::ModeTsx { abort: true, .. } if self.errata.bdm64 && self.bdm64_fup() => {
                 // Take the branch to where the abort's FUP says; the abort
                 // fires there.
-                self.ip = self.lookahead_fup().expect("bdm64_fup found it");
+                self.ip = self.query.lookahead_fup().expect("bdm64_fup found it");
             }
             Packet::ModeTsx { intx, abort } if self.fup_here() => {
-                self.peeked = None;
+                self.query.consume();
                 self.take_fup()?;
                 self.in_tx = intx;
                 self.event(out, tsx_event(intx, abort, Some(self.ip)));
@@ -1081,7 +999,7 @@ impl<'a> Flow<'a> {
             }
             Packet::Ptw { ip, payload, .. } => return self.bind_ptwrite(ip, payload),
             Packet::Exstop { ip: true } if self.fup_here() => {
-                self.peeked = None;
+                self.query.consume();
                 self.take_fup()?;
                 self.power_packet(packet, out);
                 self.release(Bind::Fup, Some(self.ip), out);
@@ -1090,60 +1008,70 @@ impl<'a> Flow<'a> {
             | Packet::Pwre { .. }
             | Packet::Exstop { ip: false }
             | Packet::Pwrx { .. } => {
-                self.peeked = None;
+                self.query.consume();
                 self.power_packet(packet, out);
             }
             Packet::Trig { .. } => return self.trig(packet, out),
             Packet::Stop => {
-                self.peeked = None;
+                self.query.consume();
                 self.flush_power(out);
                 self.event(out, Event::Stopped);
             }
             Packet::Cbr(_) | Packet::Mnt(_) => {
-                self.peeked = None;
+                self.query.consume();
                 self.event(out, now_event(packet).expect("an event"));
             }
             Packet::Cfe { .. } | Packet::Evd { .. } => {
-                self.peeked = None;
+                self.query.consume();
                 self.control(offset, packet, out)?;
             }
             Packet::Bbp { .. } | Packet::Bip { .. } | Packet::Bep { .. } => {
                 // Not decoded into events yet (docs/pt.md); skipped.
-                self.peeked = None;
+                self.query.consume();
             }
             Packet::Ip {
                 kind: IpKind::Fup,
                 ip,
-            } => {
-                if self.resolve_peek(offset, ip)? != self.ip {
-                    return Ok(false);
-                }
-                self.peeked = None;
-                self.resolve(offset, ip)?;
-                match self.at_fup.take() {
-                    Some((event, Place::AfterFupInsn, named)) => {
-                        // The instruction here caused it and takes the branch.
-                        self.after_insn = Some((event, named.then_some(self.ip)));
-                        return Ok(true);
-                    }
-                    Some((event, _, named)) => self.event(
-                        out,
-                        Event::Control {
-                            event,
-                            ip: named.then_some(self.ip),
-                        },
-                    ),
-                    None => {}
-                }
-                if self.errata.skd022 && self.is_vm_entry()? {
-                    // The erratum's FUP: the VM entry runs and its TIP.PGD
-                    // disables tracing as usual.
-                    return Ok(false);
-                }
-                self.async_branch(out)?;
-            }
+            } => return self.fup_reached(offset, ip, out),
             _ => return Ok(false),
         }
+        Ok(true)
+    }
+
+    /// A FUP: where it names the current IP, what waits for it fires (a
+    /// control-flow event) and the asynchronous branch it begins is taken.
+    fn fup_reached(
+        &mut self,
+        offset: usize,
+        ip: crate::packet::Ip,
+        out: &mut dyn FnMut(Step),
+    ) -> Result<bool, Lost> {
+        if self.query.resolve_peek(offset, ip)? != self.ip {
+            return Ok(false);
+        }
+        self.query.consume();
+        self.query.resolve(offset, ip)?;
+        match self.at_fup.take() {
+            Some((event, Place::AfterFupInsn, named)) => {
+                // The instruction here caused it and takes the branch.
+                self.after_insn = Some((event, named.then_some(self.ip)));
+                return Ok(true);
+            }
+            Some((event, _, named)) => self.event(
+                out,
+                Event::Control {
+                    event,
+                    ip: named.then_some(self.ip),
+                },
+            ),
+            None => {}
+        }
+        if self.errata.skd022 && self.is_vm_entry()? {
+            // The erratum's FUP: the VM entry runs and its TIP.PGD
+            // disables tracing as usual.
+            return Ok(false);
+        }
+        self.async_branch(out)?;
         Ok(true)
     }
 
@@ -1197,8 +1125,8 @@ impl<'a> Flow<'a> {
                 kind: IpKind::Tip,
                 ip,
             } => {
-                self.peeked = None;
-                let to = self.resolve(offset, ip)?;
+                self.query.consume();
+                let to = self.query.resolve(offset, ip)?;
                 self.event(out, Event::Interrupt { from: self.ip, to });
                 self.flush_transfer(out, Order::Async, Some(to));
                 self.ip = to;
@@ -1207,8 +1135,8 @@ impl<'a> Flow<'a> {
                 kind: IpKind::TipPgd,
                 ip,
             } => {
-                self.peeked = None;
-                let to = self.resolve(offset, ip).ok();
+                self.query.consume();
+                let to = self.query.resolve(offset, ip).ok();
                 self.disable(out, Some(self.ip), to);
                 // The PIP and VMCS between the FUP and this TIP.PGD.
                 self.flush_paging(out, Order::Async, to);
@@ -1226,12 +1154,12 @@ impl<'a> Flow<'a> {
         // alone come out first.
         // Without that FUP (tracing resumes at a TIP.PGE) the overflow is
         // reported at once.
-        while self.fup_after_standalone() {
+        while self.query.fup_after_standalone() {
             let Some((_, packet @ (Packet::Cbr(_) | Packet::Mnt(_)))) = self.peek_transfer()?
             else {
                 break;
             };
-            self.peeked = None;
+            self.query.consume();
             self.event(out, now_event(packet).expect("CBR and MNT are events"));
         }
         self.enabled = false;
@@ -1246,7 +1174,7 @@ impl<'a> Flow<'a> {
         let mut next = self.peek_transfer()?;
         let mut tsx = None;
         if let Some((_, Packet::ModeTsx { intx, abort })) = next {
-            self.peeked = None;
+            self.query.consume();
             tsx = Some((intx, abort));
             next = self.peek_transfer()?;
         }
@@ -1262,8 +1190,8 @@ impl<'a> Flow<'a> {
                 },
             )) = next
         {
-            self.peeked = None;
-            self.resolve(offset, ip).ok();
+            self.query.consume();
+            self.query.resolve(offset, ip).ok();
             self.event(out, Event::Overflow { ip: None });
             return Ok(());
         }
@@ -1274,10 +1202,10 @@ impl<'a> Flow<'a> {
                     kind: IpKind::Fup,
                     ip,
                 },
-            )) if self.errata.apl12 && self.enable_follows() => {
+            )) if self.errata.apl12 && self.query.enable_follows() => {
                 // The erratum's FUP: tracing resumes at the TIP.PGE.
-                self.peeked = None;
-                self.resolve(offset, ip)?;
+                self.query.consume();
+                self.query.resolve(offset, ip)?;
                 false
             }
             Some((
@@ -1299,8 +1227,8 @@ impl<'a> Flow<'a> {
             return Ok(());
         };
         // The overflow is reported where tracing resumes.
-        self.peeked = None;
-        self.ip = self.resolve(offset, ip)?;
+        self.query.consume();
+        self.ip = self.query.resolve(offset, ip)?;
         self.event(out, Event::Overflow { ip: Some(self.ip) });
         self.enabled = true;
         self.since_ip = 0;
@@ -1353,8 +1281,8 @@ impl<'a> Flow<'a> {
             Kind::Ret => self.ret(next, out),
             Kind::MovCr3 => {
                 self.ip = next;
-                if let Some((_, Packet::Pip { cr3, nr })) = self.peek()? {
-                    self.peeked = None;
+                if let Some((_, Packet::Pip { cr3, nr })) = self.query.peek()? {
+                    self.query.consume();
                     self.event(out, Event::Paging { cr3, nr, ip: None });
                 }
                 if let Some((
@@ -1363,10 +1291,10 @@ impl<'a> Flow<'a> {
                         kind: IpKind::TipPgd,
                         ip,
                     },
-                )) = self.peek()?
+                )) = self.query.peek()?
                     && ip.compression == 0
                 {
-                    self.peeked = None;
+                    self.query.consume();
                     self.disable(out, None, None);
                     return Ok(true);
                 }
@@ -1377,9 +1305,9 @@ impl<'a> Flow<'a> {
 
     fn cond(&mut self, target: u64, next: u64, out: &mut dyn FnMut(Step)) -> Result<bool, Lost> {
         if self.tnt_left == 0 {
-            match self.peek()? {
+            match self.query.peek()? {
                 Some((_, Packet::Tnt { bits, count, .. })) => {
-                    self.peeked = None;
+                    self.query.consume();
                     self.load_tnt(bits, count);
                 }
                 // Tracing stopped on this branch: the TIP.PGD says which way.
@@ -1390,15 +1318,15 @@ impl<'a> Flow<'a> {
                         ip,
                     },
                 )) if ip.compression != 0 => {
-                    self.peeked = None;
-                    self.ip = self.resolve(offset, ip)?;
+                    self.query.consume();
+                    self.ip = self.query.resolve(offset, ip)?;
                     if self.ip != target && self.ip != next {
                         return Err(Lost::mismatch(offset));
                     }
                     self.disable(out, None, Some(self.ip));
                     return Ok(true);
                 }
-                _ => return Err(Lost::mismatch(self.offset())),
+                _ => return Err(Lost::mismatch(self.query.offset())),
             }
         }
         self.ip = if self.take_bit()? { target } else { next };
@@ -1415,13 +1343,14 @@ impl<'a> Flow<'a> {
     }
 
     fn ret(&mut self, next: u64, out: &mut dyn FnMut(Step)) -> Result<bool, Lost> {
-        let compressed = self.tnt_left > 0 || matches!(self.peek()?, Some((_, Packet::Tnt { .. })));
+        let compressed =
+            self.tnt_left > 0 || matches!(self.query.peek()?, Some((_, Packet::Tnt { .. })));
         if !compressed {
             return self.tip(next, out);
         }
-        let offset = self.offset();
+        let offset = self.query.offset();
         if self.tnt_left == 0 {
-            let Some((_, Packet::Tnt { bits, count, .. })) = self.take()? else {
+            let Some((_, Packet::Tnt { bits, count, .. })) = self.query.take()? else {
                 unreachable!("peeked a TNT")
             };
             self.load_tnt(bits, count);
@@ -1441,13 +1370,13 @@ impl<'a> Flow<'a> {
     fn tip(&mut self, next: u64, out: &mut dyn FnMut(Step)) -> Result<bool, Lost> {
         // The CPU may send the TNT of later branches before this TIP.
         if self.tnt_left == 0
-            && let Some((_, Packet::Tnt { bits, count, .. })) = self.peek()?
+            && let Some((_, Packet::Tnt { bits, count, .. })) = self.query.peek()?
         {
-            self.peeked = None;
+            self.query.consume();
             self.load_tnt(bits, count);
         }
         self.peek_transfer()?;
-        match self.take()? {
+        match self.query.take()? {
             Some((
                 offset,
                 Packet::Ip {
@@ -1456,7 +1385,7 @@ impl<'a> Flow<'a> {
                 },
             )) => {
                 let (from, tick) = (self.ip, self.tick_due());
-                self.ip = self.resolve(offset, ip)?;
+                self.ip = self.query.resolve(offset, ip)?;
                 self.since_ip = 0;
                 if tick {
                     self.event(out, Event::Tick { ip: Some(from) });
@@ -1470,7 +1399,7 @@ impl<'a> Flow<'a> {
                     ip,
                 },
             )) => {
-                let to = self.resolve(offset, ip).ok();
+                let to = self.query.resolve(offset, ip).ok();
                 self.ip = to.unwrap_or(next);
                 self.flush_transfer(out, Order::Stream, to);
                 self.disable(out, None, to);
@@ -1478,7 +1407,7 @@ impl<'a> Flow<'a> {
             Some((offset, _)) => return Err(Lost::mismatch(offset)),
             None => {
                 return Err(Lost {
-                    offset: self.offset(),
+                    offset: self.query.offset(),
                     message: "unexpected end of trace",
                 });
             }
@@ -1499,18 +1428,18 @@ impl<'a> Flow<'a> {
                 kind: IpKind::TipPgd,
                 ip,
             },
-        )) = self.peek()?
+        )) = self.query.peek()?
         else {
             return Ok(false);
         };
-        let here = ip.compression != 0 && ip.resolve(self.last_ip) == Some(self.ip);
+        let here = ip.compression != 0 && ip.resolve(self.query.last_ip) == Some(self.ip);
         let skl014 = ip.compression == 0 && self.errata.skl014 && self.filtered_out(self.ip);
         if !here && !skl014 {
             return Ok(false);
         }
-        self.peeked = None;
+        self.query.consume();
         if here {
-            self.resolve(offset, ip)?;
+            self.query.resolve(offset, ip)?;
         }
         self.disable(out, None, here.then_some(self.ip));
         Ok(true)
@@ -1522,20 +1451,14 @@ impl<'a> Flow<'a> {
         self.tick_at_tnt = self.tick_due();
         self.tnt = bits;
         self.tnt_left = count;
-        self.catch_up_time();
-    }
-
-    fn catch_up_time(&mut self) {
-        for packet in self.held_time.drain(..) {
-            self.clock.update(&packet, &mut |_| {});
-        }
+        self.query.catch_up_time();
     }
 
     /// The next branch outcome; a TNT packet may hold none (TNT.64 with
     /// only its stop bit), which answers no query.
     fn take_bit(&mut self) -> Result<bool, Lost> {
         if self.tnt_left == 0 {
-            return Err(Lost::mismatch(self.offset()));
+            return Err(Lost::mismatch(self.query.offset()));
         }
         self.tnt_left -= 1;
         self.since_ip = 0;
@@ -1613,34 +1536,15 @@ impl<'a> Flow<'a> {
         if let Some(&insn) = self.cache.get(&ip) {
             return Ok(insn);
         }
-        let offset = self.offset();
+        let offset = self.query.offset();
         let (code, len) = self.code().insn_bytes(ip).ok_or(Lost {
             offset,
             message: "no memory mapped at this address",
         })?;
-        let bytes = &code[..len];
-        if let Some(len) = jmpabs(self.bits, bytes) {
-            let insn = Insn {
-                len,
-                kind: Kind::Indirect,
-                ptwrite: false,
-            };
-            self.cache.insert(ip, insn);
-            return Ok(insn);
-        }
-        let mut decoder = Decoder::with_ip(self.bits, bytes, ip, DecoderOptions::NONE);
-        let instr = decoder.decode();
-        if instr.is_invalid() {
-            return Err(Lost {
-                offset,
-                message: "cannot decode the instruction at this address",
-            });
-        }
-        let insn = Insn {
-            len: instr.len() as u8,
-            kind: classify(&instr),
-            ptwrite: instr.mnemonic() == Mnemonic::Ptwrite,
-        };
+        let insn = Insn::decode(self.bits, &code[..len], ip).ok_or(Lost {
+            offset,
+            message: "cannot decode the instruction at this address",
+        })?;
         self.cache.insert(ip, insn);
         Ok(insn)
     }
@@ -1649,95 +1553,20 @@ impl<'a> Flow<'a> {
         Ok(self.insn(self.ip)?.kind == Kind::VmEntry)
     }
 
-    /// Where an error is, as libipt names it: the packet its event decoder
-    /// stands on after delivering the event that comes next. That is the
-    /// packet the walk acts on next, except that libipt steps past a TNT or
-    /// a TIP.PGD as it delivers it, past those that only wait for a
-    /// transfer (PIP, VMCS, MODE.Exec), delivers an asynchronous branch at
-    /// its TIP, events bound to a FUP (MODE.TSX, PTW and EXSTOP naming an
-    /// IP) at that FUP, and a PSB+'s state at its PSBEND.
-    fn offset(&self) -> u64 {
-        let Some((at, packet)) = self.peeked else {
-            return self.packets.offset() as u64;
-        };
-        let at_next = |want: fn(Packet) -> bool, pass: fn(Packet) -> bool| {
-            self.packet_ahead(want, pass).map_or(at, |(next, _)| next) as u64
-        };
-        match packet {
-            Packet::Tnt { .. }
-            | Packet::Ip {
-                kind: IpKind::TipPgd,
-                ..
-            } => self.packets.offset() as u64,
-            _ if is_bound(packet) => self.packets.offset() as u64,
-            Packet::Ip {
-                kind: IpKind::Fup, ..
-            } => at_next(
-                |p| {
-                    matches!(
-                        p,
-                        Packet::Ip {
-                            kind: IpKind::Tip | IpKind::TipPgd,
-                            ..
-                        }
-                    )
-                },
-                |p| is_time(p) || is_bound(p),
-            ),
-            Packet::ModeTsx { .. } | Packet::Ptw { ip: true, .. } | Packet::Exstop { ip: true } => {
-                at_next(is_fup, is_time)
-            }
-            Packet::Psb => at_next(|p| p == Packet::PsbEnd, |_| true),
-            _ => at as u64,
-        }
-    }
-
-    /// The first packet past the peeked one that is `want`, with its
-    /// offset, read ahead without consuming anything, when every packet
-    /// before it passes.
-    fn packet_ahead(
-        &self,
-        want: impl Fn(Packet) -> bool,
-        pass: impl Fn(Packet) -> bool,
-    ) -> Option<(usize, Packet)> {
-        let mut ahead = self.packets.clone();
-        while let Some(Ok((at, packet))) = ahead.next_packet() {
-            if want(packet) {
-                return Some((at, packet));
-            }
-            if !pass(packet) {
-                return None;
-            }
-        }
-        None
-    }
-
-    /// The next packet the walk acts on, skipping and remembering those that
-    /// only wait for a transfer (PIP, VMCS, MODE.exec) or carry time.
-    fn peek(&mut self) -> Result<Option<(usize, Packet)>, Lost> {
-        if self.peeked.is_none() {
-            // The packet acted on last has been reached: so has the time
-            // the timing packets before it tell.
-            self.catch_up_time();
-            self.peeked = self.read_control()?;
-        }
-        Ok(self.peeked)
-    }
-
     /// The next packet past those that wait for a transfer, which are
     /// remembered for it.
     fn peek_transfer(&mut self) -> Result<Option<(usize, Packet)>, Lost> {
-        while let Some((_, packet)) = self.peek()? {
+        while let Some((_, packet)) = self.query.peek()? {
             if !is_bound(packet) {
                 break;
             }
             self.absorb_bound();
         }
-        self.peek()
+        self.query.peek()
     }
 
     fn absorb_bound(&mut self) {
-        match self.peeked.take() {
+        match self.query.peeked() {
             Some((_, Packet::Pip { cr3, nr })) => {
                 self.paging_first = self.vmcs.is_none();
                 self.paging = Some((cr3, nr));
@@ -1747,8 +1576,9 @@ impl<'a> Flow<'a> {
                 self.vmcs = Some(base);
             }
             Some((_, packet @ Packet::ModeExec { .. })) => self.mode = Some(Mode::of(packet)),
-            other => self.peeked = other,
+            _ => return,
         }
+        self.query.consume();
     }
 
     /// Shows every waiting power event.
@@ -1811,48 +1641,10 @@ impl<'a> Flow<'a> {
         }
     }
 
-    fn take(&mut self) -> Result<Option<(usize, Packet)>, Lost> {
-        self.peek()?;
-        Ok(self.peeked.take())
-    }
-
-    /// The next packet that steers the flow; the timing packets before it
-    /// are held until the walk gets to it.
-    fn read_control(&mut self) -> Result<Option<(usize, Packet)>, Lost> {
-        while let Some((offset, packet)) = self.read_raw()? {
-            if !is_time(packet) {
-                self.clock.update(&packet, &mut |_| {});
-                return Ok(Some((offset, packet)));
-            }
-            self.held_time.push(packet);
-        }
-        Ok(None)
-    }
-
-    fn read(&mut self) -> Result<Option<(usize, Packet)>, Lost> {
-        let item = self.read_raw()?;
-        if let Some((_, packet)) = &item {
-            // Timing packets that cannot be used leave the time as is.
-            self.clock.update(packet, &mut |_| {});
-        }
-        Ok(item)
-    }
-
-    fn read_raw(&mut self) -> Result<Option<(usize, Packet)>, Lost> {
-        match self.packets.next_packet() {
-            None => Ok(None),
-            Some(Ok(item)) => Ok(Some(item)),
-            Some(Err(Error::Decode { offset, fault })) => Err(Lost {
-                offset,
-                message: fault.message(),
-            }),
-        }
-    }
-
     /// Whether the next FUP names the current IP. Read ahead only when a
     /// packet that may bind to a FUP is next, not at every instruction.
     fn fup_here(&self) -> bool {
-        self.lookahead_fup() == Some(self.ip)
+        self.query.lookahead_fup() == Some(self.ip)
     }
 
     /// The IP of the next FUP, read ahead past the peeked packet and any
@@ -1861,7 +1653,7 @@ impl<'a> Flow<'a> {
     /// address the walk cannot reach from here without branching (so the
     /// erratum hit and the branch went there instead).
     fn bdm64_fup(&mut self) -> bool {
-        let Some(target) = self.lookahead_fup() else {
+        let Some(target) = self.query.lookahead_fup() else {
             return false;
         };
         if !self.traced_branch || target == self.ip {
@@ -1884,57 +1676,10 @@ impl<'a> Flow<'a> {
         false
     }
 
-    /// Whether a TIP.PGE comes after the peeked packet, with only packets
-    /// that bind to it (and timing) between.
-    fn enable_follows(&self) -> bool {
-        let mut ahead = self.packets.clone();
-        while let Some(Ok((_, packet))) = ahead.next_packet() {
-            match packet {
-                Packet::Ip {
-                    kind: IpKind::TipPge,
-                    ..
-                } => return true,
-                _ if is_time(packet) || is_bound(packet) => {}
-                _ => return false,
-            }
-        }
-        false
-    }
-
-    fn lookahead_fup(&self) -> Option<u64> {
-        let ip = match self.peeked {
-            Some((
-                _,
-                Packet::Ip {
-                    kind: IpKind::Fup,
-                    ip,
-                },
-            )) => ip,
-            _ => self.fup_ahead(|packet| {
-                is_time(packet)
-                    || is_bound(packet)
-                    || matches!(
-                        packet,
-                        Packet::ModeTsx { .. } | Packet::Exstop { .. } | Packet::Ptw { .. }
-                    )
-            })?,
-        };
-        ip.resolve(self.last_ip)
-    }
-
-    /// The IP of the next FUP past the peeked packet, read ahead without
-    /// consuming anything, when every packet before it `passes`.
-    fn fup_ahead(&self, passes: impl Fn(Packet) -> bool) -> Option<crate::packet::Ip> {
-        match self.packet_ahead(is_fup, passes)? {
-            (_, Packet::Ip { ip, .. }) => Some(ip),
-            _ => None,
-        }
-    }
-
     /// Whether the packet after the peeked one, past timing packets, is a
     /// FUP naming the current IP.
     fn fup_next_names_ip(&self) -> bool {
-        self.fup_after_bound() == Some(self.ip)
+        self.query.fup_after_bound() == Some(self.ip)
     }
 
     /// A PTW binds to a PTWRITE instruction: the one its FUP names
@@ -1949,7 +1694,7 @@ impl<'a> Flow<'a> {
             self.insn(self.ip)?.ptwrite
         };
         if here {
-            self.peeked = None;
+            self.query.consume();
             if with_ip {
                 self.take_fup()?;
             }
@@ -1959,28 +1704,8 @@ impl<'a> Flow<'a> {
         Ok(false)
     }
 
-    /// The IP of the FUP in the PSB+ that the peeked PSB begins.
-    fn psb_fup(&self) -> Option<u64> {
-        self.fup_ahead(|packet| !matches!(packet, Packet::PsbEnd | Packet::Psb | Packet::Ovf))?
-            .resolve(self.last_ip)
-    }
-
-    /// Whether a FUP comes next, past packets of time, packets that wait
-    /// for a transfer, and the events that stand alone (CBR, MNT).
-    fn fup_after_standalone(&self) -> bool {
-        let skipped = |packet: Packet| {
-            is_time(packet) || is_bound(packet) || matches!(packet, Packet::Cbr(_) | Packet::Mnt(_))
-        };
-        match self.peeked {
-            Some((_, packet)) if is_fup(packet) => return true,
-            Some((_, packet)) if !skipped(packet) => return false,
-            _ => {}
-        }
-        self.fup_ahead(skipped).is_some()
-    }
-
     fn take_fup(&mut self) -> Result<(), Lost> {
-        match self.take()? {
+        match self.query.take()? {
             Some((
                 offset,
                 Packet::Ip {
@@ -1989,58 +1714,13 @@ impl<'a> Flow<'a> {
                 },
             )) => {
                 self.since_ip = 0;
-                self.resolve(offset, ip).map(|_| ())
+                self.query.resolve(offset, ip).map(|_| ())
             }
             other => Err(Lost::context(
-                other.map_or(self.offset() as usize, |(o, _)| o),
+                other.map_or(self.query.offset() as usize, |(o, _)| o),
             )),
         }
     }
-
-    fn resolve(&mut self, offset: usize, ip: crate::packet::Ip) -> Result<u64, Lost> {
-        let ip = self.resolve_peek(offset, ip)?;
-        self.last_ip = ip;
-        Ok(ip)
-    }
-
-    fn resolve_peek(&self, offset: usize, ip: crate::packet::Ip) -> Result<u64, Lost> {
-        ip.resolve(self.last_ip).ok_or(Lost {
-            offset: offset as u64,
-            message: "IP suppressed where one is needed",
-        })
-    }
-}
-
-/// Why the walk cannot go on; it resumes at the next PSB.
-struct Lost {
-    offset: u64,
-    message: &'static str,
-}
-
-impl Lost {
-    fn mismatch(offset: impl TryInto<u64>) -> Self {
-        Lost {
-            offset: offset.try_into().unwrap_or(0),
-            message: "trace stream does not match query",
-        }
-    }
-
-    fn context(offset: usize) -> Self {
-        Lost {
-            offset: offset as u64,
-            message: "unexpected packet context",
-        }
-    }
-}
-
-fn is_fup(packet: Packet) -> bool {
-    matches!(
-        packet,
-        Packet::Ip {
-            kind: IpKind::Fup,
-            ..
-        }
-    )
 }
 
 /// Where an event says the trace is, for placing the sideband's context
@@ -2065,28 +1745,6 @@ fn position_of(event: &Event) -> Position {
         | Event::Tick { ip: Some(ip) } => Position::Ip(ip),
         _ => Position::Unknown,
     }
-}
-
-/// Packets that only carry time; the flow skips them.
-fn is_time(packet: Packet) -> bool {
-    matches!(
-        packet,
-        Packet::Pad
-            | Packet::Tsc(_)
-            | Packet::Mtc(_)
-            | Packet::Cyc(_)
-            | Packet::Tma { .. }
-            | Packet::Invalid { .. }
-            | Packet::PsbEnd
-    )
-}
-
-/// Packets that wait for the transfer (TIP, FUP+TIP, TIP.PGE) they belong to.
-fn is_bound(packet: Packet) -> bool {
-    matches!(
-        packet,
-        Packet::Pip { .. } | Packet::Vmcs(_) | Packet::ModeExec { .. }
-    )
 }
 
 /// The event of a MODE.TSX: a transaction began, committed or aborted.
@@ -2161,58 +1819,4 @@ impl Mode {
         let bits = crate::packet::exec_bits(cs_l, cs_d).unwrap_or(64);
         Mode { bits, interrupts }
     }
-}
-
-fn classify(instr: &Instruction) -> Kind {
-    let far = matches!(instr.op0_kind(), OpKind::FarBranch16 | OpKind::FarBranch32);
-    if matches!(instr.mnemonic(), Mnemonic::Vmlaunch | Mnemonic::Vmresume) {
-        return Kind::VmEntry;
-    }
-    match instr.flow_control() {
-        FlowControl::ConditionalBranch => Kind::Cond(instr.near_branch_target()),
-        FlowControl::UnconditionalBranch if !far => Kind::Jump(instr.near_branch_target()),
-        FlowControl::Call if !far && instr.mnemonic() == Mnemonic::Call => {
-            Kind::Call(instr.near_branch_target())
-        }
-        FlowControl::IndirectCall
-            if instr.mnemonic() == Mnemonic::Call && !is_far_indirect(instr) =>
-        {
-            Kind::IndirectCall
-        }
-        FlowControl::Return if instr.mnemonic() == Mnemonic::Ret => Kind::Ret,
-        FlowControl::UnconditionalBranch
-        | FlowControl::IndirectBranch
-        | FlowControl::Call
-        | FlowControl::IndirectCall
-        | FlowControl::Return
-        | FlowControl::Interrupt => Kind::Indirect,
-        FlowControl::Next if is_mov_cr3(instr) => Kind::MovCr3,
-        _ => Kind::Next,
-    }
-}
-
-/// The length of an APX `JMPABS` at the start of `bytes` (64-bit code
-/// only): the REX2 prefix `d5` with map 0 and W clear, opcode `a1`, and a
-/// 64-bit absolute target, 11 bytes in all. iced-x86 does not decode APX.
-/// Though its target is in the instruction, the trace reports it like an
-/// indirect jump, with a TIP (libipt: "JMPABS is direct but receives a
-/// TIP"; its test `tip-jmpabs`), so the walk takes the TIP's target.
-fn jmpabs(bits: u32, bytes: &[u8]) -> Option<u8> {
-    match bytes {
-        [0xd5, rex2, 0xa1, ..] if bits == 64 && rex2 & 0x88 == 0 && bytes.len() >= 11 => Some(11),
-        _ => None,
-    }
-}
-
-/// `call far [mem]`: a far transfer, which pushes nothing we can compress.
-fn is_far_indirect(instr: &Instruction) -> bool {
-    matches!(
-        instr.code(),
-        Code::Call_m1616 | Code::Call_m1632 | Code::Call_m1664
-    )
-}
-
-fn is_mov_cr3(instr: &Instruction) -> bool {
-    matches!(instr.code(), Code::Mov_cr_r32 | Code::Mov_cr_r64)
-        && instr.op0_register() == Register::CR3
 }

@@ -1,13 +1,17 @@
 //! Intel Processor Trace for weft.
 //!
 //! Layered like the decoders it is measured against: [`packet`] turns bytes
-//! into packets, [`dump`] lists them as libipt's ptdump does, [`flow`]
-//! walks the code of an [`image::Image`] with iced-x86 to say which
-//! instructions ran ([`ptxed`] spells them as ptxed does), [`threads`] hands
-//! each step of a CPU's trace to the thread that ran it, [`calls`] turns
-//! steps into calls, and [`caps`] says whether this machine can record PT. This crate
-//! knows nothing about eBPF or the store; it reads PT byte streams and code
-//! images and says what the CPU did.
+//! into packets, [`dump`] lists them as libipt's ptdump does; under the
+//! instruction walk, a query layer (`query.rs`, libipt's query decoder)
+//! reads the packets, keeps the last IP and the time, and answers what comes
+//! next; [`flow`] walks the code of an [`image::Image`] (each instruction
+//! decoded with iced-x86 in `insn.rs`) and asks it which way each branch
+//! went ([`ptxed`] spells the steps as ptxed does); [`pevent`] and
+//! [`sideband`] read `perf_event` sideband and switch the image per process;
+//! [`threads`] hands each step of a CPU's trace to the thread that ran it,
+//! [`calls`] turns steps into calls, and [`caps`] says whether this machine
+//! can record PT. This crate knows nothing about eBPF or the store; it reads
+//! PT byte streams and code images and says what the CPU did.
 
 pub mod calls;
 pub mod caps;
@@ -17,10 +21,12 @@ pub mod dump;
 pub mod encode;
 pub mod flow;
 pub mod image;
+mod insn;
 pub mod packet;
 pub mod perf;
 pub mod pevent;
 pub mod ptxed;
+mod query;
 pub mod sideband;
 pub mod threads;
 pub mod time;
