@@ -313,7 +313,7 @@ impl<'a> Flow<'a> {
     /// (without, only TSC packets move the time).
     #[must_use]
     pub fn with_clocks(mut self, clocks: Clocks) -> Self {
-        self.query.clock = Clock::new(clocks, self.errata);
+        self.query.set_clock(Clock::new(clocks, self.errata));
         self
     }
 
@@ -416,7 +416,7 @@ impl<'a> Flow<'a> {
             && self
                 .query
                 .time_now()
-                .is_some_and(|now| Some(now) != self.query.clock.tsc())
+                .is_some_and(|now| Some(now) != self.query.tsc())
     }
 
     /// A MODE.Exec in a PSB+ states the mode; one that contradicts the mode
@@ -443,11 +443,7 @@ impl<'a> Flow<'a> {
     /// Takes the code of the time now, if the trace switches and says
     /// when; returns whether there is code to walk.
     fn switch_code(&mut self) -> bool {
-        let Some(code) = self
-            .code_at
-            .zip(self.query.clock.tsc())
-            .map(|(at, tsc)| at(tsc))
-        else {
+        let Some(code) = self.code_at.zip(self.query.tsc()).map(|(at, tsc)| at(tsc)) else {
             return true;
         };
         self.skipping = code.is_none();
@@ -465,15 +461,14 @@ impl<'a> Flow<'a> {
         if let Some(sideband) = &mut self.sideband {
             sideband.start(&mut |note| out(Step::Sideband(note)));
         }
-        while self.query.packets.sync_forward() {
-            self.query.consume();
+        while self.query.sync_forward() {
             self.walked = false;
             self.known_mode = None;
             self.data = control::Data::default();
             self.at_fup = None;
             self.after_insn = None;
             self.after_step = None;
-            let psb = self.query.packets.offset();
+            let psb = self.query.read_offset();
             let mut result = self.status(psb, out).and_then(|()| self.walk(out));
             let done = loop {
                 let Err(lost) = result else {
@@ -497,8 +492,7 @@ impl<'a> Flow<'a> {
             }
             self.enabled = false;
             self.skipping = false;
-            self.query.clock.reset();
-            self.query.held_time.clear();
+            self.query.forget_time();
         }
     }
 
@@ -524,8 +518,7 @@ impl<'a> Flow<'a> {
         self.after_step = None;
         if let Some(psb) = self.header.take() {
             // The error was inside a PSB+: start it over.
-            self.query.packets.sync_at(psb);
-            self.query.consume();
+            self.query.sync_at(psb);
             self.status(psb, out)?;
             return Ok(true);
         }
@@ -657,10 +650,7 @@ impl<'a> Flow<'a> {
                     kind: IpKind::Fup,
                     ip,
                 } => {
-                    fup = ip.resolve(self.query.last_ip);
-                    if let Some(ip) = fup {
-                        self.query.last_ip = ip;
-                    }
+                    fup = self.query.resolve_if_given(ip);
                 }
                 Packet::ModeExec { .. } => self.header_mode(offset, Mode::of(packet))?,
                 Packet::ModeTsx { intx, .. } => self.in_tx = intx,
@@ -737,7 +727,7 @@ impl<'a> Flow<'a> {
                 ip: self.ip,
                 speculative: self.in_tx,
                 class: insn.class(self.ip),
-                time: self.query.clock.relative(),
+                time: self.query.relative_time(),
             });
             self.since_ip += 1;
             let after = self.after_step.take();
@@ -803,9 +793,7 @@ impl<'a> Flow<'a> {
             }
             Packet::Ip { ip, .. } if self.skipping => {
                 // A suppressed IP (a TIP.PGD leaving) changes nothing.
-                if let Some(ip) = ip.resolve(self.query.last_ip) {
-                    self.query.last_ip = ip;
-                }
+                self.query.resolve_if_given(ip);
             }
             Packet::Tnt { .. } if self.skipping => {}
             Packet::Tnt { .. } | Packet::Ip { .. } => return Err(Lost::context(offset)),
@@ -1432,7 +1420,7 @@ impl<'a> Flow<'a> {
         else {
             return Ok(false);
         };
-        let here = ip.compression != 0 && ip.resolve(self.query.last_ip) == Some(self.ip);
+        let here = ip.compression != 0 && self.query.resolve_quietly(ip) == Some(self.ip);
         let skl014 = ip.compression == 0 && self.errata.skl014 && self.filtered_out(self.ip);
         if !here && !skl014 {
             return Ok(false);

@@ -13,14 +13,14 @@ use crate::time::Clock;
 
 /// The packet stream as the walk consumes it.
 pub(crate) struct Query<'a> {
-    pub(crate) packets: Packets<'a>,
+    packets: Packets<'a>,
     /// The next packet the walk must act on, read but not acted on.
     peeked: Option<(usize, Packet)>,
     /// The IP compressed IPs are relative to.
-    pub(crate) last_ip: u64,
-    pub(crate) clock: Clock,
+    last_ip: u64,
+    clock: Clock,
     /// Timing packets read ahead, not yet reached by the walk.
-    pub(crate) held_time: Vec<Packet>,
+    held_time: Vec<Packet>,
 }
 
 impl<'a> Query<'a> {
@@ -47,6 +47,57 @@ impl<'a> Query<'a> {
     /// Hand a packet back: the walk acts on it next.
     pub(crate) fn put_back(&mut self, item: (usize, Packet)) {
         self.peeked = Some(item);
+    }
+
+    /// Go to the next PSB; false at the end of the trace.
+    pub(crate) fn sync_forward(&mut self) -> bool {
+        self.peeked = None;
+        self.packets.sync_forward()
+    }
+
+    /// Go back to the PSB at `psb`, to read its PSB+ again.
+    pub(crate) fn sync_at(&mut self, psb: usize) {
+        self.peeked = None;
+        self.packets.sync_at(psb);
+    }
+
+    /// Where the next packet is read from.
+    pub(crate) fn read_offset(&self) -> usize {
+        self.packets.offset()
+    }
+
+    pub(crate) fn set_clock(&mut self, clock: Clock) {
+        self.clock = clock;
+    }
+
+    /// The time in TSC ticks as far as the walk has got, once a TSC came.
+    pub(crate) fn tsc(&self) -> Option<u64> {
+        self.clock.tsc()
+    }
+
+    /// The time as far as the walk has got, from 0 where no TSC came yet.
+    pub(crate) fn relative_time(&self) -> u64 {
+        self.clock.relative()
+    }
+
+    /// Forget the time, as after a decoding error.
+    pub(crate) fn forget_time(&mut self) {
+        self.clock.reset();
+        self.held_time.clear();
+    }
+
+    /// The full IP of `ip` without keeping it as the last IP; `None` where
+    /// it was suppressed.
+    pub(crate) fn resolve_quietly(&self, ip: Ip) -> Option<u64> {
+        ip.resolve(self.last_ip)
+    }
+
+    /// The full IP of `ip`, kept as the last IP; `None` (and the last IP
+    /// as it was) where it was suppressed.
+    pub(crate) fn resolve_if_given(&mut self, ip: Ip) -> Option<u64> {
+        let full = ip.resolve(self.last_ip)?;
+        self.last_ip = full;
+        Some(full)
     }
 
     /// Where the walk is in the trace: the packet it acts on next.
