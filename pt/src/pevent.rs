@@ -129,26 +129,14 @@ pub struct Sample {
 /// A record's own fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Body {
+    /// MMAP, and MMAP2 with its file's identity and protection.
     Mmap {
         pid: u32,
         tid: u32,
         addr: u64,
         len: u64,
         pgoff: u64,
-        filename: String,
-    },
-    Mmap2 {
-        pid: u32,
-        tid: u32,
-        addr: u64,
-        len: u64,
-        pgoff: u64,
-        maj: u32,
-        min: u32,
-        ino: u64,
-        ino_generation: u64,
-        prot: u32,
-        flags: u32,
+        file: Option<MappedFile>,
         filename: String,
     },
     Lost {
@@ -193,6 +181,17 @@ pub enum Body {
     },
     /// A type the reader does not know: its fields are not read.
     Unknown,
+}
+
+/// What MMAP2 adds to MMAP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MappedFile {
+    pub maj: u32,
+    pub min: u32,
+    pub ino: u64,
+    pub ino_generation: u64,
+    pub prot: u32,
+    pub flags: u32,
 }
 
 /// One record of a channel, where it starts in its file and its time in
@@ -365,26 +364,24 @@ impl Record {
 
 fn body(kind: u32, f: &mut Fields) -> Result<Body, Fault> {
     Ok(match kind {
-        kind::MMAP => Body::Mmap {
+        kind::MMAP | kind::MMAP2 => Body::Mmap {
             pid: f.u32()?,
             tid: f.u32()?,
             addr: f.u64()?,
             len: f.u64()?,
             pgoff: f.u64()?,
-            filename: f.name()?,
-        },
-        kind::MMAP2 => Body::Mmap2 {
-            pid: f.u32()?,
-            tid: f.u32()?,
-            addr: f.u64()?,
-            len: f.u64()?,
-            pgoff: f.u64()?,
-            maj: f.u32()?,
-            min: f.u32()?,
-            ino: f.u64()?,
-            ino_generation: f.u64()?,
-            prot: f.u32()?,
-            flags: f.u32()?,
+            file: if kind == kind::MMAP2 {
+                Some(MappedFile {
+                    maj: f.u32()?,
+                    min: f.u32()?,
+                    ino: f.u64()?,
+                    ino_generation: f.u64()?,
+                    prot: f.u32()?,
+                    flags: f.u32()?,
+                })
+            } else {
+                None
+            },
             filename: f.name()?,
         },
         kind::LOST => Body::Lost {
@@ -427,86 +424,154 @@ fn body(kind: u32, f: &mut Fields) -> Result<Body, Fault> {
     })
 }
 
-/// ptdump's `--sb:compact`: the record's fields on one line, then its
-/// samples in braces.
-impl Display for Record {
+/// A field's value as ptdump prints it: numbers in hex.
+enum Shown<'a> {
+    Hex(u64),
+    Text(&'a str),
+}
+
+impl Display for Shown<'_> {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        let name = self.name();
-        match &self.body {
+        match self {
+            Shown::Hex(value) => write!(f, "{value:x}"),
+            Shown::Text(text) => f.write_str(text),
+        }
+    }
+}
+
+impl Body {
+    /// The record's own fields, named as `--sb:verbose` prints them, in
+    /// its order; `switched_out` names a cpu-wide switch's other task.
+    fn fields(&self, switched_out: bool) -> Vec<(&'static str, Shown<'_>)> {
+        use Shown::{Hex, Text};
+        let id = |n: u32| Hex(u64::from(n));
+        match self {
             Body::Mmap {
                 pid,
                 tid,
                 addr,
                 len,
                 pgoff,
+                file,
                 filename,
-            } => write!(
-                f,
-                "{name}  {pid:x}/{tid:x}, {addr:x}, {len:x}, {pgoff:x}, {filename}"
-            ),
-            Body::Mmap2 {
-                pid,
-                tid,
-                addr,
-                len,
-                pgoff,
-                maj,
-                min,
-                ino,
-                ino_generation,
-                prot,
-                flags,
-                filename,
-            } => write!(
-                f,
-                "{name}  {pid:x}/{tid:x}, {addr:x}, {len:x}, {pgoff:x}, {maj:x}, {min:x}, \
-                 {ino:x}, {ino_generation:x}, {prot:x}, {flags:x}, {filename}"
-            ),
-            Body::Lost { id, lost } => write!(f, "{name}  {id:x}, {lost:x}"),
-            Body::Comm { pid, tid, comm } => write!(f, "{name}  {pid:x}/{tid:x}, {comm}"),
+            } => {
+                let mut fields = vec![
+                    ("pid", id(*pid)),
+                    ("tid", id(*tid)),
+                    ("addr", Hex(*addr)),
+                    ("len", Hex(*len)),
+                    ("pgoff", Hex(*pgoff)),
+                ];
+                if let Some(file) = file {
+                    fields.extend([
+                        ("maj", id(file.maj)),
+                        ("min", id(file.min)),
+                        ("ino", Hex(file.ino)),
+                        ("ino_generation", Hex(file.ino_generation)),
+                        ("prot", id(file.prot)),
+                        ("flags", id(file.flags)),
+                    ]);
+                }
+                fields.push(("filename", Text(filename)));
+                fields
+            }
+            Body::Lost { id: which, lost } => vec![("id", Hex(*which)), ("lost", Hex(*lost))],
+            Body::Comm { pid, tid, comm } => {
+                vec![("pid", id(*pid)), ("tid", id(*tid)), ("comm", Text(comm))]
+            }
             Body::Task {
                 pid,
                 ppid,
                 tid,
                 ptid,
                 time,
-            } => write!(f, "{name}  {pid:x}/{tid:x}, {ppid:x}/{ptid:x}, {time:x}"),
+            } => vec![
+                ("pid", id(*pid)),
+                ("ppid", id(*ppid)),
+                ("tid", id(*tid)),
+                ("ptid", id(*ptid)),
+                ("time", Hex(*time)),
+            ],
             Body::Throttle {
                 time,
-                id,
+                id: which,
                 stream_id,
-            } => write!(f, "{name}  {time:x}, {id:x}, {stream_id:x}"),
+            } => vec![
+                ("time", Hex(*time)),
+                ("id", Hex(*which)),
+                ("stream_id", Hex(*stream_id)),
+            ],
             Body::Aux {
                 offset,
                 size,
                 flags,
-            } => write!(f, "{name}  {offset:x}, {size:x}, {flags:x}"),
-            Body::ItraceStart { pid, tid } | Body::SwitchCpuWide { pid, tid } => {
-                write!(f, "{name}  {pid:x}/{tid:x}")
+            } => vec![
+                ("aux offset", Hex(*offset)),
+                ("aux size", Hex(*size)),
+                ("flags", Hex(*flags)),
+            ],
+            Body::ItraceStart { pid, tid } => vec![("pid", id(*pid)), ("tid", id(*tid))],
+            Body::SwitchCpuWide { pid, tid } if switched_out => {
+                vec![("next pid", id(*pid)), ("next tid", id(*tid))]
             }
-            Body::LostSamples { lost } => write!(f, "{name}  {lost:x}"),
-            Body::Switch => f.write_str(&name),
-            Body::Unknown => write!(f, "UNKNOWN ({:x}, {:x})", self.kind, self.misc),
-        }?;
-        let s = &self.sample;
+            Body::SwitchCpuWide { pid, tid } => {
+                vec![("prev pid", id(*pid)), ("prev tid", id(*tid))]
+            }
+            Body::LostSamples { lost } => vec![("lost", Hex(*lost))],
+            Body::Switch | Body::Unknown => Vec::new(),
+        }
+    }
+}
+
+impl Sample {
+    /// The samples a record carries, named as `--sb:verbose` prints them.
+    fn fields(&self) -> Vec<(&'static str, u64)> {
+        let mut fields = Vec::new();
+        if let Some((pid, tid)) = self.pid_tid {
+            fields.extend([("pid", u64::from(pid)), ("tid", u64::from(tid))]);
+        }
+        let rest = [
+            ("time", self.time),
+            ("id", self.id),
+            ("cpu", self.cpu.map(u64::from)),
+            ("stream id", self.stream_id),
+            ("identifier", self.identifier),
+        ];
+        fields.extend(rest.into_iter().filter_map(|(name, v)| Some((name, v?))));
+        fields
+    }
+}
+
+/// ptdump's `--sb:compact`: the record's fields on one line (a task as
+/// `pid/tid`), then its samples in braces.
+impl Display for Record {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        if self.body == Body::Unknown {
+            write!(f, "UNKNOWN ({:x}, {:x})", self.kind, self.misc)?;
+        } else {
+            f.write_str(&self.name())?;
+        }
+        let mut fields = self.body.fields(self.is_switch_out());
+        if let Body::Task { .. } = self.body {
+            // pid/tid first, then ppid/ptid.
+            fields.swap(1, 2);
+        }
+        let mut separator = "  ";
+        for (name, value) in fields {
+            if name.ends_with("tid") {
+                write!(f, "/{value}")?;
+            } else {
+                write!(f, "{separator}{value}")?;
+                separator = ", ";
+            }
+        }
         f.write_str("  {")?;
-        if let Some((pid, tid)) = s.pid_tid {
-            write!(f, " {pid:x}/{tid:x}")?;
-        }
-        if let Some(time) = s.time {
-            write!(f, " {time:x}")?;
-        }
-        if let Some(id) = s.id {
-            write!(f, " {id:x}")?;
-        }
-        if let Some(cpu) = s.cpu {
-            write!(f, " cpu-{cpu:x}")?;
-        }
-        if let Some(id) = s.stream_id {
-            write!(f, " {id:x}")?;
-        }
-        if let Some(id) = s.identifier {
-            write!(f, " {id:x}")?;
+        for (name, value) in self.sample.fields() {
+            match name {
+                "tid" => write!(f, "/{value:x}")?,
+                "cpu" => write!(f, " cpu-{value:x}")?,
+                _ => write!(f, " {value:x}")?,
+            }
         }
         f.write_str(" }")
     }
@@ -519,101 +584,14 @@ impl Display for Verbose<'_> {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         let record = self.0;
         f.write_str(&record.name())?;
-        match &record.body {
-            Body::Mmap {
-                pid,
-                tid,
-                addr,
-                len,
-                pgoff,
-                filename,
-            } => write!(
-                f,
-                "\n  pid: {pid:x}\n  tid: {tid:x}\n  addr: {addr:x}\n  len: {len:x}\n  \
-                 pgoff: {pgoff:x}\n  filename: {filename}"
-            ),
-            Body::Mmap2 {
-                pid,
-                tid,
-                addr,
-                len,
-                pgoff,
-                maj,
-                min,
-                ino,
-                ino_generation,
-                prot,
-                flags,
-                filename,
-            } => write!(
-                f,
-                "\n  pid: {pid:x}\n  tid: {tid:x}\n  addr: {addr:x}\n  len: {len:x}\n  \
-                 pgoff: {pgoff:x}\n  maj: {maj:x}\n  min: {min:x}\n  ino: {ino:x}\n  \
-                 ino_generation: {ino_generation:x}\n  prot: {prot:x}\n  flags: {flags:x}\n  \
-                 filename: {filename}"
-            ),
-            Body::Lost { id, lost } => write!(f, "\n  id: {id:x}\n  lost: {lost:x}"),
-            Body::Comm { pid, tid, comm } => {
-                write!(f, "\n  pid: {pid:x}\n  tid: {tid:x}\n  comm: {comm}")
-            }
-            Body::Task {
-                pid,
-                ppid,
-                tid,
-                ptid,
-                time,
-            } => write!(
-                f,
-                "\n  pid: {pid:x}\n  ppid: {ppid:x}\n  tid: {tid:x}\n  ptid: {ptid:x}\n  \
-                 time: {time:x}"
-            ),
-            Body::Throttle {
-                time,
-                id,
-                stream_id,
-            } => write!(
-                f,
-                "\n  time: {time:x}\n  id: {id:x}\n  stream_id: {stream_id:x}"
-            ),
-            Body::Aux {
-                offset,
-                size,
-                flags,
-            } => write!(
-                f,
-                "\n  aux offset: {offset:x}\n  aux size: {size:x}\n  flags: {flags:x}"
-            ),
-            Body::ItraceStart { pid, tid } => write!(f, "\n  pid: {pid:x}\n  tid: {tid:x}"),
-            Body::LostSamples { lost } => write!(f, "\n  lost: {lost:x}"),
-            Body::SwitchCpuWide { pid, tid } => {
-                let which = if record.is_switch_out() {
-                    "next"
-                } else {
-                    "prev"
-                };
-                write!(f, "\n  {which} pid: {pid:x}\n  {which} tid: {tid:x}")
-            }
-            Body::Switch => Ok(()),
-            Body::Unknown => write!(f, "\n  type: {:x}\n  misc: {:x}", record.kind, record.misc),
-        }?;
-        let s = &record.sample;
-        if let Some((pid, tid)) = s.pid_tid {
-            write!(f, "\n  pid: {pid:x}\n  tid: {tid:x}")?;
+        if record.body == Body::Unknown {
+            write!(f, "\n  type: {:x}\n  misc: {:x}", record.kind, record.misc)?;
         }
-        if let Some(time) = s.time {
-            write!(f, "\n  time: {time:x}")?;
+        for (name, value) in record.body.fields(record.is_switch_out()) {
+            write!(f, "\n  {name}: {value}")?;
         }
-        if let Some(id) = s.id {
-            write!(f, "\n  id: {id:x}")?;
-        }
-        if let Some(cpu) = s.cpu {
-            write!(f, "\n  cpu: {cpu:x}")?;
-        }
-        if let Some(id) = s.stream_id {
-            write!(f, "\n  stream id: {id:x}")?;
-        }
-        if let Some(id) = s.identifier {
-            write!(f, "\n  identifier: {id:x}")?;
+        for (name, value) in record.sample.fields() {
+            write!(f, "\n  {name}: {value:x}")?;
         }
         Ok(())
     }
@@ -715,6 +693,33 @@ mod tests {
                 .verbose()
                 .to_string()
                 .contains("\n  filename: /bin/true\n  pid: 7")
+        );
+    }
+
+    #[test]
+    fn an_mmap2_prints_its_file_identity_between_offset_and_name() {
+        let mut body = mmap_body("/bin/true");
+        let name = body.split_off(32);
+        for word in [8u32, 1] {
+            body.extend(word.to_le_bytes());
+        }
+        body.extend(0x2au64.to_le_bytes());
+        body.extend(0u64.to_le_bytes());
+        for word in [5u32, 2] {
+            body.extend(word.to_le_bytes());
+        }
+        body.extend(name);
+        let file = record(10, 0, &body, &[]);
+        let (record, _) = Record::read(&file, 0, &config(0)).unwrap();
+        assert_eq!(
+            record.to_string(),
+            "PERF_RECORD_MMAP2  7/8, 401000, 2000, 1000, 8, 1, 2a, 0, 5, 2, /bin/true  { }"
+        );
+        assert!(
+            record
+                .verbose()
+                .to_string()
+                .contains("\n  ino: 2a\n  ino_generation: 0\n")
         );
     }
 

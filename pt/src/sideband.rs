@@ -513,14 +513,6 @@ impl<'a> Sideband<'a> {
                 pgoff,
                 filename,
                 ..
-            }
-            | Body::Mmap2 {
-                pid,
-                addr,
-                len,
-                pgoff,
-                filename,
-                ..
             } if !record.is_kernel() => {
                 if let Err(p) = self.map(*pid, filename, *addr, *len, *pgoff) {
                     problem(p);
