@@ -12,6 +12,7 @@
 use crate::Errata;
 use crate::control::{self, Control, Place};
 use crate::image::Image;
+pub use crate::insn::Class;
 use crate::insn::{Cache, Insn, Kind};
 use crate::packet::{IpKind, Packet, Packets};
 use crate::query::{Lost, Query, is_bound, is_time};
@@ -36,16 +37,6 @@ pub enum Step {
     Event(Event, Option<u64>),
     /// What the sideband said ([`Flow::with_sideband`]).
     Sideband(Note),
-}
-
-/// What an instruction does to the call stack, for call traces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Class {
-    /// A near call (not `call next`, which only reads the IP).
-    Call,
-    /// A near return.
-    Return,
-    Other,
 }
 
 /// An event in the flow, as libipt reports it. Where libipt gives an event

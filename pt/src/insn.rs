@@ -9,7 +9,15 @@ use iced_x86::{
     Code, Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind, Register,
 };
 
-use crate::flow::Class;
+/// What an instruction does to the call stack, for call traces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// A near call (not `call next`, which only reads the IP).
+    Call,
+    /// A near return.
+    Return,
+    Other,
+}
 
 /// Decoded instructions by address.
 pub(crate) type Cache = HashMap<u64, Insn, BuildHasherDefault<IpHasher>>;
