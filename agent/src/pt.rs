@@ -149,13 +149,7 @@ fn flow(show: &PtFlowShowArgs) -> anyhow::Result<ExitCode> {
     // A step as the options show it, counting instructions for --stat.
     let mut print = |out: &mut dyn Write, step: &Step| {
         insns += u64::from(matches!(step, Step::Insn { .. }));
-        let shown = match step {
-            Step::Event(Event::Error { .. }, _) => true,
-            Step::Sideband(note @ Note::Problem { .. }) => format.shows(note),
-            Step::Sideband(note) => format.shows(note) && !show.quiet,
-            _ => !show.quiet,
-        };
-        if !shown {
+        if !step.shown_by_ptxed(format, show.quiet) {
             return Ok(());
         }
         let step = step.ptxed(show.event_ips).with_times(show.event_times);

@@ -368,9 +368,12 @@ impl<'a> Flow<'a> {
     /// Report an event, with its time; the sideband hears of it after.
     fn event(&mut self, out: &mut dyn FnMut(Step), event: Event) {
         let time = self.query.time_now();
-        let position = position_of(&event);
+        // Only a sideband needs to know where the event puts the trace.
+        let position = self.sideband.as_ref().map(|_| position_of(&event));
         out(Step::Event(event, time));
-        self.tell_sideband(time, position, out);
+        if let Some(position) = position {
+            self.tell_sideband(time, position, out);
+        }
     }
 
     /// Show and apply the sideband due by `time`; take a new image if the

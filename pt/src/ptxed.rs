@@ -5,7 +5,7 @@ use std::fmt::{self, Display, Formatter};
 
 use crate::flow::{Event, Step};
 use crate::packet::{c_state, wake_name};
-use crate::sideband::Format;
+use crate::sideband::{Format, Note};
 
 /// A step as ptxed prints it; `event_ips` as `ptxed --event:ip`, which adds
 /// the IP libipt gives an event (where the trace did not suppress it),
@@ -25,6 +25,19 @@ impl Step {
             event_ips,
             times: false,
             sideband: Format::default(),
+        }
+    }
+}
+
+impl Step {
+    /// Whether ptxed prints this step: errors always, sideband as `sideband`
+    /// asks (its errors always), everything else unless `quiet`.
+    pub fn shown_by_ptxed(&self, sideband: Format, quiet: bool) -> bool {
+        match self {
+            Step::Event(Event::Error { .. }, _) => true,
+            Step::Sideband(note @ Note::Problem { .. }) => sideband.shows(note),
+            Step::Sideband(note) => sideband.shows(note) && !quiet,
+            _ => !quiet,
         }
     }
 }

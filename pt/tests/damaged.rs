@@ -102,7 +102,7 @@ fn a_damaged_sideband_record_is_an_error_at_its_offset() {
     Flow::new(&trace, &image, weft_pt::Errata::default())
         .with_sideband(sideband)
         .run(&mut |step| {
-            if !matches!(&step, Step::Sideband(note) if !format.shows(note)) {
+            if step.shown_by_ptxed(format, false) {
                 lines.push(step.ptxed(false).with_sideband(format).to_string());
             }
         });

@@ -12,8 +12,8 @@ mod common;
 use common::Case;
 use weft_pt::Errata;
 use weft_pt::dump::{self, Options, TimeColumn};
-use weft_pt::flow::{Event, Flow, Step};
-use weft_pt::sideband::{Format, Note};
+use weft_pt::flow::{Flow, Step};
+use weft_pt::sideband::Format;
 
 /// Lines with their whitespace runs collapsed: ptdump's column widths in the
 /// expectations were typed by the test authors, not printed by ptdump.
@@ -192,13 +192,7 @@ fn instruction_flows_match_ptxed() {
         }
         flow.run(&mut |step| {
             insns += usize::from(matches!(step, Step::Insn { .. }));
-            let shown = match &step {
-                Step::Event(Event::Error { .. }, _) => true,
-                Step::Sideband(note @ Note::Problem { .. }) => format.shows(note),
-                Step::Sideband(note) => format.shows(note) && !options.quiet,
-                _ => !options.quiet,
-            };
-            if shown {
+            if step.shown_by_ptxed(format, options.quiet) {
                 let line = step.ptxed(options.event_ips).with_times(options.times);
                 lines.push(line.with_sideband(format).to_string());
             }

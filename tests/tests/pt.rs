@@ -1351,25 +1351,25 @@ fn flow_follows_the_processes_the_sideband_says_run() {
         "--sb-compact",
         "--sb-offset",
     ];
-    let mut args = vec!["pt", "flow", "--image", "/dev/null:0", "--sb-switch"];
-    args.extend(sideband);
-    args.push(&trace);
-    let (status, stdout, stderr) = run_weft(&args);
-    assert!(status.success(), "{stderr}");
+    // `weft pt COMMAND` with the sideband options: what it printed.
+    let output = |command: &[&str]| {
+        let mut args = vec!["pt"];
+        args.extend(command);
+        args.extend(sideband);
+        args.push(&trace);
+        let (status, stdout, stderr) = run_weft(&args);
+        assert!(status.success(), "{stderr}");
+        normalised(&stdout)
+    };
+    let flow = output(&["flow", "--image", "/dev/null:0", "--sb-switch"]);
     let want = include_str!(
         "../../pt/tests/libipt/pevent-tip_pgd-switch-tsc-tip_pge/pevent-tip_pgd-switch-tsc-tip_pge-ptxed.exp"
     );
-    assert_eq!(normalised(&stdout), normalised(want), "{stdout}");
-
-    let mut args = vec!["pt", "dump"];
-    args.extend(sideband);
-    args.push(&trace);
-    let (status, stdout, stderr) = run_weft(&args);
-    assert!(status.success(), "{stderr}");
+    assert_eq!(flow, normalised(want));
     let want = include_str!(
         "../../pt/tests/libipt/pevent-tip_pgd-switch-tsc-tip_pge/pevent-tip_pgd-switch-tsc-tip_pge-ptdump.exp"
     );
-    assert_eq!(normalised(&stdout), normalised(want), "{stdout}");
+    assert_eq!(output(&["dump"]), normalised(want));
 }
 
 /// A sideband file that is not there, and sideband with a perf.data file
