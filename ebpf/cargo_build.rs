@@ -1,5 +1,5 @@
 // The one recipe for building weft's eBPF object, `include!`d by
-// `agent/build.rs` and `xtask/src/build_ebpf.rs` so both build it identically.
+// `kernel/build.rs` and `xtask/src/build_ebpf.rs` so both build it identically.
 //
 // Debian's rustc-web ships a prebuilt `core` for bpfel-unknown-none
 // (libstd-rust-web-dev-bpf), so no `-Z build-std` is needed; aya-ebpf uses

@@ -4,10 +4,10 @@
 
 use std::{fs, path::Path, process::ExitCode, time::Duration};
 
-use crate::{
+use crate::sources;
+use weft_kernel::{
     ebpf,
     events::{self, EventProbe},
-    sources,
     syscall::{AttachPoints, Filter, Options, SyscallProbe},
     tc,
 };
@@ -163,9 +163,9 @@ fn source_checks(tracefs: &Path, privileged: bool) -> Vec<Check> {
     let mut checks = Vec::new();
     let mut loadable = Vec::new();
     for spec in sources::ALL {
-        let available = spec.availability(tracefs);
+        let available = spec.kernel.availability(tracefs);
         let ok = available.missing.is_none();
-        let detail = if spec.tc {
+        let detail = if spec.kernel.tc {
             tc::describe_attach().to_owned()
         } else {
             let first = available
@@ -176,11 +176,11 @@ fn source_checks(tracefs: &Path, privileged: bool) -> Vec<Check> {
                 .collect::<Vec<_>>()
                 .join("; ")
         };
-        if ok && !spec.tc {
-            loadable.push(*spec);
+        if ok && !spec.kernel.tc {
+            loadable.push(spec.kernel);
         }
         checks.push(Check {
-            what: format!("source {}", spec.name),
+            what: format!("source {}", spec.kernel.name),
             ok: Some(ok),
             detail,
         });

@@ -11,7 +11,10 @@ use anyhow::Context as _;
 use weft_probes::switch::SwitchEvent;
 use weft_pt::perf::Switch;
 
-use crate::events::{EventProbe, Filter};
+use weft_kernel::{
+    events::{EventProbe, Filter},
+    source::SWITCH,
+};
 
 /// Ring bytes per CPU: a busy CPU switches some 100,000 times a second,
 /// 32 bytes each, and the rings are drained every 10 ms.
@@ -31,8 +34,7 @@ impl Sideband {
     /// cannot load, says why and gives `None` (decoding then follows one
     /// process).
     pub fn start(cpus: &[u32]) -> Option<Self> {
-        let spec: &'static crate::sources::Spec = &crate::sources::switch::SPEC;
-        match EventProbe::load(&[spec], &Filter::default(), RING_BYTES) {
+        match EventProbe::load(&[&SWITCH], &Filter::default(), RING_BYTES) {
             Ok(probe) => Some(Self {
                 probe,
                 cpus: cpus.iter().copied().collect(),
@@ -193,7 +195,7 @@ mod tests {
             eprintln!("skipping: needs root for BPF");
             return;
         }
-        let cpus: Vec<u32> = (0..crate::ebpf::cpus().unwrap()).collect();
+        let cpus: Vec<u32> = (0..weft_kernel::ebpf::cpus().unwrap()).collect();
         let mut sideband = Sideband::start(&cpus).expect("the switch source loads");
         let sleeper = std::thread::spawn(|| {
             for _ in 0..20 {

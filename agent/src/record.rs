@@ -19,15 +19,18 @@ use crate::{
     app::{self, AppServer, Message},
     capture,
     cli::RecordArgs,
-    ebpf,
-    events::{self, EventProbe},
     live, metrics, pt_calls,
     registry::{self, ValueKind},
     resolve,
     session::{self, Accounting, Consumer, Outcome, Probes, Session},
     sources::{self, Layout, STORED_FROM, Spec},
-    syscall::{Options, SyscallProbe},
     trigger::{self, Triggers},
+};
+use weft_kernel::{
+    ebpf,
+    events::{self, EventProbe},
+    source::SourceHooks,
+    syscall::{Options, SyscallProbe},
 };
 
 /// Runs `weft record` until the duration ends, SIGINT or SIGTERM.
@@ -58,7 +61,10 @@ pub fn record(args: &RecordArgs, ui: Option<UiLink>) -> Result<ExitCode> {
     let syscalls = SyscallSink::define(&mut store)?;
     let mut spec_sources = HashMap::new();
     for spec in &chosen.specs {
-        spec_sources.insert(spec.source, (spec.define(&mut store)?, spec.layout()));
+        spec_sources.insert(
+            spec.kernel.source,
+            (spec.define(&mut store)?, spec.layout()),
+        );
     }
     let policy = trigger_policy(&args.output.triggers);
     // Decoded PT captures, from trigger actions and the live socket.
@@ -157,7 +163,7 @@ fn load_probes(args: &RecordArgs, chosen: &Chosen, options: &Options) -> Result<
         pids: options.filter.pids.clone(),
         comm: options.filter.comm.clone(),
         cgroup: args.cgroup.as_deref().map(cgroup_id).transpose()?,
-        net: crate::tc::NetOptions {
+        net: weft_kernel::tc::NetOptions {
             interfaces: args.interface.clone(),
             ports: args.port.clone(),
             addrs: args.addr.clone(),
@@ -168,8 +174,9 @@ fn load_probes(args: &RecordArgs, chosen: &Chosen, options: &Options) -> Result<
         .syscalls
         .then(|| SyscallProbe::load(options))
         .transpose()?;
-    let events = (!chosen.specs.is_empty())
-        .then(|| EventProbe::load(&chosen.specs, &event_filter, options.ring_bytes))
+    let hooks: Vec<_> = chosen.specs.iter().map(|spec| spec.kernel).collect();
+    let events = (!hooks.is_empty())
+        .then(|| EventProbe::load(&hooks, &event_filter, options.ring_bytes))
         .transpose()?;
     let app = chosen
         .app
@@ -273,7 +280,12 @@ fn chosen_sources(names: &[String]) -> Result<Chosen> {
                 };
             }
             name => match sources::find(name) {
-                Some(spec) if !chosen.specs.iter().any(|s| s.name == spec.name) => {
+                Some(spec)
+                    if !chosen
+                        .specs
+                        .iter()
+                        .any(|s| s.kernel.name == spec.kernel.name) =>
+                {
                     chosen.specs.push(spec);
                 }
                 Some(_) => {}
@@ -281,7 +293,7 @@ fn chosen_sources(names: &[String]) -> Result<Chosen> {
                     "--sources {name}: no such source; `weft sources` lists them (syscalls, {}, app)",
                     sources::ALL
                         .iter()
-                        .map(|s| s.name)
+                        .map(|s| s.kernel.name)
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
@@ -326,7 +338,7 @@ fn open_store(args: &RecordArgs, dir: &Path) -> Result<Store> {
 }
 
 /// Where each source is attached, for `weft.json`.
-fn describe(probes: &Probes, options: &crate::syscall::Options) -> Map<String, Value> {
+fn describe(probes: &Probes, options: &weft_kernel::syscall::Options) -> Map<String, Value> {
     let mut out = Map::new();
     if let Some(probe) = &probes.syscalls {
         out.insert(
@@ -335,18 +347,8 @@ fn describe(probes: &Probes, options: &crate::syscall::Options) -> Map<String, V
         );
     }
     if let Some(probe) = &probes.events {
-        for spec in probe.specs() {
-            let attach = if spec.tc {
-                probe.net_attach().unwrap_or_default()
-            } else {
-                let hooks: Vec<String> = spec
-                    .hooks
-                    .iter()
-                    .map(|h| format!("tracepoint {}:{}", h.category, h.event))
-                    .collect();
-                hooks.join(", ")
-            };
-            out.insert(spec.name.into(), json!({ "attach": attach }));
+        for (name, attach) in probe.describe() {
+            out.insert(name.into(), json!({ "attach": attach }));
         }
     }
     if probes.app.is_some() {
@@ -460,11 +462,11 @@ impl Consumer for Recorder {
         }
     }
 
-    fn record(&mut self, spec: &'static Spec, now: u64, record: &[u8]) {
+    fn record(&mut self, source: &'static SourceHooks, now: u64, record: &[u8]) {
         if self.error.is_some() {
             return;
         }
-        let Some(&(source, layout)) = self.spec_sources.get(&spec.source) else {
+        let Some(&(source, layout)) = self.spec_sources.get(&source.source) else {
             return;
         };
         let ts = layout.time(record);

@@ -11,10 +11,10 @@ use std::{
 use anyhow::{Context as _, Result};
 use tokio::sync::Notify;
 
-use crate::{
-    app::{AppLosses, AppServer, Message},
+use crate::app::{AppLosses, AppServer, Message};
+use weft_kernel::{
     events::{EventProbe, SourceLosses},
-    sources::Spec,
+    source::SourceHooks,
     syscall::{Losses, SyscallProbe},
 };
 
@@ -40,7 +40,7 @@ pub trait Consumer {
 
     /// A record of another source drained at `now`: the kernel record,
     /// header included.
-    fn record(&mut self, _spec: &'static Spec, _now: u64, _record: &[u8]) {}
+    fn record(&mut self, _source: &'static SourceHooks, _now: u64, _record: &[u8]) {}
 
     /// A source or record pushed by an application.
     fn app(&mut self, _message: Message) {}
@@ -68,7 +68,7 @@ pub struct Probes {
 #[derive(Clone, Default)]
 pub struct Accounting {
     pub syscalls: Option<Losses>,
-    pub sources: Vec<(&'static Spec, SourceLosses)>,
+    pub sources: Vec<(&'static SourceHooks, SourceLosses)>,
     pub app: Option<AppLosses>,
 }
 

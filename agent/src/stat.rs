@@ -16,8 +16,11 @@ use weft_probes::syscall::SyscallEvent;
 
 use crate::{
     cli::StatArgs,
-    ebpf, resolve,
+    resolve,
     session::{self, Accounting, Consumer, Probes, Session},
+};
+use weft_kernel::{
+    ebpf,
     syscall::{Losses, Options, SyscallProbe},
 };
 
@@ -351,7 +354,7 @@ fn emit(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::delivery::Delivery;
+    use weft_kernel::delivery::Delivery;
 
     fn event(nr: u32, duration_ns: u64) -> SyscallEvent {
         SyscallEvent {

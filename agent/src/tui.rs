@@ -26,10 +26,11 @@ use weft_tui::{Feed, FrameTimes, Health, SourceHealth};
 use crate::{
     capture,
     cli::{RecordArgs, RecordOutputArgs, TriggerArgs, TuiArgs},
-    ebpf, info, query,
+    info, query,
     record::{self, UiLink},
     replay,
 };
+use weft_kernel::ebpf;
 
 pub fn run(args: &TuiArgs) -> Result<ExitCode> {
     match &args.dir {

@@ -26,7 +26,8 @@ use std::{
     time::Instant,
 };
 
-use weft_ingest::{ring::Ring, syscalls::SyscallSink};
+use weft_ingest::syscalls::SyscallSink;
+use weft_probes::ring::Ring;
 use weft_probes::syscall::{EVENT_SIZE, SyscallEvent};
 use weft_store::{Config, Store};
 

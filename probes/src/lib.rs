@@ -1,6 +1,6 @@
 //! The contract between weft's eBPF programs and user space: the `#[repr(C)]`
-//! records the kernel side emits, the configuration it reads, and the counters it
-//! keeps.
+//! records the kernel side emits, the configuration it reads, the counters it
+//! keeps, and (with `user`) the reading end of the ring buffers it fills.
 //!
 //! Depends on no other weft crate (aya only with the `user` feature): the eBPF
 //! programs and every user-space crate build on it, so it must stay below them.
@@ -8,9 +8,10 @@
 //! # Overview
 //!
 //! Each probe family has one module here with the same name as its program in
-//! `ebpf/` and its consumer in `agent/`. Everything is `no_std` and
+//! `ebpf/` and its consumer in `kernel/`. Everything is `no_std` and
 //! dependency-free so that the eBPF crate can use it; the `user` feature adds
-//! `aya::Pod` impls and the x86-64 syscall name table.
+//! `aya::Pod` impls, the x86-64 syscall name table and [`ring`], the consumer
+//! side of a BPF ring buffer laid out as the kernel lays it out.
 //!
 //! ```
 //! use weft_probes::syscall::{SyscallEvent, EVENT_SIZE};
@@ -19,10 +20,15 @@
 #![no_std]
 #![deny(missing_docs)]
 
+#[cfg(feature = "user")]
+extern crate std;
+
 pub mod block;
 pub mod events;
 pub mod net;
 pub mod pagecache;
+#[cfg(feature = "user")]
+pub mod ring;
 pub mod sched;
 pub mod switch;
 pub mod syscall;

@@ -1,4 +1,4 @@
-//! `cargo xtask build-ebpf`: builds `ebpf/` exactly as `agent/build.rs` does.
+//! `cargo xtask build-ebpf`: builds `ebpf/` exactly as `kernel/build.rs` does.
 
 use std::path::PathBuf;
 

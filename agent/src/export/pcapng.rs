@@ -235,7 +235,7 @@ fn checksum(header: &[u8]) -> u16 {
 fn interface_name(ifindex: u32) -> String {
     let found = std::fs::read_dir("/sys/class/net").ok().and_then(|dir| {
         dir.filter_map(|entry| entry.ok()?.file_name().into_string().ok())
-            .find(|name| crate::clsact::ifindex(name) == Some(ifindex))
+            .find(|name| weft_kernel::clsact::ifindex(name) == Some(ifindex))
     });
     found.unwrap_or_else(|| format!("ifindex {ifindex}"))
 }

@@ -2,10 +2,10 @@
 
 use std::mem::offset_of;
 
-use weft_probes::{block::BlockEvent, events::Source};
+use weft_probes::block::BlockEvent;
 use weft_store::FieldKind;
 
-use super::{CPU, Hook, IndexSpec, Meaning, Spec, field};
+use super::{CPU, IndexSpec, Meaning, Spec, field};
 
 /// `Op` values, named as in the tracepoints' `rwbs`.
 const OPS: &[(i64, &str)] = &[
@@ -17,38 +17,9 @@ const OPS: &[(i64, &str)] = &[
 ];
 
 pub const SPEC: Spec = Spec {
-    source: Source::Block,
-    name: "block",
+    kernel: &weft_kernel::source::BLOCK,
     aliases: &[],
     about: "block I/O requests: device, sector, bytes, operation, issue-to-completion latency",
-    hooks: &[
-        Hook {
-            program: "block_rq_issue",
-            category: "block",
-            event: "block_rq_issue",
-            offsets: &[
-                ("BLOCK_ISSUE_DEV_OFFSET", "dev"),
-                ("BLOCK_ISSUE_SECTOR_OFFSET", "sector"),
-                ("BLOCK_ISSUE_BYTES_OFFSET", "bytes"),
-                ("BLOCK_ISSUE_RWBS_OFFSET", "rwbs"),
-            ],
-            without: None,
-        },
-        Hook {
-            program: "block_rq_complete",
-            category: "block",
-            event: "block_rq_complete",
-            offsets: &[
-                ("BLOCK_DONE_DEV_OFFSET", "dev"),
-                ("BLOCK_DONE_SECTOR_OFFSET", "sector"),
-                ("BLOCK_DONE_ERROR_OFFSET", "error"),
-                ("BLOCK_DONE_RWBS_OFFSET", "rwbs"),
-            ],
-            without: None,
-        },
-    ],
-    tc: false,
-    size: size_of::<BlockEvent>(),
     fields: &[
         CPU,
         field(

@@ -5,7 +5,9 @@ use std::{fmt::Write as _, io::Write as _};
 use serde_json::json;
 
 use super::{ALL, Meaning, Spec};
-use crate::{cli::SourcesArgs, ebpf, registry};
+use weft_kernel::ebpf;
+
+use crate::{cli::SourcesArgs, registry};
 
 pub fn run(args: &SourcesArgs) -> std::process::ExitCode {
     let tracefs = ebpf::tracefs();
@@ -13,7 +15,7 @@ pub fn run(args: &SourcesArgs) -> std::process::ExitCode {
     for spec in ALL {
         let (missing, lacks) = match &tracefs {
             Ok(tracefs) => {
-                let available = spec.availability(tracefs);
+                let available = spec.kernel.availability(tracefs);
                 (available.missing, available.lacks)
             }
             Err(error) => (Some(format!("{error:#}")), Vec::new()),
@@ -53,7 +55,7 @@ fn json_line(spec: &Spec, missing: Option<&str>, lacks: &[String]) -> String {
         ),
     );
     let line = json!({
-        "name": spec.name, "about": spec.about, "available": missing.is_none(),
+        "name": spec.kernel.name, "about": spec.about, "available": missing.is_none(),
         "why_not": missing, "lacks": lacks, "fields": fields,
     });
     format!("{line}\n")
@@ -65,7 +67,7 @@ fn text(spec: &Spec, missing: Option<&str>, lacks: &[String]) -> String {
         (None, true) => "available".to_owned(),
         (None, false) => format!("available, but {}", lacks.join("; ")),
     };
-    let mut out = format!("{}  {}\n  {status}\n", spec.name, spec.about);
+    let mut out = format!("{}  {}\n  {status}\n", spec.kernel.name, spec.about);
     for field in spec.fields {
         let _ = writeln!(
             out,

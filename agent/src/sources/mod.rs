@@ -10,47 +10,15 @@ mod pagecache;
 mod sched;
 pub mod switch;
 
-use std::{mem::offset_of, path::Path, sync::Arc};
+use std::{mem::offset_of, sync::Arc};
 
 use anyhow::{Context as _, Result};
 use weft_ingest::syscalls::{exact_bins, latency_bins};
-use weft_probes::events::{Header, Source};
+use weft_probes::events::Header;
 use weft_query::{Addresses, Kind, Names, SourceColumns};
 use weft_store::{Field, FieldKind, Partition, SourceId, Store};
 
-use crate::ebpf;
-
-/// A classic tracepoint a source's program attaches to, and the fields of
-/// its record whose offsets (from tracefs) the program reads from globals.
-pub struct Hook {
-    pub program: &'static str,
-    pub category: &'static str,
-    pub event: &'static str,
-    /// (global, tracepoint field) pairs; a field ending in `?` may be
-    /// absent (older kernels), and its global is then `u32::MAX`.
-    pub offsets: &'static [(&'static str, &'static str)],
-    /// `None` when the source needs this tracepoint; else what the source
-    /// lacks on a kernel without it.
-    pub without: Option<&'static str>,
-}
-
-impl Hook {
-    /// Whether the tracepoint exists on this kernel.
-    fn exists(&self, tracefs: &Path) -> bool {
-        ebpf::tracepoint_format(tracefs, self.category, self.event).exists()
-    }
-}
-
-/// What a source can attach to on this kernel.
-pub struct Availability {
-    /// Its hooks whose tracepoints exist.
-    pub present: Vec<&'static Hook>,
-    /// Why it cannot attach at all, if it cannot: a needed tracepoint is missing.
-    pub missing: Option<String>,
-    /// What it lacks though it can attach: its optional tracepoints that do
-    /// not exist.
-    pub lacks: Vec<String>,
-}
+use weft_kernel::source::SourceHooks;
 
 /// What a field's integers mean.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,18 +77,11 @@ pub enum IndexSpec {
 
 /// One source.
 pub struct Spec {
-    pub source: Source,
-    /// Its name on the command line and in captures.
-    pub name: &'static str,
+    /// What the kernel side attaches, and its record size.
+    pub kernel: &'static SourceHooks,
     /// Other names queries may call it by.
     pub aliases: &'static [&'static str],
     pub about: &'static str,
-    pub hooks: &'static [Hook],
-    /// Its programs are TC classifiers (`net_ingress`, `net_egress`)
-    /// attached to network interfaces rather than to tracepoints.
-    pub tc: bool,
-    /// Bytes of its kernel record.
-    pub size: usize,
     pub fields: &'static [FieldSpec],
     pub indexes: &'static [IndexSpec],
     /// The field holding the producer's timestamp.
@@ -143,7 +104,7 @@ pub const ALL: &[&Spec] = &[
 
 /// The source called `name`.
 pub fn find(name: &str) -> Option<&'static Spec> {
-    ALL.iter().copied().find(|s| s.name == name)
+    ALL.iter().copied().find(|s| s.kernel.name == name)
 }
 
 impl Spec {
@@ -176,13 +137,18 @@ impl Spec {
     /// Defines (or finds again) the source and its default indexes.
     pub fn define(&self, store: &mut Store) -> Result<SourceId> {
         let fields = self.store_fields();
-        let source = store.define_source(self.name, fields.clone())?;
+        let source = store.define_source(self.kernel.name, fields.clone())?;
         let find = |name: &str| {
             fields
                 .iter()
                 .find(|f| f.name == name)
                 .cloned()
-                .with_context(|| format!("source {}: index over unknown field {name}", self.name))
+                .with_context(|| {
+                    format!(
+                        "source {}: index over unknown field {name}",
+                        self.kernel.name
+                    )
+                })
         };
         for index in self.indexes {
             let (name, field, bins, partition) = match *index {
@@ -231,39 +197,10 @@ impl Spec {
             columns.set_kind(field.name, kind);
         }
         if let Some((tail, _)) = self.tail {
-            let from = u32::try_from(self.size - STORED_FROM).expect("records are small");
+            let from = u32::try_from(self.kernel.size - STORED_FROM).expect("records are small");
             columns.add_bytes(tail, from);
         }
         columns.span = self.span.map(str::to_owned);
-    }
-
-    /// Which of its tracepoints exist on this kernel, and what follows.
-    pub fn availability(&self, tracefs: &Path) -> Availability {
-        let (present, absent): (Vec<&'static Hook>, Vec<&'static Hook>) =
-            self.hooks.iter().partition(|hook| hook.exists(tracefs));
-        let missing = absent
-            .iter()
-            .find(|hook| hook.without.is_none())
-            .map(|hook| {
-                format!(
-                    "tracepoint {}:{} does not exist on this kernel",
-                    hook.category, hook.event
-                )
-            });
-        let lacks = absent
-            .iter()
-            .filter_map(|hook| {
-                Some(format!(
-                    "no {} (tracepoint {}:{} does not exist on this kernel)",
-                    hook.without?, hook.category, hook.event
-                ))
-            })
-            .collect();
-        Availability {
-            present,
-            missing,
-            lacks,
-        }
     }
 }
 

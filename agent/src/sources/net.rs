@@ -3,7 +3,7 @@
 
 use std::mem::offset_of;
 
-use weft_probes::{events::Source, net::PacketEvent};
+use weft_probes::net::PacketEvent;
 use weft_store::FieldKind;
 
 use super::{CPU, IndexSpec, Meaning, Spec, field};
@@ -12,13 +12,9 @@ const DIRECTIONS: &[(i64, &str)] = &[(0, "ingress"), (1, "egress")];
 const PROTOCOLS: &[(i64, &str)] = &[(1, "icmp"), (6, "tcp"), (17, "udp"), (58, "icmpv6")];
 
 pub const SPEC: Spec = Spec {
-    source: Source::Net,
-    name: "net",
+    kernel: &weft_kernel::source::NET,
     aliases: &["packets"],
     about: "packets on ingress and egress (TC): addresses, ports, length, TCP flags and sequence numbers",
-    hooks: &[],
-    tc: true,
-    size: size_of::<PacketEvent>(),
     fields: &[
         CPU,
         field(

@@ -3,59 +3,18 @@
 
 use std::mem::offset_of;
 
-use weft_probes::{events::Source, pagecache::PageCacheEvent};
+use weft_probes::pagecache::PageCacheEvent;
 use weft_store::FieldKind;
 
-use super::{CPU, Hook, IndexSpec, Meaning, Spec, field};
+use super::{CPU, IndexSpec, Meaning, Spec, field};
 
 /// `Op` values.
 const OPS: &[(i64, &str)] = &[(1, "add"), (2, "delete"), (3, "lookup")];
 
-/// The add and delete tracepoints share one record layout.
-const ADD_DELETE_OFFSETS: &[(&str, &str)] = &[
-    ("PAGECACHE_INO_OFFSET", "i_ino"),
-    ("PAGECACHE_INDEX_OFFSET", "index"),
-    ("PAGECACHE_DEV_OFFSET", "s_dev"),
-    ("PAGECACHE_ORDER_OFFSET", "order?"),
-];
-
 pub const SPEC: Spec = Spec {
-    source: Source::PageCache,
-    name: "pagecache",
+    kernel: &weft_kernel::source::PAGECACHE,
     aliases: &[],
     about: "page cache: pages added (misses filled), removed, and looked up by reads, per file",
-    hooks: &[
-        Hook {
-            program: "pagecache_add",
-            category: "filemap",
-            event: "mm_filemap_add_to_page_cache",
-            offsets: ADD_DELETE_OFFSETS,
-            without: None,
-        },
-        Hook {
-            program: "pagecache_delete",
-            category: "filemap",
-            event: "mm_filemap_delete_from_page_cache",
-            offsets: ADD_DELETE_OFFSETS,
-            without: None,
-        },
-        // Linux 6.10 on; without it there are adds and removals but no
-        // lookups, so no hit ratio.
-        Hook {
-            program: "pagecache_lookup",
-            category: "filemap",
-            event: "mm_filemap_get_pages",
-            offsets: &[
-                ("PAGECACHE_LOOKUP_INO_OFFSET", "i_ino"),
-                ("PAGECACHE_LOOKUP_DEV_OFFSET", "s_dev"),
-                ("PAGECACHE_LOOKUP_INDEX_OFFSET", "index"),
-                ("PAGECACHE_LOOKUP_LAST_OFFSET", "last_index"),
-            ],
-            without: Some("page lookups by reads, so no hit ratio"),
-        },
-    ],
-    tc: false,
-    size: size_of::<PageCacheEvent>(),
     fields: &[
         CPU,
         field(

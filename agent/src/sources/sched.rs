@@ -2,10 +2,10 @@
 
 use std::mem::offset_of;
 
-use weft_probes::{events::Source, sched::SchedEvent};
+use weft_probes::sched::SchedEvent;
 use weft_store::FieldKind;
 
-use super::{CPU, Hook, IndexSpec, Meaning, Spec, field};
+use super::{CPU, IndexSpec, Meaning, Spec, field};
 
 /// `sched_switch`'s `prev_state` values, named as `ps` and `perf sched` do.
 const STATES: &[(i64, &str)] = &[
@@ -22,39 +22,9 @@ const STATES: &[(i64, &str)] = &[
 ];
 
 pub const SPEC: Spec = Spec {
-    source: Source::Sched,
-    name: "sched",
+    kernel: &weft_kernel::source::SCHED,
     aliases: &[],
     about: "threads switched onto a CPU: off-CPU time, run-queue latency, why they left",
-    hooks: &[
-        Hook {
-            program: "sched_switch",
-            category: "sched",
-            event: "sched_switch",
-            offsets: &[
-                ("SCHED_PREV_PID_OFFSET", "prev_pid"),
-                ("SCHED_PREV_STATE_OFFSET", "prev_state"),
-                ("SCHED_NEXT_PID_OFFSET", "next_pid"),
-            ],
-            without: None,
-        },
-        Hook {
-            program: "sched_wakeup",
-            category: "sched",
-            event: "sched_wakeup",
-            offsets: &[("SCHED_WAKEUP_PID_OFFSET", "pid")],
-            without: None,
-        },
-        Hook {
-            program: "sched_wakeup",
-            category: "sched",
-            event: "sched_wakeup_new",
-            offsets: &[],
-            without: None,
-        },
-    ],
-    tc: false,
-    size: size_of::<SchedEvent>(),
     fields: &[
         CPU,
         field(

@@ -3,28 +3,15 @@
 
 use std::mem::offset_of;
 
-use weft_probes::{events::Source, switch::SwitchEvent};
+use weft_probes::switch::SwitchEvent;
 use weft_store::FieldKind;
 
-use super::{CPU, Hook, IndexSpec, Meaning, Spec, field};
+use super::{CPU, IndexSpec, Meaning, Spec, field};
 
 pub const SPEC: Spec = Spec {
-    source: Source::Switch,
-    name: "switch",
+    kernel: &weft_kernel::source::SWITCH,
     aliases: &[],
     about: "every context switch on every CPU, unfiltered: the thread that left and the one that came in",
-    hooks: &[Hook {
-        program: "context_switch",
-        category: "sched",
-        event: "sched_switch",
-        offsets: &[
-            ("SCHED_PREV_PID_OFFSET", "prev_pid"),
-            ("SCHED_NEXT_PID_OFFSET", "next_pid"),
-        ],
-        without: None,
-    }],
-    tc: false,
-    size: size_of::<SwitchEvent>(),
     fields: &[
         CPU,
         field(

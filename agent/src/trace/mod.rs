@@ -4,10 +4,6 @@
 //! rings into the program's actions, fire intervals, stop on Ctrl-C,
 //! `exit()` or the end of the `-c` command, then print maps and losses.
 
-mod btf;
-mod kernel;
-mod probe;
-mod stacks;
 mod store;
 
 use std::{
@@ -21,16 +17,15 @@ use std::{
 use anyhow::{Context as _, Result, anyhow, bail};
 use weft_trace::{Event, Flow, Format, Plan, Runtime, Target};
 
-use crate::{
-    cli::{TraceArgs, TraceFormat},
-    ebpf,
-};
+use crate::cli::{TraceArgs, TraceFormat};
+use weft_kernel::ebpf;
 
-use self::{
+use weft_kernel::trace::{
     kernel::Kernel,
     probe::{Preload, TraceProbe},
-    store::TraceStore,
 };
+
+use self::store::TraceStore;
 
 /// How often the rings are drained.
 const DRAIN: Duration = Duration::from_millis(10);

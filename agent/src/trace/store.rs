@@ -13,7 +13,9 @@ use weft_trace::{Attach, Event, Plan, Target, check::MAX_RAW, kernel::FieldKind 
 
 use weft_ingest::tasks::TaskNames;
 
-use crate::{capture, delivery::Delivery};
+use weft_kernel::delivery::Delivery;
+
+use crate::capture;
 
 /// Values every stored event has, before the record's fields.
 const BUILTINS: [&str; 5] = ["time", "pid", "tid", "uid", "cpu"];

@@ -15,7 +15,7 @@ use weft_probes::syscall::{
     RINGS_MAP, SyscallConfig,
 };
 
-use weft_ingest::ring::{self, Drained, Ring};
+use weft_probes::ring::{self, Drained, Ring};
 
 use crate::{delivery::Delivery, ebpf, rings::RingArray};
 

@@ -25,12 +25,24 @@
 //!
 //! A busy record is still being written: the batch ends before it. A
 //! discarded one is skipped.
+//!
+//! ```
+//! use weft_probes::ring::Ring;
+//! let mut ring = Ring::in_memory(4096);
+//! assert!(ring.push(b"a record"));
+//! let mut seen = Vec::new();
+//! let drained = ring.drain(usize::MAX, |record| seen.push(record.to_vec()));
+//! assert_eq!((drained.records, seen), (1, vec![b"a record".to_vec()]));
+//! ```
 
 use std::{
-    io,
+    boxed::Box,
+    format, io,
     os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd},
     ptr::NonNull,
     sync::atomic::{AtomicU32, AtomicU64, Ordering},
+    vec,
+    vec::Vec,
 };
 
 /// Set in a record's length while the producer still writes it.
@@ -307,7 +319,7 @@ impl Ring {
 pub fn drain_each(rings: &mut [Ring], mut on_record: impl FnMut(u64, &[u8]) -> bool) -> Drained {
     let mut total = Drained::default();
     for ring in rings {
-        let now = weft_store::now_ns();
+        let now = now_ns();
         let mut stopped = false;
         let drained = ring.drain_while(ring.size() / 4, |record| {
             stopped = !on_record(now, record);
@@ -348,6 +360,19 @@ impl Drop for Ring {
             }
         }
     }
+}
+
+/// `CLOCK_MONOTONIC` now, in ns: the clock of `bpf_ktime_get_ns`, which
+/// stamps the records, so that an arrival time compares with theirs.
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write into.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
+    // A monotonic clock is never negative.
+    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
 }
 
 #[cfg(test)]

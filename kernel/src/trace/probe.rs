@@ -23,7 +23,7 @@ use perf_event::{
     Builder,
     events::{KProbe, Software, Tracepoint},
 };
-use weft_ingest::ring::{self, Ring};
+use weft_probes::ring::{self, Ring};
 use weft_probes::trace::{
     COPIES, COUNTERS_MAP, CopyKind, Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL,
     MAX_FILTERS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, PROBES_MAP, ProbeConfig, RINGS_MAP,

@@ -9,11 +9,11 @@ use aya::{
     maps::{MapData, PerCpuArray},
     programs::TracePoint,
 };
-use weft_ingest::ring::{self, Drained, Ring};
 use weft_probes::events::{
     CONFIG_GLOBAL, COUNTERS, COUNTERS_MAP, Counter, EventConfig, FILTER_CGROUP, FILTER_COMM,
     FILTER_PID, PIDS_MAP, RINGS_MAP, SOURCES, Source,
 };
+use weft_probes::ring::{self, Drained, Ring};
 
 use std::path::Path;
 
@@ -23,7 +23,7 @@ use crate::{
     delivery::Delivery,
     ebpf,
     rings::RingArray,
-    sources::{Hook, Spec},
+    source::{Hook, SourceHooks},
     tc,
 };
 
@@ -64,7 +64,7 @@ impl SourceLosses {
 pub struct EventProbe {
     ebpf: Ebpf,
     rings: Vec<Ring>,
-    specs: Vec<&'static Spec>,
+    sources: Vec<&'static SourceHooks>,
     /// Records drained, by `Source` value.
     received: [u64; SOURCES as usize],
     /// Records too short for their source, or of no known source; never expected.
@@ -75,25 +75,29 @@ pub struct EventProbe {
 }
 
 impl EventProbe {
-    /// Loads the programs of `specs`, fills in their tracepoint offsets and
+    /// Loads the programs of `sources`, fills in their tracepoint offsets and
     /// filters, and attaches them.
-    pub fn load(specs: &[&'static Spec], filter: &Filter, ring_bytes: u32) -> Result<Self> {
+    pub fn load(
+        sources: &[&'static SourceHooks],
+        filter: &Filter,
+        ring_bytes: u32,
+    ) -> Result<Self> {
         let tracefs = ebpf::tracefs()?;
         let cpus = ebpf::cpus()?;
         let config = kernel_config(filter);
         let mut offsets = Vec::new();
         let mut hooks = Vec::new();
-        for spec in specs {
-            let available = spec.availability(tracefs);
+        for wanted in sources {
+            let available = wanted.availability(tracefs);
             if let Some(why) = available.missing {
-                bail!("source {}: {why}", spec.name);
+                bail!("source {}: {why}", wanted.name);
             }
             for lack in available.lacks {
-                eprintln!("weft: {}: {lack}", spec.name);
+                eprintln!("weft: {}: {lack}", wanted.name);
             }
             for hook in available.present {
                 offsets.extend(hook_offsets(tracefs, hook)?);
-                hooks.push((spec.name, hook));
+                hooks.push((wanted.name, hook));
             }
         }
         // Made while the loader reads the kernel's BTF; filled while the
@@ -122,7 +126,7 @@ impl EventProbe {
         let mut probe = Self {
             ebpf,
             rings,
-            specs: specs.to_vec(),
+            sources: sources.to_vec(),
             received: [0; SOURCES as usize],
             malformed: 0,
             attached: false,
@@ -131,7 +135,7 @@ impl EventProbe {
         for (source, hook) in hooks {
             probe.attach(source, hook)?;
         }
-        if specs.iter().any(|spec| spec.tc) {
+        if sources.iter().any(|wanted| wanted.tc) {
             probe.net = Some(tc::attach(&mut probe.ebpf, &filter.net)?);
         }
         probe.attached = true;
@@ -163,10 +167,13 @@ impl EventProbe {
     /// Hands each record waiting in the rings to `on_record` with its
     /// source and arrival time, a bounded batch per ring (see
     /// [`ring::drain_each`]).
-    pub fn drain(&mut self, mut on_record: impl FnMut(&'static Spec, u64, &[u8])) -> Drained {
+    pub fn drain(
+        &mut self,
+        mut on_record: impl FnMut(&'static SourceHooks, u64, &[u8]),
+    ) -> Drained {
         let Self {
             rings,
-            specs,
+            sources,
             received,
             malformed,
             ..
@@ -175,19 +182,15 @@ impl EventProbe {
             let source = item
                 .get(..4)
                 .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-            let spec = source
+            let loaded = source
                 .and_then(Source::from_u32)
-                .and_then(|s| specs.iter().find(|spec| spec.source == s));
-            match spec {
-                Some(spec) if item.len() >= spec.size => {
-                    // Only a source with a tail sends bytes after its record.
-                    let end = if spec.tail.is_some() {
-                        item.len()
-                    } else {
-                        spec.size
-                    };
-                    on_record(spec, now, &item[..end]);
-                    received[spec.source as usize] += 1;
+                .and_then(|s| sources.iter().find(|loaded| loaded.source == s));
+            match loaded {
+                Some(loaded) if item.len() >= loaded.size => {
+                    // As the kernel wrote it: only the packet source
+                    // sends bytes past its record's size.
+                    on_record(loaded, now, item);
+                    received[loaded.source as usize] += 1;
                 }
                 _ => *malformed += 1,
             }
@@ -195,9 +198,25 @@ impl EventProbe {
         })
     }
 
-    /// The loaded sources.
-    pub fn specs(&self) -> &[&'static Spec] {
-        &self.specs
+    /// Each loaded source's name and where it is attached, for the
+    /// capture's description.
+    pub fn describe(&self) -> Vec<(&'static str, String)> {
+        self.sources
+            .iter()
+            .map(|loaded| {
+                let attach = if loaded.tc {
+                    self.net_attach().unwrap_or_default()
+                } else {
+                    let hooks: Vec<String> = loaded
+                        .hooks
+                        .iter()
+                        .map(|h| format!("tracepoint {}:{}", h.category, h.event))
+                        .collect();
+                    hooks.join(", ")
+                };
+                (loaded.name, attach)
+            })
+            .collect()
     }
 
     /// Records that were too short or of no loaded source.
@@ -206,7 +225,7 @@ impl EventProbe {
     }
 
     /// Each loaded source's counters, summed over CPUs, with records received.
-    pub fn losses(&self) -> Result<Vec<(&'static Spec, SourceLosses)>> {
+    pub fn losses(&self) -> Result<Vec<(&'static SourceHooks, SourceLosses)>> {
         let map = self
             .ebpf
             .map(COUNTERS_MAP)
@@ -218,18 +237,18 @@ impl EventProbe {
                 .context("failed to read the event counters")?;
             Ok(values.iter().copied().collect())
         };
-        self.specs
+        self.sources
             .iter()
-            .map(|spec| {
-                let received = self.received[spec.source as usize];
+            .map(|loaded| {
+                let received = self.received[loaded.source as usize];
                 let delivery = Delivery::new(
                     received,
-                    &per_cpu(spec.source, Counter::Seen)?,
-                    per_cpu(spec.source, Counter::RingFull)?,
+                    &per_cpu(loaded.source, Counter::Seen)?,
+                    per_cpu(loaded.source, Counter::RingFull)?,
                 );
-                let table_full = per_cpu(spec.source, Counter::TableFull)?.iter().sum();
+                let table_full = per_cpu(loaded.source, Counter::TableFull)?.iter().sum();
                 Ok((
-                    *spec,
+                    *loaded,
                     SourceLosses {
                         delivery,
                         table_full,
@@ -244,8 +263,8 @@ impl EventProbe {
         if !std::mem::take(&mut self.attached) {
             return;
         }
-        for spec in &self.specs {
-            for hook in spec.hooks {
+        for loaded in &self.sources {
+            for hook in loaded.hooks {
                 if let Some(aya::programs::Program::TracePoint(p)) =
                     self.ebpf.program_mut(hook.program)
                 {
@@ -260,7 +279,7 @@ impl EventProbe {
     }
 
     /// How the packet source is attached, when it is.
-    pub fn net_attach(&self) -> Option<String> {
+    fn net_attach(&self) -> Option<String> {
         self.net.as_ref().map(tc::Attachment::describe)
     }
 

@@ -1,4 +1,4 @@
-//! Builds the eBPF object from `ebpf/` so that `cargo build` of the agent never
+//! Builds the eBPF object from `ebpf/` so that `cargo build` of weft never
 //! embeds a stale probe. Set `WEFT_SKIP_EBPF=1` to skip it (fast `cargo check`
 //! and clippy); such a binary refuses to load probes and says why.
 
@@ -24,7 +24,7 @@ fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     let root = manifest
         .parent()
-        .expect("agent/ is below the workspace root")
+        .expect("kernel/ is below the workspace root")
         .to_path_buf();
     for path in [
         "ebpf/src",
