@@ -15,7 +15,6 @@ mod pt;
 mod pt_calls;
 mod pt_demand;
 mod pt_record;
-mod pt_sideband;
 mod query;
 mod record;
 mod registry;

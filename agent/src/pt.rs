@@ -530,7 +530,7 @@ fn each_cpu(
     args: &PtFlowArgs,
     decode: &mut dyn FnMut(Input) -> anyhow::Result<usize>,
 ) -> anyhow::Result<usize> {
-    let saved = crate::pt_record::load(&args.trace)?;
+    let saved = weft_pt_capture::dir::load(&args.trace)?;
     let name = args.trace.display();
     // The code of each process the capture kept, or what the command
     // line gives for the traced one.

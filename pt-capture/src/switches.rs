@@ -1,5 +1,5 @@
-//! The sideband of a `weft pt record` window: every context switch on the
-//! traced CPUs, from the `switch` source, kept in the capture as
+//! The context switches of a capture window: every switch on the traced
+//! CPUs, from the `switch` source, kept in the capture as
 //! `switches` (JSON lines: `ns`, `cpu`, `pid`, `tid` of the thread that
 //! came in) so that decoding splits each CPU's trace between the threads
 //! that ran (`weft_pt::threads`).
@@ -21,38 +21,30 @@ use weft_kernel::{
 const RING_BYTES: u32 = 1 << 20;
 
 /// Switches being recorded.
-pub struct Sideband {
+pub struct Switches {
     probe: EventProbe,
     cpus: HashSet<u32>,
-    switches: Vec<(SwitchEvent, u32)>,
+    seen: Vec<(SwitchEvent, u32)>,
     /// Each thread's process, as the switches that took it off a CPU say.
     pids: HashMap<u32, u32>,
 }
 
-impl Sideband {
-    /// Starts recording the switches on `cpus`; where the eBPF source
-    /// cannot load, says why and gives `None` (decoding then follows one
-    /// process).
-    pub fn start(cpus: &[u32]) -> Option<Self> {
-        match EventProbe::load(&[&SWITCH], &Filter::default(), RING_BYTES) {
-            Ok(probe) => Some(Self {
-                probe,
-                cpus: cpus.iter().copied().collect(),
-                switches: Vec::new(),
-                pids: HashMap::new(),
-            }),
-            Err(error) => {
-                eprintln!(
-                    "weft: no context-switch sideband ({error:#}): decoding will take every stretch as the target's"
-                );
-                None
-            }
-        }
+impl Switches {
+    /// Starts recording the switches on `cpus`, or says why the eBPF
+    /// source cannot load.
+    pub fn start(cpus: &[u32]) -> anyhow::Result<Self> {
+        let probe = EventProbe::load(&[&SWITCH], &Filter::default(), RING_BYTES)?;
+        Ok(Self {
+            probe,
+            cpus: cpus.iter().copied().collect(),
+            seen: Vec::new(),
+            pids: HashMap::new(),
+        })
     }
 
     /// Takes what the rings hold.
     pub fn drain(&mut self) {
-        let (cpus, switches, pids) = (&self.cpus, &mut self.switches, &mut self.pids);
+        let (cpus, switches, pids) = (&self.cpus, &mut self.seen, &mut self.pids);
         // Each drain is a bounded batch: until the rings are empty.
         while self
             .probe
@@ -79,14 +71,14 @@ impl Sideband {
             .losses()
             .map_or(0, |all| all.iter().map(|(_, l)| l.lost()).sum());
         // Threads no switch-out named are looked up in /proc once each.
-        for (event, _) in &self.switches {
+        for (event, _) in &self.seen {
             let tid = event.next_tid;
             if tid != 0 && !self.pids.contains_key(&tid) {
                 self.pids.insert(tid, tgid(tid).unwrap_or(0));
             }
         }
         let mut switches: Vec<Switch> = self
-            .switches
+            .seen
             .iter()
             .map(|(event, cpu)| {
                 let tid = event.next_tid;
@@ -196,7 +188,7 @@ mod tests {
             return;
         }
         let cpus: Vec<u32> = (0..weft_kernel::ebpf::cpus().unwrap()).collect();
-        let mut sideband = Sideband::start(&cpus).expect("the switch source loads");
+        let mut recording = Switches::start(&cpus).expect("the switch source loads");
         let sleeper = std::thread::spawn(|| {
             for _ in 0..20 {
                 std::thread::sleep(std::time::Duration::from_millis(2));
@@ -205,11 +197,11 @@ mod tests {
             unsafe { libc::gettid() }
         });
         while !sleeper.is_finished() {
-            sideband.drain();
+            recording.drain();
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         let tid = sleeper.join().unwrap();
-        let (switches, lost) = sideband.finish();
+        let (switches, lost) = recording.finish();
         let back: Vec<&Switch> = switches.iter().filter(|s| s.tid == tid).collect();
         assert!(back.len() >= 20, "{} switches to the sleeper", back.len());
         let pid = i32::try_from(std::process::id()).unwrap();
