@@ -4,13 +4,13 @@
 
 use std::{fs, path::Path, process::ExitCode, time::Duration};
 
-use crate::sources;
 use weft_kernel::{
     ebpf,
     events::{self, EventProbe},
     syscall::{AttachPoints, Filter, Options, SyscallProbe},
     tc,
 };
+use weft_recording::sources;
 
 /// One line of the report.
 struct Check {

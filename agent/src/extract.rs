@@ -6,13 +6,13 @@ use std::{ops::RangeInclusive, path::Path, process::ExitCode};
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::json;
-use weft_store::{Config, Record, Snapshot, Store};
-
-use crate::{
+use weft_recording::{
     capture,
-    cli::ExtractArgs,
     registry::{TASKS, TRIGGERS},
 };
+use weft_store::{Config, Record, Snapshot, Store};
+
+use crate::cli::ExtractArgs;
 
 /// Records are copied a slice of time at a time, in arrival order across
 /// sources; memory is one slice's records.

@@ -5,9 +5,10 @@ use std::{fmt::Write as _, path::Path, process::ExitCode};
 
 use anyhow::{Context as _, Result};
 use serde_json::{Value, json};
+use weft_recording::capture;
 use weft_store::{Snapshot, Source};
 
-use crate::{capture, cli::InfoArgs};
+use crate::cli::InfoArgs;
 
 pub fn run(args: &InfoArgs) -> Result<ExitCode> {
     let summary = summarise(&args.dir)?;

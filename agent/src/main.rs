@@ -1,8 +1,6 @@
 //! `weft`: eBPF-first observability for Linux. This file only parses arguments
 //! and maps the outcome to an exit code: 0 ok, 2 error.
 
-mod app;
-mod capture;
 mod cli;
 mod doctor;
 mod export;
@@ -12,19 +10,14 @@ mod live;
 mod manual;
 mod metrics;
 mod pt;
-mod pt_calls;
 mod pt_demand;
 mod pt_record;
 mod query;
 mod record;
-mod registry;
 mod replay;
 mod resolve;
-mod session;
-mod socket;
 mod sources;
 mod stat;
-mod tasks;
 mod trace;
 mod trigger;
 mod tui;
@@ -82,7 +75,7 @@ fn main() -> ExitCode {
         cli::Command::Record(args) => record::run(args),
         cli::Command::Info(args) => info::run(args),
         cli::Command::Check(args) => info::check(args),
-        cli::Command::Sources(args) => Ok(sources::list::run(args)),
+        cli::Command::Sources(args) => Ok(sources::run(args)),
         cli::Command::Doctor => Ok(doctor::run()),
         cli::Command::Query(args) => query::run(args),
         cli::Command::Export(args) => export::run(args),

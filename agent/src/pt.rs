@@ -11,14 +11,14 @@ use weft_pt::dump::TimeColumn;
 use weft_pt::flow::{Event, Flow, Step};
 use weft_pt::image::Image;
 use weft_pt::perf::{PerfData, PtInfo, Queue, Switch, TimeConv};
+use weft_pt::pevent::{self, Channel};
+use weft_pt::sideband::{Format, Note, Sideband};
+use weft_pt::threads::{Clock, Router, Stretches, Threads};
 use weft_pt::time::Clocks;
 
 use crate::cli::{
     PtCallsArgs, PtCommand, PtDumpArgs, PtFlowArgs, PtFlowShowArgs, PtPerfArgs, SidebandArgs,
 };
-use weft_pt::pevent::{self, Channel};
-use weft_pt::sideband::{Format, Note, Sideband};
-use weft_pt::threads::{Clock, Router, Stretches, Threads};
 
 pub fn run(command: &PtCommand) -> anyhow::Result<ExitCode> {
     match command {

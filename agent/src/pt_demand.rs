@@ -10,8 +10,7 @@ use weft_pt::{
     calls::{Call as Step, name},
     caps::{Caps, SYSFS},
 };
-
-use crate::pt_calls::{Call, Decoded};
+use weft_recording::pt_calls::{Call, Decoded};
 
 /// A capture asked for by hand (the UI's `p`): PT of process `pid` for
 /// `weft pt record`'s default window into a new directory of `dir`, on a

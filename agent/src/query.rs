@@ -11,10 +11,10 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, anyhow, bail};
+use weft_recording::capture;
 use weft_store::Snapshot;
 
 use crate::{
-    capture,
     cli::{OutputFormat, QueryArgs},
     live::client,
 };

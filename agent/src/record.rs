@@ -13,24 +13,25 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Map, Value, json};
 use weft_ingest::syscalls::SyscallSink;
-use weft_store::{Config, Field, SourceId, Store};
-
-use crate::{
-    app::{self, AppServer, Message},
-    capture,
-    cli::RecordArgs,
-    live, metrics, pt_calls,
-    registry::{self, ValueKind},
-    resolve,
-    session::{self, Accounting, Consumer, Outcome, Probes, Session},
-    sources::{self, Layout, STORED_FROM, Spec},
-    trigger::{self, Triggers},
-};
 use weft_kernel::{
     ebpf,
     events::{self, EventProbe},
     source::SourceHooks,
     syscall::{Options, SyscallProbe},
+};
+use weft_recording::{
+    app::{self, AppServer, Message},
+    capture, pt_calls,
+    registry::{self, ValueKind},
+    session::{self, Accounting, Consumer, Outcome, Probes, Session},
+    sources::{self, Layout, STORED_FROM, Spec},
+};
+use weft_store::{Config, Field, SourceId, Store};
+
+use crate::{
+    cli::RecordArgs,
+    live, metrics, resolve,
+    trigger::{self, Triggers},
 };
 
 /// Runs `weft record` until the duration ends, SIGINT or SIGTERM.

@@ -4,9 +4,9 @@
 use std::{path::Path, time::Duration};
 
 use anyhow::{Context as _, Result, bail};
+use weft_kernel::syscall::{AttachPoints, Filter, Options};
 
 use crate::cli::{Attach, CaptureArgs, FilterArgs};
-use weft_kernel::syscall::{AttachPoints, Filter, Options};
 
 /// Probe options and the drain interval from the shared flags.
 pub fn probe_options(filter: &FilterArgs, capture: &CaptureArgs) -> Result<(Options, Duration)> {

@@ -12,17 +12,14 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use hdrhistogram::Histogram;
 use serde_json::{Value, json};
-use weft_probes::syscall::SyscallEvent;
-
-use crate::{
-    cli::StatArgs,
-    resolve,
-    session::{self, Accounting, Consumer, Probes, Session},
-};
 use weft_kernel::{
     ebpf,
     syscall::{Losses, Options, SyscallProbe},
 };
+use weft_probes::syscall::SyscallEvent;
+use weft_recording::session::{self, Accounting, Consumer, Probes, Session};
+
+use crate::{cli::StatArgs, resolve};
 
 /// Validated, resolved `weft stat` arguments.
 #[derive(Debug)]

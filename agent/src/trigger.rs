@@ -16,13 +16,12 @@ use anyhow::{Context as _, Result, bail};
 use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 use weft_query::{Column, ast::Op, bind::Pred};
-use weft_store::{Field, FieldKind, SourceId, Store};
-
-use crate::{
+use weft_recording::{
     capture,
     pt_calls::Decoded,
     registry::{TRIGGERS, is_weft_source},
 };
+use weft_store::{Field, FieldKind, SourceId, Store};
 
 /// What to keep around a match, and how often a trigger may fire.
 #[derive(Clone, Copy, Debug)]

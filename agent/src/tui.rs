@@ -19,18 +19,18 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, anyhow};
+use weft_kernel::ebpf;
 use weft_query::Answer;
+use weft_recording::capture;
 use weft_store::{Config, Reader, Snapshot};
 use weft_tui::{Feed, FrameTimes, Health, SourceHealth};
 
 use crate::{
-    capture,
     cli::{RecordArgs, RecordOutputArgs, TriggerArgs, TuiArgs},
     info, query,
     record::{self, UiLink},
     replay,
 };
-use weft_kernel::ebpf;
 
 pub fn run(args: &TuiArgs) -> Result<ExitCode> {
     match &args.dir {
@@ -121,7 +121,10 @@ struct Producer {
 }
 
 /// Where the UI's capture reader (and the PT channel, if any) arrive.
-type Ready = mpsc::Sender<(Reader, Option<mpsc::Sender<crate::pt_calls::Decoded>>)>;
+type Ready = mpsc::Sender<(
+    Reader,
+    Option<mpsc::Sender<weft_recording::pt_calls::Decoded>>,
+)>;
 
 /// `record` with the UI's sources and limits, into `dir`.
 fn recorder(args: &TuiArgs, dir: &Path, ready: Ready, health: &Arc<Mutex<Health>>) -> Producer {
@@ -208,7 +211,7 @@ fn report(args: &TuiArgs, frames: &FrameTimes) {
 struct LiveFeed {
     reader: Reader,
     /// Where the UI's PT captures go to be stored; `None` in a replay.
-    calls: Option<mpsc::Sender<crate::pt_calls::Decoded>>,
+    calls: Option<mpsc::Sender<weft_recording::pt_calls::Decoded>>,
     dir: PathBuf,
     title: String,
     health: Arc<Mutex<Health>>,

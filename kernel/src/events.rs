@@ -3,6 +3,8 @@
 //! attaches them, drains the shared per-CPU rings and reads the per-source
 //! loss counters.
 
+use std::path::Path;
+
 use anyhow::{Context as _, Result, bail};
 use aya::{
     Ebpf, EbpfLoader,
@@ -14,9 +16,6 @@ use weft_probes::events::{
     FILTER_PID, PIDS_MAP, RINGS_MAP, SOURCES, Source,
 };
 use weft_probes::ring::{self, Drained, Ring};
-
-use std::path::Path;
-
 use weft_probes::tracefs::find_field;
 
 use crate::{

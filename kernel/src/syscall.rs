@@ -10,12 +10,11 @@ use aya::{
     maps::{MapData, PerCpuArray},
     programs::{RawTracePoint, TracePoint},
 };
+use weft_probes::ring::{self, Drained, Ring};
 use weft_probes::syscall::{
     CONFIG_GLOBAL, COUNTERS, COUNTERS_MAP, Counter, EVENT_SIZE, FILTER_COMM, FILTER_PID, PIDS_MAP,
     RINGS_MAP, SyscallConfig,
 };
-
-use weft_probes::ring::{self, Drained, Ring};
 
 use crate::{delivery::Delivery, ebpf, rings::RingArray};
 

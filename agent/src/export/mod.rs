@@ -24,11 +24,9 @@ use parquet::{
     schema::types::Type,
 };
 use weft_query::{Cell, Header, Kind};
+use weft_recording::capture;
 
-use crate::{
-    capture,
-    cli::{ExportArgs, ExportFormat},
-};
+use crate::cli::{ExportArgs, ExportFormat};
 
 /// Rows per Parquet row group: bounds memory (about 10 bytes per cell).
 const ROW_GROUP: usize = 1 << 20;
@@ -140,7 +138,7 @@ fn write_perfetto(
 
 /// The capture's PT calls into `file` as folded stacks; how many calls.
 fn write_folded(snapshot: &weft_store::Snapshot, file: File) -> Result<u64> {
-    let (lines, calls) = crate::pt_calls::folded(snapshot)?;
+    let (lines, calls) = weft_recording::pt_calls::folded(snapshot)?;
     let mut out = BufWriter::new(file);
     for line in &lines {
         writeln!(out, "{line}")?;

@@ -10,9 +10,8 @@
 use std::io::{self, Write};
 
 use weft_probes::net::PacketEvent;
+use weft_recording::sources::STORED_FROM;
 use weft_store::Snapshot;
-
-use crate::sources::STORED_FROM;
 
 /// pcapng block types and the link type of raw IP packets.
 const SECTION_HEADER: u32 = 0x0A0D_0D0A;

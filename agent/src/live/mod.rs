@@ -31,7 +31,9 @@ pub mod client;
 
 use client::SOCKET;
 
-use crate::{cli::OutputFormat, pt_calls, pt_demand, query, socket};
+use weft_recording::{pt_calls, socket};
+
+use crate::{cli::OutputFormat, pt_demand, query};
 
 /// Serves live queries on the capture in `dir` from a background thread,
 /// or says why not (another recorder serves them already) and returns

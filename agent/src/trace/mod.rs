@@ -15,17 +15,15 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, anyhow, bail};
-use weft_trace::{Event, Flow, Format, Plan, Runtime, Target};
-
-use crate::cli::{TraceArgs, TraceFormat};
 use weft_kernel::ebpf;
-
 use weft_kernel::trace::{
     kernel::Kernel,
     probe::{Preload, TraceProbe},
 };
+use weft_trace::{Event, Flow, Format, Plan, Runtime, Target};
 
 use self::store::TraceStore;
+use crate::cli::{TraceArgs, TraceFormat};
 
 /// How often the rings are drained.
 const DRAIN: Duration = Duration::from_millis(10);

@@ -10,13 +10,13 @@ use std::{
 
 use anyhow::{Context as _, Result};
 use tokio::sync::Notify;
-
-use crate::app::{AppLosses, AppServer, Message};
 use weft_kernel::{
     events::{EventProbe, SourceLosses},
     source::SourceHooks,
     syscall::{Losses, SyscallProbe},
 };
+
+use crate::app::{AppLosses, AppServer, Message};
 
 /// When to drain, tick and stop.
 pub struct Session {

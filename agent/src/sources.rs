@@ -3,11 +3,13 @@
 use std::{fmt::Write as _, io::Write as _};
 
 use serde_json::json;
-
-use super::{ALL, Meaning, Spec};
 use weft_kernel::ebpf;
+use weft_recording::{
+    registry,
+    sources::{ALL, Meaning, Spec},
+};
 
-use crate::{cli::SourcesArgs, registry};
+use crate::cli::SourcesArgs;
 
 pub fn run(args: &SourcesArgs) -> std::process::ExitCode {
     let tracefs = ebpf::tracefs();
@@ -35,7 +37,7 @@ pub fn run(args: &SourcesArgs) -> std::process::ExitCode {
         let _ = writeln!(
             out,
             "app  records programs push through {} (weft-client): sources and fields they declare",
-            crate::app::SOCKET
+            weft_recording::app::SOCKET
         );
     }
     // A closed stdout (`weft sources | head`) is not an error.
@@ -84,7 +86,7 @@ fn text(spec: &Spec, missing: Option<&str>, lacks: &[String]) -> String {
     out
 }
 
-fn kind(field: &super::FieldSpec) -> String {
+fn kind(field: &weft_recording::sources::FieldSpec) -> String {
     match field.meaning {
         Meaning::Addr(_) => "addr".to_owned(),
         _ => format!("{:?}", field.kind).to_lowercase(),

@@ -21,11 +21,12 @@ use std::{
     },
 };
 
+use anyhow::{Context as _, Result, bail};
+
 use crate::{
     registry::{ValueKind, is_weft_source},
     socket,
 };
-use anyhow::{Context as _, Result, bail};
 
 /// Where the agent listens.
 pub const SOCKET: &str = "/run/weft/app.sock";

@@ -1,10 +1,10 @@
-//! The event sources besides syscalls, described once: what each attaches
-//! to, its record's fields (names, types, units), its default store indexes
-//! and what its columns mean to queries. `weft sources`, the loader
-//! (`events`), `record` and the query catalog all read these descriptions.
+//! The event sources besides syscalls, described once for the recording
+//! side: their record's fields (names, types, units), their default store
+//! indexes and what their columns mean to queries. Each points at its
+//! kernel side (`weft_kernel::source`: programs, attach points, record
+//! size). `weft sources`, `record` and the query catalog read these.
 
 mod block;
-pub mod list;
 mod net;
 mod pagecache;
 mod sched;
@@ -14,11 +14,10 @@ use std::{mem::offset_of, sync::Arc};
 
 use anyhow::{Context as _, Result};
 use weft_ingest::syscalls::{exact_bins, latency_bins};
+use weft_kernel::source::SourceHooks;
 use weft_probes::events::Header;
 use weft_query::{Addresses, Kind, Names, SourceColumns};
 use weft_store::{Field, FieldKind, Partition, SourceId, Store};
-
-use weft_kernel::source::SourceHooks;
 
 /// What a field's integers mean.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

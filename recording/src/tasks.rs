@@ -2,10 +2,10 @@
 //! once (`weft_ingest::tasks`), queries show them as `comm`.
 
 use weft_ingest::tasks::COMM_LEN;
-
-use crate::registry::TASKS;
 use weft_query::Names;
 use weft_store::Snapshot;
+
+use crate::registry::TASKS;
 
 /// Thread names by tid from a capture's `tasks` records (the latest name
 /// of each thread), or `None` when the capture has none.

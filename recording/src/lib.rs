@@ -1,0 +1,27 @@
+//! weft's recording side: what happens to records once `weft-kernel` has
+//! drained them, up to the store.
+//!
+//! Must not depend on the command line (clap): the binary resolves its
+//! arguments into the plain values these modules take. Nor on Intel PT
+//! decoding: decoded calls arrive as [`pt_calls::Decoded`].
+//!
+//! # Overview
+//!
+//! - [`session`]: the capture loop `stat` and `record` share: drain every
+//!   probe's rings on a timer, tick, stop, detach, account for every record.
+//! - [`capture`]: a capture directory as weft writes it, and the catalog
+//!   queries bind to; [`sources`]: each event source's store schema and
+//!   what its columns mean; [`registry`]: the names of weft's own sources;
+//!   [`tasks`]: thread names read back; [`pt_calls`]: decoded Intel PT
+//!   calls as a source.
+//! - [`app`]: records applications push through a Unix socket;
+//!   [`socket`]: weft's Unix sockets in `/run/weft`.
+
+pub mod app;
+pub mod capture;
+pub mod pt_calls;
+pub mod registry;
+pub mod session;
+pub mod socket;
+pub mod sources;
+pub mod tasks;
