@@ -4,7 +4,8 @@
 use std::{
     collections::HashMap,
     io::{IsTerminal as _, Write as _},
-    path::Path,
+    net::SocketAddr,
+    path::{Path, PathBuf},
     process::ExitCode,
     sync::{Arc, Mutex, PoisonError, mpsc::Sender},
     time::{Duration, Instant},
@@ -29,14 +30,116 @@ use weft_recording::{
 use weft_store::{Config, Field, SourceId, Store};
 
 use crate::{
-    cli::RecordArgs,
+    cli::{CaptureArgs, FilterArgs, RecordArgs, TriggerArgs},
     live, metrics, resolve,
     trigger::{self, Triggers},
 };
 
 /// Runs `weft record` until the duration ends, SIGINT or SIGTERM.
 pub fn run(args: &RecordArgs) -> Result<ExitCode> {
-    record(args, None)
+    record(&Plan::of(args)?, None)
+}
+
+/// A recording, resolved from the command line once: which probes with
+/// which filters, where to store and how much, which triggers.
+pub struct Plan {
+    chosen: Chosen,
+    /// The syscall probe's options; their filter also filters the other
+    /// sources.
+    options: Options,
+    drain_interval: Duration,
+    /// The cgroup (v2 id) and packet filters of the other sources.
+    cgroup: Option<u64>,
+    net: weft_kernel::tc::NetOptions,
+    /// The group that may push application records.
+    app_group: Option<String>,
+    dir: PathBuf,
+    append: bool,
+    duration: Option<Duration>,
+    store: Config,
+    triggers: Triggering,
+    /// Where to serve metrics, and over how long a window.
+    metrics: Option<(SocketAddr, Duration)>,
+}
+
+/// The triggers of a recording and what they do.
+struct Triggering {
+    conditions: Vec<String>,
+    policy: trigger::Policy,
+    /// A command to run on each firing.
+    command: Option<String>,
+    /// How long to capture Intel PT of the process that fired one.
+    pt: Option<Duration>,
+}
+
+impl Plan {
+    /// `sources` with `filter`, into a new capture `dir`, without limits,
+    /// triggers or metrics.
+    pub fn new(
+        sources: &[String],
+        filter: &FilterArgs,
+        capture: &CaptureArgs,
+        dir: PathBuf,
+    ) -> Result<Self> {
+        let (options, drain_interval) = resolve::probe_options(filter, capture)?;
+        Ok(Self {
+            chosen: chosen_sources(sources)?,
+            options,
+            drain_interval,
+            cgroup: None,
+            net: weft_kernel::tc::NetOptions::default(),
+            app_group: None,
+            dir,
+            append: false,
+            duration: None,
+            store: Config::default(),
+            triggers: Triggering {
+                conditions: Vec::new(),
+                policy: trigger_policy(&TriggerArgs::default()),
+                command: None,
+                pt: None,
+            },
+            metrics: None,
+        })
+    }
+
+    /// What `weft record`'s arguments say.
+    fn of(args: &RecordArgs) -> Result<Self> {
+        let output = &args.output;
+        Ok(Self {
+            cgroup: args.cgroup.as_deref().map(cgroup_id).transpose()?,
+            net: weft_kernel::tc::NetOptions {
+                interfaces: args.interface.clone(),
+                ports: args.port.clone(),
+                addrs: args.addr.clone(),
+                snaplen: args.snaplen,
+            },
+            app_group: args.app_group.clone(),
+            append: output.append,
+            duration: output.duration,
+            triggers: Triggering {
+                conditions: output.triggers.conditions.clone(),
+                policy: trigger_policy(&output.triggers),
+                command: output.triggers.on_trigger.clone(),
+                pt: output.triggers.pt_on_trigger,
+            },
+            metrics: args.metrics.map(|addr| (addr, args.metrics_window)),
+            ..Self::new(
+                &args.sources,
+                &args.filter,
+                &args.capture,
+                output.output.clone(),
+            )?
+        }
+        .limited(output.max_disk, output.retain))
+    }
+
+    /// With the store kept under `disk` bytes and `retain` long.
+    pub fn limited(mut self, disk: Option<u64>, retain: Option<Duration>) -> Self {
+        self.store.disk_budget = disk;
+        self.store.retain = retain.map(ns);
+        self
+    }
 }
 
 /// What a recording shares with a terminal UI running beside it.
@@ -51,37 +154,35 @@ pub struct UiLink {
 }
 
 /// Records until the duration ends, SIGINT, SIGTERM or `ui`'s stop.
-pub fn record(args: &RecordArgs, ui: Option<UiLink>) -> Result<ExitCode> {
-    let chosen = chosen_sources(&args.sources)?;
-    let (options, drain_interval) = resolve::probe_options(&args.filter, &args.capture)?;
-    let dir = &args.output.output;
+pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<ExitCode> {
+    let dir = &plan.dir;
     ebpf::check_privileges()?;
-    let mut fresh = capture::prepare_dir(dir, args.output.append)?;
-    let mut probes = load_probes(args, &chosen, &options)?;
-    let mut store = open_store(args, dir)?;
+    let mut fresh = capture::prepare_dir(dir, plan.append)?;
+    let mut probes = load_probes(plan)?;
+    let mut store = open_store(dir, &plan.store)?;
     let syscalls = SyscallSink::define(&mut store)?;
     let mut spec_sources = HashMap::new();
-    for spec in &chosen.specs {
+    for spec in &plan.chosen.specs {
         spec_sources.insert(
             spec.kernel.source,
             (spec.define(&mut store)?, spec.layout()),
         );
     }
-    let policy = trigger_policy(&args.output.triggers);
     // Decoded PT captures, from trigger actions and the live socket.
     let (calls_sender, decoded) = std::sync::mpsc::channel();
+    let triggering = &plan.triggers;
     let actions = trigger::Actions {
         dir: dir.clone(),
-        command: args.output.triggers.on_trigger.clone(),
-        pt: (args.output.triggers.pt_on_trigger)
+        command: triggering.command.clone(),
+        pt: (triggering.pt)
             .filter(|_| crate::pt_record::on_trigger())
             .map(|duration| (duration, calls_sender.clone())),
     };
     let triggers = Triggers::new(
         &store,
         &Value::Null,
-        &args.output.triggers.conditions,
-        policy,
+        &triggering.conditions,
+        triggering.policy,
         actions,
     )?;
     let (manual, manual_notes) = std::sync::mpsc::sync_channel(16);
@@ -99,15 +200,15 @@ pub fn record(args: &RecordArgs, ui: Option<UiLink>) -> Result<ExitCode> {
     };
     // The counters, for the UI or the metrics.
     let health = ui_health.or_else(|| {
-        args.metrics
+        plan.metrics
             .map(|_| Arc::new(Mutex::new(weft_tui::Health::default())))
     });
-    if let (Some(addr), Some(health)) = (args.metrics, &health) {
+    if let (Some((addr, window)), Some(health)) = (plan.metrics, &health) {
         let metrics = metrics::Metrics {
             reader: store.reader(),
             dir: dir.clone(),
             health: Arc::clone(health),
-            window: args.metrics_window,
+            window,
         };
         metrics::serve(addr, metrics)?;
     }
@@ -117,12 +218,12 @@ pub fn record(args: &RecordArgs, ui: Option<UiLink>) -> Result<ExitCode> {
             eprintln!("weft: live queries unavailable: {error:#}");
             None
         });
-    let described = describe(&probes, &options);
+    let described = describe(&probes, &plan.options);
     let names: Vec<&str> = described.keys().map(String::as_str).collect();
     let session = Session {
-        drain_interval,
+        drain_interval: plan.drain_interval,
         tick: Some(Duration::from_secs(1)),
-        duration: args.output.duration,
+        duration: plan.duration,
         ready: format!(
             "weft: recording {} into {}; Ctrl-C to stop",
             names.join(", "),
@@ -148,7 +249,7 @@ pub fn record(args: &RecordArgs, ui: Option<UiLink>) -> Result<ExitCode> {
         status: ui_stop.is_none() && std::io::stderr().is_terminal(),
         health,
         start: Instant::now(),
-        duration: args.output.duration,
+        duration: plan.duration,
         dir: dir.clone(),
     };
     let outcome = session::run(&session, &mut probes, &mut recorder)?;
@@ -159,17 +260,13 @@ pub fn record(args: &RecordArgs, ui: Option<UiLink>) -> Result<ExitCode> {
 }
 
 /// Loads and attaches the chosen probes, and opens the application socket.
-fn load_probes(args: &RecordArgs, chosen: &Chosen, options: &Options) -> Result<Probes> {
+fn load_probes(plan: &Plan) -> Result<Probes> {
+    let (chosen, options) = (&plan.chosen, &plan.options);
     let event_filter = events::Filter {
         pids: options.filter.pids.clone(),
         comm: options.filter.comm.clone(),
-        cgroup: args.cgroup.as_deref().map(cgroup_id).transpose()?,
-        net: weft_kernel::tc::NetOptions {
-            interfaces: args.interface.clone(),
-            ports: args.port.clone(),
-            addrs: args.addr.clone(),
-            snaplen: args.snaplen,
-        },
+        cgroup: plan.cgroup,
+        net: plan.net.clone(),
     };
     let syscalls = chosen
         .syscalls
@@ -181,7 +278,7 @@ fn load_probes(args: &RecordArgs, chosen: &Chosen, options: &Options) -> Result<
         .transpose()?;
     let app = chosen
         .app
-        .then(|| AppServer::listen(args.app_group.as_deref()))
+        .then(|| AppServer::listen(plan.app_group.as_deref()))
         .transpose()?;
     Ok(Probes::new(syscalls, events, app))
 }
@@ -245,7 +342,7 @@ fn ns(duration: Duration) -> u64 {
 }
 
 /// What `--keep` and `--max-triggers` say, in ns.
-fn trigger_policy(args: &crate::cli::TriggerArgs) -> trigger::Policy {
+fn trigger_policy(args: &TriggerArgs) -> trigger::Policy {
     let (most, per) = args.max_triggers;
     trigger::Policy {
         before: ns(args.keep.0),
@@ -318,14 +415,9 @@ fn cgroup_id(path: &Path) -> Result<u64> {
     Ok(metadata.ino())
 }
 
-fn open_store(args: &RecordArgs, dir: &Path) -> Result<Store> {
-    let config = Config {
-        disk_budget: args.output.max_disk,
-        retain: args.output.retain.map(ns),
-        ..Config::default()
-    };
+fn open_store(dir: &Path, config: &Config) -> Result<Store> {
     let store =
-        Store::open(dir, &config).with_context(|| format!("failed to open {}", dir.display()))?;
+        Store::open(dir, config).with_context(|| format!("failed to open {}", dir.display()))?;
     let recovery = store.recovery();
     if recovery.cut_chunks > 0 {
         eprintln!(

@@ -26,7 +26,7 @@ use weft_store::{Config, Reader, Snapshot};
 use weft_tui::{Feed, FrameTimes, Health, SourceHealth};
 
 use crate::{
-    cli::{RecordArgs, RecordOutputArgs, TriggerArgs, TuiArgs},
+    cli::TuiArgs,
     info, query,
     record::{self, UiLink},
     replay,
@@ -128,27 +128,12 @@ type Ready = mpsc::Sender<(
 
 /// `record` with the UI's sources and limits, into `dir`.
 fn recorder(args: &TuiArgs, dir: &Path, ready: Ready, health: &Arc<Mutex<Health>>) -> Producer {
-    let record_args = RecordArgs {
-        sources: args.sources.clone(),
-        app_group: None,
-        cgroup: None,
-        interface: Vec::new(),
-        port: Vec::new(),
-        addr: Vec::new(),
-        snaplen: 0,
-        filter: args.filter.clone(),
-        output: RecordOutputArgs {
-            output: dir.to_owned(),
-            duration: None,
-            max_disk: Some(args.max_disk),
-            retain: Some(args.retain),
-            append: false,
-            triggers: TriggerArgs::default(),
-        },
-        capture: args.capture.clone(),
-        metrics: None,
-        metrics_window: std::time::Duration::from_secs(15),
-    };
+    let (sources, filter, capture) = (
+        args.sources.clone(),
+        args.filter.clone(),
+        args.capture.clone(),
+    );
+    let (dir, disk, retain) = (dir.to_owned(), args.max_disk, args.retain);
     let stop = Arc::new(tokio::sync::Notify::new());
     let ui = UiLink {
         ready,
@@ -157,7 +142,10 @@ fn recorder(args: &TuiArgs, dir: &Path, ready: Ready, health: &Arc<Mutex<Health>
     };
     Producer {
         name: "weft-record",
-        run: Box::new(move || record::record(&record_args, Some(ui))),
+        run: Box::new(move || {
+            let plan = record::Plan::new(&sources, &filter, &capture, dir)?;
+            record::record(&plan.limited(Some(disk), Some(retain)), Some(ui))
+        }),
         stop: Box::new(move || stop.notify_one()),
     }
 }
