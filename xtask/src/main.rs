@@ -18,6 +18,8 @@ mod fuzz_pt;
 mod gen_syscalls;
 #[cfg(test)]
 mod imports;
+#[cfg(test)]
+mod layers;
 mod run;
 mod setup;
 mod test;

@@ -1,0 +1,130 @@
+//! The crates' layering, as each `lib.rs` states it: which crates each may
+//! depend on, read from their `Cargo.toml`s. The test below keeps the
+//! statements true: a crate that starts to reach the store, the command
+//! line or eBPF where its `lib.rs` says it must not fails it, however
+//! indirectly (through other weft crates) it reaches them.
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        collections::{BTreeMap, BTreeSet},
+        path::Path,
+    };
+
+    /// Folder -> the dependencies its `Cargo.toml` lists (not dev- or
+    /// build-dependencies), by package name.
+    fn dependencies(root: &Path, folder: &str) -> BTreeSet<String> {
+        let text = std::fs::read_to_string(root.join(folder).join("Cargo.toml"))
+            .expect("the crate's manifest reads");
+        let mut out = BTreeSet::new();
+        let mut inside = false;
+        for line in text.lines() {
+            if line.starts_with('[') {
+                inside = line.trim() == "[dependencies]";
+                continue;
+            }
+            let name: String = line
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+                .collect();
+            if inside && !name.is_empty() {
+                out.insert(name);
+            }
+        }
+        out
+    }
+
+    /// The weft crates' folders, by package name.
+    const CRATES: [(&str, &str); 13] = [
+        ("weft-probes", "probes"),
+        ("weft-store", "store"),
+        ("weft-ingest", "ingest"),
+        ("weft-query", "query"),
+        ("weft-trace", "trace"),
+        ("weft-symbols", "symbols"),
+        ("weft-pt", "pt"),
+        ("weft-tui", "tui"),
+        ("weft-client", "client"),
+        ("weft-kernel", "kernel"),
+        ("weft-recording", "recording"),
+        ("weft-pt-capture", "pt-capture"),
+        ("weft", "agent"),
+    ];
+
+    /// Everything `package` depends on, through weft crates too.
+    fn reach(graph: &BTreeMap<&str, BTreeSet<String>>, package: &str) -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![package.to_owned()];
+        while let Some(next) = stack.pop() {
+            for dependency in graph.get(next.as_str()).into_iter().flatten() {
+                if seen.insert(dependency.clone()) {
+                    stack.push(dependency.clone());
+                }
+            }
+        }
+        seen
+    }
+
+    #[test]
+    fn no_crate_reaches_what_its_lib_rs_forbids() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let graph: BTreeMap<&str, BTreeSet<String>> = CRATES
+            .iter()
+            .map(|(package, folder)| (*package, dependencies(&root, folder)))
+            .collect();
+        // The parser sees real dependencies, or this test proves nothing.
+        assert!(graph["weft"].contains("clap"), "{graph:?}");
+        assert!(graph["weft-kernel"].contains("aya"), "{graph:?}");
+        let weft = |deps: &BTreeSet<String>| -> BTreeSet<String> {
+            deps.iter()
+                .filter(|d| d.starts_with("weft-"))
+                .cloned()
+                .collect()
+        };
+        // Which weft crates each of the lower ones may use at all.
+        let only: [(&str, &[&str]); 9] = [
+            ("weft-probes", &[]),
+            ("weft-store", &[]),
+            ("weft-symbols", &[]),
+            ("weft-client", &[]),
+            ("weft-ingest", &["weft-probes", "weft-store"]),
+            ("weft-query", &["weft-store"]),
+            ("weft-trace", &["weft-probes"]),
+            ("weft-tui", &["weft-query", "weft-store"]),
+            ("weft-pt", &["weft-symbols"]),
+        ];
+        for (package, allowed) in only {
+            let used = weft(&reach(&graph, package));
+            let allowed: BTreeSet<String> = allowed.iter().map(|a| (*a).to_owned()).collect();
+            assert!(
+                used.is_subset(&allowed),
+                "{package} reaches {:?}",
+                used.difference(&allowed).collect::<Vec<_>>()
+            );
+        }
+        assert!(graph["weft-client"].is_empty(), "applications link it");
+        // What the middle crates must not reach, through anything weft's.
+        let never: [(&str, &[&str]); 4] = [
+            ("weft-pt", &["aya", "weft-kernel", "weft-store", "clap"]),
+            ("weft-kernel", &["weft-store", "weft-query", "clap"]),
+            ("weft-recording", &["clap", "weft-pt"]),
+            ("weft-pt-capture", &["clap", "weft-store"]),
+        ];
+        for (package, forbidden) in never {
+            let mut reached = reach(&graph, package);
+            // External crates count where a weft crate names them directly.
+            for dependency in reached.clone() {
+                reached.extend(
+                    graph
+                        .get(dependency.as_str())
+                        .into_iter()
+                        .flatten()
+                        .cloned(),
+                );
+            }
+            for name in forbidden {
+                assert!(!reached.contains(*name), "{package} reaches {name}");
+            }
+        }
+    }
+}
