@@ -1,4 +1,4 @@
-//! Drawing: a pure function of [`App`]. Every view fits 80×24.
+//! Drawing: a pure function of [`State`]. Every view fits 80×24.
 
 use ratatui::{
     Frame,
@@ -10,13 +10,13 @@ use ratatui::{
 use weft_query::Answer;
 
 use crate::{
-    app::{App, View, WINDOWS, bytes},
+    state::{State, View, WINDOWS, bytes},
     timeline,
 };
 
 /// Draws the whole screen.
-pub fn draw(frame: &mut Frame, app: &App) {
-    let error = input_error(app);
+pub fn draw(frame: &mut Frame, state: &State) {
+    let error = input_error(state);
     let bottom = 1 + error.as_ref().map_or(0, |e| e.lines().count() as u16);
     let [top, body, status] = Layout::vertical([
         Constraint::Length(1),
@@ -24,18 +24,18 @@ pub fn draw(frame: &mut Frame, app: &App) {
         Constraint::Length(bottom),
     ])
     .areas(frame.area());
-    frame.render_widget(title(app), top);
-    match app.view {
-        View::Overview => overview(frame, app, body),
-        View::Latency => latency(frame, app, body),
-        View::Query => query(frame, app, body),
-        View::Timeline => timeline(frame, app, body),
+    frame.render_widget(title(state), top);
+    match state.view {
+        View::Overview => overview(frame, state, body),
+        View::Latency => latency(frame, state, body),
+        View::Query => query(frame, state, body),
+        View::Timeline => timeline(frame, state, body),
     }
-    status_line(frame, app, status, error.as_deref());
-    if app.help {
+    status_line(frame, state, status, error.as_deref());
+    if state.help {
         help(frame, body);
     }
-    if app.no_color {
+    if state.no_color {
         strip_colours(frame);
     }
 }
@@ -52,14 +52,14 @@ fn strip_colours(frame: &mut Frame) {
     }
 }
 
-fn title(app: &App) -> Line<'static> {
+fn title(state: &State) -> Line<'static> {
     let mut spans = vec![
         Span::styled(" weft ", Style::new().bold().reversed()),
-        Span::raw(format!(" {} ", app.title)),
+        Span::raw(format!(" {} ", state.title)),
     ];
     // The current view by name, the others by their key: fits 80 columns.
     for (i, view) in View::ALL.iter().enumerate() {
-        spans.push(if *view == app.view {
+        spans.push(if *view == state.view {
             Span::styled(
                 format!(" {} {} ", i + 1, view.name()),
                 Style::new().reversed(),
@@ -68,17 +68,17 @@ fn title(app: &App) -> Line<'static> {
             Span::raw(format!(" {} ", i + 1))
         });
     }
-    spans.push(Span::raw(format!(" window {}", WINDOWS[app.window].0)));
-    if !app.live() {
-        spans.push(Span::raw(format!(" @ {}", clock(app, app.cursor))));
+    spans.push(Span::raw(format!(" window {}", WINDOWS[state.window].0)));
+    if !state.live() {
+        spans.push(Span::raw(format!(" @ {}", clock(state, state.cursor))));
     }
-    if let Some(filter) = &app.filter {
+    if let Some(filter) = &state.filter {
         spans.push(Span::styled(
             format!(" process {filter}"),
             Style::new().cyan(),
         ));
     }
-    if app.frozen {
+    if state.frozen {
         spans.push(Span::styled(" FROZEN ", Style::new().black().on_yellow()));
     }
     Line::from(spans)
@@ -86,8 +86,8 @@ fn title(app: &App) -> Line<'static> {
 
 /// A time of the capture to the millisecond: wall clock (UTC) when known,
 /// else seconds since boot.
-fn clock(app: &App, ns: u64) -> String {
-    match app.wall_offset {
+fn clock(state: &State, ns: u64) -> String {
+    match state.wall_offset {
         Some(offset) => {
             let ms = (ns.cast_signed() + offset) / 1_000_000;
             let day = ms.rem_euclid(86_400_000);
@@ -103,7 +103,7 @@ fn clock(app: &App, ns: u64) -> String {
     }
 }
 
-fn overview(frame: &mut Frame, app: &App, area: Rect) {
+fn overview(frame: &mut Frame, state: &State, area: Rect) {
     let [table_area, health_area] =
         Layout::vertical([Constraint::Min(3), Constraint::Length(3)]).areas(area);
     let trend_width = (area.width as usize).saturating_sub(80).clamp(8, 60);
@@ -116,7 +116,7 @@ fn overview(frame: &mut Frame, app: &App, area: Rect) {
         "headline",
     ])
     .style(Style::new().bold());
-    let rows = app.sources.iter().map(|row| {
+    let rows = state.sources.iter().map(|row| {
         let rate = row.rates.back().copied();
         let lost = TableCell::from(row.lost.to_string()).style(if row.lost > 0 {
             Style::new().white().on_red().bold()
@@ -144,11 +144,11 @@ fn overview(frame: &mut Frame, app: &App, area: Rect) {
         .header(header)
         .block(Block::new().borders(Borders::TOP).title("sources"))
         .row_highlight_style(Style::new().reversed());
-    let mut state = TableState::new().with_selected(Some(app.selected));
-    frame.render_stateful_widget(table, table_area, &mut state);
-    let h = &app.health;
-    let rate: f64 = app.sources.iter().filter_map(|r| r.rates.back()).sum();
-    let lost: u64 = app.sources.iter().map(|r| r.lost).sum();
+    let mut table_state = TableState::new().with_selected(Some(state.selected));
+    frame.render_stateful_widget(table, table_area, &mut table_state);
+    let h = &state.health;
+    let rate: f64 = state.sources.iter().filter_map(|r| r.rates.back()).sum();
+    let lost: u64 = state.sources.iter().map(|r| r.lost).sum();
     let text = format!(
         "drain lag {:.1} ms · ingest {}/s · disk {} · lost {lost}",
         h.drain_lag_ns as f64 / 1e6,
@@ -195,7 +195,7 @@ fn bar(value: f64, max: f64) -> char {
     BARS[level as usize]
 }
 
-fn latency(frame: &mut Frame, app: &App, area: Rect) {
+fn latency(frame: &mut Frame, state: &State, area: Rect) {
     let hist_height = if area.height >= 16 {
         area.height / 2
     } else {
@@ -203,22 +203,22 @@ fn latency(frame: &mut Frame, app: &App, area: Rect) {
     };
     let [table_area, hist_area] =
         Layout::vertical([Constraint::Min(3), Constraint::Length(hist_height)]).areas(area);
-    let breakdown = app.breakdown();
+    let breakdown = state.breakdown();
     let title = format!(
         "{} {} by {}, last {} (o: source, s r: sort, Enter: slowest)",
-        breakdown.source, breakdown.field, breakdown.key, WINDOWS[app.window].0
+        breakdown.source, breakdown.field, breakdown.key, WINDOWS[state.window].0
     );
     let block = Block::new().borders(Borders::TOP).title(title);
-    match &app.latency {
+    match &state.latency {
         None => frame.render_widget(Paragraph::new("waiting for data…").block(block), table_area),
         Some(Err(error)) => {
             frame.render_widget(Paragraph::new(error.clone()).red().block(block), table_area);
         }
         Some(Ok(answer)) => {
-            let order = app.latency_rows();
+            let order = state.latency_rows();
             let marked = |i: usize, name: &str| {
-                if i == app.sort.column {
-                    format!("{name}{}", if app.sort.descending { "▼" } else { "▲" })
+                if i == state.sort.column {
+                    format!("{name}{}", if state.sort.descending { "▼" } else { "▲" })
                 } else {
                     name.to_owned()
                 }
@@ -227,7 +227,7 @@ fn latency(frame: &mut Frame, app: &App, area: Rect) {
             let header = Row::new(names.iter().enumerate().map(|(i, n)| marked(i, n)))
                 .style(Style::new().bold());
             let rows = order.iter().map(|&row| {
-                Row::new((0..answer.columns.len()).map(|c| answer.text(row, c, app.wall_offset)))
+                Row::new((0..answer.columns.len()).map(|c| answer.text(row, c, state.wall_offset)))
             });
             let mut widths = vec![Constraint::Length(18)];
             widths.extend([Constraint::Length(10); 6]);
@@ -235,18 +235,18 @@ fn latency(frame: &mut Frame, app: &App, area: Rect) {
                 .header(header)
                 .block(block)
                 .row_highlight_style(Style::new().reversed());
-            let mut state = TableState::new().with_selected(Some(app.selected));
-            frame.render_stateful_widget(table, table_area, &mut state);
+            let mut table_state = TableState::new().with_selected(Some(state.selected));
+            frame.render_stateful_widget(table, table_area, &mut table_state);
         }
     }
     if hist_height > 0 {
-        hist(frame, app, hist_area);
+        hist(frame, state, hist_area);
     }
 }
 
 /// Every source's records on one axis around the anchor.
-fn timeline(frame: &mut Frame, app: &App, area: Rect) {
-    let t = &app.timeline;
+fn timeline(frame: &mut Frame, state: &State, area: Rect) {
+    let t = &state.timeline;
     let span = t.span_ns() / 1_000_000_000;
     let Some(anchor) = &t.anchor else {
         let block = Block::new().borders(Borders::TOP).title("timeline");
@@ -257,7 +257,7 @@ fn timeline(frame: &mut Frame, app: &App, area: Rect) {
     };
     let title = format!(
         "around {} {} ±{span}s (+ - zoom, a, Enter)",
-        clock(app, anchor.time),
+        clock(state, anchor.time),
         anchor.what
     );
     let mut lines = Vec::new();
@@ -272,7 +272,7 @@ fn timeline(frame: &mut Frame, app: &App, area: Rect) {
             })
             .collect();
         let total: u64 = series.counts.iter().sum();
-        let style = if i == app.selected {
+        let style = if i == state.selected {
             Style::new().reversed()
         } else {
             Style::new()
@@ -304,12 +304,12 @@ fn timeline(frame: &mut Frame, app: &App, area: Rect) {
 }
 
 /// The selected syscall's latency histogram.
-fn hist(frame: &mut Frame, app: &App, area: Rect) {
-    let name = app.selected_key().unwrap_or_default();
+fn hist(frame: &mut Frame, state: &State, area: Rect) {
+    let name = state.selected_key().unwrap_or_default();
     let block = Block::new()
         .borders(Borders::TOP)
-        .title(format!("{name} {} histogram", app.breakdown().field));
-    let Some(answer) = &app.hist else {
+        .title(format!("{name} {} histogram", state.breakdown().field));
+    let Some(answer) = &state.hist else {
         frame.render_widget(Paragraph::new("").block(block), area);
         return;
     };
@@ -349,8 +349,8 @@ fn hist(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(Paragraph::new(lines).block(block), area);
 }
 
-fn query(frame: &mut Frame, app: &App, area: Rect) {
-    let Some((text, answer)) = &app.result else {
+fn query(frame: &mut Frame, state: &State, area: Rect) {
+    let Some((text, answer)) = &state.result else {
         let hint = "Press : to ask a question, e.g.\n  syscalls | count, p99(dur) by name last 60s\n  syscalls where dur > p99.99 last 60s\n  sched around (syscalls | max(dur) last 60s) within 5s";
         frame.render_widget(
             Paragraph::new(hint).block(Block::new().borders(Borders::TOP).title("query")),
@@ -367,16 +367,16 @@ fn query(frame: &mut Frame, app: &App, area: Rect) {
                 .block(block),
             area,
         ),
-        Ok(answer) => answer_table(frame, app, answer, block, area),
+        Ok(answer) => answer_table(frame, state, answer, block, area),
     }
 }
 
 /// An answer as a scrollable table, columns as wide as their content.
-fn answer_table(frame: &mut Frame, app: &App, answer: &Answer, block: Block, area: Rect) {
+fn answer_table(frame: &mut Frame, state: &State, answer: &Answer, block: Block, area: Rect) {
     let texts: Vec<Vec<String>> = (0..answer.rows.len())
         .map(|r| {
             (0..answer.columns.len())
-                .map(|c| answer.text(r, c, app.wall_offset))
+                .map(|c| answer.text(r, c, state.wall_offset))
                 .collect()
         })
         .collect();
@@ -400,16 +400,16 @@ fn answer_table(frame: &mut Frame, app: &App, answer: &Answer, block: Block, are
         .header(header)
         .block(block.title_bottom(format!("{count} rows")))
         .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED));
-    let mut state = TableState::new().with_selected(Some(app.selected));
-    frame.render_stateful_widget(table, area, &mut state);
+    let mut table_state = TableState::new().with_selected(Some(state.selected));
+    frame.render_stateful_widget(table, area, &mut table_state);
 }
 
 /// The query's error, shown above the query bar while it is open, its
 /// caret moved under the token in the bar (the error's own copy of the
 /// query is left out).
-fn input_error(app: &App) -> Option<String> {
-    let input = app.input.as_ref()?;
-    let Some((query, Err(error))) = &app.result else {
+fn input_error(state: &State) -> Option<String> {
+    let input = state.input.as_ref()?;
+    let Some((query, Err(error))) = &state.result else {
         return None;
     };
     if query != input.text.trim() {
@@ -428,19 +428,19 @@ fn input_error(app: &App) -> Option<String> {
     Some(lines.join("\n"))
 }
 
-fn status_line(frame: &mut Frame, app: &App, area: Rect, error: Option<&str>) {
+fn status_line(frame: &mut Frame, state: &State, area: Rect, error: Option<&str>) {
     let mut lines: Vec<Line> = error
         .iter()
         .flat_map(|e| e.lines().map(|l| Line::from(l.to_owned()).red()))
         .collect();
-    if let Some(input) = &app.input {
+    if let Some(input) = &state.input {
         lines.push(Line::from(format!("{}{}", input.prompt(), input.text)));
         let x = area.x + (input.prompt().chars().count() + input.cursor) as u16;
         frame.set_cursor_position((x.min(area.right().saturating_sub(1)), area.bottom() - 1));
-    } else if !app.message.is_empty() {
-        lines.push(Line::from(app.message.clone()).yellow());
+    } else if !state.message.is_empty() {
+        lines.push(Line::from(state.message.clone()).yellow());
     } else {
-        let keys = if app.live() {
+        let keys = if state.live() {
             "q quit  ? help  : query  / process  f freeze  w window  Tab view"
         } else {
             "q quit  ? help  : query  / process  [ ] move in time  w window  Tab view"

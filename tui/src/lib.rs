@@ -5,15 +5,15 @@
 //! Depends on `weft-query` only, and on the [`Feed`] its caller implements: never
 //! on the store's writer, eBPF or the command line.
 //!
-//! State ([`app`]) and drawing ([`draw`]) are separate: the state changes
+//! State ([`state`]) and drawing ([`draw`]) are separate: the state changes
 //! on key presses and answers and is tested without a terminal; drawing is
 //! a pure function of it. Queries run on a worker thread, so a slow query
 //! never stalls a frame, and the UI never runs on the capture's thread.
 
-pub mod app;
 pub mod draw;
 mod feed;
 mod input;
+pub mod state;
 #[cfg(test)]
 mod tests;
 pub mod timeline;
@@ -31,10 +31,10 @@ use ratatui::crossterm::{
 };
 
 pub use crate::{
-    app::App,
     feed::{Feed, Health, SourceHealth},
+    state::State,
 };
-use crate::{app::Effect, worker::Worker};
+use crate::{state::Effect, worker::Worker};
 
 /// How often a live UI asks for new numbers.
 const REFRESH: Duration = Duration::from_secs(1);
@@ -61,7 +61,7 @@ fn event_loop(
     frames: &mut FrameTimes,
 ) -> io::Result<()> {
     let worker = Worker::spawn(Arc::clone(feed))?;
-    let mut app = App::new(feed.as_ref());
+    let mut state = State::new(feed.as_ref());
     let start = Instant::now();
     // Counters are taken every second, and the queries asked again, once
     // the last ones are answered and the worker has rested three times
@@ -84,8 +84,8 @@ fn event_loop(
             if health.ended {
                 return Ok(());
             }
-            if !app.frozen {
-                app.apply_health(health, start.elapsed().as_secs_f64());
+            if !state.frozen {
+                state.apply_health(health, start.elapsed().as_secs_f64());
                 changed = true;
             }
             next_tick = now + period;
@@ -95,20 +95,20 @@ fn event_loop(
             // deadline already past (the spin cost a quarter of a core).
             next_refresh = now + RESTING;
             if worker.rested(3) {
-                if !app.frozen {
-                    worker.refresh(app.refresh_jobs());
+                if !state.frozen {
+                    worker.refresh(state.refresh_jobs());
                 }
                 next_refresh = now + period;
             }
         }
         for (job, answer) in worker.answers() {
-            let effect = app.apply(job, answer);
-            follow(effect, &mut app, &worker, feed.as_ref());
+            let effect = state.apply(job, answer);
+            follow(effect, &mut state, &worker, feed.as_ref());
             changed = true;
         }
         if changed {
             let started = Instant::now();
-            terminal.draw(|frame| draw::draw(frame, &app))?;
+            terminal.draw(|frame| draw::draw(frame, &state))?;
             frames.add(started.elapsed());
             changed = false;
         }
@@ -121,25 +121,25 @@ fn event_loop(
         }
         changed = true;
         let effect = match event::read()? {
-            Event::Key(key) if key.kind != KeyEventKind::Release => app.key(key),
-            Event::Mouse(mouse) => app.mouse(mouse),
+            Event::Key(key) if key.kind != KeyEventKind::Release => state.key(key),
+            Event::Mouse(mouse) => state.mouse(mouse),
             _ => Effect::None,
         };
-        follow(effect, &mut app, &worker, feed.as_ref());
-        if app.quit {
+        follow(effect, &mut state, &worker, feed.as_ref());
+        if state.quit {
             return Ok(());
         }
     }
 }
 
 /// Carries out what a key press or an answer calls for.
-fn follow(effect: Effect, app: &mut App, worker: &Worker, feed: &dyn Feed) {
+fn follow(effect: Effect, state: &mut State, worker: &Worker, feed: &dyn Feed) {
     match effect {
         Effect::None => {}
-        Effect::Refresh => worker.refresh(app.refresh_jobs()),
+        Effect::Refresh => worker.refresh(state.refresh_jobs()),
         Effect::Run(job) => worker.ask(job),
         Effect::CapturePt(pid) => {
-            app.message = feed.capture_pt(pid).unwrap_or_else(|why| why);
+            state.message = feed.capture_pt(pid).unwrap_or_else(|why| why);
         }
     }
 }

@@ -9,9 +9,8 @@ use ratatui::{
 use weft_query::{Answer, Cell, Header, Kind};
 
 use crate::{
-    App, Feed, Health, SourceHealth,
-    app::{Effect, Job, View},
-    draw,
+    Feed, Health, SourceHealth, State, draw,
+    state::{Effect, Job, View},
 };
 
 struct Fake {
@@ -42,17 +41,17 @@ impl Feed for Fake {
     }
 }
 
-fn live() -> App {
-    App::new(&Fake { range: None })
+fn live() -> State {
+    State::new(&Fake { range: None })
 }
 
-fn key(app: &mut App, code: KeyCode) -> Effect {
-    app.key(KeyEvent::new(code, KeyModifiers::NONE))
+fn key(state: &mut State, code: KeyCode) -> Effect {
+    state.key(KeyEvent::new(code, KeyModifiers::NONE))
 }
 
-fn typed(app: &mut App, text: &str) {
+fn typed(state: &mut State, text: &str) {
     for c in text.chars() {
-        key(app, KeyCode::Char(c));
+        key(state, KeyCode::Char(c));
     }
 }
 
@@ -97,11 +96,11 @@ fn latency_answer() -> Answer {
     )
 }
 
-fn with_latency() -> App {
-    let mut app = live();
-    let query = app.latency_query();
-    app.apply(Job::Latency(query), Ok(latency_answer()));
-    app
+fn with_latency() -> State {
+    let mut state = live();
+    let query = state.latency_query();
+    state.apply(Job::Latency(query), Ok(latency_answer()));
+    state
 }
 
 fn health(received: &[(&str, u64, u64)]) -> Health {
@@ -121,9 +120,9 @@ fn health(received: &[(&str, u64, u64)]) -> Health {
 }
 
 /// The screen as lines of text.
-fn screen(app: &App, width: u16, height: u16) -> Vec<String> {
+fn screen(state: &State, width: u16, height: u16) -> Vec<String> {
     let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
-    terminal.draw(|frame| draw::draw(frame, app)).unwrap();
+    terminal.draw(|frame| draw::draw(frame, state)).unwrap();
     let buffer = terminal.backend().buffer();
     (0..height)
         .map(|y| (0..width).map(|x| buffer[(x, y)].symbol()).collect())
@@ -139,47 +138,52 @@ fn line_with<'a>(lines: &'a [String], text: &str) -> &'a str {
 
 #[test]
 fn latency_rows_sort_by_count_then_by_the_chosen_column() {
-    let mut app = with_latency();
-    let names = |app: &App| -> Vec<String> {
-        let Some(Ok(answer)) = &app.latency else {
+    let mut state = with_latency();
+    let names = |state: &State| -> Vec<String> {
+        let Some(Ok(answer)) = &state.latency else {
             panic!()
         };
-        app.latency_rows()
+        state
+            .latency_rows()
             .iter()
             .map(|&r| answer.text(r, 0, None))
             .collect()
     };
-    assert_eq!(names(&app), ["write", "getppid", "read"]);
-    app.view = View::Latency;
-    key(&mut app, KeyCode::Char('s'));
-    assert_eq!(names(&app), ["read", "write", "getppid"], "p50 descending");
-    key(&mut app, KeyCode::Char('r'));
-    assert_eq!(names(&app), ["getppid", "write", "read"]);
+    assert_eq!(names(&state), ["write", "getppid", "read"]);
+    state.view = View::Latency;
+    key(&mut state, KeyCode::Char('s'));
+    assert_eq!(
+        names(&state),
+        ["read", "write", "getppid"],
+        "p50 descending"
+    );
+    key(&mut state, KeyCode::Char('r'));
+    assert_eq!(names(&state), ["getppid", "write", "read"]);
 }
 
 #[test]
 fn enter_on_a_syscall_asks_for_its_slowest_calls() {
-    let mut app = with_latency();
-    key(&mut app, KeyCode::Char('2'));
-    assert_eq!(key(&mut app, KeyCode::Down), Effect::Refresh);
-    assert_eq!(app.selected_key().as_deref(), Some("getppid"));
-    assert!(app.refresh_jobs().contains(&Job::Hist(
+    let mut state = with_latency();
+    key(&mut state, KeyCode::Char('2'));
+    assert_eq!(key(&mut state, KeyCode::Down), Effect::Refresh);
+    assert_eq!(state.selected_key().as_deref(), Some("getppid"));
+    assert!(state.refresh_jobs().contains(&Job::Hist(
         r#"syscalls where name = "getppid" | hist(dur) last 10s"#.into()
     )));
-    let Effect::Run(Job::User(query)) = key(&mut app, KeyCode::Enter) else {
+    let Effect::Run(Job::User(query)) = key(&mut state, KeyCode::Enter) else {
         panic!("Enter runs a query")
     };
     assert_eq!(
         query,
         r#"syscalls where name = "getppid" | sort dur desc | limit 100 last 10s"#
     );
-    assert_eq!(app.view, View::Query);
-    assert_eq!(app.history, [query]);
+    assert_eq!(state.view, View::Query);
+    assert_eq!(state.history, [query]);
 }
 
 #[test]
 fn a_listed_record_drills_to_its_thread_around_it() {
-    let mut app = live();
+    let mut state = live();
     let records = answer(
         &[
             ("time", Kind::Time),
@@ -188,10 +192,10 @@ fn a_listed_record_drills_to_its_thread_around_it() {
         ],
         vec![vec![Cell::Int(5_000_000_000), Cell::Int(42), Cell::Int(7)]],
     );
-    app.apply(Job::User("syscalls | limit 1".into()), Ok(records));
-    key(&mut app, KeyCode::Char('3'));
+    state.apply(Job::User("syscalls | limit 1".into()), Ok(records));
+    key(&mut state, KeyCode::Char('3'));
     assert_eq!(
-        key(&mut app, KeyCode::Enter),
+        key(&mut state, KeyCode::Enter),
         Effect::Run(Job::User(
             "syscalls where tid = 42 [4000000000, 6000000000]".into()
         ))
@@ -200,48 +204,56 @@ fn a_listed_record_drills_to_its_thread_around_it() {
 
 #[test]
 fn answers_to_outdated_queries_and_refreshes_while_frozen_are_dropped() {
-    let mut app = live();
-    let old = app.latency_query();
-    assert_eq!(key(&mut app, KeyCode::Char('w')), Effect::Refresh);
-    assert!(app.latency_query().ends_with("last 1m"));
-    app.apply(Job::Latency(old), Ok(latency_answer()));
-    assert!(app.latency.is_none(), "the 10s answer is not the 1m table");
-    key(&mut app, KeyCode::Char('f'));
-    app.apply(Job::Latency(app.latency_query()), Ok(latency_answer()));
-    app.apply_health(health(&[("syscalls", 10, 0)]), 1.0);
-    assert!(app.latency.is_none() && app.sources.is_empty(), "frozen");
-    app.apply(Job::User("q".into()), Ok(Answer::default()));
-    assert!(app.result.is_some(), "the user's own query still answers");
-    assert_eq!(key(&mut app, KeyCode::Char('f')), Effect::Refresh);
+    let mut state = live();
+    let old = state.latency_query();
+    assert_eq!(key(&mut state, KeyCode::Char('w')), Effect::Refresh);
+    assert!(state.latency_query().ends_with("last 1m"));
+    state.apply(Job::Latency(old), Ok(latency_answer()));
+    assert!(
+        state.latency.is_none(),
+        "the 10s answer is not the 1m table"
+    );
+    key(&mut state, KeyCode::Char('f'));
+    state.apply(Job::Latency(state.latency_query()), Ok(latency_answer()));
+    state.apply_health(health(&[("syscalls", 10, 0)]), 1.0);
+    assert!(
+        state.latency.is_none() && state.sources.is_empty(),
+        "frozen"
+    );
+    state.apply(Job::User("q".into()), Ok(Answer::default()));
+    assert!(state.result.is_some(), "the user's own query still answers");
+    assert_eq!(key(&mut state, KeyCode::Char('f')), Effect::Refresh);
 }
 
 #[test]
 fn rates_come_from_received_counts_between_samples() {
-    let mut app = live();
-    app.apply_health(health(&[("syscalls", 100, 0)]), 0.0);
-    app.apply_health(health(&[("syscalls", 300, 0), ("sched", 4, 1)]), 2.0);
-    app.apply_health(health(&[("syscalls", 1300, 0), ("sched", 4, 1)]), 3.0);
-    let syscalls = &app.sources[0];
+    let mut state = live();
+    state.apply_health(health(&[("syscalls", 100, 0)]), 0.0);
+    state.apply_health(health(&[("syscalls", 300, 0), ("sched", 4, 1)]), 2.0);
+    state.apply_health(health(&[("syscalls", 1300, 0), ("sched", 4, 1)]), 3.0);
+    let syscalls = &state.sources[0];
     assert_eq!(syscalls.rates, [100.0, 1000.0]);
-    assert_eq!((syscalls.received, app.sources[1].lost), (1300, 1));
+    assert_eq!((syscalls.received, state.sources[1].lost), (1300, 1));
 }
 
 #[test]
 fn refresh_asks_for_the_latency_table_only_while_it_is_shown() {
-    let mut app = live();
-    app.apply_health(health(&[("syscalls", 1, 0)]), 0.0);
-    let latency = |app: &App| {
-        app.refresh_jobs()
+    let mut state = live();
+    state.apply_health(health(&[("syscalls", 1, 0)]), 0.0);
+    let latency = |state: &State| {
+        state
+            .refresh_jobs()
             .iter()
             .any(|j| matches!(j, Job::Latency(_)))
     };
-    assert!(!latency(&app), "the overview shows no latency table");
-    assert_eq!(key(&mut app, KeyCode::Char('2')), Effect::Refresh);
-    assert!(latency(&app));
-    key(&mut app, KeyCode::Char('1'));
-    assert!(!latency(&app));
+    assert!(!latency(&state), "the overview shows no latency table");
+    assert_eq!(key(&mut state, KeyCode::Char('2')), Effect::Refresh);
+    assert!(latency(&state));
+    key(&mut state, KeyCode::Char('1'));
+    assert!(!latency(&state));
     assert!(
-        app.refresh_jobs()
+        state
+            .refresh_jobs()
             .iter()
             .any(|j| matches!(j, Job::Headline(source, _) if source == "syscalls"))
     );
@@ -249,72 +261,72 @@ fn refresh_asks_for_the_latency_table_only_while_it_is_shown() {
 
 #[test]
 fn the_process_filter_narrows_every_syscall_query() {
-    let mut app = live();
-    app.apply_health(health(&[("syscalls", 1, 0), ("sched", 1, 0)]), 0.0);
-    key(&mut app, KeyCode::Char('/'));
-    typed(&mut app, "redis*");
-    assert_eq!(key(&mut app, KeyCode::Enter), Effect::Refresh);
-    assert_eq!(app.filter.as_deref(), Some("redis*"));
-    let jobs = app.refresh_jobs();
+    let mut state = live();
+    state.apply_health(health(&[("syscalls", 1, 0), ("sched", 1, 0)]), 0.0);
+    key(&mut state, KeyCode::Char('/'));
+    typed(&mut state, "redis*");
+    assert_eq!(key(&mut state, KeyCode::Enter), Effect::Refresh);
+    assert_eq!(state.filter.as_deref(), Some("redis*"));
+    let jobs = state.refresh_jobs();
     for job in &jobs {
         if job.query().starts_with("syscalls") {
             assert!(job.query().contains(r#"where comm ~ "redis*""#), "{job:?}");
         }
     }
     assert!(jobs.iter().any(|j| j.query().starts_with("sched |")));
-    key(&mut app, KeyCode::Char('/'));
+    key(&mut state, KeyCode::Char('/'));
     for _ in 0..6 {
-        key(&mut app, KeyCode::Backspace);
+        key(&mut state, KeyCode::Backspace);
     }
-    key(&mut app, KeyCode::Enter);
-    assert_eq!(app.filter, None, "an empty filter shows every process");
+    key(&mut state, KeyCode::Enter);
+    assert_eq!(state.filter, None, "an empty filter shows every process");
 }
 
 #[test]
 fn a_recording_moves_its_cursor_by_windows_within_its_range() {
     let s = 1_000_000_000;
-    let mut app = App::new(&Fake {
+    let mut state = State::new(&Fake {
         range: Some((5 * s, 30 * s)),
     });
-    assert_eq!(app.window_clause(), format!("[{}, {}]", 20 * s, 30 * s));
-    assert_eq!(key(&mut app, KeyCode::Char('[')), Effect::Refresh);
-    assert_eq!(app.cursor, 20 * s);
-    key(&mut app, KeyCode::Char('['));
-    key(&mut app, KeyCode::Char('['));
-    assert_eq!(app.cursor, 5 * s, "not before the first record");
-    key(&mut app, KeyCode::Char('w'));
-    key(&mut app, KeyCode::Char(']'));
-    assert_eq!(app.cursor, 30 * s, "not after the last");
+    assert_eq!(state.window_clause(), format!("[{}, {}]", 20 * s, 30 * s));
+    assert_eq!(key(&mut state, KeyCode::Char('[')), Effect::Refresh);
+    assert_eq!(state.cursor, 20 * s);
+    key(&mut state, KeyCode::Char('['));
+    key(&mut state, KeyCode::Char('['));
+    assert_eq!(state.cursor, 5 * s, "not before the first record");
+    key(&mut state, KeyCode::Char('w'));
+    key(&mut state, KeyCode::Char(']'));
+    assert_eq!(state.cursor, 30 * s, "not after the last");
 }
 
 #[test]
 fn the_query_bar_runs_keeps_history_and_completes() {
-    let mut app = live();
-    key(&mut app, KeyCode::Char(':'));
-    typed(&mut app, "sys");
-    key(&mut app, KeyCode::Tab);
-    typed(&mut app, "| count");
+    let mut state = live();
+    key(&mut state, KeyCode::Char(':'));
+    typed(&mut state, "sys");
+    key(&mut state, KeyCode::Tab);
+    typed(&mut state, "| count");
     assert_eq!(
-        key(&mut app, KeyCode::Enter),
+        key(&mut state, KeyCode::Enter),
         Effect::Run(Job::User("syscalls | count".into()))
     );
-    key(&mut app, KeyCode::Char(':'));
-    key(&mut app, KeyCode::Up);
-    assert_eq!(app.input.as_ref().unwrap().text, "syscalls | count");
-    key(&mut app, KeyCode::Esc);
-    assert!(app.input.is_none());
-    assert_eq!(key(&mut app, KeyCode::Char('q')), Effect::None);
-    assert!(app.quit);
+    key(&mut state, KeyCode::Char(':'));
+    key(&mut state, KeyCode::Up);
+    assert_eq!(state.input.as_ref().unwrap().text, "syscalls | count");
+    key(&mut state, KeyCode::Esc);
+    assert!(state.input.is_none());
+    assert_eq!(key(&mut state, KeyCode::Char('q')), Effect::None);
+    assert!(state.quit);
 }
 
 #[test]
 fn headlines_say_what_matters_per_source() {
-    let mut app = live();
-    app.apply_health(
+    let mut state = live();
+    state.apply_health(
         health(&[("syscalls", 1, 0), ("pagecache", 1, 0), ("net", 1, 0)]),
         0.0,
     );
-    let jobs = app.refresh_jobs();
+    let jobs = state.refresh_jobs();
     let query = |source: &str| {
         jobs.iter()
             .find_map(|j| match j {
@@ -330,7 +342,7 @@ fn headlines_say_what_matters_per_source() {
             vec![Cell::Text("add".into()), Cell::Int(50)],
         ],
     );
-    app.apply(
+    state.apply(
         Job::Headline("pagecache".into(), query("pagecache")),
         Ok(pages),
     );
@@ -338,16 +350,16 @@ fn headlines_say_what_matters_per_source() {
         &[("count", Kind::Int), ("sum(len)", Kind::Int)],
         vec![vec![Cell::Int(1000), Cell::Int(15_000_000)]],
     );
-    app.apply(Job::Headline("net".into(), query("net")), Ok(net));
+    state.apply(Job::Headline("net".into(), query("net")), Ok(net));
     let calls = answer(
         &[("count", Kind::Int), ("p99(dur)", Kind::Duration)],
         vec![vec![Cell::Int(5), Cell::Int(2_500)]],
     );
-    app.apply(
+    state.apply(
         Job::Headline("syscalls".into(), query("syscalls")),
         Ok(calls),
     );
-    let headlines: Vec<&str> = app.sources.iter().map(|r| r.headline.as_str()).collect();
+    let headlines: Vec<&str> = state.sources.iter().map(|r| r.headline.as_str()).collect();
     assert_eq!(
         headlines,
         ["p99 2.50us", "hit ratio 75.0%", "100 packets/s, 1.5 MB/s"]
@@ -356,14 +368,14 @@ fn headlines_say_what_matters_per_source() {
 
 #[test]
 fn overview_shows_rates_losses_and_agent_health() {
-    let mut app = live();
-    app.apply_health(health(&[("syscalls", 0, 0), ("sched", 0, 0)]), 0.0);
-    app.apply_health(
+    let mut state = live();
+    state.apply_health(health(&[("syscalls", 0, 0), ("sched", 0, 0)]), 0.0);
+    state.apply_health(
         health(&[("syscalls", 2_000_000, 0), ("sched", 500, 3)]),
         1.0,
     );
     for (width, height) in [(80, 24), (200, 60)] {
-        let lines = screen(&app, width, height);
+        let lines = screen(&state, width, height);
         assert!(lines[0].contains("1 Overview  2  3  4") && lines[0].contains("window 10s"));
         let syscalls = line_with(&lines, "syscalls");
         assert!(
@@ -383,8 +395,8 @@ fn overview_shows_rates_losses_and_agent_health() {
 
 #[test]
 fn latency_view_shows_percentiles_and_the_selected_histogram() {
-    let mut app = with_latency();
-    key(&mut app, KeyCode::Char('2'));
+    let mut state = with_latency();
+    key(&mut state, KeyCode::Char('2'));
     let hist = answer(
         &[
             ("from", Kind::Duration),
@@ -396,13 +408,13 @@ fn latency_view_shows_percentiles_and_the_selected_histogram() {
             vec![Cell::Int(1024), Cell::Int(2048), Cell::Int(2)],
         ],
     );
-    let query = match &app.refresh_jobs()[1] {
+    let query = match &state.refresh_jobs()[1] {
         Job::Hist(q) => q.clone(),
         other => panic!("{other:?}"),
     };
-    app.apply(Job::Hist(query), Ok(hist));
+    state.apply(Job::Hist(query), Ok(hist));
     for (width, height) in [(80, 24), (200, 60)] {
-        let lines = screen(&app, width, height);
+        let lines = screen(&state, width, height);
         assert!(line_with(&lines, "count▼").contains("p99.9"));
         let read = line_with(&lines, "read ");
         for value in ["10", "9.00ms", "18.0ms", "27.0ms", "36.0ms", "45.0ms"] {
@@ -416,13 +428,13 @@ fn latency_view_shows_percentiles_and_the_selected_histogram() {
 
 #[test]
 fn query_view_shows_answers_and_errors_with_their_caret() {
-    let mut app = live();
-    key(&mut app, KeyCode::Char(':'));
-    typed(&mut app, "syscalls | p99(bogus)");
-    key(&mut app, KeyCode::Enter);
+    let mut state = live();
+    key(&mut state, KeyCode::Char(':'));
+    typed(&mut state, "syscalls | p99(bogus)");
+    key(&mut state, KeyCode::Enter);
     let error = "no field `bogus` in syscalls\n  syscalls | p99(bogus)\n                 ^^^^^";
-    app.apply(Job::User("syscalls | p99(bogus)".into()), Err(error.into()));
-    let lines = screen(&app, 80, 24);
+    state.apply(Job::User("syscalls | p99(bogus)".into()), Err(error.into()));
+    let lines = screen(&state, 80, 24);
     assert_eq!(
         lines[23].trim_end(),
         ":syscalls | p99(bogus)",
@@ -434,7 +446,7 @@ fn query_view_shows_answers_and_errors_with_their_caret() {
         "under the token"
     );
     assert_eq!(lines[21].trim_end(), "no field `bogus` in syscalls");
-    key(&mut app, KeyCode::Esc);
+    key(&mut state, KeyCode::Esc);
     let counts = answer(
         &[("name", Kind::Int), ("count", Kind::Int)],
         vec![
@@ -442,9 +454,9 @@ fn query_view_shows_answers_and_errors_with_their_caret() {
             vec![Cell::Text("read".into()), Cell::Int(4)],
         ],
     );
-    app.apply(Job::User("syscalls | count by name".into()), Ok(counts));
+    state.apply(Job::User("syscalls | count by name".into()), Ok(counts));
     for (width, height) in [(80, 24), (200, 60)] {
-        let lines = screen(&app, width, height);
+        let lines = screen(&state, width, height);
         assert!(line_with(&lines, "getppid").contains("777"));
         line_with(&lines, "2 rows");
     }
@@ -452,24 +464,24 @@ fn query_view_shows_answers_and_errors_with_their_caret() {
 
 #[test]
 fn help_lists_the_keys_over_any_view() {
-    let mut app = with_latency();
-    key(&mut app, KeyCode::Char('?'));
-    let lines = screen(&app, 80, 24);
+    let mut state = with_latency();
+    key(&mut state, KeyCode::Char('?'));
+    let lines = screen(&state, 80, 24);
     // Each key beside what it does ("freeze" holds an f by itself).
     assert!(line_with(&lines, "freeze").contains("│f            freeze"));
     assert!(line_with(&lines, "query bar").contains("│:            query bar"));
-    assert_eq!(key(&mut app, KeyCode::Char('x')), Effect::None);
-    assert!(!app.help && !app.quit, "any key closes the help");
+    assert_eq!(key(&mut state, KeyCode::Char('x')), Effect::None);
+    assert!(!state.help && !state.quit, "any key closes the help");
 }
 
 /// With `NO_COLOR` set, no cell of any view, or of the help over it, has a
 /// colour; the same views do have colours without it.
 #[test]
 fn no_color_draws_every_view_without_colours() {
-    let mut app = with_latency();
-    let colours = |app: &App| -> usize {
+    let mut state = with_latency();
+    let colours = |state: &State| -> usize {
         let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
-        terminal.draw(|frame| draw::draw(frame, app)).unwrap();
+        terminal.draw(|frame| draw::draw(frame, state)).unwrap();
         let reset = ratatui::style::Color::Reset;
         let buffer = terminal.backend().buffer();
         buffer
@@ -480,11 +492,11 @@ fn no_color_draws_every_view_without_colours() {
     };
     let mut coloured = 0;
     for view in ['1', '2', '3', '4', '5', '?'] {
-        key(&mut app, KeyCode::Char(view));
-        app.no_color = false;
-        coloured += colours(&app);
-        app.no_color = true;
-        assert_eq!(colours(&app), 0, "view {view}");
+        key(&mut state, KeyCode::Char(view));
+        state.no_color = false;
+        coloured += colours(&state);
+        state.no_color = true;
+        assert_eq!(colours(&state), 0, "view {view}");
     }
     assert!(coloured > 0, "the views have colours to take off");
 }
@@ -506,15 +518,16 @@ fn frame_times_keep_median_and_max() {
 fn the_timeline_centres_on_the_slowest_syscall_and_counts_every_source() {
     let s: u64 = 1_000_000_000;
     let t = 100 * s;
-    let mut app = live();
-    app.apply_health(
+    let mut state = live();
+    state.apply_health(
         health(&[("syscalls", 1, 0), ("sched", 1, 0), ("tasks", 1, 0)]),
         0.0,
     );
-    assert_eq!(key(&mut app, KeyCode::Char('4')), Effect::Refresh);
+    assert_eq!(key(&mut state, KeyCode::Char('4')), Effect::Refresh);
     let anchor_query = "syscalls | sort dur desc | limit 1 last 10s";
     assert!(
-        app.refresh_jobs()
+        state
+            .refresh_jobs()
             .contains(&Job::Anchor(anchor_query.into()))
     );
     let slowest = answer(
@@ -530,10 +543,10 @@ fn the_timeline_centres_on_the_slowest_syscall_and_counts_every_source() {
         ]],
     );
     assert_eq!(
-        app.apply(Job::Anchor(anchor_query.into()), Ok(slowest)),
+        state.apply(Job::Anchor(anchor_query.into()), Ok(slowest)),
         Effect::Refresh
     );
-    let jobs: Vec<Job> = app
+    let jobs: Vec<Job> = state
         .refresh_jobs()
         .into_iter()
         .filter(|j| matches!(j, Job::Timeline(..)))
@@ -562,12 +575,12 @@ fn the_timeline_centres_on_the_slowest_syscall_and_counts_every_source() {
             vec![Cell::Int((t + 5 * s).cast_signed() - bucket), Cell::Int(1)],
         ],
     );
-    app.apply(jobs[0].clone(), Ok(counts));
-    let series = &app.timeline.series[0].counts;
+    state.apply(jobs[0].clone(), Ok(counts));
+    let series = &state.timeline.series[0].counts;
     assert_eq!((series[0], series[30], series[59]), (7, 70, 1));
     assert_eq!(series.iter().sum::<u64>(), 78);
     for (width, height) in [(80, 24), (200, 60)] {
-        let lines = screen(&app, width, height);
+        let lines = screen(&state, width, height);
         assert!(line_with(&lines, "around").contains("read 1.20s ±5s"));
         let row = line_with(&lines, "syscalls ");
         assert!(
@@ -578,15 +591,16 @@ fn the_timeline_centres_on_the_slowest_syscall_and_counts_every_source() {
         assert!(line_with(&lines, "-5s").contains("+5s"));
     }
     assert_eq!(
-        key(&mut app, KeyCode::Enter),
+        key(&mut state, KeyCode::Enter),
         Effect::Run(Job::User(format!("syscalls {range} | limit 500"))),
         "the slowest syscall's thread is not known here"
     );
-    key(&mut app, KeyCode::Char('4'));
-    assert_eq!(key(&mut app, KeyCode::Char('+')), Effect::Refresh);
-    assert!(app.timeline.series.is_empty(), "±2s needs new counts");
+    key(&mut state, KeyCode::Char('4'));
+    assert_eq!(key(&mut state, KeyCode::Char('+')), Effect::Refresh);
+    assert!(state.timeline.series.is_empty(), "±2s needs new counts");
     assert!(
-        app.refresh_jobs()
+        state
+            .refresh_jobs()
             .iter()
             .any(|j| j.query().contains("every 66666us"))
     );
@@ -594,25 +608,25 @@ fn the_timeline_centres_on_the_slowest_syscall_and_counts_every_source() {
 
 #[test]
 fn t_on_a_listed_record_centres_the_timeline_on_it() {
-    let mut app = live();
+    let mut state = live();
     let records = answer(
         &[("time", Kind::Time), ("tid", Kind::Int)],
         vec![vec![Cell::Int(9_000_000_000), Cell::Int(42)]],
     );
-    app.apply(Job::User("syscalls | limit 1".into()), Ok(records));
-    key(&mut app, KeyCode::Char('3'));
-    assert_eq!(key(&mut app, KeyCode::Char('t')), Effect::Refresh);
-    assert_eq!(app.view, View::Timeline);
-    let anchor = app.timeline.anchor.as_ref().unwrap();
+    state.apply(Job::User("syscalls | limit 1".into()), Ok(records));
+    key(&mut state, KeyCode::Char('3'));
+    assert_eq!(key(&mut state, KeyCode::Char('t')), Effect::Refresh);
+    assert_eq!(state.view, View::Timeline);
+    let anchor = state.timeline.anchor.as_ref().unwrap();
     assert_eq!((anchor.time, anchor.what.as_str()), (9_000_000_000, "42"));
     let counts = answer(
         &[("time", Kind::Time), ("count", Kind::Int)],
         vec![vec![Cell::Int(9_000_000_000), Cell::Int(1)]],
     );
-    let query = app.timeline.query("syscalls").unwrap();
-    app.apply(Job::Timeline("syscalls".into(), query), Ok(counts));
+    let query = state.timeline.query("syscalls").unwrap();
+    state.apply(Job::Timeline("syscalls".into(), query), Ok(counts));
     assert_eq!(
-        key(&mut app, KeyCode::Enter),
+        key(&mut state, KeyCode::Enter),
         Effect::Run(Job::User(
             "syscalls where tid = 42 [4000000000, 14000000000] | limit 500".into()
         )),
@@ -622,12 +636,12 @@ fn t_on_a_listed_record_centres_the_timeline_on_it() {
 
 #[test]
 fn o_breaks_latency_down_by_the_next_source_the_capture_has() {
-    let mut app = live();
-    app.apply_health(health(&[("syscalls", 1, 0), ("sched", 1, 0)]), 0.0);
-    key(&mut app, KeyCode::Char('2'));
-    assert_eq!(key(&mut app, KeyCode::Char('o')), Effect::Refresh);
+    let mut state = live();
+    state.apply_health(health(&[("syscalls", 1, 0), ("sched", 1, 0)]), 0.0);
+    key(&mut state, KeyCode::Char('2'));
+    assert_eq!(key(&mut state, KeyCode::Char('o')), Effect::Refresh);
     assert_eq!(
-        app.latency_query(),
+        state.latency_query(),
         "sched | count, p50(off_cpu), p90(off_cpu), p99(off_cpu), p99.9(off_cpu), max(off_cpu) by state last 10s",
         "no block source here: it is skipped"
     );
@@ -635,24 +649,24 @@ fn o_breaks_latency_down_by_the_next_source_the_capture_has() {
         &[("state", Kind::Int), ("count", Kind::Int)],
         vec![vec![Cell::Text("S".into()), Cell::Int(25)]],
     );
-    app.apply(Job::Latency(app.latency_query()), Ok(states));
+    state.apply(Job::Latency(state.latency_query()), Ok(states));
     assert_eq!(
-        key(&mut app, KeyCode::Enter),
+        key(&mut state, KeyCode::Enter),
         Effect::Run(Job::User(
             r#"sched where state = "S" | sort off_cpu desc | limit 100 last 10s"#.into()
         ))
     );
-    key(&mut app, KeyCode::Char('2'));
-    key(&mut app, KeyCode::Char('o'));
+    key(&mut state, KeyCode::Char('2'));
+    key(&mut state, KeyCode::Char('o'));
     assert!(
-        app.latency_query().starts_with("syscalls |"),
+        state.latency_query().starts_with("syscalls |"),
         "back to syscalls"
     );
 }
 
 #[test]
 fn p_on_a_listed_record_captures_pt_of_its_process() {
-    let mut app = live();
+    let mut state = live();
     let records = answer(
         &[("time", Kind::Time), ("pid", Kind::Int)],
         vec![
@@ -660,24 +674,24 @@ fn p_on_a_listed_record_captures_pt_of_its_process() {
             vec![Cell::Int(9_000_000_001), Cell::Int(0)],
         ],
     );
-    app.apply(Job::User("syscalls | limit 2".into()), Ok(records));
-    key(&mut app, KeyCode::Char('3'));
-    assert_eq!(key(&mut app, KeyCode::Char('p')), Effect::CapturePt(4242));
-    key(&mut app, KeyCode::Down);
-    assert_eq!(key(&mut app, KeyCode::Char('p')), Effect::None);
-    assert_eq!(app.message, "this row names no process to capture");
+    state.apply(Job::User("syscalls | limit 2".into()), Ok(records));
+    key(&mut state, KeyCode::Char('3'));
+    assert_eq!(key(&mut state, KeyCode::Char('p')), Effect::CapturePt(4242));
+    key(&mut state, KeyCode::Down);
+    assert_eq!(key(&mut state, KeyCode::Char('p')), Effect::None);
+    assert_eq!(state.message, "this row names no process to capture");
 }
 
 #[test]
 fn the_first_latency_table_asks_for_the_selected_rows_histogram() {
     // A recording asks nothing again until the user moves: the histogram
     // pane would stay empty if the table's arrival did not ask for it.
-    let mut app = live();
-    app.view = View::Latency;
-    let effect = app.apply(Job::Latency(app.latency_query()), Ok(latency_answer()));
-    let key = app.selected_key().unwrap();
-    assert_eq!(effect, Effect::Run(Job::Hist(app.hist_query(&key))));
-    app.apply(Job::Hist(app.hist_query(&key)), Ok(Answer::default()));
-    let again = app.apply(Job::Latency(app.latency_query()), Ok(latency_answer()));
+    let mut state = live();
+    state.view = View::Latency;
+    let effect = state.apply(Job::Latency(state.latency_query()), Ok(latency_answer()));
+    let key = state.selected_key().unwrap();
+    assert_eq!(effect, Effect::Run(Job::Hist(state.hist_query(&key))));
+    state.apply(Job::Hist(state.hist_query(&key)), Ok(Answer::default()));
+    let again = state.apply(Job::Latency(state.latency_query()), Ok(latency_answer()));
     assert_eq!(again, Effect::None);
 }

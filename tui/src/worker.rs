@@ -13,7 +13,7 @@ use std::{
 
 use weft_query::Answer;
 
-use crate::{Feed, app::Job};
+use crate::{Feed, state::Job};
 
 enum Message {
     /// The refresh queries; a newer batch replaces an unstarted one.

@@ -138,7 +138,7 @@ pub struct Sort {
     clippy::struct_excessive_bools,
     reason = "independent states of the UI (frozen, help, quit) and a setting"
 )]
-pub struct App {
+pub struct State {
     pub view: View,
     pub title: String,
     /// A recording's first and last arrival; `None` when live.
@@ -180,7 +180,7 @@ pub struct App {
     pub no_color: bool,
 }
 
-impl App {
+impl State {
     pub fn new(feed: &dyn Feed) -> Self {
         let range = feed.range();
         Self {
