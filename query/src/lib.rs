@@ -30,12 +30,17 @@ pub mod answer;
 pub mod ast;
 pub mod bind;
 pub mod catalog;
+mod correlate;
+mod engine;
 pub mod error;
 mod exec;
 pub mod lex;
 pub mod parse;
 mod picks;
+mod plan;
+mod scan;
 mod shape;
+mod summarize;
 
 pub use answer::{Answer, Cell, Header};
 pub use ast::Query;

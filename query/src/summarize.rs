@@ -1,0 +1,354 @@
+//! Aggregation: from the store's chunk summaries where they can answer
+//! (whole windows, one part of a partitioned index, hist bins, counts per
+//! bucket, groups that are parts), else over the records a scan visits.
+
+use std::ops::RangeInclusive;
+
+use crate::{
+    aggregate::{Acc, AggSpec, Groups, PERCENTILES, hist_edges},
+    answer::{Answer, Cell},
+    ast::{Agg, Func, Name},
+    bind::{Pred, column},
+    catalog::{Kind, SourceColumns},
+    engine::{Engine, Near},
+    error::{Error, Result},
+    picks::{Pick, column_pick, part_index, summary_picks},
+    shape::{group_answer, keyed_answer},
+};
+
+impl Engine<'_> {
+    pub(crate) fn specs(source: &SourceColumns, aggs: &[Agg]) -> Result<Vec<AggSpec>> {
+        aggs.iter()
+            .map(|agg| {
+                let (column, field, kind) = match &agg.field {
+                    Some(name) => {
+                        let (at, col) = column(source, name)?;
+                        (Some(at), col.name.clone(), col.kind.clone())
+                    }
+                    None => (None, String::new(), Kind::Int),
+                };
+                Ok(AggSpec {
+                    func: agg.func,
+                    column,
+                    field,
+                    kind,
+                })
+            })
+            .collect()
+    }
+
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one call site; the parts of one stage"
+    )]
+    pub(crate) fn aggregate(
+        &mut self,
+        source: &SourceColumns,
+        window: &RangeInclusive<u64>,
+        pred: Option<Pred>,
+        near: Option<&Near>,
+        aggs: &[Agg],
+        by: &[Name],
+        every: Option<i64>,
+    ) -> Result<Answer> {
+        let specs = Self::specs(source, aggs)?;
+        if let Some(i) = specs.iter().position(|s| s.func == Func::Hist)
+            && specs.len() > 1
+        {
+            return Err(Error::spanned(
+                aggs[i].span,
+                "`hist` must be the only aggregate of its stage",
+            ));
+        }
+        let by: Vec<usize> = by
+            .iter()
+            .map(|n| column(source, n).map(|(c, _)| c))
+            .collect::<Result<_>>()?;
+        // Around one anchor (or overlapping ones), with no `same`, the
+        // correlation is just a narrower window: summaries can answer it.
+        let narrowed;
+        let (window, near) = match near {
+            Some(n) if n.by_arrival && n.same.is_empty() && n.all.len() == 1 => {
+                let (lo, hi) = n.all[0];
+                narrowed = (*window.start()).max(lo)..=(*window.end()).min(hi);
+                (&narrowed, None)
+            }
+            other => (window, other),
+        };
+        let whole = near.is_none()
+            && by.is_empty()
+            && every.is_none()
+            && source.late.is_none()
+            && !self.catalog.full_scan;
+        if let Some(picks) = whole
+            .then(|| summary_picks(source, pred.as_ref(), &specs))
+            .flatten()
+        {
+            return self.summarize(source, window, &specs, &picks);
+        }
+        if whole && let Some(answer) = self.summarize_hist(source, window, pred.as_ref(), &specs)? {
+            return Ok(answer);
+        }
+        let timeline = near.is_none()
+            && pred.is_none()
+            && by.is_empty()
+            && source.late.is_none()
+            && !self.catalog.full_scan
+            && specs.iter().all(|s| s.func == Func::Count);
+        if let Some(step) = every.filter(|_| timeline) {
+            return self.count_every(source, window, &specs, step);
+        }
+        let by_part = near.is_none()
+            && pred.is_none()
+            && every.is_none()
+            && source.late.is_none()
+            && !self.catalog.full_scan;
+        if let ([by], true) = (&by[..], by_part)
+            && let Some(answer) = self.summarize_by_part(source, window, &specs, *by)?
+        {
+            return Ok(answer);
+        }
+        let scan = self.plan_scan(source, pred, "aggregate");
+        let wall_offset = self.catalog.wall_offset.unwrap_or(0);
+        let mut groups = Groups::default();
+        let mut key = Vec::with_capacity(by.len() + 1);
+        self.scan(source, window, &scan, near, &mut |time, _, payload| {
+            key.clear();
+            if let Some(step) = every {
+                // Buckets start on whole wall-clock multiples (12:00:01, not
+                // some ns since boot) when the capture knows the wall clock.
+                let step = step.unsigned_abs();
+                let phase = (time.wrapping_add_signed(wall_offset)) % step;
+                key.push(time.wrapping_sub(phase).cast_signed());
+            }
+            key.extend(by.iter().map(|c| {
+                let column = &source.columns[*c];
+                match (column.value(time, payload), &column.kind) {
+                    (Some(v), Kind::Named(names)) => names.group_of(v),
+                    (v, _) => v.unwrap_or(i64::MIN),
+                }
+            }));
+            let accs = groups.get(&key, specs.len());
+            for (acc, spec) in accs.iter_mut().zip(&specs) {
+                match spec.column {
+                    Some(c) => {
+                        if let Some(v) = source.columns[c].value(time, payload) {
+                            acc.add(spec, v);
+                        }
+                    }
+                    None => acc.add(spec, 0),
+                }
+            }
+        })?;
+        if by.is_empty() && every.is_none() {
+            // One row even over nothing: `count` is 0, the rest empty.
+            groups.get(&[], specs.len());
+        }
+        self.plan.push(format!(
+            "aggregate: {} group(s) in memory",
+            groups.groups.len()
+        ));
+        Ok(group_answer(source, &specs, &by, every, groups))
+    }
+
+    /// `hist(x)` of an indexed `x`, with no condition or one that picks a
+    /// part of a partitioned index: value bins inside one power-of-two
+    /// bucket are counted from the chunk summaries, and only the values of
+    /// bins that straddle a bucket's edge are read.
+    fn summarize_hist(
+        &mut self,
+        source: &SourceColumns,
+        window: &RangeInclusive<u64>,
+        pred: Option<&Pred>,
+        specs: &[AggSpec],
+    ) -> Result<Option<Answer>> {
+        let [spec] = specs else {
+            return Ok(None);
+        };
+        let (Func::Hist, Some(c)) = (spec.func, spec.column) else {
+            return Ok(None);
+        };
+        let Some((index, part)) = column_pick(source, pred, c) else {
+            return Ok(None);
+        };
+        let column = &source.columns[c];
+        let (counts, stats) =
+            self.snapshot
+                .bucket_counts(source.id, index, part, window.clone(), &hist_edges())?;
+        let Some(counts) = counts else {
+            return Ok(None);
+        };
+        self.add(stats);
+        self.plan.push(format!(
+            "aggregate: hist of `{}` from the store's chunk summaries of `{}`; only value bins across a bucket's edge are read",
+            column.name, source.name
+        ));
+        let rows = Acc::with_hist(counts)
+            .hist_rows()
+            .into_iter()
+            .map(|row| (Vec::new(), row))
+            .collect();
+        Ok(Some(keyed_answer(source, specs, &[], None, rows)))
+    }
+
+    /// Aggregates over a whole source answered by the store's summary
+    /// operators (chunk summaries, exact percentile selection).
+    fn summarize(
+        &mut self,
+        source: &SourceColumns,
+        window: &RangeInclusive<u64>,
+        specs: &[AggSpec],
+        picks: &[Pick],
+    ) -> Result<Answer> {
+        let mut row = Vec::new();
+        for (spec, (index, part, range)) in specs.iter().zip(picks) {
+            let (index, part) = (*index, *part);
+            let (agg, stats) = self.snapshot.aggregate_part(
+                source.id,
+                index,
+                part,
+                window.clone(),
+                range.clone(),
+            )?;
+            self.add(stats);
+            let int = |v: Option<i64>| v.map_or(Cell::Null, Cell::Int);
+            let mut quantile = |q: f64| -> Result<Cell> {
+                let (value, stats) =
+                    self.snapshot
+                        .percentile_part(source.id, index, part, window.clone(), q)?;
+                self.add(stats);
+                Ok(int(value))
+            };
+            match spec.func {
+                Func::Count => row.push(Cell::Int(agg.count.cast_signed())),
+                Func::Sum => row.push(Cell::Int(i64::try_from(agg.sum).unwrap_or(i64::MAX))),
+                Func::Min => row.push(int(agg.min)),
+                Func::Max => row.push(int(agg.max)),
+                Func::Avg => row.push(agg.avg().map_or(Cell::Null, Cell::Float)),
+                Func::Quantile(q) => row.push(quantile(q)?),
+                Func::Percentiles => {
+                    for q in PERCENTILES {
+                        row.push(quantile(q)?);
+                    }
+                    row.push(int(agg.max));
+                }
+                Func::Hist => unreachable!("hist is never summarized"),
+            }
+        }
+        let how = if picks.iter().any(|(_, part, _)| part.is_some()) {
+            "of one part of a partitioned index (the condition picks the part)"
+        } else {
+            "(no record filter)"
+        };
+        self.plan.push(format!(
+            "aggregate: from the store's chunk summaries of `{}` {how}",
+            source.name
+        ));
+        Ok(Answer {
+            columns: specs.iter().flat_map(AggSpec::headers).collect(),
+            rows: vec![row],
+            ..Answer::default()
+        })
+    }
+
+    /// Aggregates grouped by `by` when it is the partition field of one
+    /// partitioned index over every aggregated column: each group is a
+    /// part, answered by the store from its summaries (reading only chunks
+    /// that hold a quantile's bin). `None` when that does not hold: the
+    /// caller scans.
+    /// `count every step` from the store's per-bucket counts: chunks whose
+    /// records lie in one bucket count from their summaries.
+    fn count_every(
+        &mut self,
+        source: &SourceColumns,
+        window: &RangeInclusive<u64>,
+        specs: &[AggSpec],
+        step: i64,
+    ) -> Result<Answer> {
+        let offset = self.catalog.wall_offset.unwrap_or(0).cast_unsigned();
+        let (counts, stats) =
+            self.snapshot
+                .count_every(source.id, window.clone(), step.unsigned_abs(), offset)?;
+        self.add(stats);
+        let mut groups = Groups::default();
+        for (start, n) in counts {
+            for acc in groups.get(&[start.cast_signed()], specs.len()) {
+                *acc = Acc::counted(n);
+            }
+        }
+        self.plan.push(format!(
+            "aggregate: counts per bucket from the chunk summaries of `{}`; chunks across a bucket's edge are read",
+            source.name
+        ));
+        Ok(group_answer(source, specs, &[], Some(step), groups))
+    }
+
+    fn summarize_by_part(
+        &mut self,
+        source: &SourceColumns,
+        window: &RangeInclusive<u64>,
+        specs: &[AggSpec],
+        by: usize,
+    ) -> Result<Option<Answer>> {
+        let Some((index, parts)) = part_index(source, specs, by) else {
+            return Ok(None);
+        };
+        let mut qs = Vec::new();
+        for spec in specs {
+            match spec.func {
+                Func::Quantile(q) => qs.push(q),
+                Func::Percentiles => qs.extend(PERCENTILES),
+                _ => {}
+            }
+        }
+        let (answers, stats) =
+            self.snapshot
+                .aggregate_parts(source.id, index, window.clone(), &qs)?;
+        // Values past the partition's count share one part, and names
+        // that stand for several values make one group of several parts:
+        // neither is a group of its own here.
+        let named = |part: u32| match &source.columns[by].kind {
+            Kind::Named(names) => names.group_of(i64::from(part)) == i64::from(part),
+            _ => true,
+        };
+        if answers.iter().any(|a| a.part >= parts || !named(a.part)) {
+            return Ok(None);
+        }
+        self.add(stats);
+        let rows = answers
+            .into_iter()
+            .map(|answer| (vec![i64::from(answer.part)], part_cells(specs, &answer)))
+            .collect();
+        self.plan.push(format!(
+            "aggregate: from the store's chunk summaries of `{}`, one part of a partitioned index per `{}`",
+            source.name, source.columns[by].name
+        ));
+        Ok(Some(keyed_answer(source, specs, &[by], None, rows)))
+    }
+}
+
+/// One part's cells, as many as the specs' headers.
+fn part_cells(specs: &[AggSpec], answer: &weft_store::PartAnswer) -> Vec<Cell> {
+    let agg = &answer.aggregate;
+    let int = |v: Option<i64>| v.map_or(Cell::Null, Cell::Int);
+    let mut quantiles = answer.quantiles.iter().copied();
+    let mut cells = Vec::new();
+    for spec in specs {
+        match spec.func {
+            Func::Count => cells.push(Cell::Int(agg.count.cast_signed())),
+            Func::Sum => cells.push(Cell::Int(
+                i64::try_from(agg.sum).unwrap_or(if agg.sum < 0 { i64::MIN } else { i64::MAX }),
+            )),
+            Func::Min => cells.push(int(agg.min)),
+            Func::Max => cells.push(int(agg.max)),
+            Func::Avg => cells.push(agg.avg().map_or(Cell::Null, Cell::Float)),
+            Func::Quantile(_) => cells.push(int(quantiles.next().flatten())),
+            Func::Percentiles => {
+                cells.extend(PERCENTILES.iter().map(|_| int(quantiles.next().flatten())));
+                cells.push(int(agg.max));
+            }
+            Func::Hist => unreachable!("hist is never summarized"),
+        }
+    }
+    cells
+}
