@@ -19,7 +19,6 @@ mod resolve;
 mod sources;
 mod stat;
 mod trace;
-mod trigger;
 mod tui;
 
 use std::process::ExitCode;

@@ -26,13 +26,13 @@ use weft_recording::{
     registry::{self, ValueKind},
     session::{self, Accounting, Consumer, Outcome, Probes, Session},
     sources::{self, Layout, STORED_FROM, Spec},
+    trigger::{self, Triggers},
 };
 use weft_store::{Config, Field, SourceId, Store};
 
 use crate::{
     cli::{CaptureArgs, FilterArgs, RecordArgs, TriggerArgs},
     live, metrics, resolve,
-    trigger::{self, Triggers},
 };
 
 /// Runs `weft record` until the duration ends, SIGINT or SIGTERM.
@@ -170,21 +170,7 @@ pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<ExitCode> {
     }
     // Decoded PT captures, from trigger actions and the live socket.
     let (calls_sender, decoded) = std::sync::mpsc::channel();
-    let triggering = &plan.triggers;
-    let actions = trigger::Actions {
-        dir: dir.clone(),
-        command: triggering.command.clone(),
-        pt: (triggering.pt)
-            .filter(|_| crate::pt_record::on_trigger())
-            .map(|duration| (duration, calls_sender.clone())),
-    };
-    let triggers = Triggers::new(
-        &store,
-        &Value::Null,
-        &triggering.conditions,
-        triggering.policy,
-        actions,
-    )?;
+    let triggers = triggers(plan, &store, &calls_sender)?;
     let (manual, manual_notes) = std::sync::mpsc::sync_channel(16);
     let (ui_health, ui_stop) = match ui {
         Some(UiLink {
@@ -257,6 +243,26 @@ pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<ExitCode> {
         eprintln!();
     }
     finish(recorder, session_index, &outcome)
+}
+
+/// The plan's triggers over `store`; a PT capture they take sends its
+/// calls to `calls`.
+fn triggers(plan: &Plan, store: &Store, calls: &Sender<pt_calls::Decoded>) -> Result<Triggers> {
+    let triggering = &plan.triggers;
+    let actions = trigger::Actions {
+        dir: plan.dir.clone(),
+        command: triggering.command.clone(),
+        pt: (triggering.pt)
+            .filter(|_| crate::pt_record::on_trigger())
+            .map(|duration| (duration, calls.clone(), crate::pt_demand::capture as _)),
+    };
+    Triggers::new(
+        store,
+        &Value::Null,
+        &triggering.conditions,
+        triggering.policy,
+        actions,
+    )
 }
 
 /// Loads and attaches the chosen probes, and opens the application socket.

@@ -14,6 +14,8 @@
 //!   what its columns mean; [`registry`]: the names of weft's own sources;
 //!   [`tasks`]: thread names read back; [`pt_calls`]: decoded Intel PT
 //!   calls as a source.
+//! - [`trigger`]: conditions tested on every record stored; a match keeps
+//!   the window around it (and may take Intel PT, through the binary).
 //! - [`app`]: records applications push through a Unix socket;
 //!   [`socket`]: weft's Unix sockets in `/run/weft`.
 
@@ -25,3 +27,4 @@ pub mod session;
 pub mod socket;
 pub mod sources;
 pub mod tasks;
+pub mod trigger;

@@ -269,7 +269,7 @@ mod tests {
             let graph = graph(&root.join(krate).join("src")).expect("the crate's sources read");
             if krate == "agent" {
                 // The parser sees real imports, or this test proves nothing.
-                assert!(graph["record"].contains("trigger"), "{graph:?}");
+                assert!(graph["record"].contains("pt_demand"), "{graph:?}");
                 assert!(graph["query"].contains("live::client"), "{graph:?}");
             }
             assert!(

@@ -16,12 +16,13 @@ use anyhow::{Context as _, Result, bail};
 use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 use weft_query::{Column, ast::Op, bind::Pred};
-use weft_recording::{
+use weft_store::{Field, FieldKind, SourceId, Store};
+
+use crate::{
     capture,
     pt_calls::Decoded,
     registry::{TRIGGERS, is_weft_source},
 };
-use weft_store::{Field, FieldKind, SourceId, Store};
 
 /// What to keep around a match, and how often a trigger may fire.
 #[derive(Clone, Copy, Debug)]
@@ -293,12 +294,12 @@ impl Triggers {
                 },
             );
         }
-        if let Some((duration, calls)) = &self.actions.pt {
+        if let Some((duration, calls, take)) = &self.actions.pt {
             self.captures.retain(|c| !c.is_finished());
             let (duration, calls) = (*duration, calls.clone());
             let output = self.actions.dir.join(format!("pt-{id}-{time}"));
             self.captures
-                .extend(capture_pt(id, pid, duration, output, calls));
+                .extend(capture_pt(id, pid, (duration, output), calls, *take));
         }
         Ok(())
     }
@@ -349,10 +350,21 @@ pub struct Actions {
     /// A shell command run at each firing (`--on-trigger`).
     pub command: Option<String>,
     /// How long to capture Intel PT of the matching process
-    /// (`--pt-on-trigger`), when this CPU has PT, and where its decoded
-    /// calls go to be stored.
-    pub pt: Option<(std::time::Duration, Sender<Decoded>)>,
+    /// (`--pt-on-trigger`), when this CPU has PT, where its decoded calls
+    /// go to be stored, and what takes and decodes it.
+    pub pt: Option<(std::time::Duration, Sender<Decoded>, CapturePt)>,
 }
+
+/// Takes Intel PT of process `pid` for `duration` into the new directory
+/// `output` and sends its decoded calls to `to`. The binary supplies it:
+/// capture and decoding are Intel PT's crates, which recording does not
+/// depend on.
+pub type CapturePt = fn(
+    pid: u32,
+    duration: std::time::Duration,
+    output: &std::path::Path,
+    to: &Sender<Decoded>,
+) -> Result<()>;
 
 impl Triggers {
     /// Waits for the PT captures under way (the watchdog bounds each).
@@ -374,23 +386,23 @@ impl Drop for Triggers {
 fn capture_pt(
     id: usize,
     pid: Option<i64>,
-    duration: std::time::Duration,
-    output: std::path::PathBuf,
+    (duration, output): (std::time::Duration, std::path::PathBuf),
     calls: Sender<Decoded>,
+    take: CapturePt,
 ) -> Option<std::thread::JoinHandle<()>> {
     let Some(pid) = pid.and_then(|p| u32::try_from(p).ok()) else {
         eprintln!("weft: trigger {id}: no PT capture: its record names no process");
         return None;
     };
-    Some(std::thread::spawn(
-        move || match crate::pt_demand::capture(pid, duration, &output, &calls) {
+    Some(std::thread::spawn(move || {
+        match take(pid, duration, &output, &calls) {
             Ok(()) => eprintln!(
                 "weft: trigger {id}: PT of process {pid} in {}",
                 output.display()
             ),
             Err(error) => eprintln!("weft: trigger {id}: PT of process {pid} failed: {error:#}"),
-        },
-    ))
+        }
+    }))
 }
 
 /// One firing, as the hook sees it.
