@@ -232,9 +232,13 @@ fn checksum(header: &[u8]) -> u16 {
 
 /// The interface's name where this machine still has it, else its index.
 fn interface_name(ifindex: u32) -> String {
+    let index_of = |name: &str| {
+        let text = std::fs::read_to_string(format!("/sys/class/net/{name}/ifindex")).ok()?;
+        text.trim().parse::<u32>().ok()
+    };
     let found = std::fs::read_dir("/sys/class/net").ok().and_then(|dir| {
         dir.filter_map(|entry| entry.ok()?.file_name().into_string().ok())
-            .find(|name| weft_kernel::clsact::ifindex(name) == Some(ifindex))
+            .find(|name| index_of(name) == Some(ifindex))
     });
     found.unwrap_or_else(|| format!("ifindex {ifindex}"))
 }

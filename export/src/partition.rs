@@ -17,7 +17,7 @@ use anyhow::{Context as _, Result};
 use weft_query::{Cell, Header, Kind};
 
 use super::Sink;
-use crate::cli::ExportFormat;
+use crate::Format;
 
 /// The partitions of one export, each written under a temporary name until
 /// all are complete.
@@ -63,7 +63,7 @@ impl Partitions {
                 .with_context(|| format!("failed to create {}", dir.display()))?;
             let path = dir.join(&self.file);
             let (tmp, file) = super::create_temp(&path)?;
-            let sink = Sink::new(ExportFormat::Parquet, file);
+            let sink = Sink::new(Format::Parquet, file);
             self.open.insert(key.clone(), (tmp, path, sink));
         }
         let (tmp, _, sink) = self.open.get_mut(&key).expect("opened above");

@@ -1,7 +1,13 @@
-//! `weft export`: a source's records as Parquet, JSON lines or CSV, streamed
-//! from the capture (memory is one row group, not the capture) into a
-//! temporary file that is renamed into place only when complete; packets
-//! also as pcapng.
+//! weft's exports: a capture's records in the formats other tools read.
+//! A source's records as Parquet (whole, or in Hive-style partitions),
+//! JSON lines or CSV, streamed from the capture (memory is one row group,
+//! not the capture) into a temporary file that is renamed into place only
+//! when complete; packets also as pcapng, PT calls as folded stacks, and
+//! every source as a Perfetto trace.
+//!
+//! Reads captures through `weft-recording` and `weft-query`; must not
+//! depend on the command line (the binary hands it an [`Export`]) or on
+//! Intel PT decoding (calls are read as the capture stored them).
 
 mod partition;
 mod pcapng;
@@ -12,7 +18,6 @@ use std::{
     io::{BufWriter, Write as _},
     os::unix::fs::OpenOptionsExt as _,
     path::{Path, PathBuf},
-    process::ExitCode,
     sync::Arc,
 };
 
@@ -26,34 +31,72 @@ use parquet::{
 use weft_query::{Cell, Header, Kind};
 use weft_recording::capture;
 
-use crate::cli::{ExportArgs, ExportFormat};
+/// One export: what to read and where to write it.
+#[derive(Clone, Debug)]
+pub struct Export {
+    /// The capture directory.
+    pub dir: PathBuf,
+    /// The file to write (with `partition`, the directory).
+    pub output: PathBuf,
+    pub format: Format,
+    /// The source whose records to write.
+    pub source: String,
+    /// A condition of the query language the records must meet.
+    pub condition: Option<String>,
+    /// A window of the query language (`last 60s`, `from … to …`).
+    pub window: Option<String>,
+    /// Read a capture whose damaged chunks are left out.
+    pub skip_damaged: bool,
+    /// Hive-style partitions by host and hour under `output` (Parquet).
+    pub partition: bool,
+    /// The host a partition names (default: the capture's).
+    pub host: Option<String>,
+}
+
+/// What an export writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Apache Parquet, one row group per million rows.
+    Parquet,
+    /// One JSON object per line.
+    Jsonl,
+    /// CSV with a header line.
+    Csv,
+    /// pcapng of the net source's packets.
+    Pcapng,
+    /// Folded stacks of the calls source (PT call traces).
+    Folded,
+    /// A Perfetto trace (protobuf) of every source.
+    Perfetto,
+}
 
 /// Rows per Parquet row group: bounds memory (about 10 bytes per cell).
 const ROW_GROUP: usize = 1 << 20;
 
-pub fn run(args: &ExportArgs) -> Result<ExitCode> {
-    let dir = &args.dir;
+/// Writes `export`; says what it wrote.
+pub fn run(export: &Export) -> Result<String> {
+    let dir = &export.dir;
     let metadata = capture::read_metadata(dir)?;
-    let snapshot = capture::open(dir, args.skip_damaged)?;
-    check(args)?;
-    if args.partition {
-        return partitioned(args, &snapshot, &metadata);
+    let snapshot = capture::open(dir, export.skip_damaged)?;
+    check(export)?;
+    if export.partition {
+        return partitioned(export, &snapshot, &metadata);
     }
-    let (tmp, file) = create_temp(&args.output)?;
-    let written = match args.format {
-        ExportFormat::Pcapng => write_pcapng(&snapshot, &metadata, file)
+    let (tmp, file) = create_temp(&export.output)?;
+    let written = match export.format {
+        Format::Pcapng => write_pcapng(&snapshot, &metadata, file)
             .with_context(|| format!("failed to write {}", tmp.display())),
-        ExportFormat::Folded => write_folded(&snapshot, file)
+        Format::Folded => write_folded(&snapshot, file)
             .with_context(|| format!("failed to write {}", tmp.display())),
-        ExportFormat::Perfetto => write_perfetto(args, &snapshot, &metadata, file),
-        _ => write_rows(args, &snapshot, &metadata, file, &tmp),
+        Format::Perfetto => write_perfetto(export, &snapshot, &metadata, file),
+        _ => write_rows(export, &snapshot, &metadata, file, &tmp),
     };
     let done = written.and_then(|rows| {
-        fs::rename(&tmp, &args.output).with_context(|| {
+        fs::rename(&tmp, &export.output).with_context(|| {
             format!(
                 "failed to rename {} to {}",
                 tmp.display(),
-                args.output.display()
+                export.output.display()
             )
         })?;
         Ok(rows)
@@ -65,27 +108,29 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
             return Err(error);
         }
     };
-    let what = if args.format == ExportFormat::Perfetto {
+    let what = if export.format == Format::Perfetto {
         "records of every source"
     } else {
-        &format!("{} records", args.source)
+        &format!("{} records", export.source)
     };
-    eprintln!("weft: exported {rows} {what} to {}", args.output.display());
-    Ok(ExitCode::SUCCESS)
+    Ok(format!(
+        "exported {rows} {what} to {}",
+        export.output.display()
+    ))
 }
 
 /// The rows of the export's query into `file` as its format says; how
 /// many.
 fn write_rows(
-    args: &ExportArgs,
+    export: &Export,
     snapshot: &weft_store::Snapshot,
     metadata: &serde_json::Value,
     file: File,
     tmp: &Path,
 ) -> Result<u64> {
     let catalog = capture::catalog(snapshot, metadata, true)?;
-    let text = query_text(args);
-    let mut sink = Sink::new(args.format, file);
+    let text = query_text(export);
+    let mut sink = Sink::new(export.format, file);
     let mut failed = None;
     let mut rows = 0u64;
     let streamed_rows = weft_query::stream(snapshot, &catalog, &text, &mut |headers, cells| {
@@ -96,7 +141,7 @@ fn write_rows(
     });
     let writing = || format!("failed to write {}", tmp.display());
     let failed = failed.map(|error| error.context(writing()));
-    let answer = streamed(streamed_rows, failed, &text, &args.dir)?;
+    let answer = streamed(streamed_rows, failed, &text, &export.dir)?;
     sink.finish(&answer.columns).with_context(writing)?;
     Ok(rows)
 }
@@ -104,7 +149,7 @@ fn write_rows(
 /// Every source a Perfetto trace shows, over the window, into `file`; how
 /// many records.
 fn write_perfetto(
-    args: &ExportArgs,
+    export: &Export,
     snapshot: &weft_store::Snapshot,
     metadata: &serde_json::Value,
     file: File,
@@ -115,7 +160,7 @@ fn write_perfetto(
         if catalog.source(shape.source).is_none() {
             continue;
         }
-        let text = match &args.window {
+        let text = match &export.window {
             Some(window) => format!("{} {window}", shape.source),
             None => shape.source.to_owned(),
         };
@@ -125,7 +170,7 @@ fn write_perfetto(
                 failed = writer.record(shape, headers, &cells).err();
             }
         });
-        streamed(result, failed, &text, &args.dir)?;
+        streamed(result, failed, &text, &export.dir)?;
     }
     let events = writer.events;
     let file = writer
@@ -168,28 +213,28 @@ fn write_pcapng(
 }
 
 /// Refuses what a format cannot do, before anything is written.
-fn check(args: &ExportArgs) -> Result<()> {
-    if args.partition && args.format != ExportFormat::Parquet {
+fn check(export: &Export) -> Result<()> {
+    if export.partition && export.format != Format::Parquet {
         bail!("--partition writes Parquet: leave out --format or give --format parquet");
     }
-    if args.format == ExportFormat::Perfetto && args.condition.is_some() {
+    if export.format == Format::Perfetto && export.condition.is_some() {
         bail!("--format perfetto writes every source: leave out --where (--window applies)");
     }
     // The formats of one source that write all of it.
-    let whole = match args.format {
-        ExportFormat::Pcapng => Some(("pcapng", ["net", "packets"])),
-        ExportFormat::Folded => Some(("folded", ["calls", "calls"])),
+    let whole = match export.format {
+        Format::Pcapng => Some(("pcapng", ["net", "packets"])),
+        Format::Folded => Some(("folded", ["calls", "calls"])),
         _ => None,
     };
     if let Some((format, sources)) = whole {
-        if !sources.contains(&args.source.as_str()) {
+        if !sources.contains(&export.source.as_str()) {
             bail!(
                 "--format {format} exports the {} source, not {}",
                 sources[0],
-                args.source
+                export.source
             );
         }
-        if args.condition.is_some() || args.window.is_some() {
+        if export.condition.is_some() || export.window.is_some() {
             bail!("--format {format} writes the whole source: leave out --where and --window");
         }
     }
@@ -198,12 +243,12 @@ fn check(args: &ExportArgs) -> Result<()> {
 
 /// `--partition`: the rows into Hive-style partitions under `-o`.
 fn partitioned(
-    args: &ExportArgs,
+    export: &Export,
     snapshot: &weft_store::Snapshot,
     metadata: &serde_json::Value,
-) -> Result<ExitCode> {
+) -> Result<String> {
     let session = &metadata["sessions"][0];
-    let host = match &args.host {
+    let host = match &export.host {
         Some(host) => host.clone(),
         None => session["host"]["hostname"]
             .as_str()
@@ -218,9 +263,10 @@ fn partitioned(
     }
     let wall_offset = capture::wall_offset(metadata).unwrap_or(0);
     let id = session["start_ns"].as_u64().unwrap_or(0);
-    let mut parts = partition::Partitions::new(&args.output, &host, &args.source, wall_offset, id);
+    let mut parts =
+        partition::Partitions::new(&export.output, &host, &export.source, wall_offset, id);
     let catalog = capture::catalog(snapshot, metadata, true)?;
-    let text = query_text(args);
+    let text = query_text(export);
     let (mut failed, mut rows) = (None, 0u64);
     let result = weft_query::stream(snapshot, &catalog, &text, &mut |headers, cells| {
         if failed.is_none() {
@@ -228,26 +274,25 @@ fn partitioned(
             failed = parts.row(headers, cells).err();
         }
     });
-    if let Err(error) = streamed(result, failed, &text, &args.dir) {
+    if let Err(error) = streamed(result, failed, &text, &export.dir) {
         parts.abandon();
         return Err(error);
     }
     let files = parts.finish()?;
-    eprintln!(
-        "weft: exported {rows} {} records of {host} into {files} partition(s) under {}",
-        args.source,
-        args.output.display()
-    );
-    Ok(ExitCode::SUCCESS)
+    Ok(format!(
+        "exported {rows} {} records of {host} into {files} partition(s) under {}",
+        export.source,
+        export.output.display()
+    ))
 }
 
 /// The export's query: its source, condition and window.
-fn query_text(args: &ExportArgs) -> String {
-    let mut text = args.source.clone();
-    if let Some(condition) = &args.condition {
+fn query_text(export: &Export) -> String {
+    let mut text = export.source.clone();
+    if let Some(condition) = &export.condition {
         text = format!("{text} where {condition}");
     }
-    if let Some(window) = &args.window {
+    if let Some(window) = &export.window {
         text = format!("{text} {window}");
     }
     text
@@ -315,19 +360,19 @@ enum Column {
 }
 
 impl Sink {
-    fn new(format: ExportFormat, file: File) -> Self {
+    fn new(format: Format, file: File) -> Self {
         match format {
-            ExportFormat::Parquet => Self::Parquet {
+            Format::Parquet => Self::Parquet {
                 file: Some(file),
                 writer: None,
                 columns: Vec::new(),
             },
-            ExportFormat::Jsonl | ExportFormat::Csv => Self::Lines {
+            Format::Jsonl | Format::Csv => Self::Lines {
                 out: BufWriter::new(file),
-                csv: format == ExportFormat::Csv,
+                csv: format == Format::Csv,
                 started: false,
             },
-            ExportFormat::Pcapng | ExportFormat::Folded | ExportFormat::Perfetto => {
+            Format::Pcapng | Format::Folded | Format::Perfetto => {
                 unreachable!("pcapng, folded and perfetto are not written by rows")
             }
         }

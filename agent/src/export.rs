@@ -1,0 +1,31 @@
+//! `weft export`: the command line resolved into a `weft_export::Export`.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use weft_export::{Export, Format};
+
+use crate::cli::{ExportArgs, ExportFormat};
+
+pub fn run(args: &ExportArgs) -> Result<ExitCode> {
+    let export = Export {
+        dir: args.dir.clone(),
+        output: args.output.clone(),
+        format: match args.format {
+            ExportFormat::Parquet => Format::Parquet,
+            ExportFormat::Jsonl => Format::Jsonl,
+            ExportFormat::Csv => Format::Csv,
+            ExportFormat::Pcapng => Format::Pcapng,
+            ExportFormat::Folded => Format::Folded,
+            ExportFormat::Perfetto => Format::Perfetto,
+        },
+        source: args.source.clone(),
+        condition: args.condition.clone(),
+        window: args.window.clone(),
+        skip_damaged: args.skip_damaged,
+        partition: args.partition,
+        host: args.host.clone(),
+    };
+    eprintln!("weft: {}", weft_export::run(&export)?);
+    Ok(ExitCode::SUCCESS)
+}
