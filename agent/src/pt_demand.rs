@@ -44,7 +44,7 @@ pub fn capture(pid: u32, duration: Duration, output: &Path, to: &Sender<Decoded>
 /// Decodes the `weft pt record` capture in `dir` into its calls.
 pub fn decode(dir: &Path) -> Result<Decoded> {
     let mut calls = Vec::new();
-    let errors = crate::pt::capture_calls(dir, &mut |pid, tid, image, steps| {
+    let errors = weft_pt_capture::decode::capture_calls(dir, &mut |pid, tid, image, steps| {
         let thread = (
             u32::try_from(pid).unwrap_or_default(),
             u32::try_from(tid).unwrap_or_default(),
