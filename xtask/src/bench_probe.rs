@@ -1,10 +1,14 @@
 //! `cargo xtask bench probe-effect`: the cost per syscall untraced, under
 //! `weft stat`, under bpftrace, and with empty programs on the same hooks
-//! (the floor).
+//! (the floor); then what each of weft's programs and the empty ones cost
+//! per run, by the kernel's own accounting.
 
-use anyhow::Result;
+use std::process::Command;
+
+use anyhow::{Context as _, Result};
 
 use crate::bench_loop::{Bins, Config, build, measure_loop, median};
+use crate::setup;
 
 #[derive(clap::Args)]
 pub struct ProbeEffect {
@@ -46,7 +50,88 @@ pub fn run(options: &ProbeEffect) -> Result<()> {
         medians.push(m);
     }
     print_ratios(&medians);
+    per_program(&bins, &configs, options.calls)
+}
+
+/// What each program costs per run by the kernel's own accounting
+/// (`kernel.bpf_stats_enabled`, read with bpftool): weft's two programs
+/// against the empty ones. The stats read the clock around every run,
+/// which the empty programs' figure is; what weft's programs add above it
+/// is their work.
+fn per_program(bins: &Bins, configs: &[Config], calls: u32) -> Result<()> {
+    setup::install_packages(&["bpftool"])?;
+    let _stats = Stats::enable()?;
+    println!("per program, ns per run (one run of {calls} calls with kernel.bpf_stats_enabled):");
+    let mut work = Vec::new();
+    for (label, names) in [
+        ("b ", ["syscall_enter", "syscall_exit"]),
+        ("d ", ["floor_raw_enter", "floor_raw_exit"]),
+    ] {
+        let config = configs
+            .iter()
+            .find(|c| c.label.starts_with(label))
+            .context("the configurations list the weft and floor runs")?;
+        let (_, tracer) = measure_loop(config, bins, 1, calls)?;
+        let costs = program_costs(&names);
+        if let Some(tracer) = tracer {
+            tracer.stop()?;
+        }
+        let costs = costs?;
+        for (name, ns) in names.iter().zip(&costs) {
+            println!("  {name:<16} {ns:>8.1}");
+        }
+        work.push(costs.iter().sum::<f64>());
+    }
+    println!(
+        "  weft's programs do {:.1} ns of work per syscall above the empty ones",
+        work[0] - work[1]
+    );
     Ok(())
+}
+
+/// ns per run of each program named, the most recently loaded of each name.
+fn program_costs(names: &[&str]) -> Result<Vec<f64>> {
+    let out = Command::new("bpftool")
+        .args(["-j", "prog", "show"])
+        .output()
+        .context("running bpftool")?;
+    let programs: serde_json::Value =
+        serde_json::from_slice(&out.stdout).context("reading bpftool's JSON")?;
+    names
+        .iter()
+        .map(|name| {
+            let program = programs
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|p| p["name"] == *name)
+                .max_by_key(|p| p["id"].as_u64())
+                .with_context(|| format!("no program {name} loaded"))?;
+            let time = program["run_time_ns"].as_f64().unwrap_or(0.0);
+            let runs = program["run_cnt"].as_f64().filter(|n| *n > 0.0);
+            runs.map(|runs| time / runs)
+                .with_context(|| format!("{name} has no runs counted"))
+        })
+        .collect()
+}
+
+/// `kernel.bpf_stats_enabled` on while it lives, as it was after.
+struct Stats(String);
+
+const BPF_STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
+
+impl Stats {
+    fn enable() -> Result<Self> {
+        let was = std::fs::read_to_string(BPF_STATS).context(BPF_STATS)?;
+        std::fs::write(BPF_STATS, "1").context(BPF_STATS)?;
+        Ok(Self(was))
+    }
+}
+
+impl Drop for Stats {
+    fn drop(&mut self) {
+        let _ = std::fs::write(BPF_STATS, self.0.trim());
+    }
 }
 
 /// The configurations, in the order `print_ratios` expects.
