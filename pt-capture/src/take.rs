@@ -108,7 +108,9 @@ pub fn take(caps: &Caps, options: &Options) -> anyhow::Result<Taken> {
         // The switch rings are drained while PT runs.
         let end = Instant::now() + duration;
         while let Some(left) = end.checked_duration_since(Instant::now()) {
-            recording.as_mut().map(Switches::drain).ok();
+            if let Ok(switches) = recording.as_mut() {
+                switches.drain();
+            }
             std::thread::sleep(left.min(Duration::from_millis(10)));
         }
     })?;
