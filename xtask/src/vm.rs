@@ -418,7 +418,13 @@ fn qemu(
             "-append",
             // loglevel=2: kernel errors (a failing loop device) must not split
             // libtest's lines on the shared console; oopses still show.
-            &format!("console=ttyS0 quiet loglevel=2 panic=-1 {cmdline}"),
+            // An oops, a soft lockup or a task hung for two minutes panics
+            // the guest, which then powers off (panic=-1, -no-reboot): a
+            // task killed by an oops while holding a lock must not leave
+            // the guest hanging until the timeout with nothing said.
+            &format!(
+                "console=ttyS0 quiet loglevel=2 panic=-1 oops=panic softlockup_panic=1 hung_task_panic=1 {cmdline}"
+            ),
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -482,7 +488,7 @@ fn boot(
         &cmdline,
         Duration::from_secs(options.timeout),
     )?;
-    if accel.starts_with("tcg") && log.contains("Oops: int3") {
+    if accel.starts_with("tcg") && log.contains(STALE_INT3) {
         // Multi-threaded TCG races with a guest patching its own code (a
         // static key flipped as a probe attaches): the other vCPU runs a
         // stale `int3` and the guest dies. That is the emulator's fault,
@@ -508,6 +514,21 @@ fn boot(
         !finished || !log.contains("weft-vm: verdict"),
         seconds,
     );
+    if verdict.timed_out {
+        // CI keeps stdout only: what ran last, and what the kernel said.
+        println!(
+            "vm-test: {name}: no verdict ({}); the test under way was {}; the log ends:",
+            if finished {
+                "the guest stopped"
+            } else {
+                "killed at the timeout"
+            },
+            test_under_way(&log).unwrap_or("none")
+        );
+        for line in log_tail(&log, 40) {
+            println!("    {line}");
+        }
+    }
     for test in &verdict.failed {
         println!("vm-test: {name}: FAILED {test}");
         // CI keeps stdout, not target/vm: say why there.
@@ -520,6 +541,26 @@ fn boot(
 
 /// The lines libtest printed for a failed test (`---- path::NAME stdout ----`
 /// up to the next section), at most 80 of them.
+/// The oops of a CPU that ran an `int3` the kernel had already patched
+/// away: `Oops: int3: 0000 [#1]` on newer kernels, `int3: 0000 [#1]` on 6.1.
+const STALE_INT3: &str = "int3: 0000 [#";
+
+/// The test libtest had started and not finished when the log ends.
+fn test_under_way(log: &str) -> Option<&str> {
+    let last = log
+        .lines()
+        .map(str::trim)
+        .rfind(|line| line.starts_with("test ") && line.contains(" ..."))?;
+    let (test, outcome) = last.strip_prefix("test ")?.split_once(" ...")?;
+    (!matches!(outcome.trim(), "ok" | "FAILED" | "ignored")).then_some(test)
+}
+
+/// The last `count` lines of the serial log.
+fn log_tail(log: &str, count: usize) -> Vec<&str> {
+    let lines: Vec<&str> = log.lines().map(str::trim_end).collect();
+    lines[lines.len().saturating_sub(count)..].to_vec()
+}
+
 fn failure_output<'a>(log: &'a str, test: &str) -> Vec<&'a str> {
     let header = format!("::{test} stdout ----");
     log.lines()
@@ -608,6 +649,16 @@ mod tests {
         );
         assert_eq!(failure_output(log, "y"), ["other", ""]);
         assert!(failure_output(log, "z").is_empty());
+    }
+
+    #[test]
+    fn the_test_under_way_is_the_last_one_started() {
+        let log = "test a::x ... ok\r\ntest a::y ... \r\n[  9.1] int3: 0000 [#1] PREEMPT SMP\r\n";
+        assert_eq!(test_under_way(log), Some("a::y"));
+        assert!(log.contains(STALE_INT3));
+        assert_eq!(test_under_way("test a::x ... ok\r\n"), None);
+        assert_eq!(log_tail(log, 1), ["[  9.1] int3: 0000 [#1] PREEMPT SMP"]);
+        assert!("Oops: int3: 0000 [#1] PREEMPT SMP NOPTI".contains(STALE_INT3));
     }
 
     #[test]
