@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use weft_recording::answer::Format;
 
 /// eBPF-first observability for Linux.
 #[derive(Debug, Parser)]
@@ -734,41 +735,13 @@ pub struct QueryArgs {
 
 impl QueryArgs {
     /// The output format the flags choose.
-    pub fn format(&self) -> OutputFormat {
+    pub fn format(&self) -> Format {
         match (self.explain, self.json, self.csv) {
-            (true, _, _) => OutputFormat::Explain,
-            (_, true, _) => OutputFormat::Json,
-            (_, _, true) => OutputFormat::Csv,
-            _ => OutputFormat::Table,
+            (true, _, _) => Format::Explain,
+            (_, true, _) => Format::Json,
+            (_, _, true) => Format::Csv,
+            _ => Format::Table,
         }
-    }
-}
-
-/// How `weft query` prints an answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OutputFormat {
-    Table,
-    Json,
-    Csv,
-    Explain,
-}
-
-impl OutputFormat {
-    /// The format's name on the live socket.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Table => "table",
-            Self::Json => "json",
-            Self::Csv => "csv",
-            Self::Explain => "explain",
-        }
-    }
-
-    /// The format called `name`.
-    pub fn from_name(name: &str) -> Option<Self> {
-        [Self::Table, Self::Json, Self::Csv, Self::Explain]
-            .into_iter()
-            .find(|f| f.name() == name)
     }
 }
 

@@ -6,9 +6,7 @@ mod doctor;
 mod export;
 mod extract;
 mod info;
-mod live;
 mod manual;
-mod metrics;
 mod pt;
 mod pt_demand;
 mod pt_record;
@@ -61,7 +59,7 @@ fn main() -> ExitCode {
     });
     let result = match &command {
         cli::Command::Tui(args) => tui::run(args),
-        cli::Command::Trigger(args) => live::client::trigger(
+        cli::Command::Trigger(args) => weft_recording::live::client::trigger(
             args.dir.as_deref(),
             args.note.as_deref().unwrap_or_default(),
         )

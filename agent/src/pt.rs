@@ -30,7 +30,10 @@ pub fn run(command: &PtCommand) -> anyhow::Result<ExitCode> {
         PtCommand::Calls(args) => calls(args),
         PtCommand::Record(args) => crate::pt_record::record(args),
         PtCommand::Import(args) => {
-            eprintln!("weft: {}", crate::live::client::import(&args.capture)?);
+            eprintln!(
+                "weft: {}",
+                weft_recording::live::client::import(&args.capture)?
+            );
             Ok(ExitCode::SUCCESS)
         }
         PtCommand::Perf(args) => perf(args),

@@ -22,8 +22,8 @@ pub fn record(args: &PtRecordArgs) -> anyhow::Result<ExitCode> {
     };
     report(&take(&caps, &options(args))?);
     // A recording that runs stores the capture's calls.
-    if Path::new(crate::live::client::SOCKET).exists() {
-        match crate::live::client::import(&args.output) {
+    if Path::new(weft_recording::live::client::SOCKET).exists() {
+        match weft_recording::live::client::import(&args.output) {
             Ok(stored) => eprintln!("weft: {stored}"),
             Err(error) => eprintln!("weft: the calls are not in the live recording: {error:#}"),
         }

@@ -1,350 +1,74 @@
 //! `weft record`: syscalls and the other sources into a capture directory,
-//! headless.
+//! headless. The arguments become a plain [`Plan`], which
+//! `weft_recording::record` carries out.
 
-use std::{
-    collections::HashMap,
-    io::{IsTerminal as _, Write as _},
-    net::SocketAddr,
-    path::{Path, PathBuf},
-    process::ExitCode,
-    sync::{Arc, Mutex, PoisonError, mpsc::Sender},
-    time::{Duration, Instant},
-};
+use std::{path::Path, process::ExitCode};
 
 use anyhow::{Context as _, Result, bail};
-use serde_json::{Map, Value, json};
-use weft_ingest::syscalls::SyscallSink;
-use weft_kernel::{
-    ebpf,
-    events::{self, EventProbe},
-    source::SourceHooks,
-    syscall::{Options, SyscallProbe},
-};
+use weft_kernel::tc::NetOptions;
 use weft_recording::{
-    app::{self, AppServer, Message},
-    capture, pt_calls,
-    registry::{self, ValueKind},
-    session::{self, Accounting, Consumer, Outcome, Probes, Session},
-    sources::{self, Layout, STORED_FROM, Spec},
-    trigger::{self, Triggers},
+    record::{Chosen, Plan, Triggering, ns, record},
+    trigger,
 };
-use weft_store::{Config, Field, SourceId, Store};
 
 use crate::{
     cli::{CaptureArgs, FilterArgs, RecordArgs, TriggerArgs},
-    live, metrics, resolve,
+    pt_demand, pt_record, resolve,
 };
 
 /// Runs `weft record` until the duration ends, SIGINT or SIGTERM.
 pub fn run(args: &RecordArgs) -> Result<ExitCode> {
-    record(&Plan::of(args)?, None)
-}
-
-/// A recording, resolved from the command line once: which probes with
-/// which filters, where to store and how much, which triggers.
-pub struct Plan {
-    chosen: Chosen,
-    /// The syscall probe's options; their filter also filters the other
-    /// sources.
-    options: Options,
-    drain_interval: Duration,
-    /// The cgroup (v2 id) and packet filters of the other sources.
-    cgroup: Option<u64>,
-    net: weft_kernel::tc::NetOptions,
-    /// The group that may push application records.
-    app_group: Option<String>,
-    dir: PathBuf,
-    append: bool,
-    duration: Option<Duration>,
-    store: Config,
-    triggers: Triggering,
-    /// Where to serve metrics, and over how long a window.
-    metrics: Option<(SocketAddr, Duration)>,
-}
-
-/// The triggers of a recording and what they do.
-struct Triggering {
-    conditions: Vec<String>,
-    policy: trigger::Policy,
-    /// A command to run on each firing.
-    command: Option<String>,
-    /// How long to capture Intel PT of the process that fired one.
-    pt: Option<Duration>,
-}
-
-impl Plan {
-    /// `sources` with `filter`, into a new capture `dir`, without limits,
-    /// triggers or metrics.
-    pub fn new(
-        sources: &[String],
-        filter: &FilterArgs,
-        capture: &CaptureArgs,
-        dir: PathBuf,
-    ) -> Result<Self> {
-        let (options, drain_interval) = resolve::probe_options(filter, capture)?;
-        Ok(Self {
-            chosen: chosen_sources(sources)?,
-            options,
-            drain_interval,
-            cgroup: None,
-            net: weft_kernel::tc::NetOptions::default(),
-            app_group: None,
-            dir,
-            append: false,
-            duration: None,
-            store: Config::default(),
-            triggers: Triggering {
-                conditions: Vec::new(),
-                policy: trigger_policy(&TriggerArgs::default()),
-                command: None,
-                pt: None,
-            },
-            metrics: None,
-        })
-    }
-
-    /// What `weft record`'s arguments say.
-    fn of(args: &RecordArgs) -> Result<Self> {
-        let output = &args.output;
-        Ok(Self {
-            cgroup: args.cgroup.as_deref().map(cgroup_id).transpose()?,
-            net: weft_kernel::tc::NetOptions {
-                interfaces: args.interface.clone(),
-                ports: args.port.clone(),
-                addrs: args.addr.clone(),
-                snaplen: args.snaplen,
-            },
-            app_group: args.app_group.clone(),
-            append: output.append,
-            duration: output.duration,
-            triggers: Triggering {
-                conditions: output.triggers.conditions.clone(),
-                policy: trigger_policy(&output.triggers),
-                command: output.triggers.on_trigger.clone(),
-                pt: output.triggers.pt_on_trigger,
-            },
-            metrics: args.metrics.map(|addr| (addr, args.metrics_window)),
-            ..Self::new(
-                &args.sources,
-                &args.filter,
-                &args.capture,
-                output.output.clone(),
-            )?
-        }
-        .limited(output.max_disk, output.retain))
-    }
-
-    /// With the store kept under `disk` bytes and `retain` long.
-    pub fn limited(mut self, disk: Option<u64>, retain: Option<Duration>) -> Self {
-        self.store.disk_budget = disk;
-        self.store.retain = retain.map(ns);
-        self
-    }
-}
-
-/// What a recording shares with a terminal UI running beside it.
-pub struct UiLink {
-    /// Receives the store's reader once the probes are attached, and
-    /// where decoded PT captures go to be stored.
-    pub ready: Sender<(weft_store::Reader, Option<Sender<pt_calls::Decoded>>)>,
-    /// The counters, renewed every second.
-    pub health: Arc<Mutex<weft_tui::Health>>,
-    /// Stops the recording, as SIGINT would.
-    pub stop: Arc<tokio::sync::Notify>,
-}
-
-/// Records until the duration ends, SIGINT, SIGTERM or `ui`'s stop.
-pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<ExitCode> {
-    let dir = &plan.dir;
-    ebpf::check_privileges()?;
-    let mut fresh = capture::prepare_dir(dir, plan.append)?;
-    let mut probes = load_probes(plan)?;
-    let mut store = open_store(dir, &plan.store)?;
-    let syscalls = SyscallSink::define(&mut store)?;
-    let mut spec_sources = HashMap::new();
-    for spec in &plan.chosen.specs {
-        spec_sources.insert(
-            spec.kernel.source,
-            (spec.define(&mut store)?, spec.layout()),
-        );
-    }
-    // Decoded PT captures, from trigger actions and the live socket.
-    let (calls_sender, decoded) = std::sync::mpsc::channel();
-    let triggers = triggers(plan, &store, &calls_sender)?;
-    let (manual, manual_notes) = std::sync::mpsc::sync_channel(16);
-    let (ui_health, ui_stop) = match ui {
-        Some(UiLink {
-            ready,
-            health,
-            stop,
-        }) => {
-            // The UI may have given up waiting; recording goes on regardless.
-            let _ = ready.send((store.reader(), Some(calls_sender.clone())));
-            (Some(health), Some(stop))
-        }
-        None => (None, None),
-    };
-    // The counters, for the UI or the metrics.
-    let health = ui_health.or_else(|| {
-        plan.metrics
-            .map(|_| Arc::new(Mutex::new(weft_tui::Health::default())))
-    });
-    if let (Some((addr, window)), Some(health)) = (plan.metrics, &health) {
-        let metrics = metrics::Metrics {
-            reader: store.reader(),
-            dir: dir.clone(),
-            health: Arc::clone(health),
-            window,
-        };
-        metrics::serve(addr, metrics)?;
-    }
-    // Warn and record on: a capture without live queries beats none.
-    let _live =
-        live::serve(store.reader(), dir.clone(), manual, calls_sender).unwrap_or_else(|error| {
-            eprintln!("weft: live queries unavailable: {error:#}");
-            None
-        });
-    let described = describe(&probes, &plan.options);
-    let names: Vec<&str> = described.keys().map(String::as_str).collect();
-    let session = Session {
-        drain_interval: plan.drain_interval,
-        tick: Some(Duration::from_secs(1)),
-        duration: plan.duration,
-        ready: format!(
-            "weft: recording {} into {}; Ctrl-C to stop",
-            names.join(", "),
-            dir.display()
-        ),
-        stop: ui_stop.clone(),
-    };
-    let (metadata, session_index) = capture::start_session(dir, &described)?;
-    fresh.keep();
-    let mut recorder = Recorder {
-        store,
-        syscalls,
-        spec_sources,
-        app_sources: HashMap::new(),
-        metadata,
-        triggers,
-        manual_notes,
-        calls: None,
-        decoded,
-        call_totals: CallTotals::default(),
-        lag: (0, 0),
-        error: None,
-        status: ui_stop.is_none() && std::io::stderr().is_terminal(),
-        health,
-        start: Instant::now(),
-        duration: plan.duration,
-        dir: dir.clone(),
-    };
-    let outcome = session::run(&session, &mut probes, &mut recorder)?;
-    if recorder.status {
-        eprintln!();
-    }
-    finish(recorder, session_index, &outcome)
-}
-
-/// The plan's triggers over `store`; a PT capture they take sends its
-/// calls to `calls`.
-fn triggers(plan: &Plan, store: &Store, calls: &Sender<pt_calls::Decoded>) -> Result<Triggers> {
-    let triggering = &plan.triggers;
-    let actions = trigger::Actions {
-        dir: plan.dir.clone(),
-        command: triggering.command.clone(),
-        pt: (triggering.pt)
-            .filter(|_| crate::pt_record::on_trigger())
-            .map(|duration| (duration, calls.clone(), crate::pt_demand::capture as _)),
-    };
-    Triggers::new(
-        store,
-        &Value::Null,
-        &triggering.conditions,
-        triggering.policy,
-        actions,
-    )
-}
-
-/// Loads and attaches the chosen probes, and opens the application socket.
-fn load_probes(plan: &Plan) -> Result<Probes> {
-    let (chosen, options) = (&plan.chosen, &plan.options);
-    let event_filter = events::Filter {
-        pids: options.filter.pids.clone(),
-        comm: options.filter.comm.clone(),
-        cgroup: plan.cgroup,
-        net: plan.net.clone(),
-    };
-    let syscalls = chosen
-        .syscalls
-        .then(|| SyscallProbe::load(options))
-        .transpose()?;
-    let hooks: Vec<_> = chosen.specs.iter().map(|spec| spec.kernel).collect();
-    let events = (!hooks.is_empty())
-        .then(|| EventProbe::load(&hooks, &event_filter, options.ring_bytes))
-        .transpose()?;
-    let app = chosen
-        .app
-        .then(|| AppServer::listen(plan.app_group.as_deref()))
-        .transpose()?;
-    Ok(Probes::new(syscalls, events, app))
-}
-
-/// Closes the store, completes `weft.json` and reports what was recorded
-/// and lost.
-fn finish(mut recorder: Recorder, session_index: usize, outcome: &Outcome) -> Result<ExitCode> {
-    // PT captures under way end, and their calls are stored.
-    recorder.triggers.join_captures();
-    let pending: Vec<_> = recorder.decoded.try_iter().collect();
-    for decoded in &pending {
-        if let Err(error) = recorder.store_calls(decoded) {
-            recorder.error.get_or_insert(error);
-        }
-    }
-    let Recorder {
-        store,
-        error,
-        mut metadata,
-        dir,
-        lag,
-        triggers,
-        call_totals,
-        ..
-    } = recorder;
-    let closed = store.close().context("failed to finish the capture");
-    let accounting = &outcome.accounting;
-    let entry = &mut metadata["sessions"][session_index];
-    entry["end_ns"] = json!(weft_store::now_ns());
-    entry["lost"] = losses_json(accounting);
-    entry["max_drain_lag_ns"] = json!(lag.1);
-    entry["triggers"] = triggers.to_json();
-    if call_totals.captures > 0 {
-        entry["lost"][registry::CALLS] = call_totals.to_json();
-    }
-    entry["complete"] = json!(error.is_none() && closed.is_ok());
-    capture::write_metadata(&dir, &metadata)?;
-    if let Some(error) = error {
-        return Err(error.context("recording stopped"));
-    }
-    closed?;
-    eprintln!(
-        "weft: recorded {} records in {:.1}s to {}; lost {}",
-        accounting.received(),
-        outcome.elapsed.as_secs_f64(),
-        dir.display(),
-        accounting.lost(),
-    );
-    for line in loss_lines(accounting) {
-        eprintln!("weft:   {line}");
-    }
-    if call_totals.captures > 0 {
-        eprintln!("weft:   {}", call_totals.line());
-    }
+    eprint!("{}", record(&plan(args)?, None)?);
     Ok(ExitCode::SUCCESS)
 }
 
-/// A duration in ns, saturating (no recording lasts 584 years).
-fn ns(duration: Duration) -> u64 {
-    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+/// `sources` with `filter`, into a new capture `dir`, without limits,
+/// triggers or metrics: the terminal UI's recording.
+pub fn plain(
+    sources: &[String],
+    filter: &FilterArgs,
+    capture: &CaptureArgs,
+    dir: std::path::PathBuf,
+) -> Result<Plan> {
+    let (options, drain_interval) = resolve::probe_options(filter, capture)?;
+    Ok(Plan {
+        decode_pt: Some(pt_demand::decode),
+        ..Plan::new(Chosen::named(sources)?, options, drain_interval, dir)
+    })
+}
+
+/// What `weft record`'s arguments say.
+fn plan(args: &RecordArgs) -> Result<Plan> {
+    let output = &args.output;
+    let triggers = &output.triggers;
+    Ok(Plan {
+        cgroup: args.cgroup.as_deref().map(cgroup_id).transpose()?,
+        net: NetOptions {
+            interfaces: args.interface.clone(),
+            ports: args.port.clone(),
+            addrs: args.addr.clone(),
+            snaplen: args.snaplen,
+        },
+        app_group: args.app_group.clone(),
+        append: output.append,
+        duration: output.duration,
+        triggers: Triggering {
+            conditions: triggers.conditions.clone(),
+            policy: trigger_policy(triggers),
+            command: triggers.on_trigger.clone(),
+            pt: (triggers.pt_on_trigger)
+                .filter(|_| pt_record::on_trigger())
+                .map(|duration| (duration, pt_demand::capture as _)),
+        },
+        metrics: args.metrics.map(|addr| (addr, args.metrics_window)),
+        ..plain(
+            &args.sources,
+            &args.filter,
+            &args.capture,
+            output.output.clone(),
+        )?
+    }
+    .limited(output.max_disk, output.retain))
 }
 
 /// What `--keep` and `--max-triggers` say, in ns.
@@ -357,59 +81,6 @@ fn trigger_policy(args: &TriggerArgs) -> trigger::Policy {
     }
 }
 
-/// What `--sources` chose.
-struct Chosen {
-    syscalls: bool,
-    specs: Vec<&'static Spec>,
-    /// Application records through the socket.
-    app: bool,
-}
-
-/// Resolves `--sources` names.
-fn chosen_sources(names: &[String]) -> Result<Chosen> {
-    let mut chosen = Chosen {
-        syscalls: false,
-        specs: Vec::new(),
-        app: false,
-    };
-    for name in names {
-        match name.as_str() {
-            registry::SYSCALLS => chosen.syscalls = true,
-            APP => chosen.app = true,
-            "all" => {
-                chosen = Chosen {
-                    syscalls: true,
-                    specs: sources::ALL.to_vec(),
-                    app: true,
-                };
-            }
-            name => match sources::find(name) {
-                Some(spec)
-                    if !chosen
-                        .specs
-                        .iter()
-                        .any(|s| s.kernel.name == spec.kernel.name) =>
-                {
-                    chosen.specs.push(spec);
-                }
-                Some(_) => {}
-                None => bail!(
-                    "--sources {name}: no such source; `weft sources` lists them (syscalls, {}, app)",
-                    sources::ALL
-                        .iter()
-                        .map(|s| s.kernel.name)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            },
-        }
-    }
-    Ok(chosen)
-}
-
-/// The `--sources` name of application records.
-const APP: &str = "app";
-
 /// The cgroup v2 id of a cgroup directory: its inode number.
 fn cgroup_id(path: &Path) -> Result<u64> {
     use std::os::unix::fs::MetadataExt as _;
@@ -419,374 +90,4 @@ fn cgroup_id(path: &Path) -> Result<u64> {
         bail!("--cgroup {}: not a cgroup directory", path.display());
     }
     Ok(metadata.ino())
-}
-
-fn open_store(dir: &Path, config: &Config) -> Result<Store> {
-    let store =
-        Store::open(dir, config).with_context(|| format!("failed to open {}", dir.display()))?;
-    let recovery = store.recovery();
-    if recovery.cut_chunks > 0 {
-        eprintln!(
-            "weft: {}: the last session ended early; {} unfinished chunks ({} bytes) were cut",
-            dir.display(),
-            recovery.cut_chunks,
-            recovery.cut_bytes
-        );
-    }
-    Ok(store)
-}
-
-/// Where each source is attached, for `weft.json`.
-fn describe(probes: &Probes, options: &weft_kernel::syscall::Options) -> Map<String, Value> {
-    let mut out = Map::new();
-    if let Some(probe) = &probes.syscalls {
-        out.insert(
-            registry::SYSCALLS.into(),
-            json!({ "attach": probe.describe(), "filter": format!("{:?}", options.filter) }),
-        );
-    }
-    if let Some(probe) = &probes.events {
-        for (name, attach) in probe.describe() {
-            out.insert(name.into(), json!({ "attach": attach }));
-        }
-    }
-    if probes.app.is_some() {
-        out.insert(APP.into(), json!({ "attach": app::SOCKET }));
-    }
-    out
-}
-
-fn losses_json(accounting: &Accounting) -> Value {
-    let mut out = Map::new();
-    if let Some(losses) = &accounting.syscalls {
-        out.insert(registry::SYSCALLS.into(), losses.to_json());
-    }
-    for (spec, losses) in &accounting.sources {
-        out.insert(spec.name.into(), losses.to_json());
-    }
-    if let Some(app) = accounting.app {
-        out.insert(
-            APP.into(),
-            json!({ "received": app.received, "rejected": app.rejected, "lost": 0 }),
-        );
-    }
-    Value::Object(out)
-}
-
-/// One line per source: received, lost and why.
-fn loss_lines(accounting: &Accounting) -> Vec<String> {
-    let mut lines = Vec::new();
-    if let Some(l) = &accounting.syscalls {
-        lines.push(format!(
-            "syscalls: {} records, lost {} (ring full {}, enter table full {})",
-            l.delivery.received,
-            l.lost(),
-            l.delivery.ring_full,
-            l.enter_table_full
-        ));
-    }
-    for (spec, l) in &accounting.sources {
-        lines.push(format!(
-            "{}: {} records, lost {} (ring full {}); {} intervals not started (table full)",
-            spec.name,
-            l.delivery.received,
-            l.lost(),
-            l.delivery.ring_full,
-            l.table_full
-        ));
-    }
-    if let Some(app) = accounting.app {
-        lines.push(format!(
-            "app: {} records, lost 0; {} connections closed for a bad line",
-            app.received, app.rejected
-        ));
-    }
-    lines
-}
-
-/// `record`'s consumer: each record into the store.
-struct Recorder {
-    store: Store,
-    /// Syscall records into the store, and every source's thread names.
-    syscalls: SyscallSink,
-    /// The store source of each event source, and where its records'
-    /// timestamp and thread are.
-    spec_sources: HashMap<weft_probes::events::Source, (SourceId, Layout)>,
-    /// Application sources defined so far.
-    app_sources: HashMap<Arc<str>, SourceId>,
-    /// `weft.json`, rewritten when an application defines a source.
-    metadata: Value,
-    /// Longest time from a kernel record's timestamp to its arrival in
-    /// the store, since the last status line and over the whole session.
-    lag: (u64, u64),
-    /// The first store error; it stops the capture at the next tick.
-    error: Option<anyhow::Error>,
-    /// Whether to draw a status line (stderr is a terminal).
-    status: bool,
-    triggers: Triggers,
-    /// Manual triggers asked through the live socket, with their notes.
-    manual_notes: std::sync::mpsc::Receiver<String>,
-    /// The `calls` source, once a PT capture has been decoded.
-    calls: Option<pt_calls::CallLog>,
-    /// Decoded PT captures waiting to be stored.
-    decoded: std::sync::mpsc::Receiver<pt_calls::Decoded>,
-    call_totals: CallTotals,
-    /// Where a terminal UI reads the counters, when one runs.
-    health: Option<Arc<Mutex<weft_tui::Health>>>,
-    start: Instant,
-    duration: Option<Duration>,
-    dir: std::path::PathBuf,
-}
-
-impl Consumer for Recorder {
-    fn syscall(&mut self, now: u64, record: &[u8]) {
-        if self.error.is_some() {
-            return;
-        }
-        // Arrival is when weft drained it; the kernel's exit time is the
-        // producer's timestamp.
-        let checked = match self.syscalls.append(&mut self.store, now, record) {
-            Ok(Some(stored)) => self.triggers.check(
-                &mut self.store,
-                stored.source,
-                now,
-                Some(stored.exit_ns),
-                stored.payload,
-            ),
-            Ok(None) => Ok(()),
-            Err(error) => Err(error.into()),
-        };
-        if let Err(error) = checked {
-            self.error = Some(error);
-        }
-    }
-
-    fn record(&mut self, source: &'static SourceHooks, now: u64, record: &[u8]) {
-        if self.error.is_some() {
-            return;
-        }
-        let Some(&(source, layout)) = self.spec_sources.get(&source.source) else {
-            return;
-        };
-        let ts = layout.time(record);
-        if let Some(ts) = ts {
-            let lag = now.saturating_sub(ts);
-            self.lag = (self.lag.0.max(lag), self.lag.1.max(lag));
-        }
-        let appended = self
-            .store_record(source, now, ts, &record[STORED_FROM..])
-            .and_then(|()| match layout.thread(record) {
-                Some((pid, tid)) => {
-                    Ok(self
-                        .syscalls
-                        .tasks()
-                        .observe(&mut self.store, now, pid, tid, false)?)
-                }
-                None => Ok(()),
-            });
-        if let Err(error) = appended {
-            self.error = Some(error);
-        }
-    }
-
-    fn app(&mut self, message: Message) {
-        if self.error.is_some() {
-            return;
-        }
-        let done = match message {
-            Message::Define { name, fields } => self.define_app_source(&name, &fields),
-            Message::Record { name, ts, values } => {
-                let Some(source) = self.app_sources.get(&name) else {
-                    return;
-                };
-                let payload: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-                self.store_record(*source, weft_store::now_ns(), Some(ts), &payload)
-            }
-        };
-        if let Err(error) = done {
-            self.error = Some(error);
-        }
-    }
-
-    fn manual_trigger(&mut self) {
-        if let Err(error) = self.triggers.manual(&mut self.store, None) {
-            self.error.get_or_insert(error);
-        }
-    }
-
-    fn tick(&mut self, accounting: &Accounting) -> Result<bool> {
-        if let Some(error) = self.error.take() {
-            return Err(error);
-        }
-        while let Ok(note) = self.manual_notes.try_recv() {
-            self.triggers.manual(&mut self.store, Some(note))?;
-        }
-        self.triggers.tick(&mut self.store)?;
-        while let Ok(decoded) = self.decoded.try_recv() {
-            self.store_calls(&decoded)?;
-        }
-        self.store.publish();
-        if self.status {
-            self.draw_status(accounting);
-        }
-        if let Some(health) = &self.health {
-            let now = self.health_of(accounting);
-            *health.lock().unwrap_or_else(PoisonError::into_inner) = now;
-        }
-        self.lag.0 = 0;
-        Ok(true)
-    }
-}
-
-/// The PT captures whose calls a session stored.
-#[derive(Debug, Default)]
-struct CallTotals {
-    captures: u64,
-    stored: u64,
-    late: u64,
-    decoding_errors: u64,
-}
-
-impl CallTotals {
-    fn to_json(&self) -> Value {
-        // Late calls are the source's losses.
-        json!({
-            "captures": self.captures,
-            "received": self.stored,
-            "lost": self.late,
-            "decoding_errors": self.decoding_errors,
-        })
-    }
-
-    fn line(&self) -> String {
-        format!(
-            "calls: {} from {} PT capture(s), {} too late to store, {} decoding error(s)",
-            self.stored, self.captures, self.late, self.decoding_errors
-        )
-    }
-}
-
-impl Recorder {
-    /// Stores the calls of a decoded PT capture.
-    fn store_calls(&mut self, decoded: &pt_calls::Decoded) -> Result<()> {
-        let log = match &mut self.calls {
-            Some(log) => log,
-            None => self
-                .calls
-                .insert(pt_calls::CallLog::define(&mut self.store)?),
-        };
-        let done = log.append(&mut self.store, weft_store::now_ns(), &decoded.calls)?;
-        if let Some(waiting) = &decoded.done {
-            let _ = waiting.send(done);
-        }
-        let totals = &mut self.call_totals;
-        totals.captures += 1;
-        totals.stored += done.stored;
-        totals.late += done.late;
-        totals.decoding_errors += decoded.errors as u64;
-        eprintln!(
-            "weft: {} calls of {} stored ({} too late, {} decoding error(s))",
-            done.stored,
-            decoded.dir.display(),
-            done.late,
-            decoded.errors
-        );
-        Ok(())
-    }
-
-    /// Appends a record that arrived `now` and tests it against the
-    /// triggers.
-    fn store_record(
-        &mut self,
-        source: SourceId,
-        now: u64,
-        time: Option<u64>,
-        payload: &[u8],
-    ) -> Result<()> {
-        self.store.append_at(source, now, time, payload)?;
-        self.triggers
-            .check(&mut self.store, source, now, time, payload)
-    }
-
-    /// Defines an application's source (each field an i64) and notes its
-    /// field kinds in `weft.json` for queries.
-    fn define_app_source(&mut self, name: &str, fields: &[(String, ValueKind)]) -> Result<()> {
-        let store_fields = fields
-            .iter()
-            .zip(0u32..)
-            .map(|((field, _), i)| Field::new(field, i * 8, weft_store::FieldKind::I64))
-            .collect();
-        let source = self.store.define_source(name, store_fields)?;
-        self.app_sources.insert(Arc::from(name), source);
-        let kinds: Map<String, Value> = fields
-            .iter()
-            .map(|(field, kind)| (field.clone(), json!(kind.name())))
-            .collect();
-        self.metadata[capture::APP_SOURCES][name] = Value::Object(kinds);
-        capture::write_metadata(&self.dir, &self.metadata)?;
-        self.triggers.bind_waiting(&self.store, &self.metadata)
-    }
-
-    /// The counters a terminal UI shows.
-    fn health_of(&self, accounting: &Accounting) -> weft_tui::Health {
-        use weft_tui::SourceHealth;
-        let mut sources = Vec::new();
-        if let Some(l) = &accounting.syscalls {
-            sources.push(SourceHealth {
-                name: registry::SYSCALLS.into(),
-                received: l.delivery.received,
-                lost: l.lost(),
-            });
-        }
-        for (spec, l) in &accounting.sources {
-            sources.push(SourceHealth {
-                name: spec.name.into(),
-                received: l.delivery.received,
-                lost: l.lost(),
-            });
-        }
-        if let Some(app) = accounting.app {
-            sources.push(SourceHealth {
-                name: APP.into(),
-                received: app.received,
-                lost: 0,
-            });
-        }
-        if self.call_totals.captures > 0 {
-            sources.push(SourceHealth {
-                name: registry::CALLS.into(),
-                received: self.call_totals.stored,
-                lost: self.call_totals.late,
-            });
-        }
-        weft_tui::Health {
-            sources,
-            drain_lag_ns: self.lag.0,
-            disk_bytes: capture::size_on_disk(&self.dir),
-            ended: false,
-        }
-    }
-
-    fn draw_status(&self, accounting: &Accounting) {
-        let elapsed = self.start.elapsed().as_secs_f64();
-        let received = accounting.received();
-        let bytes = capture::size_on_disk(&self.dir);
-        let left = self.duration.map_or_else(String::new, |d| {
-            format!(", {:.0}s left", (d.as_secs_f64() - elapsed).max(0.0))
-        });
-        let lag = if self.lag.0 > 0 {
-            format!(", drain lag {:.1}ms", self.lag.0 as f64 / 1e6)
-        } else {
-            String::new()
-        };
-        let mut stderr = std::io::stderr().lock();
-        let _ = write!(
-            stderr,
-            "\r\x1b[Kweft record: {received} events ({:.1}k/s), lost {}{lag}, {:.1} MiB on disk, {elapsed:.0}s{left}",
-            received as f64 / elapsed.max(1e-9) / 1e3,
-            accounting.lost(),
-            bytes as f64 / f64::from(1 << 20),
-        );
-        let _ = stderr.flush();
-    }
 }

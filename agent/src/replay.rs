@@ -22,13 +22,16 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
-use weft_query::{Kind, catalog::Read};
+use weft_query::{
+    Kind,
+    catalog::Read,
+    health::{Health, SourceHealth},
+};
 use weft_recording::{
     capture, pt_calls,
     registry::{SYMBOLS, TASKS, TRIGGERS},
 };
 use weft_store::{Config, FieldKind, Reader, Snapshot, SourceId, Store, now_ns};
-use weft_tui::{Health, SourceHealth};
 
 /// Recorded time read and sorted at a time; memory is one slice's records.
 const SLICE_NS: u64 = 100_000_000;

@@ -20,17 +20,16 @@ use std::{
 
 use anyhow::{Context as _, Result, anyhow};
 use weft_kernel::ebpf;
-use weft_query::Answer;
-use weft_recording::capture;
-use weft_store::{Config, Reader, Snapshot};
-use weft_tui::{Feed, FrameTimes, Health, SourceHealth};
-
-use crate::{
-    cli::TuiArgs,
-    info, query,
-    record::{self, UiLink},
-    replay,
+use weft_query::{
+    Answer,
+    health::{Health, SourceHealth},
 };
+use weft_recording::capture;
+use weft_recording::record::UiLink;
+use weft_store::{Config, Reader, Snapshot};
+use weft_tui::{Feed, FrameTimes};
+
+use crate::{cli::TuiArgs, info, record, replay};
 
 pub fn run(args: &TuiArgs) -> Result<ExitCode> {
     match &args.dir {
@@ -143,8 +142,11 @@ fn recorder(args: &TuiArgs, dir: &Path, ready: Ready, health: &Arc<Mutex<Health>
     Producer {
         name: "weft-record",
         run: Box::new(move || {
-            let plan = record::Plan::new(&sources, &filter, &capture, dir)?;
-            record::record(&plan.limited(Some(disk), Some(retain)), Some(ui))
+            let plan = record::plain(&sources, &filter, &capture, dir)?;
+            let report =
+                weft_recording::record::record(&plan.limited(Some(disk), Some(retain)), Some(ui))?;
+            eprint!("{report}");
+            Ok(ExitCode::SUCCESS)
         }),
         stop: Box::new(move || stop.notify_one()),
     }
@@ -311,7 +313,7 @@ impl Feed for Recording {
 }
 
 fn ask(snapshot: &Snapshot, dir: &Path, text: &str, now: Option<u64>) -> Result<Answer, String> {
-    query::ask(snapshot, dir, text, now, false)
+    weft_recording::answer::ask(snapshot, dir, text, now, false)
         .map(|(answer, _)| answer)
         .map_err(|error| format!("{error:#}"))
 }

@@ -7,6 +7,8 @@
 //!
 //! # Overview
 //!
+//! - [`record`]: a recording from its [`record::Plan`]: probes, store,
+//!   sockets, the session, and the report of what was kept and lost.
 //! - [`session`]: the capture loop `stat` and `record` share: drain every
 //!   probe's rings on a timer, tick, stop, detach, account for every record.
 //! - [`capture`]: a capture directory as weft writes it, and the catalog
@@ -17,11 +19,19 @@
 //! - [`trigger`]: conditions tested on every record stored; a match keeps
 //!   the window around it (and may take Intel PT, through the binary).
 //! - [`app`]: records applications push through a Unix socket;
-//!   [`socket`]: weft's Unix sockets in `/run/weft`.
+//!   [`live`]: queries, manual triggers and PT imports asked of the running
+//!   recorder through its socket; [`metrics`]: its counters and latency
+//!   quantiles for Prometheus; [`socket`]: weft's Unix sockets in
+//!   `/run/weft`.
+//! - [`answer`]: a query answered on a capture directory and printed.
 
+pub mod answer;
 pub mod app;
 pub mod capture;
+pub mod live;
+pub mod metrics;
 pub mod pt_calls;
+pub mod record;
 pub mod registry;
 pub mod session;
 pub mod socket;

@@ -25,7 +25,7 @@ use std::{
 use anyhow::{Context as _, Result};
 use weft_store::Reader;
 
-use crate::{cli::OutputFormat, query};
+use crate::answer::{self, Format};
 
 /// The quantiles each syscall's latency is given at.
 const QUANTILES: [&str; 5] = ["0.5", "0.9", "0.99", "0.999", "0.9999"];
@@ -34,7 +34,7 @@ const QUANTILES: [&str; 5] = ["0.5", "0.9", "0.99", "0.999", "0.9999"];
 pub struct Metrics {
     pub reader: Reader,
     pub dir: PathBuf,
-    pub health: Arc<Mutex<weft_tui::Health>>,
+    pub health: Arc<Mutex<weft_query::health::Health>>,
     pub window: Duration,
 }
 
@@ -133,11 +133,11 @@ fn latencies(metrics: &Metrics, out: &mut String) -> Result<()> {
     );
     let snapshot = metrics.reader.snapshot();
     let now = weft_store::now_ns();
-    let lines = query::answer(
+    let lines = answer::answer(
         &snapshot,
         &metrics.dir,
         &text,
-        OutputFormat::Json,
+        Format::Json,
         Some(now),
         false,
     )?;

@@ -24,8 +24,9 @@ use crate::{
     registry::{TRIGGERS, is_weft_source},
 };
 
-/// What to keep around a match, and how often a trigger may fire.
-#[derive(Clone, Copy, Debug)]
+/// What to keep around a match, and how often a trigger may fire; by
+/// default nothing around it, and no limit.
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Policy {
     /// ns kept before the matching record's own time.
     pub before: u64,

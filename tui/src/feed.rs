@@ -1,7 +1,7 @@
 //! What the UI reads: a live capture and a recording both implement
 //! [`Feed`], so every view works on either.
 
-use weft_query::Answer;
+use weft_query::{Answer, health::Health};
 
 /// A capture the UI can ask.
 pub trait Feed: Send + Sync {
@@ -33,27 +33,4 @@ pub trait Feed: Send + Sync {
         let _ = pid;
         Err("PT captures need a live capture".into())
     }
-}
-
-/// The capture's counters.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Health {
-    /// Per source: records received and lost so far.
-    pub sources: Vec<SourceHealth>,
-    /// Longest time from a kernel record's timestamp to its arrival in the
-    /// store, over the last second.
-    pub drain_lag_ns: u64,
-    /// Bytes the capture takes on disk.
-    pub disk_bytes: u64,
-    /// The capture has stopped (a live recorder was signalled or failed):
-    /// the UI quits.
-    pub ended: bool,
-}
-
-/// One source's counters.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct SourceHealth {
-    pub name: String,
-    pub received: u64,
-    pub lost: u64,
 }

@@ -30,10 +30,7 @@ use ratatui::crossterm::{
     execute,
 };
 
-pub use crate::{
-    feed::{Feed, Health, SourceHealth},
-    state::State,
-};
+pub use crate::{feed::Feed, state::State};
 use crate::{state::Effect, worker::Worker};
 
 /// How often a live UI asks for new numbers.

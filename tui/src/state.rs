@@ -4,10 +4,10 @@
 use std::collections::{HashMap, VecDeque};
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
-use weft_query::{Answer, Cell};
+use weft_query::{Answer, Cell, health::Health};
 
 use crate::{
-    feed::{Feed, Health},
+    feed::Feed,
     input::{Input, InputKind},
     timeline::{self, Timeline},
 };

@@ -6,10 +6,13 @@ use ratatui::{
     backend::TestBackend,
     crossterm::event::{KeyCode, KeyEvent, KeyModifiers},
 };
-use weft_query::{Answer, Cell, Header, Kind};
+use weft_query::{
+    Answer, Cell, Header, Kind,
+    health::{Health, SourceHealth},
+};
 
 use crate::{
-    Feed, Health, SourceHealth, State, draw,
+    Feed, State, draw,
     state::{Effect, Job, View},
 };
 

@@ -31,9 +31,15 @@ pub mod client;
 
 use client::SOCKET;
 
-use weft_recording::{pt_calls, socket};
+use crate::{
+    answer::{Format, answer},
+    pt_calls, socket,
+};
 
-use crate::{cli::OutputFormat, pt_demand, query};
+/// Decodes the Intel PT capture in a directory into its calls. The binary
+/// supplies it: decoding is Intel PT's crates, which recording does not
+/// depend on.
+pub type DecodePt = fn(&Path) -> Result<pt_calls::Decoded>;
 
 /// Serves live queries on the capture in `dir` from a background thread,
 /// or says why not (another recorder serves them already) and returns
@@ -43,6 +49,7 @@ pub fn serve(
     dir: PathBuf,
     triggers: SyncSender<String>,
     calls: Sender<pt_calls::Decoded>,
+    decode: Option<DecodePt>,
 ) -> Result<Option<socket::Bound>> {
     let Some((listener, bound)) = socket::bind(Path::new(SOCKET), None)? else {
         eprintln!("weft: another weft serves live queries at {SOCKET}; this one will not");
@@ -53,7 +60,7 @@ pub fn serve(
         .spawn(move || {
             for stream in listener.incoming().flatten() {
                 // One bad client must not stop the others.
-                let _ = handle(&stream, &reader, &dir, (&triggers, &calls));
+                let _ = handle(&stream, &reader, &dir, (&triggers, &calls), decode);
             }
         })
         .context("failed to start the live query thread")?;
@@ -65,6 +72,7 @@ fn handle(
     reader: &Reader,
     dir: &Path,
     (triggers, calls): (&SyncSender<String>, &Sender<pt_calls::Decoded>),
+    decode: Option<DecodePt>,
 ) -> Result<()> {
     let mut line = String::new();
     BufReader::new(stream).read_line(&mut line)?;
@@ -73,7 +81,7 @@ fn handle(
         return answer_trigger(stream, &request, dir, triggers);
     }
     if let Some(capture) = request["pt_capture"].as_str() {
-        let reply = store_capture(Path::new(capture), calls);
+        let reply = store_capture(Path::new(capture), calls, decode);
         let reply = reply.unwrap_or_else(|error| json!({ "error": format!("{error:#}") }));
         writeln!(&mut &*stream, "{reply}")?;
         return Ok(());
@@ -81,13 +89,13 @@ fn handle(
     let text = request["query"].as_str().unwrap_or_default();
     let format = request["format"]
         .as_str()
-        .and_then(OutputFormat::from_name)
-        .unwrap_or(OutputFormat::Table);
+        .and_then(Format::from_name)
+        .unwrap_or(Format::Table);
     let full_scan = request["full_scan"].as_bool().unwrap_or(false);
     let snapshot = reader.snapshot();
     let now = weft_store::now_ns();
     let mut out = stream;
-    match query::answer(&snapshot, dir, text, format, Some(now), full_scan) {
+    match answer(&snapshot, dir, text, format, Some(now), full_scan) {
         Ok(answer) => {
             writeln!(out, "{}", json!({ "ok": true }))?;
             out.write_all(answer.as_bytes())?;
@@ -119,11 +127,16 @@ fn answer_trigger(
 }
 
 /// Decodes a PT capture and has the recorder store its calls.
-fn store_capture(capture: &Path, calls: &Sender<pt_calls::Decoded>) -> Result<Value> {
+fn store_capture(
+    capture: &Path,
+    calls: &Sender<pt_calls::Decoded>,
+    decode: Option<DecodePt>,
+) -> Result<Value> {
+    let decode = decode.context("this weft decodes no Intel PT captures")?;
     let (done, stored) = std::sync::mpsc::channel();
     let decoded = pt_calls::Decoded {
         done: Some(done),
-        ..pt_demand::decode(capture)?
+        ..decode(capture)?
     };
     let errors = decoded.errors;
     calls

@@ -1,0 +1,30 @@
+//! A capture's counters as its readers see them: what each source
+//! received and lost, how far the drain lags, what the capture takes on
+//! disk. The recorder fills them every second; the terminal UI and the
+//! metrics endpoint show them beside the answers to queries.
+
+/// The capture's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Health {
+    /// Per source: records received and lost so far.
+    pub sources: Vec<SourceHealth>,
+    /// Longest time from a kernel record's timestamp to its arrival in the
+    /// store, over the last second.
+    pub drain_lag_ns: u64,
+    /// Bytes the capture takes on disk.
+    pub disk_bytes: u64,
+    /// The capture has stopped (a live recorder was signalled or failed):
+    /// its readers stop asking.
+    pub ended: bool,
+}
+
+/// One source's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SourceHealth {
+    /// The source's name, as queries name it.
+    pub name: String,
+    /// Records that reached the store.
+    pub received: u64,
+    /// Records lost on the way, for any reason.
+    pub lost: u64,
+}
