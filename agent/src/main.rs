@@ -12,7 +12,6 @@ mod pt_demand;
 mod pt_record;
 mod query;
 mod record;
-mod replay;
 mod resolve;
 mod sources;
 mod stat;

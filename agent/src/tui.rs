@@ -25,11 +25,11 @@ use weft_query::{
     health::{Health, SourceHealth},
 };
 use weft_recording::capture;
-use weft_recording::record::UiLink;
+use weft_recording::{record::UiLink, replay};
 use weft_store::{Config, Reader, Snapshot};
 use weft_tui::{Feed, FrameTimes};
 
-use crate::{cli::TuiArgs, info, record, replay};
+use crate::{cli::TuiArgs, info, record};
 
 pub fn run(args: &TuiArgs) -> Result<ExitCode> {
     match &args.dir {
@@ -180,7 +180,10 @@ fn replayer(
     let dir = dir.to_owned();
     Producer {
         name: "weft-replay",
-        run: Box::new(move || replay::run(&options, &dir, &config, &link)),
+        run: Box::new(move || {
+            replay::run(&options, &dir, &config, &link)?;
+            Ok(ExitCode::SUCCESS)
+        }),
         stop: Box::new(move || stop.store(true, Ordering::Relaxed)),
     }
 }

@@ -9,8 +9,12 @@
 //!
 //! - [`record`]: a recording from its [`record::Plan`]: probes, store,
 //!   sockets, the session, and the report of what was kept and lost.
+//! - [`replay`]: a recording played into a new capture as if its records
+//!   were arriving now, for the terminal UI.
 //! - [`session`]: the capture loop `stat` and `record` share: drain every
 //!   probe's rings on a timer, tick, stop, detach, account for every record.
+//! - [`stat`]: per-syscall counts, rates and latency percentiles per
+//!   interval, as `weft stat` prints them.
 //! - [`capture`]: a capture directory as weft writes it, and the catalog
 //!   queries bind to; [`sources`]: each event source's store schema and
 //!   what its columns mean; [`registry`]: the names of weft's own sources;
@@ -33,8 +37,10 @@ pub mod metrics;
 pub mod pt_calls;
 pub mod record;
 pub mod registry;
+pub mod replay;
 pub mod session;
 pub mod socket;
 pub mod sources;
+pub mod stat;
 pub mod tasks;
 pub mod trigger;

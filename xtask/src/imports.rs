@@ -283,7 +283,7 @@ mod tests {
             if krate == "agent" {
                 // The parser sees real imports, or this test proves nothing.
                 assert!(graph["record"].contains("pt_demand"), "{graph:?}");
-                assert!(graph["tui"].contains("replay"), "{graph:?}");
+                assert!(graph["tui"].contains("record"), "{graph:?}");
             }
             assert!(
                 graph.len() > 1 || krate == "client",

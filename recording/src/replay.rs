@@ -11,7 +11,6 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::ExitCode,
     sync::{
         Arc, Mutex, PoisonError,
         atomic::{AtomicBool, Ordering},
@@ -27,11 +26,12 @@ use weft_query::{
     catalog::Read,
     health::{Health, SourceHealth},
 };
-use weft_recording::{
+use weft_store::{Config, FieldKind, Reader, Snapshot, SourceId, Store, now_ns};
+
+use crate::{
     capture, pt_calls,
     registry::{SYMBOLS, TASKS, TRIGGERS},
 };
-use weft_store::{Config, FieldKind, Reader, Snapshot, SourceId, Store, now_ns};
 
 /// Recorded time read and sorted at a time; memory is one slice's records.
 const SLICE_NS: u64 = 100_000_000;
@@ -63,7 +63,7 @@ pub struct Link {
 
 /// Replays `options.from` into a new capture at `dir` until it ends (or,
 /// repeating, until `link.stop`).
-pub fn run(options: &Options, dir: &Path, config: &Config, link: &Link) -> Result<ExitCode> {
+pub fn run(options: &Options, dir: &Path, config: &Config, link: &Link) -> Result<()> {
     if !(options.speed.is_finite() && options.speed > 0.0) {
         bail!("--speed {}: must be a positive number", options.speed);
     }
@@ -135,7 +135,7 @@ pub fn run(options: &Options, dir: &Path, config: &Config, link: &Link) -> Resul
         player.max_lag.max(player.lag) as f64 / 1e6,
         dir.display()
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// The recording's `weft.json` as the replay's: its sources' kinds kept,

@@ -1,0 +1,419 @@
+//! `weft stat`: per-syscall counts, rates and latency percentiles, with every
+//! lost event shown, printed per interval and in total.
+
+use std::{
+    collections::BTreeMap,
+    fmt::Write as _,
+    io::{self, Write},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result};
+use hdrhistogram::Histogram;
+use serde_json::{Value, json};
+use weft_kernel::{
+    ebpf,
+    syscall::{Losses, Options, SyscallProbe},
+};
+use weft_probes::syscall::SyscallEvent;
+
+use crate::session::{self, Accounting, Consumer, Probes, Session};
+
+/// `weft stat` resolved from its arguments.
+#[derive(Debug)]
+pub struct Plan {
+    pub options: Options,
+    pub duration: Option<Duration>,
+    /// Print a table (or JSON object) this often, besides the total.
+    pub interval: Option<Duration>,
+    pub drain_interval: Duration,
+    /// JSON objects instead of tables.
+    pub json: bool,
+}
+
+/// Latency of one syscall: a histogram for percentiles plus the exact
+/// extremes (the histogram rounds them to 3 significant digits).
+#[derive(Clone)]
+struct Latency {
+    histogram: Histogram<u64>,
+    min: u64,
+    max: u64,
+}
+
+impl Latency {
+    fn new() -> Self {
+        Self {
+            histogram: Histogram::new(3).expect("3 significant figures is valid"),
+            min: u64::MAX,
+            max: 0,
+        }
+    }
+
+    fn record(&mut self, ns: u64) {
+        // The histogram grows to fit; only values beyond its absolute limit
+        // (about 292 years) are clamped.
+        if self.histogram.record(ns).is_err() {
+            self.histogram.saturating_record(ns);
+        }
+        self.min = self.min.min(ns);
+        self.max = self.max.max(ns);
+    }
+
+    fn add(&mut self, other: &Latency) {
+        self.histogram
+            .add(&other.histogram)
+            .expect("auto-resizing histograms always add");
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+    }
+}
+
+/// Latency per syscall number.
+#[derive(Default)]
+pub struct Stats {
+    by_nr: BTreeMap<u32, Latency>,
+}
+
+impl Stats {
+    pub fn record(&mut self, event: &SyscallEvent) {
+        self.by_nr
+            .entry(event.nr)
+            .or_insert_with(Latency::new)
+            .record(event.duration_ns);
+    }
+
+    /// Adds `other` into `self`.
+    pub fn merge(&mut self, other: &Stats) {
+        for (nr, latency) in &other.by_nr {
+            match self.by_nr.get_mut(nr) {
+                Some(mine) => mine.add(latency),
+                None => {
+                    self.by_nr.insert(*nr, latency.clone());
+                }
+            }
+        }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.by_nr.values().map(|l| l.histogram.len()).sum()
+    }
+
+    /// One row per syscall, most frequent first.
+    pub fn rows(&self, elapsed: Duration) -> Vec<Row> {
+        let mut rows: Vec<Row> = self
+            .by_nr
+            .iter()
+            .map(|(nr, latency)| {
+                let h = &latency.histogram;
+                // Histogram buckets round up; never report past the exact max.
+                let at = |q: f64| h.value_at_quantile(q).clamp(latency.min, latency.max);
+                Row {
+                    nr: *nr,
+                    name: syscall_name(*nr),
+                    count: h.len(),
+                    rate: h.len() as f64 / elapsed.as_secs_f64().max(1e-9),
+                    min: latency.min,
+                    p50: at(0.50),
+                    p90: at(0.90),
+                    p99: at(0.99),
+                    p999: at(0.999),
+                    max: latency.max,
+                }
+            })
+            .collect();
+        rows.sort_by(|a, b| b.count.cmp(&a.count).then(a.nr.cmp(&b.nr)));
+        rows
+    }
+}
+
+/// One syscall's line in the table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub nr: u32,
+    pub name: String,
+    pub count: u64,
+    pub rate: f64,
+    /// Exact minimum, in ns.
+    pub min: u64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    /// Exact maximum, in ns.
+    pub max: u64,
+}
+
+fn syscall_name(nr: u32) -> String {
+    weft_probes::syscall_names::name(nr).map_or_else(|| format!("syscall_{nr}"), str::to_owned)
+}
+
+/// Formats nanoseconds with a unit that keeps three significant digits.
+pub fn human_ns(ns: u64) -> String {
+    let ns = ns as f64;
+    match ns {
+        n if n < 1e3 => format!("{n:.0}ns"),
+        n if n < 1e6 => format!("{:.3}us", n / 1e3),
+        n if n < 1e9 => format!("{:.3}ms", n / 1e6),
+        n => format!("{:.3}s", n / 1e9),
+    }
+}
+
+fn human_rate(rate: f64) -> String {
+    match rate {
+        r if r < 1e3 => format!("{r:.1}"),
+        r if r < 1e6 => format!("{:.1}k", r / 1e3),
+        r => format!("{:.2}M", r / 1e6),
+    }
+}
+
+/// The table for one interval or the whole run.
+pub fn render_table(title: &str, rows: &[Row], losses: &Losses) -> String {
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = write_table(&mut out, title, rows, losses);
+    out
+}
+
+fn write_table(out: &mut String, title: &str, rows: &[Row], losses: &Losses) -> std::fmt::Result {
+    writeln!(out, "{title}")?;
+    writeln!(
+        out,
+        "{:<20} {:>10} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "SYSCALL", "COUNT", "RATE/s", "P50", "P90", "P99", "P99.9", "MAX"
+    )?;
+    for row in rows {
+        writeln!(
+            out,
+            "{:<20} {:>10} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            row.name,
+            row.count,
+            human_rate(row.rate),
+            human_ns(row.p50),
+            human_ns(row.p90),
+            human_ns(row.p99),
+            human_ns(row.p999),
+            human_ns(row.max),
+        )?;
+    }
+    writeln!(
+        out,
+        "lost {} (ring full {}, enter table full {}); received {} of {} seen; unpaired exits {}",
+        losses.lost(),
+        losses.delivery.ring_full,
+        losses.enter_table_full,
+        losses.delivery.received,
+        losses.delivery.seen,
+        losses.unpaired_exits,
+    )?;
+    if losses.delivery.ring_full > 0 {
+        let cpus: Vec<String> = losses
+            .delivery
+            .ring_full_per_cpu
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(cpu, n)| format!("cpu{cpu} {n}"))
+            .collect();
+        writeln!(out, "ring full by CPU: {}", cpus.join(", "))?;
+    }
+    Ok(())
+}
+
+/// The JSON object for one interval or the whole run.
+pub fn render_json(kind: &str, elapsed: Duration, rows: &[Row], losses: &Losses) -> Value {
+    let syscalls: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            json!({
+                "name": r.name, "nr": r.nr, "count": r.count, "rate": r.rate, "min_ns": r.min,
+                "p50_ns": r.p50, "p90_ns": r.p90, "p99_ns": r.p99, "p999_ns": r.p999, "max_ns": r.max,
+            })
+        })
+        .collect();
+    let mut object = losses.to_json();
+    object["kind"] = json!(kind);
+    object["elapsed_s"] = json!(elapsed.as_secs_f64());
+    object["syscalls"] = json!(syscalls);
+    object
+}
+
+/// Runs `weft stat` until the duration ends, Ctrl-C or SIGTERM, printing
+/// to `out`.
+pub fn run(plan: &Plan, out: &mut dyn Write) -> Result<()> {
+    ebpf::check_privileges()?;
+    let probe = SyscallProbe::load(&plan.options)?;
+    let session = Session {
+        drain_interval: plan.drain_interval,
+        tick: plan.interval,
+        duration: plan.duration,
+        ready: format!(
+            "weft: tracing syscalls on {}; Ctrl-C to stop",
+            probe.describe()
+        ),
+        stop: None,
+    };
+    let mut table = Table {
+        plan,
+        out,
+        total: Stats::default(),
+        current: Stats::default(),
+        since: Instant::now(),
+    };
+    let mut probes = Probes::new(Some(probe), None, None);
+    let outcome = session::run(&session, &mut probes, &mut table)?;
+    let Table {
+        mut total,
+        current,
+        out: table_out,
+        ..
+    } = table;
+    total.merge(&current);
+    let losses = outcome.accounting.syscalls.unwrap_or_default();
+    emit(plan, table_out, "total", outcome.elapsed, &total, &losses)?;
+    Ok(())
+}
+
+/// `stat`'s consumer: histograms per interval, printed each tick.
+struct Table<'a> {
+    plan: &'a Plan,
+    out: &'a mut dyn Write,
+    total: Stats,
+    current: Stats,
+    since: Instant,
+}
+
+impl Consumer for Table<'_> {
+    fn syscall(&mut self, _now: u64, record: &[u8]) {
+        if let Some(event) = SyscallEvent::read(record) {
+            self.current.record(&event);
+        }
+    }
+
+    fn tick(&mut self, accounting: &Accounting) -> Result<bool> {
+        let losses = accounting.syscalls.clone().unwrap_or_default();
+        if !emit(
+            self.plan,
+            self.out,
+            "interval",
+            self.since.elapsed(),
+            &self.current,
+            &losses,
+        )? {
+            return Ok(false);
+        }
+        self.total.merge(&std::mem::take(&mut self.current));
+        self.since = Instant::now();
+        Ok(true)
+    }
+}
+
+/// Prints one table or JSON object; returns false when `out` is closed.
+fn emit(
+    plan: &Plan,
+    out: &mut dyn Write,
+    kind: &str,
+    elapsed: Duration,
+    stats: &Stats,
+    losses: &Losses,
+) -> Result<bool> {
+    let rows = stats.rows(elapsed);
+    let text = if plan.json {
+        format!("{}\n", render_json(kind, elapsed, &rows, losses))
+    } else {
+        let title = format!(
+            "== {kind}: {:.3}s, {} syscalls",
+            elapsed.as_secs_f64(),
+            stats.count()
+        );
+        format!("{}\n", render_table(&title, &rows, losses))
+    };
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(e).context("failed to write the table"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_kernel::delivery::Delivery;
+
+    fn event(nr: u32, duration_ns: u64) -> SyscallEvent {
+        SyscallEvent {
+            nr,
+            duration_ns,
+            ..SyscallEvent::default()
+        }
+    }
+
+    #[test]
+    fn stats_rows_percentiles_and_order() {
+        let mut stats = Stats::default();
+        for d in 1..=1000 {
+            stats.record(&event(110, d * 1000));
+        }
+        stats.record(&event(0, 5));
+        let rows = stats.rows(Duration::from_secs(1));
+        assert_eq!(rows.len(), 2);
+        assert_eq!((rows[0].name.as_str(), rows[0].count), ("getppid", 1000));
+        assert_eq!((rows[1].name.as_str(), rows[1].count), ("read", 1));
+        // hdrhistogram with 3 significant figures: within 0.1%.
+        assert!(
+            (rows[0].p50 as f64 - 500_000.0).abs() <= 500.0,
+            "p50 {}",
+            rows[0].p50
+        );
+        assert!(
+            (rows[0].p99 as f64 - 990_000.0).abs() <= 990.0,
+            "p99 {}",
+            rows[0].p99
+        );
+        assert_eq!((rows[0].min, rows[0].max), (1000, 1_000_000));
+    }
+
+    #[test]
+    fn stats_merge_adds_counts() {
+        let (mut a, mut b) = (Stats::default(), Stats::default());
+        a.record(&event(1, 10));
+        b.record(&event(1, 20));
+        b.record(&event(2, 20));
+        a.merge(&b);
+        assert_eq!(a.count(), 3);
+        assert_eq!(a.rows(Duration::from_secs(1))[0].count, 2);
+    }
+
+    #[test]
+    fn syscall_name_unknown_number() {
+        assert_eq!(syscall_name(0), "read");
+        assert_eq!(syscall_name(511), "syscall_511");
+    }
+
+    #[test]
+    fn human_ns_units() {
+        assert_eq!(human_ns(999), "999ns");
+        assert_eq!(human_ns(1_500), "1.500us");
+        assert_eq!(human_ns(2_000_000), "2.000ms");
+        assert_eq!(human_ns(3_000_000_000), "3.000s");
+    }
+
+    #[test]
+    fn render_table_shows_losses_per_cpu() {
+        let losses = Losses {
+            delivery: Delivery {
+                seen: 10,
+                received: 7,
+                ring_full: 3,
+                ring_full_per_cpu: vec![0, 3],
+            },
+            enter_table_full: 0,
+            unpaired_exits: 1,
+        };
+        let text = render_table("t", &[], &losses);
+        assert!(
+            text.contains("lost 3 (ring full 3, enter table full 0); received 7 of 10 seen"),
+            "{text}"
+        );
+        assert!(text.contains("ring full by CPU: cpu1 3"), "{text}");
+    }
+}
