@@ -28,12 +28,15 @@
 //!   quantiles for Prometheus; [`socket`]: weft's Unix sockets in
 //!   `/run/weft`.
 //! - [`answer`]: a query answered on a capture directory and printed.
+//! - [`oneliner`]: a bpftrace-style one-liner run on the kernel's events,
+//!   its maps printed, its matched events optionally kept in a capture.
 
 pub mod answer;
 pub mod app;
 pub mod capture;
 pub mod live;
 pub mod metrics;
+pub mod oneliner;
 pub mod pt_calls;
 pub mod record;
 pub mod registry;

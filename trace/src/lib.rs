@@ -7,7 +7,8 @@
 //! running kernel (through [`Kernel`]) into a [`Plan`] that says what the
 //! kernel must copy per probe, and [`Runtime`] runs the actions on decoded
 //! events and prints maps in bpftrace's layout. Nothing here touches eBPF:
-//! the agent loads the generic programs and feeds the events.
+//! `weft-kernel` loads the generic programs and `weft-recording`'s
+//! `oneliner` feeds the events.
 
 #![allow(
     clippy::cast_sign_loss,

@@ -1,15 +1,16 @@
-//! `weft trace`: bpftrace-style one-liners. The language lives in
-//! `weft-trace`; this module resolves a program against the running kernel,
-//! loads the generic programs (`probe`), and runs the event loop: drain the
-//! rings into the program's actions, fire intervals, stop on Ctrl-C,
-//! `exit()` or the end of the `-c` command, then print maps and losses.
+//! `weft trace`: bpftrace-style one-liners run. The language lives in
+//! `weft-trace` and the generic programs in `weft-kernel`; this module
+//! resolves a program against the running kernel, loads the programs, and
+//! runs the event loop: drain the rings into the program's actions, fire
+//! intervals, stop on Ctrl-C, `exit()` or the end of the `-c` command, then
+//! print maps and losses.
 
 mod store;
 
 use std::{
     ffi::CString,
     io::Write as _,
-    process::ExitCode,
+    path::PathBuf,
     sync::atomic::{AtomicBool, Ordering},
     time::Duration,
 };
@@ -23,15 +24,34 @@ use weft_kernel::trace::{
 use weft_trace::{Event, Flow, Format, Plan, Runtime, Target};
 
 use self::store::TraceStore;
-use crate::cli::{TraceArgs, TraceFormat};
+
+/// A one-liner and how to run it.
+pub struct Options {
+    /// The program's text.
+    pub text: String,
+    /// A command to run (split on blanks, as bpftrace's `-c`): its pid is
+    /// `cpid`, and the program stops when it exits.
+    pub command: Option<String>,
+    pub format: Format,
+    /// Print the plan (attach points, fields, what the kernel tests)
+    /// instead of running it.
+    pub explain: bool,
+    /// Bytes of each CPU's ring (a power of two).
+    pub ring_bytes: u32,
+    /// Keep every event whose predicate held in this capture directory.
+    pub store: Option<PathBuf>,
+    /// Where stacks' and uprobes' symbols come from.
+    pub symbols: weft_symbols::Finder,
+}
 
 /// How often the rings are drained.
 const DRAIN: Duration = Duration::from_millis(10);
 
-pub fn run(args: &TraceArgs) -> Result<ExitCode> {
-    let text = &program_text(args)?;
-    let ring_bytes =
-        u32::try_from(args.ring_size.next_power_of_two()).context("--ring-size is too large")?;
+/// Runs the one-liner until Ctrl-C, `exit()` or the end of its command,
+/// printing to stdout as bpftrace does.
+pub fn run(args: Options) -> Result<()> {
+    let text = &args.text;
+    let ring_bytes = args.ring_bytes;
     // Started before the program is read, to run while it is checked.
     let preload = (!args.explain && ebpf::check_privileges().is_ok())
         .then(|| Preload::start(ring_bytes))
@@ -43,7 +63,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     let plan = plan;
     if args.explain {
         print!("{}", explain(&plan));
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     let preload = if let Some(preload) = preload {
         preload
@@ -57,12 +77,8 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     // kernel and none of its events come before the probes are attached.
     let mut child = args.command.as_deref().map(HeldChild::spawn).transpose()?;
     let cpid = child.as_ref().map_or(0, HeldChild::id);
-    let mut probe = TraceProbe::load(&plan, tracefs, preload, cpid, args.symbols.finder())?;
-    let format = match args.format {
-        TraceFormat::Text => Format::Text,
-        TraceFormat::Json => Format::Json,
-        TraceFormat::Folded => Format::Folded,
-    };
+    let mut probe = TraceProbe::load(&plan, tracefs, preload, cpid, args.symbols)?;
+    let format = args.format;
     let probes = plan.attaches.len() - probe.left_out();
     match format {
         Format::Text | Format::Folded => eprintln!(
@@ -109,7 +125,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     if let Some(keep) = keep {
         keep.finish(&probe.delivery()?)?;
     }
-    result.map(|_| ExitCode::SUCCESS)
+    result.map(|_| ())
 }
 
 /// One kernel event: kept in the store when its predicate holds (checked
@@ -230,21 +246,6 @@ impl Drop for HeldChild {
             }
         }
     }
-}
-
-/// The program: `-e`'s text, or PROGRAM's, or when PROGRAM names a file
-/// (a script such as bpftrace's tools, `weft trace opensnoop.bt`) its
-/// contents, as `bpftrace FILE` reads it.
-fn program_text(args: &TraceArgs) -> Result<String> {
-    if let Some(text) = &args.expression {
-        return Ok(text.clone());
-    }
-    let program = args.program.as_deref().context("no program given")?;
-    let path = std::path::Path::new(program);
-    if !program.contains(['{', '\n']) && path.is_file() {
-        return std::fs::read_to_string(path).with_context(|| format!("failed to read {program}"));
-    }
-    Ok(program.to_owned())
 }
 
 /// The path of `program` as execvp would find it, checked before the fork.

@@ -10,9 +10,10 @@ use anyhow::{Context as _, Result};
 use serde_json::{Map, Value, json};
 use weft_ingest::tasks::TaskNames;
 use weft_kernel::delivery::Delivery;
-use weft_recording::capture;
 use weft_store::{Config, Field, FieldKind, SourceId, Store};
 use weft_trace::{Attach, Event, Plan, Target, check::MAX_RAW, kernel::FieldKind as Kind};
+
+use crate::capture;
 
 /// Values every stored event has, before the record's fields.
 const BUILTINS: [&str; 5] = ["time", "pid", "tid", "uid", "cpu"];
