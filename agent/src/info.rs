@@ -1,12 +1,14 @@
 //! `weft info DIR`: what a capture holds, where it is incomplete, and its
 //! size; `weft check DIR`: whether every byte of it is intact.
 
-use std::{fmt::Write as _, path::Path, process::ExitCode};
+use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
-use serde_json::{Value, json};
-use weft_recording::capture;
-use weft_store::{Snapshot, Source};
+use serde_json::json;
+use weft_recording::{
+    capture,
+    info::{render, summarise},
+};
 
 use crate::cli::InfoArgs;
 
@@ -67,132 +69,4 @@ pub fn check(args: &InfoArgs) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
-}
-
-/// Everything `info` reports, as JSON.
-fn summarise(dir: &Path) -> Result<Value> {
-    let metadata = capture::read_metadata(dir)?;
-    let (snapshot, recovery) = weft_store::open_read_only(dir)
-        .with_context(|| format!("failed to open {}", dir.display()))?;
-    let sources: Vec<Value> = records(&snapshot)?
-        .into_iter()
-        .map(|(source, records, expired)| {
-            json!({
-                "name": source.name,
-                "records": records,
-                "fields": source.fields.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
-                "chunks_expired": expired,
-            })
-        })
-        .collect();
-    let range = snapshot.time_range()?;
-    let bytes = capture::size_on_disk(dir);
-    Ok(json!({
-        "dir": dir.display().to_string(),
-        "first_ns": range.as_ref().map(|r| *r.start()),
-        "last_ns": range.as_ref().map(|r| *r.end()),
-        "sources": sources,
-        "sessions": metadata["sessions"],
-        "bytes": bytes,
-        "torn_chunks": recovery.cut_chunks,
-        "notes": recovery.notes,
-    }))
-}
-
-/// Each source of a capture with the records it holds and how many of its
-/// chunks retention deleted.
-pub fn records(snapshot: &Snapshot) -> Result<Vec<(&Source, u64, u64)>> {
-    snapshot
-        .meta()
-        .sources
-        .iter()
-        .map(|source| {
-            let (count, stats) = snapshot.aggregate(source.id, 0, 0..=u64::MAX)?;
-            Ok((source, count.count, stats.chunks_expired))
-        })
-        .collect()
-}
-
-/// Records of `source` lost over all `sessions` of a capture's metadata.
-pub fn lost(sessions: &Value, source: &str) -> u64 {
-    sessions
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|x| x["lost"][source]["lost"].as_u64().unwrap_or(0))
-        .sum()
-}
-
-fn render(dir: &Path, s: &Value) -> String {
-    let mut out = String::new();
-    // Writing to a String cannot fail.
-    let _ = write_summary(&mut out, dir, s);
-    out
-}
-
-/// A session's triggers that fired or were asked for, and the notes of
-/// its manual ones.
-fn write_triggers(out: &mut String, triggers: &Value) -> std::fmt::Result {
-    let list = |key: &str| triggers[key].as_array().cloned().unwrap_or_default();
-    for rule in list("rules") {
-        if rule["fired"].as_u64().unwrap_or(0) > 0 || rule["id"] != 0 {
-            writeln!(
-                out,
-                "trigger   {}: {}: fired {}, merged {}, suppressed {}",
-                rule["id"],
-                rule["condition"].as_str().unwrap_or_default(),
-                rule["fired"],
-                rule["merged"],
-                rule["suppressed"]
-            )?;
-        }
-    }
-    for note in list("notes") {
-        writeln!(
-            out,
-            "note      {:.3}s: {}",
-            note["time_ns"].as_u64().unwrap_or(0) as f64 / 1e9,
-            note["note"].as_str().unwrap_or_default()
-        )?;
-    }
-    Ok(())
-}
-
-fn write_summary(out: &mut String, dir: &Path, s: &Value) -> std::fmt::Result {
-    writeln!(out, "capture   {}", dir.display())?;
-    let sessions = s["sessions"].as_array().cloned().unwrap_or_default();
-    let complete = sessions.iter().filter(|x| x["complete"] == true).count();
-    writeln!(out, "sessions  {} ({complete} complete)", sessions.len())?;
-    if let (Some(first), Some(last)) = (s["first_ns"].as_u64(), s["last_ns"].as_u64()) {
-        let secs = |ns: u64| ns as f64 / 1e9;
-        writeln!(
-            out,
-            "time      {:.3}s .. {:.3}s (CLOCK_MONOTONIC), {:.3}s",
-            secs(first),
-            secs(last),
-            secs(last - first)
-        )?;
-    }
-    for source in s["sources"].as_array().into_iter().flatten() {
-        let name = source["name"].as_str().unwrap_or_default();
-        let lost = lost(&s["sessions"], name);
-        writeln!(
-            out,
-            "source    {name}: {} records, lost {lost}",
-            source["records"]
-        )?;
-    }
-    for session in &sessions {
-        write_triggers(out, &session["triggers"])?;
-    }
-    let mib = s["bytes"].as_u64().unwrap_or(0) as f64 / f64::from(1 << 20);
-    writeln!(out, "size      {mib:.1} MiB")?;
-    if s["torn_chunks"].as_u64().unwrap_or(0) > 0 {
-        writeln!(
-            out,
-            "torn      {} unfinished chunks at the end (a crash); they are ignored",
-            s["torn_chunks"]
-        )?;
-    }
-    Ok(())
 }

@@ -12,7 +12,7 @@ use std::{
     path::{Path, PathBuf},
     process::ExitCode,
     sync::{
-        Arc, Mutex, PoisonError,
+        Arc, Mutex,
         atomic::{AtomicBool, Ordering},
         mpsc,
     },
@@ -20,16 +20,16 @@ use std::{
 
 use anyhow::{Context as _, Result, anyhow};
 use weft_kernel::ebpf;
-use weft_query::{
-    Answer,
-    health::{Health, SourceHealth},
+use weft_query::{feed::Feed, health::Health};
+use weft_recording::{
+    feed::{LiveFeed, Recording},
+    record::UiLink,
+    replay,
 };
-use weft_recording::capture;
-use weft_recording::{record::UiLink, replay};
-use weft_store::{Config, Reader, Snapshot};
-use weft_tui::{Feed, FrameTimes};
+use weft_store::{Config, Reader};
+use weft_tui::FrameTimes;
 
-use crate::{cli::TuiArgs, info, record};
+use crate::{cli::TuiArgs, pt_demand, record};
 
 pub fn run(args: &TuiArgs) -> Result<ExitCode> {
     match &args.dir {
@@ -85,7 +85,7 @@ fn live(args: &TuiArgs) -> Result<ExitCode> {
     let shown = reader.recv().map(|(reader, calls)| {
         let feed: Arc<dyn Feed> = Arc::new(LiveFeed {
             reader,
-            calls,
+            pt: calls.map(|calls| (calls, pt_demand::start as _)),
             dir: dir.clone(),
             title: args.replay.as_ref().map_or_else(
                 || "live".into(),
@@ -198,145 +198,6 @@ fn report(args: &TuiArgs, frames: &FrameTimes) {
             frames.max.as_secs_f64() * 1e3
         );
     }
-}
-
-/// A capture being recorded (or replayed) now.
-struct LiveFeed {
-    reader: Reader,
-    /// Where the UI's PT captures go to be stored; `None` in a replay.
-    calls: Option<mpsc::Sender<weft_recording::pt_calls::Decoded>>,
-    dir: PathBuf,
-    title: String,
-    health: Arc<Mutex<Health>>,
-    ended: Arc<AtomicBool>,
-}
-
-impl Feed for LiveFeed {
-    fn ask(&self, query: &str) -> Result<Answer, String> {
-        let snapshot = self.reader.snapshot();
-        ask(&snapshot, &self.dir, query, Some(weft_store::now_ns()))
-    }
-
-    fn capture_pt(&self, pid: u32) -> Result<String, String> {
-        match &self.calls {
-            Some(calls) => crate::pt_demand::start(pid, &self.dir, calls),
-            None => Err("PT captures need a capture of this machine, not a replay".into()),
-        }
-    }
-
-    fn health(&self) -> Health {
-        let mut health = self
-            .health
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        health.ended = self.ended.load(Ordering::Relaxed);
-        health
-    }
-
-    fn schema(&self) -> Vec<(String, Vec<String>)> {
-        schema(&self.reader.snapshot(), &self.dir)
-    }
-
-    fn range(&self) -> Option<(u64, u64)> {
-        None
-    }
-
-    fn title(&self) -> String {
-        self.title.clone()
-    }
-
-    fn wall_offset(&self) -> Option<i64> {
-        Some(capture::wall_offset_ns())
-    }
-}
-
-/// A capture directory, as it was when opened.
-struct Recording {
-    snapshot: Snapshot,
-    dir: PathBuf,
-    health: Health,
-    range: Option<(u64, u64)>,
-    wall_offset: Option<i64>,
-}
-
-impl Recording {
-    fn open(dir: &Path, skip_damaged: bool) -> Result<Self> {
-        let metadata = capture::read_metadata(dir)?;
-        let snapshot = capture::open(dir, skip_damaged)?;
-        let sources = info::records(&snapshot)?
-            .into_iter()
-            .map(|(source, records, _)| SourceHealth {
-                name: source.name.clone(),
-                received: records,
-                lost: info::lost(&metadata["sessions"], &source.name),
-            })
-            .collect();
-        let range = snapshot.time_range()?.map(|r| (*r.start(), *r.end()));
-        Ok(Self {
-            health: Health {
-                sources,
-                drain_lag_ns: 0,
-                disk_bytes: capture::size_on_disk(dir),
-                ended: false,
-            },
-            range,
-            wall_offset: capture::wall_offset(&metadata),
-            snapshot,
-            dir: dir.to_owned(),
-        })
-    }
-}
-
-impl Feed for Recording {
-    fn ask(&self, query: &str) -> Result<Answer, String> {
-        ask(&self.snapshot, &self.dir, query, None)
-    }
-
-    fn health(&self) -> Health {
-        self.health.clone()
-    }
-
-    fn schema(&self) -> Vec<(String, Vec<String>)> {
-        schema(&self.snapshot, &self.dir)
-    }
-
-    fn range(&self) -> Option<(u64, u64)> {
-        // An empty capture has no time to move in; it shows as live, empty.
-        self.range
-    }
-
-    fn title(&self) -> String {
-        format!("recording {}", self.dir.display())
-    }
-
-    fn wall_offset(&self) -> Option<i64> {
-        self.wall_offset
-    }
-}
-
-fn ask(snapshot: &Snapshot, dir: &Path, text: &str, now: Option<u64>) -> Result<Answer, String> {
-    weft_recording::answer::ask(snapshot, dir, text, now, false)
-        .map(|(answer, _)| answer)
-        .map_err(|error| format!("{error:#}"))
-}
-
-/// Each source and its columns, as queries name them.
-fn schema(snapshot: &Snapshot, dir: &Path) -> Vec<(String, Vec<String>)> {
-    let Ok(metadata) = capture::read_metadata(dir) else {
-        return Vec::new();
-    };
-    let Ok(catalog) = capture::catalog(snapshot, &metadata, false) else {
-        return Vec::new();
-    };
-    catalog
-        .sources
-        .iter()
-        .map(|s| {
-            let columns = s.columns.iter().map(|c| c.name.clone()).collect();
-            (s.name.clone(), columns)
-        })
-        .collect()
 }
 
 /// Standard error sent to a file while the UI owns the terminal.

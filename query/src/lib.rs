@@ -34,6 +34,7 @@ mod correlate;
 mod engine;
 pub mod error;
 mod exec;
+pub mod feed;
 pub mod health;
 pub mod lex;
 pub mod parse;

@@ -27,13 +27,17 @@
 //!   recorder through its socket; [`metrics`]: its counters and latency
 //!   quantiles for Prometheus; [`socket`]: weft's Unix sockets in
 //!   `/run/weft`.
-//! - [`answer`]: a query answered on a capture directory and printed.
+//! - [`feed`]: live captures and recordings as the terminal UI reads them.
+//! - [`answer`]: a query answered on a capture directory and printed;
+//!   [`info`]: what a capture holds, as `weft info` shows it.
 //! - [`oneliner`]: a bpftrace-style one-liner run on the kernel's events,
 //!   its maps printed, its matched events optionally kept in a capture.
 
 pub mod answer;
 pub mod app;
 pub mod capture;
+pub mod feed;
+pub mod info;
 pub mod live;
 pub mod metrics;
 pub mod oneliner;

@@ -11,7 +11,6 @@
 //! never stalls a frame, and the UI never runs on the capture's thread.
 
 pub mod draw;
-mod feed;
 mod input;
 pub mod state;
 #[cfg(test)]
@@ -29,8 +28,9 @@ use ratatui::crossterm::{
     event::{self, DisableMouseCapture, EnableMouseCapture, Event, KeyEventKind},
     execute,
 };
+use weft_query::feed::Feed;
 
-pub use crate::{feed::Feed, state::State};
+pub use crate::state::State;
 use crate::{state::Effect, worker::Worker};
 
 /// How often a live UI asks for new numbers.

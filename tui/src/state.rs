@@ -4,10 +4,9 @@
 use std::collections::{HashMap, VecDeque};
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
-use weft_query::{Answer, Cell, health::Health};
+use weft_query::{Answer, Cell, feed::Feed, health::Health};
 
 use crate::{
-    feed::Feed,
     input::{Input, InputKind},
     timeline::{self, Timeline},
 };

@@ -8,11 +8,12 @@ use ratatui::{
 };
 use weft_query::{
     Answer, Cell, Header, Kind,
+    feed::Feed,
     health::{Health, SourceHealth},
 };
 
 use crate::{
-    Feed, State, draw,
+    State, draw,
     state::{Effect, Job, View},
 };
 

@@ -11,9 +11,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use weft_query::Answer;
+use weft_query::{Answer, feed::Feed};
 
-use crate::{Feed, state::Job};
+use crate::state::Job;
 
 enum Message {
     /// The refresh queries; a newer batch replaces an unstarted one.

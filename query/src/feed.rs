@@ -1,7 +1,9 @@
-//! What the UI reads: a live capture and a recording both implement
-//! [`Feed`], so every view works on either.
+//! A capture as the terminal UI reads it: a live capture and a recording
+//! both implement [`Feed`], so every view works on either. It lives here,
+//! beside the answers it returns, so that the recording side implements it
+//! without depending on the UI.
 
-use weft_query::{Answer, health::Health};
+use crate::{Answer, health::Health};
 
 /// A capture the UI can ask.
 pub trait Feed: Send + Sync {

@@ -1,0 +1,172 @@
+//! The terminal UI's two kinds of capture, as [`Feed`]s: one being
+//! recorded (or replayed) now, read through the store's reader with the
+//! recorder's counters, and a capture directory as it was when opened.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicBool, Ordering},
+        mpsc::Sender,
+    },
+};
+
+use weft_query::{
+    Answer,
+    feed::Feed,
+    health::{Health, SourceHealth},
+};
+use weft_store::{Reader, Snapshot};
+
+use crate::{answer, capture, info, pt_calls};
+
+/// A capture being recorded (or replayed) now.
+pub struct LiveFeed {
+    pub reader: Reader,
+    /// Where the UI's PT captures go to be stored, and what takes them;
+    /// `None` in a replay.
+    pub pt: Option<(Sender<pt_calls::Decoded>, StartPt)>,
+    pub dir: PathBuf,
+    pub title: String,
+    /// The counters the recorder renews every second.
+    pub health: Arc<Mutex<Health>>,
+    /// Set when the recorder has stopped.
+    pub ended: Arc<AtomicBool>,
+}
+
+/// Starts an Intel PT capture of process `pid` into a new directory of
+/// `dir`, its calls then stored through the sender; says what it started
+/// or why it cannot. The binary supplies it: capture is Intel PT's crates,
+/// which recording does not depend on.
+pub type StartPt =
+    fn(pid: u32, dir: &Path, calls: &Sender<pt_calls::Decoded>) -> Result<String, String>;
+
+impl Feed for LiveFeed {
+    fn ask(&self, query: &str) -> Result<Answer, String> {
+        let snapshot = self.reader.snapshot();
+        ask(&snapshot, &self.dir, query, Some(weft_store::now_ns()))
+    }
+
+    fn capture_pt(&self, pid: u32) -> Result<String, String> {
+        match &self.pt {
+            Some((calls, start)) => start(pid, &self.dir, calls),
+            None => Err("PT captures need a capture of this machine, not a replay".into()),
+        }
+    }
+
+    fn health(&self) -> Health {
+        let mut health = self
+            .health
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        health.ended = self.ended.load(Ordering::Relaxed);
+        health
+    }
+
+    fn schema(&self) -> Vec<(String, Vec<String>)> {
+        schema(&self.reader.snapshot(), &self.dir)
+    }
+
+    fn range(&self) -> Option<(u64, u64)> {
+        None
+    }
+
+    fn title(&self) -> String {
+        self.title.clone()
+    }
+
+    fn wall_offset(&self) -> Option<i64> {
+        Some(capture::wall_offset_ns())
+    }
+}
+
+/// A capture directory, as it was when opened.
+pub struct Recording {
+    snapshot: Snapshot,
+    dir: PathBuf,
+    health: Health,
+    range: Option<(u64, u64)>,
+    wall_offset: Option<i64>,
+}
+
+impl Recording {
+    /// Opens the capture in `dir`, leaving out damaged chunks when
+    /// `skip_damaged`.
+    pub fn open(dir: &Path, skip_damaged: bool) -> anyhow::Result<Self> {
+        let metadata = capture::read_metadata(dir)?;
+        let snapshot = capture::open(dir, skip_damaged)?;
+        let sources = info::records(&snapshot)?
+            .into_iter()
+            .map(|(source, records, _)| SourceHealth {
+                name: source.name.clone(),
+                received: records,
+                lost: info::lost(&metadata["sessions"], &source.name),
+            })
+            .collect();
+        let range = snapshot.time_range()?.map(|r| (*r.start(), *r.end()));
+        Ok(Self {
+            health: Health {
+                sources,
+                drain_lag_ns: 0,
+                disk_bytes: capture::size_on_disk(dir),
+                ended: false,
+            },
+            range,
+            wall_offset: capture::wall_offset(&metadata),
+            snapshot,
+            dir: dir.to_owned(),
+        })
+    }
+}
+
+impl Feed for Recording {
+    fn ask(&self, query: &str) -> Result<Answer, String> {
+        ask(&self.snapshot, &self.dir, query, None)
+    }
+
+    fn health(&self) -> Health {
+        self.health.clone()
+    }
+
+    fn schema(&self) -> Vec<(String, Vec<String>)> {
+        schema(&self.snapshot, &self.dir)
+    }
+
+    fn range(&self) -> Option<(u64, u64)> {
+        // An empty capture has no time to move in; it shows as live, empty.
+        self.range
+    }
+
+    fn title(&self) -> String {
+        format!("recording {}", self.dir.display())
+    }
+
+    fn wall_offset(&self) -> Option<i64> {
+        self.wall_offset
+    }
+}
+
+fn ask(snapshot: &Snapshot, dir: &Path, text: &str, now: Option<u64>) -> Result<Answer, String> {
+    answer::ask(snapshot, dir, text, now, false)
+        .map(|(answer, _)| answer)
+        .map_err(|error| format!("{error:#}"))
+}
+
+/// Each source and its columns, as queries name them.
+fn schema(snapshot: &Snapshot, dir: &Path) -> Vec<(String, Vec<String>)> {
+    let Ok(metadata) = capture::read_metadata(dir) else {
+        return Vec::new();
+    };
+    let Ok(catalog) = capture::catalog(snapshot, &metadata, false) else {
+        return Vec::new();
+    };
+    catalog
+        .sources
+        .iter()
+        .map(|s| {
+            let columns = s.columns.iter().map(|c| c.name.clone()).collect();
+            (s.name.clone(), columns)
+        })
+        .collect()
+}
