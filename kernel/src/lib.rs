@@ -15,9 +15,11 @@
 //! - [`trace`]: the one-liners' kernel side: what the kernel offers their
 //!   checker, and the generic programs that run them.
 //! - [`delivery`]: what a ring delivered and lost.
+//! - [`doctor`]: what this kernel and process offer weft, checked.
 
 pub mod clsact;
 pub mod delivery;
+pub mod doctor;
 pub mod ebpf;
 pub mod events;
 pub mod rings;
