@@ -21,7 +21,8 @@
 //!   [`tasks`]: thread names read back; [`pt_calls`]: decoded Intel PT
 //!   calls as a source.
 //! - [`trigger`]: conditions tested on every record stored; a match keeps
-//!   the window around it (and may take Intel PT, through the binary).
+//!   the window around it (and may take Intel PT, through the binary);
+//!   [`extract`]: a kept window copied into a capture of its own.
 //! - [`app`]: records applications push through a Unix socket;
 //!   [`live`]: queries, manual triggers and PT imports asked of the running
 //!   recorder through its socket; [`metrics`]: its counters and latency
@@ -36,6 +37,7 @@
 pub mod answer;
 pub mod app;
 pub mod capture;
+pub mod extract;
 pub mod feed;
 pub mod info;
 pub mod live;

@@ -1,55 +1,52 @@
-//! `weft extract DIR --trigger N -o OUT`: copies the window a trigger kept
-//! into a small standalone capture that opens anywhere (`weft query OUT`,
-//! `weft tui OUT`), with every source's records of that window.
+//! The window a trigger kept, copied into a small standalone capture that
+//! opens anywhere (`weft extract DIR --trigger N -o OUT`, then `weft query
+//! OUT`, `weft tui OUT`), with every source's records of that window.
 
-use std::{ops::RangeInclusive, path::Path, process::ExitCode};
+use std::{ops::RangeInclusive, path::Path};
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::json;
-use weft_recording::{
+use weft_store::{Config, Record, Snapshot, Store};
+
+use crate::{
     capture,
     registry::{TASKS, TRIGGERS},
 };
-use weft_store::{Config, Record, Snapshot, Store};
-
-use crate::cli::ExtractArgs;
 
 /// Records are copied a slice of time at a time, in arrival order across
 /// sources; memory is one slice's records.
 const SLICE_NS: u64 = 100_000_000;
 
-pub fn run(args: &ExtractArgs) -> Result<ExitCode> {
-    let snapshot = capture::open(&args.dir, args.skip_damaged)?;
-    let window = kept_window(&snapshot, args.trigger)?;
-    if args.output.exists() {
-        bail!(
-            "{} exists; extract writes a new capture",
-            args.output.display()
-        );
+/// Copies the window kept around firing `trigger` (1-based) of the capture
+/// in `from` into the new capture `to`, leaving out damaged chunks when
+/// `skip_damaged`; `to` is complete or absent. Says what it copied.
+pub fn extract(from: &Path, trigger: usize, to: &Path, skip_damaged: bool) -> Result<String> {
+    let snapshot = capture::open(from, skip_damaged)?;
+    let window = kept_window(&snapshot, trigger)?;
+    if to.exists() {
+        bail!("{} exists; extract writes a new capture", to.display());
     }
     // Written beside OUT and renamed at the end: OUT is complete or absent.
-    let partial = args.output.with_extension("partial");
+    let partial = to.with_extension("partial");
     let _ = std::fs::remove_dir_all(&partial);
     // Until renamed into place, the copy is removed on any error.
     let mut fresh = capture::prepare_dir(&partial, false)?;
     let records = copy(&snapshot, &partial, &window)?;
-    let mut metadata = capture::read_metadata(&args.dir)?;
+    let mut metadata = capture::read_metadata(from)?;
     metadata["extracted"] = json!({
-        "from": args.dir.display().to_string(),
-        "trigger_firing": args.trigger,
+        "from": from.display().to_string(),
+        "trigger_firing": trigger,
         "start_ns": window.start(),
         "end_ns": window.end(),
     });
     capture::write_metadata(&partial, &metadata)?;
-    std::fs::rename(&partial, &args.output)
-        .with_context(|| format!("failed to create {}", args.output.display()))?;
+    std::fs::rename(&partial, to).with_context(|| format!("failed to create {}", to.display()))?;
     fresh.keep();
-    eprintln!(
-        "weft: extracted {records} records of {:.3}s into {}",
+    Ok(format!(
+        "extracted {records} records of {:.3}s into {}",
         (window.end() - window.start()) as f64 / 1e9,
-        args.output.display()
-    );
-    Ok(ExitCode::SUCCESS)
+        to.display()
+    ))
 }
 
 /// The pinned window that holds firing `n` (1-based, in the order
