@@ -2,7 +2,7 @@
 //! return from one, SMI, VM exit or entry, ...), EVD packets before it
 //! carry its data (the faulting address, the VM-exit qualification and
 //! reason). This module turns them into events and says where in the flow
-//! each belongs; `flow.rs` places them.
+//! each belongs; `flow/` places them.
 
 /// A control-flow event, printed as ptxed prints it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 //! time the timing packets tell, and answers the walk's questions about
 //! what comes next ("is a FUP naming this IP ahead?", "does tracing start
 //! again?") by reading ahead on a copy, never consuming. It knows nothing
-//! of instructions; `flow.rs` walks the code and asks.
+//! of instructions; `flow/` walks the code and asks.
 
 use crate::Error;
 use crate::packet::{Ip, IpKind, Packet, Packets};
