@@ -34,7 +34,7 @@ use crate::{
     live::{self, DecodePt},
     metrics, pt_calls,
     registry::{self, ValueKind},
-    session::{self, Accounting, Consumer, Outcome, Probes, Session},
+    session::{self, Accounting, Arrival, Consumer, Outcome, Probes, Session},
     sources::{self, Layout, STORED_FROM, Spec},
     trigger::{self, CapturePt, Triggers},
 };
@@ -492,71 +492,16 @@ struct Recorder {
 }
 
 impl Consumer for Recorder {
-    fn syscall(&mut self, now: u64, record: &[u8]) {
+    fn take(&mut self, now: u64, arrival: Arrival<'_>) {
         if self.error.is_some() {
             return;
         }
-        // Arrival is when weft drained it; the kernel's exit time is the
-        // producer's timestamp.
-        let checked = match self.syscalls.append(&mut self.store, now, record) {
-            Ok(Some(stored)) => self.triggers.check(
-                &mut self.store,
-                stored.source,
-                now,
-                Some(stored.exit_ns),
-                stored.payload,
-            ),
-            Ok(None) => Ok(()),
-            Err(error) => Err(error.into()),
+        let stored = match arrival {
+            Arrival::Syscall(record) => self.store_syscall(now, record),
+            Arrival::Event(hooks, record) => self.store_event(hooks, now, record),
+            Arrival::App(message) => self.store_app(now, message),
         };
-        if let Err(error) = checked {
-            self.error = Some(error);
-        }
-    }
-
-    fn record(&mut self, source: &'static SourceHooks, now: u64, record: &[u8]) {
-        if self.error.is_some() {
-            return;
-        }
-        let Some(&(source, layout)) = self.spec_sources.get(&source.source) else {
-            return;
-        };
-        let ts = layout.time(record);
-        if let Some(ts) = ts {
-            let lag = now.saturating_sub(ts);
-            self.lag = (self.lag.0.max(lag), self.lag.1.max(lag));
-        }
-        let appended = self
-            .store_record(source, now, ts, &record[STORED_FROM..])
-            .and_then(|()| match layout.thread(record) {
-                Some((pid, tid)) => {
-                    Ok(self
-                        .syscalls
-                        .tasks()
-                        .observe(&mut self.store, now, pid, tid, false)?)
-                }
-                None => Ok(()),
-            });
-        if let Err(error) = appended {
-            self.error = Some(error);
-        }
-    }
-
-    fn app(&mut self, message: Message) {
-        if self.error.is_some() {
-            return;
-        }
-        let done = match message {
-            Message::Define { name, fields } => self.define_app_source(&name, &fields),
-            Message::Record { name, ts, values } => {
-                let Some(source) = self.app_sources.get(&name) else {
-                    return;
-                };
-                let payload: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-                self.store_record(*source, weft_store::now_ns(), Some(ts), &payload)
-            }
-        };
-        if let Err(error) = done {
+        if let Err(error) = stored {
             self.error = Some(error);
         }
     }
@@ -620,6 +565,55 @@ impl CallTotals {
 }
 
 impl Recorder {
+    /// A syscall record into the `syscalls` source, its thread noted.
+    fn store_syscall(&mut self, now: u64, record: &[u8]) -> Result<()> {
+        // Arrival is when weft drained it; the kernel's exit time is the
+        // producer's timestamp.
+        match self.syscalls.append(&mut self.store, now, record)? {
+            Some(stored) => self.triggers.check(
+                &mut self.store,
+                stored.source,
+                now,
+                Some(stored.exit_ns),
+                stored.payload,
+            ),
+            None => Ok(()),
+        }
+    }
+
+    /// Another source's record into its store source, its thread noted.
+    fn store_event(&mut self, hooks: &'static SourceHooks, now: u64, record: &[u8]) -> Result<()> {
+        let Some(&(source, layout)) = self.spec_sources.get(&hooks.source) else {
+            return Ok(());
+        };
+        let ts = layout.time(record);
+        if let Some(ts) = ts {
+            let lag = now.saturating_sub(ts);
+            self.lag = (self.lag.0.max(lag), self.lag.1.max(lag));
+        }
+        self.store_record(source, now, ts, &record[STORED_FROM..])?;
+        if let Some((pid, tid)) = layout.thread(record) {
+            self.syscalls
+                .tasks()
+                .observe(&mut self.store, now, pid, tid, false)?;
+        }
+        Ok(())
+    }
+
+    /// An application's new source, or a record of one it defined.
+    fn store_app(&mut self, now: u64, message: Message) -> Result<()> {
+        match message {
+            Message::Define { name, fields } => self.define_app_source(&name, &fields),
+            Message::Record { name, ts, values } => {
+                let Some(&source) = self.app_sources.get(&name) else {
+                    return Ok(());
+                };
+                let payload: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+                self.store_record(source, now, Some(ts), &payload)
+            }
+        }
+    }
+
     /// Stores the calls of a decoded PT capture.
     fn store_calls(&mut self, decoded: &pt_calls::Decoded) -> Result<()> {
         let log = match &mut self.calls {

@@ -32,18 +32,21 @@ pub struct Session {
     pub stop: Option<Arc<Notify>>,
 }
 
-/// What a capture does with its events.
-pub trait Consumer {
+/// One record as its probe delivered it.
+pub enum Arrival<'a> {
     /// A syscall record as it lies in the ring (a `SyscallEvent`'s bytes,
-    /// at least `EVENT_SIZE` of them), drained at `now`.
-    fn syscall(&mut self, now: u64, record: &[u8]);
-
-    /// A record of another source drained at `now`: the kernel record,
-    /// header included.
-    fn record(&mut self, _source: &'static SourceHooks, _now: u64, _record: &[u8]) {}
-
+    /// at least `EVENT_SIZE` of them).
+    Syscall(&'a [u8]),
+    /// A record of another source: the kernel record, header included.
+    Event(&'static SourceHooks, &'a [u8]),
     /// A source or record pushed by an application.
-    fn app(&mut self, _message: Message) {}
+    App(Message),
+}
+
+/// What a capture does with its records: one sink for every probe.
+pub trait Consumer {
+    /// A record drained at `now` (`CLOCK_MONOTONIC` ns).
+    fn take(&mut self, now: u64, arrival: Arrival<'_>);
 
     /// SIGUSR2: keep the window around now (`record`'s manual trigger).
     fn manual_trigger(&mut self) {}
@@ -111,17 +114,19 @@ impl Probes {
     fn drain(&mut self, consumer: &mut impl Consumer) -> bool {
         let mut more = false;
         if let Some(probe) = &mut self.syscalls {
-            let drained = probe.drain(|now, record| consumer.syscall(now, record));
+            let drained = probe.drain(|now, record| consumer.take(now, Arrival::Syscall(record)));
             self.syscalls_received += drained.records;
             more |= drained.more;
         }
         if let Some(probe) = &mut self.events {
             more |= probe
-                .drain(|spec, now, record| consumer.record(spec, now, record))
+                .drain(|hooks, now, record| consumer.take(now, Arrival::Event(hooks, record)))
                 .more;
         }
         if let Some(server) = &self.app {
-            self.app_received += server.drain(|message| consumer.app(message));
+            self.app_received += server.drain(|message| {
+                consumer.take(weft_store::now_ns(), Arrival::App(message));
+            });
         }
         more
     }

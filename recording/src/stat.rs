@@ -17,7 +17,7 @@ use weft_kernel::{
 };
 use weft_probes::syscall::SyscallEvent;
 
-use crate::session::{self, Accounting, Consumer, Probes, Session};
+use crate::session::{self, Accounting, Arrival, Consumer, Probes, Session};
 
 /// `weft stat` resolved from its arguments.
 #[derive(Debug)]
@@ -283,8 +283,11 @@ struct Table<'a> {
 }
 
 impl Consumer for Table<'_> {
-    fn syscall(&mut self, _now: u64, record: &[u8]) {
-        if let Some(event) = SyscallEvent::read(record) {
+    fn take(&mut self, _now: u64, arrival: Arrival<'_>) {
+        // stat loads only the syscall probe.
+        if let Arrival::Syscall(record) = arrival
+            && let Some(event) = SyscallEvent::read(record)
+        {
             self.current.record(&event);
         }
     }
