@@ -23,10 +23,10 @@ use weft_kernel::ebpf;
 use weft_query::{feed::Feed, health::Health};
 use weft_recording::{
     feed::{LiveFeed, Recording},
-    record::UiLink,
+    record::{Ready, UiLink, ns},
     replay,
 };
-use weft_store::{Config, Reader};
+use weft_store::Config;
 use weft_tui::FrameTimes;
 
 use crate::{cli::TuiArgs, pt_demand, record};
@@ -107,23 +107,17 @@ fn live(args: &TuiArgs) -> Result<ExitCode> {
     if let Ok(shown) = shown {
         report(args, &shown.context("the terminal failed")?);
     }
-    outcome
+    outcome.map(|()| ExitCode::SUCCESS)
 }
 
 /// What fills a live capture on a thread of its own.
 struct Producer {
     /// The thread's name.
     name: &'static str,
-    run: Box<dyn FnOnce() -> Result<ExitCode> + Send>,
+    run: Box<dyn FnOnce() -> Result<()> + Send>,
     /// Asks `run` to finish.
     stop: Box<dyn FnOnce()>,
 }
-
-/// Where the UI's capture reader (and the PT channel, if any) arrive.
-type Ready = mpsc::Sender<(
-    Reader,
-    Option<mpsc::Sender<weft_recording::pt_calls::Decoded>>,
-)>;
 
 /// `record` with the UI's sources and limits, into `dir`.
 fn recorder(args: &TuiArgs, dir: &Path, ready: Ready, health: &Arc<Mutex<Health>>) -> Producer {
@@ -146,7 +140,7 @@ fn recorder(args: &TuiArgs, dir: &Path, ready: Ready, health: &Arc<Mutex<Health>
             let report =
                 weft_recording::record::record(&plan.limited(Some(disk), Some(retain)), Some(ui))?;
             eprint!("{report}");
-            Ok(ExitCode::SUCCESS)
+            Ok(())
         }),
         stop: Box::new(move || stop.notify_one()),
     }
@@ -168,7 +162,7 @@ fn replayer(
     };
     let config = Config {
         disk_budget: Some(args.max_disk),
-        retain: Some(u64::try_from(args.retain.as_nanos()).unwrap_or(u64::MAX)),
+        retain: Some(ns(args.retain)),
         ..Config::default()
     };
     let stop = Arc::new(AtomicBool::new(false));
@@ -180,10 +174,7 @@ fn replayer(
     let dir = dir.to_owned();
     Producer {
         name: "weft-replay",
-        run: Box::new(move || {
-            replay::run(&options, &dir, &config, &link)?;
-            Ok(ExitCode::SUCCESS)
-        }),
+        run: Box::new(move || replay::run(&options, &dir, &config, &link)),
         stop: Box::new(move || stop.store(true, Ordering::Relaxed)),
     }
 }

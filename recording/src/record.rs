@@ -113,11 +113,16 @@ pub fn ns(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// Where a live capture hands the UI its store's reader once it has begun,
+/// and where decoded PT captures go to be stored (`None` for a replay,
+/// which is not this machine).
+pub type Ready = Sender<(weft_store::Reader, Option<Sender<pt_calls::Decoded>>)>;
+
 /// What a recording shares with a terminal UI running beside it.
 pub struct UiLink {
     /// Receives the store's reader once the probes are attached, and
     /// where decoded PT captures go to be stored.
-    pub ready: Sender<(weft_store::Reader, Option<Sender<pt_calls::Decoded>>)>,
+    pub ready: Ready,
     /// The counters, renewed every second.
     pub health: Arc<Mutex<Health>>,
     /// Stops the recording, as SIGINT would.

@@ -14,7 +14,6 @@ use std::{
     sync::{
         Arc, Mutex, PoisonError,
         atomic::{AtomicBool, Ordering},
-        mpsc::Sender,
     },
     time::{Duration, Instant},
 };
@@ -26,10 +25,11 @@ use weft_query::{
     catalog::Read,
     health::{Health, SourceHealth},
 };
-use weft_store::{Config, FieldKind, Reader, Snapshot, SourceId, Store, now_ns};
+use weft_store::{Config, FieldKind, Snapshot, SourceId, Store, now_ns};
 
 use crate::{
-    capture, pt_calls,
+    capture,
+    record::Ready,
     registry::{SYMBOLS, TASKS, TRIGGERS},
 };
 
@@ -54,7 +54,7 @@ pub struct Options {
 pub struct Link {
     /// Receives the new capture's reader once it is ready (no PT capture
     /// channel: a replay is not this machine).
-    pub ready: Sender<(Reader, Option<Sender<pt_calls::Decoded>>)>,
+    pub ready: Ready,
     /// The counters, renewed every second.
     pub health: Arc<Mutex<Health>>,
     /// Set when the UI closes.

@@ -264,12 +264,12 @@ pub fn run(plan: &Plan, out: &mut dyn Write) -> Result<()> {
     let Table {
         mut total,
         current,
-        out: table_out,
+        out,
         ..
     } = table;
     total.merge(&current);
     let losses = outcome.accounting.syscalls.unwrap_or_default();
-    emit(plan, table_out, "total", outcome.elapsed, &total, &losses)?;
+    emit(plan, out, "total", outcome.elapsed, &total, &losses)?;
     Ok(())
 }
 

@@ -539,20 +539,21 @@ fn boot(
     Ok(verdict)
 }
 
-/// The lines libtest printed for a failed test (`---- path::NAME stdout ----`
-/// up to the next section), at most 80 of them.
 /// The oops of a CPU that ran an `int3` the kernel had already patched
 /// away: `Oops: int3: 0000 [#1]` on newer kernels, `int3: 0000 [#1]` on 6.1.
 const STALE_INT3: &str = "int3: 0000 [#";
 
+/// A libtest line, `test PATH ... OUTCOME`: the path and the outcome, empty
+/// while the test runs.
+fn test_line(line: &str) -> Option<(&str, &str)> {
+    let (test, outcome) = line.trim().strip_prefix("test ")?.split_once(" ...")?;
+    Some((test, outcome.trim()))
+}
+
 /// The test libtest had started and not finished when the log ends.
 fn test_under_way(log: &str) -> Option<&str> {
-    let last = log
-        .lines()
-        .map(str::trim)
-        .rfind(|line| line.starts_with("test ") && line.contains(" ..."))?;
-    let (test, outcome) = last.strip_prefix("test ")?.split_once(" ...")?;
-    (!matches!(outcome.trim(), "ok" | "FAILED" | "ignored")).then_some(test)
+    let (test, outcome) = log.lines().rev().find_map(test_line)?;
+    (!matches!(outcome, "ok" | "FAILED" | "ignored")).then_some(test)
 }
 
 /// The last `count` lines of the serial log.
@@ -561,6 +562,8 @@ fn log_tail(log: &str, count: usize) -> Vec<&str> {
     lines[lines.len().saturating_sub(count)..].to_vec()
 }
 
+/// The lines libtest printed for a failed test (`---- path::NAME stdout ----`
+/// up to the next section), at most 80 of them.
 fn failure_output<'a>(log: &'a str, test: &str) -> Vec<&'a str> {
     let header = format!("::{test} stdout ----");
     log.lines()
@@ -590,16 +593,15 @@ fn parse(kernel: &str, log: &str, timed_out: bool, seconds: f64) -> Verdict {
             }
             continue;
         }
-        let Some(rest) = line.strip_prefix("test ") else {
-            continue;
-        };
-        let Some((test, outcome)) = rest.split_once(" ... ") else {
+        let Some((test, outcome)) = test_line(line) else {
             continue;
         };
         let test = test.rsplit("::").next().unwrap_or(test).to_owned();
         match outcome {
             "ok" => verdict.passed.push(test),
             "ignored" => verdict.skipped.push(test),
+            // Still running when the log ends: the timeout reports it.
+            "" => {}
             _ => verdict.failed.push(test),
         }
     }
