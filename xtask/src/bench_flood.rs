@@ -2,7 +2,13 @@
 //! (the getppid loop pinned to CPU 0) for a while under `weft stat`,
 //! `weft record` and the live UI (in tmux, its default view). For each:
 //! syscalls the loop made, the loop's syscalls weft kept, what weft
-//! received and lost in all (every process), and weft's CPU.
+//! received and lost in all (every process), and weft's CPU, in all and
+//! per record received.
+//!
+//! With `--baseline WEFT`, only `weft record` runs, alternating between
+//! that binary (another build) and this one, `--runs` times each: the
+//! ratio of their CPU per record is the change's cost on the ingest path,
+//! measured in one run on the same load.
 
 use std::{
     path::Path,
@@ -13,7 +19,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use crate::{
-    bench_loop::{Bins, Tracer, build, cpu_seconds},
+    bench_loop::{Bins, Tracer, build, cpu_seconds, median},
     bench_tui::{tmux, ui_pid, wait_for},
     exec::output,
     setup,
@@ -24,6 +30,12 @@ pub struct Options {
     /// Seconds of flood under each configuration.
     #[arg(long, default_value_t = 60)]
     seconds: u64,
+    /// Another build's weft binary to compare `weft record` with.
+    #[arg(long, value_name = "WEFT")]
+    baseline: Option<String>,
+    /// Runs of each binary with `--baseline`.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
 }
 
 /// One row of the table.
@@ -35,6 +47,13 @@ struct Row {
     cpu: f64,
 }
 
+impl Row {
+    /// weft's CPU ns per record received, over a flood of `seconds`.
+    fn ns_per_record(&self, seconds: f64) -> f64 {
+        self.cpu / 100.0 * seconds * 1e9 / self.received.max(1) as f64
+    }
+}
+
 pub fn run(options: &Options) -> Result<()> {
     let bins = build()?;
     setup::install_packages(&["tmux"])?;
@@ -43,19 +62,68 @@ pub fn run(options: &Options) -> Result<()> {
         options.seconds
     );
     println!(
-        "{:<14} {:>14} {:>14} {:>14} {:>12} {:>8}",
-        "weft", "loop made", "loop kept", "received", "lost", "CPU %"
+        "{:<18} {:>14} {:>14} {:>14} {:>12} {:>8} {:>8}",
+        "weft", "loop made", "loop kept", "received", "lost", "CPU %", "ns/rec"
     );
     let seconds = options.seconds as f64;
-    let print = |label: &str, row: Row| {
+    let print = |label: &str, row: &Row| {
         println!(
-            "{label:<14} {:>14} {:>14} {:>14} {:>12} {:>8.1}",
-            row.made, row.kept, row.received, row.lost, row.cpu
+            "{label:<18} {:>14} {:>14} {:>14} {:>12} {:>8.1} {:>8.1}",
+            row.made,
+            row.kept,
+            row.received,
+            row.lost,
+            row.cpu,
+            row.ns_per_record(seconds)
         );
     };
-    print("stat", stat(&bins, seconds)?);
-    print("record", record(&bins, seconds)?);
-    print("live UI", ui(&bins, seconds)?);
+    if let Some(baseline) = &options.baseline {
+        return compare(&bins, baseline, options.runs, seconds, &print);
+    }
+    print("stat", &stat(&bins, seconds)?);
+    print("record", &record(&bins, &bins.weft, seconds)?);
+    print("live UI", &ui(&bins, seconds)?);
+    Ok(())
+}
+
+/// `weft record` of `baseline` and of this build, alternating, `runs`
+/// times each; then the medians of their CPU per record and its ratio.
+fn compare(
+    bins: &Bins,
+    baseline: &str,
+    runs: usize,
+    seconds: f64,
+    print: &dyn Fn(&str, &Row),
+) -> Result<()> {
+    if runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let mut costs = [Vec::new(), Vec::new()];
+    for _ in 0..runs {
+        for (which, (label, weft)) in [
+            ("record (baseline)", baseline),
+            ("record", bins.weft.as_str()),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let row = record(bins, weft, seconds)?;
+            print(label, &row);
+            costs[which].push(row.ns_per_record(seconds));
+        }
+    }
+    for cost in &mut costs {
+        cost.sort_by(f64::total_cmp);
+    }
+    let (before, after) = (median(&costs[0]), median(&costs[1]));
+    println!(
+        "median ns/rec: baseline {before:.1}, this build {after:.1}; this/baseline {:.3} (min {:.1}/{:.1}, max {:.1}/{:.1})",
+        after / before,
+        costs[1][0],
+        costs[0][0],
+        costs[1][runs - 1],
+        costs[0][runs - 1],
+    );
     Ok(())
 }
 
@@ -107,9 +175,10 @@ fn stat(bins: &Bins, seconds: f64) -> Result<Row> {
     })
 }
 
-fn record(bins: &Bins, seconds: f64) -> Result<Row> {
+/// `weft record` (the binary `weft`) under the flood.
+fn record(bins: &Bins, weft: &str, seconds: f64) -> Result<Row> {
     let dir = fresh_dir("record");
-    let argv = [bins.weft.clone(), "record".into(), "-o".into(), dir.clone()];
+    let argv = [weft.to_owned(), "record".into(), "-o".into(), dir.clone()];
     let tracer = Tracer::start(&argv, "weft: recording")?;
     let (pid, made, cpu) = flood(bins, seconds, tracer.pid())?;
     tracer.interrupt()?;
