@@ -113,6 +113,10 @@ pub struct SyscallProbe {
     rings: Vec<Ring>,
     programs: &'static [&'static str],
     ring_bytes: u32,
+    /// What it was loaded with, for the capture's description.
+    filter: Filter,
+    /// Records drained so far.
+    received: u64,
     /// Records too short to be a [`SyscallEvent`]; never expected.
     malformed: u64,
 }
@@ -173,6 +177,8 @@ impl SyscallProbe {
             rings,
             programs,
             ring_bytes: options.ring_bytes,
+            filter: options.filter.clone(),
+            received: 0,
             malformed: 0,
         })
     }
@@ -193,6 +199,7 @@ impl SyscallProbe {
         });
         self.malformed += malformed;
         drained.records -= malformed;
+        self.received += drained.records;
         drained
     }
 
@@ -210,13 +217,23 @@ impl SyscallProbe {
         )
     }
 
+    /// The threads and syscalls it was loaded to trace.
+    pub fn filter(&self) -> &Filter {
+        &self.filter
+    }
+
     /// Records that were too short to decode.
     pub fn malformed(&self) -> u64 {
         self.malformed
     }
 
+    /// What was received and lost so far, from the kernel-side counters.
+    pub fn losses(&self) -> Result<Losses> {
+        Ok(Losses::new(&self.counters()?, self.received))
+    }
+
     /// Reads the kernel-side counters.
-    pub fn counters(&self) -> Result<Counters> {
+    fn counters(&self) -> Result<Counters> {
         let map = self
             .ebpf
             .map(COUNTERS_MAP)

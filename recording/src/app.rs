@@ -28,6 +28,9 @@ use crate::{
     socket,
 };
 
+/// What `--sources`, `weft.json` and the report call application records.
+pub const NAME: &str = "app";
+
 /// Where the agent listens.
 pub const SOCKET: &str = "/run/weft/app.sock";
 /// Records waiting for the recorder, at most.
@@ -55,6 +58,8 @@ pub enum Message {
 pub struct AppServer {
     messages: Receiver<Message>,
     rejected: Arc<AtomicU64>,
+    /// Records handed on so far.
+    received: u64,
     _socket: socket::Bound,
 }
 
@@ -86,22 +91,25 @@ impl AppServer {
         Ok(Self {
             messages,
             rejected,
+            received: 0,
             _socket: bound,
         })
     }
 
-    /// Hands every waiting message to `on_message`; returns how many records.
-    pub fn drain(&self, mut on_message: impl FnMut(Message)) -> u64 {
-        let mut records = 0;
+    /// Hands every waiting message to `on_message`.
+    pub fn drain(&mut self, mut on_message: impl FnMut(Message)) {
         for message in self.messages.try_iter() {
-            records += u64::from(matches!(message, Message::Record { .. }));
+            self.received += u64::from(matches!(message, Message::Record { .. }));
             on_message(message);
         }
-        records
     }
 
-    pub fn rejected(&self) -> u64 {
-        self.rejected.load(Ordering::Relaxed)
+    /// Records received and lines rejected so far.
+    pub fn losses(&self) -> AppLosses {
+        AppLosses {
+            received: self.received,
+            rejected: self.rejected.load(Ordering::Relaxed),
+        }
     }
 }
 

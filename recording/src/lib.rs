@@ -12,7 +12,8 @@
 //! - [`replay`]: a recording played into a new capture as if its records
 //!   were arriving now, for the terminal UI.
 //! - [`session`]: the capture loop `stat` and `record` share: drain every
-//!   probe's rings on a timer, tick, stop, detach, account for every record.
+//!   probe's rings on a timer, tick, stop, detach, account for every record;
+//!   [`probe`]: the shape its probes share, whatever their family.
 //! - [`stat`]: per-syscall counts, rates and latency percentiles per
 //!   interval, as `weft stat` prints them.
 //! - [`capture`]: a capture directory as weft writes it, and the catalog
@@ -43,6 +44,7 @@ pub mod info;
 pub mod live;
 pub mod metrics;
 pub mod oneliner;
+pub mod probe;
 pub mod pt_calls;
 pub mod record;
 pub mod registry;

@@ -32,7 +32,9 @@ use crate::{
     app::{self, AppServer, Message},
     capture,
     live::{self, DecodePt},
-    metrics, pt_calls,
+    metrics,
+    probe::Account,
+    pt_calls,
     registry::{self, ValueKind},
     session::{self, Accounting, Arrival, Consumer, Outcome, Probes, Session},
     sources::{self, Layout, STORED_FROM, Spec},
@@ -188,7 +190,11 @@ pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<String> {
         eprintln!("weft: live queries unavailable: {error:#}");
         None
     });
-    let described = describe(&probes, &plan.options);
+    let described: Map<String, Value> = probes
+        .iter()
+        .flat_map(|probe| probe.describe())
+        .map(|(name, about)| (name.to_owned(), about))
+        .collect();
     let names: Vec<&str> = described.keys().map(String::as_str).collect();
     let session = Session {
         drain_interval: plan.drain_interval,
@@ -256,19 +262,19 @@ fn load_probes(plan: &Plan) -> Result<Probes> {
         cgroup: plan.cgroup,
         net: plan.net.clone(),
     };
-    let syscalls = chosen
-        .syscalls
-        .then(|| SyscallProbe::load(options))
-        .transpose()?;
+    let mut probes: Probes = Vec::new();
+    if chosen.syscalls {
+        probes.push(Box::new(SyscallProbe::load(options)?));
+    }
     let hooks: Vec<_> = chosen.specs.iter().map(|spec| spec.kernel).collect();
-    let events = (!hooks.is_empty())
-        .then(|| EventProbe::load(&hooks, &event_filter, options.ring_bytes))
-        .transpose()?;
-    let app = chosen
-        .app
-        .then(|| AppServer::listen(plan.app_group.as_deref()))
-        .transpose()?;
-    Ok(Probes::new(syscalls, events, app))
+    if !hooks.is_empty() {
+        let probe = EventProbe::load(&hooks, &event_filter, options.ring_bytes)?;
+        probes.push(Box::new(probe));
+    }
+    if chosen.app {
+        probes.push(Box::new(AppServer::listen(plan.app_group.as_deref())?));
+    }
+    Ok(probes)
 }
 
 /// Closes the store, completes `weft.json` and reports what was recorded
@@ -296,7 +302,11 @@ fn finish(mut recorder: Recorder, session_index: usize, outcome: &Outcome) -> Re
     let accounting = &outcome.accounting;
     let entry = &mut metadata["sessions"][session_index];
     entry["end_ns"] = json!(weft_store::now_ns());
-    entry["lost"] = losses_json(accounting);
+    entry["lost"] = accounting
+        .0
+        .iter()
+        .map(|account| (account.name.to_owned(), account.to_json()))
+        .collect();
     entry["max_drain_lag_ns"] = json!(lag.1);
     entry["triggers"] = triggers.to_json();
     if call_totals.captures > 0 {
@@ -316,7 +326,8 @@ fn finish(mut recorder: Recorder, session_index: usize, outcome: &Outcome) -> Re
         accounting.lost(),
     );
     let calls = (call_totals.captures > 0).then(|| call_totals.line());
-    for line in loss_lines(accounting).into_iter().chain(calls) {
+    let lines = accounting.0.iter().map(Account::line);
+    for line in lines.chain(calls) {
         report = report + "weft:   " + &line + "\n";
     }
     Ok(report)
@@ -342,7 +353,7 @@ impl Chosen {
         for name in names {
             match name.as_str() {
                 registry::SYSCALLS => chosen.syscalls = true,
-                APP => chosen.app = true,
+                app::NAME => chosen.app = true,
                 "all" => {
                     chosen = Self {
                         syscalls: true,
@@ -375,9 +386,6 @@ impl Chosen {
     }
 }
 
-/// The `--sources` name of application records.
-const APP: &str = "app";
-
 /// Opens (or creates) the store in `dir`, saying what recovery cut.
 fn open_store(dir: &Path, config: &Config) -> Result<Store> {
     let store =
@@ -392,74 +400,6 @@ fn open_store(dir: &Path, config: &Config) -> Result<Store> {
         );
     }
     Ok(store)
-}
-
-/// Where each source is attached, for `weft.json`.
-fn describe(probes: &Probes, options: &weft_kernel::syscall::Options) -> Map<String, Value> {
-    let mut out = Map::new();
-    if let Some(probe) = &probes.syscalls {
-        out.insert(
-            registry::SYSCALLS.into(),
-            json!({ "attach": probe.describe(), "filter": format!("{:?}", options.filter) }),
-        );
-    }
-    if let Some(probe) = &probes.events {
-        for (name, attach) in probe.describe() {
-            out.insert(name.into(), json!({ "attach": attach }));
-        }
-    }
-    if probes.app.is_some() {
-        out.insert(APP.into(), json!({ "attach": app::SOCKET }));
-    }
-    out
-}
-
-fn losses_json(accounting: &Accounting) -> Value {
-    let mut out = Map::new();
-    if let Some(losses) = &accounting.syscalls {
-        out.insert(registry::SYSCALLS.into(), losses.to_json());
-    }
-    for (spec, losses) in &accounting.sources {
-        out.insert(spec.name.into(), losses.to_json());
-    }
-    if let Some(app) = accounting.app {
-        out.insert(
-            APP.into(),
-            json!({ "received": app.received, "rejected": app.rejected, "lost": 0 }),
-        );
-    }
-    Value::Object(out)
-}
-
-/// One line per source: received, lost and why.
-fn loss_lines(accounting: &Accounting) -> Vec<String> {
-    let mut lines = Vec::new();
-    if let Some(l) = &accounting.syscalls {
-        lines.push(format!(
-            "syscalls: {} records, lost {} (ring full {}, enter table full {})",
-            l.delivery.received,
-            l.lost(),
-            l.delivery.ring_full,
-            l.enter_table_full
-        ));
-    }
-    for (spec, l) in &accounting.sources {
-        lines.push(format!(
-            "{}: {} records, lost {} (ring full {}); {} intervals not started (table full)",
-            spec.name,
-            l.delivery.received,
-            l.lost(),
-            l.delivery.ring_full,
-            l.table_full
-        ));
-    }
-    if let Some(app) = accounting.app {
-        lines.push(format!(
-            "app: {} records, lost 0; {} connections closed for a bad line",
-            app.received, app.rejected
-        ));
-    }
-    lines
 }
 
 /// `record`'s consumer: each record into the store.
@@ -681,28 +621,15 @@ impl Recorder {
 
     /// The counters a terminal UI shows.
     fn health_of(&self, accounting: &Accounting) -> Health {
-        let mut sources = Vec::new();
-        if let Some(l) = &accounting.syscalls {
-            sources.push(SourceHealth {
-                name: registry::SYSCALLS.into(),
-                received: l.delivery.received,
-                lost: l.lost(),
-            });
-        }
-        for (spec, l) in &accounting.sources {
-            sources.push(SourceHealth {
-                name: spec.name.into(),
-                received: l.delivery.received,
-                lost: l.lost(),
-            });
-        }
-        if let Some(app) = accounting.app {
-            sources.push(SourceHealth {
-                name: APP.into(),
-                received: app.received,
-                lost: 0,
-            });
-        }
+        let mut sources: Vec<_> = accounting
+            .0
+            .iter()
+            .map(|account| SourceHealth {
+                name: account.name.into(),
+                received: account.received(),
+                lost: account.lost(),
+            })
+            .collect();
         if self.call_totals.captures > 0 {
             sources.push(SourceHealth {
                 name: registry::CALLS.into(),

@@ -10,13 +10,12 @@ use std::{
 
 use anyhow::{Context as _, Result};
 use tokio::sync::Notify;
-use weft_kernel::{
-    events::{EventProbe, SourceLosses},
-    source::SourceHooks,
-    syscall::{Losses, SyscallProbe},
-};
+use weft_kernel::source::SourceHooks;
 
-use crate::app::{AppLosses, AppServer, Message};
+use crate::{
+    app::Message,
+    probe::{Account, Probe},
+};
 
 /// When to drain, tick and stop.
 pub struct Session {
@@ -56,119 +55,42 @@ pub trait Consumer {
     fn tick(&mut self, accounting: &Accounting) -> Result<bool>;
 }
 
-/// The probes of one capture: syscalls, other sources, or both.
-pub struct Probes {
-    pub syscalls: Option<SyscallProbe>,
-    pub events: Option<EventProbe>,
-    pub app: Option<AppServer>,
-    /// Syscall records drained so far.
-    syscalls_received: u64,
-    /// Application records drained so far.
-    app_received: u64,
-}
+/// The probes of one capture.
+pub type Probes = Vec<Box<dyn Probe>>;
 
-/// What each probe received and lost.
+/// What each source received and lost, in the order of its probe.
 #[derive(Clone, Default)]
-pub struct Accounting {
-    pub syscalls: Option<Losses>,
-    pub sources: Vec<(&'static SourceHooks, SourceLosses)>,
-    pub app: Option<AppLosses>,
-}
+pub struct Accounting(pub Vec<Account>);
 
 impl Accounting {
     /// Records received, all sources told.
     pub fn received(&self) -> u64 {
-        self.syscalls.as_ref().map_or(0, |l| l.delivery.received)
-            + self
-                .sources
-                .iter()
-                .map(|(_, l)| l.delivery.received)
-                .sum::<u64>()
-            + self.app.map_or(0, |l| l.received)
+        self.0.iter().map(Account::received).sum()
     }
 
     /// Records lost, all sources told.
     pub fn lost(&self) -> u64 {
-        self.syscalls.as_ref().map_or(0, Losses::lost)
-            + self.sources.iter().map(|(_, l)| l.lost()).sum::<u64>()
-    }
-}
-
-impl Probes {
-    pub fn new(
-        syscalls: Option<SyscallProbe>,
-        events: Option<EventProbe>,
-        app: Option<AppServer>,
-    ) -> Self {
-        Self {
-            syscalls,
-            events,
-            app,
-            syscalls_received: 0,
-            app_received: 0,
-        }
-    }
-
-    /// Drains a bounded batch of every ring; returns whether records were
-    /// left behind (to drain again at once).
-    fn drain(&mut self, consumer: &mut impl Consumer) -> bool {
-        let mut more = false;
-        if let Some(probe) = &mut self.syscalls {
-            let drained = probe.drain(|now, record| consumer.take(now, Arrival::Syscall(record)));
-            self.syscalls_received += drained.records;
-            more |= drained.more;
-        }
-        if let Some(probe) = &mut self.events {
-            more |= probe
-                .drain(|hooks, now, record| consumer.take(now, Arrival::Event(hooks, record)))
-                .more;
-        }
-        if let Some(server) = &self.app {
-            self.app_received += server.drain(|message| {
-                consumer.take(weft_store::now_ns(), Arrival::App(message));
-            });
-        }
-        more
+        self.0.iter().map(Account::lost).sum()
     }
 
     /// Reads every probe's counters.
-    pub fn accounting(&self) -> Result<Accounting> {
-        Ok(Accounting {
-            syscalls: match &self.syscalls {
-                Some(probe) => Some(Losses::new(&probe.counters()?, self.syscalls_received)),
-                None => None,
-            },
-            sources: match &self.events {
-                Some(probe) => probe.losses()?,
-                None => Vec::new(),
-            },
-            app: self.app.as_ref().map(|server| AppLosses {
-                received: self.app_received,
-                rejected: server.rejected(),
-            }),
-        })
-    }
-
-    fn attach_new_interfaces(&mut self) {
-        if let Some(probe) = &mut self.events {
-            probe.attach_new_interfaces();
+    pub fn of(probes: &Probes) -> Result<Self> {
+        let mut accounts = Vec::new();
+        for probe in probes {
+            accounts.extend(probe.accounts()?);
         }
+        Ok(Self(accounts))
     }
+}
 
-    fn detach(&mut self) -> Result<()> {
-        if let Some(probe) = &mut self.syscalls {
-            probe.detach()?;
-        }
-        if let Some(probe) = &mut self.events {
-            probe.detach();
-        }
-        Ok(())
+/// Drains a bounded batch of every probe; returns whether records were
+/// left behind (to drain again at once).
+fn drain_all(probes: &mut Probes, consumer: &mut dyn Consumer) -> bool {
+    let mut more = false;
+    for probe in probes {
+        more |= probe.drain(consumer);
     }
-
-    fn malformed(&self) -> u64 {
-        self.syscalls.as_ref().map_or(0, SyscallProbe::malformed)
-            + self.events.as_ref().map_or(0, EventProbe::malformed)
-    }
+    more
 }
 
 /// How a capture ended.
@@ -180,11 +102,7 @@ pub struct Outcome {
 }
 
 /// Runs a capture to its end and checks that every record is accounted for.
-pub fn run(
-    session: &Session,
-    probes: &mut Probes,
-    consumer: &mut impl Consumer,
-) -> Result<Outcome> {
+pub fn run(session: &Session, probes: &mut Probes, consumer: &mut dyn Consumer) -> Result<Outcome> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -192,10 +110,12 @@ pub fn run(
     let start = Instant::now();
     runtime.block_on(capture(session, probes, consumer))?;
     let elapsed = start.elapsed();
-    probes.detach()?;
-    while probes.drain(consumer) {}
-    let accounting = probes.accounting()?;
-    report_mismatches(&accounting, probes.malformed());
+    for probe in probes.iter_mut() {
+        probe.detach()?;
+    }
+    while drain_all(probes, consumer) {}
+    let accounting = Accounting::of(probes)?;
+    report_mismatches(&accounting, probes.iter().map(|p| p.malformed()).sum());
     Ok(Outcome {
         elapsed,
         accounting,
@@ -204,11 +124,10 @@ pub fn run(
 
 /// Says so when records are unaccounted for: never expected.
 fn report_mismatches(accounting: &Accounting, malformed: u64) {
-    if let Some(losses) = &accounting.syscalls {
-        losses.delivery.report_mismatch("syscalls");
-    }
-    for (spec, losses) in &accounting.sources {
-        losses.delivery.report_mismatch(spec.name);
+    for account in &accounting.0 {
+        if let Some(delivery) = account.delivery() {
+            delivery.report_mismatch(account.name);
+        }
     }
     if malformed > 0 {
         eprintln!("weft: {malformed} malformed records");
@@ -219,7 +138,7 @@ fn report_mismatches(accounting: &Accounting, malformed: u64) {
 async fn capture(
     session: &Session,
     probes: &mut Probes,
-    consumer: &mut impl Consumer,
+    consumer: &mut dyn Consumer,
 ) -> Result<()> {
     use tokio::{
         signal::unix::{SignalKind, signal},
@@ -235,9 +154,10 @@ async fn capture(
             .unwrap_or(Duration::from_secs(u64::MAX / 4)),
     );
     tokio::pin!(deadline);
-    // Network interfaces that come up are attached to within a second.
-    let mut interfaces = interval(Duration::from_secs(1));
-    interfaces.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    // Probes look again every second (network interfaces that come up are
+    // attached to within a second).
+    let mut refresh = interval(Duration::from_secs(1));
+    refresh.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut interrupt = signal(SignalKind::interrupt()).context("failed to handle SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("failed to handle SIGTERM")?;
     let mut user2 = signal(SignalKind::user_defined2()).context("failed to handle SIGUSR2")?;
@@ -246,25 +166,25 @@ async fn capture(
     loop {
         tokio::select! {
             _ = drain.tick() => {
-                if probes.drain(consumer) {
+                if drain_all(probes, consumer) {
                     // Behind: the next batch at once, after the other
                     // branches had their turn.
                     drain.reset_immediately();
                 }
             }
             _ = tick.tick(), if session.tick.is_some() => {
-                probes.drain(consumer);
-                if !consumer.tick(&probes.accounting()?)? {
+                drain_all(probes, consumer);
+                if !consumer.tick(&Accounting::of(probes)?)? {
                     break;
                 }
             }
-            _ = interfaces.tick() => probes.attach_new_interfaces(),
+            _ = refresh.tick() => probes.iter_mut().for_each(|p| p.refresh()),
             () = &mut deadline => break,
             _ = interrupt.recv() => break,
             _ = terminate.recv() => break,
             () = stop.notified() => break,
             _ = user2.recv() => {
-                probes.drain(consumer);
+                drain_all(probes, consumer);
                 consumer.manual_trigger();
             }
         }

@@ -17,7 +17,10 @@ use weft_kernel::{
 };
 use weft_probes::syscall::SyscallEvent;
 
-use crate::session::{self, Accounting, Arrival, Consumer, Probes, Session};
+use crate::{
+    probe,
+    session::{self, Accounting, Arrival, Consumer, Probes, Session},
+};
 
 /// `weft stat` resolved from its arguments.
 #[derive(Debug)]
@@ -259,7 +262,7 @@ pub fn run(plan: &Plan, out: &mut dyn Write) -> Result<()> {
         current: Stats::default(),
         since: Instant::now(),
     };
-    let mut probes = Probes::new(Some(probe), None, None);
+    let mut probes: Probes = vec![Box::new(probe)];
     let outcome = session::run(&session, &mut probes, &mut table)?;
     let Table {
         mut total,
@@ -268,7 +271,7 @@ pub fn run(plan: &Plan, out: &mut dyn Write) -> Result<()> {
         ..
     } = table;
     total.merge(&current);
-    let losses = outcome.accounting.syscalls.unwrap_or_default();
+    let losses = syscall_losses(&outcome.accounting);
     emit(plan, out, "total", outcome.elapsed, &total, &losses)?;
     Ok(())
 }
@@ -293,7 +296,7 @@ impl Consumer for Table<'_> {
     }
 
     fn tick(&mut self, accounting: &Accounting) -> Result<bool> {
-        let losses = accounting.syscalls.clone().unwrap_or_default();
+        let losses = syscall_losses(accounting);
         if !emit(
             self.plan,
             self.out,
@@ -335,6 +338,18 @@ fn emit(
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(false),
         Err(e) => Err(e).context("failed to write the table"),
     }
+}
+
+/// The syscall probe's counters, the only probe `stat` loads.
+fn syscall_losses(accounting: &Accounting) -> Losses {
+    accounting
+        .0
+        .iter()
+        .find_map(|account| match &account.losses {
+            probe::Losses::Syscalls(losses) => Some(losses.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -1,0 +1,212 @@
+//! The shape every probe of a capture shares, whatever its family
+//! (syscalls, the other event sources, application records): it drains
+//! into the one sink, detaches, says where it is attached and accounts
+//! for each of its sources. A capture's probes are a list of these.
+
+use anyhow::Result;
+use serde_json::{Value, json};
+use weft_kernel::{
+    delivery::Delivery,
+    events::{EventProbe, SourceLosses},
+    syscall::{self, SyscallProbe},
+};
+
+use crate::{
+    app::{self, AppLosses, AppServer},
+    registry,
+    session::{Arrival, Consumer},
+};
+
+/// One probe of a capture.
+pub trait Probe {
+    /// Hands a bounded batch of waiting records to `consumer`; returns
+    /// whether records were left behind (to drain again at once).
+    fn drain(&mut self, consumer: &mut dyn Consumer) -> bool;
+
+    /// What each of its sources received and lost so far.
+    fn accounts(&self) -> Result<Vec<Account>>;
+
+    /// Each of its sources and where it is attached, for `weft.json`.
+    fn describe(&self) -> Vec<(&'static str, Value)>;
+
+    /// Stops new records; those already waiting can still be drained.
+    fn detach(&mut self) -> Result<()>;
+
+    /// Records too short or of no known source; never expected.
+    fn malformed(&self) -> u64 {
+        0
+    }
+
+    /// Called every second while the capture runs: attaches to what came
+    /// up since (network interfaces).
+    fn refresh(&mut self) {}
+}
+
+/// What one source received and lost, and why.
+#[derive(Clone, Debug)]
+pub struct Account {
+    pub name: &'static str,
+    pub losses: Losses,
+}
+
+/// A source's counters, as its family keeps them.
+#[derive(Clone, Debug)]
+pub enum Losses {
+    Syscalls(syscall::Losses),
+    Event(SourceLosses),
+    App(AppLosses),
+}
+
+impl Account {
+    pub fn received(&self) -> u64 {
+        match &self.losses {
+            Losses::Syscalls(l) => l.delivery.received,
+            Losses::Event(l) => l.delivery.received,
+            Losses::App(l) => l.received,
+        }
+    }
+
+    /// Records the source produced that were never received.
+    pub fn lost(&self) -> u64 {
+        match &self.losses {
+            Losses::Syscalls(l) => l.lost(),
+            Losses::Event(l) => l.lost(),
+            Losses::App(_) => 0,
+        }
+    }
+
+    /// Its kernel ring's counts, when it has a ring.
+    pub fn delivery(&self) -> Option<&Delivery> {
+        match &self.losses {
+            Losses::Syscalls(l) => Some(&l.delivery),
+            Losses::Event(l) => Some(&l.delivery),
+            Losses::App(_) => None,
+        }
+    }
+
+    /// Its entry in `weft.json`'s `lost`.
+    pub fn to_json(&self) -> Value {
+        match &self.losses {
+            Losses::Syscalls(l) => l.to_json(),
+            Losses::Event(l) => l.to_json(),
+            Losses::App(l) => json!({ "received": l.received, "rejected": l.rejected, "lost": 0 }),
+        }
+    }
+
+    /// One line for the report: received, lost and why.
+    pub fn line(&self) -> String {
+        let (name, received, lost) = (self.name, self.received(), self.lost());
+        match &self.losses {
+            Losses::Syscalls(l) => format!(
+                "{name}: {received} records, lost {lost} (ring full {}, enter table full {})",
+                l.delivery.ring_full, l.enter_table_full
+            ),
+            Losses::Event(l) => format!(
+                "{name}: {received} records, lost {lost} (ring full {}); {} intervals not started (table full)",
+                l.delivery.ring_full, l.table_full
+            ),
+            Losses::App(l) => format!(
+                "{name}: {received} records, lost 0; {} connections closed for a bad line",
+                l.rejected
+            ),
+        }
+    }
+}
+
+impl Probe for SyscallProbe {
+    fn drain(&mut self, consumer: &mut dyn Consumer) -> bool {
+        SyscallProbe::drain(self, |now, record| {
+            consumer.take(now, Arrival::Syscall(record));
+        })
+        .more
+    }
+
+    fn accounts(&self) -> Result<Vec<Account>> {
+        Ok(vec![Account {
+            name: registry::SYSCALLS,
+            losses: Losses::Syscalls(self.losses()?),
+        }])
+    }
+
+    fn describe(&self) -> Vec<(&'static str, Value)> {
+        let about = json!({
+            "attach": SyscallProbe::describe(self),
+            "filter": format!("{:?}", self.filter()),
+        });
+        vec![(registry::SYSCALLS, about)]
+    }
+
+    fn detach(&mut self) -> Result<()> {
+        SyscallProbe::detach(self)
+    }
+
+    fn malformed(&self) -> u64 {
+        SyscallProbe::malformed(self)
+    }
+}
+
+impl Probe for EventProbe {
+    fn drain(&mut self, consumer: &mut dyn Consumer) -> bool {
+        EventProbe::drain(self, |hooks, now, record| {
+            consumer.take(now, Arrival::Event(hooks, record));
+        })
+        .more
+    }
+
+    fn accounts(&self) -> Result<Vec<Account>> {
+        Ok(self
+            .losses()?
+            .into_iter()
+            .map(|(hooks, losses)| Account {
+                name: hooks.name,
+                losses: Losses::Event(losses),
+            })
+            .collect())
+    }
+
+    fn describe(&self) -> Vec<(&'static str, Value)> {
+        EventProbe::describe(self)
+            .into_iter()
+            .map(|(name, attach)| (name, json!({ "attach": attach })))
+            .collect()
+    }
+
+    fn detach(&mut self) -> Result<()> {
+        EventProbe::detach(self);
+        Ok(())
+    }
+
+    fn malformed(&self) -> u64 {
+        EventProbe::malformed(self)
+    }
+
+    fn refresh(&mut self) {
+        self.attach_new_interfaces();
+    }
+}
+
+impl Probe for AppServer {
+    fn drain(&mut self, consumer: &mut dyn Consumer) -> bool {
+        AppServer::drain(self, |message| {
+            consumer.take(weft_store::now_ns(), Arrival::App(message));
+        });
+        false
+    }
+
+    fn accounts(&self) -> Result<Vec<Account>> {
+        Ok(vec![Account {
+            name: app::NAME,
+            losses: Losses::App(self.losses()),
+        }])
+    }
+
+    fn describe(&self) -> Vec<(&'static str, Value)> {
+        vec![(app::NAME, json!({ "attach": app::SOCKET }))]
+    }
+
+    /// Records pushed after the capture stops are not taken; the socket
+    /// closes with the server.
+    fn detach(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
