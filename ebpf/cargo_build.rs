@@ -47,6 +47,6 @@ fn ebpf_object_path(target_dir: &std::path::Path) -> std::path::PathBuf {
 
 /// Where [`ebpf_build_command`] leaves the object of `weft trace`.
 #[allow(dead_code, reason = "xtask includes this file and needs only the first object")]
-fn ebpf_trace_object_path(target_dir: &std::path::Path) -> std::path::PathBuf {
-    target_dir.join(EBPF_TARGET).join("release").join("weft-trace-ebpf")
+fn ebpf_oneliner_object_path(target_dir: &std::path::Path) -> std::path::PathBuf {
+    target_dir.join(EBPF_TARGET).join("release").join("weft-oneliner-ebpf")
 }

@@ -13,7 +13,7 @@ fn main() {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let (out, trace_out) = (
         out_dir.join("weft-ebpf.o"),
-        out_dir.join("weft-trace-ebpf.o"),
+        out_dir.join("weft-oneliner-ebpf.o"),
     );
     if env::var_os(SKIP).is_some_and(|v| !v.is_empty() && v != "0") {
         println!("cargo:warning={SKIP} is set: building weft without its eBPF programs");
@@ -31,7 +31,7 @@ fn main() {
         "ebpf/Cargo.toml",
         "ebpf/Cargo.lock",
         "ebpf/cargo_build.rs",
-        "probes/src",
+        "abi/src",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(path).display());
     }
@@ -46,6 +46,6 @@ fn main() {
         "building the eBPF object failed ({status}); run `cargo xtask setup` or set {SKIP}=1"
     );
     fs::copy(ebpf_object_path(&target_dir), &out).expect("copy the eBPF object into OUT_DIR");
-    fs::copy(ebpf_trace_object_path(&target_dir), &trace_out)
+    fs::copy(ebpf_oneliner_object_path(&target_dir), &trace_out)
         .expect("copy the trace eBPF object into OUT_DIR");
 }

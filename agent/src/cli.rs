@@ -797,7 +797,7 @@ pub struct RecordArgs {
         long,
         value_name = "BYTES",
         default_value_t = 0,
-        value_parser = clap::value_parser!(u32).range(0..=weft_probes::net::MAX_SNAPLEN as i64),
+        value_parser = clap::value_parser!(u32).range(0..=weft_abi::net::MAX_SNAPLEN as i64),
         help_heading = "Packets"
     )]
     pub snaplen: u32,

@@ -48,7 +48,7 @@ fn resolve_syscalls(names: &[String]) -> Result<Vec<u32>> {
     names
         .iter()
         .map(|name| {
-            weft_probes::syscall_names::number(name).with_context(|| {
+            weft_abi::syscall_names::number(name).with_context(|| {
                 format!(
                     "--syscall {name}: unknown x86-64 syscall name (e.g. read, openat, getppid)"
                 )

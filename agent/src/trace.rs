@@ -4,8 +4,8 @@
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
+use weft_oneliner::Format;
 use weft_recording::oneliner::{self, Options};
-use weft_trace::Format;
 
 use crate::cli::{TraceArgs, TraceFormat};
 

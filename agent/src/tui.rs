@@ -22,7 +22,7 @@ use anyhow::{Context as _, Result, anyhow};
 use weft_kernel::ebpf;
 use weft_query::{feed::Feed, health::Health};
 use weft_recording::{
-    feed::{LiveFeed, Recording},
+    feed::{CaptureFeed, LiveFeed},
     record::{Ready, UiLink, ns},
     replay,
 };
@@ -34,7 +34,7 @@ use crate::{cli::TuiArgs, pt_demand, record};
 pub fn run(args: &TuiArgs) -> Result<ExitCode> {
     match &args.dir {
         Some(dir) => {
-            let feed: Arc<dyn Feed> = Arc::new(Recording::open(dir, args.skip_damaged)?);
+            let feed: Arc<dyn Feed> = Arc::new(CaptureFeed::open(dir, args.skip_damaged)?);
             let frames = weft_tui::run(&feed).context("the terminal failed")?;
             report(args, &frames);
             Ok(ExitCode::SUCCESS)

@@ -8,7 +8,7 @@ use aya_ebpf::{
     maps::HashMap,
     programs::TracePointContext,
 };
-use weft_probes::{
+use weft_abi::{
     block::{BlockEvent, Issued, Op, RequestKey},
     events::{Counter, Header, Source},
 };

@@ -1,5 +1,5 @@
 //! The shared per-CPU rings, counters and task filters of every source but
-//! syscalls (see `weft_probes::events`).
+//! syscalls (see `weft_abi::events`).
 
 use aya_ebpf::{
     bindings::BPF_RB_NO_WAKEUP,
@@ -8,7 +8,7 @@ use aya_ebpf::{
     macros::{btf_map, map},
     maps::{HashMap, PerCpuArray},
 };
-use weft_probes::{
+use weft_abi::{
     events::{
         COUNTERS, Counter, EventConfig, FILTER_CGROUP, FILTER_COMM, FILTER_PID, Header, SOURCES,
         Source,

@@ -1,6 +1,6 @@
 //! weft's kernel-side programs for the event sources. One module per probe
-//! family, named as in `weft-probes`; `weft trace`'s programs build into an
-//! object of their own (`trace_main.rs`).
+//! family, named as in `weft-abi`; `weft trace`'s programs build into an
+//! object of their own (`oneliner_main.rs`).
 #![no_std]
 #![no_main]
 // The BPF target's `core` has no atomic read-modify-write types; the

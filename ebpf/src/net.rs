@@ -10,7 +10,7 @@ use aya_ebpf::{
     maps::{HashMap, PerCpuArray},
     programs::TcContext,
 };
-use weft_probes::{
+use weft_abi::{
     events::{Counter, Header, Source},
     net::{
         Direction, EVENT_SIZE, FILTER_ADDR, FILTER_PORT, MAX_SNAPLEN, PacketEvent, PacketSnap,

@@ -9,7 +9,7 @@ use aya_ebpf::{
     macros::{btf_map, tracepoint},
     programs::TracePointContext,
 };
-use weft_probes::{
+use weft_abi::{
     events::{Header, Source},
     pagecache::{LastLookup, Op, PageCacheEvent},
 };

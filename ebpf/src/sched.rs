@@ -9,7 +9,7 @@ use aya_ebpf::{
     maps::HashMap,
     programs::TracePointContext,
 };
-use weft_probes::{
+use weft_abi::{
     events::{Counter, Header, Source},
     sched::{OffCpu, SchedEvent},
 };

@@ -7,7 +7,7 @@ use aya_ebpf::{
     macros::tracepoint,
     programs::TracePointContext,
 };
-use weft_probes::{
+use weft_abi::{
     events::{Header, Source},
     switch::SwitchEvent,
 };

@@ -17,7 +17,7 @@ use aya_ebpf::{
     maps::{HashMap, PerCpuArray},
     programs::{RawTracePointContext, TracePointContext},
 };
-use weft_probes::syscall::{
+use weft_abi::syscall::{
     COUNTERS, Counter, FILTER_COMM, FILTER_PID, InFlight, MAX_CPUS, SyscallConfig, SyscallEvent,
 };
 

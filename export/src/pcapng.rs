@@ -9,7 +9,7 @@
 
 use std::io::{self, Write};
 
-use weft_probes::net::PacketEvent;
+use weft_abi::net::PacketEvent;
 use weft_recording::sources::STORED_FROM;
 use weft_store::Snapshot;
 

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use weft_probes::tracefs::find_field;
+use weft_abi::tracefs::find_field;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

@@ -26,9 +26,9 @@ use std::{
     time::Instant,
 };
 
+use weft_abi::ring::Ring;
+use weft_abi::syscall::{EVENT_SIZE, SyscallEvent};
 use weft_ingest::syscalls::SyscallSink;
-use weft_probes::ring::Ring;
-use weft_probes::syscall::{EVENT_SIZE, SyscallEvent};
 use weft_store::{Config, Store};
 
 /// Bytes a drain takes from one ring at most, as `weft record` drains.

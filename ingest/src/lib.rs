@@ -1,7 +1,7 @@
 //! weft's ingest path: the records drained from the kernel's per-CPU BPF
-//! ring buffers (`weft_probes::ring`) go into the store with one copy.
+//! ring buffers (`weft_abi::ring`) go into the store with one copy.
 //!
-//! Depends on `weft-probes` (the records' layout and the rings' reading end)
+//! Depends on `weft-abi` (the records' layout and the rings' reading end)
 //! and `weft-store` only: no aya, no queries, no command line.
 //!
 //! # Overview

@@ -2,7 +2,7 @@
 //! indexes, and the sink that appends each ring record of the syscall probe
 //! as it lies in the ring (one copy, ring to chunk).
 
-use weft_probes::syscall::{EVENT_SIZE, MAX_SYSCALLS, SyscallEvent};
+use weft_abi::syscall::{EVENT_SIZE, MAX_SYSCALLS, SyscallEvent};
 use weft_store::{Bins, Field, FieldKind, Partition, SourceId, Store};
 
 use crate::tasks::TaskNames;

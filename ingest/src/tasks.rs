@@ -13,7 +13,7 @@ use std::{
     hash::{BuildHasherDefault, Hasher},
 };
 
-use weft_probes::{syscall::SyscallEvent, syscall_names};
+use weft_abi::{syscall::SyscallEvent, syscall_names};
 use weft_store::{Field, FieldKind, SourceId, Store};
 
 /// Name of the source holding thread names.

@@ -13,14 +13,14 @@ use aya::{
     Ebpf, EbpfLoader,
     maps::{HashMap, MapData},
 };
-use weft_probes::tracefs::{Field, find_field};
+use weft_abi::tracefs::{Field, find_field};
 
 /// The object file, 8-byte aligned as the ELF parser requires.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/weft-ebpf.o"));
 
 /// `weft trace`'s object (its generic programs and maps only).
 static TRACE_OBJECT: &[u8] =
-    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/weft-trace-ebpf.o"));
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/weft-oneliner-ebpf.o"));
 
 /// The embedded eBPF object of the event sources.
 pub fn object() -> Result<&'static [u8]> {
@@ -28,7 +28,7 @@ pub fn object() -> Result<&'static [u8]> {
 }
 
 /// The embedded eBPF object of `weft trace`.
-pub fn trace_object() -> Result<&'static [u8]> {
+pub fn oneliner_object() -> Result<&'static [u8]> {
     embedded(TRACE_OBJECT)
 }
 

@@ -11,12 +11,12 @@ use aya::{
     maps::{MapData, PerCpuArray},
     programs::TracePoint,
 };
-use weft_probes::events::{
+use weft_abi::events::{
     CONFIG_GLOBAL, COUNTERS, COUNTERS_MAP, Counter, EventConfig, FILTER_CGROUP, FILTER_COMM,
     FILTER_PID, PIDS_MAP, RINGS_MAP, SOURCES, Source,
 };
-use weft_probes::ring::{self, Drained, Ring};
-use weft_probes::tracefs::find_field;
+use weft_abi::ring::{self, Drained, Ring};
+use weft_abi::tracefs::find_field;
 
 use crate::{
     delivery::Delivery,
@@ -112,8 +112,8 @@ impl EventProbe {
             loader.override_global(global, offset, true);
         }
         let net_flags = filter.net.flags();
-        loader.override_global(weft_probes::net::FLAGS_GLOBAL, &net_flags, true);
-        loader.override_global(weft_probes::net::SNAPLEN_GLOBAL, &filter.net.snaplen, true);
+        loader.override_global(weft_abi::net::FLAGS_GLOBAL, &net_flags, true);
+        loader.override_global(weft_abi::net::SNAPLEN_GLOBAL, &filter.net.snaplen, true);
         let rings = rings.wait()?;
         rings.use_in(&mut loader, RINGS_MAP);
         let mut ebpf = loader

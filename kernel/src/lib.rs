@@ -12,7 +12,7 @@
 //! - [`syscall`]: the syscall probe; [`events`]: the other event sources,
 //!   whose programs and attach points [`source`] lists; [`tc`] and
 //!   [`clsact`]: the packet source's classifiers on network interfaces.
-//! - [`trace`]: the one-liners' kernel side: what the kernel offers their
+//! - [`oneliner`]: the one-liners' kernel side: what the kernel offers their
 //!   checker, and the generic programs that run them.
 //! - [`delivery`]: what a ring delivered and lost.
 //! - [`doctor`]: what this kernel and process offer weft, checked.
@@ -22,8 +22,8 @@ pub mod delivery;
 pub mod doctor;
 pub mod ebpf;
 pub mod events;
+pub mod oneliner;
 pub mod rings;
 pub mod source;
 pub mod syscall;
 pub mod tc;
-pub mod trace;

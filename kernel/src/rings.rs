@@ -17,7 +17,7 @@ use aya::{
     Ebpf, EbpfLoader,
     maps::{Map, MapData},
 };
-use weft_probes::ring::Ring;
+use weft_abi::ring::Ring;
 
 use crate::ebpf::{bpf, mount};
 

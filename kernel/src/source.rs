@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use weft_probes::{
+use weft_abi::{
     block::BlockEvent, events::Source, net::PacketEvent, pagecache::PageCacheEvent,
     sched::SchedEvent, switch::SwitchEvent,
 };

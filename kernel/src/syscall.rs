@@ -10,8 +10,8 @@ use aya::{
     maps::{MapData, PerCpuArray},
     programs::{RawTracePoint, TracePoint},
 };
-use weft_probes::ring::{self, Drained, Ring};
-use weft_probes::syscall::{
+use weft_abi::ring::{self, Drained, Ring};
+use weft_abi::syscall::{
     CONFIG_GLOBAL, COUNTERS, COUNTERS_MAP, Counter, EVENT_SIZE, FILTER_COMM, FILTER_PID, PIDS_MAP,
     RINGS_MAP, SyscallConfig,
 };
@@ -292,7 +292,7 @@ fn first_syscall_name(filter: &Filter) -> Result<&'static str> {
     let Some(nr) = filter.syscalls.first() else {
         bail!("per-syscall attach needs at least one --syscall");
     };
-    weft_probes::syscall_names::name(*nr).context("syscall has no name")
+    weft_abi::syscall_names::name(*nr).context("syscall has no name")
 }
 
 fn attach_raw(ebpf: &mut Ebpf) -> Result<&'static [&'static str]> {
@@ -314,7 +314,7 @@ fn attach_raw(ebpf: &mut Ebpf) -> Result<&'static [&'static str]> {
 fn attach_per_syscall(ebpf: &mut Ebpf, syscalls: &[u32]) -> Result<&'static [&'static str]> {
     let names: StdHashMap<u32, &str> = syscalls
         .iter()
-        .filter_map(|nr| Some((*nr, weft_probes::syscall_names::name(*nr)?)))
+        .filter_map(|nr| Some((*nr, weft_abi::syscall_names::name(*nr)?)))
         .collect();
     for (program, prefix) in TP_PROGRAMS.iter().zip(["sys_enter_", "sys_exit_"]) {
         let tp: &mut TracePoint = ebpf

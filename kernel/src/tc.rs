@@ -21,7 +21,7 @@ use aya::{
     },
     util::KernelVersion,
 };
-use weft_probes::net::{ADDRS_MAP, FILTER_ADDR, FILTER_PORT, PORTS_MAP};
+use weft_abi::net::{ADDRS_MAP, FILTER_ADDR, FILTER_PORT, PORTS_MAP};
 
 use crate::clsact;
 

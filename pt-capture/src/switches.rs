@@ -8,11 +8,11 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use anyhow::Context as _;
+use weft_abi::switch::SwitchEvent;
 use weft_kernel::{
     events::{EventProbe, Filter},
     source::SWITCH,
 };
-use weft_probes::switch::SwitchEvent;
 use weft_pt::perf::Switch;
 
 /// Ring bytes per CPU: a busy CPU switches some 100,000 times a second,

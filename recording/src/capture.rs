@@ -13,7 +13,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
-use weft_probes::{syscall::MAX_SYSCALLS, syscall_names};
+use weft_abi::{syscall::MAX_SYSCALLS, syscall_names};
 use weft_query::{Catalog, Kind, Names};
 
 use crate::registry::{CALLS, SYSCALLS, TRIGGERS, ValueKind};

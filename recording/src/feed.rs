@@ -82,7 +82,7 @@ impl Feed for LiveFeed {
 }
 
 /// A capture directory, as it was when opened.
-pub struct Recording {
+pub struct CaptureFeed {
     snapshot: Snapshot,
     dir: PathBuf,
     health: Health,
@@ -90,7 +90,7 @@ pub struct Recording {
     wall_offset: Option<i64>,
 }
 
-impl Recording {
+impl CaptureFeed {
     /// Opens the capture in `dir`, leaving out damaged chunks when
     /// `skip_damaged`.
     pub fn open(dir: &Path, skip_damaged: bool) -> anyhow::Result<Self> {
@@ -120,7 +120,7 @@ impl Recording {
     }
 }
 
-impl Feed for Recording {
+impl Feed for CaptureFeed {
     fn ask(&self, query: &str) -> Result<Answer, String> {
         ask(&self.snapshot, &self.dir, query, None)
     }

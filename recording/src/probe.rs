@@ -1,21 +1,46 @@
 //! The shape every probe of a capture shares, whatever its family
 //! (syscalls, the other event sources, application records): it drains
-//! into the one sink, detaches, says where it is attached and accounts
-//! for each of its sources. A capture's probes are a list of these.
+//! into the one sink, the capture's [`Consumer`], detaches, says where it
+//! is attached and accounts for each of its sources. A capture's probes
+//! are a list of these, which `session` drives.
 
 use anyhow::Result;
 use serde_json::{Value, json};
 use weft_kernel::{
     delivery::Delivery,
     events::{EventProbe, SourceLosses},
+    source::SourceHooks,
     syscall::{self, SyscallProbe},
 };
 
 use crate::{
-    app::{self, AppLosses, AppServer},
+    app::{self, AppLosses, AppServer, Message},
     registry,
-    session::{Arrival, Consumer},
 };
+
+/// One record as its probe delivered it.
+pub enum Arrival<'a> {
+    /// A syscall record as it lies in the ring (a `SyscallEvent`'s bytes,
+    /// at least `EVENT_SIZE` of them).
+    Syscall(&'a [u8]),
+    /// A record of another source: the kernel record, header included.
+    Event(&'static SourceHooks, &'a [u8]),
+    /// A source or record pushed by an application.
+    App(Message),
+}
+
+/// What a capture does with its records: one sink for every probe.
+pub trait Consumer {
+    /// A record drained at `now` (`CLOCK_MONOTONIC` ns).
+    fn take(&mut self, now: u64, arrival: Arrival<'_>);
+
+    /// SIGUSR2: keep the window around now (`record`'s manual trigger).
+    fn manual_trigger(&mut self) {}
+
+    /// Called every tick with what was received and lost so far;
+    /// `Ok(false)` stops the capture.
+    fn tick(&mut self, accounting: &Accounting) -> Result<bool>;
+}
 
 /// One probe of a capture.
 pub trait Probe {
@@ -42,6 +67,9 @@ pub trait Probe {
     fn refresh(&mut self) {}
 }
 
+/// The probes of one capture.
+pub type Probes = Vec<Box<dyn Probe>>;
+
 /// What one source received and lost, and why.
 #[derive(Clone, Debug)]
 pub struct Account {
@@ -55,6 +83,31 @@ pub enum Losses {
     Syscalls(syscall::Losses),
     Event(SourceLosses),
     App(AppLosses),
+}
+
+/// What each source received and lost, in the order of its probe.
+#[derive(Clone, Default)]
+pub struct Accounting(pub Vec<Account>);
+
+impl Accounting {
+    /// Records received, all sources told.
+    pub fn received(&self) -> u64 {
+        self.0.iter().map(Account::received).sum()
+    }
+
+    /// Records lost, all sources told.
+    pub fn lost(&self) -> u64 {
+        self.0.iter().map(Account::lost).sum()
+    }
+
+    /// Reads every probe's counters.
+    pub fn of(probes: &Probes) -> Result<Self> {
+        let mut accounts = Vec::new();
+        for probe in probes {
+            accounts.extend(probe.accounts()?);
+        }
+        Ok(Self(accounts))
+    }
 }
 
 impl Account {

@@ -33,10 +33,10 @@ use crate::{
     capture,
     live::{self, DecodePt},
     metrics,
-    probe::Account,
+    probe::{Account, Accounting, Arrival, Consumer, Probes},
     pt_calls,
     registry::{self, ValueKind},
-    session::{self, Accounting, Arrival, Consumer, Outcome, Probes, Session},
+    session::{self, Outcome, Session},
     sources::{self, Layout, STORED_FROM, Spec},
     trigger::{self, CapturePt, Triggers},
 };
@@ -409,7 +409,7 @@ struct Recorder {
     syscalls: SyscallSink,
     /// The store source of each event source, and where its records'
     /// timestamp and thread are.
-    spec_sources: HashMap<weft_probes::events::Source, (SourceId, Layout)>,
+    spec_sources: HashMap<weft_abi::events::Source, (SourceId, Layout)>,
     /// Application sources defined so far.
     app_sources: HashMap<Arc<str>, SourceId>,
     /// `weft.json`, rewritten when an application defines a source.

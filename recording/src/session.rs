@@ -8,14 +8,9 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::probe::{Accounting, Consumer, Probes};
 use anyhow::{Context as _, Result};
 use tokio::sync::Notify;
-use weft_kernel::source::SourceHooks;
-
-use crate::{
-    app::Message,
-    probe::{Account, Probe},
-};
 
 /// When to drain, tick and stop.
 pub struct Session {
@@ -29,58 +24,6 @@ pub struct Session {
     pub ready: String,
     /// Stops the capture as a signal would (the terminal UI's quit).
     pub stop: Option<Arc<Notify>>,
-}
-
-/// One record as its probe delivered it.
-pub enum Arrival<'a> {
-    /// A syscall record as it lies in the ring (a `SyscallEvent`'s bytes,
-    /// at least `EVENT_SIZE` of them).
-    Syscall(&'a [u8]),
-    /// A record of another source: the kernel record, header included.
-    Event(&'static SourceHooks, &'a [u8]),
-    /// A source or record pushed by an application.
-    App(Message),
-}
-
-/// What a capture does with its records: one sink for every probe.
-pub trait Consumer {
-    /// A record drained at `now` (`CLOCK_MONOTONIC` ns).
-    fn take(&mut self, now: u64, arrival: Arrival<'_>);
-
-    /// SIGUSR2: keep the window around now (`record`'s manual trigger).
-    fn manual_trigger(&mut self) {}
-
-    /// Called every tick with what was received and lost so far;
-    /// `Ok(false)` stops the capture.
-    fn tick(&mut self, accounting: &Accounting) -> Result<bool>;
-}
-
-/// The probes of one capture.
-pub type Probes = Vec<Box<dyn Probe>>;
-
-/// What each source received and lost, in the order of its probe.
-#[derive(Clone, Default)]
-pub struct Accounting(pub Vec<Account>);
-
-impl Accounting {
-    /// Records received, all sources told.
-    pub fn received(&self) -> u64 {
-        self.0.iter().map(Account::received).sum()
-    }
-
-    /// Records lost, all sources told.
-    pub fn lost(&self) -> u64 {
-        self.0.iter().map(Account::lost).sum()
-    }
-
-    /// Reads every probe's counters.
-    pub fn of(probes: &Probes) -> Result<Self> {
-        let mut accounts = Vec::new();
-        for probe in probes {
-            accounts.extend(probe.accounts()?);
-        }
-        Ok(Self(accounts))
-    }
 }
 
 /// Drains a bounded batch of every probe; returns whether records were

@@ -11,15 +11,15 @@ use std::{
 use anyhow::{Context as _, Result};
 use hdrhistogram::Histogram;
 use serde_json::{Value, json};
+use weft_abi::syscall::SyscallEvent;
 use weft_kernel::{
     ebpf,
     syscall::{Losses, Options, SyscallProbe},
 };
-use weft_probes::syscall::SyscallEvent;
 
 use crate::{
-    probe,
-    session::{self, Accounting, Arrival, Consumer, Probes, Session},
+    probe::{self, Accounting, Arrival, Consumer, Probes},
+    session::{self, Session},
 };
 
 /// `weft stat` resolved from its arguments.
@@ -147,7 +147,7 @@ pub struct Row {
 }
 
 fn syscall_name(nr: u32) -> String {
-    weft_probes::syscall_names::name(nr).map_or_else(|| format!("syscall_{nr}"), str::to_owned)
+    weft_abi::syscall_names::name(nr).map_or_else(|| format!("syscall_{nr}"), str::to_owned)
 }
 
 /// Formats nanoseconds with a unit that keeps three significant digits.

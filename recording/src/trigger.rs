@@ -623,7 +623,7 @@ fn define_log(store: &mut Store) -> Result<SourceId> {
 
 #[cfg(test)]
 mod tests {
-    use weft_probes::syscall::SyscallEvent;
+    use weft_abi::syscall::SyscallEvent;
 
     use super::*;
 

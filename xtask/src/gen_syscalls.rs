@@ -1,5 +1,5 @@
 //! `cargo xtask gen-syscalls`: writes the x86-64 syscall name table used by
-//! `weft-probes` from `asm/unistd_64.h` (Debian's `linux-libc-dev`), so names
+//! `weft-abi` from `asm/unistd_64.h` (Debian's `linux-libc-dev`), so names
 //! are never guessed at run time.
 
 use std::{fmt::Write as _, fs, path::PathBuf};
@@ -22,7 +22,7 @@ pub fn run(options: &Options) -> Result<()> {
     if table.is_empty() {
         bail!("no `#define __NR_` lines in {}", options.header.display());
     }
-    let out = workspace_root().join("probes/src/syscall_names.rs");
+    let out = workspace_root().join("abi/src/syscall_names.rs");
     fs::write(&out, render(&table, &options.header.display().to_string()))
         .with_context(|| format!("failed to write {}", out.display()))?;
     println!("wrote {} syscalls to {}", table.len(), out.display());

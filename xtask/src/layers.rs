@@ -36,11 +36,11 @@ mod tests {
 
     /// The weft crates' folders, by package name.
     const CRATES: [(&str, &str); 14] = [
-        ("weft-probes", "probes"),
+        ("weft-abi", "abi"),
         ("weft-store", "store"),
         ("weft-ingest", "ingest"),
         ("weft-query", "query"),
-        ("weft-trace", "trace"),
+        ("weft-oneliner", "oneliner"),
         ("weft-symbols", "symbols"),
         ("weft-pt", "pt"),
         ("weft-tui", "tui"),
@@ -84,13 +84,13 @@ mod tests {
         };
         // Which weft crates each of the lower ones may use at all.
         let only: [(&str, &[&str]); 9] = [
-            ("weft-probes", &[]),
+            ("weft-abi", &[]),
             ("weft-store", &[]),
             ("weft-symbols", &[]),
             ("weft-client", &[]),
-            ("weft-ingest", &["weft-probes", "weft-store"]),
+            ("weft-ingest", &["weft-abi", "weft-store"]),
             ("weft-query", &["weft-store"]),
-            ("weft-trace", &["weft-probes"]),
+            ("weft-oneliner", &["weft-abi"]),
             ("weft-tui", &["weft-query", "weft-store"]),
             ("weft-pt", &["weft-symbols"]),
         ];

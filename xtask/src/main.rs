@@ -57,7 +57,7 @@ enum Command {
     /// The PT flow decoder against a model (random programs, the path they
     /// took) and libipt, for a time budget.
     FuzzPt(fuzz_pt::Options),
-    /// Regenerate `probes/src/syscall_names.rs` from the x86-64 UAPI header.
+    /// Regenerate `abi/src/syscall_names.rs` from the x86-64 UAPI header.
     GenSyscalls(gen_syscalls::Options),
     /// Write weft's man pages into `target/man` (from its clap definitions).
     Man,

@@ -1,5 +1,5 @@
 //! `weft trace`: bpftrace-style one-liners run. The language lives in
-//! `weft-trace` and the generic programs in `weft-kernel`; this module
+//! `weft-oneliner` and the generic programs in `weft-kernel`; this module
 //! resolves a program against the running kernel, loads the programs, and
 //! runs the event loop: drain the rings into the program's actions, fire
 //! intervals, stop on Ctrl-C, `exit()` or the end of the `-c` command, then
@@ -17,13 +17,13 @@ use std::{
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use weft_kernel::ebpf;
-use weft_kernel::trace::{
+use weft_kernel::oneliner::{
     kernel::Kernel,
-    probe::{Preload, TraceProbe},
+    probe::{OnelinerProbe, Preload},
 };
-use weft_trace::{Event, Flow, Format, Plan, Runtime, Target};
+use weft_oneliner::{Event, Flow, Format, Plan, Runtime, Target};
 
-use self::store::TraceStore;
+use self::store::KeptEvents;
 
 /// A one-liner and how to run it.
 pub struct Options {
@@ -77,7 +77,7 @@ pub fn run(args: Options) -> Result<()> {
     // kernel and none of its events come before the probes are attached.
     let mut child = args.command.as_deref().map(HeldChild::spawn).transpose()?;
     let cpid = child.as_ref().map_or(0, HeldChild::id);
-    let mut probe = TraceProbe::load(&plan, tracefs, preload, cpid, args.symbols)?;
+    let mut probe = OnelinerProbe::load(&plan, tracefs, preload, cpid, args.symbols)?;
     let format = args.format;
     let probes = plan.attaches.len() - probe.left_out();
     match format {
@@ -87,7 +87,7 @@ pub fn run(args: Options) -> Result<()> {
         ),
         Format::Json => println!(
             "{}",
-            weft_trace::output::json_line(
+            weft_oneliner::output::json_line(
                 "attached_probes",
                 &serde_json::json!({"probes": probes})
             )
@@ -99,7 +99,7 @@ pub fn run(args: Options) -> Result<()> {
     let mut keep = args
         .store
         .as_deref()
-        .map(|dir| TraceStore::create(dir, &plan))
+        .map(|dir| KeptEvents::create(dir, &plan))
         .transpose()?;
     let result = event_loop(&plan, &mut runtime, &mut probe, &mut keep, child.as_mut());
     drop(child);
@@ -132,7 +132,7 @@ pub fn run(args: Options) -> Result<()> {
 /// before the actions, which may change the maps it reads), then run.
 fn handle(
     runtime: &mut Runtime<'_>,
-    keep: &mut Option<TraceStore>,
+    keep: &mut Option<KeptEvents>,
     event: &Event<'_>,
     out: &mut dyn std::io::Write,
 ) -> std::io::Result<Flow> {
@@ -146,9 +146,9 @@ fn handle(
 
 /// Parses and checks `text`, with errors pointing into it.
 fn resolve(text: &str) -> Result<Plan> {
-    let program = weft_trace::parse(text).map_err(|e| anyhow!("{}", e.render(text)))?;
+    let program = weft_oneliner::parse(text).map_err(|e| anyhow!("{}", e.render(text)))?;
     let tracefs = ebpf::tracefs()?;
-    weft_trace::check(program, &Kernel::new(tracefs)).map_err(|e| anyhow!("{}", e.render(text)))
+    weft_oneliner::check(program, &Kernel::new(tracefs)).map_err(|e| anyhow!("{}", e.render(text)))
 }
 
 /// Set by SIGINT and SIGTERM.
@@ -302,8 +302,8 @@ fn user_event(attach: usize) -> Event<'static> {
 fn event_loop(
     plan: &Plan,
     runtime: &mut Runtime<'_>,
-    probe: &mut TraceProbe,
-    keep: &mut Option<TraceStore>,
+    probe: &mut OnelinerProbe,
+    keep: &mut Option<KeptEvents>,
     mut child: Option<&mut HeldChild>,
 ) -> Result<Flow> {
     catch_signals();
@@ -390,7 +390,7 @@ fn event_loop(
 }
 
 /// The last line: events delivered and lost.
-fn report_losses(probe: &TraceProbe) -> Result<()> {
+fn report_losses(probe: &OnelinerProbe) -> Result<()> {
     let delivery = probe.delivery()?;
     eprintln!(
         "weft: {} events, {} lost (ring full)",

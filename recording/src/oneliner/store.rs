@@ -10,8 +10,8 @@ use anyhow::{Context as _, Result};
 use serde_json::{Map, Value, json};
 use weft_ingest::tasks::TaskNames;
 use weft_kernel::delivery::Delivery;
+use weft_oneliner::{Attach, Event, Plan, Target, check::MAX_RAW, kernel::FieldKind as Kind};
 use weft_store::{Config, Field, FieldKind, SourceId, Store};
-use weft_trace::{Attach, Event, Plan, Target, check::MAX_RAW, kernel::FieldKind as Kind};
 
 use crate::capture;
 
@@ -31,7 +31,7 @@ pub fn copy_all_fields(plan: &mut Plan) {
     }
 }
 
-pub struct TraceStore {
+pub struct KeptEvents {
     /// The attach points (their fields), as planned.
     attaches: Vec<Attach>,
     store: Store,
@@ -44,7 +44,7 @@ pub struct TraceStore {
     error: Option<anyhow::Error>,
 }
 
-impl TraceStore {
+impl KeptEvents {
     /// Creates the capture in `dir` (new or empty) with a source per attach point.
     pub fn create(dir: &Path, plan: &Plan) -> Result<Self> {
         let mut fresh = capture::prepare_dir(dir, false)?;
@@ -108,7 +108,7 @@ impl TraceStore {
         // A field past the copied bytes (beyond the copy limit) reads 0.
         values.extend(
             record_fields(attach)
-                .map(|f| weft_trace::run::integer(event.raw, f.offset, f.size, f.signed)),
+                .map(|f| weft_oneliner::run::integer(event.raw, f.offset, f.size, f.signed)),
         );
         let payload: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         let now = weft_store::now_ns();
@@ -153,7 +153,7 @@ impl TraceStore {
 }
 
 /// The integer fields of a record that are stored (strings are not).
-fn record_fields(attach: &Attach) -> impl Iterator<Item = &weft_trace::Field> {
+fn record_fields(attach: &Attach) -> impl Iterator<Item = &weft_oneliner::Field> {
     attach
         .fields
         .iter()

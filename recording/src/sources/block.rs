@@ -2,7 +2,7 @@
 
 use std::mem::offset_of;
 
-use weft_probes::block::BlockEvent;
+use weft_abi::block::BlockEvent;
 use weft_store::FieldKind;
 
 use super::{CPU, IndexSpec, Meaning, Spec, field};

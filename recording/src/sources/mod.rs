@@ -13,9 +13,9 @@ pub mod switch;
 use std::{mem::offset_of, sync::Arc};
 
 use anyhow::{Context as _, Result};
+use weft_abi::events::Header;
 use weft_ingest::syscalls::{exact_bins, latency_bins};
 use weft_kernel::source::SourceHooks;
-use weft_probes::events::Header;
 use weft_query::{Addresses, Kind, Names, SourceColumns};
 use weft_store::{Field, FieldKind, Partition, SourceId, Store};
 

@@ -3,7 +3,7 @@
 
 use std::mem::offset_of;
 
-use weft_probes::net::PacketEvent;
+use weft_abi::net::PacketEvent;
 use weft_store::FieldKind;
 
 use super::{CPU, IndexSpec, Meaning, Spec, field};

@@ -3,7 +3,7 @@
 
 use std::mem::offset_of;
 
-use weft_probes::pagecache::PageCacheEvent;
+use weft_abi::pagecache::PageCacheEvent;
 use weft_store::FieldKind;
 
 use super::{CPU, IndexSpec, Meaning, Spec, field};

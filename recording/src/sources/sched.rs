@@ -2,7 +2,7 @@
 
 use std::mem::offset_of;
 
-use weft_probes::sched::SchedEvent;
+use weft_abi::sched::SchedEvent;
 use weft_store::FieldKind;
 
 use super::{CPU, IndexSpec, Meaning, Spec, field};

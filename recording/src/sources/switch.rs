@@ -3,7 +3,7 @@
 
 use std::mem::offset_of;
 
-use weft_probes::switch::SwitchEvent;
+use weft_abi::switch::SwitchEvent;
 use weft_store::FieldKind;
 
 use super::{CPU, IndexSpec, Meaning, Spec, field};

@@ -27,7 +27,7 @@
 //! discarded one is skipped.
 //!
 //! ```
-//! use weft_probes::ring::Ring;
+//! use weft_abi::ring::Ring;
 //! let mut ring = Ring::in_memory(4096);
 //! assert!(ring.push(b"a record"));
 //! let mut seen = Vec::new();

@@ -1,4 +1,4 @@
-//! `weft trace`'s generic programs (see `weft_probes::trace`): each copies
+//! `weft trace`'s generic programs (see `weft_abi::oneliner`): each copies
 //! the task identity, the strings and the context bytes its probe's
 //! configuration asks for into this CPU's ring, after testing the pushed-down
 //! predicate parts. One body, [`capture`], serves every probe type.
@@ -22,9 +22,9 @@ use aya_ebpf::{
         RetProbeContext, TracePointContext, tracing::StackIdContext,
     },
 };
-use weft_probes::{
+use weft_abi::{
     syscall::MAX_CPUS,
-    trace::{
+    oneliner::{
         COUNTERS, CopyKind, Counter, Filter, HEADER_SIZE, Header, MAX_FILTERS, MAX_STRINGS, OP_EQ,
         OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, ProbeConfig, RAW_MASK, SCRATCH, STACK_KERNEL,
         STACK_USER, STRING_DATA_LOC, STRING_LEN, STRINGS_MASK, SUBJECT_FIELD, SUBJECT_NONE,
@@ -115,7 +115,7 @@ pub fn weft_trace_perf(ctx: PerfEventContext) -> u32 {
 }
 
 /// Copies `i` of the fentry, fexit and raw tracepoint programs; each reads
-/// the configuration at its own key (see `weft_probes::trace::COPIES`).
+/// the configuration at its own key (see `weft_abi::oneliner::COPIES`).
 macro_rules! copies {
     ($($i:literal: $fentry:ident $fexit:ident $raw:ident;)*) => {$(
         #[fentry]
@@ -279,7 +279,7 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
     let start = HEADER_SIZE + strings * STRING_LEN;
     if raw_len > 0 {
         // SAFETY: start + raw_len ≤ SCRATCH by the masks (asserted in
-        // weft_probes::trace);
+        // weft_abi::oneliner);
         // the helper checks the source.
         unsafe {
             probe_read(

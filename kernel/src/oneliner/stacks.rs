@@ -136,7 +136,7 @@ impl Stacks {
 /// or the kernel's symbols are read once however they are asked for.
 pub struct Names(Rc<RefCell<Naming>>);
 
-impl weft_trace::Names for Names {
+impl weft_oneliner::Names for Names {
     fn user(&mut self, pid: u32, addr: u64) -> Option<String> {
         let mut naming = self.0.borrow_mut();
         naming

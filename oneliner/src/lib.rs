@@ -1,7 +1,7 @@
 //! weft's one-liner language: the everyday part of bpftrace's, so that the
 //! classic one-liners run as written, plus `percentiles()`.
 //!
-//! Depends on `weft-probes` only: it must not load eBPF or know the store.
+//! Depends on `weft-abi` only: it must not load eBPF or know the store.
 //!
 //! [`parse`] turns text into a program, [`check`] resolves it against the
 //! running kernel (through [`Kernel`]) into a [`Plan`] that says what the

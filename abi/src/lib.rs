@@ -14,7 +14,7 @@
 //! side of a BPF ring buffer laid out as the kernel lays it out.
 //!
 //! ```
-//! use weft_probes::syscall::{SyscallEvent, EVENT_SIZE};
+//! use weft_abi::syscall::{SyscallEvent, EVENT_SIZE};
 //! assert_eq!(core::mem::size_of::<SyscallEvent>(), EVENT_SIZE);
 //! ```
 #![no_std]
@@ -26,6 +26,7 @@ extern crate std;
 pub mod block;
 pub mod events;
 pub mod net;
+pub mod oneliner;
 pub mod pagecache;
 #[cfg(feature = "user")]
 pub mod ring;
@@ -34,5 +35,4 @@ pub mod switch;
 pub mod syscall;
 #[cfg(feature = "user")]
 pub mod syscall_names;
-pub mod trace;
 pub mod tracefs;

@@ -7,7 +7,7 @@
 #![feature(core_intrinsics)]
 #![allow(internal_features, reason = "see core_intrinsics above")]
 
-mod trace;
+mod oneliner;
 
 #[cfg(not(test))]
 #[panic_handler]

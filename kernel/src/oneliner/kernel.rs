@@ -7,7 +7,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use weft_trace::kernel::{Field, format_fields, glob_match};
+use weft_oneliner::kernel::{Field, format_fields, glob_match};
 
 use super::btf::Functions;
 use crate::ebpf;
@@ -54,7 +54,7 @@ impl Kernel {
     }
 }
 
-impl weft_trace::Kernel for Kernel {
+impl weft_oneliner::Kernel for Kernel {
     fn tracepoints(&self, category: &str, name: &str) -> Vec<(String, String)> {
         let events = self.tracefs.join("events");
         Self::matching_dirs(&events, category)

@@ -23,14 +23,14 @@ use perf_event::{
     Builder,
     events::{KProbe, Software, Tracepoint},
 };
-use weft_probes::ring::{self, Ring};
-use weft_probes::trace::{
+use weft_abi::oneliner::{
     COPIES, COUNTERS_MAP, CopyKind, Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL,
     MAX_FILTERS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, PROBES_MAP, ProbeConfig, RINGS_MAP,
     STACK_KERNEL, STACK_USER, STACKS_MAP, STRING_DATA_LOC, STRING_LEN, STRING_POINTER,
     SUBJECT_FIELD, SUBJECT_PID, SUBJECT_TID, SUBJECT_UID, copy_key,
 };
-use weft_trace::{
+use weft_abi::ring::{self, Ring};
+use weft_oneliner::{
     Attach, Event, FieldKind, Plan, Target,
     ast::BinOp,
     check::{Operand, Subject},
@@ -40,8 +40,8 @@ use super::stacks::Stacks;
 use crate::{
     delivery::Delivery,
     ebpf,
+    oneliner::kernel::event_id,
     rings::{Making, RingArray},
-    trace::kernel::event_id,
 };
 
 /// Distinct stacks kept for `kstack`/`ustack`.
@@ -67,7 +67,7 @@ struct Link {
     _link: OwnedFd,
 }
 
-pub struct TraceProbe {
+pub struct OnelinerProbe {
     /// Declared before `ebpf`: links go before the programs they run.
     links: Vec<Link>,
     uprobes: Vec<UProbeLink>,
@@ -106,7 +106,7 @@ impl Preload {
     }
 }
 
-impl TraceProbe {
+impl OnelinerProbe {
     /// Loads the programs, configures every attach point of `plan` that
     /// runs in the kernel, and attaches them.
     /// `cpid` is the `-c` command's pid, for predicates that compare with it.
@@ -139,7 +139,7 @@ impl TraceProbe {
                     1
                 },
             )
-            .load(ebpf::trace_object()?)
+            .load(ebpf::oneliner_object()?)
             .context("failed to load the trace programs")?;
         // The kernel verifies each program as it loads (milliseconds),
         // while the ring array is still being filled.
@@ -636,7 +636,7 @@ fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig> {
     Ok(config)
 }
 
-fn kernel_filter(filter: &weft_trace::check::Filter, cpid: u32) -> Filter {
+fn kernel_filter(filter: &weft_oneliner::check::Filter, cpid: u32) -> Filter {
     let op = match filter.op {
         BinOp::Eq => OP_EQ,
         BinOp::Ne => OP_NE,

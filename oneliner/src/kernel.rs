@@ -2,7 +2,7 @@
 //! record holds. The agent answers from tracefs and BTF; tests answer from
 //! fixed tables.
 
-use weft_probes::tracefs;
+use weft_abi::tracefs;
 
 /// How a field's bytes read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
