@@ -33,7 +33,20 @@ pub const RAW_MASK: usize = 2 * MAX_RAW - 1;
 /// Mask bounding the number of strings (at most [`MAX_STRINGS`]).
 pub const STRINGS_MASK: usize = 3;
 const _: () = assert!(MAX_STRINGS <= STRINGS_MASK);
-const _: () = assert!(HEADER_SIZE + STRINGS_MASK * STRING_LEN + RAW_MASK <= SCRATCH);
+const _: () = assert!(HEADER_SIZE + STRINGS_MASK * STRING_LEN + RAW_MASK < SCRATCH);
+
+/// Strings `join()` reads from a pointer array, at most (bpftrace's
+/// `join_argnum`).
+pub const JOIN_ARGS: usize = 16;
+/// Bytes of each string `join()` reads (bpftrace's `join_argsize`).
+pub const JOIN_ARG_LEN: usize = 1024;
+/// Bytes of the block `join()` appends to a record: [`JOIN_ARGS`] slots of
+/// [`JOIN_ARG_LEN`], NUL-padded; an empty slot ends the array.
+pub const JOIN_SIZE: usize = JOIN_ARGS * JOIN_ARG_LEN;
+/// Bytes of the per-CPU scratch: a record without `join()` fits in
+/// [`SCRATCH`]; one with it adds the block right after its context bytes,
+/// so that a record longer than [`SCRATCH`] ends with a join block.
+pub const SCRATCH_BYTES: usize = SCRATCH + JOIN_SIZE;
 
 /// Copies of the fentry, fexit and raw tracepoint programs in the object:
 /// these attach without a cookie, so each target needs a program of its
@@ -138,6 +151,12 @@ pub struct ProbeConfig {
     pub string_offsets: [u16; MAX_STRINGS],
     /// Task name to match, NUL-padded.
     pub comm: [u8; 16],
+    /// Context offset of the pointer array `join()` reads.
+    pub join_offset: u16,
+    /// Whether to read the array at [`Self::join_offset`] (`join()`).
+    pub join: u8,
+    /// Keeps the filters 8-byte aligned without padding holes.
+    pub reserved: [u8; 5],
     /// Predicate parts, all of which must hold.
     pub filters: [Filter; MAX_FILTERS],
 }
@@ -148,7 +167,8 @@ pub const STACK_KERNEL: u8 = 1;
 pub const STACK_USER: u8 = 2;
 
 /// The start of every record; then `strings` strings of [`STRING_LEN`]
-/// bytes, then `raw_len` bytes of the context.
+/// bytes, then `raw_len` bytes of the context, then, for a probe that
+/// calls `join()`, a block of [`JOIN_SIZE`] bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Header {

@@ -9,7 +9,7 @@ use aya_ebpf::{
     helpers::{
         bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_uid_gid,
         bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
-        bpf_probe_read_kernel_str_bytes, bpf_probe_read_user_str_bytes,
+        bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, bpf_probe_read_user_str_bytes,
         generated::{bpf_get_attach_cookie, bpf_probe_read_kernel as probe_read},
     },
     macros::{
@@ -25,8 +25,9 @@ use aya_ebpf::{
 use weft_abi::{
     syscall::MAX_CPUS,
     oneliner::{
-        COUNTERS, CopyKind, Counter, Filter, HEADER_SIZE, Header, MAX_FILTERS, MAX_STRINGS, OP_EQ,
-        OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, ProbeConfig, RAW_MASK, SCRATCH, STACK_KERNEL,
+        COUNTERS, CopyKind, Counter, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS,
+        JOIN_SIZE, MAX_FILTERS, MAX_STRINGS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE,
+        ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES, STACK_KERNEL,
         STACK_USER, STRING_DATA_LOC, STRING_LEN, STRINGS_MASK, SUBJECT_FIELD, SUBJECT_NONE,
         SUBJECT_PID, SUBJECT_TID, SUBJECT_UID, copy_key,
     },
@@ -54,7 +55,7 @@ const USER_STACK: u64 = 1 << 8;
 
 /// Where a record is assembled before it is copied into the ring.
 #[map]
-static TRACE_SCRATCH: PerCpuArray<[u8; SCRATCH]> = PerCpuArray::with_max_entries(1, 0);
+static TRACE_SCRATCH: PerCpuArray<[u8; SCRATCH_BYTES]> = PerCpuArray::with_max_entries(1, 0);
 
 /// Addresses below this are user memory on x86-64.
 const USER_TOP: u64 = 0x0000_8000_0000_0000;
@@ -289,7 +290,13 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
             )
         };
     }
-    let len = (start + raw_len).min(SCRATCH);
+    // Below SCRATCH (asserted in weft_abi::oneliner); the mask says so to
+    // the verifier.
+    let mut len = (start + raw_len) & (SCRATCH - 1);
+    if config.join != 0 {
+        read_join(ctx, config, len, buf);
+        len += JOIN_SIZE;
+    }
     let ring = TRACE_RINGS.get(cpu);
     let sent = ring.is_some_and(|ring| {
         // Flags 0: the kernel wakes weft only when this record lands in
@@ -304,7 +311,7 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
 
 /// Reads string `i` of the probe into its slot of `buf`.
 #[inline(always)]
-fn read_string(ctx: *const u8, config: &ProbeConfig, i: usize, buf: &mut [u8; SCRATCH]) {
+fn read_string(ctx: *const u8, config: &ProbeConfig, i: usize, buf: &mut [u8; SCRATCH_BYTES]) {
     let offset = config.string_offsets[i] as usize;
     let address = if config.string_kinds[i] == STRING_DATA_LOC {
         let Some(loc) = read::<u32>(ctx, offset) else {
@@ -328,4 +335,43 @@ fn read_string(ctx: *const u8, config: &ProbeConfig, i: usize, buf: &mut [u8; SC
             bpf_probe_read_kernel_str_bytes(address as *const u8, slot)
         }
     };
+}
+
+/// Reads the strings of the pointer array `join()` names into the block
+/// at `at` of `buf`, up to the first null pointer; an empty slot ends them.
+#[inline(always)]
+fn read_join(ctx: *const u8, config: &ProbeConfig, at: usize, buf: &mut [u8; SCRATCH_BYTES]) {
+    let Some(array) = read::<u64>(ctx, config.join_offset as usize) else {
+        buf[at] = 0;
+        return;
+    };
+    for i in 0..JOIN_ARGS {
+        let start = at + i * JOIN_ARG_LEN;
+        let slot = &mut buf[start..start + JOIN_ARG_LEN];
+        slot[0] = 0;
+        let element = array.wrapping_add(8 * i as u64);
+        // SAFETY: the helpers check the source address and bound the copy.
+        let pointer = unsafe {
+            if element < USER_TOP {
+                bpf_probe_read_user(element as *const u64)
+            } else {
+                bpf_probe_read_kernel(element as *const u64)
+            }
+        };
+        let Ok(pointer) = pointer else { break };
+        if pointer == 0 {
+            break;
+        }
+        // SAFETY: as above.
+        let read = unsafe {
+            if pointer < USER_TOP {
+                bpf_probe_read_user_str_bytes(pointer as *const u8, slot)
+            } else {
+                bpf_probe_read_kernel_str_bytes(pointer as *const u8, slot)
+            }
+        };
+        if read.is_err() {
+            break;
+        }
+    }
 }

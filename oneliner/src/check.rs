@@ -45,6 +45,7 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
                 fields,
                 raw_len: 0,
                 strings: Vec::new(),
+                join: None,
                 filters: Vec::new(),
                 comm: None,
                 kstack: false,
@@ -353,6 +354,7 @@ impl Checker<'_> {
                 ] => Ok(()),
                 _ => Err(Error::new(span, "time() takes an optional format string")),
             },
+            "join" => self.join(args, span),
             "exit" if args.is_empty() => Ok(()),
             "exit" => Err(Error::new(span, "exit() takes no arguments")),
             "print" => match args.as_slice() {
@@ -483,6 +485,59 @@ impl Checker<'_> {
                 attach.raw_len = attach.raw_len.max(end);
             }
         }
+    }
+
+    /// `join(array [, separator])`: the kernel reads the strings of a
+    /// pointer array field (`args.argv`, `argN`) when the event happens.
+    fn join(&mut self, args: &[Expr], span: Span) -> Result<()> {
+        let usage = "join() takes a field holding an array of string pointers and an optional separator: join(args.argv), join(arg1, \",\")";
+        let (array, separator) = match args {
+            [array] => (array, None),
+            [array, separator] => (array, Some(separator)),
+            _ => return Err(Error::new(span, usage)),
+        };
+        if let Some(separator) = separator
+            && !matches!(separator.kind, ExprKind::Str(_))
+        {
+            return Err(Error::new(
+                separator.span,
+                "join()'s separator must be a string literal",
+            ));
+        }
+        let name = match &array.kind {
+            ExprKind::Field(n) => n.clone(),
+            ExprKind::Arg(n) => format!("arg{n}"),
+            _ => return Err(Error::new(array.span, usage)),
+        };
+        let field = self.field(&name, array.span)?.clone();
+        // argN is a register or argument slot: any 64-bit value.
+        let pointer = match field.kind {
+            FieldKind::Pointer { .. } => true,
+            FieldKind::Int => matches!(array.kind, ExprKind::Arg(_)),
+            _ => false,
+        };
+        if !pointer || field.size != 8 {
+            return Err(Error::new(
+                array.span,
+                format!("join() reads an array of pointers: `{name}` is not a pointer"),
+            ));
+        }
+        for attach in self.attaches.iter_mut() {
+            let field = attach.field(&name).expect("checked").clone();
+            match &attach.join {
+                Some(joined) if joined.name != name => {
+                    return Err(Error::new(
+                        span,
+                        format!(
+                            "a probe can join() one array: it already joins `{}`",
+                            joined.name
+                        ),
+                    ));
+                }
+                _ => attach.join = Some(field),
+            }
+        }
+        Ok(())
     }
 
     /// Notes that the kernel must read `field`'s string.
@@ -738,10 +793,9 @@ impl Checker<'_> {
                     "{name}() is an aggregation: assign it to a map, as in @name[key] = {name}(...)"
                 ),
             )),
-            "printf" | "print" | "clear" | "zero" | "delete" | "exit" | "time" => Err(Error::new(
-                span,
-                format!("{name}() is a statement and has no value"),
-            )),
+            "printf" | "print" | "clear" | "zero" | "delete" | "exit" | "time" | "join" => Err(
+                Error::new(span, format!("{name}() is a statement and has no value")),
+            ),
             _ => Err(Error::new(span, format!("unknown function `{name}`"))),
         }
     }
@@ -777,6 +831,9 @@ pub(crate) mod tests {
         \tfield:unsigned int fd;\toffset:16;\tsize:8;\tsigned:0;\n\
         \tfield:char * buf;\toffset:24;\tsize:8;\tsigned:0;\n\
         \tfield:size_t count;\toffset:32;\tsize:8;\tsigned:0;\n";
+    const EXECVE: &str = "\tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n\
+        \tfield:const char * filename;\toffset:16;\tsize:8;\tsigned:0;\n\
+        \tfield:const char *const * argv;\toffset:24;\tsize:8;\tsigned:0;\n";
     const EXEC: &str = "\tfield:__data_loc char[] filename;\toffset:8;\tsize:4;\tsigned:0;\n\
         \tfield:pid_t pid;\toffset:12;\tsize:4;\tsigned:1;\n";
 
@@ -786,6 +843,7 @@ pub(crate) mod tests {
                 ("syscalls", "sys_enter_openat"),
                 ("syscalls", "sys_enter_read"),
                 ("syscalls", "sys_exit_read"),
+                ("syscalls", "sys_enter_execve"),
                 ("sched", "sched_process_exec"),
             ]
             .into_iter()
@@ -800,6 +858,7 @@ pub(crate) mod tests {
                 "sys_enter_openat" => OPENAT,
                 "sys_enter_read" => ENTER_READ,
                 "sys_exit_read" => EXIT_READ,
+                "sys_enter_execve" => EXECVE,
                 _ => EXEC,
             }))
         }
@@ -823,6 +882,34 @@ pub(crate) mod tests {
 
     pub fn checked(text: &str) -> Plan {
         check(parse(text).unwrap(), &FakeKernel).unwrap()
+    }
+
+    #[test]
+    fn join_reads_one_pointer_array_per_probe() {
+        let plan = checked(
+            r#"tracepoint:syscalls:sys_enter_execve { join(args.argv); join(args.argv, ","); }"#,
+        );
+        let join = plan.attaches[0].join.as_ref().expect("a join");
+        assert_eq!((join.name.as_str(), join.offset), ("argv", 24));
+        let refused = |text: &str| {
+            check(parse(text).unwrap(), &FakeKernel)
+                .unwrap_err()
+                .message
+        };
+        assert!(
+            refused("tracepoint:syscalls:sys_enter_openat { join(args.dfd); }")
+                .contains("`dfd` is not a pointer")
+        );
+        assert!(
+            refused("tracepoint:syscalls:sys_enter_execve { join(args.argv, 5); }")
+                .contains("separator must be a string literal")
+        );
+        assert!(
+            refused(
+                "tracepoint:syscalls:sys_enter_execve { join(args.argv); join(args.filename); }"
+            )
+            .contains("a probe can join() one array")
+        );
     }
 
     #[test]

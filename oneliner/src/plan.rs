@@ -69,6 +69,8 @@ pub struct Attach {
     pub raw_len: u16,
     /// Fields whose strings the kernel reads, in slot order.
     pub strings: Vec<Field>,
+    /// The pointer-array field whose strings `join()` prints.
+    pub join: Option<Field>,
     /// Predicate parts the kernel tests before copying anything.
     pub filters: Vec<Filter>,
     /// `comm == "..."` tested in the kernel.

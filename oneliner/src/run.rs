@@ -3,6 +3,8 @@
 
 use std::{cell::RefCell, collections::HashMap, io::Write};
 
+use weft_abi::oneliner::{JOIN_ARG_LEN, JOIN_ARGS};
+
 use crate::{
     ast::{BinOp, Builtin, Expr, ExprKind, MapRef, Stmt},
     check::{Attach, MapKind, Plan},
@@ -31,6 +33,10 @@ pub struct Event<'a> {
     pub raw: &'a [u8],
     /// Strings the kernel read, in [`Attach::strings`] order, NUL-padded.
     pub strings: &'a [&'a [u8]],
+    /// What `join()` reads: [`JOIN_ARGS`] NUL-padded slots of
+    /// [`JOIN_ARG_LEN`] bytes, an empty one ending them; empty when the
+    /// probe joins nothing.
+    pub join: &'a [u8],
     /// The kernel stack as bpftrace prints it (a frame per line, each
     /// indented by 8 spaces, between newlines), when the probe records it.
     pub kstack: &'a str,
@@ -265,6 +271,18 @@ impl<'p> Runtime<'p> {
                 };
                 output::text(self.format, "time", &local_time(pattern), out)?;
             }
+            "join" => {
+                let separator = match args.get(1).map(|a| &a.kind) {
+                    Some(ExprKind::Str(s)) => s.as_str(),
+                    _ => " ",
+                };
+                let mut line = joined(scope.event.join, separator);
+                // bpftrace ends the line in text; JSON's data has no newline.
+                if !matches!(self.format, Format::Json) {
+                    line.push('\n');
+                }
+                output::text(self.format, "join", &line, out)?;
+            }
             "exit" => scope.flow = Flow::Exit,
             "print" => match args.as_slice() {
                 [
@@ -458,6 +476,18 @@ fn arithmetic(op: BinOp, l: i64, r: i64) -> i64 {
     }
 }
 
+/// `join()`'s strings with `separator` between them, up to the first
+/// empty slot, as bpftrace prints them.
+fn joined(block: &[u8], separator: &str) -> String {
+    block
+        .chunks(JOIN_ARG_LEN)
+        .take(JOIN_ARGS)
+        .take_while(|slot| slot.first().is_some_and(|b| *b != 0))
+        .map(c_string)
+        .collect::<Vec<_>>()
+        .join(separator)
+}
+
 /// Bytes up to the first NUL, as text.
 fn c_string(bytes: &[u8]) -> String {
     let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
@@ -633,6 +663,43 @@ mod tests {
         let mut out = Vec::new();
         runtime.event(&event, &mut out).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "worker 0x2010 vfs_read\n");
+    }
+
+    #[test]
+    fn join_prints_the_strings_up_to_the_first_empty_slot() {
+        let plan = checked(
+            r#"tracepoint:syscalls:sys_enter_execve { join(args.argv); join(args.argv, ","); }"#,
+        );
+        let mut block = vec![0u8; JOIN_ARGS * JOIN_ARG_LEN];
+        for (i, arg) in ["ls", "-l", "two words"].iter().enumerate() {
+            block[i * JOIN_ARG_LEN..][..arg.len()].copy_from_slice(arg.as_bytes());
+        }
+        // After the empty slot: not printed.
+        block[4 * JOIN_ARG_LEN] = b'x';
+        let run = |format: Format, block: &[u8]| {
+            let mut runtime = Runtime::new(&plan, format, 0);
+            let event = Event {
+                join: block,
+                ..Event::default()
+            };
+            let mut out = Vec::new();
+            runtime.event(&event, &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(
+            run(Format::Text, &block),
+            "ls -l two words\nls,-l,two words\n"
+        );
+        assert_eq!(
+            run(Format::Json, &block),
+            "{\"type\":\"join\",\"data\":\"ls -l two words\"}\n{\"type\":\"join\",\"data\":\"ls,-l,two words\"}\n"
+        );
+        // Every slot full: all sixteen, each cut at its length.
+        let full = vec![b'a'; JOIN_ARGS * JOIN_ARG_LEN];
+        let line = run(Format::Text, &full);
+        let first = line.lines().next().unwrap();
+        assert_eq!(first.split(' ').count(), JOIN_ARGS);
+        assert!(first.split(' ').all(|arg| arg.len() == JOIN_ARG_LEN));
     }
 
     #[test]

@@ -24,9 +24,9 @@ use perf_event::{
     events::{KProbe, Software, Tracepoint},
 };
 use weft_abi::oneliner::{
-    COPIES, COUNTERS_MAP, CopyKind, Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL,
+    COPIES, COUNTERS_MAP, CopyKind, Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL, JOIN_SIZE,
     MAX_FILTERS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, PROBES_MAP, ProbeConfig, RINGS_MAP,
-    STACK_KERNEL, STACK_USER, STACKS_MAP, STRING_DATA_LOC, STRING_LEN, STRING_POINTER,
+    SCRATCH, STACK_KERNEL, STACK_USER, STACKS_MAP, STRING_DATA_LOC, STRING_LEN, STRING_POINTER,
     SUBJECT_FIELD, SUBJECT_PID, SUBJECT_TID, SUBJECT_UID, copy_key,
 };
 use weft_abi::ring::{self, Ring};
@@ -407,7 +407,19 @@ impl OnelinerProbe {
             };
             // SAFETY: HEADER_SIZE bytes, a plain-integer repr(C) struct.
             let header: Header = unsafe { std::ptr::read_unaligned(header.as_ptr().cast()) };
-            let rest = &item[HEADER_SIZE..];
+            // Only a record with a join block is longer than SCRATCH.
+            let body_end = if item.len() > SCRATCH {
+                item.len()
+                    .checked_sub(JOIN_SIZE)
+                    .filter(|end| *end >= HEADER_SIZE)
+            } else {
+                Some(item.len())
+            };
+            let Some(body_end) = body_end else {
+                *malformed += 1;
+                return true;
+            };
+            let (rest, join) = (&item[HEADER_SIZE..body_end], &item[body_end..]);
             let raw_len = usize::from(header.raw_len);
             let Some(string_bytes) = rest.len().checked_sub(raw_len) else {
                 *malformed += 1;
@@ -435,6 +447,7 @@ impl OnelinerProbe {
                 comm: &header.comm,
                 raw: &rest[string_bytes..],
                 strings: &strings,
+                join,
                 kstack: &kstack,
                 ustack: &ustack,
             };
@@ -619,6 +632,10 @@ fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig> {
             STRING_POINTER
         };
         config.string_offsets[i] = field.offset;
+    }
+    if let Some(field) = &attach.join {
+        config.join = 1;
+        config.join_offset = field.offset;
     }
     config.stacks =
         if attach.kstack { STACK_KERNEL } else { 0 } | if attach.ustack { STACK_USER } else { 0 };

@@ -436,9 +436,12 @@ fn explain(plan: &Plan) -> String {
             (false, true) => "; user stack",
             (false, false) => "",
         };
+        let join = attach.join.as_ref().map_or_else(String::new, |f| {
+            format!("; the strings of array {}", f.name)
+        });
         let _ = writeln!(
             out,
-            "  kernel copies: task ids, comm, time, cpu; {} context bytes; strings [{}]{stacks}",
+            "  kernel copies: task ids, comm, time, cpu; {} context bytes; strings [{}]{join}{stacks}",
             attach.raw_len,
             strings.join(", ")
         );
