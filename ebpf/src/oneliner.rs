@@ -341,37 +341,54 @@ fn read_string(ctx: *const u8, config: &ProbeConfig, i: usize, buf: &mut [u8; SC
 /// at `at` of `buf`, up to the first null pointer; an empty slot ends them.
 #[inline(always)]
 fn read_join(ctx: *const u8, config: &ProbeConfig, at: usize, buf: &mut [u8; SCRATCH_BYTES]) {
+    buf[at] = 0;
     let Some(array) = read::<u64>(ctx, config.join_offset as usize) else {
-        buf[at] = 0;
         return;
     };
-    for i in 0..JOIN_ARGS {
-        let start = at + i * JOIN_ARG_LEN;
-        let slot = &mut buf[start..start + JOIN_ARG_LEN];
-        slot[0] = 0;
-        let element = array.wrapping_add(8 * i as u64);
-        // SAFETY: the helpers check the source address and bound the copy.
-        let pointer = unsafe {
-            if element < USER_TOP {
-                bpf_probe_read_user(element as *const u64)
-            } else {
-                bpf_probe_read_kernel(element as *const u64)
-            }
+    // Unrolled by hand: 6.1's verifier rejects the loop LLVM makes of
+    // this (a back-edge along a fall-through), and LLVM keeps it a loop.
+    macro_rules! slots {
+        ($($i:literal)*) => {
+            $(
+                if !read_join_slot(array, $i, at, buf) {
+                    return;
+                }
+            )*
         };
-        let Ok(pointer) = pointer else { break };
-        if pointer == 0 {
-            break;
-        }
-        // SAFETY: as above.
-        let read = unsafe {
-            if pointer < USER_TOP {
-                bpf_probe_read_user_str_bytes(pointer as *const u8, slot)
-            } else {
-                bpf_probe_read_kernel_str_bytes(pointer as *const u8, slot)
-            }
-        };
-        if read.is_err() {
-            break;
-        }
     }
+    slots!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+    const _: () = assert!(JOIN_ARGS == 16);
+}
+
+/// Reads string `i` of the array at `array` into its slot of the join
+/// block at `at`; false when the array ends there.
+#[inline(always)]
+fn read_join_slot(array: u64, i: usize, at: usize, buf: &mut [u8; SCRATCH_BYTES]) -> bool {
+    let start = at + i * JOIN_ARG_LEN;
+    let slot = &mut buf[start..start + JOIN_ARG_LEN];
+    slot[0] = 0;
+    let element = array.wrapping_add(8 * i as u64);
+    // SAFETY: the helpers check the source address and bound the copy.
+    let pointer = unsafe {
+        if element < USER_TOP {
+            bpf_probe_read_user(element as *const u64)
+        } else {
+            bpf_probe_read_kernel(element as *const u64)
+        }
+    };
+    let Ok(pointer) = pointer else {
+        return false;
+    };
+    if pointer == 0 {
+        return false;
+    }
+    // SAFETY: as above.
+    let read = unsafe {
+        if pointer < USER_TOP {
+            bpf_probe_read_user_str_bytes(pointer as *const u8, slot)
+        } else {
+            bpf_probe_read_kernel_str_bytes(pointer as *const u8, slot)
+        }
+    };
+    read.is_ok()
 }

@@ -105,6 +105,15 @@ struct Case {
 /// getppid is syscall 110 on x86-64, getpid 39.
 const CASES: &[Case] = &[
     Case {
+        // The exec of the command itself, its arguments read in the kernel.
+        program: r#"tracepoint:syscalls:sys_enter_execve /pid == cpid/ { join(args->argv); join(args->argv, ","); }"#,
+        steps: &["getppid:3", "read:{file}:4096"],
+        expect: &[
+            "{workload} getppid:3 read:{file}:4096",
+            "{workload},getppid:3,read:{file}:4096",
+        ],
+    },
+    Case {
         program: r#"tracepoint:syscalls:sys_enter_openat /pid == cpid/ { printf("%s %s\n", comm, str(args.filename)); }"#,
         steps: &["read:{file}:4096"],
         expect: &["weft-workload {file}"],
