@@ -12,6 +12,12 @@ pub const PROBES_MAP: &str = "TRACE_PROBES";
 pub const COUNTERS_MAP: &str = "TRACE_COUNTERS";
 /// Name of the stack trace map `kstack`/`ustack` ids point into.
 pub const STACKS_MAP: &str = "TRACE_STACKS";
+/// Name of the per-CPU hash map of `count()`s kept in the kernel, from
+/// [`CountKey`] to events counted.
+pub const COUNTS_MAP: &str = "TRACE_COUNTS";
+/// Entries of [`COUNTS_MAP`] (bpftrace's default `mapmax`); an event whose
+/// key finds no room goes to user space instead, which counts it there.
+pub const MAX_COUNTS: u32 = 4096;
 /// Name of the global holding weft's own thread group id (never traced).
 pub const IGNORE_GLOBAL: &str = "TRACE_IGNORE_TGID";
 
@@ -79,10 +85,35 @@ pub enum Counter {
     Seen = 0,
     /// Events dropped because the ring was full.
     RingFull = 1,
+    /// Events counted in [`COUNTS_MAP`] rather than sent.
+    Counted = 2,
 }
 
 /// Number of [`Counter`] slots.
-pub const COUNTERS: u32 = 2;
+pub const COUNTERS: u32 = 3;
+
+/// What keys a `count()` kept in the kernel ([`ProbeConfig::count_key`]).
+pub const COUNT_KEY_NONE: u8 = 0;
+/// The task name.
+pub const COUNT_KEY_COMM: u8 = 1;
+/// The thread group id.
+pub const COUNT_KEY_PID: u8 = 2;
+/// The thread id.
+pub const COUNT_KEY_TID: u8 = 3;
+/// The CPU.
+pub const COUNT_KEY_CPU: u8 = 4;
+
+/// A key of [`COUNTS_MAP`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CountKey {
+    /// [`ProbeConfig::count_map`]: which map of the program.
+    pub map: u32,
+    /// [`ProbeConfig::count_key`]: what the bytes hold.
+    pub kind: u32,
+    /// The task name, NUL-padded, or a little-endian `u32` id.
+    pub key: [u8; 16],
+}
 
 /// What a filter compares.
 pub const SUBJECT_NONE: u8 = 0;
@@ -155,8 +186,13 @@ pub struct ProbeConfig {
     pub join_offset: u16,
     /// Whether to read the array at [`Self::join_offset`] (`join()`).
     pub join: u8,
+    /// The map (index + 1) a probe whose only action is `@map[key] =
+    /// count()` counts into in the kernel, sending nothing; 0 sends.
+    pub count_map: u16,
+    /// A `COUNT_KEY_*` value: what keys the count.
+    pub count_key: u8,
     /// Keeps the filters 8-byte aligned without padding holes.
-    pub reserved: [u8; 5],
+    pub reserved: [u8; 2],
     /// Predicate parts, all of which must hold.
     pub filters: [Filter; MAX_FILTERS],
 }
@@ -200,4 +236,6 @@ const _: () = assert!(core::mem::size_of::<Header>() == HEADER_SIZE);
 mod user {
     // SAFETY: `#[repr(C)]`, `Copy`, integers only, no padding holes.
     unsafe impl aya::Pod for super::ProbeConfig {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::CountKey {}
 }

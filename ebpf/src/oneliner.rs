@@ -16,7 +16,7 @@ use aya_ebpf::{
         btf_map, fentry, fexit, kprobe, map, perf_event, raw_tracepoint, tracepoint, uprobe,
         uretprobe,
     },
-    maps::{HashMap, PerCpuArray, StackTrace},
+    maps::{HashMap, PerCpuArray, PerCpuHashMap, StackTrace},
     programs::{
         FEntryContext, FExitContext, PerfEventContext, ProbeContext, RawTracePointContext,
         RetProbeContext, TracePointContext, tracing::StackIdContext,
@@ -25,7 +25,8 @@ use aya_ebpf::{
 use weft_abi::{
     syscall::MAX_CPUS,
     oneliner::{
-        COUNTERS, CopyKind, Counter, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS,
+        COUNT_KEY_COMM, COUNT_KEY_CPU, COUNT_KEY_PID, COUNT_KEY_TID, COUNTERS, CopyKind, CountKey,
+        Counter, Filter, MAX_COUNTS, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS,
         JOIN_SIZE, MAX_FILTERS, MAX_STRINGS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE,
         ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES, STACK_KERNEL,
         STACK_USER, STRING_DATA_LOC, STRING_LEN, STRINGS_MASK, SUBJECT_FIELD, SUBJECT_NONE,
@@ -45,6 +46,10 @@ static TRACE_PROBES: HashMap<u32, ProbeConfig> = HashMap::with_max_entries(4096,
 
 #[map]
 static TRACE_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTERS, 0);
+
+/// `count()`s kept in the kernel.
+#[map]
+static TRACE_COUNTS: PerCpuHashMap<CountKey, u64> = PerCpuHashMap::with_max_entries(MAX_COUNTS, 0);
 
 /// Stacks for `kstack` and `ustack`, by id.
 #[map]
@@ -238,6 +243,9 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
         return;
     }
     count(Counter::Seen);
+    if config.count_map != 0 && count_here(config, pid_tgid, comm) {
+        return;
+    }
     let Some(buf) = TRACE_SCRATCH.get_ptr_mut(0) else {
         return;
     };
@@ -307,6 +315,39 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
     if !sent {
         count(Counter::RingFull);
     }
+}
+
+/// Counts the event in [`TRACE_COUNTS`] under the probe's map and key;
+/// false when the map has no room for a new key (the event is sent then).
+#[inline(always)]
+fn count_here(config: &ProbeConfig, pid_tgid: u64, comm: [u8; 16]) -> bool {
+    let mut key = CountKey {
+        map: u32::from(config.count_map),
+        kind: u32::from(config.count_key),
+        key: [0; 16],
+    };
+    let id = match config.count_key {
+        COUNT_KEY_COMM => {
+            key.key = comm;
+            None
+        }
+        COUNT_KEY_PID => Some((pid_tgid >> 32) as u32),
+        COUNT_KEY_TID => Some(pid_tgid as u32),
+        // SAFETY: a helper without preconditions.
+        COUNT_KEY_CPU => Some(unsafe { bpf_get_smp_processor_id() }),
+        _ => None,
+    };
+    if let Some(id) = id {
+        key.key[..4].copy_from_slice(&id.to_le_bytes());
+    }
+    if let Some(value) = TRACE_COUNTS.get_ptr_mut(&key) {
+        // SAFETY: this CPU's value; programs do not nest on one CPU here.
+        unsafe { *value += 1 };
+    } else if TRACE_COUNTS.insert(&key, &1, 0).is_err() {
+        return false;
+    }
+    count(Counter::Counted);
+    true
 }
 
 /// Reads string `i` of the probe into its slot of `buf`.

@@ -295,3 +295,46 @@ impl BinOp {
         )
     }
 }
+
+/// Calls `f` on every expression of `stmts` (not their subexpressions).
+pub(crate) fn for_each_expr(stmts: &[Stmt], f: &mut dyn FnMut(&Expr)) {
+    for stmt in stmts {
+        match stmt {
+            Stmt::MapAssign { map, value } | Stmt::MapUpdate { map, value, .. } => {
+                map.keys.iter().for_each(&mut *f);
+                f(value);
+            }
+            Stmt::VarAssign { value, .. } | Stmt::VarUpdate { value, .. } | Stmt::Expr(value) => {
+                f(value);
+            }
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                f(cond);
+                for_each_expr(then, f);
+                for_each_expr(otherwise, f);
+            }
+        }
+    }
+}
+
+impl Expr {
+    /// Its direct subexpressions.
+    pub(crate) fn children(&self) -> Vec<&Expr> {
+        match &self.kind {
+            ExprKind::Map(map) => map.keys.iter().collect(),
+            ExprKind::Unary(_, e) => vec![e],
+            ExprKind::Binary(_, a, b) => vec![a, b],
+            ExprKind::Ternary(a, b, c) => vec![a, b, c],
+            ExprKind::Call(_, args) => args.iter().collect(),
+            ExprKind::Int(_)
+            | ExprKind::Str(_)
+            | ExprKind::Builtin(_)
+            | ExprKind::Field(_)
+            | ExprKind::Arg(_)
+            | ExprKind::Var(_) => Vec::new(),
+        }
+    }
+}

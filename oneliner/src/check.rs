@@ -13,6 +13,7 @@ use crate::{
     expand::expand,
     format,
     kernel::{Field, FieldKind, Kernel},
+    kernel_count::count_in_kernel,
     push_down::push_down,
     value::Type,
 };
@@ -46,6 +47,7 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
                 raw_len: 0,
                 strings: Vec::new(),
                 join: None,
+                count: None,
                 filters: Vec::new(),
                 comm: None,
                 kstack: false,
@@ -73,11 +75,13 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
     for map in &mut maps {
         map.keys = keys.remove(&map.name).unwrap_or_default();
     }
-    Ok(Plan {
+    let mut plan = Plan {
         program,
         attaches,
         maps,
-    })
+    };
+    count_in_kernel(&mut plan);
+    Ok(plan)
 }
 
 /// Every map's kind and key types, from its assignments.
@@ -815,7 +819,7 @@ fn type_list(types: &[Type]) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::{kernel::format_fields, parse};
+    use crate::{kernel::format_fields, parse, plan::CountKey};
     type Result<T> = std::result::Result<T, String>;
 
     /// Tracepoints as this kernel's tracefs describes them.
@@ -882,6 +886,47 @@ pub(crate) mod tests {
 
     pub fn checked(text: &str) -> Plan {
         check(parse(text).unwrap(), &FakeKernel).unwrap()
+    }
+
+    #[test]
+    fn the_kernel_counts_what_nothing_else_reads() {
+        let counted = |text: &str| -> Vec<Option<CountKey>> {
+            checked(text)
+                .attaches
+                .iter()
+                .map(|a| a.count.map(|c| c.key))
+                .collect()
+        };
+        // Keyed by comm, tid or nothing; predicates the kernel tests whole.
+        assert_eq!(
+            counted(
+                "tracepoint:syscalls:sys_enter_read /pid == 42/ { @[comm] = count(); } tracepoint:syscalls:sys_exit_read { @n = count(); } tracepoint:syscalls:sys_enter_openat { @t[tid] = count(); }"
+            ),
+            [
+                Some(CountKey::Comm),
+                Some(CountKey::None),
+                Some(CountKey::Tid)
+            ]
+        );
+        // Printing a map reads none of its values.
+        assert_eq!(
+            counted(
+                "tracepoint:syscalls:sys_enter_read { @[comm] = count(); } interval:s:1 { print(@); }"
+            )[0],
+            Some(CountKey::Comm)
+        );
+        for text in [
+            // Another action, a key the kernel does not make, a predicate
+            // part run in weft, a map read, cleared or deleted from.
+            r#"tracepoint:syscalls:sys_enter_read { @[comm] = count(); printf("x"); }"#,
+            "tracepoint:syscalls:sys_enter_read { @[args.fd] = count(); }",
+            "tracepoint:syscalls:sys_enter_read /args.count * 2 > 10/ { @[comm] = count(); }",
+            "tracepoint:syscalls:sys_enter_read { @[comm] = count(); } END { printf(\"%d\", @[\"a\"]); }",
+            "tracepoint:syscalls:sys_enter_read { @[comm] = count(); } interval:s:1 { clear(@); }",
+            "tracepoint:syscalls:sys_enter_read { @[pid] = count(); } tracepoint:syscalls:sys_exit_read { delete(@[pid]); }",
+        ] {
+            assert_eq!(counted(text)[0], None, "{text}");
+        }
     }
 
     #[test]

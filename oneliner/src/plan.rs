@@ -71,6 +71,8 @@ pub struct Attach {
     pub strings: Vec<Field>,
     /// The pointer-array field whose strings `join()` prints.
     pub join: Option<Field>,
+    /// A `count()` the kernel keeps itself, sending no events.
+    pub count: Option<KernelCount>,
     /// Predicate parts the kernel tests before copying anything.
     pub filters: Vec<Filter>,
     /// `comm == "..."` tested in the kernel.
@@ -100,6 +102,26 @@ impl Attach {
             Target::Begin | Target::End | Target::Interval { .. }
         )
     }
+}
+
+/// A probe whose only action is `@map[key] = count()`, counted in the
+/// kernel (`kernel_count.rs` says when).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelCount {
+    /// Index into [`Plan::maps`].
+    pub map: usize,
+    pub key: CountKey,
+}
+
+/// What keys a count kept in the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CountKey {
+    /// `@map = count()`.
+    None,
+    Comm,
+    Pid,
+    Tid,
+    Cpu,
 }
 
 /// A predicate part the kernel tests: `subject op value`.

@@ -94,7 +94,7 @@ fn flip(op: BinOp) -> BinOp {
     }
 }
 
-fn split_and<'a>(expr: &'a Expr, out: &mut Vec<&'a Expr>) {
+pub(crate) fn split_and<'a>(expr: &'a Expr, out: &mut Vec<&'a Expr>) {
     if let ExprKind::Binary(BinOp::LogicalAnd, left, right) = &expr.kind {
         split_and(left, out);
         split_and(right, out);

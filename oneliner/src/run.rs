@@ -44,6 +44,14 @@ pub struct Event<'a> {
     pub ustack: &'a str,
 }
 
+/// Reads the counts the kernel kept for probes whose `count()` runs
+/// there ([`Attach::count`]).
+pub trait KernelCounts {
+    /// Each key of map `index` (as the map's keys: `[comm]`, `[pid]`, ...
+    /// or none) with its total so far, all CPUs told.
+    fn counts(&mut self, index: usize) -> Vec<(Vec<Value>, u64)>;
+}
+
 /// Names code addresses for `usym()` and `ksym()`: the caller knows the
 /// processes' files and the kernel's symbols.
 pub trait Names {
@@ -67,6 +75,8 @@ pub struct Runtime<'p> {
     /// What names code addresses for `usym()` and `ksym()`.
     names: Option<RefCell<Box<dyn Names>>>,
     maps: Vec<HashMap<Vec<Value>, Agg>>,
+    /// What reads the counts the kernel keeps (`Attach::count`).
+    counts: Option<RefCell<Box<dyn KernelCounts>>>,
     format: Format,
     /// `nsecs` when the program started, for `elapsed`.
     start_ns: u64,
@@ -91,6 +101,7 @@ impl<'p> Runtime<'p> {
             start_ns,
             cpid: 0,
             names: None,
+            counts: None,
         }
     }
 
@@ -98,6 +109,12 @@ impl<'p> Runtime<'p> {
     /// they print as hex addresses).
     pub fn set_names(&mut self, names: Box<dyn Names>) {
         self.names = Some(RefCell::new(names));
+    }
+
+    /// Reads the counts the kernel keeps with `counts` when printing the
+    /// maps they belong to.
+    pub fn set_kernel_counts(&mut self, counts: Box<dyn KernelCounts>) {
+        self.counts = Some(RefCell::new(counts));
     }
 
     /// Sets `cpid`.
@@ -162,7 +179,24 @@ impl<'p> Runtime<'p> {
         out: &mut dyn Write,
     ) -> std::io::Result<()> {
         let info = &self.plan.maps[index];
-        output::print_map(self.format, info, &self.maps[index], top, div, out)
+        let counted_in_kernel = self
+            .plan
+            .attaches
+            .iter()
+            .any(|a| a.count.is_some_and(|c| c.map == index));
+        match &self.counts {
+            Some(counts) if counted_in_kernel => {
+                let mut map = self.maps[index].clone();
+                for (key, total) in counts.borrow_mut().counts(index) {
+                    match map.entry(key).or_insert(Agg::Count(0)) {
+                        Agg::Count(n) => *n += total,
+                        _ => unreachable!("a map counted in the kernel holds counts"),
+                    }
+                }
+                output::print_map(self.format, info, &map, top, div, out)
+            }
+            _ => output::print_map(self.format, info, &self.maps[index], top, div, out),
+        }
     }
 
     fn stmts(

@@ -13,7 +13,7 @@
 
 use std::collections::HashSet;
 
-use crate::ast::{Expr, ExprKind, Program, Stmt};
+use crate::ast::{Expr, ExprKind, Program, Stmt, for_each_expr};
 use crate::error::Span;
 
 /// Rewrites `program` so maps read through `str()` hold strings; returns
@@ -44,7 +44,7 @@ fn maps_read_as_strings(expr: &Expr, out: &mut HashSet<String>) {
     {
         out.insert(map.name.clone());
     }
-    for child in children(expr) {
+    for child in expr.children() {
         maps_read_as_strings(child, out);
     }
 }
@@ -74,45 +74,5 @@ fn save_strings(stmts: &mut [Stmt], read: &HashSet<String>, saved: &mut HashSet<
             }
             _ => {}
         }
-    }
-}
-
-/// Calls `f` on every expression of `stmts` (not their subexpressions).
-fn for_each_expr(stmts: &[Stmt], f: &mut dyn FnMut(&Expr)) {
-    for stmt in stmts {
-        match stmt {
-            Stmt::MapAssign { map, value } | Stmt::MapUpdate { map, value, .. } => {
-                map.keys.iter().for_each(&mut *f);
-                f(value);
-            }
-            Stmt::VarAssign { value, .. } | Stmt::VarUpdate { value, .. } | Stmt::Expr(value) => {
-                f(value);
-            }
-            Stmt::If {
-                cond,
-                then,
-                otherwise,
-            } => {
-                f(cond);
-                for_each_expr(then, f);
-                for_each_expr(otherwise, f);
-            }
-        }
-    }
-}
-
-fn children(expr: &Expr) -> Vec<&Expr> {
-    match &expr.kind {
-        ExprKind::Map(map) => map.keys.iter().collect(),
-        ExprKind::Unary(_, e) => vec![e],
-        ExprKind::Binary(_, a, b) => vec![a, b],
-        ExprKind::Ternary(a, b, c) => vec![a, b, c],
-        ExprKind::Call(_, args) => args.iter().collect(),
-        ExprKind::Int(_)
-        | ExprKind::Str(_)
-        | ExprKind::Builtin(_)
-        | ExprKind::Field(_)
-        | ExprKind::Arg(_)
-        | ExprKind::Var(_) => Vec::new(),
     }
 }

@@ -324,6 +324,40 @@ fn same_maps_as_bpftrace() {
     }
 }
 
+/// `@[comm] = count()` under a predicate the kernel tests is counted in
+/// the kernel: no event comes to user space, and the map still says how
+/// many calls the command made.
+#[test]
+fn counts_by_comm_stay_in_the_kernel() {
+    let test = "counts_by_comm_stay_in_the_kernel";
+    if !needs(test, &TRACE) {
+        return;
+    }
+    let steps = ["getppid:1000", "getpid:10"];
+    let program = "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @[comm] = count(); }";
+    let output = run_with_workload(
+        Command::new(weft_bin())
+            .args(["trace", "-c", &workload_command(&steps)])
+            .arg(program),
+        &steps,
+    );
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stdout.lines().any(|l| l == "@[weft-workload]: 1000"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains(
+            "weft: 1000 of the events counted in the kernel\nweft: 1000 events, 0 lost (ring full)"
+        ),
+        "{stderr}"
+    );
+}
+
 /// Whether bpftrace and its tools are installed: `cargo xtask setup`
 /// installs them, so on the host their absence fails the test; the VM
 /// matrix's initramfs carries neither, and there it skips.

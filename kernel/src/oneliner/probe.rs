@@ -24,19 +24,21 @@ use perf_event::{
     events::{KProbe, Software, Tracepoint},
 };
 use weft_abi::oneliner::{
-    COPIES, COUNTERS_MAP, CopyKind, Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL, JOIN_SIZE,
-    MAX_FILTERS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, PROBES_MAP, ProbeConfig, RINGS_MAP,
-    SCRATCH, STACK_KERNEL, STACK_USER, STACKS_MAP, STRING_DATA_LOC, STRING_LEN, STRING_POINTER,
-    SUBJECT_FIELD, SUBJECT_PID, SUBJECT_TID, SUBJECT_UID, copy_key,
+    COPIES, COUNT_KEY_COMM, COUNT_KEY_CPU, COUNT_KEY_NONE, COUNT_KEY_PID, COUNT_KEY_TID,
+    COUNTERS_MAP, COUNTS_MAP, CopyKind, Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL,
+    JOIN_SIZE, MAX_COUNTS, MAX_FILTERS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, PROBES_MAP,
+    ProbeConfig, RINGS_MAP, SCRATCH, STACK_KERNEL, STACK_USER, STACKS_MAP, STRING_DATA_LOC,
+    STRING_LEN, STRING_POINTER, SUBJECT_FIELD, SUBJECT_PID, SUBJECT_TID, SUBJECT_UID, copy_key,
 };
 use weft_abi::ring::{self, Ring};
 use weft_oneliner::{
     Attach, Event, FieldKind, Plan, Target,
     ast::BinOp,
     check::{Operand, Subject},
+    plan::CountKey,
 };
 
-use super::stacks::Stacks;
+use super::{counts::Counts, stacks::Stacks};
 use crate::{
     delivery::Delivery,
     ebpf,
@@ -135,6 +137,15 @@ impl OnelinerProbe {
                 STACKS_MAP,
                 if plan.attaches.iter().any(|a| a.kstack || a.ustack) {
                     STACKS
+                } else {
+                    1
+                },
+            )
+            // Likewise the count map, when no probe counts in the kernel.
+            .map_max_entries(
+                COUNTS_MAP,
+                if plan.attaches.iter().any(|a| a.count.is_some()) {
+                    MAX_COUNTS
                 } else {
                     1
                 },
@@ -342,6 +353,12 @@ impl OnelinerProbe {
     }
 
     /// Function names for `usym()` and `ksym()`, shared with the stacks'.
+    /// The counts the kernel keeps, for the runtime to read when it prints
+    /// their maps; call once.
+    pub fn counts(&mut self) -> Result<Counts> {
+        Counts::take(&mut self.ebpf)
+    }
+
     pub fn names(&self) -> super::stacks::Names {
         self.stacks.names()
     }
@@ -470,11 +487,25 @@ impl OnelinerProbe {
                 .context("failed to read the trace counters")?;
             Ok(values.iter().copied().collect())
         };
+        // Events counted in the kernel were delivered there.
         Ok(Delivery::new(
-            self.received,
+            self.received + self.counted()?,
             &per_cpu(Counter::Seen)?,
             per_cpu(Counter::RingFull)?,
         ))
+    }
+
+    /// Events counted in the kernel rather than sent.
+    pub fn counted(&self) -> Result<u64> {
+        let map = self
+            .ebpf
+            .map(COUNTERS_MAP)
+            .context("the trace object has no counter map")?;
+        let array: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map)?;
+        let values = array
+            .get(&(Counter::Counted as u32), 0)
+            .context("failed to read the trace counters")?;
+        Ok(values.iter().sum())
     }
 
     pub fn malformed(&self) -> u64 {
@@ -632,6 +663,16 @@ fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig> {
             STRING_POINTER
         };
         config.string_offsets[i] = field.offset;
+    }
+    if let Some(count) = attach.count {
+        config.count_map = u16::try_from(count.map + 1).context("too many maps")?;
+        config.count_key = match count.key {
+            CountKey::None => COUNT_KEY_NONE,
+            CountKey::Comm => COUNT_KEY_COMM,
+            CountKey::Pid => COUNT_KEY_PID,
+            CountKey::Tid => COUNT_KEY_TID,
+            CountKey::Cpu => COUNT_KEY_CPU,
+        };
     }
     if let Some(field) = &attach.join {
         config.join = 1;

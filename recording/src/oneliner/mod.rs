@@ -21,7 +21,7 @@ use weft_kernel::oneliner::{
     kernel::Kernel,
     probe::{OnelinerProbe, Preload},
 };
-use weft_oneliner::{Event, Flow, Format, Plan, Runtime, Target};
+use weft_oneliner::{Event, Flow, Format, Plan, Runtime, Target, plan::CountKey};
 
 use self::store::KeptEvents;
 
@@ -96,6 +96,7 @@ pub fn run(args: Options) -> Result<()> {
     let mut runtime = Runtime::new(&plan, format, weft_store::now_ns());
     runtime.set_cpid(cpid);
     runtime.set_names(Box::new(probe.names()));
+    runtime.set_kernel_counts(Box::new(probe.counts()?));
     let mut keep = args
         .store
         .as_deref()
@@ -392,6 +393,10 @@ fn event_loop(
 /// The last line: events delivered and lost.
 fn report_losses(probe: &OnelinerProbe) -> Result<()> {
     let delivery = probe.delivery()?;
+    let counted = probe.counted()?;
+    if counted > 0 {
+        eprintln!("weft: {counted} of the events counted in the kernel");
+    }
     eprintln!(
         "weft: {} events, {} lost (ring full)",
         delivery.received, delivery.ring_full
@@ -428,6 +433,21 @@ fn explain(plan: &Plan) -> String {
         }
         if !tests.is_empty() {
             let _ = writeln!(out, "  kernel tests: {}", tests.join(" and "));
+        }
+        if let Some(count) = attach.count {
+            let map = &plan.maps[count.map].name;
+            let _ = writeln!(
+                out,
+                "  kernel counts: @{map}{}, sending no events; weft reads the counts to print @{map}",
+                match count.key {
+                    CountKey::None => "",
+                    CountKey::Comm => "[comm]",
+                    CountKey::Pid => "[pid]",
+                    CountKey::Tid => "[tid]",
+                    CountKey::Cpu => "[cpu]",
+                }
+            );
+            continue;
         }
         let strings: Vec<&str> = attach.strings.iter().map(|f| f.name.as_str()).collect();
         let stacks = match (attach.kstack, attach.ustack) {

@@ -18,10 +18,12 @@ use crate::capture;
 /// Values every stored event has, before the record's fields.
 const BUILTINS: [&str; 5] = ["time", "pid", "tid", "uid", "cpu"];
 
-/// Makes the kernel copy every integer field of each record (up to the
-/// copy limit), not only those the program reads.
+/// Makes the kernel send every event and copy every integer field of each
+/// record (up to the copy limit), not only those the program reads.
 pub fn copy_all_fields(plan: &mut Plan) {
     for attach in &mut plan.attaches {
+        // Every event is kept, so every event comes to user space.
+        attach.count = None;
         let end = record_fields(attach)
             .map(|f| (f.offset + f.size).next_multiple_of(8))
             .filter(|end| *end <= MAX_RAW)
