@@ -85,7 +85,7 @@ pub fn run(
             medians.push(median(&samples));
         }
         println!(
-            "  {name}: weft/bpftrace probe effect {:.2} (target <= 1.00)",
+            "  {name}: weft/bpftrace probe effect {:.2} (target <= 0.90)",
             (medians[1] - base_median) / (medians[0] - base_median).max(f64::EPSILON)
         );
         if let Some(&before) = medians.get(2) {
