@@ -476,36 +476,30 @@ impl OnelinerProbe {
 
     /// Events produced, received and lost.
     pub fn delivery(&self) -> Result<Delivery> {
-        let map = self
-            .ebpf
-            .map(COUNTERS_MAP)
-            .context("the trace object has no counter map")?;
-        let array: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map)?;
-        let per_cpu = |counter: Counter| -> Result<Vec<u64>> {
-            let values = array
-                .get(&(counter as u32), 0)
-                .context("failed to read the trace counters")?;
-            Ok(values.iter().copied().collect())
-        };
         // Events counted in the kernel were delivered there.
         Ok(Delivery::new(
             self.received + self.counted()?,
-            &per_cpu(Counter::Seen)?,
-            per_cpu(Counter::RingFull)?,
+            &self.counter(Counter::Seen)?,
+            self.counter(Counter::RingFull)?,
         ))
     }
 
     /// Events counted in the kernel rather than sent.
     pub fn counted(&self) -> Result<u64> {
+        Ok(self.counter(Counter::Counted)?.iter().sum())
+    }
+
+    /// `counter` on each CPU.
+    fn counter(&self, counter: Counter) -> Result<Vec<u64>> {
         let map = self
             .ebpf
             .map(COUNTERS_MAP)
             .context("the trace object has no counter map")?;
         let array: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map)?;
         let values = array
-            .get(&(Counter::Counted as u32), 0)
+            .get(&(counter as u32), 0)
             .context("failed to read the trace counters")?;
-        Ok(values.iter().sum())
+        Ok(values.iter().copied().collect())
     }
 
     pub fn malformed(&self) -> u64 {
