@@ -59,6 +59,11 @@ pub const SCRATCH_BYTES: usize = SCRATCH + JOIN_SIZE;
 /// own, and copy `i` of kind `k` reads the configuration at [`copy_key`].
 pub const COPIES: u32 = 8;
 
+/// Copies of the tracepoint program: the kernel runs one program at most
+/// once per tracepoint, so each probe on the same tracepoint needs its own
+/// (`weft_trace_tracepoint`, then `weft_trace_tracepoint_1`, ...).
+pub const TRACEPOINT_COPIES: usize = 4;
+
 /// Program families that come in [`COPIES`].
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

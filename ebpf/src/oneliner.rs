@@ -68,15 +68,29 @@ const USER_TOP: u64 = 0x0000_8000_0000_0000;
 /// Every tracepoint: the attach cookie is the probe key. (The record's
 /// `common_type` cannot say which tracepoint fired: the kernel overwrites
 /// the record's first 8 bytes with a `pt_regs` pointer before BPF runs.)
-#[tracepoint]
-// Inlined into the entry point the macro makes: older verifiers (6.1)
-// reject a global subprogram that takes the context.
-#[inline(always)]
-pub fn weft_trace_tracepoint(ctx: TracePointContext) -> u32 {
-    // SAFETY: the helper only reads the current run context.
-    let key = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
-    capture(&ctx, key as u32);
-    0
+/// The kernel runs a program at most once per tracepoint, so a second
+/// probe on the same tracepoint takes the next copy (see
+/// `weft_abi::oneliner::TRACEPOINT_COPIES`).
+macro_rules! tracepoints {
+    ($($name:ident)*) => {$(
+        #[tracepoint]
+        // Inlined into the entry point the macro makes: older verifiers
+        // (6.1) reject a global subprogram that takes the context.
+        #[inline(always)]
+        pub fn $name(ctx: TracePointContext) -> u32 {
+            // SAFETY: the helper only reads the current run context.
+            let key = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+            capture(&ctx, key as u32);
+            0
+        }
+    )*};
+}
+
+tracepoints! {
+    weft_trace_tracepoint
+    weft_trace_tracepoint_1
+    weft_trace_tracepoint_2
+    weft_trace_tracepoint_3
 }
 
 /// kprobes and kretprobes: the context is the `pt_regs` the arguments and

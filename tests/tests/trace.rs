@@ -105,6 +105,12 @@ struct Case {
 /// getppid is syscall 110 on x86-64, getpid 39.
 const CASES: &[Case] = &[
     Case {
+        // Each probe on the same tracepoint runs once per event.
+        program: "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @a = count(); } tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @b[comm] = count(); } tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @c = sum(1); }",
+        steps: &["getppid:333"],
+        expect: &["@a: 333", "@b[weft-workload]: 333", "@c: 333"],
+    },
+    Case {
         // The exec of the command itself, its arguments read in the kernel.
         program: r#"tracepoint:syscalls:sys_enter_execve /pid == cpid/ { join(args->argv); join(args->argv, ","); }"#,
         steps: &["getppid:3", "read:{file}:4096"],
@@ -276,6 +282,12 @@ fn one_liner_table() {
 
 /// One-liners both tools run, in bpftrace's `args->` spelling.
 const COMPARED: &[(&str, &[&str])] = &[
+    (
+        // Two probes on one tracepoint, one counted in the kernel and one
+        // in weft.
+        r#"tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @[comm] = count(); } tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @n = count(); printf(""); }"#,
+        &["getppid:300"],
+    ),
     (
         "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @[comm] = count(); }",
         &["getppid:1000"],

@@ -28,7 +28,8 @@ use weft_abi::oneliner::{
     COUNTERS_MAP, COUNTS_MAP, CopyKind, Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL,
     JOIN_SIZE, MAX_COUNTS, MAX_FILTERS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, PROBES_MAP,
     ProbeConfig, RINGS_MAP, SCRATCH, STACK_KERNEL, STACK_USER, STACKS_MAP, STRING_DATA_LOC,
-    STRING_LEN, STRING_POINTER, SUBJECT_FIELD, SUBJECT_PID, SUBJECT_TID, SUBJECT_UID, copy_key,
+    STRING_LEN, STRING_POINTER, SUBJECT_FIELD, SUBJECT_PID, SUBJECT_TID, SUBJECT_UID,
+    TRACEPOINT_COPIES, copy_key,
 };
 use weft_abi::ring::{self, Ring};
 use weft_oneliner::{
@@ -75,6 +76,8 @@ pub struct OnelinerProbe {
     uprobes: Vec<UProbeLink>,
     /// Copy programs in use (fentry, fexit, raw tracepoints), by name.
     copies: Vec<(CopyKind, String)>,
+    /// Probes attached to each tracepoint, by event id.
+    tracepoints: std::collections::HashMap<u32, usize>,
     /// Kernel BTF, read for the first fentry or fexit probe.
     btf: Option<Btf>,
     ebpf: Ebpf,
@@ -164,6 +167,7 @@ impl OnelinerProbe {
             links: Vec::new(),
             uprobes: Vec::new(),
             copies: Vec::new(),
+            tracepoints: std::collections::HashMap::new(),
             btf: None,
             ebpf,
             rings,
@@ -236,7 +240,8 @@ impl OnelinerProbe {
             Target::Tracepoint { category, name } => {
                 let id = event_id(tracefs, category, name)?;
                 let event = Tracepoint::with_id(id.into());
-                let fd = program(&mut self.ebpf, TRACEPOINT_PROGRAM)?;
+                let copy = self.tracepoint_program(id)?;
+                let fd = program(&mut self.ebpf, &copy)?;
                 self.link(fd, Builder::new(event).one_cpu(0), cookie)
             }
             Target::Kprobe { function, exit } => {
@@ -353,6 +358,19 @@ impl OnelinerProbe {
     }
 
     /// Function names for `usym()` and `ksym()`, shared with the stacks'.
+    /// The copy of the tracepoint program for the next probe on tracepoint
+    /// `id`: the kernel runs one program at most once per tracepoint.
+    fn tracepoint_program(&mut self, id: u32) -> Result<String> {
+        let used = self.tracepoints.entry(id).or_insert(0);
+        let copy = *used;
+        *used += 1;
+        Ok(match copy {
+            0 => TRACEPOINT_PROGRAM.to_owned(),
+            n if n < TRACEPOINT_COPIES => format!("{TRACEPOINT_PROGRAM}_{n}"),
+            _ => bail!("weft attaches at most {TRACEPOINT_COPIES} probes to one tracepoint"),
+        })
+    }
+
     /// The counts the kernel keeps, for the runtime to read when it prints
     /// their maps; call once.
     pub fn counts(&mut self) -> Result<Counts> {
