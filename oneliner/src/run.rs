@@ -11,7 +11,7 @@ use crate::{
     format,
     kernel::FieldKind,
     output::{self, Agg, Format},
-    value::{Type, Value},
+    value::{Type, Value, c_string},
 };
 
 /// One event as the kernel delivered it, or a user-space probe firing
@@ -520,12 +520,6 @@ fn joined(block: &[u8], separator: &str) -> String {
         .map(c_string)
         .collect::<Vec<_>>()
         .join(separator)
-}
-
-/// Bytes up to the first NUL, as text.
-fn c_string(bytes: &[u8]) -> String {
-    let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
 /// The value of field `name` of the event's record.

@@ -45,3 +45,10 @@ impl std::fmt::Display for Value {
         }
     }
 }
+
+/// Bytes up to the first NUL, as text: a task name or a string the
+/// kernel read.
+pub fn c_string(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}

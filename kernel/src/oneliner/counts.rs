@@ -7,7 +7,10 @@ use aya::{
     maps::{MapData, PerCpuHashMap},
 };
 use weft_abi::oneliner::{COUNT_KEY_COMM, COUNT_KEY_NONE, COUNTS_MAP, CountKey};
-use weft_oneliner::{KernelCounts, value::Value};
+use weft_oneliner::{
+    KernelCounts,
+    value::{Value, c_string},
+};
 
 /// The kernel's count map, taken from the loaded object.
 pub struct Counts(PerCpuHashMap<MapData, CountKey, u64>);
@@ -36,16 +39,7 @@ impl KernelCounts for Counts {
 fn key_values(key: &CountKey) -> Vec<Value> {
     match key.kind as u8 {
         COUNT_KEY_NONE => Vec::new(),
-        COUNT_KEY_COMM => {
-            let end = key
-                .key
-                .iter()
-                .position(|b| *b == 0)
-                .unwrap_or(key.key.len());
-            vec![Value::Str(
-                String::from_utf8_lossy(&key.key[..end]).into_owned(),
-            )]
-        }
+        COUNT_KEY_COMM => vec![Value::Str(c_string(&key.key))],
         _ => {
             let id = u32::from_le_bytes([key.key[0], key.key[1], key.key[2], key.key[3]]);
             vec![Value::Int(i64::from(id))]
