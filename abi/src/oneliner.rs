@@ -12,12 +12,14 @@ pub const PROBES_MAP: &str = "TRACE_PROBES";
 pub const COUNTERS_MAP: &str = "TRACE_COUNTERS";
 /// Name of the stack trace map `kstack`/`ustack` ids point into.
 pub const STACKS_MAP: &str = "TRACE_STACKS";
-/// Name of the per-CPU hash map of `count()`s kept in the kernel, from
-/// [`CountKey`] to events counted.
-pub const COUNTS_MAP: &str = "TRACE_COUNTS";
-/// Entries of [`COUNTS_MAP`] (bpftrace's default `mapmax`); an event whose
-/// key finds no room goes to user space instead, which counts it there.
-pub const MAX_COUNTS: u32 = 4096;
+/// Name of the per-CPU hash map of aggregations kept in the kernel, from
+/// [`AggKey`] to [`AggValue`].
+pub const AGGS_MAP: &str = "TRACE_AGGS";
+/// Entries of [`AGGS_MAP`], shared by every map the kernel aggregates for
+/// (twice bpftrace's default `mapmax`, as a histogram's buckets are keys
+/// here); an event whose key finds no room goes to user space instead,
+/// which aggregates it there.
+pub const MAX_AGGS: u32 = 8192;
 /// Name of the global holding weft's own thread group id (never traced).
 pub const IGNORE_GLOBAL: &str = "TRACE_IGNORE_TGID";
 
@@ -90,35 +92,12 @@ pub enum Counter {
     Seen = 0,
     /// Events dropped because the ring was full.
     RingFull = 1,
-    /// Events counted in [`COUNTS_MAP`] rather than sent.
-    Counted = 2,
+    /// Events aggregated in [`AGGS_MAP`] rather than sent.
+    Aggregated = 2,
 }
 
 /// Number of [`Counter`] slots.
 pub const COUNTERS: u32 = 3;
-
-/// What keys a `count()` kept in the kernel ([`ProbeConfig::count_key`]).
-pub const COUNT_KEY_NONE: u8 = 0;
-/// The task name.
-pub const COUNT_KEY_COMM: u8 = 1;
-/// The thread group id.
-pub const COUNT_KEY_PID: u8 = 2;
-/// The thread id.
-pub const COUNT_KEY_TID: u8 = 3;
-/// The CPU.
-pub const COUNT_KEY_CPU: u8 = 4;
-
-/// A key of [`COUNTS_MAP`].
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct CountKey {
-    /// [`ProbeConfig::count_map`]: which map of the program.
-    pub map: u32,
-    /// [`ProbeConfig::count_key`]: what the bytes hold.
-    pub kind: u32,
-    /// The task name, NUL-padded, or a little-endian `u32` id.
-    pub key: [u8; 16],
-}
 
 /// What a filter compares.
 pub const SUBJECT_NONE: u8 = 0;
@@ -130,6 +109,16 @@ pub const SUBJECT_TID: u8 = 2;
 pub const SUBJECT_UID: u8 = 3;
 /// An integer at [`Filter::offset`] of the context.
 pub const SUBJECT_FIELD: u8 = 4;
+/// The CPU.
+pub const SUBJECT_CPU: u8 = 5;
+/// [`Operand::constant`].
+pub const SUBJECT_CONST: u8 = 6;
+/// The task name (an aggregation key: 16 bytes, NUL-padded).
+pub const SUBJECT_COMM: u8 = 7;
+/// The attach point's index, which user space names as `probe`.
+pub const SUBJECT_PROBE: u8 = 8;
+/// The attach point's index, which user space names as `func`.
+pub const SUBJECT_FUNC: u8 = 9;
 
 /// Comparison operators of a [`Filter`].
 pub const OP_EQ: u8 = 0;
@@ -162,6 +151,182 @@ pub struct Filter {
     pub value: i64,
 }
 
+/// A value the kernel reads for an aggregation: its key parts and sample.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Operand {
+    /// A `SUBJECT_*` value; `SUBJECT_NONE` is no operand.
+    pub subject: u8,
+    /// Bytes of a field (1, 2, 4 or 8).
+    pub size: u8,
+    /// Whether a field is signed.
+    pub signed: u8,
+    /// Keeps the offset aligned without a padding hole.
+    pub reserved: u8,
+    /// Offset of a field in the context.
+    pub offset: u32,
+    /// The value of `SUBJECT_CONST`.
+    pub constant: i64,
+}
+
+/// Key parts of an aggregation at most (`@map[a, b]`).
+pub const KEY_PARTS: usize = 2;
+/// Bytes each key part takes in [`AggKey::key`].
+pub const KEY_PART_LEN: usize = 16;
+/// Aggregations per probe at most.
+pub const MAX_AGGS_PER_PROBE: usize = 2;
+
+/// How an aggregation files its sample ([`Aggregation::how`]).
+pub const AGG_NONE: u8 = 0;
+/// Under slot 0: count, sum, min, max, avg, stats.
+pub const AGG_PLAIN: u8 = 1;
+/// Under its log2 bucket: `hist()`.
+pub const AGG_LOG2: u8 = 2;
+/// Under its linear bucket: `lhist()`.
+pub const AGG_LINEAR: u8 = 3;
+
+/// One `@map[keys] = f(sample)` the kernel keeps itself.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Aggregation {
+    /// The map: its index in the program, plus one.
+    pub map: u16,
+    /// An `AGG_*` value; `AGG_NONE` ends the list.
+    pub how: u8,
+    /// Keeps the operands aligned without a padding hole.
+    pub reserved: [u8; 5],
+    /// The key's parts; `SUBJECT_NONE` ends them.
+    pub keys: [Operand; KEY_PARTS],
+    /// The sample (`SUBJECT_NONE` for `count()`).
+    pub value: Operand,
+    /// `lhist()`'s lower bound.
+    pub min: i64,
+    /// `lhist()`'s upper bound.
+    pub max: i64,
+    /// `lhist()`'s step (> 0).
+    pub step: i64,
+}
+
+/// A key of [`AGGS_MAP`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct AggKey {
+    /// [`Aggregation::map`].
+    pub map: u16,
+    /// The `SUBJECT_*` of each key part, which says how its bytes read.
+    pub parts: [u8; KEY_PARTS],
+    /// The bucket of `hist()` and `lhist()`, else 0.
+    pub slot: u32,
+    /// Each part: the task name, NUL-padded, or a little-endian `i64`.
+    pub key: [[u8; KEY_PART_LEN]; KEY_PARTS],
+}
+
+const _: () = assert!(core::mem::size_of::<Aggregation>() == 80);
+const _: () = assert!(core::mem::size_of::<AggKey>() == 40);
+
+/// What the kernel keeps per [`AggKey`] and CPU: everything every kind
+/// needs, so one update serves them all.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AggValue {
+    /// Samples.
+    pub count: u64,
+    /// Their sum, wrapping as BPF's arithmetic does.
+    pub sum: i64,
+    /// The least.
+    pub min: i64,
+    /// The greatest.
+    pub max: i64,
+}
+
+impl AggValue {
+    /// Nothing aggregated yet.
+    pub const EMPTY: Self = Self {
+        count: 0,
+        sum: 0,
+        min: i64::MAX,
+        max: i64::MIN,
+    };
+
+    /// Adds one sample.
+    #[expect(clippy::inline_always, reason = "eBPF code must not call out for this")]
+    #[inline(always)]
+    pub fn add(&mut self, sample: i64) {
+        self.count += 1;
+        self.sum = self.sum.wrapping_add(sample);
+        if sample < self.min {
+            self.min = sample;
+        }
+        if sample > self.max {
+            self.max = sample;
+        }
+    }
+
+    /// Adds what another CPU kept.
+    pub fn merge(&mut self, other: &Self) {
+        self.count += other.count;
+        self.sum = self.sum.wrapping_add(other.sum);
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+    }
+}
+
+/// bpftrace's log2 bucket of `v` (`hist()`): 0 for negatives, 1 for 0,
+/// then `k + 2` for [2^k, 2^(k+1)). Branches, not a count of leading
+/// zeros, which BPF has no instruction for.
+#[expect(clippy::inline_always, reason = "eBPF code must not call out for this")]
+#[inline(always)]
+#[must_use]
+pub fn log2_bucket(v: i64) -> u32 {
+    if v < 0 {
+        return 0;
+    }
+    if v == 0 {
+        return 1;
+    }
+    let mut v = v.cast_unsigned();
+    let mut k = 0;
+    if v >= 1 << 32 {
+        v >>= 32;
+        k += 32;
+    }
+    if v >= 1 << 16 {
+        v >>= 16;
+        k += 16;
+    }
+    if v >= 1 << 8 {
+        v >>= 8;
+        k += 8;
+    }
+    if v >= 1 << 4 {
+        v >>= 4;
+        k += 4;
+    }
+    if v >= 1 << 2 {
+        v >>= 2;
+        k += 2;
+    }
+    if v >= 1 << 1 {
+        k += 1;
+    }
+    k + 2
+}
+
+/// bpftrace's linear bucket of `v` (`lhist()`): 0 below `min`, then one
+/// per `step`, then one for `max` and above; `step` > 0.
+#[expect(clippy::inline_always, reason = "eBPF code must not call out for this")]
+#[inline(always)]
+#[must_use]
+pub fn linear_bucket(v: i64, min: i64, max: i64, step: i64) -> u32 {
+    if v < min {
+        0
+    } else {
+        // checked: a division that may panic does not load in BPF.
+        let above = if v >= max { max } else { v }.wrapping_sub(min).cast_unsigned();
+        above.checked_div(step.cast_unsigned()).unwrap_or(0) as u32 + 1
+    }
+}
+
 /// String sources.
 pub const STRING_POINTER: u8 = 1;
 /// A `__data_loc` field: `(length << 16) | offset` into the record.
@@ -191,15 +356,13 @@ pub struct ProbeConfig {
     pub join_offset: u16,
     /// Whether to read the array at [`Self::join_offset`] (`join()`).
     pub join: u8,
-    /// The map (index + 1) a probe whose only action is `@map[key] =
-    /// count()` counts into in the kernel, sending nothing; 0 sends.
-    pub count_map: u16,
-    /// A `COUNT_KEY_*` value: what keys the count.
-    pub count_key: u8,
     /// Keeps the filters 8-byte aligned without padding holes.
-    pub reserved: [u8; 2],
+    pub reserved: [u8; 5],
     /// Predicate parts, all of which must hold.
     pub filters: [Filter; MAX_FILTERS],
+    /// A probe whose every action is an aggregation the kernel can keep
+    /// aggregates here and sends nothing; an empty first entry sends.
+    pub aggs: [Aggregation; MAX_AGGS_PER_PROBE],
 }
 
 /// [`ProbeConfig::stacks`]: record the kernel stack.
@@ -242,5 +405,7 @@ mod user {
     // SAFETY: `#[repr(C)]`, `Copy`, integers only, no padding holes.
     unsafe impl aya::Pod for super::ProbeConfig {}
     // SAFETY: as above.
-    unsafe impl aya::Pod for super::CountKey {}
+    unsafe impl aya::Pod for super::AggKey {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::AggValue {}
 }

@@ -25,12 +25,13 @@ use aya_ebpf::{
 use weft_abi::{
     syscall::MAX_CPUS,
     oneliner::{
-        COUNT_KEY_COMM, COUNT_KEY_CPU, COUNT_KEY_PID, COUNT_KEY_TID, COUNTERS, CopyKind, CountKey,
-        Counter, Filter, MAX_COUNTS, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS,
-        JOIN_SIZE, MAX_FILTERS, MAX_STRINGS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE,
-        ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES, STACK_KERNEL,
-        STACK_USER, STRING_DATA_LOC, STRING_LEN, STRINGS_MASK, SUBJECT_FIELD, SUBJECT_NONE,
-        SUBJECT_PID, SUBJECT_TID, SUBJECT_UID, copy_key,
+        AGG_LINEAR, AGG_LOG2, AGG_NONE, AggKey, AggValue, Aggregation, COUNTERS, CopyKind,
+        Counter, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS, JOIN_SIZE, KEY_PART_LEN,
+        MAX_AGGS, MAX_FILTERS, MAX_STRINGS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE,
+        Operand, ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES, STACK_KERNEL, STACK_USER,
+        STRING_DATA_LOC, STRING_LEN, STRINGS_MASK, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU,
+        SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_NONE, SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID,
+        SUBJECT_UID, copy_key, linear_bucket, log2_bucket,
     },
 };
 
@@ -47,9 +48,9 @@ static TRACE_PROBES: HashMap<u32, ProbeConfig> = HashMap::with_max_entries(4096,
 #[map]
 static TRACE_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTERS, 0);
 
-/// `count()`s kept in the kernel.
+/// Aggregations kept in the kernel.
 #[map]
-static TRACE_COUNTS: PerCpuHashMap<CountKey, u64> = PerCpuHashMap::with_max_entries(MAX_COUNTS, 0);
+static TRACE_AGGS: PerCpuHashMap<AggKey, AggValue> = PerCpuHashMap::with_max_entries(MAX_AGGS, 0);
 
 /// Stacks for `kstack` and `ustack`, by id.
 #[map]
@@ -208,31 +209,58 @@ fn compare(op: u8, left: i64, right: i64) -> bool {
 #[inline(always)]
 fn passes(ctx: *const u8, filters: &[Filter; MAX_FILTERS], pid_tgid: u64, uid: u32) -> bool {
     for filter in filters {
-        let value = match filter.subject {
-            SUBJECT_NONE => return true,
-            SUBJECT_PID => (pid_tgid >> 32) as i64,
-            SUBJECT_TID => i64::from(pid_tgid as u32),
-            SUBJECT_UID => i64::from(uid),
-            SUBJECT_FIELD => {
-                let Some(raw) = read::<u64>(ctx, filter.offset as usize) else {
-                    return false;
-                };
-                let bits = u32::from(filter.size & 15) * 8;
-                if bits == 0 || bits >= 64 {
-                    raw as i64
-                } else if filter.signed != 0 {
-                    ((raw << (64 - bits)) as i64) >> (64 - bits)
-                } else {
-                    (raw & ((1u64 << bits) - 1)) as i64
-                }
-            }
-            _ => return false,
+        if filter.subject == SUBJECT_NONE {
+            return true;
+        }
+        let Some(value) = integer(
+            ctx,
+            filter.subject,
+            filter.offset,
+            filter.size,
+            filter.signed,
+            pid_tgid,
+            uid,
+        ) else {
+            return false;
         };
         if !compare(filter.op, value, filter.value) {
             return false;
         }
     }
     true
+}
+
+/// The integer `subject` names: an id of the task, the CPU, or a field of
+/// the context (`size` bytes at `offset`, sign-extended when `signed`).
+#[inline(always)]
+fn integer(
+    ctx: *const u8,
+    subject: u8,
+    offset: u32,
+    size: u8,
+    signed: u8,
+    pid_tgid: u64,
+    uid: u32,
+) -> Option<i64> {
+    Some(match subject {
+        SUBJECT_PID => (pid_tgid >> 32) as i64,
+        SUBJECT_TID => i64::from(pid_tgid as u32),
+        SUBJECT_UID => i64::from(uid),
+        // SAFETY: a helper without preconditions.
+        SUBJECT_CPU => i64::from(unsafe { bpf_get_smp_processor_id() }),
+        SUBJECT_FIELD => {
+            let raw = read::<u64>(ctx, offset as usize)?;
+            let bits = u32::from(size & 15) * 8;
+            if bits == 0 || bits >= 64 {
+                raw as i64
+            } else if signed != 0 {
+                ((raw << (64 - bits)) as i64) >> (64 - bits)
+            } else {
+                (raw & ((1u64 << bits) - 1)) as i64
+            }
+        }
+        _ => return None,
+    })
 }
 
 /// Tests the probe's filters and writes its record into this CPU's ring.
@@ -257,7 +285,8 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
         return;
     }
     count(Counter::Seen);
-    if config.count_map != 0 && count_here(config, pid_tgid, comm) {
+    if config.aggs[0].how != AGG_NONE && aggregate(ctx, config, pid_tgid, uid_gid as u32, comm) {
+        count(Counter::Aggregated);
         return;
     }
     let Some(buf) = TRACE_SCRATCH.get_ptr_mut(0) else {
@@ -331,37 +360,109 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
     }
 }
 
-/// Counts the event in [`TRACE_COUNTS`] under the probe's map and key;
-/// false when the map has no room for a new key (the event is sent then).
+/// What the kernel knows of the event: the context and the task.
+struct Task {
+    ctx: *const u8,
+    attach: u16,
+    pid_tgid: u64,
+    uid: u32,
+    comm: [u8; 16],
+}
+
+/// Files the event under the probe's aggregations in [`TRACE_AGGS`];
+/// false when one of them cannot (a full map, an unreadable field), and
+/// the event is sent instead. Every slot is found before any is updated,
+/// so an event is either aggregated whole or sent whole (a slot created
+/// for nothing stays empty, and user space skips empty slots).
 #[inline(always)]
-fn count_here(config: &ProbeConfig, pid_tgid: u64, comm: [u8; 16]) -> bool {
-    let mut key = CountKey {
-        map: u32::from(config.count_map),
-        kind: u32::from(config.count_key),
-        key: [0; 16],
+fn aggregate(
+    ctx: *const u8,
+    config: &ProbeConfig,
+    pid_tgid: u64,
+    uid: u32,
+    comm: [u8; 16],
+) -> bool {
+    let task = Task {
+        ctx,
+        attach: config.attach,
+        pid_tgid,
+        uid,
+        comm,
     };
-    let id = match config.count_key {
-        COUNT_KEY_COMM => {
-            key.key = comm;
-            None
-        }
-        COUNT_KEY_PID => Some((pid_tgid >> 32) as u32),
-        COUNT_KEY_TID => Some(pid_tgid as u32),
-        // SAFETY: a helper without preconditions.
-        COUNT_KEY_CPU => Some(unsafe { bpf_get_smp_processor_id() }),
-        _ => None,
-    };
-    if let Some(id) = id {
-        key.key[..4].copy_from_slice(&id.to_le_bytes());
-    }
-    if let Some(value) = TRACE_COUNTS.get_ptr_mut(&key) {
-        // SAFETY: this CPU's value; programs do not nest on one CPU here.
-        unsafe { *value += 1 };
-    } else if TRACE_COUNTS.insert(&key, &1, 0).is_err() {
+    let Some((first, first_sample)) = slot(&task, &config.aggs[0]) else {
         return false;
+    };
+    let second = if config.aggs[1].how == AGG_NONE {
+        None
+    } else {
+        let Some(found) = slot(&task, &config.aggs[1]) else {
+            return false;
+        };
+        Some(found)
+    };
+    // SAFETY: this CPU's values; programs do not nest on one CPU here.
+    unsafe { (*first).add(first_sample) };
+    if let Some((value, sample)) = second {
+        // SAFETY: as above.
+        unsafe { (*value).add(sample) };
     }
-    count(Counter::Counted);
     true
+}
+
+/// This CPU's value for the event under `agg`, created empty if new, and
+/// the sample to add to it.
+#[inline(always)]
+fn slot(task: &Task, agg: &Aggregation) -> Option<(*mut AggValue, i64)> {
+    let sample = match agg.value.subject {
+        SUBJECT_NONE => 0,
+        _ => operand(task, &agg.value)?,
+    };
+    let key = AggKey {
+        map: agg.map,
+        parts: [agg.keys[0].subject, agg.keys[1].subject],
+        slot: match agg.how {
+            AGG_LOG2 => log2_bucket(sample),
+            AGG_LINEAR => linear_bucket(sample, agg.min, agg.max, agg.step),
+            _ => 0,
+        },
+        key: [key_part(task, &agg.keys[0])?, key_part(task, &agg.keys[1])?],
+    };
+    if let Some(value) = TRACE_AGGS.get_ptr_mut(&key) {
+        return Some((value, sample));
+    }
+    TRACE_AGGS.insert(&key, &AggValue::EMPTY, 0).ok()?;
+    Some((TRACE_AGGS.get_ptr_mut(&key)?, sample))
+}
+
+/// One key part's bytes.
+#[inline(always)]
+fn key_part(task: &Task, part: &Operand) -> Option<[u8; KEY_PART_LEN]> {
+    let id = match part.subject {
+        SUBJECT_NONE => 0,
+        SUBJECT_COMM => return Some(task.comm),
+        SUBJECT_PROBE | SUBJECT_FUNC => i64::from(task.attach),
+        _ => operand(task, part)?,
+    };
+    let mut bytes = [0; KEY_PART_LEN];
+    bytes[..8].copy_from_slice(&id.to_le_bytes());
+    Some(bytes)
+}
+
+/// The integer an operand names.
+#[inline(always)]
+fn operand(task: &Task, operand: &Operand) -> Option<i64> {
+    if operand.subject == SUBJECT_CONST {
+        return Some(operand.constant);
+    }
+    integer(
+        task.ctx,
+        operand.subject,
+        operand.offset,
+        operand.size,
+        operand.signed,
+        task.pid_tgid,
+        task.uid,
+    )
 }
 
 /// Reads string `i` of the probe into its slot of `buf`.

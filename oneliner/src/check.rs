@@ -13,7 +13,7 @@ use crate::{
     expand::expand,
     format,
     kernel::{Field, FieldKind, Kernel},
-    kernel_count::count_in_kernel,
+    kernel_agg::aggregate_in_kernel,
     push_down::push_down,
     value::Type,
 };
@@ -47,7 +47,7 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
                 raw_len: 0,
                 strings: Vec::new(),
                 join: None,
-                count: None,
+                aggs: Vec::new(),
                 filters: Vec::new(),
                 comm: None,
                 kstack: false,
@@ -80,7 +80,7 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
         attaches,
         maps,
     };
-    count_in_kernel(&mut plan);
+    aggregate_in_kernel(&mut plan);
     Ok(plan)
 }
 
@@ -819,7 +819,11 @@ fn type_list(types: &[Type]) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::{kernel::format_fields, parse, plan::CountKey};
+    use crate::{
+        kernel::format_fields,
+        parse,
+        plan::{KeyPart, Sample},
+    };
     type Result<T> = std::result::Result<T, String>;
 
     /// Tracepoints as this kernel's tracefs describes them.
@@ -889,43 +893,87 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn the_kernel_counts_what_nothing_else_reads() {
-        let counted = |text: &str| -> Vec<Option<CountKey>> {
+    fn the_kernel_aggregates_what_nothing_else_reads() {
+        // Per attach point: each aggregation's map, key and sample.
+        type Kept = Vec<(usize, Vec<KeyPart>, Option<Sample>)>;
+        let kept = |text: &str| -> Vec<Kept> {
             checked(text)
                 .attaches
                 .iter()
-                .map(|a| a.count.map(|c| c.key))
+                .map(|a| {
+                    a.aggs
+                        .iter()
+                        .map(|agg| (agg.map, agg.keys.clone(), agg.sample))
+                        .collect()
+                })
                 .collect()
         };
-        // Keyed by comm, tid or nothing; predicates the kernel tests whole.
+        let count = Subject::Field {
+            offset: 32,
+            size: 8,
+            signed: false,
+        };
+        let fd = Subject::Field {
+            offset: 16,
+            size: 4,
+            signed: false,
+        };
+        // Keyed by comm, tid, probe, a field or nothing; predicates the
+        // kernel tests whole; up to two aggregations per probe.
         assert_eq!(
-            counted(
+            kept(
                 "tracepoint:syscalls:sys_enter_read /pid == 42/ { @[comm] = count(); } tracepoint:syscalls:sys_exit_read { @n = count(); } tracepoint:syscalls:sys_enter_openat { @t[tid] = count(); }"
             ),
             [
-                Some(CountKey::Comm),
-                Some(CountKey::None),
-                Some(CountKey::Tid)
+                vec![(0, vec![KeyPart::Comm], None)],
+                vec![(1, vec![], None)],
+                vec![(2, vec![KeyPart::Int(Subject::Tid)], None)],
             ]
+        );
+        assert_eq!(
+            kept(
+                "tracepoint:syscalls:sys_enter_read /args.fd == 3/ { @b[comm, args.fd] = sum(args.count); @h[probe] = hist(args.count); }"
+            ),
+            [vec![
+                (
+                    0,
+                    vec![KeyPart::Comm, KeyPart::Int(fd)],
+                    Some(Sample::Int(count))
+                ),
+                (1, vec![KeyPart::Probe], Some(Sample::Int(count))),
+            ]]
+        );
+        assert_eq!(
+            kept("tracepoint:syscalls:sys_enter_read { @[cpu] = lhist(-3, 0, 10, 1); }"),
+            [vec![(
+                0,
+                vec![KeyPart::Int(Subject::Cpu)],
+                Some(Sample::Const(-3))
+            )]]
         );
         // Printing a map reads none of its values.
         assert_eq!(
-            counted(
+            kept(
                 "tracepoint:syscalls:sys_enter_read { @[comm] = count(); } interval:s:1 { print(@); }"
             )[0],
-            Some(CountKey::Comm)
+            [(0, vec![KeyPart::Comm], None)]
         );
         for text in [
-            // Another action, a key the kernel does not make, a predicate
-            // part run in weft, a map read, cleared or deleted from.
+            // Another action, a key or sample the kernel does not make,
+            // percentiles, three keys, three aggregations, a predicate part
+            // run in weft, a map read, cleared or deleted from.
             r#"tracepoint:syscalls:sys_enter_read { @[comm] = count(); printf("x"); }"#,
-            "tracepoint:syscalls:sys_enter_read { @[args.fd] = count(); }",
+            "tracepoint:syscalls:sys_enter_read { @[args.fd + 1] = count(); }",
+            "tracepoint:syscalls:sys_enter_read { @ = sum(args.count * 2); }",
+            "tracepoint:syscalls:sys_enter_read { @ = percentiles(args.count); }",
+            "tracepoint:syscalls:sys_enter_read { @[pid, tid, cpu] = count(); }",
+            "tracepoint:syscalls:sys_enter_read { @a = count(); @b = count(); @c = count(); }",
             "tracepoint:syscalls:sys_enter_read /args.count * 2 > 10/ { @[comm] = count(); }",
             "tracepoint:syscalls:sys_enter_read { @[comm] = count(); } END { printf(\"%d\", @[\"a\"]); }",
             "tracepoint:syscalls:sys_enter_read { @[comm] = count(); } interval:s:1 { clear(@); }",
             "tracepoint:syscalls:sys_enter_read { @[pid] = count(); } tracepoint:syscalls:sys_exit_read { delete(@[pid]); }",
         ] {
-            assert_eq!(counted(text)[0], None, "{text}");
+            assert_eq!(kept(text)[0], [], "{text}");
         }
     }
 

@@ -5,6 +5,7 @@ use std::{collections::HashMap, io::Write};
 
 use hdrhistogram::Histogram;
 use serde_json::{Value as Json, json};
+use weft_abi::oneliner::{self, AggValue};
 
 use crate::{
     check::{MapInfo, MapKind},
@@ -90,6 +91,27 @@ impl Agg {
         }
     }
 
+    /// Adds what the kernel aggregated under bucket `slot` (`hist()` and
+    /// `lhist()`; 0 for the rest).
+    pub fn merge(&mut self, slot: usize, kernel: &AggValue) {
+        match self {
+            Self::Count(n) => *n += kernel.count,
+            Self::Sum(s) => *s = s.wrapping_add(kernel.sum),
+            Self::Avg { sum, count } | Self::Stats { sum, count } => {
+                *sum = sum.wrapping_add(kernel.sum);
+                *count += kernel.count;
+            }
+            Self::Min(m) => *m = (*m).min(kernel.min),
+            Self::Max(m) => *m = (*m).max(kernel.max),
+            Self::Hist(buckets) | Self::Lhist(buckets) => {
+                if let Some(bucket) = buckets.get_mut(slot) {
+                    *bucket += kernel.count;
+                }
+            }
+            Self::Percentiles(_) | Self::Value(_) => {}
+        }
+    }
+
     /// The value a lookup in an expression gives.
     pub fn read(&self) -> Value {
         match self {
@@ -148,24 +170,14 @@ fn average(sum: i64, count: u64) -> i64 {
     if count == 0 { 0 } else { sum / count as i64 }
 }
 
-/// bpftrace's log2 bucket of `v`.
+/// bpftrace's log2 bucket of `v`, as the kernel files it.
 pub fn log2_bucket(v: i64) -> usize {
-    match v {
-        i64::MIN..=-1 => 0,
-        0 => 1,
-        _ => 2 + (63 - v.leading_zeros() as usize),
-    }
+    oneliner::log2_bucket(v) as usize
 }
 
-/// bpftrace's linear bucket of `v`.
+/// bpftrace's linear bucket of `v`, as the kernel files it.
 pub fn linear_bucket(v: i64, min: i64, max: i64, step: i64) -> usize {
-    if v < min {
-        0
-    } else if v >= max {
-        ((max - min) / step) as usize + 1
-    } else {
-        ((v - min) / step) as usize + 1
-    }
+    oneliner::linear_bucket(v, min, max, step) as usize
 }
 
 /// Text a probe printed (`printf`, `time`).

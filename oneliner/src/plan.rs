@@ -34,8 +34,23 @@ impl MapKind {
     pub(crate) fn describe(self) -> String {
         match self {
             Self::Value(t) => format!("{} value", t.name()),
-            Self::Lhist { .. } => "lhist()".into(),
-            other => format!("{}()", format!("{other:?}").to_lowercase()),
+            other => format!("{}()", other.function()),
+        }
+    }
+
+    /// The function that makes an aggregation of this kind (`count`, ...).
+    pub fn function(self) -> &'static str {
+        match self {
+            Self::Count => "count",
+            Self::Sum => "sum",
+            Self::Avg => "avg",
+            Self::Min => "min",
+            Self::Max => "max",
+            Self::Stats => "stats",
+            Self::Hist => "hist",
+            Self::Lhist { .. } => "lhist",
+            Self::Percentiles => "percentiles",
+            Self::Value(_) => "",
         }
     }
 
@@ -71,8 +86,9 @@ pub struct Attach {
     pub strings: Vec<Field>,
     /// The pointer-array field whose strings `join()` prints.
     pub join: Option<Field>,
-    /// A `count()` the kernel keeps itself, sending no events.
-    pub count: Option<KernelCount>,
+    /// Aggregations the kernel keeps itself, sending no events: every
+    /// action of the probe, or none (`kernel_agg.rs` says when).
+    pub aggs: Vec<KernelAgg>,
     /// Predicate parts the kernel tests before copying anything.
     pub filters: Vec<Filter>,
     /// `comm == "..."` tested in the kernel.
@@ -104,24 +120,32 @@ impl Attach {
     }
 }
 
-/// A probe whose only action is `@map[key] = count()`, counted in the
-/// kernel (`kernel_count.rs` says when).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KernelCount {
+/// `@map[keys] = f(sample)` kept in the kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelAgg {
     /// Index into [`Plan::maps`].
     pub map: usize,
-    pub key: CountKey,
+    /// The map's kind, which says how the kernel files a sample.
+    pub kind: MapKind,
+    pub keys: Vec<KeyPart>,
+    /// `count()` has none.
+    pub sample: Option<Sample>,
 }
 
-/// What keys a count kept in the kernel.
+/// A part of an aggregation's key the kernel makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CountKey {
-    /// `@map = count()`.
-    None,
+pub enum KeyPart {
     Comm,
-    Pid,
-    Tid,
-    Cpu,
+    Probe,
+    Func,
+    Int(Subject),
+}
+
+/// What an aggregation adds up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sample {
+    Const(i64),
+    Int(Subject),
 }
 
 /// A predicate part the kernel tests: `subject op value`.
@@ -134,20 +158,7 @@ pub struct Filter {
 
 impl std::fmt::Display for Filter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.subject {
-            Subject::Pid => f.write_str("pid")?,
-            Subject::Tid => f.write_str("tid")?,
-            Subject::Uid => f.write_str("uid")?,
-            Subject::Field {
-                offset,
-                size,
-                signed,
-            } => write!(
-                f,
-                "{} {size}-byte field at offset {offset}",
-                if signed { "signed" } else { "unsigned" }
-            )?,
-        }
+        write!(f, "{}", self.subject)?;
         let op = match self.op {
             BinOp::Eq => "==",
             BinOp::Ne => "!=",
@@ -163,6 +174,26 @@ impl std::fmt::Display for Filter {
     }
 }
 
+impl std::fmt::Display for Subject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Self::Pid => f.write_str("pid"),
+            Self::Tid => f.write_str("tid"),
+            Self::Uid => f.write_str("uid"),
+            Self::Cpu => f.write_str("cpu"),
+            Self::Field {
+                offset,
+                size,
+                signed,
+            } => write!(
+                f,
+                "{} {size}-byte field at offset {offset}",
+                if signed { "signed" } else { "unsigned" }
+            ),
+        }
+    }
+}
+
 /// The constant side of a [`Filter`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operand {
@@ -171,11 +202,13 @@ pub enum Operand {
     Cpid,
 }
 
+/// An integer the kernel reads at the event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Subject {
     Pid,
     Tid,
     Uid,
+    Cpu,
     /// An integer field of the context.
     Field {
         offset: u16,

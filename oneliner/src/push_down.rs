@@ -8,8 +8,9 @@ use crate::{
     plan::{Attach, Filter, Operand, Subject},
 };
 
-/// Moves the predicate's simple conjuncts (pid, tid, uid or an integer
-/// field against a constant; comm against a string) into the kernel.
+/// Moves the predicate's simple conjuncts (pid, tid, uid, cpu or an
+/// integer field against a constant; comm against a string) into the
+/// kernel.
 /// User space still tests the whole predicate, so this only saves copies.
 pub(crate) fn push_down(predicate: &Expr, attaches: &mut [Attach]) {
     let mut conjuncts = Vec::new();
@@ -22,12 +23,12 @@ pub(crate) fn push_down(predicate: &Expr, attaches: &mut [Attach]) {
             if !op.is_comparison() {
                 continue;
             }
-            let (subject, constant, op) = match (constant(right), constant(left)) {
+            let (side, constant, op) = match (constant(right), constant(left)) {
                 (Some(c), _) => (left, c, *op),
                 (None, Some(c)) => (right, c, flip(*op)),
                 _ => continue,
             };
-            match (&subject.kind, constant) {
+            match (&side.kind, constant) {
                 (ExprKind::Builtin(Builtin::Comm), Constant::Str(s))
                     if op == BinOp::Eq && s.len() < 16 =>
                 {
@@ -38,23 +39,8 @@ pub(crate) fn push_down(predicate: &Expr, attaches: &mut [Attach]) {
                         Constant::Int(n) => Operand::Int(n),
                         _ => Operand::Cpid,
                     };
-                    let subject = match kind {
-                        ExprKind::Builtin(Builtin::Pid) => Subject::Pid,
-                        ExprKind::Builtin(Builtin::Tid) => Subject::Tid,
-                        ExprKind::Builtin(Builtin::Uid) => Subject::Uid,
-                        ExprKind::Field(name) => match attach.field(name) {
-                            Some(f)
-                                if f.kind == FieldKind::Int && matches!(f.size, 1 | 2 | 4 | 8) =>
-                            {
-                                Subject::Field {
-                                    offset: f.offset,
-                                    size: f.size,
-                                    signed: f.signed,
-                                }
-                            }
-                            _ => continue,
-                        },
-                        _ => continue,
+                    let Some(subject) = subject(kind, attach) else {
+                        continue;
                     };
                     attach.filters.push(Filter { subject, op, value });
                 }
@@ -62,6 +48,28 @@ pub(crate) fn push_down(predicate: &Expr, attaches: &mut [Attach]) {
             }
         }
     }
+}
+
+/// The integer the kernel can read for an expression: pid, tid, uid, cpu
+/// or an integer (or pointer) field of the context.
+pub(crate) fn subject(kind: &ExprKind, attach: &Attach) -> Option<Subject> {
+    let name = match kind {
+        ExprKind::Builtin(Builtin::Pid) => return Some(Subject::Pid),
+        ExprKind::Builtin(Builtin::Tid) => return Some(Subject::Tid),
+        ExprKind::Builtin(Builtin::Uid) => return Some(Subject::Uid),
+        ExprKind::Builtin(Builtin::Cpu) => return Some(Subject::Cpu),
+        ExprKind::Builtin(Builtin::Retval) => "retval".to_string(),
+        ExprKind::Field(name) => name.clone(),
+        ExprKind::Arg(n) => format!("arg{n}"),
+        _ => return None,
+    };
+    let f = attach.field(&name)?;
+    let integer = matches!(f.kind, FieldKind::Int | FieldKind::Pointer { .. });
+    (integer && matches!(f.size, 1 | 2 | 4 | 8)).then_some(Subject::Field {
+        offset: f.offset,
+        size: f.size,
+        signed: f.signed,
+    })
 }
 
 #[derive(Clone, Copy)]

@@ -3,7 +3,10 @@
 
 use std::{cell::RefCell, collections::HashMap, io::Write};
 
-use weft_abi::oneliner::{JOIN_ARG_LEN, JOIN_ARGS};
+use weft_abi::oneliner::{
+    AggKey, AggValue, JOIN_ARG_LEN, JOIN_ARGS, SUBJECT_COMM, SUBJECT_FUNC, SUBJECT_NONE,
+    SUBJECT_PROBE,
+};
 
 use crate::{
     ast::{BinOp, Builtin, Expr, ExprKind, MapRef, Stmt},
@@ -44,12 +47,11 @@ pub struct Event<'a> {
     pub ustack: &'a str,
 }
 
-/// Reads the counts the kernel kept for probes whose `count()` runs
-/// there ([`Attach::count`]).
-pub trait KernelCounts {
-    /// Each key of map `index` (as the map's keys: `[comm]`, `[pid]`, ...
-    /// or none) with its total so far, all CPUs told.
-    fn counts(&mut self, index: usize) -> Vec<(Vec<Value>, u64)>;
+/// Reads what the kernel aggregated for probes whose aggregations run
+/// there ([`Attach::aggs`]).
+pub trait KernelAggs {
+    /// Every entry of the kernel's map so far, all CPUs told.
+    fn entries(&mut self) -> Vec<(AggKey, AggValue)>;
 }
 
 /// Names code addresses for `usym()` and `ksym()`: the caller knows the
@@ -75,8 +77,8 @@ pub struct Runtime<'p> {
     /// What names code addresses for `usym()` and `ksym()`.
     names: Option<RefCell<Box<dyn Names>>>,
     maps: Vec<HashMap<Vec<Value>, Agg>>,
-    /// What reads the counts the kernel keeps (`Attach::count`).
-    counts: Option<RefCell<Box<dyn KernelCounts>>>,
+    /// What reads the aggregations the kernel keeps (`Attach::aggs`).
+    kernel: Option<RefCell<Box<dyn KernelAggs>>>,
     format: Format,
     /// `nsecs` when the program started, for `elapsed`.
     start_ns: u64,
@@ -101,7 +103,7 @@ impl<'p> Runtime<'p> {
             start_ns,
             cpid: 0,
             names: None,
-            counts: None,
+            kernel: None,
         }
     }
 
@@ -111,10 +113,10 @@ impl<'p> Runtime<'p> {
         self.names = Some(RefCell::new(names));
     }
 
-    /// Reads the counts the kernel keeps with `counts` when printing the
-    /// maps they belong to.
-    pub fn set_kernel_counts(&mut self, counts: Box<dyn KernelCounts>) {
-        self.counts = Some(RefCell::new(counts));
+    /// Reads the aggregations the kernel keeps with `kernel` when
+    /// printing the maps they belong to.
+    pub fn set_kernel_aggs(&mut self, kernel: Box<dyn KernelAggs>) {
+        self.kernel = Some(RefCell::new(kernel));
     }
 
     /// Sets `cpid`.
@@ -179,24 +181,52 @@ impl<'p> Runtime<'p> {
         out: &mut dyn Write,
     ) -> std::io::Result<()> {
         let info = &self.plan.maps[index];
-        let counted_in_kernel = self
+        let in_kernel = self
             .plan
             .attaches
             .iter()
-            .any(|a| a.count.is_some_and(|c| c.map == index));
-        match &self.counts {
-            Some(counts) if counted_in_kernel => {
+            .any(|a| a.aggs.iter().any(|agg| agg.map == index));
+        match &self.kernel {
+            Some(kernel) if in_kernel => {
                 let mut map = self.maps[index].clone();
-                for (key, total) in counts.borrow_mut().counts(index) {
-                    match map.entry(key).or_insert(Agg::Count(0)) {
-                        Agg::Count(n) => *n += total,
-                        _ => unreachable!("a map counted in the kernel holds counts"),
-                    }
+                let entries = kernel.borrow_mut().entries();
+                let mine = entries
+                    .iter()
+                    .filter(|(key, value)| usize::from(key.map) == index + 1 && value.count > 0);
+                for (key, value) in mine {
+                    map.entry(self.key_values(key))
+                        .or_insert_with(|| Agg::new(info.kind))
+                        .merge(key.slot as usize, value);
                 }
                 output::print_map(self.format, info, &map, top, div, out)
             }
             _ => output::print_map(self.format, info, &self.maps[index], top, div, out),
         }
+    }
+
+    /// The map key a key of the kernel's map stands for, as the runtime
+    /// keys its maps.
+    fn key_values(&self, key: &AggKey) -> Vec<Value> {
+        let attach_name = |bytes: &[u8], func: bool| {
+            let index = integer(bytes, 0, 8, true) as usize;
+            let target = self.plan.attaches.get(index).map(|a| &a.target);
+            Value::Str(match target {
+                Some(t) if func => t.function().to_string(),
+                Some(t) => t.name(),
+                None => String::new(),
+            })
+        };
+        key.parts
+            .iter()
+            .zip(&key.key)
+            .take_while(|(part, _)| **part != SUBJECT_NONE)
+            .map(|(part, bytes)| match *part {
+                SUBJECT_COMM => Value::Str(c_string(bytes)),
+                SUBJECT_PROBE => attach_name(bytes, false),
+                SUBJECT_FUNC => attach_name(bytes, true),
+                _ => Value::Int(integer(bytes, 0, 8, true)),
+            })
+            .collect()
     }
 
     fn stmts(
@@ -599,6 +629,7 @@ fn local_time(pattern: &str) -> String {
 mod tests {
     use super::*;
     use crate::check::tests::checked;
+    use weft_abi::oneliner::SUBJECT_PID;
 
     /// A `sys_exit_read` record returning `ret`, as the kernel copies it.
     fn exit_read(ret: i64) -> Vec<u8> {
@@ -659,6 +690,72 @@ mod tests {
             &[(1, b"a\0", 1), (1, b"a\0", 2), (1, b"a\0", 3)],
         );
         assert_eq!(out, "\n\n@c: 2\n@max: 1\n");
+    }
+
+    /// The kernel's map as a fixed list of entries.
+    struct Entries(Vec<(AggKey, AggValue)>);
+
+    impl KernelAggs for Entries {
+        fn entries(&mut self) -> Vec<(AggKey, AggValue)> {
+            self.0.clone()
+        }
+    }
+
+    /// What the kernel aggregated adds to what weft did, key by key, bucket
+    /// by bucket, and its keys read as weft's own: comm, probe and ints.
+    #[test]
+    fn kernel_aggregations_merge_into_the_maps() {
+        let plan = checked(
+            "tracepoint:syscalls:sys_exit_read { @h[comm, probe] = hist(args.ret); @m[pid] = min(args.ret); }",
+        );
+        assert_eq!(plan.attaches[0].aggs.len(), 2);
+        let mut runtime = Runtime::new(&plan, Format::Text, 0);
+        let raw = exit_read(5);
+        let event = Event {
+            attach: 0,
+            pid: 7,
+            comm: b"cat\0",
+            raw: &raw,
+            ..Event::default()
+        };
+        let mut out = Vec::new();
+        runtime.event(&event, &mut out).unwrap();
+        let key = |map: u16, parts: [u8; 2], slot: u32, first: [u8; 16], second: i64| AggKey {
+            map,
+            parts,
+            slot,
+            key: [first, {
+                let mut bytes = [0; 16];
+                bytes[..8].copy_from_slice(&second.to_le_bytes());
+                bytes
+            }],
+        };
+        let mut cat = [0; 16];
+        cat[..3].copy_from_slice(b"cat");
+        let mut pid = [0; 16];
+        pid[..8].copy_from_slice(&7i64.to_le_bytes());
+        let value = |count, min| AggValue {
+            count,
+            sum: 0,
+            min,
+            max: 0,
+        };
+        runtime.set_kernel_aggs(Box::new(Entries(vec![
+            // Two more in 5's bucket [4, 8), one in [1]; an empty slot.
+            (key(1, [SUBJECT_COMM, SUBJECT_PROBE], 4, cat, 0), value(2, 5)),
+            (key(1, [SUBJECT_COMM, SUBJECT_PROBE], 2, cat, 0), value(1, 1)),
+            (key(1, [SUBJECT_COMM, SUBJECT_PROBE], 3, cat, 0), value(0, 0)),
+            (key(2, [SUBJECT_PID, SUBJECT_NONE], 0, pid, 0), value(3, -2)),
+        ])));
+        runtime.print_all(&mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "\n\n@h[cat, tracepoint:syscalls:sys_exit_read]: \n\
+             [1]                    1 |@@@@@@@@@@@@@@@@@                                   |\n\
+             [2, 4)                 0 |                                                    |\n\
+             [4, 8)                 3 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n\
+             \n@m[7]: -2\n"
+        );
     }
 
     /// Names that know one function in process 1 and one in the kernel.

@@ -111,6 +111,19 @@ const CASES: &[Case] = &[
         expect: &["@a: 333", "@b[weft-workload]: 333", "@c: 333"],
     },
     Case {
+        // Aggregations the kernel keeps: every kind, keys it reads itself.
+        program: "tracepoint:syscalls:sys_enter_read /pid == cpid && args.count == 4096/ { @l[comm] = lhist(args.count, 0, 5000, 1000); @s[args.count] = stats(args.count); } tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @lo = min(-7); @mean[uid] = avg(3); } tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @hi[probe] = max(args.__syscall_nr); }",
+        steps: &["getppid:20", "read:{file}:4096"],
+        expect: &[
+            "@l[weft-workload]: ",
+            "[4000, 5000)           4 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|",
+            "@s[4096]: count 4, average 4096, total 16384",
+            "@lo: -7",
+            "@mean[0]: 3",
+            "@hi[tracepoint:syscalls:sys_enter_getppid]: 110",
+        ],
+    },
+    Case {
         // The exec of the command itself, its arguments read in the kernel.
         program: r#"tracepoint:syscalls:sys_enter_execve /pid == cpid/ { join(args->argv); join(args->argv, ","); }"#,
         steps: &["getppid:3", "read:{file}:4096"],
@@ -304,6 +317,11 @@ const COMPARED: &[(&str, &[&str])] = &[
         "tracepoint:syscalls:sys_enter_nanosleep /pid == cpid/ { @start[tid] = nsecs; } tracepoint:syscalls:sys_exit_nanosleep /@start[tid]/ { @ns = hist(nsecs - @start[tid]); delete(@start[tid]); }",
         &["nanosleep:20:3"],
     ),
+    (
+        // Every kind the kernel aggregates, keyed by what it reads.
+        "tracepoint:syscalls:sys_enter_read /pid == cpid && args->count == 4096/ { @h = hist(args->count); @l[comm, probe] = lhist(args->count, 0, 5000, 1000); } tracepoint:syscalls:sys_exit_read /pid == cpid && args->ret > 1000/ { @s[args->ret] = stats(args->ret); @m = max(args->ret); } tracepoint:syscalls:sys_exit_read /pid == cpid && args->ret > 1000/ { @a = avg(args->ret); @n = min(args->ret); } tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @c[uid] = count(); @t = sum(2); }",
+        &["getppid:300", "read:{file}:4096"],
+    ),
 ];
 
 #[test]
@@ -336,17 +354,20 @@ fn same_maps_as_bpftrace() {
     }
 }
 
-/// `@[comm] = count()` under a predicate the kernel tests is counted in
-/// the kernel: no event comes to user space, and the map still says how
-/// many calls the command made.
+/// Aggregations under a predicate the kernel tests whole are kept in the
+/// kernel: no event comes to user space, and the maps still say exactly
+/// what the command did (1,000 getppid calls; four reads of 4,096 bytes).
 #[test]
-fn counts_by_comm_stay_in_the_kernel() {
-    let test = "counts_by_comm_stay_in_the_kernel";
+fn aggregations_stay_in_the_kernel() {
+    let test = "aggregations_stay_in_the_kernel";
     if !needs(test, &TRACE) {
         return;
     }
-    let steps = ["getppid:1000", "getpid:10"];
-    let program = "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @[comm] = count(); }";
+    let file = data_file();
+    let read = format!("read:{file}:4096");
+    let steps = ["getppid:1000", "getpid:10", read.as_str()];
+    let program = "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @[comm] = count(); } \
+        tracepoint:syscalls:sys_enter_read /pid == cpid && args.count == 4096/ { @bytes[comm, probe] = sum(args.count); @sizes = hist(args.count); }";
     let output = run_with_workload(
         Command::new(weft_bin())
             .args(["trace", "-c", &workload_command(&steps)])
@@ -358,13 +379,19 @@ fn counts_by_comm_stay_in_the_kernel() {
         String::from_utf8_lossy(&output.stderr),
     );
     assert!(output.status.success(), "{stderr}");
-    assert!(
-        stdout.lines().any(|l| l == "@[weft-workload]: 1000"),
-        "{stdout}"
-    );
+    for line in [
+        "@[weft-workload]: 1000",
+        "@bytes[weft-workload, tracepoint:syscalls:sys_enter_read]: 16384",
+        "[4K, 8K)               4 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "missing `{line}` in:\n{stdout}"
+        );
+    }
     assert!(
         stderr.contains(
-            "weft: 1000 of the events counted in the kernel\nweft: 1000 events, 0 lost (ring full)"
+            "weft: 1004 of the events aggregated in the kernel\nweft: 1004 events, 0 lost (ring full)"
         ),
         "{stderr}"
     );

@@ -24,22 +24,22 @@ use perf_event::{
     events::{KProbe, Software, Tracepoint},
 };
 use weft_abi::oneliner::{
-    COPIES, COUNT_KEY_COMM, COUNT_KEY_CPU, COUNT_KEY_NONE, COUNT_KEY_PID, COUNT_KEY_TID,
-    COUNTERS_MAP, COUNTS_MAP, CopyKind, Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL,
-    JOIN_SIZE, MAX_COUNTS, MAX_FILTERS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, PROBES_MAP,
-    ProbeConfig, RINGS_MAP, SCRATCH, STACK_KERNEL, STACK_USER, STACKS_MAP, STRING_DATA_LOC,
-    STRING_LEN, STRING_POINTER, SUBJECT_FIELD, SUBJECT_PID, SUBJECT_TID, SUBJECT_UID,
-    TRACEPOINT_COPIES, copy_key,
+    AGG_LINEAR, AGG_LOG2, AGG_PLAIN, AGGS_MAP, Aggregation, COPIES, COUNTERS_MAP, CopyKind,
+    Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL, JOIN_SIZE, MAX_AGGS, MAX_FILTERS, OP_EQ,
+    OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand as KernelOperand, PROBES_MAP, ProbeConfig,
+    RINGS_MAP, SCRATCH, STACK_KERNEL, STACK_USER, STACKS_MAP, STRING_DATA_LOC, STRING_LEN,
+    STRING_POINTER, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_FIELD, SUBJECT_FUNC,
+    SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, TRACEPOINT_COPIES, copy_key,
 };
 use weft_abi::ring::{self, Ring};
 use weft_oneliner::{
     Attach, Event, FieldKind, Plan, Target,
     ast::BinOp,
-    check::{Operand, Subject},
-    plan::CountKey,
+    check::{MapKind, Operand, Subject},
+    plan::{KernelAgg, KeyPart, Sample},
 };
 
-use super::{counts::Counts, stacks::Stacks};
+use super::{aggs::Aggs, stacks::Stacks};
 use crate::{
     delivery::Delivery,
     ebpf,
@@ -144,11 +144,12 @@ impl OnelinerProbe {
                     1
                 },
             )
-            // Likewise the count map, when no probe counts in the kernel.
+            // Likewise the aggregation map, when no probe aggregates in
+            // the kernel.
             .map_max_entries(
-                COUNTS_MAP,
-                if plan.attaches.iter().any(|a| a.count.is_some()) {
-                    MAX_COUNTS
+                AGGS_MAP,
+                if plan.attaches.iter().any(|a| !a.aggs.is_empty()) {
+                    MAX_AGGS
                 } else {
                     1
                 },
@@ -371,10 +372,10 @@ impl OnelinerProbe {
         })
     }
 
-    /// The counts the kernel keeps, for the runtime to read when it prints
-    /// their maps; call once.
-    pub fn counts(&mut self) -> Result<Counts> {
-        Counts::take(&mut self.ebpf)
+    /// The aggregations the kernel keeps, for the runtime to read when it
+    /// prints their maps; call once.
+    pub fn aggs(&mut self) -> Result<Aggs> {
+        Aggs::take(&mut self.ebpf)
     }
 
     pub fn names(&self) -> super::stacks::Names {
@@ -494,17 +495,17 @@ impl OnelinerProbe {
 
     /// Events produced, received and lost.
     pub fn delivery(&self) -> Result<Delivery> {
-        // Events counted in the kernel were delivered there.
+        // Events aggregated in the kernel were delivered there.
         Ok(Delivery::new(
-            self.received + self.counted()?,
+            self.received + self.aggregated()?,
             &self.counter(Counter::Seen)?,
             self.counter(Counter::RingFull)?,
         ))
     }
 
-    /// Events counted in the kernel rather than sent.
-    pub fn counted(&self) -> Result<u64> {
-        Ok(self.counter(Counter::Counted)?.iter().sum())
+    /// Events aggregated in the kernel rather than sent.
+    pub fn aggregated(&self) -> Result<u64> {
+        Ok(self.counter(Counter::Aggregated)?.iter().sum())
     }
 
     /// `counter` on each CPU.
@@ -676,15 +677,8 @@ fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig> {
         };
         config.string_offsets[i] = field.offset;
     }
-    if let Some(count) = attach.count {
-        config.count_map = u16::try_from(count.map + 1).context("too many maps")?;
-        config.count_key = match count.key {
-            CountKey::None => COUNT_KEY_NONE,
-            CountKey::Comm => COUNT_KEY_COMM,
-            CountKey::Pid => COUNT_KEY_PID,
-            CountKey::Tid => COUNT_KEY_TID,
-            CountKey::Cpu => COUNT_KEY_CPU,
-        };
+    for (slot, agg) in config.aggs.iter_mut().zip(&attach.aggs) {
+        *slot = aggregation(agg)?;
     }
     if let Some(field) = &attach.join {
         config.join = 1;
@@ -715,25 +709,107 @@ fn kernel_filter(filter: &weft_oneliner::check::Filter, cpid: u32) -> Filter {
         BinOp::Gt => OP_GT,
         _ => OP_GE,
     };
-    let (subject, offset, size, signed) = match filter.subject {
-        Subject::Pid => (SUBJECT_PID, 0, 8, false),
-        Subject::Tid => (SUBJECT_TID, 0, 8, false),
-        Subject::Uid => (SUBJECT_UID, 0, 8, false),
+    let Read {
+        subject,
+        offset,
+        size,
+        signed,
+    } = read(filter.subject);
+    Filter {
+        subject,
+        op,
+        size,
+        signed,
+        offset,
+        value: match filter.value {
+            Operand::Int(n) => n,
+            Operand::Cpid => i64::from(cpid),
+        },
+    }
+}
+
+/// The kernel's form of an aggregation.
+fn aggregation(agg: &KernelAgg) -> Result<Aggregation> {
+    let mut kernel = Aggregation {
+        map: u16::try_from(agg.map + 1).context("too many maps")?,
+        how: AGG_PLAIN,
+        ..Aggregation::default()
+    };
+    match agg.kind {
+        MapKind::Hist => kernel.how = AGG_LOG2,
+        MapKind::Lhist { min, max, step } => {
+            (kernel.how, kernel.min, kernel.max, kernel.step) = (AGG_LINEAR, min, max, step);
+        }
+        _ => {}
+    }
+    for (slot, part) in kernel.keys.iter_mut().zip(&agg.keys) {
+        *slot = match part {
+            KeyPart::Comm => named(SUBJECT_COMM),
+            KeyPart::Probe => named(SUBJECT_PROBE),
+            KeyPart::Func => named(SUBJECT_FUNC),
+            KeyPart::Int(subject) => read(*subject).operand(),
+        };
+    }
+    kernel.value = match agg.sample {
+        None => KernelOperand::default(),
+        Some(Sample::Const(constant)) => KernelOperand {
+            constant,
+            ..named(SUBJECT_CONST)
+        },
+        Some(Sample::Int(subject)) => read(subject).operand(),
+    };
+    Ok(kernel)
+}
+
+/// An operand that is its subject alone.
+fn named(subject: u8) -> KernelOperand {
+    KernelOperand {
+        subject,
+        ..Default::default()
+    }
+}
+
+/// How the kernel reads a subject.
+struct Read {
+    subject: u8,
+    offset: u32,
+    size: u8,
+    signed: u8,
+}
+
+impl Read {
+    fn operand(self) -> KernelOperand {
+        KernelOperand {
+            subject: self.subject,
+            size: self.size,
+            signed: self.signed,
+            offset: self.offset,
+            ..Default::default()
+        }
+    }
+}
+
+fn read(subject: Subject) -> Read {
+    let id = |subject| Read {
+        subject,
+        offset: 0,
+        size: 8,
+        signed: 0,
+    };
+    match subject {
+        Subject::Pid => id(SUBJECT_PID),
+        Subject::Tid => id(SUBJECT_TID),
+        Subject::Uid => id(SUBJECT_UID),
+        Subject::Cpu => id(SUBJECT_CPU),
         Subject::Field {
             offset,
             size,
             signed,
-        } => (SUBJECT_FIELD, offset, size, signed),
-    };
-    Filter {
-        subject,
-        op,
-        size: size as u8,
-        signed: u8::from(signed),
-        offset: u32::from(offset),
-        value: match filter.value {
-            Operand::Int(n) => n,
-            Operand::Cpid => i64::from(cpid),
+        } => Read {
+            subject: SUBJECT_FIELD,
+            offset: u32::from(offset),
+            size: size as u8,
+            signed: u8::from(signed),
         },
     }
 }

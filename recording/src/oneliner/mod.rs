@@ -21,7 +21,10 @@ use weft_kernel::oneliner::{
     kernel::Kernel,
     probe::{OnelinerProbe, Preload},
 };
-use weft_oneliner::{Event, Flow, Format, Plan, Runtime, Target, plan::CountKey};
+use weft_oneliner::{
+    Event, Flow, Format, Plan, Runtime, Target,
+    plan::{KernelAgg, KeyPart, Sample},
+};
 
 use self::store::KeptEvents;
 
@@ -96,7 +99,7 @@ pub fn run(args: Options) -> Result<()> {
     let mut runtime = Runtime::new(&plan, format, weft_store::now_ns());
     runtime.set_cpid(cpid);
     runtime.set_names(Box::new(probe.names()));
-    runtime.set_kernel_counts(Box::new(probe.counts()?));
+    runtime.set_kernel_aggs(Box::new(probe.aggs()?));
     let mut keep = args
         .store
         .as_deref()
@@ -104,7 +107,7 @@ pub fn run(args: Options) -> Result<()> {
         .transpose()?;
     let result = event_loop(&plan, &mut runtime, &mut probe, &mut keep, child.as_mut());
     drop(child);
-    // Detach first, so that every event counted in the kernel is drained.
+    // Detach first, so that every event aggregated in the kernel is drained.
     probe.detach();
     let mut out = std::io::stdout().lock();
     let exited = matches!(result, Ok(Flow::Exit));
@@ -393,9 +396,9 @@ fn event_loop(
 /// The last line: events delivered and lost.
 fn report_losses(probe: &OnelinerProbe) -> Result<()> {
     let delivery = probe.delivery()?;
-    let counted = probe.counted()?;
-    if counted > 0 {
-        eprintln!("weft: {counted} of the events counted in the kernel");
+    let aggregated = probe.aggregated()?;
+    if aggregated > 0 {
+        eprintln!("weft: {aggregated} of the events aggregated in the kernel");
     }
     eprintln!(
         "weft: {} events, {} lost (ring full)",
@@ -406,6 +409,35 @@ fn report_losses(probe: &OnelinerProbe) -> Result<()> {
         bail!("{} malformed trace records", probe.malformed());
     }
     Ok(())
+}
+
+/// An aggregation kept in the kernel, as `@map[keys] = kind(sample)`.
+fn described(plan: &Plan, agg: &KernelAgg) -> String {
+    let keys: Vec<String> = agg
+        .keys
+        .iter()
+        .map(|part| match part {
+            KeyPart::Comm => "comm".to_owned(),
+            KeyPart::Probe => "probe".to_owned(),
+            KeyPart::Func => "func".to_owned(),
+            KeyPart::Int(subject) => subject.to_string(),
+        })
+        .collect();
+    let keys = if keys.is_empty() {
+        String::new()
+    } else {
+        format!("[{}]", keys.join(", "))
+    };
+    let sample = match agg.sample {
+        None => String::new(),
+        Some(Sample::Const(n)) => n.to_string(),
+        Some(Sample::Int(subject)) => subject.to_string(),
+    };
+    format!(
+        "@{}{keys} = {}({sample})",
+        plan.maps[agg.map].name,
+        agg.kind.function()
+    )
 }
 
 /// Where each part of the program runs.
@@ -434,18 +466,12 @@ fn explain(plan: &Plan) -> String {
         if !tests.is_empty() {
             let _ = writeln!(out, "  kernel tests: {}", tests.join(" and "));
         }
-        if let Some(count) = attach.count {
-            let map = &plan.maps[count.map].name;
+        if !attach.aggs.is_empty() {
+            let aggs: Vec<String> = attach.aggs.iter().map(|a| described(plan, a)).collect();
             let _ = writeln!(
                 out,
-                "  kernel counts: @{map}{}, sending no events; weft reads the counts to print @{map}",
-                match count.key {
-                    CountKey::None => "",
-                    CountKey::Comm => "[comm]",
-                    CountKey::Pid => "[pid]",
-                    CountKey::Tid => "[tid]",
-                    CountKey::Cpu => "[cpu]",
-                }
+                "  kernel aggregates: {}, sending no events; weft reads the kernel's map to print them",
+                aggs.join(" and ")
             );
             continue;
         }
