@@ -2,6 +2,7 @@
 //! once (`weft_ingest::tasks`), queries show them as `comm`.
 
 use weft_ingest::tasks::COMM_LEN;
+use weft_oneliner::value::c_string;
 use weft_query::Names;
 use weft_store::Snapshot;
 
@@ -19,11 +20,7 @@ pub fn names(snapshot: &Snapshot) -> weft_store::Result<Option<Names>> {
         if payload.len() >= 8 {
             let tid = u32::from_le_bytes([payload[4], payload[5], payload[6], payload[7]]);
             let comm = &payload[8..payload.len().min(8 + COMM_LEN)];
-            let end = comm.iter().position(|b| *b == 0).unwrap_or(comm.len());
-            names.push((
-                i64::from(tid),
-                String::from_utf8_lossy(&comm[..end]).into_owned(),
-            ));
+            names.push((i64::from(tid), c_string(comm)));
         }
     })?;
     // Later records (after exec) replace earlier ones.
