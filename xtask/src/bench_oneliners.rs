@@ -12,10 +12,14 @@ use anyhow::{Context as _, Result, bail};
 use crate::bench_loop::{Config, Loop, build, measure_loop, median, row};
 
 /// The one-liners measured, in the spelling both tools accept.
-const PROGRAMS: [(&str, &str); 2] = [
+const PROGRAMS: [(&str, &str); 3] = [
     (
         "count by comm",
         "tracepoint:raw_syscalls:sys_enter { @[comm] = count(); }",
+    ),
+    (
+        "return hist by comm",
+        "tracepoint:raw_syscalls:sys_exit { @[comm] = hist(args->ret); }",
     ),
     (
         "latency hist",
