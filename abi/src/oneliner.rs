@@ -272,44 +272,29 @@ impl AggValue {
 }
 
 /// bpftrace's log2 bucket of `v` (`hist()`): 0 for negatives, 1 for 0,
-/// then `k + 2` for [2^k, 2^(k+1)). Branches, not a count of leading
-/// zeros, which BPF has no instruction for.
+/// then `k + 2` for [2^k, 2^(k+1)). Without branches (and without a count
+/// of leading zeros, which BPF lacks): each branch on the sample would
+/// double the paths the verifier walks, and loading slows with them.
 #[expect(clippy::inline_always, reason = "eBPF code must not call out for this")]
 #[inline(always)]
 #[must_use]
 pub fn log2_bucket(v: i64) -> u32 {
-    if v < 0 {
-        return 0;
-    }
-    if v == 0 {
-        return 1;
-    }
-    let mut v = v.cast_unsigned();
-    let mut k = 0;
-    if v >= 1 << 32 {
-        v >>= 32;
-        k += 32;
-    }
-    if v >= 1 << 16 {
-        v >>= 16;
-        k += 16;
-    }
-    if v >= 1 << 8 {
-        v >>= 8;
-        k += 8;
-    }
-    if v >= 1 << 4 {
-        v >>= 4;
-        k += 4;
-    }
-    if v >= 1 << 2 {
-        v >>= 2;
-        k += 2;
-    }
-    if v >= 1 << 1 {
-        k += 1;
-    }
-    k + 2
+    // 1 unless negative.
+    let counted = ((!v).cast_unsigned() >> 63) as u32;
+    // Every bit below the highest set one set too: its bit count is then
+    // the highest bit's position plus one (0 for 0).
+    let mut x = v.cast_unsigned();
+    x |= x >> 1;
+    x |= x >> 2;
+    x |= x >> 4;
+    x |= x >> 8;
+    x |= x >> 16;
+    x |= x >> 32;
+    x -= (x >> 1) & 0x5555_5555_5555_5555;
+    x = (x & 0x3333_3333_3333_3333) + ((x >> 2) & 0x3333_3333_3333_3333);
+    x = (x + (x >> 4)) & 0x0f0f_0f0f_0f0f_0f0f;
+    let bits = x.wrapping_mul(0x0101_0101_0101_0101) >> 56;
+    (bits as u32 + 1) * counted
 }
 
 /// bpftrace's linear bucket of `v` (`lhist()`): 0 below `min`, then one
@@ -322,7 +307,9 @@ pub fn linear_bucket(v: i64, min: i64, max: i64, step: i64) -> u32 {
         0
     } else {
         // checked: a division that may panic does not load in BPF.
-        let above = if v >= max { max } else { v }.wrapping_sub(min).cast_unsigned();
+        let above = if v >= max { max } else { v }
+            .wrapping_sub(min)
+            .cast_unsigned();
         above.checked_div(step.cast_unsigned()).unwrap_or(0) as u32 + 1
     }
 }
@@ -361,7 +348,9 @@ pub struct ProbeConfig {
     /// Predicate parts, all of which must hold.
     pub filters: [Filter; MAX_FILTERS],
     /// A probe whose every action is an aggregation the kernel can keep
-    /// aggregates here and sends nothing; an empty first entry sends.
+    /// aggregates here and sends nothing; an empty first entry sends. An
+    /// event the kernel cannot file under one is sent, flagged
+    /// [`FIRST_AGGREGATED`] when the first was filed.
     pub aggs: [Aggregation; MAX_AGGS_PER_PROBE],
 }
 
@@ -386,7 +375,9 @@ pub struct Header {
     pub comm: [u8; 16],
     /// The CPU.
     pub cpu: u32,
-    /// The attach point index ([`ProbeConfig::attach`]).
+    /// The attach point index ([`ProbeConfig::attach`]), with
+    /// [`FIRST_AGGREGATED`] set when the kernel kept the probe's first
+    /// aggregation but could not keep its second.
     pub attach: u16,
     /// Context bytes that follow the strings.
     pub raw_len: u16,
@@ -395,6 +386,11 @@ pub struct Header {
     /// The user stack's id in [`STACKS_MAP`], negative when not recorded.
     pub ustack: i32,
 }
+
+/// [`Header::attach`]'s flag: the probe's first action, an aggregation,
+/// was done in the kernel, so user space runs only the rest. (Attach
+/// indices stay below it: [`PROBES_MAP`] holds 4,096.)
+pub const FIRST_AGGREGATED: u16 = 1 << 15;
 
 /// Bytes of a [`Header`].
 pub const HEADER_SIZE: usize = 56;
@@ -408,4 +404,30 @@ mod user {
     unsafe impl aya::Pod for super::AggKey {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::AggValue {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_bpftraces() {
+        let reference = |v: i64| match v {
+            i64::MIN..=-1 => 0,
+            0 => 1,
+            _ => 65 - v.leading_zeros(),
+        };
+        for k in 0..63 {
+            for v in [(1i64 << k) - 1, 1 << k, (1 << k) + 1, -(1 << k)] {
+                assert_eq!(log2_bucket(v), reference(v), "{v}");
+            }
+        }
+        for v in [i64::MIN, i64::MAX, 1000, 4096, 1808] {
+            assert_eq!(log2_bucket(v), reference(v), "{v}");
+        }
+        assert_eq!(linear_bucket(-1, 0, 2000, 500), 0);
+        assert_eq!(linear_bucket(999, 0, 2000, 500), 2);
+        assert_eq!(linear_bucket(2996, 0, 2000, 500), 5);
+        assert_eq!(linear_bucket(i64::MIN, -10, 10, 0), 0);
+    }
 }

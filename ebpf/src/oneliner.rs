@@ -26,8 +26,8 @@ use weft_abi::{
     syscall::MAX_CPUS,
     oneliner::{
         AGG_LINEAR, AGG_LOG2, AGG_NONE, AggKey, AggValue, Aggregation, COUNTERS, CopyKind,
-        Counter, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS, JOIN_SIZE, KEY_PART_LEN,
-        MAX_AGGS, MAX_FILTERS, MAX_STRINGS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE,
+        Counter, FIRST_AGGREGATED, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS, JOIN_SIZE, KEY_PART_LEN,
+        KEY_PARTS, MAX_AGGS, MAX_FILTERS, MAX_STRINGS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE,
         Operand, ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES, STACK_KERNEL, STACK_USER,
         STRING_DATA_LOC, STRING_LEN, STRINGS_MASK, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU,
         SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_NONE, SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID,
@@ -285,9 +285,24 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
         return;
     }
     count(Counter::Seen);
-    if config.aggs[0].how != AGG_NONE && aggregate(ctx, config, pid_tgid, uid_gid as u32, comm) {
-        count(Counter::Aggregated);
-        return;
+    let mut attach = config.attach;
+    if config.aggs[0].how != AGG_NONE {
+        let task = Task {
+            ctx,
+            attach,
+            pid_tgid,
+            uid: uid_gid as u32,
+            comm,
+        };
+        // One after the other, nothing of the first kept for the second:
+        // the verifier walks their paths added, not multiplied.
+        if aggregate(&task, &config.aggs[0]) {
+            if config.aggs[1].how == AGG_NONE || aggregate(&task, &config.aggs[1]) {
+                count(Counter::Aggregated);
+                return;
+            }
+            attach |= FIRST_AGGREGATED;
+        }
     }
     let Some(buf) = TRACE_SCRATCH.get_ptr_mut(0) else {
         return;
@@ -314,7 +329,7 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
         uid_gid,
         comm,
         cpu,
-        attach: config.attach,
+        attach,
         raw_len: raw_len as u16,
         kstack: stack(STACK_KERNEL, 0),
         ustack: stack(STACK_USER, USER_STACK),
@@ -369,55 +384,19 @@ struct Task {
     comm: [u8; 16],
 }
 
-/// Files the event under the probe's aggregations in [`TRACE_AGGS`];
-/// false when one of them cannot (a full map, an unreadable field), and
-/// the event is sent instead. Every slot is found before any is updated,
-/// so an event is either aggregated whole or sent whole (a slot created
-/// for nothing stays empty, and user space skips empty slots).
+/// Files the event under `agg` in [`TRACE_AGGS`]; false when it cannot (a
+/// full map, an unreadable field), and the event is sent instead.
 #[inline(always)]
-fn aggregate(
-    ctx: *const u8,
-    config: &ProbeConfig,
-    pid_tgid: u64,
-    uid: u32,
-    comm: [u8; 16],
-) -> bool {
-    let task = Task {
-        ctx,
-        attach: config.attach,
-        pid_tgid,
-        uid,
-        comm,
-    };
-    let Some((first, first_sample)) = slot(&task, &config.aggs[0]) else {
-        return false;
-    };
-    let second = if config.aggs[1].how == AGG_NONE {
-        None
-    } else {
-        let Some(found) = slot(&task, &config.aggs[1]) else {
-            return false;
-        };
-        Some(found)
-    };
-    // SAFETY: this CPU's values; programs do not nest on one CPU here.
-    unsafe { (*first).add(first_sample) };
-    if let Some((value, sample)) = second {
-        // SAFETY: as above.
-        unsafe { (*value).add(sample) };
+fn aggregate(task: &Task, agg: &Aggregation) -> bool {
+    let mut sample = 0;
+    if agg.value.subject != SUBJECT_NONE {
+        match operand(task, &agg.value) {
+            Some(value) => sample = value,
+            None => return false,
+        }
     }
-    true
-}
-
-/// This CPU's value for the event under `agg`, created empty if new, and
-/// the sample to add to it.
-#[inline(always)]
-fn slot(task: &Task, agg: &Aggregation) -> Option<(*mut AggValue, i64)> {
-    let sample = match agg.value.subject {
-        SUBJECT_NONE => 0,
-        _ => operand(task, &agg.value)?,
-    };
-    let key = AggKey {
+    let sample = forget_range(sample);
+    let mut key = AggKey {
         map: agg.map,
         parts: [agg.keys[0].subject, agg.keys[1].subject],
         slot: match agg.how {
@@ -425,27 +404,61 @@ fn slot(task: &Task, agg: &Aggregation) -> Option<(*mut AggValue, i64)> {
             AGG_LINEAR => linear_bucket(sample, agg.min, agg.max, agg.step),
             _ => 0,
         },
-        key: [key_part(task, &agg.keys[0])?, key_part(task, &agg.keys[1])?],
+        key: [[0; KEY_PART_LEN]; KEY_PARTS],
     };
-    if let Some(value) = TRACE_AGGS.get_ptr_mut(&key) {
-        return Some((value, sample));
+    // Written in place: an `Option` of bytes that is `None` leaves them
+    // undefined, and the verifier refuses code that copies them anyway.
+    if !key_part(task, &agg.keys[0], &mut key.key[0]) || !key_part(task, &agg.keys[1], &mut key.key[1])
+    {
+        return false;
     }
-    TRACE_AGGS.insert(&key, &AggValue::EMPTY, 0).ok()?;
-    Some((TRACE_AGGS.get_ptr_mut(&key)?, sample))
+    if let Some(value) = TRACE_AGGS.get_ptr_mut(&key) {
+        // SAFETY: this CPU's value; programs do not nest on one CPU here.
+        unsafe { (*value).add(sample) };
+        return true;
+    }
+    let mut value = AggValue::EMPTY;
+    value.add(sample);
+    TRACE_AGGS.insert(&key, &value, 0).is_ok()
 }
 
-/// One key part's bytes.
+/// `value`, with what the verifier knows of its range forgotten: it
+/// passes through map memory, which the verifier does not follow. Each
+/// subject gives the sample a range of its own, and each range would
+/// otherwise walk the buckets' branches apart (loading took four times
+/// as long).
 #[inline(always)]
-fn key_part(task: &Task, part: &Operand) -> Option<[u8; KEY_PART_LEN]> {
-    let id = match part.subject {
-        SUBJECT_NONE => 0,
-        SUBJECT_COMM => return Some(task.comm),
-        SUBJECT_PROBE | SUBJECT_FUNC => i64::from(task.attach),
-        _ => operand(task, part)?,
+fn forget_range(value: i64) -> i64 {
+    let Some(buf) = TRACE_SCRATCH.get_ptr_mut(0) else {
+        return value;
     };
-    let mut bytes = [0; KEY_PART_LEN];
-    bytes[..8].copy_from_slice(&id.to_le_bytes());
-    Some(bytes)
+    let slot = buf.cast::<i64>();
+    // SAFETY: the per-CPU scratch holds far more than 8 bytes; nothing
+    // else uses it until the record is built.
+    unsafe {
+        core::ptr::write_volatile(slot, value);
+        core::ptr::read_volatile(slot)
+    }
+}
+
+/// Writes one key part's bytes into `out`; false when a field cannot be
+/// read.
+#[inline(always)]
+fn key_part(task: &Task, part: &Operand, out: &mut [u8; KEY_PART_LEN]) -> bool {
+    let id = match part.subject {
+        SUBJECT_NONE => return true,
+        SUBJECT_COMM => {
+            *out = task.comm;
+            return true;
+        }
+        SUBJECT_PROBE | SUBJECT_FUNC => i64::from(task.attach),
+        _ => match operand(task, part) {
+            Some(id) => id,
+            None => return false,
+        },
+    };
+    out[..8].copy_from_slice(&id.to_le_bytes());
+    true
 }
 
 /// The integer an operand names.

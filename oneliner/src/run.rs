@@ -23,6 +23,9 @@ use crate::{
 pub struct Event<'a> {
     /// Index into [`Plan::attaches`].
     pub attach: usize,
+    /// The probe's first actions the kernel already did (an aggregation
+    /// it kept before it could not keep the next): they are not run again.
+    pub done: usize,
     /// `CLOCK_MONOTONIC` ns (the kernel's `bpf_ktime_get_ns`).
     pub ns: u64,
     pub pid: u32,
@@ -140,7 +143,8 @@ impl<'p> Runtime<'p> {
         {
             return Ok(Flow::Continue);
         }
-        self.stmts(&item.body, &mut scope, out)?;
+        let body = item.body.get(event.done..).unwrap_or_default();
+        self.stmts(body, &mut scope, out)?;
         Ok(scope.flow)
     }
 
@@ -720,6 +724,13 @@ mod tests {
         };
         let mut out = Vec::new();
         runtime.event(&event, &mut out).unwrap();
+        // The kernel kept this one's hist() but not its min().
+        let done = Event {
+            pid: 8,
+            done: 1,
+            ..event
+        };
+        runtime.event(&done, &mut out).unwrap();
         let key = |map: u16, parts: [u8; 2], slot: u32, first: [u8; 16], second: i64| AggKey {
             map,
             parts,
@@ -742,9 +753,18 @@ mod tests {
         };
         runtime.set_kernel_aggs(Box::new(Entries(vec![
             // Two more in 5's bucket [4, 8), one in [1]; an empty slot.
-            (key(1, [SUBJECT_COMM, SUBJECT_PROBE], 4, cat, 0), value(2, 5)),
-            (key(1, [SUBJECT_COMM, SUBJECT_PROBE], 2, cat, 0), value(1, 1)),
-            (key(1, [SUBJECT_COMM, SUBJECT_PROBE], 3, cat, 0), value(0, 0)),
+            (
+                key(1, [SUBJECT_COMM, SUBJECT_PROBE], 4, cat, 0),
+                value(2, 5),
+            ),
+            (
+                key(1, [SUBJECT_COMM, SUBJECT_PROBE], 2, cat, 0),
+                value(1, 1),
+            ),
+            (
+                key(1, [SUBJECT_COMM, SUBJECT_PROBE], 3, cat, 0),
+                value(0, 0),
+            ),
             (key(2, [SUBJECT_PID, SUBJECT_NONE], 0, pid, 0), value(3, -2)),
         ])));
         runtime.print_all(&mut out).unwrap();
@@ -754,7 +774,7 @@ mod tests {
              [1]                    1 |@@@@@@@@@@@@@@@@@                                   |\n\
              [2, 4)                 0 |                                                    |\n\
              [4, 8)                 3 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n\
-             \n@m[7]: -2\n"
+             \n@m[7]: -2\n@m[8]: 5\n"
         );
     }
 
