@@ -173,10 +173,13 @@ pub struct Operand {
 pub const KEY_PARTS: usize = 2;
 /// Bytes each key part takes in [`AggKey::key`].
 pub const KEY_PART_LEN: usize = 16;
-/// Aggregations per probe at most.
-pub const MAX_AGGS_PER_PROBE: usize = 2;
+/// Aggregations per probe the kernel keeps at most. One: a second after
+/// it doubled the paths the verifier walks through the rest of the
+/// program, and with them the load time of every one-liner.
+pub const MAX_AGGS_PER_PROBE: usize = 1;
 
-/// How an aggregation files its sample ([`Aggregation::how`]).
+/// How an aggregation files its sample ([`Aggregation::how`]): not at all,
+/// the probe sends its events.
 pub const AGG_NONE: u8 = 0;
 /// Under slot 0: count, sum, min, max, avg, stats.
 pub const AGG_PLAIN: u8 = 1;
@@ -191,7 +194,7 @@ pub const AGG_LINEAR: u8 = 3;
 pub struct Aggregation {
     /// The map: its index in the program, plus one.
     pub map: u16,
-    /// An `AGG_*` value; `AGG_NONE` ends the list.
+    /// An `AGG_*` value.
     pub how: u8,
     /// Keeps the operands aligned without a padding hole.
     pub reserved: [u8; 5],
@@ -347,11 +350,10 @@ pub struct ProbeConfig {
     pub reserved: [u8; 5],
     /// Predicate parts, all of which must hold.
     pub filters: [Filter; MAX_FILTERS],
-    /// A probe whose every action is an aggregation the kernel can keep
-    /// aggregates here and sends nothing; an empty first entry sends. An
-    /// event the kernel cannot file under one is sent, flagged
-    /// [`FIRST_AGGREGATED`] when the first was filed.
-    pub aggs: [Aggregation; MAX_AGGS_PER_PROBE],
+    /// A probe whose only action is an aggregation the kernel can keep
+    /// aggregates here and sends nothing; `AGG_NONE` sends. An event the
+    /// kernel cannot file is sent.
+    pub agg: Aggregation,
 }
 
 /// [`ProbeConfig::stacks`]: record the kernel stack.
@@ -375,9 +377,7 @@ pub struct Header {
     pub comm: [u8; 16],
     /// The CPU.
     pub cpu: u32,
-    /// The attach point index ([`ProbeConfig::attach`]), with
-    /// [`FIRST_AGGREGATED`] set when the kernel kept the probe's first
-    /// aggregation but could not keep its second.
+    /// The attach point index ([`ProbeConfig::attach`]).
     pub attach: u16,
     /// Context bytes that follow the strings.
     pub raw_len: u16,
@@ -386,11 +386,6 @@ pub struct Header {
     /// The user stack's id in [`STACKS_MAP`], negative when not recorded.
     pub ustack: i32,
 }
-
-/// [`Header::attach`]'s flag: the probe's first action, an aggregation,
-/// was done in the kernel, so user space runs only the rest. (Attach
-/// indices stay below it: [`PROBES_MAP`] holds 4,096.)
-pub const FIRST_AGGREGATED: u16 = 1 << 15;
 
 /// Bytes of a [`Header`].
 pub const HEADER_SIZE: usize = 56;

@@ -26,7 +26,7 @@ use weft_abi::{
     syscall::MAX_CPUS,
     oneliner::{
         AGG_LINEAR, AGG_LOG2, AGG_NONE, AggKey, AggValue, Aggregation, COUNTERS, CopyKind,
-        Counter, FIRST_AGGREGATED, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS, JOIN_SIZE, KEY_PART_LEN,
+        Counter, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS, JOIN_SIZE, KEY_PART_LEN,
         KEY_PARTS, MAX_AGGS, MAX_FILTERS, MAX_STRINGS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE,
         Operand, ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES, STACK_KERNEL, STACK_USER,
         STRING_DATA_LOC, STRING_LEN, STRINGS_MASK, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU,
@@ -285,23 +285,17 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
         return;
     }
     count(Counter::Seen);
-    let mut attach = config.attach;
-    if config.aggs[0].how != AGG_NONE {
+    if config.agg.how != AGG_NONE {
         let task = Task {
             ctx,
-            attach,
+            attach: config.attach,
             pid_tgid,
             uid: uid_gid as u32,
             comm,
         };
-        // One after the other, nothing of the first kept for the second:
-        // the verifier walks their paths added, not multiplied.
-        if aggregate(&task, &config.aggs[0]) {
-            if config.aggs[1].how == AGG_NONE || aggregate(&task, &config.aggs[1]) {
-                count(Counter::Aggregated);
-                return;
-            }
-            attach |= FIRST_AGGREGATED;
+        if aggregate(&task, &config.agg) {
+            count(Counter::Aggregated);
+            return;
         }
     }
     let Some(buf) = TRACE_SCRATCH.get_ptr_mut(0) else {
@@ -329,7 +323,7 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
         uid_gid,
         comm,
         cpu,
-        attach,
+        attach: config.attach,
         raw_len: raw_len as u16,
         kstack: stack(STACK_KERNEL, 0),
         ustack: stack(STACK_USER, USER_STACK),

@@ -47,7 +47,7 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
                 raw_len: 0,
                 strings: Vec::new(),
                 join: None,
-                aggs: Vec::new(),
+                agg: None,
                 filters: Vec::new(),
                 comm: None,
                 kstack: false,
@@ -894,17 +894,16 @@ pub(crate) mod tests {
 
     #[test]
     fn the_kernel_aggregates_what_nothing_else_reads() {
-        // Per attach point: each aggregation's map, key and sample.
-        type Kept = Vec<(usize, Vec<KeyPart>, Option<Sample>)>;
+        // Per attach point: the aggregation's map, key and sample.
+        type Kept = Option<(usize, Vec<KeyPart>, Option<Sample>)>;
         let kept = |text: &str| -> Vec<Kept> {
             checked(text)
                 .attaches
                 .iter()
                 .map(|a| {
-                    a.aggs
-                        .iter()
+                    a.agg
+                        .as_ref()
                         .map(|agg| (agg.map, agg.keys.clone(), agg.sample))
-                        .collect()
                 })
                 .collect()
         };
@@ -919,61 +918,61 @@ pub(crate) mod tests {
             signed: false,
         };
         // Keyed by comm, tid, probe, a field or nothing; predicates the
-        // kernel tests whole; up to two aggregations per probe.
+        // kernel tests whole.
         assert_eq!(
             kept(
                 "tracepoint:syscalls:sys_enter_read /pid == 42/ { @[comm] = count(); } tracepoint:syscalls:sys_exit_read { @n = count(); } tracepoint:syscalls:sys_enter_openat { @t[tid] = count(); }"
             ),
             [
-                vec![(0, vec![KeyPart::Comm], None)],
-                vec![(1, vec![], None)],
-                vec![(2, vec![KeyPart::Int(Subject::Tid)], None)],
+                Some((0, vec![KeyPart::Comm], None)),
+                Some((1, vec![], None)),
+                Some((2, vec![KeyPart::Int(Subject::Tid)], None)),
             ]
         );
         assert_eq!(
             kept(
-                "tracepoint:syscalls:sys_enter_read /args.fd == 3/ { @b[comm, args.fd] = sum(args.count); @h[probe] = hist(args.count); }"
+                "tracepoint:syscalls:sys_enter_read /args.fd == 3/ { @b[comm, args.fd] = sum(args.count); } tracepoint:syscalls:sys_enter_read { @h[probe] = hist(args.count); }"
             ),
-            [vec![
-                (
+            [
+                Some((
                     0,
                     vec![KeyPart::Comm, KeyPart::Int(fd)],
                     Some(Sample::Int(count))
-                ),
-                (1, vec![KeyPart::Probe], Some(Sample::Int(count))),
-            ]]
+                )),
+                Some((1, vec![KeyPart::Probe], Some(Sample::Int(count)))),
+            ]
         );
         assert_eq!(
             kept("tracepoint:syscalls:sys_enter_read { @[cpu] = lhist(-3, 0, 10, 1); }"),
-            [vec![(
+            [Some((
                 0,
                 vec![KeyPart::Int(Subject::Cpu)],
                 Some(Sample::Const(-3))
-            )]]
+            ))]
         );
         // Printing a map reads none of its values.
         assert_eq!(
             kept(
                 "tracepoint:syscalls:sys_enter_read { @[comm] = count(); } interval:s:1 { print(@); }"
             )[0],
-            [(0, vec![KeyPart::Comm], None)]
+            Some((0, vec![KeyPart::Comm], None))
         );
         for text in [
             // Another action, a key or sample the kernel does not make,
-            // percentiles, three keys, three aggregations, a predicate part
+            // percentiles, three keys, two aggregations, a predicate part
             // run in weft, a map read, cleared or deleted from.
             r#"tracepoint:syscalls:sys_enter_read { @[comm] = count(); printf("x"); }"#,
             "tracepoint:syscalls:sys_enter_read { @[args.fd + 1] = count(); }",
             "tracepoint:syscalls:sys_enter_read { @ = sum(args.count * 2); }",
             "tracepoint:syscalls:sys_enter_read { @ = percentiles(args.count); }",
             "tracepoint:syscalls:sys_enter_read { @[pid, tid, cpu] = count(); }",
-            "tracepoint:syscalls:sys_enter_read { @a = count(); @b = count(); @c = count(); }",
+            "tracepoint:syscalls:sys_enter_read { @a = count(); @b = count(); }",
             "tracepoint:syscalls:sys_enter_read /args.count * 2 > 10/ { @[comm] = count(); }",
             "tracepoint:syscalls:sys_enter_read { @[comm] = count(); } END { printf(\"%d\", @[\"a\"]); }",
             "tracepoint:syscalls:sys_enter_read { @[comm] = count(); } interval:s:1 { clear(@); }",
             "tracepoint:syscalls:sys_enter_read { @[pid] = count(); } tracepoint:syscalls:sys_exit_read { delete(@[pid]); }",
         ] {
-            assert_eq!(kept(text)[0], [], "{text}");
+            assert_eq!(kept(text)[0], None, "{text}");
         }
     }
 

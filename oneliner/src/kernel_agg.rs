@@ -1,4 +1,4 @@
-//! Aggregations kept in the kernel: a probe whose every action is
+//! Aggregations kept in the kernel: a probe whose only action is
 //! `@map[keys] = f(sample)`, with `f` one of `count`, `sum`, `avg`, `min`,
 //! `max`, `stats`, `hist` and `lhist`, whose keys and sample the kernel
 //! reads itself (comm, probe, func, pid, tid, uid, cpu, an integer field
@@ -16,7 +16,7 @@
 
 use std::collections::HashSet;
 
-use weft_abi::oneliner::{KEY_PARTS, MAX_AGGS_PER_PROBE};
+use weft_abi::oneliner::KEY_PARTS;
 
 use crate::{
     ast::{Builtin, Expr, ExprKind, Stmt, UnOp, for_each_expr},
@@ -24,24 +24,29 @@ use crate::{
     push_down::{split_and, subject},
 };
 
-/// Marks the probes whose aggregations the kernel can keep.
+/// Marks the probes whose aggregation the kernel can keep.
 pub(crate) fn aggregate_in_kernel(plan: &mut Plan) {
     let read = maps_read(plan);
-    let chosen: Vec<Vec<KernelAgg>> = plan
+    let chosen: Vec<Option<KernelAgg>> = plan
         .attaches
         .iter()
-        .map(|attach| kernel_aggs(plan, attach, &read))
+        .map(|attach| only_action(plan, attach, &read))
         .collect();
-    for (attach, aggs) in plan.attaches.iter_mut().zip(chosen) {
-        attach.aggs = aggs;
+    for (attach, agg) in plan.attaches.iter_mut().zip(chosen) {
+        attach.agg = agg;
     }
 }
 
-/// The probe's actions as aggregations the kernel keeps, or none.
-fn kernel_aggs(plan: &Plan, attach: &Attach, read: &HashSet<String>) -> Vec<KernelAgg> {
+/// The probe's only action as an aggregation the kernel keeps. (One per
+/// probe: a second doubles the kernel's verification time, see
+/// `MAX_AGGS_PER_PROBE`.)
+fn only_action(plan: &Plan, attach: &Attach, read: &HashSet<String>) -> Option<KernelAgg> {
     let item = &plan.program.items[attach.item];
-    if !attach.in_kernel() || item.body.is_empty() || item.body.len() > MAX_AGGS_PER_PROBE {
-        return Vec::new();
+    let [stmt] = item.body.as_slice() else {
+        return None;
+    };
+    if !attach.in_kernel() {
+        return None;
     }
     let mut conjuncts = Vec::new();
     if let Some(predicate) = &item.predicate {
@@ -50,13 +55,9 @@ fn kernel_aggs(plan: &Plan, attach: &Attach, read: &HashSet<String>) -> Vec<Kern
     // Every predicate part was pushed down, or user space would drop
     // events the kernel aggregated.
     if conjuncts.len() != attach.filters.len() + usize::from(attach.comm.is_some()) {
-        return Vec::new();
+        return None;
     }
-    item.body
-        .iter()
-        .map(|stmt| kernel_agg(stmt, plan, attach, read))
-        .collect::<Option<Vec<_>>>()
-        .unwrap_or_default()
+    kernel_agg(stmt, plan, attach, read)
 }
 
 /// The aggregation `stmt` is, when the kernel can keep it.

@@ -86,9 +86,9 @@ pub struct Attach {
     pub strings: Vec<Field>,
     /// The pointer-array field whose strings `join()` prints.
     pub join: Option<Field>,
-    /// Aggregations the kernel keeps itself, sending no events: every
-    /// action of the probe, or none (`kernel_agg.rs` says when).
-    pub aggs: Vec<KernelAgg>,
+    /// The aggregation the kernel keeps itself, sending no events: the
+    /// probe's only action (`kernel_agg.rs` says when).
+    pub agg: Option<KernelAgg>,
     /// Predicate parts the kernel tests before copying anything.
     pub filters: Vec<Filter>,
     /// `comm == "..."` tested in the kernel.

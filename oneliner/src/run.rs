@@ -23,9 +23,6 @@ use crate::{
 pub struct Event<'a> {
     /// Index into [`Plan::attaches`].
     pub attach: usize,
-    /// The probe's first actions the kernel already did (an aggregation
-    /// it kept before it could not keep the next): they are not run again.
-    pub done: usize,
     /// `CLOCK_MONOTONIC` ns (the kernel's `bpf_ktime_get_ns`).
     pub ns: u64,
     pub pid: u32,
@@ -143,8 +140,7 @@ impl<'p> Runtime<'p> {
         {
             return Ok(Flow::Continue);
         }
-        let body = item.body.get(event.done..).unwrap_or_default();
-        self.stmts(body, &mut scope, out)?;
+        self.stmts(&item.body, &mut scope, out)?;
         Ok(scope.flow)
     }
 
@@ -189,7 +185,7 @@ impl<'p> Runtime<'p> {
             .plan
             .attaches
             .iter()
-            .any(|a| a.aggs.iter().any(|agg| agg.map == index));
+            .any(|a| a.agg.as_ref().is_some_and(|agg| agg.map == index));
         match &self.kernel {
             Some(kernel) if in_kernel => {
                 let mut map = self.maps[index].clone();
@@ -710,9 +706,9 @@ mod tests {
     #[test]
     fn kernel_aggregations_merge_into_the_maps() {
         let plan = checked(
-            "tracepoint:syscalls:sys_exit_read { @h[comm, probe] = hist(args.ret); @m[pid] = min(args.ret); }",
+            "tracepoint:syscalls:sys_exit_read { @h[comm, probe] = hist(args.ret); } tracepoint:syscalls:sys_exit_read { @m[pid] = min(args.ret); }",
         );
-        assert_eq!(plan.attaches[0].aggs.len(), 2);
+        assert!(plan.attaches.iter().all(|a| a.agg.is_some()));
         let mut runtime = Runtime::new(&plan, Format::Text, 0);
         let raw = exit_read(5);
         let event = Event {
@@ -724,13 +720,13 @@ mod tests {
         };
         let mut out = Vec::new();
         runtime.event(&event, &mut out).unwrap();
-        // The kernel kept this one's hist() but not its min().
-        let done = Event {
+        // One the kernel sent rather than kept.
+        let sent = Event {
+            attach: 1,
             pid: 8,
-            done: 1,
             ..event
         };
-        runtime.event(&done, &mut out).unwrap();
+        runtime.event(&sent, &mut out).unwrap();
         let key = |map: u16, parts: [u8; 2], slot: u32, first: [u8; 16], second: i64| AggKey {
             map,
             parts,

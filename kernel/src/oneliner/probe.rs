@@ -25,12 +25,11 @@ use perf_event::{
 };
 use weft_abi::oneliner::{
     AGG_LINEAR, AGG_LOG2, AGG_PLAIN, AGGS_MAP, Aggregation, COPIES, COUNTERS_MAP, CopyKind,
-    Counter, FIRST_AGGREGATED, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL, JOIN_SIZE, MAX_AGGS,
-    MAX_FILTERS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand as KernelOperand, PROBES_MAP,
-    ProbeConfig, RINGS_MAP, SCRATCH, STACK_KERNEL, STACK_USER, STACKS_MAP, STRING_DATA_LOC,
-    STRING_LEN, STRING_POINTER, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_FIELD,
-    SUBJECT_FUNC, SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, TRACEPOINT_COPIES,
-    copy_key,
+    Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL, JOIN_SIZE, MAX_AGGS, MAX_FILTERS, OP_EQ,
+    OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand as KernelOperand, PROBES_MAP, ProbeConfig,
+    RINGS_MAP, SCRATCH, STACK_KERNEL, STACK_USER, STACKS_MAP, STRING_DATA_LOC, STRING_LEN,
+    STRING_POINTER, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_FIELD, SUBJECT_FUNC,
+    SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, TRACEPOINT_COPIES, copy_key,
 };
 use weft_abi::ring::{self, Ring};
 use weft_oneliner::{
@@ -149,7 +148,7 @@ impl OnelinerProbe {
             // the kernel.
             .map_max_entries(
                 AGGS_MAP,
-                if plan.attaches.iter().any(|a| !a.aggs.is_empty()) {
+                if plan.attaches.iter().any(|a| a.agg.is_some()) {
                     MAX_AGGS
                 } else {
                     1
@@ -474,8 +473,7 @@ impl OnelinerProbe {
                 _ => (String::new(), String::new()),
             };
             let event = Event {
-                attach: usize::from(header.attach & !FIRST_AGGREGATED),
-                done: usize::from(header.attach & FIRST_AGGREGATED != 0),
+                attach: usize::from(header.attach),
                 ns: header.ns,
                 pid: (header.pid_tgid >> 32) as u32,
                 tid: header.pid_tgid as u32,
@@ -679,8 +677,8 @@ fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig> {
         };
         config.string_offsets[i] = field.offset;
     }
-    for (slot, agg) in config.aggs.iter_mut().zip(&attach.aggs) {
-        *slot = aggregation(agg)?;
+    if let Some(agg) = &attach.agg {
+        config.agg = aggregation(agg)?;
     }
     if let Some(field) = &attach.join {
         config.join = 1;

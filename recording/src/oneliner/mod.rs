@@ -466,12 +466,11 @@ fn explain(plan: &Plan) -> String {
         if !tests.is_empty() {
             let _ = writeln!(out, "  kernel tests: {}", tests.join(" and "));
         }
-        if !attach.aggs.is_empty() {
-            let aggs: Vec<String> = attach.aggs.iter().map(|a| described(plan, a)).collect();
+        if let Some(agg) = &attach.agg {
             let _ = writeln!(
                 out,
-                "  kernel aggregates: {}, sending no events; weft reads the kernel's map to print them",
-                aggs.join(" and ")
+                "  kernel aggregates: {}, sending no events; weft reads the kernel's map to print it",
+                described(plan, agg)
             );
             continue;
         }

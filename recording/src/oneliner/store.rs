@@ -23,7 +23,7 @@ const BUILTINS: [&str; 5] = ["time", "pid", "tid", "uid", "cpu"];
 pub fn copy_all_fields(plan: &mut Plan) {
     for attach in &mut plan.attaches {
         // Every event is kept, so every event comes to user space.
-        attach.aggs.clear();
+        attach.agg = None;
         let end = record_fields(attach)
             .map(|f| (f.offset + f.size).next_multiple_of(8))
             .filter(|end| *end <= MAX_RAW)
