@@ -1,7 +1,9 @@
 //! The contract of `weft trace`'s generic programs: one program per probe
 //! type copies what user space asks for (task identity, chosen strings,
 //! the first bytes of the context) into per-CPU rings, after testing the
-//! predicate parts user space pushed down. User space runs the actions.
+//! predicate parts user space pushed down. User space runs the actions,
+//! but for a probe whose only action is an aggregation the program can
+//! keep: the program files the event in [`AGGS_MAP`] instead.
 
 /// Name of the per-CPU ring buffer array map.
 pub const RINGS_MAP: &str = "TRACE_RINGS";
