@@ -175,10 +175,6 @@ pub struct Operand {
 pub const KEY_PARTS: usize = 2;
 /// Bytes each key part takes in [`AggKey::key`].
 pub const KEY_PART_LEN: usize = 16;
-/// Aggregations per probe the kernel keeps at most. One: a second after
-/// it doubled the paths the verifier walks through the rest of the
-/// program, and with them the load time of every one-liner.
-pub const MAX_AGGS_PER_PROBE: usize = 1;
 
 /// How an aggregation files its sample ([`Aggregation::how`]): not at all,
 /// the probe sends its events.
@@ -354,7 +350,9 @@ pub struct ProbeConfig {
     pub filters: [Filter; MAX_FILTERS],
     /// A probe whose only action is an aggregation the kernel can keep
     /// aggregates here and sends nothing; `AGG_NONE` sends. An event the
-    /// kernel cannot file is sent.
+    /// kernel cannot file is sent. One per probe: a second doubled the
+    /// paths the verifier walks through the rest of the program, and with
+    /// them the load time of every one-liner.
     pub agg: Aggregation,
 }
 

@@ -39,7 +39,7 @@ pub(crate) fn aggregate_in_kernel(plan: &mut Plan) {
 
 /// The probe's only action as an aggregation the kernel keeps. (One per
 /// probe: a second doubles the kernel's verification time, see
-/// `MAX_AGGS_PER_PROBE`.)
+/// `ProbeConfig::agg` in `weft_abi::oneliner`.)
 fn only_action(plan: &Plan, attach: &Attach, read: &HashSet<String>) -> Option<KernelAgg> {
     let item = &plan.program.items[attach.item];
     let [stmt] = item.body.as_slice() else {

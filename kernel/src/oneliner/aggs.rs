@@ -1,5 +1,5 @@
 //! The aggregations the kernel keeps for probes whose every action it can
-//! aggregate (`weft_oneliner`'s `Attach::aggs`), read back when their maps
+//! aggregate (`weft_oneliner`'s `Attach::agg`), read back when their maps
 //! print.
 
 use std::collections::HashMap;
