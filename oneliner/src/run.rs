@@ -48,7 +48,7 @@ pub struct Event<'a> {
 }
 
 /// Reads what the kernel aggregated for probes whose aggregations run
-/// there ([`Attach::aggs`]).
+/// there ([`Attach::agg`]).
 pub trait KernelAggs {
     /// Every entry of the kernel's map so far, all CPUs told.
     fn entries(&mut self) -> Vec<(AggKey, AggValue)>;
@@ -77,7 +77,7 @@ pub struct Runtime<'p> {
     /// What names code addresses for `usym()` and `ksym()`.
     names: Option<RefCell<Box<dyn Names>>>,
     maps: Vec<HashMap<Vec<Value>, Agg>>,
-    /// What reads the aggregations the kernel keeps (`Attach::aggs`).
+    /// What reads the aggregations the kernel keeps (`Attach::agg`).
     kernel: Option<RefCell<Box<dyn KernelAggs>>>,
     format: Format,
     /// `nsecs` when the program started, for `elapsed`.
@@ -167,41 +167,54 @@ impl<'p> Runtime<'p> {
         }
         let mut order: Vec<usize> = (0..self.maps.len()).collect();
         order.sort_by(|a, b| self.plan.maps[*a].name.cmp(&self.plan.maps[*b].name));
+        // One read of the kernel's map serves every map printed.
+        let kernel = self.kernel_entries(&order);
         for index in order {
-            self.print_map(index, 0, 1, out)?;
+            self.print_map(index, 0, 1, &kernel, out)?;
         }
         Ok(())
     }
 
+    /// The kernel's aggregation entries, read when one of `maps` is
+    /// aggregated there (empty otherwise).
+    fn kernel_entries(&self, maps: &[usize]) -> Vec<(AggKey, AggValue)> {
+        let aggregated = self
+            .plan
+            .attaches
+            .iter()
+            .filter_map(|a| a.agg.as_ref())
+            .any(|agg| maps.contains(&agg.map));
+        match &self.kernel {
+            Some(kernel) if aggregated => kernel.borrow_mut().entries(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Prints map `index` with what the kernel aggregated for it among
+    /// `kernel`'s entries.
     fn print_map(
         &self,
         index: usize,
         top: usize,
         div: i64,
+        kernel: &[(AggKey, AggValue)],
         out: &mut dyn Write,
     ) -> std::io::Result<()> {
         let info = &self.plan.maps[index];
-        let in_kernel = self
-            .plan
-            .attaches
+        let mut mine = kernel
             .iter()
-            .any(|a| a.agg.as_ref().is_some_and(|agg| agg.map == index));
-        match &self.kernel {
-            Some(kernel) if in_kernel => {
-                let mut map = self.maps[index].clone();
-                let entries = kernel.borrow_mut().entries();
-                let mine = entries
-                    .iter()
-                    .filter(|(key, value)| usize::from(key.map) == index + 1 && value.count > 0);
-                for (key, value) in mine {
-                    map.entry(self.key_values(key))
-                        .or_insert_with(|| Agg::new(info.kind))
-                        .merge(key.slot as usize, value);
-                }
-                output::print_map(self.format, info, &map, top, div, out)
-            }
-            _ => output::print_map(self.format, info, &self.maps[index], top, div, out),
+            .filter(|(key, value)| usize::from(key.map) == index + 1 && value.count > 0)
+            .peekable();
+        if mine.peek().is_none() {
+            return output::print_map(self.format, info, &self.maps[index], top, div, out);
         }
+        let mut map = self.maps[index].clone();
+        for (key, value) in mine {
+            map.entry(self.key_values(key))
+                .or_insert_with(|| Agg::new(info.kind))
+                .merge(key.slot as usize, value);
+        }
+        output::print_map(self.format, info, &map, top, div, out)
     }
 
     /// The map key a key of the kernel's map stands for, as the runtime
@@ -361,7 +374,8 @@ impl<'p> Runtime<'p> {
                         .first()
                         .map_or(0, |e| self.eval(e, scope).int().max(0) as usize);
                     let div = rest.get(1).map_or(1, |e| self.eval(e, scope).int().max(1));
-                    self.print_map(index, top, div, out)?;
+                    let kernel = self.kernel_entries(&[index]);
+                    self.print_map(index, top, div, &kernel, out)?;
                 }
                 [value] => {
                     let value = self.eval(value, scope);
