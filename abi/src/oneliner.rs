@@ -319,6 +319,38 @@ pub fn linear_bucket(v: i64, min: i64, max: i64, step: i64) -> u32 {
 pub const STRING_POINTER: u8 = 1;
 /// A `__data_loc` field: `(length << 16) | offset` into the record.
 pub const STRING_DATA_LOC: u8 = 2;
+/// Not a string: [`Chain::len`] bytes of memory at the end of the slot's
+/// [`Chain`] (kernel struct fields, `$task->real_parent->pid`).
+pub const STRING_MEMORY: u8 = 3;
+
+/// Pointers a [`Chain`] follows at most (`a->b->c->d->e`).
+pub const MAX_HOPS: usize = 4;
+/// [`Chain::start`]: the probe's context (its record, registers or
+/// argument array).
+pub const START_CONTEXT: u8 = 0;
+/// [`Chain::start`]: the current task (`curtask`).
+pub const START_TASK: u8 = 1;
+
+/// Where the bytes of a [`STRING_MEMORY`] slot are: from the start's
+/// address, each of the first `hops` offsets names a pointer to follow
+/// (read at that offset from the address so far); `len` bytes are read at
+/// `at` from the last. User or kernel memory by address.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Chain {
+    /// A `START_*` value.
+    pub start: u8,
+    /// Pointers followed (at most [`MAX_HOPS`]).
+    pub hops: u8,
+    /// Bytes read (1 to [`STRING_LEN`]).
+    pub len: u8,
+    /// Keeps the offsets aligned without a padding hole.
+    pub reserved: u8,
+    /// Offset of the bytes from the last address.
+    pub at: u32,
+    /// Offset of each pointer from the address before it.
+    pub offsets: [u32; MAX_HOPS],
+}
 
 /// What the kernel does for one probe.
 #[repr(C)]
@@ -354,6 +386,8 @@ pub struct ProbeConfig {
     /// paths the verifier walks through the rest of the program, and with
     /// them the load time of every one-liner.
     pub agg: Aggregation,
+    /// The chain of each [`STRING_MEMORY`] slot.
+    pub chains: [Chain; MAX_STRINGS],
 }
 
 /// [`ProbeConfig::stacks`]: record the kernel stack.

@@ -7,10 +7,13 @@ use aya_ebpf::{
     EbpfContext,
     btf_maps::{ArrayOfMaps, RingBuf},
     helpers::{
-        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_uid_gid,
-        bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task,
+        bpf_get_current_uid_gid, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
         bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, bpf_probe_read_user_str_bytes,
-        generated::{bpf_get_attach_cookie, bpf_probe_read_kernel as probe_read},
+        generated::{
+            bpf_get_attach_cookie, bpf_probe_read_kernel as probe_read,
+            bpf_probe_read_user as probe_read_user,
+        },
     },
     macros::{
         btf_map, fentry, fexit, kprobe, map, perf_event, raw_tracepoint, tracepoint, uprobe,
@@ -26,10 +29,10 @@ use weft_abi::{
     syscall::MAX_CPUS,
     oneliner::{
         AGG_LINEAR, AGG_LOG2, AGG_NONE, AggKey, AggValue, Aggregation, COUNTERS, CopyKind,
-        Counter, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS, JOIN_SIZE, KEY_PART_LEN,
-        KEY_PARTS, MAX_AGGS, MAX_FILTERS, MAX_STRINGS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE,
+        Chain, Counter, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS, JOIN_SIZE, KEY_PART_LEN,
+        KEY_PARTS, MAX_AGGS, MAX_FILTERS, MAX_HOPS, MAX_STRINGS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE,
         Operand, ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES, STACK_KERNEL, STACK_USER,
-        STRING_DATA_LOC, STRING_LEN, STRINGS_MASK, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU,
+        START_TASK, STRING_DATA_LOC, STRING_LEN, STRING_MEMORY, STRINGS_MASK, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU,
         SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_NONE, SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID,
         SUBJECT_UID, copy_key, linear_bucket, log2_bucket,
     },
@@ -475,6 +478,10 @@ fn operand(task: &Task, operand: &Operand) -> Option<i64> {
 /// Reads string `i` of the probe into its slot of `buf`.
 #[inline(always)]
 fn read_string(ctx: *const u8, config: &ProbeConfig, i: usize, buf: &mut [u8; SCRATCH_BYTES]) {
+    if config.string_kinds[i] == STRING_MEMORY {
+        read_memory(ctx, &config.chains[i], i, buf);
+        return;
+    }
     let offset = config.string_offsets[i] as usize;
     let address = if config.string_kinds[i] == STRING_DATA_LOC {
         let Some(loc) = read::<u32>(ctx, offset) else {
@@ -498,6 +505,63 @@ fn read_string(ctx: *const u8, config: &ProbeConfig, i: usize, buf: &mut [u8; SC
             bpf_probe_read_kernel_str_bytes(address as *const u8, slot)
         }
     };
+}
+
+/// Reads the bytes chain `chain` names into slot `i` of `buf`: zeros
+/// where a pointer on the way cannot be read, as bpftrace reads them.
+#[inline(always)]
+fn read_memory(ctx: *const u8, chain: &Chain, i: usize, buf: &mut [u8; SCRATCH_BYTES]) {
+    let start = HEADER_SIZE + i * STRING_LEN;
+    let slot = &mut buf[start..start + STRING_LEN];
+    slot.fill(0);
+    let mut address = if chain.start == START_TASK {
+        // SAFETY: a helper without preconditions.
+        unsafe { bpf_get_current_task() }
+    } else {
+        ctx as u64
+    };
+    // Unrolled by hand, as in read_join.
+    macro_rules! hops {
+        ($($h:literal)*) => {
+            $(
+                if $h < chain.hops {
+                    let Some(next) = read_at::<u64>(address.wrapping_add(u64::from(chain.offsets[$h])))
+                    else {
+                        return;
+                    };
+                    address = next;
+                }
+            )*
+        };
+    }
+    hops!(0 1 2 3);
+    const _: () = assert!(MAX_HOPS == 4);
+    let address = address.wrapping_add(u64::from(chain.at));
+    // 1 to STRING_LEN, by a mask the verifier follows.
+    let len = (usize::from(chain.len).wrapping_sub(1) & (STRING_LEN - 1)) + 1;
+    let dst = slot.as_mut_ptr().cast();
+    // SAFETY: len ≤ the slot's length; the helpers check the source.
+    unsafe {
+        if address < USER_TOP {
+            probe_read_user(dst, len as u32, address as *const _);
+        } else {
+            probe_read(dst, len as u32, address as *const _);
+        }
+    }
+}
+
+/// A `T` at `address`, user or kernel memory by the address.
+#[inline(always)]
+fn read_at<T>(address: u64) -> Option<T> {
+    // SAFETY: the helpers check the address.
+    unsafe {
+        if address < USER_TOP {
+            bpf_probe_read_user(address as *const T)
+        } else {
+            bpf_probe_read_kernel(address as *const T)
+        }
+    }
+    .ok()
 }
 
 /// Reads the strings of the pointer array `join()` names into the block
@@ -530,16 +594,7 @@ fn read_join_slot(array: u64, i: usize, at: usize, buf: &mut [u8; SCRATCH_BYTES]
     let start = at + i * JOIN_ARG_LEN;
     let slot = &mut buf[start..start + JOIN_ARG_LEN];
     slot[0] = 0;
-    let element = array.wrapping_add(8 * i as u64);
-    // SAFETY: the helpers check the source address and bound the copy.
-    let pointer = unsafe {
-        if element < USER_TOP {
-            bpf_probe_read_user(element as *const u64)
-        } else {
-            bpf_probe_read_kernel(element as *const u64)
-        }
-    };
-    let Ok(pointer) = pointer else {
+    let Some(pointer) = read_at::<u64>(array.wrapping_add(8 * i as u64)) else {
         return false;
     };
     if pointer == 0 {

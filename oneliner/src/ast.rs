@@ -158,6 +158,16 @@ pub enum ExprKind {
     Field(String),
     /// `argN` of kprobes and uprobes.
     Arg(u8),
+    /// `base->name` or `base.name`: a member of a kernel struct, read in
+    /// the kernel through its BTF.
+    Member {
+        base: Box<Expr>,
+        name: String,
+        arrow: bool,
+    },
+    /// `(struct NAME *)expr`: the integer as a pointer to a kernel struct
+    /// (the name includes `struct ` or `union `).
+    StructCast(String, Box<Expr>),
     Var(String),
     Map(MapRef),
     Unary(UnOp, Box<Expr>),
@@ -184,10 +194,12 @@ pub enum Builtin {
     Ustack,
     /// The pid of the `-c` command.
     Cpid,
+    /// The current task's `struct task_struct *`, for `->` only.
+    Curtask,
 }
 
 impl Builtin {
-    pub const ALL: [(&'static str, Self); 14] = [
+    pub const ALL: [(&'static str, Self); 15] = [
         ("pid", Self::Pid),
         ("tid", Self::Tid),
         ("uid", Self::Uid),
@@ -202,6 +214,7 @@ impl Builtin {
         ("kstack", Self::Kstack),
         ("ustack", Self::Ustack),
         ("cpid", Self::Cpid),
+        ("curtask", Self::Curtask),
     ];
 
     pub fn from_name(name: &str) -> Option<Self> {
@@ -325,7 +338,9 @@ impl Expr {
     pub(crate) fn children(&self) -> Vec<&Expr> {
         match &self.kind {
             ExprKind::Map(map) => map.keys.iter().collect(),
-            ExprKind::Unary(_, e) => vec![e],
+            ExprKind::Unary(_, e)
+            | ExprKind::StructCast(_, e)
+            | ExprKind::Member { base: e, .. } => vec![e],
             ExprKind::Binary(_, a, b) => vec![a, b],
             ExprKind::Ternary(a, b, c) => vec![a, b, c],
             ExprKind::Call(_, args) => args.iter().collect(),

@@ -14,6 +14,8 @@ use crate::{
     format,
     kernel::{Field, FieldKind, Kernel},
     kernel_agg::aggregate_in_kernel,
+    members::{self, Bound},
+    plan::Start,
     push_down::push_down,
     value::Type,
 };
@@ -46,6 +48,8 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
                 fields,
                 raw_len: 0,
                 strings: Vec::new(),
+                reads: Vec::new(),
+                members: Vec::new(),
                 join: None,
                 agg: None,
                 filters: Vec::new(),
@@ -54,11 +58,15 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
                 ustack: false,
             })
             .collect();
+        let bound = vec![Bound::new(); group.len()];
         let mut checker = Checker {
+            kernel,
             maps: &maps,
             keys: &mut keys,
             attaches: &mut group,
             vars: HashMap::new(),
+            bound,
+            task_vars: HashSet::new(),
             saved: &saved,
         };
         if let Some(predicate) = &item.predicate {
@@ -196,11 +204,16 @@ fn shallow_type(expr: &Expr) -> Type {
 
 /// Type checks the actions of one item over all its attach points.
 struct Checker<'a> {
+    kernel: &'a dyn Kernel,
     maps: &'a [MapInfo],
     /// Key types of each map, fixed by its first use in any item.
     keys: &'a mut HashMap<String, Vec<Type>>,
     attaches: &'a mut [Attach],
     vars: HashMap<String, Type>,
+    /// Kernel struct pointers held in variables, per attach point.
+    bound: Vec<Bound>,
+    /// Variables holding curtask, whose address only the kernel knows.
+    task_vars: HashSet<String>,
     /// Pointers whose string is read where they are saved in a map.
     saved: &'a HashSet<Span>,
 }
@@ -240,6 +253,10 @@ impl Checker<'_> {
                 self.want(value, Type::Int, "an increment")
             }
             Stmt::VarAssign { name, span, value } => {
+                if self.bind(name, value) {
+                    self.vars.insert(name.clone(), Type::Int);
+                    return Ok(());
+                }
                 let found = self.expr(value)?;
                 match self.vars.get(name) {
                     Some(t) if *t != found => Err(Error::new(
@@ -278,6 +295,46 @@ impl Checker<'_> {
                 self.stmts(otherwise)
             }
         }
+    }
+
+    /// Notes the kernel struct pointer `$name = value` holds at each attach
+    /// point, if it is one; true when the value is curtask's address,
+    /// which only the kernel has: the variable is then for `->` only.
+    fn bind(&mut self, name: &str, value: &Expr) -> bool {
+        let mut task = false;
+        for (attach, bound) in self.attaches.iter().zip(&mut self.bound) {
+            match members::pointer(self.kernel, attach, bound, value) {
+                Ok(p) => {
+                    task = p.start == Start::Task && p.hops.is_empty();
+                    bound.insert(name.to_string(), p);
+                }
+                Err(_) => {
+                    bound.remove(name);
+                }
+            }
+        }
+        if task {
+            self.task_vars.insert(name.to_string());
+        } else {
+            self.task_vars.remove(name);
+        }
+        task
+    }
+
+    /// A member expression (`a->b`, `a.b`) at every attach point.
+    fn member(&mut self, expr: &Expr) -> Result<Type> {
+        let mut found = None;
+        for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
+            let ty = members::read(self.kernel, attach, bound, expr)?;
+            if found.is_some_and(|t| t != ty) {
+                return Err(Error::new(
+                    expr.span,
+                    "this member has different types across the matched probes",
+                ));
+            }
+            found = Some(ty);
+        }
+        found.ok_or_else(|| Error::new(expr.span, "a member needs a probe the kernel fires"))
     }
 
     fn map_info(&self, map: &MapRef) -> Result<&MapInfo> {
@@ -550,10 +607,10 @@ impl Checker<'_> {
             if attach.string_slot(name).is_some() {
                 continue;
             }
-            if attach.strings.len() == MAX_STRINGS {
+            if attach.strings.len() + attach.reads.len() == MAX_STRINGS {
                 return Err(Error::new(
                     span,
-                    format!("a probe can read at most {MAX_STRINGS} strings"),
+                    format!("a probe can read at most {MAX_STRINGS} strings and struct regions"),
                 ));
             }
             let field = attach.field(name).expect("checked").clone();
@@ -587,22 +644,7 @@ impl Checker<'_> {
             ExprKind::Int(_) => Ok(Type::Int),
             ExprKind::Str(_) => Ok(Type::Str),
             ExprKind::Builtin(b) => self.builtin(*b, span),
-            ExprKind::Field(name) => {
-                if self.attaches.iter().any(|a| {
-                    matches!(
-                        a.target,
-                        Target::Kprobe { .. }
-                            | Target::Uprobe { .. }
-                            | Target::RawTracepoint { .. }
-                    )
-                }) {
-                    return Err(Error::new(
-                        span,
-                        "kprobes, uprobes and raw tracepoints have no named fields: use arg0, arg1, ...",
-                    ));
-                }
-                self.value_field(name, span)
-            }
+            ExprKind::Field(name) => self.named_field(name, span),
             ExprKind::Arg(n) => {
                 if self
                     .attaches
@@ -617,6 +659,18 @@ impl Checker<'_> {
                     ));
                 }
                 self.value_field(&format!("arg{n}"), span)
+            }
+            ExprKind::Var(name) if self.task_vars.contains(name) => Err(Error::new(
+                span,
+                format!(
+                    "${name} holds curtask, whose address weft does not copy: read its members (${name}->pid)"
+                ),
+            )),
+            ExprKind::Member { .. } => self.member(expr),
+            ExprKind::StructCast(name, inner) => {
+                self.kernel.record(name).map_err(|e| Error::new(span, e))?;
+                self.want(inner, Type::Int, "what a pointer cast converts")?;
+                Ok(Type::Int)
             }
             ExprKind::Var(name) => {
                 self.vars.get(name).copied().ok_or_else(|| {
@@ -676,6 +730,22 @@ impl Checker<'_> {
         }
     }
 
+    /// `args.NAME`.
+    fn named_field(&mut self, name: &str, span: Span) -> Result<Type> {
+        if self.attaches.iter().any(|a| {
+            matches!(
+                a.target,
+                Target::Kprobe { .. } | Target::Uprobe { .. } | Target::RawTracepoint { .. }
+            )
+        }) {
+            return Err(Error::new(
+                span,
+                "kprobes, uprobes and raw tracepoints have no named fields: use arg0, arg1, ...",
+            ));
+        }
+        self.value_field(name, span)
+    }
+
     fn builtin(&mut self, builtin: Builtin, span: Span) -> Result<Type> {
         match builtin {
             Builtin::Comm | Builtin::Probe => Ok(Type::Str),
@@ -697,6 +767,10 @@ impl Checker<'_> {
                 }
                 self.value_field("retval", span)
             }
+            Builtin::Curtask => Err(Error::new(
+                span,
+                "weft does not copy curtask's address: read its members (curtask->pid)",
+            )),
             Builtin::Kstack | Builtin::Ustack => {
                 if self.attaches.iter().any(|a| !a.in_kernel()) {
                     return Err(Error::new(
@@ -820,9 +894,9 @@ fn type_list(types: &[Type]) -> String {
 pub(crate) mod tests {
     use super::*;
     use crate::{
-        kernel::format_fields,
+        kernel::{KernelType, format_fields},
         parse,
-        plan::{KeyPart, Sample},
+        plan::{KeyPart, Read, Sample},
     };
     type Result<T> = std::result::Result<T, String>;
 
@@ -844,6 +918,69 @@ pub(crate) mod tests {
         \tfield:const char *const * argv;\toffset:24;\tsize:8;\tsigned:0;\n";
     const EXEC: &str = "\tfield:__data_loc char[] filename;\toffset:8;\tsize:4;\tsigned:0;\n\
         \tfield:pid_t pid;\toffset:12;\tsize:4;\tsigned:1;\n";
+    const NANOSLEEP: &str = "\tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n\
+        \tfield:struct __kernel_timespec * rqtp;\toffset:16;\tsize:8;\tsigned:0;\n";
+
+    /// Kernel structs: (id, name, members (name, offset, type)).
+    type Members = &'static [(&'static str, u32, KernelType)];
+    const RECORDS: &[(u32, &str, Members)] = &[
+        (
+            1,
+            "struct task_struct",
+            &[
+                (
+                    "pid",
+                    4,
+                    KernelType::Int {
+                        size: 4,
+                        signed: true,
+                    },
+                ),
+                ("real_parent", 8, KernelType::Pointer(Some(1))),
+                ("comm", 200, KernelType::Chars(16)),
+                ("se", 40, KernelType::Record(2)),
+            ],
+        ),
+        (
+            2,
+            "struct sched_entity",
+            &[("cfs_rq", 16, KernelType::Pointer(Some(3)))],
+        ),
+        (
+            3,
+            "struct cfs_rq",
+            &[(
+                "nr_running",
+                24,
+                KernelType::Int {
+                    size: 4,
+                    signed: false,
+                },
+            )],
+        ),
+        (
+            4,
+            "struct __kernel_timespec",
+            &[
+                (
+                    "tv_sec",
+                    0,
+                    KernelType::Int {
+                        size: 8,
+                        signed: true,
+                    },
+                ),
+                (
+                    "tv_nsec",
+                    8,
+                    KernelType::Int {
+                        size: 8,
+                        signed: true,
+                    },
+                ),
+            ],
+        ),
+    ];
 
     impl Kernel for FakeKernel {
         fn tracepoints(&self, category: &str, name: &str) -> Vec<(String, String)> {
@@ -853,6 +990,7 @@ pub(crate) mod tests {
                 ("syscalls", "sys_exit_read"),
                 ("syscalls", "sys_enter_execve"),
                 ("sched", "sched_process_exec"),
+                ("syscalls", "sys_enter_nanosleep"),
             ]
             .into_iter()
             .filter(|(c, n)| {
@@ -867,6 +1005,7 @@ pub(crate) mod tests {
                 "sys_enter_read" => ENTER_READ,
                 "sys_exit_read" => EXIT_READ,
                 "sys_enter_execve" => EXECVE,
+                "sys_enter_nanosleep" => NANOSLEEP,
                 _ => EXEC,
             }))
         }
@@ -885,6 +1024,31 @@ pub(crate) mod tests {
         }
         fn function_args(&self, _: &str) -> Result<Vec<String>> {
             Err("no BTF here".into())
+        }
+        fn record(&self, name: &str) -> Result<u32> {
+            RECORDS
+                .iter()
+                .find(|r| r.1 == name)
+                .map(|r| r.0)
+                .ok_or_else(|| format!("no `{name}`"))
+        }
+        fn record_name(&self, id: u32) -> String {
+            RECORDS
+                .iter()
+                .find(|r| r.0 == id)
+                .map(|r| r.1.to_string())
+                .unwrap_or_default()
+        }
+        fn member(&self, id: u32, name: &str) -> Result<crate::kernel::Member> {
+            RECORDS
+                .iter()
+                .find(|r| r.0 == id)
+                .and_then(|r| r.2.iter().find(|m| m.0 == name))
+                .map(|m| crate::kernel::Member {
+                    offset: m.1,
+                    ty: m.2,
+                })
+                .ok_or_else(|| format!("no member `{name}`"))
         }
     }
 
@@ -1112,5 +1276,115 @@ pub(crate) mod tests {
         assert_eq!(plan.attaches.len(), 2);
         assert!(plan.attaches[0].field("retval").is_some());
         assert_eq!(plan.attaches[0].raw_len, 88);
+    }
+
+    #[test]
+    fn struct_members_are_read_in_the_kernel() {
+        // naptime.bt's shape: members behind a tracepoint's pointer field
+        // and behind curtask, near ones sharing a read.
+        let plan = checked(
+            r#"tracepoint:syscalls:sys_enter_nanosleep /args->rqtp->tv_sec + args->rqtp->tv_nsec/ {
+                $task = (struct task_struct *)curtask;
+                printf("%d %s %d\n", $task->real_parent->pid, $task->real_parent->comm, args->rqtp->tv_nsec);
+            }"#,
+        );
+        let attach = &plan.attaches[0];
+        assert_eq!(
+            attach.reads,
+            vec![
+                Read {
+                    start: Start::Context,
+                    hops: vec![16],
+                    at: 0,
+                    len: 16
+                },
+                Read {
+                    start: Start::Task,
+                    hops: vec![8],
+                    at: 4,
+                    len: 4
+                },
+                Read {
+                    start: Start::Task,
+                    hops: vec![8],
+                    at: 200,
+                    len: 16
+                },
+            ]
+        );
+        let members: Vec<_> = attach
+            .members
+            .iter()
+            .map(|m| (m.read, m.at, m.size, m.signed, m.chars))
+            .collect();
+        assert_eq!(
+            members,
+            [
+                (0, 0, 8, true, false),
+                (0, 8, 8, true, false),
+                (1, 4, 4, true, false),
+                (2, 200, 16, false, true),
+                (0, 8, 8, true, false),
+            ]
+        );
+        // Nothing of the record itself is copied: the pointer is followed
+        // in the kernel.
+        assert_eq!(attach.raw_len, 0);
+        // `.` into a member struct, then `->` on: one pointer followed
+        // from curtask, through se.cfs_rq.
+        let plan = checked(
+            "tracepoint:syscalls:sys_enter_nanosleep { @[((struct task_struct *)curtask)->se.cfs_rq->nr_running] = count(); }",
+        );
+        assert_eq!(
+            plan.attaches[0].reads,
+            vec![Read {
+                start: Start::Task,
+                hops: vec![56],
+                at: 24,
+                len: 4
+            }]
+        );
+    }
+
+    #[test]
+    fn struct_members_that_cannot_be_read_say_why() {
+        let error = |text: &str| {
+            check(parse(text).unwrap(), &FakeKernel)
+                .unwrap_err()
+                .message
+        };
+        let probe = "tracepoint:syscalls:sys_enter_nanosleep";
+        assert_eq!(
+            error(&format!("{probe} {{ print(curtask); }}")),
+            "weft does not copy curtask's address: read its members (curtask->pid)"
+        );
+        assert_eq!(
+            error(&format!(
+                "{probe} {{ $t = (struct task_struct *)curtask; print($t); }}"
+            )),
+            "$t holds curtask, whose address weft does not copy: read its members ($t->pid)"
+        );
+        assert_eq!(
+            error(&format!("{probe} {{ print(args->rqtp->tv_usec); }}")),
+            "no member `tv_usec`"
+        );
+        assert_eq!(
+            error(&format!("{probe} {{ print(curtask->se); }}")),
+            "this is a struct sched_entity: read one of its members"
+        );
+        assert_eq!(
+            error(&format!("{probe} {{ print(args->__syscall_nr->x); }}")),
+            "not a pointer to a kernel struct: cast it, as in `(struct sock *)arg0`"
+        );
+        assert_eq!(
+            error(&format!("{probe} {{ print((struct nope *)args->rqtp); }}")),
+            "no `struct nope`"
+        );
+        assert_eq!(
+            error(&format!(
+                "{probe} {{ printf(\"%d %d %d %s\", curtask->pid, curtask->se.cfs_rq->nr_running, args->rqtp->tv_sec, curtask->comm); }}"
+            )),
+            "a probe can read at most 3 strings and struct regions"
+        );
     }
 }

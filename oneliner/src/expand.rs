@@ -180,6 +180,7 @@ fn register(name: &str, offset: u16) -> Field {
         size: 8,
         signed: true,
         kind: FieldKind::Int,
+        pointee: None,
     }
 }
 

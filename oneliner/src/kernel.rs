@@ -29,6 +29,9 @@ pub struct Field {
     pub size: u16,
     pub signed: bool,
     pub kind: FieldKind,
+    /// The struct or union a pointer field points to, as its declaration
+    /// names it (`struct __kernel_timespec`).
+    pub pointee: Option<String>,
 }
 
 impl Field {
@@ -40,8 +43,32 @@ impl Field {
             size: 8,
             signed: true,
             kind: FieldKind::Int,
+            pointee: None,
         }
     }
+}
+
+/// A kernel type, as far as weft reads it (from BTF).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelType {
+    /// An integer or an enum of `size` bytes.
+    Int { size: u16, signed: bool },
+    /// A pointer, and the struct or union it points to, if it does.
+    Pointer(Option<u32>),
+    /// A struct or union, by its id.
+    Record(u32),
+    /// `char name[N]`: a string.
+    Chars(u16),
+    /// Anything else (other arrays, floats, functions).
+    Other,
+}
+
+/// A member of a kernel struct or union.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member {
+    /// Bytes from the start of the struct.
+    pub offset: u32,
+    pub ty: KernelType,
 }
 
 /// The kernel as the checker sees it.
@@ -58,6 +85,12 @@ pub trait Kernel {
     fn functions(&self, glob: &str) -> Vec<String>;
     /// The argument names of a kernel function, from BTF, or why unknown.
     fn function_args(&self, function: &str) -> Result<Vec<String>, String>;
+    /// The id of kernel type `struct NAME` or `union NAME`, from BTF.
+    fn record(&self, name: &str) -> Result<u32, String>;
+    /// The name of record `id`, `struct NAME` or `union NAME`.
+    fn record_name(&self, id: u32) -> String;
+    /// Member `name` of record `id`, or why it has none.
+    fn member(&self, id: u32, name: &str) -> Result<Member, String>;
 }
 
 /// Whether `text` matches `pattern`, where `*` matches any run of
@@ -96,9 +129,18 @@ pub fn format_fields(format: &str) -> Vec<Field> {
                 size: size as u16,
                 signed: kind == FieldKind::Int && (f.signed || signed),
                 kind,
+                pointee: pointee(declaration),
             }
         })
         .collect()
+}
+
+/// `struct NAME` of a declaration `[const] struct NAME * field`.
+fn pointee(declaration: &str) -> Option<String> {
+    let (before, _) = declaration.split_once('*')?;
+    let mut words = before.split_whitespace().filter(|w| *w != "const");
+    let keyword = words.next().filter(|w| *w == "struct" || *w == "union")?;
+    Some(format!("{keyword} {}", words.next()?))
 }
 
 /// Width and signedness of common C integer types in a declaration, so that

@@ -24,6 +24,7 @@ pub mod format;
 pub mod kernel;
 mod kernel_agg;
 pub mod lex;
+mod members;
 pub mod output;
 pub mod parse;
 pub mod plan;

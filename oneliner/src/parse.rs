@@ -318,7 +318,37 @@ impl Parser<'_> {
         })
     }
 
+    /// An atom, then any `->NAME` and `.NAME` (kernel struct members).
     fn primary(&mut self) -> Result<Expr> {
+        let mut expr = self.atom()?;
+        loop {
+            let arrow = if self.eat("->")? {
+                true
+            } else if self.eat(".")? {
+                false
+            } else {
+                return Ok(expr);
+            };
+            let (token, name_span) = self.next()?;
+            let Token::Ident(name) = token else {
+                return Err(Error::new(
+                    name_span,
+                    format!("expected a member name, found {}", token.describe()),
+                ));
+            };
+            let span = expr.span.to(name_span);
+            expr = Expr {
+                kind: ExprKind::Member {
+                    base: Box::new(expr),
+                    name,
+                    arrow,
+                },
+                span,
+            };
+        }
+    }
+
+    fn atom(&mut self) -> Result<Expr> {
         let (token, span) = self.peek()?;
         let kind = match token {
             Token::Map(_) => {
@@ -337,10 +367,12 @@ impl Parser<'_> {
                 if let Some(cast) = self.cast()? {
                     let operand = self.unary()?;
                     let span = span.to(operand.span);
-                    return Ok(Expr {
-                        kind: ExprKind::Unary(cast, Box::new(operand)),
-                        span,
-                    });
+                    let operand = Box::new(operand);
+                    let kind = match cast {
+                        Cast::Int(op) => ExprKind::Unary(op, operand),
+                        Cast::Struct(name) => ExprKind::StructCast(name, operand),
+                    };
+                    return Ok(Expr { kind, span });
                 }
                 let outer = std::mem::replace(&mut self.in_predicate, false);
                 let inner = self.expr()?;
@@ -360,15 +392,29 @@ impl Parser<'_> {
         Ok(Expr { kind, span })
     }
 
-    /// After `(`: an integer type and `)` make a cast (`(int8)retval`).
-    fn cast(&mut self) -> Result<Option<UnOp>> {
-        let (Token::Ident(name), _) = self.peek()? else {
+    /// After `(`: an integer type and `)` make a cast (`(int8)retval`),
+    /// and so do `struct NAME *` and `union NAME *` (`(struct sock *)arg0`).
+    fn cast(&mut self) -> Result<Option<Cast>> {
+        let (Token::Ident(word), _) = self.peek()? else {
             return Ok(None);
         };
-        let Some(cast) = UnOp::cast(&name) else {
+        let cast = if let Some(op) = UnOp::cast(&word) {
+            self.next()?;
+            Cast::Int(op)
+        } else if word == "struct" || word == "union" {
+            self.next()?;
+            let (token, name_span) = self.next()?;
+            let Token::Ident(name) = token else {
+                return Err(Error::new(
+                    name_span,
+                    format!("expected the {word}'s name, found {}", token.describe()),
+                ));
+            };
+            self.expect("*")?;
+            Cast::Struct(format!("{word} {name}"))
+        } else {
             return Ok(None);
         };
-        self.next()?;
         self.expect(")")?;
         Ok(Some(cast))
     }
@@ -421,6 +467,14 @@ impl Parser<'_> {
     }
 }
 
+/// What a cast makes of its operand.
+enum Cast {
+    /// Keeps the integer's low bits.
+    Int(UnOp),
+    /// A pointer to the kernel type named (`struct sock`).
+    Struct(String),
+}
+
 /// The `&'static str` the lexer uses for punctuation `p`.
 fn static_punct(p: &str) -> &'static str {
     match p {
@@ -432,6 +486,7 @@ fn static_punct(p: &str) -> &'static str {
         "/" => "/",
         ":" => ":",
         "," => ",",
+        "*" => "*",
         _ => ";",
     }
 }

@@ -5,6 +5,7 @@
 
 use crate::{
     ast::{BinOp, Program},
+    error::Span,
     expand::Target,
     kernel::Field,
     value::Type,
@@ -84,6 +85,11 @@ pub struct Attach {
     pub raw_len: u16,
     /// Fields whose strings the kernel reads, in slot order.
     pub strings: Vec<Field>,
+    /// Kernel memory read into the slots after the strings' (struct
+    /// members).
+    pub reads: Vec<Read>,
+    /// Where each member expression's value is in [`Self::reads`].
+    pub members: Vec<MemberRead>,
     /// The pointer-array field whose strings `join()` prints.
     pub join: Option<Field>,
     /// The aggregation the kernel keeps itself, sending no events: the
@@ -110,6 +116,11 @@ impl Attach {
         self.strings.iter().position(|f| f.name == name)
     }
 
+    /// Where the member expression written at `span` is read.
+    pub fn member(&self, span: Span) -> Option<&MemberRead> {
+        self.members.iter().find(|m| m.span == span)
+    }
+
     /// Whether the kernel delivers events for this attach point (BEGIN,
     /// END and intervals run in user space).
     pub fn in_kernel(&self) -> bool {
@@ -118,6 +129,53 @@ impl Attach {
             Target::Begin | Target::End | Target::Interval { .. }
         )
     }
+}
+
+/// Bytes the kernel reads at each event into a string slot: from
+/// `start`, it follows the pointer at each of `hops` in turn, then reads
+/// `len` bytes at `at`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Read {
+    pub start: Start,
+    pub hops: Vec<u32>,
+    pub at: u32,
+    pub len: u32,
+}
+
+impl std::fmt::Display for Read {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} bytes at +{} of ", self.len, self.at)?;
+        for hop in self.hops.iter().rev() {
+            write!(f, "the pointer at +{hop} of ")?;
+        }
+        f.write_str(match self.start {
+            Start::Context => "the context",
+            Start::Task => "curtask",
+        })
+    }
+}
+
+/// Where a [`Read`] starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// The probe's context: its record, registers or arguments.
+    Context,
+    /// The current task (`curtask`).
+    Task,
+}
+
+/// A member expression's value: `size` bytes at `at` of a [`Read`] (the
+/// read's own `at` is where its bytes start).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemberRead {
+    pub span: Span,
+    /// Index into [`Attach::reads`]; its slot follows the strings'.
+    pub read: usize,
+    pub at: u32,
+    pub size: u16,
+    pub signed: bool,
+    /// A `char[N]` member: a string.
+    pub chars: bool,
 }
 
 /// `@map[keys] = f(sample)` kept in the kernel.

@@ -428,6 +428,8 @@ impl<'p> Runtime<'p> {
             ExprKind::Builtin(b) => self.builtin(*b, scope),
             ExprKind::Field(name) => field(scope, name),
             ExprKind::Arg(n) => field(scope, &format!("arg{n}")),
+            ExprKind::Member { .. } => member(scope, expr),
+            ExprKind::StructCast(_, inner) => self.eval(inner, scope),
             ExprKind::Var(name) => scope.vars.get(name).cloned().unwrap_or(Value::Int(0)),
             ExprKind::Map(map) => {
                 let index = self.plan.map(&map.name).expect("checked");
@@ -526,6 +528,8 @@ impl<'p> Runtime<'p> {
             Builtin::Cpid => Value::Int(self.cpid.into()),
             Builtin::Kstack => Value::Str(event.kstack.to_string()),
             Builtin::Ustack => Value::Str(event.ustack.to_string()),
+            // Only read through `->`, in the kernel (the checker sees to it).
+            Builtin::Curtask => Value::Int(0),
         }
     }
 }
@@ -583,6 +587,31 @@ fn field(scope: &Scope<'_, '_>, name: &str) -> Value {
         FieldKind::Int | FieldKind::Pointer { .. } => {
             Value::Int(integer(scope.event.raw, f.offset, f.size, f.signed))
         }
+    }
+}
+
+/// The kernel struct member `expr` names, from the slot the kernel read
+/// it into.
+fn member(scope: &Scope<'_, '_>, expr: &Expr) -> Value {
+    let attach = scope.attach;
+    let Some(m) = attach.member(expr.span) else {
+        return Value::Int(0);
+    };
+    let read = &attach.reads[m.read];
+    let slot = scope
+        .event
+        .strings
+        .get(attach.strings.len() + m.read)
+        .copied()
+        .unwrap_or_default();
+    let start = (m.at - read.at) as usize;
+    let bytes = slot
+        .get(start..start + usize::from(m.size))
+        .unwrap_or_default();
+    if m.chars {
+        Value::Str(c_string(bytes))
+    } else {
+        Value::Int(integer(bytes, 0, m.size, m.signed))
     }
 }
 

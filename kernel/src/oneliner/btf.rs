@@ -1,24 +1,42 @@
 //! Just enough of the kernel's BTF (`/sys/kernel/btf/vmlinux`) to name a
-//! function's arguments for `fentry:`/`fexit:` (`args.NAME`): aya parses BTF
-//! too but keeps function prototypes to itself.
+//! function's arguments for `fentry:`/`fexit:` (`args.NAME`) and to find
+//! the members of kernel structs (`$task->real_parent->pid`): aya parses
+//! BTF too but keeps function prototypes and member types to itself.
 
 use std::collections::HashMap;
 
+use weft_oneliner::kernel::{KernelType, Member};
+
 const MAGIC: u16 = 0xeb9f;
+const KIND_INT: u32 = 1;
+const KIND_PTR: u32 = 2;
+const KIND_ARRAY: u32 = 3;
+const KIND_STRUCT: u32 = 4;
+const KIND_UNION: u32 = 5;
+const KIND_ENUM: u32 = 6;
+const KIND_FWD: u32 = 7;
 const KIND_FUNC: u32 = 12;
 const KIND_FUNC_PROTO: u32 = 13;
+const KIND_ENUM64: u32 = 19;
 
-/// The functions of a BTF blob: name to argument names.
-pub struct Functions {
+/// The kernel's BTF: function arguments by function name, and its types.
+pub struct Btf {
+    data: Vec<u8>,
+    /// Where each type id's entry starts (id 0 is void).
+    starts: Vec<usize>,
+    /// Where the string section starts.
+    strings: usize,
+    /// `struct NAME` and `union NAME` to their ids.
+    records: HashMap<String, u32>,
     args: HashMap<String, Vec<String>>,
 }
 
-impl Functions {
+impl Btf {
     pub fn read() -> Result<Self, String> {
         let path = "/sys/kernel/btf/vmlinux";
         let data =
             std::fs::read(path).map_err(|e| format!("{path}: {e} (the kernel has no BTF)"))?;
-        Self::parse(&data).ok_or_else(|| format!("{path}: not BTF weft can read"))
+        Self::parse(data).ok_or_else(|| format!("{path}: not BTF weft can read"))
     }
 
     /// Argument names of `function`, in order.
@@ -26,48 +44,197 @@ impl Functions {
         self.args.get(function).map(Vec::as_slice)
     }
 
-    fn parse(data: &[u8]) -> Option<Self> {
-        let u16_at = |at: usize| Some(u16::from_le_bytes(data.get(at..at + 2)?.try_into().ok()?));
-        let u32_at = |at: usize| Some(u32::from_le_bytes(data.get(at..at + 4)?.try_into().ok()?));
-        if u16_at(0)? != MAGIC {
+    /// The id of `struct NAME` or `union NAME`.
+    pub fn record(&self, name: &str) -> Option<u32> {
+        self.records.get(name).copied()
+    }
+
+    /// `struct NAME` or `union NAME` of record `id`.
+    pub fn record_name(&self, id: u32) -> String {
+        let keyword = if self.kind(id) == Some(KIND_UNION) {
+            "union"
+        } else {
+            "struct"
+        };
+        let name = self.u32_at(self.start(id)).and_then(|n| self.name(n));
+        format!("{keyword} {}", name.unwrap_or_default())
+    }
+
+    /// Member `name` of record `id`, looking into its anonymous members
+    /// as C does; `Err` says why there is none.
+    pub fn member(&self, id: u32, name: &str) -> Result<Member, String> {
+        self.find_member(id, name)?
+            .ok_or_else(|| format!("{} has no member `{name}`", self.record_name(id)))
+    }
+
+    fn find_member(&self, id: u32, name: &str) -> Result<Option<Member>, String> {
+        let start = self.start(id);
+        let info = self.u32_at(start + 4).unwrap_or(0);
+        let bitfields = info & (1 << 31) != 0;
+        for i in 0..(info & 0xffff) as usize {
+            let at = start + 12 + i * 12;
+            let (Some(name_off), Some(ty), Some(bits)) =
+                (self.u32_at(at), self.u32_at(at + 4), self.u32_at(at + 8))
+            else {
+                break;
+            };
+            let (offset, width) = if bitfields {
+                (bits & 0xff_ffff, bits >> 24)
+            } else {
+                (bits, 0)
+            };
+            let member_name = self.name(name_off).unwrap_or_default();
+            if member_name.is_empty() {
+                // An anonymous struct or union: its members are the record's.
+                if let KernelType::Record(inner) = self.kernel_type(ty)
+                    && let Some(found) = self.find_member(inner, name)?
+                {
+                    return Ok(Some(Member {
+                        offset: found.offset + offset / 8,
+                        ty: found.ty,
+                    }));
+                }
+                continue;
+            }
+            if member_name != name {
+                continue;
+            }
+            if width != 0 || offset % 8 != 0 {
+                return Err(format!(
+                    "`{name}` of {} is a bit-field, which weft does not read",
+                    self.record_name(id)
+                ));
+            }
+            return Ok(Some(Member {
+                offset: offset / 8,
+                ty: self.kernel_type(ty),
+            }));
+        }
+        Ok(None)
+    }
+
+    /// What type `id` is, through typedefs and qualifiers.
+    fn kernel_type(&self, id: u32) -> KernelType {
+        let id = self.resolve(id);
+        let start = self.start(id);
+        let size = self.u32_at(start + 8).unwrap_or(0);
+        match self.kind(id) {
+            Some(KIND_INT) => {
+                let encoding = self.u32_at(start + 12).unwrap_or(0) >> 24;
+                KernelType::Int {
+                    size: size as u16,
+                    signed: encoding & 1 != 0,
+                }
+            }
+            Some(KIND_ENUM | KIND_ENUM64) => KernelType::Int {
+                size: size as u16,
+                signed: self.u32_at(start + 4).unwrap_or(0) & (1 << 31) != 0,
+            },
+            Some(KIND_PTR) => {
+                let to = self.resolve(size);
+                KernelType::Pointer(match self.kind(to) {
+                    Some(KIND_STRUCT | KIND_UNION) => Some(to),
+                    // A declaration: the definition has the same name.
+                    Some(KIND_FWD) => self.records.get(&self.record_name(to)).copied(),
+                    _ => None,
+                })
+            }
+            Some(KIND_ARRAY) => {
+                let element = self.kernel_type(self.u32_at(start + 12).unwrap_or(0));
+                let count = self.u32_at(start + 20).unwrap_or(0);
+                match element {
+                    KernelType::Int { size: 1, .. } => KernelType::Chars(count as u16),
+                    _ => KernelType::Other,
+                }
+            }
+            Some(KIND_STRUCT | KIND_UNION) => KernelType::Record(id),
+            _ => KernelType::Other,
+        }
+    }
+
+    /// `id` without typedefs and qualifiers.
+    fn resolve(&self, mut id: u32) -> u32 {
+        // typedef, volatile, const, restrict, type_tag; bounded, as BTF
+        // may be damaged into a cycle.
+        for _ in 0..32 {
+            match self.kind(id) {
+                Some(8..=11 | 18) => id = self.u32_at(self.start(id) + 8).unwrap_or(0),
+                _ => break,
+            }
+        }
+        id
+    }
+
+    fn start(&self, id: u32) -> usize {
+        self.starts.get(id as usize).copied().unwrap_or(0)
+    }
+
+    fn kind(&self, id: u32) -> Option<u32> {
+        if id == 0 {
             return None;
         }
-        let header = u32_at(4)? as usize;
-        let (type_off, type_len) = (u32_at(8)? as usize, u32_at(12)? as usize);
-        let str_off = u32_at(16)? as usize;
-        let types = header + type_off;
-        let strings = header + str_off;
-        let name = |offset: u32| -> Option<String> {
-            let start = strings + offset as usize;
-            let end = start + data.get(start..)?.iter().position(|b| *b == 0)?;
-            Some(String::from_utf8_lossy(&data[start..end]).into_owned())
+        Some((self.u32_at(self.start(id) + 4)? >> 24) & 0x1f)
+    }
+
+    fn u32_at(&self, at: usize) -> Option<u32> {
+        Some(u32::from_le_bytes(
+            self.data.get(at..at + 4)?.try_into().ok()?,
+        ))
+    }
+
+    fn name(&self, offset: u32) -> Option<String> {
+        let start = self.strings + offset as usize;
+        let end = start + self.data.get(start..)?.iter().position(|b| *b == 0)?;
+        Some(String::from_utf8_lossy(&self.data[start..end]).into_owned())
+    }
+
+    fn parse(data: Vec<u8>) -> Option<Self> {
+        if u16::from_le_bytes(data.get(0..2)?.try_into().ok()?) != MAGIC {
+            return None;
+        }
+        let mut btf = Self {
+            data,
+            starts: vec![0],
+            strings: 0,
+            records: HashMap::new(),
+            args: HashMap::new(),
         };
+        let header = btf.u32_at(4)? as usize;
+        let (type_off, type_len) = (btf.u32_at(8)? as usize, btf.u32_at(12)? as usize);
+        btf.strings = header + btf.u32_at(16)? as usize;
+        let types = header + type_off;
         // Type ids start at 1; remember where each type starts.
-        let mut starts = vec![0usize];
         let mut at = types;
         while at < types + type_len {
-            starts.push(at);
-            let info = u32_at(at + 4)?;
+            btf.starts.push(at);
+            let info = btf.u32_at(at + 4)?;
             let (kind, vlen) = ((info >> 24) & 0x1f, (info & 0xffff) as usize);
             at += 12 + extra_bytes(kind, vlen)?;
         }
-        let mut args = HashMap::new();
-        for &start in &starts[1..] {
-            let info = u32_at(start + 4)?;
-            if (info >> 24) & 0x1f != KIND_FUNC {
-                continue;
+        for id in 1..btf.starts.len() as u32 {
+            let start = btf.start(id);
+            match btf.kind(id)? {
+                KIND_STRUCT | KIND_UNION => {
+                    let name = btf.name(btf.u32_at(start)?)?;
+                    if !name.is_empty() {
+                        btf.records.entry(btf.record_name(id)).or_insert(id);
+                    }
+                }
+                KIND_FUNC => {
+                    let proto = btf.u32_at(start + 8)?;
+                    if btf.kind(proto) != Some(KIND_FUNC_PROTO) {
+                        continue;
+                    }
+                    let proto_start = btf.start(proto);
+                    let params = (0..(btf.u32_at(proto_start + 4)? & 0xffff) as usize)
+                        .map(|i| btf.name(btf.u32_at(proto_start + 12 + i * 8)?))
+                        .collect::<Option<Vec<String>>>()?;
+                    btf.args.insert(btf.name(btf.u32_at(start)?)?, params);
+                }
+                _ => {}
             }
-            let proto = *starts.get(u32_at(start + 8)? as usize)?;
-            let proto_info = u32_at(proto + 4)?;
-            if (proto_info >> 24) & 0x1f != KIND_FUNC_PROTO {
-                continue;
-            }
-            let params = (0..(proto_info & 0xffff) as usize)
-                .map(|i| name(u32_at(proto + 12 + i * 8)?))
-                .collect::<Option<Vec<String>>>()?;
-            args.insert(name(u32_at(start)?)?, params);
         }
-        Some(Self { args })
+        Some(btf)
     }
 }
 
@@ -94,7 +261,7 @@ mod tests {
 
     #[test]
     fn reads_this_kernel_s_vfs_read() {
-        let Ok(functions) = Functions::read() else {
+        let Ok(functions) = Btf::read() else {
             eprintln!("skipping: no kernel BTF");
             return;
         };
@@ -107,5 +274,30 @@ mod tests {
                 "pos".into()
             ])
         );
+    }
+
+    #[test]
+    fn finds_this_kernel_s_task_members() {
+        let btf = Btf::read().expect("the kernel's BTF");
+        let task = btf
+            .record("struct task_struct")
+            .expect("struct task_struct");
+        let parent = btf.member(task, "real_parent").expect("real_parent");
+        assert_eq!(parent.ty, KernelType::Pointer(Some(task)));
+        let comm = btf.member(task, "comm").expect("comm");
+        assert_eq!(comm.ty, KernelType::Chars(16));
+        assert_eq!(
+            btf.member(task, "pid").expect("pid").ty,
+            KernelType::Int {
+                size: 4,
+                signed: true
+            }
+        );
+        // A member of an anonymous union inside struct sock_common.
+        let common = btf
+            .record("struct sock_common")
+            .expect("struct sock_common");
+        assert!(btf.member(common, "skc_daddr").is_ok());
+        assert!(btf.member(task, "no_such_member").is_err());
     }
 }

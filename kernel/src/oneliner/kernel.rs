@@ -7,17 +7,17 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use weft_oneliner::kernel::{Field, format_fields, glob_match};
+use weft_oneliner::kernel::{Field, Member, format_fields, glob_match};
 
-use super::btf::Functions;
+use super::btf::Btf;
 use crate::ebpf;
 
 pub struct Kernel {
     tracefs: PathBuf,
     /// Traceable kernel functions, read on first use (the list is large).
     functions: OnceCell<Vec<String>>,
-    /// The kernel's BTF functions, read on first use.
-    btf: OnceCell<Result<Functions, String>>,
+    /// The kernel's BTF, read on first use.
+    btf: OnceCell<Result<Btf, String>>,
 }
 
 impl Kernel {
@@ -117,11 +117,35 @@ impl weft_oneliner::Kernel for Kernel {
     }
 
     fn function_args(&self, function: &str) -> Result<Vec<String>, String> {
-        let functions = self.btf.get_or_init(Functions::read).as_ref()?;
-        functions
+        self.btf()?
             .args(function)
             .map(<[String]>::to_vec)
             .ok_or_else(|| format!("the kernel's BTF has no function `{function}`"))
+    }
+
+    fn record(&self, name: &str) -> Result<u32, String> {
+        self.btf()?
+            .record(name)
+            .ok_or_else(|| format!("the kernel's BTF has no `{name}`"))
+    }
+
+    fn record_name(&self, record: u32) -> String {
+        self.btf()
+            .map(|btf| btf.record_name(record))
+            .unwrap_or_default()
+    }
+
+    fn member(&self, record: u32, name: &str) -> Result<Member, String> {
+        self.btf()?.member(record, name)
+    }
+}
+
+impl Kernel {
+    fn btf(&self) -> Result<&Btf, String> {
+        self.btf
+            .get_or_init(Btf::read)
+            .as_ref()
+            .map_err(Clone::clone)
     }
 }
 

@@ -24,19 +24,20 @@ use perf_event::{
     events::{KProbe, Software, Tracepoint},
 };
 use weft_abi::oneliner::{
-    AGG_LINEAR, AGG_LOG2, AGG_PLAIN, AGGS_MAP, Aggregation, COPIES, COUNTERS_MAP, CopyKind,
-    Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL, JOIN_SIZE, MAX_AGGS, MAX_FILTERS, OP_EQ,
-    OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand as KernelOperand, PROBES_MAP, ProbeConfig,
-    RINGS_MAP, SCRATCH, STACK_KERNEL, STACK_USER, STACKS_MAP, STRING_DATA_LOC, STRING_LEN,
-    STRING_POINTER, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_FIELD, SUBJECT_FUNC,
-    SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, TRACEPOINT_COPIES, copy_key,
+    AGG_LINEAR, AGG_LOG2, AGG_PLAIN, AGGS_MAP, Aggregation, COPIES, COUNTERS_MAP, Chain, CopyKind,
+    Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL, JOIN_SIZE, MAX_AGGS, MAX_FILTERS,
+    MAX_HOPS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand as KernelOperand, PROBES_MAP,
+    ProbeConfig, RINGS_MAP, SCRATCH, STACK_KERNEL, STACK_USER, STACKS_MAP, START_CONTEXT,
+    START_TASK, STRING_DATA_LOC, STRING_LEN, STRING_MEMORY, STRING_POINTER, SUBJECT_COMM,
+    SUBJECT_CONST, SUBJECT_CPU, SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_PID, SUBJECT_PROBE,
+    SUBJECT_TID, SUBJECT_UID, TRACEPOINT_COPIES, copy_key,
 };
 use weft_abi::ring::{self, Ring};
 use weft_oneliner::{
     Attach, Event, FieldKind, Plan, Target,
     ast::BinOp,
     check::{MapKind, Operand, Subject},
-    plan::{KernelAgg, KeyPart, Sample},
+    plan::{KernelAgg, KeyPart, Sample, Start},
 };
 
 use super::{aggs::Aggs, stacks::Stacks};
@@ -666,7 +667,7 @@ fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig> {
     let mut config = ProbeConfig {
         attach: u16::try_from(index).context("too many attach points")?,
         raw_len: attach.raw_len,
-        strings: attach.strings.len() as u8,
+        strings: (attach.strings.len() + attach.reads.len()) as u8,
         ..ProbeConfig::default()
     };
     for (i, field) in attach.strings.iter().enumerate() {
@@ -676,6 +677,11 @@ fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig> {
             STRING_POINTER
         };
         config.string_offsets[i] = field.offset;
+    }
+    for (i, read) in attach.reads.iter().enumerate() {
+        let i = attach.strings.len() + i;
+        config.string_kinds[i] = STRING_MEMORY;
+        config.chains[i] = chain(read)?;
     }
     if let Some(agg) = &attach.agg {
         config.agg = aggregation(agg)?;
@@ -698,6 +704,27 @@ fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig> {
         *slot = kernel_filter(filter, cpid);
     }
     Ok(config)
+}
+
+/// The kernel's form of a struct member read (the checker bounds it).
+fn chain(read: &weft_oneliner::plan::Read) -> Result<Chain> {
+    let mut offsets = [0; MAX_HOPS];
+    anyhow::ensure!(
+        read.hops.len() <= MAX_HOPS,
+        "a member behind too many pointers"
+    );
+    offsets[..read.hops.len()].copy_from_slice(&read.hops);
+    Ok(Chain {
+        start: match read.start {
+            Start::Context => START_CONTEXT,
+            Start::Task => START_TASK,
+        },
+        hops: read.hops.len() as u8,
+        len: u8::try_from(read.len).context("a member read too long")?,
+        reserved: 0,
+        at: read.at,
+        offsets,
+    })
 }
 
 fn kernel_filter(filter: &weft_oneliner::check::Filter, cpid: u32) -> Filter {

@@ -484,9 +484,13 @@ fn explain(plan: &Plan) -> String {
         let join = attach.join.as_ref().map_or_else(String::new, |f| {
             format!("; the strings of array {}", f.name)
         });
+        let mut reads = String::new();
+        for read in &attach.reads {
+            let _ = write!(reads, "; {read}");
+        }
         let _ = writeln!(
             out,
-            "  kernel copies: task ids, comm, time, cpu; {} context bytes; strings [{}]{join}{stacks}",
+            "  kernel copies: task ids, comm, time, cpu; {} context bytes; strings [{}]{reads}{join}{stacks}",
             attach.raw_len,
             strings.join(", ")
         );

@@ -1,0 +1,259 @@
+//! Kernel struct members (`$task->real_parent->pid`, `args->rqtp->tv_sec`,
+//! `((struct sock *)arg0)->__sk_common.skc_family`): where each one is, as
+//! a chain of pointers the kernel follows at the event, from the kernel's
+//! BTF. The kernel reads the bytes into a string slot of the record
+//! ([`Read`]); the runtime takes the member from there ([`MemberRead`]).
+
+use std::collections::HashMap;
+
+use weft_abi::oneliner::{MAX_HOPS, MAX_STRINGS, STRING_LEN};
+
+use crate::{
+    ast::{Builtin, Expr, ExprKind},
+    error::{Error, Result},
+    kernel::{FieldKind, Kernel, KernelType},
+    plan::{Attach, MemberRead, Read, Start},
+    value::Type,
+};
+
+/// A kernel pointer the kernel can follow: the address is `start`'s,
+/// then the pointer at each of `hops` in turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Pointer {
+    pub start: Start,
+    pub hops: Vec<u32>,
+    /// The struct or union it points to.
+    pub record: u32,
+}
+
+/// Where a member is: `at` bytes past the address a [`Pointer`] names.
+struct Place {
+    start: Start,
+    hops: Vec<u32>,
+    at: u32,
+    ty: KernelType,
+}
+
+/// Pointers held in `$variables`, per attach point.
+pub(crate) type Bound = HashMap<String, Pointer>;
+
+/// The pointer `expr` is, at `attach`.
+pub(crate) fn pointer(
+    kernel: &dyn Kernel,
+    attach: &Attach,
+    bound: &Bound,
+    expr: &Expr,
+) -> Result<Pointer> {
+    let span = expr.span;
+    let not_pointer = || {
+        Error::new(
+            span,
+            "not a pointer to a kernel struct: cast it, as in `(struct sock *)arg0`",
+        )
+    };
+    match &expr.kind {
+        ExprKind::StructCast(name, inner) => {
+            let record = kernel.record(name).map_err(|e| Error::new(span, e))?;
+            let (start, hops) = address(kernel, attach, bound, inner)?;
+            Ok(Pointer {
+                start,
+                hops,
+                record,
+            })
+        }
+        ExprKind::Builtin(Builtin::Curtask) => Ok(Pointer {
+            start: Start::Task,
+            hops: Vec::new(),
+            record: kernel
+                .record("struct task_struct")
+                .map_err(|e| Error::new(span, e))?,
+        }),
+        ExprKind::Var(name) => bound.get(name).cloned().ok_or_else(not_pointer),
+        ExprKind::Field(name) => {
+            let field = attach.field(name).ok_or_else(not_pointer)?;
+            let pointee = field.pointee.as_deref().ok_or_else(not_pointer)?;
+            Ok(Pointer {
+                start: Start::Context,
+                hops: vec![u32::from(field.offset)],
+                record: kernel.record(pointee).map_err(|e| Error::new(span, e))?,
+            })
+        }
+        ExprKind::Member { .. } => {
+            let place = place(kernel, attach, bound, expr)?;
+            let KernelType::Pointer(Some(record)) = place.ty else {
+                return Err(not_pointer());
+            };
+            let mut hops = place.hops;
+            hops.push(place.at);
+            Ok(Pointer {
+                start: place.start,
+                hops,
+                record,
+            })
+        }
+        _ => Err(not_pointer()),
+    }
+}
+
+/// Where the address an integer expression holds is, for a cast:
+/// curtask, a field, `argN`, `retval`, a variable holding a pointer, or a
+/// member.
+fn address(
+    kernel: &dyn Kernel,
+    attach: &Attach,
+    bound: &Bound,
+    expr: &Expr,
+) -> Result<(Start, Vec<u32>)> {
+    let slot = |name: &str| {
+        attach
+            .field(name)
+            .filter(|f| f.size == 8 && matches!(f.kind, FieldKind::Int | FieldKind::Pointer { .. }))
+            .map(|f| (Start::Context, vec![u32::from(f.offset)]))
+    };
+    let found = match &expr.kind {
+        ExprKind::Builtin(Builtin::Curtask) => Some((Start::Task, Vec::new())),
+        ExprKind::Field(name) => slot(name),
+        ExprKind::Arg(n) => slot(&format!("arg{n}")),
+        ExprKind::Builtin(Builtin::Retval) => slot("retval"),
+        ExprKind::Var(_) | ExprKind::StructCast(..) => {
+            let p = pointer(kernel, attach, bound, expr)?;
+            Some((p.start, p.hops))
+        }
+        ExprKind::Member { .. } => {
+            let place = place(kernel, attach, bound, expr)?;
+            matches!(
+                place.ty,
+                KernelType::Pointer(_) | KernelType::Int { size: 8, .. }
+            )
+            .then(|| {
+                let mut hops = place.hops;
+                hops.push(place.at);
+                (place.start, hops)
+            })
+        }
+        _ => None,
+    };
+    found.ok_or_else(|| {
+        Error::new(
+            expr.span,
+            "weft follows pointers from curtask, an 8-byte field, argN, retval, a member or a variable holding one of those",
+        )
+    })
+}
+
+/// Where member expression `expr` is.
+fn place(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, expr: &Expr) -> Result<Place> {
+    let ExprKind::Member { base, name, arrow } = &expr.kind else {
+        unreachable!("places are members")
+    };
+    let (start, hops, at, record) = if *arrow {
+        let p = pointer(kernel, attach, bound, base)?;
+        (p.start, p.hops, 0, p.record)
+    } else {
+        let outer = match &base.kind {
+            ExprKind::Member { .. } => place(kernel, attach, bound, base)?,
+            _ => {
+                return Err(Error::new(
+                    base.span,
+                    "`.` reads a member of a struct member: use `->` through a pointer",
+                ));
+            }
+        };
+        let KernelType::Record(record) = outer.ty else {
+            return Err(Error::new(
+                base.span,
+                "not a struct or union: `.` needs one",
+            ));
+        };
+        (outer.start, outer.hops, outer.at, record)
+    };
+    let member = kernel
+        .member(record, name)
+        .map_err(|e| Error::new(expr.span, e))?;
+    Ok(Place {
+        start,
+        hops,
+        at: at + member.offset,
+        ty: member.ty,
+    })
+}
+
+/// Checks member expression `expr` at `attach` and notes what the kernel
+/// reads for it.
+pub(crate) fn read(
+    kernel: &dyn Kernel,
+    attach: &mut Attach,
+    bound: &Bound,
+    expr: &Expr,
+) -> Result<Type> {
+    let place = place(kernel, attach, bound, expr)?;
+    let (size, signed, ty) = match place.ty {
+        KernelType::Int { size, signed } if size <= 8 => (size, signed, Type::Int),
+        KernelType::Pointer(_) => (8, false, Type::Int),
+        KernelType::Chars(n) => (n.clamp(1, STRING_LEN as u16), false, Type::Str),
+        KernelType::Record(id) => {
+            return Err(Error::new(
+                expr.span,
+                format!(
+                    "this is a {}: read one of its members",
+                    kernel.record_name(id)
+                ),
+            ));
+        }
+        _ => {
+            return Err(Error::new(
+                expr.span,
+                "weft reads integers, pointers and char arrays of kernel structs",
+            ));
+        }
+    };
+    if place.hops.len() > MAX_HOPS {
+        return Err(Error::new(
+            expr.span,
+            format!("the kernel follows at most {MAX_HOPS} pointers to a member"),
+        ));
+    }
+    let read = slot(attach, &place, u32::from(size)).ok_or_else(|| {
+        Error::new(
+            expr.span,
+            format!("a probe can read at most {MAX_STRINGS} strings and struct regions"),
+        )
+    })?;
+    attach.members.push(MemberRead {
+        span: expr.span,
+        read,
+        at: place.at,
+        size,
+        signed,
+        chars: ty == Type::Str,
+    });
+    Ok(ty)
+}
+
+/// The [`Read`] of `attach` that covers `len` bytes at `place`, widened
+/// or added: members near each other behind one pointer share a read.
+fn slot(attach: &mut Attach, place: &Place, len: u32) -> Option<usize> {
+    let (lo, hi) = (place.at, place.at + len);
+    let limit = STRING_LEN as u32;
+    for (i, read) in attach.reads.iter_mut().enumerate() {
+        if read.start != place.start || read.hops != place.hops {
+            continue;
+        }
+        let (new_lo, new_hi) = (read.at.min(lo), (read.at + read.len).max(hi));
+        if new_hi - new_lo <= limit {
+            read.at = new_lo;
+            read.len = new_hi - new_lo;
+            return Some(i);
+        }
+    }
+    if attach.strings.len() + attach.reads.len() >= MAX_STRINGS {
+        return None;
+    }
+    attach.reads.push(Read {
+        start: place.start,
+        hops: place.hops.clone(),
+        at: lo,
+        len,
+    });
+    Some(attach.reads.len() - 1)
+}
