@@ -414,10 +414,9 @@ fn has_bpftrace(test: &str) -> bool {
 
 /// bpftrace's bundled tools that weft runs unchanged (`weft trace
 /// /usr/sbin/TOOL.bt`): checked against this kernel, then run for a
-/// second. The others need what weft lacks yet (docs/oneliners.md): kernel
-/// struct access through BTF casts and `->` through pointers, kernel enum
-/// constants, pointer dereference and `kaddr`; and kprobes, which the
-/// kernel may lack. sslsnoop's uprobes on libcrypto's
+/// second. The others need what weft lacks yet (docs/oneliners.md): `ntop`,
+/// kernel constants from headers, pointer dereference and `kaddr`; and
+/// kprobes, which the kernel may lack. sslsnoop's uprobes on libcrypto's
 /// static functions are left out without its debug file, as bpftrace
 /// leaves them out; its exported ones attach. threadsnoop probes
 /// `libpthread:pthread_create`, which glibc 2.34 moved into libc: bpftrace
@@ -429,6 +428,7 @@ const BUNDLED_TOOLS: &[&str] = &[
     "execsnoop",
     "gethostlatency",
     "killsnoop",
+    "naptime",
     "opensnoop",
     "pidpersec",
     "setuids",
@@ -563,6 +563,69 @@ fn execsnoop_joins_the_arguments_as_bpftrace_does() {
         args(&theirs),
         "weft:\n{ours}\nbpftrace:\n{theirs}"
     );
+}
+
+/// naptime.bt reads the sleep's length through the syscall's pointer
+/// argument (`args->rqtp->tv_sec`, user memory) and the sleeper's parent
+/// through `curtask` (`$task->real_parent->pid`, `->comm`, kernel memory),
+/// member offsets from the kernel's BTF: under weft, unchanged, it prints
+/// the lines bpftrace prints, each naming this process as the parent.
+#[test]
+fn naptime_reads_kernel_struct_members_as_bpftrace_does() {
+    let test = "naptime_reads_kernel_struct_members_as_bpftrace_does";
+    if !needs(test, &TRACE) || !has_bpftrace(test) {
+        return;
+    }
+    let sleeper = std::cell::Cell::new(0);
+    let sleep = || {
+        let mut child = Command::new(WORKLOAD)
+            .arg("nanosleep:1234:2")
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("run the workload");
+        child
+            .stdin
+            .take()
+            .expect("piped stdin")
+            .write_all(b"x")
+            .expect("send the start byte");
+        sleeper.set(child.id());
+        assert!(child.wait().expect("the workload's end").success());
+    };
+    // PPID PCOMM PID COMM SECONDS: the columns after the time, of the
+    // sleeper's lines.
+    let lines = |out: &str| -> Vec<String> {
+        let pid = sleeper.get().to_string();
+        out.lines()
+            .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>())
+            .filter(|f| f.get(2) == Some(&pid.as_str()))
+            .map(|f| f.join(" "))
+            .collect()
+    };
+    // The parent is the thread that forked the sleeper: this test's.
+    let parent = std::fs::read_to_string("/proc/thread-self/comm").expect("our comm");
+    // SAFETY: gettid(2) has no preconditions.
+    let parent_tid = unsafe { libc::gettid() };
+    let expected = || {
+        let line = format!(
+            "{parent_tid} {} {} weft-workload 1.234",
+            parent.trim(),
+            sleeper.get()
+        );
+        vec![line.clone(), line]
+    };
+    let ours = snoop(
+        Command::new(weft_bin()).args(["trace", "/usr/sbin/naptime.bt"]),
+        "SECONDS",
+        sleep,
+    );
+    assert_eq!(lines(&ours), expected(), "weft:\n{ours}");
+    let theirs = snoop(
+        Command::new("bpftrace").arg("/usr/sbin/naptime.bt"),
+        "SECONDS",
+        sleep,
+    );
+    assert_eq!(lines(&theirs), expected(), "bpftrace:\n{theirs}");
 }
 
 /// Runs a tracer until its banner has `banner` in it, then `workload`,
@@ -832,6 +895,82 @@ fn fentry_and_fexit_name_arguments_from_btf() {
         assert!(
             stdout.lines().any(|l| l == line),
             "missing `{line}`:\n{stdout}"
+        );
+    }
+}
+
+/// Struct members behind a probe's arguments and behind curtask, from
+/// BTF. The raw `sys_enter` tracepoint's `arg0` is the syscall's
+/// `struct pt_regs *`: its `dx` is read's byte count. Where the kernel has
+/// BPF trampolines (the guests), `vfs_read`'s `struct file *` gives the file
+/// position before each of the four reads of 4,096 bytes and the file
+/// name's length twice (`d_name.len`, and inside the anonymous union,
+/// `hash_len >> 32`); where it has kprobes (the guests), so does `arg0`.
+#[test]
+fn struct_members_behind_probe_arguments() {
+    let test = "struct_members_behind_probe_arguments";
+    if !needs(test, &[Need::Root, Need::Kernel(5, 15), Need::Btf]) {
+        return;
+    }
+    let file = data_file();
+    let read = format!("read:{file}:4096");
+    let stdout = weft_trace(
+        "rawtracepoint:sys_enter /pid == cpid && arg1 == 0/ { @count[((struct pt_regs *)arg0)->dx] = count(); } \
+         rawtracepoint:sys_enter /pid == cpid && arg1 == 0/ { @task[curtask->comm, curtask->tgid == pid] = count(); }",
+        &[&read],
+        &[],
+    );
+    // The workload's start byte is a read of 1 (and the loader reads the
+    // libraries); the four of 4,096 are the step's.
+    expect_lines(&stdout, &["@count[4096]: 4".to_string()], "rawtracepoint");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("@task[weft-workload, 1]: ")),
+        "{stdout}"
+    );
+    let positions: Vec<String> = [0, 4096, 8192, 10000]
+        .iter()
+        .map(|p| format!("@pos[{p}]: 1"))
+        .collect();
+    let (status, _, stderr) = weft_tests::run_weft(&["trace", "fexit:vfs_read { exit(); }"]);
+    if status.success() || !stderr.contains("cannot attach fentry/fexit") {
+        let stdout = weft_trace(
+            "fentry:vfs_read /pid == cpid && args.count == 4096/ { \
+               $f = (struct file *)args.file; \
+               @pos[$f->f_pos] = count(); \
+               @len[$f->f_path.dentry->d_name.len, $f->f_path.dentry->d_name.hash_len >> 32] = count(); }",
+            &[&read],
+            &[],
+        );
+        let name_len = std::path::Path::new(&file)
+            .file_name()
+            .expect("a file name")
+            .len();
+        let mut expected = positions.clone();
+        expected.push(format!("@len[{name_len}, {name_len}]: 4"));
+        expect_lines(&stdout, &expected, "fentry");
+    } else {
+        eprintln!("{test}: no fentry part: this kernel has no BPF trampolines");
+    }
+    if std::path::Path::new("/sys/kernel/tracing/kprobe_events").exists() {
+        let stdout = weft_trace(
+            "kprobe:vfs_read /pid == cpid && arg2 == 4096/ { @pos[((struct file *)arg0)->f_pos] = count(); }",
+            &[&read],
+            &[],
+        );
+        expect_lines(&stdout, &positions, "kprobe");
+    } else {
+        eprintln!("{test}: no kprobe part: this kernel has no kprobes");
+    }
+}
+
+/// Asserts that `stdout` has each of `lines` as a line of its own.
+fn expect_lines(stdout: &str, lines: &[String], what: &str) {
+    for line in lines {
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "{what}: missing `{line}`:\n{stdout}"
         );
     }
 }
