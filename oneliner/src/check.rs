@@ -1022,7 +1022,7 @@ pub(crate) mod tests {
                 .map(str::to_string)
                 .collect()
         }
-        fn function_args(&self, _: &str) -> Result<Vec<String>> {
+        fn function(&self, _: &str) -> Result<crate::kernel::Signature> {
             Err("no BTF here".into())
         }
         fn record(&self, name: &str) -> Result<u32> {

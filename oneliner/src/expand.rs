@@ -141,16 +141,23 @@ fn fentries(
     matching(kernel, function, span)?
         .into_iter()
         .map(|function| {
-            let names = kernel
-                .function_args(&function)
+            let signature = kernel
+                .function(&function)
                 .map_err(|e| Error::new(span, e))?;
-            let mut fields: Vec<Field> = names
+            let mut fields: Vec<Field> = signature
+                .args
                 .iter()
                 .enumerate()
-                .map(|(i, n)| Field::slot(n.clone(), i as u16))
+                .map(|(i, (name, pointee))| Field {
+                    pointee: pointee.clone(),
+                    ..Field::slot(name.clone(), i as u16)
+                })
                 .collect();
             if exit {
-                fields.push(Field::slot("retval", names.len() as u16));
+                fields.push(Field {
+                    pointee: signature.returns.clone(),
+                    ..Field::slot("retval", signature.args.len() as u16)
+                });
             }
             Ok((Target::Fentry { function, exit }, fields))
         })

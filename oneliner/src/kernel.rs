@@ -48,6 +48,14 @@ impl Field {
     }
 }
 
+/// A kernel function's arguments, by name, and its return: each with the
+/// struct or union it points to, if it does (`struct file`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Signature {
+    pub args: Vec<(String, Option<String>)>,
+    pub returns: Option<String>,
+}
+
 /// A kernel type, as far as weft reads it (from BTF).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KernelType {
@@ -83,8 +91,8 @@ pub trait Kernel {
     fn has_kprobes(&self) -> bool;
     /// Kernel functions matching a glob that kprobes or fentry can attach to.
     fn functions(&self, glob: &str) -> Vec<String>;
-    /// The argument names of a kernel function, from BTF, or why unknown.
-    fn function_args(&self, function: &str) -> Result<Vec<String>, String>;
+    /// A kernel function's arguments and return, from BTF, or why unknown.
+    fn function(&self, function: &str) -> Result<Signature, String>;
     /// The id of kernel type `struct NAME` or `union NAME`, from BTF.
     fn record(&self, name: &str) -> Result<u32, String>;
     /// The name of record `id`, `struct NAME` or `union NAME`.

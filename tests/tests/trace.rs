@@ -1059,10 +1059,11 @@ fn fentry_and_fexit_name_arguments_from_btf() {
 /// Struct members behind a probe's arguments and behind curtask, from
 /// BTF. The raw `sys_enter` tracepoint's `arg0` is the syscall's
 /// `struct pt_regs *`: its `dx` is read's byte count. Where the kernel has
-/// BPF trampolines (the guests), `vfs_read`'s `struct file *` gives the file
-/// position before each of the four reads of 4,096 bytes and the file
-/// name's length twice (`d_name.len`, and inside the anonymous union,
-/// `hash_len >> 32`); where it has kprobes (the guests), so does `arg0`.
+/// BPF trampolines (the guests), `vfs_read`'s `struct file *` (typed by
+/// BTF, or cast) gives the file position before each of the four reads of
+/// 4,096 bytes and the file name's length twice (`d_name.len`, and inside
+/// the anonymous union, `hash_len >> 32`); where it has kprobes (the
+/// guests), so does `arg0`.
 #[test]
 fn struct_members_behind_probe_arguments() {
     let test = "struct_members_behind_probe_arguments";
@@ -1095,7 +1096,7 @@ fn struct_members_behind_probe_arguments() {
         let stdout = weft_trace(
             "fentry:vfs_read /pid == cpid && args.count == 4096/ { \
                $f = (struct file *)args.file; \
-               @pos[$f->f_pos] = count(); \
+               @pos[args->file->f_pos] = count(); \
                @len[$f->f_path.dentry->d_name.len, $f->f_path.dentry->d_name.hash_len >> 32] = count(); }",
             &[&read],
             &[],

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use weft_oneliner::kernel::{KernelType, Member};
+use weft_oneliner::kernel::{KernelType, Member, Signature};
 
 const MAGIC: u16 = 0xeb9f;
 const KIND_INT: u32 = 1;
@@ -19,7 +19,7 @@ const KIND_FUNC: u32 = 12;
 const KIND_FUNC_PROTO: u32 = 13;
 const KIND_ENUM64: u32 = 19;
 
-/// The kernel's BTF: function arguments by function name, and its types.
+/// The kernel's BTF: functions by name, and their types.
 pub struct Btf {
     data: Vec<u8>,
     /// Where each type id's entry starts (id 0 is void).
@@ -28,7 +28,8 @@ pub struct Btf {
     strings: usize,
     /// `struct NAME` and `union NAME` to their ids.
     records: HashMap<String, u32>,
-    args: HashMap<String, Vec<String>>,
+    /// Function names to their prototypes' ids.
+    functions: HashMap<String, u32>,
 }
 
 impl Btf {
@@ -39,9 +40,32 @@ impl Btf {
         Self::parse(data).ok_or_else(|| format!("{path}: not BTF weft can read"))
     }
 
-    /// Argument names of `function`, in order.
-    pub fn args(&self, function: &str) -> Option<&[String]> {
-        self.args.get(function).map(Vec::as_slice)
+    /// The arguments of `function`, in order, and its return.
+    pub fn function(&self, function: &str) -> Option<Signature> {
+        let proto = *self.functions.get(function)?;
+        let start = self.start(proto);
+        let params = self.u32_at(start + 4)? & 0xffff;
+        let args = (0..params as usize)
+            .map(|i| {
+                let at = start + 12 + i * 8;
+                Some((
+                    self.name(self.u32_at(at)?)?,
+                    self.pointee(self.u32_at(at + 4)?),
+                ))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Signature {
+            args,
+            returns: self.pointee(self.u32_at(start + 8)?),
+        })
+    }
+
+    /// `struct NAME` of what type `id` points to, when it is a pointer to one.
+    fn pointee(&self, id: u32) -> Option<String> {
+        match self.kernel_type(id) {
+            KernelType::Pointer(Some(record)) => Some(self.record_name(record)),
+            _ => None,
+        }
     }
 
     /// The id of `struct NAME` or `union NAME`.
@@ -197,7 +221,7 @@ impl Btf {
             starts: vec![0],
             strings: 0,
             records: HashMap::new(),
-            args: HashMap::new(),
+            functions: HashMap::new(),
         };
         let header = btf.u32_at(4)? as usize;
         let (type_off, type_len) = (btf.u32_at(8)? as usize, btf.u32_at(12)? as usize);
@@ -222,14 +246,9 @@ impl Btf {
                 }
                 KIND_FUNC => {
                     let proto = btf.u32_at(start + 8)?;
-                    if btf.kind(proto) != Some(KIND_FUNC_PROTO) {
-                        continue;
+                    if btf.kind(proto) == Some(KIND_FUNC_PROTO) {
+                        btf.functions.insert(btf.name(btf.u32_at(start)?)?, proto);
                     }
-                    let proto_start = btf.start(proto);
-                    let params = (0..(btf.u32_at(proto_start + 4)? & 0xffff) as usize)
-                        .map(|i| btf.name(btf.u32_at(proto_start + 12 + i * 8)?))
-                        .collect::<Option<Vec<String>>>()?;
-                    btf.args.insert(btf.name(btf.u32_at(start)?)?, params);
                 }
                 _ => {}
             }
@@ -261,19 +280,18 @@ mod tests {
 
     #[test]
     fn reads_this_kernel_s_vfs_read() {
-        let Ok(functions) = Btf::read() else {
-            eprintln!("skipping: no kernel BTF");
-            return;
-        };
+        let btf = Btf::read().expect("the kernel's BTF");
+        let read = btf.function("vfs_read").expect("vfs_read");
         assert_eq!(
-            functions.args("vfs_read").map(<[String]>::to_vec),
-            Some(vec![
-                "file".into(),
-                "buf".into(),
-                "count".into(),
-                "pos".into()
-            ])
+            read.args,
+            [
+                ("file".into(), Some("struct file".into())),
+                ("buf".into(), None),
+                ("count".into(), None),
+                ("pos".into(), None)
+            ]
         );
+        assert_eq!(read.returns, None);
     }
 
     #[test]

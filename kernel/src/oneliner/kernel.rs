@@ -7,7 +7,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use weft_oneliner::kernel::{Field, Member, format_fields, glob_match};
+use weft_oneliner::kernel::{Field, Member, Signature, format_fields, glob_match};
 
 use super::btf::Btf;
 use crate::ebpf;
@@ -116,10 +116,9 @@ impl weft_oneliner::Kernel for Kernel {
             .collect()
     }
 
-    fn function_args(&self, function: &str) -> Result<Vec<String>, String> {
+    fn function(&self, function: &str) -> Result<Signature, String> {
         self.btf()?
-            .args(function)
-            .map(<[String]>::to_vec)
+            .function(function)
             .ok_or_else(|| format!("the kernel's BTF has no function `{function}`"))
     }
 
