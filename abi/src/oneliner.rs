@@ -322,6 +322,9 @@ pub const STRING_DATA_LOC: u8 = 2;
 /// Not a string: [`Chain::len`] bytes of memory at the end of the slot's
 /// [`Chain`] (kernel struct fields, `$task->real_parent->pid`).
 pub const STRING_MEMORY: u8 = 3;
+/// The string a `char *` points to, where the last of the slot's
+/// [`Chain`] hops leads (`str(args->file->f_path.dentry->d_name.name)`).
+pub const STRING_CHAIN: u8 = 4;
 
 /// Pointers a [`Chain`] follows at most (`a->b->c->d->e`).
 pub const MAX_HOPS: usize = 4;

@@ -32,7 +32,7 @@ use weft_abi::{
         Chain, Counter, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS, JOIN_SIZE, KEY_PART_LEN,
         KEY_PARTS, MAX_AGGS, MAX_FILTERS, MAX_HOPS, MAX_STRINGS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE,
         Operand, ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES, STACK_KERNEL, STACK_USER,
-        START_TASK, STRING_DATA_LOC, STRING_LEN, STRING_MEMORY, STRINGS_MASK, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU,
+        START_TASK, STRING_CHAIN, STRING_DATA_LOC, STRING_LEN, STRING_MEMORY, STRINGS_MASK, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU,
         SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_NONE, SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID,
         SUBJECT_UID, copy_key, linear_bucket, log2_bucket,
     },
@@ -478,8 +478,9 @@ fn operand(task: &Task, operand: &Operand) -> Option<i64> {
 /// Reads string `i` of the probe into its slot of `buf`.
 #[inline(always)]
 fn read_string(ctx: *const u8, config: &ProbeConfig, i: usize, buf: &mut [u8; SCRATCH_BYTES]) {
-    if config.string_kinds[i] == STRING_MEMORY {
-        read_memory(ctx, &config.chains[i], i, buf);
+    let kind = config.string_kinds[i];
+    if kind == STRING_MEMORY || kind == STRING_CHAIN {
+        read_memory(ctx, &config.chains[i], kind == STRING_CHAIN, i, buf);
         return;
     }
     let offset = config.string_offsets[i] as usize;
@@ -507,10 +508,17 @@ fn read_string(ctx: *const u8, config: &ProbeConfig, i: usize, buf: &mut [u8; SC
     };
 }
 
-/// Reads the bytes chain `chain` names into slot `i` of `buf`: zeros
-/// where a pointer on the way cannot be read, as bpftrace reads them.
+/// Reads the bytes `chain` names, or the string there when `string`, into
+/// slot `i` of `buf`: zeros where a pointer on the way cannot be read, as
+/// bpftrace reads them.
 #[inline(always)]
-fn read_memory(ctx: *const u8, chain: &Chain, i: usize, buf: &mut [u8; SCRATCH_BYTES]) {
+fn read_memory(
+    ctx: *const u8,
+    chain: &Chain,
+    string: bool,
+    i: usize,
+    buf: &mut [u8; SCRATCH_BYTES],
+) {
     let start = HEADER_SIZE + i * STRING_LEN;
     let slot = &mut buf[start..start + STRING_LEN];
     slot.fill(0);
@@ -537,6 +545,17 @@ fn read_memory(ctx: *const u8, chain: &Chain, i: usize, buf: &mut [u8; SCRATCH_B
     hops!(0 1 2 3);
     const _: () = assert!(MAX_HOPS == 4);
     let address = address.wrapping_add(u64::from(chain.at));
+    if string {
+        // SAFETY: the helpers check the source address and bound the copy.
+        let _ = unsafe {
+            if address < USER_TOP {
+                bpf_probe_read_user_str_bytes(address as *const u8, slot)
+            } else {
+                bpf_probe_read_kernel_str_bytes(address as *const u8, slot)
+            }
+        };
+        return;
+    }
     // 1 to STRING_LEN, by a mask the verifier follows.
     let len = (usize::from(chain.len).wrapping_sub(1) & (STRING_LEN - 1)) + 1;
     let dst = slot.as_mut_ptr().cast();

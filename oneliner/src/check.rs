@@ -337,6 +337,14 @@ impl Checker<'_> {
         found.ok_or_else(|| Error::new(expr.span, "a member needs a probe the kernel fires"))
     }
 
+    /// `str()` of a member expression at every attach point.
+    fn member_string(&mut self, expr: &Expr) -> Result<Type> {
+        for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
+            members::read_string(self.kernel, attach, bound, expr)?;
+        }
+        Ok(Type::Str)
+    }
+
     fn map_info(&self, map: &MapRef) -> Result<&MapInfo> {
         self.maps
             .iter()
@@ -809,6 +817,7 @@ impl Checker<'_> {
                     ));
                 }
                 let field = match &target.kind {
+                    ExprKind::Member { .. } => return self.member_string(target),
                     ExprKind::Field(n) => n.clone(),
                     ExprKind::Arg(n) => format!("arg{n}"),
                     ExprKind::Builtin(Builtin::Retval) => "retval".into(),
@@ -821,7 +830,7 @@ impl Checker<'_> {
                     _ => {
                         return Err(Error::new(
                             target.span,
-                            "str() reads a field, argN or retval: weft reads the string in the kernel when the event happens",
+                            "str() reads a field, argN, retval or a struct member: weft reads the string in the kernel when the event happens",
                         ));
                     }
                 };
@@ -939,6 +948,7 @@ pub(crate) mod tests {
                 ("real_parent", 8, KernelType::Pointer(Some(1))),
                 ("comm", 200, KernelType::Chars(16)),
                 ("se", 40, KernelType::Record(2)),
+                ("name", 64, KernelType::Pointer(None)),
             ],
         ),
         (
@@ -1296,19 +1306,22 @@ pub(crate) mod tests {
                     start: Start::Context,
                     hops: vec![16],
                     at: 0,
-                    len: 16
+                    len: 16,
+                    string: false
                 },
                 Read {
                     start: Start::Task,
                     hops: vec![8],
                     at: 4,
-                    len: 4
+                    len: 4,
+                    string: false
                 },
                 Read {
                     start: Start::Task,
                     hops: vec![8],
                     at: 200,
-                    len: 16
+                    len: 16,
+                    string: false
                 },
             ]
         );
@@ -1341,8 +1354,44 @@ pub(crate) mod tests {
                 start: Start::Task,
                 hops: vec![56],
                 at: 24,
-                len: 4
+                len: 4,
+                string: false
             }]
+        );
+    }
+
+    #[test]
+    fn str_of_a_pointer_member_reads_its_string_in_the_kernel() {
+        let plan = checked(
+            "tracepoint:syscalls:sys_enter_nanosleep { printf(\"%s %s\\n\", str(curtask->name), str(curtask->comm)); }",
+        );
+        assert_eq!(
+            plan.attaches[0].reads,
+            vec![
+                Read {
+                    start: Start::Task,
+                    hops: vec![64],
+                    at: 0,
+                    len: 64,
+                    string: true
+                },
+                Read {
+                    start: Start::Task,
+                    hops: vec![],
+                    at: 200,
+                    len: 16,
+                    string: false
+                },
+            ]
+        );
+        let error = check(
+            parse("tracepoint:syscalls:sys_enter_nanosleep { print(str(curtask->pid)); }").unwrap(),
+            &FakeKernel,
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.message,
+            "str() reads a char array, or the string a pointer or address member points to"
         );
     }
 

@@ -230,13 +230,65 @@ pub(crate) fn read(
     Ok(ty)
 }
 
+/// `str()` of member expression `expr` at `attach`: a `char[N]` member,
+/// or the string a `char *` member points to, which the kernel reads.
+pub(crate) fn read_string(
+    kernel: &dyn Kernel,
+    attach: &mut Attach,
+    bound: &Bound,
+    expr: &Expr,
+) -> Result<Type> {
+    let place = place(kernel, attach, bound, expr)?;
+    match place.ty {
+        KernelType::Chars(_) => return read(kernel, attach, bound, expr),
+        // An address in an `unsigned long` too (`pt_regs`), as bpftrace reads it.
+        KernelType::Pointer(_) | KernelType::Int { size: 8, .. } => {}
+        _ => {
+            return Err(Error::new(
+                expr.span,
+                "str() reads a char array, or the string a pointer or address member points to",
+            ));
+        }
+    }
+    let mut hops = place.hops;
+    hops.push(place.at);
+    if hops.len() > MAX_HOPS {
+        return Err(Error::new(
+            expr.span,
+            format!("the kernel follows at most {MAX_HOPS} pointers to a member"),
+        ));
+    }
+    if attach.strings.len() + attach.reads.len() >= MAX_STRINGS {
+        return Err(Error::new(
+            expr.span,
+            format!("a probe can read at most {MAX_STRINGS} strings and struct regions"),
+        ));
+    }
+    attach.reads.push(Read {
+        start: place.start,
+        hops,
+        at: 0,
+        len: STRING_LEN as u32,
+        string: true,
+    });
+    attach.members.push(MemberRead {
+        span: expr.span,
+        read: attach.reads.len() - 1,
+        at: 0,
+        size: STRING_LEN as u16,
+        signed: false,
+        chars: true,
+    });
+    Ok(Type::Str)
+}
+
 /// The [`Read`] of `attach` that covers `len` bytes at `place`, widened
 /// or added: members near each other behind one pointer share a read.
 fn slot(attach: &mut Attach, place: &Place, len: u32) -> Option<usize> {
     let (lo, hi) = (place.at, place.at + len);
     let limit = STRING_LEN as u32;
     for (i, read) in attach.reads.iter_mut().enumerate() {
-        if read.start != place.start || read.hops != place.hops {
+        if read.string || read.start != place.start || read.hops != place.hops {
             continue;
         }
         let (new_lo, new_hi) = (read.at.min(lo), (read.at + read.len).max(hi));
@@ -254,6 +306,7 @@ fn slot(attach: &mut Attach, place: &Place, len: u32) -> Option<usize> {
         hops: place.hops.clone(),
         at: lo,
         len,
+        string: false,
     });
     Some(attach.reads.len() - 1)
 }

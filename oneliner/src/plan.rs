@@ -133,18 +133,23 @@ impl Attach {
 
 /// Bytes the kernel reads at each event into a string slot: from
 /// `start`, it follows the pointer at each of `hops` in turn, then reads
-/// `len` bytes at `at`.
+/// `len` bytes at `at`, or the string there when `string`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Read {
     pub start: Start,
     pub hops: Vec<u32>,
     pub at: u32,
     pub len: u32,
+    pub string: bool,
 }
 
 impl std::fmt::Display for Read {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} bytes at +{} of ", self.len, self.at)?;
+        if self.string {
+            write!(f, "the string at +{} of ", self.at)?;
+        } else {
+            write!(f, "{} bytes at +{} of ", self.len, self.at)?;
+        }
         for hop in self.hops.iter().rev() {
             write!(f, "the pointer at +{hop} of ")?;
         }

@@ -455,6 +455,7 @@ impl<'p> Runtime<'p> {
                 let value = match &args[0].kind {
                     // A string saved where its pointer was (`saved.rs`).
                     ExprKind::Map(_) => self.eval(&args[0], scope),
+                    ExprKind::Member { .. } => member(scope, &args[0]),
                     ExprKind::Field(n) => string_of(scope, n),
                     ExprKind::Arg(n) => string_of(scope, &format!("arg{n}")),
                     _ => string_of(scope, "retval"),

@@ -1058,12 +1058,13 @@ fn fentry_and_fexit_name_arguments_from_btf() {
 
 /// Struct members behind a probe's arguments and behind curtask, from
 /// BTF. The raw `sys_enter` tracepoint's `arg0` is the syscall's
-/// `struct pt_regs *`: its `dx` is read's byte count. Where the kernel has
+/// `struct pt_regs *`: its `dx` is read's byte count, and its `si` the
+/// address of openat's file name, which `str()` reads. Where the kernel has
 /// BPF trampolines (the guests), `vfs_read`'s `struct file *` (typed by
 /// BTF, or cast) gives the file position before each of the four reads of
 /// 4,096 bytes and the file name's length twice (`d_name.len`, and inside
-/// the anonymous union, `hash_len >> 32`); where it has kprobes (the
-/// guests), so does `arg0`.
+/// the anonymous union, `hash_len >> 32`) and the name itself (`str()` of
+/// `d_name.name`); where it has kprobes (the guests), so does `arg0`.
 #[test]
 fn struct_members_behind_probe_arguments() {
     let test = "struct_members_behind_probe_arguments";
@@ -1074,13 +1075,18 @@ fn struct_members_behind_probe_arguments() {
     let read = format!("read:{file}:4096");
     let stdout = weft_trace(
         "rawtracepoint:sys_enter /pid == cpid && arg1 == 0/ { @count[((struct pt_regs *)arg0)->dx] = count(); } \
-         rawtracepoint:sys_enter /pid == cpid && arg1 == 0/ { @task[curtask->comm, curtask->tgid == pid] = count(); }",
+         rawtracepoint:sys_enter /pid == cpid && arg1 == 0/ { @task[curtask->comm, curtask->tgid == pid] = count(); } \
+         rawtracepoint:sys_enter /pid == cpid && arg1 == 257/ { @open[str(((struct pt_regs *)arg0)->si)] = count(); }",
         &[&read],
         &[],
     );
     // The workload's start byte is a read of 1 (and the loader reads the
     // libraries); the four of 4,096 are the step's.
-    expect_lines(&stdout, &["@count[4096]: 4".to_string()], "rawtracepoint");
+    expect_lines(
+        &stdout,
+        &["@count[4096]: 4".to_string(), format!("@open[{file}]: 1")],
+        "rawtracepoint",
+    );
     assert!(
         stdout
             .lines()
@@ -1097,16 +1103,20 @@ fn struct_members_behind_probe_arguments() {
             "fentry:vfs_read /pid == cpid && args.count == 4096/ { \
                $f = (struct file *)args.file; \
                @pos[args->file->f_pos] = count(); \
-               @len[$f->f_path.dentry->d_name.len, $f->f_path.dentry->d_name.hash_len >> 32] = count(); }",
+               @len[$f->f_path.dentry->d_name.len, $f->f_path.dentry->d_name.hash_len >> 32] = count(); } \
+             fentry:vfs_read /pid == cpid && args.count == 4096/ { \
+               @name[str(args->file->f_path.dentry->d_name.name)] = count(); }",
             &[&read],
             &[],
         );
-        let name_len = std::path::Path::new(&file)
+        let name = std::path::Path::new(&file)
             .file_name()
-            .expect("a file name")
-            .len();
+            .and_then(|n| n.to_str())
+            .expect("a file name");
+        let name_len = name.len();
         let mut expected = positions.clone();
         expected.push(format!("@len[{name_len}, {name_len}]: 4"));
+        expected.push(format!("@name[{name}]: 4"));
         expect_lines(&stdout, &expected, "fentry");
     } else {
         eprintln!("{test}: no fentry part: this kernel has no BPF trampolines");

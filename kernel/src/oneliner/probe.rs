@@ -28,9 +28,9 @@ use weft_abi::oneliner::{
     Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL, JOIN_SIZE, MAX_AGGS, MAX_FILTERS,
     MAX_HOPS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand as KernelOperand, PROBES_MAP,
     ProbeConfig, RINGS_MAP, SCRATCH, STACK_KERNEL, STACK_USER, STACKS_MAP, START_CONTEXT,
-    START_TASK, STRING_DATA_LOC, STRING_LEN, STRING_MEMORY, STRING_POINTER, SUBJECT_COMM,
-    SUBJECT_CONST, SUBJECT_CPU, SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_PID, SUBJECT_PROBE,
-    SUBJECT_TID, SUBJECT_UID, TRACEPOINT_COPIES, copy_key,
+    START_TASK, STRING_CHAIN, STRING_DATA_LOC, STRING_LEN, STRING_MEMORY, STRING_POINTER,
+    SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_PID,
+    SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, TRACEPOINT_COPIES, copy_key,
 };
 use weft_abi::ring::{self, Ring};
 use weft_oneliner::{
@@ -680,7 +680,11 @@ fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig> {
     }
     for (i, read) in attach.reads.iter().enumerate() {
         let i = attach.strings.len() + i;
-        config.string_kinds[i] = STRING_MEMORY;
+        config.string_kinds[i] = if read.string {
+            STRING_CHAIN
+        } else {
+            STRING_MEMORY
+        };
         config.chains[i] = chain(read)?;
     }
     if let Some(agg) = &attach.agg {
