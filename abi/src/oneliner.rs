@@ -22,6 +22,12 @@ pub const AGGS_MAP: &str = "TRACE_AGGS";
 /// here); an event whose key finds no room goes to user space instead,
 /// which aggregates it there.
 pub const MAX_AGGS: u32 = 8192;
+/// Name of the LRU hash map of pointers kept per thread: `tid | id << 32`
+/// to the pointer ([`ProbeConfig::save`]), whose string a later probe of
+/// the thread reads ([`STRING_SAVED`]).
+pub const SAVED_MAP: &str = "TRACE_SAVED";
+/// Entries of [`SAVED_MAP`].
+pub const MAX_SAVED: u32 = 16384;
 /// Name of the global holding weft's own thread group id (never traced).
 pub const IGNORE_GLOBAL: &str = "TRACE_IGNORE_TGID";
 
@@ -325,6 +331,11 @@ pub const STRING_MEMORY: u8 = 3;
 /// The string a `char *` points to, where the last of the slot's
 /// [`Chain`] hops leads (`str(args->file->f_path.dentry->d_name.name)`).
 pub const STRING_CHAIN: u8 = 4;
+/// The string at the pointer [`SAVED_MAP`] keeps for the thread under the
+/// id in the slot's offset: a syscall's input saved at its entry
+/// (`@filename[tid] = args.filename`), read at its exit, once the kernel
+/// has touched it, as bpftrace reads it.
+pub const STRING_SAVED: u8 = 5;
 
 /// Pointers a [`Chain`] follows at most (`a->b->c->d->e`).
 pub const MAX_HOPS: usize = 4;
@@ -379,8 +390,13 @@ pub struct ProbeConfig {
     pub join_offset: u16,
     /// Whether to read the array at [`Self::join_offset`] (`join()`).
     pub join: u8,
+    /// A pointer to keep for the thread in [`SAVED_MAP`] under this id,
+    /// plus one; 0 keeps none.
+    pub save: u8,
+    /// Context offset of the pointer [`Self::save`] keeps.
+    pub save_offset: u16,
     /// Keeps the filters 8-byte aligned without padding holes.
-    pub reserved: [u8; 5],
+    pub reserved: [u8; 2],
     /// Predicate parts, all of which must hold.
     pub filters: [Filter; MAX_FILTERS],
     /// A probe whose only action is an aggregation the kernel can keep

@@ -19,7 +19,7 @@ use aya_ebpf::{
         btf_map, fentry, fexit, kprobe, map, perf_event, raw_tracepoint, tracepoint, uprobe,
         uretprobe,
     },
-    maps::{HashMap, PerCpuArray, PerCpuHashMap, StackTrace},
+    maps::{HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, StackTrace},
     programs::{
         FEntryContext, FExitContext, PerfEventContext, ProbeContext, RawTracePointContext,
         RetProbeContext, TracePointContext, tracing::StackIdContext,
@@ -30,9 +30,9 @@ use weft_abi::{
     oneliner::{
         AGG_LINEAR, AGG_LOG2, AGG_NONE, AggKey, AggValue, Aggregation, COUNTERS, CopyKind,
         Chain, Counter, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS, JOIN_SIZE, KEY_PART_LEN,
-        KEY_PARTS, MAX_AGGS, MAX_FILTERS, MAX_HOPS, MAX_STRINGS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE,
+        KEY_PARTS, MAX_AGGS, MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_STRINGS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE,
         Operand, ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES, STACK_KERNEL, STACK_USER,
-        START_TASK, STRING_CHAIN, STRING_DATA_LOC, STRING_LEN, STRING_MEMORY, STRINGS_MASK, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU,
+        START_TASK, STRING_CHAIN, STRING_DATA_LOC, STRING_LEN, STRING_MEMORY, STRING_SAVED, STRINGS_MASK, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU,
         SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_NONE, SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID,
         SUBJECT_UID, copy_key, linear_bucket, log2_bucket,
     },
@@ -54,6 +54,10 @@ static TRACE_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTERS
 /// Aggregations kept in the kernel.
 #[map]
 static TRACE_AGGS: PerCpuHashMap<AggKey, AggValue> = PerCpuHashMap::with_max_entries(MAX_AGGS, 0);
+
+/// Pointers kept per thread for a later probe's string.
+#[map]
+static TRACE_SAVED: LruHashMap<u64, u64> = LruHashMap::with_max_entries(MAX_SAVED, 0);
 
 /// Stacks for `kstack` and `ustack`, by id.
 #[map]
@@ -288,6 +292,11 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
         return;
     }
     count(Counter::Seen);
+    if config.save != 0
+        && let Some(pointer) = read::<u64>(ctx, config.save_offset as usize)
+    {
+        let _ = TRACE_SAVED.insert(&saved_key(pid_tgid, config.save), &pointer, 0);
+    }
     if config.agg.how != AGG_NONE {
         let task = Task {
             ctx,
@@ -338,7 +347,7 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
         if i >= strings {
             break;
         }
-        read_string(ctx, config, i, buf);
+        read_string(ctx, config, i, pid_tgid, buf);
     }
     let start = HEADER_SIZE + strings * STRING_LEN;
     if raw_len > 0 {
@@ -477,14 +486,29 @@ fn operand(task: &Task, operand: &Operand) -> Option<i64> {
 
 /// Reads string `i` of the probe into its slot of `buf`.
 #[inline(always)]
-fn read_string(ctx: *const u8, config: &ProbeConfig, i: usize, buf: &mut [u8; SCRATCH_BYTES]) {
+fn read_string(
+    ctx: *const u8,
+    config: &ProbeConfig,
+    i: usize,
+    pid_tgid: u64,
+    buf: &mut [u8; SCRATCH_BYTES],
+) {
     let kind = config.string_kinds[i];
     if kind == STRING_MEMORY || kind == STRING_CHAIN {
         read_memory(ctx, &config.chains[i], kind == STRING_CHAIN, i, buf);
         return;
     }
     let offset = config.string_offsets[i] as usize;
-    let address = if config.string_kinds[i] == STRING_DATA_LOC {
+    let address = if kind == STRING_SAVED {
+        // SAFETY: the value is only read.
+        match unsafe { TRACE_SAVED.get(&saved_key(pid_tgid, offset as u8)) } {
+            Some(pointer) => *pointer,
+            None => {
+                buf[HEADER_SIZE + i * STRING_LEN] = 0;
+                return;
+            }
+        }
+    } else if kind == STRING_DATA_LOC {
         let Some(loc) = read::<u32>(ctx, offset) else {
             return;
         };
@@ -506,6 +530,12 @@ fn read_string(ctx: *const u8, config: &ProbeConfig, i: usize, buf: &mut [u8; SC
             bpf_probe_read_kernel_str_bytes(address as *const u8, slot)
         }
     };
+}
+
+/// The [`TRACE_SAVED`] key of pointer `id` of the thread.
+#[inline(always)]
+fn saved_key(pid_tgid: u64, id: u8) -> u64 {
+    (pid_tgid & 0xffff_ffff) | (u64::from(id) << 32)
 }
 
 /// Reads the bytes `chain` names, or the string there when `string`, into

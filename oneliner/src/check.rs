@@ -17,6 +17,7 @@ use crate::{
     members::{self, Bound},
     plan::Start,
     push_down::push_down,
+    saved::Saved,
     value::Type,
 };
 
@@ -48,8 +49,10 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
                 fields,
                 raw_len: 0,
                 strings: Vec::new(),
+                saved: Vec::new(),
                 reads: Vec::new(),
                 members: Vec::new(),
+                save: None,
                 join: None,
                 agg: None,
                 filters: Vec::new(),
@@ -215,7 +218,7 @@ struct Checker<'a> {
     /// Variables holding curtask, whose address only the kernel knows.
     task_vars: HashSet<String>,
     /// Pointers whose string is read where they are saved in a map.
-    saved: &'a HashSet<Span>,
+    saved: &'a Saved,
 }
 
 impl Checker<'_> {
@@ -241,6 +244,7 @@ impl Checker<'_> {
         match stmt {
             Stmt::MapAssign { map, value } => {
                 self.keys(map)?;
+                self.keep_pointer(map, value);
                 let info = self.map_info(map)?;
                 match (info.kind, &value.kind) {
                     (MapKind::Value(t), _) => self.want(value, t, &format!("@{}", map.name)),
@@ -335,6 +339,56 @@ impl Checker<'_> {
             found = Some(ty);
         }
         found.ok_or_else(|| Error::new(expr.span, "a member needs a probe the kernel fires"))
+    }
+
+    /// `@map[tid] = str(POINTER)`, a pointer saved for its string: the
+    /// kernel keeps the pointer per thread too, so that where the map is
+    /// read it reads the string again (`saved.rs`). One per probe.
+    fn keep_pointer(&mut self, map: &MapRef, value: &Expr) {
+        let Some(index) = self.kept_map(map) else {
+            return;
+        };
+        let ExprKind::Call(_, args) = &value.kind else {
+            return;
+        };
+        let name = match args.first().map(|a| (&a.kind, a.span)) {
+            Some((ExprKind::Field(n), span)) if self.saved.spans.contains(&span) => n.clone(),
+            Some((ExprKind::Arg(n), span)) if self.saved.spans.contains(&span) => format!("arg{n}"),
+            _ => return,
+        };
+        for attach in self.attaches.iter_mut() {
+            if attach.save.is_none()
+                && let Some(field) = attach.field(&name)
+            {
+                attach.save = Some((field.clone(), index));
+            }
+        }
+    }
+
+    /// `@map[tid]` read where the kernel keeps its pointers: the kernel
+    /// reads the string of the thread's pointer into a slot, if one is free.
+    fn read_kept(&mut self, map: &MapRef) {
+        let Some(index) = self.kept_map(map) else {
+            return;
+        };
+        for attach in self.attaches.iter_mut() {
+            if attach.in_kernel() && !attach.saved.contains(&index) && attach.slots() < MAX_STRINGS
+            {
+                attach.saved.push(index);
+            }
+        }
+    }
+
+    /// The index of `map` when the kernel keeps its pointers per thread.
+    fn kept_map(&self, map: &MapRef) -> Option<usize> {
+        if !self.saved.by_thread.contains(&map.name) {
+            return None;
+        }
+        // The kernel's id is a byte, the index plus one.
+        self.maps
+            .iter()
+            .position(|m| m.name == map.name)
+            .filter(|i| *i < usize::from(u8::MAX))
     }
 
     /// `str()` of a member expression at every attach point.
@@ -615,7 +669,7 @@ impl Checker<'_> {
             if attach.string_slot(name).is_some() {
                 continue;
             }
-            if attach.strings.len() + attach.reads.len() == MAX_STRINGS {
+            if attach.slots() == MAX_STRINGS {
                 return Err(Error::new(
                     span,
                     format!("a probe can read at most {MAX_STRINGS} strings and struct regions"),
@@ -687,6 +741,7 @@ impl Checker<'_> {
             }
             ExprKind::Map(map) => {
                 self.keys(map)?;
+                self.read_kept(map);
                 let info = self.map_info(map)?;
                 info.kind.read_type().ok_or_else(|| {
                     Error::new(
@@ -835,7 +890,7 @@ impl Checker<'_> {
                     }
                 };
                 let kind = self.field(&field, target.span)?.kind;
-                if self.saved.contains(&target.span)
+                if self.saved.spans.contains(&target.span)
                     && kind == (FieldKind::Pointer { constant: false })
                 {
                     return Err(Error::new(
@@ -1358,6 +1413,29 @@ pub(crate) mod tests {
                 string: false
             }]
         );
+    }
+
+    #[test]
+    fn pointers_saved_per_thread_are_kept_in_the_kernel_too() {
+        let program = |key: &str| {
+            format!(
+                "tracepoint:syscalls:sys_enter_openat {{ @f[{key}] = args.filename; }} \
+                 tracepoint:syscalls:sys_exit_read /@f[{key}]/ {{ printf(\"%s\\n\", str(@f[{key}])); delete(@f[{key}]); }} \
+                 END {{ clear(@f); }}"
+            )
+        };
+        let plan = checked(&program("tid"));
+        let save = plan.attaches[0].save.as_ref();
+        assert_eq!(
+            save.map(|(f, m)| (f.name.as_str(), *m)),
+            Some(("filename", 0))
+        );
+        assert_eq!(plan.attaches[1].saved, [0]);
+        assert_eq!(plan.attaches[1].saved_slot(0), Some(0));
+        // Keyed otherwise, the string is the one read where it is saved.
+        let plan = checked(&program("pid"));
+        assert!(plan.attaches[0].save.is_none());
+        assert!(plan.attaches[1].saved.is_empty());
     }
 
     #[test]

@@ -258,7 +258,7 @@ pub(crate) fn read_string(
             format!("the kernel follows at most {MAX_HOPS} pointers to a member"),
         ));
     }
-    if attach.strings.len() + attach.reads.len() >= MAX_STRINGS {
+    if attach.slots() >= MAX_STRINGS {
         return Err(Error::new(
             expr.span,
             format!("a probe can read at most {MAX_STRINGS} strings and struct regions"),
@@ -298,7 +298,7 @@ fn slot(attach: &mut Attach, place: &Place, len: u32) -> Option<usize> {
             return Some(i);
         }
     }
-    if attach.strings.len() + attach.reads.len() >= MAX_STRINGS {
+    if attach.slots() >= MAX_STRINGS {
         return None;
     }
     attach.reads.push(Read {

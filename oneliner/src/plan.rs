@@ -85,11 +85,16 @@ pub struct Attach {
     pub raw_len: u16,
     /// Fields whose strings the kernel reads, in slot order.
     pub strings: Vec<Field>,
-    /// Kernel memory read into the slots after the strings' (struct
-    /// members).
+    /// Maps whose thread's saved pointer the kernel reads the string of,
+    /// into the slots after the strings' ([`Self::save`]).
+    pub saved: Vec<usize>,
+    /// Kernel memory read into the slots after those (struct members).
     pub reads: Vec<Read>,
     /// Where each member expression's value is in [`Self::reads`].
     pub members: Vec<MemberRead>,
+    /// The pointer field the kernel keeps for the thread, and the map it
+    /// is saved in (`@filename[tid] = args.filename`).
+    pub save: Option<(Field, usize)>,
     /// The pointer-array field whose strings `join()` prints.
     pub join: Option<Field>,
     /// The aggregation the kernel keeps itself, sending no events: the
@@ -114,6 +119,22 @@ impl Attach {
     /// The string slot holding field `name`.
     pub fn string_slot(&self, name: &str) -> Option<usize> {
         self.strings.iter().position(|f| f.name == name)
+    }
+
+    /// String slots taken: strings, saved pointers' strings and reads.
+    pub fn slots(&self) -> usize {
+        self.strings.len() + self.saved.len() + self.reads.len()
+    }
+
+    /// The string slot of read `i`.
+    pub fn read_slot(&self, i: usize) -> usize {
+        self.strings.len() + self.saved.len() + i
+    }
+
+    /// The string slot holding the string of map `map`'s saved pointer.
+    pub fn saved_slot(&self, map: usize) -> Option<usize> {
+        let i = self.saved.iter().position(|m| *m == map)?;
+        Some(self.strings.len() + i)
     }
 
     /// Where the member expression written at `span` is read.

@@ -435,7 +435,7 @@ impl<'p> Runtime<'p> {
                 let index = self.plan.map(&map.name).expect("checked");
                 let key = self.keys(map, scope);
                 match self.maps[index].get(&key) {
-                    Some(agg) => agg.read(),
+                    Some(agg) => kept_string(scope, index).unwrap_or_else(|| agg.read()),
                     None => match self.plan.maps[index].kind {
                         MapKind::Value(Type::Str) => Value::Str(String::new()),
                         _ => Value::Int(0),
@@ -591,6 +591,15 @@ fn field(scope: &Scope<'_, '_>, name: &str) -> Value {
     }
 }
 
+/// The string the kernel read again for the thread's pointer saved in map
+/// `map`, when it read one (`saved.rs`): fresher than the one read where
+/// the pointer was saved, which may be empty.
+fn kept_string(scope: &Scope<'_, '_>, map: usize) -> Option<Value> {
+    let slot = scope.attach.saved_slot(map)?;
+    let text = c_string(scope.event.strings.get(slot).copied()?);
+    (!text.is_empty()).then_some(Value::Str(text))
+}
+
 /// The kernel struct member `expr` names, from the slot the kernel read
 /// it into.
 fn member(scope: &Scope<'_, '_>, expr: &Expr) -> Value {
@@ -602,7 +611,7 @@ fn member(scope: &Scope<'_, '_>, expr: &Expr) -> Value {
     let slot = scope
         .event
         .strings
-        .get(attach.strings.len() + m.read)
+        .get(attach.read_slot(m.read))
         .copied()
         .unwrap_or_default();
     let start = (m.at - read.at) as usize;

@@ -10,15 +10,32 @@
 //! the pointer names an input (`const char *`, or an untyped `argN`); the
 //! checker refuses a pointer to data the kernel may still write (a
 //! `char *buf` that a read fills), whose string only exists at the exit.
+//!
+//! The kernel cannot read a page the process has not touched yet (it may
+//! not fault at a probe), and an input's page often is not touched before
+//! the syscall runs: its string read at the entry comes back empty, where
+//! bpftrace reads it at the exit. So for a map always keyed by `[tid]`
+//! the kernel also keeps the pointer per thread where it is saved, and
+//! reads its string again where the map is read (`STRING_SAVED`); weft
+//! takes that string when it is there.
 
 use std::collections::HashSet;
 
-use crate::ast::{Expr, ExprKind, Program, Stmt, for_each_expr};
+use crate::ast::{Builtin, Expr, ExprKind, MapRef, Program, Stmt, for_each_expr};
 use crate::error::Span;
 
-/// Rewrites `program` so maps read through `str()` hold strings; returns
-/// the spans of the pointers whose string is now read where they are saved.
-pub(crate) fn read_where_saved(program: &mut Program) -> HashSet<Span> {
+/// The maps whose pointers' strings are read where they are saved.
+#[derive(Debug, Default)]
+pub(crate) struct Saved {
+    /// The pointers saved, by span.
+    pub spans: HashSet<Span>,
+    /// Those maps always keyed by `[tid]`: the kernel keeps their pointers
+    /// per thread too.
+    pub by_thread: HashSet<String>,
+}
+
+/// Rewrites `program` so maps read through `str()` hold strings.
+pub(crate) fn read_where_saved(program: &mut Program) -> Saved {
     let mut read = HashSet::new();
     for item in &program.items {
         item.predicate
@@ -26,11 +43,63 @@ pub(crate) fn read_where_saved(program: &mut Program) -> HashSet<Span> {
             .for_each(|e| maps_read_as_strings(e, &mut read));
         for_each_expr(&item.body, &mut |e| maps_read_as_strings(e, &mut read));
     }
-    let mut saved = HashSet::new();
-    for item in &mut program.items {
-        save_strings(&mut item.body, &read, &mut saved);
+    let mut by_thread = read.clone();
+    for item in &program.items {
+        let mut check = |e: &Expr| {
+            if let ExprKind::Map(map) = &e.kind {
+                keyed_by_tid(map, &mut by_thread);
+            }
+        };
+        item.predicate.iter().for_each(|e| visit(e, &mut check));
+        for_each_expr(&item.body, &mut |e| visit(e, &mut check));
+        for_each_map_target(&item.body, &mut |map| keyed_by_tid(map, &mut by_thread));
     }
-    saved
+    let mut spans = HashSet::new();
+    for item in &mut program.items {
+        save_strings(&mut item.body, &read, &mut spans);
+    }
+    Saved { spans, by_thread }
+}
+
+/// `expr` and everything in it.
+fn visit(expr: &Expr, f: &mut dyn FnMut(&Expr)) {
+    f(expr);
+    for child in expr.children() {
+        visit(child, f);
+    }
+}
+
+/// The maps statements assign or update.
+fn for_each_map_target(stmts: &[Stmt], f: &mut dyn FnMut(&MapRef)) {
+    for stmt in stmts {
+        match stmt {
+            Stmt::MapAssign { map, .. } | Stmt::MapUpdate { map, .. } => f(map),
+            Stmt::If {
+                then, otherwise, ..
+            } => {
+                for_each_map_target(then, f);
+                for_each_map_target(otherwise, f);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Drops `map` from `maps` unless this use is keyed by `[tid]`, or names
+/// the whole map (`clear(@filename)`: a keyed map has no value without
+/// a key).
+fn keyed_by_tid(map: &MapRef, maps: &mut HashSet<String>) {
+    if !map.keys.is_empty()
+        && !matches!(
+            map.keys.as_slice(),
+            [Expr {
+                kind: ExprKind::Builtin(Builtin::Tid),
+                ..
+            }]
+        )
+    {
+        maps.remove(&map.name);
+    }
 }
 
 /// Names of maps that `str(@map[...])` reads in `expr`.

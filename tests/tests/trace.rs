@@ -713,20 +713,16 @@ const BUNDLED_LINES: &[LineCase] = &[
         &[0],
         2,
     ),
-    // Not `stat(1)`: libselinux's first statfs names a page of its own
-    // that no one has touched yet, which the kernel cannot read at the
-    // syscall's entry, where weft reads a saved pointer's string
-    // (docs/oneliners.md, "Differences from bpftrace").
+    // stat(1)'s first statfs (libselinux's) names a page no one has
+    // touched yet: its string is read where the pointer is read, at the
+    // exit, as bpftrace reads it, not at the entry, where the kernel
+    // cannot read it yet.
     (
         "statsnoop",
         "PATH",
-        &[
-            "python3",
-            "-c",
-            "import os\ntry: os.statvfs('/weft-statsnoop-missing')\nexcept OSError: pass",
-        ],
+        &["stat", "-L", "/weft-statsnoop-missing"],
         &[],
-        1,
+        3,
     ),
     ("syncsnoop", "EVENT", &["sync", "/tmp"], &[0], 1),
     (

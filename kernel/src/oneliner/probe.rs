@@ -29,8 +29,8 @@ use weft_abi::oneliner::{
     MAX_HOPS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand as KernelOperand, PROBES_MAP,
     ProbeConfig, RINGS_MAP, SCRATCH, STACK_KERNEL, STACK_USER, STACKS_MAP, START_CONTEXT,
     START_TASK, STRING_CHAIN, STRING_DATA_LOC, STRING_LEN, STRING_MEMORY, STRING_POINTER,
-    SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_PID,
-    SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, TRACEPOINT_COPIES, copy_key,
+    STRING_SAVED, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_FIELD, SUBJECT_FUNC,
+    SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, TRACEPOINT_COPIES, copy_key,
 };
 use weft_abi::ring::{self, Ring};
 use weft_oneliner::{
@@ -667,7 +667,7 @@ fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig> {
     let mut config = ProbeConfig {
         attach: u16::try_from(index).context("too many attach points")?,
         raw_len: attach.raw_len,
-        strings: (attach.strings.len() + attach.reads.len()) as u8,
+        strings: attach.slots() as u8,
         ..ProbeConfig::default()
     };
     for (i, field) in attach.strings.iter().enumerate() {
@@ -678,8 +678,17 @@ fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig> {
         };
         config.string_offsets[i] = field.offset;
     }
-    for (i, read) in attach.reads.iter().enumerate() {
+    for (i, map) in attach.saved.iter().enumerate() {
         let i = attach.strings.len() + i;
+        config.string_kinds[i] = STRING_SAVED;
+        config.string_offsets[i] = kept_id(*map)?.into();
+    }
+    if let Some((field, map)) = &attach.save {
+        config.save = kept_id(*map)?;
+        config.save_offset = field.offset;
+    }
+    for (i, read) in attach.reads.iter().enumerate() {
+        let i = attach.read_slot(i);
         config.string_kinds[i] = if read.string {
             STRING_CHAIN
         } else {
@@ -708,6 +717,11 @@ fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig> {
         *slot = kernel_filter(filter, cpid);
     }
     Ok(config)
+}
+
+/// The kernel's id of map `map`'s pointers kept per thread.
+fn kept_id(map: usize) -> Result<u8> {
+    u8::try_from(map + 1).context("too many maps keep pointers")
 }
 
 /// The kernel's form of a struct member read (the checker bounds it).

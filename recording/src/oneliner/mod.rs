@@ -485,6 +485,20 @@ fn explain(plan: &Plan) -> String {
             format!("; the strings of array {}", f.name)
         });
         let mut reads = String::new();
+        if let Some((field, map)) = &attach.save {
+            let _ = write!(
+                reads,
+                "; keeps pointer {} for the thread (@{})",
+                field.name, plan.maps[*map].name
+            );
+        }
+        for map in &attach.saved {
+            let _ = write!(
+                reads,
+                "; the string of @{}'s pointer kept for the thread",
+                plan.maps[*map].name
+            );
+        }
         for read in &attach.reads {
             let _ = write!(reads, "; {read}");
         }
