@@ -207,18 +207,8 @@ pub(crate) fn read(
             ));
         }
     };
-    if place.hops.len() > MAX_HOPS {
-        return Err(Error::new(
-            expr.span,
-            format!("the kernel follows at most {MAX_HOPS} pointers to a member"),
-        ));
-    }
-    let read = slot(attach, &place, u32::from(size)).ok_or_else(|| {
-        Error::new(
-            expr.span,
-            format!("a probe can read at most {MAX_STRINGS} strings and struct regions"),
-        )
-    })?;
+    within_reach(&place.hops, expr)?;
+    let read = slot(attach, &place, u32::from(size)).ok_or_else(|| no_room(expr))?;
     attach.members.push(MemberRead {
         span: expr.span,
         read,
@@ -252,17 +242,9 @@ pub(crate) fn read_string(
     }
     let mut hops = place.hops;
     hops.push(place.at);
-    if hops.len() > MAX_HOPS {
-        return Err(Error::new(
-            expr.span,
-            format!("the kernel follows at most {MAX_HOPS} pointers to a member"),
-        ));
-    }
+    within_reach(&hops, expr)?;
     if attach.slots() >= MAX_STRINGS {
-        return Err(Error::new(
-            expr.span,
-            format!("a probe can read at most {MAX_STRINGS} strings and struct regions"),
-        ));
+        return Err(no_room(expr));
     }
     attach.reads.push(Read {
         start: place.start,
@@ -280,6 +262,25 @@ pub(crate) fn read_string(
         chars: true,
     });
     Ok(Type::Str)
+}
+
+/// Whether the kernel follows as many pointers as `expr` needs.
+fn within_reach(hops: &[u32], expr: &Expr) -> Result<()> {
+    if hops.len() > MAX_HOPS {
+        return Err(Error::new(
+            expr.span,
+            format!("the kernel follows at most {MAX_HOPS} pointers to a member"),
+        ));
+    }
+    Ok(())
+}
+
+/// The error for a member `expr` without a free string slot.
+fn no_room(expr: &Expr) -> Error {
+    Error::new(
+        expr.span,
+        format!("a probe can read at most {MAX_STRINGS} strings and struct regions"),
+    )
 }
 
 /// The [`Read`] of `attach` that covers `len` bytes at `place`, widened
