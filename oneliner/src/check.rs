@@ -774,11 +774,15 @@ impl Checker<'_> {
                             format!("cannot compare {} with {}", l.name(), r.name()),
                         ));
                     }
-                } else if l == Type::Str || r == Type::Str {
+                } else if (l == Type::Str || r == Type::Str)
+                    && !matches!(op, BinOp::LogicalAnd | BinOp::LogicalOr)
+                {
+                    // `&&` and `||` take a string as true where it is not
+                    // empty, as a predicate does (`/pid == 42 && @name[tid]/`).
                     let bad = if l == Type::Str { left } else { right };
                     return Err(Error::new(
                         bad.span,
-                        "this is a string: only == and != apply to strings",
+                        "this is a string: only ==, != and the logical && and || apply to strings",
                     ));
                 }
                 Ok(Type::Int)

@@ -4,7 +4,10 @@
 //! `nanosleep:MS:K`, `direct-read:PATH:BYTES` (one `O_DIRECT` read of
 //! BYTES, a multiple of 4096, from the start of PATH), `drop-cache:PATH`
 //! (fsync, then drop PATH's pages from the page cache) or `read:PATH:BYTES`
-//! (read PATH to its end, BYTES at a time) or `switches:PATH` (the
+//! (read PATH to its end, BYTES at a time), `open-mapped:PATH` (one
+//! `openat` of PATH whose name lies in a file mapping the process has not
+//! touched, so that a probe at the syscall's entry cannot read it yet) or
+//! `switches:PATH` (the
 //! thread's voluntary context switches so far, written into PATH once all
 //! steps are done, so that writing it cannot block inside a measured
 //! interval). It first blocks reading one byte from stdin, so a tracer
@@ -19,7 +22,7 @@ fn main() -> ExitCode {
     for step in &steps {
         let Some(step) = parse(step) else {
             eprintln!(
-                "weft-workload: bad step `{step}` (getppid:N, getpid:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, switches:PATH)"
+                "weft-workload: bad step `{step}` (getppid:N, getpid:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, switches:PATH)"
             );
             return ExitCode::from(2);
         };
@@ -62,6 +65,7 @@ enum Step {
     DropCache(String),
     Switches(String),
     Read { path: String, bytes: usize },
+    OpenMapped(String),
 }
 
 fn parse(step: &str) -> Option<Step> {
@@ -69,6 +73,7 @@ fn parse(step: &str) -> Option<Step> {
     let step = match (parts.next()?, parts.next()?, parts.next()) {
         ("drop-cache", path, None) => Step::DropCache(path.to_owned()),
         ("switches", path, None) => Step::Switches(path.to_owned()),
+        ("open-mapped", path, None) => Step::OpenMapped(path.to_owned()),
         ("read", path, Some(bytes)) => Step::Read {
             path: path.to_owned(),
             bytes: bytes.parse().ok().filter(|b| *b > 0)?,
@@ -122,6 +127,7 @@ fn run(step: Step, switches: &mut Vec<(String, i64)>) -> std::io::Result<()> {
         Step::DirectRead { path, bytes } => direct_read(&path, bytes)?,
         Step::DropCache(path) => drop_cache(&path)?,
         Step::Switches(path) => switches.push((path, voluntary_switches())),
+        Step::OpenMapped(path) => open_mapped(&path)?,
         Step::Read { path, bytes } => {
             use std::io::Read as _;
             let mut file = std::fs::File::open(path)?;
@@ -154,6 +160,45 @@ fn direct_read(path: &str, bytes: usize) -> std::io::Result<()> {
         return Err(std::io::Error::other(format!("{path}: short read")));
     }
     Ok(())
+}
+
+/// Opens `path` through a name that only a fresh mapping of a file holds:
+/// the process touches the page first inside `openat`.
+fn open_mapped(path: &str) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd as _;
+    let names = format!("{path}.name");
+    let mut name = path.as_bytes().to_vec();
+    name.push(0);
+    std::fs::write(&names, &name)?;
+    let file = std::fs::File::open(&names);
+    std::fs::remove_file(&names)?;
+    let file = file?;
+    // SAFETY: a read-only private mapping of an open file, unmapped below.
+    let map = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if map == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the mapping holds the NUL-terminated name.
+    let fd = unsafe { libc::openat(libc::AT_FDCWD, map.cast(), libc::O_RDONLY) };
+    let opened = if fd < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        // SAFETY: the descriptor openat returned.
+        unsafe { libc::close(fd) };
+        Ok(())
+    };
+    // SAFETY: mapped above with this length.
+    unsafe { libc::munmap(map, 4096) };
+    opened
 }
 
 /// Writes back and drops `path`'s pages from the page cache.
