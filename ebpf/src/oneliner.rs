@@ -26,16 +26,17 @@ use aya_ebpf::{
     },
 };
 use weft_abi::{
-    syscall::MAX_CPUS,
     oneliner::{
-        AGG_LINEAR, AGG_LOG2, AGG_NONE, AggKey, AggValue, Aggregation, COUNTERS, CopyKind,
-        Chain, Counter, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS, JOIN_SIZE, KEY_PART_LEN,
-        KEY_PARTS, MAX_AGGS, MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_STRINGS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE,
-        Operand, ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES, STACK_KERNEL, STACK_USER,
-        START_TASK, STRING_CHAIN, STRING_DATA_LOC, STRING_LEN, STRING_MEMORY, STRING_SAVED, STRINGS_MASK, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU,
-        SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_NONE, SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID,
-        SUBJECT_UID, copy_key, linear_bucket, log2_bucket,
+        AGG_LINEAR, AGG_LOG2, AGG_NONE, AggKey, AggValue, Aggregation, COUNTERS, Chain, CopyKind,
+        Counter, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS, JOIN_SIZE, KEY_PART_LEN,
+        KEY_PARTS, MAX_AGGS, MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_STRINGS, OP_EQ, OP_GE, OP_GT,
+        OP_LE, OP_LT, OP_NE, Operand, ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES, STACK_KERNEL,
+        STACK_USER, START_TASK, STRING_CHAIN, STRING_DATA_LOC, STRING_LEN, STRING_MEMORY,
+        STRING_SAVED, STRINGS_MASK, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_FIELD,
+        SUBJECT_FUNC, SUBJECT_NONE, SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, copy_key,
+        linear_bucket, log2_bucket,
     },
+    syscall::MAX_CPUS,
 };
 
 #[unsafe(no_mangle)]
@@ -414,7 +415,8 @@ fn aggregate(task: &Task, agg: &Aggregation) -> bool {
     };
     // Written in place: an `Option` of bytes that is `None` leaves them
     // undefined, and the verifier refuses code that copies them anyway.
-    if !key_part(task, &agg.keys[0], &mut key.key[0]) || !key_part(task, &agg.keys[1], &mut key.key[1])
+    if !key_part(task, &agg.keys[0], &mut key.key[0])
+        || !key_part(task, &agg.keys[1], &mut key.key[1])
     {
         return false;
     }
@@ -484,7 +486,8 @@ fn operand(task: &Task, operand: &Operand) -> Option<i64> {
     )
 }
 
-/// Reads string `i` of the probe into its slot of `buf`.
+/// Reads string `i` of the probe into its slot of `buf`, which stays
+/// empty where a pointer cannot be read.
 #[inline(always)]
 fn read_string(
     ctx: *const u8,
@@ -498,15 +501,15 @@ fn read_string(
         read_memory(ctx, &config.chains[i], kind == STRING_CHAIN, i, buf);
         return;
     }
+    let start = HEADER_SIZE + i * STRING_LEN;
+    let slot = &mut buf[start..start + STRING_LEN];
+    slot[0] = 0;
     let offset = config.string_offsets[i] as usize;
     let address = if kind == STRING_SAVED {
         // SAFETY: the value is only read.
         match unsafe { TRACE_SAVED.get(&saved_key(pid_tgid, offset as u8)) } {
             Some(pointer) => *pointer,
-            None => {
-                buf[HEADER_SIZE + i * STRING_LEN] = 0;
-                return;
-            }
+            None => return,
         }
     } else if kind == STRING_DATA_LOC {
         let Some(loc) = read::<u32>(ctx, offset) else {
@@ -519,17 +522,7 @@ fn read_string(
         };
         pointer
     };
-    let start = HEADER_SIZE + i * STRING_LEN;
-    let slot = &mut buf[start..start + STRING_LEN];
-    slot[0] = 0;
-    // SAFETY: the helpers check the source address and bound the copy.
-    let _ = unsafe {
-        if address < USER_TOP {
-            bpf_probe_read_user_str_bytes(address as *const u8, slot)
-        } else {
-            bpf_probe_read_kernel_str_bytes(address as *const u8, slot)
-        }
-    };
+    read_str_at(address, slot);
 }
 
 /// The [`TRACE_SAVED`] key of pointer `id` of the thread.
@@ -576,14 +569,7 @@ fn read_memory(
     const _: () = assert!(MAX_HOPS == 4);
     let address = address.wrapping_add(u64::from(chain.at));
     if string {
-        // SAFETY: the helpers check the source address and bound the copy.
-        let _ = unsafe {
-            if address < USER_TOP {
-                bpf_probe_read_user_str_bytes(address as *const u8, slot)
-            } else {
-                bpf_probe_read_kernel_str_bytes(address as *const u8, slot)
-            }
-        };
+        read_str_at(address, slot);
         return;
     }
     // 1 to STRING_LEN, by a mask the verifier follows.
@@ -611,6 +597,21 @@ fn read_at<T>(address: u64) -> Option<T> {
         }
     }
     .ok()
+}
+
+/// Reads the string at `address` into `slot`, user or kernel memory by
+/// the address; false when it cannot be read.
+#[inline(always)]
+fn read_str_at(address: u64, slot: &mut [u8]) -> bool {
+    // SAFETY: the helpers check the source address and bound the copy.
+    unsafe {
+        if address < USER_TOP {
+            bpf_probe_read_user_str_bytes(address as *const u8, slot)
+        } else {
+            bpf_probe_read_kernel_str_bytes(address as *const u8, slot)
+        }
+    }
+    .is_ok()
 }
 
 /// Reads the strings of the pointer array `join()` names into the block
@@ -649,13 +650,5 @@ fn read_join_slot(array: u64, i: usize, at: usize, buf: &mut [u8; SCRATCH_BYTES]
     if pointer == 0 {
         return false;
     }
-    // SAFETY: as above.
-    let read = unsafe {
-        if pointer < USER_TOP {
-            bpf_probe_read_user_str_bytes(pointer as *const u8, slot)
-        } else {
-            bpf_probe_read_kernel_str_bytes(pointer as *const u8, slot)
-        }
-    };
-    read.is_ok()
+    read_str_at(pointer, slot)
 }
