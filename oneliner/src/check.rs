@@ -325,11 +325,17 @@ impl Checker<'_> {
         task
     }
 
-    /// A member expression (`a->b`, `a.b`) at every attach point.
-    fn member(&mut self, expr: &Expr) -> Result<Type> {
+    /// A member expression (`a->b`, `a.b`) at every attach point; its
+    /// string when `string` (`str(a->b)`).
+    fn member(&mut self, expr: &Expr, string: bool) -> Result<Type> {
+        let read = if string {
+            members::read_string
+        } else {
+            members::read
+        };
         let mut found = None;
         for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
-            let ty = members::read(self.kernel, attach, bound, expr)?;
+            let ty = read(self.kernel, attach, bound, expr)?;
             if found.is_some_and(|t| t != ty) {
                 return Err(Error::new(
                     expr.span,
@@ -389,14 +395,6 @@ impl Checker<'_> {
             .iter()
             .position(|m| m.name == map.name)
             .filter(|i| *i < usize::from(u8::MAX))
-    }
-
-    /// `str()` of a member expression at every attach point.
-    fn member_string(&mut self, expr: &Expr) -> Result<Type> {
-        for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
-            members::read_string(self.kernel, attach, bound, expr)?;
-        }
-        Ok(Type::Str)
     }
 
     fn map_info(&self, map: &MapRef) -> Result<&MapInfo> {
@@ -728,7 +726,7 @@ impl Checker<'_> {
                     "${name} holds curtask, whose address weft does not copy: read its members (${name}->pid)"
                 ),
             )),
-            ExprKind::Member { .. } => self.member(expr),
+            ExprKind::Member { .. } => self.member(expr, false),
             ExprKind::StructCast(name, inner) => {
                 self.kernel.record(name).map_err(|e| Error::new(span, e))?;
                 self.want(inner, Type::Int, "what a pointer cast converts")?;
@@ -876,7 +874,7 @@ impl Checker<'_> {
                     ));
                 }
                 let field = match &target.kind {
-                    ExprKind::Member { .. } => return self.member_string(target),
+                    ExprKind::Member { .. } => return self.member(target, true),
                     ExprKind::Field(n) => n.clone(),
                     ExprKind::Arg(n) => format!("arg{n}"),
                     ExprKind::Builtin(Builtin::Retval) => "retval".into(),

@@ -34,6 +34,15 @@ struct Place {
     ty: KernelType,
 }
 
+impl Place {
+    /// Where the address this place holds leads: its pointer followed.
+    fn followed(self) -> (Start, Vec<u32>) {
+        let mut hops = self.hops;
+        hops.push(self.at);
+        (self.start, hops)
+    }
+}
+
 /// Pointers held in `$variables`, per attach point.
 pub(crate) type Bound = HashMap<String, Pointer>;
 
@@ -83,10 +92,9 @@ pub(crate) fn pointer(
             let KernelType::Pointer(Some(record)) = place.ty else {
                 return Err(not_pointer());
             };
-            let mut hops = place.hops;
-            hops.push(place.at);
+            let (start, hops) = place.followed();
             Ok(Pointer {
-                start: place.start,
+                start,
                 hops,
                 record,
             })
@@ -125,11 +133,7 @@ fn address(
                 place.ty,
                 KernelType::Pointer(_) | KernelType::Int { size: 8, .. }
             )
-            .then(|| {
-                let mut hops = place.hops;
-                hops.push(place.at);
-                (place.start, hops)
-            })
+            .then(|| place.followed())
         }
         _ => None,
     };
@@ -187,6 +191,16 @@ pub(crate) fn read(
     expr: &Expr,
 ) -> Result<Type> {
     let place = place(kernel, attach, bound, expr)?;
+    read_place(kernel, attach, &place, expr)
+}
+
+/// Notes what the kernel reads for member `expr`, found at `place`.
+fn read_place(
+    kernel: &dyn Kernel,
+    attach: &mut Attach,
+    place: &Place,
+    expr: &Expr,
+) -> Result<Type> {
     let (size, signed, ty) = match place.ty {
         KernelType::Int { size, signed } if size <= 8 => (size, signed, Type::Int),
         KernelType::Pointer(_) => (8, false, Type::Int),
@@ -208,7 +222,7 @@ pub(crate) fn read(
         }
     };
     within_reach(&place.hops, expr)?;
-    let read = slot(attach, &place, u32::from(size)).ok_or_else(|| no_room(expr))?;
+    let read = slot(attach, place, u32::from(size)).ok_or_else(|| no_room(expr))?;
     attach.members.push(MemberRead {
         span: expr.span,
         read,
@@ -230,7 +244,7 @@ pub(crate) fn read_string(
 ) -> Result<Type> {
     let place = place(kernel, attach, bound, expr)?;
     match place.ty {
-        KernelType::Chars(_) => return read(kernel, attach, bound, expr),
+        KernelType::Chars(_) => return read_place(kernel, attach, &place, expr),
         // An address in an `unsigned long` too (`pt_regs`), as bpftrace reads it.
         KernelType::Pointer(_) | KernelType::Int { size: 8, .. } => {}
         _ => {
@@ -240,14 +254,13 @@ pub(crate) fn read_string(
             ));
         }
     }
-    let mut hops = place.hops;
-    hops.push(place.at);
+    let (start, hops) = place.followed();
     within_reach(&hops, expr)?;
     if attach.slots() >= MAX_STRINGS {
         return Err(no_room(expr));
     }
     attach.reads.push(Read {
-        start: place.start,
+        start,
         hops,
         at: 0,
         len: STRING_LEN as u32,
