@@ -382,7 +382,7 @@ fn aggregations_stay_in_the_kernel() {
     );
     assert!(output.status.success(), "{stderr}");
     let bar = "@".repeat(52);
-    for line in [
+    let expected = [
         "@[weft-workload]: 1000".to_string(),
         "@lo: -7".into(),
         "@mean[0]: 3".into(),
@@ -391,12 +391,8 @@ fn aggregations_stay_in_the_kernel() {
         format!("[4K, 8K)               4 |{bar}|"),
         format!("[4000, 5000)           4 |{bar}|"),
         "@s[4096]: count 4, average 4096, total 16384".into(),
-    ] {
-        assert!(
-            stdout.lines().any(|l| l == line),
-            "missing `{line}` in:\n{stdout}"
-        );
-    }
+    ];
+    expect_lines(&stdout, &expected, "kernel aggregations");
     assert!(
         stderr.contains(
             "weft: 4016 of the events aggregated in the kernel\nweft: 4016 events, 0 lost (ring full)"
@@ -978,12 +974,11 @@ fn uprobe_and_uretprobe_on_libc_syscall() {
          uretprobe:{libc}:syscall /pid == cpid && retval == cpid/ {{ @own = count(); }}"
     );
     let stdout = weft_trace(&program, &["getppid:1000", "getpid:10"], &[]);
-    for line in ["@[39]: 10", "@[110]: 1000", "@own: 10"] {
-        assert!(
-            stdout.lines().any(|l| l == line),
-            "missing `{line}`:\n{stdout}"
-        );
-    }
+    expect_lines(
+        &stdout,
+        &["@[39]: 10", "@[110]: 1000", "@own: 10"],
+        "uprobe",
+    );
 }
 
 #[test]
@@ -1000,12 +995,7 @@ fn kprobe_and_kretprobe_where_the_kernel_has_them() {
     let program = "kprobe:__x64_sys_getppid /pid == cpid/ { @calls = count(); } \
                    kretprobe:__x64_sys_getppid /pid == cpid/ { @returns = count(); }";
     let stdout = weft_trace(program, &["getppid:500"], &[]);
-    for line in ["@calls: 500", "@returns: 500"] {
-        assert!(
-            stdout.lines().any(|l| l == line),
-            "missing `{line}`:\n{stdout}"
-        );
-    }
+    expect_lines(&stdout, &["@calls: 500", "@returns: 500"], "kprobe");
 }
 
 #[test]
@@ -1069,12 +1059,7 @@ fn fentry_and_fexit_name_arguments_from_btf() {
         &[&format!("read:{file}:4096")],
         &[],
     );
-    for line in ["@calls[4096]: 4", "@ret: 10000"] {
-        assert!(
-            stdout.lines().any(|l| l == line),
-            "missing `{line}`:\n{stdout}"
-        );
-    }
+    expect_lines(&stdout, &["@calls[4096]: 4", "@ret: 10000"], "fentry");
 }
 
 /// Struct members behind a probe's arguments and behind curtask, from
@@ -1155,8 +1140,9 @@ fn struct_members_behind_probe_arguments() {
 }
 
 /// Asserts that `stdout` has each of `lines` as a line of its own.
-fn expect_lines(stdout: &str, lines: &[String], what: &str) {
+fn expect_lines(stdout: &str, lines: &[impl AsRef<str>], what: &str) {
     for line in lines {
+        let line = line.as_ref();
         assert!(
             stdout.lines().any(|l| l == line),
             "{what}: missing `{line}`:\n{stdout}"
