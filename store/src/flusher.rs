@@ -28,7 +28,7 @@ use crate::{
     schema::Meta,
     segment_number, segment_path,
     shared::{Sealed, Shared},
-    values,
+    values::{self, Wide},
 };
 
 /// How often the budget and retention are applied within a segment.
@@ -143,7 +143,7 @@ impl Files {
         Ok(&self.segments[&segment])
     }
 
-    fn write(&mut self, sealed: &Sealed, config: &Config, meta: &Meta) -> Result<()> {
+    fn write(&mut self, sealed: &Sealed, wide: Wide, config: &Config, meta: &Meta) -> Result<()> {
         let (block_size, per_segment) = (meta.block_size, u64::from(meta.blocks_per_segment));
         let chunk = sealed.time.chunk;
         let segment = chunk / per_segment;
@@ -160,7 +160,7 @@ impl Files {
         }
         let mut time = sealed.time;
         if let Some((values_file, end)) = &mut self.values {
-            let entry = values::entry(meta, chunk, &sealed.block, &sealed.summaries);
+            let entry = values::entry(meta, chunk, wide, &sealed.summaries);
             let path = self.dir.join("values.log");
             values_file
                 .write_all_at(&entry, *end)
@@ -305,7 +305,7 @@ fn start_writeback(file: &File, offset: u64, len: usize) {
 /// A failure poisons the store and stops the thread.
 pub(crate) fn run(
     shared: &Arc<Shared>,
-    chunks: &mpsc::Receiver<Arc<Sealed>>,
+    chunks: &mpsc::Receiver<(Arc<Sealed>, Wide)>,
     spare: &mpsc::Sender<Vec<u8>>,
     config: &Config,
     ends: (u64, u64),
@@ -321,10 +321,10 @@ pub(crate) fn run(
     let mut retired = Instant::now();
     // The segment of the last chunk written, and its newest time.
     let mut last = None;
-    for sealed in chunks {
+    for (sealed, wide) in chunks {
         // The schema as it was when the chunk sealed (indexes come and go).
         let meta = shared.meta();
-        if let Err(error) = files.write(&sealed, config, &meta) {
+        if let Err(error) = files.write(&sealed, wide, config, &meta) {
             return shared.poison(error.to_string());
         }
         shared.commit(sealed.time.chunk);

@@ -23,37 +23,43 @@
 
 use crate::{
     cache::Runs,
-    format::{BLOCK_HEADER_LEN, BlockHeader, RecordHeader, Summary, get_varint, push_varint},
-    schema::{Index, IndexId, Meta},
+    format::{Summary, get_varint, push_varint},
+    schema::{Bins, IndexId, Meta},
 };
 
 /// Bytes before an entry's sections.
 pub const ENTRY_HEADER_LEN: usize = 4 + 8 + 4;
 
-/// The values-log entry of chunk `chunk` (its sealed `block` and
-/// `summaries`): the runs of every bin of every index covering it.
-pub(crate) fn entry(meta: &Meta, chunk: u64, block: &[u8], summaries: &[Summary]) -> Vec<u8> {
-    let indexes: Vec<&Index> = meta.indexes.iter().filter(|i| i.covers(chunk)).collect();
-    let (mut packed, mut rest) = wide_values(&indexes, block);
+/// The values-log entry of chunk `chunk`, from the values its records put
+/// in wide bins (gathered by the writer) and its `summaries`: the runs of
+/// every bin of every index covering it.
+pub(crate) fn entry(meta: &Meta, chunk: u64, wide: Wide, summaries: &[Summary]) -> Vec<u8> {
+    let Wide {
+        mut packed,
+        mut rest,
+    } = wide;
     packed.sort_unstable();
     rest.sort_unstable();
+    let index = |id: IndexId| meta.indexes.get(usize::from(id).wrapping_sub(1));
     let mut out = vec![0; ENTRY_HEADER_LEN];
     let mut sections = Sections::default();
     for p in packed {
-        let (at, bin, offset) = unpack(p);
-        let index = indexes[at];
+        let (id, bin, offset) = unpack(p);
+        let Some(index) = index(id) else { continue };
         let (lo, _) = index.bins.range(bin % index.bins.len() as u32);
-        sections.add(&mut out, key(index.id, bin), lo + offset, 1);
+        sections.add(&mut out, key(id, bin), lo + offset, 1);
     }
     for (key, value) in rest {
         sections.add(&mut out, key, value, 1);
     }
     // Bins one value wide need no records: the summary's count is the run.
     for s in summaries.iter().filter(|s| s.index != 0) {
-        let narrow = indexes.iter().find(|i| i.id == s.index).and_then(|index| {
-            let (lo, hi) = index.bins.range(s.bin % index.bins.len() as u32);
-            (hi.map(|hi| i128::from(hi) - i128::from(lo)) == Some(1)).then_some(lo)
-        });
+        let narrow = index(s.index)
+            .filter(|i| i.covers(chunk))
+            .and_then(|index| {
+                let (lo, hi) = index.bins.range(s.bin % index.bins.len() as u32);
+                (hi.map(|hi| i128::from(hi) - i128::from(lo)) == Some(1)).then_some(lo)
+            });
         if let Some(lo) = narrow {
             sections.add(&mut out, key(s.index, s.bin), lo, s.count);
         }
@@ -74,68 +80,84 @@ fn key(index: IndexId, bin: u32) -> u64 {
 /// Bits of a packed value's distance from its bin's lower bound.
 const OFFSET_BITS: u32 = 36;
 
-/// A value as one sortable word: which of the chunk's indexes (8 bits),
-/// its global bin (20 bits: at most 2^20 per index) and its distance from
-/// the bin's lower bound. Sorting words is about twice as fast as pairs,
-/// and the flusher sorts every record's values.
-fn pack(at: usize, bin: u32, offset: u64) -> Option<u64> {
-    (at < 1 << 8 && bin < 1 << 20 && offset < 1 << OFFSET_BITS)
-        .then(|| ((at as u64) << 20 | u64::from(bin)) << OFFSET_BITS | offset)
+/// A value as one sortable word: its index (8 bits), its global bin (20
+/// bits: at most 2^20 per index) and its distance from the bin's lower
+/// bound. Sorting words is about twice as fast as pairs, and the flusher
+/// sorts every record's values.
+fn pack(index: IndexId, bin: u32, offset: u64) -> Option<u64> {
+    (index < 1 << 8 && bin < 1 << 20 && offset < 1 << OFFSET_BITS)
+        .then(|| (u64::from(index) << 20 | u64::from(bin)) << OFFSET_BITS | offset)
 }
 
-fn unpack(p: u64) -> (usize, u32, i64) {
+fn unpack(p: u64) -> (IndexId, u32, i64) {
     let offset = p & ((1 << OFFSET_BITS) - 1);
     let key = p >> OFFSET_BITS;
     (
-        (key >> 20) as usize,
+        (key >> 20) as IndexId,
         (key & ((1 << 20) - 1)) as u32,
         offset as i64,
     )
 }
 
-/// Every record's value that falls in a bin wider than one value: packed
-/// (see [`pack`]) when its bin is narrower than 2^36, else as (index and
-/// global bin, value).
-fn wide_values(indexes: &[&Index], block: &[u8]) -> (Vec<u64>, Vec<(u64, i64)>) {
-    let (mut packed, mut rest) = (Vec::new(), Vec::new());
-    let Ok(header) = BlockHeader::open(block) else {
-        return (packed, rest);
-    };
-    let mut at = BLOCK_HEADER_LEN;
-    while at < header.used as usize {
-        // The address only decodes back-pointers, which are not used here.
-        let Some(h) = RecordHeader::decode(block, &mut at, u64::MAX, header.base_ts) else {
-            break;
+/// How the values of one value bin reach the values log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BinValues {
+    /// One value wide: the summary's count says it all.
+    Narrow,
+    /// Packed as a distance from the bin's lower bound.
+    Packed { lo: i64 },
+    /// Too wide to pack: kept as (key, value).
+    Unpacked,
+}
+
+impl BinValues {
+    /// Each value bin's way, in bin order.
+    pub(crate) fn of(bins: &Bins) -> Vec<Self> {
+        (0..bins.len() as u32)
+            .map(|bin| {
+                let (lo, hi) = bins.range(bin);
+                match hi.map(|hi| i128::from(hi) - i128::from(lo)) {
+                    Some(1) => Self::Narrow,
+                    Some(width) if width <= 1 << OFFSET_BITS => Self::Packed { lo },
+                    _ => Self::Unpacked,
+                }
+            })
+            .collect()
+    }
+}
+
+/// The values a chunk's records put in bins wider than one value. The
+/// writer gathers them as it bins each record for the summaries, so the
+/// flusher need not decode the block again (it did, and that was a quarter
+/// of `weft record`'s CPU under a flood).
+#[derive(Debug, Default)]
+pub(crate) struct Wide {
+    packed: Vec<u64>,
+    rest: Vec<(u64, i64)>,
+}
+
+impl Wide {
+    /// Adds `value`, which lies in value bin `way` of `index`, global bin `bin`.
+    pub(crate) fn add(&mut self, index: IndexId, bin: u32, way: BinValues, value: i64) {
+        let packed = match way {
+            BinValues::Narrow => return,
+            BinValues::Packed { lo } => pack(index, bin, value.wrapping_sub(lo) as u64),
+            BinValues::Unpacked => None,
         };
-        let Some(payload) = block.get(at..at + h.len as usize) else {
-            break;
-        };
-        at += h.len as usize;
-        for (i, index) in indexes
-            .iter()
-            .enumerate()
-            .filter(|(_, i)| i.source == h.source)
-        {
-            let Some(value) = index.field.read(payload) else {
-                continue;
-            };
-            let bin = index.bins.bin_of(value);
-            let (lo, hi) = index.bins.range(bin);
-            let width = hi.map(|hi| i128::from(hi) - i128::from(lo));
-            if width == Some(1) {
-                continue;
-            }
-            let global = index.part_of(payload) * index.bins.len() as u32 + bin;
-            // A whole bin is packed or not, so its section is written once.
-            let packable = width.is_some_and(|w| w <= 1 << OFFSET_BITS);
-            let offset = (i128::from(value) - i128::from(lo)) as u64;
-            match packable.then(|| pack(i, global, offset)).flatten() {
-                Some(p) => packed.push(p),
-                None => rest.push((key(index.id, global), value)),
-            }
+        match packed {
+            Some(p) => self.packed.push(p),
+            None => self.rest.push((key(index, bin), value)),
         }
     }
-    (packed, rest)
+
+    /// The values gathered so far; leaves room for as many again.
+    pub(crate) fn take(&mut self) -> Self {
+        let room = Self {
+            packed: Vec::with_capacity(self.packed.len()),
+            rest: Vec::new(),
+        };
+        std::mem::replace(self, room)
+    }
 }
 
 /// Sections being written: the open one's key, runs and bytes.

@@ -24,6 +24,7 @@ use crate::{
     recovery::{self, Recovery},
     schema::{Bins, Closed, Field, Index, IndexId, Meta, Partition, Source, SourceId, check_name},
     shared::{Reader, Sealed, Shared, Snapshot},
+    values::{BinValues, Wide},
 };
 
 /// Sealed chunks that may wait for the flusher before `seal` blocks: about
@@ -111,6 +112,8 @@ impl Acc {
 struct IndexAcc {
     spec: Index,
     per_bin: Vec<Acc>,
+    /// How each value bin's values reach the values log.
+    ways: Vec<BinValues>,
     /// Bins with records in the active chunk, in first-use order: sealing
     /// visits and resets only these (a partitioned index has many bins).
     touched: Vec<u32>,
@@ -121,20 +124,23 @@ impl IndexAcc {
         Self {
             spec: spec.clone(),
             per_bin: vec![Acc::EMPTY; spec.bins.len() * spec.parts() as usize],
+            ways: BinValues::of(&spec.bins),
             touched: Vec::new(),
         }
     }
 
-    fn add(&mut self, payload: &[u8], ts: u64, addr: u64) {
+    fn add(&mut self, payload: &[u8], ts: u64, addr: u64, wide: &mut Wide) {
         let Some(value) = self.spec.field.read(payload) else {
             return;
         };
-        let bin = self.spec.bin(self.spec.part_of(payload), value);
+        let value_bin = self.spec.bins.bin_of(value);
+        let bin = self.spec.part_of(payload) * self.ways.len() as u32 + value_bin;
         let acc = &mut self.per_bin[bin as usize];
         if acc.count == 0 {
             self.touched.push(bin);
         }
         acc.add(value, ts, addr);
+        wide.add(self.spec.id, bin, self.ways[value_bin as usize], value);
     }
 
     /// The summaries of the touched bins, in bin order.
@@ -182,11 +188,13 @@ pub struct Store {
     records: u32,
     prev: Vec<Option<u64>>,
     acc: Vec<SourceAcc>,
+    /// The active chunk's values in wide bins, for the values log.
+    wide: Wide,
     /// The indexes changed while a chunk was active: the next chunk
     /// rebuilds the accumulators instead of resetting them.
     acc_stale: bool,
     next_summary: u64,
-    to_flusher: Option<mpsc::SyncSender<Arc<Sealed>>>,
+    to_flusher: Option<mpsc::SyncSender<(Arc<Sealed>, Wide)>>,
     /// Buffers the flusher has written and handed back.
     spare: mpsc::Receiver<Vec<u8>>,
     flusher: Option<thread::JoinHandle<()>>,
@@ -254,6 +262,7 @@ impl Store {
             records: 0,
             prev: recovery.prev.clone(),
             acc: Vec::new(),
+            wide: Wide::default(),
             acc_stale: false,
             next_summary: recovery.next_summary,
             to_flusher: Some(tx),
@@ -493,7 +502,7 @@ impl Store {
         let acc = &mut self.acc[usize::from(source)];
         acc.all.add_own_time(producer_ts.unwrap_or(ts), ts, addr);
         for index in &mut acc.indexes {
-            index.add(payload, ts, addr);
+            index.add(payload, ts, addr, &mut self.wide);
         }
         Ok(addr)
     }
@@ -585,7 +594,7 @@ impl Store {
             .to_flusher
             .as_ref()
             .ok_or_else(|| Error::Poisoned("store is closed".into()))?;
-        if sender.send(sealed).is_err() {
+        if sender.send((sealed, self.wide.take())).is_err() {
             return Err(Error::Poisoned(
                 self.shared
                     .poisoned()
