@@ -1070,9 +1070,10 @@ pub struct CaptureArgs {
     /// Ring buffer size per CPU (e.g. 16MiB); rounded up to a power of two.
     ///
     /// Each CPU has its own ring. A bigger ring absorbs longer bursts before
-    /// records are lost; lost records are counted and shown.
-    #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = parse_size)]
-    pub ring_size: u64,
+    /// records are lost; lost records are counted and shown. By default
+    /// 256MiB are shared by the CPUs, 16MiB to 64MiB each.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub ring_size: Option<u64>,
 
     /// How often rings are drained (e.g. 5ms).
     ///

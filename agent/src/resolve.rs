@@ -21,7 +21,10 @@ pub fn probe_options(filter: &FilterArgs, capture: &CaptureArgs) -> Result<(Opti
         (Attach::Raw, _) | (Attach::Auto, true) => AttachPoints::Raw,
         (Attach::Syscall | Attach::Auto, false) => AttachPoints::PerSyscall,
     };
-    let ring_bytes = ring_bytes(capture.ring_size)?;
+    let ring_bytes = match capture.ring_size {
+        Some(requested) => ring_bytes(requested)?,
+        None => default_ring_bytes(weft_kernel::ebpf::cpus()?),
+    };
     if capture.drain_interval.is_zero() {
         bail!("--drain-interval must be greater than zero");
     }
@@ -57,6 +60,18 @@ fn resolve_syscalls(names: &[String]) -> Result<Vec<u32>> {
         .collect()
 }
 
+/// Each CPU's ring when `--ring-size` is not given: 256 MiB shared by the
+/// CPUs, 16 to 64 MiB each. A one-core flood fills one CPU's ring; on a
+/// small machine, where the drain shares the one other core with the
+/// flusher and the kernel's writeback, 16 MiB is 70 ms of a 4 M/s flood and
+/// stalls of the drain that long were seen (weft record lost records in a
+/// fifth of 10 s floods); 64 MiB is 280 ms.
+fn default_ring_bytes(cpus: u32) -> u32 {
+    const TOTAL: u32 = 256 << 20;
+    let each = (TOTAL / cpus.max(1)).clamp(16 << 20, 64 << 20);
+    1 << each.ilog2()
+}
+
 /// The ring size rounded up to a power of two, within what the kernel accepts.
 fn ring_bytes(requested: u64) -> Result<u32> {
     const MIN: u64 = 4096;
@@ -70,6 +85,16 @@ fn ring_bytes(requested: u64) -> Result<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_ring_shares_256_mib_between_16_and_64_each() {
+        assert_eq!(default_ring_bytes(1), 64 << 20);
+        assert_eq!(default_ring_bytes(2), 64 << 20);
+        assert_eq!(default_ring_bytes(8), 32 << 20);
+        assert_eq!(default_ring_bytes(12), 16 << 20);
+        assert_eq!(default_ring_bytes(16), 16 << 20);
+        assert_eq!(default_ring_bytes(256), 16 << 20);
+    }
 
     #[test]
     fn ring_bytes_rounds_and_bounds() {
