@@ -300,9 +300,9 @@ impl Index {
         })
     }
 
-    /// The summary bin of a record with `value` in part `part`.
-    pub fn bin(&self, part: u32, value: i64) -> u32 {
-        part * self.bins.len() as u32 + self.bins.bin_of(value)
+    /// The summary bin of value bin `value_bin` in part `part`.
+    pub fn bin(&self, part: u32, value_bin: u32) -> u32 {
+        part * self.bins.len() as u32 + value_bin
     }
 }
 

@@ -55,8 +55,8 @@ pub(crate) fn entry(meta: &Meta, chunk: u64, wide: Wide, summaries: &[Summary]) 
         let narrow = index(s.index)
             .filter(|i| i.covers(chunk))
             .and_then(|index| {
-                let (lo, hi) = index.bins.range(s.bin % index.bins.len() as u32);
-                (hi.map(|hi| i128::from(hi) - i128::from(lo)) == Some(1)).then_some(lo)
+                let bin = s.bin % index.bins.len() as u32;
+                (width(&index.bins, bin) == Some(1)).then(|| index.bins.range(bin).0)
             });
         if let Some(lo) = narrow {
             sections.add(&mut out, key(s.index, s.bin), lo, s.count);
@@ -85,6 +85,12 @@ fn counted<T: Copy + Ord + std::hash::Hash>(items: Vec<T>) -> Vec<(T, u64)> {
     counted
 }
 
+/// How many values value bin `bin` holds; `None` for the high outliers.
+fn width(bins: &Bins, bin: u32) -> Option<i128> {
+    let (lo, hi) = bins.range(bin);
+    hi.map(|hi| i128::from(hi) - i128::from(lo))
+}
+
 fn key(index: IndexId, bin: u32) -> u64 {
     u64::from(index) << 32 | u64::from(bin)
 }
@@ -94,8 +100,7 @@ const OFFSET_BITS: u32 = 36;
 
 /// A value as one sortable word: its index (8 bits), its global bin (20
 /// bits: at most 2^20 per index) and its distance from the bin's lower
-/// bound. Sorting words is about twice as fast as pairs, and the flusher
-/// sorts every record's values.
+/// bound. Counting and sorting words is quicker than pairs.
 fn pack(index: IndexId, bin: u32, offset: u64) -> Option<u64> {
     (index < 1 << 8 && bin < 1 << 20 && offset < 1 << OFFSET_BITS)
         .then(|| (u64::from(index) << 20 | u64::from(bin)) << OFFSET_BITS | offset)
@@ -127,8 +132,8 @@ impl BinValues {
     pub(crate) fn of(bins: &Bins) -> Vec<Self> {
         (0..bins.len() as u32)
             .map(|bin| {
-                let (lo, hi) = bins.range(bin);
-                match hi.map(|hi| i128::from(hi) - i128::from(lo)) {
+                let lo = bins.range(bin).0;
+                match width(bins, bin) {
                     Some(1) => Self::Narrow,
                     Some(width) if width <= 1 << OFFSET_BITS => Self::Packed { lo },
                     _ => Self::Unpacked,

@@ -134,7 +134,7 @@ impl IndexAcc {
             return;
         };
         let value_bin = self.spec.bins.bin_of(value);
-        let bin = self.spec.part_of(payload) * self.ways.len() as u32 + value_bin;
+        let bin = self.spec.bin(self.spec.part_of(payload), value_bin);
         let acc = &mut self.per_bin[bin as usize];
         if acc.count == 0 {
             self.touched.push(bin);
