@@ -169,6 +169,9 @@ pub enum ExprKind {
     /// (the name includes `struct ` or `union `).
     StructCast(String, Box<Expr>),
     Var(String),
+    /// A name that is no builtin: a constant, which `constants.rs` turns
+    /// into its value before the checker runs.
+    Constant(String),
     Map(MapRef),
     Unary(UnOp, Box<Expr>),
     Binary(BinOp, Box<Expr>, Box<Expr>),
@@ -333,6 +336,31 @@ pub(crate) fn for_each_expr(stmts: &[Stmt], f: &mut dyn FnMut(&Expr)) {
     }
 }
 
+/// Calls `f` on every expression of `stmts` and on every map key they
+/// assign (not their subexpressions), to rewrite them.
+pub(crate) fn for_each_expr_mut(stmts: &mut [Stmt], f: &mut dyn FnMut(&mut Expr)) {
+    for stmt in stmts {
+        match stmt {
+            Stmt::MapAssign { map, value } | Stmt::MapUpdate { map, value, .. } => {
+                map.keys.iter_mut().for_each(&mut *f);
+                f(value);
+            }
+            Stmt::VarAssign { value, .. } | Stmt::VarUpdate { value, .. } | Stmt::Expr(value) => {
+                f(value);
+            }
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                f(cond);
+                for_each_expr_mut(then, f);
+                for_each_expr_mut(otherwise, f);
+            }
+        }
+    }
+}
+
 impl Expr {
     /// Its direct subexpressions.
     pub(crate) fn children(&self) -> Vec<&Expr> {
@@ -349,7 +377,28 @@ impl Expr {
             | ExprKind::Builtin(_)
             | ExprKind::Field(_)
             | ExprKind::Arg(_)
-            | ExprKind::Var(_) => Vec::new(),
+            | ExprKind::Var(_)
+            | ExprKind::Constant(_) => Vec::new(),
+        }
+    }
+
+    /// Its direct subexpressions, to rewrite.
+    pub(crate) fn children_mut(&mut self) -> Vec<&mut Expr> {
+        match &mut self.kind {
+            ExprKind::Map(map) => map.keys.iter_mut().collect(),
+            ExprKind::Unary(_, e)
+            | ExprKind::StructCast(_, e)
+            | ExprKind::Member { base: e, .. } => vec![e],
+            ExprKind::Binary(_, a, b) => vec![a, b],
+            ExprKind::Ternary(a, b, c) => vec![a, b, c],
+            ExprKind::Call(_, args) => args.iter_mut().collect(),
+            ExprKind::Int(_)
+            | ExprKind::Str(_)
+            | ExprKind::Builtin(_)
+            | ExprKind::Field(_)
+            | ExprKind::Arg(_)
+            | ExprKind::Var(_)
+            | ExprKind::Constant(_) => Vec::new(),
         }
     }
 }

@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::{
-    ast::{BinOp, Builtin, Expr, ExprKind, MapRef, Program, Stmt, UnOp},
+    ast::{BinOp, Builtin, Expr, ExprKind, MapRef, Program, Stmt, UnOp, for_each_expr_mut},
     error::{Error, Result, Span},
     expand::expand,
     format,
@@ -35,10 +35,12 @@ pub use crate::{
 
 /// Checks `program` against `kernel`.
 pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
+    crate::constants::resolve(&mut program, kernel)?;
     let saved = crate::saved::read_where_saved(&mut program);
     let mut maps = collect_maps(&program)?;
     let mut keys = HashMap::new();
     let mut attaches = Vec::new();
+    let mut swaps = HashMap::new();
     for (index, item) in program.items.iter().enumerate() {
         let targets = expand(item, kernel)?;
         let mut group: Vec<Attach> = targets
@@ -64,13 +66,15 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
         let bound = vec![Bound::new(); group.len()];
         let mut checker = Checker {
             kernel,
-            maps: &maps,
+            maps: &mut maps,
             keys: &mut keys,
             attaches: &mut group,
             vars: HashMap::new(),
             bound,
             task_vars: HashSet::new(),
             saved: &saved,
+            widths: HashMap::new(),
+            swaps: &mut swaps,
         };
         if let Some(predicate) = &item.predicate {
             // A string is true where it is not empty (a map of saved
@@ -86,6 +90,7 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
     for map in &mut maps {
         map.keys = keys.remove(&map.name).unwrap_or_default();
     }
+    widen_swaps(&mut program, &swaps);
     let mut plan = Plan {
         program,
         attaches,
@@ -93,6 +98,29 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
     };
     aggregate_in_kernel(&mut plan);
     Ok(plan)
+}
+
+/// Gives each `bswap(x)` the bytes it swaps as a second argument,
+/// `bswap(x, 2)`: the width of `x`'s type, which the runtime's values lack.
+fn widen_swaps(program: &mut Program, swaps: &HashMap<Span, u16>) {
+    fn visit(expr: &mut Expr, swaps: &HashMap<Span, u16>) {
+        if let ExprKind::Call(name, args) = &mut expr.kind
+            && name == "bswap"
+            && let Some(width) = swaps.get(&expr.span)
+        {
+            args.push(Expr {
+                kind: ExprKind::Int(i64::from(*width)),
+                span: expr.span,
+            });
+        }
+        expr.children_mut()
+            .into_iter()
+            .for_each(|child| visit(child, swaps));
+    }
+    for item in &mut program.items {
+        item.predicate.iter_mut().for_each(|e| visit(e, swaps));
+        for_each_expr_mut(&mut item.body, &mut |e| visit(e, swaps));
+    }
 }
 
 /// Every map's kind and key types, from its assignments.
@@ -188,7 +216,7 @@ fn assigned_kind(value: &Expr) -> Result<MapKind> {
             }
             MapKind::Lhist { min, max, step }
         }
-        "str" | "usym" | "ksym" => MapKind::Value(Type::Str),
+        "str" | "usym" | "ksym" | "ntop" => MapKind::Value(Type::Str),
         _ => MapKind::Value(Type::Int),
     })
 }
@@ -196,10 +224,13 @@ fn assigned_kind(value: &Expr) -> Result<MapKind> {
 /// The type of an expression where it is obvious without the kernel.
 fn shallow_type(expr: &Expr) -> Type {
     match &expr.kind {
-        ExprKind::Str(_) | ExprKind::Builtin(Builtin::Comm | Builtin::Probe | Builtin::Func) => {
+        ExprKind::Str(_)
+        | ExprKind::Builtin(
+            Builtin::Comm | Builtin::Probe | Builtin::Func | Builtin::Kstack | Builtin::Ustack,
+        ) => Type::Str,
+        ExprKind::Call(name, _) if matches!(name.as_str(), "str" | "usym" | "ksym" | "ntop") => {
             Type::Str
         }
-        ExprKind::Call(name, _) if matches!(name.as_str(), "str" | "usym" | "ksym") => Type::Str,
         ExprKind::Ternary(_, then, _) => shallow_type(then),
         _ => Type::Int,
     }
@@ -208,7 +239,7 @@ fn shallow_type(expr: &Expr) -> Type {
 /// Type checks the actions of one item over all its attach points.
 struct Checker<'a> {
     kernel: &'a dyn Kernel,
-    maps: &'a [MapInfo],
+    maps: &'a mut [MapInfo],
     /// Key types of each map, fixed by its first use in any item.
     keys: &'a mut HashMap<String, Vec<Type>>,
     attaches: &'a mut [Attach],
@@ -219,6 +250,10 @@ struct Checker<'a> {
     task_vars: HashSet<String>,
     /// Pointers whose string is read where they are saved in a map.
     saved: &'a Saved,
+    /// The bytes of the integer each variable holds, for `bswap`.
+    widths: HashMap<String, u16>,
+    /// Each `bswap` call, by span, and how many bytes it swaps.
+    swaps: &'a mut HashMap<Span, u16>,
 }
 
 impl Checker<'_> {
@@ -247,6 +282,15 @@ impl Checker<'_> {
                 self.keep_pointer(map, value);
                 let info = self.map_info(map)?;
                 match (info.kind, &value.kind) {
+                    // A member's type is known only now (`collect_maps`
+                    // guessed an integer): a char array makes a map of strings.
+                    (MapKind::Value(Type::Int), ExprKind::Member { .. }) => {
+                        let found = self.expr(value)?;
+                        if let Some(info) = self.maps.iter_mut().find(|m| m.name == map.name) {
+                            info.kind = MapKind::Value(found);
+                        }
+                        Ok(())
+                    }
                     (MapKind::Value(t), _) => self.want(value, t, &format!("@{}", map.name)),
                     (_, ExprKind::Call(name, args)) => self.aggregation(name, args, value.span),
                     _ => unreachable!("aggregating maps are assigned calls"),
@@ -262,6 +306,8 @@ impl Checker<'_> {
                     return Ok(());
                 }
                 let found = self.expr(value)?;
+                let width = self.width(value);
+                self.widths.insert(name.clone(), width);
                 match self.vars.get(name) {
                     Some(t) if *t != found => Err(Error::new(
                         *span,
@@ -701,7 +747,8 @@ impl Checker<'_> {
     fn expr(&mut self, expr: &Expr) -> Result<Type> {
         let span = expr.span;
         match &expr.kind {
-            ExprKind::Int(_) => Ok(Type::Int),
+            // Constants are values by now (`constants.rs`).
+            ExprKind::Int(_) | ExprKind::Constant(_) => Ok(Type::Int),
             ExprKind::Str(_) => Ok(Type::Str),
             ExprKind::Builtin(b) => self.builtin(*b, span),
             ExprKind::Field(name) => self.named_field(name, span),
@@ -859,6 +906,49 @@ impl Checker<'_> {
         }
     }
 
+    /// `ntop([family,] addr)`: an IPv4 integer, or the bytes of an
+    /// address in a member or field (`__u8 daddr_v6[16]`).
+    fn ntop(&mut self, args: &[Expr], span: Span) -> Result<Type> {
+        let (family, addr) = match args {
+            [addr] => (None, addr),
+            [family, addr] => (Some(family), addr),
+            _ => {
+                return Err(Error::new(
+                    span,
+                    "ntop() takes an address, after its family if given: ntop(AF_INET, addr)",
+                ));
+            }
+        };
+        if let Some(family) = family {
+            self.want(family, Type::Int, "ntop()'s address family")?;
+        }
+        // The sizes of the addresses given as bytes.
+        let sizes: Vec<u16> = match &addr.kind {
+            ExprKind::Member { .. } if self.member(addr, false)? == Type::Str => self
+                .attaches
+                .iter()
+                .filter_map(|a| a.member(addr.span).map(|m| m.size))
+                .collect(),
+            ExprKind::Field(name) if self.expr(addr)? == Type::Str => self
+                .attaches
+                .iter()
+                .filter_map(|a| a.field(name).map(|f| f.size))
+                .collect(),
+            ExprKind::Member { .. } | ExprKind::Field(_) => Vec::new(),
+            _ => {
+                self.want(addr, Type::Int, "ntop()'s address")?;
+                Vec::new()
+            }
+        };
+        if sizes.iter().any(|size| ![4, 16].contains(size)) {
+            return Err(Error::new(
+                addr.span,
+                "ntop() reads an address of 4 bytes (IPv4) or 16 (IPv6)",
+            ));
+        }
+        Ok(Type::Str)
+    }
+
     fn call(&mut self, name: &str, args: &[Expr], span: Span) -> Result<Type> {
         match name {
             "str" => {
@@ -920,6 +1010,16 @@ impl Checker<'_> {
                 }
                 Ok(Type::Str)
             }
+            "ntop" => self.ntop(args, span),
+            "bswap" => {
+                let [value] = args else {
+                    return Err(Error::new(span, "bswap() takes one integer"));
+                };
+                self.want(value, Type::Int, "bswap()'s value")?;
+                let width = self.width(value);
+                self.swaps.insert(span, width);
+                Ok(Type::Int)
+            }
             "usym" | "ksym" => {
                 let [addr] = args else {
                     return Err(Error::new(
@@ -941,6 +1041,26 @@ impl Checker<'_> {
                 Error::new(span, format!("{name}() is a statement and has no value")),
             ),
             _ => Err(Error::new(span, format!("unknown function `{name}`"))),
+        }
+    }
+}
+
+impl Checker<'_> {
+    /// The bytes of the integer `expr` gives, as bpftrace types it: its
+    /// member's or field's size, its cast's, its variable's; else 8.
+    fn width(&self, expr: &Expr) -> u16 {
+        let first = self.attaches.first();
+        match &expr.kind {
+            ExprKind::Member { .. } => first
+                .and_then(|a| a.member(expr.span))
+                .map_or(8, |m| m.size),
+            ExprKind::Field(name) => first.and_then(|a| a.field(name)).map_or(8, |f| f.size),
+            ExprKind::Unary(UnOp::Cast { bits, .. }, _) => u16::from(*bits) / 8,
+            ExprKind::Var(name) => self.widths.get(name).copied().unwrap_or(8),
+            ExprKind::Call(name, args) if name == "bswap" => {
+                args.first().map_or(8, |value| self.width(value))
+            }
+            _ => 8,
         }
     }
 }
@@ -1116,6 +1236,9 @@ pub(crate) mod tests {
                     ty: m.2,
                 })
                 .ok_or_else(|| format!("no member `{name}`"))
+        }
+        fn enumerator(&self, name: &str) -> Option<i64> {
+            (name == "TCP_FIN_WAIT1").then_some(4)
         }
     }
 

@@ -50,9 +50,14 @@ pub(crate) fn expand(item: &Item, kernel: &dyn Kernel) -> Result<Vec<(Target, Ve
                     .collect();
                 out.push((Target::RawTracepoint { name: name.clone() }, fields));
             }
-            ProbeKind::Kprobe { function, exit } => {
-                out.extend(kprobes(kernel, function, *exit, span)?);
-            }
+            ProbeKind::Kprobe { function, exit } => match kprobes(kernel, function, *exit, span) {
+                Ok(found) => out.extend(found),
+                // As bpftrace does: a glob matching nothing is left out
+                // of a probe with other attach points
+                // (`kprobe:lookup_fast, kprobe:lookup_fast.constprop.*`).
+                Err(_) if item.probes.len() > 1 && function.contains(['*', '?']) => {}
+                Err(error) => return Err(error),
+            },
             ProbeKind::Fentry { function, exit } => {
                 out.extend(fentries(kernel, function, *exit, span)?);
             }

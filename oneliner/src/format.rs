@@ -149,9 +149,45 @@ fn convert(spec: &Spec, value: &Value) -> String {
     }
 }
 
+/// An IPv4 (4 bytes) or IPv6 (16 bytes) address in network order, as
+/// `inet_ntop(3)` writes it, which bpftrace's `ntop()` prints.
+pub fn inet(bytes: &[u8]) -> String {
+    if let Ok(v4) = <[u8; 4]>::try_from(bytes) {
+        return std::net::Ipv4Addr::from(v4).to_string();
+    }
+    let Ok(v6) = <[u8; 16]>::try_from(bytes) else {
+        return String::new();
+    };
+    let address = std::net::Ipv6Addr::from(v6);
+    // glibc writes `::a.b.c.d` for an IPv4-compatible address too (six
+    // zero words, then a non-zero seventh), where Rust writes hex.
+    let words = address.segments();
+    if words[..6] == [0; 6] && words[6] != 0 {
+        return format!(
+            "::{}",
+            std::net::Ipv4Addr::new(v6[12], v6[13], v6[14], v6[15])
+        );
+    }
+    address.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// As glibc's `inet_ntop(3)` writes them.
+    #[test]
+    fn addresses_as_inet_ntop_writes_them() {
+        let v6 = |text: &str| text.parse::<std::net::Ipv6Addr>().unwrap().octets();
+        assert_eq!(inet(&[127, 0, 0, 1]), "127.0.0.1");
+        assert_eq!(inet(&v6("::1")), "::1");
+        assert_eq!(inet(&v6("::")), "::");
+        assert_eq!(inet(&v6("::ffff:10.0.0.1")), "::ffff:10.0.0.1");
+        assert_eq!(inet(&v6("::10.0.0.1")), "::10.0.0.1");
+        assert_eq!(inet(&v6("fe80::1:0:0:2")), "fe80::1:0:0:2");
+        assert_eq!(inet(&v6("2001:db8:0:0:1:0:0:1")), "2001:db8::1:0:0:1");
+        assert_eq!(inet(&[1, 2, 3]), "");
+    }
 
     #[test]
     fn conversions_and_rendering() {

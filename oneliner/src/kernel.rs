@@ -99,6 +99,9 @@ pub trait Kernel {
     fn record_name(&self, id: u32) -> String;
     /// Member `name` of record `id`, or why it has none.
     fn member(&self, id: u32, name: &str) -> Result<Member, String>;
+    /// The value of enumerator `name` of a kernel enum (`TCP_FIN_WAIT1`),
+    /// from BTF.
+    fn enumerator(&self, name: &str) -> Option<i64>;
 }
 
 /// Whether `text` matches `pattern`, where `*` matches any run of
@@ -120,7 +123,11 @@ pub fn format_fields(format: &str) -> Vec<Field> {
                 FieldKind::Pointer {
                     constant: declaration[..star].split_whitespace().any(|w| w == "const"),
                 }
-            } else if declaration.contains("char") && declaration.contains('[') {
+            } else if declaration.contains('[')
+                && (declaration.contains("char") || declaration.contains("u8 "))
+            {
+                // Byte arrays as char arrays, as BTF members are: strings,
+                // or the addresses `ntop()` reads (`__u8 saddr[4]`).
                 FieldKind::Chars
             } else {
                 FieldKind::Int

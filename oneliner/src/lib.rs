@@ -18,6 +18,7 @@
 
 pub mod ast;
 pub mod check;
+mod constants;
 pub mod error;
 mod expand;
 pub mod format;

@@ -462,7 +462,10 @@ impl Parser<'_> {
                 kind: ExprKind::Builtin(builtin),
                 span,
             }),
-            None => Err(Error::new(span, format!("unknown builtin `{word}`"))),
+            None => Ok(Expr {
+                kind: ExprKind::Constant(word),
+                span,
+            }),
         }
     }
 }

@@ -485,7 +485,35 @@ impl<'p> Runtime<'p> {
                 });
                 Value::Str(named.unwrap_or_else(|| format!("0x{addr:x}")))
             }
-            ExprKind::Call(..) => Value::Int(0),
+            ExprKind::Call(name, args) if name == "ntop" => {
+                let addr = args.last().expect("checked: ntop() has an address");
+                let bytes = match (&addr.kind, member_bytes(scope, addr)) {
+                    (_, Some((bytes, true))) => bytes.to_vec(),
+                    (ExprKind::Field(name), _)
+                        if scope
+                            .attach
+                            .field(name)
+                            .is_some_and(|f| f.kind == FieldKind::Chars) =>
+                    {
+                        field_bytes(scope, name).to_vec()
+                    }
+                    // An IPv4 address as an integer read from memory.
+                    _ => (self.eval(addr, scope).int() as u32).to_le_bytes().to_vec(),
+                };
+                Value::Str(crate::format::inet(&bytes))
+            }
+            ExprKind::Call(name, args) if name == "bswap" => {
+                let value = self.eval(&args[0], scope).int();
+                // The width the checker added (`widen_swaps`).
+                Value::Int(match args.get(1).map(|a| &a.kind) {
+                    Some(ExprKind::Int(2)) => i64::from((value as u16).swap_bytes()),
+                    Some(ExprKind::Int(4)) => i64::from((value as u32).swap_bytes()),
+                    Some(ExprKind::Int(1)) => value & 0xff,
+                    _ => value.swap_bytes(),
+                })
+            }
+            // Constants are values by now (`constants.rs`).
+            ExprKind::Call(..) | ExprKind::Constant(_) => Value::Int(0),
         }
     }
 
@@ -577,18 +605,26 @@ fn field(scope: &Scope<'_, '_>, name: &str) -> Value {
         return Value::Int(0);
     };
     match f.kind {
-        FieldKind::Chars => {
-            let bytes = scope
-                .event
-                .raw
-                .get(usize::from(f.offset)..usize::from(f.offset + f.size));
-            Value::Str(c_string(bytes.unwrap_or_default()))
-        }
+        FieldKind::Chars => Value::Str(c_string(field_bytes(scope, name))),
         FieldKind::DataLoc => string_of(scope, name),
         FieldKind::Int | FieldKind::Pointer { .. } => {
             Value::Int(integer(scope.event.raw, f.offset, f.size, f.signed))
         }
     }
+}
+
+/// The bytes of field `name` in the event's record.
+fn field_bytes<'a>(scope: &Scope<'_, 'a>, name: &str) -> &'a [u8] {
+    scope
+        .attach
+        .field(name)
+        .and_then(|f| {
+            scope
+                .event
+                .raw
+                .get(usize::from(f.offset)..usize::from(f.offset + f.size))
+        })
+        .unwrap_or_default()
 }
 
 /// The string the kernel read again for the thread's pointer saved in map
@@ -607,6 +643,19 @@ fn member(scope: &Scope<'_, '_>, expr: &Expr) -> Value {
     let Some(m) = attach.member(expr.span) else {
         return Value::Int(0);
     };
+    let (bytes, chars) = member_bytes(scope, expr).unwrap_or_default();
+    if chars {
+        Value::Str(c_string(bytes))
+    } else {
+        Value::Int(integer(bytes, 0, m.size, m.signed))
+    }
+}
+
+/// The bytes the kernel read for member `expr`, and whether they are a
+/// `char` array.
+fn member_bytes<'a>(scope: &Scope<'_, 'a>, expr: &Expr) -> Option<(&'a [u8], bool)> {
+    let attach = scope.attach;
+    let m = attach.member(expr.span)?;
     let read = &attach.reads[m.read];
     let slot = scope
         .event
@@ -618,11 +667,7 @@ fn member(scope: &Scope<'_, '_>, expr: &Expr) -> Value {
     let bytes = slot
         .get(start..start + usize::from(m.size))
         .unwrap_or_default();
-    if m.chars {
-        Value::Str(c_string(bytes))
-    } else {
-        Value::Int(integer(bytes, 0, m.size, m.signed))
-    }
+    Some((bytes, m.chars))
 }
 
 /// The string the kernel read for field `name`, or a `char[]` field.
@@ -743,6 +788,18 @@ mod tests {
             &[(1, b"a\0", 1), (1, b"a\0", 2), (1, b"a\0", 3)],
         );
         assert_eq!(out, "\n\n@c: 2\n@max: 1\n");
+    }
+
+    /// Constants become their values (a macro weft knows, an enumerator of
+    /// the kernel's BTF); `bswap` swaps as many bytes as its value's type
+    /// has; `ntop` writes an IPv4 integer as it lies in memory.
+    #[test]
+    fn constants_bswap_and_ntop() {
+        let out = run(
+            r#"tracepoint:syscalls:sys_exit_read { $port = (uint16)args.ret; printf("%d %d %d %x %x %s %s\n", AF_INET, AF_INET6, TCP_FIN_WAIT1, bswap($port), bswap((uint32)1), ntop(args.ret), ntop(AF_INET, 0)); }"#,
+            &[(1, b"a\0", 0x0100_007f)],
+        );
+        assert_eq!(out, "2 10 4 7f00 1000000 127.0.0.1 0.0.0.0\n\n\n");
     }
 
     /// The kernel's map as a fixed list of entries.

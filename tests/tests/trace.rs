@@ -875,7 +875,7 @@ const BROKEN: &[(&str, &str, &str, usize)] = &[
         "comm",
         4,
     ),
-    ("BEGIN { @ = pdi; }", "unknown builtin `pdi`", "pdi", 3),
+    ("BEGIN { @ = pdi; }", "unknown name `pdi`", "pdi", 3),
     (
         r#"BEGIN { printf("hi\n") @x = 1 }"#,
         "expected `;` or `}`, found map `@x`",

@@ -84,6 +84,36 @@ impl Btf {
         format!("{keyword} {}", name.unwrap_or_default())
     }
 
+    /// The value of enumerator `name` of any enum (`TCP_FIN_WAIT1`); the
+    /// kernel's enumerators have unique names, as C requires.
+    pub fn enumerator(&self, name: &str) -> Option<i64> {
+        for id in 1..self.starts.len() as u32 {
+            let kind = self.kind(id);
+            if kind != Some(KIND_ENUM) && kind != Some(KIND_ENUM64) {
+                continue;
+            }
+            let start = self.start(id);
+            let info = self.u32_at(start + 4)?;
+            let signed = info & (1 << 31) != 0;
+            let size = if kind == Some(KIND_ENUM) { 8 } else { 12 };
+            for i in 0..(info & 0xffff) as usize {
+                let at = start + 12 + i * size;
+                if !self.name_is(self.u32_at(at)?, name) {
+                    continue;
+                }
+                let low = self.u32_at(at + 4)?;
+                return Some(match (kind, signed) {
+                    (Some(KIND_ENUM64), _) => {
+                        (i64::from(self.u32_at(at + 8)?) << 32) | i64::from(low)
+                    }
+                    (_, true) => i64::from(low.cast_signed()),
+                    (_, false) => i64::from(low),
+                });
+            }
+        }
+        None
+    }
+
     /// Member `name` of record `id`, looking into its anonymous members
     /// as C does; `Err` says why there is none.
     pub fn member(&self, id: u32, name: &str) -> Result<Member, String> {
@@ -212,6 +242,14 @@ impl Btf {
         Some(String::from_utf8_lossy(&self.data[start..end]).into_owned())
     }
 
+    /// Whether the string at `offset` is `name`, without copying it.
+    fn name_is(&self, offset: u32, name: &str) -> bool {
+        let start = self.strings + offset as usize;
+        self.data
+            .get(start..start + name.len() + 1)
+            .is_some_and(|bytes| bytes[..name.len()] == *name.as_bytes() && bytes[name.len()] == 0)
+    }
+
     fn parse(data: Vec<u8>) -> Option<Self> {
         if u16::from_le_bytes(data.get(0..2)?.try_into().ok()?) != MAGIC {
             return None;
@@ -292,6 +330,17 @@ mod tests {
             ]
         );
         assert_eq!(read.returns, None);
+    }
+
+    #[test]
+    fn reads_this_kernel_s_enumerators() {
+        let btf = Btf::read().expect("the kernel's BTF");
+        // include/net/tcp_states.h and the BPF UAPI: fixed by the ABI.
+        assert_eq!(btf.enumerator("TCP_ESTABLISHED"), Some(1));
+        assert_eq!(btf.enumerator("TCP_FIN_WAIT1"), Some(4));
+        assert_eq!(btf.enumerator("TCP_CLOSE"), Some(7));
+        assert_eq!(btf.enumerator("BPF_PROG_TYPE_KPROBE"), Some(2));
+        assert_eq!(btf.enumerator("TCP_NO_SUCH_STATE"), None);
     }
 
     #[test]

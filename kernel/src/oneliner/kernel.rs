@@ -137,6 +137,10 @@ impl weft_oneliner::Kernel for Kernel {
     fn member(&self, record: u32, name: &str) -> Result<Member, String> {
         self.btf()?.member(record, name)
     }
+
+    fn enumerator(&self, name: &str) -> Option<i64> {
+        self.btf().ok()?.enumerator(name)
+    }
 }
 
 impl Kernel {

@@ -1,0 +1,67 @@
+//! Names of constants (`AF_INET`, `TCP_FIN_WAIT1`), turned into their
+//! values before the checker runs.
+//!
+//! bpftrace takes them from C: the headers a script includes and, with
+//! BTF, the kernel's enums. weft reads no headers, so it knows the macros
+//! bpftrace's tools take from them, which are Linux's ABI and never change,
+//! and asks the kernel's BTF for the enumerators.
+
+use crate::{
+    ast::{Expr, ExprKind, Program, for_each_expr_mut},
+    error::{Error, Result},
+    kernel::Kernel,
+};
+
+/// Macros of the headers bpftrace's tools include: `<sys/socket.h>`'s
+/// address families, and the task state runqlat compares with.
+const MACROS: &[(&str, i64)] = &[
+    ("AF_UNSPEC", 0),
+    ("AF_UNIX", 1),
+    ("AF_LOCAL", 1),
+    ("AF_INET", 2),
+    ("AF_INET6", 10),
+    ("AF_NETLINK", 16),
+    ("AF_PACKET", 17),
+    ("TASK_RUNNING", 0),
+];
+
+/// Replaces every constant in `program` by its value.
+pub(crate) fn resolve(program: &mut Program, kernel: &dyn Kernel) -> Result<()> {
+    let mut failed = None;
+    let mut visit = |expr: &mut Expr| {
+        if failed.is_none()
+            && let Err(error) = resolve_expr(expr, kernel)
+        {
+            failed = Some(error);
+        }
+    };
+    for item in &mut program.items {
+        item.predicate.iter_mut().for_each(&mut visit);
+        for_each_expr_mut(&mut item.body, &mut visit);
+    }
+    failed.map_or(Ok(()), Err)
+}
+
+fn resolve_expr(expr: &mut Expr, kernel: &dyn Kernel) -> Result<()> {
+    if let ExprKind::Constant(name) = &expr.kind {
+        let value = MACROS
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| *v)
+            .or_else(|| kernel.enumerator(name))
+            .ok_or_else(|| {
+                Error::new(
+                    expr.span,
+                    format!(
+                        "unknown name `{name}`: not a builtin, nor a constant of the kernel's \
+                         enums or of the headers weft knows (AF_*, TASK_RUNNING)"
+                    ),
+                )
+            })?;
+        expr.kind = ExprKind::Int(value);
+        return Ok(());
+    }
+    expr.children_mut()
+        .into_iter()
+        .try_for_each(|child| resolve_expr(child, kernel))
+}
