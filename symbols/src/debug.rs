@@ -18,6 +18,9 @@ const SYSTEM_DEBUG_DIR: &str = "/usr/lib/debug";
 #[derive(Debug, Clone, Default)]
 pub struct FileOffsets {
     functions: Vec<Symbol>,
+    /// The libraries the file needs (`DT_NEEDED`), where the dynamic
+    /// linker looks for what it lacks.
+    pub needed: Vec<String>,
 }
 
 impl FileOffsets {
@@ -122,7 +125,10 @@ impl Finder {
                 Some(Symbol { addr: offset, ..f })
             })
             .collect();
-        Ok(FileOffsets { functions })
+        Ok(FileOffsets {
+            functions,
+            needed: elf.needed(),
+        })
     }
 
     fn debug_functions(&self, path: &Path, elf: &Elf) -> Vec<Symbol> {

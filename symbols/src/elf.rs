@@ -103,6 +103,23 @@ impl<'a> Elf<'a> {
         Ok(link.map(|(name, crc)| (String::from_utf8_lossy(name).into_owned(), crc)))
     }
 
+    /// The libraries the file names as `DT_NEEDED` (`libc.so.6`), in order.
+    pub fn needed(&self) -> Vec<String> {
+        let object::File::Elf64(elf) = &self.file else {
+            return Vec::new();
+        };
+        let endian = elf.endian();
+        let Ok(table) = elf.elf_section_table().dynamic_table(endian, self.data) else {
+            return Vec::new();
+        };
+        table
+            .iter()
+            .filter(|d| d.tag == object::elf::DT_NEEDED)
+            .filter_map(|d| table.string(d).ok())
+            .map(|name| String::from_utf8_lossy(name).into_owned())
+            .collect()
+    }
+
     /// Whether the file has a `.symtab` with functions in it (a stripped
     /// file keeps only `.dynsym`).
     pub fn has_symtab(&self) -> bool {

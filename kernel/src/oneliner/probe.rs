@@ -5,7 +5,7 @@
 use std::{
     ffi::CString,
     os::fd::{AsFd as _, AsRawFd as _, FromRawFd as _, OwnedFd, RawFd},
-    path::Path,
+    path::{Path, PathBuf},
     thread::JoinHandle,
     time::Duration,
 };
@@ -39,6 +39,8 @@ use weft_oneliner::{
     check::{MapKind, Operand, Subject},
     plan::{KernelAgg, KeyPart, Sample, Start},
 };
+
+use weft_symbols::FileOffsets;
 
 use super::{aggs::Aggs, stacks::Stacks};
 use crate::{
@@ -87,7 +89,7 @@ pub struct OnelinerProbe {
     /// Attach points left out (uprobes on functions their file lacks).
     left_out: usize,
     /// Uprobe target files, read, by path.
-    uprobe_files: std::collections::HashMap<std::path::PathBuf, weft_symbols::FileOffsets>,
+    uprobe_files: std::collections::HashMap<PathBuf, FileOffsets>,
     received: u64,
     /// Records shorter than their header says; never expected.
     malformed: u64,
@@ -179,29 +181,29 @@ impl OnelinerProbe {
             received: 0,
             malformed: 0,
         };
-        let mut attached = vec![false; plan.attaches.iter().map(|a| a.item + 1).max().unwrap_or(0)];
-        let mut skipped = Vec::new();
+        let mut points = vec![0; plan.attaches.iter().map(|a| a.item + 1).max().unwrap_or(0)];
+        for attach in &plan.attaches {
+            points[attach.item] += 1;
+        }
         for (index, attach) in plan.attaches.iter().enumerate() {
             if !attach.in_kernel() {
                 continue;
             }
             match probe.attach(tracefs, index, attach, cpid) {
-                Ok(()) => attached[attach.item] = true,
+                Ok(()) => {}
                 // As bpftrace does: of a probe with several attach points,
-                // a uprobe on a function the file lacks (a static function
-                // without debug info) is left out, the rest attach.
-                Err(error) if error.downcast_ref::<MissingFunction>().is_some() => {
-                    skipped.push((attach.item, error));
+                // a function the kernel lacks (a module not loaded) or a
+                // file lacks (a static function without debug info) is
+                // left out, the rest attach.
+                Err(error)
+                    if error.downcast_ref::<MissingFunction>().is_some()
+                        && points[attach.item] > 1 =>
+                {
+                    eprintln!("weft: {error:#}; left out, the probe's other attach points stay");
+                    probe.left_out += 1;
                 }
                 Err(error) => return Err(error),
             }
-        }
-        for (item, error) in skipped {
-            if !attached[item] {
-                return Err(error);
-            }
-            eprintln!("weft: {error:#}; left out, the probe's other attach points stay");
-            probe.left_out += 1;
         }
         Ok(probe)
     }
@@ -247,11 +249,26 @@ impl OnelinerProbe {
                 self.link(fd, Builder::new(event).one_cpu(0), cookie)
             }
             Target::Kprobe { function, exit } => {
-                let function = CString::new(function.as_str())?;
-                let event = KProbe::for_function(*exit, function, 0)
+                let event = KProbe::for_function(*exit, CString::new(function.as_str())?, 0)
                     .with_context(|| format!("{name}: the kprobe PMU is missing"))?;
                 let fd = program(&mut self.ebpf, KPROBE_PROGRAM)?;
                 self.link(fd, Builder::new(event).one_cpu(0), cookie)
+                    .map_err(|error| {
+                        // The kprobe PMU's answer for a function the kernel lacks.
+                        let missing = error.chain().any(|e| {
+                            e.downcast_ref::<std::io::Error>()
+                                .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+                        });
+                        if missing {
+                            MissingFunction {
+                                place: "the kernel".into(),
+                                function: function.clone(),
+                            }
+                            .into()
+                        } else {
+                            error
+                        }
+                    })
             }
             Target::Uprobe { path, symbol, exit } => {
                 self.attach_uprobe(path, symbol, *exit, cookie)
@@ -315,18 +332,16 @@ impl OnelinerProbe {
     /// finds every function's name (its symbol tables, its debug file, its
     /// dynamic symbols; mangled or demangled).
     fn attach_uprobe(&mut self, path: &str, symbol: &str, exit: bool, cookie: u64) -> Result<()> {
-        let file = uprobe_file(path)?;
-        // Each file read once however many of its functions are probed.
-        let offsets = match self.uprobe_files.entry(file.clone()) {
-            std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
-            std::collections::hash_map::Entry::Vacant(new) => {
-                new.insert(self.stacks.file_offsets(&file)?)
-            }
-        };
-        let offset = offsets.offset(symbol).ok_or_else(|| MissingFunction {
-            file: file.clone(),
-            function: symbol.to_owned(),
-        })?;
+        let named = uprobe_file(path)?;
+        let (file, offset) = self.find_function(&named, symbol)?;
+        if file != named {
+            eprintln!(
+                "weft: {} has no function {symbol}; probing the one of {}, which it needs \
+                 (glibc 2.34 moved libpthread's functions into libc)",
+                named.display(),
+                file.display()
+            );
+        }
         let name = if exit {
             URETPROBE_PROGRAM
         } else {
@@ -343,6 +358,47 @@ impl OnelinerProbe {
         let id = program.attach(point, &file, UProbeScope::AllProcesses)?;
         self.uprobes.push(program.take_link(id)?);
         Ok(())
+    }
+
+    /// The file and offset of `symbol` for a uprobe on `file`: in the file,
+    /// or, for a shared library that lacks it, in a library it needs
+    /// (`DT_NEEDED`, next to it), where the dynamic linker finds it.
+    fn find_function(&mut self, file: &Path, symbol: &str) -> Result<(PathBuf, u64)> {
+        let offsets = self.offsets(file)?;
+        if let Some(offset) = offsets.offset(symbol) {
+            return Ok((file.to_path_buf(), offset));
+        }
+        let library = file.to_string_lossy().contains(".so");
+        let needed = if library {
+            offsets.needed.clone()
+        } else {
+            Vec::new()
+        };
+        for name in needed {
+            let Some(path) = file.parent().map(|dir| dir.join(&name)) else {
+                continue;
+            };
+            if let Ok(offsets) = self.offsets(&path)
+                && let Some(offset) = offsets.offset(symbol)
+            {
+                return Ok((path, offset));
+            }
+        }
+        Err(MissingFunction {
+            place: file.display().to_string(),
+            function: symbol.to_owned(),
+        }
+        .into())
+    }
+
+    /// The functions of `file`, read once however many are probed.
+    fn offsets(&mut self, file: &Path) -> Result<&FileOffsets> {
+        Ok(match self.uprobe_files.entry(file.to_path_buf()) {
+            std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
+            std::collections::hash_map::Entry::Vacant(new) => {
+                new.insert(self.stacks.file_offsets(file)?)
+            }
+        })
     }
 
     /// Opens the perf event of `builder` for any process (on the CPU the
@@ -541,11 +597,13 @@ const BPF_LINK_CREATE: libc::c_long = 28;
 const BPF_PERF_EVENT: u32 = 41;
 
 /// The fd of program `name` of `ebpf`, loading it on first use.
-/// A uprobe's function is in none of its file's symbol tables.
+/// A kprobe's function is not in the kernel, or a uprobe's in none of its
+/// file's symbol tables.
 #[derive(Debug, thiserror::Error)]
-#[error("{} has no function {function}", file.display())]
+#[error("{place} has no function {function}")]
 struct MissingFunction {
-    file: std::path::PathBuf,
+    /// `the kernel`, or the file's path.
+    place: String,
     function: String,
 }
 
