@@ -510,7 +510,7 @@ impl Checker<'_> {
         };
         let span = expr.span;
         match name.as_str() {
-            "printf" => self.printf(args, span),
+            "printf" => self.printf("printf", args, span),
             "time" => match args.as_slice() {
                 []
                 | [
@@ -522,6 +522,7 @@ impl Checker<'_> {
                 _ => Err(Error::new(span, "time() takes an optional format string")),
             },
             "join" => self.join(args, span),
+            "cat" => self.printf("cat", args, span),
             "exit" if args.is_empty() => Ok(()),
             "exit" => Err(Error::new(span, "exit() takes no arguments")),
             "print" => match args.as_slice() {
@@ -575,13 +576,18 @@ impl Checker<'_> {
         }
     }
 
-    fn printf(&mut self, args: &[Expr], span: Span) -> Result<()> {
+    /// `printf(format, values...)`, and `cat(format, values...)`, whose
+    /// format names a file.
+    fn printf(&mut self, name: &str, args: &[Expr], span: Span) -> Result<()> {
         let Some(Expr {
             kind: ExprKind::Str(text),
             span: format_span,
         }) = args.first()
         else {
-            return Err(Error::new(span, "printf() needs a format string first"));
+            return Err(Error::new(
+                span,
+                format!("{name}() needs a format string first"),
+            ));
         };
         let wanted = format::conversions(text).map_err(|e| Error::new(*format_span, e))?;
         let values = &args[1..];
@@ -589,7 +595,7 @@ impl Checker<'_> {
             return Err(Error::new(
                 span,
                 format!(
-                    "printf() format has {} conversion{} but {} {} follow{}",
+                    "{name}() format has {} conversion{} but {} {} follow{}",
                     wanted.len(),
                     if wanted.len() == 1 { "" } else { "s" },
                     values.len(),
@@ -949,6 +955,34 @@ impl Checker<'_> {
         Ok(Type::Str)
     }
 
+    /// `buf(pointer[, length])`: the bytes a kernel struct member points
+    /// to, up to 64, printed with `%r`.
+    fn buf(&mut self, args: &[Expr], span: Span) -> Result<Type> {
+        let (data, len) = match args {
+            [data] => (data, None),
+            [data, len] => (data, Some(len)),
+            _ => {
+                return Err(Error::new(
+                    span,
+                    "buf() takes a pointer and a length: buf($skb->data, $skb->len)",
+                ));
+            }
+        };
+        if let Some(len) = len {
+            self.want(len, Type::Int, "buf()'s length")?;
+        }
+        if !matches!(data.kind, ExprKind::Member { .. }) {
+            return Err(Error::new(
+                data.span,
+                "buf() reads what a kernel struct member points to, as in buf($skb->data, $skb->len)",
+            ));
+        }
+        for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
+            members::read_bytes(self.kernel, attach, bound, data)?;
+        }
+        Ok(Type::Str)
+    }
+
     fn call(&mut self, name: &str, args: &[Expr], span: Span) -> Result<Type> {
         match name {
             "str" => {
@@ -1011,6 +1045,7 @@ impl Checker<'_> {
                 Ok(Type::Str)
             }
             "ntop" => self.ntop(args, span),
+            "buf" => self.buf(args, span),
             "bswap" => {
                 let [value] = args else {
                     return Err(Error::new(span, "bswap() takes one integer"));
@@ -1037,9 +1072,12 @@ impl Checker<'_> {
                     "{name}() is an aggregation: assign it to a map, as in @name[key] = {name}(...)"
                 ),
             )),
-            "printf" | "print" | "clear" | "zero" | "delete" | "exit" | "time" | "join" => Err(
-                Error::new(span, format!("{name}() is a statement and has no value")),
-            ),
+            "printf" | "print" | "clear" | "zero" | "delete" | "exit" | "time" | "join" | "cat" => {
+                Err(Error::new(
+                    span,
+                    format!("{name}() is a statement and has no value"),
+                ))
+            }
             _ => Err(Error::new(span, format!("unknown function `{name}`"))),
         }
     }

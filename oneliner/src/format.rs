@@ -1,5 +1,7 @@
 //! printf-style formats: which values a format wants, and the text it makes.
 
+use std::fmt::Write as _;
+
 use crate::value::{Type, Value};
 
 /// One `%` conversion.
@@ -63,10 +65,10 @@ fn pieces(format: &str) -> Result<Vec<Result<&str, Spec>>, String> {
         };
         if !matches!(
             conversion,
-            'd' | 'i' | 'u' | 'x' | 'X' | 'o' | 'c' | 's' | 'p'
+            'd' | 'i' | 'u' | 'x' | 'X' | 'o' | 'c' | 's' | 'r' | 'p'
         ) {
             return Err(format!(
-                "unknown conversion `%{conversion}`: weft knows %d %i %u %x %X %o %c %s %p and %%"
+                "unknown conversion `%{conversion}`: weft knows %d %i %u %x %X %o %c %s %r %p and %%"
             ));
         }
         out.push(Err(Spec {
@@ -91,7 +93,8 @@ pub fn conversions(format: &str) -> Result<Vec<Type>, String> {
         .into_iter()
         .filter_map(Result::err)
         .map(|spec| {
-            if spec.conversion == 's' {
+            // `%r` prints a `buf()`, whose bytes are escaped already.
+            if matches!(spec.conversion, 's' | 'r') {
                 Type::Str
             } else {
                 Type::Int
@@ -138,7 +141,7 @@ fn convert(spec: &Spec, value: &Value) -> String {
     let pad = spec.width - len;
     if spec.left {
         format!("{body}{}", " ".repeat(pad))
-    } else if spec.zero && spec.conversion != 's' {
+    } else if spec.zero && !matches!(spec.conversion, 's' | 'r') {
         let (sign, digits) = match body.strip_prefix('-') {
             Some(d) => ("-", d),
             None => ("", body.as_str()),
@@ -147,6 +150,20 @@ fn convert(spec: &Spec, value: &Value) -> String {
     } else {
         format!("{}{body}", " ".repeat(pad))
     }
+}
+
+/// Bytes as bpftrace's `%r` prints a `buf()`: printable ASCII as it is,
+/// any other byte as `\xNN`.
+pub fn escaped(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for &b in bytes {
+        if b == b' ' || b.is_ascii_graphic() {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out
 }
 
 /// An IPv4 (4 bytes) or IPv6 (16 bytes) address in network order, as
@@ -174,6 +191,11 @@ pub fn inet(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn buffers_as_bpftrace_escapes_them() {
+        assert_eq!(escaped(b"GET / \0\x7f\n~"), "GET / \\x00\\x7f\\x0a~");
+    }
 
     /// As glibc's `inet_ntop(3)` writes them.
     #[test]

@@ -242,6 +242,28 @@ pub(crate) fn read_string(
     bound: &Bound,
     expr: &Expr,
 ) -> Result<Type> {
+    read_pointed(kernel, attach, bound, expr, true)
+}
+
+/// `buf()` of member expression `expr`: the first bytes its pointer
+/// points to (or of its array), NULs and all.
+pub(crate) fn read_bytes(
+    kernel: &dyn Kernel,
+    attach: &mut Attach,
+    bound: &Bound,
+    expr: &Expr,
+) -> Result<Type> {
+    read_pointed(kernel, attach, bound, expr, false)
+}
+
+/// What member `expr` points to, as a string or as bytes.
+fn read_pointed(
+    kernel: &dyn Kernel,
+    attach: &mut Attach,
+    bound: &Bound,
+    expr: &Expr,
+    string: bool,
+) -> Result<Type> {
     let place = place(kernel, attach, bound, expr)?;
     match place.ty {
         KernelType::Chars(_) => return read_place(kernel, attach, &place, expr),
@@ -264,7 +286,7 @@ pub(crate) fn read_string(
         hops,
         at: 0,
         len: STRING_LEN as u32,
-        string: true,
+        string,
     });
     attach.members.push(MemberRead {
         span: expr.span,
@@ -272,7 +294,7 @@ pub(crate) fn read_string(
         at: 0,
         size: STRING_LEN as u16,
         signed: false,
-        chars: true,
+        chars: string,
     });
     Ok(Type::Str)
 }

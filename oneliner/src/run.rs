@@ -341,6 +341,19 @@ impl<'p> Runtime<'p> {
                 let text = format::render(text, &values);
                 output::text(self.format, "printf", &text, out)?;
             }
+            "cat" => {
+                let ExprKind::Str(text) = &args[0].kind else {
+                    unreachable!("checked")
+                };
+                let values: Vec<Value> = args[1..].iter().map(|a| self.eval(a, scope)).collect();
+                let path = format::render(text, &values);
+                match std::fs::read(&path) {
+                    Ok(bytes) => {
+                        output::text(self.format, "cat", &String::from_utf8_lossy(&bytes), out)?;
+                    }
+                    Err(error) => eprintln!("weft: cat(): {path}: {error}"),
+                }
+            }
             "time" => {
                 let pattern = match args.first().map(|a| &a.kind) {
                     Some(ExprKind::Str(s)) => s.as_str(),
@@ -501,6 +514,13 @@ impl<'p> Runtime<'p> {
                     _ => (self.eval(addr, scope).int() as u32).to_le_bytes().to_vec(),
                 };
                 Value::Str(crate::format::inet(&bytes))
+            }
+            ExprKind::Call(name, args) if name == "buf" => {
+                let (bytes, _) = member_bytes(scope, &args[0]).unwrap_or_default();
+                let len = args.get(1).map_or(bytes.len(), |len| {
+                    usize::try_from(self.eval(len, scope).int()).unwrap_or(0)
+                });
+                Value::Str(crate::format::escaped(&bytes[..len.min(bytes.len())]))
             }
             ExprKind::Call(name, args) if name == "bswap" => {
                 let value = self.eval(&args[0], scope).int();
