@@ -174,6 +174,9 @@ pub enum ExprKind {
     Constant(String),
     Map(MapRef),
     Unary(UnOp, Box<Expr>),
+    /// `*address`: the 64-bit word at a kernel address (`kaddr()`'s),
+    /// read from `/proc/kcore` where weft runs the probe.
+    Deref(Box<Expr>),
     Binary(BinOp, Box<Expr>, Box<Expr>),
     Ternary(Box<Expr>, Box<Expr>, Box<Expr>),
     Call(String, Vec<Expr>),
@@ -367,6 +370,7 @@ impl Expr {
         match &self.kind {
             ExprKind::Map(map) => map.keys.iter().collect(),
             ExprKind::Unary(_, e)
+            | ExprKind::Deref(e)
             | ExprKind::StructCast(_, e)
             | ExprKind::Member { base: e, .. } => vec![e],
             ExprKind::Binary(_, a, b) => vec![a, b],
@@ -387,6 +391,7 @@ impl Expr {
         match &mut self.kind {
             ExprKind::Map(map) => map.keys.iter_mut().collect(),
             ExprKind::Unary(_, e)
+            | ExprKind::Deref(e)
             | ExprKind::StructCast(_, e)
             | ExprKind::Member { base: e, .. } => vec![e],
             ExprKind::Binary(_, a, b) => vec![a, b],

@@ -805,6 +805,7 @@ impl Checker<'_> {
                     )
                 })
             }
+            ExprKind::Deref(address) => self.deref(address, span),
             ExprKind::Unary(op, operand) => {
                 let what = match op {
                     UnOp::Not => "the operand of `!`",
@@ -953,6 +954,18 @@ impl Checker<'_> {
             ));
         }
         Ok(Type::Str)
+    }
+
+    /// `*address`, which weft reads where it runs the probe.
+    fn deref(&mut self, address: &Expr, span: Span) -> Result<Type> {
+        if self.attaches.iter().any(Attach::in_kernel) {
+            return Err(Error::new(
+                span,
+                "weft reads `*address` in BEGIN, END and interval probes (from /proc/kcore); in probes the kernel fires, read struct members: $p->member",
+            ));
+        }
+        self.want(address, Type::Int, "an address")?;
+        Ok(Type::Int)
     }
 
     /// `buf(pointer[, length])`: the bytes a kernel struct member points
@@ -1277,6 +1290,9 @@ pub(crate) mod tests {
         }
         fn enumerator(&self, name: &str) -> Option<i64> {
             (name == "TCP_FIN_WAIT1").then_some(4)
+        }
+        fn symbol(&self, name: &str) -> Option<u64> {
+            (name == "avenrun").then_some(0xffff_ffff_8300_0000)
         }
     }
 

@@ -1,5 +1,6 @@
-//! Names of constants (`AF_INET`, `TCP_FIN_WAIT1`), turned into their
-//! values before the checker runs.
+//! Names of constants (`AF_INET`, `TCP_FIN_WAIT1`) and kernel symbols'
+//! addresses (`kaddr("avenrun")`), turned into their values before the
+//! checker runs.
 //!
 //! bpftrace takes them from C: the headers a script includes and, with
 //! BTF, the kernel's enums. weft reads no headers, so it knows the macros
@@ -43,6 +44,30 @@ pub(crate) fn resolve(program: &mut Program, kernel: &dyn Kernel) -> Result<()> 
 }
 
 fn resolve_expr(expr: &mut Expr, kernel: &dyn Kernel) -> Result<()> {
+    if let ExprKind::Call(name, args) = &expr.kind
+        && name == "kaddr"
+    {
+        let [
+            Expr {
+                kind: ExprKind::Str(symbol),
+                ..
+            },
+        ] = args.as_slice()
+        else {
+            return Err(Error::new(
+                expr.span,
+                "kaddr() takes a symbol's name: kaddr(\"avenrun\")",
+            ));
+        };
+        let address = kernel.symbol(symbol).ok_or_else(|| {
+            Error::new(
+                expr.span,
+                format!("the kernel has no symbol `{symbol}` (see /proc/kallsyms)"),
+            )
+        })?;
+        expr.kind = ExprKind::Int(address as i64);
+        return Ok(());
+    }
     if let ExprKind::Constant(name) = &expr.kind {
         let value = MACROS
             .iter()

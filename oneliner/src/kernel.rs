@@ -102,6 +102,8 @@ pub trait Kernel {
     /// The value of enumerator `name` of a kernel enum (`TCP_FIN_WAIT1`),
     /// from BTF.
     fn enumerator(&self, name: &str) -> Option<i64>;
+    /// The address of kernel symbol `name` (`avenrun`), from kallsyms.
+    fn symbol(&self, name: &str) -> Option<u64>;
 }
 
 /// Whether `text` matches `pattern`, where `*` matches any run of

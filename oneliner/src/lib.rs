@@ -40,5 +40,5 @@ pub use error::{Error, Span};
 pub use kernel::{Field, FieldKind, Kernel};
 pub use output::Format;
 pub use parse::parse;
-pub use run::{Event, Flow, KernelAggs, Names, Runtime};
+pub use run::{Event, Flow, KernelAggs, KernelMemory, Names, Runtime};
 pub use value::{Type, Value};

@@ -303,6 +303,14 @@ impl Parser<'_> {
 
     fn unary(&mut self) -> Result<Expr> {
         let (token, span) = self.peek()?;
+        if token == Token::Punct("*") {
+            self.next()?;
+            let address = self.unary()?;
+            return Ok(Expr {
+                span: span.to(address.span),
+                kind: ExprKind::Deref(Box::new(address)),
+            });
+        }
         let op = match token {
             Token::Punct("!") => UnOp::Not,
             Token::Punct("-") => UnOp::Neg,

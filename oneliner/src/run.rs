@@ -63,6 +63,12 @@ pub trait Names {
     fn kernel(&mut self, addr: u64) -> Option<String>;
 }
 
+/// Reads kernel memory for `*address` where weft runs the probe.
+pub trait KernelMemory {
+    /// The 64-bit word at kernel address `address`.
+    fn word(&mut self, address: u64) -> Option<u64>;
+}
+
 /// Whether to go on after an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flow {
@@ -76,6 +82,8 @@ pub struct Runtime<'p> {
     plan: &'p Plan,
     /// What names code addresses for `usym()` and `ksym()`.
     names: Option<RefCell<Box<dyn Names>>>,
+    /// What reads kernel memory for `*address`.
+    memory: Option<RefCell<Box<dyn KernelMemory>>>,
     maps: Vec<HashMap<Vec<Value>, Agg>>,
     /// What reads the aggregations the kernel keeps (`Attach::agg`).
     kernel: Option<RefCell<Box<dyn KernelAggs>>>,
@@ -103,6 +111,7 @@ impl<'p> Runtime<'p> {
             start_ns,
             cpid: 0,
             names: None,
+            memory: None,
             kernel: None,
         }
     }
@@ -111,6 +120,12 @@ impl<'p> Runtime<'p> {
     /// they print as hex addresses).
     pub fn set_names(&mut self, names: Box<dyn Names>) {
         self.names = Some(RefCell::new(names));
+    }
+
+    /// Reads kernel memory for `*address` with `memory` (without, it
+    /// reads 0).
+    pub fn set_kernel_memory(&mut self, memory: Box<dyn KernelMemory>) {
+        self.memory = Some(RefCell::new(memory));
     }
 
     /// Reads the aggregations the kernel keeps with `kernel` when
@@ -456,6 +471,14 @@ impl<'p> Runtime<'p> {
                 }
             }
             ExprKind::Unary(op, operand) => Value::Int(op.apply(self.eval(operand, scope).int())),
+            ExprKind::Deref(address) => {
+                let address = self.eval(address, scope).int() as u64;
+                let word = self
+                    .memory
+                    .as_ref()
+                    .and_then(|memory| memory.borrow_mut().word(address));
+                Value::Int(word.unwrap_or(0) as i64)
+            }
             ExprKind::Binary(op, left, right) => self.binary(*op, left, right, scope),
             ExprKind::Ternary(cond, then, otherwise) => {
                 if self.eval(cond, scope).truthy() {
@@ -498,7 +521,17 @@ impl<'p> Runtime<'p> {
                 });
                 Value::Str(named.unwrap_or_else(|| format!("0x{addr:x}")))
             }
-            ExprKind::Call(name, args) if name == "ntop" => {
+            ExprKind::Call(name, args) => self.function(name, args, scope),
+            // Constants are values by now (`constants.rs`).
+            ExprKind::Constant(_) => Value::Int(0),
+        }
+    }
+
+    /// The value of a call of `ntop`, `buf` or `bswap` (statements and
+    /// the functions `eval` reads above have none).
+    fn function(&self, name: &str, args: &[Expr], scope: &mut Scope<'_, '_>) -> Value {
+        match name {
+            "ntop" => {
                 let addr = args.last().expect("checked: ntop() has an address");
                 let bytes = match (&addr.kind, member_bytes(scope, addr)) {
                     (_, Some((bytes, true))) => bytes.to_vec(),
@@ -515,14 +548,14 @@ impl<'p> Runtime<'p> {
                 };
                 Value::Str(crate::format::inet(&bytes))
             }
-            ExprKind::Call(name, args) if name == "buf" => {
+            "buf" => {
                 let (bytes, _) = member_bytes(scope, &args[0]).unwrap_or_default();
                 let len = args.get(1).map_or(bytes.len(), |len| {
                     usize::try_from(self.eval(len, scope).int()).unwrap_or(0)
                 });
                 Value::Str(crate::format::escaped(&bytes[..len.min(bytes.len())]))
             }
-            ExprKind::Call(name, args) if name == "bswap" => {
+            "bswap" => {
                 let value = self.eval(&args[0], scope).int();
                 // The width the checker added (`widen_swaps`).
                 Value::Int(match args.get(1).map(|a| &a.kind) {
@@ -532,8 +565,7 @@ impl<'p> Runtime<'p> {
                     _ => value.swap_bytes(),
                 })
             }
-            // Constants are values by now (`constants.rs`).
-            ExprKind::Call(..) | ExprKind::Constant(_) => Value::Int(0),
+            _ => Value::Int(0),
         }
     }
 
@@ -820,6 +852,29 @@ mod tests {
             &[(1, b"a\0", 0x0100_007f)],
         );
         assert_eq!(out, "2 10 4 7f00 1000000 127.0.0.1 0.0.0.0\n\n\n");
+    }
+
+    /// Kernel memory with one word at the fake kernel's `avenrun`.
+    struct Avenrun;
+
+    impl KernelMemory for Avenrun {
+        fn word(&mut self, address: u64) -> Option<u64> {
+            (address == 0xffff_ffff_8300_0008).then_some(2048 + 1024)
+        }
+    }
+
+    /// `*kaddr(SYMBOL)` in a probe weft runs reads the kernel's word there,
+    /// as bpftrace's loads does; where nothing can be read, 0.
+    #[test]
+    fn a_kernel_word_by_its_symbol() {
+        let plan = checked(
+            r#"BEGIN { $a = kaddr("avenrun"); printf("%d %d\n", *($a + 8) >> 11, *$a); }"#,
+        );
+        let mut runtime = Runtime::new(&plan, Format::Text, 0);
+        runtime.set_kernel_memory(Box::new(Avenrun));
+        let mut out = Vec::new();
+        runtime.event(&Event::default(), &mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "1 0\n");
     }
 
     /// The kernel's map as a fixed list of entries.

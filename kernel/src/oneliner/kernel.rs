@@ -141,6 +141,20 @@ impl weft_oneliner::Kernel for Kernel {
     fn enumerator(&self, name: &str) -> Option<i64> {
         self.btf().ok()?.enumerator(name)
     }
+
+    fn symbol(&self, name: &str) -> Option<u64> {
+        // Data symbols too (`avenrun`), where the kernel lists them
+        // (CONFIG_KALLSYMS_ALL).
+        fs::read_to_string("/proc/kallsyms")
+            .ok()?
+            .lines()
+            .find_map(|line| {
+                let mut words = line.split_whitespace();
+                let address = words.next()?;
+                (words.nth(1)? == name).then(|| u64::from_str_radix(address, 16).ok())?
+            })
+            .filter(|address| *address != 0)
+    }
 }
 
 impl Kernel {

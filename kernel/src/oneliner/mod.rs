@@ -1,10 +1,11 @@
 //! The one-liners' kernel side: the attach points, fields and functions
 //! the running kernel offers their checker ([`kernel`], [`btf`]), and the
 //! generic programs that run a checked program ([`probe`], [`stacks`],
-//! [`aggs`]).
+//! [`aggs`]), and kernel memory for `*address` ([`kcore`]).
 
 pub mod aggs;
 pub mod btf;
+pub mod kcore;
 pub mod kernel;
 pub mod probe;
 pub mod stacks;

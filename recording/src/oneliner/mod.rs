@@ -18,6 +18,7 @@ use std::{
 use anyhow::{Context as _, Result, anyhow, bail};
 use weft_kernel::ebpf;
 use weft_kernel::oneliner::{
+    kcore::Kcore,
     kernel::Kernel,
     probe::{OnelinerProbe, Preload},
 };
@@ -99,6 +100,7 @@ pub fn run(args: Options) -> Result<()> {
     let mut runtime = Runtime::new(&plan, format, weft_store::now_ns());
     runtime.set_cpid(cpid);
     runtime.set_names(Box::new(probe.names()));
+    runtime.set_kernel_memory(Box::<Kcore>::default());
     runtime.set_kernel_aggs(Box::new(probe.aggs()?));
     let mut keep = args
         .store
