@@ -408,80 +408,125 @@ fn has_bpftrace(test: &str) -> bool {
     has_tool(test, "bpftrace", "--version")
 }
 
-/// bpftrace's bundled tools that weft runs unchanged (`weft trace
-/// /usr/sbin/TOOL.bt`): checked against this kernel, then run for a
-/// second. The others need what weft lacks yet (docs/oneliners.md): `ntop`,
-/// kernel constants from headers, pointer dereference and `kaddr`; and
-/// kprobes, which the kernel may lack. sslsnoop's uprobes on libcrypto's
-/// static functions are left out without its debug file, as bpftrace
-/// leaves them out; its exported ones attach. threadsnoop probes
-/// `libpthread:pthread_create`, which glibc 2.34 moved into libc: bpftrace
-/// attaches only its BEGIN there, weft refuses and names the library.
-const BUNDLED_TOOLS: &[&str] = &[
-    "bashreadline",
-    "bitesize",
-    "cpuwalk",
-    "execsnoop",
-    "gethostlatency",
-    "killsnoop",
-    "naptime",
-    "opensnoop",
-    "pidpersec",
-    "setuids",
-    "ssllatency",
-    "sslsnoop",
-    "statsnoop",
-    "syncsnoop",
-    "syscount",
-    "writeback",
-];
-
-#[test]
-fn bundled_bpftrace_tools_run_unchanged() {
-    let test = "bundled_bpftrace_tools_run_unchanged";
-    if !needs(test, &TRACE) || !has_bpftrace(test) {
-        return;
+/// How a tracer fared with a tool: attached and ran until Ctrl-C, or what
+/// it said instead.
+fn runs(tracer: &mut Command) -> Result<(), String> {
+    let mut child = tracer
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the tracer");
+    // Both streams, merged: bpftrace says "Attaching" on stdout, weft on
+    // stderr.
+    let (send, receive) = mpsc::channel();
+    for stream in [
+        Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().expect("stderr")),
+    ] {
+        let send = send.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stream)) {
+                let Ok(line) = line else { break };
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
     }
-    for tool in BUNDLED_TOOLS {
-        let path = format!("/usr/sbin/{tool}.bt");
-        let explained = Command::new(weft_bin())
-            .args(["trace", "--explain", &path])
-            .output()
-            .expect("run weft");
-        assert!(
-            explained.status.success(),
-            "{tool}: {}",
-            String::from_utf8_lossy(&explained.stderr)
-        );
-        let child = Command::new(weft_bin())
-            .args(["trace", &path])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("run weft");
-        std::thread::sleep(Duration::from_secs(1));
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(child.id().cast_signed(), libc::SIGINT) };
-        let out = child.wait_with_output().expect("weft's output");
-        let (stdout, stderr) = (
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-        );
-        assert!(out.status.success(), "{tool}: {stderr}");
-        assert!(
-            stderr.lines().any(|l| l.starts_with("Attaching ")),
-            "{tool}: {stderr}"
-        );
-        assert!(stderr.contains(" lost"), "{tool}: {stderr}");
-        // Each prints a banner in BEGIN.
-        assert!(!stdout.trim().is_empty(), "{tool}: no banner");
+    drop(send);
+    let mut said = Vec::new();
+    // Under TCG bpftrace takes seconds to compile a tool.
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while !said.iter().any(|l: &String| l.starts_with("Attaching ")) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match receive.recv_timeout(left) {
+            Ok(line) => said.push(line),
+            Err(_) => break,
+        }
+    }
+    // A tracer may fail after its banner, attaching the rest.
+    std::thread::sleep(Duration::from_secs(1));
+    let alive = child.try_wait().expect("the tracer's state").is_none();
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id().cast_signed(), libc::SIGINT) };
+    let status = child.wait().expect("the tracer's end");
+    said.extend(receive.try_iter());
+    let attached = said.iter().any(|l| l.starts_with("Attaching "));
+    if attached && alive && status.success() {
+        Ok(())
+    } else {
+        let errors: Vec<&str> = said
+            .iter()
+            .map(String::as_str)
+            .filter(|l| l.contains("ERROR") || l.starts_with("weft:"))
+            .collect();
+        Err(if errors.is_empty() {
+            format!("{status}: {}", said.join(" | "))
+        } else {
+            errors.join(" | ")
+        })
     }
 }
 
-/// opensnoop.bt saves each open's file name pointer at the syscall's entry
-/// and prints `str()` of it at the exit: under weft, unchanged, it prints
-/// this process's opens of a file that is not there, with the path and
-/// ENOENT, once per open.
+/// Every tool bpftrace's package ships (`/usr/sbin/*.bt`) that bpftrace
+/// runs on this kernel, weft runs too, unchanged (`weft trace TOOL.bt`):
+/// it attaches, runs for a second and ends cleanly at Ctrl-C. Which tools
+/// that is depends on the kernel (kprobes, BTF, its functions); the table
+/// of all of them goes to the test's output.
+#[test]
+fn every_bundled_tool_bpftrace_runs_weft_runs() {
+    let test = "every_bundled_tool_bpftrace_runs_weft_runs";
+    if !needs(test, &TRACE) || !has_bpftrace(test) {
+        return;
+    }
+    let mut tools: Vec<_> = std::fs::read_dir("/usr/sbin")
+        .expect("/usr/sbin")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "bt"))
+        .collect();
+    tools.sort();
+    assert!(tools.len() >= 30, "bpftrace's tools are missing: {tools:?}");
+    // Without kprobes (this host) bpftrace still attaches a probe with
+    // several kprobes, through one kprobe_multi link (fprobe). aya 0.14
+    // cannot load a program for such links, so there weft says that the
+    // kernel has no kprobes: the one gap allowed, and listed.
+    let no_kprobes = !std::path::Path::new("/sys/kernel/tracing/kprobe_events").exists();
+    let mut behind = Vec::new();
+    let mut kprobe_multi = Vec::new();
+    let mut ran = 0;
+    for tool in &tools {
+        let name = tool.file_stem().unwrap_or_default().to_string_lossy();
+        let theirs = runs(Command::new("bpftrace").arg(tool));
+        let ours = runs(Command::new(weft_bin()).arg("trace").arg(tool));
+        let verdict = |r: &Result<(), String>| match r {
+            Ok(()) => "runs".to_owned(),
+            Err(why) => format!("does not run: {why}"),
+        };
+        eprintln!(
+            "{name}: bpftrace {}; weft {}",
+            verdict(&theirs),
+            verdict(&ours)
+        );
+        if theirs.is_ok() {
+            ran += 1;
+            match ours {
+                Err(why) if no_kprobes && why.contains("this kernel has no kprobes") => {
+                    kprobe_multi.push(name.into_owned());
+                }
+                Err(why) => behind.push(format!("{name}: {why}")),
+                Ok(()) => {}
+            }
+        }
+    }
+    eprintln!("bpftrace runs through kprobe_multi links only: {kprobe_multi:?}");
+    assert!(ran > 0, "bpftrace ran none of its tools here");
+    assert!(
+        behind.is_empty(),
+        "bpftrace runs these, weft does not:\n{}",
+        behind.join("\n")
+    );
+}
+
 #[test]
 fn opensnoop_prints_the_path_saved_at_the_entry() {
     let test = "opensnoop_prints_the_path_saved_at_the_entry";
@@ -793,7 +838,16 @@ fn bundled_tools_print_the_lines_bpftrace_prints() {
     if !needs(test, &TRACE) || !has_bpftrace(test) {
         return;
     }
+    let in_vm = std::env::var_os("WEFT_VM").is_some();
     for (tool, banner, command, skip, at_least) in BUNDLED_LINES {
+        // The VM's initramfs carries busybox, not python.
+        if in_vm && Command::new(command[0]).arg("--version").output().is_err() {
+            eprintln!(
+                "{test}: leaving out {tool}: needs {}, which the VM's initramfs does not carry",
+                command[0]
+            );
+            continue;
+        }
         let path = format!("/usr/sbin/{tool}.bt");
         let ours = Tracer::start(Command::new(weft_bin()).args(["trace", &path]), banner);
         let theirs = Tracer::start(Command::new("bpftrace").arg(&path), banner);
@@ -824,8 +878,80 @@ fn bundled_tools_print_the_lines_bpftrace_prints() {
                 .collect()
         };
         let (ours_lines, theirs_lines) = (lines(&ours), lines(&theirs));
+        // busybox's commands in the VM make other syscalls than the
+        // host's (its stat(1) no statfs): there weft only has to agree.
         assert!(
-            theirs_lines.len() >= *at_least,
+            theirs_lines.len() >= *at_least || in_vm,
+            "{tool}: bpftrace printed {} lines of pid {pid}:\n{theirs}",
+            theirs_lines.len()
+        );
+        assert_eq!(
+            ours_lines, theirs_lines,
+            "{tool}: weft:\n{ours}\nbpftrace:\n{theirs}"
+        );
+    }
+}
+
+/// bpftrace's TCP tools (kprobes), run unchanged under weft and under
+/// bpftrace at once while this process connects to itself over IPv4 and
+/// IPv6 loopback, accepts and closes: the lines of this process are the
+/// same (addresses through `ntop`, ports through `bswap`, the states
+/// through the kernel's enum), leaving out the time and tcplife's
+/// duration, which each tracer takes itself.
+#[test]
+fn tcp_tools_print_the_lines_bpftrace_prints() {
+    let test = "tcp_tools_print_the_lines_bpftrace_prints";
+    if !needs(test, &TRACE) || !has_bpftrace(test) {
+        return;
+    }
+    if !std::path::Path::new("/sys/kernel/tracing/kprobe_events").exists() {
+        eprintln!("skipping {test}: needs kprobes (CONFIG_KPROBES)");
+        return;
+    }
+    // The tool, the last word of its header, the columns to leave out,
+    // and the column holding the pid.
+    let tools: [(&str, &str, &[usize], usize); 3] = [
+        ("tcpconnect", "DPORT", &[0], 1),
+        ("tcpaccept", "BL", &[0], 1),
+        ("tcplife", "MS", &[8], 0),
+    ];
+    let pid = std::process::id().to_string();
+    for (tool, banner, skip, pid_column) in tools {
+        let path = format!("/usr/sbin/{tool}.bt");
+        let ours = Tracer::start(Command::new(weft_bin()).args(["trace", &path]), banner);
+        let theirs = Tracer::start(Command::new("bpftrace").arg(&path), banner);
+        for address in ["127.0.0.1:0", "[::1]:0"] {
+            let listener = std::net::TcpListener::bind(address).expect("listen on loopback");
+            let mut client =
+                std::net::TcpStream::connect(listener.local_addr().expect("its address"))
+                    .expect("connect to it");
+            let (mut server, _) = listener.accept().expect("accept");
+            client.write_all(&[7; 3000]).expect("send");
+            let mut got = [0; 3000];
+            std::io::Read::read_exact(&mut server, &mut got).expect("receive");
+            drop((client, server));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        let (ours, theirs) = (ours.stop(), theirs.stop());
+        let lines = |out: &str| -> Vec<String> {
+            out.lines()
+                .map(|l| l.split_whitespace().collect::<Vec<_>>())
+                .filter(|words| words.get(pid_column) == Some(&pid.as_str()))
+                .map(|words| {
+                    words
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| !skip.contains(i))
+                        .map(|(_, w)| *w)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect()
+        };
+        let (ours_lines, theirs_lines) = (lines(&ours), lines(&theirs));
+        // One connection per address family; tcplife sees both ends close.
+        assert!(
+            theirs_lines.len() >= 2,
             "{tool}: bpftrace printed {} lines of pid {pid}:\n{theirs}",
             theirs_lines.len()
         );

@@ -170,8 +170,8 @@ fn version_key(package: &str) -> Vec<u64> {
 }
 
 /// The initramfs: busybox, the init, weft and the integration tests with
-/// their helpers and shared libraries, at their host paths, and each
-/// kernel's modules the tests need.
+/// their helpers, bpftrace and its tools, all with their shared libraries
+/// at their host paths, and each kernel's modules the tests need.
 fn build_initramfs(dir: &Path, kernels: &[&str]) -> Result<PathBuf> {
     let weft = PathBuf::from(build_weft_release()?);
     let tests = integration_binaries()?;
@@ -193,6 +193,7 @@ fn build_initramfs(dir: &Path, kernels: &[&str]) -> Result<PathBuf> {
     }
     let mut binaries = vec![weft.clone()];
     binaries.extend(tests.iter().cloned());
+    binaries.push(bpftrace_into(&root)?);
     for binary in &binaries {
         copy_into(&root, binary)?;
     }
@@ -217,6 +218,31 @@ fn build_initramfs(dir: &Path, kernels: &[&str]) -> Result<PathBuf> {
     );
     exec(Command::new("sh").args(["-c", &script]))?;
     Ok(initrd)
+}
+
+/// bpftrace, its bundled tools and the libc headers those tools include
+/// (`<sys/socket.h>` under BTF), for the tests that compare weft with
+/// bpftrace in the guest; returns bpftrace's path, whose shared libraries
+/// the caller copies.
+fn bpftrace_into(root: &Path) -> Result<PathBuf> {
+    let bpftrace = fs::canonicalize("/usr/bin/bpftrace")
+        .context("bpftrace is missing (cargo xtask setup installs it)")?;
+    for entry in fs::read_dir("/usr/sbin")? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "bt") {
+            copy_into(root, &path)?;
+        }
+    }
+    // The headers `<sys/socket.h>` pulls in, as the C compiler lists them.
+    let listing =
+        output(Command::new("sh").args(["-c", "echo '#include <sys/socket.h>' | cc -M -x c -"]))?;
+    for header in listing
+        .split_whitespace()
+        .filter(|w| w.starts_with("/usr/include/"))
+    {
+        copy_into(root, Path::new(header))?;
+    }
+    Ok(bpftrace)
 }
 
 /// Modules the tests need that Debian's kernels build as modules: the
