@@ -119,14 +119,22 @@ fn maps_read_as_strings(expr: &Expr, out: &mut HashSet<String>) {
 }
 
 /// Turns `@map[k] = POINTER` into `@map[k] = str(POINTER)` for the maps in
-/// `read`, noting each pointer's span in `saved`.
+/// `read`, noting each field's or argument's span in `saved`.
 fn save_strings(stmts: &mut [Stmt], read: &HashSet<String>, saved: &mut HashSet<Span>) {
     for stmt in stmts {
         match stmt {
             Stmt::MapAssign { map, value } if read.contains(&map.name) => {
-                if matches!(value.kind, ExprKind::Field(_) | ExprKind::Arg(_)) {
+                if matches!(
+                    value.kind,
+                    ExprKind::Field(_) | ExprKind::Arg(_) | ExprKind::Member { .. }
+                ) {
                     let span = value.span;
-                    saved.insert(span);
+                    // A member's string is read where it is saved, as ever
+                    // (dcsnoop's `@fname[tid] = $name->name`); a field's
+                    // pointer may be kept to read it again (`keep_pointer`).
+                    if !matches!(value.kind, ExprKind::Member { .. }) {
+                        saved.insert(span);
+                    }
                     let placeholder = Expr {
                         kind: ExprKind::Int(0),
                         span,

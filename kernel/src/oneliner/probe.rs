@@ -254,10 +254,13 @@ impl OnelinerProbe {
                 let fd = program(&mut self.ebpf, KPROBE_PROGRAM)?;
                 self.link(fd, Builder::new(event).one_cpu(0), cookie)
                     .map_err(|error| {
-                        // The kprobe PMU's answer for a function the kernel lacks.
+                        // The kprobe PMU's answers for a function the kernel
+                        // lacks (ENOENT) or cannot probe (EINVAL: inlined,
+                        // or on the kprobe blacklist).
                         let missing = error.chain().any(|e| {
-                            e.downcast_ref::<std::io::Error>()
-                                .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+                            e.downcast_ref::<std::io::Error>().is_some_and(|e| {
+                                matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EINVAL))
+                            })
                         });
                         if missing {
                             MissingFunction {
@@ -597,10 +600,10 @@ const BPF_LINK_CREATE: libc::c_long = 28;
 const BPF_PERF_EVENT: u32 = 41;
 
 /// The fd of program `name` of `ebpf`, loading it on first use.
-/// A kprobe's function is not in the kernel, or a uprobe's in none of its
-/// file's symbol tables.
+/// A kprobe's function is not in the kernel (or not one it can probe), or
+/// a uprobe's in none of its file's symbol tables.
 #[derive(Debug, thiserror::Error)]
-#[error("{place} has no function {function}")]
+#[error("{place} has no function {function} to probe")]
 struct MissingFunction {
     /// `the kernel`, or the file's path.
     place: String,
