@@ -408,64 +408,110 @@ fn has_bpftrace(test: &str) -> bool {
     has_tool(test, "bpftrace", "--version")
 }
 
-/// How a tracer fared with a tool: attached and ran until Ctrl-C, or what
-/// it said instead.
-fn runs(tracer: &mut Command) -> Result<(), String> {
-    let mut child = tracer
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run the tracer");
-    // Both streams, merged: bpftrace says "Attaching" on stdout, weft on
-    // stderr.
-    let (send, receive) = mpsc::channel();
-    for stream in [
-        Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
-        Box::new(child.stderr.take().expect("stderr")),
-    ] {
-        let send = send.clone();
-        std::thread::spawn(move || {
-            for line in std::io::BufRead::lines(std::io::BufReader::new(stream)) {
-                let Ok(line) = line else { break };
-                if send.send(line).is_err() {
-                    break;
+/// A tracer running a tool, its output lines merged: bpftrace says
+/// "Attaching" on stdout, weft on stderr.
+struct ToolRun {
+    child: std::process::Child,
+    lines: mpsc::Receiver<String>,
+    said: Vec<String>,
+}
+
+impl ToolRun {
+    fn start(tracer: &mut Command) -> Self {
+        let mut child = tracer
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run the tracer");
+        let (send, lines) = mpsc::channel();
+        for stream in [
+            Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().expect("stderr")),
+        ] {
+            let send = send.clone();
+            std::thread::spawn(move || {
+                for line in std::io::BufRead::lines(std::io::BufReader::new(stream)) {
+                    let Ok(line) = line else { break };
+                    if send.send(line).is_err() {
+                        break;
+                    }
                 }
-            }
-        });
-    }
-    drop(send);
-    let mut said = Vec::new();
-    // Under TCG bpftrace takes seconds to compile a tool.
-    let deadline = std::time::Instant::now() + Duration::from_secs(90);
-    while !said.iter().any(|l: &String| l.starts_with("Attaching ")) {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match receive.recv_timeout(left) {
-            Ok(line) => said.push(line),
-            Err(_) => break,
+            });
+        }
+        Self {
+            child,
+            lines,
+            said: Vec::new(),
         }
     }
+
+    fn attached(&self) -> bool {
+        self.said.iter().any(|l| l.starts_with("Attaching "))
+    }
+
+    /// Reads its output until it says it attached, ends, or `deadline`.
+    fn wait_attached(&mut self, deadline: std::time::Instant) {
+        while !self.attached() {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.said.push(line),
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Stops it as Ctrl-C does (killed if it has not ended 20 s later):
+    /// whether it attached, was still running and ended cleanly, or what
+    /// it said instead.
+    fn stop(mut self) -> Result<(), String> {
+        let alive = self.child.try_wait().expect("the tracer's state").is_none();
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id().cast_signed(), libc::SIGINT) };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("the tracer's state") {
+                break Some(status);
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        self.said.extend(self.lines.try_iter());
+        match status {
+            Some(status) if self.attached() && alive && status.success() => Ok(()),
+            None => Err("did not end 20 s after Ctrl-C".into()),
+            Some(status) => {
+                let errors: Vec<&str> = self
+                    .said
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|l| l.contains("ERROR") || l.starts_with("weft:"))
+                    .collect();
+                Err(if errors.is_empty() {
+                    format!("{status}: {}", self.said.join(" | "))
+                } else {
+                    errors.join(" | ")
+                })
+            }
+        }
+    }
+}
+
+/// How bpftrace and weft fare with `tool`, both run at once: attached and
+/// ran for a second until Ctrl-C, or what each said instead.
+fn both_run(tool: &std::path::Path) -> (Result<(), String>, Result<(), String>) {
+    let mut theirs = ToolRun::start(Command::new("bpftrace").arg(tool));
+    let mut ours = ToolRun::start(Command::new(weft_bin()).arg("trace").arg(tool));
+    // Under TCG bpftrace takes seconds to compile a tool.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    theirs.wait_attached(deadline);
+    ours.wait_attached(deadline);
     // A tracer may fail after its banner, attaching the rest.
     std::thread::sleep(Duration::from_secs(1));
-    let alive = child.try_wait().expect("the tracer's state").is_none();
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(child.id().cast_signed(), libc::SIGINT) };
-    let status = child.wait().expect("the tracer's end");
-    said.extend(receive.try_iter());
-    let attached = said.iter().any(|l| l.starts_with("Attaching "));
-    if attached && alive && status.success() {
-        Ok(())
-    } else {
-        let errors: Vec<&str> = said
-            .iter()
-            .map(String::as_str)
-            .filter(|l| l.contains("ERROR") || l.starts_with("weft:"))
-            .collect();
-        Err(if errors.is_empty() {
-            format!("{status}: {}", said.join(" | "))
-        } else {
-            errors.join(" | ")
-        })
-    }
+    (theirs.stop(), ours.stop())
 }
 
 /// Every tool bpftrace's package ships (`/usr/sbin/*.bt`) that bpftrace
@@ -496,8 +542,7 @@ fn every_bundled_tool_bpftrace_runs_weft_runs() {
     let mut ran = 0;
     for tool in &tools {
         let name = tool.file_stem().unwrap_or_default().to_string_lossy();
-        let theirs = runs(Command::new("bpftrace").arg(tool));
-        let ours = runs(Command::new(weft_bin()).arg("trace").arg(tool));
+        let (theirs, ours) = both_run(tool);
         let verdict = |r: &Result<(), String>| match r {
             Ok(()) => "runs".to_owned(),
             Err(why) => format!("does not run: {why}"),
@@ -966,6 +1011,18 @@ fn tcp_tools_print_the_lines_bpftrace_prints() {
 /// where it starts (a text that occurs once in the program) and its length.
 const BROKEN: &[(&str, &str, &str, usize)] = &[
     (
+        "tracepoint:syscalls:sys_enter_read { @ = *args.buf; }",
+        "weft reads `*address` in BEGIN, END and interval probes (from /proc/kcore); in probes the kernel fires, read struct members: $p->member",
+        "*args",
+        9,
+    ),
+    (
+        "BEGIN { printf(\"%d\\n\", *kaddr(\"weft_no_such_symbol\")); }",
+        "the kernel has no symbol `weft_no_such_symbol` (see /proc/kallsyms)",
+        "kaddr(",
+        28,
+    ),
+    (
         "blah:foo { @ = count(); }",
         "unknown probe type `blah`: weft knows tracepoint, rawtracepoint, fentry, fexit, kprobe, kretprobe, uprobe, uretprobe, profile, interval, BEGIN and END",
         "blah:foo",
@@ -1001,7 +1058,12 @@ const BROKEN: &[(&str, &str, &str, usize)] = &[
         "comm",
         4,
     ),
-    ("BEGIN { @ = pdi; }", "unknown name `pdi`", "pdi", 3),
+    (
+        "BEGIN { @ = pdi; }",
+        "unknown name `pdi`: not a builtin, nor a constant of the kernel's enums or of the headers weft knows (AF_*, TASK_RUNNING)",
+        "pdi",
+        3,
+    ),
     (
         r#"BEGIN { printf("hi\n") @x = 1 }"#,
         "expected `;` or `}`, found map `@x`",
