@@ -867,9 +867,8 @@ mod tests {
     /// as bpftrace's loads does; where nothing can be read, 0.
     #[test]
     fn a_kernel_word_by_its_symbol() {
-        let plan = checked(
-            r#"BEGIN { $a = kaddr("avenrun"); printf("%d %d\n", *($a + 8) >> 11, *$a); }"#,
-        );
+        let plan =
+            checked(r#"BEGIN { $a = kaddr("avenrun"); printf("%d %d\n", *($a + 8) >> 11, *$a); }"#);
         let mut runtime = Runtime::new(&plan, Format::Text, 0);
         runtime.set_kernel_memory(Box::new(Avenrun));
         let mut out = Vec::new();
