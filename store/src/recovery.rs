@@ -535,7 +535,11 @@ fn truncate(dir: &Path, meta: &Meta, recovery: &Recovery, segments: &[u64]) -> R
     let active = chunks / per_segment;
     for segment in segments.iter().copied().filter(|s| *s >= active) {
         let path = segment_path(dir, segment);
-        if segment == active {
+        // The active segment keeps its blocks. One that would keep none
+        // goes, as later ones do: a crash between creating it and writing
+        // its header leaves it empty, and the flusher would reopen it
+        // without writing the header again.
+        if segment == active && !chunks.is_multiple_of(per_segment) {
             cut += cut_to(
                 &path,
                 FILE_HEADER_LEN as u64 + (chunks % per_segment) * u64::from(meta.block_size),

@@ -211,6 +211,44 @@ fn recover_after_torn_tail() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A crash between creating the next segment and writing its header
+/// leaves an empty file where the next chunk goes. Recovery removes it, so
+/// the flusher creates it again with its header, and the capture reopens
+/// after more appends (it did not: the flusher reused the file headerless).
+#[test]
+fn recover_a_segment_left_without_its_header() {
+    let dir = temp_dir("headerless");
+    write_closed_store(&dir, 20_000);
+    as_if_never_closed(&dir);
+    let last = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with("records-"))
+        .max()
+        .unwrap();
+    std::fs::File::create(dir.join(&last)).unwrap();
+    for reopen in 0..2 {
+        let (mut store, source, index) = counting_store(&dir, &small());
+        store.publish();
+        let snapshot = store.snapshot();
+        let seq = sequence(&snapshot, source);
+        assert_eq!(
+            seq,
+            (0..seq.len() as u64).collect::<Vec<_>>(),
+            "reopen {reopen}"
+        );
+        check_prefix(&snapshot, source, index);
+        drop(snapshot);
+        // A chunk or two: the capture's last block lands in that segment.
+        let next = seq.len() as u64;
+        for s in next..next + 300 {
+            store.append_at(source, s, None, &s.to_le_bytes()).unwrap();
+        }
+        store.close().unwrap();
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Appends `bytes` to the file `name` of `dir`.
 fn append(dir: &Path, name: &str, bytes: &[u8]) {
     use std::io::Write as _;
