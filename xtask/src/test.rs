@@ -82,7 +82,7 @@ pub fn run(options: &Options) -> Result<()> {
     vm::run(&vm::Options {
         kernel: vec!["6.1".into(), "6.12".into()],
         filter: options.filter.clone(),
-        timeout: 900,
+        timeout: 1800,
         accel: "auto".into(),
     })
 }

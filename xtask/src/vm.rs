@@ -33,7 +33,7 @@ pub struct Options {
     #[arg(long)]
     pub filter: Option<String>,
     /// Seconds a guest may run before it is killed and reported as a timeout.
-    #[arg(long, default_value_t = 900)]
+    #[arg(long, default_value_t = 1800)]
     pub timeout: u64,
     /// `kvm` when it works on this host (probed), else `tcg`; or force one.
     #[arg(long, default_value = "auto")]
@@ -430,7 +430,7 @@ fn qemu(
             "-accel",
             accel,
             "-m",
-            "2G",
+            "3G",
             "-smp",
             "2",
             "-nographic",
