@@ -364,6 +364,23 @@ pub(crate) fn for_each_expr_mut(stmts: &mut [Stmt], f: &mut dyn FnMut(&mut Expr)
     }
 }
 
+impl Program {
+    /// Calls `f` on every expression of the program, predicates included,
+    /// and then on its subexpressions (as `f` left them), to rewrite them.
+    pub(crate) fn rewrite(&mut self, f: &mut dyn FnMut(&mut Expr)) {
+        fn deep(expr: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
+            f(expr);
+            for child in expr.children_mut() {
+                deep(child, f);
+            }
+        }
+        for item in &mut self.items {
+            item.predicate.iter_mut().for_each(|e| deep(e, f));
+            for_each_expr_mut(&mut item.body, &mut |e| deep(e, f));
+        }
+    }
+}
+
 impl Expr {
     /// Its direct subexpressions.
     pub(crate) fn children(&self) -> Vec<&Expr> {

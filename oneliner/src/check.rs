@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::{
-    ast::{BinOp, Builtin, Expr, ExprKind, MapRef, Program, Stmt, UnOp, for_each_expr_mut},
+    ast::{BinOp, Builtin, Expr, ExprKind, MapRef, Program, Stmt, UnOp},
     error::{Error, Result, Span},
     expand::expand,
     format,
@@ -103,7 +103,7 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
 /// Gives each `bswap(x)` the bytes it swaps as a second argument,
 /// `bswap(x, 2)`: the width of `x`'s type, which the runtime's values lack.
 fn widen_swaps(program: &mut Program, swaps: &HashMap<Span, u16>) {
-    fn visit(expr: &mut Expr, swaps: &HashMap<Span, u16>) {
+    program.rewrite(&mut |expr| {
         if let ExprKind::Call(name, args) = &mut expr.kind
             && name == "bswap"
             && let Some(width) = swaps.get(&expr.span)
@@ -113,14 +113,7 @@ fn widen_swaps(program: &mut Program, swaps: &HashMap<Span, u16>) {
                 span: expr.span,
             });
         }
-        expr.children_mut()
-            .into_iter()
-            .for_each(|child| visit(child, swaps));
-    }
-    for item in &mut program.items {
-        item.predicate.iter_mut().for_each(|e| visit(e, swaps));
-        for_each_expr_mut(&mut item.body, &mut |e| visit(e, swaps));
-    }
+    });
 }
 
 /// Every map's kind and key types, from its assignments.

@@ -8,7 +8,7 @@
 //! and asks the kernel's BTF for the enumerators.
 
 use crate::{
-    ast::{Expr, ExprKind, Program, for_each_expr_mut},
+    ast::{Expr, ExprKind, Program},
     error::{Error, Result},
     kernel::Kernel,
 };
@@ -29,17 +29,13 @@ const MACROS: &[(&str, i64)] = &[
 /// Replaces every constant in `program` by its value.
 pub(crate) fn resolve(program: &mut Program, kernel: &dyn Kernel) -> Result<()> {
     let mut failed = None;
-    let mut visit = |expr: &mut Expr| {
+    program.rewrite(&mut |expr| {
         if failed.is_none()
             && let Err(error) = resolve_expr(expr, kernel)
         {
             failed = Some(error);
         }
-    };
-    for item in &mut program.items {
-        item.predicate.iter_mut().for_each(&mut visit);
-        for_each_expr_mut(&mut item.body, &mut visit);
-    }
+    });
     failed.map_or(Ok(()), Err)
 }
 
@@ -84,9 +80,6 @@ fn resolve_expr(expr: &mut Expr, kernel: &dyn Kernel) -> Result<()> {
                 )
             })?;
         expr.kind = ExprKind::Int(value);
-        return Ok(());
     }
-    expr.children_mut()
-        .into_iter()
-        .try_for_each(|child| resolve_expr(child, kernel))
+    Ok(())
 }

@@ -125,9 +125,7 @@ pub fn format_fields(format: &str) -> Vec<Field> {
                 FieldKind::Pointer {
                     constant: declaration[..star].split_whitespace().any(|w| w == "const"),
                 }
-            } else if declaration.contains('[')
-                && (declaration.contains("char") || declaration.contains("u8 "))
-            {
+            } else if declaration.contains('[') && c_type(declaration).0 == Some(1) {
                 // Byte arrays as char arrays, as BTF members are: strings,
                 // or the addresses `ntop()` reads (`__u8 saddr[4]`).
                 FieldKind::Chars
@@ -163,7 +161,11 @@ fn pointee(declaration: &str) -> Option<String> {
 /// Width and signedness of common C integer types in a declaration, so that
 /// `int dfd` in an 8-byte syscall slot reads as the 4-byte signed int it is.
 fn c_type(declaration: &str) -> (Option<u32>, bool) {
-    let words: Vec<&str> = declaration.split_whitespace().collect();
+    // The kernel's `__u8` is its `u8`.
+    let words: Vec<&str> = declaration
+        .split_whitespace()
+        .map(|w| w.trim_start_matches("__"))
+        .collect();
     let Some((_, types)) = words.split_last() else {
         return (None, false);
     };
