@@ -37,6 +37,14 @@ pub enum Need {
     /// inside the VM matrix (`WEFT_VM`), where TCG and a RAM disk make such
     /// a test take minutes.
     Heavy,
+    /// Kprobes (`CONFIG_KPROBES`).
+    Kprobes,
+}
+
+/// Whether the kernel has kprobes (`CONFIG_KPROBES`): tracefs shows
+/// `kprobe_events` then.
+pub fn has_kprobes() -> bool {
+    std::path::Path::new("/sys/kernel/tracing/kprobe_events").exists()
 }
 
 /// What the syscall probe needs: task-local storage for tracing programs
@@ -61,6 +69,7 @@ pub fn needs(test: &str, needs: &[Need]) -> bool {
         Need::Btf => (!std::path::Path::new("/sys/kernel/btf/vmlinux").exists())
             .then(|| "kernel BTF".to_owned()),
         Need::Tracepoint(event) => (!has_tracepoint(event)).then(|| format!("tracepoint {event}")),
+        Need::Kprobes => (!has_kprobes()).then(|| "kprobes (CONFIG_KPROBES)".to_owned()),
         Need::Heavy => std::env::var_os("WEFT_VM")
             .is_some()
             .then(|| "a real machine for millions of syscalls (not the VM matrix)".to_owned()),

@@ -9,7 +9,7 @@ use std::{
     time::Duration,
 };
 
-use weft_tests::{Need, has_tool, needs, setup_tool_for_step, weft_bin};
+use weft_tests::{Need, has_kprobes, has_tool, needs, setup_tool_for_step, weft_bin};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 
@@ -536,7 +536,7 @@ fn every_bundled_tool_bpftrace_runs_weft_runs() {
     // several kprobes, through one kprobe_multi link (fprobe). aya 0.14
     // cannot load a program for such links, so there weft says that the
     // kernel has no kprobes: the one gap allowed, and listed.
-    let no_kprobes = !std::path::Path::new("/sys/kernel/tracing/kprobe_events").exists();
+    let no_kprobes = !has_kprobes();
     let mut behind = Vec::new();
     let mut kprobe_multi = Vec::new();
     let mut ran = 0;
@@ -946,11 +946,7 @@ fn bundled_tools_print_the_lines_bpftrace_prints() {
 #[test]
 fn tcp_tools_print_the_lines_bpftrace_prints() {
     let test = "tcp_tools_print_the_lines_bpftrace_prints";
-    if !needs(test, &TRACE) || !has_bpftrace(test) {
-        return;
-    }
-    if !std::path::Path::new("/sys/kernel/tracing/kprobe_events").exists() {
-        eprintln!("skipping {test}: needs kprobes (CONFIG_KPROBES)");
+    if !needs(test, &TRACE) || !needs(test, &[Need::Kprobes]) || !has_bpftrace(test) {
         return;
     }
     // The tool, the last word of its header, the columns to leave out,
@@ -1108,7 +1104,7 @@ fn broken_programs_point_at_the_token() {
         return;
     }
     let mut cases = BROKEN.to_vec();
-    if !std::path::Path::new("/sys/kernel/tracing/kprobe_events").exists() {
+    if !has_kprobes() {
         cases.push((
             "kprobe:vfs_read { @ = count(); }",
             "this kernel has no kprobes (CONFIG_KPROBES is off): use fentry:vfs_read instead of kprobe:vfs_read",
@@ -1171,13 +1167,8 @@ fn uprobe_and_uretprobe_on_libc_syscall() {
 
 #[test]
 fn kprobe_and_kretprobe_where_the_kernel_has_them() {
-    if !needs("kprobe_and_kretprobe_where_the_kernel_has_them", &TRACE) {
-        return;
-    }
-    if !std::path::Path::new("/sys/kernel/tracing/kprobe_events").exists() {
-        eprintln!(
-            "skipping kprobe_and_kretprobe_where_the_kernel_has_them: needs kprobes (CONFIG_KPROBES)"
-        );
+    let test = "kprobe_and_kretprobe_where_the_kernel_has_them";
+    if !needs(test, &TRACE) || !needs(test, &[Need::Kprobes]) {
         return;
     }
     let program = "kprobe:__x64_sys_getppid /pid == cpid/ { @calls = count(); } \
@@ -1315,7 +1306,7 @@ fn struct_members_behind_probe_arguments() {
     } else {
         eprintln!("{test}: no fentry part: this kernel has no BPF trampolines");
     }
-    if std::path::Path::new("/sys/kernel/tracing/kprobe_events").exists() {
+    if has_kprobes() {
         let stdout = weft_trace(
             "kprobe:vfs_read /pid == cpid && arg2 == 4096/ { @pos[((struct file *)arg0)->f_pos] = count(); }",
             &[&read],
