@@ -1,6 +1,7 @@
 //! Empty programs on the hooks the syscall probe can use. They measure the
 //! floor — what merely being attached costs — for `cargo xtask bench
-//! probe-effect`, and compare the hook kinds. weft itself never loads them.
+//! probe-effect`, and compare the hook kinds; beside them, one program per
+//! operation of the probe says what each costs. weft itself never loads them.
 
 use aya_ebpf::{
     macros::{btf_tracepoint, raw_tracepoint, tracepoint},
@@ -35,4 +36,98 @@ pub fn floor_tp_enter(_ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn floor_tp_exit(_ctx: TracePointContext) -> u32 {
     0
+}
+
+/// One operation of the syscall probe each, on `sys_enter` beside
+/// `floor_raw_enter`: what each costs per call is its run time above the
+/// empty program's, measured side by side in one run.
+mod costs {
+    use aya_ebpf::{
+        bindings::BPF_RB_NO_WAKEUP,
+        btf_maps::RingBuf,
+        helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns},
+        macros::{btf_map, map, raw_tracepoint},
+        maps::PerCpuArray,
+        programs::RawTracePointContext,
+    };
+    use weft_abi::syscall::SyscallEvent;
+
+    use crate::task_storage::TaskStorage;
+
+    #[btf_map]
+    static COST_STORAGE: TaskStorage<u64> = TaskStorage::new();
+
+    #[map]
+    static COST_COUNTER: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+    /// Drained by weft-floor, so reserving never finds it full.
+    #[btf_map]
+    static COST_RING: RingBuf<SyscallEvent, { 1 << 24 }> = RingBuf::new();
+
+    // The helpers are calls the compiler cannot remove, so their results
+    // may go unused.
+
+    #[raw_tracepoint(tracepoint = "sys_enter")]
+    pub fn cost_pid_tgid(_ctx: RawTracePointContext) -> i32 {
+        bpf_get_current_pid_tgid();
+        0
+    }
+
+    #[raw_tracepoint(tracepoint = "sys_enter")]
+    pub fn cost_ktime(_ctx: RawTracePointContext) -> i32 {
+        // SAFETY: helper without preconditions.
+        unsafe { bpf_ktime_get_ns() };
+        0
+    }
+
+    #[raw_tracepoint(tracepoint = "sys_enter")]
+    pub fn cost_cpu(_ctx: RawTracePointContext) -> i32 {
+        // SAFETY: helper without preconditions.
+        unsafe { bpf_get_smp_processor_id() };
+        0
+    }
+
+    /// As the probe does at the entry: the thread's slot, made if missing.
+    #[raw_tracepoint(tracepoint = "sys_enter")]
+    pub fn cost_task_storage(_ctx: RawTracePointContext) -> i32 {
+        if let Some(slot) = COST_STORAGE.current(true) {
+            // SAFETY: the task's own storage.
+            unsafe { *slot = 1 };
+        }
+        0
+    }
+
+    /// The per-CPU counter the probe bumps for each record.
+    #[raw_tracepoint(tracepoint = "sys_enter")]
+    pub fn cost_counter(_ctx: RawTracePointContext) -> i32 {
+        if let Some(slot) = COST_COUNTER.get_ptr_mut(0) {
+            // SAFETY: a valid, aligned u64 map value.
+            unsafe {
+                core::intrinsics::atomic_xadd::<
+                    u64,
+                    u64,
+                    { core::intrinsics::AtomicOrdering::Relaxed },
+                >(slot, 1)
+            };
+        }
+        0
+    }
+
+    /// One record reserved, written and submitted without a wakeup.
+    #[raw_tracepoint(tracepoint = "sys_enter")]
+    pub fn cost_ring(_ctx: RawTracePointContext) -> i32 {
+        if let Some(mut entry) = COST_RING.reserve(0) {
+            entry.write(SyscallEvent {
+                enter_ns: 0,
+                duration_ns: 0,
+                ret: 0,
+                pid: 0,
+                tid: 0,
+                nr: 0,
+                cpu: 0,
+            });
+            entry.submit(BPF_RB_NO_WAKEUP.into());
+        }
+        0
+    }
 }

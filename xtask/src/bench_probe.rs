@@ -57,26 +57,24 @@ pub fn run(options: &ProbeEffect) -> Result<()> {
 /// (`kernel.bpf_stats_enabled`, read with bpftool): weft's two programs
 /// against the empty ones. The stats read the clock around every run,
 /// which the empty programs' figure is; what weft's programs add above it
-/// is their work.
+/// is their work. Then what that work is made of: one program per
+/// operation of the probe, each beside an empty one on `sys_enter`.
 fn per_program(bins: &Bins, configs: &[Config], calls: u32) -> Result<()> {
     setup::install_packages(&["bpftool"])?;
     let _stats = Stats::enable()?;
     println!("per program, ns per run (one run of {calls} calls with kernel.bpf_stats_enabled):");
-    let mut work = Vec::new();
-    for (label, names) in [
-        ("b ", ["syscall_enter", "syscall_exit"]),
-        ("d ", ["floor_raw_enter", "floor_raw_exit"]),
-    ] {
-        let config = configs
+    let config = |label: &str| {
+        configs
             .iter()
             .find(|c| c.label.starts_with(label))
-            .context("the configurations list the weft and floor runs")?;
-        let (_, tracer) = measure_loop(config, bins, 1, calls)?;
-        let costs = program_costs(&names);
-        if let Some(tracer) = tracer {
-            tracer.stop()?;
-        }
-        let costs = costs?;
+            .context("the configurations list the weft and floor runs")
+    };
+    let mut work = Vec::new();
+    for (config, names) in [
+        (config("b ")?, ["syscall_enter", "syscall_exit"]),
+        (config("d ")?, ["floor_raw_enter", "floor_raw_exit"]),
+    ] {
+        let costs = run_costs(config, bins, calls, &names)?;
         for (name, ns) in names.iter().zip(&costs) {
             println!("  {name:<16} {ns:>8.1}");
         }
@@ -86,7 +84,49 @@ fn per_program(bins: &Bins, configs: &[Config], calls: u32) -> Result<()> {
         "  weft's programs do {:.1} ns of work per syscall above the empty ones",
         work[0] - work[1]
     );
+    operation_costs(bins, calls)
+}
+
+/// The operations of the syscall probe (`ebpf/src/floor.rs`'s `cost_*`
+/// programs) and how many times its two programs make each per syscall.
+const OPERATIONS: &[(&str, &str, f64)] = &[
+    ("cost_pid_tgid", "bpf_get_current_pid_tgid", 2.0),
+    ("cost_ktime", "bpf_ktime_get_ns", 2.0),
+    ("cost_task_storage", "task storage get", 2.0),
+    ("cost_counter", "per-CPU counter, atomic add", 1.0),
+    ("cost_cpu", "bpf_get_smp_processor_id", 1.0),
+    ("cost_ring", "ring record reserved+submitted", 1.0),
+];
+
+fn operation_costs(bins: &Bins, calls: u32) -> Result<()> {
+    let config = Config {
+        label: "operations",
+        tracer: Some(floor(bins, "costs")),
+        syscall: "getppid",
+    };
+    let mut names = vec!["floor_raw_enter"];
+    names.extend(OPERATIONS.iter().map(|(name, ..)| *name));
+    let costs = run_costs(&config, bins, calls, &names)?;
+    println!("each operation alone, ns per run above the empty program:");
+    let mut sum = 0.0;
+    for ((_, what, times), ns) in OPERATIONS.iter().zip(&costs[1..]) {
+        let ns = ns - costs[0];
+        println!("  {what:<32} {ns:>8.1}  x{times}");
+        sum += ns * times;
+    }
+    println!("  the operations of one traced syscall add up to {sum:.1} ns");
     Ok(())
+}
+
+/// Runs the loop once under `config`'s tracer; what each program named
+/// cost per run meanwhile.
+fn run_costs(config: &Config, bins: &Bins, calls: u32, names: &[&str]) -> Result<Vec<f64>> {
+    let (_, tracer) = measure_loop(config, bins, 1, calls)?;
+    let costs = program_costs(names);
+    if let Some(tracer) = tracer {
+        tracer.stop()?;
+    }
+    costs
 }
 
 /// ns per run of each program named, the most recently loaded of each name.
@@ -134,6 +174,14 @@ impl Drop for Stats {
     }
 }
 
+/// weft-floor attaching the `kind` of empty programs (or `costs`).
+fn floor(bins: &Bins, kind: &str) -> (Vec<String>, &'static str) {
+    (
+        vec![bins.floor.clone(), bins.object.clone(), kind.to_owned()],
+        "attached",
+    )
+}
+
 /// The configurations, in the order `print_ratios` expects.
 fn configs(bins: &Bins) -> Vec<Config> {
     let weft = |extra: &[&str]| {
@@ -141,12 +189,7 @@ fn configs(bins: &Bins) -> Vec<Config> {
         cmd.extend(extra.iter().map(|s| (*s).to_owned()));
         Some((cmd, "weft: tracing"))
     };
-    let floor = |kind: &str| {
-        Some((
-            vec![bins.floor.clone(), bins.object.clone(), kind.to_owned()],
-            "attached",
-        ))
-    };
+    let floor = |kind| Some(floor(bins, kind));
     let bpftrace = Some((
         vec!["bpftrace".into(), "-e".into(), BPFTRACE_LATENCY.into()],
         "Attaching",
@@ -172,14 +215,24 @@ fn configs(bins: &Bins) -> Vec<Config> {
         ),
         config("d3 empty tracepoint sys_enter+exit", floor("tp"), "getppid"),
         config(
-            "f  weft stat --syscall getppid",
-            weft(&["--syscall", "getppid"]),
+            "f  weft --syscall getppid (raw)",
+            weft(&["--syscall", "getppid", "--attach", "raw"]),
+            "getppid",
+        ),
+        config(
+            "f2 weft --syscall getppid (per-syscall)",
+            weft(&["--syscall", "getppid", "--attach", "syscall"]),
             "getppid",
         ),
         config("a' untraced getpid", None, "getpid"),
         config(
-            "e  getpid, weft --syscall getppid",
-            weft(&["--syscall", "getppid"]),
+            "e  getpid, weft --syscall getppid (raw)",
+            weft(&["--syscall", "getppid", "--attach", "raw"]),
+            "getpid",
+        ),
+        config(
+            "e2 getpid, weft --syscall getppid (tp)",
+            weft(&["--syscall", "getppid", "--attach", "syscall"]),
             "getpid",
         ),
     ]
@@ -194,33 +247,35 @@ fn print_ratios(medians: &[f64]) {
         btf,
         tp,
         selected,
+        selected_tp,
         untraced_other,
         other,
+        other_tp,
     ] = medians
     else {
         unreachable!("one median per configuration")
     };
     println!("ratios of medians:");
-    println!("  b/a  weft / untraced            {:.2}", weft / untraced);
-    println!(
-        "  c/a  bpftrace / untraced        {:.2}",
-        bpftrace / untraced
-    );
-    println!("  d/a  floor (raw_tp) / untraced  {:.2}", floor / untraced);
-    println!(
-        "  b/d  weft / floor               {:.2}   (target <= 1.3)",
-        weft / floor
-    );
-    println!("  d2/d tp_btf / raw_tp floor      {:.2}", btf / floor);
-    println!("  d3/d tracepoint / raw_tp floor  {:.2}", tp / floor);
-    println!(
-        "  f/a  weft --syscall, traced call / untraced   {:.2}",
-        selected / untraced
-    );
-    println!(
-        "  e/a' weft --syscall getppid, getpid / untraced getpid  {:.2}",
-        other / untraced_other
-    );
+    for (label, ratio) in [
+        ("b/a  weft / untraced", weft / untraced),
+        ("c/a  bpftrace / untraced", bpftrace / untraced),
+        ("d/a  floor (raw_tp) / untraced", floor / untraced),
+        ("b/d  weft / floor (target <= 1.3)", weft / floor),
+        ("d2/d tp_btf / raw_tp floor", btf / floor),
+        ("d3/d tracepoint / raw_tp floor", tp / floor),
+        (
+            "f/a  --syscall, traced call / untraced, raw",
+            selected / untraced,
+        ),
+        ("f2/a the same, per-syscall", selected_tp / untraced),
+        (
+            "e/a' --syscall getppid, getpid / untraced, raw",
+            other / untraced_other,
+        ),
+        ("e2/a' the same, per-syscall", other_tp / untraced_other),
+    ] {
+        println!("  {label:<48} {ratio:>5.2}");
+    }
 }
 
 /// Runs the loop `runs` times under the configuration's tracer; returns the

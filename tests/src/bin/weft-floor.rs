@@ -3,18 +3,23 @@
 //! `cargo xtask bench probe-effect` measures weft against.
 //!
 //! `weft-floor OBJECT raw|btf|tp` prints `attached` once the programs run.
+//! `weft-floor OBJECT costs` attaches, beside the empty raw tracepoint on
+//! `sys_enter`, one program per operation of the syscall probe (a helper,
+//! the task storage, the counter, a ring record), so the kernel's run-time
+//! statistics give what each costs; it drains their ring meanwhile.
 
 use std::process::ExitCode;
 
 use aya::{
     Btf, Ebpf, EbpfLoader,
+    maps::RingBuf,
     programs::{BtfTracePoint, RawTracePoint, TracePoint},
 };
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let [_, object, kind] = args.as_slice() else {
-        eprintln!("usage: weft-floor OBJECT raw|btf|tp");
+        eprintln!("usage: weft-floor OBJECT raw|btf|tp|costs");
         return ExitCode::from(2);
     };
     match attach(object, kind) {
@@ -35,6 +40,23 @@ fn attach(object: &str, kind: &str) -> Result<Ebpf, Box<dyn std::error::Error>> 
     let mut ebpf = EbpfLoader::new()
         .allow_unsupported_maps()
         .load(&std::fs::read(object)?)?;
+    if kind == "costs" {
+        for (name, program) in ebpf.programs_mut() {
+            if name.starts_with("cost_") || name == "floor_raw_enter" {
+                let program: &mut RawTracePoint = program.try_into()?;
+                program.load()?;
+                program.attach("sys_enter")?;
+            }
+        }
+        let mut ring = RingBuf::try_from(ebpf.take_map("COST_RING").ok_or("no map COST_RING")?)?;
+        std::thread::spawn(move || {
+            loop {
+                while ring.next().is_some() {}
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        });
+        return Ok(ebpf);
+    }
     for hook in ["sys_enter", "sys_exit"] {
         let name = format!("floor_{kind}_{}", &hook[4..]);
         let program = ebpf
