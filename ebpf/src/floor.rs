@@ -60,9 +60,11 @@ mod costs {
     #[map]
     static COST_COUNTER: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 
-    /// Drained by weft-floor, so reserving never finds it full.
+    /// One page here, since every load of this object makes its maps;
+    /// weft-floor makes it 16 MiB and drains it, so reserving never finds
+    /// it full.
     #[btf_map]
-    static COST_RING: RingBuf<SyscallEvent, { 1 << 24 }> = RingBuf::new();
+    static COST_RING: RingBuf<SyscallEvent, 4096> = RingBuf::new();
 
     // The helpers are calls the compiler cannot remove, so their results
     // may go unused.

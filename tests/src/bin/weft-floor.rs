@@ -39,6 +39,7 @@ fn attach(object: &str, kind: &str) -> Result<Ebpf, Box<dyn std::error::Error>> 
     // The object also holds weft's task-storage map, which aya cannot type.
     let mut ebpf = EbpfLoader::new()
         .allow_unsupported_maps()
+        .map_max_entries("COST_RING", 1 << 24)
         .load(&std::fs::read(object)?)?;
     if kind == "costs" {
         for (name, program) in ebpf.programs_mut() {
