@@ -108,9 +108,16 @@ impl ProbeKind {
 #[derive(Debug, Clone)]
 pub enum Stmt {
     /// `@m[k] = value` (value may be an aggregation such as `count()`).
-    MapAssign { map: MapRef, value: Expr },
+    MapAssign {
+        map: MapRef,
+        value: Expr,
+    },
     /// `@m[k] += value`, `@m[k]++` (value 1) and friends.
-    MapUpdate { map: MapRef, op: BinOp, value: Expr },
+    MapUpdate {
+        map: MapRef,
+        op: BinOp,
+        value: Expr,
+    },
     /// `$v = value`.
     VarAssign {
         name: String,
@@ -126,12 +133,21 @@ pub enum Stmt {
     },
     /// A call for its effect: `printf(...)`, `clear(@m)`, `exit()`.
     Expr(Expr),
-    /// `if (cond) { ... } else { ... }`.
+    /// `if (cond) { ... } else { ... }`; `unroll(n) { ... }` is one with a
+    /// true condition and n copies of the block, as bpftrace unrolls it.
     If {
         cond: Expr,
         then: Vec<Stmt>,
         otherwise: Vec<Stmt>,
     },
+    /// `while (cond) { ... }`.
+    While {
+        cond: Expr,
+        body: Vec<Stmt>,
+    },
+    /// `break` and `continue`, inside a `while` only.
+    Break,
+    Continue,
 }
 
 /// `@name[key, ...]`.
@@ -335,6 +351,11 @@ pub(crate) fn for_each_expr(stmts: &[Stmt], f: &mut dyn FnMut(&Expr)) {
                 for_each_expr(then, f);
                 for_each_expr(otherwise, f);
             }
+            Stmt::While { cond, body } => {
+                f(cond);
+                for_each_expr(body, f);
+            }
+            Stmt::Break | Stmt::Continue => {}
         }
     }
 }
@@ -360,6 +381,11 @@ pub(crate) fn for_each_expr_mut(stmts: &mut [Stmt], f: &mut dyn FnMut(&mut Expr)
                 for_each_expr_mut(then, f);
                 for_each_expr_mut(otherwise, f);
             }
+            Stmt::While { cond, body } => {
+                f(cond);
+                for_each_expr_mut(body, f);
+            }
+            Stmt::Break | Stmt::Continue => {}
         }
     }
 }

@@ -160,6 +160,7 @@ fn walk(stmts: &[Stmt], visit: &mut dyn FnMut(&MapRef, MapKind) -> Result<()>) -
                 walk(then, visit)?;
                 walk(otherwise, visit)?;
             }
+            Stmt::While { body, .. } => walk(body, visit)?,
             _ => {}
         }
     }
@@ -337,6 +338,11 @@ impl Checker<'_> {
                 self.stmts(then)?;
                 self.stmts(otherwise)
             }
+            Stmt::While { cond, body } => {
+                self.want(cond, Type::Int, "a condition")?;
+                self.stmts(body)
+            }
+            Stmt::Break | Stmt::Continue => Ok(()),
         }
     }
 

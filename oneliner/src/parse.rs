@@ -12,6 +12,7 @@ pub fn parse(text: &str) -> Result<Program> {
     let mut parser = Parser {
         lexer: Lexer::new(&text),
         in_predicate: false,
+        loops: 0,
     };
     let mut items = Vec::new();
     while !parser.lexer.at_end()? {
@@ -28,7 +29,13 @@ struct Parser<'a> {
     /// Inside `/.../` a `/` at the top level closes the predicate rather
     /// than dividing; division needs parentheses there.
     in_predicate: bool,
+    /// How many `while` loops enclose the statement being parsed, for
+    /// `break` and `continue`.
+    loops: usize,
 }
+
+/// bpftrace's bounds on `unroll(n)`.
+const UNROLL: std::ops::RangeInclusive<i64> = 1..=100;
 
 /// Binary operators by precedence, loosest first.
 const LEVELS: [&[(&str, BinOp)]; 10] = [
@@ -130,7 +137,7 @@ impl Parser<'_> {
                 continue;
             }
             let stmt = self.stmt()?;
-            let is_block = matches!(stmt, Stmt::If { .. });
+            let is_block = matches!(stmt, Stmt::If { .. } | Stmt::While { .. });
             stmts.push(stmt);
             if !is_block && !self.eat(";")? {
                 let (token, span) = self.peek()?;
@@ -150,6 +157,34 @@ impl Parser<'_> {
             Token::Ident(word) if word == "if" => {
                 self.next()?;
                 self.if_stmt()
+            }
+            Token::Ident(word) if word == "while" => {
+                self.next()?;
+                self.expect("(")?;
+                let cond = self.expr()?;
+                self.expect(")")?;
+                self.loops += 1;
+                let body = self.block();
+                self.loops -= 1;
+                Ok(Stmt::While { cond, body: body? })
+            }
+            Token::Ident(word) if word == "unroll" => {
+                self.next()?;
+                self.unroll()
+            }
+            Token::Ident(word) if word == "break" || word == "continue" => {
+                self.next()?;
+                if self.loops == 0 {
+                    return Err(Error::new(
+                        span,
+                        format!("`{word}` is only allowed inside a `while` loop"),
+                    ));
+                }
+                Ok(if word == "break" {
+                    Stmt::Break
+                } else {
+                    Stmt::Continue
+                })
             }
             Token::Map(_) => {
                 let map = self.map_ref()?;
@@ -205,6 +240,38 @@ impl Parser<'_> {
                 ),
             )),
         }
+    }
+
+    /// `unroll(n) { ... }`: n copies of the block, under a true `if` so
+    /// that they stay one statement.
+    fn unroll(&mut self) -> Result<Stmt> {
+        self.expect("(")?;
+        let (token, span) = self.next()?;
+        let times = match token {
+            Token::Int(n) if UNROLL.contains(&n) => n,
+            _ => {
+                return Err(Error::new(
+                    span,
+                    format!(
+                        "unroll() takes a count from {} to {}, found {}",
+                        UNROLL.start(),
+                        UNROLL.end(),
+                        token.describe()
+                    ),
+                ));
+            }
+        };
+        self.expect(")")?;
+        let body = self.block()?;
+        let times = usize::try_from(times).expect("within UNROLL");
+        Ok(Stmt::If {
+            cond: Expr {
+                kind: ExprKind::Int(1),
+                span,
+            },
+            then: std::iter::repeat_n(body, times).flatten().collect(),
+            otherwise: Vec::new(),
+        })
     }
 
     fn if_stmt(&mut self) -> Result<Stmt> {

@@ -100,7 +100,20 @@ struct Scope<'e, 'a> {
     attach: &'e Attach,
     vars: HashMap<String, Value>,
     flow: Flow,
+    /// A `break` or `continue` on its way to its loop.
+    jump: Option<Jump>,
 }
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Jump {
+    Break,
+    Continue,
+}
+
+/// Rounds one run of a `while` may make. The kernel's verifier bounds
+/// bpftrace's loops; weft runs them in user space, where a loop that never
+/// ends would stop every probe, so it ends them here and says so.
+const MAX_ROUNDS: u64 = 1 << 20;
 
 impl<'p> Runtime<'p> {
     pub fn new(plan: &'p Plan, format: Format, start_ns: u64) -> Self {
@@ -149,6 +162,7 @@ impl<'p> Runtime<'p> {
             attach,
             vars: HashMap::new(),
             flow: Flow::Continue,
+            jump: None,
         };
         if let Some(predicate) = &item.predicate
             && !self.eval(predicate, &mut scope).truthy()
@@ -171,6 +185,7 @@ impl<'p> Runtime<'p> {
             attach,
             vars: HashMap::new(),
             flow: Flow::Continue,
+            jump: None,
         };
         self.eval(predicate, &mut scope).truthy()
     }
@@ -264,7 +279,7 @@ impl<'p> Runtime<'p> {
         out: &mut dyn Write,
     ) -> std::io::Result<()> {
         for stmt in stmts {
-            if scope.flow == Flow::Exit {
+            if scope.flow == Flow::Exit || scope.jump.is_some() {
                 break;
             }
             self.stmt(stmt, scope, out)?;
@@ -333,8 +348,31 @@ impl<'p> Runtime<'p> {
                 };
                 self.stmts(branch, scope, out)?;
             }
+            Stmt::While { cond, body } => self.loop_stmt(cond, body, scope, out)?,
+            Stmt::Break => scope.jump = Some(Jump::Break),
+            Stmt::Continue => scope.jump = Some(Jump::Continue),
             Stmt::Expr(expr) => self.call_stmt(expr, scope, out)?,
         }
+        Ok(())
+    }
+
+    fn loop_stmt(
+        &mut self,
+        cond: &Expr,
+        body: &[Stmt],
+        scope: &mut Scope<'_, '_>,
+        out: &mut dyn Write,
+    ) -> std::io::Result<()> {
+        for _ in 0..MAX_ROUNDS {
+            if scope.flow == Flow::Exit || !self.eval(cond, scope).truthy() {
+                return Ok(());
+            }
+            self.stmts(body, scope, out)?;
+            if scope.jump.take() == Some(Jump::Break) {
+                return Ok(());
+            }
+        }
+        eprintln!("weft: a while loop ran {MAX_ROUNDS} rounds and was ended there");
         Ok(())
     }
 
@@ -840,6 +878,31 @@ mod tests {
             &[(1, b"a\0", 1), (1, b"a\0", 2), (1, b"a\0", 3)],
         );
         assert_eq!(out, "\n\n@c: 2\n@max: 1\n");
+    }
+
+    /// `while` with `break` and `continue`, and `unroll`, nested: run as
+    /// bpftrace runs them, once per event.
+    #[test]
+    fn loops() {
+        let out = run(
+            "tracepoint:syscalls:sys_exit_read { $i = 0; while ($i < args.ret) { $i++; if ($i == 2) { continue; } if ($i > 4) { break; } @seen[$i] = count(); } unroll(2) { @u++; unroll(3) { @v++; } } }",
+            &[(1, b"a\0", 9), (1, b"a\0", 3)],
+        );
+        assert_eq!(
+            out,
+            "\n\n@seen[4]: 1\n@seen[1]: 2\n@seen[3]: 2\n@u: 4\n@v: 12\n"
+        );
+    }
+
+    /// A loop that would never end is ended after `MAX_ROUNDS`, and the
+    /// probe goes on.
+    #[test]
+    fn a_loop_without_end_is_ended() {
+        let out = run(
+            "tracepoint:syscalls:sys_exit_read { $i = 0; while (1) { $i++; } @i = max($i); }",
+            &[(1, b"a\0", 1)],
+        );
+        assert_eq!(out, format!("\n\n@i: {MAX_ROUNDS}\n"));
     }
 
     /// Constants become their values (a macro weft knows, an enumerator of

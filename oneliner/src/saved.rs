@@ -80,6 +80,7 @@ fn for_each_map_target(stmts: &[Stmt], f: &mut dyn FnMut(&MapRef)) {
                 for_each_map_target(then, f);
                 for_each_map_target(otherwise, f);
             }
+            Stmt::While { body, .. } => for_each_map_target(body, f),
             _ => {}
         }
     }
@@ -149,6 +150,7 @@ fn save_strings(stmts: &mut [Stmt], read: &HashSet<String>, saved: &mut HashSet<
                 save_strings(then, read, saved);
                 save_strings(otherwise, read, saved);
             }
+            Stmt::While { body, .. } => save_strings(body, read, saved),
             _ => {}
         }
     }

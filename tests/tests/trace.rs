@@ -306,6 +306,12 @@ const COMPARED: &[(&str, &[&str])] = &[
         &["nanosleep:20:3"],
     ),
     (
+        // Loops: `while` with `break` and `continue`, and `unroll` (sums,
+        // since bpftrace prints equal counts in no fixed order).
+        "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { $i = 0; while ($i < 5) { $i++; if ($i == 2) { continue; } if ($i == 4) { break; } @w[$i] = sum($i); } unroll(3) { @u = count(); } }",
+        &["getppid:200"],
+    ),
+    (
         // Every kind the kernel aggregates, keyed by what it reads (one
         // aggregation per probe, as the kernel keeps them).
         "tracepoint:syscalls:sys_enter_read /pid == cpid && args->count == 4096/ { @h = hist(args->count); } \
@@ -1083,6 +1089,18 @@ const BROKEN: &[(&str, &str, &str, usize)] = &[
         "the kernel has no symbol `weft_no_such_symbol` (see /proc/kallsyms)",
         "kaddr(",
         28,
+    ),
+    (
+        "BEGIN { $i = 0; if ($i == 0) { break; } }",
+        "`break` is only allowed inside a `while` loop",
+        "break",
+        5,
+    ),
+    (
+        "BEGIN { unroll(101) { printf(\"x\\n\"); } }",
+        "unroll() takes a count from 1 to 100, found number 101",
+        "101",
+        3,
     ),
     (
         "blah:foo { @ = count(); }",
