@@ -912,6 +912,25 @@ impl Checker<'_> {
         }
     }
 
+    /// `strncmp(s1, s2, n)`: two strings and a literal length.
+    fn strncmp(&mut self, args: &[Expr], span: Span) -> Result<Type> {
+        let [left, right, len] = args else {
+            return Err(Error::new(
+                span,
+                "strncmp() takes two strings and a length: strncmp(comm, \"bash\", 4)",
+            ));
+        };
+        self.want(left, Type::Str, "strncmp()'s first string")?;
+        self.want(right, Type::Str, "strncmp()'s second string")?;
+        if !matches!(len.kind, ExprKind::Int(n) if n >= 0) {
+            return Err(Error::new(
+                len.span,
+                "strncmp()'s length must be an integer literal",
+            ));
+        }
+        Ok(Type::Int)
+    }
+
     /// `ntop([family,] addr)`: an IPv4 integer, or the bytes of an
     /// address in a member or field (`__u8 daddr_v6[16]`).
     fn ntop(&mut self, args: &[Expr], span: Span) -> Result<Type> {
@@ -1058,6 +1077,7 @@ impl Checker<'_> {
             }
             "ntop" => self.ntop(args, span),
             "buf" => self.buf(args, span),
+            "strncmp" => self.strncmp(args, span),
             "bswap" => {
                 let [value] = args else {
                     return Err(Error::new(span, "bswap() takes one integer"));

@@ -593,6 +593,14 @@ impl<'p> Runtime<'p> {
                 });
                 Value::Str(crate::format::escaped(&bytes[..len.min(bytes.len())]))
             }
+            "strncmp" => {
+                let left = self.eval(&args[0], scope).to_string();
+                let right = self.eval(&args[1], scope).to_string();
+                let ExprKind::Int(len) = args[2].kind else {
+                    unreachable!("checked: a literal")
+                };
+                Value::Int(i64::from(!same_prefix(&left, &right, len)))
+            }
             "bswap" => {
                 let value = self.eval(&args[0], scope).int();
                 // The width the checker added (`widen_swaps`).
@@ -675,6 +683,22 @@ fn arithmetic(op: BinOp, l: i64, r: i64) -> i64 {
         BinOp::LogicalAnd => i64::from(l != 0 && r != 0),
         BinOp::LogicalOr => i64::from(l != 0 || r != 0),
     }
+}
+
+/// Whether `a` and `b` agree in their first `len` bytes as C's `strncmp`
+/// compares them: a string ends at a NUL, which the other must have there.
+fn same_prefix(a: &str, b: &str, len: i64) -> bool {
+    let byte = |s: &str, i: usize| s.as_bytes().get(i).copied().unwrap_or(0);
+    for i in 0..usize::try_from(len).unwrap_or(0) {
+        let (x, y) = (byte(a, i), byte(b, i));
+        if x != y {
+            return false;
+        }
+        if x == 0 {
+            break;
+        }
+    }
+    true
 }
 
 /// `join()`'s strings with `separator` between them, up to the first
@@ -878,6 +902,16 @@ mod tests {
             &[(1, b"a\0", 1), (1, b"a\0", 2), (1, b"a\0", 3)],
         );
         assert_eq!(out, "\n\n@c: 2\n@max: 1\n");
+    }
+
+    /// `strncmp` compares up to its length, a string's end included.
+    #[test]
+    fn strncmp_compares_a_prefix() {
+        let out = run(
+            r#"tracepoint:syscalls:sys_exit_read { printf("%d %d %d %d %d\n", strncmp(comm, "cab", 2), strncmp(comm, "cab", 3), strncmp(comm, "cat", 9), strncmp(comm, "ca", 3), strncmp(comm, "x", 0)); }"#,
+            &[(1, b"cat\0", 1)],
+        );
+        assert_eq!(out, "0 1 0 1 0\n\n\n");
     }
 
     /// `while` with `break` and `continue`, and `unroll`, nested: run as

@@ -312,6 +312,10 @@ const COMPARED: &[(&str, &[&str])] = &[
         &["getppid:200"],
     ),
     (
+        r#"tracepoint:syscalls:sys_enter_getppid /pid == cpid && strncmp(comm, "weft-wor", 8) == 0/ { @[strncmp(comm, "weft-x", 6), strncmp(comm, "weft-workload", 16)] = count(); }"#,
+        &["getppid:100"],
+    ),
+    (
         // Every kind the kernel aggregates, keyed by what it reads (one
         // aggregation per probe, as the kernel keeps them).
         "tracepoint:syscalls:sys_enter_read /pid == cpid && args->count == 4096/ { @h = hist(args->count); } \
