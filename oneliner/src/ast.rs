@@ -1,11 +1,16 @@
 //! The parsed program. Every node keeps its span for error messages.
 
+use std::collections::HashMap;
+
 use crate::error::Span;
 
 /// A whole program: probes with their actions.
 #[derive(Debug, Clone)]
 pub struct Program {
     pub items: Vec<Item>,
+    /// `#define NAME VALUE`: each name's value, put in place of the name
+    /// where it is used (`constants.rs`).
+    pub defines: HashMap<String, Expr>,
 }
 
 /// `probe, probe /predicate/ { actions }`.

@@ -7,6 +7,8 @@
 //! bpftrace's tools take from them, which are Linux's ABI and never change,
 //! and asks the kernel's BTF for the enumerators.
 
+use std::collections::HashMap;
+
 use crate::{
     ast::{Expr, ExprKind, Program},
     error::{Error, Result},
@@ -28,15 +30,32 @@ const MACROS: &[(&str, i64)] = &[
 
 /// Replaces every constant in `program` by its value.
 pub(crate) fn resolve(program: &mut Program, kernel: &dyn Kernel) -> Result<()> {
+    let defines = std::mem::take(&mut program.defines);
     let mut failed = None;
     program.rewrite(&mut |expr| {
         if failed.is_none()
-            && let Err(error) = resolve_expr(expr, kernel)
+            && let Err(error) = {
+                expand(expr, &defines);
+                resolve_expr(expr, kernel)
+            }
         {
             failed = Some(error);
         }
     });
+    program.defines = defines;
     failed.map_or(Ok(()), Err)
+}
+
+/// Puts a `#define`'s value in place of its name (and, if the value is
+/// itself a defined name, that one's), as the C preprocessor does. The
+/// value's own subexpressions are rewritten after it. The parser refused
+/// defines that name themselves, so this ends.
+fn expand(expr: &mut Expr, defines: &HashMap<String, Expr>) {
+    while let ExprKind::Constant(name) = &expr.kind
+        && let Some(value) = defines.get(name)
+    {
+        *expr = value.clone();
+    }
 }
 
 fn resolve_expr(expr: &mut Expr, kernel: &dyn Kernel) -> Result<()> {

@@ -1,5 +1,7 @@
 //! Text to [`Program`]: a recursive-descent parser over the on-demand lexer.
 
+use std::collections::HashMap;
+
 use crate::{
     ast::{BinOp, Builtin, Expr, ExprKind, Item, MapRef, Probe, ProbeKind, Program, Stmt, UnOp},
     error::{Error, Result, Span},
@@ -8,12 +10,8 @@ use crate::{
 
 /// Parses a whole program (a script's preprocessor lines read first).
 pub fn parse(text: &str) -> Result<Program> {
-    let text = crate::preprocess::preprocess(text)?;
-    let mut parser = Parser {
-        lexer: Lexer::new(&text),
-        in_predicate: false,
-        loops: 0,
-    };
+    let preprocessed = crate::preprocess::preprocess(text)?;
+    let mut parser = Parser::new(&preprocessed.text);
     let mut items = Vec::new();
     while !parser.lexer.at_end()? {
         items.push(parser.item()?);
@@ -21,7 +19,60 @@ pub fn parse(text: &str) -> Result<Program> {
     if items.is_empty() {
         return Err(Error::new(Span::new(0, 0), "the program has no probes"));
     }
-    Ok(Program { items })
+    let mut defines = HashMap::new();
+    for (name, value) in preprocessed.defines {
+        defines.insert(name, define(text, value)?);
+    }
+    for (name, value) in &defines {
+        if names(value, &defines, name, 0) {
+            return Err(Error::new(
+                value.span,
+                format!("#define {name} names itself, directly or through other defines"),
+            ));
+        }
+    }
+    Ok(Program { items, defines })
+}
+
+/// Whether `expr` names the define `name`, directly or through the
+/// defines it names (at most as deep as there are defines).
+fn names(expr: &Expr, defines: &HashMap<String, Expr>, name: &str, depth: usize) -> bool {
+    if depth > defines.len() {
+        return true;
+    }
+    if let ExprKind::Constant(used) = &expr.kind {
+        if used == name {
+            return true;
+        }
+        if let Some(value) = defines.get(used)
+            && names(value, defines, name, depth + 1)
+        {
+            return true;
+        }
+    }
+    expr.children()
+        .into_iter()
+        .any(|child| names(child, defines, name, depth))
+}
+
+/// The expression of a `#define`'s value at `value` in `text`, parsed
+/// where it stands so that its spans point there.
+fn define(text: &str, value: Span) -> Result<Expr> {
+    let mut alone = " ".repeat(value.start);
+    alone.push_str(&text[value.start..value.start + value.len]);
+    let mut parser = Parser::new(&alone);
+    let expr = parser.expr()?;
+    if !parser.lexer.at_end()? {
+        let (token, span) = parser.peek()?;
+        return Err(Error::new(
+            span,
+            format!(
+                "expected the end of the #define's value, found {}",
+                token.describe()
+            ),
+        ));
+    }
+    Ok(expr)
 }
 
 struct Parser<'a> {
@@ -68,7 +119,15 @@ const UPDATES: [(&str, BinOp); 8] = [
     ("^=", BinOp::Xor),
 ];
 
-impl Parser<'_> {
+impl<'a> Parser<'a> {
+    fn new(text: &'a str) -> Self {
+        Self {
+            lexer: Lexer::new(text),
+            in_predicate: false,
+            loops: 0,
+        }
+    }
+
     fn peek(&self) -> Result<(Token, Span)> {
         self.lexer.peek()
     }

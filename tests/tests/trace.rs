@@ -316,6 +316,10 @@ const COMPARED: &[(&str, &[&str])] = &[
         &["getppid:100"],
     ),
     (
+        "#define TWICE (2 * 3)\n#define WHO \"weft-workload\"\ntracepoint:syscalls:sys_enter_getppid /pid == cpid && comm == WHO/ { @[TWICE] = count(); }",
+        &["getppid:100"],
+    ),
+    (
         // Every kind the kernel aggregates, keyed by what it reads (one
         // aggregation per probe, as the kernel keeps them).
         "tracepoint:syscalls:sys_enter_read /pid == cpid && args->count == 4096/ { @h = hist(args->count); } \
