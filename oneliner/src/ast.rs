@@ -62,10 +62,136 @@ pub enum ProbeKind {
     Profile {
         hz: u64,
     },
+    /// `software:EVENT:N` / `hardware:EVENT:N`: every CPU, once every N
+    /// of its events; `alias` is the event's name as written (`cs`, `faults`).
+    PerfEvent {
+        event: PerfEvent,
+        alias: &'static str,
+        period: u64,
+    },
     /// `interval:s:N` / `interval:ms:N` / `interval:us:N`: one CPU, periodically.
     Interval {
         period_ns: u64,
     },
+}
+
+/// The perf events `software:` and `hardware:` probes sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PerfEvent {
+    CpuClock,
+    TaskClock,
+    PageFaults,
+    ContextSwitches,
+    CpuMigrations,
+    MinorFaults,
+    MajorFaults,
+    AlignmentFaults,
+    EmulationFaults,
+    CpuCycles,
+    Instructions,
+    CacheReferences,
+    CacheMisses,
+    BranchInstructions,
+    BranchMisses,
+    BusCycles,
+    FrontendStalls,
+    BackendStalls,
+    RefCycles,
+}
+
+/// Each event, whether it is a hardware one, the names bpftrace takes for
+/// it (its own first) and the period bpftrace samples it at when the
+/// probe gives none.
+const PERF_EVENTS: &[(PerfEvent, bool, &[&str], u64)] = &[
+    (PerfEvent::CpuClock, false, &["cpu-clock", "cpu"], 1_000_000),
+    (PerfEvent::TaskClock, false, &["task-clock"], 1_000_000),
+    (
+        PerfEvent::PageFaults,
+        false,
+        &["page-faults", "faults"],
+        100,
+    ),
+    (
+        PerfEvent::ContextSwitches,
+        false,
+        &["context-switches", "cs"],
+        1_000,
+    ),
+    (PerfEvent::CpuMigrations, false, &["cpu-migrations"], 1),
+    (PerfEvent::MinorFaults, false, &["minor-faults"], 100),
+    (PerfEvent::MajorFaults, false, &["major-faults"], 1),
+    (PerfEvent::AlignmentFaults, false, &["alignment-faults"], 1),
+    (PerfEvent::EmulationFaults, false, &["emulation-faults"], 1),
+    (
+        PerfEvent::CpuCycles,
+        true,
+        &["cpu-cycles", "cycles"],
+        1_000_000,
+    ),
+    (PerfEvent::Instructions, true, &["instructions"], 1_000_000),
+    (
+        PerfEvent::CacheReferences,
+        true,
+        &["cache-references"],
+        1_000_000,
+    ),
+    (PerfEvent::CacheMisses, true, &["cache-misses"], 1_000_000),
+    (
+        PerfEvent::BranchInstructions,
+        true,
+        &["branch-instructions", "branches"],
+        100_000,
+    ),
+    (PerfEvent::BranchMisses, true, &["branch-misses"], 100_000),
+    (PerfEvent::BusCycles, true, &["bus-cycles"], 100_000),
+    (
+        PerfEvent::FrontendStalls,
+        true,
+        &["frontend-stalls"],
+        1_000_000,
+    ),
+    (
+        PerfEvent::BackendStalls,
+        true,
+        &["backend-stalls"],
+        1_000_000,
+    ),
+    (PerfEvent::RefCycles, true, &["ref-cycles"], 1_000_000),
+];
+
+impl PerfEvent {
+    /// The event `name` names among the hardware or software ones, the
+    /// name as the table spells it, and the event's default period.
+    pub fn find(hardware: bool, name: &str) -> Option<(Self, &'static str, u64)> {
+        PERF_EVENTS.iter().find_map(|(event, h, names, period)| {
+            let alias = names.iter().find(|n| **n == name)?;
+            (*h == hardware).then_some((*event, *alias, *period))
+        })
+    }
+
+    /// The names of the hardware or software events, for messages.
+    pub fn names(hardware: bool) -> Vec<&'static str> {
+        PERF_EVENTS
+            .iter()
+            .filter(|(_, h, ..)| *h == hardware)
+            .map(|(_, _, names, _)| names[0])
+            .collect()
+    }
+
+    fn entry(self) -> &'static (PerfEvent, bool, &'static [&'static str], u64) {
+        PERF_EVENTS
+            .iter()
+            .find(|(event, ..)| *event == self)
+            .expect("every event is in the table")
+    }
+
+    pub fn name(self) -> &'static str {
+        self.entry().2[0]
+    }
+
+    pub fn hardware(self) -> bool {
+        self.entry().1
+    }
 }
 
 impl ProbeKind {
@@ -89,6 +215,18 @@ impl ProbeKind {
                 )
             }
             Self::Profile { hz } => format!("profile:hz:{hz}"),
+            Self::PerfEvent {
+                event,
+                alias,
+                period,
+            } => {
+                let kind = if event.hardware() {
+                    "hardware"
+                } else {
+                    "software"
+                };
+                format!("{kind}:{alias}:{period}")
+            }
             Self::Interval { period_ns } => {
                 let (unit, n) = [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)]
                     .into_iter()

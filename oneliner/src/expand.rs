@@ -34,7 +34,9 @@ pub(crate) fn expand(item: &Item, kernel: &dyn Kernel) -> Result<Vec<(Target, Ve
                 },
                 Vec::new(),
             )),
-            ProbeKind::Profile { hz } => out.push((Target::Profile { hz: *hz }, Vec::new())),
+            ProbeKind::Profile { .. } | ProbeKind::PerfEvent { .. } => {
+                out.push((probe.kind.clone(), Vec::new()));
+            }
             ProbeKind::Tracepoint { category, name } => {
                 out.extend(tracepoints(kernel, category, name, span)?);
             }

@@ -3,7 +3,10 @@
 use std::collections::HashMap;
 
 use crate::{
-    ast::{BinOp, Builtin, Expr, ExprKind, Item, MapRef, Probe, ProbeKind, Program, Stmt, UnOp},
+    ast::{
+        BinOp, Builtin, Expr, ExprKind, Item, MapRef, PerfEvent, Probe, ProbeKind, Program, Stmt,
+        UnOp,
+    },
     error::{Error, Result, Span},
     lex::{Lexer, Token},
 };
@@ -680,6 +683,25 @@ fn probe_kind(text: &str) -> std::result::Result<ProbeKind, String> {
             }),
             _ => Err(format!("`{text}`: expected profile:hz:N")),
         },
+        "software" | "s" | "hardware" | "h" => {
+            let hardware = kind.starts_with('h');
+            let (name, period) = match parts.as_slice() {
+                [name] => (*name, None),
+                [name, n] => (*name, Some(positive(n, text)?)),
+                _ => return Err(format!("`{text}`: expected {kind}:EVENT:N")),
+            };
+            let (event, alias, default) = PerfEvent::find(hardware, name).ok_or_else(|| {
+                format!(
+                    "`{text}`: no {kind} event `{name}`; there are {}",
+                    PerfEvent::names(hardware).join(", ")
+                )
+            })?;
+            Ok(ProbeKind::PerfEvent {
+                event,
+                alias,
+                period: period.unwrap_or(default),
+            })
+        }
         "interval" | "i" => {
             let unit = match parts.first() {
                 Some(&"s") => 1_000_000_000,
@@ -699,7 +721,7 @@ fn probe_kind(text: &str) -> std::result::Result<ProbeKind, String> {
             }
         }
         _ => Err(format!(
-            "unknown probe type `{kind}`: weft knows tracepoint, rawtracepoint, fentry, fexit, kprobe, kretprobe, uprobe, uretprobe, profile, interval, BEGIN and END"
+            "unknown probe type `{kind}`: weft knows tracepoint, rawtracepoint, fentry, fexit, kprobe, kretprobe, uprobe, uretprobe, profile, software, hardware, interval, BEGIN and END"
         )),
     }
 }

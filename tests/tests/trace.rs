@@ -1112,7 +1112,7 @@ const BROKEN: &[(&str, &str, &str, usize)] = &[
     ),
     (
         "blah:foo { @ = count(); }",
-        "unknown probe type `blah`: weft knows tracepoint, rawtracepoint, fentry, fexit, kprobe, kretprobe, uprobe, uretprobe, profile, interval, BEGIN and END",
+        "unknown probe type `blah`: weft knows tracepoint, rawtracepoint, fentry, fexit, kprobe, kretprobe, uprobe, uretprobe, profile, software, hardware, interval, BEGIN and END",
         "blah:foo",
         8,
     ),
@@ -1281,11 +1281,7 @@ fn profile_samples_a_busy_child() {
         &["getppid:3000000"],
         &[],
     );
-    let samples: u64 = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("@[weft-workload]: "))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no samples of the workload:\n{stdout}"));
+    let samples = count_of(&stdout, "@[weft-workload]");
     assert!(samples >= 5, "only {samples} samples:\n{stdout}");
     // Before it execs, the command is a fork of weft (named weft).
     for line in stdout.lines().filter(|l| l.starts_with("@[")) {
@@ -1294,6 +1290,32 @@ fn profile_samples_a_busy_child() {
             "only the command may be sampled: {stdout}"
         );
     }
+}
+
+/// `software:` probes sample a perf event on every CPU: each of the
+/// child's sleeps switches it out, so it has at least as many context
+/// switches as sleeps, named as written.
+#[test]
+fn software_events_count_the_child_s_context_switches() {
+    if !needs("software_events_count_the_child_s_context_switches", &TRACE) {
+        return;
+    }
+    let stdout = weft_trace(
+        "software:cs:1 /pid == cpid/ { @[probe] = count(); }",
+        &["nanosleep:5:8"],
+        &[],
+    );
+    let switches = count_of(&stdout, "@[software:cs:1]");
+    assert!(switches >= 8, "{switches} switches for 8 sleeps:\n{stdout}");
+}
+
+/// The count printed for `map` (as `@[key]`), which must be there.
+fn count_of(stdout: &str, map: &str) -> u64 {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(map)?.strip_prefix(": "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {map} of the workload:\n{stdout}"))
 }
 
 #[test]

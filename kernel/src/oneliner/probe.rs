@@ -21,7 +21,7 @@ use aya::{
 };
 use perf_event::{
     Builder,
-    events::{KProbe, Software, Tracepoint},
+    events::{Hardware, KProbe, Software, Tracepoint},
 };
 use weft_abi::oneliner::{
     AGG_LINEAR, AGG_LOG2, AGG_PLAIN, AGGS_MAP, Aggregation, COPIES, COUNTERS_MAP, Chain, CopyKind,
@@ -35,7 +35,7 @@ use weft_abi::oneliner::{
 use weft_abi::ring::{self, Ring};
 use weft_oneliner::{
     Attach, Event, FieldKind, Plan, Target,
-    ast::BinOp,
+    ast::{BinOp, PerfEvent},
     check::{MapKind, Operand, Subject},
     plan::{KernelAgg, KeyPart, Sample, Start},
 };
@@ -285,6 +285,25 @@ impl OnelinerProbe {
                 }
                 Ok(())
             }
+            Target::PerfEvent { event, period, .. } => {
+                let fd = program(&mut self.ebpf, PERF_PROGRAM)?;
+                for cpu in 0..ebpf::cpus()? as usize {
+                    let mut builder = perf_builder(*event);
+                    builder.one_cpu(cpu).sample_period(*period);
+                    let counter = open_perf_event(&mut builder).with_context(|| {
+                        if event.hardware() {
+                            format!(
+                                "this machine counts no {} (a VM often has no hardware counters)",
+                                event.name()
+                            )
+                        } else {
+                            format!("the kernel counts no {}", event.name())
+                        }
+                    })?;
+                    self.link_event(fd, counter, cookie)?;
+                }
+                Ok(())
+            }
             Target::Fentry { function, .. } | Target::RawTracepoint { name: function } => {
                 let kind = copy.expect("set above");
                 self.attach_copy(kind, key & 0xffff, function)
@@ -408,11 +427,11 @@ impl OnelinerProbe {
     /// caller chose: CPU 0 for probes, which fire on every CPU) and links
     /// program `fd` to it with `cookie`.
     fn link(&mut self, fd: RawFd, builder: &mut Builder<'_>, cookie: u64) -> Result<()> {
-        let mut event = builder
-            .any_pid()
-            .exclude_kernel(false)
-            .build()
-            .context("perf_event_open failed")?;
+        let event = open_perf_event(builder)?;
+        self.link_event(fd, event, cookie)
+    }
+
+    fn link_event(&mut self, fd: RawFd, mut event: perf_event::Counter, cookie: u64) -> Result<()> {
         event.enable().context("failed to enable the perf event")?;
         self.links.push(link_perf_event(fd, event, cookie)?);
         Ok(())
@@ -696,8 +715,42 @@ fn shared_program(target: &Target) -> Option<&'static str> {
         Target::Kprobe { .. } => Some(KPROBE_PROGRAM),
         Target::Uprobe { exit: false, .. } => Some(UPROBE_PROGRAM),
         Target::Uprobe { exit: true, .. } => Some(URETPROBE_PROGRAM),
-        Target::Profile { .. } => Some(PERF_PROGRAM),
+        Target::Profile { .. } | Target::PerfEvent { .. } => Some(PERF_PROGRAM),
         _ => None,
+    }
+}
+
+/// Opens `builder`'s event for every process.
+fn open_perf_event(builder: &mut Builder<'_>) -> Result<perf_event::Counter> {
+    builder
+        .any_pid()
+        .exclude_kernel(false)
+        .build()
+        .context("perf_event_open failed")
+}
+
+/// A perf event builder for `event`.
+fn perf_builder(event: PerfEvent) -> Builder<'static> {
+    match event {
+        PerfEvent::CpuClock => Builder::new(Software::CPU_CLOCK),
+        PerfEvent::TaskClock => Builder::new(Software::TASK_CLOCK),
+        PerfEvent::PageFaults => Builder::new(Software::PAGE_FAULTS),
+        PerfEvent::ContextSwitches => Builder::new(Software::CONTEXT_SWITCHES),
+        PerfEvent::CpuMigrations => Builder::new(Software::CPU_MIGRATIONS),
+        PerfEvent::MinorFaults => Builder::new(Software::PAGE_FAULTS_MIN),
+        PerfEvent::MajorFaults => Builder::new(Software::PAGE_FAULTS_MAJ),
+        PerfEvent::AlignmentFaults => Builder::new(Software::ALIGNMENT_FAULTS),
+        PerfEvent::EmulationFaults => Builder::new(Software::EMULATION_FAULTS),
+        PerfEvent::CpuCycles => Builder::new(Hardware::CPU_CYCLES),
+        PerfEvent::Instructions => Builder::new(Hardware::INSTRUCTIONS),
+        PerfEvent::CacheReferences => Builder::new(Hardware::CACHE_REFERENCES),
+        PerfEvent::CacheMisses => Builder::new(Hardware::CACHE_MISSES),
+        PerfEvent::BranchInstructions => Builder::new(Hardware::BRANCH_INSTRUCTIONS),
+        PerfEvent::BranchMisses => Builder::new(Hardware::BRANCH_MISSES),
+        PerfEvent::BusCycles => Builder::new(Hardware::BUS_CYCLES),
+        PerfEvent::FrontendStalls => Builder::new(Hardware::STALLED_CYCLES_FRONTEND),
+        PerfEvent::BackendStalls => Builder::new(Hardware::STALLED_CYCLES_BACKEND),
+        PerfEvent::RefCycles => Builder::new(Hardware::REF_CPU_CYCLES),
     }
 }
 

@@ -457,6 +457,7 @@ fn explain(plan: &Plan) -> String {
             Target::Kprobe { .. } => "weft_trace_kprobe, perf event linked with a cookie",
             Target::Uprobe { .. } => "weft_trace_uprobe/uretprobe, attached with a cookie",
             Target::Profile { .. } => "weft_trace_perf, one CPU clock event per CPU with a cookie",
+            Target::PerfEvent { .. } => "weft_trace_perf, one perf event per CPU with a cookie",
             Target::Fentry { .. } => "a copy of weft_trace_fentry/fexit loaded for this function",
             _ => "a copy of weft_trace_raw_tp",
         };

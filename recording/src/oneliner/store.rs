@@ -189,6 +189,7 @@ fn source_name(attach: &Attach, taken: &Map<String, Value>) -> String {
             format!("{symbol}{}", if *exit { "_ret" } else { "" })
         }
         Target::Profile { hz } => format!("profile_{hz}hz"),
+        Target::PerfEvent { event, .. } => event.name().to_owned(),
         _ => "events".into(),
     };
     let base: String = base
