@@ -210,10 +210,13 @@ fn assigned_kind(value: &Expr) -> Result<MapKind> {
             }
             MapKind::Lhist { min, max, step }
         }
-        "str" | "usym" | "ksym" | "ntop" => MapKind::Value(Type::Str),
+        name if STRING_CALLS.contains(&name) => MapKind::Value(Type::Str),
         _ => MapKind::Value(Type::Int),
     })
 }
+
+/// The functions whose value is a string.
+const STRING_CALLS: &[&str] = &["str", "usym", "ksym", "ntop", "kstack", "ustack"];
 
 /// The type of an expression where it is obvious without the kernel.
 fn shallow_type(expr: &Expr) -> Type {
@@ -222,9 +225,7 @@ fn shallow_type(expr: &Expr) -> Type {
         | ExprKind::Builtin(
             Builtin::Comm | Builtin::Probe | Builtin::Func | Builtin::Kstack | Builtin::Ustack,
         ) => Type::Str,
-        ExprKind::Call(name, _) if matches!(name.as_str(), "str" | "usym" | "ksym" | "ntop") => {
-            Type::Str
-        }
+        ExprKind::Call(name, _) if STRING_CALLS.contains(&name.as_str()) => Type::Str,
         ExprKind::Ternary(_, then, _) => shallow_type(then),
         _ => Type::Int,
     }
@@ -912,6 +913,41 @@ impl Checker<'_> {
         }
     }
 
+    /// `kstack(N)`, `kstack(bpftrace[, N])` and their `ustack` forms: the
+    /// stack's innermost N frames (`stack_frames`), in bpftrace's layout.
+    fn stack(&mut self, name: &str, args: &[Expr], span: Span) -> Result<Type> {
+        let (mode, frames) = match args {
+            [
+                Expr {
+                    kind: ExprKind::Str(mode),
+                    ..
+                },
+                rest @ ..,
+            ] => (Some(mode.as_str()), rest),
+            _ => (None, args),
+        };
+        if let Some(mode) = mode.filter(|m| *m != "bpftrace") {
+            return Err(Error::new(
+                args[0].span,
+                format!("weft prints stacks in bpftrace's layout only, not `{mode}`"),
+            ));
+        }
+        if stack_frames(frames).is_none() {
+            return Err(Error::new(
+                span,
+                format!(
+                    "{name}() takes a mode and a frame count from 1 to 127: {name}(bpftrace, 5)"
+                ),
+            ));
+        }
+        let builtin = if name == "kstack" {
+            Builtin::Kstack
+        } else {
+            Builtin::Ustack
+        };
+        self.builtin(builtin, span)
+    }
+
     /// `strncmp(s1, s2, n)`: two strings and a literal length.
     fn strncmp(&mut self, args: &[Expr], span: Span) -> Result<Type> {
         let [left, right, len] = args else {
@@ -1078,6 +1114,7 @@ impl Checker<'_> {
             "ntop" => self.ntop(args, span),
             "buf" => self.buf(args, span),
             "strncmp" => self.strncmp(args, span),
+            "kstack" | "ustack" => self.stack(name, args, span),
             "bswap" => {
                 let [value] = args else {
                     return Err(Error::new(span, "bswap() takes one integer"));
@@ -1144,6 +1181,22 @@ fn type_list(types: &[Type]) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The frame count of a call of `kstack`/`ustack` past its mode: all of
+/// them without one, else a literal from 1 to 127 (the kernel's stack map
+/// holds 127).
+pub(crate) fn stack_frames(args: &[Expr]) -> Option<usize> {
+    match args {
+        [] => Some(usize::MAX),
+        [
+            Expr {
+                kind: ExprKind::Int(n @ 1..=127),
+                ..
+            },
+        ] => usize::try_from(*n).ok(),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

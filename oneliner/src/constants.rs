@@ -59,6 +59,14 @@ fn expand(expr: &mut Expr, defines: &HashMap<String, Expr>) {
 }
 
 fn resolve_expr(expr: &mut Expr, kernel: &dyn Kernel) -> Result<()> {
+    // A stack's mode (`kstack(perf)`) is a word, not a constant.
+    if let ExprKind::Call(name, args) = &mut expr.kind
+        && (name == "kstack" || name == "ustack")
+        && let Some(first) = args.first_mut()
+        && let ExprKind::Constant(mode) = &first.kind
+    {
+        first.kind = ExprKind::Str(mode.clone());
+    }
     if let ExprKind::Call(name, args) = &expr.kind
         && name == "kaddr"
     {

@@ -284,8 +284,22 @@ fn key_text(name: &str, key: &[Value]) -> String {
     if key.is_empty() {
         return format!("@{name}");
     }
-    let parts: Vec<String> = key.iter().map(ToString::to_string).collect();
+    let parts: Vec<String> = key.iter().map(key_part).collect();
     format!("@{name}[{}]", parts.join(", "))
+}
+
+/// A key part as bpftrace prints it: a stack's frames are indented by 4
+/// spaces there, where a value or `printf` indents them by 8.
+fn key_part(part: &Value) -> String {
+    let text = part.to_string();
+    if !text.starts_with('\n') {
+        return text;
+    }
+    text.lines()
+        .map(|line| line.strip_prefix("    ").unwrap_or(line))
+        .chain([""])
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn print_text(

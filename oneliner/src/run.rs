@@ -559,6 +559,20 @@ impl<'p> Runtime<'p> {
                 });
                 Value::Str(named.unwrap_or_else(|| format!("0x{addr:x}")))
             }
+            ExprKind::Call(name, args) if name == "kstack" || name == "ustack" => {
+                let stack = if name == "kstack" {
+                    scope.event.kstack
+                } else {
+                    scope.event.ustack
+                };
+                // Past the mode, which the checker allowed only as bpftrace.
+                let count = match args.first().map(|a| &a.kind) {
+                    Some(ExprKind::Str(_)) => &args[1..],
+                    _ => args,
+                };
+                let frames = crate::check::stack_frames(count).expect("checked");
+                Value::Str(innermost(stack, frames))
+            }
             ExprKind::Call(name, args) => self.function(name, args, scope),
             // Constants are values by now (`constants.rs`).
             ExprKind::Constant(_) => Value::Int(0),
@@ -683,6 +697,19 @@ fn arithmetic(op: BinOp, l: i64, r: i64) -> i64 {
         BinOp::LogicalAnd => i64::from(l != 0 && r != 0),
         BinOp::LogicalOr => i64::from(l != 0 || r != 0),
     }
+}
+
+/// The first `frames` frames of a stack's text (a newline, then a frame a
+/// line, innermost first), in the same layout.
+fn innermost(stack: &str, frames: usize) -> String {
+    let mut lines: Vec<&str> = stack.lines().collect();
+    // The leading empty line, then the frames.
+    lines.truncate(frames.saturating_add(1));
+    let mut text = lines.join("\n");
+    if lines.len() > 1 {
+        text.push('\n');
+    }
+    text
 }
 
 /// Whether `a` and `b` agree in their first `len` bytes as C's `strncmp`

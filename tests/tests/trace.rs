@@ -1482,22 +1482,32 @@ fn kstack_keys_print_as_bpftrace_does() {
     // syscall tracepoint: on 6.1 those carry the user registers, and their
     // kernel stack is empty, in bpftrace too.)
     let stdout = weft_trace(
-        "tracepoint:sched:sched_switch /args.prev_pid == cpid/ { @[kstack] = count(); }",
+        "tracepoint:sched:sched_switch /args.prev_pid == cpid/ { @[kstack] = count(); @two[kstack(2)] = count(); }",
         &["nanosleep:2:10"],
         &[],
     );
-    // Stacks as keys: `@[`, frames `function+offset` indented by 8
-    // spaces, then `]: COUNT`; the scheduler among the frames.
+    // Stacks as keys: `@[`, frames `function+offset` indented by 4
+    // spaces (8 in values and printf), then `]: COUNT`; the scheduler
+    // among the frames; `kstack(2)` keys have the innermost two.
     let maps = maps_section(&stdout);
     let (mut total, mut in_stack, mut scheduler) = (0, false, false);
+    let mut frames = 0;
     for line in maps.lines() {
-        if line == "@[" {
-            in_stack = true;
+        if line == "@[" || line == "@two[" {
+            in_stack = line == "@[";
+            frames = 0;
         } else if let Some(count) = line.strip_prefix("]: ") {
-            total += count.parse::<u64>().expect("a count");
+            if in_stack {
+                total += count.parse::<u64>().expect("a count");
+            } else {
+                assert_eq!(frames, 2, "kstack(2):\n{stdout}");
+            }
             in_stack = false;
-        } else if in_stack {
-            let frame = line.strip_prefix("        ").expect("8-space indent");
+        } else if !in_stack {
+            frames += 1;
+        } else {
+            let frame = line.strip_prefix("    ").expect("4-space indent");
+            assert!(!frame.starts_with(' '), "4-space indent: {line}");
             let (function, offset) = frame.rsplit_once('+').expect("function+offset");
             assert!(
                 !function.is_empty() && offset.parse::<u64>().is_ok(),
