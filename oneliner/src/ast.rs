@@ -361,10 +361,12 @@ pub enum Builtin {
     Cpid,
     /// The current task's `struct task_struct *`, for `->` only.
     Curtask,
+    /// A pseudo-random 32-bit number, new at each use.
+    Rand,
 }
 
 impl Builtin {
-    pub const ALL: [(&'static str, Self); 15] = [
+    pub const ALL: [(&'static str, Self); 16] = [
         ("pid", Self::Pid),
         ("tid", Self::Tid),
         ("uid", Self::Uid),
@@ -380,6 +382,7 @@ impl Builtin {
         ("ustack", Self::Ustack),
         ("cpid", Self::Cpid),
         ("curtask", Self::Curtask),
+        ("rand", Self::Rand),
     ];
 
     pub fn from_name(name: &str) -> Option<Self> {

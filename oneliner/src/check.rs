@@ -216,7 +216,9 @@ fn assigned_kind(value: &Expr) -> Result<MapKind> {
 }
 
 /// The functions whose value is a string.
-const STRING_CALLS: &[&str] = &["str", "usym", "ksym", "ntop", "kstack", "ustack"];
+const STRING_CALLS: &[&str] = &[
+    "str", "usym", "ksym", "ntop", "kstack", "ustack", "strftime",
+];
 
 /// The type of an expression where it is obvious without the kernel.
 fn shallow_type(expr: &Expr) -> Type {
@@ -948,6 +950,86 @@ impl Checker<'_> {
         self.builtin(builtin, span)
     }
 
+    /// `str(field)`: a string the kernel reads as the event happens.
+    fn string(&mut self, args: &[Expr], span: Span) -> Result<Type> {
+        let (target, rest) = args
+            .split_first()
+            .ok_or_else(|| Error::new(span, "str() takes a field: str(args.NAME)"))?;
+        if let Some(len) = rest.first()
+            && (!matches!(len.kind, ExprKind::Int(_)) || rest.len() > 1)
+        {
+            return Err(Error::new(
+                len.span,
+                "str()'s length must be an integer literal",
+            ));
+        }
+        let field = match &target.kind {
+            ExprKind::Member { .. } => return self.member(target, true),
+            ExprKind::Field(n) => n.clone(),
+            ExprKind::Arg(n) => format!("arg{n}"),
+            ExprKind::Builtin(Builtin::Retval) => "retval".into(),
+            // A map of strings saved where their pointers were
+            // (`saved.rs`).
+            ExprKind::Map(_) => {
+                self.want(target, Type::Str, "the map str() reads")?;
+                return Ok(Type::Str);
+            }
+            _ => {
+                return Err(Error::new(
+                    target.span,
+                    "str() reads a field, argN, retval or a struct member: weft reads the string in the kernel when the event happens",
+                ));
+            }
+        };
+        let kind = self.field(&field, target.span)?.kind;
+        if self.saved.spans.contains(&target.span)
+            && kind == (FieldKind::Pointer { constant: false })
+        {
+            return Err(Error::new(
+                target.span,
+                format!(
+                    "`{field}` points to data the kernel may still write: weft reads a \
+                     saved pointer's string where it is saved (in the kernel, as the \
+                     event happens), so save `str(args.{field})` where the string is \
+                     complete instead"
+                ),
+            ));
+        }
+        match kind {
+            FieldKind::Chars => self.copy(&field),
+            FieldKind::Int if field.starts_with("arg") || field == "retval" => {
+                self.capture(&field, target.span)?;
+            }
+            FieldKind::Int => {
+                return Err(Error::new(
+                    target.span,
+                    format!("`{field}` is an integer, not a string pointer"),
+                ));
+            }
+            _ => self.capture(&field, target.span)?,
+        }
+        Ok(Type::Str)
+    }
+
+    /// `strftime(fmt, nsecs)`: a literal format and a time.
+    fn strftime(&mut self, args: &[Expr], span: Span) -> Result<Type> {
+        let [
+            Expr {
+                kind: ExprKind::Str(_),
+                ..
+            },
+            ns,
+        ] = args
+        else {
+            return Err(Error::new(
+                span,
+                "strftime() takes a format and a time: strftime(\"%H:%M:%S\", nsecs)",
+            ));
+        };
+        self.want(ns, Type::Int, "strftime()'s time")?;
+        Ok(Type::Str)
+    }
+
     /// `strncmp(s1, s2, n)`: two strings and a literal length.
     fn strncmp(&mut self, args: &[Expr], span: Span) -> Result<Type> {
         let [left, right, len] = args else {
@@ -1052,68 +1134,11 @@ impl Checker<'_> {
 
     fn call(&mut self, name: &str, args: &[Expr], span: Span) -> Result<Type> {
         match name {
-            "str" => {
-                let (target, rest) = args
-                    .split_first()
-                    .ok_or_else(|| Error::new(span, "str() takes a field: str(args.NAME)"))?;
-                if let Some(len) = rest.first()
-                    && (!matches!(len.kind, ExprKind::Int(_)) || rest.len() > 1)
-                {
-                    return Err(Error::new(
-                        len.span,
-                        "str()'s length must be an integer literal",
-                    ));
-                }
-                let field = match &target.kind {
-                    ExprKind::Member { .. } => return self.member(target, true),
-                    ExprKind::Field(n) => n.clone(),
-                    ExprKind::Arg(n) => format!("arg{n}"),
-                    ExprKind::Builtin(Builtin::Retval) => "retval".into(),
-                    // A map of strings saved where their pointers were
-                    // (`saved.rs`).
-                    ExprKind::Map(_) => {
-                        self.want(target, Type::Str, "the map str() reads")?;
-                        return Ok(Type::Str);
-                    }
-                    _ => {
-                        return Err(Error::new(
-                            target.span,
-                            "str() reads a field, argN, retval or a struct member: weft reads the string in the kernel when the event happens",
-                        ));
-                    }
-                };
-                let kind = self.field(&field, target.span)?.kind;
-                if self.saved.spans.contains(&target.span)
-                    && kind == (FieldKind::Pointer { constant: false })
-                {
-                    return Err(Error::new(
-                        target.span,
-                        format!(
-                            "`{field}` points to data the kernel may still write: weft reads a \
-                             saved pointer's string where it is saved (in the kernel, as the \
-                             event happens), so save `str(args.{field})` where the string is \
-                             complete instead"
-                        ),
-                    ));
-                }
-                match kind {
-                    FieldKind::Chars => self.copy(&field),
-                    FieldKind::Int if field.starts_with("arg") || field == "retval" => {
-                        self.capture(&field, target.span)?;
-                    }
-                    FieldKind::Int => {
-                        return Err(Error::new(
-                            target.span,
-                            format!("`{field}` is an integer, not a string pointer"),
-                        ));
-                    }
-                    _ => self.capture(&field, target.span)?,
-                }
-                Ok(Type::Str)
-            }
+            "str" => self.string(args, span),
             "ntop" => self.ntop(args, span),
             "buf" => self.buf(args, span),
             "strncmp" => self.strncmp(args, span),
+            "strftime" => self.strftime(args, span),
             "kstack" | "ustack" => self.stack(name, args, span),
             "bswap" => {
                 let [value] = args else {

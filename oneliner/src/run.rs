@@ -412,7 +412,9 @@ impl<'p> Runtime<'p> {
                     Some(ExprKind::Str(s)) => s.as_str(),
                     _ => "%H:%M:%S\n",
                 };
-                output::text(self.format, "time", &local_time(pattern), out)?;
+                // SAFETY: time(NULL) only returns the time.
+                let now = unsafe { libc::time(std::ptr::null_mut()) };
+                output::text(self.format, "time", &local_time(pattern, now), out)?;
             }
             "join" => {
                 let separator = match args.get(1).map(|a| &a.kind) {
@@ -607,6 +609,13 @@ impl<'p> Runtime<'p> {
                 });
                 Value::Str(crate::format::escaped(&bytes[..len.min(bytes.len())]))
             }
+            "strftime" => {
+                let ExprKind::Str(pattern) = &args[0].kind else {
+                    unreachable!("checked: a literal")
+                };
+                let ns = self.eval(&args[1], scope).int();
+                Value::Str(local_time(pattern, wall_second(ns)))
+            }
             "strncmp" => {
                 let left = self.eval(&args[0], scope).to_string();
                 let right = self.eval(&args[1], scope).to_string();
@@ -661,6 +670,13 @@ impl<'p> Runtime<'p> {
             Builtin::Gid => Value::Int(event.gid.into()),
             Builtin::Cpu => Value::Int(event.cpu.into()),
             Builtin::Nsecs => Value::Int(event.ns as i64),
+            // Each `RandomState` has new keys, so hashing one value with
+            // it gives a new pseudo-random number (bpftrace's is the
+            // kernel's `bpf_get_prandom_u32`).
+            Builtin::Rand => Value::Int(i64::from(std::hash::BuildHasher::hash_one(
+                &std::collections::hash_map::RandomState::new(),
+                0,
+            ) as u32)),
             Builtin::Elapsed => Value::Int(event.ns.saturating_sub(self.start_ns) as i64),
             Builtin::Comm => Value::Str(c_string(event.comm)),
             Builtin::Probe => Value::Str(scope.attach.target.name()),
@@ -697,6 +713,22 @@ fn arithmetic(op: BinOp, l: i64, r: i64) -> i64 {
         BinOp::LogicalAnd => i64::from(l != 0 && r != 0),
         BinOp::LogicalOr => i64::from(l != 0 || r != 0),
     }
+}
+
+/// The wall-clock second of `ns`, a time of the clock `nsecs` reads
+/// (`CLOCK_MONOTONIC`, as the kernel's `bpf_ktime_get_ns`).
+fn wall_second(ns: i64) -> libc::time_t {
+    let read = |clock| {
+        let mut at = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes the timespec it is given.
+        unsafe { libc::clock_gettime(clock, &raw mut at) };
+        i128::from(at.tv_sec) * 1_000_000_000 + i128::from(at.tv_nsec)
+    };
+    let wall = read(libc::CLOCK_REALTIME) - read(libc::CLOCK_MONOTONIC) + i128::from(ns);
+    libc::time_t::try_from(wall.div_euclid(1_000_000_000)).unwrap_or_default()
 }
 
 /// The first `frames` frames of a stack's text (a newline, then a frame a
@@ -843,17 +875,16 @@ pub fn integer(raw: &[u8], offset: u16, size: u16, signed: bool) -> i64 {
 }
 
 /// The local time formatted with strftime `pattern`.
-fn local_time(pattern: &str) -> String {
+fn local_time(pattern: &str, at: libc::time_t) -> String {
     let Ok(pattern) = std::ffi::CString::new(pattern) else {
         return String::new();
     };
     let mut buf = [0u8; 256];
-    // SAFETY: time(NULL) and localtime_r into a zeroed tm are always valid;
-    // strftime writes at most buf.len() bytes.
+    // SAFETY: localtime_r into a zeroed tm is always valid; strftime
+    // writes at most buf.len() bytes.
     let len = unsafe {
-        let now = libc::time(std::ptr::null_mut());
         let mut tm: libc::tm = std::mem::zeroed();
-        libc::localtime_r(&raw const now, &raw mut tm);
+        libc::localtime_r(&raw const at, &raw mut tm);
         libc::strftime(
             buf.as_mut_ptr().cast(),
             buf.len(),
@@ -929,6 +960,35 @@ mod tests {
             &[(1, b"a\0", 1), (1, b"a\0", 2), (1, b"a\0", 3)],
         );
         assert_eq!(out, "\n\n@c: 2\n@max: 1\n");
+    }
+
+    /// `strftime`'s time is one of `nsecs`' clock, the monotonic one.
+    #[test]
+    fn strftime_takes_the_monotonic_clock_to_the_wall_clock() {
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes the timespec it is given.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut now) };
+        let ns = now.tv_sec * 1_000_000_000 + now.tv_nsec;
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let second = wall_second(ns).cast_unsigned();
+        assert!(second.abs_diff(wall) <= 1, "{second} {wall}");
+        assert_eq!(local_time("%s", wall_second(ns)), second.to_string());
+    }
+
+    /// `rand` is a new 32-bit number at each use.
+    #[test]
+    fn rand_is_new_each_time() {
+        let out = run(
+            "tracepoint:syscalls:sys_exit_read { @[rand == rand] = count(); @max = max(rand > 0xffffffff); }",
+            &[(1, b"a\0", 1), (1, b"a\0", 2), (1, b"a\0", 3)],
+        );
+        assert_eq!(out, "\n\n@[0]: 3\n@max: 0\n");
     }
 
     /// `strncmp` compares up to its length, a string's end included.
