@@ -718,17 +718,19 @@ fn arithmetic(op: BinOp, l: i64, r: i64) -> i64 {
 /// The wall-clock second of `ns`, a time of the clock `nsecs` reads
 /// (`CLOCK_MONOTONIC`, as the kernel's `bpf_ktime_get_ns`).
 fn wall_second(ns: i64) -> libc::time_t {
-    let read = |clock| {
-        let mut at = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes the timespec it is given.
-        unsafe { libc::clock_gettime(clock, &raw mut at) };
-        i128::from(at.tv_sec) * 1_000_000_000 + i128::from(at.tv_nsec)
-    };
-    let wall = read(libc::CLOCK_REALTIME) - read(libc::CLOCK_MONOTONIC) + i128::from(ns);
+    let wall = clock_ns(libc::CLOCK_REALTIME) - clock_ns(libc::CLOCK_MONOTONIC) + i128::from(ns);
     libc::time_t::try_from(wall.div_euclid(1_000_000_000)).unwrap_or_default()
+}
+
+/// Nanoseconds on `clock` now.
+fn clock_ns(clock: libc::clockid_t) -> i128 {
+    let mut at = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(clock, &raw mut at) };
+    i128::from(at.tv_sec) * 1_000_000_000 + i128::from(at.tv_nsec)
 }
 
 /// The first `frames` frames of a stack's text (a newline, then a frame a
@@ -965,13 +967,7 @@ mod tests {
     /// `strftime`'s time is one of `nsecs`' clock, the monotonic one.
     #[test]
     fn strftime_takes_the_monotonic_clock_to_the_wall_clock() {
-        let mut now = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes the timespec it is given.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut now) };
-        let ns = now.tv_sec * 1_000_000_000 + now.tv_nsec;
+        let ns = i64::try_from(clock_ns(libc::CLOCK_MONOTONIC)).unwrap();
         let wall = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
