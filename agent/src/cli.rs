@@ -567,12 +567,15 @@ const TRACE_EXAMPLES: &str = "Examples:
 #[derive(Debug, Args)]
 pub struct TraceArgs {
     /// The program, in bpftrace's language (docs/oneliners.md), or a file
-    /// holding one (a script such as bpftrace's tools).
+    /// holding one (a script such as bpftrace's tools); then the program's
+    /// positional parameters, `$1`, `$2`, ... (after `--` if one starts
+    /// with `-`).
     #[arg(value_name = "PROGRAM", required_unless_present = "expression")]
-    pub program: Option<String>,
+    pub words: Vec<String>,
 
-    /// The program, spelled as bpftrace's -e.
-    #[arg(short = 'e', value_name = "PROGRAM", conflicts_with = "program")]
+    /// The program, spelled as bpftrace's -e; every PROGRAM word is then a
+    /// positional parameter.
+    #[arg(short = 'e', value_name = "PROGRAM")]
     pub expression: Option<String>,
 
     /// Run this command (split on blanks), trace while it runs, and stop

@@ -10,8 +10,10 @@ use weft_recording::oneliner::{self, Options};
 use crate::cli::{TraceArgs, TraceFormat};
 
 pub fn run(args: &TraceArgs) -> Result<ExitCode> {
+    let (text, params) = program_text(args)?;
     oneliner::run(Options {
-        text: program_text(args)?,
+        text,
+        params,
         command: args.command.clone(),
         format: match args.format {
             TraceFormat::Text => Format::Text,
@@ -27,17 +29,20 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The program: `-e`'s text, or PROGRAM's, or when PROGRAM names a file
-/// (a script such as bpftrace's tools, `weft trace opensnoop.bt`) its
-/// contents, as `bpftrace FILE` reads it.
-fn program_text(args: &TraceArgs) -> Result<String> {
+/// The program and its positional parameters: `-e`'s text, or the first
+/// word's, or when that word names a file (a script such as bpftrace's
+/// tools, `weft trace opensnoop.bt`) its contents, as `bpftrace FILE`
+/// reads it; the words after it (all of them with `-e`) are parameters.
+fn program_text(args: &TraceArgs) -> Result<(String, Vec<String>)> {
     if let Some(text) = &args.expression {
-        return Ok(text.clone());
+        return Ok((text.clone(), args.words.clone()));
     }
-    let program = args.program.as_deref().context("no program given")?;
+    let (program, params) = args.words.split_first().context("no program given")?;
     let path = std::path::Path::new(program);
-    if !program.contains(['{', '\n']) && path.is_file() {
-        return std::fs::read_to_string(path).with_context(|| format!("failed to read {program}"));
-    }
-    Ok(program.to_owned())
+    let text = if !program.contains(['{', '\n']) && path.is_file() {
+        std::fs::read_to_string(path).with_context(|| format!("failed to read {program}"))?
+    } else {
+        program.clone()
+    };
+    Ok((text, params.to_vec()))
 }

@@ -537,8 +537,9 @@ pub(crate) fn for_each_expr_mut(stmts: &mut [Stmt], f: &mut dyn FnMut(&mut Expr)
 }
 
 impl Program {
-    /// Calls `f` on every expression of the program, predicates included,
-    /// and then on its subexpressions (as `f` left them), to rewrite them.
+    /// Calls `f` on every expression of the program, predicates and
+    /// `#define` values included, and then on its subexpressions (as `f`
+    /// left them), to rewrite them.
     pub(crate) fn rewrite(&mut self, f: &mut dyn FnMut(&mut Expr)) {
         fn deep(expr: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
             f(expr);
@@ -550,6 +551,7 @@ impl Program {
             item.predicate.iter_mut().for_each(|e| deep(e, f));
             for_each_expr_mut(&mut item.body, &mut |e| deep(e, f));
         }
+        self.defines.values_mut().for_each(|e| deep(e, f));
     }
 }
 

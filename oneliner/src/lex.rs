@@ -120,6 +120,8 @@ impl<'a> Lexer<'a> {
             number(rest).map_err(|message| Error::new(Span::new(start, word_len(rest)), message))?
         } else if c == '"' {
             string(rest).map_err(|(message, len)| Error::new(Span::new(start, len), message))?
+        } else if rest.starts_with("$#") {
+            (Token::Var("#".into()), 2)
         } else if c == '@' || c == '$' {
             let len = 1 + word_len(&rest[1..]);
             let name = rest[1..len].to_string();

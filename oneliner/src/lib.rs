@@ -27,6 +27,7 @@ mod kernel_agg;
 pub mod lex;
 mod members;
 pub mod output;
+mod params;
 pub mod parse;
 pub mod plan;
 mod preprocess;

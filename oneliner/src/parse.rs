@@ -11,10 +11,17 @@ use crate::{
     lex::{Lexer, Token},
 };
 
-/// Parses a whole program (a script's preprocessor lines read first).
+/// Parses a whole program (a script's preprocessor lines read first),
+/// given no positional parameters.
 pub fn parse(text: &str) -> Result<Program> {
+    parse_with(text, &[])
+}
+
+/// Parses a whole program whose positional parameters (`$1`, `$2`, ...)
+/// are `params`: their values take their places, in probes too.
+pub fn parse_with(text: &str, params: &[String]) -> Result<Program> {
     let preprocessed = crate::preprocess::preprocess(text)?;
-    let mut parser = Parser::new(&preprocessed.text);
+    let mut parser = Parser::new(&preprocessed.text, params);
     let mut items = Vec::new();
     while !parser.lexer.at_end()? {
         items.push(parser.item()?);
@@ -34,7 +41,9 @@ pub fn parse(text: &str) -> Result<Program> {
             ));
         }
     }
-    Ok(Program { items, defines })
+    let mut program = Program { items, defines };
+    crate::params::substitute(&mut program, params)?;
+    Ok(program)
 }
 
 /// Whether `expr` names the define `name`, directly or through the
@@ -63,7 +72,7 @@ fn names(expr: &Expr, defines: &HashMap<String, Expr>, name: &str, depth: usize)
 fn define(text: &str, value: Span) -> Result<Expr> {
     let mut alone = " ".repeat(value.start);
     alone.push_str(&text[value.start..value.start + value.len]);
-    let mut parser = Parser::new(&alone);
+    let mut parser = Parser::new(&alone, &[]);
     let expr = parser.expr()?;
     if !parser.lexer.at_end()? {
         let (token, span) = parser.peek()?;
@@ -86,6 +95,8 @@ struct Parser<'a> {
     /// How many `while` loops enclose the statement being parsed, for
     /// `break` and `continue`.
     loops: usize,
+    /// The positional parameters, for probes that name them.
+    params: &'a [String],
 }
 
 /// bpftrace's bounds on `unroll(n)`.
@@ -123,11 +134,12 @@ const UPDATES: [(&str, BinOp); 8] = [
 ];
 
 impl<'a> Parser<'a> {
-    fn new(text: &'a str) -> Self {
+    fn new(text: &'a str, params: &'a [String]) -> Self {
         Self {
             lexer: Lexer::new(text),
             in_predicate: false,
             loops: 0,
+            params,
         }
     }
 
@@ -183,6 +195,8 @@ impl<'a> Parser<'a> {
 
     fn probe(&mut self) -> Result<Probe> {
         let (text, span) = self.lexer.probe()?;
+        let text = crate::params::in_probe(&text, self.params)
+            .map_err(|message| Error::new(span, message))?;
         let kind = probe_kind(&text).map_err(|message| Error::new(span, message))?;
         Ok(Probe { kind, span })
     }

@@ -33,6 +33,8 @@ use self::store::KeptEvents;
 pub struct Options {
     /// The program's text.
     pub text: String,
+    /// Its positional parameters, `$1`, `$2`, ...
+    pub params: Vec<String>,
     /// A command to run (split on blanks, as bpftrace's `-c`): its pid is
     /// `cpid`, and the program stops when it exits.
     pub command: Option<String>,
@@ -60,7 +62,7 @@ pub fn run(args: Options) -> Result<()> {
     let preload = (!args.explain && ebpf::check_privileges().is_ok())
         .then(|| Preload::start(ring_bytes))
         .transpose()?;
-    let mut plan = resolve(text)?;
+    let mut plan = resolve(text, &args.params)?;
     if args.store.is_some() {
         store::copy_all_fields(&mut plan);
     }
@@ -150,11 +152,13 @@ fn handle(
     runtime.event(event, out)
 }
 
-/// Parses and checks `text`, with errors pointing into it.
-fn resolve(text: &str) -> Result<Plan> {
-    let program = weft_oneliner::parse(text).map_err(|e| anyhow!("{}", e.render(text)))?;
+/// Parses `text`, puts `params` in for `$1`, `$2`, ..., and checks it,
+/// with errors pointing into it.
+fn resolve(text: &str, params: &[String]) -> Result<Plan> {
+    let render = |e: weft_oneliner::Error| anyhow!("{}", e.render(text));
+    let program = weft_oneliner::parse::parse_with(text, params).map_err(render)?;
     let tracefs = ebpf::tracefs()?;
-    weft_oneliner::check(program, &Kernel::new(tracefs)).map_err(|e| anyhow!("{}", e.render(text)))
+    weft_oneliner::check(program, &Kernel::new(tracefs)).map_err(render)
 }
 
 /// Set by SIGINT and SIGTERM.
