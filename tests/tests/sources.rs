@@ -1,7 +1,9 @@
 //! The event sources besides syscalls, on the running kernel: each records
 //! what a workload with known behaviour did, exactly, and says what it lost.
 
-use weft_tests::{Need, Running, capture_dir, has_tool, has_tracepoint, needs, record, run_weft};
+use weft_tests::{
+    LoopDevice, Need, Running, capture_dir, has_tool, has_tracepoint, needs, record, run_weft,
+};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 
@@ -80,85 +82,6 @@ fn sched_shows_each_sleep_as_an_off_cpu_interval() {
     for row in rows {
         assert_eq!(row["comm"], "weft-workload", "{row}");
         assert!(row["runq"].as_i64() <= row["off_cpu"].as_i64(), "{row}");
-    }
-}
-
-/// A loop device over a fresh file, detached and removed on drop.
-struct LoopDevice {
-    device: std::fs::File,
-    path: String,
-    backing: std::path::PathBuf,
-    /// The kernel's `dev_t`: major << 20 | minor.
-    dev: u32,
-}
-
-impl LoopDevice {
-    /// A loop device over a new file of `bytes`, or why there is none.
-    fn new(bytes: u64) -> Result<Self, String> {
-        use std::os::{fd::AsRawFd as _, unix::fs::MetadataExt as _};
-        const LOOP_SET_FD: libc::c_ulong = 0x4C00;
-        const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
-        let control = std::fs::File::open("/dev/loop-control")
-            .map_err(|e| format!("/dev/loop-control: {e}"))?;
-        // SAFETY: a valid fd; the ioctl takes no argument.
-        let number = unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_GET_FREE) };
-        if number < 0 {
-            return Err(format!(
-                "no free loop device: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        // The VMs' scratch disk (a loop device over their in-memory root
-        // fails reads on 6.1), else /var/tmp, else the temporary directory.
-        let dir = std::env::var_os("WEFT_TEST_DISK")
-            .map(std::path::PathBuf::from)
-            .or_else(|| Some(std::path::PathBuf::from("/var/tmp")).filter(|d| d.is_dir()))
-            .unwrap_or_else(std::env::temp_dir);
-        let backing = dir.join(format!("weft-loop-{}", std::process::id()));
-        let file = std::fs::File::create(&backing).map_err(|e| e.to_string())?;
-        // Written, not sparse: loop devices over tmpfs holes fail reads on 6.1.
-        std::io::Write::write_all(&mut &file, &vec![0x5a; usize::try_from(bytes).unwrap()])
-            .map_err(|e| e.to_string())?;
-        let path = format!("/dev/loop{number}");
-        let device = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(|e| format!("{path}: {e}"))?;
-        // SAFETY: both fds are valid and open.
-        if unsafe { libc::ioctl(device.as_raw_fd(), LOOP_SET_FD, file.as_raw_fd()) } != 0 {
-            return Err(format!(
-                "LOOP_SET_FD {path}: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        // The scaffolding must work before weft is judged on it (loop
-        // devices over tmpfs fail reads on 6.1 in the VMs).
-        let mut first = [0u8; 4096];
-        if let Err(error) = std::os::unix::fs::FileExt::read_at(&device, &mut first, 0) {
-            // SAFETY: a valid fd; the ioctl takes no argument.
-            unsafe { libc::ioctl(device.as_raw_fd(), 0x4C01) };
-            let _ = std::fs::remove_file(&backing);
-            return Err(format!("{path} cannot be read here: {error}"));
-        }
-        let rdev = device.metadata().map_err(|e| e.to_string())?.rdev();
-        let dev = (libc::major(rdev) << 20) | libc::minor(rdev);
-        Ok(Self {
-            device,
-            path,
-            backing,
-            dev,
-        })
-    }
-}
-
-impl Drop for LoopDevice {
-    fn drop(&mut self) {
-        use std::os::fd::AsRawFd as _;
-        const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
-        // SAFETY: a valid fd; the ioctl takes no argument.
-        unsafe { libc::ioctl(self.device.as_raw_fd(), LOOP_CLR_FD) };
-        let _ = std::fs::remove_file(&self.backing);
     }
 }
 

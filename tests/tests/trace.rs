@@ -10,7 +10,9 @@ use std::{
     time::Duration,
 };
 
-use weft_tests::{Need, has_kprobes, has_tool, needs, setup_tool_for_step, weft_bin};
+use weft_tests::{
+    LoopDevice, Need, Workload, has_kprobes, has_tool, needs, setup_tool_for_step, weft_bin,
+};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 
@@ -378,6 +380,44 @@ fn same_maps_as_bpftrace() {
             "{program}: weft's maps differ from bpftrace's"
         );
     }
+}
+
+/// Positional parameters: `$1` as a number (C's base-0 integers), `str($2)`
+/// and `str($2 + K)` as strings, `$#`, a missing `$4` as 0, and `$3` in a
+/// probe: weft prints bpftrace's maps, and refuses a word used as a number
+/// as bpftrace does.
+#[test]
+fn positional_parameters_are_bpftrace_s() {
+    let test = "positional_parameters_are_bpftrace_s";
+    if !needs(test, &TRACE) || !has_bpftrace(test) {
+        return;
+    }
+    let program = "interval:ms:$3 { @n = $#; @a = $1 * 2; @missing = $4; \
+                   @s[str($2)] = count(); @t[str($2 + 5)] = count(); exit(); }";
+    let params = ["0x10", "weft-param", "100"];
+    let run = |tracer: &mut Command| {
+        let out = tracer
+            .arg(program)
+            .args(params)
+            .output()
+            .expect("run the tracer");
+        assert!(out.status.success(), "{tracer:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let ours = run(Command::new(weft_bin()).args(["trace", "-e"]));
+    let theirs = run(Command::new("bpftrace").arg("-e"));
+    assert!(theirs.contains("@a: 32"), "{theirs}");
+    assert_eq!(maps_section(&ours), maps_section(&theirs));
+    let out = Command::new(weft_bin())
+        .args(["trace", "BEGIN { @x = $1; }", "abc"])
+        .output()
+        .expect("run weft");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && stderr.contains("$1 used numerically but given \"abc\". Try using str($1)."),
+        "{stderr}"
+    );
 }
 
 /// Aggregations under a predicate the kernel tests whole are kept in the
@@ -1052,33 +1092,150 @@ fn tcp_tools_print_the_lines_bpftrace_prints() {
         ("tcpaccept", "BL", &[0], 1),
         ("tcplife", "MS", &[8], 0),
     ];
-    let pid = std::process::id().to_string();
     for (tool, banner, skip, pid_column) in tools {
-        let path = format!("/usr/sbin/{tool}.bt");
-        let ours = Tracer::start(Command::new(weft_bin()).args(["trace", &path]), banner);
-        let theirs = Tracer::start(Command::new("bpftrace").arg(&path), banner);
-        for address in ["127.0.0.1:0", "[::1]:0"] {
-            let listener = std::net::TcpListener::bind(address).expect("listen on loopback");
-            let mut client =
-                std::net::TcpStream::connect(listener.local_addr().expect("its address"))
-                    .expect("connect to it");
-            let (mut server, _) = listener.accept().expect("accept");
-            client.write_all(&[7; 3000]).expect("send");
-            let mut got = [0; 3000];
-            std::io::Read::read_exact(&mut server, &mut got).expect("receive");
-            drop((client, server));
+        // One connection per address family; tcplife sees both ends close.
+        let own = OwnLines {
+            tool,
+            banner,
+            skip,
+            pid_column,
+            needle: "",
+            at_least: 2,
+        };
+        own.alike(|| {
+            for address in ["127.0.0.1:0", "[::1]:0"] {
+                let listener = std::net::TcpListener::bind(address).expect("listen on loopback");
+                let mut client =
+                    std::net::TcpStream::connect(listener.local_addr().expect("its address"))
+                        .expect("connect to it");
+                let (mut server, _) = listener.accept().expect("accept");
+                client.write_all(&[7; 3000]).expect("send");
+                let mut got = [0; 3000];
+                std::io::Read::read_exact(&mut server, &mut got).expect("receive");
+                drop((client, server));
+            }
+            std::process::id()
+        });
+    }
+}
+
+/// bpftrace's other kprobe tools that print a line per event, run
+/// unchanged under weft and under bpftrace at once while this process
+/// makes the event: its lines naming the event are the same. capable
+/// sees a chown (`CAP_CHOWN`), dcsnoop the lookup of a missing name, undump
+/// a message read from a UNIX stream socket (its bytes through `buf` and
+/// `%r`), biosnoop the workload's direct reads of a loop device (a disk
+/// name read through `struct request`'s members).
+#[test]
+fn kprobe_tools_print_the_lines_bpftrace_prints() {
+    let test = "kprobe_tools_print_the_lines_bpftrace_prints";
+    if !needs(test, &TRACE) || !needs(test, &[Need::Kprobes]) || !has_bpftrace(test) {
+        return;
+    }
+    let file = std::env::temp_dir().join("weft-capable");
+    std::fs::write(&file, b"").expect("write a file to chown");
+    OwnLines {
+        tool: "capable",
+        banner: "AUDIT",
+        skip: &[0],
+        pid_column: 2,
+        needle: "CAP_CHOWN",
+        at_least: 1,
+    }
+    .alike(|| {
+        std::os::unix::fs::chown(&file, Some(1), Some(1)).expect("chown");
+        std::process::id()
+    });
+    let _ = std::fs::remove_file(&file);
+    OwnLines {
+        tool: "dcsnoop",
+        banner: "FILE",
+        skip: &[0],
+        pid_column: 1,
+        needle: "weft-dcsnoop-missing",
+        at_least: 1,
+    }
+    .alike(|| {
+        let missing = std::fs::metadata("/tmp/weft-dcsnoop-missing");
+        assert!(missing.is_err(), "/tmp/weft-dcsnoop-missing exists");
+        std::process::id()
+    });
+    OwnLines {
+        tool: "undump",
+        banner: "DATA",
+        skip: &[0],
+        pid_column: 2,
+        needle: "weft-undump",
+        at_least: 1,
+    }
+    .alike(|| {
+        let (mut tx, mut rx) = std::os::unix::net::UnixStream::pair().expect("a socket pair");
+        tx.write_all(b"weft-undump\x01\n").expect("send");
+        let mut got = [0; 13];
+        std::io::Read::read_exact(&mut rx, &mut got).expect("receive");
+        std::process::id()
+    });
+    // biosnoop: the workload's direct read of a loop device, a line per
+    // request (its time and latency left out).
+    match LoopDevice::new(8 << 20) {
+        Ok(device) => {
+            let disk = device.path.trim_start_matches("/dev/");
+            OwnLines {
+                tool: "biosnoop",
+                banner: "LAT(ms)",
+                skip: &[0, 4],
+                pid_column: 3,
+                needle: disk,
+                at_least: 1,
+            }
+            .alike(|| {
+                let workload = Workload::spawn(
+                    WORKLOAD,
+                    &[&format!("direct-read:{}:{}", device.path, 1 << 20)],
+                );
+                let pid = workload.pid();
+                workload.run_to_end();
+                pid
+            });
         }
-        std::thread::sleep(Duration::from_millis(500));
-        let (ours, theirs) = (ours.stop(), theirs.stop());
+        Err(why) => eprintln!("{test}: leaving out biosnoop: needs a loop device ({why})"),
+    }
+}
+
+/// A bundled tool's lines about what a process does, the same under
+/// weft and bpftrace: the tool, the last word of its header, the columns
+/// to leave out (the time, measured durations, which each tracer takes
+/// itself), the column holding the pid, a word the lines must hold
+/// (other lines of this process, such as its memory mappings' capability
+/// checks, happen while only one tracer is attached), and how many
+/// lines bpftrace must print at least.
+struct OwnLines<'a> {
+    tool: &'a str,
+    banner: &'a str,
+    skip: &'a [usize],
+    pid_column: usize,
+    needle: &'a str,
+    at_least: usize,
+}
+
+impl OwnLines<'_> {
+    /// Runs the tool under both tracers at once around `workload`, and
+    /// compares their lines of the process it names.
+    fn alike(&self, workload: impl FnOnce() -> u32) {
+        let tool = self.tool;
+        let mut pid = 0;
+        let (ours, theirs) = both_around(tool, self.banner, || pid = workload());
+        let pid = pid.to_string();
         let lines = |out: &str| -> Vec<String> {
             out.lines()
+                .filter(|l| l.contains(self.needle))
                 .map(|l| l.split_whitespace().collect::<Vec<_>>())
-                .filter(|words| words.get(pid_column) == Some(&pid.as_str()))
+                .filter(|words| words.get(self.pid_column) == Some(&pid.as_str()))
                 .map(|words| {
                     words
                         .iter()
                         .enumerate()
-                        .filter(|(i, _)| !skip.contains(i))
+                        .filter(|(i, _)| !self.skip.contains(i))
                         .map(|(_, w)| *w)
                         .collect::<Vec<_>>()
                         .join(" ")
@@ -1086,9 +1243,8 @@ fn tcp_tools_print_the_lines_bpftrace_prints() {
                 .collect()
         };
         let (ours_lines, theirs_lines) = (lines(&ours), lines(&theirs));
-        // One connection per address family; tcplife sees both ends close.
         assert!(
-            theirs_lines.len() >= 2,
+            theirs_lines.len() >= self.at_least,
             "{tool}: bpftrace printed {} lines of pid {pid}:\n{theirs}",
             theirs_lines.len()
         );
@@ -1097,6 +1253,108 @@ fn tcp_tools_print_the_lines_bpftrace_prints() {
             "{tool}: weft:\n{ours}\nbpftrace:\n{theirs}"
         );
     }
+}
+
+/// bpftrace's bundled tools that print maps, run unchanged under weft and
+/// under bpftrace at once around a workload: the map entries the
+/// workload owns (its comm's, its listen backlog's) are the same, line
+/// for line. The rest of each map counts the whole machine, which the
+/// two see over windows a few hundred milliseconds apart.
+#[test]
+fn map_tools_print_the_maps_bpftrace_prints() {
+    let test = "map_tools_print_the_maps_bpftrace_prints";
+    if !needs(test, &TRACE) || !has_bpftrace(test) {
+        return;
+    }
+    let calls = 100_000;
+    let (ours, theirs) = both_around("syscount", "Counting", || {
+        Workload::spawn(WORKLOAD, &[&format!("getppid:{calls}")]).run_to_end();
+    });
+    // syscount prints its two maps' top 10 (the whole machine's).
+    for out in [&ours, &theirs] {
+        for (header, map) in [
+            ("Top 10 syscalls IDs:", "@syscall["),
+            ("Top 10 processes:", "@process["),
+        ] {
+            let entries = out.lines().filter(|l| l.starts_with(map)).count();
+            assert!(
+                out.contains(header) && (1..=10).contains(&entries),
+                "syscount: {entries} {map} entries under {header}:\n{out}"
+            );
+        }
+        let getppid = count_of(out, "@syscall[110]");
+        assert!(getppid >= calls, "syscount: {getppid} getppid:\n{out}");
+    }
+    same_entry("syscount", &ours, &theirs, "@process[weft-workload]: ");
+    match LoopDevice::new(8 << 20) {
+        Ok(device) if weft_tests::has_tracepoint("block/block_rq_issue") => {
+            let (ours, theirs) = both_around("bitesize", "Tracing", || {
+                Workload::spawn(
+                    WORKLOAD,
+                    &[&format!("direct-read:{}:{}", device.path, 1 << 20)],
+                )
+                .run_to_end();
+            });
+            same_entry("bitesize", &ours, &theirs, "@[weft-workload]: ");
+        }
+        Ok(_) => eprintln!("{test}: leaving out bitesize: no block_rq_issue tracepoint"),
+        Err(why) => eprintln!("{test}: leaving out bitesize: needs a loop device ({why})"),
+    }
+    if !has_kprobes() {
+        eprintln!("{test}: leaving out tcpsynbl: this kernel has no kprobes");
+        return;
+    }
+    // Three connections wait in the accept queue of a listener whose
+    // backlog (5) no other listener here has: its histogram counts the
+    // queue's length at each, 0, 1 and 2.
+    let (ours, theirs) = both_around("tcpsynbl", "Ctrl-C", || {
+        use std::os::fd::AsRawFd as _;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen on loopback");
+        // SAFETY: listen(2) on an open socket; a second call sets its backlog.
+        assert_eq!(unsafe { libc::listen(listener.as_raw_fd(), 5) }, 0);
+        let address = listener.local_addr().expect("its address");
+        let clients: Vec<_> = (0..3)
+            .map(|_| std::net::TcpStream::connect(address).expect("connect"))
+            .collect();
+        std::thread::sleep(Duration::from_millis(100));
+        drop((clients, listener));
+    });
+    same_entry("tcpsynbl", &ours, &theirs, "@backlog[5]: ");
+}
+
+/// `tool` under weft and under bpftrace at once around `workload`: what
+/// each printed after its banner.
+fn both_around(tool: &str, banner: &str, workload: impl FnOnce()) -> (String, String) {
+    let path = format!("/usr/sbin/{tool}.bt");
+    let ours = Tracer::start(Command::new(weft_bin()).args(["trace", &path]), banner);
+    let theirs = Tracer::start(Command::new("bpftrace").arg(&path), banner);
+    workload();
+    std::thread::sleep(Duration::from_millis(500));
+    (ours.stop(), theirs.stop())
+}
+
+/// The map entry starting with `key` (its line, and a histogram's lines
+/// after it) is printed by bpftrace and is the same in weft's output.
+fn same_entry(tool: &str, ours: &str, theirs: &str, key: &str) {
+    let entry = |out: &str| -> Option<String> {
+        let mut lines = out.lines().skip_while(|l| !l.starts_with(key));
+        let first = lines.next()?;
+        let rest = lines.take_while(|l| !l.is_empty() && !l.starts_with('@'));
+        Some(
+            std::iter::once(first)
+                .chain(rest)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )
+    };
+    let Some(expected) = entry(theirs) else {
+        panic!("{tool}: bpftrace printed no {key}entry:\n{theirs}");
+    };
+    assert_eq!(
+        entry(ours).as_deref(),
+        Some(expected.as_str()),
+        "{tool}: weft:\n{ours}\nbpftrace:\n{theirs}"
+    );
 }
 
 /// A broken program, the message it must give, and the offending token:
