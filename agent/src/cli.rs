@@ -583,6 +583,11 @@ pub struct TraceArgs {
     #[arg(short = 'c', long, value_name = "COMMAND", help_heading = "Tracing")]
     pub command: Option<String>,
 
+    /// Let the program run commands through `system()`, as bpftrace's
+    /// --unsafe does.
+    #[arg(long = "unsafe", help_heading = "Tracing")]
+    pub unsafe_calls: bool,
+
     /// Output format.
     #[arg(
         short = 'f',

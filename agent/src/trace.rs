@@ -14,6 +14,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     oneliner::run(Options {
         text,
         params,
+        unsafe_calls: args.unsafe_calls,
         command: args.command.clone(),
         format: match args.format {
             TraceFormat::Text => Format::Text,

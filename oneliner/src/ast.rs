@@ -11,6 +11,8 @@ pub struct Program {
     /// `#define NAME VALUE`: each name's value, put in place of the name
     /// where it is used (`constants.rs`).
     pub defines: HashMap<String, Expr>,
+    /// Whether `system()` may run commands (`--unsafe`, as bpftrace's).
+    pub unsafe_calls: bool,
 }
 
 /// `probe, probe /predicate/ { actions }`.

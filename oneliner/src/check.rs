@@ -75,6 +75,7 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
             saved: &saved,
             widths: HashMap::new(),
             swaps: &mut swaps,
+            unsafe_calls: program.unsafe_calls,
         };
         if let Some(predicate) = &item.predicate {
             // A string is true where it is not empty (a map of saved
@@ -251,6 +252,8 @@ struct Checker<'a> {
     widths: HashMap<String, u16>,
     /// Each `bswap` call, by span, and how many bytes it swaps.
     swaps: &'a mut HashMap<Span, u16>,
+    /// Whether `system()` may run commands (`--unsafe`).
+    unsafe_calls: bool,
 }
 
 impl Checker<'_> {
@@ -525,6 +528,11 @@ impl Checker<'_> {
             },
             "join" => self.join(args, span),
             "cat" => self.printf("cat", args, span),
+            "system" if self.unsafe_calls => self.printf("system", args, span),
+            "system" => Err(Error::new(
+                span,
+                "system() runs commands: it needs --unsafe, as in bpftrace",
+            )),
             "exit" if args.is_empty() => Ok(()),
             "exit" => Err(Error::new(span, "exit() takes no arguments")),
             "print" => match args.as_slice() {
@@ -1166,12 +1174,11 @@ impl Checker<'_> {
                     "{name}() is an aggregation: assign it to a map, as in @name[key] = {name}(...)"
                 ),
             )),
-            "printf" | "print" | "clear" | "zero" | "delete" | "exit" | "time" | "join" | "cat" => {
-                Err(Error::new(
-                    span,
-                    format!("{name}() is a statement and has no value"),
-                ))
-            }
+            "printf" | "print" | "clear" | "zero" | "delete" | "exit" | "time" | "join" | "cat"
+            | "system" => Err(Error::new(
+                span,
+                format!("{name}() is a statement and has no value"),
+            )),
             _ => Err(Error::new(span, format!("unknown function `{name}`"))),
         }
     }

@@ -41,7 +41,11 @@ pub fn parse_with(text: &str, params: &[String]) -> Result<Program> {
             ));
         }
     }
-    let mut program = Program { items, defines };
+    let mut program = Program {
+        items,
+        defines,
+        unsafe_calls: false,
+    };
     crate::params::substitute(&mut program, params)?;
     Ok(program)
 }

@@ -394,19 +394,7 @@ impl<'p> Runtime<'p> {
                 let text = format::render(text, &values);
                 output::text(self.format, "printf", &text, out)?;
             }
-            "cat" => {
-                let ExprKind::Str(text) = &args[0].kind else {
-                    unreachable!("checked")
-                };
-                let values: Vec<Value> = args[1..].iter().map(|a| self.eval(a, scope)).collect();
-                let path = format::render(text, &values);
-                match std::fs::read(&path) {
-                    Ok(bytes) => {
-                        output::text(self.format, "cat", &String::from_utf8_lossy(&bytes), out)?;
-                    }
-                    Err(error) => eprintln!("weft: cat(): {path}: {error}"),
-                }
-            }
+            "cat" | "system" => self.outside(name, args, scope, out)?,
             "time" => {
                 let pattern = match args.first().map(|a| &a.kind) {
                     Some(ExprKind::Str(s)) => s.as_str(),
@@ -578,6 +566,40 @@ impl<'p> Runtime<'p> {
             ExprKind::Call(name, args) => self.function(name, args, scope),
             // Constants are values by now (`constants.rs`).
             ExprKind::Constant(_) => Value::Int(0),
+        }
+    }
+
+    /// `cat(fmt, ...)` and `system(fmt, ...)`: the file the format names,
+    /// or the output of the command it writes, printed.
+    fn outside(
+        &self,
+        name: &str,
+        args: &[Expr],
+        scope: &mut Scope<'_, '_>,
+        out: &mut dyn Write,
+    ) -> std::io::Result<()> {
+        let ExprKind::Str(text) = &args[0].kind else {
+            unreachable!("checked")
+        };
+        let values: Vec<Value> = args[1..].iter().map(|a| self.eval(a, scope)).collect();
+        let what = format::render(text, &values);
+        let read = if name == "cat" {
+            std::fs::read(&what)
+        } else {
+            // As bpftrace: through the shell, waited for, its output in
+            // line with the program's.
+            std::process::Command::new("sh")
+                .args(["-c", &what])
+                .stdin(std::process::Stdio::null())
+                .output()
+                .map(|done| done.stdout)
+        };
+        match read {
+            Ok(bytes) => output::text(self.format, name, &String::from_utf8_lossy(&bytes), out),
+            Err(error) => {
+                eprintln!("weft: {name}(): {what}: {error}");
+                Ok(())
+            }
         }
     }
 

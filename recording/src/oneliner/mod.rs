@@ -35,6 +35,8 @@ pub struct Options {
     pub text: String,
     /// Its positional parameters, `$1`, `$2`, ...
     pub params: Vec<String>,
+    /// Whether `system()` may run commands (`--unsafe`).
+    pub unsafe_calls: bool,
     /// A command to run (split on blanks, as bpftrace's `-c`): its pid is
     /// `cpid`, and the program stops when it exits.
     pub command: Option<String>,
@@ -62,7 +64,7 @@ pub fn run(args: Options) -> Result<()> {
     let preload = (!args.explain && ebpf::check_privileges().is_ok())
         .then(|| Preload::start(ring_bytes))
         .transpose()?;
-    let mut plan = resolve(text, &args.params)?;
+    let mut plan = resolve(text, &args.params, args.unsafe_calls)?;
     if args.store.is_some() {
         store::copy_all_fields(&mut plan);
     }
@@ -154,9 +156,10 @@ fn handle(
 
 /// Parses `text`, puts `params` in for `$1`, `$2`, ..., and checks it,
 /// with errors pointing into it.
-fn resolve(text: &str, params: &[String]) -> Result<Plan> {
+fn resolve(text: &str, params: &[String], unsafe_calls: bool) -> Result<Plan> {
     let render = |e: weft_oneliner::Error| anyhow!("{}", e.render(text));
-    let program = weft_oneliner::parse::parse_with(text, params).map_err(render)?;
+    let mut program = weft_oneliner::parse::parse_with(text, params).map_err(render)?;
+    program.unsafe_calls = unsafe_calls;
     let tracefs = ebpf::tracefs()?;
     weft_oneliner::check(program, &Kernel::new(tracefs)).map_err(render)
 }
