@@ -420,6 +420,33 @@ fn positional_parameters_are_bpftrace_s() {
     );
 }
 
+/// `system()` under `--unsafe` runs its command through the shell, its
+/// output in line with the program's, as bpftrace prints it.
+#[test]
+fn system_runs_commands_under_unsafe_as_bpftrace_does() {
+    let test = "system_runs_commands_under_unsafe_as_bpftrace_does";
+    if !needs(test, &TRACE) || !has_bpftrace(test) {
+        return;
+    }
+    let program = r#"BEGIN { printf("before\n"); system("echo %s-%d; echo second", "weft", 7); printf("after\n"); exit(); }"#;
+    let run = |tracer: &mut Command| {
+        let out = tracer
+            .args(["--unsafe", "-e", program])
+            .output()
+            .expect("run the tracer");
+        assert!(out.status.success(), "{tracer:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with("Attaching"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let ours = run(Command::new(weft_bin()).arg("trace"));
+    let theirs = run(&mut Command::new("bpftrace"));
+    assert_eq!(theirs, ["before", "weft-7", "second", "after"]);
+    assert_eq!(ours, theirs);
+}
+
 /// Aggregations under a predicate the kernel tests whole are kept in the
 /// kernel, every kind: no event comes to user space, and the maps still
 /// say exactly what the command did (1,000 getppid calls, each seen by
@@ -1124,8 +1151,7 @@ fn tcp_tools_print_the_lines_bpftrace_prints() {
 /// makes the event: its lines naming the event are the same. capable
 /// sees a chown (`CAP_CHOWN`), dcsnoop the lookup of a missing name, undump
 /// a message read from a UNIX stream socket (its bytes through `buf` and
-/// `%r`), biosnoop the workload's direct reads of a loop device (a disk
-/// name read through `struct request`'s members).
+/// `%r`).
 #[test]
 fn kprobe_tools_print_the_lines_bpftrace_prints() {
     let test = "kprobe_tools_print_the_lines_bpftrace_prints";
@@ -1175,31 +1201,6 @@ fn kprobe_tools_print_the_lines_bpftrace_prints() {
         std::io::Read::read_exact(&mut rx, &mut got).expect("receive");
         std::process::id()
     });
-    // biosnoop: the workload's direct read of a loop device, a line per
-    // request (its time and latency left out).
-    match LoopDevice::new(8 << 20) {
-        Ok(device) => {
-            let disk = device.path.trim_start_matches("/dev/");
-            OwnLines {
-                tool: "biosnoop",
-                banner: "LAT(ms)",
-                skip: &[0, 4],
-                pid_column: 3,
-                needle: disk,
-                at_least: 1,
-            }
-            .alike(|| {
-                let workload = Workload::spawn(
-                    WORKLOAD,
-                    &[&format!("direct-read:{}:{}", device.path, 1 << 20)],
-                );
-                let pid = workload.pid();
-                workload.run_to_end();
-                pid
-            });
-        }
-        Err(why) => eprintln!("{test}: leaving out biosnoop: needs a loop device ({why})"),
-    }
 }
 
 /// A bundled tool's lines about what a process does, the same under
@@ -1360,6 +1361,18 @@ fn same_entry(tool: &str, ours: &str, theirs: &str, key: &str) {
 /// A broken program, the message it must give, and the offending token:
 /// where it starts (a text that occurs once in the program) and its length.
 const BROKEN: &[(&str, &str, &str, usize)] = &[
+    (
+        "BEGIN { system(\"touch /tmp/weft-unsafe\"); }",
+        "system() runs commands: it needs --unsafe, as in bpftrace",
+        "system(",
+        32,
+    ),
+    (
+        "interval:s:$1 { exit(); }",
+        "the probe names $1, which the command line does not give",
+        "interval",
+        13,
+    ),
     (
         "tracepoint:syscalls:sys_enter_read { @ = *args.buf; }",
         "weft reads `*address` in BEGIN, END and interval probes (from /proc/kcore); in probes the kernel fires, read struct members: $p->member",
