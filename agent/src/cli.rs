@@ -570,7 +570,7 @@ pub struct TraceArgs {
     /// holding one (a script such as bpftrace's tools); then the program's
     /// positional parameters, `$1`, `$2`, ... (after `--` if one starts
     /// with `-`).
-    #[arg(value_name = "PROGRAM", required_unless_present = "expression")]
+    #[arg(value_name = "PROGRAM", required_unless_present_any = ["expression", "list"])]
     pub words: Vec<String>,
 
     /// The program, spelled as bpftrace's -e; every PROGRAM word is then a
@@ -582,6 +582,9 @@ pub struct TraceArgs {
     /// when it exits; `cpid` is its pid.
     #[arg(short = 'c', long, value_name = "COMMAND", help_heading = "Tracing")]
     pub command: Option<String>,
+
+    #[command(flatten)]
+    pub list: ListArgs,
 
     /// Let the program run commands through `system()`, as bpftrace's
     /// --unsafe does.
@@ -620,6 +623,26 @@ pub struct TraceArgs {
 
     #[command(flatten)]
     pub symbols: SymbolArgs,
+}
+
+/// `weft trace -l`: probes listed instead of traced.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// List the probes this kernel offers that match the search PROGRAM
+    /// names (a glob: `tracepoint:syscalls:sys_enter_open*`, `*sleep*`;
+    /// all without one), or with -e the probes the program attaches; then
+    /// exit.
+    #[arg(short = 'l', long = "list", help_heading = "Probes")]
+    pub list: bool,
+
+    /// With -l, each tracepoint's fields too.
+    #[arg(
+        short = 'v',
+        long = "verbose",
+        requires = "list",
+        help_heading = "Probes"
+    )]
+    pub verbose: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

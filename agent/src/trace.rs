@@ -10,6 +10,11 @@ use weft_recording::oneliner::{self, Options};
 use crate::cli::{TraceArgs, TraceFormat};
 
 pub fn run(args: &TraceArgs) -> Result<ExitCode> {
+    if args.list.list && args.expression.is_none() {
+        let search = args.words.first().map(String::as_str);
+        oneliner::list(search, args.list.verbose, &mut std::io::stdout().lock())?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let (text, params) = program_text(args)?;
     oneliner::run(Options {
         text,
@@ -22,6 +27,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
             TraceFormat::Folded => Format::Folded,
         },
         explain: args.explain,
+        list: args.list.list,
         ring_bytes: u32::try_from(args.ring_size.next_power_of_two())
             .context("--ring-size is too large")?,
         store: args.store.clone(),

@@ -5,7 +5,10 @@
 //! intervals, stop on Ctrl-C, `exit()` or the end of the `-c` command, then
 //! print maps and losses.
 
+mod list;
 mod store;
+
+pub use list::list;
 
 use std::{
     ffi::CString,
@@ -44,6 +47,8 @@ pub struct Options {
     /// Print the plan (attach points, fields, what the kernel tests)
     /// instead of running it.
     pub explain: bool,
+    /// Print the probes the program attaches instead of running it.
+    pub list: bool,
     /// Bytes of each CPU's ring (a power of two).
     pub ring_bytes: u32,
     /// Keep every event whose predicate held in this capture directory.
@@ -61,7 +66,7 @@ pub fn run(args: Options) -> Result<()> {
     let text = &args.text;
     let ring_bytes = args.ring_bytes;
     // Started before the program is read, to run while it is checked.
-    let preload = (!args.explain && ebpf::check_privileges().is_ok())
+    let preload = (!args.explain && !args.list && ebpf::check_privileges().is_ok())
         .then(|| Preload::start(ring_bytes))
         .transpose()?;
     let mut plan = resolve(text, &args.params, args.unsafe_calls)?;
@@ -69,6 +74,12 @@ pub fn run(args: Options) -> Result<()> {
         store::copy_all_fields(&mut plan);
     }
     let plan = plan;
+    if args.list {
+        let mut names: Vec<String> = plan.attaches.iter().map(|a| a.target.name()).collect();
+        names.dedup();
+        println!("{}", names.join("\n"));
+        return Ok(());
+    }
     if args.explain {
         print!("{}", explain(&plan));
         return Ok(());

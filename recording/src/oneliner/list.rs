@@ -1,0 +1,139 @@
+//! `weft trace -l [SEARCH]`: the probes this kernel offers, a line each,
+//! as bpftrace's `-l` lists them; with `-v`, each tracepoint's fields.
+//!
+//! SEARCH is a glob (`*`, `?`) over whole probe names
+//! (`tracepoint:syscalls:sys_enter_open*`, `t:sched:*`, `kprobe:vfs_*`);
+//! one without a probe type (`*sleep*`) matches the name after the type.
+
+use std::{io::Write, path::Path};
+
+use anyhow::Result;
+use weft_kernel::{ebpf, oneliner::kernel::Kernel};
+use weft_oneliner::{Kernel as _, ast::PerfEvent, kernel::glob_match};
+
+/// The probe types `-l` lists, with the short names bpftrace takes.
+const TYPES: &[(&str, &str)] = &[
+    ("tracepoint", "t"),
+    ("kprobe", "k"),
+    ("software", "s"),
+    ("hardware", "h"),
+];
+
+/// Writes the probes matching `search` (all without one) to `out`, a
+/// reader that stops reading (`| head`) ending it quietly.
+pub fn list(search: Option<&str>, verbose: bool, out: &mut dyn Write) -> Result<()> {
+    let tracefs = ebpf::tracefs()?;
+    let kernel = Kernel::new(tracefs);
+    let (types, glob) = scope(search.unwrap_or("*"));
+    for kind in types {
+        let mut names: Vec<String> = names(kind, &kernel)
+            .into_iter()
+            .filter(|name| glob_match(&glob, name))
+            .collect();
+        // In the order bpftrace lists them: by the whole name.
+        names.sort_unstable();
+        for name in names {
+            let mut entry = format!("{kind}:{name}\n");
+            if verbose && kind == "tracepoint" {
+                entry.push_str(&fields(tracefs, &name)?);
+            }
+            match out.write_all(entry.as_bytes()) {
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+                written => written?,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The probe types a search covers and the glob their names must match:
+/// `TYPE:REST` (a type or its short name) covers that type with `REST`;
+/// anything else covers every type.
+fn scope(search: &str) -> (Vec<&'static str>, String) {
+    if let Some((kind, rest)) = search.split_once(':')
+        && let Some((full, _)) = TYPES.iter().find(|(f, s)| kind == *f || kind == *s)
+    {
+        return (vec![full], rest.to_owned());
+    }
+    if let Some((kind, rest)) = search.split_once(':') {
+        // A glob over the type too, as `*:vfs_read`.
+        let types = TYPES
+            .iter()
+            .map(|(full, _)| *full)
+            .filter(|full| glob_match(kind, full))
+            .collect();
+        return (types, rest.to_owned());
+    }
+    (
+        TYPES.iter().map(|(full, _)| *full).collect(),
+        search.to_owned(),
+    )
+}
+
+/// The names after `kind:` of every probe of that type here.
+fn names(kind: &str, kernel: &Kernel) -> Vec<String> {
+    match kind {
+        // ftrace's own events (`ftrace:function`) have formats but no
+        // id a BPF program can attach to.
+        "tracepoint" => kernel
+            .tracepoints("*", "*")
+            .into_iter()
+            .filter(|(category, _)| category != "ftrace")
+            .map(|(category, name)| format!("{category}:{name}"))
+            .collect(),
+        // Without kprobes (CONFIG_KPROBES off) nothing can attach there.
+        "kprobe" if kernel.has_kprobes() => kernel.functions("*"),
+        "software" | "hardware" => PerfEvent::names(kind == "hardware")
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A tracepoint's own fields (not the common ones), a line each as its
+/// format file declares them: `    const char * filename`.
+fn fields(tracefs: &Path, name: &str) -> Result<String> {
+    let (category, event) = name.split_once(':').unwrap_or((name, ""));
+    let format = ebpf::read_tracepoint_format(tracefs, category, event)?;
+    let mut out = String::new();
+    for line in format.lines() {
+        let Some(declaration) = line
+            .trim()
+            .strip_prefix("field:")
+            .and_then(|rest| rest.split(';').next())
+        else {
+            continue;
+        };
+        let field = declaration.rsplit([' ', '*']).next().unwrap_or_default();
+        if !field.starts_with("common_") {
+            out.push_str("    ");
+            out.push_str(declaration);
+            out.push('\n');
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn searches_name_a_type_or_all_of_them() {
+        assert_eq!(
+            scope("t:syscalls:*"),
+            (vec!["tracepoint"], "syscalls:*".to_owned())
+        );
+        assert_eq!(scope("kprobe:vfs_*"), (vec!["kprobe"], "vfs_*".to_owned()));
+        assert_eq!(scope("*sleep*").0.len(), TYPES.len());
+        assert_eq!(
+            scope("*:cpu*"),
+            (
+                vec!["tracepoint", "kprobe", "software", "hardware"],
+                "cpu*".to_owned()
+            )
+        );
+        assert_eq!(scope("s*:cpu*").0, ["software"]);
+    }
+}
