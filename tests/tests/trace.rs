@@ -447,6 +447,62 @@ fn system_runs_commands_under_unsafe_as_bpftrace_does() {
     assert_eq!(ours, theirs);
 }
 
+/// `weft trace -l` lists the probes bpftrace's `-l` lists: the same
+/// tracepoints for a search, in the same order, the same fields under
+/// `-v`; kprobes where the kernel has them; and with `-e` the probes the
+/// program attaches.
+#[test]
+fn list_names_the_probes_bpftrace_lists() {
+    let test = "list_names_the_probes_bpftrace_lists";
+    if !needs(test, &TRACE) || !has_bpftrace(test) {
+        return;
+    }
+    let lines = |tracer: &mut Command, args: &[&str]| {
+        let out = tracer.args(args).output().expect("run the tracer");
+        assert!(out.status.success(), "{tracer:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    for search in [
+        &["-l", "tracepoint:syscalls:*"][..],
+        &["-lv", "tracepoint:sched:sched_switch"],
+    ] {
+        let ours = lines(Command::new(weft_bin()).arg("trace"), search);
+        let theirs = lines(&mut Command::new("bpftrace"), search);
+        assert!(theirs.lines().count() > 5, "{search:?}: {theirs}");
+        assert_eq!(ours, theirs, "{search:?}");
+    }
+    let ours = lines(Command::new(weft_bin()).arg("trace"), &["-l", "*nanosleep"]);
+    assert_eq!(
+        ours,
+        "tracepoint:syscalls:sys_enter_clock_nanosleep\ntracepoint:syscalls:sys_enter_nanosleep\n\
+         tracepoint:syscalls:sys_exit_clock_nanosleep\ntracepoint:syscalls:sys_exit_nanosleep\n"
+    );
+    let ours = lines(
+        Command::new(weft_bin()).arg("trace"),
+        &["-l", "kprobe:vfs_rea?"],
+    );
+    assert_eq!(
+        ours,
+        if has_kprobes() {
+            "kprobe:vfs_read\n"
+        } else {
+            ""
+        }
+    );
+    let ours = lines(
+        Command::new(weft_bin()).arg("trace"),
+        &[
+            "-l",
+            "-e",
+            "t:syscalls:sys_enter_getppid, t:sched:sched_process_e* { }",
+        ],
+    );
+    assert_eq!(
+        ours,
+        "tracepoint:syscalls:sys_enter_getppid\ntracepoint:sched:sched_process_exec\ntracepoint:sched:sched_process_exit\n"
+    );
+}
+
 /// Aggregations under a predicate the kernel tests whole are kept in the
 /// kernel, every kind: no event comes to user space, and the maps still
 /// say exactly what the command did (1,000 getppid calls, each seen by
