@@ -567,7 +567,8 @@ const TRACE_EXAMPLES: &str = "Examples:
 #[derive(Debug, Args)]
 pub struct TraceArgs {
     /// The program, in bpftrace's language (docs/oneliners.md), or a file
-    /// holding one (a script such as bpftrace's tools); then the program's
+    /// holding one (a script such as bpftrace's tools; `-` reads it from
+    /// stdin); then the program's
     /// positional parameters, `$1`, `$2`, ... (after `--` if one starts
     /// with `-`).
     #[arg(value_name = "PROGRAM", required_unless_present_any = ["expression", "list"])]
@@ -590,6 +591,16 @@ pub struct TraceArgs {
     /// --unsafe does.
     #[arg(long = "unsafe", help_heading = "Tracing")]
     pub unsafe_calls: bool,
+
+    /// Write the program's output (printf, maps) to this file, mode 0600,
+    /// instead of stdout, as bpftrace's -o.
+    #[arg(short = 'o', long, value_name = "FILE", help_heading = "Output")]
+    pub output: Option<std::path::PathBuf>,
+
+    /// Print nothing but the program's output and any losses (no
+    /// "Attaching" line, no event count when none was lost).
+    #[arg(short = 'q', long, help_heading = "Output")]
+    pub quiet: bool,
 
     /// Output format.
     #[arg(

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
 use weft_oneliner::Format;
-use weft_recording::oneliner::{self, Options};
+use weft_recording::oneliner::{self, Action, Options};
 
 use crate::cli::{TraceArgs, TraceFormat};
 
@@ -26,8 +26,15 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
             TraceFormat::Json => Format::Json,
             TraceFormat::Folded => Format::Folded,
         },
-        explain: args.explain,
-        list: args.list.list,
+        action: if args.list.list {
+            Action::List
+        } else if args.explain {
+            Action::Explain
+        } else {
+            Action::Run
+        },
+        output: args.output.clone(),
+        quiet: args.quiet,
         ring_bytes: u32::try_from(args.ring_size.next_power_of_two())
             .context("--ring-size is too large")?,
         store: args.store.clone(),
@@ -37,7 +44,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
 }
 
 /// The program and its positional parameters: `-e`'s text, or the first
-/// word's, or when that word names a file (a script such as bpftrace's
+/// word's, or stdin's when it is `-`, or when that word names a file (a script such as bpftrace's
 /// tools, `weft trace opensnoop.bt`) its contents, as `bpftrace FILE`
 /// reads it; the words after it (all of them with `-e`) are parameters.
 fn program_text(args: &TraceArgs) -> Result<(String, Vec<String>)> {
@@ -46,7 +53,10 @@ fn program_text(args: &TraceArgs) -> Result<(String, Vec<String>)> {
     }
     let (program, params) = args.words.split_first().context("no program given")?;
     let path = std::path::Path::new(program);
-    let text = if !program.contains(['{', '\n']) && path.is_file() {
+    let text = if program == "-" {
+        std::io::read_to_string(std::io::stdin())
+            .context("failed to read the program from stdin")?
+    } else if !program.contains(['{', '\n']) && path.is_file() {
         std::fs::read_to_string(path).with_context(|| format!("failed to read {program}"))?
     } else {
         program.clone()

@@ -13,6 +13,7 @@ pub use list::list;
 use std::{
     ffi::CString,
     io::Write as _,
+    os::unix::fs::OpenOptionsExt as _,
     path::PathBuf,
     sync::atomic::{AtomicBool, Ordering},
     time::Duration,
@@ -44,17 +45,31 @@ pub struct Options {
     /// `cpid`, and the program stops when it exits.
     pub command: Option<String>,
     pub format: Format,
-    /// Print the plan (attach points, fields, what the kernel tests)
-    /// instead of running it.
-    pub explain: bool,
-    /// Print the probes the program attaches instead of running it.
-    pub list: bool,
+    /// Run the program, or only show what it would attach.
+    pub action: Action,
+    /// Write the program's output to this file (mode 0600) instead of
+    /// stdout, as bpftrace's `-o`.
+    pub output: Option<PathBuf>,
+    /// Say nothing but the program's output and any losses (`-q`).
+    pub quiet: bool,
     /// Bytes of each CPU's ring (a power of two).
     pub ring_bytes: u32,
     /// Keep every event whose predicate held in this capture directory.
     pub store: Option<PathBuf>,
     /// Where stacks' and uprobes' symbols come from.
     pub symbols: weft_symbols::Finder,
+}
+
+/// What `run` does with the program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Trace until Ctrl-C, `exit()` or the end of the command.
+    Run,
+    /// Print the plan (attach points, fields, what the kernel tests) and
+    /// exit without tracing.
+    Explain,
+    /// Print the probes the program attaches and exit.
+    List,
 }
 
 /// How often the rings are drained.
@@ -66,7 +81,7 @@ pub fn run(args: Options) -> Result<()> {
     let text = &args.text;
     let ring_bytes = args.ring_bytes;
     // Started before the program is read, to run while it is checked.
-    let preload = (!args.explain && !args.list && ebpf::check_privileges().is_ok())
+    let preload = (args.action == Action::Run && ebpf::check_privileges().is_ok())
         .then(|| Preload::start(ring_bytes))
         .transpose()?;
     let mut plan = resolve(text, &args.params, args.unsafe_calls)?;
@@ -74,13 +89,13 @@ pub fn run(args: Options) -> Result<()> {
         store::copy_all_fields(&mut plan);
     }
     let plan = plan;
-    if args.list {
+    if args.action == Action::List {
         let mut names: Vec<String> = plan.attaches.iter().map(|a| a.target.name()).collect();
         names.dedup();
         println!("{}", names.join("\n"));
         return Ok(());
     }
-    if args.explain {
+    if args.action == Action::Explain {
         print!("{}", explain(&plan));
         return Ok(());
     }
@@ -91,6 +106,7 @@ pub fn run(args: Options) -> Result<()> {
         ebpf::check_privileges()?;
         Preload::start(ring_bytes)?
     };
+    let mut out = output(args.output.as_deref())?;
     let tracefs = ebpf::tracefs()?;
     // The command starts stopped, so that its pid can be tested in the
     // kernel and none of its events come before the probes are attached.
@@ -100,17 +116,19 @@ pub fn run(args: Options) -> Result<()> {
     let format = args.format;
     let probes = plan.attaches.len() - probe.left_out();
     match format {
+        _ if args.quiet => {}
         Format::Text | Format::Folded => eprintln!(
             "Attaching {probes} probe{}...",
             if probes == 1 { "" } else { "s" }
         ),
-        Format::Json => println!(
+        Format::Json => writeln!(
+            out,
             "{}",
             weft_oneliner::output::json_line(
                 "attached_probes",
                 &serde_json::json!({"probes": probes})
             )
-        ),
+        )?,
     }
     let mut runtime = Runtime::new(&plan, format, weft_store::now_ns());
     runtime.set_cpid(cpid);
@@ -122,11 +140,17 @@ pub fn run(args: Options) -> Result<()> {
         .as_deref()
         .map(|dir| KeptEvents::create(dir, &plan))
         .transpose()?;
-    let result = event_loop(&plan, &mut runtime, &mut probe, &mut keep, child.as_mut());
+    let result = event_loop(
+        &plan,
+        &mut runtime,
+        &mut probe,
+        &mut keep,
+        child.as_mut(),
+        &mut *out,
+    );
     drop(child);
     // Detach first, so that every event aggregated in the kernel is drained.
     probe.detach();
-    let mut out = std::io::stdout().lock();
     let exited = matches!(result, Ok(Flow::Exit));
     // After exit() the rest is drained unseen, as bpftrace stops there too.
     // Each drain is a bounded batch: drain until nothing is left.
@@ -142,11 +166,31 @@ pub fn run(args: Options) -> Result<()> {
     }
     runtime.print_all(&mut out)?;
     out.flush()?;
-    report_losses(&probe)?;
+    report_losses(&probe, args.quiet)?;
     if let Some(keep) = keep {
         keep.finish(&probe.delivery()?)?;
     }
     result.map(|_| ())
+}
+
+/// Where the program's output goes: `path`, created (or emptied) with
+/// mode 0600 and written a line at a time, so that it can be followed;
+/// else stdout.
+fn output(path: Option<&std::path::Path>) -> Result<Box<dyn std::io::Write>> {
+    let Some(path) = path else {
+        return Ok(Box::new(std::io::stdout().lock()));
+    };
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("failed to create {}", path.display()))?;
+    // A file that was there keeps its mode through open(2): set it.
+    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .with_context(|| format!("failed to make {} private", path.display()))?;
+    Ok(Box::new(std::io::LineWriter::new(file)))
 }
 
 /// One kernel event: kept in the store when its predicate holds (checked
@@ -329,9 +373,9 @@ fn event_loop(
     probe: &mut OnelinerProbe,
     keep: &mut Option<KeptEvents>,
     mut child: Option<&mut HeldChild>,
+    mut out: &mut dyn std::io::Write,
 ) -> Result<Flow> {
     catch_signals();
-    let mut out = std::io::stdout().lock();
     for index in user_probes(plan, |t| *t == Target::Begin) {
         if runtime.event(&user_event(index), &mut out)? == Flow::Exit {
             return Ok(Flow::Exit);
@@ -414,16 +458,19 @@ fn event_loop(
 }
 
 /// The last line: events delivered and lost.
-fn report_losses(probe: &OnelinerProbe) -> Result<()> {
+/// With `quiet`, only a loss is reported.
+fn report_losses(probe: &OnelinerProbe, quiet: bool) -> Result<()> {
     let delivery = probe.delivery()?;
     let aggregated = probe.aggregated()?;
-    if aggregated > 0 {
+    if aggregated > 0 && !quiet {
         eprintln!("weft: {aggregated} of the events aggregated in the kernel");
     }
-    eprintln!(
-        "weft: {} events, {} lost (ring full)",
-        delivery.received, delivery.ring_full
-    );
+    if delivery.ring_full > 0 || !quiet {
+        eprintln!(
+            "weft: {} events, {} lost (ring full)",
+            delivery.received, delivery.ring_full
+        );
+    }
     delivery.report_mismatch("trace");
     if probe.malformed() > 0 {
         bail!("{} malformed trace records", probe.malformed());
