@@ -503,6 +503,54 @@ fn list_names_the_probes_bpftrace_lists() {
     );
 }
 
+/// bpftrace's output options: `-o FILE` writes the program's output to a
+/// file weft makes private (mode 0600, even one that was there), `-q`
+/// leaves out the "Attaching" line and the count of an event stream that
+/// lost nothing, and `-` reads the program from stdin.
+#[test]
+fn output_to_a_file_quietly_and_a_program_from_stdin() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let test = "output_to_a_file_quietly_and_a_program_from_stdin";
+    if !needs(test, &TRACE) {
+        return;
+    }
+    let file = std::env::temp_dir().join("weft-trace-output");
+    std::fs::write(&file, "old text that must go\n").expect("write the old file");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let program = r#"BEGIN { printf("hi %d\n", $1); @x = 1; exit(); }"#;
+    let out = Command::new(weft_bin())
+        .args(["trace", "-q", "-o"])
+        .arg(&file)
+        .args(["-e", program, "7"])
+        .output()
+        .expect("run weft");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("read the output"),
+        "hi 7\n\n\n@x: 1\n"
+    );
+    let mode = std::fs::metadata(&file).expect("stat").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let _ = std::fs::remove_file(&file);
+    let mut child = Command::new(weft_bin())
+        .args(["trace", "-q", "-", "8"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run weft");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(program.as_bytes())
+        .expect("send the program");
+    let out = child.wait_with_output().expect("weft's end");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hi 8\n\n\n@x: 1\n");
+}
+
 /// Aggregations under a predicate the kernel tests whole are kept in the
 /// kernel, every kind: no event comes to user space, and the maps still
 /// say exactly what the command did (1,000 getppid calls, each seen by
