@@ -60,9 +60,12 @@ pub enum ProbeKind {
         symbol: String,
         exit: bool,
     },
-    /// `profile:hz:N`: every CPU, N times a second.
+    /// `profile:UNIT:N`: every CPU, N times a second (`hz`), or once
+    /// every N seconds, milliseconds or microseconds (`s`, `ms`, `us`) of
+    /// its clock.
     Profile {
-        hz: u64,
+        unit: &'static str,
+        n: u64,
     },
     /// `software:EVENT:N` / `hardware:EVENT:N`: every CPU, once every N
     /// of its events; `alias` is the event's name as written (`cs`, `faults`).
@@ -71,9 +74,11 @@ pub enum ProbeKind {
         alias: &'static str,
         period: u64,
     },
-    /// `interval:s:N` / `interval:ms:N` / `interval:us:N`: one CPU, periodically.
+    /// `interval:UNIT:N` (`s`, `ms`, `us`, or `hz`: N times a second): one
+    /// CPU, periodically.
     Interval {
-        period_ns: u64,
+        unit: &'static str,
+        n: u64,
     },
 }
 
@@ -104,6 +109,24 @@ pub enum PerfEvent {
 /// Each event, whether it is a hardware one, the names bpftrace takes for
 /// it (its own first) and the period bpftrace samples it at when the
 /// probe gives none.
+/// The units of `profile` and `interval` probes, and the nanoseconds of
+/// each (none for `hz`, a rate).
+pub const TIME_UNITS: &[(&str, Option<u64>)] = &[
+    ("hz", None),
+    ("s", Some(1_000_000_000)),
+    ("ms", Some(1_000_000)),
+    ("us", Some(1_000)),
+];
+
+/// The period of N of `unit` (one of `TIME_UNITS`), in nanoseconds: N
+/// units, or for `hz` a second over N.
+pub fn period_ns(unit: &str, n: u64) -> u64 {
+    match TIME_UNITS.iter().find(|(name, _)| *name == unit) {
+        Some((_, Some(ns))) => n.saturating_mul(*ns),
+        _ => (1_000_000_000 / n.max(1)).max(1),
+    }
+}
+
 const PERF_EVENTS: &[(PerfEvent, bool, &[&str], u64)] = &[
     (PerfEvent::CpuClock, false, &["cpu-clock", "cpu"], 1_000_000),
     (PerfEvent::TaskClock, false, &["task-clock"], 1_000_000),
@@ -216,7 +239,7 @@ impl ProbeKind {
                     if *exit { "uretprobe" } else { "uprobe" }
                 )
             }
-            Self::Profile { hz } => format!("profile:hz:{hz}"),
+            Self::Profile { unit, n } => format!("profile:{unit}:{n}"),
             Self::PerfEvent {
                 event,
                 alias,
@@ -229,13 +252,7 @@ impl ProbeKind {
                 };
                 format!("{kind}:{alias}:{period}")
             }
-            Self::Interval { period_ns } => {
-                let (unit, n) = [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)]
-                    .into_iter()
-                    .find(|(_, ns)| period_ns % ns == 0)
-                    .map_or(("ns", *period_ns), |(unit, ns)| (unit, period_ns / ns));
-                format!("interval:{unit}:{n}")
-            }
+            Self::Interval { unit, n } => format!("interval:{unit}:{n}"),
         }
     }
 

@@ -28,12 +28,7 @@ pub(crate) fn expand(item: &Item, kernel: &dyn Kernel) -> Result<Vec<(Target, Ve
         match &probe.kind {
             ProbeKind::Begin => out.push((Target::Begin, Vec::new())),
             ProbeKind::End => out.push((Target::End, Vec::new())),
-            ProbeKind::Interval { period_ns } => out.push((
-                Target::Interval {
-                    period_ns: *period_ns,
-                },
-                Vec::new(),
-            )),
+            ProbeKind::Interval { .. } => out.push((probe.kind.clone(), Vec::new())),
             ProbeKind::Profile { .. } | ProbeKind::PerfEvent { .. } => {
                 out.push((probe.kind.clone(), Vec::new()));
             }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use crate::{
     ast::{
         BinOp, Builtin, Expr, ExprKind, Item, MapRef, PerfEvent, Probe, ProbeKind, Program, Stmt,
-        UnOp,
+        TIME_UNITS, UnOp,
     },
     error::{Error, Result, Span},
     lex::{Lexer, Token},
@@ -696,10 +696,13 @@ fn probe_kind(text: &str) -> std::result::Result<ProbeKind, String> {
             _ => Err(format!("`{text}`: expected {kind}:PATH:SYMBOL")),
         },
         "profile" | "p" => match parts.as_slice() {
-            ["hz", n] => Ok(ProbeKind::Profile {
-                hz: positive(n, text)?,
+            [unit, n] if time_unit(unit).is_some() => Ok(ProbeKind::Profile {
+                unit: time_unit(unit).map(|(unit, _)| unit).unwrap_or_default(),
+                n: positive(n, text)?,
             }),
-            _ => Err(format!("`{text}`: expected profile:hz:N")),
+            _ => Err(format!(
+                "`{text}`: expected profile:hz:N, profile:s:N, profile:ms:N or profile:us:N"
+            )),
         },
         "software" | "s" | "hardware" | "h" => {
             let hardware = kind.starts_with('h');
@@ -720,28 +723,24 @@ fn probe_kind(text: &str) -> std::result::Result<ProbeKind, String> {
                 period: period.unwrap_or(default),
             })
         }
-        "interval" | "i" => {
-            let unit = match parts.first() {
-                Some(&"s") => 1_000_000_000,
-                Some(&"ms") => 1_000_000,
-                Some(&"us") => 1_000,
-                _ => {
-                    return Err(format!(
-                        "`{text}`: expected interval:s:N, interval:ms:N or interval:us:N"
-                    ));
-                }
-            };
-            match parts.as_slice() {
-                [_, n] => Ok(ProbeKind::Interval {
-                    period_ns: positive(n, text)? * unit,
-                }),
-                _ => Err(format!("`{text}`: expected interval:s:N")),
-            }
-        }
+        "interval" | "i" => match parts.as_slice() {
+            [unit, n] if time_unit(unit).is_some() => Ok(ProbeKind::Interval {
+                unit: time_unit(unit).map(|(unit, _)| unit).unwrap_or_default(),
+                n: positive(n, text)?,
+            }),
+            _ => Err(format!(
+                "`{text}`: expected interval:s:N, interval:ms:N, interval:us:N or interval:hz:N"
+            )),
+        },
         _ => Err(format!(
             "unknown probe type `{kind}`: weft knows tracepoint, rawtracepoint, fentry, fexit, kprobe, kretprobe, uprobe, uretprobe, profile, software, hardware, interval, BEGIN and END"
         )),
     }
+}
+
+/// A `profile` or `interval` unit as `TIME_UNITS` has it.
+fn time_unit(unit: &str) -> Option<(&'static str, Option<u64>)> {
+    TIME_UNITS.iter().find(|(name, _)| *name == unit).copied()
 }
 
 fn positive(n: &str, text: &str) -> std::result::Result<u64, String> {

@@ -35,7 +35,7 @@ use weft_abi::oneliner::{
 use weft_abi::ring::{self, Ring};
 use weft_oneliner::{
     Attach, Event, FieldKind, Plan, Target,
-    ast::{BinOp, PerfEvent},
+    ast::{BinOp, PerfEvent, period_ns},
     check::{MapKind, Operand, Subject},
     plan::{KernelAgg, KeyPart, Sample, Start},
 };
@@ -276,33 +276,8 @@ impl OnelinerProbe {
             Target::Uprobe { path, symbol, exit } => {
                 self.attach_uprobe(path, symbol, *exit, cookie)
             }
-            Target::Profile { hz } => {
-                let fd = program(&mut self.ebpf, PERF_PROGRAM)?;
-                for cpu in 0..ebpf::cpus()? as usize {
-                    let mut builder = Builder::new(Software::CPU_CLOCK);
-                    builder.one_cpu(cpu).sample_frequency(*hz);
-                    self.link(fd, &mut builder, cookie)?;
-                }
-                Ok(())
-            }
-            Target::PerfEvent { event, period, .. } => {
-                let fd = program(&mut self.ebpf, PERF_PROGRAM)?;
-                for cpu in 0..ebpf::cpus()? as usize {
-                    let mut builder = perf_builder(*event);
-                    builder.one_cpu(cpu).sample_period(*period);
-                    let counter = open_perf_event(&mut builder).with_context(|| {
-                        if event.hardware() {
-                            format!(
-                                "this machine counts no {} (a VM often has no hardware counters)",
-                                event.name()
-                            )
-                        } else {
-                            format!("the kernel counts no {}", event.name())
-                        }
-                    })?;
-                    self.link_event(fd, counter, cookie)?;
-                }
-                Ok(())
+            Target::Profile { .. } | Target::PerfEvent { .. } => {
+                self.attach_perf(&attach.target, cookie)
             }
             Target::Fentry { function, .. } | Target::RawTracepoint { name: function } => {
                 let kind = copy.expect("set above");
@@ -311,6 +286,44 @@ impl OnelinerProbe {
             _ => bail!("{name}: runs in weft, not in the kernel"),
         }
         .with_context(|| format!("failed to attach {name}"))
+    }
+
+    /// Attaches the perf program to a `profile` or `software`/`hardware`
+    /// target: one event on each CPU, all with `cookie`.
+    fn attach_perf(&mut self, target: &Target, cookie: u64) -> Result<()> {
+        let fd = program(&mut self.ebpf, PERF_PROGRAM)?;
+        for cpu in 0..ebpf::cpus()? as usize {
+            let counter = match target {
+                Target::Profile { unit, n } => {
+                    let mut builder = Builder::new(Software::CPU_CLOCK);
+                    builder.one_cpu(cpu);
+                    // The CPU clock counts nanoseconds: a period is so many.
+                    if *unit == "hz" {
+                        builder.sample_frequency(*n);
+                    } else {
+                        builder.sample_period(period_ns(unit, *n));
+                    }
+                    open_perf_event(&mut builder)?
+                }
+                Target::PerfEvent { event, period, .. } => {
+                    let mut builder = perf_builder(*event);
+                    builder.one_cpu(cpu).sample_period(*period);
+                    open_perf_event(&mut builder).with_context(|| {
+                        if event.hardware() {
+                            format!(
+                                "this machine counts no {} (a VM often has no hardware counters)",
+                                event.name()
+                            )
+                        } else {
+                            format!("the kernel counts no {}", event.name())
+                        }
+                    })?
+                }
+                _ => bail!("{}: not a perf event", target.name()),
+            };
+            self.link_event(fd, counter, cookie)?;
+        }
+        Ok(())
     }
 
     /// Loads copy `i` of `kind` for `target` (a function or a raw

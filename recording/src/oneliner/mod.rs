@@ -28,6 +28,7 @@ use weft_kernel::oneliner::{
 };
 use weft_oneliner::{
     Event, Flow, Format, Plan, Runtime, Target,
+    ast::period_ns,
     plan::{KernelAgg, KeyPart, Sample},
 };
 
@@ -389,9 +390,10 @@ fn event_loop(
         user_probes(plan, |t| matches!(t, Target::Interval { .. }))
             .into_iter()
             .map(|i| {
-                let Target::Interval { period_ns } = plan.attaches[i].target else {
+                let Target::Interval { unit, n } = plan.attaches[i].target else {
                     unreachable!("filtered")
                 };
+                let period_ns = period_ns(unit, n);
                 (i, period_ns, start + period_ns)
             })
             .collect();

@@ -188,7 +188,7 @@ fn source_name(attach: &Attach, taken: &Map<String, Value>) -> String {
         Target::Uprobe { symbol, exit, .. } => {
             format!("{symbol}{}", if *exit { "_ret" } else { "" })
         }
-        Target::Profile { hz } => format!("profile_{hz}hz"),
+        Target::Profile { unit, n } => format!("profile_{n}{unit}"),
         Target::PerfEvent { event, .. } => event.name().to_owned(),
         _ => "events".into(),
     };
