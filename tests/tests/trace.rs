@@ -1683,6 +1683,35 @@ fn profile_samples_a_busy_child() {
     }
 }
 
+/// `profile` and `interval` take bpftrace's units (`hz`, `s`, `ms`,
+/// `us`), and `probe` names them as written: a busy child sampled every
+/// millisecond of CPU time gives tens of samples, and two ticks of
+/// `interval:hz:4` come before an `interval:ms:625` exit.
+#[test]
+fn profile_and_interval_take_every_unit() {
+    if !needs("profile_and_interval_take_every_unit", &TRACE) {
+        return;
+    }
+    let stdout = weft_trace(
+        "profile:ms:1 /pid == cpid/ { @[probe] = count(); }",
+        &["getppid:3000000"],
+        &[],
+    );
+    let samples = count_of(&stdout, "@[profile:ms:1]");
+    assert!(samples >= 5, "only {samples} samples:\n{stdout}");
+    let out = Command::new(weft_bin())
+        .args([
+            "trace",
+            "-q",
+            "interval:hz:4 { @[probe] = count(); } interval:ms:625 { exit(); }",
+        ])
+        .output()
+        .expect("run weft");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(maps_section(&stdout), "@[interval:hz:4]: 2\n", "{stdout}");
+}
+
 /// `software:` probes sample a perf event on every CPU: each of the
 /// child's sleeps switches it out, so it has at least as many context
 /// switches as sleeps, named as written.
