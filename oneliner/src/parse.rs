@@ -277,6 +277,13 @@ impl<'a> Parser<'a> {
             }
             Token::Var(name) => {
                 self.next()?;
+                // A statement that starts with a variable assigns it.
+                if name == "#" || name.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(Error::new(
+                        span,
+                        format!("${name} is a positional parameter: it cannot be assigned"),
+                    ));
+                }
                 if self.eat("=")? {
                     let value = self.expr()?;
                     return Ok(Stmt::VarAssign { name, span, value });

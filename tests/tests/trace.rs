@@ -1472,6 +1472,12 @@ const BROKEN: &[(&str, &str, &str, usize)] = &[
         32,
     ),
     (
+        "BEGIN { $1 = 5; }",
+        "$1 is a positional parameter: it cannot be assigned",
+        "$1",
+        2,
+    ),
+    (
         "interval:s:$1 { exit(); }",
         "the probe names $1, which the command line does not give",
         "interval",
