@@ -382,10 +382,12 @@ pub enum Builtin {
     Curtask,
     /// A pseudo-random 32-bit number, new at each use.
     Rand,
+    /// The NUMA node of the CPU the event fired on.
+    Numaid,
 }
 
 impl Builtin {
-    pub const ALL: [(&'static str, Self); 16] = [
+    pub const ALL: [(&'static str, Self); 17] = [
         ("pid", Self::Pid),
         ("tid", Self::Tid),
         ("uid", Self::Uid),
@@ -402,6 +404,7 @@ impl Builtin {
         ("cpid", Self::Cpid),
         ("curtask", Self::Curtask),
         ("rand", Self::Rand),
+        ("numaid", Self::Numaid),
     ];
 
     pub fn from_name(name: &str) -> Option<Self> {

@@ -691,6 +691,7 @@ impl<'p> Runtime<'p> {
             Builtin::Uid => Value::Int(event.uid.into()),
             Builtin::Gid => Value::Int(event.gid.into()),
             Builtin::Cpu => Value::Int(event.cpu.into()),
+            Builtin::Numaid => Value::Int(numa_node(event.cpu)),
             Builtin::Nsecs => Value::Int(event.ns as i64),
             // Each `RandomState` has new keys, so hashing one value with
             // it gives a new pseudo-random number (bpftrace's is the
@@ -735,6 +736,37 @@ fn arithmetic(op: BinOp, l: i64, r: i64) -> i64 {
         BinOp::LogicalAnd => i64::from(l != 0 && r != 0),
         BinOp::LogicalOr => i64::from(l != 0 || r != 0),
     }
+}
+
+/// The NUMA node holding `cpu`, as the kernel's `bpf_get_numa_node_id`
+/// gives it where the event fires: a CPU's node does not change, so it is
+/// read once from sysfs (`/sys/devices/system/node/nodeN/cpuM`); 0 on a
+/// kernel without NUMA.
+fn numa_node(cpu: u32) -> i64 {
+    static NODES: std::sync::OnceLock<HashMap<u32, i64>> = std::sync::OnceLock::new();
+    let nodes = NODES.get_or_init(|| {
+        let number = |name: &str, prefix: &str| name.strip_prefix(prefix)?.parse().ok();
+        let mut nodes = HashMap::new();
+        let Ok(dirs) = std::fs::read_dir("/sys/devices/system/node") else {
+            return nodes;
+        };
+        for dir in dirs.flatten() {
+            let Some(node) = number(&dir.file_name().to_string_lossy(), "node") else {
+                continue;
+            };
+            for entry in std::fs::read_dir(dir.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                if let Some(cpu) = number(&entry.file_name().to_string_lossy(), "cpu") {
+                    nodes.insert(u32::try_from(cpu).unwrap_or(u32::MAX), node);
+                }
+            }
+        }
+        nodes
+    });
+    nodes.get(&cpu).copied().unwrap_or(0)
 }
 
 /// The wall-clock second of `ns`, a time of the clock `nsecs` reads
