@@ -285,6 +285,11 @@ fn one_liner_table() {
 
 /// One-liners both tools run, in bpftrace's `args->` spelling.
 const COMPARED: &[(&str, &[&str])] = &[
+    // The NUMA node of the event's CPU.
+    (
+        "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @[numaid] = count(); }",
+        &["getppid:500"],
+    ),
     (
         // Two probes on one tracepoint, one counted in the kernel and one
         // in weft.
