@@ -82,7 +82,13 @@ fn names(kind: &str, kernel: &Kernel) -> Vec<String> {
             .map(|(category, name)| format!("{category}:{name}"))
             .collect(),
         // Without kprobes (CONFIG_KPROBES off) nothing can attach there.
-        "kprobe" if kernel.has_kprobes() => kernel.functions("*"),
+        // The compiler's local copies (`vfs_statfs.part.0.isra.0`) are
+        // left out, as bpftrace lists them; a probe may still name one.
+        "kprobe" if kernel.has_kprobes() => kernel
+            .functions("*")
+            .into_iter()
+            .filter(|name| !name.contains('.'))
+            .collect(),
         "software" | "hardware" => PerfEvent::names(kind == "hardware")
             .into_iter()
             .map(str::to_owned)
