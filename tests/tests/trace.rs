@@ -467,20 +467,39 @@ fn list_names_the_probes_bpftrace_lists() {
         assert!(out.status.success(), "{tracer:?}: {out:?}");
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    for search in [
+    let mut searches = vec![
         &["-l", "tracepoint:syscalls:*"][..],
         &["-lv", "tracepoint:sched:sched_switch"],
-    ] {
+    ];
+    if has_kprobes() {
+        searches.push(&["-l", "kprobe:vfs_*"]);
+    }
+    for search in searches {
         let ours = lines(Command::new(weft_bin()).arg("trace"), search);
         let theirs = lines(&mut Command::new("bpftrace"), search);
         assert!(theirs.lines().count() > 5, "{search:?}: {theirs}");
         assert_eq!(ours, theirs, "{search:?}");
     }
+    // A search without a type covers every type: kprobes too, where the
+    // kernel has them.
     let ours = lines(Command::new(weft_bin()).arg("trace"), &["-l", "*nanosleep"]);
+    let tracepoints = "tracepoint:syscalls:sys_enter_clock_nanosleep\n\
+                       tracepoint:syscalls:sys_enter_nanosleep\n\
+                       tracepoint:syscalls:sys_exit_clock_nanosleep\n\
+                       tracepoint:syscalls:sys_exit_nanosleep\n";
+    let kprobes = ours
+        .strip_prefix(tracepoints)
+        .unwrap_or_else(|| panic!("{ours}"));
+    assert!(
+        kprobes
+            .lines()
+            .all(|l| l.starts_with("kprobe:") && l.ends_with("nanosleep")),
+        "{ours}"
+    );
     assert_eq!(
-        ours,
-        "tracepoint:syscalls:sys_enter_clock_nanosleep\ntracepoint:syscalls:sys_enter_nanosleep\n\
-         tracepoint:syscalls:sys_exit_clock_nanosleep\ntracepoint:syscalls:sys_exit_nanosleep\n"
+        kprobes.contains("kprobe:do_nanosleep\n"),
+        has_kprobes(),
+        "{ours}"
     );
     let ours = lines(
         Command::new(weft_bin()).arg("trace"),
