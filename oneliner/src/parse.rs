@@ -702,15 +702,10 @@ fn probe_kind(text: &str) -> std::result::Result<ProbeKind, String> {
             }
             _ => Err(format!("`{text}`: expected {kind}:PATH:SYMBOL")),
         },
-        "profile" | "p" => match parts.as_slice() {
-            [unit, n] if time_unit(unit).is_some() => Ok(ProbeKind::Profile {
-                unit: time_unit(unit).map(|(unit, _)| unit).unwrap_or_default(),
-                n: positive(n, text)?,
-            }),
-            _ => Err(format!(
-                "`{text}`: expected profile:hz:N, profile:s:N, profile:ms:N or profile:us:N"
-            )),
-        },
+        "profile" | "p" => {
+            let (unit, n) = timed("profile", &parts, text)?;
+            Ok(ProbeKind::Profile { unit, n })
+        }
         "software" | "s" | "hardware" | "h" => {
             let hardware = kind.starts_with('h');
             let (name, period) = match parts.as_slice() {
@@ -730,26 +725,39 @@ fn probe_kind(text: &str) -> std::result::Result<ProbeKind, String> {
                 period: period.unwrap_or(default),
             })
         }
-        "interval" | "i" => match parts.as_slice() {
-            [unit, n] if time_unit(unit).is_some() => Ok(ProbeKind::Interval {
-                unit: time_unit(unit).map(|(unit, _)| unit).unwrap_or_default(),
-                n: positive(n, text)?,
-            }),
-            _ => Err(format!(
-                "`{text}`: expected interval:s:N, interval:ms:N, interval:us:N or interval:hz:N"
-            )),
-        },
+        "interval" | "i" => {
+            let (unit, n) = timed("interval", &parts, text)?;
+            Ok(ProbeKind::Interval { unit, n })
+        }
         _ => Err(format!(
             "unknown probe type `{kind}`: weft knows tracepoint, rawtracepoint, fentry, fexit, kprobe, kretprobe, uprobe, uretprobe, profile, software, hardware, interval, BEGIN and END"
         )),
     }
 }
 
-/// A `profile` or `interval` unit as `TIME_UNITS` has it.
-fn time_unit(unit: &str) -> Option<(&'static str, Option<u64>)> {
-    TIME_UNITS.iter().find(|(name, _)| *name == unit).copied()
+/// The unit and count of a `profile` or `interval` probe, `KIND:UNIT:N`.
+fn timed(
+    kind: &str,
+    parts: &[&str],
+    text: &str,
+) -> std::result::Result<(&'static str, u64), String> {
+    match parts {
+        [unit, n] => {
+            let (unit, _) = TIME_UNITS
+                .iter()
+                .find(|(name, _)| name == unit)
+                .ok_or_else(|| {
+                    format!(
+                        "`{text}`: expected {kind}:hz:N, {kind}:s:N, {kind}:ms:N or {kind}:us:N"
+                    )
+                })?;
+            Ok((unit, positive(n, text)?))
+        }
+        _ => Err(format!(
+            "`{text}`: expected {kind}:UNIT:N, with UNIT hz, s, ms or us"
+        )),
+    }
 }
-
 fn positive(n: &str, text: &str) -> std::result::Result<u64, String> {
     match n.parse::<u64>() {
         Ok(v) if v > 0 => Ok(v),
