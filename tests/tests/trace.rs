@@ -387,6 +387,13 @@ fn same_maps_as_bpftrace() {
     }
 }
 
+/// What `tracer` printed on stdout, after it ended well.
+fn stdout_of(tracer: &mut Command) -> String {
+    let out = tracer.output().expect("run the tracer");
+    assert!(out.status.success(), "{tracer:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Positional parameters: `$1` as a number (C's base-0 integers), `str($2)`
 /// and `str($2 + K)` as strings, `$#`, a missing `$4` as 0, and `$3` in a
 /// probe: weft prints bpftrace's maps, and refuses a word used as a number
@@ -400,17 +407,12 @@ fn positional_parameters_are_bpftrace_s() {
     let program = "interval:ms:$3 { @n = $#; @a = $1 * 2; @missing = $4; \
                    @s[str($2)] = count(); @t[str($2 + 5)] = count(); exit(); }";
     let params = ["0x10", "weft-param", "100"];
-    let run = |tracer: &mut Command| {
-        let out = tracer
-            .arg(program)
-            .args(params)
-            .output()
-            .expect("run the tracer");
-        assert!(out.status.success(), "{tracer:?}: {out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let ours = run(Command::new(weft_bin()).args(["trace", "-e"]));
-    let theirs = run(Command::new("bpftrace").arg("-e"));
+    let ours = stdout_of(
+        Command::new(weft_bin())
+            .args(["trace", "-e", program])
+            .args(params),
+    );
+    let theirs = stdout_of(Command::new("bpftrace").args(["-e", program]).args(params));
     assert!(theirs.contains("@a: 32"), "{theirs}");
     assert_eq!(maps_section(&ours), maps_section(&theirs));
     let out = Command::new(weft_bin())
@@ -435,12 +437,7 @@ fn system_runs_commands_under_unsafe_as_bpftrace_does() {
     }
     let program = r#"BEGIN { printf("before\n"); system("echo %s-%d; echo second", "weft", 7); printf("after\n"); exit(); }"#;
     let run = |tracer: &mut Command| {
-        let out = tracer
-            .args(["--unsafe", "-e", program])
-            .output()
-            .expect("run the tracer");
-        assert!(out.status.success(), "{tracer:?}: {out:?}");
-        String::from_utf8_lossy(&out.stdout)
+        stdout_of(tracer.args(["--unsafe", "-e", program]))
             .lines()
             .filter(|l| !l.is_empty() && !l.starts_with("Attaching"))
             .map(str::to_owned)
@@ -462,11 +459,7 @@ fn list_names_the_probes_bpftrace_lists() {
     if !needs(test, &TRACE) || !has_bpftrace(test) {
         return;
     }
-    let lines = |tracer: &mut Command, args: &[&str]| {
-        let out = tracer.args(args).output().expect("run the tracer");
-        assert!(out.status.success(), "{tracer:?}: {out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let lines = |tracer: &mut Command, args: &[&str]| stdout_of(tracer.args(args));
     let mut searches = vec![
         &["-l", "tracepoint:syscalls:*"][..],
         &["-lv", "tracepoint:sched:sched_switch"],
