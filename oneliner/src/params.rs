@@ -153,57 +153,6 @@ fn c_integer(word: &str) -> Option<i64> {
 mod tests {
     use super::*;
 
-    fn run(text: &str, params: &[&str]) -> Result<Program> {
-        let params: Vec<String> = params.iter().map(|p| (*p).to_owned()).collect();
-        crate::parse::parse_with(text, &params)
-    }
-
-    /// The predicate after substitution, in the parser's debug text.
-    fn predicate(text: &str, params: &[&str]) -> String {
-        let program = run(text, params).expect("substitutes");
-        format!(
-            "{:?}",
-            program.items[0]
-                .predicate
-                .clone()
-                .expect("a predicate")
-                .kind
-        )
-    }
-
-    #[test]
-    fn numbers_strings_counts_and_missing_parameters() {
-        let probe = "tracepoint:syscalls:sys_enter_read";
-        let p = |pred: &str, params: &[&str]| predicate(&format!("{probe} /{pred}/ {{ }}"), params);
-        assert_eq!(p("$1", &["0x10"]), "Int(16)");
-        assert_eq!(p("$2", &["1"]), "Int(0)");
-        assert_eq!(p("$#", &["a", "b"]), "Int(2)");
-        // Spans differ; the values must not.
-        let strip = |s: String| s.split("span").next().unwrap_or_default().to_owned();
-        assert_eq!(strip(p("str($1) == 1", &[])), strip(p("\"\" == 1", &[])));
-        assert!(p("str($1 + 1) == comm", &["abc"]).contains("Str(\"bc\")"));
-        assert!(p("str($1) == comm", &["42"]).contains("Str(\"42\")"));
-    }
-
-    #[test]
-    fn probes_name_parameters() {
-        let program = run("interval:s:$1 { } uprobe:$2:main { }", &["3", "/bin/true"]).unwrap();
-        let kinds: Vec<String> = program
-            .items
-            .iter()
-            .map(|item| format!("{:?}", item.probes[0].kind))
-            .collect();
-        let expected = run("interval:s:3 { } uprobe:/bin/true:main { }", &[]).unwrap();
-        let expected: Vec<String> = expected
-            .items
-            .iter()
-            .map(|item| format!("{:?}", item.probes[0].kind))
-            .collect();
-        assert_eq!(kinds, expected);
-        let error = run("interval:s:$1 { }", &[]).expect_err("no $1");
-        assert!(error.message.contains("does not give"), "{}", error.message);
-    }
-
     #[test]
     fn strtoll_reads_the_words_bpftrace_reads() {
         for (word, value) in [
@@ -220,23 +169,5 @@ mod tests {
         ] {
             assert_eq!(c_integer(word), value, "{word}");
         }
-    }
-
-    #[test]
-    fn a_word_used_as_a_number_is_an_error_at_the_parameter() {
-        let text = "BEGIN { printf(\"%d\\n\", $1); }";
-        let error = run(text, &["abc"]).expect_err("not a number");
-        assert_eq!(
-            error.message,
-            "$1 used numerically but given \"abc\". Try using str($1)."
-        );
-        assert_eq!(
-            &text[error.span.start..error.span.start + error.span.len],
-            "$1"
-        );
-        let error = run("BEGIN { printf(\"%d\\n\", $0); }", &[]).expect_err("no $0");
-        assert!(error.message.contains("count from $1"), "{}", error.message);
-        let error = run("BEGIN { printf(\"%s\\n\", str($1 + 4)); }", &["abc"]).expect_err("past");
-        assert!(error.message.contains("3 bytes"), "{}", error.message);
     }
 }
