@@ -188,9 +188,12 @@ fn output(path: Option<&std::path::Path>) -> Result<Box<dyn std::io::Write>> {
         .mode(0o600)
         .open(path)
         .with_context(|| format!("failed to create {}", path.display()))?;
-    // A file that was there keeps its mode through open(2): set it.
-    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
-        .with_context(|| format!("failed to make {} private", path.display()))?;
+    // A file that was there keeps its mode through open(2): set it. Not a
+    // device or pipe's (`-o /dev/stderr`), which is not weft's to change.
+    if file.metadata()?.is_file() {
+        file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .with_context(|| format!("failed to make {} private", path.display()))?;
+    }
     Ok(Box::new(std::io::LineWriter::new(file)))
 }
 
