@@ -584,6 +584,17 @@ pub struct TraceArgs {
     #[arg(short = 'c', long, value_name = "COMMAND", help_heading = "Tracing")]
     pub command: Option<String>,
 
+    /// Trace until process PID exits (as bpftrace's `-p`; probes still fire
+    /// for every process, as bpftrace 0.17's do: test `pid` to keep its).
+    #[arg(
+        short = 'p',
+        long,
+        value_name = "PID",
+        conflicts_with = "command",
+        help_heading = "Tracing"
+    )]
+    pub pid: Option<u32>,
+
     #[command(flatten)]
     pub list: ListArgs,
 

@@ -21,6 +21,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         params,
         unsafe_calls: args.unsafe_calls,
         command: args.command.clone(),
+        pid: args.pid,
         format: match args.format {
             TraceFormat::Text => Format::Text,
             TraceFormat::Json => Format::Json,

@@ -2,16 +2,16 @@
 //! `weft-oneliner` and the generic programs in `weft-kernel`; this module
 //! resolves a program against the running kernel, loads the programs, and
 //! runs the event loop: drain the rings into the program's actions, fire
-//! intervals, stop on Ctrl-C, `exit()` or the end of the `-c` command, then
-//! print maps and losses.
+//! intervals, stop on Ctrl-C, `exit()` or the end of the `-c` command or
+//! `-p` process, then print maps and losses.
 
 mod list;
+mod process;
 mod store;
 
 pub use list::list;
 
 use std::{
-    ffi::CString,
     io::Write as _,
     os::unix::fs::OpenOptionsExt as _,
     path::PathBuf,
@@ -32,7 +32,10 @@ use weft_oneliner::{
     plan::{KernelAgg, KeyPart, Sample},
 };
 
-use self::store::KeptEvents;
+use self::{
+    process::{HeldChild, Process, Watched},
+    store::KeptEvents,
+};
 
 /// A one-liner and how to run it.
 pub struct Options {
@@ -45,6 +48,8 @@ pub struct Options {
     /// A command to run (split on blanks, as bpftrace's `-c`): its pid is
     /// `cpid`, and the program stops when it exits.
     pub command: Option<String>,
+    /// A running process to end with (bpftrace's `-p`).
+    pub pid: Option<u32>,
     pub format: Format,
     /// Run the program, or only show what it would attach.
     pub action: Action,
@@ -111,8 +116,12 @@ pub fn run(args: Options) -> Result<()> {
     let tracefs = ebpf::tracefs()?;
     // The command starts stopped, so that its pid can be tested in the
     // kernel and none of its events come before the probes are attached.
-    let mut child = args.command.as_deref().map(HeldChild::spawn).transpose()?;
-    let cpid = child.as_ref().map_or(0, HeldChild::id);
+    let mut process = match (args.command.as_deref(), args.pid) {
+        (Some(command), _) => Some(Process::Command(HeldChild::spawn(command)?)),
+        (None, Some(pid)) => Some(Process::Watched(Watched::open(pid)?)),
+        (None, None) => None,
+    };
+    let cpid = process.as_ref().map_or(0, Process::cpid);
     let mut probe = OnelinerProbe::load(&plan, tracefs, preload, cpid, args.symbols)?;
     let format = args.format;
     let probes = plan.attaches.len() - probe.left_out();
@@ -146,10 +155,10 @@ pub fn run(args: Options) -> Result<()> {
         &mut runtime,
         &mut probe,
         &mut keep,
-        child.as_mut(),
+        process.as_mut(),
         &mut *out,
     );
-    drop(child);
+    drop(process);
     // Detach first, so that every event aggregated in the kernel is drained.
     probe.detach();
     let exited = matches!(result, Ok(Flow::Exit));
@@ -239,109 +248,6 @@ fn catch_signals() {
     }
 }
 
-/// The `-c` command: forked, stopped before it execs until
-/// [`HeldChild::release`], so its pid is known before the probes attach and
-/// every event of the command comes after.
-struct HeldChild {
-    pid: libc::pid_t,
-    exited: bool,
-}
-
-impl HeldChild {
-    /// Forks a child that stops itself, then execs `command` (split on
-    /// blanks, like bpftrace's -c); waits until it is stopped.
-    fn spawn(command: &str) -> Result<Self> {
-        let words: Vec<&str> = command.split_whitespace().collect();
-        let program = executable(words.first().context("-c needs a command")?)?;
-        let words = words
-            .iter()
-            .map(|w| CString::new(*w))
-            .collect::<Result<Vec<_>, _>>()
-            .context("-c: a word holds a NUL byte")?;
-        let mut argv: Vec<*const libc::c_char> = words.iter().map(|a| a.as_ptr()).collect();
-        argv.push(std::ptr::null());
-        // SAFETY: the child only calls async-signal-safe functions (raise,
-        // execv, _exit) on memory prepared before the fork.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            return Err(std::io::Error::last_os_error()).context("fork failed");
-        }
-        if pid == 0 {
-            // SAFETY: see above.
-            unsafe {
-                libc::raise(libc::SIGSTOP);
-                libc::execv(program.as_ptr(), argv.as_ptr());
-                libc::_exit(127);
-            }
-        }
-        let mut status = 0;
-        // SAFETY: waits for our own child to stop; WUNTRACED does not reap it.
-        let rc = unsafe { libc::waitpid(pid, &raw mut status, libc::WUNTRACED) };
-        if rc != pid || !libc::WIFSTOPPED(status) {
-            bail!("`{command}` did not start");
-        }
-        Ok(Self { pid, exited: false })
-    }
-
-    fn id(&self) -> u32 {
-        self.pid.cast_unsigned()
-    }
-
-    /// Lets the command run.
-    fn release(&self) {
-        // SAFETY: signals our own child.
-        unsafe { libc::kill(self.pid, libc::SIGCONT) };
-    }
-
-    /// Whether the command has exited (reaping it when it has).
-    fn exited(&mut self) -> bool {
-        let mut status = 0;
-        // SAFETY: polls our own child without blocking.
-        if !self.exited
-            && unsafe { libc::waitpid(self.pid, &raw mut status, libc::WNOHANG) } == self.pid
-        {
-            self.exited = libc::WIFEXITED(status) || libc::WIFSIGNALED(status);
-        }
-        self.exited
-    }
-}
-
-impl Drop for HeldChild {
-    /// Kills the command if it still runs, and reaps it: on every way out,
-    /// errors included, so no stopped child is left holding weft's pipes.
-    fn drop(&mut self) {
-        if !self.exited() {
-            // SAFETY: signals and reaps our own child.
-            unsafe {
-                libc::kill(self.pid, libc::SIGKILL);
-                libc::waitpid(self.pid, std::ptr::null_mut(), 0);
-            }
-        }
-    }
-}
-
-/// The path of `program` as execvp would find it, checked before the fork.
-fn executable(program: &str) -> Result<CString> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let runnable = |p: &std::path::Path| {
-        p.metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    let path = if program.contains('/') {
-        Some(std::path::PathBuf::from(program)).filter(|p| runnable(p))
-    } else {
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|dir| dir.join(program))
-                .find(|p| runnable(p))
-        })
-    };
-    let path =
-        path.with_context(|| format!("-c: `{program}` is not an executable file or in PATH"))?;
-    CString::new(path.into_os_string().into_encoded_bytes())
-        .context("-c: the path holds a NUL byte")
-}
-
 /// Attach points of `plan` whose target satisfies `wanted`.
 fn user_probes(plan: &Plan, wanted: impl Fn(&Target) -> bool) -> Vec<usize> {
     plan.attaches
@@ -370,13 +276,14 @@ fn user_event(attach: usize) -> Event<'static> {
     }
 }
 
-/// Runs until Ctrl-C, `exit()` or the end of the `-c` command.
+/// Runs until Ctrl-C, `exit()` or the end of the `-c` command or `-p`
+/// process.
 fn event_loop(
     plan: &Plan,
     runtime: &mut Runtime<'_>,
     probe: &mut OnelinerProbe,
     keep: &mut Option<KeptEvents>,
-    mut child: Option<&mut HeldChild>,
+    mut process: Option<&mut Process>,
     mut out: &mut dyn std::io::Write,
 ) -> Result<Flow> {
     catch_signals();
@@ -385,8 +292,8 @@ fn event_loop(
             return Ok(Flow::Exit);
         }
     }
-    if let Some(child) = &child {
-        child.release();
+    if let Some(process) = &process {
+        process.release();
     }
     let start = weft_store::now_ns();
     let mut intervals: Vec<(usize, u64, u64)> =
@@ -432,9 +339,9 @@ fn event_loop(
         if flow == Flow::Exit {
             return Ok(Flow::Exit);
         }
-        // Events the command made before it exited are drained after the
+        // Events the process made before it exited are drained after the
         // probes are detached.
-        let ended = child.as_mut().is_some_and(|c| c.exited());
+        let ended = process.as_mut().is_some_and(|p| p.ended());
         if ended || STOP.load(Ordering::Relaxed) {
             return Ok(Flow::Continue);
         }
