@@ -223,49 +223,30 @@ impl Ring {
         budget: usize,
         mut on_record: impl FnMut(&[u8]) -> bool,
     ) -> Drained {
-        let consumer = self.consumer().load(Ordering::Relaxed);
-        let producer = self.producer().load(Ordering::Acquire);
-        let data = self.data();
-        let mut pos = consumer;
-        let mut records = 0;
-        let end = producer.min(consumer.saturating_add(budget as u64));
-        while pos < end {
-            let offset = (pos & self.mask) as usize;
-            // SAFETY: `offset` is within the first copy of the data, 8-aligned
-            // as the kernel aligns records; the length word is written
-            // atomically by the producer.
-            #[expect(
-                clippy::cast_ptr_alignment,
-                reason = "the kernel aligns records to 8 bytes, and the data area to a page"
-            )]
-            let len_word =
-                unsafe { (*data.add(offset).cast::<AtomicU32>()).load(Ordering::Acquire) };
-            if len_word & BUSY != 0 {
+        let mut cursor = self.cursor(budget);
+        while let Some(record) = cursor.peek() {
+            let go_on = on_record(record);
+            cursor.advance();
+            if !go_on {
                 break;
-            }
-            let len = (len_word & !(BUSY | DISCARD)) as usize;
-            let total = (HEADER + len + 7) & !7;
-            if pos + total as u64 > end && pos > consumer {
-                // Over the budget: leave it whole for the next drain.
-                break;
-            }
-            pos += total as u64;
-            if len_word & DISCARD == 0 {
-                // SAFETY: the record is committed (not busy), `len` bytes
-                // follow its header, and the double mapping keeps a record
-                // that wraps contiguous (len <= size).
-                let payload = unsafe { std::slice::from_raw_parts(data.add(offset + HEADER), len) };
-                records += 1;
-                if !on_record(payload) {
-                    break;
-                }
             }
         }
-        self.consumer().store(pos, Ordering::Release);
-        Drained {
-            records,
-            bytes: pos - consumer,
-            more: pos < producer,
+        cursor.finish()
+    }
+
+    /// A batch of at most `budget` ring bytes, read from the consumer
+    /// position and consumed at [`Cursor::finish`].
+    fn cursor(&mut self, budget: usize) -> Cursor<'_> {
+        let consumer = self.consumer().load(Ordering::Relaxed);
+        let producer = self.producer().load(Ordering::Acquire);
+        Cursor {
+            ring: self,
+            consumer,
+            producer,
+            pos: consumer,
+            end: producer.min(consumer.saturating_add(budget as u64)),
+            next: None,
+            records: 0,
         }
     }
 
@@ -309,6 +290,139 @@ impl Ring {
             .store(producer + total as u64, Ordering::Release);
         true
     }
+}
+
+/// One batch of a ring: records are looked at in place, and the ones
+/// passed are consumed all at once at the end.
+struct Cursor<'a> {
+    ring: &'a mut Ring,
+    consumer: u64,
+    producer: u64,
+    /// The position of the next record to look at.
+    pos: u64,
+    end: u64,
+    /// The record [`Cursor::peek`] found: its position past it, and where
+    /// its payload lies in the data area.
+    next: Option<(u64, usize, usize)>,
+    records: u64,
+}
+
+impl Cursor<'_> {
+    /// The next committed record of the batch, left in place until
+    /// [`Cursor::advance`]; `None` at the batch's end, at a record still
+    /// being written, or at one that would cross the budget (unless it is
+    /// the batch's first: a record larger than the budget still goes).
+    fn peek(&mut self) -> Option<&[u8]> {
+        if self.next.is_none() {
+            self.next = self.find();
+        }
+        let (_, offset, len) = self.next?;
+        // SAFETY: `find` saw the record committed (not busy), `len` bytes
+        // follow its header, and the double mapping keeps a record that
+        // wraps contiguous (len <= size). The producer does not reuse the
+        // space before the consumer position passes it, in `finish`.
+        Some(unsafe { std::slice::from_raw_parts(self.ring.data().add(offset), len) })
+    }
+
+    /// Passes the record [`Cursor::peek`] returned.
+    fn advance(&mut self) {
+        if let Some((past, _, _)) = self.next.take() {
+            self.pos = past;
+            self.records += 1;
+        }
+    }
+
+    /// Moves past discarded records to the next committed one: its end
+    /// position, payload offset and length.
+    fn find(&mut self) -> Option<(u64, usize, usize)> {
+        let data = self.ring.data();
+        while self.pos < self.end {
+            let offset = (self.pos & self.ring.mask) as usize;
+            // SAFETY: `offset` is within the first copy of the data, 8-aligned
+            // as the kernel aligns records; the length word is written
+            // atomically by the producer.
+            #[expect(
+                clippy::cast_ptr_alignment,
+                reason = "the kernel aligns records to 8 bytes, and the data area to a page"
+            )]
+            let len_word =
+                unsafe { (*data.add(offset).cast::<AtomicU32>()).load(Ordering::Acquire) };
+            if len_word & BUSY != 0 {
+                return None;
+            }
+            let len = (len_word & !(BUSY | DISCARD)) as usize;
+            let past = self.pos + ((HEADER + len + 7) & !7) as u64;
+            if past > self.end && self.pos > self.consumer {
+                // Over the budget: leave it whole for the next drain.
+                return None;
+            }
+            if len_word & DISCARD == 0 {
+                return Some((past, offset + HEADER, len));
+            }
+            self.pos = past;
+        }
+        None
+    }
+
+    /// Consumes every record passed, freeing their space for the producer.
+    fn finish(self) -> Drained {
+        self.ring.consumer().store(self.pos, Ordering::Release);
+        Drained {
+            records: self.records,
+            bytes: self.pos - self.consumer,
+            more: self.pos < self.producer,
+        }
+    }
+}
+
+/// Drains each of `rings` once as [`drain_each`] does, handing
+/// `on_record` the records of all of them in the order of their times
+/// (`time` reads a record's): each ring holds its CPU's records in order,
+/// and this merges them, so that what a process did on one CPU and then
+/// another comes out in that order when one batch holds both. Stops after
+/// the record for which `on_record` returns `false`.
+pub fn drain_merged(
+    rings: &mut [Ring],
+    time: impl Fn(&[u8]) -> u64,
+    mut on_record: impl FnMut(&[u8]) -> bool,
+) -> Drained {
+    use std::{cmp::Reverse, collections::BinaryHeap};
+    let mut cursors: Vec<Cursor<'_>> = rings
+        .iter_mut()
+        .map(|ring| {
+            let budget = ring.size() / 4;
+            ring.cursor(budget)
+        })
+        .collect();
+    // The next record's time of each ring that has one.
+    let mut heads: BinaryHeap<Reverse<(u64, usize)>> = cursors
+        .iter_mut()
+        .enumerate()
+        .filter_map(|(i, cursor)| Some(Reverse((time(cursor.peek()?), i))))
+        .collect();
+    let mut stopped = false;
+    while let Some(Reverse((_, i))) = heads.pop() {
+        let cursor = &mut cursors[i];
+        let record = cursor.peek().expect("a ring in the heap has a record");
+        let go_on = on_record(record);
+        cursor.advance();
+        if !go_on {
+            stopped = true;
+            break;
+        }
+        if let Some(record) = cursor.peek() {
+            heads.push(Reverse((time(record), i)));
+        }
+    }
+    let mut total = Drained::default();
+    for cursor in cursors {
+        let drained = cursor.finish();
+        total.records += drained.records;
+        total.bytes += drained.bytes;
+        total.more |= drained.more;
+    }
+    total.more |= stopped;
+    total
 }
 
 /// Drains each of `rings` once, at most a quarter of its size (so that a
@@ -481,5 +595,82 @@ mod tests {
         assert_eq!(got, vec![vec![2; 8]]);
         assert_eq!(drained.bytes, 32);
         assert!(drained.more);
+    }
+
+    /// A record whose first 8 bytes are its time.
+    fn at(time: u64) -> [u8; 8] {
+        time.to_le_bytes()
+    }
+
+    fn time_of(record: &[u8]) -> u64 {
+        u64::from_le_bytes(record[..8].try_into().expect("8 bytes"))
+    }
+
+    #[test]
+    fn drain_merged_hands_out_every_ring_s_records_in_time_order() {
+        let mut rings = [
+            Ring::in_memory(4096),
+            Ring::in_memory(4096),
+            Ring::in_memory(4096),
+        ];
+        for (ring, times) in rings.iter_mut().zip([&[1, 4, 5, 9][..], &[2, 3, 8], &[]]) {
+            for &t in times {
+                assert!(ring.push(&at(t)));
+            }
+        }
+        let mut seen = Vec::new();
+        let drained = drain_merged(&mut rings, time_of, |r| {
+            seen.push(time_of(r));
+            true
+        });
+        assert_eq!(seen, [1, 2, 3, 4, 5, 8, 9]);
+        assert_eq!(
+            (drained.records, drained.bytes, drained.more),
+            (7, 7 * 16, false)
+        );
+        assert!(rings.iter().all(|r| r.pending() == 0));
+    }
+
+    #[test]
+    fn drain_merged_stops_after_the_refused_record_and_keeps_the_rest() {
+        let mut rings = [Ring::in_memory(4096), Ring::in_memory(4096)];
+        for (ring, times) in rings.iter_mut().zip([[1, 3], [2, 4]]) {
+            for t in times {
+                assert!(ring.push(&at(t)));
+            }
+        }
+        let mut seen = Vec::new();
+        let drained = drain_merged(&mut rings, time_of, |r| {
+            seen.push(time_of(r));
+            seen.len() < 2
+        });
+        assert_eq!(
+            (seen.as_slice(), drained.records, drained.more),
+            (&[1, 2][..], 2, true)
+        );
+        let mut rest = Vec::new();
+        drain_merged(&mut rings, time_of, |r| {
+            rest.push(time_of(r));
+            true
+        });
+        assert_eq!(rest, [3, 4]);
+    }
+
+    #[test]
+    fn drain_merged_takes_a_quarter_of_each_ring() {
+        let mut rings = [Ring::in_memory(4096), Ring::in_memory(4096)];
+        // 16 bytes each: a quarter of the ring is 64 records.
+        for t in 0..100 {
+            assert!(rings[0].push(&at(t)));
+        }
+        assert!(rings[1].push(&at(50)));
+        let mut seen = Vec::new();
+        let drained = drain_merged(&mut rings, time_of, |r| {
+            seen.push(time_of(r));
+            true
+        });
+        assert_eq!((drained.records, drained.more), (65, true));
+        assert!(seen.is_sorted(), "{seen:?}");
+        assert_eq!(rings[0].pending(), 36 * 16);
     }
 }

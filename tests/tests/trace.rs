@@ -891,6 +891,46 @@ fn every_bundled_tool_bpftrace_runs_weft_runs() {
     );
 }
 
+/// One drain's events come out in time order across the CPUs' rings: a
+/// process that moves from CPU to CPU between syscalls is printed in the
+/// order it ran (bpftrace prints each CPU's buffer in turn instead).
+#[test]
+fn a_process_moving_between_cpus_is_printed_in_the_order_it_ran() {
+    let test = "a_process_moving_between_cpus_is_printed_in_the_order_it_ran";
+    if !needs(test, &TRACE) {
+        return;
+    }
+    let calls = 400;
+    let workload = Workload::spawn(WORKLOAD, &[&format!("migrate:{calls}")]);
+    let pid = workload.pid().to_string();
+    let program = r#"BEGIN { printf("tracing\n"); }
+        tracepoint:syscalls:sys_enter_getppid /pid == $1/ { printf("%d %llu\n", cpu, nsecs); }"#;
+    let out = snoop(
+        Command::new(weft_bin()).args(["trace", "-e", program, &pid]),
+        "tracing",
+        || workload.run_to_end(),
+    );
+    let events: Vec<(u32, u64)> = out
+        .lines()
+        .filter_map(|l| {
+            let (cpu, ns) = l.split_once(' ')?;
+            Some((cpu.parse().ok()?, ns.parse().ok()?))
+        })
+        .collect();
+    assert_eq!(events.len(), calls, "{out}");
+    let cpus: std::collections::BTreeSet<u32> = events.iter().map(|(cpu, _)| *cpu).collect();
+    if cpus.len() < 2 {
+        eprintln!("note: {test}: one CPU here, so nothing moved");
+    }
+    let out_of_order: Vec<_> = events.windows(2).filter(|w| w[1].1 < w[0].1).collect();
+    assert!(
+        out_of_order.is_empty(),
+        "{} of {calls} events before an earlier one, first {:?}",
+        out_of_order.len(),
+        out_of_order.first()
+    );
+}
+
 #[test]
 fn opensnoop_prints_the_path_saved_at_the_entry() {
     let test = "opensnoop_prints_the_path_saved_at_the_entry";

@@ -513,7 +513,8 @@ impl OnelinerProbe {
         }
     }
 
-    /// Hands every waiting record to `on_event`; stops early (leaving the
+    /// Hands every waiting record to `on_event`, in time order across the
+    /// CPUs' rings within a batch; stops early (leaving the
     /// rest in the rings) when it returns false. Returns the records handed.
     pub fn drain(&mut self, mut on_event: impl FnMut(&Event<'_>) -> bool) -> u64 {
         let before = self.received;
@@ -528,7 +529,9 @@ impl OnelinerProbe {
         let stack_map = ebpf
             .map(STACKS_MAP)
             .and_then(|map| StackTraceMap::try_from(map).ok());
-        ring::drain_each(rings, |_, item| {
+        // In time order across the CPUs' rings: a process that moved
+        // between CPUs is seen in the order it ran.
+        ring::drain_merged(rings, record_ns, |item| {
             let Some(header) = item.get(..HEADER_SIZE) else {
                 *malformed += 1;
                 return true;
@@ -616,6 +619,14 @@ impl OnelinerProbe {
     pub fn malformed(&self) -> u64 {
         self.malformed
     }
+}
+
+/// A record's [`Header::ns`], its first field; 0 for a record too short
+/// to hold one (counted as malformed when it is handled).
+fn record_ns(record: &[u8]) -> u64 {
+    record
+        .first_chunk::<8>()
+        .map_or(0, |ns| u64::from_ne_bytes(*ns))
 }
 
 /// `union bpf_attr` for `BPF_LINK_CREATE` of a perf event.

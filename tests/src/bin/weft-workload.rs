@@ -7,7 +7,8 @@
 //! (read PATH to its end, BYTES at a time), `open-mapped:PATH` (one
 //! `openat` of PATH whose name lies in a file mapping the process has not
 //! touched, so that a probe at the syscall's entry cannot read it yet) or
-//! `switches:PATH` (the
+//! `migrate:N` (N getppid calls, each on the next CPU the process may run
+//! on, moved there with `sched_setaffinity`), or `switches:PATH` (the
 //! thread's voluntary context switches so far, written into PATH once all
 //! steps are done, so that writing it cannot block inside a measured
 //! interval). It first blocks reading one byte from stdin, so a tracer
@@ -22,7 +23,7 @@ fn main() -> ExitCode {
     for step in &steps {
         let Some(step) = parse(step) else {
             eprintln!(
-                "weft-workload: bad step `{step}` (getppid:N, getpid:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, switches:PATH)"
+                "weft-workload: bad step `{step}` (getppid:N, getpid:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, switches:PATH)"
             );
             return ExitCode::from(2);
         };
@@ -66,6 +67,7 @@ enum Step {
     Switches(String),
     Read { path: String, bytes: usize },
     OpenMapped(String),
+    Migrate(u64),
 }
 
 fn parse(step: &str) -> Option<Step> {
@@ -80,6 +82,7 @@ fn parse(step: &str) -> Option<Step> {
         },
         ("getppid", n, None) => Step::Getppid(n.parse().ok()?),
         ("getpid", n, None) => Step::Getpid(n.parse().ok()?),
+        ("migrate", n, None) => Step::Migrate(n.parse().ok()?),
         ("nanosleep", ms, Some(k)) => Step::Nanosleep {
             ms: ms.parse().ok()?,
             times: k.parse().ok()?,
@@ -128,12 +131,41 @@ fn run(step: Step, switches: &mut Vec<(String, i64)>) -> std::io::Result<()> {
         Step::DropCache(path) => drop_cache(&path)?,
         Step::Switches(path) => switches.push((path, voluntary_switches())),
         Step::OpenMapped(path) => open_mapped(&path)?,
+        Step::Migrate(n) => migrate(n)?,
         Step::Read { path, bytes } => {
             use std::io::Read as _;
             let mut file = std::fs::File::open(path)?;
             let mut buffer = vec![0; bytes];
             while file.read(&mut buffer)? > 0 {}
         }
+    }
+    Ok(())
+}
+
+/// `n` getppid calls, each on the next of the CPUs the process may use.
+fn migrate(n: u64) -> std::io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is an empty set.
+    let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `allowed` is a cpu_set_t of `size` bytes.
+    if unsafe { libc::sched_getaffinity(0, size, &raw mut allowed) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `cpu` is below CPU_SETSIZE.
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &allowed) })
+        .collect();
+    for (_, &cpu) in (0..n).zip(cpus.iter().cycle()) {
+        // SAFETY: a zeroed cpu_set_t is an empty set.
+        let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `cpu` is below CPU_SETSIZE.
+        unsafe { libc::CPU_SET(cpu, &mut one) };
+        // SAFETY: `one` is a cpu_set_t of `size` bytes.
+        if unsafe { libc::sched_setaffinity(0, size, &raw const one) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: getppid takes no arguments and cannot fail.
+        unsafe { libc::syscall(libc::SYS_getppid) };
     }
     Ok(())
 }
