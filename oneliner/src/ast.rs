@@ -358,6 +358,17 @@ pub enum ExprKind {
     Binary(BinOp, Box<Expr>, Box<Expr>),
     Ternary(Box<Expr>, Box<Expr>, Box<Expr>),
     Call(String, Vec<Expr>),
+    /// `sizeof(TYPE)` or `sizeof(expr)`: the checker puts the size in its
+    /// place, and nothing evaluates the operand.
+    SizeOf(SizeOf),
+}
+
+/// What `sizeof` measures.
+#[derive(Debug, Clone)]
+pub enum SizeOf {
+    /// `struct NAME`, `union NAME`, or an integer type (`uint16`).
+    Type(String),
+    Expr(Box<Expr>),
 }
 
 /// Values every probe offers.
@@ -595,7 +606,8 @@ impl Expr {
             | ExprKind::Field(_)
             | ExprKind::Arg(_)
             | ExprKind::Var(_)
-            | ExprKind::Constant(_) => Vec::new(),
+            | ExprKind::Constant(_)
+            | ExprKind::SizeOf(_) => Vec::new(),
         }
     }
 
@@ -616,7 +628,8 @@ impl Expr {
             | ExprKind::Field(_)
             | ExprKind::Arg(_)
             | ExprKind::Var(_)
-            | ExprKind::Constant(_) => Vec::new(),
+            | ExprKind::Constant(_)
+            | ExprKind::SizeOf(_) => Vec::new(),
         }
     }
 }

@@ -8,11 +8,11 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::{
-    ast::{BinOp, Builtin, Expr, ExprKind, MapRef, Program, Stmt, UnOp},
+    ast::{BinOp, Builtin, Expr, ExprKind, MapRef, Program, SizeOf, Stmt, UnOp},
     error::{Error, Result, Span},
     expand::expand,
     format,
-    kernel::{Field, FieldKind, Kernel},
+    kernel::{Field, FieldKind, Kernel, KernelType},
     kernel_agg::aggregate_in_kernel,
     members::{self, Bound},
     plan::Start,
@@ -41,6 +41,7 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
     let mut keys = HashMap::new();
     let mut attaches = Vec::new();
     let mut swaps = HashMap::new();
+    let mut sizes = HashMap::new();
     for (index, item) in program.items.iter().enumerate() {
         let targets = expand(item, kernel)?;
         let mut group: Vec<Attach> = targets
@@ -75,6 +76,7 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
             saved: &saved,
             widths: HashMap::new(),
             swaps: &mut swaps,
+            sizes: &mut sizes,
             unsafe_calls: program.unsafe_calls,
         };
         if let Some(predicate) = &item.predicate {
@@ -92,6 +94,13 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
         map.keys = keys.remove(&map.name).unwrap_or_default();
     }
     widen_swaps(&mut program, &swaps);
+    program.rewrite(&mut |expr| {
+        if let ExprKind::SizeOf(_) = expr.kind
+            && let Some(size) = sizes.get(&expr.span)
+        {
+            expr.kind = ExprKind::Int(i64::from(*size));
+        }
+    });
     let mut plan = Plan {
         program,
         attaches,
@@ -252,6 +261,8 @@ struct Checker<'a> {
     widths: HashMap<String, u16>,
     /// Each `bswap` call, by span, and how many bytes it swaps.
     swaps: &'a mut HashMap<Span, u16>,
+    /// Each `sizeof(expr)`, by span, and its size.
+    sizes: &'a mut HashMap<Span, u32>,
     /// Whether `system()` may run commands (`--unsafe`).
     unsafe_calls: bool,
 }
@@ -764,7 +775,11 @@ impl Checker<'_> {
         let span = expr.span;
         match &expr.kind {
             // Constants are values by now (`constants.rs`).
-            ExprKind::Int(_) | ExprKind::Constant(_) => Ok(Type::Int),
+            // Types' sizes are constants, like names, resolved before the
+            // checker runs.
+            ExprKind::Int(_) | ExprKind::Constant(_) | ExprKind::SizeOf(SizeOf::Type(_)) => {
+                Ok(Type::Int)
+            }
             ExprKind::Str(_) => Ok(Type::Str),
             ExprKind::Builtin(b) => self.builtin(*b, span),
             ExprKind::Field(name) => self.named_field(name, span),
@@ -856,6 +871,11 @@ impl Checker<'_> {
                 Ok(t)
             }
             ExprKind::Call(name, args) => self.call(name, args, span),
+            ExprKind::SizeOf(SizeOf::Expr(measured)) => {
+                let size = self.size_of(measured)?;
+                self.sizes.insert(span, size);
+                Ok(Type::Int)
+            }
         }
     }
 
@@ -1185,6 +1205,39 @@ impl Checker<'_> {
 }
 
 impl Checker<'_> {
+    /// The bytes of what `expr` gives, as bpftrace's `sizeof` counts them: a
+    /// string literal's with its NUL, a task name's 16, a member's type's,
+    /// an integer's width, any other string's 64 (as `str()` reads).
+    fn size_of(&mut self, expr: &Expr) -> Result<u32> {
+        let ty = match &expr.kind {
+            ExprKind::Str(text) => return Ok(text.len() as u32 + 1),
+            ExprKind::Builtin(Builtin::Comm) => return Ok(16),
+            ExprKind::Member { .. } => {
+                let attach = self.attaches.first().ok_or_else(|| {
+                    Error::new(expr.span, "a member needs a probe the kernel fires")
+                })?;
+                let bound = &self.bound[0];
+                members::member_type(self.kernel, attach, bound, expr)?
+            }
+            _ => {
+                return Ok(match self.expr(expr)? {
+                    Type::Int => u32::from(self.width(expr)),
+                    Type::Str => weft_abi::oneliner::STRING_LEN as u32,
+                });
+            }
+        };
+        match ty {
+            KernelType::Int { size, .. } => Ok(u32::from(size)),
+            KernelType::Pointer(_) => Ok(8),
+            KernelType::Chars(n) => Ok(u32::from(n)),
+            KernelType::Record(id) => Ok(self.kernel.record_size(id)),
+            KernelType::Other => Err(Error::new(
+                expr.span,
+                "sizeof(): weft does not know this member's type's size",
+            )),
+        }
+    }
+
     /// The bytes of the integer `expr` gives, as bpftrace types it: its
     /// member's or field's size, its cast's, its variable's; else 8.
     fn width(&self, expr: &Expr) -> u16 {
@@ -1380,6 +1433,9 @@ pub(crate) mod tests {
                 .find(|r| r.0 == id)
                 .map(|r| r.1.to_string())
                 .unwrap_or_default()
+        }
+        fn record_size(&self, id: u32) -> u32 {
+            id * 1000
         }
         fn member(&self, id: u32, name: &str) -> Result<crate::kernel::Member> {
             RECORDS
@@ -1754,6 +1810,30 @@ pub(crate) mod tests {
             error.message,
             "str() reads a char array, or the string a pointer or address member points to"
         );
+    }
+
+    #[test]
+    fn sizeof_becomes_the_size_of_its_type_or_expression() {
+        let mut plan = checked(
+            r#"tracepoint:syscalls:sys_enter_openat { $x = (int16)1;
+               @[sizeof(struct task_struct), sizeof(curtask->comm), sizeof(curtask->se),
+                 sizeof(curtask->real_parent), sizeof("ab"), sizeof(uint16), sizeof(comm),
+                 sizeof($x), sizeof(str(args.filename)), sizeof(pid)] = count(); }"#,
+        );
+        let mut sizes = Vec::new();
+        plan.program.rewrite(&mut |expr| match &expr.kind {
+            ExprKind::Int(n) => sizes.push(*n),
+            ExprKind::SizeOf(_) => panic!("sizeof left: {expr:?}"),
+            _ => {}
+        });
+        // (int16)1's 1, then the sizes in order.
+        assert_eq!(sizes, [1, 1000, 16, 2000, 8, 3, 2, 16, 2, 64, 8]);
+        let error = check(
+            parse("BEGIN { @ = sizeof(struct nosuch); }").unwrap(),
+            &FakeKernel,
+        )
+        .unwrap_err();
+        assert_eq!(error.message, "no `struct nosuch`");
     }
 
     #[test]

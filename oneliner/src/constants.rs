@@ -1,6 +1,6 @@
-//! Names of constants (`AF_INET`, `TCP_FIN_WAIT1`) and kernel symbols'
-//! addresses (`kaddr("avenrun")`), turned into their values before the
-//! checker runs.
+//! Names of constants (`AF_INET`, `TCP_FIN_WAIT1`), kernel symbols'
+//! addresses (`kaddr("avenrun")`) and types' sizes (`sizeof(struct sock)`),
+//! turned into their values before the checker runs.
 //!
 //! bpftrace takes them from C: the headers a script includes and, with
 //! BTF, the kernel's enums. weft reads no headers, so it knows the macros
@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use crate::{
-    ast::{Expr, ExprKind, Program},
+    ast::{Expr, ExprKind, Program, SizeOf, UnOp},
     error::{Error, Result},
     kernel::Kernel,
 };
@@ -89,6 +89,17 @@ fn resolve_expr(expr: &mut Expr, kernel: &dyn Kernel) -> Result<()> {
             )
         })?;
         expr.kind = ExprKind::Int(address as i64);
+        return Ok(());
+    }
+    if let ExprKind::SizeOf(SizeOf::Type(name)) = &expr.kind {
+        let size = match UnOp::cast(name) {
+            Some(UnOp::Cast { bits, .. }) => u32::from(bits) / 8,
+            _ => kernel
+                .record(name)
+                .map(|id| kernel.record_size(id))
+                .map_err(|e| Error::new(expr.span, e))?,
+        };
+        expr.kind = ExprKind::Int(i64::from(size));
         return Ok(());
     }
     if let ExprKind::Constant(name) = &expr.kind {

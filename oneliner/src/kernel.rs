@@ -97,6 +97,8 @@ pub trait Kernel {
     fn record(&self, name: &str) -> Result<u32, String>;
     /// The name of record `id`, `struct NAME` or `union NAME`.
     fn record_name(&self, id: u32) -> String;
+    /// The bytes of record `id`.
+    fn record_size(&self, id: u32) -> u32;
     /// Member `name` of record `id`, or why it has none.
     fn member(&self, id: u32, name: &str) -> Result<Member, String>;
     /// The value of enumerator `name` of a kernel enum (`TCP_FIN_WAIT1`),

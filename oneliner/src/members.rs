@@ -26,6 +26,17 @@ pub(crate) struct Pointer {
     pub record: u32,
 }
 
+/// The kernel type of member expression `expr` at `attach`, read nowhere
+/// (for `sizeof`).
+pub(crate) fn member_type(
+    kernel: &dyn Kernel,
+    attach: &Attach,
+    bound: &Bound,
+    expr: &Expr,
+) -> Result<KernelType> {
+    Ok(place(kernel, attach, bound, expr)?.ty)
+}
+
 /// Where a member is: `at` bytes past the address a [`Pointer`] names.
 struct Place {
     start: Start,

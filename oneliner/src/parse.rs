@@ -4,8 +4,8 @@ use std::collections::HashMap;
 
 use crate::{
     ast::{
-        BinOp, Builtin, Expr, ExprKind, Item, MapRef, PerfEvent, Probe, ProbeKind, Program, Stmt,
-        TIME_UNITS, UnOp,
+        BinOp, Builtin, Expr, ExprKind, Item, MapRef, PerfEvent, Probe, ProbeKind, Program, SizeOf,
+        Stmt, TIME_UNITS, UnOp,
     },
     error::{Error, Result, Span},
     lex::{Lexer, Token},
@@ -554,6 +554,41 @@ impl<'a> Parser<'a> {
         Ok(Expr { kind, span })
     }
 
+    /// After `sizeof(`: a type (`struct NAME`, `union NAME`, an integer
+    /// type) or an expression, and `)`.
+    fn sizeof(&mut self) -> Result<SizeOf> {
+        if let (Token::Ident(word), span) = self.peek()? {
+            if word == "struct" || word == "union" {
+                self.next()?;
+                let (token, name_span) = self.next()?;
+                let Token::Ident(name) = token else {
+                    return Err(Error::new(
+                        name_span,
+                        format!("expected the {word}'s name, found {}", token.describe()),
+                    ));
+                };
+                if self.eat("*")? {
+                    return Err(Error::new(
+                        span.to(name_span),
+                        "sizeof() of a pointer type: a pointer is 8 bytes",
+                    ));
+                }
+                self.expect(")")?;
+                return Ok(SizeOf::Type(format!("{word} {name}")));
+            }
+            if UnOp::cast(&word).is_some() {
+                self.next()?;
+                self.expect(")")?;
+                return Ok(SizeOf::Type(word));
+            }
+        }
+        let outer = std::mem::replace(&mut self.in_predicate, false);
+        let measured = self.expr()?;
+        self.in_predicate = outer;
+        self.expect(")")?;
+        Ok(SizeOf::Expr(Box::new(measured)))
+    }
+
     /// After `(`: an integer type and `)` make a cast (`(int8)retval`),
     /// and so do `struct NAME *` and `union NAME *` (`(struct sock *)arg0`).
     fn cast(&mut self) -> Result<Option<Cast>> {
@@ -584,6 +619,14 @@ impl<'a> Parser<'a> {
     /// A builtin, `args.field`, `argN` or a call.
     fn word(&mut self, word: String, span: Span) -> Result<Expr> {
         self.next()?;
+        if word == "sizeof" && self.eat("(")? {
+            let measured = self.sizeof()?;
+            let span = span.to(Span::new(self.lexer.pos() - 1, 1));
+            return Ok(Expr {
+                kind: ExprKind::SizeOf(measured),
+                span,
+            });
+        }
         if self.eat("(")? {
             let outer = std::mem::replace(&mut self.in_predicate, false);
             let args = self.list(")")?;

@@ -285,6 +285,14 @@ fn one_liner_table() {
 
 /// One-liners both tools run, in bpftrace's `args->` spelling.
 const COMPARED: &[(&str, &[&str])] = &[
+    // Sizes of types, members, builtins, literals, variables and strings.
+    (
+        r#"tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { $x = 5;
+           @[sizeof(comm), sizeof(pid), sizeof(struct task_struct), sizeof(curtask->pid),
+             sizeof(curtask->comm), sizeof("abc"), sizeof(uint16), sizeof($x),
+             sizeof(curtask->se), sizeof(nsecs)] = count(); }"#,
+        &["getppid:10"],
+    ),
     // The NUMA node of the event's CPU.
     (
         "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @[numaid] = count(); }",

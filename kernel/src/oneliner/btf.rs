@@ -84,6 +84,11 @@ impl Btf {
         format!("{keyword} {}", name.unwrap_or_default())
     }
 
+    /// The bytes of record `id`.
+    pub fn record_size(&self, id: u32) -> u32 {
+        self.u32_at(self.start(id) + 8).unwrap_or(0)
+    }
+
     /// The value of enumerator `name` of any enum (`TCP_FIN_WAIT1`); the
     /// kernel's enumerators have unique names, as C requires.
     pub fn enumerator(&self, name: &str) -> Option<i64> {

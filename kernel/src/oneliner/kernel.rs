@@ -134,6 +134,10 @@ impl weft_oneliner::Kernel for Kernel {
             .unwrap_or_default()
     }
 
+    fn record_size(&self, record: u32) -> u32 {
+        self.btf().map_or(0, |btf| btf.record_size(record))
+    }
+
     fn member(&self, record: u32, name: &str) -> Result<Member, String> {
         self.btf()?.member(record, name)
     }
