@@ -395,8 +395,10 @@ pub struct ProbeConfig {
     pub save: u8,
     /// Context offset of the pointer [`Self::save`] keeps.
     pub save_offset: u16,
+    /// A signal to send the task when the filters hold (`signal()`), or 0.
+    pub signal: u8,
     /// Keeps the filters 8-byte aligned without padding holes.
-    pub reserved: [u8; 2],
+    pub reserved: u8,
     /// Predicate parts, all of which must hold.
     pub filters: [Filter; MAX_FILTERS],
     /// A probe whose only action is an aggregation the kernel can keep

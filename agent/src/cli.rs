@@ -598,8 +598,8 @@ pub struct TraceArgs {
     #[command(flatten)]
     pub list: ListArgs,
 
-    /// Let the program run commands through `system()`, as bpftrace's
-    /// --unsafe does.
+    /// Let the program run commands through `system()` and send signals
+    /// with `signal()`, as bpftrace's --unsafe does.
     #[arg(long = "unsafe", help_heading = "Tracing")]
     pub unsafe_calls: bool,
 

@@ -12,7 +12,7 @@ use aya_ebpf::{
         bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, bpf_probe_read_user_str_bytes,
         generated::{
             bpf_get_attach_cookie, bpf_probe_read_kernel as probe_read,
-            bpf_probe_read_user as probe_read_user,
+            bpf_probe_read_user as probe_read_user, bpf_send_signal,
         },
     },
     macros::{
@@ -293,6 +293,11 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
         return;
     }
     count(Counter::Seen);
+    if config.signal != 0 {
+        // SAFETY: sends a signal to the current task's process; the
+        // checker allowed it only under --unsafe.
+        unsafe { bpf_send_signal(u32::from(config.signal)) };
+    }
     if config.save != 0
         && let Some(pointer) = read::<u64>(ctx, config.save_offset as usize)
     {

@@ -11,7 +11,7 @@ pub struct Program {
     /// `#define NAME VALUE`: each name's value, put in place of the name
     /// where it is used (`constants.rs`).
     pub defines: HashMap<String, Expr>,
-    /// Whether `system()` may run commands (`--unsafe`, as bpftrace's).
+    /// Whether `system()` and `signal()` may run (`--unsafe`, as bpftrace's).
     pub unsafe_calls: bool,
 }
 

@@ -62,6 +62,7 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
                 comm: None,
                 kstack: false,
                 ustack: false,
+                signal: None,
             })
             .collect();
         let bound = vec![Bound::new(); group.len()];
@@ -85,9 +86,11 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
             checker.expr(predicate)?;
         }
         checker.stmts(&item.body)?;
-        if let Some(predicate) = &item.predicate {
-            push_down(predicate, &mut group);
-        }
+        let whole = item
+            .predicate
+            .as_ref()
+            .is_none_or(|predicate| push_down(predicate, &mut group));
+        crate::signal::attach(item, &mut group, whole)?;
         attaches.extend(group);
     }
     for map in &mut maps {
@@ -543,6 +546,11 @@ impl Checker<'_> {
             "system" => Err(Error::new(
                 span,
                 "system() runs commands: it needs --unsafe, as in bpftrace",
+            )),
+            "signal" if self.unsafe_calls => crate::signal::number(args, span).map(|_| ()),
+            "signal" => Err(Error::new(
+                span,
+                "signal() is an unsafe function being used in safe mode: it needs --unsafe",
             )),
             "exit" if args.is_empty() => Ok(()),
             "exit" => Err(Error::new(span, "exit() takes no arguments")),
@@ -1195,7 +1203,7 @@ impl Checker<'_> {
                 ),
             )),
             "printf" | "print" | "clear" | "zero" | "delete" | "exit" | "time" | "join" | "cat"
-            | "system" => Err(Error::new(
+            | "system" | "signal" => Err(Error::new(
                 span,
                 format!("{name}() is a statement and has no value"),
             )),
@@ -1809,6 +1817,62 @@ pub(crate) mod tests {
         assert_eq!(
             error.message,
             "str() reads a char array, or the string a pointer or address member points to"
+        );
+    }
+
+    #[test]
+    fn signal_is_sent_by_the_kernel_where_it_alone_decides() {
+        let checked_unsafe = |text: &str| {
+            let mut program = parse(text).unwrap();
+            program.unsafe_calls = true;
+            check(program, &FakeKernel)
+        };
+        let plan = checked_unsafe(
+            r#"tracepoint:syscalls:sys_enter_openat /pid == 42 && comm == "x"/ { signal("SIGUSR1"); @ = count(); }"#,
+        )
+        .unwrap();
+        assert_eq!(plan.attaches[0].signal, Some(10));
+        assert_eq!(
+            checked_unsafe("tracepoint:syscalls:sys_enter_openat { signal(9); }")
+                .unwrap()
+                .attaches[0]
+                .signal,
+            Some(9)
+        );
+        for (text, message) in [
+            (
+                r#"tracepoint:syscalls:sys_enter_openat /@m[tid]/ { signal("KILL"); @m[tid] = 1; }"#,
+                "the kernel must test the whole predicate",
+            ),
+            (
+                r#"tracepoint:syscalls:sys_enter_openat { if (pid == 1) { signal("KILL"); } }"#,
+                "cannot be under an `if` or `while`",
+            ),
+            (
+                r#"BEGIN { signal("KILL"); }"#,
+                "can not be used with \"BEGIN\" probes",
+            ),
+            (
+                r#"tracepoint:syscalls:sys_enter_openat { signal("FOO"); }"#,
+                "FOO is not a valid signal",
+            ),
+            (
+                "tracepoint:syscalls:sys_enter_openat { signal(99); }",
+                "99 is not a valid signal, allowed range: [1,64]",
+            ),
+        ] {
+            let error = checked_unsafe(text).unwrap_err();
+            assert!(error.message.contains(message), "{text}: {}", error.message);
+        }
+        let error = check(
+            parse(r#"tracepoint:syscalls:sys_enter_openat { signal("KILL"); }"#).unwrap(),
+            &FakeKernel,
+        )
+        .unwrap_err();
+        assert!(
+            error.message.contains("needs --unsafe"),
+            "{}",
+            error.message
         );
     }
 

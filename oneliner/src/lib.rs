@@ -34,6 +34,7 @@ mod preprocess;
 mod push_down;
 pub mod run;
 mod saved;
+mod signal;
 pub mod value;
 
 pub use check::{Attach, Plan, Target, check};

@@ -108,6 +108,9 @@ pub struct Attach {
     pub kstack: bool,
     /// Whether the kernel records the user stack (`ustack`).
     pub ustack: bool,
+    /// The signal `signal()` sends from the kernel at each event that
+    /// passes the predicate (which the kernel tests in full).
+    pub signal: Option<u8>,
 }
 
 impl Attach {

@@ -12,41 +12,52 @@ use crate::{
 /// integer field against a constant; comm against a string) into the
 /// kernel.
 /// User space still tests the whole predicate, so this only saves copies.
-pub(crate) fn push_down(predicate: &Expr, attaches: &mut [Attach]) {
+/// Returns whether the kernel tests the whole of it, at every attach point.
+pub(crate) fn push_down(predicate: &Expr, attaches: &mut [Attach]) -> bool {
     let mut conjuncts = Vec::new();
     split_and(predicate, &mut conjuncts);
+    let mut whole = true;
     for attach in attaches.iter_mut().filter(|a| a.in_kernel()) {
         for conjunct in &conjuncts {
-            let ExprKind::Binary(op, left, right) = &conjunct.kind else {
-                continue;
-            };
-            if !op.is_comparison() {
-                continue;
-            }
-            let (side, constant, op) = match (constant(right), constant(left)) {
-                (Some(c), _) => (left, c, *op),
-                (None, Some(c)) => (right, c, flip(*op)),
-                _ => continue,
-            };
-            match (&side.kind, constant) {
-                (ExprKind::Builtin(Builtin::Comm), Constant::Str(s))
-                    if op == BinOp::Eq && s.len() < 16 =>
-                {
-                    attach.comm = Some(s.to_string());
-                }
-                (kind, Constant::Int(_) | Constant::Cpid) if attach.filters.len() < 4 => {
-                    let value = match constant {
-                        Constant::Int(n) => Operand::Int(n),
-                        _ => Operand::Cpid,
-                    };
-                    let Some(subject) = subject(kind, attach) else {
-                        continue;
-                    };
-                    attach.filters.push(Filter { subject, op, value });
-                }
-                _ => {}
-            }
+            whole &= push_conjunct(conjunct, attach);
         }
+    }
+    whole
+}
+
+/// Moves one conjunct into `attach`'s kernel tests if it is simple enough;
+/// whether it did.
+fn push_conjunct(conjunct: &Expr, attach: &mut Attach) -> bool {
+    let ExprKind::Binary(op, left, right) = &conjunct.kind else {
+        return false;
+    };
+    if !op.is_comparison() {
+        return false;
+    }
+    let (side, constant, op) = match (constant(right), constant(left)) {
+        (Some(c), _) => (left, c, *op),
+        (None, Some(c)) => (right, c, flip(*op)),
+        _ => return false,
+    };
+    match (&side.kind, constant) {
+        (ExprKind::Builtin(Builtin::Comm), Constant::Str(s))
+            if op == BinOp::Eq && s.len() < 16 && attach.comm.is_none() =>
+        {
+            attach.comm = Some(s.to_string());
+            true
+        }
+        (kind, Constant::Int(_) | Constant::Cpid) if attach.filters.len() < 4 => {
+            let value = match constant {
+                Constant::Int(n) => Operand::Int(n),
+                _ => Operand::Cpid,
+            };
+            let Some(subject) = subject(kind, attach) else {
+                return false;
+            };
+            attach.filters.push(Filter { subject, op, value });
+            true
+        }
+        _ => false,
     }
 }
 

@@ -417,6 +417,8 @@ impl<'p> Runtime<'p> {
                 output::text(self.format, "join", &line, out)?;
             }
             "exit" => scope.flow = Flow::Exit,
+            // The kernel sent it at the event.
+            "signal" => {}
             "print" => match args.as_slice() {
                 [
                     Expr {

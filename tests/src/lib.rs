@@ -190,13 +190,18 @@ impl Workload {
     }
 
     /// Lets the workload run and waits for it to finish successfully.
-    pub fn run_to_end(mut self) {
+    pub fn run_to_end(self) {
+        let status = self.run();
+        assert!(status.success(), "workload failed: {status}");
+    }
+
+    /// Lets the workload run and waits for it to end, however it ends.
+    pub fn run(mut self) -> ExitStatus {
         let mut stdin = self.stdin.take().expect("started once");
         stdin.write_all(b"g").expect("signal workload");
         drop(stdin);
-        let status = wait_within(&mut self.child, Duration::from_secs(120))
-            .expect("the workload did not finish within 120 s");
-        assert!(status.success(), "workload failed: {status}");
+        wait_within(&mut self.child, Duration::from_secs(120))
+            .expect("the workload did not finish within 120 s")
     }
 }
 

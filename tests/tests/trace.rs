@@ -512,6 +512,45 @@ fn system_runs_commands_under_unsafe_as_bpftrace_does() {
     assert_eq!(ours, theirs);
 }
 
+/// `signal()` under `--unsafe` is sent by the kernel at the event, as
+/// bpftrace sends it: SIGKILL at a workload's first getppid ends it there,
+/// so exactly one call is counted.
+#[test]
+fn signal_kills_a_process_at_its_event_as_bpftrace_does() {
+    let test = "signal_kills_a_process_at_its_event_as_bpftrace_does";
+    if !needs(test, &TRACE) || !has_bpftrace(test) {
+        return;
+    }
+    let program = r#"BEGIN { printf("tracing\n"); }
+        tracepoint:syscalls:sys_enter_getppid /pid == $1/ { @calls = count(); signal("KILL"); }"#;
+    for tracer in [
+        Command::new("bpftrace").args(["--unsafe", "-e", program]),
+        Command::new(weft_bin()).args(["trace", "--unsafe", "-e", program]),
+    ] {
+        let workload = Workload::spawn(WORKLOAD, &["getppid:1000"]);
+        let pid = workload.pid().to_string();
+        let running = Tracer::start(tracer.arg(&pid), "tracing");
+        let status = workload.run();
+        std::thread::sleep(Duration::from_millis(500));
+        let out = running.stop();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(libc::SIGKILL),
+            "{tracer:?}: {status}"
+        );
+        assert!(out.lines().any(|l| l == "@calls: 1"), "{tracer:?}: {out}");
+    }
+    let out = Command::new(weft_bin())
+        .args(["trace", "-e", program, "1"])
+        .output()
+        .expect("run weft");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("signal() is an unsafe function"),
+        "{stderr}"
+    );
+}
+
 /// `weft trace -l` lists the probes bpftrace's `-l` lists: the same
 /// tracepoints for a search, in the same order, the same fields under
 /// `-v`; kprobes where the kernel has them; and with `-e` the probes the

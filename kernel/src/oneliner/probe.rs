@@ -806,6 +806,7 @@ fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig> {
         attach: u16::try_from(index).context("too many attach points")?,
         raw_len: attach.raw_len,
         strings: attach.slots() as u8,
+        signal: attach.signal.unwrap_or(0),
         ..ProbeConfig::default()
     };
     for (i, field) in attach.strings.iter().enumerate() {
