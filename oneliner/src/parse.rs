@@ -559,14 +559,7 @@ impl<'a> Parser<'a> {
     fn sizeof(&mut self) -> Result<SizeOf> {
         if let (Token::Ident(word), span) = self.peek()? {
             if word == "struct" || word == "union" {
-                self.next()?;
-                let (token, name_span) = self.next()?;
-                let Token::Ident(name) = token else {
-                    return Err(Error::new(
-                        name_span,
-                        format!("expected the {word}'s name, found {}", token.describe()),
-                    ));
-                };
+                let (name, name_span) = self.record_name()?;
                 if self.eat("*")? {
                     return Err(Error::new(
                         span.to(name_span),
@@ -574,7 +567,7 @@ impl<'a> Parser<'a> {
                     ));
                 }
                 self.expect(")")?;
-                return Ok(SizeOf::Type(format!("{word} {name}")));
+                return Ok(SizeOf::Type(name));
             }
             if UnOp::cast(&word).is_some() {
                 self.next()?;
@@ -589,6 +582,22 @@ impl<'a> Parser<'a> {
         Ok(SizeOf::Expr(Box::new(measured)))
     }
 
+    /// `struct NAME` or `union NAME`, at the keyword: the whole name, and
+    /// where NAME is.
+    fn record_name(&mut self) -> Result<(String, Span)> {
+        let (Token::Ident(keyword), _) = self.next()? else {
+            unreachable!("called at `struct` or `union`")
+        };
+        let (token, name_span) = self.next()?;
+        let Token::Ident(name) = token else {
+            return Err(Error::new(
+                name_span,
+                format!("expected the {keyword}'s name, found {}", token.describe()),
+            ));
+        };
+        Ok((format!("{keyword} {name}"), name_span))
+    }
+
     /// After `(`: an integer type and `)` make a cast (`(int8)retval`),
     /// and so do `struct NAME *` and `union NAME *` (`(struct sock *)arg0`).
     fn cast(&mut self) -> Result<Option<Cast>> {
@@ -599,16 +608,9 @@ impl<'a> Parser<'a> {
             self.next()?;
             Cast::Int(op)
         } else if word == "struct" || word == "union" {
-            self.next()?;
-            let (token, name_span) = self.next()?;
-            let Token::Ident(name) = token else {
-                return Err(Error::new(
-                    name_span,
-                    format!("expected the {word}'s name, found {}", token.describe()),
-                ));
-            };
+            let (name, _) = self.record_name()?;
             self.expect("*")?;
-            Cast::Struct(format!("{word} {name}"))
+            Cast::Struct(name)
         } else {
             return Ok(None);
         };
