@@ -393,6 +393,16 @@ impl Checker<'_> {
     /// A member expression (`a->b`, `a.b`) at every attach point; its
     /// string when `string` (`str(a->b)`).
     fn member(&mut self, expr: &Expr, string: bool) -> Result<Type> {
+        if let Some(attach) = self.attaches.iter().find(|a| !a.in_kernel()) {
+            return Err(Error::new(
+                expr.span,
+                format!(
+                    "kernel struct members are read in the kernel at the event, and {} runs in \
+                     weft: read them in a probe the kernel fires",
+                    attach.target.name()
+                ),
+            ));
+        }
         let read = if string {
             members::read_string
         } else {
@@ -1462,6 +1472,11 @@ pub(crate) mod tests {
         fn symbol(&self, name: &str) -> Option<u64> {
             (name == "avenrun").then_some(0xffff_ffff_8300_0000)
         }
+        fn cgroup_id(&self, path: &str) -> Result<u64> {
+            (path == "/sys/fs/cgroup/weft")
+                .then_some(25)
+                .ok_or_else(|| format!("{path} is not a cgroup v2 directory"))
+        }
     }
 
     pub fn checked(text: &str) -> Plan {
@@ -1939,6 +1954,36 @@ pub(crate) mod tests {
                 "{probe} {{ printf(\"%d %d %d %s\", curtask->pid, curtask->se.cfs_rq->nr_running, args->rqtp->tv_sec, curtask->comm); }}"
             )),
             "a probe can read at most 3 strings and struct regions"
+        );
+        for probe in ["BEGIN", "interval:s:1"] {
+            assert_eq!(
+                error(&format!("{probe} {{ @ = curtask->pid; }}")),
+                format!(
+                    "kernel struct members are read in the kernel at the event, and {probe} \
+                     runs in weft: read them in a probe the kernel fires"
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn cgroupid_is_the_cgroup_s_id_at_check_time() {
+        let mut plan = checked(r#"BEGIN { @ = cgroupid("/sys/fs/cgroup/weft"); }"#);
+        let mut ints = Vec::new();
+        plan.program.rewrite(&mut |expr| {
+            if let ExprKind::Int(n) = expr.kind {
+                ints.push(n);
+            }
+        });
+        assert_eq!(ints, [25]);
+        let error = check(
+            parse(r#"BEGIN { @ = cgroupid("/tmp"); }"#).unwrap(),
+            &FakeKernel,
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.message,
+            "cgroupid(): /tmp is not a cgroup v2 directory"
         );
     }
 }

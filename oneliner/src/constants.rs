@@ -1,6 +1,7 @@
 //! Names of constants (`AF_INET`, `TCP_FIN_WAIT1`), kernel symbols'
-//! addresses (`kaddr("avenrun")`) and types' sizes (`sizeof(struct sock)`),
-//! turned into their values before the checker runs.
+//! addresses (`kaddr("avenrun")`), cgroups' ids (`cgroupid(PATH)`) and
+//! types' sizes (`sizeof(struct sock)`), turned into their values before
+//! the checker runs; and `cgroup`, turned into the members it reads.
 //!
 //! bpftrace takes them from C: the headers a script includes and, with
 //! BTF, the kernel's enums. weft reads no headers, so it knows the macros
@@ -10,8 +11,8 @@
 use std::collections::HashMap;
 
 use crate::{
-    ast::{Expr, ExprKind, Program, SizeOf, UnOp},
-    error::{Error, Result},
+    ast::{Builtin, Expr, ExprKind, Program, SizeOf, UnOp},
+    error::{Error, Result, Span},
     kernel::Kernel,
 };
 
@@ -91,6 +92,33 @@ fn resolve_expr(expr: &mut Expr, kernel: &dyn Kernel) -> Result<()> {
         expr.kind = ExprKind::Int(address as i64);
         return Ok(());
     }
+    if let ExprKind::Call(name, args) = &expr.kind
+        && name == "cgroupid"
+    {
+        let [
+            Expr {
+                kind: ExprKind::Str(path),
+                ..
+            },
+        ] = args.as_slice()
+        else {
+            return Err(Error::new(
+                expr.span,
+                "cgroupid() takes a cgroup's path: cgroupid(\"/sys/fs/cgroup/system.slice\")",
+            ));
+        };
+        let id = kernel
+            .cgroup_id(path)
+            .map_err(|e| Error::new(expr.span, format!("cgroupid(): {e}")))?;
+        expr.kind = ExprKind::Int(id as i64);
+        return Ok(());
+    }
+    if let ExprKind::Constant(name) = &expr.kind
+        && name == "cgroup"
+    {
+        expr.kind = cgroup(expr.span);
+        return Ok(());
+    }
     if let ExprKind::SizeOf(SizeOf::Type(name)) = &expr.kind {
         let size = match UnOp::cast(name) {
             Some(UnOp::Cast { bits, .. }) => u32::from(bits) / 8,
@@ -120,4 +148,17 @@ fn resolve_expr(expr: &mut Expr, kernel: &dyn Kernel) -> Result<()> {
         expr.kind = ExprKind::Int(value);
     }
     Ok(())
+}
+
+/// `cgroup`, the current task's cgroup v2 id, as the members the kernel's
+/// `bpf_get_current_cgroup_id` reads: `curtask->cgroups->dfl_cgrp->kn->id`.
+fn cgroup(span: Span) -> ExprKind {
+    ["cgroups", "dfl_cgrp", "kn", "id"].into_iter().fold(
+        ExprKind::Builtin(Builtin::Curtask),
+        |base, name| ExprKind::Member {
+            base: Box::new(Expr { kind: base, span }),
+            name: name.to_string(),
+            arrow: true,
+        },
+    )
 }

@@ -106,6 +106,8 @@ pub trait Kernel {
     fn enumerator(&self, name: &str) -> Option<i64>;
     /// The address of kernel symbol `name` (`avenrun`), from kallsyms.
     fn symbol(&self, name: &str) -> Option<u64>;
+    /// The id of the cgroup v2 directory at `path`, or why it has none.
+    fn cgroup_id(&self, path: &str) -> Result<u64, String>;
 }
 
 /// Whether `text` matches `pattern`, where `*` matches any run of

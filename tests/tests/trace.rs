@@ -551,6 +551,93 @@ fn signal_kills_a_process_at_its_event_as_bpftrace_does() {
     );
 }
 
+/// `cgroup` and `cgroupid(PATH)` give the cgroup v2 ids bpftrace's give: a
+/// workload moved into a new cgroup is counted, under that cgroup's id, by
+/// a predicate on it, and no other process is.
+#[test]
+fn cgroup_is_the_task_s_cgroup_v2_id_as_in_bpftrace() {
+    let test = "cgroup_is_the_task_s_cgroup_v2_id_as_in_bpftrace";
+    if !needs(test, &TRACE) || !has_bpftrace(test) {
+        return;
+    }
+    let Some(cgroup) = Cgroup::create(test) else {
+        return;
+    };
+    let dir = cgroup.dir.display().to_string();
+    let id = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&cgroup.dir).expect("stat"));
+    let program = format!(
+        r#"BEGIN {{ printf("tracing\n"); }}
+        tracepoint:syscalls:sys_enter_getppid /cgroup == cgroupid("{dir}")/ {{ @[comm, cgroup] = count(); }}"#
+    );
+    for tracer in [
+        Command::new("bpftrace").args(["-e", &program]),
+        Command::new(weft_bin()).args(["trace", "-e", &program]),
+    ] {
+        let workload = Workload::spawn(WORKLOAD, &["getppid:100"]);
+        std::fs::write(cgroup.dir.join("cgroup.procs"), workload.pid().to_string())
+            .expect("move the workload into the cgroup");
+        let running = Tracer::start(tracer, "tracing");
+        workload.run_to_end();
+        std::thread::sleep(Duration::from_millis(500));
+        let out = running.stop();
+        let entries: Vec<&str> = out.lines().filter(|l| l.starts_with("@[")).collect();
+        assert_eq!(
+            entries,
+            [format!("@[weft-workload, {id}]: 100")],
+            "{tracer:?}: {out}"
+        );
+    }
+}
+
+/// A new cgroup v2 directory, under the machine's cgroup2 mount or one
+/// made for the test; removed (and unmounted) on drop.
+struct Cgroup {
+    dir: std::path::PathBuf,
+    mounted: Option<std::path::PathBuf>,
+}
+
+impl Cgroup {
+    /// `None` (saying why, as a skip) where the kernel has no cgroup v2.
+    fn create(test: &str) -> Option<Self> {
+        let mounts = std::fs::read_to_string("/proc/mounts").expect("/proc/mounts");
+        let found = mounts.lines().find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            (fields.get(2) == Some(&"cgroup2")).then(|| std::path::PathBuf::from(fields[1]))
+        });
+        let (root, mounted) = if let Some(root) = found {
+            (root, None)
+        } else {
+            let root = std::env::temp_dir().join(format!("weft-cgroup2-{}", std::process::id()));
+            std::fs::create_dir_all(&root).expect("make a mount point");
+            let status = Command::new("mount")
+                .args(["-t", "cgroup2", "none"])
+                .arg(&root)
+                .status()
+                .expect("run mount");
+            if !status.success() {
+                let _ = std::fs::remove_dir(&root);
+                eprintln!("skipping {test}: needs cgroup v2 (mount -t cgroup2: {status})");
+                return None;
+            }
+            (root.clone(), Some(root))
+        };
+        let dir = root.join(format!("weft-test-{}", std::process::id()));
+        std::fs::create_dir(&dir).expect("make a cgroup");
+        Some(Self { dir, mounted })
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        // Its processes have exited; a cgroup without any is removed so.
+        let _ = std::fs::remove_dir(&self.dir);
+        if let Some(root) = &self.mounted {
+            let _ = Command::new("umount").arg(root).status();
+            let _ = std::fs::remove_dir(root);
+        }
+    }
+}
+
 /// `weft trace -l` lists the probes bpftrace's `-l` lists: the same
 /// tracepoints for a search, in the same order, the same fields under
 /// `-v`; kprobes where the kernel has them; and with `-e` the probes the

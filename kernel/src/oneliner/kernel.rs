@@ -146,6 +146,28 @@ impl weft_oneliner::Kernel for Kernel {
         self.btf().ok()?.enumerator(name)
     }
 
+    fn cgroup_id(&self, path: &str) -> Result<u64, String> {
+        use std::os::unix::fs::MetadataExt as _;
+        /// `CGROUP2_SUPER_MAGIC` of `linux/magic.h`.
+        const CGROUP2: libc::c_long = 0x6367_7270;
+        let c_path = std::ffi::CString::new(path).map_err(|_| "a NUL byte".to_string())?;
+        // SAFETY: statfs is plain integers, for which zero is valid.
+        let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: a NUL-terminated path, and a statfs for the call to fill.
+        if unsafe { libc::statfs(c_path.as_ptr(), &raw mut fs) } != 0 {
+            return Err(format!("{path}: {}", std::io::Error::last_os_error()));
+        }
+        let metadata = fs::metadata(path).map_err(|e| format!("{path}: {e}"))?;
+        if fs.f_type != CGROUP2 || !metadata.is_dir() {
+            return Err(format!(
+                "{path} is not a cgroup v2 directory (mount -t cgroup2 none DIR)"
+            ));
+        }
+        // A kernfs directory's inode number is its node's id, the id the
+        // kernel gives the cgroup (`bpf_get_current_cgroup_id`).
+        Ok(metadata.ino())
+    }
+
     fn symbol(&self, name: &str) -> Option<u64> {
         // Data symbols too (`avenrun`), where the kernel lists them
         // (CONFIG_KALLSYMS_ALL).
