@@ -69,48 +69,10 @@ fn resolve_expr(expr: &mut Expr, kernel: &dyn Kernel) -> Result<()> {
         first.kind = ExprKind::Str(mode.clone());
     }
     if let ExprKind::Call(name, args) = &expr.kind
-        && name == "kaddr"
+        && matches!(name.as_str(), "kaddr" | "cgroupid")
     {
-        let [
-            Expr {
-                kind: ExprKind::Str(symbol),
-                ..
-            },
-        ] = args.as_slice()
-        else {
-            return Err(Error::new(
-                expr.span,
-                "kaddr() takes a symbol's name: kaddr(\"avenrun\")",
-            ));
-        };
-        let address = kernel.symbol(symbol).ok_or_else(|| {
-            Error::new(
-                expr.span,
-                format!("the kernel has no symbol `{symbol}` (see /proc/kallsyms)"),
-            )
-        })?;
-        expr.kind = ExprKind::Int(address as i64);
-        return Ok(());
-    }
-    if let ExprKind::Call(name, args) = &expr.kind
-        && name == "cgroupid"
-    {
-        let [
-            Expr {
-                kind: ExprKind::Str(path),
-                ..
-            },
-        ] = args.as_slice()
-        else {
-            return Err(Error::new(
-                expr.span,
-                "cgroupid() takes a cgroup's path: cgroupid(\"/sys/fs/cgroup/system.slice\")",
-            ));
-        };
-        let id = kernel
-            .cgroup_id(path)
-            .map_err(|e| Error::new(expr.span, format!("cgroupid(): {e}")))?;
-        expr.kind = ExprKind::Int(id as i64);
+        let value = kernel_value(name, args, kernel).map_err(|e| Error::new(expr.span, e))?;
+        expr.kind = ExprKind::Int(value);
         return Ok(());
     }
     if let ExprKind::Constant(name) = &expr.kind
@@ -148,6 +110,39 @@ fn resolve_expr(expr: &mut Expr, kernel: &dyn Kernel) -> Result<()> {
         expr.kind = ExprKind::Int(value);
     }
     Ok(())
+}
+
+/// What `kaddr("symbol")` (a kernel symbol's address) or
+/// `cgroupid("path")` (a cgroup's id) names, or why nothing.
+fn kernel_value(
+    name: &str,
+    args: &[Expr],
+    kernel: &dyn Kernel,
+) -> std::result::Result<i64, String> {
+    let [
+        Expr {
+            kind: ExprKind::Str(text),
+            ..
+        },
+    ] = args
+    else {
+        return Err(if name == "kaddr" {
+            "kaddr() takes a symbol's name: kaddr(\"avenrun\")".into()
+        } else {
+            "cgroupid() takes a cgroup's path: cgroupid(\"/sys/fs/cgroup/system.slice\")".into()
+        });
+    };
+    if name == "kaddr" {
+        kernel
+            .symbol(text)
+            .map(|address| address as i64)
+            .ok_or_else(|| format!("the kernel has no symbol `{text}` (see /proc/kallsyms)"))
+    } else {
+        kernel
+            .cgroup_id(text)
+            .map(|id| id as i64)
+            .map_err(|e| format!("cgroupid(): {e}"))
+    }
 }
 
 /// `cgroup`, the current task's cgroup v2 id, as the members the kernel's
