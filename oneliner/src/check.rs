@@ -1238,7 +1238,12 @@ impl Checker<'_> {
                 members::member_type(self.kernel, attach, bound, expr)?
             }
             _ => {
-                return Ok(match self.expr(expr)? {
+                // Typed, not evaluated: what typing it asked the kernel to
+                // read at each event (a string, a field) is dropped again.
+                let asked = self.attaches.to_vec();
+                let ty = self.expr(expr)?;
+                self.attaches.clone_from_slice(&asked);
+                return Ok(match ty {
                     Type::Int => u32::from(self.width(expr)),
                     Type::Str => weft_abi::oneliner::STRING_LEN as u32,
                 });
@@ -1907,6 +1912,12 @@ pub(crate) mod tests {
         });
         // (int16)1's 1, then the sizes in order.
         assert_eq!(sizes, [1, 1000, 16, 2000, 8, 3, 2, 16, 2, 64, 8]);
+        // Not evaluated: the kernel reads no string for it.
+        assert!(
+            plan.attaches[0].strings.is_empty(),
+            "{:?}",
+            plan.attaches[0]
+        );
         let error = check(
             parse("BEGIN { @ = sizeof(struct nosuch); }").unwrap(),
             &FakeKernel,
