@@ -423,16 +423,22 @@ fn positional_parameters_are_bpftrace_s() {
     let theirs = stdout_of(Command::new("bpftrace").args(["-e", program]).args(params));
     assert!(theirs.contains("@a: 32"), "{theirs}");
     assert_eq!(maps_section(&ours), maps_section(&theirs));
-    let out = Command::new(weft_bin())
-        .args(["trace", "BEGIN { @x = $1; }", "abc"])
-        .output()
-        .expect("run weft");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = weft_refuses(&["BEGIN { @x = $1; }", "abc"]);
     assert!(
-        !out.status.success()
-            && stderr.contains("$1 used numerically but given \"abc\". Try using str($1)."),
+        stderr.contains("$1 used numerically but given \"abc\". Try using str($1)."),
         "{stderr}"
     );
+}
+
+/// What `weft trace ARGS` says on stderr, after checking that it failed.
+fn weft_refuses(args: &[&str]) -> String {
+    let out = Command::new(weft_bin())
+        .arg("trace")
+        .args(args)
+        .output()
+        .expect("run weft");
+    assert!(!out.status.success(), "{args:?} {out:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// `-p PID` ends the program when process PID exits, as bpftrace's does:
@@ -471,22 +477,13 @@ fn p_ends_the_program_with_its_process_as_bpftrace_does() {
     // A pid that was a process's and is no more.
     let mut gone = Command::new("true").spawn().expect("run true");
     gone.wait().expect("wait for true");
-    let refused = |args: &[&str]| {
-        let out = Command::new(weft_bin())
-            .args(["trace", "-e", "BEGIN { exit(); }"])
-            .args(args)
-            .output()
-            .expect("run weft");
-        assert!(!out.status.success(), "{args:?} {out:?}");
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    };
     let pid = gone.id().to_string();
-    let stderr = refused(&["-p", &pid]);
+    let stderr = weft_refuses(&["-e", "BEGIN { exit(); }", "-p", &pid]);
     assert!(
         stderr.contains(&format!("-p {pid}: no such process")),
         "{stderr}"
     );
-    let stderr = refused(&["-p", &pid, "-c", "true"]);
+    let stderr = weft_refuses(&["-e", "BEGIN { exit(); }", "-p", &pid, "-c", "true"]);
     assert!(stderr.contains("cannot be used with"), "{stderr}");
 }
 
@@ -540,13 +537,9 @@ fn signal_kills_a_process_at_its_event_as_bpftrace_does() {
         );
         assert!(out.lines().any(|l| l == "@calls: 1"), "{tracer:?}: {out}");
     }
-    let out = Command::new(weft_bin())
-        .args(["trace", "-e", program, "1"])
-        .output()
-        .expect("run weft");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = weft_refuses(&["-e", program, "1"]);
     assert!(
-        !out.status.success() && stderr.contains("signal() is an unsafe function"),
+        stderr.contains("signal() is an unsafe function"),
         "{stderr}"
     );
 }
