@@ -10,6 +10,8 @@
 //! Stages (each timed from the first record to the store closed, its files
 //! fsynced; min/median/max of the runs):
 //! - `ring walk`: drain the rings and decode each record, nothing stored;
+//! - `ring walk, time order`: the same through `ring::drain_merged`, which
+//!   hands both rings' records out in time order, as `weft trace` drains;
 //! - `append, no index`: the store's plain append of the payloads (from
 //!   memory), with no index: the baseline;
 //! - `append, syscall indexes`: the same with the syscall source's three
@@ -26,7 +28,7 @@ use std::{
     time::Instant,
 };
 
-use weft_abi::ring::Ring;
+use weft_abi::ring::{self, Ring};
 use weft_abi::syscall::{EVENT_SIZE, SyscallEvent};
 use weft_ingest::syscalls::SyscallSink;
 use weft_store::{Config, Store};
@@ -68,6 +70,10 @@ fn main() {
         let (_, base, _) = spread(baseline.clone());
         let lines = [
             ("ring walk", measure(runs, || walk(&events))),
+            (
+                "ring walk, time order",
+                measure(runs, || walk_in_time_order(&events)),
+            ),
             ("append, no index", baseline),
             (
                 "append, syscall indexes",
@@ -220,6 +226,27 @@ fn walk(events: &[SyscallEvent]) -> (usize, f64) {
             count += 1;
         });
     });
+    let seconds = start.elapsed().as_secs_f64();
+    assert_eq!(count, events.len());
+    std::hint::black_box(sum);
+    (count, seconds)
+}
+
+/// `walk` through `ring::drain_merged`, each drain a quarter of each ring.
+fn walk_in_time_order(events: &[SyscallEvent]) -> (usize, f64) {
+    let mut rings = rings(events);
+    let start = Instant::now();
+    let mut sum = 0u64;
+    let mut count = 0;
+    let enter_ns = |record: &[u8]| SyscallEvent::read(record).map_or(0, |e| e.enter_ns);
+    while rings.iter().any(|ring| ring.pending() > 0) {
+        ring::drain_merged(&mut rings, enter_ns, |record| {
+            let event = SyscallEvent::read(record).expect("the bench pushed whole events");
+            sum = sum.wrapping_add(event.duration_ns);
+            count += 1;
+            true
+        });
+    }
     let seconds = start.elapsed().as_secs_f64();
     assert_eq!(count, events.len());
     std::hint::black_box(sum);
