@@ -121,7 +121,12 @@ impl Files {
         crate::sync_dir(&self.dir)
     }
 
-    fn segment(&mut self, segment: u64, block_size: u32) -> Result<&File> {
+    /// The file of `segment`, made with its header if new. `durability`
+    /// says whether its name must reach the disk now: with `Buffered` the
+    /// close syncs the directory once. An fsync here, every few hundred ms
+    /// of a flood, is a journal commit that can wait for other files' data,
+    /// and while the flusher waits the drain's hand-off fills.
+    fn segment(&mut self, segment: u64, block_size: u32, durability: Durability) -> Result<&File> {
         if !self.segments.contains_key(&segment) {
             let path = segment_path(&self.dir, segment);
             let file = if path.exists() {
@@ -133,7 +138,9 @@ impl Files {
                 let file = crate::create_file(&path)?;
                 file.write_all_at(&file_header(FileKind::Records, self.format, block_size), 0)
                     .map_err(io("write", &path))?;
-                crate::sync_dir(&self.dir)?;
+                if durability == Durability::Sync {
+                    crate::sync_dir(&self.dir)?;
+                }
                 file
             };
             // Only the newest segment is written to; drop older handles.
@@ -150,7 +157,7 @@ impl Files {
         let offset = (FILE_HEADER_LEN as u64) + (chunk % per_segment) * u64::from(block_size);
         let path = segment_path(&self.dir, segment);
         self.written.insert(segment);
-        let file = self.segment(segment, block_size)?;
+        let file = self.segment(segment, block_size, config.durability)?;
         file.write_all_at(&sealed.block, offset)
             .map_err(io("write", &path))?;
         if config.durability == Durability::Sync {
