@@ -68,6 +68,9 @@ pub struct Ring {
     memory: Memory,
     /// Data size minus one (the size is a power of two).
     mask: u64,
+    /// The most bytes found waiting at the start of a batch: how near the
+    /// ring came to full, which the loss counters say only once it is.
+    peak: u64,
 }
 
 /// Where a ring's pages live.
@@ -148,6 +151,7 @@ impl Ring {
                 size,
             },
             mask: size as u64 - 1,
+            peak: 0,
         })
     }
 
@@ -163,6 +167,7 @@ impl Ring {
                 data: vec![0; 2 * size / 8],
             },
             mask: size as u64 - 1,
+            peak: 0,
         }
     }
 
@@ -178,6 +183,11 @@ impl Ring {
     /// Data bytes of the ring.
     pub fn size(&self) -> usize {
         self.mask as usize + 1
+    }
+
+    /// The most data bytes that were waiting when a batch began.
+    pub fn peak(&self) -> u64 {
+        self.peak
     }
 
     fn consumer(&self) -> &AtomicU64 {
@@ -239,6 +249,7 @@ impl Ring {
     fn cursor(&mut self, budget: usize) -> Cursor<'_> {
         let consumer = self.consumer().load(Ordering::Relaxed);
         let producer = self.producer().load(Ordering::Acquire);
+        self.peak = self.peak.max(producer.saturating_sub(consumer));
         Cursor {
             ring: self,
             consumer,
@@ -434,6 +445,17 @@ pub fn drain_merged(
     total
 }
 
+/// The fullest any of `rings` was when a batch began, in percent of its
+/// size (rounded up, so that 0 means never more than empty).
+#[must_use]
+pub fn peak_percent(rings: &[Ring]) -> u8 {
+    rings
+        .iter()
+        .map(|ring| (ring.peak() * 100).div_ceil(ring.size() as u64))
+        .max()
+        .map_or(0, |percent| percent.min(100) as u8)
+}
+
 /// Drains each of `rings` once, at most a quarter of its size (so that a
 /// capture loop gets its turn between batches while producers keep
 /// pace), handing `on_record` each record with the time its ring's batch
@@ -613,6 +635,23 @@ mod tests {
 
     fn time_of(record: &[u8]) -> u64 {
         u64::from_le_bytes(record[..8].try_into().expect("8 bytes"))
+    }
+
+    #[test]
+    fn peak_is_the_fullest_a_ring_was_when_a_batch_began() {
+        let mut rings = [Ring::in_memory(4096), Ring::in_memory(4096)];
+        assert_eq!(peak_percent(&rings), 0);
+        // 16 bytes each: 100 records are 1600 of 4096 bytes, 40 %.
+        for t in 0..100 {
+            assert!(rings[1].push(&at(t)));
+        }
+        drain_each(&mut rings, |_, _| true);
+        assert_eq!(rings[1].peak(), 1600);
+        // Emptier batches later do not lower it; one record rounds up.
+        assert!(rings[0].push(&at(0)));
+        drain_each(&mut rings, |_, _| true);
+        assert_eq!((rings[0].peak(), peak_percent(&rings)), (16, 40));
+        assert_eq!(peak_percent(&rings[..1]), 1);
     }
 
     #[test]

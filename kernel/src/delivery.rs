@@ -13,17 +13,26 @@ pub struct Delivery {
     /// Records dropped because the ring was full.
     pub ring_full: u64,
     pub ring_full_per_cpu: Vec<u64>,
+    /// The fullest a ring was when weft began to drain it, in percent:
+    /// how near it came to losing records (see `--ring-size`).
+    pub ring_peak_percent: u8,
 }
 
 impl Delivery {
-    /// From records drained and the per-CPU counts of produced and
-    /// ring-full records.
-    pub fn new(received: u64, seen_per_cpu: &[u64], ring_full_per_cpu: Vec<u64>) -> Self {
+    /// From records drained, the per-CPU counts of produced and ring-full
+    /// records, and the rings' peak fill.
+    pub fn new(
+        received: u64,
+        seen_per_cpu: &[u64],
+        ring_full_per_cpu: Vec<u64>,
+        ring_peak_percent: u8,
+    ) -> Self {
         Self {
             seen: seen_per_cpu.iter().sum(),
             received,
             ring_full: ring_full_per_cpu.iter().sum(),
             ring_full_per_cpu,
+            ring_peak_percent,
         }
     }
 
@@ -41,6 +50,7 @@ impl Delivery {
             "lost": lost,
             "ring_full": self.ring_full,
             "ring_full_per_cpu": self.ring_full_per_cpu,
+            "ring_peak_percent": self.ring_peak_percent,
         })
     }
 

@@ -244,6 +244,7 @@ impl EventProbe {
                     received,
                     &per_cpu(loaded.source, Counter::Seen)?,
                     per_cpu(loaded.source, Counter::RingFull)?,
+                    ring::peak_percent(&self.rings),
                 );
                 let table_full = per_cpu(loaded.source, Counter::TableFull)?.iter().sum();
                 Ok((

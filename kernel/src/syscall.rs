@@ -72,7 +72,7 @@ pub struct Losses {
 }
 
 impl Losses {
-    pub fn new(counters: &Counters, received: u64) -> Self {
+    pub fn new(counters: &Counters, received: u64, ring_peak_percent: u8) -> Self {
         let per_cpu = |counter: Counter| -> Vec<u64> {
             counters
                 .per_cpu
@@ -85,6 +85,7 @@ impl Losses {
                 received,
                 &per_cpu(Counter::Seen),
                 per_cpu(Counter::RingFull),
+                ring_peak_percent,
             ),
             enter_table_full: counters.total(Counter::EnterTableFull),
             unpaired_exits: counters.total(Counter::ExitWithoutEnter),
@@ -229,7 +230,11 @@ impl SyscallProbe {
 
     /// What was received and lost so far, from the kernel-side counters.
     pub fn losses(&self) -> Result<Losses> {
-        Ok(Losses::new(&self.counters()?, self.received))
+        Ok(Losses::new(
+            &self.counters()?,
+            self.received,
+            ring::peak_percent(&self.rings),
+        ))
     }
 
     /// Reads the kernel-side counters.

@@ -151,12 +151,12 @@ impl Account {
         let (name, received, lost) = (self.name, self.received(), self.lost());
         match &self.losses {
             Losses::Syscalls(l) => format!(
-                "{name}: {received} records, lost {lost} (ring full {}, enter table full {})",
-                l.delivery.ring_full, l.enter_table_full
+                "{name}: {received} records, lost {lost} (ring full {}, enter table full {}); rings at most {}% full",
+                l.delivery.ring_full, l.enter_table_full, l.delivery.ring_peak_percent
             ),
             Losses::Event(l) => format!(
-                "{name}: {received} records, lost {lost} (ring full {}); {} intervals not started (table full)",
-                l.delivery.ring_full, l.table_full
+                "{name}: {received} records, lost {lost} (ring full {}); {} intervals not started (table full); rings at most {}% full",
+                l.delivery.ring_full, l.table_full, l.delivery.ring_peak_percent
             ),
             Losses::App(l) => format!(
                 "{name}: {received} records, lost 0; {} connections closed for a bad line",

@@ -423,6 +423,7 @@ mod tests {
                 received: 7,
                 ring_full: 3,
                 ring_full_per_cpu: vec![0, 3],
+                ring_peak_percent: 100,
             },
             enter_table_full: 0,
             unpaired_exits: 1,

@@ -595,6 +595,7 @@ impl OnelinerProbe {
             self.received + self.aggregated()?,
             &self.counter(Counter::Seen)?,
             self.counter(Counter::RingFull)?,
+            ring::peak_percent(&self.rings),
         ))
     }
 
