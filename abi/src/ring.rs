@@ -68,8 +68,9 @@ pub struct Ring {
     memory: Memory,
     /// Data size minus one (the size is a power of two).
     mask: u64,
-    /// The most bytes found waiting at the start of a batch: how near the
-    /// ring came to full, which the loss counters say only once it is.
+    /// The most bytes waiting at the end of a batch, before its space was
+    /// freed: how near the ring came to full, which the loss counters say
+    /// only once it is.
     peak: u64,
 }
 
@@ -185,7 +186,7 @@ impl Ring {
         self.mask as usize + 1
     }
 
-    /// The most data bytes that were waiting when a batch began.
+    /// The most data bytes that were waiting when a batch ended.
     pub fn peak(&self) -> u64 {
         self.peak
     }
@@ -249,7 +250,6 @@ impl Ring {
     fn cursor(&mut self, budget: usize) -> Cursor<'_> {
         let consumer = self.consumer().load(Ordering::Relaxed);
         let producer = self.producer().load(Ordering::Acquire);
-        self.peak = self.peak.max(producer.saturating_sub(consumer));
         Cursor {
             ring: self,
             consumer,
@@ -377,7 +377,12 @@ impl Cursor<'_> {
 
     /// Consumes every record passed, freeing their space for the producer.
     fn finish(self) -> Drained {
-        self.ring.consumer().store(self.pos, Ordering::Release);
+        // The ring is at its fullest just before its space is freed: the
+        // producer has gone on while the batch was read.
+        let producer = self.ring.producer().load(Ordering::Acquire);
+        let ring = &mut *self.ring;
+        ring.peak = ring.peak.max(producer.saturating_sub(self.consumer));
+        ring.consumer().store(self.pos, Ordering::Release);
         Drained {
             records: self.records,
             bytes: self.pos - self.consumer,
@@ -445,7 +450,7 @@ pub fn drain_merged(
     total
 }
 
-/// The fullest any of `rings` was when a batch began, in percent of its
+/// The fullest any of `rings` was when a batch ended, in percent of its
 /// size (rounded up, so that 0 means never more than empty).
 #[must_use]
 pub fn peak_percent(rings: &[Ring]) -> u8 {
@@ -638,7 +643,7 @@ mod tests {
     }
 
     #[test]
-    fn peak_is_the_fullest_a_ring_was_when_a_batch_began() {
+    fn peak_is_the_fullest_a_ring_was_when_a_batch_ended() {
         let mut rings = [Ring::in_memory(4096), Ring::in_memory(4096)];
         assert_eq!(peak_percent(&rings), 0);
         // 16 bytes each: 100 records are 1600 of 4096 bytes, 40 %.

@@ -13,8 +13,8 @@ pub struct Delivery {
     /// Records dropped because the ring was full.
     pub ring_full: u64,
     pub ring_full_per_cpu: Vec<u64>,
-    /// The fullest a ring was when weft began to drain it, in percent:
-    /// how near it came to losing records (see `--ring-size`).
+    /// The fullest any of its rings came, in percent (read as each batch
+    /// is consumed): how near it came to losing records (`--ring-size`).
     pub ring_peak_percent: u8,
 }
 

@@ -2,8 +2,8 @@
 //! (the getppid loop pinned to CPU 0) for a while under `weft stat`,
 //! `weft record` and the live UI (in tmux, its default view). For each:
 //! syscalls the loop made, the loop's syscalls weft kept, what weft
-//! received and lost in all (every process), and weft's CPU, in all and
-//! per record received.
+//! received and lost in all (every process), how full its rings came,
+//! and weft's CPU, in all and per record received.
 //!
 //! With `--baseline WEFT`, only `weft record` runs, alternating between
 //! that binary (another build) and this one, `--runs` times each: the
@@ -44,6 +44,8 @@ struct Row {
     kept: u64,
     received: u64,
     lost: u64,
+    /// The fullest a ring was when weft began a drain, in %.
+    peak: u64,
     cpu: f64,
 }
 
@@ -62,17 +64,18 @@ pub fn run(options: &Options) -> Result<()> {
         options.seconds
     );
     println!(
-        "{:<18} {:>14} {:>14} {:>14} {:>12} {:>8} {:>8}",
-        "weft", "loop made", "loop kept", "received", "lost", "CPU %", "ns/rec"
+        "{:<18} {:>14} {:>14} {:>14} {:>12} {:>7} {:>8} {:>8}",
+        "weft", "loop made", "loop kept", "received", "lost", "ring %", "CPU %", "ns/rec"
     );
     let seconds = options.seconds as f64;
     let print = |label: &str, row: &Row| {
         println!(
-            "{label:<18} {:>14} {:>14} {:>14} {:>12} {:>8.1} {:>8.1}",
+            "{label:<18} {:>14} {:>14} {:>14} {:>12} {:>7} {:>8.1} {:>8.1}",
             row.made,
             row.kept,
             row.received,
             row.lost,
+            row.peak,
             row.cpu,
             row.ns_per_record(seconds)
         );
@@ -171,6 +174,7 @@ fn stat(bins: &Bins, seconds: f64) -> Result<Row> {
         kept,
         received: total["received"].as_u64().unwrap_or(0),
         lost: total["lost"].as_u64().unwrap_or(0),
+        peak: total["ring_peak_percent"].as_u64().unwrap_or(0),
         cpu,
     })
 }
@@ -228,6 +232,7 @@ fn recorded(bins: &Bins, dir: &str, pid: u32, made: u64, cpu: f64) -> Result<Row
         kept,
         received: losses["received"].as_u64().unwrap_or(0),
         lost: losses["lost"].as_u64().unwrap_or(0),
+        peak: losses["ring_peak_percent"].as_u64().unwrap_or(0),
         cpu,
     })
 }
