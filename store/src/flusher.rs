@@ -10,7 +10,7 @@
 //! `groups.log`; recovery drops an entry that names a chunk it did not keep.
 
 use std::{
-    collections::{BTreeMap, BTreeSet},
+    collections::{BTreeMap, BTreeSet, VecDeque},
     fs::{self, File},
     os::unix::fs::FileExt as _,
     path::{Path, PathBuf},
@@ -33,6 +33,16 @@ use crate::{
 
 /// How often the budget and retention are applied within a segment.
 const RETIRE_EVERY: Duration = Duration::from_secs(1);
+
+/// Bytes of written blocks left in the page cache; older ones are waited
+/// for on the disk and dropped from it. A capture is written once and read
+/// rarely, so its pages would only push the traced machine's own out of
+/// memory; and a growing cache takes memory never touched before, which a
+/// VM's host must fault in: 20 s into a 60 s flood the flusher's CPU
+/// tripled, nearly all of it the copy into new page-cache pages, and the
+/// drain, sharing the one other core, fell behind and lost records.
+/// Recycling the same few pages keeps that cost flat.
+const CACHED_BEHIND: u64 = 16 << 20;
 
 /// Creates `chunks.log`, `values.log`, `groups.log` and `time.log` with
 /// their headers, in the current format.
@@ -60,9 +70,13 @@ struct Files {
     /// The groups log and where its next entry goes (format 3).
     groups: Option<(File, u64)>,
     time: File,
-    segments: BTreeMap<u64, File>,
+    segments: BTreeMap<u64, Arc<File>>,
     /// Every segment written to since the store opened, to sync at close.
     written: BTreeSet<u64>,
+    /// Blocks written whose pages may still be cached, oldest first:
+    /// file, offset, length; and their bytes in all.
+    cached: VecDeque<(Arc<File>, u64, usize)>,
+    cached_bytes: u64,
 }
 
 impl Files {
@@ -97,6 +111,8 @@ impl Files {
             time: open("time.log")?,
             segments: BTreeMap::new(),
             written: BTreeSet::new(),
+            cached: VecDeque::new(),
+            cached_bytes: 0,
         })
     }
 
@@ -126,7 +142,12 @@ impl Files {
     /// close syncs the directory once. An fsync here, every few hundred ms
     /// of a flood, is a journal commit that can wait for other files' data,
     /// and while the flusher waits the drain's hand-off fills.
-    fn segment(&mut self, segment: u64, block_size: u32, durability: Durability) -> Result<&File> {
+    fn segment(
+        &mut self,
+        segment: u64,
+        block_size: u32,
+        durability: Durability,
+    ) -> Result<Arc<File>> {
         if !self.segments.contains_key(&segment) {
             let path = segment_path(&self.dir, segment);
             let file = if path.exists() {
@@ -145,9 +166,23 @@ impl Files {
             };
             // Only the newest segment is written to; drop older handles.
             self.segments.retain(|s, _| *s > segment.saturating_sub(1));
-            self.segments.insert(segment, file);
+            self.segments.insert(segment, Arc::new(file));
         }
-        Ok(&self.segments[&segment])
+        Ok(Arc::clone(&self.segments[&segment]))
+    }
+
+    /// Notes a block just written, and drops the oldest from the page cache
+    /// once more than [`CACHED_BEHIND`] bytes are.
+    fn cache_behind(&mut self, file: Arc<File>, offset: u64, len: usize) {
+        self.cached_bytes += len as u64;
+        self.cached.push_back((file, offset, len));
+        while self.cached_bytes > CACHED_BEHIND {
+            let Some((file, offset, len)) = self.cached.pop_front() else {
+                break;
+            };
+            self.cached_bytes -= len as u64;
+            drop_from_cache(&file, offset, len);
+        }
     }
 
     fn write(&mut self, sealed: &Sealed, wide: Wide, config: &Config, meta: &Meta) -> Result<()> {
@@ -163,8 +198,9 @@ impl Files {
         if config.durability == Durability::Sync {
             file.sync_data().map_err(io("fdatasync", &path))?;
         } else {
-            start_writeback(file, offset, sealed.block.len());
+            start_writeback(&file, offset, sealed.block.len());
         }
+        self.cache_behind(file, offset, sealed.block.len());
         let mut time = sealed.time;
         if let Some((values_file, end)) = &mut self.values {
             let entry = values::entry(meta, chunk, wide, &sealed.summaries);
@@ -305,6 +341,27 @@ fn start_writeback(file: &File, offset: u64, len: usize) {
     // as before, and write errors still come back at fsync.
     unsafe {
         libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE);
+    }
+}
+
+/// Waits for a block's pages to be on the disk, then drops them from the
+/// page cache (see [`CACHED_BEHIND`]). Write errors still come back at
+/// fsync; a file system without these calls keeps its pages cached.
+fn drop_from_cache(file: &File, offset: u64, len: usize) {
+    use std::os::fd::AsRawFd as _;
+    let (Ok(offset), Ok(len)) = (
+        libc::off64_t::try_from(offset),
+        libc::off64_t::try_from(len),
+    ) else {
+        return;
+    };
+    let wait = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+        | libc::SYNC_FILE_RANGE_WRITE
+        | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+    // SAFETY: both calls only read their integer arguments.
+    unsafe {
+        libc::sync_file_range(file.as_raw_fd(), offset, len, wait);
+        libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_DONTNEED);
     }
 }
 
