@@ -34,15 +34,17 @@ use crate::{
 /// How often the budget and retention are applied within a segment.
 const RETIRE_EVERY: Duration = Duration::from_secs(1);
 
-/// Bytes of written blocks left in the page cache; older ones are waited
-/// for on the disk and dropped from it. A capture is written once and read
-/// rarely, so its pages would only push the traced machine's own out of
-/// memory; and a growing cache takes memory never touched before, which a
-/// VM's host must fault in: 20 s into a 60 s flood the flusher's CPU
-/// tripled, nearly all of it the copy into new page-cache pages, and the
-/// drain, sharing the one other core, fell behind and lost records.
-/// Recycling the same few pages keeps that cost flat.
-const CACHED_BEHIND: u64 = 16 << 20;
+/// Bytes of written blocks left in the page cache; older ones are dropped
+/// from it once on the disk. A capture is written once and read rarely, so
+/// its pages would only push the traced machine's own out of memory; and a
+/// growing cache takes memory never touched before, which a VM's host must
+/// fault in: 20 s into a 60 s flood the flusher's CPU tripled, nearly all
+/// of it the copy into new page-cache pages, and the drain, sharing the one
+/// other core, fell behind and lost records. Recycling the same pages keeps
+/// that cost flat. A block is not waited for: on a disk slower than the
+/// records, the ones not yet written stay cached, and the page cache
+/// absorbs the burst as before rather than the drain stalling on the disk.
+const CACHED_BEHIND: u64 = 32 << 20;
 
 /// Creates `chunks.log`, `values.log`, `groups.log` and `time.log` with
 /// their headers, in the current format.
@@ -344,9 +346,9 @@ fn start_writeback(file: &File, offset: u64, len: usize) {
     }
 }
 
-/// Waits for a block's pages to be on the disk, then drops them from the
-/// page cache (see [`CACHED_BEHIND`]). Write errors still come back at
-/// fsync; a file system without these calls keeps its pages cached.
+/// Drops a block's pages from the page cache if they are on the disk (the
+/// kernel keeps dirty pages and pages being written; see
+/// [`CACHED_BEHIND`]). A file system without the call keeps them all.
 fn drop_from_cache(file: &File, offset: u64, len: usize) {
     use std::os::fd::AsRawFd as _;
     let (Ok(offset), Ok(len)) = (
@@ -355,12 +357,8 @@ fn drop_from_cache(file: &File, offset: u64, len: usize) {
     ) else {
         return;
     };
-    let wait = libc::SYNC_FILE_RANGE_WAIT_BEFORE
-        | libc::SYNC_FILE_RANGE_WRITE
-        | libc::SYNC_FILE_RANGE_WAIT_AFTER;
-    // SAFETY: both calls only read their integer arguments.
+    // SAFETY: the call only reads its integer arguments.
     unsafe {
-        libc::sync_file_range(file.as_raw_fd(), offset, len, wait);
         libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_DONTNEED);
     }
 }
