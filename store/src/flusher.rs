@@ -326,16 +326,18 @@ fn merge(into: &mut Summary, s: &Summary) {
     into.last_addr = into.last_addr.max(s.last_addr);
 }
 
+/// A block's place in its file as the kernel's `off64_t`s.
+fn file_range(offset: u64, len: usize) -> Option<(libc::off64_t, libc::off64_t)> {
+    Some((offset.try_into().ok()?, len.try_into().ok()?))
+}
+
 /// Starts writing a block's pages to the disk now, without waiting. With
 /// much memory the kernel would otherwise keep them dirty until the final
 /// fsync and write the whole capture then: the disk stayed idle while
 /// records came, and closing took as long as writing everything.
 fn start_writeback(file: &File, offset: u64, len: usize) {
     use std::os::fd::AsRawFd as _;
-    let (Ok(offset), Ok(len)) = (
-        libc::off64_t::try_from(offset),
-        libc::off64_t::try_from(len),
-    ) else {
+    let Some((offset, len)) = file_range(offset, len) else {
         return;
     };
     // SAFETY: the call only reads its integer arguments; an error (an
@@ -351,10 +353,7 @@ fn start_writeback(file: &File, offset: u64, len: usize) {
 /// [`CACHED_BEHIND`]). A file system without the call keeps them all.
 fn drop_from_cache(file: &File, offset: u64, len: usize) {
     use std::os::fd::AsRawFd as _;
-    let (Ok(offset), Ok(len)) = (
-        libc::off64_t::try_from(offset),
-        libc::off64_t::try_from(len),
-    ) else {
+    let Some((offset, len)) = file_range(offset, len) else {
         return;
     };
     // SAFETY: the call only reads its integer arguments.
