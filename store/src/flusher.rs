@@ -76,9 +76,8 @@ struct Files {
     /// Every segment written to since the store opened, to sync at close.
     written: BTreeSet<u64>,
     /// Blocks written whose pages may still be cached, oldest first:
-    /// file, offset, length; and their bytes in all.
+    /// file, offset, length.
     cached: VecDeque<(Arc<File>, u64, usize)>,
-    cached_bytes: u64,
 }
 
 impl Files {
@@ -114,7 +113,6 @@ impl Files {
             segments: BTreeMap::new(),
             written: BTreeSet::new(),
             cached: VecDeque::new(),
-            cached_bytes: 0,
         })
     }
 
@@ -176,13 +174,13 @@ impl Files {
     /// Notes a block just written, and drops the oldest from the page cache
     /// once more than [`CACHED_BEHIND`] bytes are.
     fn cache_behind(&mut self, file: Arc<File>, offset: u64, len: usize) {
-        self.cached_bytes += len as u64;
         self.cached.push_back((file, offset, len));
-        while self.cached_bytes > CACHED_BEHIND {
+        let mut bytes: u64 = self.cached.iter().map(|(_, _, len)| *len as u64).sum();
+        while bytes > CACHED_BEHIND {
             let Some((file, offset, len)) = self.cached.pop_front() else {
                 break;
             };
-            self.cached_bytes -= len as u64;
+            bytes -= len as u64;
             drop_from_cache(&file, offset, len);
         }
     }
