@@ -18,6 +18,7 @@ use crate::{
     plan::Start,
     push_down::push_down,
     saved::Saved,
+    stack::StackMode,
     value::Type,
 };
 
@@ -961,8 +962,9 @@ impl Checker<'_> {
         }
     }
 
-    /// `kstack(N)`, `kstack(bpftrace[, N])` and their `ustack` forms: the
-    /// stack's innermost N frames (`stack_frames`), in bpftrace's layout.
+    /// `kstack(N)`, `kstack(MODE[, N])` and their `ustack` forms: the
+    /// stack's innermost N frames (`stack_frames`) in a mode of
+    /// [`StackMode`].
     fn stack(&mut self, name: &str, args: &[Expr], span: Span) -> Result<Type> {
         let (mode, frames) = match args {
             [
@@ -974,10 +976,10 @@ impl Checker<'_> {
             ] => (Some(mode.as_str()), rest),
             _ => (None, args),
         };
-        if let Some(mode) = mode.filter(|m| *m != "bpftrace") {
+        if let Some(mode) = mode.filter(|m| StackMode::named(m).is_none()) {
             return Err(Error::new(
                 args[0].span,
-                format!("weft prints stacks in bpftrace's layout only, not `{mode}`"),
+                format!("`{mode}` is not a stack mode: bpftrace, perf or raw"),
             ));
         }
         if stack_frames(frames).is_none() {

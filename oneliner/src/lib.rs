@@ -35,6 +35,7 @@ mod push_down;
 pub mod run;
 mod saved;
 mod signal;
+pub mod stack;
 pub mod value;
 
 pub use check::{Attach, Plan, Target, check};
@@ -43,4 +44,5 @@ pub use kernel::{Field, FieldKind, Kernel};
 pub use output::Format;
 pub use parse::parse;
 pub use run::{Event, Flow, KernelAggs, KernelMemory, Names, Runtime};
+pub use stack::{Frame, Stack, StackMode};
 pub use value::{Type, Value};

@@ -265,10 +265,17 @@ fn print_folded(
 
 /// A key part as frames: a stack (`kstack`, `ustack`: a newline, then a
 /// frame a line, innermost first) outermost first; anything else one frame.
-/// `;` inside a frame becomes `:`.
+/// `;` inside a frame becomes `:`, and perf's layout (a tab, the address,
+/// then the name) leaves the address out.
 fn frames(part: &Value) -> Vec<String> {
     let text = part.to_string();
-    let clean = |frame: &str| frame.trim().replace(';', ":");
+    let clean = |frame: &str| {
+        let name = match frame.strip_prefix('\t') {
+            Some(perf) => perf.split_once(' ').map_or(perf, |(_, name)| name),
+            None => frame,
+        };
+        name.trim().replace(';', ":")
+    };
     if text.starts_with('\n') {
         text.lines()
             .filter(|l| !l.trim().is_empty())
@@ -585,15 +592,20 @@ mod tests {
         for _ in 0..3 {
             three.add(MapKind::Count, 1);
         }
+        // perf's layout names the same frames.
+        let perf = Value::Str(
+            "\n\tffffffff81e0 main+4 (/bin/sleeper)\n\t7f10 0x7f10 ([unknown])\n".into(),
+        );
         let map = HashMap::from([
             (vec![Value::Str("sleep;er".into()), stack], three),
-            (vec![Value::Int(7)], one),
+            (vec![Value::Int(7)], one.clone()),
+            (vec![perf], one),
         ]);
         let mut out = Vec::new();
         print_map(Format::Folded, &info, &map, 0, 1, &mut out).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "7 1\nsleep:er;do_nanosleep+7;schedule+10 3\n"
+            "7 1\n0x7f10 ([unknown]);main+4 (/bin/sleeper) 1\nsleep:er;do_nanosleep+7;schedule+10 3\n"
         );
     }
 

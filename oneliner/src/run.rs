@@ -14,6 +14,7 @@ use crate::{
     format,
     kernel::FieldKind,
     output::{self, Agg, Format},
+    stack::{Stack, StackMode},
     value::{Type, Value, c_string},
 };
 
@@ -40,11 +41,10 @@ pub struct Event<'a> {
     /// [`JOIN_ARG_LEN`] bytes, an empty one ending them; empty when the
     /// probe joins nothing.
     pub join: &'a [u8],
-    /// The kernel stack as bpftrace prints it (a frame per line, each
-    /// indented by 8 spaces, between newlines), when the probe records it.
-    pub kstack: &'a str,
+    /// The kernel stack, when the probe records it.
+    pub kstack: Option<&'a Stack>,
     /// The user stack, likewise.
-    pub ustack: &'a str,
+    pub ustack: Option<&'a Stack>,
 }
 
 /// Reads what the kernel aggregated for probes whose aggregations run
@@ -557,13 +557,13 @@ impl<'p> Runtime<'p> {
                 } else {
                     scope.event.ustack
                 };
-                // Past the mode, which the checker allowed only as bpftrace.
-                let count = match args.first().map(|a| &a.kind) {
-                    Some(ExprKind::Str(_)) => &args[1..],
-                    _ => args,
+                let (mode, count) = match args.first().map(|a| &a.kind) {
+                    Some(ExprKind::Str(word)) => (StackMode::named(word), &args[1..]),
+                    _ => (Some(StackMode::Bpftrace), &args[..]),
                 };
+                let mode = mode.expect("checked");
                 let frames = crate::check::stack_frames(count).expect("checked");
-                Value::Str(innermost(stack, frames))
+                Value::Str(stack_text(stack, mode, frames))
             }
             ExprKind::Call(name, args) => self.function(name, args, scope),
             // Constants are values by now (`constants.rs`).
@@ -709,8 +709,12 @@ impl<'p> Runtime<'p> {
             Builtin::Func => Value::Str(scope.attach.target.function().to_string()),
             Builtin::Retval => field(scope, "retval"),
             Builtin::Cpid => Value::Int(self.cpid.into()),
-            Builtin::Kstack => Value::Str(event.kstack.to_string()),
-            Builtin::Ustack => Value::Str(event.ustack.to_string()),
+            Builtin::Kstack => {
+                Value::Str(stack_text(event.kstack, StackMode::Bpftrace, usize::MAX))
+            }
+            Builtin::Ustack => {
+                Value::Str(stack_text(event.ustack, StackMode::Bpftrace, usize::MAX))
+            }
             // Only read through `->`, in the kernel (the checker sees to it).
             Builtin::Curtask => Value::Int(0),
         }
@@ -790,17 +794,10 @@ fn clock_ns(clock: libc::clockid_t) -> i128 {
     i128::from(at.tv_sec) * 1_000_000_000 + i128::from(at.tv_nsec)
 }
 
-/// The first `frames` frames of a stack's text (a newline, then a frame a
-/// line, innermost first), in the same layout.
-fn innermost(stack: &str, frames: usize) -> String {
-    let mut lines: Vec<&str> = stack.lines().collect();
-    // The leading empty line, then the frames.
-    lines.truncate(frames.saturating_add(1));
-    let mut text = lines.join("\n");
-    if lines.len() > 1 {
-        text.push('\n');
-    }
-    text
+/// A stack's innermost `frames` frames in `mode`; empty, as bpftrace
+/// prints it, when the kernel could not record it.
+fn stack_text(stack: Option<&Stack>, mode: StackMode, frames: usize) -> String {
+    stack.map(|s| s.text(mode, frames)).unwrap_or_default()
 }
 
 /// Whether `a` and `b` agree in their first `len` bytes as C's `strncmp`

@@ -18,5 +18,5 @@ mod table;
 pub use debug::{FileOffsets, Finder};
 pub use demangle::demangle;
 pub use elf::{Elf, Error, Segment};
-pub use maps::{Mapping, executable_mappings};
+pub use maps::{Mapping, Process, executable_mappings};
 pub use table::{Symbol, Symbols};

@@ -73,22 +73,42 @@ impl Finder {
     /// The functions of running process `pid`, at its addresses; its files
     /// are read through `/proc/PID/root`, so a process in another mount
     /// namespace is named from its own files. Empty once it has exited.
-    pub fn process(&self, pid: u32) -> Symbols {
-        let mut symbols = Symbols::default();
+    pub fn process(&self, pid: u32) -> Process {
+        let mut process = Process::default();
         let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
-            return symbols;
+            return process;
         };
         let mut files: HashMap<String, Option<Vec<u8>>> = HashMap::new();
-        for mapping in executable_mappings(&maps).unwrap_or_default() {
+        process.mappings = executable_mappings(&maps).unwrap_or_default();
+        for mapping in &process.mappings {
             let bytes = files
                 .entry(mapping.path.clone())
                 .or_insert_with(|| std::fs::read(format!("/proc/{pid}/root{}", mapping.path)).ok());
             let Some(bytes) = bytes else { continue };
             if let Ok(elf) = Elf::parse(&mapping.path, bytes) {
                 let path = Path::new(&mapping.path);
-                symbols.extend(self.mapped_functions(path, &elf, &mapping));
+                process
+                    .symbols
+                    .extend(self.mapped_functions(path, &elf, mapping));
             }
         }
-        symbols
+        process
+    }
+}
+
+/// A running process's functions, and the files mapped where they are.
+#[derive(Debug, Default, Clone)]
+pub struct Process {
+    pub symbols: Symbols,
+    pub mappings: Vec<Mapping>,
+}
+
+impl Process {
+    /// The file mapped at `ip`.
+    pub fn file_at(&self, ip: u64) -> Option<&str> {
+        self.mappings
+            .iter()
+            .find(|m| (m.start..m.start.saturating_add(m.len)).contains(&ip))
+            .map(|m| m.path.as_str())
     }
 }

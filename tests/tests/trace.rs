@@ -2265,6 +2265,76 @@ fn kstack_keys_print_as_bpftrace_does() {
     assert!(scheduler, "no scheduler frame:\n{stdout}");
 }
 
+/// `kstack(perf)` prints each frame as perf does (a tab, the address in hex,
+/// `function+offset`), the address being where `/proc/kallsyms` puts that
+/// function plus the offset; `kstack(raw)` the same addresses alone; and
+/// `ustack(perf)` adds the file holding the function, as bpftrace does.
+#[test]
+fn stack_modes_print_as_bpftrace_does() {
+    if !needs("stack_modes_print_as_bpftrace_does", &TRACE) {
+        return;
+    }
+    // Each step's `syscall(SYS_nanosleep)` is libc's `syscall`, and the
+    // workload lives through three sleeps of 200 ms, so its files are
+    // there to be read when weft names the frames.
+    let stdout = weft_trace(
+        "tracepoint:sched:sched_switch /args.prev_pid == cpid/ { @p[kstack(perf, 3)] = count(); @r[kstack(raw, 3)] = count(); }
+         tracepoint:syscalls:sys_enter_nanosleep /pid == cpid/ { @u[ustack(perf, 1)] = count(); }",
+        &["nanosleep:200:3"],
+        &[],
+    );
+    let kallsyms = std::fs::read_to_string("/proc/kallsyms").expect("read /proc/kallsyms");
+    // Static functions may share a name: any of them will do.
+    let holds = |function: &str, offset: u64, address: u64| {
+        kallsyms.lines().any(|line| {
+            let [start, _, name] = line.split_whitespace().collect::<Vec<_>>()[..] else {
+                return false;
+            };
+            name == function
+                && u64::from_str_radix(start, 16).ok().map(|s| s + offset) == Some(address)
+        })
+    };
+    let (mut perf, mut raw, mut user) = (Vec::new(), Vec::new(), Vec::new());
+    let mut into = None;
+    for line in maps_section(&stdout).lines() {
+        match line {
+            "@p[" => into = Some(&mut perf),
+            "@r[" => into = Some(&mut raw),
+            "@u[" => into = Some(&mut user),
+            _ if line.starts_with("]: ") => into = None,
+            _ => into
+                .as_mut()
+                .expect("a frame inside a key")
+                .push(line.to_string()),
+        }
+    }
+    assert!(!perf.is_empty() && !user.is_empty(), "{stdout}");
+    let mut addresses = Vec::new();
+    for frame in &perf {
+        let (address, name) = frame
+            .strip_prefix('\t')
+            .and_then(|f| f.split_once(' '))
+            .unwrap_or_else(|| panic!("`\\tADDRESS NAME`: {frame:?}"));
+        let address = u64::from_str_radix(address, 16).expect("a hex address");
+        let (function, offset) = name.rsplit_once('+').expect("function+offset");
+        let offset: u64 = offset.parse().expect("an offset");
+        assert!(holds(function, offset, address), "{frame}");
+        addresses.push(format!("{address:x}"));
+    }
+    // The same switches, the same frames.
+    raw.sort();
+    addresses.sort();
+    assert_eq!(raw, addresses, "{stdout}");
+    let [frame] = &user[..] else {
+        panic!("one frame a user stack:\n{stdout}");
+    };
+    let (_, name) = frame.strip_prefix('\t').unwrap().split_once(' ').unwrap();
+    assert!(
+        name.starts_with("syscall+") && name.ends_with("libc.so.6)"),
+        "`syscall+OFFSET (.../libc.so.6)`: {frame}"
+    );
+}
+
 /// `--format folded` prints stack maps as flame graph tools read them, and
 /// inferno's flame graph tool (which `cargo xtask setup` installs) draws
 /// them with the scheduler's frames.

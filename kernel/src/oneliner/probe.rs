@@ -560,12 +560,10 @@ impl OnelinerProbe {
             // Most probes record no stack: no lookup then.
             let (kstack, ustack) = match &stack_map {
                 Some(map) if header.kstack >= 0 || header.ustack >= 0 => (
-                    stacks.kernel(map, header.kstack).to_string(),
-                    stacks
-                        .user(map, (header.pid_tgid >> 32) as u32, header.ustack)
-                        .to_string(),
+                    stacks.kernel(map, header.kstack),
+                    stacks.user(map, (header.pid_tgid >> 32) as u32, header.ustack),
                 ),
-                _ => (String::new(), String::new()),
+                _ => (None, None),
             };
             let event = Event {
                 attach: usize::from(header.attach),
@@ -579,8 +577,8 @@ impl OnelinerProbe {
                 raw: &rest[string_bytes..],
                 strings: &strings,
                 join,
-                kstack: &kstack,
-                ustack: &ustack,
+                kstack: kstack.as_deref(),
+                ustack: ustack.as_deref(),
             };
             *received += 1;
             on_event(&event)

@@ -1,12 +1,13 @@
 //! `kstack` and `ustack`: stack ids from the kernel's stack map, turned into
-//! the text bpftrace prints (kernel frames as `function+offset` from
-//! `/proc/kallsyms`, user frames as `function+offset` from the process's
-//! files, their debug files or dynamic symbols, demangled).
+//! named frames (kernel frames as `function+offset` from `/proc/kallsyms`,
+//! user frames as `function+offset` from the process's files, their debug
+//! files or dynamic symbols, demangled), which `weft-oneliner` prints.
 
-use std::{cell::RefCell, collections::HashMap, fmt::Write as _, path::Path, rc::Rc};
+use std::{cell::RefCell, collections::HashMap, path::Path, rc::Rc};
 
 use aya::maps::{MapData, StackTraceMap};
-use weft_symbols::{FileOffsets, Finder, Symbols};
+use weft_oneliner::{Frame, Stack};
+use weft_symbols::{FileOffsets, Finder, Process};
 
 /// Kernel text symbols by address.
 struct Kallsyms {
@@ -55,7 +56,7 @@ struct Naming {
     kallsyms: Option<Kallsyms>,
     /// Each process's functions, read at the first of its addresses asked
     /// for (a library it loads later is not named).
-    processes: HashMap<u32, Symbols>,
+    processes: HashMap<u32, Process>,
     finder: Finder,
 }
 
@@ -64,7 +65,7 @@ impl Naming {
         self.kallsyms.get_or_insert_with(Kallsyms::read)
     }
 
-    fn process(&mut self, pid: u32) -> &Symbols {
+    fn process(&mut self, pid: u32) -> &Process {
         let finder = &self.finder;
         self.processes
             .entry(pid)
@@ -72,14 +73,14 @@ impl Naming {
     }
 }
 
-/// Stack texts by id, read from the kernel's stack map once each (an id
-/// is never reused for another stack: the map is not told to replace).
+/// Stacks by id, read from the kernel's stack map and named once each (an
+/// id is never reused for another stack: the map is not told to replace).
 pub struct Stacks {
     naming: Rc<RefCell<Naming>>,
-    kernel: HashMap<i32, String>,
+    kernel: HashMap<i32, Option<Rc<Stack>>>,
     /// By process and id: the same addresses name other functions in
     /// another process.
-    user: HashMap<(u32, i32), String>,
+    user: HashMap<(u32, i32), Option<Rc<Stack>>>,
 }
 
 impl Stacks {
@@ -97,28 +98,32 @@ impl Stacks {
         }
     }
 
-    /// The text of kernel stack `id` (empty when not recorded).
-    pub fn kernel(&mut self, map: &StackTraceMap<&MapData>, id: i32) -> &str {
+    /// Kernel stack `id` (none when not recorded).
+    pub fn kernel(&mut self, map: &StackTraceMap<&MapData>, id: i32) -> Option<Rc<Stack>> {
         let naming = &self.naming;
-        self.kernel.entry(id).or_insert_with(|| {
+        let stack = self.kernel.entry(id).or_insert_with(|| {
             let mut naming = naming.borrow_mut();
             let kallsyms = naming.kallsyms();
-            render(map, id, |ip| kallsyms.name(ip))
-        })
+            read(map, id, false, |ip| (kallsyms.name(ip), None))
+        });
+        stack.clone()
     }
 
-    /// The text of user stack `id` of process `pid` (empty when not
-    /// recorded).
-    pub fn user(&mut self, map: &StackTraceMap<&MapData>, pid: u32, id: i32) -> &str {
+    /// User stack `id` of process `pid` (none when not recorded).
+    pub fn user(&mut self, map: &StackTraceMap<&MapData>, pid: u32, id: i32) -> Option<Rc<Stack>> {
         let naming = &self.naming;
-        self.user.entry((pid, id)).or_insert_with(|| {
+        let stack = self.user.entry((pid, id)).or_insert_with(|| {
             let mut naming = naming.borrow_mut();
-            let symbols = naming.process(pid);
-            render(map, id, |ip| match symbols.at(ip) {
-                Some((name, offset)) => format!("{name}+{offset}"),
-                None => format!("0x{ip:x}"),
+            let process = naming.process(pid);
+            read(map, id, true, |ip| match process.symbols.at(ip) {
+                Some((name, offset)) => (
+                    format!("{name}+{offset}"),
+                    process.file_at(ip).map(str::to_string),
+                ),
+                None => (format!("0x{ip:x}"), None),
             })
-        })
+        });
+        stack.clone()
     }
 
     /// Where uprobes find their functions, as the stacks' names are found.
@@ -141,6 +146,7 @@ impl weft_oneliner::Names for Names {
         let mut naming = self.0.borrow_mut();
         naming
             .process(pid)
+            .symbols
             .at(addr)
             .map(|(name, _)| name.to_string())
     }
@@ -151,18 +157,26 @@ impl weft_oneliner::Names for Names {
     }
 }
 
-/// bpftrace's layout: a newline, then each frame indented by 8 spaces on
-/// its own line.
-fn render(map: &StackTraceMap<&MapData>, id: i32, name: impl Fn(u64) -> String) -> String {
-    let Ok(id) = u32::try_from(id) else {
-        return String::new();
-    };
-    let Ok(stack) = map.get(&id, 0) else {
-        return String::new();
-    };
-    let mut text = String::from("\n");
-    for frame in stack.frames() {
-        let _ = writeln!(text, "        {}", name(frame.ip));
-    }
-    text
+/// Stack `id` of the kernel's map, each frame named (and its file found) by
+/// `name`.
+fn read(
+    map: &StackTraceMap<&MapData>,
+    id: i32,
+    user: bool,
+    name: impl Fn(u64) -> (String, Option<String>),
+) -> Option<Rc<Stack>> {
+    let stack = map.get(&u32::try_from(id).ok()?, 0).ok()?;
+    let frames = stack
+        .frames()
+        .iter()
+        .map(|frame| {
+            let (name, file) = name(frame.ip);
+            Frame {
+                ip: frame.ip,
+                name,
+                file,
+            }
+        })
+        .collect();
+    Some(Rc::new(Stack { user, frames }))
 }
