@@ -357,6 +357,14 @@ pub enum ExprKind {
     Deref(Box<Expr>),
     Binary(BinOp, Box<Expr>, Box<Expr>),
     Ternary(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// `$x++`, `++@m[k]`, `$x--`, `--@m`: adds or subtracts 1 (`op`) from a
+    /// variable or map element (`target`), and is its value from before
+    /// (`post`) or after.
+    Step {
+        target: Box<Expr>,
+        op: BinOp,
+        post: bool,
+    },
     Call(String, Vec<Expr>),
     /// `sizeof(TYPE)` or `sizeof(expr)`: the checker puts the size in its
     /// place, and nothing evaluates the operand.
@@ -596,7 +604,8 @@ impl Expr {
             ExprKind::Unary(_, e)
             | ExprKind::Deref(e)
             | ExprKind::StructCast(_, e)
-            | ExprKind::Member { base: e, .. } => vec![e],
+            | ExprKind::Member { base: e, .. }
+            | ExprKind::Step { target: e, .. } => vec![e],
             ExprKind::Binary(_, a, b) => vec![a, b],
             ExprKind::Ternary(a, b, c) => vec![a, b, c],
             ExprKind::Call(_, args) => args.iter().collect(),
@@ -618,7 +627,8 @@ impl Expr {
             ExprKind::Unary(_, e)
             | ExprKind::Deref(e)
             | ExprKind::StructCast(_, e)
-            | ExprKind::Member { base: e, .. } => vec![e],
+            | ExprKind::Member { base: e, .. }
+            | ExprKind::Step { target: e, .. } => vec![e],
             ExprKind::Binary(_, a, b) => vec![a, b],
             ExprKind::Ternary(a, b, c) => vec![a, b, c],
             ExprKind::Call(_, args) => args.iter_mut().collect(),

@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::{
-    ast::{BinOp, Builtin, Expr, ExprKind, MapRef, Program, SizeOf, Stmt, UnOp},
+    ast::{BinOp, Builtin, Expr, ExprKind, MapRef, Program, SizeOf, Stmt, UnOp, for_each_expr},
     error::{Error, Result, Span},
     expand::expand,
     format,
@@ -158,8 +158,26 @@ fn collect_maps(program: &Program) -> Result<Vec<MapInfo>> {
     };
     for item in &program.items {
         walk(&item.body, &mut visit)?;
+        let mut stepped = Vec::new();
+        item.predicate.iter().for_each(|e| steps(e, &mut stepped));
+        for_each_expr(&item.body, &mut |e| steps(e, &mut stepped));
+        for map in &stepped {
+            visit(map, MapKind::Value(Type::Int))?;
+        }
     }
     Ok(maps.into_iter().map(|(m, _)| m).collect())
+}
+
+/// The maps `++` and `--` update inside `expr`.
+fn steps(expr: &Expr, maps: &mut Vec<MapRef>) {
+    if let ExprKind::Step { target, .. } = &expr.kind
+        && let ExprKind::Map(map) = &target.kind
+    {
+        maps.push(map.clone());
+    }
+    for child in expr.children() {
+        steps(child, maps);
+    }
 }
 
 /// Calls `visit` on every map assignment of `stmts` with the kind it gives.
@@ -834,21 +852,7 @@ impl Checker<'_> {
                     Error::new(span, format!("${name} is used before it is assigned"))
                 })
             }
-            ExprKind::Map(map) => {
-                self.keys(map)?;
-                self.read_kept(map);
-                let info = self.map_info(map)?;
-                info.kind.read_type().ok_or_else(|| {
-                    Error::new(
-                        span,
-                        format!(
-                            "@{} holds {} and cannot be read in an expression",
-                            map.name,
-                            info.kind.describe()
-                        ),
-                    )
-                })
-            }
+            ExprKind::Map(map) => self.map_read(map, span),
             ExprKind::Deref(address) => self.deref(address, span),
             ExprKind::Unary(op, operand) => {
                 let what = match op {
@@ -888,6 +892,10 @@ impl Checker<'_> {
                 let t = self.expr(then)?;
                 self.want(otherwise, t, "both branches of `?:`")?;
                 Ok(t)
+            }
+            ExprKind::Step { target, .. } => {
+                self.want(target, Type::Int, "what `++` and `--` update")?;
+                Ok(Type::Int)
             }
             ExprKind::Call(name, args) => self.call(name, args, span),
             ExprKind::SizeOf(SizeOf::Expr(measured)) => {
@@ -960,6 +968,23 @@ impl Checker<'_> {
             }
             _ => Ok(Type::Int),
         }
+    }
+
+    /// `@map[keys]` in an expression: the type of its values.
+    fn map_read(&mut self, map: &MapRef, span: Span) -> Result<Type> {
+        self.keys(map)?;
+        self.read_kept(map);
+        let info = self.map_info(map)?;
+        info.kind.read_type().ok_or_else(|| {
+            Error::new(
+                span,
+                format!(
+                    "@{} holds {} and cannot be read in an expression",
+                    map.name,
+                    info.kind.describe()
+                ),
+            )
+        })
     }
 
     /// `kstack(N)`, `kstack(MODE[, N])` and their `ustack` forms: the

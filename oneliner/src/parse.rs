@@ -296,7 +296,7 @@ impl<'a> Parser<'a> {
                     value,
                 })
             }
-            _ => Ok(Stmt::Expr(self.expr()?)),
+            _ => Ok(updating(self.expr()?)),
         }
     }
 
@@ -457,6 +457,11 @@ impl<'a> Parser<'a> {
 
     fn unary(&mut self) -> Result<Expr> {
         let (token, span) = self.peek()?;
+        if let Token::Punct(p @ ("++" | "--")) = token {
+            self.next()?;
+            let target = self.unary()?;
+            return stepped(target, p, false, span);
+        }
         if token == Token::Punct("*") {
             self.next()?;
             let address = self.unary()?;
@@ -480,7 +485,8 @@ impl<'a> Parser<'a> {
         })
     }
 
-    /// An atom, then any `->NAME` and `.NAME` (kernel struct members).
+    /// An atom, then any `->NAME` and `.NAME` (kernel struct members), or
+    /// `++` or `--` after a variable or map.
     fn primary(&mut self) -> Result<Expr> {
         let mut expr = self.atom()?;
         loop {
@@ -489,6 +495,12 @@ impl<'a> Parser<'a> {
             } else if self.eat(".")? {
                 false
             } else {
+                if let (Token::Punct(p @ ("++" | "--")), span) = self.peek()?
+                    && matches!(expr.kind, ExprKind::Var(_) | ExprKind::Map(_))
+                {
+                    self.next()?;
+                    return stepped(expr, p, true, span);
+                }
                 return Ok(expr);
             };
             let (token, name_span) = self.next()?;
@@ -683,6 +695,52 @@ enum Cast {
     Int(UnOp),
     /// A pointer to the kernel type named (`struct sock`).
     Struct(String),
+}
+
+/// `++target`, `target--` and the like (`punct` the operator, at `span`):
+/// the target must be a variable or a map element.
+fn stepped(target: Expr, punct: &str, post: bool, span: Span) -> Result<Expr> {
+    if !matches!(target.kind, ExprKind::Var(_) | ExprKind::Map(_)) {
+        return Err(Error::new(
+            span.to(target.span),
+            format!("`{punct}` takes a variable or a map element"),
+        ));
+    }
+    let op = if punct == "++" {
+        BinOp::Add
+    } else {
+        BinOp::Sub
+    };
+    Ok(Expr {
+        span: span.to(target.span),
+        kind: ExprKind::Step {
+            target: Box::new(target),
+            op,
+            post,
+        },
+    })
+}
+
+/// An expression as a statement: `++$x;` is an update like `$x++;`, whose
+/// value nothing reads.
+fn updating(expr: Expr) -> Stmt {
+    let ExprKind::Step { target, op, .. } = expr.kind else {
+        return Stmt::Expr(expr);
+    };
+    let value = Expr {
+        kind: ExprKind::Int(1),
+        span: expr.span,
+    };
+    match target.kind {
+        ExprKind::Map(map) => Stmt::MapUpdate { map, op, value },
+        ExprKind::Var(name) => Stmt::VarUpdate {
+            name,
+            span: target.span,
+            op,
+            value,
+        },
+        _ => unreachable!("stepped() takes variables and maps only"),
+    }
 }
 
 /// The `&'static str` the lexer uses for punctuation `p`.

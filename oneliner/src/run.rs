@@ -154,6 +154,17 @@ impl<'p> Runtime<'p> {
 
     /// Runs the actions of `event`'s probe when its predicate holds.
     pub fn event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> std::io::Result<Flow> {
+        self.fire(event, out).map(|(flow, _)| flow)
+    }
+
+    /// [`Runtime::event`], saying too whether the predicate held (true
+    /// without one). Evaluated once: a predicate may change a map
+    /// (`/@n++ < 10/`).
+    pub fn fire(
+        &mut self,
+        event: &Event<'_>,
+        out: &mut dyn Write,
+    ) -> std::io::Result<(Flow, bool)> {
         let plan = self.plan;
         let attach = &plan.attaches[event.attach];
         let item = &plan.program.items[attach.item];
@@ -167,27 +178,10 @@ impl<'p> Runtime<'p> {
         if let Some(predicate) = &item.predicate
             && !self.eval(predicate, &mut scope).truthy()
         {
-            return Ok(Flow::Continue);
+            return Ok((Flow::Continue, false));
         }
         self.stmts(&item.body, &mut scope, out)?;
-        Ok(scope.flow)
-    }
-
-    /// Whether `event`'s predicate holds (true without one). Reads maps
-    /// only, so calling it before [`Runtime::event`] changes nothing.
-    pub fn matches(&self, event: &Event<'_>) -> bool {
-        let attach = &self.plan.attaches[event.attach];
-        let Some(predicate) = &self.plan.program.items[attach.item].predicate else {
-            return true;
-        };
-        let mut scope = Scope {
-            event,
-            attach,
-            vars: HashMap::new(),
-            flow: Flow::Continue,
-            jump: None,
-        };
-        self.eval(predicate, &mut scope).truthy()
+        Ok((scope.flow, true))
     }
 
     /// Prints every map, as bpftrace does on exit.
@@ -475,11 +469,11 @@ impl<'p> Runtime<'p> {
         Ok(())
     }
 
-    fn keys(&self, map: &MapRef, scope: &mut Scope<'_, '_>) -> Vec<Value> {
+    fn keys(&mut self, map: &MapRef, scope: &mut Scope<'_, '_>) -> Vec<Value> {
         map.keys.iter().map(|k| self.eval(k, scope)).collect()
     }
 
-    fn eval(&self, expr: &Expr, scope: &mut Scope<'_, '_>) -> Value {
+    fn eval(&mut self, expr: &Expr, scope: &mut Scope<'_, '_>) -> Value {
         match &expr.kind {
             ExprKind::Int(n) => Value::Int(*n),
             ExprKind::Str(s) => Value::Str(s.clone()),
@@ -565,6 +559,7 @@ impl<'p> Runtime<'p> {
                 let frames = crate::check::stack_frames(count).expect("checked");
                 Value::Str(stack_text(stack, mode, frames))
             }
+            ExprKind::Step { target, op, post } => self.step(target, *op, *post, scope),
             ExprKind::Call(name, args) => self.function(name, args, scope),
             // Constants are values by now (`constants.rs`).
             // The checker puts their values in their place.
@@ -575,7 +570,7 @@ impl<'p> Runtime<'p> {
     /// `cat(fmt, ...)` and `system(fmt, ...)`: the file the format names,
     /// or the output of the command it writes, printed.
     fn outside(
-        &self,
+        &mut self,
         name: &str,
         args: &[Expr],
         scope: &mut Scope<'_, '_>,
@@ -606,9 +601,28 @@ impl<'p> Runtime<'p> {
         }
     }
 
+    /// `$x++`, `--@m[k]`, ...: the variable or map element `op` 1, and its
+    /// value before (`post`) or after.
+    fn step(&mut self, target: &Expr, op: BinOp, post: bool, scope: &mut Scope<'_, '_>) -> Value {
+        let old = self.eval(target, scope).int();
+        let new = arithmetic(op, old, 1);
+        match &target.kind {
+            ExprKind::Var(name) => {
+                scope.vars.insert(name.clone(), Value::Int(new));
+            }
+            ExprKind::Map(map) => {
+                let index = self.plan.map(&map.name).expect("checked");
+                let key = self.keys(map, scope);
+                self.maps[index].insert(key, Agg::Value(Value::Int(new)));
+            }
+            _ => unreachable!("parsed: variables and maps only"),
+        }
+        Value::Int(if post { old } else { new })
+    }
+
     /// The value of a call of `ntop`, `buf` or `bswap` (statements and
     /// the functions `eval` reads above have none).
-    fn function(&self, name: &str, args: &[Expr], scope: &mut Scope<'_, '_>) -> Value {
+    fn function(&mut self, name: &str, args: &[Expr], scope: &mut Scope<'_, '_>) -> Value {
         match name {
             "ntop" => {
                 let addr = args.last().expect("checked: ntop() has an address");
@@ -663,7 +677,7 @@ impl<'p> Runtime<'p> {
         }
     }
 
-    fn binary(&self, op: BinOp, left: &Expr, right: &Expr, scope: &mut Scope<'_, '_>) -> Value {
+    fn binary(&mut self, op: BinOp, left: &Expr, right: &Expr, scope: &mut Scope<'_, '_>) -> Value {
         match op {
             BinOp::LogicalAnd => {
                 return Value::Int(i64::from(
@@ -686,7 +700,7 @@ impl<'p> Runtime<'p> {
         }
     }
 
-    fn builtin(&self, builtin: Builtin, scope: &mut Scope<'_, '_>) -> Value {
+    fn builtin(&mut self, builtin: Builtin, scope: &mut Scope<'_, '_>) -> Value {
         let event = scope.event;
         match builtin {
             Builtin::Pid => Value::Int(event.pid.into()),
@@ -1019,6 +1033,19 @@ mod tests {
     }
 
     /// `strftime`'s time is one of `nsecs`' clock, the monotonic one.
+    /// `++` and `--` inside expressions update their variable or map and
+    /// are worth its value before (after the target) or after (before it),
+    /// as bpftrace 0.17 printed `1 3 3` for the first three; in a
+    /// predicate they count every event tested.
+    #[test]
+    fn increments_in_expressions_as_bpftrace() {
+        let out = run(
+            r#"tracepoint:syscalls:sys_exit_read /@tested++ < 2/ { $i = 1; printf("%d %d %d %d\n", $i++, ++$i, $i--, --@m[comm]); ++$i; --@m[comm]; printf("%d\n", $i); }"#,
+            &[(1, b"a\0", 1), (1, b"a\0", 2), (1, b"a\0", 3)],
+        );
+        assert_eq!(out, "1 3 3 -1\n3\n1 3 3 -3\n3\n\n\n@m[a]: -4\n@tested: 3\n");
+    }
+
     #[test]
     fn strftime_takes_the_monotonic_clock_to_the_wall_clock() {
         let ns = i64::try_from(clock_ns(libc::CLOCK_MONOTONIC)).unwrap();

@@ -206,20 +206,20 @@ fn output(path: Option<&std::path::Path>) -> Result<Box<dyn std::io::Write>> {
     Ok(Box::new(std::io::LineWriter::new(file)))
 }
 
-/// One kernel event: kept in the store when its predicate holds (checked
-/// before the actions, which may change the maps it reads), then run.
+/// One kernel event: run, and kept in the store when its predicate held.
 fn handle(
     runtime: &mut Runtime<'_>,
     keep: &mut Option<KeptEvents>,
     event: &Event<'_>,
     out: &mut dyn std::io::Write,
 ) -> std::io::Result<Flow> {
+    let (flow, matched) = runtime.fire(event, out)?;
     if let Some(keep) = keep
-        && runtime.matches(event)
+        && matched
     {
         keep.append(event);
     }
-    runtime.event(event, out)
+    Ok(flow)
 }
 
 /// Parses `text`, puts `params` in for `$1`, `$2`, ..., and checks it,
