@@ -970,6 +970,43 @@ impl Checker<'_> {
         }
     }
 
+    /// `reg("NAME")`: a register at the probe, which the kernel copies with
+    /// the rest of `struct pt_regs` up to it.
+    fn register(&mut self, args: &[Expr], span: Span) -> Result<Type> {
+        let [
+            Expr {
+                kind: ExprKind::Str(name),
+                ..
+            },
+        ] = args
+        else {
+            return Err(Error::new(
+                span,
+                "reg() takes a register's name: reg(\"ip\")",
+            ));
+        };
+        let field = crate::expand::register_field(name).ok_or_else(|| {
+            Error::new(
+                args[0].span,
+                format!(
+                    "`{name}` is not an x86-64 register of struct pt_regs (ip, sp, ax, di, r8, ...)"
+                ),
+            )
+        })?;
+        for attach in self.attaches.iter_mut() {
+            if !matches!(attach.target, Target::Kprobe { .. } | Target::Uprobe { .. }) {
+                return Err(Error::new(
+                    span,
+                    "reg() exists in kprobes and uprobes, whose context is the registers",
+                ));
+            }
+            if attach.field(&field.name).is_none() {
+                attach.fields.push(field.clone());
+            }
+        }
+        self.value_field(&field.name, span)
+    }
+
     /// `@map[keys]` in an expression: the type of its values.
     fn map_read(&mut self, map: &MapRef, span: Span) -> Result<Type> {
         self.keys(map)?;
@@ -1220,6 +1257,15 @@ impl Checker<'_> {
                 self.want(value, Type::Int, "bswap()'s value")?;
                 let width = self.width(value);
                 self.swaps.insert(span, width);
+                Ok(Type::Int)
+            }
+            "reg" => self.register(args, span),
+            // bpftrace's address-space hints: the value as it is.
+            "kptr" | "uptr" => {
+                let [addr] = args else {
+                    return Err(Error::new(span, format!("{name}() takes one address")));
+                };
+                self.want(addr, Type::Int, &format!("{name}()'s address"))?;
                 Ok(Type::Int)
             }
             "usym" | "ksym" => {
@@ -1735,6 +1781,23 @@ pub(crate) mod tests {
         assert_eq!(plan.attaches.len(), 2);
         assert!(plan.attaches[0].field("retval").is_some());
         assert_eq!(plan.attaches[0].raw_len, 88);
+        // `reg()`: the kernel copies the registers up to the one read
+        // (`ip` ends at byte 136 of `struct pt_regs`).
+        let plan = checked(r#"kprobe:vfs_read { @[reg("ip")] = count(); }"#);
+        assert_eq!(plan.attaches[0].raw_len, 136);
+        for (program, message) in [
+            (
+                r#"kprobe:vfs_read { @[reg("eip")] = count(); }"#,
+                "`eip` is not an x86-64 register of struct pt_regs (ip, sp, ax, di, r8, ...)",
+            ),
+            (
+                r#"tracepoint:syscalls:sys_enter_read { @[reg("ip")] = count(); }"#,
+                "reg() exists in kprobes and uprobes, whose context is the registers",
+            ),
+        ] {
+            let err = check(parse(program).unwrap(), &FakeKernel).unwrap_err();
+            assert_eq!(err.message, message);
+        }
     }
 
     #[test]

@@ -620,7 +620,7 @@ impl<'p> Runtime<'p> {
         Value::Int(if post { old } else { new })
     }
 
-    /// The value of a call of `ntop`, `buf` or `bswap` (statements and
+    /// The value of a call of `ntop`, `buf`, `reg`, `bswap` and the like (statements and
     /// the functions `eval` reads above have none).
     fn function(&mut self, name: &str, args: &[Expr], scope: &mut Scope<'_, '_>) -> Value {
         match name {
@@ -663,6 +663,13 @@ impl<'p> Runtime<'p> {
                 };
                 Value::Int(i64::from(!same_prefix(&left, &right, len)))
             }
+            "reg" => {
+                let ExprKind::Str(register) = &args[0].kind else {
+                    unreachable!("checked: a literal")
+                };
+                field(scope, &format!("reg_{register}"))
+            }
+            "kptr" | "uptr" => self.eval(&args[0], scope),
             "bswap" => {
                 let value = self.eval(&args[0], scope).int();
                 // The width the checker added (`widen_swaps`).

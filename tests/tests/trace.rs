@@ -1961,14 +1961,22 @@ fn uprobe_and_uretprobe_on_libc_syscall() {
         return;
     };
     // The workload calls syscall(2) for each step; getpid returns cpid.
+    // At the function's first instruction `reg("ip")` is its address, and
+    // `reg("di")` holds its first argument.
     let program = format!(
-        "uprobe:{libc}:syscall /pid == cpid/ {{ @[arg0] = count(); }} \
-         uretprobe:{libc}:syscall /pid == cpid && retval == cpid/ {{ @own = count(); }}"
+        "uprobe:{libc}:syscall /pid == cpid/ {{ @[arg0] = count(); @at[usym(kptr(reg(\"ip\"))), reg(\"di\") == arg0] = count(); }} \
+         uretprobe:{libc}:syscall /pid == cpid && retval == cpid/ {{ @own = count(); @ax[reg(\"ax\") == retval] = count(); }}"
     );
     let stdout = weft_trace(&program, &["getppid:1000", "getpid:10"], &[]);
     expect_lines(
         &stdout,
-        &["@[39]: 10", "@[110]: 1000", "@own: 10"],
+        &[
+            "@[39]: 10",
+            "@[110]: 1000",
+            "@own: 10",
+            "@at[syscall, 1]: 1010",
+            "@ax[1]: 10",
+        ],
         "uprobe",
     );
 }
