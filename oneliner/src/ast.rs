@@ -357,6 +357,13 @@ pub enum ExprKind {
     Deref(Box<Expr>),
     Binary(BinOp, Box<Expr>, Box<Expr>),
     Ternary(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// `(a, b, ...)`: two or more values as one.
+    Tuple(Vec<Expr>),
+    /// `tuple.N`: element N of a tuple, from 0.
+    Element {
+        tuple: Box<Expr>,
+        index: usize,
+    },
     /// `$x++`, `++@m[k]`, `$x--`, `--@m`: adds or subtracts 1 (`op`) from a
     /// variable or map element (`target`), and is its value from before
     /// (`post`) or after.
@@ -605,10 +612,11 @@ impl Expr {
             | ExprKind::Deref(e)
             | ExprKind::StructCast(_, e)
             | ExprKind::Member { base: e, .. }
-            | ExprKind::Step { target: e, .. } => vec![e],
+            | ExprKind::Step { target: e, .. }
+            | ExprKind::Element { tuple: e, .. } => vec![e],
             ExprKind::Binary(_, a, b) => vec![a, b],
             ExprKind::Ternary(a, b, c) => vec![a, b, c],
-            ExprKind::Call(_, args) => args.iter().collect(),
+            ExprKind::Call(_, args) | ExprKind::Tuple(args) => args.iter().collect(),
             ExprKind::Int(_)
             | ExprKind::Str(_)
             | ExprKind::Builtin(_)
@@ -628,10 +636,11 @@ impl Expr {
             | ExprKind::Deref(e)
             | ExprKind::StructCast(_, e)
             | ExprKind::Member { base: e, .. }
-            | ExprKind::Step { target: e, .. } => vec![e],
+            | ExprKind::Step { target: e, .. }
+            | ExprKind::Element { tuple: e, .. } => vec![e],
             ExprKind::Binary(_, a, b) => vec![a, b],
             ExprKind::Ternary(a, b, c) => vec![a, b, c],
-            ExprKind::Call(_, args) => args.iter_mut().collect(),
+            ExprKind::Call(_, args) | ExprKind::Tuple(args) => args.iter_mut().collect(),
             ExprKind::Int(_)
             | ExprKind::Str(_)
             | ExprKind::Builtin(_)

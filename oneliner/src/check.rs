@@ -38,7 +38,8 @@ pub use crate::{
 pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
     crate::constants::resolve(&mut program, kernel)?;
     let saved = crate::saved::read_where_saved(&mut program);
-    let mut maps = collect_maps(&program)?;
+    let (mut maps, mut guessed) = collect_maps(&program)?;
+    let mut tuples = Vec::new();
     let mut keys = HashMap::new();
     let mut attaches = Vec::new();
     let mut swaps = HashMap::new();
@@ -70,6 +71,8 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
         let mut checker = Checker {
             kernel,
             maps: &mut maps,
+            guessed: &mut guessed,
+            tuples: &mut tuples,
             keys: &mut keys,
             attaches: &mut group,
             vars: HashMap::new(),
@@ -130,30 +133,54 @@ fn widen_swaps(program: &mut Program, swaps: &HashMap<Span, u16>) {
     });
 }
 
-/// Every map's kind and key types, from its assignments.
-fn collect_maps(program: &Program) -> Result<Vec<MapInfo>> {
-    let mut maps: Vec<(MapInfo, Span)> = Vec::new();
-    let mut visit = |map: &MapRef, kind: MapKind| -> Result<()> {
-        match maps.iter().find(|(m, _)| m.name == map.name) {
-            Some((known, _)) if known.kind != kind => Err(Error::new(
+/// Every map's kind, from its assignments, and the maps whose values'
+/// type only the checker can tell, as every assignment of theirs is of a
+/// variable, a map, a member or a tuple (`assigned_kind`): the first it
+/// checks types them.
+fn collect_maps(program: &Program) -> Result<(Vec<MapInfo>, HashSet<String>)> {
+    let mut maps: Vec<MapInfo> = Vec::new();
+    let mut guessed = HashSet::new();
+    let mut visit = |map: &MapRef, kind: Option<MapKind>| -> Result<()> {
+        let clash = |known: MapKind, other: &str| {
+            Err(Error::new(
                 map.span,
                 format!(
-                    "@{} holds {} elsewhere and cannot also hold {}",
+                    "@{} holds {} elsewhere and cannot also hold {other}",
                     map.name,
-                    known.kind.describe(),
-                    kind.describe()
+                    known.describe(),
                 ),
-            )),
-            Some(_) => Ok(()),
-            None => {
-                let info = MapInfo {
-                    name: map.name.clone(),
-                    kind,
-                    keys: Vec::new(),
-                };
-                maps.push((info, map.span));
+            ))
+        };
+        let Some(known) = maps.iter_mut().find(|m| m.name == map.name) else {
+            if kind.is_none() {
+                guessed.insert(map.name.clone());
+            }
+            maps.push(MapInfo {
+                name: map.name.clone(),
+                kind: kind.unwrap_or(MapKind::Value(Type::Int)),
+                keys: Vec::new(),
+            });
+            return Ok(());
+        };
+        match kind {
+            None if !matches!(known.kind, MapKind::Value(_)) => clash(known.kind, "a value"),
+            Some(kind) if guessed.contains(&map.name) => {
+                if !matches!(kind, MapKind::Value(_)) {
+                    return Err(Error::new(
+                        map.span,
+                        format!(
+                            "@{} holds a value elsewhere and cannot also hold {}",
+                            map.name,
+                            kind.describe()
+                        ),
+                    ));
+                }
+                guessed.remove(&map.name);
+                known.kind = kind;
                 Ok(())
             }
+            Some(kind) if known.kind != kind => clash(known.kind, &kind.describe()),
+            None | Some(_) => Ok(()),
         }
     };
     for item in &program.items {
@@ -162,10 +189,10 @@ fn collect_maps(program: &Program) -> Result<Vec<MapInfo>> {
         item.predicate.iter().for_each(|e| steps(e, &mut stepped));
         for_each_expr(&item.body, &mut |e| steps(e, &mut stepped));
         for map in &stepped {
-            visit(map, MapKind::Value(Type::Int))?;
+            visit(map, Some(MapKind::Value(Type::Int)))?;
         }
     }
-    Ok(maps.into_iter().map(|(m, _)| m).collect())
+    Ok((maps, guessed))
 }
 
 /// The maps `++` and `--` update inside `expr`.
@@ -180,12 +207,16 @@ fn steps(expr: &Expr, maps: &mut Vec<MapRef>) {
     }
 }
 
-/// Calls `visit` on every map assignment of `stmts` with the kind it gives.
-fn walk(stmts: &[Stmt], visit: &mut dyn FnMut(&MapRef, MapKind) -> Result<()>) -> Result<()> {
+/// Calls `visit` on every map assignment of `stmts` with the kind it gives
+/// (none where the checker must tell).
+fn walk(
+    stmts: &[Stmt],
+    visit: &mut dyn FnMut(&MapRef, Option<MapKind>) -> Result<()>,
+) -> Result<()> {
     for stmt in stmts {
         match stmt {
             Stmt::MapAssign { map, value } => visit(map, assigned_kind(value)?)?,
-            Stmt::MapUpdate { map, .. } => visit(map, MapKind::Value(Type::Int))?,
+            Stmt::MapUpdate { map, .. } => visit(map, Some(MapKind::Value(Type::Int)))?,
             Stmt::If {
                 then, otherwise, ..
             } => {
@@ -199,11 +230,12 @@ fn walk(stmts: &[Stmt], visit: &mut dyn FnMut(&MapRef, MapKind) -> Result<()>) -
     Ok(())
 }
 
-/// The kind an assignment gives a map. Plain values are typed later; here
-/// strings are told apart by their obvious sources.
-fn assigned_kind(value: &Expr) -> Result<MapKind> {
+/// The kind an assignment gives a map, where it is plain without the
+/// kernel: strings are told apart by their obvious sources, and the type of
+/// a variable, a map, a member or a tuple is left to the checker (none).
+fn assigned_kind(value: &Expr) -> Result<Option<MapKind>> {
     let ExprKind::Call(name, args) = &value.kind else {
-        return Ok(MapKind::Value(shallow_type(value)));
+        return Ok(shallow_type(value).map(MapKind::Value));
     };
     let literal = |i: usize| match args.get(i).map(|a| &a.kind) {
         Some(ExprKind::Int(n)) => Ok(*n),
@@ -223,7 +255,7 @@ fn assigned_kind(value: &Expr) -> Result<MapKind> {
             "lhist() takes (value, min, max, step)",
         )),
     };
-    Ok(match name.as_str() {
+    Ok(Some(match name.as_str() {
         "count" => MapKind::Count,
         "sum" => MapKind::Sum,
         "avg" => MapKind::Avg,
@@ -244,7 +276,7 @@ fn assigned_kind(value: &Expr) -> Result<MapKind> {
         }
         name if STRING_CALLS.contains(&name) => MapKind::Value(Type::Str),
         _ => MapKind::Value(Type::Int),
-    })
+    }))
 }
 
 /// The functions whose value is a string.
@@ -252,16 +284,22 @@ const STRING_CALLS: &[&str] = &[
     "str", "usym", "ksym", "ntop", "kstack", "ustack", "strftime",
 ];
 
-/// The type of an expression where it is obvious without the kernel.
-fn shallow_type(expr: &Expr) -> Type {
+/// The type of an expression where it is obvious without the kernel or
+/// the types of variables and maps.
+fn shallow_type(expr: &Expr) -> Option<Type> {
     match &expr.kind {
         ExprKind::Str(_)
         | ExprKind::Builtin(
             Builtin::Comm | Builtin::Probe | Builtin::Func | Builtin::Kstack | Builtin::Ustack,
-        ) => Type::Str,
-        ExprKind::Call(name, _) if STRING_CALLS.contains(&name.as_str()) => Type::Str,
+        ) => Some(Type::Str),
+        ExprKind::Call(name, _) if STRING_CALLS.contains(&name.as_str()) => Some(Type::Str),
         ExprKind::Ternary(_, then, _) => shallow_type(then),
-        _ => Type::Int,
+        ExprKind::Var(_)
+        | ExprKind::Map(_)
+        | ExprKind::Member { .. }
+        | ExprKind::Tuple(_)
+        | ExprKind::Element { .. } => None,
+        _ => Some(Type::Int),
     }
 }
 
@@ -269,6 +307,11 @@ fn shallow_type(expr: &Expr) -> Type {
 struct Checker<'a> {
     kernel: &'a dyn Kernel,
     maps: &'a mut [MapInfo],
+    /// Maps whose values' type the first assignment checked sets
+    /// (`collect_maps`).
+    guessed: &'a mut HashSet<String>,
+    /// The element types of each tuple type (`Type::Tuple`'s number).
+    tuples: &'a mut Vec<Vec<Type>>,
     /// Key types of each map, fixed by its first use in any item.
     keys: &'a mut HashMap<String, Vec<Type>>,
     attaches: &'a mut [Attach],
@@ -295,10 +338,48 @@ impl Checker<'_> {
         if found != want {
             return Err(Error::new(
                 expr.span,
-                format!("{what} must be {}, not {}", want.name(), found.name()),
+                format!(
+                    "{what} must be {}, not {}",
+                    self.type_name(want),
+                    self.type_name(found)
+                ),
             ));
         }
         Ok(())
+    }
+
+    /// `t` in words; a tuple with its elements' types, `a tuple (int,
+    /// string)`.
+    fn type_name(&self, t: Type) -> String {
+        match t {
+            Type::Tuple(id) => format!("a tuple ({})", self.elements(id)),
+            other => other.name().to_string(),
+        }
+    }
+
+    /// The element types of tuple type `id`, as `int, string, (int, int)`.
+    fn elements(&self, id: u16) -> String {
+        self.tuples[usize::from(id)]
+            .iter()
+            .map(|t| match t {
+                Type::Int => "int".to_string(),
+                Type::Str => "string".to_string(),
+                Type::Tuple(inner) => format!("({})", self.elements(*inner)),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The tuple type of elements of `types`: the same number for the same
+    /// types.
+    fn tuple_type(&mut self, types: Vec<Type>) -> Type {
+        let id = if let Some(at) = self.tuples.iter().position(|t| *t == types) {
+            at
+        } else {
+            self.tuples.push(types);
+            self.tuples.len() - 1
+        };
+        Type::Tuple(u16::try_from(id).unwrap_or(u16::MAX))
     }
 
     fn stmts(&mut self, stmts: &[Stmt]) -> Result<()> {
@@ -315,9 +396,10 @@ impl Checker<'_> {
                 self.keep_pointer(map, value);
                 let info = self.map_info(map)?;
                 match (info.kind, &value.kind) {
-                    // A member's type is known only now (`collect_maps`
-                    // guessed an integer): a char array makes a map of strings.
-                    (MapKind::Value(Type::Int), ExprKind::Member { .. }) => {
+                    // The type of a variable, map, member or tuple is known
+                    // only now (`collect_maps`): the first such assignment
+                    // checked types the map.
+                    (MapKind::Value(_), _) if self.guessed.remove(&map.name) => {
                         let found = self.expr(value)?;
                         if let Some(info) = self.maps.iter_mut().find(|m| m.name == map.name) {
                             info.kind = MapKind::Value(found);
@@ -346,8 +428,8 @@ impl Checker<'_> {
                         *span,
                         format!(
                             "${name} holds {} and cannot also hold {}",
-                            t.name(),
-                            found.name()
+                            self.type_name(*t),
+                            self.type_name(found)
                         ),
                     )),
                     _ => {
@@ -507,7 +589,15 @@ impl Checker<'_> {
     fn keys(&mut self, map: &MapRef) -> Result<()> {
         let mut types = Vec::new();
         for key in &map.keys {
-            types.push(self.expr(key)?);
+            let found = self.expr(key)?;
+            if let Type::Tuple(_) = found {
+                // As bpftrace 0.17.
+                return Err(Error::new(
+                    key.span,
+                    "a tuple cannot be a map key: key the map by its parts, as in @map[$a, $b]",
+                ));
+            }
+            types.push(found);
         }
         match self.keys.get(&map.name) {
             Some(known) if *known != types => Err(Error::new(
@@ -664,6 +754,12 @@ impl Checker<'_> {
         }
         for (value, want) in values.iter().zip(wanted) {
             let found = self.expr(value)?;
+            if let Type::Tuple(_) = found {
+                return Err(Error::new(
+                    value.span,
+                    "this value is a tuple: print it with print(), or its elements ($t.0)",
+                ));
+            }
             if want == Type::Int && found == Type::Str {
                 return Err(Error::new(
                     value.span,
@@ -864,35 +960,21 @@ impl Checker<'_> {
                 self.want(operand, Type::Int, what)?;
                 Ok(Type::Int)
             }
-            ExprKind::Binary(op, left, right) => {
-                let l = self.expr(left)?;
-                let r = self.expr(right)?;
-                if matches!(op, BinOp::Eq | BinOp::Ne) {
-                    if l != r {
-                        return Err(Error::new(
-                            span,
-                            format!("cannot compare {} with {}", l.name(), r.name()),
-                        ));
-                    }
-                } else if (l == Type::Str || r == Type::Str)
-                    && !matches!(op, BinOp::LogicalAnd | BinOp::LogicalOr)
-                {
-                    // `&&` and `||` take a string as true where it is not
-                    // empty, as a predicate does (`/pid == 42 && @name[tid]/`).
-                    let bad = if l == Type::Str { left } else { right };
-                    return Err(Error::new(
-                        bad.span,
-                        "this is a string: only ==, != and the logical && and || apply to strings",
-                    ));
-                }
-                Ok(Type::Int)
-            }
+            ExprKind::Binary(op, left, right) => self.binary(*op, left, right, span),
             ExprKind::Ternary(cond, then, otherwise) => {
                 self.want(cond, Type::Int, "a condition")?;
                 let t = self.expr(then)?;
                 self.want(otherwise, t, "both branches of `?:`")?;
                 Ok(t)
             }
+            ExprKind::Tuple(elements) => {
+                let mut types = Vec::new();
+                for element in elements {
+                    types.push(self.expr(element)?);
+                }
+                Ok(self.tuple_type(types))
+            }
+            ExprKind::Element { tuple, index } => self.element(tuple, *index, span),
             ExprKind::Step { target, .. } => {
                 self.want(target, Type::Int, "what `++` and `--` update")?;
                 Ok(Type::Int)
@@ -1005,6 +1087,69 @@ impl Checker<'_> {
             }
         }
         self.value_field(&field.name, span)
+    }
+
+    /// `left op right`: an integer, of integers, or of two strings or
+    /// tuples of one type where `op` compares them.
+    fn binary(&mut self, op: BinOp, left: &Expr, right: &Expr, span: Span) -> Result<Type> {
+        let l = self.expr(left)?;
+        let r = self.expr(right)?;
+        if matches!(op, BinOp::Eq | BinOp::Ne) {
+            if l != r {
+                return Err(Error::new(
+                    span,
+                    format!(
+                        "cannot compare {} with {}",
+                        self.type_name(l),
+                        self.type_name(r)
+                    ),
+                ));
+            }
+        } else if let Some(tuple) = [(l, left), (r, right)]
+            .iter()
+            .find(|(t, _)| matches!(t, Type::Tuple(_)))
+        {
+            return Err(Error::new(
+                tuple.1.span,
+                "this is a tuple: only == and != apply to tuples (compare an element, $t.0)",
+            ));
+        } else if (l == Type::Str || r == Type::Str)
+            && !matches!(op, BinOp::LogicalAnd | BinOp::LogicalOr)
+        {
+            // `&&` and `||` take a string as true where it is not
+            // empty, as a predicate does (`/pid == 42 && @name[tid]/`).
+            let bad = if l == Type::Str { left } else { right };
+            return Err(Error::new(
+                bad.span,
+                "this is a string: only ==, != and the logical && and || apply to strings",
+            ));
+        }
+        Ok(Type::Int)
+    }
+
+    /// `tuple.index`: the type of that element.
+    fn element(&mut self, tuple: &Expr, index: usize, span: Span) -> Result<Type> {
+        let found = self.expr(tuple)?;
+        let Type::Tuple(id) = found else {
+            return Err(Error::new(
+                span,
+                format!(
+                    "`.{index}` takes an element of a tuple; this is {}",
+                    self.type_name(found)
+                ),
+            ));
+        };
+        let elements = &self.tuples[usize::from(id)];
+        elements.get(index).copied().ok_or_else(|| {
+            Error::new(
+                span,
+                format!(
+                    "this tuple has {} elements, .0 to .{}",
+                    elements.len(),
+                    elements.len() - 1
+                ),
+            )
+        })
     }
 
     /// `@map[keys]` in an expression: the type of its values.
@@ -1316,10 +1461,14 @@ impl Checker<'_> {
                 let asked = self.attaches.to_vec();
                 let ty = self.expr(expr)?;
                 self.attaches.clone_from_slice(&asked);
-                return Ok(match ty {
-                    Type::Int => u32::from(self.width(expr)),
-                    Type::Str => weft_abi::oneliner::STRING_LEN as u32,
-                });
+                return match ty {
+                    Type::Int => Ok(u32::from(self.width(expr))),
+                    Type::Str => Ok(weft_abi::oneliner::STRING_LEN as u32),
+                    Type::Tuple(_) => Err(Error::new(
+                        expr.span,
+                        "sizeof(): weft does not lay tuples out in memory",
+                    )),
+                };
             }
         };
         match ty {
@@ -1359,6 +1508,8 @@ fn type_list(types: &[Type]) -> String {
         .map(|t| match t {
             Type::Int => "int",
             Type::Str => "string",
+            // Keys are never tuples (`Checker::keys`).
+            Type::Tuple(_) => "tuple",
         })
         .collect::<Vec<_>>()
         .join(", ")
@@ -1773,6 +1924,54 @@ pub(crate) mod tests {
             err.message,
             "tracepoint:syscalls:sys_enter_read has no field `ret`: it has __syscall_nr, fd, buf, count"
         );
+    }
+
+    /// A map assigned only variables, maps, members or tuples takes the
+    /// type of the first assignment checked; tuple types are their
+    /// elements', and misuse says what and where.
+    #[test]
+    fn maps_and_tuples_take_the_types_of_their_values() {
+        let plan = checked(
+            r#"BEGIN { $s = "a"; @s = $s; @t = (1, ("x", 2)); @c = @s; @u = @t; @n = count(); }"#,
+        );
+        let kind = |name: &str| plan.maps[plan.map(name).unwrap()].kind;
+        assert_eq!(kind("s"), MapKind::Value(Type::Str));
+        assert_eq!(kind("c"), MapKind::Value(Type::Str));
+        assert!(matches!(kind("t"), MapKind::Value(Type::Tuple(_))));
+        assert_eq!(kind("t"), kind("u"));
+        for (program, message) in [
+            (
+                r#"BEGIN { @t = (1, "a"); @t = (1, 2); }"#,
+                "@t must be a tuple (int, string), not a tuple (int, int)",
+            ),
+            (
+                r#"BEGIN { $t = (1, (2, "a")); $t = (1, 2); }"#,
+                "$t holds a tuple (int, (int, string)) and cannot also hold a tuple (int, int)",
+            ),
+            (
+                r#"BEGIN { $t = (1, 2); printf("%d\n", $t.2); }"#,
+                "this tuple has 2 elements, .0 to .1",
+            ),
+            (
+                r#"BEGIN { $t = (1, 2); printf("%d\n", $t); }"#,
+                "this value is a tuple: print it with print(), or its elements ($t.0)",
+            ),
+            (
+                "BEGIN { @[(1, 2)] = count(); }",
+                "a tuple cannot be a map key: key the map by its parts, as in @map[$a, $b]",
+            ),
+            (
+                "BEGIN { $t = (1, 2); $x = $t * 2; }",
+                "this is a tuple: only == and != apply to tuples (compare an element, $t.0)",
+            ),
+            (
+                "BEGIN { $x = 1; @m = $x; @m = count(); }",
+                "@m holds a value elsewhere and cannot also hold count()",
+            ),
+        ] {
+            let err = check(parse(program).unwrap(), &FakeKernel).unwrap_err();
+            assert_eq!(err.message, message, "{program}");
+        }
     }
 
     #[test]

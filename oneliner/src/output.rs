@@ -205,6 +205,8 @@ fn json_value(value: &Value) -> Json {
     match value {
         Value::Int(n) => json!(n),
         Value::Str(s) => json!(s),
+        // As bpftrace: an array, `[1,"a"]`.
+        Value::Tuple(elements) => Json::Array(elements.iter().map(json_value).collect()),
     }
 }
 
@@ -248,7 +250,7 @@ fn print_folded(
                 | Agg::Lhist(_)
                 | Agg::Stats { .. }
                 | Agg::Percentiles(_)
-                | Agg::Value(Value::Str(_))
+                | Agg::Value(Value::Str(_) | Value::Tuple(_))
         ) {
             continue;
         }
@@ -355,7 +357,9 @@ fn print_text(
                     p.max / div
                 )?;
             }
-            Agg::Value(Value::Str(s)) => writeln!(out, "{name}: {s}")?,
+            Agg::Value(value @ (Value::Str(_) | Value::Tuple(_))) => {
+                writeln!(out, "{name}: {value}")?;
+            }
             other => writeln!(out, "{name}: {}", other.sort_value() / div)?,
         }
     }
@@ -540,7 +544,7 @@ fn print_json(
                 let q = |q: f64| p.at(q) / div;
                 json!({"count": p.histogram.len(), "p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "p99.9": q(0.999), "max": p.max / div})
             }
-            Agg::Value(Value::Str(s)) => json!(s),
+            Agg::Value(value @ (Value::Str(_) | Value::Tuple(_))) => json_value(value),
             other => json!(other.sort_value() / div),
         }
     };

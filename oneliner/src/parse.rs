@@ -504,6 +504,19 @@ impl<'a> Parser<'a> {
                 return Ok(expr);
             };
             let (token, name_span) = self.next()?;
+            if let (Token::Int(index), false) = (&token, arrow) {
+                let index = usize::try_from(*index)
+                    .map_err(|_| Error::new(name_span, "a tuple's elements are numbered from 0"))?;
+                let span = expr.span.to(name_span);
+                expr = Expr {
+                    kind: ExprKind::Element {
+                        tuple: Box::new(expr),
+                        index,
+                    },
+                    span,
+                };
+                continue;
+            }
             let Token::Ident(name) = token else {
                 return Err(Error::new(
                     name_span,
@@ -549,9 +562,23 @@ impl<'a> Parser<'a> {
                     return Ok(Expr { kind, span });
                 }
                 let outer = std::mem::replace(&mut self.in_predicate, false);
-                let inner = self.expr()?;
+                let mut inner = self.expr()?;
+                if self.eat(",")? {
+                    // A tuple: `(a, b, ...)`.
+                    let mut elements = vec![inner];
+                    elements.extend(self.list(")")?);
+                    let end = Span::new(self.lexer.pos() - 1, 1);
+                    if elements.len() < 2 {
+                        return Err(Error::new(span.to(end), "a tuple has two or more elements"));
+                    }
+                    inner = Expr {
+                        kind: ExprKind::Tuple(elements),
+                        span: span.to(Span::new(self.lexer.pos() - 1, 1)),
+                    };
+                } else {
+                    self.expect(")")?;
+                }
                 self.in_predicate = outer;
-                self.expect(")")?;
                 return Ok(inner);
             }
             Token::Ident(word) => return self.word(word, span),

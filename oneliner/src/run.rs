@@ -560,6 +560,15 @@ impl<'p> Runtime<'p> {
                 Value::Str(stack_text(stack, mode, frames))
             }
             ExprKind::Step { target, op, post } => self.step(target, *op, *post, scope),
+            ExprKind::Tuple(elements) => {
+                Value::Tuple(elements.iter().map(|e| self.eval(e, scope)).collect())
+            }
+            ExprKind::Element { tuple, index } => match self.eval(tuple, scope) {
+                Value::Tuple(mut elements) if *index < elements.len() => {
+                    elements.swap_remove(*index)
+                }
+                _ => unreachable!("checked: an element of a tuple"),
+            },
             ExprKind::Call(name, args) => self.function(name, args, scope),
             // Constants are values by now (`constants.rs`).
             // The checker puts their values in their place.
@@ -929,7 +938,7 @@ fn string_of(scope: &Scope<'_, '_>, name: &str) -> Value {
     }
     match field(scope, name) {
         Value::Str(s) => Value::Str(s),
-        Value::Int(_) => Value::Str(String::new()),
+        Value::Int(_) | Value::Tuple(_) => Value::Str(String::new()),
     }
 }
 
@@ -1039,7 +1048,38 @@ mod tests {
         assert_eq!(out, "\n\n@c: 2\n@max: 1\n");
     }
 
-    /// `strftime`'s time is one of `nsecs`' clock, the monotonic one.
+    /// Tuples: made of any values, tuples too; their elements read as
+    /// `.N`; printed, kept in maps and compared.
+    #[test]
+    fn tuples_as_bpftrace() {
+        // bpftrace 0.17 printed these lines for the same values, and the
+        // same JSON but for its spaces.
+        let program = r#"tracepoint:syscalls:sys_exit_read { $t = (pid, comm, (args.ret, "x")); print($t); @t[pid] = $t; printf("%d %s %d\n", $t.2.0, $t.1, $t == (1, "cat", (5, "x"))); $s = comm; @s = $s; }"#;
+        let out = run(program, &[(1, b"cat\0", 5)]);
+        assert_eq!(
+            out,
+            "(1, cat, (5, x))\n5 cat 1\n\n\n@s: cat\n@t[1]: (1, cat, (5, x))\n"
+        );
+        let plan = checked(program);
+        let mut runtime = Runtime::new(&plan, Format::Json, 0);
+        let raw = exit_read(5);
+        let event = Event {
+            pid: 1,
+            comm: b"cat\0",
+            raw: &raw,
+            ..Event::default()
+        };
+        let mut out = Vec::new();
+        runtime.event(&event, &mut out).unwrap();
+        runtime.print_all(&mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert!(
+            out.contains(r#"{"type":"value","data":[1,"cat",[5,"x"]]}"#)
+                && out.contains(r#"{"type":"map","data":{"@t":{"1":[1,"cat",[5,"x"]]}}}"#),
+            "{out}"
+        );
+    }
+
     /// `++` and `--` inside expressions update their variable or map and
     /// are worth its value before (after the target) or after (before it),
     /// as bpftrace 0.17 printed `1 3 3` for the first three; in a
@@ -1053,6 +1093,7 @@ mod tests {
         assert_eq!(out, "1 3 3 -1\n3\n1 3 3 -3\n3\n\n\n@m[a]: -4\n@tested: 3\n");
     }
 
+    /// `strftime`'s time is one of `nsecs`' clock, the monotonic one.
     #[test]
     fn strftime_takes_the_monotonic_clock_to_the_wall_clock() {
         let ns = i64::try_from(clock_ns(libc::CLOCK_MONOTONIC)).unwrap();

@@ -6,6 +6,9 @@
 pub enum Type {
     Int,
     Str,
+    /// `(1, "a")`: the checker's tuple type of this number, which lists
+    /// its elements' types (equal numbers, equal types).
+    Tuple(u16),
 }
 
 impl Type {
@@ -13,6 +16,7 @@ impl Type {
         match self {
             Self::Int => "an integer",
             Self::Str => "a string",
+            Self::Tuple(_) => "a tuple",
         }
     }
 }
@@ -22,13 +26,17 @@ impl Type {
 pub enum Value {
     Int(i64),
     Str(String),
+    Tuple(Vec<Value>),
 }
 
 impl Value {
+    /// The integer a value stands for where one is wanted: a string is
+    /// true when not empty. (The checker lets no tuple get here.)
     pub(crate) fn int(&self) -> i64 {
         match self {
             Self::Int(n) => *n,
             Self::Str(s) => i64::from(!s.is_empty()),
+            Self::Tuple(_) => 0,
         }
     }
 
@@ -42,6 +50,17 @@ impl std::fmt::Display for Value {
         match self {
             Self::Int(n) => write!(f, "{n}"),
             Self::Str(s) => f.write_str(s),
+            // As bpftrace prints one: `(1, abc, (2, 3))`.
+            Self::Tuple(elements) => {
+                f.write_str("(")?;
+                for (i, element) in elements.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{element}")?;
+                }
+                f.write_str(")")
+            }
         }
     }
 }
