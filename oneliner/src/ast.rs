@@ -410,10 +410,12 @@ pub enum Builtin {
     Rand,
     /// The NUMA node of the CPU the event fired on.
     Numaid,
+    /// The name of the user `uid` is.
+    Username,
 }
 
 impl Builtin {
-    pub const ALL: [(&'static str, Self); 17] = [
+    pub const ALL: [(&'static str, Self); 18] = [
         ("pid", Self::Pid),
         ("tid", Self::Tid),
         ("uid", Self::Uid),
@@ -431,6 +433,7 @@ impl Builtin {
         ("curtask", Self::Curtask),
         ("rand", Self::Rand),
         ("numaid", Self::Numaid),
+        ("username", Self::Username),
     ];
 
     pub fn from_name(name: &str) -> Option<Self> {

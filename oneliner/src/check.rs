@@ -281,7 +281,7 @@ fn assigned_kind(value: &Expr) -> Result<Option<MapKind>> {
 
 /// The functions whose value is a string.
 const STRING_CALLS: &[&str] = &[
-    "str", "usym", "ksym", "ntop", "kstack", "ustack", "strftime",
+    "str", "usym", "ksym", "ntop", "kstack", "ustack", "strftime", "macaddr",
 ];
 
 /// The type of an expression where it is obvious without the kernel or
@@ -290,7 +290,12 @@ fn shallow_type(expr: &Expr) -> Option<Type> {
     match &expr.kind {
         ExprKind::Str(_)
         | ExprKind::Builtin(
-            Builtin::Comm | Builtin::Probe | Builtin::Func | Builtin::Kstack | Builtin::Ustack,
+            Builtin::Comm
+            | Builtin::Probe
+            | Builtin::Func
+            | Builtin::Kstack
+            | Builtin::Ustack
+            | Builtin::Username,
         ) => Some(Type::Str),
         ExprKind::Call(name, _) if STRING_CALLS.contains(&name.as_str()) => Some(Type::Str),
         ExprKind::Ternary(_, then, _) => shallow_type(then),
@@ -1006,7 +1011,7 @@ impl Checker<'_> {
 
     fn builtin(&mut self, builtin: Builtin, span: Span) -> Result<Type> {
         match builtin {
-            Builtin::Comm | Builtin::Probe => Ok(Type::Str),
+            Builtin::Comm | Builtin::Probe | Builtin::Username => Ok(Type::Str),
             Builtin::Func => {
                 if self.attaches.iter().any(|a| a.target.function().is_empty()) {
                     return Err(Error::new(
@@ -1347,6 +1352,34 @@ impl Checker<'_> {
         Ok(Type::Str)
     }
 
+    /// `macaddr(array)`: a 6-byte array member or field (`h_source` of
+    /// `struct ethhdr`) as a MAC address.
+    fn macaddr(&mut self, args: &[Expr], span: Span) -> Result<Type> {
+        let [addr] = args else {
+            return Err(Error::new(span, "macaddr() takes one 6-byte array"));
+        };
+        let sizes: Vec<u16> = match &addr.kind {
+            ExprKind::Member { .. } if self.member(addr, false)? == Type::Str => self
+                .attaches
+                .iter()
+                .filter_map(|a| a.member(addr.span).map(|m| m.size))
+                .collect(),
+            ExprKind::Field(name) if self.expr(addr)? == Type::Str => self
+                .attaches
+                .iter()
+                .filter_map(|a| a.field(name).map(|f| f.size))
+                .collect(),
+            _ => vec![0],
+        };
+        if sizes.iter().any(|size| *size != 6) {
+            return Err(Error::new(
+                addr.span,
+                "macaddr() reads a 6-byte array member or field, as in macaddr($eth->h_source)",
+            ));
+        }
+        Ok(Type::Str)
+    }
+
     /// `*address`, which weft reads where it runs the probe.
     fn deref(&mut self, address: &Expr, span: Span) -> Result<Type> {
         if self.attaches.iter().any(Attach::in_kernel) {
@@ -1391,8 +1424,20 @@ impl Checker<'_> {
         match name {
             "str" => self.string(args, span),
             "ntop" => self.ntop(args, span),
+            "macaddr" => self.macaddr(args, span),
             "buf" => self.buf(args, span),
             "strncmp" => self.strncmp(args, span),
+            "strcontains" => {
+                let [haystack, needle] = args else {
+                    return Err(Error::new(
+                        span,
+                        "strcontains() takes two strings: strcontains(str(args.filename), \"log\")",
+                    ));
+                };
+                self.want(haystack, Type::Str, "strcontains()'s first string")?;
+                self.want(needle, Type::Str, "strcontains()'s second string")?;
+                Ok(Type::Int)
+            }
             "strftime" => self.strftime(args, span),
             "kstack" | "ustack" => self.stack(name, args, span),
             "bswap" => {

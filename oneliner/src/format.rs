@@ -168,6 +168,16 @@ pub fn escaped(bytes: &[u8]) -> String {
     out
 }
 
+/// A MAC address as bpftrace's `macaddr()` prints it: six bytes in upper
+/// case hex, `:` between them.
+pub fn mac(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
 /// An IPv4 (4 bytes) or IPv6 (16 bytes) address in network order, as
 /// `inet_ntop(3)` writes it, which bpftrace's `ntop()` prints.
 pub fn inet(bytes: &[u8]) -> String {
@@ -211,6 +221,11 @@ mod tests {
         assert_eq!(inet(&v6("fe80::1:0:0:2")), "fe80::1:0:0:2");
         assert_eq!(inet(&v6("2001:db8:0:0:1:0:0:1")), "2001:db8::1:0:0:1");
         assert_eq!(inet(&[1, 2, 3]), "");
+    }
+
+    #[test]
+    fn mac_addresses_as_bpftrace_prints_them() {
+        assert_eq!(mac(&[0x52, 0x54, 0, 0x12, 0xab, 0xff]), "52:54:00:12:AB:FF");
     }
 
     #[test]

@@ -635,20 +635,20 @@ impl<'p> Runtime<'p> {
         match name {
             "ntop" => {
                 let addr = args.last().expect("checked: ntop() has an address");
-                let bytes = match (&addr.kind, member_bytes(scope, addr)) {
-                    (_, Some((bytes, true))) => bytes.to_vec(),
-                    (ExprKind::Field(name), _)
-                        if scope
-                            .attach
-                            .field(name)
-                            .is_some_and(|f| f.kind == FieldKind::Chars) =>
-                    {
-                        field_bytes(scope, name).to_vec()
-                    }
+                let bytes = array_bytes(scope, addr).unwrap_or_else(|| {
                     // An IPv4 address as an integer read from memory.
-                    _ => (self.eval(addr, scope).int() as u32).to_le_bytes().to_vec(),
-                };
+                    (self.eval(addr, scope).int() as u32).to_le_bytes().to_vec()
+                });
                 Value::Str(crate::format::inet(&bytes))
+            }
+            "strcontains" => {
+                let haystack = self.eval(&args[0], scope).to_string();
+                let needle = self.eval(&args[1], scope).to_string();
+                Value::Int(i64::from(haystack.contains(&needle)))
+            }
+            "macaddr" => {
+                let bytes = array_bytes(scope, &args[0]).unwrap_or_default();
+                Value::Str(crate::format::mac(&bytes))
             }
             "buf" => {
                 let (bytes, _) = member_bytes(scope, &args[0]).unwrap_or_default();
@@ -735,6 +735,7 @@ impl<'p> Runtime<'p> {
             ) as u32)),
             Builtin::Elapsed => Value::Int(event.ns.saturating_sub(self.start_ns) as i64),
             Builtin::Comm => Value::Str(c_string(event.comm)),
+            Builtin::Username => Value::Str(user_name(event.uid)),
             Builtin::Probe => Value::Str(scope.attach.target.name()),
             Builtin::Func => Value::Str(scope.attach.target.function().to_string()),
             Builtin::Retval => field(scope, "retval"),
@@ -749,6 +750,26 @@ impl<'p> Runtime<'p> {
             Builtin::Curtask => Value::Int(0),
         }
     }
+}
+
+/// The name of user `uid` in `/etc/passwd`, read once, as bpftrace names
+/// it (not through NSS, whose lookups may block on the network); empty for
+/// a uid it does not list, as in bpftrace.
+fn user_name(uid: u32) -> String {
+    static USERS: std::sync::OnceLock<HashMap<u32, String>> = std::sync::OnceLock::new();
+    let users = USERS.get_or_init(|| {
+        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+        let mut users = HashMap::new();
+        for line in passwd.lines() {
+            let mut fields = line.split(':');
+            if let (Some(name), Some(Ok(uid))) = (fields.next(), fields.nth(1).map(str::parse)) {
+                // The first line of a uid names it, as getpwuid() finds it.
+                users.entry(uid).or_insert_with(|| name.to_string());
+            }
+        }
+        users
+    });
+    users.get(&uid).cloned().unwrap_or_default()
 }
 
 /// Integer arithmetic as in BPF: wrapping, division by zero gives 0.
@@ -869,6 +890,23 @@ fn field(scope: &Scope<'_, '_>, name: &str) -> Value {
         FieldKind::Int | FieldKind::Pointer { .. } => {
             Value::Int(integer(scope.event.raw, f.offset, f.size, f.signed))
         }
+    }
+}
+
+/// The bytes of an array member or field (`u8 addr[16]`), as the kernel
+/// copied them.
+fn array_bytes(scope: &Scope<'_, '_>, expr: &Expr) -> Option<Vec<u8>> {
+    match (&expr.kind, member_bytes(scope, expr)) {
+        (_, Some((bytes, true))) => Some(bytes.to_vec()),
+        (ExprKind::Field(name), _)
+            if scope
+                .attach
+                .field(name)
+                .is_some_and(|f| f.kind == FieldKind::Chars) =>
+        {
+            Some(field_bytes(scope, name).to_vec())
+        }
+        _ => None,
     }
 }
 
@@ -1091,6 +1129,38 @@ mod tests {
             &[(1, b"a\0", 1), (1, b"a\0", 2), (1, b"a\0", 3)],
         );
         assert_eq!(out, "1 3 3 -1\n3\n1 3 3 -3\n3\n\n\n@m[a]: -4\n@tested: 3\n");
+    }
+
+    /// `strcontains(haystack, needle)`, bpftrace 0.20's: 1 where the needle
+    /// is in the haystack (the empty one is in every string).
+    #[test]
+    fn strcontains_finds_a_substring() {
+        let out = run(
+            r#"tracepoint:syscalls:sys_exit_read /strcontains(comm, "at")/ { printf("%s %d\n", comm, strcontains(comm, "")); }"#,
+            &[(1, b"cat\0", 1), (2, b"dd\0", 1), (3, b"bat\0", 1)],
+        );
+        assert_eq!(out, "cat 1\nbat 1\n\n\n");
+    }
+
+    /// `username` is the user's name in /etc/passwd (uid 0 is root), or
+    /// empty for a uid it does not list, as in bpftrace.
+    #[test]
+    fn username_names_the_uid() {
+        let plan = checked(
+            r#"tracepoint:syscalls:sys_exit_read { printf("[%s]\n", username); @[username] = count(); }"#,
+        );
+        let mut runtime = Runtime::new(&plan, Format::Text, 0);
+        let raw = exit_read(0);
+        let mut out = Vec::new();
+        for uid in [0, 4_000_000_000] {
+            let event = Event {
+                uid,
+                raw: &raw,
+                ..Event::default()
+            };
+            runtime.event(&event, &mut out).unwrap();
+        }
+        assert_eq!(String::from_utf8(out).unwrap(), "[root]\n[]\n");
     }
 
     /// `strftime`'s time is one of `nsecs`' clock, the monotonic one.

@@ -1137,6 +1137,28 @@ fn execsnoop_joins_the_arguments_as_bpftrace_does() {
     );
 }
 
+/// `macaddr()` of `struct ethhdr`'s addresses, read in the kernel through
+/// the skb a tracepoint hands over (`skbaddr` cast to `struct sk_buff *`,
+/// then its `data`): the addresses of the frame the workload sent on the
+/// loopback device, as bpftrace writes them.
+#[test]
+fn macaddr_writes_the_addresses_of_a_frame() {
+    let test = "macaddr_writes_the_addresses_of_a_frame";
+    if !needs(test, &TRACE) || !needs(test, &[Need::Tracepoint("net/net_dev_queue")]) {
+        return;
+    }
+    let stdout = weft_trace(
+        r#"tracepoint:net:net_dev_queue /pid == cpid/ { $skb = (struct sk_buff *)args->skbaddr; $eth = (struct ethhdr *)$skb->data; printf("%s %s %s\n", str(args->name), macaddr($eth->h_source), macaddr($eth->h_dest)); }"#,
+        &["frame:lo"],
+        &[],
+    );
+    expect_lines(
+        &stdout,
+        &["lo 52:54:00:12:AB:FF 02:00:00:00:00:01"],
+        "macaddr",
+    );
+}
+
 /// naptime.bt reads the sleep's length through the syscall's pointer
 /// argument (`args->rqtp->tv_sec`, user memory) and the sleeper's parent
 /// through `curtask` (`$task->real_parent->pid`, `->comm`, kernel memory),

@@ -8,7 +8,9 @@
 //! `openat` of PATH whose name lies in a file mapping the process has not
 //! touched, so that a probe at the syscall's entry cannot read it yet) or
 //! `migrate:N` (N getppid calls, each on the next CPU the process may run
-//! on, moved there with `sched_setaffinity`), or `switches:PATH` (the
+//! on, moved there with `sched_setaffinity`), `frame:IFACE` (one Ethernet
+//! frame from [`FRAME_SOURCE`] to [`FRAME_DEST`] sent on network interface
+//! IFACE through a packet socket), or `switches:PATH` (the
 //! thread's voluntary context switches so far, written into PATH once all
 //! steps are done, so that writing it cannot block inside a measured
 //! interval). It first blocks reading one byte from stdin, so a tracer
@@ -23,7 +25,7 @@ fn main() -> ExitCode {
     for step in &steps {
         let Some(step) = parse(step) else {
             eprintln!(
-                "weft-workload: bad step `{step}` (getppid:N, getpid:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, switches:PATH)"
+                "weft-workload: bad step `{step}` (getppid:N, getpid:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, frame:IFACE, switches:PATH)"
             );
             return ExitCode::from(2);
         };
@@ -68,6 +70,7 @@ enum Step {
     Read { path: String, bytes: usize },
     OpenMapped(String),
     Migrate(u64),
+    Frame(String),
 }
 
 fn parse(step: &str) -> Option<Step> {
@@ -76,6 +79,7 @@ fn parse(step: &str) -> Option<Step> {
         ("drop-cache", path, None) => Step::DropCache(path.to_owned()),
         ("switches", path, None) => Step::Switches(path.to_owned()),
         ("open-mapped", path, None) => Step::OpenMapped(path.to_owned()),
+        ("frame", iface, None) => Step::Frame(iface.to_owned()),
         ("read", path, Some(bytes)) => Step::Read {
             path: path.to_owned(),
             bytes: bytes.parse().ok().filter(|b| *b > 0)?,
@@ -132,6 +136,7 @@ fn run(step: Step, switches: &mut Vec<(String, i64)>) -> std::io::Result<()> {
         Step::Switches(path) => switches.push((path, voluntary_switches())),
         Step::OpenMapped(path) => open_mapped(&path)?,
         Step::Migrate(n) => migrate(n)?,
+        Step::Frame(iface) => send_frame(&iface)?,
         Step::Read { path, bytes } => {
             use std::io::Read as _;
             let mut file = std::fs::File::open(path)?;
@@ -190,6 +195,53 @@ fn direct_read(path: &str, bytes: usize) -> std::io::Result<()> {
     unsafe { std::alloc::dealloc(buffer, layout) };
     if read? != bytes {
         return Err(std::io::Error::other(format!("{path}: short read")));
+    }
+    Ok(())
+}
+
+/// The source and destination MAC addresses of `frame:IFACE`'s frame.
+const FRAME_SOURCE: [u8; 6] = [0x52, 0x54, 0x00, 0x12, 0xab, 0xff];
+const FRAME_DEST: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x01];
+
+/// Sends one Ethernet frame on `iface` (IEEE's local experimental
+/// EtherType, 0x88b5, and a zeroed minimum payload).
+fn send_frame(iface: &str) -> std::io::Result<()> {
+    let name = std::ffi::CString::new(iface).map_err(std::io::Error::other)?;
+    // SAFETY: if_nametoindex reads the NUL-terminated name.
+    let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if index == 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: socket takes no pointers; its descriptor is owned below.
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a new socket that nothing else owns.
+    let socket = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let mut frame = [0u8; 60];
+    frame[..6].copy_from_slice(&FRAME_DEST);
+    frame[6..12].copy_from_slice(&FRAME_SOURCE);
+    frame[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
+    // SAFETY: an all-zero sockaddr_ll is valid; the fields are set below.
+    let mut to: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    to.sll_family = libc::AF_PACKET as u16;
+    to.sll_ifindex = i32::try_from(index).map_err(std::io::Error::other)?;
+    to.sll_halen = 6;
+    to.sll_addr[..6].copy_from_slice(&FRAME_DEST);
+    // SAFETY: the frame and the address are valid for the lengths given.
+    let sent = unsafe {
+        libc::sendto(
+            std::os::fd::AsRawFd::as_raw_fd(&socket),
+            frame.as_ptr().cast(),
+            frame.len(),
+            0,
+            (&raw const to).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if sent < 0 {
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
 }
