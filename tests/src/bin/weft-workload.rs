@@ -204,7 +204,7 @@ const FRAME_SOURCE: [u8; 6] = [0x52, 0x54, 0x00, 0x12, 0xab, 0xff];
 const FRAME_DEST: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x01];
 
 /// Sends one Ethernet frame on `iface` (IEEE's local experimental
-/// EtherType, 0x88b5, and a zeroed minimum payload).
+/// `EtherType`, 0x88b5, and a zeroed minimum payload).
 fn send_frame(iface: &str) -> std::io::Result<()> {
     let name = std::ffi::CString::new(iface).map_err(std::io::Error::other)?;
     // SAFETY: if_nametoindex reads the NUL-terminated name.
