@@ -583,11 +583,44 @@ fn read_memory(
     // SAFETY: len ≤ the slot's length; the helpers check the source.
     unsafe {
         if address < USER_TOP {
-            probe_read_user(dst, len as u32, address as *const _);
+            if probe_read_user(dst, len as u32, address as *const _) < 0 {
+                read_user_prefix(dst.cast(), len, address);
+            }
         } else {
             probe_read(dst, len as u32, address as *const _);
         }
     }
+}
+
+/// After a failed read of `len` bytes at user `address`: the bytes that
+/// can be read from its start, in chunks of 32, 16, ..., 1 bytes, each
+/// read where the ones before ended (a buffer shorter than the read may end
+/// a mapping, as the 5 bytes of `buf(args->buf, 5)` of a write can;
+/// bpftrace reads only the length asked for). No bit operations on the
+/// address: the verifier refuses them on a context pointer.
+#[inline(always)]
+fn read_user_prefix(dst: *mut u8, len: usize, address: u64) {
+    let mut done = 0usize;
+    macro_rules! chunks {
+        ($($size:literal)*) => {
+            $(
+                // SAFETY: done + size ≤ len ≤ the slot's length; the
+                // helper checks the source.
+                if done + $size <= len
+                    && unsafe {
+                        probe_read_user(
+                            dst.wrapping_add(done & (STRING_LEN - 1)).cast(),
+                            $size,
+                            address.wrapping_add(done as u64) as *const _,
+                        )
+                    } == 0
+                {
+                    done += $size;
+                }
+            )*
+        };
+    }
+    chunks!(32 16 8 4 2 1);
 }
 
 /// A `T` at `address`, user or kernel memory by the address.

@@ -1408,14 +1408,25 @@ impl Checker<'_> {
         if let Some(len) = len {
             self.want(len, Type::Int, "buf()'s length")?;
         }
-        if !matches!(data.kind, ExprKind::Member { .. }) {
-            return Err(Error::new(
-                data.span,
-                "buf() reads what a kernel struct member points to, as in buf($skb->data, $skb->len)",
-            ));
-        }
+        let field = match &data.kind {
+            ExprKind::Member { .. } => None,
+            ExprKind::Field(name) => Some(name.clone()),
+            ExprKind::Arg(n) => Some(format!("arg{n}")),
+            ExprKind::Builtin(Builtin::Retval) => Some("retval".to_string()),
+            _ => {
+                return Err(Error::new(
+                    data.span,
+                    "buf() reads where a pointer field, argument or struct member points: buf(args.buf, args.count), buf($skb->data, $skb->len)",
+                ));
+            }
+        };
         for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
-            members::read_bytes(self.kernel, attach, bound, data)?;
+            match &field {
+                Some(name) => members::read_field_bytes(attach, name, data)?,
+                None => {
+                    members::read_bytes(self.kernel, attach, bound, data)?;
+                }
+            }
         }
         Ok(Type::Str)
     }

@@ -267,6 +267,43 @@ pub(crate) fn read_bytes(
     read_pointed(kernel, attach, bound, expr, false)
 }
 
+/// `buf()` of field `name` (`args.buf`, `arg1`), `expr`: the first bytes
+/// the pointer it holds points to, which the kernel reads at the event.
+pub(crate) fn read_field_bytes(attach: &mut Attach, name: &str, expr: &Expr) -> Result<()> {
+    let field = attach
+        .field(name)
+        .filter(|f| f.size == 8 && matches!(f.kind, FieldKind::Int | FieldKind::Pointer { .. }))
+        .ok_or_else(|| {
+            Error::new(
+                expr.span,
+                format!(
+                    "buf() reads where a pointer points: {} has no 8-byte pointer `{name}`",
+                    attach.target.name()
+                ),
+            )
+        })?;
+    let hop = u32::from(field.offset);
+    if attach.slots() >= MAX_STRINGS {
+        return Err(no_room(expr));
+    }
+    attach.reads.push(Read {
+        start: Start::Context,
+        hops: vec![hop],
+        at: 0,
+        len: STRING_LEN as u32,
+        string: false,
+    });
+    attach.members.push(MemberRead {
+        span: expr.span,
+        read: attach.reads.len() - 1,
+        at: 0,
+        size: STRING_LEN as u16,
+        signed: false,
+        chars: false,
+    });
+    Ok(())
+}
+
 /// What member `expr` points to, as a string or as bytes.
 fn read_pointed(
     kernel: &dyn Kernel,

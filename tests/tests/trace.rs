@@ -1137,6 +1137,25 @@ fn execsnoop_joins_the_arguments_as_bpftrace_does() {
     );
 }
 
+/// `buf()` of a syscall's buffer argument: the bytes written, read in the
+/// kernel, as `%r` escapes them, however short: 5 bytes that end a mapping
+/// (the next page is not mapped) read as well as a 64-byte read would.
+#[test]
+fn buf_reads_a_pointer_argument_up_to_the_end_of_its_mapping() {
+    if !needs(
+        "buf_reads_a_pointer_argument_up_to_the_end_of_its_mapping",
+        &TRACE,
+    ) {
+        return;
+    }
+    let stdout = weft_trace(
+        r#"tracepoint:syscalls:sys_enter_write /pid == cpid/ { printf("%d [%r] [%r]\n", args.count, buf(args.buf, args.count), buf(args->buf, 2)); }"#,
+        &["write-edge:/dev/null"],
+        &[],
+    );
+    expect_lines(&stdout, &[r"5 [edge\x0a] [ed]"], "buf");
+}
+
 /// `macaddr()` of `struct ethhdr`'s addresses, read in the kernel through
 /// the skb a tracepoint hands over (`skbaddr` cast to `struct sk_buff *`,
 /// then its `data`): the addresses of the frame the workload sent on the

@@ -10,7 +10,9 @@
 //! `migrate:N` (N getppid calls, each on the next CPU the process may run
 //! on, moved there with `sched_setaffinity`), `frame:IFACE` (one Ethernet
 //! frame from [`FRAME_SOURCE`] to [`FRAME_DEST`] sent on network interface
-//! IFACE through a packet socket), or `switches:PATH` (the
+//! IFACE through a packet socket), `write-edge:PATH` (one `write` to PATH
+//! of the 5 bytes `edge\n` that end a mapping: the page after them is
+//! not mapped), or `switches:PATH` (the
 //! thread's voluntary context switches so far, written into PATH once all
 //! steps are done, so that writing it cannot block inside a measured
 //! interval). It first blocks reading one byte from stdin, so a tracer
@@ -25,7 +27,7 @@ fn main() -> ExitCode {
     for step in &steps {
         let Some(step) = parse(step) else {
             eprintln!(
-                "weft-workload: bad step `{step}` (getppid:N, getpid:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, frame:IFACE, switches:PATH)"
+                "weft-workload: bad step `{step}` (getppid:N, getpid:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, frame:IFACE, write-edge:PATH, switches:PATH)"
             );
             return ExitCode::from(2);
         };
@@ -71,6 +73,7 @@ enum Step {
     OpenMapped(String),
     Migrate(u64),
     Frame(String),
+    WriteEdge(String),
 }
 
 fn parse(step: &str) -> Option<Step> {
@@ -80,6 +83,7 @@ fn parse(step: &str) -> Option<Step> {
         ("switches", path, None) => Step::Switches(path.to_owned()),
         ("open-mapped", path, None) => Step::OpenMapped(path.to_owned()),
         ("frame", iface, None) => Step::Frame(iface.to_owned()),
+        ("write-edge", path, None) => Step::WriteEdge(path.to_owned()),
         ("read", path, Some(bytes)) => Step::Read {
             path: path.to_owned(),
             bytes: bytes.parse().ok().filter(|b| *b > 0)?,
@@ -137,6 +141,7 @@ fn run(step: Step, switches: &mut Vec<(String, i64)>) -> std::io::Result<()> {
         Step::OpenMapped(path) => open_mapped(&path)?,
         Step::Migrate(n) => migrate(n)?,
         Step::Frame(iface) => send_frame(&iface)?,
+        Step::WriteEdge(path) => write_edge(&path)?,
         Step::Read { path, bytes } => {
             use std::io::Read as _;
             let mut file = std::fs::File::open(path)?;
@@ -196,6 +201,38 @@ fn direct_read(path: &str, bytes: usize) -> std::io::Result<()> {
     if read? != bytes {
         return Err(std::io::Error::other(format!("{path}: short read")));
     }
+    Ok(())
+}
+
+/// Writes `edge\n` to `path` from the end of a page whose next page is
+/// not mapped.
+fn write_edge(path: &str) -> std::io::Result<()> {
+    const PAGE: usize = 4096;
+    // SAFETY: a fresh anonymous mapping of two pages, unmapped at the end.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            2 * PAGE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the second page is part of the mapping made above.
+    if unsafe { libc::munmap(base.cast::<u8>().add(PAGE).cast(), PAGE) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the first page is mapped and writable; the slice ends with it.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(base.cast::<u8>().add(PAGE - 5), 5) };
+    bytes.copy_from_slice(b"edge\n");
+    let file = std::fs::OpenOptions::new().write(true).open(path)?;
+    std::io::Write::write_all(&mut &file, bytes)?;
+    // SAFETY: the first page is unmapped once, after its last use.
+    unsafe { libc::munmap(base, PAGE) };
     Ok(())
 }
 
