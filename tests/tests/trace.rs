@@ -2008,14 +2008,22 @@ fn uprobe_and_uretprobe_on_libc_syscall() {
         "uprobe:{libc}:syscall /pid == cpid/ {{ @[arg0] = count(); @at[usym(kptr(reg(\"ip\"))), reg(\"di\") == arg0] = count(); }} \
          uretprobe:{libc}:syscall /pid == cpid && retval == cpid/ {{ @own = count(); @ax[reg(\"ax\") == retval] = count(); }}"
     );
-    let stdout = weft_trace(&program, &["getppid:1000", "getpid:10"], &[]);
+    // The last step, one more call, keeps the workload alive while weft
+    // names its addresses (a process's functions are read from its maps,
+    // which end with it; under TCG weft runs well behind the events).
+    let stdout = weft_trace(
+        &program,
+        &["getppid:1000", "getpid:10", "nanosleep:2000:1"],
+        &[],
+    );
     expect_lines(
         &stdout,
         &[
+            "@[35]: 1",
             "@[39]: 10",
             "@[110]: 1000",
             "@own: 10",
-            "@at[syscall, 1]: 1010",
+            "@at[syscall, 1]: 1011",
             "@ax[1]: 10",
         ],
         "uprobe",
@@ -2324,12 +2332,13 @@ fn stack_modes_print_as_bpftrace_does() {
         return;
     }
     // Each step's `syscall(SYS_nanosleep)` is libc's `syscall`, and the
-    // workload lives through three sleeps of 200 ms, so its files are
-    // there to be read when weft names the frames.
+    // workload lives on for 2 s after the last of the short sleeps, so its
+    // files are there to be read when weft names the frames (under TCG weft
+    // runs well behind the events).
     let stdout = weft_trace(
         "tracepoint:sched:sched_switch /args.prev_pid == cpid/ { @p[kstack(perf, 3)] = count(); @r[kstack(raw, 3)] = count(); }
          tracepoint:syscalls:sys_enter_nanosleep /pid == cpid/ { @u[ustack(perf, 1)] = count(); }",
-        &["nanosleep:200:3"],
+        &["nanosleep:200:3", "nanosleep:2000:1"],
         &[],
     );
     let kallsyms = std::fs::read_to_string("/proc/kallsyms").expect("read /proc/kallsyms");
