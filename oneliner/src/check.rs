@@ -1326,19 +1326,10 @@ impl Checker<'_> {
             self.want(family, Type::Int, "ntop()'s address family")?;
         }
         // The sizes of the addresses given as bytes.
-        let sizes: Vec<u16> = match &addr.kind {
-            ExprKind::Member { .. } if self.member(addr, false)? == Type::Str => self
-                .attaches
-                .iter()
-                .filter_map(|a| a.member(addr.span).map(|m| m.size))
-                .collect(),
-            ExprKind::Field(name) if self.expr(addr)? == Type::Str => self
-                .attaches
-                .iter()
-                .filter_map(|a| a.field(name).map(|f| f.size))
-                .collect(),
-            ExprKind::Member { .. } | ExprKind::Field(_) => Vec::new(),
-            _ => {
+        let sizes = match self.array_sizes(addr)? {
+            Some(sizes) => sizes,
+            None if matches!(addr.kind, ExprKind::Member { .. } | ExprKind::Field(_)) => Vec::new(),
+            None => {
                 self.want(addr, Type::Int, "ntop()'s address")?;
                 Vec::new()
             }
@@ -1352,25 +1343,33 @@ impl Checker<'_> {
         Ok(Type::Str)
     }
 
+    /// The size of the array `expr` is at each attach point, where it is an
+    /// array member or field (`u8 daddr[16]`); none for anything else.
+    fn array_sizes(&mut self, expr: &Expr) -> Result<Option<Vec<u16>>> {
+        Ok(match &expr.kind {
+            ExprKind::Member { .. } if self.member(expr, false)? == Type::Str => Some(
+                self.attaches
+                    .iter()
+                    .filter_map(|a| a.member(expr.span).map(|m| m.size))
+                    .collect(),
+            ),
+            ExprKind::Field(name) if self.expr(expr)? == Type::Str => Some(
+                self.attaches
+                    .iter()
+                    .filter_map(|a| a.field(name).map(|f| f.size))
+                    .collect(),
+            ),
+            _ => None,
+        })
+    }
+
     /// `macaddr(array)`: a 6-byte array member or field (`h_source` of
     /// `struct ethhdr`) as a MAC address.
     fn macaddr(&mut self, args: &[Expr], span: Span) -> Result<Type> {
         let [addr] = args else {
             return Err(Error::new(span, "macaddr() takes one 6-byte array"));
         };
-        let sizes: Vec<u16> = match &addr.kind {
-            ExprKind::Member { .. } if self.member(addr, false)? == Type::Str => self
-                .attaches
-                .iter()
-                .filter_map(|a| a.member(addr.span).map(|m| m.size))
-                .collect(),
-            ExprKind::Field(name) if self.expr(addr)? == Type::Str => self
-                .attaches
-                .iter()
-                .filter_map(|a| a.field(name).map(|f| f.size))
-                .collect(),
-            _ => vec![0],
-        };
+        let sizes = self.array_sizes(addr)?.unwrap_or_else(|| vec![0]);
         if sizes.iter().any(|size| *size != 6) {
             return Err(Error::new(
                 addr.span,

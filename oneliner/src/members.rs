@@ -282,26 +282,8 @@ pub(crate) fn read_field_bytes(attach: &mut Attach, name: &str, expr: &Expr) -> 
                 ),
             )
         })?;
-    let hop = u32::from(field.offset);
-    if attach.slots() >= MAX_STRINGS {
-        return Err(no_room(expr));
-    }
-    attach.reads.push(Read {
-        start: Start::Context,
-        hops: vec![hop],
-        at: 0,
-        len: STRING_LEN as u32,
-        string: false,
-    });
-    attach.members.push(MemberRead {
-        span: expr.span,
-        read: attach.reads.len() - 1,
-        at: 0,
-        size: STRING_LEN as u16,
-        signed: false,
-        chars: false,
-    });
-    Ok(())
+    let hops = vec![u32::from(field.offset)];
+    read_slot(attach, Start::Context, hops, expr, false)
 }
 
 /// What member `expr` points to, as a string or as bytes.
@@ -326,6 +308,19 @@ fn read_pointed(
     }
     let (start, hops) = place.followed();
     within_reach(&hops, expr)?;
+    read_slot(attach, start, hops, expr, string)?;
+    Ok(Type::Str)
+}
+
+/// A slot of its own for what the last of `hops` points to: the string
+/// there, or its first bytes, as `expr` gives them.
+fn read_slot(
+    attach: &mut Attach,
+    start: Start,
+    hops: Vec<u32>,
+    expr: &Expr,
+    string: bool,
+) -> Result<()> {
     if attach.slots() >= MAX_STRINGS {
         return Err(no_room(expr));
     }
@@ -344,7 +339,7 @@ fn read_pointed(
         signed: false,
         chars: string,
     });
-    Ok(Type::Str)
+    Ok(())
 }
 
 /// Whether the kernel follows as many pointers as `expr` needs.
