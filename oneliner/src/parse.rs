@@ -573,7 +573,7 @@ impl<'a> Parser<'a> {
                     }
                     inner = Expr {
                         kind: ExprKind::Tuple(elements),
-                        span: span.to(Span::new(self.lexer.pos() - 1, 1)),
+                        span: span.to(end),
                     };
                 } else {
                     self.expect(")")?;

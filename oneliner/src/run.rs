@@ -612,20 +612,25 @@ impl<'p> Runtime<'p> {
 
     /// `$x++`, `--@m[k]`, ...: the variable or map element `op` 1, and its
     /// value before (`post`) or after.
+    /// A map element's keys are evaluated once (`@m[$i++]++`).
     fn step(&mut self, target: &Expr, op: BinOp, post: bool, scope: &mut Scope<'_, '_>) -> Value {
-        let old = self.eval(target, scope).int();
-        let new = arithmetic(op, old, 1);
-        match &target.kind {
+        let (old, new) = match &target.kind {
             ExprKind::Var(name) => {
+                let old = scope.vars.get(name).map_or(0, Value::int);
+                let new = arithmetic(op, old, 1);
                 scope.vars.insert(name.clone(), Value::Int(new));
+                (old, new)
             }
             ExprKind::Map(map) => {
                 let index = self.plan.map(&map.name).expect("checked");
                 let key = self.keys(map, scope);
+                let old = self.maps[index].get(&key).map_or(0, |agg| agg.read().int());
+                let new = arithmetic(op, old, 1);
                 self.maps[index].insert(key, Agg::Value(Value::Int(new)));
+                (old, new)
             }
             _ => unreachable!("parsed: variables and maps only"),
-        }
+        };
         Value::Int(if post { old } else { new })
     }
 
@@ -1125,10 +1130,13 @@ mod tests {
     #[test]
     fn increments_in_expressions_as_bpftrace() {
         let out = run(
-            r#"tracepoint:syscalls:sys_exit_read /@tested++ < 2/ { $i = 1; printf("%d %d %d %d\n", $i++, ++$i, $i--, --@m[comm]); ++$i; --@m[comm]; printf("%d\n", $i); }"#,
+            r#"tracepoint:syscalls:sys_exit_read /@tested++ < 2/ { $i = 1; printf("%d %d %d %d\n", $i++, ++$i, $i--, --@m[comm]); ++$i; --@m[comm]; $k = 0; $old = @k[$k++]++; printf("%d %d %d\n", $i, $k, $old); }"#,
             &[(1, b"a\0", 1), (1, b"a\0", 2), (1, b"a\0", 3)],
         );
-        assert_eq!(out, "1 3 3 -1\n3\n1 3 3 -3\n3\n\n\n@m[a]: -4\n@tested: 3\n");
+        assert_eq!(
+            out,
+            "1 3 3 -1\n3 1 0\n1 3 3 -3\n3 1 1\n\n\n@k[0]: 2\n@m[a]: -4\n@tested: 3\n"
+        );
     }
 
     /// `strcontains(haystack, needle)`, bpftrace 0.20's: 1 where the needle
