@@ -607,6 +607,14 @@ impl Program {
 }
 
 impl Expr {
+    /// Calls `f` on it and on everything in it.
+    pub(crate) fn visit(&self, f: &mut dyn FnMut(&Expr)) {
+        f(self);
+        for child in self.children() {
+            child.visit(f);
+        }
+    }
+
     /// Its direct subexpressions.
     pub(crate) fn children(&self) -> Vec<&Expr> {
         match &self.kind {

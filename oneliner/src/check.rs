@@ -186,25 +186,21 @@ fn collect_maps(program: &Program) -> Result<(Vec<MapInfo>, HashSet<String>)> {
     for item in &program.items {
         walk(&item.body, &mut visit)?;
         let mut stepped = Vec::new();
-        item.predicate.iter().for_each(|e| steps(e, &mut stepped));
-        for_each_expr(&item.body, &mut |e| steps(e, &mut stepped));
+        let mut steps = |e: &Expr| {
+            // The maps `++` and `--` update inside expressions.
+            if let ExprKind::Step { target, .. } = &e.kind
+                && let ExprKind::Map(map) = &target.kind
+            {
+                stepped.push(map.clone());
+            }
+        };
+        item.predicate.iter().for_each(|e| e.visit(&mut steps));
+        for_each_expr(&item.body, &mut |e| e.visit(&mut steps));
         for map in &stepped {
             visit(map, Some(MapKind::Value(Type::Int)))?;
         }
     }
     Ok((maps, guessed))
-}
-
-/// The maps `++` and `--` update inside `expr`.
-fn steps(expr: &Expr, maps: &mut Vec<MapRef>) {
-    if let ExprKind::Step { target, .. } = &expr.kind
-        && let ExprKind::Map(map) = &target.kind
-    {
-        maps.push(map.clone());
-    }
-    for child in expr.children() {
-        steps(child, maps);
-    }
 }
 
 /// Calls `visit` on every map assignment of `stmts` with the kind it gives

@@ -50,8 +50,8 @@ pub(crate) fn read_where_saved(program: &mut Program) -> Saved {
                 keyed_by_tid(map, &mut by_thread);
             }
         };
-        item.predicate.iter().for_each(|e| visit(e, &mut check));
-        for_each_expr(&item.body, &mut |e| visit(e, &mut check));
+        item.predicate.iter().for_each(|e| e.visit(&mut check));
+        for_each_expr(&item.body, &mut |e| e.visit(&mut check));
         for_each_map_target(&item.body, &mut |map| keyed_by_tid(map, &mut by_thread));
     }
     let mut spans = HashSet::new();
@@ -59,14 +59,6 @@ pub(crate) fn read_where_saved(program: &mut Program) -> Saved {
         save_strings(&mut item.body, &read, &mut spans);
     }
     Saved { spans, by_thread }
-}
-
-/// `expr` and everything in it.
-fn visit(expr: &Expr, f: &mut dyn FnMut(&Expr)) {
-    f(expr);
-    for child in expr.children() {
-        visit(child, f);
-    }
 }
 
 /// The maps statements assign or update.
