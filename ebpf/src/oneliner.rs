@@ -550,11 +550,30 @@ fn read_memory(
     let start = HEADER_SIZE + i * STRING_LEN;
     let slot = &mut buf[start..start + STRING_LEN];
     slot.fill(0);
-    let mut address = if chain.start == START_TASK {
+    let base = if chain.start == START_TASK {
         // SAFETY: a helper without preconditions.
         unsafe { bpf_get_current_task() }
     } else {
         ctx as u64
+    };
+    // 1 to STRING_LEN, by a mask the verifier follows.
+    let len = (usize::from(chain.len).wrapping_sub(1) & (STRING_LEN - 1)) + 1;
+    let dst = slot.as_mut_ptr().cast();
+    if chain.hops == 0 {
+        // The context's or the task's own bytes: kernel memory.
+        let address = base.wrapping_add(u64::from(chain.at));
+        if string {
+            read_str_at(address, slot);
+        } else {
+            // SAFETY: len ≤ the slot's length; the helper checks the source.
+            unsafe { probe_read(dst, len as u32, address as *const _) };
+        }
+        return;
+    }
+    // From the first pointer on, the address is a number read from memory
+    // (never the context pointer, on which the verifier refuses `&`).
+    let Some(mut address) = read_at::<u64>(base.wrapping_add(u64::from(chain.offsets[0]))) else {
+        return;
     };
     // Unrolled by hand, as in read_join.
     macro_rules! hops {
@@ -570,21 +589,26 @@ fn read_memory(
             )*
         };
     }
-    hops!(0 1 2 3);
+    hops!(1 2 3);
     const _: () = assert!(MAX_HOPS == 4);
     let address = address.wrapping_add(u64::from(chain.at));
     if string {
         read_str_at(address, slot);
         return;
     }
-    // 1 to STRING_LEN, by a mask the verifier follows.
-    let len = (usize::from(chain.len).wrapping_sub(1) & (STRING_LEN - 1)) + 1;
-    let dst = slot.as_mut_ptr().cast();
     // SAFETY: len ≤ the slot's length; the helpers check the source.
     unsafe {
         if address < USER_TOP {
             if probe_read_user(dst, len as u32, address as *const _) < 0 {
-                read_user_prefix(dst.cast(), len, address);
+                // A user buffer shorter than the read may end a mapping
+                // (the 5 bytes of `buf(args->buf, 5)` of a write): the
+                // bytes up to the page's end, as bpftrace reads only the
+                // length asked for.
+                let rest = PAGE - (address & (PAGE - 1));
+                if rest < len as u64 {
+                    let rest = (rest as usize).wrapping_sub(1) & (STRING_LEN - 1);
+                    probe_read_user(dst, (rest + 1) as u32, address as *const _);
+                }
             }
         } else {
             probe_read(dst, len as u32, address as *const _);
@@ -592,36 +616,8 @@ fn read_memory(
     }
 }
 
-/// After a failed read of `len` bytes at user `address`: the bytes that
-/// can be read from its start, in chunks of 32, 16, ..., 1 bytes, each
-/// read where the ones before ended (a buffer shorter than the read may end
-/// a mapping, as the 5 bytes of `buf(args->buf, 5)` of a write can;
-/// bpftrace reads only the length asked for). No bit operations on the
-/// address: the verifier refuses them on a context pointer.
-#[inline(always)]
-fn read_user_prefix(dst: *mut u8, len: usize, address: u64) {
-    let mut done = 0usize;
-    macro_rules! chunks {
-        ($($size:literal)*) => {
-            $(
-                // SAFETY: done + size ≤ len ≤ the slot's length; the
-                // helper checks the source.
-                if done + $size <= len
-                    && unsafe {
-                        probe_read_user(
-                            dst.wrapping_add(done & (STRING_LEN - 1)).cast(),
-                            $size,
-                            address.wrapping_add(done as u64) as *const _,
-                        )
-                    } == 0
-                {
-                    done += $size;
-                }
-            )*
-        };
-    }
-    chunks!(32 16 8 4 2 1);
-}
+/// The smallest page size: where a mapping may end.
+const PAGE: u64 = 4096;
 
 /// A `T` at `address`, user or kernel memory by the address.
 #[inline(always)]
