@@ -1,7 +1,7 @@
 //! Map values and how they print: bpftrace's text layout (so output can be
 //! compared line for line) or its NDJSON records.
 
-use std::{collections::HashMap, io::Write};
+use std::io::Write;
 
 use hdrhistogram::Histogram;
 use serde_json::{Value as Json, json};
@@ -212,15 +212,15 @@ fn json_value(value: &Value) -> Json {
 
 /// Prints a map: elements sorted ascending, the `top` largest only when
 /// non-zero, values divided by `div`.
-pub fn print_map<S: std::hash::BuildHasher>(
+pub fn print_map<'a>(
     format: Format,
     info: &MapInfo,
-    elements: &HashMap<Vec<Value>, Agg, S>,
+    elements: impl IntoIterator<Item = (&'a Vec<Value>, &'a Agg)>,
     top: usize,
     div: i64,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
-    let mut sorted: Vec<(&Vec<Value>, &Agg)> = elements.iter().collect();
+    let mut sorted: Vec<(&Vec<Value>, &Agg)> = elements.into_iter().collect();
     sorted.sort_by(|a, b| {
         a.1.sort_value()
             .cmp(&b.1.sort_value())
@@ -567,6 +567,8 @@ fn print_json(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
 
     #[test]

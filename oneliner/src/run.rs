@@ -84,7 +84,12 @@ pub struct Runtime<'p> {
     names: Option<RefCell<Box<dyn Names>>>,
     /// What reads kernel memory for `*address`.
     memory: Option<RefCell<Box<dyn KernelMemory>>>,
-    maps: Vec<HashMap<Vec<Value>, Agg>>,
+    /// The maps' elements, by their keys. hashbrown's map hashes with
+    /// foldhash: with std's `SipHash`, hashing keys took a sixth of the
+    /// runtime's time per event.
+    maps: Vec<hashbrown::HashMap<Vec<Value>, Agg>>,
+    /// A key's values while it is looked up, reused from event to event.
+    key: Vec<Value>,
     /// What reads the aggregations the kernel keeps (`Attach::agg`).
     kernel: Option<RefCell<Box<dyn KernelAggs>>>,
     format: Format,
@@ -119,7 +124,8 @@ impl<'p> Runtime<'p> {
     pub fn new(plan: &'p Plan, format: Format, start_ns: u64) -> Self {
         Self {
             plan,
-            maps: vec![HashMap::new(); plan.maps.len()],
+            maps: vec![hashbrown::HashMap::new(); plan.maps.len()],
+            key: Vec::new(),
             format,
             start_ns,
             cpid: 0,
@@ -294,28 +300,26 @@ impl<'p> Runtime<'p> {
                 let kind = self.plan.maps[index].kind;
                 if let MapKind::Value(_) = kind {
                     let value = self.eval(value, scope);
-                    self.maps[index].insert(key, Agg::Value(value));
-                    return Ok(());
+                    *self.element(index, &key, || Agg::Value(Value::Int(0))) = Agg::Value(value);
+                } else {
+                    let ExprKind::Call(_, args) = &value.kind else {
+                        unreachable!("checked: aggregations are calls")
+                    };
+                    let sample = args.first().map_or(0, |a| self.eval(a, scope).int());
+                    self.element(index, &key, || Agg::new(kind))
+                        .add(kind, sample);
                 }
-                let ExprKind::Call(_, args) = &value.kind else {
-                    unreachable!("checked: aggregations are calls")
-                };
-                let sample = args.first().map_or(0, |a| self.eval(a, scope).int());
-                self.maps[index]
-                    .entry(key)
-                    .or_insert_with(|| Agg::new(kind))
-                    .add(kind, sample);
+                self.key = key;
             }
             Stmt::MapUpdate { map, op, value } => {
                 let index = self.plan.map(&map.name).expect("checked");
                 let key = self.keys(map, scope);
                 let by = self.eval(value, scope).int();
-                let slot = self.maps[index]
-                    .entry(key)
-                    .or_insert(Agg::Value(Value::Int(0)));
+                let slot = self.element(index, &key, || Agg::Value(Value::Int(0)));
                 if let Agg::Value(Value::Int(n)) = slot {
                     *n = arithmetic(*op, *n, by);
                 }
+                self.key = key;
             }
             Stmt::VarAssign { name, value, .. } => {
                 let value = self.eval(value, scope);
@@ -458,7 +462,8 @@ impl<'p> Runtime<'p> {
                     }
                     _ => {
                         let key = self.keys(map, scope);
-                        self.maps[index].remove(&key);
+                        self.maps[index].remove(key.as_slice());
+                        self.key = key;
                     }
                 }
             }
@@ -469,8 +474,23 @@ impl<'p> Runtime<'p> {
         Ok(())
     }
 
+    /// The values of `map`'s keys at this event, in the runtime's reused
+    /// buffer: hand it back (`self.key = key`) when done, so that looking
+    /// up an element allocates nothing.
     fn keys(&mut self, map: &MapRef, scope: &mut Scope<'_, '_>) -> Vec<Value> {
-        map.keys.iter().map(|k| self.eval(k, scope)).collect()
+        let mut key = std::mem::take(&mut self.key);
+        key.clear();
+        for k in &map.keys {
+            let value = self.eval(k, scope);
+            key.push(value);
+        }
+        key
+    }
+
+    /// Map `index`'s element under `key`, made by `new` when it has none:
+    /// only a new element copies the key.
+    fn element(&mut self, index: usize, key: &[Value], new: impl FnOnce() -> Agg) -> &mut Agg {
+        self.maps[index].entry_ref(key).or_insert_with(new)
     }
 
     fn eval(&mut self, expr: &Expr, scope: &mut Scope<'_, '_>) -> Value {
@@ -486,13 +506,15 @@ impl<'p> Runtime<'p> {
             ExprKind::Map(map) => {
                 let index = self.plan.map(&map.name).expect("checked");
                 let key = self.keys(map, scope);
-                match self.maps[index].get(&key) {
+                let value = match self.maps[index].get(key.as_slice()) {
                     Some(agg) => kept_string(scope, index).unwrap_or_else(|| agg.read()),
                     None => match self.plan.maps[index].kind {
                         MapKind::Value(Type::Str) => Value::Str(String::new()),
                         _ => Value::Int(0),
                     },
-                }
+                };
+                self.key = key;
+                value
             }
             ExprKind::Unary(op, operand) => Value::Int(op.apply(self.eval(operand, scope).int())),
             ExprKind::Deref(address) => {
@@ -624,9 +646,11 @@ impl<'p> Runtime<'p> {
             ExprKind::Map(map) => {
                 let index = self.plan.map(&map.name).expect("checked");
                 let key = self.keys(map, scope);
-                let old = self.maps[index].get(&key).map_or(0, |agg| agg.read().int());
+                let slot = self.element(index, &key, || Agg::Value(Value::Int(0)));
+                let old = slot.read().int();
                 let new = arithmetic(op, old, 1);
-                self.maps[index].insert(key, Agg::Value(Value::Int(new)));
+                *slot = Agg::Value(Value::Int(new));
+                self.key = key;
                 (old, new)
             }
             _ => unreachable!("parsed: variables and maps only"),
