@@ -26,11 +26,12 @@ use perf_event::{
 use weft_abi::oneliner::{
     AGG_LINEAR, AGG_LOG2, AGG_PLAIN, AGGS_MAP, Aggregation, COPIES, COUNTERS_MAP, Chain, CopyKind,
     Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL, JOIN_SIZE, MAX_AGGS, MAX_FILTERS,
-    MAX_HOPS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand as KernelOperand, PROBES_MAP,
-    ProbeConfig, RINGS_MAP, SCRATCH, STACK_KERNEL, STACK_USER, STACKS_MAP, START_CONTEXT,
-    START_TASK, STRING_CHAIN, STRING_DATA_LOC, STRING_LEN, STRING_MEMORY, STRING_POINTER,
-    STRING_SAVED, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_FIELD, SUBJECT_FUNC,
-    SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, TRACEPOINT_COPIES, copy_key,
+    MAX_HOPS, MAX_STRINGS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand as KernelOperand,
+    PROBES_MAP, ProbeConfig, RINGS_MAP, SCRATCH, STACK_KERNEL, STACK_USER, STACKS_MAP,
+    START_CONTEXT, START_TASK, STRING_CHAIN, STRING_DATA_LOC, STRING_LEN, STRING_MEMORY,
+    STRING_POINTER, STRING_SAVED, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_FIELD,
+    SUBJECT_FUNC, SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, TRACEPOINT_COPIES,
+    copy_key,
 };
 use weft_abi::ring::{self, Ring};
 use weft_oneliner::{
@@ -556,7 +557,18 @@ impl OnelinerProbe {
                 *malformed += 1;
                 return true;
             };
-            let strings: Vec<&[u8]> = rest[..string_bytes].chunks(STRING_LEN).collect();
+            // On the stack: a Vec here was an allocation per event.
+            let mut slots: [&[u8]; MAX_STRINGS] = [&[]; MAX_STRINGS];
+            let mut chunks = rest[..string_bytes].chunks(STRING_LEN);
+            let count = slots
+                .iter_mut()
+                .zip(&mut chunks)
+                .map(|(s, c)| *s = c)
+                .count();
+            if chunks.next().is_some() {
+                *malformed += 1;
+                return true;
+            }
             // Most probes record no stack: no lookup then.
             let (kstack, ustack) = match &stack_map {
                 Some(map) if header.kstack >= 0 || header.ustack >= 0 => (
@@ -575,7 +587,7 @@ impl OnelinerProbe {
                 cpu: header.cpu,
                 comm: &header.comm,
                 raw: &rest[string_bytes..],
-                strings: &strings,
+                strings: &slots[..count],
                 join,
                 kstack: kstack.as_deref(),
                 ustack: ustack.as_deref(),
