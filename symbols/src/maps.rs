@@ -106,9 +106,68 @@ pub struct Process {
 impl Process {
     /// The file mapped at `ip`.
     pub fn file_at(&self, ip: u64) -> Option<&str> {
+        self.mapping(ip).map(|m| m.path.as_str())
+    }
+
+    /// The function holding `ip`, and how far into it `ip` is: as
+    /// [`Symbols::at`], but within the mapping that holds the function. A
+    /// symbol without a size reaches the next symbol, which in a process
+    /// may be another file's: the executable's sizeless `_fini` named every
+    /// address of the anonymous mappings up to the first library.
+    pub fn at(&self, ip: u64) -> Option<(&str, u64)> {
+        let (name, offset) = self.symbols.at(ip)?;
+        let mapping = self.mapping(ip - offset)?;
+        (ip - mapping.start < mapping.len).then_some((name, offset))
+    }
+
+    fn mapping(&self, ip: u64) -> Option<&Mapping> {
         self.mappings
             .iter()
             .find(|m| (m.start..m.start.saturating_add(m.len)).contains(&ip))
-            .map(|m| m.path.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::Symbol;
+
+    #[test]
+    fn a_sizeless_symbol_ends_with_its_mapping() {
+        let mut symbols = Symbols::default();
+        symbols.extend([
+            Symbol {
+                addr: 0x1000,
+                size: 0x10,
+                name: "main".into(),
+            },
+            Symbol {
+                addr: 0x1ff0,
+                size: 0,
+                name: "_fini".into(),
+            },
+            Symbol {
+                addr: 0x7000_0000,
+                size: 0x100,
+                name: "syscall".into(),
+            },
+        ]);
+        let mapping = |path: &str, start, len| Mapping {
+            path: path.into(),
+            start,
+            len,
+            offset: 0,
+        };
+        let process = Process {
+            symbols,
+            mappings: vec![
+                mapping("/bin/app", 0x1000, 0x1000),
+                mapping("/lib/libc.so.6", 0x7000_0000, 0x1000),
+            ],
+        };
+        assert_eq!(process.at(0x1004), Some(("main", 4)));
+        assert_eq!(process.at(0x1ff8), Some(("_fini", 8)));
+        assert_eq!(process.at(0x5000), None, "an anonymous mapping's address");
+        assert_eq!(process.at(0x7000_0010), Some(("syscall", 0x10)));
     }
 }

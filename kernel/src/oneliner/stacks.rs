@@ -115,7 +115,7 @@ impl Stacks {
         let stack = self.user.entry((pid, id)).or_insert_with(|| {
             let mut naming = naming.borrow_mut();
             let process = naming.process(pid);
-            read(map, id, true, |ip| match process.symbols.at(ip) {
+            read(map, id, true, |ip| match process.at(ip) {
                 Some((name, offset)) => (
                     format!("{name}+{offset}"),
                     process.file_at(ip).map(str::to_string),
@@ -146,7 +146,6 @@ impl weft_oneliner::Names for Names {
         let mut naming = self.0.borrow_mut();
         naming
             .process(pid)
-            .symbols
             .at(addr)
             .map(|(name, _)| name.to_string())
     }
