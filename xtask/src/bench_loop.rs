@@ -28,6 +28,7 @@ pub struct Bins {
 pub fn build() -> Result<Bins> {
     setup::run()?;
     setup::install_packages(&["bpftrace"])?;
+    mount_tracefs()?;
     let weft = build_weft_release()?;
     build_release(&["--package", "weft-tests", "--bins"])?;
     let root = workspace_root();
@@ -41,6 +42,15 @@ pub fn build() -> Result<Bins> {
             .display()
             .to_string(),
     })
+}
+
+/// Mounts tracefs where a fresh boot has not: bpftrace finds tracepoints
+/// there and, unlike weft, does not mount it itself.
+fn mount_tracefs() -> Result<()> {
+    if std::path::Path::new("/sys/kernel/tracing/events").is_dir() {
+        return Ok(());
+    }
+    exec(Command::new("mount").args(["-t", "tracefs", "tracefs", "/sys/kernel/tracing"]))
 }
 
 /// One measured configuration: an optional tracer, and the syscall the loop makes.
