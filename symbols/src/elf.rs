@@ -28,8 +28,8 @@ pub struct Segment {
 /// An ELF file, parsed.
 pub struct Elf<'a> {
     path: String,
-    data: &'a [u8],
-    file: object::File<'a>,
+    pub(crate) data: &'a [u8],
+    pub(crate) file: object::File<'a>,
 }
 
 impl<'a> Elf<'a> {
@@ -147,9 +147,14 @@ impl<'a> Elf<'a> {
     }
 
     fn bad(&self, error: &object::Error) -> Error {
+        self.error(error)
+    }
+
+    /// An error naming the file.
+    pub(crate) fn error(&self, what: impl std::fmt::Display) -> Error {
         Error::BadElf {
             path: self.path.clone(),
-            what: error.to_string(),
+            what: what.to_string(),
         }
     }
 }

@@ -14,9 +14,11 @@ mod demangle;
 mod elf;
 mod maps;
 mod table;
+mod usdt;
 
 pub use debug::{FileOffsets, Finder};
 pub use demangle::demangle;
 pub use elf::{Elf, Error, Segment};
 pub use maps::{Mapping, Process, executable_mappings};
 pub use table::{Symbol, Symbols};
+pub use usdt::UsdtProbe;
