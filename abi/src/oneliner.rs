@@ -348,7 +348,9 @@ pub const START_TASK: u8 = 1;
 /// Where the bytes of a [`STRING_MEMORY`] slot are: from the start's
 /// address, each of the first `hops` offsets names a pointer to follow
 /// (read at that offset from the address so far); `len` bytes are read at
-/// `at` from the last. User or kernel memory by address.
+/// `at` from the last. User or kernel memory by address. Offsets from an
+/// address read from memory (every one but the first) are signed: a USDT
+/// argument may be at `-8(%rbp)`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Chain {

@@ -536,6 +536,13 @@ fn saved_key(pid_tgid: u64, id: u8) -> u64 {
     (pid_tgid & 0xffff_ffff) | (u64::from(id) << 32)
 }
 
+/// An offset from an address read from memory, which may be negative
+/// (`-8(%rbp)`, a USDT argument): sign-extended.
+#[inline(always)]
+fn signed(offset: u32) -> u64 {
+    i64::from(offset.cast_signed()).cast_unsigned()
+}
+
 /// Reads the bytes `chain` names, or the string there when `string`, into
 /// slot `i` of `buf`: zeros where a pointer on the way cannot be read, as
 /// bpftrace reads them.
@@ -580,7 +587,7 @@ fn read_memory(
         ($($h:literal)*) => {
             $(
                 if $h < chain.hops {
-                    let Some(next) = read_at::<u64>(address.wrapping_add(u64::from(chain.offsets[$h])))
+                    let Some(next) = read_at::<u64>(address.wrapping_add(signed(chain.offsets[$h])))
                     else {
                         return;
                     };
@@ -591,7 +598,7 @@ fn read_memory(
     }
     hops!(1 2 3);
     const _: () = assert!(MAX_HOPS == 4);
-    let address = address.wrapping_add(u64::from(chain.at));
+    let address = address.wrapping_add(signed(chain.at));
     if string {
         read_str_at(address, slot);
         return;
