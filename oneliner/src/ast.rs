@@ -60,6 +60,15 @@ pub enum ProbeKind {
         symbol: String,
         exit: bool,
     },
+    /// `usdt:PATH:[PROVIDER:]PROBE`: a static probe (an SDT note)
+    /// of a program or library. A probe may have several sites, each with
+    /// its own arguments' places; expansion numbers them (`site`).
+    Usdt {
+        path: String,
+        provider: String,
+        name: String,
+        site: u32,
+    },
     /// `profile:UNIT:N`: every CPU, N times a second (`hz`), or once
     /// every N seconds, milliseconds or microseconds (`s`, `ms`, `us`) of
     /// its clock.
@@ -239,6 +248,12 @@ impl ProbeKind {
                     if *exit { "uretprobe" } else { "uprobe" }
                 )
             }
+            Self::Usdt {
+                path,
+                provider,
+                name,
+                ..
+            } => format!("usdt:{path}:{provider}:{name}"),
             Self::Profile { unit, n } => format!("profile:{unit}:{n}"),
             Self::PerfEvent {
                 event,

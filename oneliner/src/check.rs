@@ -778,6 +778,7 @@ impl Checker<'_> {
             if let Some(f) = attach.field(name) {
                 if let Some(known) = &found
                     && known.kind != f.kind
+                    && !(known.kind.integer() && f.kind.integer())
                 {
                     return Err(Error::new(
                         span,
@@ -881,6 +882,11 @@ impl Checker<'_> {
                 ));
             }
             let field = attach.field(name).expect("checked").clone();
+            // A USDT argument in memory has a read of its own
+            // (`usdt_memory`); a constant is no pointer.
+            if matches!(field.kind, FieldKind::Memory { .. } | FieldKind::Const(_)) {
+                continue;
+            }
             attach.strings.push(field);
         }
         Ok(())
@@ -898,11 +904,40 @@ impl Checker<'_> {
                 self.copy(name);
                 Ok(Type::Str)
             }
-            FieldKind::Int | FieldKind::Pointer { .. } => {
-                self.copy(name);
+            FieldKind::Int
+            | FieldKind::Pointer { .. }
+            | FieldKind::Const(_)
+            | FieldKind::Memory { .. } => {
+                self.integer(name, span)?;
                 Ok(Type::Int)
             }
+            FieldKind::Unread => Err(unread(name, span)),
         }
+    }
+
+    /// Integer field `name`: copied where the record holds it, read by the
+    /// kernel where it is in memory (a USDT argument), nothing where it is
+    /// a constant.
+    fn integer(&mut self, name: &str, span: Span) -> Result<()> {
+        self.copy(name);
+        self.usdt_memory(name, span, false)
+    }
+
+    /// Has the kernel read USDT argument `name` (its value, or with
+    /// `string` the string it points to) where it is in memory; an error
+    /// where weft cannot read it.
+    fn usdt_memory(&mut self, name: &str, span: Span, string: bool) -> Result<()> {
+        for attach in self.attaches.iter_mut() {
+            let Some(field) = attach.field(name).cloned() else {
+                continue;
+            };
+            match field.kind {
+                FieldKind::Memory { at } => members::memory_arg(attach, &field, at, span, string)?,
+                FieldKind::Unread => return Err(unread(name, span)),
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     fn expr(&mut self, expr: &Expr) -> Result<Type> {
@@ -994,12 +1029,15 @@ impl Checker<'_> {
         if self.attaches.iter().any(|a| {
             matches!(
                 a.target,
-                Target::Kprobe { .. } | Target::Uprobe { .. } | Target::RawTracepoint { .. }
+                Target::Kprobe { .. }
+                    | Target::Uprobe { .. }
+                    | Target::Usdt { .. }
+                    | Target::RawTracepoint { .. }
             )
         }) {
             return Err(Error::new(
                 span,
-                "kprobes, uprobes and raw tracepoints have no named fields: use arg0, arg1, ...",
+                "kprobes, uprobes, usdt and raw tracepoints have no named fields: use arg0, arg1, ...",
             ));
         }
         self.value_field(name, span)
@@ -1077,7 +1115,10 @@ impl Checker<'_> {
             )
         })?;
         for attach in self.attaches.iter_mut() {
-            if !matches!(attach.target, Target::Kprobe { .. } | Target::Uprobe { .. }) {
+            if !matches!(
+                attach.target,
+                Target::Kprobe { .. } | Target::Uprobe { .. } | Target::Usdt { .. }
+            ) {
                 return Err(Error::new(
                     span,
                     "reg() exists in kprobes and uprobes, whose context is the registers",
@@ -1253,15 +1294,19 @@ impl Checker<'_> {
         }
         match kind {
             FieldKind::Chars => self.copy(&field),
-            FieldKind::Int if field.starts_with("arg") || field == "retval" => {
+            FieldKind::Int | FieldKind::Memory { .. }
+                if field.starts_with("arg") || field == "retval" =>
+            {
+                self.usdt_memory(&field, target.span, true)?;
                 self.capture(&field, target.span)?;
             }
-            FieldKind::Int => {
+            FieldKind::Int | FieldKind::Const(_) => {
                 return Err(Error::new(
                     target.span,
                     format!("`{field}` is an integer, not a string pointer"),
                 ));
             }
+            FieldKind::Unread => return Err(unread(&field, target.span)),
             _ => self.capture(&field, target.span)?,
         }
         Ok(Type::Str)
@@ -1582,6 +1627,17 @@ pub(crate) fn stack_frames(args: &[Expr]) -> Option<usize> {
     }
 }
 
+/// The error for reading USDT argument `name` from a place weft does not
+/// read.
+fn unread(name: &str, span: Span) -> Error {
+    Error::new(
+        span,
+        format!(
+            "`{name}` of this USDT probe is in a place weft does not read: registers, constants and memory at a register plus an offset read; `sym(%rip)` and indexed places do not"
+        ),
+    )
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -1756,6 +1812,22 @@ pub(crate) mod tests {
             (path == "/sys/fs/cgroup/weft")
                 .then_some(25)
                 .ok_or_else(|| format!("{path} is not a cgroup v2 directory"))
+        }
+        fn usdt(&self, path: &str) -> Result<(String, Vec<crate::kernel::UsdtSite>)> {
+            let site = |provider: &str, name: &str, args: &str| crate::kernel::UsdtSite {
+                provider: provider.into(),
+                name: name.into(),
+                args: args.into(),
+            };
+            // `tick` has two sites, which place their arguments apart.
+            Ok((
+                format!("/usr/bin/{path}"),
+                vec![
+                    site("app", "tick", "8@%rdi 4@$3"),
+                    site("app", "start", "8@%rsi -4@-8(%rbp)"),
+                    site("app", "tick", "8@%rax 8@sym(%rip)"),
+                ],
+            ))
         }
     }
 
@@ -2023,6 +2095,44 @@ pub(crate) mod tests {
             let err = check(parse(program).unwrap(), &FakeKernel).unwrap_err();
             assert_eq!(err.message, message, "{program}");
         }
+    }
+
+    #[test]
+    fn usdt_sites_place_their_arguments_apart() {
+        let plan = checked("usdt:app:tick { @[arg0] = count(); }");
+        let sites: Vec<(String, u16)> = plan
+            .attaches
+            .iter()
+            .map(|a| (a.target.name(), a.field("arg0").unwrap().offset))
+            .collect();
+        let tick = "usdt:/usr/bin/app:app:tick".to_string();
+        assert_eq!(sites, [(tick.clone(), 112), (tick, 80)], "rdi, then rax");
+        // A register argument is copied; one in memory is read by the
+        // kernel, 8 bytes below the address in rbp.
+        let plan = checked("usdt:app:app:s* { @ = sum(arg1); }");
+        assert_eq!(plan.attaches.len(), 1);
+        let read = &plan.attaches[0].reads[0];
+        assert_eq!(
+            (read.hops.as_slice(), read.at),
+            (&[32][..], (-8i32).cast_unsigned())
+        );
+        let err = check(
+            parse("usdt:app:tick { @ = sum(arg1); }").unwrap(),
+            &FakeKernel,
+        )
+        .unwrap_err();
+        assert!(
+            err.message
+                .starts_with("`arg1` of this USDT probe is in a place weft does not read"),
+            "{}",
+            err.message
+        );
+        let err = check(
+            parse("usdt:app:nope { @ = count(); }").unwrap(),
+            &FakeKernel,
+        )
+        .unwrap_err();
+        assert_eq!(err.message, "/usr/bin/app has no USDT probe *:nope");
     }
 
     #[test]

@@ -3,10 +3,12 @@
 //! syscall tracepoints, fentry and uprobe targets, and the registers that
 //! name kprobe arguments.
 
+use std::collections::HashMap;
+
 use crate::{
     ast::{Item, ProbeKind},
     error::{Error, Result, Span},
-    kernel::{Field, FieldKind, Kernel},
+    kernel::{Field, FieldKind, Kernel, glob_match},
 };
 
 /// A probe resolved to one attach point: a probe kind with its globs
@@ -30,8 +32,13 @@ const REGISTERS: [&str; 21] = [
 /// `reg(NAME)`'s field, `reg_NAME` (a column of `--store`): register NAME
 /// of a probe whose context is `struct pt_regs` (kprobes and uprobes).
 pub(crate) fn register_field(name: &str) -> Option<Field> {
+    Some(register(&format!("reg_{name}"), register_offset(name)?))
+}
+
+/// The offset of register `name` in `struct pt_regs`.
+pub(crate) fn register_offset(name: &str) -> Option<u16> {
     let at = REGISTERS.iter().position(|r| *r == name)?;
-    Some(register(&format!("reg_{name}"), at as u16 * 8))
+    Some(at as u16 * 8)
 }
 /// The attach points of an item, with the fields of each.
 pub(crate) fn expand(item: &Item, kernel: &dyn Kernel) -> Result<Vec<(Target, Vec<Field>)>> {
@@ -71,6 +78,12 @@ pub(crate) fn expand(item: &Item, kernel: &dyn Kernel) -> Result<Vec<(Target, Ve
             ProbeKind::Fentry { function, exit } => {
                 out.extend(fentries(kernel, function, *exit, span)?);
             }
+            ProbeKind::Usdt {
+                path,
+                provider,
+                name,
+                ..
+            } => out.extend(usdt(kernel, path, provider, name, span)?),
             ProbeKind::Uprobe { path, symbol, exit } => {
                 let mut fields = register_args();
                 if *exit {
@@ -177,6 +190,42 @@ fn fentries(
             Ok((Target::Fentry { function, exit }, fields))
         })
         .collect()
+}
+
+/// The sites of the USDT probes of `path` that match the globs, each with
+/// its arguments.
+fn usdt(
+    kernel: &dyn Kernel,
+    path: &str,
+    provider: &str,
+    name: &str,
+    span: Span,
+) -> Result<Vec<(Target, Vec<Field>)>> {
+    let (file, sites) = kernel.usdt(path).map_err(|e| Error::new(span, e))?;
+    let mut counts: HashMap<(&str, &str), u32> = HashMap::new();
+    let mut out = Vec::new();
+    for found in &sites {
+        let count = counts.entry((&found.provider, &found.name)).or_default();
+        let site = *count;
+        *count += 1;
+        if !glob_match(provider, &found.provider) || !glob_match(name, &found.name) {
+            continue;
+        }
+        let target = Target::Usdt {
+            path: file.clone(),
+            provider: found.provider.clone(),
+            name: found.name.clone(),
+            site,
+        };
+        out.push((target, crate::usdt::fields(&found.args)));
+    }
+    if out.is_empty() {
+        return Err(Error::new(
+            span,
+            format!("{file} has no USDT probe {provider}:{name}"),
+        ));
+    }
+    Ok(out)
 }
 
 fn matching(kernel: &dyn Kernel, glob: &str, span: Span) -> Result<Vec<String>> {

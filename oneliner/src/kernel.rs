@@ -15,8 +15,28 @@ pub enum FieldKind {
     Pointer { constant: bool },
     /// `char name[N]` inside the record: a string.
     Chars,
+    /// A USDT argument that is a constant, not in the record.
+    Const(i64),
+    /// A USDT argument held in memory (`8@-8(%rbp)`): `at` bytes from the
+    /// address in the register at the field's offset, which the kernel
+    /// reads at the event.
+    Memory { at: i32 },
+    /// A USDT argument in a place weft does not read (`8@sym(%rip)`,
+    /// `8@(%rax,%rbx,8)`): an error where it is used.
+    Unread,
     /// `__data_loc char[]`: a string stored after the fixed fields.
     DataLoc,
+}
+
+impl FieldKind {
+    /// Whether the field reads as an integer the record holds or a
+    /// constant: alike where probes share an action.
+    pub fn integer(self) -> bool {
+        matches!(
+            self,
+            Self::Int | Self::Const(_) | Self::Memory { .. } | Self::Unread
+        )
+    }
 }
 
 /// One field of a probe's record, as the kernel copies it.
@@ -108,6 +128,20 @@ pub trait Kernel {
     fn symbol(&self, name: &str) -> Option<u64>;
     /// The id of the cgroup v2 directory at `path`, or why it has none.
     fn cgroup_id(&self, path: &str) -> Result<u64, String>;
+    /// The USDT probe sites of the program or library `path` names (found
+    /// as a uprobe's file is) with that file's path, or why there are none.
+    fn usdt(&self, path: &str) -> Result<(String, Vec<UsdtSite>), String> {
+        Err(format!("no USDT probes in {path}"))
+    }
+}
+
+/// A USDT probe site, as the checker sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsdtSite {
+    pub provider: String,
+    pub name: String,
+    /// Its arguments' places, as the assembler wrote them (`-4@%eax`).
+    pub args: String,
 }
 
 /// Whether `text` matches `pattern`, where `*` matches any run of

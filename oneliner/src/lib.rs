@@ -36,6 +36,7 @@ pub mod run;
 mod saved;
 mod signal;
 pub mod stack;
+mod usdt;
 pub mod value;
 
 pub use check::{Attach, Plan, Target, check};

@@ -10,8 +10,8 @@ use weft_abi::oneliner::{MAX_HOPS, MAX_STRINGS, STRING_LEN};
 
 use crate::{
     ast::{Builtin, Expr, ExprKind},
-    error::{Error, Result},
-    kernel::{FieldKind, Kernel, KernelType},
+    error::{Error, Result, Span},
+    kernel::{Field, FieldKind, Kernel, KernelType},
     plan::{Attach, MemberRead, Read, Start},
     value::Type,
 };
@@ -355,10 +355,57 @@ fn within_reach(hops: &[u32], expr: &Expr) -> Result<()> {
 
 /// The error for a member `expr` without a free string slot.
 fn no_room(expr: &Expr) -> Error {
+    no_room_at(expr.span)
+}
+
+fn no_room_at(span: Span) -> Error {
     Error::new(
-        expr.span,
+        span,
         format!("a probe can read at most {MAX_STRINGS} strings and struct regions"),
     )
+}
+
+/// USDT argument `field`, held in memory `at` bytes past the address in
+/// the register at the field's offset, as the expression at `span` reads
+/// it: the kernel reads its bytes, or with `string` the string its pointer
+/// there points to, into a slot of their own.
+pub(crate) fn memory_arg(
+    attach: &mut Attach,
+    field: &Field,
+    at: i32,
+    span: Span,
+    string: bool,
+) -> Result<()> {
+    if attach.member(span).is_some() {
+        return Ok(());
+    }
+    if attach.slots() >= MAX_STRINGS {
+        return Err(no_room_at(span));
+    }
+    let register = u32::from(field.offset);
+    // Negative offsets wrap here; the kernel sign-extends them back.
+    let at = at.cast_unsigned();
+    let (hops, at, size) = if string {
+        (vec![register, at], 0, STRING_LEN as u16)
+    } else {
+        (vec![register], at, field.size)
+    };
+    attach.reads.push(Read {
+        start: Start::Context,
+        hops,
+        at,
+        len: u32::from(size),
+        string,
+    });
+    attach.members.push(MemberRead {
+        span,
+        read: attach.reads.len() - 1,
+        at,
+        size,
+        signed: field.signed && !string,
+        chars: string,
+    });
+    Ok(())
 }
 
 /// The [`Read`] of `attach` that covers `len` bytes at `place`, widened

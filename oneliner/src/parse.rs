@@ -832,6 +832,22 @@ fn probe_kind(text: &str) -> std::result::Result<ProbeKind, String> {
             }
             _ => Err(format!("`{text}`: expected {kind}:PATH:SYMBOL")),
         },
+        "usdt" | "U" => {
+            let (path, provider, name) = match parts.as_slice() {
+                [path, name] => (*path, "*", *name),
+                [path, provider, name] => (*path, *provider, *name),
+                _ => ("", "", ""),
+            };
+            if path.is_empty() || provider.is_empty() || name.is_empty() {
+                return Err(format!("`{text}`: expected usdt:PATH:[PROVIDER:]PROBE"));
+            }
+            Ok(ProbeKind::Usdt {
+                path: path.into(),
+                provider: provider.into(),
+                name: name.into(),
+                site: 0,
+            })
+        }
         "profile" | "p" => {
             let (unit, n) = timed("profile", &parts, text)?;
             Ok(ProbeKind::Profile { unit, n })
@@ -860,7 +876,7 @@ fn probe_kind(text: &str) -> std::result::Result<ProbeKind, String> {
             Ok(ProbeKind::Interval { unit, n })
         }
         _ => Err(format!(
-            "unknown probe type `{kind}`: weft knows tracepoint, rawtracepoint, fentry, fexit, kprobe, kretprobe, uprobe, uretprobe, profile, software, hardware, interval, BEGIN and END"
+            "unknown probe type `{kind}`: weft knows tracepoint, rawtracepoint, fentry, fexit, kprobe, kretprobe, uprobe, uretprobe, usdt, profile, software, hardware, interval, BEGIN and END"
         )),
     }
 }

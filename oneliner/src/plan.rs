@@ -170,12 +170,12 @@ pub struct Read {
 impl std::fmt::Display for Read {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.string {
-            write!(f, "the string at +{} of ", self.at)?;
+            write!(f, "the string at {:+} of ", self.at.cast_signed())?;
         } else {
-            write!(f, "{} bytes at +{} of ", self.len, self.at)?;
+            write!(f, "{} bytes at {:+} of ", self.len, self.at.cast_signed())?;
         }
         for hop in self.hops.iter().rev() {
-            write!(f, "the pointer at +{hop} of ")?;
+            write!(f, "the pointer at {:+} of ", hop.cast_signed())?;
         }
         f.write_str(match self.start {
             Start::Context => "the context",

@@ -499,6 +499,8 @@ impl<'p> Runtime<'p> {
             ExprKind::Str(s) => Value::Str(s.clone()),
             ExprKind::Builtin(b) => self.builtin(*b, scope),
             ExprKind::Field(name) => field(scope, name),
+            // A USDT argument in memory, which the kernel read.
+            ExprKind::Arg(_) if scope.attach.member(expr.span).is_some() => member(scope, expr),
             ExprKind::Arg(n) => field(scope, &format!("arg{n}")),
             ExprKind::Member { .. } => member(scope, expr),
             ExprKind::StructCast(_, inner) => self.eval(inner, scope),
@@ -539,6 +541,9 @@ impl<'p> Runtime<'p> {
                     ExprKind::Map(_) => self.eval(&args[0], scope),
                     ExprKind::Member { .. } => member(scope, &args[0]),
                     ExprKind::Field(n) => string_of(scope, n),
+                    ExprKind::Arg(_) if scope.attach.member(args[0].span).is_some() => {
+                        member(scope, &args[0])
+                    }
                     ExprKind::Arg(n) => string_of(scope, &format!("arg{n}")),
                     _ => string_of(scope, "retval"),
                 };
@@ -919,6 +924,9 @@ fn field(scope: &Scope<'_, '_>, name: &str) -> Value {
         FieldKind::Int | FieldKind::Pointer { .. } => {
             Value::Int(integer(scope.event.raw, f.offset, f.size, f.signed))
         }
+        FieldKind::Const(n) => Value::Int(n),
+        // Read as a member (`eval`), or refused by the checker.
+        FieldKind::Memory { .. } | FieldKind::Unread => Value::Int(0),
     }
 }
 

@@ -7,7 +7,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use weft_oneliner::kernel::{Field, Member, Signature, format_fields, glob_match};
+use weft_oneliner::kernel::{Field, Member, Signature, UsdtSite, format_fields, glob_match};
 
 use super::btf::Btf;
 use crate::ebpf;
@@ -55,6 +55,26 @@ impl Kernel {
 }
 
 impl weft_oneliner::Kernel for Kernel {
+    fn usdt(&self, path: &str) -> Result<(String, Vec<UsdtSite>), String> {
+        let file = super::probe::uprobe_file(path).map_err(|e| format!("{e:#}"))?;
+        let probes = super::probe::usdt_probes(&file).map_err(|e| format!("{e:#}"))?;
+        if probes.is_empty() {
+            return Err(format!(
+                "{} has no USDT probes (no .note.stapsdt section)",
+                file.display()
+            ));
+        }
+        let sites = probes
+            .into_iter()
+            .map(|p| UsdtSite {
+                provider: p.provider,
+                name: p.name,
+                args: p.args,
+            })
+            .collect();
+        Ok((file.display().to_string(), sites))
+    }
+
     fn tracepoints(&self, category: &str, name: &str) -> Vec<(String, String)> {
         let events = self.tracefs.join("events");
         Self::matching_dirs(&events, category)

@@ -9,3 +9,4 @@ pub mod kcore;
 pub mod kernel;
 pub mod probe;
 pub mod stacks;
+mod usdt;

@@ -41,7 +41,7 @@ use weft_oneliner::{
     plan::{KernelAgg, KeyPart, Sample, Start},
 };
 
-use weft_symbols::FileOffsets;
+use weft_symbols::{Elf, FileOffsets, UsdtProbe};
 
 use super::{aggs::Aggs, stacks::Stacks};
 use crate::{
@@ -276,6 +276,17 @@ impl OnelinerProbe {
             }
             Target::Uprobe { path, symbol, exit } => {
                 self.attach_uprobe(path, symbol, *exit, cookie)
+            }
+            Target::Usdt {
+                path,
+                provider,
+                name,
+                site,
+            } => {
+                let probe = usdt_site(Path::new(path), provider, name, *site)?;
+                let event = super::usdt::Usdt::new(path, &probe)?;
+                let fd = program(&mut self.ebpf, UPROBE_PROGRAM)?;
+                self.link(fd, Builder::new(event).one_cpu(0), cookie)
             }
             Target::Profile { .. } | Target::PerfEvent { .. } => {
                 self.attach_perf(&attach.target, cookie)
@@ -669,14 +680,15 @@ struct MissingFunction {
 /// `libssl.so`, then the highest `libssl.so.N`) in the system's library
 /// directories. Only ELF files count: with a C library's development files
 /// installed, `libc.so` is a linker script naming `libc.so.6`.
-fn uprobe_file(name: &str) -> Result<std::path::PathBuf> {
+pub(crate) fn uprobe_file(name: &str) -> Result<std::path::PathBuf> {
     if name.contains('/') {
         return Ok(name.into());
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
+    // A script on PATH (a version manager's shim) cannot be probed.
     if let Some(program) = std::env::split_paths(&path)
         .map(|dir| dir.join(name))
-        .find(|p| p.is_file())
+        .find(|p| p.is_file() && is_elf(p))
     {
         return Ok(program);
     }
@@ -710,6 +722,27 @@ fn uprobe_file(name: &str) -> Result<std::path::PathBuf> {
         }
     }
     bail!("uprobe: no program or library called {name} (give its path)")
+}
+
+/// Site `site` (counting from 0) of USDT probe `provider:name` in `path`.
+fn usdt_site(path: &Path, provider: &str, name: &str, site: u32) -> Result<UsdtProbe> {
+    usdt_probes(path)?
+        .into_iter()
+        .filter(|p| p.provider == provider && p.name == name)
+        .nth(site as usize)
+        .with_context(|| {
+            format!(
+                "{} has no site {site} of USDT probe {provider}:{name}",
+                path.display()
+            )
+        })
+}
+
+/// The USDT probe sites of the file at `path`.
+pub(crate) fn usdt_probes(path: &Path) -> Result<Vec<UsdtProbe>> {
+    let bytes =
+        std::fs::read(path).with_context(|| format!("failed to read {}", path.display()))?;
+    Ok(Elf::parse(&path.display().to_string(), &bytes)?.usdt_probes()?)
 }
 
 /// Whether `path` starts as an ELF file does.
@@ -748,7 +781,7 @@ fn shared_program(target: &Target) -> Option<&'static str> {
     match target {
         Target::Tracepoint { .. } => Some(TRACEPOINT_PROGRAM),
         Target::Kprobe { .. } => Some(KPROBE_PROGRAM),
-        Target::Uprobe { exit: false, .. } => Some(UPROBE_PROGRAM),
+        Target::Uprobe { exit: false, .. } | Target::Usdt { .. } => Some(UPROBE_PROGRAM),
         Target::Uprobe { exit: true, .. } => Some(URETPROBE_PROGRAM),
         Target::Profile { .. } | Target::PerfEvent { .. } => Some(PERF_PROGRAM),
         _ => None,

@@ -433,6 +433,9 @@ fn explain(plan: &Plan) -> String {
             Target::Tracepoint { .. } => "weft_trace_tracepoint, perf event linked with a cookie",
             Target::Kprobe { .. } => "weft_trace_kprobe, perf event linked with a cookie",
             Target::Uprobe { .. } => "weft_trace_uprobe/uretprobe, attached with a cookie",
+            Target::Usdt { .. } => {
+                "weft_trace_uprobe, uprobe perf event at the site (its semaphore counted) linked with a cookie"
+            }
             Target::Profile { .. } => "weft_trace_perf, one CPU clock event per CPU with a cookie",
             Target::PerfEvent { .. } => "weft_trace_perf, one perf event per CPU with a cookie",
             Target::Fentry { .. } => "a copy of weft_trace_fentry/fexit loaded for this function",

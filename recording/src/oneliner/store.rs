@@ -188,6 +188,7 @@ fn source_name(attach: &Attach, taken: &Map<String, Value>) -> String {
         Target::Uprobe { symbol, exit, .. } => {
             format!("{symbol}{}", if *exit { "_ret" } else { "" })
         }
+        Target::Usdt { provider, name, .. } => format!("{provider}_{name}"),
         Target::Profile { unit, n } => format!("profile_{n}{unit}"),
         Target::PerfEvent { event, .. } => event.name().to_owned(),
         _ => "events".into(),
