@@ -1869,7 +1869,7 @@ const BROKEN: &[(&str, &str, &str, usize)] = &[
     ),
     (
         "blah:foo { @ = count(); }",
-        "unknown probe type `blah`: weft knows tracepoint, rawtracepoint, fentry, fexit, kprobe, kretprobe, uprobe, uretprobe, profile, software, hardware, interval, BEGIN and END",
+        "unknown probe type `blah`: weft knows tracepoint, rawtracepoint, fentry, fexit, kprobe, kretprobe, uprobe, uretprobe, usdt, profile, software, hardware, interval, BEGIN and END",
         "blah:foo",
         8,
     ),
@@ -2027,6 +2027,43 @@ fn uprobe_and_uretprobe_on_libc_syscall() {
             "@ax[1]: 10",
         ],
         "uprobe",
+    );
+}
+
+#[test]
+fn usdt_probe_counts_its_semaphore_and_reads_every_kind_of_argument() {
+    let test = "usdt_probe_counts_its_semaphore_and_reads_every_kind_of_argument";
+    if !needs(test, &TRACE) {
+        return;
+    }
+    // The workload fires `weft:step` only while its semaphore is counted,
+    // as programs guard their probes: without the count nothing arrives.
+    // Its arguments are a register (0..99), a constant (-7), a value at a
+    // negative offset from a register (0..99 again) and a string pointer
+    // at a positive one ("step").
+    let program = format!(
+        "usdt:{WORKLOAD}:weft:step {{ @[str(arg3), arg1] = count(); @sum = sum(arg0); \
+         @memory = sum(arg2); @probe[probe] = count(); }} \
+         usdt:{WORKLOAD}:st* /arg0 == 99 && arg2 == 99/ {{ @last = count(); }}"
+    );
+    let stdout = weft_trace(&program, &["usdt:100"], &[]);
+    expect_lines(
+        &stdout,
+        &[
+            "@[step, -7]: 100".to_string(),
+            "@sum: 4950".into(),
+            "@memory: 4950".into(),
+            format!("@probe[usdt:{WORKLOAD}:weft:step]: 100"),
+            "@last: 1".into(),
+        ],
+        "usdt",
+    );
+    let missing = format!("usdt:{WORKLOAD}:weft:nope {{ @ = count(); }}");
+    let (status, _, stderr) = weft_tests::run_weft(&["trace", &missing]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with(&format!("weft: {WORKLOAD} has no USDT probe weft:nope\n")),
+        "{stderr}"
     );
 }
 

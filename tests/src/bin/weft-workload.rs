@@ -8,7 +8,8 @@
 //! `openat` of PATH whose name lies in a file mapping the process has not
 //! touched, so that a probe at the syscall's entry cannot read it yet) or
 //! `migrate:N` (N getppid calls, each on the next CPU the process may run
-//! on, moved there with `sched_setaffinity`), `frame:IFACE` (one Ethernet
+//! on, moved there with `sched_setaffinity`), `usdt:N` (N firings of the USDT probe `weft:step`, see
+//! [`usdt_step`]), `frame:IFACE` (one Ethernet
 //! frame from [`FRAME_SOURCE`] to [`FRAME_DEST`] sent on network interface
 //! IFACE through a packet socket), `write-edge:PATH` (one `write` to PATH
 //! of the 5 bytes `edge\n` that end a mapping: the page after them is
@@ -27,7 +28,7 @@ fn main() -> ExitCode {
     for step in &steps {
         let Some(step) = parse(step) else {
             eprintln!(
-                "weft-workload: bad step `{step}` (getppid:N, getpid:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, frame:IFACE, write-edge:PATH, switches:PATH)"
+                "weft-workload: bad step `{step}` (getppid:N, getpid:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, frame:IFACE, write-edge:PATH, usdt:N, switches:PATH)"
             );
             return ExitCode::from(2);
         };
@@ -74,6 +75,7 @@ enum Step {
     Migrate(u64),
     Frame(String),
     WriteEdge(String),
+    Usdt(u64),
 }
 
 fn parse(step: &str) -> Option<Step> {
@@ -91,6 +93,7 @@ fn parse(step: &str) -> Option<Step> {
         ("getppid", n, None) => Step::Getppid(n.parse().ok()?),
         ("getpid", n, None) => Step::Getpid(n.parse().ok()?),
         ("migrate", n, None) => Step::Migrate(n.parse().ok()?),
+        ("usdt", n, None) => Step::Usdt(n.parse().ok()?),
         ("nanosleep", ms, Some(k)) => Step::Nanosleep {
             ms: ms.parse().ok()?,
             times: k.parse().ok()?,
@@ -142,6 +145,11 @@ fn run(step: Step, switches: &mut Vec<(String, i64)>) -> std::io::Result<()> {
         Step::Migrate(n) => migrate(n)?,
         Step::Frame(iface) => send_frame(&iface)?,
         Step::WriteEdge(path) => write_edge(&path)?,
+        Step::Usdt(n) => {
+            for i in 0..n {
+                usdt_step(i);
+            }
+        }
         Step::Read { path, bytes } => {
             use std::io::Read as _;
             let mut file = std::fs::File::open(path)?;
@@ -150,6 +158,59 @@ fn run(step: Step, switches: &mut Vec<(String, i64)>) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The semaphore of USDT probe `weft:step`: a tracer's count of it, which
+/// the kernel keeps here while a uprobe on the probe asks it to.
+#[unsafe(link_section = ".probes")]
+#[unsafe(no_mangle)]
+static mut weft_step_semaphore: u16 = 0;
+
+/// Fires USDT probe `weft:step` (an SDT note, as `<sys/sdt.h>` writes
+/// one) when a tracer counts its semaphore, as programs guard their
+/// probes: `arg0` is `i` in a register, `arg1` the constant -7, `arg2` `i`
+/// again, in memory, and `arg3` a pointer in memory to the string `step`.
+#[inline(never)]
+fn usdt_step(i: u64) {
+    // SAFETY: a read of a u16 the kernel may write at any time.
+    if unsafe { std::ptr::read_volatile(&raw const weft_step_semaphore) } == 0 {
+        return;
+    }
+    let memory = i;
+    let label = c"step".as_ptr();
+    // SAFETY: a nop, and notes in sections of their own.
+    unsafe {
+        std::arch::asm!(
+            "990: nop",
+            ".pushsection .note.stapsdt, \"\", @note",
+            ".balign 4",
+            ".4byte 992f-991f, 994f-993f, 3",
+            "991: .asciz \"stapsdt\"",
+            "992: .balign 4",
+            "993: .8byte 990b",
+            ".8byte _.stapsdt.base",
+            ".8byte weft_step_semaphore",
+            ".asciz \"weft\"",
+            ".asciz \"step\"",
+            ".asciz \"8@{i} -4@$-7 8@-16({memory}) 8@8({label})\"",
+            "994: .balign 4",
+            ".popsection",
+            ".ifndef _.stapsdt.base",
+            ".pushsection .stapsdt.base, \"aG\", @progbits, .stapsdt.base, comdat",
+            ".weak _.stapsdt.base",
+            ".hidden _.stapsdt.base",
+            "_.stapsdt.base: .space 1",
+            ".size _.stapsdt.base, 1",
+            ".popsection",
+            ".endif",
+            i = in(reg) i,
+            // Offsets from a frame pointer are often negative, as this one.
+            memory = in(reg) (&raw const memory).wrapping_byte_add(16),
+            // 8 bytes before the pointer: the argument's offset is 8.
+            label = in(reg) (&raw const label).wrapping_byte_sub(8),
+            options(att_syntax, nostack, preserves_flags, readonly),
+        );
+    }
 }
 
 /// `n` getppid calls, each on the next of the CPUs the process may use.
