@@ -652,8 +652,8 @@ pub struct TraceArgs {
 pub struct ListArgs {
     /// List the probes this kernel offers that match the search PROGRAM
     /// names (a glob: `tracepoint:syscalls:sys_enter_open*`, `*sleep*`;
-    /// all without one), or with -e the probes the program attaches; then
-    /// exit.
+    /// all without one; `usdt:PATH:*` for a program's or library's USDT
+    /// probes), or with -e the probes the program attaches; then exit.
     #[arg(short = 'l', long = "list", help_heading = "Probes")]
     pub list: bool,
 

@@ -2058,6 +2058,10 @@ fn usdt_probe_counts_its_semaphore_and_reads_every_kind_of_argument() {
         ],
         "usdt",
     );
+    let (status, listed, stderr) =
+        weft_tests::run_weft(&["trace", "-l", &format!("usdt:{WORKLOAD}:*")]);
+    assert!(status.success(), "{stderr}");
+    assert_eq!(listed, format!("usdt:{WORKLOAD}:weft:step\n"));
     let missing = format!("usdt:{WORKLOAD}:weft:nope {{ @ = count(); }}");
     let (status, _, stderr) = weft_tests::run_weft(&["trace", &missing]);
     assert_eq!(status.code(), Some(2), "{stderr}");

@@ -4,6 +4,7 @@
 //! SEARCH is a glob (`*`, `?`) over whole probe names
 //! (`tracepoint:syscalls:sys_enter_open*`, `t:sched:*`, `kprobe:vfs_*`);
 //! one without a probe type (`*sleep*`) matches the name after the type.
+//! `usdt:PATH:*` lists the USDT probes of a program or library.
 
 use std::{io::Write, path::Path};
 
@@ -24,6 +25,9 @@ const TYPES: &[(&str, &str)] = &[
 pub fn list(search: Option<&str>, verbose: bool, out: &mut dyn Write) -> Result<()> {
     let tracefs = ebpf::tracefs()?;
     let kernel = Kernel::new(tracefs);
+    if let Some(rest) = search.and_then(|s| s.strip_prefix("usdt:").or(s.strip_prefix("U:"))) {
+        return list_usdt(&kernel, rest, out);
+    }
     let (types, glob) = scope(search.unwrap_or("*"));
     for kind in types {
         let mut names: Vec<String> = names(kind, &kernel)
@@ -37,13 +41,46 @@ pub fn list(search: Option<&str>, verbose: bool, out: &mut dyn Write) -> Result<
             if verbose && kind == "tracepoint" {
                 entry.push_str(&fields(tracefs, &name)?);
             }
-            match out.write_all(entry.as_bytes()) {
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
-                written => written?,
+            if !emit(out, &entry)? {
+                return Ok(());
             }
         }
     }
     Ok(())
+}
+
+/// `-l usdt:PATH[:[PROVIDER:]PROBE]`: the USDT probes of a program or
+/// library (a file has no list of its own to search through otherwise),
+/// once each however many sites they have.
+fn list_usdt(kernel: &Kernel, search: &str, out: &mut dyn Write) -> Result<()> {
+    let (path, provider, name) = match search.split(':').collect::<Vec<_>>()[..] {
+        [path] => (path, "*", "*"),
+        [path, name] => (path, "*", name),
+        [path, provider, name] => (path, provider, name),
+        _ => anyhow::bail!("`usdt:{search}`: expected usdt:PATH:[PROVIDER:]PROBE"),
+    };
+    let (file, sites) = kernel.usdt(path).map_err(|e| anyhow::anyhow!(e))?;
+    let mut names: Vec<String> = sites
+        .iter()
+        .filter(|s| glob_match(provider, &s.provider) && glob_match(name, &s.name))
+        .map(|s| format!("usdt:{file}:{}:{}\n", s.provider, s.name))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    for entry in names {
+        if !emit(out, &entry)? {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Writes one entry; false when the reader has stopped reading (`| head`).
+fn emit(out: &mut dyn Write, entry: &str) -> Result<bool> {
+    match out.write_all(entry.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        written => Ok(written.map(|()| true)?),
+    }
 }
 
 /// The probe types a search covers and the glob their names must match:
