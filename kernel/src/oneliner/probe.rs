@@ -91,6 +91,9 @@ pub struct OnelinerProbe {
     left_out: usize,
     /// Uprobe target files, read, by path.
     uprobe_files: std::collections::HashMap<PathBuf, FileOffsets>,
+    /// The USDT sites of each file probed, read once however many of its
+    /// sites attach (`usdt:libjvm.so:*` attaches hundreds).
+    usdt_files: std::collections::HashMap<PathBuf, Vec<UsdtProbe>>,
     received: u64,
     /// Records shorter than their header says; never expected.
     malformed: u64,
@@ -179,6 +182,7 @@ impl OnelinerProbe {
             stacks: Stacks::new(finder),
             left_out: 0,
             uprobe_files: std::collections::HashMap::new(),
+            usdt_files: std::collections::HashMap::new(),
             received: 0,
             malformed: 0,
         };
@@ -283,8 +287,8 @@ impl OnelinerProbe {
                 name,
                 site,
             } => {
-                let probe = usdt_site(Path::new(path), provider, name, *site)?;
-                let event = super::usdt::Usdt::new(path, &probe)?;
+                let probe = self.usdt_site(Path::new(path), provider, name, *site)?;
+                let event = super::usdt::Usdt::new(path, probe)?;
                 let fd = program(&mut self.ebpf, UPROBE_PROGRAM)?;
                 self.link(fd, Builder::new(event).one_cpu(0), cookie)
             }
@@ -436,6 +440,31 @@ impl OnelinerProbe {
             function: symbol.to_owned(),
         }
         .into())
+    }
+
+    /// Site `site` (counting from 0) of USDT probe `provider:name` in
+    /// `path`.
+    fn usdt_site(
+        &mut self,
+        path: &Path,
+        provider: &str,
+        name: &str,
+        site: u32,
+    ) -> Result<&UsdtProbe> {
+        let sites = match self.usdt_files.entry(path.to_path_buf()) {
+            std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
+            std::collections::hash_map::Entry::Vacant(new) => new.insert(usdt_probes(path)?),
+        };
+        sites
+            .iter()
+            .filter(|p| p.provider == provider && p.name == name)
+            .nth(site as usize)
+            .with_context(|| {
+                format!(
+                    "{} has no site {site} of USDT probe {provider}:{name}",
+                    path.display()
+                )
+            })
     }
 
     /// The functions of `file`, read once however many are probed.
@@ -722,20 +751,6 @@ pub(crate) fn uprobe_file(name: &str) -> Result<std::path::PathBuf> {
         }
     }
     bail!("uprobe: no program or library called {name} (give its path)")
-}
-
-/// Site `site` (counting from 0) of USDT probe `provider:name` in `path`.
-fn usdt_site(path: &Path, provider: &str, name: &str, site: u32) -> Result<UsdtProbe> {
-    usdt_probes(path)?
-        .into_iter()
-        .filter(|p| p.provider == provider && p.name == name)
-        .nth(site as usize)
-        .with_context(|| {
-            format!(
-                "{} has no site {site} of USDT probe {provider}:{name}",
-                path.display()
-            )
-        })
 }
 
 /// The USDT probe sites of the file at `path`.
