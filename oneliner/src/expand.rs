@@ -9,6 +9,7 @@ use crate::{
     ast::{Item, ProbeKind},
     error::{Error, Result, Span},
     kernel::{Field, FieldKind, Kernel, glob_match},
+    registers,
 };
 
 /// A probe resolved to one attach point: a probe kind with its globs
@@ -22,23 +23,10 @@ const RAW_ARGS: u16 = 12;
 const REGISTER_ARGS: [u16; 6] = [112, 104, 96, 88, 72, 64];
 /// `pt_regs::ax`: the return value.
 const REGISTER_RET: u16 = 80;
-/// The registers of x86-64 `struct pt_regs`, in its order (8 bytes each),
-/// by the names bpftrace's `reg()` takes.
-const REGISTERS: [&str; 21] = [
-    "r15", "r14", "r13", "r12", "bp", "bx", "r11", "r10", "r9", "r8", "ax", "cx", "dx", "si", "di",
-    "orig_ax", "ip", "cs", "flags", "sp", "ss",
-];
-
 /// `reg(NAME)`'s field, `reg_NAME` (a column of `--store`): register NAME
 /// of a probe whose context is `struct pt_regs` (kprobes and uprobes).
 pub(crate) fn register_field(name: &str) -> Option<Field> {
-    Some(register(&format!("reg_{name}"), register_offset(name)?))
-}
-
-/// The offset of register `name` in `struct pt_regs`.
-pub(crate) fn register_offset(name: &str) -> Option<u16> {
-    let at = REGISTERS.iter().position(|r| *r == name)?;
-    Some(at as u16 * 8)
+    Some(register(&format!("reg_{name}"), registers::offset(name)?))
 }
 /// The attach points of an item, with the fields of each.
 pub(crate) fn expand(item: &Item, kernel: &dyn Kernel) -> Result<Vec<(Target, Vec<Field>)>> {

@@ -32,6 +32,7 @@ pub mod parse;
 pub mod plan;
 mod preprocess;
 mod push_down;
+mod registers;
 pub mod run;
 mod saved;
 mod signal;

@@ -2,8 +2,8 @@
 //! is at the site, as fields of the probe's registers.
 
 use crate::{
-    expand::register_offset,
     kernel::{Field, FieldKind},
+    registers,
 };
 
 /// The fields `arg0`, `arg1`, ... of a site whose arguments the
@@ -71,10 +71,10 @@ fn register(name: &str) -> Option<u16> {
         && let Some(digits) = n.strip_suffix(['d', 'w', 'b']).or(Some(n))
         && digits.parse::<u8>().is_ok_and(|n| (8..=15).contains(&n))
     {
-        return register_offset(&format!("r{digits}"));
+        return registers::offset(&format!("r{digits}"));
     }
     if name == "rip" {
-        return register_offset("ip");
+        return registers::offset("ip");
     }
     let high = ["ah", "bh", "ch", "dh"].contains(&name);
     let core = match name.len() {
@@ -90,7 +90,7 @@ fn register(name: &str) -> Option<u16> {
         other => other.to_string(),
     };
     let (_, pt_name) = LEGACY.iter().find(|(n, _)| *n == core)?;
-    Some(register_offset(pt_name)? + u16::from(high))
+    Some(registers::offset(pt_name)? + u16::from(high))
 }
 
 #[cfg(test)]

@@ -56,8 +56,8 @@ impl Kernel {
 
 impl weft_oneliner::Kernel for Kernel {
     fn usdt(&self, path: &str) -> Result<(String, Vec<UsdtSite>), String> {
-        let file = super::probe::uprobe_file(path).map_err(|e| format!("{e:#}"))?;
-        let probes = super::probe::usdt_probes(&file).map_err(|e| format!("{e:#}"))?;
+        let file = super::files::uprobe_file(path).map_err(|e| format!("{e:#}"))?;
+        let probes = super::files::usdt_probes(&file).map_err(|e| format!("{e:#}"))?;
         if probes.is_empty() {
             return Err(format!(
                 "{} has no USDT probes (no .note.stapsdt section)",

@@ -41,9 +41,13 @@ use weft_oneliner::{
     plan::{KernelAgg, KeyPart, Sample, Start},
 };
 
-use weft_symbols::{Elf, FileOffsets, UsdtProbe};
+use weft_symbols::{FileOffsets, UsdtProbe};
 
-use super::{aggs::Aggs, stacks::Stacks};
+use super::{
+    aggs::Aggs,
+    files::{uprobe_file, usdt_probes},
+    stacks::Stacks,
+};
 use crate::{
     delivery::Delivery,
     ebpf,
@@ -702,70 +706,6 @@ struct MissingFunction {
     /// `the kernel`, or the file's path.
     place: String,
     function: String,
-}
-
-/// The file a uprobe names, as bpftrace finds it: a path as it is; a bare
-/// name as a program on `PATH`, else as a library (`libssl` or `ssl`:
-/// `libssl.so`, then the highest `libssl.so.N`) in the system's library
-/// directories. Only ELF files count: with a C library's development files
-/// installed, `libc.so` is a linker script naming `libc.so.6`.
-pub(crate) fn uprobe_file(name: &str) -> Result<std::path::PathBuf> {
-    if name.contains('/') {
-        return Ok(name.into());
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    // A script on PATH (a version manager's shim) cannot be probed.
-    if let Some(program) = std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file() && is_elf(p))
-    {
-        return Ok(program);
-    }
-    let stem = if name.starts_with("lib") {
-        name.to_owned()
-    } else {
-        format!("lib{name}")
-    };
-    let exact = format!("{stem}.so");
-    let versioned = format!("{stem}.so.");
-    for dir in [
-        "/lib/x86_64-linux-gnu",
-        "/usr/lib/x86_64-linux-gnu",
-        "/lib64",
-        "/usr/lib64",
-        "/usr/local/lib",
-        "/usr/lib",
-        "/lib",
-    ] {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            continue;
-        };
-        let mut names: Vec<String> = entries
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .filter(|n| *n == exact || n.starts_with(&versioned))
-            .filter(|n| is_elf(&Path::new(dir).join(n)))
-            .collect();
-        names.sort_by_key(|n| (*n != exact, std::cmp::Reverse(n.clone())));
-        if let Some(found) = names.first() {
-            return Ok(Path::new(dir).join(found));
-        }
-    }
-    bail!("uprobe: no program or library called {name} (give its path)")
-}
-
-/// The USDT probe sites of the file at `path`.
-pub(crate) fn usdt_probes(path: &Path) -> Result<Vec<UsdtProbe>> {
-    let bytes =
-        std::fs::read(path).with_context(|| format!("failed to read {}", path.display()))?;
-    Ok(Elf::parse(&path.display().to_string(), &bytes)?.usdt_probes()?)
-}
-
-/// Whether `path` starts as an ELF file does.
-fn is_elf(path: &Path) -> bool {
-    let mut magic = [0; 4];
-    std::fs::File::open(path)
-        .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut magic))
-        .is_ok_and(|()| magic == *b"\x7fELF")
 }
 
 fn program(ebpf: &mut Ebpf, name: &str) -> Result<RawFd> {
