@@ -809,7 +809,13 @@ impl Checker<'_> {
     /// Notes that the kernel must copy `field`'s bytes.
     fn copy(&mut self, name: &str) {
         for attach in self.attaches.iter_mut() {
-            if let Some(f) = attach.field(name) {
+            // A USDT argument in memory or a constant is not in the record.
+            if let Some(f) = attach.field(name)
+                && !matches!(
+                    f.kind,
+                    FieldKind::Memory { .. } | FieldKind::Const(_) | FieldKind::Unread
+                )
+            {
                 let end = (f.offset + f.size).next_multiple_of(8);
                 attach.raw_len = attach.raw_len.max(end);
             }

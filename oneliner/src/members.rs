@@ -379,9 +379,6 @@ pub(crate) fn memory_arg(
     if attach.member(span).is_some() {
         return Ok(());
     }
-    if attach.slots() >= MAX_STRINGS {
-        return Err(no_room_at(span));
-    }
     let register = u32::from(field.offset);
     // Negative offsets wrap here; the kernel sign-extends them back.
     let at = at.cast_unsigned();
@@ -390,16 +387,25 @@ pub(crate) fn memory_arg(
     } else {
         (vec![register], at, field.size)
     };
-    attach.reads.push(Read {
+    let wanted = Read {
         start: Start::Context,
         hops,
         at,
         len: u32::from(size),
         string,
-    });
+    };
+    // The same argument read again (`sum(arg2)`, `max(arg2)`) shares a slot.
+    let read = match attach.reads.iter().position(|r| *r == wanted) {
+        Some(read) => read,
+        None if attach.slots() >= MAX_STRINGS => return Err(no_room_at(span)),
+        None => {
+            attach.reads.push(wanted);
+            attach.reads.len() - 1
+        }
+    };
     attach.members.push(MemberRead {
         span,
-        read: attach.reads.len() - 1,
+        read,
         at,
         size,
         signed: field.signed && !string,
