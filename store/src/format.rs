@@ -556,7 +556,14 @@ impl GroupEntry {
             first_ts: u64::from_le_bytes(r.take()),
             last_ts: u64::from_le_bytes(r.take()),
         };
-        (entry.chunks > 0).then_some(entry)
+        // A group of no chunks, or one whose chunk numbers run past
+        // u64::MAX, is no group a writer makes (its checksum may have been
+        // recomputed over damage): callers take `range()` on trust.
+        let whole = entry
+            .first_chunk
+            .checked_add(u64::from(entry.chunks))
+            .is_some();
+        (entry.chunks > 0 && whole).then_some(entry)
     }
 }
 
@@ -745,5 +752,16 @@ mod tests {
         assert_eq!(GroupEntry::decode(&flipped), None);
         let empty = GroupEntry { chunks: 0, ..entry }.encode();
         assert_eq!(GroupEntry::decode(&empty), None, "a group of no chunks");
+        let past_the_end = GroupEntry {
+            first_chunk: u64::MAX - 3,
+            chunks: 4,
+            ..entry
+        };
+        assert_eq!(GroupEntry::decode(&past_the_end.encode()), None);
+        let last = GroupEntry {
+            chunks: 3,
+            ..past_the_end
+        };
+        assert_eq!(GroupEntry::decode(&last.encode()), Some(last));
     }
 }
