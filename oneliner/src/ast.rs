@@ -474,6 +474,12 @@ pub enum UnOp {
         bits: u8,
         signed: bool,
     },
+    /// `(int32 *)x`: the address `x` holds, unchanged, as a pointer to an
+    /// integer of `bits` bits, which `*` reads and `+` and `-` step over.
+    Pointer {
+        bits: u8,
+        signed: bool,
+    },
 }
 
 impl UnOp {
@@ -499,7 +505,7 @@ impl UnOp {
             UnOp::Not => i64::from(n == 0),
             UnOp::Neg => n.wrapping_neg(),
             UnOp::BitNot => !n,
-            UnOp::Cast { bits: 64, .. } => n,
+            UnOp::Cast { bits: 64, .. } | UnOp::Pointer { .. } => n,
             UnOp::Cast { bits, signed: true } => {
                 let shift = 64 - u32::from(bits);
                 (n << shift) >> shift
@@ -622,6 +628,18 @@ impl Program {
 }
 
 impl Expr {
+    /// The integer `*self` reads: a pointer cast's (`*(int32 *)p`), else a
+    /// `uint64`, as bpftrace reads through a plain integer.
+    pub(crate) fn pointee(&self) -> UnOp {
+        match self.kind {
+            ExprKind::Unary(UnOp::Pointer { bits, signed }, _) => UnOp::Cast { bits, signed },
+            _ => UnOp::Cast {
+                bits: 64,
+                signed: false,
+            },
+        }
+    }
+
     /// Calls `f` on it and on everything in it.
     pub(crate) fn visit(&self, f: &mut dyn FnMut(&Expr)) {
         f(self);

@@ -998,6 +998,7 @@ impl Checker<'_> {
                     UnOp::Neg => "the operand of `-`",
                     UnOp::BitNot => "the operand of `~`",
                     UnOp::Cast { .. } => "what an integer cast converts",
+                    UnOp::Pointer { .. } => "the address a pointer cast holds",
                 };
                 self.want(operand, Type::Int, what)?;
                 Ok(Type::Int)
@@ -1426,15 +1427,26 @@ impl Checker<'_> {
         Ok(Type::Str)
     }
 
-    /// `*address`, which weft reads where it runs the probe.
+    /// `*address`, which weft reads where it runs the probe: in BEGIN, END
+    /// and intervals from /proc/kcore, in probes the kernel fires the
+    /// kernel at the event, following the pointers the address is from.
     fn deref(&mut self, address: &Expr, span: Span) -> Result<Type> {
-        if self.attaches.iter().any(Attach::in_kernel) {
+        if !self.attaches.iter().any(Attach::in_kernel) {
+            self.want(address, Type::Int, "an address")?;
+            return Ok(Type::Int);
+        }
+        if let Some(attach) = self.attaches.iter().find(|a| !a.in_kernel()) {
             return Err(Error::new(
                 span,
-                "weft reads `*address` in BEGIN, END and interval probes (from /proc/kcore); in probes the kernel fires, read struct members: $p->member",
+                format!(
+                    "the kernel reads `*address` at the event, and {} runs in weft: read it in a probe of its own",
+                    attach.target.name()
+                ),
             ));
         }
-        self.want(address, Type::Int, "an address")?;
+        for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
+            members::read_deref(self.kernel, attach, bound, address, span)?;
+        }
         Ok(Type::Int)
     }
 
@@ -1595,6 +1607,10 @@ impl Checker<'_> {
                 .map_or(8, |m| m.size),
             ExprKind::Field(name) => first.and_then(|a| a.field(name)).map_or(8, |f| f.size),
             ExprKind::Unary(UnOp::Cast { bits, .. }, _) => u16::from(*bits) / 8,
+            ExprKind::Deref(address) => match address.pointee() {
+                UnOp::Cast { bits, .. } => u16::from(bits) / 8,
+                _ => 8,
+            },
             ExprKind::Var(name) => self.widths.get(name).copied().unwrap_or(8),
             ExprKind::Call(name, args) if name == "bswap" => {
                 args.first().map_or(8, |value| self.width(value))
@@ -1841,6 +1857,13 @@ pub(crate) mod tests {
         check(parse(text).unwrap(), &FakeKernel).unwrap()
     }
 
+    /// Why the checker refuses `text`.
+    fn refused(text: &str) -> String {
+        check(parse(text).unwrap(), &FakeKernel)
+            .unwrap_err()
+            .message
+    }
+
     #[test]
     fn the_kernel_aggregates_what_nothing_else_reads() {
         // Per attach point: the aggregation's map, key and sample.
@@ -1932,11 +1955,6 @@ pub(crate) mod tests {
         );
         let join = plan.attaches[0].join.as_ref().expect("a join");
         assert_eq!((join.name.as_str(), join.offset), ("argv", 24));
-        let refused = |text: &str| {
-            check(parse(text).unwrap(), &FakeKernel)
-                .unwrap_err()
-                .message
-        };
         assert!(
             refused("tracepoint:syscalls:sys_enter_openat { join(args.dfd); }")
                 .contains("`dfd` is not a pointer")
@@ -2235,6 +2253,58 @@ pub(crate) mod tests {
                 len: 4,
                 string: false
             }]
+        );
+    }
+
+    #[test]
+    fn a_dereference_in_a_kernel_probe_is_read_in_the_kernel() {
+        // bpftrace's forms: a pointer cast (its size and sign), pointer
+        // arithmetic (whole pointees), an address plus bytes, and a
+        // pointer read through another and gone back from.
+        let plan = checked(
+            r#"tracepoint:syscalls:sys_enter_nanosleep {
+                printf("%d %d %d %d\n", *(int64 *)args->rqtp, *((int32 *)args->rqtp + 3),
+                    *(uint8 *)((uint64)args->rqtp + 9), *(int16 *)(*(uint64 *)args->rqtp - 4));
+            }"#,
+        );
+        let attach = &plan.attaches[0];
+        let reads: Vec<_> = (attach.reads.iter())
+            .map(|r| (r.start, r.hops.as_slice(), r.at, r.len, r.string))
+            .collect();
+        let context = Start::Context;
+        assert_eq!(
+            reads,
+            [
+                (context, &[16][..], 0, 16, false),
+                (context, &[16, 0][..], -4i32 as u32, 2, false),
+            ]
+        );
+        let members: Vec<_> = attach
+            .members
+            .iter()
+            .map(|m| (m.read, m.at, m.size, m.signed))
+            .collect();
+        assert_eq!(
+            members,
+            [
+                (0, 0, 8, true),
+                (0, 12, 4, true),
+                (0, 9, 1, false),
+                (1, -4i32 as u32, 2, true),
+            ]
+        );
+        assert!(
+            refused("tracepoint:syscalls:sys_enter_nanosleep { @ = *(args->rqtp + nsecs); }")
+                .contains("weft follows pointers from")
+        );
+        assert!(
+            refused("BEGIN, tracepoint:syscalls:sys_enter_nanosleep { @ = *kaddr(\"avenrun\"); }")
+                .contains("BEGIN runs in weft")
+        );
+        // Bytes before the task's own are not the kernel's to read.
+        assert!(
+            refused("tracepoint:syscalls:sys_enter_nanosleep { @ = *((uint8 *)curtask - 1); }")
+                .contains("out of reach")
         );
     }
 

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use weft_abi::oneliner::{MAX_HOPS, MAX_STRINGS, STRING_LEN};
 
 use crate::{
-    ast::{Builtin, Expr, ExprKind},
+    ast::{BinOp, Builtin, Expr, ExprKind, UnOp},
     error::{Error, Result, Span},
     kernel::{Field, FieldKind, Kernel, KernelType},
     plan::{Attach, MemberRead, Read, Start},
@@ -74,7 +74,7 @@ pub(crate) fn pointer(
     match &expr.kind {
         ExprKind::StructCast(name, inner) => {
             let record = kernel.record(name).map_err(|e| Error::new(span, e))?;
-            let (start, hops) = address(kernel, attach, bound, inner)?;
+            let (start, hops) = address_of(kernel, attach, bound, inner)?;
             Ok(Pointer {
                 start,
                 hops,
@@ -117,7 +117,7 @@ pub(crate) fn pointer(
 /// Where the address an integer expression holds is, for a cast:
 /// curtask, a field, `argN`, `retval`, a variable holding a pointer, or a
 /// member.
-fn address(
+fn address_of(
     kernel: &dyn Kernel,
     attach: &Attach,
     bound: &Bound,
@@ -232,7 +232,7 @@ fn read_place(
             ));
         }
     };
-    within_reach(&place.hops, expr)?;
+    within_reach(&place.hops, expr.span)?;
     let read = slot(attach, place, u32::from(size)).ok_or_else(|| no_room(expr))?;
     attach.members.push(MemberRead {
         span: expr.span,
@@ -307,7 +307,7 @@ fn read_pointed(
         }
     }
     let (start, hops) = place.followed();
-    within_reach(&hops, expr)?;
+    within_reach(&hops, expr.span)?;
     read_slot(attach, start, hops, expr, string)?;
     Ok(Type::Str)
 }
@@ -343,10 +343,10 @@ fn read_slot(
 }
 
 /// Whether the kernel follows as many pointers as `expr` needs.
-fn within_reach(hops: &[u32], expr: &Expr) -> Result<()> {
+fn within_reach(hops: &[u32], span: Span) -> Result<()> {
     if hops.len() > MAX_HOPS {
         return Err(Error::new(
-            expr.span,
+            span,
             format!("the kernel follows at most {MAX_HOPS} pointers to a member"),
         ));
     }
@@ -363,6 +363,111 @@ fn no_room_at(span: Span) -> Error {
         span,
         format!("a probe can read at most {MAX_STRINGS} strings and struct regions"),
     )
+}
+
+/// `*address` at `attach`, as the expression at `span` reads it: the
+/// integer the address points to (`address.pointee()`), which the kernel
+/// reads at the event.
+pub(crate) fn read_deref(
+    kernel: &dyn Kernel,
+    attach: &mut Attach,
+    bound: &Bound,
+    address: &Expr,
+    span: Span,
+) -> Result<()> {
+    let UnOp::Cast { bits, signed } = address.pointee() else {
+        unreachable!("a pointee is an integer")
+    };
+    let (start, hops, at) = target(kernel, attach, bound, address)?;
+    within_reach(&hops, span)?;
+    let at = reachable(at, &hops, address.span)?;
+    let size = u16::from(bits / 8);
+    let place = Place {
+        start,
+        hops,
+        // Negative offsets wrap here; the kernel sign-extends them back.
+        at: at.cast_unsigned(),
+        ty: KernelType::Int { size, signed },
+    };
+    let read = if at >= 0 {
+        slot(attach, &place, u32::from(size))
+    } else {
+        let wanted = Read {
+            start: place.start,
+            hops: place.hops,
+            at: place.at,
+            len: u32::from(size),
+            string: false,
+        };
+        shared(attach, wanted)
+    };
+    attach.members.push(MemberRead {
+        span,
+        read: read.ok_or_else(|| no_room_at(span))?,
+        at: place.at,
+        size,
+        signed,
+        chars: false,
+    });
+    Ok(())
+}
+
+/// Where the integer `*address` reads is: the address `address` holds,
+/// with its pointers to follow, and a constant offset from it
+/// (`*(uint32 *)(args.buf + 8)`, `*((int64 *)arg0 + 1)`). Through a `*`
+/// within (`**p`), the pointer that one reads is followed too.
+fn target(
+    kernel: &dyn Kernel,
+    attach: &Attach,
+    bound: &Bound,
+    address: &Expr,
+) -> Result<(Start, Vec<u32>, i64)> {
+    match &address.kind {
+        ExprKind::Unary(UnOp::Pointer { .. } | UnOp::Cast { bits: 64, .. }, inner) => {
+            target(kernel, attach, bound, inner)
+        }
+        ExprKind::Binary(op @ (BinOp::Add | BinOp::Sub), base, step) if offset(step).is_some() => {
+            let (start, hops, at) = target(kernel, attach, bound, base)?;
+            let step = offset(step).unwrap_or_default();
+            let at = match op {
+                BinOp::Add => at.checked_add(step),
+                _ => at.checked_sub(step),
+            };
+            let at = at.ok_or_else(|| Error::new(address.span, "this offset overflows"))?;
+            Ok((start, hops, at))
+        }
+        ExprKind::Deref(inner) if matches!(inner.pointee(), UnOp::Cast { bits: 64, .. }) => {
+            let (start, mut hops, at) = target(kernel, attach, bound, inner)?;
+            let at = reachable(at, &hops, inner.span)?;
+            hops.push(at.cast_unsigned());
+            Ok((start, hops, 0))
+        }
+        _ => {
+            let (start, hops) = address_of(kernel, attach, bound, address)?;
+            Ok((start, hops, 0))
+        }
+    }
+}
+
+/// Offset `at` from the address `hops` lead to, as the kernel takes it:
+/// 32 bits, and below the address only past a pointer followed (the
+/// context's and the task's own bytes start at their address).
+fn reachable(at: i64, hops: &[u32], span: Span) -> Result<i32> {
+    i32::try_from(at)
+        .ok()
+        .filter(|at| *at >= 0 || !hops.is_empty())
+        .ok_or_else(|| Error::new(span, "this offset from the address is out of reach"))
+}
+
+/// A byte offset known before the program runs: an integer, negated, or
+/// scaled (`(int64 *)p + 2` steps 2 × 8 bytes).
+fn offset(expr: &Expr) -> Option<i64> {
+    match &expr.kind {
+        ExprKind::Int(n) => Some(*n),
+        ExprKind::Unary(UnOp::Neg, inner) => offset(inner).map(i64::wrapping_neg),
+        ExprKind::Binary(BinOp::Mul, a, b) => Some(offset(a)?.wrapping_mul(offset(b)?)),
+        _ => None,
+    }
 }
 
 /// USDT argument `field`, held in memory `at` bytes past the address in
@@ -395,14 +500,7 @@ pub(crate) fn memory_arg(
         string,
     };
     // The same argument read again (`sum(arg2)`, `max(arg2)`) shares a slot.
-    let read = match attach.reads.iter().position(|r| *r == wanted) {
-        Some(read) => read,
-        None if attach.slots() >= MAX_STRINGS => return Err(no_room_at(span)),
-        None => {
-            attach.reads.push(wanted);
-            attach.reads.len() - 1
-        }
-    };
+    let read = shared(attach, wanted).ok_or_else(|| no_room_at(span))?;
     attach.members.push(MemberRead {
         span,
         read,
@@ -412,6 +510,18 @@ pub(crate) fn memory_arg(
         chars: string,
     });
     Ok(())
+}
+
+/// The [`Read`] of `attach` that is `wanted`, found or added.
+fn shared(attach: &mut Attach, wanted: Read) -> Option<usize> {
+    if let Some(read) = attach.reads.iter().position(|r| *r == wanted) {
+        return Some(read);
+    }
+    if attach.slots() >= MAX_STRINGS {
+        return None;
+    }
+    attach.reads.push(wanted);
+    Some(attach.reads.len() - 1)
 }
 
 /// The [`Read`] of `attach` that covers `len` bytes at `place`, widened

@@ -447,11 +447,7 @@ impl<'a> Parser<'a> {
             }
             self.next()?;
             let right = self.binary(level + 1)?;
-            let span = left.span.to(right.span);
-            left = Expr {
-                kind: ExprKind::Binary(op, Box::new(left), Box::new(right)),
-                span,
-            };
+            left = binary(op, left, right);
         }
     }
 
@@ -643,9 +639,13 @@ impl<'a> Parser<'a> {
         let (Token::Ident(word), _) = self.peek()? else {
             return Ok(None);
         };
-        let cast = if let Some(op) = UnOp::cast(&word) {
+        let cast = if let Some(UnOp::Cast { bits, signed }) = UnOp::cast(&word) {
             self.next()?;
-            Cast::Int(op)
+            if self.eat("*")? {
+                Cast::Int(UnOp::Pointer { bits, signed })
+            } else {
+                Cast::Int(UnOp::Cast { bits, signed })
+            }
         } else if word == "struct" || word == "union" {
             let (name, _) = self.record_name()?;
             self.expect("*")?;
@@ -722,6 +722,41 @@ enum Cast {
     Int(UnOp),
     /// A pointer to the kernel type named (`struct sock`).
     Struct(String),
+}
+
+/// `left op right`. A pointer to an integer plus or minus a number moves
+/// by whole integers, as in C and bpftrace: `(int64 *)p + 1` is 8 bytes on,
+/// and still an `int64 *`.
+fn binary(op: BinOp, left: Expr, right: Expr) -> Expr {
+    let span = left.span.to(right.span);
+    let pointer = match (op, &left.kind) {
+        (BinOp::Add | BinOp::Sub, ExprKind::Unary(p @ UnOp::Pointer { bits, .. }, _)) => {
+            Some((*p, i64::from(*bits / 8)))
+        }
+        _ => None,
+    };
+    let Some((pointer, size)) = pointer else {
+        return Expr {
+            kind: ExprKind::Binary(op, Box::new(left), Box::new(right)),
+            span,
+        };
+    };
+    let size = Expr {
+        kind: ExprKind::Int(size),
+        span: right.span,
+    };
+    let step = Expr {
+        span: right.span,
+        kind: ExprKind::Binary(BinOp::Mul, Box::new(right), Box::new(size)),
+    };
+    let moved = Expr {
+        kind: ExprKind::Binary(op, Box::new(left), Box::new(step)),
+        span,
+    };
+    Expr {
+        kind: ExprKind::Unary(pointer, Box::new(moved)),
+        span,
+    }
 }
 
 /// `++target`, `target--` and the like (`punct` the operator, at `span`):

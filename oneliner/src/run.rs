@@ -499,8 +499,10 @@ impl<'p> Runtime<'p> {
             ExprKind::Str(s) => Value::Str(s.clone()),
             ExprKind::Builtin(b) => self.builtin(*b, scope),
             ExprKind::Field(name) => field(scope, name),
-            // A USDT argument in memory, which the kernel read.
-            ExprKind::Arg(_) if scope.attach.member(expr.span).is_some() => member(scope, expr),
+            // A USDT argument in memory, or `*address`, which the kernel read.
+            ExprKind::Arg(_) | ExprKind::Deref(_) if scope.attach.member(expr.span).is_some() => {
+                member(scope, expr)
+            }
             ExprKind::Arg(n) => field(scope, &format!("arg{n}")),
             ExprKind::Member { .. } => member(scope, expr),
             ExprKind::StructCast(_, inner) => self.eval(inner, scope),
@@ -519,14 +521,7 @@ impl<'p> Runtime<'p> {
                 value
             }
             ExprKind::Unary(op, operand) => Value::Int(op.apply(self.eval(operand, scope).int())),
-            ExprKind::Deref(address) => {
-                let address = self.eval(address, scope).int() as u64;
-                let word = self
-                    .memory
-                    .as_ref()
-                    .and_then(|memory| memory.borrow_mut().word(address));
-                Value::Int(word.unwrap_or(0) as i64)
-            }
+            ExprKind::Deref(address) => self.deref(address, scope),
             ExprKind::Binary(op, left, right) => self.binary(*op, left, right, scope),
             ExprKind::Ternary(cond, then, otherwise) => {
                 if self.eval(cond, scope).truthy() {
@@ -725,6 +720,17 @@ impl<'p> Runtime<'p> {
             }
             _ => Value::Int(0),
         }
+    }
+
+    /// `*address` in a probe weft runs: read from /proc/kcore.
+    fn deref(&mut self, address: &Expr, scope: &mut Scope<'_, '_>) -> Value {
+        let pointee = address.pointee();
+        let address = self.eval(address, scope).int() as u64;
+        let word = self
+            .memory
+            .as_ref()
+            .and_then(|memory| memory.borrow_mut().word(address));
+        Value::Int(pointee.apply(word.unwrap_or(0) as i64))
     }
 
     fn binary(&mut self, op: BinOp, left: &Expr, right: &Expr, scope: &mut Scope<'_, '_>) -> Value {

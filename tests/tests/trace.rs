@@ -2031,6 +2031,43 @@ fn uprobe_and_uretprobe_on_libc_syscall() {
 }
 
 #[test]
+fn a_dereference_is_read_by_the_kernel_as_bpftrace_reads_it() {
+    let test = "a_dereference_is_read_by_the_kernel_as_bpftrace_reads_it";
+    if !needs(test, &TRACE) {
+        return;
+    }
+    let Some(libc) = libc_path() else {
+        panic!("{test}: no libc.so in /proc/self/maps");
+    };
+    // The workload sleeps once through syscall(2) with {1 s, 3,000,000 ns}:
+    // the tracepoint's rqtp and the uprobe's arg1 both point to it. The
+    // pointer cast gives the size and sign (3,000,000 is 0x2dc6c0, so its
+    // low byte is -64 as an int8), `+` on a cast pointer steps whole
+    // integers and on a plain address bytes. The figures are bpftrace
+    // 0.17's for this program.
+    let program = format!(
+        "tracepoint:syscalls:sys_enter_nanosleep /pid == cpid/ {{ @sec = sum(*(int64 *)args->rqtp); \
+         @nsec = sum(*((int64 *)args->rqtp + 1)); @low = sum(*(int8 *)((uint64)args->rqtp + 8)); \
+         @byte = sum(*(uint8 *)((uint64)args->rqtp + 8)); }} \
+         uprobe:{libc}:syscall /pid == cpid && arg0 == 35/ {{ @u = sum(*((int32 *)arg1 + 2)); \
+         @w = sum(*(uint16 *)(arg1 + 9)); }}"
+    );
+    let stdout = weft_trace(&program, &["nanosleep:1003:1"], &[]);
+    expect_lines(
+        &stdout,
+        &[
+            "@sec: 1",
+            "@nsec: 3000000",
+            "@low: -64",
+            "@byte: 192",
+            "@u: 3000000",
+            "@w: 11718",
+        ],
+        "deref",
+    );
+}
+
+#[test]
 fn usdt_probe_counts_its_semaphore_and_reads_every_kind_of_argument() {
     let test = "usdt_probe_counts_its_semaphore_and_reads_every_kind_of_argument";
     if !needs(test, &TRACE) {
