@@ -672,6 +672,17 @@ impl Checker<'_> {
                 span,
                 "signal() is an unsafe function being used in safe mode: it needs --unsafe",
             )),
+            "override" if !self.unsafe_calls => Err(Error::new(
+                span,
+                "override() is an unsafe function being used in safe mode: it needs --unsafe",
+            )),
+            // bpf_override_return needs CONFIG_BPF_KPROBE_OVERRIDE, which
+            // none of the kernels weft is tested on has (Debian's are built
+            // without function error injection): refused, not untested.
+            "override" => Err(Error::new(
+                span,
+                "weft does not override a function's return value: bpftrace's override() needs a kernel built with CONFIG_BPF_KPROBE_OVERRIDE, and weft has no kernel with it to test on",
+            )),
             "exit" if args.is_empty() => Ok(()),
             "exit" => Err(Error::new(span, "exit() takes no arguments")),
             "print" => match args.as_slice() {
@@ -2378,6 +2389,14 @@ pub(crate) mod tests {
         )
         .unwrap();
         assert_eq!(plan.attaches[0].signal, Some(10));
+        let refused_unsafe =
+            checked_unsafe("tracepoint:syscalls:sys_enter_openat { override(-1); }");
+        assert!(
+            refused_unsafe
+                .unwrap_err()
+                .message
+                .contains("CONFIG_BPF_KPROBE_OVERRIDE")
+        );
         assert_eq!(
             checked_unsafe("tracepoint:syscalls:sys_enter_openat { signal(9); }")
                 .unwrap()

@@ -442,6 +442,12 @@ fn target(
             hops.push(at.cast_unsigned());
             Ok((start, hops, 0))
         }
+        ExprKind::Var(name) if !bound.contains_key(name) => Err(Error::new(
+            address.span,
+            format!(
+                "the kernel reads `*${name}` at the event, before the probe's statements run: write the address in place, as in `*(int64 *)arg0`"
+            ),
+        )),
         _ => {
             let (start, hops) = address_of(kernel, attach, bound, address)?;
             Ok((start, hops, 0))

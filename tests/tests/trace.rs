@@ -1832,6 +1832,12 @@ const BROKEN: &[(&str, &str, &str, usize)] = &[
         32,
     ),
     (
+        "tracepoint:syscalls:sys_enter_getpid { override(-1); }",
+        "override() is an unsafe function being used in safe mode: it needs --unsafe",
+        "override(",
+        12,
+    ),
+    (
         "BEGIN { $1 = 5; }",
         "$1 is a positional parameter: it cannot be assigned",
         "$1",
@@ -1844,10 +1850,10 @@ const BROKEN: &[(&str, &str, &str, usize)] = &[
         13,
     ),
     (
-        "tracepoint:syscalls:sys_enter_read { @ = *args.buf; }",
-        "weft reads `*address` in BEGIN, END and interval probes (from /proc/kcore); in probes the kernel fires, read struct members: $p->member",
-        "*args",
-        9,
+        "tracepoint:syscalls:sys_enter_read { $p = args.buf; @ = *$p; }",
+        "the kernel reads `*$p` at the event, before the probe's statements run: write the address in place, as in `*(int64 *)arg0`",
+        "$p;",
+        2,
     ),
     (
         "BEGIN { printf(\"%d\\n\", *kaddr(\"weft_no_such_symbol\")); }",
