@@ -495,16 +495,7 @@ impl Checker<'_> {
     /// A member expression (`a->b`, `a.b`) at every attach point; its
     /// string when `string` (`str(a->b)`).
     fn member(&mut self, expr: &Expr, string: bool) -> Result<Type> {
-        if let Some(attach) = self.attaches.iter().find(|a| !a.in_kernel()) {
-            return Err(Error::new(
-                expr.span,
-                format!(
-                    "kernel struct members are read in the kernel at the event, and {} runs in \
-                     weft: read them in a probe the kernel fires",
-                    attach.target.name()
-                ),
-            ));
-        }
+        self.kernel_reads(expr.span, "kernel struct members")?;
         let read = if string {
             members::read_string
         } else {
@@ -522,6 +513,22 @@ impl Checker<'_> {
             found = Some(ty);
         }
         found.ok_or_else(|| Error::new(expr.span, "a member needs a probe the kernel fires"))
+    }
+
+    /// Refuses `what`, at `span`, in probes weft runs itself: the kernel
+    /// reads it at the event.
+    fn kernel_reads(&self, span: Span, what: &str) -> Result<()> {
+        match self.attaches.iter().find(|a| !a.in_kernel()) {
+            Some(attach) => Err(Error::new(
+                span,
+                format!(
+                    "{what} are read in the kernel at the event, and {} runs in weft: read them \
+                     in a probe the kernel fires",
+                    attach.target.name()
+                ),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// `@map[tid] = str(POINTER)`, a pointer saved for its string: the
@@ -1280,6 +1287,7 @@ impl Checker<'_> {
         }
         let field = match &target.kind {
             ExprKind::Member { .. } => return self.member(target, true),
+            ExprKind::Deref(address) => return self.deref_string(address, target),
             ExprKind::Field(n) => n.clone(),
             ExprKind::Arg(n) => format!("arg{n}"),
             ExprKind::Builtin(Builtin::Retval) => "retval".into(),
@@ -1292,7 +1300,7 @@ impl Checker<'_> {
             _ => {
                 return Err(Error::new(
                     target.span,
-                    "str() reads a field, argN, retval or a struct member: weft reads the string in the kernel when the event happens",
+                    "str() reads a field, argN, retval, a struct member or `*address`: weft reads the string in the kernel when the event happens",
                 ));
             }
         };
@@ -1446,19 +1454,20 @@ impl Checker<'_> {
             self.want(address, Type::Int, "an address")?;
             return Ok(Type::Int);
         }
-        if let Some(attach) = self.attaches.iter().find(|a| !a.in_kernel()) {
-            return Err(Error::new(
-                span,
-                format!(
-                    "the kernel reads `*address` at the event, and {} runs in weft: read it in a probe of its own",
-                    attach.target.name()
-                ),
-            ));
-        }
+        self.kernel_reads(span, "`*address` values beside kernel events")?;
         for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
             members::read_deref(self.kernel, attach, bound, address, span)?;
         }
         Ok(Type::Int)
+    }
+
+    /// `str(*address)`: the string the pointer at `address` points to.
+    fn deref_string(&mut self, address: &Expr, target: &Expr) -> Result<Type> {
+        self.kernel_reads(target.span, "strings behind `*address`")?;
+        for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
+            members::read_deref_string(self.kernel, attach, bound, address, target)?;
+        }
+        Ok(Type::Str)
     }
 
     /// `buf(pointer[, length])`: the bytes a kernel struct member points
@@ -2311,6 +2320,26 @@ pub(crate) mod tests {
         assert!(
             refused("BEGIN, tracepoint:syscalls:sys_enter_nanosleep { @ = *kaddr(\"avenrun\"); }")
                 .contains("BEGIN runs in weft")
+        );
+        // The string behind a pointer read through another: argv[1].
+        let plan = checked(
+            "tracepoint:syscalls:sys_enter_execve { @[str(*((uint64)args.argv + 8))] = count(); }",
+        );
+        let read = &plan.attaches[0].reads[0];
+        assert_eq!(
+            (read.hops.as_slice(), read.at, read.string),
+            (&[24, 8][..], 0, true)
+        );
+        assert!(
+            refused(
+                "tracepoint:syscalls:sys_enter_execve { @[str(*(uint32 *)args.argv)] = count(); }"
+            )
+            .contains("8-byte pointer")
+        );
+        // bpftrace steps `args->argv + 1` by a pointer: weft asks for a cast.
+        assert!(
+            refused("tracepoint:syscalls:sys_enter_execve { @ = *(args.argv + 8); }")
+                .contains("cast it")
         );
         // Bytes before the task's own are not the kernel's to read.
         assert!(

@@ -412,6 +412,27 @@ pub(crate) fn read_deref(
     Ok(())
 }
 
+/// `str(*address)`, `expr`: the string the pointer `*address` reads
+/// points to, which the kernel reads at the event.
+pub(crate) fn read_deref_string(
+    kernel: &dyn Kernel,
+    attach: &mut Attach,
+    bound: &Bound,
+    address: &Expr,
+    expr: &Expr,
+) -> Result<()> {
+    if !matches!(address.pointee(), UnOp::Cast { bits: 64, .. }) {
+        return Err(Error::new(
+            expr.span,
+            "str(*address) reads where the 8-byte pointer at the address points",
+        ));
+    }
+    let (start, mut hops, at) = target(kernel, attach, bound, address)?;
+    hops.push(reachable(at, &hops, address.span)?.cast_unsigned());
+    within_reach(&hops, expr.span)?;
+    read_slot(attach, start, hops, expr, true)
+}
+
 /// Where the integer `*address` reads is: the address `address` holds,
 /// with its pointers to follow, and a constant offset from it
 /// (`*(uint32 *)(args.buf + 8)`, `*((int64 *)arg0 + 1)`). Through a `*`
@@ -427,6 +448,12 @@ fn target(
             target(kernel, attach, bound, inner)
         }
         ExprKind::Binary(op @ (BinOp::Add | BinOp::Sub), base, step) if offset(step).is_some() => {
+            if !steps_bytes(attach, base) {
+                return Err(Error::new(
+                    base.span,
+                    "bpftrace steps a typed pointer by whole pointees, which weft does not size here: cast it, `(uint64)P + 8` steps bytes, `(int64 *)P + 1` one int64",
+                ));
+            }
             let (start, hops, at) = target(kernel, attach, bound, base)?;
             let step = offset(step).unwrap_or_default();
             let at = match op {
@@ -453,6 +480,25 @@ fn target(
             Ok((start, hops, 0))
         }
     }
+}
+
+/// Whether `+` and `-` on `base` step bytes, as on an integer: a cast
+/// (a pointer cast steps whole integers already, as the parser wrote
+/// it), a `*`, an integer field or argument. A typed pointer (a
+/// tracepoint's `char **`, a struct member) bpftrace steps by its pointee.
+fn steps_bytes(attach: &Attach, base: &Expr) -> bool {
+    let name = match &base.kind {
+        ExprKind::Unary(UnOp::Pointer { .. } | UnOp::Cast { .. }, _) | ExprKind::Deref(_) => {
+            return true;
+        }
+        ExprKind::Field(name) => name.clone(),
+        ExprKind::Arg(n) => format!("arg{n}"),
+        ExprKind::Builtin(Builtin::Retval) => "retval".to_string(),
+        _ => return false,
+    };
+    attach
+        .field(&name)
+        .is_some_and(|f| f.kind == FieldKind::Int)
 }
 
 /// Offset `at` from the address `hops` lead to, as the kernel takes it:

@@ -534,7 +534,7 @@ impl<'p> Runtime<'p> {
                 let value = match &args[0].kind {
                     // A string saved where its pointer was (`saved.rs`).
                     ExprKind::Map(_) => self.eval(&args[0], scope),
-                    ExprKind::Member { .. } => member(scope, &args[0]),
+                    ExprKind::Member { .. } | ExprKind::Deref(_) => member(scope, &args[0]),
                     ExprKind::Field(n) => string_of(scope, n),
                     ExprKind::Arg(_) if scope.attach.member(args[0].span).is_some() => {
                         member(scope, &args[0])
