@@ -672,11 +672,13 @@ impl Expr {
         }
     }
 
-    /// Its direct subexpressions, to rewrite.
+    /// Its direct subexpressions, to rewrite: `sizeof(x)`'s `x` too,
+    /// which is typed but never run (its names must still resolve).
     pub(crate) fn children_mut(&mut self) -> Vec<&mut Expr> {
         match &mut self.kind {
             ExprKind::Map(map) => map.keys.iter_mut().collect(),
-            ExprKind::Unary(_, e)
+            ExprKind::SizeOf(SizeOf::Expr(e))
+            | ExprKind::Unary(_, e)
             | ExprKind::Deref(e)
             | ExprKind::StructCast(_, e)
             | ExprKind::Member { base: e, .. }
@@ -692,7 +694,7 @@ impl Expr {
             | ExprKind::Arg(_)
             | ExprKind::Var(_)
             | ExprKind::Constant(_)
-            | ExprKind::SizeOf(_) => Vec::new(),
+            | ExprKind::SizeOf(SizeOf::Type(_)) => Vec::new(),
         }
     }
 }

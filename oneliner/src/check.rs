@@ -2498,6 +2498,8 @@ pub(crate) mod tests {
         )
         .unwrap_err();
         assert_eq!(error.message, "no `struct nosuch`");
+        // A name inside resolves as anywhere else (this was 8, silently).
+        assert!(refused("BEGIN { @ = sizeof(int); }").starts_with("unknown name `int`"));
     }
 
     #[test]
