@@ -729,8 +729,10 @@ enum Cast {
 /// and still an `int64 *`.
 fn binary(op: BinOp, left: Expr, right: Expr) -> Expr {
     let span = left.span.to(right.span);
-    let pointer = match (op, &left.kind) {
-        (BinOp::Add | BinOp::Sub, ExprKind::Unary(p @ UnOp::Pointer { bits, .. }, _)) => {
+    // A pointer minus a pointer is left as the difference of addresses.
+    let pointer = match (op, &left.kind, &right.kind) {
+        (_, _, ExprKind::Unary(UnOp::Pointer { .. }, _)) => None,
+        (BinOp::Add | BinOp::Sub, ExprKind::Unary(p @ UnOp::Pointer { bits, .. }, _), _) => {
             Some((*p, i64::from(*bits / 8)))
         }
         _ => None,
