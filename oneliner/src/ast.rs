@@ -62,12 +62,14 @@ pub enum ProbeKind {
     },
     /// `usdt:PATH:[PROVIDER:]PROBE`: a static probe (an SDT note)
     /// of a program or library. A probe may have several sites, each with
-    /// its own arguments' places; expansion numbers them (`site`).
+    /// its own arguments' places: one target per site, at `offset` in the
+    /// file, with its probe's `semaphore` (0: none) to count.
     Usdt {
         path: String,
         provider: String,
         name: String,
-        site: u32,
+        offset: u64,
+        semaphore: u64,
     },
     /// `profile:UNIT:N`: every CPU, N times a second (`hz`), or once
     /// every N seconds, milliseconds or microseconds (`s`, `ms`, `us`) of

@@ -1860,6 +1860,8 @@ pub(crate) mod tests {
                 provider: provider.into(),
                 name: name.into(),
                 args: args.into(),
+                offset: 0,
+                semaphore: 0,
             };
             // `tick` has two sites, which place their arguments apart.
             Ok((

@@ -3,8 +3,6 @@
 //! syscall tracepoints, fentry and uprobe targets, and the registers that
 //! name kprobe arguments.
 
-use std::collections::HashMap;
-
 use crate::{
     ast::{Item, ProbeKind},
     error::{Error, Result, Span},
@@ -190,12 +188,8 @@ fn usdt(
     span: Span,
 ) -> Result<Vec<(Target, Vec<Field>)>> {
     let (file, sites) = kernel.usdt(path).map_err(|e| Error::new(span, e))?;
-    let mut counts: HashMap<(&str, &str), u32> = HashMap::new();
     let mut out = Vec::new();
     for found in &sites {
-        let count = counts.entry((&found.provider, &found.name)).or_default();
-        let site = *count;
-        *count += 1;
         if !glob_match(provider, &found.provider) || !glob_match(name, &found.name) {
             continue;
         }
@@ -203,7 +197,8 @@ fn usdt(
             path: file.clone(),
             provider: found.provider.clone(),
             name: found.name.clone(),
-            site,
+            offset: found.offset,
+            semaphore: found.semaphore,
         };
         out.push((target, crate::usdt::fields(&found.args)));
     }

@@ -142,6 +142,9 @@ pub struct UsdtSite {
     pub name: String,
     /// Its arguments' places, as the assembler wrote them (`-4@%eax`).
     pub args: String,
+    /// Where it is in the file, and its probe's semaphore (0: none).
+    pub offset: u64,
+    pub semaphore: u64,
 }
 
 /// Whether `text` matches `pattern`, where `*` matches any run of

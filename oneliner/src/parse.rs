@@ -882,7 +882,9 @@ fn probe_kind(text: &str) -> std::result::Result<ProbeKind, String> {
                 path: path.into(),
                 provider: provider.into(),
                 name: name.into(),
-                site: 0,
+                // Each site's, once expansion has read the file.
+                offset: 0,
+                semaphore: 0,
             })
         }
         "profile" | "p" => {

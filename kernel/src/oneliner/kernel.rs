@@ -70,6 +70,8 @@ impl weft_oneliner::Kernel for Kernel {
                 provider: p.provider,
                 name: p.name,
                 args: p.args,
+                offset: p.offset,
+                semaphore: p.semaphore,
             })
             .collect();
         Ok((file.display().to_string(), sites))

@@ -41,13 +41,9 @@ use weft_oneliner::{
     plan::{KernelAgg, KeyPart, Sample, Start},
 };
 
-use weft_symbols::{FileOffsets, UsdtProbe};
+use weft_symbols::FileOffsets;
 
-use super::{
-    aggs::Aggs,
-    files::{uprobe_file, usdt_probes},
-    stacks::Stacks,
-};
+use super::{aggs::Aggs, files::uprobe_file, stacks::Stacks};
 use crate::{
     delivery::Delivery,
     ebpf,
@@ -95,9 +91,6 @@ pub struct OnelinerProbe {
     left_out: usize,
     /// Uprobe target files, read, by path.
     uprobe_files: std::collections::HashMap<PathBuf, FileOffsets>,
-    /// The USDT sites of each file probed, read once however many of its
-    /// sites attach (`usdt:libjvm.so:*` attaches hundreds).
-    usdt_files: std::collections::HashMap<PathBuf, Vec<UsdtProbe>>,
     received: u64,
     /// Records shorter than their header says; never expected.
     malformed: u64,
@@ -186,7 +179,6 @@ impl OnelinerProbe {
             stacks: Stacks::new(finder),
             left_out: 0,
             uprobe_files: std::collections::HashMap::new(),
-            usdt_files: std::collections::HashMap::new(),
             received: 0,
             malformed: 0,
         };
@@ -287,12 +279,11 @@ impl OnelinerProbe {
             }
             Target::Usdt {
                 path,
-                provider,
-                name,
-                site,
+                offset,
+                semaphore,
+                ..
             } => {
-                let probe = self.usdt_site(Path::new(path), provider, name, *site)?;
-                let event = super::usdt::Usdt::new(path, probe)?;
+                let event = super::usdt::Usdt::new(path, *offset, *semaphore)?;
                 let fd = program(&mut self.ebpf, UPROBE_PROGRAM)?;
                 self.link(fd, Builder::new(event).one_cpu(0), cookie)
             }
@@ -444,31 +435,6 @@ impl OnelinerProbe {
             function: symbol.to_owned(),
         }
         .into())
-    }
-
-    /// Site `site` (counting from 0) of USDT probe `provider:name` in
-    /// `path`.
-    fn usdt_site(
-        &mut self,
-        path: &Path,
-        provider: &str,
-        name: &str,
-        site: u32,
-    ) -> Result<&UsdtProbe> {
-        let sites = match self.usdt_files.entry(path.to_path_buf()) {
-            std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
-            std::collections::hash_map::Entry::Vacant(new) => new.insert(usdt_probes(path)?),
-        };
-        sites
-            .iter()
-            .filter(|p| p.provider == provider && p.name == name)
-            .nth(site as usize)
-            .with_context(|| {
-                format!(
-                    "{} has no site {site} of USDT probe {provider}:{name}",
-                    path.display()
-                )
-            })
     }
 
     /// The functions of `file`, read once however many are probed.

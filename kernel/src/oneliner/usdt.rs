@@ -10,7 +10,6 @@ use std::{ffi::CString, os::unix::ffi::OsStrExt as _, path::Path, sync::Arc};
 use anyhow::{Context as _, Result};
 use perf_event::events::{Event, EventData};
 use perf_event_open_sys::bindings::perf_event_attr;
-use weft_symbols::UsdtProbe;
 
 /// Where the kernel reads the semaphore's offset: bits 32-63 of `config`
 /// (`/sys/bus/event_source/devices/uprobe/format/ref_ctr_offset`).
@@ -24,7 +23,9 @@ pub struct Usdt {
 }
 
 impl Usdt {
-    pub fn new(path: &str, site: &UsdtProbe) -> Result<Self> {
+    /// The site at `offset` in the file at `path`, counting the
+    /// semaphore at `semaphore` (0: none).
+    pub fn new(path: &str, offset: u64, semaphore: u64) -> Result<Self> {
         let pmu = std::fs::read_to_string("/sys/bus/event_source/devices/uprobe/type")
             .context("the uprobe PMU is missing (/sys/bus/event_source/devices/uprobe/type)")?;
         Ok(Self {
@@ -33,8 +34,8 @@ impl Usdt {
                 .parse()
                 .context("the uprobe PMU's type is not a number")?,
             path: CString::new(Path::new(path).as_os_str().as_bytes())?,
-            offset: site.offset,
-            semaphore: site.semaphore,
+            offset,
+            semaphore,
         })
     }
 }
