@@ -3,7 +3,10 @@
 //! the first bytes of the context) into per-CPU rings, after testing the
 //! predicate parts user space pushed down. User space runs the actions,
 //! but for a probe whose only action is an aggregation the program can
-//! keep: the program files the event in [`AGGS_MAP`] instead.
+//! keep: the program files the event in [`AGGS_MAP`] instead. A start
+//! time saved at one probe and read at a later one (`@start[tid] = nsecs`,
+//! then `nsecs - @start[tid]`) is kept in [`STARTS_MAP`] instead of a map
+//! of user space's, so neither probe needs to send its events for it.
 
 /// Name of the per-CPU ring buffer array map.
 pub const RINGS_MAP: &str = "TRACE_RINGS";
@@ -28,6 +31,13 @@ pub const MAX_AGGS: u32 = 8192;
 pub const SAVED_MAP: &str = "TRACE_SAVED";
 /// Entries of [`SAVED_MAP`].
 pub const MAX_SAVED: u32 = 16384;
+/// Name of the hash map of start times the kernel keeps, from [`StartKey`]
+/// to the `bpf_ktime_get_ns` of the probe that stored it ([`Starts`]).
+pub const STARTS_MAP: &str = "TRACE_STARTS";
+/// Entries of [`STARTS_MAP`], shared by every map kept there. A plain hash,
+/// as bpftrace's maps are: a start that finds no room is counted
+/// ([`Counter::StartsLost`]), never one evicted unseen.
+pub const MAX_STARTS: u32 = 65536;
 /// Name of the global holding weft's own thread group id (never traced).
 pub const IGNORE_GLOBAL: &str = "TRACE_IGNORE_TGID";
 
@@ -96,16 +106,20 @@ pub const fn copy_key(kind: CopyKind, i: u32) -> u32 {
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Counter {
-    /// Events that passed the kernel-side filters.
+    /// Events that passed the kernel-side filters and were to be sent
+    /// (those the kernel kept count as [`Counter::Aggregated`] instead).
     Seen = 0,
     /// Events dropped because the ring was full.
     RingFull = 1,
-    /// Events aggregated in [`AGGS_MAP`] rather than sent.
+    /// Events aggregated in [`AGGS_MAP`], or whose start time was kept in
+    /// [`STARTS_MAP`], rather than sent.
     Aggregated = 2,
+    /// Start times [`STARTS_MAP`] had no room for.
+    StartsLost = 3,
 }
 
 /// Number of [`Counter`] slots.
-pub const COUNTERS: u32 = 3;
+pub const COUNTERS: u32 = 4;
 
 /// What a filter compares.
 pub const SUBJECT_NONE: u8 = 0;
@@ -127,6 +141,9 @@ pub const SUBJECT_COMM: u8 = 7;
 pub const SUBJECT_PROBE: u8 = 8;
 /// The attach point's index, which user space names as `func`.
 pub const SUBJECT_FUNC: u8 = 9;
+/// The time since the start the probe took from [`STARTS_MAP`], divided
+/// by [`Operand::constant`] (a sample: `(nsecs - @start[tid]) / 1000`).
+pub const SUBJECT_ELAPSED: u8 = 10;
 
 /// Comparison operators of a [`Filter`].
 pub const OP_EQ: u8 = 0;
@@ -321,6 +338,52 @@ pub fn linear_bucket(v: i64, min: i64, max: i64, step: i64) -> u32 {
     }
 }
 
+/// What a probe does with [`STARTS_MAP`] ([`Starts::how`]): nothing.
+pub const STARTS_NONE: u8 = 0;
+/// Stores the event's time under the key (`@start[tid] = nsecs`).
+pub const STARTS_STORE: u8 = 1;
+/// Takes the time stored under the key into [`Header::start`] (0 when
+/// there is none), for `nsecs - @start[tid]`.
+pub const STARTS_TAKE: u8 = 2;
+
+/// A probe's use of one map of start times kept in [`STARTS_MAP`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Starts {
+    /// A `STARTS_*` value.
+    pub how: u8,
+    /// [`STARTS_TAKE`]: the event is dropped when there is no start, as
+    /// the predicate `/@start[tid]/` drops it.
+    pub required: u8,
+    /// [`STARTS_TAKE`]: the start is deleted once taken
+    /// (`delete(@start[tid])`).
+    pub delete: u8,
+    /// [`STARTS_STORE`]: the event is sent too; else storing the start was
+    /// the probe's only action.
+    pub send: u8,
+    /// The map: its index in the program, plus one.
+    pub map: u16,
+    /// Keeps the key aligned without a padding hole.
+    pub reserved: u16,
+    /// The key the start is stored or taken under.
+    pub key: Operand,
+}
+
+/// A key of [`STARTS_MAP`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct StartKey {
+    /// [`Starts::map`].
+    pub map: u16,
+    /// Keeps the key aligned without a padding hole.
+    pub reserved: [u8; 6],
+    /// The key's value.
+    pub key: i64,
+}
+
+const _: () = assert!(core::mem::size_of::<Starts>() == 24);
+const _: () = assert!(core::mem::size_of::<StartKey>() == 16);
+
 /// String sources.
 pub const STRING_POINTER: u8 = 1;
 /// A `__data_loc` field: `(length << 16) | offset` into the record.
@@ -411,7 +474,11 @@ pub struct ProbeConfig {
     pub agg: Aggregation,
     /// The chain of each [`STRING_MEMORY`] slot.
     pub chains: [Chain; MAX_STRINGS],
+    /// The start time the probe stores or takes, if any.
+    pub starts: Starts,
 }
+
+const _: () = assert!(core::mem::size_of::<ProbeConfig>() == 280);
 
 /// [`ProbeConfig::stacks`]: record the kernel stack.
 pub const STACK_KERNEL: u8 = 1;
@@ -442,10 +509,12 @@ pub struct Header {
     pub kstack: i32,
     /// The user stack's id in [`STACKS_MAP`], negative when not recorded.
     pub ustack: i32,
+    /// The start time the probe took ([`STARTS_TAKE`]), else 0.
+    pub start: u64,
 }
 
 /// Bytes of a [`Header`].
-pub const HEADER_SIZE: usize = 56;
+pub const HEADER_SIZE: usize = 64;
 const _: () = assert!(core::mem::size_of::<Header>() == HEADER_SIZE);
 
 #[cfg(feature = "user")]
@@ -456,6 +525,8 @@ mod user {
     unsafe impl aya::Pod for super::AggKey {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::AggValue {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::StartKey {}
 }
 
 #[cfg(test)]

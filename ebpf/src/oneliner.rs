@@ -30,10 +30,11 @@ use weft_abi::{
         AGG_LINEAR, AGG_LOG2, AGG_NONE, AggKey, AggValue, Aggregation, COUNTERS, Chain, CopyKind,
         Counter, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS, JOIN_SIZE, KEY_PART_LEN,
         KEY_PARTS, MAX_AGGS, MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_STRINGS, OP_EQ, OP_GE, OP_GT,
-        OP_LE, OP_LT, OP_NE, Operand, ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES, STACK_KERNEL,
-        STACK_USER, START_TASK, STRING_CHAIN, STRING_DATA_LOC, STRING_LEN, STRING_MEMORY,
-        STRING_SAVED, STRINGS_MASK, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_FIELD,
-        SUBJECT_FUNC, SUBJECT_NONE, SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, copy_key,
+        MAX_STARTS, OP_LE, OP_LT, OP_NE, Operand, ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES,
+        STACK_KERNEL, STACK_USER, START_TASK, STARTS_NONE, STARTS_STORE, STARTS_TAKE, STRING_CHAIN,
+        STRING_DATA_LOC, STRING_LEN, STRING_MEMORY, STRING_SAVED, STRINGS_MASK, SUBJECT_COMM,
+        SUBJECT_CONST, SUBJECT_CPU, SUBJECT_ELAPSED, SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_NONE,
+        SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, StartKey, Starts, copy_key,
         linear_bucket, log2_bucket,
     },
     syscall::MAX_CPUS,
@@ -59,6 +60,10 @@ static TRACE_AGGS: PerCpuHashMap<AggKey, AggValue> = PerCpuHashMap::with_max_ent
 /// Pointers kept per thread for a later probe's string.
 #[map]
 static TRACE_SAVED: LruHashMap<u64, u64> = LruHashMap::with_max_entries(MAX_SAVED, 0);
+
+/// Start times kept for a later probe (`@start[tid] = nsecs`).
+#[map]
+static TRACE_STARTS: HashMap<StartKey, u64> = HashMap::with_max_entries(MAX_STARTS, 0);
 
 /// Stacks for `kstack` and `ustack`, by id.
 #[map]
@@ -215,7 +220,7 @@ fn compare(op: u8, left: i64, right: i64) -> bool {
 
 /// Whether every pushed-down predicate part holds.
 #[inline(always)]
-fn passes(ctx: *const u8, filters: &[Filter; MAX_FILTERS], pid_tgid: u64, uid: u32) -> bool {
+fn passes(ctx: *const u8, filters: &[Filter; MAX_FILTERS], pid_tgid: u64) -> bool {
     for filter in filters {
         if filter.subject == SUBJECT_NONE {
             return true;
@@ -227,7 +232,6 @@ fn passes(ctx: *const u8, filters: &[Filter; MAX_FILTERS], pid_tgid: u64, uid: u
             filter.size,
             filter.signed,
             pid_tgid,
-            uid,
         ) else {
             return false;
         };
@@ -240,6 +244,7 @@ fn passes(ctx: *const u8, filters: &[Filter; MAX_FILTERS], pid_tgid: u64, uid: u
 
 /// The integer `subject` names: an id of the task, the CPU, or a field of
 /// the context (`size` bytes at `offset`, sign-extended when `signed`).
+/// The uid is asked for only here, where a probe uses it.
 #[inline(always)]
 fn integer(
     ctx: *const u8,
@@ -248,12 +253,11 @@ fn integer(
     size: u8,
     signed: u8,
     pid_tgid: u64,
-    uid: u32,
 ) -> Option<i64> {
     Some(match subject {
         SUBJECT_PID => (pid_tgid >> 32) as i64,
         SUBJECT_TID => i64::from(pid_tgid as u32),
-        SUBJECT_UID => i64::from(uid),
+        SUBJECT_UID => i64::from(bpf_get_current_uid_gid() as u32),
         // SAFETY: a helper without preconditions.
         SUBJECT_CPU => i64::from(unsafe { bpf_get_smp_processor_id() }),
         SUBJECT_FIELD => {
@@ -284,15 +288,24 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
     if (pid_tgid >> 32) as u32 == unsafe { core::ptr::read_volatile(&TRACE_IGNORE_TGID) } {
         return;
     }
-    let uid_gid = bpf_get_current_uid_gid();
-    if !passes(ctx, &config.filters, pid_tgid, uid_gid as u32) {
+    if !passes(ctx, &config.filters, pid_tgid) {
         return;
     }
-    let comm = bpf_get_current_comm().unwrap_or_default();
-    if config.match_comm != 0 && comm != config.comm {
+    // The task's name and ids are asked for where they are used: a probe
+    // that keeps its event in the kernel may need none of them.
+    if config.match_comm != 0 && bpf_get_current_comm().unwrap_or_default() != config.comm {
         return;
     }
-    count(Counter::Seen);
+    let starts = &config.starts;
+    let mut start = 0;
+    if starts.how == STARTS_TAKE {
+        match take_start(ctx, starts, pid_tgid) {
+            Some(taken) => start = taken,
+            // The predicate `/@start[tid]/` is false.
+            None if starts.required != 0 => return,
+            None => {}
+        }
+    }
     if config.signal != 0 {
         // SAFETY: sends a signal to the current task's process; the
         // checker allowed it only under --unsafe.
@@ -303,19 +316,41 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
     {
         let _ = TRACE_SAVED.insert(&saved_key(pid_tgid, config.save), &pointer, 0);
     }
+    // Read once, and only where it is used: a probe that aggregates alone
+    // needs no time.
+    let ns = if config.agg.how == AGG_NONE || starts.how != STARTS_NONE {
+        // SAFETY: a helper without preconditions.
+        unsafe { bpf_ktime_get_ns() }
+    } else {
+        0
+    };
+    if starts.how == STARTS_STORE {
+        let stored = start_key(ctx, starts, pid_tgid)
+            .is_some_and(|key| TRACE_STARTS.insert(&key, &ns, 0).is_ok());
+        if !stored {
+            count(Counter::StartsLost);
+        }
+        if starts.send == 0 {
+            count(Counter::Aggregated);
+            return;
+        }
+    }
     if config.agg.how != AGG_NONE {
         let task = Task {
             ctx,
             attach: config.attach,
             pid_tgid,
-            uid: uid_gid as u32,
-            comm,
+            ns,
+            start,
         };
         if aggregate(&task, &config.agg) {
             count(Counter::Aggregated);
             return;
         }
     }
+    // Each event that passed is counted once: here, when it is to be sent,
+    // or above, when the kernel kept it.
+    count(Counter::Seen);
     let Some(buf) = TRACE_SCRATCH.get_ptr_mut(0) else {
         return;
     };
@@ -323,7 +358,11 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
     // this CPU (tracing programs do not nest on one CPU's scratch use).
     let buf = unsafe { &mut *buf };
     // SAFETY: helpers without preconditions.
-    let (ns, cpu) = unsafe { (bpf_ktime_get_ns(), bpf_get_smp_processor_id()) };
+    let (ns, cpu) = unsafe {
+        // An aggregation the kernel could not file took no time above.
+        let ns = if ns == 0 { bpf_ktime_get_ns() } else { ns };
+        (ns, bpf_get_smp_processor_id())
+    };
     // A mask, not `min`: the compiler keeps it, and 6.1's verifier follows
     // it (it loses a `min` bound and rejects the copy below).
     let raw_len = config.raw_len as usize & RAW_MASK;
@@ -338,13 +377,14 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
     let header = Header {
         ns,
         pid_tgid,
-        uid_gid,
-        comm,
+        uid_gid: bpf_get_current_uid_gid(),
+        comm: bpf_get_current_comm().unwrap_or_default(),
         cpu,
         attach: config.attach,
         raw_len: raw_len as u16,
         kstack: stack(STACK_KERNEL, 0),
         ustack: stack(STACK_USER, USER_STACK),
+        start,
     };
     // SAFETY: the scratch buffer holds at least a header; unaligned write.
     unsafe { core::ptr::write_unaligned(buf.as_mut_ptr().cast::<Header>(), header) };
@@ -392,8 +432,55 @@ struct Task {
     ctx: *const u8,
     attach: u16,
     pid_tgid: u64,
-    uid: u32,
-    comm: [u8; 16],
+    /// `bpf_ktime_get_ns` at the event.
+    ns: u64,
+    /// The start time taken ([`STARTS_TAKE`]), else 0.
+    start: u64,
+}
+
+/// The [`TRACE_STARTS`] key `starts` names at this event.
+#[inline(always)]
+fn start_key(ctx: *const u8, starts: &Starts, pid_tgid: u64) -> Option<StartKey> {
+    let key = &starts.key;
+    Some(StartKey {
+        map: starts.map,
+        reserved: [0; 6],
+        key: integer(
+            ctx,
+            key.subject,
+            key.offset,
+            key.size,
+            key.signed,
+            pid_tgid,
+        )?,
+    })
+}
+
+/// The start time stored under the key `starts` names, deleted when the
+/// probe deletes it.
+#[inline(always)]
+fn take_start(ctx: *const u8, starts: &Starts, pid_tgid: u64) -> Option<u64> {
+    let key = start_key(ctx, starts, pid_tgid)?;
+    // SAFETY: the value is only read, and copied before the delete.
+    let start = *unsafe { TRACE_STARTS.get(&key) }?;
+    if starts.delete != 0 {
+        let _ = TRACE_STARTS.remove(&key);
+    }
+    Some(start)
+}
+
+/// `(ns - start) / divisor`, rounded toward zero as user space divides.
+#[inline(always)]
+fn elapsed(ns: u64, start: u64, divisor: i64) -> i64 {
+    let since = ns.wrapping_sub(start).cast_signed();
+    // checked: a division that may panic does not load in BPF; the
+    // divisor is positive (the checker takes no other).
+    let quotient = since
+        .unsigned_abs()
+        .checked_div(divisor.cast_unsigned())
+        .unwrap_or(0)
+        .cast_signed();
+    if since < 0 { -quotient } else { quotient }
 }
 
 /// Files the event under `agg` in [`TRACE_AGGS`]; false when it cannot (a
@@ -461,7 +548,7 @@ fn key_part(task: &Task, part: &Operand, out: &mut [u8; KEY_PART_LEN]) -> bool {
     let id = match part.subject {
         SUBJECT_NONE => return true,
         SUBJECT_COMM => {
-            *out = task.comm;
+            *out = bpf_get_current_comm().unwrap_or_default();
             return true;
         }
         SUBJECT_PROBE | SUBJECT_FUNC => i64::from(task.attach),
@@ -480,6 +567,9 @@ fn operand(task: &Task, operand: &Operand) -> Option<i64> {
     if operand.subject == SUBJECT_CONST {
         return Some(operand.constant);
     }
+    if operand.subject == SUBJECT_ELAPSED {
+        return Some(elapsed(task.ns, task.start, operand.constant));
+    }
     integer(
         task.ctx,
         operand.subject,
@@ -487,7 +577,6 @@ fn operand(task: &Task, operand: &Operand) -> Option<i64> {
         operand.size,
         operand.signed,
         task.pid_tgid,
-        task.uid,
     )
 }
 

@@ -429,6 +429,10 @@ pub enum Builtin {
     Numaid,
     /// The name of the user `uid` is.
     Username,
+    /// The start time the kernel took for this event: what the probe's
+    /// `@start[key]` reads once the kernel keeps that map (`starts.rs`).
+    /// It has no name in the language.
+    KernelStart,
 }
 
 impl Builtin {
@@ -576,6 +580,23 @@ pub(crate) fn for_each_expr(stmts: &[Stmt], f: &mut dyn FnMut(&Expr)) {
                 for_each_expr(body, f);
             }
             Stmt::Break | Stmt::Continue => {}
+        }
+    }
+}
+
+/// Calls `f` on every map that `stmts` assign or update, nested ones too.
+pub(crate) fn for_each_map_target(stmts: &[Stmt], f: &mut dyn FnMut(&MapRef)) {
+    for stmt in stmts {
+        match stmt {
+            Stmt::MapAssign { map, .. } | Stmt::MapUpdate { map, .. } => f(map),
+            Stmt::If {
+                then, otherwise, ..
+            } => {
+                for_each_map_target(then, f);
+                for_each_map_target(otherwise, f);
+            }
+            Stmt::While { body, .. } => for_each_map_target(body, f),
+            _ => {}
         }
     }
 }

@@ -60,6 +60,7 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
                 save: None,
                 join: None,
                 agg: None,
+                start: None,
                 filters: Vec::new(),
                 comm: None,
                 kstack: false,
@@ -113,6 +114,9 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
         attaches,
         maps,
     };
+    // Before the aggregations: a probe that takes a start may then
+    // aggregate what it measures.
+    crate::starts::keep_in_kernel(&mut plan);
     aggregate_in_kernel(&mut plan);
     Ok(plan)
 }
@@ -1686,7 +1690,7 @@ pub(crate) mod tests {
     use crate::{
         kernel::{KernelType, format_fields},
         parse,
-        plan::{KeyPart, Read, Sample},
+        plan::{KeptStart, KeyPart, Read, Sample},
     };
     type Result<T> = std::result::Result<T, String>;
 
@@ -1884,6 +1888,136 @@ pub(crate) mod tests {
         check(parse(text).unwrap(), &FakeKernel)
             .unwrap_err()
             .message
+    }
+
+    /// Each attach point's start, with the map named.
+    fn kept_starts(plan: &Plan) -> Vec<Option<(String, KeptStart)>> {
+        plan.attaches
+            .iter()
+            .map(|a| {
+                a.start.map(|s| {
+                    let (KeptStart::Store { map, .. } | KeptStart::Take { map, .. }) = s;
+                    (plan.maps[map].name.clone(), s)
+                })
+            })
+            .collect()
+    }
+
+    const READ_FD: Subject = Subject::Field {
+        offset: 16,
+        size: 4,
+        signed: false,
+    };
+
+    #[test]
+    fn the_kernel_keeps_a_start_a_later_probe_takes() {
+        // The idiom: nothing reaches user space, the latency aggregates in
+        // the kernel, the predicate and the delete are gone from the probe.
+        let plan = checked(
+            "tracepoint:syscalls:sys_enter_read { @start[tid] = nsecs; } \
+             tracepoint:syscalls:sys_exit_read /@start[tid]/ { @us[comm] = hist((nsecs - @start[tid]) / 1000); delete(@start[tid]); } \
+             END { clear(@start); }",
+        );
+        let map = plan.map("start").unwrap();
+        assert_eq!(
+            kept_starts(&plan),
+            [
+                Some((
+                    "start".to_owned(),
+                    KeptStart::Store {
+                        map,
+                        key: Subject::Tid,
+                        send: false
+                    }
+                )),
+                Some((
+                    "start".to_owned(),
+                    KeptStart::Take {
+                        map,
+                        key: Subject::Tid,
+                        required: true,
+                        delete: true
+                    }
+                )),
+                None,
+            ]
+        );
+        assert_eq!(plan.program.items[0].body.len(), 0);
+        assert!(plan.program.items[1].predicate.is_none());
+        assert_eq!(plan.program.items[1].body.len(), 1);
+        let agg = plan.attaches[1]
+            .agg
+            .as_ref()
+            .expect("aggregated in the kernel");
+        assert_eq!(agg.sample, Some(Sample::Elapsed { divisor: 1000 }));
+
+        // Keyed by a field at the store; a store among other actions is
+        // sent too; a take whose predicate user space finishes keeps the
+        // rest of it, and the read stays where it is.
+        let plan = checked(
+            "tracepoint:syscalls:sys_enter_read { @start[args.fd] = nsecs; @n = count(); } \
+             tracepoint:syscalls:sys_exit_read /@start[tid] && args.ret * 2 > 0/ { printf(\"%d\\n\", nsecs - @start[tid]); }",
+        );
+        assert_eq!(
+            kept_starts(&plan),
+            [
+                Some((
+                    "start".to_owned(),
+                    KeptStart::Store {
+                        map,
+                        key: READ_FD,
+                        send: true
+                    }
+                )),
+                Some((
+                    "start".to_owned(),
+                    KeptStart::Take {
+                        map,
+                        key: Subject::Tid,
+                        required: true,
+                        delete: false
+                    }
+                )),
+            ]
+        );
+        assert!(matches!(
+            plan.program.items[1].predicate.as_ref().map(|p| &p.kind),
+            Some(ExprKind::Binary(BinOp::Gt, ..))
+        ));
+        assert!(plan.attaches[1].agg.is_none());
+    }
+
+    #[test]
+    fn a_start_used_otherwise_stays_in_user_space() {
+        let enter = "tracepoint:syscalls:sys_enter_read { @start[tid] = nsecs; } ";
+        for exit in [
+            // Read while the kernel would still hold it.
+            "tracepoint:syscalls:sys_exit_read { @x = hist(nsecs - @start[tid]); } interval:s:1 { print(@start); }",
+            // Deleted before it is read, or not last.
+            "tracepoint:syscalls:sys_exit_read { delete(@start[tid]); @x = hist(nsecs - @start[tid]); }",
+            // exit() leaves it to be printed.
+            "tracepoint:syscalls:sys_exit_read { @x = hist(nsecs - @start[tid]); exit(); delete(@start[tid]); }",
+            // Deleted where user space may find the predicate false.
+            "tracepoint:syscalls:sys_exit_read /@start[tid] && args.ret * 2 > 0/ { @x = hist(nsecs - @start[tid]); delete(@start[tid]); }",
+            // Two keys in one probe.
+            "tracepoint:syscalls:sys_exit_read { @x = hist(nsecs - @start[tid]); delete(@start[pid]); }",
+            // Stored and read in one probe; stored inside a block.
+            "tracepoint:syscalls:sys_exit_read { @x = hist(nsecs - @start[tid]); @start[tid] = nsecs; }",
+            "tracepoint:syscalls:sys_exit_read { if (args.ret > 0) { @start[tid] = nsecs; } @x = hist(nsecs - @start[tid]); }",
+            // Changed otherwise.
+            "tracepoint:syscalls:sys_exit_read { @start[tid] += 1; }",
+        ] {
+            let plan = checked(&format!("{enter}{exit}"));
+            assert!(plan.attaches.iter().all(|a| a.start.is_none()), "{exit}");
+        }
+        // Not the time, and a predicate the kernel does not test whole.
+        for program in [
+            "tracepoint:syscalls:sys_enter_read { @start[tid] = 1; } tracepoint:syscalls:sys_exit_read { @x = hist(nsecs - @start[tid]); }",
+            "tracepoint:syscalls:sys_enter_read /args.fd * 2 > 1/ { @start[tid] = nsecs; } tracepoint:syscalls:sys_exit_read { @x = hist(nsecs - @start[tid]); }",
+        ] {
+            let plan = checked(program);
+            assert!(plan.attaches.iter().all(|a| a.start.is_none()), "{program}");
+        }
     }
 
     #[test]

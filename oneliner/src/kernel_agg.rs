@@ -2,7 +2,8 @@
 //! `@map[keys] = f(sample)`, with `f` one of `count`, `sum`, `avg`, `min`,
 //! `max`, `stats`, `hist` and `lhist`, whose keys and sample the kernel
 //! reads itself (comm, probe, func, pid, tid, uid, cpu, an integer field
-//! of the context, argN, retval; a sample may also be a constant), and
+//! of the context, argN, retval; a sample may also be a constant, or the
+//! time since a start the kernel keeps, `(nsecs - @start[tid]) / 1000`), and
 //! whose predicate the kernel tests whole, aggregates in a kernel map and
 //! sends no event. What user space would have done with the event is
 //! exactly that update, so the printed map is the same; bpftrace
@@ -19,8 +20,8 @@ use std::collections::HashSet;
 use weft_abi::oneliner::KEY_PARTS;
 
 use crate::{
-    ast::{Builtin, Expr, ExprKind, Stmt, UnOp, for_each_expr},
-    plan::{Attach, KernelAgg, KeyPart, MapKind, Plan, Sample},
+    ast::{BinOp, Builtin, Expr, ExprKind, Stmt, UnOp, for_each_expr},
+    plan::{Attach, KeptStart, KernelAgg, KeyPart, MapKind, Plan, Sample},
     push_down::{split_and, subject},
 };
 
@@ -109,6 +110,9 @@ fn key_part(key: &Expr, attach: &Attach) -> Option<KeyPart> {
 }
 
 fn sample(arg: &Expr, attach: &Attach) -> Option<Sample> {
+    if let Some(divisor) = elapsed(arg, attach) {
+        return Some(Sample::Elapsed { divisor });
+    }
     match &arg.kind {
         ExprKind::Int(n) => Some(Sample::Const(*n)),
         ExprKind::Unary(UnOp::Neg, inner) => match inner.kind {
@@ -116,6 +120,25 @@ fn sample(arg: &Expr, attach: &Attach) -> Option<Sample> {
             _ => None,
         },
         kind => subject(kind, attach).map(Sample::Int),
+    }
+}
+
+/// The divisor of `(nsecs - @start[key]) / divisor` (1 without one), of
+/// a start the probe takes in the kernel (`starts.rs`).
+fn elapsed(arg: &Expr, attach: &Attach) -> Option<i64> {
+    match &arg.kind {
+        ExprKind::Binary(BinOp::Sub, now, start)
+            if matches!(now.kind, ExprKind::Builtin(Builtin::Nsecs))
+                && matches!(start.kind, ExprKind::Builtin(Builtin::KernelStart))
+                && matches!(attach.start, Some(KeptStart::Take { .. })) =>
+        {
+            Some(1)
+        }
+        ExprKind::Binary(BinOp::Div, inner, divisor) => match divisor.kind {
+            ExprKind::Int(d) if d > 0 && elapsed(inner, attach) == Some(1) => Some(d),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

@@ -37,6 +37,7 @@ pub mod run;
 mod saved;
 mod signal;
 pub mod stack;
+mod starts;
 mod usdt;
 pub mod value;
 

@@ -100,6 +100,9 @@ pub struct Attach {
     /// The aggregation the kernel keeps itself, sending no events: the
     /// probe's only action (`kernel_agg.rs` says when).
     pub agg: Option<KernelAgg>,
+    /// The start time the kernel stores or takes here for a later probe
+    /// (`starts.rs` says when).
+    pub start: Option<KeptStart>,
     /// Predicate parts the kernel tests before copying anything.
     pub filters: Vec<Filter>,
     /// `comm == "..."` tested in the kernel.
@@ -219,6 +222,29 @@ pub struct KernelAgg {
     pub sample: Option<Sample>,
 }
 
+/// What a probe does with a map of start times the kernel keeps
+/// (`@start[tid] = nsecs`, then `nsecs - @start[tid]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeptStart {
+    /// Stores the event's time in map `map` under `key`. The event is sent
+    /// too only when `send`: the probe has other actions, or every event
+    /// is kept.
+    Store {
+        map: usize,
+        key: Subject,
+        send: bool,
+    },
+    /// Takes the time stored under `key` into the event, where the probe
+    /// reads it (`Builtin::KernelStart`); drops the event when there is
+    /// none and `required`; deletes it when `delete`.
+    Take {
+        map: usize,
+        key: Subject,
+        required: bool,
+        delete: bool,
+    },
+}
+
 /// A part of an aggregation's key the kernel makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyPart {
@@ -233,6 +259,11 @@ pub enum KeyPart {
 pub enum Sample {
     Const(i64),
     Int(Subject),
+    /// `(nsecs - @start[key]) / divisor` of a start the probe takes
+    /// ([`KeptStart::Take`]); `divisor` > 0.
+    Elapsed {
+        divisor: i64,
+    },
 }
 
 /// A predicate part the kernel tests: `subject op value`.

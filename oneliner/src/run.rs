@@ -5,7 +5,7 @@ use std::{cell::RefCell, collections::HashMap, io::Write};
 
 use weft_abi::oneliner::{
     AggKey, AggValue, JOIN_ARG_LEN, JOIN_ARGS, SUBJECT_COMM, SUBJECT_FUNC, SUBJECT_NONE,
-    SUBJECT_PROBE,
+    SUBJECT_PROBE, StartKey,
 };
 
 use crate::{
@@ -45,13 +45,19 @@ pub struct Event<'a> {
     pub kstack: Option<&'a Stack>,
     /// The user stack, likewise.
     pub ustack: Option<&'a Stack>,
+    /// The start time the kernel took for the probe
+    /// ([`crate::plan::KeptStart::Take`]), else 0.
+    pub start: u64,
 }
 
 /// Reads what the kernel aggregated for probes whose aggregations run
-/// there ([`Attach::agg`]).
+/// there ([`Attach::agg`]), and the start times it keeps
+/// ([`Attach::start`]).
 pub trait KernelAggs {
     /// Every entry of the kernel's map so far, all CPUs told.
     fn entries(&mut self) -> Vec<(AggKey, AggValue)>;
+    /// Every start time the kernel keeps.
+    fn starts(&mut self) -> Vec<(StartKey, u64)>;
 }
 
 /// Names code addresses for `usym()` and `ksym()`: the caller knows the
@@ -188,6 +194,21 @@ impl<'p> Runtime<'p> {
         }
         self.stmts(&item.body, &mut scope, out)?;
         Ok((scope.flow, true))
+    }
+
+    /// Takes the start times the kernel still keeps into their maps, for
+    /// END and the printing at exit to see (as bpftrace prints a start no
+    /// probe took); call once the probes are detached.
+    pub fn take_kernel_starts(&mut self) {
+        let kept = self.plan.attaches.iter().any(|a| a.start.is_some());
+        let Some(kernel) = self.kernel.as_ref().filter(|_| kept) else {
+            return;
+        };
+        for (key, ns) in kernel.borrow_mut().starts() {
+            if let Some(map) = self.maps.get_mut(usize::from(key.map).wrapping_sub(1)) {
+                map.insert(vec![Value::Int(key.key)], Agg::Value(Value::Int(ns as i64)));
+            }
+        }
     }
 
     /// Prints every map, as bpftrace does on exit.
@@ -788,6 +809,8 @@ impl<'p> Runtime<'p> {
             }
             // Only read through `->`, in the kernel (the checker sees to it).
             Builtin::Curtask => Value::Int(0),
+            // 0 where there was none, as a map reads a missing key.
+            Builtin::KernelStart => Value::Int(event.start as i64),
         }
     }
 }
@@ -1301,12 +1324,16 @@ mod tests {
         assert_eq!(String::from_utf8(out).unwrap(), "1 0\n");
     }
 
-    /// The kernel's map as a fixed list of entries.
-    struct Entries(Vec<(AggKey, AggValue)>);
+    /// The kernel's maps as fixed lists of entries: aggregations, starts.
+    struct Entries(Vec<(AggKey, AggValue)>, Vec<(StartKey, u64)>);
 
     impl KernelAggs for Entries {
         fn entries(&mut self) -> Vec<(AggKey, AggValue)> {
             self.0.clone()
+        }
+
+        fn starts(&mut self) -> Vec<(StartKey, u64)> {
+            self.1.clone()
         }
     }
 
@@ -1356,22 +1383,25 @@ mod tests {
             min,
             max: 0,
         };
-        runtime.set_kernel_aggs(Box::new(Entries(vec![
-            // Two more in 5's bucket [4, 8), one in [1]; an empty slot.
-            (
-                key(1, [SUBJECT_COMM, SUBJECT_PROBE], 4, cat, 0),
-                value(2, 5),
-            ),
-            (
-                key(1, [SUBJECT_COMM, SUBJECT_PROBE], 2, cat, 0),
-                value(1, 1),
-            ),
-            (
-                key(1, [SUBJECT_COMM, SUBJECT_PROBE], 3, cat, 0),
-                value(0, 0),
-            ),
-            (key(2, [SUBJECT_PID, SUBJECT_NONE], 0, pid, 0), value(3, -2)),
-        ])));
+        runtime.set_kernel_aggs(Box::new(Entries(
+            vec![
+                // Two more in 5's bucket [4, 8), one in [1]; an empty slot.
+                (
+                    key(1, [SUBJECT_COMM, SUBJECT_PROBE], 4, cat, 0),
+                    value(2, 5),
+                ),
+                (
+                    key(1, [SUBJECT_COMM, SUBJECT_PROBE], 2, cat, 0),
+                    value(1, 1),
+                ),
+                (
+                    key(1, [SUBJECT_COMM, SUBJECT_PROBE], 3, cat, 0),
+                    value(0, 0),
+                ),
+                (key(2, [SUBJECT_PID, SUBJECT_NONE], 0, pid, 0), value(3, -2)),
+            ],
+            Vec::new(),
+        )));
         runtime.print_all(&mut out).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
@@ -1381,6 +1411,60 @@ mod tests {
              [4, 8)                 3 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n\
              \n@m[7]: -2\n@m[8]: 5\n"
         );
+    }
+
+    /// A start the kernel took reads where the probe read its map: the
+    /// time since it, or 0 where there was none; the starts no probe took
+    /// are printed at exit, unless END clears them.
+    #[test]
+    fn a_start_the_kernel_kept_reads_as_the_map_did() {
+        let text = "tracepoint:syscalls:sys_enter_read { @start[tid] = nsecs; } \
+             tracepoint:syscalls:sys_exit_read { printf(\"%d %d\\n\", nsecs - @start[tid], @start[tid]); delete(@start[tid]); }";
+        let plan = checked(text);
+        assert!(plan.attaches[1].start.is_some());
+        let mut runtime = Runtime::new(&plan, Format::Text, 0);
+        let mut out = Vec::new();
+        for start in [1000, 0] {
+            let event = Event {
+                attach: 1,
+                ns: 5000,
+                start,
+                ..Event::default()
+            };
+            runtime.event(&event, &mut out).unwrap();
+        }
+        let left = |tid| StartKey {
+            map: 1,
+            reserved: [0; 6],
+            key: tid,
+        };
+        runtime.set_kernel_aggs(Box::new(Entries(
+            Vec::new(),
+            vec![(left(7), 300), (left(9), 400)],
+        )));
+        runtime.take_kernel_starts();
+        runtime.print_all(&mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "4000 1000\n5000 0\n\n\n@start[7]: 300\n@start[9]: 400\n"
+        );
+
+        let plan = checked(&format!("{text} END {{ clear(@start); }}"));
+        let mut runtime = Runtime::new(&plan, Format::Text, 0);
+        runtime.set_kernel_aggs(Box::new(Entries(Vec::new(), vec![(left(7), 300)])));
+        runtime.take_kernel_starts();
+        let mut out = Vec::new();
+        runtime
+            .event(
+                &Event {
+                    attach: 2,
+                    ..Event::default()
+                },
+                &mut out,
+            )
+            .unwrap();
+        runtime.print_all(&mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "\n\n\n");
     }
 
     /// Names that know one function in process 1 and one in the kernel.

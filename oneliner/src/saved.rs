@@ -21,7 +21,9 @@
 
 use std::collections::HashSet;
 
-use crate::ast::{Builtin, Expr, ExprKind, MapRef, Program, Stmt, for_each_expr};
+use crate::ast::{
+    Builtin, Expr, ExprKind, MapRef, Program, Stmt, for_each_expr, for_each_map_target,
+};
 use crate::error::Span;
 
 /// The maps whose pointers' strings are read where they are saved.
@@ -59,23 +61,6 @@ pub(crate) fn read_where_saved(program: &mut Program) -> Saved {
         save_strings(&mut item.body, &read, &mut spans);
     }
     Saved { spans, by_thread }
-}
-
-/// The maps statements assign or update.
-fn for_each_map_target(stmts: &[Stmt], f: &mut dyn FnMut(&MapRef)) {
-    for stmt in stmts {
-        match stmt {
-            Stmt::MapAssign { map, .. } | Stmt::MapUpdate { map, .. } => f(map),
-            Stmt::If {
-                then, otherwise, ..
-            } => {
-                for_each_map_target(then, f);
-                for_each_map_target(otherwise, f);
-            }
-            Stmt::While { body, .. } => for_each_map_target(body, f),
-            _ => {}
-        }
-    }
 }
 
 /// Drops `map` from `maps` unless this use is keyed by `[tid]`, or names

@@ -802,6 +802,75 @@ fn aggregations_stay_in_the_kernel() {
     );
 }
 
+/// bpftrace's latency idiom, `@start[tid] = nsecs` at the entry and
+/// `nsecs - @start[tid]` at the exit, runs in the kernel whole: every
+/// event is kept there, none is sent, and the maps still say exactly what
+/// the command did (20,000 getppid calls timed, three 20 ms sleeps in the
+/// 16-32 ms bucket), with the start of the `exit_group` that never returned
+/// printed at the end, as bpftrace prints it.
+#[test]
+fn start_times_stay_in_the_kernel() {
+    let test = "start_times_stay_in_the_kernel";
+    if !needs(test, &TRACE) {
+        return;
+    }
+    let steps = ["getppid:20000", "nanosleep:20:3"];
+    let program = "tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @start[tid] = nsecs; } \
+                   tracepoint:raw_syscalls:sys_exit /@start[tid]/ { @us[args.id] = hist((nsecs - @start[tid]) / 1000); delete(@start[tid]); }";
+    let output = run_with_workload(
+        Command::new(weft_bin())
+            .args(["trace", "-c", &workload_command(&steps)])
+            .arg(program),
+        &steps,
+    );
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(output.status.success(), "{stderr}");
+    let getppid = map_entry(&stdout, "@us[110]: ");
+    let timed: u64 = getppid.lines().filter_map(bucket_count).sum();
+    assert_eq!(timed, 20_000, "getppid calls timed:\n{stdout}");
+    let sleeps = map_entry(&stdout, "@us[35]: ");
+    let bar = "@".repeat(52);
+    expect_lines(sleeps, &[format!("[16K, 32K)             3 |{bar}|")], test);
+    let left = stdout.lines().filter(|l| l.starts_with("@start[")).count();
+    assert_eq!(
+        left, 1,
+        "the exit_group's start, printed at the end:\n{stdout}"
+    );
+    // Every event was handled in the kernel: the two counts are equal.
+    let counts: Vec<u64> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("weft: "))
+        .filter_map(|l| l.split(' ').next()?.parse().ok())
+        .collect();
+    assert!(
+        counts.len() == 2 && counts[0] == counts[1] && counts[0] > 40_000,
+        "every event kept in the kernel, none lost: {stderr}"
+    );
+    assert!(
+        stderr.ends_with(" events, 0 lost (ring full)\n"),
+        "{stderr}"
+    );
+}
+
+/// The lines of the map entry printed under `name`, up to the next entry.
+fn map_entry<'a>(stdout: &'a str, name: &str) -> &'a str {
+    let at = stdout
+        .find(&format!("\n{name}"))
+        .unwrap_or_else(|| panic!("no `{name}` in:\n{stdout}"));
+    let rest = &stdout[at + 1..];
+    let end = rest[1..].find("\n@").map_or(rest.len(), |e| e + 1);
+    &rest[..end]
+}
+
+/// The count of a histogram's bucket line (`[4K, 8K)  12 |@@@ |`, `[1]`).
+fn bucket_count(line: &str) -> Option<u64> {
+    let (_, rest) = line.strip_prefix('[')?.split_once([')', ']'])?;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
 /// Whether bpftrace and its tools are installed: `cargo xtask setup`
 /// installs them, so on the host their absence fails the test; the VM
 /// matrix's initramfs carries neither, and there it skips.

@@ -26,19 +26,19 @@ use perf_event::{
 use weft_abi::oneliner::{
     AGG_LINEAR, AGG_LOG2, AGG_PLAIN, AGGS_MAP, Aggregation, COPIES, COUNTERS_MAP, Chain, CopyKind,
     Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL, JOIN_SIZE, MAX_AGGS, MAX_FILTERS,
-    MAX_HOPS, MAX_STRINGS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand as KernelOperand,
-    PROBES_MAP, ProbeConfig, RINGS_MAP, SCRATCH, STACK_KERNEL, STACK_USER, STACKS_MAP,
-    START_CONTEXT, START_TASK, STRING_CHAIN, STRING_DATA_LOC, STRING_LEN, STRING_MEMORY,
-    STRING_POINTER, STRING_SAVED, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_FIELD,
-    SUBJECT_FUNC, SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, TRACEPOINT_COPIES,
-    copy_key,
+    MAX_HOPS, MAX_STARTS, MAX_STRINGS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE,
+    Operand as KernelOperand, PROBES_MAP, ProbeConfig, RINGS_MAP, SCRATCH, STACK_KERNEL,
+    STACK_USER, STACKS_MAP, START_CONTEXT, START_TASK, STARTS_MAP, STARTS_STORE, STARTS_TAKE,
+    STRING_CHAIN, STRING_DATA_LOC, STRING_LEN, STRING_MEMORY, STRING_POINTER, STRING_SAVED,
+    SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_ELAPSED, SUBJECT_FIELD, SUBJECT_FUNC,
+    SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, Starts, TRACEPOINT_COPIES, copy_key,
 };
 use weft_abi::ring::{self, Ring};
 use weft_oneliner::{
     Attach, Event, FieldKind, Plan, Target,
     ast::{BinOp, PerfEvent, period_ns},
     check::{MapKind, Operand, Subject},
-    plan::{KernelAgg, KeyPart, Sample, Start},
+    plan::{KeptStart, KernelAgg, KeyPart, Sample, Start},
 };
 
 use weft_symbols::FileOffsets;
@@ -149,11 +149,19 @@ impl OnelinerProbe {
                 },
             )
             // Likewise the aggregation map, when no probe aggregates in
-            // the kernel.
+            // the kernel, and the start times', when it keeps none.
             .map_max_entries(
                 AGGS_MAP,
                 if plan.attaches.iter().any(|a| a.agg.is_some()) {
                     MAX_AGGS
+                } else {
+                    1
+                },
+            )
+            .map_max_entries(
+                STARTS_MAP,
+                if plan.attaches.iter().any(|a| a.start.is_some()) {
+                    MAX_STARTS
                 } else {
                     1
                 },
@@ -601,6 +609,7 @@ impl OnelinerProbe {
                 join,
                 kstack: kstack.as_deref(),
                 ustack: ustack.as_deref(),
+                start: header.start,
             };
             *received += 1;
             on_event(&event)
@@ -610,18 +619,32 @@ impl OnelinerProbe {
 
     /// Events produced, received and lost.
     pub fn delivery(&self) -> Result<Delivery> {
-        // Events aggregated in the kernel were delivered there.
+        // Events the kernel kept (aggregated, or a start time stored)
+        // were delivered there; the kernel counts them apart from those it
+        // sends, one count per event.
+        let seen: Vec<u64> = self
+            .counter(Counter::Seen)?
+            .iter()
+            .zip(self.counter(Counter::Aggregated)?)
+            .map(|(sent, kept)| sent + kept)
+            .collect();
         Ok(Delivery::new(
             self.received + self.aggregated()?,
-            &self.counter(Counter::Seen)?,
+            &seen,
             self.counter(Counter::RingFull)?,
             ring::peak_percent(&self.rings),
         ))
     }
 
-    /// Events aggregated in the kernel rather than sent.
+    /// Events aggregated in the kernel, or whose start time it kept,
+    /// rather than sent.
     pub fn aggregated(&self) -> Result<u64> {
         Ok(self.counter(Counter::Aggregated)?.iter().sum())
+    }
+
+    /// Start times the kernel had no room to keep.
+    pub fn starts_lost(&self) -> Result<u64> {
+        Ok(self.counter(Counter::StartsLost)?.iter().sum())
     }
 
     /// `counter` on each CPU.
@@ -803,6 +826,9 @@ fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig> {
     if let Some(agg) = &attach.agg {
         config.agg = aggregation(agg)?;
     }
+    if let Some(start) = &attach.start {
+        config.starts = starts(start)?;
+    }
     if let Some(field) = &attach.join {
         config.join = 1;
         config.join_offset = field.offset;
@@ -906,7 +932,37 @@ fn aggregation(agg: &KernelAgg) -> Result<Aggregation> {
             ..named(SUBJECT_CONST)
         },
         Some(Sample::Int(subject)) => read(subject).operand(),
+        Some(Sample::Elapsed { divisor }) => KernelOperand {
+            constant: divisor,
+            ..named(SUBJECT_ELAPSED)
+        },
     };
+    Ok(kernel)
+}
+
+/// The kernel's form of a start time it keeps.
+fn starts(start: &KeptStart) -> Result<Starts> {
+    let (map, key) = match *start {
+        KeptStart::Store { map, key, .. } | KeptStart::Take { map, key, .. } => (map, key),
+    };
+    let mut kernel = Starts {
+        map: u16::try_from(map + 1).context("too many maps")?,
+        key: read(key).operand(),
+        ..Starts::default()
+    };
+    match *start {
+        KeptStart::Store { send, .. } => {
+            kernel.how = STARTS_STORE;
+            kernel.send = u8::from(send);
+        }
+        KeptStart::Take {
+            required, delete, ..
+        } => {
+            kernel.how = STARTS_TAKE;
+            kernel.required = u8::from(required);
+            kernel.delete = u8::from(delete);
+        }
+    }
     Ok(kernel)
 }
 

@@ -29,7 +29,7 @@ use weft_kernel::oneliner::{
 use weft_oneliner::{
     Event, Flow, Format, Plan, Runtime, Target,
     ast::period_ns,
-    plan::{KernelAgg, KeyPart, Sample},
+    plan::{KeptStart, KernelAgg, KeyPart, Sample},
 };
 
 use self::{
@@ -171,6 +171,7 @@ pub fn run(args: Options) -> Result<()> {
         true
     }) > 0
     {}
+    runtime.take_kernel_starts();
     for index in user_probes(&plan, |t| *t == Target::End) {
         runtime.event(&user_event(index), &mut out)?;
     }
@@ -377,6 +378,10 @@ fn report_losses(probe: &OnelinerProbe, quiet: bool) -> Result<()> {
     if aggregated > 0 && !quiet {
         eprintln!("weft: {aggregated} of the events aggregated in the kernel");
     }
+    let starts_lost = probe.starts_lost()?;
+    if starts_lost > 0 {
+        eprintln!("weft: {starts_lost} start times lost (the kernel's map of them was full)");
+    }
     if delivery.ring_full > 0 || !quiet {
         eprintln!(
             "weft: {} events, {} lost (ring full)",
@@ -388,6 +393,32 @@ fn report_losses(probe: &OnelinerProbe, quiet: bool) -> Result<()> {
         bail!("{} malformed trace records", probe.malformed());
     }
     Ok(())
+}
+
+/// What a probe does with a start time the kernel keeps.
+fn kept_start(plan: &Plan, start: &KeptStart) -> String {
+    match *start {
+        KeptStart::Store { map, key, send } => format!(
+            "stores nsecs as @{}[{key}]{}",
+            plan.maps[map].name,
+            if send { "" } else { ", sending no events" }
+        ),
+        KeptStart::Take {
+            map,
+            key,
+            required,
+            delete,
+        } => format!(
+            "takes @{}[{key}] into the event{}{}",
+            plan.maps[map].name,
+            if required {
+                ", dropping it where there is none"
+            } else {
+                ""
+            },
+            if delete { ", and deletes it" } else { "" }
+        ),
+    }
 }
 
 /// An aggregation kept in the kernel, as `@map[keys] = kind(sample)`.
@@ -411,6 +442,8 @@ fn described(plan: &Plan, agg: &KernelAgg) -> String {
         None => String::new(),
         Some(Sample::Const(n)) => n.to_string(),
         Some(Sample::Int(subject)) => subject.to_string(),
+        Some(Sample::Elapsed { divisor: 1 }) => "nsecs - start".to_owned(),
+        Some(Sample::Elapsed { divisor }) => format!("(nsecs - start) / {divisor}"),
     };
     format!(
         "@{}{keys} = {}({sample})",
@@ -448,6 +481,16 @@ fn explain(plan: &Plan) -> String {
         }
         if !tests.is_empty() {
             let _ = writeln!(out, "  kernel tests: {}", tests.join(" and "));
+        }
+        if let Some(start) = &attach.start {
+            let _ = writeln!(
+                out,
+                "  kernel keeps start times: {}",
+                kept_start(plan, start)
+            );
+            if matches!(start, KeptStart::Store { send: false, .. }) {
+                continue;
+            }
         }
         if let Some(agg) = &attach.agg {
             let _ = writeln!(

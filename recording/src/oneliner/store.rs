@@ -10,7 +10,9 @@ use anyhow::{Context as _, Result};
 use serde_json::{Map, Value, json};
 use weft_ingest::tasks::TaskNames;
 use weft_kernel::delivery::Delivery;
-use weft_oneliner::{Attach, Event, Plan, Target, check::MAX_RAW, kernel::FieldKind as Kind};
+use weft_oneliner::{
+    Attach, Event, Plan, Target, check::MAX_RAW, kernel::FieldKind as Kind, plan::KeptStart,
+};
 use weft_store::{Config, Field, FieldKind, SourceId, Store};
 
 use crate::capture;
@@ -24,6 +26,9 @@ pub fn copy_all_fields(plan: &mut Plan) {
     for attach in &mut plan.attaches {
         // Every event is kept, so every event comes to user space.
         attach.agg = None;
+        if let Some(KeptStart::Store { send, .. }) = &mut attach.start {
+            *send = true;
+        }
         let end = record_fields(attach)
             .map(|f| (f.offset + f.size).next_multiple_of(8))
             .filter(|end| *end <= MAX_RAW)
