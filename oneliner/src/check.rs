@@ -1985,6 +1985,27 @@ pub(crate) mod tests {
             Some(ExprKind::Binary(BinOp::Gt, ..))
         ));
         assert!(plan.attaches[1].agg.is_none());
+
+        // sslsnoop's shape: `!= 0` asks for a start too, and the delete
+        // may come before other statements once nothing reads it after.
+        let plan = checked(
+            "tracepoint:syscalls:sys_enter_read { @start[tid] = nsecs; @fd[tid] = args.fd; } \
+             tracepoint:syscalls:sys_exit_read /@start[tid] != 0/ { printf(\"%d %d\\n\", (nsecs - @start[tid]) / 1000, @fd[tid]); delete(@start[tid]); delete(@fd[tid]); }",
+        );
+        assert_eq!(
+            kept_starts(&plan)[1],
+            Some((
+                "start".to_owned(),
+                KeptStart::Take {
+                    map,
+                    key: Subject::Tid,
+                    required: true,
+                    delete: true
+                }
+            ))
+        );
+        assert!(plan.program.items[1].predicate.is_none());
+        assert_eq!(plan.program.items[1].body.len(), 2);
     }
 
     #[test]

@@ -26,7 +26,8 @@
 //!   probe whose predicate the kernel tests whole, and which uses `@m` in
 //!   no other way;
 //! - reads of `@m[key]`, all with the same key, and at most one
-//!   `delete(@m[key])`, the probe's last statement, in a probe that
+//!   `delete(@m[key])`, a statement of its own at the top after every
+//!   read, in a probe that
 //!   neither stores it nor calls `exit()` (which would leave the start in
 //!   the map to be printed), and whose predicate, but for `@m[key]`
 //!   itself, the kernel tests whole when it deletes (else the kernel would
@@ -69,8 +70,12 @@ struct Use {
 enum How {
     /// The statement at this index stores the start.
     Store(usize),
-    /// The probe takes the start; `delete`: its last statement deletes it.
-    Take { required: bool, delete: bool },
+    /// The probe takes the start; `delete`: the statement at this index
+    /// deletes it.
+    Take {
+        required: bool,
+        delete: Option<usize>,
+    },
 }
 
 /// Every probe's use of map `map`, when the kernel can keep it.
@@ -121,11 +126,9 @@ fn probe_use(item: &Item, name: &str, attaches: &[&Attach], seen: &Mentions) -> 
             all.extend(delete.as_ref().map(|(_, key)| key));
             let keys = same_key(&all, attaches)?;
             // `/@start[key]/`: its key is among the reads, all one.
-            let required = conjuncts
-                .iter()
-                .any(|c| matches!(&c.kind, ExprKind::Map(m) if m.name == name));
+            let required = conjuncts.iter().any(|c| asks_for_start(c, name));
             if let Some((at, _)) = delete
-                && (at + 1 != item.body.len()
+                && (seen.last_read.is_some_and(|read| read > *at)
                     || calls_exit(&item.body)
                     || !whole(usize::from(required)))
             {
@@ -135,7 +138,7 @@ fn probe_use(item: &Item, name: &str, attaches: &[&Attach], seen: &Mentions) -> 
                 keys,
                 how: How::Take {
                     required,
-                    delete: delete.is_some(),
+                    delete: delete.as_ref().map(|(at, _)| *at),
                 },
             })
         }
@@ -172,8 +175,10 @@ struct Mentions {
     stores: Vec<(usize, Expr)>,
     /// Keys of `@m[key]` read as values, in the predicate or the body.
     reads: Vec<Expr>,
-    /// The last top-level `delete(@m[key])`: its index and key.
+    /// The top-level `delete(@m[key])`: its index and key.
     delete: Option<(usize, Expr)>,
+    /// The index of the last statement that reads `@m[key]`.
+    last_read: Option<usize>,
     /// Any other mention: another assignment, an update, a whole-map call,
     /// a store or delete inside a block, a second delete.
     other: bool,
@@ -191,6 +196,7 @@ fn mentions(item: &Item, name: &str) -> Mentions {
         reads(predicate, name, &mut seen);
     }
     for (at, stmt) in item.body.iter().enumerate() {
+        let before = seen.reads.len();
         match stmt {
             Stmt::MapAssign { map, value } if map.name == name => match map.keys.as_slice() {
                 [key] if matches!(value.kind, ExprKind::Builtin(Builtin::Nsecs)) => {
@@ -226,6 +232,9 @@ fn mentions(item: &Item, name: &str) -> Mentions {
                     reads(e, name, &mut seen);
                 });
             }
+        }
+        if seen.reads.len() > before {
+            seen.last_read = Some(at);
         }
     }
     seen
@@ -268,8 +277,8 @@ fn apply(plan: &mut Plan, map: usize, item: usize, use_: &Use) {
                 .collect::<Vec<_>>()
         }
         How::Take { required, delete } => {
-            if delete {
-                body.body.pop();
+            if let Some(at) = delete {
+                body.body.remove(at);
             }
             if required {
                 body.predicate = body.predicate.take().and_then(|p| without_read(p, &name));
@@ -289,7 +298,7 @@ fn apply(plan: &mut Plan, map: usize, item: usize, use_: &Use) {
                     map,
                     key,
                     required,
-                    delete,
+                    delete: delete.is_some(),
                 })
                 .collect()
         }
@@ -308,11 +317,23 @@ fn deep(expr: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
     }
 }
 
-/// The predicate without its conjuncts that read map `name` as they are
+/// Whether `conjunct` asks for a start in map `name`: `@start[key]`, or
+/// `@start[key] != 0`.
+fn asks_for_start(conjunct: &Expr, name: &str) -> bool {
+    let is_map = |e: &Expr| matches!(&e.kind, ExprKind::Map(m) if m.name == name);
+    match &conjunct.kind {
+        ExprKind::Binary(BinOp::Ne, left, right) => {
+            (is_map(left) && matches!(right.kind, ExprKind::Int(0)))
+                || (is_map(right) && matches!(left.kind, ExprKind::Int(0)))
+        }
+        _ => is_map(conjunct),
+    }
+}
+
+/// The predicate without its conjuncts that ask for a start in map `name`
 /// (`/@start[tid]/`), which the kernel now tests; `None` when nothing is
 /// left.
 fn without_read(predicate: Expr, name: &str) -> Option<Expr> {
-    let is_read = |e: &Expr| matches!(&e.kind, ExprKind::Map(m) if m.name == name);
     match predicate.kind {
         ExprKind::Binary(BinOp::LogicalAnd, left, right) => {
             match (without_read(*left, name), without_read(*right, name)) {
@@ -323,7 +344,7 @@ fn without_read(predicate: Expr, name: &str) -> Option<Expr> {
                 (one, other) => one.or(other),
             }
         }
-        _ if is_read(&predicate) => None,
+        _ if asks_for_start(&predicate, name) => None,
         _ => Some(predicate),
     }
 }
