@@ -636,21 +636,32 @@ impl Program {
     /// `#define` values included, and then on its subexpressions (as `f`
     /// left them), to rewrite them.
     pub(crate) fn rewrite(&mut self, f: &mut dyn FnMut(&mut Expr)) {
-        fn deep(expr: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
-            f(expr);
-            for child in expr.children_mut() {
-                deep(child, f);
-            }
-        }
         for item in &mut self.items {
-            item.predicate.iter_mut().for_each(|e| deep(e, f));
-            for_each_expr_mut(&mut item.body, &mut |e| deep(e, f));
+            item.rewrite(f);
         }
-        self.defines.values_mut().for_each(|e| deep(e, f));
+        self.defines.values_mut().for_each(|e| e.rewrite(f));
+    }
+}
+
+impl Item {
+    /// Calls `f` on every expression of the item, its predicate included,
+    /// and then on its subexpressions (as `f` left them), to rewrite them.
+    pub(crate) fn rewrite(&mut self, f: &mut dyn FnMut(&mut Expr)) {
+        self.predicate.iter_mut().for_each(|e| e.rewrite(f));
+        for_each_expr_mut(&mut self.body, &mut |e| e.rewrite(f));
     }
 }
 
 impl Expr {
+    /// Calls `f` on it and then on its subexpressions (as `f` left them),
+    /// to rewrite them.
+    pub(crate) fn rewrite(&mut self, f: &mut dyn FnMut(&mut Expr)) {
+        f(self);
+        for child in self.children_mut() {
+            child.rewrite(f);
+        }
+    }
+
     /// The integer `*self` reads: a pointer cast's (`*(int32 *)p`), else a
     /// `uint64`, as bpftrace reads through a plain integer.
     pub(crate) fn pointee(&self) -> UnOp {

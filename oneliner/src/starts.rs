@@ -266,11 +266,11 @@ fn reads(expr: &Expr, name: &str, seen: &mut Mentions) {
 /// attach points what to do.
 fn apply(plan: &mut Plan, map: usize, item: usize, use_: &Use) {
     let name = plan.maps[map].name.clone();
-    let body = &mut plan.program.items[item];
+    let probe = &mut plan.program.items[item];
     let starts = match use_.how {
         How::Store(at) => {
-            body.body.remove(at);
-            let send = !body.body.is_empty();
+            probe.body.remove(at);
+            let send = !probe.body.is_empty();
             use_.keys
                 .iter()
                 .map(|&key| KeptStart::Store { map, key, send })
@@ -278,20 +278,16 @@ fn apply(plan: &mut Plan, map: usize, item: usize, use_: &Use) {
         }
         How::Take { required, delete } => {
             if let Some(at) = delete {
-                body.body.remove(at);
+                probe.body.remove(at);
             }
             if required {
-                body.predicate = body.predicate.take().and_then(|p| without_read(p, &name));
+                probe.predicate = probe.predicate.take().and_then(|p| without_read(p, &name));
             }
-            let mut to_start = |e: &mut Expr| {
+            probe.rewrite(&mut |e| {
                 if matches!(&e.kind, ExprKind::Map(m) if m.name == name) {
                     e.kind = ExprKind::Builtin(Builtin::KernelStart);
                 }
-            };
-            if let Some(predicate) = &mut body.predicate {
-                deep(predicate, &mut to_start);
-            }
-            crate::ast::for_each_expr_mut(&mut body.body, &mut |e| deep(e, &mut to_start));
+            });
             use_.keys
                 .iter()
                 .map(|&key| KeptStart::Take {
@@ -306,14 +302,6 @@ fn apply(plan: &mut Plan, map: usize, item: usize, use_: &Use) {
     let attaches = plan.attaches.iter_mut().filter(|a| a.item == item);
     for (attach, start) in attaches.zip(starts) {
         attach.start = Some(start);
-    }
-}
-
-/// Calls `f` on `expr` and everything in it.
-fn deep(expr: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
-    f(expr);
-    for child in expr.children_mut() {
-        deep(child, f);
     }
 }
 
