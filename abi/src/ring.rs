@@ -514,7 +514,7 @@ impl Drop for Ring {
 
 /// `CLOCK_MONOTONIC` now, in ns: the clock of `bpf_ktime_get_ns`, which
 /// stamps the records, so that an arrival time compares with theirs.
-fn now_ns() -> u64 {
+pub fn now_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

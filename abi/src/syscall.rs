@@ -1,9 +1,9 @@
 //! The syscall probe: one record per completed system call, paired in the kernel.
 //!
-//! The probe remembers each thread's syscall entry (time and number) in a hash
-//! map keyed by thread id and, at exit, emits one [`SyscallEvent`] into the
-//! ring buffer of the CPU it runs on. Filters in [`SyscallConfig`] are applied
-//! before anything is stored or reserved.
+//! The probe remembers each thread's syscall entry (time and number) in task
+//! storage and, at exit, appends one [`SyscallEvent`] to the [`Batch`] of the
+//! CPU it runs on, which goes into that CPU's ring buffer as one record once
+//! full. Filters in [`SyscallConfig`] are applied before anything is stored.
 
 /// Maximum number of CPUs weft supports; the per-CPU ring array has this many
 /// slots (user space shrinks it to the number of possible CPUs).
@@ -15,6 +15,15 @@ pub const MAX_SYSCALLS: u32 = 512;
 
 /// Name of the per-CPU ring buffer array map.
 pub const RINGS_MAP: &str = "SYSCALL_RINGS";
+/// Name of the per-CPU batch array, one [`Batch`] per CPU, memory-mapped by
+/// user space.
+pub const BATCHES_MAP: &str = "SYSCALL_BATCHES";
+/// Name of the program user space runs on a CPU (`BPF_PROG_TEST_RUN`) to
+/// move that CPU's batch into its ring; it returns [`FLUSH_BUSY`] when a
+/// probe on that CPU was changing the batch.
+pub const FLUSH_PROGRAM: &str = "syscall_flush";
+/// What [`FLUSH_PROGRAM`] returns when it found the batch in use.
+pub const FLUSH_BUSY: u32 = 1;
 /// Name of the per-CPU counter array map, indexed by [`Counter`].
 pub const COUNTERS_MAP: &str = "SYSCALL_COUNTERS";
 /// Name of the traced thread group id set (used when [`FILTER_PID`] is set).
@@ -93,6 +102,32 @@ const _: () = {
     assert!(core::mem::offset_of!(SyscallEvent, nr) == 32);
     assert!(core::mem::offset_of!(SyscallEvent, cpu) == 36);
 };
+
+/// Records a [`Batch`] holds: the probe copies them into the ring in one
+/// record once this many have gathered, since a ring record costs about as
+/// much as the rest of the probe (see `docs/architecture.md`). 51 makes a
+/// batch 2 KiB.
+pub const BATCH_EVENTS: usize = 51;
+
+/// One CPU's completed syscalls not yet in its ring, in an array map that
+/// user space maps into memory. Only programs on that CPU change it, and
+/// they run with preemption off; `busy` is set while one does, so that the
+/// flush program, run from an interrupt on that CPU, leaves it alone.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Batch {
+    /// Records in `events`, below [`BATCH_EVENTS`] between programs.
+    pub len: u32,
+    /// 1 while a program on this CPU is changing the batch.
+    pub busy: u32,
+    /// Completed syscalls this CPU saw that passed every filter, sent or
+    /// lost: the `Seen` count of the loss accounting.
+    pub seen: u64,
+    /// The records, oldest first; the first `len` are set.
+    pub events: [SyscallEvent; BATCH_EVENTS],
+}
+const _: () = assert!(core::mem::size_of::<Batch>() == 16 + 40 * BATCH_EVENTS);
+const _: () = assert!(core::mem::offset_of!(Batch, events) == 16);
 
 /// What the probe keeps between a thread's syscall entry and its exit.
 ///
@@ -179,24 +214,23 @@ impl SyscallConfig {
 }
 
 /// Per-CPU counters the probe keeps; the value is the index into
-/// [`COUNTERS_MAP`]. `Emitted + RingFull == Seen` holds for every CPU.
+/// [`COUNTERS_MAP`]. With [`Batch::seen`], `received + RingFull == seen`
+/// holds for every CPU.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Counter {
-    /// Completed syscalls that passed every filter (emitted or lost).
-    Seen = 0,
     /// Records that did not fit the ring buffer and were dropped.
-    RingFull = 1,
+    RingFull = 0,
     /// Entries that could not be stored (task storage allocation failed);
     /// their exit is then also counted as `ExitWithoutEnter`.
-    EnterTableFull = 2,
+    EnterTableFull = 1,
     /// Exits whose entry was never seen (began before weft attached, or its
-    /// entry was not stored). These syscalls are not in `Seen`.
-    ExitWithoutEnter = 3,
+    /// entry was not stored). These syscalls are not in `seen`.
+    ExitWithoutEnter = 2,
 }
 
 /// Number of [`Counter`] slots.
-pub const COUNTERS: u32 = 4;
+pub const COUNTERS: u32 = 3;
 
 #[cfg(feature = "user")]
 mod user {

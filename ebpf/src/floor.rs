@@ -50,15 +50,19 @@ mod costs {
         maps::PerCpuArray,
         programs::RawTracePointContext,
     };
-    use weft_abi::syscall::SyscallEvent;
+    use weft_abi::syscall::{Batch, SyscallEvent};
 
-    use crate::task_storage::TaskStorage;
+    use crate::{syscall, task_storage::TaskStorage};
 
     #[btf_map]
     static COST_STORAGE: TaskStorage<u64> = TaskStorage::new();
 
     #[map]
     static COST_COUNTER: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+    /// The loop runs on one CPU, so one batch serves.
+    #[map]
+    static COST_BATCH: PerCpuArray<Batch> = PerCpuArray::with_max_entries(1, 0);
 
     /// One page here, since every load of this object makes its maps;
     /// weft-floor makes it 16 MiB and drains it, so reserving never finds
@@ -111,6 +115,26 @@ mod costs {
                     { core::intrinsics::AtomicOrdering::Relaxed },
                 >(slot, 1)
             };
+        }
+        0
+    }
+
+    /// A record appended to a batch as the probe does, the batch sent to
+    /// the ring once full.
+    #[raw_tracepoint(tracepoint = "sys_enter")]
+    pub fn cost_batch(_ctx: RawTracePointContext) -> i32 {
+        if let Some(batch) = COST_BATCH.get_ptr_mut(0) {
+            let event = SyscallEvent {
+                enter_ns: 0,
+                duration_ns: 0,
+                ret: 0,
+                pid: 0,
+                tid: 0,
+                nr: 0,
+                cpu: 0,
+            };
+            // SAFETY: this CPU's batch; nothing else uses it.
+            syscall::append(unsafe { &mut *batch }, event, || Some(&COST_RING));
         }
         0
     }

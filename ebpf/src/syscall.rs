@@ -1,5 +1,6 @@
-//! The syscall probe: pairs `sys_enter` and `sys_exit` per thread and emits one
-//! `SyscallEvent` per completed syscall into the ring buffer of the current CPU.
+//! The syscall probe: pairs `sys_enter` and `sys_exit` per thread and appends
+//! one `SyscallEvent` per completed syscall to the current CPU's batch, which
+//! goes into that CPU's ring buffer as one record once full.
 //!
 //! Entry points exist for raw tracepoints (`raw_syscalls`, all syscalls) and for
 //! the per-syscall tracepoints (`syscalls:sys_enter_NAME`), which let weft attach
@@ -8,7 +9,8 @@
 use aya_ebpf::{
     EbpfContext,
     bindings::BPF_RB_NO_WAKEUP,
-    btf_maps::{ArrayOfMaps, RingBuf},
+    bindings::BPF_F_MMAPABLE,
+    btf_maps::{Array, ArrayOfMaps, RingBuf},
     helpers::{
         bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
         bpf_probe_read_kernel,
@@ -18,7 +20,8 @@ use aya_ebpf::{
     programs::{RawTracePointContext, TracePointContext},
 };
 use weft_abi::syscall::{
-    COUNTERS, Counter, FILTER_COMM, FILTER_PID, InFlight, MAX_CPUS, SyscallConfig, SyscallEvent,
+    BATCH_EVENTS, Batch, COUNTERS, Counter, FILTER_COMM, FILTER_PID, FLUSH_BUSY, InFlight,
+    MAX_CPUS, SyscallConfig, SyscallEvent,
 };
 
 use crate::{task_storage::TaskStorage, tracepoint};
@@ -40,6 +43,11 @@ static SYSCALL_TP_RET_OFFSET: u32 = 16;
 #[btf_map]
 static SYSCALL_RINGS: ArrayOfMaps<RingBuf<SyscallEvent, { 1 << 16 }>, { MAX_CPUS as usize }> =
     ArrayOfMaps::new();
+
+/// Each CPU's records not yet in its ring, indexed by CPU. One entry here;
+/// user space makes one per possible CPU.
+#[btf_map]
+static SYSCALL_BATCHES: Array<Batch, 1, { BPF_F_MMAPABLE as usize }> = Array::new();
 
 /// Each thread's syscall in flight, in task-local storage.
 #[btf_map]
@@ -73,13 +81,18 @@ fn config() -> &'static SyscallConfig {
 
 #[inline(always)]
 fn count(counter: Counter) {
+    count_many(counter, 1);
+}
+
+#[inline(always)]
+fn count_many(counter: Counter, n: u64) {
     if let Some(slot) = SYSCALL_COUNTERS.get_ptr_mut(counter as u32) {
         // Atomic even though the slot is per-CPU: syscall tracepoints may be
         // preemptible, and a preempting program on this CPU must not lose an
         // increment. SAFETY: the slot is a valid, aligned u64 map value.
         unsafe {
             core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
-                slot, 1,
+                slot, n,
             )
         };
     }
@@ -159,11 +172,9 @@ fn on_exit(ret: i64, nr_at_exit: impl FnOnce() -> u32) {
     // SAFETY: helper without preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
     let duration_ns = now.wrapping_sub(inflight.enter_ns);
-    let config = config();
-    if duration_ns < config.min_duration_ns {
+    if duration_ns < config().min_duration_ns {
         return;
     }
-    count(Counter::Seen);
     // SAFETY: helper without preconditions.
     let cpu = unsafe { bpf_get_smp_processor_id() };
     let event = SyscallEvent {
@@ -175,18 +186,54 @@ fn on_exit(ret: i64, nr_at_exit: impl FnOnce() -> u32) {
         nr: inflight.nr,
         cpu,
     };
-    let Some(ring) = SYSCALL_RINGS.get(cpu) else {
-        count(Counter::RingFull);
+    let Some(batch) = SYSCALL_BATCHES.get_ptr_mut(cpu) else {
         return;
     };
-    match ring.reserve(0) {
-        Some(mut entry) => {
-            entry.write(event);
-            // No wakeup per event: user space drains on a timer.
-            entry.submit(BPF_RB_NO_WAKEUP.into());
-        }
-        None => count(Counter::RingFull),
+    // SAFETY: this CPU's batch; no other program on this CPU runs until
+    // this one returns but the flush program, which `busy` keeps out.
+    unsafe { append(&mut *batch, event, || SYSCALL_RINGS.get(cpu)) };
+}
+
+/// Adds `event` to this CPU's batch, sending the batch to `ring` once full.
+/// The volatile writes of `busy` keep the compiler from moving the batch's
+/// changes outside them.
+#[inline(always)]
+pub fn append<'a, const SIZE: usize>(
+    batch: &mut Batch,
+    event: SyscallEvent,
+    ring: impl FnOnce() -> Option<&'a RingBuf<SyscallEvent, SIZE>>,
+) {
+    // SAFETY: a valid, aligned field of the map value.
+    unsafe { core::ptr::write_volatile(&raw mut batch.busy, 1) };
+    batch.seen += 1;
+    if let Some(slot) = batch.events.get_mut(batch.len as usize) {
+        *slot = event;
+        batch.len += 1;
     }
+    if batch.len as usize >= BATCH_EVENTS {
+        send(batch, ring());
+    }
+    // SAFETY: as above.
+    unsafe { core::ptr::write_volatile(&raw mut batch.busy, 0) };
+}
+
+/// Copies the batch's records into `ring` (this CPU's) as one record and
+/// empties it; counts them as lost when the ring has no room.
+#[inline(always)]
+fn send<const SIZE: usize>(batch: &mut Batch, ring: Option<&RingBuf<SyscallEvent, SIZE>>) {
+    let len = batch.len as usize;
+    let Some(events) = batch.events.get(..len) else {
+        return;
+    };
+    let sent = ring.is_some_and(|ring| {
+        // No wakeup: user space drains on a timer.
+        ring.output_untyped::<[SyscallEvent]>(events, BPF_RB_NO_WAKEUP.into())
+            .is_ok()
+    });
+    if !sent {
+        count_many(Counter::RingFull, len as u64);
+    }
+    batch.len = 0;
 }
 
 /// Counts an exit that has no entry, unless the filters would have dropped it
@@ -241,6 +288,31 @@ pub fn syscall_exit_tp(ctx: TracePointContext) -> i32 {
     let nr = tracepoint::field::<i32>(&ctx, &SYSCALL_TP_NR_OFFSET).unwrap_or(-1) as u32;
     if let Some(ret) = tracepoint::field::<i64>(&ctx, &SYSCALL_TP_RET_OFFSET) {
         on_exit(ret, || nr);
+    }
+    0
+}
+
+/// Never attached: user space runs it on one CPU (`BPF_PROG_TEST_RUN`) to
+/// send the batch that CPU gathered when its records grow old, which on a
+/// quiet CPU may take long to fill. It runs from an interrupt, so it may
+/// find a probe on that CPU halfway through the batch; it then returns
+/// `FLUSH_BUSY` and user space tries again.
+#[raw_tracepoint(tracepoint = "sys_exit")]
+pub fn syscall_flush(_ctx: RawTracePointContext) -> i32 {
+    // SAFETY: helper without preconditions.
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    let Some(batch) = SYSCALL_BATCHES.get_ptr_mut(cpu) else {
+        return 0;
+    };
+    // SAFETY: this CPU's batch, changed by nothing else while this runs
+    // unless `busy` says so.
+    let batch = unsafe { &mut *batch };
+    // SAFETY: a valid, aligned field of the map value.
+    if unsafe { core::ptr::read_volatile(&raw const batch.busy) } != 0 {
+        return FLUSH_BUSY as i32;
+    }
+    if batch.len != 0 {
+        send(batch, SYSCALL_RINGS.get(cpu));
     }
     0
 }

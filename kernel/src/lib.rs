@@ -9,7 +9,8 @@
 //!
 //! - [`ebpf`]: the embedded objects, privileges, tracefs, the `bpf()` call.
 //! - [`rings`]: the per-CPU ring arrays, made while the object loads.
-//! - [`syscall`]: the syscall probe; [`events`]: the other event sources,
+//! - [`syscall`]: the syscall probe, and [`batches`], the records its CPUs
+//!   gather before sending; [`events`]: the other event sources,
 //!   whose programs and attach points [`source`] lists; [`tc`] and
 //!   [`clsact`]: the packet source's classifiers on network interfaces.
 //! - [`oneliner`]: the one-liners' kernel side: what the kernel offers their
@@ -17,6 +18,7 @@
 //! - [`delivery`]: what a ring delivered and lost.
 //! - [`doctor`]: what this kernel and process offer weft, checked.
 
+pub mod batches;
 pub mod clsact;
 pub mod delivery;
 pub mod doctor;

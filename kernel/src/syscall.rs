@@ -2,21 +2,29 @@
 //! `ebpf/src/syscall.rs`, attaches it, drains its per-CPU rings and reads its
 //! loss counters.
 
-use std::{collections::HashMap as StdHashMap, time::Duration};
+use std::{
+    collections::HashMap as StdHashMap,
+    time::{Duration, Instant},
+};
 
 use anyhow::{Context as _, Result, bail};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{MapData, PerCpuArray},
-    programs::{RawTracePoint, TracePoint},
+    programs::{RawTracePoint, RawTracePointRunOptions, TestRun as _, TracePoint},
 };
 use weft_abi::ring::{self, Drained, Ring};
 use weft_abi::syscall::{
-    CONFIG_GLOBAL, COUNTERS, COUNTERS_MAP, Counter, EVENT_SIZE, FILTER_COMM, FILTER_PID, PIDS_MAP,
-    RINGS_MAP, SyscallConfig,
+    BATCHES_MAP, CONFIG_GLOBAL, COUNTERS, COUNTERS_MAP, Counter, EVENT_SIZE, FILTER_COMM,
+    FILTER_PID, FLUSH_PROGRAM, PIDS_MAP, RINGS_MAP, SyscallConfig,
 };
 
-use crate::{delivery::Delivery, ebpf, rings::RingArray};
+use crate::{batches::Batches, delivery::Delivery, ebpf, rings::RingArray};
+
+/// How old a CPU's oldest unsent record may grow before weft has that CPU
+/// send its batch: a busy CPU fills one in microseconds, a quiet one may
+/// take seconds, and live views should not wait that long.
+const FLUSH_AGE: Duration = Duration::from_millis(20);
 
 /// Which threads and syscalls to trace; applied in the kernel.
 #[derive(Debug, Default, Clone)]
@@ -72,7 +80,9 @@ pub struct Losses {
 }
 
 impl Losses {
-    pub fn new(counters: &Counters, received: u64, ring_peak_percent: u8) -> Self {
+    /// From the counters, each CPU's count of syscalls seen, the records
+    /// drained and the rings' peak fill.
+    pub fn new(counters: &Counters, seen: &[u64], received: u64, ring_peak_percent: u8) -> Self {
         let per_cpu = |counter: Counter| -> Vec<u64> {
             counters
                 .per_cpu
@@ -83,7 +93,7 @@ impl Losses {
         Self {
             delivery: Delivery::new(
                 received,
-                &per_cpu(Counter::Seen),
+                seen,
                 per_cpu(Counter::RingFull),
                 ring_peak_percent,
             ),
@@ -112,13 +122,18 @@ pub struct SyscallProbe {
     /// Messages the programs log on rare paths, printed through `log`.
     logger: aya_log::EbpfLogger<&'static dyn log::Log>,
     rings: Vec<Ring>,
+    batches: Batches,
+    /// When stale batches are looked for next.
+    next_flush: Instant,
+    /// Whether a flush failed (said once).
+    flush_failed: bool,
     programs: &'static [&'static str],
     ring_bytes: u32,
     /// What it was loaded with, for the capture's description.
     filter: Filter,
     /// Records drained so far.
     received: u64,
-    /// Records too short to be a [`SyscallEvent`]; never expected.
+    /// Ring records not made of whole [`SyscallEvent`]s; never expected.
     malformed: u64,
 }
 
@@ -141,6 +156,7 @@ impl SyscallProbe {
             .allow_unsupported_maps()
             .override_global(CONFIG_GLOBAL, &config, true)
             .map_max_entries(RINGS_MAP, cpus)
+            .map_max_entries(BATCHES_MAP, cpus)
             .map_max_entries(PIDS_MAP, options.filter.pids.len().max(1) as u32);
         let (nr_offset, ret_offset);
         if options.attach == AttachPoints::PerSyscall {
@@ -168,6 +184,17 @@ impl SyscallProbe {
             aya_log::EbpfLogger::init(&mut ebpf).context("failed to read the probe's log")?;
         ebpf::fill_pids(&mut ebpf, PIDS_MAP, &options.filter.pids)?;
         let rings = rings.finish(&ebpf, RINGS_MAP)?;
+        let Some(aya::maps::Map::Array(batches)) = ebpf.map(BATCHES_MAP) else {
+            bail!("the probe has no batch array");
+        };
+        let batches = Batches::map(batches, cpus)?;
+        let flush: &mut RawTracePoint = ebpf
+            .program_mut(FLUSH_PROGRAM)
+            .context("program missing")?
+            .try_into()?;
+        flush
+            .load()
+            .with_context(|| format!("the kernel rejected {FLUSH_PROGRAM}"))?;
         let programs = match options.attach {
             AttachPoints::Raw => attach_raw(&mut ebpf)?,
             AttachPoints::PerSyscall => attach_per_syscall(&mut ebpf, &options.filter.syscalls)?,
@@ -176,6 +203,9 @@ impl SyscallProbe {
             ebpf,
             logger,
             rings,
+            batches,
+            next_flush: Instant::now(),
+            flush_failed: false,
             programs,
             ring_bytes: options.ring_bytes,
             filter: options.filter.clone(),
@@ -186,22 +216,70 @@ impl SyscallProbe {
 
     /// Hands each syscall record waiting in the rings (a `SyscallEvent`'s
     /// bytes as they lie in the ring) to `on_record` with its arrival time,
-    /// a bounded batch per ring (see [`ring::drain_each`]).
+    /// a bounded batch per ring (see [`ring::drain_each`]). Once detached
+    /// and the rings are empty, the records the CPUs kept unsent follow.
     pub fn drain(&mut self, mut on_record: impl FnMut(u64, &[u8])) -> Drained {
         self.logger.flush();
-        let mut malformed = 0;
+        self.flush_stale();
+        let (mut events, mut malformed) = (0, 0);
         let mut drained = ring::drain_each(&mut self.rings, |now, record| {
-            if record.len() < EVENT_SIZE {
+            if record.is_empty() || !record.len().is_multiple_of(EVENT_SIZE) {
                 malformed += 1;
             } else {
-                on_record(now, record);
+                for event in record.chunks_exact(EVENT_SIZE) {
+                    on_record(now, event);
+                }
+                events += (record.len() / EVENT_SIZE) as u64;
             }
             true
         });
+        if self.programs.is_empty() && !drained.more {
+            let now = ring::now_ns();
+            events += self.batches.take(|event| on_record(now, event));
+        }
         self.malformed += malformed;
-        drained.records -= malformed;
-        self.received += drained.records;
+        drained.records = events;
+        self.received += events;
         drained
+    }
+
+    /// Has each CPU whose batch holds a record older than [`FLUSH_AGE`]
+    /// send it (by running the flush program there), at most every half
+    /// that age.
+    fn flush_stale(&mut self) {
+        let now = Instant::now();
+        if now < self.next_flush || self.programs.is_empty() {
+            return;
+        }
+        self.next_flush = now + FLUSH_AGE / 2;
+        let before = ring::now_ns().saturating_sub(FLUSH_AGE.as_nanos() as u64);
+        let stale: Vec<u32> = self.batches.stale(before).collect();
+        for cpu in stale {
+            // A busy batch (FLUSH_BUSY) is tried again next time; a CPU
+            // gone offline keeps its batch until weft detaches.
+            if let Err(error) = self.flush(cpu)
+                && !self.flush_failed
+            {
+                self.flush_failed = true;
+                log::warn!(
+                    "failed to flush CPU {cpu}'s syscall records (they come at the end): {error:#}"
+                );
+            }
+        }
+    }
+
+    /// Runs the flush program on `cpu`.
+    fn flush(&mut self, cpu: u32) -> Result<()> {
+        let program: &mut RawTracePoint = self
+            .ebpf
+            .program_mut(FLUSH_PROGRAM)
+            .context("program missing")?
+            .try_into()?;
+        program.test_run(RawTracePointRunOptions {
+            cpu: Some(cpu),
+            ..RawTracePointRunOptions::new()
+        })?;
+        Ok(())
     }
 
     /// Where the probe is attached and how big its rings are, for humans.
@@ -223,7 +301,7 @@ impl SyscallProbe {
         &self.filter
     }
 
-    /// Records that were too short to decode.
+    /// Ring records that were not whole records.
     pub fn malformed(&self) -> u64 {
         self.malformed
     }
@@ -232,6 +310,7 @@ impl SyscallProbe {
     pub fn losses(&self) -> Result<Losses> {
         Ok(Losses::new(
             &self.counters()?,
+            &self.batches.seen(),
             self.received,
             ring::peak_percent(&self.rings),
         ))
@@ -257,8 +336,8 @@ impl SyscallProbe {
         Ok(Counters { per_cpu })
     }
 
-    /// Detaches the programs. Records already in the rings stay there and can
-    /// still be drained; no new ones arrive.
+    /// Detaches the programs. Records already in the rings and batches stay
+    /// there and can still be drained; no new ones arrive.
     pub fn detach(&mut self) -> Result<()> {
         for name in self.programs {
             let program = self.ebpf.program_mut(name).context("program vanished")?;

@@ -210,3 +210,55 @@ fn text_tables_per_interval_and_total() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a_few_syscalls_arrive_while_tracing_not_only_at_the_end() {
+    if !can_trace("a_few_syscalls_arrive_while_tracing_not_only_at_the_end") {
+        return;
+    }
+    // Three records fill no CPU's batch (weft_abi::syscall::BATCH_EVENTS),
+    // and the workload then sleeps 1.5 s untraced: the records must come
+    // in an interval long before that, when weft has the CPU send them.
+    let workload = Workload::spawn(WORKLOAD, &["getppid:3", "nanosleep:1500:1"]);
+    let pid = workload.pid().to_string();
+    let stat = weft_tests::Running::start(
+        &[
+            "stat",
+            "--json",
+            "--pid",
+            &pid,
+            "--syscall",
+            "getppid",
+            "--interval",
+            "200ms",
+        ],
+        "weft: tracing",
+    );
+    workload.run_to_end();
+    let out = stat.stop();
+    assert!(out.status.success(), "{}", out.stderr);
+    let per_interval: Vec<u64> = out
+        .stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|object| object["kind"] == "interval")
+        .map(|object| {
+            object["syscalls"]
+                .as_array()
+                .expect("syscalls array")
+                .iter()
+                .filter(|row| row["name"] == "getppid")
+                .map(|row| row["count"].as_u64().expect("count"))
+                .sum()
+        })
+        .collect();
+    assert!(
+        per_interval.len() >= 6,
+        "a 1.5 s workload spans about 8 intervals of 200 ms: {per_interval:?}"
+    );
+    assert_eq!(
+        per_interval[..4].iter().sum::<u64>(),
+        3,
+        "the 3 getppid calls come within 800 ms, while the workload sleeps: {per_interval:?}"
+    );
+}
