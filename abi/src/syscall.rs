@@ -106,7 +106,7 @@ const _: () = {
 /// Records a [`Batch`] holds: the probe copies them into the ring in one
 /// record once this many have gathered, since a ring record costs about as
 /// much as the rest of the probe (see `docs/architecture.md`). 51 makes a
-/// batch 2 KiB.
+/// batch just over 2 KiB.
 pub const BATCH_EVENTS: usize = 51;
 
 /// One CPU's completed syscalls not yet in its ring, in an array map that

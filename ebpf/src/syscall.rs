@@ -195,33 +195,41 @@ fn on_exit(ret: i64, nr_at_exit: impl FnOnce() -> u32) {
 }
 
 /// Adds `event` to this CPU's batch, sending the batch to `ring` once full.
-/// The volatile writes of `busy` keep the compiler from moving the batch's
-/// changes outside them.
+/// Every access to the batch is volatile: the compiler keeps volatile
+/// accesses in order, so none moves outside the span `busy` marks.
 #[inline(always)]
 pub fn append<'a, const SIZE: usize>(
     batch: &mut Batch,
     event: SyscallEvent,
     ring: impl FnOnce() -> Option<&'a RingBuf<SyscallEvent, SIZE>>,
 ) {
-    // SAFETY: a valid, aligned field of the map value.
-    unsafe { core::ptr::write_volatile(&raw mut batch.busy, 1) };
-    batch.seen += 1;
-    if let Some(slot) = batch.events.get_mut(batch.len as usize) {
-        *slot = event;
-        batch.len += 1;
+    use core::ptr::{read_volatile, write_volatile};
+    // SAFETY: valid, aligned fields of the map value.
+    let len = unsafe {
+        write_volatile(&raw mut batch.busy, 1);
+        write_volatile(&raw mut batch.seen, read_volatile(&raw const batch.seen) + 1);
+        read_volatile(&raw const batch.len)
+    };
+    if let Some(slot) = batch.events.get_mut(len as usize) {
+        // SAFETY: as above.
+        unsafe {
+            write_volatile(slot, event);
+            write_volatile(&raw mut batch.len, len + 1);
+        }
     }
-    if batch.len as usize >= BATCH_EVENTS {
+    if len as usize + 1 >= BATCH_EVENTS {
         send(batch, ring());
     }
     // SAFETY: as above.
-    unsafe { core::ptr::write_volatile(&raw mut batch.busy, 0) };
+    unsafe { write_volatile(&raw mut batch.busy, 0) };
 }
 
 /// Copies the batch's records into `ring` (this CPU's) as one record and
 /// empties it; counts them as lost when the ring has no room.
 #[inline(always)]
 fn send<const SIZE: usize>(batch: &mut Batch, ring: Option<&RingBuf<SyscallEvent, SIZE>>) {
-    let len = batch.len as usize;
+    // SAFETY: a valid, aligned field of the map value (volatile: see `append`).
+    let len = unsafe { core::ptr::read_volatile(&raw const batch.len) } as usize;
     let Some(events) = batch.events.get(..len) else {
         return;
     };
@@ -233,7 +241,8 @@ fn send<const SIZE: usize>(batch: &mut Batch, ring: Option<&RingBuf<SyscallEvent
     if !sent {
         count_many(Counter::RingFull, len as u64);
     }
-    batch.len = 0;
+    // SAFETY: as above.
+    unsafe { core::ptr::write_volatile(&raw mut batch.len, 0) };
 }
 
 /// Counts an exit that has no entry, unless the filters would have dropped it
@@ -311,7 +320,8 @@ pub fn syscall_flush(_ctx: RawTracePointContext) -> i32 {
     if unsafe { core::ptr::read_volatile(&raw const batch.busy) } != 0 {
         return FLUSH_BUSY as i32;
     }
-    if batch.len != 0 {
+    // SAFETY: as above.
+    if unsafe { core::ptr::read_volatile(&raw const batch.len) } != 0 {
         send(batch, SYSCALL_RINGS.get(cpu));
     }
     0
