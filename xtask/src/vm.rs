@@ -447,9 +447,15 @@ fn qemu(
             // An oops, a soft lockup or a task hung for two minutes panics
             // the guest, which then powers off (panic=-1, -no-reboot): a
             // task killed by an oops while holding a lock must not leave
-            // the guest hanging until the timeout with nothing said.
+            // the guest hanging until the timeout with nothing said. A soft
+            // lockup is a CPU 2 x watchdog_thresh seconds in the kernel;
+            // under TCG, which runs the guest many times slower, the default
+            // 20 s was reached once, in a syscall entry while bpftrace's
+            // tools ran on 6.1, in no run before or since that we saw; so
+            // it is 60 s there, still far short of the run's timeout.
             &format!(
-                "console=ttyS0 quiet loglevel=2 panic=-1 oops=panic softlockup_panic=1 hung_task_panic=1 {cmdline}"
+                "console=ttyS0 quiet loglevel=2 panic=-1 oops=panic softlockup_panic=1 hung_task_panic=1 {} {cmdline}",
+                if accel == "tcg" { "watchdog_thresh=30" } else { "" }
             ),
         ])
         .stdin(Stdio::null())
