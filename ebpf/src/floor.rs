@@ -124,17 +124,10 @@ mod costs {
     #[raw_tracepoint(tracepoint = "sys_enter")]
     pub fn cost_batch(_ctx: RawTracePointContext) -> i32 {
         if let Some(batch) = COST_BATCH.get_ptr_mut(0) {
-            let event = SyscallEvent {
-                enter_ns: 0,
-                duration_ns: 0,
-                ret: 0,
-                pid: 0,
-                tid: 0,
-                nr: 0,
-                cpu: 0,
-            };
             // SAFETY: this CPU's batch; nothing else uses it.
-            syscall::append(unsafe { &mut *batch }, event, || Some(&COST_RING));
+            syscall::append(unsafe { &mut *batch }, SyscallEvent::default(), || {
+                Some(&COST_RING)
+            });
         }
         0
     }
@@ -143,15 +136,7 @@ mod costs {
     #[raw_tracepoint(tracepoint = "sys_enter")]
     pub fn cost_ring(_ctx: RawTracePointContext) -> i32 {
         if let Some(mut entry) = COST_RING.reserve(0) {
-            entry.write(SyscallEvent {
-                enter_ns: 0,
-                duration_ns: 0,
-                ret: 0,
-                pid: 0,
-                tid: 0,
-                nr: 0,
-                cpu: 0,
-            });
+            entry.write(SyscallEvent::default());
             entry.submit(BPF_RB_NO_WAKEUP.into());
         }
         0

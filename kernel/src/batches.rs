@@ -3,13 +3,13 @@
 //! enough to send, and, once the probe is detached, the records no CPU sent.
 
 use std::{
+    os::fd::{AsFd as _, AsRawFd as _},
     ptr::{self, NonNull},
     time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, Result};
 use aya::maps::MapData;
-use std::os::fd::{AsFd as _, AsRawFd as _};
 use weft_abi::syscall::{BATCH_EVENTS, Batch, EVENT_SIZE};
 
 /// The array map's values, one [`Batch`] per possible CPU.
