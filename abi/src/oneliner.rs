@@ -40,6 +40,44 @@ pub const STARTS_MAP: &str = "TRACE_STARTS";
 pub const MAX_STARTS: u32 = 65536;
 /// Name of the global holding weft's own thread group id (never traced).
 pub const IGNORE_GLOBAL: &str = "TRACE_IGNORE_TGID";
+/// Name of the global of `USES_*` bits: the parts of the generic body
+/// that some probe of the one-liner needs ([`ProbeConfig::uses`]). The
+/// verifier reads a frozen read-only global as a constant, so it walks
+/// only those parts: most one-liners need few, and walking every part is
+/// most of their start-up.
+pub const USES_GLOBAL: &str = "TRACE_USES";
+/// Predicate parts ([`ProbeConfig::filters`]).
+pub const USES_FILTERS: u32 = 1 << 0;
+/// The task name test ([`ProbeConfig::match_comm`]).
+pub const USES_COMM: u32 = 1 << 1;
+/// Start times stored or taken ([`ProbeConfig::starts`]).
+pub const USES_STARTS: u32 = 1 << 2;
+/// `signal()`.
+pub const USES_SIGNAL: u32 = 1 << 3;
+/// Pointers kept for a later probe ([`ProbeConfig::save`]).
+pub const USES_SAVE: u32 = 1 << 4;
+/// Aggregation in the kernel ([`ProbeConfig::agg`]).
+pub const USES_AGG: u32 = 1 << 5;
+/// `kstack` or `ustack`.
+pub const USES_STACKS: u32 = 1 << 6;
+/// Strings at a pointer, a `__data_loc` field or a kept pointer.
+pub const USES_STRINGS: u32 = 1 << 7;
+/// Memory at the end of a [`Chain`] ([`STRING_MEMORY`], [`STRING_CHAIN`]).
+pub const USES_MEMORY: u32 = 1 << 8;
+/// `join()`.
+pub const USES_JOIN: u32 = 1 << 9;
+/// An aggregation's value or key part read as an integer ([`Operand`]s
+/// of the task, the CPU or the context).
+pub const USES_OPERANDS: u32 = 1 << 10;
+/// An aggregation of the time since a start ([`SUBJECT_ELAPSED`]).
+pub const USES_ELAPSED: u32 = 1 << 11;
+/// `hist()` in the kernel.
+pub const USES_LOG2: u32 = 1 << 12;
+/// `lhist()` in the kernel.
+pub const USES_LINEAR: u32 = 1 << 13;
+/// Every part: the global's value in the object, for loaders that do not
+/// set it.
+pub const USES_ALL: u32 = (1 << 14) - 1;
 
 /// Bytes of each string the kernel reads (bpftrace's default `strlen`).
 pub const STRING_LEN: usize = 64;
@@ -480,6 +518,54 @@ pub struct ProbeConfig {
 
 const _: () = assert!(core::mem::size_of::<ProbeConfig>() == 280);
 
+impl ProbeConfig {
+    /// The `USES_*` parts of the generic body this probe needs: a program
+    /// loaded without one of them ignores that part of the configuration.
+    #[must_use]
+    pub fn uses(&self) -> u32 {
+        let strings = &self.string_kinds[..usize::from(self.strings).min(MAX_STRINGS)];
+        let agg = &self.agg;
+        let aggregates = agg.how != AGG_NONE;
+        let integer = |operand: &Operand| {
+            !matches!(
+                operand.subject,
+                SUBJECT_NONE | SUBJECT_COMM | SUBJECT_PROBE | SUBJECT_FUNC | SUBJECT_ELAPSED
+            )
+        };
+        [
+            (self.filters[0].subject != SUBJECT_NONE, USES_FILTERS),
+            (self.match_comm != 0, USES_COMM),
+            (self.starts.how != STARTS_NONE, USES_STARTS),
+            (self.signal != 0, USES_SIGNAL),
+            (self.save != 0, USES_SAVE),
+            (self.agg.how != AGG_NONE, USES_AGG),
+            (self.stacks != 0, USES_STACKS),
+            (strings.iter().any(|k| !is_memory(*k)), USES_STRINGS),
+            (strings.iter().any(|k| is_memory(*k)), USES_MEMORY),
+            (self.join != 0, USES_JOIN),
+            (
+                aggregates && (agg.keys.iter().any(integer) || integer(&agg.value)),
+                USES_OPERANDS,
+            ),
+            (
+                aggregates && agg.value.subject == SUBJECT_ELAPSED,
+                USES_ELAPSED,
+            ),
+            (agg.how == AGG_LOG2, USES_LOG2),
+            (agg.how == AGG_LINEAR, USES_LINEAR),
+        ]
+        .into_iter()
+        .filter(|(used, _)| *used)
+        .fold(0, |uses, (_, part)| uses | part)
+    }
+}
+
+/// Whether a string slot of this `STRING_*` kind is read along a [`Chain`].
+#[must_use]
+pub fn is_memory(kind: u8) -> bool {
+    kind == STRING_MEMORY || kind == STRING_CHAIN
+}
+
 /// [`ProbeConfig::stacks`]: record the kernel stack.
 pub const STACK_KERNEL: u8 = 1;
 /// [`ProbeConfig::stacks`]: record the user stack.
@@ -532,6 +618,51 @@ mod user {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_probe_uses_the_parts_its_configuration_names() {
+        assert_eq!(ProbeConfig::default().uses(), 0);
+        let mut config = ProbeConfig {
+            strings: 2,
+            string_kinds: [STRING_POINTER, STRING_CHAIN, STRING_MEMORY],
+            ..ProbeConfig::default()
+        };
+        // The third slot is past `strings`.
+        assert_eq!(config.uses(), USES_STRINGS | USES_MEMORY);
+        config.strings = 0;
+        config.agg.how = AGG_PLAIN;
+        config.agg.keys[0].subject = SUBJECT_COMM;
+        assert_eq!(config.uses(), USES_AGG);
+        config.agg.keys[1].subject = SUBJECT_PID;
+        assert_eq!(config.uses(), USES_AGG | USES_OPERANDS);
+        config.agg.keys[1].subject = SUBJECT_NONE;
+        config.agg.how = AGG_LOG2;
+        config.agg.value.subject = SUBJECT_ELAPSED;
+        config.starts.how = STARTS_TAKE;
+        assert_eq!(
+            config.uses(),
+            USES_AGG | USES_LOG2 | USES_ELAPSED | USES_STARTS
+        );
+        config = ProbeConfig {
+            filters: [Filter {
+                subject: SUBJECT_PID,
+                ..Filter::default()
+            }; MAX_FILTERS],
+            match_comm: 1,
+            signal: 9,
+            save: 1,
+            stacks: STACK_USER,
+            join: 1,
+            ..ProbeConfig::default()
+        };
+        assert_eq!(
+            config.uses(),
+            USES_FILTERS | USES_COMM | USES_SIGNAL | USES_SAVE | USES_STACKS | USES_JOIN
+        );
+        config.agg.how = AGG_LINEAR;
+        assert_eq!(config.uses() & USES_LINEAR, USES_LINEAR);
+        assert_eq!(USES_ALL.count_ones(), 14, "every part is in USES_ALL");
+    }
 
     #[test]
     fn buckets_are_bpftraces() {

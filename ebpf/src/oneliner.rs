@@ -29,12 +29,14 @@ use weft_abi::{
     oneliner::{
         AGG_LINEAR, AGG_LOG2, AGG_NONE, AggKey, AggValue, Aggregation, COUNTERS, Chain, CopyKind,
         Counter, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS, JOIN_SIZE, KEY_PART_LEN,
-        KEY_PARTS, MAX_AGGS, MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_STRINGS, OP_EQ, OP_GE, OP_GT,
-        MAX_STARTS, OP_LE, OP_LT, OP_NE, Operand, ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES,
+        KEY_PARTS, MAX_AGGS, MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_STARTS, MAX_STRINGS, OP_EQ,
+        OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand, ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES,
         STACK_KERNEL, STACK_USER, START_TASK, STARTS_NONE, STARTS_STORE, STARTS_TAKE, STRING_CHAIN,
-        STRING_DATA_LOC, STRING_LEN, STRING_MEMORY, STRING_SAVED, STRINGS_MASK, SUBJECT_COMM,
-        SUBJECT_CONST, SUBJECT_CPU, SUBJECT_ELAPSED, SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_NONE,
-        SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, StartKey, Starts, copy_key,
+        STRING_DATA_LOC, STRING_LEN, STRING_SAVED, STRINGS_MASK, SUBJECT_COMM, SUBJECT_CONST,
+        SUBJECT_CPU, SUBJECT_ELAPSED, SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_NONE, SUBJECT_PID,
+        SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, StartKey, Starts, USES_AGG, USES_ALL, USES_COMM,
+        USES_ELAPSED, USES_FILTERS, USES_JOIN, USES_LINEAR, USES_LOG2, USES_MEMORY, USES_OPERANDS,
+        USES_SAVE, USES_SIGNAL, USES_STACKS, USES_STARTS, USES_STRINGS, copy_key, is_memory,
         linear_bucket, log2_bucket,
     },
     syscall::MAX_CPUS,
@@ -42,6 +44,20 @@ use weft_abi::{
 
 #[unsafe(no_mangle)]
 static TRACE_IGNORE_TGID: u32 = 0;
+
+/// The parts of the body some probe needs (`weft_abi::oneliner::USES_*`),
+/// set by the loader. Read-only, so the verifier knows its value and does
+/// not walk the parts left out.
+#[unsafe(no_mangle)]
+static TRACE_USES: u32 = USES_ALL;
+
+/// Whether some probe needs one of `parts`.
+#[inline(always)]
+fn uses(parts: u32) -> bool {
+    // SAFETY: a global the loader sets; read_volatile keeps the compiler
+    // from folding in the default.
+    (unsafe { core::ptr::read_volatile(&TRACE_USES) } & parts) != 0
+}
 
 #[btf_map]
 static TRACE_RINGS: ArrayOfMaps<RingBuf<u8, { 1 << 16 }>, { MAX_CPUS as usize }> =
@@ -288,17 +304,20 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
     if (pid_tgid >> 32) as u32 == unsafe { core::ptr::read_volatile(&TRACE_IGNORE_TGID) } {
         return;
     }
-    if !passes(ctx, &config.filters, pid_tgid) {
+    if uses(USES_FILTERS) && !passes(ctx, &config.filters, pid_tgid) {
         return;
     }
     // The task's name and ids are asked for where they are used: a probe
     // that keeps its event in the kernel may need none of them.
-    if config.match_comm != 0 && bpf_get_current_comm().unwrap_or_default() != config.comm {
+    if uses(USES_COMM)
+        && config.match_comm != 0
+        && bpf_get_current_comm().unwrap_or_default() != config.comm
+    {
         return;
     }
     let starts = &config.starts;
     let mut start = 0;
-    if starts.how == STARTS_TAKE {
+    if uses(USES_STARTS) && starts.how == STARTS_TAKE {
         match take_start(ctx, starts, pid_tgid) {
             Some(taken) => start = taken,
             // The predicate `/@start[tid]/` is false.
@@ -306,12 +325,13 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
             None => {}
         }
     }
-    if config.signal != 0 {
+    if uses(USES_SIGNAL) && config.signal != 0 {
         // SAFETY: sends a signal to the current task's process; the
         // checker allowed it only under --unsafe.
         unsafe { bpf_send_signal(u32::from(config.signal)) };
     }
-    if config.save != 0
+    if uses(USES_SAVE)
+        && config.save != 0
         && let Some(pointer) = read::<u64>(ctx, config.save_offset as usize)
     {
         let _ = TRACE_SAVED.insert(&saved_key(pid_tgid, config.save), &pointer, 0);
@@ -324,7 +344,7 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
     } else {
         0
     };
-    if starts.how == STARTS_STORE {
+    if uses(USES_STARTS) && starts.how == STARTS_STORE {
         let stored = start_key(ctx, starts, pid_tgid)
             .is_some_and(|key| TRACE_STARTS.insert(&key, &ns, 0).is_ok());
         if !stored {
@@ -335,7 +355,7 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
             return;
         }
     }
-    if config.agg.how != AGG_NONE {
+    if uses(USES_AGG) && config.agg.how != AGG_NONE {
         let task = Task {
             ctx,
             attach: config.attach,
@@ -367,7 +387,7 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
     // it (it loses a `min` bound and rejects the copy below).
     let raw_len = config.raw_len as usize & RAW_MASK;
     let stack = |wanted: u8, flags: u64| {
-        if config.stacks & wanted == 0 {
+        if !uses(USES_STACKS) || config.stacks & wanted == 0 {
             return -1;
         }
         context
@@ -388,7 +408,11 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
     };
     // SAFETY: the scratch buffer holds at least a header; unaligned write.
     unsafe { core::ptr::write_unaligned(buf.as_mut_ptr().cast::<Header>(), header) };
-    let strings = config.strings as usize & STRINGS_MASK;
+    let strings = if uses(USES_STRINGS | USES_MEMORY) {
+        config.strings as usize & STRINGS_MASK
+    } else {
+        0
+    };
     for i in 0..MAX_STRINGS {
         if i >= strings {
             break;
@@ -411,7 +435,7 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
     // Below SCRATCH (asserted in weft_abi::oneliner); the mask says so to
     // the verifier.
     let mut len = (start + raw_len) & (SCRATCH - 1);
-    if config.join != 0 {
+    if uses(USES_JOIN) && config.join != 0 {
         read_join(ctx, config, len, buf);
         len += JOIN_SIZE;
     }
@@ -445,14 +469,7 @@ fn start_key(ctx: *const u8, starts: &Starts, pid_tgid: u64) -> Option<StartKey>
     Some(StartKey {
         map: starts.map,
         reserved: [0; 6],
-        key: integer(
-            ctx,
-            key.subject,
-            key.offset,
-            key.size,
-            key.signed,
-            pid_tgid,
-        )?,
+        key: integer(ctx, key.subject, key.offset, key.size, key.signed, pid_tgid)?,
     })
 }
 
@@ -490,9 +507,17 @@ fn aggregate(task: &Task, agg: &Aggregation) -> bool {
     let mut sample = 0;
     // Here, not in `operand`: keys never measure time, and each inlined
     // copy of the division would add paths for the verifier to walk.
+    // Each part's test of `uses` leaves it out of a program loaded
+    // without it; no probe of that program can need it.
     if agg.value.subject == SUBJECT_ELAPSED {
+        if !uses(USES_ELAPSED) {
+            return false;
+        }
         sample = elapsed(task.ns, task.start, agg.value.constant);
     } else if agg.value.subject != SUBJECT_NONE {
+        if !uses(USES_OPERANDS) {
+            return false;
+        }
         match operand(task, &agg.value) {
             Some(value) => sample = value,
             None => return false,
@@ -503,8 +528,8 @@ fn aggregate(task: &Task, agg: &Aggregation) -> bool {
         map: agg.map,
         parts: [agg.keys[0].subject, agg.keys[1].subject],
         slot: match agg.how {
-            AGG_LOG2 => log2_bucket(sample),
-            AGG_LINEAR => linear_bucket(sample, agg.min, agg.max, agg.step),
+            AGG_LOG2 if uses(USES_LOG2) => log2_bucket(sample),
+            AGG_LINEAR if uses(USES_LINEAR) => linear_bucket(sample, agg.min, agg.max, agg.step),
             _ => 0,
         },
         key: [[0; KEY_PART_LEN]; KEY_PARTS],
@@ -556,6 +581,7 @@ fn key_part(task: &Task, part: &Operand, out: &mut [u8; KEY_PART_LEN]) -> bool {
             return true;
         }
         SUBJECT_PROBE | SUBJECT_FUNC => i64::from(task.attach),
+        _ if !uses(USES_OPERANDS) => return false,
         _ => match operand(task, part) {
             Some(id) => id,
             None => return false,
@@ -592,8 +618,13 @@ fn read_string(
     buf: &mut [u8; SCRATCH_BYTES],
 ) {
     let kind = config.string_kinds[i];
-    if kind == STRING_MEMORY || kind == STRING_CHAIN {
-        read_memory(ctx, &config.chains[i], kind == STRING_CHAIN, i, buf);
+    if is_memory(kind) {
+        if uses(USES_MEMORY) {
+            read_memory(ctx, &config.chains[i], kind == STRING_CHAIN, i, buf);
+        }
+        return;
+    }
+    if !uses(USES_STRINGS) {
         return;
     }
     let start = HEADER_SIZE + i * STRING_LEN;

@@ -31,7 +31,8 @@ use weft_abi::oneliner::{
     STACK_USER, STACKS_MAP, START_CONTEXT, START_TASK, STARTS_MAP, STARTS_STORE, STARTS_TAKE,
     STRING_CHAIN, STRING_DATA_LOC, STRING_LEN, STRING_MEMORY, STRING_POINTER, STRING_SAVED,
     SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_ELAPSED, SUBJECT_FIELD, SUBJECT_FUNC,
-    SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, Starts, TRACEPOINT_COPIES, copy_key,
+    SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, Starts, TRACEPOINT_COPIES, USES_GLOBAL,
+    copy_key,
 };
 use weft_abi::ring::{self, Ring};
 use weft_oneliner::{
@@ -85,6 +86,8 @@ pub struct OnelinerProbe {
     /// Kernel BTF, read for the first fentry or fexit probe.
     btf: Option<Btf>,
     ebpf: Ebpf,
+    /// The parts of the programs' body loaded (`USES_*`).
+    uses: u32,
     rings: Vec<Ring>,
     stacks: Stacks,
     /// Attach points left out (uprobes on functions their file lacks).
@@ -135,8 +138,10 @@ impl OnelinerProbe {
             .expect("the loader thread does not panic");
         let rings = preload.rings.wait()?;
         rings.use_in(&mut loader, RINGS_MAP);
+        let uses = uses(plan, cpid)?;
         let mut ebpf = loader
             .override_global(IGNORE_GLOBAL, &own, true)
+            .override_global(USES_GLOBAL, &uses, true)
             .map_max_entries(RINGS_MAP, cpus)
             // The kernel allocates every stack slot up front: size the map
             // only when a probe records stacks.
@@ -183,6 +188,7 @@ impl OnelinerProbe {
             tracepoints: std::collections::HashMap::new(),
             btf: None,
             ebpf,
+            uses,
             rings,
             stacks: Stacks::new(finder),
             left_out: 0,
@@ -244,8 +250,16 @@ impl OnelinerProbe {
                 .map_mut(PROBES_MAP)
                 .context("the trace object has no probe map")?,
         )?;
+        let config = config(index, attach, cpid)?;
+        anyhow::ensure!(
+            config.uses() & !self.uses == 0,
+            "{}: needs parts of the trace program that were not loaded ({:#x} of {:#x})",
+            attach.target.name(),
+            config.uses(),
+            self.uses
+        );
         probes
-            .insert(key, config(index, attach, cpid)?, 0)
+            .insert(key, config, 0)
             .context("failed to configure a probe")?;
         let cookie = u64::from(key);
         let name = attach.target.name();
@@ -786,6 +800,18 @@ fn link_perf_event(prog_fd: RawFd, event: perf_event::Counter, cookie: u64) -> R
         _event: event,
         _link: link,
     })
+}
+
+/// The parts of the trace programs' body that the attach points of `plan`
+/// run in the kernel need: the programs are loaded with only these.
+fn uses(plan: &Plan, cpid: u32) -> Result<u32> {
+    plan.attaches
+        .iter()
+        .enumerate()
+        .filter(|(_, attach)| attach.in_kernel())
+        .try_fold(0, |uses, (index, attach)| {
+            Ok(uses | config(index, attach, cpid)?.uses())
+        })
 }
 
 /// The kernel's configuration for attach point `index`.
