@@ -12,6 +12,10 @@ const EBPF_RUSTC: &str = "/usr/bin/rustc";
 const EBPF_CARGO: &str = "/usr/bin/cargo";
 /// The eBPF target triple.
 const EBPF_TARGET: &str = "bpfel-unknown-none";
+/// llvm-22's objcopy (llvm-22-dev, which bpf-linker is built against,
+/// depends on llvm-22).
+#[allow(dead_code, reason = "only kernel/build.rs strips the objects it embeds")]
+const EBPF_OBJCOPY: &str = "/usr/lib/llvm-22/bin/llvm-objcopy";
 
 /// The `cargo build` of `ebpf/` into `target_dir`; the object ends up at
 /// [`ebpf_object_path`].
@@ -38,6 +42,25 @@ fn ebpf_build_command(workspace_root: &std::path::Path, target_dir: &std::path::
         cmd.env("PATH", path);
     }
     cmd
+}
+
+/// Copies the object at `from` to `to` without its DWARF. The kernel takes
+/// none of it (the BTF that bpf-linker made from it stays), and aya parses
+/// every relocation of every section as it loads an object: the debug
+/// sections' were most of a one-liner's start-up in user space.
+#[allow(dead_code, reason = "only kernel/build.rs strips the objects it embeds")]
+fn ebpf_strip_debug(from: &std::path::Path, to: &std::path::Path) -> Result<(), String> {
+    let status = std::process::Command::new(EBPF_OBJCOPY)
+        .arg("--strip-debug")
+        .arg(from)
+        .arg(to)
+        .status()
+        .map_err(|e| format!("failed to run {EBPF_OBJCOPY}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{EBPF_OBJCOPY} --strip-debug {} failed ({status})", from.display()))
+    }
 }
 
 /// Where [`ebpf_build_command`] leaves the object of the event sources.

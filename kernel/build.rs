@@ -45,7 +45,11 @@ fn main() {
         status.success(),
         "building the eBPF object failed ({status}); run `cargo xtask setup` or set {SKIP}=1"
     );
-    fs::copy(ebpf_object_path(&target_dir), &out).expect("copy the eBPF object into OUT_DIR");
-    fs::copy(ebpf_oneliner_object_path(&target_dir), &trace_out)
-        .expect("copy the trace eBPF object into OUT_DIR");
+    for (object, embedded) in [
+        (ebpf_object_path(&target_dir), &out),
+        (ebpf_oneliner_object_path(&target_dir), &trace_out),
+    ] {
+        ebpf_strip_debug(&object, embedded)
+            .unwrap_or_else(|e| panic!("{e}; run `cargo xtask setup` or set {SKIP}=1"));
+    }
 }
