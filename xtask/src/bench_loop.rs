@@ -90,6 +90,62 @@ pub fn measure_loop(
     Ok((samples, tracer))
 }
 
+/// One configuration's runs from [`interleaved`]: ns per call and what its
+/// tracer printed, both in round order.
+#[derive(Default)]
+pub struct Rounds {
+    pub samples: Vec<f64>,
+    pub printed: Vec<Vec<String>>,
+}
+
+impl Rounds {
+    /// The samples, sorted.
+    pub fn sorted(&self) -> Vec<f64> {
+        sorted(self.samples.clone())
+    }
+}
+
+/// Runs the loop once under each configuration in turn, for `runs` rounds,
+/// each tracer started afresh and stopped (SIGINT) after its run. The
+/// machine's speed drifts (other guests on the host) over a bench's
+/// minutes; interleaved, a drift falls on every configuration alike, and
+/// the configurations of one round compare with each other ([`per_round`]).
+pub fn interleaved(
+    configs: &[Config],
+    bins: &Bins,
+    runs: usize,
+    calls: u32,
+) -> Result<Vec<Rounds>> {
+    let mut all: Vec<Rounds> = configs.iter().map(|_| Rounds::default()).collect();
+    for _ in 0..runs {
+        for (config, rounds) in configs.iter().zip(&mut all) {
+            let (samples, tracer) = measure_loop(config, bins, 1, calls)?;
+            rounds.samples.push(samples[0]);
+            rounds.printed.push(match tracer {
+                Some(tracer) => tracer
+                    .interrupt()
+                    .with_context(|| format!("stopping the tracer of {}", config.label))?,
+                None => Vec::new(),
+            });
+        }
+    }
+    Ok(all)
+}
+
+/// `f` of each round's samples of `a` and `b`, in round order.
+pub fn per_round(a: &Rounds, b: &Rounds, f: impl Fn(f64, f64) -> f64) -> Vec<f64> {
+    a.samples
+        .iter()
+        .zip(&b.samples)
+        .map(|(a, b)| f(*a, *b))
+        .collect()
+}
+
+pub fn sorted(mut values: Vec<f64>) -> Vec<f64> {
+    values.sort_by(f64::total_cmp);
+    values
+}
+
 /// Runs and calls of the getppid loop, for the benches that time it
 /// against a baseline of the same run.
 #[derive(clap::Args)]
@@ -230,12 +286,16 @@ impl Tracer {
 
     /// Stops the tracer with SIGINT; returns weft's final lost count if it printed one.
     pub fn stop(self) -> Result<Option<u64>> {
-        let lines = self.interrupt()?;
-        Ok(lines
-            .iter()
-            .filter(|line| line.contains("\"kind\":\"total\""))
-            .find_map(|line| json_u64(line, "lost")))
+        Ok(stat_lost(&self.interrupt()?))
     }
+}
+
+/// The final lost count in the lines `weft stat --json` printed, if any.
+pub fn stat_lost(lines: &[String]) -> Option<u64> {
+    lines
+        .iter()
+        .filter(|line| line.contains("\"kind\":\"total\""))
+        .find_map(|line| json_u64(line, "lost"))
 }
 
 /// The unsigned integer value of `"key":` in a flat JSON line.

@@ -9,7 +9,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::bench_loop::{Config, Loop, build, measure_loop, median, row};
+use crate::bench_loop::{Config, Loop, Rounds, build, interleaved, median, per_round, row, sorted};
 
 /// The one-liners measured, in the spelling both tools accept.
 const PROGRAMS: [(&str, &str); 3] = [
@@ -46,16 +46,8 @@ pub fn run(
 ) -> Result<()> {
     let bins = build()?;
     options.header("oneliners");
-    let untraced = Config {
-        label: "untraced",
-        tracer: None,
-        syscall: "getppid",
-    };
-    let (base, _) = measure_loop(&untraced, &bins, options.runs, options.calls)?;
-    let base_median = median(&base);
-    row("untraced", &base, base_median);
+    println!("(rounds interleave the configurations; each tracer starts afresh per round)");
     for (name, program) in PROGRAMS {
-        let mut medians = Vec::new();
         let mut tools = vec![
             (
                 "bpftrace",
@@ -70,36 +62,85 @@ pub fn run(
             let argv = vec![baseline.clone(), "trace".into(), program.into()];
             tools.push(("weft (baseline)", argv));
         }
-        for (tool, argv) in tools {
-            let config = Config {
-                label: "traced",
-                tracer: Some((argv, "Attaching")),
-                syscall: "getppid",
-            };
-            let (samples, tracer) = measure_loop(&config, &bins, options.runs, options.calls)?;
-            let lines = tracer.context("a tracer runs")?.interrupt()?;
-            row(&format!("{name}, {tool}"), &samples, base_median);
-            if tool.starts_with("weft") {
-                let last = lines.iter().rev().find(|l| l.contains(" lost ")).cloned();
-                println!(
-                    "    {}",
-                    last.unwrap_or_else(|| "weft printed no loss line".into())
-                );
+        let mut configs = vec![Config {
+            label: "untraced",
+            tracer: None,
+            syscall: "getppid",
+        }];
+        configs.extend(tools.into_iter().map(|(tool, argv)| Config {
+            label: tool,
+            tracer: Some((argv, "Attaching")),
+            syscall: "getppid",
+        }));
+        let rounds = interleaved(&configs, &bins, options.runs, options.calls)?;
+        let untraced = &rounds[0];
+        let base = median(&untraced.sorted());
+        row(&format!("{name}, untraced"), &untraced.sorted(), base);
+        for (config, tool) in configs.iter().zip(&rounds).skip(1) {
+            row(&format!("{name}, {}", config.label), &tool.sorted(), base);
+            if config.label.starts_with("weft") {
+                print_losses(&tool.printed);
             }
-            medians.push(median(&samples));
         }
-        println!(
-            "  {name}: weft/bpftrace probe effect {:.2} (target <= 0.90)",
-            (medians[1] - base_median) / (medians[0] - base_median).max(f64::EPSILON)
+        print_ratio(
+            &format!("{name}: weft/bpftrace probe effect"),
+            &effect_ratio(&rounds[2], &rounds[1], untraced),
+            " (target <= 0.90)",
         );
-        if let Some(&before) = medians.get(2) {
-            println!(
-                "  {name}: weft/baseline probe effect {:.2}",
-                (medians[1] - base_median) / (before - base_median).max(f64::EPSILON)
+        if let Some(before) = rounds.get(3) {
+            print_ratio(
+                &format!("{name}: weft/baseline probe effect"),
+                &effect_ratio(&rounds[2], before, untraced),
+                "",
             );
         }
     }
     startup(&bins.weft, options.runs)
+}
+
+/// Each round's probe effect (traced minus untraced ns per call) of
+/// `tool` over that of `against` in the same round, sorted.
+fn effect_ratio(tool: &Rounds, against: &Rounds, untraced: &Rounds) -> Vec<f64> {
+    let traced = per_round(tool, untraced, |t, u| t - u);
+    let base = per_round(against, untraced, |a, u| a - u);
+    sorted(
+        traced
+            .iter()
+            .zip(&base)
+            .map(|(t, a)| t / a.max(f64::EPSILON))
+            .collect(),
+    )
+}
+
+/// weft's loss line of the last round, and how many rounds lost events.
+fn print_losses(printed: &[Vec<String>]) {
+    let lines: Vec<Option<&String>> = printed
+        .iter()
+        .map(|lines| lines.iter().rev().find(|l| l.contains(" lost ")))
+        .collect();
+    let lossy = lines
+        .iter()
+        .filter(|line| !line.is_some_and(|l| l.contains(" 0 lost ")))
+        .count();
+    println!(
+        "    {} (rounds that lost events or printed no loss line: {lossy} of {})",
+        lines
+            .last()
+            .copied()
+            .flatten()
+            .map_or("weft printed no loss line", String::as_str),
+        lines.len()
+    );
+}
+
+/// A ratio's median over the rounds, and its least and greatest.
+fn print_ratio(label: &str, sorted: &[f64], target: &str) {
+    println!(
+        "  {label} {:.2}{target}, rounds {:.2} to {:.2}",
+        median(sorted),
+        sorted[0],
+        sorted[sorted.len() - 1]
+    );
 }
 
 /// Time from starting each tool to its first event: the program prints on

@@ -7,7 +7,9 @@ use std::process::Command;
 
 use anyhow::{Context as _, Result};
 
-use crate::bench_loop::{Bins, Config, build, measure_loop, median};
+use crate::bench_loop::{
+    Bins, Config, Rounds, build, interleaved, measure_loop, median, per_round, sorted, stat_lost,
+};
 use crate::setup;
 
 #[derive(clap::Args)]
@@ -35,21 +37,22 @@ pub fn run(options: &ProbeEffect) -> Result<()> {
         "{:<40} {:>8} {:>8} {:>8} {:>10}",
         "configuration", "min", "median", "max", "weft lost"
     );
-    let mut medians = Vec::new();
-    for config in &configs {
-        let (samples, lost) = measure(config, &bins, options)?;
-        let m = median(&samples);
+    println!("(rounds interleave the configurations; each tracer starts afresh per round)");
+    let rounds = interleaved(&configs, &bins, options.runs, options.calls)?;
+    for (config, rounds) in configs.iter().zip(&rounds) {
+        let samples = rounds.sorted();
+        // weft's losses over every round; the other tracers print none.
+        let lost: Option<u64> = rounds.printed.iter().map(|lines| stat_lost(lines)).sum();
         println!(
             "{:<40} {:>8.1} {:>8.1} {:>8.1} {:>10}",
             config.label,
-            samples.first().copied().unwrap_or_default(),
-            m,
-            samples.last().copied().unwrap_or_default(),
+            samples[0],
+            median(&samples),
+            samples[samples.len() - 1],
             lost.map_or_else(|| "-".to_owned(), |l| l.to_string())
         );
-        medians.push(m);
     }
-    print_ratios(&medians);
+    print_ratios(&rounds);
     per_program(&bins, &configs, options.calls)
 }
 
@@ -241,7 +244,8 @@ fn configs(bins: &Bins) -> Vec<Config> {
     ]
 }
 
-fn print_ratios(medians: &[f64]) {
+/// The median over the rounds of each round's ratio of two configurations.
+fn print_ratios(rounds: &[Rounds]) {
     let [
         untraced,
         weft,
@@ -254,40 +258,32 @@ fn print_ratios(medians: &[f64]) {
         untraced_other,
         other,
         other_tp,
-    ] = medians
+    ] = rounds
     else {
-        unreachable!("one median per configuration")
+        unreachable!("rounds of every configuration")
     };
-    println!("ratios of medians:");
-    for (label, ratio) in [
-        ("b/a  weft / untraced", weft / untraced),
-        ("c/a  bpftrace / untraced", bpftrace / untraced),
-        ("d/a  floor (raw_tp) / untraced", floor / untraced),
-        ("b/d  weft / floor (target <= 1.3)", weft / floor),
-        ("d2/d tp_btf / raw_tp floor", btf / floor),
-        ("d3/d tracepoint / raw_tp floor", tp / floor),
+    println!("ratios, the median over the rounds of each round's ratio:");
+    for (label, a, b) in [
+        ("b/a  weft / untraced", weft, untraced),
+        ("c/a  bpftrace / untraced", bpftrace, untraced),
+        ("d/a  floor (raw_tp) / untraced", floor, untraced),
+        ("b/d  weft / floor (target <= 1.3)", weft, floor),
+        ("d2/d tp_btf / raw_tp floor", btf, floor),
+        ("d3/d tracepoint / raw_tp floor", tp, floor),
         (
             "f/a  --syscall, traced call / untraced, raw",
-            selected / untraced,
+            selected,
+            untraced,
         ),
-        ("f2/a the same, per-syscall", selected_tp / untraced),
+        ("f2/a the same, per-syscall", selected_tp, untraced),
         (
             "e/a' --syscall getppid, getpid / untraced, raw",
-            other / untraced_other,
+            other,
+            untraced_other,
         ),
-        ("e2/a' the same, per-syscall", other_tp / untraced_other),
+        ("e2/a' the same, per-syscall", other_tp, untraced_other),
     ] {
+        let ratio = median(&sorted(per_round(a, b, |a, b| a / b)));
         println!("  {label:<48} {ratio:>5.2}");
     }
-}
-
-/// Runs the loop `runs` times under the configuration's tracer; returns the
-/// sorted ns per call and, for weft, the lost count it reported.
-fn measure(config: &Config, bins: &Bins, options: &ProbeEffect) -> Result<(Vec<f64>, Option<u64>)> {
-    let (samples, tracer) = measure_loop(config, bins, options.runs, options.calls)?;
-    let lost = match tracer {
-        Some(tracer) => tracer.stop()?,
-        None => None,
-    };
-    Ok((samples, lost))
 }
