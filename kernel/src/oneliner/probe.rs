@@ -26,8 +26,8 @@ use perf_event::{
 use weft_abi::oneliner::{
     AGG_LINEAR, AGG_LOG2, AGG_PLAIN, AGGS_MAP, Aggregation, COPIES, COUNTERS_MAP, Chain, CopyKind,
     Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL, JOIN_SIZE, MAX_AGGS, MAX_FILTERS,
-    MAX_HOPS, MAX_STARTS, MAX_STRINGS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE,
-    Operand as KernelOperand, PROBES_MAP, ProbeConfig, RINGS_MAP, SCRATCH, STACK_KERNEL,
+    MAX_HOPS, MAX_SAVED, MAX_STARTS, MAX_STRINGS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE,
+    Operand as KernelOperand, PROBES_MAP, ProbeConfig, RINGS_MAP, SAVED_MAP, SCRATCH, STACK_KERNEL,
     STACK_USER, STACKS_MAP, START_CONTEXT, START_TASK, STARTS_MAP, STARTS_STORE, STARTS_TAKE,
     STRING_CHAIN, STRING_DATA_LOC, STRING_LEN, STRING_MEMORY, STRING_POINTER, STRING_SAVED,
     SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_ELAPSED, SUBJECT_FIELD, SUBJECT_FUNC,
@@ -167,6 +167,15 @@ impl OnelinerProbe {
                 STARTS_MAP,
                 if plan.attaches.iter().any(|a| a.start.is_some()) {
                     MAX_STARTS
+                } else {
+                    1
+                },
+            )
+            // And the kept pointers', an LRU the kernel fills up front.
+            .map_max_entries(
+                SAVED_MAP,
+                if plan.attaches.iter().any(|a| a.save.is_some()) {
+                    MAX_SAVED
                 } else {
                     1
                 },
