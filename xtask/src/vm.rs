@@ -45,7 +45,8 @@ struct Verdict {
     kernel: String,
     passed: Vec<String>,
     failed: Vec<String>,
-    skipped: Vec<String>,
+    /// Tests that skipped, each with the reason it printed.
+    skipped: Vec<(String, String)>,
     timed_out: bool,
     seconds: f64,
 }
@@ -620,8 +621,10 @@ fn parse(kernel: &str, log: &str, timed_out: bool, seconds: f64) -> Verdict {
     };
     for line in log.lines().map(str::trim) {
         if let Some(rest) = line.strip_prefix("skipping ") {
-            if let Some((test, _)) = rest.split_once(':') {
-                verdict.skipped.push(test.to_owned());
+            if let Some((test, why)) = rest.split_once(':') {
+                verdict
+                    .skipped
+                    .push((test.to_owned(), why.trim().to_owned()));
             }
             continue;
         }
@@ -631,14 +634,16 @@ fn parse(kernel: &str, log: &str, timed_out: bool, seconds: f64) -> Verdict {
         let test = test.rsplit("::").next().unwrap_or(test).to_owned();
         match outcome {
             "ok" => verdict.passed.push(test),
-            "ignored" => verdict.skipped.push(test),
+            "ignored" => verdict.skipped.push((test, "ignored".to_owned())),
             // Still running when the log ends: the timeout reports it.
             "" => {}
             _ => verdict.failed.push(test),
         }
     }
     // A test that skipped itself also reports `ok`.
-    verdict.passed.retain(|t| !verdict.skipped.contains(t));
+    verdict
+        .passed
+        .retain(|t| !verdict.skipped.iter().any(|(s, _)| s == t));
     verdict
 }
 
@@ -658,8 +663,8 @@ fn print_summary(verdicts: &[Verdict]) {
             v.skipped.len(),
             v.seconds
         );
-        for skipped in &v.skipped {
-            let _ = writeln!(table, "    skipped {skipped}");
+        for (test, why) in &v.skipped {
+            let _ = writeln!(table, "    skipped {test}: {why}");
         }
     }
     print!("{table}");
@@ -706,7 +711,13 @@ mod tests {
         let v = parse("6.1", log, false, 1.0);
         assert_eq!(v.passed, ["exact"]);
         assert_eq!(v.failed, ["killed"]);
-        assert_eq!(v.skipped, ["export_parquet_matches_duckdb"]);
+        assert_eq!(
+            v.skipped,
+            [(
+                "export_parquet_matches_duckdb".to_owned(),
+                "WEFT_PYTHON is not set".to_owned()
+            )]
+        );
     }
 
     #[test]
