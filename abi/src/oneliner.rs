@@ -538,7 +538,7 @@ impl ProbeConfig {
             (self.starts.how != STARTS_NONE, USES_STARTS),
             (self.signal != 0, USES_SIGNAL),
             (self.save != 0, USES_SAVE),
-            (self.agg.how != AGG_NONE, USES_AGG),
+            (aggregates, USES_AGG),
             (self.stacks != 0, USES_STACKS),
             (strings.iter().any(|k| !is_memory(*k)), USES_STRINGS),
             (strings.iter().any(|k| is_memory(*k)), USES_MEMORY),
@@ -662,6 +662,14 @@ mod tests {
         config.agg.how = AGG_LINEAR;
         assert_eq!(config.uses() & USES_LINEAR, USES_LINEAR);
         assert_eq!(USES_ALL.count_ones(), 14, "every part is in USES_ALL");
+        // A configuration that needs every part needs USES_ALL: no bit is
+        // one that no configuration sets.
+        config.strings = 2;
+        config.string_kinds = [STRING_POINTER, STRING_MEMORY, 0];
+        config.starts.how = STARTS_STORE;
+        config.agg.value.subject = SUBJECT_ELAPSED;
+        config.agg.keys[0].subject = SUBJECT_TID;
+        assert_eq!(config.uses() | USES_LOG2, USES_ALL);
     }
 
     #[test]

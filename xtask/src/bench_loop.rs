@@ -86,8 +86,7 @@ pub fn measure_loop(
                 .context("loop printed no number")?,
         );
     }
-    samples.sort_by(f64::total_cmp);
-    Ok((samples, tracer))
+    Ok((sorted(samples), tracer))
 }
 
 /// One configuration's runs from [`interleaved`]: ns per call and what its

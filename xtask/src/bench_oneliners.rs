@@ -101,12 +101,11 @@ pub fn run(
 /// Each round's probe effect (traced minus untraced ns per call) of
 /// `tool` over that of `against` in the same round, sorted.
 fn effect_ratio(tool: &Rounds, against: &Rounds, untraced: &Rounds) -> Vec<f64> {
-    let traced = per_round(tool, untraced, |t, u| t - u);
     let base = per_round(against, untraced, |a, u| a - u);
+    let traced = per_round(tool, untraced, |t, u| t - u).into_iter();
     sorted(
         traced
-            .iter()
-            .zip(&base)
+            .zip(base)
             .map(|(t, a)| t / a.max(f64::EPSILON))
             .collect(),
     )
