@@ -518,15 +518,21 @@ impl LoopDevice {
                 std::io::Error::last_os_error()
             ));
         }
-        // The VMs' scratch disk (a loop device over their in-memory root
-        // fails reads on 6.1), else /var/tmp, else the temporary directory.
+        // The VMs' scratch disk, else /var/tmp, else the temporary directory.
         let dir = std::env::var_os("WEFT_TEST_DISK")
             .map(std::path::PathBuf::from)
             .or_else(|| Some(std::path::PathBuf::from("/var/tmp")).filter(|d| d.is_dir()))
             .unwrap_or_else(std::env::temp_dir);
         let backing = dir.join(format!("weft-loop-{}", std::process::id()));
-        let file = std::fs::File::create(&backing).map_err(|e| e.to_string())?;
-        // Written, not sparse: loop devices over tmpfs holes fail reads on 6.1.
+        // Opened to read as well: the loop device reads through this file,
+        // and 6.1 fails those reads on a write-only one with EIO.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&backing)
+            .map_err(|e| format!("{}: {e}", backing.display()))?;
         std::io::Write::write_all(&mut &file, &vec![0x5a; usize::try_from(bytes).unwrap()])
             .map_err(|e| e.to_string())?;
         let path = format!("/dev/loop{number}");
@@ -542,8 +548,7 @@ impl LoopDevice {
                 std::io::Error::last_os_error()
             ));
         }
-        // The scaffolding must work before weft is judged on it (loop
-        // devices over tmpfs fail reads on 6.1 in the VMs).
+        // The scaffolding must work before weft is judged on it.
         let mut first = [0u8; 4096];
         if let Err(error) = std::os::unix::fs::FileExt::read_at(&device, &mut first, 0) {
             // SAFETY: a valid fd; the ioctl takes no argument.
