@@ -87,9 +87,17 @@ fn sched_shows_each_sleep_as_an_off_cpu_interval() {
     .map(|r| (r["enter_ns"].as_u64().unwrap(), r["time"].as_u64().unwrap()))
     .collect();
     assert_eq!(sleeps_at.len() as u64, sleeps, "{sleeps_at:?}");
-    let intervals_at = query(&dir, r#"sched where state = "S" | fields time, off_cpu"#);
+    // The thread's name comes along, and the run-queue wait is part of the
+    // off-CPU time.
+    let rows = query(
+        &dir,
+        r#"sched where state = "S" | fields comm, time, off_cpu, runq"#,
+    );
+    assert_eq!(rows.len() as u64, intervals);
     let mut inside = vec![0; sleeps_at.len()];
-    for row in &intervals_at {
+    for row in rows {
+        assert_eq!(row["comm"], "weft-workload", "{row}");
+        assert!(row["runq"].as_i64() <= row["off_cpu"].as_i64(), "{row}");
         let back = row["time"].as_u64().unwrap();
         let out = back - row["off_cpu"].as_u64().unwrap();
         let call = sleeps_at
@@ -101,17 +109,6 @@ fn sched_shows_each_sleep_as_an_off_cpu_interval() {
         inside[call] += 1;
     }
     assert!(inside.iter().all(|&n| n <= 1), "{inside:?}");
-    // The thread's name comes along, and the run-queue wait is part of the
-    // off-CPU time.
-    let rows = query(
-        &dir,
-        r#"sched where state = "S" | fields comm, off_cpu, runq"#,
-    );
-    assert_eq!(rows.len() as u64, intervals);
-    for row in rows {
-        assert_eq!(row["comm"], "weft-workload", "{row}");
-        assert!(row["runq"].as_i64() <= row["off_cpu"].as_i64(), "{row}");
-    }
 }
 
 #[test]

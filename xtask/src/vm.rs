@@ -301,7 +301,7 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 # /tmp stays the initramfs's own (writable): the binaries may live under it.
 mount -t tmpfs run /run
-# A tmpfs for loop devices' backing files (the initramfs itself may not do).
+# A tmpfs at /var/tmp, where loop devices are backed when the scratch disk is missing.
 mkdir -p /var/tmp && mount -t tmpfs tmp /var/tmp
 mount -t tracefs tracefs /sys/kernel/tracing
 mount -t bpf bpf /sys/fs/bpf
