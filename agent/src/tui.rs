@@ -50,18 +50,10 @@ fn live(args: &TuiArgs) -> Result<ExitCode> {
     if args.replay.is_none() {
         ebpf::check_privileges()?;
     }
+    let scratch = Scratch::new()?;
     let temporary = args.output.is_none();
-    let dir = args
-        .output
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("weft-live-{}", std::process::id())));
-    if temporary {
-        // A directory left by an earlier weft that had this pid.
-        let _ = fs::remove_dir_all(&dir);
-    }
-    let log = Redirect::stderr(
-        &std::env::temp_dir().join(format!("weft-live-{}.log", std::process::id())),
-    )?;
+    let dir = (args.output.clone()).unwrap_or_else(|| scratch.root.join("capture"));
+    let log = Redirect::stderr(&scratch.root.join("stderr.log"))?;
     let (ready, reader) = mpsc::channel();
     let health = Arc::new(Mutex::new(Health::default()));
     let ended = Arc::new(AtomicBool::new(false));
@@ -101,7 +93,8 @@ fn live(args: &TuiArgs) -> Result<ExitCode> {
         .join()
         .unwrap_or_else(|_| Err(anyhow!("the capture thread panicked")));
     log.restore();
-    if temporary && fs::remove_dir_all(&dir).is_ok() {
+    drop(scratch);
+    if temporary {
         eprintln!("weft: the live capture was temporary and is gone (-o DIR keeps one)");
     }
     if let Ok(shown) = shown {
@@ -191,6 +184,83 @@ fn report(args: &TuiArgs, frames: &FrameTimes) {
     }
 }
 
+/// Prefix of the UI's scratch directories in the temporary directory,
+/// followed by weft's pid and six random characters.
+const SCRATCH_PREFIX: &str = "weft-live-";
+
+/// The UI's scratch directory: its temporary capture and the log of the
+/// recording thread. Made atomically under an unpredictable name
+/// (`mkdtemp`, mode 0700), so no other user can claim or plant it; removed
+/// when dropped: on `q`, on SIGINT, SIGTERM and SIGHUP (which end the
+/// recording and so the UI) and on a panic (which unwinds). A weft killed
+/// with SIGKILL leaves it; the next start removes those of dead wefts.
+struct Scratch {
+    root: PathBuf,
+}
+
+impl Scratch {
+    fn new() -> Result<Self> {
+        let temp = std::env::temp_dir();
+        remove_stale(&temp);
+        let template = temp.join(format!("{SCRATCH_PREFIX}{}-XXXXXX", std::process::id()));
+        let mut bytes = template.into_os_string().into_encoded_bytes();
+        bytes.push(0);
+        // SAFETY: `bytes` is a NUL-terminated template that mkdtemp fills
+        // in place, within its length.
+        let made = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) };
+        if made.is_null() {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("failed to make a directory in {}", temp.display()));
+        }
+        bytes.pop();
+        // SAFETY: the bytes came from an OsString and mkdtemp wrote ASCII.
+        let root =
+            PathBuf::from(unsafe { std::ffi::OsString::from_encoded_bytes_unchecked(bytes) });
+        Ok(Self { root })
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // Best effort: `remove_dir_all` never follows a link.
+        let _ = fs::remove_dir_all(&self.root);
+    }
+}
+
+/// Removes the scratch directories of wefts that are gone: named as
+/// [`Scratch`] names them, real directories owned by this user, whose pid
+/// is no running weft. Nothing else is touched.
+fn remove_stale(temp: &Path) {
+    use std::os::unix::fs::MetadataExt as _;
+    // SAFETY: geteuid has no arguments and cannot fail.
+    let user = unsafe { libc::geteuid() };
+    for entry in fs::read_dir(temp).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let Some(pid) = scratch_pid(&name.to_string_lossy()) else {
+            continue;
+        };
+        let Ok(meta) = fs::symlink_metadata(entry.path()) else {
+            continue;
+        };
+        if !meta.is_dir() || meta.uid() != user || weft_is_running(pid) {
+            continue;
+        }
+        let _ = fs::remove_dir_all(entry.path());
+    }
+}
+
+/// The pid in a scratch directory's name, `None` for any other name.
+fn scratch_pid(name: &str) -> Option<u32> {
+    let (pid, random) = name.strip_prefix(SCRATCH_PREFIX)?.split_once('-')?;
+    (random.len() == 6 && random.bytes().all(|b| b.is_ascii_alphanumeric())).then_some(())?;
+    pid.parse().ok()
+}
+
+/// Whether `pid` is a running weft (a pid reused by another program is not).
+fn weft_is_running(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.trim() == "weft")
+}
+
 /// Standard error sent to a file while the UI owns the terminal.
 struct Redirect {
     saved: OwnedFd,
@@ -199,7 +269,6 @@ struct Redirect {
 
 impl Redirect {
     fn stderr(path: &Path) -> Result<Self> {
-        let _ = fs::remove_file(path);
         let file = fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -228,5 +297,55 @@ impl Redirect {
             let _ = std::io::stderr().write_all(&text);
         }
         let _ = fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_scratch_names_of_dead_wefts_are_stale() {
+        assert_eq!(scratch_pid("weft-live-4242-a1B2c3"), Some(4242));
+        for other in [
+            "weft-live-4242",
+            "weft-live-4242.log",
+            "weft-live-x-a1B2c3",
+            "weft-live-1-a1B2c3d",
+            "other",
+        ] {
+            assert_eq!(scratch_pid(other), None, "{other}");
+        }
+        let temp = std::env::temp_dir().join(format!("weft-stale-test-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&temp);
+        fs::create_dir(&temp).unwrap();
+        // pid 0 is never a process; this test's own pid is not named weft.
+        let dead = temp.join("weft-live-0-AAAAAA");
+        let foreign = temp.join("weft-live-0-BBBBBB.txt");
+        fs::create_dir(&dead).unwrap();
+        fs::write(&foreign, "kept").unwrap();
+        let target = temp.join("kept");
+        fs::create_dir(&target).unwrap();
+        std::os::unix::fs::symlink(&target, temp.join("weft-live-0-CCCCCC")).unwrap();
+        remove_stale(&temp);
+        assert!(!dead.exists());
+        assert!(foreign.exists() && target.exists());
+        assert!(fs::symlink_metadata(temp.join("weft-live-0-CCCCCC")).is_ok());
+        let scratch = Scratch::new().unwrap();
+        let name = scratch
+            .root
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert_eq!(scratch_pid(&name), Some(std::process::id()));
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &fs::metadata(&scratch.root).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o700);
+        let root = scratch.root.clone();
+        drop(scratch);
+        assert!(!root.exists());
+        fs::remove_dir_all(&temp).unwrap();
     }
 }

@@ -3,13 +3,7 @@
 //! incomplete (drops are data). The syscall source's schema and default
 //! indexes are defined here, once, for `record` and `info` alike.
 
-use std::{
-    fs::{self, DirBuilder},
-    io::Write as _,
-    os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _},
-    path::Path,
-    sync::Arc,
-};
+use std::{fs, io::Write as _, path::Path, sync::Arc};
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
@@ -29,15 +23,23 @@ pub const TRACE_SOURCES: &str = "trace_sources";
 /// Key of `weft.json` holding the CRC-32 of the rest of the document.
 const CHECKSUM: &str = "checksum";
 
-/// Creates `dir` with mode 0700, or checks that it may be written to:
-/// an existing capture is refused unless `append` is set. Until
-/// [`Fresh::keep`], what it made is removed again when dropped.
+/// Creates `dir` with mode 0700, or checks that it may be written to: an
+/// existing directory must belong to the user weft runs as and be
+/// writable by no one else (see [`weft_store::Dir`]), and an existing
+/// capture is refused unless `append` is set. Until [`Fresh::keep`], what
+/// it made is removed again when dropped.
 pub fn prepare_dir(dir: &Path, append: bool) -> Result<Fresh> {
     let mut fresh = Fresh {
         dir: dir.to_owned(),
         made: None,
     };
-    if dir.join(METADATA).exists() || dir.join("meta").exists() {
+    let existed = fs::symlink_metadata(dir).is_ok();
+    let opened = weft_store::Dir::open_to_write(dir)?;
+    if !existed {
+        fresh.made = Some(Made::Dir);
+        return Ok(fresh);
+    }
+    if opened.contains(METADATA) || opened.contains("meta") {
         if !append {
             bail!(
                 "{} already holds a capture; pass --append to add to it",
@@ -46,26 +48,13 @@ pub fn prepare_dir(dir: &Path, append: bool) -> Result<Fresh> {
         }
         return Ok(fresh);
     }
-    if dir.exists() {
-        let empty = fs::read_dir(dir)
-            .with_context(|| format!("failed to read {}", dir.display()))?
-            .next()
-            .is_none();
-        if !empty {
-            bail!(
-                "{} exists and is not an empty directory or a capture",
-                dir.display()
-            );
-        }
-        fresh.made = Some(Made::Contents);
-        return Ok(fresh);
+    if !opened.names()?.is_empty() {
+        bail!(
+            "{} exists and is not an empty directory or a capture",
+            dir.display()
+        );
     }
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .with_context(|| format!("failed to create {}", dir.display()))?;
-    fresh.made = Some(Made::Dir);
+    fresh.made = Some(Made::Contents);
     Ok(fresh)
 }
 
@@ -199,7 +188,7 @@ pub fn start_session(
     dir: &Path,
     sources: &serde_json::Map<String, Value>,
 ) -> Result<(Value, usize)> {
-    let mut metadata = metadata_or_new(dir)?;
+    let mut metadata = metadata_or_new(&weft_store::Dir::open_to_write(dir)?)?;
     let index = metadata["sessions"].as_array().map_or(0, Vec::len);
     metadata["sessions"]
         .as_array_mut()
@@ -290,25 +279,28 @@ pub fn define_like(store: &mut weft_store::Store, meta: &weft_store::Meta) -> Re
     Ok(())
 }
 
+/// The largest `weft.json` weft writes is far smaller (sessions, losses,
+/// trigger firings); a larger one is refused before it is read.
+const MAX_METADATA_BYTES: u64 = 64 << 20;
+
 /// Reads `weft.json`, or an empty document for a new capture.
 pub fn read_metadata(dir: &Path) -> Result<Value> {
-    let path = dir.join(METADATA);
-    if !path.exists() && dir.join("meta").exists() {
+    let opened = weft_store::Dir::open(dir)?;
+    if !opened.contains(METADATA) && opened.contains("meta") {
         bail!("{}: the capture's {METADATA} is missing", dir.display());
     }
-    metadata_or_new(dir)
+    metadata_or_new(&opened)
 }
 
 /// `weft.json` as [`read_metadata`] reads it, or an empty document when
 /// there is none yet (a capture whose store was just created).
-fn metadata_or_new(dir: &Path) -> Result<Value> {
+fn metadata_or_new(dir: &weft_store::Dir) -> Result<Value> {
     let path = dir.join(METADATA);
-    if !path.exists() {
+    if !dir.contains(METADATA) {
         return Ok(json!({ "format": "weft-capture 1", "sessions": [] }));
     }
-    let text =
-        fs::read_to_string(&path).with_context(|| format!("failed to read {}", path.display()))?;
-    let mut metadata: Value = serde_json::from_str(&text)
+    let text = dir.read(METADATA, MAX_METADATA_BYTES)?;
+    let mut metadata: Value = serde_json::from_slice(&text)
         .with_context(|| format!("{} is not valid JSON", path.display()))?;
     // Captures from before the checksum have none.
     if let Some(stored) = metadata.as_object_mut().and_then(|m| m.remove(CHECKSUM)) {
@@ -320,17 +312,14 @@ fn metadata_or_new(dir: &Path) -> Result<Value> {
     Ok(metadata)
 }
 
-/// Replaces `weft.json` atomically (temp file, fsync, rename), mode 0600.
+/// Replaces `weft.json` atomically (temp file, fsync, rename), mode 0600,
+/// in a directory that passes [`prepare_dir`]'s checks.
 pub fn write_metadata(dir: &Path, metadata: &Value) -> Result<()> {
-    let tmp = dir.join(format!("{METADATA}.tmp"));
-    let path = dir.join(METADATA);
-    let _ = fs::remove_file(&tmp);
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .with_context(|| format!("failed to create {}", tmp.display()))?;
+    let opened = weft_store::Dir::open_to_write(dir)?;
+    let tmp = format!("{METADATA}.tmp");
+    // Left by a write that was killed: never renamed into place.
+    opened.remove_if_present(&tmp)?;
+    let mut file = opened.create(&tmp)?;
     // The checksum covers the document as written without it, so a
     // damaged number (a time offset, a count) is noticed, not believed.
     let mut metadata = metadata.clone();
@@ -342,18 +331,24 @@ pub fn write_metadata(dir: &Path, metadata: &Value) -> Result<()> {
     }
     file.write_all(serde_json::to_string_pretty(&metadata)?.as_bytes())
         .and_then(|()| file.sync_all())
-        .with_context(|| format!("failed to write {}", tmp.display()))?;
-    fs::rename(&tmp, &path).with_context(|| format!("failed to rename {}", tmp.display()))
+        .with_context(|| format!("failed to write {}", opened.join(&tmp).display()))?;
+    opened.rename(&tmp, METADATA)?;
+    Ok(())
 }
 
-/// Bytes used by the files of a capture directory (0 if unreadable).
+/// Bytes the files of a capture directory take on disk (0 if unreadable;
+/// the logs' holes, where deleted segments' entries were, not counted).
 pub fn size_on_disk(dir: &Path) -> u64 {
-    fs::read_dir(dir).map_or(0, |entries| {
-        entries
-            .filter_map(|e| e.ok()?.metadata().ok())
-            .map(|m| m.len())
-            .sum()
-    })
+    let Ok(opened) = weft_store::Dir::open(dir) else {
+        return 0;
+    };
+    (opened.names().unwrap_or_default().iter())
+        .filter_map(|name| opened.stat(name).ok())
+        .map(|s| {
+            let len = u64::try_from(s.st_size).unwrap_or(0);
+            len.min(u64::try_from(s.st_blocks).unwrap_or(0).saturating_mul(512))
+        })
+        .sum()
 }
 
 /// Facts about this machine for a session's record.

@@ -33,7 +33,8 @@
 //! - [`answer`]: a query answered on a capture directory and printed;
 //!   [`info`]: what a capture holds, as `weft info` shows it.
 //! - [`oneliner`]: a bpftrace-style one-liner run on the kernel's events,
-//!   its maps printed, its matched events optionally kept in a capture.
+//!   its maps printed, its matched events optionally kept in a capture;
+//!   [`output`]: the file a user names for its output, opened safely.
 
 pub mod answer;
 pub mod app;
@@ -44,6 +45,7 @@ pub mod info;
 pub mod live;
 pub mod metrics;
 pub mod oneliner;
+pub mod output;
 pub mod probe;
 pub mod pt_calls;
 pub mod record;

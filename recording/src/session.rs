@@ -103,6 +103,9 @@ async fn capture(
     refresh.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut interrupt = signal(SignalKind::interrupt()).context("failed to handle SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("failed to handle SIGTERM")?;
+    // A closed terminal ends the recording cleanly too: the capture closes
+    // and a temporary one is removed, where the default would kill weft.
+    let mut hangup = signal(SignalKind::hangup()).context("failed to handle SIGHUP")?;
     let mut user2 = signal(SignalKind::user_defined2()).context("failed to handle SIGUSR2")?;
     let stop = session.stop.clone().unwrap_or_default();
     eprintln!("{}", session.ready);
@@ -125,6 +128,7 @@ async fn capture(
             () = &mut deadline => break,
             _ = interrupt.recv() => break,
             _ = terminate.recv() => break,
+            _ = hangup.recv() => break,
             () = stop.notified() => break,
             _ = user2.recv() => {
                 drain_all(probes, consumer);

@@ -5,13 +5,14 @@
 use std::{fs, os::unix::fs::FileExt as _, path::Path};
 
 use crate::{
-    error::{Error, Result, io},
+    dir::Dir,
+    error::{Error, Result},
     format::{FILE_HEADER_LEN, FileKind, GROUP_ENTRY_LEN, GroupEntry, SUMMARY_LEN, TimeEntry},
     recovery::{
         self, follows, group_summaries_intact, open_log, read_block, summaries_of, values_of,
     },
     schema::Meta,
-    segment_path,
+    segment_name,
 };
 
 /// What [`check`] found.
@@ -37,11 +38,16 @@ pub struct Report {
 /// Verifies every part of the capture at `dir`. An error only when there
 /// is nothing to check against (no readable `meta` or `time.log`); damage
 /// is listed in the report.
-pub fn check(dir: &Path) -> Result<Report> {
-    if !dir.join("meta").exists() {
+pub fn check(path: &Path) -> Result<Report> {
+    check_dir(&Dir::open(path)?)
+}
+
+/// [`check`] of an open capture directory.
+pub(crate) fn check_dir(dir: &Dir) -> Result<Report> {
+    if !dir.contains("meta") {
         return Err(Error::Invalid(format!(
             "{} is not a weft capture (no meta file)",
-            dir.display()
+            dir.path().display()
         )));
     }
     let meta = Meta::load(dir)?;
@@ -55,7 +61,7 @@ pub fn check(dir: &Path) -> Result<Report> {
         Err(error) => return Err(error),
     };
     let time_path = dir.join("time.log");
-    let time = fs::read(&time_path).map_err(io("read", &time_path))?;
+    let time = dir.read("time.log", u64::MAX)?;
     let (format, _) = crate::format::check_file_header(&time, FileKind::Time, &time_path)?;
     let chunks = open_log(dir, "chunks.log", FileKind::Chunks, format)?;
     let values = (format.has_values())
@@ -106,7 +112,7 @@ pub fn check(dir: &Path) -> Result<Report> {
                 problems.push(format!("values.log at offset {}: {what}", entry.values_at));
             }
             let segment = chunk / per_segment;
-            if !segment_path(dir, segment).exists() {
+            if !dir.contains(&segment_name(segment)) {
                 // A closed capture lists what its budget deleted (opening
                 // reported any other loss); a crashed one cannot tell.
                 if deleted.as_ref().is_none_or(|d| d.contains(&segment)) {

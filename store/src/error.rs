@@ -17,6 +17,15 @@ pub enum Error {
         /// error chain does not print it twice).
         error: io::Error,
     },
+    /// A path weft refuses to use: a link inside a capture, a file that is
+    /// not a regular file, a directory another user may write to.
+    #[error("{path} {what}")]
+    Unsafe {
+        /// The path.
+        path: PathBuf,
+        /// Why it is refused, and what to do.
+        what: String,
+    },
     /// A file's bytes are not what the format says they must be.
     #[error("{path} at offset {offset}: {what}")]
     Corrupt {

@@ -11,22 +11,22 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet, VecDeque},
-    fs::{self, File},
+    fs::File,
     os::unix::fs::FileExt as _,
-    path::{Path, PathBuf},
     sync::{Arc, mpsc},
     time::{Duration, Instant},
 };
 
 use crate::{
     config::{Config, Durability},
+    dir::Dir,
     error::{Result, io},
     format::{
         FILE_HEADER_LEN, FileKind, FormatVersion, GroupEntry, SUMMARY_LEN, Summary, TimeEntry,
         file_header,
     },
     schema::Meta,
-    segment_number, segment_path,
+    segment_name, segment_number,
     shared::{Sealed, Shared},
     values::{self, Wide},
 };
@@ -48,23 +48,25 @@ const CACHED_BEHIND: u64 = 32 << 20;
 
 /// Creates `chunks.log`, `values.log`, `groups.log` and `time.log` with
 /// their headers, in the current format.
-pub(crate) fn create_logs(dir: &Path) -> Result<()> {
+pub(crate) fn create_logs(dir: &Dir) -> Result<()> {
     for (name, kind) in [
         ("chunks.log", FileKind::Chunks),
         ("values.log", FileKind::Values),
         ("groups.log", FileKind::Groups),
         ("time.log", FileKind::Time),
     ] {
-        let path = dir.join(name);
-        let file = crate::create_file(&path)?;
+        let file = dir.create(name)?;
         file.write_all_at(&file_header(kind, FormatVersion::CURRENT, 0), 0)
-            .map_err(io("write", &path))?;
+            .map_err(io("write", &dir.join(name)))?;
     }
-    crate::sync_dir(dir)
+    dir.sync()
 }
 
 struct Files {
-    dir: PathBuf,
+    dir: Arc<Dir>,
+    /// The segment a reopened capture goes on writing, which exists; every
+    /// other segment is new and made with `O_EXCL`.
+    resume: Option<u64>,
     format: FormatVersion,
     chunks: File,
     /// The values log and where its next entry goes (format 2 on).
@@ -82,17 +84,12 @@ struct Files {
 
 impl Files {
     fn open(
-        dir: &Path,
+        dir: &Arc<Dir>,
         format: FormatVersion,
         (values_end, groups_end): (u64, u64),
+        resume: Option<u64>,
     ) -> Result<Self> {
-        let open = |name: &str| {
-            let path = dir.join(name);
-            fs::OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .map_err(io("open", &path))
-        };
+        let open = |name: &str| dir.open_file_rw(name);
         let values = if format.has_values() {
             Some((open("values.log")?, values_end))
         } else {
@@ -104,7 +101,8 @@ impl Files {
             None
         };
         Ok(Self {
-            dir: dir.to_owned(),
+            dir: Arc::clone(dir),
+            resume: resume.filter(|s| dir.contains(&segment_name(*s))),
             format,
             chunks: open("chunks.log")?,
             values,
@@ -128,13 +126,14 @@ impl Files {
                 .map_err(io("fdatasync", &self.dir.join(name)))?;
         }
         for segment in &self.written {
-            let path = segment_path(&self.dir, *segment);
+            let name = segment_name(*segment);
             // The disk budget may have deleted it since.
-            if let Ok(file) = File::open(&path) {
-                file.sync_data().map_err(io("fdatasync", &path))?;
+            if let Ok(file) = self.dir.open_file(&name) {
+                file.sync_data()
+                    .map_err(io("fdatasync", &self.dir.join(&name)))?;
             }
         }
-        crate::sync_dir(&self.dir)
+        self.dir.sync()
     }
 
     /// The file of `segment`, made with its header if new. `durability`
@@ -149,18 +148,15 @@ impl Files {
         durability: Durability,
     ) -> Result<Arc<File>> {
         if !self.segments.contains_key(&segment) {
-            let path = segment_path(&self.dir, segment);
-            let file = if path.exists() {
-                fs::OpenOptions::new()
-                    .write(true)
-                    .open(&path)
-                    .map_err(io("open", &path))?
+            let name = segment_name(segment);
+            let file = if self.resume == Some(segment) {
+                self.dir.open_file_rw(&name)?
             } else {
-                let file = crate::create_file(&path)?;
+                let file = self.dir.create(&name)?;
                 file.write_all_at(&file_header(FileKind::Records, self.format, block_size), 0)
-                    .map_err(io("write", &path))?;
+                    .map_err(io("write", &self.dir.join(&name)))?;
                 if durability == Durability::Sync {
-                    crate::sync_dir(&self.dir)?;
+                    self.dir.sync()?;
                 }
                 file
             };
@@ -190,7 +186,7 @@ impl Files {
         let chunk = sealed.time.chunk;
         let segment = chunk / per_segment;
         let offset = (FILE_HEADER_LEN as u64) + (chunk % per_segment) * u64::from(block_size);
-        let path = segment_path(&self.dir, segment);
+        let path = self.dir.join(&segment_name(segment));
         self.written.insert(segment);
         let file = self.segment(segment, block_size, config.durability)?;
         file.write_all_at(&sealed.block, offset)
@@ -361,17 +357,20 @@ fn drop_from_cache(file: &File, offset: u64, len: usize) {
 }
 
 /// The flusher thread's body: write each chunk, commit it, apply the budget.
-/// A failure poisons the store and stops the thread.
+/// `ends` are where the values and groups logs' next entries go, `resume`
+/// the segment a reopened capture goes on in. A failure poisons the store
+/// and stops the thread.
 pub(crate) fn run(
     shared: &Arc<Shared>,
     chunks: &mpsc::Receiver<(Arc<Sealed>, Wide)>,
     spare: &mpsc::Sender<Vec<u8>>,
     config: &Config,
     ends: (u64, u64),
+    resume: u64,
 ) {
     let meta = shared.meta();
     let per_segment = meta.blocks_per_segment;
-    let mut files = match Files::open(&shared.dir, meta.format, ends) {
+    let mut files = match Files::open(&shared.dir, meta.format, ends, Some(resume)) {
         Ok(files) => files,
         Err(error) => return shared.poison(error.to_string()),
     };
@@ -441,25 +440,20 @@ fn retire(
     let budget = config.disk_budget.unwrap_or(u64::MAX);
     let mut sizes = BTreeMap::new();
     let mut total = 0;
-    for entry in fs::read_dir(&shared.dir).map_err(io("read dir", &shared.dir))? {
-        let entry = entry.map_err(io("read dir", &shared.dir))?;
-        let size = match entry.metadata() {
-            Ok(metadata) => metadata.len(),
+    for name in shared.dir.names()? {
+        let Ok(stat) = shared.dir.stat(&name) else {
             // The writer's `meta.tmp` comes and goes while we list.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(io("stat", &entry.path())(e)),
+            continue;
         };
-        // The values log has holes where deleted segments' values were.
-        let size = if entry.file_name() == "values.log" {
-            use std::os::unix::fs::MetadataExt as _;
-            entry
-                .metadata()
-                .map_or(size, |m| size.min(m.blocks().saturating_mul(512)))
-        } else {
-            size
-        };
+        // The logs have holes where deleted segments' entries were: count
+        // the blocks the disk holds.
+        let size = u64::try_from(stat.st_size).unwrap_or(0).min(
+            u64::try_from(stat.st_blocks)
+                .unwrap_or(0)
+                .saturating_mul(512),
+        );
         total += size;
-        if let Some(segment) = entry.file_name().to_str().and_then(segment_number) {
+        if let Some(segment) = segment_number(&name) {
             sizes.insert(segment, size);
         }
     }
@@ -486,8 +480,7 @@ fn retire(
             continue;
         }
         shared.mark_deleted(segment);
-        let path = segment_path(&shared.dir, segment);
-        fs::remove_file(&path).map_err(io("remove", &path))?;
+        shared.dir.remove(&segment_name(segment))?;
         total -= size;
         if let Some(values) = values {
             // From the previous segment's values when that is gone too: a

@@ -44,6 +44,7 @@
 mod cache;
 mod check;
 mod config;
+mod dir;
 mod error;
 mod flusher;
 mod format;
@@ -54,14 +55,11 @@ mod shared;
 mod values;
 mod writer;
 
-use std::{
-    fs,
-    os::unix::fs::OpenOptionsExt as _,
-    path::{Path, PathBuf},
-};
+use std::path::Path;
 
 pub use check::{Report, check};
 pub use config::{Config, Durability};
+pub use dir::Dir;
 pub use error::{Error, Result};
 pub use format::FormatVersion;
 pub use query::{Aggregate, PartAnswer, QueryStats, Record, RecordView};
@@ -75,9 +73,10 @@ pub use writer::Store;
 /// Opens a capture directory read-only: the same answers as the writer's
 /// snapshots, nothing changed on disk; the [`Recovery`] says what a torn
 /// tail would cut.
-pub fn open_read_only(dir: &Path) -> Result<(Snapshot, Recovery)> {
-    let (meta, recovery) = recovery::open_read_only(dir, recovery::Open::Read)?;
-    let shared = std::sync::Arc::new(shared::Shared::new(dir.to_owned(), meta, &recovery));
+pub fn open_read_only(path: &Path) -> Result<(Snapshot, Recovery)> {
+    let dir = Dir::open(path)?;
+    let (meta, recovery) = recovery::open_read_only(&dir, recovery::Open::Read)?;
+    let shared = std::sync::Arc::new(shared::Shared::new(dir.into(), meta, &recovery));
     Ok((shared.snapshot(), recovery))
 }
 
@@ -101,10 +100,11 @@ pub struct Skipped {
 /// them out of every answer (as if the budget had deleted them). A closed
 /// capture keeps all the chunks it closed with; a crashed one is cut at
 /// its unfinished tail as usual.
-pub fn open_skipping_damaged(dir: &Path) -> Result<(Snapshot, Recovery, Skipped)> {
-    let report = check(dir)?;
-    let (meta, recovery) = recovery::open_read_only(dir, recovery::Open::SkipDamaged)?;
-    let entries = recovery::time_entries(dir, &meta)?;
+pub fn open_skipping_damaged(path: &Path) -> Result<(Snapshot, Recovery, Skipped)> {
+    let dir = Dir::open(path)?;
+    let report = check::check_dir(&dir)?;
+    let (meta, recovery) = recovery::open_read_only(&dir, recovery::Open::SkipDamaged)?;
+    let entries = recovery::time_entries(&dir, &meta)?;
     let damaged: Vec<u64> = (report.damaged_chunks.iter().copied())
         .filter(|c| *c < recovery.chunks)
         .collect();
@@ -131,13 +131,13 @@ pub fn open_skipping_damaged(dir: &Path) -> Result<(Snapshot, Recovery, Skipped)
             _ => skipped.spans.push(entry.first_ts..=entry.last_ts),
         }
     }
-    let shared = std::sync::Arc::new(shared::Shared::new(dir.to_owned(), meta, &recovery));
+    let shared = std::sync::Arc::new(shared::Shared::new(dir.into(), meta, &recovery));
     Ok((shared.snapshot().skipping(left_out), recovery, skipped))
 }
 
-/// The record-log segment holding chunks `[segment * per_segment, ...)`.
-pub(crate) fn segment_path(dir: &Path, segment: u64) -> PathBuf {
-    dir.join(format!("records-{segment:010}.log"))
+/// The name of the record-log segment holding chunks `[segment * per_segment, ...)`.
+pub(crate) fn segment_name(segment: u64) -> String {
+    format!("records-{segment:010}.log")
 }
 
 /// Parses a segment number back from a file name; `None` for foreign files.
@@ -146,24 +146,6 @@ pub(crate) fn segment_number(name: &str) -> Option<u64> {
         .strip_suffix(".log")?
         .parse()
         .ok()
-}
-
-/// Creates a new file with mode 0600: captures hold other users' activity.
-pub(crate) fn create_file(path: &Path) -> Result<fs::File> {
-    fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(error::io("create", path))
-}
-
-/// Makes a directory's entries (new, renamed files) durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(error::io("fsync", dir))
 }
 
 /// `CLOCK_MONOTONIC` now, in ns: the same clock as `bpf_ktime_get_ns`.

@@ -7,20 +7,17 @@
 //! but summaries and blocks only at the tail, reading no more than that
 //! (older ones are verified when read). Foreign files are left alone.
 
-use std::{
-    fs::{self, File, OpenOptions},
-    os::unix::fs::FileExt as _,
-    path::Path,
-};
+use std::{fs::File, os::unix::fs::FileExt as _};
 
 use crate::{
+    dir::Dir,
     error::{Error, Result, io},
     format::{
         BlockHeader, FILE_HEADER_LEN, FileKind, FormatVersion, GROUP_ENTRY_LEN, GroupEntry,
         SUMMARY_LEN, Summary, TimeEntry, check_file_header,
     },
     schema::{Closed, Meta, SourceId},
-    segment_number, segment_path, values,
+    segment_name, segment_number, values,
 };
 
 /// What opening a store found.
@@ -60,12 +57,12 @@ pub(crate) enum Open {
     SkipDamaged,
 }
 
-pub(crate) fn recover(dir: &Path, open: Open) -> Result<(Meta, Recovery)> {
+pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
     let writable = open == Open::Write;
     let mut meta = Meta::load(dir)?;
     let mut recovery = Recovery::default();
     let time_path = dir.join("time.log");
-    let time = fs::read(&time_path).map_err(io("read", &time_path))?;
+    let time = dir.read("time.log", u64::MAX)?;
     let (format, _) = check_file_header(&time, FileKind::Time, &time_path)?;
     meta.format = format;
     let chunks = open_log(dir, "chunks.log", FileKind::Chunks, format)?;
@@ -149,7 +146,7 @@ pub(crate) fn recover(dir: &Path, open: Open) -> Result<(Meta, Recovery)> {
             }
             Err(what) => {
                 return Err(Error::Damaged {
-                    dir: dir.to_owned(),
+                    dir: dir.path().to_owned(),
                     what: what.trim_end_matches("; cut here").to_owned(),
                 });
             }
@@ -194,7 +191,7 @@ fn cut_torn_summaries(
 /// What recovery found of a capture that closed cleanly, to hold against
 /// what its close recorded: nothing may be missing or past the end.
 struct Whole<'a> {
-    dir: &'a Path,
+    dir: &'a Dir,
     meta: &'a Meta,
     recovery: &'a Recovery,
     time_len: u64,
@@ -216,21 +213,21 @@ impl Whole<'_> {
             (
                 "chunks.log",
                 FILE_HEADER_LEN as u64 + recovery.next_summary * SUMMARY_LEN as u64,
-                size(&self.dir.join("chunks.log")),
+                size(self.dir, "chunks.log"),
             ),
         ];
         if meta.format.has_values() {
             ends.push((
                 "values.log",
                 recovery.values_end,
-                size(&self.dir.join("values.log")),
+                size(self.dir, "values.log"),
             ));
         }
         if meta.format.has_groups() {
             ends.push((
                 "groups.log",
                 recovery.groups_end,
-                size(&self.dir.join("groups.log")),
+                size(self.dir, "groups.log"),
             ));
         }
         for (name, end, size) in ends {
@@ -245,7 +242,7 @@ impl Whole<'_> {
             let lost = (recovery.deleted_segments.iter()).find(|s| !closed.deleted.contains(s));
             return Err(lost.map_or_else(
                 || "a segment the disk budget deleted is back".to_owned(),
-                |s| format!("{} is missing", segment_path(self.dir, *s).display()),
+                |s| format!("{} is missing", self.dir.join(&segment_name(*s)).display()),
             ));
         }
         self.check_segments(closed.chunks)
@@ -256,7 +253,8 @@ impl Whole<'_> {
         let per_segment = u64::from(self.meta.blocks_per_segment);
         let block = u64::from(self.meta.block_size);
         for &segment in self.segments {
-            let path = segment_path(self.dir, segment);
+            let name = segment_name(segment);
+            let path = self.dir.join(&name);
             let blocks = chunks
                 .saturating_sub(segment * per_segment)
                 .min(per_segment);
@@ -264,7 +262,7 @@ impl Whole<'_> {
                 return Err(format!("{}: past the capture's last chunk", path.display()));
             }
             let end = FILE_HEADER_LEN as u64 + blocks * block;
-            let size = size(&path);
+            let size = size(self.dir, &name);
             if size != end {
                 return Err(format!(
                     "{}: {size} bytes where its {blocks} blocks end at {end}",
@@ -276,20 +274,21 @@ impl Whole<'_> {
     }
 }
 
-/// A file's length, 0 if it cannot be read.
-fn size(path: &Path) -> u64 {
-    fs::metadata(path).map_or(0, |m| m.len())
+/// The length of the file `name`, 0 if it cannot be read.
+fn size(dir: &Dir, name: &str) -> u64 {
+    dir.stat(name)
+        .map_or(0, |s| u64::try_from(s.st_size).unwrap_or(0))
 }
 
 /// Opens the log `name` and checks that its header is `kind` in `format`.
 pub(crate) fn open_log(
-    dir: &Path,
+    dir: &Dir,
     name: &str,
     kind: FileKind,
     format: FormatVersion,
 ) -> Result<File> {
     let path = dir.join(name);
-    let file = File::open(&path).map_err(io("open", &path))?;
+    let file = dir.open_file(name)?;
     let mut header = [0u8; FILE_HEADER_LEN];
     file.read_exact_at(&mut header, 0)
         .map_err(io("read", &path))?;
@@ -337,19 +336,16 @@ fn valid_time_entries(
     entries
 }
 
-fn segments_on_disk(dir: &Path, notes: &mut Vec<String>) -> Result<Vec<u64>> {
+fn segments_on_disk(dir: &Dir, notes: &mut Vec<String>) -> Result<Vec<u64>> {
     let mut segments = Vec::new();
-    for entry in fs::read_dir(dir).map_err(io("read dir", dir))? {
-        let entry = entry.map_err(io("read dir", dir))?;
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
+    for name in dir.names()? {
         match segment_number(&name) {
             Some(segment) => segments.push(segment),
             None if ["meta", "chunks.log", "values.log", "groups.log", "time.log"]
                 .contains(&name.as_ref()) => {}
             None => notes.push(format!(
                 "{}: not a store file; left alone",
-                entry.path().display()
+                dir.join(&name).display()
             )),
         }
     }
@@ -357,10 +353,11 @@ fn segments_on_disk(dir: &Path, notes: &mut Vec<String>) -> Result<Vec<u64>> {
     Ok(segments)
 }
 
-pub(crate) fn read_block(dir: &Path, meta: &Meta, chunk: u64) -> std::result::Result<(), String> {
+pub(crate) fn read_block(dir: &Dir, meta: &Meta, chunk: u64) -> std::result::Result<(), String> {
     let per_segment = u64::from(meta.blocks_per_segment);
-    let path = segment_path(dir, chunk / per_segment);
-    let file = File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let name = segment_name(chunk / per_segment);
+    let path = dir.join(&name);
+    let file = dir.open_file(&name).map_err(|e| e.to_string())?;
     let mut header = [0u8; FILE_HEADER_LEN];
     file.read_exact_at(&mut header, 0)
         .map_err(|e| format!("{}: {e}", path.display()))?;
@@ -515,53 +512,54 @@ fn last_addresses(meta: &Meta, entries: &[TimeEntry], chunks: &File) -> Vec<Opti
 }
 
 /// Cuts every file back to the kept chunks; returns the bytes removed.
-fn truncate(dir: &Path, meta: &Meta, recovery: &Recovery, segments: &[u64]) -> Result<u64> {
+fn truncate(dir: &Dir, meta: &Meta, recovery: &Recovery, segments: &[u64]) -> Result<u64> {
     let chunks = recovery.chunks;
     let mut cut = cut_to(
-        &dir.join("time.log"),
+        dir,
+        "time.log",
         (FILE_HEADER_LEN + chunks as usize * TimeEntry::len(meta.format)) as u64,
     )?;
     cut += cut_to(
-        &dir.join("chunks.log"),
+        dir,
+        "chunks.log",
         FILE_HEADER_LEN as u64 + recovery.next_summary * SUMMARY_LEN as u64,
     )?;
     if meta.format.has_values() {
-        cut += cut_to(&dir.join("values.log"), recovery.values_end)?;
+        cut += cut_to(dir, "values.log", recovery.values_end)?;
     }
     if meta.format.has_groups() {
-        cut += cut_to(&dir.join("groups.log"), recovery.groups_end)?;
+        cut += cut_to(dir, "groups.log", recovery.groups_end)?;
     }
     let per_segment = u64::from(meta.blocks_per_segment);
     let active = chunks / per_segment;
     for segment in segments.iter().copied().filter(|s| *s >= active) {
-        let path = segment_path(dir, segment);
+        let name = segment_name(segment);
         // The active segment keeps its blocks. One that would keep none
         // goes, as later ones do: a crash between creating it and writing
         // its header leaves it empty, and the flusher would reopen it
         // without writing the header again.
         if segment == active && !chunks.is_multiple_of(per_segment) {
             cut += cut_to(
-                &path,
+                dir,
+                &name,
                 FILE_HEADER_LEN as u64 + (chunks % per_segment) * u64::from(meta.block_size),
             )?;
         } else {
-            let size = fs::metadata(&path).map_err(io("stat", &path))?.len();
-            fs::remove_file(&path).map_err(io("remove", &path))?;
+            let size = size(dir, &name);
+            dir.remove(&name)?;
             cut += size;
         }
     }
     if cut > 0 {
-        crate::sync_dir(dir)?;
+        dir.sync()?;
     }
     Ok(cut)
 }
 
-/// Truncates `path` to `len` bytes if longer; returns the bytes removed.
-fn cut_to(path: &Path, len: u64) -> Result<u64> {
-    let file = OpenOptions::new()
-        .write(true)
-        .open(path)
-        .map_err(io("open", path))?;
+/// Truncates the file `name` to `len` bytes if longer; returns the bytes removed.
+fn cut_to(dir: &Dir, name: &str, len: u64) -> Result<u64> {
+    let path = &dir.join(name);
+    let file = dir.open_file_rw(name)?;
     let size = file.metadata().map_err(io("stat", path))?.len();
     if size <= len {
         return Ok(0);
@@ -573,9 +571,8 @@ fn cut_to(path: &Path, len: u64) -> Result<u64> {
 
 /// Opens a store read-only: the same checks, nothing changed on disk.
 /// Each chunk's time entry in `dir`'s time log, `None` where it is damaged.
-pub(crate) fn time_entries(dir: &Path, meta: &Meta) -> Result<Vec<Option<TimeEntry>>> {
-    let path = dir.join("time.log");
-    let time = fs::read(&path).map_err(io("read", &path))?;
+pub(crate) fn time_entries(dir: &Dir, meta: &Meta) -> Result<Vec<Option<TimeEntry>>> {
+    let time = dir.read("time.log", u64::MAX)?;
     let len = TimeEntry::len(meta.format);
     let raw = time.get(FILE_HEADER_LEN..).unwrap_or_default().chunks(len);
     Ok((0u64..)
@@ -635,11 +632,11 @@ pub(crate) fn stand_ins(
     out
 }
 
-pub(crate) fn open_read_only(dir: &Path, open: Open) -> Result<(Meta, Recovery)> {
-    if !dir.join("meta").exists() {
+pub(crate) fn open_read_only(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
+    if !dir.contains("meta") {
         return Err(Error::Invalid(format!(
             "{} is not a weft capture (no meta file)",
-            dir.display()
+            dir.path().display()
         )));
     }
     recover(dir, open)

@@ -1,9 +1,12 @@
 //! Sources, their fields, and the indexes over them; persisted in the capture
 //! directory's `meta` file so a reopened store knows how to read its records.
 
-use std::{fmt::Write as _, fs, io::Write as _, path::Path};
+use std::{fmt::Write as _, io::Write as _};
 
-use crate::error::{Error, Result, io};
+use crate::{
+    dir::Dir,
+    error::{Error, Result, io},
+};
 
 /// A source id, assigned by [`crate::Store::define_source`].
 pub type SourceId = u16;
@@ -339,6 +342,34 @@ pub struct Closed {
     pub deleted: Vec<u64>,
 }
 
+/// The largest `meta` a store writes is far smaller (a few sources and
+/// indexes, pinned windows): a larger one is refused before it is read.
+const MAX_META_BYTES: u64 = 16 << 20;
+
+/// The largest chunk a store writes (and so a reader allocates).
+pub(crate) const MAX_BLOCK_SIZE: u32 = 64 << 20;
+
+/// The most chunks one record segment holds.
+pub(crate) const MAX_BLOCKS_PER_SEGMENT: u32 = 1 << 20;
+
+/// Checks a chunk size and segment length as the writer accepts them.
+pub(crate) fn check_layout(
+    block_size: u32,
+    blocks_per_segment: u32,
+) -> std::result::Result<(), String> {
+    if !block_size.is_power_of_two() || !(4096..=MAX_BLOCK_SIZE).contains(&block_size) {
+        return Err(format!(
+            "block size {block_size} must be a power of two from 4096 to {MAX_BLOCK_SIZE}"
+        ));
+    }
+    if !(1..=MAX_BLOCKS_PER_SEGMENT).contains(&blocks_per_segment) {
+        return Err(format!(
+            "blocks per segment {blocks_per_segment} must be from 1 to {MAX_BLOCKS_PER_SEGMENT}"
+        ));
+    }
+    Ok(())
+}
+
 /// The first line of `meta`. Version 2 always ends with a `crc` line, so
 /// a cut that happens to fall between lines is caught too; version 1
 /// (captures from before the checksum) may lack it.
@@ -428,22 +459,30 @@ impl Meta {
         out
     }
 
-    /// Writes the file atomically (temp file, fsync, rename, fsync dir), mode 0600.
-    pub fn save(&self, dir: &Path) -> Result<()> {
+    /// Writes the file atomically (temp file, fsync, rename, fsync dir), mode
+    /// 0600. A `meta.tmp` left by a save that was killed is removed first:
+    /// it was never renamed into place, so it holds nothing the capture
+    /// needs, and keeping it would fail every later save.
+    pub fn save(&self, dir: &Dir) -> Result<()> {
+        dir.remove_if_present("meta.tmp")?;
+        let mut file = dir.create("meta.tmp")?;
         let tmp = dir.join("meta.tmp");
-        let path = dir.join("meta");
-        let mut file = crate::create_file(&tmp)?;
         file.write_all(self.render().as_bytes())
             .map_err(io("write", &tmp))?;
         file.sync_all().map_err(io("fsync", &tmp))?;
-        fs::rename(&tmp, &path).map_err(io("rename", &path))?;
-        crate::sync_dir(dir)
+        dir.rename("meta.tmp", "meta")?;
+        dir.sync()
     }
 
     /// Reads `dir/meta`; a malformed line is [`Error::Corrupt`] with its line number.
-    pub fn load(dir: &Path) -> Result<Self> {
+    pub fn load(dir: &Dir) -> Result<Self> {
         let path = dir.join("meta");
-        let text = fs::read_to_string(&path).map_err(io("read", &path))?;
+        let bytes = dir.read("meta", MAX_META_BYTES)?;
+        let text = String::from_utf8(bytes).map_err(|e| Error::Corrupt {
+            path: path.clone(),
+            offset: e.utf8_error().valid_up_to() as u64,
+            what: "not UTF-8 text".into(),
+        })?;
         let corrupt = |(line, what)| Error::Corrupt {
             path: path.clone(),
             offset: line,
@@ -575,6 +614,10 @@ fn parse_meta(text: &str) -> std::result::Result<Meta, (u64, String)> {
     }
     if meta.block_size == 0 || meta.blocks_per_segment == 0 {
         return Err((1, "block_size and blocks_per_segment must be set".into()));
+    }
+    // Readers allocate blocks of this size: bound it as the writer does.
+    if let Err(what) = check_layout(meta.block_size, meta.blocks_per_segment) {
+        return Err((1, what));
     }
     Ok(meta)
 }

@@ -18,13 +18,14 @@ use std::{
 
 use crate::{
     cache::BinCache,
+    dir::Dir,
     error::{Error, Result, io},
     format::{
         BlockHeader, FILE_HEADER_LEN, GROUP_ENTRY_LEN, GroupEntry, SUMMARY_LEN, Summary, TimeEntry,
     },
     recovery::Recovery,
     schema::{IndexId, Meta, SourceId},
-    segment_path, values,
+    segment_name, values,
 };
 
 /// A chunk ready to be written (or the published prefix of the active one).
@@ -35,7 +36,7 @@ pub(crate) struct Sealed {
 }
 
 pub(crate) struct Shared {
-    pub dir: PathBuf,
+    pub dir: Arc<Dir>,
     /// Values of sealed chunks' bins, kept between queries.
     pub bins: BinCache,
     poisoned: AtomicBool,
@@ -58,7 +59,7 @@ struct State {
 }
 
 impl Shared {
-    pub fn new(dir: PathBuf, meta: Meta, recovery: &Recovery) -> Self {
+    pub fn new(dir: Arc<Dir>, meta: Meta, recovery: &Recovery) -> Self {
         Self {
             dir,
             bins: BinCache::default(),
@@ -159,7 +160,7 @@ impl Shared {
             damaged: None,
             memory,
             partial: partial.is_some(),
-            files: Arc::default(),
+            files: Arc::new(Files::new(Arc::clone(&self.dir))),
         }
     }
 }
@@ -299,7 +300,7 @@ impl Snapshot {
             return Err(Error::Expired { chunk });
         }
         let per_segment = u64::from(self.meta.blocks_per_segment);
-        let path = segment_path(&self.shared.dir, chunk / per_segment);
+        let path = self.shared.dir.join(&segment_name(chunk / per_segment));
         let size = self.meta.block_size as usize;
         let offset = (FILE_HEADER_LEN + (chunk % per_segment) as usize * size) as u64;
         let bytes = read_at(&self.files, &path, offset, size)?;
@@ -346,8 +347,8 @@ impl Snapshot {
 
 /// Open read handles of one snapshot, so queries do not reopen a file per
 /// read, and its map of the chunk log.
-#[derive(Default)]
 struct Files {
+    dir: Arc<Dir>,
     handles: Mutex<std::collections::HashMap<PathBuf, Arc<File>>>,
     chunk_log: std::sync::OnceLock<Option<memmap2::Mmap>>,
     group_log: std::sync::OnceLock<Option<memmap2::Mmap>>,
@@ -364,6 +365,17 @@ pub(crate) struct Group {
 }
 
 impl Files {
+    fn new(dir: Arc<Dir>) -> Self {
+        Self {
+            dir,
+            handles: Mutex::default(),
+            chunk_log: std::sync::OnceLock::new(),
+            group_log: std::sync::OnceLock::new(),
+            groups: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The store file at `path` (in the capture directory), opened once.
     fn get(&self, path: &std::path::Path) -> Result<Arc<File>> {
         let mut files = self
             .handles
@@ -372,7 +384,11 @@ impl Files {
         if let Some(file) = files.get(path) {
             return Ok(Arc::clone(file));
         }
-        let file = Arc::new(File::open(path).map_err(io("open", path))?);
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let file = Arc::new(self.dir.open_file(name)?);
         if files.len() > 16 {
             files.clear();
         }

@@ -8,13 +8,14 @@
 //! chunk alive a little longer through their snapshots.
 
 use std::{
-    path::{Path, PathBuf},
+    path::Path,
     sync::{Arc, mpsc},
     thread,
 };
 
 use crate::{
     config::Config,
+    dir::Dir,
     error::{Error, Result},
     flusher,
     format::{
@@ -22,7 +23,10 @@ use crate::{
         TimeEntry,
     },
     recovery::{self, Recovery},
-    schema::{Bins, Closed, Field, Index, IndexId, Meta, Partition, Source, SourceId, check_name},
+    schema::{
+        Bins, Closed, Field, Index, IndexId, Meta, Partition, Source, SourceId, check_layout,
+        check_name,
+    },
     shared::{Reader, Sealed, Shared, Snapshot},
     values::{BinValues, Wide},
 };
@@ -205,23 +209,15 @@ impl Store {
     /// Creates a store in `dir` (which must not hold one), or reopens and
     /// recovers the store there: everything up to the last complete chunk is
     /// kept, and [`Store::recovery`] says what was cut.
-    pub fn open(dir: &Path, config: &Config) -> Result<Self> {
-        if !config.block_size.is_power_of_two()
-            || config.block_size < 4096
-            || config.blocks_per_segment == 0
-        {
-            return Err(Error::Invalid(format!(
-                "block size {} must be a power of two of at least 4096, and blocks per segment positive",
-                config.block_size
-            )));
-        }
-        std::fs::create_dir_all(dir).map_err(crate::error::io("mkdir", dir))?;
-        let (meta, recovery) = if dir.join("meta").exists() {
-            let (mut meta, recovery) = recovery::recover(dir, recovery::Open::Write)?;
+    pub fn open(path: &Path, config: &Config) -> Result<Self> {
+        check_layout(config.block_size, config.blocks_per_segment).map_err(Error::Invalid)?;
+        let dir = Dir::open_to_write(path)?;
+        let (meta, recovery) = if dir.contains("meta") {
+            let (mut meta, recovery) = recovery::recover(&dir, recovery::Open::Write)?;
             // Open for writing, the capture is no longer closed: a crash
             // from here on leaves a tail to cut, not damage.
             if meta.closed.take().is_some() {
-                meta.save(dir)?;
+                meta.save(&dir)?;
             }
             (meta, recovery)
         } else {
@@ -230,11 +226,11 @@ impl Store {
                 blocks_per_segment: config.blocks_per_segment,
                 ..Meta::default()
             };
-            meta.save(dir)?;
-            flusher::create_logs(dir)?;
+            meta.save(&dir)?;
+            flusher::create_logs(&dir)?;
             (meta, Recovery::default())
         };
-        let shared = Arc::new(Shared::new(PathBuf::from(dir), meta.clone(), &recovery));
+        let shared = Arc::new(Shared::new(Arc::new(dir), meta.clone(), &recovery));
         // A few sealed chunks may wait for the flusher: with none, every
         // stall of the flusher (a group to merge, a segment to retire, a
         // core lent to another thread) stalled the writer too.
@@ -248,10 +244,11 @@ impl Store {
                 recovery.values_end.max(FILE_HEADER_LEN as u64),
                 recovery.groups_end.max(FILE_HEADER_LEN as u64),
             );
+            let resume = recovery.chunks / u64::from(meta.blocks_per_segment);
             thread::Builder::new()
                 .name("weft-store-flush".into())
-                .spawn(move || flusher::run(&shared, &rx, &spare_tx, &config, ends))
-                .map_err(crate::error::io("spawn flusher for", dir))?
+                .spawn(move || flusher::run(&shared, &rx, &spare_tx, &config, ends, resume))
+                .map_err(crate::error::io("spawn flusher for", path))?
         };
         let mut store = Self {
             block: vec![0; meta.block_size as usize],
@@ -275,6 +272,12 @@ impl Store {
         store.prev.resize(store.meta.sources.len(), None);
         store.rebuild_accumulators();
         Ok(store)
+    }
+
+    /// The capture directory, open: files beside the store's go in
+    /// through it (see [`Dir`]).
+    pub fn dir(&self) -> &Arc<Dir> {
+        &self.shared.dir
     }
 
     /// What reopening found and cut.
@@ -682,7 +685,7 @@ impl Drop for Store {
         {
             eprintln!(
                 "weft-store: closing {} failed: {error}",
-                self.shared.dir.display()
+                self.shared.dir.path().display()
             );
         }
     }

@@ -261,10 +261,10 @@ fn append(dir: &Path, name: &str, bytes: &[u8]) {
 
 /// Takes the clean-close mark out of `dir`'s meta, as a crash leaves it.
 fn as_if_never_closed(dir: &Path) {
-    let mut meta = weft_store::Meta::load(dir).unwrap();
+    let mut meta = weft_store::Meta::load(&weft_store::Dir::open(dir).unwrap()).unwrap();
     assert!(meta.closed.is_some(), "{meta:?}");
     meta.closed = None;
-    meta.save(dir).unwrap();
+    meta.save(&weft_store::Dir::open(dir).unwrap()).unwrap();
 }
 
 #[test]
@@ -310,7 +310,12 @@ fn reopening_a_closed_capture_to_append_and_closing_it_again() {
     write_closed_store(&dir, 10_000);
     let (mut store, source, _) = counting_store(&dir, &small());
     // While open for writing, the capture is not closed.
-    assert_eq!(weft_store::Meta::load(&dir).unwrap().closed, None);
+    assert_eq!(
+        weft_store::Meta::load(&weft_store::Dir::open(&dir).unwrap())
+            .unwrap()
+            .closed,
+        None
+    );
     for seq in 10_000u64..12_000 {
         store.append(source, &seq.to_le_bytes()).unwrap();
     }

@@ -13,7 +13,6 @@ pub use list::list;
 
 use std::{
     io::Write as _,
-    os::unix::fs::OpenOptionsExt as _,
     path::PathBuf,
     sync::atomic::{AtomicBool, Ordering},
     time::Duration,
@@ -185,25 +184,13 @@ pub fn run(args: Options) -> Result<()> {
 }
 
 /// Where the program's output goes: `path`, created (or emptied) with
-/// mode 0600 and written a line at a time, so that it can be followed;
-/// else stdout.
+/// mode 0600 as [`crate::output::create`] opens it, and written a line at
+/// a time, so that it can be followed; else stdout.
 fn output(path: Option<&std::path::Path>) -> Result<Box<dyn std::io::Write>> {
     let Some(path) = path else {
         return Ok(Box::new(std::io::stdout().lock()));
     };
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("failed to create {}", path.display()))?;
-    // A file that was there keeps its mode through open(2): set it. Not a
-    // device or pipe's (`-o /dev/stderr`), which is not weft's to change.
-    if file.metadata()?.is_file() {
-        file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
-            .with_context(|| format!("failed to make {} private", path.display()))?;
-    }
+    let file = crate::output::create(path)?;
     Ok(Box::new(std::io::LineWriter::new(file)))
 }
 
