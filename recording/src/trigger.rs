@@ -6,9 +6,12 @@
 //! record everything, keep what a symptom points at.
 //!
 //! A match inside its trigger's current window extends that window (one
-//! firing); a match after it fires again, at most `--max-triggers` times per
-//! period, so a spammy trigger cannot pin the whole ring. SIGUSR2 fires the
-//! manual trigger, number 0.
+//! firing), up to [`WINDOW_CAP`] times the `--keep` span; a match after it,
+//! or one that would stretch it past the cap, fires again, at most
+//! `--max-triggers` times per period. And the store keeps pinned windows
+//! within their share of `--max-disk`, releasing the oldest past it, so a
+//! trigger that matches all the time cannot pin the whole ring or pass the
+//! budget. SIGUSR2 fires the manual trigger, number 0.
 
 use std::{collections::VecDeque, sync::mpsc::Sender};
 
@@ -44,9 +47,13 @@ struct Rule {
     recent: VecDeque<u64>,
     /// The window of the last firing, around its record's own time.
     window: Option<(u64, u64)>,
+    /// Where that firing's pin starts in the store (arrival times).
+    pin_start: u64,
     fired: u64,
     /// Matches inside the current window: they extend it.
     merged: u64,
+    /// Windows closed at the cap, their next match a new firing.
+    capped: u64,
     /// Matches the rate limit refused.
     suppressed: u64,
 }
@@ -94,6 +101,12 @@ struct SlidingPercentile {
 /// over the histogram's buckets, too much for every record.
 const RECOMPUTE_NS: u64 = 100_000_000;
 
+/// How many times its `--keep` span a firing's window may grow to as
+/// matches extend it: a condition that matches steadily (`dur > 1s` holds
+/// for every idle `epoll_wait`) would otherwise stretch one window, and
+/// its pin, over the whole recording.
+pub const WINDOW_CAP: u64 = 10;
+
 pub struct Triggers {
     rules: Vec<Rule>,
     policy: Policy,
@@ -106,9 +119,10 @@ pub struct Triggers {
     notes: Vec<(u64, String)>,
     /// The log source, defined at the first firing.
     log: Option<SourceId>,
-    /// A window extension not yet written to the store (written each tick:
-    /// one metadata write a second, however often matches extend it).
-    pending: Option<(u64, u64)>,
+    /// Window extensions not yet written to the store, by pin start to
+    /// new end (written each tick: one metadata write a second, however
+    /// often matches extend them).
+    pending: std::collections::BTreeMap<u64, u64>,
 }
 
 impl Triggers {
@@ -134,7 +148,7 @@ impl Triggers {
             captures: Vec::new(),
             notes: Vec::new(),
             log: None,
-            pending: None,
+            pending: std::collections::BTreeMap::new(),
         };
         if texts.is_empty() {
             return Ok(triggers);
@@ -240,13 +254,18 @@ impl Triggers {
             && window.0 <= current.1
             && current.0 <= window.1
         {
-            *current = (current.0.min(window.0), current.1.max(window.1));
-            rule.merged += 1;
-            self.pending = Some(match self.pending {
-                Some((start, end)) => (start.min(pinned.0), end.max(pinned.1)),
-                None => pinned,
-            });
-            return Ok(());
+            let grown = (current.0.min(window.0), current.1.max(window.1));
+            if grown.1 - grown.0 <= WINDOW_CAP.saturating_mul(before + after) {
+                *current = grown;
+                rule.merged += 1;
+                let end = self.pending.entry(rule.pin_start).or_insert(pinned.1);
+                *end = (*end).max(pinned.1);
+                return Ok(());
+            }
+            // Past the cap the window closes, and this match is a new
+            // firing, under the rate limit.
+            rule.capped += 1;
+            rule.window = None;
         }
         if let Some((most, per)) = limit {
             while rule.recent.front().is_some_and(|t| t + per <= time) {
@@ -259,6 +278,7 @@ impl Triggers {
             rule.recent.push_back(time);
         }
         rule.window = Some(window);
+        rule.pin_start = pinned.0;
         rule.fired += 1;
         eprintln!(
             "weft: trigger {id} ({}) fired: keeping {:.1}s before and {:.1}s after",
@@ -307,7 +327,7 @@ impl Triggers {
 
     /// Writes the extension of a window that matches stretched.
     pub fn tick(&mut self, store: &mut Store) -> Result<()> {
-        if let Some((start, end)) = self.pending.take() {
+        for (start, end) in std::mem::take(&mut self.pending) {
             store.pin(start, end)?;
         }
         Ok(())
@@ -325,6 +345,7 @@ impl Triggers {
                     "condition": r.text,
                     "fired": r.fired,
                     "merged": r.merged,
+                    "capped": r.capped,
                     "suppressed": r.suppressed,
                 })
             })
@@ -537,8 +558,10 @@ impl Rule {
             state,
             recent: VecDeque::new(),
             window: None,
+            pin_start: 0,
             fired: 0,
             merged: 0,
+            capped: 0,
             suppressed: 0,
         }
     }
@@ -747,7 +770,42 @@ mod tests {
         }
         let rule = &triggers.to_json()["rules"][1];
         assert_eq!((&rule["fired"], &rule["merged"]), (&json!(3), &json!(0)));
-        assert_eq!(scratch.store.meta().pins, [(99 * MS, 201 * MS)]);
+        assert_eq!(
+            scratch.store.meta().pins,
+            [
+                (99 * MS, 201 * MS),
+                (129 * MS, 201 * MS),
+                (159 * MS, 201 * MS)
+            ],
+            "each firing is a pin of its own, released on its own"
+        );
+    }
+
+    #[test]
+    fn a_steady_match_grows_a_window_only_to_its_cap() {
+        let mut scratch = Scratch::new("cap");
+        let mut triggers = scratch
+            .triggers(&[r#"syscalls where name = "getppid""#], None)
+            .unwrap();
+        // A match every ms for 50 ms, with --keep -1ms..+1ms: each window
+        // grows to at most 10 x 2 ms, then the next match fires anew.
+        for arrival in (100..150).map(|ms| ms * MS) {
+            scratch.feed(&mut triggers, arrival, 1000);
+        }
+        triggers.tick(&mut scratch.store).unwrap();
+        let rule = &triggers.to_json()["rules"][1];
+        assert_eq!(
+            (&rule["fired"], &rule["capped"], &rule["merged"]),
+            (&json!(3), &json!(2), &json!(47))
+        );
+        assert_eq!(
+            scratch.store.meta().pins,
+            [
+                (99 * MS, 119 * MS),
+                (118 * MS, 138 * MS),
+                (137 * MS, 150 * MS)
+            ]
+        );
     }
 
     #[test]

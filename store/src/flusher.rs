@@ -423,7 +423,7 @@ pub(crate) fn run(
 }
 
 /// Deletes the oldest segments (never the one being written, never one that
-/// overlaps a pinned window) while the store exceeds its disk budget or
+/// overlaps a pin the budget honours: see [`honoured_pins`]) while the store exceeds its disk budget or
 /// they are older than its retention before `newest`, and frees their
 /// chunks' entries in the values log.
 fn retire(
@@ -459,26 +459,42 @@ fn retire(
     }
     let snapshot = shared.snapshot();
     let per_segment = u64::from(snapshot.meta().blocks_per_segment);
-    for (segment, size) in sizes {
-        if segment >= current {
-            break;
-        }
-        let first = snapshot.time_entry(segment * per_segment)?;
-        let last = snapshot.time_entry(segment * per_segment + per_segment - 1)?;
+    let mut spans = Vec::new();
+    for (&segment, &size) in sizes.range(..current) {
+        let first = snapshot.time_entry(segment * per_segment)?.first_ts;
+        let last = snapshot
+            .time_entry(segment * per_segment + per_segment - 1)?
+            .last_ts;
+        spans.push(Span {
+            segment,
+            size,
+            time: (first, last),
+        });
+    }
+    // The pins' share of what the budget leaves the segments: the index
+    // logs count against the budget too.
+    let segments: u64 = sizes.values().sum();
+    let share = config.disk_budget.map_or(u64::MAX, |budget| {
+        let room = budget.saturating_sub(total - segments);
+        (room as f64 * config.pin_share) as u64
+    });
+    let pins = honoured_pins(shared, &snapshot.meta().pins, &spans, share);
+    for span in spans {
+        let Span {
+            segment,
+            size,
+            time,
+        } = span;
         let old = config
             .retain
-            .is_some_and(|retain| last.last_ts.saturating_add(retain) < newest);
+            .is_some_and(|retain| time.1.saturating_add(retain) < newest);
         if total <= budget && !old {
             break;
         }
-        let pinned = snapshot
-            .meta()
-            .pins
-            .iter()
-            .any(|(start, end)| *start <= last.last_ts && first.first_ts <= *end);
-        if pinned {
+        if pins.iter().any(|pin| overlaps(*pin, time)) {
             continue;
         }
+        let first = snapshot.time_entry(segment * per_segment)?;
         shared.mark_deleted(segment);
         shared.dir.remove(&segment_name(segment))?;
         total -= size;
@@ -497,6 +513,55 @@ fn retire(
         }
     }
     Ok(())
+}
+
+/// A record segment on disk and the arrival times its chunks span.
+#[derive(Clone, Copy)]
+struct Span {
+    segment: u64,
+    size: u64,
+    time: (u64, u64),
+}
+
+/// Whether the time windows `a` and `b` (inclusive) overlap.
+fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
+    a.0 <= b.1 && b.0 <= a.1
+}
+
+/// The pins the budget still honours: the newest first, while the
+/// segments they keep take no more than `share` bytes together. From the
+/// first that does not fit on, the older ones are released (noted in
+/// `shared`, and never honoured again), so pinned windows never crowd out
+/// the newest data however often triggers fire.
+fn honoured_pins(
+    shared: &Shared,
+    pins: &[(u64, u64)],
+    spans: &[Span],
+    share: u64,
+) -> Vec<(u64, u64)> {
+    let mut pins: Vec<(u64, u64)> = (pins.iter().copied())
+        .filter(|(start, _)| !shared.is_released(*start))
+        .collect();
+    pins.sort_by_key(|pin| std::cmp::Reverse(pin.1));
+    let mut kept = BTreeSet::new();
+    let mut bytes = 0u64;
+    let mut honoured = Vec::new();
+    let mut full = false;
+    for pin in pins {
+        let more: u64 = (spans.iter())
+            .filter(|s| overlaps(pin, s.time) && !kept.contains(&s.segment))
+            .map(|s| s.size)
+            .sum();
+        full = full || bytes.saturating_add(more) > share;
+        if full {
+            shared.release_pin(pin.0);
+            continue;
+        }
+        bytes += more;
+        kept.extend((spans.iter().filter(|s| overlaps(pin, s.time))).map(|s| s.segment));
+        honoured.push(pin);
+    }
+    honoured
 }
 
 /// Frees the disk blocks of `[from, to)` in `file`, keeping its size (reads

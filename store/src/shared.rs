@@ -51,6 +51,8 @@ struct State {
     groups_end: u64,
     /// Segments deleted by the disk budget.
     deleted: BTreeSet<u64>,
+    /// Start times of the pins the disk budget released.
+    released: BTreeSet<u64>,
     /// Sealed chunks not yet committed, oldest first.
     sealed: VecDeque<Arc<Sealed>>,
     /// The published prefix of the active chunk.
@@ -69,6 +71,7 @@ impl Shared {
                 committed: recovery.chunks,
                 groups_end: recovery.groups_end,
                 deleted: recovery.deleted_segments.iter().copied().collect(),
+                released: BTreeSet::new(),
                 sealed: VecDeque::new(),
                 partial: None,
                 poison_reason: None,
@@ -136,6 +139,21 @@ impl Shared {
 
     pub fn mark_deleted(&self, segment: u64) {
         self.lock().deleted.insert(segment);
+    }
+
+    /// Notes that the budget released the pin starting at `start`.
+    pub fn release_pin(&self, start: u64) {
+        self.lock().released.insert(start);
+    }
+
+    /// How many pins the budget released.
+    pub fn pins_released(&self) -> u64 {
+        self.lock().released.len() as u64
+    }
+
+    /// Whether the budget released the pin starting at `start`.
+    pub fn is_released(&self, start: u64) -> bool {
+        self.lock().released.contains(&start)
     }
 
     /// Segments deleted by the budget or retention, ascending.

@@ -404,19 +404,22 @@ impl Store {
     }
 
     /// Keeps the records of `[start_ts, end_ts]` from the disk budget and
-    /// retention. A window overlapping a pinned one extends it.
+    /// retention, within the pins' share of the budget ([`Config::pin_share`]).
+    /// A pin that starts at `start_ts` already (the same window, grown) is
+    /// extended; any other is a pin of its own, released on its own.
     pub fn pin(&mut self, start_ts: u64, end_ts: u64) -> Result<()> {
-        let overlapping = self
-            .meta
-            .pins
-            .iter_mut()
-            .rev()
-            .find(|(start, end)| *start <= end_ts && start_ts <= *end);
-        match overlapping {
-            Some(pin) => *pin = (pin.0.min(start_ts), pin.1.max(end_ts)),
+        let same = (self.meta.pins.iter_mut().rev()).find(|(start, _)| *start == start_ts);
+        match same {
+            Some(pin) => pin.1 = pin.1.max(end_ts),
             None => self.meta.pins.push((start_ts, end_ts)),
         }
         self.save_meta()
+    }
+
+    /// Pins the disk budget has released since the store opened: the
+    /// oldest, when the pins together passed their share of it.
+    pub fn pins_released(&self) -> u64 {
+        self.shared.pins_released()
     }
 
     fn save_meta(&mut self) -> Result<()> {
