@@ -201,7 +201,40 @@ pub fn start_session(
             "complete": false,
         }));
     write_metadata(dir, &metadata)?;
+    reserve(dir)?;
     Ok((metadata, index))
+}
+
+/// A file of [`RESERVE_BYTES`] set aside while recording, deleted before
+/// the last write of `weft.json`: when the disk fills, that write (the
+/// session's end and its losses) still finds room.
+pub const RESERVE: &str = "weft.reserve";
+
+/// Room for the largest `weft.json` a session leaves, several times over.
+const RESERVE_BYTES: i64 = 4 << 20;
+
+fn reserve(dir: &Path) -> Result<()> {
+    use std::os::fd::AsRawFd as _;
+    let opened = weft_store::Dir::open_to_write(dir)?;
+    opened.remove_if_present(RESERVE)?;
+    let file = opened.create(RESERVE)?;
+    // SAFETY: the call only reads its integer arguments.
+    let error = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, RESERVE_BYTES) };
+    if error != 0 {
+        bail!(
+            "failed to set aside {RESERVE_BYTES} bytes in {}: {}",
+            dir.display(),
+            std::io::Error::from_raw_os_error(error)
+        );
+    }
+    Ok(())
+}
+
+/// Frees the space [`reserve`] set aside (nothing when there is none).
+pub fn release_reserve(dir: &Path) {
+    if let Ok(opened) = weft_store::Dir::open_to_write(dir) {
+        let _ = opened.remove_if_present(RESERVE);
+    }
 }
 
 /// Opens the capture at `dir` to read, saying on stderr what a crash cut

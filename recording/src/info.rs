@@ -78,11 +78,12 @@ fn write_triggers(out: &mut String, triggers: &Value) -> std::fmt::Result {
         if rule["fired"].as_u64().unwrap_or(0) > 0 || rule["id"] != 0 {
             writeln!(
                 out,
-                "trigger   {}: {}: fired {}, merged {}, suppressed {}",
+                "trigger   {}: {}: fired {}, merged {}, capped {}, suppressed {}",
                 rule["id"],
                 rule["condition"].as_str().unwrap_or_default(),
                 rule["fired"],
                 rule["merged"],
+                rule["capped"].as_u64().unwrap_or(0),
                 rule["suppressed"]
             )?;
         }
@@ -124,6 +125,21 @@ fn write_summary(out: &mut String, dir: &Path, s: &Value) -> std::fmt::Result {
     }
     for session in &sessions {
         write_triggers(out, &session["triggers"])?;
+        let released = session["pins_released"].as_u64().unwrap_or(0);
+        if released > 0 {
+            writeln!(
+                out,
+                "released  {released} kept windows, the oldest, past their share of the disk budget"
+            )?;
+        }
+        if let Some(error) = session["store_error"].as_str() {
+            writeln!(
+                out,
+                "stopped   by a store error: {error}; {} records held in memory were not \
+                 written (the sources' losses count those received after it)",
+                session["unflushed"].as_u64().unwrap_or(0)
+            )?;
+        }
     }
     let mib = s["bytes"].as_u64().unwrap_or(0) as f64 / f64::from(1 << 20);
     writeln!(out, "size      {mib:.1} MiB")?;

@@ -222,6 +222,7 @@ pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<String> {
         call_totals: CallTotals::default(),
         lag: (0, 0),
         error: None,
+        unstored: std::collections::BTreeMap::new(),
         status: ui_stop.is_none() && std::io::stderr().is_terminal(),
         health,
         start: Instant::now(),
@@ -291,6 +292,7 @@ fn finish(mut recorder: Recorder, session_index: usize, outcome: &Outcome) -> Re
     let Recorder {
         store,
         error,
+        unstored,
         mut metadata,
         dir,
         lag,
@@ -298,6 +300,15 @@ fn finish(mut recorder: Recorder, session_index: usize, outcome: &Outcome) -> Re
         call_totals,
         ..
     } = recorder;
+    // The space set aside for this last write of `weft.json`, which a full
+    // disk would refuse.
+    capture::release_reserve(&dir);
+    let pins_released = store.pins_released();
+    let unflushed = if error.is_some() {
+        store.records_not_on_disk()
+    } else {
+        0
+    };
     let closed = store.close().context("failed to finish the capture");
     let accounting = &outcome.accounting;
     let entry = &mut metadata["sessions"][session_index];
@@ -309,13 +320,30 @@ fn finish(mut recorder: Recorder, session_index: usize, outcome: &Outcome) -> Re
         .collect();
     entry["max_drain_lag_ns"] = json!(lag.1);
     entry["triggers"] = triggers.to_json();
+    entry["pins_released"] = json!(pins_released);
     if call_totals.captures > 0 {
         entry["lost"][registry::CALLS] = call_totals.to_json();
+    }
+    for (source, records) in &unstored {
+        let lost = &mut entry["lost"][*source];
+        lost["store_error"] = json!(records);
+        lost["lost"] = json!(lost["lost"].as_u64().unwrap_or(0) + records);
+    }
+    if let Some(error) = &error {
+        entry["store_error"] = json!(format!("{error:#}"));
+        // Stored in memory, never written: lost with the failed write.
+        entry["unflushed"] = json!(unflushed);
     }
     entry["complete"] = json!(error.is_none() && closed.is_ok());
     capture::write_metadata(&dir, &metadata)?;
     if let Some(error) = error {
-        return Err(error.context("recording stopped"));
+        let lost: u64 = unstored.values().sum();
+        return Err(error.context(format!(
+            "recording stopped: the records written before it are kept in {}; \
+             {unflushed} records held in memory and {lost} received after it were \
+             not stored (counted as lost, \"store error\", in its weft.json)",
+            dir.display()
+        )));
     }
     closed?;
     let mut report = format!(
@@ -419,6 +447,9 @@ struct Recorder {
     lag: (u64, u64),
     /// The first store error; it stops the capture at the next tick.
     error: Option<anyhow::Error>,
+    /// Records received after it, by source: never stored, counted as
+    /// lost ("store error").
+    unstored: std::collections::BTreeMap<&'static str, u64>,
     /// Whether to draw a status line (stderr is a terminal).
     status: bool,
     triggers: Triggers,
@@ -438,7 +469,13 @@ struct Recorder {
 
 impl Consumer for Recorder {
     fn take(&mut self, now: u64, arrival: Arrival<'_>) {
+        let source = match &arrival {
+            Arrival::Syscall(_) => registry::SYSCALLS,
+            Arrival::Event(hooks, _) => hooks.name,
+            Arrival::App(_) => "app",
+        };
         if self.error.is_some() {
+            *self.unstored.entry(source).or_default() += 1;
             return;
         }
         let stored = match arrival {
@@ -448,6 +485,7 @@ impl Consumer for Recorder {
         };
         if let Err(error) = stored {
             self.error = Some(error);
+            *self.unstored.entry(source).or_default() += 1;
         }
     }
 
@@ -458,8 +496,11 @@ impl Consumer for Recorder {
     }
 
     fn tick(&mut self, accounting: &Accounting) -> Result<bool> {
-        if let Some(error) = self.error.take() {
-            return Err(error);
+        // A store error (a full disk) stops the session: the probes detach
+        // and what is left in the rings is drained and counted as lost;
+        // `finish` closes the capture and reports the error.
+        if self.error.is_some() {
+            return Ok(false);
         }
         while let Ok(note) = self.manual_notes.try_recv() {
             self.triggers.manual(&mut self.store, Some(note))?;

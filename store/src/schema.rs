@@ -695,6 +695,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_leftover_temporary_meta_does_not_block_a_save() {
+        let path = std::env::temp_dir().join(format!("weft-meta-tmp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        let dir = Dir::open_to_write(&path).unwrap();
+        // A save killed between creating and renaming its temporary file.
+        std::fs::write(path.join("meta.tmp"), "half a meta").unwrap();
+        let meta = Meta {
+            block_size: 4096,
+            blocks_per_segment: 8,
+            ..Meta::default()
+        };
+        meta.save(&dir).unwrap();
+        assert_eq!(Meta::load(&dir).unwrap().block_size, 4096);
+        assert!(!path.join("meta.tmp").exists());
+        std::fs::remove_dir_all(&path).unwrap();
+    }
+
+    #[test]
     fn bin_of_agrees_with_a_search_of_every_boundary() {
         let mut state = 0x2545_f491_4f6c_dd1du64;
         let mut next = move || {

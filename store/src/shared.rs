@@ -141,6 +141,13 @@ impl Shared {
         self.lock().deleted.insert(segment);
     }
 
+    /// Records of the sealed chunks not yet on disk.
+    pub fn sealed_records(&self) -> u64 {
+        (self.lock().sealed.iter())
+            .map(|s| u64::from(s.time.records))
+            .sum()
+    }
+
     /// Notes that the budget released the pin starting at `start`.
     pub fn release_pin(&self, start: u64) {
         self.lock().released.insert(start);

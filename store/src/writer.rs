@@ -416,6 +416,14 @@ impl Store {
         self.save_meta()
     }
 
+    /// Records appended but not yet written to disk: the sealed chunks the
+    /// flusher has not committed and the active chunk. After a write
+    /// failure (a full disk) they never will be: the caller counts them
+    /// as lost.
+    pub fn records_not_on_disk(&self) -> u64 {
+        self.shared.sealed_records() + u64::from(self.records)
+    }
+
     /// Pins the disk budget has released since the store opened: the
     /// oldest, when the pins together passed their share of it.
     pub fn pins_released(&self) -> u64 {

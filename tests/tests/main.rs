@@ -25,3 +25,5 @@ mod triggers;
 mod pt;
 // Damaged captures: every command answers as before or fails clearly.
 mod faults;
+// weft left running as root: foreign directories refused, a full disk counted.
+mod safety;

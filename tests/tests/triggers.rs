@@ -79,7 +79,10 @@ fn a_slow_sleep_keeps_its_window_while_the_ring_deletes_the_rest() {
     assert_eq!(log.len(), 1, "{log:?}");
     assert_eq!(log[0]["trigger"], 1);
     let (_, info, _) = run_weft(&["info", dir.to_str().unwrap()]);
-    assert!(info.contains("fired 1, merged 0, suppressed 0"), "{info}");
+    assert!(
+        info.contains("fired 1, merged 0, capped 0, suppressed 0"),
+        "{info}"
+    );
 
     // The window, extracted, answers as the capture does.
     let out = capture_dir("trigger-extract");
@@ -182,7 +185,10 @@ fn a_trigger_on_every_call_fires_at_most_its_limit() {
         "every record is stored, fired or not"
     );
     let (_, info, _) = run_weft(&["info", dir.to_str().unwrap()]);
-    assert!(info.contains("fired 3, merged 0, suppressed 7"), "{info}");
+    assert!(
+        info.contains("fired 3, merged 0, capped 0, suppressed 7"),
+        "{info}"
+    );
     assert!(info.contains("manual (SIGUSR2): fired 2"), "{info}");
     assert!(info.contains(": slow checkout"), "{info}");
     assert_eq!(count(&dir, "triggers where trigger = 1 | count"), 3);

@@ -146,6 +146,7 @@ impl KeptEvents {
             error,
             ..
         } = self;
+        capture::release_reserve(&dir);
         let closed = store.close().context("failed to finish the capture");
         let entry = &mut metadata["sessions"][session];
         entry["end_ns"] = json!(weft_store::now_ns());
