@@ -24,10 +24,11 @@ pub struct Config {
     /// Delete unpinned segments whose newest record arrived more than this
     /// many ns before the newest record of the store (a time ring).
     pub retain: Option<u64>,
-    /// The share of `disk_budget` pinned windows may keep together; past
-    /// it the oldest pins are released (and counted), so that whatever
-    /// triggers match, the budget holds and the newest data still arrives.
-    pub pin_share: f64,
+    /// The percentage of `disk_budget` (what the index logs leave of it)
+    /// pinned windows may keep together; past it the oldest pins are
+    /// released (and counted), so that whatever triggers match, the budget
+    /// holds and the newest data still arrives.
+    pub pin_percent: u64,
     /// How durable a flushed chunk is.
     pub durability: Durability,
     /// Chunks per entry of the groups log (format 3): a question over many
@@ -42,7 +43,7 @@ impl Default for Config {
             blocks_per_segment: 256,
             disk_budget: None,
             retain: None,
-            pin_share: 0.5,
+            pin_percent: 50,
             durability: Durability::Buffered,
             group_chunks: 64,
         }

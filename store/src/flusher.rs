@@ -476,7 +476,7 @@ fn retire(
     let segments: u64 = sizes.values().sum();
     let share = config.disk_budget.map_or(u64::MAX, |budget| {
         let room = budget.saturating_sub(total - segments);
-        (room as f64 * config.pin_share) as u64
+        room.saturating_mul(config.pin_percent.min(100)) / 100
     });
     let pins = honoured_pins(shared, &snapshot.meta().pins, &spans, share);
     for span in spans {

@@ -404,7 +404,7 @@ impl Store {
     }
 
     /// Keeps the records of `[start_ts, end_ts]` from the disk budget and
-    /// retention, within the pins' share of the budget ([`Config::pin_share`]).
+    /// retention, within the pins' share of the budget ([`Config::pin_percent`]).
     /// A pin that starts at `start_ts` already (the same window, grown) is
     /// extended; any other is a pin of its own, released on its own.
     pub fn pin(&mut self, start_ts: u64, end_ts: u64) -> Result<()> {

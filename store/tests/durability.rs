@@ -405,7 +405,7 @@ fn disk_budget_deletes_oldest_and_keeps_pins() {
     // Its one pin may take the whole budget the index logs leave.
     let config = Config {
         disk_budget: Some(224 << 10),
-        pin_share: 1.0,
+        pin_percent: 100,
         ..small()
     };
     let (mut store, source, index) = counting_store(&dir, &config);
