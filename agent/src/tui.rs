@@ -93,8 +93,9 @@ fn live(args: &TuiArgs) -> Result<ExitCode> {
         .join()
         .unwrap_or_else(|_| Err(anyhow!("the capture thread panicked")));
     log.restore();
+    let recorded = temporary && dir.exists();
     drop(scratch);
-    if temporary {
+    if recorded {
         eprintln!("weft: the live capture was temporary and is gone (-o DIR keeps one)");
     }
     if let Ok(shown) = shown {

@@ -39,7 +39,13 @@ impl Dir {
     /// through links (the user named it); nothing inside is followed.
     pub fn open(path: &Path) -> Result<Self> {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(errno("open", path))?;
+        let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| match e {
+            Errno::NOENT => Error::Invalid(format!(
+                "{} is not a weft capture (no such directory)",
+                path.display()
+            )),
+            e => errno("open", path)(e),
+        })?;
         Ok(Self {
             fd,
             path: path.to_owned(),
