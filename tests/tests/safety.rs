@@ -85,10 +85,9 @@ impl Drop for SmallDisk {
 
 #[test]
 fn a_full_disk_stops_recording_and_counts_every_record_not_stored() {
-    if !needs(
-        "a_full_disk_stops_recording_and_counts_every_record_not_stored",
-        &SYSCALL_PROBE,
-    ) {
+    // Heavy: filling 64 MiB takes a flood of millions of syscalls.
+    let test = "a_full_disk_stops_recording_and_counts_every_record_not_stored";
+    if !needs(test, &SYSCALL_PROBE) || !needs(test, &[Need::Heavy]) {
         return;
     }
     // 64 MiB fill in a few seconds of a getppid flood.
