@@ -115,8 +115,8 @@ fn a_full_disk_stops_recording_and_counts_every_record_not_stored() {
         "{}",
         finished.stderr
     );
-    let text = std::fs::read_to_string(dir.join("weft.json")).unwrap();
-    let metadata: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let json = std::fs::read_to_string(dir.join("weft.json")).unwrap();
+    let metadata: serde_json::Value = serde_json::from_str(&json).unwrap();
     let session = &metadata["sessions"][0];
     assert!(session["end_ns"].as_u64().is_some(), "{session}");
     assert!(session["store_error"].as_str().is_some(), "{session}");
