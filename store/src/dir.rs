@@ -163,6 +163,22 @@ impl Dir {
         Ok(names)
     }
 
+    /// Bytes the file `name` takes on disk: its length, or less where it
+    /// has holes (the logs, where deleted segments' entries were); 0 when
+    /// it is gone (a `meta.tmp` comes and goes while weft lists).
+    pub fn bytes_on_disk(&self, name: &str) -> u64 {
+        self.stat(name).map_or(0, |s| {
+            let len = u64::try_from(s.st_size).unwrap_or(0);
+            let allocated = u64::try_from(s.st_blocks).unwrap_or(0).saturating_mul(512);
+            len.min(allocated)
+        })
+    }
+
+    /// Bytes the directory's files take on disk, as [`Dir::bytes_on_disk`].
+    pub fn disk_use(&self) -> Result<u64> {
+        Ok(self.names()?.iter().map(|n| self.bytes_on_disk(n)).sum())
+    }
+
     /// Reads the regular file `name` whole, refusing one over `limit` bytes.
     pub fn read(&self, name: &str, limit: u64) -> Result<Vec<u8>> {
         use std::io::Read as _;

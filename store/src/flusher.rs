@@ -87,7 +87,7 @@ impl Files {
         dir: &Arc<Dir>,
         format: FormatVersion,
         (values_end, groups_end): (u64, u64),
-        resume: Option<u64>,
+        resume: u64,
     ) -> Result<Self> {
         let open = |name: &str| dir.open_file_rw(name);
         let values = if format.has_values() {
@@ -102,7 +102,7 @@ impl Files {
         };
         Ok(Self {
             dir: Arc::clone(dir),
-            resume: resume.filter(|s| dir.contains(&segment_name(*s))),
+            resume: Some(resume).filter(|s| dir.contains(&segment_name(*s))),
             format,
             chunks: open("chunks.log")?,
             values,
@@ -370,7 +370,7 @@ pub(crate) fn run(
 ) {
     let meta = shared.meta();
     let per_segment = meta.blocks_per_segment;
-    let mut files = match Files::open(&shared.dir, meta.format, ends, Some(resume)) {
+    let mut files = match Files::open(&shared.dir, meta.format, ends, resume) {
         Ok(files) => files,
         Err(error) => return shared.poison(error.to_string()),
     };
@@ -441,17 +441,7 @@ fn retire(
     let mut sizes = BTreeMap::new();
     let mut total = 0;
     for name in shared.dir.names()? {
-        let Ok(stat) = shared.dir.stat(&name) else {
-            // The writer's `meta.tmp` comes and goes while we list.
-            continue;
-        };
-        // The logs have holes where deleted segments' entries were: count
-        // the blocks the disk holds.
-        let size = u64::try_from(stat.st_size).unwrap_or(0).min(
-            u64::try_from(stat.st_blocks)
-                .unwrap_or(0)
-                .saturating_mul(512),
-        );
+        let size = shared.dir.bytes_on_disk(&name);
         total += size;
         if let Some(segment) = segment_number(&name) {
             sizes.insert(segment, size);
@@ -459,42 +449,42 @@ fn retire(
     }
     let snapshot = shared.snapshot();
     let per_segment = u64::from(snapshot.meta().blocks_per_segment);
-    let mut spans = Vec::new();
-    for (&segment, &size) in sizes.range(..current) {
-        let first = snapshot.time_entry(segment * per_segment)?.first_ts;
-        let last = snapshot
-            .time_entry(segment * per_segment + per_segment - 1)?
-            .last_ts;
-        spans.push(Span {
+    let span_of = |(&segment, &size): (&u64, &u64)| -> Result<Span> {
+        let first = snapshot.time_entry(segment * per_segment)?;
+        let last = snapshot.time_entry(segment * per_segment + per_segment - 1)?;
+        Ok(Span {
             segment,
             size,
-            time: (first, last),
-        });
-    }
-    // The pins' share of what the budget leaves the segments: the index
-    // logs count against the budget too.
-    let segments: u64 = sizes.values().sum();
-    let share = config.disk_budget.map_or(u64::MAX, |budget| {
-        let room = budget.saturating_sub(total - segments);
-        room.saturating_mul(config.pin_percent.min(100)) / 100
-    });
-    let pins = honoured_pins(shared, &snapshot.meta().pins, &spans, share);
-    for span in spans {
+            time: (first.first_ts, last.last_ts),
+            values_at: first.values_at,
+        })
+    };
+    // Only pins need every segment's span; without them the oldest are
+    // read until the budget fits, as before pins had a share.
+    let pins = &snapshot.meta().pins;
+    let honoured = if pins.is_empty() {
+        Vec::new()
+    } else {
+        let spans: Vec<Span> = sizes.range(..current).map(span_of).collect::<Result<_>>()?;
+        let older = sizes.range(..current).map(|(s, n)| (*s, *n)).collect();
+        honoured_pins(shared, pins, &spans, pin_share(config, total, &older))
+    };
+    for entry in sizes.range(..current) {
         let Span {
             segment,
             size,
             time,
-        } = span;
+            values_at,
+        } = span_of(entry)?;
         let old = config
             .retain
             .is_some_and(|retain| time.1.saturating_add(retain) < newest);
         if total <= budget && !old {
             break;
         }
-        if pins.iter().any(|pin| overlaps(*pin, time)) {
+        if honoured.iter().any(|pin| overlaps(*pin, time)) {
             continue;
         }
-        let first = snapshot.time_entry(segment * per_segment)?;
         shared.mark_deleted(segment);
         shared.dir.remove(&segment_name(segment))?;
         total -= size;
@@ -506,7 +496,7 @@ fn retire(
                 Some(older) if snapshot.is_deleted(older * per_segment) => {
                     snapshot.time_entry(older * per_segment)?.values_at
                 }
-                _ => first.values_at,
+                _ => values_at,
             };
             let next = snapshot.time_entry((segment + 1) * per_segment)?;
             total = total.saturating_sub(punch_hole(values, from, next.values_at));
@@ -515,12 +505,26 @@ fn retire(
     Ok(())
 }
 
-/// A record segment on disk and the arrival times its chunks span.
+/// A record segment on disk, the arrival times its chunks span and where
+/// its first chunk's values lie.
 #[derive(Clone, Copy)]
 struct Span {
     segment: u64,
     size: u64,
     time: (u64, u64),
+    values_at: u64,
+}
+
+/// The bytes pins may keep: [`Config::pin_percent`] of what the budget
+/// leaves the segments retirement may delete (`older`) once what it never
+/// deletes, the index logs and the segment being written (all of `total`
+/// that is not in `older`), is counted.
+fn pin_share(config: &Config, total: u64, older: &BTreeMap<u64, u64>) -> u64 {
+    let segments: u64 = older.values().sum();
+    config.disk_budget.map_or(u64::MAX, |budget| {
+        let room = budget.saturating_sub(total.saturating_sub(segments));
+        room.saturating_mul(config.pin_percent.min(100)) / 100
+    })
 }
 
 /// Whether the time windows `a` and `b` (inclusive) overlap.
