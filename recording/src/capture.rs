@@ -9,6 +9,7 @@ use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 use weft_abi::{syscall::MAX_SYSCALLS, syscall_names};
 use weft_query::{Catalog, Kind, Names};
+use weft_store::Dir;
 
 use crate::registry::{CALLS, SYSCALLS, TRIGGERS, ValueKind};
 
@@ -34,7 +35,7 @@ pub fn prepare_dir(dir: &Path, append: bool) -> Result<Fresh> {
         made: None,
     };
     let existed = fs::symlink_metadata(dir).is_ok();
-    let opened = weft_store::Dir::open_to_write(dir)?;
+    let opened = Dir::open_to_write(dir)?;
     if !existed {
         fresh.made = Some(Made::Dir);
         return Ok(fresh);
@@ -182,13 +183,14 @@ pub fn wall_offset_ns() -> i64 {
     wall - i64::try_from(weft_store::now_ns()).unwrap_or(0)
 }
 
-/// Adds a session (host, sources, start) to `dir`'s `weft.json`; returns
-/// the document and the session's index.
+/// Adds a session (host, sources, start) to the `weft.json` of `dir` (the
+/// store's, [`weft_store::Store::dir`]) and sets aside [`RESERVE`];
+/// returns the document and the session's index.
 pub fn start_session(
-    dir: &Path,
+    dir: &Dir,
     sources: &serde_json::Map<String, Value>,
 ) -> Result<(Value, usize)> {
-    let mut metadata = metadata_or_new(&weft_store::Dir::open_to_write(dir)?)?;
+    let mut metadata = metadata_or_new(dir)?;
     let index = metadata["sessions"].as_array().map_or(0, Vec::len);
     metadata["sessions"]
         .as_array_mut()
@@ -213,17 +215,16 @@ pub const RESERVE: &str = "weft.reserve";
 /// Room for the largest `weft.json` a session leaves, several times over.
 const RESERVE_BYTES: i64 = 4 << 20;
 
-fn reserve(dir: &Path) -> Result<()> {
+fn reserve(dir: &Dir) -> Result<()> {
     use std::os::fd::AsRawFd as _;
-    let opened = weft_store::Dir::open_to_write(dir)?;
-    opened.remove_if_present(RESERVE)?;
-    let file = opened.create(RESERVE)?;
+    dir.remove_if_present(RESERVE)?;
+    let file = dir.create(RESERVE)?;
     // SAFETY: the call only reads its integer arguments.
     let error = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, RESERVE_BYTES) };
     if error != 0 {
         bail!(
             "failed to set aside {RESERVE_BYTES} bytes in {}: {}",
-            dir.display(),
+            dir.path().display(),
             std::io::Error::from_raw_os_error(error)
         );
     }
@@ -231,10 +232,9 @@ fn reserve(dir: &Path) -> Result<()> {
 }
 
 /// Frees the space [`reserve`] set aside (nothing when there is none).
-pub fn release_reserve(dir: &Path) {
-    if let Ok(opened) = weft_store::Dir::open_to_write(dir) {
-        let _ = opened.remove_if_present(RESERVE);
-    }
+pub fn release_reserve(dir: &Dir) {
+    // Best effort: what follows reports a failure to write.
+    let _ = dir.remove_if_present(RESERVE);
 }
 
 /// Opens the capture at `dir` to read, saying on stderr what a crash cut
@@ -318,7 +318,7 @@ const MAX_METADATA_BYTES: u64 = 64 << 20;
 
 /// Reads `weft.json`, or an empty document for a new capture.
 pub fn read_metadata(dir: &Path) -> Result<Value> {
-    let opened = weft_store::Dir::open(dir)?;
+    let opened = Dir::open(dir)?;
     if !opened.contains(METADATA) && opened.contains("meta") {
         bail!("{}: the capture's {METADATA} is missing", dir.display());
     }
@@ -327,7 +327,7 @@ pub fn read_metadata(dir: &Path) -> Result<Value> {
 
 /// `weft.json` as [`read_metadata`] reads it, or an empty document when
 /// there is none yet (a capture whose store was just created).
-fn metadata_or_new(dir: &weft_store::Dir) -> Result<Value> {
+fn metadata_or_new(dir: &Dir) -> Result<Value> {
     let path = dir.join(METADATA);
     if !dir.contains(METADATA) {
         return Ok(json!({ "format": "weft-capture 1", "sessions": [] }));
@@ -346,9 +346,9 @@ fn metadata_or_new(dir: &weft_store::Dir) -> Result<Value> {
 }
 
 /// Replaces `weft.json` atomically (temp file, fsync, rename), mode 0600,
-/// in a directory that passes [`prepare_dir`]'s checks.
-pub fn write_metadata(dir: &Path, metadata: &Value) -> Result<()> {
-    let opened = weft_store::Dir::open_to_write(dir)?;
+/// in a directory opened to write (the store's, or
+/// [`weft_store::Dir::open_to_write`]).
+pub fn write_metadata(opened: &Dir, metadata: &Value) -> Result<()> {
     let tmp = format!("{METADATA}.tmp");
     // Left by a write that was killed: never renamed into place.
     opened.remove_if_present(&tmp)?;
@@ -370,18 +370,9 @@ pub fn write_metadata(dir: &Path, metadata: &Value) -> Result<()> {
 }
 
 /// Bytes the files of a capture directory take on disk (0 if unreadable;
-/// the logs' holes, where deleted segments' entries were, not counted).
+/// see [`weft_store::Dir::disk_use`]).
 pub fn size_on_disk(dir: &Path) -> u64 {
-    let Ok(opened) = weft_store::Dir::open(dir) else {
-        return 0;
-    };
-    (opened.names().unwrap_or_default().iter())
-        .filter_map(|name| opened.stat(name).ok())
-        .map(|s| {
-            let len = u64::try_from(s.st_size).unwrap_or(0);
-            len.min(u64::try_from(s.st_blocks).unwrap_or(0).saturating_mul(512))
-        })
-        .sum()
+    Dir::open(dir).and_then(|d| d.disk_use()).unwrap_or(0)
 }
 
 /// Facts about this machine for a session's record.

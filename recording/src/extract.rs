@@ -39,7 +39,7 @@ pub fn extract(from: &Path, trigger: usize, to: &Path, skip_damaged: bool) -> Re
         "start_ns": window.start(),
         "end_ns": window.end(),
     });
-    capture::write_metadata(&partial, &metadata)?;
+    capture::write_metadata(&weft_store::Dir::open_to_write(&partial)?, &metadata)?;
     std::fs::rename(&partial, to).with_context(|| format!("failed to create {}", to.display()))?;
     fresh.keep();
     Ok(format!(

@@ -207,7 +207,8 @@ pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<String> {
         ),
         stop: ui_stop.clone(),
     };
-    let (metadata, session_index) = capture::start_session(dir, &described)?;
+    let capture_dir = Arc::clone(store.dir());
+    let (metadata, session_index) = capture::start_session(&capture_dir, &described)?;
     fresh.keep();
     let mut recorder = Recorder {
         store,
@@ -227,7 +228,7 @@ pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<String> {
         health,
         start: Instant::now(),
         duration: plan.duration,
-        dir: dir.clone(),
+        dir: capture_dir,
     };
     let outcome = session::run(&session, &mut probes, &mut recorder)?;
     if recorder.status {
@@ -342,7 +343,7 @@ fn finish(mut recorder: Recorder, session_index: usize, outcome: &Outcome) -> Re
             "recording stopped: the records written before it are kept in {}; \
              {unflushed} records held in memory and {lost} received after it were \
              not stored (counted as lost, \"store error\", in its weft.json)",
-            dir.display()
+            dir.path().display()
         )));
     }
     closed?;
@@ -350,7 +351,7 @@ fn finish(mut recorder: Recorder, session_index: usize, outcome: &Outcome) -> Re
         "weft: recorded {} records in {:.1}s to {}; lost {}\n",
         accounting.received(),
         outcome.elapsed.as_secs_f64(),
-        dir.display(),
+        dir.path().display(),
         accounting.lost(),
     );
     let calls = (call_totals.captures > 0).then(|| call_totals.line());
@@ -464,20 +465,17 @@ struct Recorder {
     health: Option<Arc<Mutex<Health>>>,
     start: Instant,
     duration: Option<Duration>,
-    dir: std::path::PathBuf,
+    /// The capture directory, the store's own.
+    dir: Arc<weft_store::Dir>,
 }
 
 impl Consumer for Recorder {
     fn take(&mut self, now: u64, arrival: Arrival<'_>) {
-        let source = match &arrival {
-            Arrival::Syscall(_) => registry::SYSCALLS,
-            Arrival::Event(hooks, _) => hooks.name,
-            Arrival::App(_) => "app",
-        };
         if self.error.is_some() {
-            *self.unstored.entry(source).or_default() += 1;
+            *self.unstored.entry(source_of(&arrival)).or_default() += 1;
             return;
         }
+        let source = source_of(&arrival);
         let stored = match arrival {
             Arrival::Syscall(record) => self.store_syscall(now, record),
             Arrival::Event(hooks, record) => self.store_event(hooks, now, record),
@@ -519,6 +517,15 @@ impl Consumer for Recorder {
         }
         self.lag.0 = 0;
         Ok(true)
+    }
+}
+
+/// The source an arrival's record belongs to, as `weft.json` names it.
+fn source_of(arrival: &Arrival<'_>) -> &'static str {
+    match arrival {
+        Arrival::Syscall(_) => registry::SYSCALLS,
+        Arrival::Event(hooks, _) => hooks.name,
+        Arrival::App(_) => "app",
     }
 }
 
@@ -681,7 +688,7 @@ impl Recorder {
         Health {
             sources,
             drain_lag_ns: self.lag.0,
-            disk_bytes: capture::size_on_disk(&self.dir),
+            disk_bytes: self.dir.disk_use().unwrap_or(0),
             ended: false,
         }
     }
@@ -689,7 +696,7 @@ impl Recorder {
     fn draw_status(&self, accounting: &Accounting) {
         let elapsed = self.start.elapsed().as_secs_f64();
         let received = accounting.received();
-        let bytes = capture::size_on_disk(&self.dir);
+        let bytes = self.dir.disk_use().unwrap_or(0);
         let left = self.duration.map_or_else(String::new, |d| {
             format!(", {:.0}s left", (d.as_secs_f64() - elapsed).max(0.0))
         });

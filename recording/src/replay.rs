@@ -77,8 +77,9 @@ pub fn run(options: &Options, dir: &Path, config: &Config, link: &Link) -> Resul
     let mut store =
         Store::open(dir, config).with_context(|| format!("failed to open {}", dir.display()))?;
     capture::define_like(&mut store, snapshot.meta())?;
+    let capture_dir = Arc::clone(store.dir());
     let mut metadata = replay_metadata(&recorded, options);
-    capture::write_metadata(dir, &metadata)?;
+    capture::write_metadata(&capture_dir, &metadata)?;
     fresh.keep();
     let sources = &snapshot.meta().sources;
     let ids = sources
@@ -94,7 +95,7 @@ pub fn run(options: &Options, dir: &Path, config: &Config, link: &Link) -> Resul
         times: time_fields(&snapshot, &recorded, ids)?,
         names,
         sent: vec![0; ids],
-        dir: dir.to_owned(),
+        dir: Arc::clone(&capture_dir),
         clock: Clock {
             start: now_ns(),
             first: *span.start(),
@@ -123,7 +124,7 @@ pub fn run(options: &Options, dir: &Path, config: &Config, link: &Link) -> Resul
     let closed = store.close().context("failed to finish the capture");
     metadata["sessions"][0]["end_ns"] = json!(now_ns());
     metadata["sessions"][0]["complete"] = json!(outcome.is_ok() && closed.is_ok());
-    capture::write_metadata(dir, &metadata)?;
+    capture::write_metadata(&capture_dir, &metadata)?;
     outcome?;
     closed?;
     let records: u64 = player.sent.iter().sum();
@@ -220,7 +221,7 @@ struct Player {
     times: Vec<Vec<usize>>,
     names: Vec<String>,
     sent: Vec<u64>,
-    dir: PathBuf,
+    dir: Arc<weft_store::Dir>,
     clock: Clock,
     /// How far behind its schedule the replay appended, at most, since
     /// the last tick.
@@ -321,7 +322,7 @@ impl Player {
         let health = Health {
             sources,
             drain_lag_ns: self.lag,
-            disk_bytes: capture::size_on_disk(&self.dir),
+            disk_bytes: self.dir.disk_use().unwrap_or(0),
             ended: false,
         };
         *link.health.lock().unwrap_or_else(PoisonError::into_inner) = health;

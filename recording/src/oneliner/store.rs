@@ -4,7 +4,7 @@
 //! `time`, `pid`, `tid`, `uid`, `cpu` and the record's integer fields; thread
 //! names go to the capture's task records.
 
-use std::path::{Path, PathBuf};
+use std::{path::Path, sync::Arc};
 
 use anyhow::{Context as _, Result};
 use serde_json::{Map, Value, json};
@@ -47,7 +47,7 @@ pub struct KeptEvents {
     tasks: TaskNames,
     metadata: Value,
     session: usize,
-    dir: PathBuf,
+    dir: Arc<weft_store::Dir>,
     error: Option<anyhow::Error>,
 }
 
@@ -80,9 +80,10 @@ impl KeptEvents {
             described.insert(name, json!({ "attach": attach.target.name() }));
         }
         let tasks = TaskNames::define(&mut store)?;
-        let (mut metadata, session) = capture::start_session(dir, &described)?;
+        let capture_dir = Arc::clone(store.dir());
+        let (mut metadata, session) = capture::start_session(&capture_dir, &described)?;
         metadata[capture::TRACE_SOURCES] = Value::Object(kinds);
-        capture::write_metadata(dir, &metadata)?;
+        capture::write_metadata(&capture_dir, &metadata)?;
         fresh.keep();
         Ok(Self {
             attaches: plan.attaches.clone(),
@@ -91,7 +92,7 @@ impl KeptEvents {
             tasks,
             metadata,
             session,
-            dir: dir.to_path_buf(),
+            dir: capture_dir,
             error: None,
         })
     }
