@@ -7,7 +7,7 @@ use std::{
     io::Write as _,
     os::{
         fd::{AsFd as _, AsRawFd as _, OwnedFd},
-        unix::fs::OpenOptionsExt as _,
+        unix::{ffi::OsStringExt as _, fs::OpenOptionsExt as _},
     },
     path::{Path, PathBuf},
     process::ExitCode,
@@ -204,7 +204,7 @@ impl Scratch {
         let temp = std::env::temp_dir();
         remove_stale(&temp);
         let template = temp.join(format!("{SCRATCH_PREFIX}{}-XXXXXX", std::process::id()));
-        let mut bytes = template.into_os_string().into_encoded_bytes();
+        let mut bytes = template.into_os_string().into_vec();
         bytes.push(0);
         // SAFETY: `bytes` is a NUL-terminated template that mkdtemp fills
         // in place, within its length.
@@ -214,9 +214,7 @@ impl Scratch {
                 .with_context(|| format!("failed to make a directory in {}", temp.display()));
         }
         bytes.pop();
-        // SAFETY: the bytes came from an OsString and mkdtemp wrote ASCII.
-        let root =
-            PathBuf::from(unsafe { std::ffi::OsString::from_encoded_bytes_unchecked(bytes) });
+        let root = PathBuf::from(std::ffi::OsString::from_vec(bytes));
         Ok(Self { root })
     }
 }

@@ -1,8 +1,8 @@
 //! A file a user names for weft's output (`weft trace -o FILE`), opened as
 //! root without handing anyone else's file to the writer.
 //!
-//! A name in a directory another user may write to could be a link
-//! planted there, to a file of root's: such a name is opened with
+//! A name in a directory another user owns or may write to could be a
+//! link planted there, to a file of root's: such a name is opened with
 //! `O_NOFOLLOW`, and an existing regular file must belong to the user weft
 //! runs as. A link in a directory no one else can write to (`/dev/stderr`)
 //! is the user's own choice and is followed. Devices and pipes are written
@@ -22,11 +22,12 @@ pub fn create(path: &Path) -> Result<File> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let shared = std::fs::metadata(parent)
-        .with_context(|| format!("failed to read {}", parent.display()))?
-        .mode()
-        & 0o022
-        != 0;
+    // SAFETY: geteuid has no arguments and cannot fail.
+    let user = unsafe { libc::geteuid() };
+    let parent_meta = std::fs::metadata(parent)
+        .with_context(|| format!("failed to read {}", parent.display()))?;
+    // Another user's directory is theirs to plant links in, whatever its mode.
+    let shared = parent_meta.mode() & 0o022 != 0 || ![0, user].contains(&parent_meta.uid());
     let mut options = OpenOptions::new();
     options.write(true).create(true).mode(0o600);
     if shared {
@@ -35,7 +36,7 @@ pub fn create(path: &Path) -> Result<File> {
     let file = options.open(path).map_err(|e| {
         if e.raw_os_error() == Some(libc::ELOOP) {
             anyhow::anyhow!(
-                "{} is a symbolic link in {}, a directory other users can write to; \
+                "{} is a symbolic link in {}, a directory other users own or can write to; \
                  weft does not write through it (name the file it points to)",
                 path.display(),
                 parent.display()
@@ -46,8 +47,6 @@ pub fn create(path: &Path) -> Result<File> {
     })?;
     let meta = file.metadata()?;
     if meta.is_file() {
-        // SAFETY: geteuid has no arguments and cannot fail.
-        let user = unsafe { libc::geteuid() };
         if meta.uid() != user {
             bail!(
                 "{} belongs to uid {}, not to uid {user} that weft runs as; \
@@ -90,6 +89,16 @@ mod tests {
         let text = format!("{:#}", create(&link).unwrap_err());
         assert!(text.contains("symbolic link"), "{text}");
         assert_eq!(std::fs::read(&secret).unwrap(), b"root's");
+        // Another user's directory, even one only they may write to.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // SAFETY: geteuid has no arguments and cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&dir, Some(65534), None).unwrap();
+            let text = format!("{:#}", create(&link).unwrap_err());
+            assert!(text.contains("symbolic link"), "{text}");
+            assert_eq!(std::fs::read(&secret).unwrap(), b"root's");
+            std::os::unix::fs::chown(&dir, Some(0), None).unwrap();
+        }
         let fresh = dir.join("fresh.txt");
         drop(create(&fresh).unwrap());
         let mode = std::fs::metadata(&fresh).unwrap().permissions().mode();
