@@ -50,6 +50,10 @@ pub enum Bench {
     /// Triggers: the getppid loop under `weft record` without and with three
     /// triggers, and the time from a matching record to its pinned window.
     Triggers(Loop),
+    /// The disk budget against a trigger that matches every record of a
+    /// long one-core flood (the soak): the peak disk use against the
+    /// budget and one segment, firings, capped windows, released pins.
+    Budget(crate::bench_budget::Options),
     /// Intel PT decoding: weft against libipt on the same large synthetic
     /// trace, packets/s, MiB/s and instructions/s (needs no PT hardware).
     Pt(crate::bench_pt::Options),
@@ -63,6 +67,7 @@ pub fn run(bench: &Bench) -> Result<()> {
         Bench::Oneliners(options) => crate::bench_oneliners::run(options),
         Bench::Tui(options) => crate::bench_tui::run(options),
         Bench::Triggers(options) => crate::bench_triggers::run(options),
+        Bench::Budget(options) => crate::bench_budget::run(options),
         Bench::Pt(options) => crate::bench_pt::run(options),
         Bench::Flood(options) => crate::bench_flood::run(options),
         Bench::Store { quick } => cargo_bench("weft-store", "store", *quick),

@@ -3,6 +3,7 @@
 //! Each subcommand lives in its own module; the doc comments below are the help.
 
 mod bench;
+mod bench_budget;
 mod bench_flood;
 mod bench_loop;
 mod bench_oneliners;
