@@ -9,7 +9,6 @@ use std::{
     collections::{BTreeMap, BTreeSet, VecDeque},
     fs::File,
     os::unix::fs::FileExt as _,
-    path::PathBuf,
     sync::{
         Arc, Mutex, MutexGuard,
         atomic::{AtomicBool, Ordering},
@@ -307,7 +306,7 @@ impl Snapshot {
         let path = self.shared.dir.join("time.log");
         let len = TimeEntry::len(self.meta.format);
         let offset = (FILE_HEADER_LEN + chunk as usize * len) as u64;
-        let bytes = read_at(&self.files, &path, offset, len)?;
+        let bytes = read_at(&self.files, "time.log", offset, len)?;
         TimeEntry::decode(&bytes, self.meta.format)
             .filter(|e| e.chunk == chunk)
             .ok_or_else(|| Error::Corrupt {
@@ -325,10 +324,11 @@ impl Snapshot {
             return Err(Error::Expired { chunk });
         }
         let per_segment = u64::from(self.meta.blocks_per_segment);
-        let path = self.shared.dir.join(&segment_name(chunk / per_segment));
+        let name = segment_name(chunk / per_segment);
+        let path = self.shared.dir.join(&name);
         let size = self.meta.block_size as usize;
         let offset = (FILE_HEADER_LEN + (chunk % per_segment) as usize * size) as u64;
-        let bytes = read_at(&self.files, &path, offset, size)?;
+        let bytes = read_at(&self.files, &name, offset, size)?;
         match BlockHeader::open(&bytes) {
             Ok(header) if header.number == chunk => Ok(Block::Disk(bytes)),
             Ok(header) => Err(Error::Corrupt {
@@ -360,7 +360,7 @@ impl Snapshot {
             return Ok(None);
         }
         let path = self.shared.dir.join("values.log");
-        let bytes = read_at(&self.files, &path, offset, len as usize)?;
+        let bytes = read_at(&self.files, "values.log", offset, len as usize)?;
         let sections = values::check(&bytes, chunk).map_err(|what| Error::Corrupt {
             path: path.clone(),
             offset,
@@ -374,7 +374,7 @@ impl Snapshot {
 /// read, and its map of the chunk log.
 struct Files {
     dir: Arc<Dir>,
-    handles: Mutex<std::collections::HashMap<PathBuf, Arc<File>>>,
+    handles: Mutex<std::collections::HashMap<String, Arc<File>>>,
     chunk_log: std::sync::OnceLock<Option<memmap2::Mmap>>,
     group_log: std::sync::OnceLock<Option<memmap2::Mmap>>,
     /// The groups log's entries this snapshot may use, by first chunk.
@@ -400,24 +400,20 @@ impl Files {
         }
     }
 
-    /// The store file at `path` (in the capture directory), opened once.
-    fn get(&self, path: &std::path::Path) -> Result<Arc<File>> {
+    /// The store file `name` (in the capture directory), opened once.
+    fn get(&self, name: &str) -> Result<Arc<File>> {
         let mut files = self
             .handles
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(file) = files.get(path) {
+        if let Some(file) = files.get(name) {
             return Ok(Arc::clone(file));
         }
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
         let file = Arc::new(self.dir.open_file(name)?);
         if files.len() > 16 {
             files.clear();
         }
-        files.insert(path.to_owned(), Arc::clone(&file));
+        files.insert(name.to_owned(), Arc::clone(&file));
         Ok(file)
     }
 
@@ -425,24 +421,24 @@ impl Files {
     /// query touches only the summaries it wants of the hundreds a chunk
     /// may hold, where a `pread` would copy them all. `None` when the file
     /// cannot be mapped or the range lies past the mapped length.
-    fn mapped(&self, path: &std::path::Path, offset: u64, len: usize) -> Option<&[u8]> {
-        self.map(&self.chunk_log, path, offset, len)
+    fn mapped(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        self.map(&self.chunk_log, "chunks.log", offset, len)
     }
 
     /// [`Files::mapped`] for the groups log.
-    fn mapped_groups(&self, path: &std::path::Path, offset: u64, len: usize) -> Option<&[u8]> {
-        self.map(&self.group_log, path, offset, len)
+    fn mapped_groups(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        self.map(&self.group_log, "groups.log", offset, len)
     }
 
     fn map<'a>(
         &'a self,
         cell: &'a std::sync::OnceLock<Option<memmap2::Mmap>>,
-        path: &std::path::Path,
+        name: &str,
         offset: u64,
         len: usize,
     ) -> Option<&'a [u8]> {
         let map = cell.get_or_init(|| {
-            let file = self.get(path).ok()?;
+            let file = self.get(name).ok()?;
             // SAFETY: the chunk and groups logs are only appended to while
             // readers run. Only recovery truncates them, and only past the
             // last chunk whose time entry (written after its summaries) is
@@ -531,11 +527,10 @@ impl Snapshot {
             if !self.meta.format.has_groups() {
                 return groups;
             }
-            let path = self.shared.dir.join("groups.log");
             let Ok(end) = usize::try_from(self.groups_end) else {
                 return groups;
             };
-            let Some(bytes) = self.files.mapped_groups(&path, 0, end) else {
+            let Some(bytes) = self.files.mapped_groups(0, end) else {
                 return groups;
             };
             let (mut at, mut next) = (FILE_HEADER_LEN, 0);
@@ -565,7 +560,7 @@ impl Snapshot {
         let len = entry.summaries as usize * SUMMARY_LEN;
         let raw = self
             .files
-            .mapped_groups(&path, group.at, len)
+            .mapped_groups(group.at, len)
             .ok_or_else(|| Error::Corrupt {
                 path: path.clone(),
                 offset: group.at,
@@ -653,7 +648,7 @@ impl Snapshot {
         }
         let bytes = read_at(
             &self.files,
-            &path,
+            "time.log",
             offset,
             (on_disk - range.start) as usize * len,
         )?;
@@ -690,10 +685,10 @@ impl Snapshot {
         let end = last.first_summary.saturating_add(u64::from(last.summaries));
         let count = usize::try_from(end.saturating_sub(start)).unwrap_or(usize::MAX / SUMMARY_LEN);
         let owned;
-        let bytes = if let Some(bytes) = self.files.mapped(&path, offset, count * SUMMARY_LEN) {
+        let bytes = if let Some(bytes) = self.files.mapped(offset, count * SUMMARY_LEN) {
             bytes
         } else {
-            owned = read_at(&self.files, &path, offset, count * SUMMARY_LEN)?;
+            owned = read_at(&self.files, "chunks.log", offset, count * SUMMARY_LEN)?;
             &owned[..]
         };
         let mut hints = vec![0; keys.len()];
@@ -810,8 +805,9 @@ fn partition_point(n: usize, pred: impl Fn(usize) -> bool) -> usize {
 /// Reads up to this long allocate without checking the file's size first.
 const UNCHECKED_READ: usize = 16 << 20;
 
-fn read_at(files: &Files, path: &std::path::Path, offset: u64, len: usize) -> Result<Vec<u8>> {
-    let file = files.get(path)?;
+fn read_at(files: &Files, name: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
+    let file = files.get(name)?;
+    let path = &files.dir.join(name);
     let short = || Error::Corrupt {
         path: path.to_owned(),
         offset,

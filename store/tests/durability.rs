@@ -438,11 +438,11 @@ fn disk_budget_deletes_oldest_and_keeps_pins() {
 
 #[test]
 fn pins_never_take_more_than_their_share_of_the_budget() {
-    let dir = temp_dir("pin-share");
     // Twice the budget the index logs of this tiny store's 6,000 chunks
     // (about 160 KiB, not yet reclaimed) need, so that pins, not the
     // logs, are what the budget has to hold back.
     const BUDGET: u64 = 512 << 10;
+    let dir = temp_dir("pin-share");
     let config = Config {
         disk_budget: Some(BUDGET),
         ..small()
