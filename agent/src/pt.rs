@@ -90,8 +90,8 @@ fn sideband(args: &SidebandArgs) -> anyhow::Result<Option<(Sideband<'static>, Fo
     // Mapped files as the records name them, under the sysroot if given.
     let root = args.pevent_sysroot.clone();
     let read = move |name: &str| match &root {
-        Some(root) => std::fs::read(root.join(name.trim_start_matches('/'))),
-        None => std::fs::read(name),
+        Some(root) => weft_symbols::read_file(&root.join(name.trim_start_matches('/'))),
+        None => weft_symbols::read_file(std::path::Path::new(name)),
     };
     let session = Sideband::new(channels, Box::new(read))
         .with_kernel_start(args.pevent_kernel_start.unwrap_or(u64::MAX));

@@ -45,7 +45,7 @@ impl Source {
 }
 
 pub fn read_trace(path: &Path) -> anyhow::Result<Vec<u8>> {
-    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+    weft_symbols::read_file(path).with_context(|| format!("reading {}", path.display()))
 }
 
 /// How `weft pt flow` and `calls` decode: the CPU's errata, the capture's
@@ -175,7 +175,9 @@ pub fn each_input(
     let mut images = HashMap::new();
     for pid in pids {
         let mut image = Image::with_finder(source.finder());
-        let skipped = image.add_mappings(perf.mappings(pid), &mut |path| std::fs::read(path))?;
+        let skipped = image.add_mappings(perf.mappings(pid), &mut |path| {
+            weft_symbols::read_file(path)
+        })?;
         warn_skipped(skipped);
         images.insert(pid, image);
     }
@@ -443,7 +445,7 @@ fn maps_image(
     let text =
         std::fs::read_to_string(maps).with_context(|| format!("reading {}", maps.display()))?;
     let mut read = |path: &Path| {
-        let bytes = std::fs::read(path)?;
+        let bytes = weft_symbols::read_file(path)?;
         let name = path.display().to_string();
         let Some(then) = build_ids.get(&name) else {
             return Ok(bytes);

@@ -135,7 +135,7 @@ pub struct Saved {
 /// Reads the `capture.json` of a capture directory.
 pub fn load(dir: &Path) -> anyhow::Result<Saved> {
     let path = dir.join("capture.json");
-    let text = fs::read(&path).with_context(|| {
+    let text = weft_symbols::read_file(&path).with_context(|| {
         format!(
             "{}: not a `weft pt record` capture (no capture.json)",
             dir.display()

@@ -126,8 +126,9 @@ pub fn to_lines(switches: &[Switch]) -> String {
 
 /// Reads a capture's `switches` file.
 pub fn load(path: &Path) -> anyhow::Result<Vec<Switch>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let bytes =
+        weft_symbols::read_file(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = String::from_utf8_lossy(&bytes);
     text.lines()
         .enumerate()
         .map(|(i, line)| {

@@ -216,7 +216,7 @@ fn build_ids(maps: &[(u32, Vec<u8>)]) -> BTreeMap<String, Option<String>> {
     files
         .into_iter()
         .filter_map(|path| {
-            let bytes = fs::read(&path).ok()?;
+            let bytes = weft_symbols::read_file(Path::new(&path)).ok()?;
             let id = weft_pt::image::build_id(&path, &bytes).ok()?;
             Some((path, id))
         })

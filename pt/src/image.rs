@@ -238,7 +238,7 @@ pub fn build_id(path: &str, file: &[u8]) -> Result<Option<String>, ImageError> {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, ImageError> {
-    std::fs::read(path).map_err(|source| ImageError::Read {
+    weft_symbols::read_file(path).map_err(|source| ImageError::Read {
         path: path.display().to_string(),
         source,
     })

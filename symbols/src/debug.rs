@@ -107,7 +107,7 @@ impl Finder {
     /// it starts, read once for all the uprobes a program puts on it.
     pub fn file_offsets(&self, path: &Path) -> Result<FileOffsets, crate::Error> {
         let display = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| crate::Error::BadElf {
+        let bytes = crate::read_file(path).map_err(|e| crate::Error::BadElf {
             path: display.clone(),
             what: e.to_string(),
         })?;
@@ -140,7 +140,8 @@ impl Finder {
             .unwrap_or_default()
     }
 
-    /// The separate debug file of `elf` (read from `path`) and its bytes:
+    /// The separate debug file of `elf` (read from `path`) and its bytes
+    /// (see [`crate::read_file`]):
     /// by build-id (`DIR/.build-id/ab/cdef….debug`), then by
     /// `.gnu_debuglink` next to the file, in its `.debug/`, and under each
     /// debug directory at the file's own directory. A candidate must match
@@ -148,7 +149,9 @@ impl Finder {
     /// a stale debug file names nothing rather than the wrong functions.
     pub fn debug_file(&self, path: &Path, elf: &Elf) -> Option<(PathBuf, Vec<u8>)> {
         let build_id = elf.build_id().ok().flatten();
-        let link = elf.debug_link().ok().flatten();
+        // The link is a file name to look for beside the file and under the
+        // debug directories: one with a `/` or `..` would reach elsewhere.
+        let link = (elf.debug_link().ok().flatten()).filter(|(name, _)| is_plain_name(name));
         let mut candidates = Vec::new();
         if let Some(id) = build_id.as_deref().filter(|id| id.len() > 2) {
             for dir in &self.debug_dirs {
@@ -168,7 +171,7 @@ impl Finder {
             .into_iter()
             .filter(|candidate| candidate != path)
             .find_map(|candidate| {
-                let bytes = std::fs::read(&candidate).ok()?;
+                let bytes = crate::read_file(&candidate).ok()?;
                 let crc_ok = link
                     .as_ref()
                     .is_none_or(|(_, crc)| crc32fast::hash(&bytes) == *crc);
@@ -180,5 +183,31 @@ impl Finder {
                 let found_by_id = build_id.is_some() && theirs == build_id;
                 (id_ok && (crc_ok || found_by_id)).then_some((candidate, bytes))
             })
+    }
+}
+
+/// Whether `name` names a file in a directory, and nothing else: no `/`,
+/// not `.` or `..`, not empty.
+fn is_plain_name(name: &str) -> bool {
+    !(name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0'))
+}
+
+#[cfg(test)]
+mod link_tests {
+    use super::is_plain_name;
+
+    #[test]
+    fn a_debug_link_is_a_plain_file_name() {
+        assert!(is_plain_name("libfoo.so.debug"));
+        for bad in [
+            "",
+            ".",
+            "..",
+            "/etc/shadow",
+            "../../etc/shadow",
+            "a/b.debug",
+        ] {
+            assert!(!is_plain_name(bad), "{bad}");
+        }
     }
 }

@@ -7,11 +7,13 @@
 //! One place for PT call traces, one-liners' `ustack` and uprobe targets,
 //! so that all three name a function alike. Reading ELF is `object`'s job;
 //! this crate knows where names live. It must not depend on other weft
-//! crates.
+//! crates. Files are read through [`read_file`]: regular files of bounded
+//! size only, as weft runs as root.
 
 mod debug;
 mod demangle;
 mod elf;
+mod file;
 mod maps;
 mod table;
 mod usdt;
@@ -19,6 +21,7 @@ mod usdt;
 pub use debug::{FileOffsets, Finder};
 pub use demangle::demangle;
 pub use elf::{Elf, Error, Segment};
+pub use file::{MAX_FILE_BYTES, read_file};
 pub use maps::{Mapping, Process, executable_mappings};
 pub use table::{Symbol, Symbols};
 pub use usdt::UsdtProbe;

@@ -81,9 +81,9 @@ impl Finder {
         let mut files: HashMap<String, Option<Vec<u8>>> = HashMap::new();
         process.mappings = executable_mappings(&maps).unwrap_or_default();
         for mapping in &process.mappings {
-            let bytes = files
-                .entry(mapping.path.clone())
-                .or_insert_with(|| std::fs::read(format!("/proc/{pid}/root{}", mapping.path)).ok());
+            let bytes = files.entry(mapping.path.clone()).or_insert_with(|| {
+                crate::read_file(Path::new(&format!("/proc/{pid}/root{}", mapping.path))).ok()
+            });
             let Some(bytes) = bytes else { continue };
             if let Ok(elf) = Elf::parse(&mapping.path, bytes) {
                 let path = Path::new(&mapping.path);
