@@ -10,16 +10,23 @@
 //!   syscall's durations over the last `--metrics-window`, answered by the
 //!   query `weft query --live` would answer at that instant.
 //!
-//! One thread answers scrapes one at a time; a query costs what the same
-//! live query costs, once per scrape.
+//! A thread per client answers it, at most [`MAX_CLIENTS`] at once (a
+//! connection past them is closed at once); a client has
+//! [`CLIENT_TIMEOUT`] to send its request line of at most [`MAX_REQUEST`]
+//! bytes and to take the answer, so a slow or endless client holds a slot
+//! for two seconds at most and no scrape waits behind it. A query costs
+//! what the same live query costs, once per scrape.
 
 use std::{
     fmt::Write as _,
-    io::{BufRead as _, BufReader, Write as _},
+    io::{self, Read as _, Write as _},
     net::{SocketAddr, TcpListener, TcpStream},
     path::PathBuf,
-    sync::{Arc, Mutex, PoisonError},
-    time::Duration,
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, Result};
@@ -38,31 +45,79 @@ pub struct Metrics {
     pub window: Duration,
 }
 
+/// Clients answered at once.
+pub const MAX_CLIENTS: usize = 8;
+
+/// The most of a request read before its line must have ended.
+pub const MAX_REQUEST: usize = 8 << 10;
+
+/// How long a client has to send its request line, and to take the answer.
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Binds `addr` (an error when it cannot: the user asked for metrics) and
-/// answers scrapes from a background thread.
-pub fn serve(addr: SocketAddr, metrics: Metrics) -> Result<()> {
+/// answers scrapes from background threads; returns the address bound.
+pub fn serve(addr: SocketAddr, metrics: Metrics) -> Result<SocketAddr> {
     let listener = TcpListener::bind(addr)
         .with_context(|| format!("--metrics: failed to listen on {addr}"))?;
+    let bound = listener.local_addr()?;
+    let metrics = Arc::new(metrics);
+    let clients = Arc::new(AtomicUsize::new(0));
     std::thread::Builder::new()
         .name("weft-metrics".into())
         .spawn(move || {
             for stream in listener.incoming().flatten() {
-                // A scraper that hangs up must not stop the next one.
-                let _ = answer(&stream, &metrics);
+                let Some(slot) = Slot::take(&clients) else {
+                    // Full: closed at once, the scraper retries.
+                    continue;
+                };
+                let metrics = Arc::clone(&metrics);
+                // A client that misbehaves, or a thread that cannot start,
+                // only loses its own answer; the slot is freed either way.
+                let _ = std::thread::Builder::new()
+                    .name("weft-metrics-client".into())
+                    .spawn(move || {
+                        let _ = answer(&stream, &metrics);
+                        drop(slot);
+                    });
             }
         })
         .context("failed to start the metrics thread")?;
-    eprintln!("weft: metrics on http://{addr}/metrics");
-    Ok(())
+    eprintln!("weft: metrics on http://{bound}/metrics");
+    Ok(bound)
 }
 
-/// Answers one HTTP request: the metrics for `GET /metrics`, 404 else.
+/// One of the [`MAX_CLIENTS`] client slots, freed when dropped.
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    fn take(clients: &Arc<AtomicUsize>) -> Option<Self> {
+        let taken = clients.fetch_add(1, Ordering::AcqRel) < MAX_CLIENTS;
+        let slot = Self(Arc::clone(clients));
+        taken.then_some(slot)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Answers one HTTP request: the metrics for `GET /metrics`, 404 else, 400
+/// for a request line that does not end in time or within [`MAX_REQUEST`].
 fn answer(stream: &TcpStream, metrics: &Metrics) -> Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let mut request = String::new();
-    BufReader::new(stream).read_line(&mut request)?;
-    let path = request.split_whitespace().nth(1).unwrap_or_default();
-    let (status, body) = if path == "/metrics" || path.starts_with("/metrics?") {
+    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+    let request = request_line(stream)?;
+    let path = request
+        .as_deref()
+        .and_then(|line| line.split_whitespace().nth(1))
+        .unwrap_or_default();
+    let (status, body) = if request.is_none() {
+        (
+            "400 Bad Request",
+            "the request line is too long\n".to_owned(),
+        )
+    } else if path == "/metrics" || path.starts_with("/metrics?") {
         match text(metrics) {
             Ok(body) => ("200 OK", body),
             Err(error) => ("500 Internal Server Error", format!("{error:#}\n")),
@@ -77,6 +132,32 @@ fn answer(stream: &TcpStream, metrics: &Metrics) -> Result<()> {
         body.len()
     )?;
     Ok(())
+}
+
+/// The request's first line, read within [`CLIENT_TIMEOUT`] in all (not
+/// per read: a client sending a byte a second is cut off too); `None` when
+/// it is longer than [`MAX_REQUEST`]. The headers after it are not read.
+fn request_line(mut stream: &TcpStream) -> io::Result<Option<String>> {
+    let deadline = Instant::now() + CLIENT_TIMEOUT;
+    let mut line = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        if let Some(end) = line.iter().position(|b| *b == b'\n') {
+            return Ok(Some(String::from_utf8_lossy(&line[..end]).into_owned()));
+        }
+        if line.len() >= MAX_REQUEST {
+            return Ok(None);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        stream.set_read_timeout(Some(left))?;
+        match stream.read(&mut buf)? {
+            0 => return Ok(Some(String::from_utf8_lossy(&line).into_owned())),
+            n => line.extend_from_slice(&buf[..n]),
+        }
+    }
 }
 
 /// The metrics, in Prometheus's text exposition format.
@@ -191,7 +272,65 @@ fn percentile(quantile: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::percentile;
+    use std::io::{Read as _, Write as _};
+
+    use super::*;
+
+    /// A server of an empty store's metrics, on a free loopback port.
+    fn server(name: &str) -> (SocketAddr, weft_store::Store, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("weft-metrics-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = weft_store::Store::open(&dir, &weft_store::Config::default()).unwrap();
+        let metrics = Metrics {
+            reader: store.reader(),
+            dir: dir.clone(),
+            health: Arc::default(),
+            window: Duration::from_secs(1),
+        };
+        (
+            serve("127.0.0.1:0".parse().unwrap(), metrics).unwrap(),
+            store,
+            dir,
+        )
+    }
+
+    /// The status line of `request`'s answer, and how long it took.
+    fn ask(addr: SocketAddr, request: &[u8]) -> (String, Duration) {
+        let start = Instant::now();
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream.write_all(request).unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        let status = answer.lines().next().unwrap_or_default().to_owned();
+        (status, start.elapsed())
+    }
+
+    #[test]
+    fn endless_and_slow_clients_free_their_slots_in_time() {
+        let (addr, store, dir) = server("slow");
+        // Clients that never end their request line, more than the slots.
+        let stalled: Vec<TcpStream> = (0..MAX_CLIENTS + 2)
+            .map(|_| {
+                let mut stream = TcpStream::connect(addr).unwrap();
+                stream.write_all(b"GET /metrics").unwrap();
+                stream
+            })
+            .collect();
+        // Each gives up its slot within the timeout; a scrape then answers.
+        std::thread::sleep(CLIENT_TIMEOUT + Duration::from_millis(500));
+        let (status, took) = ask(addr, b"GET /nothing HTTP/1.1\r\n\r\n");
+        assert_eq!(status, "HTTP/1.1 404 Not Found");
+        assert!(took < Duration::from_secs(1), "{took:?}");
+        // An endless line is cut at its bound, not read for ever (sent to
+        // the bound exactly, so that the client reads the answer).
+        let mut long = b"GET /".to_vec();
+        long.resize(MAX_REQUEST, b'a');
+        let (status, _) = ask(addr, &long);
+        assert_eq!(status, "HTTP/1.1 400 Bad Request");
+        drop(stalled);
+        store.close().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn quantiles_are_the_query_languages_percentiles() {
