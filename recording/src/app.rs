@@ -8,10 +8,17 @@
 //! faster than the store waits (back-pressure) rather than losing records.
 //! A bad line gets `error LINE: why` and its connection is closed; the other
 //! clients and the capture go on.
+//!
+//! Against its own clients: at most [`MAX_CLIENTS`] connections, lines of
+//! at most [`MAX_LINE`] bytes, [`MAX_SOURCES`] sources in all; a source's
+//! field named `pid` holds the sending process's pid from the socket's
+//! peer credentials (`SO_PEERCRED`), whatever the client wrote there, so
+//! that triggers (`WEFT_TRIGGER_PID`, `--pt-on-trigger`) act on the real
+//! sender.
 
 use std::{
     collections::HashMap,
-    io::{BufRead as _, BufReader, Write as _},
+    io::{BufRead as _, BufReader, Read as _, Write as _},
     os::unix::net::{UnixListener, UnixStream},
     path::PathBuf,
     sync::{
@@ -25,7 +32,7 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::{
     registry::{ValueKind, is_weft_source},
-    socket,
+    socket::{self, Slots},
 };
 
 /// What `--sources`, `weft.json` and the report call application records.
@@ -37,6 +44,15 @@ pub const SOCKET: &str = "/run/weft/app.sock";
 const BACKLOG: usize = 1 << 16;
 /// Fields per source, at most.
 const MAX_FIELDS: usize = 32;
+/// Connections served at once; one past them is told so and closed.
+pub const MAX_CLIENTS: usize = 64;
+/// The longest line: a source of [`MAX_FIELDS`] fields with long names,
+/// or a record of as many 20-digit values, fits several times over.
+pub const MAX_LINE: usize = 4096;
+/// Sources the applications may define in all.
+pub const MAX_SOURCES: usize = 64;
+/// The field that holds the sender's pid.
+const PID: &str = "pid";
 
 /// A checked line, for the recorder.
 #[derive(Debug)]
@@ -130,11 +146,20 @@ fn accept(
     schemas: &Schemas,
     rejected: &Arc<AtomicU64>,
 ) {
+    let slots = Slots::new(MAX_CLIENTS);
     for stream in listener.incoming().flatten() {
+        let Some(slot) = slots.take() else {
+            rejected.fetch_add(1, Ordering::Relaxed);
+            let _ = writeln!(&mut &stream, "error 0: more than {MAX_CLIENTS} connections");
+            continue;
+        };
         let (sender, schemas, rejected) = (sender.clone(), schemas.clone(), rejected.clone());
         let _ = std::thread::Builder::new()
             .name("weft-app-client".into())
-            .spawn(move || serve(&stream, &sender, &schemas, &rejected));
+            .spawn(move || {
+                serve(&stream, &sender, &schemas, &rejected);
+                drop(slot);
+            });
     }
 }
 
@@ -149,10 +174,23 @@ fn serve(
 ) {
     let mut accepted = 0u64;
     let mut out = stream;
-    let mut names: HashMap<String, (Arc<str>, usize)> = HashMap::new();
-    for (number, line) in BufReader::new(stream).lines().enumerate() {
-        let Ok(line) = line else { return };
-        let reply = match line.split_once(' ').unwrap_or((line.as_str(), "")) {
+    let mut names: HashMap<String, Declared> = HashMap::new();
+    let Some(pid) = peer_pid(stream) else { return };
+    let mut reader = BufReader::new(stream);
+    let mut buf = Vec::new();
+    for number in 0.. {
+        buf.clear();
+        let limit = u64::try_from(MAX_LINE).unwrap_or(u64::MAX) + 1;
+        match (&mut reader).take(limit).read_until(b'\n', &mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let ended = buf.last() == Some(&b'\n');
+        let line = String::from_utf8_lossy(buf.strip_suffix(b"\n").unwrap_or(&buf));
+        let reply = match line.split_once(' ').unwrap_or((&line, "")) {
+            _ if !ended && buf.len() > MAX_LINE => {
+                Err(format!("a line is at most {MAX_LINE} bytes"))
+            }
             ("sync", "") => {
                 if writeln!(out, "ok {accepted}").is_err() {
                     return; // the client left
@@ -160,7 +198,7 @@ fn serve(
                 Ok(())
             }
             ("source", rest) => define(rest, schemas, sender, &mut names),
-            ("record", rest) => record(rest, &names, sender).map(|()| accepted += 1),
+            ("record", rest) => record(rest, &names, pid, sender).map(|()| accepted += 1),
             (word, _) => Err(format!("unknown message `{word}` (source, record or sync)")),
         };
         if let Err(why) = reply {
@@ -171,11 +209,42 @@ fn serve(
     }
 }
 
+/// A source as one connection declared it: its name, field count and
+/// where its `pid` field is.
+struct Declared {
+    name: Arc<str>,
+    fields: usize,
+    pid: Option<usize>,
+}
+
+/// The pid of the process at the other end of `stream` (`SO_PEERCRED`).
+fn peer_pid(stream: &UnixStream) -> Option<i64> {
+    use std::os::fd::AsRawFd as _;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = libc::socklen_t::try_from(std::mem::size_of::<libc::ucred>()).ok()?;
+    // SAFETY: `cred` and `len` are valid for the kernel to write, and `len`
+    // says how much room `cred` has.
+    let done = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&raw mut cred).cast(),
+            &raw mut len,
+        )
+    };
+    (done == 0).then_some(i64::from(cred.pid))
+}
+
 fn define(
     rest: &str,
     schemas: &Schemas,
     sender: &SyncSender<Message>,
-    names: &mut HashMap<String, (Arc<str>, usize)>,
+    names: &mut HashMap<String, Declared>,
 ) -> Result<(), String> {
     let mut words = rest.split(' ');
     let name = words.next().unwrap_or_default();
@@ -196,12 +265,22 @@ fn define(
     if fields.is_empty() || fields.len() > MAX_FIELDS {
         return Err(format!("a source has 1 to {MAX_FIELDS} fields"));
     }
+    if let Some((i, (field, _))) = (fields.iter().enumerate())
+        .find(|(i, (field, _))| fields[..*i].iter().any(|(f, _)| f == field))
+    {
+        return Err(format!("field {field} is declared twice (field {})", i + 1));
+    }
     let mut known = schemas.lock().map_err(|_| "internal error".to_owned())?;
     match known.get(name) {
         Some(existing) if *existing != fields => {
             return Err(format!("source {name} was declared with other fields"));
         }
         Some(_) => {}
+        None if known.len() >= MAX_SOURCES => {
+            return Err(format!(
+                "applications have defined {MAX_SOURCES} sources, the most weft takes"
+            ));
+        }
         None => {
             known.insert(name.to_owned(), fields.clone());
             let message = Message::Define {
@@ -213,23 +292,34 @@ fn define(
                 .map_err(|_| "weft is stopping".to_owned())?;
         }
     }
-    names.insert(name.to_owned(), (Arc::from(name), fields.len()));
+    let declared = Declared {
+        name: Arc::from(name),
+        fields: fields.len(),
+        pid: fields.iter().position(|(field, _)| field == PID),
+    };
+    names.insert(name.to_owned(), declared);
     Ok(())
 }
 
 fn record(
     rest: &str,
-    names: &HashMap<String, (Arc<str>, usize)>,
+    names: &HashMap<String, Declared>,
+    pid: i64,
     sender: &SyncSender<Message>,
 ) -> Result<(), String> {
     let mut words = rest.split(' ');
     let name = words.next().unwrap_or_default();
-    let Some((name, count)) = names.get(name) else {
+    let Some(Declared {
+        name,
+        fields: count,
+        pid: pid_field,
+    }) = names.get(name)
+    else {
         return Err(format!(
             "source `{name}` was not declared on this connection"
         ));
     };
-    let values = words
+    let mut values = words
         .map(|w| {
             w.parse::<i64>()
                 .map_err(|_| format!("`{w}` is not an integer"))
@@ -240,6 +330,10 @@ fn record(
             "{name} has {count} fields, this record {} values",
             values.len()
         ));
+    }
+    // The sender's pid is the kernel's word, not the client's.
+    if let Some(at) = pid_field {
+        values[*at] = pid;
     }
     let message = Message::Record {
         name: name.clone(),
@@ -264,5 +358,90 @@ fn check_name(what: &str, name: &str) -> Result<(), String> {
         Err(format!(
             "{what} name `{name}`: use 1 to 32 of a-z, 0-9 and _, starting with a letter"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufRead as _, BufReader, Write as _};
+
+    use super::*;
+
+    /// A client connected to a server thread; the server's messages.
+    fn connect(schemas: &Schemas) -> (UnixStream, Receiver<Message>, Arc<AtomicU64>) {
+        let (client, server) = UnixStream::pair().unwrap();
+        let (sender, messages) = sync_channel(BACKLOG);
+        let rejected = Arc::new(AtomicU64::new(0));
+        let (schemas, counter) = (schemas.clone(), rejected.clone());
+        std::thread::spawn(move || serve(&server, &sender, &schemas, &counter));
+        (client, messages, rejected)
+    }
+
+    /// Sends `line` and reads the reply to a `sync` after it.
+    fn send(client: &UnixStream, line: &str) -> String {
+        writeln!(&mut &*client, "{line}\nsync").unwrap();
+        let mut reply = String::new();
+        BufReader::new(client).read_line(&mut reply).unwrap();
+        reply
+    }
+
+    #[test]
+    fn the_pid_field_is_the_senders_whatever_the_client_writes() {
+        let schemas = Schemas::default();
+        let (client, messages, _) = connect(&schemas);
+        assert_eq!(send(&client, "source req pid latency:duration"), "ok 0\n");
+        assert_eq!(send(&client, "record req 1 5"), "ok 1\n");
+        let records: Vec<Vec<i64>> = (messages.try_iter())
+            .filter_map(|m| match m {
+                Message::Record { values, .. } => Some(values),
+                Message::Define { .. } => None,
+            })
+            .collect();
+        assert_eq!(records, [vec![i64::from(std::process::id()), 5]]);
+    }
+
+    #[test]
+    fn a_long_line_a_doubled_field_and_one_source_too_many_are_refused() {
+        let schemas = Schemas::default();
+        let (client, _messages, rejected) = connect(&schemas);
+        let long = format!("record {}", "1 ".repeat(MAX_LINE));
+        assert!(send(&client, &long).contains(&format!("at most {MAX_LINE} bytes")));
+        let (client, _messages, _) = connect(&schemas);
+        assert!(send(&client, "source req a b a").contains("field a is declared twice"));
+        let (client, _messages, _) = connect(&schemas);
+        for i in 0..MAX_SOURCES {
+            assert_eq!(send(&client, &format!("source s{i} v")), format!("ok 0\n"));
+        }
+        assert!(send(&client, "source one_more v").contains("the most weft takes"));
+        assert_eq!(rejected.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn connections_past_the_bound_are_told_so_and_closed() {
+        let dir = std::env::temp_dir().join(format!("weft-app-bound-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let path = dir.join("app.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let (sender, _messages) = sync_channel(BACKLOG);
+        let (schemas, rejected) = (Schemas::default(), Arc::new(AtomicU64::new(0)));
+        let counter = rejected.clone();
+        std::thread::spawn(move || accept(&listener, &sender, &schemas, &counter));
+        let held: Vec<UnixStream> = (0..MAX_CLIENTS)
+            .map(|_| {
+                let client = UnixStream::connect(&path).unwrap();
+                assert_eq!(send(&client, "sync"), "ok 0\n");
+                client
+            })
+            .collect();
+        let extra = UnixStream::connect(&path).unwrap();
+        let mut reply = String::new();
+        BufReader::new(&extra).read_line(&mut reply).unwrap();
+        assert_eq!(
+            reply,
+            format!("error 0: more than {MAX_CLIENTS} connections\n")
+        );
+        drop(held);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -19,20 +19,20 @@
 
 use std::{
     fmt::Write as _,
-    io::{self, Read as _, Write as _},
+    io::Write as _,
     net::{SocketAddr, TcpListener, TcpStream},
     path::PathBuf,
-    sync::{
-        Arc, Mutex, PoisonError,
-        atomic::{AtomicUsize, Ordering},
-    },
-    time::{Duration, Instant},
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
 };
 
 use anyhow::{Context as _, Result};
 use weft_store::Reader;
 
-use crate::answer::{self, Format};
+use crate::{
+    answer::{self, Format},
+    socket::{self, Slots},
+};
 
 /// The quantiles each syscall's latency is given at.
 const QUANTILES: [&str; 5] = ["0.5", "0.9", "0.99", "0.999", "0.9999"];
@@ -61,12 +61,12 @@ pub fn serve(addr: SocketAddr, metrics: Metrics) -> Result<SocketAddr> {
         .with_context(|| format!("--metrics: failed to listen on {addr}"))?;
     let bound = listener.local_addr()?;
     let metrics = Arc::new(metrics);
-    let clients = Arc::new(AtomicUsize::new(0));
+    let slots = Slots::new(MAX_CLIENTS);
     std::thread::Builder::new()
         .name("weft-metrics".into())
         .spawn(move || {
             for stream in listener.incoming().flatten() {
-                let Some(slot) = Slot::take(&clients) else {
+                let Some(slot) = slots.take() else {
                     // Full: closed at once, the scraper retries.
                     continue;
                 };
@@ -86,28 +86,11 @@ pub fn serve(addr: SocketAddr, metrics: Metrics) -> Result<SocketAddr> {
     Ok(bound)
 }
 
-/// One of the [`MAX_CLIENTS`] client slots, freed when dropped.
-struct Slot(Arc<AtomicUsize>);
-
-impl Slot {
-    fn take(clients: &Arc<AtomicUsize>) -> Option<Self> {
-        let taken = clients.fetch_add(1, Ordering::AcqRel) < MAX_CLIENTS;
-        let slot = Self(Arc::clone(clients));
-        taken.then_some(slot)
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 /// Answers one HTTP request: the metrics for `GET /metrics`, 404 else, 400
-/// for a request line that does not end in time or within [`MAX_REQUEST`].
+/// for a request line that does not end within [`MAX_REQUEST`].
 fn answer(stream: &TcpStream, metrics: &Metrics) -> Result<()> {
     stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
-    let request = request_line(stream)?;
+    let request = socket::request_line(stream, MAX_REQUEST, CLIENT_TIMEOUT)?;
     let path = request
         .as_deref()
         .and_then(|line| line.split_whitespace().nth(1))
@@ -132,32 +115,6 @@ fn answer(stream: &TcpStream, metrics: &Metrics) -> Result<()> {
         body.len()
     )?;
     Ok(())
-}
-
-/// The request's first line, read within [`CLIENT_TIMEOUT`] in all (not
-/// per read: a client sending a byte a second is cut off too); `None` when
-/// it is longer than [`MAX_REQUEST`]. The headers after it are not read.
-fn request_line(mut stream: &TcpStream) -> io::Result<Option<String>> {
-    let deadline = Instant::now() + CLIENT_TIMEOUT;
-    let mut line = Vec::new();
-    let mut buf = [0u8; 1024];
-    loop {
-        if let Some(end) = line.iter().position(|b| *b == b'\n') {
-            return Ok(Some(String::from_utf8_lossy(&line[..end]).into_owned()));
-        }
-        if line.len() >= MAX_REQUEST {
-            return Ok(None);
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(io::ErrorKind::TimedOut.into());
-        }
-        stream.set_read_timeout(Some(left))?;
-        match stream.read(&mut buf)? {
-            0 => return Ok(Some(String::from_utf8_lossy(&line).into_owned())),
-            n => line.extend_from_slice(&buf[..n]),
-        }
-    }
 }
 
 /// The metrics, in Prometheus's text exposition format.
@@ -272,7 +229,10 @@ fn percentile(quantile: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::io::{Read as _, Write as _};
+    use std::{
+        io::{Read as _, Write as _},
+        time::Instant,
+    };
 
     use super::*;
 

@@ -656,7 +656,15 @@ impl Recorder {
             .zip(0u32..)
             .map(|((field, _), i)| Field::new(field, i * 8, weft_store::FieldKind::I64))
             .collect();
-        let source = self.store.define_source(name, store_fields)?;
+        let source = match self.store.define_source(name, store_fields) {
+            // A definition the store refuses is that application's
+            // problem: its records are dropped, the recording goes on.
+            Err(weft_store::Error::Invalid(why)) => {
+                eprintln!("weft: application source {name} refused: {why}");
+                return Ok(());
+            }
+            defined => defined?,
+        };
         self.app_sources.insert(Arc::from(name), source);
         let kinds: Map<String, Value> = fields
             .iter()

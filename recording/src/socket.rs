@@ -1,13 +1,23 @@
 //! weft's Unix sockets live in `/run/weft`: created here, stale ones (left
-//! by a killed weft) replaced, and removed when dropped.
+//! by a killed weft) replaced, and removed when dropped. And what each of
+//! weft's servers (these and `--metrics`) does against its own clients:
+//! [`Slots`] bound the clients served at once, [`request_line`] bounds what
+//! one may send and how long it may take.
 
 use std::{
     fs::{self, DirBuilder},
+    io::{self, Read},
+    net::TcpStream,
     os::unix::{
         fs::{DirBuilderExt as _, PermissionsExt as _},
         net::{UnixListener, UnixStream},
     },
     path::{Path, PathBuf},
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, Result};
@@ -55,4 +65,88 @@ pub fn bind(path: &Path, gid: Option<u32>) -> Result<Option<(UnixListener, Bound
     fs::set_permissions(path, fs::Permissions::from_mode(mode))
         .with_context(|| format!("failed to restrict {}", path.display()))?;
     Ok(Some((listener, bound)))
+}
+
+/// At most so many clients served at once.
+#[derive(Clone)]
+pub struct Slots {
+    taken: Arc<AtomicUsize>,
+    max: usize,
+}
+
+/// One client's place among [`Slots`], freed when dropped.
+pub struct Slot(Arc<AtomicUsize>);
+
+impl Slots {
+    pub fn new(max: usize) -> Self {
+        Self {
+            taken: Arc::default(),
+            max,
+        }
+    }
+
+    /// A slot, or `None` when all are taken (the caller closes the client).
+    pub fn take(&self) -> Option<Slot> {
+        let free = self.taken.fetch_add(1, Ordering::AcqRel) < self.max;
+        let slot = Slot(Arc::clone(&self.taken));
+        free.then_some(slot)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A stream whose reads can time out: TCP and Unix sockets.
+pub trait Timed {
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()>;
+}
+
+impl Timed for TcpStream {
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        TcpStream::set_read_timeout(self, timeout)
+    }
+}
+
+impl Timed for UnixStream {
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        UnixStream::set_read_timeout(self, timeout)
+    }
+}
+
+/// A request's first line (without its newline), read within `timeout` in
+/// all (not per read: a client sending a byte a second is cut off too);
+/// `None` when it reaches `max` bytes unended. Nothing after the line is
+/// read: a request is its first line.
+pub fn request_line<S: Timed>(
+    stream: &S,
+    max: usize,
+    timeout: Duration,
+) -> io::Result<Option<String>>
+where
+    for<'a> &'a S: Read,
+{
+    let deadline = Instant::now() + timeout;
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    // A byte at a time, so that nothing after the line is taken from the
+    // stream; requests are a line of a few hundred bytes.
+    while line.len() < max {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        stream.set_read_timeout(Some(left))?;
+        match (&mut &*stream).read(&mut byte)? {
+            0 => break,
+            _ if byte[0] == b'\n' => break,
+            _ => line.push(byte[0]),
+        }
+    }
+    if line.len() >= max {
+        return Ok(None);
+    }
+    Ok(Some(String::from_utf8_lossy(&line).into_owned()))
 }

@@ -16,10 +16,13 @@
 //! "errors": N}` once they are stored.
 
 use std::{
-    io::{BufRead as _, BufReader, Write as _},
+    io::Write as _,
     os::unix::net::UnixStream,
     path::{Path, PathBuf},
-    sync::mpsc::{Sender, SyncSender},
+    sync::{
+        Arc,
+        mpsc::{Sender, SyncSender},
+    },
     time::Duration,
 };
 
@@ -33,7 +36,8 @@ use client::SOCKET;
 
 use crate::{
     answer::{Format, answer},
-    pt_calls, socket,
+    pt_calls,
+    socket::{self, Slots},
 };
 
 /// Decodes the Intel PT capture in a directory into its calls. The binary
@@ -55,33 +59,76 @@ pub fn serve(
         eprintln!("weft: another weft serves live queries at {SOCKET}; this one will not");
         return Ok(None);
     };
+    let served = Arc::new(Served {
+        reader,
+        dir,
+        triggers,
+        calls,
+        decode,
+    });
+    let slots = Slots::new(MAX_CLIENTS);
     std::thread::Builder::new()
         .name("weft-live".into())
         .spawn(move || {
             for stream in listener.incoming().flatten() {
-                // One bad client must not stop the others.
-                let _ = handle(&stream, &reader, &dir, (&triggers, &calls), decode);
+                let Some(slot) = slots.take() else {
+                    let _ = writeln!(
+                        &mut &stream,
+                        "{}",
+                        json!({ "error": "weft is answering too many clients; try again" })
+                    );
+                    continue;
+                };
+                let served = Arc::clone(&served);
+                // One bad client must not stop the others, nor wait for them.
+                let _ = std::thread::Builder::new()
+                    .name("weft-live-client".into())
+                    .spawn(move || {
+                        let _ = handle(&stream, &served);
+                        drop(slot);
+                    });
             }
         })
         .context("failed to start the live query thread")?;
     Ok(Some(bound))
 }
 
-fn handle(
-    stream: &UnixStream,
-    reader: &Reader,
-    dir: &Path,
-    (triggers, calls): (&SyncSender<String>, &Sender<pt_calls::Decoded>),
+/// Clients answered at once.
+const MAX_CLIENTS: usize = 8;
+
+/// The longest request line (a query, a note, a path).
+const MAX_REQUEST: usize = 64 << 10;
+
+/// How long a client has to send its request, and to take each write of
+/// the answer.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the clients' threads share.
+struct Served {
+    reader: Reader,
+    dir: PathBuf,
+    triggers: SyncSender<String>,
+    calls: Sender<pt_calls::Decoded>,
     decode: Option<DecodePt>,
-) -> Result<()> {
-    let mut line = String::new();
-    BufReader::new(stream).read_line(&mut line)?;
+}
+
+fn handle(stream: &UnixStream, served: &Served) -> Result<()> {
+    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+    let Some(line) = socket::request_line(stream, MAX_REQUEST, CLIENT_TIMEOUT)? else {
+        writeln!(
+            &mut &*stream,
+            "{}",
+            json!({ "error": "the request is too long" })
+        )?;
+        return Ok(());
+    };
     let request: Value = serde_json::from_str(&line)?;
+    let dir = &served.dir;
     if request["trigger"] == true {
-        return answer_trigger(stream, &request, dir, triggers);
+        return answer_trigger(stream, &request, dir, &served.triggers);
     }
     if let Some(capture) = request["pt_capture"].as_str() {
-        let reply = store_capture(Path::new(capture), calls, decode);
+        let reply = store_capture(Path::new(capture), &served.calls, served.decode);
         let reply = reply.unwrap_or_else(|error| json!({ "error": format!("{error:#}") }));
         writeln!(&mut &*stream, "{reply}")?;
         return Ok(());
@@ -92,7 +139,7 @@ fn handle(
         .and_then(Format::from_name)
         .unwrap_or(Format::Table);
     let full_scan = request["full_scan"].as_bool().unwrap_or(false);
-    let snapshot = reader.snapshot();
+    let snapshot = served.reader.snapshot();
     let now = weft_store::now_ns();
     let mut out = stream;
     match answer(&snapshot, dir, text, format, Some(now), full_scan) {
