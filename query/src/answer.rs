@@ -186,8 +186,23 @@ fn human(cell: &Cell, kind: &Kind, wall_offset: Option<i64>) -> String {
         (Cell::Int(t), Kind::Time) => time(*t, wall_offset),
         (Cell::Int(n), _) => n.to_string(),
         (Cell::Float(f), _) => format!("{f:.2}"),
-        (Cell::Text(t), _) => t.clone(),
+        (Cell::Text(t), _) => printable(t),
     }
+}
+
+/// `text` with its control characters escaped (`\u{1b}`): names come from
+/// traced programs (a thread may name itself anything), and a terminal
+/// escape in one must not reach the terminal of whoever reads the answer.
+pub fn printable(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_owned();
+    }
+    text.chars()
+        .map(|c| match c {
+            c if c.is_control() => c.escape_default().to_string(),
+            c => c.to_string(),
+        })
+        .collect()
 }
 
 /// `812ns`, `3.20us`, `51.3ms`, `2.000s`: three significant digits.
@@ -298,6 +313,25 @@ mod tests {
             ],
             ..Answer::default()
         }
+    }
+
+    #[test]
+    fn names_reach_tables_with_control_characters_escaped() {
+        assert_eq!(printable("redis-server"), "redis-server");
+        assert_eq!(
+            printable("evil\u{1b}]0;owned\u{7}"),
+            "evil\\u{1b}]0;owned\\u{7}"
+        );
+        let answer = Answer {
+            columns: vec![Header {
+                name: "comm".into(),
+                kind: Kind::Int,
+            }],
+            rows: vec![vec![Cell::Text("a\u{1b}[2Jb".into())]],
+            ..Answer::default()
+        };
+        assert!(!answer.to_table(None).contains('\u{1b}'));
+        assert_eq!(answer.text(0, 0, None), "a\\u{1b}[2Jb");
     }
 
     #[test]
