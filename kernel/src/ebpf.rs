@@ -72,24 +72,18 @@ pub fn tracefs() -> Result<&'static Path> {
     if legacy.join("events").is_dir() {
         return Ok(legacy);
     }
-    mount(c"tracefs", c"/sys/kernel/tracing").map_err(|e| {
+    mount(c"tracefs", c"/sys/kernel/tracing", None).map_err(|e| {
         anyhow!("tracefs is not mounted and mounting it on /sys/kernel/tracing failed: {e}")
     })?;
     Ok(path)
 }
 
-/// Mounts a kernel file system of type `fstype` on `target`.
-pub fn mount(fstype: &CStr, target: &CStr) -> std::io::Result<()> {
+/// Mounts a kernel file system of type `fstype` on `target`, with the
+/// mount options `data` (`mode=0700`) if any.
+pub fn mount(fstype: &CStr, target: &CStr, data: Option<&CStr>) -> std::io::Result<()> {
+    let data = data.map_or(std::ptr::null(), |d| d.as_ptr().cast());
     // SAFETY: all pointers are valid NUL-terminated strings; data may be NULL.
-    let rc = unsafe {
-        libc::mount(
-            c"nodev".as_ptr(),
-            target.as_ptr(),
-            fstype.as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
+    let rc = unsafe { libc::mount(c"nodev".as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, data) };
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -236,4 +230,33 @@ pub fn comm_bytes(comm: &str) -> [u8; 16] {
     let len = comm.len().min(15);
     bytes[..len].copy_from_slice(&comm.as_bytes()[..len]);
     bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::mount;
+
+    /// The options weft mounts bpffs with (see `rings::bpffs`) make it
+    /// root's only; without them it is 1777. Needs root, as CI has.
+    #[test]
+    fn bpffs_mounted_with_mode_0700_is_not_world_writable() {
+        // SAFETY: geteuid has no arguments and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipping: mounting needs root");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("weft-bpffs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = std::ffi::CString::new(dir.to_str().unwrap()).unwrap();
+        mount(c"bpf", &target, Some(c"mode=0700")).unwrap();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o7777;
+        // SAFETY: a valid NUL-terminated path, mounted above.
+        unsafe { libc::umount(target.as_ptr()) };
+        std::fs::remove_dir(&dir).unwrap();
+        // The kernel keeps bpffs's sticky bit (0o1700); nobody but root
+        // may enter or write.
+        assert_eq!(mode & 0o777, 0o700, "mode {mode:o}");
+    }
 }

@@ -318,7 +318,9 @@ fn bpffs() -> bool {
         let rc = unsafe { libc::statfs(BPFFS.as_ptr(), &raw mut fs) };
         rc == 0 && fs.f_type == BPF_FS_MAGIC
     };
-    is_bpffs() || (mount(c"bpf", BPFFS).is_ok() && is_bpffs())
+    // Root's only, as systemd mounts it: bpffs is otherwise 1777, and weft
+    // pins its ring arrays there while it loads.
+    is_bpffs() || (mount(c"bpf", BPFFS, Some(c"mode=0700")).is_ok() && is_bpffs())
 }
 
 fn bpffs_dir() -> &'static Path {
