@@ -13,6 +13,9 @@ pub struct Health {
     pub drain_lag_ns: u64,
     /// Bytes the capture takes on disk.
     pub disk_bytes: u64,
+    /// Kept windows (trigger pins) the disk budget released, the oldest,
+    /// past their share of it.
+    pub pins_released: u64,
     /// The capture has stopped (a live recorder was signalled or failed):
     /// its readers stop asking.
     pub ended: bool,

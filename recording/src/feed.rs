@@ -110,6 +110,9 @@ impl CaptureFeed {
                 sources,
                 drain_lag_ns: 0,
                 disk_bytes: capture::size_on_disk(dir),
+                pins_released: (metadata["sessions"].as_array().into_iter().flatten())
+                    .filter_map(|s| s["pins_released"].as_u64())
+                    .sum(),
                 ended: false,
             },
             range,

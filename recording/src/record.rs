@@ -697,6 +697,7 @@ impl Recorder {
             sources,
             drain_lag_ns: self.lag.0,
             disk_bytes: self.dir.disk_use().unwrap_or(0),
+            pins_released: self.store.pins_released(),
             ended: false,
         }
     }

@@ -323,7 +323,7 @@ impl Player {
             sources,
             drain_lag_ns: self.lag,
             disk_bytes: self.dir.disk_use().unwrap_or(0),
-            ended: false,
+            ..Health::default()
         };
         *link.health.lock().unwrap_or_else(PoisonError::into_inner) = health;
         self.max_lag = self.max_lag.max(self.lag);

@@ -1,5 +1,7 @@
 //! Drawing: a pure function of [`State`]. Every view fits 80×24.
 
+use std::fmt::Write as _;
+
 use ratatui::{
     Frame,
     layout::{Constraint, Layout, Rect},
@@ -149,13 +151,16 @@ fn overview(frame: &mut Frame, state: &State, area: Rect) {
     let h = &state.health;
     let rate: f64 = state.sources.iter().filter_map(|r| r.rates.back()).sum();
     let lost: u64 = state.sources.iter().map(|r| r.lost).sum();
-    let text = format!(
+    let mut text = format!(
         "drain lag {:.1} ms · ingest {}/s · disk {} · lost {lost}",
         h.drain_lag_ns as f64 / 1e6,
         rate_text(rate),
         bytes(h.disk_bytes as f64)
     );
-    let style = if lost > 0 {
+    if h.pins_released > 0 {
+        let _ = write!(text, " · kept windows released {}", h.pins_released);
+    }
+    let style = if lost > 0 || h.pins_released > 0 {
         Style::new().red()
     } else {
         Style::new()

@@ -119,6 +119,7 @@ fn health(received: &[(&str, u64, u64)]) -> Health {
             .collect(),
         drain_lag_ns: 4_200_000,
         disk_bytes: 3_500_000,
+        pins_released: 0,
         ended: false,
     }
 }
@@ -393,8 +394,16 @@ fn overview_shows_rates_losses_and_agent_health() {
         );
         let agent = line_with(&lines, "drain lag");
         assert!(agent.contains("4.2 ms") && agent.contains("3.5 MB") && agent.contains("lost 3"));
+        assert!(!agent.contains("released"), "{agent}");
         assert!(lines[usize::from(height) - 1].contains("q quit"));
     }
+    // Kept windows the budget released are shown, as losses are.
+    let mut released = health(&[("syscalls", 2_000_000, 0), ("sched", 500, 3)]);
+    released.pins_released = 2;
+    state.apply_health(released, 2.0);
+    let lines = screen(&state, 200, 60);
+    let agent = line_with(&lines, "drain lag");
+    assert!(agent.contains("kept windows released 2"), "{agent}");
 }
 
 #[test]
