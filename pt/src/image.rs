@@ -237,8 +237,12 @@ pub fn build_id(path: &str, file: &[u8]) -> Result<Option<String>, ImageError> {
     Ok(Elf::parse(path, file)?.build_id()?)
 }
 
+/// A file named on the command line (`--image`): the user's own choice,
+/// read as it is, so that `/dev/null` is an empty image as in libipt's
+/// tests. Files other users choose (mappings) go through
+/// `weft_symbols::read_file`.
 fn read(path: &Path) -> Result<Vec<u8>, ImageError> {
-    weft_symbols::read_file(path).map_err(|source| ImageError::Read {
+    std::fs::read(path).map_err(|source| ImageError::Read {
         path: path.display().to_string(),
         source,
     })

@@ -195,6 +195,13 @@ impl Workload {
         assert!(status.success(), "workload failed: {status}");
     }
 
+    /// Lets the workload run without waiting for it; it is killed when
+    /// dropped, so that a test's flood never outlives the test.
+    pub fn go(&mut self) {
+        let mut stdin = self.stdin.take().expect("started once");
+        stdin.write_all(b"g").expect("signal workload");
+    }
+
     /// Lets the workload run and waits for it to end, however it ends.
     pub fn run(mut self) -> ExitStatus {
         let mut stdin = self.stdin.take().expect("started once");
