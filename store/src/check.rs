@@ -2,14 +2,16 @@
 //! every damage listed. Opening stops at the first damage and queries
 //! verify only what they read; this reads everything once.
 
-use std::{fs, os::unix::fs::FileExt as _, path::Path};
+use std::{fs, path::Path};
 
 use crate::{
     dir::Dir,
     error::{Error, Result},
-    format::{FILE_HEADER_LEN, FileKind, GROUP_ENTRY_LEN, GroupEntry, SUMMARY_LEN, TimeEntry},
+    format::{FILE_HEADER_LEN, FileKind, SUMMARY_LEN, TimeEntry},
+    reclaim::GroupWalk,
     recovery::{
-        self, follows, group_summaries_intact, open_log, read_block, summaries_of, values_of,
+        self, TimeLog, first_on_disk, follows, group_summaries_intact, is_deleted, open_log,
+        read_block, summaries_of, values_of,
     },
     schema::Meta,
     segment_name,
@@ -18,7 +20,8 @@ use crate::{
 /// What [`check`] found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Report {
-    /// Chunks whose time entry is intact.
+    /// Chunks whose time entry is intact, or was freed with the segment
+    /// the disk budget deleted.
     pub chunks: u64,
     /// Records those chunks hold.
     pub records: u64,
@@ -60,26 +63,35 @@ pub(crate) fn check_dir(dir: &Dir) -> Result<Report> {
         Err(error @ Error::Corrupt { .. }) => (u64::MAX, Some(error.to_string())),
         Err(error) => return Err(error),
     };
-    let time_path = dir.join("time.log");
-    let time = dir.read("time.log", u64::MAX)?;
-    let (format, _) = crate::format::check_file_header(&time, FileKind::Time, &time_path)?;
+    let per_segment = u64::from(meta.blocks_per_segment);
+    let segments = recovery::segments_on_disk(dir, &mut Vec::new())?;
+    let base = first_on_disk(&segments, per_segment);
+    (report.chunks, report.deleted) = (base, base);
+    let time = TimeLog::read(dir, base)?;
+    let format = time.format;
     let chunks = open_log(dir, "chunks.log", FileKind::Chunks, format)?;
     let values = (format.has_values())
         .then(|| open_log(dir, "values.log", FileKind::Values, format))
         .transpose()?;
     let deleted = meta.closed.as_ref().map(|c| c.deleted.clone());
-    let per_segment = u64::from(meta.blocks_per_segment);
     let len = TimeEntry::len(format);
-    let raw_entries = time.get(FILE_HEADER_LEN..).unwrap_or_default().chunks(len);
-    let mut on_disk = 0;
+    let mut on_disk = base;
     // The previous chunk's time entry (`None` before chunk 0), while every
     // entry so far is intact enough to say where this one's parts begin.
-    let mut previous: Option<Option<TimeEntry>> = Some(None);
-    for (chunk, raw) in (0u64..).zip(raw_entries) {
+    let mut previous: Option<Option<TimeEntry>> = (base == 0).then_some(None);
+    for (chunk, raw) in (base..).zip(time.entries.chunks(len)) {
         on_disk = chunk + 1;
         let offset = FILE_HEADER_LEN as u64 + chunk * len as u64;
         let before = report.problems.len();
         let mut lost = false;
+        let segment = chunk / per_segment;
+        if is_deleted(&segments, segment) && raw.iter().all(|b| *b == 0) {
+            // A deleted segment's entry, freed.
+            report.chunks += 1;
+            report.deleted += 1;
+            previous = None;
+            continue;
+        }
         'chunk: {
             let problems = if chunk >= kept {
                 &mut report.unfinished
@@ -111,7 +123,6 @@ pub(crate) fn check_dir(dir: &Dir) -> Result<Report> {
             if let Some(Err(what)) = values.as_ref().map(|v| values_of(v, &entry)) {
                 problems.push(format!("values.log at offset {}: {what}", entry.values_at));
             }
-            let segment = chunk / per_segment;
             if !dir.contains(&segment_name(segment)) {
                 // A closed capture lists what its budget deleted (opening
                 // reported any other loss); a crashed one cannot tell.
@@ -155,13 +166,12 @@ pub(crate) fn check_dir(dir: &Dir) -> Result<Report> {
 /// cannot be read, is unfinished.
 fn check_groups(groups: &fs::File, kept: u64, crashed: bool, report: &mut Report) {
     let size = groups.metadata().map_or(0, |m| m.len());
-    let mut at = FILE_HEADER_LEN as u64;
-    let mut head = [0u8; GROUP_ENTRY_LEN];
-    while at < size {
-        let entry = (groups.read_exact_at(&mut head, at).ok())
-            .and_then(|()| GroupEntry::decode(&head))
-            .filter(|e| at + e.len() as u64 <= size);
-        let Some(entry) = entry else {
+    let mut walk = GroupWalk::new(groups, size);
+    loop {
+        let Some((at, entry)) = walk.next() else {
+            if walk.at >= size {
+                return;
+            }
             // A crash may tear the entry being written after its last
             // chunk committed; a closed capture has no such excuse.
             let problems = if crashed {
@@ -170,7 +180,8 @@ fn check_groups(groups: &fs::File, kept: u64, crashed: bool, report: &mut Report
                 &mut report.problems
             };
             problems.push(format!(
-                "groups.log at offset {at}: an entry that fails its checksum or is cut short"
+                "groups.log at offset {}: an entry that fails its checksum or is cut short",
+                walk.at
             ));
             return;
         };
@@ -185,6 +196,5 @@ fn check_groups(groups: &fs::File, kept: u64, crashed: bool, report: &mut Report
                 entry.range()
             ));
         }
-        at += entry.len() as u64;
     }
 }

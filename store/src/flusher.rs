@@ -25,9 +25,10 @@ use crate::{
         FILE_HEADER_LEN, FileKind, FormatVersion, GroupEntry, SUMMARY_LEN, Summary, TimeEntry,
         file_header,
     },
+    reclaim::{self, GroupWalk},
     schema::Meta,
     segment_name, segment_number,
-    shared::{Sealed, Shared},
+    shared::{Sealed, Shared, Snapshot},
     values::{self, Wide},
 };
 
@@ -73,6 +74,10 @@ struct Files {
     values: Option<(File, u64)>,
     /// The groups log and where its next entry goes (format 3).
     groups: Option<(File, u64)>,
+    /// Where each groups-log entry not yet freed lies, by first chunk:
+    /// its bytes and the end of its chunks (kept only under a budget or
+    /// retention, which free them).
+    group_at: BTreeMap<u64, (std::ops::Range<u64>, u64)>,
     time: File,
     segments: BTreeMap<u64, Arc<File>>,
     /// Every segment written to since the store opened, to sync at close.
@@ -88,6 +93,7 @@ impl Files {
         format: FormatVersion,
         (values_end, groups_end): (u64, u64),
         resume: u64,
+        reclaims: bool,
     ) -> Result<Self> {
         let open = |name: &str| dir.open_file_rw(name);
         let values = if format.has_values() {
@@ -100,6 +106,12 @@ impl Files {
         } else {
             None
         };
+        let group_at = match &groups {
+            Some((file, end)) if reclaims => (GroupWalk::new(file, *end))
+                .map(|(at, e)| (e.first_chunk, (at..at + e.len() as u64, e.range().end)))
+                .collect(),
+            _ => BTreeMap::new(),
+        };
         Ok(Self {
             dir: Arc::clone(dir),
             resume: Some(resume).filter(|s| dir.contains(&segment_name(*s))),
@@ -107,6 +119,7 @@ impl Files {
             chunks: open("chunks.log")?,
             values,
             groups,
+            group_at,
             time: open("time.log")?,
             segments: BTreeMap::new(),
             written: BTreeSet::new(),
@@ -247,8 +260,87 @@ impl Files {
         if config.durability == Durability::Sync {
             file.sync_data().map_err(io("fdatasync", &path))?;
         }
+        let reclaims = config.disk_budget.is_some() || config.retain.is_some();
+        if reclaims && let Some(group) = GroupEntry::decode(entry) {
+            let bytes = *end..*end + entry.len() as u64;
+            self.group_at
+                .insert(group.first_chunk, (bytes, group.range().end));
+        }
         *end += entry.len() as u64;
         Ok(*end)
+    }
+
+    /// Frees the index-log entries of the deleted segment `gone`, whose
+    /// first and last time entries are `gone_entries` (read before it was
+    /// marked deleted); returns the bytes freed. What lies between the last
+    /// chunk kept before it and the first kept after it is all of deleted
+    /// chunks, so the holes reach over it to free the blocks they share.
+    fn reclaim(
+        &mut self,
+        snapshot: &Snapshot,
+        gone: u64,
+        (first, last): (TimeEntry, TimeEntry),
+    ) -> Result<u64> {
+        let per_segment = u64::from(snapshot.meta().blocks_per_segment);
+        let kept = |chunk: u64| !snapshot.is_deleted(chunk);
+        let before = (0..gone).rev().map(|s| s * per_segment).find(|c| kept(*c));
+        let before = before
+            .map(|c| snapshot.time_entry(c + per_segment - 1))
+            .transpose()?;
+        let newest = snapshot.chunks() / per_segment;
+        let after = (gone + 1..=newest)
+            .map(|s| s * per_segment)
+            .find(|c| kept(*c));
+        let after = after.map(|c| snapshot.time_entry(c)).transpose()?;
+        let len = TimeEntry::len(self.format) as u64;
+        let header = FILE_HEADER_LEN as u64;
+        let summary = |n: u64| header + n * SUMMARY_LEN as u64;
+        let ends = |e: &TimeEntry| {
+            (
+                header + (e.chunk + 1) * len,
+                summary(e.first_summary + u64::from(e.summaries)),
+                e.values_at + u64::from(e.values_len),
+            )
+        };
+        let starts = |e: &TimeEntry| {
+            (
+                header + e.chunk * len,
+                summary(e.first_summary),
+                e.values_at,
+            )
+        };
+        let freed = before.as_ref().map_or((header, header, header), ends);
+        let (own_start, own_end) = (starts(&first), ends(&last));
+        let to = after.as_ref().map_or(own_end, starts);
+        let mut bytes = reclaim::free(&self.time, freed.0, (own_start.0, to.0));
+        bytes += reclaim::free(&self.chunks, freed.1, (own_start.1, to.1));
+        if let Some((values, _)) = &self.values {
+            bytes += reclaim::free(values, freed.2, (own_start.2, to.2));
+        }
+        Ok(bytes + self.reclaim_groups(snapshot))
+    }
+
+    /// Frees the groups-log entries whose chunks are all deleted.
+    fn reclaim_groups(&mut self, snapshot: &Snapshot) -> u64 {
+        let Some((file, end)) = &self.groups else {
+            return 0;
+        };
+        let gone: Vec<u64> = (self.group_at.iter())
+            .filter(|(first, (_, until))| (**first..*until).all(|c| snapshot.is_deleted(c)))
+            .map(|(first, _)| *first)
+            .collect();
+        let mut bytes = 0;
+        for first in gone {
+            let Some((own, _)) = self.group_at.remove(&first) else {
+                continue;
+            };
+            let freed = (self.group_at.range(..first).next_back())
+                .map_or(FILE_HEADER_LEN as u64, |(_, (bytes, _))| bytes.end);
+            let to =
+                (self.group_at.range(first..).next()).map_or(*end, |(_, (bytes, _))| bytes.start);
+            bytes += reclaim::free(file, freed, (own.start, to));
+        }
+        bytes
     }
 }
 
@@ -370,7 +462,8 @@ pub(crate) fn run(
 ) {
     let meta = shared.meta();
     let per_segment = meta.blocks_per_segment;
-    let mut files = match Files::open(&shared.dir, meta.format, ends, resume) {
+    let reclaims = config.disk_budget.is_some() || config.retain.is_some();
+    let mut files = match Files::open(&shared.dir, meta.format, ends, resume, reclaims) {
         Ok(files) => files,
         Err(error) => return shared.poison(error.to_string()),
     };
@@ -406,7 +499,7 @@ pub(crate) fn run(
         // than writing the chunk.
         if chunk.is_multiple_of(u64::from(per_segment)) || retired.elapsed() >= RETIRE_EVERY {
             retired = Instant::now();
-            if let Err(error) = retire(shared, config, &files, segment, newest) {
+            if let Err(error) = retire(shared, config, &mut files, segment, newest) {
                 return shared.poison(error.to_string());
             }
         }
@@ -414,7 +507,7 @@ pub(crate) fn run(
     // Closing: the capture ends within its budget, and on disk.
     let closed = last
         .map_or(Ok(()), |(segment, newest)| {
-            retire(shared, config, &files, segment, newest)
+            retire(shared, config, &mut files, segment, newest)
         })
         .and_then(|()| files.sync_all());
     if let Err(error) = closed {
@@ -429,14 +522,13 @@ pub(crate) fn run(
 fn retire(
     shared: &Arc<Shared>,
     config: &Config,
-    files: &Files,
+    files: &mut Files,
     current: u64,
     newest: u64,
 ) -> Result<()> {
     if config.disk_budget.is_none() && config.retain.is_none() {
         return Ok(());
     }
-    let values = files.values.as_ref().map(|(file, _)| file);
     let budget = config.disk_budget.unwrap_or(u64::MAX);
     let mut sizes = BTreeMap::new();
     let mut total = 0;
@@ -456,7 +548,7 @@ fn retire(
             segment,
             size,
             time: (first.first_ts, last.last_ts),
-            values_at: first.values_at,
+            entries: (first, last),
         })
     };
     // Only pins need every segment's span; without them the oldest are
@@ -470,49 +562,34 @@ fn retire(
         honoured_pins(shared, pins, &spans, pin_share(config, total, &older))
     };
     for entry in sizes.range(..current) {
-        let Span {
-            segment,
-            size,
-            time,
-            values_at,
-        } = span_of(entry)?;
+        let span = span_of(entry)?;
         let old = config
             .retain
-            .is_some_and(|retain| time.1.saturating_add(retain) < newest);
+            .is_some_and(|retain| span.time.1.saturating_add(retain) < newest);
         if total <= budget && !old {
             break;
         }
-        if honoured.iter().any(|pin| overlaps(*pin, time)) {
+        if honoured.iter().any(|pin| overlaps(*pin, span.time)) {
             continue;
         }
-        shared.mark_deleted(segment);
-        shared.dir.remove(&segment_name(segment))?;
-        total -= size;
-        if let Some(values) = values {
-            // From the previous segment's values when that is gone too: a
-            // hole frees only whole disk blocks, and one segment's values
-            // may not fill one.
-            let from = match segment.checked_sub(1) {
-                Some(older) if snapshot.is_deleted(older * per_segment) => {
-                    snapshot.time_entry(older * per_segment)?.values_at
-                }
-                _ => values_at,
-            };
-            let next = snapshot.time_entry((segment + 1) * per_segment)?;
-            total = total.saturating_sub(punch_hole(values, from, next.values_at));
-        }
+        shared.mark_deleted(span.segment);
+        shared.dir.remove(&segment_name(span.segment))?;
+        total -= span.size;
+        let freed = files.reclaim(&snapshot, span.segment, span.entries)?;
+        total = total.saturating_sub(freed);
     }
     Ok(())
 }
 
-/// A record segment on disk, the arrival times its chunks span and where
-/// its first chunk's values lie.
+/// A record segment on disk, the arrival times its chunks span and its
+/// first and last chunks' time entries.
 #[derive(Clone, Copy)]
 struct Span {
     segment: u64,
     size: u64,
     time: (u64, u64),
-    values_at: u64,
+    /// Its first and last chunks' time entries.
+    entries: (TimeEntry, TimeEntry),
 }
 
 /// The bytes pins may keep: [`Config::pin_percent`] of what the budget
@@ -566,31 +643,4 @@ fn honoured_pins(
         honoured.push(pin);
     }
     honoured
-}
-
-/// Frees the disk blocks of `[from, to)` in `file`, keeping its size (reads
-/// there see zeros); returns the bytes freed, 0 where the file system
-/// cannot (the values then stay, which is only a cost).
-fn punch_hole(file: &File, from: u64, to: u64) -> u64 {
-    use std::os::fd::AsRawFd as _;
-    let (Ok(offset), Ok(len)) = (
-        libc::off64_t::try_from(from),
-        libc::off64_t::try_from(to.saturating_sub(from)),
-    ) else {
-        return 0;
-    };
-    if len == 0 {
-        return 0;
-    }
-    // SAFETY: the call only reads its integer arguments and changes no
-    // memory of ours.
-    let done = unsafe {
-        libc::fallocate64(
-            file.as_raw_fd(),
-            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-            offset,
-            len,
-        )
-    };
-    if done == 0 { len.unsigned_abs() } else { 0 }
 }

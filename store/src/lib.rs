@@ -49,6 +49,7 @@ mod error;
 mod flusher;
 mod format;
 mod query;
+mod reclaim;
 mod recovery;
 mod schema;
 mod shared;

@@ -387,7 +387,12 @@ impl Snapshot {
         mut visit: impl FnMut(RecordRef<'_>),
     ) -> Result<()> {
         let chunk = at.chunk;
-        let block = self.block(chunk)?;
+        let block = match self.block(chunk) {
+            // Deleted by the budget since its summaries were read: left
+            // out, as if it had gone before the query began.
+            Err(Error::Expired { .. }) => return Ok(()),
+            block => block?,
+        };
         let bytes = block.bytes();
         let header = BlockHeader::open(bytes).map_err(Error::Invalid)?;
         let base = chunk * u64::from(self.meta().block_size);
@@ -830,6 +835,18 @@ impl Snapshot {
                 "percentiles need a value index, not index 0".into(),
             ));
         }
+        self.settled(|snapshot| snapshot.percentile_in(source, index, part, window.clone(), q))
+    }
+
+    /// [`Snapshot::percentile_part`] of a valid quantile and index.
+    fn percentile_in(
+        &self,
+        source: SourceId,
+        index: IndexId,
+        part: Option<u32>,
+        window: RangeInclusive<u64>,
+        q: f64,
+    ) -> Result<(Option<i64>, QueryStats)> {
         let target = self.target(source, index, part, window)?;
         let bins = self.meta().index(index)?.bins.clone();
         let (by_part, held, mut stats) = self.bin_counts(&target)?;
@@ -1082,6 +1099,17 @@ impl Snapshot {
                 "quantile {q} is not between 0 and 1"
             )));
         }
+        self.settled(|snapshot| snapshot.aggregate_parts_in(source, index, window.clone(), qs))
+    }
+
+    /// [`Snapshot::aggregate_parts`] of valid quantiles.
+    fn aggregate_parts_in(
+        &self,
+        source: SourceId,
+        index: IndexId,
+        window: RangeInclusive<u64>,
+        qs: &[f64],
+    ) -> Result<(Vec<PartAnswer>, QueryStats)> {
         let target = self.target(source, index, None, window)?;
         let Some(spec) = target.index.clone() else {
             return Err(Error::Invalid(

@@ -16,6 +16,7 @@ use crate::{
         BlockHeader, FILE_HEADER_LEN, FileKind, FormatVersion, GROUP_ENTRY_LEN, GroupEntry,
         SUMMARY_LEN, Summary, TimeEntry, check_file_header,
     },
+    reclaim::GroupWalk,
     schema::{Closed, Meta, SourceId},
     segment_name, segment_number, values,
 };
@@ -61,9 +62,11 @@ pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
     let writable = open == Open::Write;
     let mut meta = Meta::load(dir)?;
     let mut recovery = Recovery::default();
-    let time_path = dir.join("time.log");
-    let time = dir.read("time.log", u64::MAX)?;
-    let (format, _) = check_file_header(&time, FileKind::Time, &time_path)?;
+    let segments = segments_on_disk(dir, &mut recovery.notes)?;
+    let per_segment = u64::from(meta.blocks_per_segment);
+    let base = first_on_disk(&segments, per_segment);
+    let time = TimeLog::read(dir, base)?;
+    let format = time.format;
     meta.format = format;
     let chunks = open_log(dir, "chunks.log", FileKind::Chunks, format)?;
     let values = if format.has_values() {
@@ -78,12 +81,11 @@ pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
     };
     // What would be cut from a crashed capture: damage in a closed one.
     let mut damage = Vec::new();
-    let mut entries = valid_time_entries(&time, format, &mut damage);
+    let deleted = |chunk| is_deleted(&segments, chunk / per_segment);
+    let mut entries = valid_time_entries(&time, deleted, &mut damage);
     let intact_entries = entries.clone();
     cut_torn_summaries(&mut entries, &chunks, values.as_ref(), &mut damage);
-    let segments = segments_on_disk(dir, &mut recovery.notes)?;
-    let per_segment = u64::from(meta.blocks_per_segment);
-    let mut kept = entries.len() as u64;
+    let mut kept = base + entries.len() as u64;
     // The newest block must be intact too; older ones are checked on read.
     while let Some(last) = kept.checked_sub(1) {
         let segment = last / per_segment;
@@ -98,22 +100,22 @@ pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
             }
         }
     }
-    let entry_len = TimeEntry::len(format);
-    let on_disk_chunks = (time.len().saturating_sub(FILE_HEADER_LEN) / entry_len) as u64;
+    let entry_len = TimeEntry::len(format) as u64;
+    let on_disk_chunks = time.size.saturating_sub(FILE_HEADER_LEN as u64) / entry_len;
     recovery.chunks = kept;
-    recovery.cut_chunks = on_disk_chunks.max(entries.len() as u64) - kept;
+    recovery.cut_chunks = on_disk_chunks.max(base + entries.len() as u64) - kept;
     recovery.cut_records = (intact_entries
-        .get(kept as usize..)
+        .get((kept - base) as usize..)
         .unwrap_or_default()
         .iter())
     .map(|e| u64::from(e.records))
     .sum();
-    let newest_segment = segments.last().copied();
     recovery.deleted_segments = (0..=kept.saturating_sub(1) / per_segment)
-        .filter(|s| kept > 0 && !segments.contains(s) && newest_segment.is_none_or(|n| *s < n))
+        .filter(|s| kept > 0 && is_deleted(&segments, *s))
         .collect();
     recovery.values_end = FILE_HEADER_LEN as u64;
-    if let Some(last) = kept.checked_sub(1).and_then(|i| entries.get(i as usize)) {
+    let newest = kept.checked_sub(1).filter(|i| *i >= base);
+    if let Some(last) = newest.and_then(|i| entries.get((i - base) as usize)) {
         recovery.last_ts = last.last_ts;
         recovery.next_summary = last.first_summary + u64::from(last.summaries);
         recovery.values_end = recovery
@@ -129,7 +131,7 @@ pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
             dir,
             meta: &meta,
             recovery: &recovery,
-            time_len: time.len() as u64,
+            time_len: time.size,
             segments: &segments,
         };
         let checked = (damage.first().cloned()).map_or_else(|| whole.check(closed), Err);
@@ -155,9 +157,7 @@ pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
     recovery.notes.extend(damage);
     if writable {
         // Only a writer continues the per-source back-pointer chains.
-        recovery.prev = last_addresses(&meta, &entries[..kept as usize], &chunks);
-    }
-    if writable {
+        recovery.prev = last_addresses(&meta, &entries[..(kept - base) as usize], &chunks);
         recovery.cut_bytes = truncate(dir, &meta, &recovery, &segments)?;
     }
     Ok((meta, recovery))
@@ -306,37 +306,102 @@ pub(crate) fn open_log(
     Ok(file)
 }
 
-/// Time entries from the start that are valid and chained.
+/// The time log from the first chunk recovery reads on.
+pub(crate) struct TimeLog {
+    pub format: FormatVersion,
+    /// The chunk of the first entry in `entries`.
+    pub base: u64,
+    /// The entries from `base` on.
+    pub entries: Vec<u8>,
+    /// The file's size.
+    pub size: u64,
+}
+
+impl TimeLog {
+    /// Reads `dir`'s time log from chunk `base` on (the entries before it
+    /// are of deleted segments).
+    pub fn read(dir: &Dir, base: u64) -> Result<Self> {
+        let path = dir.join("time.log");
+        let file = dir.open_file("time.log")?;
+        let size = file.metadata().map_err(io("stat", &path))?.len();
+        let mut header = [0u8; FILE_HEADER_LEN];
+        let head = usize::try_from(size).map_or(FILE_HEADER_LEN, |s| s.min(FILE_HEADER_LEN));
+        file.read_exact_at(&mut header[..head], 0)
+            .map_err(io("read", &path))?;
+        let (format, _) = check_file_header(&header[..head], FileKind::Time, &path)?;
+        let from = (FILE_HEADER_LEN as u64)
+            .saturating_add(base.saturating_mul(TimeEntry::len(format) as u64));
+        let len = usize::try_from(size.saturating_sub(from)).map_err(|_| Error::Corrupt {
+            path: path.clone(),
+            offset: from,
+            what: format!("{size} bytes, more than this machine can read"),
+        })?;
+        let mut entries = vec![0u8; len];
+        file.read_exact_at(&mut entries, from)
+            .map_err(io("read", &path))?;
+        Ok(Self {
+            format,
+            base,
+            entries,
+            size,
+        })
+    }
+}
+
+/// Time entries from the log's base on that are valid and chained. An
+/// entry of a `deleted` chunk may be zeros (freed); one stands in for it
+/// with no summaries, and the chain starts again after it.
 fn valid_time_entries(
-    time: &[u8],
-    format: FormatVersion,
+    time: &TimeLog,
+    deleted: impl Fn(u64) -> bool,
     notes: &mut Vec<String>,
 ) -> Vec<TimeEntry> {
+    let format = time.format;
     let len = TimeEntry::len(format);
-    let mut entries = Vec::new();
-    for (i, raw) in time
-        .get(FILE_HEADER_LEN..)
-        .unwrap_or_default()
-        .chunks(len)
-        .enumerate()
-    {
-        let offset = FILE_HEADER_LEN + i * len;
-        let Some(entry) = TimeEntry::decode(raw, format).filter(|e| e.chunk == i as u64) else {
+    let mut entries: Vec<TimeEntry> = Vec::new();
+    // Whether the last entry is a real one the next must follow.
+    let mut chained = time.base == 0;
+    for (chunk, raw) in (time.base..).zip(time.entries.chunks(len)) {
+        let offset = FILE_HEADER_LEN as u64 + chunk * len as u64;
+        if deleted(chunk) && raw.iter().all(|b| *b == 0) {
+            entries.push(TimeEntry {
+                chunk,
+                ..TimeEntry::default()
+            });
+            chained = false;
+            continue;
+        }
+        let Some(entry) = TimeEntry::decode(raw, format).filter(|e| e.chunk == chunk) else {
             notes.push(format!(
                 "time.log at offset {offset}: torn or corrupt time entry; cut here"
             ));
             break;
         };
-        if let Err(what) = follows(entries.last(), &entry, format) {
+        if chained && let Err(what) = follows(entries.last(), &entry, format) {
             notes.push(format!("time.log at offset {offset}: {what}; cut here"));
             break;
         }
+        chained = true;
         entries.push(entry);
     }
     entries
 }
 
-fn segments_on_disk(dir: &Dir, notes: &mut Vec<String>) -> Result<Vec<u64>> {
+/// The first chunk of the oldest of `segments` (ascending): those before
+/// it are all deleted, their index entries freed, and not read.
+pub(crate) fn first_on_disk(segments: &[u64], per_segment: u64) -> u64 {
+    segments.first().map_or(0, |s| s * per_segment)
+}
+
+/// Whether `segment` was deleted by the disk budget: not among `segments`
+/// (ascending) yet older than one that is (a newer one is lost instead).
+pub(crate) fn is_deleted(segments: &[u64], segment: u64) -> bool {
+    segments.binary_search(&segment).is_err() && segments.last().is_some_and(|n| segment < *n)
+}
+
+/// The record segments in `dir`, ascending; a note for each file that is
+/// not the store's.
+pub(crate) fn segments_on_disk(dir: &Dir, notes: &mut Vec<String>) -> Result<Vec<u64>> {
     let mut segments = Vec::new();
     for name in dir.names()? {
         match segment_number(&name) {
@@ -399,22 +464,15 @@ pub(crate) fn summaries_of(chunks: &File, entry: &TimeEntry) -> Option<Vec<Summa
 /// is cut like a torn chunk; older damage is found when read).
 fn intact_groups(groups: &File, kept: u64, notes: &mut Vec<String>) -> u64 {
     let size = groups.metadata().map_or(0, |m| m.len());
-    let (mut at, mut next_chunk) = (FILE_HEADER_LEN as u64, 0);
+    let mut walk = GroupWalk::new(groups, size);
     let mut last = None;
-    let mut head = [0u8; GROUP_ENTRY_LEN];
-    while at + GROUP_ENTRY_LEN as u64 <= size {
-        let entry = groups
-            .read_exact_at(&mut head, at)
-            .ok()
-            .and_then(|()| GroupEntry::decode(&head))
-            .filter(|e| e.first_chunk >= next_chunk && e.range().end <= kept);
-        let Some(entry) = entry.filter(|e| at + e.len() as u64 <= size) else {
-            break;
-        };
-        last = Some((at, entry));
-        next_chunk = entry.range().end;
-        at += entry.len() as u64;
-    }
+    let mut at = loop {
+        match walk.next() {
+            Some((start, entry)) if entry.range().end > kept => break start,
+            Some((start, entry)) => last = Some((start, entry)),
+            None => break walk.at,
+        }
+    };
     if let Some((start, entry)) = last
         && !group_summaries_intact(groups, start, &entry)
     {

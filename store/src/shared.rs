@@ -11,7 +11,7 @@ use std::{
     os::unix::fs::FileExt as _,
     sync::{
         Arc, Mutex, MutexGuard,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
 };
 
@@ -39,6 +39,9 @@ pub(crate) struct Shared {
     /// Values of sealed chunks' bins, kept between queries.
     pub bins: BinCache,
     poisoned: AtomicBool,
+    /// Segments deleted so far: a snapshot that saw fewer looks again
+    /// before it trusts a chunk to be on disk (see [`Snapshot::is_deleted`]).
+    deletions: AtomicU64,
     state: Mutex<State>,
 }
 
@@ -65,6 +68,7 @@ impl Shared {
             dir,
             bins: BinCache::default(),
             poisoned: AtomicBool::new(false),
+            deletions: AtomicU64::new(0),
             state: Mutex::new(State {
                 meta: Arc::new(meta),
                 committed: recovery.chunks,
@@ -136,8 +140,11 @@ impl Shared {
         self.lock().groups_end = end;
     }
 
+    /// Notes that `segment` is deleted, before its file and its index-log
+    /// entries go: a reader that finds them gone then knows why.
     pub fn mark_deleted(&self, segment: u64) {
         self.lock().deleted.insert(segment);
+        self.deletions.fetch_add(1, Ordering::Release);
     }
 
     /// Records of the sealed chunks not yet on disk.
@@ -168,6 +175,7 @@ impl Shared {
     }
 
     pub fn snapshot(self: &Arc<Self>) -> Snapshot {
+        let deletions = self.deletions.load(Ordering::Acquire);
         let state = self.lock();
         let mut memory: Vec<Arc<Sealed>> = state.sealed.iter().cloned().collect();
         let next = state.committed + memory.len() as u64;
@@ -181,6 +189,7 @@ impl Shared {
             committed: state.committed,
             groups_end: state.groups_end,
             deleted: state.deleted.clone(),
+            deletions,
             damaged: None,
             memory,
             partial: partial.is_some(),
@@ -211,6 +220,8 @@ pub struct Snapshot {
     /// Bytes of the groups log this snapshot may read.
     groups_end: u64,
     deleted: BTreeSet<u64>,
+    /// [`Shared::deletions`] when the snapshot was taken.
+    deletions: u64,
     /// When opened to skip damage: the damaged chunks, left out of every
     /// answer like deleted ones, with their time entries (made up from
     /// their neighbours' where their own is damaged).
@@ -249,12 +260,14 @@ impl Snapshot {
         self.committed + self.memory.len() as u64
     }
 
-    /// Records visible in this snapshot, deleted chunks included.
+    /// Records visible in this snapshot: those of chunks the disk budget
+    /// deleted are gone with their index entries and not counted.
     pub fn records(&self) -> Result<u64> {
         let mut total = 0;
-        for chunk in 0..self.chunks() {
-            total += u64::from(self.time_entry(chunk)?.records);
-        }
+        self.for_each_meta(0..self.chunks(), &[], |meta| {
+            total += u64::from(meta.time.records);
+            Ok(())
+        })?;
         Ok(total)
     }
 
@@ -273,16 +286,43 @@ impl Snapshot {
         self.is_damaged(chunk) || self.is_deleted(chunk)
     }
 
-    /// Whether the budget deleted chunk `chunk`'s segment.
+    /// Whether the budget deleted chunk `chunk`'s segment: when this
+    /// snapshot was taken, or since (its file and index entries may be gone
+    /// by the time a query reaches them).
     pub(crate) fn is_deleted(&self, chunk: u64) -> bool {
-        self.deleted
-            .contains(&(chunk / u64::from(self.meta.blocks_per_segment)))
+        let segment = chunk / u64::from(self.meta.blocks_per_segment);
+        self.deleted.contains(&segment)
+            || (self.freed_since() && self.shared.lock().deleted.contains(&segment))
     }
 
     pub(crate) fn is_damaged(&self, chunk: u64) -> bool {
         self.damaged
             .as_ref()
             .is_some_and(|d| d.contains_key(&chunk))
+    }
+
+    /// `query`'s answer on this snapshot; when it fails after the budget
+    /// deleted chunks it was reading (a percentile's counts, from
+    /// summaries, then disagree with the records left), its answer on a
+    /// fresh snapshot, up to a few times.
+    pub(crate) fn settled<T>(&self, query: impl Fn(&Self) -> Result<T>) -> Result<T> {
+        let mut answer = query(self);
+        let mut snapshot = self;
+        let mut fresh;
+        for _ in 0..3 {
+            if answer.is_ok() || !snapshot.freed_since() {
+                break;
+            }
+            fresh = self.shared.snapshot();
+            snapshot = &fresh;
+            answer = query(snapshot);
+        }
+        answer
+    }
+
+    /// Whether the budget deleted a segment since this snapshot was taken.
+    fn freed_since(&self) -> bool {
+        self.shared.deletions.load(Ordering::Acquire) != self.deletions
     }
 
     /// This snapshot leaving out `damaged` chunks (with their time entries).
@@ -303,17 +343,61 @@ impl Snapshot {
         if let Some(entry) = self.damaged.as_ref().and_then(|d| d.get(&chunk)) {
             return Ok(*entry);
         }
-        let path = self.shared.dir.join("time.log");
+        if self.is_deleted(chunk) {
+            return self.deleted_entry(chunk);
+        }
         let len = TimeEntry::len(self.meta.format);
         let offset = (FILE_HEADER_LEN + chunk as usize * len) as u64;
         let bytes = read_at(&self.files, "time.log", offset, len)?;
-        TimeEntry::decode(&bytes, self.meta.format)
-            .filter(|e| e.chunk == chunk)
-            .ok_or_else(|| Error::Corrupt {
-                path,
+        self.decode_time(&bytes, chunk, offset)
+    }
+
+    /// The time entry of `chunk` in `bytes` (read at `offset` of the time
+    /// log); a stand-in when the chunk was deleted while being read.
+    fn decode_time(&self, bytes: &[u8], chunk: u64, offset: u64) -> Result<TimeEntry> {
+        match TimeEntry::decode(bytes, self.meta.format).filter(|e| e.chunk == chunk) {
+            Some(entry) => Ok(entry),
+            None if self.is_deleted(chunk) => self.deleted_entry(chunk),
+            None => Err(Error::Corrupt {
+                path: self.shared.dir.join("time.log"),
                 offset,
                 what: format!("time entry of chunk {chunk} fails its checksum"),
-            })
+            }),
+        }
+    }
+
+    /// What stands in for the time entry of `chunk`, whose segment the
+    /// budget deleted: the flusher frees the index-log entries of deleted
+    /// segments, so the entry is made from the first chunk kept after it:
+    /// no records and no summaries, at that chunk's time and log
+    /// positions, which keeps the time index ordered and the logs'
+    /// positions ascending.
+    fn deleted_entry(&self, chunk: u64) -> Result<TimeEntry> {
+        let per_segment = u64::from(self.meta.blocks_per_segment);
+        let mut next = (chunk / per_segment + 1) * per_segment;
+        while next < self.chunks() && self.is_deleted(next) && self.memory(next).is_none() {
+            next += per_segment;
+        }
+        // All after it deleted too (the budget moved past this snapshot):
+        // it ends the time index.
+        let after = if next < self.chunks() {
+            self.time_entry(next)?
+        } else {
+            TimeEntry {
+                first_ts: u64::MAX,
+                ..TimeEntry::default()
+            }
+        };
+        Ok(TimeEntry {
+            chunk,
+            first_ts: after.first_ts,
+            last_ts: after.first_ts,
+            first_summary: after.first_summary,
+            summaries: 0,
+            records: 0,
+            values_at: after.values_at,
+            values_len: 0,
+        })
     }
 
     pub(crate) fn block(&self, chunk: u64) -> Result<Block> {
@@ -328,7 +412,11 @@ impl Snapshot {
         let path = self.shared.dir.join(&name);
         let size = self.meta.block_size as usize;
         let offset = (FILE_HEADER_LEN + (chunk % per_segment) as usize * size) as u64;
-        let bytes = read_at(&self.files, &name, offset, size)?;
+        let bytes = match read_at(&self.files, &name, offset, size) {
+            // Deleted by the budget since this snapshot was taken.
+            Err(_) if self.is_deleted(chunk) => return Err(Error::Expired { chunk }),
+            bytes => bytes?,
+        };
         match BlockHeader::open(&bytes) {
             Ok(header) if header.number == chunk => Ok(Block::Disk(bytes)),
             Ok(header) => Err(Error::Corrupt {
@@ -361,11 +449,13 @@ impl Snapshot {
         }
         let path = self.shared.dir.join("values.log");
         let bytes = read_at(&self.files, "values.log", offset, len as usize)?;
-        let sections = values::check(&bytes, chunk).map_err(|what| Error::Corrupt {
-            path: path.clone(),
-            offset,
-            what,
-        })?;
+        let sections = match values::check(&bytes, chunk) {
+            Ok(sections) => sections,
+            // Freed by the budget while being read: the caller reads the
+            // chunk, which then says it is gone.
+            Err(_) if self.is_deleted(chunk) => return Ok(None),
+            Err(what) => return Err(Error::Corrupt { path, offset, what }),
+        };
         Ok(values::runs_of(sections, index, bins))
     }
 }
@@ -527,26 +617,15 @@ impl Snapshot {
             if !self.meta.format.has_groups() {
                 return groups;
             }
-            let Ok(end) = usize::try_from(self.groups_end) else {
+            let Ok(file) = self.files.get("groups.log") else {
                 return groups;
             };
-            let Some(bytes) = self.files.mapped_groups(0, end) else {
-                return groups;
-            };
-            let (mut at, mut next) = (FILE_HEADER_LEN, 0);
-            while let Some(entry) = bytes.get(at..).and_then(GroupEntry::decode) {
-                if entry.first_chunk < next
-                    || entry.range().end > self.committed
-                    || at + entry.len() > bytes.len()
-                {
-                    break;
-                }
+            let walk = crate::reclaim::GroupWalk::new(&file, self.groups_end);
+            for (at, entry) in walk.take_while(|(_, e)| e.range().end <= self.committed) {
                 groups.push(Group {
                     entry,
-                    at: (at + GROUP_ENTRY_LEN) as u64,
+                    at: at + GROUP_ENTRY_LEN as u64,
                 });
-                next = entry.range().end;
-                at += entry.len();
             }
             groups
         })
@@ -614,9 +693,12 @@ impl Snapshot {
             let whole =
                 run.start == chunk && run.end <= range.end && run.clone().all(|c| !self.is_gone(c));
             let stop = if whole {
-                // Skipping damage, a damaged group answers chunk by chunk.
+                // Skipping damage, a damaged group answers chunk by chunk;
+                // so does one freed by the budget while being read.
                 let meta = match self.group_meta(&groups[i], keys) {
-                    Err(_) if self.damaged.is_some() => None,
+                    Err(_) if self.damaged.is_some() || run.clone().any(|c| self.is_deleted(c)) => {
+                        None
+                    }
                     meta => Some(meta?),
                 };
                 if let Some(meta) = meta
@@ -638,38 +720,9 @@ impl Snapshot {
     }
 
     fn read_metas(&self, range: std::ops::Range<u64>, keys: &[KeyRange]) -> Result<Vec<ChunkMeta>> {
-        let path = self.shared.dir.join("time.log");
-        let len = TimeEntry::len(self.meta.format);
-        let offset = (FILE_HEADER_LEN + range.start as usize * len) as u64;
-        // Damaged chunks at the end may lie past a cut time log.
-        let mut on_disk = range.end;
-        while on_disk > range.start && self.is_damaged(on_disk - 1) {
-            on_disk -= 1;
-        }
-        let bytes = read_at(
-            &self.files,
-            "time.log",
-            offset,
-            (on_disk - range.start) as usize * len,
-        )?;
-        let mut times = Vec::new();
-        for chunk in range.clone() {
-            if let Some(entry) = self.damaged.as_ref().and_then(|d| d.get(&chunk)) {
-                times.push(*entry);
-                continue;
-            }
-            let i = (chunk - range.start) as usize;
-            let entry = TimeEntry::decode(&bytes[i * len..(i + 1) * len], self.meta.format)
-                .filter(|e| e.chunk == chunk)
-                .ok_or_else(|| Error::Corrupt {
-                    path: path.clone(),
-                    offset: offset + (i * len) as u64,
-                    what: format!("time entry of chunk {chunk} fails its checksum"),
-                })?;
-            times.push(entry);
-        }
+        let times = self.read_times(range)?;
         // The intact chunks' summaries, read in one span.
-        let mut intact = times.iter().filter(|t| !self.is_damaged(t.chunk));
+        let mut intact = times.iter().filter(|t| !self.is_gone(t.chunk));
         let Some(first) = intact.next() else {
             return Ok(times
                 .into_iter()
@@ -677,7 +730,6 @@ impl Snapshot {
                 .collect());
         };
         let last = intact.next_back().unwrap_or(first);
-        let path = self.shared.dir.join("chunks.log");
         let start = first.first_summary;
         let offset = FILE_HEADER_LEN as u64 + start.saturating_mul(SUMMARY_LEN as u64);
         // Opening (or `check`, when skipping damage) made sure the intact
@@ -692,41 +744,110 @@ impl Snapshot {
             &owned[..]
         };
         let mut hints = vec![0; keys.len()];
+        let span = Span {
+            bytes,
+            start,
+            offset,
+        };
         times
             .into_iter()
             .map(|time| {
-                if self.is_damaged(time.chunk) {
+                if self.is_gone(time.chunk) {
                     return Ok(ChunkMeta::without_summaries(time));
                 }
-                let at =
-                    (time.first_summary.saturating_sub(start) as usize).saturating_mul(SUMMARY_LEN);
-                let raw = bytes
-                    .get(at..at.saturating_add(time.summaries as usize * SUMMARY_LEN))
-                    .ok_or_else(|| Error::Corrupt {
-                        path: path.clone(),
-                        offset: offset + at as u64,
-                        what: format!("summaries of chunk {} are cut short", time.chunk),
-                    })?;
-                let bad = |i: usize| Error::Corrupt {
-                    path: path.clone(),
-                    offset: offset + (at + i * SUMMARY_LEN) as u64,
-                    what: format!("summary of chunk {} fails its checksum", time.chunk),
-                };
-                let mut summaries = Vec::new();
-                for (key, hint) in keys.iter().zip(hints.iter_mut()) {
-                    for i in found(raw, key, hint, time.chunk).map_err(bad)? {
-                        let summary = Summary::decode(&raw[i * SUMMARY_LEN..]);
-                        summaries.push(
-                            summary
-                                .filter(|s| s.chunk == time.chunk)
-                                .ok_or_else(|| bad(i))?,
-                        );
-                    }
+                match self.summaries(&span, &time, keys, &mut hints) {
+                    Ok(summaries) => Ok(ChunkMeta { time, summaries }),
+                    // Freed by the budget while being read.
+                    Err(Error::Corrupt { .. }) if self.is_deleted(time.chunk) => Ok(
+                        ChunkMeta::without_summaries(self.deleted_entry(time.chunk)?),
+                    ),
+                    Err(error) => Err(error),
                 }
-                Ok(ChunkMeta { time, summaries })
             })
             .collect()
     }
+
+    /// The summaries of the chunk of `time` that `keys` want, from `span`.
+    fn summaries(
+        &self,
+        span: &Span<'_>,
+        time: &TimeEntry,
+        keys: &[KeyRange],
+        hints: &mut [usize],
+    ) -> Result<Vec<Summary>> {
+        let path = self.shared.dir.join("chunks.log");
+        let at =
+            (time.first_summary.saturating_sub(span.start) as usize).saturating_mul(SUMMARY_LEN);
+        let raw = (span.bytes)
+            .get(at..at.saturating_add(time.summaries as usize * SUMMARY_LEN))
+            .ok_or_else(|| Error::Corrupt {
+                path: path.clone(),
+                offset: span.offset + at as u64,
+                what: format!("summaries of chunk {} are cut short", time.chunk),
+            })?;
+        let bad = |i: usize| Error::Corrupt {
+            path: path.clone(),
+            offset: span.offset + (at + i * SUMMARY_LEN) as u64,
+            what: format!("summary of chunk {} fails its checksum", time.chunk),
+        };
+        let mut summaries = Vec::new();
+        for (key, hint) in keys.iter().zip(hints.iter_mut()) {
+            for i in found(raw, key, hint, time.chunk).map_err(bad)? {
+                let summary = Summary::decode(&raw[i * SUMMARY_LEN..]);
+                summaries.push(
+                    summary
+                        .filter(|s| s.chunk == time.chunk)
+                        .ok_or_else(|| bad(i))?,
+                );
+            }
+        }
+        Ok(summaries)
+    }
+
+    /// The time entries of `range`: read from the time log in one span,
+    /// stand-ins for damaged and deleted chunks.
+    fn read_times(&self, range: std::ops::Range<u64>) -> Result<Vec<TimeEntry>> {
+        let len = TimeEntry::len(self.meta.format);
+        // Only the span of chunks that are neither damaged (those at the
+        // end may lie past a cut time log) nor deleted (freed) is read.
+        let mut on_disk = range.clone().filter(|c| !self.is_gone(*c));
+        let (from, to) = match on_disk.next() {
+            Some(first) => (first, on_disk.next_back().unwrap_or(first) + 1),
+            None => (range.start, range.start),
+        };
+        let offset = (FILE_HEADER_LEN + from as usize * len) as u64;
+        let bytes = read_at(&self.files, "time.log", offset, (to - from) as usize * len)?;
+        let mut times = Vec::new();
+        // The stand-in of the last deleted chunk, for the rest of its segment.
+        let mut stand_in: Option<TimeEntry> = None;
+        let per_segment = u64::from(self.meta.blocks_per_segment);
+        for chunk in range {
+            if let Some(entry) = self.damaged.as_ref().and_then(|d| d.get(&chunk)) {
+                times.push(*entry);
+            } else if (from..to).contains(&chunk) && !self.is_deleted(chunk) {
+                let i = (chunk - from) as usize;
+                let at = offset + (i * len) as u64;
+                times.push(self.decode_time(&bytes[i * len..(i + 1) * len], chunk, at)?);
+            } else {
+                let same = stand_in.filter(|s| s.chunk / per_segment == chunk / per_segment);
+                let entry = match same {
+                    Some(s) => TimeEntry { chunk, ..s },
+                    None => self.deleted_entry(chunk)?,
+                };
+                stand_in = Some(entry);
+                times.push(entry);
+            }
+        }
+        Ok(times)
+    }
+}
+
+/// A span of the chunk log read at once: its bytes, from summary `start`
+/// at file offset `offset`.
+struct Span<'a> {
+    bytes: &'a [u8],
+    start: u64,
+    offset: u64,
 }
 
 /// Whether `key` lies in one of `keys`.
