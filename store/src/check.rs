@@ -23,7 +23,7 @@ pub struct Report {
     /// Chunks whose time entry is intact, or was freed with the segment
     /// the disk budget deleted.
     pub chunks: u64,
-    /// Records those chunks hold.
+    /// Records those chunks hold, of segments still on disk.
     pub records: u64,
     /// Chunks whose segment the disk budget deleted (not read).
     pub deleted: u64,
@@ -107,12 +107,23 @@ pub(crate) fn check_dir(dir: &Dir) -> Result<Report> {
                 break 'chunk;
             };
             report.chunks += 1;
-            report.records += u64::from(entry.records);
             // Only an intact neighbour tells where this chunk's parts begin.
             if let Some(Err(what)) = previous.map(|p| follows(p.as_ref(), &entry, format)) {
                 problems.push(format!("time.log at offset {offset}: {what}"));
             }
             previous = Some(Some(entry));
+            if !dir.contains(&segment_name(segment)) {
+                // A closed capture lists what its budget deleted (opening
+                // reported any other loss); a crashed one cannot tell. Its
+                // summaries and values may be freed: not read.
+                if deleted.as_ref().is_none_or(|d| d.contains(&segment)) {
+                    report.deleted += 1;
+                } else {
+                    lost = true;
+                }
+                break 'chunk;
+            }
+            report.records += u64::from(entry.records);
             if summaries_of(&chunks, &entry).is_none() {
                 let at = (entry.first_summary.saturating_mul(SUMMARY_LEN as u64))
                     .saturating_add(FILE_HEADER_LEN as u64);
@@ -122,16 +133,6 @@ pub(crate) fn check_dir(dir: &Dir) -> Result<Report> {
             }
             if let Some(Err(what)) = values.as_ref().map(|v| values_of(v, &entry)) {
                 problems.push(format!("values.log at offset {}: {what}", entry.values_at));
-            }
-            if !dir.contains(&segment_name(segment)) {
-                // A closed capture lists what its budget deleted (opening
-                // reported any other loss); a crashed one cannot tell.
-                if deleted.as_ref().is_none_or(|d| d.contains(&segment)) {
-                    report.deleted += 1;
-                } else {
-                    lost = true;
-                }
-                break 'chunk;
             }
             if let Err(what) = read_block(dir, &meta, chunk) {
                 problems.push(what);

@@ -46,13 +46,18 @@ pub enum FormatVersion {
     /// Adds `groups.log`: the summaries of each run of whole chunks merged,
     /// so that a question over many chunks reads one summary per run.
     /// Captures of version 2 are still read and appended to, without them.
-    #[default]
     V3 = 3,
+    /// The same files; under a disk budget the time, chunk and groups logs
+    /// free the entries of deleted segments (holes that read as zeros),
+    /// which a reader of version 3 would take for damage. Captures of
+    /// version 3 are still read and appended to without freeing them.
+    #[default]
+    V4 = 4,
 }
 
 impl FormatVersion {
     /// The version new files are written with.
-    pub const CURRENT: Self = Self::V3;
+    pub const CURRENT: Self = Self::V4;
 
     /// Whether captures of this version keep a values log.
     pub fn has_values(self) -> bool {
@@ -61,7 +66,14 @@ impl FormatVersion {
 
     /// Whether captures of this version keep a groups log.
     pub fn has_groups(self) -> bool {
-        self == Self::V3
+        matches!(self, Self::V3 | Self::V4)
+    }
+
+    /// Whether a disk budget frees the time, chunk and groups-log entries
+    /// of the segments it deletes (the values log's are freed from
+    /// version 2 on).
+    pub fn frees_entries(self) -> bool {
+        self == Self::V4
     }
 
     fn from_byte(byte: u8) -> Option<Self> {
@@ -69,6 +81,7 @@ impl FormatVersion {
             1 => Some(Self::V1),
             2 => Some(Self::V2),
             3 => Some(Self::V3),
+            4 => Some(Self::V4),
             _ => None,
         }
     }
@@ -444,7 +457,7 @@ impl TimeEntry {
     pub const fn len(version: FormatVersion) -> usize {
         match version {
             FormatVersion::V1 => TIME_ENTRY_LEN - 12,
-            FormatVersion::V2 | FormatVersion::V3 => TIME_ENTRY_LEN,
+            FormatVersion::V2 | FormatVersion::V3 | FormatVersion::V4 => TIME_ENTRY_LEN,
         }
     }
 
@@ -696,7 +709,12 @@ mod tests {
             values_at: 7,
             values_len: 8,
         };
-        for version in [FormatVersion::V1, FormatVersion::V2, FormatVersion::V3] {
+        for version in [
+            FormatVersion::V1,
+            FormatVersion::V2,
+            FormatVersion::V3,
+            FormatVersion::V4,
+        ] {
             let len = TimeEntry::len(version);
             let bytes = entry.encode(version);
             let expected = match version {
@@ -705,7 +723,7 @@ mod tests {
                     values_len: 0,
                     ..entry
                 },
-                FormatVersion::V2 | FormatVersion::V3 => entry,
+                FormatVersion::V2 | FormatVersion::V3 | FormatVersion::V4 => entry,
             };
             assert_eq!(TimeEntry::decode(&bytes[..len], version), Some(expected));
             assert_eq!(TimeEntry::decode(&bytes[..len - 1], version), None);

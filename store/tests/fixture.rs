@@ -11,12 +11,12 @@ fn fixture(version: u8) -> PathBuf {
 
 /// Writes the fixture of the current format; run by hand only when adding
 /// a format version (`v1` was written by the build of that format):
-/// `cargo test -p weft-store --test fixture -- --ignored write_fixture_v3`
-/// (`v1` and `v2` were written by the builds of those formats).
+/// `cargo test -p weft-store --test fixture -- --ignored write_fixture_v4`
+/// (`v1` to `v3` were written by the builds of those formats).
 #[test]
 #[ignore = "rewrites the checked-in fixture"]
-fn write_fixture_v3() {
-    let dir = fixture(3);
+fn write_fixture_v4() {
+    let dir = fixture(4);
     let _ = std::fs::remove_dir_all(&dir);
     write_fixture(&dir);
 }
@@ -45,6 +45,13 @@ fn fixture_v3_opens_with_the_same_answers_from_its_groups() {
     let stats = same_answers(&fixture(3));
     assert_eq!(stats.chunks_read_for_bins, 0, "{stats:?}");
     assert!(stats.chunks_valued_for_bins > 0, "{stats:?}");
+    assert!(stats.chunks_in_groups > 0, "{stats:?}");
+}
+
+#[test]
+fn fixture_v4_opens_with_the_same_answers_from_its_groups() {
+    let stats = same_answers(&fixture(4));
+    assert_eq!(stats.chunks_read_for_bins, 0, "{stats:?}");
     assert!(stats.chunks_in_groups > 0, "{stats:?}");
 }
 
