@@ -486,7 +486,14 @@ pub(crate) fn run(
     for (sealed, wide) in chunks {
         // The schema as it was when the chunk sealed (indexes come and go).
         let meta = shared.meta();
-        if let Err(error) = files.write(&sealed, wide, config, &meta) {
+        let written = match shared.failing() {
+            Some(error) => {
+                let segment = sealed.time.chunk / u64::from(per_segment);
+                Err(io("write", &files.dir.join(&segment_name(segment)))(error))
+            }
+            None => files.write(&sealed, wide, config, &meta),
+        };
+        if let Err(error) = written {
             return shared.poison(error.to_string());
         }
         shared.commit(sealed.time.chunk);

@@ -11,7 +11,7 @@ use std::{
     os::unix::fs::FileExt as _,
     sync::{
         Arc, Mutex, MutexGuard,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering},
     },
 };
 
@@ -42,6 +42,9 @@ pub(crate) struct Shared {
     /// Segments deleted so far: a snapshot that saw fewer looks again
     /// before it trusts a chunk to be on disk (see [`Snapshot::is_deleted`]).
     deletions: AtomicU64,
+    /// An OS error every later write of the flusher fails with (0: none),
+    /// set by tests to fail writes as a dying disk does.
+    failing: AtomicI32,
     state: Mutex<State>,
 }
 
@@ -69,6 +72,7 @@ impl Shared {
             bins: BinCache::default(),
             poisoned: AtomicBool::new(false),
             deletions: AtomicU64::new(0),
+            failing: AtomicI32::new(0),
             state: Mutex::new(State {
                 meta: Arc::new(meta),
                 committed: recovery.chunks,
@@ -106,6 +110,17 @@ impl Shared {
     pub fn poison(&self, reason: String) {
         self.lock().poison_reason.get_or_insert(reason);
         self.poisoned.store(true, Ordering::Release);
+    }
+
+    /// Makes every later write of the flusher fail with `errno`.
+    pub fn fail_writes(&self, errno: i32) {
+        self.failing.store(errno, Ordering::Release);
+    }
+
+    /// The error the flusher's writes fail with, if set.
+    pub fn failing(&self) -> Option<std::io::Error> {
+        let errno = self.failing.load(Ordering::Acquire);
+        (errno != 0).then(|| std::io::Error::from_raw_os_error(errno))
     }
 
     pub fn set_meta(&self, meta: Meta) {

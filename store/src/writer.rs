@@ -424,6 +424,15 @@ impl Store {
         self.shared.sealed_records() + u64::from(self.records)
     }
 
+    /// Makes every later write of the flusher fail with the OS error
+    /// `errno` (`EIO`, `ENOSPC`), as a failing disk's would: for tests of
+    /// what the store and its callers do then, where the kernel offers no
+    /// device-mapper `error` or `flakey` target to fail a real disk.
+    #[doc(hidden)]
+    pub fn fail_writes(&self, errno: i32) {
+        self.shared.fail_writes(errno);
+    }
+
     /// Pins the disk budget has released since the store opened: the
     /// oldest, when the pins together passed their share of it.
     pub fn pins_released(&self) -> u64 {

@@ -600,6 +600,55 @@ fn readers_of_a_ring_never_fail_while_it_frees_what_they_read() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+#[test]
+fn an_io_error_keeps_what_was_committed_and_counts_what_was_not() {
+    // This kernel has no device-mapper (no `error` or `flakey` target to
+    // fail a real disk with EIO), so the store's own hook fails the
+    // flusher's writes from here on, as a dying disk does.
+    const EIO: i32 = 5;
+    let dir = temp_dir("eio");
+    let (mut store, source, index) = counting_store(&dir, &small());
+    for seq in 0u64..50_000 {
+        store
+            .append_at(source, seq, None, &seq.to_le_bytes())
+            .unwrap();
+    }
+    store.seal().unwrap();
+    let waited = std::time::Instant::now();
+    while store.records_not_on_disk() > 0 && waited.elapsed().as_secs() < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    store.fail_writes(EIO);
+    let mut accepted = 0;
+    let error = (50_000u64..10_000_000)
+        .find_map(
+            |seq| match store.append_at(source, seq, None, &seq.to_le_bytes()) {
+                Ok(_) => {
+                    accepted += 1;
+                    None
+                }
+                Err(error) => Some(error),
+            },
+        )
+        .expect("appends go on failing silently");
+    assert!(error.to_string().contains("Input/output error"), "{error}");
+    // Every record accepted after the failure is known not to be stored.
+    assert_eq!(store.records_not_on_disk(), accepted);
+    let closed = store.close().unwrap_err();
+    assert!(
+        closed.to_string().contains("Input/output error"),
+        "{closed}"
+    );
+    // What was committed before is whole.
+    let (snapshot, recovery) = weft_store::open_read_only(&dir).unwrap();
+    assert_eq!(recovery.cut_chunks, 0, "{recovery:?}");
+    assert_eq!(check_prefix(&snapshot, source, index), 50_000);
+    let report = weft_store::check(&dir).unwrap();
+    assert_eq!(report.problems, Vec::<String>::new());
+    assert_eq!(report.unfinished, Vec::<String>::new());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Bytes the files of `dir` take on disk (holes not counted).
 fn disk_use(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
