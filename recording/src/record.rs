@@ -282,8 +282,15 @@ fn load_probes(plan: &Plan) -> Result<Probes> {
 /// Closes the store, completes `weft.json` and reports what was recorded
 /// and lost.
 fn finish(mut recorder: Recorder, session_index: usize, outcome: &Outcome) -> Result<String> {
-    // PT captures under way end, and their calls are stored.
-    recorder.triggers.join_captures();
+    // PT captures under way end, and their calls are stored; the capture
+    // closes even when one does not (a decode that hangs).
+    let abandoned = recorder.triggers.join_captures(trigger::CLOSE_WAIT);
+    if abandoned > 0 {
+        eprintln!(
+            "weft: gave up waiting {}s for {abandoned} PT capture(s) to be decoded; their calls are not stored",
+            trigger::CLOSE_WAIT.as_secs()
+        );
+    }
     let pending: Vec<_> = recorder.decoded.try_iter().collect();
     for decoded in &pending {
         if let Err(error) = recorder.store_calls(decoded) {

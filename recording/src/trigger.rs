@@ -388,18 +388,36 @@ pub type CapturePt = fn(
     to: &Sender<Decoded>,
 ) -> Result<()>;
 
+/// How long closing a recording waits for the PT captures under way to
+/// be decoded and stored: a capture ends at its watchdog's deadline, but
+/// decoding a large trace, or a symbol lookup on a slow file, has none,
+/// and Ctrl-C must still close the capture.
+pub const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Triggers {
-    /// Waits for the PT captures under way (the watchdog bounds each).
-    pub fn join_captures(&mut self) {
-        for capture in self.captures.drain(..) {
+    /// Waits up to `limit` for the PT captures under way; returns how many
+    /// it gave up on (left running until weft exits, their calls not
+    /// stored).
+    pub fn join_captures(&mut self, limit: std::time::Duration) -> usize {
+        let deadline = std::time::Instant::now() + limit;
+        while self.captures.iter().any(|c| !c.is_finished()) && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let (done, running): (Vec<_>, Vec<_>) = self
+            .captures
+            .drain(..)
+            .partition(std::thread::JoinHandle::is_finished);
+        for capture in done {
             let _ = capture.join();
         }
+        running.len()
     }
 }
 
 impl Drop for Triggers {
     fn drop(&mut self) {
-        self.join_captures();
+        self.join_captures(CLOSE_WAIT);
     }
 }
 
@@ -805,6 +823,48 @@ mod tests {
                 (118 * MS, 138 * MS),
                 (137 * MS, 150 * MS)
             ]
+        );
+    }
+
+    #[test]
+    fn closing_gives_up_on_a_pt_capture_that_does_not_end() {
+        #[allow(clippy::unnecessary_wraps, reason = "a CapturePt")]
+        fn hangs(
+            _: u32,
+            _: std::time::Duration,
+            _: &std::path::Path,
+            _: &Sender<Decoded>,
+        ) -> Result<()> {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+            Ok(())
+        }
+        let mut scratch = Scratch::new("pt-hangs");
+        let (calls, _decoded) = std::sync::mpsc::channel();
+        let actions = Actions {
+            dir: scratch.dir.clone(),
+            command: None,
+            pt: Some((std::time::Duration::from_millis(10), calls, hangs)),
+        };
+        let policy = Policy {
+            before: MS,
+            after: MS,
+            limit: None,
+        };
+        let texts = ["syscalls where dur > 1ms".to_owned()];
+        let mut triggers =
+            Triggers::new(&scratch.store, &Value::Null, &texts, policy, actions).unwrap();
+        scratch.feed(&mut triggers, 10 * MS, 5 * MS);
+        let waited = std::time::Instant::now();
+        let limit = std::time::Duration::from_millis(200);
+        assert_eq!(
+            triggers.join_captures(limit),
+            1,
+            "the capture was not started"
+        );
+        assert!(
+            waited.elapsed() < limit * 5,
+            "waited {:?}",
+            waited.elapsed()
         );
     }
 
