@@ -66,8 +66,35 @@ impl std::fmt::Display for Value {
 }
 
 /// Bytes up to the first NUL, as text: a task name or a string the
-/// kernel read.
+/// kernel read, with control characters escaped (`\u{1b}`, `\n`). They
+/// come from traced programs, which may put anything there, and a
+/// terminal escape in one must not reach the terminal of whoever runs
+/// the one-liner (bpftrace prints them raw).
 pub fn c_string(bytes: &[u8]) -> String {
     let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).into_owned()
+    let text = String::from_utf8_lossy(&bytes[..end]);
+    if !text.chars().any(char::is_control) {
+        return text.into_owned();
+    }
+    text.chars()
+        .map(|c| match c {
+            c if c.is_control() => c.escape_default().to_string(),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_from_traced_programs_reach_the_terminal_with_control_characters_escaped() {
+        assert_eq!(c_string(b"bash\0junk"), "bash");
+        assert_eq!(
+            c_string(b"evil\x1b]0;owned\x07\0"),
+            "evil\\u{1b}]0;owned\\u{7}"
+        );
+        assert_eq!(c_string(b"two\nlines"), "two\\nlines");
+    }
 }
