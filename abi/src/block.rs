@@ -83,7 +83,7 @@ pub struct Issued {
     pub op: u32,
 }
 
-#[cfg(feature = "user")]
+#[cfg(feature = "pod")]
 mod user {
     // SAFETY: `#[repr(C)]`, `Copy`, integers only, no padding holes.
     unsafe impl aya::Pod for super::BlockEvent {}

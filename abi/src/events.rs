@@ -119,7 +119,7 @@ impl EventConfig {
     };
 }
 
-#[cfg(feature = "user")]
+#[cfg(feature = "pod")]
 mod user {
     // SAFETY: `#[repr(C)]`, `Copy`, integers only, no padding holes.
     unsafe impl aya::Pod for super::EventConfig {}

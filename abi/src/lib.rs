@@ -2,7 +2,7 @@
 //! records the kernel side emits, the configuration it reads, the counters it
 //! keeps, and (with `user`) the reading end of the ring buffers it fills.
 //!
-//! Depends on no other weft crate (aya only with the `user` feature): the eBPF
+//! Depends on no other weft crate (aya only with the `pod` feature): the eBPF
 //! programs and every user-space crate build on it, so it must stay below them.
 //!
 //! # Overview
@@ -10,8 +10,9 @@
 //! Each probe family has one module here with the same name as its program in
 //! `ebpf/` and its consumer in `kernel/`. Everything is `no_std` and
 //! dependency-free so that the eBPF crate can use it; the `user` feature adds
-//! `aya::Pod` impls, the x86-64 syscall name table and [`ring`], the consumer
-//! side of a BPF ring buffer laid out as the kernel lays it out.
+//! the x86-64 syscall name table and [`ring`], the consumer side of a BPF ring
+//! buffer laid out as the kernel lays it out; `pod` adds the `aya::Pod` impls
+//! the loader needs (only `weft-kernel` links aya).
 //!
 //! ```
 //! use weft_abi::syscall::{SyscallEvent, EVENT_SIZE};

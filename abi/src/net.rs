@@ -95,7 +95,7 @@ pub const ADDRS_MAP: &str = "NET_ADDRS";
 /// Name of the global holding the filter flags.
 pub const FLAGS_GLOBAL: &str = "NET_FILTER_FLAGS";
 
-#[cfg(feature = "user")]
+#[cfg(feature = "pod")]
 mod user {
     // SAFETY: `#[repr(C)]`, `Copy`, integers only, no padding holes.
     unsafe impl aya::Pod for super::PacketEvent {}

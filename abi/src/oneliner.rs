@@ -603,7 +603,7 @@ pub struct Header {
 pub const HEADER_SIZE: usize = 64;
 const _: () = assert!(core::mem::size_of::<Header>() == HEADER_SIZE);
 
-#[cfg(feature = "user")]
+#[cfg(feature = "pod")]
 mod user {
     // SAFETY: `#[repr(C)]`, `Copy`, integers only, no padding holes.
     unsafe impl aya::Pod for super::ProbeConfig {}

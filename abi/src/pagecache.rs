@@ -64,7 +64,7 @@ pub struct LastLookup {
     pub pad: u32,
 }
 
-#[cfg(feature = "user")]
+#[cfg(feature = "pod")]
 mod user {
     // SAFETY: `#[repr(C)]`, `Copy`, integers only, no padding holes.
     unsafe impl aya::Pod for super::PageCacheEvent {}

@@ -53,7 +53,7 @@ pub struct OffCpu {
 }
 const _: () = assert!(core::mem::size_of::<OffCpu>() == 24);
 
-#[cfg(feature = "user")]
+#[cfg(feature = "pod")]
 mod user {
     // SAFETY: `#[repr(C)]`, `Copy`, integers only, no padding holes.
     unsafe impl aya::Pod for super::SchedEvent {}

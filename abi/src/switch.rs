@@ -28,7 +28,7 @@ pub struct SwitchEvent {
 pub const EVENT_SIZE: usize = 32;
 const _: () = assert!(core::mem::size_of::<SwitchEvent>() == EVENT_SIZE);
 
-#[cfg(feature = "user")]
+#[cfg(feature = "pod")]
 mod user {
     // SAFETY: `#[repr(C)]`, `Copy`, integers only, no padding holes.
     unsafe impl aya::Pod for super::SwitchEvent {}

@@ -232,7 +232,7 @@ pub enum Counter {
 /// Number of [`Counter`] slots.
 pub const COUNTERS: u32 = 3;
 
-#[cfg(feature = "user")]
+#[cfg(feature = "pod")]
 mod user {
     // SAFETY: both are `#[repr(C)]`, `Copy`, made of integers, with no padding
     // holes (asserted by size above), so every bit pattern is valid.

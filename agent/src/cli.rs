@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use weft_recording::answer::Format;
+use weft_capture::answer::Format;
 
 /// eBPF-first observability for Linux.
 #[derive(Debug, Parser)]

@@ -3,11 +3,14 @@
 
 use std::process::ExitCode;
 
+use weft_capture::sources;
 use weft_kernel::doctor;
-use weft_recording::sources;
 
 pub fn run() -> ExitCode {
-    let hooks: Vec<_> = sources::ALL.iter().map(|spec| spec.kernel).collect();
+    let hooks: Vec<_> = sources::ALL
+        .iter()
+        .map(|spec| weft_recording::hooks(spec))
+        .collect();
     let checks = doctor::checks(&hooks);
     for check in &checks {
         println!(

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
 use serde_json::json;
-use weft_recording::{
+use weft_capture::{
     capture,
     info::{render, summarise},
 };

@@ -65,16 +65,13 @@ fn main() -> ExitCode {
             eprintln!("weft: triggered");
             std::process::ExitCode::SUCCESS
         }),
-        cli::Command::Extract(args) => weft_recording::extract::extract(
-            &args.dir,
-            args.trigger,
-            &args.output,
-            args.skip_damaged,
-        )
-        .map(|report| {
-            eprintln!("weft: {report}");
-            std::process::ExitCode::SUCCESS
-        }),
+        cli::Command::Extract(args) => {
+            weft_capture::extract::extract(&args.dir, args.trigger, &args.output, args.skip_damaged)
+                .map(|report| {
+                    eprintln!("weft: {report}");
+                    std::process::ExitCode::SUCCESS
+                })
+        }
         cli::Command::Stat(args) => stat::run(args),
         cli::Command::Record(args) => record::run(args),
         cli::Command::Info(args) => info::run(args),

@@ -9,7 +9,8 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, bail};
-use weft_recording::{answer::answer, capture, live::client};
+use weft_capture::{answer::answer, capture};
+use weft_recording::live::client;
 
 use crate::cli::QueryArgs;
 

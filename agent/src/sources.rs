@@ -3,11 +3,11 @@
 use std::{fmt::Write as _, io::Write as _};
 
 use serde_json::json;
-use weft_kernel::ebpf;
-use weft_recording::{
+use weft_capture::{
     registry,
     sources::{ALL, Meaning, Spec},
 };
+use weft_kernel::ebpf;
 
 use crate::cli::SourcesArgs;
 
@@ -17,7 +17,7 @@ pub fn run(args: &SourcesArgs) -> std::process::ExitCode {
     for spec in ALL {
         let (missing, lacks) = match &tracefs {
             Ok(tracefs) => {
-                let available = spec.kernel.availability(tracefs);
+                let available = weft_recording::hooks(spec).availability(tracefs);
                 (available.missing, available.lacks)
             }
             Err(error) => (Some(format!("{error:#}")), Vec::new()),
@@ -57,7 +57,7 @@ fn json_line(spec: &Spec, missing: Option<&str>, lacks: &[String]) -> String {
         ),
     );
     let line = json!({
-        "name": spec.kernel.name, "about": spec.about, "available": missing.is_none(),
+        "name": spec.name, "about": spec.about, "available": missing.is_none(),
         "why_not": missing, "lacks": lacks, "fields": fields,
     });
     format!("{line}\n")
@@ -69,7 +69,7 @@ fn text(spec: &Spec, missing: Option<&str>, lacks: &[String]) -> String {
         (None, true) => "available".to_owned(),
         (None, false) => format!("available, but {}", lacks.join("; ")),
     };
-    let mut out = format!("{}  {}\n  {status}\n", spec.kernel.name, spec.about);
+    let mut out = format!("{}  {}\n  {status}\n", spec.name, spec.about);
     for field in spec.fields {
         let _ = writeln!(
             out,
@@ -86,7 +86,7 @@ fn text(spec: &Spec, missing: Option<&str>, lacks: &[String]) -> String {
     out
 }
 
-fn kind(field: &weft_recording::sources::FieldSpec) -> String {
+fn kind(field: &weft_capture::sources::FieldSpec) -> String {
     match field.meaning {
         Meaning::Addr(_) => "addr".to_owned(),
         _ => format!("{:?}", field.kind).to_lowercase(),

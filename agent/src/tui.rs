@@ -19,13 +19,14 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, anyhow};
-use weft_kernel::ebpf;
-use weft_query::{feed::Feed, health::Health};
-use weft_recording::{
+use weft_capture::feed::Ready;
+use weft_capture::{
     feed::{CaptureFeed, LiveFeed},
-    record::{Ready, UiLink, ns},
     replay,
 };
+use weft_kernel::ebpf;
+use weft_query::{feed::Feed, health::Health};
+use weft_recording::record::{UiLink, ns};
 use weft_store::Config;
 use weft_tui::FrameTimes;
 

@@ -28,8 +28,8 @@ use parquet::{
     file::{properties::WriterProperties, writer::SerializedFileWriter},
     schema::types::Type,
 };
+use weft_capture::capture;
 use weft_query::{Cell, Header, Kind};
-use weft_recording::capture;
 
 /// One export: what to read and where to write it.
 #[derive(Clone, Debug)]
@@ -183,7 +183,7 @@ fn write_perfetto(
 
 /// The capture's PT calls into `file` as folded stacks; how many calls.
 fn write_folded(snapshot: &weft_store::Snapshot, file: File) -> Result<u64> {
-    let (lines, calls) = weft_recording::pt_calls::folded(snapshot)?;
+    let (lines, calls) = weft_capture::pt_calls::folded(snapshot)?;
     let mut out = BufWriter::new(file);
     for line in &lines {
         writeln!(out, "{line}")?;

@@ -10,7 +10,7 @@
 use std::io::{self, Write};
 
 use weft_abi::net::PacketEvent;
-use weft_recording::sources::STORED_FROM;
+use weft_capture::sources::STORED_FROM;
 use weft_store::Snapshot;
 
 /// pcapng block types and the link type of raw IP packets.

@@ -29,10 +29,8 @@ use std::{
 use anyhow::{Context as _, Result};
 use weft_store::Reader;
 
-use crate::{
-    answer::{self, Format},
-    socket::{self, Slots},
-};
+use crate::socket::{self, Slots};
+use weft_capture::answer::{self, Format};
 
 /// The quantiles each syscall's latency is given at.
 const QUANTILES: [&str; 5] = ["0.5", "0.9", "0.99", "0.999", "0.9999"];

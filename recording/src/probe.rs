@@ -13,10 +13,8 @@ use weft_kernel::{
     syscall::{self, SyscallProbe},
 };
 
-use crate::{
-    app::{self, AppLosses, AppServer, Message},
-    registry,
-};
+use crate::app::{self, AppLosses, AppServer, Message};
+use weft_capture::registry;
 
 /// One record as its probe delivered it.
 pub enum Arrival<'a> {

@@ -30,15 +30,16 @@ use weft_store::{Config, Field, SourceId, Store};
 
 use crate::{
     app::{self, AppServer, Message},
-    capture,
     live::{self, DecodePt},
     metrics,
     probe::{Account, Accounting, Arrival, Consumer, Probes},
-    pt_calls,
-    registry::{self, ValueKind},
     session::{self, Outcome, Session},
-    sources::{self, Layout, STORED_FROM, Spec},
     trigger::{self, CapturePt, Triggers},
+};
+use weft_capture::{
+    capture, pt_calls,
+    registry::{self, ValueKind},
+    sources::{self, Layout, STORED_FROM, Spec},
 };
 
 /// A recording, resolved from the command line once: which probes with
@@ -115,16 +116,11 @@ pub fn ns(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// Where a live capture hands the UI its store's reader once it has begun,
-/// and where decoded PT captures go to be stored (`None` for a replay,
-/// which is not this machine).
-pub type Ready = Sender<(weft_store::Reader, Option<Sender<pt_calls::Decoded>>)>;
-
 /// What a recording shares with a terminal UI running beside it.
 pub struct UiLink {
     /// Receives the store's reader once the probes are attached, and
     /// where decoded PT captures go to be stored.
-    pub ready: Ready,
+    pub ready: weft_capture::feed::Ready,
     /// The counters, renewed every second.
     pub health: Arc<Mutex<Health>>,
     /// Stops the recording, as SIGINT would.
@@ -144,7 +140,7 @@ pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<String> {
     let mut spec_sources = HashMap::new();
     for spec in &plan.sources.specs {
         spec_sources.insert(
-            spec.kernel.source,
+            crate::hooks(spec).source,
             (spec.define(&mut store)?, spec.layout()),
         );
     }
@@ -268,7 +264,7 @@ fn load_probes(plan: &Plan) -> Result<Probes> {
     if chosen.syscalls {
         probes.push(Box::new(SyscallProbe::load(options)?));
     }
-    let hooks: Vec<_> = chosen.specs.iter().map(|spec| spec.kernel).collect();
+    let hooks: Vec<_> = chosen.specs.iter().map(|spec| crate::hooks(spec)).collect();
     if !hooks.is_empty() {
         let probe = EventProbe::load(&hooks, &event_filter, options.ring_bytes)?;
         probes.push(Box::new(probe));
@@ -398,12 +394,7 @@ impl Chosen {
                     };
                 }
                 name => match sources::find(name) {
-                    Some(spec)
-                        if !chosen
-                            .specs
-                            .iter()
-                            .any(|s| s.kernel.name == spec.kernel.name) =>
-                    {
+                    Some(spec) if !chosen.specs.iter().any(|s| s.name == spec.name) => {
                         chosen.specs.push(spec);
                     }
                     Some(_) => {}
@@ -411,7 +402,7 @@ impl Chosen {
                         "--sources {name}: no such source; `weft sources` lists them (syscalls, {}, app)",
                         sources::ALL
                             .iter()
-                            .map(|s| s.kernel.name)
+                            .map(|s| s.name)
                             .collect::<Vec<_>>()
                             .join(", ")
                     ),

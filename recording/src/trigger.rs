@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use weft_query::{Column, ast::Op, bind::Pred};
 use weft_store::{Field, FieldKind, SourceId, Store};
 
-use crate::{
+use weft_capture::{
     capture,
     pt_calls::Decoded,
     registry::{TRIGGERS, is_weft_source},

@@ -35,7 +35,7 @@ mod tests {
     }
 
     /// The weft crates' folders, by package name.
-    const CRATES: [(&str, &str); 14] = [
+    const CRATES: [(&str, &str); 15] = [
         ("weft-abi", "abi"),
         ("weft-store", "store"),
         ("weft-ingest", "ingest"),
@@ -46,6 +46,7 @@ mod tests {
         ("weft-tui", "tui"),
         ("weft-client", "client"),
         ("weft-kernel", "kernel"),
+        ("weft-capture", "capture"),
         ("weft-recording", "recording"),
         ("weft-pt-capture", "pt-capture"),
         ("weft-export", "export"),
@@ -105,12 +106,20 @@ mod tests {
         }
         assert!(graph["weft-client"].is_empty(), "applications link it");
         // What the middle crates must not reach, through anything weft's.
-        let never: [(&str, &[&str]); 5] = [
+        let never: [(&str, &[&str]); 6] = [
             ("weft-pt", &["aya", "weft-kernel", "weft-store", "clap"]),
             ("weft-kernel", &["weft-store", "weft-query", "clap"]),
             ("weft-recording", &["clap", "weft-pt"]),
             ("weft-pt-capture", &["clap", "weft-store"]),
-            ("weft-export", &["clap", "weft-pt"]),
+            // Reading a capture never links the eBPF loader: `query`,
+            // `info`, `export` and the UI's recording view run anywhere
+            // (aya, which weft-abi names as optional, is checked with
+            // features resolved below).
+            ("weft-capture", &["weft-kernel", "clap", "weft-pt", "tokio"]),
+            (
+                "weft-export",
+                &["clap", "weft-pt", "weft-kernel", "weft-recording"],
+            ),
         ];
         for (package, forbidden) in never {
             let mut reached = reach(&graph, package);
@@ -126,6 +135,42 @@ mod tests {
             }
             for name in forbidden {
                 assert!(!reached.contains(*name), "{package} reaches {name}");
+            }
+        }
+    }
+
+    /// The crates `package` links, with features resolved as a build of it
+    /// alone resolves them (`cargo tree`).
+    fn linked(package: &str) -> BTreeSet<String> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let out = std::process::Command::new(env!("CARGO"))
+            .current_dir(root)
+            .args([
+                "tree", "--locked", "-e", "normal", "--prefix", "none", "-p", package,
+            ])
+            .output()
+            .expect("cargo tree runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|line| line.split_whitespace().next())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn reading_a_capture_links_neither_aya_nor_the_kernel_side() {
+        // The parser sees the tree, or this test proves nothing.
+        assert!(linked("weft-kernel").contains("aya"));
+        for package in ["weft-capture", "weft-export"] {
+            let linked = linked(package);
+            assert!(linked.contains("weft-store"), "{linked:?}");
+            for never in ["aya", "weft-kernel", "weft-recording", "tokio"] {
+                assert!(!linked.contains(never), "{package} links {never}");
             }
         }
     }

@@ -11,7 +11,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
-use crate::answer::Format;
+use weft_capture::answer::Format;
 
 /// Where the recorder listens.
 pub const SOCKET: &str = "/run/weft/query.sock";

@@ -34,10 +34,10 @@ pub mod client;
 
 use client::SOCKET;
 
-use crate::{
+use crate::socket::{self, Slots};
+use weft_capture::{
     answer::{Format, answer},
     pt_calls,
-    socket::{self, Slots},
 };
 
 /// Decodes the Intel PT capture in a directory into its calls. The binary

@@ -15,7 +15,7 @@ use weft_oneliner::{
 };
 use weft_store::{Config, Field, FieldKind, SourceId, Store};
 
-use crate::capture;
+use weft_capture::capture;
 
 /// Values every stored event has, before the record's fields.
 const BUILTINS: [&str; 5] = ["time", "pid", "tid", "uid", "cpu"];

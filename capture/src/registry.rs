@@ -27,7 +27,7 @@ pub fn is_weft_source(name: &str) -> bool {
     OWN.contains(&name)
         || sources::ALL
             .iter()
-            .any(|spec| spec.kernel.name == name || spec.aliases.contains(&name))
+            .any(|spec| spec.name == name || spec.aliases.contains(&name))
 }
 
 /// What the integers of a field pushed by an application or stored by a

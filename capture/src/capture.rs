@@ -156,14 +156,14 @@ pub fn catalog(
         log.set_kind("end", Kind::Time);
     }
     for spec in crate::sources::ALL {
-        if let Some(columns) = catalog.source_mut(spec.kernel.name) {
+        if let Some(columns) = catalog.source_mut(spec.name) {
             spec.describe_columns(columns);
             if let Some(threads) = &threads {
                 columns.view("tid", "comm", Kind::Named(threads.clone()));
             }
         }
         for alias in spec.aliases {
-            catalog.alias_source(spec.kernel.name, alias);
+            catalog.alias_source(spec.name, alias);
         }
     }
     Ok(catalog)

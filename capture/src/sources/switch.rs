@@ -9,7 +9,8 @@ use weft_store::FieldKind;
 use super::{CPU, IndexSpec, Meaning, Spec, field};
 
 pub const SPEC: Spec = Spec {
-    kernel: &weft_kernel::source::SWITCH,
+    name: "switch",
+    size: size_of::<SwitchEvent>(),
     aliases: &[],
     about: "every context switch on every CPU, unfiltered: the thread that left and the one that came in",
     fields: &[

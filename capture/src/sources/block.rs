@@ -17,7 +17,8 @@ const OPS: &[(i64, &str)] = &[
 ];
 
 pub const SPEC: Spec = Spec {
-    kernel: &weft_kernel::source::BLOCK,
+    name: "block",
+    size: size_of::<BlockEvent>(),
     aliases: &[],
     about: "block I/O requests: device, sector, bytes, operation, issue-to-completion latency",
     fields: &[

@@ -12,7 +12,8 @@ use super::{CPU, IndexSpec, Meaning, Spec, field};
 const OPS: &[(i64, &str)] = &[(1, "add"), (2, "delete"), (3, "lookup")];
 
 pub const SPEC: Spec = Spec {
-    kernel: &weft_kernel::source::PAGECACHE,
+    name: "pagecache",
+    size: size_of::<PageCacheEvent>(),
     aliases: &[],
     about: "page cache: pages added (misses filled), removed, and looked up by reads, per file",
     fields: &[

@@ -29,7 +29,7 @@ use weft_store::{Config, FieldKind, Snapshot, SourceId, Store, now_ns};
 
 use crate::{
     capture,
-    record::Ready,
+    feed::Ready,
     registry::{SYMBOLS, TASKS, TRIGGERS},
 };
 

@@ -12,7 +12,8 @@ const DIRECTIONS: &[(i64, &str)] = &[(0, "ingress"), (1, "egress")];
 const PROTOCOLS: &[(i64, &str)] = &[(1, "icmp"), (6, "tcp"), (17, "udp"), (58, "icmpv6")];
 
 pub const SPEC: Spec = Spec {
-    kernel: &weft_kernel::source::NET,
+    name: "net",
+    size: size_of::<PacketEvent>(),
     aliases: &["packets"],
     about: "packets on ingress and egress (TC): addresses, ports, length, TCP flags and sequence numbers",
     fields: &[

@@ -1,8 +1,9 @@
-//! The event sources besides syscalls, described once for the recording
-//! side: their record's fields (names, types, units), their default store
-//! indexes and what their columns mean to queries. Each points at its
-//! kernel side (`weft_kernel::source`: programs, attach points, record
-//! size). `weft sources`, `record` and the query catalog read these.
+//! The event sources besides syscalls, described once: their record's
+//! fields (names, types, units), their default store indexes and what
+//! their columns mean to queries. Their kernel side (programs, attach
+//! points) is `weft_kernel::source`, found by the same name
+//! (`weft_recording::hooks`). `weft sources`, `record` and the query
+//! catalog read these.
 
 mod block;
 mod net;
@@ -15,7 +16,6 @@ use std::{mem::offset_of, sync::Arc};
 use anyhow::{Context as _, Result};
 use weft_abi::events::Header;
 use weft_ingest::syscalls::{exact_bins, latency_bins};
-use weft_kernel::source::SourceHooks;
 use weft_query::{Addresses, Kind, Names, SourceColumns};
 use weft_store::{Field, FieldKind, Partition, SourceId, Store};
 
@@ -76,8 +76,11 @@ pub enum IndexSpec {
 
 /// One source.
 pub struct Spec {
-    /// What the kernel side attaches, and its record size.
-    pub kernel: &'static SourceHooks,
+    /// Its name on the command line, in messages and in captures (the
+    /// kernel side's too).
+    pub name: &'static str,
+    /// The size of its kernel record (header included).
+    pub size: usize,
     /// Other names queries may call it by.
     pub aliases: &'static [&'static str],
     pub about: &'static str,
@@ -103,7 +106,7 @@ pub const ALL: &[&Spec] = &[
 
 /// The source called `name`.
 pub fn find(name: &str) -> Option<&'static Spec> {
-    ALL.iter().copied().find(|s| s.kernel.name == name)
+    ALL.iter().copied().find(|s| s.name == name)
 }
 
 impl Spec {
@@ -136,18 +139,13 @@ impl Spec {
     /// Defines (or finds again) the source and its default indexes.
     pub fn define(&self, store: &mut Store) -> Result<SourceId> {
         let fields = self.store_fields();
-        let source = store.define_source(self.kernel.name, fields.clone())?;
+        let source = store.define_source(self.name, fields.clone())?;
         let find = |name: &str| {
             fields
                 .iter()
                 .find(|f| f.name == name)
                 .cloned()
-                .with_context(|| {
-                    format!(
-                        "source {}: index over unknown field {name}",
-                        self.kernel.name
-                    )
-                })
+                .with_context(|| format!("source {}: index over unknown field {name}", self.name))
         };
         for index in self.indexes {
             let (name, field, bins, partition) = match *index {
@@ -196,7 +194,7 @@ impl Spec {
             columns.set_kind(field.name, kind);
         }
         if let Some((tail, _)) = self.tail {
-            let from = u32::try_from(self.kernel.size - STORED_FROM).expect("records are small");
+            let from = u32::try_from(self.size - STORED_FROM).expect("records are small");
             columns.add_bytes(tail, from);
         }
         columns.span = self.span.map(str::to_owned);

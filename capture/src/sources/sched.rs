@@ -22,7 +22,8 @@ const STATES: &[(i64, &str)] = &[
 ];
 
 pub const SPEC: Spec = Spec {
-    kernel: &weft_kernel::source::SCHED,
+    name: "sched",
+    size: size_of::<SchedEvent>(),
     aliases: &[],
     about: "threads switched onto a CPU: off-CPU time, run-queue latency, why they left",
     fields: &[

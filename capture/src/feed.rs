@@ -20,6 +20,11 @@ use weft_store::{Reader, Snapshot};
 
 use crate::{answer, capture, info, pt_calls};
 
+/// Where a live capture hands the UI its store's reader once it has begun,
+/// and where decoded PT captures go to be stored (`None` for a replay,
+/// which is not this machine).
+pub type Ready = Sender<(weft_store::Reader, Option<Sender<pt_calls::Decoded>>)>;
+
 /// A capture being recorded (or replayed) now.
 pub struct LiveFeed {
     pub reader: Reader,

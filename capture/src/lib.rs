@@ -1,0 +1,33 @@
+//! A weft capture read: what every asker of a capture shares, whether
+//! the capture is being recorded now or was recorded long ago.
+//!
+//! Must not depend on the kernel side (`weft-kernel`, aya), the command
+//! line (clap) or Intel PT decoding: `weft query`, `info`, `export` and
+//! the UI's recording view read captures on machines that never load an
+//! eBPF program. `weft-recording` writes captures with what is here.
+//!
+//! # Overview
+//!
+//! - [`capture`]: a capture directory as weft writes it (`weft.json`, its
+//!   checksum, the disk reserve) and the catalog queries bind to;
+//!   [`sources`]: each event source's store schema and what its columns
+//!   mean; [`registry`]: the names of weft's own sources; [`tasks`]:
+//!   thread names read back; [`pt_calls`]: decoded Intel PT calls as a
+//!   source.
+//! - [`answer`]: a query answered on a capture directory and printed;
+//!   [`info`]: what a capture holds, as `weft info` shows it.
+//! - [`extract`]: a kept window copied into a capture of its own;
+//!   [`replay`]: a recording played into a new capture as if its records
+//!   were arriving now, for the terminal UI.
+//! - [`feed`]: live captures and recordings as the terminal UI reads them.
+
+pub mod answer;
+pub mod capture;
+pub mod extract;
+pub mod feed;
+pub mod info;
+pub mod pt_calls;
+pub mod registry;
+pub mod replay;
+pub mod sources;
+pub mod tasks;
