@@ -49,6 +49,8 @@ struct Verdict {
     skipped: Vec<(String, String)>,
     timed_out: bool,
     seconds: f64,
+    /// Each finished test's seconds, as `--report-time` printed them.
+    times: Vec<(f64, String)>,
 }
 
 pub fn run(options: &Options) -> Result<()> {
@@ -322,7 +324,8 @@ export WEFT_BIN=@WEFT@
 # Tests of millions of syscalls skip themselves here (TCG, a RAM disk).
 export WEFT_VM=1
 if grep -q weft.hang /proc/cmdline; then echo "weft-vm: hanging"; while :; do sleep 60; done; fi
-@TESTS@ --test-threads=1 --show-output $filters
+# Each test's time on its line (`ok <1.234s>`): libtest's, unstable, let through.
+RUSTC_BOOTSTRAP=1 @TESTS@ --test-threads=1 --show-output -Z unstable-options --report-time $filters
 echo "weft-vm: verdict $?"
 poweroff -f
 "#;
@@ -580,7 +583,13 @@ const STALE_INT3: &str = "int3: 0000 [#";
 /// while the test runs.
 fn test_line(line: &str) -> Option<(&str, &str)> {
     let (test, outcome) = line.trim().strip_prefix("test ")?.split_once(" ...")?;
-    Some((test, outcome.trim()))
+    Some((test, outcome.split_whitespace().next().unwrap_or_default()))
+}
+
+/// The seconds `--report-time` put on a finished test's line (`ok <1.234s>`).
+fn test_seconds(line: &str) -> Option<f64> {
+    let (_, time) = line.trim().rsplit_once('<')?;
+    time.strip_suffix("s>")?.parse().ok()
 }
 
 /// The test libtest had started and not finished when the log ends.
@@ -618,6 +627,7 @@ fn parse(kernel: &str, log: &str, timed_out: bool, seconds: f64) -> Verdict {
         skipped: Vec::new(),
         timed_out,
         seconds,
+        times: Vec::new(),
     };
     for line in log.lines().map(str::trim) {
         if let Some(rest) = line.strip_prefix("skipping ") {
@@ -631,6 +641,9 @@ fn parse(kernel: &str, log: &str, timed_out: bool, seconds: f64) -> Verdict {
         let Some((test, outcome)) = test_line(line) else {
             continue;
         };
+        if let Some(seconds) = test_seconds(line) {
+            verdict.times.push((seconds, test.to_owned()));
+        }
         let test = test.rsplit("::").next().unwrap_or(test).to_owned();
         match outcome {
             "ok" => verdict.passed.push(test),
@@ -665,6 +678,11 @@ fn print_summary(verdicts: &[Verdict]) {
         );
         for (test, why) in &v.skipped {
             let _ = writeln!(table, "    skipped {test}: {why}");
+        }
+        let mut slowest = v.times.clone();
+        slowest.sort_by(|a, b| b.0.total_cmp(&a.0));
+        for (seconds, test) in slowest.iter().take(12) {
+            let _ = writeln!(table, "    {seconds:>7.1}s {test}");
         }
     }
     print!("{table}");
@@ -703,14 +721,16 @@ mod tests {
     #[test]
     fn parse_counts_passes_failures_and_skips() {
         let log = "weft-vm: kernel 6.1\r\n\
-                   test stat::exact ... ok\r\n\
+                   test stat::exact ... ok <12.500s>\r\n\
                    skipping export_parquet_matches_duckdb: WEFT_PYTHON is not set\r\n\
-                   test query::export_parquet_matches_duckdb ... ok\r\n\
-                   test record::killed ... FAILED\r\n\
+                   test query::export_parquet_matches_duckdb ... ok <0.010s>\r\n\
+                   test record::killed ... FAILED <3.000s>\r\n\
                    weft-vm: verdict 101\r\n";
         let v = parse("6.1", log, false, 1.0);
         assert_eq!(v.passed, ["exact"]);
         assert_eq!(v.failed, ["killed"]);
+        assert_eq!(v.times[0], (12.5, "stat::exact".to_owned()));
+        assert_eq!(v.times.len(), 3);
         assert_eq!(
             v.skipped,
             [(
