@@ -28,7 +28,8 @@ pub struct Options {
 }
 
 pub fn run(options: &Options) -> Result<()> {
-    setup::run()?;
+    let mut phases = Phases::default();
+    phases.time("setup", setup::run)?;
     let root = workspace_root();
     let cargo = || {
         let mut cmd = Command::new("cargo");
@@ -36,34 +37,40 @@ pub fn run(options: &Options) -> Result<()> {
         cmd
     };
     if !options.no_lint {
-        exec(cargo().args(["fmt", "--all", "--check"]))?;
-        exec(cargo().args([
-            "clippy",
-            "--locked",
-            "--workspace",
-            "--all-targets",
-            "--",
-            "-D",
-            "warnings",
-        ]))?;
+        phases.time("fmt and clippy", || {
+            exec(cargo().args(["fmt", "--all", "--check"]))?;
+            exec(cargo().args([
+                "clippy",
+                "--locked",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ]))
+        })?;
     }
     // The store's fuzz loop over damaged captures gets a minute.
-    exec(
-        cargo()
-            .args(["test", "--locked", "--workspace", "--exclude", "weft-tests"])
-            .env("WEFT_FUZZ_SECONDS", "60"),
-    )?;
+    phases.time("unit tests", || {
+        exec(
+            cargo()
+                .args(["test", "--locked", "--workspace", "--exclude", "weft-tests"])
+                .env("WEFT_FUZZ_SECONDS", "60"),
+        )
+    })?;
     // The PT flow decoder against its model and libipt gets a minute.
-    fuzz_pt::for_seconds(60)?;
-    let weft = build_weft_release()?;
+    phases.time("PT decoder fuzz", || fuzz_pt::for_seconds(60))?;
+    let weft = phases.time("release build", build_weft_release)?;
     if !is_root() {
         bail!("the kernel tests need root: run `sudo -E cargo xtask test`");
     }
+    // In release, as the VMs run them: the test binary is built once.
     let mut integration = cargo();
     integration
         .args([
             "test",
             "--locked",
+            "--release",
             "--package",
             "weft-tests",
             "--",
@@ -75,14 +82,41 @@ pub fn run(options: &Options) -> Result<()> {
     if let Some(filter) = &options.filter {
         integration.arg(filter);
     }
-    exec(&mut integration)?;
+    phases.time("kernel tests on this host", || exec(&mut integration))?;
     if options.no_vm {
         return Ok(());
     }
-    vm::run(&vm::Options {
-        kernel: vec!["6.1".into(), "6.12".into()],
-        filter: options.filter.clone(),
-        timeout: 1800,
-        accel: "auto".into(),
+    phases.time("kernel tests in VMs", || {
+        vm::run(&vm::Options {
+            kernel: vec!["6.1".into(), "6.12".into()],
+            filter: options.filter.clone(),
+            timeout: 1800,
+            accel: "auto".into(),
+        })
     })
+}
+
+/// How long each phase of the run took, printed when the run ends,
+/// however it ends: what to make faster, and where a CI run spent its time.
+#[derive(Default)]
+struct Phases(Vec<(&'static str, std::time::Duration)>);
+
+impl Phases {
+    fn time<T>(&mut self, name: &'static str, phase: impl FnOnce() -> Result<T>) -> Result<T> {
+        let start = std::time::Instant::now();
+        let result = phase();
+        self.0.push((name, start.elapsed()));
+        result
+    }
+}
+
+impl Drop for Phases {
+    fn drop(&mut self) {
+        let total: std::time::Duration = self.0.iter().map(|(_, d)| *d).sum();
+        println!("cargo xtask test: time per phase");
+        for (name, duration) in &self.0 {
+            println!("  {:>7.1} min  {name}", duration.as_secs_f64() / 60.0);
+        }
+        println!("  {:>7.1} min  in all", total.as_secs_f64() / 60.0);
+    }
 }
