@@ -133,6 +133,11 @@ pub trait Kernel {
     fn usdt(&self, path: &str) -> Result<(String, Vec<UsdtSite>), String> {
         Err(format!("no USDT probes in {path}"))
     }
+    /// The functions a uprobe may attach to in the program or library
+    /// `path` names (its symbol tables), with that file's path.
+    fn uprobe_functions(&self, path: &str) -> Result<(String, Vec<String>), String> {
+        Err(format!("no functions known in {path}"))
+    }
 }
 
 /// A USDT probe site, as the checker sees it.

@@ -645,6 +645,7 @@ fn list_names_the_probes_bpftrace_lists() {
     let mut searches = vec![
         &["-l", "tracepoint:syscalls:*"][..],
         &["-lv", "tracepoint:sched:sched_switch"],
+        &["-l", "uprobe:/bin/bash:read*"],
     ];
     if has_kprobes() {
         searches.push(&["-l", "kprobe:vfs_*"]);
@@ -700,6 +701,16 @@ fn list_names_the_probes_bpftrace_lists() {
         ours,
         "tracepoint:syscalls:sys_enter_getppid\ntracepoint:sched:sched_process_exec\ntracepoint:sched:sched_process_exit\n"
     );
+    // A search of a type that is none, or of a file that is not there, is
+    // an error (bpftrace aborts on the one and refuses the other).
+    for search in ["syscalls:sys_enter_*", "uprobe:/nonexistent/program:*"] {
+        let (status, stdout, stderr) = weft_tests::run_weft(&["trace", "-l", search]);
+        assert!(!status.success() && stdout.is_empty(), "{search}: {stderr}");
+        assert!(
+            stderr.contains(search.split(':').next().unwrap_or_default()),
+            "{stderr}"
+        );
+    }
 }
 
 /// bpftrace's output options: `-o FILE` writes the program's output to a

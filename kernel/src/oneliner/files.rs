@@ -57,9 +57,29 @@ pub fn uprobe_file(name: &str) -> Result<PathBuf> {
 
 /// The USDT probe sites of the file at `path`.
 pub fn usdt_probes(path: &Path) -> Result<Vec<UsdtProbe>> {
-    let bytes =
-        std::fs::read(path).with_context(|| format!("failed to read {}", path.display()))?;
+    let bytes = read(path)?;
     Ok(Elf::parse(&path.display().to_string(), &bytes)?.usdt_probes()?)
+}
+
+/// The names of the functions the file at `path` defines (its symbol
+/// table and dynamic symbols), sorted, each once.
+pub fn functions(path: &Path) -> Result<Vec<String>> {
+    let bytes = read(path)?;
+    let elf = Elf::parse(&path.display().to_string(), &bytes)?;
+    let mut names: Vec<String> = [false, true]
+        .into_iter()
+        .flat_map(|dynamic| elf.functions(dynamic))
+        .map(|symbol| symbol.name)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    Ok(names)
+}
+
+/// The file at `path`, which a user named: a regular file of bounded
+/// size, never waited on (`weft_symbols::read_file`).
+fn read(path: &Path) -> Result<Vec<u8>> {
+    weft_symbols::read_file(path).with_context(|| format!("failed to read {}", path.display()))
 }
 
 /// Whether `path` starts as an ELF file does.

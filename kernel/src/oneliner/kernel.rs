@@ -77,6 +77,12 @@ impl weft_oneliner::Kernel for Kernel {
         Ok((file.display().to_string(), sites))
     }
 
+    fn uprobe_functions(&self, path: &str) -> Result<(String, Vec<String>), String> {
+        let file = super::files::uprobe_file(path).map_err(|e| format!("{e:#}"))?;
+        let names = super::files::functions(&file).map_err(|e| format!("{e:#}"))?;
+        Ok((file.display().to_string(), names))
+    }
+
     fn tracepoints(&self, category: &str, name: &str) -> Vec<(String, String)> {
         let events = self.tracefs.join("events");
         Self::matching_dirs(&events, category)

@@ -4,7 +4,8 @@
 //! SEARCH is a glob (`*`, `?`) over whole probe names
 //! (`tracepoint:syscalls:sys_enter_open*`, `t:sched:*`, `kprobe:vfs_*`);
 //! one without a probe type (`*sleep*`) matches the name after the type.
-//! `usdt:PATH:*` lists the USDT probes of a program or library.
+//! `usdt:PATH:*` lists the USDT probes of a program or library,
+//! `uprobe:PATH:*` the functions a uprobe may attach to there.
 
 use std::{io::Write, path::Path};
 
@@ -28,7 +29,10 @@ pub fn list(search: Option<&str>, verbose: bool, out: &mut dyn Write) -> Result<
     if let Some(rest) = search.and_then(|s| s.strip_prefix("usdt:").or(s.strip_prefix("U:"))) {
         return list_usdt(&kernel, rest, out);
     }
-    let (types, glob) = scope(search.unwrap_or("*"));
+    if let Some(rest) = search.and_then(|s| s.strip_prefix("uprobe:").or(s.strip_prefix("u:"))) {
+        return list_uprobes(&kernel, rest, out);
+    }
+    let (types, glob) = scope(search.unwrap_or("*"))?;
     for kind in types {
         let mut names: Vec<String> = names(kind, &kernel)
             .into_iter()
@@ -75,6 +79,21 @@ fn list_usdt(kernel: &Kernel, search: &str, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
+/// `-l uprobe:PATH[:FUNCTION]`: the functions of a program or library a
+/// uprobe may attach to, as bpftrace lists them.
+fn list_uprobes(kernel: &Kernel, search: &str, out: &mut dyn Write) -> Result<()> {
+    let (path, glob) = search.rsplit_once(':').unwrap_or((search, "*"));
+    let (file, functions) = kernel
+        .uprobe_functions(path)
+        .map_err(|e| anyhow::anyhow!("uprobe:{search}: {e}"))?;
+    for name in functions.iter().filter(|name| glob_match(glob, name)) {
+        if !emit(out, &format!("uprobe:{file}:{name}\n"))? {
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// Writes one entry; false when the reader has stopped reading (`| head`).
 fn emit(out: &mut dyn Write, entry: &str) -> Result<bool> {
     match out.write_all(entry.as_bytes()) {
@@ -85,26 +104,27 @@ fn emit(out: &mut dyn Write, entry: &str) -> Result<bool> {
 
 /// The probe types a search covers and the glob their names must match:
 /// `TYPE:REST` (a type or its short name) covers that type with `REST`;
-/// anything else covers every type.
-fn scope(search: &str) -> (Vec<&'static str>, String) {
-    if let Some((kind, rest)) = search.split_once(':')
-        && let Some((full, _)) = TYPES.iter().find(|(f, s)| kind == *f || kind == *s)
-    {
-        return (vec![full], rest.to_owned());
+/// a glob over the type (`*:vfs_read`) the types it matches; a search
+/// without a type every type. A type that is none of them is an error
+/// (`syscalls:*` names a category, not a type).
+fn scope(search: &str) -> Result<(Vec<&'static str>, String)> {
+    let Some((kind, rest)) = search.split_once(':') else {
+        let all = TYPES.iter().map(|(full, _)| *full).collect();
+        return Ok((all, search.to_owned()));
+    };
+    if let Some((full, _)) = TYPES.iter().find(|(f, s)| kind == *f || kind == *s) {
+        return Ok((vec![full], rest.to_owned()));
     }
-    if let Some((kind, rest)) = search.split_once(':') {
-        // A glob over the type too, as `*:vfs_read`.
-        let types = TYPES
-            .iter()
-            .map(|(full, _)| *full)
-            .filter(|full| glob_match(kind, full))
-            .collect();
-        return (types, rest.to_owned());
+    let types: Vec<&str> = (TYPES.iter())
+        .map(|(full, _)| *full)
+        .filter(|full| glob_match(kind, full))
+        .collect();
+    if types.is_empty() {
+        anyhow::bail!(
+            "`{search}`: unknown probe type `{kind}` (-l lists tracepoint, kprobe, uprobe:PATH, usdt:PATH, software and hardware probes)"
+        );
     }
-    (
-        TYPES.iter().map(|(full, _)| *full).collect(),
-        search.to_owned(),
-    )
+    Ok((types, rest.to_owned()))
 }
 
 /// The names after `kind:` of every probe of that type here.
@@ -164,6 +184,7 @@ mod tests {
 
     #[test]
     fn searches_name_a_type_or_all_of_them() {
+        let scope = |search| scope(search).unwrap();
         assert_eq!(
             scope("t:syscalls:*"),
             (vec!["tracepoint"], "syscalls:*".to_owned())
@@ -178,5 +199,11 @@ mod tests {
             )
         );
         assert_eq!(scope("s*:cpu*").0, ["software"]);
+    }
+
+    #[test]
+    fn a_search_of_an_unknown_probe_type_is_an_error() {
+        let error = scope("syscalls:sys_enter_*").unwrap_err().to_string();
+        assert!(error.contains("unknown probe type `syscalls`"), "{error}");
     }
 }
