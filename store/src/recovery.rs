@@ -393,10 +393,12 @@ pub(crate) fn first_on_disk(segments: &[u64], per_segment: u64) -> u64 {
     segments.first().map_or(0, |s| s * per_segment)
 }
 
-/// Whether `segment` was deleted by the disk budget: not among `segments`
-/// (ascending) yet older than one that is (a newer one is lost instead).
+/// Whether `segment` is gone the way the disk budget deletes: not among
+/// `segments` (ascending) yet older than one that is (a newer one is lost
+/// instead), or none is left at all (the budget never deletes the newest,
+/// so a closed capture that says it deleted none is then damaged).
 pub(crate) fn is_deleted(segments: &[u64], segment: u64) -> bool {
-    segments.binary_search(&segment).is_err() && segments.last().is_some_and(|n| segment < *n)
+    segments.binary_search(&segment).is_err() && segments.last().is_none_or(|n| segment < *n)
 }
 
 /// The record segments in `dir`, ascending; a note for each file that is

@@ -618,6 +618,9 @@ impl Store {
             .as_ref()
             .ok_or_else(|| Error::Poisoned("store is closed".into()))?;
         if sender.send((sealed, self.wide.take())).is_err() {
+            // Its records are the sealed chunk's now, which counts them
+            // as not on disk; the active chunk must not count them again.
+            self.records = 0;
             return Err(Error::Poisoned(
                 self.shared
                     .poisoned()

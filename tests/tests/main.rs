@@ -1,4 +1,9 @@
 //! weft's integration tests, one binary, one module per area.
+//!
+//! The host runs them all; the VMs that boot other kernels run only the
+//! modules that depend on the kernel, all but `pt`, `faults` and `query`
+//! (`HOST_ONLY` in `xtask/src/vm.rs`): a test that exercises the kernel
+//! belongs in another module.
 
 // `weft stat` on the running kernel: exact counts, loss accounting, latency, filters.
 mod stat;
