@@ -297,12 +297,12 @@ impl Files {
         let after = after.map(|c| snapshot.time_entry(c)).transpose()?;
         let len = TimeEntry::len(self.format) as u64;
         let header = FILE_HEADER_LEN as u64;
-        let summary = |n: u64| header + n * SUMMARY_LEN as u64;
+        let summary = |n: u64| n.saturating_mul(SUMMARY_LEN as u64).saturating_add(header);
         let ends = |e: &TimeEntry| {
             (
                 header + (e.chunk + 1) * len,
-                summary(e.first_summary + u64::from(e.summaries)),
-                e.values_at + u64::from(e.values_len),
+                summary(e.first_summary.saturating_add(u64::from(e.summaries))),
+                e.values_at.saturating_add(u64::from(e.values_len)),
             )
         };
         let starts = |e: &TimeEntry| {

@@ -117,10 +117,12 @@ pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
     let newest = kept.checked_sub(1).filter(|i| *i >= base);
     if let Some(last) = newest.and_then(|i| entries.get((i - base) as usize)) {
         recovery.last_ts = last.last_ts;
-        recovery.next_summary = last.first_summary + u64::from(last.summaries);
+        // The first entry read after deleted segments follows no other:
+        // its offsets are only as good as its summaries' checksums.
+        recovery.next_summary = last.first_summary.saturating_add(u64::from(last.summaries));
         recovery.values_end = recovery
             .values_end
-            .max(last.values_at + u64::from(last.values_len));
+            .max(last.values_at.saturating_add(u64::from(last.values_len)));
     }
     recovery.groups_end = FILE_HEADER_LEN as u64;
     if let Some(groups) = &groups {
@@ -175,7 +177,8 @@ fn cut_torn_summaries(
         let torn = if summaries_of(chunks, last).is_none() {
             format!(
                 "chunks.log at offset {}: summaries of chunk {} are torn or corrupt; cut here",
-                FILE_HEADER_LEN as u64 + last.first_summary * SUMMARY_LEN as u64,
+                (last.first_summary.saturating_mul(SUMMARY_LEN as u64))
+                    .saturating_add(FILE_HEADER_LEN as u64),
                 last.chunk
             )
         } else if let Some(Err(what)) = values.map(|v| values_of(v, last)) {

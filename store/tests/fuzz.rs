@@ -301,7 +301,42 @@ fn reseal(name: &str, version: u8, bytes: &mut [u8]) {
 /// where no checksum was mended and nothing was cut or deleted, every
 /// answer given is the undamaged one. `WEFT_FUZZ_SECONDS` sets the budget
 /// (default 10; `cargo xtask test` gives 60; longer on demand), and
-/// `WEFT_FUZZ_SEED` repeats a run.
+/// `WEFT_FUZZ_SEED` repeats a run. Among the captures damaged is a ring
+/// whose budget deleted its oldest segments and freed their index entries.
+/// A closed ring: the fixture's sources, records enough for the budget to
+/// delete most segments and free their entries in the index logs.
+fn write_ring(dir: &std::path::Path) {
+    let config = Config {
+        disk_budget: Some(96 << 10),
+        ..small()
+    };
+    let mut store = Store::open(dir, &config).unwrap();
+    let field = Field::new("latency_ns", 0, FieldKind::U64);
+    let requests = store
+        .define_source("requests", vec![field.clone()])
+        .unwrap();
+    store
+        .define_source("packets", vec![Field::new("len", 0, FieldKind::U32)])
+        .unwrap();
+    let bins = Bins::new(vec![100, 1_000, 10_000]).unwrap();
+    store
+        .define_index(requests, "latency", field, bins)
+        .unwrap();
+    for i in 0u64..20_000 {
+        store
+            .append_at(requests, i * 10, None, &(i * 7 % 20_000).to_le_bytes())
+            .unwrap();
+    }
+    store.close().unwrap();
+    assert!(
+        !weft_store::open_read_only(dir)
+            .unwrap()
+            .1
+            .deleted_segments
+            .is_empty()
+    );
+}
+
 #[test]
 fn damaged_captures_for_a_time_budget() {
     let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
@@ -315,11 +350,15 @@ fn damaged_captures_for_a_time_budget() {
     let _ = std::fs::remove_dir_all(&base);
     let fresh = base.join("fresh");
     write_fixture(&fresh);
+    let budgeted = base.join("ring");
+    write_ring(&budgeted);
     let seeds: Vec<(std::path::PathBuf, u8)> = vec![
         (fixture_dir("v1"), 1),
         (fixture_dir("v2"), 2),
         (fixture_dir("v3"), 3),
-        (fresh, 3),
+        (fixture_dir("v4"), 4),
+        (fresh, 4),
+        (budgeted, 4),
     ];
     let pristine: Vec<Vec<Option<String>>> = (seeds.iter())
         .map(|(dir, _)| every_answer(&weft_store::open_read_only(dir).unwrap().0))

@@ -414,6 +414,30 @@ impl Stat {
     }
 }
 
+/// `run` applied to each of `items`, `at_once` of them at a time, the
+/// answers in the items' order. For tests that compare weft with bpftrace
+/// case by case: under TCG a guest spends most of such a test in bpftrace
+/// compiling each case on one CPU, and it has two.
+pub fn in_batches<T: Sync, R: Send>(
+    items: &[T],
+    at_once: usize,
+    run: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    items
+        .chunks(at_once.max(1))
+        .flat_map(|batch| {
+            std::thread::scope(|scope| {
+                let running: Vec<_> = (batch.iter())
+                    .map(|item| scope.spawn(|| run(item)))
+                    .collect();
+                (running.into_iter())
+                    .map(|run| run.join().expect("a case panicked"))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect()
+}
+
 /// Runs `weft ARGS` to completion; returns (status, stdout, stderr).
 pub fn run_weft(args: &[&str]) -> (ExitStatus, String, String) {
     let out = Command::new(weft_bin())

@@ -257,7 +257,9 @@ fn one_liner_table() {
         return;
     }
     let file = data_file();
-    for (index, case) in CASES.iter().enumerate() {
+    // Each case runs its own workload: two at a time (see `in_batches`).
+    let cases: Vec<(usize, &Case)> = CASES.iter().enumerate().collect();
+    weft_tests::in_batches(&cases, 2, |&(index, case)| {
         let steps: Vec<String> = case
             .steps
             .iter()
@@ -281,7 +283,7 @@ fn one_liner_table() {
                 case.program
             );
         }
-    }
+    });
 }
 
 /// One-liners both tools run, in bpftrace's `args->` spelling.
@@ -359,7 +361,9 @@ fn same_maps_as_bpftrace() {
         return;
     }
     let file = data_file();
-    for (program, steps) in COMPARED {
+    // Each case runs its own workloads, whose pid the programs filter on:
+    // two cases at a time (see `in_batches`).
+    let runs = weft_tests::in_batches(COMPARED, 2, |(program, steps)| {
         let steps: Vec<String> = steps.iter().map(|s| s.replace("{file}", &file)).collect();
         let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
         let ours = weft_trace(program, &steps, &[]);
@@ -367,6 +371,9 @@ fn same_maps_as_bpftrace() {
             Command::new("bpftrace").args(["-c", &workload_command(&steps), "-e", program]),
             &steps,
         );
+        (ours, theirs)
+    });
+    for ((program, _), (ours, theirs)) in COMPARED.iter().zip(runs) {
         let (theirs, said) = (
             String::from_utf8_lossy(&theirs.stdout),
             String::from_utf8_lossy(&theirs.stderr),
@@ -1063,21 +1070,8 @@ fn every_bundled_tool_bpftrace_runs_weft_runs() {
     let mut behind = Vec::new();
     let mut kprobes_skipped = Vec::new();
     let mut ran = 0;
-    // A few tools at a time: under TCG a guest spends most of this test in
-    // bpftrace compiling each tool on one CPU, and it has two.
-    let runs: Vec<(Stopped, Stopped)> = tools
-        .chunks(3)
-        .flat_map(|batch| {
-            std::thread::scope(|scope| {
-                let running: Vec<_> = (batch.iter())
-                    .map(|tool| scope.spawn(|| both_run(tool)))
-                    .collect();
-                (running.into_iter())
-                    .map(|run| run.join().expect("a tool's run panicked"))
-                    .collect::<Vec<_>>()
-            })
-        })
-        .collect();
+    // A few tools at a time (see `in_batches`).
+    let runs = weft_tests::in_batches(&tools, 3, |tool| both_run(tool));
     for (tool, (theirs, ours)) in tools.iter().zip(runs) {
         let name = tool.file_stem().unwrap_or_default().to_string_lossy();
         let verdict = |r: &Result<(), String>| match r {
@@ -1574,63 +1568,69 @@ fn bundled_tools_print_the_lines_bpftrace_prints() {
         return;
     }
     let in_vm = std::env::var_os("WEFT_VM").is_some();
-    for (tool, banner, command, skip, at_least) in BUNDLED_LINES {
-        // The VM's initramfs carries busybox, not python.
-        if in_vm && Command::new(command[0]).arg("--version").output().is_err() {
-            eprintln!(
-                "{test}: leaving out {tool}: needs {}, which the VM's initramfs does not carry",
-                command[0]
+    // Each tool's lines are its own command's: two tools at a time (see
+    // `in_batches`).
+    weft_tests::in_batches(
+        BUNDLED_LINES,
+        2,
+        |(tool, banner, command, skip, at_least)| {
+            // The VM's initramfs carries busybox, not python.
+            if in_vm && Command::new(command[0]).arg("--version").output().is_err() {
+                eprintln!(
+                    "{test}: leaving out {tool}: needs {}, which the VM's initramfs does not carry",
+                    command[0]
+                );
+                return;
+            }
+            let path = format!("/usr/sbin/{tool}.bt");
+            let ours = Tracer::start(Command::new(weft_bin()).args(["trace", &path]), banner);
+            let theirs = Tracer::start(Command::new("bpftrace").arg(&path), banner);
+            let status = Command::new(command[0])
+                .args(&command[1..])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("run the command");
+            let pid = status.id().to_string();
+            // Its exit status does not matter: a missing file is an event too.
+            let _ = { status }.wait();
+            std::thread::sleep(Duration::from_millis(500));
+            let (ours, theirs) = (ours.stop(), theirs.stop());
+            // Each line's columns but the skipped ones, where the PID column
+            // (the first one kept) is the command's.
+            let lines = |out: &str| -> Vec<String> {
+                out.lines()
+                    .map(|l| {
+                        l.split_whitespace()
+                            .enumerate()
+                            .filter(|(i, _)| !skip.contains(i))
+                            .map(|(_, w)| w)
+                            .collect::<Vec<_>>()
+                    })
+                    .filter(|words| words.first() == Some(&pid.as_str()))
+                    .map(|words| words.join(" "))
+                    .collect()
+            };
+            // Both tracers read a buffer per CPU, so the lines of a process
+            // that moved between CPUs may come in another order (execsnoop's
+            // PATH lookups, one execve each, in the 6.12 guest): the same
+            // lines, in either order.
+            let (mut ours_lines, mut theirs_lines) = (lines(&ours), lines(&theirs));
+            ours_lines.sort_unstable();
+            theirs_lines.sort_unstable();
+            // busybox's commands in the VM make other syscalls than the
+            // host's (its stat(1) no statfs): there weft only has to agree.
+            assert!(
+                theirs_lines.len() >= *at_least || in_vm,
+                "{tool}: bpftrace printed {} lines of pid {pid}:\n{theirs}",
+                theirs_lines.len()
             );
-            continue;
-        }
-        let path = format!("/usr/sbin/{tool}.bt");
-        let ours = Tracer::start(Command::new(weft_bin()).args(["trace", &path]), banner);
-        let theirs = Tracer::start(Command::new("bpftrace").arg(&path), banner);
-        let status = Command::new(command[0])
-            .args(&command[1..])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("run the command");
-        let pid = status.id().to_string();
-        // Its exit status does not matter: a missing file is an event too.
-        let _ = { status }.wait();
-        std::thread::sleep(Duration::from_millis(500));
-        let (ours, theirs) = (ours.stop(), theirs.stop());
-        // Each line's columns but the skipped ones, where the PID column
-        // (the first one kept) is the command's.
-        let lines = |out: &str| -> Vec<String> {
-            out.lines()
-                .map(|l| {
-                    l.split_whitespace()
-                        .enumerate()
-                        .filter(|(i, _)| !skip.contains(i))
-                        .map(|(_, w)| w)
-                        .collect::<Vec<_>>()
-                })
-                .filter(|words| words.first() == Some(&pid.as_str()))
-                .map(|words| words.join(" "))
-                .collect()
-        };
-        // Both tracers read a buffer per CPU, so the lines of a process
-        // that moved between CPUs may come in another order (execsnoop's
-        // PATH lookups, one execve each, in the 6.12 guest): the same
-        // lines, in either order.
-        let (mut ours_lines, mut theirs_lines) = (lines(&ours), lines(&theirs));
-        ours_lines.sort_unstable();
-        theirs_lines.sort_unstable();
-        // busybox's commands in the VM make other syscalls than the
-        // host's (its stat(1) no statfs): there weft only has to agree.
-        assert!(
-            theirs_lines.len() >= *at_least || in_vm,
-            "{tool}: bpftrace printed {} lines of pid {pid}:\n{theirs}",
-            theirs_lines.len()
-        );
-        assert_eq!(
-            ours_lines, theirs_lines,
-            "{tool}: weft:\n{ours}\nbpftrace:\n{theirs}"
-        );
-    }
+            assert_eq!(
+                ours_lines, theirs_lines,
+                "{tool}: weft:\n{ours}\nbpftrace:\n{theirs}"
+            );
+        },
+    );
 }
 
 /// bpftrace's TCP tools (kprobes), run unchanged under weft and under
