@@ -654,9 +654,14 @@ fn list_names_the_probes_bpftrace_lists() {
         &["-l", "tracepoint:syscalls:*"][..],
         &["-lv", "tracepoint:sched:sched_switch"],
     ];
-    // A stripped program: its dynamic symbols (the VMs' image has no bash).
+    // A stripped program: its dynamic symbols (the VMs' image has no bash);
+    // the C library: with its debug file, where installed, its local
+    // functions too.
     if Path::new("/bin/bash").exists() {
         searches.push(&["-l", "uprobe:/bin/bash:read*"]);
+    }
+    if Path::new("/lib/x86_64-linux-gnu/libc.so.6").exists() {
+        searches.push(&["-l", "uprobe:/lib/x86_64-linux-gnu/libc.so.6:read*"]);
     }
     if has_kprobes() {
         searches.push(&["-l", "kprobe:vfs_*"]);

@@ -61,14 +61,14 @@ pub fn usdt_probes(path: &Path) -> Result<Vec<UsdtProbe>> {
     Ok(Elf::parse(&path.display().to_string(), &bytes)?.usdt_probes()?)
 }
 
-/// The names of the functions the file at `path` defines (its symbol
-/// table and dynamic symbols), sorted, each once.
+/// The names of the functions the file at `path` defines, as stored
+/// (its symbol table, or its debug file's where it is stripped, and its
+/// dynamic symbols), sorted, each once: what bpftrace's `-l` lists.
 pub fn functions(path: &Path) -> Result<Vec<String>> {
     let bytes = read(path)?;
     let elf = Elf::parse(&path.display().to_string(), &bytes)?;
-    let mut names: Vec<String> = [false, true]
-        .into_iter()
-        .flat_map(|dynamic| elf.functions(dynamic))
+    let finder = weft_symbols::Finder::new(Vec::new(), false);
+    let mut names: Vec<String> = (finder.functions(path, &elf).into_iter())
         .map(|symbol| symbol.name)
         .collect();
     names.sort_unstable();
