@@ -83,6 +83,9 @@ fn next_data(file: &File, at: u64) -> u64 {
 /// where it stopped.
 pub(crate) struct GroupWalk<'a> {
     file: &'a File,
+    /// The log's bytes from its start, mapped, when a reader has them:
+    /// read in place rather than with a `pread` per entry.
+    map: Option<&'a [u8]>,
     /// Where the next entry begins.
     pub at: u64,
     end: u64,
@@ -94,17 +97,51 @@ impl<'a> GroupWalk<'a> {
     pub fn new(file: &'a File, end: u64) -> Self {
         Self {
             file,
+            map: None,
             at: FILE_HEADER_LEN as u64,
             end,
             next_chunk: 0,
         }
     }
 
+    /// [`GroupWalk::new`] reading from `map`, the file's bytes from its
+    /// start, where they reach.
+    pub fn mapped(file: &'a File, end: u64, map: Option<&'a [u8]>) -> Self {
+        Self {
+            map,
+            ..Self::new(file, end)
+        }
+    }
+
+    /// Fills `buf` from offset `at` of the log.
+    fn read(&self, buf: &mut [u8], at: u64) -> Option<()> {
+        let start = usize::try_from(at).ok()?;
+        match self
+            .map
+            .and_then(|m| m.get(start..start.checked_add(buf.len())?))
+        {
+            Some(bytes) => buf.copy_from_slice(bytes),
+            None => self.file.read_exact_at(buf, at).ok()?,
+        }
+        Some(())
+    }
+
+    /// The header-sized bytes at `at`.
+    fn head(&self, at: u64) -> Option<[u8; GROUP_ENTRY_LEN]> {
+        let mut head = [0u8; GROUP_ENTRY_LEN];
+        self.read(&mut head, at)?;
+        Some(head)
+    }
+
     /// The entry at `at`, if it decodes, follows the last and fits.
     fn entry_at(&self, at: u64) -> Option<GroupEntry> {
-        let mut head = [0u8; GROUP_ENTRY_LEN];
-        self.file.read_exact_at(&mut head, at).ok()?;
-        GroupEntry::decode(&head)
+        self.decode(&self.head(at)?, at)
+    }
+
+    /// The entry `head` (read at `at`), if it decodes, follows the last
+    /// and fits.
+    fn decode(&self, head: &[u8], at: u64) -> Option<GroupEntry> {
+        GroupEntry::decode(head)
             .filter(|e| e.first_chunk >= self.next_chunk && at + e.len() as u64 <= self.end)
     }
 
@@ -121,7 +158,7 @@ impl<'a> GroupWalk<'a> {
                 return None;
             }
             let len = window.len().min(usize::try_from(self.end - at).ok()?);
-            self.file.read_exact_at(&mut window[..len], at).ok()?;
+            self.read(&mut window[..len], at)?;
             let Some(nonzero) = window[..len].iter().position(|b| *b != 0) else {
                 at += len as u64;
                 continue;
@@ -143,22 +180,16 @@ impl Iterator for GroupWalk<'_> {
         if self.at + GROUP_ENTRY_LEN as u64 > self.end {
             return None;
         }
-        let found = match self.entry_at(self.at) {
+        let head = self.head(self.at)?;
+        let found = match self.decode(&head, self.at) {
             Some(entry) => Some((self.at, entry)),
-            None if self.is_zero_here() => self.after_hole(),
+            // Freed: zeros where an entry was.
+            None if head.iter().all(|b| *b == 0) => self.after_hole(),
             None => None,
         };
         let (at, entry) = found?;
         self.at = at + entry.len() as u64;
         self.next_chunk = entry.range().end;
         Some((at, entry))
-    }
-}
-
-impl GroupWalk<'_> {
-    /// Whether the header-sized bytes at `self.at` read as zeros: freed.
-    fn is_zero_here(&self) -> bool {
-        let mut head = [0u8; GROUP_ENTRY_LEN];
-        self.file.read_exact_at(&mut head, self.at).is_ok() && head.iter().all(|b| *b == 0)
     }
 }

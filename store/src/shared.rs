@@ -635,7 +635,10 @@ impl Snapshot {
             let Ok(file) = self.files.get("groups.log") else {
                 return groups;
             };
-            let walk = crate::reclaim::GroupWalk::new(&file, self.groups_end);
+            let map = usize::try_from(self.groups_end)
+                .ok()
+                .and_then(|end| self.files.mapped_groups(0, end));
+            let walk = crate::reclaim::GroupWalk::mapped(&file, self.groups_end, map);
             for (at, entry) in walk.take_while(|(_, e)| e.range().end <= self.committed) {
                 groups.push(Group {
                     entry,
