@@ -309,6 +309,11 @@ pub(crate) fn open_log(
     Ok(file)
 }
 
+/// The most of the time log read at once: entries of 18 million chunks
+/// kept (4.5 TiB of records at the default 256 KiB), where a forged capture
+/// (a sparse file of any length) must not make weft allocate without bound.
+const TIME_READ_LIMIT: u64 = 1 << 30;
+
 /// The time log from the first chunk recovery reads on.
 pub(crate) struct TimeLog {
     pub format: FormatVersion,
@@ -334,11 +339,17 @@ impl TimeLog {
         let (format, _) = check_file_header(&header[..head], FileKind::Time, &path)?;
         let from = (FILE_HEADER_LEN as u64)
             .saturating_add(base.saturating_mul(TimeEntry::len(format) as u64));
-        let len = usize::try_from(size.saturating_sub(from)).map_err(|_| Error::Corrupt {
-            path: path.clone(),
-            offset: from,
-            what: format!("{size} bytes, more than this machine can read"),
-        })?;
+        let len = size.saturating_sub(from);
+        if len > TIME_READ_LIMIT {
+            return Err(Error::Corrupt {
+                path,
+                offset: from,
+                what: format!(
+                    "{len} bytes of entries past the deleted segments, more than the {TIME_READ_LIMIT} a store writes"
+                ),
+            });
+        }
+        let len = usize::try_from(len).unwrap_or(usize::MAX);
         let mut entries = vec![0u8; len];
         file.read_exact_at(&mut entries, from)
             .map_err(io("read", &path))?;
@@ -635,7 +646,7 @@ fn cut_to(dir: &Dir, name: &str, len: u64) -> Result<u64> {
 /// Opens a store read-only: the same checks, nothing changed on disk.
 /// Each chunk's time entry in `dir`'s time log, `None` where it is damaged.
 pub(crate) fn time_entries(dir: &Dir, meta: &Meta) -> Result<Vec<Option<TimeEntry>>> {
-    let time = dir.read("time.log", u64::MAX)?;
+    let time = dir.read("time.log", TIME_READ_LIMIT)?;
     let len = TimeEntry::len(meta.format);
     let raw = time.get(FILE_HEADER_LEN..).unwrap_or_default().chunks(len);
     Ok((0u64..)

@@ -649,6 +649,25 @@ fn an_io_error_keeps_what_was_committed_and_counts_what_was_not() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+#[test]
+fn a_forged_sparse_time_log_is_refused_not_read_into_memory() {
+    let dir = temp_dir("sparse-time");
+    write_closed_store(&dir, 1_000);
+    // Two GiB that take no disk: reading them whole would take the memory.
+    let time = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join("time.log"))
+        .unwrap();
+    time.set_len(2 << 30).unwrap();
+    let error = weft_store::open_read_only(&dir).err().unwrap().to_string();
+    assert!(
+        error.contains("time.log") && error.contains("more than"),
+        "{error}"
+    );
+    assert!(weft_store::check(&dir).is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Bytes the files of `dir` take on disk (holes not counted).
 fn disk_use(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
