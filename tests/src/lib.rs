@@ -414,26 +414,42 @@ impl Stat {
     }
 }
 
-/// `run` applied to each of `items`, `at_once` of them at a time, the
-/// answers in the items' order. For tests that compare weft with bpftrace
-/// case by case: under TCG a guest spends most of such a test in bpftrace
-/// compiling each case on one CPU, and it has two.
-pub fn in_batches<T: Sync, R: Send>(
+/// `run` applied to each of `items` by `workers` threads, each taking the
+/// next item as it finishes one; the answers in the items' order. For
+/// tests that compare weft with bpftrace case by case: under TCG a guest
+/// spends most of such a test in bpftrace compiling each case on one CPU,
+/// and it has two; and one slow case (a wildcard over hundreds of
+/// tracepoints takes seconds to detach) no longer holds up the rest.
+pub fn at_once<T: Sync, R: Send>(
     items: &[T],
-    at_once: usize,
+    workers: usize,
     run: impl Fn(&T) -> R + Sync,
 ) -> Vec<R> {
-    items
-        .chunks(at_once.max(1))
-        .flat_map(|batch| {
-            std::thread::scope(|scope| {
-                let running: Vec<_> = (batch.iter())
-                    .map(|item| scope.spawn(|| run(item)))
-                    .collect();
-                (running.into_iter())
-                    .map(|run| run.join().expect("a case panicked"))
-                    .collect::<Vec<_>>()
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let answers: Vec<std::sync::Mutex<Option<R>>> =
+        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..workers.clamp(1, items.len().max(1)))
+            .map(|_| {
+                scope.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break };
+                        let answer = run(item);
+                        *answers[i].lock().expect("no worker panicked holding it") = Some(answer);
+                    }
+                })
             })
+            .collect();
+        for worker in workers {
+            worker.join().expect("a case panicked");
+        }
+    });
+    answers
+        .into_iter()
+        .map(|answer| {
+            (answer.into_inner().expect("no worker panicked holding it"))
+                .expect("every item was run")
         })
         .collect()
 }

@@ -196,10 +196,12 @@ fn build_initramfs(dir: &Path, kernels: &[&str]) -> Result<PathBuf> {
     }
     let mut binaries = vec![weft.clone()];
     binaries.extend(tests.iter().cloned());
-    binaries.push(bpftrace_into(&root)?);
     for binary in &binaries {
-        copy_into(&root, binary)?;
+        copy_stripped(&root, binary)?;
     }
+    let bpftrace = bpftrace_into(&root)?;
+    copy_into(&root, &bpftrace)?;
+    binaries.push(bpftrace);
     for binary in binaries.iter().chain(&iproute2) {
         for library in shared_libraries(binary)? {
             copy_into(&root, &library)?;
@@ -395,6 +397,24 @@ fn copy_into(root: &Path, path: &Path) -> Result<()> {
     }
     fs::copy(path, &target).with_context(|| format!("failed to copy {}", path.display()))?;
     Ok(())
+}
+
+/// Copies `path` as [`copy_into`] does, without its debug sections: the
+/// guest unpacks every byte of the initramfs under TCG, and weft's and the
+/// tests' DWARF (release builds keep line tables) was a third of it. The
+/// symbol tables stay, for the tests that name the helpers' functions.
+fn copy_stripped(root: &Path, path: &Path) -> Result<()> {
+    let target = root.join(path.strip_prefix("/").unwrap_or(path));
+    if let Some(parent) = target.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    exec(
+        Command::new("strip")
+            .arg("--strip-debug")
+            .arg("-o")
+            .arg(&target)
+            .arg(path),
+    )
 }
 
 /// `kvm` if a guest boots under it within 60 s (on some hosts `/dev/kvm`
