@@ -106,7 +106,7 @@ fn install_bpf_linker() -> Result<()> {
     )
 }
 
-/// A Python venv under `target/` with `DuckDB`, Perfetto's protos and
+/// A Python venv in the tools cache with `DuckDB`, Perfetto's protos and
 /// Spark, for the export tests.
 fn install_duckdb() -> Result<()> {
     let python = duckdb_python();
@@ -141,11 +141,11 @@ fn install_duckdb() -> Result<()> {
     )
 }
 
-/// inferno's flame graph tools under `target/tools`, for the folded-stacks
+/// inferno's flame graph tools in the tools cache, for the folded-stacks
 /// export test.
 fn install_inferno() -> Result<()> {
     // inferno's tools have no --version: ask cargo what it installed there.
-    let root = crate::exec::workspace_root().join("target/tools");
+    let root = tools_cache().join("inferno");
     let installed = output(
         Command::new("cargo")
             .args(["install", "--list", "--root"])
@@ -164,18 +164,33 @@ fn install_inferno() -> Result<()> {
                 "--locked",
                 "--root",
             ])
-            .arg(crate::exec::workspace_root().join("target/tools")),
+            .arg(root),
     )
 }
 
 /// inferno's `inferno-flamegraph`.
 pub fn flamegraph() -> std::path::PathBuf {
-    crate::exec::workspace_root().join("target/tools/bin/inferno-flamegraph")
+    tools_cache().join("inferno/bin/inferno-flamegraph")
 }
 
 /// The Python interpreter of the `DuckDB` venv.
 pub fn duckdb_python() -> std::path::PathBuf {
-    crate::exec::workspace_root().join("target/duckdb/bin/python")
+    tools_cache().join("duckdb/bin/python")
+}
+
+/// Where setup keeps the test tools it builds (inferno, the Python venv):
+/// the user's cache (`$XDG_CACHE_HOME/weft`, else `~/.cache/weft`), not
+/// `target/`, so that a clean clone does not build them again (a minute and
+/// a half of each CI run). Each install checks its versions.
+fn tools_cache() -> std::path::PathBuf {
+    let var = |name| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(cache) = var("XDG_CACHE_HOME") {
+        std::path::PathBuf::from(cache).join("weft")
+    } else if let Some(home) = var("HOME") {
+        std::path::PathBuf::from(home).join(".cache/weft")
+    } else {
+        crate::exec::workspace_root().join("target")
+    }
 }
 
 fn bpf_linker_path() -> String {
