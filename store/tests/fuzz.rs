@@ -293,16 +293,6 @@ fn reseal(name: &str, version: u8, bytes: &mut [u8]) {
     }
 }
 
-/// The fuzz target's idea without libFuzzer (which needs a nightly
-/// toolchain), for a time budget: the fixtures of every format and a
-/// fresh closed capture, each round one to three random faults in random
-/// files, checksums mended in half the rounds. Opening, every query,
-/// `--skip-damaged`'s opening and queries, and `check` must never panic;
-/// where no checksum was mended and nothing was cut or deleted, every
-/// answer given is the undamaged one. `WEFT_FUZZ_SECONDS` sets the budget
-/// (default 10; `cargo xtask test` gives 60; longer on demand), and
-/// `WEFT_FUZZ_SEED` repeats a run. Among the captures damaged is a ring
-/// whose budget deleted its oldest segments and freed their index entries.
 /// A closed ring: the fixture's sources, records enough for the budget to
 /// delete most segments and free their entries in the index logs.
 fn write_ring(dir: &std::path::Path) {
@@ -337,6 +327,16 @@ fn write_ring(dir: &std::path::Path) {
     );
 }
 
+/// The fuzz target's idea without libFuzzer (which needs a nightly
+/// toolchain), for a time budget: the fixtures of every format and a
+/// fresh closed capture, each round one to three random faults in random
+/// files, checksums mended in half the rounds. Opening, every query,
+/// `--skip-damaged`'s opening and queries, and `check` must never panic;
+/// where no checksum was mended and nothing was cut or deleted, every
+/// answer given is the undamaged one. `WEFT_FUZZ_SECONDS` sets the budget
+/// (default 10; `cargo xtask test` gives 60; longer on demand), and
+/// `WEFT_FUZZ_SEED` repeats a run. Among the captures damaged is a ring
+/// whose budget deleted its oldest segments and freed their index entries.
 #[test]
 fn damaged_captures_for_a_time_budget() {
     let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());

@@ -426,32 +426,27 @@ pub fn at_once<T: Sync, R: Send>(
     run: impl Fn(&T) -> R + Sync,
 ) -> Vec<R> {
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let answers: Vec<std::sync::Mutex<Option<R>>> =
-        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    std::thread::scope(|scope| {
+    let take = || next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut answers: Vec<(usize, R)> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..workers.clamp(1, items.len().max(1)))
             .map(|_| {
                 scope.spawn(|| {
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(item) = items.get(i) else { break };
-                        let answer = run(item);
-                        *answers[i].lock().expect("no worker panicked holding it") = Some(answer);
+                    let mut done = Vec::new();
+                    let mut i = take();
+                    while let Some(item) = items.get(i) {
+                        done.push((i, run(item)));
+                        i = take();
                     }
+                    done
                 })
             })
             .collect();
-        for worker in workers {
-            worker.join().expect("a case panicked");
-        }
+        (workers.into_iter())
+            .flat_map(|worker| worker.join().expect("a case panicked"))
+            .collect()
     });
-    answers
-        .into_iter()
-        .map(|answer| {
-            (answer.into_inner().expect("no worker panicked holding it"))
-                .expect("every item was run")
-        })
-        .collect()
+    answers.sort_unstable_by_key(|(i, _)| *i);
+    answers.into_iter().map(|(_, answer)| answer).collect()
 }
 
 /// Runs `weft ARGS` to completion; returns (status, stdout, stderr).

@@ -1071,11 +1071,10 @@ fn every_bundled_tool_bpftrace_runs_weft_runs() {
     // claim holds all the same, and under TCG bpftrace spends seconds
     // compiling each tool, which was most of this test in the guests.
     let control = ours.iter().position(|run| run.ran.is_ok());
-    let asked: Vec<usize> = (0..tools.len())
-        .filter(|&i| ours[i].ran.is_err() || Some(i) == control)
-        .collect();
-    let theirs = weft_tests::at_once(&asked, 3, |&i| {
-        tool_run(Command::new("bpftrace").arg(&tools[i]))
+    let indexes: Vec<usize> = (0..tools.len()).collect();
+    let theirs = weft_tests::at_once(&indexes, 3, |&i| {
+        (ours[i].ran.is_err() || Some(i) == control)
+            .then(|| tool_run(Command::new("bpftrace").arg(&tools[i])))
     });
     // Without kprobes (this host) bpftrace warns that it could not attach
     // each kprobe of a probe with several attach points, and runs the
@@ -1091,13 +1090,12 @@ fn every_bundled_tool_bpftrace_runs_weft_runs() {
         Ok(()) => "runs".to_owned(),
         Err(why) => format!("does not run: {why}"),
     };
-    for (i, tool) in tools.iter().enumerate() {
+    for ((tool, ours), theirs) in tools.iter().zip(&ours).zip(&theirs) {
         let name = tool.file_stem().unwrap_or_default().to_string_lossy();
-        let Some(theirs) = asked.iter().position(|&a| a == i).map(|a| &theirs[a]) else {
+        let Some(theirs) = theirs else {
             eprintln!("{name}: weft runs");
             continue;
         };
-        let ours = &ours[i];
         eprintln!(
             "{name}: bpftrace {}; weft {}",
             verdict(&theirs.ran),
@@ -1912,32 +1910,26 @@ fn all_around(
     tools: &[(&str, &str)],
     workload: impl FnOnce(),
 ) -> Vec<(String, Result<String, String>)> {
-    let starts: Vec<(bool, &str, &str)> = (tools.iter())
-        .flat_map(|&(tool, banner)| [(true, tool, banner), (false, tool, banner)])
-        .collect();
-    let mut tracers = weft_tests::at_once(&starts, starts.len(), |&(weft, tool, banner)| {
+    // Each tool's pair starts on a thread of its own: weft's in a moment,
+    // then bpftrace's, whose compiles overlap.
+    let tracers = weft_tests::at_once(tools, tools.len(), |&(tool, banner)| {
         let path = format!("/usr/sbin/{tool}.bt");
-        let mut tracer = if weft {
-            let mut cmd = Command::new(weft_bin());
-            cmd.arg("trace");
-            cmd
-        } else {
-            Command::new("bpftrace")
-        };
-        Tracer::start(tracer.arg(&path), banner)
-    })
-    .into_iter();
+        (
+            Tracer::start(Command::new(weft_bin()).args(["trace", &path]), banner),
+            Tracer::start(Command::new("bpftrace").arg(&path), banner),
+        )
+    });
     workload();
     std::thread::sleep(Duration::from_millis(500));
-    let mut outputs = Vec::new();
-    while let (Some(ours), Some(theirs)) = (tracers.next(), tracers.next()) {
-        let theirs = theirs.end().map_err(|(hang, out)| {
-            eprintln!("note: bpftrace {hang}");
-            out
-        });
-        outputs.push((ours.stop(), theirs));
-    }
-    outputs
+    (tracers.into_iter())
+        .map(|(ours, theirs)| {
+            let theirs = theirs.end().map_err(|(hang, out)| {
+                eprintln!("note: bpftrace {hang}");
+                out
+            });
+            (ours.stop(), theirs)
+        })
+        .collect()
 }
 
 /// The map entry starting with `key` (its line, and a histogram's lines

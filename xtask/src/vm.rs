@@ -389,13 +389,19 @@ fn shared_libraries(binary: &Path) -> Result<Vec<PathBuf>> {
         .collect())
 }
 
-/// Copies `path` to the same absolute path under `root`.
-fn copy_into(root: &Path, path: &Path) -> Result<()> {
+/// `path`'s place under `root` (the same absolute path), its directory made.
+fn place_in(root: &Path, path: &Path) -> Result<PathBuf> {
     let target = root.join(path.strip_prefix("/").unwrap_or(path));
     if let Some(parent) = target.parent() {
         fs::create_dir_all(parent)?;
     }
-    fs::copy(path, &target).with_context(|| format!("failed to copy {}", path.display()))?;
+    Ok(target)
+}
+
+/// Copies `path` to the same absolute path under `root`.
+fn copy_into(root: &Path, path: &Path) -> Result<()> {
+    fs::copy(path, place_in(root, path)?)
+        .with_context(|| format!("failed to copy {}", path.display()))?;
     Ok(())
 }
 
@@ -404,15 +410,10 @@ fn copy_into(root: &Path, path: &Path) -> Result<()> {
 /// tests' DWARF (release builds keep line tables) was a third of it. The
 /// symbol tables stay, for the tests that name the helpers' functions.
 fn copy_stripped(root: &Path, path: &Path) -> Result<()> {
-    let target = root.join(path.strip_prefix("/").unwrap_or(path));
-    if let Some(parent) = target.parent() {
-        fs::create_dir_all(parent)?;
-    }
     exec(
         Command::new("strip")
-            .arg("--strip-debug")
-            .arg("-o")
-            .arg(&target)
+            .args(["--strip-debug", "-o"])
+            .arg(place_in(root, path)?)
             .arg(path),
     )
 }

@@ -75,11 +75,12 @@ struct Link {
     _link: OwnedFd,
 }
 
-/// The perf-event attachments, closed many at once. The kernel waits for
-/// RCU grace periods as it frees each tracepoint's perf event (about 70 ms
-/// each on this machine), and closes made at the same time share them:
-/// one by one, the 350 probes of `tracepoint:syscalls:sys_enter_*` took
-/// 25 s to detach, as bpftrace's do.
+/// The perf-event attachments, closed many at once. Closing a link and its
+/// tracepoint perf event waits out RCU grace periods in the kernel (about
+/// 70 ms a probe here): one by one, the 360 probes of
+/// `tracepoint:syscalls:sys_enter_*` took 25 s to detach, as bpftrace's do.
+/// Closes made at once share the links' waits; the perf events' are
+/// serialised by the kernel (`event_mutex`), which bounds the gain to half.
 #[derive(Default)]
 struct Links(Vec<Link>);
 
@@ -90,6 +91,7 @@ impl Links {
     fn close(&mut self) {
         let links = std::mem::take(&mut self.0);
         if links.len() < 2 {
+            // Closed here, without a thread.
             return;
         }
         let per_thread = links.len().div_ceil(CLOSERS);
