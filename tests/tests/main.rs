@@ -1,9 +1,9 @@
 //! weft's integration tests, one binary, one module per area.
 //!
 //! The host runs them all; the VMs that boot other kernels run only the
-//! modules that depend on the kernel, all but `pt`, `faults` and `query`
-//! (`HOST_ONLY` in `xtask/src/vm.rs`): a test that exercises the kernel
-//! belongs in another module.
+//! modules that depend on the kernel, all but `pt`, `faults`, `query` and
+//! `errors` (`HOST_ONLY` in `xtask/src/vm.rs`): a test that exercises the
+//! kernel belongs in another module.
 
 // `weft stat` on the running kernel: exact counts, loss accounting, latency, filters.
 mod stat;
@@ -16,7 +16,8 @@ mod flood;
 mod query;
 // `weft doctor`: what the kernel offers, with a real probe load.
 mod doctor;
-// Bad input and missing privileges: one-line errors, non-zero exits.
+// Bad input and missing privileges: one-line errors, non-zero exits
+// (command lines and captures, never a kernel's answer).
 mod errors;
 // The other sources (sched, ...): each records a known workload exactly.
 mod sources;

@@ -298,11 +298,11 @@ fn copy_modules(dir: &Path, root: &Path, kernel: &str) -> Result<()> {
 
 /// The integration test modules that do not depend on the running kernel
 /// (see `tests/tests/main.rs`): Intel PT decoded from recorded traces,
-/// damaged captures, queries and exports of what a recording holds. The
-/// host runs them; the guests, there to try other kernels, skip them.
-/// Under TCG a guest runs CPU-bound work many times slower, and decoding
-/// and exporting are nothing else.
-const HOST_ONLY: &[&str] = &["pt::", "faults::", "query::"];
+/// damaged captures, queries and exports of what a recording holds, and
+/// bad command lines. The host runs them; the guests, there to try other
+/// kernels, skip them. Under TCG a guest runs CPU-bound work many times
+/// slower, and decoding and exporting are nothing else.
+const HOST_ONLY: &[&str] = &["pt::", "faults::", "query::", "errors::"];
 
 /// The guest's init: mount what weft needs, run the tests (filtered by
 /// `weft.filter=a,b` on the kernel command line; `--show-output` so that
