@@ -11,8 +11,84 @@ pub struct Program {
     /// `#define NAME VALUE`: each name's value, put in place of the name
     /// where it is used (`constants.rs`).
     pub defines: HashMap<String, Expr>,
+    /// The program's own `struct`, `union` and `enum` definitions, which
+    /// casts, `->` and constants see before the kernel's BTF (`types.rs`).
+    pub definitions: Definitions,
     /// Whether `system()` and `signal()` may run (`--unsafe`, as bpftrace's).
     pub unsafe_calls: bool,
+}
+
+/// C type definitions written before (or between) the probes, as
+/// bpftrace takes them: `struct NAME { ... };`, `union`, `enum`.
+#[derive(Debug, Clone, Default)]
+pub struct Definitions {
+    /// Every struct and union, named or not, nested ones too; a member's
+    /// inline definition is [`Base::Inline`] of its index here.
+    pub records: Vec<RecordDef>,
+    /// Each enum's enumerators in the order written, with their values as
+    /// written (none: the previous one's plus 1, or 0 for the first).
+    pub enums: Vec<Vec<Enumerator>>,
+}
+
+/// `NAME` or `NAME = VALUE` in an enum.
+#[derive(Debug, Clone)]
+pub struct Enumerator {
+    pub name: String,
+    pub value: Option<Expr>,
+    pub span: Span,
+}
+
+/// `struct NAME { members }` or `union NAME { members }`.
+#[derive(Debug, Clone)]
+pub struct RecordDef {
+    /// `struct NAME` or `union NAME`; none for an anonymous one.
+    pub name: Option<String>,
+    pub union: bool,
+    /// None for a declaration alone (`struct NAME;`).
+    pub members: Option<Vec<MemberDef>>,
+    pub span: Span,
+}
+
+/// One member as declared: `unsigned long *p[4]`, `int flags : 3`.
+#[derive(Debug, Clone)]
+pub struct MemberDef {
+    /// None for an anonymous struct or union, whose members are the
+    /// enclosing record's (C11), or an unnamed bit-field.
+    pub name: Option<String>,
+    pub ty: TypeRef,
+    /// A bit-field's width.
+    pub bits: Option<u32>,
+    pub span: Span,
+}
+
+/// A C type as a declaration spells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeRef {
+    pub base: Base,
+    /// How many `*`.
+    pub pointers: u8,
+    /// Array lengths, outermost first (`[2][3]`).
+    pub dims: Vec<u32>,
+}
+
+/// What a declaration names before its `*` and `[N]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Base {
+    Int {
+        size: u8,
+        signed: bool,
+    },
+    Float(u8),
+    Void,
+    /// An enum: an `int`.
+    Enum,
+    /// `struct NAME` or `union NAME`: the program's, else the kernel's.
+    Record(String),
+    /// A struct or union defined in place: its index in
+    /// [`Definitions::records`].
+    Inline(usize),
+    /// A type name (`u64`, `pid_t`): a fixed-width name or a kernel typedef.
+    Named(String),
 }
 
 /// `probe, probe /predicate/ { actions }`.
@@ -552,6 +628,30 @@ impl BinOp {
             self,
             Self::Eq | Self::Ne | Self::Lt | Self::Le | Self::Gt | Self::Ge
         )
+    }
+
+    /// Integer arithmetic as in BPF: wrapping, division by zero gives 0.
+    pub fn apply(self, l: i64, r: i64) -> i64 {
+        match self {
+            BinOp::Add => l.wrapping_add(r),
+            BinOp::Sub => l.wrapping_sub(r),
+            BinOp::Mul => l.wrapping_mul(r),
+            BinOp::Div => l.checked_div(r).unwrap_or(0),
+            BinOp::Rem => l.checked_rem(r).unwrap_or(0),
+            BinOp::And => l & r,
+            BinOp::Or => l | r,
+            BinOp::Xor => l ^ r,
+            BinOp::Shl => l.wrapping_shl(r as u32),
+            BinOp::Shr => l.wrapping_shr(r as u32),
+            BinOp::Lt => i64::from(l < r),
+            BinOp::Le => i64::from(l <= r),
+            BinOp::Gt => i64::from(l > r),
+            BinOp::Ge => i64::from(l >= r),
+            BinOp::Eq => i64::from(l == r),
+            BinOp::Ne => i64::from(l != r),
+            BinOp::LogicalAnd => i64::from(l != 0 && r != 0),
+            BinOp::LogicalOr => i64::from(l != 0 || r != 0),
+        }
     }
 }
 

@@ -36,6 +36,8 @@ pub use crate::{
 
 /// Checks `program` against `kernel`.
 pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
+    let defined = crate::types::Defined::new(&program.definitions, kernel)?;
+    let kernel: &dyn Kernel = &defined;
     crate::constants::resolve(&mut program, kernel)?;
     let saved = crate::saved::read_where_saved(&mut program);
     let (mut maps, mut guessed) = collect_maps(&program)?;
@@ -2657,6 +2659,88 @@ pub(crate) mod tests {
         assert_eq!(error.message, "no `struct nosuch`");
         // A name inside resolves as anywhere else (this was 8, silently).
         assert!(refused("BEGIN { @ = sizeof(int); }").starts_with("unknown name `int`"));
+    }
+
+    #[test]
+    fn a_program_s_own_types_are_laid_out_as_c_lays_them_out() {
+        let plan = checked(
+            "struct ts { long sec; long nsec; };
+             struct w { char c; struct ts t; unsigned int a : 3, b : 7; union { int i; long l; };
+                        struct task_struct *task; char name[6]; }
+             enum e { A = -1, B, C = 1 << 4, D }; enum { E = TCP_FIN_WAIT1 + C };
+             tracepoint:syscalls:sys_enter_nanosleep { $w = (struct w *)args->rqtp;
+               @[sizeof(struct w), sizeof(struct ts), A, B, C, D, E] = count();
+               printf(\"%d %d %d %s\", $w->t.nsec, $w->l, $w->task->pid, $w->name); }",
+        );
+        let Stmt::MapAssign { map, .. } = &plan.program.items[0].body[1] else {
+            panic!("{:?}", plan.program.items[0].body)
+        };
+        let keys: Vec<_> = map
+            .keys
+            .iter()
+            .map(|k| match k.kind {
+                ExprKind::Int(n) => n,
+                _ => panic!("{k:?}"),
+            })
+            .collect();
+        // c, then ts at 8, the bit-fields in one int at 24, the union at
+        // 32, the pointer at 40, the name at 48: 54 bytes, 56 aligned.
+        assert_eq!(keys, [56, 16, -1, 0, 16, 17, 20]);
+        let members: Vec<_> = plan.attaches[0]
+            .members
+            .iter()
+            .map(|m| {
+                (
+                    plan.attaches[0].reads[m.read].hops.clone(),
+                    m.at,
+                    m.size,
+                    m.chars,
+                )
+            })
+            .collect();
+        assert_eq!(
+            members,
+            [
+                (vec![16], 16, 8, false),
+                (vec![16], 32, 8, false),
+                (vec![16, 40], 4, 4, false),
+                (vec![16], 48, 6, true)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_program_s_bad_types_say_why() {
+        let probe = "tracepoint:syscalls:sys_enter_nanosleep";
+        for (text, says) in [
+            (
+                "struct a { struct b x; }; struct b { struct a y; };",
+                "struct a holds itself",
+            ),
+            (
+                "struct a { int x; }; struct a { int y; };",
+                "struct a is defined twice",
+            ),
+            ("struct a { pid_t p; };", "unknown type `pid_t`"),
+            (
+                "struct a { struct nope n; };",
+                "struct nope is neither defined",
+            ),
+            ("struct a { void v; };", "cannot be `void`"),
+            ("struct a { long x : 65; };", "no wider than its type"),
+            ("enum { A, B = A + C };", "unknown constant `C`"),
+            ("enum { A }; enum { A };", "enumerator `A` is defined twice"),
+        ] {
+            let text = format!("{text} {probe} {{ exit(); }}");
+            let message = refused(&text);
+            assert!(message.contains(says), "{text}: {message}");
+        }
+        assert_eq!(
+            refused(&format!(
+                "struct a {{ int x : 3; }}; {probe} {{ print(((struct a *)args->rqtp)->x); }}"
+            )),
+            "`x` of struct a is a bit-field, which weft does not read"
+        );
     }
 
     #[test]

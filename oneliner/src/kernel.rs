@@ -91,6 +91,14 @@ pub enum KernelType {
     Other,
 }
 
+/// A type and its layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub ty: KernelType,
+    pub size: u32,
+    pub align: u32,
+}
+
 /// A member of a kernel struct or union.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Member {
@@ -121,6 +129,23 @@ pub trait Kernel {
     fn record_size(&self, id: u32) -> u32;
     /// Member `name` of record `id`, or why it has none.
     fn member(&self, id: u32, name: &str) -> Result<Member, String>;
+    /// The alignment of record `id`, for a program's struct that holds it.
+    /// By default the largest power of two up to 8 dividing its size,
+    /// which is what C gives any struct without over-aligned members or
+    /// packing (BTF does not say).
+    fn record_align(&self, id: u32) -> u32 {
+        let size = self.record_size(id);
+        if size == 0 {
+            1
+        } else {
+            1 << size.trailing_zeros().min(3)
+        }
+    }
+    /// The type a kernel typedef names (`pid_t`, `u64`), for a program's
+    /// struct that holds one.
+    fn typedef(&self, _name: &str) -> Option<Shape> {
+        None
+    }
     /// The value of enumerator `name` of a kernel enum (`TCP_FIN_WAIT1`),
     /// from BTF.
     fn enumerator(&self, name: &str) -> Option<i64>;

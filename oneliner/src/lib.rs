@@ -38,6 +38,7 @@ mod saved;
 mod signal;
 pub mod stack;
 mod starts;
+mod types;
 mod usdt;
 pub mod value;
 

@@ -1,11 +1,13 @@
 //! Text to [`Program`]: a recursive-descent parser over the on-demand lexer.
 
+mod definitions;
+
 use std::collections::HashMap;
 
 use crate::{
     ast::{
-        BinOp, Builtin, Expr, ExprKind, Item, MapRef, PerfEvent, Probe, ProbeKind, Program, SizeOf,
-        Stmt, TIME_UNITS, UnOp,
+        BinOp, Builtin, Definitions, Expr, ExprKind, Item, MapRef, PerfEvent, Probe, ProbeKind,
+        Program, SizeOf, Stmt, TIME_UNITS, UnOp,
     },
     error::{Error, Result, Span},
     lex::{Lexer, Token},
@@ -23,8 +25,13 @@ pub fn parse_with(text: &str, params: &[String]) -> Result<Program> {
     let preprocessed = crate::preprocess::preprocess(text)?;
     let mut parser = Parser::new(&preprocessed.text, params);
     let mut items = Vec::new();
+    let mut definitions = Definitions::default();
     while !parser.lexer.at_end()? {
-        items.push(parser.item()?);
+        if parser.at_definition()? {
+            parser.definition(&mut definitions)?;
+        } else {
+            items.push(parser.item()?);
+        }
     }
     if items.is_empty() {
         return Err(Error::new(Span::new(0, 0), "the program has no probes"));
@@ -44,6 +51,7 @@ pub fn parse_with(text: &str, params: &[String]) -> Result<Program> {
     let mut program = Program {
         items,
         defines,
+        definitions,
         unsafe_calls: false,
     };
     crate::params::substitute(&mut program, params)?;

@@ -338,7 +338,7 @@ impl<'p> Runtime<'p> {
                 let by = self.eval(value, scope).int();
                 let slot = self.element(index, &key, || Agg::Value(Value::Int(0)));
                 if let Agg::Value(Value::Int(n)) = slot {
-                    *n = arithmetic(*op, *n, by);
+                    *n = op.apply(*n, by);
                 }
                 self.key = key;
             }
@@ -353,7 +353,7 @@ impl<'p> Runtime<'p> {
                 let old = scope.vars.get(name).map_or(0, Value::int);
                 scope
                     .vars
-                    .insert(name.clone(), Value::Int(arithmetic(*op, old, by)));
+                    .insert(name.clone(), Value::Int(op.apply(old, by)));
             }
             Stmt::If {
                 cond,
@@ -660,7 +660,7 @@ impl<'p> Runtime<'p> {
         let (old, new) = match &target.kind {
             ExprKind::Var(name) => {
                 let old = scope.vars.get(name).map_or(0, Value::int);
-                let new = arithmetic(op, old, 1);
+                let new = op.apply(old, 1);
                 scope.vars.insert(name.clone(), Value::Int(new));
                 (old, new)
             }
@@ -669,7 +669,7 @@ impl<'p> Runtime<'p> {
                 let key = self.keys(map, scope);
                 let slot = self.element(index, &key, || Agg::Value(Value::Int(0)));
                 let old = slot.read().int();
-                let new = arithmetic(op, old, 1);
+                let new = op.apply(old, 1);
                 *slot = Agg::Value(Value::Int(new));
                 self.key = key;
                 (old, new)
@@ -773,7 +773,7 @@ impl<'p> Runtime<'p> {
         match (op, &l, &r) {
             (BinOp::Eq, _, _) => Value::Int(i64::from(l == r)),
             (BinOp::Ne, _, _) => Value::Int(i64::from(l != r)),
-            _ => Value::Int(arithmetic(op, l.int(), r.int())),
+            _ => Value::Int(op.apply(l.int(), r.int())),
         }
     }
 
@@ -833,30 +833,6 @@ fn user_name(uid: u32) -> String {
         users
     });
     users.get(&uid).cloned().unwrap_or_default()
-}
-
-/// Integer arithmetic as in BPF: wrapping, division by zero gives 0.
-fn arithmetic(op: BinOp, l: i64, r: i64) -> i64 {
-    match op {
-        BinOp::Add => l.wrapping_add(r),
-        BinOp::Sub => l.wrapping_sub(r),
-        BinOp::Mul => l.wrapping_mul(r),
-        BinOp::Div => l.checked_div(r).unwrap_or(0),
-        BinOp::Rem => l.checked_rem(r).unwrap_or(0),
-        BinOp::And => l & r,
-        BinOp::Or => l | r,
-        BinOp::Xor => l ^ r,
-        BinOp::Shl => l.wrapping_shl(r as u32),
-        BinOp::Shr => l.wrapping_shr(r as u32),
-        BinOp::Lt => i64::from(l < r),
-        BinOp::Le => i64::from(l <= r),
-        BinOp::Gt => i64::from(l > r),
-        BinOp::Ge => i64::from(l >= r),
-        BinOp::Eq => i64::from(l == r),
-        BinOp::Ne => i64::from(l != r),
-        BinOp::LogicalAnd => i64::from(l != 0 && r != 0),
-        BinOp::LogicalOr => i64::from(l != 0 || r != 0),
-    }
 }
 
 /// The NUMA node holding `cpu`, as the kernel's `bpf_get_numa_node_id`

@@ -288,6 +288,16 @@ fn one_liner_table() {
 
 /// One-liners both tools run, in bpftrace's `args->` spelling.
 const COMPARED: &[(&str, &[&str])] = &[
+    // A program's own struct, union and enum: laid out as C lays them
+    // out, and read through a cast of a user pointer at the event.
+    (
+        "struct ts { long sec; long nsec; };
+         struct two { struct ts first; union { struct ts second; unsigned char bytes[16]; }; short flags : 3; };
+         enum unit { NS = 1, US = NS * 1000, MS = US * 1000 };
+         tracepoint:syscalls:sys_enter_nanosleep /pid == cpid/ { $t = (struct two *)args->rqtp;
+           @[$t->first.sec, $t->first.nsec / MS, sizeof(struct two), MS] = count(); }",
+        &["nanosleep:20:3"],
+    ),
     // Sizes of types, members, builtins, literals, variables and strings.
     (
         r#"tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { $x = 5;

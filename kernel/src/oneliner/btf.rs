@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use weft_oneliner::kernel::{KernelType, Member, Signature};
+use weft_oneliner::kernel::{KernelType, Member, Shape, Signature};
 
 const MAGIC: u16 = 0xeb9f;
 const KIND_INT: u32 = 1;
@@ -15,6 +15,7 @@ const KIND_STRUCT: u32 = 4;
 const KIND_UNION: u32 = 5;
 const KIND_ENUM: u32 = 6;
 const KIND_FWD: u32 = 7;
+const KIND_TYPEDEF: u32 = 8;
 const KIND_FUNC: u32 = 12;
 const KIND_FUNC_PROTO: u32 = 13;
 const KIND_ENUM64: u32 = 19;
@@ -87,6 +88,56 @@ impl Btf {
     /// The bytes of record `id`.
     pub fn record_size(&self, id: u32) -> u32 {
         self.u32_at(self.start(id) + 8).unwrap_or(0)
+    }
+
+    /// The alignment of record `id`: its most aligned member's, as C
+    /// gives it (BTF does not record packing; the kernel's packed structs
+    /// are not held by value in a program's).
+    pub fn record_align(&self, id: u32) -> u32 {
+        self.size_align(id, 0).1
+    }
+
+    /// The type typedef `name` names (`pid_t`, `u64`), with its layout.
+    pub fn typedef(&self, name: &str) -> Option<Shape> {
+        let id = (1..self.starts.len() as u32).find(|&id| {
+            self.kind(id) == Some(KIND_TYPEDEF)
+                && self
+                    .u32_at(self.start(id))
+                    .is_some_and(|n| self.name_is(n, name))
+        })?;
+        let (size, align) = self.size_align(id, 0);
+        Some(Shape {
+            ty: self.kernel_type(id),
+            size,
+            align,
+        })
+    }
+
+    /// The size and alignment of type `id`, through typedefs, qualifiers
+    /// and arrays to its members (`depth` bounds damaged BTF's cycles).
+    fn size_align(&self, id: u32, depth: u32) -> (u32, u32) {
+        let id = self.resolve(id);
+        let start = self.start(id);
+        let size = self.u32_at(start + 8).unwrap_or(0);
+        match self.kind(id) {
+            Some(KIND_PTR) => (8, 8),
+            Some(KIND_ARRAY) if depth < 32 => {
+                let element = self.u32_at(start + 12).unwrap_or(0);
+                let count = self.u32_at(start + 20).unwrap_or(0);
+                let (size, align) = self.size_align(element, depth + 1);
+                (size.saturating_mul(count), align)
+            }
+            Some(KIND_STRUCT | KIND_UNION) if depth < 32 => {
+                let members = self.u32_at(start + 4).unwrap_or(0) & 0xffff;
+                let align = (0..members as usize)
+                    .filter_map(|i| self.u32_at(start + 12 + i * 12 + 4))
+                    .map(|ty| self.size_align(ty, depth + 1).1)
+                    .max()
+                    .unwrap_or(1);
+                (size, align)
+            }
+            _ => (size, size.clamp(1, 8)),
+        }
     }
 
     /// The value of enumerator `name` of any enum (`TCP_FIN_WAIT1`); the
@@ -371,5 +422,28 @@ mod tests {
             .expect("struct sock_common");
         assert!(btf.member(common, "skc_daddr").is_ok());
         assert!(btf.member(task, "no_such_member").is_err());
+    }
+
+    #[test]
+    fn lays_out_this_kernel_s_types() {
+        let btf = Btf::read().expect("the kernel's BTF");
+        let int = |size, signed| {
+            Some(Shape {
+                ty: KernelType::Int { size, signed },
+                size: size.into(),
+                align: size.into(),
+            })
+        };
+        assert_eq!(btf.typedef("pid_t"), int(4, true));
+        assert_eq!(btf.typedef("u64"), int(8, false));
+        assert_eq!(btf.typedef("no_such_type_t"), None);
+        // Two pointers; a list of 4-byte counters; an 8-byte atomic.
+        let align = |name| btf.record_align(btf.record(name).expect(name));
+        assert_eq!(align("struct list_head"), 8);
+        assert_eq!(align("struct callback_head"), 8);
+        assert_eq!(
+            btf.record_align(btf.record("struct qspinlock").expect("qspinlock")),
+            4
+        );
     }
 }

@@ -7,7 +7,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use weft_oneliner::kernel::{Field, Member, Signature, UsdtSite, format_fields, glob_match};
+use weft_oneliner::kernel::{Field, Member, Shape, Signature, UsdtSite, format_fields, glob_match};
 
 use super::btf::Btf;
 use crate::ebpf;
@@ -168,6 +168,14 @@ impl weft_oneliner::Kernel for Kernel {
 
     fn member(&self, record: u32, name: &str) -> Result<Member, String> {
         self.btf()?.member(record, name)
+    }
+
+    fn record_align(&self, record: u32) -> u32 {
+        self.btf().map_or(1, |btf| btf.record_align(record))
+    }
+
+    fn typedef(&self, name: &str) -> Option<Shape> {
+        self.btf().ok()?.typedef(name)
     }
 
     fn enumerator(&self, name: &str) -> Option<i64> {
