@@ -630,19 +630,22 @@ impl BinOp {
         )
     }
 
-    /// Integer arithmetic as in BPF: wrapping, division by zero gives 0.
+    /// Integer arithmetic as in BPF and bpftrace 0.17: wrapping; `/`, `%`
+    /// and `>>` unsigned, as BPF's only division and bpftrace's logical
+    /// shift are (`-6 / 2` is 2^63 - 3); division by zero gives 0.
     pub fn apply(self, l: i64, r: i64) -> i64 {
+        let (ul, ur) = (l as u64, r as u64);
         match self {
             BinOp::Add => l.wrapping_add(r),
             BinOp::Sub => l.wrapping_sub(r),
             BinOp::Mul => l.wrapping_mul(r),
-            BinOp::Div => l.checked_div(r).unwrap_or(0),
-            BinOp::Rem => l.checked_rem(r).unwrap_or(0),
+            BinOp::Div => ul.checked_div(ur).unwrap_or(0) as i64,
+            BinOp::Rem => ul.checked_rem(ur).unwrap_or(0) as i64,
             BinOp::And => l & r,
             BinOp::Or => l | r,
             BinOp::Xor => l ^ r,
             BinOp::Shl => l.wrapping_shl(r as u32),
-            BinOp::Shr => l.wrapping_shr(r as u32),
+            BinOp::Shr => ul.wrapping_shr(r as u32) as i64,
             BinOp::Lt => i64::from(l < r),
             BinOp::Le => i64::from(l <= r),
             BinOp::Gt => i64::from(l > r),

@@ -791,6 +791,12 @@ impl Checker<'_> {
                     "this value is a string: print it with %s",
                 ));
             }
+            if want == Type::Str && found == Type::Int {
+                return Err(Error::new(
+                    value.span,
+                    "this value is an integer: print it with %d (bpftrace refuses %s too)",
+                ));
+            }
         }
         Ok(())
     }
@@ -1633,7 +1639,10 @@ impl Checker<'_> {
                 .map_or(8, |m| m.size),
             ExprKind::Field(name) => first.and_then(|a| a.field(name)).map_or(8, |f| f.size),
             ExprKind::Unary(UnOp::Cast { bits, .. }, _) => u16::from(*bits) / 8,
-            ExprKind::Deref(address) => match address.pointee() {
+            ExprKind::Deref(address) => match first.zip(self.bound.first()).map_or_else(
+                || address.pointee(),
+                |(attach, bound)| members::pointee(self.kernel, attach, bound, address),
+            ) {
                 UnOp::Cast { bits, .. } => u16::from(bits) / 8,
                 _ => 8,
             },
@@ -2495,10 +2504,30 @@ pub(crate) mod tests {
             )
             .contains("8-byte pointer")
         );
-        // bpftrace steps `args->argv + 1` by a pointer: weft asks for a cast.
-        assert!(
-            refused("tracepoint:syscalls:sys_enter_execve { @ = *(args.argv + 8); }")
-                .contains("cast it")
+        // A typed pointer steps by what it points to, as bpftrace steps
+        // it, and `p[i]` is `*(p + i)`: argv's are pointers, a char
+        // array member's chars.
+        let plan = checked(
+            "tracepoint:syscalls:sys_enter_execve { @[str(args->argv[1]), *(args.argv + 2), curtask->comm[1]] = count(); }",
+        );
+        let attach = &plan.attaches[0];
+        let reads: Vec<_> = (attach.reads.iter())
+            .map(|r| (r.start, r.hops.as_slice(), r.at, r.len, r.string))
+            .collect();
+        assert_eq!(
+            reads,
+            [
+                (context, &[24, 8][..], 0, 64, true),
+                (context, &[24][..], 16, 8, false),
+                (Start::Task, &[][..], 201, 1, false),
+            ]
+        );
+        let members: Vec<_> = (attach.members.iter())
+            .map(|m| (m.read, m.at, m.size, m.signed))
+            .collect();
+        assert_eq!(
+            members,
+            [(0, 0, 64, false), (1, 16, 8, false), (2, 201, 1, true)]
         );
         // Bytes before the task's own are not the kernel's to read.
         assert!(

@@ -235,6 +235,7 @@ fn register(name: &str, offset: u16) -> Field {
         signed: true,
         kind: FieldKind::Int,
         pointee: None,
+        element: None,
     }
 }
 

@@ -11,6 +11,10 @@ struct Spec {
     plus: bool,
     width: usize,
     precision: Option<usize>,
+    /// The bits of the integer C reads for it: bpftrace hands its 64-bit
+    /// value to `snprintf(3)`, so `%d` prints the low 32 bits, `%hd` 16,
+    /// `%hhd` 8, and `%ld`, `%lld`, `%jd`, `%zd`, `%td` all 64.
+    bits: u32,
     conversion: char,
 }
 
@@ -54,12 +58,18 @@ fn pieces(format: &str) -> Result<Vec<Result<&str, Spec>>, String> {
         } else {
             None
         };
-        while chars
-            .peek()
-            .is_some_and(|(_, c)| matches!(c, 'h' | 'l' | 'z' | 'j' | 't'))
-        {
+        let mut length = String::new();
+        while let Some((_, c @ ('h' | 'l' | 'z' | 'j' | 't'))) = chars.peek().copied() {
+            length.push(c);
             chars.next();
         }
+        let bits = match length.as_str() {
+            "" => 32,
+            "h" => 16,
+            "hh" => 8,
+            "l" | "ll" | "j" | "z" | "t" => 64,
+            _ => return Err(format!("unknown length `{length}` in a `%` conversion")),
+        };
         let Some((index, conversion)) = chars.next() else {
             return Err("the format ends inside a `%` conversion".into());
         };
@@ -77,6 +87,7 @@ fn pieces(format: &str) -> Result<Vec<Result<&str, Spec>>, String> {
             plus,
             width,
             precision,
+            bits,
             conversion,
         }));
         rest = &spec[index + conversion.len_utf8()..];
@@ -127,14 +138,24 @@ fn convert(spec: &Spec, value: &Value) -> String {
         },
         // The checker passes no tuple to printf().
         (_, Value::Tuple(_)) => value.to_string(),
-        ('d' | 'i', Value::Int(n)) if spec.plus && *n >= 0 => format!("+{n}"),
-        ('u', Value::Int(n)) => (*n as u64).to_string(),
-        ('x', Value::Int(n)) => format!("{:x}", *n as u64),
-        ('X', Value::Int(n)) => format!("{:X}", *n as u64),
-        ('o', Value::Int(n)) => format!("{:o}", *n as u64),
+        // As glibc prints a null pointer.
+        ('p', Value::Int(0)) => "(nil)".into(),
         ('p', Value::Int(n)) => format!("0x{:x}", *n as u64),
-        ('c', Value::Int(n)) => char::from_u32(*n as u32).unwrap_or('?').to_string(),
-        (_, Value::Int(n)) => n.to_string(),
+        // C passes an int and prints its low byte.
+        ('c', Value::Int(n)) => char::from(*n as u8).to_string(),
+        (conversion, Value::Int(n)) => {
+            let shift = 64 - spec.bits;
+            let signed = (n << shift) >> shift;
+            let unsigned = (*n as u64) << shift >> shift;
+            match conversion {
+                'd' | 'i' if spec.plus && signed >= 0 => format!("+{signed}"),
+                'd' | 'i' => signed.to_string(),
+                'x' => format!("{unsigned:x}"),
+                'X' => format!("{unsigned:X}"),
+                'o' => format!("{unsigned:o}"),
+                _ => unsigned.to_string(),
+            }
+        }
     };
     let len = body.chars().count();
     if len >= spec.width {
@@ -258,6 +279,38 @@ mod tests {
             render(format, &values),
             "hi 42 s|ab   |    7|ff|-0042|18446744073709551615|%|A\n"
         );
+    }
+
+    /// bpftrace hands each value to snprintf(3) as a 64-bit integer, which
+    /// reads as wide an integer as the conversion's length says.
+    #[test]
+    fn integers_are_as_wide_as_their_length_says() {
+        let big = Value::Int(5_000_000_000);
+        let minus = Value::Int(-1);
+        let format = "%d %ld %lld %u %lu %x %lx %hd %hhd %hu %zd %jx %c %p %p\n";
+        let values = [
+            big.clone(),
+            big.clone(),
+            Value::Int(-5_000_000_000),
+            minus.clone(),
+            minus.clone(),
+            minus.clone(),
+            minus.clone(),
+            Value::Int(70_000),
+            Value::Int(300),
+            minus.clone(),
+            big.clone(),
+            minus,
+            Value::Int(65_601),
+            Value::Int(0),
+            Value::Int(4096),
+        ];
+        assert_eq!(
+            render(format, &values),
+            "705032704 5000000000 -5000000000 4294967295 18446744073709551615 ffffffff \
+             ffffffffffffffff 4464 44 65535 5000000000 ffffffffffffffff A (nil) 0x1000\n"
+        );
+        assert!(conversions("%lhd").unwrap_err().contains("length `lh`"));
     }
 
     #[test]

@@ -52,6 +52,10 @@ pub struct Field {
     /// The struct or union a pointer field points to, as its declaration
     /// names it (`struct __kernel_timespec`).
     pub pointee: Option<String>,
+    /// The integer or pointer a pointer field points to, as its
+    /// declaration names it: its size and sign (`const char *const *argv`:
+    /// 8 unsigned, `int *fds`: 4 signed), by which `+`, `-` and `[i]` step.
+    pub element: Option<(u16, bool)>,
 }
 
 impl Field {
@@ -64,6 +68,7 @@ impl Field {
             signed: true,
             kind: FieldKind::Int,
             pointee: None,
+            element: None,
         }
     }
 }
@@ -216,6 +221,7 @@ pub fn format_fields(format: &str) -> Vec<Field> {
                 signed: kind == FieldKind::Int && (f.signed || signed),
                 kind,
                 pointee: pointee(declaration),
+                element: element(declaration),
             }
         })
         .collect()
@@ -227,6 +233,29 @@ fn pointee(declaration: &str) -> Option<String> {
     let mut words = before.split_whitespace().filter(|w| *w != "const");
     let keyword = words.next().filter(|w| *w == "struct" || *w == "union")?;
     Some(format!("{keyword} {}", words.next()?))
+}
+
+/// What a pointer declaration (`const char *const * argv`, `int *fds`)
+/// points to when that is a pointer or an integer: its size and sign.
+/// A `void *` steps bytes, as GNU C steps it.
+fn element(declaration: &str) -> Option<(u16, bool)> {
+    let (before, after) = declaration.split_once('*')?;
+    if after.contains('*') {
+        return Some((8, false));
+    }
+    let words: Vec<&str> = before
+        .split_whitespace()
+        .filter(|w| *w != "const")
+        .collect();
+    if words.iter().any(|w| *w == "struct" || *w == "union") {
+        return None;
+    }
+    if words == ["void"] {
+        return Some((1, false));
+    }
+    // c_type reads the last word as the field's name.
+    let (width, signed) = c_type(&format!("{before} x"));
+    Some((u16::try_from(width?).ok()?, signed))
 }
 
 /// Width and signedness of common C integer types in a declaration, so that
@@ -261,6 +290,18 @@ fn c_type(declaration: &str) -> (Option<u32>, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pointer_fields_say_what_they_step_over() {
+        let element = |d: &str| element(d);
+        assert_eq!(element("const char *const * argv"), Some((8, false)));
+        assert_eq!(element("const char * filename"), Some((1, true)));
+        assert_eq!(element("int * fds"), Some((4, true)));
+        assert_eq!(element("unsigned int * p"), Some((4, false)));
+        assert_eq!(element("void * buf"), Some((1, false)));
+        assert_eq!(element("struct __kernel_timespec * rqtp"), None);
+        assert_eq!(element("int fd"), None);
+    }
 
     #[test]
     fn globs() {

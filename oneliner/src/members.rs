@@ -375,7 +375,7 @@ pub(crate) fn read_deref(
     address: &Expr,
     span: Span,
 ) -> Result<()> {
-    let UnOp::Cast { bits, signed } = address.pointee() else {
+    let UnOp::Cast { bits, signed } = pointee(kernel, attach, bound, address) else {
         unreachable!("a pointee is an integer")
     };
     let (start, hops, at) = target(kernel, attach, bound, address)?;
@@ -421,7 +421,10 @@ pub(crate) fn read_deref_string(
     address: &Expr,
     expr: &Expr,
 ) -> Result<()> {
-    if !matches!(address.pointee(), UnOp::Cast { bits: 64, .. }) {
+    if !matches!(
+        pointee(kernel, attach, bound, address),
+        UnOp::Cast { bits: 64, .. }
+    ) {
         return Err(Error::new(
             expr.span,
             "str(*address) reads where the 8-byte pointer at the address points",
@@ -448,14 +451,14 @@ fn target(
             target(kernel, attach, bound, inner)
         }
         ExprKind::Binary(op @ (BinOp::Add | BinOp::Sub), base, step) if offset(step).is_some() => {
-            if !steps_bytes(attach, base) {
-                return Err(Error::new(
+            let scale = step_size(kernel, attach, bound, base).ok_or_else(|| {
+                Error::new(
                     base.span,
                     "bpftrace steps a typed pointer by whole pointees, which weft does not size here: cast it, `(uint64)P + 8` steps bytes, `(int64 *)P + 1` one int64",
-                ));
-            }
+                )
+            })?;
             let (start, hops, at) = target(kernel, attach, bound, base)?;
-            let step = offset(step).unwrap_or_default();
+            let step = offset(step).unwrap_or_default().wrapping_mul(scale);
             let at = match op {
                 BinOp::Add => at.checked_add(step),
                 _ => at.checked_sub(step),
@@ -463,7 +466,17 @@ fn target(
             let at = at.ok_or_else(|| Error::new(address.span, "this offset overflows"))?;
             Ok((start, hops, at))
         }
-        ExprKind::Deref(inner) if matches!(inner.pointee(), UnOp::Cast { bits: 64, .. }) => {
+        ExprKind::Member { .. } if char_array(kernel, attach, bound, address) => {
+            // An array's address is where it lies, not a pointer it holds.
+            let place = place(kernel, attach, bound, address)?;
+            Ok((place.start, place.hops, i64::from(place.at)))
+        }
+        ExprKind::Deref(inner)
+            if matches!(
+                pointee(kernel, attach, bound, inner),
+                UnOp::Cast { bits: 64, .. }
+            ) =>
+        {
             let (start, mut hops, at) = target(kernel, attach, bound, inner)?;
             let at = reachable(at, &hops, inner.span)?;
             hops.push(at.cast_unsigned());
@@ -479,6 +492,65 @@ fn target(
             let (start, hops) = address_of(kernel, attach, bound, address)?;
             Ok((start, hops, 0))
         }
+    }
+}
+
+/// What `*address` reads at `attach`: the integer a pointer cast names;
+/// else what the typed pointer field or char array member it steps from
+/// holds (`*(args->argv + 1)` a pointer, `$task->comm[0]` a char); else a
+/// `uint64`, as bpftrace reads an untyped address.
+pub(crate) fn pointee(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, address: &Expr) -> UnOp {
+    if matches!(address.kind, ExprKind::Unary(UnOp::Pointer { .. }, _)) {
+        return address.pointee();
+    }
+    let mut base = address;
+    while let ExprKind::Binary(BinOp::Add | BinOp::Sub, inner, step) = &base.kind
+        && offset(step).is_some()
+    {
+        base = inner;
+    }
+    let element = match &base.kind {
+        ExprKind::Field(name) => attach
+            .field(name)
+            .filter(|f| matches!(f.kind, FieldKind::Pointer { .. }))
+            .and_then(|f| f.element),
+        ExprKind::Member { .. } => char_array(kernel, attach, bound, base).then_some((1, true)),
+        _ => None,
+    };
+    match element {
+        Some((size, signed)) => UnOp::Cast {
+            bits: (size * 8) as u8,
+            signed,
+        },
+        None => address.pointee(),
+    }
+}
+
+/// Whether member expression `expr` is a `char[N]`.
+fn char_array(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, expr: &Expr) -> bool {
+    place(kernel, attach, bound, expr).is_ok_and(|p| matches!(p.ty, KernelType::Chars(_)))
+}
+
+/// How many bytes `+ 1` moves `base`: one on an integer (see
+/// [`steps_bytes`]) and a char array member; on a typed pointer field what
+/// it points to, as bpftrace steps it; else unknown.
+fn step_size(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, base: &Expr) -> Option<i64> {
+    if steps_bytes(attach, base) {
+        return Some(1);
+    }
+    match &base.kind {
+        ExprKind::Field(name) => {
+            let field = attach.field(name)?;
+            match field.element {
+                Some((size, _)) => Some(i64::from(size)),
+                None => {
+                    let record = kernel.record(field.pointee.as_deref()?).ok()?;
+                    Some(i64::from(kernel.record_size(record)))
+                }
+            }
+        }
+        ExprKind::Member { .. } => char_array(kernel, attach, bound, base).then_some(1),
+        _ => None,
     }
 }
 

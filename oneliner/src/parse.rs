@@ -494,6 +494,20 @@ impl<'a> Parser<'a> {
     fn primary(&mut self) -> Result<Expr> {
         let mut expr = self.atom()?;
         loop {
+            // `p[i]` is `*(p + i)`, stepped by what `p` points to.
+            if !matches!(expr.kind, ExprKind::Map(_)) && self.eat("[")? {
+                let outer = std::mem::replace(&mut self.in_predicate, false);
+                let index = self.expr()?;
+                self.in_predicate = outer;
+                let span = expr.span.to(self.expect("]")?);
+                let mut address = binary(BinOp::Add, expr, index);
+                address.span = span;
+                expr = Expr {
+                    kind: ExprKind::Deref(Box::new(address)),
+                    span,
+                };
+                continue;
+            }
             let arrow = if self.eat("->")? {
                 true
             } else if self.eat(".")? {

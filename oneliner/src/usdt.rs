@@ -22,6 +22,7 @@ pub(crate) fn fields(args: &str) -> Vec<Field> {
                 signed: false,
                 kind: FieldKind::Unread,
                 pointee: None,
+                element: None,
             })
         })
         .collect()
@@ -50,6 +51,7 @@ fn field(name: &str, arg: &str) -> Option<Field> {
         signed: size < 0,
         kind,
         pointee: None,
+        element: None,
     })
 }
 
