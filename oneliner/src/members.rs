@@ -541,13 +541,11 @@ fn step_size(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, base: &Expr) -
     match &base.kind {
         ExprKind::Field(name) => {
             let field = attach.field(name)?;
-            match field.element {
-                Some((size, _)) => Some(i64::from(size)),
-                None => {
-                    let record = kernel.record(field.pointee.as_deref()?).ok()?;
-                    Some(i64::from(kernel.record_size(record)))
-                }
+            if let Some((size, _)) = field.element {
+                return Some(i64::from(size));
             }
+            let record = kernel.record(field.pointee.as_deref()?).ok()?;
+            Some(i64::from(kernel.record_size(record)))
         }
         ExprKind::Member { .. } => char_array(kernel, attach, bound, base).then_some(1),
         _ => None,
