@@ -4,11 +4,11 @@
 use std::io::Write;
 
 use hdrhistogram::Histogram;
-use serde_json::{Value as Json, json};
 use weft_abi::oneliner::{self, AggValue};
 
 use crate::{
     check::{MapInfo, MapKind},
+    json::{self, Json},
     value::Value,
 };
 
@@ -184,7 +184,7 @@ pub fn linear_bucket(v: i64, min: i64, max: i64, step: i64) -> usize {
 pub fn text(format: Format, kind: &str, text: &str, out: &mut dyn Write) -> std::io::Result<()> {
     match format {
         Format::Text | Format::Folded => out.write_all(text.as_bytes()),
-        Format::Json => writeln!(out, "{}", json_line(kind, &json!(text))),
+        Format::Json => writeln!(out, "{}", json::line(kind, &Json::string(text))),
     }
 }
 
@@ -192,21 +192,7 @@ pub fn text(format: Format, kind: &str, text: &str, out: &mut dyn Write) -> std:
 pub fn value(format: Format, value: &Value, out: &mut dyn Write) -> std::io::Result<()> {
     match format {
         Format::Text | Format::Folded => writeln!(out, "{value}"),
-        Format::Json => writeln!(out, "{}", json_line("value", &json_value(value))),
-    }
-}
-
-/// One NDJSON record, `type` first as bpftrace writes it.
-pub fn json_line(kind: &str, data: &Json) -> String {
-    format!(r#"{{"type":{},"data":{data}}}"#, json!(kind))
-}
-
-fn json_value(value: &Value) -> Json {
-    match value {
-        Value::Int(n) => json!(n),
-        Value::Str(s) => json!(s),
-        // As bpftrace: an array, `[1,"a"]`.
-        Value::Tuple(elements) => Json::Array(elements.iter().map(json_value).collect()),
+        Format::Json => writeln!(out, "{}", json::line("value", &Json::value(value))),
     }
 }
 
@@ -228,6 +214,12 @@ pub fn print_map<'a>(
     });
     if top > 0 && sorted.len() > top {
         sorted.drain(..sorted.len() - top);
+    }
+    // bpftrace 0.17 keeps a count with no key in a map that always holds
+    // it, so such a map prints 0 before any event and after `clear()`.
+    let (no_key, zero) = (Vec::new(), Agg::Count(0));
+    if sorted.is_empty() && info.kind == MapKind::Count && info.keys.is_empty() {
+        sorted.push((&no_key, &zero));
     }
     match format {
         Format::Text => print_text(info, &sorted, div, out),
@@ -499,15 +491,11 @@ fn json_rows(rows: &[Row]) -> Json {
     Json::Array(
         rows.iter()
             .map(|r| {
-                let mut o = serde_json::Map::new();
-                if let Some(min) = r.min {
-                    o.insert("min".into(), json!(min));
-                }
-                if let Some(max) = r.max {
-                    o.insert("max".into(), json!(max));
-                }
-                o.insert("count".into(), json!(r.count));
-                Json::Object(o)
+                let bounds = [("min", r.min), ("max", r.max)];
+                let bounds = bounds
+                    .into_iter()
+                    .filter_map(|(name, bound)| Some((name, Json::int(bound?))));
+                Json::object(bounds.chain([("count", Json::int(r.count))]))
             })
             .collect(),
     )
@@ -536,32 +524,39 @@ fn print_json(
                 };
                 json_rows(&linear_rows(b, min, max, step))
             }
-            Agg::Stats { sum, count } => {
-                json!({"count": count, "average": average(*sum, *count) / div, "total": sum / div})
-            }
-            Agg::Avg { sum, count } => json!(average(*sum, *count) / div),
+            Agg::Stats { sum, count } => Json::object([
+                ("count", Json::int(*count)),
+                ("average", Json::int(average(*sum, *count) / div)),
+                ("total", Json::int(sum / div)),
+            ]),
+            Agg::Avg { sum, count } => Json::int(average(*sum, *count) / div),
             Agg::Percentiles(p) => {
-                let q = |q: f64| p.at(q) / div;
-                json!({"count": p.histogram.len(), "p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "p99.9": q(0.999), "max": p.max / div})
+                let q = |q: f64| Json::int(p.at(q) / div);
+                Json::object([
+                    ("count", Json::int(p.histogram.len())),
+                    ("p50", q(0.5)),
+                    ("p90", q(0.9)),
+                    ("p99", q(0.99)),
+                    ("p99.9", q(0.999)),
+                    ("max", Json::int(p.max / div)),
+                ])
             }
-            Agg::Value(value @ (Value::Str(_) | Value::Tuple(_))) => json_value(value),
-            other => json!(other.sort_value() / div),
+            Agg::Value(value @ (Value::Str(_) | Value::Tuple(_))) => Json::value(value),
+            other => Json::int(other.sort_value() / div),
         }
     };
     let data = if sorted.len() == 1 && sorted[0].0.is_empty() {
         element(sorted[0].1)
     } else {
-        let mut o = serde_json::Map::new();
-        for (key, agg) in sorted {
+        Json::object(sorted.iter().map(|(key, agg)| {
             let parts: Vec<String> = key.iter().map(ToString::to_string).collect();
-            o.insert(parts.join(","), element(agg));
-        }
-        Json::Object(o)
+            (parts.join(","), element(agg))
+        }))
     };
     writeln!(
         out,
         "{}",
-        json_line(kind, &json!({format!("@{}", info.name): data}))
+        json::line(kind, &Json::object([(format!("@{}", info.name), data)]))
     )
 }
 

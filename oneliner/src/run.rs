@@ -13,6 +13,7 @@ use crate::{
     check::{Attach, MapKind, Plan},
     format,
     kernel::FieldKind,
+    limits::Limits,
     output::{self, Agg, Format},
     stack::{Stack, StackMode},
     value::{Type, Value, c_string},
@@ -94,6 +95,9 @@ pub struct Runtime<'p> {
     /// foldhash: with std's `SipHash`, hashing keys took a sixth of the
     /// runtime's time per event.
     maps: Vec<hashbrown::HashMap<Vec<Value>, Agg>>,
+    /// Per map, the new keys dropped because it held `map_keys_max`.
+    dropped: Vec<u64>,
+    limits: Limits,
     /// A key's values while it is looked up, reused from event to event.
     key: Vec<Value>,
     /// What reads the aggregations the kernel keeps (`Attach::agg`).
@@ -131,6 +135,8 @@ impl<'p> Runtime<'p> {
         Self {
             plan,
             maps: vec![hashbrown::HashMap::new(); plan.maps.len()],
+            dropped: vec![0; plan.maps.len()],
+            limits: Limits::default(),
             key: Vec::new(),
             format,
             start_ns,
@@ -139,6 +145,18 @@ impl<'p> Runtime<'p> {
             memory: None,
             kernel: None,
         }
+    }
+
+    /// Holds the program to `limits` (bpftrace's defaults without).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
+    /// The maps that were full, and how many new keys each dropped.
+    pub fn dropped_keys(&self) -> impl Iterator<Item = (&str, u64)> {
+        (self.plan.maps.iter().zip(&self.dropped))
+            .filter(|(_, n)| **n > 0)
+            .map(|(map, n)| (map.name.as_str(), *n))
     }
 
     /// Names addresses for `usym()` and `ksym()` with `names` (without,
@@ -211,9 +229,10 @@ impl<'p> Runtime<'p> {
         }
     }
 
-    /// Prints every map, as bpftrace does on exit.
+    /// Prints every map, as bpftrace does on exit: after two empty lines,
+    /// in JSON too (not in folded stacks, which flame graph tools read).
     pub fn print_all(&self, out: &mut dyn Write) -> std::io::Result<()> {
-        if self.format == Format::Text {
+        if self.format != Format::Folded {
             out.write_all(b"\n\n")?;
         }
         let mut order: Vec<usize> = (0..self.maps.len()).collect();
@@ -321,14 +340,17 @@ impl<'p> Runtime<'p> {
                 let kind = self.plan.maps[index].kind;
                 if let MapKind::Value(_) = kind {
                     let value = self.eval(value, scope);
-                    *self.element(index, &key, || Agg::Value(Value::Int(0))) = Agg::Value(value);
+                    if let Some(slot) = self.element(index, &key, || Agg::Value(Value::Int(0))) {
+                        *slot = Agg::Value(value);
+                    }
                 } else {
                     let ExprKind::Call(_, args) = &value.kind else {
                         unreachable!("checked: aggregations are calls")
                     };
                     let sample = args.first().map_or(0, |a| self.eval(a, scope).int());
-                    self.element(index, &key, || Agg::new(kind))
-                        .add(kind, sample);
+                    if let Some(agg) = self.element(index, &key, || Agg::new(kind)) {
+                        agg.add(kind, sample);
+                    }
                 }
                 self.key = key;
             }
@@ -336,8 +358,9 @@ impl<'p> Runtime<'p> {
                 let index = self.plan.map(&map.name).expect("checked");
                 let key = self.keys(map, scope);
                 let by = self.eval(value, scope).int();
-                let slot = self.element(index, &key, || Agg::Value(Value::Int(0)));
-                if let Agg::Value(Value::Int(n)) = slot {
+                if let Some(Agg::Value(Value::Int(n))) =
+                    self.element(index, &key, || Agg::Value(Value::Int(0)))
+                {
                     *n = op.apply(*n, by);
                 }
                 self.key = key;
@@ -509,9 +532,21 @@ impl<'p> Runtime<'p> {
     }
 
     /// Map `index`'s element under `key`, made by `new` when it has none:
-    /// only a new element copies the key.
-    fn element(&mut self, index: usize, key: &[Value], new: impl FnOnce() -> Agg) -> &mut Agg {
-        self.maps[index].entry_ref(key).or_insert_with(new)
+    /// only a new element copies the key. None where the map holds
+    /// `map_keys_max` keys already, as bpftrace's map refuses the update
+    /// (counted here).
+    fn element(
+        &mut self,
+        index: usize,
+        key: &[Value],
+        new: impl FnOnce() -> Agg,
+    ) -> Option<&mut Agg> {
+        let map = &mut self.maps[index];
+        if map.len() >= self.limits.map_keys_max && !map.contains_key(key) {
+            self.dropped[index] += 1;
+            return None;
+        }
+        Some(map.entry_ref(key).or_insert_with(new))
     }
 
     fn eval(&mut self, expr: &Expr, scope: &mut Scope<'_, '_>) -> Value {
@@ -566,13 +601,11 @@ impl<'p> Runtime<'p> {
                 let Value::Str(text) = value else {
                     unreachable!("str() reads strings")
                 };
-                match args.get(1).map(|a| &a.kind) {
-                    // Like bpftrace: the length counts the terminating NUL.
-                    Some(ExprKind::Int(n)) => {
-                        Value::Str(text.chars().take((*n).max(1) as usize - 1).collect())
-                    }
-                    _ => Value::Str(text),
-                }
+                let len = match args.get(1).map(|a| &a.kind) {
+                    Some(ExprKind::Int(n)) => Some(*n),
+                    _ => None,
+                };
+                Value::Str(bounded(&text, len, self.limits.strlen))
             }
             ExprKind::Call(name, args) if name == "usym" || name == "ksym" => {
                 // As bpftrace's: the function's name without offset, or the
@@ -634,7 +667,7 @@ impl<'p> Runtime<'p> {
         let values: Vec<Value> = args[1..].iter().map(|a| self.eval(a, scope)).collect();
         let what = format::render(text, &values);
         let read = if name == "cat" {
-            std::fs::read(&what)
+            cat(&what, self.limits.cat_bytes_max)
         } else {
             // As bpftrace: through the shell, waited for, its output in
             // line with the program's.
@@ -668,9 +701,11 @@ impl<'p> Runtime<'p> {
                 let index = self.plan.map(&map.name).expect("checked");
                 let key = self.keys(map, scope);
                 let slot = self.element(index, &key, || Agg::Value(Value::Int(0)));
-                let old = slot.read().int();
+                let old = slot.as_ref().map_or(0, |slot| slot.read().int());
                 let new = op.apply(old, 1);
-                *slot = Agg::Value(Value::Int(new));
+                if let Some(slot) = slot {
+                    *slot = Agg::Value(Value::Int(new));
+                }
                 self.key = key;
                 (old, new)
             }
@@ -833,6 +868,28 @@ fn user_name(uid: u32) -> String {
         users
     });
     users.get(&uid).cloned().unwrap_or_default()
+}
+
+/// What `str(x, len)` keeps of `text`, as bpftrace: a length counts the
+/// terminating NUL, and `BPFTRACE_STRLEN` (`strlen`) bounds every string.
+fn bounded(text: &str, len: Option<i64>, strlen: usize) -> String {
+    let len = len.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(0));
+    text.chars().take(len.min(strlen).max(1) - 1).collect()
+}
+
+/// The first `limit` bytes of the file at `path`, as bpftrace's `cat()`
+/// prints them: opened without blocking (a FIFO with no writer, a
+/// device), read once, so that no file a program names can hold weft or
+/// fill its memory.
+fn cat(path: &str, limit: usize) -> std::io::Result<Vec<u8>> {
+    use std::{io::Read as _, os::unix::fs::OpenOptionsExt as _};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let mut bytes = Vec::new();
+    file.take(limit as u64).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// The NUMA node holding `cpu`, as the kernel's `bpf_get_numa_node_id`
@@ -1075,8 +1132,19 @@ mod tests {
     }
 
     fn run(text: &str, events: &[(u32, &[u8], i64)]) -> String {
+        run_limited(text, events, Limits::default()).0
+    }
+
+    /// What `text` prints over `events` held to `limits`, and the maps'
+    /// dropped keys.
+    fn run_limited(
+        text: &str,
+        events: &[(u32, &[u8], i64)],
+        limits: Limits,
+    ) -> (String, Vec<(String, u64)>) {
         let plan = checked(text);
         let mut runtime = Runtime::new(&plan, Format::Text, 0);
+        runtime.set_limits(limits);
         let mut out = Vec::new();
         for (pid, comm, ret) in events {
             let raw = exit_read(*ret);
@@ -1098,7 +1166,41 @@ mod tests {
             }
         }
         runtime.print_all(&mut out).unwrap();
-        String::from_utf8(out).unwrap()
+        let dropped = (runtime.dropped_keys())
+            .map(|(map, n)| (map.to_owned(), n))
+            .collect();
+        (String::from_utf8(out).unwrap(), dropped)
+    }
+
+    #[test]
+    fn maps_hold_at_most_map_keys_max_keys() {
+        let limits = Limits {
+            map_keys_max: 2,
+            ..Limits::default()
+        };
+        let events: Vec<(u32, &[u8], i64)> = (1..=5).map(|pid| (pid, &b"cat\0"[..], 1)).collect();
+        let (out, dropped) = run_limited(
+            "tracepoint:syscalls:sys_exit_read { @c[pid] = count(); @v[pid] = 1; @n[pid]++; @k[1] = count(); }",
+            &events,
+            limits,
+        );
+        // The first two keys stay; a key already held is still updated.
+        assert_eq!(
+            out,
+            "\n\n@c[1]: 1\n@c[2]: 1\n@k[1]: 5\n@n[1]: 1\n@n[2]: 1\n@v[1]: 1\n@v[2]: 1\n"
+        );
+        let dropped: Vec<_> = dropped.iter().map(|(m, n)| (m.as_str(), *n)).collect();
+        assert_eq!(dropped, [("c", 3), ("v", 3), ("n", 3)]);
+    }
+
+    #[test]
+    fn strings_are_as_long_as_strlen_allows() {
+        assert_eq!(bounded("abcdef", None, 64), "abcdef");
+        assert_eq!(bounded("abcdef", None, 4), "abc");
+        assert_eq!(bounded("abcdef", Some(3), 64), "ab");
+        assert_eq!(bounded("abcdef", Some(30), 4), "abc");
+        assert_eq!(bounded("abcdef", Some(0), 64), "");
+        assert_eq!(bounded("abcdef", Some(-1), 64), "");
     }
 
     #[test]
@@ -1154,8 +1256,8 @@ mod tests {
         runtime.print_all(&mut out).unwrap();
         let out = String::from_utf8(out).unwrap();
         assert!(
-            out.contains(r#"{"type":"value","data":[1,"cat",[5,"x"]]}"#)
-                && out.contains(r#"{"type":"map","data":{"@t":{"1":[1,"cat",[5,"x"]]}}}"#),
+            out.contains(r#"{"type": "value", "data": [1,"cat",[5,"x"]]}"#)
+                && out.contains(r#"{"type": "map", "data": {"@t": {"1": [1,"cat",[5,"x"]]}}}"#),
             "{out}"
         );
     }
@@ -1502,7 +1604,7 @@ mod tests {
         );
         assert_eq!(
             run(Format::Json, &block),
-            "{\"type\":\"join\",\"data\":\"ls -l two words\"}\n{\"type\":\"join\",\"data\":\"ls,-l,two words\"}\n"
+            "{\"type\": \"join\", \"data\": \"ls -l two words\"}\n{\"type\": \"join\", \"data\": \"ls,-l,two words\"}\n"
         );
         // Every slot full: all sixteen, each cut at its length.
         let full = vec![b'a'; JOIN_ARGS * JOIN_ARG_LEN];

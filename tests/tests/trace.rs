@@ -247,7 +247,7 @@ const CASES: &[Case] = &[
     Case {
         program: "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @ = count(); }",
         steps: &["getppid:33"],
-        expect: &[r#"{"type":"map","data":{"@":33}}"#],
+        expect: &[r#"{"type": "map", "data": {"@": 33}}"#],
     },
 ];
 
@@ -410,6 +410,142 @@ fn same_maps_as_bpftrace() {
             maps_section(&theirs),
             "{program}: weft's maps differ from bpftrace's"
         );
+    }
+}
+
+/// Programs that need no event, each the same text under both tracers:
+/// what bpftrace prints on stdout (its "Attaching" line aside), weft must
+/// print byte for byte, in text and in `-f json`.
+const BEGIN_PROGRAMS: &[(&str, &[&str])] = &[
+    // A program's own struct, union and enum: sizes as C lays them out.
+    (
+        "struct foo { int a; char b[10]; long c; } union u { int x; char y[3]; };
+         enum color { RED, GREEN = 5, BLUE }; struct bits { int a : 3; int b : 5; long c; };
+         struct w { u64 big; pid_t p; struct list_head l; enum { X1, X2 } e; };
+         BEGIN { printf(\"%d %d %d %d %d %d %d %d\\n\", sizeof(struct foo), sizeof(union u), RED,
+           GREEN, BLUE, sizeof(struct bits), sizeof(struct w), X2); exit(); }",
+        &[],
+    ),
+    // printf hands C's snprintf a 64-bit integer; / % >> are unsigned.
+    (
+        "BEGIN { printf(\"%d %ld %u %lu %x %lx %hd %hhd %c %p %p|%-6d|%05x\\n\", 5000000000,
+           5000000000, -1, -1, -1, -1, 70000, 300, 65601, 0, 4096, 42, 255);
+           printf(\"%d %d %d %d\\n\", -6 / 2, -5 % 3, -6 >> 1, 7 / -2); @y = -7 / 2; exit(); }",
+        &[],
+    ),
+    // A count with no key prints 0 before any event.
+    (
+        "tracepoint:syscalls:sys_enter_getppid /0/ { @c = count(); } interval:ms:100 { print(@c); exit(); }",
+        &[],
+    ),
+    // Every record -f json writes, spaced and ordered as bpftrace's.
+    (
+        "BEGIN { @a[1, \"x\"] = count(); @b = sum(5); @h = hist(5); @h = hist(100);
+           @l = lhist(5, 0, 10, 5); @s[\"a\"] = stats(4); @v = avg(3); @t = (1, (2, \"b\"), \"a\");
+           @str[\"k\"] = \"v\"; printf(\"hi %d\\n\", 5); print(\"x\"); print(5); print((1, \"y\")); exit(); }",
+        &["-f", "json"],
+    ),
+];
+
+#[test]
+fn begin_programs_print_what_bpftrace_prints() {
+    let test = "begin_programs_print_what_bpftrace_prints";
+    if !needs(test, &TRACE) || !has_bpftrace(test) {
+        return;
+    }
+    let runs = weft_tests::at_once(BEGIN_PROGRAMS, 2, |(program, options)| {
+        let ours = stdout_of(
+            Command::new(weft_bin())
+                .arg("trace")
+                .args(*options)
+                .args(["-e", program]),
+        );
+        let theirs = stdout_of(
+            Command::new("bpftrace")
+                .args(*options)
+                .args(["-e", program]),
+        );
+        (ours, theirs)
+    });
+    for ((program, _), (ours, theirs)) in BEGIN_PROGRAMS.iter().zip(runs) {
+        // bpftrace says "Attaching" on stdout, weft on stderr.
+        let theirs: Vec<&str> = (theirs.lines())
+            .filter(|l| !l.starts_with("Attaching "))
+            .collect();
+        let ours: Vec<&str> = ours.lines().collect();
+        assert!(
+            theirs.concat().len() > 5,
+            "{program}: bpftrace printed {theirs:?}"
+        );
+        assert_eq!(ours, theirs, "{program}");
+    }
+}
+
+/// `BPFTRACE_MAP_KEYS_MAX` bounds a map as it bounds bpftrace's: the first
+/// keys stay, a new key past them is dropped (weft says how many), and a
+/// map still under it counts every event.
+#[test]
+fn a_full_map_drops_new_keys_as_bpftrace_s_does() {
+    let test = "a_full_map_drops_new_keys_as_bpftrace_s_does";
+    if !needs(test, &TRACE) || !has_bpftrace(test) {
+        return;
+    }
+    let program = "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @k[nsecs] = count(); @n = count(); }";
+    let steps = ["getppid:20"];
+    let command = workload_command(&steps);
+    let [ours, theirs] = ["weft", "bpftrace"].map(|tracer| {
+        let mut tracer = if tracer == "weft" {
+            let mut weft = Command::new(weft_bin());
+            weft.arg("trace");
+            weft
+        } else {
+            Command::new("bpftrace")
+        };
+        tracer.env("BPFTRACE_MAP_KEYS_MAX", "3");
+        run_with_workload(tracer.args(["-c", &command, "-e", program]), &steps)
+    });
+    for out in [&ours, &theirs] {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let keys = stdout.lines().filter(|l| l.starts_with("@k[")).count();
+        assert_eq!(keys, 3, "{stdout}");
+        assert!(stdout.contains("@n: 20"), "{stdout}");
+    }
+    let said = String::from_utf8_lossy(&ours.stderr);
+    assert!(
+        said.contains(
+            "@k was full (3 keys, BPFTRACE_MAP_KEYS_MAX): 17 updates of new keys dropped"
+        ),
+        "{said}"
+    );
+}
+
+/// `cat()` prints at most `BPFTRACE_CAT_BYTES_MAX` bytes of a file, and a
+/// file that would block weft (a FIFO with no writer) or never ends
+/// (`/dev/zero`) neither holds it nor fills its memory.
+#[test]
+fn cat_reads_a_bounded_part_and_never_waits() {
+    let test = "cat_reads_a_bounded_part_and_never_waits";
+    if !needs(test, &TRACE) {
+        return;
+    }
+    let fifo = weft_tests::capture_dir(test);
+    let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: the path is a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    let program = format!(
+        "BEGIN {{ cat(\"/dev/zero\"); cat(\"{}\"); exit(); }}",
+        fifo.display()
+    );
+    for (limit, bytes) in [(None, 10_240), (Some("100"), 100)] {
+        let mut weft = Command::new(weft_bin());
+        if let Some(limit) = limit {
+            weft.env("BPFTRACE_CAT_BYTES_MAX", limit);
+        }
+        let out = run_with_workload(weft.args(["trace", "-e", &program]), &[]);
+        assert!(out.status.success(), "{out:?}");
+        // Two empty lines end the program's output.
+        assert_eq!(out.stdout.len(), bytes + 2, "{limit:?}");
+        assert!(out.stdout[..bytes].iter().all(|b| *b == 0));
     }
 }
 

@@ -28,6 +28,7 @@ use weft_kernel::oneliner::{
 use weft_oneliner::{
     Event, Flow, Format, Plan, Runtime, Target,
     ast::period_ns,
+    limits::Limits,
     plan::{KeptStart, KernelAgg, KeyPart, Sample},
 };
 
@@ -93,6 +94,7 @@ pub fn run(args: Options) -> Result<()> {
     if args.store.is_some() {
         store::copy_all_fields(&mut plan);
     }
+    let limits = limits(&mut plan)?;
     let plan = plan;
     if args.action == Action::List {
         let mut names: Vec<String> = plan.attaches.iter().map(|a| a.target.name()).collect();
@@ -133,13 +135,17 @@ pub fn run(args: Options) -> Result<()> {
         Format::Json => writeln!(
             out,
             "{}",
-            weft_oneliner::output::json_line(
+            weft_oneliner::json::line(
                 "attached_probes",
-                &serde_json::json!({"probes": probes})
+                &weft_oneliner::json::Json::object([(
+                    "probes",
+                    weft_oneliner::json::Json::int(probes)
+                )])
             )
         )?,
     }
     let mut runtime = Runtime::new(&plan, format, weft_store::now_ns());
+    runtime.set_limits(limits);
     runtime.set_cpid(cpid);
     runtime.set_names(Box::new(probe.names()));
     runtime.set_kernel_memory(Box::<Kcore>::default());
@@ -176,11 +182,43 @@ pub fn run(args: Options) -> Result<()> {
     }
     runtime.print_all(&mut out)?;
     out.flush()?;
+    report_dropped_keys(&runtime, &limits);
     report_losses(&probe, args.quiet)?;
     if let Some(keep) = keep {
         keep.finish(&probe.delivery()?)?;
     }
     result.map(|_| ())
+}
+
+/// The limits the environment sets (`BPFTRACE_*`), checked against
+/// `plan`. A map size set there is held exactly in weft: the kernel's map
+/// of aggregations is shared by every map and cannot count one map's keys.
+fn limits(plan: &mut Plan) -> Result<Limits> {
+    let limits = Limits::from_env().map_err(anyhow::Error::msg)?;
+    if plan.attaches.len() > limits.max_probes {
+        bail!(
+            "the program attaches {} probes, more than BPFTRACE_MAX_PROBES ({}); set it higher \
+             to attach them all (as bpftrace warns, many probes slow the whole system)",
+            plan.attaches.len(),
+            limits.max_probes
+        );
+    }
+    if limits.map_keys_max != Limits::default().map_keys_max {
+        for attach in &mut plan.attaches {
+            attach.agg = None;
+        }
+    }
+    Ok(limits)
+}
+
+/// Says how many new keys each full map dropped.
+fn report_dropped_keys(runtime: &Runtime<'_>, limits: &Limits) {
+    for (map, dropped) in runtime.dropped_keys() {
+        eprintln!(
+            "weft: @{map} was full ({} keys, BPFTRACE_MAP_KEYS_MAX): {dropped} updates of new keys dropped",
+            limits.map_keys_max
+        );
+    }
 }
 
 /// Where the program's output goes: `path`, created (or emptied) with

@@ -1,0 +1,103 @@
+//! The limits bpftrace lets a user raise, taken the way bpftrace takes
+//! them: `BPFTRACE_*` environment variables, with bpftrace 0.17's defaults.
+
+use weft_abi::oneliner::STRING_LEN;
+
+/// What a program may fill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// `BPFTRACE_MAP_KEYS_MAX`: the keys a map holds; a new key past them
+    /// is dropped (and counted, where bpftrace says nothing).
+    pub map_keys_max: usize,
+    /// `BPFTRACE_STRLEN`: the bytes of a string `str()` reads, its NUL
+    /// counted (at most what the kernel side copies, 64).
+    pub strlen: usize,
+    /// `BPFTRACE_MAX_PROBES`: the attach points a program may have.
+    pub max_probes: usize,
+    /// `BPFTRACE_CAT_BYTES_MAX`: the bytes `cat()` prints of a file.
+    pub cat_bytes_max: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            map_keys_max: 4096,
+            strlen: STRING_LEN,
+            max_probes: 512,
+            cat_bytes_max: 10_240,
+        }
+    }
+}
+
+impl Limits {
+    /// The limits `var` sets (`std::env::var` or a test's table), the
+    /// defaults where it sets none; a value that is no positive number, or
+    /// a string length past what weft reads, is an error naming it.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let mut limits = Self::default();
+        for (name, limit) in [
+            ("BPFTRACE_MAP_KEYS_MAX", &mut limits.map_keys_max),
+            ("BPFTRACE_STRLEN", &mut limits.strlen),
+            ("BPFTRACE_MAX_PROBES", &mut limits.max_probes),
+            ("BPFTRACE_CAT_BYTES_MAX", &mut limits.cat_bytes_max),
+        ] {
+            let Some(text) = var(name) else { continue };
+            *limit = text
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| format!("{name}={text}: expected a positive number"))?;
+        }
+        if limits.strlen > STRING_LEN {
+            return Err(format!(
+                "BPFTRACE_STRLEN={}: weft's kernel side reads strings of at most {STRING_LEN} bytes",
+                limits.strlen
+            ));
+        }
+        Ok(limits)
+    }
+
+    /// The limits the process's environment sets.
+    pub fn from_env() -> Result<Self, String> {
+        Self::from_vars(|name| std::env::var(name).ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_as_bpftrace_takes_them() {
+        let vars = |pairs: &[(&str, &str)]| {
+            let pairs: Vec<(String, String)> = pairs
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect();
+            Limits::from_vars(move |name| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| k == name)
+                    .map(|(_, v)| v.clone())
+            })
+        };
+        assert_eq!(vars(&[]), Ok(Limits::default()));
+        let set = vars(&[("BPFTRACE_MAP_KEYS_MAX", "10"), ("BPFTRACE_STRLEN", "16")]).unwrap();
+        assert_eq!(
+            (set.map_keys_max, set.strlen, set.max_probes),
+            (10, 16, 512)
+        );
+        assert!(
+            vars(&[("BPFTRACE_MAX_PROBES", "many")])
+                .unwrap_err()
+                .contains("BPFTRACE_MAX_PROBES=many")
+        );
+        assert!(vars(&[("BPFTRACE_MAP_KEYS_MAX", "0")]).is_err());
+        assert!(
+            vars(&[("BPFTRACE_STRLEN", "200")])
+                .unwrap_err()
+                .contains("at most 64")
+        );
+    }
+}
