@@ -643,6 +643,22 @@ pub struct TraceArgs {
     #[arg(long, value_name = "DIR", help_heading = "Output")]
     pub store: Option<std::path::PathBuf>,
 
+    /// Run the program over what a capture recorded instead of the running
+    /// kernel: its system calls as the `syscalls` and `raw_syscalls`
+    /// tracepoints, in recorded time ("what would it have said then").
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with_all = ["command", "pid", "store"],
+        help_heading = "Past"
+    )]
+    pub from: Option<std::path::PathBuf>,
+
+    /// With --from, over the window kept around this trigger firing
+    /// (1-based, as `weft query DIR triggers` lists them).
+    #[arg(long, value_name = "N", requires = "from", help_heading = "Past")]
+    pub trigger: Option<usize>,
+
     #[command(flatten)]
     pub symbols: SymbolArgs,
 }

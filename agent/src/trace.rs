@@ -40,6 +40,8 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
             .context("--ring-size is too large")?,
         store: args.store.clone(),
         symbols: args.symbols.finder(),
+        from: args.from.clone(),
+        trigger: args.trigger,
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -52,7 +52,7 @@ pub fn extract(from: &Path, trigger: usize, to: &Path, skip_damaged: bool) -> Re
 /// The pinned window that holds firing `n` (1-based, in the order
 /// `weft query DIR triggers` lists them): merged matches may have
 /// widened it past the firing's own window.
-fn kept_window(snapshot: &Snapshot, n: usize) -> Result<RangeInclusive<u64>> {
+pub fn kept_window(snapshot: &Snapshot, n: usize) -> Result<RangeInclusive<u64>> {
     let meta = snapshot.meta();
     let Some(log) = meta.sources.iter().find(|s| s.name == TRIGGERS) else {
         bail!("this capture has no trigger firings (no `{TRIGGERS}` source)");

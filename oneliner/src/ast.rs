@@ -744,6 +744,29 @@ impl Program {
         }
         self.defines.values_mut().for_each(|e| e.rewrite(f));
     }
+
+    /// The first use of one of `builtins` in the probes' predicates and
+    /// actions, and where it is.
+    pub fn first_use(&self, builtins: &[Builtin]) -> Option<(Span, Builtin)> {
+        let mut found = None;
+        let mut look = |expr: &Expr| {
+            expr.visit(&mut |e| {
+                if let ExprKind::Builtin(b) = e.kind
+                    && builtins.contains(&b)
+                    && found.is_none()
+                {
+                    found = Some((e.span, b));
+                }
+            });
+        };
+        for item in &self.items {
+            if let Some(predicate) = &item.predicate {
+                look(predicate);
+            }
+            for_each_expr(&item.body, &mut look);
+        }
+        found
+    }
 }
 
 impl Item {

@@ -34,8 +34,21 @@ pub use crate::{
     plan::{Attach, Filter, MapInfo, MapKind, Operand, Plan, Subject},
 };
 
-/// Checks `program` against `kernel`.
-pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
+/// Checks `program` against `kernel`: what the kernel can keep (start
+/// times) and aggregate, it does.
+pub fn check(program: Program, kernel: &dyn Kernel) -> Result<Plan> {
+    let mut plan = check_in_weft(program, kernel)?;
+    // Before the aggregations: a probe that takes a start may then
+    // aggregate what it measures.
+    crate::starts::keep_in_kernel(&mut plan);
+    aggregate_in_kernel(&mut plan);
+    Ok(plan)
+}
+
+/// Checks `program` against `kernel` to run wholly in weft, every event
+/// sent and nothing kept in the kernel: over a capture, where the events
+/// come from the store.
+pub fn check_in_weft(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
     let defined = crate::types::Defined::new(&program.definitions, kernel)?;
     let kernel: &dyn Kernel = &defined;
     crate::constants::resolve(&mut program, kernel)?;
@@ -111,16 +124,11 @@ pub fn check(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
             expr.kind = ExprKind::Int(i64::from(*size));
         }
     });
-    let mut plan = Plan {
+    Ok(Plan {
         program,
         attaches,
         maps,
-    };
-    // Before the aggregations: a probe that takes a start may then
-    // aggregate what it measures.
-    crate::starts::keep_in_kernel(&mut plan);
-    aggregate_in_kernel(&mut plan);
-    Ok(plan)
+    })
 }
 
 /// Gives each `bswap(x)` the bytes it swaps as a second argument,

@@ -164,16 +164,25 @@ fn number(text: &str) -> std::result::Result<(Token, usize), String> {
     let not_integer = || format!("`{}` is not an integer", &text[..len]);
     let value = if let Some(hex) = word.strip_prefix("0x").or_else(|| word.strip_prefix("0X")) {
         u64::from_str_radix(hex, 16).map(|v| v as i64).ok()
-    } else if let Some((mantissa, exponent)) = word.split_once(['e', 'E']) {
+    } else if let Some((mantissa, exponent)) = word.split_once(['e', 'E'])
+        && !mantissa.is_empty()
+    {
         let (mantissa, exponent) = (mantissa.parse::<i64>(), exponent.parse::<u32>());
         mantissa
             .ok()
             .zip(exponent.ok())
             .and_then(|(m, e)| 10i64.checked_pow(e).and_then(|p| m.checked_mul(p)))
     } else {
-        (word.parse::<i64>())
-            .or_else(|_| word.parse::<u64>().map(|v| v as i64))
-            .ok()
+        // C's suffixes (`10u`, `1ull`) change nothing here, where every
+        // integer is 64 bits; a leading 0 is octal, as C reads it.
+        let digits = word.trim_end_matches(['u', 'U', 'l', 'L']);
+        let suffix = &word[digits.len()..].to_ascii_lowercase();
+        let suffixed = ["", "u", "l", "ul", "ll", "ull"].contains(&suffix.as_str());
+        let octal = digits.len() > 1 && digits.starts_with('0');
+        let radix = if octal { 8 } else { 10 };
+        suffixed
+            .then(|| u64::from_str_radix(digits, radix).ok().map(|v| v as i64))
+            .flatten()
     };
     value.map(|v| (Token::Int(v), len)).ok_or_else(not_integer)
 }
@@ -191,9 +200,39 @@ fn string(text: &str) -> std::result::Result<(Token, usize), (String, usize)> {
                     'n' => '\n',
                     't' => '\t',
                     'r' => '\r',
-                    '0' => '\0',
                     '\\' => '\\',
                     '"' => '"',
+                    // `\101`, `\x41`: a byte by its number, as bpftrace reads it.
+                    '0'..='7' | 'x' | 'X' => {
+                        let (radix, most, start) = match e {
+                            'x' | 'X' => (16, 2, j + 1),
+                            _ => (8, 3, j),
+                        };
+                        let digits = text[start..]
+                            .chars()
+                            .take(most)
+                            .take_while(|c| c.is_digit(radix))
+                            .count();
+                        let value = u32::from_str_radix(&text[start..start + digits], radix)
+                            .ok()
+                            .and_then(|v| u8::try_from(v).ok())
+                            .ok_or_else(|| {
+                                (
+                                    format!(
+                                        "escape `{}` is not a byte",
+                                        &text[j - 1..start + digits]
+                                    ),
+                                    start + digits,
+                                )
+                            })?;
+                        for _ in start + 1..start + digits {
+                            chars.next();
+                        }
+                        if radix == 16 {
+                            chars.next();
+                        }
+                        char::from(value)
+                    }
                     _ => return Err((format!("unknown escape `\\{e}`"), j + e.len_utf8())),
                 });
             }
@@ -227,6 +266,24 @@ mod tests {
             [Token::Int(1_000_000), Token::Int(500), Token::Int(1000)]
         );
         assert!(Lexer::new("1e99").token().is_err());
+    }
+
+    #[test]
+    fn integers_and_escapes_as_c_writes_them() {
+        assert_eq!(
+            tokens(r#"010 0 10u 7ULL 0x1f "\101\x42\0\7c""#),
+            vec![
+                Token::Int(8),
+                Token::Int(0),
+                Token::Int(10),
+                Token::Int(7),
+                Token::Int(31),
+                Token::Str("AB\0\u{7}c".into()),
+            ]
+        );
+        for bad in ["09", "10lu", r#""\400""#, r#""\xg""#] {
+            assert!(Lexer::new(bad).token().is_err(), "{bad}");
+        }
     }
 
     #[test]

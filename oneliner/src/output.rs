@@ -206,7 +206,11 @@ pub fn print_map<'a>(
     div: i64,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
-    let mut sorted: Vec<(&Vec<Value>, &Agg)> = elements.into_iter().collect();
+    // bpftrace 0.17's max() writes an element only where the sample is
+    // above what it holds, 0 for a new one: none stays at or below 0.
+    let mut sorted: Vec<(&Vec<Value>, &Agg)> = (elements.into_iter())
+        .filter(|(_, agg)| !matches!(agg, Agg::Max(n) if *n <= 0))
+        .collect();
     sorted.sort_by(|a, b| {
         a.1.sort_value()
             .cmp(&b.1.sort_value())

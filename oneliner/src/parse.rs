@@ -134,7 +134,9 @@ const LEVELS: [&[(&str, BinOp)]; 10] = [
 ];
 
 /// Compound assignments and the operator each applies.
-const UPDATES: [(&str, BinOp); 8] = [
+const UPDATES: [(&str, BinOp); 10] = [
+    ("<<=", BinOp::Shl),
+    (">>=", BinOp::Shr),
     ("+=", BinOp::Add),
     ("-=", BinOp::Sub),
     ("*=", BinOp::Mul),

@@ -433,6 +433,14 @@ const BEGIN_PROGRAMS: &[(&str, &[&str])] = &[
            printf(\"%d %d %d %d\\n\", -6 / 2, -5 % 3, -6 >> 1, 7 / -2); @y = -7 / 2; exit(); }",
         &[],
     ),
+    // Literals as C writes them (octal, suffixes, escapes), compound
+    // shifts, and max() of samples at or below 0, which bpftrace 0.17
+    // never writes.
+    (
+        "BEGIN { $x = 1; $x <<= 3; $x |= 1; $x >>= 1; printf(\"%d %d %d %s|\\101\\x42\\n\", $x, 010,
+           10ul + 0x10 + 1_000, \"\\x41\"); @x = max(-3); @y = max(4); @y = max(-5); exit(); }",
+        &[],
+    ),
     // A count with no key prints 0 before any event.
     (
         "tracepoint:syscalls:sys_enter_getppid /0/ { @c = count(); } interval:ms:100 { print(@c); exit(); }",
@@ -546,6 +554,67 @@ fn cat_reads_a_bounded_part_and_never_waits() {
         // Two empty lines end the program's output.
         assert_eq!(out.stdout.len(), bytes + 2, "{limit:?}");
         assert!(out.stdout[..bytes].iter().all(|b| *b == 0));
+    }
+}
+
+/// `weft trace --from DIR` runs a program over what a capture recorded:
+/// the same workload traced live and recorded, then played, prints the
+/// same maps (counts by probe, a return value's histogram and sum, the
+/// latency idiom's count, `raw_syscalls` by number), and a probe or builtin
+/// the capture holds nothing for is refused before anything runs.
+#[test]
+fn a_program_over_a_capture_prints_the_maps_it_printed_live() {
+    let test = "a_program_over_a_capture_prints_the_maps_it_printed_live";
+    if !needs(test, &TRACE) {
+        return;
+    }
+    let file = data_file();
+    let read = format!("read:{file}:4096");
+    let steps = ["getppid:200", read.as_str(), "nanosleep:1:3"];
+    // The workload's own name, not cpid: a capture has no -c command. Its
+    // loader's reads come before a recording starts, so reads are counted
+    // from 4096 bytes up.
+    let program = r#"tracepoint:syscalls:sys_enter_getppid /comm == "weft-workload"/ { @[comm, probe] = count(); }
+        tracepoint:syscalls:sys_exit_read /comm == "weft-workload" && args->ret >= 4096/ { @bytes = hist(args->ret); @sum = sum(args->ret); }
+        tracepoint:syscalls:sys_enter_nanosleep /comm == "weft-workload"/ { @start[tid] = nsecs; }
+        tracepoint:syscalls:sys_exit_nanosleep /@start[tid]/ { @slept = count(); @long = count(); delete(@start[tid]); }
+        tracepoint:raw_syscalls:sys_exit /comm == "weft-workload" && (args->id == 110 || args->id == 35)/ { @ids[args->id] = count(); }"#;
+    let live = weft_trace(program, &steps, &[]);
+    let dir = weft_tests::capture_dir(test);
+    weft_tests::record(WORKLOAD, &dir, &steps, &[]);
+    let past = stdout_of(
+        Command::new(weft_bin())
+            .args(["trace", "--from"])
+            .arg(&*dir)
+            .args(["-e", program]),
+    );
+    assert!(maps_section(&live).contains("@slept: 3"), "{live}");
+    assert_eq!(maps_section(&past), maps_section(&live));
+    for (refused, says) in [
+        (
+            "kprobe:vfs_read { @ = count(); }",
+            "recorded no such events",
+        ),
+        (
+            "tracepoint:syscalls:sys_enter_read { @[uid] = count(); }",
+            "does not record `uid`",
+        ),
+        (
+            "tracepoint:syscalls:sys_enter_openat { @[str(args->filename)] = count(); }",
+            "no field `filename`",
+        ),
+    ] {
+        let out = Command::new(weft_bin())
+            .args(["trace", "--from"])
+            .arg(&*dir)
+            .args(["-e", refused])
+            .output()
+            .expect("run weft");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && said.contains(says),
+            "{refused}: {said}"
+        );
     }
 }
 

@@ -6,6 +6,7 @@
 //! `-p` process, then print maps and losses.
 
 mod list;
+mod past;
 mod process;
 mod store;
 
@@ -64,6 +65,11 @@ pub struct Options {
     pub store: Option<PathBuf>,
     /// Where stacks' and uprobes' symbols come from.
     pub symbols: weft_symbols::Finder,
+    /// Run over this capture instead of the running kernel.
+    pub from: Option<PathBuf>,
+    /// With `from`, over the window kept around this trigger firing
+    /// (1-based).
+    pub trigger: Option<usize>,
 }
 
 /// What `run` does with the program.
@@ -84,6 +90,9 @@ const DRAIN: Duration = Duration::from_millis(10);
 /// Runs the one-liner until Ctrl-C, `exit()` or the end of its command,
 /// printing to stdout as bpftrace does.
 pub fn run(args: Options) -> Result<()> {
+    if let Some(from) = &args.from {
+        return past::run(&args, from, args.trigger);
+    }
     let text = &args.text;
     let ring_bytes = args.ring_bytes;
     // Started before the program is read, to run while it is checked.
