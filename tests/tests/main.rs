@@ -2,8 +2,9 @@
 //!
 //! The host runs them all; the VMs that boot other kernels run only the
 //! modules that depend on the kernel, all but `pt`, `faults`, `query` and
-//! `errors` (`HOST_ONLY` in `xtask/src/vm.rs`): a test that exercises the
-//! kernel belongs in another module.
+//! `errors`, and the few `trace` tests of the language alone (`HOST_ONLY`
+//! in `xtask/src/vm.rs`): a test that exercises the kernel belongs in
+//! another module.
 
 // `weft stat` on the running kernel: exact counts, loss accounting, latency, filters.
 mod stat;
