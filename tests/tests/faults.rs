@@ -50,6 +50,17 @@ const COMMANDS: &[&[&str]] = &[
         "syscalls | sort dur desc | limit 5",
     ],
     &["query", "--json", "{}", "sched | count, sum(off_cpu)"],
+    // A one-liner over the trigger's window (`weft trace --from`).
+    &[
+        "trace",
+        "--from",
+        "{}",
+        "--trigger",
+        "1",
+        "-e",
+        "tracepoint:syscalls:sys_exit_nanosleep { @n = count(); @r = sum(args->ret); } \
+         tracepoint:raw_syscalls:sys_exit /args->id == 110/ { @g = count(); }",
+    ],
 ];
 
 /// What a command printed and how it ended.

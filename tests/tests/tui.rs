@@ -101,7 +101,7 @@ impl Tmux {
                 start.elapsed() < Duration::from_secs(30),
                 "waited 30 s for {what}; the screen:\n{screen}"
             );
-            std::thread::sleep(Duration::from_millis(200));
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 }
