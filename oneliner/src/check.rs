@@ -59,8 +59,12 @@ pub fn check_in_weft(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> 
     let mut attaches = Vec::new();
     let mut swaps = HashMap::new();
     let mut sizes = HashMap::new();
-    for (index, item) in program.items.iter().enumerate() {
-        let targets = expand(item, kernel)?;
+    for index in 0..program.items.len() {
+        let targets = expand(&program.items[index], kernel)?;
+        if let Some((target, fields)) = targets.first() {
+            crate::sign::compare_as_bpftrace(&mut program.items[index], target, fields);
+        }
+        let item = &program.items[index];
         let mut group: Vec<Attach> = targets
             .into_iter()
             .map(|(target, fields)| Attach {
@@ -2743,6 +2747,38 @@ pub(crate) mod tests {
                 (vec![16, 40], 4, 4, false),
                 (vec![16], 48, 6, true)
             ]
+        );
+    }
+
+    #[test]
+    fn only_comparisons_whose_orders_differ_are_made_unsigned() {
+        let predicate = |text: &str| {
+            let plan = checked(text);
+            let flipped = format!("{:?}", plan.program.items[0].predicate).contains("Xor");
+            (flipped, plan.attaches[0].filters.len())
+        };
+        // A kprobe's retval is unsigned and may be 2^63 or more: flipped,
+        // and left to weft.
+        assert_eq!(
+            predicate("kretprobe:vfs_read /retval < 0/ { @ = count(); }"),
+            (true, 0)
+        );
+        assert_eq!(
+            predicate("tracepoint:syscalls:sys_enter_read /pid > -1/ { @ = count(); }"),
+            (true, 0)
+        );
+        // Both orders agree: unchanged, and tested in the kernel.
+        assert_eq!(
+            predicate("tracepoint:syscalls:sys_enter_read /pid > 100/ { @ = count(); }"),
+            (false, 1)
+        );
+        assert_eq!(
+            predicate("tracepoint:syscalls:sys_exit_read /args.ret < 0/ { @ = count(); }"),
+            (false, 1)
+        );
+        assert_eq!(
+            predicate("tracepoint:syscalls:sys_enter_read /args.count > 4096/ { @ = count(); }"),
+            (false, 1)
         );
     }
 

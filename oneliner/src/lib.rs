@@ -37,6 +37,7 @@ mod push_down;
 mod registers;
 pub mod run;
 mod saved;
+mod sign;
 mod signal;
 pub mod stack;
 mod starts;

@@ -1172,6 +1172,20 @@ mod tests {
         (String::from_utf8(out).unwrap(), dropped)
     }
 
+    /// bpftrace's comparisons are unsigned unless both sides are signed:
+    /// `pid > -1` never holds, a signed field below 0 does, and `(uint64)`
+    /// makes a negative number the largest.
+    #[test]
+    fn comparisons_are_unsigned_unless_both_sides_are_signed() {
+        let out = run(
+            "tracepoint:syscalls:sys_exit_read { if (pid > -1) { @never = count(); } \
+             if (args.ret < 0) { @negative = count(); } if ((uint64)args.ret > 1000) { @huge = count(); } \
+             if (pid > 0 && (int64)args.ret >= -5) { @both = count(); } }",
+            &[(1, b"cat\0", -5)],
+        );
+        assert_eq!(out, "\n\n@both: 1\n@huge: 1\n@negative: 1\n@never: 0\n");
+    }
+
     #[test]
     fn maps_hold_at_most_map_keys_max_keys() {
         let limits = Limits {

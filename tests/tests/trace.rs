@@ -441,6 +441,12 @@ const BEGIN_PROGRAMS: &[(&str, &[&str])] = &[
            10ul + 0x10 + 1_000, \"\\x41\"); @x = max(-3); @y = max(4); @y = max(-5); exit(); }",
         &[],
     ),
+    // Comparisons are unsigned unless both sides are signed.
+    (
+        "BEGIN { printf(\"%d %d %d %d %d\\n\", pid > -1, (uint64)-1 > 1, -1 < 1, nsecs > 0,
+           (int8)-1 < (uint8)1); exit(); }",
+        &[],
+    ),
     // A count with no key prints 0 before any event.
     (
         "tracepoint:syscalls:sys_enter_getppid /0/ { @c = count(); } interval:ms:100 { print(@c); exit(); }",

@@ -1,0 +1,218 @@
+//! Which comparisons bpftrace 0.17 makes unsigned. Its `<`, `<=`, `>` and
+//! `>=` compare signed only where both sides are signed, by its types:
+//! `pid`, `tid`, `nsecs`, `cpu` and the like, `argN`, a kprobe's `retval`,
+//! an unsigned field and an unsigned cast are unsigned; literals and signed
+//! fields signed; arithmetic signed where both sides are (a shift where its
+//! left side is). So `kretprobe:f /retval < 0/` never holds there, and
+//! `pid > -1` neither.
+//!
+//! Where the two orders can differ (a side may be negative or 2^63 and
+//! more), an unsigned comparison is rewritten to compare both sides with
+//! their top bit flipped, which orders them as unsigned numbers are
+//! ordered. Elsewhere nothing changes: `pid > 100` compares alike either
+//! way and is still tested in the kernel.
+
+use std::collections::HashMap;
+
+use crate::{
+    ast::{BinOp, Builtin, Expr, ExprKind, Item, Stmt, UnOp},
+    expand::Target,
+    kernel::Field,
+};
+
+/// What bpftrace's type says of an integer, and what is known of its
+/// values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Sign {
+    signed: bool,
+    /// Never negative, and below 2^63: signed and unsigned order agree.
+    small: bool,
+}
+
+const SIGNED: Sign = Sign {
+    signed: true,
+    small: false,
+};
+const UNSIGNED: Sign = Sign {
+    signed: false,
+    small: false,
+};
+const UNSIGNED_SMALL: Sign = Sign {
+    signed: false,
+    small: true,
+};
+
+/// Rewrites `item`'s unsigned comparisons (see the module's comment), its
+/// fields those of `target`'s record.
+pub(crate) fn compare_as_bpftrace(item: &mut Item, target: &Target, fields: &[Field]) {
+    let mut signs = Signs {
+        target,
+        fields,
+        vars: HashMap::new(),
+    };
+    if let Some(predicate) = &mut item.predicate {
+        signs.rewrite(predicate);
+    }
+    signs.stmts(&mut item.body);
+}
+
+struct Signs<'a> {
+    target: &'a Target,
+    fields: &'a [Field],
+    /// Each variable's sign, from its first assignment.
+    vars: HashMap<String, Sign>,
+}
+
+impl Signs<'_> {
+    fn stmts(&mut self, stmts: &mut [Stmt]) {
+        for stmt in stmts {
+            match stmt {
+                Stmt::VarAssign { name, value, .. } => {
+                    self.rewrite(value);
+                    let sign = self.sign(value);
+                    self.vars.entry(name.clone()).or_insert(sign);
+                }
+                Stmt::MapAssign { map, value } | Stmt::MapUpdate { map, value, .. } => {
+                    map.keys.iter_mut().for_each(|k| self.rewrite(k));
+                    self.rewrite(value);
+                }
+                Stmt::VarUpdate { value, .. } | Stmt::Expr(value) => self.rewrite(value),
+                Stmt::If {
+                    cond,
+                    then,
+                    otherwise,
+                } => {
+                    self.rewrite(cond);
+                    self.stmts(then);
+                    self.stmts(otherwise);
+                }
+                Stmt::While { cond, body } => {
+                    self.rewrite(cond);
+                    self.stmts(body);
+                }
+                Stmt::Break | Stmt::Continue => {}
+            }
+        }
+    }
+
+    /// Rewrites the unsigned comparisons in `expr` and below.
+    fn rewrite(&self, expr: &mut Expr) {
+        for child in expr.children_mut() {
+            self.rewrite(child);
+        }
+        let ExprKind::Binary(BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge, left, right) =
+            &mut expr.kind
+        else {
+            return;
+        };
+        let (l, r) = (self.sign(left), self.sign(right));
+        if (l.signed && r.signed) || (l.small && r.small) {
+            return;
+        }
+        let flipped = |side: &mut Box<Expr>| {
+            let span = side.span;
+            let top = Expr {
+                kind: ExprKind::Int(i64::MIN),
+                span,
+            };
+            let inner = std::mem::replace(
+                side.as_mut(),
+                Expr {
+                    kind: ExprKind::Int(0),
+                    span,
+                },
+            );
+            **side = Expr {
+                kind: ExprKind::Binary(BinOp::Xor, Box::new(inner), Box::new(top)),
+                span,
+            };
+        };
+        flipped(left);
+        flipped(right);
+    }
+
+    /// `expr`'s sign as bpftrace types it.
+    fn sign(&self, expr: &Expr) -> Sign {
+        match &expr.kind {
+            ExprKind::Int(n) => Sign {
+                signed: true,
+                small: *n >= 0,
+            },
+            ExprKind::Builtin(builtin) => self.builtin(*builtin),
+            ExprKind::Field(name) => self.field(name),
+            ExprKind::Arg(n) => match self.target {
+                Target::Usdt { .. } => self.field(&format!("arg{n}")),
+                _ => UNSIGNED,
+            },
+            ExprKind::Unary(UnOp::Cast { bits, signed }, _) => Sign {
+                signed: *signed,
+                small: !*signed && *bits < 64,
+            },
+            ExprKind::Unary(UnOp::Not, _) | ExprKind::SizeOf(_) => UNSIGNED_SMALL,
+            ExprKind::Unary(_, operand) => Sign {
+                small: false,
+                ..self.sign(operand)
+            },
+            ExprKind::Binary(op, left, right) => {
+                let (l, r) = (self.sign(left), self.sign(right));
+                match op {
+                    BinOp::Shl | BinOp::Shr => Sign { small: false, ..l },
+                    _ if op.is_comparison()
+                        || matches!(op, BinOp::LogicalAnd | BinOp::LogicalOr) =>
+                    {
+                        Sign {
+                            signed: l.signed && r.signed,
+                            small: true,
+                        }
+                    }
+                    _ => Sign {
+                        signed: l.signed && r.signed,
+                        small: false,
+                    },
+                }
+            }
+            ExprKind::Var(name) => self.vars.get(name).copied().unwrap_or(SIGNED),
+            ExprKind::Ternary(_, then, otherwise) => {
+                let (a, b) = (self.sign(then), self.sign(otherwise));
+                Sign {
+                    signed: a.signed && b.signed,
+                    small: a.small && b.small,
+                }
+            }
+            _ => SIGNED,
+        }
+    }
+
+    fn builtin(&self, builtin: Builtin) -> Sign {
+        match builtin {
+            Builtin::Retval => match self.target {
+                Target::Kprobe { .. } | Target::Uprobe { .. } => UNSIGNED,
+                _ => self.field("retval"),
+            },
+            // Ids, CPUs, times since boot: unsigned, never near 2^63.
+            Builtin::Pid
+            | Builtin::Tid
+            | Builtin::Uid
+            | Builtin::Gid
+            | Builtin::Cpu
+            | Builtin::Nsecs
+            | Builtin::Elapsed
+            | Builtin::Rand
+            | Builtin::Numaid
+            | Builtin::Cpid => UNSIGNED_SMALL,
+            _ => SIGNED,
+        }
+    }
+
+    /// A field's sign. An unsigned field is taken to be below 2^63: sizes,
+    /// counts, flags and user addresses are, and only a kernel address is
+    /// not, which no one orders with `<`; so `args->count > 4096` keeps
+    /// being tested in the kernel.
+    fn field(&self, name: &str) -> Sign {
+        match self.fields.iter().find(|f| f.name == name) {
+            Some(field) if field.signed => SIGNED,
+            Some(_) => UNSIGNED_SMALL,
+            None => SIGNED,
+        }
+    }
+}
