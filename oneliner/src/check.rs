@@ -1563,13 +1563,15 @@ impl Checker<'_> {
                 Ok(Type::Int)
             }
             "reg" => self.register(args, span),
-            // bpftrace's address-space hints: the value as it is.
-            "kptr" | "uptr" => {
-                let [addr] = args else {
-                    return Err(Error::new(span, format!("{name}() takes one address")));
+            // bpftrace's address-space hints, gone before this with one
+            // argument (`constants.rs`).
+            "kptr" | "uptr" => Err(Error::new(span, format!("{name}() takes one address"))),
+            "strerror" => {
+                let [errno] = args else {
+                    return Err(Error::new(span, "strerror() takes an error number"));
                 };
-                self.want(addr, Type::Int, &format!("{name}()'s address"))?;
-                Ok(Type::Int)
+                self.want(errno, Type::Int, "strerror()'s error number")?;
+                Ok(Type::Str)
             }
             "usym" | "ksym" => {
                 let [addr] = args else {

@@ -37,6 +37,9 @@ pub(crate) fn resolve(program: &mut Program, kernel: &dyn Kernel) -> Result<()> 
         if failed.is_none()
             && let Err(error) = {
                 expand(expr, &defines);
+                while without_hint(expr) {
+                    expand(expr, &defines);
+                }
                 resolve_expr(expr, kernel)
             }
         {
@@ -57,6 +60,21 @@ fn expand(expr: &mut Expr, defines: &HashMap<String, Expr>) {
     {
         *expr = value.clone();
     }
+}
+
+/// Puts the address in place of bpftrace's address-space hints,
+/// `kptr(x)` and `uptr(x)`, which weft needs not (it reads user or kernel
+/// memory by the address): `str(uptr(arg0))` is `str(arg0)`. Whether it did.
+fn without_hint(expr: &mut Expr) -> bool {
+    let ExprKind::Call(name, args) = &mut expr.kind else {
+        return false;
+    };
+    if !matches!(name.as_str(), "kptr" | "uptr") || args.len() != 1 {
+        return false;
+    }
+    let address = args.remove(0);
+    *expr = address;
+    true
 }
 
 fn resolve_expr(expr: &mut Expr, kernel: &dyn Kernel) -> Result<()> {

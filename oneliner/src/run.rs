@@ -763,7 +763,7 @@ impl<'p> Runtime<'p> {
                 };
                 field(scope, &format!("reg_{register}"))
             }
-            "kptr" | "uptr" => self.eval(&args[0], scope),
+            "strerror" => Value::Str(strerror(self.eval(&args[0], scope).int())),
             "bswap" => {
                 let value = self.eval(&args[0], scope).int();
                 // The width the checker added (`widen_swaps`).
@@ -868,6 +868,17 @@ fn user_name(uid: u32) -> String {
         users
     });
     users.get(&uid).cloned().unwrap_or_default()
+}
+
+/// An error number's text, as `strerror(3)` gives it (bpftrace's
+/// `strerror()`): "No such file or directory" for 2.
+fn strerror(errno: i64) -> String {
+    let errno = i32::try_from(errno).unwrap_or(i32::MAX);
+    // SAFETY: strerror returns a NUL-terminated string that stays valid
+    // until the next call on this thread, which the copy precedes.
+    unsafe { std::ffi::CStr::from_ptr(libc::strerror(errno)) }
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// What `str(x, len)` keeps of `text`, as bpftrace: a length counts the

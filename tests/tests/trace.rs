@@ -288,6 +288,11 @@ fn one_liner_table() {
 
 /// One-liners both tools run, in bpftrace's `args->` spelling.
 const COMPARED: &[(&str, &[&str])] = &[
+    // A string behind bpftrace's address-space hint.
+    (
+        "tracepoint:syscalls:sys_enter_openat /pid == cpid && strncmp(str(uptr(args->filename)), \"/tmp/weft-\", 10) == 0/ { @[str(uptr(args->filename))] = count(); }",
+        &["read:{file}:4096"],
+    ),
     // A program's own struct, union and enum: laid out as C lays them
     // out, and read through a cast of a user pointer at the event.
     (
@@ -439,6 +444,11 @@ const BEGIN_PROGRAMS: &[(&str, &[&str])] = &[
     (
         "BEGIN { $x = 1; $x <<= 3; $x |= 1; $x >>= 1; printf(\"%d %d %d %s|\\101\\x42\\n\", $x, 010,
            10ul + 0x10 + 1_000, \"\\x41\"); @x = max(-3); @y = max(4); @y = max(-5); exit(); }",
+        &[],
+    ),
+    // strerror(), and kptr()/uptr() as the address itself.
+    (
+        "BEGIN { printf(\"%s|%s|%d\\n\", strerror(2), strerror(110), kptr(5) + uptr(6)); exit(); }",
         &[],
     ),
     // Comparisons are unsigned unless both sides are signed.
