@@ -58,11 +58,17 @@ pub fn check_in_weft(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> 
     let mut keys = HashMap::new();
     let mut attaches = Vec::new();
     let mut swaps = HashMap::new();
+    // Whether each map's first assignment is unsigned (`sign.rs`).
+    let mut unsigned_maps = HashMap::new();
     let mut sizes = HashMap::new();
     for index in 0..program.items.len() {
         let targets = expand(&program.items[index], kernel)?;
         if let Some((target, fields)) = targets.first() {
-            crate::sign::compare_as_bpftrace(&mut program.items[index], target, fields);
+            let assigned =
+                crate::sign::compare_as_bpftrace(&mut program.items[index], target, fields);
+            for (map, unsigned) in assigned {
+                unsigned_maps.entry(map).or_insert(unsigned);
+            }
         }
         let item = &program.items[index];
         let mut group: Vec<Attach> = targets
@@ -119,6 +125,7 @@ pub fn check_in_weft(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> 
     }
     for map in &mut maps {
         map.keys = keys.remove(&map.name).unwrap_or_default();
+        map.unsigned = unsigned_maps.get(&map.name).copied().unwrap_or(false);
     }
     widen_swaps(&mut program, &swaps);
     program.rewrite(&mut |expr| {
@@ -177,6 +184,7 @@ fn collect_maps(program: &Program) -> Result<(Vec<MapInfo>, HashSet<String>)> {
                 name: map.name.clone(),
                 kind: kind.unwrap_or(MapKind::Value(Type::Int)),
                 keys: Vec::new(),
+                unsigned: false,
             });
             return Ok(());
         };

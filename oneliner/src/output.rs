@@ -211,11 +211,16 @@ pub fn print_map<'a>(
     let mut sorted: Vec<(&Vec<Value>, &Agg)> = (elements.into_iter())
         .filter(|(_, agg)| !matches!(agg, Agg::Max(n) if *n <= 0))
         .collect();
-    sorted.sort_by(|a, b| {
-        a.1.sort_value()
-            .cmp(&b.1.sort_value())
-            .then_with(|| a.0.cmp(b.0))
-    });
+    // An unsigned map's values order as unsigned numbers.
+    let order = |agg: &Agg| {
+        let value = agg.sort_value();
+        if info.unsigned {
+            i128::from(value.cast_unsigned())
+        } else {
+            i128::from(value)
+        }
+    };
+    sorted.sort_by(|a, b| order(a.1).cmp(&order(b.1)).then_with(|| a.0.cmp(b.0)));
     if top > 0 && sorted.len() > top {
         sorted.drain(..sorted.len() - top);
     }
@@ -356,7 +361,7 @@ fn print_text(
             Agg::Value(value @ (Value::Str(_) | Value::Tuple(_))) => {
                 writeln!(out, "{name}: {value}")?;
             }
-            other => writeln!(out, "{name}: {}", other.sort_value() / div)?,
+            other => writeln!(out, "{name}: {}", number(info, other, div))?,
         }
     }
     // Averages, stats and percentiles end with an empty line in bpftrace.
@@ -367,6 +372,16 @@ fn print_text(
         writeln!(out)?;
     }
     Ok(())
+}
+
+/// An element's one number divided by `div`, unsigned where its map is.
+fn number(info: &MapInfo, agg: &Agg, div: i64) -> String {
+    let value = agg.sort_value();
+    if info.unsigned {
+        (value.cast_unsigned() / div.cast_unsigned().max(1)).to_string()
+    } else {
+        (value / div).to_string()
+    }
 }
 
 /// One printed bucket: its label, its JSON bounds and its count.
@@ -546,7 +561,7 @@ fn print_json(
                 ])
             }
             Agg::Value(value @ (Value::Str(_) | Value::Tuple(_))) => Json::value(value),
-            other => Json::int(other.sort_value() / div),
+            other => Json::Raw(number(info, other, div)),
         }
     };
     let data = if sorted.len() == 1 && sorted[0].0.is_empty() {
@@ -589,6 +604,7 @@ mod tests {
             name: String::new(),
             kind: MapKind::Count,
             keys: vec![],
+            unsigned: false,
         };
         let stack = Value::Str("\n        schedule+10\n        do_nanosleep+7\n".into());
         let mut one = Agg::new(MapKind::Count);
@@ -622,6 +638,7 @@ mod tests {
             name: "b".into(),
             kind: MapKind::Hist,
             keys: vec![],
+            unsigned: false,
         };
         let mut agg = Agg::new(MapKind::Hist);
         for v in [0, 0, 3, 3, 2996, 2996]
@@ -661,6 +678,7 @@ mod tests {
             name: "l".into(),
             kind,
             keys: vec![],
+            unsigned: false,
         };
         let mut agg = Agg::new(kind);
         for v in [0, 0, 3, 3, 600, 600, 2996, 2996]
@@ -685,6 +703,7 @@ mod tests {
             name: "c".into(),
             kind: MapKind::Count,
             keys: vec![],
+            unsigned: false,
         };
         let key = |pid| vec![Value::Str("dd".into()), Value::Int(pid)];
         let map = HashMap::from([(key(22743), Agg::Count(23)), (key(22744), Agg::Count(5))]);

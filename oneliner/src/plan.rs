@@ -71,6 +71,10 @@ pub struct MapInfo {
     pub name: String,
     pub kind: MapKind,
     pub keys: Vec<Type>,
+    /// Its values print as unsigned 64-bit numbers, as bpftrace prints a
+    /// map whose first assignment is unsigned (`@n = (uint64)-1`,
+    /// `@bytes = sum(retval)` of a kretprobe).
+    pub unsigned: bool,
 }
 
 /// One concrete place a probe attaches, with what the kernel must do there.

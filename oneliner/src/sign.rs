@@ -43,17 +43,25 @@ const UNSIGNED_SMALL: Sign = Sign {
 };
 
 /// Rewrites `item`'s unsigned comparisons (see the module's comment), its
-/// fields those of `target`'s record.
-pub(crate) fn compare_as_bpftrace(item: &mut Item, target: &Target, fields: &[Field]) {
+/// fields those of `target`'s record; returns the maps it assigns, in
+/// order, each with whether the value assigned is unsigned (a `sum()` or
+/// `max()` by its sample's).
+pub(crate) fn compare_as_bpftrace(
+    item: &mut Item,
+    target: &Target,
+    fields: &[Field],
+) -> Vec<(String, bool)> {
     let mut signs = Signs {
         target,
         fields,
         vars: HashMap::new(),
+        maps: Vec::new(),
     };
     if let Some(predicate) = &mut item.predicate {
         signs.rewrite(predicate);
     }
     signs.stmts(&mut item.body);
+    signs.maps
 }
 
 struct Signs<'a> {
@@ -61,6 +69,8 @@ struct Signs<'a> {
     fields: &'a [Field],
     /// Each variable's sign, from its first assignment.
     vars: HashMap<String, Sign>,
+    /// The maps assigned, and whether unsigned values.
+    maps: Vec<(String, bool)>,
 }
 
 impl Signs<'_> {
@@ -72,7 +82,22 @@ impl Signs<'_> {
                     let sign = self.sign(value);
                     self.vars.entry(name.clone()).or_insert(sign);
                 }
-                Stmt::MapAssign { map, value } | Stmt::MapUpdate { map, value, .. } => {
+                Stmt::MapAssign { map, value } => {
+                    map.keys.iter_mut().for_each(|k| self.rewrite(k));
+                    self.rewrite(value);
+                    let sample = match &value.kind {
+                        ExprKind::Call(name, args) if matches!(name.as_str(), "sum" | "max") => {
+                            args.first()
+                        }
+                        ExprKind::Call(..) => None,
+                        _ => Some(&*value),
+                    };
+                    if let Some(sample) = sample {
+                        self.maps
+                            .push((map.name.clone(), !self.sign(sample).signed));
+                    }
+                }
+                Stmt::MapUpdate { map, value, .. } => {
                     map.keys.iter_mut().for_each(|k| self.rewrite(k));
                     self.rewrite(value);
                 }

@@ -451,6 +451,12 @@ const BEGIN_PROGRAMS: &[(&str, &[&str])] = &[
         "BEGIN { printf(\"%s|%s|%d\\n\", strerror(2), strerror(110), kptr(5) + uptr(6)); exit(); }",
         &[],
     ),
+    // A map whose first assignment is unsigned prints unsigned.
+    (
+        "BEGIN { @a = (uint64)-1; @b = (uint32)-1; @s = sum((uint64)-1); @c = -1; @m[1] = (uint64)-2;
+           @m[2] = (uint64)5; exit(); }",
+        &[],
+    ),
     // Comparisons are unsigned unless both sides are signed.
     (
         "BEGIN { printf(\"%d %d %d %d %d\\n\", pid > -1, (uint64)-1 > 1, -1 < 1, nsecs > 0,
