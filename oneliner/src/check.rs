@@ -1892,6 +1892,13 @@ pub(crate) mod tests {
                 .then_some(25)
                 .ok_or_else(|| format!("{path} is not a cgroup v2 directory"))
         }
+        fn uprobe_functions(&self, path: &str) -> Result<(String, Vec<String>)> {
+            let functions = ["main", "readline", "readline_internal", "rl_read_key"];
+            Ok((
+                format!("/usr/bin/{path}"),
+                functions.map(str::to_owned).to_vec(),
+            ))
+        }
         fn usdt(&self, path: &str) -> Result<(String, Vec<crate::kernel::UsdtSite>)> {
             let site = |provider: &str, name: &str, args: &str| crate::kernel::UsdtSite {
                 provider: provider.into(),
@@ -2790,6 +2797,27 @@ pub(crate) mod tests {
             predicate("tracepoint:syscalls:sys_enter_read /args.count > 4096/ { @ = count(); }"),
             (false, 1)
         );
+    }
+
+    #[test]
+    fn uprobe_places_as_bpftrace_writes_them() {
+        let symbols = |text: &str| -> Vec<String> {
+            let plan = checked(text);
+            (plan.attaches.iter())
+                .map(|a| match &a.target {
+                    Target::Uprobe { symbol, .. } => symbol.clone(),
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+        assert_eq!(
+            symbols("uprobe:bash:readline* { @ = count(); }"),
+            ["readline", "readline_internal"]
+        );
+        assert_eq!(symbols(r#"uprobe:bash:"main" { @ = count(); }"#), ["main"]);
+        // An offset or an address is the kernel side's to place.
+        assert_eq!(symbols("uprobe:bash:main+4 { @ = count(); }"), ["main+4"]);
+        assert!(refused("uprobe:bash:nothing* { @ = count(); }").contains("matches `nothing*`"));
     }
 
     #[test]

@@ -75,18 +75,46 @@ pub(crate) fn expand(item: &Item, kernel: &dyn Kernel) -> Result<Vec<(Target, Ve
                 if *exit {
                     fields.push(register("retval", REGISTER_RET));
                 }
-                out.push((
-                    Target::Uprobe {
+                for symbol in uprobe_functions(kernel, path, symbol, span)? {
+                    let target = Target::Uprobe {
                         path: path.clone(),
-                        symbol: symbol.clone(),
+                        symbol,
                         exit: *exit,
-                    },
-                    fields,
-                ));
+                    };
+                    out.push((target, fields.clone()));
+                }
             }
         }
     }
     Ok(out)
+}
+
+/// The functions a uprobe's `symbol` names in the file `path` names: the
+/// symbol as written, or every function of the file's symbol tables a
+/// glob matches (`uprobe:/bin/bash:readline*`), as bpftrace expands it.
+fn uprobe_functions(
+    kernel: &dyn Kernel,
+    path: &str,
+    symbol: &str,
+    span: Span,
+) -> Result<Vec<String>> {
+    if !symbol.contains(['*', '?']) {
+        return Ok(vec![symbol.to_owned()]);
+    }
+    let (file, functions) = kernel
+        .uprobe_functions(path)
+        .map_err(|e| Error::new(span, e))?;
+    let mut found: Vec<String> = (functions.into_iter())
+        .filter(|f| glob_match(symbol, f))
+        .collect();
+    found.dedup();
+    if found.is_empty() {
+        return Err(Error::new(
+            span,
+            format!("no function of {file} matches `{symbol}`"),
+        ));
+    }
+    Ok(found)
 }
 
 fn tracepoints(

@@ -18,12 +18,34 @@ const SYSTEM_DEBUG_DIR: &str = "/usr/lib/debug";
 #[derive(Debug, Clone, Default)]
 pub struct FileOffsets {
     functions: Vec<Symbol>,
+    /// The loadable segments, which place a link-time address in the file.
+    segments: Vec<crate::elf::Segment>,
     /// The libraries the file needs (`DT_NEEDED`), where the dynamic
     /// linker looks for what it lacks.
     pub needed: Vec<String>,
 }
 
 impl FileOffsets {
+    /// Where a uprobe on `place` attaches, as bpftrace reads the place: a
+    /// function (`readline`, as [`Self::offset`] finds it), a function and
+    /// bytes into it (`readline+4`), or a link-time address in the file
+    /// (`0x4a2f0`, as `nm` and `objdump` print it).
+    pub fn place(&self, place: &str) -> Option<u64> {
+        let number = |text: &str| match text.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16).ok(),
+            None => text.parse::<u64>().ok(),
+        };
+        if let Some(address) = number(place) {
+            return self.segments.iter().find_map(|s| s.file_offset(address));
+        }
+        if let Some((name, bytes)) = place.rsplit_once('+')
+            && let Some(bytes) = number(bytes)
+        {
+            return self.offset(name)?.checked_add(bytes);
+        }
+        self.offset(place)
+    }
+
     /// Where function `name` starts: matched as stored, then demangled,
     /// then (C++) demangled without its parameter list.
     pub fn offset(&self, name: &str) -> Option<u64> {
@@ -127,6 +149,7 @@ impl Finder {
             .collect();
         Ok(FileOffsets {
             functions,
+            segments,
             needed: elf.needed(),
         })
     }

@@ -187,6 +187,25 @@ fn a_uprobe_offset_is_found_by_stored_demangled_or_bare_cpp_name() {
     assert!(stored < bytes.len() as u64);
     assert_ne!(offset("weft_exported"), Some(stored));
     assert_eq!(offset("no_such_function"), None);
+    // bpftrace's other places: a function and bytes into it, and a
+    // link-time address as nm prints it.
+    let offsets = finder.file_offsets(&binary).unwrap();
+    assert_eq!(offsets.place(&format!("{TOTAL}+4")), Some(stored + 4));
+    assert_eq!(
+        offsets.place("_ZNK4shop4Cart5totalEi+0x10"),
+        Some(stored + 16)
+    );
+    let nm = std::process::Command::new("nm")
+        .arg(dir.join("shop.debug"))
+        .output()
+        .expect("run nm");
+    let address = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .find(|l| l.ends_with(" _ZNK4shop4Cart5totalEi"))
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .expect("nm names the function");
+    assert_eq!(offsets.place(&format!("0x{address}")), Some(stored));
+    assert_eq!(offsets.place("0xffffffffff"), None);
     let err = finder
         .file_offset(&dir.join("missing"), "main")
         .unwrap_err()

@@ -481,7 +481,7 @@ impl OnelinerProbe {
     /// (`DT_NEEDED`, next to it), where the dynamic linker finds it.
     fn find_function(&mut self, file: &Path, symbol: &str) -> Result<(PathBuf, u64)> {
         let offsets = self.offsets(file)?;
-        if let Some(offset) = offsets.offset(symbol) {
+        if let Some(offset) = offsets.place(symbol) {
             return Ok((file.to_path_buf(), offset));
         }
         let library = file.to_string_lossy().contains(".so");
@@ -495,7 +495,7 @@ impl OnelinerProbe {
                 continue;
             };
             if let Ok(offsets) = self.offsets(&path)
-                && let Some(offset) = offsets.offset(symbol)
+                && let Some(offset) = offsets.place(symbol)
             {
                 return Ok((path, offset));
             }
