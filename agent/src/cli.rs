@@ -604,7 +604,7 @@ pub struct TraceArgs {
     pub unsafe_calls: bool,
 
     /// Write the program's output (printf, maps) to this file, mode 0600,
-    /// instead of stdout, as bpftrace's -o.
+    /// instead of stdout, as bpftrace's -o (`-`: stdout).
     #[arg(short = 'o', long, value_name = "FILE", help_heading = "Output")]
     pub output: Option<std::path::PathBuf>,
 
@@ -700,7 +700,7 @@ pub struct ExportArgs {
     #[arg(value_name = "DIR")]
     pub dir: std::path::PathBuf,
 
-    /// The file to write.
+    /// The file to write (`-`: standard output).
     #[arg(long, short = 'o', value_name = "FILE", help_heading = "Output")]
     pub output: std::path::PathBuf,
 

@@ -82,7 +82,12 @@ pub fn run(export: &Export) -> Result<String> {
     if export.partition {
         return partitioned(export, &snapshot, &metadata);
     }
-    let (tmp, file) = create_temp(&export.output)?;
+    let to_stdout = export.output.as_os_str() == "-";
+    let (tmp, file) = if to_stdout {
+        (PathBuf::from("standard output"), stdout()?)
+    } else {
+        create_temp(&export.output)?
+    };
     let written = match export.format {
         Format::Pcapng => write_pcapng(&snapshot, &metadata, file)
             .with_context(|| format!("failed to write {}", tmp.display())),
@@ -92,6 +97,9 @@ pub fn run(export: &Export) -> Result<String> {
         _ => write_rows(export, &snapshot, &metadata, file, &tmp),
     };
     let done = written.and_then(|rows| {
+        if to_stdout {
+            return Ok(rows);
+        }
         fs::rename(&tmp, &export.output).with_context(|| {
             format!(
                 "failed to rename {} to {}",
@@ -104,7 +112,9 @@ pub fn run(export: &Export) -> Result<String> {
     let rows = match done {
         Ok(rows) => rows,
         Err(error) => {
-            let _ = fs::remove_file(&tmp);
+            if !to_stdout {
+                let _ = fs::remove_file(&tmp);
+            }
             return Err(error);
         }
     };
@@ -113,10 +123,33 @@ pub fn run(export: &Export) -> Result<String> {
     } else {
         &format!("{} records", export.source)
     };
-    Ok(format!(
-        "exported {rows} {what} to {}",
-        export.output.display()
-    ))
+    let to = if to_stdout {
+        "standard output".into()
+    } else {
+        export.output.display().to_string()
+    };
+    Ok(format!("exported {rows} {what} to {to}"))
+}
+
+/// Waits until `file` is on disk; a pipe or terminal (`-o -`) has
+/// nothing to sync, which the kernel says with `EINVAL`.
+fn synced(file: &File) -> std::io::Result<()> {
+    match file.sync_all() {
+        Err(error) if error.kind() == std::io::ErrorKind::InvalidInput => Ok(()),
+        other => other,
+    }
+}
+
+/// Standard output as a file of its own (a copy of its descriptor), for
+/// `-o -`: the writers take a file, and a pipe into `tshark -r -` or `jq`
+/// is written as one.
+fn stdout() -> Result<File> {
+    use std::os::fd::AsFd as _;
+    let fd = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .context("failed to use standard output")?;
+    Ok(File::from(fd))
 }
 
 /// The rows of the export's query into `file` as its format says; how
@@ -177,7 +210,7 @@ fn write_perfetto(
         .into_inner()
         .into_inner()
         .map_err(std::io::IntoInnerError::into_error)?;
-    file.sync_all()?;
+    synced(&file)?;
     Ok(events)
 }
 
@@ -191,7 +224,7 @@ fn write_folded(snapshot: &weft_store::Snapshot, file: File) -> Result<u64> {
     let file = out
         .into_inner()
         .map_err(std::io::IntoInnerError::into_error)?;
-    file.sync_all()?;
+    synced(&file)?;
     Ok(calls)
 }
 
@@ -208,7 +241,7 @@ fn write_pcapng(
         .into_inner()
         .into_inner()
         .map_err(std::io::IntoInnerError::into_error)?;
-    file.sync_all()?;
+    synced(&file)?;
     Ok(packets)
 }
 
@@ -216,6 +249,9 @@ fn write_pcapng(
 fn check(export: &Export) -> Result<()> {
     if export.partition && export.format != Format::Parquet {
         bail!("--partition writes Parquet: leave out --format or give --format parquet");
+    }
+    if export.partition && export.output.as_os_str() == "-" {
+        bail!("--partition writes a directory of files: -o - (standard output) cannot hold them");
     }
     if export.format == Format::Perfetto && export.condition.is_some() {
         bail!("--format perfetto writes every source: leave out --where (--window applies)");
@@ -480,7 +516,7 @@ impl Sink {
                 .context("the Parquet writer never started")?
                 .into_inner()?,
         };
-        file.sync_all()?;
+        synced(&file)?;
         Ok(())
     }
 }

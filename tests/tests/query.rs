@@ -230,6 +230,23 @@ fn export_parquet_matches_duckdb() {
     assert_eq!(duck[3], getppid["count"].as_i64().unwrap());
     assert_eq!(duck[3], 20_000);
 
+    // `-o -` writes to standard output (a pipe into jq, tshark -r -), and
+    // no file named `-`.
+    let (status, stdout, stderr) = run_weft(&[
+        "export",
+        dir.to_str().unwrap(),
+        "--format",
+        "jsonl",
+        "--where",
+        r#"name = "getppid""#,
+        "-o",
+        "-",
+    ]);
+    assert!(status.success(), "{stderr}");
+    assert_eq!(stdout.lines().count(), 20_000);
+    assert!(stderr.contains("to standard output"), "{stderr}");
+    assert!(!std::path::Path::new("-").exists());
+
     // A bad condition leaves no file behind (and no temporary one).
     std::fs::remove_file(&out).unwrap();
     let (status, _, stderr) = run_weft(&[

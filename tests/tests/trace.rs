@@ -967,7 +967,8 @@ fn list_names_the_probes_bpftrace_lists() {
 }
 
 /// bpftrace's output options: `-o FILE` writes the program's output to a
-/// file weft makes private (mode 0600, even one that was there), `-q`
+/// file weft makes private (mode 0600, even one that was there) or `-`
+/// for stdout, `-q`
 /// leaves out the "Attaching" line and the count of an event stream that
 /// lost nothing, and `-` reads the program from stdin.
 #[test]
@@ -997,6 +998,14 @@ fn output_to_a_file_quietly_and_a_program_from_stdin() {
     let mode = std::fs::metadata(&file).expect("stat").permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
     let _ = std::fs::remove_file(&file);
+    // `-o -` is stdout, not a file named `-`.
+    let out = Command::new(weft_bin())
+        .args(["trace", "-q", "-o", "-", "-e", program, "9"])
+        .current_dir(std::env::temp_dir())
+        .output()
+        .expect("run weft");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hi 9\n\n\n@x: 1\n");
+    assert!(!std::env::temp_dir().join("-").exists());
     let mut child = Command::new(weft_bin())
         .args(["trace", "-q", "-", "8"])
         .stdin(Stdio::piped())

@@ -234,7 +234,8 @@ fn report_dropped_keys(runtime: &Runtime<'_>, limits: &Limits) {
 /// mode 0600 as [`crate::output::create`] opens it, and written a line at
 /// a time, so that it can be followed; else stdout.
 fn output(path: Option<&std::path::Path>) -> Result<Box<dyn std::io::Write>> {
-    let Some(path) = path else {
+    // `-o -` is stdout, as for every tool that writes a file.
+    let Some(path) = path.filter(|p| p.as_os_str() != "-") else {
         return Ok(Box::new(std::io::stdout().lock()));
     };
     let file = crate::output::create(path)?;
