@@ -32,20 +32,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(error) => {
-            // One line, like every other weft error; --help has the details.
-            // The message ends at the blank line before the usage; lists of
-            // missing arguments continue it on indented lines.
-            let text = error.render().to_string();
-            let message: Vec<&str> = text
-                .lines()
-                .map(str::trim)
-                .take_while(|line| !line.is_empty())
-                .collect();
-            let message = message.join(" ");
-            eprintln!(
-                "weft: {} (see --help)",
-                message.trim_start_matches("error: ")
-            );
+            eprintln!("weft: {} (see --help)", one_line(&error));
             return ExitCode::from(2);
         }
     };
@@ -92,4 +79,22 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// A command-line error in one line, like every other weft error (--help
+/// has the details): clap's message, which lists of missing arguments
+/// continue on indented lines, then its tips ("a similar argument exists:
+/// '--pid'"); not the usage or the pointer to --help.
+fn one_line(error: &clap::Error) -> String {
+    let text = error.render().to_string();
+    let mut paragraphs = text.split("\n\n").map(|paragraph| {
+        let lines: Vec<&str> = paragraph.lines().map(str::trim).collect();
+        lines.join(" ")
+    });
+    let mut line = paragraphs.next().unwrap_or_default();
+    for tip in paragraphs.filter(|p| p.starts_with("tip:")) {
+        line.push_str("; ");
+        line.push_str(&tip);
+    }
+    line.trim_start_matches("error: ").to_owned()
 }

@@ -72,8 +72,19 @@ pub fn tracefs() -> Result<&'static Path> {
     if legacy.join("events").is_dir() {
         return Ok(legacy);
     }
+    // Mounted but closed to this user (mode 0700), or not mounted and not
+    // this user's to mount: either way the answer is root.
+    let closed = fs::metadata(path.join("events"))
+        .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied);
+    if closed {
+        bail!("reading tracefs (the kernel's probes) needs root: run weft with sudo");
+    }
     mount(c"tracefs", c"/sys/kernel/tracing", None).map_err(|e| {
-        anyhow!("tracefs is not mounted and mounting it on /sys/kernel/tracing failed: {e}")
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            anyhow!("tracefs is not mounted, and mounting it needs root: run weft with sudo")
+        } else {
+            anyhow!("tracefs is not mounted and mounting it on /sys/kernel/tracing failed: {e}")
+        }
     })?;
     Ok(path)
 }

@@ -47,6 +47,18 @@ fn unknown_flag() {
     assert_one_line_error(&["stat", "--frobnicate"], "--frobnicate");
 }
 
+/// clap's "did you mean" tip reaches the user, on the error's one line.
+#[test]
+fn a_mistyped_command_is_told_the_similar_one() {
+    assert_one_line_error(&["stats"], "tip: a similar subcommand exists: 'stat'");
+    assert_one_line_error(
+        &["stat", "--duraton", "1s"],
+        "tip: a similar argument exists: '--duration'",
+    );
+}
+
+/// Every command that needs the kernel's probes says it needs root, run by
+/// a user who is not (never that tracefs is not mounted when it is).
 #[test]
 fn not_root() {
     // A copy outside the build tree, so the unprivileged user can execute it.
@@ -54,19 +66,24 @@ fn not_root() {
     std::fs::create_dir_all(&dir).unwrap();
     let copy = dir.join("weft");
     std::fs::copy(weft_bin(), &copy).unwrap();
-    let mut cmd = Command::new(&copy);
-    cmd.args(["stat", "--duration", "1s"]);
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        cmd.uid(65534).gid(65534);
-    }
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let out = cmd.output().unwrap();
+    for args in [
+        &["stat", "--duration", "1s"][..],
+        &["trace", "-l", "tracepoint:syscalls:sys_enter_getpp*"],
+    ] {
+        let mut cmd = Command::new(&copy);
+        cmd.args(args);
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            cmd.uid(65534).gid(65534);
+        }
+        let out = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains("needs root"), "{args:?}: {stderr}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("needs root"), "{stderr}");
 }
 
 /// The bad-input table of docs/errors.md: a command with a wrong value and
