@@ -42,11 +42,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Install what a fresh Debian 12 machine lacks (idempotent).
+    /// Install what a fresh Debian 12 machine lacks to build, run and test weft (idempotent).
     Setup,
     /// Build the eBPF object with Debian's rustc and bpf-linker.
     BuildEbpf,
-    /// Build everything (running setup if needed) and run `weft` with the given arguments.
+    /// Build weft (installing the toolchain if needed, not the test tools) and run it with the
+    /// given arguments.
     Run(run::Options),
     /// Setup, build, and run every test: unit, CLI, and root kernel tests.
     Test(test::Options),

@@ -1,5 +1,6 @@
-//! `cargo xtask run -- <weft args>`: builds everything (running setup when
-//! something is missing) and runs `weft`, through sudo when not root.
+//! `cargo xtask run -- <weft args>`: builds weft (installing the toolchain
+//! when something is missing, not the test tools) and runs it, through
+//! sudo when not root.
 
 use std::process::Command;
 
@@ -18,7 +19,7 @@ pub struct Options {
 }
 
 pub fn run(options: &Options) -> Result<()> {
-    setup::run()?;
+    setup::build()?;
     let weft = build_weft_release()?;
     let mut cmd = setup::privileged(&weft);
     let status = cmd

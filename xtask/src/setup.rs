@@ -7,14 +7,20 @@ use anyhow::{Context as _, Result};
 
 use crate::exec::{exec, is_root, output};
 
-/// Debian packages weft's build needs (see DESIGN.md, "Toolchain").
-const PACKAGES: &[&str] = &[
+/// Debian packages weft's build needs (see DESIGN.md, "Toolchain"):
+/// all that `cargo xtask run` installs.
+const BUILD_PACKAGES: &[&str] = &[
     "rustc-web",
     "cargo-web",
     "libstd-rust-web-dev-bpf",
     "llvm-22-dev",
     "zlib1g-dev",
     "libzstd-dev",
+];
+
+/// Debian packages the tests need besides: the tools weft is checked
+/// against.
+const TEST_PACKAGES: &[&str] = &[
     // The export test checks Parquet files with DuckDB from PyPI, in a venv.
     "python3",
     "python3-venv",
@@ -53,13 +59,21 @@ const INFERNO_VERSION: &str = "0.12.8";
 /// The bpf-linker release that builds against Debian's LLVM 22.
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
+/// Everything building, running and testing weft needs.
 pub fn run() -> Result<()> {
-    install_packages(PACKAGES)?;
-    install_bpf_linker()?;
+    build()?;
+    install_packages(TEST_PACKAGES)?;
     install_duckdb()?;
     install_inferno()?;
     println!("setup: everything is installed");
     Ok(())
+}
+
+/// What building and running weft needs, and no more: the toolchain and
+/// bpf-linker (`cargo xtask run`).
+pub fn build() -> Result<()> {
+    install_packages(BUILD_PACKAGES)?;
+    install_bpf_linker()
 }
 
 /// Installs the Debian packages of `wanted` that are missing.
