@@ -1574,6 +1574,29 @@ impl Checker<'_> {
             // bpftrace's address-space hints, gone before this with one
             // argument (`constants.rs`).
             "kptr" | "uptr" => Err(Error::new(span, format!("{name}() takes one address"))),
+            "cgroup_path" => {
+                let (id, filter) = match args {
+                    [id] => (id, None),
+                    [id, filter] => (id, Some(filter)),
+                    _ => {
+                        return Err(Error::new(
+                            span,
+                            "cgroup_path() takes a cgroup id and a filter of hierarchies: \
+                             cgroup_path(cgroup [, \"unified\"])",
+                        ));
+                    }
+                };
+                self.want(id, Type::Int, "cgroup_path()'s cgroup id")?;
+                if let Some(filter) = filter
+                    && !matches!(filter.kind, ExprKind::Str(_))
+                {
+                    return Err(Error::new(
+                        filter.span,
+                        "cgroup_path()'s filter is a string literal (a glob over hierarchies)",
+                    ));
+                }
+                Ok(Type::Str)
+            }
             "strerror" => {
                 let [errno] = args else {
                     return Err(Error::new(span, "strerror() takes an error number"));

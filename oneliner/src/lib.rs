@@ -17,6 +17,7 @@
 )]
 
 pub mod ast;
+mod cgroups;
 pub mod check;
 mod constants;
 pub mod error;

@@ -764,6 +764,14 @@ impl<'p> Runtime<'p> {
                 field(scope, &format!("reg_{register}"))
             }
             "strerror" => Value::Str(strerror(self.eval(&args[0], scope).int())),
+            "cgroup_path" => {
+                let id = self.eval(&args[0], scope).int().cast_unsigned();
+                let filter = match args.get(1).map(|a| &a.kind) {
+                    Some(ExprKind::Str(filter)) => filter.as_str(),
+                    _ => "*",
+                };
+                Value::Str(crate::cgroups::cgroup_path(id, filter))
+            }
             "bswap" => {
                 let value = self.eval(&args[0], scope).int();
                 // The width the checker added (`widen_swaps`).

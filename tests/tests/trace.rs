@@ -803,10 +803,15 @@ fn cgroup_is_the_task_s_cgroup_v2_id_as_in_bpftrace() {
     };
     let dir = cgroup.dir.display().to_string();
     let id = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&cgroup.dir).expect("stat"));
+    // And the cgroup's path in each hierarchy, and in the unified one (as
+    // printf's: bpftrace 0.17 takes no path as a map key).
     let program = format!(
         r#"BEGIN {{ printf("tracing\n"); }}
-        tracepoint:syscalls:sys_enter_getppid /cgroup == cgroupid("{dir}")/ {{ @[comm, cgroup] = count(); }}"#
+        tracepoint:syscalls:sys_enter_getppid /cgroup == cgroupid("{dir}")/ {{ @[comm, cgroup] = count(); }}
+        tracepoint:syscalls:sys_enter_getppid /cgroup == cgroupid("{dir}") && @once == 0/ {{
+          @once = 1; printf("path %s|%s\n", cgroup_path(cgroup), cgroup_path(cgroup, "unif*")); }}"#
     );
+    let mut paths = Vec::new();
     for tracer in [
         Command::new("bpftrace").args(["-e", &program]),
         Command::new(weft_bin()).args(["trace", "-e", &program]),
@@ -824,7 +829,18 @@ fn cgroup_is_the_task_s_cgroup_v2_id_as_in_bpftrace() {
             [format!("@[weft-workload, {id}]: 100")],
             "{tracer:?}: {out}"
         );
+        let path = out
+            .lines()
+            .find(|l| l.starts_with("path "))
+            .map(str::to_owned);
+        paths.push(path.unwrap_or_else(|| panic!("{tracer:?} printed no path: {out}")));
     }
+    let name = cgroup.dir.file_name().expect("a name").to_string_lossy();
+    assert!(
+        paths[0].starts_with("path unified:/") && paths[0].contains(&*name),
+        "{paths:?}"
+    );
+    assert_eq!(paths[1], paths[0]);
 }
 
 /// A new cgroup v2 directory, under the machine's cgroup2 mount or one
