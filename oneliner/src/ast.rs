@@ -16,6 +16,9 @@ pub struct Program {
     pub definitions: Definitions,
     /// Whether `system()` and `signal()` may run (`--unsafe`, as bpftrace's).
     pub unsafe_calls: bool,
+    /// The process of `-p PID`, whose files a USDT probe without a path
+    /// names.
+    pub pid: Option<u32>,
 }
 
 /// C type definitions written before (or between) the probes, as

@@ -62,7 +62,7 @@ pub fn check_in_weft(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> 
     let mut unsigned_maps = HashMap::new();
     let mut sizes = HashMap::new();
     for index in 0..program.items.len() {
-        let targets = expand(&program.items[index], kernel)?;
+        let targets = expand(&program.items[index], kernel, program.pid)?;
         if let Some((target, fields)) = targets.first() {
             let assigned =
                 crate::sign::compare_as_bpftrace(&mut program.items[index], target, fields);

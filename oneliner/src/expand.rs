@@ -27,7 +27,13 @@ pub(crate) fn register_field(name: &str) -> Option<Field> {
     Some(register(&format!("reg_{name}"), registers::offset(name)?))
 }
 /// The attach points of an item, with the fields of each.
-pub(crate) fn expand(item: &Item, kernel: &dyn Kernel) -> Result<Vec<(Target, Vec<Field>)>> {
+/// `pid` is the `-p` process, whose files a USDT probe without a path
+/// names.
+pub(crate) fn expand(
+    item: &Item,
+    kernel: &dyn Kernel,
+    pid: Option<u32>,
+) -> Result<Vec<(Target, Vec<Field>)>> {
     let mut out = Vec::new();
     for probe in &item.probes {
         let span = probe.span;
@@ -63,6 +69,14 @@ pub(crate) fn expand(item: &Item, kernel: &dyn Kernel) -> Result<Vec<(Target, Ve
             },
             ProbeKind::Fentry { function, exit } => {
                 out.extend(fentries(kernel, function, *exit, span)?);
+            }
+            ProbeKind::Usdt {
+                path,
+                provider,
+                name,
+                ..
+            } if path.is_empty() => {
+                out.extend(process_usdt(kernel, pid, provider, name, span)?);
             }
             ProbeKind::Usdt {
                 path,
@@ -234,6 +248,40 @@ fn usdt(
         return Err(Error::new(
             span,
             format!("{file} has no USDT probe {provider}:{name}"),
+        ));
+    }
+    Ok(out)
+}
+
+/// A USDT probe without a path: the sites `provider:name` matches in
+/// every file process `pid` has mapped that has them, as bpftrace finds
+/// them with `-p PID`.
+fn process_usdt(
+    kernel: &dyn Kernel,
+    pid: Option<u32>,
+    provider: &str,
+    name: &str,
+    span: Span,
+) -> Result<Vec<(Target, Vec<Field>)>> {
+    let Some(pid) = pid else {
+        return Err(Error::new(
+            span,
+            "a USDT probe without a path is looked for in the -p process's files: give -p PID, \
+             or the path (usdt:PATH:PROBE)",
+        ));
+    };
+    let files = kernel.process_files(pid).map_err(|e| Error::new(span, e))?;
+    let mut out = Vec::new();
+    for file in files {
+        // A file without USDT notes, or without this probe, is passed by.
+        if let Ok(found) = usdt(kernel, &file, provider, name, span) {
+            out.extend(found);
+        }
+    }
+    if out.is_empty() {
+        return Err(Error::new(
+            span,
+            format!("no file of process {pid} has the USDT probe {provider}:{name}"),
         ));
     }
     Ok(out)

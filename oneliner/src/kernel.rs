@@ -163,6 +163,11 @@ pub trait Kernel {
     fn usdt(&self, path: &str) -> Result<(String, Vec<UsdtSite>), String> {
         Err(format!("no USDT probes in {path}"))
     }
+    /// The program and libraries process `pid` has mapped, by path: where
+    /// a USDT probe without a path is looked for.
+    fn process_files(&self, pid: u32) -> Result<Vec<String>, String> {
+        Err(format!("no files known of process {pid}"))
+    }
     /// The functions a uprobe may attach to in the program or library
     /// `path` names (its symbol tables), with that file's path.
     fn uprobe_functions(&self, path: &str) -> Result<(String, Vec<String>), String> {

@@ -53,6 +53,7 @@ pub fn parse_with(text: &str, params: &[String]) -> Result<Program> {
         defines,
         definitions,
         unsafe_calls: false,
+        pid: None,
     };
     crate::params::substitute(&mut program, params)?;
     Ok(program)
@@ -898,13 +899,18 @@ fn probe_kind(text: &str) -> std::result::Result<ProbeKind, String> {
             _ => Err(format!("`{text}`: expected {kind}:PATH:SYMBOL")),
         },
         "usdt" | "U" => {
+            // An empty PATH (`usdt:PROBE`, `usdt::PROVIDER:PROBE`) is every
+            // file of the `-p` process, as bpftrace reads it.
             let (path, provider, name) = match parts.as_slice() {
+                [name] => ("", "*", *name),
                 [path, name] => (*path, "*", *name),
                 [path, provider, name] => (*path, *provider, *name),
                 _ => ("", "", ""),
             };
-            if path.is_empty() || provider.is_empty() || name.is_empty() {
-                return Err(format!("`{text}`: expected usdt:PATH:[PROVIDER:]PROBE"));
+            if provider.is_empty() || name.is_empty() {
+                return Err(format!(
+                    "`{text}`: expected usdt:PATH:[PROVIDER:]PROBE (or usdt:PROBE with -p PID)"
+                ));
             }
             Ok(ProbeKind::Usdt {
                 path: path.into(),

@@ -494,6 +494,10 @@ impl Kernel for Defined<'_> {
         self.kernel.uprobe_functions(path)
     }
 
+    fn process_files(&self, pid: u32) -> std::result::Result<Vec<String>, String> {
+        self.kernel.process_files(pid)
+    }
+
     fn typedef(&self, name: &str) -> Option<Shape> {
         self.kernel.typedef(name)
     }

@@ -2510,6 +2510,24 @@ fn usdt_probe_counts_its_semaphore_and_reads_every_kind_of_argument() {
         weft_tests::run_weft(&["trace", "-l", &format!("usdt:{WORKLOAD}:*")]);
     assert!(status.success(), "{stderr}");
     assert_eq!(listed, format!("usdt:{WORKLOAD}:weft:step\n"));
+    // Without a path, the -p process's own files, as bpftrace reads them.
+    let workload = Workload::spawn(WORKLOAD, &["usdt:100"]);
+    let pid = workload.pid().to_string();
+    let program = r#"BEGIN { printf("tracing\n"); } usdt:step { @bare = count(); }
+        usdt::weft:st* { @provider = count(); }"#;
+    let running = Tracer::start(
+        Command::new(weft_bin()).args(["trace", "-p", &pid, "-e", program]),
+        "tracing",
+    );
+    workload.run_to_end();
+    let stdout = running.stop();
+    expect_lines(
+        &stdout,
+        &["@bare: 100".to_string(), "@provider: 100".into()],
+        "usdt with -p",
+    );
+    let stderr = weft_refuses(&["-e", "usdt:step { @ = count(); }"]);
+    assert!(stderr.contains("give -p PID"), "{stderr}");
     let missing = format!("usdt:{WORKLOAD}:weft:nope {{ @ = count(); }}");
     let (status, _, stderr) = weft_tests::run_weft(&["trace", &missing]);
     assert_eq!(status.code(), Some(2), "{stderr}");

@@ -170,6 +170,24 @@ impl weft_oneliner::Kernel for Kernel {
         self.btf()?.member(record, name)
     }
 
+    fn process_files(&self, pid: u32) -> Result<Vec<String>, String> {
+        let maps = format!("/proc/{pid}/maps");
+        let text = std::fs::read_to_string(&maps).map_err(|e| format!("{maps}: {e}"))?;
+        let mut files: Vec<String> = Vec::new();
+        for line in text.lines() {
+            // address perms offset dev inode path: executable file mappings.
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if let [_, perms, _, _, _, path] = fields[..]
+                && perms.contains('x')
+                && path.starts_with('/')
+                && !files.iter().any(|f| f == path)
+            {
+                files.push(path.to_owned());
+            }
+        }
+        Ok(files)
+    }
+
     fn record_align(&self, record: u32) -> u32 {
         self.btf().map_or(1, |btf| btf.record_align(record))
     }

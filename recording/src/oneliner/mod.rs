@@ -99,7 +99,7 @@ pub fn run(args: Options) -> Result<()> {
     let preload = (args.action == Action::Run && ebpf::check_privileges().is_ok())
         .then(|| Preload::start(ring_bytes))
         .transpose()?;
-    let mut plan = resolve(text, &args.params, args.unsafe_calls)?;
+    let mut plan = resolve(text, &args.params, args.unsafe_calls, args.pid)?;
     if args.store.is_some() {
         store::copy_all_fields(&mut plan);
     }
@@ -260,10 +260,11 @@ fn handle(
 
 /// Parses `text`, puts `params` in for `$1`, `$2`, ..., and checks it,
 /// with errors pointing into it.
-fn resolve(text: &str, params: &[String], unsafe_calls: bool) -> Result<Plan> {
+fn resolve(text: &str, params: &[String], unsafe_calls: bool, pid: Option<u32>) -> Result<Plan> {
     let render = |e: weft_oneliner::Error| anyhow!("{}", e.render(text));
     let mut program = weft_oneliner::parse::parse_with(text, params).map_err(render)?;
     program.unsafe_calls = unsafe_calls;
+    program.pid = pid;
     let tracefs = ebpf::tracefs()?;
     weft_oneliner::check(program, &Kernel::new(tracefs)).map_err(render)
 }
