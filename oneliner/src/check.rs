@@ -1915,6 +1915,15 @@ pub(crate) mod tests {
                 .then_some(25)
                 .ok_or_else(|| format!("{path} is not a cgroup v2 directory"))
         }
+        fn record_align(&self, _: u32) -> u32 {
+            8
+        }
+        fn typedef(&self, _: &str) -> Option<crate::kernel::Shape> {
+            None
+        }
+        fn process_files(&self, pid: u32) -> Result<Vec<String>> {
+            Err(format!("no process {pid} here"))
+        }
         fn uprobe_functions(&self, path: &str) -> Result<(String, Vec<String>)> {
             let functions = ["main", "readline", "readline_internal", "rl_read_key"];
             Ok((

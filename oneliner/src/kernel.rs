@@ -112,7 +112,9 @@ pub struct Member {
     pub ty: KernelType,
 }
 
-/// The kernel as the checker sees it.
+/// The kernel as the checker sees it. No method has a default, so that a
+/// wrapper (a program's own types in front of the kernel, `types.rs`)
+/// cannot leave one out.
 pub trait Kernel {
     /// Tracepoints `(category, name)` matching the globs, sorted.
     fn tracepoints(&self, category: &str, name: &str) -> Vec<(String, String)>;
@@ -135,22 +137,10 @@ pub trait Kernel {
     /// Member `name` of record `id`, or why it has none.
     fn member(&self, id: u32, name: &str) -> Result<Member, String>;
     /// The alignment of record `id`, for a program's struct that holds it.
-    /// By default the largest power of two up to 8 dividing its size,
-    /// which is what C gives any struct without over-aligned members or
-    /// packing (BTF does not say).
-    fn record_align(&self, id: u32) -> u32 {
-        let size = self.record_size(id);
-        if size == 0 {
-            1
-        } else {
-            1 << size.trailing_zeros().min(3)
-        }
-    }
+    fn record_align(&self, id: u32) -> u32;
     /// The type a kernel typedef names (`pid_t`, `u64`), for a program's
     /// struct that holds one.
-    fn typedef(&self, _name: &str) -> Option<Shape> {
-        None
-    }
+    fn typedef(&self, name: &str) -> Option<Shape>;
     /// The value of enumerator `name` of a kernel enum (`TCP_FIN_WAIT1`),
     /// from BTF.
     fn enumerator(&self, name: &str) -> Option<i64>;
@@ -160,19 +150,13 @@ pub trait Kernel {
     fn cgroup_id(&self, path: &str) -> Result<u64, String>;
     /// The USDT probe sites of the program or library `path` names (found
     /// as a uprobe's file is) with that file's path, or why there are none.
-    fn usdt(&self, path: &str) -> Result<(String, Vec<UsdtSite>), String> {
-        Err(format!("no USDT probes in {path}"))
-    }
+    fn usdt(&self, path: &str) -> Result<(String, Vec<UsdtSite>), String>;
     /// The program and libraries process `pid` has mapped, by path: where
     /// a USDT probe without a path is looked for.
-    fn process_files(&self, pid: u32) -> Result<Vec<String>, String> {
-        Err(format!("no files known of process {pid}"))
-    }
+    fn process_files(&self, pid: u32) -> Result<Vec<String>, String>;
     /// The functions a uprobe may attach to in the program or library
     /// `path` names (its symbol tables), with that file's path.
-    fn uprobe_functions(&self, path: &str) -> Result<(String, Vec<String>), String> {
-        Err(format!("no functions known in {path}"))
-    }
+    fn uprobe_functions(&self, path: &str) -> Result<(String, Vec<String>), String>;
 }
 
 /// A USDT probe site, as the checker sees it.

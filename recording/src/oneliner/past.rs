@@ -16,7 +16,7 @@ use weft_capture::{capture, extract::kept_window, tasks};
 use weft_oneliner::{
     Event, Field, Flow, Kernel, Plan, Runtime, Target,
     ast::{Builtin, ProbeKind, Program, period_ns},
-    kernel::{Member, Signature, format_fields, glob_match},
+    kernel::{Member, Shape, Signature, UsdtSite, format_fields, glob_match},
     limits::Limits,
 };
 use weft_query::Names;
@@ -442,6 +442,26 @@ impl Kernel for Recorded {
         Err(format!(
             "the capture holds no kernel memory to read `{name}` from"
         ))
+    }
+
+    fn record_align(&self, _: u32) -> u32 {
+        1
+    }
+
+    fn typedef(&self, _: &str) -> Option<Shape> {
+        None
+    }
+
+    fn usdt(&self, path: &str) -> Result<(String, Vec<UsdtSite>), String> {
+        Err(format!("the capture recorded no USDT probes of {path}"))
+    }
+
+    fn process_files(&self, pid: u32) -> Result<Vec<String>, String> {
+        Err(format!("the capture holds no process {pid} to look in"))
+    }
+
+    fn uprobe_functions(&self, path: &str) -> Result<(String, Vec<String>), String> {
+        Err(format!("the capture recorded no calls into {path}"))
     }
 
     fn enumerator(&self, _: &str) -> Option<i64> {
