@@ -612,6 +612,18 @@ fn a_program_over_a_capture_prints_the_maps_it_printed_live() {
     );
     assert!(maps_section(&live).contains("@slept: 3"), "{live}");
     assert_eq!(maps_section(&past), maps_section(&live));
+    // A program on named calls alone reads them through the capture's
+    // index by number: the same count.
+    let indexed = stdout_of(
+        Command::new(weft_bin())
+            .args(["trace", "--from"])
+            .arg(&*dir)
+            .args(["-e", r#"tracepoint:syscalls:sys_enter_getppid /comm == "weft-workload"/ { @g = count(); } tracepoint:syscalls:sys_exit_nanosleep { @n = count(); }"#]),
+    );
+    assert!(
+        indexed.contains("@g: 200") && indexed.contains("@n: 3"),
+        "{indexed}"
+    );
     for (refused, says) in [
         (
             "kprobe:vfs_read { @ = count(); }",

@@ -230,13 +230,14 @@ impl Player<'_> {
                 return self.exit(*window.start(), out);
             }
         }
+        let reads = Reads::of(self.plan, snapshot, syscalls);
         let mut slice = Vec::new();
         let mut from = *window.start();
         while from <= *window.end() {
             let to = from.saturating_add(SLICE_NS - 1).min(*window.end());
             slice.clear();
-            snapshot.raw_scan_each(syscalls, from..=to, |record| {
-                let Some(call) = syscall(record.payload) else {
+            reads.each(snapshot, syscalls, from..=to, |payload| {
+                let Some(call) = syscall(payload) else {
                     return;
                 };
                 let exit = call.enter_ns.saturating_add(call.duration_ns);
@@ -263,20 +264,18 @@ impl Player<'_> {
                 break;
             }
         }
+        // The intervals due after the last call, up to the window's end.
+        if self.intervals_until(*window.end(), out)? == Flow::Exit {
+            return self.exit(*window.end(), out);
+        }
         Ok(false)
     }
 
     /// Fires the intervals due by `ns`, then each probe of `played`'s
     /// tracepoint.
     fn event(&mut self, played: &Played, out: &mut dyn std::io::Write) -> Result<Flow> {
-        for (index, period, next) in &mut self.intervals {
-            while *next <= played.ns {
-                let event = past_event(*index, *next);
-                *next = next.saturating_add(*period);
-                if self.runtime.event(&event, out)? == Flow::Exit {
-                    return Ok(Flow::Exit);
-                }
-            }
+        if self.intervals_until(played.ns, out)? == Flow::Exit {
+            return Ok(Flow::Exit);
         }
         let call = &played.call;
         let Some(name) = syscall_names::name(call.nr) else {
@@ -333,12 +332,112 @@ impl Player<'_> {
         Ok(Flow::Continue)
     }
 
+    /// Fires the intervals due by recorded time `ns`.
+    fn intervals_until(&mut self, ns: u64, out: &mut dyn std::io::Write) -> Result<Flow> {
+        for (index, period, next) in &mut self.intervals {
+            while *next <= ns {
+                let event = past_event(*index, *next);
+                *next = next.saturating_add(*period);
+                if self.runtime.event(&event, out)? == Flow::Exit {
+                    return Ok(Flow::Exit);
+                }
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
     /// After `exit()` at recorded time `ns`: END runs, as bpftrace runs it.
     fn exit(&mut self, ns: u64, out: &mut dyn std::io::Write) -> Result<bool> {
         for index in super::user_probes(self.plan, |t| *t == Target::End) {
             self.runtime.event(&past_event(index, ns), out)?;
         }
         Ok(true)
+    }
+}
+
+/// Which recorded calls a program's probes take, and how they are read:
+/// with a probe on `raw_syscalls` every call, scanned; else only the calls
+/// its `syscalls` probes name, through the capture's index by number (one
+/// range of numbers at a time), so a program on one call reads that call's
+/// records and no others.
+enum Reads {
+    All,
+    /// Ranges of call numbers, and the `nr` index.
+    Calls(Vec<RangeInclusive<i64>>, weft_store::IndexId),
+    /// Only BEGIN, END and intervals: nothing is read.
+    None,
+}
+
+impl Reads {
+    fn of(plan: &Plan, snapshot: &Snapshot, syscalls: weft_store::SourceId) -> Self {
+        let mut numbers = Vec::new();
+        for attach in &plan.attaches {
+            match &attach.target {
+                Target::Tracepoint { category, .. } if category == "raw_syscalls" => {
+                    return Self::All;
+                }
+                Target::Tracepoint { name, .. } => {
+                    let call = (name.strip_prefix("sys_enter_"))
+                        .or_else(|| name.strip_prefix("sys_exit_"))
+                        .unwrap_or_default();
+                    let nr = (0..weft_abi::syscall::MAX_SYSCALLS)
+                        .find(|nr| syscall_names::name(*nr) == Some(call));
+                    numbers.extend(nr.map(i64::from));
+                }
+                _ => {}
+            }
+        }
+        if numbers.is_empty() {
+            return Self::None;
+        }
+        let index = snapshot
+            .meta()
+            .indexes
+            .iter()
+            .find(|i| i.source == syscalls && i.name == "nr" && i.until_chunk.is_none());
+        let Some(index) = index else {
+            return Self::All;
+        };
+        numbers.sort_unstable();
+        numbers.dedup();
+        let mut ranges: Vec<RangeInclusive<i64>> = Vec::new();
+        for nr in numbers {
+            match ranges.last_mut() {
+                Some(last) if *last.end() + 1 == nr => *last = *last.start()..=nr,
+                _ => ranges.push(nr..=nr),
+            }
+        }
+        Self::Calls(ranges, index.id)
+    }
+
+    /// Calls `visit` with the payload of each record to play in `window`.
+    fn each(
+        &self,
+        snapshot: &Snapshot,
+        syscalls: weft_store::SourceId,
+        window: RangeInclusive<u64>,
+        mut visit: impl FnMut(&[u8]),
+    ) -> Result<()> {
+        match self {
+            Self::All => {
+                snapshot.raw_scan_each(syscalls, window, |r| visit(r.payload))?;
+            }
+            Self::Calls(ranges, index) => {
+                for range in ranges {
+                    snapshot.indexed_scan_each(
+                        syscalls,
+                        *index,
+                        window.clone(),
+                        range.clone(),
+                        |r| {
+                            visit(r.payload);
+                        },
+                    )?;
+                }
+            }
+            Self::None => {}
+        }
+        Ok(())
     }
 }
 
