@@ -68,7 +68,7 @@ pub enum Command {
     /// Check what this kernel and process offer weft: privileges, BTF,
     /// tracefs, tracepoints, kernel options, and a real load of the syscall
     /// probe. Exits 0 when weft can trace here, 1 when it cannot.
-    Doctor,
+    Doctor(DoctorArgs),
 
     /// Ask a capture a question in weft's query language (docs/query.md).
     ///
@@ -1021,6 +1021,14 @@ pub struct TriggerArgs {
     #[arg(long, value_name = "DURATION", num_args = 0..=1,
           default_missing_value = "200ms", value_parser = parse_pt_window)]
     pub pt_on_trigger: Option<std::time::Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// One JSON object per check (`check`, `ok`: true, false or null when
+    /// it could not tell, `detail`), as `sources --json` lists sources.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -6,13 +6,24 @@ use std::process::ExitCode;
 use weft_capture::sources;
 use weft_kernel::doctor;
 
-pub fn run() -> ExitCode {
+use crate::cli::DoctorArgs;
+
+pub fn run(args: &DoctorArgs) -> ExitCode {
     let hooks: Vec<_> = sources::ALL
         .iter()
         .map(|spec| weft_recording::hooks(spec))
         .collect();
     let checks = doctor::checks(&hooks);
     for check in &checks {
+        if args.json {
+            let line = serde_json::json!({
+                "check": check.what,
+                "ok": check.ok,
+                "detail": check.detail,
+            });
+            println!("{line}");
+            continue;
+        }
         println!(
             "{:<26} {:<4} {}",
             check.what,
@@ -27,7 +38,9 @@ pub fn run() -> ExitCode {
     if doctor::usable(&checks) {
         ExitCode::SUCCESS
     } else {
-        println!("weft cannot trace here; see the lines marked `no`");
+        if !args.json {
+            println!("weft cannot trace here; see the lines marked `no`");
+        }
         ExitCode::from(1)
     }
 }

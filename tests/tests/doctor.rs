@@ -25,6 +25,19 @@ fn doctor_reports_a_usable_kernel() {
     assert!(line("source sched").contains(" ok "), "{stdout}");
     assert!(line("source block").contains(" ok "), "{stdout}");
     assert!(line("event sources load").contains(" ok "), "{stdout}");
+    // The same checks as JSON lines, for scripts.
+    let (status, json, stderr) = run_weft(&["doctor", "--json"]);
+    assert!(status.success(), "{json}{stderr}");
+    let checks: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(checks.len(), stdout.lines().count(), "{json}");
+    let probe = checks
+        .iter()
+        .find(|c| c["check"] == "syscall probe")
+        .expect("the syscall probe's check");
+    assert_eq!(probe["ok"], true, "{probe}");
 }
 
 #[test]
