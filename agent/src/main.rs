@@ -64,7 +64,7 @@ fn main() -> ExitCode {
         cli::Command::Info(args) => info::run(args),
         cli::Command::Check(args) => info::check(args),
         cli::Command::Sources(args) => Ok(sources::run(args)),
-        cli::Command::Doctor(args) => Ok(doctor::run(&args)),
+        cli::Command::Doctor(args) => Ok(doctor::run(args)),
         cli::Command::Query(args) => query::run(args),
         cli::Command::Export(args) => export::run(args),
         cli::Command::Trace(args) => trace::run(args),
