@@ -76,8 +76,21 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) => {
             eprintln!("weft: {error:#}");
-            ExitCode::from(2)
+            ExitCode::from(exit_status(&error))
         }
+    }
+}
+
+/// The exit status of a failed command (docs/errors.md): 77 (sysexits'
+/// `EX_NOPERM`) without the privileges to trace, 3 where the kernel refused
+/// what weft asked of it, 2 for everything else, bad input first.
+fn exit_status(error: &anyhow::Error) -> u8 {
+    if weft_kernel::ebpf::needs_root(error) {
+        77
+    } else if weft_kernel::ebpf::kernel_refused(error) {
+        3
+    } else {
+        2
     }
 }
 

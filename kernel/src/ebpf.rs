@@ -59,7 +59,28 @@ pub fn check_privileges() -> Result<()> {
     if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
         return Ok(());
     }
-    bail!("tracing needs root (or CAP_BPF and CAP_PERFMON): run weft with sudo")
+    Err(NeedsRoot("tracing needs root (or CAP_BPF and CAP_PERFMON): run weft with sudo").into())
+}
+
+/// What this process lacks to trace: root, or the capabilities. The binary
+/// exits with its own status for it (docs/errors.md).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct NeedsRoot(&'static str);
+
+/// Whether `error` says this process lacks the privileges to trace.
+pub fn needs_root(error: &anyhow::Error) -> bool {
+    error.chain().any(|e| e.is::<NeedsRoot>())
+}
+
+/// Whether `error` is the kernel refusing what weft asked of it: a program
+/// its verifier rejects, a map or probe it does not create or attach.
+pub fn kernel_refused(error: &anyhow::Error) -> bool {
+    error.chain().any(|e| {
+        e.is::<aya::EbpfError>()
+            || e.is::<aya::programs::ProgramError>()
+            || e.is::<aya::maps::MapError>()
+    })
 }
 
 /// The tracefs mount point, mounting it when absent.
@@ -77,11 +98,15 @@ pub fn tracefs() -> Result<&'static Path> {
     let closed = fs::metadata(path.join("events"))
         .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied);
     if closed {
-        bail!("reading tracefs (the kernel's probes) needs root: run weft with sudo");
+        return Err(NeedsRoot(
+            "reading tracefs (the kernel's probes) needs root: run weft with sudo",
+        )
+        .into());
     }
     mount(c"tracefs", c"/sys/kernel/tracing", None).map_err(|e| {
         if e.kind() == std::io::ErrorKind::PermissionDenied {
-            anyhow!("tracefs is not mounted, and mounting it needs root: run weft with sudo")
+            NeedsRoot("tracefs is not mounted, and mounting it needs root: run weft with sudo")
+                .into()
         } else {
             anyhow!("tracefs is not mounted and mounting it on /sys/kernel/tracing failed: {e}")
         }
@@ -247,7 +272,20 @@ pub fn comm_bytes(comm: &str) -> [u8; 16] {
 mod tests {
     use std::os::unix::fs::PermissionsExt as _;
 
-    use super::mount;
+    use super::{NeedsRoot, kernel_refused, mount, needs_root};
+
+    /// The binary's exit status rests on these: privileges, the kernel's
+    /// refusals, and everything else told apart through any context.
+    #[test]
+    fn errors_say_what_they_are_through_context() {
+        let root = anyhow::Error::from(NeedsRoot("needs root")).context("weft stat");
+        assert!(needs_root(&root) && !kernel_refused(&root));
+        let refused =
+            anyhow::Error::from(aya::programs::ProgramError::NotLoaded).context("attaching");
+        assert!(kernel_refused(&refused) && !needs_root(&refused));
+        let other = anyhow::anyhow!("--pid 0: no such process");
+        assert!(!needs_root(&other) && !kernel_refused(&other));
+    }
 
     /// The options weft mounts bpffs with (see `rings::bpffs`) make it
     /// root's only; without them it is 1777. Needs root, as CI has.

@@ -79,7 +79,8 @@ fn not_root() {
         }
         let out = cmd.output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_ne!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        // sysexits' EX_NOPERM: a script can tell it from bad input (2).
+        assert_eq!(out.status.code(), Some(77), "{args:?}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
         assert!(stderr.contains("needs root"), "{args:?}: {stderr}");
     }
