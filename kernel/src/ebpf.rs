@@ -70,7 +70,7 @@ pub struct NeedsRoot(&'static str);
 
 /// Whether `error` says this process lacks the privileges to trace.
 pub fn needs_root(error: &anyhow::Error) -> bool {
-    error.chain().any(|e| e.is::<NeedsRoot>())
+    error.chain().any(<dyn std::error::Error>::is::<NeedsRoot>)
 }
 
 /// Whether `error` is the kernel refusing what weft asked of it: a program
