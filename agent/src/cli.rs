@@ -1148,7 +1148,8 @@ pub struct CaptureArgs {
     ///
     /// Each CPU has its own ring. A bigger ring absorbs longer bursts before
     /// records are lost; lost records are counted and shown. By default
-    /// 256MiB are shared by the CPUs, 16MiB to 64MiB each.
+    /// 256MiB are shared by the CPUs, 1MiB to 64MiB each (and as much again
+    /// for the event sources' rings).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub ring_size: Option<u64>,
 

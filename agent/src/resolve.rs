@@ -61,14 +61,18 @@ fn resolve_syscalls(names: &[String]) -> Result<Vec<u32>> {
 }
 
 /// Each CPU's ring when `--ring-size` is not given: 256 MiB shared by the
-/// CPUs, 16 to 64 MiB each. A one-core flood fills one CPU's ring; on a
-/// small machine, where the drain shares the one other core with the
-/// flusher and the kernel's writeback, 16 MiB is 70 ms of a 4 M/s flood and
-/// stalls of the drain that long were seen (weft record lost records in a
-/// fifth of 10 s floods); 64 MiB is 280 ms.
+/// CPUs, 1 to 64 MiB each (the event sources' rings as many again). A
+/// one-core flood fills one CPU's ring; on a small machine, where the drain
+/// shares the one other core with the flusher and the kernel's writeback,
+/// 16 MiB is 70 ms of a 4 M/s flood and stalls of the drain that long were
+/// seen (weft record lost records in a fifth of 10 s floods); 64 MiB is
+/// 280 ms. A big machine drains on cores of its own: its rings share the
+/// same 256 MiB rather than each keeping a floor (a 16 MiB floor took 2 GiB
+/// of kernel memory for the syscall rings of a 128-CPU host, 4 GiB with the
+/// event sources').
 fn default_ring_bytes(cpus: u32) -> u32 {
     const TOTAL: u32 = 256 << 20;
-    let each = (TOTAL / cpus.max(1)).clamp(16 << 20, 64 << 20);
+    let each = (TOTAL / cpus.max(1)).clamp(1 << 20, 64 << 20);
     1 << each.ilog2()
 }
 
@@ -87,13 +91,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_default_ring_shares_256_mib_between_16_and_64_each() {
+    fn the_default_rings_share_256_mib_at_1_to_64_each() {
         assert_eq!(default_ring_bytes(1), 64 << 20);
         assert_eq!(default_ring_bytes(2), 64 << 20);
         assert_eq!(default_ring_bytes(8), 32 << 20);
         assert_eq!(default_ring_bytes(12), 16 << 20);
         assert_eq!(default_ring_bytes(16), 16 << 20);
-        assert_eq!(default_ring_bytes(256), 16 << 20);
+        // A 128-CPU host: 256 MiB in all, not 2 GiB.
+        assert_eq!(default_ring_bytes(128), 2 << 20);
+        assert_eq!(u64::from(default_ring_bytes(128)) * 128, 256 << 20);
+        assert_eq!(default_ring_bytes(256), 1 << 20);
+        assert_eq!(default_ring_bytes(1024), 1 << 20);
     }
 
     #[test]

@@ -197,9 +197,10 @@ pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<String> {
         tick: Some(Duration::from_secs(1)),
         duration: plan.duration,
         ready: format!(
-            "weft: recording {} into {}; Ctrl-C to stop",
+            "weft: recording {} into {} (rings of {} KiB per CPU); Ctrl-C to stop",
             names.join(", "),
-            dir.display()
+            dir.display(),
+            plan.options.ring_bytes >> 10
         ),
         stop: ui_stop.clone(),
     };
