@@ -818,7 +818,11 @@ impl QueryArgs {
 pub struct RecordArgs {
     /// What to record, comma-separated: syscalls, the sources `weft
     /// sources` lists (sched, block, pagecache, net), app (records pushed
-    /// by programs through /run/weft/app.sock), or `all`.
+    /// by programs through /run/weft/app.sock), or `all`. Syscalls alone by
+    /// default, where the live UI (`weft`) takes syscalls, sched, block and
+    /// pagecache to fill its views: a recording left running spends its
+    /// disk budget on what was asked for, and a syscall flood alone is what
+    /// one core can keep whole.
     #[arg(
         long,
         value_name = "SOURCES",
