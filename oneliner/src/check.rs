@@ -58,17 +58,20 @@ pub fn check_in_weft(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> 
     let mut keys = HashMap::new();
     let mut attaches = Vec::new();
     let mut swaps = HashMap::new();
-    // Whether each map's first assignment is unsigned (`sign.rs`).
+    // Whether each map's first assignment is unsigned, and which printed
+    // values are (`sign.rs`).
     let mut unsigned_maps = HashMap::new();
+    let mut unsigned_prints = HashSet::new();
     let mut sizes = HashMap::new();
     for index in 0..program.items.len() {
         let targets = expand(&program.items[index], kernel, program.pid)?;
         if let Some((target, fields)) = targets.first() {
-            let assigned =
+            let unsigned =
                 crate::sign::compare_as_bpftrace(&mut program.items[index], target, fields);
-            for (map, unsigned) in assigned {
+            for (map, unsigned) in unsigned.maps {
                 unsigned_maps.entry(map).or_insert(unsigned);
             }
+            unsigned_prints.extend(unsigned.prints);
         }
         let item = &program.items[index];
         let mut group: Vec<Attach> = targets
@@ -139,6 +142,7 @@ pub fn check_in_weft(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> 
         program,
         attaches,
         maps,
+        unsigned_prints,
     })
 }
 

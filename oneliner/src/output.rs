@@ -196,6 +196,14 @@ pub fn value(format: Format, value: &Value, out: &mut dyn Write) -> std::io::Res
     }
 }
 
+/// `print(value)` of an unsigned value.
+pub fn unsigned(format: Format, value: u64, out: &mut dyn Write) -> std::io::Result<()> {
+    match format {
+        Format::Text | Format::Folded => writeln!(out, "{value}"),
+        Format::Json => writeln!(out, "{}", json::line("value", &Json::int(value))),
+    }
+}
+
 /// Prints a map: elements sorted ascending, the `top` largest only when
 /// non-zero, values divided by `div`.
 pub fn print_map<'a>(

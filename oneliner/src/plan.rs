@@ -345,6 +345,9 @@ pub struct Plan {
     pub program: Program,
     pub attaches: Vec<Attach>,
     pub maps: Vec<MapInfo>,
+    /// The `print(x)` values that print as unsigned 64-bit numbers, by
+    /// where `x` is: unsigned by bpftrace's types (`sign.rs`).
+    pub unsigned_prints: std::collections::HashSet<crate::error::Span>,
 }
 
 impl Plan {

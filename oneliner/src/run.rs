@@ -477,9 +477,15 @@ impl<'p> Runtime<'p> {
                     let kernel = self.kernel_entries(&[index]);
                     self.print_map(index, top, div, &kernel, out)?;
                 }
-                [value] => {
-                    let value = self.eval(value, scope);
-                    output::value(self.format, &value, out)?;
+                [printed] => {
+                    let value = self.eval(printed, scope);
+                    match value {
+                        // An unsigned value prints as bpftrace prints it.
+                        Value::Int(n) if self.plan.unsigned_prints.contains(&printed.span) => {
+                            output::unsigned(self.format, n.cast_unsigned(), out)?;
+                        }
+                        value => output::value(self.format, &value, out)?,
+                    }
                 }
                 _ => {}
             },

@@ -16,6 +16,7 @@ use std::collections::HashMap;
 
 use crate::{
     ast::{BinOp, Builtin, Expr, ExprKind, Item, Stmt, UnOp},
+    error::Span,
     expand::Target,
     kernel::Field,
 };
@@ -42,26 +43,31 @@ const UNSIGNED_SMALL: Sign = Sign {
     small: true,
 };
 
+/// What [`compare_as_bpftrace`] found unsigned besides comparisons.
+#[derive(Default)]
+pub(crate) struct Unsigned {
+    /// The maps an item assigns, in order, each with whether the value
+    /// assigned is unsigned (a `sum()` or `max()` by its sample's).
+    pub maps: Vec<(String, bool)>,
+    /// Where the values of its `print(x)` that are unsigned are.
+    pub prints: Vec<Span>,
+}
+
 /// Rewrites `item`'s unsigned comparisons (see the module's comment), its
-/// fields those of `target`'s record; returns the maps it assigns, in
-/// order, each with whether the value assigned is unsigned (a `sum()` or
-/// `max()` by its sample's).
-pub(crate) fn compare_as_bpftrace(
-    item: &mut Item,
-    target: &Target,
-    fields: &[Field],
-) -> Vec<(String, bool)> {
+/// fields those of `target`'s record; says which maps and printed values
+/// are unsigned.
+pub(crate) fn compare_as_bpftrace(item: &mut Item, target: &Target, fields: &[Field]) -> Unsigned {
     let mut signs = Signs {
         target,
         fields,
         vars: HashMap::new(),
-        maps: Vec::new(),
+        found: Unsigned::default(),
     };
     if let Some(predicate) = &mut item.predicate {
         signs.rewrite(predicate);
     }
     signs.stmts(&mut item.body);
-    signs.maps
+    signs.found
 }
 
 struct Signs<'a> {
@@ -69,8 +75,7 @@ struct Signs<'a> {
     fields: &'a [Field],
     /// Each variable's sign, from its first assignment.
     vars: HashMap<String, Sign>,
-    /// The maps assigned, and whether unsigned values.
-    maps: Vec<(String, bool)>,
+    found: Unsigned,
 }
 
 impl Signs<'_> {
@@ -93,7 +98,8 @@ impl Signs<'_> {
                         _ => Some(&*value),
                     };
                     if let Some(sample) = sample {
-                        self.maps
+                        self.found
+                            .maps
                             .push((map.name.clone(), !self.sign(sample).signed));
                     }
                 }
@@ -101,7 +107,18 @@ impl Signs<'_> {
                     map.keys.iter_mut().for_each(|k| self.rewrite(k));
                     self.rewrite(value);
                 }
-                Stmt::VarUpdate { value, .. } | Stmt::Expr(value) => self.rewrite(value),
+                Stmt::Expr(value) => {
+                    self.rewrite(value);
+                    if let ExprKind::Call(name, args) = &value.kind
+                        && name == "print"
+                        && let [printed] = args.as_slice()
+                        && !matches!(printed.kind, ExprKind::Map(_))
+                        && !self.sign(printed).signed
+                    {
+                        self.found.prints.push(printed.span);
+                    }
+                }
+                Stmt::VarUpdate { value, .. } => self.rewrite(value),
                 Stmt::If {
                     cond,
                     then,

@@ -454,7 +454,7 @@ const BEGIN_PROGRAMS: &[(&str, &[&str])] = &[
     // A map whose first assignment is unsigned prints unsigned.
     (
         "BEGIN { @a = (uint64)-1; @b = (uint32)-1; @s = sum((uint64)-1); @c = -1; @m[1] = (uint64)-2;
-           @m[2] = (uint64)5; exit(); }",
+           @m[2] = (uint64)5; print((uint64)-3); print(-3); exit(); }",
         &[],
     ),
     // Comparisons are unsigned unless both sides are signed.
