@@ -1031,7 +1031,7 @@ pub struct TriggerArgs {
 pub struct DoctorArgs {
     /// One JSON object per check (`check`, `ok`: true, false or null when
     /// it could not tell, `detail`), as `sources --json` lists sources.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub json: bool,
 }
 
