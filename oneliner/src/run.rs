@@ -235,6 +235,12 @@ impl<'p> Runtime<'p> {
         if self.format != Format::Folded {
             out.write_all(b"\n\n")?;
         }
+        self.print_maps(out)
+    }
+
+    /// Prints every map, sorted by name, as bpftrace does on exit and on
+    /// SIGUSR1.
+    pub fn print_maps(&self, out: &mut dyn Write) -> std::io::Result<()> {
         let mut order: Vec<usize> = (0..self.maps.len()).collect();
         order.sort_by(|a, b| self.plan.maps[*a].name.cmp(&self.plan.maps[*b].name));
         // One read of the kernel's map serves every map printed.

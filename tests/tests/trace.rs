@@ -652,6 +652,33 @@ fn a_program_over_a_capture_prints_the_maps_it_printed_live() {
     }
 }
 
+/// SIGUSR1 prints every map at once and tracing goes on, as bpftrace
+/// does: the same lines under both, then the maps again at the end.
+#[test]
+fn sigusr1_prints_the_maps_as_bpftrace_does() {
+    let test = "sigusr1_prints_the_maps_as_bpftrace_does";
+    if !needs(test, &TRACE) || !has_bpftrace(test) {
+        return;
+    }
+    let program = r#"BEGIN { @x = 5; @y["a"] = 2; printf("tracing\n"); }
+        tracepoint:syscalls:sys_enter_getppid /comm == "never-this-name"/ { @[comm] = count(); }"#;
+    let mut said = Vec::new();
+    for tracer in [
+        Command::new("bpftrace").args(["-e", program]),
+        Command::new(weft_bin()).args(["trace", "-e", program]),
+    ] {
+        let running = Tracer::start(tracer, "tracing");
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(running.child.id().cast_signed(), libc::SIGUSR1) };
+        std::thread::sleep(Duration::from_millis(500));
+        said.push(running.stop());
+    }
+    let ours = said.pop().expect("weft's");
+    let theirs = said.pop().expect("bpftrace's");
+    assert_eq!(ours.matches("@x: 5").count(), 2, "{ours}");
+    assert_eq!(ours, theirs);
+}
+
 /// What `tracer` printed on stdout, after it ended well.
 fn stdout_of(tracer: &mut Command) -> String {
     let out = tracer.output().expect("run the tracer");

@@ -271,9 +271,15 @@ fn resolve(text: &str, params: &[String], unsafe_calls: bool, pid: Option<u32>) 
 
 /// Set by SIGINT and SIGTERM.
 static STOP: AtomicBool = AtomicBool::new(false);
+/// Set by SIGUSR1: print the maps now, as bpftrace does, and go on.
+static PRINT: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
+extern "C" fn on_signal(signal: libc::c_int) {
+    if signal == libc::SIGUSR1 {
+        PRINT.store(true, Ordering::Relaxed);
+    } else {
+        STOP.store(true, Ordering::Relaxed);
+    }
 }
 
 fn catch_signals() {
@@ -282,6 +288,7 @@ fn catch_signals() {
     unsafe {
         libc::signal(libc::SIGINT, handler);
         libc::signal(libc::SIGTERM, handler);
+        libc::signal(libc::SIGUSR1, handler);
     }
 }
 
@@ -371,6 +378,9 @@ fn event_loop(
                 *next += *period;
                 flow = runtime.event(&user_event(*index), &mut out)?;
             }
+        }
+        if PRINT.swap(false, Ordering::Relaxed) {
+            runtime.print_maps(&mut out)?;
         }
         out.flush()?;
         if flow == Flow::Exit {
