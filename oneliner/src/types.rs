@@ -18,7 +18,15 @@ const FIRST_ID: u32 = 0xc000_0000;
 
 /// The fixed-width type names a program may use whatever the kernel's BTF
 /// holds: the kernel's and `<stdint.h>`'s.
-const FIXED: [(&str, u8, bool); 20] = [
+const FIXED: [(&str, u8, bool); 28] = [
+    ("int8_t", 1, true),
+    ("int16_t", 2, true),
+    ("int32_t", 4, true),
+    ("int64_t", 8, true),
+    ("uint8_t", 1, false),
+    ("uint16_t", 2, false),
+    ("uint32_t", 4, false),
+    ("uint64_t", 8, false),
     ("u8", 1, false),
     ("u16", 2, false),
     ("u32", 4, false),
