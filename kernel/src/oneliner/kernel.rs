@@ -173,16 +173,14 @@ impl weft_oneliner::Kernel for Kernel {
     fn process_files(&self, pid: u32) -> Result<Vec<String>, String> {
         let maps = format!("/proc/{pid}/maps");
         let text = std::fs::read_to_string(&maps).map_err(|e| format!("{maps}: {e}"))?;
+        let mappings = weft_symbols::executable_mappings(&text).map_err(|e| e.to_string())?;
+        // Through the process's root, as its stacks are named: a path in
+        // another mount namespace names another file in ours.
         let mut files: Vec<String> = Vec::new();
-        for line in text.lines() {
-            // address perms offset dev inode path: executable file mappings.
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            if let [_, perms, _, _, _, path] = fields[..]
-                && perms.contains('x')
-                && path.starts_with('/')
-                && !files.iter().any(|f| f == path)
-            {
-                files.push(path.to_owned());
+        for mapping in mappings {
+            let file = format!("/proc/{pid}/root{}", mapping.path);
+            if !files.contains(&file) {
+                files.push(file);
             }
         }
         Ok(files)
