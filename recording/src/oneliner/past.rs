@@ -66,6 +66,7 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
     runtime.set_limits(limits);
     let mut player = Player {
         plan: &plan,
+        hooks: Hook::of(&plan),
         runtime,
         names,
         intervals: intervals(&plan, *window.start()),
@@ -204,6 +205,8 @@ struct Played {
 /// The program running over the capture.
 struct Player<'p> {
     plan: &'p Plan,
+    /// The attach points that take recorded calls, and which.
+    hooks: Vec<(usize, Hook)>,
     runtime: Runtime<'p>,
     names: Names,
     /// Interval probes: `(attach, period, next)`.
@@ -230,7 +233,7 @@ impl Player<'_> {
                 return self.exit(*window.start(), out);
             }
         }
-        let reads = Reads::of(self.plan, snapshot, syscalls);
+        let reads = Reads::of(&self.hooks, snapshot, syscalls);
         let mut slice = Vec::new();
         let mut from = *window.start();
         while from <= *window.end() {
@@ -278,42 +281,18 @@ impl Player<'_> {
             return Ok(Flow::Exit);
         }
         let call = &played.call;
-        let Some(name) = syscall_names::name(call.nr) else {
-            return Ok(Flow::Continue);
-        };
         let comm = self.names.name_of(i64::from(call.tid));
         let mut comm_bytes = [0u8; 16];
         let len = comm.len().min(15);
         comm_bytes[..len].copy_from_slice(&comm.as_bytes()[..len]);
-        let (phase, raw) = if played.exit {
-            ("exit", "sys_exit")
-        } else {
-            ("enter", "sys_enter")
-        };
+        // `__syscall_nr` (an int) or `id` (a long) at 8, `ret` at 16.
         let mut record = [0u8; 24];
-        for (index, attach) in self.plan.attaches.iter().enumerate() {
-            let Target::Tracepoint {
-                category,
-                name: event,
-            } = &attach.target
-            else {
-                continue;
-            };
-            let fields = match category.as_str() {
-                "syscalls" if *event == format!("sys_{phase}_{name}") => {
-                    record[8..12].copy_from_slice(&call.nr.cast_signed().to_le_bytes());
-                    true
-                }
-                "raw_syscalls" if event == raw => {
-                    record[8..16].copy_from_slice(&i64::from(call.nr).to_le_bytes());
-                    true
-                }
-                _ => false,
-            };
-            if !fields {
+        record[8..16].copy_from_slice(&i64::from(call.nr).to_le_bytes());
+        record[16..24].copy_from_slice(&call.ret.to_le_bytes());
+        for &(index, hook) in &self.hooks {
+            if !hook.takes(call.nr, played.exit) {
                 continue;
             }
-            record[16..24].copy_from_slice(&call.ret.to_le_bytes());
             let event = Event {
                 attach: index,
                 ns: played.ns,
@@ -355,6 +334,52 @@ impl Player<'_> {
     }
 }
 
+/// Which recorded calls an attach point takes: one call's entry or return
+/// (`syscalls:sys_enter_NAME`), or every call's (`raw_syscalls`).
+#[derive(Clone, Copy)]
+enum Hook {
+    Call { nr: u32, exit: bool },
+    Raw { exit: bool },
+}
+
+impl Hook {
+    /// The hooks of `plan`'s attach points, resolved once.
+    fn of(plan: &Plan) -> Vec<(usize, Self)> {
+        (plan.attaches.iter().enumerate())
+            .filter_map(|(index, attach)| {
+                let Target::Tracepoint { category, name } = &attach.target else {
+                    return None;
+                };
+                let hook = if category == "raw_syscalls" {
+                    Self::Raw {
+                        exit: name == "sys_exit",
+                    }
+                } else {
+                    let (exit, call) = match name.strip_prefix("sys_exit_") {
+                        Some(call) => (true, call),
+                        None => (false, name.strip_prefix("sys_enter_")?),
+                    };
+                    Self::Call {
+                        nr: syscall_names::number(call)?,
+                        exit,
+                    }
+                };
+                Some((index, hook))
+            })
+            .collect()
+    }
+
+    fn takes(self, nr: u32, exit: bool) -> bool {
+        match self {
+            Self::Call {
+                nr: wanted,
+                exit: at,
+            } => wanted == nr && at == exit,
+            Self::Raw { exit: at } => at == exit,
+        }
+    }
+}
+
 /// Which recorded calls a program's probes take, and how they are read:
 /// with a probe on `raw_syscalls` every call, scanned; else only the calls
 /// its `syscalls` probes name, through the capture's index by number (one
@@ -369,22 +394,12 @@ enum Reads {
 }
 
 impl Reads {
-    fn of(plan: &Plan, snapshot: &Snapshot, syscalls: weft_store::SourceId) -> Self {
+    fn of(hooks: &[(usize, Hook)], snapshot: &Snapshot, syscalls: weft_store::SourceId) -> Self {
         let mut numbers = Vec::new();
-        for attach in &plan.attaches {
-            match &attach.target {
-                Target::Tracepoint { category, .. } if category == "raw_syscalls" => {
-                    return Self::All;
-                }
-                Target::Tracepoint { name, .. } => {
-                    let call = (name.strip_prefix("sys_enter_"))
-                        .or_else(|| name.strip_prefix("sys_exit_"))
-                        .unwrap_or_default();
-                    let nr = (0..weft_abi::syscall::MAX_SYSCALLS)
-                        .find(|nr| syscall_names::name(*nr) == Some(call));
-                    numbers.extend(nr.map(i64::from));
-                }
-                _ => {}
+        for (_, hook) in hooks {
+            match hook {
+                Hook::Raw { .. } => return Self::All,
+                Hook::Call { nr, .. } => numbers.push(i64::from(*nr)),
             }
         }
         if numbers.is_empty() {
