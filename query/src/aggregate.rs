@@ -184,7 +184,7 @@ pub fn select(values: &mut [i64], q: f64) -> Option<i64> {
 
 /// bpftrace's `hist()` buckets: 0 holds negatives, 1 holds 0, and `k >= 2`
 /// holds `[2^(k-2), 2^(k-1))`.
-fn bucket(value: i64) -> usize {
+pub(crate) fn bucket(value: i64) -> usize {
     match value {
         v if v < 0 => 0,
         0 => 1,
@@ -213,11 +213,11 @@ fn bucket_range(b: usize) -> (Option<i64>, Option<i64>) {
 }
 
 /// Groups of accumulators keyed by the group-by values.
-#[derive(Debug, Default)]
-pub struct Groups {
+#[derive(Debug)]
+pub struct Groups<T = Acc> {
     /// Each group's key and its accumulators, one per spec, in the order
     /// the groups were first seen.
-    pub groups: Vec<(Vec<i64>, Vec<Acc>)>,
+    pub groups: Vec<(Vec<i64>, Vec<T>)>,
     /// Where each key is in `groups`.
     at: HashMap<Vec<i64>, usize>,
     /// The group asked for last: a scan meets the same group many times
@@ -226,16 +226,25 @@ pub struct Groups {
     last: usize,
 }
 
-impl Groups {
+impl<T> Default for Groups<T> {
+    fn default() -> Self {
+        Self {
+            groups: Vec::new(),
+            at: HashMap::new(),
+            last: 0,
+        }
+    }
+}
+
+impl<T: Clone + Default> Groups<T> {
     /// The accumulators of the group `key`.
-    pub fn get(&mut self, key: &[i64], specs: usize) -> &mut Vec<Acc> {
+    pub fn get(&mut self, key: &[i64], specs: usize) -> &mut Vec<T> {
         if self.groups.get(self.last).is_none_or(|(k, _)| k != key) {
             self.last = if let Some(at) = self.at.get(key) {
                 *at
             } else {
                 self.at.insert(key.to_vec(), self.groups.len());
-                self.groups
-                    .push((key.to_vec(), vec![Acc::default(); specs]));
+                self.groups.push((key.to_vec(), vec![T::default(); specs]));
                 self.groups.len() - 1
             };
         }

@@ -35,6 +35,15 @@ impl Query {
             .any(|s| matches!(s, Stage::Aggregate { .. } | Stage::Top { .. }))
     }
 
+    /// Where the query (sub-queries included) compares with a percentile,
+    /// if it does.
+    pub fn threshold(&self) -> Option<Span> {
+        self.filter
+            .as_ref()
+            .and_then(Cond::threshold)
+            .or_else(|| self.correlate.as_ref().and_then(|c| c.anchors.threshold()))
+    }
+
     /// Whether any part of the query (sub-queries included) names `field`.
     pub fn names(&self, field: &str) -> bool {
         let is = |n: &Name| n.text == field;
@@ -55,6 +64,21 @@ impl Query {
 }
 
 impl Cond {
+    /// Where the condition compares with a percentile, if it does.
+    pub fn threshold(&self) -> Option<Span> {
+        match self {
+            Self::And(a, b) | Self::Or(a, b) => a.threshold().or_else(|| b.threshold()),
+            Self::Not(a) => a.threshold(),
+            Self::Compare { value, .. } => {
+                matches!(value.value, Value::Percentile(_)).then_some(value.span)
+            }
+            Self::In { values, .. } => values
+                .iter()
+                .find(|v| matches!(v.value, Value::Percentile(_)))
+                .map(|v| v.span),
+        }
+    }
+
     /// Whether the condition names `field`.
     pub fn names(&self, field: &str) -> bool {
         match self {

@@ -38,6 +38,15 @@ pub enum Error {
         /// What was wrong, and what was expected.
         message: String,
     },
+    /// A host of a fleet query could not answer, or answered what does
+    /// not fit the others' answers.
+    #[error("host {host}: {message}")]
+    Host {
+        /// The host's name (a capture directory or a peer address).
+        host: String,
+        /// What went wrong.
+        message: String,
+    },
     /// The capture could not answer.
     #[error(transparent)]
     Store(#[from] weft_store::Error),

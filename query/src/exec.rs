@@ -10,8 +10,8 @@ use weft_store::Snapshot;
 
 use crate::{
     answer::{Answer, Cell, Header},
-    ast::{Name, Query, Stage},
-    catalog::Catalog,
+    ast::{Agg, Name, Query, Stage},
+    catalog::{Catalog, SourceColumns},
     engine::{Engine, Selection},
     error::{Error, Result},
     scan::{fields, visible},
@@ -82,49 +82,77 @@ impl Engine<'_> {
             near,
             pred,
         } = self.select(q, false)?;
-        let split = q
-            .stages
-            .iter()
-            .position(|s| matches!(s, Stage::Aggregate { .. } | Stage::Top { .. }));
-        let Some(at) = split else {
+        let Some(stage) = aggregate_stage(source, q)? else {
             let (hits, columns) = self.records(source, &window, pred, near.as_ref(), &q.stages)?;
             return Ok(listing(source, &hits, &columns));
         };
-        if let Some(early) = q.stages[..at].first() {
-            return Err(Error::spanned(
-                q.source.span,
-                format!("`{}` must come after the aggregate", stage_word(early)),
-            ));
-        }
-        let (aggs, by, every, mut after) = match &q.stages[at] {
-            Stage::Aggregate { aggs, by, every } => (aggs.clone(), by.clone(), *every, Vec::new()),
-            Stage::Top { n, agg, by } => {
-                let key = Self::specs(source, std::slice::from_ref(agg))?[0].headers()[0]
-                    .name
-                    .clone();
-                let sort = Stage::Sort {
-                    key: Name {
-                        text: key,
-                        span: agg.span,
-                    },
-                    descending: true,
-                };
-                (
-                    vec![agg.clone()],
-                    by.clone(),
-                    None,
-                    vec![sort, Stage::Limit(*n)],
-                )
-            }
-            _ => unreachable!("found as an aggregate above"),
-        };
-        after.extend(q.stages[at + 1..].iter().cloned());
+        let AggregateStage {
+            aggs,
+            by,
+            every,
+            after,
+        } = stage;
         let mut answer = self.aggregate(source, &window, pred, near.as_ref(), &aggs, &by, every)?;
         for stage in &after {
             reshape(&mut answer, stage)?;
         }
         Ok(answer)
     }
+}
+
+/// A query's aggregate stage, and the stages after it (a `top`'s sort and
+/// limit first).
+pub(crate) struct AggregateStage {
+    pub(crate) aggs: Vec<Agg>,
+    pub(crate) by: Vec<Name>,
+    pub(crate) every: Option<i64>,
+    pub(crate) after: Vec<Stage>,
+}
+
+/// The aggregate stage of `q` on `source`; `None` when it lists records.
+pub(crate) fn aggregate_stage(source: &SourceColumns, q: &Query) -> Result<Option<AggregateStage>> {
+    let split = q
+        .stages
+        .iter()
+        .position(|s| matches!(s, Stage::Aggregate { .. } | Stage::Top { .. }));
+    let Some(at) = split else {
+        return Ok(None);
+    };
+    if let Some(early) = q.stages[..at].first() {
+        return Err(Error::spanned(
+            q.source.span,
+            format!("`{}` must come after the aggregate", stage_word(early)),
+        ));
+    }
+    let (aggs, by, every, mut after) = match &q.stages[at] {
+        Stage::Aggregate { aggs, by, every } => (aggs.clone(), by.clone(), *every, Vec::new()),
+        Stage::Top { n, agg, by } => {
+            let key = Engine::specs(source, std::slice::from_ref(agg))?[0].headers()[0]
+                .name
+                .clone();
+            let sort = Stage::Sort {
+                key: Name {
+                    text: key,
+                    span: agg.span,
+                },
+                descending: true,
+            };
+            (
+                vec![agg.clone()],
+                by.clone(),
+                None,
+                vec![sort, Stage::Limit(*n)],
+            )
+        }
+        _ => unreachable!("found as an aggregate above"),
+    };
+    after.extend(q.stages[at + 1..].iter().cloned());
+    Ok(Some(AggregateStage {
+        aggs,
+        by,
+        every,
+        after,
+    }))
 }
 
 fn stage_word(stage: &Stage) -> &'static str {

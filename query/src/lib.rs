@@ -35,6 +35,7 @@ mod engine;
 pub mod error;
 mod exec;
 pub mod feed;
+pub mod fleet;
 pub mod health;
 pub mod lex;
 pub mod parse;

@@ -16,6 +16,10 @@ use crate::{
     shape::{group_answer, keyed_answer},
 };
 
+/// What [`Engine::grouped`] calls with each record: its group key, time
+/// and payload.
+pub(crate) type GroupedVisit<'a> = dyn FnMut(&[i64], u64, &[u8]) + 'a;
+
 impl Engine<'_> {
     pub(crate) fn specs(source: &SourceColumns, aggs: &[Agg]) -> Result<Vec<AggSpec>> {
         aggs.iter()
@@ -108,9 +112,58 @@ impl Engine<'_> {
         {
             return Ok(answer);
         }
+        let mut groups = Groups::<Acc>::default();
+        self.grouped(
+            source,
+            window,
+            pred,
+            near,
+            &by,
+            every,
+            &mut |key, time, payload| {
+                let accs = groups.get(key, specs.len());
+                for (acc, spec) in accs.iter_mut().zip(&specs) {
+                    match spec.column {
+                        Some(c) => {
+                            if let Some(v) = source.columns[c].value(time, payload) {
+                                acc.add(spec, v);
+                            }
+                        }
+                        None => acc.add(spec, 0),
+                    }
+                }
+            },
+        )?;
+        if by.is_empty() && every.is_none() {
+            // One row even over nothing: `count` is 0, the rest empty.
+            groups.get(&[], specs.len());
+        }
+        self.plan.push(format!(
+            "aggregate: {} group(s) in memory",
+            groups.groups.len()
+        ));
+        Ok(group_answer(source, &specs, &by, every, groups))
+    }
+
+    /// Scans the records the selection keeps and calls `visit` with each
+    /// one's group key (its time bucket if `every`, then the `by` values:
+    /// a named value's group), time and payload.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the parts of one aggregate stage, as `aggregate` takes them"
+    )]
+    pub(crate) fn grouped(
+        &mut self,
+        source: &SourceColumns,
+        window: &RangeInclusive<u64>,
+        pred: Option<Pred>,
+        near: Option<&Near>,
+        by: &[usize],
+        every: Option<i64>,
+        visit: &mut GroupedVisit<'_>,
+    ) -> Result<()> {
         let scan = self.plan_scan(source, pred, "aggregate");
         let wall_offset = self.catalog.wall_offset.unwrap_or(0);
-        let mut groups = Groups::default();
         let mut key = Vec::with_capacity(by.len() + 1);
         self.scan(source, window, &scan, near, &mut |time, _, payload| {
             key.clear();
@@ -128,27 +181,8 @@ impl Engine<'_> {
                     (v, _) => v.unwrap_or(i64::MIN),
                 }
             }));
-            let accs = groups.get(&key, specs.len());
-            for (acc, spec) in accs.iter_mut().zip(&specs) {
-                match spec.column {
-                    Some(c) => {
-                        if let Some(v) = source.columns[c].value(time, payload) {
-                            acc.add(spec, v);
-                        }
-                    }
-                    None => acc.add(spec, 0),
-                }
-            }
-        })?;
-        if by.is_empty() && every.is_none() {
-            // One row even over nothing: `count` is 0, the rest empty.
-            groups.get(&[], specs.len());
-        }
-        self.plan.push(format!(
-            "aggregate: {} group(s) in memory",
-            groups.groups.len()
-        ));
-        Ok(group_answer(source, &specs, &by, every, groups))
+            visit(&key, time, payload);
+        })
     }
 
     /// `hist(x)` of an indexed `x`, with no condition or one that picks a

@@ -1,0 +1,240 @@
+//! A fleet query over several stores answers exactly what one query over
+//! a store holding all their records answers, with each host sending far
+//! fewer bytes than its records, its messages crossing as JSON.
+#![expect(
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss,
+    reason = "test data stays far from the integer limits"
+)]
+
+use std::{path::PathBuf, sync::Arc};
+
+use weft_query::{
+    Catalog, Kind, Names,
+    fleet::{self, Host, wire::Reply, wire::Request},
+    parse, run,
+};
+use weft_store::{Bins, Config, Field, FieldKind, Snapshot, Store};
+
+include!("../../store/tests/common/rng.rs");
+
+const BASE: u64 = 1_000_000_000_000;
+const SYSCALLS: [(i64, &str); 4] = [(0, "read"), (1, "write"), (17, "pread64"), (44, "sendto")];
+
+struct Capture {
+    snapshot: Snapshot,
+    catalog: Catalog,
+    _store: Store,
+    dir: PathBuf,
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `(duration, nr, tid)`
+type Rec = (i64, i64, i64);
+
+fn fields() -> Vec<Field> {
+    vec![
+        Field::new("duration_ns", 0, FieldKind::U64),
+        Field::new("nr", 8, FieldKind::U32),
+        Field::new("tid", 12, FieldKind::U32),
+    ]
+}
+
+/// Records of one host: mostly short reads and writes, sendto and pread64
+/// with long tails. Different seeds make different hosts.
+fn records(seed: u64, n: u64) -> Vec<Rec> {
+    let mut rng = Rng(seed);
+    (0..n)
+        .map(|_| {
+            let nr = [0, 0, 1, 1, 17, 44][rng.below(6) as usize];
+            let mut dur = 200 + rng.below(2_000) as i64;
+            if nr >= 17 && rng.below(40) == 0 {
+                dur *= 1 + rng.below(500) as i64;
+            }
+            (dur, nr, 100 + rng.below(4) as i64)
+        })
+        .collect()
+}
+
+fn capture(name: &str, records: &[Rec]) -> Capture {
+    let dir = std::env::temp_dir().join(format!("weft-fleet-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = Config {
+        block_size: 64 << 10,
+        ..Config::default()
+    };
+    let mut store = Store::open(&dir, &config).unwrap();
+    let source = store.define_source("syscalls", fields()).unwrap();
+    let bounds: Vec<i64> = (0..60).map(|i| 100 * (1 << (i / 4)) + i).collect();
+    store
+        .define_index(
+            source,
+            "duration_ns",
+            fields()[0].clone(),
+            Bins::new(bounds).unwrap(),
+        )
+        .unwrap();
+    for (i, (dur, nr, tid)) in records.iter().enumerate() {
+        let mut payload = Vec::with_capacity(16);
+        payload.extend_from_slice(&(*dur as u64).to_le_bytes());
+        payload.extend_from_slice(&(*nr as u32).to_le_bytes());
+        payload.extend_from_slice(&(*tid as u32).to_le_bytes());
+        store
+            .append_at(source, BASE + i as u64 * 1_000, None, &payload)
+            .unwrap();
+    }
+    store.publish();
+    let snapshot = store.snapshot();
+    let mut catalog = Catalog::from_meta(snapshot.meta());
+    let syscalls = catalog.source_mut("syscalls").unwrap();
+    syscalls
+        .alias("duration_ns", "dur", Kind::Duration)
+        .unwrap();
+    let names = Names::new(SYSCALLS.iter().map(|(n, s)| (*n, (*s).to_owned())), true);
+    syscalls
+        .alias("nr", "name", Kind::Named(Arc::new(names)))
+        .unwrap();
+    Capture {
+        snapshot,
+        catalog,
+        _store: store,
+        dir,
+    }
+}
+
+/// A host in this process whose replies cross as JSON, as a peer's would.
+struct Local<'a> {
+    name: String,
+    capture: &'a Capture,
+}
+
+impl Host for Local<'_> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn ask(&mut self, request: &Request) -> weft_query::Result<(Reply, u64)> {
+        let request: Request =
+            serde_json::from_str(&serde_json::to_string(request).unwrap()).unwrap();
+        let query = parse(&request.query)?;
+        let reply = fleet::reply(
+            &self.capture.snapshot,
+            &self.capture.catalog,
+            &query,
+            &request.ask,
+        )?;
+        let bytes = serde_json::to_vec(&reply).unwrap();
+        Ok((serde_json::from_slice(&bytes).unwrap(), bytes.len() as u64))
+    }
+}
+
+struct Fleet {
+    hosts: Vec<Capture>,
+    all: Capture,
+}
+
+fn fleet(name: &str, sizes: &[u64]) -> Fleet {
+    let per_host: Vec<Vec<Rec>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| records(0x9E37_79B9_7F4A_7C15 + i as u64, *n))
+        .collect();
+    Fleet {
+        hosts: per_host
+            .iter()
+            .enumerate()
+            .map(|(i, r)| capture(&format!("{name}-{i}"), r))
+            .collect(),
+        all: capture(&format!("{name}-all"), &per_host.concat()),
+    }
+}
+
+fn ask_fleet(f: &Fleet, query: &str) -> fleet::FleetAnswer {
+    let mut locals: Vec<Local> = f
+        .hosts
+        .iter()
+        .enumerate()
+        .map(|(i, capture)| Local {
+            name: format!("h{i}"),
+            capture,
+        })
+        .collect();
+    let mut hosts: Vec<&mut dyn Host> = locals.iter_mut().map(|l| l as &mut dyn Host).collect();
+    fleet::answer(query, &mut hosts).unwrap_or_else(|e| panic!("{}", e.render(query)))
+}
+
+#[test]
+fn fleet_answers_equal_one_capture_of_all_records() {
+    let f = fleet("same", &[40_000, 25_000, 30_000]);
+    for query in [
+        "syscalls | count, sum(dur), min(dur), max(dur), avg(dur)",
+        "syscalls | p50(dur), p90(dur), p99(dur), p99.99(dur), p100(dur), p0(dur)",
+        "syscalls where name = sendto | p99.99(dur)",
+        "syscalls | percentiles(dur) by name",
+        "syscalls | count, p99(dur) by name, tid",
+        "syscalls where dur > 100us | count by name",
+        "syscalls | top 2 p99(dur) by name",
+        "syscalls | hist(dur)",
+        "syscalls | count by name | sort name | limit 2",
+        "syscalls where tid = 999 | p50(dur), count",
+    ] {
+        let one = run(&f.all.snapshot, &f.all.catalog, query)
+            .unwrap_or_else(|e| panic!("{}", e.render(query)));
+        let many = ask_fleet(&f, query);
+        assert_eq!(many.answer.rows, one.rows, "{query}");
+        let names = |a: &weft_query::Answer| -> Vec<String> {
+            a.columns.iter().map(|h| h.name.clone()).collect()
+        };
+        assert_eq!(names(&many.answer), names(&one), "{query}");
+    }
+}
+
+#[test]
+fn a_fleet_percentile_sends_far_fewer_bytes_than_the_records() {
+    // 150,000 records a host put about 9,000 values in p50's bin: more
+    // than a host sends, so it is narrowed in a second round.
+    let f = fleet("bytes", &[150_000, 150_000]);
+    let query = "syscalls | p50(dur), p99.99(dur)";
+    let many = ask_fleet(&f, query);
+    assert!(
+        many.rounds >= 2,
+        "p50's bin holds thousands of values: narrowed"
+    );
+    let one = run(&f.all.snapshot, &f.all.catalog, query).unwrap();
+    assert_eq!(many.answer.rows, one.rows);
+    for t in &many.traffic {
+        assert_eq!(t.scanned, 150_000);
+        assert!(t.bytes * 20 < t.scanned_bytes, "{t:?}");
+    }
+    assert!(
+        many.answer.plan.iter().any(|l| l.contains("sent")),
+        "{:?}",
+        many.answer.plan
+    );
+}
+
+#[test]
+fn a_fleet_refuses_per_host_thresholds_and_listings() {
+    let f = fleet("refuse", &[100, 100]);
+    let mut locals: Vec<Local> = f
+        .hosts
+        .iter()
+        .map(|capture| Local {
+            name: "h".into(),
+            capture,
+        })
+        .collect();
+    let mut hosts: Vec<&mut dyn Host> = locals.iter_mut().map(|l| l as &mut dyn Host).collect();
+    for (query, says) in [
+        ("syscalls where dur > p99 | count", "percentile in `where`"),
+        ("syscalls | limit 3", "listing records"),
+    ] {
+        let error = fleet::answer(query, &mut hosts).unwrap_err().render(query);
+        assert!(error.contains(says), "{query}: {error}");
+    }
+}
