@@ -1,7 +1,7 @@
 //! Command-line arguments. These structs only parse and validate; `stat::Plan`
 //! and friends resolve them into what the probes need.
 
-use std::time::Duration;
+use std::{path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand};
 use weft_capture::answer::Format;
@@ -775,8 +775,21 @@ pub struct QueryArgs {
 
     /// Ask the running `weft record` (through its root-only socket) instead
     /// of a directory: "now" is the present, data is at most a second old.
-    #[arg(long, help_heading = "Source")]
+    #[arg(long, help_heading = "Source", conflicts_with = "fleet")]
     pub live: bool,
+
+    /// Answer over many hosts' captures at once, as if one capture held
+    /// all their records (then give only the query): each host sends its
+    /// aggregates and only the values inside a quantile's bin, so
+    /// percentiles are exact. --explain says what each host sent.
+    #[arg(
+        long,
+        value_name = "DIR,...",
+        value_delimiter = ',',
+        help_heading = "Source",
+        conflicts_with = "full_scan"
+    )]
+    pub fleet: Vec<PathBuf>,
 
     /// One JSON object per row; durations and times as integer ns.
     #[arg(long, help_heading = "Output", conflicts_with = "csv")]

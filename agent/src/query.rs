@@ -1,6 +1,7 @@
-//! `weft query DIR 'QUERY'` and `weft query --live 'QUERY'`: answers a query
-//! on a capture directory, or on the running recorder through its socket,
-//! as a table, JSON lines or CSV, or explains how it was answered.
+//! `weft query DIR 'QUERY'`, `weft query --live 'QUERY'` and `weft query
+//! --fleet DIR,DIR 'QUERY'`: answers a query on a capture directory, on the
+//! running recorder through its socket, or over many hosts' captures, as
+//! a table, JSON lines or CSV, or explains how it was answered.
 
 use std::{
     io::{ErrorKind, Write as _},
@@ -9,13 +10,19 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, bail};
-use weft_capture::{answer::answer, capture};
+use weft_capture::{answer::answer, capture, fleet};
 use weft_recording::live::client;
 
 use crate::cli::QueryArgs;
 
 pub fn run(args: &QueryArgs) -> Result<ExitCode> {
     let text = match (args.live, &args.args[..]) {
+        (false, [query]) if !args.fleet.is_empty() => {
+            fleet::answer(&args.fleet, query, args.format(), args.skip_damaged)?
+        }
+        (false, _) if !args.fleet.is_empty() => {
+            bail!("with --fleet, give only the query (the captures are --fleet's)")
+        }
         (true, [query]) => client::ask(query, args.format(), args.full_scan)?,
         (false, [dir, query]) => {
             let dir = Path::new(dir);

@@ -60,12 +60,22 @@ pub fn answer(
 ) -> Result<String> {
     let started = Instant::now();
     let (answer, wall_offset) = ask(snapshot, dir, query, now, full_scan)?;
-    Ok(match format {
-        Format::Explain => explain(&answer, started.elapsed()),
+    Ok(print(&answer, format, wall_offset, started.elapsed()))
+}
+
+/// `answer` printed in `format`; `elapsed` is the time it took.
+pub fn print(
+    answer: &weft_query::Answer,
+    format: Format,
+    wall_offset: Option<i64>,
+    elapsed: Duration,
+) -> String {
+    match format {
+        Format::Explain => explain(answer, elapsed),
         Format::Json => answer.to_json_lines(),
         Format::Csv => answer.to_csv(),
         Format::Table => answer.to_table(wall_offset),
-    })
+    }
 }
 
 /// Answers `query` on `snapshot` of the capture in `dir`, with the

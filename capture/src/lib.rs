@@ -15,7 +15,8 @@
 //!   thread names read back; [`pt_calls`]: decoded Intel PT calls as a
 //!   source.
 //! - [`answer`]: a query answered on a capture directory and printed;
-//!   [`info`]: what a capture holds, as `weft info` shows it.
+//!   [`info`]: what a capture holds, as `weft info` shows it; [`fleet`]:
+//!   a capture as one host of a query over many (`weft query --fleet`).
 //! - [`extract`]: a kept window copied into a capture of its own;
 //!   [`replay`]: a recording played into a new capture as if its records
 //!   were arriving now, for the terminal UI.
@@ -25,6 +26,7 @@ pub mod answer;
 pub mod capture;
 pub mod extract;
 pub mod feed;
+pub mod fleet;
 pub mod info;
 pub mod pt_calls;
 pub mod registry;

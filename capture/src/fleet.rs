@@ -1,0 +1,128 @@
+//! A capture directory as one host of a fleet query (`weft query --fleet`),
+//! and a host's reply to a request as the bytes it sends (what a
+//! recorder's peer port answers with).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result};
+use serde_json::Value;
+use weft_query::{
+    Catalog,
+    fleet::{
+        Host,
+        wire::{Reply, Request},
+    },
+};
+use weft_store::Snapshot;
+
+use crate::{answer::Format, capture};
+
+/// A capture directory read in this process. Its replies are encoded and
+/// decoded as a peer's are, so `--explain` counts the bytes a peer would
+/// send.
+pub struct Directory {
+    name: String,
+    path: PathBuf,
+    snapshot: Snapshot,
+    metadata: Value,
+    /// Built at the first request: with thread names when the query
+    /// names `comm`.
+    catalog: Option<Catalog>,
+}
+
+impl Directory {
+    /// Opens the capture at `path` to read.
+    pub fn open(path: &Path, skip_damaged: bool) -> Result<Self> {
+        let snapshot = capture::open(path, skip_damaged)?;
+        let metadata = capture::read_metadata(path)?;
+        Ok(Self {
+            name: path.display().to_string(),
+            path: path.to_path_buf(),
+            snapshot,
+            metadata,
+            catalog: None,
+        })
+    }
+}
+
+impl Host for Directory {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn ask(&mut self, request: &Request) -> weft_query::Result<(Reply, u64)> {
+        let failed = |e: anyhow::Error| weft_query::Error::Host {
+            host: self.name.clone(),
+            message: format!("{e:#}"),
+        };
+        let request = serde_json::to_vec(request).map_err(|e| failed(e.into()))?;
+        if self.catalog.is_none() {
+            let query: Request = decode(&request).map_err(failed)?;
+            let parsed = weft_query::parse(&query.query)?;
+            let threads = parsed.names("comm");
+            let catalog = capture::catalog(&self.snapshot, &self.metadata, threads)
+                .with_context(|| format!("failed to read {}", self.path.display()))
+                .map_err(failed)?;
+            self.catalog = Some(catalog);
+        }
+        let catalog = self.catalog.as_ref().expect("built above");
+        let bytes = reply(&self.snapshot, catalog, &request)?;
+        let reply = decode(&bytes).map_err(failed)?;
+        Ok((reply, bytes.len() as u64))
+    }
+}
+
+/// A host's reply to the encoded `request` on `snapshot`, encoded: what it
+/// sends back. A query error is the asker's to render, as on one host.
+pub fn reply(
+    snapshot: &Snapshot,
+    catalog: &Catalog,
+    request: &[u8],
+) -> weft_query::Result<Vec<u8>> {
+    let request: Request = decode(request).map_err(|e| weft_query::Error::Host {
+        host: "here".into(),
+        message: format!("{e:#}"),
+    })?;
+    let query = weft_query::parse(&request.query)?;
+    let reply = weft_query::fleet::reply(snapshot, catalog, &query, &request.ask)?;
+    Ok(serde_json::to_vec(&reply).expect("replies encode"))
+}
+
+fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T> {
+    serde_json::from_slice(bytes).context("a fleet message that does not decode")
+}
+
+/// Answers `query` over the captures at `paths`, printed in `format`
+/// (times in a fleet's answers are wall-clock).
+pub fn answer(
+    paths: &[PathBuf],
+    query: &str,
+    format: Format,
+    skip_damaged: bool,
+) -> Result<String> {
+    let started = std::time::Instant::now();
+    let mut dirs: Vec<Directory> = paths
+        .iter()
+        .map(|p| Directory::open(p, skip_damaged))
+        .collect::<Result<_>>()?;
+    let mut hosts: Vec<&mut dyn Host> = dirs.iter_mut().map(|d| d as &mut dyn Host).collect();
+    let fleet = weft_query::fleet::answer(query, &mut hosts).map_err(|e| match e {
+        weft_query::Error::Query { .. } => anyhow::anyhow!("{}", e.render(query)),
+        other => anyhow::anyhow!(other),
+    })?;
+    if format == Format::Explain {
+        // The hosts' store work is theirs: what crossed is what matters.
+        return Ok(format!(
+            "{}\nrows: {}\ntime: {:.3} ms\n",
+            fleet.answer.plan.join("\n"),
+            fleet.answer.rows.len(),
+            started.elapsed().as_secs_f64() * 1e3
+        ));
+    }
+    Ok(crate::answer::print(
+        &fleet.answer,
+        format,
+        Some(0),
+        started.elapsed(),
+    ))
+}
