@@ -150,7 +150,7 @@ impl Part {
         self.max = Some(self.max.map_or(value, |m| m.max(value)));
         match func {
             Func::Quantile(_) | Func::Percentiles => {
-                *self.bins.entry(bin_of(value)).or_default() += 1
+                *self.bins.entry(bin_of(value)).or_default() += 1;
             }
             Func::Hist => {
                 let b = bucket(value);
