@@ -114,6 +114,9 @@ pub enum Command {
     Pt(PtCommand),
 }
 
+/// Where the fleet's shared secret is looked for unless given.
+pub const DEFAULT_PEER_SECRET: &str = "/etc/weft/peer.key";
+
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
     /// The shell.
@@ -782,14 +785,26 @@ pub struct QueryArgs {
     /// all their records (then give only the query): each host sends its
     /// aggregates and only the values inside a quantile's bin, so
     /// percentiles are exact. --explain says what each host sent.
+    /// Each is a capture directory or a running recorder's peer address
+    /// (`HOST:PORT` of its --peer-listen), asked with --peer-secret.
     #[arg(
         long,
-        value_name = "DIR,...",
+        value_name = "DIR|ADDR,...",
         value_delimiter = ',',
         help_heading = "Source",
         conflicts_with = "full_scan"
     )]
-    pub fleet: Vec<PathBuf>,
+    pub fleet: Vec<String>,
+
+    /// The file of the secret the fleet's hosts share (see --peer-listen
+    /// of `weft record`): root's or yours, mode 0600.
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = DEFAULT_PEER_SECRET,
+        help_heading = "Source"
+    )]
+    pub peer_secret: PathBuf,
 
     /// One JSON object per row; durations and times as integer ns.
     #[arg(long, help_heading = "Output", conflicts_with = "csv")]
@@ -898,6 +913,20 @@ pub struct RecordArgs {
     /// exact latency quantiles over --metrics-window.
     #[arg(long, value_name = "ADDR", help_heading = "Metrics")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Answer other hosts' `weft query --fleet` on this capture at ADDR
+    /// (e.g. 10.0.0.5:9465): requests and replies signed with
+    /// --peer-secret, nothing served to anyone without it.
+    #[arg(long, value_name = "ADDR", help_heading = "Peers")]
+    pub peer_listen: Option<std::net::SocketAddr>,
+    /// The file of the secret the fleet's hosts share, root's and mode
+    /// 0600 (make one with `head -c 32 /dev/urandom | base64 > FILE`).
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = DEFAULT_PEER_SECRET,
+        help_heading = "Peers"
+    )]
+    pub peer_secret: PathBuf,
     /// The window the metrics' latency quantiles cover, e.g. 15s.
     #[arg(
         long,

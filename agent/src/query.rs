@@ -7,19 +7,46 @@ use std::{
     io::{ErrorKind, Write as _},
     path::Path,
     process::ExitCode,
+    sync::Arc,
 };
 
 use anyhow::{Context as _, Result, bail};
 use weft_capture::{answer::answer, capture, fleet};
+use weft_peer::{Peer, Secret};
+use weft_query::fleet::Host;
 use weft_recording::live::client;
 
 use crate::cli::QueryArgs;
 
+/// Asks the fleet's hosts: each a capture directory, or a recorder at a
+/// peer address when no directory has that name.
+fn ask_fleet(args: &QueryArgs, query: &str) -> Result<String> {
+    let mut secret = None;
+    let mut hosts: Vec<Box<dyn Host>> = Vec::new();
+    for entry in &args.fleet {
+        let dir = Path::new(entry);
+        if dir.is_dir() || entry.contains('/') {
+            hosts.push(Box::new(fleet::Directory::open(dir, args.skip_damaged)?));
+            continue;
+        }
+        let secret = match &secret {
+            Some(secret) => Arc::clone(secret),
+            None => Arc::clone(secret.insert(Arc::new(
+                Secret::read(&args.peer_secret).context("--peer-secret")?,
+            ))),
+        };
+        hosts.push(Box::new(Peer::new(entry, secret)?));
+    }
+    let mut asked: Vec<&mut dyn Host> = hosts
+        .iter_mut()
+        .map(|h| &mut **h as &mut dyn Host)
+        .collect();
+    fleet::answer(&mut asked, query, args.format())
+}
+
 pub fn run(args: &QueryArgs) -> Result<ExitCode> {
     let text = match (args.live, &args.args[..]) {
-        (false, [query]) if !args.fleet.is_empty() => {
-            fleet::answer(&args.fleet, query, args.format(), args.skip_damaged)?
-        }
+        (false, [query]) if !args.fleet.is_empty() => ask_fleet(args, query)?,
         (false, _) if !args.fleet.is_empty() => {
             bail!("with --fleet, give only the query (the captures are --fleet's)")
         }

@@ -7,6 +7,7 @@ use std::{path::Path, process::ExitCode};
 use anyhow::{Context as _, Result, bail};
 use weft_kernel::tc::NetOptions;
 use weft_recording::{
+    peers::PeerPlan,
     record::{Chosen, Plan, Triggering, ns, record},
     trigger,
 };
@@ -61,6 +62,10 @@ fn plan(args: &RecordArgs) -> Result<Plan> {
                 .map(|duration| (duration, pt_demand::capture as _)),
         },
         metrics: args.metrics.map(|addr| (addr, args.metrics_window)),
+        peer: args.peer_listen.map(|listen| PeerPlan {
+            listen,
+            secret: args.peer_secret.clone(),
+        }),
         ..plain(
             &args.sources,
             &args.filter,

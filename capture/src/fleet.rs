@@ -92,21 +92,11 @@ fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T> {
     serde_json::from_slice(bytes).context("a fleet message that does not decode")
 }
 
-/// Answers `query` over the captures at `paths`, printed in `format`
-/// (times in a fleet's answers are wall-clock).
-pub fn answer(
-    paths: &[PathBuf],
-    query: &str,
-    format: Format,
-    skip_damaged: bool,
-) -> Result<String> {
+/// Answers `query` over `hosts`, printed in `format` (times in a fleet's
+/// answers are wall-clock).
+pub fn answer(hosts: &mut [&mut dyn Host], query: &str, format: Format) -> Result<String> {
     let started = std::time::Instant::now();
-    let mut dirs: Vec<Directory> = paths
-        .iter()
-        .map(|p| Directory::open(p, skip_damaged))
-        .collect::<Result<_>>()?;
-    let mut hosts: Vec<&mut dyn Host> = dirs.iter_mut().map(|d| d as &mut dyn Host).collect();
-    let fleet = weft_query::fleet::answer(query, &mut hosts).map_err(|e| match e {
+    let fleet = weft_query::fleet::answer(query, hosts).map_err(|e| match e {
         weft_query::Error::Query { .. } => anyhow::anyhow!("{}", e.render(query)),
         other => anyhow::anyhow!(other),
     })?;
@@ -125,4 +115,22 @@ pub fn answer(
         Some(0),
         started.elapsed(),
     ))
+}
+
+/// A recorder's answer to a peer's fleet request on the capture it is
+/// writing in `dir` (`now` the present): the encoded reply, or the error
+/// as text for the asker (a query error with its caret).
+pub fn serve_request(
+    snapshot: &Snapshot,
+    dir: &Path,
+    request: &[u8],
+    now: u64,
+) -> std::result::Result<Vec<u8>, String> {
+    let decoded: Request = decode(request).map_err(|e| format!("{e:#}"))?;
+    let parsed = weft_query::parse(&decoded.query).map_err(|e| e.render(&decoded.query))?;
+    let metadata = capture::read_metadata(dir).map_err(|e| format!("{e:#}"))?;
+    let mut catalog = capture::catalog(snapshot, &metadata, parsed.names("comm"))
+        .map_err(|e| format!("{e:#}"))?;
+    catalog.now = Some(now);
+    reply(snapshot, &catalog, request).map_err(|e| e.render(&decoded.query))
 }

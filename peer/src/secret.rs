@@ -42,7 +42,13 @@ impl Secret {
             OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .map_err(|e| refuse(format!("cannot open it ({e}; a link is refused)")))?;
+        .map_err(|e| {
+            refuse(if e == rustix::io::Errno::LOOP {
+                "it is a symbolic link, which is refused".into()
+            } else {
+                format!("cannot open it: {e}")
+            })
+        })?;
         let stat = rustix::fs::fstat(&fd).map_err(|e| refuse(e.to_string()))?;
         let me = rustix::process::geteuid().as_raw();
         if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
@@ -180,7 +186,7 @@ mod tests {
         let link = dir.join("link");
         symlink(&file, &link).unwrap();
         let error = Secret::read(&link).unwrap_err().to_string();
-        assert!(error.contains("link"), "{error}");
+        assert!(error.contains("symbolic link"), "{error}");
         let hard = dir.join("hard");
         std::fs::hard_link(&file, &hard).unwrap();
         let error = Secret::read(&file).unwrap_err().to_string();

@@ -24,6 +24,10 @@ use crate::{Error, SIGNATURE, Secret};
 /// Connections served at once; more are closed as they come.
 pub const MAX_CONNECTIONS: usize = 16;
 
+/// Handlers running at once: each may scan a capture, and the recorder's
+/// own work comes first. Other signed requests wait for one to end.
+pub const MAX_WORKING: usize = 2;
+
 /// The largest request body taken.
 pub const MAX_REQUEST: usize = 4 << 20;
 
@@ -59,6 +63,7 @@ struct Shared {
     handler: Handler,
     /// Nonces taken, with the request time each came with (ms).
     nonces: Mutex<HashMap<String, u64>>,
+    working: Semaphore,
 }
 
 /// Listens on `addr` and answers signed requests with `handler` from a
@@ -75,6 +80,7 @@ pub fn serve(addr: SocketAddr, secret: Secret, handler: Handler) -> Result<Socke
         secret,
         handler,
         nonces: Mutex::new(HashMap::new()),
+        working: Semaphore::new(MAX_WORKING),
     });
     std::thread::Builder::new()
         .name("weft-peer".into())
@@ -168,6 +174,14 @@ async fn answer(
     if head.method != hyper::Method::POST {
         return Ok(reply(&shared.secret, Some(nonce), 405, "POST only".into()));
     }
+    let Ok(_working) = shared.working.acquire().await else {
+        return Ok(reply(
+            &shared.secret,
+            Some(nonce),
+            503,
+            "shutting down".into(),
+        ));
+    };
     let handler = Arc::clone(&shared.handler);
     let done = tokio::task::spawn_blocking(move || handler(&path, &body)).await;
     Ok(match done {

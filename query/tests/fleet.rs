@@ -196,19 +196,13 @@ fn fleet_answers_equal_one_capture_of_all_records() {
 
 #[test]
 fn a_fleet_percentile_sends_far_fewer_bytes_than_the_records() {
-    // 150,000 records a host put about 9,000 values in p50's bin: more
-    // than a host sends, so it is narrowed in a second round.
-    let f = fleet("bytes", &[150_000, 150_000]);
+    let f = fleet("bytes", &[100_000, 100_000]);
     let query = "syscalls | p50(dur), p99.99(dur)";
     let many = ask_fleet(&f, query);
-    assert!(
-        many.rounds >= 2,
-        "p50's bin holds thousands of values: narrowed"
-    );
     let one = run(&f.all.snapshot, &f.all.catalog, query).unwrap();
     assert_eq!(many.answer.rows, one.rows);
     for t in &many.traffic {
-        assert_eq!(t.scanned, 150_000);
+        assert_eq!(t.scanned, 100_000);
         assert!(t.bytes * 20 < t.scanned_bytes, "{t:?}");
     }
     assert!(
@@ -216,6 +210,53 @@ fn a_fleet_percentile_sends_far_fewer_bytes_than_the_records() {
         "{:?}",
         many.answer.plan
     );
+}
+
+#[test]
+fn a_quantile_among_many_equal_values_is_found() {
+    // 6,000 calls a host of the same few durations: p50's bin holds more
+    // than a host sends, and narrowing ends at a single value.
+    let same = |seed: u64| -> Vec<Rec> {
+        let mut rng = Rng(seed);
+        (0..6_000)
+            .map(|_| (300 + rng.below(3) as i64, 0, 100))
+            .collect()
+    };
+    let (a, b) = (same(1), same(2));
+    let f = Fleet {
+        hosts: vec![capture("equal-0", &a), capture("equal-1", &b)],
+        all: capture("equal-all", &[a, b].concat()),
+    };
+    for query in [
+        "syscalls | p50(dur), p99(dur), p0(dur)",
+        "syscalls | p50(dur) by tid",
+    ] {
+        let one = run(&f.all.snapshot, &f.all.catalog, query).unwrap();
+        assert_eq!(ask_fleet(&f, query).answer.rows, one.rows, "{query}");
+    }
+}
+
+#[test]
+fn a_full_bin_is_narrowed_to_a_piece_whose_values_are_sent() {
+    // Durations spread over 1-2 ms: p50's bin (about 131 µs wide) holds
+    // some 5,000 values a host, more than a host sends; its counts per
+    // piece pick a piece 512 ns wide, whose few values come in round two.
+    let spread = |seed: u64| -> Vec<Rec> {
+        let mut rng = Rng(seed);
+        (0..40_000)
+            .map(|_| (1_000_000 + rng.below(1_000_000) as i64, 1, 100))
+            .collect()
+    };
+    let (a, b) = (spread(3), spread(4));
+    let f = Fleet {
+        hosts: vec![capture("spread-0", &a), capture("spread-1", &b)],
+        all: capture("spread-all", &[a, b].concat()),
+    };
+    let query = "syscalls | p50(dur)";
+    let many = ask_fleet(&f, query);
+    assert_eq!(many.rounds, 2);
+    let one = run(&f.all.snapshot, &f.all.catalog, query).unwrap();
+    assert_eq!(many.answer.rows, one.rows);
 }
 
 #[test]

@@ -22,8 +22,8 @@
 //! - [`app`]: records applications push through a Unix socket;
 //!   [`live`]: queries, manual triggers and PT imports asked of the running
 //!   recorder through its socket; [`metrics`]: its counters and latency
-//!   quantiles for Prometheus; [`socket`]: weft's Unix sockets in
-//!   `/run/weft`.
+//!   quantiles for Prometheus; [`peers`]: the peer port other hosts' weft
+//!   ask fleet queries on; [`socket`]: weft's Unix sockets in `/run/weft`.
 //! - [`oneliner`]: a bpftrace-style one-liner run on the kernel's events,
 //!   its maps printed, its matched events optionally kept in a capture;
 //!   [`output`]: the file a user names for its output, opened safely.
@@ -33,6 +33,7 @@ pub mod live;
 pub mod metrics;
 pub mod oneliner;
 pub mod output;
+pub mod peers;
 pub mod probe;
 pub mod record;
 pub mod session;

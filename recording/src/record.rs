@@ -63,6 +63,8 @@ pub struct Plan {
     pub triggers: Triggering,
     /// Where to serve metrics, and over how long a window.
     pub metrics: Option<(SocketAddr, Duration)>,
+    /// The peer port other hosts' weft ask.
+    pub peer: Option<crate::peers::PeerPlan>,
     /// Decodes the Intel PT captures `weft pt import` hands the live
     /// socket; `None` refuses them.
     pub decode_pt: Option<DecodePt>,
@@ -98,6 +100,7 @@ impl Plan {
             store: Config::default(),
             triggers: Triggering::default(),
             metrics: None,
+            peer: None,
             decode_pt: None,
         }
     }
@@ -173,6 +176,9 @@ pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<String> {
             window,
         };
         metrics::serve(addr, metrics)?;
+    }
+    if let Some(peer) = &plan.peer {
+        crate::peers::serve(peer, store.reader(), dir.clone())?;
     }
     // Warn and record on: a capture without live queries beats none.
     let _live = live::serve(

@@ -670,3 +670,174 @@ fn partitioned_exports_of_two_hosts_are_one_table_for_duckdb_and_spark() {
     assert_eq!(answers["spark"], expected, "Spark");
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// `weft query --fleet` over a running recorder's peer port and a finished
+/// capture answers as one capture of both: the recorder's calls and the
+/// capture's add up, the maximum is the larger, a percentile equals the
+/// nearest-rank one over both hosts' exported durations, and each host
+/// sends far fewer bytes than its records. A query signed with another
+/// secret, or a secret file other users can read, is refused.
+#[test]
+fn fleet_query_answers_a_peer_and_a_capture_as_one() {
+    let test = "fleet_query_answers_a_peer_and_a_capture_as_one";
+    if !can_trace(test) {
+        return;
+    }
+    let finished = capture_dir("fleet-finished");
+    let stderr = record(WORKLOAD, &finished, &["getppid:30000"], &[]);
+    assert!(stderr.contains("lost 0"), "{stderr}");
+    let live = capture_dir("fleet-live");
+    let keys = capture_dir("fleet-keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    let key = |name: &str, mode: u32| {
+        let path = keys.join(name);
+        std::fs::write(&path, format!("{name}-a-shared-secret-of-the-fleet\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let (secret, other, open) = (key("fleet", 0o600), key("other", 0o600), key("open", 0o644));
+    let workload = Workload::spawn(WORKLOAD, &["getppid:20000"]);
+    let pid = workload.pid().to_string();
+    let addr = "127.0.0.1:19465";
+    let running = Running::start(
+        &[
+            "record",
+            "-o",
+            live.to_str().unwrap(),
+            "--pid",
+            &pid,
+            "--peer-listen",
+            addr,
+            "--peer-secret",
+            &secret,
+        ],
+        "weft: recording",
+    );
+    workload.run_to_end();
+    let fleet = |hosts: &str, key: &str, query: &str| {
+        run_weft(&[
+            "query",
+            "--fleet",
+            hosts,
+            "--peer-secret",
+            key,
+            "--json",
+            query,
+        ])
+    };
+    let getppid = r#"syscalls where name = "getppid""#;
+    // The recorder publishes each second: wait for the whole workload.
+    let mut count = serde_json::Value::Null;
+    for _ in 0..50 {
+        let (status, stdout, stderr) = fleet(addr, &secret, &format!("{getppid} | count"));
+        assert!(status.success(), "{stderr}");
+        count = serde_json::from_str::<serde_json::Value>(&stdout).unwrap()["count"].clone();
+        if count == 20_000 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(count, 20_000);
+    let both = format!("{addr},{}", finished.display());
+    let (status, stdout, stderr) = fleet(&both, &secret, &format!("{getppid} | count, max(dur)"));
+    assert!(status.success(), "{stderr}");
+    let merged: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let max_of = |dir: &std::path::Path| {
+        row(dir, &format!("{getppid} | max(dur)"))["max(dur)"]
+            .as_i64()
+            .unwrap()
+    };
+    assert_eq!(merged["count"], 50_000);
+    assert_eq!(
+        merged["max(dur)"].as_i64(),
+        Some(max_of(&finished).max(max_of(&live)))
+    );
+
+    for (key, says) in [
+        (&other, "not signed with this host's peer secret"),
+        (&open, "chmod 600"),
+    ] {
+        let (status, _, stderr) = fleet(addr, key, "syscalls | count");
+        assert_eq!(status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    }
+    let stopped = running.stop();
+    assert!(stopped.status.success(), "{}", stopped.stderr);
+
+    // Both captures finished: exact percentiles over both hosts' calls.
+    fleet_percentiles_are_exact(&[&finished, &live]);
+    for dir in [&finished, &live, &keys] {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+/// Fleet percentiles of getppid over `dirs` equal the nearest-rank ones of
+/// their exported durations, and each host sends far fewer bytes than the
+/// records its scan visited.
+fn fleet_percentiles_are_exact(dirs: &[&std::path::Path]) {
+    let getppid = r#"syscalls where name = "getppid""#;
+    let mut durations = Vec::new();
+    for dir in dirs {
+        let (status, stdout, stderr) = run_weft(&[
+            "export",
+            dir.to_str().unwrap(),
+            "--format",
+            "jsonl",
+            "-o",
+            "-",
+            "--where",
+            r#"name = "getppid""#,
+        ]);
+        assert!(status.success(), "{stderr}");
+        durations.extend(stdout.lines().map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["dur"]
+                .as_i64()
+                .unwrap()
+        }));
+    }
+    durations.sort_unstable();
+    assert_eq!(durations.len(), 50_000);
+    let hosts: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    let hosts = hosts.join(",");
+    // Nearest ranks of 50,000 values: ceil(q * n).
+    for (rank, name) in [(25_000, "p50"), (49_500, "p99"), (49_995, "p99.99")] {
+        let (status, stdout, stderr) = run_weft(&[
+            "query",
+            "--fleet",
+            &hosts,
+            "--json",
+            &format!("{getppid} | {name}(dur)"),
+        ]);
+        assert!(status.success(), "{stderr}");
+        let value: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(
+            value[format!("{name}(dur)")].as_i64(),
+            Some(durations[rank - 1]),
+            "{name}"
+        );
+    }
+    let (status, stdout, stderr) = run_weft(&[
+        "query",
+        "--fleet",
+        &hosts,
+        "--explain",
+        &format!("{getppid} | p50(dur)"),
+    ]);
+    assert!(status.success(), "{stderr}");
+    let hosts_said: Vec<&str> = stdout.lines().filter(|l| l.starts_with("host ")).collect();
+    assert_eq!(hosts_said.len(), dirs.len(), "{stdout}");
+    for line in hosts_said {
+        let number = |after: &str| -> u64 {
+            line.split(after)
+                .nth(1)
+                .unwrap()
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .trim_start_matches('(')
+                .parse()
+                .unwrap()
+        };
+        assert!(number("sent ") * 20 < number("records ("), "{line}");
+    }
+}

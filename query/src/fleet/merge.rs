@@ -257,7 +257,18 @@ fn exact_quantiles(
     }
     let mut found = HashMap::new();
     let mut rounds = 0;
-    while !pending.is_empty() {
+    loop {
+        // A range of one value is the answer, however many hold it.
+        pending.retain(|p| {
+            let single = p.lo == p.hi;
+            if single {
+                found.insert((p.key.clone(), p.agg, p.q.to_bits()), p.lo);
+            }
+            !single
+        });
+        if pending.is_empty() {
+            break;
+        }
         rounds += 1;
         if rounds > MAX_ROUNDS {
             return Err(host_error(
