@@ -91,6 +91,10 @@ pub struct Stored<'a> {
     pub exit_ns: u64,
     /// The record's payload, as stored.
     pub payload: &'a [u8],
+    /// The syscall's number.
+    pub nr: u32,
+    /// How long it took, ns.
+    pub duration_ns: u64,
 }
 
 impl SyscallSink {
@@ -141,6 +145,8 @@ impl SyscallSink {
             source: self.source,
             exit_ns,
             payload,
+            nr: event.nr,
+            duration_ns: event.duration_ns,
         }))
     }
 }

@@ -22,13 +22,15 @@
 //! - [`app`]: records applications push through a Unix socket;
 //!   [`live`]: queries, manual triggers and PT imports asked of the running
 //!   recorder through its socket; [`metrics`]: its counters and latency
-//!   quantiles for Prometheus; [`peers`]: the peer port other hosts' weft
+//!   quantiles for Prometheus, with [`histogram`]'s latency histograms;
+//!   [`peers`]: the peer port other hosts' weft
 //!   ask fleet queries on; [`socket`]: weft's Unix sockets in `/run/weft`.
 //! - [`oneliner`]: a bpftrace-style one-liner run on the kernel's events,
 //!   its maps printed, its matched events optionally kept in a capture;
 //!   [`output`]: the file a user names for its output, opened safely.
 
 pub mod app;
+pub mod histogram;
 pub mod live;
 pub mod metrics;
 pub mod oneliner;

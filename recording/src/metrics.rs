@@ -6,9 +6,13 @@
 //!   received and lost (ring full) so far, as counters (`rate()` gives
 //!   records/s);
 //! - `weft_syscall_latency_seconds{syscall, quantile}` and
-//!   `weft_syscall_calls{syscall}`: exact quantiles and the count of each
-//!   syscall's durations over the last `--metrics-window`, answered by the
-//!   query `weft query --live` would answer at that instant.
+//!   `weft_syscall_calls{syscall}`: this host's exact quantiles and the
+//!   count of each syscall's durations over the last `--metrics-window`,
+//!   answered by the query `weft query --live` would answer at that
+//!   instant (per host: quantiles of hosts do not combine);
+//! - `weft_syscall_duration_seconds{syscall}`: each syscall's durations
+//!   since the recording started as a histogram (`histogram.rs`), whose
+//!   buckets sum across hosts into fleet quantiles.
 //!
 //! A thread per client answers it, at most [`MAX_CLIENTS`] at once (a
 //! connection past them is closed at once); a client has
@@ -40,6 +44,8 @@ pub struct Metrics {
     pub reader: Reader,
     pub dir: PathBuf,
     pub health: Arc<Mutex<weft_query::health::Health>>,
+    /// Each syscall's latency histogram since the recording started.
+    pub latencies: crate::histogram::Shared,
     pub window: Duration,
 }
 
@@ -137,6 +143,11 @@ fn text(metrics: &Metrics) -> Result<String> {
         sources.iter().map(|s| (&s.name, s.lost)),
     );
     latencies(metrics, &mut out)?;
+    metrics
+        .latencies
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .text(&mut out);
     Ok(out)
 }
 
@@ -180,7 +191,7 @@ fn latencies(metrics: &Metrics, out: &mut String) -> Result<()> {
     let seconds = metrics.window.as_secs_f64();
     let _ = writeln!(
         out,
-        "# HELP weft_syscall_latency_seconds Exact syscall latency quantiles over the last {seconds} s, per syscall."
+        "# HELP weft_syscall_latency_seconds This host's exact syscall latency quantiles over the last {seconds} s, per syscall: never average or sum them across hosts (use weft_syscall_duration_seconds)."
     );
     out.push_str("# TYPE weft_syscall_latency_seconds gauge\n");
     let rows: Vec<serde_json::Value> = lines
@@ -243,6 +254,7 @@ mod tests {
             reader: store.reader(),
             dir: dir.clone(),
             health: Arc::default(),
+            latencies: Arc::default(),
             window: Duration::from_secs(1),
         };
         (

@@ -30,6 +30,7 @@ use weft_store::{Config, Field, SourceId, Store};
 
 use crate::{
     app::{self, AppServer, Message},
+    histogram,
     live::{self, DecodePt},
     metrics,
     probe::{Account, Accounting, Arrival, Consumer, Probes},
@@ -168,18 +169,7 @@ pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<String> {
         plan.metrics
             .map(|_| Arc::new(Mutex::new(Health::default())))
     });
-    if let (Some((addr, window)), Some(health)) = (plan.metrics, &health) {
-        let metrics = metrics::Metrics {
-            reader: store.reader(),
-            dir: dir.clone(),
-            health: Arc::clone(health),
-            window,
-        };
-        metrics::serve(addr, metrics)?;
-    }
-    if let Some(peer) = &plan.peer {
-        crate::peers::serve(peer, store.reader(), dir.clone())?;
-    }
+    let latencies = serve_ports(plan, &store, health.as_ref())?;
     // Warn and record on: a capture without live queries beats none.
     let _live = live::serve(
         store.reader(),
@@ -229,6 +219,7 @@ pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<String> {
         unstored: std::collections::BTreeMap::new(),
         status: ui_stop.is_none() && std::io::stderr().is_terminal(),
         health,
+        latencies,
         start: Instant::now(),
         duration: plan.duration,
         dir: capture_dir,
@@ -238,6 +229,32 @@ pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<String> {
         eprintln!();
     }
     finish(recorder, session_index, &outcome)
+}
+
+/// Serves the metrics and the peer port the plan asks for; returns the
+/// latency histograms the recorder counts for the metrics.
+fn serve_ports(
+    plan: &Plan,
+    store: &Store,
+    health: Option<&Arc<Mutex<Health>>>,
+) -> Result<Option<(histogram::Latencies, histogram::Shared)>> {
+    let mut latencies = None;
+    if let (Some((addr, window)), Some(health)) = (plan.metrics, health) {
+        let shared = histogram::Shared::default();
+        let metrics = metrics::Metrics {
+            reader: store.reader(),
+            dir: plan.dir.clone(),
+            health: Arc::clone(health),
+            latencies: Arc::clone(&shared),
+            window,
+        };
+        metrics::serve(addr, metrics)?;
+        latencies = Some((histogram::Latencies::default(), shared));
+    }
+    if let Some(peer) = &plan.peer {
+        crate::peers::serve(peer, store.reader(), plan.dir.clone())?;
+    }
+    Ok(latencies)
 }
 
 /// The plan's triggers over `store`; a PT capture they take sends its
@@ -468,6 +485,9 @@ struct Recorder {
     call_totals: CallTotals,
     /// Where a terminal UI reads the counters, when one runs.
     health: Option<Arc<Mutex<Health>>>,
+    /// Each syscall's latency histogram and where scrapes read it, when
+    /// metrics are served.
+    latencies: Option<(histogram::Latencies, histogram::Shared)>,
     start: Instant,
     duration: Option<Duration>,
     /// The capture directory, the store's own.
@@ -520,6 +540,9 @@ impl Consumer for Recorder {
             let now = self.health_of(accounting);
             *health.lock().unwrap_or_else(PoisonError::into_inner) = now;
         }
+        if let Some((latencies, shared)) = &self.latencies {
+            latencies.publish(shared);
+        }
         self.lag.0 = 0;
         Ok(true)
     }
@@ -568,13 +591,18 @@ impl Recorder {
         // Arrival is when weft drained it; the kernel's exit time is the
         // producer's timestamp.
         match self.syscalls.append(&mut self.store, now, record)? {
-            Some(stored) => self.triggers.check(
-                &mut self.store,
-                stored.source,
-                now,
-                Some(stored.exit_ns),
-                stored.payload,
-            ),
+            Some(stored) => {
+                if let Some((latencies, _)) = &mut self.latencies {
+                    latencies.add(stored.nr, stored.duration_ns);
+                }
+                self.triggers.check(
+                    &mut self.store,
+                    stored.source,
+                    now,
+                    Some(stored.exit_ns),
+                    stored.payload,
+                )
+            }
             None => Ok(()),
         }
     }

@@ -306,10 +306,13 @@ fn query_live_asks_the_running_recorder() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// `weft record --metrics ADDR` scraped by a real Prometheus server
-/// (Debian's, which `cargo xtask setup` installs): records and losses per
-/// source, and each syscall's latency quantiles over the window, read back
-/// through Prometheus's HTTP API, equal to what `weft query --live` answers.
+/// Two `weft record --metrics ADDR` (two hosts, each tracing its own
+/// workload) scraped by a real Prometheus server (Debian's, which `cargo
+/// xtask setup` installs): records and losses per source, and each
+/// syscall's latency quantiles over the window, read back through
+/// Prometheus's HTTP API, equal to what `weft query --live` answers; and
+/// `histogram_quantile` over both hosts' summed latency buckets within one
+/// bucket of the exact fleet quantile `weft query --fleet` gives.
 #[test]
 fn prometheus_scrapes_the_metrics_live_queries_give() {
     let test = "prometheus_scrapes_the_metrics_live_queries_give";
@@ -319,47 +322,87 @@ fn prometheus_scrapes_the_metrics_live_queries_give() {
     if !has_tool(test, "prometheus", "--version") {
         return;
     }
-    let (weft_addr, prometheus_addr) = ("127.0.0.1:19464", "127.0.0.1:19090");
-    let dir = capture_dir("metrics");
-    let workload = Workload::spawn(WORKLOAD, &["getppid:20000"]);
-    let pid = workload.pid().to_string();
-    let running = Running::start(
-        &[
-            "record",
-            "-o",
-            dir.to_str().unwrap(),
-            "--pid",
-            &pid,
-            "--metrics",
-            weft_addr,
-            "--metrics-window",
-            "1m",
-        ],
-        "weft: recording",
-    );
-    let prometheus = Prometheus::start(
-        &dir.with_extension("prometheus"),
-        prometheus_addr,
-        weft_addr,
-    );
-    workload.run_to_end();
-    let getppid = r#"syscalls where name = "getppid""#;
-    let calls = r#"weft_syscall_calls{syscall="getppid"}"#;
-    // Scraped each second: wait for a scrape after the workload's end.
-    let mut scraped = None;
+    let prometheus_addr = "127.0.0.1:19090";
+    let keys = capture_dir("metrics-keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    let secret = keys.join("key");
+    std::fs::write(&secret, "the metrics test's shared secret\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let secret = secret.to_str().unwrap();
+    // The first host answers `query --live`; the second finds the socket
+    // taken and records on.
+    let hosts = [
+        ("metrics-a", 20_000, "127.0.0.1:19464", "127.0.0.1:19465"),
+        ("metrics-b", 30_000, "127.0.0.1:19466", "127.0.0.1:19467"),
+    ];
+    let (mut recorders, mut workloads) = (Vec::new(), Vec::new());
+    for (name, calls, metrics, peer) in hosts {
+        let dir = capture_dir(name);
+        let workload = Workload::spawn(WORKLOAD, &[&format!("getppid:{calls}")]);
+        let pid = workload.pid().to_string();
+        let running = Running::start(
+            &[
+                "record",
+                "-o",
+                dir.to_str().unwrap(),
+                "--pid",
+                &pid,
+                "--metrics",
+                metrics,
+                "--metrics-window",
+                "1m",
+                "--peer-listen",
+                peer,
+                "--peer-secret",
+                secret,
+            ],
+            "weft: recording",
+        );
+        recorders.push((dir, running));
+        workloads.push(workload);
+    }
+    let targets: Vec<&str> = hosts.iter().map(|h| h.2).collect();
+    let prometheus = Prometheus::start(&keys.join("prometheus"), prometheus_addr, &targets);
+    for workload in workloads {
+        workload.run_to_end();
+    }
+    let calls = |instance: &str| {
+        format!(r#"weft_syscall_calls{{syscall="getppid",instance="{instance}"}}"#)
+    };
+    // Scraped each second: wait for a scrape after the workloads' end.
+    let total = r#"sum(weft_syscall_duration_seconds_count{syscall="getppid"})"#;
     for _ in 0..100 {
-        scraped = prometheus.value(calls);
-        if scraped == Some(20_000.0) {
+        if prometheus.value(&calls(targets[0])) == Some(20_000.0)
+            && prometheus.value(total) == Some(50_000.0)
+        {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
-    assert_eq!(scraped, Some(20_000.0));
-    assert!(prometheus.value(r#"weft_records_total{source="syscalls"}"#) >= Some(20_000.0));
+    assert_eq!(prometheus.value(&calls(targets[0])), Some(20_000.0));
+    assert_eq!(prometheus.value(total), Some(50_000.0));
+    let instance = format!(r#"source="syscalls",instance="{}""#, targets[0]);
+    assert!(prometheus.value(&format!("weft_records_total{{{instance}}}")) >= Some(20_000.0));
     assert_eq!(
-        prometheus.value(r#"weft_lost_total{source="syscalls"}"#),
+        prometheus.value(&format!("weft_lost_total{{{instance}}}")),
         Some(0.0)
     );
+    this_hosts_quantiles_are_live_queries(&prometheus, targets[0]);
+    let peers = format!("{},{}", hosts[0].3, hosts[1].3);
+    fleet_histogram_quantiles_are_within_a_bucket(&prometheus, &peers, secret);
+    drop(prometheus);
+    for (dir, running) in recorders {
+        let finished = running.stop();
+        assert!(finished.status.success(), "{}", finished.stderr);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+    std::fs::remove_dir_all(&keys).unwrap();
+}
+
+/// The per-host quantile gauges of `instance` equal what `weft query
+/// --live` answers (the first host's socket).
+fn this_hosts_quantiles_are_live_queries(prometheus: &Prometheus, instance: &str) {
+    let getppid = r#"syscalls where name = "getppid""#;
     for (quantile, percentile) in [("0.5", "p50"), ("0.99", "p99"), ("0.9999", "p99.99")] {
         let (status, stdout, stderr) = run_weft(&[
             "query",
@@ -370,14 +413,55 @@ fn prometheus_scrapes_the_metrics_live_queries_give() {
         assert!(status.success(), "{stderr}");
         let row: serde_json::Value = serde_json::from_str(&stdout).unwrap();
         let ns = row[format!("{percentile}(dur)")].as_u64().unwrap();
-        let metric =
-            format!(r#"weft_syscall_latency_seconds{{syscall="getppid",quantile="{quantile}"}}"#);
+        let metric = format!(
+            r#"weft_syscall_latency_seconds{{syscall="getppid",quantile="{quantile}",instance="{instance}"}}"#
+        );
         assert_eq!(prometheus.value(&metric), Some(ns as f64 / 1e9), "{metric}");
     }
-    drop(prometheus);
-    let finished = running.stop();
-    assert!(finished.status.success(), "{}", finished.stderr);
-    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `histogram_quantile` over the hosts' summed buckets lies in the bucket
+/// that holds the exact fleet quantile (`weft query --fleet` over `peers`).
+fn fleet_histogram_quantiles_are_within_a_bucket(
+    prometheus: &Prometheus,
+    peers: &str,
+    secret: &str,
+) {
+    // The histogram's edges: 2^k and 1.5 * 2^k ns from 64 ns.
+    let edges: Vec<u64> = (6..36)
+        .flat_map(|k| [1u64 << k, 3 << (k - 1)])
+        .chain([1 << 36])
+        .collect();
+    for (q, name) in [(0.5, "p50"), (0.99, "p99"), (0.9999, "p99.99")] {
+        let (status, stdout, stderr) = run_weft(&[
+            "query",
+            "--fleet",
+            peers,
+            "--peer-secret",
+            secret,
+            "--json",
+            &format!(r#"syscalls where name = "getppid" | {name}(dur)"#),
+        ]);
+        assert!(status.success(), "{stderr}");
+        let exact = serde_json::from_str::<serde_json::Value>(&stdout).unwrap()
+            [format!("{name}(dur)")]
+        .as_u64()
+        .unwrap();
+        let bucket = edges.partition_point(|e| *e < exact);
+        let (lo, hi) = (
+            if bucket == 0 { 0 } else { edges[bucket - 1] },
+            edges[bucket],
+        );
+        let read = prometheus
+            .value(&format!(
+                r#"histogram_quantile({q}, sum by (le) (weft_syscall_duration_seconds_bucket{{syscall="getppid"}}))"#
+            ))
+            .unwrap();
+        assert!(
+            lo as f64 / 1e9 - 1e-12 <= read && read <= hi as f64 / 1e9 + 1e-12,
+            "{name}: Prometheus says {read} s, the fleet {exact} ns in ({lo}, {hi}]"
+        );
+    }
 }
 
 /// A Prometheus server scraping weft each second, killed when dropped.
@@ -388,14 +472,15 @@ struct Prometheus {
 }
 
 impl Prometheus {
-    fn start(data: &std::path::Path, addr: &str, target: &str) -> Self {
+    fn start(data: &std::path::Path, addr: &str, targets: &[&str]) -> Self {
         let _ = std::fs::remove_dir_all(data);
         std::fs::create_dir_all(data).unwrap();
         let config = data.join("prometheus.yml");
         std::fs::write(
             &config,
             format!(
-                "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: weft\n    static_configs:\n      - targets: ['{target}']\n"
+                "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: weft\n    static_configs:\n      - targets: ['{}']\n",
+                targets.join("', '")
             ),
         )
         .unwrap();
