@@ -31,19 +31,22 @@ pub enum Source {
     Net = 4,
     /// Every context switch, unfiltered.
     Switch = 5,
+    /// Which thread used which TCP or UDP socket.
+    Conns = 6,
 }
 
 /// Slots per source in the counter array (slot 0 is unused).
-pub const SOURCES: u32 = 6;
+pub const SOURCES: u32 = 7;
 
 impl Source {
     /// Every source, in value order.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::Sched,
         Self::Block,
         Self::PageCache,
         Self::Net,
         Self::Switch,
+        Self::Conns,
     ];
 
     /// The source a header's `source` value names.

@@ -25,6 +25,7 @@
 extern crate std;
 
 pub mod block;
+pub mod conns;
 pub mod events;
 pub mod net;
 pub mod oneliner;

@@ -9,6 +9,7 @@
 #![allow(internal_features, reason = "see core_intrinsics above")]
 
 mod block;
+mod conns;
 mod events;
 mod floor;
 mod net;

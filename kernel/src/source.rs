@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use weft_abi::{
-    block::BlockEvent, events::Source, net::PacketEvent, pagecache::PageCacheEvent,
-    sched::SchedEvent, switch::SwitchEvent,
+    block::BlockEvent, conns::ConnEvent, events::Source, net::PacketEvent,
+    pagecache::PageCacheEvent, sched::SchedEvent, switch::SwitchEvent,
 };
 
 use crate::ebpf;
@@ -165,6 +165,39 @@ pub const SWITCH: SourceHooks = SourceHooks {
     }],
     tc: false,
     size: size_of::<SwitchEvent>(),
+};
+
+/// The sock tracepoints' shared record layout.
+const SOCK_LENGTH_OFFSETS: &[(&str, &str)] = &[
+    ("CONNS_SK_OFFSET", "sk"),
+    ("CONNS_FAMILY_OFFSET", "family"),
+    ("CONNS_PROTOCOL_OFFSET", "protocol"),
+    ("CONNS_RET_OFFSET", "ret"),
+];
+
+/// `conns`'s programs (Linux 6.3 on, where the sock tracepoints give the
+/// socket of every send and receive).
+pub const CONNS: SourceHooks = SourceHooks {
+    source: Source::Conns,
+    name: "conns",
+    hooks: &[
+        Hook {
+            program: "conns_send",
+            category: "sock",
+            event: "sock_send_length",
+            offsets: SOCK_LENGTH_OFFSETS,
+            without: None,
+        },
+        Hook {
+            program: "conns_recv",
+            category: "sock",
+            event: "sock_recv_length",
+            offsets: SOCK_LENGTH_OFFSETS,
+            without: None,
+        },
+    ],
+    tc: false,
+    size: size_of::<ConnEvent>(),
 };
 
 /// A classic tracepoint a source's program attaches to, and the fields of

@@ -47,12 +47,13 @@ use weft_capture::sources::Spec;
 use weft_kernel::source::SourceHooks;
 
 /// The kernel side of every source `weft_capture::sources` describes.
-const HOOKS: [&SourceHooks; 5] = [
+const HOOKS: [&SourceHooks; 6] = [
     &weft_kernel::source::SCHED,
     &weft_kernel::source::BLOCK,
     &weft_kernel::source::PAGECACHE,
     &weft_kernel::source::NET,
     &weft_kernel::source::SWITCH,
+    &weft_kernel::source::CONNS,
 ];
 
 /// The kernel side of `spec`: its programs and attach points.

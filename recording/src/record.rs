@@ -18,6 +18,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Map, Value, json};
 use weft_ingest::syscalls::SyscallSink;
+use weft_kernel::source::CONNS;
 use weft_kernel::{
     ebpf,
     events::{self, EventProbe},
@@ -433,7 +434,30 @@ impl Chosen {
                 },
             }
         }
+        chosen.with_conns_beside_net(names);
         Ok(chosen)
+    }
+
+    /// `conns` joins `net` (and `all`) unless named: which thread used which
+    /// connection is what ties packets to requests. On a kernel without its
+    /// tracepoints (before Linux 6.3) it is left out, and stderr says so.
+    fn with_conns_beside_net(&mut self, names: &[String]) {
+        let asked = |n: &str| names.iter().any(|name| name == n);
+        let beside = self.specs.iter().any(|s| s.name == "net");
+        if asked(CONNS.name) || !beside {
+            return;
+        }
+        self.specs.retain(|s| s.name != CONNS.name);
+        let missing = weft_kernel::ebpf::tracefs()
+            .ok()
+            .and_then(|tracefs| CONNS.availability(tracefs).missing);
+        match (missing, sources::find(CONNS.name)) {
+            (None, Some(spec)) => self.specs.push(spec),
+            (Some(why), _) => eprintln!(
+                "weft: recording net without conns (which thread used which connection): {why}"
+            ),
+            (None, None) => {}
+        }
     }
 }
 

@@ -52,7 +52,10 @@ fn sources_lists_each_source_and_survives_a_closed_stdout() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let names: Vec<&str> = sources.iter().filter_map(|s| s["name"].as_str()).collect();
-    assert_eq!(names, ["sched", "block", "pagecache", "net", "switch"]);
+    assert_eq!(
+        names,
+        ["sched", "block", "pagecache", "net", "switch", "conns"]
+    );
     assert_eq!(sources[0]["available"], true, "{}", sources[0]);
     // `weft sources | head -1`: the reader goes away; weft must not panic.
     let mut child = std::process::Command::new(weft_tests::weft_bin())

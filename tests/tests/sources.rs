@@ -431,6 +431,8 @@ fn net_records_exact_packets_on_a_veth_and_leaves_nothing_behind() {
         (datagrams, datagram_size),
         (messages, message_size),
     );
+    // SAFETY: no preconditions.
+    let tid = unsafe { libc::gettid() };
     // The slowest request of an application, for the correlation below.
     let mut app = weft_client::Client::connect().unwrap();
     app.define("requests", &[("latency", weft_client::Kind::Duration)])
@@ -476,6 +478,15 @@ fn net_records_exact_packets_on_a_veth_and_leaves_nothing_behind() {
     );
     assert_eq!(around[0]["count"], datagrams, "{around:?}");
     assert_tcp_segments(&dir, messages, message_size as u64);
+    if weft_tests::kernel_at_least(6, 3) {
+        assert_conns(&dir, tcp_port, tid);
+    } else {
+        assert!(
+            finished.stderr.contains("recording net without conns"),
+            "{}",
+            finished.stderr
+        );
+    }
 
     // The first 8 payload bytes of each segment, read from the pages TCP
     // puts them in (not the skb's linear part).
@@ -493,6 +504,43 @@ fn net_records_exact_packets_on_a_veth_and_leaves_nothing_behind() {
         assert_eq!(
             (row["captured"].as_u64(), row["data"].as_str()),
             (Some(expected.0), Some(expected.1.as_str())),
+            "{row}"
+        );
+    }
+}
+
+/// `conns` (recorded beside `net`) ties the TCP connection to the threads
+/// that used it: this thread sent to the peer's port, a thread inside the
+/// namespace received on it.
+fn assert_conns(dir: &std::path::Path, tcp_port: u16, tid: i32) {
+    let sent = query(
+        dir,
+        &format!(
+            r#"conns where dport = {tcp_port} and dir = "send" and tid = {tid} | fields saddr, daddr, proto"#
+        ),
+    );
+    assert!(!sent.is_empty(), "this thread's sends are noted");
+    for row in &sent {
+        assert_eq!(
+            (
+                row["saddr"].as_str(),
+                row["daddr"].as_str(),
+                row["proto"].as_str()
+            ),
+            (Some(Veth::HOST), Some(Veth::PEER), Some("tcp")),
+            "{row}"
+        );
+    }
+    let received = query(
+        dir,
+        &format!(r#"conns where sport = {tcp_port} and dir = "recv" | fields tid, saddr, daddr"#),
+    );
+    assert!(!received.is_empty(), "the peer's receives are noted");
+    for row in &received {
+        assert_ne!(row["tid"].as_i64(), Some(i64::from(tid)), "{row}");
+        assert_eq!(
+            (row["saddr"].as_str(), row["daddr"].as_str()),
+            (Some(Veth::PEER), Some(Veth::HOST)),
             "{row}"
         );
     }

@@ -6,6 +6,7 @@
 //! catalog read these.
 
 mod block;
+mod conns;
 mod net;
 mod pagecache;
 mod sched;
@@ -102,6 +103,7 @@ pub const ALL: &[&Spec] = &[
     &pagecache::SPEC,
     &net::SPEC,
     &switch::SPEC,
+    &conns::SPEC,
 ];
 
 /// The source called `name`.
