@@ -43,6 +43,18 @@ pub struct ConnEvent {
     pub bytes: i32,
 }
 
+impl ConnEvent {
+    /// The record at the start of `bytes` as the kernel wrote it; `None`
+    /// when too short.
+    #[must_use]
+    pub fn read(bytes: &[u8]) -> Option<Self> {
+        let bytes = bytes.get(..EVENT_SIZE)?;
+        // SAFETY: EVENT_SIZE readable bytes; every bit pattern is a valid
+        // ConnEvent (plain integers), and the read is unaligned.
+        Some(unsafe { bytes.as_ptr().cast::<Self>().read_unaligned() })
+    }
+}
+
 /// Size of a [`ConnEvent`] record.
 pub const EVENT_SIZE: usize = 80;
 const _: () = assert!(core::mem::size_of::<ConnEvent>() == EVENT_SIZE);

@@ -914,10 +914,32 @@ pub struct RecordArgs {
     #[arg(long, value_name = "ADDR", help_heading = "Metrics")]
     pub metrics: Option<std::net::SocketAddr>,
     /// Answer other hosts' `weft query --fleet` on this capture at ADDR
-    /// (e.g. 10.0.0.5:9465): requests and replies signed with
-    /// --peer-secret, nothing served to anyone without it.
+    /// (e.g. 10.0.0.5:9465), and keep the windows their triggers fire
+    /// for: requests and replies signed with --peer-secret, nothing served
+    /// to anyone without it. A trigger firing here asks the recorders at
+    /// the other ends of the firing thread's connections (the `conns`
+    /// source) to keep the same window.
     #[arg(long, value_name = "ADDR", help_heading = "Peers")]
     pub peer_listen: Option<std::net::SocketAddr>,
+    /// A recorder to ask when a firing thread's connection goes to its
+    /// address (repeatable); a connection to another address goes to
+    /// that address on --peer-listen's port.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        requires = "peer_listen",
+        help_heading = "Peers"
+    )]
+    pub peer: Vec<std::net::SocketAddr>,
+    /// How many hops a firing travels from host to host.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 3,
+        requires = "peer_listen",
+        help_heading = "Peers"
+    )]
+    pub peer_hops: u32,
     /// The file of the secret the fleet's hosts share, root's and mode
     /// 0600 (make one with `head -c 32 /dev/urandom | base64 > FILE`).
     #[arg(

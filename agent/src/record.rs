@@ -65,6 +65,8 @@ fn plan(args: &RecordArgs) -> Result<Plan> {
         peer: args.peer_listen.map(|listen| PeerPlan {
             listen,
             secret: args.peer_secret.clone(),
+            peers: args.peer.clone(),
+            hops: args.peer_hops,
         }),
         ..plain(
             &args.sources,

@@ -59,7 +59,7 @@ pub struct Refusal {
 }
 
 struct Shared {
-    secret: Secret,
+    secret: Arc<Secret>,
     handler: Handler,
     /// Nonces taken, with the request time each came with (ms).
     nonces: Mutex<HashMap<String, u64>>,
@@ -69,7 +69,7 @@ struct Shared {
 /// Listens on `addr` and answers signed requests with `handler` from a
 /// thread of its own; returns the address bound. Binding is an error
 /// (the user asked for the port); a refused request is the asker's.
-pub fn serve(addr: SocketAddr, secret: Secret, handler: Handler) -> Result<SocketAddr, Error> {
+pub fn serve(addr: SocketAddr, secret: Arc<Secret>, handler: Handler) -> Result<SocketAddr, Error> {
     let listener = std::net::TcpListener::bind(addr)
         .and_then(|l| l.set_nonblocking(true).map(|()| l))
         .map_err(|e| Error::Http(format!("--peer-listen: failed to listen on {addr}: {e}")))?;

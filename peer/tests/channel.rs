@@ -24,7 +24,7 @@ fn echo_server() -> SocketAddr {
     });
     serve(
         "127.0.0.1:0".parse().unwrap(),
-        Secret::from_bytes(KEY),
+        Arc::new(Secret::from_bytes(KEY)),
         handler,
     )
     .unwrap()

@@ -41,6 +41,7 @@ pub mod record;
 pub mod session;
 pub mod socket;
 pub mod stat;
+pub mod travel;
 pub mod trigger;
 
 use weft_capture::sources::Spec;

@@ -35,6 +35,14 @@ pub trait Consumer {
     /// SIGUSR2: keep the window around now (`record`'s manual trigger).
     fn manual_trigger(&mut self) {}
 
+    /// Work another thread handed over and woke the session for (a
+    /// peer's request to keep a window).
+    fn poke(&mut self) {}
+
+    /// Every probe was drained once: what waited for the records of one
+    /// batch (a firing's thread's connections) can be done.
+    fn drained(&mut self) {}
+
     /// Called every tick with what was received and lost so far;
     /// `Ok(false)` stops the capture.
     fn tick(&mut self, accounting: &Accounting) -> Result<bool>;

@@ -33,9 +33,10 @@ use crate::{
     app::{self, AppServer, Message},
     histogram,
     live::{self, DecodePt},
-    metrics,
+    metrics, peers,
     probe::{Account, Accounting, Arrival, Consumer, Probes},
     session::{self, Outcome, Session},
+    travel::{self, Travel},
     trigger::{self, CapturePt, Triggers},
 };
 use weft_capture::{
@@ -151,7 +152,8 @@ pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<String> {
     }
     // Decoded PT captures, from trigger actions and the live socket.
     let (calls_sender, decoded) = std::sync::mpsc::channel();
-    let triggers = triggers(plan, &store, &calls_sender)?;
+    let peer = plan.peer.as_ref().map(peers::Side::open).transpose()?;
+    let triggers = triggers(plan, &store, &calls_sender, peer.as_ref())?;
     let (manual, manual_notes) = std::sync::mpsc::sync_channel(16);
     let (ui_health, ui_stop) = match ui {
         Some(UiLink {
@@ -170,7 +172,7 @@ pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<String> {
         plan.metrics
             .map(|_| Arc::new(Mutex::new(Health::default())))
     });
-    let latencies = serve_ports(plan, &store, health.as_ref())?;
+    let latencies = serve_ports(plan, &store, health.as_ref(), peer.as_ref())?;
     // Warn and record on: a capture without live queries beats none.
     let _live = live::serve(
         store.reader(),
@@ -200,6 +202,7 @@ pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<String> {
             plan.options.ring_bytes >> 10
         ),
         stop: ui_stop.clone(),
+        poke: peer.as_ref().map(|side| Arc::clone(&side.wake)),
     };
     let capture_dir = Arc::clone(store.dir());
     let (metadata, session_index) = capture::start_session(&capture_dir, &described)?;
@@ -221,6 +224,7 @@ pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<String> {
         status: ui_stop.is_none() && std::io::stderr().is_terminal(),
         health,
         latencies,
+        pins: peer.map(|side| side.incoming),
         start: Instant::now(),
         duration: plan.duration,
         dir: capture_dir,
@@ -238,6 +242,7 @@ fn serve_ports(
     plan: &Plan,
     store: &Store,
     health: Option<&Arc<Mutex<Health>>>,
+    peer: Option<&peers::Side>,
 ) -> Result<Option<(histogram::Latencies, histogram::Shared)>> {
     let mut latencies = None;
     if let (Some((addr, window)), Some(health)) = (plan.metrics, health) {
@@ -252,20 +257,43 @@ fn serve_ports(
         metrics::serve(addr, metrics)?;
         latencies = Some((histogram::Latencies::default(), shared));
     }
-    if let Some(peer) = &plan.peer {
-        crate::peers::serve(peer, store.reader(), plan.dir.clone())?;
+    if let (Some(peer_plan), Some(side)) = (&plan.peer, peer) {
+        peers::serve(
+            peer_plan,
+            Arc::clone(&side.secret),
+            store.reader(),
+            plan.dir.clone(),
+            side.pins(),
+        )?;
     }
     Ok(latencies)
 }
 
 /// The plan's triggers over `store`; a PT capture they take sends its
 /// calls to `calls`.
-fn triggers(plan: &Plan, store: &Store, calls: &Sender<pt_calls::Decoded>) -> Result<Triggers> {
+fn triggers(
+    plan: &Plan,
+    store: &Store,
+    calls: &Sender<pt_calls::Decoded>,
+    peer: Option<&peers::Side>,
+) -> Result<Triggers> {
     let triggering = &plan.triggers;
+    // A thread's connections are remembered as long as a window reaches
+    // back, and a second more for the drain.
+    let horizon = triggering.policy.before.max(triggering.policy.after) + 1_000_000_000;
+    let travel = plan.peer.as_ref().zip(peer).map(|(peer_plan, side)| {
+        Travel::start(
+            peer_plan.routes(),
+            Arc::clone(&side.secret),
+            horizon,
+            peer_plan.name(),
+        )
+    });
     let actions = trigger::Actions {
         dir: plan.dir.clone(),
         command: triggering.command.clone(),
         pt: (triggering.pt).map(|(duration, take)| (duration, calls.clone(), take)),
+        travel,
     };
     Triggers::new(
         store,
@@ -512,6 +540,8 @@ struct Recorder {
     /// Each syscall's latency histogram and where scrapes read it, when
     /// metrics are served.
     latencies: Option<(histogram::Latencies, histogram::Shared)>,
+    /// Peers' firings, from the peer port.
+    pins: Option<std::sync::mpsc::Receiver<travel::Incoming>>,
     start: Instant,
     duration: Option<Duration>,
     /// The capture directory, the store's own.
@@ -540,6 +570,25 @@ impl Consumer for Recorder {
         if let Err(error) = self.triggers.manual(&mut self.store, None) {
             self.error.get_or_insert(error);
         }
+    }
+
+    fn poke(&mut self) {
+        let Some(pins) = &self.pins else { return };
+        while let Ok((request, answer)) = pins.try_recv() {
+            match self.triggers.from_peer(&mut self.store, &request) {
+                Ok(reply) => {
+                    // The peer port may have given up waiting.
+                    let _ = answer.try_send(reply);
+                }
+                Err(error) => {
+                    self.error.get_or_insert(error);
+                }
+            }
+        }
+    }
+
+    fn drained(&mut self) {
+        self.triggers.drained();
     }
 
     fn tick(&mut self, accounting: &Accounting) -> Result<bool> {
@@ -642,6 +691,9 @@ impl Recorder {
             self.lag = (self.lag.0.max(lag), self.lag.1.max(lag));
         }
         self.store_record(source, now, ts, &record[STORED_FROM..])?;
+        if hooks.source == weft_abi::events::Source::Conns {
+            self.triggers.note_conn(record);
+        }
         if let Some((pid, tid)) = layout.thread(record) {
             self.syscalls
                 .tasks()

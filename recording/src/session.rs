@@ -24,6 +24,9 @@ pub struct Session {
     pub ready: String,
     /// Stops the capture as a signal would (the terminal UI's quit).
     pub stop: Option<Arc<Notify>>,
+    /// Wakes the consumer for work another thread handed it (a peer's
+    /// request to keep a window): [`Consumer::poke`] runs at once.
+    pub poke: Option<Arc<Notify>>,
 }
 
 /// Drains a bounded batch of every probe; returns whether records were
@@ -108,11 +111,14 @@ async fn capture(
     let mut hangup = signal(SignalKind::hangup()).context("failed to handle SIGHUP")?;
     let mut user2 = signal(SignalKind::user_defined2()).context("failed to handle SIGUSR2")?;
     let stop = session.stop.clone().unwrap_or_default();
+    let poke = session.poke.clone().unwrap_or_default();
     eprintln!("{}", session.ready);
     loop {
         tokio::select! {
             _ = drain.tick() => {
-                if drain_all(probes, consumer) {
+                let behind = drain_all(probes, consumer);
+                consumer.drained();
+                if behind {
                     // Behind: the next batch at once, after the other
                     // branches had their turn.
                     drain.reset_immediately();
@@ -130,6 +136,10 @@ async fn capture(
             _ = terminate.recv() => break,
             _ = hangup.recv() => break,
             () = stop.notified() => break,
+            () = poke.notified() => {
+                drain_all(probes, consumer);
+                consumer.poke();
+            }
             _ = user2.recv() => {
                 drain_all(probes, consumer);
                 consumer.manual_trigger();

@@ -254,6 +254,7 @@ pub fn run(plan: &Plan, out: &mut dyn Write) -> Result<()> {
             probe.describe()
         ),
         stop: None,
+        poke: None,
     };
     let mut table = Table {
         plan,

@@ -27,6 +27,8 @@ use weft_capture::{
     registry::{TRIGGERS, is_weft_source},
 };
 
+use crate::travel::{PinReply, PinRequest, monotonic, now_wall};
+
 /// What to keep around a match, and how often a trigger may fire; by
 /// default nothing around it, and no limit.
 #[derive(Clone, Copy, Debug, Default)]
@@ -56,6 +58,8 @@ struct Rule {
     capped: u64,
     /// Matches the rate limit refused.
     suppressed: u64,
+    /// Whether the last match was a new firing (not merged or refused).
+    fired_now: bool,
 }
 
 enum State {
@@ -79,6 +83,9 @@ struct Test {
     columns: Vec<Column>,
     /// The source's `pid` column: whose record matched, for the hook.
     pid: Option<usize>,
+    /// Its `tid` column: the thread whose connections a firing travels
+    /// along.
+    tid: Option<usize>,
 }
 
 /// A live percentile: per-second histograms over a sliding window.
@@ -123,7 +130,16 @@ pub struct Triggers {
     /// new end (written each tick: one metadata write a second, however
     /// often matches extend them).
     pending: std::collections::BTreeMap<u64, u64>,
+    /// Firings peers asked for, under the same rate limit as a trigger's.
+    peers: Rule,
 }
+
+/// The id firings from peers have in the `triggers` source.
+pub const PEER_FIRING: u64 = 0xffff;
+
+/// The longest window a peer may have kept when `--keep` keeps nothing
+/// around this host's own firings, ns.
+const PEER_WINDOW_CAP: u64 = 60_000_000_000;
 
 impl Triggers {
     /// Parses and binds each `SOURCE where CONDITION` against the sources
@@ -149,6 +165,7 @@ impl Triggers {
             notes: Vec::new(),
             log: None,
             pending: std::collections::BTreeMap::new(),
+            peers: Rule::new("from peers".into(), State::Manual),
         };
         if texts.is_empty() {
             return Ok(triggers);
@@ -206,10 +223,18 @@ impl Triggers {
                 continue;
             };
             if test.source == source && test.matches(now, time, payload) {
-                let pid = test
-                    .pid
-                    .and_then(|column| test.columns[column].value(time, payload));
+                let value = |column: Option<usize>| {
+                    column.and_then(|c| test.columns[c].value(time, payload))
+                };
+                let (pid, tid) = (value(test.pid), value(test.tid));
                 self.fire(store, id, now, time, pid)?;
+                if let (Some(travel), Some(tid)) = (&mut self.actions.travel, tid)
+                    && self.rules[id].fired_now
+                {
+                    let window = self.rules[id].window.expect("a firing has its window");
+                    let tid = u32::try_from(tid).unwrap_or_default();
+                    travel.fired(id, self.rules[id].text.clone(), tid, window);
+                }
             }
         }
         Ok(())
@@ -241,6 +266,7 @@ impl Triggers {
             limit,
         } = self.policy;
         let rule = &mut self.rules[id];
+        rule.fired_now = false;
         // Windows, merging and the rate limit go by the record's own time:
         // records drained in one batch arrive together however far apart
         // they happened. The pin also covers the arrival window, as the
@@ -280,6 +306,7 @@ impl Triggers {
         rule.window = Some(window);
         rule.pin_start = pinned.0;
         rule.fired += 1;
+        rule.fired_now = true;
         eprintln!(
             "weft: trigger {id} ({}) fired: keeping {:.1}s before and {:.1}s after",
             rule.text,
@@ -325,6 +352,80 @@ impl Triggers {
         Ok(())
     }
 
+    /// Notes a `conns` record (which thread used which connection), for
+    /// firings to travel along.
+    pub fn note_conn(&mut self, record: &[u8]) {
+        if let (Some(travel), Some(event)) = (
+            &mut self.actions.travel,
+            weft_abi::conns::ConnEvent::read(record),
+        ) {
+            travel.recent.note(&event);
+        }
+    }
+
+    /// A drain ended: the firings in it ask their peers now, their
+    /// threads' connections noted.
+    pub fn drained(&mut self) {
+        if let Some(travel) = &mut self.actions.travel {
+            travel.drained();
+        }
+    }
+
+    /// A peer asks to keep a firing's window here: kept once per firing
+    /// id, under this host's rate limit, at most as long as its own
+    /// windows may grow, then asked along this host's connections.
+    pub fn from_peer(&mut self, store: &mut Store, request: &PinRequest) -> Result<PinReply> {
+        let received_wall = now_wall();
+        let reply = |kept: bool, note: &str| PinReply {
+            kept,
+            note: note.to_owned(),
+            received_wall,
+            replied_wall: now_wall(),
+        };
+        let Some(travel) = &mut self.actions.travel else {
+            return Ok(reply(false, "this recorder keeps no firings from peers"));
+        };
+        if !travel.first_time(&request.id) {
+            travel.received(request, false, "seen before");
+            return Ok(reply(false, "this firing was kept here already"));
+        }
+        let now = weft_store::now_ns();
+        if let Some((most, per)) = self.policy.limit {
+            let recent = &mut self.peers.recent;
+            while recent.front().is_some_and(|t| t + per <= now) {
+                recent.pop_front();
+            }
+            if recent.len() >= most {
+                self.peers.suppressed += 1;
+                travel.received(request, false, "refused by the rate limit");
+                return Ok(reply(
+                    false,
+                    "refused by this host's rate limit (--max-triggers)",
+                ));
+            }
+            recent.push_back(now);
+        }
+        let window = peer_window(request, self.policy);
+        store.pin(window.0, window.1)?;
+        let log = match self.log {
+            Some(log) => log,
+            None => *self.log.insert(define_log(store)?),
+        };
+        let record: Vec<u8> = [PEER_FIRING, window.0, window.1]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        store.append_at(log, now, Some(now), &record)?;
+        self.peers.fired += 1;
+        eprintln!(
+            "weft: keeping firing {} of {} (asked by {}, hop {})",
+            request.id, request.origin, request.from, request.hop
+        );
+        travel.received(request, true, "kept");
+        travel.forward(request, window);
+        Ok(reply(true, "kept"))
+    }
+
     /// Writes the extension of a window that matches stretched.
     pub fn tick(&mut self, store: &mut Store) -> Result<()> {
         for (start, end) in std::mem::take(&mut self.pending) {
@@ -355,17 +456,40 @@ impl Triggers {
             .iter()
             .map(|(time, note)| json!({ "time_ns": time, "note": note }))
             .collect();
-        json!({
+        let mut about = json!({
             "keep_before_ns": self.policy.before,
             "keep_after_ns": self.policy.after,
             "rules": rules,
             "notes": notes,
-        })
+        });
+        if let Some(travel) = &self.actions.travel {
+            let mut peers = travel.to_json();
+            peers["kept"] = self.peers.fired.into();
+            peers["suppressed"] = self.peers.suppressed.into();
+            about["peers"] = peers;
+        }
+        about
     }
 }
 
+/// The window a peer's request keeps here, monotonic ns: its wall-clock
+/// window widened by the clocks' error, no longer than this host keeps.
+fn peer_window(request: &PinRequest, policy: Policy) -> (u64, u64) {
+    let start = monotonic(request.start_wall).saturating_sub(request.error_ns);
+    let end = monotonic(request.end_wall).saturating_add(request.error_ns);
+    let cap = match policy.before + policy.after {
+        0 => PEER_WINDOW_CAP,
+        span => WINDOW_CAP.saturating_mul(span),
+    };
+    if end.saturating_sub(start) <= cap {
+        return (start, end.max(start));
+    }
+    let middle = start + (end - start) / 2;
+    (middle.saturating_sub(cap / 2), middle + cap / 2)
+}
+
 /// What firings do besides keeping their windows.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Actions {
     /// The capture directory.
     pub dir: std::path::PathBuf,
@@ -375,6 +499,8 @@ pub struct Actions {
     /// (`--pt-on-trigger`), when this CPU has PT, where its decoded calls
     /// go to be stored, and what takes and decodes it.
     pub pt: Option<(std::time::Duration, Sender<Decoded>, CapturePt)>,
+    /// Asks peers to keep the same window (`--peer-listen`).
+    pub travel: Option<crate::travel::Travel>,
 }
 
 /// Takes Intel PT of process `pid` for `duration` into the new directory
@@ -581,6 +707,7 @@ impl Rule {
             merged: 0,
             capped: 0,
             suppressed: 0,
+            fired_now: false,
         }
     }
 }
@@ -638,6 +765,7 @@ fn bind(catalog: &weft_query::Catalog, text: &str) -> Result<Option<Test>> {
         pred: Pred::And(fixed),
         thresholds,
         pid: source.columns.iter().position(|c| c.name == "pid"),
+        tid: source.columns.iter().position(|c| c.name == "tid"),
         columns: source.columns.clone(),
     }))
 }
@@ -844,6 +972,7 @@ mod tests {
             dir: scratch.dir.clone(),
             command: None,
             pt: Some((std::time::Duration::from_millis(10), calls, hangs)),
+            travel: None,
         };
         let policy = Policy {
             before: MS,

@@ -1,0 +1,563 @@
+//! Triggers that travel (after Hindsight's breadcrumbs, found in the
+//! kernel instead of carried by the application): when a trigger fires for
+//! a thread, the recorders at the other ends of that thread's connections
+//! (from the `conns` source) are asked to keep the same window, and they
+//! ask along the connections of *their* threads that served the same
+//! connection, a hop less each time. A firing's id ends loops (a host keeps
+//! a window for an id once); each host applies its own rate limit and disk
+//! budget to firings from peers as to its own.
+
+use std::{
+    collections::{HashMap, HashSet, VecDeque},
+    net::{IpAddr, Ipv4Addr, SocketAddr},
+    sync::{Arc, Mutex, PoisonError, mpsc},
+    time::Instant,
+};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use weft_abi::conns::ConnEvent;
+use weft_peer::{Peer, Secret};
+
+/// The path peers ask to keep a window on.
+pub const PIN: &str = "/fleet/pin";
+
+/// One end of a connection: an IPv4 address (host order) and a port.
+pub type End = (u32, u16);
+
+/// A connection as one host sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Conn {
+    /// This host's end.
+    pub local: End,
+    /// The other host's.
+    pub remote: End,
+}
+
+impl Conn {
+    /// The same connection as the other end sees it.
+    #[must_use]
+    pub fn reversed(self) -> Self {
+        Self {
+            local: self.remote,
+            remote: self.local,
+        }
+    }
+}
+
+/// Connections used per thread, kept for [`Recent::horizon`] after their
+/// last use and bounded in number.
+pub struct Recent {
+    /// Per thread: each connection and the first and last time it was
+    /// noted (`CLOCK_MONOTONIC` ns).
+    by_tid: HashMap<u32, Vec<(Conn, u64, u64)>>,
+    /// How long a use is remembered: the longest window a firing keeps.
+    horizon: u64,
+    /// When the table was last pruned.
+    pruned: u64,
+}
+
+/// Threads remembered at most; past it the table forgets what is oldest.
+const MAX_THREADS: usize = 1 << 16;
+
+/// Connections remembered per thread at most.
+const MAX_PER_THREAD: usize = 64;
+
+impl Recent {
+    fn new(horizon: u64) -> Self {
+        Self {
+            by_tid: HashMap::new(),
+            horizon,
+            pruned: 0,
+        }
+    }
+
+    /// Notes a `conns` record.
+    pub fn note(&mut self, event: &ConnEvent) {
+        if event.family != 4 || event.daddr == 0 {
+            return;
+        }
+        let conn = Conn {
+            local: (event.saddr, event.sport),
+            remote: (event.daddr, event.dport),
+        };
+        let now = event.ts_ns;
+        if now.saturating_sub(self.pruned) > self.horizon || self.by_tid.len() >= MAX_THREADS {
+            self.prune(now);
+        }
+        let uses = self.by_tid.entry(event.tid).or_default();
+        if let Some(used) = uses.iter_mut().find(|(c, _, _)| *c == conn) {
+            used.2 = used.2.max(now);
+        } else if uses.len() < MAX_PER_THREAD {
+            uses.push((conn, now, now));
+        } else if let Some(oldest) = uses.iter_mut().min_by_key(|(_, _, last)| *last) {
+            // The use seen longest ago makes room.
+            *oldest = (conn, now, now);
+        }
+    }
+
+    fn prune(&mut self, now: u64) {
+        let since = now.saturating_sub(self.horizon);
+        self.by_tid.retain(|_, uses| {
+            uses.retain(|(_, _, last)| *last >= since);
+            !uses.is_empty()
+        });
+        if self.by_tid.len() >= MAX_THREADS {
+            self.by_tid.clear();
+        }
+        self.pruned = now;
+    }
+
+    /// The connections `tid` used in `from..=to`.
+    pub fn of_thread(&self, tid: u32, (from, to): (u64, u64)) -> Vec<Conn> {
+        self.by_tid.get(&tid).map_or_else(Vec::new, |uses| {
+            uses.iter()
+                .filter(|(_, first, last)| *first <= to && *last >= from)
+                .map(|(c, _, _)| *c)
+                .collect()
+        })
+    }
+
+    /// The threads that used `conn` in `from..=to`.
+    pub fn threads_on(&self, conn: Conn, (from, to): (u64, u64)) -> Vec<u32> {
+        self.by_tid
+            .iter()
+            .filter(|(_, uses)| {
+                uses.iter()
+                    .any(|(c, first, last)| *c == conn && *first <= to && *last >= from)
+            })
+            .map(|(tid, _)| *tid)
+            .collect()
+    }
+}
+
+/// What a host asks a peer: keep this window, and ask along.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PinRequest {
+    /// The firing's id, the same on every host it reaches.
+    pub id: String,
+    /// The host whose trigger fired, and its condition.
+    pub origin: String,
+    pub condition: String,
+    /// The host asking.
+    pub from: String,
+    /// How far along the chain this request is (1: asked by the origin).
+    pub hop: u32,
+    /// Hops the receiver may still ask along.
+    pub hops_left: u32,
+    /// The window, wall-clock ns since the epoch.
+    pub start_wall: i64,
+    pub end_wall: i64,
+    /// How far the asker's clock may be from the receiver's, ns: the
+    /// receiver widens the window by it.
+    pub error_ns: u64,
+    /// The connection the asker's thread used, as the asker sees it.
+    pub via: Conn,
+    /// The asker's wall clock when it sent this, for the clock estimate.
+    pub sent_wall: i64,
+}
+
+/// A peer's answer.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PinReply {
+    /// Whether it keeps the window now (not: it had, or its limits refused).
+    pub kept: bool,
+    /// Why not, or what it did.
+    pub note: String,
+    /// Its wall clock when the request arrived and when it answered.
+    pub received_wall: i64,
+    pub replied_wall: i64,
+}
+
+/// A request handed from the peer port to the recorder, with where to
+/// send the answer.
+pub type Incoming = (PinRequest, mpsc::SyncSender<PinReply>);
+
+/// Where to find the recorders at the other ends of connections.
+#[derive(Clone, Debug, Default)]
+pub struct Routes {
+    /// Recorders named with `--peer`: a connection to one's address goes
+    /// to it.
+    pub peers: Vec<SocketAddr>,
+    /// Otherwise the port every host listens on (this one's).
+    pub port: Option<u16>,
+    /// How many hops a firing travels.
+    pub hops: u32,
+}
+
+impl Routes {
+    /// The recorder at the remote end of `conn`, if one is known.
+    fn recorder(&self, conn: Conn) -> Option<SocketAddr> {
+        let ip = IpAddr::V4(Ipv4Addr::from(conn.remote.0));
+        if let Some(peer) = self.peers.iter().find(|p| p.ip() == ip) {
+            return Some(*peer);
+        }
+        // A loopback or unspecified end is this host, or no host.
+        (!ip.is_loopback() && !ip.is_unspecified())
+            .then_some(self.port)
+            .flatten()
+            .map(|port| SocketAddr::new(ip, port))
+    }
+}
+
+/// One request sent, as `weft.json` keeps it.
+#[derive(Clone, Debug, Serialize)]
+struct Sent {
+    id: String,
+    to: String,
+    hop: u32,
+    kept: bool,
+    note: String,
+    /// Wall-clock ms from the firing (or the request that led here) to the
+    /// answer.
+    ms: f64,
+    /// The peer's clock minus this one's, and the bound on its error
+    /// (NTP's estimate from the exchange's four times).
+    clock_offset_ns: i64,
+    clock_error_ns: i64,
+}
+
+/// The traveling side of a recording's triggers.
+pub struct Travel {
+    pub recent: Recent,
+    routes: Routes,
+    me: String,
+    /// Ids kept (or refused) already, oldest first: a loop ends here.
+    seen: HashSet<String>,
+    seen_order: VecDeque<String>,
+    /// Firings received, for `weft.json` and `info`.
+    received: Vec<Value>,
+    sent: Arc<Mutex<Vec<Sent>>>,
+    jobs: mpsc::SyncSender<(SocketAddr, PinRequest, Instant)>,
+    /// Local firings waiting for the end of the drain (the thread's
+    /// connections may arrive in the same batch as its trigger).
+    waiting: Vec<(String, String, u32, (u64, u64))>,
+}
+
+impl std::fmt::Debug for Travel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Travel")
+            .field("me", &self.me)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Ids remembered at most.
+const MAX_SEEN: usize = 4096;
+
+/// Requests waiting to be sent at most; past it a firing's requests are
+/// dropped and counted in its notes.
+const MAX_JOBS: usize = 256;
+
+/// How far apart two hosts' clocks may be, ns, when nothing was measured:
+/// the window is widened by it.
+pub const DEFAULT_CLOCK_ERROR: u64 = 50_000_000;
+
+impl Travel {
+    /// Starts the thread that asks peers, with `secret`.
+    pub fn start(routes: Routes, secret: Arc<Secret>, horizon: u64, me: String) -> Self {
+        let (jobs, queue) = mpsc::sync_channel(MAX_JOBS);
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&sent);
+        std::thread::Builder::new()
+            .name("weft-travel".into())
+            .spawn(move || ask_peers(&queue, &secret, &log))
+            .expect("a thread starts");
+        Self {
+            recent: Recent::new(horizon),
+            routes,
+            me,
+            seen: HashSet::new(),
+            seen_order: VecDeque::new(),
+            received: Vec::new(),
+            sent,
+            jobs,
+            waiting: Vec::new(),
+        }
+    }
+
+    /// A trigger fired for thread `tid`, keeping `window` (monotonic ns):
+    /// its peers are asked once this drain ends.
+    pub fn fired(&mut self, rule: usize, condition: String, tid: u32, window: (u64, u64)) {
+        let id = format!("{}/{rule}/{}", self.me, wall(window.0));
+        self.remember(&id);
+        self.waiting.push((id, condition, tid, window));
+    }
+
+    /// Asks the peers of the firings since the last drain.
+    pub fn drained(&mut self) {
+        for (id, condition, tid, window) in std::mem::take(&mut self.waiting) {
+            let conns = self.recent.of_thread(tid, window);
+            let request = |via: Conn| PinRequest {
+                id: id.clone(),
+                origin: self.me.clone(),
+                condition: condition.clone(),
+                from: self.me.clone(),
+                hop: 1,
+                hops_left: self.routes.hops.saturating_sub(1),
+                start_wall: wall(window.0),
+                end_wall: wall(window.1),
+                error_ns: DEFAULT_CLOCK_ERROR,
+                via,
+                sent_wall: 0,
+            };
+            self.send(conns.into_iter().map(request).collect());
+        }
+    }
+
+    /// Whether a peer's firing `id` is new here; it is remembered either way.
+    pub fn first_time(&mut self, id: &str) -> bool {
+        if self.seen.contains(id) {
+            return false;
+        }
+        self.remember(id);
+        true
+    }
+
+    fn remember(&mut self, id: &str) {
+        if self.seen_order.len() >= MAX_SEEN
+            && let Some(old) = self.seen_order.pop_front()
+        {
+            self.seen.remove(&old);
+        }
+        self.seen.insert(id.to_owned());
+        self.seen_order.push_back(id.to_owned());
+    }
+
+    /// Notes a peer's firing and what came of it.
+    pub fn received(&mut self, request: &PinRequest, kept: bool, note: &str) {
+        self.received.push(json!({
+            "id": request.id,
+            "from": request.from,
+            "origin": request.origin,
+            "condition": request.condition,
+            "hop": request.hop,
+            "start_wall_ns": request.start_wall,
+            "end_wall_ns": request.end_wall,
+            "kept": kept,
+            "note": note,
+        }));
+    }
+
+    /// Asks along the connections of the threads that served `request`'s
+    /// connection here in `window`, a hop further.
+    pub fn forward(&mut self, request: &PinRequest, window: (u64, u64)) {
+        if request.hops_left == 0 {
+            return;
+        }
+        let came = request.via.reversed();
+        let mut onward = Vec::new();
+        for tid in self.recent.threads_on(came, window) {
+            onward.extend(
+                self.recent
+                    .of_thread(tid, window)
+                    .into_iter()
+                    .filter(|c| *c != came),
+            );
+        }
+        let requests = onward
+            .into_iter()
+            .map(|via| PinRequest {
+                from: self.me.clone(),
+                hop: request.hop + 1,
+                hops_left: request.hops_left - 1,
+                via,
+                ..request.clone()
+            })
+            .collect();
+        self.send(requests);
+    }
+
+    /// Hands `requests` to the asking thread, one per recorder.
+    fn send(&mut self, requests: Vec<PinRequest>) {
+        let mut asked = HashSet::new();
+        for request in requests {
+            let Some(peer) = self.routes.recorder(request.via) else {
+                continue;
+            };
+            if asked.insert(peer) && self.jobs.try_send((peer, request, Instant::now())).is_err() {
+                eprintln!(
+                    "weft: too many peers to ask at once; a firing's request to {peer} is dropped"
+                );
+            }
+        }
+    }
+
+    /// What `weft.json` keeps: firings received, requests sent.
+    pub fn to_json(&self) -> Value {
+        let sent = self
+            .sent
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        json!({
+            "received": self.received,
+            "sent": sent,
+        })
+    }
+}
+
+/// Asks each peer its job names until the recording ends.
+fn ask_peers(
+    queue: &mpsc::Receiver<(SocketAddr, PinRequest, Instant)>,
+    secret: &Arc<Secret>,
+    log: &Mutex<Vec<Sent>>,
+) {
+    let mut peers: HashMap<SocketAddr, Peer> = HashMap::new();
+    while let Ok((addr, mut request, since)) = queue.recv() {
+        let peer = match peers.get(&addr) {
+            Some(peer) => peer,
+            None => match Peer::new(&addr.to_string(), Arc::clone(secret)) {
+                Ok(peer) => peers.entry(addr).or_insert(peer),
+                Err(error) => {
+                    eprintln!("weft: peer {addr}: {error}");
+                    continue;
+                }
+            },
+        };
+        request.sent_wall = now_wall();
+        let answer = serde_json::to_vec(&request)
+            .map_err(|e| e.to_string())
+            .and_then(|body| peer.post(PIN, body).map_err(|e| e.to_string()))
+            .and_then(|bytes| {
+                serde_json::from_slice::<PinReply>(&bytes).map_err(|e| e.to_string())
+            });
+        let done = now_wall();
+        let mut sent = Sent {
+            id: request.id.clone(),
+            to: addr.to_string(),
+            hop: request.hop,
+            kept: false,
+            note: String::new(),
+            ms: since.elapsed().as_secs_f64() * 1e3,
+            clock_offset_ns: 0,
+            clock_error_ns: 0,
+        };
+        match answer {
+            Ok(reply) => {
+                // NTP: t1 sent, t2 received, t3 replied, t4 back.
+                let (t1, t2, t3, t4) = (
+                    request.sent_wall,
+                    reply.received_wall,
+                    reply.replied_wall,
+                    done,
+                );
+                sent.clock_offset_ns = i64::midpoint(t2 - t1, t3 - t4);
+                sent.clock_error_ns = ((t4 - t1) - (t3 - t2)) / 2;
+                sent.kept = reply.kept;
+                sent.note = reply.note;
+            }
+            Err(error) => {
+                eprintln!(
+                    "weft: peer {addr} did not keep firing {}: {error}",
+                    request.id
+                );
+                sent.note = error;
+            }
+        }
+        log.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(sent);
+    }
+}
+
+/// Wall-clock ns since the epoch of monotonic time `mono`.
+pub fn wall(mono: u64) -> i64 {
+    i64::try_from(mono)
+        .unwrap_or(i64::MAX)
+        .saturating_add(weft_capture::capture::wall_offset_ns())
+}
+
+/// Monotonic ns of wall-clock time `wall_ns`.
+pub fn monotonic(wall_ns: i64) -> u64 {
+    u64::try_from(wall_ns.saturating_sub(weft_capture::capture::wall_offset_ns())).unwrap_or(0)
+}
+
+/// This host's wall clock, ns since the epoch.
+pub fn now_wall() -> i64 {
+    wall(weft_store::now_ns())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(tid: u32, ts: u64, local: End, remote: End) -> ConnEvent {
+        ConnEvent {
+            ts_ns: ts,
+            tid,
+            saddr: local.0,
+            sport: local.1,
+            daddr: remote.0,
+            dport: remote.1,
+            family: 4,
+            ..ConnEvent::default()
+        }
+    }
+
+    #[test]
+    fn a_request_travels_along_the_threads_that_served_it() {
+        // A proxy thread 7 took a request from the client and asked the
+        // server; thread 8 served someone else.
+        let (client, proxy, server, other) = ((10, 5000), (11, 8000), (12, 9000), (13, 6000));
+        let mut recent = Recent::new(10_000);
+        recent.note(&event(7, 100, proxy, client));
+        recent.note(&event(7, 150, (11, 40000), server));
+        recent.note(&event(8, 120, proxy, other));
+        let came = Conn {
+            local: proxy,
+            remote: client,
+        };
+        assert_eq!(recent.threads_on(came, (0, 1000)), vec![7]);
+        let onward: Vec<Conn> = recent
+            .of_thread(7, (0, 1000))
+            .into_iter()
+            .filter(|c| *c != came)
+            .collect();
+        assert_eq!(
+            onward,
+            vec![Conn {
+                local: (11, 40000),
+                remote: server
+            }]
+        );
+        // Outside the window, nothing.
+        assert!(recent.of_thread(7, (200, 300)).is_empty());
+    }
+
+    #[test]
+    fn routes_go_to_named_peers_or_the_shared_port() {
+        let routes = Routes {
+            peers: vec!["10.0.0.2:7000".parse().unwrap()],
+            port: Some(9465),
+            hops: 3,
+        };
+        let to = |ip: [u8; 4]| Conn {
+            local: (0, 1),
+            remote: (u32::from(Ipv4Addr::from(ip)), 80),
+        };
+        assert_eq!(
+            routes.recorder(to([10, 0, 0, 2])),
+            Some("10.0.0.2:7000".parse().unwrap())
+        );
+        assert_eq!(
+            routes.recorder(to([10, 0, 0, 3])),
+            Some("10.0.0.3:9465".parse().unwrap())
+        );
+        assert_eq!(routes.recorder(to([127, 0, 0, 1])), None);
+    }
+
+    #[test]
+    fn the_table_stays_bounded() {
+        let mut recent = Recent::new(1_000);
+        for i in 0..(MAX_PER_THREAD as u16 + 10) {
+            recent.note(&event(1, u64::from(i), (1, i), (2, 80)));
+        }
+        assert_eq!(recent.of_thread(1, (0, u64::MAX)).len(), MAX_PER_THREAD);
+        recent.note(&event(2, 1_000_000, (1, 1), (2, 80)));
+        assert!(
+            recent.of_thread(1, (0, u64::MAX)).is_empty(),
+            "pruned past the horizon"
+        );
+    }
+}
