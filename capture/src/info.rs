@@ -96,6 +96,40 @@ fn write_triggers(out: &mut String, triggers: &Value) -> std::fmt::Result {
             note["note"].as_str().unwrap_or_default()
         )?;
     }
+    write_peers(out, &triggers["peers"])
+}
+
+/// The firings peers asked this host to keep, and those it asked them to.
+fn write_peers(out: &mut String, peers: &Value) -> std::fmt::Result {
+    let list = |key: &str| peers[key].as_array().cloned().unwrap_or_default();
+    for got in list("received") {
+        writeln!(
+            out,
+            "from peer {} (hop {}, fired on {}: {}): {}",
+            got["from"].as_str().unwrap_or_default(),
+            got["hop"],
+            got["origin"].as_str().unwrap_or_default(),
+            got["condition"].as_str().unwrap_or_default(),
+            got["note"].as_str().unwrap_or_default(),
+        )?;
+    }
+    for sent in list("sent") {
+        writeln!(
+            out,
+            "to peer   {} (hop {}, firing {}): {} in {:.1} ms; its clock {:+.3} ms (±{:.3} ms)",
+            sent["to"].as_str().unwrap_or_default(),
+            sent["hop"],
+            sent["id"].as_str().unwrap_or_default(),
+            if sent["kept"] == true {
+                "kept"
+            } else {
+                sent["note"].as_str().unwrap_or("not kept")
+            },
+            sent["ms"].as_f64().unwrap_or(0.0),
+            sent["clock_offset_ns"].as_f64().unwrap_or(0.0) / 1e6,
+            sent["clock_error_ns"].as_f64().unwrap_or(0.0) / 1e6,
+        )?;
+    }
     Ok(())
 }
 

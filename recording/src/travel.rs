@@ -145,6 +145,8 @@ pub struct PinRequest {
     pub hop: u32,
     /// Hops the receiver may still ask along.
     pub hops_left: u32,
+    /// When the trigger fired at the origin, wall-clock ns since the epoch.
+    pub fired_wall: i64,
     /// The window, wall-clock ns since the epoch.
     pub start_wall: i64,
     pub end_wall: i64,
@@ -231,7 +233,16 @@ pub struct Travel {
     jobs: mpsc::SyncSender<(SocketAddr, PinRequest, Instant)>,
     /// Local firings waiting for the end of the drain (the thread's
     /// connections may arrive in the same batch as its trigger).
-    waiting: Vec<(String, String, u32, (u64, u64))>,
+    waiting: Vec<Waiting>,
+}
+
+/// A local firing waiting for the end of its drain.
+struct Waiting {
+    id: String,
+    condition: String,
+    tid: u32,
+    window: (u64, u64),
+    fired_wall: i64,
 }
 
 impl std::fmt::Debug for Travel {
@@ -281,17 +292,27 @@ impl Travel {
     pub fn fired(&mut self, rule: usize, condition: String, tid: u32, window: (u64, u64)) {
         let id = format!("{}/{rule}/{}", self.me, wall(window.0));
         self.remember(&id);
-        self.waiting.push((id, condition, tid, window));
+        self.waiting.push(Waiting {
+            id,
+            condition,
+            tid,
+            window,
+            fired_wall: now_wall(),
+        });
     }
 
     /// Asks the peers of the firings since the last drain.
     pub fn drained(&mut self) {
-        for (id, condition, tid, window) in std::mem::take(&mut self.waiting) {
-            let conns = self.recent.of_thread(tid, window);
+        for firing in std::mem::take(&mut self.waiting) {
+            let window = firing.window;
+            let conns = self
+                .recent
+                .of_thread(firing.tid, (window.0, weft_store::now_ns()));
             let request = |via: Conn| PinRequest {
-                id: id.clone(),
+                id: firing.id.clone(),
                 origin: self.me.clone(),
-                condition: condition.clone(),
+                condition: firing.condition.clone(),
+                fired_wall: firing.fired_wall,
                 from: self.me.clone(),
                 hop: 1,
                 hops_left: self.routes.hops.saturating_sub(1),
@@ -332,8 +353,10 @@ impl Travel {
             "origin": request.origin,
             "condition": request.condition,
             "hop": request.hop,
+            "fired_wall_ns": request.fired_wall,
             "start_wall_ns": request.start_wall,
             "end_wall_ns": request.end_wall,
+            "answered_wall_ns": now_wall(),
             "kept": kept,
             "note": note,
         }));

@@ -251,7 +251,21 @@ impl Running {
     /// Starts `weft ARGS` and waits for the stderr line that starts with
     /// `ready` (weft prints it once the probes are attached).
     pub fn start(args: &[&str], ready: &str) -> Self {
-        let mut child = Command::new(weft_bin())
+        Self::start_under(&[], args, ready)
+    }
+
+    /// As [`Running::start`], with weft started by `prefix` (`ip netns
+    /// exec NS`, which becomes weft: the child's pid is weft's).
+    pub fn start_under(prefix: &[&str], args: &[&str], ready: &str) -> Self {
+        let mut command = match prefix.split_first() {
+            Some((program, rest)) => {
+                let mut command = Command::new(program);
+                command.args(rest).arg(weft_bin());
+                command
+            }
+            None => Command::new(weft_bin()),
+        };
+        let mut child = command
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -28,6 +28,8 @@ mod trace;
 mod tui;
 // Triggers: a ring that keeps the windows around anomalies.
 mod triggers;
+// Many hosts as network namespaces: triggers that travel, fleet queries.
+mod fleet;
 // `weft pt`: PT decoding through the binary; capture's answer without PT.
 mod pt;
 // Damaged captures: every command answers as before or fails clearly.

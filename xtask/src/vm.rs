@@ -310,6 +310,7 @@ const HOST_ONLY: &[&str] = &[
     "faults::",
     "query::",
     "errors::",
+    "fleet::",
     "trace::begin_programs_print_what_bpftrace_prints",
     "trace::a_full_map_drops_new_keys_as_bpftrace_s_does",
     "trace::cat_reads_a_bounded_part_and_never_waits",
