@@ -845,17 +845,19 @@ impl QueryArgs {
 #[derive(Debug, Args)]
 pub struct RecordArgs {
     /// What to record, comma-separated: syscalls, the sources `weft
-    /// sources` lists (sched, block, pagecache, net), app (records pushed
-    /// by programs through /run/weft/app.sock), or `all`. Syscalls alone by
-    /// default, where the live UI (`weft`) takes syscalls, sched, block and
-    /// pagecache to fill its views: a recording left running spends its
-    /// disk budget on what was asked for, and a syscall flood alone is what
-    /// one core can keep whole.
+    /// sources` lists (sched, block, pagecache, net, switch, conns), app
+    /// (records pushed by programs through /run/weft/app.sock), or `all`.
+    /// Syscalls alone by default, where the live UI (`weft`) takes
+    /// syscalls, sched, block and pagecache to fill its views: a recording
+    /// left running spends its disk budget on what was asked for, and a
+    /// syscall flood alone is what one core can keep whole. conns (which
+    /// thread used which connection) comes with net unless `-conns`.
     #[arg(
         long,
         value_name = "SOURCES",
         value_delimiter = ',',
         default_value = "syscalls",
+        allow_hyphen_values = true,
         help_heading = "Sources"
     )]
     pub sources: Vec<String>,

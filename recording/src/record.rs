@@ -438,6 +438,8 @@ impl Chosen {
         for name in names {
             match name.as_str() {
                 registry::SYSCALLS => chosen.syscalls = true,
+                // `-conns`: net without the connections beside it.
+                name if name.strip_prefix('-') == Some(CONNS.name) => {}
                 app::NAME => chosen.app = true,
                 "all" => {
                     chosen = Self {
@@ -466,9 +468,10 @@ impl Chosen {
         Ok(chosen)
     }
 
-    /// `conns` joins `net` (and `all`) unless named: which thread used which
-    /// connection is what ties packets to requests. On a kernel without its
-    /// tracepoints (before Linux 6.3) it is left out, and stderr says so.
+    /// `conns` joins `net` (and `all`) unless named (`conns` keeps it,
+    /// `-conns` leaves it out): which thread used which connection is what
+    /// ties packets to requests. On a kernel without its tracepoints
+    /// (before Linux 6.3) it is left out, and stderr says so.
     fn with_conns_beside_net(&mut self, names: &[String]) {
         let asked = |n: &str| names.iter().any(|name| name == n);
         let beside = self.specs.iter().any(|s| s.name == "net");
@@ -476,6 +479,9 @@ impl Chosen {
             return;
         }
         self.specs.retain(|s| s.name != CONNS.name);
+        if asked(&format!("-{}", CONNS.name)) {
+            return;
+        }
         let missing = weft_kernel::ebpf::tracefs()
             .ok()
             .and_then(|tracefs| CONNS.availability(tracefs).missing);

@@ -1,8 +1,8 @@
 //! `cargo xtask bench sources`: for each event source alone, the rate one
 //! core generates (`weft-stress` pinned to CPU 0) with what weft received,
-//! lost and spent in CPU; then the probe effect of every source at once on
-//! a getppid loop and on Redis over `lo`, as ratios against the same
-//! workloads untraced in the same run.
+//! lost and spent in CPU; then the probe effect of net with and without
+//! conns, and of every source at once, on a getppid loop and on Redis over
+//! `lo`, as ratios against the same workloads untraced in the same run.
 
 use std::{path::PathBuf, process::Command, time::Instant};
 
@@ -132,6 +132,9 @@ fn probe_effect(bins: &Bins, options: &Options, scratch: &std::path::Path) -> Re
         let mut rows = Vec::new();
         for (label, sources) in [
             ("untraced", None),
+            // What conns (beside net by default) costs per packet.
+            ("net without conns", Some("net,-conns")),
+            ("net with conns", Some("net")),
             (
                 "sched,block,pagecache,net",
                 Some("sched,block,pagecache,net"),
