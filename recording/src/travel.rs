@@ -227,8 +227,10 @@ pub struct Travel {
     /// Ids kept (or refused) already, oldest first: a loop ends here.
     seen: HashSet<String>,
     seen_order: VecDeque<String>,
-    /// Firings received, for `weft.json` and `info`.
+    /// Firings received, for `weft.json` and `info` (the first
+    /// [`MAX_LOGGED`]; the rest are counted).
     received: Vec<Value>,
+    unlogged: u64,
     sent: Arc<Mutex<Vec<Sent>>>,
     jobs: mpsc::SyncSender<(SocketAddr, PinRequest, Instant)>,
     /// Local firings waiting for the end of the drain (the thread's
@@ -252,6 +254,9 @@ impl std::fmt::Debug for Travel {
             .finish_non_exhaustive()
     }
 }
+
+/// Firings received, and requests sent, listed in `weft.json` at most.
+const MAX_LOGGED: usize = 4096;
 
 /// Ids remembered at most.
 const MAX_SEEN: usize = 4096;
@@ -281,6 +286,7 @@ impl Travel {
             seen: HashSet::new(),
             seen_order: VecDeque::new(),
             received: Vec::new(),
+            unlogged: 0,
             sent,
             jobs,
             waiting: Vec::new(),
@@ -347,6 +353,10 @@ impl Travel {
 
     /// Notes a peer's firing and what came of it.
     pub fn received(&mut self, request: &PinRequest, kept: bool, note: &str) {
+        if self.received.len() >= MAX_LOGGED {
+            self.unlogged += 1;
+            return;
+        }
         self.received.push(json!({
             "id": request.id,
             "from": request.from,
@@ -365,7 +375,9 @@ impl Travel {
     /// Asks along the connections of the threads that served `request`'s
     /// connection here in `window`, a hop further.
     pub fn forward(&mut self, request: &PinRequest, window: (u64, u64)) {
-        if request.hops_left == 0 {
+        // A peer may ask for more hops than this host lets a firing travel.
+        let hops_left = request.hops_left.min(self.routes.hops);
+        if hops_left == 0 {
             return;
         }
         let came = request.via.reversed();
@@ -382,8 +394,8 @@ impl Travel {
             .into_iter()
             .map(|via| PinRequest {
                 from: self.me.clone(),
-                hop: request.hop + 1,
-                hops_left: request.hops_left - 1,
+                hop: request.hop.saturating_add(1),
+                hops_left: hops_left - 1,
                 via,
                 ..request.clone()
             })
@@ -415,6 +427,7 @@ impl Travel {
             .clone();
         json!({
             "received": self.received,
+            "received_unlisted": self.unlogged,
             "sent": sent,
         })
     }

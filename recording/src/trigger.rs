@@ -954,6 +954,84 @@ mod tests {
         );
     }
 
+    /// A peer's firing over `start..end` wall-clock seconds from now.
+    fn asked(id: &str, start: i64, end: i64) -> PinRequest {
+        let now = now_wall();
+        PinRequest {
+            id: id.into(),
+            origin: "server".into(),
+            condition: "slow".into(),
+            from: "proxy".into(),
+            hop: 2,
+            hops_left: 1_000_000,
+            fired_wall: now,
+            start_wall: now + start * 1_000_000_000,
+            end_wall: now + end * 1_000_000_000,
+            error_ns: 0,
+            via: crate::travel::Conn {
+                local: (1, 1),
+                remote: (2, 2),
+            },
+            sent_wall: now,
+        }
+    }
+
+    #[test]
+    fn a_peers_firing_is_kept_once_within_this_hosts_limits() {
+        let mut scratch = Scratch::new("peers");
+        let policy = Policy {
+            before: 1_000_000_000,
+            after: 1_000_000_000,
+            limit: Some((2, 3_600_000_000_000)),
+        };
+        let travel = crate::travel::Travel::start(
+            crate::travel::Routes::default(),
+            std::sync::Arc::new(weft_peer::Secret::from_bytes(b"a test secret, long enough")),
+            policy.before,
+            "here".into(),
+        );
+        let actions = Actions {
+            travel: Some(travel),
+            ..Actions::default()
+        };
+        let mut triggers =
+            Triggers::new(&scratch.store, &Value::Null, &[], policy, actions).unwrap();
+        // A window of an hour is cut to this host's cap: 10 x 2 s.
+        let first = triggers
+            .from_peer(&mut scratch.store, &asked("a", -1800, 1800))
+            .unwrap();
+        assert!(first.kept, "{first:?}");
+        let pins = scratch.store.meta().pins.clone();
+        assert_eq!(pins.len(), 1);
+        assert_eq!(pins[0].1 - pins[0].0, 20_000_000_000);
+        // The same firing again (a loop) is not kept twice.
+        let again = triggers
+            .from_peer(&mut scratch.store, &asked("a", -1, 1))
+            .unwrap();
+        assert!(!again.kept && again.note.contains("already"), "{again:?}");
+        // The rate limit holds for peers' firings: 2 an hour.
+        assert!(
+            triggers
+                .from_peer(&mut scratch.store, &asked("b", -1, 1))
+                .unwrap()
+                .kept
+        );
+        let third = triggers
+            .from_peer(&mut scratch.store, &asked("c", -1, 1))
+            .unwrap();
+        assert!(
+            !third.kept && third.note.contains("rate limit"),
+            "{third:?}"
+        );
+        assert_eq!(scratch.store.meta().pins.len(), 2);
+        let peers = &triggers.to_json()["peers"];
+        assert_eq!(
+            (&peers["kept"], &peers["suppressed"]),
+            (&json!(2), &json!(1))
+        );
+        assert_eq!(peers["received"].as_array().unwrap().len(), 4);
+    }
+
     #[test]
     fn closing_gives_up_on_a_pt_capture_that_does_not_end() {
         #[allow(clippy::unnecessary_wraps, reason = "a CapturePt")]
