@@ -12,6 +12,7 @@
 mod partition;
 mod pcapng;
 mod perfetto;
+mod wall;
 
 use std::{
     fs::{self, File},
@@ -23,13 +24,16 @@ use std::{
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use parquet::{
-    basic::{ConvertedType, Repetition, Type as PhysicalType},
+    basic::{
+        ConvertedType, LogicalType, Repetition, TimeUnit, TimestampType, Type as PhysicalType,
+    },
     data_type::{ByteArray, ByteArrayType, Int64Type},
     file::{properties::WriterProperties, writer::SerializedFileWriter},
     schema::types::Type,
 };
 use weft_capture::capture;
 use weft_query::{Cell, Header, Kind};
+use wall::{WALL_TIME, WallClock};
 
 /// One export: what to read and where to write it.
 #[derive(Clone, Debug)]
@@ -164,18 +168,21 @@ fn write_rows(
     let catalog = capture::catalog(snapshot, metadata, true)?;
     let text = query_text(export);
     let mut sink = Sink::new(export.format, file);
+    let mut wall = WallClock::new(capture::wall_offset(metadata));
     let mut failed = None;
     let mut rows = 0u64;
     let streamed_rows = weft_query::stream(snapshot, &catalog, &text, &mut |headers, cells| {
         if failed.is_none() {
             rows += 1;
+            let (headers, cells) = wall.row(headers, cells);
             failed = sink.row(headers, cells).err();
         }
     });
     let writing = || format!("failed to write {}", tmp.display());
     let failed = failed.map(|error| error.context(writing()));
     let answer = streamed(streamed_rows, failed, &text, &export.dir)?;
-    sink.finish(&answer.columns).with_context(writing)?;
+    sink.finish(wall.headers(&answer.columns))
+        .with_context(writing)?;
     Ok(rows)
 }
 
@@ -564,6 +571,13 @@ fn schema(headers: &[Header]) -> Result<Type> {
             let builder = if h.kind.is_text() {
                 Type::primitive_type_builder(&h.name, PhysicalType::BYTE_ARRAY)
                     .with_converted_type(ConvertedType::UTF8)
+            } else if h.name == WALL_TIME {
+                Type::primitive_type_builder(&h.name, PhysicalType::INT64).with_logical_type(Some(
+                    LogicalType::Timestamp(TimestampType {
+                        is_adjusted_to_u_t_c: true,
+                        unit: TimeUnit::NANOS,
+                    }),
+                ))
             } else {
                 Type::primitive_type_builder(&h.name, PhysicalType::INT64)
             };

@@ -16,7 +16,7 @@ use std::{
 use anyhow::{Context as _, Result};
 use weft_query::{Cell, Header, Kind};
 
-use super::Sink;
+use super::{Sink, wall::WallClock};
 use crate::Format;
 
 /// The partitions of one export, each written under a temporary name until
@@ -31,6 +31,8 @@ pub struct Partitions {
     file: String,
     /// By `date=…/hour=…`: the temporary file, its final name, its rows.
     open: BTreeMap<String, (PathBuf, PathBuf, Sink)>,
+    /// `wall_time` after `time`.
+    wall: WallClock,
 }
 
 impl Partitions {
@@ -43,6 +45,7 @@ impl Partitions {
             wall_offset,
             file: format!("part-{id}.parquet"),
             open: BTreeMap::new(),
+            wall: WallClock::new(Some(wall_offset)),
         }
     }
 
@@ -67,6 +70,7 @@ impl Partitions {
             self.open.insert(key.clone(), (tmp, path, sink));
         }
         let (tmp, _, sink) = self.open.get_mut(&key).expect("opened above");
+        let (headers, cells) = self.wall.row(headers, cells);
         let (headers, cells) = with_host(headers, cells, &self.host);
         sink.row(&headers, cells)
             .with_context(|| format!("failed to write {}", tmp.display()))

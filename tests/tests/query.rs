@@ -211,7 +211,11 @@ fn export_parquet_matches_duckdb() {
          total, top = len(durs), durs[-1]\n\
          p = durs[min(max(math.ceil(0.9999 * total), 1), total) - 1]\n\
          (getppid,) = duckdb.sql(f\"select count(*) from '{{f}}' where name = 'getppid' and comm = 'weft-workload'\").fetchall()[0]\n\
-         print(json.dumps([total, p, top, getppid]))",
+         print(json.dumps([total, p, top, getppid]))\n\
+         (kind,) = duckdb.sql(f\"select typeof(wall_time) from '{{f}}' limit 1\").fetchall()[0]\n\
+         offsets = duckdb.sql(f\"select distinct epoch_ns(wall_time) - time from '{{f}}'\").fetchall()\n\
+         codecs = sorted({{c for (c,) in duckdb.sql(f\"select compression from parquet_metadata('{{f}}')\").fetchall()}})\n\
+         print(json.dumps([kind, [o for (o,) in offsets], codecs]))",
         out.display()
     );
     let duck = std::process::Command::new(python)
@@ -223,7 +227,16 @@ fn export_parquet_matches_duckdb() {
         "{}",
         String::from_utf8_lossy(&duck.stderr)
     );
-    let duck: Vec<i64> = serde_json::from_slice(&duck.stdout).unwrap();
+    let printed = String::from_utf8_lossy(&duck.stdout);
+    let mut lines = printed.lines();
+    let duck: Vec<i64> = serde_json::from_str(lines.next().unwrap()).unwrap();
+    // `wall_time` is a UTC timestamp, `time` plus the capture's wall offset;
+    // every column chunk is compressed.
+    let wall: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let metadata: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("weft.json")).unwrap()).unwrap();
+    let offset = &metadata["sessions"][0]["wall_offset_ns"];
+    assert_eq!(wall, serde_json::json!(["TIMESTAMP WITH TIME ZONE", [offset], ["ZSTD"]]));
     assert_eq!(duck[0], weft["count"].as_i64().unwrap(), "row count");
     assert_eq!(duck[1], weft["p99.99(dur)"].as_i64().unwrap(), "p99.99");
     assert_eq!(duck[2], weft["max(dur)"].as_i64().unwrap(), "max");
