@@ -31,9 +31,9 @@ use parquet::{
     file::{properties::WriterProperties, writer::SerializedFileWriter},
     schema::types::Type,
 };
+use wall::{WALL_TIME, WallClock};
 use weft_capture::capture;
 use weft_query::{Cell, Header, Kind};
-use wall::{WALL_TIME, WallClock};
 
 /// One export: what to read and where to write it.
 #[derive(Clone, Debug)]

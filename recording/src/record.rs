@@ -488,7 +488,7 @@ impl Chosen {
         match (missing, sources::find(CONNS.name)) {
             (None, Some(spec)) => self.specs.push(spec),
             (Some(why), _) => eprintln!(
-                "weft: recording net without conns (which thread used which connection): {why}"
+                "weft: net goes without conns (which thread used which connection): {why}"
             ),
             (None, None) => {}
         }

@@ -236,7 +236,10 @@ fn export_parquet_matches_duckdb() {
     let metadata: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("weft.json")).unwrap()).unwrap();
     let offset = &metadata["sessions"][0]["wall_offset_ns"];
-    assert_eq!(wall, serde_json::json!(["TIMESTAMP WITH TIME ZONE", [offset], ["ZSTD"]]));
+    assert_eq!(
+        wall,
+        serde_json::json!(["TIMESTAMP WITH TIME ZONE", [offset], ["ZSTD"]])
+    );
     assert_eq!(duck[0], weft["count"].as_i64().unwrap(), "row count");
     assert_eq!(duck[1], weft["p99.99(dur)"].as_i64().unwrap(), "p99.99");
     assert_eq!(duck[2], weft["max(dur)"].as_i64().unwrap(), "max");
