@@ -743,6 +743,18 @@ pub struct ExportArgs {
         help_heading = "Output"
     )]
     pub host: Option<String>,
+
+    /// How Parquet's column chunks are compressed: zstd (smallest, the
+    /// default), snappy (faster, larger) or none.
+    #[arg(long, value_enum, default_value = "zstd", help_heading = "Output")]
+    pub compression: ExportCompression,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportCompression {
+    Zstd,
+    Snappy,
+    None,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

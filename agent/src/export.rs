@@ -3,9 +3,9 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use weft_export::{Export, Format};
+use weft_export::{Compression, Export, Format};
 
-use crate::cli::{ExportArgs, ExportFormat};
+use crate::cli::{ExportArgs, ExportCompression, ExportFormat};
 
 pub fn run(args: &ExportArgs) -> Result<ExitCode> {
     let export = Export {
@@ -23,6 +23,11 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
         condition: args.condition.clone(),
         window: args.window.clone(),
         skip_damaged: args.skip_damaged,
+        compression: match args.compression {
+            ExportCompression::Zstd => Compression::Zstd,
+            ExportCompression::Snappy => Compression::Snappy,
+            ExportCompression::None => Compression::None,
+        },
         partition: args.partition,
         host: args.host.clone(),
     };

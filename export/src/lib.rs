@@ -24,12 +24,13 @@ use std::{
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use parquet::{
+    basic::Encoding,
     basic::{
         ConvertedType, LogicalType, Repetition, TimeUnit, TimestampType, Type as PhysicalType,
     },
     data_type::{ByteArray, ByteArrayType, Int64Type},
     file::{properties::WriterProperties, writer::SerializedFileWriter},
-    schema::types::Type,
+    schema::types::{ColumnPath, Type},
 };
 use wall::{WALL_TIME, WallClock};
 use weft_capture::capture;
@@ -55,6 +56,31 @@ pub struct Export {
     pub partition: bool,
     /// The host a partition names (default: the capture's).
     pub host: Option<String>,
+    /// How Parquet column chunks are compressed.
+    pub compression: Compression,
+}
+
+/// Parquet's compression codecs weft writes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Compression {
+    /// zstd at its default level: the smallest files for the time it takes
+    /// (docs/exports.md has the measurement).
+    #[default]
+    Zstd,
+    /// Snappy: faster to write, larger.
+    Snappy,
+    /// None, as weft wrote before.
+    None,
+}
+
+impl Compression {
+    fn codec(self) -> parquet::basic::Compression {
+        match self {
+            Self::Zstd => parquet::basic::Compression::ZSTD(parquet::basic::ZstdLevel::default()),
+            Self::Snappy => parquet::basic::Compression::SNAPPY,
+            Self::None => parquet::basic::Compression::UNCOMPRESSED,
+        }
+    }
 }
 
 /// What an export writes.
@@ -167,7 +193,7 @@ fn write_rows(
 ) -> Result<u64> {
     let catalog = capture::catalog(snapshot, metadata, true)?;
     let text = query_text(export);
-    let mut sink = Sink::new(export.format, file);
+    let mut sink = Sink::new(export.format, file, export.compression);
     let mut wall = WallClock::new(capture::wall_offset(metadata));
     let mut failed = None;
     let mut rows = 0u64;
@@ -307,7 +333,8 @@ fn partitioned(
     let wall_offset = capture::wall_offset(metadata).unwrap_or(0);
     let id = session["start_ns"].as_u64().unwrap_or(0);
     let mut parts =
-        partition::Partitions::new(&export.output, &host, &export.source, wall_offset, id);
+        partition::Partitions::new(&export.output, &host, &export.source, wall_offset, id)
+            .compressed(export.compression);
     let catalog = capture::catalog(snapshot, metadata, true)?;
     let text = query_text(export);
     let (mut failed, mut rows) = (None, 0u64);
@@ -393,22 +420,26 @@ enum Sink {
         file: Option<File>,
         writer: Option<SerializedFileWriter<File>>,
         columns: Vec<Column>,
+        compression: Compression,
     },
 }
 
 /// One Parquet column's buffered values and definition levels (1 = present).
 enum Column {
     Ints(Vec<i64>, Vec<i16>),
+    /// Nanoseconds written as microseconds (`wall_time`).
+    Micros(Vec<i64>, Vec<i16>),
     Texts(Vec<ByteArray>, Vec<i16>),
 }
 
 impl Sink {
-    fn new(format: Format, file: File) -> Self {
+    fn new(format: Format, file: File, compression: Compression) -> Self {
         match format {
             Format::Parquet => Self::Parquet {
                 file: Some(file),
                 writer: None,
                 columns: Vec::new(),
+                compression,
             },
             Format::Jsonl | Format::Csv => Self::Lines {
                 out: BufWriter::new(file),
@@ -455,18 +486,15 @@ impl Sink {
                 file,
                 writer,
                 columns,
+                compression,
             } if writer.is_none() => {
                 let schema = Arc::new(schema(headers)?);
-                let props = Arc::new(
-                    WriterProperties::builder()
-                        .set_created_by(format!("weft {}", env!("CARGO_PKG_VERSION")))
-                        .build(),
-                );
+                let props = Arc::new(properties(headers, *compression));
                 let file = file
                     .take()
                     .context("the Parquet file was already started")?;
                 *writer = Some(SerializedFileWriter::new(file, schema, props)?);
-                *columns = headers.iter().map(|h| Column::new(&h.kind)).collect();
+                *columns = headers.iter().map(Column::new).collect();
             }
             _ => {}
         }
@@ -492,7 +520,7 @@ impl Sink {
                 .next_column()?
                 .context("schema and columns disagree")?;
             match column {
-                Column::Ints(values, defs) => {
+                Column::Ints(values, defs) | Column::Micros(values, defs) => {
                     out.typed::<Int64Type>()
                         .write_batch(values, Some(defs), None)?;
                     values.clear();
@@ -529,9 +557,11 @@ impl Sink {
 }
 
 impl Column {
-    fn new(kind: &Kind) -> Self {
-        if kind.is_text() {
+    fn new(header: &Header) -> Self {
+        if header.kind.is_text() {
             Self::Texts(Vec::new(), Vec::new())
+        } else if header.name == WALL_TIME {
+            Self::Micros(Vec::new(), Vec::new())
         } else {
             Self::Ints(Vec::new(), Vec::new())
         }
@@ -539,7 +569,7 @@ impl Column {
 
     fn len(&self) -> usize {
         match self {
-            Self::Ints(_, defs) | Self::Texts(_, defs) => defs.len(),
+            Self::Ints(_, defs) | Self::Micros(_, defs) | Self::Texts(_, defs) => defs.len(),
         }
     }
 
@@ -547,6 +577,10 @@ impl Column {
         match (self, cell) {
             (Self::Ints(values, defs), Cell::Int(v)) => {
                 values.push(v);
+                defs.push(1);
+            }
+            (Self::Micros(values, defs), Cell::Int(ns)) => {
+                values.push(ns.div_euclid(1000));
                 defs.push(1);
             }
             (Self::Texts(values, defs), Cell::Text(t)) => {
@@ -557,9 +591,26 @@ impl Column {
                 values.push(ByteArray::from(v.to_string().into_bytes()));
                 defs.push(1);
             }
-            (Self::Ints(_, defs) | Self::Texts(_, defs), _) => defs.push(0),
+            (Self::Ints(_, defs) | Self::Micros(_, defs) | Self::Texts(_, defs), _) => {
+                defs.push(0);
+            }
         }
     }
+}
+
+/// The file's properties: the codec for every column, and times (which
+/// only grow, a record after another) as deltas, not a dictionary.
+fn properties(headers: &[Header], compression: Compression) -> WriterProperties {
+    let mut builder = WriterProperties::builder()
+        .set_created_by(format!("weft {}", env!("CARGO_PKG_VERSION")))
+        .set_compression(compression.codec());
+    for header in headers.iter().filter(|h| matches!(h.kind, Kind::Time)) {
+        let column = ColumnPath::from(header.name.as_str());
+        builder = builder
+            .set_column_dictionary_enabled(column.clone(), false)
+            .set_column_encoding(column, Encoding::DELTA_BINARY_PACKED);
+    }
+    builder.build()
 }
 
 /// A Parquet schema with one optional column per header: names and
@@ -572,10 +623,12 @@ fn schema(headers: &[Header]) -> Result<Type> {
                 Type::primitive_type_builder(&h.name, PhysicalType::BYTE_ARRAY)
                     .with_converted_type(ConvertedType::UTF8)
             } else if h.name == WALL_TIME {
+                // Microseconds: Spark refuses TIMESTAMP(NANOS) (tested);
+                // `time` keeps the nanoseconds.
                 Type::primitive_type_builder(&h.name, PhysicalType::INT64).with_logical_type(Some(
                     LogicalType::Timestamp(TimestampType {
                         is_adjusted_to_u_t_c: true,
-                        unit: TimeUnit::NANOS,
+                        unit: TimeUnit::MICROS,
                     }),
                 ))
             } else {

@@ -17,7 +17,7 @@ use anyhow::{Context as _, Result};
 use weft_query::{Cell, Header, Kind};
 
 use super::{Sink, wall::WallClock};
-use crate::Format;
+use crate::{Compression, Format};
 
 /// The partitions of one export, each written under a temporary name until
 /// all are complete.
@@ -33,6 +33,7 @@ pub struct Partitions {
     open: BTreeMap<String, (PathBuf, PathBuf, Sink)>,
     /// `wall_time` after `time`.
     wall: WallClock,
+    compression: Compression,
 }
 
 impl Partitions {
@@ -46,7 +47,15 @@ impl Partitions {
             file: format!("part-{id}.parquet"),
             open: BTreeMap::new(),
             wall: WallClock::new(Some(wall_offset)),
+            compression: Compression::default(),
         }
+    }
+
+    /// With Parquet files compressed with `compression`.
+    #[must_use]
+    pub fn compressed(mut self, compression: Compression) -> Self {
+        self.compression = compression;
+        self
     }
 
     /// Adds one row to the partition of its time (the first time column).
@@ -66,7 +75,7 @@ impl Partitions {
                 .with_context(|| format!("failed to create {}", dir.display()))?;
             let path = dir.join(&self.file);
             let (tmp, file) = super::create_temp(&path)?;
-            let sink = Sink::new(Format::Parquet, file);
+            let sink = Sink::new(Format::Parquet, file, self.compression);
             self.open.insert(key.clone(), (tmp, path, sink));
         }
         let (tmp, _, sink) = self.open.get_mut(&key).expect("opened above");

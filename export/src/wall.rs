@@ -2,7 +2,8 @@
 //! capture's `CLOCK_MONOTONIC` (time since boot, which two hosts do not
 //! share); `wall_time` is the same instant in UTC ns since the Unix epoch,
 //! from the capture's wall-clock offset, so rows of two hosts, or of weft
-//! and a log, join on it. Parquet types it `TIMESTAMP(NANOS, UTC)`.
+//! and a log, join on it. Parquet types it `TIMESTAMP(MICROS, UTC)`, which
+//! Spark reads too (it refuses `NANOS`); `time` keeps the nanoseconds.
 
 use weft_query::{Cell, Header, Kind};
 

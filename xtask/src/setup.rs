@@ -16,6 +16,8 @@ const BUILD_PACKAGES: &[&str] = &[
     "llvm-22-dev",
     "zlib1g-dev",
     "libzstd-dev",
+    // zstd's C sources, for compressed Parquet exports.
+    "gcc",
 ];
 
 /// Debian packages the tests need besides: the tools weft is checked
