@@ -84,7 +84,7 @@ pub fn reply(
         message: format!("{e:#}"),
     })?;
     let query = weft_query::parse(&request.query)?;
-    let reply = weft_query::fleet::reply(snapshot, catalog, &query, &request.ask)?;
+    let reply = weft_query::fleet::reply(snapshot, catalog, &query, &request)?;
     Ok(serde_json::to_vec(&reply).expect("replies encode"))
 }
 

@@ -939,6 +939,7 @@ fn fleet_percentiles_are_exact(dirs: &[&std::path::Path]) {
                 .parse()
                 .unwrap()
         };
-        assert!(number("sent ") * 20 < number("records ("), "{line}");
+        // A syscall record is 40 bytes as stored.
+        assert!(number("sent ") * 20 < number("covers ") * 40, "{line}");
     }
 }

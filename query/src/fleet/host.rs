@@ -8,22 +8,32 @@ use weft_store::Snapshot;
 use crate::{
     Cell,
     aggregate::{AggSpec, Groups},
-    ast::Query,
-    bind::Pred,
-    bind::column,
+    ast::{Func, Op, Query},
+    bind::{Pred, column},
     catalog::{Catalog, SourceColumns},
     engine::{Engine, Near, Selection},
     error::{Error, Result},
     exec::aggregate_stage,
-    fleet::wire::{Ask, Group, Key, MAX_VALUES, PIECES, Part, Reply, Shown, Slice, Want, piece_of},
+    fleet::wire::{
+        Ask, Group, Key, MAX_VALUES, PIECES, Part, Reply, Request, Shown, Slice, Want, piece_of,
+    },
+    picks::summary_picks,
     shape::cell,
     summarize::GroupedVisit,
 };
 
-/// Answers `ask` about `query` on `snapshot`, naming things through
-/// `catalog`. Each ask scans the window's records again: a host keeps no
-/// state between a query's phases.
-pub fn reply(snapshot: &Snapshot, catalog: &Catalog, query: &Query, ask: &Ask) -> Result<Reply> {
+/// Answers `request` about its parsed `query` on `snapshot`, naming
+/// things through `catalog`. A whole window's aggregates come from the
+/// chunk summaries where they can (a quantile's values then counted in
+/// its index's own bins), else each ask reads the window's records again:
+/// a host keeps no state between a query's phases.
+pub fn reply(
+    snapshot: &Snapshot,
+    catalog: &Catalog,
+    query: &Query,
+    request: &Request,
+) -> Result<Reply> {
+    let ask = &request.ask;
     if let Some(span) = query.threshold() {
         return Err(Error::spanned(
             span,
@@ -69,6 +79,12 @@ pub fn reply(snapshot: &Snapshot, catalog: &Catalog, query: &Query, ask: &Ask) -
         every: stage.every.is_some(),
         wall_offset,
     };
+    let summaries = !request.scan
+        && near.is_none()
+        && by.is_empty()
+        && stage.every.is_none()
+        && source.late.is_none()
+        && !catalog.full_scan;
     let scan = Scan {
         source,
         window,
@@ -78,6 +94,7 @@ pub fn reply(snapshot: &Snapshot, catalog: &Catalog, query: &Query, ask: &Ask) -
         every: stage.every,
         specs: &specs,
         keys: &keys,
+        summaries,
     };
     match ask {
         Ask::Partials => reply.groups = scan.partials(&mut engine, &mut reply)?,
@@ -96,11 +113,19 @@ struct Scan<'a> {
     every: Option<i64>,
     specs: &'a [AggSpec],
     keys: &'a KeyCells<'a>,
+    /// A whole window with no groups: summaries may answer.
+    summaries: bool,
 }
 
 impl Scan<'_> {
     /// Each group's mergeable aggregates.
     fn partials(self, engine: &mut Engine, reply: &mut Reply) -> Result<Vec<Group>> {
+        if let Some(parts) = self.summarized(engine)? {
+            return Ok(vec![Group {
+                key: Vec::new(),
+                parts,
+            }]);
+        }
         let Self { source, specs, .. } = self;
         let mut groups = Groups::<Part>::default();
         self.each(engine, reply, &mut |key, time, payload| {
@@ -130,8 +155,61 @@ impl Scan<'_> {
             .collect())
     }
 
+    /// The aggregates of a whole window from the chunk summaries, when
+    /// each is an index's (or one part's): counts, sums and extremes as
+    /// one host answers them, a quantile's values counted per bin of its
+    /// index (the bins every host of one weft version draws alike).
+    fn summarized(&self, engine: &mut Engine) -> Result<Option<Vec<Part>>> {
+        if !self.summaries {
+            return Ok(None);
+        }
+        let Some(picks) = summary_picks(self.source, self.pred.as_ref(), self.specs) else {
+            return Ok(None);
+        };
+        let snapshot = engine.snapshot;
+        let mut parts = Vec::new();
+        for (spec, (index, part, range)) in self.specs.iter().zip(picks) {
+            let (agg, stats) =
+                snapshot.aggregate_part(self.source.id, index, part, self.window.clone(), range)?;
+            engine.add(stats);
+            let mut answer = Part {
+                count: agg.count,
+                sum: agg.sum,
+                min: agg.min,
+                max: agg.max,
+                ..Part::default()
+            };
+            if matches!(spec.func, Func::Quantile(_) | Func::Percentiles) {
+                let edges = snapshot.meta().index(index)?.bins.boundaries().to_vec();
+                let (counts, stats) = snapshot.bucket_counts(
+                    self.source.id,
+                    index,
+                    part,
+                    self.window.clone(),
+                    &edges,
+                )?;
+                engine.add(stats);
+                let Some(counts) = counts else {
+                    return Ok(None);
+                };
+                answer.bins = (0..).zip(counts).filter(|(_, n)| *n > 0).collect();
+                answer.edges = edges;
+            }
+            parts.push(answer);
+        }
+        Ok(Some(parts))
+    }
+
     /// The values inside each want's range.
     fn values(self, engine: &mut Engine, reply: &mut Reply, wants: &[Want]) -> Result<Vec<Slice>> {
+        if self.summaries && wants.iter().all(|w| w.key.is_empty()) {
+            // One group: each want read through its column's index, only
+            // the chunks whose summaries reach its range.
+            return wants
+                .iter()
+                .map(|want| self.narrowed(engine, reply, want))
+                .collect();
+        }
         let Self {
             source,
             specs,
@@ -161,6 +239,35 @@ impl Scan<'_> {
             }
         })?;
         Ok(gathered.into_iter().map(Gathered::slice).collect())
+    }
+
+    /// The values of one want of a window with no groups, read with its
+    /// range as a condition (which the column's index narrows).
+    fn narrowed(&self, engine: &mut Engine, reply: &mut Reply, want: &Want) -> Result<Slice> {
+        let Some(column) = self.specs.get(want.agg).and_then(|s| s.column) else {
+            return Ok(Slice::Values(Vec::new()));
+        };
+        let bound = |op: Op, value: i64| Pred::Compare { column, op, value };
+        let mut conjuncts = vec![bound(Op::Ge, want.lo), bound(Op::Le, want.hi)];
+        conjuncts.extend(self.pred.clone());
+        let mut gathered = Gathered::default();
+        let source = self.source;
+        engine.grouped(
+            source,
+            &self.window,
+            Some(Pred::And(conjuncts)),
+            None,
+            &[],
+            None,
+            &mut |_, time, payload| {
+                reply.scanned += 1;
+                reply.scanned_bytes += payload.len() as u64;
+                if let Some(v) = source.columns[column].value(time, payload) {
+                    gathered.add(want, v);
+                }
+            },
+        )?;
+        Ok(gathered.slice())
     }
 
     /// Scans, calling `visit` with each record's group key, and counts

@@ -10,9 +10,7 @@ use crate::{
     answer::{Answer, Cell, Header},
     ast::{Func, Name, Query, Stage},
     error::{Error, Result},
-    fleet::wire::{
-        Ask, Key, Part, Reply, Request, Shown, Slice, Want, bin_range, piece_of, piece_range,
-    },
+    fleet::wire::{Ask, Key, Part, Reply, Request, Shown, Slice, Want, piece_of, piece_range},
     parse::parse,
     shape::{compare_cells, reshape},
 };
@@ -38,8 +36,10 @@ pub struct Traffic {
     pub bytes: u64,
     /// Records its scans visited (the most of any one ask).
     pub scanned: u64,
-    /// Their payload bytes: what shipping the records would have cost.
+    /// Their payload bytes.
     pub scanned_bytes: u64,
+    /// Records its answer covers: what shipping them would have meant.
+    pub covered: u64,
 }
 
 /// A fleet query's answer and what each host sent for it.
@@ -71,8 +71,22 @@ pub fn answer(text: &str, hosts: &mut [&mut dyn Host]) -> Result<FleetAnswer> {
             ..Traffic::default()
         })
         .collect();
-    let partials = ask_all(hosts, &mut traffic, text, &Ask::Partials)?;
+    let mut partials = ask_all(hosts, &mut traffic, text, &Ask::Partials, false)?;
+    // Hosts that answered from summaries whose bins differ (another weft
+    // version, an index defined otherwise) count in the shared bins
+    // instead, from their records.
+    let scan = !same_bins(&partials);
+    if scan {
+        partials = ask_all(hosts, &mut traffic, text, &Ask::Partials, true)?;
+    }
     let (columns, keys) = agreed_columns(hosts, &partials)?;
+    for (traffic, reply) in traffic.iter_mut().zip(&partials) {
+        traffic.covered = reply
+            .groups
+            .iter()
+            .map(|g| g.parts.iter().map(|p| p.count).max().unwrap_or(0))
+            .sum();
+    }
     let mut groups: BTreeMap<Vec<Key>, Vec<Part>> = BTreeMap::new();
     for reply in &partials {
         for group in &reply.groups {
@@ -90,7 +104,8 @@ pub fn answer(text: &str, hosts: &mut [&mut dyn Host]) -> Result<FleetAnswer> {
             }
         }
     }
-    let (quantiles, rounds) = exact_quantiles(hosts, &mut traffic, text, &groups, &funcs)?;
+    let asked = Asked { text, scan };
+    let (quantiles, rounds) = exact_quantiles(hosts, &mut traffic, &asked, &groups, &funcs)?;
     let mut answer = rows(&columns, &groups, &funcs, &quantiles);
     let by = keys > 0 && !matches!(columns[0].1, Shown::Time);
     let hist = funcs.first() == Some(&Func::Hist);
@@ -108,6 +123,30 @@ pub fn answer(text: &str, hosts: &mut [&mut dyn Host]) -> Result<FleetAnswer> {
         traffic,
         rounds,
     })
+}
+
+/// Whether every host counted each aggregate's values in the same bins.
+fn same_bins(replies: &[Reply]) -> bool {
+    let mut seen: HashMap<usize, &Vec<i64>> = HashMap::new();
+    for group in replies.iter().flat_map(|r| &r.groups) {
+        for (agg, part) in group
+            .parts
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !p.bins.is_empty())
+        {
+            if *seen.entry(agg).or_insert(&part.edges) != &part.edges {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// The query's text, and whether hosts were asked to read their records.
+struct Asked<'a> {
+    text: &'a str,
+    scan: bool,
 }
 
 /// The functions of the query's aggregate stage, in order.
@@ -158,10 +197,12 @@ fn ask_all(
     traffic: &mut [Traffic],
     text: &str,
     ask: &Ask,
+    scan: bool,
 ) -> Result<Vec<Reply>> {
     let request = Request {
         query: text.to_string(),
         ask: ask.clone(),
+        scan,
     };
     hosts
         .iter_mut()
@@ -228,7 +269,7 @@ struct Pending {
 fn exact_quantiles(
     hosts: &mut [&mut dyn Host],
     traffic: &mut [Traffic],
-    text: &str,
+    asked: &Asked,
     groups: &BTreeMap<Vec<Key>, Vec<Part>>,
     funcs: &[Func],
 ) -> Result<(Quantiles, u32)> {
@@ -242,7 +283,7 @@ fn exact_quantiles(
             };
             for q in qs {
                 if let Some((bin, rank)) = bin_rank(&part.bins, *q) {
-                    let (lo, hi) = bin_range(bin);
+                    let (lo, hi) = part.range(bin);
                     pending.push(Pending {
                         key: key.clone(),
                         agg,
@@ -287,7 +328,13 @@ fn exact_quantiles(
             .collect();
         wants.sort();
         wants.dedup();
-        let replies = ask_all(hosts, traffic, text, &Ask::Values(wants.clone()))?;
+        let replies = ask_all(
+            hosts,
+            traffic,
+            asked.text,
+            &Ask::Values(wants.clone()),
+            asked.scan,
+        )?;
         for (host, reply) in hosts.iter().zip(&replies) {
             if reply.slices.len() != wants.len() {
                 return Err(host_error(
@@ -462,15 +509,15 @@ fn plan(traffic: &[Traffic], groups: &BTreeMap<Vec<Key>, Vec<Part>>, rounds: u32
         .iter()
         .map(|t| {
             format!(
-                "host {}: {} request(s), sent {} bytes; its scan visited {} records ({} bytes of records)",
-                t.host, t.asks, t.bytes, t.scanned, t.scanned_bytes
+                "host {}: {} request(s), sent {} bytes; its answer covers {} records, of which it read {} ({} bytes)",
+                t.host, t.asks, t.bytes, t.covered, t.scanned, t.scanned_bytes
             )
         })
         .collect();
     let sent: u64 = traffic.iter().map(|t| t.bytes).sum();
-    let records: u64 = traffic.iter().map(|t| t.scanned_bytes).sum();
+    let records: u64 = traffic.iter().map(|t| t.covered).sum();
     plan.push(format!(
-        "fleet: {} host(s), {} group(s) merged, {rounds} round(s) of values for exact quantiles; sent {sent} bytes in all against {records} bytes of records",
+        "fleet: {} host(s), {} group(s) merged, {rounds} round(s) of values for exact quantiles; sent {sent} bytes in all for {records} records",
         traffic.len(),
         groups.len()
     ));

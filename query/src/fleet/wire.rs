@@ -14,6 +14,11 @@ pub struct Request {
     pub query: String,
     /// Which phase.
     pub ask: Ask,
+    /// Count quantiles in [`bin_of`]'s bins by reading the records, even
+    /// where summaries could answer: for hosts whose indexes bin a column
+    /// differently.
+    #[serde(default)]
+    pub scan: bool,
 }
 
 /// The two phases of a fleet query.
@@ -139,6 +144,11 @@ pub struct Part {
     /// Values per `hist` bucket.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hist: Vec<u64>,
+    /// The edges of the bins `bins` counts in, when they are a store
+    /// index's (answered from its chunk summaries: bin `j` holds
+    /// `edges[j-1]..edges[j]`); empty for [`bin_of`]'s.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub edges: Vec<i64>,
 }
 
 impl Part {
@@ -163,8 +173,23 @@ impl Part {
         }
     }
 
-    /// Adds another host's part of the same aggregate.
+    /// The smallest and largest value of bin `bin`, in this part's bins.
+    pub fn range(&self, bin: i32) -> (i64, i64) {
+        if self.edges.is_empty() {
+            return bin_range(bin);
+        }
+        let at = usize::try_from(bin).unwrap_or(0);
+        let lo = at.checked_sub(1).map_or(i64::MIN, |j| self.edges[j]);
+        let hi = self.edges.get(at).map_or(i64::MAX, |e| e - 1);
+        (lo, hi)
+    }
+
+    /// Adds another host's part of the same aggregate, counted in the
+    /// same bins (the asker checks [`Part::edges`] agree first).
     pub fn merge(&mut self, other: &Part) {
+        if self.count == 0 && self.edges.is_empty() {
+            self.edges.clone_from(&other.edges);
+        }
         self.count += other.count;
         self.sum += other.sum;
         self.min = [self.min, other.min].into_iter().flatten().min();
