@@ -633,6 +633,33 @@ impl Drop for LoopDevice {
     }
 }
 
+/// The durations of the syscalls `condition` selects in each capture of
+/// `dirs`, through `weft export --format jsonl`, ascending: what a fleet
+/// query's percentiles are checked against.
+pub fn exported_durations(dirs: &[&std::path::Path], condition: &str) -> Vec<i64> {
+    let mut durations = Vec::new();
+    for dir in dirs {
+        let (status, stdout, stderr) = run_weft(&[
+            "export",
+            dir.to_str().expect("utf-8 temp path"),
+            "--format",
+            "jsonl",
+            "-o",
+            "-",
+            "--where",
+            condition,
+        ]);
+        assert!(status.success(), "{stderr}");
+        durations.extend(stdout.lines().map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).expect("a JSON line")["dur"]
+                .as_i64()
+                .expect("a duration")
+        }));
+    }
+    durations.sort_unstable();
+    durations
+}
+
 #[cfg(test)]
 mod tests {
     use super::kernel_version;

@@ -277,26 +277,8 @@ fn fleet_sendto(peers: &str, secret: &str) -> serde_json::Value {
 /// The fleet's answer equals the nearest-rank quantiles over every host's
 /// exported `sendto` durations.
 fn exact_over_exports(dirs: &[weft_tests::CaptureDir], fleet: &serde_json::Value) {
-    let mut durations = Vec::new();
-    for dir in dirs {
-        let (status, stdout, stderr) = run_weft(&[
-            "export",
-            dir.to_str().unwrap(),
-            "--format",
-            "jsonl",
-            "-o",
-            "-",
-            "--where",
-            r#"name = "sendto""#,
-        ]);
-        assert!(status.success(), "{stderr}");
-        durations.extend(stdout.lines().map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["dur"]
-                .as_i64()
-                .unwrap()
-        }));
-    }
-    durations.sort_unstable();
+    let dirs: Vec<&std::path::Path> = dirs.iter().map(|d| &**d).collect();
+    let durations = weft_tests::exported_durations(&dirs, r#"name = "sendto""#);
     let n = durations.len();
     assert_eq!(fleet["count"].as_u64(), Some(n as u64), "{fleet}");
     // Nearest rank: ceil(q * n), in integers.

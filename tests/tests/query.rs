@@ -877,26 +877,7 @@ fn fleet_query_answers_a_peer_and_a_capture_as_one() {
 /// records its scan visited.
 fn fleet_percentiles_are_exact(dirs: &[&std::path::Path]) {
     let getppid = r#"syscalls where name = "getppid""#;
-    let mut durations = Vec::new();
-    for dir in dirs {
-        let (status, stdout, stderr) = run_weft(&[
-            "export",
-            dir.to_str().unwrap(),
-            "--format",
-            "jsonl",
-            "-o",
-            "-",
-            "--where",
-            r#"name = "getppid""#,
-        ]);
-        assert!(status.success(), "{stderr}");
-        durations.extend(stdout.lines().map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["dur"]
-                .as_i64()
-                .unwrap()
-        }));
-    }
-    durations.sort_unstable();
+    let durations = weft_tests::exported_durations(dirs, r#"name = "getppid""#);
     assert_eq!(durations.len(), 50_000);
     let hosts: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
     let hosts = hosts.join(",");
