@@ -433,13 +433,17 @@ impl Travel {
     }
 }
 
-/// Asks each peer its job names until the recording ends.
+/// Asks each peer its job names until the recording ends. Each exchange
+/// also measures the peer's clock (NTP's four times); a window sent to a
+/// peer measured before is moved by its offset and widened by its error
+/// bound, else widened by [`DEFAULT_CLOCK_ERROR`].
 fn ask_peers(
     queue: &mpsc::Receiver<(SocketAddr, PinRequest, Instant)>,
     secret: &Arc<Secret>,
     log: &Mutex<Vec<Sent>>,
 ) {
     let mut peers: HashMap<SocketAddr, Peer> = HashMap::new();
+    let mut clocks: HashMap<SocketAddr, (i64, i64)> = HashMap::new();
     while let Ok((addr, mut request, since)) = queue.recv() {
         let peer = match peers.get(&addr) {
             Some(peer) => peer,
@@ -451,50 +455,75 @@ fn ask_peers(
                 }
             },
         };
-        request.sent_wall = now_wall();
-        let answer = serde_json::to_vec(&request)
-            .map_err(|e| e.to_string())
-            .and_then(|body| peer.post(PIN, body).map_err(|e| e.to_string()))
-            .and_then(|bytes| {
-                serde_json::from_slice::<PinReply>(&bytes).map_err(|e| e.to_string())
-            });
-        let done = now_wall();
-        let mut sent = Sent {
-            id: request.id.clone(),
-            to: addr.to_string(),
-            hop: request.hop,
-            kept: false,
-            note: String::new(),
-            ms: since.elapsed().as_secs_f64() * 1e3,
-            clock_offset_ns: 0,
-            clock_error_ns: 0,
-        };
-        match answer {
-            Ok(reply) => {
-                // NTP: t1 sent, t2 received, t3 replied, t4 back.
-                let (t1, t2, t3, t4) = (
-                    request.sent_wall,
-                    reply.received_wall,
-                    reply.replied_wall,
-                    done,
-                );
-                sent.clock_offset_ns = i64::midpoint(t2 - t1, t3 - t4);
-                sent.clock_error_ns = ((t4 - t1) - (t3 - t2)) / 2;
-                sent.kept = reply.kept;
-                sent.note = reply.note;
-            }
-            Err(error) => {
-                eprintln!(
-                    "weft: peer {addr} did not keep firing {}: {error}",
-                    request.id
-                );
-                sent.note = error;
-            }
+        if let Some((offset, error)) = clocks.get(&addr) {
+            request.start_wall = request.start_wall.saturating_add(*offset);
+            request.end_wall = request.end_wall.saturating_add(*offset);
+            request.error_ns = error.unsigned_abs().saturating_add(CLOCK_MARGIN);
         }
-        log.lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(sent);
+        let (mut sent, answered) = exchange(peer, addr, &mut request, since);
+        if answered {
+            clocks.insert(addr, (sent.clock_offset_ns, sent.clock_error_ns));
+        }
+        sent.to = addr.to_string();
+        let mut log = log.lock().unwrap_or_else(PoisonError::into_inner);
+        if log.len() < MAX_LOGGED {
+            log.push(sent);
+        }
     }
+}
+
+/// What is added to a measured clock error: the clocks drift between
+/// exchanges.
+const CLOCK_MARGIN: u64 = 1_000_000;
+
+/// Sends `request` to `peer` and notes its answer and the clock estimate;
+/// whether it answered.
+fn exchange(
+    peer: &Peer,
+    addr: SocketAddr,
+    request: &mut PinRequest,
+    since: Instant,
+) -> (Sent, bool) {
+    request.sent_wall = now_wall();
+    let answer = serde_json::to_vec(&*request)
+        .map_err(|e| e.to_string())
+        .and_then(|body| peer.post(PIN, body).map_err(|e| e.to_string()))
+        .and_then(|bytes| serde_json::from_slice::<PinReply>(&bytes).map_err(|e| e.to_string()));
+    let done = now_wall();
+    let mut sent = Sent {
+        id: request.id.clone(),
+        to: String::new(),
+        hop: request.hop,
+        kept: false,
+        note: String::new(),
+        ms: since.elapsed().as_secs_f64() * 1e3,
+        clock_offset_ns: 0,
+        clock_error_ns: 0,
+    };
+    let answered = answer.is_ok();
+    match answer {
+        Ok(reply) => {
+            // NTP: t1 sent, t2 received, t3 replied, t4 back.
+            let (t1, t2, t3, t4) = (
+                request.sent_wall,
+                reply.received_wall,
+                reply.replied_wall,
+                done,
+            );
+            sent.clock_offset_ns = i64::midpoint(t2 - t1, t3 - t4);
+            sent.clock_error_ns = ((t4 - t1) - (t3 - t2)) / 2;
+            sent.kept = reply.kept;
+            sent.note = reply.note;
+        }
+        Err(error) => {
+            eprintln!(
+                "weft: peer {addr} did not keep firing {}: {error}",
+                request.id
+            );
+            sent.note = error;
+        }
+    }
+    (sent, answered)
 }
 
 /// Wall-clock ns since the epoch of monotonic time `mono`.
