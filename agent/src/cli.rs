@@ -1116,12 +1116,33 @@ pub struct DoctorArgs {
 #[derive(Debug, Args)]
 pub struct ExtractArgs {
     /// The capture the trigger fired in.
-    #[arg(value_name = "DIR")]
-    pub dir: std::path::PathBuf,
+    #[arg(value_name = "DIR", required_unless_present = "fleet")]
+    pub dir: Option<std::path::PathBuf>,
     /// Which firing, counting from 1 as `weft query DIR triggers` lists
     /// them.
-    #[arg(long, value_name = "N", help_heading = "Window")]
-    pub trigger: usize,
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Window",
+        required_unless_present = "fleet"
+    )]
+    pub trigger: Option<usize>,
+    /// The captures of a fleet (each host's, copied here or reachable): the
+    /// window each kept for --firing goes into OUT/NAME, NAME the capture
+    /// directory's own, so `weft query --fleet OUT/a,OUT/b` asks them as one.
+    #[arg(
+        long,
+        value_name = "DIR,...",
+        value_delimiter = ',',
+        requires = "firing",
+        conflicts_with_all = ["dir", "trigger"],
+        help_heading = "Window"
+    )]
+    pub fleet: Vec<std::path::PathBuf>,
+    /// A firing that traveled, by the id `weft info` lists (`to peer ...
+    /// firing ID`, `from peer`).
+    #[arg(long, value_name = "ID", help_heading = "Window")]
+    pub firing: Option<String>,
     /// The new capture directory (must not exist).
     #[arg(long, short = 'o', value_name = "OUT", help_heading = "Output")]
     pub output: std::path::PathBuf,

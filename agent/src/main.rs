@@ -52,13 +52,12 @@ fn main() -> ExitCode {
             eprintln!("weft: triggered");
             std::process::ExitCode::SUCCESS
         }),
-        cli::Command::Extract(args) => {
-            weft_capture::extract::extract(&args.dir, args.trigger, &args.output, args.skip_damaged)
-                .map(|report| {
-                    eprintln!("weft: {report}");
-                    std::process::ExitCode::SUCCESS
-                })
-        }
+        cli::Command::Extract(args) => extract(args).map(|report| {
+            for line in report.lines() {
+                eprintln!("weft: {line}");
+            }
+            std::process::ExitCode::SUCCESS
+        }),
         cli::Command::Stat(args) => stat::run(args),
         cli::Command::Record(args) => record::run(args),
         cli::Command::Info(args) => info::run(args),
@@ -84,6 +83,23 @@ fn main() -> ExitCode {
 /// The exit status of a failed command (docs/errors.md): 77 (sysexits'
 /// `EX_NOPERM`) without the privileges to trace, 3 where the kernel refused
 /// what weft asked of it, 2 for everything else, bad input first.
+/// `weft extract`: one capture's firing, or a traveled firing's windows
+/// across a fleet's captures.
+fn extract(args: &cli::ExtractArgs) -> anyhow::Result<String> {
+    use weft_capture::extract;
+    match (&args.dir, args.trigger, &args.firing) {
+        (Some(dir), Some(trigger), None) => {
+            extract::extract(dir, trigger, &args.output, args.skip_damaged)
+        }
+        (None, None, Some(id)) if !args.fleet.is_empty() => {
+            let dirs: Vec<&std::path::Path> =
+                args.fleet.iter().map(std::path::PathBuf::as_path).collect();
+            extract::extract_fleet(&dirs, id, &args.output, args.skip_damaged)
+        }
+        _ => anyhow::bail!("give DIR --trigger N, or --fleet DIR,... --firing ID"),
+    }
+}
+
 fn exit_status(error: &anyhow::Error) -> u8 {
     if weft_kernel::ebpf::needs_root(error) {
         77

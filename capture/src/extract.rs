@@ -23,6 +23,79 @@ const SLICE_NS: u64 = 100_000_000;
 pub fn extract(from: &Path, trigger: usize, to: &Path, skip_damaged: bool) -> Result<String> {
     let snapshot = capture::open(from, skip_damaged)?;
     let window = kept_window(&snapshot, trigger)?;
+    copy_window(
+        &snapshot,
+        from,
+        &window,
+        to,
+        json!({ "trigger_firing": trigger }),
+    )
+}
+
+/// Copies the window firing `id` kept in each capture of `from` (a
+/// firing that traveled between hosts: the origin's and each peer's that
+/// kept it) into `to/NAME`, NAME the capture directory's own; `to` is new.
+/// Says, per capture, what it copied or that it kept no such firing.
+pub fn extract_fleet(from: &[&Path], id: &str, to: &Path, skip_damaged: bool) -> Result<String> {
+    if to.exists() {
+        bail!(
+            "{} exists; extract writes new captures into a new directory",
+            to.display()
+        );
+    }
+    let mut report = Vec::new();
+    let mut windows = Vec::new();
+    for dir in from {
+        let metadata = capture::read_metadata(dir)?;
+        match firing_window(&metadata, id) {
+            Some(window) => windows.push((*dir, window)),
+            None => report.push(format!("{}: kept no firing {id}", dir.display())),
+        }
+    }
+    if windows.is_empty() {
+        bail!(
+            "no capture of the fleet kept firing {id} (`weft info DIR` lists the firings each kept)"
+        );
+    }
+    capture::prepare_dir(to, false)?.keep();
+    for (dir, window) in windows {
+        let name = dir
+            .file_name()
+            .map_or_else(|| "capture".into(), |n| n.to_string_lossy().into_owned());
+        let snapshot = capture::open(dir, skip_damaged)?;
+        let note = json!({ "fleet_firing": id });
+        report.push(format!(
+            "{}: {}",
+            dir.display(),
+            copy_window(&snapshot, dir, &window, &to.join(name), note)?
+        ));
+    }
+    Ok(report.join("\n"))
+}
+
+/// The window (monotonic ns) a capture kept for the traveling firing
+/// `id`: as its origin, or as a peer that kept it.
+fn firing_window(metadata: &serde_json::Value, id: &str) -> Option<RangeInclusive<u64>> {
+    let sessions = metadata["sessions"].as_array()?;
+    sessions.iter().find_map(|session| {
+        let peers = &session["triggers"]["peers"];
+        ["fired", "received"]
+            .iter()
+            .flat_map(|key| peers[key].as_array().into_iter().flatten())
+            .find(|f| f["id"] == id && f["kept"] != false)
+            .and_then(|f| Some(f["window_ns"][0].as_u64()?..=f["window_ns"][1].as_u64()?))
+    })
+}
+
+/// Copies `window` of `snapshot` (the capture in `from`) into the new
+/// capture `to`, noting `note` in its `extracted` entry.
+fn copy_window(
+    snapshot: &Snapshot,
+    from: &Path,
+    window: &RangeInclusive<u64>,
+    to: &Path,
+    mut note: serde_json::Value,
+) -> Result<String> {
     if to.exists() {
         bail!("{} exists; extract writes a new capture", to.display());
     }
@@ -31,14 +104,12 @@ pub fn extract(from: &Path, trigger: usize, to: &Path, skip_damaged: bool) -> Re
     let _ = std::fs::remove_dir_all(&partial);
     // Until renamed into place, the copy is removed on any error.
     let mut fresh = capture::prepare_dir(&partial, false)?;
-    let records = copy(&snapshot, &partial, &window)?;
+    let records = copy(snapshot, &partial, window)?;
     let mut metadata = capture::read_metadata(from)?;
-    metadata["extracted"] = json!({
-        "from": from.display().to_string(),
-        "trigger_firing": trigger,
-        "start_ns": window.start(),
-        "end_ns": window.end(),
-    });
+    note["from"] = from.display().to_string().into();
+    note["start_ns"] = (*window.start()).into();
+    note["end_ns"] = (*window.end()).into();
+    metadata["extracted"] = note;
     capture::write_metadata(&weft_store::Dir::open_to_write(&partial)?, &metadata)?;
     std::fs::rename(&partial, to).with_context(|| format!("failed to create {}", to.display()))?;
     fresh.keep();

@@ -227,6 +227,8 @@ pub struct Travel {
     /// Ids kept (or refused) already, oldest first: a loop ends here.
     seen: HashSet<String>,
     seen_order: VecDeque<String>,
+    /// This host's firings that traveled, with their windows.
+    fired: Vec<Value>,
     /// Firings received, for `weft.json` and `info` (the first
     /// [`MAX_LOGGED`]; the rest are counted).
     received: Vec<Value>,
@@ -285,6 +287,7 @@ impl Travel {
             me,
             seen: HashSet::new(),
             seen_order: VecDeque::new(),
+            fired: Vec::new(),
             received: Vec::new(),
             unlogged: 0,
             sent,
@@ -298,6 +301,14 @@ impl Travel {
     pub fn fired(&mut self, rule: usize, condition: String, tid: u32, window: (u64, u64)) {
         let id = format!("{}/{rule}/{}", self.me, wall(window.0));
         self.remember(&id);
+        if self.fired.len() < MAX_LOGGED {
+            self.fired.push(json!({
+                "id": id,
+                "rule": rule,
+                "condition": condition,
+                "window_ns": [window.0, window.1],
+            }));
+        }
         self.waiting.push(Waiting {
             id,
             condition,
@@ -351,8 +362,10 @@ impl Travel {
         self.seen_order.push_back(id.to_owned());
     }
 
-    /// Notes a peer's firing and what came of it.
-    pub fn received(&mut self, request: &PinRequest, kept: bool, note: &str) {
+    /// Notes a peer's firing and what came of it: kept over `window`
+    /// (monotonic ns), or not.
+    pub fn received(&mut self, request: &PinRequest, window: Option<(u64, u64)>, note: &str) {
+        let kept = window.is_some();
         if self.received.len() >= MAX_LOGGED {
             self.unlogged += 1;
             return;
@@ -368,6 +381,7 @@ impl Travel {
             "end_wall_ns": request.end_wall,
             "answered_wall_ns": now_wall(),
             "kept": kept,
+            "window_ns": window.map(|(start, end)| [start, end]),
             "note": note,
         }));
     }
@@ -426,6 +440,7 @@ impl Travel {
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
         json!({
+            "fired": self.fired,
             "received": self.received,
             "received_unlisted": self.unlogged,
             "sent": sent,

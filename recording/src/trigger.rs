@@ -386,7 +386,7 @@ impl Triggers {
             return Ok(reply(false, "this recorder keeps no firings from peers"));
         };
         if !travel.first_time(&request.id) {
-            travel.received(request, false, "seen before");
+            travel.received(request, None, "seen before");
             return Ok(reply(false, "this firing was kept here already"));
         }
         let now = weft_store::now_ns();
@@ -397,7 +397,7 @@ impl Triggers {
             }
             if recent.len() >= most {
                 self.peers.suppressed += 1;
-                travel.received(request, false, "refused by the rate limit");
+                travel.received(request, None, "refused by the rate limit");
                 return Ok(reply(
                     false,
                     "refused by this host's rate limit (--max-triggers)",
@@ -421,7 +421,7 @@ impl Triggers {
             "weft: keeping firing {} of {} (asked by {}, hop {})",
             request.id, request.origin, request.from, request.hop
         );
-        travel.received(request, true, "kept");
+        travel.received(request, Some(window), "kept");
         travel.forward(request, window);
         Ok(reply(true, "kept"))
     }

@@ -197,8 +197,9 @@ fn a_slow_request_keeps_its_window_on_every_host_it_touched() {
         "{}",
         finished[3].stderr
     );
-    kept_along_the_chain(&dirs);
+    let firing = kept_along_the_chain(&dirs);
     exact_over_exports(&dirs[..3], &fleet_answer);
+    extracted_across_the_fleet(&dirs, &firing);
     drop((server, other, proxy));
     for dir in dirs.iter().chain([&keys]) {
         std::fs::remove_dir_all(dir).unwrap();
@@ -208,7 +209,7 @@ fn a_slow_request_keeps_its_window_on_every_host_it_touched() {
 /// Each host's `weft.json` says what peers asked of it: the proxy (hop 1)
 /// and the client (hop 2) kept the one firing, the server and the fourth
 /// host kept none; prints how long after the firing the last peer kept it.
-fn kept_along_the_chain(dirs: &[weft_tests::CaptureDir]) {
+fn kept_along_the_chain(dirs: &[weft_tests::CaptureDir]) -> String {
     let peers_of = |i: usize| metadata(&dirs[i - 1])["sessions"][0]["triggers"]["peers"].clone();
     let received = |i: usize| {
         peers_of(i)["received"]
@@ -238,6 +239,52 @@ fn kept_along_the_chain(dirs: &[weft_tests::CaptureDir]) {
         took as f64 / 1e6
     );
     assert!(took < 2_000_000_000, "{took} ns");
+    // The origin lists the firing it sent, with its window.
+    let fired = peers_of(1)["fired"][0].clone();
+    assert_eq!(fired["id"], at_client["id"], "{fired}");
+    fired["id"].as_str().unwrap().to_owned()
+}
+
+/// `weft extract --fleet` copies the window each host kept for `firing`
+/// into a capture of its own, named as the host's: the server's holds the
+/// slow `nanosleep`, the fourth host has none, and the three open as one
+/// fleet.
+fn extracted_across_the_fleet(dirs: &[weft_tests::CaptureDir], firing: &str) {
+    let out = capture_dir("fleet-chain-extracted");
+    let all: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    let (status, _, stderr) = run_weft(&[
+        "extract",
+        "--fleet",
+        &all.join(","),
+        "--firing",
+        firing,
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("kept no firing {firing}")),
+        "{stderr}"
+    );
+    let copy = |i: usize| out.join(dirs[i - 1].file_name().unwrap());
+    assert!(!copy(4).exists(), "the fourth host kept nothing");
+    let slow = weft_tests::query_rows(
+        &copy(1),
+        r#"syscalls where name = "nanosleep" and dur > 100ms | count"#,
+    );
+    assert_eq!(slow[0]["count"], 1, "{slow:?}");
+    let copies: Vec<String> = (1..=3).map(|i| copy(i).display().to_string()).collect();
+    let (status, stdout, stderr) = run_weft(&[
+        "query",
+        "--fleet",
+        &copies.join(","),
+        "--json",
+        r#"syscalls where name = "sendto" | count"#,
+    ]);
+    assert!(status.success(), "{stderr}");
+    let count: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(count["count"].as_u64().unwrap() > 0, "{count}");
+    std::fs::remove_dir_all(&out).unwrap();
 }
 
 /// The fleet's p99.99 and count of `sendto` durations, once the
