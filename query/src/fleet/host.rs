@@ -192,8 +192,7 @@ impl Scan<'_> {
                 let Some(counts) = counts else {
                     return Ok(None);
                 };
-                answer.bins = (0..).zip(counts).filter(|(_, n)| *n > 0).collect();
-                answer.edges = edges;
+                answer.count_in(&edges, &counts);
             }
             parts.push(answer);
         }

@@ -127,7 +127,7 @@ pub fn answer(text: &str, hosts: &mut [&mut dyn Host]) -> Result<FleetAnswer> {
 
 /// Whether every host counted each aggregate's values in the same bins.
 fn same_bins(replies: &[Reply]) -> bool {
-    let mut seen: HashMap<usize, &Vec<i64>> = HashMap::new();
+    let mut seen: HashMap<usize, u64> = HashMap::new();
     for group in replies.iter().flat_map(|r| &r.groups) {
         for (agg, part) in group
             .parts
@@ -135,7 +135,7 @@ fn same_bins(replies: &[Reply]) -> bool {
             .enumerate()
             .filter(|(_, p)| !p.bins.is_empty())
         {
-            if *seen.entry(agg).or_insert(&part.edges) != &part.edges {
+            if *seen.entry(agg).or_insert(part.scheme) != part.scheme {
                 return false;
             }
         }

@@ -144,11 +144,35 @@ pub struct Part {
     /// Values per `hist` bucket.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hist: Vec<u64>,
-    /// The edges of the bins `bins` counts in, when they are a store
-    /// index's (answered from its chunk summaries: bin `j` holds
-    /// `edges[j-1]..edges[j]`); empty for [`bin_of`]'s.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub edges: Vec<i64>,
+    /// Which bins `bins` counts in: 0 for [`bin_of`]'s, else a
+    /// fingerprint of a store index's edges (answered from its chunk
+    /// summaries), the same on every host whose index bins alike.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub scheme: u64,
+    /// With a store index's bins: the smallest and largest value of each
+    /// bin counted (only those: the edges of empty bins need not cross).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ranges: BTreeMap<i32, (i64, i64)>,
+}
+
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The fingerprint of a store index's bin `edges` (FNV-1a over their
+/// bytes): hosts compare it, not the edges.
+pub fn scheme_of(edges: &[i64]) -> u64 {
+    edges
+        .iter()
+        .flat_map(|e| e.to_le_bytes())
+        .fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+        })
+        .max(1)
 }
 
 impl Part {
@@ -175,20 +199,34 @@ impl Part {
 
     /// The smallest and largest value of bin `bin`, in this part's bins.
     pub fn range(&self, bin: i32) -> (i64, i64) {
-        if self.edges.is_empty() {
+        if self.scheme == 0 {
             return bin_range(bin);
         }
-        let at = usize::try_from(bin).unwrap_or(0);
-        let lo = at.checked_sub(1).map_or(i64::MIN, |j| self.edges[j]);
-        let hi = self.edges.get(at).map_or(i64::MAX, |e| e - 1);
-        (lo, hi)
+        self.ranges
+            .get(&bin)
+            .copied()
+            .unwrap_or((i64::MIN, i64::MAX))
+    }
+
+    /// Counts `counts` (per bin of a store index whose bins have `edges`:
+    /// bin `j` holds `edges[j-1]` up to `edges[j]`) as this part's bins.
+    pub fn count_in(&mut self, edges: &[i64], counts: &[u64]) {
+        self.scheme = scheme_of(edges);
+        for (j, n) in counts.iter().enumerate().filter(|(_, n)| **n > 0) {
+            let bin = i32::try_from(j).expect("an index has fewer bins than i32 holds");
+            let lo = j.checked_sub(1).map_or(i64::MIN, |at| edges[at]);
+            let hi = edges.get(j).map_or(i64::MAX, |e| e - 1);
+            self.bins.insert(bin, *n);
+            self.ranges.insert(bin, (lo, hi));
+        }
     }
 
     /// Adds another host's part of the same aggregate, counted in the
-    /// same bins (the asker checks [`Part::edges`] agree first).
+    /// same bins (the asker checks [`Part::scheme`] agrees first).
     pub fn merge(&mut self, other: &Part) {
-        if self.count == 0 && self.edges.is_empty() {
-            self.edges.clone_from(&other.edges);
+        self.scheme = self.scheme.max(other.scheme);
+        for (bin, range) in &other.ranges {
+            self.ranges.insert(*bin, *range);
         }
         self.count += other.count;
         self.sum += other.sum;
