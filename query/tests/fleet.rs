@@ -14,7 +14,7 @@ use weft_query::{
     fleet::{self, Host, wire::Reply, wire::Request},
     parse, run,
 };
-use weft_store::{Bins, Config, Field, FieldKind, Snapshot, Store};
+use weft_store::{Bins, Config, Field, FieldKind, Partition, Snapshot, Store};
 
 include!("../../store/tests/common/rng.rs");
 
@@ -84,7 +84,20 @@ fn capture_binned(name: &str, records: &[Rec], per_octave: i64) -> Capture {
             source,
             "duration_ns",
             fields()[0].clone(),
+            Bins::new(bounds.clone()).unwrap(),
+        )
+        .unwrap();
+    // Per syscall, as weft's recordings keep it: `by name` from summaries.
+    store
+        .define_partitioned_index(
+            source,
+            "duration_by_nr",
+            fields()[0].clone(),
             Bins::new(bounds).unwrap(),
+            Some(Partition {
+                field: fields()[1].clone(),
+                count: 512,
+            }),
         )
         .unwrap();
     for (i, (dur, nr, tid)) in records.iter().enumerate() {
@@ -221,6 +234,20 @@ fn a_fleet_percentile_sends_far_fewer_bytes_than_the_records() {
         "{:?}",
         many.answer.plan
     );
+}
+
+#[test]
+fn groups_that_are_parts_come_from_summaries() {
+    let f = fleet("parts", &[60_000, 60_000]);
+    let query = "syscalls | count, p50(dur), p99(dur), max(dur) by name";
+    let many = ask_fleet(&f, query);
+    let one = run(&f.all.snapshot, &f.all.catalog, query).unwrap();
+    assert_eq!(many.answer.rows, one.rows);
+    for t in &many.traffic {
+        // Counts per bin from the summaries; then only the chunks whose
+        // summaries reach each name's quantile bins are read.
+        assert!(t.scanned < 60_000, "{t:?}");
+    }
 }
 
 #[test]

@@ -3,21 +3,21 @@
 
 use std::{collections::HashMap, ops::RangeInclusive};
 
-use weft_store::Snapshot;
+use weft_store::{IndexId, Snapshot};
 
 use crate::{
     Cell,
     aggregate::{AggSpec, Groups},
     ast::{Func, Op, Query},
     bind::{Pred, column},
-    catalog::{Catalog, SourceColumns},
+    catalog::{Catalog, Kind, SourceColumns},
     engine::{Engine, Near, Selection},
     error::{Error, Result},
     exec::aggregate_stage,
     fleet::wire::{
         Ask, Group, Key, MAX_VALUES, PIECES, Part, Reply, Request, Shown, Slice, Want, piece_of,
     },
-    picks::summary_picks,
+    picks::{part_index, summary_picks},
     shape::cell,
     summarize::GroupedVisit,
 };
@@ -79,12 +79,19 @@ pub fn reply(
         every: stage.every.is_some(),
         wall_offset,
     };
-    let summaries = !request.scan
+    let plain = !request.scan
         && near.is_none()
-        && by.is_empty()
         && stage.every.is_none()
         && source.late.is_none()
         && !catalog.full_scan;
+    let summaries = match (&by[..], plain) {
+        ([], true) => Summaries::Whole,
+        ([by], true) if pred.is_none() => part_index(source, &specs, *by)
+            .map_or(Summaries::No, |(index, parts)| {
+                Summaries::Parts(index, parts, *by)
+            }),
+        _ => Summaries::No,
+    };
     let scan = Scan {
         source,
         window,
@@ -113,18 +120,41 @@ struct Scan<'a> {
     every: Option<i64>,
     specs: &'a [AggSpec],
     keys: &'a KeyCells<'a>,
-    /// A whole window with no groups: summaries may answer.
-    summaries: bool,
+    /// What the chunk summaries may answer.
+    summaries: Summaries,
+}
+
+/// What the chunk summaries can answer of a stage.
+#[derive(Clone, Copy)]
+enum Summaries {
+    /// Nothing: the records are read.
+    No,
+    /// A whole window with no groups.
+    Whole,
+    /// Groups that are the parts of a partitioned index (`by name` over
+    /// the latency index kept per syscall): the index, its count of parts
+    /// and the group-by column.
+    Parts(IndexId, u32, usize),
 }
 
 impl Scan<'_> {
     /// Each group's mergeable aggregates.
     fn partials(self, engine: &mut Engine, reply: &mut Reply) -> Result<Vec<Group>> {
-        if let Some(parts) = self.summarized(engine)? {
-            return Ok(vec![Group {
-                key: Vec::new(),
-                parts,
-            }]);
+        match self.summaries {
+            Summaries::Whole => {
+                if let Some(parts) = self.summarized(engine)? {
+                    return Ok(vec![Group {
+                        key: Vec::new(),
+                        parts,
+                    }]);
+                }
+            }
+            Summaries::Parts(index, count, by) => {
+                if let Some(groups) = self.summarized_parts(engine, (index, count), by)? {
+                    return Ok(groups);
+                }
+            }
+            Summaries::No => {}
         }
         let Self { source, specs, .. } = self;
         let mut groups = Groups::<Part>::default();
@@ -160,9 +190,6 @@ impl Scan<'_> {
     /// one host answers them, a quantile's values counted per bin of its
     /// index (the bins every host of one weft version draws alike).
     fn summarized(&self, engine: &mut Engine) -> Result<Option<Vec<Part>>> {
-        if !self.summaries {
-            return Ok(None);
-        }
         let Some(picks) = summary_picks(self.source, self.pred.as_ref(), self.specs) else {
             return Ok(None);
         };
@@ -199,15 +226,109 @@ impl Scan<'_> {
         Ok(Some(parts))
     }
 
+    /// Each part's aggregates from the summaries of its part of `index`
+    /// (with `count` parts), the groups of `by`; `None` where a group is
+    /// not one part (values past the partition's count share one, a name
+    /// may stand for several).
+    fn summarized_parts(
+        &self,
+        engine: &mut Engine,
+        (index, count): (IndexId, u32),
+        by: usize,
+    ) -> Result<Option<Vec<Group>>> {
+        let snapshot = engine.snapshot;
+        let (answers, stats) =
+            snapshot.aggregate_parts(self.source.id, index, self.window.clone(), &[])?;
+        engine.add(stats);
+        let named = |part: u32| match &self.source.columns[by].kind {
+            Kind::Named(names) => names.group_of(i64::from(part)) == i64::from(part),
+            _ => true,
+        };
+        if answers.iter().any(|a| a.part >= count || !named(a.part)) {
+            return Ok(None);
+        }
+        let edges = snapshot.meta().index(index)?.bins.boundaries().to_vec();
+        let mut groups = Vec::new();
+        for answer in answers {
+            let agg = answer.aggregate;
+            let mut counted: Option<Vec<u64>> = None;
+            let mut parts = Vec::new();
+            for spec in self.specs {
+                let mut part = Part {
+                    count: agg.count,
+                    sum: agg.sum,
+                    min: agg.min,
+                    max: agg.max,
+                    ..Part::default()
+                };
+                if matches!(spec.func, Func::Quantile(_) | Func::Percentiles) {
+                    if counted.is_none() {
+                        let (counts, stats) = snapshot.bucket_counts(
+                            self.source.id,
+                            index,
+                            Some(answer.part),
+                            self.window.clone(),
+                            &edges,
+                        )?;
+                        engine.add(stats);
+                        let Some(counts) = counts else {
+                            return Ok(None);
+                        };
+                        counted = Some(counts);
+                    }
+                    part.count_in(&edges, counted.as_deref().unwrap_or_default());
+                }
+                parts.push(part);
+            }
+            groups.push(Group {
+                key: self.keys.of(&[i64::from(answer.part)]),
+                parts,
+            });
+        }
+        Ok(Some(groups))
+    }
+
     /// The values inside each want's range.
     fn values(self, engine: &mut Engine, reply: &mut Reply, wants: &[Want]) -> Result<Vec<Slice>> {
-        if self.summaries && wants.iter().all(|w| w.key.is_empty()) {
-            // One group: each want read through its column's index, only
-            // the chunks whose summaries reach its range.
-            return wants
-                .iter()
-                .map(|want| self.narrowed(engine, reply, want))
-                .collect();
+        match self.summaries {
+            Summaries::Whole if wants.iter().all(|w| w.key.is_empty()) => {
+                // One group: each want read through its column's index,
+                // only the chunks whose summaries reach its range.
+                return wants
+                    .iter()
+                    .map(|want| self.narrowed(engine, reply, want, None))
+                    .collect();
+            }
+            Summaries::Parts(index, _, by) => {
+                // Each group is one part: its records picked by the part's
+                // value and the want's range.
+                let (answers, stats) = engine.snapshot.aggregate_parts(
+                    self.source.id,
+                    index,
+                    self.window.clone(),
+                    &[],
+                )?;
+                engine.add(stats);
+                let part_of: HashMap<Vec<Key>, i64> = answers
+                    .iter()
+                    .map(|a| (self.keys.of(&[i64::from(a.part)]), i64::from(a.part)))
+                    .collect();
+                return wants
+                    .iter()
+                    .map(|want| match part_of.get(&want.key) {
+                        Some(part) => {
+                            let pick = Pred::Compare {
+                                column: by,
+                                op: Op::Eq,
+                                value: *part,
+                            };
+                            self.narrowed(engine, reply, want, Some(pick))
+                        }
+                        None => Ok(Slice::Values(Vec::new())),
+                    })
+                    .collect();
+            }
+            _ => {}
         }
         let Self {
             source,
@@ -240,15 +361,23 @@ impl Scan<'_> {
         Ok(gathered.into_iter().map(Gathered::slice).collect())
     }
 
-    /// The values of one want of a window with no groups, read with its
-    /// range as a condition (which the column's index narrows).
-    fn narrowed(&self, engine: &mut Engine, reply: &mut Reply, want: &Want) -> Result<Slice> {
+    /// The values of one want of a window with no groups (or of the group
+    /// `pick` selects), read with its range as a condition (which the
+    /// column's index narrows).
+    fn narrowed(
+        &self,
+        engine: &mut Engine,
+        reply: &mut Reply,
+        want: &Want,
+        pick: Option<Pred>,
+    ) -> Result<Slice> {
         let Some(column) = self.specs.get(want.agg).and_then(|s| s.column) else {
             return Ok(Slice::Values(Vec::new()));
         };
         let bound = |op: Op, value: i64| Pred::Compare { column, op, value };
         let mut conjuncts = vec![bound(Op::Ge, want.lo), bound(Op::Le, want.hi)];
         conjuncts.extend(self.pred.clone());
+        conjuncts.extend(pick);
         let mut gathered = Gathered::default();
         let source = self.source;
         engine.grouped(
