@@ -88,14 +88,14 @@ pub fn answer(text: &str, hosts: &mut [&mut dyn Host]) -> Result<FleetAnswer> {
             .sum();
     }
     let mut groups: BTreeMap<Vec<Key>, Vec<Part>> = BTreeMap::new();
-    for reply in &partials {
+    for (host, reply) in hosts.iter().zip(&partials) {
         for group in &reply.groups {
             let merged = groups
                 .entry(group.key.clone())
                 .or_insert_with(|| vec![Part::default(); group.parts.len()]);
             if merged.len() != group.parts.len() || group.key.len() != keys {
                 return Err(host_error(
-                    "?",
+                    host.name(),
                     "sent a group that does not fit the query's columns",
                 ));
             }
