@@ -8,9 +8,10 @@
 //! aggregates, a few values and window times, never records, and a fleet
 //! that wants them hidden runs the peer port on a private network.
 //!
-//! Must not depend on the kernel side or the store: it moves signed bytes,
-//! and its one caller-facing type beyond them is the fleet query's
-//! [`weft_query::fleet::Host`], which [`client::Peer`] implements.
+//! Must not depend on the kernel side (`weft-kernel`, aya), the recording
+//! side or the command line: it moves signed bytes, and the one weft type
+//! it knows is the fleet query's [`weft_query::fleet::Host`], which
+//! [`client::Peer`] implements (`xtask/src/layers.rs` checks it).
 
 pub mod client;
 pub mod secret;

@@ -35,7 +35,7 @@ mod tests {
     }
 
     /// The weft crates' folders, by package name.
-    const CRATES: [(&str, &str); 15] = [
+    const CRATES: [(&str, &str); 16] = [
         ("weft-abi", "abi"),
         ("weft-store", "store"),
         ("weft-ingest", "ingest"),
@@ -50,6 +50,7 @@ mod tests {
         ("weft-recording", "recording"),
         ("weft-pt-capture", "pt-capture"),
         ("weft-export", "export"),
+        ("weft-peer", "peer"),
         ("weft", "agent"),
     ];
 
@@ -84,7 +85,7 @@ mod tests {
                 .collect()
         };
         // Which weft crates each of the lower ones may use at all.
-        let only: [(&str, &[&str]); 9] = [
+        let only: [(&str, &[&str]); 10] = [
             ("weft-abi", &[]),
             ("weft-store", &[]),
             ("weft-symbols", &[]),
@@ -94,6 +95,9 @@ mod tests {
             ("weft-oneliner", &["weft-abi"]),
             ("weft-tui", &["weft-query", "weft-store"]),
             ("weft-pt", &["weft-symbols"]),
+            // The channel moves signed bytes; its one weft type is the
+            // fleet query's host.
+            ("weft-peer", &["weft-query", "weft-store"]),
         ];
         for (package, allowed) in only {
             let used = weft(&reach(&graph, package));
