@@ -56,7 +56,8 @@ impl AggSpec {
         }
     }
 
-    fn keeps_values(&self) -> bool {
+    /// Whether it is a quantile (its values are kept, or counted per bin).
+    pub(crate) fn keeps_values(&self) -> bool {
         matches!(self.func, Func::Quantile(_) | Func::Percentiles)
     }
 }

@@ -11,7 +11,7 @@ use crate::{
     aggregate::AggSpec,
     ast::{Func, Op},
     bind::Pred,
-    catalog::{Read, SourceColumns},
+    catalog::{Kind, Read, SourceColumns},
 };
 
 /// The part of a partitioned index over `column` that `pred` selects, when
@@ -77,6 +77,22 @@ pub(crate) fn part_index(
     }
     // Counts alone: any partitioned index by that field counts them.
     chosen.or_else(|| (0..source.columns.len()).find_map(over))
+}
+
+/// Whether every part of `answers` is a group of its own when grouping
+/// by column `by` of a partitioned index with `count` parts: values past
+/// the count share one part, and a name may stand for several values.
+pub(crate) fn parts_are_groups(
+    source: &SourceColumns,
+    by: usize,
+    count: u32,
+    answers: &[weft_store::PartAnswer],
+) -> bool {
+    let named = |part: u32| match &source.columns[by].kind {
+        Kind::Named(names) => names.group_of(i64::from(part)) == i64::from(part),
+        _ => true,
+    };
+    answers.iter().all(|a| a.part < count && named(a.part))
 }
 
 /// The store index (and part) that answers each aggregate from chunk

@@ -12,7 +12,7 @@ use crate::{
     catalog::{Kind, SourceColumns},
     engine::{Engine, Near},
     error::{Error, Result},
-    picks::{Pick, column_pick, part_index, summary_picks},
+    picks::{Pick, column_pick, part_index, parts_are_groups, summary_picks},
     shape::{group_answer, keyed_answer},
 };
 
@@ -341,11 +341,7 @@ impl Engine<'_> {
         // Values past the partition's count share one part, and names
         // that stand for several values make one group of several parts:
         // neither is a group of its own here.
-        let named = |part: u32| match &source.columns[by].kind {
-            Kind::Named(names) => names.group_of(i64::from(part)) == i64::from(part),
-            _ => true,
-        };
-        if answers.iter().any(|a| a.part >= parts || !named(a.part)) {
+        if !parts_are_groups(source, by, parts, &answers) {
             return Ok(None);
         }
         self.add(stats);

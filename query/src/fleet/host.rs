@@ -8,16 +8,16 @@ use weft_store::{IndexId, Snapshot};
 use crate::{
     Cell,
     aggregate::{AggSpec, Groups},
-    ast::{Func, Op, Query},
+    ast::{Op, Query},
     bind::{Pred, column},
-    catalog::{Catalog, Kind, SourceColumns},
+    catalog::{Catalog, SourceColumns},
     engine::{Engine, Near, Selection},
     error::{Error, Result},
     exec::aggregate_stage,
     fleet::wire::{
         Ask, Group, Key, MAX_VALUES, PIECES, Part, Reply, Request, Shown, Slice, Want, piece_of,
     },
-    picks::{part_index, summary_picks},
+    picks::{part_index, parts_are_groups, summary_picks},
     shape::cell,
     summarize::GroupedVisit,
 };
@@ -199,14 +199,8 @@ impl Scan<'_> {
             let (agg, stats) =
                 snapshot.aggregate_part(self.source.id, index, part, self.window.clone(), range)?;
             engine.add(stats);
-            let mut answer = Part {
-                count: agg.count,
-                sum: agg.sum,
-                min: agg.min,
-                max: agg.max,
-                ..Part::default()
-            };
-            if matches!(spec.func, Func::Quantile(_) | Func::Percentiles) {
+            let mut answer = Part::of(&agg);
+            if spec.keeps_values() {
                 let edges = snapshot.meta().index(index)?.bins.boundaries().to_vec();
                 let (counts, stats) = snapshot.bucket_counts(
                     self.source.id,
@@ -240,11 +234,7 @@ impl Scan<'_> {
         let (answers, stats) =
             snapshot.aggregate_parts(self.source.id, index, self.window.clone(), &[])?;
         engine.add(stats);
-        let named = |part: u32| match &self.source.columns[by].kind {
-            Kind::Named(names) => names.group_of(i64::from(part)) == i64::from(part),
-            _ => true,
-        };
-        if answers.iter().any(|a| a.part >= count || !named(a.part)) {
+        if !parts_are_groups(self.source, by, count, &answers) {
             return Ok(None);
         }
         let edges = snapshot.meta().index(index)?.bins.boundaries().to_vec();
@@ -254,14 +244,8 @@ impl Scan<'_> {
             let mut counted: Option<Vec<u64>> = None;
             let mut parts = Vec::new();
             for spec in self.specs {
-                let mut part = Part {
-                    count: agg.count,
-                    sum: agg.sum,
-                    min: agg.min,
-                    max: agg.max,
-                    ..Part::default()
-                };
-                if matches!(spec.func, Func::Quantile(_) | Func::Percentiles) {
+                let mut part = Part::of(&agg);
+                if spec.keeps_values() {
                     if counted.is_none() {
                         let (counts, stats) = snapshot.bucket_counts(
                             self.source.id,

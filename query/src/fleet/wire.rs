@@ -176,6 +176,17 @@ pub fn scheme_of(edges: &[i64]) -> u64 {
 }
 
 impl Part {
+    /// The count, sum and extremes the store's summaries gave.
+    pub fn of(aggregate: &weft_store::Aggregate) -> Self {
+        Self {
+            count: aggregate.count,
+            sum: aggregate.sum,
+            min: aggregate.min,
+            max: aggregate.max,
+            ..Self::default()
+        }
+    }
+
     /// Counts one value of an aggregate of `func`.
     pub fn add(&mut self, func: Func, value: i64) {
         self.count += 1;
