@@ -676,7 +676,14 @@ fn sigusr1_prints_the_maps_as_bpftrace_does() {
     let ours = said.pop().expect("weft's");
     let theirs = said.pop().expect("bpftrace's");
     assert_eq!(ours.matches("@x: 5").count(), 2, "{ours}");
-    assert_eq!(ours, theirs);
+    if theirs.matches("@x: 5").count() == 1 {
+        // bpftrace sometimes hangs in epoll_wait after Ctrl-C and is killed
+        // before its closing print (noted above): its SIGUSR1 print must
+        // still be ours.
+        assert!(ours.starts_with(&theirs), "{ours:?} vs {theirs:?}");
+    } else {
+        assert_eq!(ours, theirs);
+    }
 }
 
 /// What `tracer` printed on stdout, after it ended well.
