@@ -1,7 +1,8 @@
 //! Empty programs on the hooks the syscall probe can use. They measure the
 //! floor — what merely being attached costs — for `cargo xtask bench
-//! probe-effect`, and compare the hook kinds; beside them, one program per
-//! operation of the probe says what each costs. weft itself never loads them.
+//! probe-effect`, and compare the hook kinds; a pair that does only what
+//! exact pairing needs is the floor weft's probe is held to; beside them,
+//! one program per operation of the probe says what each costs. weft itself never loads them.
 
 use aya_ebpf::{
     macros::{btf_tracepoint, raw_tracepoint, tracepoint},
@@ -36,6 +37,46 @@ pub fn floor_tp_enter(_ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn floor_tp_exit(_ctx: TracePointContext) -> u32 {
     0
+}
+
+/// The exact-pairing floor: what pairing every call exactly cannot do
+/// without — an empty program on each hook, a clock read at each, and the
+/// thread's slot found (made at the entry) in task storage. weft's syscall
+/// probe is measured against this pair, since its two clock reads and two
+/// storage gets alone cost more than the empty programs' margin allows.
+mod pairing {
+    use aya_ebpf::{
+        helpers::bpf_ktime_get_ns,
+        macros::{btf_map, raw_tracepoint},
+        programs::RawTracePointContext,
+    };
+
+    use crate::task_storage::TaskStorage;
+
+    #[btf_map]
+    static PAIRING_STORAGE: TaskStorage<u64> = TaskStorage::new();
+
+    #[raw_tracepoint(tracepoint = "sys_enter")]
+    pub fn floor_pairing_enter(_ctx: RawTracePointContext) -> i32 {
+        // SAFETY: helper without preconditions.
+        let now = unsafe { bpf_ktime_get_ns() };
+        if let Some(slot) = PAIRING_STORAGE.current(true) {
+            // SAFETY: the task's own storage.
+            unsafe { *slot = now };
+        }
+        0
+    }
+
+    /// Writes the duration back to the slot, as the probe clears its
+    /// entry there, so the compiler keeps the read and the subtraction.
+    #[raw_tracepoint(tracepoint = "sys_exit")]
+    pub fn floor_pairing_exit(_ctx: RawTracePointContext) -> i32 {
+        if let Some(slot) = PAIRING_STORAGE.current(false) {
+            // SAFETY: helper without preconditions; the task's own storage.
+            unsafe { *slot = bpf_ktime_get_ns().wrapping_sub(*slot) };
+        }
+        0
+    }
 }
 
 /// One operation of the syscall probe each, on `sys_enter` beside

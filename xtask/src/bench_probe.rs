@@ -76,6 +76,7 @@ fn per_program(bins: &Bins, configs: &[Config], calls: u32) -> Result<()> {
     for (config, names) in [
         (config("b ")?, ["syscall_enter", "syscall_exit"]),
         (config("d ")?, ["floor_raw_enter", "floor_raw_exit"]),
+        (config("d4")?, ["floor_pairing_enter", "floor_pairing_exit"]),
     ] {
         let costs = run_costs(config, bins, calls, &names)?;
         for (name, ns) in names.iter().zip(&costs) {
@@ -84,8 +85,9 @@ fn per_program(bins: &Bins, configs: &[Config], calls: u32) -> Result<()> {
         work.push(costs.iter().sum::<f64>());
     }
     println!(
-        "  weft's programs do {:.1} ns of work per syscall above the empty ones",
-        work[0] - work[1]
+        "  weft's programs do {:.1} ns of work per syscall above the empty ones, {:.1} above exact pairing",
+        work[0] - work[1],
+        work[0] - work[2]
     );
     operation_costs(bins, calls)
 }
@@ -95,7 +97,7 @@ fn per_program(bins: &Bins, configs: &[Config], calls: u32) -> Result<()> {
 /// the last two are for comparison: what a record would cost were each
 /// sent alone, and a counter the probe bumps only on a loss.
 const OPERATIONS: &[(&str, &str, f64)] = &[
-    ("cost_pid_tgid", "bpf_get_current_pid_tgid", 2.0),
+    ("cost_pid_tgid", "bpf_get_current_pid_tgid", 1.0),
     ("cost_ktime", "bpf_ktime_get_ns", 2.0),
     ("cost_task_storage", "task storage get", 2.0),
     ("cost_cpu", "bpf_get_smp_processor_id", 1.0),
@@ -221,6 +223,11 @@ fn configs(bins: &Bins) -> Vec<Config> {
         ),
         config("d3 empty tracepoint sys_enter+exit", floor("tp"), "getppid"),
         config(
+            "d4 exact pairing: 2 clocks + task storage",
+            floor("pairing"),
+            "getppid",
+        ),
+        config(
             "f  weft --syscall getppid (raw)",
             weft(&["--syscall", "getppid", "--attach", "raw"]),
             "getppid",
@@ -253,6 +260,7 @@ fn print_ratios(rounds: &[Rounds]) {
         floor,
         btf,
         tp,
+        pairing,
         selected,
         selected_tp,
         untraced_other,
@@ -267,7 +275,9 @@ fn print_ratios(rounds: &[Rounds]) {
         ("b/a  weft / untraced", weft, untraced),
         ("c/a  bpftrace / untraced", bpftrace, untraced),
         ("d/a  floor (raw_tp) / untraced", floor, untraced),
-        ("b/d  weft / floor (target <= 1.3)", weft, floor),
+        ("b/d  weft / empty programs", weft, floor),
+        ("b/d4 weft / exact pairing (target <= 1.1)", weft, pairing),
+        ("d4/d exact pairing / empty programs", pairing, floor),
         ("d2/d tp_btf / raw_tp floor", btf, floor),
         ("d3/d tracepoint / raw_tp floor", tp, floor),
         (

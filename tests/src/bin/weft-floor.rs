@@ -2,7 +2,9 @@
 //! waits for SIGINT/SIGTERM: the "merely attached" floor that
 //! `cargo xtask bench probe-effect` measures weft against.
 //!
-//! `weft-floor OBJECT raw|btf|tp` prints `attached` once the programs run.
+//! `weft-floor OBJECT raw|btf|tp` prints `attached` once the programs run;
+//! `pairing` attaches raw tracepoints that only pair each call (a clock
+//! read and the thread's task storage at each end).
 //! `weft-floor OBJECT costs` attaches, beside the empty raw tracepoint on
 //! `sys_enter`, one program per operation of the syscall probe (a helper,
 //! the task storage, the counter, a ring record), so the kernel's run-time
@@ -19,7 +21,7 @@ use aya::{
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let [_, object, kind] = args.as_slice() else {
-        eprintln!("usage: weft-floor OBJECT raw|btf|tp|costs");
+        eprintln!("usage: weft-floor OBJECT raw|btf|tp|pairing|costs");
         return ExitCode::from(2);
     };
     match attach(object, kind) {
@@ -64,7 +66,7 @@ fn attach(object: &str, kind: &str) -> Result<Ebpf, Box<dyn std::error::Error>> 
             .program_mut(&name)
             .ok_or(format!("no program {name}"))?;
         match kind {
-            "raw" => {
+            "raw" | "pairing" => {
                 let p: &mut RawTracePoint = program.try_into()?;
                 p.load()?;
                 p.attach(hook)?;
