@@ -292,6 +292,11 @@ impl Running {
         Self { child, stderr }
     }
 
+    /// The weft process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends `signal` and goes on (SIGUSR2: `record`'s manual trigger).
     pub fn signal(&self, signal: libc::c_int) {
         let pid = libc::pid_t::try_from(self.child.id()).expect("pid fits");

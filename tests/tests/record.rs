@@ -3,7 +3,7 @@
 
 use std::os::unix::fs::PermissionsExt as _;
 
-use weft_tests::{Running, Workload, can_trace, capture_dir, run_weft};
+use weft_tests::{Running, Workload, can_trace, capture_dir, query_rows, run_weft};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 const NR_GETPPID: i64 = 110;
@@ -141,5 +141,34 @@ fn record_killed_leaves_a_capture_that_opens() {
     assert!(status.success(), "{stderr}");
     assert!(stdout.contains("sessions  1 (0 complete)"), "{stdout}");
     assert!(stdout.contains("source    syscalls:"), "{stdout}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// weft never records its own calls, which would feed back into what it
+/// traces (its entry program no longer reads the thread's ids, so the
+/// exit drops them): a recorder filtered to the name `weft` keeps another
+/// weft's calls and none of its own.
+#[test]
+fn record_keeps_another_weft_s_calls_and_none_of_its_own() {
+    if !can_trace("record_keeps_another_weft_s_calls_and_none_of_its_own") {
+        return;
+    }
+    let dir = capture_dir("self");
+    let recorder = Running::start(
+        &["record", "-o", dir.to_str().unwrap(), "--comm", "weft"],
+        "weft: recording",
+    );
+    let (status, _, stderr) = run_weft(&["stat", "--comm", "no-such-task", "--duration", "1s"]);
+    assert!(status.success(), "{stderr}");
+    let own = recorder.pid();
+    let finished = recorder.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+    let rows = query_rows(&dir, "syscalls | count by pid");
+    assert!(!rows.is_empty(), "the other weft's calls are kept");
+    assert!(
+        rows.iter()
+            .all(|row| row["pid"].as_u64() != Some(own.into())),
+        "weft {own} recorded itself: {rows:?}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
