@@ -134,10 +134,18 @@ pub enum CopyKind {
     RawTracepoint = 3,
 }
 
+/// Attach points a program may have: [`PROBES_MAP`]'s slots below this
+/// are keyed by attach index, the [`copy_key`]s come after.
+pub const MAX_ATTACHES: u32 = 4096;
+
+/// Slots of [`PROBES_MAP`], an array (a lookup the verifier inlines,
+/// where a hash map's cost ~40 ns an event).
+pub const PROBE_SLOTS: u32 = MAX_ATTACHES + 3 * COPIES;
+
 /// The [`PROBES_MAP`] key of copy `i` of `kind`: above every attach index.
 #[must_use]
 pub const fn copy_key(kind: CopyKind, i: u32) -> u32 {
-    ((kind as u32) << 16) | i
+    MAX_ATTACHES + (kind as u32 - 1) * COPIES + i
 }
 
 /// Per-CPU counters.
@@ -269,8 +277,10 @@ pub struct Aggregation {
     pub step: i64,
 }
 
-/// A key of [`AGGS_MAP`].
-#[repr(C)]
+/// A key of [`AGGS_MAP`]. 8-aligned so the kernel side writes its parts
+/// as whole words: the verifier wants stack stores aligned, and a zeroed
+/// byte array compiles to a call of a byte-by-byte `memset`.
+#[repr(C, align(8))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct AggKey {
     /// [`Aggregation::map`].
@@ -500,8 +510,10 @@ pub struct ProbeConfig {
     pub save_offset: u16,
     /// A signal to send the task when the filters hold (`signal()`), or 0.
     pub signal: u8,
-    /// Keeps the filters 8-byte aligned without padding holes.
-    pub reserved: u8,
+    /// 1 once user space configured the probe: an array slot it never
+    /// wrote reads as zeros. (It also keeps the filters 8-byte aligned
+    /// without a padding hole.)
+    pub live: u8,
     /// Predicate parts, all of which must hold.
     pub filters: [Filter; MAX_FILTERS],
     /// A probe whose only action is an aggregation the kernel can keep

@@ -3,15 +3,18 @@
 //! configuration asks for into this CPU's ring, after testing the pushed-down
 //! predicate parts. One body, [`capture`], serves every probe type.
 
+use core::mem::MaybeUninit;
+
 use aya_ebpf::{
     EbpfContext,
     btf_maps::{ArrayOfMaps, RingBuf},
     helpers::{
-        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task,
+        bpf_get_current_pid_tgid, bpf_get_current_task,
         bpf_get_current_uid_gid, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
         bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, bpf_probe_read_user_str_bytes,
         generated::{
-            bpf_get_attach_cookie, bpf_probe_read_kernel as probe_read,
+            bpf_get_attach_cookie, bpf_get_current_comm as bpf_get_current_comm_raw,
+            bpf_probe_read_kernel as probe_read,
             bpf_probe_read_user as probe_read_user, bpf_send_signal,
         },
     },
@@ -19,7 +22,7 @@ use aya_ebpf::{
         btf_map, fentry, fexit, kprobe, map, perf_event, raw_tracepoint, tracepoint, uprobe,
         uretprobe,
     },
-    maps::{HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, StackTrace},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, StackTrace},
     programs::{
         FEntryContext, FExitContext, PerfEventContext, ProbeContext, RawTracePointContext,
         RetProbeContext, TracePointContext, tracing::StackIdContext,
@@ -30,7 +33,7 @@ use weft_abi::{
         AGG_LINEAR, AGG_LOG2, AGG_NONE, AggKey, AggValue, Aggregation, COUNTERS, Chain, CopyKind,
         Counter, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS, JOIN_SIZE, KEY_PART_LEN,
         KEY_PARTS, MAX_AGGS, MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_STARTS, MAX_STRINGS, OP_EQ,
-        OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand, ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES,
+        OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand, PROBE_SLOTS, ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES,
         STACK_KERNEL, STACK_USER, START_TASK, STARTS_NONE, STARTS_STORE, STARTS_TAKE, STRING_CHAIN,
         STRING_DATA_LOC, STRING_LEN, STRING_SAVED, STRINGS_MASK, SUBJECT_COMM, SUBJECT_CONST,
         SUBJECT_CPU, SUBJECT_ELAPSED, SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_NONE, SUBJECT_PID,
@@ -64,7 +67,7 @@ static TRACE_RINGS: ArrayOfMaps<RingBuf<u8, { 1 << 16 }>, { MAX_CPUS as usize }>
     ArrayOfMaps::new();
 
 #[map]
-static TRACE_PROBES: HashMap<u32, ProbeConfig> = HashMap::with_max_entries(4096, 0);
+static TRACE_PROBES: Array<ProbeConfig> = Array::with_max_entries(PROBE_SLOTS, 0);
 
 #[map]
 static TRACE_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTERS, 0);
@@ -295,8 +298,7 @@ fn integer(
 #[inline(always)]
 fn capture<C: StackIdContext>(context: &C, key: u32) {
     let ctx: *const u8 = context.as_ptr().cast();
-    // SAFETY: the value is only read.
-    let Some(config) = (unsafe { TRACE_PROBES.get(&key) }) else {
+    let Some(config) = TRACE_PROBES.get(key).filter(|config| config.live != 0) else {
         return;
     };
     let pid_tgid = bpf_get_current_pid_tgid();
@@ -309,10 +311,7 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
     }
     // The task's name and ids are asked for where they are used: a probe
     // that keeps its event in the kernel may need none of them.
-    if uses(USES_COMM)
-        && config.match_comm != 0
-        && bpf_get_current_comm().unwrap_or_default() != config.comm
-    {
+    if uses(USES_COMM) && config.match_comm != 0 && !comm_is(&config.comm) {
         return;
     }
     let starts = &config.starts;
@@ -394,20 +393,23 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
             .get_stackid(&TRACE_STACKS, flags)
             .map_or(-1, |id| id as i32)
     };
-    let header = Header {
-        ns,
-        pid_tgid,
-        uid_gid: bpf_get_current_uid_gid(),
-        comm: bpf_get_current_comm().unwrap_or_default(),
-        cpu,
-        attach: config.attach,
-        raw_len: raw_len as u16,
-        kstack: stack(STACK_KERNEL, 0),
-        ustack: stack(STACK_USER, USER_STACK),
-        start,
-    };
-    // SAFETY: the scratch buffer holds at least a header; unaligned write.
-    unsafe { core::ptr::write_unaligned(buf.as_mut_ptr().cast::<Header>(), header) };
+    // Field by field into the scratch buffer, which holds at least a
+    // header: a `Header` value would zero its comm first (a `memset`
+    // call) only for the helper to overwrite it.
+    let header = buf.as_mut_ptr().cast::<Header>();
+    // SAFETY: fields of the header at the start of the scratch buffer.
+    unsafe {
+        (&raw mut (*header).ns).write_unaligned(ns);
+        (&raw mut (*header).pid_tgid).write_unaligned(pid_tgid);
+        (&raw mut (*header).uid_gid).write_unaligned(bpf_get_current_uid_gid());
+        current_comm((&raw mut (*header).comm).cast());
+        (&raw mut (*header).cpu).write_unaligned(cpu);
+        (&raw mut (*header).attach).write_unaligned(config.attach);
+        (&raw mut (*header).raw_len).write_unaligned(raw_len as u16);
+        (&raw mut (*header).kstack).write_unaligned(stack(STACK_KERNEL, 0));
+        (&raw mut (*header).ustack).write_unaligned(stack(STACK_USER, USER_STACK));
+        (&raw mut (*header).start).write_unaligned(start);
+    }
     let strings = if uses(USES_STRINGS | USES_MEMORY) {
         config.strings as usize & STRINGS_MASK
     } else {
@@ -466,11 +468,17 @@ struct Task {
 #[inline(always)]
 fn start_key(ctx: *const u8, starts: &Starts, pid_tgid: u64) -> Option<StartKey> {
     let key = &starts.key;
-    Some(StartKey {
-        map: starts.map,
-        reserved: [0; 6],
-        key: integer(ctx, key.subject, key.offset, key.size, key.signed, pid_tgid)?,
-    })
+    let value = integer(ctx, key.subject, key.offset, key.size, key.signed, pid_tgid)?;
+    let mut key = MaybeUninit::<StartKey>::uninit();
+    let at = key.as_mut_ptr();
+    // SAFETY: our own stack value, every byte written before it is read:
+    // `map` and the reserved bytes as one little-endian word, since
+    // zeroed bytes alone compile to a `memset` call.
+    unsafe {
+        core::ptr::write_volatile(at.cast::<u64>(), u64::from(starts.map));
+        (&raw mut (*at).key).write(value);
+        Some(key.assume_init())
+    }
 }
 
 /// The start time stored under the key `starts` names, deleted when the
@@ -524,31 +532,37 @@ fn aggregate(task: &Task, agg: &Aggregation) -> bool {
         }
     }
     let sample = forget_range(sample);
-    let mut key = AggKey {
-        map: agg.map,
-        parts: [agg.keys[0].subject, agg.keys[1].subject],
-        slot: match agg.how {
-            AGG_LOG2 if uses(USES_LOG2) => log2_bucket(sample),
-            AGG_LINEAR if uses(USES_LINEAR) => linear_bucket(sample, agg.min, agg.max, agg.step),
-            _ => 0,
-        },
-        key: [[0; KEY_PART_LEN]; KEY_PARTS],
+    let slot = match agg.how {
+        AGG_LOG2 if uses(USES_LOG2) => log2_bucket(sample),
+        AGG_LINEAR if uses(USES_LINEAR) => linear_bucket(sample, agg.min, agg.max, agg.step),
+        _ => 0,
     };
-    // Written in place: an `Option` of bytes that is `None` leaves them
-    // undefined, and the verifier refuses code that copies them anyway.
-    if !key_part(task, &agg.keys[0], &mut key.key[0])
-        || !key_part(task, &agg.keys[1], &mut key.key[1])
-    {
+    // Every byte written once, in place: a zeroed key first would be a
+    // byte-by-byte `memset` call (~30 ns an event), and an `Option` of
+    // bytes that is `None` leaves them undefined, which the verifier
+    // refuses to copy.
+    let mut key = MaybeUninit::<AggKey>::uninit();
+    let at = key.as_mut_ptr();
+    // SAFETY: fields of our own stack value, written before it is read.
+    let parts = unsafe {
+        (&raw mut (*at).map).write(agg.map);
+        (&raw mut (*at).parts).write([agg.keys[0].subject, agg.keys[1].subject]);
+        (&raw mut (*at).slot).write(slot);
+        [&raw mut (*at).key[0], &raw mut (*at).key[1]]
+    };
+    if !key_part(task, &agg.keys[0], parts[0]) || !key_part(task, &agg.keys[1], parts[1]) {
         return false;
     }
-    if let Some(value) = TRACE_AGGS.get_ptr_mut(&key) {
+    // SAFETY: every field is written above (AggKey has no padding).
+    let key = unsafe { key.assume_init_ref() };
+    if let Some(value) = TRACE_AGGS.get_ptr_mut(key) {
         // SAFETY: this CPU's value; programs do not nest on one CPU here.
         unsafe { (*value).add(sample) };
         return true;
     }
     let mut value = AggValue::EMPTY;
     value.add(sample);
-    TRACE_AGGS.insert(&key, &value, 0).is_ok()
+    TRACE_AGGS.insert(key, &value, 0).is_ok()
 }
 
 /// `value`, with what the verifier knows of its range forgotten: it
@@ -570,14 +584,14 @@ fn forget_range(value: i64) -> i64 {
     }
 }
 
-/// Writes one key part's bytes into `out`; false when a field cannot be
-/// read.
+/// Writes one key part's bytes into `out` (8-aligned, see [`AggKey`]);
+/// false when a field cannot be read.
 #[inline(always)]
-fn key_part(task: &Task, part: &Operand, out: &mut [u8; KEY_PART_LEN]) -> bool {
+fn key_part(task: &Task, part: &Operand, out: *mut [u8; KEY_PART_LEN]) -> bool {
     let id = match part.subject {
-        SUBJECT_NONE => return true,
+        SUBJECT_NONE => 0,
         SUBJECT_COMM => {
-            *out = bpf_get_current_comm().unwrap_or_default();
+            current_comm(out.cast());
             return true;
         }
         SUBJECT_PROBE | SUBJECT_FUNC => i64::from(task.attach),
@@ -587,8 +601,38 @@ fn key_part(task: &Task, part: &Operand, out: &mut [u8; KEY_PART_LEN]) -> bool {
             None => return false,
         },
     };
-    out[..8].copy_from_slice(&id.to_le_bytes());
+    let words = out.cast::<u64>();
+    // SAFETY: `out` is 16 aligned bytes of the key. Volatile, so the two
+    // stores are not merged into a `memset` call.
+    unsafe {
+        core::ptr::write_volatile(words, id as u64);
+        core::ptr::write_volatile(words.add(1), 0);
+    }
     true
+}
+
+/// Writes the task's name into the 16 bytes at `out`. The helper writes
+/// all of them (NUL-padded, or zeros when it fails), so they need no
+/// zeroing first: aya's `bpf_get_current_comm()` zeroes its own array byte
+/// by byte (a `memset` call) and then copies it out byte by byte again.
+#[inline(always)]
+fn current_comm(out: *mut u8) {
+    // SAFETY: `out` points to 16 writable bytes (a stack slot or the
+    // scratch map value), which the helper fills.
+    unsafe { bpf_get_current_comm_raw(out.cast(), 16) };
+}
+
+/// Whether the task's name is `expected` (NUL-padded).
+#[inline(always)]
+fn comm_is(expected: &[u8; 16]) -> bool {
+    let mut comm = MaybeUninit::<[u64; 2]>::uninit();
+    current_comm(comm.as_mut_ptr().cast());
+    // SAFETY: the helper wrote all 16 bytes.
+    let comm = unsafe { comm.assume_init() };
+    let expected = expected.as_ptr().cast::<u64>();
+    // SAFETY: 16 bytes of the configuration, read as two words.
+    let want = unsafe { [expected.read_unaligned(), expected.add(1).read_unaligned()] };
+    comm == want
 }
 
 /// The integer an operand names.
@@ -677,7 +721,13 @@ fn read_memory(
 ) {
     let start = HEADER_SIZE + i * STRING_LEN;
     let slot = &mut buf[start..start + STRING_LEN];
-    slot.fill(0);
+    // Word by word and volatile: `fill(0)` compiles to a byte-by-byte
+    // `memset` call.
+    let words = slot.as_mut_ptr().cast::<u64>();
+    for w in 0..STRING_LEN / 8 {
+        // SAFETY: inside the slot; the scratch map value is 8-aligned.
+        unsafe { words.add(w).write_volatile(0) };
+    }
     let base = if chain.start == START_TASK {
         // SAFETY: a helper without preconditions.
         unsafe { bpf_get_current_task() }

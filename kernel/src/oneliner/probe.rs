@@ -13,7 +13,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use aya::{
     Btf, Ebpf, EbpfLoader,
-    maps::{HashMap, MapData, PerCpuArray, StackTraceMap},
+    maps::{Array, MapData, PerCpuArray, StackTraceMap},
     programs::{
         Program,
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeScope},
@@ -25,14 +25,14 @@ use perf_event::{
 };
 use weft_abi::oneliner::{
     AGG_LINEAR, AGG_LOG2, AGG_PLAIN, AGGS_MAP, Aggregation, COPIES, COUNTERS_MAP, Chain, CopyKind,
-    Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL, JOIN_SIZE, MAX_AGGS, MAX_FILTERS,
-    MAX_HOPS, MAX_SAVED, MAX_STARTS, MAX_STRINGS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE,
-    Operand as KernelOperand, PROBES_MAP, ProbeConfig, RINGS_MAP, SAVED_MAP, SCRATCH, STACK_KERNEL,
-    STACK_USER, STACKS_MAP, START_CONTEXT, START_TASK, STARTS_MAP, STARTS_STORE, STARTS_TAKE,
-    STRING_CHAIN, STRING_DATA_LOC, STRING_LEN, STRING_MEMORY, STRING_POINTER, STRING_SAVED,
-    SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_ELAPSED, SUBJECT_FIELD, SUBJECT_FUNC,
-    SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, Starts, TRACEPOINT_COPIES, USES_GLOBAL,
-    copy_key,
+    Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL, JOIN_SIZE, MAX_AGGS, MAX_ATTACHES,
+    MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_STARTS, MAX_STRINGS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT,
+    OP_NE, Operand as KernelOperand, PROBES_MAP, ProbeConfig, RINGS_MAP, SAVED_MAP, SCRATCH,
+    STACK_KERNEL, STACK_USER, STACKS_MAP, START_CONTEXT, START_TASK, STARTS_MAP, STARTS_STORE,
+    STARTS_TAKE, STRING_CHAIN, STRING_DATA_LOC, STRING_LEN, STRING_MEMORY, STRING_POINTER,
+    STRING_SAVED, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_ELAPSED, SUBJECT_FIELD,
+    SUBJECT_FUNC, SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, Starts, TRACEPOINT_COPIES,
+    USES_GLOBAL, copy_key,
 };
 use weft_abi::ring::{self, Ring};
 use weft_oneliner::{
@@ -280,9 +280,10 @@ impl OnelinerProbe {
             Target::RawTracepoint { .. } => Some(CopyKind::RawTracepoint),
             _ => None,
         };
-        let key = match copy {
-            Some(kind) => {
-                let used = self.copies.iter().filter(|(k, _)| *k == kind).count() as u32;
+        // Which copy of its kind takes the probe: the copies in use.
+        let nth = copy.map(|kind| self.copies.iter().filter(|(k, _)| *k == kind).count() as u32);
+        let key = match copy.zip(nth) {
+            Some((kind, used)) => {
                 if used == COPIES {
                     bail!(
                         "{}: weft attaches at most {COPIES} probes of this type per program",
@@ -291,9 +292,14 @@ impl OnelinerProbe {
                 }
                 copy_key(kind, used)
             }
-            None => u32::try_from(index).context("too many attach points")?,
+            None => u32::try_from(index)
+                .ok()
+                .filter(|&index| index < MAX_ATTACHES)
+                .with_context(|| {
+                    format!("weft attaches at most {MAX_ATTACHES} points per program")
+                })?,
         };
-        let mut probes: HashMap<&mut MapData, u32, ProbeConfig> = HashMap::try_from(
+        let mut probes: Array<&mut MapData, ProbeConfig> = Array::try_from(
             self.ebpf
                 .map_mut(PROBES_MAP)
                 .context("the trace object has no probe map")?,
@@ -307,7 +313,7 @@ impl OnelinerProbe {
             self.uses
         );
         probes
-            .insert(key, config, 0)
+            .set(key, config, 0)
             .context("failed to configure a probe")?;
         let cookie = u64::from(key);
         let name = attach.target.name();
@@ -361,8 +367,8 @@ impl OnelinerProbe {
                 self.attach_perf(&attach.target, cookie)
             }
             Target::Fentry { function, .. } | Target::RawTracepoint { name: function } => {
-                let kind = copy.expect("set above");
-                self.attach_copy(kind, key & 0xffff, function)
+                let (kind, nth) = copy.zip(nth).expect("set above");
+                self.attach_copy(kind, nth, function)
             }
             _ => bail!("{name}: runs in weft, not in the kernel"),
         }
@@ -869,6 +875,7 @@ fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig> {
         raw_len: attach.raw_len,
         strings: attach.slots() as u8,
         signal: attach.signal.unwrap_or(0),
+        live: 1,
         ..ProbeConfig::default()
     };
     for (i, field) in attach.strings.iter().enumerate() {
