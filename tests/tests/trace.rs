@@ -652,6 +652,70 @@ fn a_program_over_a_capture_prints_the_maps_it_printed_live() {
     }
 }
 
+/// A capture's context switches play as `sched:sched_switch`: a program
+/// traced live beside a recording of the same workload prints the same
+/// maps over the capture, the names coming from its task records.
+#[test]
+fn context_switches_over_a_capture_are_the_switches_seen_live() {
+    let test = "context_switches_over_a_capture_are_the_switches_seen_live";
+    if !needs(test, &TRACE) {
+        return;
+    }
+    // Switches out of the workload only: a switch into it runs in the
+    // context of the thread that left, which may be the live weft's own,
+    // whose events weft leaves out.
+    let program = r#"BEGIN { printf("tracing\n"); }
+        tracepoint:sched:sched_switch /args->prev_comm == "weft-workload"/ {
+            @out[args->prev_comm, args->prev_pid == tid, args->next_pid == 0] = count(); @n = count(); }"#;
+    let dir = weft_tests::capture_dir(test);
+    let workload = Workload::spawn(WORKLOAD, &["nanosleep:1:20", "getppid:1000"]);
+    // Both tracers attach while it waits for its start, asleep in the read
+    // of its stdin, so both see every switch it makes from then on.
+    let wchan = format!("/proc/{}/wchan", workload.pid());
+    while !std::fs::read_to_string(&wchan).is_ok_and(|w| w.ends_with("pipe_read")) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let recorder = weft_tests::Running::start(
+        &["record", "-o", dir.to_str().unwrap(), "--sources", "switch"],
+        "weft: recording",
+    );
+    let live = Tracer::start(
+        Command::new(weft_bin()).args(["trace", "-e", program]),
+        "tracing",
+    );
+    workload.run_to_end();
+    std::thread::sleep(Duration::from_millis(200));
+    let live = live.stop();
+    let finished = recorder.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+    let past = stdout_of(
+        Command::new(weft_bin())
+            .args(["trace", "--from"])
+            .arg(&*dir)
+            .args(["-e", program]),
+    );
+    // 20 sleeps switch out and back in at least 20 times.
+    let out: u64 = maps_section(&live)
+        .lines()
+        .find_map(|l| l.strip_prefix("@n: "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(out >= 20, "{live}");
+    assert_eq!(maps_section(&past), maps_section(&live));
+    // Other scheduler events are not recorded: refused by name.
+    let out = Command::new(weft_bin())
+        .args(["trace", "--from"])
+        .arg(&*dir)
+        .args(["-e", "tracepoint:sched:sched_wakeup { @ = count(); }"])
+        .output()
+        .expect("run weft");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("recorded no such events"),
+        "{said}"
+    );
+}
+
 /// SIGUSR1 prints every map at once and tracing goes on, as bpftrace
 /// does: the same lines under both, then the maps again at the end.
 #[test]

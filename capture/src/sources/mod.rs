@@ -134,7 +134,10 @@ impl Spec {
         };
         Layout {
             time: offset(self.time).expect("a source's time field exists"),
-            thread: offset("pid").zip(offset("tid")),
+            // A switch names the thread that left the CPU: every thread
+            // that runs leaves one, so each gets its name noted.
+            thread: (offset("pid").zip(offset("tid")))
+                .or_else(|| offset("prev_pid").zip(offset("prev_tid"))),
         }
     }
 

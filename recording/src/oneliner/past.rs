@@ -3,16 +3,19 @@
 //! system call is its `sys_enter_NAME` event at its entry and its
 //! `sys_exit_NAME` event at its return (and `raw_syscalls`' two), with the
 //! fields the capture holds: the call's number, its return value, the
-//! thread, its name and CPU. Events play in recorded time, a slice at a
-//! time; `interval` probes fire on recorded time too, and `nsecs` is the
+//! thread, its name and CPU. A capture with the `switch` source plays each
+//! context switch as `sched:sched_switch`, with the fields it recorded
+//! (`prev_comm`, `prev_pid`, `next_comm`, `next_pid` at the kernel's
+//! offsets; prio and state are not recorded). Events play in recorded
+//! time, a slice at a time; `interval` probes fire on recorded time too, and `nsecs` is the
 //! event's recorded time, so the latency idiom measures what happened.
 //! Everything runs in weft: nothing is attached, and no privilege is needed.
 
 use std::{ops::RangeInclusive, path::Path};
 
 use anyhow::{Result, anyhow, bail};
-use weft_abi::{syscall::SyscallEvent, syscall_names};
-use weft_capture::{capture, extract::kept_window, tasks};
+use weft_abi::{switch::SwitchEvent, syscall::SyscallEvent, syscall_names};
+use weft_capture::{capture, extract::kept_window, sources::STORED_FROM, tasks};
 use weft_oneliner::{
     Event, Field, Flow, Kernel, Plan, Runtime, Target,
     ast::{Builtin, ProbeKind, Program, period_ns},
@@ -35,6 +38,12 @@ const EXIT: &str = "\tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n\
 const RAW_ENTER: &str = "\tfield:long id;\toffset:8;\tsize:8;\tsigned:1;\n";
 const RAW_EXIT: &str = "\tfield:long id;\toffset:8;\tsize:8;\tsigned:1;\n\
                         \tfield:long ret;\toffset:16;\tsize:8;\tsigned:1;\n";
+const SWITCH: &str = "\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+                      \tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\
+                      \tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;\n\
+                      \tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n";
+/// Bytes of the rebuilt `sched_switch` record.
+const SWITCH_LEN: usize = 64;
 
 /// Runs `options`' program over the capture in `from`, or over the window
 /// kept around its firing `trigger` (1-based).
@@ -46,19 +55,16 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
             .time_range()?
             .ok_or_else(|| anyhow!("{} holds no records", from.display()))?,
     };
-    let plan = resolve(options, from)?;
-    let syscalls = snapshot
-        .meta()
-        .sources
-        .iter()
-        .find(|s| s.name == weft_capture::registry::SYSCALLS)
-        .map(|s| s.id)
-        .ok_or_else(|| {
-            anyhow!(
-                "{} recorded no system calls (no `syscalls` source)",
-                from.display()
-            )
-        })?;
+    let source = |name: &str| {
+        (snapshot.meta().sources.iter())
+            .find(|s| s.name == name)
+            .map(|s| s.id)
+    };
+    let sources = Sources {
+        syscalls: source(weft_capture::registry::SYSCALLS),
+        switch: source("switch"),
+    };
+    let plan = resolve(options, from, &sources)?;
     let names = tasks::names(&snapshot)?.unwrap_or_else(|| Names::new([], false));
     let limits = Limits::from_env().map_err(anyhow::Error::msg)?;
     let mut out = super::output(options.output.as_deref())?;
@@ -72,7 +78,7 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
         intervals: intervals(&plan, *window.start()),
         played: 0,
     };
-    let ended = player.play(&snapshot, syscalls, &window, &mut *out)?;
+    let ended = player.play(&snapshot, &sources, &window, &mut *out)?;
     if !ended {
         for index in super::user_probes(&plan, |t| *t == Target::End) {
             player
@@ -94,13 +100,17 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
 }
 
 /// The program checked against what the capture holds, to run in weft.
-fn resolve(options: &Options, from: &Path) -> Result<Plan> {
+fn resolve(options: &Options, from: &Path, sources: &Sources) -> Result<Plan> {
     let text = &options.text;
     let render = |e: weft_oneliner::Error| anyhow!("{}", e.render(text));
     let program = weft_oneliner::parse::parse_with(text, &options.params).map_err(render)?;
-    recorded_probes(&program, from).map_err(render)?;
+    recorded_probes(&program, from, sources).map_err(render)?;
     unrecorded_builtins(&program).map_err(render)?;
-    let plan = weft_oneliner::check::check_in_weft(program, &Recorded).map_err(render)?;
+    let recorded = Recorded {
+        syscalls: sources.syscalls.is_some(),
+        switch: sources.switch.is_some(),
+    };
+    let plan = weft_oneliner::check::check_in_weft(program, &recorded).map_err(render)?;
     for attach in &plan.attaches {
         let unrecorded = [
             (!attach.strings.is_empty(), "strings"),
@@ -124,13 +134,21 @@ fn resolve(options: &Options, from: &Path) -> Result<Plan> {
 }
 
 /// An error unless every probe of `program` is one the capture can play.
-fn recorded_probes(program: &Program, from: &Path) -> weft_oneliner::error::Result<()> {
+fn recorded_probes(
+    program: &Program,
+    from: &Path,
+    sources: &Sources,
+) -> weft_oneliner::error::Result<()> {
     for probe in program.items.iter().flat_map(|item| &item.probes) {
         let played = match &probe.kind {
             ProbeKind::Begin | ProbeKind::End | ProbeKind::Interval { .. } => true,
-            ProbeKind::Tracepoint { category, .. } => ["syscalls", "raw_syscalls"]
-                .iter()
-                .any(|c| glob_match(category, c)),
+            ProbeKind::Tracepoint { category, name } => {
+                let calls = ["syscalls", "raw_syscalls"]
+                    .iter()
+                    .any(|c| glob_match(category, c));
+                let switches = glob_match(category, "sched") && glob_match(name, "sched_switch");
+                (calls && sources.syscalls.is_some()) || (switches && sources.switch.is_some())
+            }
             _ => false,
         };
         if !played {
@@ -138,13 +156,21 @@ fn recorded_probes(program: &Program, from: &Path) -> weft_oneliner::error::Resu
                 probe.span,
                 format!(
                     "{} recorded no such events: --from plays system calls \
-                     (tracepoint:syscalls:*, tracepoint:raw_syscalls:*), BEGIN, END and interval",
+                     (tracepoint:syscalls:*, tracepoint:raw_syscalls:*) where the capture has \
+                     the `syscalls` source, context switches (tracepoint:sched:sched_switch) \
+                     where it has `switch`, BEGIN, END and interval",
                     from.display()
                 ),
             ));
         }
     }
     Ok(())
+}
+
+/// The capture's sources a program can be played from.
+struct Sources {
+    syscalls: Option<weft_store::SourceId>,
+    switch: Option<weft_store::SourceId>,
 }
 
 /// An error at the first builtin the capture holds nothing for.
@@ -195,11 +221,23 @@ fn past_event(attach: usize, ns: u64) -> Event<'static> {
     }
 }
 
-/// One recorded system call's entry or return.
+/// One recorded event to play: a system call's entry or return, or a
+/// context switch.
 struct Played {
     ns: u64,
-    exit: bool,
-    call: SyscallEvent,
+    what: What,
+}
+
+enum What {
+    Call { exit: bool, call: SyscallEvent },
+    Switch(SwitchEvent),
+}
+
+impl Played {
+    /// The order of events at one time: an entry before its own return.
+    fn order(&self) -> (u64, bool) {
+        (self.ns, matches!(self.what, What::Call { exit: true, .. }))
+    }
 }
 
 /// The program running over the capture.
@@ -220,7 +258,7 @@ impl Player<'_> {
     fn play(
         &mut self,
         snapshot: &Snapshot,
-        syscalls: weft_store::SourceId,
+        sources: &Sources,
         window: &RangeInclusive<u64>,
         out: &mut dyn std::io::Write,
     ) -> Result<bool> {
@@ -233,30 +271,40 @@ impl Player<'_> {
                 return self.exit(*window.start(), out);
             }
         }
-        let reads = Reads::of(&self.hooks, snapshot, syscalls);
+        let reads = Reads::of(&self.hooks, snapshot, sources.syscalls);
+        let switch = sources
+            .switch
+            .filter(|_| self.hooks.iter().any(|(_, h)| matches!(h, Hook::Switch)));
         let mut slice = Vec::new();
         let mut from = *window.start();
         while from <= *window.end() {
             let to = from.saturating_add(SLICE_NS - 1).min(*window.end());
             slice.clear();
-            reads.each(snapshot, syscalls, from..=to, |payload| {
-                let Some(call) = syscall(payload) else {
-                    return;
-                };
-                let exit = call.enter_ns.saturating_add(call.duration_ns);
-                slice.push(Played {
-                    ns: call.enter_ns,
-                    exit: false,
-                    call,
-                });
-                slice.push(Played {
-                    ns: exit,
-                    exit: true,
-                    call,
-                });
-            })?;
-            // An entry comes before its own return at the same time.
-            slice.sort_by_key(|p| (p.ns, p.exit));
+            if let Some(syscalls) = sources.syscalls {
+                reads.each(snapshot, syscalls, from..=to, |payload| {
+                    let Some(call) = syscall(payload) else {
+                        return;
+                    };
+                    let exit = call.enter_ns.saturating_add(call.duration_ns);
+                    for (ns, exit) in [(call.enter_ns, false), (exit, true)] {
+                        slice.push(Played {
+                            ns,
+                            what: What::Call { exit, call },
+                        });
+                    }
+                })?;
+            }
+            if let Some(switch) = switch {
+                snapshot.raw_scan_each(switch, from..=to, |r| {
+                    if let Some(event) = switch_event(r.payload) {
+                        slice.push(Played {
+                            ns: event.ts_ns,
+                            what: What::Switch(event),
+                        });
+                    }
+                })?;
+            }
+            slice.sort_by_key(Played::order);
             for played in &slice {
                 if self.event(played, out)? == Flow::Exit {
                     return self.exit(played.ns, out);
@@ -280,26 +328,35 @@ impl Player<'_> {
         if self.intervals_until(played.ns, out)? == Flow::Exit {
             return Ok(Flow::Exit);
         }
-        let call = &played.call;
-        let comm = self.names.name_of(i64::from(call.tid));
-        let mut comm_bytes = [0u8; 16];
-        let len = comm.len().min(15);
-        comm_bytes[..len].copy_from_slice(&comm.as_bytes()[..len]);
-        // `__syscall_nr` (an int) or `id` (a long) at 8, `ret` at 16.
-        let mut record = [0u8; 24];
-        record[8..16].copy_from_slice(&i64::from(call.nr).to_le_bytes());
-        record[16..24].copy_from_slice(&call.ret.to_le_bytes());
+        // The task the event ran in, and the tracepoint's record.
+        let mut record = [0u8; SWITCH_LEN];
+        let (pid, tid, cpu) = match &played.what {
+            What::Call { call, .. } => {
+                // `__syscall_nr` (an int) or `id` (a long) at 8, `ret` at 16.
+                record[8..16].copy_from_slice(&i64::from(call.nr).to_le_bytes());
+                record[16..24].copy_from_slice(&call.ret.to_le_bytes());
+                (call.pid, call.tid, call.cpu)
+            }
+            What::Switch(switch) => {
+                record[8..24].copy_from_slice(&self.comm(switch.prev_tid));
+                record[24..28].copy_from_slice(&switch.prev_tid.to_le_bytes());
+                record[40..56].copy_from_slice(&self.comm(switch.next_tid));
+                record[56..60].copy_from_slice(&switch.next_tid.to_le_bytes());
+                (switch.prev_pid, switch.prev_tid, switch.header.cpu)
+            }
+        };
+        let comm = self.comm(tid);
         for &(index, hook) in &self.hooks {
-            if !hook.takes(call.nr, played.exit) {
+            if !hook.takes(&played.what) {
                 continue;
             }
             let event = Event {
                 attach: index,
                 ns: played.ns,
-                pid: call.pid,
-                tid: call.tid,
-                cpu: call.cpu,
-                comm: &comm_bytes,
+                pid,
+                tid,
+                cpu,
+                comm: &comm,
                 raw: &record,
                 ..Event::default()
             };
@@ -309,6 +366,16 @@ impl Player<'_> {
             }
         }
         Ok(Flow::Continue)
+    }
+
+    /// Thread `tid`'s name as the kernel's records hold it: at most 15
+    /// bytes, NUL-padded (the idle threads are `swapper/N`, not known).
+    fn comm(&self, tid: u32) -> [u8; 16] {
+        let name = self.names.name_of(i64::from(tid));
+        let mut comm = [0u8; 16];
+        let len = name.len().min(15);
+        comm[..len].copy_from_slice(&name.as_bytes()[..len]);
+        comm
     }
 
     /// Fires the intervals due by recorded time `ns`.
@@ -334,12 +401,14 @@ impl Player<'_> {
     }
 }
 
-/// Which recorded calls an attach point takes: one call's entry or return
-/// (`syscalls:sys_enter_NAME`), or every call's (`raw_syscalls`).
+/// Which recorded events an attach point takes: one call's entry or
+/// return (`syscalls:sys_enter_NAME`), every call's (`raw_syscalls`), or
+/// every context switch (`sched:sched_switch`).
 #[derive(Clone, Copy)]
 enum Hook {
     Call { nr: u32, exit: bool },
     Raw { exit: bool },
+    Switch,
 }
 
 impl Hook {
@@ -350,7 +419,9 @@ impl Hook {
                 let Target::Tracepoint { category, name } = &attach.target else {
                     return None;
                 };
-                let hook = if category == "raw_syscalls" {
+                let hook = if category == "sched" {
+                    (name == "sched_switch").then_some(Self::Switch)?
+                } else if category == "raw_syscalls" {
                     Self::Raw {
                         exit: name == "sys_exit",
                     }
@@ -369,13 +440,14 @@ impl Hook {
             .collect()
     }
 
-    fn takes(self, nr: u32, exit: bool) -> bool {
-        match self {
-            Self::Call {
-                nr: wanted,
-                exit: at,
-            } => wanted == nr && at == exit,
-            Self::Raw { exit: at } => at == exit,
+    fn takes(self, what: &What) -> bool {
+        match (self, what) {
+            (Self::Call { nr, exit: at }, What::Call { exit, call }) => {
+                nr == call.nr && at == *exit
+            }
+            (Self::Raw { exit: at }, What::Call { exit, .. }) => at == *exit,
+            (Self::Switch, What::Switch(_)) => true,
+            _ => false,
         }
     }
 }
@@ -394,17 +466,22 @@ enum Reads {
 }
 
 impl Reads {
-    fn of(hooks: &[(usize, Hook)], snapshot: &Snapshot, syscalls: weft_store::SourceId) -> Self {
+    fn of(
+        hooks: &[(usize, Hook)],
+        snapshot: &Snapshot,
+        syscalls: Option<weft_store::SourceId>,
+    ) -> Self {
         let mut numbers = Vec::new();
         for (_, hook) in hooks {
             match hook {
                 Hook::Raw { .. } => return Self::All,
                 Hook::Call { nr, .. } => numbers.push(i64::from(*nr)),
+                Hook::Switch => {}
             }
         }
-        if numbers.is_empty() {
+        let Some(syscalls) = syscalls.filter(|_| !numbers.is_empty()) else {
             return Self::None;
-        }
+        };
         let index = snapshot
             .meta()
             .indexes
@@ -480,13 +557,41 @@ fn syscall(payload: &[u8]) -> Option<SyscallEvent> {
     })
 }
 
-/// What the checker may know of a capture: the system call tracepoints,
-/// with the fields it recorded; no kernel types.
-struct Recorded;
+/// A `switch` record, as the probe wrote it: stored from the header's
+/// `cpu` on ([`STORED_FROM`]).
+fn switch_event(payload: &[u8]) -> Option<SwitchEvent> {
+    use std::mem::offset_of;
+    let bytes = |at: usize, len: usize| payload.get(at.checked_sub(STORED_FROM)?..)?.get(..len);
+    let u32_at = |at: usize| Some(u32::from_le_bytes(bytes(at, 4)?.try_into().ok()?));
+    Some(SwitchEvent {
+        header: weft_abi::events::Header {
+            source: weft_abi::events::Source::Switch as u32,
+            cpu: u32_at(STORED_FROM)?,
+        },
+        ts_ns: u64::from_le_bytes(bytes(offset_of!(SwitchEvent, ts_ns), 8)?.try_into().ok()?),
+        prev_tid: u32_at(offset_of!(SwitchEvent, prev_tid))?,
+        prev_pid: u32_at(offset_of!(SwitchEvent, prev_pid))?,
+        next_tid: u32_at(offset_of!(SwitchEvent, next_tid))?,
+        pad: 0,
+    })
+}
+
+/// What the checker may know of a capture: the tracepoints of the sources
+/// it holds, with the fields it recorded; no kernel types.
+struct Recorded {
+    syscalls: bool,
+    switch: bool,
+}
 
 impl Kernel for Recorded {
     fn tracepoints(&self, category: &str, name: &str) -> Vec<(String, String)> {
         let mut found: Vec<(String, String)> = Vec::new();
+        if self.switch && glob_match(category, "sched") && glob_match(name, "sched_switch") {
+            found.push(("sched".into(), "sched_switch".into()));
+        }
+        if !self.syscalls {
+            return found;
+        }
         if glob_match(category, "syscalls") {
             for nr in 0..weft_abi::syscall::MAX_SYSCALLS {
                 let Some(call) = syscall_names::name(nr) else {
@@ -517,6 +622,7 @@ impl Kernel for Recorded {
             ("raw_syscalls", "sys_exit") => RAW_EXIT,
             ("syscalls", n) if n.starts_with("sys_enter_") => ENTER,
             ("syscalls", n) if n.starts_with("sys_exit_") => EXIT,
+            ("sched", "sched_switch") if self.switch => SWITCH,
             _ => return Err(format!("the capture recorded no {category}:{name} events")),
         };
         Ok(format_fields(format))
