@@ -1189,6 +1189,10 @@ pub struct StatArgs {
     pub filter: FilterArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+    /// A row per process (its pid and name) instead of per syscall, as
+    /// `syscount -P` counts.
+    #[arg(long, short = 'P', help_heading = "Output")]
+    pub per_process: bool,
     #[command(flatten)]
     pub capture: CaptureArgs,
 }

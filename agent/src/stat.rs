@@ -26,5 +26,6 @@ fn plan(args: &StatArgs) -> Result<Plan> {
         interval: args.output.interval,
         drain_interval,
         json: args.output.json,
+        per_process: args.per_process,
     })
 }

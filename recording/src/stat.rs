@@ -1,8 +1,9 @@
-//! `weft stat`: per-syscall counts, rates and latency percentiles, with every
-//! lost event shown, printed per interval and in total.
+//! `weft stat`: per-syscall (or, with `-P`, per-process) counts, errors,
+//! rates and latency percentiles, with every lost event shown, printed per
+//! interval and in total.
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, HashMap},
     fmt::Write as _,
     io::{self, Write},
     time::{Duration, Instant},
@@ -32,15 +33,19 @@ pub struct Plan {
     pub drain_interval: Duration,
     /// JSON objects instead of tables.
     pub json: bool,
+    /// A row per process instead of per syscall (`syscount -P`).
+    pub per_process: bool,
 }
 
-/// Latency of one syscall: a histogram for percentiles plus the exact
-/// extremes (the histogram rounds them to 3 significant digits).
+/// Latency of one row's calls: a histogram for percentiles plus the exact
+/// extremes (the histogram rounds them to 3 significant digits), and how
+/// many failed.
 #[derive(Clone)]
 struct Latency {
     histogram: Histogram<u64>,
     min: u64,
     max: u64,
+    errors: u64,
 }
 
 impl Latency {
@@ -49,10 +54,13 @@ impl Latency {
             histogram: Histogram::new(3).expect("3 significant figures is valid"),
             min: u64::MAX,
             max: 0,
+            errors: 0,
         }
     }
 
-    fn record(&mut self, ns: u64) {
+    fn record(&mut self, ns: u64, ret: i64) {
+        // An error return is -errno, as strace -c counts it.
+        self.errors += u64::from((-4095..0).contains(&ret));
         // The histogram grows to fit; only values beyond its absolute limit
         // (about 292 years) are clamped.
         if self.histogram.record(ns).is_err() {
@@ -68,21 +76,23 @@ impl Latency {
             .expect("auto-resizing histograms always add");
         self.min = self.min.min(other.min);
         self.max = self.max.max(other.max);
+        self.errors += other.errors;
     }
 }
 
-/// Latency per syscall number.
+/// Latency per row: per syscall number, or per process.
 #[derive(Default)]
 pub struct Stats {
     by_nr: BTreeMap<u32, Latency>,
 }
 
 impl Stats {
-    pub fn record(&mut self, event: &SyscallEvent) {
+    /// Adds `event` to the row `id` (its syscall number or its process).
+    pub fn record(&mut self, id: u32, event: &SyscallEvent) {
         self.by_nr
-            .entry(event.nr)
+            .entry(id)
             .or_insert_with(Latency::new)
-            .record(event.duration_ns);
+            .record(event.duration_ns, event.ret);
     }
 
     /// Adds `other` into `self`.
@@ -101,8 +111,8 @@ impl Stats {
         self.by_nr.values().map(|l| l.histogram.len()).sum()
     }
 
-    /// One row per syscall, most frequent first.
-    pub fn rows(&self, elapsed: Duration) -> Vec<Row> {
+    /// One row per id, most frequent first, named by `name`.
+    pub fn rows(&self, elapsed: Duration, name: impl Fn(u32) -> String) -> Vec<Row> {
         let mut rows: Vec<Row> = self
             .by_nr
             .iter()
@@ -111,9 +121,10 @@ impl Stats {
                 // Histogram buckets round up; never report past the exact max.
                 let at = |q: f64| h.value_at_quantile(q).clamp(latency.min, latency.max);
                 Row {
-                    nr: *nr,
-                    name: syscall_name(*nr),
+                    id: *nr,
+                    name: name(*nr),
                     count: h.len(),
+                    errors: latency.errors,
                     rate: h.len() as f64 / elapsed.as_secs_f64().max(1e-9),
                     min: latency.min,
                     p50: at(0.50),
@@ -124,17 +135,21 @@ impl Stats {
                 }
             })
             .collect();
-        rows.sort_by(|a, b| b.count.cmp(&a.count).then(a.nr.cmp(&b.nr)));
+        rows.sort_by(|a, b| b.count.cmp(&a.count).then(a.id.cmp(&b.id)));
         rows
     }
 }
 
-/// One syscall's line in the table.
+/// One syscall's (or process's) line in the table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
-    pub nr: u32,
+    /// The syscall's number, or the process id.
+    pub id: u32,
+    /// The syscall's name, or the process's.
     pub name: String,
     pub count: u64,
+    /// Calls that returned an error (-4095..-1).
+    pub errors: u64,
     pub rate: f64,
     /// Exact minimum, in ns.
     pub min: u64,
@@ -169,27 +184,44 @@ fn human_rate(rate: f64) -> String {
     }
 }
 
-/// The table for one interval or the whole run.
-pub fn render_table(title: &str, rows: &[Row], losses: &Losses) -> String {
+/// The table for one interval or the whole run: a row per syscall, or
+/// per process when `per_process`.
+pub fn render_table(title: &str, rows: &[Row], losses: &Losses, per_process: bool) -> String {
     let mut out = String::new();
     // Writing to a String cannot fail.
-    let _ = write_table(&mut out, title, rows, losses);
+    let _ = write_table(&mut out, title, rows, losses, per_process);
     out
 }
 
-fn write_table(out: &mut String, title: &str, rows: &[Row], losses: &Losses) -> std::fmt::Result {
+fn write_table(
+    out: &mut String,
+    title: &str,
+    rows: &[Row],
+    losses: &Losses,
+    per_process: bool,
+) -> std::fmt::Result {
     writeln!(out, "{title}")?;
+    let first = if per_process {
+        "PID     COMM"
+    } else {
+        "SYSCALL"
+    };
     writeln!(
         out,
-        "{:<20} {:>10} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
-        "SYSCALL", "COUNT", "RATE/s", "P50", "P90", "P99", "P99.9", "MAX"
+        "{first:<24} {:>10} {:>8} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "COUNT", "ERRORS", "RATE/s", "P50", "P90", "P99", "P99.9", "MAX"
     )?;
     for row in rows {
+        let first = if per_process {
+            format!("{:<7} {}", row.id, row.name)
+        } else {
+            row.name.clone()
+        };
         writeln!(
             out,
-            "{:<20} {:>10} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
-            row.name,
+            "{first:<24} {:>10} {:>8} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
             row.count,
+            row.errors,
             human_rate(row.rate),
             human_ns(row.p50),
             human_ns(row.p90),
@@ -222,21 +254,34 @@ fn write_table(out: &mut String, title: &str, rows: &[Row], losses: &Losses) -> 
     Ok(())
 }
 
-/// The JSON object for one interval or the whole run.
-pub fn render_json(kind: &str, elapsed: Duration, rows: &[Row], losses: &Losses) -> Value {
-    let syscalls: Vec<Value> = rows
+/// The JSON object for one interval or the whole run: its rows under
+/// `syscalls` (`name`, `nr`), or under `processes` (`comm`, `pid`).
+pub fn render_json(
+    kind: &str,
+    elapsed: Duration,
+    rows: &[Row],
+    losses: &Losses,
+    per_process: bool,
+) -> Value {
+    let (list, name, id) = if per_process {
+        ("processes", "comm", "pid")
+    } else {
+        ("syscalls", "name", "nr")
+    };
+    let rows: Vec<Value> = rows
         .iter()
         .map(|r| {
             json!({
-                "name": r.name, "nr": r.nr, "count": r.count, "rate": r.rate, "min_ns": r.min,
-                "p50_ns": r.p50, "p90_ns": r.p90, "p99_ns": r.p99, "p999_ns": r.p999, "max_ns": r.max,
+                name: r.name, id: r.id, "count": r.count, "errors": r.errors, "rate": r.rate,
+                "min_ns": r.min, "p50_ns": r.p50, "p90_ns": r.p90, "p99_ns": r.p99,
+                "p999_ns": r.p999, "max_ns": r.max,
             })
         })
         .collect();
     let mut object = losses.to_json();
     object["kind"] = json!(kind);
     object["elapsed_s"] = json!(elapsed.as_secs_f64());
-    object["syscalls"] = json!(syscalls);
+    object[list] = json!(rows);
     object
 }
 
@@ -262,6 +307,7 @@ pub fn run(plan: &Plan, out: &mut dyn Write) -> Result<()> {
         total: Stats::default(),
         current: Stats::default(),
         since: Instant::now(),
+        comms: HashMap::new(),
     };
     let mut probes: Probes = vec![Box::new(probe)];
     let outcome = session::run(&session, &mut probes, &mut table)?;
@@ -269,11 +315,12 @@ pub fn run(plan: &Plan, out: &mut dyn Write) -> Result<()> {
         mut total,
         current,
         out,
+        comms,
         ..
     } = table;
     total.merge(&current);
     let losses = syscall_losses(&outcome.accounting);
-    emit(plan, out, "total", outcome.elapsed, &total, &losses)?;
+    emit(plan, out, "total", outcome.elapsed, &total, &losses, &comms)?;
     Ok(())
 }
 
@@ -284,16 +331,29 @@ struct Table<'a> {
     total: Stats,
     current: Stats,
     since: Instant,
+    /// Each process's name, read when its first call arrives (with `-P`).
+    comms: HashMap<u32, String>,
 }
 
 impl Consumer for Table<'_> {
     fn take(&mut self, _now: u64, arrival: Arrival<'_>) {
         // stat loads only the syscall probe.
-        if let Arrival::Syscall(record) = arrival
-            && let Some(event) = SyscallEvent::read(record)
-        {
-            self.current.record(&event);
+        let Arrival::Syscall(record) = arrival else {
+            return;
+        };
+        let Some(event) = SyscallEvent::read(record) else {
+            return;
+        };
+        if !self.plan.per_process {
+            self.current.record(event.nr, &event);
+            return;
         }
+        self.comms.entry(event.pid).or_insert_with(|| {
+            // Gone already: its calls still count, under its pid.
+            std::fs::read_to_string(format!("/proc/{}/comm", event.pid))
+                .map_or_else(|_| "?".to_owned(), |c| c.trim_end().to_owned())
+        });
+        self.current.record(event.pid, &event);
     }
 
     fn tick(&mut self, accounting: &Accounting) -> Result<bool> {
@@ -305,6 +365,7 @@ impl Consumer for Table<'_> {
             self.since.elapsed(),
             &self.current,
             &losses,
+            &self.comms,
         )? {
             return Ok(false);
         }
@@ -322,17 +383,26 @@ fn emit(
     elapsed: Duration,
     stats: &Stats,
     losses: &Losses,
+    comms: &HashMap<u32, String>,
 ) -> Result<bool> {
-    let rows = stats.rows(elapsed);
+    let rows = if plan.per_process {
+        stats.rows(elapsed, |pid| comms.get(&pid).cloned().unwrap_or_default())
+    } else {
+        stats.rows(elapsed, syscall_name)
+    };
     let text = if plan.json {
-        format!("{}\n", render_json(kind, elapsed, &rows, losses))
+        let object = render_json(kind, elapsed, &rows, losses, plan.per_process);
+        format!("{object}\n")
     } else {
         let title = format!(
             "== {kind}: {:.3}s, {} syscalls",
             elapsed.as_secs_f64(),
             stats.count()
         );
-        format!("{}\n", render_table(&title, &rows, losses))
+        format!(
+            "{}\n",
+            render_table(&title, &rows, losses, plan.per_process)
+        )
     };
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(true),
@@ -370,10 +440,10 @@ mod tests {
     fn stats_rows_percentiles_and_order() {
         let mut stats = Stats::default();
         for d in 1..=1000 {
-            stats.record(&event(110, d * 1000));
+            stats.record(110, &event(110, d * 1000));
         }
-        stats.record(&event(0, 5));
-        let rows = stats.rows(Duration::from_secs(1));
+        stats.record(0, &event(0, 5));
+        let rows = stats.rows(Duration::from_secs(1), syscall_name);
         assert_eq!(rows.len(), 2);
         assert_eq!((rows[0].name.as_str(), rows[0].count), ("getppid", 1000));
         assert_eq!((rows[1].name.as_str(), rows[1].count), ("read", 1));
@@ -394,12 +464,20 @@ mod tests {
     #[test]
     fn stats_merge_adds_counts() {
         let (mut a, mut b) = (Stats::default(), Stats::default());
-        a.record(&event(1, 10));
-        b.record(&event(1, 20));
-        b.record(&event(2, 20));
+        a.record(1, &event(1, 10));
+        b.record(
+            1,
+            &SyscallEvent {
+                ret: -9,
+                ..event(1, 20)
+            },
+        );
+        b.record(2, &event(2, 20));
         a.merge(&b);
         assert_eq!(a.count(), 3);
-        assert_eq!(a.rows(Duration::from_secs(1))[0].count, 2);
+        let rows = a.rows(Duration::from_secs(1), syscall_name);
+        assert_eq!((rows[0].count, rows[0].errors), (2, 1));
+        assert_eq!((rows[1].count, rows[1].errors), (1, 0));
     }
 
     #[test]
@@ -429,7 +507,7 @@ mod tests {
             enter_table_full: 0,
             unpaired_exits: 1,
         };
-        let text = render_table("t", &[], &losses);
+        let text = render_table("t", &[], &losses, false);
         assert!(
             text.contains("lost 3 (ring full 3, enter table full 0); received 7 of 10 seen"),
             "{text}"

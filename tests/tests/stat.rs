@@ -131,6 +131,44 @@ fn pid_filter_excludes_other_processes() {
     assert_eq!(out.count("getppid"), 10_000, "{}", out.total);
 }
 
+/// `-P` gives a row per process, named, as `syscount -P` does, and every
+/// row counts its calls that failed, as `strace -c` does: two workloads,
+/// each row exact.
+#[test]
+fn per_process_rows_and_errors_are_exact() {
+    if !can_trace("per_process_rows_and_errors_are_exact") {
+        return;
+    }
+    let one = Workload::spawn(WORKLOAD, &["getppid:3000", "close-bad:700"]);
+    let two = Workload::spawn(WORKLOAD, &["close-bad:1100"]);
+    let pids = format!("{},{}", one.pid(), two.pid());
+    let by_process = Stat::start(&["--pid", &pids, "--syscall", "getppid,close", "-P"]);
+    let by_call = Stat::start(&["--pid", &pids, "--syscall", "getppid,close"]);
+    let (pid_one, pid_two) = (one.pid(), two.pid());
+    one.run_to_end();
+    two.run_to_end();
+    let by_call = by_call.stop();
+    assert_eq!(by_call.count("close"), 1800, "{}", by_call.total);
+    assert_eq!(by_call.row("close").unwrap()["errors"], 1800);
+    assert_eq!(by_call.row("getppid").unwrap()["errors"], 0);
+    let by_process = by_process.stop();
+    let rows = by_process.total["processes"].as_array().expect("processes");
+    let row = |pid: u32| {
+        rows.iter()
+            .find(|r| r["pid"] == pid)
+            .unwrap_or_else(|| panic!("no row for {pid}: {}", by_process.total))
+    };
+    assert_eq!(rows.len(), 2, "{}", by_process.total);
+    for (pid, count, errors) in [(pid_one, 3700, 700), (pid_two, 1100, 1100)] {
+        let row = row(pid);
+        assert_eq!(
+            (row["count"].as_u64(), row["errors"].as_u64()),
+            (Some(count), Some(errors))
+        );
+        assert_eq!(row["comm"], "weft-workload");
+    }
+}
+
 #[test]
 fn syscall_filter_excludes_other_syscalls() {
     if !can_trace("syscall_filter_excludes_other_syscalls") {

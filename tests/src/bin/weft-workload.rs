@@ -1,6 +1,7 @@
 //! A workload with an exactly known syscall count, for weft's kernel tests.
 //!
 //! `weft-workload STEP...` where each STEP is `getppid:N`, `getpid:N`,
+//! `close-bad:N` (N `close(-1)` calls, each failing with EBADF),
 //! `nanosleep:MS:K`, `direct-read:PATH:BYTES` (one `O_DIRECT` read of
 //! BYTES, a multiple of 4096, from the start of PATH), `drop-cache:PATH`
 //! (fsync, then drop PATH's pages from the page cache) or `read:PATH:BYTES`
@@ -28,7 +29,7 @@ fn main() -> ExitCode {
     for step in &steps {
         let Some(step) = parse(step) else {
             eprintln!(
-                "weft-workload: bad step `{step}` (getppid:N, getpid:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, frame:IFACE, write-edge:PATH, usdt:N, switches:PATH)"
+                "weft-workload: bad step `{step}` (getppid:N, getpid:N, close-bad:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, frame:IFACE, write-edge:PATH, usdt:N, switches:PATH)"
             );
             return ExitCode::from(2);
         };
@@ -66,6 +67,7 @@ fn voluntary_switches() -> i64 {
 enum Step {
     Getppid(u64),
     Getpid(u64),
+    CloseBad(u64),
     Nanosleep { ms: i64, times: u64 },
     DirectRead { path: String, bytes: usize },
     DropCache(String),
@@ -92,6 +94,7 @@ fn parse(step: &str) -> Option<Step> {
         },
         ("getppid", n, None) => Step::Getppid(n.parse().ok()?),
         ("getpid", n, None) => Step::Getpid(n.parse().ok()?),
+        ("close-bad", n, None) => Step::CloseBad(n.parse().ok()?),
         ("migrate", n, None) => Step::Migrate(n.parse().ok()?),
         ("usdt", n, None) => Step::Usdt(n.parse().ok()?),
         ("nanosleep", ms, Some(k)) => Step::Nanosleep {
@@ -120,6 +123,12 @@ fn run(step: Step, switches: &mut Vec<(String, i64)>) -> std::io::Result<()> {
             for _ in 0..n {
                 // SAFETY: getpid takes no arguments and cannot fail.
                 unsafe { libc::syscall(libc::SYS_getpid) };
+            }
+        }
+        Step::CloseBad(n) => {
+            for _ in 0..n {
+                // SAFETY: closing fd -1 fails with EBADF and touches nothing.
+                unsafe { libc::syscall(libc::SYS_close, -1) };
             }
         }
         Step::Nanosleep { ms, times } => {
