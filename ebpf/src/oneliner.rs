@@ -611,15 +611,22 @@ fn key_part(task: &Task, part: &Operand, out: *mut [u8; KEY_PART_LEN]) -> bool {
     true
 }
 
-/// Writes the task's name into the 16 bytes at `out`. The helper writes
-/// all of them (NUL-padded, or zeros when it fails), so they need no
-/// zeroing first: aya's `bpf_get_current_comm()` zeroes its own array byte
-/// by byte (a `memset` call) and then copies it out byte by byte again.
+/// Writes the task's name, NUL-padded, into the 16 8-aligned bytes at
+/// `out`. They are zeroed first as two words: kernels before 6.2 copy
+/// the name with `strscpy`, which leaves the bytes after its NUL as they
+/// were. (aya's `bpf_get_current_comm()` zeroes its own array byte by byte
+/// instead, a `memset` call, then copies it out byte by byte again.)
 #[inline(always)]
 fn current_comm(out: *mut u8) {
-    // SAFETY: `out` points to 16 writable bytes (a stack slot or the
-    // scratch map value), which the helper fills.
-    unsafe { bpf_get_current_comm_raw(out.cast(), 16) };
+    let words = out.cast::<u64>();
+    // SAFETY: `out` points to 16 writable, 8-aligned bytes (a stack slot
+    // or the scratch map value), which the helper fills. Volatile, so the
+    // stores are not merged into a `memset` call.
+    unsafe {
+        core::ptr::write_volatile(words, 0);
+        core::ptr::write_volatile(words.add(1), 0);
+        bpf_get_current_comm_raw(out.cast(), 16);
+    }
 }
 
 /// Whether the task's name is `expected` (NUL-padded).
@@ -627,7 +634,7 @@ fn current_comm(out: *mut u8) {
 fn comm_is(expected: &[u8; 16]) -> bool {
     let mut comm = MaybeUninit::<[u64; 2]>::uninit();
     current_comm(comm.as_mut_ptr().cast());
-    // SAFETY: the helper wrote all 16 bytes.
+    // SAFETY: all 16 bytes are written.
     let comm = unsafe { comm.assume_init() };
     let expected = expected.as_ptr().cast::<u64>();
     // SAFETY: 16 bytes of the configuration, read as two words.
