@@ -4,8 +4,10 @@
 //! Each declared source becomes a store source like weft's own.
 //!
 //! Every connection is read by its own thread, which checks each line and
-//! hands good ones to the recorder through a bounded channel: a client
-//! faster than the store waits (back-pressure) rather than losing records.
+//! hands good ones to the recorder through a bounded channel: a connection
+//! faster than the store waits (back-pressure). `weft-client` itself never
+//! makes the application wait: it drops what its own queue cannot hold and
+//! tells the agent how many (`dropped N`), which counts them as lost.
 //! A bad line gets `error LINE: why` and its connection is closed; the other
 //! clients and the capture go on.
 //!
@@ -72,6 +74,8 @@ pub enum Message {
 pub struct AppServer {
     messages: Receiver<Message>,
     rejected: Arc<AtomicU64>,
+    /// Records the clients dropped (their queue full) and told of.
+    dropped: Arc<AtomicU64>,
     /// Records handed on so far.
     received: u64,
     _socket: socket::Bound,
@@ -83,6 +87,9 @@ pub struct AppLosses {
     pub received: u64,
     /// Lines rejected (each closing its connection).
     pub rejected: u64,
+    /// Records the clients dropped while weft lagged, as they told it
+    /// (`dropped N`): lost before they reached weft.
+    pub dropped: u64,
 }
 
 type Schemas = Arc<Mutex<HashMap<String, Vec<(String, ValueKind)>>>>;
@@ -95,16 +102,17 @@ impl AppServer {
             bail!("another weft takes application records at {SOCKET}");
         };
         let (sender, messages) = sync_channel(BACKLOG);
-        let rejected = Arc::new(AtomicU64::new(0));
+        let counts = Counts::default();
         let schemas = Schemas::default();
-        let counter = rejected.clone();
+        let (rejected, dropped) = (counts.rejected.clone(), counts.dropped.clone());
         std::thread::Builder::new()
             .name("weft-app".into())
-            .spawn(move || accept(&listener, &sender, &schemas, &counter))
+            .spawn(move || accept(&listener, &sender, &schemas, &counts))
             .context("failed to start the application record thread")?;
         Ok(Self {
             messages,
             rejected,
+            dropped,
             received: 0,
             _socket: bound,
         })
@@ -123,8 +131,18 @@ impl AppServer {
         AppLosses {
             received: self.received,
             rejected: self.rejected.load(Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
         }
     }
+}
+
+/// What the connections count for the report.
+#[derive(Clone, Default)]
+struct Counts {
+    /// Lines rejected.
+    rejected: Arc<AtomicU64>,
+    /// Records the clients dropped.
+    dropped: Arc<AtomicU64>,
 }
 
 fn group_id(name: &str) -> Result<u32> {
@@ -142,20 +160,20 @@ fn accept(
     listener: &UnixListener,
     sender: &SyncSender<Message>,
     schemas: &Schemas,
-    rejected: &Arc<AtomicU64>,
+    counts: &Counts,
 ) {
     let slots = Slots::new(MAX_CLIENTS);
     for stream in listener.incoming().flatten() {
         let Some(slot) = slots.take() else {
-            rejected.fetch_add(1, Ordering::Relaxed);
+            counts.rejected.fetch_add(1, Ordering::Relaxed);
             let _ = writeln!(&mut &stream, "error 0: more than {MAX_CLIENTS} connections");
             continue;
         };
-        let (sender, schemas, rejected) = (sender.clone(), schemas.clone(), rejected.clone());
+        let (sender, schemas, counts) = (sender.clone(), schemas.clone(), counts.clone());
         let _ = std::thread::Builder::new()
             .name("weft-app-client".into())
             .spawn(move || {
-                serve(&stream, &sender, &schemas, &rejected);
+                serve(&stream, &sender, &schemas, &counts);
                 drop(slot);
             });
     }
@@ -164,12 +182,7 @@ fn accept(
 /// Reads one client's lines until it closes or a line is rejected: that
 /// is counted, then the client is told why (so whoever reads the reply
 /// also finds it counted).
-fn serve(
-    stream: &UnixStream,
-    sender: &SyncSender<Message>,
-    schemas: &Schemas,
-    rejected: &AtomicU64,
-) {
+fn serve(stream: &UnixStream, sender: &SyncSender<Message>, schemas: &Schemas, counts: &Counts) {
     let mut accepted = 0u64;
     let mut out = stream;
     let mut names: HashMap<String, Declared> = HashMap::new();
@@ -197,10 +210,19 @@ fn serve(
             }
             ("source", rest) => define(rest, schemas, sender, &mut names),
             ("record", rest) => record(rest, &names, pid, sender).map(|()| accepted += 1),
-            (word, _) => Err(format!("unknown message `{word}` (source, record or sync)")),
+            ("dropped", n) => match n.parse::<u64>() {
+                Ok(n) => {
+                    counts.dropped.fetch_add(n, Ordering::Relaxed);
+                    Ok(())
+                }
+                Err(_) => Err(format!("`dropped` takes a count, not `{n}`")),
+            },
+            (word, _) => Err(format!(
+                "unknown message `{word}` (source, record, dropped or sync)"
+            )),
         };
         if let Err(why) = reply {
-            rejected.fetch_add(1, Ordering::Relaxed);
+            counts.rejected.fetch_add(1, Ordering::Relaxed);
             let _ = writeln!(out, "error {}: {why}", number + 1);
             return;
         }
@@ -369,9 +391,9 @@ mod tests {
     fn connect(schemas: &Schemas) -> (UnixStream, Receiver<Message>, Arc<AtomicU64>) {
         let (client, server) = UnixStream::pair().unwrap();
         let (sender, messages) = sync_channel(BACKLOG);
-        let rejected = Arc::new(AtomicU64::new(0));
-        let (schemas, counter) = (schemas.clone(), rejected.clone());
-        std::thread::spawn(move || serve(&server, &sender, &schemas, &counter));
+        let counts = Counts::default();
+        let (schemas, rejected) = (schemas.clone(), counts.rejected.clone());
+        std::thread::spawn(move || serve(&server, &sender, &schemas, &counts));
         (client, messages, rejected)
     }
 
@@ -417,6 +439,25 @@ mod tests {
     }
 
     #[test]
+    fn dropped_counts_add_up_and_a_bad_count_is_refused() {
+        let (client, _messages) = {
+            let (client, server) = UnixStream::pair().unwrap();
+            let (sender, messages) = sync_channel(BACKLOG);
+            let counts = Counts::default();
+            let dropped = counts.dropped.clone();
+            std::thread::spawn(move || serve(&server, &sender, &Schemas::default(), &counts));
+            ((client, dropped), messages)
+        };
+        let (client, dropped) = client;
+        assert_eq!(send(&client, "dropped 5\ndropped 7"), "ok 0\n");
+        assert_eq!(dropped.load(Ordering::Relaxed), 12);
+        assert_eq!(
+            send(&client, "dropped many"),
+            "error 4: `dropped` takes a count, not `many`\n"
+        );
+    }
+
+    #[test]
     fn connections_past_the_bound_are_told_so_and_closed() {
         let dir = std::env::temp_dir().join(format!("weft-app-bound-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -424,9 +465,8 @@ mod tests {
         let path = dir.join("app.sock");
         let listener = UnixListener::bind(&path).unwrap();
         let (sender, _messages) = sync_channel(BACKLOG);
-        let (schemas, rejected) = (Schemas::default(), Arc::new(AtomicU64::new(0)));
-        let counter = rejected.clone();
-        std::thread::spawn(move || accept(&listener, &sender, &schemas, &counter));
+        let (schemas, counts) = (Schemas::default(), Counts::default());
+        std::thread::spawn(move || accept(&listener, &sender, &schemas, &counts));
         let held: Vec<UnixStream> = (0..MAX_CLIENTS)
             .map(|_| {
                 let client = UnixStream::connect(&path).unwrap();

@@ -130,7 +130,7 @@ impl Account {
         match &self.losses {
             Losses::Syscalls(l) => l.lost(),
             Losses::Event(l) => l.lost(),
-            Losses::App(_) => 0,
+            Losses::App(l) => l.dropped,
         }
     }
 
@@ -148,7 +148,10 @@ impl Account {
         match &self.losses {
             Losses::Syscalls(l) => l.to_json(),
             Losses::Event(l) => l.to_json(),
-            Losses::App(l) => json!({ "received": l.received, "rejected": l.rejected, "lost": 0 }),
+            Losses::App(l) => json!({
+                "received": l.received, "rejected": l.rejected, "lost": l.dropped,
+                "dropped_by_clients": l.dropped,
+            }),
         }
     }
 
@@ -165,7 +168,7 @@ impl Account {
                 l.delivery.ring_full, l.table_full, l.delivery.ring_peak_percent
             ),
             Losses::App(l) => format!(
-                "{name}: {received} records, lost 0; {} connections closed for a bad line",
+                "{name}: {received} records, lost {lost} (dropped by clients while weft lagged); {} connections closed for a bad line",
                 l.rejected
             ),
         }

@@ -865,7 +865,7 @@ fn app_records_arrive_exactly_once_and_bad_lines_are_refused() {
         ),
         (
             "hello\n",
-            "error 1: unknown message `hello` (source, record or sync)",
+            "error 1: unknown message `hello` (source, record, dropped or sync)",
         ),
     ] {
         let mut raw = UnixStream::connect(SOCKET).unwrap();
@@ -885,9 +885,9 @@ fn app_records_arrive_exactly_once_and_bad_lines_are_refused() {
     let finished = running.stop();
     assert!(finished.status.success(), "{}", finished.stderr);
     assert!(
-        finished
-            .stderr
-            .contains("app: 5500 records, lost 0; 4 connections closed"),
+        finished.stderr.contains(
+            "app: 5500 records, lost 0 (dropped by clients while weft lagged); 4 connections closed"
+        ),
         "{}",
         finished.stderr
     );
