@@ -15,8 +15,9 @@ mod perfetto;
 mod wall;
 
 use std::{
+    collections::HashMap,
     fs::{self, File},
-    io::{BufWriter, Write as _},
+    io::{BufWriter, Write},
     os::unix::fs::OpenOptionsExt as _,
     path::{Path, PathBuf},
     sync::Arc,
@@ -222,6 +223,9 @@ fn write_perfetto(
 ) -> Result<u64> {
     let catalog = capture::catalog(snapshot, metadata, true)?;
     let mut writer = perfetto::Writer::new(BufWriter::new(file))?;
+    let threads = weft_capture::tasks::threads(snapshot)?.unwrap_or_default();
+    let start = snapshot.time_range()?.map_or(0, |range| *range.start());
+    writer.process_tree(start, &threads)?;
     for shape in perfetto::SHAPES {
         if catalog.source(shape.source).is_none() {
             continue;
@@ -238,6 +242,9 @@ fn write_perfetto(
         });
         streamed(result, failed, &text, &export.dir)?;
     }
+    if catalog.source(SWITCH).is_some() {
+        write_switches(export, snapshot, &catalog, &threads, &mut writer)?;
+    }
     let events = writer.events;
     let file = writer
         .into_inner()
@@ -245,6 +252,53 @@ fn write_perfetto(
         .map_err(std::io::IntoInnerError::into_error)?;
     synced(&file)?;
     Ok(events)
+}
+
+/// The context-switch source.
+const SWITCH: &str = "switch";
+
+/// The `switch` source over the window as Perfetto's scheduling events,
+/// each thread named as the capture's task records last name it.
+fn write_switches<W: Write>(
+    export: &Export,
+    snapshot: &weft_store::Snapshot,
+    catalog: &weft_query::Catalog,
+    threads: &[weft_capture::tasks::Thread],
+    writer: &mut perfetto::Writer<W>,
+) -> Result<()> {
+    let names: HashMap<u32, &str> = threads.iter().map(|t| (t.tid, t.name.as_str())).collect();
+    let text = match &export.window {
+        Some(window) => format!("{SWITCH} {window}"),
+        None => SWITCH.to_owned(),
+    };
+    let mut failed = None;
+    let result = weft_query::stream(snapshot, catalog, &text, &mut |headers, cells| {
+        let int = |name: &str| {
+            let at = headers.iter().position(|h| h.name == name)?;
+            match cells.get(at) {
+                Some(Cell::Int(v)) => u64::try_from(*v).ok(),
+                _ => None,
+            }
+        };
+        let (Some(cpu), Some(ts), Some(prev), Some(next)) =
+            (int("cpu"), int("ts"), int("prev_tid"), int("next_tid"))
+        else {
+            return;
+        };
+        let (cpu, prev, next) = (cpu as u32, prev as u32, next as u32);
+        // The idle thread is the kernel's `swapper/N`, with no task record.
+        let idle = format!("swapper/{cpu}");
+        let name = |tid: u32| match tid {
+            0 => idle.as_str(),
+            _ => names.get(&tid).copied().unwrap_or_default(),
+        };
+        if failed.is_none() {
+            failed = writer
+                .switch(cpu, ts, (prev, name(prev)), (next, name(next)))
+                .err();
+        }
+    });
+    streamed(result, failed, &text, &export.dir).map(|_| ())
 }
 
 /// The capture's PT calls into `file` as folded stacks; how many calls.

@@ -7,15 +7,23 @@
 //!   named by why it left) and its PT calls (`calls`, nested by time);
 //! - block requests as slices and page-cache events, packets and trigger
 //!   firings as instants, each on a track of its own;
-//! - every other field of a record as a debug annotation of its event.
+//! - every other field of a record as a debug annotation of its event;
+//! - the `switch` source's context switches as the kernel's `sched_switch`
+//!   ftrace events, which Perfetto turns into its CPU tracks (what ran on
+//!   each CPU when), and a process tree naming every process and thread
+//!   the capture's task records name.
 //!
 //! Times are `CLOCK_MONOTONIC` ns, as weft keeps them: each packet says so,
 //! and a first clock snapshot makes it the trace's clock.
 //! The file is streamed: a `Trace` is its packets one after the other.
 
-use std::{collections::HashSet, io::Write};
+use std::{
+    collections::{BTreeMap, HashSet},
+    io::Write,
+};
 
 use anyhow::Result;
+use weft_capture::tasks::Thread;
 use weft_query::{Cell, Header};
 
 /// How the records of one source become events.
@@ -190,6 +198,64 @@ impl<W: Write> Writer<W> {
                 self.packet(at, &instant)?;
             }
         }
+        self.events += 1;
+        Ok(())
+    }
+
+    /// Names every process and thread in `threads` (the latest name of
+    /// each) in one `ProcessTree` at `ns`: the CPU tracks show names, not
+    /// numbers. A process is named by its main thread.
+    pub fn process_tree(&mut self, ns: u64, threads: &[Thread]) -> Result<()> {
+        let latest: BTreeMap<u32, &Thread> = threads.iter().map(|t| (t.tid, t)).collect();
+        let mut processes: BTreeMap<u32, Option<&str>> = BTreeMap::new();
+        let mut tree = Vec::new();
+        for thread in latest.values() {
+            let main = (thread.pid == thread.tid).then_some(thread.name.as_str());
+            let name = processes.entry(thread.pid).or_default();
+            *name = name.or(main);
+            let mut entry = varint_field(1, thread.tid.into());
+            entry.extend(bytes(2, thread.name.as_bytes()));
+            entry.extend(varint_field(3, thread.pid.into()));
+            tree.extend(bytes(2, &entry));
+        }
+        for (pid, name) in processes {
+            let mut entry = varint_field(1, pid.into());
+            if let Some(name) = name {
+                entry.extend(bytes(3, name.as_bytes()));
+                entry.extend(varint_field(9, 1));
+            }
+            tree.extend(bytes(1, &entry));
+        }
+        let mut packet = varint_field(8, ns);
+        packet.extend(varint_field(10, SEQUENCE));
+        packet.extend(bytes(2, &tree));
+        self.out.write_all(&bytes(1, &packet))?;
+        Ok(())
+    }
+
+    /// One context switch on `cpu` at `ns`, from thread `prev` to `next`
+    /// (tid and name), as the kernel's `sched_switch` ftrace event. The
+    /// `switch` source keeps neither priority nor why the thread left, so
+    /// they are left out: Perfetto shows a thread that left as runnable.
+    pub fn switch(
+        &mut self,
+        cpu: u32,
+        ns: u64,
+        prev: (u32, &str),
+        next: (u32, &str),
+    ) -> Result<()> {
+        let mut switch = bytes(1, prev.1.as_bytes());
+        switch.extend(varint_field(2, prev.0.into()));
+        switch.extend(bytes(5, next.1.as_bytes()));
+        switch.extend(varint_field(6, next.0.into()));
+        let mut event = varint_field(1, ns);
+        event.extend(varint_field(2, prev.0.into()));
+        event.extend(bytes(4, &switch));
+        let mut bundle = varint_field(1, cpu.into());
+        bundle.extend(bytes(2, &event));
+        let mut packet = varint_field(10, SEQUENCE);
+        packet.extend(bytes(1, &bundle));
+        self.out.write_all(&bytes(1, &packet))?;
         self.events += 1;
         Ok(())
     }

@@ -569,8 +569,10 @@ impl Drop for Prometheus {
 
 /// Reads a Perfetto trace with Perfetto's own protos (the `perfetto` package, in
 /// the venv `cargo xtask setup` makes) and prints, as JSON, each slice of a
-/// thread's track (tid, start, duration, name, category) and each child
-/// track's slice count by track name.
+/// thread's track (tid, start, duration, name, category), each child
+/// track's slice count by track name, each `sched_switch` ftrace event
+/// (cpu, time, prev tid, next tid, next name) and the process tree's
+/// thread names.
 const PERFETTO_SLICES: &str = r#"
 import json, sys
 from collections import Counter
@@ -578,9 +580,16 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace
 trace = Trace()
 trace.ParseFromString(open(sys.argv[1], "rb").read())
 tids, names, open_slices, slices, children = {}, {}, {}, [], Counter()
+switches, threads = [], {}
 first = trace.packet[0].clock_snapshot
 assert first.primary_trace_clock == 3, "the trace's clock is CLOCK_MONOTONIC"
 for packet in trace.packet:
+    if packet.HasField("process_tree"):
+        threads.update({str(t.tid): t.name for t in packet.process_tree.threads})
+    for e in packet.ftrace_events.event:
+        s = e.sched_switch
+        assert e.pid == s.prev_pid
+        switches.append([packet.ftrace_events.cpu, e.timestamp, s.prev_pid, s.next_pid, s.next_comm])
     if packet.HasField("track_descriptor"):
         d = packet.track_descriptor
         if d.HasField("thread"):
@@ -599,13 +608,15 @@ for packet in trace.packet:
         else:
             children[names[e.track_uuid]] += 1
 assert not any(open_slices.values()), "every slice ends"
-print(json.dumps({"slices": sorted(slices), "children": children}))
+print(json.dumps({"slices": sorted(slices), "children": children, "switches": switches,
+                  "threads": threads}))
 "#;
 
 /// `weft export --format perfetto` read back with Perfetto's own protos:
 /// every syscall of the workload is a slice on its thread's track with its
-/// enter time and duration, and the sched source's off-CPU stretches are
-/// slices on the thread's off-CPU track.
+/// enter time and duration, the sched source's off-CPU stretches are
+/// slices on the thread's off-CPU track, every context switch is a
+/// `sched_switch` on its CPU, and the process tree names the workload.
 #[test]
 fn export_perfetto_holds_every_record_with_its_time() {
     let test = "export_perfetto_holds_every_record_with_its_time";
@@ -617,7 +628,8 @@ fn export_perfetto_holds_every_record_with_its_time() {
     };
     let dir = capture_dir("export-perfetto");
     let workload = Workload::spawn(WORKLOAD, &["getppid:3000", "nanosleep:20:3"]);
-    let pid = workload.pid().to_string();
+    let workload_pid = workload.pid();
+    let pid = workload_pid.to_string();
     let running = Running::start(
         &[
             "record",
@@ -626,7 +638,7 @@ fn export_perfetto_holds_every_record_with_its_time() {
             "--pid",
             &pid,
             "--sources",
-            "syscalls,sched",
+            "syscalls,sched,switch",
         ],
         "weft: recording",
     );
@@ -666,10 +678,34 @@ fn export_perfetto_holds_every_record_with_its_time() {
     assert_eq!(slices, expected);
     let off_cpu = query(&dir, "sched | count")[0]["count"].clone();
     assert_eq!(perfetto["children"]["off-CPU"], off_cpu, "{perfetto}");
+    // Every switch, as recorded; the workload's by its name.
+    let mut switches: Vec<[u64; 4]> = (perfetto["switches"].as_array().unwrap().iter())
+        .map(|s| std::array::from_fn(|i| s[i].as_u64().unwrap()))
+        .collect();
+    switches.sort_unstable();
+    let mut recorded: Vec<[u64; 4]> = query(&dir, "switch | fields cpu, ts, prev_tid, next_tid")
+        .iter()
+        .map(|r| ["cpu", "ts", "prev_tid", "next_tid"].map(|f| r[f].as_u64().unwrap()))
+        .collect();
+    recorded.sort_unstable();
+    assert!(recorded.len() > 3, "{}", recorded.len());
+    assert_eq!(switches, recorded);
+    let into_workload = (perfetto["switches"].as_array().unwrap().iter())
+        .filter(|s| s[3] == u64::from(workload_pid))
+        .map(|s| s[4].as_str().unwrap())
+        .collect::<Vec<_>>();
+    assert!(
+        into_workload.len() >= 3 && into_workload.iter().all(|n| *n == "weft-workload"),
+        "{into_workload:?}"
+    );
+    assert_eq!(
+        perfetto["threads"][workload_pid.to_string()],
+        "weft-workload"
+    );
     assert!(
         stderr.contains(&format!(
             "exported {} records of every source",
-            expected.len() as u64 + off_cpu.as_u64().unwrap()
+            expected.len() as u64 + off_cpu.as_u64().unwrap() + recorded.len() as u64
         )),
         "{stderr}"
     );
