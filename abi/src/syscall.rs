@@ -152,6 +152,8 @@ pub const FILTER_PID: u32 = 1 << 0;
 pub const FILTER_COMM: u32 = 1 << 1;
 /// Only syscalls whose bit is set in [`SyscallConfig::syscalls`] are traced.
 pub const FILTER_SYSCALL: u32 = 1 << 2;
+/// Only threads in cgroup [`SyscallConfig::cgroup`] are traced.
+pub const FILTER_CGROUP: u32 = 1 << 3;
 
 /// Filters and options, written by user space into a read-only global before
 /// the program is loaded (so the verifier sees constants and prunes unused
@@ -166,12 +168,14 @@ pub struct SyscallConfig {
     pub ignore_tgid: u32,
     /// Syscalls shorter than this are counted as filtered, not emitted.
     pub min_duration_ns: u64,
+    /// The cgroup v2 id (its directory's inode) threads must be in.
+    pub cgroup: u64,
     /// Task name to match, NUL-padded as in `task_struct::comm`.
     pub comm: [u8; 16],
     /// Bitmap of syscall numbers to trace, bit `nr % 64` of word `nr / 64`.
     pub syscalls: [u64; (MAX_SYSCALLS / 64) as usize],
 }
-const _: () = assert!(core::mem::size_of::<SyscallConfig>() == 96);
+const _: () = assert!(core::mem::size_of::<SyscallConfig>() == 104);
 
 impl SyscallConfig {
     /// A configuration that traces every syscall of every thread.
@@ -179,6 +183,7 @@ impl SyscallConfig {
         flags: 0,
         ignore_tgid: 0,
         min_duration_ns: 0,
+        cgroup: 0,
         comm: [0; 16],
         syscalls: [0; (MAX_SYSCALLS / 64) as usize],
     };

@@ -877,10 +877,6 @@ pub struct RecordArgs {
     /// by default only root may.
     #[arg(long, value_name = "GROUP", help_heading = "Sources")]
     pub app_group: Option<String>,
-    /// Only threads in this cgroup (v2 directory, e.g.
-    /// /sys/fs/cgroup/system.slice/redis.service); sources other than syscalls.
-    #[arg(long, value_name = "PATH", help_heading = "Filters")]
-    pub cgroup: Option<std::path::PathBuf>,
     /// Network interfaces the net source attaches to (default: every
     /// interface that is up, `lo` included).
     #[arg(
@@ -1210,6 +1206,11 @@ pub struct FilterArgs {
     /// Trace only tasks with this name (as in /proc/PID/comm, at most 15 bytes).
     #[arg(long, short = 'c', value_name = "COMM", value_parser = parse_comm)]
     pub comm: Option<String>,
+
+    /// Trace only threads in this cgroup v2 directory (e.g.
+    /// /sys/fs/cgroup/system.slice/redis.service), not in its children.
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Option<std::path::PathBuf>,
 
     /// Trace only these syscalls, by x86-64 name (e.g. read,write).
     ///

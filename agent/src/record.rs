@@ -2,9 +2,9 @@
 //! headless. The arguments become a plain [`Plan`], which
 //! `weft_recording::record` carries out.
 
-use std::{path::Path, process::ExitCode};
+use std::process::ExitCode;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::Result;
 use weft_kernel::tc::NetOptions;
 use weft_recording::{
     peers::PeerPlan,
@@ -34,6 +34,8 @@ pub fn plain(
     let (options, drain_interval) = resolve::probe_options(filter, capture)?;
     Ok(Plan {
         decode_pt: Some(pt_demand::decode),
+        // The other sources take the syscalls' cgroup filter too.
+        cgroup: options.filter.cgroup,
         ..Plan::new(Chosen::named(sources)?, options, drain_interval, dir)
     })
 }
@@ -43,7 +45,6 @@ fn plan(args: &RecordArgs) -> Result<Plan> {
     let output = &args.output;
     let triggers = &output.triggers;
     Ok(Plan {
-        cgroup: args.cgroup.as_deref().map(cgroup_id).transpose()?,
         net: NetOptions {
             interfaces: args.interface.clone(),
             ports: args.port.clone(),
@@ -86,15 +87,4 @@ fn trigger_policy(args: &TriggerArgs) -> trigger::Policy {
         after: ns(args.keep.1),
         limit: Some((most, ns(per))),
     }
-}
-
-/// The cgroup v2 id of a cgroup directory: its inode number.
-fn cgroup_id(path: &Path) -> Result<u64> {
-    use std::os::unix::fs::MetadataExt as _;
-    let metadata = std::fs::metadata(path)
-        .with_context(|| format!("--cgroup {}: no such cgroup", path.display()))?;
-    if !metadata.is_dir() {
-        bail!("--cgroup {}: not a cgroup directory", path.display());
-    }
-    Ok(metadata.ino())
 }

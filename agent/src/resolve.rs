@@ -15,6 +15,7 @@ pub fn probe_options(filter: &FilterArgs, capture: &CaptureArgs) -> Result<(Opti
         comm: filter.comm.clone(),
         syscalls: resolve_syscalls(&filter.syscall)?,
         min_duration: filter.min_duration.unwrap_or_default(),
+        cgroup: filter.cgroup.as_deref().map(cgroup_id).transpose()?,
     };
     let attach = match (capture.attach, filter.syscalls.is_empty()) {
         (Attach::Syscall, true) => bail!("--attach syscall needs --syscall NAME"),
@@ -36,6 +37,32 @@ pub fn probe_options(filter: &FilterArgs, capture: &CaptureArgs) -> Result<(Opti
         },
         capture.drain_interval,
     ))
+}
+
+/// The cgroup v2 id of a cgroup directory: its inode number, once it is
+/// known to be a directory of the cgroup2 file system.
+fn cgroup_id(path: &Path) -> Result<u64> {
+    use std::os::unix::fs::MetadataExt as _;
+    let metadata = std::fs::metadata(path)
+        .with_context(|| format!("--cgroup {}: no such cgroup", path.display()))?;
+    if !metadata.is_dir() || !on_cgroup2(path) {
+        bail!(
+            "--cgroup {}: not a cgroup v2 directory (e.g. /sys/fs/cgroup/system.slice)",
+            path.display()
+        );
+    }
+    Ok(metadata.ino())
+}
+
+/// Whether `path` lies on the cgroup2 file system.
+fn on_cgroup2(path: &Path) -> bool {
+    const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: statfs fills the zeroed struct; the path is NUL-terminated.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    unsafe { libc::statfs(c_path.as_ptr(), &raw mut fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC }
 }
 
 fn resolve_pids(pids: &[u32]) -> Result<Vec<u32>> {

@@ -12,7 +12,8 @@ use aya_ebpf::{
     bindings::BPF_F_MMAPABLE,
     btf_maps::{Array, ArrayOfMaps, RingBuf},
     helpers::{
-        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
+        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
+        bpf_get_smp_processor_id, bpf_ktime_get_ns,
         bpf_probe_read_kernel,
     },
     macros::{btf_map, map, raw_tracepoint, tracepoint},
@@ -20,7 +21,8 @@ use aya_ebpf::{
     programs::{RawTracePointContext, TracePointContext},
 };
 use weft_abi::syscall::{
-    BATCH_EVENTS, Batch, COUNTERS, Counter, FILTER_COMM, FILTER_PID, FLUSH_BUSY, InFlight,
+    BATCH_EVENTS, Batch, COUNTERS, Counter, FILTER_CGROUP, FILTER_COMM, FILTER_PID, FLUSH_BUSY,
+    InFlight,
     MAX_CPUS, SyscallConfig, SyscallEvent,
 };
 
@@ -104,7 +106,7 @@ fn wants_task(config: &SyscallConfig, tgid: u32) -> bool {
     tgid != config.ignore_tgid && passes_filters(config, tgid)
 }
 
-/// Whether the current thread passes the pid and comm filters.
+/// Whether the current thread passes the pid, comm and cgroup filters.
 #[inline(always)]
 fn passes_filters(config: &SyscallConfig, tgid: u32) -> bool {
     if config.flags & FILTER_PID != 0 {
@@ -119,7 +121,8 @@ fn passes_filters(config: &SyscallConfig, tgid: u32) -> bool {
             _ => return false,
         }
     }
-    true
+    // SAFETY: helper without preconditions.
+    config.flags & FILTER_CGROUP == 0 || unsafe { bpf_get_current_cgroup_id() } == config.cgroup
 }
 
 #[inline(always)]
@@ -130,7 +133,8 @@ fn on_enter<C: EbpfContext>(ctx: &C, nr: u32) {
     }
     // weft's own calls are dropped at the exit, which reads the thread's
     // ids anyway: reading them here too would cost every call ~9 ns.
-    if config.flags & (FILTER_PID | FILTER_COMM) != 0
+    // The filters are tested here, once per call.
+    if config.flags & (FILTER_PID | FILTER_COMM | FILTER_CGROUP) != 0
         && !passes_filters(config, (bpf_get_current_pid_tgid() >> 32) as u32)
     {
         return;

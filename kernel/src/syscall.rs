@@ -15,8 +15,8 @@ use aya::{
 };
 use weft_abi::ring::{self, Drained, Ring};
 use weft_abi::syscall::{
-    BATCHES_MAP, CONFIG_GLOBAL, COUNTERS, COUNTERS_MAP, Counter, EVENT_SIZE, FILTER_COMM,
-    FILTER_PID, FLUSH_PROGRAM, PIDS_MAP, RINGS_MAP, SyscallConfig,
+    BATCHES_MAP, CONFIG_GLOBAL, COUNTERS, COUNTERS_MAP, Counter, EVENT_SIZE, FILTER_CGROUP,
+    FILTER_COMM, FILTER_PID, FLUSH_PROGRAM, PIDS_MAP, RINGS_MAP, SyscallConfig,
 };
 
 use crate::{batches::Batches, delivery::Delivery, ebpf, rings::RingArray};
@@ -37,6 +37,8 @@ pub struct Filter {
     pub syscalls: Vec<u32>,
     /// Shorter syscalls are dropped in the kernel.
     pub min_duration: Duration,
+    /// Only threads in this cgroup (v2 id, its directory's inode).
+    pub cgroup: Option<u64>,
 }
 
 /// Where the programs attach.
@@ -361,6 +363,10 @@ fn kernel_config(filter: &Filter) -> SyscallConfig {
     if let Some(comm) = &filter.comm {
         config.flags |= FILTER_COMM;
         config.comm = ebpf::comm_bytes(comm);
+    }
+    if let Some(cgroup) = filter.cgroup {
+        config.flags |= FILTER_CGROUP;
+        config.cgroup = cgroup;
     }
     for nr in &filter.syscalls {
         config.add_syscall(*nr);

@@ -665,6 +665,55 @@ pub fn exported_durations(dirs: &[&std::path::Path], condition: &str) -> Vec<i64
     durations
 }
 
+/// A new cgroup v2 directory, under the machine's cgroup2 mount or one
+/// made for the test; removed (and unmounted) on drop.
+pub struct Cgroup {
+    pub dir: std::path::PathBuf,
+    mounted: Option<std::path::PathBuf>,
+}
+
+impl Cgroup {
+    /// `None` (saying why, as a skip) where the kernel has no cgroup v2.
+    pub fn create(test: &str) -> Option<Self> {
+        let mounts = std::fs::read_to_string("/proc/mounts").expect("/proc/mounts");
+        let found = mounts.lines().find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            (fields.get(2) == Some(&"cgroup2")).then(|| std::path::PathBuf::from(fields[1]))
+        });
+        let (root, mounted) = if let Some(root) = found {
+            (root, None)
+        } else {
+            let root = std::env::temp_dir().join(format!("weft-cgroup2-{}", std::process::id()));
+            std::fs::create_dir_all(&root).expect("make a mount point");
+            let status = Command::new("mount")
+                .args(["-t", "cgroup2", "none"])
+                .arg(&root)
+                .status()
+                .expect("run mount");
+            if !status.success() {
+                let _ = std::fs::remove_dir(&root);
+                eprintln!("skipping {test}: needs cgroup v2 (mount -t cgroup2: {status})");
+                return None;
+            }
+            (root.clone(), Some(root))
+        };
+        let dir = root.join(format!("weft-test-{}-{test}", std::process::id()));
+        std::fs::create_dir(&dir).expect("make a cgroup");
+        Some(Self { dir, mounted })
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        // Its processes have exited; a cgroup without any is removed so.
+        let _ = std::fs::remove_dir(&self.dir);
+        if let Some(root) = &self.mounted {
+            let _ = Command::new("umount").arg(root).status();
+            let _ = std::fs::remove_dir(root);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::kernel_version;

@@ -1,6 +1,6 @@
 //! `weft stat` against real syscalls of a child with an exactly known count.
 
-use weft_tests::{Stat, StatOutput, Workload, can_trace};
+use weft_tests::{Cgroup, Stat, StatOutput, Workload, can_trace, run_weft};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 
@@ -167,6 +167,42 @@ fn per_process_rows_and_errors_are_exact() {
         );
         assert_eq!(row["comm"], "weft-workload");
     }
+}
+
+/// `--cgroup DIR` traces the threads in that cgroup v2 directory only,
+/// in the kernel: of two workloads, the one moved into it is counted
+/// exactly, the other not at all. A directory of another file system is
+/// refused by name.
+#[test]
+fn cgroup_filter_counts_only_the_cgroup_s_threads() {
+    let test = "cgroup_filter_counts_only_the_cgroup_s_threads";
+    if !can_trace(test) {
+        return;
+    }
+    let Some(cgroup) = Cgroup::create(test) else {
+        return;
+    };
+    let inside = Workload::spawn(WORKLOAD, &["getppid:4000"]);
+    let outside = Workload::spawn(WORKLOAD, &["getppid:9000"]);
+    std::fs::write(cgroup.dir.join("cgroup.procs"), inside.pid().to_string())
+        .expect("move the workload into the cgroup");
+    let dir = cgroup.dir.to_str().unwrap();
+    let stat = Stat::start(&["--cgroup", dir, "--syscall", "getppid", "-P"]);
+    let pid = inside.pid();
+    outside.run_to_end();
+    inside.run_to_end();
+    let out = stat.stop();
+    let rows = out.total["processes"].as_array().expect("processes");
+    assert_eq!(rows.len(), 1, "{}", out.total);
+    assert_eq!(
+        (rows[0]["pid"].as_u64(), rows[0]["count"].as_u64()),
+        (Some(pid.into()), Some(4000))
+    );
+
+    let tmp = std::env::temp_dir();
+    let (status, _, stderr) = run_weft(&["stat", "--cgroup", tmp.to_str().unwrap(), "-d", "1s"]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("not a cgroup v2 directory"), "{stderr}");
 }
 
 #[test]
