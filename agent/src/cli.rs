@@ -1189,6 +1189,13 @@ pub struct StatArgs {
     /// `syscount -P` counts.
     #[arg(long, short = 'P', help_heading = "Output")]
     pub per_process: bool,
+    /// Print what weft's own kernel programs cost per syscall, by the
+    /// kernel's BPF run-time statistics.
+    ///
+    /// The statistics are machine-wide while weft runs and add two clock
+    /// reads to every run of every BPF program, weft's included.
+    #[arg(long, help_heading = "Output")]
+    pub cost: bool,
     #[command(flatten)]
     pub capture: CaptureArgs,
 }

@@ -27,5 +27,6 @@ fn plan(args: &StatArgs) -> Result<Plan> {
         drain_interval,
         json: args.output.json,
         per_process: args.per_process,
+        cost: args.cost,
     })
 }

@@ -309,3 +309,22 @@ mod tests {
         assert_eq!(mode & 0o777, 0o700, "mode {mode:o}");
     }
 }
+
+/// What one of weft's programs has cost so far, by the kernel's own
+/// accounting (counted only while [`enable_run_stats`] is held).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProgramCost {
+    pub name: &'static str,
+    /// Times it ran.
+    pub runs: u64,
+    /// Nanoseconds it ran, in all.
+    pub run_ns: u64,
+}
+
+/// Turns on the kernel's BPF run-time statistics (`BPF_ENABLE_STATS`)
+/// while the returned descriptor is open. They are machine-wide and add
+/// two clock reads to every run of every BPF program.
+pub fn enable_run_stats() -> Result<std::os::fd::OwnedFd> {
+    aya::sys::enable_stats(aya::sys::Stats::RunTime)
+        .context("the kernel keeps no BPF run-time statistics (BPF_ENABLE_STATS, Linux 5.8)")
+}

@@ -135,6 +135,8 @@ pub struct SyscallProbe {
     filter: Filter,
     /// Records drained so far.
     received: u64,
+    /// The programs' costs when they were unloaded.
+    last_costs: Vec<ebpf::ProgramCost>,
     /// Ring records not made of whole [`SyscallEvent`]s; never expected.
     malformed: u64,
 }
@@ -212,6 +214,7 @@ impl SyscallProbe {
             ring_bytes: options.ring_bytes,
             filter: options.filter.clone(),
             received: 0,
+            last_costs: Vec::new(),
             malformed: 0,
         })
     }
@@ -303,6 +306,29 @@ impl SyscallProbe {
         &self.filter
     }
 
+    /// What each of its programs has cost so far (zero unless
+    /// [`ebpf::enable_run_stats`] is held).
+    pub fn costs(&self) -> Result<Vec<ebpf::ProgramCost>> {
+        if self.programs.is_empty() {
+            return Ok(self.last_costs.clone());
+        }
+        self.programs
+            .iter()
+            .map(|&name| {
+                let info = match self.ebpf.program(name).context("program vanished")? {
+                    aya::programs::Program::RawTracePoint(p) => p.info()?,
+                    aya::programs::Program::TracePoint(p) => p.info()?,
+                    _ => bail!("{name} has an unexpected program type"),
+                };
+                Ok(ebpf::ProgramCost {
+                    name,
+                    runs: info.run_count(),
+                    run_ns: u64::try_from(info.run_time().as_nanos()).unwrap_or(u64::MAX),
+                })
+            })
+            .collect()
+    }
+
     /// Ring records that were not whole records.
     pub fn malformed(&self) -> u64 {
         self.malformed
@@ -341,6 +367,8 @@ impl SyscallProbe {
     /// Detaches the programs. Records already in the rings and batches stay
     /// there and can still be drained; no new ones arrive.
     pub fn detach(&mut self) -> Result<()> {
+        // Unloaded programs tell nothing more: what they cost is kept.
+        self.last_costs = self.costs()?;
         for name in self.programs {
             let program = self.ebpf.program_mut(name).context("program vanished")?;
             match program {

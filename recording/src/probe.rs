@@ -8,6 +8,7 @@ use anyhow::Result;
 use serde_json::{Value, json};
 use weft_kernel::{
     delivery::Delivery,
+    ebpf::ProgramCost,
     events::{EventProbe, SourceLosses},
     source::SourceHooks,
     syscall::{self, SyscallProbe},
@@ -81,6 +82,9 @@ pub type Probes = Vec<Box<dyn Probe>>;
 pub struct Account {
     pub name: &'static str,
     pub losses: Losses,
+    /// What the source's kernel programs have cost so far (counted only
+    /// while the kernel's run-time statistics are on, `stat --cost`).
+    pub costs: Vec<ProgramCost>,
 }
 
 /// A source's counters, as its family keeps them.
@@ -187,6 +191,7 @@ impl Probe for SyscallProbe {
         Ok(vec![Account {
             name: registry::SYSCALLS,
             losses: Losses::Syscalls(self.losses()?),
+            costs: self.costs()?,
         }])
     }
 
@@ -222,6 +227,7 @@ impl Probe for EventProbe {
             .map(|(hooks, losses)| Account {
                 name: hooks.name,
                 losses: Losses::Event(losses),
+                costs: Vec::new(),
             })
             .collect())
     }
@@ -259,6 +265,7 @@ impl Probe for AppServer {
         Ok(vec![Account {
             name: app::NAME,
             losses: Losses::App(self.losses()),
+            costs: Vec::new(),
         }])
     }
 

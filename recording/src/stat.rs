@@ -14,7 +14,7 @@ use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 use weft_abi::syscall::SyscallEvent;
 use weft_kernel::{
-    ebpf,
+    ebpf::{self, ProgramCost},
     syscall::{Losses, Options, SyscallProbe},
 };
 
@@ -35,6 +35,9 @@ pub struct Plan {
     pub json: bool,
     /// A row per process instead of per syscall (`syscount -P`).
     pub per_process: bool,
+    /// Turn on the kernel's BPF run-time statistics and print what weft's
+    /// programs cost per run.
+    pub cost: bool,
 }
 
 /// Latency of one row's calls: a histogram for percentiles plus the exact
@@ -289,6 +292,8 @@ pub fn render_json(
 /// to `out`.
 pub fn run(plan: &Plan, out: &mut dyn Write) -> Result<()> {
     ebpf::check_privileges()?;
+    // Before the load, so that no run of the programs goes uncounted.
+    let _stats = plan.cost.then(ebpf::enable_run_stats).transpose()?;
     let probe = SyscallProbe::load(&plan.options)?;
     let session = Session {
         drain_interval: plan.drain_interval,
@@ -308,6 +313,7 @@ pub fn run(plan: &Plan, out: &mut dyn Write) -> Result<()> {
         current: Stats::default(),
         since: Instant::now(),
         comms: HashMap::new(),
+        costs: Vec::new(),
     };
     let mut probes: Probes = vec![Box::new(probe)];
     let outcome = session::run(&session, &mut probes, &mut table)?;
@@ -320,7 +326,15 @@ pub fn run(plan: &Plan, out: &mut dyn Write) -> Result<()> {
     } = table;
     total.merge(&current);
     let losses = syscall_losses(&outcome.accounting);
-    emit(plan, out, "total", outcome.elapsed, &total, &losses, &comms)?;
+    // The whole run's cost: from zero.
+    let costs = program_costs(plan, &outcome.accounting, &[]);
+    let rows = Rows {
+        stats: &total,
+        losses: &losses,
+        comms: &comms,
+        costs: &costs,
+    };
+    emit(plan, out, "total", outcome.elapsed, &rows)?;
     Ok(())
 }
 
@@ -333,6 +347,8 @@ struct Table<'a> {
     since: Instant,
     /// Each process's name, read when its first call arrives (with `-P`).
     comms: HashMap<u32, String>,
+    /// The programs' costs at the last tick (with `--cost`).
+    costs: Vec<ProgramCost>,
 }
 
 impl Consumer for Table<'_> {
@@ -358,21 +374,30 @@ impl Consumer for Table<'_> {
 
     fn tick(&mut self, accounting: &Accounting) -> Result<bool> {
         let losses = syscall_losses(accounting);
-        if !emit(
-            self.plan,
-            self.out,
-            "interval",
-            self.since.elapsed(),
-            &self.current,
-            &losses,
-            &self.comms,
-        )? {
+        let costs = program_costs(self.plan, accounting, &self.costs);
+        let rows = Rows {
+            stats: &self.current,
+            losses: &losses,
+            comms: &self.comms,
+            costs: &costs,
+        };
+        if !emit(self.plan, self.out, "interval", self.since.elapsed(), &rows)? {
             return Ok(false);
         }
+        self.costs = syscall_account(accounting).map_or_else(Vec::new, |a| a.costs.clone());
         self.total.merge(&std::mem::take(&mut self.current));
         self.since = Instant::now();
         Ok(true)
     }
+}
+
+/// What one table shows.
+struct Rows<'a> {
+    stats: &'a Stats,
+    losses: &'a Losses,
+    comms: &'a HashMap<u32, String>,
+    /// The programs' costs over the table's span (`--cost`), else none.
+    costs: &'a [ProgramCost],
 }
 
 /// Prints one table or JSON object; returns false when `out` is closed.
@@ -381,17 +406,24 @@ fn emit(
     out: &mut dyn Write,
     kind: &str,
     elapsed: Duration,
-    stats: &Stats,
-    losses: &Losses,
-    comms: &HashMap<u32, String>,
+    table: &Rows<'_>,
 ) -> Result<bool> {
+    let Rows {
+        stats,
+        losses,
+        comms,
+        costs,
+    } = table;
     let rows = if plan.per_process {
         stats.rows(elapsed, |pid| comms.get(&pid).cloned().unwrap_or_default())
     } else {
         stats.rows(elapsed, syscall_name)
     };
     let text = if plan.json {
-        let object = render_json(kind, elapsed, &rows, losses, plan.per_process);
+        let mut object = render_json(kind, elapsed, &rows, losses, plan.per_process);
+        if plan.cost {
+            object["probe_cost"] = cost_json(costs);
+        }
         format!("{object}\n")
     } else {
         let title = format!(
@@ -399,10 +431,11 @@ fn emit(
             elapsed.as_secs_f64(),
             stats.count()
         );
-        format!(
-            "{}\n",
-            render_table(&title, &rows, losses, plan.per_process)
-        )
+        let mut text = render_table(&title, &rows, losses, plan.per_process);
+        if plan.cost {
+            text.push_str(&cost_line(costs));
+        }
+        format!("{text}\n")
     };
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(true),
@@ -413,14 +446,69 @@ fn emit(
 
 /// The syscall probe's counters, the only probe `stat` loads.
 fn syscall_losses(accounting: &Accounting) -> Losses {
-    accounting
-        .0
-        .iter()
-        .find_map(|account| match &account.losses {
+    syscall_account(accounting)
+        .and_then(|account| match &account.losses {
             probe::Losses::Syscalls(losses) => Some(losses.clone()),
             _ => None,
         })
         .unwrap_or_default()
+}
+
+fn syscall_account(accounting: &Accounting) -> Option<&probe::Account> {
+    (accounting.0.iter()).find(|a| matches!(a.losses, probe::Losses::Syscalls(_)))
+}
+
+/// Each program's runs and time since `before` (with `--cost`).
+fn program_costs(plan: &Plan, accounting: &Accounting, before: &[ProgramCost]) -> Vec<ProgramCost> {
+    if !plan.cost {
+        return Vec::new();
+    }
+    let now = syscall_account(accounting).map_or(&[][..], |a| &a.costs);
+    now.iter()
+        .map(|cost| {
+            let earlier = before.iter().find(|b| b.name == cost.name);
+            ProgramCost {
+                name: cost.name,
+                runs: cost.runs - earlier.map_or(0, |b| b.runs.min(cost.runs)),
+                run_ns: cost.run_ns - earlier.map_or(0, |b| b.run_ns.min(cost.run_ns)),
+            }
+        })
+        .collect()
+}
+
+/// Nanoseconds per run, 0 without runs.
+fn per_run(cost: &ProgramCost) -> f64 {
+    cost.run_ns as f64 / cost.runs.max(1) as f64
+}
+
+/// The programs' time per syscall entered: every syscall on the machine
+/// runs them, filtered ones too, and the entry program runs once each.
+fn per_syscall(costs: &[ProgramCost]) -> f64 {
+    let entered = costs.iter().map(|c| c.runs).min().unwrap_or(0);
+    let total: u64 = costs.iter().map(|c| c.run_ns).sum();
+    total as f64 / entered.max(1) as f64
+}
+
+/// The text line for `--cost`: each program's time per run, and their sum
+/// per syscall.
+fn cost_line(costs: &[ProgramCost]) -> String {
+    let parts: Vec<String> = costs
+        .iter()
+        .map(|c| format!("{} {:.0} ns x {}", c.name, per_run(c), c.runs))
+        .collect();
+    format!(
+        "probe cost (kernel's BPF statistics, which add two clock reads per run): {:.0} ns per syscall; {}\n",
+        per_syscall(costs),
+        parts.join(", ")
+    )
+}
+
+fn cost_json(costs: &[ProgramCost]) -> Value {
+    let programs: Vec<Value> = costs
+        .iter()
+        .map(|c| json!({ "program": c.name, "runs": c.runs, "run_ns": c.run_ns, "ns_per_run": per_run(c) }))
+        .collect();
+    json!({ "ns_per_syscall": per_syscall(costs), "programs": programs })
 }
 
 #[cfg(test)]

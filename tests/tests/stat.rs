@@ -139,8 +139,14 @@ fn per_process_rows_and_errors_are_exact() {
     if !can_trace("per_process_rows_and_errors_are_exact") {
         return;
     }
-    let one = Workload::spawn(WORKLOAD, &["getppid:3000", "close-bad:700"]);
-    let two = Workload::spawn(WORKLOAD, &["close-bad:1100"]);
+    // Each lives on 100 ms after its calls: a process's name is read from
+    // /proc when its first call is drained (a process gone by then shows
+    // as `?`).
+    let one = Workload::spawn(
+        WORKLOAD,
+        &["getppid:3000", "close-bad:700", "nanosleep:100:1"],
+    );
+    let two = Workload::spawn(WORKLOAD, &["close-bad:1100", "nanosleep:100:1"]);
     let pids = format!("{},{}", one.pid(), two.pid());
     let by_process = Stat::start(&["--pid", &pids, "--syscall", "getppid,close", "-P"]);
     let by_call = Stat::start(&["--pid", &pids, "--syscall", "getppid,close"]);
@@ -203,6 +209,37 @@ fn cgroup_filter_counts_only_the_cgroup_s_threads() {
     let (status, _, stderr) = run_weft(&["stat", "--cgroup", tmp.to_str().unwrap(), "-d", "1s"]);
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("not a cgroup v2 directory"), "{stderr}");
+}
+
+/// `--cost` reports what weft's own kernel programs cost, by the kernel's
+/// BPF statistics: the entry and exit programs each ran at least once per
+/// call the workload made (other processes' getppid calls run them too),
+/// each run took time, and the sum per syscall is theirs.
+#[test]
+fn cost_reports_each_program_s_runs_and_time() {
+    if !can_trace("cost_reports_each_program_s_runs_and_time") {
+        return;
+    }
+    let out = trace_workload(&["getppid:20000"], &["--syscall", "getppid", "--cost"]);
+    assert_eq!(out.count("getppid"), 20_000, "{}", out.total);
+    let cost = &out.total["probe_cost"];
+    let programs = cost["programs"].as_array().expect("programs");
+    assert_eq!(programs.len(), 2, "{cost}");
+    let mut sum = 0.0;
+    for program in programs {
+        let runs = program["runs"].as_u64().unwrap();
+        let per_run = program["ns_per_run"].as_f64().unwrap();
+        assert!(runs >= 20_000, "{program}");
+        assert!((1.0..1e6).contains(&per_run), "{program}");
+        sum += program["run_ns"].as_f64().unwrap();
+    }
+    let fewest = programs
+        .iter()
+        .map(|p| p["runs"].as_u64().unwrap())
+        .min()
+        .unwrap();
+    let per_syscall = cost["ns_per_syscall"].as_f64().unwrap();
+    assert!((per_syscall - sum / fewest as f64).abs() < 1e-6, "{cost}");
 }
 
 #[test]
