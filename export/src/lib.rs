@@ -245,6 +245,21 @@ fn write_perfetto(
     if catalog.source(SWITCH).is_some() {
         write_switches(export, snapshot, &catalog, &threads, &mut writer)?;
     }
+    for &(source, values, name, uuid) in perfetto::COUNTERS {
+        if catalog.source(source).is_none() {
+            continue;
+        }
+        let window = export.window.as_deref().unwrap_or_default();
+        let text = format!("{source} {window} | {values}");
+        let query = weft_query::parse(&text).map_err(|e| anyhow!("{}", e.render(&text)))?;
+        let answer = weft_query::answer(snapshot, &catalog, &query)
+            .with_context(|| format!("failed to read {}", export.dir.display()))?;
+        for row in &answer.rows {
+            if let [Cell::Int(at), Cell::Int(value)] = row.as_slice() {
+                writer.counter(uuid, name, u64::try_from(*at).unwrap_or(0), *value)?;
+            }
+        }
+    }
     let events = writer.events;
     let file = writer
         .into_inner()

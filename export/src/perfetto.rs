@@ -11,7 +11,8 @@
 //! - the `switch` source's context switches as the kernel's `sched_switch`
 //!   ftrace events, which Perfetto turns into its CPU tracks (what ran on
 //!   each CPU when), and a process tree naming every process and thread
-//!   the capture's task records name.
+//!   the capture's task records name;
+//! - per-second rates as counter tracks ([`COUNTERS`]).
 //!
 //! Times are `CLOCK_MONOTONIC` ns, as weft keeps them: each packet says so,
 //! and a first clock snapshot makes it the trace's clock.
@@ -97,10 +98,20 @@ pub const SHAPES: &[Shape] = &[
     },
 ];
 
+/// The counter tracks: a source, the query of its values (a value per
+/// second, at each second's start), the track's name and uuid.
+pub const COUNTERS: &[(&str, &str, &str, u64)] = &[
+    ("syscalls", "count every 1s", "syscalls/s", 20),
+    ("net", "count every 1s", "packets/s", 21),
+    ("block", "count every 1s", "block requests/s", 22),
+    ("block", "sum(bytes) every 1s", "block bytes/s", 23),
+];
+
 /// `TrackEvent.type` values.
 const SLICE_BEGIN: u64 = 1;
 const SLICE_END: u64 = 2;
 const INSTANT: u64 = 3;
+const COUNTER: u64 = 4;
 /// `BUILTIN_CLOCK_MONOTONIC` and `BUILTIN_CLOCK_BOOTTIME`.
 const MONOTONIC: u64 = 3;
 const BOOTTIME: u64 = 6;
@@ -258,6 +269,21 @@ impl<W: Write> Writer<W> {
         self.out.write_all(&bytes(1, &packet))?;
         self.events += 1;
         Ok(())
+    }
+
+    /// Value `value` at `ns` on counter track `uuid` called `name`,
+    /// described the first time.
+    pub fn counter(&mut self, uuid: u64, name: &str, ns: u64, value: i64) -> Result<()> {
+        if self.described.insert(uuid) {
+            let mut descriptor = varint_field(1, uuid);
+            descriptor.extend(bytes(2, name.as_bytes()));
+            descriptor.extend(bytes(8, &[]));
+            self.descriptor(&descriptor)?;
+        }
+        let mut event = varint_field(9, COUNTER);
+        event.extend(varint_field(11, uuid));
+        event.extend(varint_field(30, value.cast_unsigned()));
+        self.packet(ns, &event)
     }
 
     /// The uuid of thread `tid`'s track, described the first time.

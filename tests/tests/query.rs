@@ -571,8 +571,8 @@ impl Drop for Prometheus {
 /// the venv `cargo xtask setup` makes) and prints, as JSON, each slice of a
 /// thread's track (tid, start, duration, name, category), each child
 /// track's slice count by track name, each `sched_switch` ftrace event
-/// (cpu, time, prev tid, next tid, next name) and the process tree's
-/// thread names.
+/// (cpu, time, prev tid, next tid, next name), the process tree's thread
+/// names and each counter track's sum of values.
 const PERFETTO_SLICES: &str = r#"
 import json, sys
 from collections import Counter
@@ -580,7 +580,7 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace
 trace = Trace()
 trace.ParseFromString(open(sys.argv[1], "rb").read())
 tids, names, open_slices, slices, children = {}, {}, {}, [], Counter()
-switches, threads = [], {}
+switches, threads, counters = [], {}, Counter()
 first = trace.packet[0].clock_snapshot
 assert first.primary_trace_clock == 3, "the trace's clock is CLOCK_MONOTONIC"
 for packet in trace.packet:
@@ -599,6 +599,9 @@ for packet in trace.packet:
         continue
     assert packet.timestamp_clock_id == 3, "CLOCK_MONOTONIC"
     e = packet.track_event
+    if e.type == e.TYPE_COUNTER:
+        counters[names[e.track_uuid]] += e.counter_value
+        continue
     if e.type == e.TYPE_SLICE_BEGIN:
         open_slices.setdefault(e.track_uuid, []).append((packet.timestamp, e.name, list(e.categories)))
     elif e.type == e.TYPE_SLICE_END:
@@ -609,14 +612,15 @@ for packet in trace.packet:
             children[names[e.track_uuid]] += 1
 assert not any(open_slices.values()), "every slice ends"
 print(json.dumps({"slices": sorted(slices), "children": children, "switches": switches,
-                  "threads": threads}))
+                  "threads": threads, "counters": counters}))
 "#;
 
 /// `weft export --format perfetto` read back with Perfetto's own protos:
 /// every syscall of the workload is a slice on its thread's track with its
 /// enter time and duration, the sched source's off-CPU stretches are
 /// slices on the thread's off-CPU track, every context switch is a
-/// `sched_switch` on its CPU, and the process tree names the workload.
+/// `sched_switch` on its CPU, the process tree names the workload, and
+/// the syscalls/s counter track adds up to the calls.
 #[test]
 fn export_perfetto_holds_every_record_with_its_time() {
     let test = "export_perfetto_holds_every_record_with_its_time";
@@ -701,6 +705,12 @@ fn export_perfetto_holds_every_record_with_its_time() {
     assert_eq!(
         perfetto["threads"][workload_pid.to_string()],
         "weft-workload"
+    );
+    // The syscalls/s counter track counts every call, a second at a time.
+    assert_eq!(
+        perfetto["counters"]["syscalls/s"],
+        expected.len(),
+        "{perfetto}"
     );
     assert!(
         stderr.contains(&format!(
