@@ -45,7 +45,7 @@ use std::{
         atomic::{AtomicU64, Ordering},
         mpsc::{Receiver, SyncSender, TryRecvError, TrySendError, sync_channel},
     },
-    thread::JoinHandle,
+    time::Duration,
 };
 
 /// Where `weft record --sources app` listens.
@@ -53,6 +53,9 @@ pub const SOCKET: &str = "/run/weft/app.sock";
 
 /// Records the queue holds by default before [`Client::push`] drops.
 pub const QUEUE: usize = 1 << 16;
+
+/// How long dropping a [`Client`] waits for its queue to be sent.
+const LINGER: Duration = Duration::from_secs(1);
 
 /// What a field's integers mean, so that queries show them right.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,7 +89,8 @@ enum Line {
 /// A connection to the agent.
 pub struct Client {
     queue: Option<SyncSender<Line>>,
-    writer: Option<JoinHandle<()>>,
+    /// Disconnected once the writer thread has ended.
+    writer_done: Receiver<()>,
     dropped: Arc<AtomicU64>,
     /// Why the connection failed, once it has.
     failed: Arc<Mutex<Option<String>>>,
@@ -120,15 +124,19 @@ impl Client {
         let (queue, lines) = sync_channel(records.max(1));
         let dropped = Arc::new(AtomicU64::new(0));
         let failed = Arc::new(Mutex::new(None));
-        let writer = {
+        let (done, writer_done) = sync_channel(0);
+        {
             let (dropped, failed) = (dropped.clone(), failed.clone());
             std::thread::Builder::new()
                 .name("weft-client".into())
-                .spawn(move || write_lines(&lines, stream, reader, &dropped, &failed))?
-        };
+                .spawn(move || {
+                    let _done: SyncSender<()> = done;
+                    write_lines(&lines, stream, reader, &dropped, &failed);
+                })?;
+        }
         Ok(Self {
             queue: Some(queue),
-            writer: Some(writer),
+            writer_done,
             dropped,
             failed,
         })
@@ -216,12 +224,12 @@ impl Client {
 }
 
 impl Drop for Client {
-    /// Lets the writer send what is queued, then waits for it.
+    /// Lets the writer send what is queued, waiting for it at most
+    /// [`LINGER`]: an agent that reads nothing must not hold the
+    /// application at its exit either.
     fn drop(&mut self) {
         self.queue = None;
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.join();
-        }
+        let _ = self.writer_done.recv_timeout(LINGER);
     }
 }
 
@@ -327,7 +335,8 @@ mod tests {
         io::{BufRead as _, BufReader, Write as _},
         os::unix::net::UnixListener,
         sync::mpsc,
-        time::{Duration, Instant},
+        thread::JoinHandle,
+        time::Instant,
     };
 
     use super::*;
@@ -384,6 +393,22 @@ mod tests {
         drop(client);
         let (records, told) = agent.join().unwrap();
         assert_eq!((records, told), (accepted, dropped));
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn dropping_the_client_waits_at_most_a_second_for_an_agent_that_reads_nothing() {
+        let (path, go, agent) = agent();
+        let mut client = Client::with_queue(&path, 1000).unwrap();
+        for id in 0..200_000 {
+            client.push("requests", &[id]).unwrap();
+        }
+        let started = Instant::now();
+        drop(client);
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(3), "drop waited {took:?}");
+        go.send(()).unwrap();
+        let _ = agent.join();
         let _ = std::fs::remove_file(&path);
     }
 
