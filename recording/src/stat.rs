@@ -42,13 +42,13 @@ pub struct Plan {
 
 /// Latency of one row's calls: a histogram for percentiles plus the exact
 /// extremes (the histogram rounds them to 3 significant digits), and how
-/// many failed.
+/// many failed with each errno.
 #[derive(Clone)]
 struct Latency {
     histogram: Histogram<u64>,
     min: u64,
     max: u64,
-    errors: u64,
+    errnos: BTreeMap<u16, u64>,
 }
 
 impl Latency {
@@ -57,13 +57,15 @@ impl Latency {
             histogram: Histogram::new(3).expect("3 significant figures is valid"),
             min: u64::MAX,
             max: 0,
-            errors: 0,
+            errnos: BTreeMap::new(),
         }
     }
 
     fn record(&mut self, ns: u64, ret: i64) {
         // An error return is -errno, as strace -c counts it.
-        self.errors += u64::from((-4095..0).contains(&ret));
+        if (-4095..0).contains(&ret) {
+            *self.errnos.entry(ret.unsigned_abs() as u16).or_default() += 1;
+        }
         // The histogram grows to fit; only values beyond its absolute limit
         // (about 292 years) are clamped.
         if self.histogram.record(ns).is_err() {
@@ -79,7 +81,9 @@ impl Latency {
             .expect("auto-resizing histograms always add");
         self.min = self.min.min(other.min);
         self.max = self.max.max(other.max);
-        self.errors += other.errors;
+        for (errno, n) in &other.errnos {
+            *self.errnos.entry(*errno).or_default() += n;
+        }
     }
 }
 
@@ -127,7 +131,11 @@ impl Stats {
                     id: *nr,
                     name: name(*nr),
                     count: h.len(),
-                    errors: latency.errors,
+                    errors: latency.errnos.values().sum(),
+                    // The most frequent, the lowest number among equals.
+                    top_errno: (latency.errnos.iter())
+                        .max_by_key(|(errno, n)| (**n, std::cmp::Reverse(**errno)))
+                        .map(|(errno, _)| *errno),
                     rate: h.len() as f64 / elapsed.as_secs_f64().max(1e-9),
                     min: latency.min,
                     p50: at(0.50),
@@ -153,6 +161,8 @@ pub struct Row {
     pub count: u64,
     /// Calls that returned an error (-4095..-1).
     pub errors: u64,
+    /// The errno they returned most often.
+    pub top_errno: Option<u16>,
     pub rate: f64,
     /// Exact minimum, in ns.
     pub min: u64,
@@ -162,6 +172,33 @@ pub struct Row {
     pub p999: u64,
     /// Exact maximum, in ns.
     pub max: u64,
+}
+
+/// The errors column: the count, then the most frequent errno's name
+/// (`700 EBADF`), as `strace -c` users read it.
+fn errors_cell(row: &Row) -> String {
+    match row.top_errno {
+        Some(errno) => format!("{} {}", row.errors, errno_name(errno)),
+        None => row.errors.to_string(),
+    }
+}
+
+/// `EBADF` for 9, as glibc names error numbers (`E123` for one it does
+/// not know).
+pub fn errno_name(errno: u16) -> String {
+    unsafe extern "C" {
+        /// glibc 2.32+: the errno's symbolic name, or NULL.
+        fn strerrorname_np(errnum: libc::c_int) -> *const libc::c_char;
+    }
+    // SAFETY: glibc returns NULL or a static NUL-terminated string.
+    let name = unsafe { strerrorname_np(libc::c_int::from(errno)) };
+    if name.is_null() {
+        return format!("E{errno}");
+    }
+    // SAFETY: non-null, static and NUL-terminated (above).
+    unsafe { std::ffi::CStr::from_ptr(name) }
+        .to_string_lossy()
+        .into_owned()
 }
 
 fn syscall_name(nr: u32) -> String {
@@ -211,7 +248,7 @@ fn write_table(
     };
     writeln!(
         out,
-        "{first:<24} {:>10} {:>8} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "{first:<24} {:>10} {:>16} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
         "COUNT", "ERRORS", "RATE/s", "P50", "P90", "P99", "P99.9", "MAX"
     )?;
     for row in rows {
@@ -222,9 +259,9 @@ fn write_table(
         };
         writeln!(
             out,
-            "{first:<24} {:>10} {:>8} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "{first:<24} {:>10} {:>16} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
             row.count,
-            row.errors,
+            errors_cell(row),
             human_rate(row.rate),
             human_ns(row.p50),
             human_ns(row.p90),
@@ -275,7 +312,8 @@ pub fn render_json(
         .iter()
         .map(|r| {
             json!({
-                name: r.name, id: r.id, "count": r.count, "errors": r.errors, "rate": r.rate,
+                name: r.name, id: r.id, "count": r.count, "errors": r.errors,
+                "top_errno": r.top_errno.map(errno_name), "rate": r.rate,
                 "min_ns": r.min, "p50_ns": r.p50, "p90_ns": r.p90, "p99_ns": r.p99,
                 "p999_ns": r.p999, "max_ns": r.max,
             })
@@ -314,6 +352,7 @@ pub fn run(plan: &Plan, out: &mut dyn Write) -> Result<()> {
         since: Instant::now(),
         comms: HashMap::new(),
         costs: Vec::new(),
+        cpu: 0.0,
     };
     let mut probes: Probes = vec![Box::new(probe)];
     let outcome = session::run(&session, &mut probes, &mut table)?;
@@ -333,6 +372,7 @@ pub fn run(plan: &Plan, out: &mut dyn Write) -> Result<()> {
         losses: &losses,
         comms: &comms,
         costs: &costs,
+        cpu: own_cpu_seconds(),
     };
     emit(plan, out, "total", outcome.elapsed, &rows)?;
     Ok(())
@@ -349,6 +389,8 @@ struct Table<'a> {
     comms: HashMap<u32, String>,
     /// The programs' costs at the last tick (with `--cost`).
     costs: Vec<ProgramCost>,
+    /// weft's own CPU time at the last tick, in seconds.
+    cpu: f64,
 }
 
 impl Consumer for Table<'_> {
@@ -375,12 +417,15 @@ impl Consumer for Table<'_> {
     fn tick(&mut self, accounting: &Accounting) -> Result<bool> {
         let losses = syscall_losses(accounting);
         let costs = program_costs(self.plan, accounting, &self.costs);
+        let cpu = own_cpu_seconds();
         let rows = Rows {
             stats: &self.current,
             losses: &losses,
             comms: &self.comms,
             costs: &costs,
+            cpu: cpu - self.cpu,
         };
+        self.cpu = cpu;
         if !emit(self.plan, self.out, "interval", self.since.elapsed(), &rows)? {
             return Ok(false);
         }
@@ -398,6 +443,8 @@ struct Rows<'a> {
     comms: &'a HashMap<u32, String>,
     /// The programs' costs over the table's span (`--cost`), else none.
     costs: &'a [ProgramCost],
+    /// weft's own CPU time over the span, in seconds.
+    cpu: f64,
 }
 
 /// Prints one table or JSON object; returns false when `out` is closed.
@@ -413,7 +460,9 @@ fn emit(
         losses,
         comms,
         costs,
+        cpu,
     } = table;
+    let cpu_percent = 100.0 * cpu / elapsed.as_secs_f64().max(1e-9);
     let rows = if plan.per_process {
         stats.rows(elapsed, |pid| comms.get(&pid).cloned().unwrap_or_default())
     } else {
@@ -423,6 +472,7 @@ fn emit(
         let mut object = render_json(kind, elapsed, &rows, losses, plan.per_process);
         if plan.cost {
             object["probe_cost"] = cost_json(costs);
+            object["probe_cost"]["weft_cpu_percent"] = json!(cpu_percent);
         }
         format!("{object}\n")
     } else {
@@ -434,6 +484,9 @@ fn emit(
         let mut text = render_table(&title, &rows, losses, plan.per_process);
         if plan.cost {
             text.push_str(&cost_line(costs));
+            text.push_str(&format!(
+                "weft's own CPU: {cpu_percent:.1}% of one CPU (draining, counting, printing)\n"
+            ));
         }
         format!("{text}\n")
     };
@@ -474,6 +527,19 @@ fn program_costs(plan: &Plan, accounting: &Accounting, before: &[ProgramCost]) -
             }
         })
         .collect()
+}
+
+/// This process's CPU time so far (user and system), in seconds.
+fn own_cpu_seconds() -> f64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the struct it is given.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) } != 0 {
+        return 0.0;
+    }
+    // SAFETY: filled above (and zeroed before).
+    let usage = unsafe { usage.assume_init() };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
 /// Nanoseconds per run, 0 without runs.
@@ -566,12 +632,22 @@ mod tests {
         let rows = a.rows(Duration::from_secs(1), syscall_name);
         assert_eq!((rows[0].count, rows[0].errors), (2, 1));
         assert_eq!((rows[1].count, rows[1].errors), (1, 0));
+        assert_eq!(rows[0].top_errno, Some(9));
+        assert_eq!(errors_cell(&rows[0]), "1 EBADF");
+        assert_eq!(errors_cell(&rows[1]), "0");
     }
 
     #[test]
     fn syscall_name_unknown_number() {
         assert_eq!(syscall_name(0), "read");
         assert_eq!(syscall_name(511), "syscall_511");
+    }
+
+    #[test]
+    fn errno_names_are_glibc_s() {
+        assert_eq!(errno_name(2), "ENOENT");
+        assert_eq!(errno_name(9), "EBADF");
+        assert_eq!(errno_name(4000), "E4000");
     }
 
     #[test]

@@ -156,6 +156,7 @@ fn per_process_rows_and_errors_are_exact() {
     let by_call = by_call.stop();
     assert_eq!(by_call.count("close"), 1800, "{}", by_call.total);
     assert_eq!(by_call.row("close").unwrap()["errors"], 1800);
+    assert_eq!(by_call.row("close").unwrap()["top_errno"], "EBADF");
     assert_eq!(by_call.row("getppid").unwrap()["errors"], 0);
     let by_process = by_process.stop();
     let rows = by_process.total["processes"].as_array().expect("processes");
@@ -238,6 +239,8 @@ fn cost_reports_each_program_s_runs_and_time() {
         .map(|p| p["runs"].as_u64().unwrap())
         .min()
         .unwrap();
+    let cpu = cost["weft_cpu_percent"].as_f64().unwrap();
+    assert!((0.0..=400.0).contains(&cpu), "{cost}");
     let per_syscall = cost["ns_per_syscall"].as_f64().unwrap();
     assert!((per_syscall - sum / fewest as f64).abs() < 1e-6, "{cost}");
 }
