@@ -484,9 +484,11 @@ fn emit(
         let mut text = render_table(&title, &rows, losses, plan.per_process);
         if plan.cost {
             text.push_str(&cost_line(costs));
-            text.push_str(&format!(
-                "weft's own CPU: {cpu_percent:.1}% of one CPU (draining, counting, printing)\n"
-            ));
+            // Writing to a String cannot fail.
+            let _ = writeln!(
+                text,
+                "weft's own CPU: {cpu_percent:.1}% of one CPU (draining, counting, printing)"
+            );
         }
         format!("{text}\n")
     };
