@@ -352,8 +352,11 @@ pub fn run(plan: &Plan, out: &mut dyn Write) -> Result<()> {
         since: Instant::now(),
         comms: HashMap::new(),
         costs: Vec::new(),
-        cpu: 0.0,
+        // From here, not from the start of the process: loading the
+        // programs is not tracing.
+        cpu: own_cpu_seconds(),
     };
+    let cpu_start = table.cpu;
     let mut probes: Probes = vec![Box::new(probe)];
     let outcome = session::run(&session, &mut probes, &mut table)?;
     let Table {
@@ -372,7 +375,7 @@ pub fn run(plan: &Plan, out: &mut dyn Write) -> Result<()> {
         losses: &losses,
         comms: &comms,
         costs: &costs,
-        cpu: own_cpu_seconds(),
+        cpu: own_cpu_seconds() - cpu_start,
     };
     emit(plan, out, "total", outcome.elapsed, &rows)?;
     Ok(())
