@@ -202,15 +202,7 @@ impl Scan<'_> {
             let mut answer = Part::of(&agg);
             if spec.keeps_values() {
                 let edges = snapshot.meta().index(index)?.bins.boundaries().to_vec();
-                let (counts, stats) = snapshot.bucket_counts(
-                    self.source.id,
-                    index,
-                    part,
-                    self.window.clone(),
-                    &edges,
-                )?;
-                engine.add(stats);
-                let Some(counts) = counts else {
+                let Some(counts) = self.bin_counts(engine, index, part, &edges)? else {
                     return Ok(None);
                 };
                 answer.count_in(&edges, &counts);
@@ -218,6 +210,26 @@ impl Scan<'_> {
             parts.push(answer);
         }
         Ok(Some(parts))
+    }
+
+    /// The window's values of `index` (of its part `part`) counted between
+    /// `edges`, from the summaries; `None` where they cannot say.
+    fn bin_counts(
+        &self,
+        engine: &mut Engine,
+        index: IndexId,
+        part: Option<u32>,
+        edges: &[i64],
+    ) -> Result<Option<Vec<u64>>> {
+        let (counts, stats) = (engine.snapshot).bucket_counts(
+            self.source.id,
+            index,
+            part,
+            self.window.clone(),
+            edges,
+        )?;
+        engine.add(stats);
+        Ok(counts)
     }
 
     /// Each part's aggregates from the summaries of its part of `index`
@@ -247,15 +259,8 @@ impl Scan<'_> {
                 let mut part = Part::of(&agg);
                 if spec.keeps_values() {
                     if counted.is_none() {
-                        let (counts, stats) = snapshot.bucket_counts(
-                            self.source.id,
-                            index,
-                            Some(answer.part),
-                            self.window.clone(),
-                            &edges,
-                        )?;
-                        engine.add(stats);
-                        let Some(counts) = counts else {
+                        let part = Some(answer.part);
+                        let Some(counts) = self.bin_counts(engine, index, part, &edges)? else {
                             return Ok(None);
                         };
                         counted = Some(counts);
