@@ -381,6 +381,30 @@ pub fn run(plan: &Plan, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
+/// Processes `-P` gives rows of their own; the calls of any more share
+/// the row [`OTHERS`].
+const MAX_PROCESSES: usize = 4096;
+/// The row of the processes past [`MAX_PROCESSES`] (no pid is this).
+const OTHERS: u32 = u32::MAX;
+
+/// The `-P` row of process `pid`, named in `comms` the first time. Rows
+/// are bounded: a machine that starts processes without end must not grow
+/// weft's tables without end.
+fn process_row(comms: &mut HashMap<u32, String>, pid: u32) -> u32 {
+    let row = if comms.contains_key(&pid) || comms.len() < MAX_PROCESSES {
+        pid
+    } else {
+        OTHERS
+    };
+    comms.entry(row).or_insert_with(|| match row {
+        OTHERS => "(other processes)".to_owned(),
+        // Gone already: its calls still count, under its pid.
+        pid => std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .map_or_else(|_| "?".to_owned(), |c| c.trim_end().to_owned()),
+    });
+    row
+}
+
 /// `stat`'s consumer: histograms per interval, printed each tick.
 struct Table<'a> {
     plan: &'a Plan,
@@ -409,12 +433,8 @@ impl Consumer for Table<'_> {
             self.current.record(event.nr, &event);
             return;
         }
-        self.comms.entry(event.pid).or_insert_with(|| {
-            // Gone already: its calls still count, under its pid.
-            std::fs::read_to_string(format!("/proc/{}/comm", event.pid))
-                .map_or_else(|_| "?".to_owned(), |c| c.trim_end().to_owned())
-        });
-        self.current.record(event.pid, &event);
+        let row = process_row(&mut self.comms, event.pid);
+        self.current.record(row, &event);
     }
 
     fn tick(&mut self, accounting: &Accounting) -> Result<bool> {
@@ -646,6 +666,26 @@ mod tests {
     fn syscall_name_unknown_number() {
         assert_eq!(syscall_name(0), "read");
         assert_eq!(syscall_name(511), "syscall_511");
+    }
+
+    #[test]
+    fn processes_past_the_bound_share_one_row() {
+        let mut comms = HashMap::new();
+        let own = std::process::id();
+        assert_eq!(process_row(&mut comms, own), own);
+        // Pids no process has (above pid_max's limit) are rows named `?`.
+        for pid in 0..MAX_PROCESSES as u32 - 1 {
+            assert_eq!(process_row(&mut comms, (1 << 23) + pid), (1 << 23) + pid);
+        }
+        assert_eq!(process_row(&mut comms, 7 << 23), OTHERS);
+        assert_eq!(
+            process_row(&mut comms, own),
+            own,
+            "a known process keeps its row"
+        );
+        assert_eq!(comms.len(), MAX_PROCESSES + 1);
+        assert_eq!(comms[&OTHERS], "(other processes)");
+        assert_eq!(comms[&((1 << 23) + 5)], "?");
     }
 
     #[test]
