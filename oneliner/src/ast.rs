@@ -49,6 +49,9 @@ pub struct RecordDef {
     pub union: bool,
     /// None for a declaration alone (`struct NAME;`).
     pub members: Option<Vec<MemberDef>>,
+    /// Its size where a file's DWARF gives it (a uprobe's argument's
+    /// struct), rather than as C lays it out.
+    pub size: Option<u32>,
     pub span: Span,
 }
 
@@ -61,6 +64,9 @@ pub struct MemberDef {
     pub ty: TypeRef,
     /// A bit-field's width.
     pub bits: Option<u32>,
+    /// Its byte offset where a file's DWARF gives it (a packed struct's
+    /// members are where the compiler put them, not where C's rules would).
+    pub at: Option<u32>,
     pub span: Span,
 }
 

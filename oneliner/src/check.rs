@@ -49,6 +49,7 @@ pub fn check(program: Program, kernel: &dyn Kernel) -> Result<Plan> {
 /// sent and nothing kept in the kernel: over a capture, where the events
 /// come from the store.
 pub fn check_in_weft(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
+    let uprobe_args = crate::uprobe_args::read(&mut program, kernel)?;
     let defined = crate::types::Defined::new(&program.definitions, kernel)?;
     let kernel: &dyn Kernel = &defined;
     crate::constants::resolve(&mut program, kernel)?;
@@ -64,7 +65,7 @@ pub fn check_in_weft(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> 
     let mut unsigned_prints = HashSet::new();
     let mut sizes = HashMap::new();
     for index in 0..program.items.len() {
-        let targets = expand(&program.items[index], kernel, program.pid)?;
+        let targets = expand(&program.items[index], kernel, program.pid, &uprobe_args)?;
         if let Some((target, fields)) = targets.first() {
             let unsigned =
                 crate::sign::compare_as_bpftrace(&mut program.items[index], target, fields);
@@ -1090,15 +1091,34 @@ impl Checker<'_> {
         if self.attaches.iter().any(|a| {
             matches!(
                 a.target,
-                Target::Kprobe { .. }
-                    | Target::Uprobe { .. }
-                    | Target::Usdt { .. }
-                    | Target::RawTracepoint { .. }
+                Target::Kprobe { .. } | Target::Usdt { .. } | Target::RawTracepoint { .. }
             )
         }) {
             return Err(Error::new(
                 span,
-                "kprobes, uprobes, usdt and raw tracepoints have no named fields: use arg0, arg1, ...",
+                "kprobes, usdt and raw tracepoints have no named fields: use arg0, arg1, ...",
+            ));
+        }
+        if let Some(attach) = self.attaches.iter().find(|a| {
+            matches!(a.target, Target::Uprobe { exit: false, .. }) && a.field(name).is_none()
+        }) {
+            return Err(Error::new(
+                span,
+                format!(
+                    "{} has no argument `{name}`: {}",
+                    attach.target.name(),
+                    uprobe_arguments(attach)
+                ),
+            ));
+        }
+        if self
+            .attaches
+            .iter()
+            .any(|a| matches!(a.target, Target::Uprobe { exit: true, .. }))
+        {
+            return Err(Error::new(
+                span,
+                "a uretprobe has no arguments by name (they are gone when the function returns): save them in its uprobe, `@a[tid] = args->NAME`",
             ));
         }
         self.value_field(name, span)
@@ -1733,9 +1753,42 @@ pub(crate) fn stack_frames(args: &[Expr]) -> Option<usize> {
     }
 }
 
+/// Whether `name` is `arg0`, `arg1`, ...: a register, not a name.
+fn is_register_arg(name: &str) -> bool {
+    name.strip_prefix("arg")
+        .is_some_and(|n| n.parse::<u8>().is_ok())
+}
+
+/// What a uprobe's named arguments are, for an error that names a missing
+/// one.
+fn uprobe_arguments(attach: &Attach) -> String {
+    let named: Vec<&str> = (attach.fields.iter())
+        .map(|f| f.name.as_str())
+        .filter(|n| !is_register_arg(n) && !n.starts_with("reg_"))
+        .collect();
+    if named.is_empty() {
+        "its file has no DWARF debug info describing the function (build it with -g, or \
+         install its debug file); arg0, arg1, ... read the registers"
+            .into()
+    } else {
+        format!("it has {}", named.join(", "))
+    }
+}
+
 /// The error for reading USDT argument `name` from a place weft does not
-/// read.
+/// read, or a uprobe's parameter `name` that is not in an argument
+/// register.
 fn unread(name: &str, span: Span) -> Error {
+    if !is_register_arg(name) {
+        return Error::new(
+            span,
+            format!(
+                "`{name}` is not in one of the six integer argument registers (a parameter \
+                 after the sixth, a float, or a struct or array passed by value): weft reads \
+                 a uprobe's named arguments from those registers, as bpftrace does"
+            ),
+        );
+    }
     Error::new(
         span,
         format!(
@@ -1927,6 +1980,55 @@ pub(crate) mod tests {
         }
         fn process_files(&self, pid: u32) -> Result<Vec<String>> {
             Err(format!("no process {pid} here"))
+        }
+        /// `add(int a, const char *name, struct point *p, struct
+        /// holder *q, char c, char d, char e)` in any file; `struct
+        /// holder` holds a struct the file only declares.
+        fn uprobe_parameters(
+            &self,
+            _: &str,
+            function: &str,
+        ) -> Result<Option<crate::UserFunction>> {
+            if function != "add" {
+                return Ok(None);
+            }
+            let types = parse(
+                "struct point { int x; long y; struct point *next; }; \
+                 struct opaque; struct holder { struct opaque o; int z; }; BEGIN {}",
+            )
+            .unwrap()
+            .definitions
+            .records;
+            let int = |size, signed| crate::ast::TypeRef {
+                base: crate::ast::Base::Int { size, signed },
+                pointers: 0,
+                dims: Vec::new(),
+            };
+            let pointer = |base| crate::ast::TypeRef {
+                base,
+                pointers: 1,
+                dims: Vec::new(),
+            };
+            let record = |name: &str| crate::ast::Base::Record(name.into());
+            let params = vec![
+                ("a".into(), int(4, true)),
+                (
+                    "name".into(),
+                    pointer(crate::ast::Base::Int {
+                        size: 1,
+                        signed: true,
+                    }),
+                ),
+                ("p".into(), pointer(record("struct point"))),
+                ("q".into(), pointer(record("struct holder"))),
+                ("c".into(), int(1, false)),
+                ("d".into(), int(1, false)),
+                ("e".into(), int(1, false)),
+            ];
+            Ok(Some(crate::UserFunction {
+                params,
+                records: types,
+            }))
         }
         fn uprobe_functions(&self, path: &str) -> Result<(String, Vec<String>)> {
             let functions = ["main", "readline", "readline_internal", "rl_read_key"];
@@ -2960,5 +3062,44 @@ pub(crate) mod tests {
             error.message,
             "cgroupid(): /tmp is not a cgroup v2 directory"
         );
+    }
+
+    #[test]
+    fn uprobe_arguments_by_name_from_dwarf() {
+        let plan = checked(
+            r#"uprobe:prog:add { printf("%d %s %d\n", args->a, str(args->name), args->p->next->x); }"#,
+        );
+        let fields = &plan.attaches[0].fields;
+        let field = |name: &str| fields.iter().find(|f| f.name == name).unwrap();
+        // Parameter N in argument register N (`di`, `si`, `dx`, ...).
+        assert_eq!(
+            (field("a").offset, field("a").size, field("a").signed),
+            (112, 4, true)
+        );
+        assert_eq!(field("name").offset, 104);
+        assert_eq!(field("name").element, Some((1, true)));
+        assert_eq!(field("p").pointee.as_deref(), Some("struct point"));
+        assert_eq!(field("d").offset, 64);
+        assert_eq!(field("e").kind, FieldKind::Unread);
+        assert_eq!(
+            refused("uprobe:prog:add { @ = args->nope; }"),
+            "uprobe:prog:add has no argument `nope`: it has a, name, p, q, c, d, e"
+        );
+        // The seventh is on the stack.
+        assert!(
+            refused("uprobe:prog:add { @ = args->d + args->e; }")
+                .starts_with("`e` is not in one of the six integer argument registers")
+        );
+        // A struct holding one the file only declares cannot be laid out.
+        assert_eq!(
+            refused("uprobe:prog:add { @ = args->q->z; }"),
+            "struct holder is declared but not defined (where a uprobe's file describes it, it holds a type weft does not read), and no `struct holder`"
+        );
+        // The program's own definition wins over the file's.
+        checked("struct point { long z; }; uprobe:prog:add { @ = args->p->z; }");
+        assert!(refused("uretprobe:prog:add { @ = args->a; }").starts_with("a uretprobe has no"));
+        assert!(refused("uprobe:prog:main { @ = args->a; }").ends_with(
+            "(build it with -g, or install its debug file); arg0, arg1, ... read the registers"
+        ));
     }
 }

@@ -18,7 +18,7 @@ pub type Target = ProbeKind;
 const RAW_ARGS: u16 = 12;
 
 /// Registers of x86-64 `struct pt_regs` holding arguments 0 to 5.
-const REGISTER_ARGS: [u16; 6] = [112, 104, 96, 88, 72, 64];
+pub(crate) const REGISTER_ARGS: [u16; 6] = [112, 104, 96, 88, 72, 64];
 /// `pt_regs::ax`: the return value.
 const REGISTER_RET: u16 = 80;
 /// `reg(NAME)`'s field, `reg_NAME` (a column of `--store`): register NAME
@@ -28,11 +28,12 @@ pub(crate) fn register_field(name: &str) -> Option<Field> {
 }
 /// The attach points of an item, with the fields of each.
 /// `pid` is the `-p` process, whose files a USDT probe without a path
-/// names.
+/// names; `uprobe_args` the fields uprobes name from DWARF.
 pub(crate) fn expand(
     item: &Item,
     kernel: &dyn Kernel,
     pid: Option<u32>,
+    uprobe_args: &crate::uprobe_args::Args,
 ) -> Result<Vec<(Target, Vec<Field>)>> {
     let mut out = Vec::new();
     for probe in &item.probes {
@@ -88,6 +89,8 @@ pub(crate) fn expand(
                 let mut fields = register_args();
                 if *exit {
                     fields.push(register("retval", REGISTER_RET));
+                } else if let Some(named) = uprobe_args.get(&(path.clone(), symbol.clone())) {
+                    fields.extend(named.iter().cloned());
                 }
                 for symbol in uprobe_functions(kernel, path, symbol, span)? {
                     let target = Target::Uprobe {

@@ -157,6 +157,14 @@ pub trait Kernel {
     /// The functions a uprobe may attach to in the program or library
     /// `path` names (its symbol tables), with that file's path.
     fn uprobe_functions(&self, path: &str) -> Result<(String, Vec<String>), String>;
+    /// The parameters of `function` in the program or library `path`
+    /// names, from its DWARF or its debug file's; None where neither
+    /// describes the function.
+    fn uprobe_parameters(
+        &self,
+        path: &str,
+        function: &str,
+    ) -> Result<Option<crate::UserFunction>, String>;
 }
 
 /// A USDT probe site, as the checker sees it.

@@ -43,6 +43,7 @@ mod signal;
 pub mod stack;
 mod starts;
 mod types;
+mod uprobe_args;
 mod usdt;
 pub mod value;
 
@@ -53,4 +54,5 @@ pub use output::Format;
 pub use parse::parse;
 pub use run::{Event, Flow, KernelAggs, KernelMemory, Names, Runtime};
 pub use stack::{Frame, Stack, StackMode};
+pub use uprobe_args::UserFunction;
 pub use value::{Type, Value};

@@ -73,6 +73,9 @@ pub(crate) struct Defined<'k> {
     /// By index in [`Definitions::records`]; None for declarations.
     records: Vec<Option<Laid>>,
     names: HashMap<String, usize>,
+    /// Records declared and never defined (`struct NAME;`, or one a
+    /// uprobe's DWARF holds that weft cannot lay out).
+    declared: Vec<String>,
     enumerators: HashMap<String, i64>,
 }
 
@@ -101,10 +104,15 @@ impl<'k> Defined<'k> {
             }
         }
         let records = layout.laid;
+        let declared = (definitions.records.iter())
+            .filter_map(|r| r.name.clone())
+            .filter(|name| !names.contains_key(name))
+            .collect();
         Ok(Self {
             kernel,
             records,
             names,
+            declared,
             enumerators: enumerators(definitions, kernel)?,
         })
     }
@@ -192,7 +200,10 @@ impl Layout<'_> {
         let mut members = Vec::new();
         for member in record.members.iter().flatten() {
             let shape = self.shape(&member.ty, member.span)?;
-            let offset = place.add(member, shape, record.union)?;
+            let offset = match member.at {
+                Some(at) => place.put(at, shape),
+                None => place.add(member, shape, record.union)?,
+            };
             if member.name.is_some()
                 || (member.bits.is_none() && matches!(shape.ty, KernelType::Record(_)))
             {
@@ -204,7 +215,8 @@ impl Layout<'_> {
                 });
             }
         }
-        let (size, align) = place.end();
+        let (mut size, align) = place.end();
+        size = record.size.unwrap_or(size);
         self.laid[index] = Some(Laid {
             name,
             size,
@@ -380,6 +392,14 @@ impl Place {
         u32::try_from(at / 8).map_err(|_| Error::new(member.span, "the struct is too large"))
     }
 
+    /// Places a member where a file's DWARF says it is, `at` bytes in.
+    fn put(&mut self, at: u32, shape: Shape) -> u32 {
+        self.bits = (u64::from(at) + u64::from(shape.size)) * 8;
+        self.align = self.align.max(shape.align);
+        self.end = self.end.max(self.bits);
+        at
+    }
+
     /// The record's size and alignment.
     fn end(&self) -> (u32, u32) {
         let align = self.align.max(1);
@@ -420,7 +440,16 @@ impl Kernel for Defined<'_> {
     fn record(&self, name: &str) -> std::result::Result<u32, String> {
         match self.names.get(name) {
             Some(index) => Ok(FIRST_ID + *index as u32),
-            None => self.kernel.record(name),
+            None => self.kernel.record(name).map_err(|e| {
+                if self.declared.iter().any(|d| d == name) {
+                    format!(
+                        "{name} is declared but not defined (where a uprobe's file describes \
+                         it, it holds a type weft does not read), and {e}"
+                    )
+                } else {
+                    e
+                }
+            }),
         }
     }
 
@@ -500,6 +529,14 @@ impl Kernel for Defined<'_> {
 
     fn uprobe_functions(&self, path: &str) -> std::result::Result<(String, Vec<String>), String> {
         self.kernel.uprobe_functions(path)
+    }
+
+    fn uprobe_parameters(
+        &self,
+        path: &str,
+        function: &str,
+    ) -> std::result::Result<Option<crate::UserFunction>, String> {
+        self.kernel.uprobe_parameters(path, function)
     }
 
     fn process_files(&self, pid: u32) -> std::result::Result<Vec<String>, String> {

@@ -2,7 +2,10 @@
 //! when it was stripped the one of its separate debug file, found as gdb
 //! finds it; and always its `.dynsym`.
 
-use std::path::{Path, PathBuf};
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+};
 
 use crate::{
     demangle::demangle,
@@ -108,6 +111,35 @@ impl Finder {
             }
         }
         functions
+    }
+
+    /// The parameters of `function` from the DWARF of `elf` (read from
+    /// `path`), else of its separate debug file; None where neither
+    /// describes it.
+    pub fn parameters(
+        &self,
+        path: &Path,
+        elf: &Elf,
+        function: &str,
+    ) -> Result<Option<crate::Function>, crate::Error> {
+        Ok(self.parameters_of(path, elf, &[function])?.remove(function))
+    }
+
+    /// The parameters of each of `functions` [`Self::parameters`] finds,
+    /// in one pass.
+    pub fn parameters_of(
+        &self,
+        path: &Path,
+        elf: &Elf,
+        functions: &[&str],
+    ) -> Result<HashMap<String, crate::Function>, crate::Error> {
+        if elf.has_dwarf() {
+            return elf.parameters_of(functions);
+        }
+        let Some((debug_path, bytes)) = self.debug_file(path, elf) else {
+            return Ok(HashMap::default());
+        };
+        Elf::parse(&debug_path.to_string_lossy(), &bytes)?.parameters_of(functions)
     }
 
     /// The functions of `elf` as a table.

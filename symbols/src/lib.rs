@@ -2,7 +2,8 @@
 //! find them: the file's own `.symtab`, else the `.symtab` of its separate
 //! debug file (by build-id under a debug directory, or by `.gnu_debuglink`),
 //! and always its `.dynsym`; demangled (Rust v0 and legacy, C++ Itanium)
-//! unless asked not to.
+//! unless asked not to. A function's parameters and the C types they
+//! reach come from DWARF ([`Function`]), for a uprobe's `args->NAME`.
 //!
 //! One place for PT call traces, one-liners' `ustack` and uprobe targets,
 //! so that all three name a function alike. Reading ELF is `object`'s job;
@@ -12,6 +13,7 @@
 
 mod debug;
 mod demangle;
+mod dwarf;
 mod elf;
 mod file;
 mod maps;
@@ -20,6 +22,7 @@ mod usdt;
 
 pub use debug::{FileOffsets, Finder};
 pub use demangle::demangle;
+pub use dwarf::{CType, Function, Member, Parameter, Record};
 pub use elf::{Elf, Error, Segment};
 pub use file::{MAX_FILE_BYTES, read_file};
 pub use maps::{Mapping, Process, executable_mappings};

@@ -3257,3 +3257,144 @@ int main(void) {
     assert_eq!(lines, ["weft_worker 0x0"; 3], "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A C program with debug info, built here, whose `shelve` takes the
+/// kinds of parameters programs pass: integers of each width and sign, an
+/// enum, a bool, a string, and a pointer to a struct holding a nested
+/// struct, a char array, a packed struct, a string and a pointer to
+/// another of its kind.
+const SHELF_C: &str = r#"
+#include <stdbool.h>
+#include <string.h>
+#include <unistd.h>
+enum shelf { LOW, HIGH = 7 };
+struct label { char text[12]; unsigned short width; };
+struct __attribute__((packed)) stamp { char kind; long when; };
+struct book {
+    int id;
+    struct label label;
+    struct stamp stamp;
+    long pages;
+    const char *title;
+    struct book *next;
+};
+__attribute__((noinline)) long shelve(struct book *book, const char *owner, int n,
+                                      unsigned long long big, enum shelf where, bool lent,
+                                      signed char mark) {
+    return book->id + n + big + where + lent + mark + strlen(owner);
+}
+int main(void) {
+    static struct book second = { 2, { "blue", 40 }, { 'b', 1965 }, 1200, "Dune", 0 };
+    static struct book first = { 1, { "red", 30 }, { 'a', 1815 }, 320, "Emma", &second };
+    const char *owner = "ada";
+    // Strings a tracer reads must be in memory: their pages faulted in.
+    volatile char touch = first.title[0] + second.title[0] + owner[0];
+    long sum = touch;
+    for (int i = 0; i < 3; i++)
+        sum += shelve(&first, owner, i - 1, 18446744073709551615ULL - i, i ? HIGH : LOW,
+                      i == 1, -100 + i);
+    usleep(200000); // alive while the tracers read what they need
+    return sum == 0;
+}
+"#;
+
+/// A uprobe's arguments by name, read from the program's DWARF as
+/// bpftrace reads them (`args->book->next->label.text`): the same lines
+/// under both, `-lv` lists the same parameters, and a name the function
+/// lacks is an error naming those it has.
+#[test]
+fn uprobe_arguments_by_name_from_dwarf_as_bpftrace_reads_them() {
+    let test = "uprobe_arguments_by_name_from_dwarf_as_bpftrace_reads_them";
+    if !needs(test, &TRACE) || !has_bpftrace(test) || !has_tool(test, "gcc", "--version") {
+        return;
+    }
+    // Removed when the test ends.
+    let dir = weft_tests::capture_dir("dwarf-args");
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = dir.join("shelf.c");
+    std::fs::write(&source, SHELF_C).unwrap();
+    let shelf = dir.join("shelf").to_str().unwrap().to_owned();
+    // -O0: at -O1 GCC sees which members `shelve` reads and may leave the
+    // others unwritten.
+    let built = Command::new("gcc")
+        .args(["-O0", "-g", "-o", &shelf])
+        .arg(&source)
+        .status()
+        .expect("gcc (setup installs it)");
+    assert!(built.success());
+    let program = format!(
+        r#"uprobe:{shelf}:shelve {{
+             printf("%d %s %d %ld %s %d %s %ld\n", args->book->id, args->book->label.text,
+                    args->book->label.width, args->book->pages, str(args->book->title),
+                    args->book->next->id, args->book->next->label.text,
+                    args->book->next->stamp.when); }}
+           uprobe:{shelf}:shelve {{
+             printf("%s %d %lu %d %d\n", str(args->owner), args->n, args->big,
+                    args->where, args->lent);
+             @[args->where] = sum(args->book->next->pages); }}"#
+    );
+    let ours = Command::new(weft_bin())
+        .args(["trace", "-c", &shelf, &program])
+        .output()
+        .unwrap();
+    let theirs = Command::new("bpftrace")
+        .args(["-c", &shelf, "-e", &program])
+        .output()
+        .unwrap();
+    let (ours_text, theirs_text) = (
+        String::from_utf8_lossy(&ours.stdout),
+        String::from_utf8_lossy(&theirs.stdout),
+    );
+    assert!(
+        ours.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ours.stderr)
+    );
+    assert!(
+        ours_text.contains("1 red 30 320 Emma 2 blue 1965\n"),
+        "{ours_text}"
+    );
+    assert!(
+        ours_text.contains("ada -1 18446744073709551615 0 0\n"),
+        "{ours_text}"
+    );
+    let printed = |text: &str| -> String {
+        (text.lines())
+            .filter(|l| !l.starts_with("Attaching"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        printed(&ours_text),
+        printed(&theirs_text),
+        "weft, then bpftrace"
+    );
+    let listing = |tracer: &str, args: &[&str]| {
+        let out = Command::new(tracer).args(args).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let search = format!("uprobe:{shelf}:shelve");
+    let listed = listing(weft_bin().to_str().unwrap(), &["trace", "-lv", &search]);
+    assert_eq!(listed, listing("bpftrace", &["-lv", &search]));
+    assert!(listed.contains("    struct book* book\n"), "{listed}");
+    let (status, _, stderr) = weft_tests::run_weft(&[
+        "trace",
+        &format!("uprobe:{shelf}:shelve {{ @ = args->shelf; }}"),
+    ]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("has no argument `shelf`: it has book, owner, n, big, where, lent, mark"),
+        "{stderr}"
+    );
+    // The seventh is on the stack, which bpftrace 0.17 cannot read either
+    // (it stops with a C++ exception).
+    let (status, _, stderr) = weft_tests::run_weft(&[
+        "trace",
+        &format!("uprobe:{shelf}:shelve {{ @ = args->mark; }}"),
+    ]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("`mark` is not in one of the six integer argument registers"),
+        "{stderr}"
+    );
+}

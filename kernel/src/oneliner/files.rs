@@ -78,7 +78,7 @@ pub fn functions(path: &Path) -> Result<Vec<String>> {
 
 /// The file at `path`, which a user named: a regular file of bounded
 /// size, never waited on (`weft_symbols::read_file`).
-fn read(path: &Path) -> Result<Vec<u8>> {
+pub(super) fn read(path: &Path) -> Result<Vec<u8>> {
     weft_symbols::read_file(path).with_context(|| format!("failed to read {}", path.display()))
 }
 

@@ -83,6 +83,15 @@ impl weft_oneliner::Kernel for Kernel {
         Ok((file.display().to_string(), names))
     }
 
+    fn uprobe_parameters(
+        &self,
+        path: &str,
+        function: &str,
+    ) -> Result<Option<weft_oneliner::UserFunction>, String> {
+        let file = super::files::uprobe_file(path).map_err(|e| format!("{e:#}"))?;
+        super::dwarf::parameters(&file, function).map_err(|e| format!("{e:#}"))
+    }
+
     fn tracepoints(&self, category: &str, name: &str) -> Vec<(String, String)> {
         let events = self.tracefs.join("events");
         Self::matching_dirs(&events, category)

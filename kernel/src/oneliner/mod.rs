@@ -6,6 +6,7 @@
 
 pub mod aggs;
 pub mod btf;
+pub mod dwarf;
 mod files;
 pub mod kcore;
 pub mod kernel;

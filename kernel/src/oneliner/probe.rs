@@ -248,10 +248,12 @@ impl OnelinerProbe {
         for attach in &plan.attaches {
             points[attach.item] += 1;
         }
-        for (index, attach) in plan.attaches.iter().enumerate() {
-            if !attach.in_kernel() {
-                continue;
-            }
+        // The kernel runs a function's uprobes newest first: attached last
+        // to first, they run in the order written, as bpftrace's do.
+        let (uprobes, others): (Vec<_>, Vec<_>) = (plan.attaches.iter().enumerate())
+            .filter(|(_, attach)| attach.in_kernel())
+            .partition(|(_, attach)| matches!(attach.target, Target::Uprobe { .. }));
+        for (index, attach) in others.into_iter().chain(uprobes.into_iter().rev()) {
             match probe.attach(tracefs, index, attach, cpid) {
                 Ok(()) => {}
                 // As bpftrace does: of a probe with several attach points,

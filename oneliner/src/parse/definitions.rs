@@ -53,6 +53,7 @@ impl Parser<'_> {
                 union: name.starts_with("union "),
                 name: Some(name),
                 members: None,
+                size: None,
                 span,
             });
             return Ok(());
@@ -132,6 +133,7 @@ impl Parser<'_> {
             name,
             union: keyword == "union",
             members: Some(members),
+            size: None,
             span: span.to(Span::new(self.lexer.pos() - 1, 1)),
         });
         Ok(Base::Inline(index))
@@ -155,6 +157,7 @@ impl Parser<'_> {
                     name: None,
                     ty: plain(base),
                     bits: None,
+                    at: None,
                     span: start,
                 });
             }
@@ -203,6 +206,7 @@ impl Parser<'_> {
             name,
             ty,
             bits,
+            at: None,
             span: start.to(span),
         })
     }

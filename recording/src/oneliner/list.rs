@@ -30,7 +30,7 @@ pub fn list(search: Option<&str>, verbose: bool, out: &mut dyn Write) -> Result<
         return list_usdt(&kernel, rest, out);
     }
     if let Some(rest) = search.and_then(|s| s.strip_prefix("uprobe:").or(s.strip_prefix("u:"))) {
-        return list_uprobes(&kernel, rest, out);
+        return list_uprobes(&kernel, rest, verbose, out);
     }
     let (types, glob) = scope(search.unwrap_or("*"))?;
     for kind in types {
@@ -80,14 +80,30 @@ fn list_usdt(kernel: &Kernel, search: &str, out: &mut dyn Write) -> Result<()> {
 }
 
 /// `-l uprobe:PATH[:FUNCTION]`: the functions of a program or library a
-/// uprobe may attach to, as bpftrace lists them.
-fn list_uprobes(kernel: &Kernel, search: &str, out: &mut dyn Write) -> Result<()> {
+/// uprobe may attach to, as bpftrace lists them; with `-v`, the parameters
+/// of each its DWARF describes.
+fn list_uprobes(kernel: &Kernel, search: &str, verbose: bool, out: &mut dyn Write) -> Result<()> {
     let (path, glob) = search.rsplit_once(':').unwrap_or((search, "*"));
     let (file, functions) = kernel
         .uprobe_functions(path)
         .map_err(|e| anyhow::anyhow!("uprobe:{search}: {e}"))?;
-    for name in functions.iter().filter(|name| glob_match(glob, name)) {
-        if !emit(out, &format!("uprobe:{file}:{name}\n"))? {
+    let matching: Vec<&str> = (functions.iter())
+        .filter(|name| glob_match(glob, name))
+        .map(String::as_str)
+        .collect();
+    let declarations = if verbose {
+        weft_kernel::oneliner::dwarf::declarations(Path::new(&file), &matching)?
+    } else {
+        std::collections::HashMap::new()
+    };
+    for name in matching {
+        let mut entry = format!("uprobe:{file}:{name}\n");
+        for line in declarations.get(name).into_iter().flatten() {
+            entry.push_str("    ");
+            entry.push_str(line);
+            entry.push('\n');
+        }
+        if !emit(out, &entry)? {
             break;
         }
     }

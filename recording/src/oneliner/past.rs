@@ -684,6 +684,14 @@ impl Kernel for Recorded {
         Err(format!("the capture recorded no calls into {path}"))
     }
 
+    fn uprobe_parameters(
+        &self,
+        path: &str,
+        _: &str,
+    ) -> Result<Option<weft_oneliner::UserFunction>, String> {
+        Err(format!("the capture recorded no calls into {path}"))
+    }
+
     fn enumerator(&self, _: &str) -> Option<i64> {
         None
     }

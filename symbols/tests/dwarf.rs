@@ -1,0 +1,192 @@
+//! Parameters and the types they reach, read from the DWARF of C programs
+//! the test builds: what a uprobe's `args->NAME` reads.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use weft_symbols::{CType, Elf, Finder, Function, Record};
+
+const C: &str = r"
+#include <stdbool.h>
+enum color { RED, GREEN = 5 };
+typedef struct { int a; unsigned short b; } pair_t;
+struct inner { char tag[8]; long v; };
+struct outer {
+    int id;
+    struct inner in;
+    union { int i; char c[4]; } u;
+    unsigned int flag : 3, mode : 5;
+    struct outer *next;
+    pair_t pairs[2];
+    const char *label;
+};
+__attribute__((noinline)) long work(struct outer *o, pair_t *p, enum color c, bool ok,
+                                    unsigned long long big, signed char sc, double d) {
+    return o->id + p->a + c + ok + big + sc + d;
+}
+int main(void) { return 0; }
+";
+
+/// A fresh directory for one case, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
+    let dir = std::env::temp_dir().join(format!("weft-dwarf-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    Scratch(dir)
+}
+
+fn run(program: &str, args: &[&str]) {
+    let status = Command::new(program)
+        .args(args)
+        .status()
+        .unwrap_or_else(|e| panic!("{program} (setup installs it): {e}"));
+    assert!(status.success(), "{program} {args:?}");
+}
+
+/// Builds the program with `flags` into `dir/work`.
+fn build(dir: &Path, flags: &[&str]) -> PathBuf {
+    let source = dir.join("work.c");
+    std::fs::write(&source, C).unwrap();
+    let out = dir.join("work");
+    let mut args = vec![
+        "-O1",
+        "-g",
+        "-o",
+        out.to_str().unwrap(),
+        source.to_str().unwrap(),
+    ];
+    args.extend(flags);
+    run("gcc", &args);
+    out
+}
+
+fn work(path: &Path) -> Function {
+    let bytes = std::fs::read(path).unwrap();
+    let elf = Elf::parse(path.to_str().unwrap(), &bytes).unwrap();
+    Finder::default()
+        .parameters(path, &elf, "work")
+        .unwrap()
+        .expect("work is described")
+}
+
+fn int(size: u8, signed: bool) -> CType {
+    CType::Int { size, signed }
+}
+
+fn pointer(ty: CType) -> CType {
+    CType::Pointer(Box::new(ty))
+}
+
+fn record<'f>(function: &'f Function, name: &str) -> &'f Record {
+    (function.records.iter())
+        .find(|r| r.name == name)
+        .unwrap_or_else(|| panic!("{name} in {:?}", function.records))
+}
+
+/// A member's name, offset and bit-field (width, first bit).
+type Placed = (String, u64, Option<(u32, u32)>);
+
+/// Each member's place.
+fn layout(record: &Record) -> Vec<Placed> {
+    (record.members.iter().flatten())
+        .map(|m| (m.name.clone().unwrap_or_default(), m.offset, m.bits))
+        .collect()
+}
+
+#[test]
+fn parameters_and_the_records_they_reach() {
+    let dir = scratch("plain");
+    let found = work(&build(&dir.0, &[]));
+    let params: Vec<(&str, &CType, &str)> = (found.parameters.iter())
+        .map(|p| (p.name.as_str(), &p.ty, p.spelled.as_str()))
+        .collect();
+    let outer = CType::Record("struct outer".into());
+    let pair = CType::Record("struct pair_t".into());
+    assert_eq!(
+        params,
+        [
+            ("o", &pointer(outer.clone()), "struct outer*"),
+            ("p", &pointer(pair), "pair_t*"),
+            ("c", &int(4, false), "enum color"),
+            ("ok", &int(1, false), "_Bool"),
+            ("big", &int(8, false), "long long unsigned int"),
+            ("sc", &int(1, true), "signed char"),
+            ("d", &CType::Float(8), "double"),
+        ]
+    );
+    let outer = record(&found, "struct outer");
+    assert_eq!(outer.size, 64);
+    let none = None;
+    assert_eq!(
+        layout(outer),
+        [
+            ("id".to_owned(), 0, none),
+            ("in".into(), 8, None),
+            ("u".into(), 24, None),
+            ("flag".into(), 28, Some((3, 0))),
+            ("mode".into(), 28, Some((5, 3))),
+            ("next".into(), 32, None),
+            ("pairs".into(), 40, None),
+            ("label".into(), 56, None),
+        ]
+    );
+    let members = outer.members.as_ref().unwrap();
+    assert_eq!(members[5].ty, pointer(CType::Record("struct outer".into())));
+    assert_eq!(
+        members[6].ty,
+        CType::Array(Box::new(CType::Record("struct pair_t".into())), 2)
+    );
+    assert_eq!(members[7].ty, pointer(int(1, true)));
+    // The anonymous union is named after where it is; its members are read.
+    let CType::Record(union) = &members[2].ty else {
+        panic!("{:?}", members[2].ty);
+    };
+    let union = record(&found, union);
+    assert!(union.union && union.name.starts_with("union anonymous_"));
+    assert_eq!(
+        layout(union),
+        [("i".to_owned(), 0, None), ("c".into(), 0, None)]
+    );
+    assert_eq!(layout(record(&found, "struct inner")).len(), 2);
+    assert_eq!(record(&found, "struct pair_t").size, 8);
+}
+
+/// As distributions ship them: compressed, split off behind a
+/// `.gnu_debuglink`, the program stripped.
+#[test]
+fn parameters_from_a_compressed_split_debug_file() {
+    let dir = scratch("split");
+    let binary = build(&dir.0, &["-gz=zlib"]);
+    let plain = work(&binary);
+    let debug = dir.0.join("work.debug");
+    let (binary_s, debug_s) = (binary.to_str().unwrap(), debug.to_str().unwrap());
+    run("objcopy", &["--only-keep-debug", binary_s, debug_s]);
+    run("strip", &["--strip-all", binary_s]);
+    run(
+        "objcopy",
+        &[&format!("--add-gnu-debuglink={debug_s}"), binary_s],
+    );
+    assert_eq!(work(&binary), plain);
+    let bytes = std::fs::read(&binary).unwrap();
+    let elf = Elf::parse(binary_s, &bytes).unwrap();
+    let finder = Finder::default();
+    assert_eq!(
+        finder
+            .parameters(&binary, &elf, "no_such_function")
+            .unwrap(),
+        None
+    );
+    // Without its debug file, nothing describes it.
+    std::fs::remove_file(&debug).unwrap();
+    assert_eq!(finder.parameters(&binary, &elf, "work").unwrap(), None);
+}
