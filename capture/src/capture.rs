@@ -388,3 +388,25 @@ pub fn host_json() -> Value {
         "weft_version": env!("CARGO_PKG_VERSION"),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Numbers a capture records (rates, seconds, a peer's delay) read
+    /// back as written: parsed inexactly, about one float in six would
+    /// print otherwise and fail the checksum of a sound file.
+    #[test]
+    fn metadata_with_floats_passes_its_own_checksum() {
+        let path = std::env::temp_dir().join(format!("weft-metadata-{}", std::process::id()));
+        let dir = Dir::open_to_write(&path).unwrap();
+        let floats: Vec<f64> = (0..2000)
+            .map(|i| f64::from(i) * 1.37 / 1e3 + 98.23)
+            .collect();
+        let metadata = json!({ "format": "weft-capture 1", "floats": floats });
+        write_metadata(&dir, &metadata).unwrap();
+        let read = read_metadata(&path);
+        let _ = std::fs::remove_dir_all(&path);
+        assert_eq!(read.unwrap(), metadata);
+    }
+}
