@@ -38,6 +38,32 @@ pub struct BlockEvent {
 pub const EVENT_SIZE: usize = 56;
 const _: () = assert!(core::mem::size_of::<BlockEvent>() == EVENT_SIZE);
 
+impl BlockEvent {
+    /// The record at the start of `bytes` as the kernel wrote it; `None`
+    /// when too short.
+    #[must_use]
+    pub fn read(bytes: &[u8]) -> Option<Self> {
+        let bytes = bytes.get(..EVENT_SIZE)?;
+        // SAFETY: EVENT_SIZE readable bytes; every bit pattern is a valid
+        // BlockEvent (plain integers), and the read is unaligned.
+        Some(unsafe { bytes.as_ptr().cast::<Self>().read_unaligned() })
+    }
+}
+
+impl Op {
+    /// The letter the block tracepoints' `rwbs` starts with.
+    #[must_use]
+    pub fn letter(op: u32) -> u8 {
+        match op {
+            1 => b'R',
+            2 => b'W',
+            3 => b'D',
+            4 => b'F',
+            _ => b'N',
+        }
+    }
+}
+
 /// A request's operation, from the tracepoints' `rwbs` letters.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -716,6 +716,65 @@ fn context_switches_over_a_capture_are_the_switches_seen_live() {
     );
 }
 
+/// The block tracepoints over a capture of the `block` source: each
+/// request's issue and completion, paired by the biolatency idiom, give
+/// the maps they gave live.
+#[test]
+fn block_requests_over_a_capture_are_the_requests_seen_live() {
+    let test = "block_requests_over_a_capture_are_the_requests_seen_live";
+    if !needs(
+        test,
+        &[Need::Root, Need::Tracepoint("block/block_rq_issue")],
+    ) {
+        return;
+    }
+    let device = match LoopDevice::new(8 << 20) {
+        Ok(device) => device,
+        Err(why) => panic!("{test} needs a loop device: {why}"),
+    };
+    let program = format!(
+        r#"BEGIN {{ printf("tracing\n"); }}
+        tracepoint:block:block_rq_issue /args->dev == {dev}/ {{
+            @start[args->sector] = nsecs; @issued = count(); @bytes = sum(args->bytes); }}
+        tracepoint:block:block_rq_complete /args->dev == {dev} && @start[args->sector]/ {{
+            @done = count(); @sectors = sum(args->nr_sector); @errors = sum(args->error);
+            @slow = max(nsecs - @start[args->sector] > 0); delete(@start[args->sector]); }}"#,
+        dev = device.dev
+    );
+    let dir = weft_tests::capture_dir(test);
+    let bytes = 1 << 20;
+    let read = format!("direct-read:{}:{bytes}", device.path);
+    let workload = Workload::spawn(WORKLOAD, &[&read]);
+    let wchan = format!("/proc/{}/wchan", workload.pid());
+    while !std::fs::read_to_string(&wchan).is_ok_and(|w| w.ends_with("pipe_read")) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let recorder = weft_tests::Running::start(
+        &["record", "-o", dir.to_str().unwrap(), "--sources", "block"],
+        "weft: recording",
+    );
+    let live = Tracer::start(
+        Command::new(weft_bin()).args(["trace", "-e", &program]),
+        "tracing",
+    );
+    workload.run_to_end();
+    std::thread::sleep(Duration::from_millis(200));
+    let live = live.stop();
+    let finished = recorder.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+    let past = stdout_of(
+        Command::new(weft_bin())
+            .args(["trace", "--from"])
+            .arg(&*dir)
+            .args(["-e", &program]),
+    );
+    assert!(
+        maps_section(&live).contains(&format!("@bytes: {bytes}\n")),
+        "{live}"
+    );
+    assert_eq!(maps_section(&past), maps_section(&live));
+}
+
 /// SIGUSR1 prints every map at once and tracing goes on, as bpftrace
 /// does: the same lines under both, then the maps again at the end.
 #[test]

@@ -6,7 +6,9 @@
 //! thread, its name and CPU. A capture with the `switch` source plays each
 //! context switch as `sched:sched_switch`, with the fields it recorded
 //! (`prev_comm`, `prev_pid`, `next_comm`, `next_pid` at the kernel's
-//! offsets; prio and state are not recorded). Events play in recorded
+//! offsets; prio and state are not recorded), and the `block` source each
+//! request as `block:block_rq_issue` at its issue and
+//! `block:block_rq_complete` at its completion. Events play in recorded
 //! time, a slice at a time; `interval` probes fire on recorded time too, and `nsecs` is the
 //! event's recorded time, so the latency idiom measures what happened.
 //! Everything runs in weft: nothing is attached, and no privilege is needed.
@@ -14,7 +16,12 @@
 use std::{ops::RangeInclusive, path::Path};
 
 use anyhow::{Result, anyhow, bail};
-use weft_abi::{switch::SwitchEvent, syscall::SyscallEvent, syscall_names};
+use weft_abi::{
+    block::{BlockEvent, Op},
+    switch::SwitchEvent,
+    syscall::SyscallEvent,
+    syscall_names,
+};
 use weft_capture::{capture, extract::kept_window, sources::STORED_FROM, tasks};
 use weft_oneliner::{
     Event, Field, Flow, Kernel, Plan, Runtime, Target,
@@ -42,8 +49,22 @@ const SWITCH: &str = "\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0
                       \tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\
                       \tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;\n\
                       \tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n";
-/// Bytes of the rebuilt `sched_switch` record.
-const SWITCH_LEN: usize = 64;
+/// The block tracepoints' records with what the `block` source holds:
+/// the operation alone in `rwbs` (its letter, without the `S`, `M`, `A`
+/// and `F` flags, which the source does not keep).
+const BLOCK_ISSUE: &str = "\tfield:dev_t dev;\toffset:8;\tsize:4;\tsigned:0;\n\
+                           \tfield:sector_t sector;\toffset:16;\tsize:8;\tsigned:0;\n\
+                           \tfield:unsigned int nr_sector;\toffset:24;\tsize:4;\tsigned:0;\n\
+                           \tfield:unsigned int bytes;\toffset:28;\tsize:4;\tsigned:0;\n\
+                           \tfield:char rwbs[8];\toffset:32;\tsize:8;\tsigned:1;\n\
+                           \tfield:char comm[16];\toffset:40;\tsize:16;\tsigned:1;\n";
+const BLOCK_COMPLETE: &str = "\tfield:dev_t dev;\toffset:8;\tsize:4;\tsigned:0;\n\
+                              \tfield:sector_t sector;\toffset:16;\tsize:8;\tsigned:0;\n\
+                              \tfield:unsigned int nr_sector;\toffset:24;\tsize:4;\tsigned:0;\n\
+                              \tfield:int error;\toffset:28;\tsize:4;\tsigned:1;\n\
+                              \tfield:char rwbs[8];\toffset:32;\tsize:8;\tsigned:1;\n";
+/// Bytes of the largest rebuilt record (`sched_switch`'s).
+const RECORD_LEN: usize = 64;
 
 /// Runs `options`' program over the capture in `from`, or over the window
 /// kept around its firing `trigger` (1-based).
@@ -63,6 +84,7 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
     let sources = Sources {
         syscalls: source(weft_capture::registry::SYSCALLS),
         switch: source("switch"),
+        block: source("block"),
     };
     let plan = resolve(options, from, &sources)?;
     let names = tasks::names(&snapshot)?.unwrap_or_else(|| Names::new([], false));
@@ -109,6 +131,7 @@ fn resolve(options: &Options, from: &Path, sources: &Sources) -> Result<Plan> {
     let recorded = Recorded {
         syscalls: sources.syscalls.is_some(),
         switch: sources.switch.is_some(),
+        block: sources.block.is_some(),
     };
     let plan = weft_oneliner::check::check_in_weft(program, &recorded).map_err(render)?;
     for attach in &plan.attaches {
@@ -147,7 +170,11 @@ fn recorded_probes(
                     .iter()
                     .any(|c| glob_match(category, c));
                 let switches = glob_match(category, "sched") && glob_match(name, "sched_switch");
-                (calls && sources.syscalls.is_some()) || (switches && sources.switch.is_some())
+                let block = glob_match(category, "block")
+                    && BLOCK_EVENTS.iter().any(|event| glob_match(name, event));
+                (calls && sources.syscalls.is_some())
+                    || (switches && sources.switch.is_some())
+                    || (block && sources.block.is_some())
             }
             _ => false,
         };
@@ -158,7 +185,8 @@ fn recorded_probes(
                     "{} recorded no such events: --from plays system calls \
                      (tracepoint:syscalls:*, tracepoint:raw_syscalls:*) where the capture has \
                      the `syscalls` source, context switches (tracepoint:sched:sched_switch) \
-                     where it has `switch`, BEGIN, END and interval",
+                     where it has `switch`, block requests (tracepoint:block:block_rq_issue, \
+                     block_rq_complete) where it has `block`, BEGIN, END and interval",
                     from.display()
                 ),
             ));
@@ -167,10 +195,14 @@ fn recorded_probes(
     Ok(())
 }
 
+/// The block tracepoints a capture's `block` source plays.
+const BLOCK_EVENTS: [&str; 2] = ["block_rq_issue", "block_rq_complete"];
+
 /// The capture's sources a program can be played from.
 struct Sources {
     syscalls: Option<weft_store::SourceId>,
     switch: Option<weft_store::SourceId>,
+    block: Option<weft_store::SourceId>,
 }
 
 /// An error at the first builtin the capture holds nothing for.
@@ -231,12 +263,18 @@ struct Played {
 enum What {
     Call { exit: bool, call: SyscallEvent },
     Switch(SwitchEvent),
+    Block { complete: bool, request: BlockEvent },
 }
 
 impl Played {
-    /// The order of events at one time: an entry before its own return.
+    /// The order of events at one time: an entry before its own return, an
+    /// issue before its own completion.
     fn order(&self) -> (u64, bool) {
-        (self.ns, matches!(self.what, What::Call { exit: true, .. }))
+        let last = matches!(
+            self.what,
+            What::Call { exit: true, .. } | What::Block { complete: true, .. }
+        );
+        (self.ns, last)
     }
 }
 
@@ -275,6 +313,8 @@ impl Player<'_> {
         let switch = sources
             .switch
             .filter(|_| self.hooks.iter().any(|(_, h)| matches!(h, Hook::Switch)));
+        let block = (sources.block)
+            .filter(|_| (self.hooks.iter()).any(|(_, h)| matches!(h, Hook::Block { .. })));
         let mut slice = Vec::new();
         let mut from = *window.start();
         while from <= *window.end() {
@@ -291,6 +331,21 @@ impl Player<'_> {
                             ns,
                             what: What::Call { exit, call },
                         });
+                    }
+                })?;
+            }
+            if let Some(block) = block {
+                // A request plays in the slice of its completion, its issue
+                // too: each slice is in time order.
+                snapshot.raw_scan_each(block, from..=to, |r| {
+                    if let Some(request) = block_event(r.payload) {
+                        let issue = request.ts_ns.saturating_sub(request.latency_ns);
+                        for (ns, complete) in [(issue, false), (request.ts_ns, true)] {
+                            slice.push(Played {
+                                ns,
+                                what: What::Block { complete, request },
+                            });
+                        }
                     }
                 })?;
             }
@@ -329,7 +384,7 @@ impl Player<'_> {
             return Ok(Flow::Exit);
         }
         // The task the event ran in, and the tracepoint's record.
-        let mut record = [0u8; SWITCH_LEN];
+        let mut record = [0u8; RECORD_LEN];
         let (pid, tid, cpu) = match &played.what {
             What::Call { call, .. } => {
                 // `__syscall_nr` (an int) or `id` (a long) at 8, `ret` at 16.
@@ -343,6 +398,19 @@ impl Player<'_> {
                 record[40..56].copy_from_slice(&self.comm(switch.next_tid));
                 record[56..60].copy_from_slice(&switch.next_tid.to_le_bytes());
                 (switch.prev_pid, switch.prev_tid, switch.header.cpu)
+            }
+            What::Block { complete, request } => {
+                record[8..12].copy_from_slice(&request.dev.to_le_bytes());
+                record[16..24].copy_from_slice(&request.sector.to_le_bytes());
+                record[24..28].copy_from_slice(&(request.bytes >> 9).to_le_bytes());
+                if *complete {
+                    record[28..32].copy_from_slice(&request.error.to_le_bytes());
+                } else {
+                    record[28..32].copy_from_slice(&request.bytes.to_le_bytes());
+                    record[40..56].copy_from_slice(&self.comm(request.tid));
+                }
+                record[32] = Op::letter(request.op);
+                (request.pid, request.tid, request.header.cpu)
             }
         };
         let comm = self.comm(tid);
@@ -409,6 +477,7 @@ enum Hook {
     Call { nr: u32, exit: bool },
     Raw { exit: bool },
     Switch,
+    Block { complete: bool },
 }
 
 impl Hook {
@@ -421,6 +490,10 @@ impl Hook {
                 };
                 let hook = if category == "sched" {
                     (name == "sched_switch").then_some(Self::Switch)?
+                } else if category == "block" {
+                    Self::Block {
+                        complete: name == "block_rq_complete",
+                    }
                 } else if category == "raw_syscalls" {
                     Self::Raw {
                         exit: name == "sys_exit",
@@ -447,6 +520,7 @@ impl Hook {
             }
             (Self::Raw { exit: at }, What::Call { exit, .. }) => at == *exit,
             (Self::Switch, What::Switch(_)) => true,
+            (Self::Block { complete: at }, What::Block { complete, .. }) => at == *complete,
             _ => false,
         }
     }
@@ -476,7 +550,7 @@ impl Reads {
             match hook {
                 Hook::Raw { .. } => return Self::All,
                 Hook::Call { nr, .. } => numbers.push(i64::from(*nr)),
-                Hook::Switch => {}
+                Hook::Switch | Hook::Block { .. } => {}
             }
         }
         let Some(syscalls) = syscalls.filter(|_| !numbers.is_empty()) else {
@@ -576,11 +650,21 @@ fn switch_event(payload: &[u8]) -> Option<SwitchEvent> {
     })
 }
 
+/// A `block` record, as the probe wrote it: stored from the header's
+/// `cpu` on ([`STORED_FROM`]).
+fn block_event(payload: &[u8]) -> Option<BlockEvent> {
+    let mut whole = [0u8; weft_abi::block::EVENT_SIZE];
+    let stored = payload.get(..whole.len() - STORED_FROM)?;
+    whole[STORED_FROM..].copy_from_slice(stored);
+    BlockEvent::read(&whole)
+}
+
 /// What the checker may know of a capture: the tracepoints of the sources
 /// it holds, with the fields it recorded; no kernel types.
 struct Recorded {
     syscalls: bool,
     switch: bool,
+    block: bool,
 }
 
 impl Kernel for Recorded {
@@ -588,6 +672,11 @@ impl Kernel for Recorded {
         let mut found: Vec<(String, String)> = Vec::new();
         if self.switch && glob_match(category, "sched") && glob_match(name, "sched_switch") {
             found.push(("sched".into(), "sched_switch".into()));
+        }
+        if self.block && glob_match(category, "block") {
+            for event in BLOCK_EVENTS.iter().filter(|event| glob_match(name, event)) {
+                found.push(("block".into(), (*event).into()));
+            }
         }
         if !self.syscalls {
             return found;
@@ -623,6 +712,8 @@ impl Kernel for Recorded {
             ("syscalls", n) if n.starts_with("sys_enter_") => ENTER,
             ("syscalls", n) if n.starts_with("sys_exit_") => EXIT,
             ("sched", "sched_switch") if self.switch => SWITCH,
+            ("block", "block_rq_issue") if self.block => BLOCK_ISSUE,
+            ("block", "block_rq_complete") if self.block => BLOCK_COMPLETE,
             _ => return Err(format!("the capture recorded no {category}:{name} events")),
         };
         Ok(format_fields(format))
