@@ -730,7 +730,10 @@ fn block_requests_over_a_capture_are_the_requests_seen_live() {
     }
     let device = match LoopDevice::new(8 << 20) {
         Ok(device) => device,
-        Err(why) => panic!("{test} needs a loop device: {why}"),
+        Err(why) => {
+            eprintln!("skipping {test}: needs a loop device ({why})");
+            return;
+        }
     };
     let program = format!(
         r#"BEGIN {{ printf("tracing\n"); }}
