@@ -110,6 +110,7 @@ pub fn check_in_weft(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> 
             task_vars: HashSet::new(),
             saved: &saved,
             widths: HashMap::new(),
+            tuple_shapes: HashMap::new(),
             swaps: &mut swaps,
             sizes: &mut sizes,
             unsafe_calls: program.unsafe_calls,
@@ -302,6 +303,8 @@ fn assigned_kind(value: &Expr) -> Result<Option<MapKind>> {
             MapKind::Lhist { min, max, step }
         }
         name if STRING_CALLS.contains(&name) => MapKind::Value(Type::Str),
+        // Its array's size is the checker's to tell.
+        "pton" => return Ok(None),
         _ => MapKind::Value(Type::Int),
     }))
 }
@@ -356,6 +359,9 @@ struct Checker<'a> {
     saved: &'a Saved,
     /// The bytes of the integer each variable holds, for `bswap`.
     widths: HashMap<String, u16>,
+    /// The bytes and alignment of the tuple each variable holds, for
+    /// `sizeof`.
+    tuple_shapes: HashMap<String, (u32, u32)>,
     /// Each `bswap` call, by span, and how many bytes it swaps.
     swaps: &'a mut HashMap<Span, u16>,
     /// Each `sizeof(expr)`, by span, and its size.
@@ -367,6 +373,11 @@ struct Checker<'a> {
 impl Checker<'_> {
     fn want(&mut self, expr: &Expr, want: Type, what: &str) -> Result<()> {
         let found = self.expr(expr)?;
+        self.want_type(expr, found, want, what)
+    }
+
+    /// An error unless `found`, the type of `expr`, is `want`.
+    fn want_type(&self, expr: &Expr, found: Type, want: Type, what: &str) -> Result<()> {
         if found != want {
             return Err(Error::new(
                 expr.span,
@@ -385,6 +396,7 @@ impl Checker<'_> {
     fn type_name(&self, t: Type) -> String {
         match t {
             Type::Tuple(id) => format!("a tuple ({})", self.elements(id)),
+            Type::Bytes(n) => format!("an array of {n} bytes"),
             other => other.name().to_string(),
         }
     }
@@ -397,6 +409,7 @@ impl Checker<'_> {
                 Type::Int => "int".to_string(),
                 Type::Str => "string".to_string(),
                 Type::Tuple(inner) => format!("({})", self.elements(*inner)),
+                Type::Bytes(n) => format!("int8[{n}]"),
             })
             .collect::<Vec<_>>()
             .join(", ")
@@ -455,6 +468,10 @@ impl Checker<'_> {
                 let found = self.expr(value)?;
                 let width = self.width(value);
                 self.widths.insert(name.clone(), width);
+                if let Type::Tuple(_) = found {
+                    let shape = self.shape(value)?;
+                    self.tuple_shapes.insert(name.clone(), shape);
+                }
                 match self.vars.get(name) {
                     Some(t) if *t != found => Err(Error::new(
                         *span,
@@ -1236,6 +1253,14 @@ impl Checker<'_> {
                 tuple.1.span,
                 "this is a tuple: only == and != apply to tuples (compare an element, $t.0)",
             ));
+        } else if let Some(array) = [(l, left), (r, right)]
+            .iter()
+            .find(|(t, _)| matches!(t, Type::Bytes(_)))
+        {
+            return Err(Error::new(
+                array.1.span,
+                "this is an array of bytes: only == and != apply to it (or index it, $a[0])",
+            ));
         } else if (l == Type::Str || r == Type::Str)
             && !matches!(op, BinOp::LogicalAnd | BinOp::LogicalOr)
         {
@@ -1452,6 +1477,18 @@ impl Checker<'_> {
         let sizes = match self.array_sizes(addr)? {
             Some(sizes) => sizes,
             None if matches!(addr.kind, ExprKind::Member { .. } | ExprKind::Field(_)) => Vec::new(),
+            // `pton()`'s bytes, or a variable holding them.
+            None if matches!(&addr.kind, ExprKind::Var(_))
+                || matches!(&addr.kind, ExprKind::Call(name, _) if name == "pton") =>
+            {
+                match self.expr(addr)? {
+                    Type::Bytes(n) => vec![u16::from(n)],
+                    found => {
+                        self.want_type(addr, found, Type::Int, "ntop()'s address")?;
+                        Vec::new()
+                    }
+                }
+            }
             None => {
                 self.want(addr, Type::Int, "ntop()'s address")?;
                 Vec::new()
@@ -1506,6 +1543,15 @@ impl Checker<'_> {
     /// and intervals from /proc/kcore, in probes the kernel fires the
     /// kernel at the event, following the pointers the address is from.
     fn deref(&mut self, address: &Expr, span: Span) -> Result<Type> {
+        // `$a[i]` of an array of bytes (`pton()`'s): a byte, in weft.
+        if let ExprKind::Binary(BinOp::Add, base, index) = &address.kind
+            && (matches!(&base.kind, ExprKind::Var(_))
+                || matches!(&base.kind, ExprKind::Call(name, _) if name == "pton"))
+            && let Type::Bytes(_) = self.expr(base)?
+        {
+            self.want(index, Type::Int, "an array's index")?;
+            return Ok(Type::Int);
+        }
         if !self.attaches.iter().any(Attach::in_kernel) {
             self.want(address, Type::Int, "an address")?;
             return Ok(Type::Int);
@@ -1569,6 +1615,7 @@ impl Checker<'_> {
         match name {
             "str" => self.string(args, span),
             "ntop" => self.ntop(args, span),
+            "pton" => pton(args, span),
             "macaddr" => self.macaddr(args, span),
             "buf" => self.buf(args, span),
             "strncmp" => self.strncmp(args, span),
@@ -1656,13 +1703,32 @@ impl Checker<'_> {
 }
 
 impl Checker<'_> {
-    /// The bytes of what `expr` gives, as bpftrace's `sizeof` counts them: a
-    /// string literal's with its NUL, a task name's 16, a member's type's,
-    /// an integer's width, any other string's 64 (as `str()` reads).
+    /// The bytes of what `expr` gives, as bpftrace's `sizeof` counts them.
     fn size_of(&mut self, expr: &Expr) -> Result<u32> {
+        Ok(self.shape(expr)?.0)
+    }
+
+    /// The bytes and alignment of what `expr` gives, as bpftrace lays it
+    /// out: a string literal's bytes with its NUL, a task name's 16, any
+    /// other string's 64 (as `str()` reads), each byte-aligned; a member's
+    /// type's; an integer's width; a tuple as a C struct of its elements,
+    /// each at its alignment, the whole a multiple of the widest.
+    fn shape(&mut self, expr: &Expr) -> Result<(u32, u32)> {
         let ty = match &expr.kind {
-            ExprKind::Str(text) => return Ok(text.len() as u32 + 1),
-            ExprKind::Builtin(Builtin::Comm) => return Ok(16),
+            ExprKind::Str(text) => return Ok((text.len() as u32 + 1, 1)),
+            ExprKind::Builtin(Builtin::Comm) => return Ok((16, 1)),
+            ExprKind::Tuple(elements) => {
+                let (mut size, mut align) = (0u32, 1u32);
+                for element in elements {
+                    let (bytes, aligned) = self.shape(element)?;
+                    size = size.next_multiple_of(aligned) + bytes;
+                    align = align.max(aligned);
+                }
+                return Ok((size.next_multiple_of(align), align));
+            }
+            ExprKind::Var(name) if self.tuple_shapes.contains_key(name) => {
+                return Ok(self.tuple_shapes[name]);
+            }
             ExprKind::Member { .. } => {
                 let attach = self.attaches.first().ok_or_else(|| {
                     Error::new(expr.span, "a member needs a probe the kernel fires")
@@ -1677,20 +1743,27 @@ impl Checker<'_> {
                 let ty = self.expr(expr)?;
                 self.attaches.clone_from_slice(&asked);
                 return match ty {
-                    Type::Int => Ok(u32::from(self.width(expr))),
-                    Type::Str => Ok(weft_abi::oneliner::STRING_LEN as u32),
+                    Type::Int => {
+                        let width = u32::from(self.width(expr));
+                        Ok((width, width))
+                    }
+                    Type::Str => Ok((weft_abi::oneliner::STRING_LEN as u32, 1)),
+                    Type::Bytes(n) => Ok((u32::from(n), 1)),
                     Type::Tuple(_) => Err(Error::new(
                         expr.span,
-                        "sizeof(): weft does not lay tuples out in memory",
+                        "sizeof(): weft lays out a tuple written in place or held in a \
+                         variable, not one read from a map",
                     )),
                 };
             }
         };
         match ty {
-            KernelType::Int { size, .. } => Ok(u32::from(size)),
-            KernelType::Pointer(_) => Ok(8),
-            KernelType::Chars(n) => Ok(u32::from(n)),
-            KernelType::Record(id) => Ok(self.kernel.record_size(id)),
+            KernelType::Int { size, .. } => Ok((u32::from(size), u32::from(size))),
+            KernelType::Pointer(_) => Ok((8, 8)),
+            KernelType::Chars(n) => Ok((u32::from(n), 1)),
+            KernelType::Record(id) => {
+                Ok((self.kernel.record_size(id), self.kernel.record_align(id)))
+            }
             KernelType::Other => Err(Error::new(
                 expr.span,
                 "sizeof(): weft does not know this member's type's size",
@@ -1732,6 +1805,7 @@ fn type_list(types: &[Type]) -> String {
             Type::Str => "string",
             // Keys are never tuples (`Checker::keys`).
             Type::Tuple(_) => "tuple",
+            Type::Bytes(_) => "bytes",
         })
         .collect::<Vec<_>>()
         .join(", ")
@@ -1751,6 +1825,29 @@ pub(crate) fn stack_frames(args: &[Expr]) -> Option<usize> {
         ] => usize::try_from(*n).ok(),
         _ => None,
     }
+}
+
+/// `pton("ADDRESS")`: the address's 4 or 16 bytes.
+fn pton(args: &[Expr], span: Span) -> Result<Type> {
+    let [
+        Expr {
+            kind: ExprKind::Str(text),
+            span: at,
+        },
+    ] = args
+    else {
+        return Err(Error::new(
+            span,
+            "pton() takes an IPv4 or IPv6 address written in place: pton(\"10.0.0.1\")",
+        ));
+    };
+    let bytes = crate::format::address_bytes(text).ok_or_else(|| {
+        Error::new(
+            *at,
+            format!("pton(): `{text}` is not an IPv4 or IPv6 address"),
+        )
+    })?;
+    Ok(Type::Bytes(bytes.len() as u8))
 }
 
 /// Whether `name` is `arg0`, `arg1`, ...: a register, not a name.
@@ -2855,6 +2952,46 @@ pub(crate) mod tests {
         assert_eq!(error.message, "no `struct nosuch`");
         // A name inside resolves as anywhere else (this was 8, silently).
         assert!(refused("BEGIN { @ = sizeof(int); }").starts_with("unknown name `int`"));
+    }
+
+    #[test]
+    fn pton_gives_an_address_s_bytes_or_says_why_not() {
+        checked(
+            r#"BEGIN { $a = pton("10.0.0.1"); @[$a[0], ntop($a)] = count(); @v = pton("::1"); }"#,
+        );
+        assert_eq!(
+            refused(r#"BEGIN { @ = pton("10.0.0.256"); }"#),
+            "pton(): `10.0.0.256` is not an IPv4 or IPv6 address"
+        );
+        assert!(refused(r#"BEGIN { $s = "1.2.3.4"; @ = pton($s); }"#).starts_with("pton() takes"));
+        assert_eq!(
+            refused(r#"BEGIN { @ = pton("1.2.3.4") + 1; }"#),
+            "this is an array of bytes: only == and != apply to it (or index it, $a[0])"
+        );
+        assert_eq!(
+            refused(r#"BEGIN { @ = pton("1.2.3.4") == pton("::1"); }"#),
+            "cannot compare an array of 4 bytes with an array of 16 bytes"
+        );
+    }
+
+    /// Sizes bpftrace 0.17 prints for the same tuples: C structs of their
+    /// elements, strings byte-aligned.
+    #[test]
+    fn sizeof_a_tuple_is_bpftrace_s() {
+        let mut plan = checked(
+            r#"BEGIN { $t = ((int8)1, (int16)2); $u = (1, (2, "x"));
+               @[sizeof((1, 2)), sizeof(((int8)1, (int16)2)), sizeof((1, "abc")),
+                 sizeof(((int8)1, "abcdefghij")), sizeof(((int32)1, (int8)2, (int64)3)),
+                 sizeof((comm, 1)), sizeof(("ab", (int8)1)), sizeof($t), sizeof($u),
+                 sizeof(((int8)1, ((int8)2, (int32)3))), sizeof((pid, (int8)1))] = count(); }"#,
+        );
+        let mut sizes = Vec::new();
+        plan.program.rewrite(&mut |expr| {
+            if let (ExprKind::Int(n), true) = (&expr.kind, expr.span.len > 3) {
+                sizes.push(*n);
+            }
+        });
+        assert_eq!(sizes, [16, 4, 16, 12, 16, 24, 4, 4, 24, 12, 16]);
     }
 
     #[test]

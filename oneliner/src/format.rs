@@ -137,7 +137,7 @@ fn convert(spec: &Spec, value: &Value) -> String {
             None => s.clone(),
         },
         // The checker passes no tuple to printf().
-        (_, Value::Tuple(_)) => value.to_string(),
+        (_, Value::Tuple(_) | Value::Bytes(_)) => value.to_string(),
         // As glibc prints a null pointer.
         ('p', Value::Int(0)) => "(nil)".into(),
         ('p', Value::Int(n)) => format!("0x{:x}", *n as u64),
@@ -197,6 +197,17 @@ pub fn mac(bytes: &[u8]) -> String {
         .map(|b| format!("{b:02X}"))
         .collect::<Vec<_>>()
         .join(":")
+}
+
+/// The bytes of the IPv4 or IPv6 address `text` writes (`10.0.0.1`,
+/// `fe80::1`), as `inet_pton` gives them and bpftrace's `pton()` does.
+pub fn address_bytes(text: &str) -> Option<Vec<u8>> {
+    if let Ok(v4) = text.parse::<std::net::Ipv4Addr>() {
+        return Some(v4.octets().to_vec());
+    }
+    text.parse::<std::net::Ipv6Addr>()
+        .ok()
+        .map(|v6| v6.octets().to_vec())
 }
 
 /// An IPv4 (4 bytes) or IPv6 (16 bytes) address in network order, as

@@ -77,6 +77,7 @@ fn tight(value: &Value) -> String {
             let parts: Vec<String> = elements.iter().map(tight).collect();
             format!("[{}]", parts.join(","))
         }
+        Value::Bytes(_) => value.to_string(),
     }
 }
 

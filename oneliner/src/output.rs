@@ -259,7 +259,7 @@ fn print_folded(
                 | Agg::Lhist(_)
                 | Agg::Stats { .. }
                 | Agg::Percentiles(_)
-                | Agg::Value(Value::Str(_) | Value::Tuple(_))
+                | Agg::Value(Value::Str(_) | Value::Tuple(_) | Value::Bytes(_))
         ) {
             continue;
         }
@@ -366,7 +366,7 @@ fn print_text(
                     p.max / div
                 )?;
             }
-            Agg::Value(value @ (Value::Str(_) | Value::Tuple(_))) => {
+            Agg::Value(value @ (Value::Str(_) | Value::Tuple(_) | Value::Bytes(_))) => {
                 writeln!(out, "{name}: {value}")?;
             }
             other => writeln!(out, "{name}: {}", number(info, other, div))?,
@@ -568,7 +568,9 @@ fn print_json(
                     ("max", Json::int(p.max / div)),
                 ])
             }
-            Agg::Value(value @ (Value::Str(_) | Value::Tuple(_))) => Json::value(value),
+            Agg::Value(value @ (Value::Str(_) | Value::Tuple(_) | Value::Bytes(_))) => {
+                Json::value(value)
+            }
             other => Json::Raw(number(info, other, div)),
         }
     };

@@ -733,10 +733,19 @@ impl<'p> Runtime<'p> {
             "ntop" => {
                 let addr = args.last().expect("checked: ntop() has an address");
                 let bytes = array_bytes(scope, addr).unwrap_or_else(|| {
-                    // An IPv4 address as an integer read from memory.
-                    (self.eval(addr, scope).int() as u32).to_le_bytes().to_vec()
+                    match self.eval(addr, scope) {
+                        Value::Bytes(bytes) => bytes,
+                        // An IPv4 address as an integer read from memory.
+                        value => (value.int() as u32).to_le_bytes().to_vec(),
+                    }
                 });
                 Value::Str(crate::format::inet(&bytes))
+            }
+            "pton" => {
+                let ExprKind::Str(text) = &args[0].kind else {
+                    unreachable!("checked: a literal")
+                };
+                Value::Bytes(crate::format::address_bytes(text).unwrap_or_default())
             }
             "strcontains" => {
                 let haystack = self.eval(&args[0], scope).to_string();
@@ -800,6 +809,15 @@ impl<'p> Runtime<'p> {
 
     /// `*address` in a probe weft runs: read from /proc/kcore.
     fn deref(&mut self, address: &Expr, scope: &mut Scope<'_, '_>) -> Value {
+        // `$a[i]` of an array of bytes (checked).
+        if let ExprKind::Binary(BinOp::Add, base, index) = &address.kind
+            && (matches!(&base.kind, ExprKind::Var(_))
+                || matches!(&base.kind, ExprKind::Call(name, _) if name == "pton"))
+            && let Value::Bytes(bytes) = self.eval(base, scope)
+        {
+            let at = usize::try_from(self.eval(index, scope).int()).ok();
+            return Value::Int(at.and_then(|at| bytes.get(at)).map_or(0, |b| i64::from(*b)));
+        }
         let pointee = address.pointee();
         let address = self.eval(address, scope).int() as u64;
         let word = self
@@ -1110,7 +1128,7 @@ fn string_of(scope: &Scope<'_, '_>, name: &str) -> Value {
     }
     match field(scope, name) {
         Value::Str(s) => Value::Str(s),
-        Value::Int(_) | Value::Tuple(_) => Value::Str(String::new()),
+        Value::Int(_) | Value::Tuple(_) | Value::Bytes(_) => Value::Str(String::new()),
     }
 }
 

@@ -9,6 +9,8 @@ pub enum Type {
     /// `(1, "a")`: the checker's tuple type of this number, which lists
     /// its elements' types (equal numbers, equal types).
     Tuple(u16),
+    /// An array of this many bytes (`pton("10.0.0.1")`: 4).
+    Bytes(u8),
 }
 
 impl Type {
@@ -17,6 +19,7 @@ impl Type {
             Self::Int => "an integer",
             Self::Str => "a string",
             Self::Tuple(_) => "a tuple",
+            Self::Bytes(_) => "an array of bytes",
         }
     }
 }
@@ -27,6 +30,8 @@ pub enum Value {
     Int(i64),
     Str(String),
     Tuple(Vec<Value>),
+    /// An array of bytes, printed as bpftrace prints one: `[10,0,0,1]`.
+    Bytes(Vec<u8>),
 }
 
 impl Value {
@@ -36,7 +41,7 @@ impl Value {
         match self {
             Self::Int(n) => *n,
             Self::Str(s) => i64::from(!s.is_empty()),
-            Self::Tuple(_) => 0,
+            Self::Tuple(_) | Self::Bytes(_) => 0,
         }
     }
 
@@ -60,6 +65,10 @@ impl std::fmt::Display for Value {
                     write!(f, "{element}")?;
                 }
                 f.write_str(")")
+            }
+            Self::Bytes(bytes) => {
+                let bytes: Vec<String> = bytes.iter().map(u8::to_string).collect();
+                write!(f, "[{}]", bytes.join(","))
             }
         }
     }

@@ -431,6 +431,21 @@ const BEGIN_PROGRAMS: &[(&str, &[&str])] = &[
            GREEN, BLUE, sizeof(struct bits), sizeof(struct w), X2); exit(); }",
         &[],
     ),
+    // pton()'s bytes: printed, keyed, held, indexed, compared, and read
+    // back by ntop().
+    (
+        "BEGIN { @a = pton(\"1.2.3.4\"); @b = (1, pton(\"::2\")); @c[pton(\"10.0.0.1\")] = count();
+           print(pton(\"fe80::1:2\")); $x = pton(\"192.168.1.254\");
+           printf(\"%d %d %s %d %d\\n\", $x[3], pton(\"1.2.3.4\")[0], ntop($x), sizeof($x),
+             $x == pton(\"192.168.1.254\")); exit(); }",
+        &[],
+    ),
+    // sizeof a tuple: a C struct of its elements, strings byte-aligned.
+    (
+        "BEGIN { $t = (1, \"x\", 2); printf(\"%d %d %d %d\\n\", sizeof($t), sizeof((comm, 1)),
+           sizeof(((int8)1, (int16)2)), sizeof(((int8)1, ((int8)2, (int32)3)))); exit(); }",
+        &[],
+    ),
     // printf hands C's snprintf a 64-bit integer; / % >> are unsigned.
     (
         "BEGIN { printf(\"%d %ld %u %lu %x %lx %hd %hhd %c %p %p|%-6d|%05x\\n\", 5000000000,
