@@ -33,7 +33,8 @@ const TEST_PACKAGES: &[&str] = &[
     // The one-liner tests compare weft's maps with bpftrace's, and run the
     // tools it ships.
     "bpftrace",
-    // The symbol tests build a C++ program and split off its debug info.
+    // The symbol and uprobe-argument tests build C and C++ programs and
+    // split off their debug info.
     "g++",
     "binutils",
     // The pcapng export test reads weft's file with Wireshark's tshark.
