@@ -170,6 +170,15 @@ pub enum ProbeKind {
         alias: &'static str,
         period: u64,
     },
+    /// `watchpoint:ADDR:LEN:MODE` (also `asyncwatchpoint:`): a hardware
+    /// breakpoint on `len` bytes at `address` of the `-p`/`-c` process
+    /// (of every process without one), firing on writes (`w`), reads and
+    /// writes (`rw`) or execution (`x`).
+    Watchpoint {
+        address: u64,
+        len: u8,
+        mode: &'static str,
+    },
     /// `interval:UNIT:N` (`s`, `ms`, `us`, or `hz`: N times a second): one
     /// CPU, periodically.
     Interval {
@@ -355,6 +364,9 @@ impl ProbeKind {
                 format!("{kind}:{alias}:{period}")
             }
             Self::Interval { unit, n } => format!("interval:{unit}:{n}"),
+            Self::Watchpoint { address, len, mode } => {
+                format!("watchpoint:0x{address:x}:{len}:{mode}")
+            }
         }
     }
 

@@ -42,7 +42,9 @@ pub(crate) fn expand(
             ProbeKind::Begin => out.push((Target::Begin, Vec::new())),
             ProbeKind::End => out.push((Target::End, Vec::new())),
             ProbeKind::Interval { .. } => out.push((probe.kind.clone(), Vec::new())),
-            ProbeKind::Profile { .. } | ProbeKind::PerfEvent { .. } => {
+            ProbeKind::Profile { .. }
+            | ProbeKind::PerfEvent { .. }
+            | ProbeKind::Watchpoint { .. } => {
                 out.push((probe.kind.clone(), Vec::new()));
             }
             ProbeKind::Tracepoint { category, name } => {

@@ -948,10 +948,48 @@ fn probe_kind(text: &str) -> std::result::Result<ProbeKind, String> {
             let (unit, n) = timed("interval", &parts, text)?;
             Ok(ProbeKind::Interval { unit, n })
         }
+        "watchpoint" | "w" | "asyncwatchpoint" | "aw" => watchpoint(kind, &parts, text),
         _ => Err(format!(
-            "unknown probe type `{kind}`: weft knows tracepoint, rawtracepoint, fentry, fexit, kprobe, kretprobe, uprobe, uretprobe, usdt, profile, software, hardware, interval, BEGIN and END"
+            "unknown probe type `{kind}`: weft knows tracepoint, rawtracepoint, fentry, fexit, kprobe, kretprobe, uprobe, uretprobe, usdt, profile, software, hardware, interval, watchpoint, asyncwatchpoint, BEGIN and END"
         )),
     }
+}
+
+/// `watchpoint:ADDR:LEN:MODE`: an address (hex or decimal), 1, 2, 4 or 8
+/// bytes, and `w`, `rw` (`wr`) or `x`, which x86-64's debug registers
+/// watch (a read alone they do not).
+fn watchpoint(kind: &str, parts: &[&str], text: &str) -> std::result::Result<ProbeKind, String> {
+    let [address, len, mode] = parts else {
+        return Err(format!("`{text}`: expected {kind}:ADDRESS:LENGTH:MODE"));
+    };
+    let address = match address.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => address.parse().ok(),
+    }
+    .ok_or_else(|| {
+        format!(
+            "`{text}`: `{address}` is not an address (weft watches an address, not a \
+             function's argument: FUNC+argN is not supported)"
+        )
+    })?;
+    let len = match *len {
+        "1" => 1,
+        "2" => 2,
+        "4" => 4,
+        "8" => 8,
+        _ => return Err(format!("`{text}`: a watchpoint's length is 1, 2, 4 or 8")),
+    };
+    let mode = match *mode {
+        "w" => "w",
+        "rw" | "wr" => "rw",
+        "x" => "x",
+        _ => {
+            return Err(format!(
+                "`{text}`: a watchpoint's mode is w, rw or x (the CPU does not watch reads alone)"
+            ));
+        }
+    };
+    Ok(ProbeKind::Watchpoint { address, len, mode })
 }
 
 /// The unit and count of a `profile` or `interval` probe, `KIND:UNIT:N`.
@@ -987,6 +1025,35 @@ fn positive(n: &str, text: &str) -> std::result::Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn watchpoints_as_bpftrace_writes_them() {
+        let kind = |text: &str| probe_kind(text);
+        assert_eq!(
+            kind("watchpoint:0x40401c:4:w"),
+            Ok(ProbeKind::Watchpoint {
+                address: 0x0040_401c,
+                len: 4,
+                mode: "w"
+            })
+        );
+        assert_eq!(
+            kind("aw:4210716:8:wr").map(|k| k.name()),
+            Ok("watchpoint:0x40401c:8:rw".into())
+        );
+        assert!(kind("w:0x10:3:w").unwrap_err().contains("1, 2, 4 or 8"));
+        assert!(
+            kind("w:0x10:4:r")
+                .unwrap_err()
+                .contains("mode is w, rw or x")
+        );
+        assert!(kind("w:main+arg0:4:w").unwrap_err().contains("FUNC+argN"));
+        assert!(
+            kind("w:0x10:4")
+                .unwrap_err()
+                .contains("ADDRESS:LENGTH:MODE")
+        );
+    }
 
     #[test]
     fn classic_one_liner() {

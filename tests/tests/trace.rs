@@ -3475,3 +3475,88 @@ fn uprobe_arguments_by_name_from_dwarf_as_bpftrace_reads_them() {
         "{stderr}"
     );
 }
+
+/// A C program, built here, that writes its global `counter` five times
+/// once it reads a line, then exits.
+const COUNTER_C: &str = r"
+#include <stdio.h>
+volatile long counter;
+int main(void) {
+    char line[8];
+    if (!fgets(line, sizeof line, stdin)) return 1;
+    for (int i = 0; i < 5; i++) counter += i;
+    return 0;
+}
+";
+
+/// A watchpoint on a process's variable fires once per write to it, as
+/// bpftrace's does: the same maps under both, and a mode or length the
+/// CPU cannot watch is an error at the probe.
+#[test]
+fn watchpoint_counts_the_writes_bpftrace_counts() {
+    let test = "watchpoint_counts_the_writes_bpftrace_counts";
+    if !needs(test, &TRACE) || !has_bpftrace(test) || !has_tool(test, "gcc", "--version") {
+        return;
+    }
+    let dir = weft_tests::capture_dir("watchpoint");
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = dir.join("counter.c");
+    std::fs::write(&source, COUNTER_C).unwrap();
+    let binary = dir.join("counter");
+    // Not position-independent: `counter` is at the address nm gives.
+    let built = Command::new("gcc")
+        .args(["-O0", "-no-pie", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .status()
+        .expect("gcc (setup installs it)");
+    assert!(built.success());
+    let nm = Command::new("nm").arg(&binary).output().expect("nm");
+    let symbols = String::from_utf8_lossy(&nm.stdout);
+    let address = symbols
+        .lines()
+        .find_map(|l| l.strip_suffix(" B counter"))
+        .expect("nm names counter");
+    let program = format!(
+        r#"BEGIN {{ printf("tracing\n"); }}
+        watchpoint:0x{address}:8:w {{ @writes[comm] = count(); @pid = count(); }}"#
+    );
+    let run = |tracer: &mut Command| -> Vec<String> {
+        let mut counter = Command::new(&binary)
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("run the counter");
+        let pid = counter.id().to_string();
+        let mut running = ToolRun::start(tracer.args(["-p", &pid, "-e", &program]));
+        let tracing = |run: &ToolRun| run.said.iter().any(|l| l == "tracing");
+        running.wait_until(tracing, std::time::Instant::now() + Duration::from_secs(60));
+        assert!(tracing(&running), "{:?}", running.said);
+        counter
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(b"go\n")
+            .expect("start the counter");
+        assert!(counter.wait().expect("wait").success());
+        let stopped = running.end(true, Duration::from_secs(20));
+        assert_eq!(stopped.ran, Ok(()), "{:?}", stopped.said);
+        stopped.said
+    };
+    let maps = |said: &[String]| -> Vec<String> {
+        said.iter()
+            .filter(|l| l.starts_with('@'))
+            .cloned()
+            .collect()
+    };
+    let theirs = maps(&run(&mut Command::new("bpftrace")));
+    let ours = maps(&run(Command::new(weft_bin()).arg("trace")));
+    assert_eq!(ours, ["@pid: 5", "@writes[counter]: 5"], "{ours:?}");
+    assert_eq!(ours, theirs);
+    let stderr = weft_refuses(&[
+        "-e",
+        &format!("watchpoint:0x{address}:8:r {{ @ = count(); }}"),
+    ]);
+    assert!(stderr.contains("mode is w, rw or x"), "{stderr}");
+    let stderr = weft_refuses(&["-e", "watchpoint:main+arg0:8:w { @ = count(); }"]);
+    assert!(stderr.contains("FUNC+argN is not supported"), "{stderr}");
+}

@@ -21,7 +21,7 @@ use aya::{
 };
 use perf_event::{
     Builder,
-    events::{Hardware, KProbe, Software, Tracepoint},
+    events::{Breakpoint, Hardware, KProbe, Software, Tracepoint},
 };
 use weft_abi::oneliner::{
     AGG_LINEAR, AGG_LOG2, AGG_PLAIN, AGGS_MAP, Aggregation, COPIES, COUNTERS_MAP, Chain, CopyKind,
@@ -133,6 +133,8 @@ pub struct OnelinerProbe {
     left_out: usize,
     /// Uprobe target files, read, by path.
     uprobe_files: std::collections::HashMap<PathBuf, FileOffsets>,
+    /// The process watchpoints watch (none: every process).
+    watched: Option<u32>,
     received: u64,
     /// Records shorter than their header says; never expected.
     malformed: u64,
@@ -229,7 +231,11 @@ impl OnelinerProbe {
             }
         }
         let rings = rings.finish(&ebpf, RINGS_MAP)?;
+        // A watchpoint watches the `-c` command, else the `-p` process,
+        // else every process.
+        let watched = Some(cpid).filter(|&pid| pid != 0).or(plan.program.pid);
         let mut probe = Self {
+            watched,
             links: Links::default(),
             uprobes: Vec::new(),
             copies: Vec::new(),
@@ -368,6 +374,9 @@ impl OnelinerProbe {
             Target::Profile { .. } | Target::PerfEvent { .. } => {
                 self.attach_perf(&attach.target, cookie)
             }
+            Target::Watchpoint { address, len, mode } => {
+                self.attach_watchpoint(*address, *len, mode, cookie)
+            }
             Target::Fentry { function, .. } | Target::RawTracepoint { name: function } => {
                 let (kind, nth) = copy.zip(nth).expect("set above");
                 self.attach_copy(kind, nth, function)
@@ -410,6 +419,46 @@ impl OnelinerProbe {
                 }
                 _ => bail!("{}: not a perf event", target.name()),
             };
+            self.link_event(fd, counter, cookie)?;
+        }
+        Ok(())
+    }
+
+    /// Attaches the perf program to a hardware breakpoint on `len` bytes
+    /// at `address`: in the watched process on any CPU, or in every
+    /// process on each CPU.
+    fn attach_watchpoint(&mut self, address: u64, len: u8, mode: &str, cookie: u64) -> Result<()> {
+        let fd = program(&mut self.ebpf, PERF_PROGRAM)?;
+        let len = u64::from(len);
+        let breakpoint = match mode {
+            "w" => Breakpoint::write(address, len),
+            "rw" => Breakpoint::read_write(address, len),
+            _ => Breakpoint::execute(address),
+        };
+        let mut builders = Vec::new();
+        match self.watched {
+            Some(pid) => {
+                let mut builder = Builder::new(breakpoint);
+                builder.observe_pid(pid.cast_signed()).any_cpu();
+                builders.push(builder);
+            }
+            None => {
+                for cpu in 0..ebpf::cpus()? as usize {
+                    let mut builder = Builder::new(breakpoint);
+                    builder.any_pid().one_cpu(cpu);
+                    builders.push(builder);
+                }
+            }
+        }
+        for mut builder in builders {
+            // Every hit: a watchpoint samples each access.
+            builder.sample_period(1).exclude_kernel(false);
+            let counter = builder.build().with_context(|| {
+                format!(
+                    "the CPU refused a breakpoint of {len} bytes at {address:#x} for `{mode}` \
+                     (x86-64 watches 1, 2, 4 or 8 aligned bytes, and code with x)"
+                )
+            })?;
             self.link_event(fd, counter, cookie)?;
         }
         Ok(())
@@ -797,7 +846,9 @@ fn shared_program(target: &Target) -> Option<&'static str> {
         Target::Kprobe { .. } => Some(KPROBE_PROGRAM),
         Target::Uprobe { exit: false, .. } | Target::Usdt { .. } => Some(UPROBE_PROGRAM),
         Target::Uprobe { exit: true, .. } => Some(URETPROBE_PROGRAM),
-        Target::Profile { .. } | Target::PerfEvent { .. } => Some(PERF_PROGRAM),
+        Target::Profile { .. } | Target::PerfEvent { .. } | Target::Watchpoint { .. } => {
+            Some(PERF_PROGRAM)
+        }
         _ => None,
     }
 }

@@ -517,6 +517,9 @@ fn explain(plan: &Plan) -> String {
             }
             Target::Profile { .. } => "weft_trace_perf, one CPU clock event per CPU with a cookie",
             Target::PerfEvent { .. } => "weft_trace_perf, one perf event per CPU with a cookie",
+            Target::Watchpoint { .. } => {
+                "weft_trace_perf, a breakpoint perf event on the watched process (per CPU without one) with a cookie"
+            }
             Target::Fentry { .. } => "a copy of weft_trace_fentry/fexit loaded for this function",
             _ => "a copy of weft_trace_raw_tp",
         };

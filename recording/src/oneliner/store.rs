@@ -198,6 +198,7 @@ fn source_name(attach: &Attach, taken: &Map<String, Value>) -> String {
         Target::Usdt { provider, name, .. } => format!("{provider}_{name}"),
         Target::Profile { unit, n } => format!("profile_{n}{unit}"),
         Target::PerfEvent { event, .. } => event.name().to_owned(),
+        Target::Watchpoint { address, .. } => format!("watchpoint_{address:x}"),
         _ => "events".into(),
     };
     let base: String = base
