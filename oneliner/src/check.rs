@@ -2075,6 +2075,13 @@ pub(crate) mod tests {
         fn typedef(&self, _: &str) -> Option<crate::kernel::Shape> {
             None
         }
+        fn paths(&self, pattern: &str) -> Vec<String> {
+            ["/usr/lib/libshop.so.1", "/usr/lib/libshop.so.2"]
+                .into_iter()
+                .filter(|p| crate::kernel::glob_match(pattern, p))
+                .map(str::to_owned)
+                .collect()
+        }
         fn process_files(&self, pid: u32) -> Result<Vec<String>> {
             Err(format!("no process {pid} here"))
         }
@@ -2971,6 +2978,26 @@ pub(crate) mod tests {
         assert_eq!(
             refused(r#"BEGIN { @ = pton("1.2.3.4") == pton("::1"); }"#),
             "cannot compare an array of 4 bytes with an array of 16 bytes"
+        );
+    }
+
+    #[test]
+    fn a_uprobe_path_glob_is_every_file_with_the_function() {
+        let plan = checked("uprobe:/usr/lib/libshop.so.*:readline { @ = count(); }");
+        let paths: Vec<String> = (plan.attaches.iter())
+            .map(|a| match &a.target {
+                Target::Uprobe { path, .. } => path.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(paths, ["/usr/lib/libshop.so.1", "/usr/lib/libshop.so.2"]);
+        assert_eq!(
+            refused("uprobe:/opt/nothing*:readline { @ = count(); }"),
+            "no file matches `/opt/nothing*`"
+        );
+        assert_eq!(
+            refused("uprobe:/usr/lib/libshop.so.*:nope { @ = count(); }"),
+            "no function of the 2 files matching `/usr/lib/libshop.so.*` is `nope`"
         );
     }
 

@@ -94,9 +94,9 @@ pub(crate) fn expand(
                 } else if let Some(named) = uprobe_args.get(&(path.clone(), symbol.clone())) {
                     fields.extend(named.iter().cloned());
                 }
-                for symbol in uprobe_functions(kernel, path, symbol, span)? {
+                for (path, symbol) in uprobe_targets(kernel, pid, path, symbol, span)? {
                     let target = Target::Uprobe {
-                        path: path.clone(),
+                        path,
                         symbol,
                         exit: *exit,
                     };
@@ -106,6 +106,54 @@ pub(crate) fn expand(
         }
     }
     Ok(out)
+}
+
+/// The `(file, function)` pairs a uprobe names. A `path` with `*` or `?`
+/// is every file it matches (`uprobe:*:FUNC` with `-p PID`: every file
+/// the process has mapped) that has the function, as bpftrace expands it;
+/// one without is the file as written.
+fn uprobe_targets(
+    kernel: &dyn Kernel,
+    pid: Option<u32>,
+    path: &str,
+    symbol: &str,
+    span: Span,
+) -> Result<Vec<(String, String)>> {
+    if !path.contains(['*', '?']) {
+        let functions = uprobe_functions(kernel, path, symbol, span)?;
+        return Ok(functions
+            .into_iter()
+            .map(|f| (path.to_owned(), f))
+            .collect());
+    }
+    let files = match pid {
+        Some(pid) if path == "*" => kernel.process_files(pid).map_err(|e| Error::new(span, e))?,
+        _ => kernel.paths(path),
+    };
+    let mut found = Vec::new();
+    for file in &files {
+        let Ok((_, functions)) = kernel.uprobe_functions(file) else {
+            continue;
+        };
+        found.extend(
+            (functions.into_iter())
+                .filter(|f| glob_match(symbol, f))
+                .map(|f| (file.clone(), f)),
+        );
+    }
+    found.dedup();
+    if found.is_empty() {
+        let what = if files.is_empty() {
+            format!("no file matches `{path}`")
+        } else {
+            format!(
+                "no function of the {} files matching `{path}` is `{symbol}`",
+                files.len()
+            )
+        };
+        return Err(Error::new(span, what));
+    }
+    Ok(found)
 }
 
 /// The functions a uprobe's `symbol` names in the file `path` names: the

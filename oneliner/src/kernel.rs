@@ -154,6 +154,9 @@ pub trait Kernel {
     /// The program and libraries process `pid` has mapped, by path: where
     /// a USDT probe without a path is looked for.
     fn process_files(&self, pid: u32) -> Result<Vec<String>, String>;
+    /// The regular files a path with `*` and `?` in it matches
+    /// (`/lib/x86_64-linux-gnu/libc.so.*`), sorted, as a shell expands it.
+    fn paths(&self, pattern: &str) -> Vec<String>;
     /// The functions a uprobe may attach to in the program or library
     /// `path` names (its symbol tables), with that file's path.
     fn uprobe_functions(&self, path: &str) -> Result<(String, Vec<String>), String>;

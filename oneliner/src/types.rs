@@ -543,6 +543,10 @@ impl Kernel for Defined<'_> {
         self.kernel.process_files(pid)
     }
 
+    fn paths(&self, pattern: &str) -> Vec<String> {
+        self.kernel.paths(pattern)
+    }
+
     fn typedef(&self, name: &str) -> Option<Shape> {
         self.kernel.typedef(name)
     }

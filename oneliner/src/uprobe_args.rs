@@ -38,7 +38,7 @@ pub(crate) fn read(program: &mut Program, kernel: &dyn Kernel) -> Result<Args> {
             continue;
         };
         let key = (path.clone(), symbol.clone());
-        if symbol.contains(['*', '?']) || args.contains_key(&key) {
+        if symbol.contains(['*', '?']) || path.contains(['*', '?']) || args.contains_key(&key) {
             continue;
         }
         let function = kernel

@@ -2599,6 +2599,16 @@ fn uprobe_and_uretprobe_on_libc_syscall() {
         ],
         "uprobe",
     );
+    // A glob in the path: every file it matches that has the function,
+    // as bpftrace expands it (here libc alone).
+    let (dir, _) = libc.rsplit_once('/').expect("a path");
+    let program = format!("uprobe:{dir}/libc.so*:syscall /pid == cpid/ {{ @[probe] = count(); }}");
+    let stdout = weft_trace(&program, &["getpid:10"], &[]);
+    expect_lines(
+        &stdout,
+        &[format!("@[uprobe:{libc}:syscall]: 10")],
+        "uprobe glob",
+    );
 }
 
 #[test]

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
+use weft_oneliner::kernel::glob_match;
 use weft_symbols::{Elf, UsdtProbe};
 
 /// The file a uprobe names, as bpftrace finds it: a path as it is; a bare
@@ -53,6 +54,41 @@ pub fn uprobe_file(name: &str) -> Result<PathBuf> {
         }
     }
     bail!("uprobe: no program or library called {name} (give its path)")
+}
+
+/// The regular files `pattern` matches, sorted: each component with `*`
+/// or `?` matched against its directory's entries (not those starting
+/// with `.`), as a shell expands it.
+pub fn glob_paths(pattern: &str) -> Vec<String> {
+    let mut found = vec![String::from(if pattern.starts_with('/') {
+        "/"
+    } else {
+        ""
+    })];
+    for component in pattern.split('/').filter(|c| !c.is_empty()) {
+        let mut next = Vec::new();
+        for dir in &found {
+            if !component.contains(['*', '?']) {
+                next.push(format!("{dir}{component}/"));
+                continue;
+            }
+            let Ok(entries) = std::fs::read_dir(if dir.is_empty() { "." } else { dir }) else {
+                continue;
+            };
+            let mut names: Vec<String> = (entries
+                .filter_map(|e| e.ok()?.file_name().into_string().ok()))
+            .filter(|name| !name.starts_with('.') && glob_match(component, name))
+            .collect();
+            names.sort_unstable();
+            next.extend(names.into_iter().map(|name| format!("{dir}{name}/")));
+        }
+        found = next;
+    }
+    found
+        .into_iter()
+        .map(|path| path.trim_end_matches('/').to_owned())
+        .filter(|path| Path::new(path).is_file())
+        .collect()
 }
 
 /// The USDT probe sites of the file at `path`.

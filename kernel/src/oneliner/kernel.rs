@@ -179,6 +179,10 @@ impl weft_oneliner::Kernel for Kernel {
         self.btf()?.member(record, name)
     }
 
+    fn paths(&self, pattern: &str) -> Vec<String> {
+        super::files::glob_paths(pattern)
+    }
+
     fn process_files(&self, pid: u32) -> Result<Vec<String>, String> {
         let maps = format!("/proc/{pid}/maps");
         let text = std::fs::read_to_string(&maps).map_err(|e| format!("{maps}: {e}"))?;

@@ -84,9 +84,27 @@ fn list_usdt(kernel: &Kernel, search: &str, out: &mut dyn Write) -> Result<()> {
 /// of each its DWARF describes.
 fn list_uprobes(kernel: &Kernel, search: &str, verbose: bool, out: &mut dyn Write) -> Result<()> {
     let (path, glob) = search.rsplit_once(':').unwrap_or((search, "*"));
+    if !path.contains(['*', '?']) {
+        return list_file_uprobes(kernel, path, glob, verbose, out);
+    }
+    // Each file the path's glob matches, as bpftrace lists them.
+    for file in kernel.paths(path) {
+        list_file_uprobes(kernel, &file, glob, verbose, out)?;
+    }
+    Ok(())
+}
+
+/// The functions of one file matching `glob`, with their parameters.
+fn list_file_uprobes(
+    kernel: &Kernel,
+    path: &str,
+    glob: &str,
+    verbose: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
     let (file, functions) = kernel
         .uprobe_functions(path)
-        .map_err(|e| anyhow::anyhow!("uprobe:{search}: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("uprobe:{path}: {e}"))?;
     let matching: Vec<&str> = (functions.iter())
         .filter(|name| glob_match(glob, name))
         .map(String::as_str)

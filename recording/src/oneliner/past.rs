@@ -771,6 +771,10 @@ impl Kernel for Recorded {
         Err(format!("the capture holds no process {pid} to look in"))
     }
 
+    fn paths(&self, _: &str) -> Vec<String> {
+        Vec::new()
+    }
+
     fn uprobe_functions(&self, path: &str) -> Result<(String, Vec<String>), String> {
         Err(format!("the capture recorded no calls into {path}"))
     }
