@@ -81,8 +81,10 @@ pub const USES_ALL: u32 = (1 << 14) - 1;
 
 /// Bytes of each string the kernel reads (bpftrace's default `strlen`).
 pub const STRING_LEN: usize = 64;
-/// Strings per event at most.
-pub const MAX_STRINGS: usize = 3;
+/// Strings and struct regions per event at most: bpftrace has no such
+/// limit, and a program reading a struct, its string members and another
+/// struct behind it needs five or six.
+pub const MAX_STRINGS: usize = 7;
 /// Context bytes copied per event at most.
 pub const MAX_RAW: usize = 256;
 /// Predicate parts tested in the kernel per probe at most.
@@ -95,7 +97,7 @@ pub const SCRATCH: usize = 1024;
 /// [`MAX_RAW`]).
 pub const RAW_MASK: usize = 2 * MAX_RAW - 1;
 /// Mask bounding the number of strings (at most [`MAX_STRINGS`]).
-pub const STRINGS_MASK: usize = 3;
+pub const STRINGS_MASK: usize = 7;
 const _: () = assert!(MAX_STRINGS <= STRINGS_MASK);
 const _: () = assert!(HEADER_SIZE + STRINGS_MASK * STRING_LEN + RAW_MASK < SCRATCH);
 
@@ -511,9 +513,10 @@ pub struct ProbeConfig {
     /// A signal to send the task when the filters hold (`signal()`), or 0.
     pub signal: u8,
     /// 1 once user space configured the probe: an array slot it never
-    /// wrote reads as zeros. (It also keeps the filters 8-byte aligned
-    /// without a padding hole.)
+    /// wrote reads as zeros.
     pub live: u8,
+    /// Keeps the filters 8-byte aligned without a padding hole.
+    pub reserved: [u8; 4],
     /// Predicate parts, all of which must hold.
     pub filters: [Filter; MAX_FILTERS],
     /// A probe whose only action is an aggregation the kernel can keep
@@ -528,7 +531,7 @@ pub struct ProbeConfig {
     pub starts: Starts,
 }
 
-const _: () = assert!(core::mem::size_of::<ProbeConfig>() == 280);
+const _: () = assert!(core::mem::size_of::<ProbeConfig>() == 392);
 
 impl ProbeConfig {
     /// The `USES_*` parts of the generic body this probe needs: a program
@@ -636,7 +639,7 @@ mod tests {
         assert_eq!(ProbeConfig::default().uses(), 0);
         let mut config = ProbeConfig {
             strings: 2,
-            string_kinds: [STRING_POINTER, STRING_CHAIN, STRING_MEMORY],
+            string_kinds: [STRING_POINTER, STRING_CHAIN, STRING_MEMORY, 0, 0, 0, 0],
             ..ProbeConfig::default()
         };
         // The third slot is past `strings`.
@@ -677,7 +680,7 @@ mod tests {
         // A configuration that needs every part needs USES_ALL: no bit is
         // one that no configuration sets.
         config.strings = 2;
-        config.string_kinds = [STRING_POINTER, STRING_MEMORY, 0];
+        config.string_kinds = [STRING_POINTER, STRING_MEMORY, 0, 0, 0, 0, 0];
         config.starts.how = STARTS_STORE;
         config.agg.value.subject = SUBJECT_ELAPSED;
         config.agg.keys[0].subject = SUBJECT_TID;

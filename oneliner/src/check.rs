@@ -25,7 +25,7 @@ use crate::{
 /// Bytes of `struct pt_regs` on x86-64.
 pub const PT_REGS_SIZE: u16 = 168;
 /// Strings the kernel reads per event at most.
-pub const MAX_STRINGS: usize = 3;
+pub use weft_abi::oneliner::MAX_STRINGS;
 /// Context bytes the kernel copies per event at most.
 pub const MAX_RAW: u16 = 256;
 
@@ -3190,11 +3190,18 @@ pub(crate) mod tests {
             error(&format!("{probe} {{ print((struct nope *)args->rqtp); }}")),
             "no `struct nope`"
         );
+        // Eight regions: the task, three parents up, two run queues, the
+        // timespec, and a parent's run queue.
         assert_eq!(
             error(&format!(
-                "{probe} {{ printf(\"%d %d %d %s\", curtask->pid, curtask->se.cfs_rq->nr_running, args->rqtp->tv_sec, curtask->comm); }}"
+                "{probe} {{ printf(\"%d %d %d %d %d %d %d %d\", curtask->pid, curtask->real_parent->pid, \
+                 curtask->real_parent->real_parent->pid, \
+                 curtask->real_parent->real_parent->real_parent->pid, \
+                 curtask->se.cfs_rq->nr_running, args->rqtp->tv_sec, \
+                 curtask->real_parent->se.cfs_rq->nr_running, \
+                 curtask->real_parent->real_parent->se.cfs_rq->nr_running); }}"
             )),
-            "a probe can read at most 3 strings and struct regions"
+            "a probe can read at most 7 strings and struct regions"
         );
         for probe in ["BEGIN", "interval:s:1"] {
             assert_eq!(

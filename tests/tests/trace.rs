@@ -2440,7 +2440,7 @@ const BROKEN: &[(&str, &str, &str, usize)] = &[
     ),
     (
         "blah:foo { @ = count(); }",
-        "unknown probe type `blah`: weft knows tracepoint, rawtracepoint, fentry, fexit, kprobe, kretprobe, uprobe, uretprobe, usdt, profile, software, hardware, interval, BEGIN and END",
+        "unknown probe type `blah`: weft knows tracepoint, rawtracepoint, fentry, fexit, kprobe, kretprobe, uprobe, uretprobe, usdt, profile, software, hardware, interval, watchpoint, asyncwatchpoint, BEGIN and END",
         "blah:foo",
         8,
     ),
@@ -3418,7 +3418,10 @@ fn uprobe_arguments_by_name_from_dwarf_as_bpftrace_reads_them() {
            uprobe:{shelf}:shelve {{
              printf("%s %d %lu %d %d\n", str(args->owner), args->n, args->big,
                     args->where, args->lent);
-             @[args->where] = sum(args->book->next->pages); }}"#
+             @[args->where] = sum(args->book->next->pages); }}
+           uprobe:{shelf}:shelve {{
+             printf("%s %s %s %d %d\n", str(args->owner), str(args->book->title),
+                    str(args->book->next->title), args->book->id, args->book->next->id); }}"#
     );
     let ours = Command::new(weft_bin())
         .args(["trace", "-c", &shelf, &program])
@@ -3445,6 +3448,8 @@ fn uprobe_arguments_by_name_from_dwarf_as_bpftrace_reads_them() {
         ours_text.contains("ada -1 18446744073709551615 0 0\n"),
         "{ours_text}"
     );
+    // Five strings and regions in one probe.
+    assert!(ours_text.contains("ada Emma Dune 1 2\n"), "{ours_text}");
     let printed = |text: &str| -> String {
         (text.lines())
             .filter(|l| !l.starts_with("Attaching"))
