@@ -7,7 +7,7 @@ use crate::{
     ast::{Item, ProbeKind},
     error::{Error, Result, Span},
     kernel::{Field, FieldKind, Kernel, glob_match},
-    registers,
+    registers::{self, REGISTER_ARGS},
 };
 
 /// A probe resolved to one attach point: a probe kind with its globs
@@ -17,8 +17,6 @@ pub type Target = ProbeKind;
 /// Arguments a raw tracepoint may have.
 const RAW_ARGS: u16 = 12;
 
-/// Registers of x86-64 `struct pt_regs` holding arguments 0 to 5.
-pub(crate) const REGISTER_ARGS: [u16; 6] = [112, 104, 96, 88, 72, 64];
 /// `pt_regs::ax`: the return value.
 const REGISTER_RET: u16 = 80;
 /// `reg(NAME)`'s field, `reg_NAME` (a column of `--store`): register NAME

@@ -7,6 +7,10 @@ const REGISTERS: [&str; 21] = [
     "orig_ax", "ip", "cs", "flags", "sp", "ss",
 ];
 
+/// The offsets of the registers holding arguments 0 to 5 (`di`, `si`,
+/// `dx`, `cx`, `r8`, `r9`, the System V calling convention).
+pub(crate) const REGISTER_ARGS: [u16; 6] = [112, 104, 96, 88, 72, 64];
+
 /// The offset of register `name` in the struct.
 pub(crate) fn offset(name: &str) -> Option<u16> {
     let at = REGISTERS.iter().position(|r| *r == name)?;

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use crate::{
     ast::{Base, ProbeKind, Program, RecordDef, TypeRef},
     error::{Error, Result},
-    expand::REGISTER_ARGS,
     kernel::{Field, FieldKind, Kernel},
+    registers::REGISTER_ARGS,
 };
 
 /// The named fields of each uprobe `(path, function)` whose file describes
