@@ -2,10 +2,11 @@
 //! their debug info split off the ways distributions do it, found as gdb
 //! finds them, demangled.
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-};
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{run, scratch};
 
 use weft_symbols::{Elf, Finder};
 
@@ -30,37 +31,6 @@ pub mod shop {
 }
 fn main() { std::process::exit(shop::checkout_total(std::env::args().count()) as i32); }
 ";
-
-/// A fresh directory for one case, removed when dropped.
-struct Scratch(PathBuf);
-
-impl std::ops::Deref for Scratch {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn scratch(name: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("weft-symbols-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
-}
-
-fn run(program: &str, args: &[&str]) {
-    let status = Command::new(program)
-        .args(args)
-        .status()
-        .unwrap_or_else(|e| panic!("{program} (setup installs it): {e}"));
-    assert!(status.success(), "{program} {args:?}");
-}
 
 fn s(path: &Path) -> &str {
     path.to_str().unwrap()

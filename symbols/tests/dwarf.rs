@@ -1,10 +1,11 @@
 //! Parameters and the types they reach, read from the DWARF of C programs
 //! the test builds: what a uprobe's `args->NAME` reads.
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-};
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{run, scratch};
 
 use weft_symbols::{CType, Elf, Finder, Function, Record};
 
@@ -28,30 +29,6 @@ __attribute__((noinline)) long work(struct outer *o, pair_t *p, enum color c, bo
 }
 int main(void) { return 0; }
 ";
-
-/// A fresh directory for one case, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn scratch(name: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("weft-dwarf-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
-}
-
-fn run(program: &str, args: &[&str]) {
-    let status = Command::new(program)
-        .args(args)
-        .status()
-        .unwrap_or_else(|e| panic!("{program} (setup installs it): {e}"));
-    assert!(status.success(), "{program} {args:?}");
-}
 
 /// Builds the program with `flags` into `dir/work`.
 fn build(dir: &Path, flags: &[&str]) -> PathBuf {
@@ -106,7 +83,7 @@ fn layout(record: &Record) -> Vec<Placed> {
 #[test]
 fn parameters_and_the_records_they_reach() {
     let dir = scratch("plain");
-    let found = work(&build(&dir.0, &[]));
+    let found = work(&build(&dir, &[]));
     let params: Vec<(&str, &CType, &str)> = (found.parameters.iter())
         .map(|p| (p.name.as_str(), &p.ty, p.spelled.as_str()))
         .collect();
@@ -166,9 +143,9 @@ fn parameters_and_the_records_they_reach() {
 #[test]
 fn parameters_from_a_compressed_split_debug_file() {
     let dir = scratch("split");
-    let binary = build(&dir.0, &["-gz=zlib"]);
+    let binary = build(&dir, &["-gz=zlib"]);
     let plain = work(&binary);
-    let debug = dir.0.join("work.debug");
+    let debug = dir.join("work.debug");
     let (binary_s, debug_s) = (binary.to_str().unwrap(), debug.to_str().unwrap());
     run("objcopy", &["--only-keep-debug", binary_s, debug_s]);
     run("strip", &["--strip-all", binary_s]);

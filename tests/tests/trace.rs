@@ -667,6 +667,39 @@ fn a_program_over_a_capture_prints_the_maps_it_printed_live() {
     }
 }
 
+/// `program` (whose BEGIN prints "tracing") traced live beside `weft
+/// record --sources SOURCES` into `dir` while the workload runs `steps`,
+/// then over that capture: what each printed. Both tracers attach while the
+/// workload waits for its start, asleep in the read of its stdin, so both
+/// see everything it does from then on.
+fn live_and_past(program: &str, steps: &[&str], sources: &str, dir: &Path) -> (String, String) {
+    let workload = Workload::spawn(WORKLOAD, steps);
+    let wchan = format!("/proc/{}/wchan", workload.pid());
+    while !std::fs::read_to_string(&wchan).is_ok_and(|w| w.ends_with("pipe_read")) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let recorder = weft_tests::Running::start(
+        &["record", "-o", dir.to_str().unwrap(), "--sources", sources],
+        "weft: recording",
+    );
+    let live = Tracer::start(
+        Command::new(weft_bin()).args(["trace", "-e", program]),
+        "tracing",
+    );
+    workload.run_to_end();
+    std::thread::sleep(Duration::from_millis(200));
+    let live = live.stop();
+    let finished = recorder.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+    let past = stdout_of(
+        Command::new(weft_bin())
+            .args(["trace", "--from"])
+            .arg(dir)
+            .args(["-e", program]),
+    );
+    (live, past)
+}
+
 /// A capture's context switches play as `sched:sched_switch`: a program
 /// traced live beside a recording of the same workload prints the same
 /// maps over the capture, the names coming from its task records.
@@ -683,32 +716,7 @@ fn context_switches_over_a_capture_are_the_switches_seen_live() {
         tracepoint:sched:sched_switch /args->prev_comm == "weft-workload"/ {
             @out[args->prev_comm, args->prev_pid == tid, args->next_pid == 0] = count(); @n = count(); }"#;
     let dir = weft_tests::capture_dir(test);
-    let workload = Workload::spawn(WORKLOAD, &["nanosleep:1:20", "getppid:1000"]);
-    // Both tracers attach while it waits for its start, asleep in the read
-    // of its stdin, so both see every switch it makes from then on.
-    let wchan = format!("/proc/{}/wchan", workload.pid());
-    while !std::fs::read_to_string(&wchan).is_ok_and(|w| w.ends_with("pipe_read")) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let recorder = weft_tests::Running::start(
-        &["record", "-o", dir.to_str().unwrap(), "--sources", "switch"],
-        "weft: recording",
-    );
-    let live = Tracer::start(
-        Command::new(weft_bin()).args(["trace", "-e", program]),
-        "tracing",
-    );
-    workload.run_to_end();
-    std::thread::sleep(Duration::from_millis(200));
-    let live = live.stop();
-    let finished = recorder.stop();
-    assert!(finished.status.success(), "{}", finished.stderr);
-    let past = stdout_of(
-        Command::new(weft_bin())
-            .args(["trace", "--from"])
-            .arg(&*dir)
-            .args(["-e", program]),
-    );
+    let (live, past) = live_and_past(program, &["nanosleep:1:20", "getppid:1000"], "switch", &dir);
     // 20 sleeps switch out and back in at least 20 times.
     let out: u64 = maps_section(&live)
         .lines()
@@ -762,30 +770,7 @@ fn block_requests_over_a_capture_are_the_requests_seen_live() {
     let dir = weft_tests::capture_dir(test);
     let bytes = 1 << 20;
     let read = format!("direct-read:{}:{bytes}", device.path);
-    let workload = Workload::spawn(WORKLOAD, &[&read]);
-    let wchan = format!("/proc/{}/wchan", workload.pid());
-    while !std::fs::read_to_string(&wchan).is_ok_and(|w| w.ends_with("pipe_read")) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let recorder = weft_tests::Running::start(
-        &["record", "-o", dir.to_str().unwrap(), "--sources", "block"],
-        "weft: recording",
-    );
-    let live = Tracer::start(
-        Command::new(weft_bin()).args(["trace", "-e", &program]),
-        "tracing",
-    );
-    workload.run_to_end();
-    std::thread::sleep(Duration::from_millis(200));
-    let live = live.stop();
-    let finished = recorder.stop();
-    assert!(finished.status.success(), "{}", finished.stderr);
-    let past = stdout_of(
-        Command::new(weft_bin())
-            .args(["trace", "--from"])
-            .arg(&*dir)
-            .args(["-e", &program]),
-    );
+    let (live, past) = live_and_past(&program, &[&read], "block", &dir);
     assert!(
         maps_section(&live).contains(&format!("@bytes: {bytes}\n")),
         "{live}"
