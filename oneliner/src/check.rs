@@ -2093,6 +2093,9 @@ pub(crate) mod tests {
             _: &str,
             function: &str,
         ) -> Result<Option<crate::UserFunction>> {
+            if function == "damaged" {
+                return Err("prog: DWARF: a damaged unit".into());
+            }
             if function != "add" {
                 return Ok(None);
             }
@@ -3265,6 +3268,12 @@ pub(crate) mod tests {
         assert_eq!(
             refused("uprobe:prog:add { @ = args->q->z; }"),
             "struct holder is declared but not defined (where a uprobe's file describes it, it holds a type weft does not read), and no `struct holder`"
+        );
+        // A file's DWARF is read only for an item that names an argument.
+        checked("uprobe:prog:damaged { @ = count(); }");
+        assert_eq!(
+            refused("uprobe:prog:damaged { @ = args->a; }"),
+            "prog: DWARF: a damaged unit"
         );
         // The program's own definition wins over the file's.
         checked("struct point { long z; }; uprobe:prog:add { @ = args->p->z; }");

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use crate::{
-    ast::{Base, ProbeKind, Program, RecordDef, TypeRef},
+    ast::{Base, Expr, ExprKind, Item, ProbeKind, Program, RecordDef, TypeRef, for_each_expr},
     error::{Error, Result},
     kernel::{Field, FieldKind, Kernel},
     registers::REGISTER_ARGS,
@@ -33,7 +33,10 @@ pub struct UserFunction {
 /// (the program's own win), and returns each uprobe's named fields.
 pub(crate) fn read(program: &mut Program, kernel: &dyn Kernel) -> Result<Args> {
     let mut args = Args::new();
-    for probe in program.items.iter().flat_map(|item| &item.probes) {
+    // Only the items that name an argument: a file's DWARF may be large
+    // (a library's installed debug file), and reading it slows start-up.
+    let naming = (program.items.iter()).filter(|item| names_an_argument(item));
+    for probe in naming.flat_map(|item| &item.probes) {
         let ProbeKind::Uprobe { path, symbol, .. } = &probe.kind else {
             continue;
         };
@@ -63,6 +66,17 @@ pub(crate) fn read(program: &mut Program, kernel: &dyn Kernel) -> Result<Args> {
         declare_holders(program, &name);
     }
     Ok(args)
+}
+
+/// Whether `item` reads a field by name (`args->NAME`) anywhere.
+fn names_an_argument(item: &Item) -> bool {
+    let mut found = false;
+    let mut look = |expr: &Expr| {
+        expr.visit(&mut |e| found |= matches!(e.kind, ExprKind::Field(_)));
+    };
+    item.predicate.iter().for_each(&mut look);
+    for_each_expr(&item.body, &mut look);
+    found
 }
 
 /// Makes a declaration of every record that holds record `name`, a
