@@ -90,7 +90,17 @@ pub(crate) fn pointer(
         }),
         ExprKind::Var(name) => bound.get(name).cloned().ok_or_else(not_pointer),
         ExprKind::Field(name) => {
-            let field = attach.field(name).ok_or_else(not_pointer)?;
+            let field = attach.field(name).ok_or_else(|| {
+                let names: Vec<&str> = attach.fields.iter().map(|f| f.name.as_str()).collect();
+                Error::new(
+                    span,
+                    format!(
+                        "{} has no field `{name}`: it has {}",
+                        attach.target.name(),
+                        names.join(", ")
+                    ),
+                )
+            })?;
             let pointee = field.pointee.as_deref().ok_or_else(not_pointer)?;
             Ok(Pointer {
                 start: Start::Context,

@@ -115,14 +115,28 @@ impl Finder {
 
     /// The parameters of `function` from the DWARF of `elf` (read from
     /// `path`), else of its separate debug file; None where neither
-    /// describes it.
+    /// describes it. A function the DWARF knows by another name at the
+    /// same address (C libraries' aliases: `nanosleep` is `__nanosleep`,
+    /// `write` is `__libc_write`) is found by that name.
     pub fn parameters(
         &self,
         path: &Path,
         elf: &Elf,
         function: &str,
     ) -> Result<Option<crate::Function>, crate::Error> {
-        Ok(self.parameters_of(path, elf, &[function])?.remove(function))
+        let functions = self.functions(path, elf);
+        let addresses: Vec<u64> = (functions.iter())
+            .filter(|f| f.name == function)
+            .map(|f| f.addr)
+            .collect();
+        let mut names = vec![function];
+        names.extend(
+            (functions.iter())
+                .filter(|f| f.name != function && addresses.contains(&f.addr))
+                .map(|f| f.name.as_str()),
+        );
+        let mut found = self.parameters_of(path, elf, &names)?;
+        Ok(names.iter().find_map(|name| found.remove(*name)))
     }
 
     /// The parameters of each of `functions` [`Self::parameters`] finds,

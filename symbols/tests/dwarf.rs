@@ -9,7 +9,7 @@ use common::{run, scratch};
 
 use weft_symbols::{CType, Elf, Finder, Function, Record};
 
-const C: &str = r"
+const C: &str = r#"
 #include <stdbool.h>
 enum color { RED, GREEN = 5 };
 typedef struct { int a; unsigned short b; } pair_t;
@@ -27,8 +27,10 @@ __attribute__((noinline)) long work(struct outer *o, pair_t *p, enum color c, bo
                                     unsigned long long big, signed char sc, double d) {
     return o->id + p->a + c + ok + big + sc + d;
 }
+__attribute__((noinline)) int __impl_count(int items, long *total) { return items + (int)*total; }
+int count(int items, long *total) __attribute__((alias("__impl_count")));
 int main(void) { return 0; }
-";
+"#;
 
 /// Builds the program with `flags` into `dir/work`.
 fn build(dir: &Path, flags: &[&str]) -> PathBuf {
@@ -136,6 +138,22 @@ fn parameters_and_the_records_they_reach() {
     );
     assert_eq!(layout(record(&found, "struct inner")).len(), 2);
     assert_eq!(record(&found, "struct pair_t").size, 8);
+}
+
+/// A C library's alias (`nanosleep` of `__nanosleep`): the DWARF names
+/// the function once, the symbol tables twice at one address.
+#[test]
+fn an_alias_is_found_by_the_name_at_its_address() {
+    let dir = scratch("alias");
+    let binary = build(&dir, &[]);
+    let bytes = std::fs::read(&binary).unwrap();
+    let elf = Elf::parse(binary.to_str().unwrap(), &bytes).unwrap();
+    let found = Finder::default()
+        .parameters(&binary, &elf, "count")
+        .unwrap()
+        .expect("count is __impl_count");
+    let names: Vec<&str> = found.parameters.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["items", "total"]);
 }
 
 /// As distributions ship them: compressed, split off behind a

@@ -31,7 +31,15 @@ pub fn declarations(path: &Path, functions: &[&str]) -> Result<HashMap<String, V
     let bytes = super::files::read(path)?;
     let elf = Elf::parse(&path.display().to_string(), &bytes)?;
     let finder = weft_symbols::Finder::new(Vec::new(), false);
-    let found = finder.parameters_of(path, &elf, functions)?;
+    // One function is also found by an alias at its address (as a probe
+    // finds it); many are looked up by name only, in one pass.
+    let found = match functions {
+        [function] => (finder.parameters(path, &elf, function)?)
+            .map(|found| ((*function).to_owned(), found))
+            .into_iter()
+            .collect(),
+        _ => finder.parameters_of(path, &elf, functions)?,
+    };
     Ok(found
         .into_iter()
         .map(|(name, function)| {
