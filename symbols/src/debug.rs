@@ -124,17 +124,22 @@ impl Finder {
         elf: &Elf,
         function: &str,
     ) -> Result<Option<crate::Function>, crate::Error> {
+        if let Some(found) = self.parameters_of(path, elf, &[function])?.remove(function) {
+            return Ok(Some(found));
+        }
+        // Only then the symbol tables (a debug file's too), for aliases.
         let functions = self.functions(path, elf);
         let addresses: Vec<u64> = (functions.iter())
             .filter(|f| f.name == function)
             .map(|f| f.addr)
             .collect();
-        let mut names = vec![function];
-        names.extend(
-            (functions.iter())
-                .filter(|f| f.name != function && addresses.contains(&f.addr))
-                .map(|f| f.name.as_str()),
-        );
+        let names: Vec<&str> = (functions.iter())
+            .filter(|f| f.name != function && addresses.contains(&f.addr))
+            .map(|f| f.name.as_str())
+            .collect();
+        if names.is_empty() {
+            return Ok(None);
+        }
         let mut found = self.parameters_of(path, elf, &names)?;
         Ok(names.iter().find_map(|name| found.remove(*name)))
     }
