@@ -821,6 +821,17 @@ impl Expr {
         }
     }
 
+    /// Whether it may give an array of bytes: `pton()`, or a variable
+    /// (which may hold one). Reading these has no side effect, so the
+    /// checker and runtime may look at their value before indexing them.
+    pub(crate) fn may_be_bytes(&self) -> bool {
+        match &self.kind {
+            ExprKind::Var(_) => true,
+            ExprKind::Call(name, _) => name == "pton",
+            _ => false,
+        }
+    }
+
     /// Calls `f` on it and on everything in it.
     pub(crate) fn visit(&self, f: &mut dyn FnMut(&Expr)) {
         f(self);

@@ -1478,17 +1478,13 @@ impl Checker<'_> {
             Some(sizes) => sizes,
             None if matches!(addr.kind, ExprKind::Member { .. } | ExprKind::Field(_)) => Vec::new(),
             // `pton()`'s bytes, or a variable holding them.
-            None if matches!(&addr.kind, ExprKind::Var(_))
-                || matches!(&addr.kind, ExprKind::Call(name, _) if name == "pton") =>
-            {
-                match self.expr(addr)? {
-                    Type::Bytes(n) => vec![u16::from(n)],
-                    found => {
-                        self.want_type(addr, found, Type::Int, "ntop()'s address")?;
-                        Vec::new()
-                    }
+            None if addr.may_be_bytes() => match self.expr(addr)? {
+                Type::Bytes(n) => vec![u16::from(n)],
+                found => {
+                    self.want_type(addr, found, Type::Int, "ntop()'s address")?;
+                    Vec::new()
                 }
-            }
+            },
             None => {
                 self.want(addr, Type::Int, "ntop()'s address")?;
                 Vec::new()
@@ -1545,8 +1541,7 @@ impl Checker<'_> {
     fn deref(&mut self, address: &Expr, span: Span) -> Result<Type> {
         // `$a[i]` of an array of bytes (`pton()`'s): a byte, in weft.
         if let ExprKind::Binary(BinOp::Add, base, index) = &address.kind
-            && (matches!(&base.kind, ExprKind::Var(_))
-                || matches!(&base.kind, ExprKind::Call(name, _) if name == "pton"))
+            && base.may_be_bytes()
             && let Type::Bytes(_) = self.expr(base)?
         {
             self.want(index, Type::Int, "an array's index")?;

@@ -811,8 +811,7 @@ impl<'p> Runtime<'p> {
     fn deref(&mut self, address: &Expr, scope: &mut Scope<'_, '_>) -> Value {
         // `$a[i]` of an array of bytes (checked).
         if let ExprKind::Binary(BinOp::Add, base, index) = &address.kind
-            && (matches!(&base.kind, ExprKind::Var(_))
-                || matches!(&base.kind, ExprKind::Call(name, _) if name == "pton"))
+            && base.may_be_bytes()
             && let Value::Bytes(bytes) = self.eval(base, scope)
         {
             let at = usize::try_from(self.eval(index, scope).int()).ok();
