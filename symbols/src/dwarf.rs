@@ -95,12 +95,21 @@ impl Elf<'_> {
         functions: &[&str],
     ) -> Result<HashMap<String, Function>, crate::Error> {
         let load = |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, crate::Error> {
-            match self.file.section_by_name(id.name()) {
-                Some(section) => section
-                    .uncompressed_data()
-                    .map_err(|e| self.error(format!("{}: {e}", id.name()))),
-                None => Ok(Cow::Borrowed(&[][..])),
+            let Some(section) = self.file.section_by_name(id.name()) else {
+                return Ok(Cow::Borrowed(&[][..]));
+            };
+            let bad = |e: object::Error| self.error(format!("{}: {e}", id.name()));
+            // A compressed section says how large it unpacks to: a file
+            // another user made could claim far more than any debug info.
+            let size = section.compressed_data().map_err(bad)?.uncompressed_size;
+            if size > crate::MAX_FILE_BYTES {
+                return Err(self.error(format!(
+                    "{} unpacks to {size} bytes, more than the {} weft reads",
+                    id.name(),
+                    crate::MAX_FILE_BYTES
+                )));
             }
+            section.uncompressed_data().map_err(bad)
         };
         let sections = gimli::DwarfSections::load(load)?;
         let dwarf = sections.borrow(|section| EndianSlice::new(section, LittleEndian));

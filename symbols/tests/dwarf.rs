@@ -185,3 +185,26 @@ fn parameters_from_a_compressed_split_debug_file() {
     std::fs::remove_file(&debug).unwrap();
     assert_eq!(finder.parameters(&binary, &elf, "work").unwrap(), None);
 }
+
+/// A compressed debug section claiming to unpack to more than weft reads
+/// (a file another user made) is refused before it is unpacked.
+#[test]
+fn a_section_claiming_a_huge_size_is_refused_unread() {
+    use object::{Object as _, ObjectSection as _};
+    let dir = scratch("bomb");
+    let binary = build(&dir, &["-gz=zlib"]);
+    let mut bytes = std::fs::read(&binary).unwrap();
+    let offset = {
+        let file = object::File::parse(&*bytes).unwrap();
+        let section = file.section_by_name(".debug_info").unwrap();
+        section.file_range().unwrap().0 as usize
+    };
+    // Elf64_Chdr: type, reserved, then the unpacked size.
+    bytes[offset + 8..offset + 16].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    let elf = Elf::parse(binary.to_str().unwrap(), &bytes).unwrap();
+    let error = Finder::default()
+        .parameters(&binary, &elf, "work")
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("unpacks to 1099511627776 bytes"), "{error}");
+}
