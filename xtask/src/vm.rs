@@ -571,15 +571,18 @@ fn boot(
         Duration::from_secs(options.timeout),
     )?;
     let mut boots = 1;
-    while accel.starts_with("tcg") && log.contains(STALE_INT3) && boots < BOOTS {
+    while accel.starts_with("tcg") && died_patching_code(&log) && boots < BOOTS {
         // Multi-threaded TCG races with a guest patching its own code (a
-        // static key flipped as a probe attaches): the other vCPU runs a
-        // stale `int3` and the guest dies. That is the emulator's fault,
-        // not a test's; one thread instead made timing tests fail.
+        // static key or static call flipped as a probe attaches or
+        // detaches): a vCPU runs, or the kernel reads back, a stale `int3`
+        // and the guest dies. That is the emulator's fault, not a test's;
+        // one thread instead made timing tests fail.
         fs::write(path.with_extension("int3.log"), &log)?;
-        println!(
-            "vm-test: {name}: the guest died on a stale int3 of code patching (a TCG race); booting it again"
-        );
+        println!("vm-test: {name}: the guest died patching its own code (a TCG race); the oops:");
+        for line in oops(&log) {
+            println!("    {line}");
+        }
+        println!("vm-test: {name}: booting it again");
         boots += 1;
         start = Instant::now();
         (log, finished) = qemu(
@@ -609,7 +612,13 @@ fn boot(
             },
             test_under_way(&log).unwrap_or("none")
         );
-        for line in log_tail(&log, 40) {
+        let oops = oops(&log);
+        let lines = if oops.is_empty() {
+            log_tail(&log, 40)
+        } else {
+            oops
+        };
+        for line in lines {
             println!("    {line}");
         }
     }
@@ -630,6 +639,40 @@ const BOOTS: u32 = 3;
 /// The oops of a CPU that ran an `int3` the kernel had already patched
 /// away: `Oops: int3: 0000 [#1]` on newer kernels, `int3: 0000 [#1]` on 6.1.
 const STALE_INT3: &str = "int3: 0000 [#";
+
+/// Kernel functions that patch code: an oops whose trace passes through
+/// one (6.1's static call check, `BUG()` on a stale `int3` it reads back,
+/// is `invalid opcode` in `arch_static_call_transform`) died of TCG's race.
+const PATCHING: [&str; 4] = [
+    "arch_static_call_transform",
+    "text_poke_bp",
+    "arch_jump_label_transform",
+    "smp_text_poke",
+];
+
+/// Whether the guest died of TCG's race with code patching.
+fn died_patching_code(log: &str) -> bool {
+    let oops = oops(log);
+    log.contains(STALE_INT3)
+        || oops
+            .iter()
+            .any(|line| PATCHING.iter().any(|f| line.contains(f)))
+}
+
+/// The kernel's first oops in the log, from a few lines before its
+/// `[#1]` header (the message that led to it), at most 60 lines: CI keeps
+/// stdout only, and a panic's last 40 lines lose its cause.
+fn oops(log: &str) -> Vec<&str> {
+    let lines: Vec<&str> = log.lines().map(str::trim_end).collect();
+    let Some(header) = lines.iter().position(|line| line.contains(" [#1]")) else {
+        return Vec::new();
+    };
+    lines[header.saturating_sub(4)..]
+        .iter()
+        .take(60)
+        .copied()
+        .collect()
+}
 
 /// A libtest line, `test PATH ... OUTCOME`: the path and the outcome, empty
 /// while the test runs.
@@ -768,6 +811,23 @@ mod tests {
         assert_eq!(test_under_way("test a::x ... ok\r\n"), None);
         assert_eq!(log_tail(log, 1), ["[  9.1] int3: 0000 [#1] PREEMPT SMP"]);
         assert!("Oops: int3: 0000 [#1] PREEMPT SMP NOPTI".contains(STALE_INT3));
+    }
+
+    #[test]
+    fn a_guest_that_died_patching_code_is_told_from_other_deaths() {
+        // 6.1's static call check reading back a stale int3 (from a CI log).
+        let log = "test a::y ... \r\n\
+                   [ 312.4] unexpected static_call insn opcode 0xcc at tp_func+0x0/0x8\r\n\
+                   [ 312.4] invalid opcode: 0000 [#1] PREEMPT SMP NOPTI\r\n\
+                   [ 312.4] RIP: 0010:__static_call_validate+0x50/0x60\r\n\
+                   [ 312.4]  arch_static_call_transform+0x52/0xa0\r\n";
+        assert!(died_patching_code(log));
+        assert_eq!(oops(log).len(), 5);
+        assert!(oops(log)[1].contains("0xcc"));
+        let other = "[ 9.1] general protection fault: 0000 [#1] SMP\r\n\
+                     [ 9.1]  bpf_prog_run+0x10/0x20\r\n";
+        assert!(!died_patching_code(other));
+        assert!(!died_patching_code("test a::x ... ok\r\n"));
     }
 
     #[test]
