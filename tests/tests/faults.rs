@@ -142,6 +142,11 @@ impl Rng {
     }
 }
 
+/// Whether `file` is a record segment (`records-N.log`).
+fn is_segment(file: &Path) -> bool {
+    (file.file_name()).is_some_and(|name| name.to_string_lossy().starts_with("records-"))
+}
+
 /// Faults every file gets; record segments get two more.
 const FAULTS: usize = 5;
 const SEGMENT_FAULTS: usize = 7;
@@ -239,7 +244,7 @@ fn every_command_on_a_damaged_capture_answers_as_before_or_fails_clearly() {
         })
         .collect();
     let sources = sources(&original);
-    let frame_before = Tmux::available(test).then(|| tui_first_frame(&original));
+    let frame_before = Tmux::available(test).then(|| tui_first_frame(&original, "faults"));
     assert!(
         matches!(frame_before, None | Some(Frame::Row(_))),
         "{frame_before:?}"
@@ -253,41 +258,47 @@ fn every_command_on_a_damaged_capture_answers_as_before_or_fails_clearly() {
         .map(|e| e.expect("an entry").path())
         .collect();
     files.sort();
-    let damaged = capture_dir("faults-damaged");
-    let mut rng = Rng(0x5eed);
-    let mut failed = 0;
-    let mut frames = 0;
-    // Three rounds: each draws new offsets.
-    for (round, file) in files.iter().cycle().take(files.len() * 3).enumerate() {
-        let name = file
-            .file_name()
-            .expect("a name")
-            .to_string_lossy()
-            .into_owned();
-        let faults = if name.starts_with("records-") {
-            SEGMENT_FAULTS
-        } else {
-            FAULTS
-        };
-        for fault in 0..faults {
-            copy_dir(&original, &damaged);
-            let what = apply(fault, &damaged.join(&name), &mut rng);
-            let noticed = same_answers(&damaged, &original, &before, &format!("{name}, {what}"));
-            failed += noticed;
-            let noticed = noticed > 0;
-            // What a command noticed, check reports.
-            if noticed && name != "weft.json" {
-                let check = run(&["check", "{}"], &damaged);
-                assert_ne!(check.code, Some(0), "{name}, {what}: check found nothing");
-            }
-            skipping(&damaged, &sources, total, &format!("{name}, {what}"));
-            // The UI's first frame, in the first round (a second each).
-            if let (Some(before), true) = (&frame_before, round < files.len()) {
-                same_first_frame(before, &damaged, &format!("{name}, {what}"));
-                frames += 1;
-            }
+    // Three rounds over every file and fault, each case on its own copy
+    // with its own draws (seeded by its number, so runs repeat): two at a
+    // time, as each case is a few dozen short weft runs.
+    let cases: Vec<(usize, &PathBuf, usize)> = (files.iter().cycle().take(files.len() * 3))
+        .enumerate()
+        .flat_map(|(round, file)| {
+            let faults = if is_segment(file) {
+                SEGMENT_FAULTS
+            } else {
+                FAULTS
+            };
+            (0..faults).map(move |fault| (round, file, fault))
+        })
+        .collect();
+    let numbered: Vec<(usize, &(usize, &PathBuf, usize))> = cases.iter().enumerate().collect();
+    let outcomes = weft_tests::at_once(&numbered, 2, |&(case, &(round, file, fault))| {
+        let name = file.file_name().expect("a name").to_string_lossy();
+        let damaged = capture_dir(&format!("faults-damaged-{case}"));
+        copy_dir(&original, &damaged);
+        let mut rng = Rng(0x5eed ^ (case as u64) << 16);
+        let what = apply(fault, &damaged.join(&*name), &mut rng);
+        let case_name = format!("{name}, {what}");
+        let noticed = same_answers(&damaged, &original, &before, &case_name);
+        // What a command noticed, check reports.
+        if noticed > 0 && name != "weft.json" {
+            let check = run(&["check", "{}"], &damaged);
+            assert_ne!(check.code, Some(0), "{case_name}: check found nothing");
         }
-    }
+        skipping(&damaged, &sources, total, &case_name);
+        // The UI's first frame, in the first round (a second each).
+        let frame = match (&frame_before, round < files.len()) {
+            (Some(before), true) => {
+                same_first_frame(before, &damaged, &format!("faults-{case}"), &case_name);
+                1
+            }
+            _ => 0,
+        };
+        (noticed, frame)
+    });
+    let failed: usize = outcomes.iter().map(|(noticed, _)| noticed).sum();
+    let frames: usize = outcomes.iter().map(|(_, frame)| frame).sum();
     eprintln!(
         "{test}: {} files x {FAULTS}-{SEGMENT_FAULTS} faults x 3 rounds x {} commands, \
          {failed} clear errors; {frames} first frames of the UI",
@@ -371,9 +382,9 @@ enum Frame {
 
 /// Opens `weft tui DIR` in a wide tmux window until the overview's
 /// `syscalls` row has its headline (then quits), or weft exits.
-fn tui_first_frame(dir: &Path) -> Frame {
+fn tui_first_frame(dir: &Path, session: &str) -> Frame {
     let command = format!("{} tui {}", weft_bin().display(), dir.display());
-    let tmux = Tmux::start_sized("faults", &command, (240, 30));
+    let tmux = Tmux::start_sized(session, &command, (240, 30));
     let filled = |s: &str| row(s, "syscalls").is_some_and(|r| r.len() > 5);
     let screen = tmux.wait_for("the first frame or an exit", |s| {
         s.contains("weft-exit=") || filled(s)
@@ -388,8 +399,8 @@ fn tui_first_frame(dir: &Path) -> Frame {
 
 /// `weft tui DIR`'s first frame of the damaged capture at `dir`: the one
 /// `before` it, a clear error, or a row whose headline names the damage.
-fn same_first_frame(before: &Frame, dir: &Path, case: &str) {
-    match tui_first_frame(dir) {
+fn same_first_frame(before: &Frame, dir: &Path, session: &str, case: &str) {
+    match tui_first_frame(dir, session) {
         Frame::Failed(screen) => assert!(
             screen.contains("weft: ") && !screen.contains("weft-exit=0"),
             "{case}: weft tui: no clear error:\n{screen}"
