@@ -79,8 +79,16 @@ pub const USES_LINEAR: u32 = 1 << 13;
 /// set it.
 pub const USES_ALL: u32 = (1 << 14) - 1;
 
-/// Bytes of each string the kernel reads (bpftrace's default `strlen`).
+/// Bytes of each string slot by default (bpftrace's default `strlen`): a
+/// string the kernel reads, or a struct region.
 pub const STRING_LEN: usize = 64;
+/// Bytes of a string slot at most: `BPFTRACE_STRLEN` up to bpftrace's
+/// maximum, 200, rounded up to a power of two for the kernel's masks.
+pub const MAX_STRING_LEN: usize = 256;
+/// The global holding the slot length of a loaded program (a power of two
+/// from [`STRING_LEN`] to [`MAX_STRING_LEN`]): read-only, so the verifier
+/// knows it.
+pub const STRING_LEN_GLOBAL: &str = "TRACE_STRING_LEN";
 /// Strings and struct regions per event at most: bpftrace has no such
 /// limit, and a program reading a struct, its string members and another
 /// struct behind it needs five or six.
@@ -92,14 +100,14 @@ pub const MAX_FILTERS: usize = 4;
 /// Bytes of the per-CPU scratch record (header, strings, context). The
 /// kernel bounds lengths with masks ([`RAW_MASK`], [`STRINGS_MASK`]) that
 /// older verifiers follow, so the scratch holds the masked maximum.
-pub const SCRATCH: usize = 1024;
+pub const SCRATCH: usize = 4096;
 /// Mask bounding the context bytes copied (user space asks for at most
 /// [`MAX_RAW`]).
 pub const RAW_MASK: usize = 2 * MAX_RAW - 1;
 /// Mask bounding the number of strings (at most [`MAX_STRINGS`]).
 pub const STRINGS_MASK: usize = 7;
 const _: () = assert!(MAX_STRINGS <= STRINGS_MASK);
-const _: () = assert!(HEADER_SIZE + STRINGS_MASK * STRING_LEN + RAW_MASK < SCRATCH);
+const _: () = assert!(HEADER_SIZE + STRINGS_MASK * MAX_STRING_LEN + RAW_MASK < SCRATCH);
 
 /// Strings `join()` reads from a pointer array, at most (bpftrace's
 /// `join_argnum`).
@@ -471,10 +479,8 @@ pub struct Chain {
     pub start: u8,
     /// Pointers followed (at most [`MAX_HOPS`]).
     pub hops: u8,
-    /// Bytes read (1 to [`STRING_LEN`]).
-    pub len: u8,
-    /// Keeps the offsets aligned without a padding hole.
-    pub reserved: u8,
+    /// Bytes read (1 to the slot's length, [`MAX_STRING_LEN`] at most).
+    pub len: u16,
     /// Offset of the bytes from the last address.
     pub at: u32,
     /// Offset of each pointer from the address before it.

@@ -35,7 +35,7 @@ use weft_abi::{
         KEY_PARTS, MAX_AGGS, MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_STARTS, MAX_STRINGS, OP_EQ,
         OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand, PROBE_SLOTS, ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES,
         STACK_KERNEL, STACK_USER, START_TASK, STARTS_NONE, STARTS_STORE, STARTS_TAKE, STRING_CHAIN,
-        STRING_DATA_LOC, STRING_LEN, STRING_SAVED, STRINGS_MASK, SUBJECT_COMM, SUBJECT_CONST,
+        STRING_DATA_LOC, STRING_LEN, STRING_SAVED, MAX_STRING_LEN, STRINGS_MASK, SUBJECT_COMM, SUBJECT_CONST,
         SUBJECT_CPU, SUBJECT_ELAPSED, SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_NONE, SUBJECT_PID,
         SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, StartKey, Starts, USES_AGG, USES_ALL, USES_COMM,
         USES_ELAPSED, USES_FILTERS, USES_JOIN, USES_LINEAR, USES_LOG2, USES_MEMORY, USES_OPERANDS,
@@ -53,6 +53,21 @@ static TRACE_IGNORE_TGID: u32 = 0;
 /// not walk the parts left out.
 #[unsafe(no_mangle)]
 static TRACE_USES: u32 = USES_ALL;
+
+/// Bytes of each string slot (`weft_abi::oneliner::STRING_LEN_GLOBAL`),
+/// set by the loader from `BPFTRACE_STRLEN`. Read-only, so the verifier
+/// knows the slots' bounds and drops the stores past them.
+#[unsafe(no_mangle)]
+static TRACE_STRING_LEN: u32 = STRING_LEN as u32;
+
+/// The slot length, 1 to [`MAX_STRING_LEN`] by a mask.
+#[inline(always)]
+fn string_len() -> usize {
+    // SAFETY: a global the loader sets; read_volatile keeps the compiler
+    // from folding in the default.
+    let len = unsafe { core::ptr::read_volatile(&TRACE_STRING_LEN) } as usize;
+    (len.wrapping_sub(1) & (MAX_STRING_LEN - 1)) + 1
+}
 
 /// Whether some probe needs one of `parts`.
 #[inline(always)]
@@ -421,7 +436,7 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
         }
         read_string(ctx, config, i, pid_tgid, buf);
     }
-    let start = HEADER_SIZE + strings * STRING_LEN;
+    let start = HEADER_SIZE + strings * string_len();
     if raw_len > 0 {
         // SAFETY: start + raw_len ≤ SCRATCH by the masks (asserted in
         // weft_abi::oneliner);
@@ -678,8 +693,9 @@ fn read_string(
     if !uses(USES_STRINGS) {
         return;
     }
-    let start = HEADER_SIZE + i * STRING_LEN;
-    let slot = &mut buf[start..start + STRING_LEN];
+    let len = string_len();
+    let start = HEADER_SIZE + i * len;
+    let slot = &mut buf[start..start + len];
     slot[0] = 0;
     let offset = config.string_offsets[i] as usize;
     let address = if kind == STRING_SAVED {
@@ -726,23 +742,35 @@ fn read_memory(
     i: usize,
     buf: &mut [u8; SCRATCH_BYTES],
 ) {
-    let start = HEADER_SIZE + i * STRING_LEN;
-    let slot = &mut buf[start..start + STRING_LEN];
+    let slot_len = string_len();
+    let start = HEADER_SIZE + i * slot_len;
+    let slot = &mut buf[start..start + slot_len];
     // Word by word and volatile: `fill(0)` compiles to a byte-by-byte
-    // `memset` call.
+    // `memset` call. Unrolled by hand to the longest slot, each store
+    // behind a test of the slot's length, which the verifier knows: it
+    // walks only the slot's stores (a loop 6.1's verifier may refuse).
     let words = slot.as_mut_ptr().cast::<u64>();
-    for w in 0..STRING_LEN / 8 {
-        // SAFETY: inside the slot; the scratch map value is 8-aligned.
-        unsafe { words.add(w).write_volatile(0) };
+    macro_rules! zero {
+        ($($w:literal)*) => {
+            $(
+                if $w * 8 < slot_len {
+                    // SAFETY: inside the slot; the scratch map value is
+                    // 8-aligned.
+                    unsafe { words.add($w).write_volatile(0) };
+                }
+            )*
+        };
     }
+    zero!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
+    const _: () = assert!(MAX_STRING_LEN == 32 * 8);
     let base = if chain.start == START_TASK {
         // SAFETY: a helper without preconditions.
         unsafe { bpf_get_current_task() }
     } else {
         ctx as u64
     };
-    // 1 to STRING_LEN, by a mask the verifier follows.
-    let len = (usize::from(chain.len).wrapping_sub(1) & (STRING_LEN - 1)) + 1;
+    // 1 to the slot's length, by a mask the verifier follows.
+    let len = (usize::from(chain.len).wrapping_sub(1) & (slot_len - 1)) + 1;
     let dst = slot.as_mut_ptr().cast();
     if chain.hops == 0 {
         // The context's or the task's own bytes: kernel memory.
@@ -791,7 +819,7 @@ fn read_memory(
                 // length asked for.
                 let rest = PAGE - (address & (PAGE - 1));
                 if rest < len as u64 {
-                    let rest = (rest as usize).wrapping_sub(1) & (STRING_LEN - 1);
+                    let rest = (rest as usize).wrapping_sub(1) & (slot_len - 1);
                     probe_read_user(dst, (rest + 1) as u32, address as *const _);
                 }
             }

@@ -145,6 +145,7 @@ pub fn check_in_weft(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> 
         attaches,
         maps,
         unsigned_prints,
+        string_len: weft_abi::oneliner::STRING_LEN,
     })
 }
 

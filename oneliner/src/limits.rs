@@ -1,7 +1,10 @@
 //! The limits bpftrace lets a user raise, taken the way bpftrace takes
 //! them: `BPFTRACE_*` environment variables, with bpftrace 0.17's defaults.
 
-use weft_abi::oneliner::STRING_LEN;
+use weft_abi::oneliner::{MAX_STRING_LEN, STRING_LEN};
+
+/// bpftrace 0.17's largest `BPFTRACE_STRLEN`.
+pub const MAX_STRLEN: usize = 200;
 
 /// What a program may fill.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -10,7 +13,7 @@ pub struct Limits {
     /// is dropped (and counted, where bpftrace says nothing).
     pub map_keys_max: usize,
     /// `BPFTRACE_STRLEN`: the bytes of a string `str()` reads, its NUL
-    /// counted (at most what the kernel side copies, 64).
+    /// counted (at most [`MAX_STRLEN`], as in bpftrace).
     pub strlen: usize,
     /// `BPFTRACE_MAX_PROBES`: the attach points a program may have.
     pub max_probes: usize,
@@ -49,13 +52,20 @@ impl Limits {
                 .filter(|n| *n > 0)
                 .ok_or_else(|| format!("{name}={text}: expected a positive number"))?;
         }
-        if limits.strlen > STRING_LEN {
+        if limits.strlen > MAX_STRLEN {
             return Err(format!(
-                "BPFTRACE_STRLEN={}: weft's kernel side reads strings of at most {STRING_LEN} bytes",
+                "BPFTRACE_STRLEN={} exceeds the maximum of {MAX_STRLEN} bytes (bpftrace's)",
                 limits.strlen
             ));
         }
         Ok(limits)
+    }
+
+    /// Bytes of each string slot the kernel fills: `strlen` rounded up to
+    /// a power of two for the kernel's masks, and never below the default
+    /// (a shorter string is cut when it is printed, as bpftrace cuts it).
+    pub fn slot_len(&self) -> usize {
+        (self.strlen.next_power_of_two()).clamp(STRING_LEN, MAX_STRING_LEN)
     }
 
     /// The limits the process's environment sets.
@@ -95,9 +105,21 @@ mod tests {
         );
         assert!(vars(&[("BPFTRACE_MAP_KEYS_MAX", "0")]).is_err());
         assert!(
-            vars(&[("BPFTRACE_STRLEN", "200")])
+            vars(&[("BPFTRACE_STRLEN", "201")])
                 .unwrap_err()
-                .contains("at most 64")
+                .contains("BPFTRACE_STRLEN=201 exceeds the maximum of 200 bytes")
+        );
+        // The kernel's slots: the default's, or a power of two up to 256.
+        let slot = |strlen| {
+            Limits {
+                strlen,
+                ..Limits::default()
+            }
+            .slot_len()
+        };
+        assert_eq!(
+            [slot(16), slot(64), slot(65), slot(128), slot(200)],
+            [64, 64, 128, 128, 256]
         );
     }
 }

@@ -348,9 +348,30 @@ pub struct Plan {
     /// The `print(x)` values that print as unsigned 64-bit numbers, by
     /// where `x` is: unsigned by bpftrace's types (`sign.rs`).
     pub unsigned_prints: std::collections::HashSet<crate::error::Span>,
+    /// Bytes of each string slot the kernel fills (`BPFTRACE_STRLEN`
+    /// rounded up, [`crate::limits::Limits::slot_len`]).
+    pub string_len: usize,
 }
 
 impl Plan {
+    /// Slots of `len` bytes (`BPFTRACE_STRLEN` rounded up, see
+    /// [`crate::limits::Limits::slot_len`]): every read that fills its
+    /// slot (a string, `buf()`) reads that much.
+    pub fn set_string_len(&mut self, len: usize) {
+        let default = weft_abi::oneliner::STRING_LEN;
+        self.string_len = len;
+        for attach in &mut self.attaches {
+            for member in &mut attach.members {
+                let read = &mut attach.reads[member.read];
+                let whole = |at, size| at == 0 && size as usize == default;
+                if whole(member.at, u32::from(member.size)) && whole(read.at, read.len) {
+                    read.len = len as u32;
+                    member.size = len as u16;
+                }
+            }
+        }
+    }
+
     pub fn map(&self, name: &str) -> Option<usize> {
         self.maps.iter().position(|m| m.name == name)
     }

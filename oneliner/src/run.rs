@@ -761,7 +761,9 @@ impl<'p> Runtime<'p> {
                 let len = args.get(1).map_or(bytes.len(), |len| {
                     usize::try_from(self.eval(len, scope).int()).unwrap_or(0)
                 });
-                Value::Str(crate::format::escaped(&bytes[..len.min(bytes.len())]))
+                // At most BPFTRACE_STRLEN bytes, as bpftrace reads.
+                let len = len.min(bytes.len()).min(self.limits.strlen);
+                Value::Str(crate::format::escaped(&bytes[..len]))
             }
             "strftime" => {
                 let ExprKind::Str(pattern) = &args[0].kind else {

@@ -564,6 +564,80 @@ fn a_full_map_drops_new_keys_as_bpftrace_s_does() {
     );
 }
 
+/// `BPFTRACE_STRLEN` sets how much of a string `str()` reads and how many
+/// bytes `buf()` gives, up to bpftrace's 200, as it sets bpftrace's: a
+/// path of 240 bytes is cut at 63, 99 and 199 characters, its `buf()` of
+/// 150 at 64, 100 and 150 bytes, in the same maps under both tracers.
+#[test]
+fn strlen_sets_the_string_length_as_in_bpftrace() {
+    let test = "strlen_sets_the_string_length_as_in_bpftrace";
+    if !needs(test, &TRACE) || !has_bpftrace(test) {
+        return;
+    }
+    let dir = weft_tests::capture_dir(test);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let name = "x".repeat(240 - dir.as_os_str().len() - 1);
+    let path = dir.join(&name);
+    std::fs::write(&path, [7u8; 4096]).expect("write the file");
+    let path = path.to_str().expect("utf-8 path");
+    assert_eq!(path.len(), 240);
+    let read = format!("read:{path}:4096");
+    let steps = [read.as_str()];
+    let command = workload_command(&steps);
+    // The file's opening only, not the loader's.
+    let prefix = &dir.to_str().expect("utf-8 path")[..30];
+    let program = format!(
+        "tracepoint:syscalls:sys_enter_openat /pid == cpid && \
+         strncmp(str(args->filename), \"{prefix}\", {}) == 0/ {{ \
+         @s[str(args->filename)] = count(); @b[buf(args->filename, 150)] = count(); }}",
+        prefix.len()
+    );
+    for (strlen, chars, bytes) in [
+        (None, 63, 64),
+        (Some("100"), 99, 100),
+        (Some("200"), 199, 150),
+    ] {
+        let [ours, theirs] = ["weft", "bpftrace"].map(|tracer| {
+            let mut tracer = if tracer == "weft" {
+                let mut weft = Command::new(weft_bin());
+                weft.arg("trace");
+                weft
+            } else {
+                Command::new("bpftrace")
+            };
+            if let Some(strlen) = strlen {
+                tracer.env("BPFTRACE_STRLEN", strlen);
+            }
+            let out = run_with_workload(tracer.args(["-c", &command, "-e", &program]), &steps);
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        });
+        let (s, b) = (
+            format!("@s[{}]: 1", &path[..chars]),
+            format!("@b[{}]: 1", &path[..bytes]),
+        );
+        assert!(
+            ours.lines().any(|l| l == s),
+            "{strlen:?}: no {s} in\n{ours}"
+        );
+        assert!(
+            ours.lines().any(|l| l == b),
+            "{strlen:?}: no {b} in\n{ours}"
+        );
+        assert_eq!(maps_section(&ours), maps_section(&theirs), "{strlen:?}");
+    }
+    let out = Command::new(weft_bin())
+        .env("BPFTRACE_STRLEN", "201")
+        .args(["trace", "-e", "BEGIN { exit(); }"])
+        .output()
+        .expect("run weft");
+    // A program weft cannot run: 2, as for a program error.
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "weft: BPFTRACE_STRLEN=201 exceeds the maximum of 200 bytes (bpftrace's)\n"
+    );
+}
+
 /// `cat()` prints at most `BPFTRACE_CAT_BYTES_MAX` bytes of a file, and a
 /// file that would block weft (a FIFO with no writer) or never ends
 /// (`/dev/zero`) neither holds it nor fills its memory.

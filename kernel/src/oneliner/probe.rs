@@ -29,7 +29,7 @@ use weft_abi::oneliner::{
     MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_STARTS, MAX_STRINGS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT,
     OP_NE, Operand as KernelOperand, PROBES_MAP, ProbeConfig, RINGS_MAP, SAVED_MAP, SCRATCH,
     STACK_KERNEL, STACK_USER, STACKS_MAP, START_CONTEXT, START_TASK, STARTS_MAP, STARTS_STORE,
-    STARTS_TAKE, STRING_CHAIN, STRING_DATA_LOC, STRING_LEN, STRING_MEMORY, STRING_POINTER,
+    STARTS_TAKE, STRING_CHAIN, STRING_DATA_LOC, STRING_LEN_GLOBAL, STRING_MEMORY, STRING_POINTER,
     STRING_SAVED, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_ELAPSED, SUBJECT_FIELD,
     SUBJECT_FUNC, SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, Starts, TRACEPOINT_COPIES,
     USES_GLOBAL, copy_key,
@@ -135,6 +135,8 @@ pub struct OnelinerProbe {
     uprobe_files: std::collections::HashMap<PathBuf, FileOffsets>,
     /// The process watchpoints watch (none: every process).
     watched: Option<u32>,
+    /// Bytes of each string slot in a record ([`STRING_LEN_GLOBAL`]).
+    string_len: usize,
     received: u64,
     /// Records shorter than their header says; never expected.
     malformed: u64,
@@ -183,6 +185,7 @@ impl OnelinerProbe {
         let mut ebpf = loader
             .override_global(IGNORE_GLOBAL, &own, true)
             .override_global(USES_GLOBAL, &uses, true)
+            .override_global(STRING_LEN_GLOBAL, &(plan.string_len as u32), true)
             .map_max_entries(RINGS_MAP, cpus)
             // The kernel allocates every stack slot up front: size the map
             // only when a probe records stacks.
@@ -247,6 +250,7 @@ impl OnelinerProbe {
             stacks: Stacks::new(finder),
             left_out: 0,
             uprobe_files: std::collections::HashMap::new(),
+            string_len: plan.string_len,
             received: 0,
             malformed: 0,
         };
@@ -662,6 +666,7 @@ impl OnelinerProbe {
             stacks,
             received,
             malformed,
+            string_len,
             ..
         } = self;
         let stack_map = ebpf
@@ -696,7 +701,7 @@ impl OnelinerProbe {
             };
             // On the stack: a Vec here was an allocation per event.
             let mut slots: [&[u8]; MAX_STRINGS] = [&[]; MAX_STRINGS];
-            let mut chunks = rest[..string_bytes].chunks(STRING_LEN);
+            let mut chunks = rest[..string_bytes].chunks(*string_len);
             let count = slots
                 .iter_mut()
                 .zip(&mut chunks)
@@ -1002,8 +1007,7 @@ fn chain(read: &weft_oneliner::plan::Read) -> Result<Chain> {
             Start::Task => START_TASK,
         },
         hops: read.hops.len() as u8,
-        len: u8::try_from(read.len).context("a member read too long")?,
-        reserved: 0,
+        len: u16::try_from(read.len).context("a member read too long")?,
         at: read.at,
         offsets,
     })

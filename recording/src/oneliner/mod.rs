@@ -204,6 +204,7 @@ pub fn run(args: Options) -> Result<()> {
 /// of aggregations is shared by every map and cannot count one map's keys.
 fn limits(plan: &mut Plan) -> Result<Limits> {
     let limits = Limits::from_env().map_err(anyhow::Error::msg)?;
+    plan.set_string_len(limits.slot_len());
     if plan.attaches.len() > limits.max_probes {
         bail!(
             "the program attaches {} probes, more than BPFTRACE_MAX_PROBES ({}); set it higher \
