@@ -2184,9 +2184,10 @@ pub(crate) mod tests {
             .collect()
     }
 
+    /// `unsigned int fd` in its 8-byte slot, read whole as bpftrace reads it.
     const READ_FD: Subject = Subject::Field {
         offset: 16,
-        size: 4,
+        size: 8,
         signed: false,
     };
 
@@ -2342,9 +2343,10 @@ pub(crate) mod tests {
             size: 8,
             signed: false,
         };
+        // `unsigned int fd` in its 8-byte slot, read whole as bpftrace reads it.
         let fd = Subject::Field {
             offset: 16,
-            size: 4,
+            size: 8,
             signed: false,
         };
         // Keyed by comm, tid, probe, a field or nothing; predicates the

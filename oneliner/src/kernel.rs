@@ -208,7 +208,10 @@ pub fn format_fields(format: &str) -> Vec<Field> {
             } else {
                 FieldKind::Int
             };
-            let (width, signed) = c_type(declaration);
+            let (mut width, mut signed) = c_type(declaration);
+            if let Some(widened) = widened(declaration, f.field.size) {
+                (width, signed) = (Some(8), widened);
+            }
             let size = if kind == FieldKind::Int {
                 width.map_or(f.field.size, |w| w.min(f.field.size))
             } else {
@@ -258,8 +261,24 @@ fn element(declaration: &str) -> Option<(u16, bool)> {
     Some((u16::try_from(width?).ok()?, signed))
 }
 
-/// Width and signedness of common C integer types in a declaration, so that
-/// `int dfd` in an 8-byte syscall slot reads as the 4-byte signed int it is.
+/// Whether a field declared `int`, or one of the 32-bit unsigned names, in
+/// an 8-byte slot (a syscall's argument) is read whole, and signed: as
+/// bpftrace 0.17 reads it (an `s64` or `u64`), so that its values and
+/// sizes print alike (`-100` in `int dfd` is `4294967196` in a map key).
+/// `const int`, `short` and the like keep their own width there.
+fn widened(declaration: &str, size: u32) -> Option<bool> {
+    let words: Vec<&str> = declaration.split_whitespace().collect();
+    let (_, ty) = words.split_last()?;
+    match (size, ty.join(" ").as_str()) {
+        (8, "int") => Some(true),
+        (8, "unsigned int" | "unsigned" | "u32" | "pid_t" | "uid_t" | "gid_t") => Some(false),
+        _ => None,
+    }
+}
+
+/// Width and signedness of common C integer types in a declaration
+/// (`umode_t mode` in an 8-byte syscall slot reads as the 2 bytes it is,
+/// as bpftrace reads it).
 fn c_type(declaration: &str) -> (Option<u32>, bool) {
     // The kernel's `__u8` is its `u8`.
     let words: Vec<&str> = declaration
@@ -271,18 +290,42 @@ fn c_type(declaration: &str) -> (Option<u32>, bool) {
     };
     let unsigned = types.iter().any(|w| *w == "unsigned" || w.starts_with('u'));
     let has = |t: &str| types.contains(&t);
-    let width = if has("char") || has("s8") || has("u8") {
+    let any = |names: &[&str]| names.iter().any(|t| has(t));
+    let width = if any(&["char", "s8", "u8"]) {
         Some(1)
-    } else if has("short") || has("s16") || has("u16") {
+    } else if any(&["short", "s16", "u16", "umode_t"]) {
         Some(2)
-    } else if has("long") || has("s64") || has("u64") || has("size_t") || has("loff_t") {
+    } else if any(&[
+        "long",
+        "s64",
+        "u64",
+        "size_t",
+        "loff_t",
+        "off_t",
+        "aio_context_t",
+    ]) {
         Some(8)
-    } else if has("int") || has("s32") || has("u32") || has("pid_t") || has("uid_t") || has("gid_t")
-    {
+    } else if any(&[
+        "int",
+        "s32",
+        "u32",
+        "pid_t",
+        "uid_t",
+        "gid_t",
+        "clockid_t",
+        "mqd_t",
+        "key_t",
+        "key_serial_t",
+        "rwf_t",
+        "timer_t",
+        "qid_t",
+        "enum",
+    ]) {
         Some(4)
     } else {
         None
     };
+    let unsigned = unsigned || any(&["umode_t", "qid_t", "aio_context_t", "enum"]);
     let signed_type = !unsigned && !has("size_t") && width.is_some();
     (width, signed_type)
 }
@@ -321,7 +364,10 @@ mod tests {
             \tfield:size_t count;\toffset:32;\tsize:8;\tsigned:0;\n\
             \tfield:char * buf;\toffset:48;\tsize:8;\tsigned:0;\n\
             \tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
-            \tfield:__data_loc char[] name;\toffset:40;\tsize:4;\tsigned:0;\n";
+            \tfield:__data_loc char[] name;\toffset:40;\tsize:4;\tsigned:0;\n\
+            \tfield:umode_t mode;\toffset:56;\tsize:8;\tsigned:0;\n\
+            \tfield:const int flags;\toffset:64;\tsize:8;\tsigned:0;\n\
+            \tfield:pid_t pid;\toffset:72;\tsize:8;\tsigned:0;\n";
         let fields = format_fields(format);
         let brief: Vec<_> = fields
             .iter()
@@ -330,7 +376,9 @@ mod tests {
         assert_eq!(
             brief,
             vec![
-                ("dfd", 16, 4, true, FieldKind::Int),
+                // bpftrace's sizes: an `int` or `pid_t` slot read whole,
+                // `umode_t` and `const int` at their own width.
+                ("dfd", 16, 8, true, FieldKind::Int),
                 (
                     "filename",
                     24,
@@ -342,6 +390,9 @@ mod tests {
                 ("buf", 48, 8, false, FieldKind::Pointer { constant: false }),
                 ("prev_comm", 8, 16, false, FieldKind::Chars),
                 ("name", 40, 4, false, FieldKind::DataLoc),
+                ("mode", 56, 2, false, FieldKind::Int),
+                ("flags", 64, 4, true, FieldKind::Int),
+                ("pid", 72, 8, false, FieldKind::Int),
             ]
         );
     }

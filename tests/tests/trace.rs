@@ -311,6 +311,13 @@ const COMPARED: &[(&str, &[&str])] = &[
              sizeof(curtask->se), sizeof(nsecs)] = count(); }"#,
         &["getppid:10"],
     ),
+    // A syscall's `int` slot read whole and `umode_t` at its own width, as
+    // bpftrace sizes them: `-100` (AT_FDCWD) keys as 4294967196.
+    (
+        "tracepoint:syscalls:sys_enter_openat /pid == cpid/ { \
+           @[sizeof(args->dfd), sizeof(args->flags), sizeof(args->mode), args->dfd] = count(); }",
+        &["read:{file}:4096"],
+    ),
     // The NUMA node of the event's CPU.
     (
         "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @[numaid] = count(); }",
