@@ -599,25 +599,37 @@ fn strlen_sets_the_string_length_as_in_bpftrace() {
          @s[str(args->filename)] = count(); @b[buf(args->filename, 150)] = count(); }}",
         prefix.len()
     );
+    // The expected lines come from the test; bpftrace's maps, compared on
+    // the host, would take 20 s of TCG in each VM and do not depend on the
+    // kernel: there weft runs alone.
+    let tracers: &[&str] = if std::env::var_os("WEFT_VM").is_some() {
+        &["weft"]
+    } else {
+        &["weft", "bpftrace"]
+    };
     for (strlen, chars, bytes) in [
         (None, 63, 64),
         (Some("100"), 99, 100),
         (Some("200"), 199, 150),
     ] {
-        let [ours, theirs] = ["weft", "bpftrace"].map(|tracer| {
-            let mut tracer = if tracer == "weft" {
-                let mut weft = Command::new(weft_bin());
-                weft.arg("trace");
-                weft
-            } else {
-                Command::new("bpftrace")
-            };
-            if let Some(strlen) = strlen {
-                tracer.env("BPFTRACE_STRLEN", strlen);
-            }
-            let out = run_with_workload(tracer.args(["-c", &command, "-e", &program]), &steps);
-            String::from_utf8_lossy(&out.stdout).into_owned()
-        });
+        let outputs: Vec<String> = tracers
+            .iter()
+            .map(|&tracer| {
+                let mut tracer = if tracer == "weft" {
+                    let mut weft = Command::new(weft_bin());
+                    weft.arg("trace");
+                    weft
+                } else {
+                    Command::new("bpftrace")
+                };
+                if let Some(strlen) = strlen {
+                    tracer.env("BPFTRACE_STRLEN", strlen);
+                }
+                let out = run_with_workload(tracer.args(["-c", &command, "-e", &program]), &steps);
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            })
+            .collect();
+        let ours = &outputs[0];
         let (s, b) = (
             format!("@s[{}]: 1", &path[..chars]),
             format!("@b[{}]: 1", &path[..bytes]),
@@ -630,7 +642,9 @@ fn strlen_sets_the_string_length_as_in_bpftrace() {
             ours.lines().any(|l| l == b),
             "{strlen:?}: no {b} in\n{ours}"
         );
-        assert_eq!(maps_section(&ours), maps_section(&theirs), "{strlen:?}");
+        if let Some(theirs) = outputs.get(1) {
+            assert_eq!(maps_section(ours), maps_section(theirs), "{strlen:?}");
+        }
     }
     let out = Command::new(weft_bin())
         .env("BPFTRACE_STRLEN", "201")
