@@ -1185,9 +1185,13 @@ pub struct StatArgs {
     pub filter: FilterArgs,
     #[command(flatten)]
     pub output: OutputArgs,
-    /// A row per process (its pid and name) instead of per syscall, as
-    /// `syscount -P` counts.
-    #[arg(long, short = 'P', help_heading = "Output")]
+    /// What a row counts: a syscall (as `strace -c`), a process (its pid
+    /// and name, as `syscount -P`), a thread (its tid and name) or a task
+    /// name (every thread of that name).
+    #[arg(long, value_enum, default_value_t, help_heading = "Output")]
+    pub by: StatBy,
+    /// A row per process: `--by pid`.
+    #[arg(short = 'P', help_heading = "Output", conflicts_with = "by")]
     pub per_process: bool,
     /// Print what weft's own kernel programs cost per syscall, by the
     /// kernel's BPF run-time statistics.
@@ -1198,6 +1202,16 @@ pub struct StatArgs {
     pub cost: bool,
     #[command(flatten)]
     pub capture: CaptureArgs,
+}
+
+/// `weft stat --by`: what a row counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum StatBy {
+    #[default]
+    Syscall,
+    Pid,
+    Tid,
+    Comm,
 }
 
 #[derive(Clone, Debug, Args)]

@@ -4,9 +4,12 @@
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
-use weft_recording::stat::{self, Plan};
+use weft_recording::stat::{self, By, Plan};
 
-use crate::{cli::StatArgs, resolve};
+use crate::{
+    cli::{StatArgs, StatBy},
+    resolve,
+};
 
 /// Runs `weft stat` until the duration ends, Ctrl-C or SIGTERM.
 pub fn run(args: &StatArgs) -> Result<ExitCode> {
@@ -26,7 +29,12 @@ fn plan(args: &StatArgs) -> Result<Plan> {
         interval: args.output.interval,
         drain_interval,
         json: args.output.json,
-        per_process: args.per_process,
+        by: match (args.per_process, args.by) {
+            (true, _) | (_, StatBy::Pid) => By::Pid,
+            (_, StatBy::Syscall) => By::Syscall,
+            (_, StatBy::Tid) => By::Tid,
+            (_, StatBy::Comm) => By::Comm,
+        },
         cost: args.cost,
     })
 }

@@ -1,6 +1,6 @@
-//! `weft stat`: per-syscall (or, with `-P`, per-process) counts, errors,
-//! rates and latency percentiles, with every lost event shown, printed per
-//! interval and in total.
+//! `weft stat`: per-syscall (or, with `--by`, per-process, per-thread or
+//! per-name) counts, errors, rates and latency percentiles, with every lost
+//! event shown, printed per interval and in total.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -33,11 +33,45 @@ pub struct Plan {
     pub drain_interval: Duration,
     /// JSON objects instead of tables.
     pub json: bool,
-    /// A row per process instead of per syscall (`syscount -P`).
-    pub per_process: bool,
+    /// What a row counts: a syscall, a process, a thread or a name.
+    pub by: By,
     /// Turn on the kernel's BPF run-time statistics and print what weft's
     /// programs cost per run.
     pub cost: bool,
+}
+
+/// What each row of the table counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum By {
+    /// A syscall (`strace -c`).
+    #[default]
+    Syscall,
+    /// A process, its pid and name (`syscount -P`).
+    Pid,
+    /// A thread, its tid and name.
+    Tid,
+    /// A task name: every thread of that name (`syscount`'s by-comm view).
+    Comm,
+}
+
+impl By {
+    /// The table's first column, the JSON list, and the JSON names of a
+    /// row's name and id.
+    fn labels(
+        self,
+    ) -> (
+        &'static str,
+        &'static str,
+        &'static str,
+        Option<&'static str>,
+    ) {
+        match self {
+            Self::Syscall => ("SYSCALL", "syscalls", "name", Some("nr")),
+            Self::Pid => ("PID     COMM", "processes", "comm", Some("pid")),
+            Self::Tid => ("TID     COMM", "threads", "comm", Some("tid")),
+            Self::Comm => ("COMM", "comms", "comm", None),
+        }
+    }
 }
 
 /// Latency of one row's calls: a histogram for percentiles plus the exact
@@ -224,12 +258,11 @@ fn human_rate(rate: f64) -> String {
     }
 }
 
-/// The table for one interval or the whole run: a row per syscall, or
-/// per process when `per_process`.
-pub fn render_table(title: &str, rows: &[Row], losses: &Losses, per_process: bool) -> String {
+/// The table for one interval or the whole run: a row per what `by` says.
+pub fn render_table(title: &str, rows: &[Row], losses: &Losses, by: By) -> String {
     let mut out = String::new();
     // Writing to a String cannot fail.
-    let _ = write_table(&mut out, title, rows, losses, per_process);
+    let _ = write_table(&mut out, title, rows, losses, by);
     out
 }
 
@@ -238,24 +271,19 @@ fn write_table(
     title: &str,
     rows: &[Row],
     losses: &Losses,
-    per_process: bool,
+    by: By,
 ) -> std::fmt::Result {
     writeln!(out, "{title}")?;
-    let first = if per_process {
-        "PID     COMM"
-    } else {
-        "SYSCALL"
-    };
+    let (first, ..) = by.labels();
     writeln!(
         out,
         "{first:<24} {:>10} {:>16} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
         "COUNT", "ERRORS", "RATE/s", "P50", "P90", "P99", "P99.9", "MAX"
     )?;
     for row in rows {
-        let first = if per_process {
-            format!("{:<7} {}", row.id, row.name)
-        } else {
-            row.name.clone()
+        let first = match by {
+            By::Pid | By::Tid => format!("{:<7} {}", row.id, row.name),
+            By::Syscall | By::Comm => row.name.clone(),
         };
         writeln!(
             out,
@@ -295,28 +323,23 @@ fn write_table(
 }
 
 /// The JSON object for one interval or the whole run: its rows under
-/// `syscalls` (`name`, `nr`), or under `processes` (`comm`, `pid`).
-pub fn render_json(
-    kind: &str,
-    elapsed: Duration,
-    rows: &[Row],
-    losses: &Losses,
-    per_process: bool,
-) -> Value {
-    let (list, name, id) = if per_process {
-        ("processes", "comm", "pid")
-    } else {
-        ("syscalls", "name", "nr")
-    };
+/// `syscalls` (`name`, `nr`), `processes` (`comm`, `pid`), `threads`
+/// (`comm`, `tid`) or `comms` (`comm`).
+pub fn render_json(kind: &str, elapsed: Duration, rows: &[Row], losses: &Losses, by: By) -> Value {
+    let (_, list, name, id) = by.labels();
     let rows: Vec<Value> = rows
         .iter()
         .map(|r| {
-            json!({
-                name: r.name, id: r.id, "count": r.count, "errors": r.errors,
+            let mut row = json!({
+                name: r.name, "count": r.count, "errors": r.errors,
                 "top_errno": r.top_errno.map(errno_name), "rate": r.rate,
                 "min_ns": r.min, "p50_ns": r.p50, "p90_ns": r.p90, "p99_ns": r.p99,
                 "p999_ns": r.p999, "max_ns": r.max,
-            })
+            });
+            if let Some(id) = id {
+                row[id] = json!(r.id);
+            }
+            row
         })
         .collect();
     let mut object = losses.to_json();
@@ -350,7 +373,7 @@ pub fn run(plan: &Plan, out: &mut dyn Write) -> Result<()> {
         total: Stats::default(),
         current: Stats::default(),
         since: Instant::now(),
-        comms: HashMap::new(),
+        tasks: Tasks::default(),
         costs: Vec::new(),
         // From here, not from the start of the process: loading the
         // programs is not tracing.
@@ -363,7 +386,7 @@ pub fn run(plan: &Plan, out: &mut dyn Write) -> Result<()> {
         mut total,
         current,
         out,
-        comms,
+        tasks,
         ..
     } = table;
     total.merge(&current);
@@ -373,7 +396,7 @@ pub fn run(plan: &Plan, out: &mut dyn Write) -> Result<()> {
     let rows = Rows {
         stats: &total,
         losses: &losses,
-        comms: &comms,
+        names: &tasks.names,
         costs: &costs,
         cpu: own_cpu_seconds() - cpu_start,
     };
@@ -381,28 +404,49 @@ pub fn run(plan: &Plan, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-/// Processes `-P` gives rows of their own; the calls of any more share
-/// the row [`OTHERS`].
-const MAX_PROCESSES: usize = 4096;
-/// The row of the processes past [`MAX_PROCESSES`] (no pid is this).
+/// Tasks (processes or threads) `--by` gives rows of their own, or names
+/// it reads; the calls of any more share the row [`OTHERS`].
+const MAX_TASKS: usize = 4096;
+/// The row of the tasks past [`MAX_TASKS`] (no pid or tid is this).
 const OTHERS: u32 = u32::MAX;
 
-/// The `-P` row of process `pid`, named in `comms` the first time. Rows
-/// are bounded: a machine that starts processes without end must not grow
+/// The rows of tasks, each named once, when its first call arrives:
+/// bounded, as a machine that starts processes without end must not grow
 /// weft's tables without end.
-fn process_row(comms: &mut HashMap<u32, String>, pid: u32) -> u32 {
-    let row = if comms.contains_key(&pid) || comms.len() < MAX_PROCESSES {
-        pid
-    } else {
-        OTHERS
-    };
-    comms.entry(row).or_insert_with(|| match row {
-        OTHERS => "(other processes)".to_owned(),
-        // Gone already: its calls still count, under its pid.
-        pid => std::fs::read_to_string(format!("/proc/{pid}/comm"))
-            .map_or_else(|_| "?".to_owned(), |c| c.trim_end().to_owned()),
-    });
-    row
+#[derive(Default)]
+struct Tasks {
+    /// The row of each task seen (`--by comm`: its name's).
+    rows: HashMap<u32, u32>,
+    /// Each row's name.
+    names: HashMap<u32, String>,
+}
+
+impl Tasks {
+    /// The row of `event`'s process, thread or name.
+    fn row(&mut self, by: By, event: &SyscallEvent) -> u32 {
+        let task = if by == By::Pid { event.pid } else { event.tid };
+        if let Some(row) = self.rows.get(&task) {
+            return *row;
+        }
+        if self.rows.len() >= MAX_TASKS {
+            self.names
+                .entry(OTHERS)
+                .or_insert_with(|| "(other tasks)".to_owned());
+            return OTHERS;
+        }
+        // Gone already: its calls still count, under its id.
+        let comm = std::fs::read_to_string(format!("/proc/{}/task/{task}/comm", event.pid))
+            .map_or_else(|_| "?".to_owned(), |c| c.trim_end().to_owned());
+        let row = if by == By::Comm {
+            let known = self.names.iter().find(|(_, name)| **name == comm);
+            known.map_or(self.names.len() as u32, |(row, _)| *row)
+        } else {
+            task
+        };
+        self.rows.insert(task, row);
+        self.names.entry(row).or_insert(comm);
+        row
+    }
 }
 
 /// `stat`'s consumer: histograms per interval, printed each tick.
@@ -412,8 +456,9 @@ struct Table<'a> {
     total: Stats,
     current: Stats,
     since: Instant,
-    /// Each process's name, read when its first call arrives (with `-P`).
-    comms: HashMap<u32, String>,
+    /// Each task's row and name, read when its first call arrives (with
+    /// `--by` other than syscall).
+    tasks: Tasks,
     /// The programs' costs at the last tick (with `--cost`).
     costs: Vec<ProgramCost>,
     /// weft's own CPU time at the last tick, in seconds.
@@ -429,11 +474,10 @@ impl Consumer for Table<'_> {
         let Some(event) = SyscallEvent::read(record) else {
             return;
         };
-        if !self.plan.per_process {
-            self.current.record(event.nr, &event);
-            return;
-        }
-        let row = process_row(&mut self.comms, event.pid);
+        let row = match self.plan.by {
+            By::Syscall => event.nr,
+            by => self.tasks.row(by, &event),
+        };
         self.current.record(row, &event);
     }
 
@@ -444,7 +488,7 @@ impl Consumer for Table<'_> {
         let rows = Rows {
             stats: &self.current,
             losses: &losses,
-            comms: &self.comms,
+            names: &self.tasks.names,
             costs: &costs,
             cpu: cpu - self.cpu,
         };
@@ -463,7 +507,8 @@ impl Consumer for Table<'_> {
 struct Rows<'a> {
     stats: &'a Stats,
     losses: &'a Losses,
-    comms: &'a HashMap<u32, String>,
+    /// Each row's name, but for syscalls'.
+    names: &'a HashMap<u32, String>,
     /// The programs' costs over the table's span (`--cost`), else none.
     costs: &'a [ProgramCost],
     /// weft's own CPU time over the span, in seconds.
@@ -481,18 +526,18 @@ fn emit(
     let Rows {
         stats,
         losses,
-        comms,
+        names,
         costs,
         cpu,
     } = table;
     let cpu_percent = 100.0 * cpu / elapsed.as_secs_f64().max(1e-9);
-    let rows = if plan.per_process {
-        stats.rows(elapsed, |pid| comms.get(&pid).cloned().unwrap_or_default())
-    } else {
+    let rows = if plan.by == By::Syscall {
         stats.rows(elapsed, syscall_name)
+    } else {
+        stats.rows(elapsed, |row| names.get(&row).cloned().unwrap_or_default())
     };
     let text = if plan.json {
-        let mut object = render_json(kind, elapsed, &rows, losses, plan.per_process);
+        let mut object = render_json(kind, elapsed, &rows, losses, plan.by);
         if plan.cost {
             object["probe_cost"] = cost_json(costs);
             object["probe_cost"]["weft_cpu_percent"] = json!(cpu_percent);
@@ -504,7 +549,7 @@ fn emit(
             elapsed.as_secs_f64(),
             stats.count()
         );
-        let mut text = render_table(&title, &rows, losses, plan.per_process);
+        let mut text = render_table(&title, &rows, losses, plan.by);
         if plan.cost {
             text.push_str(&cost_line(costs));
             // Writing to a String cannot fail.

@@ -1,5 +1,6 @@
 //! `weft stat` against real syscalls of a child with an exactly known count.
 
+use serde_json::json;
 use weft_tests::{Cgroup, Stat, StatOutput, Workload, can_trace, run_weft};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
@@ -131,9 +132,10 @@ fn pid_filter_excludes_other_processes() {
     assert_eq!(out.count("getppid"), 10_000, "{}", out.total);
 }
 
-/// `-P` gives a row per process, named, as `syscount -P` does, and every
-/// row counts its calls that failed, as `strace -c` does: two workloads,
-/// each row exact.
+/// `-P` gives a row per process, named, as `syscount -P` does, `--by tid`
+/// one per thread and `--by comm` one per task name, and every row counts
+/// its calls that failed, as `strace -c` does: two workloads, each row
+/// exact.
 #[test]
 fn per_process_rows_and_errors_are_exact() {
     if !can_trace("per_process_rows_and_errors_are_exact") {
@@ -150,6 +152,8 @@ fn per_process_rows_and_errors_are_exact() {
     let pids = format!("{},{}", one.pid(), two.pid());
     let by_process = Stat::start(&["--pid", &pids, "--syscall", "getppid,close", "-P"]);
     let by_call = Stat::start(&["--pid", &pids, "--syscall", "getppid,close"]);
+    let by_thread = Stat::start(&["--pid", &pids, "--syscall", "getppid,close", "--by", "tid"]);
+    let by_name = Stat::start(&["--pid", &pids, "--syscall", "getppid,close", "--by", "comm"]);
     let (pid_one, pid_two) = (one.pid(), two.pid());
     one.run_to_end();
     two.run_to_end();
@@ -174,6 +178,32 @@ fn per_process_rows_and_errors_are_exact() {
         );
         assert_eq!(row["comm"], "weft-workload");
     }
+    // The workload makes its calls on its main thread, whose tid is its pid.
+    let by_thread = by_thread.stop();
+    let threads = by_thread.total["threads"].as_array().expect("threads");
+    let mut counts: Vec<_> = (threads.iter())
+        .map(|r| (r["tid"].as_u64(), r["count"].as_u64(), r["comm"].clone()))
+        .collect();
+    counts.sort_by_key(|(tid, ..)| *tid);
+    let mut expected = vec![
+        (Some(u64::from(pid_one)), Some(3700), json!("weft-workload")),
+        (Some(u64::from(pid_two)), Some(1100), json!("weft-workload")),
+    ];
+    expected.sort_by_key(|(tid, ..)| *tid);
+    assert_eq!(counts, expected, "{}", by_thread.total);
+    // One name, both processes.
+    let by_name = by_name.stop();
+    let names = by_name.total["comms"].as_array().expect("comms");
+    assert_eq!(names.len(), 1, "{}", by_name.total);
+    assert_eq!(
+        (
+            &names[0]["comm"],
+            names[0]["count"].as_u64(),
+            names[0]["errors"].as_u64()
+        ),
+        (&json!("weft-workload"), Some(4800), Some(1800))
+    );
+    assert!(names[0].get("pid").is_none(), "{}", by_name.total);
 }
 
 /// `--cgroup DIR` traces the threads in that cgroup v2 directory only,
