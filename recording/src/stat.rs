@@ -714,23 +714,35 @@ mod tests {
     }
 
     #[test]
-    fn processes_past_the_bound_share_one_row() {
-        let mut comms = HashMap::new();
+    fn tasks_past_the_bound_share_one_row_and_names_share_theirs() {
+        let event = |pid: u32, tid: u32| SyscallEvent {
+            pid,
+            tid,
+            ..SyscallEvent::default()
+        };
+        let mut tasks = Tasks::default();
         let own = std::process::id();
-        assert_eq!(process_row(&mut comms, own), own);
+        assert_eq!(tasks.row(By::Pid, &event(own, own)), own);
         // Pids no process has (above pid_max's limit) are rows named `?`.
-        for pid in 0..MAX_PROCESSES as u32 - 1 {
-            assert_eq!(process_row(&mut comms, (1 << 23) + pid), (1 << 23) + pid);
+        for pid in 0..MAX_TASKS as u32 - 1 {
+            let pid = (1 << 23) + pid;
+            assert_eq!(tasks.row(By::Pid, &event(pid, pid)), pid);
         }
-        assert_eq!(process_row(&mut comms, 7 << 23), OTHERS);
-        assert_eq!(
-            process_row(&mut comms, own),
-            own,
-            "a known process keeps its row"
-        );
-        assert_eq!(comms.len(), MAX_PROCESSES + 1);
-        assert_eq!(comms[&OTHERS], "(other processes)");
-        assert_eq!(comms[&((1 << 23) + 5)], "?");
+        assert_eq!(tasks.row(By::Pid, &event(7 << 23, 7 << 23)), OTHERS);
+        let known = tasks.row(By::Pid, &event(own, own));
+        assert_eq!(known, own, "a known process keeps its row");
+        assert_eq!(tasks.names.len(), MAX_TASKS + 1);
+        assert_eq!(tasks.names[&OTHERS], "(other tasks)");
+        assert_eq!(tasks.names[&((1 << 23) + 5)], "?");
+
+        // By name: this process's threads share its name's row; tasks
+        // gone share `?`'s.
+        let mut tasks = Tasks::default();
+        let main = tasks.row(By::Comm, &event(own, own));
+        let gone = tasks.row(By::Comm, &event(1 << 23, 1 << 23));
+        assert_ne!(main, gone);
+        assert_eq!(tasks.row(By::Comm, &event(3 << 23, 3 << 23)), gone);
+        assert_eq!(tasks.names.len(), 2);
     }
 
     #[test]
@@ -761,7 +773,7 @@ mod tests {
             enter_table_full: 0,
             unpaired_exits: 1,
         };
-        let text = render_table("t", &[], &losses, false);
+        let text = render_table("t", &[], &losses, By::Syscall);
         assert!(
             text.contains("lost 3 (ring full 3, enter table full 0); received 7 of 10 seen"),
             "{text}"
