@@ -514,26 +514,53 @@ fn qemu(
         .spawn()
         .context("failed to start qemu-system-x86_64")?;
     let mut stdout = child.stdout.take().context("qemu stdout")?;
-    let reader = std::thread::spawn(move || {
-        let mut text = Vec::new();
-        let _ = stdout.read_to_end(&mut text);
-        String::from_utf8_lossy(&text).into_owned()
-    });
     let start = Instant::now();
+    // When the serial console last said something, in ms since `start`.
+    let said = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let reader = std::thread::spawn({
+        let said = said.clone();
+        move || {
+            let (mut text, mut chunk) = (Vec::new(), [0u8; 4096]);
+            while let Ok(n @ 1..) = stdout.read(&mut chunk) {
+                text.extend_from_slice(&chunk[..n]);
+                said.store(
+                    start.elapsed().as_millis() as u64,
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+            }
+            String::from_utf8_lossy(&text).into_owned()
+        }
+    });
+    let silent = || {
+        let said = Duration::from_millis(said.load(std::sync::atomic::Ordering::Relaxed));
+        start.elapsed().saturating_sub(said) > SILENCE
+    };
+    let mut hung = false;
     let finished = loop {
         if child.try_wait()?.is_some() {
             break true;
         }
-        if start.elapsed() > timeout {
+        hung = silent();
+        if start.elapsed() > timeout || hung {
             let _ = child.kill();
             let _ = child.wait();
             break false;
         }
         std::thread::sleep(Duration::from_millis(200));
     };
-    let text = reader.join().unwrap_or_default();
+    let mut text = reader.join().unwrap_or_default();
+    if hung {
+        let _ = writeln!(text, "\n{HUNG} {} s", SILENCE.as_secs());
+    }
     Ok((text, finished))
 }
+
+/// Longer than any test's own timeouts (a minute or two) leave the
+/// console silent: a guest silent this long has stopped in its kernel.
+const SILENCE: Duration = Duration::from_secs(300);
+
+/// The line `qemu` adds to a log whose guest fell [`SILENCE`]-long silent.
+const HUNG: &str = "vm-test: the guest's console was silent for";
 
 /// A guest whose init hangs must be killed and reported, not hang us.
 fn check_timeout(vmlinuz: &Path, initrd: &Path, accel: &str) -> Result<()> {
@@ -571,16 +598,36 @@ fn boot(
         Duration::from_secs(options.timeout),
     )?;
     let mut boots = 1;
-    while accel.starts_with("tcg") && died_patching_code(&log) && boots < BOOTS {
+    while accel.starts_with("tcg")
+        && (died_patching_code(&log) || log.contains(HUNG))
+        && boots < BOOTS
+    {
         // Multi-threaded TCG races with a guest patching its own code (a
         // static key or static call flipped as a probe attaches or
         // detaches): a vCPU runs, or the kernel reads back, a stale `int3`
         // and the guest dies. That is the emulator's fault, not a test's;
         // one thread instead made timing tests fail.
         fs::write(path.with_extension("int3.log"), &log)?;
-        println!("vm-test: {name}: the guest died patching its own code (a TCG race); the oops:");
-        for line in oops(&log) {
-            println!("    {line}");
+        if log.contains(HUNG) {
+            // Seen once on 6.1, both vCPUs busy for 28 minutes during
+            // a test whose every wait has its own timeout: the guest's
+            // kernel had stopped, with no oops and no watchdog (TCG has no
+            // NMI watchdog for a CPU spinning with interrupts off).
+            println!(
+                "vm-test: {name}: the guest said nothing for {} s while {} ran; the log ends:",
+                SILENCE.as_secs(),
+                test_under_way(&log).unwrap_or("no test")
+            );
+            for line in log_tail(&log, 10) {
+                println!("    {line}");
+            }
+        } else {
+            println!(
+                "vm-test: {name}: the guest died patching its own code (a TCG race); the oops:"
+            );
+            for line in oops(&log) {
+                println!("    {line}");
+            }
         }
         println!("vm-test: {name}: booting it again");
         boots += 1;
