@@ -59,6 +59,18 @@ fn run_with_workload(tool: &mut Command, steps: &[&str]) -> Output {
     output.expect("wait for the tracer")
 }
 
+/// `weft trace` for "weft", else `bpftrace`: the same program's command
+/// under either tracer.
+fn tracer_command(tracer: &str) -> Command {
+    if tracer == "weft" {
+        let mut weft = Command::new(weft_bin());
+        weft.arg("trace");
+        weft
+    } else {
+        Command::new("bpftrace")
+    }
+}
+
 fn workload_command(steps: &[&str]) -> String {
     format!("{WORKLOAD} {}", steps.join(" "))
 }
@@ -546,13 +558,7 @@ fn a_full_map_drops_new_keys_as_bpftrace_s_does() {
     let steps = ["getppid:20"];
     let command = workload_command(&steps);
     let [ours, theirs] = ["weft", "bpftrace"].map(|tracer| {
-        let mut tracer = if tracer == "weft" {
-            let mut weft = Command::new(weft_bin());
-            weft.arg("trace");
-            weft
-        } else {
-            Command::new("bpftrace")
-        };
+        let mut tracer = tracer_command(tracer);
         tracer.env("BPFTRACE_MAP_KEYS_MAX", "3");
         run_with_workload(tracer.args(["-c", &command, "-e", program]), &steps)
     });
@@ -615,13 +621,7 @@ fn strlen_sets_the_string_length_as_in_bpftrace() {
         let outputs: Vec<String> = tracers
             .iter()
             .map(|&tracer| {
-                let mut tracer = if tracer == "weft" {
-                    let mut weft = Command::new(weft_bin());
-                    weft.arg("trace");
-                    weft
-                } else {
-                    Command::new("bpftrace")
-                };
+                let mut tracer = tracer_command(tracer);
                 if let Some(strlen) = strlen {
                     tracer.env("BPFTRACE_STRLEN", strlen);
                 }
