@@ -22,7 +22,7 @@ pub struct Options {
     #[arg(long)]
     no_lint: bool,
     /// Skip the kernel matrix (the tests again inside VMs booting Debian's
-    /// 6.1 and 6.12 kernels, about a minute each under TCG).
+    /// 6.1 and 6.12 kernels, both at once, four to five minutes under TCG).
     #[arg(long)]
     no_vm: bool,
 }
