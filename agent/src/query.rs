@@ -11,7 +11,7 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, bail};
-use weft_capture::{answer::answer, capture, fleet};
+use weft_capture::{answer::answer, capture, fleet, open::Capture};
 use weft_peer::{Peer, Secret};
 use weft_query::fleet::Host;
 use weft_recording::live::client;
@@ -54,7 +54,15 @@ pub fn run(args: &QueryArgs) -> Result<ExitCode> {
         (false, [dir, query]) => {
             let dir = Path::new(dir);
             let snapshot = capture::open(dir, args.skip_damaged)?;
-            answer(&snapshot, dir, query, args.format(), None, args.full_scan)?
+            let capture = Capture::open(dir)?;
+            answer(
+                &capture,
+                &snapshot,
+                query,
+                args.format(),
+                None,
+                args.full_scan,
+            )?
         }
         (true, _) => bail!("with --live, give only the query (no directory)"),
         (false, _) => bail!("give the capture directory and the query"),

@@ -22,6 +22,7 @@ use anyhow::{Context as _, Result, anyhow};
 use weft_capture::feed::Ready;
 use weft_capture::{
     feed::{CaptureFeed, LiveFeed},
+    open::Capture,
     replay,
 };
 use weft_kernel::ebpf;
@@ -75,11 +76,11 @@ fn live(args: &TuiArgs) -> Result<ExitCode> {
     };
     // Until the capture has begun there is nothing to show; a producer
     // that fails first drops the sender.
-    let shown = reader.recv().map(|(reader, calls)| {
+    let shown = reader.recv().map(|(reader, calls)| -> Result<_> {
         let feed: Arc<dyn Feed> = Arc::new(LiveFeed {
             reader,
             pt: calls.map(|calls| (calls, pt_demand::start as _)),
-            dir: dir.clone(),
+            capture: Capture::open(&dir)?,
             title: args.replay.as_ref().map_or_else(
                 || "live".into(),
                 |from| format!("replay of {} at {}x", from.display(), args.speed),
@@ -87,7 +88,7 @@ fn live(args: &TuiArgs) -> Result<ExitCode> {
             health,
             ended,
         });
-        weft_tui::run(&feed)
+        weft_tui::run(&feed).context("the terminal failed")
     });
     stop();
     let outcome = producer
@@ -100,7 +101,7 @@ fn live(args: &TuiArgs) -> Result<ExitCode> {
         eprintln!("weft: the live capture was temporary and is gone (-o DIR keeps one)");
     }
     if let Ok(shown) = shown {
-        report(args, &shown.context("the terminal failed")?);
+        report(args, &shown?);
     }
     outcome.map(|()| ExitCode::SUCCESS)
 }

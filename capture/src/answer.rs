@@ -6,14 +6,14 @@
 
 use std::{
     fmt::Write as _,
-    path::Path,
     time::{Duration, Instant},
 };
 
 use anyhow::{Result, anyhow};
+use weft_query::Catalog;
 use weft_store::Snapshot;
 
-use crate::capture;
+use crate::open::Capture;
 
 /// How an answer is printed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,19 +47,19 @@ impl Format {
     }
 }
 
-/// Answers `query` on `snapshot` of the capture in `dir`, printed in
-/// `format`; `now` is the present for live captures. A query error is
-/// rendered with a caret under the offending token.
+/// Answers `query` on `snapshot` of `capture`, printed in `format`;
+/// `now` is the present for live captures. A query error is rendered with
+/// a caret under the offending token.
 pub fn answer(
+    capture: &Capture,
     snapshot: &Snapshot,
-    dir: &Path,
     query: &str,
     format: Format,
     now: Option<u64>,
     full_scan: bool,
 ) -> Result<String> {
     let started = Instant::now();
-    let (answer, wall_offset) = ask(snapshot, dir, query, now, full_scan)?;
+    let (answer, wall_offset) = ask(capture, snapshot, query, now, full_scan)?;
     Ok(print(&answer, format, wall_offset, started.elapsed()))
 }
 
@@ -78,25 +78,24 @@ pub fn print(
     }
 }
 
-/// Answers `query` on `snapshot` of the capture in `dir`, with the
-/// capture's wall-clock offset for printing times.
+/// Answers `query` on `snapshot` of `capture`, with the capture's
+/// wall-clock offset for printing times.
 pub fn ask(
+    capture: &Capture,
     snapshot: &Snapshot,
-    dir: &Path,
     query: &str,
     now: Option<u64>,
     full_scan: bool,
 ) -> Result<(weft_query::Answer, Option<i64>)> {
     let failed = |error: weft_query::Error| match error {
         weft_query::Error::Query { .. } => anyhow!("{}", error.render(query)),
-        other => anyhow!(other).context(format!("failed to query {}", dir.display())),
+        other => anyhow!(other).context(format!("failed to query {}", capture.dir().display())),
     };
     let parsed = weft_query::parse(query).map_err(failed)?;
-    let metadata = capture::read_metadata(dir)?;
-    // Thread names cost a pass over the chunk index: only for queries that
-    // name `comm` or list records.
+    // Thread names cost a pass over the `tasks` records: only for queries
+    // that name `comm` or list records (the capture keeps them once read).
     let threads = parsed.names("comm") || parsed.lists_records();
-    let mut catalog = capture::catalog(snapshot, &metadata, threads)?;
+    let mut catalog = Catalog::clone(&capture.catalog(snapshot, threads)?.0);
     catalog.now = now;
     if full_scan {
         catalog.without_indexes();

@@ -318,11 +318,18 @@ const MAX_METADATA_BYTES: u64 = 64 << 20;
 
 /// Reads `weft.json`, or an empty document for a new capture.
 pub fn read_metadata(dir: &Path) -> Result<Value> {
-    let opened = Dir::open(dir)?;
-    if !opened.contains(METADATA) && opened.contains("meta") {
-        bail!("{}: the capture's {METADATA} is missing", dir.display());
+    metadata_in(&Dir::open(dir)?)
+}
+
+/// [`read_metadata`] of a directory already open.
+pub(crate) fn metadata_in(dir: &Dir) -> Result<Value> {
+    if !dir.contains(METADATA) && dir.contains("meta") {
+        bail!(
+            "{}: the capture's {METADATA} is missing",
+            dir.path().display()
+        );
     }
-    metadata_or_new(&opened)
+    metadata_or_new(dir)
 }
 
 /// `weft.json` as [`read_metadata`] reads it, or an empty document when

@@ -3,7 +3,7 @@
 //! recorder's counters, and a capture directory as it was when opened.
 
 use std::{
-    path::{Path, PathBuf},
+    path::Path,
     sync::{
         Arc, Mutex, PoisonError,
         atomic::{AtomicBool, Ordering},
@@ -18,7 +18,7 @@ use weft_query::{
 };
 use weft_store::{Reader, Snapshot};
 
-use crate::{answer, capture, info, pt_calls};
+use crate::{answer, capture, info, open::Capture, pt_calls};
 
 /// Where a live capture hands the UI its store's reader once it has begun,
 /// and where decoded PT captures go to be stored (`None` for a replay,
@@ -31,7 +31,7 @@ pub struct LiveFeed {
     /// Where the UI's PT captures go to be stored, and what takes them;
     /// `None` in a replay.
     pub pt: Option<(Sender<pt_calls::Decoded>, StartPt)>,
-    pub dir: PathBuf,
+    pub capture: Capture,
     pub title: String,
     /// The counters the recorder renews every second.
     pub health: Arc<Mutex<Health>>,
@@ -49,12 +49,12 @@ pub type StartPt =
 impl Feed for LiveFeed {
     fn ask(&self, query: &str) -> Result<Answer, String> {
         let snapshot = self.reader.snapshot();
-        ask(&snapshot, &self.dir, query, Some(weft_store::now_ns()))
+        ask(&self.capture, &snapshot, query, Some(weft_store::now_ns()))
     }
 
     fn capture_pt(&self, pid: u32) -> Result<String, String> {
         match &self.pt {
-            Some((calls, start)) => start(pid, &self.dir, calls),
+            Some((calls, start)) => start(pid, self.capture.dir(), calls),
             None => Err("PT captures need a capture of this machine, not a replay".into()),
         }
     }
@@ -70,7 +70,7 @@ impl Feed for LiveFeed {
     }
 
     fn schema(&self) -> Vec<(String, Vec<String>)> {
-        schema(&self.reader.snapshot(), &self.dir)
+        schema(&self.capture, &self.reader.snapshot())
     }
 
     fn range(&self) -> Option<(u64, u64)> {
@@ -89,7 +89,7 @@ impl Feed for LiveFeed {
 /// A capture directory, as it was when opened.
 pub struct CaptureFeed {
     snapshot: Snapshot,
-    dir: PathBuf,
+    capture: Capture,
     health: Health,
     range: Option<(u64, u64)>,
     wall_offset: Option<i64>,
@@ -99,8 +99,9 @@ impl CaptureFeed {
     /// Opens the capture in `dir`, leaving out damaged chunks when
     /// `skip_damaged`.
     pub fn open(dir: &Path, skip_damaged: bool) -> anyhow::Result<Self> {
-        let metadata = capture::read_metadata(dir)?;
+        let capture = Capture::open(dir)?;
         let snapshot = capture::open(dir, skip_damaged)?;
+        let metadata = capture.metadata(&snapshot)?;
         let sources = info::records(&snapshot)?
             .into_iter()
             .map(|(source, records, _)| SourceHealth {
@@ -123,14 +124,14 @@ impl CaptureFeed {
             range,
             wall_offset: capture::wall_offset(&metadata),
             snapshot,
-            dir: dir.to_owned(),
+            capture,
         })
     }
 }
 
 impl Feed for CaptureFeed {
     fn ask(&self, query: &str) -> Result<Answer, String> {
-        ask(&self.snapshot, &self.dir, query, None)
+        ask(&self.capture, &self.snapshot, query, None)
     }
 
     fn health(&self) -> Health {
@@ -138,7 +139,7 @@ impl Feed for CaptureFeed {
     }
 
     fn schema(&self) -> Vec<(String, Vec<String>)> {
-        schema(&self.snapshot, &self.dir)
+        schema(&self.capture, &self.snapshot)
     }
 
     fn range(&self) -> Option<(u64, u64)> {
@@ -147,7 +148,7 @@ impl Feed for CaptureFeed {
     }
 
     fn title(&self) -> String {
-        format!("recording {}", self.dir.display())
+        format!("recording {}", self.capture.dir().display())
     }
 
     fn wall_offset(&self) -> Option<i64> {
@@ -155,18 +156,20 @@ impl Feed for CaptureFeed {
     }
 }
 
-fn ask(snapshot: &Snapshot, dir: &Path, text: &str, now: Option<u64>) -> Result<Answer, String> {
-    answer::ask(snapshot, dir, text, now, false)
+fn ask(
+    capture: &Capture,
+    snapshot: &Snapshot,
+    text: &str,
+    now: Option<u64>,
+) -> Result<Answer, String> {
+    answer::ask(capture, snapshot, text, now, false)
         .map(|(answer, _)| answer)
         .map_err(|error| format!("{error:#}"))
 }
 
 /// Each source and its columns, as queries name them.
-fn schema(snapshot: &Snapshot, dir: &Path) -> Vec<(String, Vec<String>)> {
-    let Ok(metadata) = capture::read_metadata(dir) else {
-        return Vec::new();
-    };
-    let Ok(catalog) = capture::catalog(snapshot, &metadata, false) else {
+fn schema(capture: &Capture, snapshot: &Snapshot) -> Vec<(String, Vec<String>)> {
+    let Ok((catalog, _)) = capture.catalog(snapshot, false) else {
         return Vec::new();
     };
     catalog

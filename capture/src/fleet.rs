@@ -15,7 +15,7 @@ use weft_query::{
 };
 use weft_store::Snapshot;
 
-use crate::{answer::Format, capture};
+use crate::{answer::Format, capture, open::Capture};
 
 /// A capture directory read in this process. Its replies are encoded and
 /// decoded as a peer's are, so `--explain` counts the bytes a peer would
@@ -117,20 +117,21 @@ pub fn answer(hosts: &mut [&mut dyn Host], query: &str, format: Format) -> Resul
     ))
 }
 
-/// A recorder's answer to a peer's fleet request on the capture it is
-/// writing in `dir` (`now` the present): the encoded reply, or the error
-/// as text for the asker (a query error with its caret).
+/// A recorder's answer to a peer's fleet request on `snapshot` of the
+/// capture it is writing (`now` the present): the encoded reply, or the
+/// error as text for the asker (a query error with its caret).
 pub fn serve_request(
+    capture: &Capture,
     snapshot: &Snapshot,
-    dir: &Path,
     request: &[u8],
     now: u64,
 ) -> std::result::Result<Vec<u8>, String> {
     let decoded: Request = decode(request).map_err(|e| format!("{e:#}"))?;
     let parsed = weft_query::parse(&decoded.query).map_err(|e| e.render(&decoded.query))?;
-    let metadata = capture::read_metadata(dir).map_err(|e| format!("{e:#}"))?;
-    let mut catalog = capture::catalog(snapshot, &metadata, parsed.names("comm"))
+    let (catalog, _) = capture
+        .catalog(snapshot, parsed.names("comm"))
         .map_err(|e| format!("{e:#}"))?;
+    let mut catalog = Catalog::clone(&catalog);
     catalog.now = Some(now);
     reply(snapshot, &catalog, request).map_err(|e| e.render(&decoded.query))
 }

@@ -14,7 +14,8 @@
 //!   mean; [`registry`]: the names of weft's own sources; [`tasks`]:
 //!   thread names read back; [`pt_calls`]: decoded Intel PT calls as a
 //!   source.
-//! - [`answer`]: a query answered on a capture directory and printed;
+//! - [`open`]: a capture opened for reading, its catalog kept between
+//!   questions; [`answer`]: a query answered on it and printed;
 //!   [`info`]: what a capture holds, as `weft info` shows it; [`fleet`]:
 //!   a capture as one host of a query over many (`weft query --fleet`).
 //! - [`extract`]: a kept window copied into a capture of its own;
@@ -28,6 +29,7 @@ pub mod extract;
 pub mod feed;
 pub mod fleet;
 pub mod info;
+pub mod open;
 pub mod pt_calls;
 pub mod registry;
 pub mod replay;

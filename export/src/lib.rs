@@ -34,8 +34,8 @@ use parquet::{
     schema::types::{ColumnPath, Type},
 };
 use wall::{WALL_TIME, WallClock};
-use weft_capture::capture;
-use weft_query::{Cell, Header, Kind};
+use weft_capture::{capture, open::Capture};
+use weft_query::{Catalog, Cell, Header, Kind};
 
 /// One export: what to read and where to write it.
 #[derive(Clone, Debug)]
@@ -107,11 +107,12 @@ const ROW_GROUP: usize = 1 << 20;
 /// Writes `export`; says what it wrote.
 pub fn run(export: &Export) -> Result<String> {
     let dir = &export.dir;
-    let metadata = capture::read_metadata(dir)?;
+    let capture = Capture::open(dir)?;
     let snapshot = capture::open(dir, export.skip_damaged)?;
+    let (catalog, metadata) = capture.catalog(&snapshot, true)?;
     check(export)?;
     if export.partition {
-        return partitioned(export, &snapshot, &metadata);
+        return partitioned(export, &snapshot, &catalog, &metadata);
     }
     let to_stdout = export.output.as_os_str() == "-";
     let (tmp, file) = if to_stdout {
@@ -124,8 +125,8 @@ pub fn run(export: &Export) -> Result<String> {
             .with_context(|| format!("failed to write {}", tmp.display())),
         Format::Folded => write_folded(&snapshot, file)
             .with_context(|| format!("failed to write {}", tmp.display())),
-        Format::Perfetto => write_perfetto(export, &snapshot, &metadata, file),
-        _ => write_rows(export, &snapshot, &metadata, file, &tmp),
+        Format::Perfetto => write_perfetto(export, &snapshot, &catalog, file),
+        _ => write_rows(export, &snapshot, &catalog, file, &tmp),
     };
     let done = written.and_then(|rows| {
         if to_stdout {
@@ -188,17 +189,16 @@ fn stdout() -> Result<File> {
 fn write_rows(
     export: &Export,
     snapshot: &weft_store::Snapshot,
-    metadata: &serde_json::Value,
+    catalog: &Catalog,
     file: File,
     tmp: &Path,
 ) -> Result<u64> {
-    let catalog = capture::catalog(snapshot, metadata, true)?;
     let text = query_text(export);
     let mut sink = Sink::new(export.format, file, export.compression);
-    let mut wall = WallClock::new(capture::wall_offset(metadata));
+    let mut wall = WallClock::new(catalog.wall_offset);
     let mut failed = None;
     let mut rows = 0u64;
-    let streamed_rows = weft_query::stream(snapshot, &catalog, &text, &mut |headers, cells| {
+    let streamed_rows = weft_query::stream(snapshot, catalog, &text, &mut |headers, cells| {
         if failed.is_none() {
             rows += 1;
             let (headers, cells) = wall.row(headers, cells);
@@ -218,10 +218,9 @@ fn write_rows(
 fn write_perfetto(
     export: &Export,
     snapshot: &weft_store::Snapshot,
-    metadata: &serde_json::Value,
+    catalog: &Catalog,
     file: File,
 ) -> Result<u64> {
-    let catalog = capture::catalog(snapshot, metadata, true)?;
     let mut writer = perfetto::Writer::new(BufWriter::new(file))?;
     let threads = weft_capture::tasks::threads(snapshot)?.unwrap_or_default();
     let start = snapshot.time_range()?.map_or(0, |range| *range.start());
@@ -235,7 +234,7 @@ fn write_perfetto(
             None => shape.source.to_owned(),
         };
         let mut failed = None;
-        let result = weft_query::stream(snapshot, &catalog, &text, &mut |headers, cells| {
+        let result = weft_query::stream(snapshot, catalog, &text, &mut |headers, cells| {
             if failed.is_none() {
                 failed = writer.record(shape, headers, &cells).err();
             }
@@ -243,7 +242,7 @@ fn write_perfetto(
         streamed(result, failed, &text, &export.dir)?;
     }
     if catalog.source(SWITCH).is_some() {
-        write_switches(export, snapshot, &catalog, &threads, &mut writer)?;
+        write_switches(export, snapshot, catalog, &threads, &mut writer)?;
     }
     for &(source, values, name, uuid) in perfetto::COUNTERS {
         if catalog.source(source).is_none() {
@@ -252,7 +251,7 @@ fn write_perfetto(
         let window = export.window.as_deref().unwrap_or_default();
         let text = format!("{source} {window} | {values}");
         let query = weft_query::parse(&text).map_err(|e| anyhow!("{}", e.render(&text)))?;
-        let answer = weft_query::answer(snapshot, &catalog, &query)
+        let answer = weft_query::answer(snapshot, catalog, &query)
             .with_context(|| format!("failed to read {}", export.dir.display()))?;
         for row in &answer.rows {
             if let [Cell::Int(at), Cell::Int(value)] = row.as_slice() {
@@ -383,6 +382,7 @@ fn check(export: &Export) -> Result<()> {
 fn partitioned(
     export: &Export,
     snapshot: &weft_store::Snapshot,
+    catalog: &Catalog,
     metadata: &serde_json::Value,
 ) -> Result<String> {
     let session = &metadata["sessions"][0];
@@ -399,15 +399,14 @@ fn partitioned(
     if host.contains('/') || host.contains('=') {
         bail!("--host {host:?}: a partition's host may not hold `/` or `=`");
     }
-    let wall_offset = capture::wall_offset(metadata).unwrap_or(0);
+    let wall_offset = catalog.wall_offset.unwrap_or(0);
     let id = session["start_ns"].as_u64().unwrap_or(0);
     let mut parts =
         partition::Partitions::new(&export.output, &host, &export.source, wall_offset, id)
             .compressed(export.compression);
-    let catalog = capture::catalog(snapshot, metadata, true)?;
     let text = query_text(export);
     let (mut failed, mut rows) = (None, 0u64);
-    let result = weft_query::stream(snapshot, &catalog, &text, &mut |headers, cells| {
+    let result = weft_query::stream(snapshot, catalog, &text, &mut |headers, cells| {
         if failed.is_none() {
             rows += 1;
             failed = parts.row(headers, cells).err();

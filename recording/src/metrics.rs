@@ -25,7 +25,6 @@ use std::{
     fmt::Write as _,
     io::Write as _,
     net::{SocketAddr, TcpListener, TcpStream},
-    path::PathBuf,
     sync::{Arc, Mutex, PoisonError},
     time::Duration,
 };
@@ -34,7 +33,10 @@ use anyhow::{Context as _, Result};
 use weft_store::Reader;
 
 use crate::socket::{self, Slots};
-use weft_capture::answer::{self, Format};
+use weft_capture::{
+    answer::{self, Format},
+    open::Capture,
+};
 
 /// The quantiles each syscall's latency is given at.
 const QUANTILES: [&str; 5] = ["0.5", "0.9", "0.99", "0.999", "0.9999"];
@@ -42,7 +44,7 @@ const QUANTILES: [&str; 5] = ["0.5", "0.9", "0.99", "0.999", "0.9999"];
 /// What a scrape reads.
 pub struct Metrics {
     pub reader: Reader,
-    pub dir: PathBuf,
+    pub capture: Capture,
     pub health: Arc<Mutex<weft_query::health::Health>>,
     /// Each syscall's latency histogram since the recording started.
     pub latencies: crate::histogram::Shared,
@@ -181,8 +183,8 @@ fn latencies(metrics: &Metrics, out: &mut String) -> Result<()> {
     let snapshot = metrics.reader.snapshot();
     let now = weft_store::now_ns();
     let lines = answer::answer(
+        &metrics.capture,
         &snapshot,
-        &metrics.dir,
         &text,
         Format::Json,
         Some(now),
@@ -240,6 +242,7 @@ fn percentile(quantile: &str) -> String {
 mod tests {
     use std::{
         io::{Read as _, Write as _},
+        path::PathBuf,
         time::Instant,
     };
 
@@ -252,7 +255,7 @@ mod tests {
         let store = weft_store::Store::open(&dir, &weft_store::Config::default()).unwrap();
         let metrics = Metrics {
             reader: store.reader(),
-            dir: dir.clone(),
+            capture: Capture::open(&dir).unwrap(),
             health: Arc::default(),
             latencies: Arc::default(),
             window: Duration::from_secs(1),

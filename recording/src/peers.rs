@@ -5,7 +5,7 @@
 
 use std::{
     net::SocketAddr,
-    path::PathBuf,
+    path::{Path, PathBuf},
     sync::{Arc, mpsc},
     time::Duration,
 };
@@ -102,19 +102,19 @@ pub fn serve(
     plan: &PeerPlan,
     secret: Arc<Secret>,
     reader: Reader,
-    dir: PathBuf,
+    dir: &Path,
     pins: Pins,
 ) -> Result<SocketAddr> {
+    let capture = weft_capture::open::Capture::open(dir)?;
     let handler: Handler = Arc::new(move |path: &str, body: &[u8]| match path {
         PIN => pin(&pins, body),
         FLEET_QUERY => {
             let snapshot = reader.snapshot();
-            weft_capture::fleet::serve_request(&snapshot, &dir, body, weft_store::now_ns()).map_err(
-                |message| Refusal {
+            weft_capture::fleet::serve_request(&capture, &snapshot, body, weft_store::now_ns())
+                .map_err(|message| Refusal {
                     status: 400,
                     message,
-                },
-            )
+                })
         }
         other => Err(Refusal {
             status: 404,

@@ -174,17 +174,11 @@ pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<String> {
     });
     let latencies = serve_ports(plan, &store, health.as_ref(), peer.as_ref())?;
     // Warn and record on: a capture without live queries beats none.
-    let _live = live::serve(
-        store.reader(),
-        dir.clone(),
-        manual,
-        calls_sender,
-        plan.decode_pt,
-    )
-    .unwrap_or_else(|error| {
-        eprintln!("weft: live queries unavailable: {error:#}");
-        None
-    });
+    let _live = live::serve(store.reader(), dir, manual, calls_sender, plan.decode_pt)
+        .unwrap_or_else(|error| {
+            eprintln!("weft: live queries unavailable: {error:#}");
+            None
+        });
     let described: Map<String, Value> = probes
         .iter()
         .flat_map(|probe| probe.describe())
@@ -249,7 +243,7 @@ fn serve_ports(
         let shared = histogram::Shared::default();
         let metrics = metrics::Metrics {
             reader: store.reader(),
-            dir: plan.dir.clone(),
+            capture: weft_capture::open::Capture::open(&plan.dir)?,
             health: Arc::clone(health),
             latencies: Arc::clone(&shared),
             window,
@@ -262,7 +256,7 @@ fn serve_ports(
             peer_plan,
             Arc::clone(&side.secret),
             store.reader(),
-            plan.dir.clone(),
+            &plan.dir,
             side.pins(),
         )?;
     }

@@ -47,6 +47,9 @@ pub enum Bench {
     /// The terminal UI: the getppid loop under headless `weft record` and
     /// under `weft tui` in tmux, its frame times and its threads' CPU.
     Tui(crate::bench_tui::Options),
+    /// Answering while recording: a live query's time inside `weft record`
+    /// and the UI's query worker's CPU, against a baseline binary.
+    Live(crate::bench_live::Options),
     /// Triggers: the getppid loop under `weft record` without and with three
     /// triggers, and the time from a matching record to its pinned window.
     Triggers(Loop),
@@ -66,6 +69,7 @@ pub fn run(bench: &Bench) -> Result<()> {
         Bench::Sources(options) => crate::bench_sources::run(options),
         Bench::Oneliners(options) => crate::bench_oneliners::run(options),
         Bench::Tui(options) => crate::bench_tui::run(options),
+        Bench::Live(options) => crate::bench_live::run(options),
         Bench::Triggers(options) => crate::bench_triggers::run(options),
         Bench::Budget(options) => crate::bench_budget::run(options),
         Bench::Pt(options) => crate::bench_pt::run(options),

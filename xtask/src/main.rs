@@ -5,6 +5,7 @@
 mod bench;
 mod bench_budget;
 mod bench_flood;
+mod bench_live;
 mod bench_loop;
 mod bench_oneliners;
 mod bench_probe;

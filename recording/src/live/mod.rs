@@ -18,7 +18,7 @@
 use std::{
     io::Write as _,
     os::unix::net::UnixStream,
-    path::{Path, PathBuf},
+    path::Path,
     sync::{
         Arc,
         mpsc::{Sender, SyncSender},
@@ -37,6 +37,7 @@ use client::SOCKET;
 use crate::socket::{self, Slots};
 use weft_capture::{
     answer::{Format, answer},
+    open::Capture,
     pt_calls,
 };
 
@@ -50,7 +51,7 @@ pub type DecodePt = fn(&Path) -> Result<pt_calls::Decoded>;
 /// `None`: recording matters more than answering.
 pub fn serve(
     reader: Reader,
-    dir: PathBuf,
+    dir: &Path,
     triggers: SyncSender<String>,
     calls: Sender<pt_calls::Decoded>,
     decode: Option<DecodePt>,
@@ -61,7 +62,7 @@ pub fn serve(
     };
     let served = Arc::new(Served {
         reader,
-        dir,
+        capture: Capture::open(dir)?,
         triggers,
         calls,
         decode,
@@ -106,7 +107,7 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
 /// What the clients' threads share.
 struct Served {
     reader: Reader,
-    dir: PathBuf,
+    capture: Capture,
     triggers: SyncSender<String>,
     calls: Sender<pt_calls::Decoded>,
     decode: Option<DecodePt>,
@@ -123,7 +124,7 @@ fn handle(stream: &UnixStream, served: &Served) -> Result<()> {
         return Ok(());
     };
     let request: Value = serde_json::from_str(&line)?;
-    let dir = &served.dir;
+    let dir = served.capture.dir();
     if request["trigger"] == true {
         return answer_trigger(stream, &request, dir, &served.triggers);
     }
@@ -142,7 +143,14 @@ fn handle(stream: &UnixStream, served: &Served) -> Result<()> {
     let snapshot = served.reader.snapshot();
     let now = weft_store::now_ns();
     let mut out = stream;
-    match answer(&snapshot, dir, text, format, Some(now), full_scan) {
+    match answer(
+        &served.capture,
+        &snapshot,
+        text,
+        format,
+        Some(now),
+        full_scan,
+    ) {
         Ok(answer) => {
             writeln!(out, "{}", json!({ "ok": true }))?;
             out.write_all(answer.as_bytes())?;
