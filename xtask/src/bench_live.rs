@@ -104,7 +104,8 @@ fn live_queries(weft: &str, count: usize) -> Result<Vec<(&'static str, Vec<f64>)
     for query in QUERIES {
         let mut ms = Vec::new();
         for _ in 0..count {
-            let explained = output(Command::new(weft).args(["query", "--explain", query]))?;
+            let explained =
+                output(Command::new(weft).args(["query", "--live", "--explain", query]))?;
             ms.push(explained_ms(&explained).context("no time in weft query --explain")?);
         }
         times.push((query, ms));
