@@ -100,19 +100,27 @@ fn live_queries(weft: &str, count: usize) -> Result<Vec<(&'static str, Vec<f64>)
     let recorder = Tracer::start(&argv, "weft: recording")?;
     // Records and thread names to read.
     std::thread::sleep(Duration::from_secs(3));
-    let mut times = Vec::new();
-    for query in QUERIES {
-        let mut ms = Vec::new();
-        for _ in 0..count {
-            let explained =
-                output(Command::new(weft).args(["query", "--live", "--explain", query]))?;
-            ms.push(explained_ms(&explained).context("no time in weft query --explain")?);
-        }
-        times.push((query, ms));
-    }
-    recorder.interrupt()?;
+    let times = QUERIES
+        .into_iter()
+        .map(|query| {
+            let ms = (0..count)
+                .map(|_| {
+                    let explained =
+                        output(Command::new(weft).args(["query", "--live", "--explain", query]))?;
+                    explained_ms(&explained).context("no time in weft query --explain")
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok((query, ms))
+        })
+        .collect::<Result<Vec<_>>>();
+    // Stopped however the queries went: a recorder left running would
+    // answer the next round's questions (it holds the live socket).
+    let lines = recorder.interrupt()?;
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(times)
+    if let Some(refused) = lines.iter().find(|l| l.contains("another weft serves")) {
+        anyhow::bail!("{refused}: stop it first");
+    }
+    times
 }
 
 /// The `time: 1.234 ms` line of `--explain`.
