@@ -111,12 +111,23 @@ pub fn catalog(
     metadata: &Value,
     threads: bool,
 ) -> Result<Catalog> {
-    let mut catalog = Catalog::from_meta(snapshot.meta());
     let threads = if threads {
-        crate::tasks::names(snapshot)?.map(Arc::new)
+        crate::tasks::names(snapshot)?
     } else {
         None
     };
+    catalog_naming(snapshot, metadata, threads)
+}
+
+/// [`catalog`] with the thread names `threads` already read (a
+/// [`crate::tasks::ThreadNames`] keeps them between questions).
+pub fn catalog_naming(
+    snapshot: &weft_store::Snapshot,
+    metadata: &Value,
+    threads: Option<Names>,
+) -> Result<Catalog> {
+    let mut catalog = Catalog::from_meta(snapshot.meta());
+    let threads = threads.map(Arc::new);
     catalog.wall_offset = wall_offset(metadata);
     if let Some(syscalls) = catalog.source_mut(SYSCALLS) {
         let names = Names::new(

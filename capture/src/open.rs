@@ -3,8 +3,9 @@
 //! `weft query` and `export`. `weft.json` is read when opened and again
 //! only when it was replaced; the catalog queries bind to is built again
 //! only when what it describes changed: `weft.json`, the store's sources,
-//! or the thread and function names (`tasks` and `symbols` records), whose
-//! reading costs a pass over the capture.
+//! or the thread and function names (`tasks` and `symbols` records).
+//! Thread names are read on from the chunks read before, not again from
+//! the start: a live capture meets new threads all the time.
 
 use std::{
     path::Path,
@@ -19,12 +20,15 @@ use weft_store::{Dir, Snapshot};
 use crate::{
     capture::{self, METADATA},
     registry::{SYMBOLS, TASKS},
+    tasks::ThreadNames,
 };
 
 /// A capture directory opened for reading (see the module docs).
 pub struct Capture {
     dir: Dir,
     cached: Mutex<Option<Cached>>,
+    /// Thread names, read on from where the last question stopped.
+    threads: Mutex<ThreadNames>,
 }
 
 /// A catalog and what it was built from.
@@ -68,6 +72,7 @@ impl Capture {
         Ok(Self {
             dir: Dir::open(dir)?,
             cached: Mutex::new(None),
+            threads: Mutex::default(),
         })
     }
 
@@ -92,7 +97,13 @@ impl Capture {
             Some(c) => c.metadata.clone(),
             None => Arc::new(capture::metadata_in(&self.dir)?),
         };
-        let catalog = Arc::new(capture::catalog(snapshot, &metadata, threads)?);
+        let names = if threads {
+            let mut names = self.threads.lock().unwrap_or_else(PoisonError::into_inner);
+            names.update(snapshot)?
+        } else {
+            None
+        };
+        let catalog = Arc::new(capture::catalog_naming(snapshot, &metadata, names)?);
         *cached = Some(Cached {
             key,
             metadata: metadata.clone(),
@@ -175,6 +186,11 @@ mod tests {
         let named = catalog(true);
         assert!(!Arc::ptr_eq(&first, &named));
         assert_eq!(comm(&named, 2).as_deref(), Some("second"));
+        assert_eq!(
+            comm(&named, 1).as_deref(),
+            Some("first"),
+            "read on, not again"
+        );
 
         // weft.json replaced: read again.
         capture::write_metadata(store.dir(), &session(7)).unwrap();

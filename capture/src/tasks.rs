@@ -1,6 +1,8 @@
 //! Thread names of a capture, read back: `record` notes each thread's name
 //! once (`weft_ingest::tasks`), queries show them as `comm`.
 
+use std::collections::HashMap;
+
 use weft_ingest::tasks::COMM_LEN;
 use weft_oneliner::value::c_string;
 use weft_query::Names;
@@ -11,12 +13,40 @@ use crate::registry::TASKS;
 /// Thread names by tid from a capture's `tasks` records (the latest name
 /// of each thread), or `None` when the capture has none.
 pub fn names(snapshot: &Snapshot) -> weft_store::Result<Option<Names>> {
-    let Some(threads) = threads(snapshot)? else {
-        return Ok(None);
-    };
-    // Later records (after exec) replace earlier ones.
-    let names = threads.into_iter().map(|t| (i64::from(t.tid), t.name));
-    Ok(Some(Names::new(names, false)))
+    ThreadNames::default().update(snapshot)
+}
+
+/// Thread names read so far, read on from where the last reading
+/// stopped: a live capture meets new threads all the time, and reading
+/// every name again for each question is a pass over the whole capture.
+#[derive(Default)]
+pub struct ThreadNames {
+    /// Chunks read: the last of them may have grown since, and is read again.
+    read: u64,
+    names: HashMap<u32, String>,
+}
+
+impl ThreadNames {
+    /// The names with the `tasks` records of chunks not read before, or
+    /// `None` when the capture has none.
+    pub fn update(&mut self, snapshot: &Snapshot) -> weft_store::Result<Option<Names>> {
+        let Some(source) = snapshot.meta().sources.iter().find(|s| s.name == TASKS) else {
+            return Ok(None);
+        };
+        let chunks = self.read.saturating_sub(1)..snapshot.chunks();
+        // In the order written: a later record (after exec) replaces an earlier one.
+        snapshot.raw_scan_chunks(source.id, chunks, |record| {
+            if let Some(thread) = Thread::read(record.payload) {
+                self.names.insert(thread.tid, thread.name);
+            }
+        })?;
+        self.read = snapshot.chunks();
+        let names = self.names.iter();
+        Ok(Some(Names::new(
+            names.map(|(tid, name)| (i64::from(*tid), name.clone())),
+            false,
+        )))
+    }
 }
 
 /// A thread as a `tasks` record names it.
@@ -35,22 +65,23 @@ pub fn threads(snapshot: &Snapshot) -> weft_store::Result<Option<Vec<Thread>>> {
     };
     let mut threads = Vec::new();
     snapshot.raw_scan_each(source.id, 0..=u64::MAX, |record| {
-        let payload = &record.payload;
-        let u32_at = |at: usize| {
-            u32::from_le_bytes([
-                payload[at],
-                payload[at + 1],
-                payload[at + 2],
-                payload[at + 3],
-            ])
-        };
-        if payload.len() >= 8 {
-            threads.push(Thread {
-                pid: u32_at(0),
-                tid: u32_at(4),
-                name: c_string(&payload[8..payload.len().min(8 + COMM_LEN)]),
-            });
-        }
+        threads.extend(Thread::read(record.payload));
     })?;
     Ok(Some(threads))
+}
+
+impl Thread {
+    /// The thread a `tasks` record's payload names: `pid`, `tid`, the name.
+    fn read(payload: &[u8]) -> Option<Self> {
+        let u32_at = |at: usize| {
+            Some(u32::from_le_bytes(
+                payload.get(at..at + 4)?.try_into().ok()?,
+            ))
+        };
+        Some(Self {
+            pid: u32_at(0)?,
+            tid: u32_at(4)?,
+            name: c_string(&payload[8..payload.len().min(8 + COMM_LEN)]),
+        })
+    }
 }

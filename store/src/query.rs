@@ -496,6 +496,21 @@ impl Snapshot {
         self.scan_chunks(&target, None, &mut visit)
     }
 
+    /// [`Snapshot::raw_scan_each`] over the chunks numbered `chunks` (as
+    /// [`Snapshot::chunks`] counts them), whatever their times: a reader
+    /// that has read the chunks before `chunks.start` reads only what came
+    /// since. Records arrive in the order written.
+    pub fn raw_scan_chunks(
+        &self,
+        source: SourceId,
+        chunks: Range<u64>,
+        mut visit: impl FnMut(RecordView<'_>),
+    ) -> Result<QueryStats> {
+        let target = self.target(source, 0, None, 0..=u64::MAX)?;
+        let chunks = chunks.start.min(self.chunks())..chunks.end.min(self.chunks());
+        self.scan_range(&target, chunks, None, &mut visit)
+    }
+
     /// Records of `source` in `window` whose `index` value lies in `values`.
     pub fn indexed_scan(
         &self,
@@ -544,9 +559,20 @@ impl Snapshot {
         values: Option<&RangeInclusive<i64>>,
         visit: &mut impl FnMut(RecordView<'_>),
     ) -> Result<QueryStats> {
+        let range = self.chunks_in(&target.window)?;
+        self.scan_range(target, range, values, visit)
+    }
+
+    /// [`Snapshot::scan_chunks`] over the chunks numbered `range`.
+    fn scan_range(
+        &self,
+        target: &Target,
+        range: Range<u64>,
+        values: Option<&RangeInclusive<i64>>,
+        visit: &mut impl FnMut(RecordView<'_>),
+    ) -> Result<QueryStats> {
         let mut stats = QueryStats::default();
         let mut wanted = Vec::new();
-        let range = self.chunks_in(&target.window)?;
         self.for_each_span(range, &target.keys(), |meta, run| {
             if let Some(run) = run {
                 // A run whose merged summaries rule it out is skipped whole.

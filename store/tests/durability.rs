@@ -887,3 +887,53 @@ fn skipping_damage_answers_exactly_from_the_rest() {
     assert_eq!(skipped.spans.len(), 1, "{skipped:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A reader that reads on from the chunks it read before (the last of
+/// them again, as it may have grown) sees each record, in the order
+/// written, and needs no pass over the older chunks.
+#[test]
+fn raw_scan_chunks_reads_on_from_where_a_reader_stopped() {
+    let dir = temp_dir("scan-chunks");
+    let (mut store, source, _) = counting_store(&dir, &small());
+    let reader = store.reader();
+    let (mut seen, mut read) = (std::collections::BTreeSet::new(), 0u64);
+    for round in 0..5u64 {
+        for seq in round * 1_000..(round + 1) * 1_000 {
+            store
+                .append_at(source, seq, None, &seq.to_le_bytes())
+                .unwrap();
+        }
+        store.publish();
+        let snapshot = reader.snapshot();
+        let mut order = Vec::new();
+        let stats = snapshot
+            .raw_scan_chunks(source, read.saturating_sub(1)..snapshot.chunks(), |r| {
+                order.push(u64::from_le_bytes(r.payload[..8].try_into().unwrap()));
+            })
+            .unwrap();
+        assert!(order.is_sorted(), "round {round}: out of order");
+        // The new chunks, and the last one read before again.
+        let new = snapshot.chunks() - read;
+        assert!(
+            stats.chunks_scanned <= new + 1,
+            "round {round}: {new} new, {stats:?}"
+        );
+        seen.extend(order);
+        read = snapshot.chunks();
+    }
+    assert_eq!(seen, (0..5_000).collect());
+    assert!(
+        read >= 10,
+        "{read} chunks, too few to tell a pass over them all"
+    );
+    // Past the end: nothing, and no error.
+    let snapshot = reader.snapshot();
+    let end = snapshot.chunks();
+    let mut none = 0;
+    snapshot
+        .raw_scan_chunks(source, end..end + 5, |_| none += 1)
+        .unwrap();
+    assert_eq!(none, 0);
+    drop(store);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
