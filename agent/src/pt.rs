@@ -28,7 +28,7 @@ pub fn run(command: &PtCommand) -> anyhow::Result<ExitCode> {
         PtCommand::Dump(args) => dump(args),
         PtCommand::Flow(args) => flow(args),
         PtCommand::Calls(args) => calls(args),
-        PtCommand::Record(args) => crate::pt_record::record(args),
+        PtCommand::Record(args) => crate::pt_record::run(args),
         PtCommand::Import(args) => {
             eprintln!(
                 "weft: {}",

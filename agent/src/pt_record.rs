@@ -12,7 +12,7 @@ use crate::cli::PtRecordArgs;
 /// Exit status when the hardware cannot do what was asked.
 const UNSUPPORTED: u8 = 3;
 
-pub fn record(args: &PtRecordArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: &PtRecordArgs) -> anyhow::Result<ExitCode> {
     let caps = match Caps::detect(Path::new(SYSFS)) {
         Err(absent @ Unsupported::Absent { .. }) => {
             eprintln!("weft: {absent}");

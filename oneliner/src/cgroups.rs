@@ -2,8 +2,10 @@
 //! hierarchy mounted, as bpftrace 0.17 resolves it. Each cgroup file system
 //! of `/proc/mounts` is a hierarchy, named `unified` for cgroup2 and after
 //! its mount point's directory for cgroup v1 (`blkio`, `cpu`, ...); the
-//! cgroup is the directory whose inode number is the id (the root's is 1 in
-//! each). The answer lists `name:path` for each hierarchy holding it,
+//! cgroup is the entry whose inode number is the id (the root's is 1 in
+//! each). bpftrace compares every entry, files too, so in a v1 hierarchy a
+//! file whose inode number happens to equal a cgroup2 id answers for it
+//! (`memory:/x/memory.failcnt`); weft answers as bpftrace does. The answer lists `name:path` for each hierarchy holding it,
 //! `unified` first and the others by name, joined by `,`; `filter`, a glob,
 //! keeps the hierarchies whose names it matches.
 
@@ -16,9 +18,10 @@ use std::{
 
 use crate::kernel::glob_match;
 
-/// Directories looked at per hierarchy, at most: cgroup trees are small,
-/// and a walk is bounded whatever the machine holds.
-const MAX_DIRS: usize = 100_000;
+/// Entries looked at per hierarchy, at most: cgroup trees are small (a
+/// few dozen files per cgroup), and a walk is bounded whatever the machine
+/// holds.
+const MAX_ENTRIES: usize = 1_000_000;
 /// Answers kept, at most: cgroups come and go (a container per job), and
 /// the cache starts over rather than grow with them.
 const MAX_KEPT: usize = 4096;
@@ -81,11 +84,8 @@ fn path_in(root: &Path, id: u64) -> Option<String> {
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
-            if !kind.is_dir() {
-                continue;
-            }
             seen += 1;
-            if seen > MAX_DIRS {
+            if seen > MAX_ENTRIES {
                 return None;
             }
             let path = entry.path();
@@ -93,7 +93,9 @@ fn path_in(root: &Path, id: u64) -> Option<String> {
                 let inside = path.strip_prefix(root).ok()?;
                 return Some(format!("/{}", inside.display()));
             }
-            stack.push(path);
+            if kind.is_dir() {
+                stack.push(path);
+            }
         }
     }
     None
@@ -121,5 +123,21 @@ mod tests {
         let paths = cgroup_path(id, "unified");
         assert_eq!(paths, format!("unified:{own}"));
         assert_eq!(cgroup_path(id, "nosuch*"), "");
+    }
+
+    /// bpftrace compares every entry's inode number, a file's too: a v1
+    /// hierarchy's file can answer for a cgroup2 id, and does under both.
+    #[test]
+    fn any_entry_with_the_id_answers_as_in_bpftrace() {
+        let root = std::env::temp_dir().join(format!("weft-cgroups-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::fs::write(root.join("a/b/memory.failcnt"), "0").unwrap();
+        let ino = |p: &str| std::fs::metadata(root.join(p)).unwrap().ino();
+        assert_eq!(path_in(&root, ino("a/b")).as_deref(), Some("/a/b"));
+        let file = ino("a/b/memory.failcnt");
+        assert_eq!(path_in(&root, file).as_deref(), Some("/a/b/memory.failcnt"));
+        assert_eq!(path_in(&root, ino("")).as_deref(), Some("/"));
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }
