@@ -370,6 +370,7 @@ fn time_duckdb(parquet: &Path, other: &Path, sql: &str, runs: usize) -> Result<V
     let script = format!(
         "import duckdb, json, time\n\
          con = duckdb.connect()\n\
+         con.execute(\"set enable_progress_bar = false\")\n\
          con.execute(\"create view t as select * from read_parquet('{}')\")\n\
          con.execute(\"create view o as select * from read_parquet('{}')\")\n\
          times = []\n\
@@ -377,12 +378,19 @@ fn time_duckdb(parquet: &Path, other: &Path, sql: &str, runs: usize) -> Result<V
          \x20   start = time.perf_counter()\n\
          \x20   con.execute({sql:?}).fetchall()\n\
          \x20   times.append((time.perf_counter() - start) * 1e3)\n\
-         print(json.dumps(sorted(times)))",
+         print('timings', json.dumps(sorted(times)))",
         parquet.display(),
         other.display()
     );
     let out = output(Command::new(setup::duckdb_python()).args(["-c", &script]))?;
-    out.trim()
+    // The timings follow their label: on a long query DuckDB may draw its
+    // progress bar on the same output, which once ended the bench here.
+    let times = out
+        .lines()
+        .find_map(|line| line.split_once("timings ").map(|(_, times)| times))
+        .with_context(|| format!("no timings in DuckDB's output: {out}"))?;
+    times
+        .trim()
         .trim_matches(['[', ']'])
         .split(',')
         .map(|t| t.trim().parse::<f64>().context("duckdb timing"))
