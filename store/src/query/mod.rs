@@ -1,0 +1,493 @@
+//! Query operators over a [`Snapshot`]: raw and indexed scans, aggregates and
+//! exact percentiles.
+//!
+//! Every operator first finds the chunks whose time span meets the window by
+//! binary search over the time index. Chunks that lie wholly inside the
+//! window and are covered by the index are answered from their summaries;
+//! the others (the window's edges, the unsealed tail, chunks older than the
+//! index) are scanned record by record. A source's records in a chunk are
+//! reached through its back-pointers when it is a small share of the chunk,
+//! so rare sources cost little to read.
+//!
+//! By read path: `scan` reads records, `aggregate` counts from summaries
+//! where they answer, `quantile` finds exact quantiles and value bins; this
+//! module holds what they share (a window's chunks, reading a chunk's
+//! records, what a query reads from each record).
+#![expect(
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss,
+    reason = "range arithmetic moves between i64 values and u128 spans on purpose"
+)]
+
+mod aggregate;
+mod quantile;
+mod scan;
+
+pub use quantile::PartAnswer;
+
+use std::ops::{Range, RangeInclusive};
+
+use crate::{
+    error::{Error, Result},
+    format::{BLOCK_HEADER_LEN, BlockHeader, RecordHeader, Summary},
+    schema::{Index, IndexId, SourceId},
+    shared::{ChunkMeta, KeyRange, Snapshot},
+};
+
+/// One record as read back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Byte address in the record log.
+    pub addr: u64,
+    /// The record's source.
+    pub source: SourceId,
+    /// Arrival time, ns.
+    pub ts: u64,
+    /// The producer's own timestamp, if it gave one.
+    pub producer_ts: Option<u64>,
+    /// The bytes appended.
+    pub payload: Vec<u8>,
+}
+
+/// A record lent to a scan's visitor, valid for the call: scans visit
+/// millions of records, and owning each would cost an allocation apiece.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordView<'a> {
+    /// Byte address in the record log.
+    pub addr: u64,
+    /// The record's source.
+    pub source: SourceId,
+    /// Arrival time, ns.
+    pub ts: u64,
+    /// The producer's own timestamp, if it gave one.
+    pub producer_ts: Option<u64>,
+    /// The bytes appended.
+    pub payload: &'a [u8],
+}
+
+impl RecordView<'_> {
+    /// The record, owned.
+    pub fn to_owned(&self) -> Record {
+        Record {
+            addr: self.addr,
+            source: self.source,
+            ts: self.ts,
+            producer_ts: self.producer_ts,
+            payload: self.payload.to_vec(),
+        }
+    }
+}
+
+/// How a query was answered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueryStats {
+    /// Chunks answered from their summaries alone.
+    pub chunks_summarized: u64,
+    /// Chunks whose records were read.
+    pub chunks_scanned: u64,
+    /// Chunks skipped because their summaries showed nothing to find.
+    pub chunks_skipped: u64,
+    /// Chunks in the window deleted by the disk budget (not in the answer).
+    pub chunks_expired: u64,
+    /// Chunks in the window left out as damaged (`--skip-damaged`).
+    pub chunks_damaged: u64,
+    /// Chunks read for the values in the bins exact quantiles fall in
+    /// (after their summaries had named the bins).
+    pub chunks_read_for_bins: u64,
+    /// Chunks whose values in those bins an earlier query had gathered.
+    pub chunks_cached_for_bins: u64,
+    /// Chunks whose values in those bins came from the values log.
+    pub chunks_valued_for_bins: u64,
+    /// Of the chunks answered or skipped by summaries, those decided by
+    /// their group's merged summaries (format 3), without reading their own.
+    pub chunks_in_groups: u64,
+}
+
+impl QueryStats {
+    /// A chunk left out of the answer: damaged, or deleted by the budget.
+    fn leave_out(&mut self, damaged: bool) {
+        if damaged {
+            self.chunks_damaged += 1;
+        } else {
+            self.chunks_expired += 1;
+        }
+    }
+
+    /// A run of chunks answered by its group's merged summaries.
+    fn add_run(&mut self, run: &Range<u64>) {
+        self.chunks_summarized += run.end - run.start;
+        self.chunks_in_groups += run.end - run.start;
+    }
+}
+
+/// Count, sum, min and max of an index's values in a window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Aggregate {
+    /// Values counted.
+    pub count: u64,
+    /// Their sum.
+    pub sum: i128,
+    /// The smallest, if any.
+    pub min: Option<i64>,
+    /// The largest, if any.
+    pub max: Option<i64>,
+}
+
+impl Aggregate {
+    fn add(&mut self, value: i64) {
+        self.count += 1;
+        self.sum += i128::from(value);
+        self.min = Some(self.min.map_or(value, |m| m.min(value)));
+        self.max = Some(self.max.map_or(value, |m| m.max(value)));
+    }
+
+    fn merge(&mut self, s: &Summary) {
+        self.count = self.count.saturating_add(s.count);
+        self.sum = self.sum.saturating_add(s.sum);
+        self.min = Some(self.min.map_or(s.min, |m| m.min(s.min)));
+        self.max = Some(self.max.map_or(s.max, |m| m.max(s.max)));
+    }
+
+    /// The mean, if there are values.
+    pub fn avg(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum as f64 / self.count as f64)
+    }
+}
+
+/// A record borrowed from a chunk while it is visited.
+struct RecordRef<'a> {
+    addr: u64,
+    source: SourceId,
+    ts: u64,
+    producer_ts: Option<u64>,
+    prev: Option<u64>,
+    payload: &'a [u8],
+}
+
+/// What a scan or aggregate reads from each record.
+#[derive(Clone)]
+struct Target {
+    source: SourceId,
+    window: RangeInclusive<u64>,
+    index: Option<Index>,
+    /// Only this part of a partitioned index.
+    part: Option<u32>,
+}
+
+impl Target {
+    fn index_id(&self) -> IndexId {
+        self.index.as_ref().map_or(0, |spec| spec.id)
+    }
+
+    /// The summary keys a chunk's reader should decode: the source's
+    /// index-0 summary (its place in the chunk) and the target's own.
+    fn keys(&self) -> Vec<KeyRange> {
+        let mut keys = vec![(self.source, 0, 0..=u32::MAX)];
+        if let Some(spec) = &self.index {
+            let bins = match self.part {
+                Some(part) => part * self.value_bins()..=(part + 1) * self.value_bins() - 1,
+                None => 0..=u32::MAX,
+            };
+            keys.push((self.source, spec.id, bins));
+        }
+        keys
+    }
+
+    /// Whether summary `s` counts for the target.
+    fn wants(&self, s: &Summary) -> bool {
+        s.source == self.source
+            && s.index == self.index_id()
+            && self.part.is_none_or(|p| s.bin / self.value_bins() == p)
+    }
+
+    /// Value bins per part.
+    fn value_bins(&self) -> u32 {
+        self.index.as_ref().map_or(1, |spec| spec.bins.len() as u32)
+    }
+
+    /// Whether a record of the source belongs to the target's part.
+    fn keeps(&self, payload: &[u8]) -> bool {
+        match (&self.index, self.part) {
+            (Some(spec), Some(part)) => spec.part_of(payload) == part,
+            _ => true,
+        }
+    }
+
+    /// The indexed value of a record (0 for the implicit index 0).
+    fn value(&self, payload: &[u8]) -> Option<i64> {
+        match &self.index {
+            Some(spec) => spec.field.read(payload),
+            None => Some(0),
+        }
+    }
+}
+
+/// Chunks decoded per parallel batch of a scan.
+const SCAN_BATCH: usize = 32;
+
+/// What visiting one chunk needs: its number, record count and the
+/// target source's per-source summary.
+#[derive(Clone, Copy)]
+struct ChunkRef {
+    chunk: u64,
+    records: u32,
+    all: Summary,
+    /// Where its values-log entry lies, and how long it is (0: none).
+    values: (u64, u32),
+}
+
+impl ChunkRef {
+    /// The chunk's reference for `source`, if the source has records there.
+    fn of(meta: &ChunkMeta, source: SourceId) -> Option<Self> {
+        let all = *meta.all(source)?;
+        Some(Self {
+            chunk: meta.time.chunk,
+            records: meta.time.records,
+            all,
+            values: (meta.time.values_at, meta.time.values_len),
+        })
+    }
+}
+
+impl Snapshot {
+    /// Chunks whose time span meets `window`.
+    fn chunks_in(&self, window: &RangeInclusive<u64>) -> Result<Range<u64>> {
+        let n = self.chunks();
+        let start = partition(n, |c| Ok(self.time_entry(c)?.last_ts < *window.start()))?;
+        let end = partition(n, |c| Ok(self.time_entry(c)?.first_ts <= *window.end()))?;
+        Ok(start..end.max(start))
+    }
+
+    fn target(
+        &self,
+        source: SourceId,
+        index: IndexId,
+        part: Option<u32>,
+        window: RangeInclusive<u64>,
+    ) -> Result<Target> {
+        self.meta().source(source)?;
+        let index = if index == 0 {
+            None
+        } else {
+            let spec = self.meta().index(index)?;
+            if spec.source != source {
+                return Err(Error::Invalid(format!(
+                    "index {index} is not an index of source {source}"
+                )));
+            }
+            Some(spec.clone())
+        };
+        let parts = index.as_ref().map_or(1, Index::parts);
+        if let Some(part) = part.filter(|p| *p >= parts || parts == 1) {
+            return Err(Error::Invalid(format!(
+                "index {} has no part {part} (it has {parts})",
+                index.as_ref().map_or(0, |s| s.id)
+            )));
+        }
+        Ok(Target {
+            source,
+            window,
+            index,
+            part,
+        })
+    }
+
+    fn covered(&self, index: IndexId, chunk: u64) -> bool {
+        index == 0
+            || self
+                .meta()
+                .index(index)
+                .is_ok_and(|spec| spec.covers(chunk))
+    }
+
+    /// Whether summaries alone answer for this chunk: all its records lie in
+    /// the window and the index covers it.
+    fn summarizes(&self, meta: &ChunkMeta, target: &Target) -> bool {
+        let chunk = meta.time.chunk;
+        self.summarizes_run(meta, &(chunk..chunk + 1), target)
+    }
+
+    /// [`Snapshot::summarizes`] for a run of chunks merged in the groups
+    /// log: all its records lie in the window, and the index covers every
+    /// chunk of it.
+    fn summarizes_run(&self, meta: &ChunkMeta, run: &Range<u64>, target: &Target) -> bool {
+        target.window.contains(&meta.time.first_ts)
+            && target.window.contains(&meta.time.last_ts)
+            && self.covered(target.index_id(), run.start)
+            && self.covered(target.index_id(), run.end - 1)
+    }
+
+    /// Calls `visit` with each record of `target.source` in the chunk and in
+    /// the window, oldest first, borrowed from the chunk's bytes.
+    fn visit_chunk(
+        &self,
+        at: &ChunkRef,
+        target: &Target,
+        mut visit: impl FnMut(RecordRef<'_>),
+    ) -> Result<()> {
+        let chunk = at.chunk;
+        let block = match self.block(chunk) {
+            // Deleted by the budget since its summaries were read: left
+            // out, as if it had gone before the query began.
+            Err(Error::Expired { .. }) => return Ok(()),
+            block => block?,
+        };
+        let bytes = block.bytes();
+        let header = BlockHeader::open(bytes).map_err(Error::Invalid)?;
+        let base = chunk * u64::from(self.meta().block_size);
+        let decode = |offset: usize| -> Result<(RecordRef<'_>, usize)> {
+            let mut pos = offset;
+            let addr = base + offset as u64;
+            let corrupt = || {
+                Error::Invalid(format!(
+                    "chunk {chunk}: bad record framing at offset {offset}"
+                ))
+            };
+            let h =
+                RecordHeader::decode(bytes, &mut pos, addr, header.base_ts).ok_or_else(corrupt)?;
+            let payload = bytes.get(pos..pos + h.len as usize).ok_or_else(corrupt)?;
+            let record = RecordRef {
+                addr,
+                source: h.source,
+                ts: h.ts,
+                producer_ts: h.producer_ts,
+                prev: h.prev,
+                payload,
+            };
+            Ok((record, pos + h.len as usize))
+        };
+        let keep = |r: &RecordRef<'_>| {
+            r.source == target.source && target.window.contains(&r.ts) && target.keeps(r.payload)
+        };
+        if at.all.count.saturating_mul(4) < u64::from(at.records) {
+            // A small share of the chunk: follow the back-pointers.
+            let mut records = Vec::with_capacity((at.all.count as usize).min(1 << 12));
+            let mut addr = Some(at.all.last_addr);
+            while let Some(a) = addr.filter(|a| *a >= base + BLOCK_HEADER_LEN as u64) {
+                let (record, _) = decode((a - base) as usize)?;
+                addr = record.prev;
+                records.push(record);
+            }
+            for record in records.into_iter().rev() {
+                if keep(&record) {
+                    visit(record);
+                }
+            }
+        } else {
+            let mut offset = BLOCK_HEADER_LEN;
+            while offset < header.used as usize {
+                let (record, next) = decode(offset)?;
+                offset = next;
+                if keep(&record) {
+                    visit(record);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls `visit` with the index value of each record of the target in
+    /// the chunk (0 for the implicit index 0).
+    fn visit_values(
+        &self,
+        at: &ChunkRef,
+        target: &Target,
+        mut visit: impl FnMut(i64),
+    ) -> Result<()> {
+        self.visit_chunk(at, target, |record| {
+            if let Some(value) = target.value(record.payload) {
+                visit(value);
+            }
+        })
+    }
+
+    /// Arrival times of the first and last record visible, if any.
+    pub fn time_range(&self) -> Result<Option<RangeInclusive<u64>>> {
+        let Some(last) = self.chunks().checked_sub(1) else {
+            return Ok(None);
+        };
+        Ok(Some(
+            self.time_entry(0)?.first_ts..=self.time_entry(last)?.last_ts,
+        ))
+    }
+
+    /// Whether a chunk may hold records for the target, by its summaries.
+    fn may_hold(
+        &self,
+        meta: &ChunkMeta,
+        at: &ChunkRef,
+        target: &Target,
+        values: Option<&RangeInclusive<i64>>,
+    ) -> bool {
+        if at.all.last_ts < *target.window.start() || at.all.first_ts > *target.window.end() {
+            return false;
+        }
+        match (&target.index, values) {
+            (Some(spec), Some(values)) if self.covered(spec.id, at.chunk) => meta
+                .summaries
+                .iter()
+                .any(|s| target.wants(s) && s.min <= *values.end() && s.max >= *values.start()),
+            _ => true,
+        }
+    }
+
+    /// [`Snapshot::may_hold`] for a run of chunks, by its merged summaries.
+    fn run_may_hold(
+        &self,
+        meta: &ChunkMeta,
+        run: &Range<u64>,
+        target: &Target,
+        values: Option<&RangeInclusive<i64>>,
+    ) -> bool {
+        let Some(all) = meta.all(target.source) else {
+            return false;
+        };
+        if all.last_ts < *target.window.start() || all.first_ts > *target.window.end() {
+            return false;
+        }
+        match (&target.index, values) {
+            (Some(spec), Some(values))
+                if self.covered(spec.id, run.start) && self.covered(spec.id, run.end - 1) =>
+            {
+                meta.summaries
+                    .iter()
+                    .any(|s| target.wants(s) && s.min <= *values.end() && s.max >= *values.start())
+            }
+            _ => true,
+        }
+    }
+}
+
+/// First index in `0..n` for which `pred` is false (`pred` is monotone).
+fn partition(n: u64, pred: impl Fn(u64) -> Result<bool>) -> Result<u64> {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if pred(mid)? {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
+}
+
+/// Runs `work` over `chunks` on two threads (the machine's cores) and
+/// returns the per-thread results in chunk order.
+fn parallel<C: Sync, T: Send>(
+    chunks: &[C],
+    work: impl Fn(&[C]) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    if chunks.len() < 8 {
+        return Ok(vec![work(chunks)?]);
+    }
+    let (left, right) = chunks.split_at(chunks.len() / 2);
+    std::thread::scope(|scope| {
+        let other = scope.spawn(|| work(right));
+        let mine = work(left);
+        let other = other
+            .join()
+            .map_err(|_| Error::Invalid("a query thread panicked".into()))?;
+        Ok(vec![mine?, other?])
+    })
+}
