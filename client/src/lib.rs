@@ -15,16 +15,8 @@
 //! ```
 //!
 //! The protocol is text lines over a Unix socket (`/run/weft/app.sock`,
-//! root-only unless the agent allows a group):
-//!
-//! ```text
-//! source NAME FIELD:KIND ...      KIND: int, duration (ns) or time (CLOCK_MONOTONIC ns)
-//! record NAME VALUE ...           one integer per field
-//! dropped N                       N more records the client dropped (the agent counts them)
-//! sync                            the agent answers `ok N`: records accepted so far
-//! ```
-//!
-//! A line the agent cannot accept gets `error LINE: why` and the connection
+//! root-only unless the agent allows a group), defined in [`protocol`]. A
+//! line the agent cannot accept gets `error LINE: why` and the connection
 //! is closed; `sync` (and the next push) then fail with that message.
 //!
 //! [`Client::push`] never blocks the application, as OpenTelemetry's SDKs
@@ -35,8 +27,9 @@
 //! [`Client::push_wait`] waits for room instead. Call [`Client::sync`] to
 //! know the records arrived.
 
+pub mod protocol;
+
 use std::{
-    fmt::Write as _,
     io::{self, BufRead as _, BufReader, BufWriter, Write as _},
     os::unix::net::UnixStream,
     path::Path,
@@ -48,35 +41,14 @@ use std::{
     time::Duration,
 };
 
-/// Where `weft record --sources app` listens.
-pub const SOCKET: &str = "/run/weft/app.sock";
+use protocol::{Answer, Request};
+pub use protocol::{Kind, SOCKET};
 
 /// Records the queue holds by default before [`Client::push`] drops.
 pub const QUEUE: usize = 1 << 16;
 
 /// How long dropping a [`Client`] waits for its queue to be sent.
 const LINGER: Duration = Duration::from_secs(1);
-
-/// What a field's integers mean, so that queries show them right.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// A plain integer (an id, a count, a size).
-    Int,
-    /// Nanoseconds of duration.
-    Duration,
-    /// A `CLOCK_MONOTONIC` time in nanoseconds.
-    Time,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Int => "int",
-            Self::Duration => "duration",
-            Self::Time => "time",
-        }
-    }
-}
 
 /// What the application hands the writer thread.
 enum Line {
@@ -150,12 +122,8 @@ impl Client {
     /// When the connection has failed; a rejected declaration shows at
     /// [`Client::sync`].
     pub fn define(&mut self, name: &str, fields: &[(&str, Kind)]) -> io::Result<()> {
-        let mut line = format!("source {name}");
-        for (field, kind) in fields {
-            // Writing to a String cannot fail.
-            let _ = write!(line, " {field}:{}", kind.name());
-        }
-        self.send(Line::Text(line))
+        let fields = fields.to_vec();
+        self.send(Line::Text(Request::Source { name, fields }.to_string()))
     }
 
     /// Queues one record of source `name`, one value per declared field,
@@ -234,12 +202,8 @@ impl Drop for Client {
 }
 
 fn record(name: &str, values: &[i64]) -> String {
-    let mut line = format!("record {name}");
-    for value in values {
-        // Writing to a String cannot fail.
-        let _ = write!(line, " {value}");
-    }
-    line
+    let values = values.to_vec();
+    Request::Record { name, values }.to_string()
 }
 
 /// The writer thread: sends each line, flushing whenever the queue runs
@@ -279,13 +243,13 @@ fn write_lines(
             Err(TryRecvError::Disconnected) => break,
         };
         let now = dropped.load(Ordering::Relaxed);
-        if now > told && writeln!(out, "dropped {}", now - told).is_ok() {
+        if now > told && writeln!(out, "{}", Request::Dropped(now - told)).is_ok() {
             told = now;
         }
         let sent = match line {
             Line::Text(text) => writeln!(out, "{text}"),
             Line::Sync(answer) => {
-                let result = match writeln!(out, "sync").and_then(|()| out.flush()) {
+                let result = match writeln!(out, "{}", Request::Sync).and_then(|()| out.flush()) {
                     Ok(()) => read_count(&mut reader),
                     Err(error) => Err(why(error, &mut reader)),
                 };
@@ -302,7 +266,7 @@ fn write_lines(
     }
     let now = dropped.load(Ordering::Relaxed);
     if now > told {
-        let _ = writeln!(out, "dropped {}", now - told);
+        let _ = writeln!(out, "{}", Request::Dropped(now - told));
     }
     let _ = out.flush();
 }
@@ -311,22 +275,10 @@ fn write_lines(
 fn read_count(reader: &mut BufReader<UnixStream>) -> io::Result<u64> {
     let mut line = String::new();
     reader.read_line(&mut line)?;
-    let line = line.trim_end();
-    if let Some(count) = line.strip_prefix("ok ") {
-        return count
-            .parse()
-            .map_err(|_| io::Error::other(format!("weft answered `{line}`")));
+    match Answer::parse(line.trim_end()) {
+        Answer::Accepted(count) => Ok(count),
+        Answer::Rejected(why) => Err(io::Error::new(io::ErrorKind::InvalidData, why)),
     }
-    let message = line.strip_prefix("error ").unwrap_or(line);
-    let message = if message.is_empty() {
-        "weft closed the connection"
-    } else {
-        message
-    };
-    Err(io::Error::new(
-        io::ErrorKind::InvalidData,
-        message.to_owned(),
-    ))
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Application records: programs push their own records (a request id and
 //! its latency, say) through a Unix socket, `/run/weft/app.sock`, with the
-//! `weft-client` crate or any writer of its text protocol (see that crate).
+//! `weft-client` crate or any writer of its text protocol
+//! (`weft_client::protocol`, which defines it).
 //! Each declared source becomes a store source like weft's own.
 //!
 //! Every connection is read by its own thread, which checks each line and
@@ -34,19 +35,18 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::socket::{self, Slots};
 use weft_capture::registry::{ValueKind, is_weft_source};
+use weft_client::protocol::{Answer, Kind, Request};
 
 /// What `--sources`, `weft.json` and the report call application records.
 pub const NAME: &str = "app";
 
 /// Where the agent listens.
-pub const SOCKET: &str = "/run/weft/app.sock";
+pub use weft_client::protocol::SOCKET;
 /// Records waiting for the recorder, at most.
 const BACKLOG: usize = 1 << 16;
-/// Fields per source, at most.
-const MAX_FIELDS: usize = 32;
 /// Connections served at once; one past them is told so and closed.
 pub const MAX_CLIENTS: usize = 64;
-/// The longest line: a source of [`MAX_FIELDS`] fields with long names,
+/// The longest line: a source of [`weft_client::protocol::MAX_FIELDS`] fields with long names,
 /// or a record of as many 20-digit values, fits several times over.
 pub const MAX_LINE: usize = 4096;
 /// Sources the applications may define in all.
@@ -198,32 +198,33 @@ fn serve(stream: &UnixStream, sender: &SyncSender<Message>, schemas: &Schemas, c
         }
         let ended = buf.last() == Some(&b'\n');
         let line = String::from_utf8_lossy(buf.strip_suffix(b"\n").unwrap_or(&buf));
-        let reply = match line.split_once(' ').unwrap_or((&line, "")) {
-            _ if !ended && buf.len() > MAX_LINE => {
-                Err(format!("a line is at most {MAX_LINE} bytes"))
-            }
-            ("sync", "") => {
-                if writeln!(out, "ok {accepted}").is_err() {
+        let request = if !ended && buf.len() > MAX_LINE {
+            Err(format!("a line is at most {MAX_LINE} bytes"))
+        } else {
+            Request::parse(&line)
+        };
+        let reply = match request {
+            Ok(Request::Sync) => {
+                if writeln!(out, "{}", Answer::Accepted(accepted)).is_err() {
                     return; // the client left
                 }
                 Ok(())
             }
-            ("source", rest) => define(rest, schemas, sender, &mut names),
-            ("record", rest) => record(rest, &names, pid, sender).map(|()| accepted += 1),
-            ("dropped", n) => match n.parse::<u64>() {
-                Ok(n) => {
-                    counts.dropped.fetch_add(n, Ordering::Relaxed);
-                    Ok(())
-                }
-                Err(_) => Err(format!("`dropped` takes a count, not `{n}`")),
-            },
-            (word, _) => Err(format!(
-                "unknown message `{word}` (source, record, dropped or sync)"
-            )),
+            Ok(Request::Source { name, fields }) => {
+                define(name, &fields, schemas, sender, &mut names)
+            }
+            Ok(Request::Record { name, values }) => {
+                record(name, values, &names, pid, sender).map(|()| accepted += 1)
+            }
+            Ok(Request::Dropped(n)) => {
+                counts.dropped.fetch_add(n, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(why) => Err(why),
         };
         if let Err(why) = reply {
             counts.rejected.fetch_add(1, Ordering::Relaxed);
-            let _ = writeln!(out, "error {}: {why}", number + 1);
+            let _ = writeln!(out, "{}", Answer::rejected(number + 1, &why));
             return;
         }
     }
@@ -260,36 +261,22 @@ fn peer_pid(stream: &UnixStream) -> Option<i64> {
     (done == 0).then_some(i64::from(cred.pid))
 }
 
+/// A `source` line, whose name and fields the protocol checked: the name
+/// must be no source of weft's own, nor declared before with other fields.
 fn define(
-    rest: &str,
+    name: &str,
+    fields: &[(&str, Kind)],
     schemas: &Schemas,
     sender: &SyncSender<Message>,
     names: &mut HashMap<String, Declared>,
 ) -> Result<(), String> {
-    let mut words = rest.split(' ');
-    let name = words.next().unwrap_or_default();
-    check_name("source", name)?;
     if is_weft_source(name) {
         return Err(format!("`{name}` is one of weft's own sources"));
     }
-    let fields = words
-        .map(|word| {
-            let (field, kind) = word.split_once(':').unwrap_or((word, "int"));
-            check_name("field", field)?;
-            let kind = ValueKind::parse(kind).ok_or_else(|| {
-                format!("field {field}: kind `{kind}` is not int, duration or time")
-            })?;
-            Ok((field.to_owned(), kind))
-        })
-        .collect::<Result<Vec<_>, String>>()?;
-    if fields.is_empty() || fields.len() > MAX_FIELDS {
-        return Err(format!("a source has 1 to {MAX_FIELDS} fields"));
-    }
-    if let Some((i, (field, _))) = (fields.iter().enumerate())
-        .find(|(i, (field, _))| fields[..*i].iter().any(|(f, _)| f == field))
-    {
-        return Err(format!("field {field} is declared twice (field {})", i + 1));
-    }
+    let fields: Vec<(String, ValueKind)> = fields
+        .iter()
+        .map(|(field, kind)| ((*field).to_owned(), value_kind(*kind)))
+        .collect();
     let mut known = schemas.lock().map_err(|_| "internal error".to_owned())?;
     match known.get(name) {
         Some(existing) if *existing != fields => {
@@ -321,14 +308,24 @@ fn define(
     Ok(())
 }
 
+/// What a field's protocol kind is in `weft.json`.
+fn value_kind(kind: Kind) -> ValueKind {
+    match kind {
+        Kind::Int => ValueKind::Int,
+        Kind::Duration => ValueKind::Duration,
+        Kind::Time => ValueKind::Time,
+    }
+}
+
+/// A `record` line of a source this connection declared; its `pid` field
+/// becomes the sender's.
 fn record(
-    rest: &str,
+    name: &str,
+    mut values: Vec<i64>,
     names: &HashMap<String, Declared>,
     pid: i64,
     sender: &SyncSender<Message>,
 ) -> Result<(), String> {
-    let mut words = rest.split(' ');
-    let name = words.next().unwrap_or_default();
     let Some(Declared {
         name,
         fields: count,
@@ -339,12 +336,6 @@ fn record(
             "source `{name}` was not declared on this connection"
         ));
     };
-    let mut values = words
-        .map(|w| {
-            w.parse::<i64>()
-                .map_err(|_| format!("`{w}` is not an integer"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
     if values.len() != *count {
         return Err(format!(
             "{name} has {count} fields, this record {} values",
@@ -363,22 +354,6 @@ fn record(
     sender
         .send(message)
         .map_err(|_| "weft is stopping".to_owned())
-}
-
-fn check_name(what: &str, name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= 32
-        && name.starts_with(|c: char| c.is_ascii_lowercase())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{what} name `{name}`: use 1 to 32 of a-z, 0-9 and _, starting with a letter"
-        ))
-    }
 }
 
 #[cfg(test)]
