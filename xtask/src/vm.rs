@@ -603,6 +603,9 @@ fn qemu(
 /// console silent: a guest silent this long has stopped in its kernel.
 const SILENCE: Duration = Duration::from_secs(300);
 
+/// The kernel's words for a CPU stuck in the kernel past the watchdog.
+const SOFT_LOCKUP: &str = "watchdog: BUG: soft lockup";
+
 /// The line `qemu` adds to a log whose guest fell [`SILENCE`]-long silent.
 const HUNG: &str = "vm-test: the guest's console was silent for";
 
@@ -653,7 +656,7 @@ fn boot(
     let mut earlier = String::new();
     let mut boots = 1;
     while accel.starts_with("tcg")
-        && (died_patching_code(&log) || log.contains(HUNG))
+        && (died_patching_code(&log) || log.contains(HUNG) || log.contains(SOFT_LOCKUP))
         && boots < BOOTS
     {
         // Multi-threaded TCG races with a guest patching its own code (a
@@ -676,6 +679,17 @@ fn boot(
                 test_under_way(&log).unwrap_or("no test")
             );
             indented(&mut report, &log_tail(&log, 10));
+        } else if log.contains(SOFT_LOCKUP) {
+            // Seen on 6.1 while probes attached: weft's own `bpf()` call
+            // spinning for 78 s on a jump in `syscall_trace_enter`, a
+            // site the kernel patches as syscall tracepoints come and go.
+            // BPF programs cannot loop; a vCPU running stale code can.
+            let _ = writeln!(
+                report,
+                "vm-test: {name}: the guest's watchdog found a CPU stuck while {} ran (TCG); the log ends:",
+                test_under_way(&log).unwrap_or("no test")
+            );
+            indented(&mut report, &log_tail(&log, 25));
         } else {
             let _ = writeln!(
                 report,
@@ -867,9 +881,11 @@ fn parse(kernel: &str, log: &str, timed_out: bool, seconds: f64) -> Verdict {
         match outcome {
             "ok" => verdict.passed.push(test),
             "ignored" => verdict.skipped.push((test, "ignored".to_owned())),
-            // Still running when the log ends: the timeout reports it.
-            "" => {}
-            _ => verdict.failed.push(test),
+            "FAILED" => verdict.failed.push(test),
+            // Still running when the log ended (its line may end in the
+            // kernel's dying words): the timeout reports it, or a boot
+            // again runs it.
+            _ => {}
         }
     }
     // A test that skipped itself also reports `ok`.
@@ -952,6 +968,17 @@ mod tests {
                      [ 9.1]  bpf_prog_run+0x10/0x20\r\n";
         assert!(!died_patching_code(other));
         assert!(!died_patching_code("test a::x ... ok\r\n"));
+    }
+
+    #[test]
+    fn a_test_the_guest_died_in_is_not_counted_failed() {
+        let log = "test a::passed ... ok <1.000s>\r\n\
+                   test a::dying ... [ 252.5] watchdog: BUG: soft lockup - CPU#1 stuck for 78s! [weft:1894]\r\n";
+        let v = parse("6.1", log, true, 1.0);
+        assert_eq!(v.passed, ["passed"]);
+        assert!(v.failed.is_empty(), "{:?}", v.failed);
+        assert_eq!(test_under_way(log), Some("a::dying"));
+        assert!(log.contains(SOFT_LOCKUP));
     }
 
     #[test]
