@@ -101,7 +101,7 @@ impl CaptureFeed {
     pub fn open(dir: &Path, skip_damaged: bool) -> anyhow::Result<Self> {
         let capture = Capture::open(dir)?;
         let snapshot = capture::open(dir, skip_damaged)?;
-        let metadata = capture.metadata(&snapshot)?;
+        let metadata = capture.metadata()?;
         let sources = info::records(&snapshot)?
             .into_iter()
             .map(|(source, records, _)| SourceHealth {
@@ -169,7 +169,7 @@ fn ask(
 
 /// Each source and its columns, as queries name them.
 fn schema(capture: &Capture, snapshot: &Snapshot) -> Vec<(String, Vec<String>)> {
-    let Ok((catalog, _)) = capture.catalog(snapshot, false) else {
+    let Ok(catalog) = capture.catalog(snapshot, false) else {
         return Vec::new();
     };
     catalog

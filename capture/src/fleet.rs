@@ -128,7 +128,7 @@ pub fn serve_request(
 ) -> std::result::Result<Vec<u8>, String> {
     let decoded: Request = decode(request).map_err(|e| format!("{e:#}"))?;
     let parsed = weft_query::parse(&decoded.query).map_err(|e| e.render(&decoded.query))?;
-    let (catalog, _) = capture
+    let catalog = capture
         .catalog(snapshot, parsed.names("comm"))
         .map_err(|e| format!("{e:#}"))?;
     let mut catalog = Catalog::clone(&catalog);

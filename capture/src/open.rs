@@ -1,15 +1,16 @@
 //! A capture opened for reading, as every asker of it shares it: the live
-//! UI's refresh each second, the live socket, the metrics endpoint,
-//! `weft query` and `export`. `weft.json` is read when opened and again
-//! only when it was replaced; the catalog queries bind to is built again
-//! only when what it describes changed: `weft.json`, the store's sources,
-//! or the thread and function names (`tasks` and `symbols` records).
-//! Thread names are read on from the chunks read before, not again from
-//! the start: a live capture meets new threads all the time.
+//! UI's refresh each second, the live socket, the metrics endpoint, a
+//! peer's fleet request, `weft query` and `export`. `weft.json` is read at
+//! the first question and again only when it was replaced; the catalog
+//! queries bind to is built again only when what it describes changed:
+//! `weft.json`, the store's sources, or the thread and function names
+//! (`tasks` and `symbols` records). Thread names are read on from the
+//! chunks read before, not again from the start: a live capture meets new
+//! threads all the time.
 
 use std::{
     path::Path,
-    sync::{Arc, Mutex, PoisonError},
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
 };
 
 use anyhow::Result;
@@ -26,43 +27,55 @@ use crate::{
 /// A capture directory opened for reading (see the module docs).
 pub struct Capture {
     dir: Dir,
-    cached: Mutex<Option<Cached>>,
-    /// Thread names, read on from where the last question stopped.
-    threads: Mutex<ThreadNames>,
+    kept: Mutex<Kept>,
 }
+
+/// What a capture keeps between questions.
+#[derive(Default)]
+struct Kept {
+    /// `weft.json` and the stamp it had when read.
+    metadata: Option<(Stamp, Arc<Value>)>,
+    catalog: Option<Cached>,
+    /// Thread names, read on from where the last question stopped.
+    threads: ThreadNames,
+}
+
+/// `weft.json`'s inode, size and modification time: weft replaces it whole
+/// (a rename), so a change shows in one of them. Zero when it is absent.
+type Stamp = (u64, i64, i64, u64);
 
 /// A catalog and what it was built from.
 struct Cached {
     key: Key,
-    metadata: Arc<Value>,
     catalog: Arc<Catalog>,
-    /// Whether the catalog names threads (`comm`): a pass over the
-    /// `tasks` records that queries not naming `comm` do without.
-    threads: bool,
-}
-
-impl Cached {
-    /// Whether this catalog answers a query on the capture as `key` finds
-    /// it. Thread names matter only to a query that shows them (`comm`, a
-    /// listing): a live capture meets new threads all the time, and the
-    /// other queries need not pay for reading their names again.
-    fn serves(&self, key: &Key, threads: bool) -> bool {
-        let rest = |key: &Key| Key { tasks: 0, ..*key };
-        rest(&self.key) == rest(key) && (!threads || (self.threads && self.key.tasks == key.tasks))
-    }
 }
 
 /// What a catalog depends on: when any of it changes, it is built again.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Key {
-    /// `weft.json`'s inode, size and modification time: weft replaces it
-    /// whole (a rename), so a change shows in one of them.
-    metadata: (u64, i64, i64, u64),
+    metadata: Stamp,
     /// The store's sources: a new one may be an application's.
     sources: usize,
-    /// Records of the `tasks` and `symbols` sources.
-    tasks: u64,
+    /// Records of the `symbols` source.
     symbols: u64,
+    /// Records of the `tasks` source when the catalog names threads
+    /// (`comm`): a pass over them that questions not naming `comm` do
+    /// without, and that new threads alone do not make them redo.
+    tasks: Option<u64>,
+}
+
+impl Key {
+    /// Whether a catalog built at `self` answers a question asked at `now`.
+    fn serves(&self, now: &Self) -> bool {
+        let names_current = now.tasks.is_none() || self.tasks == now.tasks;
+        Self {
+            tasks: None,
+            ..*self
+        } == Self {
+            tasks: None,
+            ..*now
+        } && names_current
+    }
 }
 
 impl Capture {
@@ -71,8 +84,7 @@ impl Capture {
     pub fn open(dir: &Path) -> Result<Self> {
         Ok(Self {
             dir: Dir::open(dir)?,
-            cached: Mutex::new(None),
-            threads: Mutex::default(),
+            kept: Mutex::default(),
         })
     }
 
@@ -81,49 +93,45 @@ impl Capture {
         self.dir.path()
     }
 
+    /// `weft.json`, read again only when it was replaced.
+    pub fn metadata(&self) -> Result<Arc<Value>> {
+        let stamp = self.stamp();
+        metadata_at(&mut self.kept(), &self.dir, stamp)
+    }
+
     /// The catalog of `snapshot` of this capture, naming threads when
-    /// `threads`, and the `weft.json` it was built with.
-    pub fn catalog(
-        &self,
-        snapshot: &Snapshot,
-        threads: bool,
-    ) -> Result<(Arc<Catalog>, Arc<Value>)> {
-        let key = self.key(snapshot)?;
-        let mut cached = self.cached.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(c) = cached.as_ref().filter(|c| c.serves(&key, threads)) {
-            return Ok((c.catalog.clone(), c.metadata.clone()));
+    /// `threads`.
+    pub fn catalog(&self, snapshot: &Snapshot, threads: bool) -> Result<Arc<Catalog>> {
+        let key = self.key(snapshot, threads)?;
+        let mut kept = self.kept();
+        if let Some(cached) = kept.catalog.as_ref().filter(|c| c.key.serves(&key)) {
+            return Ok(cached.catalog.clone());
         }
-        let metadata = match cached.as_ref().filter(|c| c.key.metadata == key.metadata) {
-            Some(c) => c.metadata.clone(),
-            None => Arc::new(capture::metadata_in(&self.dir)?),
-        };
+        let metadata = metadata_at(&mut kept, &self.dir, key.metadata)?;
         let names = if threads {
-            let mut names = self.threads.lock().unwrap_or_else(PoisonError::into_inner);
-            names.update(snapshot)?
+            kept.threads.update(snapshot)?
         } else {
             None
         };
         let catalog = Arc::new(capture::catalog_naming(snapshot, &metadata, names)?);
-        *cached = Some(Cached {
+        kept.catalog = Some(Cached {
             key,
-            metadata: metadata.clone(),
             catalog: catalog.clone(),
-            threads,
         });
-        Ok((catalog, metadata))
+        Ok(catalog)
     }
 
-    /// `weft.json` as of the last catalog (read now if none was built).
-    pub fn metadata(&self, snapshot: &Snapshot) -> Result<Arc<Value>> {
-        Ok(self.catalog(snapshot, false)?.1)
+    fn kept(&self) -> MutexGuard<'_, Kept> {
+        self.kept.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn key(&self, snapshot: &Snapshot) -> Result<Key> {
-        let metadata = match self.dir.stat(METADATA) {
-            Ok(stat) => (stat.st_ino, stat.st_size, stat.st_mtime, stat.st_mtime_nsec),
-            // Read (and refused, or made empty) by metadata_in.
-            Err(_) => (0, 0, 0, 0),
-        };
+    fn stamp(&self) -> Stamp {
+        self.dir.stat(METADATA).map_or((0, 0, 0, 0), |stat| {
+            (stat.st_ino, stat.st_size, stat.st_mtime, stat.st_mtime_nsec)
+        })
+    }
+
+    fn key(&self, snapshot: &Snapshot, threads: bool) -> Result<Key> {
         let records = |name: &str| -> Result<u64> {
             let Some(source) = snapshot.meta().sources.iter().find(|s| s.name == name) else {
                 return Ok(0);
@@ -131,12 +139,23 @@ impl Capture {
             Ok(snapshot.aggregate(source.id, 0, 0..=u64::MAX)?.0.count)
         };
         Ok(Key {
-            metadata,
+            metadata: self.stamp(),
             sources: snapshot.meta().sources.len(),
-            tasks: records(TASKS)?,
             symbols: records(SYMBOLS)?,
+            tasks: threads.then(|| records(TASKS)).transpose()?,
         })
     }
+}
+
+/// `weft.json` as kept, or read again when its stamp is not `stamp`
+/// (absent: an empty document, or refused where the store is there).
+fn metadata_at(kept: &mut Kept, dir: &Dir, stamp: Stamp) -> Result<Arc<Value>> {
+    if let Some((_, metadata)) = kept.metadata.as_ref().filter(|(s, _)| *s == stamp) {
+        return Ok(metadata.clone());
+    }
+    let metadata = Arc::new(capture::metadata_in(dir)?);
+    kept.metadata = Some((stamp, metadata.clone()));
+    Ok(metadata)
 }
 
 #[cfg(test)]
@@ -170,7 +189,7 @@ mod tests {
         capture::write_metadata(store.dir(), &session(5)).unwrap();
         let capture = Capture::open(&path).unwrap();
         let reader = store.reader();
-        let catalog = |threads| capture.catalog(&reader.snapshot(), threads).unwrap().0;
+        let catalog = |threads| capture.catalog(&reader.snapshot(), threads).unwrap();
 
         let first = catalog(true);
         assert_eq!(comm(&first, 1).as_deref(), Some("first"));

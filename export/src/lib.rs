@@ -109,10 +109,12 @@ pub fn run(export: &Export) -> Result<String> {
     let dir = &export.dir;
     let capture = Capture::open(dir)?;
     let snapshot = capture::open(dir, export.skip_damaged)?;
-    let (catalog, metadata) = capture.catalog(&snapshot, true)?;
+    let metadata = capture.metadata()?;
     check(export)?;
+    // Built where it is used: pcapng and folded stacks need no catalog.
+    let catalog = || capture.catalog(&snapshot, true);
     if export.partition {
-        return partitioned(export, &snapshot, &catalog, &metadata);
+        return partitioned(export, &snapshot, &*catalog()?, &metadata);
     }
     let to_stdout = export.output.as_os_str() == "-";
     let (tmp, file) = if to_stdout {
@@ -125,8 +127,10 @@ pub fn run(export: &Export) -> Result<String> {
             .with_context(|| format!("failed to write {}", tmp.display())),
         Format::Folded => write_folded(&snapshot, file)
             .with_context(|| format!("failed to write {}", tmp.display())),
-        Format::Perfetto => write_perfetto(export, &snapshot, &catalog, file),
-        _ => write_rows(export, &snapshot, &catalog, file, &tmp),
+        Format::Perfetto => {
+            catalog().and_then(|catalog| write_perfetto(export, &snapshot, &catalog, file))
+        }
+        _ => catalog().and_then(|catalog| write_rows(export, &snapshot, &catalog, file, &tmp)),
     };
     let done = written.and_then(|rows| {
         if to_stdout {
