@@ -11,7 +11,7 @@ use weft_abi::{syscall::MAX_SYSCALLS, syscall_names};
 use weft_query::{Catalog, Kind, Names};
 use weft_store::Dir;
 
-use crate::registry::{CALLS, SYSCALLS, TRIGGERS, ValueKind};
+use crate::registry::{self, CALLS, SYSCALLS, TRIGGERS};
 
 /// Name of the metadata file in a capture directory.
 pub const METADATA: &str = "weft.json";
@@ -150,7 +150,7 @@ pub fn catalog_naming(
                 continue;
             };
             for (field, kind) in fields.as_object().into_iter().flatten() {
-                let kind = ValueKind::query_kind(kind.as_str().unwrap_or_default());
+                let kind = registry::query_kind(kind.as_str().unwrap_or_default());
                 columns.set_kind(field, kind);
             }
             if let (TRACE_SOURCES, Some(threads)) = (key, &threads) {

@@ -31,39 +31,16 @@ pub fn is_weft_source(name: &str) -> bool {
 }
 
 /// What the integers of a field pushed by an application or stored by a
-/// one-liner mean (the store's `FieldKind` is their width).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ValueKind {
-    Int,
-    Duration,
-    Time,
-}
+/// one-liner mean (the store's `FieldKind` is their width): the app
+/// protocol's kinds, which `weft.json` names the same way.
+pub use weft_client::protocol::Kind as ValueKind;
 
-impl ValueKind {
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "int" => Some(Self::Int),
-            "duration" => Some(Self::Duration),
-            "time" => Some(Self::Time),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Int => "int",
-            Self::Duration => "duration",
-            Self::Time => "time",
-        }
-    }
-
-    /// The query kind of a field whose kind `weft.json` names `name`.
-    pub fn query_kind(name: &str) -> Kind {
-        match Self::parse(name) {
-            Some(Self::Duration) => Kind::Duration,
-            Some(Self::Time) => Kind::Time,
-            _ => Kind::Int,
-        }
+/// The query kind of a field whose kind `weft.json` names `name`.
+pub fn query_kind(name: &str) -> Kind {
+    match ValueKind::parse(name) {
+        Some(ValueKind::Duration) => Kind::Duration,
+        Some(ValueKind::Time) => Kind::Time,
+        _ => Kind::Int,
     }
 }
 

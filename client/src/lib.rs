@@ -202,7 +202,7 @@ impl Drop for Client {
 }
 
 fn record(name: &str, values: &[i64]) -> String {
-    let values = values.to_vec();
+    let values = values.into();
     Request::Record { name, values }.to_string()
 }
 

@@ -12,7 +12,7 @@
 //! A line the agent cannot accept is answered `error LINE: why`, and the
 //! agent closes the connection.
 
-use std::fmt::{self, Write as _};
+use std::{borrow::Cow, fmt};
 
 /// Where `weft record --sources app` listens.
 pub const SOCKET: &str = "/run/weft/app.sock";
@@ -61,7 +61,10 @@ pub enum Request<'a> {
         fields: Vec<(&'a str, Kind)>,
     },
     /// A record of a declared source, one value per field.
-    Record { name: &'a str, values: Vec<i64> },
+    Record {
+        name: &'a str,
+        values: Cow<'a, [i64]>,
+    },
     /// Records the client dropped since it last said so.
     Dropped(u64),
     /// Asks for the count of records accepted so far.
@@ -85,8 +88,11 @@ impl<'a> Request<'a> {
                 let name = words.next().unwrap_or_default();
                 let values = words
                     .map(|w| w.parse().map_err(|_| format!("`{w}` is not an integer")))
-                    .collect::<Result<_, _>>()?;
-                Ok(Self::Record { name, values })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Self::Record {
+                    name,
+                    values: values.into(),
+                })
             }
             "dropped" => rest
                 .parse()
@@ -148,20 +154,14 @@ impl fmt::Display for Request<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Source { name, fields } => {
-                f.write_str("source ")?;
-                f.write_str(name)?;
-                for (field, kind) in fields {
-                    write!(f, " {field}:{}", kind.name())?;
-                }
-                Ok(())
+                write!(f, "source {name}")?;
+                fields
+                    .iter()
+                    .try_for_each(|(field, kind)| write!(f, " {field}:{}", kind.name()))
             }
             Self::Record { name, values } => {
-                let mut line = format!("record {name}");
-                for value in values {
-                    // Writing to a String cannot fail.
-                    let _ = write!(line, " {value}");
-                }
-                f.write_str(&line)
+                write!(f, "record {name}")?;
+                values.iter().try_for_each(|value| write!(f, " {value}"))
             }
             Self::Dropped(n) => write!(f, "dropped {n}"),
             Self::Sync => f.write_str("sync"),
@@ -229,7 +229,7 @@ mod tests {
             },
             Request::Record {
                 name: "requests",
-                values: vec![42, -1, i64::MAX],
+                values: vec![42, -1, i64::MAX].into(),
             },
             Request::Dropped(7),
             Request::Sync,

@@ -35,7 +35,7 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::socket::{self, Slots};
 use weft_capture::registry::{ValueKind, is_weft_source};
-use weft_client::protocol::{Answer, Kind, Request};
+use weft_client::protocol::{Answer, Request};
 
 /// What `--sources`, `weft.json` and the report call application records.
 pub const NAME: &str = "app";
@@ -214,7 +214,7 @@ fn serve(stream: &UnixStream, sender: &SyncSender<Message>, schemas: &Schemas, c
                 define(name, &fields, schemas, sender, &mut names)
             }
             Ok(Request::Record { name, values }) => {
-                record(name, values, &names, pid, sender).map(|()| accepted += 1)
+                record(name, values.into_owned(), &names, pid, sender).map(|()| accepted += 1)
             }
             Ok(Request::Dropped(n)) => {
                 counts.dropped.fetch_add(n, Ordering::Relaxed);
@@ -265,7 +265,7 @@ fn peer_pid(stream: &UnixStream) -> Option<i64> {
 /// must be no source of weft's own, nor declared before with other fields.
 fn define(
     name: &str,
-    fields: &[(&str, Kind)],
+    fields: &[(&str, ValueKind)],
     schemas: &Schemas,
     sender: &SyncSender<Message>,
     names: &mut HashMap<String, Declared>,
@@ -275,7 +275,7 @@ fn define(
     }
     let fields: Vec<(String, ValueKind)> = fields
         .iter()
-        .map(|(field, kind)| ((*field).to_owned(), value_kind(*kind)))
+        .map(|(field, kind)| ((*field).to_owned(), *kind))
         .collect();
     let mut known = schemas.lock().map_err(|_| "internal error".to_owned())?;
     match known.get(name) {
@@ -306,15 +306,6 @@ fn define(
     };
     names.insert(name.to_owned(), declared);
     Ok(())
-}
-
-/// What a field's protocol kind is in `weft.json`.
-fn value_kind(kind: Kind) -> ValueKind {
-    match kind {
-        Kind::Int => ValueKind::Int,
-        Kind::Duration => ValueKind::Duration,
-        Kind::Time => ValueKind::Time,
-    }
 }
 
 /// A `record` line of a source this connection declared; its `pid` field
