@@ -15,7 +15,7 @@ use anyhow::{Context as _, Result};
 
 use crate::{
     bench_loop::{Tracer, median, sorted},
-    bench_tui::{tmux, ui_pid, wait_for},
+    bench_tui::{thread_seconds, tmux, ui_pid, wait_for},
     exec::output,
     run::build_weft_release,
     setup,
@@ -32,7 +32,8 @@ pub struct Options {
     /// Seconds the UI's query worker is measured over per round.
     #[arg(long, default_value_t = 10)]
     seconds: u64,
-    /// Another weft binary measured in the same rounds as `baseline`.
+    /// Another weft binary measured in the same rounds as `baseline`; its
+    /// file must be called `weft` (the UI is found by that name).
     #[arg(long, value_name = "WEFT")]
     baseline: Option<String>,
 }
@@ -129,7 +130,10 @@ fn explained_ms(text: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix("time: ")?.strip_suffix(" ms")?.parse().ok())
 }
 
-/// The CPU of the UI's query worker (thread `weft-tui-query`) over
+/// The UI's query worker thread.
+const WORKER: &str = "weft-tui-query";
+
+/// The CPU of the UI's query worker ([`WORKER`]) over
 /// `seconds` on the latency view, in % of a core.
 fn ui_worker(weft: &str, seconds: u64) -> Result<f64> {
     let dir = scratch("tui");
@@ -139,35 +143,22 @@ fn ui_worker(weft: &str, seconds: u64) -> Result<f64> {
         wait_for("the overview", |s| s.contains("1 Overview"))?;
         tmux(&["send-keys", "-t", "0", "2"])?;
         std::thread::sleep(Duration::from_secs(2));
-        let task = worker_task(&ui_pid()?)?;
-        let (before, start) = (cpu_seconds(&task)?, Instant::now());
+        let pid = ui_pid()?;
+        let worker = || thread_seconds(&pid).get(WORKER).copied();
+        let (before, start) = (worker(), Instant::now());
         std::thread::sleep(Duration::from_secs(seconds));
-        Ok::<_, anyhow::Error>(
-            (cpu_seconds(&task)? - before) / start.elapsed().as_secs_f64() * 100.0,
-        )
+        match (before, worker()) {
+            (Some(before), Some(after)) => {
+                Ok((after - before) / start.elapsed().as_secs_f64() * 100.0)
+            }
+            _ => anyhow::bail!("weft {pid} has no {WORKER} thread"),
+        }
     })();
     let _ = tmux(&["send-keys", "-t", "0", "q"]);
     std::thread::sleep(Duration::from_secs(1));
     let _ = tmux(&["kill-server"]);
     let _ = std::fs::remove_dir_all(&dir);
     measured
-}
-
-/// The `/proc` directory of `pid`'s thread `weft-tui-query`.
-fn worker_task(pid: &str) -> Result<String> {
-    for task in std::fs::read_dir(format!("/proc/{pid}/task"))?.flatten() {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if comm.trim_end() == "weft-tui-query" {
-            return Ok(task.path().display().to_string());
-        }
-    }
-    anyhow::bail!("weft {pid} has no weft-tui-query thread")
-}
-
-fn cpu_seconds(task: &str) -> Result<f64> {
-    Ok(crate::bench_loop::stat_cpu_seconds(
-        &std::fs::read_to_string(format!("{task}/stat"))?,
-    ))
 }
 
 fn scratch(what: &str) -> String {

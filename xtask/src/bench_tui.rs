@@ -400,7 +400,7 @@ pub fn ui_pid() -> Result<String> {
 }
 
 /// CPU seconds (user + system) used so far by each thread name of `pid`.
-fn thread_seconds(pid: &str) -> HashMap<String, f64> {
+pub fn thread_seconds(pid: &str) -> HashMap<String, f64> {
     let mut seconds = HashMap::new();
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return seconds;

@@ -529,9 +529,8 @@ fn qemu(
             // attaches): one vCPU ran, or the kernel read back, a stale
             // `int3`, or spun on a patched jump, and the guest died, in most
             // runs on 6.12 and up to four times in one. One vCPU patches
-            // only what it alone runs. Two guests of one vCPU fit this
-            // machine's two cores, and ran 215.8 and 253.0 s against 263 and
-            // 274 s with two vCPUs each.
+            // only what it alone runs, and two one-vCPU guests fit two host
+            // cores (each ran faster than with two vCPUs).
             "-smp",
             "1",
             "-nographic",
@@ -770,9 +769,9 @@ fn indented(report: &mut String, lines: &[&str]) {
     }
 }
 
-/// Boots of a guest at most, while it dies on a stale `int3` (TCG's race):
-/// twice in a row was seen on a busy machine, and with two guests at once
-/// 6.12 died in each of three runs. A boot again runs only what was left.
+/// Boots of a guest at most, while it dies of TCG (see the reboot loop in
+/// `boot`): with two vCPUs and both guests at once, 6.12 died four times in
+/// one run. A boot again runs only what was left.
 const BOOTS: u32 = 5;
 
 /// The oops of a CPU that ran an `int3` the kernel had already patched
@@ -831,15 +830,20 @@ fn test_seconds(line: &str) -> Option<f64> {
 fn finished_tests(log: &str) -> Vec<&str> {
     log.lines()
         .filter_map(test_line)
-        .filter(|(_, outcome)| matches!(*outcome, "ok" | "FAILED" | "ignored"))
+        .filter(|(_, outcome)| finished(outcome))
         .map(|(test, _)| test)
         .collect()
+}
+
+/// Whether a test's outcome says it finished.
+fn finished(outcome: &str) -> bool {
+    matches!(outcome, "ok" | "FAILED" | "ignored")
 }
 
 /// The test libtest had started and not finished when the log ends.
 fn test_under_way(log: &str) -> Option<&str> {
     let (test, outcome) = log.lines().rev().find_map(test_line)?;
-    (!matches!(outcome, "ok" | "FAILED" | "ignored")).then_some(test)
+    (!finished(outcome)).then_some(test)
 }
 
 /// The last `count` lines of the serial log.
