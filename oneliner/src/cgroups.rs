@@ -5,9 +5,10 @@
 //! cgroup is the entry whose inode number is the id (the root's is 1 in
 //! each). bpftrace compares every entry, files too, so in a v1 hierarchy a
 //! file whose inode number happens to equal a cgroup2 id answers for it
-//! (`memory:/x/memory.failcnt`); weft answers as bpftrace does. The answer lists `name:path` for each hierarchy holding it,
-//! `unified` first and the others by name, joined by `,`; `filter`, a glob,
-//! keeps the hierarchies whose names it matches.
+//! (`memory:/x/memory.failcnt`); weft answers as bpftrace does. The answer
+//! lists `name:path` for each hierarchy holding it, `unified` first and the
+//! others by name, joined by `,`; `filter`, a glob, keeps the hierarchies
+//! whose names it matches.
 
 use std::{
     collections::HashMap,

@@ -663,50 +663,14 @@ fn boot(
     // The logs of the boots that died: their finished tests count.
     let mut earlier = String::new();
     let mut boots = 1;
-    while accel.starts_with("tcg")
-        && (died_patching_code(&log) || log.contains(HUNG) || log.contains(SOFT_LOCKUP))
-        && boots < BOOTS
-    {
-        // Multi-threaded TCG races with a guest patching its own code (a
-        // static key or static call flipped as a probe attaches or
-        // detaches): a vCPU runs, or the kernel reads back, a stale `int3`
-        // and the guest dies. That is the emulator's fault, not a test's.
-        // One vCPU (see `qemu`) leaves no other CPU to race; the reboot
-        // stays for a guest booted with more (a future `-smp`) and for the
-        // silent and stuck guests seen on 6.1.
+    while accel.starts_with("tcg") && boots < BOOTS {
+        let Some((why, lines)) = tcg_death(&log) else {
+            break;
+        };
         fs::write(path.with_extension("int3.log"), &log)?;
         // Each report is printed whole: the other guest prints too.
-        let mut report = String::new();
-        if log.contains(HUNG) {
-            // Seen once on 6.1, both vCPUs busy for 28 minutes during
-            // a test whose every wait has its own timeout: the guest's
-            // kernel had stopped, with no oops and no watchdog (TCG has no
-            // NMI watchdog for a CPU spinning with interrupts off).
-            let _ = writeln!(
-                report,
-                "vm-test: {name}: the guest said nothing for {} s while {} ran; the log ends:",
-                SILENCE.as_secs(),
-                test_under_way(&log).unwrap_or("no test")
-            );
-            indented(&mut report, &log_tail(&log, 10));
-        } else if log.contains(SOFT_LOCKUP) {
-            // Seen on 6.1 while probes attached: weft's own `bpf()` call
-            // spinning for 78 s on a jump in `syscall_trace_enter`, a
-            // site the kernel patches as syscall tracepoints come and go.
-            // BPF programs cannot loop; a vCPU running stale code can.
-            let _ = writeln!(
-                report,
-                "vm-test: {name}: the guest's watchdog found a CPU stuck while {} ran (TCG); the log ends:",
-                test_under_way(&log).unwrap_or("no test")
-            );
-            indented(&mut report, &log_tail(&log, 25));
-        } else {
-            let _ = writeln!(
-                report,
-                "vm-test: {name}: the guest died patching its own code (a TCG race); the oops:"
-            );
-            indented(&mut report, &oops(&log));
-        }
+        let mut report = format!("vm-test: {name}: {why}\n");
+        indented(&mut report, &lines);
         earlier.push_str(&log);
         earlier.push('\n');
         let done = finished_tests(&earlier);
@@ -760,6 +724,43 @@ fn boot(
     }
     print!("{report}");
     Ok(verdict)
+}
+
+/// How a TCG guest died of the emulator rather than of a test, said for
+/// the console, with the lines of its log that show it; `None` for any
+/// other end. Multi-threaded TCG races with a guest patching its own code
+/// (a static key or static call flipped as a probe attaches or detaches):
+/// a vCPU runs, or the kernel reads back, a stale `int3` and the guest
+/// dies. One vCPU (see `qemu`) leaves no other CPU to race; the reboot
+/// stays for a guest booted with more and for the silent and stuck guests
+/// seen on 6.1.
+fn tcg_death(log: &str) -> Option<(String, Vec<&str>)> {
+    let under_way = test_under_way(log).unwrap_or("no test");
+    if log.contains(HUNG) {
+        // Seen once on 6.1, both vCPUs busy for 28 minutes during a test
+        // whose every wait has its own timeout: the guest's kernel had
+        // stopped, with no oops and no watchdog (TCG has no NMI watchdog
+        // for a CPU spinning with interrupts off).
+        let why = format!(
+            "the guest said nothing for {} s while {under_way} ran; the log ends:",
+            SILENCE.as_secs()
+        );
+        Some((why, log_tail(log, 10)))
+    } else if log.contains(SOFT_LOCKUP) {
+        // Seen on 6.1 while probes attached: weft's own `bpf()` call
+        // spinning for 78 s on a jump in `syscall_trace_enter`, a site the
+        // kernel patches as syscall tracepoints come and go. BPF programs
+        // cannot loop; a vCPU running stale code can.
+        let why = format!(
+            "the guest's watchdog found a CPU stuck while {under_way} ran (TCG); the log ends:"
+        );
+        Some((why, log_tail(log, 25)))
+    } else if died_patching_code(log) {
+        let why = "the guest died patching its own code (a TCG race); the oops:";
+        Some((why.to_owned(), oops(log)))
+    } else {
+        None
+    }
 }
 
 /// `lines` into `report`, each indented under the line that explains them.
