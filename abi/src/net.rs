@@ -48,6 +48,18 @@ pub struct PacketEvent {
     pub captured: u32,
 }
 
+impl PacketEvent {
+    /// The record at the start of `bytes` as the kernel wrote it; `None`
+    /// when too short.
+    #[must_use]
+    pub fn read(bytes: &[u8]) -> Option<Self> {
+        let bytes = bytes.get(..EVENT_SIZE)?;
+        // SAFETY: EVENT_SIZE readable bytes; every bit pattern is a valid
+        // PacketEvent (plain integers), and the read is unaligned.
+        Some(unsafe { bytes.as_ptr().cast::<Self>().read_unaligned() })
+    }
+}
+
 /// A [`PacketEvent`] with room for the payload bytes of a snap length:
 /// the kernel fills one per CPU and sends its first
 /// `EVENT_SIZE + captured` bytes.

@@ -105,18 +105,20 @@ fn write_peers(out: &mut String, peers: &Value) -> std::fmt::Result {
     for got in list("received") {
         writeln!(
             out,
-            "from peer {} (hop {}, fired on {}: {}): {}",
+            "from peer {} (hop {}, fired on {}: {}): {}; its clock {} ({})",
             got["from"].as_str().unwrap_or_default(),
             got["hop"],
             got["origin"].as_str().unwrap_or_default(),
             got["condition"].as_str().unwrap_or_default(),
             got["note"].as_str().unwrap_or_default(),
+            clock_ms(&got),
+            got["clock_from"].as_str().unwrap_or("unmeasured"),
         )?;
     }
     for sent in list("sent") {
         writeln!(
             out,
-            "to peer   {} (hop {}, firing {}): {} in {:.1} ms; its clock {:+.3} ms (±{:.3} ms)",
+            "to peer   {} (hop {}, firing {}): {} in {:.1} ms; its clock {} ({})",
             sent["to"].as_str().unwrap_or_default(),
             sent["hop"],
             sent["id"].as_str().unwrap_or_default(),
@@ -126,11 +128,21 @@ fn write_peers(out: &mut String, peers: &Value) -> std::fmt::Result {
                 sent["note"].as_str().unwrap_or("not kept")
             },
             sent["ms"].as_f64().unwrap_or(0.0),
-            sent["clock_offset_ns"].as_f64().unwrap_or(0.0) / 1e6,
-            sent["clock_error_ns"].as_f64().unwrap_or(0.0) / 1e6,
+            clock_ms(&sent),
+            sent["clock_from"].as_str().unwrap_or("exchange"),
         )?;
     }
     Ok(())
+}
+
+/// A peer's clock offset and its error bound, in ms.
+fn clock_ms(entry: &Value) -> String {
+    let ms = |key: &str| entry[key].as_f64().unwrap_or(0.0) / 1e6;
+    format!(
+        "{:+.3} ms (±{:.3} ms)",
+        ms("clock_offset_ns"),
+        ms("clock_error_ns")
+    )
 }
 
 fn write_summary(out: &mut String, dir: &Path, s: &Value) -> std::fmt::Result {

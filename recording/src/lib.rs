@@ -24,7 +24,9 @@
 //!   recorder through its socket; [`metrics`]: its counters and latency
 //!   quantiles for Prometheus, with [`histogram`]'s latency histograms;
 //!   [`peers`]: the peer port other hosts' weft
-//!   ask fleet queries on; [`socket`]: weft's Unix sockets in `/run/weft`.
+//!   ask fleet queries and firings on, [`travel`]: firings sent along a
+//!   thread's connections, [`segments`]: the clocks of two hosts bounded
+//!   by the TCP segments both saw; [`socket`]: weft's Unix sockets in `/run/weft`.
 //! - [`oneliner`]: a bpftrace-style one-liner run on the kernel's events,
 //!   its maps printed, its matched events optionally kept in a capture;
 //!   [`output`]: the file a user names for its output, opened safely.
@@ -38,6 +40,7 @@ pub mod output;
 pub mod peers;
 pub mod probe;
 pub mod record;
+pub mod segments;
 pub mod session;
 pub mod socket;
 pub mod stat;

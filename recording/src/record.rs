@@ -691,8 +691,10 @@ impl Recorder {
             self.lag = (self.lag.0.max(lag), self.lag.1.max(lag));
         }
         self.store_record(source, now, ts, &record[STORED_FROM..])?;
-        if hooks.source == weft_abi::events::Source::Conns {
-            self.triggers.note_conn(record);
+        match hooks.source {
+            weft_abi::events::Source::Conns => self.triggers.note_conn(record),
+            weft_abi::events::Source::Net => self.triggers.note_packet(record),
+            _ => {}
         }
         if let Some((pid, tid)) = layout.thread(record) {
             self.syscalls

@@ -19,6 +19,8 @@ use serde_json::{Value, json};
 use weft_abi::conns::ConnEvent;
 use weft_peer::{Peer, Secret};
 
+use crate::segments::{self, Offset, Seen, Segments};
+
 /// The path peers ask to keep a window on.
 pub const PIN: &str = "/fleet/pin";
 
@@ -150,11 +152,19 @@ pub struct PinRequest {
     /// The window, wall-clock ns since the epoch.
     pub start_wall: i64,
     pub end_wall: i64,
-    /// How far the asker's clock may be from the receiver's, ns: the
-    /// receiver widens the window by it.
+    /// The receiver's clock minus the asker's, as an earlier exchange
+    /// between them measured it; `None` when none did.
+    #[serde(default)]
+    pub offset_ns: Option<i64>,
+    /// The bound on that estimate's error ([`DEFAULT_CLOCK_ERROR`] when
+    /// nothing was measured), ns: the receiver widens the window by it.
     pub error_ns: u64,
     /// The connection the asker's thread used, as the asker sees it.
     pub via: Conn,
+    /// The asker's newest segments on `via`, for the receiver to bound the
+    /// clocks' offset with its own (`segments.rs`).
+    #[serde(default)]
+    pub segments: Vec<Seen>,
     /// The asker's wall clock when it sent this, for the clock estimate.
     pub sent_wall: i64,
 }
@@ -169,6 +179,20 @@ pub struct PinReply {
     /// Its wall clock when the request arrived and when it answered.
     pub received_wall: i64,
     pub replied_wall: i64,
+    /// Its clock minus the asker's as the segments both saw bound it.
+    #[serde(default)]
+    pub segments_clock: Option<Offset>,
+}
+
+/// Where a peer's window lies on this host's clock: this host's clock
+/// minus the asker's, the bound on its error, and what measured it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Clock {
+    pub offset_ns: i64,
+    pub error_ns: u64,
+    /// `segments` (both hosts' TC saw the same TCP segments), `exchange`
+    /// (an earlier request's four times, NTP's way) or `unmeasured`.
+    pub from: &'static str,
 }
 
 /// A request handed from the peer port to the recorder, with where to
@@ -213,15 +237,19 @@ struct Sent {
     /// Wall-clock ms from the firing (or the request that led here) to the
     /// answer.
     ms: f64,
-    /// The peer's clock minus this one's, and the bound on its error
-    /// (NTP's estimate from the exchange's four times).
+    /// The peer's clock minus this one's, and the bound on its error:
+    /// from the segments both saw when the peer could bound it so, else
+    /// NTP's estimate from the exchange's four times.
     clock_offset_ns: i64,
     clock_error_ns: i64,
+    clock_from: &'static str,
 }
 
 /// The traveling side of a recording's triggers.
 pub struct Travel {
     pub recent: Recent,
+    /// Connections' newest TCP segments, to bound the clocks with peers.
+    pub segments: Segments,
     routes: Routes,
     me: String,
     /// Ids kept (or refused) already, oldest first: a loop ends here.
@@ -283,6 +311,7 @@ impl Travel {
             .expect("a thread starts");
         Self {
             recent: Recent::new(horizon),
+            segments: Segments::new(horizon),
             routes,
             me,
             seen: HashSet::new(),
@@ -335,8 +364,10 @@ impl Travel {
                 hops_left: self.routes.hops.saturating_sub(1),
                 start_wall: wall(window.0),
                 end_wall: wall(window.1),
+                offset_ns: None,
                 error_ns: DEFAULT_CLOCK_ERROR,
                 via,
+                segments: self.segments.of(via, segments::SENT),
                 sent_wall: 0,
             };
             self.send(conns.into_iter().map(request).collect());
@@ -362,9 +393,45 @@ impl Travel {
         self.seen_order.push_back(id.to_owned());
     }
 
+    /// Where `request`'s window lies on this host's clock: bounded by the
+    /// segments both hosts saw on its connection when they match both
+    /// ways and say more than the asker's estimate, else the asker's.
+    pub fn clock(&self, request: &PinRequest) -> Clock {
+        let asked = Clock {
+            offset_ns: request.offset_ns.unwrap_or(0),
+            error_ns: request.error_ns,
+            from: if request.offset_ns.is_some() {
+                "exchange"
+            } else {
+                "unmeasured"
+            },
+        };
+        match self.segments_clock(request) {
+            Some(o) if o.error_ns < asked.error_ns => Clock {
+                offset_ns: o.offset_ns,
+                error_ns: o.error_ns,
+                from: "segments",
+            },
+            _ => asked,
+        }
+    }
+
+    /// This host's clock minus `request`'s asker's, from the segments both
+    /// saw on its connection.
+    pub fn segments_clock(&self, request: &PinRequest) -> Option<Offset> {
+        self.segments
+            .offset(request.via.reversed(), &request.segments)
+    }
+
     /// Notes a peer's firing and what came of it: kept over `window`
-    /// (monotonic ns), or not.
-    pub fn received(&mut self, request: &PinRequest, window: Option<(u64, u64)>, note: &str) {
+    /// (monotonic ns), or not; its window placed on this clock by `clock`.
+    pub fn received(
+        &mut self,
+        request: &PinRequest,
+        clock: Clock,
+        window: Option<(u64, u64)>,
+        note: &str,
+    ) {
         let kept = window.is_some();
         if self.received.len() >= MAX_LOGGED {
             self.unlogged += 1;
@@ -383,11 +450,17 @@ impl Travel {
             "kept": kept,
             "window_ns": window.map(|(start, end)| [start, end]),
             "note": note,
+            // As `sent` has it: the peer's clock minus this one's.
+            "clock_offset_ns": clock.offset_ns.saturating_neg(),
+            "clock_error_ns": clock.error_ns,
+            "clock_from": clock.from,
         }));
     }
 
     /// Asks along the connections of the threads that served `request`'s
-    /// connection here in `window`, a hop further.
+    /// connection here in `window`, a hop further, to keep `window` (this
+    /// host's, already widened by the error of its clock against the
+    /// asker's, so errors add up along the chain).
     pub fn forward(&mut self, request: &PinRequest, window: (u64, u64)) {
         // A peer may ask for more hops than this host lets a firing travel.
         let hops_left = request.hops_left.min(self.routes.hops);
@@ -410,7 +483,12 @@ impl Travel {
                 from: self.me.clone(),
                 hop: request.hop.saturating_add(1),
                 hops_left: hops_left - 1,
+                start_wall: wall(window.0),
+                end_wall: wall(window.1),
+                offset_ns: None,
+                error_ns: DEFAULT_CLOCK_ERROR,
                 via,
+                segments: self.segments.of(via, segments::SENT),
                 ..request.clone()
             })
             .collect();
@@ -449,9 +527,10 @@ impl Travel {
 }
 
 /// Asks each peer its job names until the recording ends. Each exchange
-/// also measures the peer's clock (NTP's four times); a window sent to a
-/// peer measured before is moved by its offset and widened by its error
-/// bound, else widened by [`DEFAULT_CLOCK_ERROR`].
+/// also measures the peer's clock (by the segments both saw, else NTP's
+/// four times); a request to a peer measured before carries that offset
+/// and its error bound, for the peer to place the window on its clock
+/// when the segments it sees bound nothing tighter.
 fn ask_peers(
     queue: &mpsc::Receiver<(SocketAddr, PinRequest, Instant)>,
     secret: &Arc<Secret>,
@@ -471,8 +550,7 @@ fn ask_peers(
             },
         };
         if let Some((offset, error)) = clocks.get(&addr) {
-            request.start_wall = request.start_wall.saturating_add(*offset);
-            request.end_wall = request.end_wall.saturating_add(*offset);
+            request.offset_ns = Some(*offset);
             request.error_ns = error.unsigned_abs().saturating_add(CLOCK_MARGIN);
         }
         let (mut sent, answered) = exchange(peer, addr, &mut request, since);
@@ -514,6 +592,7 @@ fn exchange(
         ms: since.elapsed().as_secs_f64() * 1e3,
         clock_offset_ns: 0,
         clock_error_ns: 0,
+        clock_from: "unmeasured",
     };
     let answered = answer.is_ok();
     match answer {
@@ -527,6 +606,14 @@ fn exchange(
             );
             sent.clock_offset_ns = i64::midpoint(t2 - t1, t3 - t4);
             sent.clock_error_ns = ((t4 - t1) - (t3 - t2)) / 2;
+            sent.clock_from = "exchange";
+            if let Some(o) = reply.segments_clock
+                && o.error_ns < sent.clock_error_ns.unsigned_abs()
+            {
+                sent.clock_offset_ns = o.offset_ns;
+                sent.clock_error_ns = i64::try_from(o.error_ns).unwrap_or(i64::MAX);
+                sent.clock_from = "segments";
+            }
             sent.kept = reply.kept;
             sent.note = reply.note;
         }
@@ -541,16 +628,25 @@ fn exchange(
     (sent, answered)
 }
 
+/// `CLOCK_REALTIME` minus `CLOCK_MONOTONIC`, taken once: every wall time
+/// this recorder sends or compares (windows, segments) is converted alike,
+/// where each fresh reading would differ by the time between its two clock
+/// reads.
+fn wall_offset() -> i64 {
+    static OFFSET: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *OFFSET.get_or_init(weft_capture::capture::wall_offset_ns)
+}
+
 /// Wall-clock ns since the epoch of monotonic time `mono`.
 pub fn wall(mono: u64) -> i64 {
     i64::try_from(mono)
         .unwrap_or(i64::MAX)
-        .saturating_add(weft_capture::capture::wall_offset_ns())
+        .saturating_add(wall_offset())
 }
 
 /// Monotonic ns of wall-clock time `wall_ns`.
 pub fn monotonic(wall_ns: i64) -> u64 {
-    u64::try_from(wall_ns.saturating_sub(weft_capture::capture::wall_offset_ns())).unwrap_or(0)
+    u64::try_from(wall_ns.saturating_sub(wall_offset())).unwrap_or(0)
 }
 
 /// This host's wall clock, ns since the epoch.

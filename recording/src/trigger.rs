@@ -27,7 +27,7 @@ use weft_capture::{
     registry::{TRIGGERS, is_weft_source},
 };
 
-use crate::travel::{PinReply, PinRequest, monotonic, now_wall};
+use crate::travel::{Clock, PinReply, PinRequest, monotonic, now_wall};
 
 /// What to keep around a match, and how often a trigger may fire; by
 /// default nothing around it, and no limit.
@@ -363,6 +363,17 @@ impl Triggers {
         }
     }
 
+    /// Notes a `net` record (a TCP segment leaving or arriving), to bound
+    /// the clocks of the peers firings travel to.
+    pub fn note_packet(&mut self, record: &[u8]) {
+        if let (Some(travel), Some(packet)) = (
+            &mut self.actions.travel,
+            weft_abi::net::PacketEvent::read(record),
+        ) {
+            travel.segments.note(&packet);
+        }
+    }
+
     /// A drain ended: the firings in it ask their peers now, their
     /// threads' connections noted.
     pub fn drained(&mut self) {
@@ -376,17 +387,26 @@ impl Triggers {
     /// windows may grow, then asked along this host's connections.
     pub fn from_peer(&mut self, store: &mut Store, request: &PinRequest) -> Result<PinReply> {
         let received_wall = now_wall();
+        let Some(travel) = &mut self.actions.travel else {
+            return Ok(PinReply {
+                kept: false,
+                note: "this recorder keeps no firings from peers".into(),
+                received_wall,
+                replied_wall: now_wall(),
+                segments_clock: None,
+            });
+        };
+        let segments_clock = travel.segments_clock(request);
         let reply = |kept: bool, note: &str| PinReply {
             kept,
             note: note.to_owned(),
             received_wall,
             replied_wall: now_wall(),
+            segments_clock,
         };
-        let Some(travel) = &mut self.actions.travel else {
-            return Ok(reply(false, "this recorder keeps no firings from peers"));
-        };
+        let clock = travel.clock(request);
         if !travel.first_time(&request.id) {
-            travel.received(request, None, "seen before");
+            travel.received(request, clock, None, "seen before");
             return Ok(reply(false, "this firing was kept here already"));
         }
         let now = weft_store::now_ns();
@@ -397,7 +417,7 @@ impl Triggers {
             }
             if recent.len() >= most {
                 self.peers.suppressed += 1;
-                travel.received(request, None, "refused by the rate limit");
+                travel.received(request, clock, None, "refused by the rate limit");
                 return Ok(reply(
                     false,
                     "refused by this host's rate limit (--max-triggers)",
@@ -405,7 +425,7 @@ impl Triggers {
             }
             recent.push_back(now);
         }
-        let window = peer_window(request, self.policy);
+        let window = peer_window(request, clock, self.policy);
         store.pin(window.0, window.1)?;
         let log = match self.log {
             Some(log) => log,
@@ -421,7 +441,7 @@ impl Triggers {
             "weft: keeping firing {} of {} (asked by {}, hop {})",
             request.id, request.origin, request.from, request.hop
         );
-        travel.received(request, Some(window), "kept");
+        travel.received(request, clock, Some(window), "kept");
         travel.forward(request, window);
         Ok(reply(true, "kept"))
     }
@@ -473,10 +493,12 @@ impl Triggers {
 }
 
 /// The window a peer's request keeps here, monotonic ns: its wall-clock
-/// window widened by the clocks' error, no longer than this host keeps.
-fn peer_window(request: &PinRequest, policy: Policy) -> (u64, u64) {
-    let start = monotonic(request.start_wall).saturating_sub(request.error_ns);
-    let end = monotonic(request.end_wall).saturating_add(request.error_ns);
+/// window moved onto this host's clock and widened by that estimate's
+/// error, no longer than this host keeps.
+fn peer_window(request: &PinRequest, clock: Clock, policy: Policy) -> (u64, u64) {
+    let here = |wall: i64| monotonic(wall.saturating_add(clock.offset_ns));
+    let start = here(request.start_wall).saturating_sub(clock.error_ns);
+    let end = here(request.end_wall).saturating_add(clock.error_ns);
     let cap = match policy.before + policy.after {
         0 => PEER_WINDOW_CAP,
         span => WINDOW_CAP.saturating_mul(span),
@@ -967,13 +989,109 @@ mod tests {
             fired_wall: now,
             start_wall: now + start * 1_000_000_000,
             end_wall: now + end * 1_000_000_000,
+            offset_ns: None,
             error_ns: 0,
             via: crate::travel::Conn {
                 local: (1, 1),
                 remote: (2, 2),
             },
+            segments: Vec::new(),
             sent_wall: now,
         }
+    }
+
+    #[test]
+    fn a_peers_window_is_moved_onto_this_clock_by_the_segments_both_saw() {
+        use crate::segments::{Seen, Segment};
+        use weft_abi::net::{Direction, PacketEvent};
+        let mut scratch = Scratch::new("peer-clock");
+        let policy = Policy {
+            before: 1_000_000_000,
+            after: 1_000_000_000,
+            limit: None,
+        };
+        let mut travel = crate::travel::Travel::start(
+            crate::travel::Routes::default(),
+            std::sync::Arc::new(weft_peer::Secret::from_bytes(b"a test secret, long enough")),
+            policy.before,
+            "here".into(),
+        );
+        // The asker's clock is 5 ms behind this one. Its segment 1 arrived
+        // here 20 us after it left; this host's segment 2 reached it 30 us
+        // after leaving here.
+        let (here, there) = ((2, 2), (1, 1));
+        let t = weft_store::now_ns();
+        let segment = |seq| Segment {
+            seq,
+            ack: 9,
+            flags: 16,
+            payload: 10,
+        };
+        for (seq, dir, ts_ns) in [
+            (1, Direction::Ingress, t),
+            (2, Direction::Egress, t + 100_000),
+        ] {
+            let (from, to) = if dir == Direction::Egress {
+                (here, there)
+            } else {
+                (there, here)
+            };
+            travel.segments.note(&PacketEvent {
+                family: 4,
+                proto: 6,
+                dir: dir as u8,
+                saddr: from.0,
+                sport: from.1,
+                daddr: to.0,
+                dport: to.1,
+                seq,
+                ack: 9,
+                tcp_flags: 16,
+                payload: 10,
+                ts_ns,
+                ..PacketEvent::default()
+            });
+        }
+        let mut request = asked("a", -1, 1);
+        request.error_ns = crate::travel::DEFAULT_CLOCK_ERROR;
+        let behind = |mono: u64| crate::travel::wall(mono) - 5_000_000;
+        request.segments = vec![
+            Seen {
+                segment: segment(1),
+                sent: true,
+                wall_ns: behind(t - 20_000),
+            },
+            Seen {
+                segment: segment(2),
+                sent: false,
+                wall_ns: behind(t + 130_000),
+            },
+        ];
+        let actions = Actions {
+            travel: Some(travel),
+            ..Actions::default()
+        };
+        let mut triggers =
+            Triggers::new(&scratch.store, &Value::Null, &[], policy, actions).unwrap();
+        let reply = triggers.from_peer(&mut scratch.store, &request).unwrap();
+        assert!(reply.kept, "{reply:?}");
+        // Between 4.97 and 5.02 ms: 4.995 ms, give or take 25 us.
+        let clock = reply.segments_clock.unwrap();
+        assert_eq!((clock.offset_ns, clock.error_ns), (4_995_000, 25_000));
+        let placed = |wall: i64, widen: i64| crate::travel::monotonic(wall + 4_995_000 + widen);
+        assert_eq!(
+            scratch.store.meta().pins,
+            [(
+                placed(request.start_wall, -25_000),
+                placed(request.end_wall, 25_000)
+            )]
+        );
+        let received = &triggers.to_json()["peers"]["received"][0];
+        assert_eq!(
+            (&received["clock_from"], &received["clock_error_ns"]),
+            (&json!("segments"), &json!(25_000)),
+            "{received}"
+        );
     }
 
     #[test]

@@ -156,7 +156,7 @@ fn a_slow_request_keeps_its_window_on_every_host_it_touched() {
                 "-o",
                 dirs[i - 1].to_str().unwrap(),
                 "--sources",
-                "syscalls,conns",
+                "syscalls,conns,net",
                 "--pid",
                 &pids[i - 1],
                 "--keep=-2s..+1s",
@@ -231,6 +231,19 @@ fn kept_along_the_chain(dirs: &[weft_tests::CaptureDir]) -> String {
         "{at_client}"
     );
     assert_eq!(at_proxy["id"], at_client["id"], "one firing");
+    // Each placed the window on its own clock by the TCP segments both ends
+    // saw, at the first firing: the hosts share one clock, so the bound
+    // holds 0, and it is the wire's time, far below the 50 ms a host
+    // widens by when nothing was measured.
+    for at in [at_proxy, at_client] {
+        assert_eq!(at["clock_from"], "segments", "{at}");
+        let (offset, error) = (
+            at["clock_offset_ns"].as_i64().unwrap(),
+            at["clock_error_ns"].as_i64().unwrap(),
+        );
+        assert!(offset.abs() <= error && error < 5_000_000, "{at}");
+        eprintln!("clock offset {offset} ns, within {error} ns, from the segments");
+    }
     // The last peer kept it soon after the symptom (Hindsight: 100 ms).
     let took = at_client["answered_wall_ns"].as_i64().unwrap()
         - at_client["fired_wall_ns"].as_i64().unwrap();
