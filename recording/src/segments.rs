@@ -62,7 +62,7 @@ struct Recent {
 }
 
 /// The newest TCP segments of each connection, kept for
-/// [`Segments::horizon`] after the connection's last one and bounded.
+/// the horizon after the connection's last one and bounded.
 pub struct Segments {
     by_conn: HashMap<Conn, Recent>,
     /// How long a connection's segments are kept: the longest window a

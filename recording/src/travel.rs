@@ -47,7 +47,7 @@ impl Conn {
     }
 }
 
-/// Connections used per thread, kept for [`Recent::horizon`] after their
+/// Connections used per thread, kept for the horizon after their
 /// last use and bounded in number.
 pub struct Recent {
     /// Per thread: each connection and the first and last time it was
