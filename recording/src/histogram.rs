@@ -4,17 +4,21 @@
 //! hosts is a correct fleet quantile (quantiles of hosts cannot be merged;
 //! bucket counts can).
 //!
-//! The edges are those of the fleet query's bins (`weft_query::fleet::wire`)
-//! at each power of two and half way to the next (`2^k` and `1.5 * 2^k` ns,
-//! 64 ns to 68.7 s): a quantile read from them is within one bucket of the
-//! exact one, a bucket being at most a third of its edge wide.
+//! The classic buckets' edges are those of the fleet query's bins
+//! (`weft_query::fleet::wire`) at each power of two and half way to the
+//! next (`2^k` and `1.5 * 2^k` ns, 64 ns to 68.7 s): a quantile read from
+//! them is within one bucket of the exact one, a bucket being at most a
+//! third of its edge wide. The same durations are also counted in native
+//! (sparse) buckets of schema 3, each 2^(1/8) (9 %) wider than the one
+//! before, over every duration from 1 ns: a Prometheus server with native
+//! histograms on takes those (`exposition.rs`), and `histogram_quantile`
+//! over their sum is within 9 % of a fleet quantile.
 
-use std::{
-    fmt::Write as _,
-    sync::{Arc, Mutex, PoisonError},
-};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use weft_abi::syscall_names;
+
+use crate::exposition::{Bucket, BucketSpan, Histogram, Kind, Metric, MetricFamily, label_pairs};
 
 /// The smallest edge's power of two: 64 ns.
 const FIRST_POWER: u32 = 6;
@@ -53,11 +57,57 @@ pub fn bucket(ns: u64) -> usize {
     2 * (power - FIRST_POWER) as usize + upper_half as usize + 1
 }
 
+/// The native buckets' schema: each power of two split in 2^3.
+pub const SCHEMA: i32 = 3;
+
+/// The native bucket of 1 ns: 1e-9 s lies in (2^(-240/8), 2^(-239/8)].
+const NATIVE_FIRST: i32 = -239;
+
+/// Prometheus's index of the native bucket at place `j` from
+/// [`NATIVE_FIRST`].
+fn native_index(j: usize) -> i32 {
+    NATIVE_FIRST + i32::try_from(j).expect("fewer native buckets than i32 holds")
+}
+
+/// Native buckets from 1 ns to `u64::MAX` ns (2^(273/8) s is above it).
+const NATIVES: usize = 513;
+
+/// The upper edge of each native bucket, ns (`2^(i/8)` s, rounded down;
+/// `u64::MAX` past the largest).
+fn native_edges() -> &'static [u64; NATIVES] {
+    static EDGES: std::sync::OnceLock<[u64; NATIVES]> = std::sync::OnceLock::new();
+    EDGES.get_or_init(|| {
+        std::array::from_fn(|j| {
+            let i = native_index(j);
+            // A power of two is exact this way; `exp2` of a fraction is
+            // within an ulp, as Prometheus's own float edges are.
+            let seconds = if i % 8 == 0 {
+                2f64.powi(i / 8)
+            } else {
+                (f64::from(i) / 8.0).exp2()
+            };
+            #[allow(clippy::cast_sign_loss, reason = "positive; saturates past u64::MAX")]
+            let ns = (seconds * 1e9) as u64;
+            ns
+        })
+    })
+}
+
+/// The native bucket of a duration of `ns` (at least 1), as its place
+/// from [`NATIVE_FIRST`]: the first whose edge is at or above it.
+pub fn native_bucket(ns: u64) -> usize {
+    native_edges().partition_point(|edge| *edge < ns)
+}
+
 /// One syscall's counts.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
     /// Per bucket (not cumulative), the last for `+Inf` alone.
     pub buckets: Vec<u64>,
+    /// Per native bucket, from [`NATIVE_FIRST`]; durations of 0 ns in
+    /// `zero`.
+    pub native: Vec<u64>,
+    pub zero: u64,
     /// Sum of the durations, ns.
     pub sum_ns: u128,
     /// Durations counted.
@@ -84,10 +134,15 @@ impl Latencies {
         let counts = self.by_nr[nr].get_or_insert_with(|| {
             Box::new(Counts {
                 buckets: vec![0; EDGES + 1],
+                native: vec![0; NATIVES],
                 ..Counts::default()
             })
         });
         counts.buckets[bucket(ns)] += 1;
+        match ns {
+            0 => counts.zero += 1,
+            _ => counts.native[native_bucket(ns)] += 1,
+        }
         counts.sum_ns += u128::from(ns);
         counts.count += 1;
     }
@@ -99,12 +154,12 @@ impl Latencies {
             .clone_from(self);
     }
 
-    /// The histogram in Prometheus's text format.
-    pub fn text(&self, out: &mut String) {
-        let metric = "weft_syscall_duration_seconds";
-        let _ = writeln!(
-            out,
-            "# HELP {metric} Syscall durations since the recording started, per syscall: sum the buckets by le across hosts for fleet quantiles.\n# TYPE {metric} histogram"
+    /// The histogram as a metric family: classic and native buckets.
+    pub fn family(&self) -> MetricFamily {
+        let mut family = MetricFamily::new(
+            "weft_syscall_duration_seconds",
+            "Syscall durations since the recording started, per syscall: sum the buckets (by le, or the native histograms) across hosts for fleet quantiles.",
+            Kind::Histogram,
         );
         for (nr, counts) in self.by_nr.iter().enumerate() {
             let Some(counts) = counts else { continue };
@@ -112,28 +167,76 @@ impl Latencies {
                 .ok()
                 .and_then(syscall_names::name)
                 .map_or_else(|| format!("syscall_{nr}"), str::to_owned);
-            let mut below = 0;
-            for (i, n) in counts.buckets[..EDGES].iter().enumerate() {
+            family.metric.push(Metric {
+                label: label_pairs(&[("syscall", &name)]),
+                histogram: Some(counts.histogram()),
+                ..Metric::default()
+            });
+        }
+        family
+    }
+}
+
+impl Counts {
+    fn histogram(&self) -> Histogram {
+        let mut below = 0;
+        let mut bucket: Vec<Bucket> = self.buckets[..EDGES]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
                 below += n;
-                let le = edge(i) as f64 / 1e9;
-                let _ = writeln!(
-                    out,
-                    "{metric}_bucket{{syscall=\"{name}\",le=\"{le:e}\"}} {below}"
-                );
-            }
-            let _ = writeln!(
-                out,
-                "{metric}_bucket{{syscall=\"{name}\",le=\"+Inf\"}} {}",
-                counts.count
-            );
-            let _ = writeln!(
-                out,
-                "{metric}_sum{{syscall=\"{name}\"}} {}",
-                counts.sum_ns as f64 / 1e9
-            );
-            let _ = writeln!(out, "{metric}_count{{syscall=\"{name}\"}} {}", counts.count);
+                Bucket {
+                    cumulative_count: below,
+                    upper_bound: edge(i) as f64 / 1e9,
+                }
+            })
+            .collect();
+        bucket.push(Bucket {
+            cumulative_count: self.count,
+            upper_bound: f64::INFINITY,
+        });
+        let (positive_span, positive_delta) = spans(&self.native);
+        Histogram {
+            sample_count: self.count,
+            sample_sum: self.sum_ns as f64 / 1e9,
+            bucket,
+            schema: SCHEMA,
+            // Only 0 ns below it; a threshold above 0 also marks the
+            // histogram as native for a Prometheus that has no buckets yet.
+            zero_threshold: 1e-10,
+            zero_count: self.zero,
+            positive_span,
+            positive_delta,
         }
     }
+}
+
+/// Native bucket counts as spans of buckets in use and each bucket's
+/// count minus the one before.
+fn spans(native: &[u64]) -> (Vec<BucketSpan>, Vec<i64>) {
+    let (mut spans, mut deltas) = (Vec::<BucketSpan>::new(), Vec::new());
+    let (mut previous_count, mut end) = (0i64, None::<usize>);
+    for (j, &n) in native.iter().enumerate() {
+        if n == 0 {
+            continue;
+        }
+        match end {
+            Some(e) if e == j => spans.last_mut().expect("a span is open").length += 1,
+            _ => spans.push(BucketSpan {
+                // The first span starts at its index; the others after a gap.
+                offset: match end {
+                    None => native_index(j),
+                    Some(e) => native_index(j - e) - NATIVE_FIRST,
+                },
+                length: 1,
+            }),
+        }
+        end = Some(j + 1);
+        let count = i64::try_from(n).unwrap_or(i64::MAX);
+        deltas.push(count - previous_count);
+        previous_count = count;
+    }
+    (spans, deltas)
 }
 
 #[cfg(test)]
@@ -186,8 +289,7 @@ mod tests {
         for ns in [50, 100, 100, 5_000, 1 << 40] {
             latencies.add(39, ns);
         }
-        let mut text = String::new();
-        latencies.text(&mut text);
+        let text = crate::exposition::text(&[latencies.family()]);
         assert!(
             text.contains("# TYPE weft_syscall_duration_seconds histogram"),
             "{text}"
@@ -218,5 +320,39 @@ mod tests {
             text.contains(r#"weft_syscall_duration_seconds_count{syscall="getpid"} 5"#),
             "{text}"
         );
+    }
+
+    #[test]
+    fn native_buckets_are_prometheus_schema_3_from_one_second() {
+        let place = |ns| native_index(native_bucket(ns));
+        // Bucket i holds (2^((i-1)/8), 2^(i/8)] seconds.
+        assert_eq!(place(1_000_000_000), 0);
+        assert_eq!(place(1_000_000_001), 1);
+        assert_eq!(place(500_000_000), -8);
+        assert_eq!(place(500_000_001), -7);
+        assert_eq!(place(1), -239);
+        assert_eq!(place(1_090_507_732), 1, "2^(1/8) s");
+        assert_eq!(place(1_090_507_733), 2);
+        assert_eq!(native_bucket(u64::MAX), NATIVES - 1);
+        let mut latencies = Latencies::default();
+        for ns in [
+            1_000_000_000,
+            1_000_000_000,
+            1_000_000_001,
+            4_000_000_000,
+            0,
+        ] {
+            latencies.add(39, ns);
+        }
+        let family = latencies.family();
+        let h = family.metric[0].histogram.as_ref().unwrap();
+        assert_eq!((h.schema, h.zero_count, h.sample_count), (3, 1, 5));
+        let spans: Vec<(i32, u32)> = h
+            .positive_span
+            .iter()
+            .map(|s| (s.offset, s.length))
+            .collect();
+        assert_eq!(spans, [(0, 2), (14, 1)]);
+        assert_eq!(h.positive_delta, [2, -1, 0]);
     }
 }

@@ -32,6 +32,7 @@
 //!   [`output`]: the file a user names for its output, opened safely.
 
 pub mod app;
+pub mod exposition;
 pub mod histogram;
 pub mod live;
 pub mod metrics;

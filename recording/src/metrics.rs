@@ -1,5 +1,5 @@
 //! `weft record --metrics ADDR`: the recorder's counters and live latency
-//! quantiles in Prometheus's text format, on `http://ADDR/metrics`, for a
+//! quantiles in Prometheus's exposition formats, on `http://ADDR/metrics`, for a
 //! Prometheus server to scrape:
 //!
 //! - `weft_records_total{source}` and `weft_lost_total{source}`: records
@@ -12,17 +12,18 @@
 //!   instant (per host: quantiles of hosts do not combine);
 //! - `weft_syscall_duration_seconds{syscall}`: each syscall's durations
 //!   since the recording started as a histogram (`histogram.rs`), whose
-//!   buckets sum across hosts into fleet quantiles.
+//!   buckets sum across hosts into fleet quantiles: classic buckets in the
+//!   text format, native ones too in protobuf, which a Prometheus server
+//!   asks for when its native histograms are on (`exposition.rs`).
 //!
 //! A thread per client answers it, at most [`MAX_CLIENTS`] at once (a
 //! connection past them is closed at once); a client has
-//! [`CLIENT_TIMEOUT`] to send its request line of at most [`MAX_REQUEST`]
+//! [`CLIENT_TIMEOUT`] to send its request head of at most [`MAX_REQUEST`]
 //! bytes and to take the answer, so a slow or endless client holds a slot
 //! for two seconds at most and no scrape waits behind it. A query costs
 //! what the same live query costs, once per scrape.
 
 use std::{
-    fmt::Write as _,
     io::Write as _,
     net::{SocketAddr, TcpListener, TcpStream},
     sync::{Arc, Mutex, PoisonError},
@@ -30,9 +31,13 @@ use std::{
 };
 
 use anyhow::{Context as _, Result};
+use weft_query::health::SourceHealth;
 use weft_store::Reader;
 
-use crate::socket::{self, Slots};
+use crate::{
+    exposition::{self, Kind, MetricFamily},
+    socket::{self, Slots},
+};
 use weft_capture::{
     answer::{self, Format},
     open::Capture,
@@ -92,85 +97,81 @@ pub fn serve(addr: SocketAddr, metrics: Metrics) -> Result<SocketAddr> {
     Ok(bound)
 }
 
-/// Answers one HTTP request: the metrics for `GET /metrics`, 404 else, 400
-/// for a request line that does not end within [`MAX_REQUEST`].
+/// Answers one HTTP request: the metrics for `GET /metrics` (in protobuf
+/// when the scraper's `Accept` takes it, else text), 404 else, 400 for a
+/// request head that does not end within [`MAX_REQUEST`].
 fn answer(stream: &TcpStream, metrics: &Metrics) -> Result<()> {
     stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
-    let request = socket::request_line(stream, MAX_REQUEST, CLIENT_TIMEOUT)?;
-    let path = request
+    let head = socket::request_head(stream, MAX_REQUEST, CLIENT_TIMEOUT)?;
+    let path = head
         .as_deref()
-        .and_then(|line| line.split_whitespace().nth(1))
+        .and_then(|head| head.split_whitespace().nth(1))
         .unwrap_or_default();
-    let (status, body) = if request.is_none() {
-        (
-            "400 Bad Request",
-            "the request line is too long\n".to_owned(),
-        )
+    let plain = |text: &str| (exposition::TEXT, text.as_bytes().to_vec());
+    let (status, (kind, body)) = if head.is_none() {
+        ("400 Bad Request", plain("the request is too long\n"))
     } else if path == "/metrics" || path.starts_with("/metrics?") {
-        match text(metrics) {
-            Ok(body) => ("200 OK", body),
-            Err(error) => ("500 Internal Server Error", format!("{error:#}\n")),
+        match families(metrics) {
+            Ok(families) if head.as_deref().is_some_and(exposition::wants_protobuf) => (
+                "200 OK",
+                (exposition::PROTOBUF, exposition::protobuf(&families)),
+            ),
+            Ok(families) => ("200 OK", plain(&exposition::text(&families))),
+            Err(error) => ("500 Internal Server Error", plain(&format!("{error:#}\n"))),
         }
     } else {
-        ("404 Not Found", "weft serves /metrics only\n".to_owned())
+        ("404 Not Found", plain("weft serves /metrics only\n"))
     };
     let mut out = stream;
     write!(
         out,
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     )?;
+    out.write_all(&body)?;
     Ok(())
 }
 
-/// The metrics, in Prometheus's text exposition format.
-fn text(metrics: &Metrics) -> Result<String> {
+/// The metrics, as metric families.
+fn families(metrics: &Metrics) -> Result<Vec<MetricFamily>> {
     let health = metrics
         .health
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
-    let mut out = String::new();
     let sources = &health.sources;
-    counter(
-        &mut out,
-        "weft_records_total",
-        "Records received from the kernel",
-        sources.iter().map(|s| (&s.name, s.received)),
+    let per_source = |name: &str, help: &str, value: fn(&SourceHealth) -> u64| {
+        let mut family = MetricFamily::new(name, &format!("{help}, per source."), Kind::Counter);
+        for source in sources {
+            family.push(&[("source", &source.name)], value(source) as f64);
+        }
+        family
+    };
+    let mut families = vec![
+        per_source(
+            "weft_records_total",
+            "Records received from the kernel",
+            |s| s.received,
+        ),
+        per_source(
+            "weft_lost_total",
+            "Records lost before weft could read them (ring full)",
+            |s| s.lost,
+        ),
+    ];
+    families.extend(latencies(metrics)?);
+    families.push(
+        metrics
+            .latencies
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .family(),
     );
-    counter(
-        &mut out,
-        "weft_lost_total",
-        "Records lost before weft could read them (ring full)",
-        sources.iter().map(|s| (&s.name, s.lost)),
-    );
-    latencies(metrics, &mut out)?;
-    metrics
-        .latencies
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .text(&mut out);
-    Ok(out)
-}
-
-/// A counter per source, with its help and type lines.
-fn counter<'a>(
-    out: &mut String,
-    metric: &str,
-    help: &str,
-    values: impl Iterator<Item = (&'a String, u64)>,
-) {
-    let _ = writeln!(
-        out,
-        "# HELP {metric} {help}, per source.\n# TYPE {metric} counter"
-    );
-    for (source, value) in values {
-        let _ = writeln!(out, "{metric}{{source=\"{source}\"}} {value}");
-    }
+    Ok(families)
 }
 
 /// Each syscall's exact latency quantiles and count over the window.
-fn latencies(metrics: &Metrics, out: &mut String) -> Result<()> {
+fn latencies(metrics: &Metrics) -> Result<[MetricFamily; 2]> {
     let window = metrics.window.as_nanos();
     let percentiles: Vec<String> = QUANTILES
         .iter()
@@ -191,41 +192,33 @@ fn latencies(metrics: &Metrics, out: &mut String) -> Result<()> {
         false,
     )?;
     let seconds = metrics.window.as_secs_f64();
-    let _ = writeln!(
-        out,
-        "# HELP weft_syscall_latency_seconds This host's exact syscall latency quantiles over the last {seconds} s, per syscall: never average or sum them across hosts (use weft_syscall_duration_seconds)."
+    let mut quantiles = MetricFamily::new(
+        "weft_syscall_latency_seconds",
+        &format!(
+            "This host's exact syscall latency quantiles over the last {seconds} s, per syscall: never average or sum them across hosts (use weft_syscall_duration_seconds)."
+        ),
+        Kind::Gauge,
     );
-    out.push_str("# TYPE weft_syscall_latency_seconds gauge\n");
-    let rows: Vec<serde_json::Value> = lines
-        .lines()
-        .map(serde_json::from_str)
-        .collect::<Result<_, _>>()?;
-    for row in &rows {
+    let mut calls = MetricFamily::new(
+        "weft_syscall_calls",
+        &format!("Syscalls made over the last {seconds} s, per syscall."),
+        Kind::Gauge,
+    );
+    for line in lines.lines() {
+        let row: serde_json::Value = serde_json::from_str(line)?;
         let name = row["name"].as_str().unwrap_or_default();
         for (quantile, column) in QUANTILES.iter().zip(&percentiles) {
             if let Some(ns) = row[column.as_str()].as_u64() {
-                let _ = writeln!(
-                    out,
-                    "weft_syscall_latency_seconds{{syscall=\"{name}\",quantile=\"{quantile}\"}} {}",
-                    ns as f64 / 1e9
+                quantiles.push(
+                    &[("syscall", name), ("quantile", quantile)],
+                    ns as f64 / 1e9,
                 );
             }
         }
+        let count = row["count"].as_u64().unwrap_or(0);
+        calls.push(&[("syscall", name)], count as f64);
     }
-    let _ = writeln!(
-        out,
-        "# HELP weft_syscall_calls Syscalls made over the last {seconds} s, per syscall."
-    );
-    out.push_str("# TYPE weft_syscall_calls gauge\n");
-    for row in &rows {
-        let name = row["name"].as_str().unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "weft_syscall_calls{{syscall=\"{name}\"}} {}",
-            row["count"]
-        );
-    }
-    Ok(())
+    Ok([quantiles, calls])
 }
 
 /// `0.999` as the query language's percentile: `99.9`.
@@ -299,6 +292,14 @@ mod tests {
         let mut long = b"GET /".to_vec();
         long.resize(MAX_REQUEST, b'a');
         let (status, _) = ask(addr, &long);
+        assert_eq!(status, "HTTP/1.1 400 Bad Request");
+        // So are endless headers after a whole request line.
+        let mut headers = b"GET /metrics HTTP/1.1\r\n".to_vec();
+        while headers.len() < MAX_REQUEST {
+            headers.extend_from_slice(b"X-Padding: aaaaaaaa\r\n");
+        }
+        headers.truncate(MAX_REQUEST);
+        let (status, _) = ask(addr, &headers);
         assert_eq!(status, "HTTP/1.1 400 Bad Request");
         drop(stalled);
         store.close().unwrap();

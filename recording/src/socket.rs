@@ -128,25 +128,57 @@ pub fn request_line<S: Timed>(
 where
     for<'a> &'a S: Read,
 {
+    let line = read_until(stream, max, timeout, |read| read.ends_with(b"\n"))?;
+    Ok(line.map(|line| {
+        String::from_utf8_lossy(line.strip_suffix(b"\n").unwrap_or(&line)).into_owned()
+    }))
+}
+
+/// An HTTP request's head (its request line and headers, up to the empty
+/// line that ends them), read as [`request_line`] reads a line: within
+/// `timeout` in all, `None` when it reaches `max` bytes unended.
+pub fn request_head<S: Timed>(
+    stream: &S,
+    max: usize,
+    timeout: Duration,
+) -> io::Result<Option<String>>
+where
+    for<'a> &'a S: Read,
+{
+    let ended = |read: &[u8]| read.ends_with(b"\n\n") || read.ends_with(b"\n\r\n");
+    let head = read_until(stream, max, timeout, ended)?;
+    Ok(head.map(|head| String::from_utf8_lossy(&head).into_owned()))
+}
+
+/// Bytes read until `ended` says so or the stream ends, within `timeout`
+/// in all; `None` when `max` bytes came first.
+fn read_until<S: Timed>(
+    stream: &S,
+    max: usize,
+    timeout: Duration,
+    ended: impl Fn(&[u8]) -> bool,
+) -> io::Result<Option<Vec<u8>>>
+where
+    for<'a> &'a S: Read,
+{
     let deadline = Instant::now() + timeout;
-    let mut line = Vec::new();
+    let mut read = Vec::new();
     let mut byte = [0u8; 1];
-    // A byte at a time, so that nothing after the line is taken from the
-    // stream; requests are a line of a few hundred bytes.
-    while line.len() < max {
+    // A byte at a time, so that nothing after the end is taken from the
+    // stream; requests are a few hundred bytes.
+    while read.len() < max {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(io::ErrorKind::TimedOut.into());
         }
         stream.set_read_timeout(Some(left))?;
-        match (&mut &*stream).read(&mut byte)? {
-            0 => break,
-            _ if byte[0] == b'\n' => break,
-            _ => line.push(byte[0]),
+        if (&mut &*stream).read(&mut byte)? == 0 {
+            return Ok(Some(read));
+        }
+        read.push(byte[0]);
+        if ended(&read) {
+            return Ok(Some(read));
         }
     }
-    if line.len() >= max {
-        return Ok(None);
-    }
-    Ok(Some(String::from_utf8_lossy(&line).into_owned()))
+    Ok(None)
 }

@@ -328,7 +328,9 @@ fn query_live_asks_the_running_recorder() {
 /// syscall's latency quantiles over the window, read back through
 /// Prometheus's HTTP API, equal to what `weft query --live` answers; and
 /// `histogram_quantile` over both hosts' summed latency buckets within one
-/// bucket of the exact fleet quantile `weft query --fleet` gives.
+/// bucket of the exact fleet quantile `weft query --fleet` gives, from the
+/// classic buckets (text) and, for a second Prometheus with native
+/// histograms on (protobuf), from the native ones.
 #[test]
 fn prometheus_scrapes_the_metrics_live_queries_give() {
     let test = "prometheus_scrapes_the_metrics_live_queries_give";
@@ -378,7 +380,8 @@ fn prometheus_scrapes_the_metrics_live_queries_give() {
         workloads.push(workload);
     }
     let targets: Vec<&str> = hosts.iter().map(|h| h.2).collect();
-    let prometheus = Prometheus::start(&keys.join("prometheus"), prometheus_addr, &targets);
+    let prometheus = Prometheus::start(&keys.join("prometheus"), prometheus_addr, &targets, false);
+    let native = Prometheus::start(&keys.join("native"), "127.0.0.1:19091", &targets, true);
     for workload in workloads {
         workload.run_to_end();
     }
@@ -397,6 +400,15 @@ fn prometheus_scrapes_the_metrics_live_queries_give() {
     }
     assert_eq!(prometheus.value(&calls(targets[0])), Some(20_000.0));
     assert_eq!(prometheus.value(total), Some(50_000.0));
+    let native_total = r#"histogram_count(sum(weft_syscall_duration_seconds{syscall="getppid"}))"#;
+    for _ in 0..50 {
+        if native.value(native_total) == Some(50_000.0) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(native.value(native_total), Some(50_000.0));
+    assert_eq!(native.value(&calls(targets[0])), Some(20_000.0));
     let instance = format!(r#"source="syscalls",instance="{}""#, targets[0]);
     assert!(prometheus.value(&format!("weft_records_total{{{instance}}}")) >= Some(20_000.0));
     assert_eq!(
@@ -405,8 +417,8 @@ fn prometheus_scrapes_the_metrics_live_queries_give() {
     );
     this_hosts_quantiles_are_live_queries(&prometheus, targets[0]);
     let peers = format!("{},{}", hosts[0].3, hosts[1].3);
-    fleet_histogram_quantiles_are_within_a_bucket(&prometheus, &peers, secret);
-    drop(prometheus);
+    fleet_histogram_quantiles_are_within_a_bucket(&prometheus, &native, &peers, secret);
+    drop((prometheus, native));
     for (dir, running) in recorders {
         let finished = running.stop();
         assert!(finished.status.success(), "{}", finished.stderr);
@@ -437,9 +449,12 @@ fn this_hosts_quantiles_are_live_queries(prometheus: &Prometheus, instance: &str
 }
 
 /// `histogram_quantile` over the hosts' summed buckets lies in the bucket
-/// that holds the exact fleet quantile (`weft query --fleet` over `peers`).
+/// that holds the exact fleet quantile (`weft query --fleet` over `peers`):
+/// the classic buckets' in `prometheus`, the native ones' (schema 3,
+/// `(2^((i-1)/8), 2^(i/8)]` s) in `native`.
 fn fleet_histogram_quantiles_are_within_a_bucket(
     prometheus: &Prometheus,
+    native: &Prometheus,
     peers: &str,
     secret: &str,
 ) {
@@ -468,15 +483,27 @@ fn fleet_histogram_quantiles_are_within_a_bucket(
             if bucket == 0 { 0 } else { edges[bucket - 1] },
             edges[bucket],
         );
-        let read = prometheus
+        let read_classic = prometheus
             .value(&format!(
                 r#"histogram_quantile({q}, sum by (le) (weft_syscall_duration_seconds_bucket{{syscall="getppid"}}))"#
             ))
             .unwrap();
         assert!(
-            lo as f64 / 1e9 - 1e-12 <= read && read <= hi as f64 / 1e9 + 1e-12,
-            "{name}: Prometheus says {read} s, the fleet {exact} ns in ({lo}, {hi}]"
+            lo as f64 / 1e9 - 1e-12 <= read_classic && read_classic <= hi as f64 / 1e9 + 1e-12,
+            "{name}: Prometheus says {read_classic} s, the fleet {exact} ns in ({lo}, {hi}]"
         );
+        let read = native
+            .value(&format!(
+                r#"histogram_quantile({q}, sum(weft_syscall_duration_seconds{{syscall="getppid"}}))"#
+            ))
+            .unwrap();
+        let i = (8.0 * (exact as f64 / 1e9).log2()).ceil();
+        let (lo, hi) = (((i - 1.0) / 8.0).exp2(), (i / 8.0).exp2());
+        assert!(
+            lo - 1e-12 <= read && read <= hi + 1e-12,
+            "{name}: native Prometheus says {read} s, the fleet {exact} ns in ({lo}, {hi}] s"
+        );
+        eprintln!("{name}: fleet {exact} ns, classic {read_classic} s, native {read} s");
     }
 }
 
@@ -488,7 +515,9 @@ struct Prometheus {
 }
 
 impl Prometheus {
-    fn start(data: &std::path::Path, addr: &str, targets: &[&str]) -> Self {
+    /// With `native`, native histograms on (weft is then scraped in
+    /// protobuf).
+    fn start(data: &std::path::Path, addr: &str, targets: &[&str], native: bool) -> Self {
         let _ = std::fs::remove_dir_all(data);
         std::fs::create_dir_all(data).unwrap();
         let config = data.join("prometheus.yml");
@@ -507,6 +536,7 @@ impl Prometheus {
                 data.join("tsdb").display()
             ))
             .arg(format!("--web.listen-address={addr}"))
+            .args(native.then_some("--enable-feature=native-histograms"))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
