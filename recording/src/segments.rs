@@ -201,6 +201,37 @@ pub fn offset(mine: &[Seen], theirs: &[Seen]) -> Option<Offset> {
     })
 }
 
+/// A TCP segment between `local` (this host) and `remote` as TC would
+/// record it, with an ACK, acknowledgement 9 and 10 bytes of payload.
+#[cfg(test)]
+pub(crate) fn packet(
+    (local, remote): (crate::travel::End, crate::travel::End),
+    dir: Direction,
+    seq: u32,
+    ts_ns: u64,
+) -> PacketEvent {
+    let (from, to) = if dir == Direction::Egress {
+        (local, remote)
+    } else {
+        (remote, local)
+    };
+    PacketEvent {
+        family: 4,
+        proto: 6,
+        dir: dir as u8,
+        saddr: from.0,
+        sport: from.1,
+        daddr: to.0,
+        dport: to.1,
+        seq,
+        ack: 9,
+        tcp_flags: 16,
+        payload: 10,
+        ts_ns,
+        ..PacketEvent::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,29 +278,10 @@ mod tests {
     #[test]
     fn a_host_s_packets_are_kept_per_connection_and_bounded() {
         let mut segments = Segments::new(1_000_000_000);
-        let packet = |seq: u32, dir: Direction, ts_ns: u64| {
-            let (from, to) = ((10, 5000), (11, 80));
-            let (from, to) = if dir == Direction::Egress {
-                (from, to)
-            } else {
-                (to, from)
-            };
-            PacketEvent {
-                family: 4,
-                proto: 6,
-                dir: dir as u8,
-                saddr: from.0,
-                sport: from.1,
-                daddr: to.0,
-                dport: to.1,
-                seq,
-                ts_ns,
-                ..PacketEvent::default()
-            }
-        };
+        let ends = ((10, 5000), (11, 80));
         for i in 0..100 {
-            segments.note(&packet(i, Direction::Egress, u64::from(i)));
-            segments.note(&packet(1000 + i, Direction::Ingress, u64::from(i)));
+            segments.note(&packet(ends, Direction::Egress, i, u64::from(i)));
+            segments.note(&packet(ends, Direction::Ingress, 1000 + i, u64::from(i)));
         }
         let conn = Conn {
             local: (10, 5000),

@@ -1003,7 +1003,7 @@ mod tests {
     #[test]
     fn a_peers_window_is_moved_onto_this_clock_by_the_segments_both_saw() {
         use crate::segments::{Seen, Segment};
-        use weft_abi::net::{Direction, PacketEvent};
+        use weft_abi::net::Direction;
         let mut scratch = Scratch::new("peer-clock");
         let policy = Policy {
             before: 1_000_000_000,
@@ -1031,26 +1031,8 @@ mod tests {
             (1, Direction::Ingress, t),
             (2, Direction::Egress, t + 100_000),
         ] {
-            let (from, to) = if dir == Direction::Egress {
-                (here, there)
-            } else {
-                (there, here)
-            };
-            travel.segments.note(&PacketEvent {
-                family: 4,
-                proto: 6,
-                dir: dir as u8,
-                saddr: from.0,
-                sport: from.1,
-                daddr: to.0,
-                dport: to.1,
-                seq,
-                ack: 9,
-                tcp_flags: 16,
-                payload: 10,
-                ts_ns,
-                ..PacketEvent::default()
-            });
+            let packet = crate::segments::packet((here, there), dir, seq, ts_ns);
+            travel.segments.note(&packet);
         }
         let mut request = asked("a", -1, 1);
         request.error_ns = crate::travel::DEFAULT_CLOCK_ERROR;
