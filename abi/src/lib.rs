@@ -38,3 +38,13 @@ pub mod syscall;
 #[cfg(feature = "user")]
 pub mod syscall_names;
 pub mod tracefs;
+
+/// A task name as the kernel keeps it (`task_struct::comm`): at most 15
+/// bytes, NUL-padded to 16, as the programs' comm filters compare it.
+#[must_use]
+pub fn comm_bytes(comm: &str) -> [u8; 16] {
+    let mut bytes = [0; 16];
+    let len = comm.len().min(15);
+    bytes[..len].copy_from_slice(&comm.as_bytes()[..len]);
+    bytes
+}

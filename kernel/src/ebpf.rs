@@ -259,15 +259,6 @@ pub fn bpf<T>(cmd: libc::c_long, attr: &T) -> std::io::Result<libc::c_long> {
     Ok(rc)
 }
 
-/// A task name as the kernel keeps it (`task_struct::comm`): at most 15
-/// bytes, NUL-padded to 16.
-pub fn comm_bytes(comm: &str) -> [u8; 16] {
-    let mut bytes = [0; 16];
-    let len = comm.len().min(15);
-    bytes[..len].copy_from_slice(&comm.as_bytes()[..len]);
-    bytes
-}
-
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt as _;

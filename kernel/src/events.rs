@@ -329,7 +329,7 @@ fn kernel_config(filter: &Filter) -> EventConfig {
     }
     if let Some(comm) = &filter.comm {
         config.flags |= FILTER_COMM;
-        config.comm = ebpf::comm_bytes(comm);
+        config.comm = weft_abi::comm_bytes(comm);
     }
     if let Some(cgroup) = filter.cgroup {
         config.flags |= FILTER_CGROUP;

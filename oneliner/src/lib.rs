@@ -5,7 +5,8 @@
 //!
 //! [`parse`] turns text into a program, [`check`] resolves it against the
 //! running kernel (through [`Kernel`]) into a [`Plan`] that says what the
-//! kernel must copy per probe, and [`Runtime`] runs the actions on decoded
+//! kernel must copy per probe, [`lower`] turns the plan into the kernel
+//! programs' configuration, and [`Runtime`] runs the actions on decoded
 //! events and prints maps in bpftrace's layout. Nothing here touches eBPF:
 //! `weft-kernel` loads the generic programs and `weft-recording`'s
 //! `oneliner` feeds the events.
@@ -28,6 +29,7 @@ pub mod kernel;
 mod kernel_agg;
 pub mod lex;
 pub mod limits;
+pub mod lower;
 mod members;
 pub mod output;
 mod params;

@@ -24,22 +24,16 @@ use perf_event::{
     events::{Breakpoint, Hardware, KProbe, Software, Tracepoint},
 };
 use weft_abi::oneliner::{
-    AGG_LINEAR, AGG_LOG2, AGG_PLAIN, AGGS_MAP, Aggregation, COPIES, COUNTERS_MAP, Chain, CopyKind,
-    Counter, Filter, HEADER_SIZE, Header, IGNORE_GLOBAL, JOIN_SIZE, MAX_AGGS, MAX_ATTACHES,
-    MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_STARTS, MAX_STRINGS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT,
-    OP_NE, Operand as KernelOperand, PROBES_MAP, ProbeConfig, RINGS_MAP, SAVED_MAP, SCRATCH,
-    STACK_KERNEL, STACK_USER, STACKS_MAP, START_CONTEXT, START_TASK, STARTS_MAP, STARTS_STORE,
-    STARTS_TAKE, STRING_CHAIN, STRING_DATA_LOC, STRING_LEN_GLOBAL, STRING_MEMORY, STRING_POINTER,
-    STRING_SAVED, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_ELAPSED, SUBJECT_FIELD,
-    SUBJECT_FUNC, SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, Starts, TRACEPOINT_COPIES,
+    AGGS_MAP, COPIES, COUNTERS_MAP, CopyKind, Counter, HEADER_SIZE, Header, IGNORE_GLOBAL,
+    JOIN_SIZE, MAX_AGGS, MAX_ATTACHES, MAX_SAVED, MAX_STARTS, MAX_STRINGS, PROBES_MAP, ProbeConfig,
+    RINGS_MAP, SAVED_MAP, SCRATCH, STACKS_MAP, STARTS_MAP, STRING_LEN_GLOBAL, TRACEPOINT_COPIES,
     USES_GLOBAL, copy_key,
 };
 use weft_abi::ring::{self, Ring};
 use weft_oneliner::{
-    Attach, Event, FieldKind, Plan, Target,
-    ast::{BinOp, PerfEvent, period_ns},
-    check::{MapKind, Operand, Subject},
-    plan::{KeptStart, KernelAgg, KeyPart, Sample, Start},
+    Attach, Event, Plan, Target,
+    ast::{PerfEvent, period_ns},
+    lower,
 };
 
 use weft_symbols::FileOffsets;
@@ -181,7 +175,7 @@ impl OnelinerProbe {
             .expect("the loader thread does not panic");
         let rings = preload.rings.wait()?;
         rings.use_in(&mut loader, RINGS_MAP);
-        let uses = uses(plan, cpid)?;
+        let uses = lower::uses(plan, cpid)?;
         let mut ebpf = loader
             .override_global(IGNORE_GLOBAL, &own, true)
             .override_global(USES_GLOBAL, &uses, true)
@@ -316,7 +310,7 @@ impl OnelinerProbe {
                 .map_mut(PROBES_MAP)
                 .context("the trace object has no probe map")?,
         )?;
-        let config = config(index, attach, cpid)?;
+        let config = lower::config(index, attach, cpid)?;
         anyhow::ensure!(
             config.uses() & !self.uses == 0,
             "{}: needs parts of the trace program that were not loaded ({:#x} of {:#x})",
@@ -912,247 +906,4 @@ fn link_perf_event(prog_fd: RawFd, event: perf_event::Counter, cookie: u64) -> R
         _event: event,
         _link: link,
     })
-}
-
-/// The parts of the trace programs' body that the attach points of `plan`
-/// run in the kernel need: the programs are loaded with only these.
-fn uses(plan: &Plan, cpid: u32) -> Result<u32> {
-    plan.attaches
-        .iter()
-        .enumerate()
-        .filter(|(_, attach)| attach.in_kernel())
-        .try_fold(0, |uses, (index, attach)| {
-            Ok(uses | config(index, attach, cpid)?.uses())
-        })
-}
-
-/// The kernel's configuration for attach point `index`.
-fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig> {
-    let mut config = ProbeConfig {
-        attach: u16::try_from(index).context("too many attach points")?,
-        raw_len: attach.raw_len,
-        strings: attach.slots() as u8,
-        signal: attach.signal.unwrap_or(0),
-        live: 1,
-        ..ProbeConfig::default()
-    };
-    for (i, field) in attach.strings.iter().enumerate() {
-        config.string_kinds[i] = if field.kind == FieldKind::DataLoc {
-            STRING_DATA_LOC
-        } else {
-            STRING_POINTER
-        };
-        config.string_offsets[i] = field.offset;
-    }
-    for (i, map) in attach.saved.iter().enumerate() {
-        let i = attach.strings.len() + i;
-        config.string_kinds[i] = STRING_SAVED;
-        config.string_offsets[i] = kept_id(*map)?.into();
-    }
-    if let Some((field, map)) = &attach.save {
-        config.save = kept_id(*map)?;
-        config.save_offset = field.offset;
-    }
-    for (i, read) in attach.reads.iter().enumerate() {
-        let i = attach.read_slot(i);
-        config.string_kinds[i] = if read.string {
-            STRING_CHAIN
-        } else {
-            STRING_MEMORY
-        };
-        config.chains[i] = chain(read)?;
-    }
-    if let Some(agg) = &attach.agg {
-        config.agg = aggregation(agg)?;
-    }
-    if let Some(start) = &attach.start {
-        config.starts = starts(start)?;
-    }
-    if let Some(field) = &attach.join {
-        config.join = 1;
-        config.join_offset = field.offset;
-    }
-    config.stacks =
-        if attach.kstack { STACK_KERNEL } else { 0 } | if attach.ustack { STACK_USER } else { 0 };
-    if let Some(comm) = &attach.comm {
-        config.match_comm = 1;
-        config.comm = ebpf::comm_bytes(comm);
-    }
-    for (slot, filter) in config
-        .filters
-        .iter_mut()
-        .zip(attach.filters.iter().take(MAX_FILTERS))
-    {
-        *slot = kernel_filter(filter, cpid);
-    }
-    Ok(config)
-}
-
-/// The kernel's id of map `map`'s pointers kept per thread.
-fn kept_id(map: usize) -> Result<u8> {
-    u8::try_from(map + 1).context("too many maps keep pointers")
-}
-
-/// The kernel's form of a struct member read (the checker bounds it).
-fn chain(read: &weft_oneliner::plan::Read) -> Result<Chain> {
-    let mut offsets = [0; MAX_HOPS];
-    anyhow::ensure!(
-        read.hops.len() <= MAX_HOPS,
-        "a member behind too many pointers"
-    );
-    offsets[..read.hops.len()].copy_from_slice(&read.hops);
-    Ok(Chain {
-        start: match read.start {
-            Start::Context => START_CONTEXT,
-            Start::Task => START_TASK,
-        },
-        hops: read.hops.len() as u8,
-        len: u16::try_from(read.len).context("a member read too long")?,
-        at: read.at,
-        offsets,
-    })
-}
-
-fn kernel_filter(filter: &weft_oneliner::check::Filter, cpid: u32) -> Filter {
-    let op = match filter.op {
-        BinOp::Eq => OP_EQ,
-        BinOp::Ne => OP_NE,
-        BinOp::Lt => OP_LT,
-        BinOp::Le => OP_LE,
-        BinOp::Gt => OP_GT,
-        _ => OP_GE,
-    };
-    let Read {
-        subject,
-        offset,
-        size,
-        signed,
-    } = read(filter.subject);
-    Filter {
-        subject,
-        op,
-        size,
-        signed,
-        offset,
-        value: match filter.value {
-            Operand::Int(n) => n,
-            Operand::Cpid => i64::from(cpid),
-        },
-    }
-}
-
-/// The kernel's form of an aggregation.
-fn aggregation(agg: &KernelAgg) -> Result<Aggregation> {
-    let mut kernel = Aggregation {
-        map: u16::try_from(agg.map + 1).context("too many maps")?,
-        how: AGG_PLAIN,
-        ..Aggregation::default()
-    };
-    match agg.kind {
-        MapKind::Hist => kernel.how = AGG_LOG2,
-        MapKind::Lhist { min, max, step } => {
-            (kernel.how, kernel.min, kernel.max, kernel.step) = (AGG_LINEAR, min, max, step);
-        }
-        _ => {}
-    }
-    for (slot, part) in kernel.keys.iter_mut().zip(&agg.keys) {
-        *slot = match part {
-            KeyPart::Comm => named(SUBJECT_COMM),
-            KeyPart::Probe => named(SUBJECT_PROBE),
-            KeyPart::Func => named(SUBJECT_FUNC),
-            KeyPart::Int(subject) => read(*subject).operand(),
-        };
-    }
-    kernel.value = match agg.sample {
-        None => KernelOperand::default(),
-        Some(Sample::Const(constant)) => KernelOperand {
-            constant,
-            ..named(SUBJECT_CONST)
-        },
-        Some(Sample::Int(subject)) => read(subject).operand(),
-        Some(Sample::Elapsed { divisor }) => KernelOperand {
-            constant: divisor,
-            ..named(SUBJECT_ELAPSED)
-        },
-    };
-    Ok(kernel)
-}
-
-/// The kernel's form of a start time it keeps.
-fn starts(start: &KeptStart) -> Result<Starts> {
-    let (map, key) = match *start {
-        KeptStart::Store { map, key, .. } | KeptStart::Take { map, key, .. } => (map, key),
-    };
-    let mut kernel = Starts {
-        map: u16::try_from(map + 1).context("too many maps")?,
-        key: read(key).operand(),
-        ..Starts::default()
-    };
-    match *start {
-        KeptStart::Store { send, .. } => {
-            kernel.how = STARTS_STORE;
-            kernel.send = u8::from(send);
-        }
-        KeptStart::Take {
-            required, delete, ..
-        } => {
-            kernel.how = STARTS_TAKE;
-            kernel.required = u8::from(required);
-            kernel.delete = u8::from(delete);
-        }
-    }
-    Ok(kernel)
-}
-
-/// An operand that is its subject alone.
-fn named(subject: u8) -> KernelOperand {
-    KernelOperand {
-        subject,
-        ..Default::default()
-    }
-}
-
-/// How the kernel reads a subject.
-struct Read {
-    subject: u8,
-    offset: u32,
-    size: u8,
-    signed: u8,
-}
-
-impl Read {
-    fn operand(self) -> KernelOperand {
-        KernelOperand {
-            subject: self.subject,
-            size: self.size,
-            signed: self.signed,
-            offset: self.offset,
-            ..Default::default()
-        }
-    }
-}
-
-fn read(subject: Subject) -> Read {
-    let id = |subject| Read {
-        subject,
-        offset: 0,
-        size: 8,
-        signed: 0,
-    };
-    match subject {
-        Subject::Pid => id(SUBJECT_PID),
-        Subject::Tid => id(SUBJECT_TID),
-        Subject::Uid => id(SUBJECT_UID),
-        Subject::Cpu => id(SUBJECT_CPU),
-        Subject::Field {
-            offset,
-            size,
-            signed,
-        } => Read {
-            subject: SUBJECT_FIELD,
-            offset: u32::from(offset),
-            size: size as u8,
-            signed: u8::from(signed),
-        },
-    }
 }
