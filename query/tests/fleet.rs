@@ -336,3 +336,58 @@ fn a_fleet_refuses_per_host_thresholds_and_listings() {
         assert!(error.contains(says), "{query}: {error}");
     }
 }
+
+#[test]
+fn by_host_groups_each_hosts_records_under_its_name() {
+    let f = fleet("by-host", &[20_000, 15_000, 10_000]);
+    let alone = |i: usize, query: &str| {
+        run(&f.hosts[i].snapshot, &f.hosts[i].catalog, query)
+            .unwrap_or_else(|e| panic!("{}", e.render(query)))
+    };
+    let host = |i: usize| weft_query::Cell::Text(format!("h{i}"));
+    // `host` alone: one row per host, as that host alone answers.
+    let many = ask_fleet(
+        &f,
+        "syscalls | count, p99(dur), max(dur) by host | sort host",
+    );
+    let names: Vec<String> = many.answer.columns.iter().map(|h| h.name.clone()).collect();
+    assert_eq!(names, ["host", "count", "p99(dur)", "max(dur)"]);
+    let expected: Vec<Vec<weft_query::Cell>> = (0..3)
+        .map(|i| {
+            let mut row = alone(i, "syscalls | count, p99(dur), max(dur)").rows[0].clone();
+            row.insert(0, host(i));
+            row
+        })
+        .collect();
+    assert_eq!(many.answer.rows, expected);
+    // Beside other fields, first or last: the same rows as each host's own
+    // groups, the host's name in its place.
+    for (query, alone_query, at) in [
+        (
+            "syscalls where dur > 1us | count, p50(dur) by name, host",
+            "syscalls where dur > 1us | count, p50(dur) by name",
+            1,
+        ),
+        (
+            "syscalls | p99.9(dur) by host, name",
+            "syscalls | p99.9(dur) by name",
+            0,
+        ),
+    ] {
+        let mut rows = ask_fleet(&f, query).answer.rows;
+        let mut expected: Vec<Vec<weft_query::Cell>> = (0..3)
+            .flat_map(|i| {
+                alone(i, alone_query).rows.into_iter().map(move |mut row| {
+                    row.insert(at, host(i));
+                    row
+                })
+            })
+            .collect();
+        let order = |a: &Vec<weft_query::Cell>, b: &Vec<weft_query::Cell>| {
+            format!("{a:?}").cmp(&format!("{b:?}"))
+        };
+        rows.sort_by(order);
+        expected.sort_by(order);
+        assert_eq!(rows, expected, "{query}");
+    }
+}

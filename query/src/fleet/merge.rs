@@ -60,10 +60,97 @@ const MAX_ROUNDS: u32 = 12;
 
 /// Answers `text` over `hosts`: exact, as if one capture held every
 /// host's records. Each host sends mergeable aggregates, then only the
-/// values inside the bins its quantiles fall in.
+/// values inside the bins its quantiles fall in. `host` in a `by` list
+/// groups by the host each record came from: each host is then asked alone
+/// and its rows carry its name.
 pub fn answer(text: &str, hosts: &mut [&mut dyn Host]) -> Result<FleetAnswer> {
     let query = parse(text)?;
     let funcs = stage_funcs(&query)?;
+    let Merged {
+        mut answer,
+        keys,
+        traffic,
+        rounds,
+        groups,
+    } = match by_host(&query, text)? {
+        Some((at, without)) => per_host(&without, hosts, &funcs, at)?,
+        None => merged(text, hosts, &funcs)?,
+    };
+    let by = keys > 0 && !matches!(answer.columns[0].kind, crate::catalog::Kind::Time);
+    let hist = funcs.first() == Some(&Func::Hist);
+    if by && !hist {
+        answer
+            .rows
+            .sort_by(|a, b| compare_cells(&b[keys], &a[keys]));
+    }
+    for stage in after_stages(&query, &answer.columns[keys].name) {
+        reshape(&mut answer, &stage)?;
+    }
+    answer.plan = plan(&traffic, groups, rounds);
+    Ok(FleetAnswer {
+        answer,
+        traffic,
+        rounds,
+    })
+}
+
+/// The name that groups a fleet query's rows by host.
+pub const HOST: &str = "host";
+
+/// Where `host` stands among the answer's key columns, and the query's
+/// text without it, if its `by` list names it.
+fn by_host(query: &Query, text: &str) -> Result<Option<(usize, String)>> {
+    let Some((by, every)) = query.stages.iter().find_map(|s| match s {
+        Stage::Aggregate { by, every, .. } => Some((by, every.is_some())),
+        Stage::Top { by, .. } => Some((by, false)),
+        _ => None,
+    }) else {
+        return Ok(None);
+    };
+    let Some(i) = by.iter().position(|name| name.text == HOST) else {
+        return Ok(None);
+    };
+    let cut = if by.len() > 1 {
+        // `by a, host, b`: the name and the comma after it (before it, last).
+        let (start, end) = if i + 1 < by.len() {
+            (by[i].span.start, by[i + 1].span.start)
+        } else {
+            (
+                by[i - 1].span.start + by[i - 1].span.len,
+                by[i].span.start + by[i].span.len,
+            )
+        };
+        start..end
+    } else if matches!(
+        query.stages.iter().find(|s| matches!(s, Stage::Top { .. })),
+        Some(_)
+    ) {
+        return Err(Error::spanned(
+            by[i].span,
+            "`top N by host` needs another field to rank within hosts: write `count by host | sort count desc | limit N`",
+        ));
+    } else {
+        // `by host` alone: the keyword goes too.
+        let before = &text[..by[i].span.start];
+        let keyword = before.trim_end().len() - "by".len();
+        keyword..by[i].span.start + by[i].span.len
+    };
+    let without = format!("{}{}", &text[..cut.start], &text[cut.end..]);
+    Ok(Some((usize::from(every) + i, without)))
+}
+
+/// A fleet's merged rows before they are sorted and shaped.
+struct Merged {
+    answer: Answer,
+    /// How many of the answer's columns make the key.
+    keys: usize,
+    traffic: Vec<Traffic>,
+    rounds: u32,
+    groups: usize,
+}
+
+/// Every host's groups of `text`, merged, with exact quantiles.
+fn merged(text: &str, hosts: &mut [&mut dyn Host], funcs: &[Func]) -> Result<Merged> {
     let mut traffic: Vec<Traffic> = hosts
         .iter()
         .map(|h| Traffic {
@@ -105,24 +192,53 @@ pub fn answer(text: &str, hosts: &mut [&mut dyn Host]) -> Result<FleetAnswer> {
         }
     }
     let asked = Asked { text, scan };
-    let (quantiles, rounds) = exact_quantiles(hosts, &mut traffic, &asked, &groups, &funcs)?;
-    let mut answer = rows(&columns, &groups, &funcs, &quantiles);
-    let by = keys > 0 && !matches!(columns[0].1, Shown::Time);
-    let hist = funcs.first() == Some(&Func::Hist);
-    if by && !hist {
-        answer
-            .rows
-            .sort_by(|a, b| compare_cells(&b[keys], &a[keys]));
-    }
-    for stage in after_stages(&query, &answer.columns[keys].name) {
-        reshape(&mut answer, &stage)?;
-    }
-    answer.plan = plan(&traffic, &groups, rounds);
-    Ok(FleetAnswer {
-        answer,
+    let (quantiles, rounds) = exact_quantiles(hosts, &mut traffic, &asked, &groups, funcs)?;
+    Ok(Merged {
+        answer: rows(&columns, &groups, funcs, &quantiles),
+        keys,
         traffic,
         rounds,
+        groups: groups.len(),
     })
+}
+
+/// Each host's answer to `text` alone, its name in the key column `at`.
+fn per_host(text: &str, hosts: &mut [&mut dyn Host], funcs: &[Func], at: usize) -> Result<Merged> {
+    let mut all: Option<Merged> = None;
+    for i in 0..hosts.len() {
+        let name = hosts[i].name().to_string();
+        let mut one = merged(text, &mut hosts[i..=i], funcs)?;
+        one.answer.columns.insert(
+            at,
+            Header {
+                name: HOST.to_string(),
+                kind: Shown::Text.kind(),
+            },
+        );
+        for row in &mut one.answer.rows {
+            row.insert(at, Cell::Text(name.clone()));
+        }
+        one.keys += 1;
+        let Some(all) = &mut all else {
+            all = Some(one);
+            continue;
+        };
+        let names = |a: &Answer| a.columns.iter().map(|h| h.name.clone()).collect::<Vec<_>>();
+        if names(&one.answer) != names(&all.answer) {
+            return Err(host_error(
+                &name,
+                &format!(
+                    "answers with other columns than {}: its source's fields differ",
+                    all.traffic[0].host
+                ),
+            ));
+        }
+        all.answer.rows.append(&mut one.answer.rows);
+        all.traffic.append(&mut one.traffic);
+        all.rounds = all.rounds.max(one.rounds);
+        all.groups += one.groups;
+    }
+    all.ok_or_else(|| host_error("fleet", "no hosts to ask"))
 }
 
 /// Whether every host counted each aggregate's values in the same bins.
@@ -504,7 +620,7 @@ fn rows(
 
 /// What `--explain` prints: per host, what it sent against what its
 /// records would have cost.
-fn plan(traffic: &[Traffic], groups: &BTreeMap<Vec<Key>, Vec<Part>>, rounds: u32) -> Vec<String> {
+fn plan(traffic: &[Traffic], groups: usize, rounds: u32) -> Vec<String> {
     let mut plan: Vec<String> = traffic
         .iter()
         .map(|t| {
@@ -519,7 +635,7 @@ fn plan(traffic: &[Traffic], groups: &BTreeMap<Vec<Key>, Vec<Part>>, rounds: u32
     plan.push(format!(
         "fleet: {} host(s), {} group(s) merged, {rounds} round(s) of values for exact quantiles; sent {sent} bytes in all for {records} records",
         traffic.len(),
-        groups.len()
+        groups
     ));
     plan
 }
