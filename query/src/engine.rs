@@ -27,6 +27,9 @@ pub(crate) struct Engine<'a> {
     pub(crate) stats: QueryStats,
     /// Conditions made from percentile thresholds: the most selective.
     pub(crate) thresholds: Vec<Pred>,
+    /// A correlation's intervals given from outside (a fleet's anchors,
+    /// on this capture's clock), used instead of its sub-query's.
+    pub(crate) given: Option<Vec<(u64, u64)>>,
 }
 
 /// What a query's head picks: its source, window, anchors and condition.
@@ -112,6 +115,7 @@ impl<'a> Engine<'a> {
             plan: Vec::new(),
             stats: QueryStats::default(),
             thresholds: Vec::new(),
+            given: None,
         })
     }
 

@@ -68,6 +68,21 @@ fn capture(name: &str, records: &[Rec]) -> Capture {
 /// A capture whose `duration_ns` index has `per_octave` bins per power of
 /// two.
 fn capture_binned(name: &str, records: &[Rec], per_octave: i64) -> Capture {
+    let timed: Vec<(u64, Rec)> = records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (BASE + i as u64 * 1_000, *r))
+        .collect();
+    capture_timed(name, &timed, per_octave, None)
+}
+
+/// A capture of records at their times, with a wall-clock reference.
+fn capture_timed(
+    name: &str,
+    records: &[(u64, Rec)],
+    per_octave: i64,
+    wall_offset: Option<i64>,
+) -> Capture {
     let dir = std::env::temp_dir().join(format!("weft-fleet-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let config = Config {
@@ -100,18 +115,17 @@ fn capture_binned(name: &str, records: &[Rec], per_octave: i64) -> Capture {
             }),
         )
         .unwrap();
-    for (i, (dur, nr, tid)) in records.iter().enumerate() {
+    for (time, (dur, nr, tid)) in records {
         let mut payload = Vec::with_capacity(16);
         payload.extend_from_slice(&(*dur as u64).to_le_bytes());
         payload.extend_from_slice(&(*nr as u32).to_le_bytes());
         payload.extend_from_slice(&(*tid as u32).to_le_bytes());
-        store
-            .append_at(source, BASE + i as u64 * 1_000, None, &payload)
-            .unwrap();
+        store.append_at(source, *time, None, &payload).unwrap();
     }
     store.publish();
     let snapshot = store.snapshot();
     let mut catalog = Catalog::from_meta(snapshot.meta());
+    catalog.wall_offset = wall_offset;
     let syscalls = catalog.source_mut("syscalls").unwrap();
     syscalls
         .alias("duration_ns", "dur", Kind::Duration)
@@ -389,5 +403,77 @@ fn by_host_groups_each_hosts_records_under_its_name() {
         rows.sort_by(order);
         expected.sort_by(order);
         assert_eq!(rows, expected, "{query}");
+    }
+}
+
+#[test]
+fn a_correlation_across_hosts_keeps_the_records_near_any_host_s_anchors() {
+    // Two hosts whose clocks started 2 s apart: their records interleave
+    // in wall-clock time. One capture of all of them on A's clock is what
+    // the fleet must answer.
+    let (wall_a, wall_b) = (5_000_000_000, 7_000_000_000);
+    let a: Vec<(u64, Rec)> = records(11, 20_000)
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| (BASE + i as u64 * 1_000, r))
+        .collect();
+    let b: Vec<(u64, Rec)> = records(12, 20_000)
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| (BASE - 2_000_000_000 + i as u64 * 1_000 + 500, r))
+        .collect();
+    let mut all: Vec<(u64, Rec)> = a
+        .iter()
+        .copied()
+        .chain(b.iter().map(|(t, r)| (t + 2_000_000_000, *r)))
+        .collect();
+    all.sort_by_key(|(t, _)| *t);
+    let hosts = [
+        capture_timed("corr-a", &a, 4, Some(wall_a)),
+        capture_timed("corr-b", &b, 4, Some(wall_b)),
+    ];
+    let one = capture_timed("corr-all", &all, 4, Some(wall_a));
+    let mut locals: Vec<Local> = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, capture)| Local {
+            name: format!("h{i}"),
+            capture,
+        })
+        .collect();
+    for query in [
+        "syscalls around (syscalls where name = sendto and dur > 100us) within 20us | count, p99(dur) by name",
+        "syscalls around (syscalls | max(dur)) within 300us | count, sum(dur)",
+        "syscalls around (syscalls where dur < 201ns | min(dur)) within 5us | count",
+    ] {
+        let mut fleet_hosts: Vec<&mut dyn Host> =
+            locals.iter_mut().map(|l| l as &mut dyn Host).collect();
+        let many = fleet::answer(query, &mut fleet_hosts)
+            .unwrap_or_else(|e| panic!("{}", e.render(query)));
+        let expected = run(&one.snapshot, &one.catalog, query)
+            .unwrap_or_else(|e| panic!("{}", e.render(query)));
+        assert_eq!(many.answer.rows, expected.rows, "{query}");
+        assert!(!expected.rows.is_empty(), "{query}");
+    }
+    // `same` matches one host's fields; sorted sub-queries would be each
+    // host's own.
+    for (query, says) in [
+        (
+            "syscalls around (syscalls where dur > 1ms) within 1ms same tid | count",
+            "`same`",
+        ),
+        (
+            "syscalls around (syscalls | sort dur | limit 3) within 1ms | count",
+            "sub-query",
+        ),
+    ] {
+        let mut fleet_hosts: Vec<&mut dyn Host> =
+            locals.iter_mut().map(|l| l as &mut dyn Host).collect();
+        let error = fleet::answer(query, &mut fleet_hosts).unwrap_err();
+        assert!(
+            error.render(query).contains(says),
+            "{}",
+            error.render(query)
+        );
     }
 }

@@ -297,6 +297,27 @@ fn extracted_across_the_fleet(dirs: &[weft_tests::CaptureDir], firing: &str) {
     assert!(status.success(), "{stderr}");
     let count: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert!(count["count"].as_u64().unwrap() > 0, "{count}");
+    // Across the windows: each host's calls within 50 ms (wall-clock) of
+    // the slow call at the server, by host. The server's own, the proxy's
+    // and the client's that carried the reply back are there.
+    let (status, stdout, stderr) = run_weft(&[
+        "query",
+        "--fleet",
+        &copies.join(","),
+        "--json",
+        r#"syscalls around (syscalls where name = "nanosleep" and dur > 100ms) within 50ms | count by host | sort host"#,
+    ]);
+    assert!(status.success(), "{stderr}");
+    let rows: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let hosts: Vec<&str> = rows.iter().map(|r| r["host"].as_str().unwrap()).collect();
+    assert_eq!(hosts, copies, "{stdout}");
+    assert!(
+        rows.iter().all(|r| r["count"].as_u64() > Some(0)),
+        "{stdout}"
+    );
     std::fs::remove_dir_all(&out).unwrap();
 }
 

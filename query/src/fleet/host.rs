@@ -8,14 +8,15 @@ use weft_store::{IndexId, Snapshot};
 use crate::{
     Cell,
     aggregate::{AggSpec, Groups},
-    ast::{Op, Query},
+    ast::{Correlate, Op, Query},
     bind::{Pred, column},
     catalog::{Catalog, SourceColumns},
     engine::{Engine, Near, Selection},
     error::{Error, Result},
     exec::aggregate_stage,
     fleet::wire::{
-        Ask, Group, Key, MAX_VALUES, PIECES, Part, Reply, Request, Shown, Slice, Want, piece_of,
+        Anchor, Ask, Group, Key, MAX_ANCHORS, MAX_VALUES, PIECES, Part, Reply, Request, Shown,
+        Slice, Want, piece_of,
     },
     picks::{part_index, parts_are_groups, summary_picks},
     shape::cell,
@@ -41,6 +42,30 @@ pub fn reply(
         ));
     }
     let mut engine = Engine::new(snapshot, catalog)?;
+    if let Some(correlate) = &query.correlate {
+        let offset = || {
+            catalog.wall_offset.ok_or_else(|| {
+                Error::spanned(
+                    correlate.span,
+                    "this capture has no wall-clock reference, which a correlation across hosts needs",
+                )
+            })
+        };
+        if *ask == Ask::Anchors {
+            return anchors(&mut engine, correlate, offset()?);
+        }
+        if let Some(given) = &request.anchors {
+            let offset = offset()?;
+            // On this capture's clock; what ends before its epoch is dropped.
+            let here = |wall: i64| u64::try_from(wall.saturating_sub(offset)).ok();
+            engine.given = Some(
+                given
+                    .iter()
+                    .filter_map(|(start, end)| Some((here(*start).unwrap_or(0), here(*end)?)))
+                    .collect(),
+            );
+        }
+    }
     let Selection {
         source,
         window,
@@ -106,8 +131,40 @@ pub fn reply(
     match ask {
         Ask::Partials => reply.groups = scan.partials(&mut engine, &mut reply)?,
         Ask::Values(wants) => reply.slices = scan.values(&mut engine, &mut reply, wants)?,
+        Ask::Anchors => unreachable!("answered before the selection"),
     }
     Ok(reply)
+}
+
+/// A correlation's anchors on this host, wall-clock (`wall_offset` from
+/// this capture's clock), at most [`MAX_ANCHORS`].
+fn anchors(engine: &mut Engine, correlate: &Correlate, wall_offset: i64) -> Result<Reply> {
+    let spans = engine.anchor_spans(correlate)?;
+    if spans.len() > MAX_ANCHORS {
+        return Err(Error::spanned(
+            correlate.anchors.source.span,
+            format!(
+                "the sub-query selects {} records here, more than the {MAX_ANCHORS} a correlation across hosts takes: narrow it",
+                spans.len()
+            ),
+        ));
+    }
+    let wall = |t: u64| {
+        i64::try_from(t)
+            .unwrap_or(i64::MAX)
+            .saturating_add(wall_offset)
+    };
+    Ok(Reply {
+        anchors: spans
+            .into_iter()
+            .map(|(start, end, value)| Anchor {
+                start: wall(start),
+                end: wall(end),
+                value,
+            })
+            .collect(),
+        ..Reply::default()
+    })
 }
 
 /// What one host's scan for a fleet query reads and groups by.

@@ -8,9 +8,11 @@ use std::collections::{BTreeMap, HashMap};
 use crate::{
     aggregate::{Acc, PERCENTILES},
     answer::{Answer, Cell, Header},
-    ast::{Func, Name, Query, Stage},
+    ast::{Correlate, Func, Name, Query, Stage},
     error::{Error, Result},
-    fleet::wire::{Ask, Key, Part, Reply, Request, Shown, Slice, Want, piece_of, piece_range},
+    fleet::wire::{
+        Anchor, Ask, Key, Part, Reply, Request, Shown, Slice, Want, piece_of, piece_range,
+    },
     parse::parse,
     shape::{compare_cells, reshape},
 };
@@ -66,16 +68,40 @@ const MAX_ROUNDS: u32 = 12;
 pub fn answer(text: &str, hosts: &mut [&mut dyn Host]) -> Result<FleetAnswer> {
     let query = parse(text)?;
     let funcs = stage_funcs(&query)?;
+    let (anchors, anchor_traffic) = match &query.correlate {
+        Some(correlate) => {
+            let (anchors, traffic) = fleet_anchors(text, correlate, hosts)?;
+            (Some(anchors), traffic)
+        }
+        None => (None, Vec::new()),
+    };
+    let asked = Asked {
+        text,
+        scan: false,
+        anchors: anchors.as_ref(),
+    };
     let Merged {
         mut answer,
         keys,
-        traffic,
+        mut traffic,
         rounds,
         groups,
     } = match by_host(&query, text)? {
-        Some((at, without)) => per_host(&without, hosts, &funcs, at)?,
-        None => merged(text, hosts, &funcs)?,
+        Some((at, without)) => per_host(
+            &Asked {
+                text: &without,
+                ..asked
+            },
+            hosts,
+            &funcs,
+            at,
+        )?,
+        None => merged(&asked, hosts, &funcs)?,
     };
+    for (mine, theirs) in traffic.iter_mut().zip(&anchor_traffic) {
+        mine.asks += theirs.asks;
+        mine.bytes += theirs.bytes;
+    }
     let by = keys > 0 && !matches!(answer.columns[0].kind, crate::catalog::Kind::Time);
     let hist = funcs.first() == Some(&Func::Hist);
     if by && !hist {
@@ -121,10 +147,7 @@ fn by_host(query: &Query, text: &str) -> Result<Option<(usize, String)>> {
             )
         };
         start..end
-    } else if matches!(
-        query.stages.iter().find(|s| matches!(s, Stage::Top { .. })),
-        Some(_)
-    ) {
+    } else if query.stages.iter().any(|s| matches!(s, Stage::Top { .. })) {
         return Err(Error::spanned(
             by[i].span,
             "`top N by host` needs another field to rank within hosts: write `count by host | sort count desc | limit N`",
@@ -149,22 +172,82 @@ struct Merged {
     groups: usize,
 }
 
-/// Every host's groups of `text`, merged, with exact quantiles.
-fn merged(text: &str, hosts: &mut [&mut dyn Host], funcs: &[Func]) -> Result<Merged> {
-    let mut traffic: Vec<Traffic> = hosts
+/// Wall-clock intervals, ns since the epoch.
+type Spans = Vec<(i64, i64)>;
+
+/// A correlation's anchors over every host, wall-clock ns: all of them for
+/// a sub-query that selects records, the fleet's one extreme for `max(x)`
+/// or `min(x)`; and what each host sent for them.
+fn fleet_anchors(
+    text: &str,
+    correlate: &Correlate,
+    hosts: &mut [&mut dyn Host],
+) -> Result<(Spans, Vec<Traffic>)> {
+    let extreme = match &correlate.anchors.stages[..] {
+        [] => None,
+        [
+            Stage::Aggregate {
+                aggs,
+                by,
+                every: None,
+            },
+        ] if by.is_empty() && aggs.len() == 1 && matches!(aggs[0].func, Func::Max | Func::Min) => {
+            Some(aggs[0].func == Func::Max)
+        }
+        _ => {
+            return Err(Error::spanned(
+                correlate.span,
+                "across hosts, a correlation's sub-query selects records (`where ...`) or takes one `max(x)` or `min(x)`",
+            ));
+        }
+    };
+    let mut traffic = new_traffic(hosts);
+    let asked = Asked {
+        text,
+        scan: false,
+        anchors: None,
+    };
+    let replies = ask_all(hosts, &mut traffic, &asked, &Ask::Anchors)?;
+    let all = replies.into_iter().flat_map(|r| r.anchors);
+    let anchors: Vec<Anchor> = match extreme {
+        None => all.collect(),
+        Some(max) => {
+            let valued = all.filter(|a| a.value.is_some());
+            let best = if max {
+                valued.max_by_key(|a| a.value)
+            } else {
+                valued.min_by_key(|a| a.value)
+            };
+            best.into_iter().collect()
+        }
+    };
+    Ok((anchors.iter().map(|a| (a.start, a.end)).collect(), traffic))
+}
+
+/// An empty traffic entry per host.
+fn new_traffic(hosts: &[&mut dyn Host]) -> Vec<Traffic> {
+    hosts
         .iter()
         .map(|h| Traffic {
             host: h.name().to_string(),
             ..Traffic::default()
         })
-        .collect();
-    let mut partials = ask_all(hosts, &mut traffic, text, &Ask::Partials, false)?;
+        .collect()
+}
+
+/// Every host's groups of the query, merged, with exact quantiles.
+fn merged(asked: &Asked, hosts: &mut [&mut dyn Host], funcs: &[Func]) -> Result<Merged> {
+    let mut traffic = new_traffic(hosts);
+    let mut partials = ask_all(hosts, &mut traffic, asked, &Ask::Partials)?;
     // Hosts that answered from summaries whose bins differ (another weft
     // version, an index defined otherwise) count in the shared bins
     // instead, from their records.
-    let scan = !same_bins(&partials);
-    if scan {
-        partials = ask_all(hosts, &mut traffic, text, &Ask::Partials, true)?;
+    let asked = Asked {
+        scan: !same_bins(&partials),
+        ..*asked
+    };
+    if asked.scan {
+        partials = ask_all(hosts, &mut traffic, &asked, &Ask::Partials)?;
     }
     let (columns, keys) = agreed_columns(hosts, &partials)?;
     for (traffic, reply) in traffic.iter_mut().zip(&partials) {
@@ -191,7 +274,6 @@ fn merged(text: &str, hosts: &mut [&mut dyn Host], funcs: &[Func]) -> Result<Mer
             }
         }
     }
-    let asked = Asked { text, scan };
     let (quantiles, rounds) = exact_quantiles(hosts, &mut traffic, &asked, &groups, funcs)?;
     Ok(Merged {
         answer: rows(&columns, &groups, funcs, &quantiles),
@@ -203,11 +285,16 @@ fn merged(text: &str, hosts: &mut [&mut dyn Host], funcs: &[Func]) -> Result<Mer
 }
 
 /// Each host's answer to `text` alone, its name in the key column `at`.
-fn per_host(text: &str, hosts: &mut [&mut dyn Host], funcs: &[Func], at: usize) -> Result<Merged> {
+fn per_host(
+    asked: &Asked,
+    hosts: &mut [&mut dyn Host],
+    funcs: &[Func],
+    at: usize,
+) -> Result<Merged> {
     let mut all: Option<Merged> = None;
     for i in 0..hosts.len() {
         let name = hosts[i].name().to_string();
-        let mut one = merged(text, &mut hosts[i..=i], funcs)?;
+        let mut one = merged(asked, &mut hosts[i..=i], funcs)?;
         one.answer.columns.insert(
             at,
             Header {
@@ -259,10 +346,13 @@ fn same_bins(replies: &[Reply]) -> bool {
     true
 }
 
-/// The query's text, and whether hosts were asked to read their records.
+/// The query's text, whether hosts were asked to read their records, and
+/// a correlation's anchors over the fleet.
+#[derive(Clone, Copy)]
 struct Asked<'a> {
     text: &'a str,
     scan: bool,
+    anchors: Option<&'a Spans>,
 }
 
 /// The functions of the query's aggregate stage, in order.
@@ -311,14 +401,14 @@ fn after_stages(query: &Query, first_agg: &str) -> Vec<Stage> {
 fn ask_all(
     hosts: &mut [&mut dyn Host],
     traffic: &mut [Traffic],
-    text: &str,
+    asked: &Asked,
     ask: &Ask,
-    scan: bool,
 ) -> Result<Vec<Reply>> {
     let request = Request {
-        query: text.to_string(),
+        query: asked.text.to_string(),
         ask: ask.clone(),
-        scan,
+        scan: asked.scan,
+        anchors: asked.anchors.cloned(),
     };
     hosts
         .iter_mut()
@@ -444,13 +534,7 @@ fn exact_quantiles(
             .collect();
         wants.sort();
         wants.dedup();
-        let replies = ask_all(
-            hosts,
-            traffic,
-            asked.text,
-            &Ask::Values(wants.clone()),
-            asked.scan,
-        )?;
+        let replies = ask_all(hosts, traffic, asked, &Ask::Values(wants.clone()))?;
         for (host, reply) in hosts.iter().zip(&replies) {
             if reply.slices.len() != wants.len() {
                 return Err(host_error(

@@ -19,7 +19,16 @@ pub struct Request {
     /// differently.
     #[serde(default)]
     pub scan: bool,
+    /// A correlation's anchors over the whole fleet, wall-clock ns
+    /// (`around`'s or `during`'s intervals): each host keeps its records
+    /// inside them instead of running the sub-query on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchors: Option<Vec<(i64, i64)>>,
 }
+
+/// Anchors a host sends at most: a correlation over more, across hosts,
+/// is refused (narrow its sub-query).
+pub const MAX_ANCHORS: usize = 100_000;
 
 /// The two phases of a fleet query.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -31,6 +40,20 @@ pub enum Ask {
     /// one per want): the bin a merged quantile falls in, or a narrower
     /// range inside it.
     Values(Vec<Want>),
+    /// The correlation's anchors on this host ([`Anchor`]).
+    Anchors,
+}
+
+/// One anchor record of a correlation, as a host sends it.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Anchor {
+    /// Its interval's start, wall-clock ns since the epoch.
+    pub start: i64,
+    /// Its interval's end.
+    pub end: i64,
+    /// For a `max(x)` or `min(x)` sub-query, its `x`: the asker keeps the
+    /// fleet's extreme.
+    pub value: Option<i64>,
 }
 
 /// The values of one group's aggregate between `lo` and `hi` (inclusive).
@@ -109,6 +132,9 @@ pub struct Reply {
     /// [`Ask::Values`]: one slice per want, in the wants' order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub slices: Vec<Slice>,
+    /// [`Ask::Anchors`]: the correlation's anchors.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub anchors: Vec<Anchor>,
     /// Records the host's scan visited.
     pub scanned: u64,
     /// Their payload bytes: what shipping them would have cost.
