@@ -1006,6 +1006,17 @@ pub struct TuiArgs {
         help_heading = "Replay"
     )]
     pub replay: Option<std::path::PathBuf>,
+    /// Several hosts' captures as one (e.g. the windows `weft extract
+    /// --fleet` kept of a firing): the first one's sources as they are,
+    /// the others' as `HOST:source`, all on the first one's clock.
+    #[arg(
+        long,
+        value_name = "DIR,DIR,...",
+        value_delimiter = ',',
+        conflicts_with_all = ["dir", "replay"],
+        num_args = 1
+    )]
+    pub fleet: Vec<std::path::PathBuf>,
     /// Times the recorded pace (e.g. 3 plays a 1.3 M records/s recording
     /// at 4 M records/s).
     #[arg(

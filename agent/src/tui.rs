@@ -22,6 +22,7 @@ use anyhow::{Context as _, Result, anyhow};
 use weft_capture::feed::Ready;
 use weft_capture::{
     feed::{CaptureFeed, LiveFeed},
+    fleet_feed::FleetFeed,
     open::Capture,
     replay,
 };
@@ -34,15 +35,17 @@ use weft_tui::FrameTimes;
 use crate::{cli::TuiArgs, pt_demand, record};
 
 pub fn run(args: &TuiArgs) -> Result<ExitCode> {
-    match &args.dir {
-        Some(dir) => {
-            let feed: Arc<dyn Feed> = Arc::new(CaptureFeed::open(dir, args.skip_damaged)?);
-            let frames = weft_tui::run(&feed).context("the terminal failed")?;
-            report(args, &frames);
-            Ok(ExitCode::SUCCESS)
+    let feed: Arc<dyn Feed> = match &args.dir {
+        Some(dir) => Arc::new(CaptureFeed::open(dir, args.skip_damaged)?),
+        None if !args.fleet.is_empty() => {
+            let dirs: Vec<&Path> = args.fleet.iter().map(PathBuf::as_path).collect();
+            Arc::new(FleetFeed::open(&dirs, args.skip_damaged)?)
         }
-        None => live(args),
-    }
+        None => return live(args),
+    };
+    let frames = weft_tui::run(&feed).context("the terminal failed")?;
+    report(args, &frames);
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Records (or replays a recording) on a thread of its own while the UI

@@ -21,13 +21,15 @@
 //! - [`extract`]: a kept window copied into a capture of its own;
 //!   [`replay`]: a recording played into a new capture as if its records
 //!   were arriving now, for the terminal UI.
-//! - [`feed`]: live captures and recordings as the terminal UI reads them.
+//! - [`feed`]: live captures and recordings as the terminal UI reads them;
+//!   [`fleet_feed`]: several hosts' captures as one, on one clock.
 
 pub mod answer;
 pub mod capture;
 pub mod extract;
 pub mod feed;
 pub mod fleet;
+pub mod fleet_feed;
 pub mod info;
 pub mod open;
 pub mod pt_calls;

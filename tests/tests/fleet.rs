@@ -13,7 +13,7 @@ use std::{
     process::{Child, Command, Stdio},
 };
 
-use weft_tests::{Running, can_trace, capture_dir, kernel_at_least, run_weft};
+use weft_tests::{Running, can_trace, capture_dir, kernel_at_least, run_weft, weft_bin};
 
 const CHAIN: &str = env!("CARGO_BIN_EXE_weft-chain");
 
@@ -318,7 +318,46 @@ fn extracted_across_the_fleet(dirs: &[weft_tests::CaptureDir], firing: &str) {
         rows.iter().all(|r| r["count"].as_u64() > Some(0)),
         "{stdout}"
     );
+    fleet_timeline(&copies);
     std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// `weft tui --fleet` over the windows: on the timeline around the
+/// server's slow call (its slowest syscall), the proxy's and the client's
+/// syscalls count on the same axis, as `HOST:syscalls`.
+fn fleet_timeline(copies: &[String]) {
+    use crate::tui::{Tmux, row};
+    if !Tmux::available("a_slow_request_keeps_its_window_on_every_host_it_touched") {
+        return;
+    }
+    let command = format!("{} tui --fleet {}", weft_bin().display(), copies.join(","));
+    let tmux = Tmux::start_sized("fleet", &command, (140, 30));
+    tmux.wait_for("the overview", |s| row(s, "syscalls").is_some());
+    tmux.keys(&["4"]);
+    let others: Vec<String> = copies[1..]
+        .iter()
+        .map(|c| {
+            let name = std::path::Path::new(c).file_name().unwrap();
+            format!("{}:syscalls", name.to_string_lossy())
+        })
+        .collect();
+    let screen = tmux.wait_for("every host on the timeline", |s| {
+        s.contains("nanosleep")
+            && others.iter().all(|name| {
+                s.lines().any(|l| {
+                    l.starts_with(name.as_str())
+                        && l.contains('│')
+                        && l.split_whitespace()
+                            .last()
+                            .and_then(|n| n.parse::<u64>().ok())
+                            > Some(0)
+                })
+            })
+    });
+    eprintln!("{screen}");
+    tmux.keys(&["q"]);
+    let screen = tmux.wait_for("weft to exit", |s| s.contains("weft-exit="));
+    assert!(screen.contains("weft-exit=0"), "{screen}");
 }
 
 /// The fleet's p99.99 and count of `sendto` durations, once the

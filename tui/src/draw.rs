@@ -265,6 +265,13 @@ fn timeline(frame: &mut Frame, state: &State, area: Rect) {
         clock(state, anchor.time),
         anchor.what
     );
+    // Names as wide as the longest (another host's `HOST:source` in a
+    // fleet), within reason.
+    let name = (t.series.iter())
+        .map(|s| s.source.chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(10, 48);
     let mut lines = Vec::new();
     for (i, series) in t.series.iter().enumerate() {
         let max = series.counts.iter().copied().max().unwrap_or(0);
@@ -283,24 +290,25 @@ fn timeline(frame: &mut Frame, state: &State, area: Rect) {
             Style::new()
         };
         lines.push(Line::from(vec![
-            Span::styled(format!("{:<10}", series.source), style),
+            Span::styled(format!("{:<name$.name$}", series.source), style),
             Span::styled(format!("│{strip}│"), Style::new().green()),
             Span::raw(format!(" {total}")),
         ]));
     }
     let half = timeline::COLUMNS / 2;
     lines.push(Line::from(format!(
-        "{:<10}└{}▲{}┘",
+        "{:<name$}└{}▲{}┘",
         "",
         "─".repeat(half - 1),
         "─".repeat(timeline::COLUMNS - half)
     )));
     let label = format!("-{span}s");
     lines.push(Line::from(format!(
-        "{:<11}{label:<w$}{:^3}{:>w2$}",
+        "{:<w0$}{label:<w$}{:^3}{:>w2$}",
         "",
         "0",
         format!("+{span}s"),
+        w0 = name + 1,
         w = half - 2,
         w2 = timeline::COLUMNS - half - 1
     )));

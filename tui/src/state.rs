@@ -686,10 +686,13 @@ impl State {
             },
             View::Timeline => {
                 let series = self.timeline.series.get(self.selected);
+                // Another host's source in a fleet (`HOST:source`): the
+                // anchor's thread is this host's, so all its records list.
                 let threaded = |source: &str| {
-                    self.schema
-                        .iter()
-                        .any(|(name, fields)| name == source && fields.iter().any(|f| f == "tid"))
+                    !source.contains(':')
+                        && self.schema.iter().any(|(name, fields)| {
+                            name == source && fields.iter().any(|f| f == "tid")
+                        })
                 };
                 let query = series
                     .and_then(|s| self.timeline.records_query(&s.source, threaded(&s.source)));
