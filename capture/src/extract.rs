@@ -45,10 +45,14 @@ pub fn extract_fleet(from: &[&Path], id: &str, to: &Path, skip_damaged: bool) ->
     }
     let mut report = Vec::new();
     let mut windows = Vec::new();
-    for dir in from {
-        let metadata = capture::read_metadata(dir)?;
-        match firing_window(&metadata, id) {
-            Some(window) => windows.push((*dir, window)),
+    let metadata: Vec<serde_json::Value> = from
+        .iter()
+        .map(|dir| capture::read_metadata(dir))
+        .collect::<Result<_>>()?;
+    let clocks = clocks_to_origin(&metadata, id);
+    for ((dir, metadata), clock) in from.iter().zip(&metadata).zip(clocks) {
+        match firing_window(metadata, id) {
+            Some(window) => windows.push((*dir, window, clock)),
             None => report.push(format!("{}: kept no firing {id}", dir.display())),
         }
     }
@@ -58,12 +62,16 @@ pub fn extract_fleet(from: &[&Path], id: &str, to: &Path, skip_damaged: bool) ->
         );
     }
     capture::prepare_dir(to, false)?.keep();
-    for (dir, window) in windows {
+    for (dir, window, clock) in windows {
         let name = dir
             .file_name()
             .map_or_else(|| "capture".into(), |n| n.to_string_lossy().into_owned());
         let snapshot = capture::open(dir, skip_damaged)?;
-        let note = json!({ "fleet_firing": id });
+        let mut note = json!({ "fleet_firing": id });
+        if let Some((offset, error)) = clock {
+            note["clock_offset_ns"] = offset.into();
+            note["clock_error_ns"] = error.into();
+        }
         report.push(format!(
             "{}: {}",
             dir.display(),
@@ -71,6 +79,79 @@ pub fn extract_fleet(from: &[&Path], id: &str, to: &Path, skip_damaged: bool) ->
         ));
     }
     Ok(report.join("\n"))
+}
+
+/// How a capture came to keep a traveled firing.
+enum Hop {
+    /// It fired there.
+    Origin,
+    /// Host `by` asked it, whose clock minus this one's was `offset`, give
+    /// or take `error` ns.
+    Asked { by: String, offset: i64, error: u64 },
+}
+
+/// Each capture's clock against firing `id`'s origin: its wall clock minus
+/// the origin's, and the bound on that estimate's error, composed hop by hop
+/// from what each host measured of the host that asked it (`triggers.peers`
+/// in `weft.json`: its own address, and each received firing's asker and
+/// clock offset); `None` where a hop back to the origin is not among the
+/// captures, or was not measured.
+fn clocks_to_origin(metadata: &[serde_json::Value], id: &str) -> Vec<Option<(i64, u64)>> {
+    let peers_of = |m: &serde_json::Value| -> Vec<serde_json::Value> {
+        (m["sessions"].as_array().into_iter().flatten())
+            .map(|s| s["triggers"]["peers"].clone())
+            .filter(serde_json::Value::is_object)
+            .collect()
+    };
+    let of_firing = |m: &serde_json::Value, key: &str| {
+        peers_of(m).into_iter().find_map(|p| {
+            (p[key].as_array().into_iter().flatten())
+                .find(|f| f["id"] == id)
+                .map(|f| (p["me"].as_str().map(str::to_owned), f.clone()))
+        })
+    };
+    let hops: Vec<Option<Hop>> = metadata
+        .iter()
+        .map(|m| {
+            if of_firing(m, "fired").is_some() {
+                return Some(Hop::Origin);
+            }
+            let (_, got) = of_firing(m, "received")?;
+            Some(Hop::Asked {
+                by: got["from"].as_str()?.to_owned(),
+                offset: got["clock_offset_ns"].as_i64()?,
+                error: got["clock_error_ns"].as_u64()?,
+            })
+        })
+        .collect();
+    let me: Vec<Option<String>> = metadata
+        .iter()
+        .map(|m| {
+            peers_of(m)
+                .into_iter()
+                .find_map(|p| p["me"].as_str().map(str::to_owned))
+        })
+        .collect();
+    let resolve = |start: usize| {
+        let (mut at, mut offset, mut error) = (start, 0i64, 0u64);
+        // At most one hop per capture: a longer walk is a loop.
+        for _ in 0..=metadata.len() {
+            match hops[at].as_ref()? {
+                Hop::Origin => return Some((offset, error)),
+                Hop::Asked {
+                    by,
+                    offset: theirs_minus_mine,
+                    error: bound,
+                } => {
+                    offset = offset.saturating_sub(*theirs_minus_mine);
+                    error = error.saturating_add(*bound);
+                    at = me.iter().position(|m| m.as_deref() == Some(by.as_str()))?;
+                }
+            }
+        }
+        None
+    };
+    (0..metadata.len()).map(resolve).collect()
 }
 
 /// The window (monotonic ns) a capture kept for the traveling firing
@@ -189,4 +270,38 @@ fn append(store: &mut Store, records: Vec<Record>) -> Result<u64> {
         )?;
     }
     Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::clocks_to_origin;
+
+    /// A capture's `weft.json` whose recorder is `me`, with `peers`'
+    /// entries of firing `id` in `fired` or `received`.
+    fn host(me: &str, key: &str, entry: &Value) -> Value {
+        json!({ "sessions": [{ "triggers": { "peers": { "me": me, key: [entry] } } }] })
+    }
+
+    #[test]
+    fn a_host_s_clock_against_the_origin_adds_up_hop_by_hop() {
+        let id = "o/1/5";
+        let asked = |from: &str, offset: i64, error: u64| json!({ "id": id, "from": from, "clock_offset_ns": offset, "clock_error_ns": error });
+        let metadata = [
+            // The client, asked by the proxy, whose clock is 30 ns behind it.
+            host("c", "received", &asked("p", -30, 5)),
+            host("o", "fired", &json!({ "id": id })),
+            // The proxy, asked by the origin, whose clock is 100 ns ahead.
+            host("p", "received", &asked("o", 100, 10)),
+            // Asked by a host not among the captures.
+            host("x", "received", &asked("elsewhere", 0, 1)),
+            // Older weft: no clock noted.
+            host("y", "received", &json!({ "id": id, "from": "o" })),
+        ];
+        assert_eq!(
+            clocks_to_origin(&metadata, id),
+            [Some((-70, 15)), Some((0, 0)), Some((-100, 10)), None, None]
+        );
+    }
 }

@@ -129,6 +129,13 @@ impl CaptureFeed {
     }
 }
 
+impl CaptureFeed {
+    /// The capture directory.
+    pub fn dir(&self) -> &Path {
+        self.capture.dir()
+    }
+}
+
 impl Feed for CaptureFeed {
     fn ask(&self, query: &str) -> Result<Answer, String> {
         ask(&self.capture, &self.snapshot, query, None)

@@ -3,8 +3,10 @@
 //! first capture (the firing's origin) keeps its sources' names, every
 //! other host's sources are named `HOST:source` (HOST its directory's
 //! name), and all of them sit on the first capture's clock, placed by each
-//! capture's wall-clock reference. The timeline then shows what every host
-//! did around the first host's slow call on one axis.
+//! capture's wall-clock reference and, where `extract --fleet` noted it,
+//! by how far each host's wall clock was from the origin's (measured
+//! between the hosts as the firing traveled). The timeline then shows what
+//! every host did around the first host's slow call on one axis.
 
 use std::{fmt::Write as _, path::Path};
 
@@ -15,7 +17,11 @@ use weft_query::{
     health::{Health, SourceHealth},
 };
 
-use crate::feed::CaptureFeed;
+use crate::{capture, feed::CaptureFeed};
+
+/// A capture's wall clock minus the firing origin's, and the bound on that
+/// estimate's error, ns (`weft.json`'s `extracted` entry).
+type ToOrigin = (i64, u64);
 
 /// One host of the fleet.
 struct Host {
@@ -30,6 +36,10 @@ struct Host {
 /// Captures of several hosts as one feed.
 pub struct FleetFeed {
     hosts: Vec<Host>,
+    /// The bound on the error of the hosts' placement on the first
+    /// capture's clock, when every host's clock against the origin was
+    /// measured.
+    clock_error: Option<u64>,
 }
 
 impl FleetFeed {
@@ -39,7 +49,7 @@ impl FleetFeed {
         let Some(first) = dirs.first() else {
             bail!("--fleet names no capture directory");
         };
-        let feed = |dir: &Path| -> Result<(CaptureFeed, i64)> {
+        let feed = |dir: &Path| -> Result<(CaptureFeed, i64, Option<ToOrigin>)> {
             let feed = CaptureFeed::open(dir, skip_damaged)?;
             let wall = feed.wall_offset().with_context(|| {
                 format!(
@@ -47,27 +57,39 @@ impl FleetFeed {
                     dir.display()
                 )
             })?;
-            Ok((feed, wall))
+            let extracted = &capture::read_metadata(dir)?["extracted"];
+            let clock = extracted["clock_offset_ns"]
+                .as_i64()
+                .zip(extracted["clock_error_ns"].as_u64());
+            Ok((feed, wall, clock))
         };
-        let (first_feed, first_wall) = feed(first)?;
+        let (first_feed, first_wall, first_clock) = feed(first)?;
         let mut hosts = vec![Host {
             name: None,
             feed: first_feed,
             delta: 0,
         }];
+        let mut clock_error = first_clock.map(|_| 0);
         for dir in &dirs[1..] {
-            let (feed, wall) = feed(dir)?;
+            let (feed, wall, clock) = feed(dir)?;
             let name = host_name(dir);
             if hosts.iter().any(|h| h.name.as_deref() == Some(&name)) {
                 bail!("two captures of --fleet are named {name}: rename one directory");
             }
+            // Its wall clock minus the first's, as measured against the
+            // origin; else the wall clocks are taken to agree.
+            let (ahead, error) = match (clock, first_clock) {
+                (Some((mine, e)), Some((first, f))) => (mine - first, Some(e + f)),
+                _ => (0, None),
+            };
+            clock_error = clock_error.zip(error).map(|(a, b)| a.max(b));
             hosts.push(Host {
                 name: Some(name),
                 feed,
-                delta: first_wall - wall,
+                delta: first_wall - wall + ahead,
             });
         }
-        Ok(Self { hosts })
+        Ok(Self { hosts, clock_error })
     }
 
     /// The host a query is for, and the query as that host reads it: a
@@ -207,7 +229,16 @@ impl Feed for FleetFeed {
             .iter()
             .filter_map(|h| h.name.as_deref())
             .collect();
-        format!("{} with {}", self.hosts[0].feed.title(), others.join(", "))
+        let first = self.hosts[0].feed.dir();
+        let clocks = match self.clock_error {
+            Some(ns) => format!("clocks within ±{:.1} us", ns as f64 / 1e3),
+            None => "clocks as their wall clocks".into(),
+        };
+        format!(
+            "fleet {} with {} ({clocks})",
+            host_name(first),
+            others.join(", ")
+        )
     }
 
     fn wall_offset(&self) -> Option<i64> {

@@ -518,6 +518,7 @@ impl Travel {
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
         json!({
+            "me": self.me,
             "fired": self.fired,
             "received": self.received,
             "received_unlisted": self.unlogged,

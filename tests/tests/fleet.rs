@@ -281,6 +281,25 @@ fn extracted_across_the_fleet(dirs: &[weft_tests::CaptureDir], firing: &str) {
     );
     let copy = |i: usize| out.join(dirs[i - 1].file_name().unwrap());
     assert!(!copy(4).exists(), "the fourth host kept nothing");
+    // Each copy says how far its clock is from the origin's, composed hop
+    // by hop from the segments: 0 at the server, and the bound, which
+    // grows along the chain, holds the hosts' one shared clock.
+    let clock = |i: usize| {
+        let extracted = &metadata(&copy(i))["extracted"];
+        (
+            extracted["clock_offset_ns"].as_i64().unwrap(),
+            extracted["clock_error_ns"].as_i64().unwrap(),
+        )
+    };
+    assert_eq!(clock(1), (0, 0));
+    let (proxy, client) = (clock(2), clock(3));
+    for (offset, error) in [proxy, client] {
+        assert!(
+            offset.abs() <= error && error < 5_000_000,
+            "{proxy:?} {client:?}"
+        );
+    }
+    assert!(client.1 >= proxy.1, "{proxy:?} {client:?}");
     let slow = weft_tests::query_rows(
         &copy(1),
         r#"syscalls where name = "nanosleep" and dur > 100ms | count"#,
@@ -331,7 +350,7 @@ fn fleet_timeline(copies: &[String]) {
         return;
     }
     let command = format!("{} tui --fleet {}", weft_bin().display(), copies.join(","));
-    let tmux = Tmux::start_sized("fleet", &command, (140, 30));
+    let tmux = Tmux::start_sized("fleet", &command, (160, 30));
     tmux.wait_for("the overview", |s| row(s, "syscalls").is_some());
     tmux.keys(&["4"]);
     let others: Vec<String> = copies[1..]
@@ -343,6 +362,7 @@ fn fleet_timeline(copies: &[String]) {
         .collect();
     let screen = tmux.wait_for("every host on the timeline", |s| {
         s.contains("nanosleep")
+            && s.contains("clocks within ±")
             && others.iter().all(|name| {
                 s.lines().any(|l| {
                     l.starts_with(name.as_str())
