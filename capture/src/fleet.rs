@@ -60,9 +60,15 @@ impl Host for Directory {
             let query: Request = decode(&request).map_err(failed)?;
             let parsed = weft_query::parse(&query.query)?;
             let threads = parsed.names("comm");
-            let catalog = capture::catalog(&self.snapshot, &self.metadata, threads)
+            let mut catalog = capture::catalog(&self.snapshot, &self.metadata, threads)
                 .with_context(|| format!("failed to read {}", self.path.display()))
                 .map_err(failed)?;
+            // A window `extract --fleet` copied knows how far its host's
+            // wall clock was from the firing origin's: its wall-clock times
+            // (windows, `every`, a correlation's anchors) are the origin's.
+            if let Some(ahead) = self.metadata["extracted"]["clock_offset_ns"].as_i64() {
+                catalog.wall_offset = catalog.wall_offset.map(|w| w - ahead);
+            }
             self.catalog = Some(catalog);
         }
         let catalog = self.catalog.as_ref().expect("built above");
