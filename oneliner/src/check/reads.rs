@@ -1,0 +1,384 @@
+//! What the kernel reads for a program: the fields, strings, struct
+//! members and memory each attach point copies, decided as the checker
+//! meets them (`field`, `member`, `capture`, ...).
+
+use super::{
+    Attach, BinOp, Checker, Error, Expr, ExprKind, Field, FieldKind, MAX_STRINGS, MapRef, Result,
+    Span, Target, Type, members, unread, uprobe_arguments,
+};
+
+impl Checker<'_> {
+    /// A member expression (`a->b`, `a.b`) at every attach point; its
+    /// string when `string` (`str(a->b)`).
+    pub(super) fn member(&mut self, expr: &Expr, string: bool) -> Result<Type> {
+        self.kernel_reads(expr.span, "kernel struct members")?;
+        let read = if string {
+            members::read_string
+        } else {
+            members::read
+        };
+        let mut found = None;
+        for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
+            let ty = read(self.kernel, attach, bound, expr)?;
+            if found.is_some_and(|t| t != ty) {
+                return Err(Error::new(
+                    expr.span,
+                    "this member has different types across the matched probes",
+                ));
+            }
+            found = Some(ty);
+        }
+        found.ok_or_else(|| Error::new(expr.span, "a member needs a probe the kernel fires"))
+    }
+
+    /// Refuses `what`, at `span`, in probes weft runs itself: the kernel
+    /// reads it at the event.
+    pub(super) fn kernel_reads(&self, span: Span, what: &str) -> Result<()> {
+        match self.attaches.iter().find(|a| !a.in_kernel()) {
+            Some(attach) => Err(Error::new(
+                span,
+                format!(
+                    "{what} are read in the kernel at the event, and {} runs in weft: read them \
+                     in a probe the kernel fires",
+                    attach.target.name()
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// `@map[tid] = str(POINTER)`, a pointer saved for its string: the
+    /// kernel keeps the pointer per thread too, so that where the map is
+    /// read it reads the string again (`saved.rs`). One per probe.
+    pub(super) fn keep_pointer(&mut self, map: &MapRef, value: &Expr) {
+        let Some(index) = self.kept_map(map) else {
+            return;
+        };
+        let ExprKind::Call(_, args) = &value.kind else {
+            return;
+        };
+        let name = match args.first().map(|a| (&a.kind, a.span)) {
+            Some((ExprKind::Field(n), span)) if self.saved.spans.contains(&span) => n.clone(),
+            Some((ExprKind::Arg(n), span)) if self.saved.spans.contains(&span) => format!("arg{n}"),
+            _ => return,
+        };
+        for attach in self.attaches.iter_mut() {
+            if attach.save.is_none()
+                && let Some(field) = attach.field(&name)
+            {
+                attach.save = Some((field.clone(), index));
+            }
+        }
+    }
+
+    /// `@map[tid]` read where the kernel keeps its pointers: the kernel
+    /// reads the string of the thread's pointer into a slot, if one is free.
+    pub(super) fn read_kept(&mut self, map: &MapRef) {
+        let Some(index) = self.kept_map(map) else {
+            return;
+        };
+        for attach in self.attaches.iter_mut() {
+            if attach.in_kernel() && !attach.saved.contains(&index) && attach.slots() < MAX_STRINGS
+            {
+                attach.saved.push(index);
+            }
+        }
+    }
+
+    /// The index of `map` when the kernel keeps its pointers per thread.
+    pub(super) fn kept_map(&self, map: &MapRef) -> Option<usize> {
+        if !self.saved.by_thread.contains(&map.name) {
+            return None;
+        }
+        // The kernel's id is a byte, the index plus one.
+        self.maps
+            .iter()
+            .position(|m| m.name == map.name)
+            .filter(|i| *i < usize::from(u8::MAX))
+    }
+
+    /// The field `name` in every attach point, or an error naming one that lacks it.
+    pub(super) fn field(&mut self, name: &str, span: Span) -> Result<Field> {
+        let mut found: Option<Field> = None;
+        for attach in self.attaches.iter() {
+            if let Some(f) = attach.field(name) {
+                if let Some(known) = &found
+                    && known.kind != f.kind
+                    && !(known.kind.integer() && f.kind.integer())
+                {
+                    return Err(Error::new(
+                        span,
+                        format!("`{name}` has different types across the matched probes"),
+                    ));
+                }
+                found = Some(f.clone());
+            } else {
+                {
+                    let names: Vec<&str> = attach.fields.iter().map(|f| f.name.as_str()).collect();
+                    let has = if names.is_empty() {
+                        "it has no fields".to_string()
+                    } else {
+                        format!("it has {}", names.join(", "))
+                    };
+                    return Err(Error::new(
+                        span,
+                        format!("{} has no field `{name}`: {has}", attach.target.name()),
+                    ));
+                }
+            }
+        }
+        let field =
+            found.ok_or_else(|| Error::new(span, format!("`{name}` needs a probe with fields")))?;
+        Ok(field)
+    }
+
+    /// Notes that the kernel must copy `field`'s bytes.
+    pub(super) fn copy(&mut self, name: &str) {
+        for attach in self.attaches.iter_mut() {
+            // A USDT argument in memory or a constant is not in the record.
+            if let Some(f) = attach.field(name)
+                && !matches!(
+                    f.kind,
+                    FieldKind::Memory { .. } | FieldKind::Const(_) | FieldKind::Unread
+                )
+            {
+                let end = (f.offset + f.size).next_multiple_of(8);
+                attach.raw_len = attach.raw_len.max(end);
+            }
+        }
+    }
+
+    /// `join(array [, separator])`: the kernel reads the strings of a
+    /// pointer array field (`args.argv`, `argN`) when the event happens.
+    pub(super) fn join(&mut self, args: &[Expr], span: Span) -> Result<()> {
+        let usage = "join() takes a field holding an array of string pointers and an optional separator: join(args.argv), join(arg1, \",\")";
+        let (array, separator) = match args {
+            [array] => (array, None),
+            [array, separator] => (array, Some(separator)),
+            _ => return Err(Error::new(span, usage)),
+        };
+        if let Some(separator) = separator
+            && !matches!(separator.kind, ExprKind::Str(_))
+        {
+            return Err(Error::new(
+                separator.span,
+                "join()'s separator must be a string literal",
+            ));
+        }
+        let name = match &array.kind {
+            ExprKind::Field(n) => n.clone(),
+            ExprKind::Arg(n) => format!("arg{n}"),
+            _ => return Err(Error::new(array.span, usage)),
+        };
+        let field = self.field(&name, array.span)?.clone();
+        // argN is a register or argument slot: any 64-bit value.
+        let pointer = match field.kind {
+            FieldKind::Pointer { .. } => true,
+            FieldKind::Int => matches!(array.kind, ExprKind::Arg(_)),
+            _ => false,
+        };
+        if !pointer || field.size != 8 {
+            return Err(Error::new(
+                array.span,
+                format!("join() reads an array of pointers: `{name}` is not a pointer"),
+            ));
+        }
+        for attach in self.attaches.iter_mut() {
+            let field = attach.field(&name).expect("checked").clone();
+            match &attach.join {
+                Some(joined) if joined.name != name => {
+                    return Err(Error::new(
+                        span,
+                        format!(
+                            "a probe can join() one array: it already joins `{}`",
+                            joined.name
+                        ),
+                    ));
+                }
+                _ => attach.join = Some(field),
+            }
+        }
+        Ok(())
+    }
+
+    /// Notes that the kernel must read `field`'s string.
+    pub(super) fn capture(&mut self, name: &str, span: Span) -> Result<()> {
+        for attach in self.attaches.iter_mut() {
+            if attach.string_slot(name).is_some() {
+                continue;
+            }
+            if attach.slots() == MAX_STRINGS {
+                return Err(Error::new(
+                    span,
+                    format!("a probe can read at most {MAX_STRINGS} strings and struct regions"),
+                ));
+            }
+            let field = attach.field(name).expect("checked").clone();
+            // A USDT argument in memory has a read of its own
+            // (`usdt_memory`); a constant is no pointer.
+            if matches!(field.kind, FieldKind::Memory { .. } | FieldKind::Const(_)) {
+                continue;
+            }
+            attach.strings.push(field);
+        }
+        Ok(())
+    }
+
+    /// A value field (`args.x`, `argN`, `retval`): its type, copying it.
+    pub(super) fn value_field(&mut self, name: &str, span: Span) -> Result<Type> {
+        let field = self.field(name, span)?;
+        match field.kind {
+            FieldKind::DataLoc => {
+                self.capture(name, span)?;
+                Ok(Type::Str)
+            }
+            FieldKind::Chars => {
+                self.copy(name);
+                Ok(Type::Str)
+            }
+            FieldKind::Int
+            | FieldKind::Pointer { .. }
+            | FieldKind::Const(_)
+            | FieldKind::Memory { .. } => {
+                self.integer(name, span)?;
+                Ok(Type::Int)
+            }
+            FieldKind::Unread => Err(unread(name, span)),
+        }
+    }
+
+    /// Integer field `name`: copied where the record holds it, read by the
+    /// kernel where it is in memory (a USDT argument), nothing where it is
+    /// a constant.
+    pub(super) fn integer(&mut self, name: &str, span: Span) -> Result<()> {
+        self.copy(name);
+        self.usdt_memory(name, span, false)
+    }
+
+    /// Has the kernel read USDT argument `name` (its value, or with
+    /// `string` the string it points to) where it is in memory; an error
+    /// where weft cannot read it.
+    pub(super) fn usdt_memory(&mut self, name: &str, span: Span, string: bool) -> Result<()> {
+        for attach in self.attaches.iter_mut() {
+            let Some(field) = attach.field(name).cloned() else {
+                continue;
+            };
+            match field.kind {
+                FieldKind::Memory { at } => members::memory_arg(attach, &field, at, span, string)?,
+                FieldKind::Unread => return Err(unread(name, span)),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// `args.NAME`.
+    pub(super) fn named_field(&mut self, name: &str, span: Span) -> Result<Type> {
+        if self.attaches.iter().any(|a| {
+            matches!(
+                a.target,
+                Target::Kprobe { .. } | Target::Usdt { .. } | Target::RawTracepoint { .. }
+            )
+        }) {
+            return Err(Error::new(
+                span,
+                "kprobes, usdt and raw tracepoints have no named fields: use arg0, arg1, ...",
+            ));
+        }
+        if let Some(attach) = self.attaches.iter().find(|a| {
+            matches!(a.target, Target::Uprobe { exit: false, .. }) && a.field(name).is_none()
+        }) {
+            return Err(Error::new(
+                span,
+                format!(
+                    "{} has no argument `{name}`: {}",
+                    attach.target.name(),
+                    uprobe_arguments(attach)
+                ),
+            ));
+        }
+        if self
+            .attaches
+            .iter()
+            .any(|a| matches!(a.target, Target::Uprobe { exit: true, .. }))
+        {
+            return Err(Error::new(
+                span,
+                "a uretprobe has no arguments by name (they are gone when the function returns): save them in its uprobe, `@a[tid] = args->NAME`",
+            ));
+        }
+        self.value_field(name, span)
+    }
+
+    /// `reg("NAME")`: a register at the probe, which the kernel copies with
+    /// the rest of `struct pt_regs` up to it.
+    pub(super) fn register(&mut self, args: &[Expr], span: Span) -> Result<Type> {
+        let [
+            Expr {
+                kind: ExprKind::Str(name),
+                ..
+            },
+        ] = args
+        else {
+            return Err(Error::new(
+                span,
+                "reg() takes a register's name: reg(\"ip\")",
+            ));
+        };
+        let field = crate::expand::register_field(name).ok_or_else(|| {
+            Error::new(
+                args[0].span,
+                format!(
+                    "`{name}` is not an x86-64 register of struct pt_regs (ip, sp, ax, di, r8, ...)"
+                ),
+            )
+        })?;
+        for attach in self.attaches.iter_mut() {
+            if !matches!(
+                attach.target,
+                Target::Kprobe { .. } | Target::Uprobe { .. } | Target::Usdt { .. }
+            ) {
+                return Err(Error::new(
+                    span,
+                    "reg() exists in kprobes and uprobes, whose context is the registers",
+                ));
+            }
+            if attach.field(&field.name).is_none() {
+                attach.fields.push(field.clone());
+            }
+        }
+        self.value_field(&field.name, span)
+    }
+
+    /// `*address`, which weft reads where it runs the probe: in BEGIN, END
+    /// and intervals from /proc/kcore, in probes the kernel fires the
+    /// kernel at the event, following the pointers the address is from.
+    pub(super) fn deref(&mut self, address: &Expr, span: Span) -> Result<Type> {
+        // `$a[i]` of an array of bytes (`pton()`'s): a byte, in weft.
+        if let ExprKind::Binary(BinOp::Add, base, index) = &address.kind
+            && base.may_be_bytes()
+            && let Type::Bytes(_) = self.expr(base)?
+        {
+            self.want(index, Type::Int, "an array's index")?;
+            return Ok(Type::Int);
+        }
+        if !self.attaches.iter().any(Attach::in_kernel) {
+            self.want(address, Type::Int, "an address")?;
+            return Ok(Type::Int);
+        }
+        self.kernel_reads(span, "`*address` values beside kernel events")?;
+        for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
+            members::read_deref(self.kernel, attach, bound, address, span)?;
+        }
+        Ok(Type::Int)
+    }
+
+    /// `str(*address)`: the string the pointer at `address` points to.
+    pub(super) fn deref_string(&mut self, address: &Expr, target: &Expr) -> Result<Type> {
+        self.kernel_reads(target.span, "strings behind `*address`")?;
+        for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
+            members::read_deref_string(self.kernel, attach, bound, address, target)?;
+        }
+        Ok(Type::Str)
+    }
+}
