@@ -19,7 +19,7 @@ use crate::{
     format,
     kernel::{Field, FieldKind, Kernel, KernelType},
     kernel_agg::aggregate_in_kernel,
-    members::{self, Bound},
+    members::Bound,
     plan::Start,
     push_down::push_down,
     saved::Saved,
@@ -376,8 +376,23 @@ struct Checker<'a> {
     unsafe_calls: bool,
 }
 
+pub(crate) mod constants;
+pub(crate) mod expand;
 mod exprs;
+pub mod kernel;
+pub(crate) mod kernel_agg;
+pub mod lower;
+pub(crate) mod members;
+pub mod plan;
+pub(crate) mod push_down;
 mod reads;
+pub(crate) mod registers;
+pub(crate) mod saved;
+pub(crate) mod sign;
+pub(crate) mod starts;
+pub(crate) mod types;
+pub(crate) mod uprobe_args;
+pub(crate) mod usdt;
 
 impl Checker<'_> {
     fn stmts(&mut self, stmts: &[Stmt]) -> Result<()> {

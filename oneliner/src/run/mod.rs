@@ -1,6 +1,13 @@
 //! Runs a checked program on events: predicates, actions, maps. Pure: the
 //! agent decodes kernel records into [`Event`]s and supplies the output.
 
+pub(crate) mod cgroups;
+pub mod format;
+pub mod json;
+pub mod output;
+pub(crate) mod signal;
+pub mod stack;
+
 use std::{cell::RefCell, collections::HashMap, io::Write};
 
 use weft_abi::oneliner::{
@@ -11,10 +18,9 @@ use weft_abi::oneliner::{
 use crate::{
     ast::{BinOp, Builtin, Expr, ExprKind, MapRef, Stmt},
     check::{Attach, MapKind, Plan},
-    format,
     kernel::FieldKind,
     limits::Limits,
-    output::{self, Agg, Format},
+    output::{Agg, Format},
     stack::{Stack, StackMode},
     value::{Type, Value, c_string},
 };
