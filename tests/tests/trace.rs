@@ -330,6 +330,12 @@ const COMPARED: &[(&str, &[&str])] = &[
            @[sizeof(args->dfd), sizeof(args->flags), sizeof(args->mode), args->dfd] = count(); }",
         &["read:{file}:4096"],
     ),
+    // str() of a variable that holds a field: the field's string.
+    (
+        "tracepoint:syscalls:sys_enter_openat /pid == cpid/ { $f = args->filename; \
+           if (strncmp(str($f), \"/tmp/weft-\", 10) == 0) { @[str($f)] = count(); } }",
+        &["read:{file}:4096"],
+    ),
     // The NUMA node of the event's CPU.
     (
         "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @[numaid] = count(); }",

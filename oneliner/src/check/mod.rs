@@ -58,6 +58,7 @@ pub fn check_in_weft(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> 
     let defined = crate::types::Defined::new(&program.definitions, kernel)?;
     let kernel: &dyn Kernel = &defined;
     crate::constants::resolve(&mut program, kernel)?;
+    aliases::inline_in_str(&mut program);
     let saved = crate::saved::read_where_saved(&mut program);
     let (mut maps, mut guessed) = collect_maps(&program)?;
     let mut tuples = Vec::new();
@@ -376,6 +377,7 @@ struct Checker<'a> {
     unsafe_calls: bool,
 }
 
+mod aliases;
 pub(crate) mod constants;
 pub(crate) mod expand;
 mod exprs;

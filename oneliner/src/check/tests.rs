@@ -267,7 +267,7 @@ pub fn checked(text: &str) -> Plan {
 }
 
 /// Why the checker refuses `text`.
-fn refused(text: &str) -> String {
+pub(crate) fn refused(text: &str) -> String {
     check(parse(text).unwrap(), &FakeKernel)
         .unwrap_err()
         .message
