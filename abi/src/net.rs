@@ -46,6 +46,13 @@ pub struct PacketEvent {
     /// How many of the payload's first bytes follow the record (at most
     /// the snap length; 0 without one).
     pub captured: u32,
+    /// TCP receive window as sent (not scaled: the scale is in the SYN's
+    /// options, which are not kept).
+    pub window: u16,
+    /// IPv4 TTL or IPv6 hop limit.
+    pub ttl: u8,
+    /// Zero.
+    pub pad: [u8; 5],
 }
 
 impl PacketEvent {
@@ -81,7 +88,11 @@ const _: () = assert!(MAX_SNAPLEN.is_power_of_two());
 pub const SNAPLEN_GLOBAL: &str = "NET_SNAPLEN";
 
 /// Size of a [`PacketEvent`] record.
-pub const EVENT_SIZE: usize = 88;
+pub const EVENT_SIZE: usize = 96;
+
+/// Size of a [`PacketEvent`] record in captures made before it kept the
+/// TCP window and the TTL (their records end after `captured`).
+pub const EVENT_SIZE_BEFORE_TTL: usize = 88;
 const _: () = assert!(core::mem::size_of::<PacketEvent>() == EVENT_SIZE);
 
 /// Which way a packet went.

@@ -157,6 +157,7 @@ fn ipv4(ctx: &TcContext, at: usize, event: &mut PacketEvent) -> Option<usize> {
     let header = usize::from(first & 0x0F) * 4;
     let total = u16::from_be_bytes(ctx.load::<[u8; 2]>(at + 2).ok()?);
     event.family = 4;
+    event.ttl = ctx.load::<u8>(at + 8).ok()?;
     event.proto = ctx.load::<u8>(at + 9).ok()?;
     event.saddr = u32::from_be_bytes(ctx.load::<[u8; 4]>(at + 12).ok()?);
     event.daddr = u32::from_be_bytes(ctx.load::<[u8; 4]>(at + 16).ok()?);
@@ -171,6 +172,7 @@ fn ipv6(ctx: &TcContext, at: usize, event: &mut PacketEvent) -> Option<usize> {
     let payload = u16::from_be_bytes(ctx.load::<[u8; 2]>(at + 4).ok()?);
     event.family = 6;
     event.proto = ctx.load::<u8>(at + 6).ok()?;
+    event.ttl = ctx.load::<u8>(at + 7).ok()?;
     event.saddr6 = ctx.load::<[u8; 16]>(at + 8).ok()?;
     event.daddr6 = ctx.load::<[u8; 16]>(at + 24).ok()?;
     event.payload = u32::from(payload);
@@ -183,7 +185,7 @@ fn ipv6(ctx: &TcContext, at: usize, event: &mut PacketEvent) -> Option<usize> {
 fn transport(ctx: &TcContext, at: usize, event: &mut PacketEvent) -> usize {
     match event.proto {
         IPPROTO_TCP => {
-            let Ok(tcp) = ctx.load::<[u8; 14]>(at) else {
+            let Ok(tcp) = ctx.load::<[u8; 16]>(at) else {
                 return at;
             };
             event.sport = u16::from_be_bytes([tcp[0], tcp[1]]);
@@ -191,6 +193,7 @@ fn transport(ctx: &TcContext, at: usize, event: &mut PacketEvent) -> usize {
             event.seq = u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]);
             event.ack = u32::from_be_bytes([tcp[8], tcp[9], tcp[10], tcp[11]]);
             event.tcp_flags = tcp[13];
+            event.window = u16::from_be_bytes([tcp[14], tcp[15]]);
             let header = u32::from(tcp[12] >> 4) * 4;
             event.payload = event.payload.saturating_sub(header);
             at + header as usize

@@ -333,6 +333,15 @@ fn write_folded(snapshot: &weft_store::Snapshot, file: File) -> Result<u64> {
     Ok(calls)
 }
 
+/// The interfaces' names each session noted when it attached to them.
+fn interface_names(metadata: &serde_json::Value) -> std::collections::HashMap<u32, String> {
+    (metadata["sessions"].as_array().into_iter().flatten())
+        .filter_map(|session| session["sources"]["net"]["interfaces"].as_object())
+        .flatten()
+        .filter_map(|(index, name)| Some((index.parse().ok()?, name.as_str()?.to_owned())))
+        .collect()
+}
+
 /// Every packet of the capture's `net` source into `file` as pcapng.
 fn write_pcapng(
     snapshot: &weft_store::Snapshot,
@@ -340,7 +349,8 @@ fn write_pcapng(
     file: File,
 ) -> Result<u64> {
     let wall_offset = capture::wall_offset(metadata).unwrap_or(0);
-    let mut writer = pcapng::Writer::new(BufWriter::new(file), wall_offset)?;
+    let names = interface_names(metadata);
+    let mut writer = pcapng::Writer::new(BufWriter::new(file), wall_offset, names)?;
     let packets = pcapng::write_all(snapshot, &mut writer)?;
     let file = writer
         .into_inner()

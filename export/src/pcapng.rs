@@ -7,9 +7,12 @@
 //! long the packet was; IP options, TTLs and transport checksums are not
 //! known and are written as 0 (an IPv4 header checksum is computed).
 
-use std::io::{self, Write};
+use std::{
+    collections::HashMap,
+    io::{self, Write},
+};
 
-use weft_abi::net::PacketEvent;
+use weft_abi::net::{EVENT_SIZE, EVENT_SIZE_BEFORE_TTL, PacketEvent};
 use weft_capture::sources::STORED_FROM;
 use weft_store::Snapshot;
 
@@ -34,11 +37,18 @@ pub struct Writer<W: Write> {
     /// `CLOCK_REALTIME - CLOCK_MONOTONIC` of the capture, to stamp packets
     /// with wall-clock times.
     wall_offset: i64,
+    /// Interface names by index, as the capture noted them when it was
+    /// recorded; others are named as this machine names them now.
+    names: HashMap<u32, String>,
+    /// Bytes of a packet event in this capture's records (captures before
+    /// the TCP window and TTL were kept have shorter ones).
+    event_size: usize,
 }
 
 impl<W: Write> Writer<W> {
-    /// Starts a section.
-    pub fn new(mut out: W, wall_offset: i64) -> io::Result<Self> {
+    /// Starts a section for the packets of a capture with `wall_offset`
+    /// and the interface `names` it noted.
+    pub fn new(mut out: W, wall_offset: i64, names: HashMap<u32, String>) -> io::Result<Self> {
         let mut body = Vec::new();
         body.extend(0x1A2B_3C4Du32.to_le_bytes());
         body.extend(1u16.to_le_bytes());
@@ -53,13 +63,15 @@ impl<W: Write> Writer<W> {
             out,
             interfaces: Vec::new(),
             wall_offset,
+            names,
+            event_size: EVENT_SIZE,
         })
     }
 
     /// Writes one stored `net` record (its payload as the store keeps it).
     /// Records too short to be packets are an error naming their time.
     pub fn packet(&mut self, stored: &[u8], ts: u64) -> io::Result<()> {
-        let (event, data) = decode(stored).ok_or_else(|| {
+        let (event, data) = decode(stored, self.event_size).ok_or_else(|| {
             io::Error::other(format!(
                 "the net record at {ts} ns is too short to be a packet"
             ))
@@ -97,7 +109,8 @@ impl<W: Write> Writer<W> {
         body.extend(0u16.to_le_bytes());
         // Snap length: none.
         body.extend(0u32.to_le_bytes());
-        option(&mut body, IF_NAME, interface_name(ifindex).as_bytes());
+        let name = (self.names.get(&ifindex).cloned()).unwrap_or_else(|| interface_name(ifindex));
+        option(&mut body, IF_NAME, name.as_bytes());
         // Times in ns.
         option(&mut body, IF_TSRESOL, &[9]);
         option(&mut body, END, &[]);
@@ -117,6 +130,12 @@ pub fn write_all<W: Write>(snapshot: &Snapshot, writer: &mut Writer<W>) -> anyho
     let Some(net) = snapshot.meta().sources.iter().find(|s| s.name == "net") else {
         anyhow::bail!("the capture has no net source (record it with --sources net)");
     };
+    // A capture from before the window and TTL has no such fields.
+    writer.event_size = if net.fields.iter().any(|f| f.name == "window") {
+        EVENT_SIZE
+    } else {
+        EVENT_SIZE_BEFORE_TTL
+    };
     let (mut written, mut failed) = (0, None);
     snapshot.raw_scan_each(net.id, 0..=u64::MAX, |record| {
         if failed.is_none() {
@@ -133,12 +152,15 @@ pub fn write_all<W: Write>(snapshot: &Snapshot, writer: &mut Writer<W>) -> anyho
 }
 
 /// The packet event a stored record holds (its source field was dropped
-/// when it was stored), and the payload bytes after it.
-fn decode(stored: &[u8]) -> Option<(PacketEvent, &[u8])> {
-    let size = size_of::<PacketEvent>() - STORED_FROM;
+/// when it was stored), `event_size` bytes long when it was written, and
+/// the payload bytes after it.
+fn decode(stored: &[u8], event_size: usize) -> Option<(PacketEvent, &[u8])> {
+    let size = event_size.min(EVENT_SIZE) - STORED_FROM;
     let fixed = stored.get(..size)?;
     let mut bytes = vec![0u8; STORED_FROM];
     bytes.extend_from_slice(fixed);
+    // What an older record lacks reads as zero.
+    bytes.resize(EVENT_SIZE, 0);
     // SAFETY: `bytes` holds size_of::<PacketEvent>() bytes, and every bit
     // pattern is a valid PacketEvent (plain integers).
     let event = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<PacketEvent>()) };
@@ -170,8 +192,9 @@ fn ipv4_header(event: &PacketEvent, inner: u32) -> Vec<u8> {
     let total = u16::try_from(20 + inner).unwrap_or(u16::MAX);
     let mut header = vec![0x45, 0];
     header.extend(total.to_be_bytes());
-    // Identification, flags and fragment offset, TTL.
-    header.extend([0, 0, 0, 0, 0]);
+    // Identification, flags and fragment offset: not kept.
+    header.extend([0, 0, 0, 0]);
+    header.push(event.ttl);
     header.push(event.proto);
     header.extend([0, 0]);
     header.extend(event.saddr.to_be_bytes());
@@ -185,8 +208,7 @@ fn ipv6_header(event: &PacketEvent, inner: u32) -> Vec<u8> {
     let mut header = vec![0x60, 0, 0, 0];
     header.extend(u16::try_from(inner).unwrap_or(u16::MAX).to_be_bytes());
     header.push(event.proto);
-    // Hop limit: not known.
-    header.push(0);
+    header.push(event.ttl);
     header.extend(event.saddr6);
     header.extend(event.daddr6);
     header
@@ -200,8 +222,9 @@ fn tcp_header(event: &PacketEvent) -> Vec<u8> {
     header.extend(event.ack.to_be_bytes());
     // Data offset 5 words (options not kept), then the flags.
     header.extend([5 << 4, event.tcp_flags]);
-    // Window, checksum, urgent pointer: not kept.
-    header.extend([0; 6]);
+    header.extend(event.window.to_be_bytes());
+    // Checksum, urgent pointer: not kept.
+    header.extend([0; 4]);
     header
 }
 
@@ -291,6 +314,8 @@ mod tests {
             tcp_flags: 0x18,
             payload: 100,
             captured: 3,
+            ttl: 64,
+            window: 512,
             ..PacketEvent::default()
         };
         let (packet, original) = rebuild(&event, b"GET");
@@ -300,7 +325,25 @@ mod tests {
         assert_eq!(&packet[12..16], &[127, 0, 0, 1]);
         assert_eq!(&packet[20..22], &40_000u16.to_be_bytes());
         assert_eq!(packet[33], 0x18);
+        assert_eq!(packet[8], 64, "TTL");
+        assert_eq!(&packet[34..36], &512u16.to_be_bytes(), "window");
         assert_eq!(&packet[40..], b"GET");
         assert_eq!(checksum(&packet[..20]), 0, "a valid header sums to zero");
+    }
+}
+
+#[cfg(test)]
+mod older {
+    use super::*;
+
+    #[test]
+    fn a_record_from_before_the_window_and_ttl_reads_them_as_zero() {
+        // 88 bytes of event, then 2 bytes of payload.
+        let mut stored = vec![0u8; EVENT_SIZE_BEFORE_TTL - STORED_FROM];
+        let captured = std::mem::offset_of!(PacketEvent, captured) - STORED_FROM;
+        stored[captured] = 2;
+        stored.extend_from_slice(b"hi");
+        let (event, data) = decode(&stored, EVENT_SIZE_BEFORE_TTL).unwrap();
+        assert_eq!((event.ttl, event.window, data), (0, 0, &b"hi"[..]));
     }
 }

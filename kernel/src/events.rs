@@ -278,6 +278,14 @@ impl EventProbe {
         }
     }
 
+    /// The interfaces the packet source is attached to, by index and name.
+    pub fn net_interfaces(&self) -> Vec<(u32, String)> {
+        self.net
+            .as_ref()
+            .map(tc::Attachment::interfaces)
+            .unwrap_or_default()
+    }
+
     /// How the packet source is attached, when it is.
     fn net_attach(&self) -> Option<String> {
         self.net.as_ref().map(tc::Attachment::describe)

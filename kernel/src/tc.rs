@@ -200,6 +200,16 @@ impl Attachment {
         format!("{how} on {}{later}", self.names.join(", "))
     }
 
+    /// The interfaces attached to, by index and name, as they are named
+    /// now: a capture keeps them, since another machine (or this one
+    /// later) may name an index otherwise.
+    pub fn interfaces(&self) -> Vec<(u32, String)> {
+        self.names
+            .iter()
+            .filter_map(|name| Some((clsact::ifindex(name)?, name.clone())))
+            .collect()
+    }
+
     /// Attaches to the interfaces that came up since the last call, when
     /// following them; returns their names. An interface that cannot be
     /// attached to (gone again already) is reported and not tried again.

@@ -235,7 +235,20 @@ impl Probe for EventProbe {
     fn describe(&self) -> Vec<(&'static str, Value)> {
         EventProbe::describe(self)
             .into_iter()
-            .map(|(name, attach)| (name, json!({ "attach": attach })))
+            .map(|(name, attach)| {
+                let mut about = json!({ "attach": attach });
+                // The packets' interfaces by index, named as they are now
+                // (`weft export --format pcapng` names them so).
+                let interfaces = self.net_interfaces();
+                if name == "net" && !interfaces.is_empty() {
+                    about["interfaces"] = interfaces
+                        .into_iter()
+                        .map(|(index, name)| (index.to_string(), Value::from(name)))
+                        .collect::<serde_json::Map<_, _>>()
+                        .into();
+                }
+                (name, about)
+            })
             .collect()
     }
 

@@ -1128,10 +1128,17 @@ fn export_pcapng_is_read_by_tshark_packet_for_packet() {
     // payload bytes, its full length, and the interface's name.
     let udp_rows = tshark(
         &format!("udp.dstport == {port}"),
-        &["frame.interface_name", "ip.src", "udp.length", "data.data"],
+        &[
+            "frame.interface_name",
+            "ip.src",
+            "udp.length",
+            "data.data",
+            "ip.ttl",
+        ],
     );
     assert_eq!(udp_rows.len(), 2 * datagrams, "{udp_rows:?}");
-    let expected = format!("lo,127.0.0.1,20,{}", hex(b"datagram"));
+    // Linux's default TTL, as sent.
+    let expected = format!("lo,127.0.0.1,20,{},64", hex(b"datagram"));
     assert!(udp_rows.iter().all(|r| *r == expected), "{udp_rows:?}");
     // One connection: one SYN to the port, one SYN-ACK back, each seen twice.
     let syn = tshark(
@@ -1153,6 +1160,22 @@ fn export_pcapng_is_read_by_tshark_packet_for_packet() {
         vec![format!("14,{}", hex(b"hello ov")); 2],
         "{data:?}"
     );
+    // Every TCP segment carries the window it was sent with: Wireshark
+    // finds no zero window where there was none.
+    let windows = tshark(&format!("tcp.port == {port}"), &["tcp.window_size_value"]);
+    assert!(!windows.is_empty());
+    assert!(
+        windows
+            .iter()
+            .all(|w| w.parse::<u32>().is_ok_and(|w| w > 0)),
+        "{windows:?}"
+    );
+    assert!(tshark("tcp.analysis.zero_window", &["frame.number"]).is_empty());
+    // The interface's name as the capture noted it when recording.
+    let metadata: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("weft.json")).unwrap()).unwrap();
+    let noted = &metadata["sessions"][0]["sources"]["net"]["interfaces"];
+    assert_eq!(noted["1"], "lo", "{noted}");
 }
 
 /// `datagrams` UDP datagrams to `port` on 127.0.0.1 (`datagram NNN`), then

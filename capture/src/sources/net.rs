@@ -15,7 +15,7 @@ pub const SPEC: Spec = Spec {
     name: "net",
     size: size_of::<PacketEvent>(),
     aliases: &["packets"],
-    about: "packets on ingress and egress (TC): addresses, ports, length, TCP flags and sequence numbers",
+    about: "packets on ingress and egress (TC): addresses, ports, length, TTL, TCP flags, sequence numbers and window",
     fields: &[
         CPU,
         field(
@@ -122,6 +122,20 @@ pub const SPEC: Spec = Spec {
             FieldKind::U32,
             Meaning::Int,
             "TCP acknowledgement number",
+        ),
+        field(
+            "window",
+            offset_of!(PacketEvent, window),
+            FieldKind::U16,
+            Meaning::Int,
+            "TCP window as sent (before the SYN's scale)",
+        ),
+        field(
+            "ttl",
+            offset_of!(PacketEvent, ttl),
+            FieldKind::U8,
+            Meaning::Int,
+            "IPv4 TTL or IPv6 hop limit",
         ),
     ],
     indexes: &[
