@@ -185,6 +185,26 @@ pub fn wall_offset(metadata: &Value) -> Option<i64> {
     metadata["sessions"][0]["wall_offset_ns"].as_i64()
 }
 
+/// `CLOCK_BOOTTIME` minus `CLOCK_MONOTONIC` now, in ns: the time the
+/// machine spent suspended since it booted (Perfetto's default clock is
+/// BOOTTIME).
+pub fn boottime_ahead_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write into.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &raw mut ts) };
+    let boottime = u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000
+        + u64::try_from(ts.tv_nsec).unwrap_or(0);
+    boottime.saturating_sub(weft_store::now_ns())
+}
+
+/// The BOOTTIME offset the capture's first session noted.
+pub fn boottime_ahead(metadata: &Value) -> Option<u64> {
+    metadata["sessions"][0]["boottime_ahead_ns"].as_u64()
+}
+
 /// `CLOCK_REALTIME` minus `CLOCK_MONOTONIC` now, in ns: turns the store's
 /// monotonic times into wall-clock times.
 pub fn wall_offset_ns() -> i64 {
@@ -211,6 +231,7 @@ pub fn start_session(
             "sources": sources,
             "start_ns": weft_store::now_ns(),
             "wall_offset_ns": wall_offset_ns(),
+            "boottime_ahead_ns": boottime_ahead_ns(),
             "complete": false,
         }));
     write_metadata(dir, &metadata)?;

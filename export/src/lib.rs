@@ -225,17 +225,27 @@ fn write_perfetto(
     catalog: &Catalog,
     file: File,
 ) -> Result<u64> {
-    let mut writer = perfetto::Writer::new(BufWriter::new(file))?;
+    let metadata = capture::read_metadata(&export.dir)?;
+    let boottime = capture::boottime_ahead(&metadata);
+    let mut writer = perfetto::Writer::new(BufWriter::new(file), boottime)?;
     let threads = weft_capture::tasks::threads(snapshot)?.unwrap_or_default();
     let start = snapshot.time_range()?.map_or(0, |range| *range.start());
     writer.process_tree(start, &threads)?;
-    for shape in perfetto::SHAPES {
-        if catalog.source(shape.source).is_none() {
+    let apps = metadata[capture::APP_SOURCES]
+        .as_object()
+        .into_iter()
+        .flatten();
+    let app_shapes: Vec<perfetto::Shape> = (0..)
+        .zip(apps)
+        .filter_map(|(nth, (name, kinds))| Some(perfetto::app_shape(name, nth, kinds.as_object()?)))
+        .collect();
+    for shape in perfetto::SHAPES.iter().chain(&app_shapes) {
+        if catalog.source(&shape.source).is_none() {
             continue;
         }
         let text = match &export.window {
             Some(window) => format!("{} {window}", shape.source),
-            None => shape.source.to_owned(),
+            None => shape.source.to_string(),
         };
         let mut failed = None;
         let result = weft_query::stream(snapshot, catalog, &text, &mut |headers, cells| {

@@ -12,14 +12,22 @@
 //!   ftrace events, which Perfetto turns into its CPU tracks (what ran on
 //!   each CPU when), and a process tree naming every process and thread
 //!   the capture's task records name;
-//! - per-second rates as counter tracks ([`COUNTERS`]).
+//! - per-second rates as counter tracks ([`COUNTERS`]);
+//! - applications' sources as slices on their threads' tracks (a record's
+//!   first duration field its length), or instants where a record has no
+//!   duration ([`app_shape`]).
 //!
 //! Times are `CLOCK_MONOTONIC` ns, as weft keeps them: each packet says so,
-//! and a first clock snapshot makes it the trace's clock.
-//! The file is streamed: a `Trace` is its packets one after the other.
+//! and a first clock snapshot makes it the trace's clock (with
+//! `CLOCK_BOOTTIME` as the capture noted it). Event names, categories and
+//! annotation names are interned: each is written once, then named by a
+//! number. A thread's track is its pid and tid, so a tid another process
+//! reuses gets a track of its own. The file is streamed: a `Trace` is its
+//! packets one after the other.
 
 use std::{
-    collections::{BTreeMap, HashSet},
+    borrow::Cow,
+    collections::{BTreeMap, HashMap, HashSet},
     io::Write,
 };
 
@@ -29,10 +37,11 @@ use weft_query::{Cell, Header};
 
 /// How the records of one source become events.
 pub struct Shape {
-    pub source: &'static str,
+    pub source: Cow<'static, str>,
     track: Track,
     when: When,
-    /// The field that names each event.
+    /// The field that names each event (the source's name where a record
+    /// has no such field).
     name: &'static str,
 }
 
@@ -42,61 +51,93 @@ enum Track {
     /// A child of the record's thread's track: its name and uuid tag.
     ThreadChild(&'static str, u64),
     /// One track for the source: its name and uuid.
-    Global(&'static str, u64),
+    Global(Cow<'static, str>, u64),
 }
 
 enum When {
     /// A slice from `end - dur` to `end`: the two fields.
-    Slice(&'static str, &'static str),
+    Slice(&'static str, Cow<'static, str>),
     /// An instant at the field.
     Instant(&'static str),
+}
+
+/// An application's source (`weft.json`'s `app_sources`: its fields'
+/// kinds), the `nth`, as events on its records' threads (a `pid` or `tid`
+/// field; else on a track of the source's own): a slice ending at the
+/// record's time, as long as its first duration field, else an instant.
+pub fn app_shape(
+    source: &str,
+    nth: u64,
+    kinds: &serde_json::Map<String, serde_json::Value>,
+) -> Shape {
+    let duration = kinds
+        .iter()
+        .find(|(_, kind)| kind.as_str() == Some("duration"))
+        .map(|(field, _)| field.clone());
+    let threaded = kinds.contains_key("pid") || kinds.contains_key("tid");
+    Shape {
+        source: Cow::Owned(source.to_owned()),
+        track: if threaded {
+            Track::Thread
+        } else {
+            Track::Global(Cow::Owned(source.to_owned()), APP_TRACKS + nth)
+        },
+        when: match duration {
+            Some(field) => When::Slice("time", Cow::Owned(field)),
+            None => When::Instant("time"),
+        },
+        name: "",
+    }
 }
 
 /// The sources a Perfetto trace shows, and how.
 pub const SHAPES: &[Shape] = &[
     Shape {
-        source: "syscalls",
+        source: Cow::Borrowed("syscalls"),
         track: Track::Thread,
-        when: When::Slice("time", "dur"),
+        when: When::Slice("time", Cow::Borrowed("dur")),
         name: "name",
     },
     Shape {
-        source: "sched",
+        source: Cow::Borrowed("sched"),
         track: Track::ThreadChild("off-CPU", 2),
-        when: When::Slice("ts", "off_cpu"),
+        when: When::Slice("ts", Cow::Borrowed("off_cpu")),
         name: "state",
     },
     Shape {
-        source: "calls",
+        source: Cow::Borrowed("calls"),
         track: Track::ThreadChild("PT calls", 3),
-        when: When::Slice("time", "dur"),
+        when: When::Slice("time", Cow::Borrowed("dur")),
         name: "func",
     },
     Shape {
-        source: "block",
-        track: Track::Global("block I/O", 10),
-        when: When::Slice("ts", "latency"),
+        source: Cow::Borrowed("block"),
+        track: Track::Global(Cow::Borrowed("block I/O"), 10),
+        when: When::Slice("ts", Cow::Borrowed("latency")),
         name: "op",
     },
     Shape {
-        source: "pagecache",
-        track: Track::Global("page cache", 11),
+        source: Cow::Borrowed("pagecache"),
+        track: Track::Global(Cow::Borrowed("page cache"), 11),
         when: When::Instant("ts"),
         name: "kind",
     },
     Shape {
-        source: "net",
-        track: Track::Global("packets", 12),
+        source: Cow::Borrowed("net"),
+        track: Track::Global(Cow::Borrowed("packets"), 12),
         when: When::Instant("ts"),
         name: "proto",
     },
     Shape {
-        source: "triggers",
-        track: Track::Global("triggers", 13),
+        source: Cow::Borrowed("triggers"),
+        track: Track::Global(Cow::Borrowed("triggers"), 13),
         when: When::Instant("time"),
         name: "trigger",
     },
 ];
+
+/// The uuid of the first application source's own track.
+const APP_TRACKS: u64 = 100;
 
 /// The counter tracks: a source, the query of its values (a value per
 /// second, at each second's start), the track's name and uuid.
@@ -117,12 +158,24 @@ const MONOTONIC: u64 = 3;
 const BOOTTIME: u64 = 6;
 /// Every packet's sequence: one writer.
 const SEQUENCE: u64 = 1;
+/// `TracePacket.sequence_flags`: the first packet starts the sequence's
+/// interned data; the others read it.
+const SEQ_INCREMENTAL_STATE_CLEARED: u64 = 1;
+const SEQ_NEEDS_INCREMENTAL_STATE: u64 = 2;
+/// `InternedData`'s fields: event categories, names, annotation names.
+const INTERNED_CATEGORY: u64 = 1;
+const INTERNED_NAME: u64 = 2;
+const INTERNED_ANNOTATION: u64 = 3;
 
 /// Writes a Perfetto trace to `out`, one record at a time.
 pub struct Writer<W: Write> {
     out: W,
     /// Tracks described so far, by uuid.
     described: HashSet<u64>,
+    /// Interned strings by `InternedData` field and text: their ids.
+    interned: HashMap<(u64, String), u64>,
+    /// Strings interned by the packet being made, not yet written.
+    new_interned: Vec<u8>,
     /// Records written.
     pub events: u64,
 }
@@ -130,24 +183,71 @@ pub struct Writer<W: Write> {
 impl<W: Write> Writer<W> {
     /// Starts the trace with a clock snapshot naming `CLOCK_MONOTONIC` the
     /// trace's clock, so that its times need no conversion (Perfetto's
-    /// default is `CLOCK_BOOTTIME`). BOOTTIME is given equal to it, which
-    /// holds while the machine has not suspended.
-    pub fn new(mut out: W) -> Result<Self> {
+    /// default is `CLOCK_BOOTTIME`), and `CLOCK_BOOTTIME` `boottime_ahead`
+    /// ns ahead of it, as the capture noted it at its start (a capture
+    /// that did not note it: equal, which holds while the machine has not
+    /// suspended). The packet starts the sequence's interned data.
+    pub fn new(mut out: W, boottime_ahead: Option<u64>) -> Result<Self> {
         let mut snapshot = Vec::new();
-        for clock in [MONOTONIC, BOOTTIME] {
+        for (clock, at) in [(MONOTONIC, 0), (BOOTTIME, boottime_ahead.unwrap_or(0))] {
             let mut entry = varint_field(1, clock);
-            entry.extend(varint_field(2, 0));
+            entry.extend(varint_field(2, at));
             snapshot.extend(bytes(1, &entry));
         }
         snapshot.extend(varint_field(2, MONOTONIC));
         let mut packet = varint_field(10, SEQUENCE);
+        packet.extend(varint_field(13, SEQ_INCREMENTAL_STATE_CLEARED));
         packet.extend(bytes(6, &snapshot));
+        // Every later packet's times are MONOTONIC unless it says otherwise
+        // (`TracePacketDefaults.timestamp_clock_id`).
+        packet.extend(bytes(59, &varint_field(58, MONOTONIC)));
         out.write_all(&bytes(1, &packet))?;
         Ok(Self {
             out,
             described: HashSet::new(),
+            interned: HashMap::new(),
+            new_interned: Vec::new(),
             events: 0,
         })
+    }
+
+    /// The id of `text` in `InternedData` field `field`, interned (to be
+    /// written with the next packet) the first time.
+    fn intern(&mut self, field: u64, text: &str) -> u64 {
+        if let Some(iid) = self.interned.get(&(field, text.to_owned())) {
+            return *iid;
+        }
+        let iid = self.interned.len() as u64 + 1;
+        self.interned.insert((field, text.to_owned()), iid);
+        let mut entry = varint_field(1, iid);
+        entry.extend(bytes(2, text.as_bytes()));
+        self.new_interned.extend(bytes(field, &entry));
+        iid
+    }
+
+    /// A `TrackEvent` of `kind` on `track`, named `name`, in `category`,
+    /// with `annotations` (name and value), its strings interned.
+    fn event(
+        &mut self,
+        kind: u64,
+        track: u64,
+        name: Option<&str>,
+        category: &str,
+        annotations: &[(&str, &Cell)],
+    ) -> Vec<u8> {
+        let mut event = varint_field(9, kind);
+        event.extend(varint_field(11, track));
+        if let Some(name) = name {
+            let iid = self.intern(INTERNED_NAME, name);
+            event.extend(varint_field(10, iid));
+        }
+        let iid = self.intern(INTERNED_CATEGORY, category);
+        event.extend(varint_field(3, iid));
+        for (name, cell) in annotations {
+            let iid = self.intern(INTERNED_ANNOTATION, name);
+            event.extend(bytes(4, &annotation(iid, cell)));
+        }
+        event
     }
 
     /// Writes one record of `shape`'s source as its event(s).
@@ -164,7 +264,9 @@ impl<W: Write> Writer<W> {
         };
         let track = match shape.track {
             Track::Thread | Track::ThreadChild(..) => {
-                let (Some(pid), Some(tid)) = (int("pid"), int("tid")) else {
+                // An application's record may name its process only.
+                let pid = int("pid");
+                let (Some(pid), Some(tid)) = (pid, int("tid").or(pid)) else {
                     return Ok(());
                 };
                 let comm = match field("comm") {
@@ -177,35 +279,40 @@ impl<W: Write> Writer<W> {
                     _ => thread,
                 }
             }
-            Track::Global(name, uuid) => {
+            Track::Global(ref name, uuid) => {
                 self.global_track(uuid, name)?;
                 uuid
             }
         };
-        let name = field(shape.name).map_or_else(String::new, text);
-        let skip: Vec<&str> = match shape.when {
-            When::Slice(end, dur) => vec![end, dur, shape.name],
+        let name = field(shape.name).map_or_else(|| shape.source.to_string(), text);
+        let mut skip: Vec<&str> = match &shape.when {
+            When::Slice(end, dur) => vec![end, dur, shape.name, ENTER],
             When::Instant(at) => vec![at, shape.name],
         };
-        let annotations: Vec<u8> = headers
+        // A thread's track already says whose events these are.
+        if matches!(shape.track, Track::Thread | Track::ThreadChild(..)) {
+            skip.extend(["pid", "tid", "comm"]);
+        }
+        let annotations: Vec<(&str, &Cell)> = headers
             .iter()
             .zip(cells)
             .filter(|(h, _)| !skip.contains(&h.name.as_str()))
-            .flat_map(|(h, cell)| bytes(4, &annotation(&h.name, cell)))
+            .map(|(h, cell)| (h.name.as_str(), cell))
             .collect();
-        match shape.when {
+        let source = &shape.source;
+        match &shape.when {
             When::Slice(end, dur) => {
                 let (Some(end), Some(dur)) = (int(end), int(dur)) else {
                     return Ok(());
                 };
-                let begin = event(SLICE_BEGIN, track, Some(&name), shape.source, &annotations);
+                let begin = self.event(SLICE_BEGIN, track, Some(&name), source, &annotations);
                 self.packet(end.saturating_sub(dur), &begin)?;
-                let finish = event(SLICE_END, track, None, shape.source, &[]);
+                let finish = self.event(SLICE_END, track, None, source, &[]);
                 self.packet(end, &finish)?;
             }
             When::Instant(at) => {
                 let Some(at) = int(at) else { return Ok(()) };
-                let instant = event(INSTANT, track, Some(&name), shape.source, &annotations);
+                let instant = self.event(INSTANT, track, Some(&name), source, &annotations);
                 self.packet(at, &instant)?;
             }
         }
@@ -286,9 +393,11 @@ impl<W: Write> Writer<W> {
         self.packet(ns, &event)
     }
 
-    /// The uuid of thread `tid`'s track, described the first time.
+    /// The uuid of thread `tid`'s track in process `pid`, described the
+    /// first time: a tid another process reuses has a track of its own.
     fn thread_track(&mut self, pid: u64, tid: u64, comm: Option<&str>) -> Result<u64> {
-        let uuid = (1 << 40) | tid;
+        // Linux's pids and tids fit 22 bits (PID_MAX_LIMIT).
+        let uuid = (1 << TAG_SHIFT) | ((pid & PID_MASK) << 22) | (tid & PID_MASK);
         if self.described.insert(uuid) {
             let mut thread = varint_field(1, pid);
             thread.extend(varint_field(2, tid));
@@ -304,7 +413,7 @@ impl<W: Write> Writer<W> {
 
     /// The uuid of `parent`'s child track `tag`, described the first time.
     fn child_track(&mut self, parent: u64, tag: u64, name: &str) -> Result<u64> {
-        let uuid = (tag << 40) | (parent & ((1 << 40) - 1));
+        let uuid = (tag << TAG_SHIFT) | (parent & ((1 << TAG_SHIFT) - 1));
         if self.described.insert(uuid) {
             let mut descriptor = varint_field(1, uuid);
             descriptor.extend(bytes(2, name.as_bytes()));
@@ -330,11 +439,15 @@ impl<W: Write> Writer<W> {
         Ok(())
     }
 
-    /// A `TracePacket` at `ns` holding `track_event`.
+    /// A `TracePacket` at `ns` holding `track_event`, and the strings it
+    /// interned first.
     fn packet(&mut self, ns: u64, track_event: &[u8]) -> Result<()> {
         let mut packet = varint_field(8, ns);
-        packet.extend(varint_field(58, MONOTONIC));
         packet.extend(varint_field(10, SEQUENCE));
+        packet.extend(varint_field(13, SEQ_NEEDS_INCREMENTAL_STATE));
+        if !self.new_interned.is_empty() {
+            packet.extend(bytes(12, &std::mem::take(&mut self.new_interned)));
+        }
         packet.extend(bytes(11, track_event));
         self.out.write_all(&bytes(1, &packet))?;
         Ok(())
@@ -345,21 +458,18 @@ impl<W: Write> Writer<W> {
     }
 }
 
-/// A `TrackEvent`.
-fn event(kind: u64, track: u64, name: Option<&str>, category: &str, annotations: &[u8]) -> Vec<u8> {
-    let mut event = varint_field(9, kind);
-    event.extend(varint_field(11, track));
-    if let Some(name) = name {
-        event.extend(bytes(23, name.as_bytes()));
-    }
-    event.extend(bytes(22, category.as_bytes()));
-    event.extend(annotations);
-    event
-}
+/// A slice's start, which the slice itself says (`syscalls`' `enter_ns`).
+const ENTER: &str = "enter_ns";
 
-/// A `DebugAnnotation`: integers as `int_value`, the rest as text.
-fn annotation(name: &str, cell: &Cell) -> Vec<u8> {
-    let mut out = bytes(10, name.as_bytes());
+/// Where a track's kind sits in its uuid, above its pid and tid.
+const TAG_SHIFT: u64 = 48;
+/// A pid's or tid's bits (Linux's `PID_MAX_LIMIT` is 2^22).
+const PID_MASK: u64 = (1 << 22) - 1;
+
+/// A `DebugAnnotation` named by interned name `name_iid`: integers as
+/// `int_value`, the rest as text.
+fn annotation(name_iid: u64, cell: &Cell) -> Vec<u8> {
+    let mut out = varint_field(1, name_iid);
     match cell {
         Cell::Int(v) => out.extend(varint_field(4, v.cast_unsigned())),
         other => out.extend(bytes(6, text(other).as_bytes())),

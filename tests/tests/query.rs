@@ -610,10 +610,18 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace
 trace = Trace()
 trace.ParseFromString(open(sys.argv[1], "rb").read())
 tids, names, open_slices, slices, children = {}, {}, {}, [], Counter()
-switches, threads, counters = [], {}, Counter()
+switches, threads, counters, interned = [], {}, Counter(), {}
 first = trace.packet[0].clock_snapshot
 assert first.primary_trace_clock == 3, "the trace's clock is CLOCK_MONOTONIC"
+assert {c.clock_id for c in first.clocks} == {3, 6}, "MONOTONIC and BOOTTIME"
+defaults = trace.packet[0].trace_packet_defaults.timestamp_clock_id
 for packet in trace.packet:
+    if packet.sequence_flags & 1:
+        interned = {}
+    d = packet.interned_data
+    interned.update({("category", c.iid): c.name for c in d.event_categories})
+    interned.update({("name", n.iid): n.name for n in d.event_names})
+    interned.update({("annotation", a.iid): a.name for a in d.debug_annotation_names})
     if packet.HasField("process_tree"):
         threads.update({str(t.tid): t.name for t in packet.process_tree.threads})
     for e in packet.ftrace_events.event:
@@ -627,13 +635,18 @@ for packet in trace.packet:
         names[d.uuid] = d.name
     if not packet.HasField("track_event"):
         continue
-    assert packet.timestamp_clock_id == 3, "CLOCK_MONOTONIC"
+    assert (packet.timestamp_clock_id or defaults) == 3, "CLOCK_MONOTONIC"
     e = packet.track_event
     if e.type == e.TYPE_COUNTER:
         counters[names[e.track_uuid]] += e.counter_value
         continue
+    for a in e.debug_annotations:
+        assert a.HasField("name") or ("annotation", a.name_iid) in interned
+    name = e.name if e.HasField("name") else interned.get(("name", e.name_iid))
+    categories = list(e.categories) + [interned[("category", i)] for i in e.category_iids]
     if e.type == e.TYPE_SLICE_BEGIN:
-        open_slices.setdefault(e.track_uuid, []).append((packet.timestamp, e.name, list(e.categories)))
+        assert packet.sequence_flags & 2, "reads the interned names"
+        open_slices.setdefault(e.track_uuid, []).append((packet.timestamp, name, categories))
     elif e.type == e.TYPE_SLICE_END:
         start, name, categories = open_slices[e.track_uuid].pop()
         if e.track_uuid in tids:
@@ -645,9 +658,41 @@ print(json.dumps({"slices": sorted(slices), "children": children, "switches": sw
                   "threads": threads, "counters": counters}))
 "#;
 
+/// 40 records of an application's `requests` (pid, latency 1 to 40 us),
+/// this test's process their sender.
+fn push_requests() {
+    let mut client = weft_client::Client::connect().unwrap();
+    let kinds = [
+        ("pid", weft_client::Kind::Int),
+        ("latency", weft_client::Kind::Duration),
+    ];
+    client.define("requests", &kinds).unwrap();
+    for i in 1..=40 {
+        client.push("requests", &[0, i * 1000]).unwrap();
+    }
+    assert_eq!(client.sync().unwrap(), 40);
+}
+
+/// The slices the `requests` of [`push_requests`] make in `dir`'s Perfetto
+/// trace: on the sender's track, ending at each record's time.
+fn request_slices(dir: &std::path::Path) -> Vec<serde_json::Value> {
+    let requests: Vec<serde_json::Value> = query(dir, "requests | fields pid, time, latency")
+        .into_iter()
+        .map(|r| {
+            let (time, latency) = (r["time"].as_u64().unwrap(), r["latency"].as_u64().unwrap());
+            serde_json::json!([r["pid"], time - latency, latency, "requests", "requests"])
+        })
+        .collect();
+    assert_eq!(requests.len(), 40);
+    assert_eq!(requests[0][0], std::process::id(), "the sender's pid");
+    requests
+}
+
 /// `weft export --format perfetto` read back with Perfetto's own protos:
 /// every syscall of the workload is a slice on its thread's track with its
-/// enter time and duration, the sched source's off-CPU stretches are
+/// enter time and duration, and every record of an application's source a
+/// slice on its process's track as long as its duration field (names
+/// interned), the sched source's off-CPU stretches are
 /// slices on the thread's off-CPU track, every context switch is a
 /// `sched_switch` on its CPU, the process tree names the workload, and
 /// the syscalls/s counter track adds up to the calls.
@@ -672,10 +717,11 @@ fn export_perfetto_holds_every_record_with_its_time() {
             "--pid",
             &pid,
             "--sources",
-            "syscalls,sched,switch",
+            "syscalls,sched,switch,app",
         ],
         "weft: recording",
     );
+    push_requests();
     workload.run_to_end();
     std::thread::sleep(std::time::Duration::from_millis(300));
     let finished = running.stop();
@@ -705,10 +751,12 @@ fn export_perfetto_holds_every_record_with_its_time() {
             .into_iter()
             .map(|r| serde_json::json!([r["tid"], r["enter_ns"], r["dur"], r["name"], "syscalls"]))
             .collect();
+    let syscalls = expected.len();
+    expected.extend(request_slices(&dir));
     expected.sort_by_key(std::string::ToString::to_string);
     let mut slices = perfetto["slices"].as_array().unwrap().clone();
     slices.sort_by_key(std::string::ToString::to_string);
-    assert!(expected.len() > 3000, "{}", expected.len());
+    assert!(syscalls > 3000, "{syscalls}");
     assert_eq!(slices, expected);
     let off_cpu = query(&dir, "sched | count")[0]["count"].clone();
     assert_eq!(perfetto["children"]["off-CPU"], off_cpu, "{perfetto}");
@@ -737,11 +785,7 @@ fn export_perfetto_holds_every_record_with_its_time() {
         "weft-workload"
     );
     // The syscalls/s counter track counts every call, a second at a time.
-    assert_eq!(
-        perfetto["counters"]["syscalls/s"],
-        expected.len(),
-        "{perfetto}"
-    );
+    assert_eq!(perfetto["counters"]["syscalls/s"], syscalls, "{perfetto}");
     assert!(
         stderr.contains(&format!(
             "exported {} records of every source",
