@@ -81,6 +81,19 @@ pub enum Command {
     /// the offending token. Works while `weft record` is writing the capture.
     Query(QueryArgs),
 
+    /// Compare two captures (or two windows of one) per syscall and per
+    /// source: counts, rates and exact latency percentiles, B against A,
+    /// what changed most first.
+    ///
+    /// Examples:
+    ///   weft diff before/ after/
+    ///   weft diff before/ after/ --fail-if 'p99(dur) > 1.2x' --fail-if 'rate < 0.5x'
+    ///   weft diff cap/ --window '[FROM, TO]' --b-window 'last 60s'
+    ///
+    /// Exits 1 when B crosses a --fail-if threshold for any syscall (each
+    /// crossing is said on stderr), 0 otherwise.
+    Diff(DiffArgs),
+
     /// Run a bpftrace-style one-liner, with no compiler on the host.
     ///
     /// Prebuilt eBPF programs copy what the program reads; actions run in
@@ -1186,6 +1199,36 @@ pub struct InfoArgs {
     pub dir: std::path::PathBuf,
 
     /// Print one JSON object instead of text.
+    #[arg(long, help_heading = "Output")]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The capture compared against (A).
+    #[arg(value_name = "A")]
+    pub a: std::path::PathBuf,
+
+    /// The capture compared (B); leave out to compare two windows of A.
+    #[arg(value_name = "B")]
+    pub b: Option<std::path::PathBuf>,
+
+    /// The window of A (and of B, unless --b-window), as queries write one
+    /// (`last 60s`, `[FROM, TO]`); default the whole capture.
+    #[arg(long, value_name = "WINDOW")]
+    pub window: Option<String>,
+
+    /// The window of B.
+    #[arg(long, value_name = "WINDOW")]
+    pub b_window: Option<String>,
+
+    /// Fail (exit 1) when B's METRIC against A's crosses FACTOR for a
+    /// syscall: `METRIC > FACTORx` or `METRIC < FACTORx`, METRIC one of
+    /// count, rate, p50, p90, p99, p99.9, max (with `(dur)` or not).
+    #[arg(long, value_name = "THRESHOLD")]
+    pub fail_if: Vec<String>,
+
+    /// One JSON object per syscall instead of tables.
     #[arg(long, help_heading = "Output")]
     pub json: bool,
 }

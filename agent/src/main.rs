@@ -2,6 +2,7 @@
 //! and maps the outcome to an exit code: 0 ok, 2 error.
 
 mod cli;
+mod diff;
 mod doctor;
 mod export;
 mod info;
@@ -65,6 +66,7 @@ fn main() -> ExitCode {
         cli::Command::Sources(args) => Ok(sources::run(args)),
         cli::Command::Doctor(args) => Ok(doctor::run(args)),
         cli::Command::Query(args) => query::run(args),
+        cli::Command::Diff(args) => diff::run(args),
         cli::Command::Export(args) => export::run(args),
         cli::Command::Trace(args) => trace::run(args),
         cli::Command::Pt(command) => pt::run(command),

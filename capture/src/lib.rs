@@ -26,6 +26,7 @@
 
 pub mod answer;
 pub mod capture;
+pub mod diff;
 pub mod extract;
 pub mod feed;
 pub mod fleet;

@@ -171,6 +171,12 @@ const TABLE: &[(&[&str], &str)] = &[
     ),
     (&["query", "{dir}", ""], "expected a source name"),
     (
+        &["diff", "{dir}", "{dir}", "--fail-if", "p98 > 2x"],
+        "`p98` is not count, rate",
+    ),
+    (&["diff", "{dir}"], "give B, or --b-window"),
+    (&["diff", "{dir}", "/nonexistent"], "/nonexistent is not a weft capture"),
+    (
         &["export", "{dir}", "--format", "xml", "-o", "{new}"],
         "invalid value 'xml'",
     ),

@@ -1048,3 +1048,58 @@ fn fleet_percentiles_are_exact(dirs: &[&std::path::Path]) {
         assert!(number("sent ") * 20 < number("covers ") * 40, "{line}");
     }
 }
+
+/// `weft diff` on two captures of one workload, one with its sleeps made
+/// three times longer: nanosleep's median is B's three times A's and
+/// heads the table (getppid's 50 calls too few for their p99 to rank), getppid's count is the same, and a `--fail-if` past
+/// the change exits 1 naming nanosleep while one short of it exits 0.
+#[test]
+fn diff_finds_the_injected_delay_and_fails_past_a_threshold() {
+    let test = "diff_finds_the_injected_delay_and_fails_past_a_threshold";
+    if !can_trace(test) {
+        return;
+    }
+    let (a, b) = (capture_dir("diff-a"), capture_dir("diff-b"));
+    for (dir, sleep) in [(&a, "nanosleep:2:30"), (&b, "nanosleep:6:30")] {
+        weft_tests::record(WORKLOAD, dir, &["getppid:50", sleep], &[]);
+    }
+    let (a_arg, b_arg) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let (status, stdout, stderr) = run_weft(&["diff", a_arg, b_arg, "--json"]);
+    assert!(status.success(), "{stderr}");
+    let rows: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        rows[0]["name"], "nanosleep",
+        "what changed most first: {stdout}"
+    );
+    let ratio = |row: &serde_json::Value, column: &str| {
+        row["b"][column].as_f64().unwrap() / row["a"][column].as_f64().unwrap()
+    };
+    // The median: 30 sleeps' p99 is their slowest, which one stall moves.
+    let r = ratio(&rows[0], "p50(dur)");
+    assert!((2.5..3.5).contains(&r), "nanosleep p50 {r}: {stdout}");
+    let getppid = rows.iter().find(|r| r["name"] == "getppid").unwrap();
+    assert_eq!(
+        (&getppid["a"]["count"], &getppid["b"]["count"]),
+        (&50.into(), &50.into())
+    );
+    // Exact: A's p99 is what `weft query` gives.
+    let p99 = query(&a, r#"syscalls where name = "nanosleep" | p99(dur)"#)[0]["p99(dur)"].clone();
+    assert_eq!(rows[0]["a"]["p99(dur)"], p99);
+    let (status, _, stderr) = run_weft(&["diff", a_arg, b_arg, "--fail-if", "p50(dur) > 2x"]);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("weft: nanosleep: p50(dur) is"), "{stderr}");
+    let (status, stdout, stderr) = run_weft(&["diff", a_arg, b_arg, "--fail-if", "p50 > 5x"]);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        stdout.contains("SYSCALL") && stdout.contains("nanosleep"),
+        "{stdout}"
+    );
+    let (status, _, stderr) = run_weft(&["diff", a_arg, b_arg, "--fail-if", "p98 > 2x"]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    for dir in [a, b] {
+        std::fs::remove_dir_all(&*dir).unwrap();
+    }
+}
