@@ -175,7 +175,10 @@ const TABLE: &[(&[&str], &str)] = &[
         "`p98` is not count, rate",
     ),
     (&["diff", "{dir}"], "give B, or --b-window"),
-    (&["diff", "{dir}", "/nonexistent"], "/nonexistent is not a weft capture"),
+    (
+        &["diff", "{dir}", "/nonexistent"],
+        "/nonexistent is not a weft capture",
+    ),
     (
         &["export", "{dir}", "--format", "xml", "-o", "{new}"],
         "invalid value 'xml'",
