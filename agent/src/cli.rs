@@ -1027,7 +1027,8 @@ pub struct TuiArgs {
         value_name = "DIR,DIR,...",
         value_delimiter = ',',
         conflicts_with_all = ["dir", "replay"],
-        num_args = 1
+        num_args = 1,
+        help_heading = "Recordings"
     )]
     pub fleet: Vec<std::path::PathBuf>,
     /// Times the recorded pace (e.g. 3 plays a 1.3 M records/s recording
@@ -1215,17 +1216,17 @@ pub struct DiffArgs {
 
     /// The window of A (and of B, unless --b-window), as queries write one
     /// (`last 60s`, `[FROM, TO]`); default the whole capture.
-    #[arg(long, value_name = "WINDOW")]
+    #[arg(long, value_name = "WINDOW", help_heading = "Windows")]
     pub window: Option<String>,
 
     /// The window of B.
-    #[arg(long, value_name = "WINDOW")]
+    #[arg(long, value_name = "WINDOW", help_heading = "Windows")]
     pub b_window: Option<String>,
 
     /// Fail (exit 1) when B's METRIC against A's crosses FACTOR for a
     /// syscall: `METRIC > FACTORx` or `METRIC < FACTORx`, METRIC one of
     /// count, rate, p50, p90, p99, p99.9, max (with `(dur)` or not).
-    #[arg(long, value_name = "THRESHOLD")]
+    #[arg(long, value_name = "THRESHOLD", help_heading = "Exit status")]
     pub fail_if: Vec<String>,
 
     /// One JSON object per syscall instead of tables.
