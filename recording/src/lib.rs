@@ -25,7 +25,8 @@
 //!   quantiles for Prometheus, with [`histogram`]'s latency histograms;
 //!   [`peers`]: the peer port other hosts' weft
 //!   ask fleet queries and firings on, [`travel`]: firings sent along a
-//!   thread's connections, [`segments`]: the clocks of two hosts bounded
+//!   thread's connections ([`hosts`]: connections and wall-clock times as
+//!   hosts exchange them), [`segments`]: the clocks of two hosts bounded
 //!   by the TCP segments both saw; [`socket`]: weft's Unix sockets in `/run/weft`.
 //! - [`oneliner`]: a bpftrace-style one-liner run on the kernel's events,
 //!   its maps printed, its matched events optionally kept in a capture;
@@ -34,6 +35,7 @@
 pub mod app;
 pub mod exposition;
 pub mod histogram;
+pub mod hosts;
 pub mod live;
 pub mod metrics;
 pub mod oneliner;

@@ -13,7 +13,7 @@ use std::collections::{HashMap, VecDeque};
 use serde::{Deserialize, Serialize};
 use weft_abi::net::{Direction, PacketEvent};
 
-use crate::travel::{Conn, wall};
+use crate::hosts::{Conn, wall};
 
 /// What tells a segment apart on both hosts: its sequence and
 /// acknowledgement numbers, flags and payload length.
@@ -205,7 +205,7 @@ pub fn offset(mine: &[Seen], theirs: &[Seen]) -> Option<Offset> {
 /// record it, with an ACK, acknowledgement 9 and 10 bytes of payload.
 #[cfg(test)]
 pub(crate) fn packet(
-    (local, remote): (crate::travel::End, crate::travel::End),
+    (local, remote): (crate::hosts::End, crate::hosts::End),
     dir: Direction,
     seq: u32,
     ts_ns: u64,

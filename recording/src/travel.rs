@@ -19,33 +19,13 @@ use serde_json::{Value, json};
 use weft_abi::conns::ConnEvent;
 use weft_peer::{Peer, Secret};
 
-use crate::segments::{self, Offset, Seen, Segments};
+use crate::{
+    hosts::{Conn, now_wall, wall},
+    segments::{self, Offset, Seen, Segments},
+};
 
 /// The path peers ask to keep a window on.
 pub const PIN: &str = "/fleet/pin";
-
-/// One end of a connection: an IPv4 address (host order) and a port.
-pub type End = (u32, u16);
-
-/// A connection as one host sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Conn {
-    /// This host's end.
-    pub local: End,
-    /// The other host's.
-    pub remote: End,
-}
-
-impl Conn {
-    /// The same connection as the other end sees it.
-    #[must_use]
-    pub fn reversed(self) -> Self {
-        Self {
-            local: self.remote,
-            remote: self.local,
-        }
-    }
-}
 
 /// Connections used per thread, kept for the horizon after their
 /// last use and bounded in number.
@@ -629,35 +609,10 @@ fn exchange(
     (sent, answered)
 }
 
-/// `CLOCK_REALTIME` minus `CLOCK_MONOTONIC`, taken once: every wall time
-/// this recorder sends or compares (windows, segments) is converted alike,
-/// where each fresh reading would differ by the time between its two clock
-/// reads.
-fn wall_offset() -> i64 {
-    static OFFSET: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
-    *OFFSET.get_or_init(weft_capture::capture::wall_offset_ns)
-}
-
-/// Wall-clock ns since the epoch of monotonic time `mono`.
-pub fn wall(mono: u64) -> i64 {
-    i64::try_from(mono)
-        .unwrap_or(i64::MAX)
-        .saturating_add(wall_offset())
-}
-
-/// Monotonic ns of wall-clock time `wall_ns`.
-pub fn monotonic(wall_ns: i64) -> u64 {
-    u64::try_from(wall_ns.saturating_sub(wall_offset())).unwrap_or(0)
-}
-
-/// This host's wall clock, ns since the epoch.
-pub fn now_wall() -> i64 {
-    wall(weft_store::now_ns())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hosts::End;
 
     fn event(tid: u32, ts: u64, local: End, remote: End) -> ConnEvent {
         ConnEvent {

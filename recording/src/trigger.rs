@@ -27,7 +27,10 @@ use weft_capture::{
     registry::{TRIGGERS, is_weft_source},
 };
 
-use crate::travel::{Clock, PinReply, PinRequest, monotonic, now_wall};
+use crate::{
+    hosts::{monotonic, now_wall},
+    travel::{Clock, PinReply, PinRequest},
+};
 
 /// What to keep around a match, and how often a trigger may fire; by
 /// default nothing around it, and no limit.
@@ -991,7 +994,7 @@ mod tests {
             end_wall: now + end * 1_000_000_000,
             offset_ns: None,
             error_ns: 0,
-            via: crate::travel::Conn {
+            via: crate::hosts::Conn {
                 local: (1, 1),
                 remote: (2, 2),
             },
@@ -1036,7 +1039,7 @@ mod tests {
         }
         let mut request = asked("a", -1, 1);
         request.error_ns = crate::travel::DEFAULT_CLOCK_ERROR;
-        let behind = |mono: u64| crate::travel::wall(mono) - 5_000_000;
+        let behind = |mono: u64| crate::hosts::wall(mono) - 5_000_000;
         request.segments = vec![
             Seen {
                 segment: segment(1),
@@ -1060,7 +1063,7 @@ mod tests {
         // Between 4.97 and 5.02 ms: 4.995 ms, give or take 25 us.
         let clock = reply.segments_clock.unwrap();
         assert_eq!((clock.offset_ns, clock.error_ns), (4_995_000, 25_000));
-        let placed = |wall: i64, widen: i64| crate::travel::monotonic(wall + 4_995_000 + widen);
+        let placed = |wall: i64, widen: i64| crate::hosts::monotonic(wall + 4_995_000 + widen);
         assert_eq!(
             scratch.store.meta().pins,
             [(
