@@ -800,12 +800,15 @@ impl Snapshot {
             .get(at..at.saturating_add(time.summaries as usize * SUMMARY_LEN))
             .ok_or_else(|| Error::Corrupt {
                 path: path.clone(),
-                offset: span.offset + at as u64,
+                // A damaged entry may point anywhere: its offset saturates.
+                offset: span.offset.saturating_add(at as u64),
                 what: format!("summaries of chunk {} are cut short", time.chunk),
             })?;
         let bad = |i: usize| Error::Corrupt {
             path: path.clone(),
-            offset: span.offset + (at + i * SUMMARY_LEN) as u64,
+            offset: span
+                .offset
+                .saturating_add(at.saturating_add(i * SUMMARY_LEN) as u64),
             what: format!("summary of chunk {} fails its checksum", time.chunk),
         };
         let mut summaries = Vec::new();
