@@ -74,6 +74,12 @@ pub fn print(
         Format::Explain => explain(answer, elapsed),
         Format::Json => answer.to_json_lines(),
         Format::Csv => answer.to_csv(),
+        // A person reading the table is told what it lacks.
+        Format::Table if answer.lost > 0 => format!(
+            "{}({} records of this source were lost in this window: the answer lacks them)\n",
+            answer.to_table(wall_offset),
+            answer.lost
+        ),
         Format::Table => answer.to_table(wall_offset),
     }
 }

@@ -11,7 +11,7 @@ use weft_abi::{syscall::MAX_SYSCALLS, syscall_names};
 use weft_query::{Catalog, Kind, Names};
 use weft_store::Dir;
 
-use crate::registry::{self, CALLS, SYSCALLS, TRIGGERS};
+use crate::registry::{self, CALLS, LOSSES, SYSCALLS, TRIGGERS};
 
 /// Name of the metadata file in a capture directory.
 pub const METADATA: &str = "weft.json";
@@ -166,6 +166,7 @@ pub fn catalog_naming(
         log.set_kind("start", Kind::Time);
         log.set_kind("end", Kind::Time);
     }
+    describe_losses(&mut catalog, snapshot);
     for spec in crate::sources::ALL {
         if let Some(columns) = catalog.source_mut(spec.name) {
             spec.describe_columns(columns);
@@ -178,6 +179,19 @@ pub fn catalog_naming(
         }
     }
     Ok(catalog)
+}
+
+/// The `losses` source's columns: the lost source by name, why by word.
+fn describe_losses(catalog: &mut Catalog, snapshot: &weft_store::Snapshot) {
+    let sources = Names::new(
+        (snapshot.meta().sources.iter()).map(|s| (i64::from(s.id), s.name.clone())),
+        true,
+    );
+    let why = Names::new([(0, "ring full".to_owned()), (1, "other".to_owned())], true);
+    if let Some(losses) = catalog.source_mut(LOSSES) {
+        losses.set_kind("source", Kind::Named(Arc::new(sources)));
+        losses.set_kind("why", Kind::Named(Arc::new(why)));
+    }
 }
 
 /// The wall-clock offset of a capture: its first session's.

@@ -17,9 +17,11 @@ pub const TRIGGERS: &str = "triggers";
 pub const CALLS: &str = "calls";
 /// The names of the calls' functions (`pt_calls.rs`).
 pub const SYMBOLS: &str = "symbols";
+/// What each source lost, when and why (`recording/src/losses.rs`).
+pub const LOSSES: &str = "losses";
 
 /// Every name weft records under besides the event sources (`sources::ALL`).
-const OWN: [&str; 5] = [SYSCALLS, TASKS, TRIGGERS, CALLS, SYMBOLS];
+const OWN: [&str; 6] = [SYSCALLS, TASKS, TRIGGERS, CALLS, SYMBOLS, LOSSES];
 
 /// Whether weft itself names a source `name` (or lets queries call one
 /// so): applications and one-liners may not take it.

@@ -18,6 +18,9 @@ pub struct Answer {
     pub stats: QueryStats,
     /// How the query was answered, one step a line (`--explain`).
     pub plan: Vec<String>,
+    /// Records of the query's source lost in its window (the `losses`
+    /// source's count), which the answer cannot hold.
+    pub lost: u64,
 }
 
 /// A column's name and the meaning of its numbers.

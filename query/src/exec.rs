@@ -22,9 +22,47 @@ use crate::{
 pub fn run(snapshot: &Snapshot, catalog: &Catalog, query: &Query) -> Result<Answer> {
     let mut engine = Engine::new(snapshot, catalog)?;
     let mut answer = engine.query(query)?;
+    answer.lost = lost_in(&mut engine, query)?;
+    if answer.lost > 0 {
+        engine.plan.push(format!(
+            "losses: {} `{}` records were lost in this window; the answer lacks them",
+            answer.lost, query.source.text
+        ));
+    }
     answer.plan = engine.plan;
     answer.stats = engine.stats;
     Ok(answer)
+}
+
+/// The source whose records say what each source lost, when.
+const LOSSES: &str = "losses";
+
+/// How many records of `query`'s source the `losses` source counts in its
+/// window (by arrival, as losses are noted when they are read).
+fn lost_in(engine: &mut Engine, query: &Query) -> Result<u64> {
+    let catalog = engine.catalog;
+    let (Some(losses), Some(source)) = (catalog.source(LOSSES), catalog.source(&query.source.text))
+    else {
+        return Ok(0);
+    };
+    if source.name == LOSSES {
+        return Ok(0);
+    }
+    let window = engine.window(query.window.as_ref(), &query.source)?;
+    let (Some((of, _)), Some((count, _))) = (losses.column("source"), losses.column("lost")) else {
+        return Ok(0);
+    };
+    let mut lost = 0u64;
+    engine
+        .snapshot
+        .raw_scan_each(losses.id, window, |record| {
+            let column = |i: usize| losses.columns[i].value(record.ts, record.payload);
+            if column(of) == Some(i64::from(source.id)) {
+                lost += column(count).map_or(0, i64::unsigned_abs);
+            }
+        })
+        .map_err(Error::from)?;
+    Ok(lost)
 }
 
 /// Calls `visit` with each record `query` selects, as the cells of the

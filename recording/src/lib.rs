@@ -37,6 +37,7 @@ pub mod exposition;
 pub mod histogram;
 pub mod hosts;
 pub mod live;
+pub mod losses;
 pub mod metrics;
 pub mod oneliner;
 pub mod output;

@@ -33,7 +33,7 @@ use crate::{
     app::{self, AppServer, Message},
     histogram,
     live::{self, DecodePt},
-    metrics, peers,
+    losses, metrics, peers,
     probe::{Account, Accounting, Arrival, Consumer, Probes},
     session::{self, Outcome, Session},
     travel::{self, Travel},
@@ -222,6 +222,7 @@ pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<String> {
         start: Instant::now(),
         duration: plan.duration,
         dir: capture_dir,
+        losses: losses::LossLog::default(),
     };
     let outcome = session::run(&session, &mut probes, &mut recorder)?;
     if recorder.status {
@@ -338,6 +339,15 @@ fn finish(mut recorder: Recorder, session_index: usize, outcome: &Outcome) -> Re
     for decoded in &pending {
         if let Err(error) = recorder.store_calls(decoded) {
             recorder.error.get_or_insert(error);
+        }
+    }
+    // The losses of the last drain, at the end (none can be written after
+    // a store error).
+    if recorder.error.is_none() {
+        let now = weft_store::now_ns();
+        let Recorder { store, losses, .. } = &mut recorder;
+        if let Err(error) = losses.note(store, now, &outcome.accounting) {
+            recorder.error = Some(error);
         }
     }
     let Recorder {
@@ -546,6 +556,8 @@ struct Recorder {
     duration: Option<Duration>,
     /// The capture directory, the store's own.
     dir: Arc<weft_store::Dir>,
+    /// What each source lost, noted each tick.
+    losses: losses::LossLog,
 }
 
 impl Consumer for Recorder {
@@ -602,6 +614,8 @@ impl Consumer for Recorder {
             self.triggers.manual(&mut self.store, Some(note))?;
         }
         self.triggers.tick(&mut self.store)?;
+        self.losses
+            .note(&mut self.store, weft_store::now_ns(), accounting)?;
         while let Ok(decoded) = self.decoded.try_recv() {
             self.store_calls(&decoded)?;
         }

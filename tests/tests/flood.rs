@@ -121,6 +121,19 @@ fn overloaded(stop: &str) {
         "{losses}"
     );
     assert!(!finished.stderr.contains("mismatch"), "{}", finished.stderr);
+    // Every loss is a record of the `losses` source, and an answer over
+    // the window says how many records it lacks.
+    let lost = count(&losses, "lost");
+    let noted = query_rows(&dir, r#"losses where source = "syscalls" | sum(lost)"#);
+    assert_eq!(noted[0]["sum(lost)"].as_u64(), Some(lost), "{losses}");
+    let (status, table, stderr) = weft_tests::run_weft(&["query", dir_arg, "syscalls | count"]);
+    assert!(status.success(), "{stderr}");
+    assert!(
+        table.contains(&format!(
+            "({lost} records of this source were lost in this window"
+        )),
+        "{table}"
+    );
 }
 
 #[test]

@@ -336,6 +336,12 @@ const COMPARED: &[(&str, &[&str])] = &[
            if (strncmp(str($f), \"/tmp/weft-\", 10) == 0) { @[str($f)] = count(); } }",
         &["read:{file}:4096"],
     ),
+    // buf() of a variable that holds a field: the field's bytes.
+    (
+        "tracepoint:syscalls:sys_enter_openat /pid == cpid/ { $f = args->filename; \
+           if (strncmp(str($f), \"/tmp/weft-\", 10) == 0) { @[buf($f, 9)] = count(); } }",
+        &["read:{file}:4096"],
+    ),
     // The NUMA node of the event's CPU.
     (
         "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @[numaid] = count(); }",

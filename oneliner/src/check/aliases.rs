@@ -1,14 +1,19 @@
-//! `str($v)` where `$v` holds a tracepoint field, `argN` or `retval`
-//! (`$f = args->filename; ... str($f)`): bpftrace reads the string at the
-//! pointer the variable holds, which is the field's own value, so it is
-//! `str(args->filename)`, which weft reads in the kernel as the event
-//! happens. A variable qualifies when the item assigns it once, at the top
+//! `str($v)` and `buf($v, N)` where `$v` holds a tracepoint field, `argN`
+//! or `retval` (`$f = args->filename; ... str($f)`): bpftrace reads the
+//! memory at the pointer the variable holds, which is the field's own
+//! value, so it is `str(args->filename)`, which weft reads in the kernel as
+//! the event happens. A variable qualifies when the item assigns it once, at the top
 //! of its actions (not inside `if` or `while`), and never changes it;
 //! `str()` calls after that assignment read the field instead.
 
 use crate::ast::{Builtin, ExprKind, Item, Program, Stmt, for_each_expr};
 
-/// Rewrites each qualifying `str($v)` of `program` as `str(FIELD)`.
+/// The functions whose first argument weft reads in the kernel at the
+/// event, so that it must name a field there.
+const READ_AT_THE_EVENT: [&str; 2] = ["str", "buf"];
+
+/// Rewrites each qualifying `str($v)` (or `buf($v, N)`) of `program` as
+/// `str(FIELD)`.
 pub(crate) fn inline_in_str(program: &mut Program) {
     for item in &mut program.items {
         inline_item(item);
@@ -33,7 +38,7 @@ fn inline_item(item: &mut Item) {
             crate::ast::for_each_expr_mut(&mut one, &mut |e| {
                 e.rewrite(&mut |e| {
                     if let ExprKind::Call(function, args) = &mut e.kind
-                        && function == "str"
+                        && READ_AT_THE_EVENT.contains(&function.as_str())
                         && let Some(first) = args.first_mut()
                         && matches!(&first.kind, ExprKind::Var(v) if *v == name)
                     {
@@ -96,6 +101,18 @@ mod tests {
         );
         assert_eq!(plan.attaches[0].strings, same.attaches[0].strings);
         assert_eq!(plan.attaches[0].strings.len(), 1);
+    }
+
+    #[test]
+    fn buf_of_a_variable_holding_a_field_reads_the_field() {
+        let plan = checked(
+            r#"tracepoint:syscalls:sys_enter_openat { $f = args->filename; printf("%r\n", buf($f, 6)); }"#,
+        );
+        let same = checked(
+            r#"tracepoint:syscalls:sys_enter_openat { printf("%r\n", buf(args->filename, 6)); }"#,
+        );
+        assert_eq!(plan.attaches[0].reads, same.attaches[0].reads);
+        assert_eq!(plan.attaches[0].strings, same.attaches[0].strings);
     }
 
     #[test]
