@@ -27,6 +27,8 @@ extern crate std;
 pub mod block;
 pub mod conns;
 pub mod events;
+#[cfg(feature = "user")]
+pub mod mapping;
 pub mod net;
 pub mod oneliner;
 pub mod pagecache;

@@ -39,11 +39,12 @@ use std::{
     boxed::Box,
     format, io,
     os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd},
-    ptr::NonNull,
     sync::atomic::{AtomicU32, AtomicU64, Ordering},
     vec,
     vec::Vec,
 };
+
+use crate::mapping::Mapping;
 
 /// Set in a record's length while the producer still writes it.
 const BUSY: u32 = 1 << 31;
@@ -80,10 +81,11 @@ enum Memory {
     Mapped {
         /// The map, kept open so that callers can poll it.
         fd: OwnedFd,
-        consumer: NonNull<u8>,
-        producer: NonNull<u8>,
+        /// The consumer position's page, read-write.
+        consumer: Mapping,
+        /// The producer position's page, then the data twice, read-only.
+        producer: Mapping,
         page: usize,
-        size: usize,
     },
     /// A ring in weft's own memory, with the kernel's layout: for tests and
     /// benchmarks that need no root. `data` holds the data twice, as the
@@ -116,40 +118,15 @@ impl Ring {
                 format!("ring size {size} is not a power of two multiple of the page size"),
             ));
         }
-        let map = |len: usize, prot: i32, offset: usize| -> io::Result<NonNull<u8>> {
-            // SAFETY: a fresh shared mapping of the map's fd; the kernel
-            // checks the offsets and protections of ring buffer maps.
-            let ptr = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    prot,
-                    libc::MAP_SHARED,
-                    fd.as_raw_fd(),
-                    libc::off_t::try_from(offset).map_err(io::Error::other)?,
-                )
-            };
-            if ptr == libc::MAP_FAILED {
-                return Err(io::Error::last_os_error());
-            }
-            NonNull::new(ptr.cast()).ok_or_else(|| io::Error::other("mmap returned null"))
-        };
-        let consumer = map(page, libc::PROT_READ | libc::PROT_WRITE, 0)?;
-        let producer = match map(page + 2 * size, libc::PROT_READ, page) {
-            Ok(producer) => producer,
-            Err(error) => {
-                // SAFETY: mapped just above with this length.
-                unsafe { libc::munmap(consumer.as_ptr().cast(), page) };
-                return Err(error);
-            }
-        };
+        // The kernel checks the offsets and protections of ring buffer maps.
+        let consumer = Mapping::shared(fd.as_raw_fd(), page, 0, true)?;
+        let producer = Mapping::shared(fd.as_raw_fd(), page + 2 * size, page, false)?;
         Ok(Self {
             memory: Memory::Mapped {
                 fd,
                 consumer,
                 producer,
                 page,
-                size,
             },
             mask: size as u64 - 1,
             peak: 0,
@@ -193,16 +170,14 @@ impl Ring {
 
     fn consumer(&self) -> &AtomicU64 {
         match &self.memory {
-            // SAFETY: the page is mapped while `self` lives, 8-aligned.
-            Memory::Mapped { consumer, .. } => unsafe { consumer.cast::<AtomicU64>().as_ref() },
+            Memory::Mapped { consumer, .. } => consumer.word(0),
             Memory::Heap { consumer, .. } => consumer,
         }
     }
 
     fn producer(&self) -> &AtomicU64 {
         match &self.memory {
-            // SAFETY: the page is mapped while `self` lives, 8-aligned.
-            Memory::Mapped { producer, .. } => unsafe { producer.cast::<AtomicU64>().as_ref() },
+            Memory::Mapped { producer, .. } => producer.word(0),
             Memory::Heap { producer, .. } => producer,
         }
     }
@@ -210,7 +185,9 @@ impl Ring {
     /// The start of the data area, which is mapped twice in a row.
     fn data(&self) -> *const u8 {
         match &self.memory {
-            Memory::Mapped { producer, page, .. } => producer.as_ptr().wrapping_add(*page),
+            Memory::Mapped { producer, page, .. } => {
+                producer.as_ptr().wrapping_add(*page).cast_const()
+            }
             Memory::Heap { data, .. } => data.as_ptr().cast(),
         }
     }
@@ -491,25 +468,6 @@ fn bytemuck_u64s(words: &mut [u64]) -> &mut [u8] {
     // SAFETY: u8 has no alignment or validity requirements, and the length
     // covers exactly the same memory.
     unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast(), words.len() * 8) }
-}
-
-impl Drop for Ring {
-    fn drop(&mut self) {
-        if let Memory::Mapped {
-            consumer,
-            producer,
-            page,
-            size,
-            ..
-        } = self.memory
-        {
-            // SAFETY: both were mapped in `map` with these lengths.
-            unsafe {
-                libc::munmap(consumer.as_ptr().cast(), page);
-                libc::munmap(producer.as_ptr().cast(), page + 2 * size);
-            }
-        }
-    }
 }
 
 /// `CLOCK_MONOTONIC` now, in ns: the clock of `bpf_ktime_get_ns`, which

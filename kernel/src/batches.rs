@@ -4,20 +4,21 @@
 
 use std::{
     os::fd::{AsFd as _, AsRawFd as _},
-    ptr::{self, NonNull},
+    ptr,
     time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, Result};
 use aya::maps::MapData;
-use weft_abi::syscall::{BATCH_EVENTS, Batch, EVENT_SIZE};
+use weft_abi::{
+    mapping::Mapping,
+    syscall::{BATCH_EVENTS, Batch, EVENT_SIZE},
+};
 
 /// The array map's values, one [`Batch`] per possible CPU.
 pub struct Batches {
-    first: NonNull<Batch>,
+    memory: Mapping,
     cpus: usize,
-    /// Bytes mapped.
-    len: usize,
 }
 
 // SAFETY: the mapping belongs to this value alone; the kernel side writes
@@ -34,31 +35,21 @@ impl Batches {
             .context("no page size")?;
         // The kernel rounds each value up to 8 bytes and the whole up to pages.
         let len = (size_of::<Batch>().next_multiple_of(8) * cpus).next_multiple_of(page);
-        // SAFETY: a fresh shared mapping of the map's fd, whose size the
-        // kernel checks against the array's.
-        let memory = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                map.fd().as_fd().as_raw_fd(),
-                0,
-            )
-        };
-        if memory == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error())
-                .context("failed to map the syscall batches");
-        }
-        let first = NonNull::new(memory.cast()).context("mmap returned null")?;
-        Ok(Self { first, cpus, len })
+        // The kernel checks the size against the array's.
+        let memory = Mapping::shared(map.fd().as_fd().as_raw_fd(), len, 0, true)
+            .context("failed to map the syscall batches")?;
+        Ok(Self { memory, cpus })
     }
 
+    #[allow(
+        clippy::cast_ptr_alignment,
+        reason = "the mapping is page-aligned and batches are 8-byte multiples apart"
+    )]
     fn batch(&self, cpu: usize) -> *mut Batch {
         debug_assert!(cpu < self.cpus);
         // SAFETY: within the mapping, whose values are `Batch`-sized apart
         // (its size is a multiple of 8) and page-aligned at the start.
-        unsafe { self.first.as_ptr().add(cpu) }
+        unsafe { self.memory.as_ptr().cast::<Batch>().add(cpu) }
     }
 
     /// Each CPU's count of syscalls that passed the filters.
@@ -120,12 +111,5 @@ fn wait_idle(batch: *mut Batch) {
     while unsafe { ptr::read_volatile(&raw const (*batch).busy) } != 0 && Instant::now() < deadline
     {
         std::thread::yield_now();
-    }
-}
-
-impl Drop for Batches {
-    fn drop(&mut self) {
-        // SAFETY: mapped in `map` with this length.
-        unsafe { libc::munmap(self.first.as_ptr().cast(), self.len) };
     }
 }

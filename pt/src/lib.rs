@@ -11,7 +11,8 @@
 //! [`threads`] hands each step of a CPU's trace to the thread that ran it,
 //! [`calls`] turns steps into calls, and [`caps`] says whether this machine
 //! can record PT. This crate knows nothing about eBPF or the store; it reads
-//! PT byte streams and code images and says what the CPU did.
+//! PT byte streams and code images and says what the CPU did (its one
+//! `weft-abi` use is the shared mapping of a perf event's buffers).
 
 pub mod calls;
 pub mod caps;

@@ -431,7 +431,14 @@ impl State {
                 if answer.is_err() && self.input.is_none() {
                     self.input = Some(Input::new(InputKind::Query, &query));
                 }
-                self.message.clear();
+                // An answer over a window that lost records says so.
+                self.message = match &answer {
+                    Ok(a) if a.lost > 0 => format!(
+                        "{} records of this source were lost in this window: the answer lacks them",
+                        a.lost
+                    ),
+                    _ => String::new(),
+                };
                 self.result = Some((query, answer));
                 if self.view == View::Query {
                     self.selected = 0;

@@ -208,6 +208,20 @@ fn a_listed_record_drills_to_its_thread_around_it() {
 }
 
 #[test]
+fn a_query_over_a_window_with_losses_says_how_many_records_it_lacks() {
+    let mut state = live();
+    let mut counted = answer(&[("count", Kind::Int)], vec![vec![Cell::Int(10)]]);
+    counted.lost = 7;
+    state.apply(Job::User("syscalls | count".into()), Ok(counted));
+    assert_eq!(
+        state.message,
+        "7 records of this source were lost in this window: the answer lacks them"
+    );
+    state.apply(Job::User("syscalls | count".into()), Ok(Answer::default()));
+    assert!(state.message.is_empty(), "{}", state.message);
+}
+
+#[test]
 fn answers_to_outdated_queries_and_refreshes_while_frozen_are_dropped() {
     let mut state = live();
     let old = state.latency_query();

@@ -94,7 +94,8 @@ mod tests {
             ("weft-query", &["weft-store"]),
             ("weft-oneliner", &["weft-abi"]),
             ("weft-tui", &["weft-query", "weft-store"]),
-            ("weft-pt", &["weft-symbols"]),
+            // Symbols for the calls; the shared mapping of a perf buffer.
+            ("weft-pt", &["weft-symbols", "weft-abi"]),
             // The channel moves signed bytes; its one weft type is the
             // fleet query's host.
             ("weft-peer", &["weft-query", "weft-store"]),
@@ -111,7 +112,9 @@ mod tests {
         assert!(graph["weft-client"].is_empty(), "applications link it");
         // What the middle crates must not reach, through anything weft's.
         let never: [(&str, &[&str]); 6] = [
-            ("weft-pt", &["aya", "weft-kernel", "weft-store", "clap"]),
+            // (aya, which weft-abi names as optional, is checked with
+            // features resolved below.)
+            ("weft-pt", &["weft-kernel", "weft-store", "clap"]),
             ("weft-kernel", &["weft-store", "weft-query", "clap"]),
             ("weft-recording", &["clap", "weft-pt"]),
             ("weft-pt-capture", &["clap", "weft-store"]),
@@ -177,5 +180,8 @@ mod tests {
                 assert!(!linked.contains(never), "{package} links {never}");
             }
         }
+        // The PT decoder neither: it takes only weft-abi's shared mapping.
+        let pt = linked("weft-pt");
+        assert!(pt.contains("weft-abi") && !pt.contains("aya"), "{pt:?}");
     }
 }

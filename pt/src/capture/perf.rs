@@ -8,10 +8,11 @@
 use std::io;
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering, fence};
+use std::sync::atomic::{Ordering, fence};
 
 use perf_event::events::Dynamic;
+
+use weft_abi::mapping::Mapping;
 
 use super::{Aux, Plan, Traced};
 
@@ -60,15 +61,15 @@ impl PerfEvent {
         let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
             .map_err(|_| io::Error::other("no page size"))?;
         let fd = counter.as_raw_fd();
-        let base = Mapping::new(fd, (1 + DATA_PAGES) * page, 0, true)?;
+        let base = Mapping::shared(fd, (1 + DATA_PAGES) * page, 0, true)?;
         let aux_len = usize::try_from(plan.aux_bytes).map_err(io::Error::other)?;
         // The kernel reads where to put the AUX area from the header.
         base.word(AUX_OFFSET)
-            .store(base.len as u64, Ordering::SeqCst);
+            .store(base.len() as u64, Ordering::SeqCst);
         base.word(AUX_SIZE).store(plan.aux_bytes, Ordering::SeqCst);
         // Mapped writable, the area stops when full (the reader moves the
         // tail); read-only, it is overwritten (snapshot mode).
-        let aux = Mapping::new(fd, aux_len, base.len, !plan.snapshot)?;
+        let aux = Mapping::shared(fd, aux_len, base.len(), !plan.snapshot)?;
         Ok(PerfEvent {
             counter,
             base,
@@ -125,79 +126,21 @@ impl Traced for PerfEvent {
     fn take(&self) -> io::Result<Aux> {
         let head = self.base.word(AUX_HEAD).load(Ordering::Acquire);
         fence(Ordering::Acquire);
-        let size = self.aux.len as u64;
+        let size = self.aux.len() as u64;
         // In snapshot mode the head runs on; the last `size` bytes hold.
-        let tail = if self.aux.writable {
+        let tail = if self.aux.writable() {
             self.base.word(AUX_TAIL).load(Ordering::Relaxed)
         } else {
             head.saturating_sub(size)
         };
         let ring = self.aux.bytes();
         let bytes = (tail..head).map(|at| ring[(at % size) as usize]).collect();
-        if self.aux.writable {
+        if self.aux.writable() {
             self.base.word(AUX_TAIL).store(head, Ordering::Release);
         }
         Ok(Aux {
             bytes,
-            truncated: self.truncated() || (!self.aux.writable && head > size),
+            truncated: self.truncated() || (!self.aux.writable() && head > size),
         })
-    }
-}
-
-/// A shared mapping of part of a perf event's buffer.
-struct Mapping {
-    ptr: NonNull<u8>,
-    len: usize,
-    writable: bool,
-}
-
-// SAFETY: the mapping is plain shared memory; the words the kernel and
-// weft both write are accessed atomically.
-unsafe impl Send for Mapping {}
-unsafe impl Sync for Mapping {}
-
-impl Mapping {
-    fn new(fd: i32, len: usize, offset: usize, writable: bool) -> io::Result<Mapping> {
-        let prot = libc::PROT_READ | if writable { libc::PROT_WRITE } else { 0 };
-        let offset = libc::off_t::try_from(offset).map_err(io::Error::other)?;
-        // SAFETY: a fresh shared mapping of the event's fd; checked below.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                prot,
-                libc::MAP_SHARED,
-                fd,
-                offset,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let ptr = NonNull::new(ptr.cast()).ok_or_else(|| io::Error::other("mmap gave null"))?;
-        Ok(Mapping { ptr, len, writable })
-    }
-
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: `len` bytes are mapped for as long as self lives.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-
-    /// The 64-bit header word at `offset`, shared with the kernel.
-    #[allow(
-        clippy::cast_ptr_alignment,
-        reason = "the mapping is page-aligned and the offset a multiple of 8"
-    )]
-    fn word(&self, offset: usize) -> &AtomicU64 {
-        assert!(offset + 8 <= self.len && offset.is_multiple_of(8));
-        // SAFETY: in bounds and aligned (the mapping is page-aligned).
-        unsafe { &*self.ptr.as_ptr().add(offset).cast::<AtomicU64>() }
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: unmapping what `new` mapped, once.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
 }
