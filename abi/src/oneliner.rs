@@ -9,17 +9,17 @@
 //! of user space's, so neither probe needs to send its events for it.
 
 /// Name of the per-CPU ring buffer array map.
-pub const RINGS_MAP: &str = "TRACE_RINGS";
+pub const RINGS_MAP: &str = "ONELINER_RINGS";
 /// Name of the hash map from probe key (the attach cookie: the attach
 /// point's index) to [`ProbeConfig`].
-pub const PROBES_MAP: &str = "TRACE_PROBES";
+pub const PROBES_MAP: &str = "ONELINER_PROBES";
 /// Name of the per-CPU counter array, indexed by [`Counter`].
-pub const COUNTERS_MAP: &str = "TRACE_COUNTERS";
+pub const COUNTERS_MAP: &str = "ONELINER_COUNTERS";
 /// Name of the stack trace map `kstack`/`ustack` ids point into.
-pub const STACKS_MAP: &str = "TRACE_STACKS";
+pub const STACKS_MAP: &str = "ONELINER_STACKS";
 /// Name of the per-CPU hash map of aggregations kept in the kernel, from
 /// [`AggKey`] to [`AggValue`].
-pub const AGGS_MAP: &str = "TRACE_AGGS";
+pub const AGGS_MAP: &str = "ONELINER_AGGS";
 /// Entries of [`AGGS_MAP`], shared by every map the kernel aggregates for
 /// (twice bpftrace's default `mapmax`, as a histogram's buckets are keys
 /// here); an event whose key finds no room goes to user space instead,
@@ -28,24 +28,24 @@ pub const MAX_AGGS: u32 = 8192;
 /// Name of the LRU hash map of pointers kept per thread: `tid | id << 32`
 /// to the pointer ([`ProbeConfig::save`]), whose string a later probe of
 /// the thread reads ([`STRING_SAVED`]).
-pub const SAVED_MAP: &str = "TRACE_SAVED";
+pub const SAVED_MAP: &str = "ONELINER_SAVED";
 /// Entries of [`SAVED_MAP`].
 pub const MAX_SAVED: u32 = 16384;
 /// Name of the hash map of start times the kernel keeps, from [`StartKey`]
 /// to the `bpf_ktime_get_ns` of the probe that stored it ([`Starts`]).
-pub const STARTS_MAP: &str = "TRACE_STARTS";
+pub const STARTS_MAP: &str = "ONELINER_STARTS";
 /// Entries of [`STARTS_MAP`], shared by every map kept there. A plain hash,
 /// as bpftrace's maps are: a start that finds no room is counted
 /// ([`Counter::StartsLost`]), never one evicted unseen.
 pub const MAX_STARTS: u32 = 65536;
 /// Name of the global holding weft's own thread group id (never traced).
-pub const IGNORE_GLOBAL: &str = "TRACE_IGNORE_TGID";
+pub const IGNORE_GLOBAL: &str = "ONELINER_IGNORE_TGID";
 /// Name of the global of `USES_*` bits: the parts of the generic body
 /// that some probe of the one-liner needs ([`ProbeConfig::uses`]). The
 /// verifier reads a frozen read-only global as a constant, so it walks
 /// only those parts: most one-liners need few, and walking every part is
 /// most of their start-up.
-pub const USES_GLOBAL: &str = "TRACE_USES";
+pub const USES_GLOBAL: &str = "ONELINER_USES";
 /// Predicate parts ([`ProbeConfig::filters`]).
 pub const USES_FILTERS: u32 = 1 << 0;
 /// The task name test ([`ProbeConfig::match_comm`]).
@@ -88,7 +88,7 @@ pub const MAX_STRING_LEN: usize = 256;
 /// The global holding the slot length of a loaded program (a power of two
 /// from [`STRING_LEN`] to [`MAX_STRING_LEN`]): read-only, so the verifier
 /// knows it.
-pub const STRING_LEN_GLOBAL: &str = "TRACE_STRING_LEN";
+pub const STRING_LEN_GLOBAL: &str = "ONELINER_STRING_LEN";
 /// Strings and struct regions per event at most: bpftrace has no such
 /// limit, and a program reading a struct, its string members and another
 /// struct behind it needs five or six.
@@ -129,7 +129,7 @@ pub const COPIES: u32 = 8;
 
 /// Copies of the tracepoint program: the kernel runs one program at most
 /// once per tracepoint, so each probe on the same tracepoint needs its own
-/// (`weft_trace_tracepoint`, then `weft_trace_tracepoint_1`, ...).
+/// (`weft_oneliner_tracepoint`, then `weft_oneliner_tracepoint_1`, ...).
 pub const TRACEPOINT_COPIES: usize = 4;
 
 /// Program families that come in [`COPIES`].

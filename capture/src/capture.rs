@@ -20,7 +20,9 @@ pub const METADATA: &str = "weft.json";
 pub const APP_SOURCES: &str = "app_sources";
 /// Key of `weft.json` holding `weft trace --store` sources' field kinds,
 /// as [`APP_SOURCES`]; their `tid` also names the thread (`comm`).
-pub const TRACE_SOURCES: &str = "trace_sources";
+pub const ONELINER_SOURCES: &str = "oneliner_sources";
+/// The same key in captures written before it was named for one-liners.
+const ONELINER_SOURCES_BEFORE: &str = "trace_sources";
 /// Key of `weft.json` holding the CRC-32 of the rest of the document.
 const CHECKSUM: &str = "checksum";
 
@@ -144,7 +146,7 @@ pub fn catalog_naming(
         syscalls.span = Some("dur".into());
         syscalls.show_first(&["name", "dur", "ret", "comm", "pid", "tid", "cpu"]);
     }
-    for key in [APP_SOURCES, TRACE_SOURCES] {
+    for key in [APP_SOURCES, ONELINER_SOURCES, ONELINER_SOURCES_BEFORE] {
         for (name, fields) in metadata[key].as_object().into_iter().flatten() {
             let Some(columns) = catalog.source_mut(name) else {
                 continue;
@@ -153,7 +155,7 @@ pub fn catalog_naming(
                 let kind = registry::query_kind(kind.as_str().unwrap_or_default());
                 columns.set_kind(field, kind);
             }
-            if let (TRACE_SOURCES, Some(threads)) = (key, &threads) {
+            if let (ONELINER_SOURCES | ONELINER_SOURCES_BEFORE, Some(threads)) = (key, &threads) {
                 columns.view("tid", "comm", Kind::Named(threads.clone()));
             }
         }
@@ -445,6 +447,31 @@ pub fn host_json() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A one-liner's stored source keeps its fields' kinds under the key
+    /// of today's captures and under the one captures had before.
+    #[test]
+    fn one_liner_sources_read_under_either_key() {
+        let path = std::env::temp_dir().join(format!("weft-keys-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        let mut store = weft_store::Store::open(&path, &weft_store::Config::default()).unwrap();
+        let fields = vec![
+            weft_store::Field::new("tid", 0, weft_store::FieldKind::U32),
+            weft_store::Field::new("dur", 8, weft_store::FieldKind::U64),
+        ];
+        store.define_source("opens", fields).unwrap();
+        store.publish();
+        let snapshot = store.snapshot();
+        for key in [ONELINER_SOURCES, "trace_sources"] {
+            let metadata = json!({ key: { "opens": { "tid": "int", "dur": "duration" } } });
+            let catalog = catalog_naming(&snapshot, &metadata, None).unwrap();
+            let opens = catalog.source("opens").unwrap();
+            let (_, dur) = opens.column("dur").unwrap();
+            assert!(matches!(dur.kind, Kind::Duration), "{key}: {:?}", dur.kind);
+        }
+        drop(store);
+        std::fs::remove_dir_all(&path).unwrap();
+    }
 
     /// Numbers a capture records (rates, seconds, a peer's delay) read
     /// back as written: parsed inexactly, about one float in six would

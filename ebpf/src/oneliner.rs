@@ -46,26 +46,26 @@ use weft_abi::{
 };
 
 #[unsafe(no_mangle)]
-static TRACE_IGNORE_TGID: u32 = 0;
+static ONELINER_IGNORE_TGID: u32 = 0;
 
 /// The parts of the body some probe needs (`weft_abi::oneliner::USES_*`),
 /// set by the loader. Read-only, so the verifier knows its value and does
 /// not walk the parts left out.
 #[unsafe(no_mangle)]
-static TRACE_USES: u32 = USES_ALL;
+static ONELINER_USES: u32 = USES_ALL;
 
 /// Bytes of each string slot (`weft_abi::oneliner::STRING_LEN_GLOBAL`),
 /// set by the loader from `BPFTRACE_STRLEN`. Read-only, so the verifier
 /// knows the slots' bounds and drops the stores past them.
 #[unsafe(no_mangle)]
-static TRACE_STRING_LEN: u32 = STRING_LEN as u32;
+static ONELINER_STRING_LEN: u32 = STRING_LEN as u32;
 
 /// The slot length, 1 to [`MAX_STRING_LEN`] by a mask.
 #[inline(always)]
 fn string_len() -> usize {
     // SAFETY: a global the loader sets; read_volatile keeps the compiler
     // from folding in the default.
-    let len = unsafe { core::ptr::read_volatile(&TRACE_STRING_LEN) } as usize;
+    let len = unsafe { core::ptr::read_volatile(&ONELINER_STRING_LEN) } as usize;
     (len.wrapping_sub(1) & (MAX_STRING_LEN - 1)) + 1
 }
 
@@ -74,41 +74,41 @@ fn string_len() -> usize {
 fn uses(parts: u32) -> bool {
     // SAFETY: a global the loader sets; read_volatile keeps the compiler
     // from folding in the default.
-    (unsafe { core::ptr::read_volatile(&TRACE_USES) } & parts) != 0
+    (unsafe { core::ptr::read_volatile(&ONELINER_USES) } & parts) != 0
 }
 
 #[btf_map]
-static TRACE_RINGS: ArrayOfMaps<RingBuf<u8, { 1 << 16 }>, { MAX_CPUS as usize }> =
+static ONELINER_RINGS: ArrayOfMaps<RingBuf<u8, { 1 << 16 }>, { MAX_CPUS as usize }> =
     ArrayOfMaps::new();
 
 #[map]
-static TRACE_PROBES: Array<ProbeConfig> = Array::with_max_entries(PROBE_SLOTS, 0);
+static ONELINER_PROBES: Array<ProbeConfig> = Array::with_max_entries(PROBE_SLOTS, 0);
 
 #[map]
-static TRACE_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTERS, 0);
+static ONELINER_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTERS, 0);
 
 /// Aggregations kept in the kernel.
 #[map]
-static TRACE_AGGS: PerCpuHashMap<AggKey, AggValue> = PerCpuHashMap::with_max_entries(MAX_AGGS, 0);
+static ONELINER_AGGS: PerCpuHashMap<AggKey, AggValue> = PerCpuHashMap::with_max_entries(MAX_AGGS, 0);
 
 /// Pointers kept per thread for a later probe's string.
 #[map]
-static TRACE_SAVED: LruHashMap<u64, u64> = LruHashMap::with_max_entries(MAX_SAVED, 0);
+static ONELINER_SAVED: LruHashMap<u64, u64> = LruHashMap::with_max_entries(MAX_SAVED, 0);
 
 /// Start times kept for a later probe (`@start[tid] = nsecs`).
 #[map]
-static TRACE_STARTS: HashMap<StartKey, u64> = HashMap::with_max_entries(MAX_STARTS, 0);
+static ONELINER_STARTS: HashMap<StartKey, u64> = HashMap::with_max_entries(MAX_STARTS, 0);
 
 /// Stacks for `kstack` and `ustack`, by id.
 #[map]
-static TRACE_STACKS: StackTrace = StackTrace::with_max_entries(16384, 0);
+static ONELINER_STACKS: StackTrace = StackTrace::with_max_entries(16384, 0);
 
 /// `BPF_F_USER_STACK`.
 const USER_STACK: u64 = 1 << 8;
 
 /// Where a record is assembled before it is copied into the ring.
 #[map]
-static TRACE_SCRATCH: PerCpuArray<[u8; SCRATCH_BYTES]> = PerCpuArray::with_max_entries(1, 0);
+static ONELINER_SCRATCH: PerCpuArray<[u8; SCRATCH_BYTES]> = PerCpuArray::with_max_entries(1, 0);
 
 /// Addresses below this are user memory on x86-64.
 const USER_TOP: u64 = 0x0000_8000_0000_0000;
@@ -135,30 +135,30 @@ macro_rules! tracepoints {
 }
 
 tracepoints! {
-    weft_trace_tracepoint
-    weft_trace_tracepoint_1
-    weft_trace_tracepoint_2
-    weft_trace_tracepoint_3
+    weft_oneliner_tracepoint
+    weft_oneliner_tracepoint_1
+    weft_oneliner_tracepoint_2
+    weft_oneliner_tracepoint_3
 }
 
 /// kprobes and kretprobes: the context is the `pt_regs` the arguments and
 /// return value are read from.
 #[kprobe]
 #[inline(always)]
-pub fn weft_trace_kprobe(ctx: ProbeContext) -> u32 {
+pub fn weft_oneliner_kprobe(ctx: ProbeContext) -> u32 {
     registers(&ctx)
 }
 
 /// uprobes (aya attaches them, and needs the entry and return kinds apart).
 #[uprobe]
 #[inline(always)]
-pub fn weft_trace_uprobe(ctx: ProbeContext) -> u32 {
+pub fn weft_oneliner_uprobe(ctx: ProbeContext) -> u32 {
     registers(&ctx)
 }
 
 #[uretprobe]
 #[inline(always)]
-pub fn weft_trace_uretprobe(ctx: RetProbeContext) -> u32 {
+pub fn weft_oneliner_uretprobe(ctx: RetProbeContext) -> u32 {
     registers(&ctx)
 }
 
@@ -175,7 +175,7 @@ fn registers<C: StackIdContext>(ctx: &C) -> u32 {
 /// context is not the registers themselves), so probes have no fields.
 #[perf_event]
 #[inline(always)]
-pub fn weft_trace_perf(ctx: PerfEventContext) -> u32 {
+pub fn weft_oneliner_perf(ctx: PerfEventContext) -> u32 {
     // SAFETY: the helper only reads the current run context.
     let key = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
     capture(&ctx, key as u32);
@@ -210,18 +210,18 @@ macro_rules! copies {
 }
 
 copies! {
-    0: weft_trace_fentry_0 weft_trace_fexit_0 weft_trace_raw_tp_0;
-    1: weft_trace_fentry_1 weft_trace_fexit_1 weft_trace_raw_tp_1;
-    2: weft_trace_fentry_2 weft_trace_fexit_2 weft_trace_raw_tp_2;
-    3: weft_trace_fentry_3 weft_trace_fexit_3 weft_trace_raw_tp_3;
-    4: weft_trace_fentry_4 weft_trace_fexit_4 weft_trace_raw_tp_4;
-    5: weft_trace_fentry_5 weft_trace_fexit_5 weft_trace_raw_tp_5;
-    6: weft_trace_fentry_6 weft_trace_fexit_6 weft_trace_raw_tp_6;
-    7: weft_trace_fentry_7 weft_trace_fexit_7 weft_trace_raw_tp_7;
+    0: weft_oneliner_fentry_0 weft_oneliner_fexit_0 weft_oneliner_raw_tp_0;
+    1: weft_oneliner_fentry_1 weft_oneliner_fexit_1 weft_oneliner_raw_tp_1;
+    2: weft_oneliner_fentry_2 weft_oneliner_fexit_2 weft_oneliner_raw_tp_2;
+    3: weft_oneliner_fentry_3 weft_oneliner_fexit_3 weft_oneliner_raw_tp_3;
+    4: weft_oneliner_fentry_4 weft_oneliner_fexit_4 weft_oneliner_raw_tp_4;
+    5: weft_oneliner_fentry_5 weft_oneliner_fexit_5 weft_oneliner_raw_tp_5;
+    6: weft_oneliner_fentry_6 weft_oneliner_fexit_6 weft_oneliner_raw_tp_6;
+    7: weft_oneliner_fentry_7 weft_oneliner_fexit_7 weft_oneliner_raw_tp_7;
 }
 
 fn count(counter: Counter) {
-    if let Some(slot) = TRACE_COUNTERS.get_ptr_mut(counter as u32) {
+    if let Some(slot) = ONELINER_COUNTERS.get_ptr_mut(counter as u32) {
         // SAFETY: a valid, aligned per-CPU u64 slot; atomic because another
         // program may preempt this one on the same CPU.
         unsafe {
@@ -313,12 +313,12 @@ fn integer(
 #[inline(always)]
 fn capture<C: StackIdContext>(context: &C, key: u32) {
     let ctx: *const u8 = context.as_ptr().cast();
-    let Some(config) = TRACE_PROBES.get(key).filter(|config| config.live != 0) else {
+    let Some(config) = ONELINER_PROBES.get(key).filter(|config| config.live != 0) else {
         return;
     };
     let pid_tgid = bpf_get_current_pid_tgid();
     // SAFETY: a global the loader sets; read_volatile keeps its value live.
-    if (pid_tgid >> 32) as u32 == unsafe { core::ptr::read_volatile(&TRACE_IGNORE_TGID) } {
+    if (pid_tgid >> 32) as u32 == unsafe { core::ptr::read_volatile(&ONELINER_IGNORE_TGID) } {
         return;
     }
     if uses(USES_FILTERS) && !passes(ctx, &config.filters, pid_tgid) {
@@ -348,7 +348,7 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
         && config.save != 0
         && let Some(pointer) = read::<u64>(ctx, config.save_offset as usize)
     {
-        let _ = TRACE_SAVED.insert(&saved_key(pid_tgid, config.save), &pointer, 0);
+        let _ = ONELINER_SAVED.insert(&saved_key(pid_tgid, config.save), &pointer, 0);
     }
     // Read once, and only where it is used: a probe that aggregates alone
     // needs no time.
@@ -360,7 +360,7 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
     };
     if uses(USES_STARTS) && starts.how == STARTS_STORE {
         let stored = start_key(ctx, starts, pid_tgid)
-            .is_some_and(|key| TRACE_STARTS.insert(&key, &ns, 0).is_ok());
+            .is_some_and(|key| ONELINER_STARTS.insert(&key, &ns, 0).is_ok());
         if !stored {
             count(Counter::StartsLost);
         }
@@ -385,7 +385,7 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
     // Each event that passed is counted once: here, when it is to be sent,
     // or above, when the kernel kept it.
     count(Counter::Seen);
-    let Some(buf) = TRACE_SCRATCH.get_ptr_mut(0) else {
+    let Some(buf) = ONELINER_SCRATCH.get_ptr_mut(0) else {
         return;
     };
     // SAFETY: the per-CPU scratch value, used by one program at a time on
@@ -405,7 +405,7 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
             return -1;
         }
         context
-            .get_stackid(&TRACE_STACKS, flags)
+            .get_stackid(&ONELINER_STACKS, flags)
             .map_or(-1, |id| id as i32)
     };
     // Field by field into the scratch buffer, which holds at least a
@@ -456,7 +456,7 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
         read_join(ctx, config, len, buf);
         len += JOIN_SIZE;
     }
-    let ring = TRACE_RINGS.get(cpu);
+    let ring = ONELINER_RINGS.get(cpu);
     let sent = ring.is_some_and(|ring| {
         // Flags 0: the kernel wakes weft only when this record lands in
         // an empty ring, which is once per drain while events flow, and
@@ -479,7 +479,7 @@ struct Task {
     start: u64,
 }
 
-/// The [`TRACE_STARTS`] key `starts` names at this event.
+/// The [`ONELINER_STARTS`] key `starts` names at this event.
 #[inline(always)]
 fn start_key(ctx: *const u8, starts: &Starts, pid_tgid: u64) -> Option<StartKey> {
     let key = &starts.key;
@@ -502,9 +502,9 @@ fn start_key(ctx: *const u8, starts: &Starts, pid_tgid: u64) -> Option<StartKey>
 fn take_start(ctx: *const u8, starts: &Starts, pid_tgid: u64) -> Option<u64> {
     let key = start_key(ctx, starts, pid_tgid)?;
     // SAFETY: the value is only read, and copied before the delete.
-    let start = *unsafe { TRACE_STARTS.get(&key) }?;
+    let start = *unsafe { ONELINER_STARTS.get(&key) }?;
     if starts.delete != 0 {
-        let _ = TRACE_STARTS.remove(&key);
+        let _ = ONELINER_STARTS.remove(&key);
     }
     Some(start)
 }
@@ -523,7 +523,7 @@ fn elapsed(ns: u64, start: u64, divisor: i64) -> i64 {
     if since < 0 { -quotient } else { quotient }
 }
 
-/// Files the event under `agg` in [`TRACE_AGGS`]; false when it cannot (a
+/// Files the event under `agg` in [`ONELINER_AGGS`]; false when it cannot (a
 /// full map, an unreadable field), and the event is sent instead.
 #[inline(always)]
 fn aggregate(task: &Task, agg: &Aggregation) -> bool {
@@ -570,14 +570,14 @@ fn aggregate(task: &Task, agg: &Aggregation) -> bool {
     }
     // SAFETY: every field is written above (AggKey has no padding).
     let key = unsafe { key.assume_init_ref() };
-    if let Some(value) = TRACE_AGGS.get_ptr_mut(key) {
+    if let Some(value) = ONELINER_AGGS.get_ptr_mut(key) {
         // SAFETY: this CPU's value; programs do not nest on one CPU here.
         unsafe { (*value).add(sample) };
         return true;
     }
     let mut value = AggValue::EMPTY;
     value.add(sample);
-    TRACE_AGGS.insert(key, &value, 0).is_ok()
+    ONELINER_AGGS.insert(key, &value, 0).is_ok()
 }
 
 /// `value`, with what the verifier knows of its range forgotten: it
@@ -587,7 +587,7 @@ fn aggregate(task: &Task, agg: &Aggregation) -> bool {
 /// as long).
 #[inline(always)]
 fn forget_range(value: i64) -> i64 {
-    let Some(buf) = TRACE_SCRATCH.get_ptr_mut(0) else {
+    let Some(buf) = ONELINER_SCRATCH.get_ptr_mut(0) else {
         return value;
     };
     let slot = buf.cast::<i64>();
@@ -700,7 +700,7 @@ fn read_string(
     let offset = config.string_offsets[i] as usize;
     let address = if kind == STRING_SAVED {
         // SAFETY: the value is only read.
-        match unsafe { TRACE_SAVED.get(&saved_key(pid_tgid, offset as u8)) } {
+        match unsafe { ONELINER_SAVED.get(&saved_key(pid_tgid, offset as u8)) } {
             Some(pointer) => *pointer,
             None => return,
         }
@@ -718,7 +718,7 @@ fn read_string(
     read_str_at(address, slot);
 }
 
-/// The [`TRACE_SAVED`] key of pointer `id` of the thread.
+/// The [`ONELINER_SAVED`] key of pointer `id` of the thread.
 #[inline(always)]
 fn saved_key(pid_tgid: u64, id: u8) -> u64 {
     (pid_tgid & 0xffff_ffff) | (u64::from(id) << 32)

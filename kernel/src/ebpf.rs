@@ -19,7 +19,7 @@ use weft_abi::tracefs::{Field, find_field};
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/weft-ebpf.o"));
 
 /// `weft trace`'s object (its generic programs and maps only).
-static TRACE_OBJECT: &[u8] =
+static ONELINER_OBJECT: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/weft-oneliner-ebpf.o"));
 
 /// The embedded eBPF object of the event sources.
@@ -29,7 +29,7 @@ pub fn object() -> Result<&'static [u8]> {
 
 /// The embedded eBPF object of `weft trace`.
 pub fn oneliner_object() -> Result<&'static [u8]> {
-    embedded(TRACE_OBJECT)
+    embedded(ONELINER_OBJECT)
 }
 
 fn embedded(object: &'static [u8]) -> Result<&'static [u8]> {

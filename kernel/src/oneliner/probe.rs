@@ -1,5 +1,5 @@
 //! The generic trace programs from user space: one configuration per attach
-//! point in `TRACE_PROBES`, the tracepoint program attached to each
+//! point in `ONELINER_PROBES`, the tracepoint program attached to each
 //! tracepoint, the per-CPU rings drained into [`Event`]s.
 
 use std::{
@@ -50,18 +50,18 @@ use crate::{
 const STACKS: u32 = 16384;
 
 /// The tracepoint program every tracepoint attach point shares.
-const TRACEPOINT_PROGRAM: &str = "weft_trace_tracepoint";
+const TRACEPOINT_PROGRAM: &str = "weft_oneliner_tracepoint";
 /// The program of kprobes, kretprobes, uprobes and uretprobes.
-const KPROBE_PROGRAM: &str = "weft_trace_kprobe";
+const KPROBE_PROGRAM: &str = "weft_oneliner_kprobe";
 /// Why an fentry or fexit program does not load, most of the time.
 const NO_TRAMPOLINES: &str = "this kernel cannot attach fentry/fexit programs (BPF trampolines \
      need ftrace with direct calls); use a tracepoint, or a kprobe where the kernel has them";
 
 /// The programs of uprobes and uretprobes.
-const UPROBE_PROGRAM: &str = "weft_trace_uprobe";
-const URETPROBE_PROGRAM: &str = "weft_trace_uretprobe";
+const UPROBE_PROGRAM: &str = "weft_oneliner_uprobe";
+const URETPROBE_PROGRAM: &str = "weft_oneliner_uretprobe";
 /// The program of `profile:` probes.
-const PERF_PROGRAM: &str = "weft_trace_perf";
+const PERF_PROGRAM: &str = "weft_oneliner_perf";
 
 /// A tracepoint attachment; dropping it detaches.
 struct Link {
@@ -470,7 +470,7 @@ impl OnelinerProbe {
             CopyKind::Fexit => "fexit",
             CopyKind::RawTracepoint => "raw_tp",
         };
-        let name = format!("weft_trace_{family}_{i}");
+        let name = format!("weft_oneliner_{family}_{i}");
         if kind != CopyKind::RawTracepoint && self.btf.is_none() {
             self.btf = Some(Btf::from_sys_fs().context("fentry and fexit need kernel BTF")?);
         }

@@ -510,19 +510,25 @@ fn explain(plan: &Plan) -> String {
             continue;
         }
         let how = match &attach.target {
-            Target::Tracepoint { .. } => "weft_trace_tracepoint, perf event linked with a cookie",
-            Target::Kprobe { .. } => "weft_trace_kprobe, perf event linked with a cookie",
-            Target::Uprobe { .. } => "weft_trace_uprobe/uretprobe, attached with a cookie",
+            Target::Tracepoint { .. } => {
+                "weft_oneliner_tracepoint, perf event linked with a cookie"
+            }
+            Target::Kprobe { .. } => "weft_oneliner_kprobe, perf event linked with a cookie",
+            Target::Uprobe { .. } => "weft_oneliner_uprobe/uretprobe, attached with a cookie",
             Target::Usdt { .. } => {
-                "weft_trace_uprobe, uprobe perf event at the site (its semaphore counted) linked with a cookie"
+                "weft_oneliner_uprobe, uprobe perf event at the site (its semaphore counted) linked with a cookie"
             }
-            Target::Profile { .. } => "weft_trace_perf, one CPU clock event per CPU with a cookie",
-            Target::PerfEvent { .. } => "weft_trace_perf, one perf event per CPU with a cookie",
+            Target::Profile { .. } => {
+                "weft_oneliner_perf, one CPU clock event per CPU with a cookie"
+            }
+            Target::PerfEvent { .. } => "weft_oneliner_perf, one perf event per CPU with a cookie",
             Target::Watchpoint { .. } => {
-                "weft_trace_perf, a breakpoint perf event on the watched process (per CPU without one) with a cookie"
+                "weft_oneliner_perf, a breakpoint perf event on the watched process (per CPU without one) with a cookie"
             }
-            Target::Fentry { .. } => "a copy of weft_trace_fentry/fexit loaded for this function",
-            _ => "a copy of weft_trace_raw_tp",
+            Target::Fentry { .. } => {
+                "a copy of weft_oneliner_fentry/fexit loaded for this function"
+            }
+            _ => "a copy of weft_oneliner_raw_tp",
         };
         let _ = writeln!(out, "  kernel program: {how}");
         let mut tests: Vec<String> = attach.filters.iter().map(ToString::to_string).collect();

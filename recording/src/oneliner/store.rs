@@ -82,7 +82,7 @@ impl KeptEvents {
         let tasks = TaskNames::define(&mut store)?;
         let capture_dir = Arc::clone(store.dir());
         let (mut metadata, session) = capture::start_session(&capture_dir, &described)?;
-        metadata[capture::TRACE_SOURCES] = Value::Object(kinds);
+        metadata[capture::ONELINER_SOURCES] = Value::Object(kinds);
         capture::write_metadata(&capture_dir, &metadata)?;
         fresh.keep();
         Ok(Self {
