@@ -665,7 +665,7 @@ impl Snapshot {
             })?;
         let bad = |i: usize| Error::Corrupt {
             path: path.clone(),
-            offset: group.at + (i * SUMMARY_LEN) as u64,
+            offset: group.at.saturating_add((i * SUMMARY_LEN) as u64),
             what: format!("summary of chunks {:?} fails its checksum", entry.range()),
         };
         let mut summaries = Vec::new();
@@ -749,16 +749,20 @@ impl Snapshot {
         };
         let last = intact.next_back().unwrap_or(first);
         let start = first.first_summary;
-        let offset = FILE_HEADER_LEN as u64 + start.saturating_mul(SUMMARY_LEN as u64);
+        // Damaged entries may name any summary: the arithmetic saturates,
+        // and a read past the file's end is an error, not an allocation.
+        let offset =
+            (FILE_HEADER_LEN as u64).saturating_add(start.saturating_mul(SUMMARY_LEN as u64));
         // Opening (or `check`, when skipping damage) made sure the intact
         // entries' summaries follow each other.
         let end = last.first_summary.saturating_add(u64::from(last.summaries));
         let count = usize::try_from(end.saturating_sub(start)).unwrap_or(usize::MAX / SUMMARY_LEN);
         let owned;
-        let bytes = if let Some(bytes) = self.files.mapped(offset, count * SUMMARY_LEN) {
+        let len = count.saturating_mul(SUMMARY_LEN);
+        let bytes = if let Some(bytes) = self.files.mapped(offset, len) {
             bytes
         } else {
-            owned = read_at(&self.files, "chunks.log", offset, count * SUMMARY_LEN)?;
+            owned = read_at(&self.files, "chunks.log", offset, len)?;
             &owned[..]
         };
         let mut hints = vec![0; keys.len()];
