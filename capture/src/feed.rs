@@ -134,6 +134,11 @@ impl CaptureFeed {
     pub fn dir(&self) -> &Path {
         self.capture.dir()
     }
+
+    /// The capture's `weft.json`, as opening it read it.
+    pub fn metadata(&self) -> anyhow::Result<std::sync::Arc<serde_json::Value>> {
+        self.capture.metadata()
+    }
 }
 
 impl Feed for CaptureFeed {

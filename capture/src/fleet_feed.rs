@@ -17,7 +17,7 @@ use weft_query::{
     health::{Health, SourceHealth},
 };
 
-use crate::{capture, feed::CaptureFeed};
+use crate::feed::CaptureFeed;
 
 /// A capture's wall clock minus the firing origin's, and the bound on that
 /// estimate's error, ns (`weft.json`'s `extracted` entry).
@@ -57,7 +57,8 @@ impl FleetFeed {
                     dir.display()
                 )
             })?;
-            let extracted = &capture::read_metadata(dir)?["extracted"];
+            let metadata = feed.metadata()?;
+            let extracted = &metadata["extracted"];
             let clock = extracted["clock_offset_ns"]
                 .as_i64()
                 .zip(extracted["clock_error_ns"].as_u64());

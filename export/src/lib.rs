@@ -127,9 +127,8 @@ pub fn run(export: &Export) -> Result<String> {
             .with_context(|| format!("failed to write {}", tmp.display())),
         Format::Folded => write_folded(&snapshot, file)
             .with_context(|| format!("failed to write {}", tmp.display())),
-        Format::Perfetto => {
-            catalog().and_then(|catalog| write_perfetto(export, &snapshot, &catalog, file))
-        }
+        Format::Perfetto => catalog()
+            .and_then(|catalog| write_perfetto(export, &snapshot, &catalog, &metadata, file)),
         _ => catalog().and_then(|catalog| write_rows(export, &snapshot, &catalog, file, &tmp)),
     };
     let done = written.and_then(|rows| {
@@ -223,10 +222,10 @@ fn write_perfetto(
     export: &Export,
     snapshot: &weft_store::Snapshot,
     catalog: &Catalog,
+    metadata: &serde_json::Value,
     file: File,
 ) -> Result<u64> {
-    let metadata = capture::read_metadata(&export.dir)?;
-    let boottime = capture::boottime_ahead(&metadata);
+    let boottime = capture::boottime_ahead(metadata);
     let mut writer = perfetto::Writer::new(BufWriter::new(file), boottime)?;
     let threads = weft_capture::tasks::threads(snapshot)?.unwrap_or_default();
     let start = snapshot.time_range()?.map_or(0, |range| *range.start());

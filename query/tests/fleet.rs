@@ -190,8 +190,12 @@ fn fleet(name: &str, sizes: &[u64]) -> Fleet {
 }
 
 fn ask_fleet(f: &Fleet, query: &str) -> fleet::FleetAnswer {
-    let mut locals: Vec<Local> = f
-        .hosts
+    fleet_answer(&f.hosts, query).unwrap_or_else(|e| panic!("{}", e.render(query)))
+}
+
+/// `query` over `captures` as hosts `h0`, `h1`, ...
+fn fleet_answer(captures: &[Capture], query: &str) -> weft_query::Result<fleet::FleetAnswer> {
+    let mut locals: Vec<Local> = captures
         .iter()
         .enumerate()
         .map(|(i, capture)| Local {
@@ -200,7 +204,7 @@ fn ask_fleet(f: &Fleet, query: &str) -> fleet::FleetAnswer {
         })
         .collect();
     let mut hosts: Vec<&mut dyn Host> = locals.iter_mut().map(|l| l as &mut dyn Host).collect();
-    fleet::answer(query, &mut hosts).unwrap_or_else(|e| panic!("{}", e.render(query)))
+    fleet::answer(query, &mut hosts)
 }
 
 #[test]
@@ -433,23 +437,12 @@ fn a_correlation_across_hosts_keeps_the_records_near_any_host_s_anchors() {
         capture_timed("corr-b", &b, 4, Some(wall_b)),
     ];
     let one = capture_timed("corr-all", &all, 4, Some(wall_a));
-    let mut locals: Vec<Local> = hosts
-        .iter()
-        .enumerate()
-        .map(|(i, capture)| Local {
-            name: format!("h{i}"),
-            capture,
-        })
-        .collect();
     for query in [
         "syscalls around (syscalls where name = sendto and dur > 100us) within 20us | count, p99(dur) by name",
         "syscalls around (syscalls | max(dur)) within 300us | count, sum(dur)",
         "syscalls around (syscalls where dur < 201ns | min(dur)) within 5us | count",
     ] {
-        let mut fleet_hosts: Vec<&mut dyn Host> =
-            locals.iter_mut().map(|l| l as &mut dyn Host).collect();
-        let many = fleet::answer(query, &mut fleet_hosts)
-            .unwrap_or_else(|e| panic!("{}", e.render(query)));
+        let many = fleet_answer(&hosts, query).unwrap_or_else(|e| panic!("{}", e.render(query)));
         let expected = run(&one.snapshot, &one.catalog, query)
             .unwrap_or_else(|e| panic!("{}", e.render(query)));
         assert_eq!(many.answer.rows, expected.rows, "{query}");
@@ -467,9 +460,7 @@ fn a_correlation_across_hosts_keeps_the_records_near_any_host_s_anchors() {
             "sub-query",
         ),
     ] {
-        let mut fleet_hosts: Vec<&mut dyn Host> =
-            locals.iter_mut().map(|l| l as &mut dyn Host).collect();
-        let error = fleet::answer(query, &mut fleet_hosts).unwrap_err();
+        let error = fleet_answer(&hosts, query).unwrap_err();
         assert!(
             error.render(query).contains(says),
             "{}",

@@ -374,9 +374,10 @@ impl Travel {
     }
 
     /// Where `request`'s window lies on this host's clock: bounded by the
-    /// segments both hosts saw on its connection when they match both
-    /// ways and say more than the asker's estimate, else the asker's.
-    pub fn clock(&self, request: &PinRequest) -> Clock {
+    /// segments both hosts saw on its connection (`segments`, from
+    /// [`Travel::segments_clock`]) when they say more than the asker's
+    /// estimate, else the asker's.
+    pub fn clock(request: &PinRequest, segments: Option<Offset>) -> Clock {
         let asked = Clock {
             offset_ns: request.offset_ns.unwrap_or(0),
             error_ns: request.error_ns,
@@ -386,7 +387,7 @@ impl Travel {
                 "unmeasured"
             },
         };
-        match self.segments_clock(request) {
+        match segments {
             Some(o) if o.error_ns < asked.error_ns => Clock {
                 offset_ns: o.offset_ns,
                 error_ns: o.error_ns,

@@ -29,7 +29,7 @@ use weft_capture::{
 
 use crate::{
     hosts::{monotonic, now_wall},
-    travel::{Clock, PinReply, PinRequest},
+    travel::{Clock, PinReply, PinRequest, Travel},
 };
 
 /// What to keep around a match, and how often a trigger may fire; by
@@ -407,7 +407,7 @@ impl Triggers {
             replied_wall: now_wall(),
             segments_clock,
         };
-        let clock = travel.clock(request);
+        let clock = Travel::clock(request, segments_clock);
         if !travel.first_time(&request.id) {
             travel.received(request, clock, None, "seen before");
             return Ok(reply(false, "this firing was kept here already"));
