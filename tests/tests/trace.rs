@@ -342,6 +342,14 @@ const COMPARED: &[(&str, &[&str])] = &[
            if (strncmp(str($f), \"/tmp/weft-\", 10) == 0) { @[buf($f, 9)] = count(); } }",
         &["read:{file}:4096"],
     ),
+    // A variable holding a cast pointer, indexed by its pointee, and
+    // str() of a pointer stepped past the path's first bytes.
+    (
+        "tracepoint:syscalls:sys_enter_openat /pid == cpid/ { $p = (uint16 *)args->filename; \
+           if (strncmp(str($p), \"/tmp/weft-\", 10) == 0) { \
+             @[$p[0], *($p + 2), str(args->filename + 5), str($p + 3)] = count(); } }",
+        &["read:{file}:4096"],
+    ),
     // The NUMA node of the event's CPU.
     (
         "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @[numaid] = count(); }",
@@ -1149,6 +1157,12 @@ fn list_names_the_probes_bpftrace_lists() {
     if has_kprobes() {
         searches.push(&["-l", "kprobe:vfs_*"]);
     }
+    // A glob of paths: every program it matches (scripts passed over),
+    // the lines sorted together as bpftrace sorts them.
+    if Path::new("/usr/bin/python3").exists() {
+        searches.push(&["-l", "usdt:/usr/bin/py*:*"]);
+        searches.push(&["-l", "uprobe:/usr/bin/py*:PyList_*"]);
+    }
     for search in searches {
         let ours = lines(Command::new(weft_bin()).arg("trace"), search);
         let theirs = lines(&mut Command::new("bpftrace"), search);
@@ -1202,7 +1216,11 @@ fn list_names_the_probes_bpftrace_lists() {
     );
     // A search of a type that is none, or of a file that is not there, is
     // an error (bpftrace aborts on the one and refuses the other).
-    for search in ["syscalls:sys_enter_*", "uprobe:/nonexistent/program:*"] {
+    for search in [
+        "syscalls:sys_enter_*",
+        "uprobe:/nonexistent/program:*",
+        "usdt:/nonexistent/prog*:*",
+    ] {
         let (status, stdout, stderr) = weft_tests::run_weft(&["trace", "-l", search]);
         assert!(!status.success() && stdout.is_empty(), "{search}: {stderr}");
         assert!(

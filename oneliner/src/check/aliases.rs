@@ -1,19 +1,25 @@
-//! `str($v)` and `buf($v, N)` where `$v` holds a tracepoint field, `argN`
-//! or `retval` (`$f = args->filename; ... str($f)`): bpftrace reads the
-//! memory at the pointer the variable holds, which is the field's own
-//! value, so it is `str(args->filename)`, which weft reads in the kernel as
-//! the event happens. A variable qualifies when the item assigns it once, at the top
-//! of its actions (not inside `if` or `while`), and never changes it;
-//! `str()` calls after that assignment read the field instead.
+//! Variables that hold an address the kernel reads through: `$f =
+//! args->filename; ... str($f)`, `$p = (uint8 *)args->buf; ... $p[0]`,
+//! `str($p + 1)`. bpftrace reads the memory at the pointer the variable
+//! holds, which is the field's own value stepped by constants, so `str($f)`
+//! is `str(args->filename)` and `$p[0]` is `*((uint8 *)args->buf + 0)`,
+//! which weft reads in the kernel as the event happens. A variable
+//! qualifies when the item assigns it once, at the top of its actions (not
+//! inside `if` or `while`), and never changes it; the reads after that
+//! assignment (`str()` and `buf()`'s first argument, and what `*` and
+//! `[]` read through) name the address in place of the variable.
 
-use crate::ast::{Builtin, ExprKind, Item, Program, Stmt, for_each_expr};
+use crate::{
+    ast::{BinOp, Builtin, Expr, ExprKind, Item, Program, Stmt, UnOp, for_each_expr},
+    parse::binary,
+};
 
 /// The functions whose first argument weft reads in the kernel at the
 /// event, so that it must name a field there.
 const READ_AT_THE_EVENT: [&str; 2] = ["str", "buf"];
 
-/// Rewrites each qualifying `str($v)` (or `buf($v, N)`) of `program` as
-/// `str(FIELD)`.
+/// Rewrites each read through a qualifying variable of `program` as a
+/// read through the address it holds.
 pub(crate) fn inline_in_str(program: &mut Program) {
     for item in &mut program.items {
         inline_item(item);
@@ -25,30 +31,68 @@ fn inline_item(item: &mut Item) {
         let Stmt::VarAssign { name, value, .. } = &item.body[at] else {
             continue;
         };
-        let holds_field = matches!(
-            value.kind,
-            ExprKind::Field(_) | ExprKind::Arg(_) | ExprKind::Builtin(Builtin::Retval)
-        );
-        if !holds_field || changes(&item.body, name) != 1 {
+        if !is_address(value) || changes(&item.body, name) != 1 {
             continue;
         }
         let (name, value) = (name.clone(), value.clone());
-        for stmt in &mut item.body[at + 1..] {
-            let mut one = [stmt.clone()];
-            crate::ast::for_each_expr_mut(&mut one, &mut |e| {
-                e.rewrite(&mut |e| {
-                    if let ExprKind::Call(function, args) = &mut e.kind
-                        && READ_AT_THE_EVENT.contains(&function.as_str())
-                        && let Some(first) = args.first_mut()
-                        && matches!(&first.kind, ExprKind::Var(v) if *v == name)
-                    {
-                        first.kind = value.kind.clone();
+        crate::ast::for_each_expr_mut(&mut item.body[at + 1..], &mut |e| {
+            e.rewrite(&mut |e| match &mut e.kind {
+                ExprKind::Call(function, args)
+                    if READ_AT_THE_EVENT.contains(&function.as_str()) =>
+                {
+                    if let Some(first) = args.first_mut() {
+                        substitute(first, &name, &value);
                     }
-                });
+                }
+                ExprKind::Deref(address) => substitute(address, &name, &value),
+                _ => {}
             });
-            let [rewritten] = one;
-            *stmt = rewritten;
+        });
+    }
+}
+
+/// Whether `value` is an address the event holds: a field, `argN` or
+/// `retval`, cast or stepped by constants.
+fn is_address(value: &Expr) -> bool {
+    match &value.kind {
+        ExprKind::Field(_) | ExprKind::Arg(_) | ExprKind::Builtin(Builtin::Retval) => true,
+        ExprKind::Unary(UnOp::Pointer { .. } | UnOp::Cast { bits: 64, .. }, inner) => {
+            is_address(inner)
         }
+        ExprKind::Binary(BinOp::Add | BinOp::Sub, a, b) => is_address(a) && is_constant(b),
+        _ => false,
+    }
+}
+
+/// Whether `expr` is an integer the parser wrote (`2`, `2 * 8`, `-1`).
+fn is_constant(expr: &Expr) -> bool {
+    match &expr.kind {
+        ExprKind::Int(_) => true,
+        ExprKind::Unary(UnOp::Neg, inner) => is_constant(inner),
+        ExprKind::Binary(BinOp::Mul, a, b) => is_constant(a) && is_constant(b),
+        _ => false,
+    }
+}
+
+/// `$name` in `expr` replaced by `value`; `$name + N` steps a typed
+/// pointer by whole pointees, as it would have written in place.
+fn substitute(expr: &mut Expr, name: &str, value: &Expr) {
+    let is_name = |e: &Expr| matches!(&e.kind, ExprKind::Var(v) if v == name);
+    if is_name(expr) {
+        expr.kind = value.kind.clone();
+        return;
+    }
+    if let ExprKind::Binary(op @ (BinOp::Add | BinOp::Sub), left, right) = &mut expr.kind
+        && is_name(left)
+    {
+        substitute(right, name, value);
+        let span = expr.span;
+        *expr = binary(*op, value.clone(), (**right).clone());
+        expr.span = span;
+        return;
+    }
+    for child in expr.children_mut() {
+        substitute(child, name, value);
     }
 }
 
@@ -113,6 +157,38 @@ mod tests {
         );
         assert_eq!(plan.attaches[0].reads, same.attaches[0].reads);
         assert_eq!(plan.attaches[0].strings, same.attaches[0].strings);
+    }
+
+    #[test]
+    fn a_variable_holding_a_cast_field_is_indexed_by_its_pointee() {
+        let plan = checked(
+            r#"tracepoint:syscalls:sys_enter_openat { $p = (uint16 *)args->filename; printf("%d %d\n", $p[3], *($p + 1)); }"#,
+        );
+        let same = checked(
+            r#"tracepoint:syscalls:sys_enter_openat { printf("%d %d\n", ((uint16 *)args->filename)[3], *((uint16 *)args->filename + 1)); }"#,
+        );
+        assert_eq!(plan.attaches[0].reads, same.attaches[0].reads);
+        assert_eq!(plan.attaches[0].members.len(), 2);
+        let read = &plan.attaches[0].reads[0];
+        // Two bytes each, at 2 and 6: one read covers both.
+        assert_eq!((read.at, read.len, read.string), (2, 6, false));
+    }
+
+    #[test]
+    fn str_of_a_stepped_pointer_reads_the_string_there() {
+        let plan = checked(
+            r#"tracepoint:syscalls:sys_enter_openat { $f = args->filename; printf("%s %s\n", str(args->filename + 1), str($f + 2)); }"#,
+        );
+        let reads: Vec<_> = plan.attaches[0]
+            .reads
+            .iter()
+            .map(|r| (r.at, r.string))
+            .collect();
+        assert_eq!(reads, [(1, true), (2, true)]);
+        assert_eq!(
+            plan.attaches[0].reads[0].hops,
+            plan.attaches[0].reads[1].hops
+        );
     }
 
     #[test]

@@ -343,6 +343,10 @@ impl Checker<'_> {
         let field = match &target.kind {
             ExprKind::Member { .. } => return self.member(target, true),
             ExprKind::Deref(address) => return self.deref_string(address, target),
+            ExprKind::Binary(BinOp::Add | BinOp::Sub, ..)
+            | ExprKind::Unary(UnOp::Pointer { .. } | UnOp::Cast { bits: 64, .. }, _) => {
+                return self.string_at(target);
+            }
             ExprKind::Field(n) => n.clone(),
             ExprKind::Arg(n) => format!("arg{n}"),
             ExprKind::Builtin(Builtin::Retval) => "retval".into(),

@@ -293,7 +293,7 @@ pub(crate) fn read_field_bytes(attach: &mut Attach, name: &str, expr: &Expr) -> 
             )
         })?;
     let hops = vec![u32::from(field.offset)];
-    read_slot(attach, Start::Context, hops, expr, false)
+    read_slot(attach, Start::Context, hops, 0, expr, false)
 }
 
 /// What member `expr` points to, as a string or as bytes.
@@ -318,7 +318,7 @@ fn read_pointed(
     }
     let (start, hops) = place.followed();
     within_reach(&hops, expr.span)?;
-    read_slot(attach, start, hops, expr, string)?;
+    read_slot(attach, start, hops, 0, expr, string)?;
     Ok(Type::Str)
 }
 
@@ -328,6 +328,7 @@ fn read_slot(
     attach: &mut Attach,
     start: Start,
     hops: Vec<u32>,
+    at: u32,
     expr: &Expr,
     string: bool,
 ) -> Result<()> {
@@ -337,14 +338,14 @@ fn read_slot(
     attach.reads.push(Read {
         start,
         hops,
-        at: 0,
+        at,
         len: STRING_LEN as u32,
         string,
     });
     attach.members.push(MemberRead {
         span: expr.span,
         read: attach.reads.len() - 1,
-        at: 0,
+        at,
         size: STRING_LEN as u16,
         signed: false,
         chars: string,
@@ -443,7 +444,21 @@ pub(crate) fn read_deref_string(
     let (start, mut hops, at) = target(kernel, attach, bound, address)?;
     hops.push(reachable(at, &hops, address.span)?.cast_unsigned());
     within_reach(&hops, expr.span)?;
-    read_slot(attach, start, hops, expr, true)
+    read_slot(attach, start, hops, 0, expr, true)
+}
+
+/// `str(address)` of a stepped or cast pointer (`str(args->filename + 1)`):
+/// the string at the address, which the kernel reads at the event.
+pub(crate) fn read_string_at(
+    kernel: &dyn Kernel,
+    attach: &mut Attach,
+    bound: &Bound,
+    address: &Expr,
+) -> Result<()> {
+    let (start, hops, at) = target(kernel, attach, bound, address)?;
+    within_reach(&hops, address.span)?;
+    let at = reachable(at, &hops, address.span)?;
+    read_slot(attach, start, hops, at.cast_unsigned(), address, true)
 }
 
 /// Where the integer `*address` reads is: the address `address` holds,

@@ -373,6 +373,15 @@ impl Checker<'_> {
         Ok(Type::Int)
     }
 
+    /// `str(address)` of a stepped or cast pointer: the string there.
+    pub(super) fn string_at(&mut self, address: &Expr) -> Result<Type> {
+        self.kernel_reads(address.span, "strings at a stepped pointer")?;
+        for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
+            members::read_string_at(self.kernel, attach, bound, address)?;
+        }
+        Ok(Type::Str)
+    }
+
     /// `str(*address)`: the string the pointer at `address` points to.
     pub(super) fn deref_string(&mut self, address: &Expr, target: &Expr) -> Result<Type> {
         self.kernel_reads(target.span, "strings behind `*address`")?;

@@ -608,7 +608,10 @@ impl<'p> Runtime<'p> {
                 let value = match &args[0].kind {
                     // A string saved where its pointer was (`saved.rs`).
                     ExprKind::Map(_) => self.eval(&args[0], scope),
-                    ExprKind::Member { .. } | ExprKind::Deref(_) => member(scope, &args[0]),
+                    ExprKind::Member { .. }
+                    | ExprKind::Deref(_)
+                    | ExprKind::Binary(..)
+                    | ExprKind::Unary(..) => member(scope, &args[0]),
                     ExprKind::Field(n) => string_of(scope, n),
                     ExprKind::Arg(_) if scope.attach.member(args[0].span).is_some() => {
                         member(scope, &args[0])
@@ -627,7 +630,8 @@ impl<'p> Runtime<'p> {
             }
             ExprKind::Call(name, args) if name == "usym" || name == "ksym" => {
                 // As bpftrace's: the function's name without offset, or the
-                // address in hex where none holds it.
+                // address in hex where none holds it (C++'s `showbase`,
+                // which writes zero as `0`).
                 let addr = self.eval(&args[0], scope).int().cast_unsigned();
                 let named = self.names.as_ref().and_then(|names| {
                     let mut names = names.borrow_mut();
@@ -637,7 +641,10 @@ impl<'p> Runtime<'p> {
                         names.kernel(addr)
                     }
                 });
-                Value::Str(named.unwrap_or_else(|| format!("0x{addr:x}")))
+                Value::Str(named.unwrap_or_else(|| match addr {
+                    0 => "0".into(),
+                    _ => format!("0x{addr:x}"),
+                }))
             }
             ExprKind::Call(name, args) if name == "kstack" || name == "ustack" => {
                 let stack = if name == "kstack" {
@@ -1637,7 +1644,7 @@ mod tests {
     #[test]
     fn usym_and_ksym_name_the_function_or_print_the_address() {
         let plan = checked(
-            r#"tracepoint:syscalls:sys_exit_read { printf("%s %s %s\n", usym(args.ret), usym(args.ret + 0x1000), ksym(0x8100)); }"#,
+            r#"tracepoint:syscalls:sys_exit_read { printf("%s %s %s %s\n", usym(args.ret), usym(args.ret + 0x1000), ksym(0x8100), ksym(0)); }"#,
         );
         let mut runtime = Runtime::new(&plan, Format::Text, 0);
         runtime.set_names(Box::new(OneEach));
@@ -1650,7 +1657,10 @@ mod tests {
         };
         let mut out = Vec::new();
         runtime.event(&event, &mut out).unwrap();
-        assert_eq!(String::from_utf8(out).unwrap(), "worker 0x2010 vfs_read\n");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "worker 0x2010 vfs_read 0\n"
+        );
     }
 
     #[test]

@@ -752,7 +752,7 @@ enum Cast {
 /// `left op right`. A pointer to an integer plus or minus a number moves
 /// by whole integers, as in C and bpftrace: `(int64 *)p + 1` is 8 bytes on,
 /// and still an `int64 *`.
-fn binary(op: BinOp, left: Expr, right: Expr) -> Expr {
+pub(crate) fn binary(op: BinOp, left: Expr, right: Expr) -> Expr {
     let span = left.span.to(right.span);
     // A pointer minus a pointer is left as the difference of addresses.
     let pointer = match (op, &left.kind, &right.kind) {

@@ -63,15 +63,47 @@ fn list_usdt(kernel: &Kernel, search: &str, out: &mut dyn Write) -> Result<()> {
         [path, provider, name] => (path, provider, name),
         _ => anyhow::bail!("`usdt:{search}`: expected usdt:PATH:[PROVIDER:]PROBE"),
     };
-    let (file, sites) = kernel.usdt(path).map_err(|e| anyhow::anyhow!(e))?;
-    let mut names: Vec<String> = sites
+    let entries = each_file(kernel, "usdt", path, |file| {
+        let (file, sites) = kernel.usdt(file).map_err(|e| anyhow::anyhow!(e))?;
+        Ok(sites
+            .iter()
+            .filter(|s| glob_match(provider, &s.provider) && glob_match(name, &s.name))
+            .map(|s| format!("usdt:{file}:{}:{}\n", s.provider, s.name))
+            .collect())
+    })?;
+    emit_all(out, entries)
+}
+
+/// The entries `list` finds in the file `path` names, or in each file its
+/// glob matches, as bpftrace lists them: files it cannot read as programs
+/// (scripts) are passed over, and a glob that matches no file is an error.
+fn each_file(
+    kernel: &Kernel,
+    kind: &str,
+    path: &str,
+    mut list: impl FnMut(&str) -> Result<Vec<String>>,
+) -> Result<Vec<String>> {
+    if !path.contains(['*', '?']) {
+        return list(path);
+    }
+    let files = kernel.paths(path);
+    if files.is_empty() {
+        anyhow::bail!("`{kind}:{path}`: the path matches no file");
+    }
+    Ok(files
         .iter()
-        .filter(|s| glob_match(provider, &s.provider) && glob_match(name, &s.name))
-        .map(|s| format!("usdt:{file}:{}:{}\n", s.provider, s.name))
-        .collect();
-    names.sort_unstable();
-    names.dedup();
-    for entry in names {
+        .filter_map(|file| list(file).ok())
+        .flatten()
+        .collect())
+}
+
+/// Writes `entries` sorted as bpftrace sorts its list (whole lines: the
+/// probes of `/usr/bin/python3.11` before those of `/usr/bin/python3`),
+/// each once, until the reader stops reading.
+fn emit_all(out: &mut dyn Write, mut entries: Vec<String>) -> Result<()> {
+    entries.sort_unstable();
+    entries.dedup();
+    for entry in entries {
         if !emit(out, &entry)? {
             break;
         }
@@ -84,24 +116,14 @@ fn list_usdt(kernel: &Kernel, search: &str, out: &mut dyn Write) -> Result<()> {
 /// of each its DWARF describes.
 fn list_uprobes(kernel: &Kernel, search: &str, verbose: bool, out: &mut dyn Write) -> Result<()> {
     let (path, glob) = search.rsplit_once(':').unwrap_or((search, "*"));
-    if !path.contains(['*', '?']) {
-        return list_file_uprobes(kernel, path, glob, verbose, out);
-    }
-    // Each file the path's glob matches, as bpftrace lists them.
-    for file in kernel.paths(path) {
-        list_file_uprobes(kernel, &file, glob, verbose, out)?;
-    }
-    Ok(())
+    let entries = each_file(kernel, "uprobe", path, |file| {
+        file_uprobes(kernel, file, glob, verbose)
+    })?;
+    emit_all(out, entries)
 }
 
 /// The functions of one file matching `glob`, with their parameters.
-fn list_file_uprobes(
-    kernel: &Kernel,
-    path: &str,
-    glob: &str,
-    verbose: bool,
-    out: &mut dyn Write,
-) -> Result<()> {
+fn file_uprobes(kernel: &Kernel, path: &str, glob: &str, verbose: bool) -> Result<Vec<String>> {
     let (file, functions) = kernel
         .uprobe_functions(path)
         .map_err(|e| anyhow::anyhow!("uprobe:{path}: {e}"))?;
@@ -114,18 +136,18 @@ fn list_file_uprobes(
     } else {
         std::collections::HashMap::new()
     };
-    for name in matching {
-        let mut entry = format!("uprobe:{file}:{name}\n");
-        for line in declarations.get(name).into_iter().flatten() {
-            entry.push_str("    ");
-            entry.push_str(line);
-            entry.push('\n');
-        }
-        if !emit(out, &entry)? {
-            break;
-        }
-    }
-    Ok(())
+    Ok(matching
+        .into_iter()
+        .map(|name| {
+            let mut entry = format!("uprobe:{file}:{name}\n");
+            for line in declarations.get(name).into_iter().flatten() {
+                entry.push_str("    ");
+                entry.push_str(line);
+                entry.push('\n');
+            }
+            entry
+        })
+        .collect())
 }
 
 /// Writes one entry; false when the reader has stopped reading (`| head`).
