@@ -132,6 +132,14 @@ pub const COPIES: u32 = 8;
 /// (`weft_oneliner_tracepoint`, then `weft_oneliner_tracepoint_1`, ...).
 pub const TRACEPOINT_COPIES: usize = 4;
 
+/// Widths of the tracepoint program: how many bytes of the record each
+/// loads in place rather than through `bpf_probe_read_kernel` (0: none).
+/// The kernel attaches a program only to a tracepoint whose last field
+/// ends at or past the furthest byte the program loads in place, so each
+/// tracepoint takes the widest its record allows. The copies of width `W`
+/// are `weft_oneliner_tracepoint_wW`, `weft_oneliner_tracepoint_wW_1`, ...
+pub const TRACEPOINT_WIDTHS: [u32; 4] = [0, 24, 40, 64];
+
 /// Program families that come in [`COPIES`].
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

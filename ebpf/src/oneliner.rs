@@ -120,7 +120,7 @@ const USER_TOP: u64 = 0x0000_8000_0000_0000;
 /// probe on the same tracepoint takes the next copy (see
 /// `weft_abi::oneliner::TRACEPOINT_COPIES`).
 macro_rules! tracepoints {
-    ($($name:ident)*) => {$(
+    ($($width:literal: $($name:ident)*;)*) => {$($(
         #[tracepoint]
         // Inlined into the entry point the macro makes: older verifiers
         // (6.1) reject a global subprogram that takes the context.
@@ -128,17 +128,24 @@ macro_rules! tracepoints {
         pub fn $name(ctx: TracePointContext) -> u32 {
             // SAFETY: the helper only reads the current run context.
             let key = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
-            capture(&ctx, key as u32);
+            capture::<_, $width>(&ctx, key as u32);
             0
         }
-    )*};
+    )*)*};
 }
 
+// Each copy in each width of `weft_abi::oneliner::TRACEPOINT_WIDTHS`: the
+// bytes of the record it loads in place ([`word_in_place`]), the widest a
+// tracepoint's record is long enough for.
 tracepoints! {
-    weft_oneliner_tracepoint
-    weft_oneliner_tracepoint_1
-    weft_oneliner_tracepoint_2
-    weft_oneliner_tracepoint_3
+    0: weft_oneliner_tracepoint weft_oneliner_tracepoint_1
+       weft_oneliner_tracepoint_2 weft_oneliner_tracepoint_3;
+    24: weft_oneliner_tracepoint_w24 weft_oneliner_tracepoint_w24_1
+        weft_oneliner_tracepoint_w24_2 weft_oneliner_tracepoint_w24_3;
+    40: weft_oneliner_tracepoint_w40 weft_oneliner_tracepoint_w40_1
+        weft_oneliner_tracepoint_w40_2 weft_oneliner_tracepoint_w40_3;
+    64: weft_oneliner_tracepoint_w64 weft_oneliner_tracepoint_w64_1
+        weft_oneliner_tracepoint_w64_2 weft_oneliner_tracepoint_w64_3;
 }
 
 /// kprobes and kretprobes: the context is the `pt_regs` the arguments and
@@ -167,7 +174,7 @@ pub fn weft_oneliner_uretprobe(ctx: RetProbeContext) -> u32 {
 fn registers<C: StackIdContext>(ctx: &C) -> u32 {
     // SAFETY: the helper only reads the current run context.
     let key = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
-    capture(ctx, key as u32);
+    capture::<C, 0>(ctx, key as u32);
     0
 }
 
@@ -178,7 +185,7 @@ fn registers<C: StackIdContext>(ctx: &C) -> u32 {
 pub fn weft_oneliner_perf(ctx: PerfEventContext) -> u32 {
     // SAFETY: the helper only reads the current run context.
     let key = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
-    capture(&ctx, key as u32);
+    capture::<_, 0>(&ctx, key as u32);
     0
 }
 
@@ -189,21 +196,21 @@ macro_rules! copies {
         #[fentry]
         #[inline(always)]
         pub fn $fentry(ctx: FEntryContext) -> u32 {
-            capture(&ctx, copy_key(CopyKind::Fentry, $i));
+            capture::<_, 0>(&ctx, copy_key(CopyKind::Fentry, $i));
             0
         }
 
         #[fexit]
         #[inline(always)]
         pub fn $fexit(ctx: FExitContext) -> u32 {
-            capture(&ctx, copy_key(CopyKind::Fexit, $i));
+            capture::<_, 0>(&ctx, copy_key(CopyKind::Fexit, $i));
             0
         }
 
         #[raw_tracepoint]
         #[inline(always)]
         pub fn $raw(ctx: RawTracePointContext) -> u32 {
-            capture(&ctx, copy_key(CopyKind::RawTracepoint, $i));
+            capture::<_, 0>(&ctx, copy_key(CopyKind::RawTracepoint, $i));
             0
         }
     )*};
@@ -239,6 +246,42 @@ fn read<T>(ctx: *const u8, offset: usize) -> Option<T> {
     unsafe { bpf_probe_read_kernel(ctx.wrapping_add(offset).cast::<T>()) }.ok()
 }
 
+/// The word at `offset` of the context: loaded in place where it lies
+/// within the first `in_place` bytes at an offset syscall fields (and
+/// many others) are at, else read by the `bpf_probe_read_kernel` helper
+/// (~16 ns an event). Only a tracepoint's record may be loaded so, and
+/// only at a constant offset (the verifier refuses a load at a variable
+/// one); the kernel refuses to attach a program to a tracepoint whose
+/// record is shorter than the furthest byte it loads in place, so
+/// `in_place` is a constant of each program (0: none), the rest of its
+/// loads compiled out. Each load is an instruction of its own: as plain
+/// loads, the compiler merges them into one at `ctx + offset`.
+#[inline(always)]
+fn word_in_place(ctx: *const u8, in_place: u32, offset: u32) -> Option<u64> {
+    macro_rules! in_place {
+        ($($at:literal)*) => {
+            $(
+                if $at + 8 <= in_place && offset == $at {
+                    let word: u64;
+                    // SAFETY: loads an aligned word of the record, which
+                    // the kernel made at least `in_place` bytes long.
+                    unsafe {
+                        core::arch::asm!(
+                            concat!("{word} = *(u64 *)({ctx} + ", stringify!($at), ")"),
+                            word = lateout(reg) word,
+                            ctx = in(reg) ctx,
+                            options(pure, readonly, nostack, preserves_flags),
+                        )
+                    };
+                    return Some(word);
+                }
+            )*
+        };
+    }
+    in_place!(8 16 24 32 40 48 56);
+    read::<u64>(ctx, offset as usize)
+}
+
 #[inline(always)]
 fn compare(op: u8, left: i64, right: i64) -> bool {
     match op {
@@ -254,13 +297,14 @@ fn compare(op: u8, left: i64, right: i64) -> bool {
 
 /// Whether every pushed-down predicate part holds.
 #[inline(always)]
-fn passes(ctx: *const u8, filters: &[Filter; MAX_FILTERS], pid_tgid: u64) -> bool {
+fn passes(ctx: *const u8, in_place: u32, filters: &[Filter; MAX_FILTERS], pid_tgid: u64) -> bool {
     for filter in filters {
         if filter.subject == SUBJECT_NONE {
             return true;
         }
         let Some(value) = integer(
             ctx,
+            in_place,
             filter.subject,
             filter.offset,
             filter.size,
@@ -282,6 +326,7 @@ fn passes(ctx: *const u8, filters: &[Filter; MAX_FILTERS], pid_tgid: u64) -> boo
 #[inline(always)]
 fn integer(
     ctx: *const u8,
+    in_place: u32,
     subject: u8,
     offset: u32,
     size: u8,
@@ -295,7 +340,7 @@ fn integer(
         // SAFETY: a helper without preconditions.
         SUBJECT_CPU => i64::from(unsafe { bpf_get_smp_processor_id() }),
         SUBJECT_FIELD => {
-            let raw = read::<u64>(ctx, offset as usize)?;
+            let raw = word_in_place(ctx, in_place, offset)?;
             let bits = u32::from(size & 15) * 8;
             if bits == 0 || bits >= 64 {
                 raw as i64
@@ -311,7 +356,11 @@ fn integer(
 
 /// Tests the probe's filters and writes its record into this CPU's ring.
 #[inline(always)]
-fn capture<C: StackIdContext>(context: &C, key: u32) {
+///
+/// `IN_PLACE` is how many bytes of the context the program may load in
+/// place (see [`word_in_place`]); 0 where every field is read by the helper.
+#[inline(always)]
+fn capture<C: StackIdContext, const IN_PLACE: u32>(context: &C, key: u32) {
     let ctx: *const u8 = context.as_ptr().cast();
     let Some(config) = ONELINER_PROBES.get(key).filter(|config| config.live != 0) else {
         return;
@@ -321,7 +370,7 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
     if (pid_tgid >> 32) as u32 == unsafe { core::ptr::read_volatile(&ONELINER_IGNORE_TGID) } {
         return;
     }
-    if uses(USES_FILTERS) && !passes(ctx, &config.filters, pid_tgid) {
+    if uses(USES_FILTERS) && !passes(ctx, IN_PLACE, &config.filters, pid_tgid) {
         return;
     }
     // The task's name and ids are asked for where they are used: a probe
@@ -332,7 +381,7 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
     let starts = &config.starts;
     let mut start = 0;
     if uses(USES_STARTS) && starts.how == STARTS_TAKE {
-        match take_start(ctx, starts, pid_tgid) {
+        match take_start(ctx, IN_PLACE, starts, pid_tgid) {
             Some(taken) => start = taken,
             // The predicate `/@start[tid]/` is false.
             None if starts.required != 0 => return,
@@ -359,7 +408,7 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
         0
     };
     if uses(USES_STARTS) && starts.how == STARTS_STORE {
-        let stored = start_key(ctx, starts, pid_tgid)
+        let stored = start_key(ctx, IN_PLACE, starts, pid_tgid)
             .is_some_and(|key| ONELINER_STARTS.insert(&key, &ns, 0).is_ok());
         if !stored {
             count(Counter::StartsLost);
@@ -372,6 +421,7 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
     if uses(USES_AGG) && config.agg.how != AGG_NONE {
         let task = Task {
             ctx,
+            in_place: IN_PLACE,
             attach: config.attach,
             pid_tgid,
             ns,
@@ -471,6 +521,8 @@ fn capture<C: StackIdContext>(context: &C, key: u32) {
 /// What the kernel knows of the event: the context and the task.
 struct Task {
     ctx: *const u8,
+    /// The bytes of the context loaded in place ([`word_in_place`]).
+    in_place: u32,
     attach: u16,
     pid_tgid: u64,
     /// `bpf_ktime_get_ns` at the event.
@@ -481,9 +533,9 @@ struct Task {
 
 /// The [`ONELINER_STARTS`] key `starts` names at this event.
 #[inline(always)]
-fn start_key(ctx: *const u8, starts: &Starts, pid_tgid: u64) -> Option<StartKey> {
+fn start_key(ctx: *const u8, in_place: u32, starts: &Starts, pid_tgid: u64) -> Option<StartKey> {
     let key = &starts.key;
-    let value = integer(ctx, key.subject, key.offset, key.size, key.signed, pid_tgid)?;
+    let value = integer(ctx, in_place, key.subject, key.offset, key.size, key.signed, pid_tgid)?;
     let mut key = MaybeUninit::<StartKey>::uninit();
     let at = key.as_mut_ptr();
     // SAFETY: our own stack value, every byte written before it is read:
@@ -499,8 +551,8 @@ fn start_key(ctx: *const u8, starts: &Starts, pid_tgid: u64) -> Option<StartKey>
 /// The start time stored under the key `starts` names, deleted when the
 /// probe deletes it.
 #[inline(always)]
-fn take_start(ctx: *const u8, starts: &Starts, pid_tgid: u64) -> Option<u64> {
-    let key = start_key(ctx, starts, pid_tgid)?;
+fn take_start(ctx: *const u8, in_place: u32, starts: &Starts, pid_tgid: u64) -> Option<u64> {
+    let key = start_key(ctx, in_place, starts, pid_tgid)?;
     // SAFETY: the value is only read, and copied before the delete.
     let start = *unsafe { ONELINER_STARTS.get(&key) }?;
     if starts.delete != 0 {
@@ -665,6 +717,7 @@ fn operand(task: &Task, operand: &Operand) -> Option<i64> {
     }
     integer(
         task.ctx,
+        task.in_place,
         operand.subject,
         operand.offset,
         operand.size,

@@ -6,6 +6,10 @@
 // intrinsic compiles to BPF's atomic add.
 #![feature(core_intrinsics)]
 #![allow(internal_features, reason = "see core_intrinsics above")]
+// A context word loaded in place is one instruction the compiler must not
+// merge with its siblings into a load at a variable offset, which the
+// verifier refuses (`oneliner::word_in_place`).
+#![feature(asm_experimental_arch)]
 
 mod oneliner;
 

@@ -27,7 +27,7 @@ use weft_abi::oneliner::{
     AGGS_MAP, COPIES, COUNTERS_MAP, CopyKind, Counter, HEADER_SIZE, Header, IGNORE_GLOBAL,
     JOIN_SIZE, MAX_AGGS, MAX_ATTACHES, MAX_SAVED, MAX_STARTS, MAX_STRINGS, PROBES_MAP, ProbeConfig,
     RINGS_MAP, SAVED_MAP, SCRATCH, STACKS_MAP, STARTS_MAP, STRING_LEN_GLOBAL, TRACEPOINT_COPIES,
-    USES_GLOBAL, copy_key,
+    TRACEPOINT_WIDTHS, USES_GLOBAL, copy_key,
 };
 use weft_abi::ring::{self, Ring};
 use weft_oneliner::{
@@ -223,8 +223,8 @@ impl OnelinerProbe {
         // The kernel verifies each program as it loads (milliseconds),
         // while the ring array is still being filled.
         for attach in plan.attaches.iter().filter(|a| a.in_kernel()) {
-            if let Some(name) = shared_program(&attach.target) {
-                program(&mut ebpf, name)?;
+            if let Some(name) = shared_program(attach) {
+                program(&mut ebpf, &name)?;
             }
         }
         let rings = rings.finish(&ebpf, RINGS_MAP)?;
@@ -327,7 +327,7 @@ impl OnelinerProbe {
             Target::Tracepoint { category, name } => {
                 let id = event_id(tracefs, category, name)?;
                 let event = Tracepoint::with_id(id.into());
-                let copy = self.tracepoint_program(id)?;
+                let copy = self.tracepoint_program(id, tracepoint_width(attach))?;
                 let fd = program(&mut self.ebpf, &copy)?;
                 self.link(fd, Builder::new(event).one_cpu(0), cookie)
             }
@@ -587,17 +587,17 @@ impl OnelinerProbe {
     }
 
     /// Function names for `usym()` and `ksym()`, shared with the stacks'.
-    /// The copy of the tracepoint program for the next probe on tracepoint
-    /// `id`: the kernel runs one program at most once per tracepoint.
-    fn tracepoint_program(&mut self, id: u32) -> Result<String> {
+    /// The copy of the tracepoint program of `width` for the next probe on
+    /// tracepoint `id`: the kernel runs one program at most once per
+    /// tracepoint.
+    fn tracepoint_program(&mut self, id: u32, width: u32) -> Result<String> {
         let used = self.tracepoints.entry(id).or_insert(0);
         let copy = *used;
         *used += 1;
-        Ok(match copy {
-            0 => TRACEPOINT_PROGRAM.to_owned(),
-            n if n < TRACEPOINT_COPIES => format!("{TRACEPOINT_PROGRAM}_{n}"),
-            _ => bail!("weft attaches at most {TRACEPOINT_COPIES} probes to one tracepoint"),
-        })
+        if copy >= TRACEPOINT_COPIES {
+            bail!("weft attaches at most {TRACEPOINT_COPIES} probes to one tracepoint");
+        }
+        Ok(tracepoint_copy(width, copy))
     }
 
     /// The aggregations the kernel keeps, for the runtime to read when it
@@ -837,19 +837,51 @@ fn program(ebpf: &mut Ebpf, name: &str) -> Result<RawFd> {
     })
 }
 
-/// The program that attach points of `target`'s kind share, if they do
+/// The name of copy `copy` of the tracepoint program of `width`
+/// ([`TRACEPOINT_WIDTHS`]).
+fn tracepoint_copy(width: u32, copy: usize) -> String {
+    let width = if width > 0 {
+        format!("_w{width}")
+    } else {
+        String::new()
+    };
+    let copy = if copy > 0 {
+        format!("_{copy}")
+    } else {
+        String::new()
+    };
+    format!("{TRACEPOINT_PROGRAM}{width}{copy}")
+}
+
+/// The widest of [`TRACEPOINT_WIDTHS`] within the record of `attach`, a
+/// tracepoint: where its last field ends, as far as weft reads it (an
+/// `int` in an 8-byte slot ends 4 bytes early, which errs narrow). The
+/// kernel refuses a program that loads in place past the record's end.
+fn tracepoint_width(attach: &Attach) -> u32 {
+    let end = (attach.fields.iter())
+        .map(|f| u32::from(f.offset) + u32::from(f.size))
+        .max()
+        .unwrap_or(0);
+    (TRACEPOINT_WIDTHS.into_iter())
+        .filter(|&w| w <= end)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The program that attach points of `attach`'s kind share, if they do
 /// (copies serve fentry, fexit and raw tracepoints).
-fn shared_program(target: &Target) -> Option<&'static str> {
-    match target {
-        Target::Tracepoint { .. } => Some(TRACEPOINT_PROGRAM),
-        Target::Kprobe { .. } => Some(KPROBE_PROGRAM),
-        Target::Uprobe { exit: false, .. } | Target::Usdt { .. } => Some(UPROBE_PROGRAM),
-        Target::Uprobe { exit: true, .. } => Some(URETPROBE_PROGRAM),
+fn shared_program(attach: &Attach) -> Option<String> {
+    let name = match &attach.target {
+        Target::Tracepoint { .. } => return Some(tracepoint_copy(tracepoint_width(attach), 0)),
+        Target::Kprobe { .. } => KPROBE_PROGRAM,
+        Target::Uprobe { exit: false, .. } | Target::Usdt { .. } => UPROBE_PROGRAM,
+        Target::Uprobe { exit: true, .. } => URETPROBE_PROGRAM,
         Target::Profile { .. } | Target::PerfEvent { .. } | Target::Watchpoint { .. } => {
-            Some(PERF_PROGRAM)
+            PERF_PROGRAM
         }
-        _ => None,
-    }
+        _ => return None,
+    };
+    Some(name.to_owned())
 }
 
 /// Opens `builder`'s event for every process.

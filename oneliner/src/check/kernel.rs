@@ -54,11 +54,19 @@ pub struct Field {
     pub pointee: Option<String>,
     /// The integer or pointer a pointer field points to, as its
     /// declaration names it: its size and sign (`const char *const *argv`:
-    /// 8 unsigned, `int *fds`: 4 signed), by which `+`, `-` and `[i]` step.
+    /// 8 unsigned, `int *fds`: 4 signed), by which `+`, `-` and `[i]` step;
+    /// of an integer field, the elements of the array it is inside the
+    /// record (`unsigned long args[6]`, whose `args[2]` is in place).
     pub element: Option<(u16, bool)>,
 }
 
 impl Field {
+    /// Whether it is an array of integers inside the record, which `[i]`
+    /// reads in place.
+    pub fn is_array(&self) -> bool {
+        self.kind == FieldKind::Int && self.element.is_some()
+    }
+
     /// A 64-bit slot `index` of an argument array (fentry, raw tracepoints).
     pub fn slot(name: impl Into<String>, index: u16) -> Self {
         Self {
@@ -217,6 +225,12 @@ pub fn format_fields(format: &str) -> Vec<Field> {
             } else {
                 f.field.size
             };
+            let element = if kind == FieldKind::Int && declaration.contains('[') {
+                // Its elements, each `size` bytes as the type says.
+                Some((size as u16, f.signed || signed))
+            } else {
+                element(declaration)
+            };
             Field {
                 name: f.name.to_string(),
                 offset: f.field.offset as u16,
@@ -224,7 +238,7 @@ pub fn format_fields(format: &str) -> Vec<Field> {
                 signed: kind == FieldKind::Int && (f.signed || signed),
                 kind,
                 pointee: pointee(declaration),
-                element: element(declaration),
+                element,
             }
         })
         .collect()

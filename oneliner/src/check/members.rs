@@ -491,6 +491,11 @@ fn target(
             let at = at.ok_or_else(|| Error::new(address.span, "this offset overflows"))?;
             Ok((start, hops, at))
         }
+        // An array inside the record is where it lies.
+        ExprKind::Field(name) if attach.field(name).is_some_and(Field::is_array) => {
+            let offset = attach.field(name).map_or(0, |f| f.offset);
+            Ok((Start::Context, Vec::new(), i64::from(offset)))
+        }
         ExprKind::Member { .. } if char_array(kernel, attach, bound, address) => {
             // An array's address is where it lies, not a pointer it holds.
             let place = place(kernel, attach, bound, address)?;
@@ -537,7 +542,7 @@ pub(crate) fn pointee(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, addre
     let element = match &base.kind {
         ExprKind::Field(name) => attach
             .field(name)
-            .filter(|f| matches!(f.kind, FieldKind::Pointer { .. }))
+            .filter(|f| matches!(f.kind, FieldKind::Pointer { .. }) || f.is_array())
             .and_then(|f| f.element),
         ExprKind::Member { .. } => char_array(kernel, attach, bound, base).then_some((1, true)),
         _ => None,
@@ -593,7 +598,7 @@ fn steps_bytes(attach: &Attach, base: &Expr) -> bool {
     };
     attach
         .field(&name)
-        .is_some_and(|f| f.kind == FieldKind::Int)
+        .is_some_and(|f| f.kind == FieldKind::Int && !f.is_array())
 }
 
 /// Offset `at` from the address `hops` lead to, as the kernel takes it:

@@ -26,6 +26,8 @@ const EXEC: &str = "\tfield:__data_loc char[] filename;\toffset:8;\tsize:4;\tsig
         \tfield:pid_t pid;\toffset:12;\tsize:4;\tsigned:1;\n";
 const NANOSLEEP: &str = "\tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n\
         \tfield:struct __kernel_timespec * rqtp;\toffset:16;\tsize:8;\tsigned:0;\n";
+const RAW_ENTER: &str = "\tfield:long id;\toffset:8;\tsize:8;\tsigned:1;\n\
+        \tfield:unsigned long args[6];\toffset:16;\tsize:48;\tsigned:0;\n";
 
 /// Kernel structs: (id, name, members (name, offset, type)).
 type Members = &'static [(&'static str, u32, KernelType)];
@@ -98,6 +100,7 @@ impl Kernel for FakeKernel {
             ("syscalls", "sys_enter_execve"),
             ("sched", "sched_process_exec"),
             ("syscalls", "sys_enter_nanosleep"),
+            ("raw_syscalls", "sys_enter"),
         ]
         .into_iter()
         .filter(|(c, n)| {
@@ -113,6 +116,7 @@ impl Kernel for FakeKernel {
             "sys_exit_read" => EXIT_READ,
             "sys_enter_execve" => EXECVE,
             "sys_enter_nanosleep" => NANOSLEEP,
+            "sys_enter" => RAW_ENTER,
             _ => EXEC,
         }))
     }
@@ -1374,4 +1378,16 @@ fn uprobe_arguments_by_name_from_dwarf() {
     assert!(refused("uprobe:prog:main { @ = args->a; }").ends_with(
         "(build it with -g, or install its debug file); arg0, arg1, ... read the registers"
     ));
+}
+
+#[test]
+fn an_array_field_is_indexed_in_place() {
+    let plan = checked(
+        "tracepoint:raw_syscalls:sys_enter { @[args->args[2], args.args[0]] = count(); }",
+    );
+    let reads: Vec<_> = (plan.attaches[0].reads.iter())
+        .map(|r| (r.start, r.hops.clone(), r.at, r.len))
+        .collect();
+    // In the record itself: no pointer followed, 8-byte elements from 16.
+    assert_eq!(reads, [(Start::Context, vec![], 16, 24)]);
 }

@@ -511,7 +511,7 @@ fn explain(plan: &Plan) -> String {
         }
         let how = match &attach.target {
             Target::Tracepoint { .. } => {
-                "weft_oneliner_tracepoint, perf event linked with a cookie"
+                "weft_oneliner_tracepoint_wN (words of the record's first N bytes loaded in place, N as long as the record allows), perf event linked with a cookie"
             }
             Target::Kprobe { .. } => "weft_oneliner_kprobe, perf event linked with a cookie",
             Target::Uprobe { .. } => "weft_oneliner_uprobe/uretprobe, attached with a cookie",
