@@ -1411,7 +1411,7 @@ fn parse_number(text: &str) -> Result<u64, String> {
 
 /// A PT window's length: a duration within what `weft pt record` allows.
 fn parse_pt_window(text: &str) -> Result<Duration, String> {
-    let windows = weft_pt::capture::DURATIONS;
+    let windows = weft_pt_capture::window::DURATIONS;
     let duration = parse_duration(text)?;
     if !windows.contains(&duration) {
         return Err(format!(

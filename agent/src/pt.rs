@@ -10,10 +10,10 @@ use weft_pt::calls::{Call, Calls, Listing, Profile};
 use weft_pt::dump::TimeColumn;
 use weft_pt::flow::Step;
 use weft_pt::image::Image;
-use weft_pt::perf::PerfData;
+use weft_pt::perf_data::PerfData;
 use weft_pt::pevent::{self, Channel};
 use weft_pt::sideband::{Format, Sideband};
-use weft_pt::threads::{Clock, Router, Stretches};
+use weft_pt::threads::{Router, Stretches, TscToNs};
 use weft_pt::time::Clocks;
 use weft_pt_capture::decode::{
     Decoding, Source, by_thread, each_input, queue_title, read_trace, walk,
@@ -250,11 +250,11 @@ fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
 fn listing<'a>(
     image: &'a Image,
     out: &'a mut dyn Write,
-    clock: Option<Clock>,
+    clock: Option<TscToNs>,
 ) -> std::io::Result<Listing<'a>> {
     let listing = Listing::new(image, out, clock.map(|_| "ns"))?;
     Ok(match clock {
-        Some(Clock::Monotonic(_)) => listing.absolute(),
+        Some(TscToNs::Monotonic(_)) => listing.absolute(),
         _ => listing,
     })
 }
@@ -263,7 +263,7 @@ fn listing<'a>(
 fn thread_section(
     image: &Image,
     made: &[Call],
-    clock: Option<Clock>,
+    clock: Option<TscToNs>,
     summary_only: bool,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
@@ -351,10 +351,12 @@ fn perf(args: &PtPerfArgs) -> anyhow::Result<ExitCode> {
     let counts: Vec<String> = perf
         .counts
         .iter()
-        .map(|(&kind, count)| match weft_pt::perf::record_name(kind) {
-            Some(name) => format!("{name} {count}"),
-            None => format!("type {kind} {count}"),
-        })
+        .map(
+            |(&kind, count)| match weft_pt::perf_data::record_name(kind) {
+                Some(name) => format!("{name} {count}"),
+                None => format!("type {kind} {count}"),
+            },
+        )
         .collect();
     writeln!(out, "records: {}", counts.join(", "))?;
     out.flush()?;

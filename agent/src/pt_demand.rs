@@ -7,10 +7,8 @@ use std::{path::Path, sync::mpsc::Sender, time::Duration};
 
 use anyhow::Result;
 use weft_capture::pt_calls::{Call, Decoded};
-use weft_pt::{
-    calls::{Call as Step, name},
-    caps::{Caps, SYSFS},
-};
+use weft_pt::calls::{Call as Step, name};
+use weft_pt_capture::caps::{Caps, SYSFS};
 
 /// A capture asked for by hand (the UI's `p`): PT of process `pid` for
 /// `weft pt record`'s default window into a new directory of `dir`, on a

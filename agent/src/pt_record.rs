@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use weft_pt::caps::{Caps, SYSFS, Unsupported};
+use weft_pt_capture::caps::{Caps, SYSFS, Unsupported};
 use weft_pt_capture::take::{Options, Taken, Target, take};
 
 use crate::cli::PtRecordArgs;

@@ -13,9 +13,9 @@ use weft_pt::Errata;
 use weft_pt::calls::{Call, Calls};
 use weft_pt::flow::{Event, Flow, Step};
 use weft_pt::image::Image;
-use weft_pt::perf::{PerfData, PtInfo, Queue, Switch, TimeConv};
+use weft_pt::perf_data::{PerfData, PtInfo, Queue, Switch, TimeConv};
 use weft_pt::sideband::Note;
-use weft_pt::threads::{Clock, Router, Stretches, Threads};
+use weft_pt::threads::{Router, Stretches, Threads, TscToNs};
 use weft_pt::time::Clocks;
 
 /// What to decode: the trace and where its code comes from.
@@ -74,7 +74,7 @@ pub struct Input<'a> {
     pub trace: &'a [u8],
     pub image: &'a Image,
     /// How the trace's TSC becomes time, when the recording says.
-    pub clock: Option<Clock>,
+    pub clock: Option<TscToNs>,
     /// The clocks the recording says it was made with (zero where it
     /// does not say).
     pub recorded: Option<Clocks>,
@@ -189,7 +189,7 @@ pub fn each_input(
     for (i, (queue, switches)) in perf.queues.iter().zip(switches).enumerate() {
         let threads = switches.map(|(switches, conv)| Threads {
             switches,
-            clock: Clock::Perf(conv),
+            clock: TscToNs::Perf(conv),
             images: &images,
             none: &none,
         });
@@ -202,7 +202,7 @@ pub fn each_input(
             title: Some(queue_title(&perf, queue)),
             trace: &queue.trace(&file),
             image,
-            clock: clock.map(Clock::Perf),
+            clock: clock.map(TscToNs::Perf),
             recorded: perf.info.as_ref().map(PtInfo::clocks),
             threads: threads.as_ref(),
             comms: Some(&comms),
@@ -272,7 +272,7 @@ fn each_cpu(
             .filter(|_| !switches.is_empty())
             .map(|clock| Threads {
                 switches,
-                clock: Clock::Monotonic(clock),
+                clock: TscToNs::Monotonic(clock),
                 images: &images,
                 none: &none,
             });
@@ -280,7 +280,7 @@ fn each_cpu(
             title: Some(format!("cpu {cpu}, {} bytes", trace.len())),
             trace: &trace,
             image,
-            clock: saved.clock.map(Clock::Monotonic),
+            clock: saved.clock.map(TscToNs::Monotonic),
             recorded: Some(Clocks {
                 mtc_freq: saved.mtc_period,
                 ctc_eax: saved.cpuid_0x15.0,

@@ -13,8 +13,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use serde_json::json;
-use weft_pt::capture::{Plan, TscClock, Window};
-use weft_pt::perf::Switch;
+use weft_pt::time::TscClock;
+
+use crate::window::{Plan, Window};
+use weft_pt::perf_data::Switch;
 
 /// What a capture keeps besides the trace: how its TSC maps to
 /// `CLOCK_MONOTONIC`, the process's maps, and the context switches on its
@@ -248,7 +250,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt as _;
     use std::time::Duration;
 
-    use weft_pt::capture::Aux;
+    use crate::window::Aux;
 
     use super::*;
 

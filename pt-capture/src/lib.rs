@@ -4,20 +4,27 @@
 //! or a raw trace) whole, each trace with its code, clock and threads,
 //! over `weft-pt`'s decoder.
 //!
-//! Beside `weft-pt` (decoding, and the `perf_event` plumbing of a window)
-//! rather than in it, because the context switches come from one of weft's
-//! eBPF sources (`weft-kernel`), and `weft-pt` knows no eBPF. Must not
-//! depend on the command line or the store.
+//! All of weft's PT hardware access is here: the PMU's capabilities, the
+//! `perf_event` per CPU and its AUX area, the window; `weft-pt` is a pure
+//! decoder that makes no system call. The context switches come from one
+//! of weft's eBPF sources (`weft-kernel`). Must not depend on the command
+//! line or the store.
 //!
 //! # Overview
 //!
-//! - [`take`]: what to trace ([`take::Options`]), and the window itself.
+//! - [`caps`]: what the CPU's PT can do, from sysfs.
+//! - [`window`]: the plan of a window and the window itself, over any
+//!   [`window::Traced`] event; [`perf_event`] is the kernel's.
+//! - [`take`]: what to trace ([`take::Options`]), and the window taken.
 //! - [`switches`]: the context switches recorded while PT runs.
 //! - [`dir`]: the capture directory, written once and read back whole.
 //! - [`decode`]: a recording decoded whole (a raw trace, perf.data or a
 //!   capture directory), each trace with its code, clock and threads.
 
+pub mod caps;
 pub mod decode;
 pub mod dir;
+pub mod perf_event;
 pub mod switches;
 pub mod take;
+pub mod window;

@@ -13,7 +13,7 @@ use weft_kernel::{
     events::{EventProbe, Filter},
     source::SWITCH,
 };
-use weft_pt::perf::Switch;
+use weft_pt::perf_data::Switch;
 
 /// Ring bytes per CPU: a busy CPU switches some 100,000 times a second,
 /// 32 bytes each, and the rings are drained every 10 ms.

@@ -7,12 +7,14 @@ use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::caps::{Caps, SYSFS};
+use crate::perf_event::PerfEvent;
 use anyhow::{Context as _, bail};
 use serde_json::json;
-use weft_pt::caps::{Caps, SYSFS};
-use weft_pt::capture::perf::PerfEvent;
-use weft_pt::capture::{Plan, Request, TscClock, read_tsc_and_monotonic, window};
-use weft_pt::perf::Switch;
+use weft_pt::time::TscClock;
+
+use crate::window::{Plan, Request, read_tsc_and_monotonic, window};
+use weft_pt::perf_data::Switch;
 
 use crate::dir::{Sidebands, save};
 use crate::switches::Switches;

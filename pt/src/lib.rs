@@ -9,14 +9,13 @@
 //! went ([`ptxed`] spells the steps as ptxed does); [`pevent`] and
 //! [`sideband`] read `perf_event` sideband and switch the image per process;
 //! [`threads`] hands each step of a CPU's trace to the thread that ran it,
-//! [`calls`] turns steps into calls, and [`caps`] says whether this machine
-//! can record PT. This crate knows nothing about eBPF or the store; it reads
-//! PT byte streams and code images and says what the CPU did (its one
-//! `weft-abi` use is the shared mapping of a perf event's buffers).
+//! and [`calls`] turns steps into calls; [`perf_data`] reads perf.data.
+//! This crate knows nothing about eBPF or the store and makes no system
+//! call: it reads PT byte streams and code images and says what the CPU did.
+//! Whether a machine can record PT, and the recording, are
+//! `weft-pt-capture`'s.
 
 pub mod calls;
-pub mod caps;
-pub mod capture;
 pub mod control;
 pub mod dump;
 pub mod encode;
@@ -24,7 +23,7 @@ pub mod flow;
 pub mod image;
 mod insn;
 pub mod packet;
-pub mod perf;
+pub mod perf_data;
 pub mod pevent;
 pub mod ptxed;
 mod query;

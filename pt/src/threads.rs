@@ -11,17 +11,17 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::capture::TscClock;
 use crate::flow::{Class, Event, Step};
 use crate::image::Image;
-use crate::perf::{Switch, TimeConv};
+use crate::perf_data::{Switch, TimeConv};
+use crate::time::TscClock;
 
 /// Who ran on one CPU when, and the code of each process.
 pub struct Threads<'a> {
     /// The CPU's switches, in time order.
     pub switches: Vec<Switch>,
     /// TSC to the switches' clock.
-    pub clock: Clock,
+    pub clock: TscToNs,
     /// Each process's code, by pid.
     pub images: &'a HashMap<i32, Image>,
     /// The code of a task without mappings (the idle task, a kernel thread).
@@ -156,9 +156,10 @@ impl Stretches {
     }
 }
 
-/// How a recording's TSC becomes ns.
+/// How a recording's TSC becomes ns (not [`crate::time::Clock`], the
+/// time a trace is at, packet by packet).
 #[derive(Clone, Copy)]
-pub enum Clock {
+pub enum TscToNs {
     /// perf's clock, from a perf.data file.
     Perf(TimeConv),
     /// `CLOCK_MONOTONIC`, from a `weft pt record` capture: the clock of
@@ -166,7 +167,7 @@ pub enum Clock {
     Monotonic(TscClock),
 }
 
-impl Clock {
+impl TscToNs {
     pub fn ns(self, tsc: u64) -> u64 {
         match self {
             Self::Perf(conv) => conv.ns(tsc),
@@ -259,7 +260,7 @@ mod tests {
         // perf time = 100 + 2 * tsc.
         let threads = Threads {
             switches: vec![switch(200, 10), switch(1100, 20)],
-            clock: Clock::Perf(crate::perf::TimeConv {
+            clock: TscToNs::Perf(crate::perf_data::TimeConv {
                 shift: 0,
                 mult: 2,
                 zero: 100,

@@ -490,3 +490,45 @@ fn ctc_to_fc(ctc: u64, clocks: &Clocks) -> Result<u64, TimeError> {
     }
     Ok(ctc * u64::from(clocks.ctc_ebx) / u64::from(clocks.ctc_eax))
 }
+
+/// The TSC and `CLOCK_MONOTONIC` read together before and after a window,
+/// so that the trace's TSC times become the monotonic ns `weft record`
+/// stores and a call lines up with the syscalls of the same instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TscClock {
+    /// TSC readings, first and last.
+    pub tsc: [u64; 2],
+    /// The `CLOCK_MONOTONIC` ns of each.
+    pub ns: [u64; 2],
+}
+
+impl TscClock {
+    /// The monotonic ns of `tsc`, on the line through the two readings
+    /// (beyond them too: a trace's first TSC comes after the first one).
+    pub fn ns(&self, tsc: u64) -> u64 {
+        let ticks = i128::from(self.tsc[1]) - i128::from(self.tsc[0]);
+        let ns = i128::from(self.ns[1]) - i128::from(self.ns[0]);
+        let since = i128::from(tsc) - i128::from(self.tsc[0]);
+        let offset = if ticks > 0 { since * ns / ticks } else { 0 };
+        u64::try_from((i128::from(self.ns[0]) + offset).max(0)).unwrap_or(u64::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TscClock;
+
+    #[test]
+    fn tsc_times_fall_on_the_line_through_the_two_readings() {
+        let clock = TscClock {
+            tsc: [1_000_000, 3_000_000],
+            ns: [5_000_000_000, 5_001_000_000],
+        };
+        assert_eq!(clock.ns(1_000_000), 5_000_000_000);
+        assert_eq!(clock.ns(2_000_000), 5_000_500_000);
+        assert_eq!(clock.ns(3_000_000), 5_001_000_000);
+        // Before the first reading and after the last too.
+        assert_eq!(clock.ns(0), 4_999_500_000);
+        assert_eq!(clock.ns(5_000_000), 5_002_000_000);
+    }
+}

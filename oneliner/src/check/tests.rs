@@ -1382,9 +1382,8 @@ fn uprobe_arguments_by_name_from_dwarf() {
 
 #[test]
 fn an_array_field_is_indexed_in_place() {
-    let plan = checked(
-        "tracepoint:raw_syscalls:sys_enter { @[args->args[2], args.args[0]] = count(); }",
-    );
+    let plan =
+        checked("tracepoint:raw_syscalls:sys_enter { @[args->args[2], args.args[0]] = count(); }");
     let reads: Vec<_> = (plan.attaches[0].reads.iter())
         .map(|r| (r.start, r.hops.clone(), r.at, r.len))
         .collect();

@@ -14,7 +14,7 @@ use perf_event::events::Dynamic;
 
 use weft_abi::mapping::Mapping;
 
-use super::{Aux, Plan, Traced};
+use crate::window::{Aux, Plan, Traced};
 
 /// `_IO('$', 0)` and `_IO('$', 1)`.
 const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
