@@ -1280,8 +1280,28 @@ pub struct FilterArgs {
     pub pid: Vec<u32>,
 
     /// Trace only tasks with this name (as in /proc/PID/comm, at most 15 bytes).
-    #[arg(long, short = 'c', value_name = "COMM", value_parser = parse_comm)]
+    #[arg(long, value_name = "COMM", value_parser = parse_comm)]
     pub comm: Option<String>,
+
+    /// Run this command (split on blanks, as bpftrace's -c), trace it and
+    /// every process it starts, and stop when it exits.
+    ///
+    /// As strace's and perf's: `-- PROGRAM ARGS...` at the end of the line
+    /// runs a command with arguments as given. The command runs as root in
+    /// a cgroup of its own (`weft-PID` under the cgroup2 root), which the
+    /// probes filter on in the kernel, so its children are traced from
+    /// their first call.
+    #[arg(
+        long,
+        short = 'c',
+        value_name = "COMMAND",
+        conflicts_with_all = ["pid", "cgroup", "program"]
+    )]
+    pub command: Option<String>,
+
+    /// The command to run and trace, after `--` (see -c).
+    #[arg(last = true, value_name = "PROGRAM", conflicts_with_all = ["pid", "cgroup"])]
+    pub program: Vec<String>,
 
     /// Trace only threads in this cgroup v2 directory (e.g.
     /// /sys/fs/cgroup/system.slice/redis.service), not in its children.

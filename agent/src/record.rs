@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use weft_kernel::tc::NetOptions;
 use weft_recording::{
+    command::Command,
     peers::PeerPlan,
     record::{Chosen, Plan, Triggering, ns, record},
     trigger,
@@ -19,7 +20,9 @@ use crate::{
 
 /// Runs `weft record` until the duration ends, SIGINT or SIGTERM.
 pub fn run(args: &RecordArgs) -> Result<ExitCode> {
-    eprint!("{}", record(&plan(args)?, None)?);
+    let command = resolve::command(&args.filter)?;
+    let plan = plan(args, command.as_ref())?;
+    eprint!("{}", record(&plan, None, command)?);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -30,8 +33,9 @@ pub fn plain(
     filter: &FilterArgs,
     capture: &CaptureArgs,
     dir: std::path::PathBuf,
+    command: Option<&Command>,
 ) -> Result<Plan> {
-    let (options, drain_interval) = resolve::probe_options(filter, capture)?;
+    let (options, drain_interval) = resolve::probe_options(filter, capture, command)?;
     Ok(Plan {
         decode_pt: Some(pt_demand::decode),
         // The other sources take the syscalls' cgroup filter too.
@@ -41,7 +45,7 @@ pub fn plain(
 }
 
 /// What `weft record`'s arguments say.
-fn plan(args: &RecordArgs) -> Result<Plan> {
+fn plan(args: &RecordArgs, command: Option<&Command>) -> Result<Plan> {
     let output = &args.output;
     let triggers = &output.triggers;
     Ok(Plan {
@@ -74,6 +78,7 @@ fn plan(args: &RecordArgs) -> Result<Plan> {
             &args.filter,
             &args.capture,
             output.output.clone(),
+            command,
         )?
     }
     .limited(output.max_disk, output.retain))

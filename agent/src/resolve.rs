@@ -5,17 +5,40 @@ use std::{path::Path, time::Duration};
 
 use anyhow::{Context as _, Result, bail};
 use weft_kernel::syscall::{AttachPoints, Filter, Options};
+use weft_recording::command::Command;
 
 use crate::cli::{Attach, CaptureArgs, FilterArgs};
 
-/// Probe options and the drain interval from the shared flags.
-pub fn probe_options(filter: &FilterArgs, capture: &CaptureArgs) -> Result<(Options, Duration)> {
+/// The command `-c` or `-- PROGRAM ARGS` names, started and held until
+/// the probes are attached; `None` without one.
+pub fn command(filter: &FilterArgs) -> Result<Option<Command>> {
+    let words = match (&filter.command, filter.program.is_empty()) {
+        (Some(command), _) => command.split_whitespace().map(str::to_owned).collect(),
+        (None, false) => filter.program.clone(),
+        (None, true) => return Ok(None),
+    };
+    // Before the cgroup is made: without root, the error says so.
+    weft_kernel::ebpf::check_privileges()?;
+    Command::spawn(&words).map(Some)
+}
+
+/// Probe options and the drain interval from the shared flags; with a
+/// command, its cgroup is the filter.
+pub fn probe_options(
+    filter: &FilterArgs,
+    capture: &CaptureArgs,
+    command: Option<&Command>,
+) -> Result<(Options, Duration)> {
+    let cgroup = match command {
+        Some(command) => Some(command.cgroup_id()),
+        None => filter.cgroup.as_deref().map(cgroup_id).transpose()?,
+    };
     let filter = Filter {
         pids: resolve_pids(&filter.pid)?,
         comm: filter.comm.clone(),
         syscalls: resolve_syscalls(&filter.syscall)?,
         min_duration: filter.min_duration.unwrap_or_default(),
-        cgroup: filter.cgroup.as_deref().map(cgroup_id).transpose()?,
+        cgroup,
     };
     let attach = match (capture.attach, filter.syscalls.is_empty()) {
         (Attach::Syscall, true) => bail!("--attach syscall needs --syscall NAME"),

@@ -4,7 +4,10 @@
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
-use weft_recording::stat::{self, By, Plan};
+use weft_recording::{
+    command::Command,
+    stat::{self, By, Plan},
+};
 
 use crate::{
     cli::{StatArgs, StatBy},
@@ -13,13 +16,15 @@ use crate::{
 
 /// Runs `weft stat` until the duration ends, Ctrl-C or SIGTERM.
 pub fn run(args: &StatArgs) -> Result<ExitCode> {
-    stat::run(&plan(args)?, &mut std::io::stdout().lock())?;
+    let command = resolve::command(&args.filter)?;
+    let plan = plan(args, command.as_ref())?;
+    stat::run(&plan, command, &mut std::io::stdout().lock())?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Resolves names to numbers and checks that pids exist.
-fn plan(args: &StatArgs) -> Result<Plan> {
-    let (options, drain_interval) = resolve::probe_options(&args.filter, &args.capture)?;
+fn plan(args: &StatArgs, command: Option<&Command>) -> Result<Plan> {
+    let (options, drain_interval) = resolve::probe_options(&args.filter, &args.capture, command)?;
     if args.output.interval.is_some_and(|i| i.is_zero()) {
         bail!("--interval must be greater than zero");
     }

@@ -35,6 +35,12 @@ use weft_tui::FrameTimes;
 use crate::{cli::TuiArgs, pt_demand, record};
 
 pub fn run(args: &TuiArgs) -> Result<ExitCode> {
+    if args.filter.command.is_some() || !args.filter.program.is_empty() {
+        anyhow::bail!(
+            "the UI does not run a command: `weft record -c COMMAND -o DIR` records it, \
+             `weft tui DIR` shows the capture, and `weft stat -c COMMAND` counts its calls"
+        );
+    }
     let feed: Arc<dyn Feed> = match &args.dir {
         Some(dir) => Arc::new(CaptureFeed::open(dir, args.skip_damaged)?),
         None if !args.fleet.is_empty() => {
@@ -135,9 +141,12 @@ fn recorder(args: &TuiArgs, dir: &Path, ready: Ready, health: &Arc<Mutex<Health>
     Producer {
         name: "weft-record",
         run: Box::new(move || {
-            let plan = record::plain(&sources, &filter, &capture, dir)?;
-            let report =
-                weft_recording::record::record(&plan.limited(Some(disk), Some(retain)), Some(ui))?;
+            let plan = record::plain(&sources, &filter, &capture, dir, None)?;
+            let report = weft_recording::record::record(
+                &plan.limited(Some(disk), Some(retain)),
+                Some(ui),
+                None,
+            )?;
             eprint!("{report}");
             Ok(())
         }),

@@ -33,6 +33,7 @@
 //!   [`output`]: the file a user names for its output, opened safely.
 
 pub mod app;
+pub mod command;
 pub mod exposition;
 pub mod histogram;
 pub mod hosts;

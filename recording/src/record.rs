@@ -31,6 +31,7 @@ use weft_store::{Config, Field, SourceId, Store};
 
 use crate::{
     app::{self, AppServer, Message},
+    command::Command,
     histogram,
     live::{self, DecodePt},
     losses, metrics, peers,
@@ -136,7 +137,10 @@ pub struct UiLink {
 /// Records until the duration ends, SIGINT, SIGTERM or `ui`'s stop.
 ///
 /// Returns the report of what was recorded and lost, a line per source.
-pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<String> {
+///
+/// With `command`, recording also ends when the command exits (its cgroup
+/// is the plan's filter).
+pub fn record(plan: &Plan, ui: Option<UiLink>, command: Option<Command>) -> Result<String> {
     let dir = &plan.dir;
     ebpf::check_privileges()?;
     let mut fresh = capture::prepare_dir(dir, plan.append)?;
@@ -195,7 +199,11 @@ pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<String> {
             dir.display(),
             plan.options.ring_bytes >> 10
         ),
-        stop: ui_stop.clone(),
+        stop: ui_stop.clone().or_else(|| {
+            command
+                .as_ref()
+                .map(|_| Arc::new(tokio::sync::Notify::new()))
+        }),
         poke: peer.as_ref().map(|side| Arc::clone(&side.wake)),
     };
     let capture_dir = Arc::clone(store.dir());
@@ -224,7 +232,11 @@ pub fn record(plan: &Plan, ui: Option<UiLink>) -> Result<String> {
         dir: capture_dir,
         losses: losses::LossLog::default(),
     };
+    // Let run now that the probes are attached; killed if still running
+    // when recording stops.
+    let running = (command.zip(session.stop.clone())).map(|(command, ended)| command.run(ended));
     let outcome = session::run(&session, &mut probes, &mut recorder)?;
+    drop(running);
     if recorder.status {
         eprintln!();
     }

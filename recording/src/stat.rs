@@ -6,6 +6,7 @@ use std::{
     collections::{BTreeMap, HashMap},
     fmt::Write as _,
     io::{self, Write},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -19,6 +20,7 @@ use weft_kernel::{
 };
 
 use crate::{
+    command::Command,
     probe::{self, Accounting, Arrival, Consumer, Probes},
     session::{self, Session},
 };
@@ -351,11 +353,15 @@ pub fn render_json(kind: &str, elapsed: Duration, rows: &[Row], losses: &Losses,
 
 /// Runs `weft stat` until the duration ends, Ctrl-C or SIGTERM, printing
 /// to `out`.
-pub fn run(plan: &Plan, out: &mut dyn Write) -> Result<()> {
+///
+/// With `command`, the capture also ends when the command exits (its
+/// cgroup is the plan's filter).
+pub fn run(plan: &Plan, command: Option<Command>, out: &mut dyn Write) -> Result<()> {
     ebpf::check_privileges()?;
     // Before the load, so that no run of the programs goes uncounted.
     let _stats = plan.cost.then(ebpf::enable_run_stats).transpose()?;
     let probe = SyscallProbe::load(&plan.options)?;
+    let ended = Arc::new(tokio::sync::Notify::new());
     let session = Session {
         drain_interval: plan.drain_interval,
         tick: plan.interval,
@@ -364,7 +370,7 @@ pub fn run(plan: &Plan, out: &mut dyn Write) -> Result<()> {
             "weft: tracing syscalls on {}; Ctrl-C to stop",
             probe.describe()
         ),
-        stop: None,
+        stop: command.as_ref().map(|_| Arc::clone(&ended)),
         poke: None,
     };
     let mut table = Table {
@@ -381,7 +387,11 @@ pub fn run(plan: &Plan, out: &mut dyn Write) -> Result<()> {
     };
     let cpu_start = table.cpu;
     let mut probes: Probes = vec![Box::new(probe)];
+    // Let run now that the probes are attached; killed if still running
+    // when tracing stops.
+    let running = command.map(|command| command.run(Arc::clone(&ended)));
     let outcome = session::run(&session, &mut probes, &mut table)?;
+    drop(running);
     let Table {
         mut total,
         current,

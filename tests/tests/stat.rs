@@ -407,3 +407,70 @@ fn a_few_syscalls_arrive_while_tracing_not_only_at_the_end() {
         "the 3 getppid calls come within 800 ms, while the workload sleeps: {per_interval:?}"
     );
 }
+
+/// `-c COMMAND` and `-- PROGRAM ARGS` run the command and trace it and the
+/// processes it starts (in a cgroup of its own, filtered in the kernel)
+/// until it exits: a shell's two workloads, one in the background, are
+/// counted exactly; a workload outside running at the same time is not;
+/// weft ends when the shell does and leaves no cgroup behind.
+#[test]
+fn a_command_and_the_processes_it_starts_are_traced_until_it_exits() {
+    let test = "a_command_and_the_processes_it_starts_are_traced_until_it_exits";
+    if !can_trace(test) {
+        return;
+    }
+    let mut outside = Workload::spawn(WORKLOAD, &["getppid:20000"]);
+    outside.go();
+    // Each workload waits for a byte on stdin; the pipe gives it one.
+    let script =
+        format!("printf x | {WORKLOAD} getppid:700 & printf x | {WORKLOAD} getppid:300; wait");
+    // `-c` splits on blanks, as bpftrace's: the script from a file.
+    let file = std::env::temp_dir().join(format!("weft-command-{}.sh", std::process::id()));
+    std::fs::write(&file, &script).expect("write the script");
+    let command = format!("sh {}", file.display());
+    for form in [
+        vec!["--", "sh", "-c", script.as_str()],
+        vec!["-c", command.as_str()],
+    ] {
+        let mut args = vec!["stat", "--json", "--syscall", "getppid", "-P"];
+        args.extend(&form);
+        let (status, stdout, stderr) = run_weft(&args);
+        assert!(status.success(), "{form:?}: {stderr}");
+        let total: serde_json::Value = stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|o| o["kind"] == "total")
+            .unwrap_or_else(|| panic!("{form:?}: no total in {stdout}"));
+        let rows = total["processes"].as_array().expect("processes");
+        // The two workloads' rows (each a process of its own; named or
+        // not, as they may be gone before weft reads their names), and
+        // the shell's own few calls.
+        let mut counts: Vec<u64> = (rows.iter()).filter_map(|r| r["count"].as_u64()).collect();
+        counts.sort_unstable();
+        let (shell, workloads) = counts.split_at(counts.len().saturating_sub(2));
+        assert_eq!(workloads, [300, 700], "{form:?}: {total}");
+        assert!(shell.iter().sum::<u64>() < 10, "{form:?}: {total}");
+        assert!(
+            rows.iter().all(|r| r["pid"] != outside.pid()),
+            "{form:?}: the outside workload was traced: {total}"
+        );
+    }
+    let root = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let cgroup2 = root
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(2) == Some(&"cgroup2")).then(|| f[1].to_owned())
+        })
+        .expect("a cgroup2 mount (weft made the command's cgroup there)");
+    let left: Vec<String> = std::fs::read_dir(&cgroup2)
+        .expect("read the cgroup2 root")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| {
+            name.strip_prefix("weft-")
+                .is_some_and(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .collect();
+    assert!(left.is_empty(), "cgroups left behind: {left:?}");
+    let _ = std::fs::remove_file(&file);
+}

@@ -7,7 +7,7 @@
 
 mod list;
 mod past;
-mod process;
+pub(crate) mod process;
 mod store;
 
 pub use list::list;

@@ -89,6 +89,12 @@ impl HeldChild {
     /// blanks, like bpftrace's -c); waits until it is stopped.
     pub fn spawn(command: &str) -> Result<Self> {
         let words: Vec<&str> = command.split_whitespace().collect();
+        Self::spawn_words(&words)
+    }
+
+    /// As [`HeldChild::spawn`], the program and its arguments apart.
+    pub fn spawn_words(words: &[&str]) -> Result<Self> {
+        let command = words.join(" ");
         let program = executable(words.first().context("-c needs a command")?)?;
         let words = words
             .iter()
@@ -120,12 +126,12 @@ impl HeldChild {
         Ok(Self { pid, exited: false })
     }
 
-    fn id(&self) -> u32 {
+    pub fn id(&self) -> u32 {
         self.pid.cast_unsigned()
     }
 
     /// Lets the command run.
-    fn release(&self) {
+    pub fn release(&self) {
         // SAFETY: signals our own child.
         unsafe { libc::kill(self.pid, libc::SIGCONT) };
     }
@@ -140,6 +146,23 @@ impl HeldChild {
             self.exited = libc::WIFEXITED(status) || libc::WIFSIGNALED(status);
         }
         self.exited
+    }
+}
+
+impl HeldChild {
+    /// Waits until the command has exited, and reaps it.
+    pub fn wait(&mut self) {
+        while !self.exited {
+            let mut status = 0;
+            // SAFETY: waits for our own child.
+            let rc = unsafe { libc::waitpid(self.pid, &raw mut status, 0) };
+            self.exited = if rc == self.pid {
+                libc::WIFEXITED(status) || libc::WIFSIGNALED(status)
+            } else {
+                // Interrupted, or no such child left to wait for.
+                std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR)
+            };
+        }
     }
 }
 
