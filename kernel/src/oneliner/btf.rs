@@ -210,10 +210,7 @@ impl Btf {
                 continue;
             }
             if width != 0 || offset % 8 != 0 {
-                return Err(format!(
-                    "`{name}` of {} is a bit-field, which weft does not read",
-                    self.record_name(id)
-                ));
+                return self.bit_field(id, name, offset, width, ty).map(Some);
             }
             return Ok(Some(Member {
                 offset: offset / 8,
@@ -221,6 +218,44 @@ impl Btf {
             }));
         }
         Ok(None)
+    }
+
+    /// Bit-field `name` of record `id`: `width` bits (0: the whole of its
+    /// integer type `ty`) at bit `offset` of the record.
+    fn bit_field(
+        &self,
+        id: u32,
+        name: &str,
+        offset: u32,
+        width: u32,
+        ty: u32,
+    ) -> Result<Member, String> {
+        let KernelType::Int { size, signed } = self.kernel_type(ty) else {
+            return Err(format!(
+                "`{name}` of {} is a bit-field of a type that is no integer",
+                self.record_name(id)
+            ));
+        };
+        let width = if width == 0 {
+            u32::from(size) * 8
+        } else {
+            width
+        };
+        let shift = offset % 8;
+        if shift + width > 64 {
+            return Err(format!(
+                "`{name}` of {} is a bit-field across more than 8 bytes, which weft does not read",
+                self.record_name(id)
+            ));
+        }
+        Ok(Member {
+            offset: offset / 8,
+            ty: KernelType::Bits {
+                shift: shift as u8,
+                width: width as u8,
+                signed,
+            },
+        })
     }
 
     /// What type `id` is, through typedefs and qualifiers.

@@ -709,6 +709,10 @@ impl Checker<'_> {
                 expr.span,
                 "sizeof(): weft does not know this member's type's size",
             )),
+            KernelType::Bits { .. } => Err(Error::new(
+                expr.span,
+                "sizeof(): a bit-field has no size of its own",
+            )),
         }
     }
 

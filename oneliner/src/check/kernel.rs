@@ -100,6 +100,10 @@ pub enum KernelType {
     Record(u32),
     /// `char name[N]`: a string.
     Chars(u16),
+    /// A bit-field: `width` bits from bit `shift` of the member's first
+    /// byte (little-endian, as x86-64 packs them), of a signed or unsigned
+    /// integer type.
+    Bits { shift: u8, width: u8, signed: bool },
     /// Anything else (other arrays, floats, functions).
     Other,
 }

@@ -222,8 +222,18 @@ fn read_place(
     place: &Place,
     expr: &Expr,
 ) -> Result<Type> {
+    let mut bits = None;
     let (size, signed, ty) = match place.ty {
         KernelType::Int { size, signed } if size <= 8 => (size, signed, Type::Int),
+        KernelType::Bits {
+            shift,
+            width,
+            signed,
+        } => {
+            // The bytes that hold it; the runtime shifts and masks.
+            bits = Some((shift, width));
+            (u16::from(shift + width).div_ceil(8), signed, Type::Int)
+        }
         KernelType::Pointer(_) => (8, false, Type::Int),
         KernelType::Chars(n) => (n.clamp(1, STRING_LEN as u16), false, Type::Str),
         KernelType::Record(id) => {
@@ -251,6 +261,7 @@ fn read_place(
         size,
         signed,
         chars: ty == Type::Str,
+        bits,
     });
     Ok(ty)
 }
@@ -349,6 +360,7 @@ fn read_slot(
         size: STRING_LEN as u16,
         signed: false,
         chars: string,
+        bits: None,
     });
     Ok(())
 }
@@ -419,6 +431,7 @@ pub(crate) fn read_deref(
         size,
         signed,
         chars: false,
+        bits: None,
     });
     Ok(())
 }
@@ -660,6 +673,7 @@ pub(crate) fn memory_arg(
         size,
         signed: field.signed && !string,
         chars: string,
+        bits: None,
     });
     Ok(())
 }

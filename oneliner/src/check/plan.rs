@@ -212,6 +212,8 @@ pub struct MemberRead {
     pub signed: bool,
     /// A `char[N]` member: a string.
     pub chars: bool,
+    /// A bit-field: its shift and width within the `size` bytes read.
+    pub bits: Option<(u8, u8)>,
 }
 
 /// `@map[keys] = f(sample)` kept in the kernel.

@@ -1248,12 +1248,13 @@ fn a_program_s_bad_types_say_why() {
         let message = refused(&text);
         assert!(message.contains(says), "{text}: {message}");
     }
-    assert_eq!(
-        refused(&format!(
-            "struct a {{ int x : 3; }}; {probe} {{ print(((struct a *)args->rqtp)->x); }}"
-        )),
-        "`x` of struct a is a bit-field, which weft does not read"
-    );
+    // A bit-field: the bytes that hold it, shifted and masked in weft.
+    let plan = checked(&format!(
+        "struct a {{ char c; int x : 3; int y : 7; }}; {probe} {{ print(((struct a *)args->rqtp)->y); }}"
+    ));
+    let m = &plan.attaches[0].members[0];
+    // c is byte 0; x bits 8-10; y bits 11-17: from byte 1, bit 3, 7 bits.
+    assert_eq!((m.at, m.size, m.signed, m.bits), (1, 2, true, Some((3, 7))));
 }
 
 #[test]

@@ -64,7 +64,6 @@ struct LaidMember {
     name: Option<String>,
     offset: u32,
     ty: KernelType,
-    bitfield: bool,
 }
 
 /// The kernel, with the program's definitions in front of it.
@@ -200,9 +199,17 @@ impl Layout<'_> {
         let mut members = Vec::new();
         for member in record.members.iter().flatten() {
             let shape = self.shape(&member.ty, member.span)?;
-            let offset = match member.at {
-                Some(at) => place.put(at, shape),
+            let (offset, shift) = match member.at {
+                Some(at) => (place.put(at, shape), 0),
                 None => place.add(member, shape, record.union)?,
+            };
+            let ty = match (member.bits, shape.ty) {
+                (Some(width), KernelType::Int { signed, .. }) => KernelType::Bits {
+                    shift,
+                    width: width as u8,
+                    signed,
+                },
+                _ => shape.ty,
             };
             if member.name.is_some()
                 || (member.bits.is_none() && matches!(shape.ty, KernelType::Record(_)))
@@ -210,8 +217,7 @@ impl Layout<'_> {
                 members.push(LaidMember {
                     name: member.name.clone(),
                     offset,
-                    ty: shape.ty,
-                    bitfield: member.bits.is_some(),
+                    ty,
                 });
             }
         }
@@ -353,12 +359,13 @@ struct Place {
 }
 
 impl Place {
-    /// Places `member` and returns its byte offset. A struct's members
+    /// Places `member` and returns its byte offset, and a bit-field's bit
+    /// in that byte. A struct's members
     /// follow one another, each at its alignment; a bit-field goes at the
     /// next bit unless it would cross a boundary of its type's alignment,
     /// and one of width 0 moves to that boundary; a union's members all
     /// start at 0.
-    fn add(&mut self, member: &MemberDef, shape: Shape, union: bool) -> Result<u32> {
+    fn add(&mut self, member: &MemberDef, shape: Shape, union: bool) -> Result<(u32, u8)> {
         let unit = u64::from(shape.align) * 8;
         let start = if union { 0 } else { self.bits };
         let at = if let Some(width) = member.bits {
@@ -370,7 +377,7 @@ impl Place {
             }
             if width == 0 {
                 self.bits = start.next_multiple_of(unit);
-                return Ok(0);
+                return Ok((0, 0));
             }
             let crosses = start / unit != (start + u64::from(width) - 1) / unit;
             let at = if crosses {
@@ -389,7 +396,9 @@ impl Place {
             self.align = self.align.max(shape.align);
         }
         self.end = self.end.max(self.bits);
-        u32::try_from(at / 8).map_err(|_| Error::new(member.span, "the struct is too large"))
+        let byte = u32::try_from(at / 8)
+            .map_err(|_| Error::new(member.span, "the struct is too large"))?;
+        Ok((byte, (at % 8) as u8))
     }
 
     /// Places a member where a file's DWARF says it is, `at` bytes in.
@@ -481,12 +490,6 @@ impl Kernel for Defined<'_> {
         for member in &laid.members {
             match &member.name {
                 Some(found) if found == name => {
-                    if member.bitfield {
-                        return Err(format!(
-                            "`{name}` of {} is a bit-field, which weft does not read",
-                            laid.name
-                        ));
-                    }
                     return Ok(Member {
                         offset: member.offset,
                         ty: member.ty,

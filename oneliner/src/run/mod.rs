@@ -1109,6 +1109,9 @@ fn member(scope: &Scope<'_, '_>, expr: &Expr) -> Value {
     let (bytes, chars) = member_bytes(scope, expr).unwrap_or_default();
     if chars {
         Value::Str(c_string(bytes))
+    } else if let Some((shift, width)) = m.bits {
+        // Not sign-extended, signed or not, as bpftrace 0.17 reads one.
+        Value::Int(bit_field(integer(bytes, 0, m.size, false), shift, width))
     } else {
         Value::Int(integer(bytes, 0, m.size, m.signed))
     }
@@ -1144,6 +1147,12 @@ fn string_of(scope: &Scope<'_, '_>, name: &str) -> Value {
         Value::Str(s) => Value::Str(s),
         Value::Int(_) | Value::Tuple(_) | Value::Bytes(_) => Value::Str(String::new()),
     }
+}
+
+/// The `width` bits from bit `shift` of `raw`.
+fn bit_field(raw: i64, shift: u8, width: u8) -> i64 {
+    let up = 64 - u32::from(width);
+    (raw.cast_unsigned() >> shift << up >> up).cast_signed()
 }
 
 /// A little-endian integer of `size` bytes at `offset`, sign-extended when signed.
@@ -1187,6 +1196,16 @@ fn local_time(pattern: &str, at: libc::time_t) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_bit_field_is_its_bits() {
+        use super::bit_field;
+        // 0b1_0110_1000: bits 3..8 are 0b101101.
+        assert_eq!(bit_field(0b1_0110_1000, 3, 6), 0b10_1101);
+        assert_eq!(bit_field(0b1_0110_1000, 3, 1), 1);
+        assert_eq!(bit_field(-1, 0, 64), -1);
+        assert_eq!(bit_field(0xff, 4, 4), 15);
+    }
+
     use super::*;
     use crate::check::tests::checked;
     use weft_abi::oneliner::SUBJECT_PID;
