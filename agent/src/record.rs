@@ -20,7 +20,7 @@ use crate::{
 
 /// Runs `weft record` until the duration ends, SIGINT or SIGTERM.
 pub fn run(args: &RecordArgs) -> Result<ExitCode> {
-    let command = resolve::command(&args.filter)?;
+    let command = resolve::command(&args.filter, false)?;
     let plan = plan(args, command.as_ref())?;
     eprint!("{}", record(&plan, None, command)?);
     Ok(ExitCode::SUCCESS)

@@ -10,8 +10,9 @@ use weft_recording::command::Command;
 use crate::cli::{Attach, CaptureArgs, FilterArgs};
 
 /// The command `-c` or `-- PROGRAM ARGS` names, started and held until
-/// the probes are attached; `None` without one.
-pub fn command(filter: &FilterArgs) -> Result<Option<Command>> {
+/// the probes are attached (`quiet`: off the terminal, for the UI); `None`
+/// without one.
+pub fn command(filter: &FilterArgs, quiet: bool) -> Result<Option<Command>> {
     let words = match (&filter.command, filter.program.is_empty()) {
         (Some(command), _) => command.split_whitespace().map(str::to_owned).collect(),
         (None, false) => filter.program.clone(),
@@ -19,7 +20,7 @@ pub fn command(filter: &FilterArgs) -> Result<Option<Command>> {
     };
     // Before the cgroup is made: without root, the error says so.
     weft_kernel::ebpf::check_privileges()?;
-    Command::spawn(&words).map(Some)
+    Command::spawn(&words, quiet).map(Some)
 }
 
 /// Probe options and the drain interval from the shared flags; with a

@@ -16,7 +16,7 @@ use crate::{
 
 /// Runs `weft stat` until the duration ends, Ctrl-C or SIGTERM.
 pub fn run(args: &StatArgs) -> Result<ExitCode> {
-    let command = resolve::command(&args.filter)?;
+    let command = resolve::command(&args.filter, false)?;
     let plan = plan(args, command.as_ref())?;
     stat::run(&plan, command, &mut std::io::stdout().lock())?;
     Ok(ExitCode::SUCCESS)

@@ -28,19 +28,16 @@ use weft_capture::{
 };
 use weft_kernel::ebpf;
 use weft_query::{feed::Feed, health::Health};
-use weft_recording::record::{UiLink, ns};
+use weft_recording::{
+    command::Command,
+    record::{UiLink, ns},
+};
 use weft_store::Config;
 use weft_tui::FrameTimes;
 
-use crate::{cli::TuiArgs, pt_demand, record};
+use crate::{cli::TuiArgs, pt_demand, record, resolve};
 
 pub fn run(args: &TuiArgs) -> Result<ExitCode> {
-    if args.filter.command.is_some() || !args.filter.program.is_empty() {
-        anyhow::bail!(
-            "the UI does not run a command: `weft record -c COMMAND -o DIR` records it, \
-             `weft tui DIR` shows the capture, and `weft stat -c COMMAND` counts its calls"
-        );
-    }
     let feed: Arc<dyn Feed> = match &args.dir {
         Some(dir) => Arc::new(CaptureFeed::open(dir, args.skip_damaged)?),
         None if !args.fleet.is_empty() => {
@@ -65,12 +62,17 @@ fn live(args: &TuiArgs) -> Result<ExitCode> {
     let temporary = args.output.is_none();
     let dir = (args.output.clone()).unwrap_or_else(|| scratch.root.join("capture"));
     let log = Redirect::stderr(&scratch.root.join("stderr.log"))?;
+    if args.replay.is_some() && (args.filter.command.is_some() || !args.filter.program.is_empty()) {
+        anyhow::bail!("--replay plays a recording back: it runs no command (-c)");
+    }
+    // After the redirect: the command writes to the log, not the screen.
+    let command = resolve::command(&args.filter, true)?;
     let (ready, reader) = mpsc::channel();
     let health = Arc::new(Mutex::new(Health::default()));
     let ended = Arc::new(AtomicBool::new(false));
     let Producer { name, run, stop } = match &args.replay {
         Some(from) => replayer(args, from, &dir, ready, &health),
-        None => recorder(args, &dir, ready, &health),
+        None => recorder(args, &dir, ready, &health, command),
     };
     let producer = {
         let ended = Arc::clone(&ended);
@@ -125,7 +127,16 @@ struct Producer {
 }
 
 /// `record` with the UI's sources and limits, into `dir`.
-fn recorder(args: &TuiArgs, dir: &Path, ready: Ready, health: &Arc<Mutex<Health>>) -> Producer {
+///
+/// With `command`, recording ends when it exits; the UI stays, over what
+/// was recorded.
+fn recorder(
+    args: &TuiArgs,
+    dir: &Path,
+    ready: Ready,
+    health: &Arc<Mutex<Health>>,
+    command: Option<Command>,
+) -> Producer {
     let (sources, filter, capture) = (
         args.sources.clone(),
         args.filter.clone(),
@@ -141,11 +152,11 @@ fn recorder(args: &TuiArgs, dir: &Path, ready: Ready, health: &Arc<Mutex<Health>
     Producer {
         name: "weft-record",
         run: Box::new(move || {
-            let plan = record::plain(&sources, &filter, &capture, dir, None)?;
+            let plan = record::plain(&sources, &filter, &capture, dir, command.as_ref())?;
             let report = weft_recording::record::record(
                 &plan.limited(Some(disk), Some(retain)),
                 Some(ui),
-                None,
+                command,
             )?;
             eprint!("{report}");
             Ok(())

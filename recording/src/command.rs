@@ -29,11 +29,12 @@ pub struct Command {
 
 impl Command {
     /// Starts `words` (the program, then its arguments), stopped, in a new
-    /// cgroup.
-    pub fn spawn(words: &[String]) -> Result<Self> {
+    /// cgroup; with `quiet`, off the terminal (the UI's: stdin from
+    /// `/dev/null`, stdout to weft's stderr, which the UI logs).
+    pub fn spawn(words: &[String], quiet: bool) -> Result<Self> {
         let cgroup = Cgroup::create()?;
         let words: Vec<&str> = words.iter().map(String::as_str).collect();
-        let child = HeldChild::spawn_words(&words)?;
+        let child = HeldChild::spawn_words(&words, quiet)?;
         cgroup.add(child.id())?;
         Ok(Self { child, cgroup })
     }

@@ -194,6 +194,38 @@ fn live_ui_shows_a_workload_answers_a_query_and_quits_cleanly() {
     );
 }
 
+/// `weft tui -o DIR -- PROGRAM ARGS` runs the command off the terminal
+/// (its output in the log printed after the UI closes), records it and its
+/// children, and closes when it exits, the capture kept.
+#[test]
+fn the_ui_runs_a_command_and_closes_when_it_exits() {
+    let test = "the_ui_runs_a_command_and_closes_when_it_exits";
+    if !needs(test, &SYSCALL_PROBE) || !Tmux::available(test) {
+        return;
+    }
+    let dir = capture_dir("tui-command");
+    let script = format!("printf x | {WORKLOAD} getppid:654; sleep 1; echo said-by-the-command");
+    let tmux = Tmux::start(
+        "command",
+        &format!(
+            "{} tui --sources syscalls -o {} -- sh -c '{script}'",
+            weft_bin().display(),
+            dir.display()
+        ),
+    );
+    let screen = tmux.wait_for("weft to exit with the command", |s| {
+        s.contains("weft-exit=")
+    });
+    assert!(screen.contains("weft-exit=0"), "{screen}");
+    assert!(screen.contains("said-by-the-command"), "{screen}");
+    let rows = query_rows(&dir, r#"syscalls where name = "getppid" | count by pid"#);
+    assert!(
+        rows.iter().any(|r| r["count"] == 654),
+        "the workload's calls, a process of their own: {rows:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn recording_ui_shows_the_totals_that_query_gives() {
     let test = "recording_ui_shows_the_totals_that_query_gives";

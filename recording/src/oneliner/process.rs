@@ -89,11 +89,13 @@ impl HeldChild {
     /// blanks, like bpftrace's -c); waits until it is stopped.
     pub fn spawn(command: &str) -> Result<Self> {
         let words: Vec<&str> = command.split_whitespace().collect();
-        Self::spawn_words(&words)
+        Self::spawn_words(&words, false)
     }
 
-    /// As [`HeldChild::spawn`], the program and its arguments apart.
-    pub fn spawn_words(words: &[&str]) -> Result<Self> {
+    /// As [`HeldChild::spawn`], the program and its arguments apart; with
+    /// `quiet`, its stdin is `/dev/null` and its stdout goes where weft's
+    /// stderr goes (the terminal UI's log), off the terminal.
+    pub fn spawn_words(words: &[&str], quiet: bool) -> Result<Self> {
         let command = words.join(" ");
         let program = executable(words.first().context("-c needs a command")?)?;
         let words = words
@@ -103,8 +105,10 @@ impl HeldChild {
             .context("-c: a word holds a NUL byte")?;
         let mut argv: Vec<*const libc::c_char> = words.iter().map(|a| a.as_ptr()).collect();
         argv.push(std::ptr::null());
-        // SAFETY: the child only calls async-signal-safe functions (raise,
-        // execv, _exit) on memory prepared before the fork.
+        let dev_null = c"/dev/null";
+        // SAFETY: the child only calls async-signal-safe functions (open,
+        // dup2, close, raise, execv, _exit) on memory prepared before the
+        // fork.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             return Err(std::io::Error::last_os_error()).context("fork failed");
@@ -112,6 +116,14 @@ impl HeldChild {
         if pid == 0 {
             // SAFETY: see above.
             unsafe {
+                if quiet {
+                    let null = libc::open(dev_null.as_ptr(), libc::O_RDONLY);
+                    if null >= 0 {
+                        libc::dup2(null, 0);
+                        libc::close(null);
+                    }
+                    libc::dup2(2, 1);
+                }
                 libc::raise(libc::SIGSTOP);
                 libc::execv(program.as_ptr(), argv.as_ptr());
                 libc::_exit(127);
