@@ -119,6 +119,7 @@ impl CaptureFeed {
                 pins_released: (metadata["sessions"].as_array().into_iter().flatten())
                     .filter_map(|s| s["pins_released"].as_u64())
                     .sum(),
+                cpu_permille: None,
                 ended: false,
             },
             range,

@@ -16,6 +16,10 @@ pub struct Health {
     /// Kept windows (trigger pins) the disk budget released, the oldest,
     /// past their share of it.
     pub pins_released: u64,
+    /// weft's own CPU time since the capture began, in thousandths of one
+    /// CPU (every thread: draining, storing, the UI, its queries); `None`
+    /// where no weft is recording (a capture read back).
+    pub cpu_permille: Option<u64>,
     /// The capture has stopped (a live recorder was signalled or failed):
     /// its readers stop asking.
     pub ended: bool,

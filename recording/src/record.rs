@@ -835,6 +835,10 @@ impl Recorder {
             drain_lag_ns: self.lag.0,
             disk_bytes: self.dir.disk_use().unwrap_or(0),
             pins_released: self.store.pins_released(),
+            cpu_permille: Some(per_mille(
+                Duration::from_secs_f64(session::own_cpu_seconds()),
+                self.start.elapsed(),
+            )),
             ended: false,
         }
     }
@@ -861,4 +865,10 @@ impl Recorder {
         );
         let _ = stderr.flush();
     }
+}
+
+/// `part` in thousandths of `whole`.
+fn per_mille(part: Duration, whole: Duration) -> u64 {
+    let ratio = part.as_micros() * 1000 / whole.as_micros().max(1);
+    u64::try_from(ratio).unwrap_or(u64::MAX)
 }

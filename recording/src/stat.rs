@@ -383,7 +383,7 @@ pub fn run(plan: &Plan, command: Option<Command>, out: &mut dyn Write) -> Result
         costs: Vec::new(),
         // From here, not from the start of the process: loading the
         // programs is not tracing.
-        cpu: own_cpu_seconds(),
+        cpu: session::own_cpu_seconds(),
     };
     let cpu_start = table.cpu;
     let mut probes: Probes = vec![Box::new(probe)];
@@ -408,7 +408,7 @@ pub fn run(plan: &Plan, command: Option<Command>, out: &mut dyn Write) -> Result
         losses: &losses,
         names: &tasks.names,
         costs: &costs,
-        cpu: own_cpu_seconds() - cpu_start,
+        cpu: session::own_cpu_seconds() - cpu_start,
     };
     emit(plan, out, "total", outcome.elapsed, &rows)?;
     Ok(())
@@ -494,7 +494,7 @@ impl Consumer for Table<'_> {
     fn tick(&mut self, accounting: &Accounting) -> Result<bool> {
         let losses = syscall_losses(accounting);
         let costs = program_costs(self.plan, accounting, &self.costs);
-        let cpu = own_cpu_seconds();
+        let cpu = session::own_cpu_seconds();
         let rows = Rows {
             stats: &self.current,
             losses: &losses,
@@ -548,6 +548,7 @@ fn emit(
     };
     let text = if plan.json {
         let mut object = render_json(kind, elapsed, &rows, losses, plan.by);
+        object["weft_cpu_percent"] = json!(cpu_percent);
         if plan.cost {
             object["probe_cost"] = cost_json(costs);
             object["probe_cost"]["weft_cpu_percent"] = json!(cpu_percent);
@@ -562,12 +563,15 @@ fn emit(
         let mut text = render_table(&title, &rows, losses, plan.by);
         if plan.cost {
             text.push_str(&cost_line(costs));
-            // Writing to a String cannot fail.
-            let _ = writeln!(
-                text,
-                "weft's own CPU: {cpu_percent:.1}% of one CPU (draining, counting, printing)"
-            );
         }
+        // Always: what tracing costs weft itself, beside what it measures
+        // (the kernel programs' share is --cost's, which costs every BPF
+        // program on the machine two clock reads a run).
+        // Writing to a String cannot fail.
+        let _ = writeln!(
+            text,
+            "weft's own CPU: {cpu_percent:.1}% of one CPU (draining, counting, printing)"
+        );
         format!("{text}\n")
     };
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
@@ -607,19 +611,6 @@ fn program_costs(plan: &Plan, accounting: &Accounting, before: &[ProgramCost]) -
             }
         })
         .collect()
-}
-
-/// This process's CPU time so far (user and system), in seconds.
-fn own_cpu_seconds() -> f64 {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage fills the struct it is given.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) } != 0 {
-        return 0.0;
-    }
-    // SAFETY: filled above (and zeroed before).
-    let usage = unsafe { usage.assume_init() };
-    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
 /// Nanoseconds per run, 0 without runs.

@@ -155,8 +155,12 @@ fn overview(frame: &mut Frame, state: &State, area: Rect) {
         "drain lag {:.1} ms · ingest {}/s · disk {} · lost {lost}",
         h.drain_lag_ns as f64 / 1e6,
         rate_text(rate),
-        bytes(h.disk_bytes as f64)
+        bytes(h.disk_bytes as f64),
     );
+    if let Some(permille) = h.cpu_permille {
+        // Its own cost, beside what it measures.
+        let _ = write!(text, " · weft CPU {:.1}%", permille as f64 / 10.0);
+    }
     if h.pins_released > 0 {
         let _ = write!(text, " · kept windows released {}", h.pins_released);
     }

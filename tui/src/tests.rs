@@ -120,6 +120,7 @@ fn health(received: &[(&str, u64, u64)]) -> Health {
         drain_lag_ns: 4_200_000,
         disk_bytes: 3_500_000,
         pins_released: 0,
+        cpu_permille: Some(23),
         ended: false,
     }
 }
@@ -408,6 +409,7 @@ fn overview_shows_rates_losses_and_agent_health() {
         );
         let agent = line_with(&lines, "drain lag");
         assert!(agent.contains("4.2 ms") && agent.contains("3.5 MB") && agent.contains("lost 3"));
+        assert!(agent.contains("weft CPU 2.3%"), "{agent}");
         assert!(!agent.contains("released"), "{agent}");
         assert!(lines[usize::from(height) - 1].contains("q quit"));
     }
