@@ -57,17 +57,18 @@ impl Command {
         Running {
             pid,
             waiter: Some(waiter),
-            _cgroup: cgroup,
+            cgroup,
         }
     }
 }
 
-/// A command running; dropping it kills it if it still runs (tracing
-/// stopped first: the duration, Ctrl-C), then removes its cgroup.
+/// A command running; dropping it kills it, and every process it started,
+/// if it still runs (tracing stopped first: the duration, Ctrl-C), then
+/// removes its cgroup.
 pub struct Running {
     pid: u32,
     waiter: Option<JoinHandle<HeldChild>>,
-    _cgroup: Cgroup,
+    cgroup: Cgroup,
 }
 
 impl Drop for Running {
@@ -76,6 +77,8 @@ impl Drop for Running {
             return;
         };
         if !waiter.is_finished() {
+            // The whole tree weft started, where the kernel can (5.14 on).
+            self.cgroup.kill();
             // SAFETY: signals our own child, which the waiter has not reaped.
             unsafe { libc::kill(self.pid.cast_signed(), libc::SIGKILL) };
         }
@@ -103,6 +106,16 @@ impl Cgroup {
             .with_context(|| format!("-c: {}", dir.display()))?
             .ino();
         Ok(Self { dir, id })
+    }
+
+    /// Kills every process in it (`cgroup.kill`; absent before Linux
+    /// 5.14, where only the command itself is killed).
+    fn kill(&self) {
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(self.dir.join("cgroup.kill"))
+            .and_then(|mut file| std::io::Write::write_all(&mut file, b"1"));
     }
 
     /// Moves process `pid` in.

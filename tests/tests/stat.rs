@@ -1,5 +1,7 @@
 //! `weft stat` against real syscalls of a child with an exactly known count.
 
+use std::time::{Duration, Instant};
+
 use serde_json::json;
 use weft_tests::{Cgroup, Stat, StatOutput, Workload, can_trace, run_weft};
 
@@ -412,7 +414,8 @@ fn a_few_syscalls_arrive_while_tracing_not_only_at_the_end() {
 /// processes it starts (in a cgroup of its own, filtered in the kernel)
 /// until it exits: a shell's two workloads, one in the background, are
 /// counted exactly; a workload outside running at the same time is not;
-/// weft ends when the shell does and leaves no cgroup behind.
+/// weft ends when the shell does and leaves no cgroup behind, nor when it
+/// stops first (`--duration`) and ends the command's processes itself.
 #[test]
 fn a_command_and_the_processes_it_starts_are_traced_until_it_exits() {
     let test = "a_command_and_the_processes_it_starts_are_traced_until_it_exits";
@@ -455,6 +458,14 @@ fn a_command_and_the_processes_it_starts_are_traced_until_it_exits() {
             "{form:?}: the outside workload was traced: {total}"
         );
     }
+    // Stopped before the command ends, weft ends it and all it started (a
+    // background sleep too), and so leaves no cgroup either.
+    let started = Instant::now();
+    let (status, _, stderr) =
+        run_weft(&["stat", "-d", "1s", "--", "sh", "-c", "sleep 30 & sleep 30"]);
+    assert!(status.success(), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(20), "{stderr}");
+    assert!(!stderr.contains("left in place"), "{stderr}");
     let root = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
     let cgroup2 = root
         .lines()
