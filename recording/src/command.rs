@@ -10,13 +10,13 @@
 
 use std::{
     os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _},
-    path::{Path, PathBuf},
+    path::PathBuf,
     sync::Arc,
     thread::JoinHandle,
     time::Duration,
 };
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 use tokio::sync::Notify;
 
 use crate::oneliner::process::HeldChild;
@@ -96,7 +96,9 @@ struct Cgroup {
 impl Cgroup {
     /// A new cgroup under the cgroup2 root, which only root may write.
     fn create() -> Result<Self> {
-        let root = cgroup2_root()?;
+        let root = weft_oneliner::run::cgroups::cgroup2_root().context(
+            "-c needs the cgroup2 file system mounted (it follows the command's children by their cgroup)",
+        )?;
         let dir = root.join(format!("weft-{}", std::process::id()));
         std::fs::DirBuilder::new()
             .mode(0o755)
@@ -145,22 +147,5 @@ impl Drop for Cgroup {
             "weft: processes the command started still run in {}; it is left in place",
             self.dir.display()
         );
-    }
-}
-
-/// Where the cgroup2 hierarchy is mounted (`/sys/fs/cgroup`, or
-/// `/sys/fs/cgroup/unified` beside v1 hierarchies).
-fn cgroup2_root() -> Result<PathBuf> {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").context("-c: /proc/self/mounts")?;
-    let root = mounts.lines().find_map(|line| {
-        let mut fields = line.split_whitespace();
-        let (_, point, kind) = (fields.next()?, fields.next()?, fields.next()?);
-        (kind == "cgroup2").then(|| PathBuf::from(point))
-    });
-    match root {
-        Some(root) if Path::new(&root).is_dir() => Ok(root),
-        _ => bail!(
-            "-c needs the cgroup2 file system mounted (it follows the command's children by their cgroup)"
-        ),
     }
 }

@@ -665,6 +665,15 @@ pub fn exported_durations(dirs: &[&std::path::Path], condition: &str) -> Vec<i64
     durations
 }
 
+/// Where the cgroup2 hierarchy is mounted, if it is.
+pub fn cgroup2_root() -> Option<std::path::PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/mounts").expect("/proc/mounts");
+    mounts.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        (fields.get(2) == Some(&"cgroup2")).then(|| std::path::PathBuf::from(fields[1]))
+    })
+}
+
 /// A new cgroup v2 directory, under the machine's cgroup2 mount or one
 /// made for the test; removed (and unmounted) on drop.
 pub struct Cgroup {
@@ -675,12 +684,7 @@ pub struct Cgroup {
 impl Cgroup {
     /// `None` (saying why, as a skip) where the kernel has no cgroup v2.
     pub fn create(test: &str) -> Option<Self> {
-        let mounts = std::fs::read_to_string("/proc/mounts").expect("/proc/mounts");
-        let found = mounts.lines().find_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            (fields.get(2) == Some(&"cgroup2")).then(|| std::path::PathBuf::from(fields[1]))
-        });
-        let (root, mounted) = if let Some(root) = found {
+        let (root, mounted) = if let Some(root) = cgroup2_root() {
             (root, None)
         } else {
             let root = std::env::temp_dir().join(format!("weft-cgroup2-{}", std::process::id()));

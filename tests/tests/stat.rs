@@ -466,14 +466,8 @@ fn a_command_and_the_processes_it_starts_are_traced_until_it_exits() {
     assert!(status.success(), "{stderr}");
     assert!(started.elapsed() < Duration::from_secs(20), "{stderr}");
     assert!(!stderr.contains("left in place"), "{stderr}");
-    let root = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let cgroup2 = root
-        .lines()
-        .find_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.get(2) == Some(&"cgroup2")).then(|| f[1].to_owned())
-        })
-        .expect("a cgroup2 mount (weft made the command's cgroup there)");
+    let cgroup2 =
+        weft_tests::cgroup2_root().expect("a cgroup2 mount (weft made the command's cgroup there)");
     let left: Vec<String> = std::fs::read_dir(&cgroup2)
         .expect("read the cgroup2 root")
         .filter_map(|e| e.ok()?.file_name().into_string().ok())

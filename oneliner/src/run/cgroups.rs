@@ -53,15 +53,25 @@ pub(crate) fn cgroup_path(id: u64, filter: &str) -> String {
     answer
 }
 
-/// The cgroup hierarchies mounted, each with its name and mount point.
+/// Where the cgroup2 hierarchy is mounted (`/sys/fs/cgroup`, or
+/// `/sys/fs/cgroup/unified` beside v1 hierarchies), if it is.
+pub fn cgroup2_root() -> Option<PathBuf> {
+    hierarchies()
+        .into_iter()
+        .find_map(|(name, point)| (name == "unified").then_some(point))
+}
+
+/// The cgroup hierarchies mounted, each with its name and mount point, by
+/// file system type (the device field is free text: `mount -t cgroup2
+/// none DIR`).
 fn hierarchies() -> Vec<(String, PathBuf)> {
     let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
     mounts
         .lines()
         .filter_map(|line| {
-            let mut fields = line.split_whitespace();
-            let (device, point) = (fields.next()?, PathBuf::from(fields.next()?));
-            let name = match device {
+            let mut fields = line.split_whitespace().skip(1);
+            let (point, kind) = (PathBuf::from(fields.next()?), fields.next()?);
+            let name = match kind {
                 "cgroup2" => "unified".to_owned(),
                 "cgroup" => point.file_name()?.to_string_lossy().into_owned(),
                 _ => return None,

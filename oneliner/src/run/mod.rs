@@ -1,7 +1,7 @@
 //! Runs a checked program on events: predicates, actions, maps. Pure: the
 //! agent decodes kernel records into [`Event`]s and supplies the output.
 
-pub(crate) mod cgroups;
+pub mod cgroups;
 pub mod format;
 pub mod json;
 pub mod output;
