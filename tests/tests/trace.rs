@@ -3176,7 +3176,7 @@ fn stack_modes_print_as_bpftrace_does() {
             _ if line.starts_with("]: ") => into = None,
             _ => into
                 .as_mut()
-                .expect("a frame inside a key")
+                .unwrap_or_else(|| panic!("a frame inside a key: {line:?} in\n{stdout}"))
                 .push(line.to_string()),
         }
     }
