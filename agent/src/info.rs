@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use anyhow::{Context as _, Result};
 use serde_json::json;
 use weft_capture::{
-    capture,
     info::{render, summarise},
+    metadata,
 };
 
 use crate::cli::InfoArgs;
@@ -15,7 +15,7 @@ use crate::cli::InfoArgs;
 pub fn run(args: &InfoArgs) -> Result<ExitCode> {
     let summary = summarise(&args.dir)?;
     if args.json {
-        println!("{summary}");
+        println!("{}", serde_json::to_string(&summary)?);
     } else {
         print!("{}", render(&args.dir, &summary));
     }
@@ -29,7 +29,7 @@ pub fn check(args: &InfoArgs) -> Result<ExitCode> {
     let report =
         weft_store::check(dir).with_context(|| format!("failed to check {}", dir.display()))?;
     // weft.json is ours, not the store's: it must at least parse.
-    let metadata = capture::read_metadata(dir).err().map(|e| format!("{e:#}"));
+    let metadata = metadata::read_metadata(dir).err().map(|e| format!("{e:#}"));
     let problems: Vec<&String> = report.problems.iter().chain(&metadata).collect();
     if args.json {
         println!(

@@ -1,30 +1,19 @@
 //! A capture directory as weft writes it: the store (`weft-store`) plus
-//! `weft.json`, which says where the data came from and where it is
-//! incomplete (drops are data). The syscall source's schema and default
-//! indexes are defined here, once, for `record` and `info` alike.
+//! `weft.json` ([`crate::metadata`]), which says where the data came from
+//! and where it is incomplete (drops are data); and the catalog queries
+//! bind to.
 
-use std::{fs, io::Write as _, path::Path, sync::Arc};
+use std::{collections::BTreeMap, fs, path::Path, sync::Arc};
 
 use anyhow::{Context as _, Result, bail};
-use serde_json::{Value, json};
 use weft_abi::{syscall::MAX_SYSCALLS, syscall_names};
 use weft_query::{Catalog, Kind, Names};
 use weft_store::Dir;
 
-use crate::registry::{self, CALLS, LOSSES, SYSCALLS, TRIGGERS};
-
-/// Name of the metadata file in a capture directory.
-pub const METADATA: &str = "weft.json";
-/// Key of `weft.json` holding application sources' field kinds:
-/// `{"requests": {"id": "int", "latency": "duration"}}`.
-pub const APP_SOURCES: &str = "app_sources";
-/// Key of `weft.json` holding `weft trace --store` sources' field kinds,
-/// as [`APP_SOURCES`]; their `tid` also names the thread (`comm`).
-pub const ONELINER_SOURCES: &str = "oneliner_sources";
-/// The same key in captures written before it was named for one-liners.
-const ONELINER_SOURCES_BEFORE: &str = "trace_sources";
-/// Key of `weft.json` holding the CRC-32 of the rest of the document.
-const CHECKSUM: &str = "checksum";
+use crate::{
+    metadata::{self, METADATA, Metadata, Session, SourceNote},
+    registry::{self, CALLS, LOSSES, SYSCALLS, TRIGGERS},
+};
 
 /// Creates `dir` with mode 0700, or checks that it may be written to: an
 /// existing directory must belong to the user weft runs as and be
@@ -110,7 +99,7 @@ impl Drop for Fresh {
 /// are rare and spread out), so callers ask for them only when needed.
 pub fn catalog(
     snapshot: &weft_store::Snapshot,
-    metadata: &Value,
+    metadata: &Metadata,
     threads: bool,
 ) -> Result<Catalog> {
     let threads = if threads {
@@ -125,12 +114,12 @@ pub fn catalog(
 /// [`crate::tasks::ThreadNames`] keeps them between questions).
 pub fn catalog_naming(
     snapshot: &weft_store::Snapshot,
-    metadata: &Value,
+    metadata: &Metadata,
     threads: Option<Names>,
 ) -> Result<Catalog> {
     let mut catalog = Catalog::from_meta(snapshot.meta());
     let threads = threads.map(Arc::new);
-    catalog.wall_offset = wall_offset(metadata);
+    catalog.wall_offset = metadata.wall_offset();
     if let Some(syscalls) = catalog.source_mut(SYSCALLS) {
         let names = Names::new(
             (0..MAX_SYSCALLS)
@@ -146,18 +135,21 @@ pub fn catalog_naming(
         syscalls.span = Some("dur".into());
         syscalls.show_first(&["name", "dur", "ret", "comm", "pid", "tid", "cpu"]);
     }
-    for key in [APP_SOURCES, ONELINER_SOURCES, ONELINER_SOURCES_BEFORE] {
-        for (name, fields) in metadata[key].as_object().into_iter().flatten() {
-            let Some(columns) = catalog.source_mut(name) else {
-                continue;
-            };
-            for (field, kind) in fields.as_object().into_iter().flatten() {
-                let kind = registry::query_kind(kind.as_str().unwrap_or_default());
-                columns.set_kind(field, kind);
-            }
-            if let (ONELINER_SOURCES | ONELINER_SOURCES_BEFORE, Some(threads)) = (key, &threads) {
-                columns.view("tid", "comm", Kind::Named(threads.clone()));
-            }
+    let kept = (metadata.app_sources.iter().map(|source| (source, false))).chain(
+        metadata
+            .oneliner_sources
+            .iter()
+            .map(|source| (source, true)),
+    );
+    for ((name, fields), oneliner) in kept {
+        let Some(columns) = catalog.source_mut(name) else {
+            continue;
+        };
+        for (field, kind) in fields {
+            columns.set_kind(field, registry::query_kind(kind));
+        }
+        if let (true, Some(threads)) = (oneliner, &threads) {
+            columns.view("tid", "comm", Kind::Named(threads.clone()));
         }
     }
     crate::pt_calls::describe(&mut catalog, snapshot)?;
@@ -196,61 +188,17 @@ fn describe_losses(catalog: &mut Catalog, snapshot: &weft_store::Snapshot) {
     }
 }
 
-/// The wall-clock offset of a capture: its first session's.
-pub fn wall_offset(metadata: &Value) -> Option<i64> {
-    metadata["sessions"][0]["wall_offset_ns"].as_i64()
-}
-
-/// `CLOCK_BOOTTIME` minus `CLOCK_MONOTONIC` now, in ns: the time the
-/// machine spent suspended since it booted (Perfetto's default clock is
-/// BOOTTIME).
-pub fn boottime_ahead_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec to write into.
-    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &raw mut ts) };
-    let boottime = u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000
-        + u64::try_from(ts.tv_nsec).unwrap_or(0);
-    boottime.saturating_sub(weft_store::now_ns())
-}
-
-/// The BOOTTIME offset the capture's first session noted.
-pub fn boottime_ahead(metadata: &Value) -> Option<u64> {
-    metadata["sessions"][0]["boottime_ahead_ns"].as_u64()
-}
-
-/// `CLOCK_REALTIME` minus `CLOCK_MONOTONIC` now, in ns: turns the store's
-/// monotonic times into wall-clock times.
-pub fn wall_offset_ns() -> i64 {
-    let wall = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-    wall - i64::try_from(weft_store::now_ns()).unwrap_or(0)
-}
-
 /// Adds a session (host, sources, start) to the `weft.json` of `dir` (the
 /// store's, [`weft_store::Store::dir`]) and sets aside [`RESERVE`];
 /// returns the document and the session's index.
 pub fn start_session(
     dir: &Dir,
-    sources: &serde_json::Map<String, Value>,
-) -> Result<(Value, usize)> {
-    let mut metadata = metadata_or_new(dir)?;
-    let index = metadata["sessions"].as_array().map_or(0, Vec::len);
-    metadata["sessions"]
-        .as_array_mut()
-        .context("weft.json has no sessions list")?
-        .push(json!({
-            "host": host_json(),
-            "sources": sources,
-            "start_ns": weft_store::now_ns(),
-            "wall_offset_ns": wall_offset_ns(),
-            "boottime_ahead_ns": boottime_ahead_ns(),
-            "complete": false,
-        }));
-    write_metadata(dir, &metadata)?;
+    sources: BTreeMap<String, SourceNote>,
+) -> Result<(Metadata, usize)> {
+    let mut metadata = metadata::metadata_or_new(dir)?;
+    let index = metadata.sessions.len();
+    metadata.sessions.push(Session::starting(sources));
+    metadata::write_metadata(dir, &metadata)?;
     reserve(dir)?;
     Ok((metadata, index))
 }
@@ -360,88 +308,10 @@ pub fn define_like(store: &mut weft_store::Store, meta: &weft_store::Meta) -> Re
     Ok(())
 }
 
-/// The largest `weft.json` weft writes is far smaller (sessions, losses,
-/// trigger firings); a larger one is refused before it is read.
-const MAX_METADATA_BYTES: u64 = 64 << 20;
-
-/// Reads `weft.json`, or an empty document for a new capture.
-pub fn read_metadata(dir: &Path) -> Result<Value> {
-    metadata_in(&Dir::open(dir)?)
-}
-
-/// [`read_metadata`] of a directory already open.
-pub(crate) fn metadata_in(dir: &Dir) -> Result<Value> {
-    if !dir.contains(METADATA) && dir.contains("meta") {
-        bail!(
-            "{}: the capture's {METADATA} is missing",
-            dir.path().display()
-        );
-    }
-    metadata_or_new(dir)
-}
-
-/// `weft.json` as [`read_metadata`] reads it, or an empty document when
-/// there is none yet (a capture whose store was just created).
-fn metadata_or_new(dir: &Dir) -> Result<Value> {
-    let path = dir.join(METADATA);
-    if !dir.contains(METADATA) {
-        return Ok(json!({ "format": "weft-capture 1", "sessions": [] }));
-    }
-    let text = dir.read(METADATA, MAX_METADATA_BYTES)?;
-    let mut metadata: Value = serde_json::from_slice(&text)
-        .with_context(|| format!("{} is not valid JSON", path.display()))?;
-    // Captures from before the checksum have none.
-    if let Some(stored) = metadata.as_object_mut().and_then(|m| m.remove(CHECKSUM)) {
-        let text = serde_json::to_string_pretty(&metadata)?;
-        if stored.as_str() != Some(format!("{:08x}", crc32fast::hash(text.as_bytes())).as_str()) {
-            bail!("{} fails its checksum (damaged)", path.display());
-        }
-    }
-    Ok(metadata)
-}
-
-/// Replaces `weft.json` atomically (temp file, fsync, rename), mode 0600,
-/// in a directory opened to write (the store's, or
-/// [`weft_store::Dir::open_to_write`]).
-pub fn write_metadata(opened: &Dir, metadata: &Value) -> Result<()> {
-    let tmp = format!("{METADATA}.tmp");
-    // Left by a write that was killed: never renamed into place.
-    opened.remove_if_present(&tmp)?;
-    let mut file = opened.create(&tmp)?;
-    // The checksum covers the document as written without it, so a
-    // damaged number (a time offset, a count) is noticed, not believed.
-    let mut metadata = metadata.clone();
-    if let Some(object) = metadata.as_object_mut() {
-        object.remove(CHECKSUM);
-        let text = serde_json::to_string_pretty(object)?;
-        let crc = format!("{:08x}", crc32fast::hash(text.as_bytes()));
-        object.insert(CHECKSUM.into(), crc.into());
-    }
-    file.write_all(serde_json::to_string_pretty(&metadata)?.as_bytes())
-        .and_then(|()| file.sync_all())
-        .with_context(|| format!("failed to write {}", opened.join(&tmp).display()))?;
-    opened.rename(&tmp, METADATA)?;
-    Ok(())
-}
-
 /// Bytes the files of a capture directory take on disk (0 if unreadable;
 /// see [`weft_store::Dir::disk_use`]).
 pub fn size_on_disk(dir: &Path) -> u64 {
     Dir::open(dir).and_then(|d| d.disk_use()).unwrap_or(0)
-}
-
-/// Facts about this machine for a session's record.
-pub fn host_json() -> Value {
-    let read = |path: &str| {
-        fs::read_to_string(path)
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_default()
-    };
-    json!({
-        "hostname": read("/proc/sys/kernel/hostname"),
-        "kernel": read("/proc/sys/kernel/osrelease"),
-        "weft_version": env!("CARGO_PKG_VERSION"),
-    })
 }
 
 #[cfg(test)]
@@ -462,8 +332,12 @@ mod tests {
         store.define_source("opens", fields).unwrap();
         store.publish();
         let snapshot = store.snapshot();
-        for key in [ONELINER_SOURCES, "trace_sources"] {
-            let metadata = json!({ key: { "opens": { "tid": "int", "dur": "duration" } } });
+        for key in ["oneliner_sources", "trace_sources"] {
+            let document = serde_json::json!({
+                "format": "weft-capture 1",
+                key: { "opens": { "tid": "int", "dur": "duration" } },
+            });
+            let metadata: Metadata = serde_json::from_value(document).unwrap();
             let catalog = catalog_naming(&snapshot, &metadata, None).unwrap();
             let opens = catalog.source("opens").unwrap();
             let (_, dur) = opens.column("dur").unwrap();
@@ -471,22 +345,5 @@ mod tests {
         }
         drop(store);
         std::fs::remove_dir_all(&path).unwrap();
-    }
-
-    /// Numbers a capture records (rates, seconds, a peer's delay) read
-    /// back as written: parsed inexactly, about one float in six would
-    /// print otherwise and fail the checksum of a sound file.
-    #[test]
-    fn metadata_with_floats_passes_its_own_checksum() {
-        let path = std::env::temp_dir().join(format!("weft-metadata-{}", std::process::id()));
-        let dir = Dir::open_to_write(&path).unwrap();
-        let floats: Vec<f64> = (0..2000)
-            .map(|i| f64::from(i) * 1.37 / 1e3 + 98.23)
-            .collect();
-        let metadata = json!({ "format": "weft-capture 1", "floats": floats });
-        write_metadata(&dir, &metadata).unwrap();
-        let read = read_metadata(&path);
-        let _ = std::fs::remove_dir_all(&path);
-        assert_eq!(read.unwrap(), metadata);
     }
 }

@@ -5,11 +5,11 @@
 use std::{ops::RangeInclusive, path::Path};
 
 use anyhow::{Context as _, Result, bail};
-use serde_json::json;
 use weft_store::{Config, Record, Snapshot, Store};
 
 use crate::{
     capture,
+    metadata::{self, Extracted, Metadata},
     registry::{TASKS, TRIGGERS},
 };
 
@@ -23,13 +23,11 @@ const SLICE_NS: u64 = 100_000_000;
 pub fn extract(from: &Path, trigger: usize, to: &Path, skip_damaged: bool) -> Result<String> {
     let snapshot = capture::open(from, skip_damaged)?;
     let window = kept_window(&snapshot, trigger)?;
-    copy_window(
-        &snapshot,
-        from,
-        &window,
-        to,
-        json!({ "trigger_firing": trigger }),
-    )
+    let note = Extracted {
+        trigger_firing: Some(trigger),
+        ..Extracted::default()
+    };
+    copy_window(&snapshot, from, &window, to, note)
 }
 
 /// Copies the window firing `id` kept in each capture of `from` (a
@@ -45,9 +43,9 @@ pub fn extract_fleet(from: &[&Path], id: &str, to: &Path, skip_damaged: bool) ->
     }
     let mut report = Vec::new();
     let mut windows = Vec::new();
-    let metadata: Vec<serde_json::Value> = from
+    let metadata: Vec<Metadata> = from
         .iter()
-        .map(|dir| capture::read_metadata(dir))
+        .map(|dir| metadata::read_metadata(dir))
         .collect::<Result<_>>()?;
     let clocks = clocks_to_origin(&metadata, id);
     for ((dir, metadata), clock) in from.iter().zip(&metadata).zip(clocks) {
@@ -67,11 +65,12 @@ pub fn extract_fleet(from: &[&Path], id: &str, to: &Path, skip_damaged: bool) ->
             .file_name()
             .map_or_else(|| "capture".into(), |n| n.to_string_lossy().into_owned());
         let snapshot = capture::open(dir, skip_damaged)?;
-        let mut note = json!({ "fleet_firing": id });
-        if let Some((offset, error)) = clock {
-            note["clock_offset_ns"] = offset.into();
-            note["clock_error_ns"] = error.into();
-        }
+        let note = Extracted {
+            fleet_firing: Some(id.to_owned()),
+            clock_offset_ns: clock.map(|(offset, _)| offset),
+            clock_error_ns: clock.map(|(_, error)| error),
+            ..Extracted::default()
+        };
         report.push(format!(
             "{}: {}",
             dir.display(),
@@ -96,40 +95,29 @@ enum Hop {
 /// in `weft.json`: its own address, and each received firing's asker and
 /// clock offset); `None` where a hop back to the origin is not among the
 /// captures, or was not measured.
-fn clocks_to_origin(metadata: &[serde_json::Value], id: &str) -> Vec<Option<(i64, u64)>> {
-    let peers_of = |m: &serde_json::Value| -> Vec<serde_json::Value> {
-        (m["sessions"].as_array().into_iter().flatten())
-            .map(|s| s["triggers"]["peers"].clone())
-            .filter(serde_json::Value::is_object)
-            .collect()
-    };
-    let of_firing = |m: &serde_json::Value, key: &str| {
-        peers_of(m).into_iter().find_map(|p| {
-            (p[key].as_array().into_iter().flatten())
-                .find(|f| f["id"] == id)
-                .map(|f| (p["me"].as_str().map(str::to_owned), f.clone()))
-        })
-    };
+fn clocks_to_origin(metadata: &[Metadata], id: &str) -> Vec<Option<(i64, u64)>> {
     let hops: Vec<Option<Hop>> = metadata
         .iter()
         .map(|m| {
-            if of_firing(m, "fired").is_some() {
+            if m.peer_logs().any(|p| p.fired.iter().any(|f| f.id == id)) {
                 return Some(Hop::Origin);
             }
-            let (_, got) = of_firing(m, "received")?;
+            let got = m
+                .peer_logs()
+                .find_map(|p| p.received.iter().find(|f| f.id == id))?;
             Some(Hop::Asked {
-                by: got["from"].as_str()?.to_owned(),
-                offset: got["clock_offset_ns"].as_i64()?,
-                error: got["clock_error_ns"].as_u64()?,
+                by: got.from.clone(),
+                offset: got.clock_offset_ns?,
+                error: got.clock_error_ns?,
             })
         })
         .collect();
-    let me: Vec<Option<String>> = metadata
+    let me: Vec<Option<&str>> = metadata
         .iter()
         .map(|m| {
-            peers_of(m)
-                .into_iter()
-                .find_map(|p| p["me"].as_str().map(str::to_owned))
+            m.peer_logs()
+                .map(|p| p.me.as_str())
+                .find(|me| !me.is_empty())
         })
         .collect();
     let resolve = |start: usize| {
@@ -145,7 +133,7 @@ fn clocks_to_origin(metadata: &[serde_json::Value], id: &str) -> Vec<Option<(i64
                 } => {
                     offset = offset.saturating_sub(*theirs_minus_mine);
                     error = error.saturating_add(*bound);
-                    at = me.iter().position(|m| m.as_deref() == Some(by.as_str()))?;
+                    at = me.iter().position(|m| *m == Some(by.as_str()))?;
                 }
             }
         }
@@ -156,15 +144,15 @@ fn clocks_to_origin(metadata: &[serde_json::Value], id: &str) -> Vec<Option<(i64
 
 /// The window (monotonic ns) a capture kept for the traveling firing
 /// `id`: as its origin, or as a peer that kept it.
-fn firing_window(metadata: &serde_json::Value, id: &str) -> Option<RangeInclusive<u64>> {
-    let sessions = metadata["sessions"].as_array()?;
-    sessions.iter().find_map(|session| {
-        let peers = &session["triggers"]["peers"];
-        ["fired", "received"]
-            .iter()
-            .flat_map(|key| peers[key].as_array().into_iter().flatten())
-            .find(|f| f["id"] == id && f["kept"] != false)
-            .and_then(|f| Some(f["window_ns"][0].as_u64()?..=f["window_ns"][1].as_u64()?))
+fn firing_window(metadata: &Metadata, id: &str) -> Option<RangeInclusive<u64>> {
+    metadata.peer_logs().find_map(|peers| {
+        let fired = (peers.fired.iter())
+            .find(|f| f.id == id)
+            .map(|f| f.window_ns);
+        let received = (peers.received.iter())
+            .find(|f| f.id == id && f.kept)
+            .and_then(|f| f.window_ns);
+        fired.or(received).map(|[start, end]| start..=end)
     })
 }
 
@@ -175,7 +163,7 @@ fn copy_window(
     from: &Path,
     window: &RangeInclusive<u64>,
     to: &Path,
-    mut note: serde_json::Value,
+    note: Extracted,
 ) -> Result<String> {
     if to.exists() {
         bail!("{} exists; extract writes a new capture", to.display());
@@ -186,12 +174,14 @@ fn copy_window(
     // Until renamed into place, the copy is removed on any error.
     let mut fresh = capture::prepare_dir(&partial, false)?;
     let records = copy(snapshot, &partial, window)?;
-    let mut metadata = capture::read_metadata(from)?;
-    note["from"] = from.display().to_string().into();
-    note["start_ns"] = (*window.start()).into();
-    note["end_ns"] = (*window.end()).into();
-    metadata["extracted"] = note;
-    capture::write_metadata(&weft_store::Dir::open_to_write(&partial)?, &metadata)?;
+    let mut metadata = metadata::read_metadata(from)?;
+    metadata.extracted = Some(Extracted {
+        from: from.display().to_string(),
+        start_ns: *window.start(),
+        end_ns: *window.end(),
+        ..note
+    });
+    metadata::write_metadata(&weft_store::Dir::open_to_write(&partial)?, &metadata)?;
     std::fs::rename(&partial, to).with_context(|| format!("failed to create {}", to.display()))?;
     fresh.keep();
     Ok(format!(
@@ -276,12 +266,16 @@ fn append(store: &mut Store, records: Vec<Record>) -> Result<u64> {
 mod tests {
     use serde_json::{Value, json};
 
-    use super::clocks_to_origin;
+    use super::{Metadata, clocks_to_origin};
 
     /// A capture's `weft.json` whose recorder is `me`, with `peers`'
     /// entries of firing `id` in `fired` or `received`.
-    fn host(me: &str, key: &str, entry: &Value) -> Value {
-        json!({ "sessions": [{ "triggers": { "peers": { "me": me, key: [entry] } } }] })
+    fn host(me: &str, key: &str, entry: &Value) -> Metadata {
+        let document = json!({
+            "format": "weft-capture 1",
+            "sessions": [{ "triggers": { "peers": { "me": me, key: [entry] } } }],
+        });
+        serde_json::from_value(document).unwrap()
     }
 
     #[test]

@@ -82,7 +82,7 @@ impl Feed for LiveFeed {
     }
 
     fn wall_offset(&self) -> Option<i64> {
-        Some(capture::wall_offset_ns())
+        Some(crate::metadata::wall_offset_ns())
     }
 }
 
@@ -107,7 +107,7 @@ impl CaptureFeed {
             .map(|(source, records, _)| SourceHealth {
                 name: source.name.clone(),
                 received: records,
-                lost: info::lost(&metadata["sessions"], &source.name),
+                lost: metadata.lost(&source.name),
             })
             .collect();
         let range = snapshot.time_range()?.map(|r| (*r.start(), *r.end()));
@@ -116,14 +116,12 @@ impl CaptureFeed {
                 sources,
                 drain_lag_ns: 0,
                 disk_bytes: capture::size_on_disk(dir),
-                pins_released: (metadata["sessions"].as_array().into_iter().flatten())
-                    .filter_map(|s| s["pins_released"].as_u64())
-                    .sum(),
+                pins_released: metadata.pins_released(),
                 cpu_permille: None,
                 ended: false,
             },
             range,
-            wall_offset: capture::wall_offset(&metadata),
+            wall_offset: metadata.wall_offset(),
             snapshot,
             capture,
         })
@@ -137,7 +135,7 @@ impl CaptureFeed {
     }
 
     /// The capture's `weft.json`, as opening it read it.
-    pub fn metadata(&self) -> anyhow::Result<std::sync::Arc<serde_json::Value>> {
+    pub fn metadata(&self) -> anyhow::Result<std::sync::Arc<crate::metadata::Metadata>> {
         self.capture.metadata()
     }
 }

@@ -5,7 +5,6 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
-use serde_json::Value;
 use weft_query::{
     Catalog,
     fleet::{
@@ -15,7 +14,12 @@ use weft_query::{
 };
 use weft_store::Snapshot;
 
-use crate::{answer::Format, capture, open::Capture};
+use crate::{
+    answer::Format,
+    capture,
+    metadata::{self, Metadata},
+    open::Capture,
+};
 
 /// A capture directory read in this process. Its replies are encoded and
 /// decoded as a peer's are, so `--explain` counts the bytes a peer would
@@ -24,7 +28,7 @@ pub struct Directory {
     name: String,
     path: PathBuf,
     snapshot: Snapshot,
-    metadata: Value,
+    metadata: Metadata,
     /// Built at the first request: with thread names when the query
     /// names `comm`.
     catalog: Option<Catalog>,
@@ -34,7 +38,7 @@ impl Directory {
     /// Opens the capture at `path` to read.
     pub fn open(path: &Path, skip_damaged: bool) -> Result<Self> {
         let snapshot = capture::open(path, skip_damaged)?;
-        let metadata = capture::read_metadata(path)?;
+        let metadata = metadata::read_metadata(path)?;
         Ok(Self {
             name: path.display().to_string(),
             path: path.to_path_buf(),
@@ -66,7 +70,8 @@ impl Host for Directory {
             // A window `extract --fleet` copied knows how far its host's
             // wall clock was from the firing origin's: its wall-clock times
             // (windows, `every`, a correlation's anchors) are the origin's.
-            if let Some(ahead) = self.metadata["extracted"]["clock_offset_ns"].as_i64() {
+            let extracted = self.metadata.extracted.as_ref();
+            if let Some(ahead) = extracted.and_then(|e| e.clock_offset_ns) {
                 catalog.wall_offset = catalog.wall_offset.map(|w| w - ahead);
             }
             self.catalog = Some(catalog);

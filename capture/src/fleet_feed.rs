@@ -58,10 +58,8 @@ impl FleetFeed {
                 )
             })?;
             let metadata = feed.metadata()?;
-            let extracted = &metadata["extracted"];
-            let clock = extracted["clock_offset_ns"]
-                .as_i64()
-                .zip(extracted["clock_error_ns"].as_u64());
+            let clock =
+                (metadata.extracted.as_ref()).and_then(|e| e.clock_offset_ns.zip(e.clock_error_ns));
             Ok((feed, wall, clock))
         };
         let (first_feed, first_wall, first_clock) = feed(first)?;

@@ -4,39 +4,65 @@
 use std::{fmt::Write as _, path::Path};
 
 use anyhow::{Context as _, Result};
-use serde_json::{Value, json};
+use serde::Serialize;
 use weft_store::{Snapshot, Source};
 
-use crate::capture;
+use crate::{
+    capture,
+    metadata::{self, PeerLog, Session, TriggerLog},
+};
 
-/// Everything `info` reports, as JSON.
-pub fn summarise(dir: &Path) -> Result<Value> {
-    let metadata = capture::read_metadata(dir)?;
+/// Everything `info` reports (`--json` prints it as it is).
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    pub dir: String,
+    /// The first and last record's time, `CLOCK_MONOTONIC` ns.
+    pub first_ns: Option<u64>,
+    pub last_ns: Option<u64>,
+    pub sources: Vec<SourceSummary>,
+    pub sessions: Vec<Session>,
+    /// Bytes on disk.
+    pub bytes: u64,
+    /// Unfinished chunks at the end (a crash), and what opening found.
+    pub torn_chunks: u64,
+    pub notes: Vec<String>,
+}
+
+/// One source of a capture.
+#[derive(Debug, Serialize)]
+pub struct SourceSummary {
+    pub name: String,
+    pub records: u64,
+    pub fields: Vec<String>,
+    /// Chunks the disk budget deleted.
+    pub chunks_expired: u64,
+}
+
+/// Everything `info` reports.
+pub fn summarise(dir: &Path) -> Result<Summary> {
+    let metadata = metadata::read_metadata(dir)?;
     let (snapshot, recovery) = weft_store::open_read_only(dir)
         .with_context(|| format!("failed to open {}", dir.display()))?;
-    let sources: Vec<Value> = records(&snapshot)?
+    let sources = records(&snapshot)?
         .into_iter()
-        .map(|(source, records, expired)| {
-            json!({
-                "name": source.name,
-                "records": records,
-                "fields": source.fields.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
-                "chunks_expired": expired,
-            })
+        .map(|(source, records, expired)| SourceSummary {
+            name: source.name.clone(),
+            records,
+            fields: source.fields.iter().map(|f| f.name.clone()).collect(),
+            chunks_expired: expired,
         })
         .collect();
     let range = snapshot.time_range()?;
-    let bytes = capture::size_on_disk(dir);
-    Ok(json!({
-        "dir": dir.display().to_string(),
-        "first_ns": range.as_ref().map(|r| *r.start()),
-        "last_ns": range.as_ref().map(|r| *r.end()),
-        "sources": sources,
-        "sessions": metadata["sessions"],
-        "bytes": bytes,
-        "torn_chunks": recovery.cut_chunks,
-        "notes": recovery.notes,
-    }))
+    Ok(Summary {
+        dir: dir.display().to_string(),
+        first_ns: range.as_ref().map(|r| *r.start()),
+        last_ns: range.as_ref().map(|r| *r.end()),
+        sources,
+        sessions: metadata.sessions,
+        bytes: capture::size_on_disk(dir),
+        torn_chunks: recovery.cut_chunks,
+        notes: recovery.notes,
+    })
 }
 
 /// Each source of a capture with the records it holds and how many of its
@@ -53,17 +79,7 @@ pub fn records(snapshot: &Snapshot) -> Result<Vec<(&Source, u64, u64)>> {
         .collect()
 }
 
-/// Records of `source` lost over all `sessions` of a capture's metadata.
-pub fn lost(sessions: &Value, source: &str) -> u64 {
-    sessions
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|x| x["lost"][source]["lost"].as_u64().unwrap_or(0))
-        .sum()
-}
-
-pub fn render(dir: &Path, s: &Value) -> String {
+pub fn render(dir: &Path, s: &Summary) -> String {
     let mut out = String::new();
     // Writing to a String cannot fail.
     let _ = write_summary(&mut out, dir, s);
@@ -72,85 +88,79 @@ pub fn render(dir: &Path, s: &Value) -> String {
 
 /// A session's triggers that fired or were asked for, and the notes of
 /// its manual ones.
-fn write_triggers(out: &mut String, triggers: &Value) -> std::fmt::Result {
-    let list = |key: &str| triggers[key].as_array().cloned().unwrap_or_default();
-    for rule in list("rules") {
-        if rule["fired"].as_u64().unwrap_or(0) > 0 || rule["id"] != 0 {
-            writeln!(
-                out,
-                "trigger   {}: {}: fired {}, merged {}, capped {}, suppressed {}",
-                rule["id"],
-                rule["condition"].as_str().unwrap_or_default(),
-                rule["fired"],
-                rule["merged"],
-                rule["capped"].as_u64().unwrap_or(0),
-                rule["suppressed"]
-            )?;
-        }
+fn write_triggers(out: &mut String, triggers: &TriggerLog) -> std::fmt::Result {
+    for rule in (triggers.rules.iter()).filter(|rule| rule.fired > 0 || rule.id != 0) {
+        writeln!(
+            out,
+            "trigger   {}: {}: fired {}, merged {}, capped {}, suppressed {}",
+            rule.id, rule.condition, rule.fired, rule.merged, rule.capped, rule.suppressed
+        )?;
     }
-    for note in list("notes") {
+    for note in &triggers.notes {
         writeln!(
             out,
             "note      {:.3}s: {}",
-            note["time_ns"].as_u64().unwrap_or(0) as f64 / 1e9,
-            note["note"].as_str().unwrap_or_default()
+            note.time_ns as f64 / 1e9,
+            note.note
         )?;
     }
-    write_peers(out, &triggers["peers"])
+    match &triggers.peers {
+        Some(peers) => write_peers(out, peers),
+        None => Ok(()),
+    }
 }
 
 /// The firings peers asked this host to keep, and those it asked them to.
-fn write_peers(out: &mut String, peers: &Value) -> std::fmt::Result {
-    let list = |key: &str| peers[key].as_array().cloned().unwrap_or_default();
-    for got in list("received") {
+fn write_peers(out: &mut String, peers: &PeerLog) -> std::fmt::Result {
+    for got in &peers.received {
         writeln!(
             out,
             "from peer {} (hop {}, fired on {}: {}): {}; its clock {} ({})",
-            got["from"].as_str().unwrap_or_default(),
-            got["hop"],
-            got["origin"].as_str().unwrap_or_default(),
-            got["condition"].as_str().unwrap_or_default(),
-            got["note"].as_str().unwrap_or_default(),
-            clock_ms(&got),
-            got["clock_from"].as_str().unwrap_or("unmeasured"),
+            got.from,
+            got.hop,
+            got.origin,
+            got.condition,
+            got.note,
+            clock_ms(
+                got.clock_offset_ns.unwrap_or(0) as f64,
+                got.clock_error_ns.unwrap_or(0) as f64
+            ),
+            got.clock_from.as_deref().unwrap_or("unmeasured"),
         )?;
     }
-    for sent in list("sent") {
+    for sent in &peers.sent {
+        let clock_from = match sent.clock_from.as_str() {
+            "" => "exchange",
+            from => from,
+        };
         writeln!(
             out,
-            "to peer   {} (hop {}, firing {}): {} in {:.1} ms; its clock {} ({})",
-            sent["to"].as_str().unwrap_or_default(),
-            sent["hop"],
-            sent["id"].as_str().unwrap_or_default(),
-            if sent["kept"] == true {
-                "kept"
-            } else {
-                sent["note"].as_str().unwrap_or("not kept")
+            "to peer   {} (hop {}, firing {}): {} in {:.1} ms; its clock {} ({clock_from})",
+            sent.to,
+            sent.hop,
+            sent.id,
+            match (sent.kept, sent.note.as_str()) {
+                (true, _) => "kept",
+                (false, "") => "not kept",
+                (false, note) => note,
             },
-            sent["ms"].as_f64().unwrap_or(0.0),
-            clock_ms(&sent),
-            sent["clock_from"].as_str().unwrap_or("exchange"),
+            sent.ms,
+            clock_ms(sent.clock_offset_ns as f64, sent.clock_error_ns as f64),
         )?;
     }
     Ok(())
 }
 
-/// A peer's clock offset and its error bound, in ms.
-fn clock_ms(entry: &Value) -> String {
-    let ms = |key: &str| entry[key].as_f64().unwrap_or(0.0) / 1e6;
-    format!(
-        "{:+.3} ms (±{:.3} ms)",
-        ms("clock_offset_ns"),
-        ms("clock_error_ns")
-    )
+/// A peer's clock offset and its error bound (ns), in ms.
+fn clock_ms(offset_ns: f64, error_ns: f64) -> String {
+    format!("{:+.3} ms (±{:.3} ms)", offset_ns / 1e6, error_ns / 1e6)
 }
 
-fn write_summary(out: &mut String, dir: &Path, s: &Value) -> std::fmt::Result {
+fn write_summary(out: &mut String, dir: &Path, s: &Summary) -> std::fmt::Result {
     writeln!(out, "capture   {}", dir.display())?;
-    let sessions = s["sessions"].as_array().cloned().unwrap_or_default();
-    let complete = sessions.iter().filter(|x| x["complete"] == true).count();
-    writeln!(out, "sessions  {} ({complete} complete)", sessions.len())?;
-    if let (Some(first), Some(last)) = (s["first_ns"].as_u64(), s["last_ns"].as_u64()) {
+    let complete = s.sessions.iter().filter(|x| x.complete).count();
+    writeln!(out, "sessions  {} ({complete} complete)", s.sessions.len())?;
+    if let (Some(first), Some(last)) = (s.first_ns, s.last_ns) {
         let secs = |ns: u64| ns as f64 / 1e9;
         writeln!(
             out,
@@ -160,40 +170,41 @@ fn write_summary(out: &mut String, dir: &Path, s: &Value) -> std::fmt::Result {
             secs(last - first)
         )?;
     }
-    for source in s["sources"].as_array().into_iter().flatten() {
-        let name = source["name"].as_str().unwrap_or_default();
-        let lost = lost(&s["sessions"], name);
+    for source in &s.sources {
+        let lost = metadata::lost_in(&s.sessions, &source.name);
         writeln!(
             out,
-            "source    {name}: {} records, lost {lost}",
-            source["records"]
+            "source    {}: {} records, lost {lost}",
+            source.name, source.records
         )?;
     }
-    for session in &sessions {
-        write_triggers(out, &session["triggers"])?;
-        let released = session["pins_released"].as_u64().unwrap_or(0);
+    for session in &s.sessions {
+        if let Some(triggers) = &session.triggers {
+            write_triggers(out, triggers)?;
+        }
+        let released = session.pins_released.unwrap_or(0);
         if released > 0 {
             writeln!(
                 out,
                 "released  {released} kept windows, the oldest, past their share of the disk budget"
             )?;
         }
-        if let Some(error) = session["store_error"].as_str() {
+        if let Some(error) = &session.store_error {
             writeln!(
                 out,
                 "stopped   by a store error: {error}; {} records held in memory were not \
                  written (the sources' losses count those received after it)",
-                session["unflushed"].as_u64().unwrap_or(0)
+                session.unflushed.unwrap_or(0)
             )?;
         }
     }
-    let mib = s["bytes"].as_u64().unwrap_or(0) as f64 / f64::from(1 << 20);
+    let mib = s.bytes as f64 / f64::from(1 << 20);
     writeln!(out, "size      {mib:.1} MiB")?;
-    if s["torn_chunks"].as_u64().unwrap_or(0) > 0 {
+    if s.torn_chunks > 0 {
         writeln!(
             out,
             "torn      {} unfinished chunks at the end (a crash); they are ignored",
-            s["torn_chunks"]
+            s.torn_chunks
         )?;
     }
     Ok(())

@@ -8,8 +8,9 @@
 //!
 //! # Overview
 //!
-//! - [`capture`]: a capture directory as weft writes it (`weft.json`, its
-//!   checksum, the disk reserve) and the catalog queries bind to;
+//! - [`capture`]: a capture directory as weft writes it (the disk
+//!   reserve, a new session) and the catalog queries bind to;
+//!   [`metadata`]: `weft.json`, typed, and its checksum;
 //!   [`sources`]: each event source's store schema and what its columns
 //!   mean; [`registry`]: the names of weft's own sources; [`tasks`]:
 //!   thread names read back; [`pt_calls`]: decoded Intel PT calls as a
@@ -32,6 +33,7 @@ pub mod feed;
 pub mod fleet;
 pub mod fleet_feed;
 pub mod info;
+pub mod metadata;
 pub mod open;
 pub mod pt_calls;
 pub mod registry;

@@ -14,12 +14,12 @@ use std::{
 };
 
 use anyhow::Result;
-use serde_json::Value;
 use weft_query::Catalog;
 use weft_store::{Dir, Snapshot};
 
 use crate::{
-    capture::{self, METADATA},
+    capture,
+    metadata::{self, METADATA, Metadata},
     registry::{SYMBOLS, TASKS},
     tasks::ThreadNames,
 };
@@ -34,7 +34,7 @@ pub struct Capture {
 #[derive(Default)]
 struct Kept {
     /// `weft.json` and the stamp it had when read.
-    metadata: Option<(Stamp, Arc<Value>)>,
+    metadata: Option<(Stamp, Arc<Metadata>)>,
     catalog: Option<Cached>,
     /// Thread names, read on from where the last question stopped.
     threads: ThreadNames,
@@ -94,7 +94,7 @@ impl Capture {
     }
 
     /// `weft.json`, read again only when it was replaced.
-    pub fn metadata(&self) -> Result<Arc<Value>> {
+    pub fn metadata(&self) -> Result<Arc<Metadata>> {
         let stamp = self.stamp();
         metadata_at(&mut self.kept(), &self.dir, stamp)
     }
@@ -149,18 +149,17 @@ impl Capture {
 
 /// `weft.json` as kept, or read again when its stamp is not `stamp`
 /// (absent: an empty document, or refused where the store is there).
-fn metadata_at(kept: &mut Kept, dir: &Dir, stamp: Stamp) -> Result<Arc<Value>> {
+fn metadata_at(kept: &mut Kept, dir: &Dir, stamp: Stamp) -> Result<Arc<Metadata>> {
     if let Some((_, metadata)) = kept.metadata.as_ref().filter(|(s, _)| *s == stamp) {
         return Ok(metadata.clone());
     }
-    let metadata = Arc::new(capture::metadata_in(dir)?);
+    let metadata = Arc::new(metadata::metadata_in(dir)?);
     kept.metadata = Some((stamp, metadata.clone()));
     Ok(metadata)
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
     use weft_ingest::tasks::TaskNames;
     use weft_query::Kind;
     use weft_store::{Config, Store};
@@ -185,8 +184,14 @@ mod tests {
         let mut tasks = TaskNames::define(&mut store).unwrap();
         tasks.note(&mut store, 10, 1, 1, b"first").unwrap();
         store.publish();
-        let session = |offset: i64| json!({ "sessions": [{ "wall_offset_ns": offset }] });
-        capture::write_metadata(store.dir(), &session(5)).unwrap();
+        let session = |offset: i64| Metadata {
+            sessions: vec![metadata::Session {
+                wall_offset_ns: Some(offset),
+                ..metadata::Session::default()
+            }],
+            ..Metadata::default()
+        };
+        metadata::write_metadata(store.dir(), &session(5)).unwrap();
         let capture = Capture::open(&path).unwrap();
         let reader = store.reader();
         let catalog = |threads| capture.catalog(&reader.snapshot(), threads).unwrap();
@@ -212,7 +217,7 @@ mod tests {
         );
 
         // weft.json replaced: read again.
-        capture::write_metadata(store.dir(), &session(7)).unwrap();
+        metadata::write_metadata(store.dir(), &session(7)).unwrap();
         let moved = catalog(false);
         assert_eq!(moved.wall_offset, Some(7));
         assert!(Arc::ptr_eq(&moved, &catalog(false)));

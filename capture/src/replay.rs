@@ -19,7 +19,6 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, bail};
-use serde_json::{Value, json};
 use weft_query::{
     Kind,
     catalog::Read,
@@ -30,6 +29,7 @@ use weft_store::{Config, FieldKind, Snapshot, SourceId, Store, now_ns};
 use crate::{
     capture,
     feed::Ready,
+    metadata::{self, Metadata, Session},
     registry::{SYMBOLS, TASKS, TRIGGERS},
 };
 
@@ -72,14 +72,14 @@ pub fn run(options: &Options, dir: &Path, config: &Config, link: &Link) -> Resul
     let Some(span) = snapshot.time_range()? else {
         bail!("{} holds no records to replay", from.display());
     };
-    let recorded = capture::read_metadata(from)?;
+    let recorded = metadata::read_metadata(from)?;
     let mut fresh = capture::prepare_dir(dir, false)?;
     let mut store =
         Store::open(dir, config).with_context(|| format!("failed to open {}", dir.display()))?;
     capture::define_like(&mut store, snapshot.meta())?;
     let capture_dir = Arc::clone(store.dir());
     let mut metadata = replay_metadata(&recorded, options);
-    capture::write_metadata(&capture_dir, &metadata)?;
+    metadata::write_metadata(&capture_dir, &metadata)?;
     fresh.keep();
     let sources = &snapshot.meta().sources;
     let ids = sources
@@ -122,9 +122,10 @@ pub fn run(options: &Options, dir: &Path, config: &Config, link: &Link) -> Resul
         player.clock.start = player.clock.at(*span.end()) + 1_000_000;
     };
     let closed = store.close().context("failed to finish the capture");
-    metadata["sessions"][0]["end_ns"] = json!(now_ns());
-    metadata["sessions"][0]["complete"] = json!(outcome.is_ok() && closed.is_ok());
-    capture::write_metadata(&capture_dir, &metadata)?;
+    let session = &mut metadata.sessions[0];
+    session.end_ns = Some(now_ns());
+    session.complete = outcome.is_ok() && closed.is_ok();
+    metadata::write_metadata(&capture_dir, &metadata)?;
     outcome?;
     closed?;
     let records: u64 = player.sent.iter().sum();
@@ -141,24 +142,24 @@ pub fn run(options: &Options, dir: &Path, config: &Config, link: &Link) -> Resul
 
 /// The recording's `weft.json` as the replay's: its sources' kinds kept,
 /// one session that says what it replays, with this moment's wall clock.
-fn replay_metadata(recorded: &Value, options: &Options) -> Value {
-    let mut metadata = recorded.clone();
-    let sources = recorded["sessions"][0]["sources"].clone();
-    metadata["sessions"] = json!([{
-        "host": capture::host_json(),
-        "sources": sources,
-        "start_ns": now_ns(),
-        "wall_offset_ns": capture::wall_offset_ns(),
-        "complete": false,
-        "replay_of": options.from.display().to_string(),
-        "speed": options.speed,
-    }]);
-    metadata
+fn replay_metadata(recorded: &Metadata, options: &Options) -> Metadata {
+    let sources = (recorded.sessions.first())
+        .map(|s| s.sources.clone())
+        .unwrap_or_default();
+    let session = Session {
+        replay_of: Some(options.from.display().to_string()),
+        speed: Some(options.speed),
+        ..Session::starting(sources)
+    };
+    Metadata {
+        sessions: vec![session],
+        ..recorded.clone()
+    }
 }
 
 /// By source id, the byte offsets of the 8-byte payload fields the
 /// catalog calls times.
-fn time_fields(snapshot: &Snapshot, metadata: &Value, ids: usize) -> Result<Vec<Vec<usize>>> {
+fn time_fields(snapshot: &Snapshot, metadata: &Metadata, ids: usize) -> Result<Vec<Vec<usize>>> {
     let catalog = capture::catalog(snapshot, metadata, false)?;
     let mut fields = vec![Vec::new(); ids];
     for source in &catalog.sources {

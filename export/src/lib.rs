@@ -34,7 +34,11 @@ use parquet::{
     schema::types::{ColumnPath, Type},
 };
 use wall::{WALL_TIME, WallClock};
-use weft_capture::{capture, open::Capture};
+use weft_capture::{
+    capture,
+    metadata::{Host, Metadata},
+    open::Capture,
+};
 use weft_query::{Catalog, Cell, Header, Kind};
 
 /// One export: what to read and where to write it.
@@ -222,21 +226,17 @@ fn write_perfetto(
     export: &Export,
     snapshot: &weft_store::Snapshot,
     catalog: &Catalog,
-    metadata: &serde_json::Value,
+    metadata: &Metadata,
     file: File,
 ) -> Result<u64> {
-    let boottime = capture::boottime_ahead(metadata);
+    let boottime = metadata.boottime_ahead();
     let mut writer = perfetto::Writer::new(BufWriter::new(file), boottime)?;
     let threads = weft_capture::tasks::threads(snapshot)?.unwrap_or_default();
     let start = snapshot.time_range()?.map_or(0, |range| *range.start());
     writer.process_tree(start, &threads)?;
-    let apps = metadata[capture::APP_SOURCES]
-        .as_object()
-        .into_iter()
-        .flatten();
     let app_shapes: Vec<perfetto::Shape> = (0..)
-        .zip(apps)
-        .filter_map(|(nth, (name, kinds))| Some(perfetto::app_shape(name, nth, kinds.as_object()?)))
+        .zip(&metadata.app_sources)
+        .map(|(nth, (name, kinds))| perfetto::app_shape(name, nth, kinds))
         .collect();
     for shape in perfetto::SHAPES.iter().chain(&app_shapes) {
         if catalog.source(&shape.source).is_none() {
@@ -343,21 +343,17 @@ fn write_folded(snapshot: &weft_store::Snapshot, file: File) -> Result<u64> {
 }
 
 /// The interfaces' names each session noted when it attached to them.
-fn interface_names(metadata: &serde_json::Value) -> std::collections::HashMap<u32, String> {
-    (metadata["sessions"].as_array().into_iter().flatten())
-        .filter_map(|session| session["sources"]["net"]["interfaces"].as_object())
-        .flatten()
-        .filter_map(|(index, name)| Some((index.parse().ok()?, name.as_str()?.to_owned())))
+fn interface_names(metadata: &Metadata) -> std::collections::HashMap<u32, String> {
+    (metadata.sessions.iter())
+        .filter_map(|session| session.sources.get("net"))
+        .flat_map(|net| &net.interfaces)
+        .filter_map(|(index, name)| Some((index.parse().ok()?, name.clone())))
         .collect()
 }
 
 /// Every packet of the capture's `net` source into `file` as pcapng.
-fn write_pcapng(
-    snapshot: &weft_store::Snapshot,
-    metadata: &serde_json::Value,
-    file: File,
-) -> Result<u64> {
-    let wall_offset = capture::wall_offset(metadata).unwrap_or(0);
+fn write_pcapng(snapshot: &weft_store::Snapshot, metadata: &Metadata, file: File) -> Result<u64> {
+    let wall_offset = metadata.wall_offset().unwrap_or(0);
     let names = interface_names(metadata);
     let mut writer = pcapng::Writer::new(BufWriter::new(file), wall_offset, names)?;
     let packets = pcapng::write_all(snapshot, &mut writer)?;
@@ -406,24 +402,18 @@ fn partitioned(
     export: &Export,
     snapshot: &weft_store::Snapshot,
     catalog: &Catalog,
-    metadata: &serde_json::Value,
+    metadata: &Metadata,
 ) -> Result<String> {
-    let session = &metadata["sessions"][0];
-    let host = match &export.host {
-        Some(host) => host.clone(),
-        None => session["host"]["hostname"]
-            .as_str()
-            .filter(|h| !h.is_empty())
-            .map_or_else(
-                || capture::host_json()["hostname"].to_string(),
-                str::to_owned,
-            ),
-    };
+    let session = metadata.sessions.first();
+    let recorded_on = (session.map(|s| s.host.hostname.clone())).filter(|h| !h.is_empty());
+    let host = (export.host.clone())
+        .or(recorded_on)
+        .unwrap_or_else(|| Host::this_machine().hostname);
     if host.contains('/') || host.contains('=') {
         bail!("--host {host:?}: a partition's host may not hold `/` or `=`");
     }
     let wall_offset = catalog.wall_offset.unwrap_or(0);
-    let id = session["start_ns"].as_u64().unwrap_or(0);
+    let id = session.map_or(0, |s| s.start_ns);
     let mut parts =
         partition::Partitions::new(&export.output, &host, &export.source, wall_offset, id)
             .compressed(export.compression);

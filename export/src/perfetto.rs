@@ -65,14 +65,10 @@ enum When {
 /// kinds), the `nth`, as events on its records' threads (a `pid` or `tid`
 /// field; else on a track of the source's own): a slice ending at the
 /// record's time, as long as its first duration field, else an instant.
-pub fn app_shape(
-    source: &str,
-    nth: u64,
-    kinds: &serde_json::Map<String, serde_json::Value>,
-) -> Shape {
+pub fn app_shape(source: &str, nth: u64, kinds: &weft_capture::metadata::FieldKinds) -> Shape {
     let duration = kinds
         .iter()
-        .find(|(_, kind)| kind.as_str() == Some("duration"))
+        .find(|(_, kind)| *kind == "duration")
         .map(|(field, _)| field.clone());
     let threaded = kinds.contains_key("pid") || kinds.contains_key("tid");
     Shape {

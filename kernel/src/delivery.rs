@@ -2,8 +2,6 @@
 //! the ring was full (per CPU). Syscalls and the other sources share it;
 //! each adds the counters of its own kind of loss.
 
-use serde_json::{Value, json};
-
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Delivery {
     /// Records the kernel side produced (emitted or dropped).
@@ -39,19 +37,6 @@ impl Delivery {
     /// Whether every record is accounted for: `received + ring_full == seen`.
     pub fn balanced(&self) -> bool {
         self.received + self.ring_full == self.seen
-    }
-
-    /// The JSON fields (shared by `stat --json` and `weft.json`), with the
-    /// caller's count of `lost` records; callers add their own fields.
-    pub fn to_json(&self, lost: u64) -> Value {
-        json!({
-            "seen": self.seen,
-            "received": self.received,
-            "lost": lost,
-            "ring_full": self.ring_full,
-            "ring_full_per_cpu": self.ring_full_per_cpu,
-            "ring_peak_percent": self.ring_peak_percent,
-        })
     }
 
     /// Says so on stderr when records of `name` are unaccounted for

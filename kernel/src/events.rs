@@ -51,12 +51,6 @@ impl SourceLosses {
     pub fn lost(&self) -> u64 {
         self.delivery.ring_full
     }
-
-    pub fn to_json(&self) -> serde_json::Value {
-        let mut json = self.delivery.to_json(self.lost());
-        json["table_full"] = self.table_full.into();
-        json
-    }
 }
 
 /// The loaded and attached sources.

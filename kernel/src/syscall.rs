@@ -108,14 +108,6 @@ impl Losses {
     pub fn lost(&self) -> u64 {
         self.delivery.ring_full + self.enter_table_full
     }
-
-    /// The counters as JSON fields (shared by `stat --json` and `weft.json`).
-    pub fn to_json(&self) -> serde_json::Value {
-        let mut json = self.delivery.to_json(self.lost());
-        json["enter_table_full"] = self.enter_table_full.into();
-        json["unpaired_exits"] = self.unpaired_exits.into();
-        json
-    }
 }
 
 /// The loaded and attached syscall probe.

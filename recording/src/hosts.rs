@@ -33,7 +33,7 @@ impl Conn {
 /// reads.
 fn wall_offset() -> i64 {
     static OFFSET: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
-    *OFFSET.get_or_init(weft_capture::capture::wall_offset_ns)
+    *OFFSET.get_or_init(weft_capture::metadata::wall_offset_ns)
 }
 
 /// Wall-clock ns since the epoch of monotonic time `mono`.

@@ -5,7 +5,6 @@
 //! are a list of these, which `session` drives.
 
 use anyhow::Result;
-use serde_json::{Value, json};
 use weft_kernel::{
     delivery::Delivery,
     ebpf::ProgramCost,
@@ -15,7 +14,32 @@ use weft_kernel::{
 };
 
 use crate::app::{self, AppLosses, AppServer, Message};
-use weft_capture::registry;
+use weft_capture::{
+    metadata::{Lost, SourceNote},
+    registry,
+};
+
+/// The syscall probe's counts as `weft.json` (and `stat --json`) notes them.
+pub fn syscalls_noted(losses: &syscall::Losses) -> Lost {
+    Lost {
+        enter_table_full: Some(losses.enter_table_full),
+        unpaired_exits: Some(losses.unpaired_exits),
+        ..delivered(&losses.delivery, losses.lost())
+    }
+}
+
+/// A kernel ring's counts as `weft.json` notes them, `lost` of them lost.
+pub(crate) fn delivered(delivery: &Delivery, lost: u64) -> Lost {
+    Lost {
+        lost,
+        received: Some(delivery.received),
+        seen: Some(delivery.seen),
+        ring_full: Some(delivery.ring_full),
+        ring_full_per_cpu: Some(delivery.ring_full_per_cpu.clone()),
+        ring_peak_percent: Some(delivery.ring_peak_percent.into()),
+        ..Lost::default()
+    }
+}
 
 /// One record as its probe delivered it.
 pub enum Arrival<'a> {
@@ -59,7 +83,7 @@ pub trait Probe {
     fn accounts(&self) -> Result<Vec<Account>>;
 
     /// Each of its sources and where it is attached, for `weft.json`.
-    fn describe(&self) -> Vec<(&'static str, Value)>;
+    fn describe(&self) -> Vec<(&'static str, SourceNote)>;
 
     /// Stops new records; those already waiting can still be drained.
     fn detach(&mut self) -> Result<()>;
@@ -148,14 +172,20 @@ impl Account {
     }
 
     /// Its entry in `weft.json`'s `lost`.
-    pub fn to_json(&self) -> Value {
+    pub fn noted(&self) -> Lost {
         match &self.losses {
-            Losses::Syscalls(l) => l.to_json(),
-            Losses::Event(l) => l.to_json(),
-            Losses::App(l) => json!({
-                "received": l.received, "rejected": l.rejected, "lost": l.dropped,
-                "dropped_by_clients": l.dropped,
-            }),
+            Losses::Syscalls(l) => syscalls_noted(l),
+            Losses::Event(l) => Lost {
+                table_full: Some(l.table_full),
+                ..delivered(&l.delivery, l.lost())
+            },
+            Losses::App(l) => Lost {
+                lost: l.dropped,
+                received: Some(l.received),
+                rejected: Some(l.rejected),
+                dropped_by_clients: Some(l.dropped),
+                ..Lost::default()
+            },
         }
     }
 
@@ -195,11 +225,11 @@ impl Probe for SyscallProbe {
         }])
     }
 
-    fn describe(&self) -> Vec<(&'static str, Value)> {
-        let about = json!({
-            "attach": SyscallProbe::describe(self),
-            "filter": format!("{:?}", self.filter()),
-        });
+    fn describe(&self) -> Vec<(&'static str, SourceNote)> {
+        let about = SourceNote {
+            filter: Some(format!("{:?}", self.filter())),
+            ..SourceNote::at(SyscallProbe::describe(self))
+        };
         vec![(registry::SYSCALLS, about)]
     }
 
@@ -232,20 +262,17 @@ impl Probe for EventProbe {
             .collect())
     }
 
-    fn describe(&self) -> Vec<(&'static str, Value)> {
+    fn describe(&self) -> Vec<(&'static str, SourceNote)> {
         EventProbe::describe(self)
             .into_iter()
             .map(|(name, attach)| {
-                let mut about = json!({ "attach": attach });
+                let mut about = SourceNote::at(attach);
                 // The packets' interfaces by index, named as they are now
                 // (`weft export --format pcapng` names them so).
-                let interfaces = self.net_interfaces();
-                if name == "net" && !interfaces.is_empty() {
-                    about["interfaces"] = interfaces
-                        .into_iter()
-                        .map(|(index, name)| (index.to_string(), Value::from(name)))
-                        .collect::<serde_json::Map<_, _>>()
-                        .into();
+                if name == "net" {
+                    about.interfaces = (self.net_interfaces().into_iter())
+                        .map(|(index, name)| (index.to_string(), name))
+                        .collect();
                 }
                 (name, about)
             })
@@ -282,8 +309,8 @@ impl Probe for AppServer {
         }])
     }
 
-    fn describe(&self) -> Vec<(&'static str, Value)> {
-        vec![(app::NAME, json!({ "attach": app::SOCKET }))]
+    fn describe(&self) -> Vec<(&'static str, SourceNote)> {
+        vec![(app::NAME, SourceNote::at(app::SOCKET))]
     }
 
     /// Records pushed after the capture stops are not taken; the socket

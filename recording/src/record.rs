@@ -7,7 +7,7 @@
 //! [`Plan`]; nothing here reads the command line.
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, HashMap},
     io::{IsTerminal as _, Write as _},
     net::SocketAddr,
     path::{Path, PathBuf},
@@ -16,7 +16,6 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, bail};
-use serde_json::{Map, Value, json};
 use weft_ingest::syscalls::SyscallSink;
 use weft_kernel::source::CONNS;
 use weft_kernel::{
@@ -41,7 +40,9 @@ use crate::{
     trigger::{self, CapturePt, Triggers},
 };
 use weft_capture::{
-    capture, pt_calls,
+    capture,
+    metadata::{self, Lost, Metadata, SourceNote},
+    pt_calls,
     registry::{self, ValueKind},
     sources::{self, Layout, STORED_FROM, Spec},
 };
@@ -183,7 +184,7 @@ pub fn record(plan: &Plan, ui: Option<UiLink>, command: Option<Command>) -> Resu
             eprintln!("weft: live queries unavailable: {error:#}");
             None
         });
-    let described: Map<String, Value> = probes
+    let described: BTreeMap<String, SourceNote> = probes
         .iter()
         .flat_map(|probe| probe.describe())
         .map(|(name, about)| (name.to_owned(), about))
@@ -207,7 +208,7 @@ pub fn record(plan: &Plan, ui: Option<UiLink>, command: Option<Command>) -> Resu
         poke: peer.as_ref().map(|side| Arc::clone(&side.wake)),
     };
     let capture_dir = Arc::clone(store.dir());
-    let (metadata, session_index) = capture::start_session(&capture_dir, &described)?;
+    let (metadata, session_index) = capture::start_session(&capture_dir, described)?;
     fresh.keep();
     let mut recorder = Recorder {
         store,
@@ -304,7 +305,7 @@ fn triggers(
     };
     Triggers::new(
         store,
-        &Value::Null,
+        &Metadata::default(),
         &triggering.conditions,
         triggering.policy,
         actions,
@@ -384,31 +385,31 @@ fn finish(mut recorder: Recorder, session_index: usize, outcome: &Outcome) -> Re
     };
     let closed = store.close().context("failed to finish the capture");
     let accounting = &outcome.accounting;
-    let entry = &mut metadata["sessions"][session_index];
-    entry["end_ns"] = json!(weft_store::now_ns());
-    entry["lost"] = accounting
-        .0
-        .iter()
-        .map(|account| (account.name.to_owned(), account.to_json()))
+    let entry = &mut metadata.sessions[session_index];
+    entry.end_ns = Some(weft_store::now_ns());
+    entry.lost = (accounting.0.iter())
+        .map(|account| (account.name.to_owned(), account.noted()))
         .collect();
-    entry["max_drain_lag_ns"] = json!(lag.1);
-    entry["triggers"] = triggers.to_json();
-    entry["pins_released"] = json!(pins_released);
+    entry.max_drain_lag_ns = Some(lag.1);
+    entry.triggers = Some(triggers.log());
+    entry.pins_released = Some(pins_released);
     if call_totals.captures > 0 {
-        entry["lost"][registry::CALLS] = call_totals.to_json();
+        entry
+            .lost
+            .insert(registry::CALLS.to_owned(), call_totals.noted());
     }
     for (source, records) in &unstored {
-        let lost = &mut entry["lost"][*source];
-        lost["store_error"] = json!(records);
-        lost["lost"] = json!(lost["lost"].as_u64().unwrap_or(0) + records);
+        let lost = entry.lost.entry((*source).to_owned()).or_default();
+        lost.store_error = Some(*records);
+        lost.lost += records;
     }
     if let Some(error) = &error {
-        entry["store_error"] = json!(format!("{error:#}"));
+        entry.store_error = Some(format!("{error:#}"));
         // Stored in memory, never written: lost with the failed write.
-        entry["unflushed"] = json!(unflushed);
+        entry.unflushed = Some(unflushed);
     }
-    entry["complete"] = json!(error.is_none() && closed.is_ok());
-    capture::write_metadata(&dir, &metadata)?;
+    entry.complete = error.is_none() && closed.is_ok();
+    metadata::write_metadata(&dir, &metadata)?;
     if let Some(error) = error {
         let lost: u64 = unstored.values().sum();
         return Err(error.context(format!(
@@ -538,7 +539,7 @@ struct Recorder {
     /// Application sources defined so far.
     app_sources: HashMap<Arc<str>, SourceId>,
     /// `weft.json`, rewritten when an application defines a source.
-    metadata: Value,
+    metadata: Metadata,
     /// Longest time from a kernel record's timestamp to its arrival in
     /// the store, since the last status line and over the whole session.
     lag: (u64, u64),
@@ -666,14 +667,15 @@ struct CallTotals {
 }
 
 impl CallTotals {
-    fn to_json(&self) -> Value {
+    fn noted(&self) -> Lost {
         // Late calls are the source's losses.
-        json!({
-            "captures": self.captures,
-            "received": self.stored,
-            "lost": self.late,
-            "decoding_errors": self.decoding_errors,
-        })
+        Lost {
+            lost: self.late,
+            received: Some(self.stored),
+            captures: Some(self.captures),
+            decoding_errors: Some(self.decoding_errors),
+            ..Lost::default()
+        }
     }
 
     fn line(&self) -> String {
@@ -803,12 +805,12 @@ impl Recorder {
             defined => defined?,
         };
         self.app_sources.insert(Arc::from(name), source);
-        let kinds: Map<String, Value> = fields
+        let kinds = fields
             .iter()
-            .map(|(field, kind)| (field.clone(), json!(kind.name())))
+            .map(|(field, kind)| (field.clone(), kind.name().to_owned()))
             .collect();
-        self.metadata[capture::APP_SOURCES][name] = Value::Object(kinds);
-        capture::write_metadata(&self.dir, &self.metadata)?;
+        self.metadata.app_sources.insert(name.to_owned(), kinds);
+        metadata::write_metadata(&self.dir, &self.metadata)?;
         self.triggers.bind_waiting(&self.store, &self.metadata)
     }
 

@@ -15,8 +15,8 @@ use std::{
 };
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 use weft_abi::conns::ConnEvent;
+use weft_capture::metadata::{Firing, PeerLog, Received, Sent};
 use weft_peer::{Peer, Secret};
 
 use crate::{
@@ -206,25 +206,6 @@ impl Routes {
     }
 }
 
-/// One request sent, as `weft.json` keeps it.
-#[derive(Clone, Debug, Serialize)]
-struct Sent {
-    id: String,
-    to: String,
-    hop: u32,
-    kept: bool,
-    note: String,
-    /// Wall-clock ms from the firing (or the request that led here) to the
-    /// answer.
-    ms: f64,
-    /// The peer's clock minus this one's, and the bound on its error:
-    /// from the segments both saw when the peer could bound it so, else
-    /// NTP's estimate from the exchange's four times.
-    clock_offset_ns: i64,
-    clock_error_ns: i64,
-    clock_from: &'static str,
-}
-
 /// The traveling side of a recording's triggers.
 pub struct Travel {
     pub recent: Recent,
@@ -236,10 +217,10 @@ pub struct Travel {
     seen: HashSet<String>,
     seen_order: VecDeque<String>,
     /// This host's firings that traveled, with their windows.
-    fired: Vec<Value>,
+    fired: Vec<Firing>,
     /// Firings received, for `weft.json` and `info` (the first
     /// [`MAX_LOGGED`]; the rest are counted).
-    received: Vec<Value>,
+    received: Vec<Received>,
     unlogged: u64,
     sent: Arc<Mutex<Vec<Sent>>>,
     jobs: mpsc::SyncSender<(SocketAddr, PinRequest, Instant)>,
@@ -311,12 +292,12 @@ impl Travel {
         let id = format!("{}/{rule}/{}", self.me, wall(window.0));
         self.remember(&id);
         if self.fired.len() < MAX_LOGGED {
-            self.fired.push(json!({
-                "id": id,
-                "rule": rule,
-                "condition": condition,
-                "window_ns": [window.0, window.1],
-            }));
+            self.fired.push(Firing {
+                id: id.clone(),
+                rule,
+                condition: condition.clone(),
+                window_ns: [window.0, window.1],
+            });
         }
         self.waiting.push(Waiting {
             id,
@@ -418,24 +399,24 @@ impl Travel {
             self.unlogged += 1;
             return;
         }
-        self.received.push(json!({
-            "id": request.id,
-            "from": request.from,
-            "origin": request.origin,
-            "condition": request.condition,
-            "hop": request.hop,
-            "fired_wall_ns": request.fired_wall,
-            "start_wall_ns": request.start_wall,
-            "end_wall_ns": request.end_wall,
-            "answered_wall_ns": now_wall(),
-            "kept": kept,
-            "window_ns": window.map(|(start, end)| [start, end]),
-            "note": note,
+        self.received.push(Received {
+            id: request.id.clone(),
+            from: request.from.clone(),
+            origin: request.origin.clone(),
+            condition: request.condition.clone(),
+            hop: request.hop,
+            fired_wall_ns: request.fired_wall,
+            start_wall_ns: request.start_wall,
+            end_wall_ns: request.end_wall,
+            answered_wall_ns: now_wall(),
+            kept,
+            window_ns: window.map(|(start, end)| [start, end]),
+            note: note.to_owned(),
             // As `sent` has it: the peer's clock minus this one's.
-            "clock_offset_ns": clock.offset_ns.saturating_neg(),
-            "clock_error_ns": clock.error_ns,
-            "clock_from": clock.from,
-        }));
+            clock_offset_ns: Some(clock.offset_ns.saturating_neg()),
+            clock_error_ns: Some(clock.error_ns),
+            clock_from: Some(clock.from.to_owned()),
+        });
     }
 
     /// Asks along the connections of the threads that served `request`'s
@@ -491,20 +472,22 @@ impl Travel {
         }
     }
 
-    /// What `weft.json` keeps: firings received, requests sent.
-    pub fn to_json(&self) -> Value {
+    /// What `weft.json` keeps: firings received, requests sent (the
+    /// trigger side adds what it kept and refused).
+    pub fn log(&self) -> PeerLog {
         let sent = self
             .sent
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        json!({
-            "me": self.me,
-            "fired": self.fired,
-            "received": self.received,
-            "received_unlisted": self.unlogged,
-            "sent": sent,
-        })
+        PeerLog {
+            me: self.me.clone(),
+            fired: self.fired.clone(),
+            received: self.received.clone(),
+            received_unlisted: self.unlogged,
+            sent,
+            ..PeerLog::default()
+        }
     }
 }
 
@@ -567,18 +550,15 @@ fn exchange(
     let done = now_wall();
     let mut sent = Sent {
         id: request.id.clone(),
-        to: String::new(),
         hop: request.hop,
-        kept: false,
-        note: String::new(),
         ms: since.elapsed().as_secs_f64() * 1e3,
-        clock_offset_ns: 0,
-        clock_error_ns: 0,
-        clock_from: "unmeasured",
+        ..Sent::default()
     };
     let answered = answer.is_ok();
-    match answer {
+    let clock_from = match answer {
         Ok(reply) => {
+            sent.kept = reply.kept;
+            sent.note = reply.note;
             // NTP: t1 sent, t2 received, t3 replied, t4 back.
             let (t1, t2, t3, t4) = (
                 request.sent_wall,
@@ -588,16 +568,14 @@ fn exchange(
             );
             sent.clock_offset_ns = i64::midpoint(t2 - t1, t3 - t4);
             sent.clock_error_ns = ((t4 - t1) - (t3 - t2)) / 2;
-            sent.clock_from = "exchange";
-            if let Some(o) = reply.segments_clock
-                && o.error_ns < sent.clock_error_ns.unsigned_abs()
-            {
-                sent.clock_offset_ns = o.offset_ns;
-                sent.clock_error_ns = i64::try_from(o.error_ns).unwrap_or(i64::MAX);
-                sent.clock_from = "segments";
+            match reply.segments_clock {
+                Some(o) if o.error_ns < sent.clock_error_ns.unsigned_abs() => {
+                    sent.clock_offset_ns = o.offset_ns;
+                    sent.clock_error_ns = i64::try_from(o.error_ns).unwrap_or(i64::MAX);
+                    "segments"
+                }
+                _ => "exchange",
             }
-            sent.kept = reply.kept;
-            sent.note = reply.note;
         }
         Err(error) => {
             eprintln!(
@@ -605,8 +583,10 @@ fn exchange(
                 request.id
             );
             sent.note = error;
+            "unmeasured"
         }
-    }
+    };
+    sent.clock_from = clock_from.into();
     (sent, answered)
 }
 

@@ -17,12 +17,12 @@ use std::{collections::VecDeque, sync::mpsc::Sender};
 
 use anyhow::{Context as _, Result, bail};
 use hdrhistogram::Histogram;
-use serde_json::{Value, json};
 use weft_query::{Column, ast::Op, bind::Pred};
 use weft_store::{Field, FieldKind, SourceId, Store};
 
 use weft_capture::{
     capture,
+    metadata::{Metadata, NoteLog, PeerLog, RuleLog, TriggerLog},
     pt_calls::Decoded,
     registry::{TRIGGERS, is_weft_source},
 };
@@ -149,7 +149,7 @@ impl Triggers {
     /// `store` has now.
     pub fn new(
         store: &Store,
-        metadata: &Value,
+        metadata: &Metadata,
         texts: &[String],
         policy: Policy,
         actions: Actions,
@@ -189,7 +189,7 @@ impl Triggers {
     /// Binds the triggers waiting for an application source, after one was
     /// defined; one that does not fit its source says why and is dropped
     /// (recording goes on).
-    pub fn bind_waiting(&mut self, store: &Store, metadata: &Value) -> Result<()> {
+    pub fn bind_waiting(&mut self, store: &Store, metadata: &Metadata) -> Result<()> {
         if !self.rules.iter().any(|r| matches!(r.state, State::Waiting)) {
             return Ok(());
         }
@@ -458,40 +458,35 @@ impl Triggers {
     }
 
     /// Each trigger and what it did, for `weft.json`.
-    pub fn to_json(&self) -> Value {
-        let rules: Vec<Value> = self
-            .rules
-            .iter()
-            .enumerate()
-            .map(|(id, r)| {
-                json!({
-                    "id": id,
-                    "condition": r.text,
-                    "fired": r.fired,
-                    "merged": r.merged,
-                    "capped": r.capped,
-                    "suppressed": r.suppressed,
-                })
+    pub fn log(&self) -> TriggerLog {
+        let rules = (self.rules.iter().enumerate())
+            .map(|(id, r)| RuleLog {
+                id,
+                condition: r.text.clone(),
+                fired: r.fired,
+                merged: r.merged,
+                capped: r.capped,
+                suppressed: r.suppressed,
             })
             .collect();
-        let notes: Vec<Value> = self
-            .notes
-            .iter()
-            .map(|(time, note)| json!({ "time_ns": time, "note": note }))
+        let notes = (self.notes.iter())
+            .map(|(time, note)| NoteLog {
+                time_ns: *time,
+                note: note.clone(),
+            })
             .collect();
-        let mut about = json!({
-            "keep_before_ns": self.policy.before,
-            "keep_after_ns": self.policy.after,
-            "rules": rules,
-            "notes": notes,
+        let peers = self.actions.travel.as_ref().map(|travel| PeerLog {
+            kept: self.peers.fired,
+            suppressed: self.peers.suppressed,
+            ..travel.log()
         });
-        if let Some(travel) = &self.actions.travel {
-            let mut peers = travel.to_json();
-            peers["kept"] = self.peers.fired.into();
-            peers["suppressed"] = self.peers.suppressed.into();
-            about["peers"] = peers;
+        TriggerLog {
+            keep_before_ns: self.policy.before,
+            keep_after_ns: self.policy.after,
+            rules,
+            notes,
+            peers,
         }
-        about
     }
 }
 
@@ -853,7 +848,7 @@ mod tests {
             };
             Triggers::new(
                 &self.store,
-                &Value::Null,
+                &Metadata::default(),
                 &texts,
                 policy,
                 Actions::default(),
@@ -916,11 +911,8 @@ mod tests {
             scratch.feed(&mut triggers, arrival, 1000);
         }
         triggers.tick(&mut scratch.store).unwrap();
-        let rule = &triggers.to_json()["rules"][1];
-        assert_eq!(
-            (&rule["fired"], &rule["merged"], &rule["suppressed"]),
-            (&json!(2), &json!(1), &json!(2))
-        );
+        let rule = &triggers.log().rules[1];
+        assert_eq!((rule.fired, rule.merged, rule.suppressed), (2, 1, 2));
         assert_eq!(
             scratch.store.meta().pins,
             [(99 * MS, 101 * MS + MS / 2), (199 * MS, 201 * MS)],
@@ -939,8 +931,8 @@ mod tests {
         for exit in [100 * MS, 130 * MS, 160 * MS] {
             scratch.feed_late(&mut triggers, exit, 200 * MS, 1000);
         }
-        let rule = &triggers.to_json()["rules"][1];
-        assert_eq!((&rule["fired"], &rule["merged"]), (&json!(3), &json!(0)));
+        let rule = &triggers.log().rules[1];
+        assert_eq!((rule.fired, rule.merged), (3, 0));
         assert_eq!(
             scratch.store.meta().pins,
             [
@@ -964,11 +956,8 @@ mod tests {
             scratch.feed(&mut triggers, arrival, 1000);
         }
         triggers.tick(&mut scratch.store).unwrap();
-        let rule = &triggers.to_json()["rules"][1];
-        assert_eq!(
-            (&rule["fired"], &rule["capped"], &rule["merged"]),
-            (&json!(3), &json!(2), &json!(47))
-        );
+        let rule = &triggers.log().rules[1];
+        assert_eq!((rule.fired, rule.capped, rule.merged), (3, 2, 47));
         assert_eq!(
             scratch.store.meta().pins,
             [
@@ -1057,7 +1046,7 @@ mod tests {
             ..Actions::default()
         };
         let mut triggers =
-            Triggers::new(&scratch.store, &Value::Null, &[], policy, actions).unwrap();
+            Triggers::new(&scratch.store, &Metadata::default(), &[], policy, actions).unwrap();
         let reply = triggers.from_peer(&mut scratch.store, &request).unwrap();
         assert!(reply.kept, "{reply:?}");
         // Between 4.97 and 5.02 ms: 4.995 ms, give or take 25 us.
@@ -1071,11 +1060,11 @@ mod tests {
                 placed(request.end_wall, 25_000)
             )]
         );
-        let received = &triggers.to_json()["peers"]["received"][0];
+        let received = &triggers.log().peers.unwrap().received[0];
         assert_eq!(
-            (&received["clock_from"], &received["clock_error_ns"]),
-            (&json!("segments"), &json!(25_000)),
-            "{received}"
+            (received.clock_from.as_deref(), received.clock_error_ns),
+            (Some("segments"), Some(25_000)),
+            "{received:?}"
         );
     }
 
@@ -1098,7 +1087,7 @@ mod tests {
             ..Actions::default()
         };
         let mut triggers =
-            Triggers::new(&scratch.store, &Value::Null, &[], policy, actions).unwrap();
+            Triggers::new(&scratch.store, &Metadata::default(), &[], policy, actions).unwrap();
         // A window of an hour is cut to this host's cap: 10 x 2 s.
         let first = triggers
             .from_peer(&mut scratch.store, &asked("a", -1800, 1800))
@@ -1127,12 +1116,9 @@ mod tests {
             "{third:?}"
         );
         assert_eq!(scratch.store.meta().pins.len(), 2);
-        let peers = &triggers.to_json()["peers"];
-        assert_eq!(
-            (&peers["kept"], &peers["suppressed"]),
-            (&json!(2), &json!(1))
-        );
-        assert_eq!(peers["received"].as_array().unwrap().len(), 4);
+        let peers = triggers.log().peers.unwrap();
+        assert_eq!((peers.kept, peers.suppressed), (2, 1));
+        assert_eq!(peers.received.len(), 4);
     }
 
     #[test]
@@ -1161,8 +1147,14 @@ mod tests {
             limit: None,
         };
         let texts = ["syscalls where dur > 1ms".to_owned()];
-        let mut triggers =
-            Triggers::new(&scratch.store, &Value::Null, &texts, policy, actions).unwrap();
+        let mut triggers = Triggers::new(
+            &scratch.store,
+            &Metadata::default(),
+            &texts,
+            policy,
+            actions,
+        )
+        .unwrap();
         scratch.feed(&mut triggers, 10 * MS, 5 * MS);
         let waited = std::time::Instant::now();
         let limit = std::time::Duration::from_millis(200);
@@ -1200,8 +1192,8 @@ mod tests {
         scratch.feed(&mut triggers, 1700 * MS, 900);
         // Two minutes on, the window has forgotten them: warming up again.
         scratch.feed(&mut triggers, 200_000 * MS, 50_000_000);
-        let rule = &triggers.to_json()["rules"][1];
-        assert_eq!(rule["fired"], json!(1), "{rule}");
+        let rule = &triggers.log().rules[1];
+        assert_eq!(rule.fired, 1, "{rule:?}");
     }
 
     #[test]

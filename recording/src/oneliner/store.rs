@@ -4,10 +4,9 @@
 //! `time`, `pid`, `tid`, `uid`, `cpu` and the record's integer fields; thread
 //! names go to the capture's task records.
 
-use std::{path::Path, sync::Arc};
+use std::{collections::BTreeMap, path::Path, sync::Arc};
 
 use anyhow::{Context as _, Result};
-use serde_json::{Map, Value, json};
 use weft_ingest::tasks::TaskNames;
 use weft_kernel::delivery::Delivery;
 use weft_oneliner::{
@@ -15,7 +14,12 @@ use weft_oneliner::{
 };
 use weft_store::{Config, Field, FieldKind, SourceId, Store};
 
-use weft_capture::capture;
+use weft_capture::{
+    capture,
+    metadata::{self, FieldKinds, Metadata, SourceNote},
+};
+
+use crate::probe::delivered;
 
 /// Values every stored event has, before the record's fields.
 const BUILTINS: [&str; 5] = ["time", "pid", "tid", "uid", "cpu"];
@@ -45,7 +49,7 @@ pub struct KeptEvents {
     /// The source of each attach point (`None`: runs in weft).
     sources: Vec<Option<SourceId>>,
     tasks: TaskNames,
-    metadata: Value,
+    metadata: Metadata,
     session: usize,
     dir: Arc<weft_store::Dir>,
     error: Option<anyhow::Error>,
@@ -57,8 +61,8 @@ impl KeptEvents {
         let mut fresh = capture::prepare_dir(dir, false)?;
         let mut store = Store::open(dir, &Config::default())
             .with_context(|| format!("failed to open {}", dir.display()))?;
-        let mut kinds = Map::new();
-        let mut described = Map::new();
+        let mut kinds = BTreeMap::new();
+        let mut described = BTreeMap::new();
         let mut sources = Vec::new();
         for attach in &plan.attaches {
             if !attach.in_kernel() {
@@ -73,17 +77,19 @@ impl KeptEvents {
                 .map(|(field, i)| Field::new(field, i * 8, FieldKind::I64))
                 .collect();
             sources.push(Some(store.define_source(&name, store_fields)?));
-            let mut field_kinds: Map<String, Value> =
-                fields.iter().map(|f| (f.clone(), json!("int"))).collect();
-            field_kinds.insert("time".into(), json!("time"));
-            kinds.insert(name.clone(), Value::Object(field_kinds));
-            described.insert(name, json!({ "attach": attach.target.name() }));
+            let mut field_kinds: FieldKinds = fields
+                .iter()
+                .map(|f| (f.clone(), "int".to_owned()))
+                .collect();
+            field_kinds.insert("time".into(), "time".into());
+            kinds.insert(name.clone(), field_kinds);
+            described.insert(name, SourceNote::at(attach.target.name()));
         }
         let tasks = TaskNames::define(&mut store)?;
         let capture_dir = Arc::clone(store.dir());
-        let (mut metadata, session) = capture::start_session(&capture_dir, &described)?;
-        metadata[capture::ONELINER_SOURCES] = Value::Object(kinds);
-        capture::write_metadata(&capture_dir, &metadata)?;
+        let (mut metadata, session) = capture::start_session(&capture_dir, described)?;
+        metadata.oneliner_sources = kinds;
+        metadata::write_metadata(&capture_dir, &metadata)?;
         fresh.keep();
         Ok(Self {
             attaches: plan.attaches.clone(),
@@ -149,11 +155,12 @@ impl KeptEvents {
         } = self;
         capture::release_reserve(&dir);
         let closed = store.close().context("failed to finish the capture");
-        let entry = &mut metadata["sessions"][session];
-        entry["end_ns"] = json!(weft_store::now_ns());
-        entry["lost"] = json!({ "trace": delivery.to_json(delivery.ring_full) });
-        entry["complete"] = json!(error.is_none() && closed.is_ok());
-        capture::write_metadata(&dir, &metadata)?;
+        let entry = &mut metadata.sessions[session];
+        entry.end_ns = Some(weft_store::now_ns());
+        entry.lost =
+            BTreeMap::from([("trace".to_owned(), delivered(delivery, delivery.ring_full))]);
+        entry.complete = error.is_none() && closed.is_ok();
+        metadata::write_metadata(&dir, &metadata)?;
         if let Some(error) = error {
             return Err(error.context("storing events stopped"));
         }
@@ -185,7 +192,7 @@ fn stored_fields(attach: &Attach) -> Vec<String> {
 }
 
 /// A source name from the probe, unique among `taken`.
-fn source_name(attach: &Attach, taken: &Map<String, Value>) -> String {
+fn source_name(attach: &Attach, taken: &BTreeMap<String, FieldKinds>) -> String {
     let base = match &attach.target {
         Target::Tracepoint { name, .. } => name.clone(),
         Target::RawTracepoint { name } => format!("{name}_raw"),
