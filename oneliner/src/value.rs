@@ -75,19 +75,22 @@ impl std::fmt::Display for Value {
 }
 
 /// Bytes up to the first NUL, as text: a task name or a string the
-/// kernel read, with control characters escaped (`\u{1b}`, `\n`). They
-/// come from traced programs, which may put anything there, and a
-/// terminal escape in one must not reach the terminal of whoever runs
-/// the one-liner (bpftrace prints them raw).
+/// kernel read, with control characters escaped (`\u{1b}`, `\r`) but for
+/// newlines and tabs. They come from traced programs, which may put
+/// anything there, and a terminal escape in one must not reach the
+/// terminal of whoever runs the one-liner (bpftrace prints them all raw);
+/// a newline or a tab moves the cursor as text does, and the data a
+/// program writes (`str(args.buf, args.count)` of a `write`) holds them.
 pub fn c_string(bytes: &[u8]) -> String {
     let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
     let text = String::from_utf8_lossy(&bytes[..end]);
-    if !text.chars().any(char::is_control) {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(unsafe_char) {
         return text.into_owned();
     }
     text.chars()
         .map(|c| match c {
-            c if c.is_control() => c.escape_default().to_string(),
+            c if unsafe_char(c) => c.escape_default().to_string(),
             c => c.to_string(),
         })
         .collect()
@@ -104,6 +107,9 @@ mod tests {
             c_string(b"evil\x1b]0;owned\x07\0"),
             "evil\\u{1b}]0;owned\\u{7}"
         );
-        assert_eq!(c_string(b"two\nlines"), "two\\nlines");
+        assert_eq!(c_string(b"two\nlines\tand\r"), "two\nlines\tand\\r");
+        // The C1 control sequence introducer, as UTF-8 and as a lone byte.
+        assert_eq!(c_string(b"\xc2\x9b31m"), "\\u{9b}31m");
+        assert_eq!(c_string(b"\x9b31m"), "\u{fffd}31m");
     }
 }

@@ -332,13 +332,18 @@ impl Checker<'_> {
         let (target, rest) = args
             .split_first()
             .ok_or_else(|| Error::new(span, "str() takes a field: str(args.NAME)"))?;
-        if let Some(len) = rest.first()
-            && (!matches!(len.kind, ExprKind::Int(_)) || rest.len() > 1)
-        {
-            return Err(Error::new(
-                len.span,
-                "str()'s length must be an integer literal",
-            ));
+        // The length is any integer (`str(args.buf, args.count)`): the
+        // kernel reads the longest string there is room for, and user
+        // space cuts it to the length the event gives.
+        match rest {
+            [] => {}
+            [len] => self.want(len, Type::Int, "str()'s length")?,
+            [_, extra, ..] => {
+                return Err(Error::new(
+                    extra.span,
+                    "str() takes a string and at most a length: str(args.buf, args.count)",
+                ));
+            }
         }
         let field = match &target.kind {
             ExprKind::Member { .. } => return self.member(target, true),

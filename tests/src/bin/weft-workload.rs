@@ -14,7 +14,8 @@
 //! frame from [`FRAME_SOURCE`] to [`FRAME_DEST`] sent on network interface
 //! IFACE through a packet socket), `write-edge:PATH` (one `write` to PATH
 //! of the 5 bytes `edge\n` that end a mapping: the page after them is
-//! not mapped), or `switches:PATH` (the
+//! not mapped), `write-line:PATH` (one `write` to PATH of `line\n` from a
+//! buffer with room after it), or `switches:PATH` (the
 //! thread's voluntary context switches so far, written into PATH once all
 //! steps are done, so that writing it cannot block inside a measured
 //! interval). It first blocks reading one byte from stdin, so a tracer
@@ -77,6 +78,7 @@ enum Step {
     Migrate(u64),
     Frame(String),
     WriteEdge(String),
+    WriteLine(String),
     Usdt(u64),
 }
 
@@ -88,6 +90,7 @@ fn parse(step: &str) -> Option<Step> {
         ("open-mapped", path, None) => Step::OpenMapped(path.to_owned()),
         ("frame", iface, None) => Step::Frame(iface.to_owned()),
         ("write-edge", path, None) => Step::WriteEdge(path.to_owned()),
+        ("write-line", path, None) => Step::WriteLine(path.to_owned()),
         ("read", path, Some(bytes)) => Step::Read {
             path: path.to_owned(),
             bytes: bytes.parse().ok().filter(|b| *b > 0)?,
@@ -154,6 +157,16 @@ fn run(step: Step, switches: &mut Vec<(String, i64)>) -> std::io::Result<()> {
         Step::Migrate(n) => migrate(n)?,
         Step::Frame(iface) => send_frame(&iface)?,
         Step::WriteEdge(path) => write_edge(&path)?,
+        Step::WriteLine(path) => {
+            let file = std::fs::OpenOptions::new().write(true).open(path)?;
+            // Zeros after the line: a string read past it stays in the buffer.
+            let buffer = [
+                *b"line
+", [0; 5],
+            ]
+            .concat();
+            std::io::Write::write_all(&mut &file, &buffer[..5])?;
+        }
         Step::Usdt(n) => {
             for i in 0..n {
                 usdt_step(i);
