@@ -300,6 +300,14 @@ fn one_liner_table() {
 
 /// One-liners both tools run, in bpftrace's `args->` spelling.
 const COMPARED: &[(&str, &[&str])] = &[
+    // Array members indexed by their elements: an element's member, an
+    // integer element, and the array's size.
+    (
+        "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { \
+           @[curtask->signal->rlim[7].rlim_cur, curtask->cpus_mask.bits[0], \
+             curtask->mm->saved_auxv[0], sizeof(curtask->signal->rlim)] = count(); }",
+        &["getppid:10"],
+    ),
     // `str()` of a length the event gives, counted in characters as
     // bpftrace 0.17 counts it, and the newline the data holds kept.
     (

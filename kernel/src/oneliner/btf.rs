@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use weft_oneliner::kernel::{KernelType, Member, Shape, Signature};
+use weft_oneliner::kernel::{Element, KernelType, Member, Shape, Signature};
 
 const MAGIC: u16 = 0xeb9f;
 const KIND_INT: u32 = 1;
@@ -285,12 +285,10 @@ impl Btf {
                 })
             }
             Some(KIND_ARRAY) => {
-                let element = self.kernel_type(self.u32_at(start + 12).unwrap_or(0));
+                let element = self.u32_at(start + 12).unwrap_or(0);
                 let count = self.u32_at(start + 20).unwrap_or(0);
-                match element {
-                    KernelType::Int { size: 1, .. } => KernelType::Chars(count as u16),
-                    _ => KernelType::Other,
-                }
+                let stride = self.size_align(element, 0).0;
+                Element::array(self.kernel_type(element), stride, count)
             }
             Some(KIND_STRUCT | KIND_UNION) => KernelType::Record(id),
             _ => KernelType::Other,

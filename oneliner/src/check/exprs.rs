@@ -3,8 +3,8 @@
 //! `reads.rs`'s).
 
 use super::{
-    BinOp, Builtin, Checker, Error, Expr, ExprKind, FieldKind, KernelType, MapRef, Result, SizeOf,
-    Span, StackMode, Target, Type, UnOp, members, pton, stack_frames, unread,
+    BinOp, Builtin, Checker, Element, Error, Expr, ExprKind, FieldKind, KernelType, MapRef, Result,
+    SizeOf, Span, StackMode, Target, Type, UnOp, members, pton, stack_frames, unread,
 };
 
 impl Checker<'_> {
@@ -709,6 +709,18 @@ impl Checker<'_> {
             KernelType::Chars(n) => Ok((u32::from(n), 1)),
             KernelType::Record(id) => {
                 Ok((self.kernel.record_size(id), self.kernel.record_align(id)))
+            }
+            KernelType::Array {
+                element,
+                stride,
+                count,
+            } => {
+                let align = match element {
+                    Element::Int { size, .. } => u32::from(size),
+                    Element::Pointer(_) => 8,
+                    Element::Record(id) => self.kernel.record_align(id),
+                };
+                Ok((stride.saturating_mul(count), align))
             }
             KernelType::Other => Err(Error::new(
                 expr.span,

@@ -104,8 +104,53 @@ pub enum KernelType {
     /// byte (little-endian, as x86-64 packs them), of a signed or unsigned
     /// integer type.
     Bits { shift: u8, width: u8, signed: bool },
-    /// Anything else (other arrays, floats, functions).
+    /// `T name[count]` of integers, pointers or records, `stride` bytes
+    /// apart (`unsigned long bits[1]`, `struct rlimit rlim[16]`).
+    Array {
+        element: Element,
+        stride: u32,
+        count: u32,
+    },
+    /// Anything else (arrays of arrays, floats, functions).
     Other,
+}
+
+/// What an array holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Element {
+    Int { size: u16, signed: bool },
+    Pointer(Option<u32>),
+    Record(u32),
+}
+
+impl Element {
+    /// An array of `count` elements of type `ty`, each `stride` bytes,
+    /// as weft reads it: `char[N]` is a string.
+    pub fn array(ty: KernelType, stride: u32, count: u32) -> KernelType {
+        let element = match ty {
+            KernelType::Int { size: 1, .. } => {
+                return u16::try_from(count).map_or(KernelType::Other, KernelType::Chars);
+            }
+            KernelType::Int { size, signed } => Self::Int { size, signed },
+            KernelType::Pointer(record) => Self::Pointer(record),
+            KernelType::Record(id) => Self::Record(id),
+            _ => return KernelType::Other,
+        };
+        KernelType::Array {
+            element,
+            stride,
+            count,
+        }
+    }
+
+    /// The element as a type of its own.
+    pub fn ty(self) -> KernelType {
+        match self {
+            Self::Int { size, signed } => KernelType::Int { size, signed },
+            Self::Pointer(record) => KernelType::Pointer(record),
+            Self::Record(id) => KernelType::Record(id),
+        }
+    }
 }
 
 /// A type and its layout.

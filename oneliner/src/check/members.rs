@@ -11,7 +11,7 @@ use weft_abi::oneliner::{MAX_HOPS, MAX_STRINGS, STRING_LEN};
 use crate::{
     ast::{BinOp, Builtin, Expr, ExprKind, UnOp},
     error::{Error, Result, Span},
-    kernel::{Field, FieldKind, Kernel, KernelType},
+    kernel::{Element, Field, FieldKind, Kernel, KernelType},
     plan::{Attach, MemberRead, Read, Start},
     value::Type,
 };
@@ -108,8 +108,13 @@ pub(crate) fn pointer(
                 record: kernel.record(pointee).map_err(|e| Error::new(span, e))?,
             })
         }
-        ExprKind::Member { .. } => {
-            let place = place(kernel, attach, bound, expr)?;
+        ExprKind::Member { .. } | ExprKind::Deref(_) => {
+            let place = match &expr.kind {
+                ExprKind::Deref(address) => {
+                    element(kernel, attach, bound, address)?.ok_or_else(not_pointer)?
+                }
+                _ => place(kernel, attach, bound, expr)?,
+            };
             let KernelType::Pointer(Some(record)) = place.ty else {
                 return Err(not_pointer());
             };
@@ -122,6 +127,52 @@ pub(crate) fn pointer(
         }
         _ => Err(not_pointer()),
     }
+}
+
+/// Where `*address` is when it is an element of an array member at a
+/// constant index (`$task->signal->rlim[7]` is `*(rlim + 7)`).
+fn element(
+    kernel: &dyn Kernel,
+    attach: &Attach,
+    bound: &Bound,
+    address: &Expr,
+) -> Result<Option<Place>> {
+    let (array, index) = match &address.kind {
+        ExprKind::Binary(op @ (BinOp::Add | BinOp::Sub), array, index) => match offset(index) {
+            Some(i) if *op == BinOp::Add => (&**array, i),
+            Some(i) => (&**array, i.wrapping_neg()),
+            None => return Ok(None),
+        },
+        _ => (address, 0),
+    };
+    if !matches!(array.kind, ExprKind::Member { .. }) {
+        return Ok(None);
+    }
+    let outer = place(kernel, attach, bound, array)?;
+    let KernelType::Array {
+        element,
+        stride,
+        count,
+    } = outer.ty
+    else {
+        return Ok(None);
+    };
+    let at = u32::try_from(index)
+        .ok()
+        .filter(|i| *i < count)
+        .and_then(|i| outer.at.checked_add(i.checked_mul(stride)?))
+        .ok_or_else(|| {
+            Error::new(
+                address.span,
+                format!("index {index} is out of bounds for an array of {count}"),
+            )
+        })?;
+    Ok(Some(Place {
+        start: outer.start,
+        hops: outer.hops,
+        at,
+        ty: element.ty(),
+    }))
 }
 
 /// Where the address an integer expression holds is, for a cast:
@@ -176,14 +227,16 @@ fn place(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, expr: &Expr) -> Re
         (p.start, p.hops, 0, p.record)
     } else {
         let outer = match &base.kind {
-            ExprKind::Member { .. } => place(kernel, attach, bound, base)?,
-            _ => {
-                return Err(Error::new(
-                    base.span,
-                    "`.` reads a member of a struct member: use `->` through a pointer",
-                ));
-            }
-        };
+            ExprKind::Member { .. } => Some(place(kernel, attach, bound, base)?),
+            ExprKind::Deref(address) => element(kernel, attach, bound, address)?,
+            _ => None,
+        }
+        .ok_or_else(|| {
+            Error::new(
+                base.span,
+                "`.` reads a member of a struct member or array element: use `->` through a pointer",
+            )
+        })?;
         let KernelType::Record(record) = outer.ty else {
             return Err(Error::new(
                 base.span,
@@ -398,6 +451,19 @@ pub(crate) fn read_deref(
     address: &Expr,
     span: Span,
 ) -> Result<()> {
+    if let Some(Place {
+        ty: KernelType::Record(id),
+        ..
+    }) = element(kernel, attach, bound, address)?
+    {
+        return Err(Error::new(
+            span,
+            format!(
+                "this is a {}: read one of its members",
+                kernel.record_name(id)
+            ),
+        ));
+    }
     let UnOp::Cast { bits, signed } = pointee(kernel, attach, bound, address) else {
         unreachable!("a pointee is an integer")
     };
@@ -509,7 +575,7 @@ fn target(
             let offset = attach.field(name).map_or(0, |f| f.offset);
             Ok((Start::Context, Vec::new(), i64::from(offset)))
         }
-        ExprKind::Member { .. } if char_array(kernel, attach, bound, address) => {
+        ExprKind::Member { .. } if array_element(kernel, attach, bound, address).is_some() => {
             // An array's address is where it lies, not a pointer it holds.
             let place = place(kernel, attach, bound, address)?;
             Ok((place.start, place.hops, i64::from(place.at)))
@@ -557,7 +623,11 @@ pub(crate) fn pointee(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, addre
             .field(name)
             .filter(|f| matches!(f.kind, FieldKind::Pointer { .. }) || f.is_array())
             .and_then(|f| f.element),
-        ExprKind::Member { .. } => char_array(kernel, attach, bound, base).then_some((1, true)),
+        ExprKind::Member { .. } => match array_element(kernel, attach, bound, base) {
+            Some(Element::Int { size, signed }) => Some((size, signed)),
+            Some(Element::Pointer(_)) => Some((8, false)),
+            Some(Element::Record(_)) | None => None,
+        },
         _ => None,
     };
     match element {
@@ -569,9 +639,22 @@ pub(crate) fn pointee(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, addre
     }
 }
 
-/// Whether member expression `expr` is a `char[N]`.
-fn char_array(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, expr: &Expr) -> bool {
-    place(kernel, attach, bound, expr).is_ok_and(|p| matches!(p.ty, KernelType::Chars(_)))
+/// What member expression `expr` holds when it is an array: a `char[N]`
+/// holds signed bytes.
+fn array_element(
+    kernel: &dyn Kernel,
+    attach: &Attach,
+    bound: &Bound,
+    expr: &Expr,
+) -> Option<Element> {
+    match place(kernel, attach, bound, expr).ok()?.ty {
+        KernelType::Chars(_) => Some(Element::Int {
+            size: 1,
+            signed: true,
+        }),
+        KernelType::Array { element, .. } => Some(element),
+        _ => None,
+    }
 }
 
 /// How many bytes `+ 1` moves `base`: one on an integer (see
@@ -590,7 +673,11 @@ fn step_size(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, base: &Expr) -
             let record = kernel.record(field.pointee.as_deref()?).ok()?;
             Some(i64::from(kernel.record_size(record)))
         }
-        ExprKind::Member { .. } => char_array(kernel, attach, bound, base).then_some(1),
+        ExprKind::Member { .. } => match place(kernel, attach, bound, base).ok()?.ty {
+            KernelType::Chars(_) => Some(1),
+            KernelType::Array { stride, .. } => Some(i64::from(stride)),
+            _ => None,
+        },
         _ => None,
     }
 }

@@ -17,7 +17,7 @@ use crate::{
     error::{Error, Result, Span},
     expand::expand,
     format,
-    kernel::{Field, FieldKind, Kernel, KernelType},
+    kernel::{Element, Field, FieldKind, Kernel, KernelType},
     kernel_agg::aggregate_in_kernel,
     members::Bound,
     plan::Start,

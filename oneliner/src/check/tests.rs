@@ -1,6 +1,6 @@
 use super::*;
 use crate::{
-    kernel::{KernelType, format_fields},
+    kernel::{Element, KernelType, format_fields},
     parse,
     plan::{KeptStart, KeyPart, Read, Sample},
 };
@@ -48,6 +48,38 @@ const RECORDS: &[(u32, &str, Members)] = &[
             ("comm", 200, KernelType::Chars(16)),
             ("se", 40, KernelType::Record(2)),
             ("name", 64, KernelType::Pointer(None)),
+            // `struct __kernel_timespec limits[4]`, `unsigned long bits[2]`,
+            // `struct task_struct *kids[2]`.
+            (
+                "limits",
+                300,
+                KernelType::Array {
+                    element: Element::Record(4),
+                    stride: 16,
+                    count: 4,
+                },
+            ),
+            (
+                "bits",
+                400,
+                KernelType::Array {
+                    element: Element::Int {
+                        size: 8,
+                        signed: false,
+                    },
+                    stride: 8,
+                    count: 2,
+                },
+            ),
+            (
+                "kids",
+                420,
+                KernelType::Array {
+                    element: Element::Pointer(Some(1)),
+                    stride: 8,
+                    count: 2,
+                },
+            ),
         ],
     ),
     (
@@ -817,6 +849,47 @@ fn struct_members_are_read_in_the_kernel() {
             len: 4,
             string: false
         }]
+    );
+}
+
+#[test]
+fn array_members_are_indexed_by_their_elements() {
+    // An element's member, an integer element, and a pointer element
+    // followed: `rlim[7].rlim_cur`, `cpus_mask.bits[0]`, `kids[1]->pid`.
+    let plan = checked(
+        "tracepoint:syscalls:sys_enter_nanosleep { \
+           @[curtask->limits[2].tv_nsec, curtask->bits[1], curtask->kids[1]->pid, \
+             sizeof(curtask->limits), sizeof(curtask->bits)] = count(); }",
+    );
+    let attach = &plan.attaches[0];
+    let reads: Vec<_> = (attach.reads.iter())
+        .map(|r| (r.start, r.hops.clone(), r.at, r.len))
+        .collect();
+    assert_eq!(
+        reads,
+        [
+            (Start::Task, vec![], 300 + 2 * 16 + 8, 8),
+            (Start::Task, vec![], 408, 8),
+            (Start::Task, vec![428], 4, 4),
+        ]
+    );
+    let sizes: Vec<_> = (attach.members.iter())
+        .map(|m| (m.size, m.signed))
+        .collect();
+    assert_eq!(sizes, [(8, true), (8, false), (4, true)]);
+    let error = |text: &str| {
+        let program = format!("tracepoint:syscalls:sys_enter_nanosleep {{ print({text}); }}");
+        check(parse(&program).unwrap(), &FakeKernel)
+            .unwrap_err()
+            .message
+    };
+    assert_eq!(
+        error("curtask->limits[4].tv_sec"),
+        "index 4 is out of bounds for an array of 4"
+    );
+    assert_eq!(
+        error("curtask->limits[1]"),
+        "this is a struct __kernel_timespec: read one of its members"
     );
 }
 

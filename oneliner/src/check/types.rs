@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use crate::{
     ast::{Base, Definitions, Expr, ExprKind, MemberDef, RecordDef, TypeRef},
     error::{Error, Result, Span},
-    kernel::{Field, Kernel, KernelType, Member, Shape, Signature, UsdtSite},
+    kernel::{Element, Field, Kernel, KernelType, Member, Shape, Signature, UsdtSite},
 };
 
 /// Record ids of the program's own types start here, far above any BTF id.
@@ -257,10 +257,8 @@ impl Layout<'_> {
             .size
             .checked_mul(count)
             .ok_or_else(|| Error::new(span, "the array is too large"))?;
-        let ty = match (one.ty, u16::try_from(count)) {
-            (KernelType::Int { size: 1, .. }, Ok(count)) if ty.dims.len() == 1 => {
-                KernelType::Chars(count)
-            }
+        let ty = match ty.dims.len() {
+            1 => Element::array(one.ty, one.size, count),
             _ => KernelType::Other,
         };
         Ok(Shape {
