@@ -48,6 +48,12 @@ use weft_abi::{
 #[unsafe(no_mangle)]
 static ONELINER_IGNORE_TGID: u32 = 0;
 
+/// The maps of starts kept by thread whose taken starts are left as 0,
+/// a bit per map (`weft_abi::oneliner::TID_STARTS_GLOBAL`), set by the
+/// loader. Read-only, so the verifier walks the maps set only.
+#[unsafe(no_mangle)]
+static ONELINER_TID_STARTS: u64 = 0;
+
 /// The parts of the body some probe needs (`weft_abi::oneliner::USES_*`),
 /// set by the loader. Read-only, so the verifier knows its value and does
 /// not walk the parts left out.
@@ -408,9 +414,7 @@ fn capture<C: StackIdContext, const IN_PLACE: u32>(context: &C, key: u32) {
         0
     };
     if uses(USES_STARTS) && starts.how == STARTS_STORE {
-        let stored = start_key(ctx, IN_PLACE, starts, pid_tgid)
-            .is_some_and(|key| ONELINER_STARTS.insert(&key, &ns, 0).is_ok());
-        if !stored {
+        if !store_start(ctx, IN_PLACE, starts, pid_tgid, ns) {
             count(Counter::StartsLost);
         }
         if starts.send == 0 {
@@ -536,15 +540,21 @@ struct Task {
 fn start_key(ctx: *const u8, in_place: u32, starts: &Starts, pid_tgid: u64) -> Option<StartKey> {
     let key = &starts.key;
     let value = integer(ctx, in_place, key.subject, key.offset, key.size, key.signed, pid_tgid)?;
+    Some(key_of(starts.map, value))
+}
+
+/// The [`ONELINER_STARTS`] key of `value` in map `map`.
+#[inline(always)]
+fn key_of(map: u16, value: i64) -> StartKey {
     let mut key = MaybeUninit::<StartKey>::uninit();
     let at = key.as_mut_ptr();
     // SAFETY: our own stack value, every byte written before it is read:
     // `map` and the reserved bytes as one little-endian word, since
     // zeroed bytes alone compile to a `memset` call.
     unsafe {
-        core::ptr::write_volatile(at.cast::<u64>(), u64::from(starts.map));
+        core::ptr::write_volatile(at.cast::<u64>(), u64::from(map));
         (&raw mut (*at).key).write(value);
-        Some(key.assume_init())
+        key.assume_init()
     }
 }
 
@@ -553,12 +563,63 @@ fn start_key(ctx: *const u8, in_place: u32, starts: &Starts, pid_tgid: u64) -> O
 #[inline(always)]
 fn take_start(ctx: *const u8, in_place: u32, starts: &Starts, pid_tgid: u64) -> Option<u64> {
     let key = start_key(ctx, in_place, starts, pid_tgid)?;
-    // SAFETY: the value is only read, and copied before the delete.
-    let start = *unsafe { ONELINER_STARTS.get(&key) }?;
+    let slot = ONELINER_STARTS.get_ptr_mut(&key)?;
+    // SAFETY: the map's value for this key, a plain u64.
+    let start = unsafe { core::ptr::read_volatile(slot) };
+    // A start taken already, left as 0 (`Starts::tombstone`).
+    if start == 0 {
+        return None;
+    }
     if starts.delete != 0 {
-        let _ = ONELINER_STARTS.remove(&key);
+        if starts.tombstone != 0 {
+            // SAFETY: as above.
+            unsafe { core::ptr::write_volatile(slot, 0) };
+        } else {
+            let _ = ONELINER_STARTS.remove(&key);
+        }
     }
     Some(start)
+}
+
+/// Stores `ns` under the key `starts` names: in place over a start taken
+/// already where the map keeps them (`Starts::tombstone`), which is a
+/// lookup where an insert is a hash update.
+#[inline(always)]
+fn store_start(ctx: *const u8, in_place: u32, starts: &Starts, pid_tgid: u64, ns: u64) -> bool {
+    let Some(key) = start_key(ctx, in_place, starts, pid_tgid) else {
+        return false;
+    };
+    if starts.tombstone != 0
+        && let Some(slot) = ONELINER_STARTS.get_ptr_mut(&key)
+    {
+        // SAFETY: the map's value for this key, a plain u64.
+        unsafe { core::ptr::write_volatile(slot, ns) };
+        return true;
+    }
+    ONELINER_STARTS.insert(&key, &ns, 0).is_ok()
+}
+
+/// On `sched:sched_process_exit`: removes the exiting thread's taken
+/// starts (0s) of the maps kept by thread, which would otherwise stay
+/// until the map is full. A start not taken stays, as bpftrace prints a
+/// thread's start left by its last system call (`exit`) at the end.
+#[tracepoint]
+pub fn weft_oneliner_thread_exit(_ctx: TracePointContext) -> u32 {
+    let tid = bpf_get_current_pid_tgid() as u32;
+    // SAFETY: a global the loader sets; read_volatile keeps the compiler
+    // from folding in the default.
+    let maps = unsafe { core::ptr::read_volatile(&ONELINER_TID_STARTS) };
+    for map in 1..64u16 {
+        if maps & (1 << map) == 0 {
+            continue;
+        }
+        let key = key_of(map, i64::from(tid));
+        // SAFETY: the value is only read.
+        if unsafe { ONELINER_STARTS.get(&key) } == Some(&0) {
+            let _ = ONELINER_STARTS.remove(&key);
+        }
+    }
+    0
 }
 
 /// `(ns - start) / divisor`, rounded toward zero as user space divides.

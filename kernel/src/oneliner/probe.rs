@@ -26,8 +26,8 @@ use perf_event::{
 use weft_abi::oneliner::{
     AGGS_MAP, COPIES, COUNTERS_MAP, CopyKind, Counter, HEADER_SIZE, Header, IGNORE_GLOBAL,
     JOIN_SIZE, MAX_AGGS, MAX_ATTACHES, MAX_SAVED, MAX_STARTS, MAX_STRINGS, PROBES_MAP, ProbeConfig,
-    RINGS_MAP, SAVED_MAP, SCRATCH, STACKS_MAP, STARTS_MAP, STRING_LEN_GLOBAL, TRACEPOINT_COPIES,
-    TRACEPOINT_WIDTHS, USES_GLOBAL, copy_key,
+    RINGS_MAP, SAVED_MAP, SCRATCH, STACKS_MAP, STARTS_MAP, STRING_LEN_GLOBAL, THREAD_EXIT_PROGRAM,
+    TID_STARTS_GLOBAL, TRACEPOINT_COPIES, TRACEPOINT_WIDTHS, USES_GLOBAL, copy_key,
 };
 use weft_abi::ring::{self, Ring};
 use weft_oneliner::{
@@ -176,8 +176,10 @@ impl OnelinerProbe {
         let rings = preload.rings.wait()?;
         rings.use_in(&mut loader, RINGS_MAP);
         let uses = lower::uses(plan, cpid)?;
+        let thread_starts = lower::tid_starts(plan);
         let mut ebpf = loader
             .override_global(IGNORE_GLOBAL, &own, true)
+            .override_global(TID_STARTS_GLOBAL, &thread_starts, true)
             .override_global(USES_GLOBAL, &uses, true)
             .override_global(STRING_LEN_GLOBAL, &(plan.string_len as u32), true)
             .map_max_entries(RINGS_MAP, cpus)
@@ -274,7 +276,20 @@ impl OnelinerProbe {
                 Err(error) => return Err(error),
             }
         }
+        if thread_starts != 0 {
+            probe.attach_thread_exit(tracefs)?;
+        }
         Ok(probe)
+    }
+
+    /// Attaches the program that removes a thread's taken starts when it
+    /// exits ([`THREAD_EXIT_PROGRAM`]).
+    fn attach_thread_exit(&mut self, tracefs: &Path) -> Result<()> {
+        let id = event_id(tracefs, "sched", "sched_process_exit")?;
+        let fd = program(&mut self.ebpf, THREAD_EXIT_PROGRAM)?;
+        let event = Tracepoint::with_id(id.into());
+        self.link(fd, Builder::new(event).one_cpu(0), 0)
+            .context("failed to attach to sched:sched_process_exit, which forgets exited threads' start times")
     }
 
     fn attach(&mut self, tracefs: &Path, index: usize, attach: &Attach, cpid: u32) -> Result<()> {

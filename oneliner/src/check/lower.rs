@@ -5,9 +5,9 @@
 //! the parts of their body [`uses`] names.
 
 use weft_abi::oneliner::{
-    AGG_LINEAR, AGG_LOG2, AGG_PLAIN, Aggregation, Chain, Filter, MAX_FILTERS, MAX_HOPS, OP_EQ,
-    OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand as KernelOperand, ProbeConfig, STACK_KERNEL,
-    STACK_USER, START_CONTEXT, START_TASK, STARTS_STORE, STARTS_TAKE, STRING_CHAIN,
+    AGG_LINEAR, AGG_LOG2, AGG_PLAIN, Aggregation, Chain, Filter, LAST_TID_STARTS, MAX_FILTERS,
+    MAX_HOPS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand as KernelOperand, ProbeConfig,
+    STACK_KERNEL, STACK_USER, START_CONTEXT, START_TASK, STARTS_STORE, STARTS_TAKE, STRING_CHAIN,
     STRING_DATA_LOC, STRING_MEMORY, STRING_POINTER, STRING_SAVED, SUBJECT_COMM, SUBJECT_CONST,
     SUBJECT_CPU, SUBJECT_ELAPSED, SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_PID, SUBJECT_PROBE,
     SUBJECT_TID, SUBJECT_UID, Starts,
@@ -207,6 +207,7 @@ fn starts(start: &KeptStart) -> Result<Starts, TooLarge> {
         key: read(key).operand(),
         ..Starts::default()
     };
+    kernel.tombstone = u8::from(by_thread(&kernel));
     match *start {
         KeptStart::Store { send, .. } => {
             kernel.how = STARTS_STORE;
@@ -221,6 +222,21 @@ fn starts(start: &KeptStart) -> Result<Starts, TooLarge> {
         }
     }
     Ok(kernel)
+}
+
+/// Whether the kernel leaves the starts of `starts`' map as 0 when taken:
+/// they are kept by thread ([`tid_starts`]).
+fn by_thread(starts: &Starts) -> bool {
+    starts.key.subject == SUBJECT_TID && starts.map <= LAST_TID_STARTS
+}
+
+/// The bits of the maps whose starts the kernel keeps by thread, for
+/// `weft_abi::oneliner::TID_STARTS_GLOBAL`.
+pub fn tid_starts(plan: &Plan) -> u64 {
+    (plan.attaches.iter().filter_map(|a| a.start.as_ref()))
+        .filter_map(|start| starts(start).ok())
+        .filter(by_thread)
+        .fold(0, |bits, starts| bits | 1 << starts.map)
 }
 
 /// An operand that is its subject alone.
@@ -362,6 +378,13 @@ mod tests {
             ),
             (AGG_LOG2, SUBJECT_ELAPSED, 1000)
         );
+        // Kept by thread: a taken start stays as 0, which a thread's exit
+        // removes; keyed by anything else, it is deleted.
+        assert_eq!((enter.starts.tombstone, exit.starts.tombstone), (1, 1));
+        assert_eq!(tid_starts(&checked(text)), 1 << enter.starts.map);
+        let by_pid = text.replace("tid]", "pid]");
+        assert_eq!(lowered(&by_pid, 1).starts.tombstone, 0);
+        assert_eq!(tid_starts(&checked(&by_pid)), 0);
     }
 
     #[test]

@@ -63,7 +63,8 @@ pub struct Event<'a> {
 pub trait KernelAggs {
     /// Every entry of the kernel's map so far, all CPUs told.
     fn entries(&mut self) -> Vec<(AggKey, AggValue)>;
-    /// Every start time the kernel keeps.
+    /// Every entry of the kernel's map of start times, 0 for a start taken
+    /// where the map keeps them by thread.
     fn starts(&mut self) -> Vec<(StartKey, u64)>;
 }
 
@@ -229,6 +230,11 @@ impl<'p> Runtime<'p> {
             return;
         };
         for (key, ns) in kernel.borrow_mut().starts() {
+            // A start taken is left as 0 where starts are kept by thread
+            // (`weft_abi::oneliner::Starts::tombstone`): none is kept.
+            if ns == 0 {
+                continue;
+            }
             if let Some(map) = self.maps.get_mut(usize::from(key.map).wrapping_sub(1)) {
                 map.insert(vec![Value::Int(key.key)], Agg::Value(Value::Int(ns as i64)));
             }
@@ -1621,7 +1627,7 @@ mod tests {
         };
         runtime.set_kernel_aggs(Box::new(Entries(
             Vec::new(),
-            vec![(left(7), 300), (left(9), 400)],
+            vec![(left(7), 300), (left(8), 0), (left(9), 400)],
         )));
         runtime.take_kernel_starts();
         runtime.print_all(&mut out).unwrap();
