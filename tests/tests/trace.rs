@@ -3149,6 +3149,24 @@ fn kstack_keys_print_as_bpftrace_does() {
     }
     assert!(total >= 10, "ten sleeps, {total} switches:\n{stdout}");
     assert!(scheduler, "no scheduler frame:\n{stdout}");
+    // In JSON too: a key's frames indented by 4 spaces, as bpftrace's.
+    let json = weft_trace(
+        "tracepoint:sched:sched_switch /args.prev_pid == cpid/ { @[kstack(2)] = count(); }",
+        &["nanosleep:2:3"],
+        &["-f", "json"],
+    );
+    let line = (json.lines())
+        .find(|l| l.starts_with(r#"{"type": "map""#))
+        .unwrap_or_else(|| panic!("no map line:\n{json}"));
+    let map: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+    let keys = map["data"]["@"].as_object().expect("keys").keys();
+    for frame in keys.flat_map(|key| key.lines().filter(|l| !l.is_empty())) {
+        let function = frame.strip_prefix("    ").expect("4-space indent");
+        assert!(
+            !function.starts_with(' '),
+            "4-space indent: {frame:?}\n{json}"
+        );
+    }
 }
 
 /// `kstack(perf)` prints each frame as perf does (a tab, the address in hex,

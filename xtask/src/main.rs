@@ -20,6 +20,7 @@ mod fuzz_pt;
 mod gen_syscalls;
 #[cfg(test)]
 mod imports;
+mod install;
 #[cfg(test)]
 mod layers;
 mod run;
@@ -50,6 +51,9 @@ enum Command {
     /// Build weft (installing the toolchain if needed, not the test tools) and run it with the
     /// given arguments.
     Run(run::Options),
+    /// Build weft and put it, its man pages and shell completions under a
+    /// prefix (/usr/local unless `--prefix`).
+    Install(install::Options),
     /// Setup, build, and run every test: unit, CLI, and root kernel tests.
     Test(test::Options),
     /// Boot other kernels (Debian 6.1, 6.12, ...) in qemu and run the root tests inside each.
@@ -72,6 +76,7 @@ fn main() -> ExitCode {
         Command::Setup => setup::run(),
         Command::BuildEbpf => build_ebpf::run().map(|path| println!("{}", path.display())),
         Command::Run(options) => run::run(&options),
+        Command::Install(options) => install::run(&options),
         Command::Test(options) => test::run(&options),
         Command::VmTest(options) => vm::run(&options),
         Command::Bench(bench) => bench::run(&bench),

@@ -8,7 +8,7 @@ use anyhow::{Result, bail};
 
 use crate::{
     exec::{exec, is_root, workspace_root},
-    fuzz_pt,
+    fuzz_pt, install,
     run::build_weft_release,
     setup, vm,
 };
@@ -68,6 +68,9 @@ pub fn run(options: &Options) -> Result<()> {
         })
     })?;
     let weft = phases.time("release build", build_weft_release)?;
+    phases.time("install into a scratch prefix", || {
+        install::check(std::path::Path::new(&weft))
+    })?;
     if !is_root() {
         bail!("the kernel tests need root: run `sudo -E cargo xtask test`");
     }

@@ -306,8 +306,9 @@ fn key_text(name: &str, key: &[Value]) -> String {
     format!("@{name}[{}]", parts.join(", "))
 }
 
-/// A key part as bpftrace prints it: a stack's frames are indented by 4
-/// spaces there, where a value or `printf` indents them by 8.
+/// A key part as bpftrace prints it, in text and JSON: a stack's frames
+/// are indented by 4 spaces there, where a value or `printf` indents them
+/// by 8.
 fn key_part(part: &Value) -> String {
     let text = part.to_string();
     if !text.starts_with('\n') {
@@ -578,7 +579,8 @@ fn print_json(
         element(sorted[0].1)
     } else {
         Json::object(sorted.iter().map(|(key, agg)| {
-            let parts: Vec<String> = key.iter().map(ToString::to_string).collect();
+            // A stack's frames indented as in the text's keys.
+            let parts: Vec<String> = key.iter().map(key_part).collect();
             (parts.join(","), element(agg))
         }))
     };
