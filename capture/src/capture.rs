@@ -7,7 +7,7 @@ use std::{collections::BTreeMap, fs, path::Path, sync::Arc};
 
 use anyhow::{Context as _, Result, bail};
 use weft_abi::{syscall::MAX_SYSCALLS, syscall_names};
-use weft_query::{Catalog, Kind, Names};
+use weft_query::{Catalog, Ids, Kind, Names};
 use weft_store::Dir;
 
 use crate::{
@@ -141,12 +141,17 @@ pub fn catalog_naming(
             .iter()
             .map(|source| (source, true)),
     );
+    let ids = Arc::new(Ids::default());
     for ((name, fields), oneliner) in kept {
         let Some(columns) = catalog.source_mut(name) else {
             continue;
         };
         for (field, kind) in fields {
-            columns.set_kind(field, registry::query_kind(kind));
+            if registry::ValueKind::parse(kind) == Some(registry::ValueKind::TraceId) {
+                columns.set_id(field, &registry::low_half(field), &ids);
+            } else {
+                columns.set_kind(field, registry::query_kind(kind));
+            }
         }
         if let (true, Some(threads)) = (oneliner, &threads) {
             columns.view("tid", "comm", Kind::Named(threads.clone()));

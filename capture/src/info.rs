@@ -96,6 +96,17 @@ fn write_triggers(out: &mut String, triggers: &TriggerLog) -> std::fmt::Result {
             rule.id, rule.condition, rule.fired, rule.merged, rule.capped, rule.suppressed
         )?;
     }
+    for rule in &triggers.rules {
+        for trace in &rule.traces {
+            writeln!(
+                out,
+                "trace     {}: fired at {:.3}s on trace {}",
+                rule.id,
+                trace.time_ns as f64 / 1e9,
+                trace.trace_id
+            )?;
+        }
+    }
     for note in &triggers.notes {
         writeln!(
             out,

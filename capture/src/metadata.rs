@@ -262,6 +262,18 @@ pub struct RuleLog {
     /// Firings refused by the disk budget's share for kept windows.
     #[serde(default)]
     pub suppressed: u64,
+    /// The W3C trace ids of the records that fired it (an application
+    /// source's `trace_id` field), the first 256.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub traces: Vec<TraceLog>,
+}
+
+/// A firing on a record with a trace id: the record's time (monotonic ns)
+/// and the id, 32 hex digits.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceLog {
+    pub time_ns: u64,
+    pub trace_id: String,
 }
 
 /// A manual firing's note, at monotonic ns.

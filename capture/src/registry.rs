@@ -37,13 +37,35 @@ pub fn is_weft_source(name: &str) -> bool {
 /// protocol's kinds, which `weft.json` names the same way.
 pub use weft_client::protocol::Kind as ValueKind;
 
-/// The query kind of a field whose kind `weft.json` names `name`.
+/// The query kind of a field whose kind `weft.json` names `name` (a
+/// trace id's is [`Kind::Id`], given by the catalog with its table).
 pub fn query_kind(name: &str) -> Kind {
     match ValueKind::parse(name) {
         Some(ValueKind::Duration) => Kind::Duration,
         Some(ValueKind::Time) => Kind::Time,
+        Some(ValueKind::SpanId) => Kind::Hex,
         _ => Kind::Int,
     }
+}
+
+/// The store fields of an application source: an `i64` per value of a
+/// record, a trace id's low 64 bits in a field of their own after its
+/// high ones ([`low_half`]).
+pub fn app_fields(fields: &[(String, ValueKind)]) -> Vec<weft_store::Field> {
+    let names = fields.iter().flat_map(|(field, kind)| match kind {
+        ValueKind::TraceId => vec![field.clone(), low_half(field)],
+        _ => vec![field.clone()],
+    });
+    names
+        .zip(0u32..)
+        .map(|(name, i)| weft_store::Field::new(&name, i * 8, weft_store::FieldKind::I64))
+        .collect()
+}
+
+/// The store field of trace id `field`'s low 64 bits (the protocol's names
+/// hold no `.`).
+pub fn low_half(field: &str) -> String {
+    format!("{field}.lo")
 }
 
 #[cfg(test)]

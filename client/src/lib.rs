@@ -14,6 +14,23 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
+//! A request's W3C trace context links its record to the tracing UI that
+//! shows its spans: a `trace_id` field takes the trace id's two halves,
+//! a `span_id` field the span id ([`traceparent`] reads both from the
+//! header).
+//!
+//! ```no_run
+//! use weft_client::{Client, Kind, traceparent};
+//! let mut weft = Client::connect()?;
+//! let fields = [("latency", Kind::Duration), ("trace", Kind::TraceId), ("span", Kind::SpanId)];
+//! weft.define("requests", &fields)?;
+//! let header = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+//! if let Some(([high, low], span)) = traceparent(header) {
+//!     weft.push("requests", &[1_250_000, high, low, span])?;
+//! }
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
 //! The protocol is text lines over a Unix socket (`/run/weft/app.sock`,
 //! root-only unless the agent allows a group), defined in [`protocol`]. A
 //! line the agent cannot accept gets `error LINE: why` and the connection
@@ -42,7 +59,7 @@ use std::{
 };
 
 use protocol::{Answer, Request};
-pub use protocol::{Kind, SOCKET};
+pub use protocol::{Kind, SOCKET, span_id, trace_id, traceparent};
 
 /// Records the queue holds by default before [`Client::push`] drops.
 pub const QUEUE: usize = 1 << 16;

@@ -3,8 +3,10 @@
 //! over a Unix socket.
 //!
 //! ```text
-//! source NAME FIELD[:KIND] ...    KIND: int (the default), duration (ns) or time (CLOCK_MONOTONIC ns)
-//! record NAME VALUE ...           one integer per field
+//! source NAME FIELD[:KIND] ...    KIND: int (the default), duration (ns), time (CLOCK_MONOTONIC ns),
+//!                                 trace_id or span_id (a W3C trace context's ids)
+//! record NAME VALUE ...           one integer per field (decimal, or 0x and up to 16 hex
+//!                                 digits), two for a trace_id (its high 64 bits, then its low)
 //! dropped N                       N more records the client dropped (the agent counts them)
 //! sync                            the agent answers `ok N`: records accepted so far
 //! ```
@@ -29,6 +31,11 @@ pub enum Kind {
     Duration,
     /// A `CLOCK_MONOTONIC` time in nanoseconds.
     Time,
+    /// A W3C trace id (`traceparent`'s 128 bits): two values in a record,
+    /// its high 64 bits and its low ([`trace_id`]). Shown as 32 hex digits.
+    TraceId,
+    /// A W3C span (parent) id, 64 bits ([`span_id`]). Shown as 16 hex digits.
+    SpanId,
 }
 
 impl Kind {
@@ -39,15 +46,80 @@ impl Kind {
             Self::Int => "int",
             Self::Duration => "duration",
             Self::Time => "time",
+            Self::TraceId => "trace_id",
+            Self::SpanId => "span_id",
         }
     }
 
     /// The kind `word` names.
     #[must_use]
     pub fn parse(word: &str) -> Option<Self> {
-        [Self::Int, Self::Duration, Self::Time]
-            .into_iter()
-            .find(|kind| kind.name() == word)
+        [
+            Self::Int,
+            Self::Duration,
+            Self::Time,
+            Self::TraceId,
+            Self::SpanId,
+        ]
+        .into_iter()
+        .find(|kind| kind.name() == word)
+    }
+
+    /// The values a field of this kind takes in a record.
+    #[must_use]
+    pub fn values(self) -> usize {
+        match self {
+            Self::TraceId => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// A W3C trace id, 32 hex digits not all zero, as a record's two values
+/// for a [`Kind::TraceId`] field.
+#[must_use]
+pub fn trace_id(hex: &str) -> Option<[i64; 2]> {
+    let id = u128::from_str_radix(hex, 16).ok().filter(|id| *id != 0);
+    let id = id.filter(|_| hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()))?;
+    Some([((id >> 64) as u64).cast_signed(), (id as u64).cast_signed()])
+}
+
+/// A W3C span id, 16 hex digits not all zero, as a record's value for a
+/// [`Kind::SpanId`] field.
+#[must_use]
+pub fn span_id(hex: &str) -> Option<i64> {
+    let id = u64::from_str_radix(hex, 16).ok().filter(|id| *id != 0);
+    id.filter(|_| hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+        .map(u64::cast_signed)
+}
+
+/// The trace id and the parent (span) id of a W3C `traceparent` header
+/// (`00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01`), as
+/// [`trace_id`] and [`span_id`] give them.
+#[must_use]
+pub fn traceparent(header: &str) -> Option<([i64; 2], i64)> {
+    let mut parts = header.trim().split('-');
+    let (version, trace, span, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    // Version ff is invalid; later versions may add parts after these four.
+    let version_ok =
+        version.len() == 2 && version != "ff" && u8::from_str_radix(version, 16).is_ok();
+    let flags_ok = flags.len() == 2 && u8::from_str_radix(flags, 16).is_ok();
+    if !version_ok || !flags_ok || (version == "00" && parts.next().is_some()) {
+        return None;
+    }
+    Some((trace_id(trace)?, span_id(span)?))
+}
+
+/// A record's value: a decimal integer, or `0x` and 1 to 16 hex digits
+/// (the 64 bits as they are, as an id's are written).
+fn value(word: &str) -> Option<i64> {
+    match word.strip_prefix("0x") {
+        Some(hex) if (1..=16).contains(&hex.len()) => {
+            u64::from_str_radix(hex, 16).ok().map(u64::cast_signed)
+        }
+        Some(_) => None,
+        None => word.parse().ok(),
     }
 }
 
@@ -87,7 +159,7 @@ impl<'a> Request<'a> {
                 let mut words = rest.split(' ');
                 let name = words.next().unwrap_or_default();
                 let values = words
-                    .map(|w| w.parse().map_err(|_| format!("`{w}` is not an integer")))
+                    .map(|w| value(w).ok_or_else(|| format!("`{w}` is not an integer")))
                     .collect::<Result<Vec<_>, _>>()?;
                 Ok(Self::Record {
                     name,
@@ -115,7 +187,9 @@ fn source(rest: &str) -> Result<Request<'_>, String> {
             let (field, kind) = word.split_once(':').unwrap_or((word, "int"));
             check_name("field", field)?;
             let kind = Kind::parse(kind).ok_or_else(|| {
-                format!("field {field}: kind `{kind}` is not int, duration or time")
+                format!(
+                    "field {field}: kind `{kind}` is not int, duration, time, trace_id or span_id"
+                )
             })?;
             Ok((field, kind))
         })
@@ -244,6 +318,32 @@ mod tests {
     }
 
     #[test]
+    fn w3c_ids_are_a_record_s_values() {
+        let header = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let (trace, span) = traceparent(header).unwrap();
+        assert_eq!(trace, trace_id("4bf92f3577b34da6a3ce929d0e0e4736").unwrap());
+        assert_eq!(
+            (trace[0].cast_unsigned(), trace[1].cast_unsigned()),
+            (0x4bf9_2f35_77b3_4da6, 0xa3ce_929d_0e0e_4736)
+        );
+        assert_eq!(span, 0x00f0_67aa_0ba9_02b7);
+        // Ids of all zeros are invalid, as are other lengths and versions.
+        assert_eq!(trace_id(&"0".repeat(32)), None);
+        assert_eq!(span_id("00f067aa0ba902b"), None);
+        assert_eq!(
+            traceparent("ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+            None
+        );
+        // A record carries them as written: high, low, span, in hex or not.
+        let line = "record req 0x4bf92f3577b34da6 0xa3ce929d0e0e4736 0x00f067aa0ba902b7";
+        let Ok(Request::Record { values, .. }) = Request::parse(line) else {
+            panic!("{line}");
+        };
+        assert_eq!(*values, [trace[0], trace[1], span]);
+        assert_eq!(Kind::parse("trace_id").map(Kind::values), Some(2));
+    }
+
+    #[test]
     fn bad_lines_say_why() {
         let why = |line| Request::parse(line).unwrap_err();
         assert!(why("source Req x").contains("source name `Req`"));
@@ -251,6 +351,7 @@ mod tests {
         assert!(why("source req x x").contains("declared twice"));
         assert!(why("source req").contains("1 to 32 fields"));
         assert!(why("record req 1 two").contains("`two` is not an integer"));
+        assert!(why("record req 0x10000000000000000").contains("is not an integer"));
         assert!(why("dropped many").contains("takes a count"));
         assert!(why("hello").contains("unknown message `hello`"));
         assert_eq!(

@@ -371,6 +371,27 @@ fn number(column: &Column, field: &Name, literal: &Literal) -> Result<i64> {
                     ),
                 )
             }),
+        (Kind::Hex, Value::Text(t)) => (t.len() == 16)
+            .then(|| u64::from_str_radix(t, 16).ok())
+            .flatten()
+            .map(u64::cast_signed)
+            .ok_or_else(|| {
+                Error::spanned(
+                    literal.span,
+                    format!("`{}` is a span id: 16 hex digits, like \"00f067aa0ba902b7\"", field.text),
+                )
+            }),
+        (Kind::Id(table), Value::Text(t)) => crate::catalog::parse_id(t)
+            .map(|id| table.value(id))
+            .ok_or_else(|| {
+                Error::spanned(
+                    literal.span,
+                    format!(
+                        "`{}` is a trace id: 32 hex digits, like \"4bf92f3577b34da6a3ce929d0e0e4736\"",
+                        field.text
+                    ),
+                )
+            }),
         (Kind::Time, Value::Duration(_)) => Err(Error::spanned(
             literal.span,
             format!(

@@ -79,6 +79,9 @@ pub enum Read {
     /// The payload's bytes from an offset on (captured packet bytes):
     /// shown as text, not compared.
     Bytes(u32),
+    /// A 128-bit id in two `i64` fields from an offset, the high 64 bits
+    /// first (see [`Kind::Id`]).
+    Id(u32),
 }
 
 /// Where a record keeps an address of either family: its IPv4 form, its
@@ -113,14 +116,58 @@ pub enum Kind {
     /// Bytes shown as text, printable ASCII as is and the rest escaped
     /// (`\r`, `\x00`).
     Bytes,
+    /// A 64-bit id (a W3C span id), shown and written as 16 hex digits.
+    Hex,
+    /// A 128-bit id (a W3C trace id), written as 32 hex digits. Its value
+    /// is its low 64 bits (random in a W3C id: two ids that share them
+    /// are one in 2^64), so it compares and groups without a table; the
+    /// table remembers the whole ids met, to show them.
+    Id(Arc<Ids>),
 }
 
 impl Kind {
-    /// Whether values show as text (names, addresses, bytes) rather than
-    /// as numbers.
+    /// Whether values show as text (names, addresses, bytes, ids) rather
+    /// than as numbers.
     pub fn is_text(&self) -> bool {
-        matches!(self, Self::Named(_) | Self::Addr(_) | Self::Bytes)
+        matches!(
+            self,
+            Self::Named(_) | Self::Addr(_) | Self::Bytes | Self::Hex | Self::Id(_)
+        )
     }
+}
+
+/// The whole 128-bit ids of a [`Kind::Id`] column by their values (low
+/// 64 bits), as queries met them: the first [`MAX_IDS`] only, so that a
+/// scan of millions of ids holds no more.
+#[derive(Debug, Default)]
+pub struct Ids(Mutex<HashMap<i64, u128>>);
+
+/// Ids an [`Ids`] remembers at most.
+pub const MAX_IDS: usize = 1 << 16;
+
+impl Ids {
+    /// The value standing for `id`, which is remembered while there is room.
+    pub fn value(&self, id: u128) -> i64 {
+        let value = (id as u64).cast_signed();
+        let mut ids = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if ids.len() < MAX_IDS {
+            ids.entry(value).or_insert(id);
+        }
+        value
+    }
+
+    /// The whole id of `value`, when it was met with room to remember it.
+    pub fn id(&self, value: i64) -> Option<u128> {
+        let ids = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        ids.get(&value).copied()
+    }
+}
+
+/// A 128-bit id from its 32 hex digits.
+pub fn parse_id(text: &str) -> Option<u128> {
+    (text.len() == 32 && text.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| u128::from_str_radix(text, 16).ok())
+        .flatten()
 }
 
 /// Numbers for the IPv6 addresses of [`Kind::Addr`] columns, given in the
@@ -417,6 +464,21 @@ impl SourceColumns {
         Some(())
     }
 
+    /// Makes column `name` a 128-bit id: its field the high 64 bits, field
+    /// `low` (hidden) the low ones.
+    pub fn set_id(&mut self, name: &str, low: &str, table: &Arc<Ids>) -> Option<()> {
+        let low = self.column(low)?.0;
+        self.columns[low].hidden = true;
+        let at = self.column(name)?.0;
+        let column = &mut self.columns[at];
+        let Read::Field(high) = &column.read else {
+            return None;
+        };
+        column.read = Read::Id(high.offset);
+        column.kind = Kind::Id(table.clone());
+        Some(())
+    }
+
     /// Adds column `name` showing the payload's bytes from offset `from`.
     pub fn add_bytes(&mut self, name: &str, from: u32) {
         self.columns.push(Column {
@@ -452,7 +514,28 @@ impl Column {
                 _ => fields.v4.read(payload),
             },
             Read::Bytes(_) => None,
+            Read::Id(_) => {
+                let id = self.id(payload)?;
+                match &self.kind {
+                    Kind::Id(table) => Some(table.value(id)),
+                    _ => Some((id >> 64) as i64),
+                }
+            }
         }
+    }
+
+    /// The whole 128-bit id a [`Read::Id`] column holds in a record.
+    pub fn id(&self, payload: &[u8]) -> Option<u128> {
+        let Read::Id(at) = self.read else {
+            return None;
+        };
+        let half = |from: usize| -> Option<u64> {
+            Some(u64::from_le_bytes(
+                payload.get(from..from + 8)?.try_into().ok()?,
+            ))
+        };
+        let at = at as usize;
+        Some(u128::from(half(at)?) << 64 | u128::from(half(at + 8)?))
     }
 
     /// The bytes a [`Read::Bytes`] column holds in a record.
@@ -483,5 +566,26 @@ mod tests {
         }
         assert_eq!(table.address(V6_BASE + 2), None);
         assert_eq!(table.address(-1), None);
+    }
+
+    /// A 128-bit id's value is its low 64 bits; the table shows the whole
+    /// id back, and holds at most `MAX_IDS` of them however many are read.
+    #[test]
+    fn ids_compare_by_their_low_bits_and_show_whole_within_the_table_s_room() {
+        let table = Ids::default();
+        let id = parse_id("4bf92f3577b34da6a3ce929d0e0e4736").unwrap();
+        let value = table.value(id);
+        assert_eq!(value.cast_unsigned(), 0xa3ce_929d_0e0e_4736);
+        assert_eq!(table.id(value), Some(id));
+        for low in 0..(MAX_IDS as u128 + 10) {
+            table.value(1 << 64 | low);
+        }
+        assert_eq!(table.0.lock().unwrap().len(), MAX_IDS);
+        assert_eq!(
+            parse_id("4bf92f3577b34da6a3ce929d0e0e473"),
+            None,
+            "31 digits"
+        );
+        assert_eq!(parse_id("+bf92f3577b34da6a3ce929d0e0e4736"), None);
     }
 }

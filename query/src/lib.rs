@@ -47,7 +47,7 @@ mod summarize;
 
 pub use answer::{Answer, Cell, Header};
 pub use ast::Query;
-pub use catalog::{Addresses, Catalog, Column, Kind, Names, SourceColumns};
+pub use catalog::{Addresses, Catalog, Column, Ids, Kind, Names, SourceColumns};
 pub use error::{Error, Result, Span};
 pub use parse::parse;
 

@@ -26,7 +26,20 @@ pub(crate) fn show(kind: &Kind, value: i64) -> String {
         (Kind::Duration, v) => duration(v as f64),
         (Kind::Named(names), v) => names.name_of(v),
         (Kind::Addr(table), v) => address(table, v),
+        (Kind::Hex | Kind::Id(_), v) => hex_id(kind, v),
         (_, v) => v.to_string(),
+    }
+}
+
+/// An id's hex digits: a 64-bit id's 16, a 128-bit id's 32 (its high
+/// half `?`s when the table had no room for it).
+pub(crate) fn hex_id(kind: &Kind, value: i64) -> String {
+    match kind {
+        Kind::Id(table) => table.id(value).map_or_else(
+            || format!("{}{:016x}", "?".repeat(16), value.cast_unsigned()),
+            |id| format!("{id:032x}"),
+        ),
+        _ => format!("{:016x}", value.cast_unsigned()),
     }
 }
 
@@ -36,6 +49,7 @@ pub(crate) fn cell(kind: &Kind, value: Option<i64>) -> Cell {
         (_, None | Some(i64::MIN)) => Cell::Null,
         (Kind::Named(names), Some(v)) => Cell::Text(names.name_of(v)),
         (Kind::Addr(table), Some(v)) => Cell::Text(address(table, v)),
+        (Kind::Hex | Kind::Id(_), Some(v)) => Cell::Text(hex_id(kind, v)),
         (_, Some(v)) => Cell::Int(v),
     }
 }
@@ -49,8 +63,12 @@ pub(crate) fn address(table: &Addresses, value: i64) -> String {
 
 /// A column's cell in a record.
 pub(crate) fn record_cell(column: &Column, time: u64, payload: &[u8]) -> Cell {
-    match column.bytes(payload) {
-        Some(bytes) => Cell::Text(bytes.escape_ascii().to_string()),
+    if let Some(bytes) = column.bytes(payload) {
+        return Cell::Text(bytes.escape_ascii().to_string());
+    }
+    // A record shows its whole id, whatever the table remembers.
+    match column.id(payload) {
+        Some(id) => Cell::Text(format!("{id:032x}")),
         None => cell(&column.kind, column.value(time, payload)),
     }
 }

@@ -230,8 +230,9 @@ fn serve(stream: &UnixStream, sender: &SyncSender<Message>, schemas: &Schemas, c
     }
 }
 
-/// A source as one connection declared it: its name, field count and
-/// where its `pid` field is.
+/// A source as one connection declared it: its name, the values a
+/// record of it has (a field's, two a trace id's) and where its `pid`
+/// value is.
 struct Declared {
     name: Arc<str>,
     fields: usize,
@@ -299,10 +300,20 @@ fn define(
                 .map_err(|_| "weft is stopping".to_owned())?;
         }
     }
+    // A record has a value per field, two for a trace id.
+    let slots: Vec<usize> = (fields.iter())
+        .scan(0, |at, (_, kind)| {
+            let slot = *at;
+            *at += kind.values();
+            Some(slot)
+        })
+        .collect();
     let declared = Declared {
         name: Arc::from(name),
-        fields: fields.len(),
-        pid: fields.iter().position(|(field, _)| field == PID),
+        fields: fields.iter().map(|(_, kind)| kind.values()).sum(),
+        pid: (fields.iter().zip(&slots))
+            .find(|((field, kind), _)| field == PID && kind.values() == 1)
+            .map(|(_, slot)| *slot),
     };
     names.insert(name.to_owned(), declared);
     Ok(())
@@ -329,7 +340,7 @@ fn record(
     };
     if values.len() != *count {
         return Err(format!(
-            "{name} has {count} fields, this record {} values",
+            "{name} takes {count} values (one per field, two per trace_id), this record {}",
             values.len()
         ));
     }

@@ -26,7 +26,7 @@ use weft_kernel::{
     tc::NetOptions,
 };
 use weft_query::health::{Health, SourceHealth};
-use weft_store::{Config, Field, SourceId, Store};
+use weft_store::{Config, SourceId, Store};
 
 use crate::{
     app::{self, AppServer, Message},
@@ -790,12 +790,7 @@ impl Recorder {
     /// Defines an application's source (each field an i64) and notes its
     /// field kinds in `weft.json` for queries.
     fn define_app_source(&mut self, name: &str, fields: &[(String, ValueKind)]) -> Result<()> {
-        let store_fields = fields
-            .iter()
-            .zip(0u32..)
-            .map(|((field, _), i)| Field::new(field, i * 8, weft_store::FieldKind::I64))
-            .collect();
-        let source = match self.store.define_source(name, store_fields) {
+        let source = match self.store.define_source(name, registry::app_fields(fields)) {
             // A definition the store refuses is that application's
             // problem: its records are dropped, the recording goes on.
             Err(weft_store::Error::Invalid(why)) => {

@@ -17,12 +17,12 @@ use std::{collections::VecDeque, sync::mpsc::Sender};
 
 use anyhow::{Context as _, Result, bail};
 use hdrhistogram::Histogram;
-use weft_query::{Column, ast::Op, bind::Pred};
+use weft_query::{Column, Kind, ast::Op, bind::Pred};
 use weft_store::{Field, FieldKind, SourceId, Store};
 
 use weft_capture::{
     capture,
-    metadata::{Metadata, NoteLog, PeerLog, RuleLog, TriggerLog},
+    metadata::{Metadata, NoteLog, PeerLog, RuleLog, TraceLog, TriggerLog},
     pt_calls::Decoded,
     registry::{TRIGGERS, is_weft_source},
 };
@@ -63,6 +63,21 @@ struct Rule {
     suppressed: u64,
     /// Whether the last match was a new firing (not merged or refused).
     fired_now: bool,
+    /// The trace ids of the records that fired it, with their times (the
+    /// first [`MAX_TRACES`]).
+    traces: Vec<(u64, u128)>,
+}
+
+/// Firings' trace ids a rule lists in `weft.json` at most.
+const MAX_TRACES: usize = 256;
+
+/// What a matching record says of itself, where its source has it.
+#[derive(Clone, Copy, Default)]
+struct Matched {
+    /// Its process, for the hook.
+    pid: Option<i64>,
+    /// Its W3C trace id, for the hook, the message and `weft.json`.
+    trace: Option<u128>,
 }
 
 enum State {
@@ -89,6 +104,8 @@ struct Test {
     /// Its `tid` column: the thread whose connections a firing travels
     /// along.
     tid: Option<usize>,
+    /// Its trace id column (an application's `trace_id` field).
+    trace: Option<usize>,
 }
 
 /// A live percentile: per-second histograms over a sliding window.
@@ -230,7 +247,8 @@ impl Triggers {
                     column.and_then(|c| test.columns[c].value(time, payload))
                 };
                 let (pid, tid) = (value(test.pid), value(test.tid));
-                self.fire(store, id, now, time, pid)?;
+                let trace = test.trace.and_then(|c| test.columns[c].id(payload));
+                self.fire(store, id, now, time, Matched { pid, trace })?;
                 if let (Some(travel), Some(tid)) = (&mut self.actions.travel, tid)
                     && self.rules[id].fired_now
                 {
@@ -250,18 +268,18 @@ impl Triggers {
         if let Some(note) = note.filter(|n| !n.is_empty()) {
             self.notes.push((now, note));
         }
-        self.fire(store, 0, now, now, None)
+        self.fire(store, 0, now, now, Matched::default())
     }
 
     /// Keep the window around `now` for trigger `id`, whose matching
-    /// record (of process `pid`, where its source says) has time `time`.
+    /// record (`matched`) has time `time`.
     fn fire(
         &mut self,
         store: &mut Store,
         id: usize,
         now: u64,
         time: u64,
-        pid: Option<i64>,
+        matched: Matched,
     ) -> Result<()> {
         let Policy {
             before,
@@ -310,12 +328,21 @@ impl Triggers {
         rule.pin_start = pinned.0;
         rule.fired += 1;
         rule.fired_now = true;
+        let trace = matched
+            .trace
+            .map(|trace| format!(" on trace {trace:032x}"))
+            .unwrap_or_default();
         eprintln!(
-            "weft: trigger {id} ({}) fired: keeping {:.1}s before and {:.1}s after",
+            "weft: trigger {id} ({}) fired{trace}: keeping {:.1}s before and {:.1}s after",
             rule.text,
             before as f64 / 1e9,
             after as f64 / 1e9
         );
+        if let Some(trace) = matched.trace
+            && rule.traces.len() < MAX_TRACES
+        {
+            rule.traces.push((time, trace));
+        }
         store.pin(pinned.0, pinned.1)?;
         let log = match self.log {
             Some(log) => log,
@@ -340,7 +367,7 @@ impl Triggers {
                     condition: &self.rules[id].text,
                     time,
                     window,
-                    pid,
+                    matched,
                     note: note.unwrap_or_default(),
                 },
             );
@@ -349,8 +376,13 @@ impl Triggers {
             self.captures.retain(|c| !c.is_finished());
             let (duration, calls) = (*duration, calls.clone());
             let output = self.actions.dir.join(format!("pt-{id}-{time}"));
-            self.captures
-                .extend(capture_pt(id, pid, (duration, output), calls, *take));
+            self.captures.extend(capture_pt(
+                id,
+                matched.pid,
+                (duration, output),
+                calls,
+                *take,
+            ));
         }
         Ok(())
     }
@@ -467,6 +499,12 @@ impl Triggers {
                 merged: r.merged,
                 capped: r.capped,
                 suppressed: r.suppressed,
+                traces: (r.traces.iter())
+                    .map(|(time, trace)| TraceLog {
+                        time_ns: *time,
+                        trace_id: format!("{trace:032x}"),
+                    })
+                    .collect(),
             })
             .collect();
         let notes = (self.notes.iter())
@@ -597,9 +635,10 @@ struct Firing<'a> {
     condition: &'a str,
     time: u64,
     window: (u64, u64),
-    /// The process whose record matched (`WEFT_TRIGGER_PID`, empty where
-    /// the source names none or the trigger is manual).
-    pid: Option<i64>,
+    /// The record that matched: its process (`WEFT_TRIGGER_PID`) and trace
+    /// id (`WEFT_TRIGGER_TRACE_ID`), each empty where the source has none
+    /// or the trigger is manual.
+    matched: Matched,
     note: &'a str,
 }
 
@@ -617,7 +656,17 @@ fn run_hook(command: &str, dir: &std::path::Path, firing: &Firing) {
         .env("WEFT_TRIGGER_END_NS", firing.window.1.to_string())
         .env(
             "WEFT_TRIGGER_PID",
-            firing.pid.map(|p| p.to_string()).unwrap_or_default(),
+            firing
+                .matched
+                .pid
+                .map(|p| p.to_string())
+                .unwrap_or_default(),
+        )
+        .env(
+            "WEFT_TRIGGER_TRACE_ID",
+            (firing.matched.trace)
+                .map(|trace| format!("{trace:032x}"))
+                .unwrap_or_default(),
         )
         .env("WEFT_TRIGGER_NOTE", firing.note)
         .stdin(std::process::Stdio::null())
@@ -728,6 +777,7 @@ impl Rule {
             capped: 0,
             suppressed: 0,
             fired_now: false,
+            traces: Vec::new(),
         }
     }
 }
@@ -786,6 +836,7 @@ fn bind(catalog: &weft_query::Catalog, text: &str) -> Result<Option<Test>> {
         thresholds,
         pid: source.columns.iter().position(|c| c.name == "pid"),
         tid: source.columns.iter().position(|c| c.name == "tid"),
+        trace: (source.columns.iter()).position(|c| matches!(c.kind, Kind::Id(_))),
         columns: source.columns.clone(),
     }))
 }

@@ -816,6 +816,84 @@ fn start_net_recording(dir: &std::path::Path, extra: &[&str]) -> Running {
     Running::start(&args, "weft: recording")
 }
 
+/// Application records carry W3C trace and span ids (from a `traceparent`
+/// header): queries filter, list and group by them as 32 and 16 hex
+/// digits, and a trigger firing on a record with one says which trace, on
+/// stderr, in `weft.json` and in `weft info`.
+#[test]
+fn app_records_carry_w3c_trace_ids_to_queries_and_triggers() {
+    use weft_client::{Client, Kind, traceparent};
+    let test = "app_records_carry_w3c_trace_ids_to_queries_and_triggers";
+    if !needs(test, &[Need::Root]) {
+        return;
+    }
+    let dir = capture_dir("app-trace");
+    let dir_arg = dir.to_str().unwrap();
+    let running = Running::start(
+        &[
+            "record",
+            "--sources",
+            "app",
+            "--trigger",
+            "requests where latency > 1ms",
+            "-o",
+            dir_arg,
+        ],
+        "weft: recording",
+    );
+    let mut client = Client::connect().unwrap();
+    let fields = [
+        ("latency", Kind::Duration),
+        ("trace", Kind::TraceId),
+        ("span", Kind::SpanId),
+    ];
+    client.define("requests", &fields).unwrap();
+    // 101 requests, each its own trace; the 58th (0x39) slow.
+    for i in 0..101u64 {
+        let header = format!("00-4bf92f3577b34da6a3ce{i:012x}-00f067aa0ba9{i:04x}-01");
+        let (trace, span) = traceparent(&header).unwrap();
+        let latency = if i == 0x39 { 5_000_000 } else { 10_000 };
+        client
+            .push("requests", &[latency, trace[0], trace[1], span])
+            .unwrap();
+    }
+    assert_eq!(client.sync().unwrap(), 101);
+    let finished = running.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+    let slow = "4bf92f3577b34da6a3ce000000000039";
+    let fired = format!("weft: trigger 1 (requests where latency > 1ms) fired on trace {slow}");
+    assert!(finished.stderr.contains(&fired), "{}", finished.stderr);
+    let info = run_weft(&["info", dir_arg]).1;
+    assert!(info.contains(&format!("on trace {slow}")), "{info}");
+    let metadata: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("weft.json")).unwrap()).unwrap();
+    let traces = &metadata["sessions"][0]["triggers"]["rules"][1]["traces"];
+    assert_eq!(traces[0]["trace_id"], slow, "{traces}");
+    // Filter by either id, list them, group by the trace.
+    let rows = query(
+        &dir,
+        &format!(r#"requests where trace = "{slow}" | count, max(latency)"#),
+    );
+    assert_eq!(rows[0]["count"], 1, "{rows:?}");
+    assert_eq!(rows[0]["max(latency)"], 5_000_000, "{rows:?}");
+    let rows = query(&dir, r#"requests where span = "00f067aa0ba90039" | count"#);
+    assert_eq!(rows[0]["count"], 1, "{rows:?}");
+    let listed = run_weft(&["query", dir_arg, "requests | sort latency desc | limit 1"]).1;
+    assert!(
+        listed.contains(slow) && listed.contains("00f067aa0ba90039"),
+        "{listed}"
+    );
+    let rows = query(&dir, "requests | count by trace");
+    assert_eq!(rows.len(), 101, "{rows:?}");
+    assert!(rows.iter().any(|row| row["trace"] == slow), "{rows:?}");
+    // A literal that is no trace id says what one is.
+    let (status, _, said) =
+        run_weft(&["query", dir_arg, r#"requests where trace = "xyz" | count"#]);
+    assert_eq!(status.code(), Some(2), "{said}");
+    assert!(said.contains("is a trace id: 32 hex digits"), "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn app_records_arrive_exactly_once_and_bad_lines_are_refused() {
     use std::{
@@ -857,7 +935,7 @@ fn app_records_arrive_exactly_once_and_bad_lines_are_refused() {
         ),
         (
             "source requests id:int latency:duration\nrecord requests 1\n",
-            "error 2: requests has 2 fields, this record 1 values",
+            "error 2: requests takes 2 values (one per field, two per trace_id), this record 1",
         ),
         (
             "source syscalls nr\n",

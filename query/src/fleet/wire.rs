@@ -103,7 +103,7 @@ impl Shown {
             Kind::Int => Self::Int,
             Kind::Duration => Self::Duration,
             Kind::Time => Self::Time,
-            Kind::Named(_) | Kind::Addr(_) | Kind::Bytes => Self::Text,
+            Kind::Named(_) | Kind::Addr(_) | Kind::Bytes | Kind::Hex | Kind::Id(_) => Self::Text,
         }
     }
 
