@@ -1,10 +1,10 @@
-//! Command-line arguments. These structs only parse and validate; `stat::Plan`
+//! Command-line arguments. These structs only parse and validate; `stat::StatPlan`
 //! and friends resolve them into what the probes need.
 
 use std::{path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand};
-use weft_capture::answer::Format;
+use weft_capture::answer::AnswerFormat;
 
 /// eBPF-first observability for Linux.
 #[derive(Debug, Parser)]
@@ -857,12 +857,12 @@ pub struct QueryArgs {
 
 impl QueryArgs {
     /// The output format the flags choose.
-    pub fn format(&self) -> Format {
+    pub fn format(&self) -> AnswerFormat {
         match (self.explain, self.json, self.csv) {
-            (true, _, _) => Format::Explain,
-            (_, true, _) => Format::Json,
-            (_, _, true) => Format::Csv,
-            _ => Format::Table,
+            (true, _, _) => AnswerFormat::Explain,
+            (_, true, _) => AnswerFormat::Json,
+            (_, _, true) => AnswerFormat::Csv,
+            _ => AnswerFormat::Table,
         }
     }
 }

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use weft_export::{Compression, Export, Format};
+use weft_export::{Compression, Export, FileFormat};
 
 use crate::cli::{ExportArgs, ExportCompression, ExportFormat};
 
@@ -12,12 +12,12 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
         dir: args.dir.clone(),
         output: args.output.clone(),
         format: match args.format {
-            ExportFormat::Parquet => Format::Parquet,
-            ExportFormat::Jsonl => Format::Jsonl,
-            ExportFormat::Csv => Format::Csv,
-            ExportFormat::Pcapng => Format::Pcapng,
-            ExportFormat::Folded => Format::Folded,
-            ExportFormat::Perfetto => Format::Perfetto,
+            ExportFormat::Parquet => FileFormat::Parquet,
+            ExportFormat::Jsonl => FileFormat::Jsonl,
+            ExportFormat::Csv => FileFormat::Csv,
+            ExportFormat::Pcapng => FileFormat::Pcapng,
+            ExportFormat::Folded => FileFormat::Folded,
+            ExportFormat::Perfetto => FileFormat::Perfetto,
         },
         source: args.source.clone(),
         condition: args.condition.clone(),

@@ -12,7 +12,7 @@ use weft_pt::flow::Step;
 use weft_pt::image::Image;
 use weft_pt::perf_data::PerfData;
 use weft_pt::pevent::{self, Channel};
-use weft_pt::sideband::{Format, Sideband};
+use weft_pt::sideband::{SampleFormat, Sideband};
 use weft_pt::threads::{Router, Stretches, TscToNs};
 use weft_pt::time::Clocks;
 use weft_pt_capture::decode::{
@@ -67,7 +67,7 @@ fn dump(args: &PtDumpArgs) -> anyhow::Result<ExitCode> {
 
 /// The sideband session the options ask for, and how to show it; `None`
 /// without `--pevent-primary` or `--pevent-secondary`.
-fn sideband(args: &SidebandArgs) -> anyhow::Result<Option<(Sideband<'static>, Format)>> {
+fn sideband(args: &SidebandArgs) -> anyhow::Result<Option<(Sideband<'static>, SampleFormat)>> {
     let config = pevent::Config {
         sample_type: args.pevent_sample_type,
         sample_types: Vec::new(),
@@ -95,7 +95,7 @@ fn sideband(args: &SidebandArgs) -> anyhow::Result<Option<(Sideband<'static>, Fo
     };
     let session = Sideband::new(channels, Box::new(read))
         .with_kernel_start(args.pevent_kernel_start.unwrap_or(u64::MAX));
-    let format = Format {
+    let format = SampleFormat {
         compact: args.sb_compact,
         verbose: args.sb_verbose,
         filename: args.sb_filename,

@@ -1,5 +1,5 @@
 //! `weft record`: syscalls and the other sources into a capture directory,
-//! headless. The arguments become a plain [`Plan`], which
+//! headless. The arguments become a plain [`RecordPlan`], which
 //! `weft_recording::record` carries out.
 
 use std::process::ExitCode;
@@ -9,7 +9,7 @@ use weft_kernel::tc::NetOptions;
 use weft_recording::{
     command::Command,
     peers::PeerPlan,
-    record::{Chosen, Plan, Triggering, ns, record},
+    record::{Chosen, RecordPlan, Triggering, ns, record},
     trigger,
 };
 
@@ -34,21 +34,21 @@ pub fn plain(
     capture: &CaptureArgs,
     dir: std::path::PathBuf,
     command: Option<&Command>,
-) -> Result<Plan> {
+) -> Result<RecordPlan> {
     let (options, drain_interval) = resolve::probe_options(filter, capture, command)?;
-    Ok(Plan {
+    Ok(RecordPlan {
         decode_pt: Some(pt_demand::decode),
         // The other sources take the syscalls' cgroup filter too.
         cgroup: options.filter.cgroup,
-        ..Plan::new(Chosen::named(sources)?, options, drain_interval, dir)
+        ..RecordPlan::new(Chosen::named(sources)?, options, drain_interval, dir)
     })
 }
 
 /// What `weft record`'s arguments say.
-fn plan(args: &RecordArgs, command: Option<&Command>) -> Result<Plan> {
+fn plan(args: &RecordArgs, command: Option<&Command>) -> Result<RecordPlan> {
     let output = &args.output;
     let triggers = &output.triggers;
-    Ok(Plan {
+    Ok(RecordPlan {
         net: NetOptions {
             interfaces: args.interface.clone(),
             ports: args.port.clone(),

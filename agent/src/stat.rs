@@ -1,4 +1,4 @@
-//! `weft stat`: the arguments become a plain [`Plan`], which
+//! `weft stat`: the arguments become a plain [`StatPlan`], which
 //! `weft_recording::stat` runs, printing to stdout.
 
 use std::process::ExitCode;
@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use weft_recording::{
     command::Command,
-    stat::{self, By, Plan},
+    stat::{self, By, StatPlan},
 };
 
 use crate::{
@@ -23,12 +23,12 @@ pub fn run(args: &StatArgs) -> Result<ExitCode> {
 }
 
 /// Resolves names to numbers and checks that pids exist.
-fn plan(args: &StatArgs, command: Option<&Command>) -> Result<Plan> {
+fn plan(args: &StatArgs, command: Option<&Command>) -> Result<StatPlan> {
     let (options, drain_interval) = resolve::probe_options(&args.filter, &args.capture, command)?;
     if args.output.interval.is_some_and(|i| i.is_zero()) {
         bail!("--interval must be greater than zero");
     }
-    Ok(Plan {
+    Ok(StatPlan {
         options,
         duration: args.output.duration,
         interval: args.output.interval,

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
-use weft_oneliner::Format;
+use weft_oneliner::OutputFormat;
 use weft_recording::oneliner::{self, Action, Options};
 
 use crate::cli::{TraceArgs, TraceFormat};
@@ -23,9 +23,9 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         command: args.command.clone(),
         pid: args.pid,
         format: match args.format {
-            TraceFormat::Text => Format::Text,
-            TraceFormat::Json => Format::Json,
-            TraceFormat::Folded => Format::Folded,
+            TraceFormat::Text => OutputFormat::Text,
+            TraceFormat::Json => OutputFormat::Json,
+            TraceFormat::Folded => OutputFormat::Folded,
         },
         action: if args.list.list {
             Action::List

@@ -17,7 +17,7 @@ use crate::open::Capture;
 
 /// How an answer is printed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
+pub enum AnswerFormat {
     /// Aligned columns, times as wall-clock when the capture knows its offset.
     Table,
     /// One JSON object per row.
@@ -28,7 +28,7 @@ pub enum Format {
     Explain,
 }
 
-impl Format {
+impl AnswerFormat {
     /// The format's name on the live socket.
     pub fn name(self) -> &'static str {
         match self {
@@ -54,7 +54,7 @@ pub fn answer(
     capture: &Capture,
     snapshot: &Snapshot,
     query: &str,
-    format: Format,
+    format: AnswerFormat,
     now: Option<u64>,
     full_scan: bool,
 ) -> Result<String> {
@@ -66,21 +66,21 @@ pub fn answer(
 /// `answer` printed in `format`; `elapsed` is the time it took.
 pub fn print(
     answer: &weft_query::Answer,
-    format: Format,
+    format: AnswerFormat,
     wall_offset: Option<i64>,
     elapsed: Duration,
 ) -> String {
     match format {
-        Format::Explain => explain(answer, elapsed),
-        Format::Json => answer.to_json_lines(),
-        Format::Csv => answer.to_csv(),
+        AnswerFormat::Explain => explain(answer, elapsed),
+        AnswerFormat::Json => answer.to_json_lines(),
+        AnswerFormat::Csv => answer.to_csv(),
         // A person reading the table is told what it lacks.
-        Format::Table if answer.lost > 0 => format!(
+        AnswerFormat::Table if answer.lost > 0 => format!(
             "{}({} records of this source were lost in this window: the answer lacks them)\n",
             answer.to_table(wall_offset),
             answer.lost
         ),
-        Format::Table => answer.to_table(wall_offset),
+        AnswerFormat::Table => answer.to_table(wall_offset),
     }
 }
 

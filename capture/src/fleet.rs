@@ -15,7 +15,7 @@ use weft_query::{
 use weft_store::Snapshot;
 
 use crate::{
-    answer::Format,
+    answer::AnswerFormat,
     capture,
     metadata::{self, Metadata},
     open::Capture,
@@ -105,13 +105,13 @@ fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T> {
 
 /// Answers `query` over `hosts`, printed in `format` (times in a fleet's
 /// answers are wall-clock).
-pub fn answer(hosts: &mut [&mut dyn Host], query: &str, format: Format) -> Result<String> {
+pub fn answer(hosts: &mut [&mut dyn Host], query: &str, format: AnswerFormat) -> Result<String> {
     let started = std::time::Instant::now();
     let fleet = weft_query::fleet::answer(query, hosts).map_err(|e| match e {
         weft_query::Error::Query { .. } => anyhow::anyhow!("{}", e.render(query)),
         other => anyhow::anyhow!(other),
     })?;
-    if format == Format::Explain {
+    if format == AnswerFormat::Explain {
         // The hosts' store work is theirs: what crossed is what matters.
         return Ok(format!(
             "{}\nrows: {}\ntime: {:.3} ms\n",

@@ -48,7 +48,7 @@ pub struct Export {
     pub dir: PathBuf,
     /// The file to write (with `partition`, the directory).
     pub output: PathBuf,
-    pub format: Format,
+    pub format: FileFormat,
     /// The source whose records to write.
     pub source: String,
     /// A condition of the query language the records must meet.
@@ -90,7 +90,7 @@ impl Compression {
 
 /// What an export writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
+pub enum FileFormat {
     /// Apache Parquet, one row group per million rows.
     Parquet,
     /// One JSON object per line.
@@ -127,11 +127,11 @@ pub fn run(export: &Export) -> Result<String> {
         create_temp(&export.output)?
     };
     let written = match export.format {
-        Format::Pcapng => write_pcapng(&snapshot, &metadata, file)
+        FileFormat::Pcapng => write_pcapng(&snapshot, &metadata, file)
             .with_context(|| format!("failed to write {}", tmp.display())),
-        Format::Folded => write_folded(&snapshot, file)
+        FileFormat::Folded => write_folded(&snapshot, file)
             .with_context(|| format!("failed to write {}", tmp.display())),
-        Format::Perfetto => catalog()
+        FileFormat::Perfetto => catalog()
             .and_then(|catalog| write_perfetto(export, &snapshot, &catalog, &metadata, file)),
         _ => catalog().and_then(|catalog| write_rows(export, &snapshot, &catalog, file, &tmp)),
     };
@@ -157,7 +157,7 @@ pub fn run(export: &Export) -> Result<String> {
             return Err(error);
         }
     };
-    let what = if export.format == Format::Perfetto {
+    let what = if export.format == FileFormat::Perfetto {
         "records of every source"
     } else {
         &format!("{} records", export.source)
@@ -367,19 +367,19 @@ fn write_pcapng(snapshot: &weft_store::Snapshot, metadata: &Metadata, file: File
 
 /// Refuses what a format cannot do, before anything is written.
 fn check(export: &Export) -> Result<()> {
-    if export.partition && export.format != Format::Parquet {
+    if export.partition && export.format != FileFormat::Parquet {
         bail!("--partition writes Parquet: leave out --format or give --format parquet");
     }
     if export.partition && export.output.as_os_str() == "-" {
         bail!("--partition writes a directory of files: -o - (standard output) cannot hold them");
     }
-    if export.format == Format::Perfetto && export.condition.is_some() {
+    if export.format == FileFormat::Perfetto && export.condition.is_some() {
         bail!("--format perfetto writes every source: leave out --where (--window applies)");
     }
     // The formats of one source that write all of it.
     let whole = match export.format {
-        Format::Pcapng => Some(("pcapng", ["net", "packets"])),
-        Format::Folded => Some(("folded", ["calls", "calls"])),
+        FileFormat::Pcapng => Some(("pcapng", ["net", "packets"])),
+        FileFormat::Folded => Some(("folded", ["calls", "calls"])),
         _ => None,
     };
     if let Some((format, sources)) = whole {
@@ -514,20 +514,20 @@ enum Column {
 }
 
 impl Sink {
-    fn new(format: Format, file: File, compression: Compression) -> Self {
+    fn new(format: FileFormat, file: File, compression: Compression) -> Self {
         match format {
-            Format::Parquet => Self::Parquet {
+            FileFormat::Parquet => Self::Parquet {
                 file: Some(file),
                 writer: None,
                 columns: Vec::new(),
                 compression,
             },
-            Format::Jsonl | Format::Csv => Self::Lines {
+            FileFormat::Jsonl | FileFormat::Csv => Self::Lines {
                 out: BufWriter::new(file),
-                csv: format == Format::Csv,
+                csv: format == FileFormat::Csv,
                 started: false,
             },
-            Format::Pcapng | Format::Folded | Format::Perfetto => {
+            FileFormat::Pcapng | FileFormat::Folded | FileFormat::Perfetto => {
                 unreachable!("pcapng, folded and perfetto are not written by rows")
             }
         }

@@ -17,7 +17,7 @@ use anyhow::{Context as _, Result};
 use weft_query::{Cell, Header, Kind};
 
 use super::{Sink, wall::WallClock};
-use crate::{Compression, Format};
+use crate::{Compression, FileFormat};
 
 /// The partitions of one export, each written under a temporary name until
 /// all are complete.
@@ -75,7 +75,7 @@ impl Partitions {
                 .with_context(|| format!("failed to create {}", dir.display()))?;
             let path = dir.join(&self.file);
             let (tmp, file) = super::create_temp(&path)?;
-            let sink = Sink::new(Format::Parquet, file, self.compression);
+            let sink = Sink::new(FileFormat::Parquet, file, self.compression);
             self.open.insert(key.clone(), (tmp, path, sink));
         }
         let (tmp, _, sink) = self.open.get_mut(&key).expect("opened above");

@@ -48,7 +48,7 @@ pub(crate) use syntax::{params, preprocess};
 pub use check::{Attach, Plan, Target, check};
 pub use error::{Error, Span};
 pub use kernel::{Field, FieldKind, Kernel};
-pub use output::Format;
+pub use output::OutputFormat;
 pub use parse::parse;
 pub use run::{Event, Flow, KernelAggs, KernelMemory, Names, Runtime};
 pub use stack::{Frame, Stack, StackMode};

@@ -15,7 +15,7 @@ use anyhow::{Context as _, bail};
 use serde_json::json;
 use weft_pt::time::TscClock;
 
-use crate::window::{Plan, Window};
+use crate::window::{Window, WindowPlan};
 use weft_pt::perf_data::Switch;
 
 /// What a capture keeps besides the trace: how its TSC maps to
@@ -35,7 +35,7 @@ pub struct Sidebands<'a> {
 /// Write the capture into `dir`, every file new and mode 0600.
 pub fn save(
     dir: &Path,
-    plan: &Plan,
+    plan: &WindowPlan,
     window: &Window,
     sidebands: &Sidebands,
     target: &serde_json::Value,
@@ -259,7 +259,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("weft-pt-save-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir(&dir).unwrap();
-        let plan = Plan {
+        let plan = WindowPlan {
             cpus: vec![0, 2],
             aux_bytes: 4 << 20,
             duration: Duration::from_millis(100),

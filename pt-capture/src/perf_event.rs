@@ -14,7 +14,7 @@ use perf_event::events::Dynamic;
 
 use weft_abi::mapping::Mapping;
 
-use crate::window::{Aux, Plan, Traced};
+use crate::window::{Aux, Traced, WindowPlan};
 
 /// `_IO('$', 0)` and `_IO('$', 1)`.
 const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
@@ -44,7 +44,7 @@ pub struct PerfEvent {
 impl PerfEvent {
     /// Open the event for `cpu` (every process on it; the capture's
     /// sideband says which thread ran when), disabled.
-    pub fn open(pmu: &Path, plan: &Plan, cpu: u32) -> io::Result<PerfEvent> {
+    pub fn open(pmu: &Path, plan: &WindowPlan, cpu: u32) -> io::Result<PerfEvent> {
         let mut builder = Dynamic::builder(pmu)?;
         for &(name, value) in &plan.fields {
             builder.field(name, value).map_err(io::Error::other)?;

@@ -13,7 +13,7 @@ use anyhow::{Context as _, bail};
 use serde_json::json;
 use weft_pt::time::TscClock;
 
-use crate::window::{Plan, Request, read_tsc_and_monotonic, window};
+use crate::window::{Request, WindowPlan, read_tsc_and_monotonic, window};
 use weft_pt::perf_data::Switch;
 
 use crate::dir::{Sidebands, save};
@@ -78,7 +78,7 @@ pub fn take(caps: &Caps, options: &Options) -> anyhow::Result<Taken> {
         Target::Pid(pid) => affinity(*pid)?,
         Target::Cgroup(cgroup) => cgroup_cpus(cgroup)?,
     };
-    let plan = Plan::new(
+    let plan = WindowPlan::new(
         caps,
         &Request {
             cpus,

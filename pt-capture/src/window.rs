@@ -3,7 +3,7 @@
 //! disabled with one ioctl each. Per-CPU events rather than per-thread
 //! ones, which would reprogram PT at every context switch.
 //!
-//! [`Plan`] decides the CPUs, the AUX memory per CPU within a budget, and
+//! [`WindowPlan`] decides the CPUs, the AUX memory per CPU within a budget, and
 //! the config fields; [`window`] traces for the planned time under a
 //! watchdog thread that disables every event at a hard deadline even if
 //! the caller is stuck (and if weft dies, closing the events stops them).
@@ -44,7 +44,7 @@ pub struct Request {
 
 /// What will be opened and for how long.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
+pub struct WindowPlan {
     pub cpus: Vec<u32>,
     /// AUX bytes per CPU: a power of two number of pages.
     pub aux_bytes: u64,
@@ -76,8 +76,8 @@ pub enum PlanError {
     NoCpus,
 }
 
-impl Plan {
-    pub fn new(caps: &Caps, request: &Request) -> Result<Plan, PlanError> {
+impl WindowPlan {
+    pub fn new(caps: &Caps, request: &Request) -> Result<WindowPlan, PlanError> {
         if !DURATIONS.contains(&request.duration) {
             return Err(PlanError::Duration(request.duration));
         }
@@ -102,7 +102,7 @@ impl Plan {
                 });
             }
         }
-        Ok(Plan {
+        Ok(WindowPlan {
             cpus,
             aux_bytes,
             duration: request.duration,
@@ -176,7 +176,7 @@ pub struct Window {
 /// event is enabled and disabled exactly once, by this thread or by the
 /// watchdog at `plan.deadline`, whichever comes first.
 pub fn window<E: Traced + 'static>(
-    plan: &Plan,
+    plan: &WindowPlan,
     events: Vec<(u32, E)>,
     wait: impl FnOnce(Duration),
 ) -> io::Result<Window> {
@@ -308,12 +308,12 @@ mod tests {
     #[test]
     fn the_plan_fits_the_buffers_in_the_budget_or_says_why_not() {
         let caps = caps(&[], &["tsc"]);
-        let plan = Plan::new(&caps, &request(&[3, 1, 3, 2])).unwrap();
+        let plan = WindowPlan::new(&caps, &request(&[3, 1, 3, 2])).unwrap();
         assert_eq!(plan.cpus, [1, 2, 3]);
         assert_eq!(plan.aux_bytes, 16 << 20);
         assert_eq!(plan.deadline, Duration::from_millis(350));
         // 20 MiB rounds down to 16 MiB (a power of two pages).
-        let plan = Plan::new(
+        let plan = WindowPlan::new(
             &caps,
             &Request {
                 size: 20 << 20,
@@ -324,11 +324,11 @@ mod tests {
         assert_eq!(plan.aux_bytes, 16 << 20);
         // 32 CPUs x 16 MiB exceed 256 MiB: 8 MiB each fits.
         let many: Vec<u32> = (0..32).collect();
-        let plan = Plan::new(&caps, &request(&many)).unwrap();
+        let plan = WindowPlan::new(&caps, &request(&many)).unwrap();
         assert_eq!(plan.aux_bytes, 8 << 20);
         // 128 CPUs x 4 MiB do not.
         let all: Vec<u32> = (0..128).collect();
-        let err = Plan::new(&caps, &request(&all)).unwrap_err();
+        let err = WindowPlan::new(&caps, &request(&all)).unwrap_err();
         assert_eq!(
             err,
             PlanError::Budget {
@@ -362,7 +362,7 @@ mod tests {
             ),
             (request(&[]), "no CPU"),
         ] {
-            let err = Plan::new(&caps, &bad).unwrap_err().to_string();
+            let err = WindowPlan::new(&caps, &bad).unwrap_err().to_string();
             assert!(err.contains(want), "{err}");
         }
     }
@@ -420,8 +420,8 @@ mod tests {
         }
     }
 
-    fn plan(cpus: &[u32]) -> Plan {
-        Plan::new(&caps(&[], &["tsc"]), &request(cpus)).unwrap()
+    fn plan(cpus: &[u32]) -> WindowPlan {
+        WindowPlan::new(&caps(&[], &["tsc"]), &request(cpus)).unwrap()
     }
 
     fn ops(fake: &Fake) -> Vec<&'static str> {

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 use crate::Errata;
 use crate::packet::{self, IpKind, Packet, Packets};
-use crate::sideband::{Format, Sideband};
+use crate::sideband::{SampleFormat, Sideband};
 use crate::time::{Clock, Clocks, Note};
 
 /// What the listing shows.
@@ -77,7 +77,7 @@ pub fn dump(trace: &[u8], opts: Options, out: &mut dyn Write) -> io::Result<usiz
 pub fn dump_with(
     trace: &[u8],
     opts: Options,
-    mut sideband: Option<(&mut Sideband, Format)>,
+    mut sideband: Option<(&mut Sideband, SampleFormat)>,
     out: &mut dyn Write,
 ) -> io::Result<usize> {
     let mut packets = Packets::with_errata(trace, opts.errata);
@@ -177,7 +177,7 @@ fn is_timing(packet: &Packet) -> bool {
 /// Print (and forget) sideband notes; problems show as ptdump's errors.
 /// Returns how many were errors.
 fn show_notes(
-    format: Format,
+    format: SampleFormat,
     notes: &mut Vec<crate::sideband::Note>,
     out: &mut dyn Write,
 ) -> io::Result<usize> {

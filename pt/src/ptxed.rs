@@ -5,7 +5,7 @@ use std::fmt::{self, Display, Formatter};
 
 use crate::flow::{Event, Step};
 use crate::packet::{c_state, wake_name};
-use crate::sideband::{Format, Note};
+use crate::sideband::{Note, SampleFormat};
 
 /// A step as ptxed prints it; `event_ips` as `ptxed --event:ip`, which adds
 /// the IP libipt gives an event (where the trace did not suppress it),
@@ -14,7 +14,7 @@ pub struct Ptxed<'a> {
     pub step: &'a Step,
     pub event_ips: bool,
     pub times: bool,
-    pub sideband: Format,
+    pub sideband: SampleFormat,
 }
 
 impl Step {
@@ -24,7 +24,7 @@ impl Step {
             step: self,
             event_ips,
             times: false,
-            sideband: Format::default(),
+            sideband: SampleFormat::default(),
         }
     }
 }
@@ -32,7 +32,7 @@ impl Step {
 impl Step {
     /// Whether ptxed prints this step: errors always, sideband as `sideband`
     /// asks (its errors always), everything else unless `quiet`.
-    pub fn shown_by_ptxed(&self, sideband: Format, quiet: bool) -> bool {
+    pub fn shown_by_ptxed(&self, sideband: SampleFormat, quiet: bool) -> bool {
         match self {
             Step::Event(Event::Error { .. }, _) => true,
             Step::Sideband(note @ Note::Problem { .. }) => sideband.shows(note),
@@ -52,7 +52,7 @@ impl Ptxed<'_> {
 
     /// Sideband records as `format` shows them (`ptxed --sb:*`).
     #[must_use]
-    pub fn with_sideband(mut self, format: Format) -> Self {
+    pub fn with_sideband(mut self, format: SampleFormat) -> Self {
         self.sideband = format;
         self
     }

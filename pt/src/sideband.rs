@@ -72,7 +72,7 @@ impl Problem {
     clippy::struct_excessive_bools,
     reason = "ptdump's switches, one field each"
 )]
-pub struct Format {
+pub struct SampleFormat {
     /// `--sb:compact`: one line per record.
     pub compact: bool,
     /// `--sb:verbose`: one line per field.
@@ -89,7 +89,7 @@ pub struct Format {
     pub warnings: bool,
 }
 
-impl Format {
+impl SampleFormat {
     /// Whether records are shown at all.
     pub fn shows_records(self) -> bool {
         self.compact || self.verbose
@@ -114,9 +114,9 @@ impl Format {
     }
 }
 
-/// A record under a [`Format`].
+/// A record under a [`SampleFormat`].
 pub struct Shown<'a> {
-    format: Format,
+    format: SampleFormat,
     channel: &'a str,
     record: &'a Record,
 }
@@ -556,14 +556,14 @@ impl<'a> Sideband<'a> {
 impl Note {
     /// The note as ptxed prints it (ptdump's listing prints records the
     /// same way, and problems as errors).
-    pub fn show(&self, format: Format) -> impl Display + '_ {
+    pub fn show(&self, format: SampleFormat) -> impl Display + '_ {
         ShownNote { note: self, format }
     }
 }
 
 struct ShownNote<'a> {
     note: &'a Note,
-    format: Format,
+    format: SampleFormat,
 }
 
 impl Display for ShownNote<'_> {

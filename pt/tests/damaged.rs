@@ -7,7 +7,7 @@ mod common;
 use weft_pt::dump::{Options, TimeColumn};
 use weft_pt::flow::{Event, Flow, Step};
 use weft_pt::pevent;
-use weft_pt::sideband::{Format, Sideband};
+use weft_pt::sideband::{SampleFormat, Sideband};
 use weft_pt::time::Clocks;
 
 /// A small deterministic generator, so a failure names a reproducible case.
@@ -93,10 +93,10 @@ fn a_damaged_sideband_record_is_an_error_at_its_offset() {
     let sideband = Sideband::new(vec![channel], Box::new(|n| case.file(n)))
         .with_kernel_start(0xffff_ffff_8000_0000);
     let (trace, image) = (case.trace(), case.image());
-    let format = Format {
+    let format = SampleFormat {
         compact: true,
         offset: true,
-        ..Format::default()
+        ..SampleFormat::default()
     };
     let mut lines = Vec::new();
     Flow::new(&trace, &image, weft_pt::Errata::default())

@@ -13,7 +13,7 @@ use common::Case;
 use weft_pt::Errata;
 use weft_pt::dump::{self, Options, TimeColumn};
 use weft_pt::flow::{Flow, Step};
-use weft_pt::sideband::Format;
+use weft_pt::sideband::SampleFormat;
 
 /// Lines with their whitespace runs collapsed: ptdump's column widths in the
 /// expectations were typed by the test authors, not printed by ptdump.
@@ -25,8 +25,8 @@ fn normalise(text: &str) -> Vec<String> {
 }
 
 /// The `--sb:*` options among `options`, which are taken out.
-fn sideband_format(options: &str) -> (Format, Vec<&str>) {
-    let mut format = Format::default();
+fn sideband_format(options: &str) -> (SampleFormat, Vec<&str>) {
+    let mut format = SampleFormat::default();
     let mut rest = Vec::new();
     for option in options.split_whitespace() {
         match option {

@@ -7,7 +7,7 @@
 //!
 //! # Overview
 //!
-//! - [`record`]: a recording from its [`record::Plan`]: probes, store,
+//! - [`record`]: a recording from its [`record::RecordPlan`]: probes, store,
 //!   sockets, the session, and the report of what was kept and lost.
 //! - [`session`]: the capture loop `stat` and `record` share: drain every
 //!   probe's rings on a timer, tick, stop, detach, account for every record;

@@ -39,7 +39,7 @@ use crate::{
     socket::{self, Slots},
 };
 use weft_capture::{
-    answer::{self, Format},
+    answer::{self, AnswerFormat},
     open::Capture,
 };
 
@@ -187,7 +187,7 @@ fn latencies(metrics: &Metrics) -> Result<[MetricFamily; 2]> {
         &metrics.capture,
         &snapshot,
         &text,
-        Format::Json,
+        AnswerFormat::Json,
         Some(now),
         false,
     )?;

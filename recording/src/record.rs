@@ -4,7 +4,7 @@
 //! `weft.json` completed and what was recorded and lost reported.
 //!
 //! `weft record` and the terminal UI resolve their arguments into a
-//! [`Plan`]; nothing here reads the command line.
+//! [`RecordPlan`]; nothing here reads the command line.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -49,7 +49,7 @@ use weft_capture::{
 
 /// A recording, resolved from the command line once: which probes with
 /// which filters, where to store and how much, which triggers.
-pub struct Plan {
+pub struct RecordPlan {
     pub sources: Chosen,
     /// The syscall probe's options; their filter also filters the other
     /// sources.
@@ -88,7 +88,7 @@ pub struct Triggering {
     pub pt: Option<(Duration, CapturePt)>,
 }
 
-impl Plan {
+impl RecordPlan {
     /// `sources` with the syscall probe's `options`, into a new capture
     /// `dir`, without limits, triggers or metrics.
     pub fn new(sources: Chosen, options: Options, drain_interval: Duration, dir: PathBuf) -> Self {
@@ -141,7 +141,7 @@ pub struct UiLink {
 ///
 /// With `command`, recording also ends when the command exits (its cgroup
 /// is the plan's filter).
-pub fn record(plan: &Plan, ui: Option<UiLink>, command: Option<Command>) -> Result<String> {
+pub fn record(plan: &RecordPlan, ui: Option<UiLink>, command: Option<Command>) -> Result<String> {
     let dir = &plan.dir;
     ebpf::check_privileges()?;
     let mut fresh = capture::prepare_dir(dir, plan.append)?;
@@ -247,7 +247,7 @@ pub fn record(plan: &Plan, ui: Option<UiLink>, command: Option<Command>) -> Resu
 /// Serves the metrics and the peer port the plan asks for; returns the
 /// latency histograms the recorder counts for the metrics.
 fn serve_ports(
-    plan: &Plan,
+    plan: &RecordPlan,
     store: &Store,
     health: Option<&Arc<Mutex<Health>>>,
     peer: Option<&peers::Side>,
@@ -280,7 +280,7 @@ fn serve_ports(
 /// The plan's triggers over `store`; a PT capture they take sends its
 /// calls to `calls`.
 fn triggers(
-    plan: &Plan,
+    plan: &RecordPlan,
     store: &Store,
     calls: &Sender<pt_calls::Decoded>,
     peer: Option<&peers::Side>,
@@ -313,7 +313,7 @@ fn triggers(
 }
 
 /// Loads and attaches the chosen probes, and opens the application socket.
-fn load_probes(plan: &Plan) -> Result<Probes> {
+fn load_probes(plan: &RecordPlan) -> Result<Probes> {
     let (chosen, options) = (&plan.sources, &plan.options);
     let event_filter = events::Filter {
         pids: options.filter.pids.clone(),

@@ -27,7 +27,7 @@ use crate::{
 
 /// `weft stat` resolved from its arguments.
 #[derive(Debug)]
-pub struct Plan {
+pub struct StatPlan {
     pub options: Options,
     pub duration: Option<Duration>,
     /// Print a table (or JSON object) this often, besides the total.
@@ -357,7 +357,7 @@ pub fn render_json(kind: &str, elapsed: Duration, rows: &[Row], losses: &Losses,
 ///
 /// With `command`, the capture also ends when the command exits (its
 /// cgroup is the plan's filter).
-pub fn run(plan: &Plan, command: Option<Command>, out: &mut dyn Write) -> Result<()> {
+pub fn run(plan: &StatPlan, command: Option<Command>, out: &mut dyn Write) -> Result<()> {
     ebpf::check_privileges()?;
     // Before the load, so that no run of the programs goes uncounted.
     let _stats = plan.cost.then(ebpf::enable_run_stats).transpose()?;
@@ -462,7 +462,7 @@ impl Tasks {
 
 /// `stat`'s consumer: histograms per interval, printed each tick.
 struct Table<'a> {
-    plan: &'a Plan,
+    plan: &'a StatPlan,
     out: &'a mut dyn Write,
     total: Stats,
     current: Stats,
@@ -528,7 +528,7 @@ struct Rows<'a> {
 
 /// Prints one table or JSON object; returns false when `out` is closed.
 fn emit(
-    plan: &Plan,
+    plan: &StatPlan,
     out: &mut dyn Write,
     kind: &str,
     elapsed: Duration,
@@ -597,7 +597,11 @@ fn syscall_account(accounting: &Accounting) -> Option<&probe::Account> {
 }
 
 /// Each program's runs and time since `before` (with `--cost`).
-fn program_costs(plan: &Plan, accounting: &Accounting, before: &[ProgramCost]) -> Vec<ProgramCost> {
+fn program_costs(
+    plan: &StatPlan,
+    accounting: &Accounting,
+    before: &[ProgramCost],
+) -> Vec<ProgramCost> {
     if !plan.cost {
         return Vec::new();
     }

@@ -20,7 +20,7 @@ use crate::{
     check::{Attach, MapKind, Plan},
     kernel::FieldKind,
     limits::Limits,
-    output::{Agg, Format},
+    output::{Agg, OutputFormat},
     stack::{Stack, StackMode},
     value::{Type, Value, c_string},
 };
@@ -109,7 +109,7 @@ pub struct Runtime<'p> {
     key: Vec<Value>,
     /// What reads the aggregations the kernel keeps (`Attach::agg`).
     kernel: Option<RefCell<Box<dyn KernelAggs>>>,
-    format: Format,
+    format: OutputFormat,
     /// `nsecs` when the program started, for `elapsed`.
     start_ns: u64,
     /// The `-c` command's pid (`cpid`), 0 without one.
@@ -138,7 +138,7 @@ enum Jump {
 const MAX_ROUNDS: u64 = 1 << 20;
 
 impl<'p> Runtime<'p> {
-    pub fn new(plan: &'p Plan, format: Format, start_ns: u64) -> Self {
+    pub fn new(plan: &'p Plan, format: OutputFormat, start_ns: u64) -> Self {
         Self {
             plan,
             maps: vec![hashbrown::HashMap::new(); plan.maps.len()],
@@ -244,7 +244,7 @@ impl<'p> Runtime<'p> {
     /// Prints every map, as bpftrace does on exit: after two empty lines,
     /// in JSON too (not in folded stacks, which flame graph tools read).
     pub fn print_all(&self, out: &mut dyn Write) -> std::io::Result<()> {
-        if self.format != Format::Folded {
+        if self.format != OutputFormat::Folded {
             out.write_all(b"\n\n")?;
         }
         self.print_maps(out)
@@ -471,7 +471,7 @@ impl<'p> Runtime<'p> {
                 };
                 let mut line = joined(scope.event.join, separator);
                 // bpftrace ends the line in text; JSON's data has no newline.
-                if !matches!(self.format, Format::Json) {
+                if !matches!(self.format, OutputFormat::Json) {
                     line.push('\n');
                 }
                 output::text(self.format, "join", &line, out)?;
@@ -1235,7 +1235,7 @@ mod tests {
         limits: Limits,
     ) -> (String, Vec<(String, u64)>) {
         let plan = checked(text);
-        let mut runtime = Runtime::new(&plan, Format::Text, 0);
+        let mut runtime = Runtime::new(&plan, OutputFormat::Text, 0);
         runtime.set_limits(limits);
         let mut out = Vec::new();
         for (pid, comm, ret) in events {
@@ -1351,7 +1351,7 @@ mod tests {
             "(1, cat, (5, x))\n5 cat 1\n\n\n@s: cat\n@t[1]: (1, cat, (5, x))\n"
         );
         let plan = checked(program);
-        let mut runtime = Runtime::new(&plan, Format::Json, 0);
+        let mut runtime = Runtime::new(&plan, OutputFormat::Json, 0);
         let raw = exit_read(5);
         let event = Event {
             pid: 1,
@@ -1404,7 +1404,7 @@ mod tests {
         let plan = checked(
             r#"tracepoint:syscalls:sys_exit_read { printf("[%s]\n", username); @[username] = count(); }"#,
         );
-        let mut runtime = Runtime::new(&plan, Format::Text, 0);
+        let mut runtime = Runtime::new(&plan, OutputFormat::Text, 0);
         let raw = exit_read(0);
         let mut out = Vec::new();
         for uid in [0, 4_000_000_000] {
@@ -1504,7 +1504,7 @@ mod tests {
     fn a_kernel_word_by_its_symbol() {
         let plan =
             checked(r#"BEGIN { $a = kaddr("avenrun"); printf("%d %d\n", *($a + 8) >> 11, *$a); }"#);
-        let mut runtime = Runtime::new(&plan, Format::Text, 0);
+        let mut runtime = Runtime::new(&plan, OutputFormat::Text, 0);
         runtime.set_kernel_memory(Box::new(Avenrun));
         let mut out = Vec::new();
         runtime.event(&Event::default(), &mut out).unwrap();
@@ -1532,7 +1532,7 @@ mod tests {
             "tracepoint:syscalls:sys_exit_read { @h[comm, probe] = hist(args.ret); } tracepoint:syscalls:sys_exit_read { @m[pid] = min(args.ret); }",
         );
         assert!(plan.attaches.iter().all(|a| a.agg.is_some()));
-        let mut runtime = Runtime::new(&plan, Format::Text, 0);
+        let mut runtime = Runtime::new(&plan, OutputFormat::Text, 0);
         let raw = exit_read(5);
         let event = Event {
             attach: 0,
@@ -1609,7 +1609,7 @@ mod tests {
              tracepoint:syscalls:sys_exit_read { printf(\"%d %d\\n\", nsecs - @start[tid], @start[tid]); delete(@start[tid]); }";
         let plan = checked(text);
         assert!(plan.attaches[1].start.is_some());
-        let mut runtime = Runtime::new(&plan, Format::Text, 0);
+        let mut runtime = Runtime::new(&plan, OutputFormat::Text, 0);
         let mut out = Vec::new();
         for start in [1000, 0] {
             let event = Event {
@@ -1637,7 +1637,7 @@ mod tests {
         );
 
         let plan = checked(&format!("{text} END {{ clear(@start); }}"));
-        let mut runtime = Runtime::new(&plan, Format::Text, 0);
+        let mut runtime = Runtime::new(&plan, OutputFormat::Text, 0);
         runtime.set_kernel_aggs(Box::new(Entries(Vec::new(), vec![(left(7), 300)])));
         runtime.take_kernel_starts();
         let mut out = Vec::new();
@@ -1672,7 +1672,7 @@ mod tests {
         let plan = checked(
             r#"tracepoint:syscalls:sys_exit_read { printf("%s %s %s %s\n", usym(args.ret), usym(args.ret + 0x1000), ksym(0x8100), ksym(0)); }"#,
         );
-        let mut runtime = Runtime::new(&plan, Format::Text, 0);
+        let mut runtime = Runtime::new(&plan, OutputFormat::Text, 0);
         runtime.set_names(Box::new(OneEach));
         let raw = exit_read(0x1010);
         let event = Event {
@@ -1700,7 +1700,7 @@ mod tests {
         }
         // After the empty slot: not printed.
         block[4 * JOIN_ARG_LEN] = b'x';
-        let run = |format: Format, block: &[u8]| {
+        let run = |format: OutputFormat, block: &[u8]| {
             let mut runtime = Runtime::new(&plan, format, 0);
             let event = Event {
                 join: block,
@@ -1711,16 +1711,16 @@ mod tests {
             String::from_utf8(out).unwrap()
         };
         assert_eq!(
-            run(Format::Text, &block),
+            run(OutputFormat::Text, &block),
             "ls -l two words\nls,-l,two words\n"
         );
         assert_eq!(
-            run(Format::Json, &block),
+            run(OutputFormat::Json, &block),
             "{\"type\": \"join\", \"data\": \"ls -l two words\"}\n{\"type\": \"join\", \"data\": \"ls,-l,two words\"}\n"
         );
         // Every slot full: all sixteen, each cut at its length.
         let full = vec![b'a'; JOIN_ARGS * JOIN_ARG_LEN];
-        let line = run(Format::Text, &full);
+        let line = run(OutputFormat::Text, &full);
         let first = line.lines().next().unwrap();
         assert_eq!(first.split(' ').count(), JOIN_ARGS);
         assert!(first.split(' ').all(|arg| arg.len() == JOIN_ARG_LEN));

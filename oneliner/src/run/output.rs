@@ -14,7 +14,7 @@ use crate::{
 
 /// How results print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub enum OutputFormat {
     /// bpftrace's text layout.
     Text,
     /// One JSON object per line, as `bpftrace -f json`.
@@ -181,33 +181,38 @@ pub fn linear_bucket(v: i64, min: i64, max: i64, step: i64) -> usize {
 }
 
 /// Text a probe printed (`printf`, `time`).
-pub fn text(format: Format, kind: &str, text: &str, out: &mut dyn Write) -> std::io::Result<()> {
+pub fn text(
+    format: OutputFormat,
+    kind: &str,
+    text: &str,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     match format {
-        Format::Text | Format::Folded => out.write_all(text.as_bytes()),
-        Format::Json => writeln!(out, "{}", json::line(kind, &Json::string(text))),
+        OutputFormat::Text | OutputFormat::Folded => out.write_all(text.as_bytes()),
+        OutputFormat::Json => writeln!(out, "{}", json::line(kind, &Json::string(text))),
     }
 }
 
 /// `print(value)`.
-pub fn value(format: Format, value: &Value, out: &mut dyn Write) -> std::io::Result<()> {
+pub fn value(format: OutputFormat, value: &Value, out: &mut dyn Write) -> std::io::Result<()> {
     match format {
-        Format::Text | Format::Folded => writeln!(out, "{value}"),
-        Format::Json => writeln!(out, "{}", json::line("value", &Json::value(value))),
+        OutputFormat::Text | OutputFormat::Folded => writeln!(out, "{value}"),
+        OutputFormat::Json => writeln!(out, "{}", json::line("value", &Json::value(value))),
     }
 }
 
 /// `print(value)` of an unsigned value.
-pub fn unsigned(format: Format, value: u64, out: &mut dyn Write) -> std::io::Result<()> {
+pub fn unsigned(format: OutputFormat, value: u64, out: &mut dyn Write) -> std::io::Result<()> {
     match format {
-        Format::Text | Format::Folded => writeln!(out, "{value}"),
-        Format::Json => writeln!(out, "{}", json::line("value", &Json::int(value))),
+        OutputFormat::Text | OutputFormat::Folded => writeln!(out, "{value}"),
+        OutputFormat::Json => writeln!(out, "{}", json::line("value", &Json::int(value))),
     }
 }
 
 /// Prints a map: elements sorted ascending, the `top` largest only when
 /// non-zero, values divided by `div`.
 pub fn print_map<'a>(
-    format: Format,
+    format: OutputFormat,
     info: &MapInfo,
     elements: impl IntoIterator<Item = (&'a Vec<Value>, &'a Agg)>,
     top: usize,
@@ -239,9 +244,9 @@ pub fn print_map<'a>(
         sorted.push((&no_key, &zero));
     }
     match format {
-        Format::Text => print_text(info, &sorted, div, out),
-        Format::Json => print_json(info, &sorted, div, out),
-        Format::Folded => print_folded(&sorted, div, out),
+        OutputFormat::Text => print_text(info, &sorted, div, out),
+        OutputFormat::Json => print_json(info, &sorted, div, out),
+        OutputFormat::Folded => print_folded(&sorted, div, out),
     }
 }
 
@@ -635,7 +640,7 @@ mod tests {
             (vec![perf], one),
         ]);
         let mut out = Vec::new();
-        print_map(Format::Folded, &info, &map, 0, 1, &mut out).unwrap();
+        print_map(OutputFormat::Folded, &info, &map, 0, 1, &mut out).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "7 1\n0x7f10 ([unknown]);main+4 (/bin/sleeper) 1\nsleep:er;do_nanosleep+7;schedule+10 3\n"
@@ -661,7 +666,7 @@ mod tests {
         }
         let map = HashMap::from([(vec![], agg)]);
         let mut out = Vec::new();
-        print_map(Format::Text, &info, &map, 0, 1, &mut out).unwrap();
+        print_map(OutputFormat::Text, &info, &map, 0, 1, &mut out).unwrap();
         let expected = "@b: \n\
 [0]                    2 |@@@@                                                |\n\
 [1]                    0 |                                                    |\n\
@@ -701,7 +706,7 @@ mod tests {
         }
         let map = HashMap::from([(vec![], agg)]);
         let mut out = Vec::new();
-        print_map(Format::Text, &info, &map, 0, 1, &mut out).unwrap();
+        print_map(OutputFormat::Text, &info, &map, 0, 1, &mut out).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "@l: \n\
@@ -720,7 +725,7 @@ mod tests {
         let key = |pid| vec![Value::Str("dd".into()), Value::Int(pid)];
         let map = HashMap::from([(key(22743), Agg::Count(23)), (key(22744), Agg::Count(5))]);
         let mut out = Vec::new();
-        print_map(Format::Text, &info, &map, 0, 1, &mut out).unwrap();
+        print_map(OutputFormat::Text, &info, &map, 0, 1, &mut out).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "@c[dd, 22744]: 5\n@c[dd, 22743]: 23\n"

@@ -11,7 +11,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
-use weft_capture::answer::Format;
+use weft_capture::answer::AnswerFormat;
 
 /// Where the recorder listens.
 pub const SOCKET: &str = "/run/weft/query.sock";
@@ -48,7 +48,7 @@ pub fn trigger(dir: Option<&Path>, note: &str) -> Result<()> {
 }
 
 /// Sends `query` to the running recorder and returns its answer.
-pub fn ask(query: &str, format: Format, full_scan: bool) -> Result<String> {
+pub fn ask(query: &str, format: AnswerFormat, full_scan: bool) -> Result<String> {
     let request = json!({ "query": query, "format": format.name(), "full_scan": full_scan });
     let mut answer = String::new();
     send("ask", &request)?.1.read_to_string(&mut answer)?;

@@ -36,7 +36,7 @@ use client::SOCKET;
 
 use crate::socket::{self, Slots};
 use weft_capture::{
-    answer::{Format, answer},
+    answer::{AnswerFormat, answer},
     open::Capture,
     pt_calls,
 };
@@ -137,8 +137,8 @@ fn handle(stream: &UnixStream, served: &Served) -> Result<()> {
     let text = request["query"].as_str().unwrap_or_default();
     let format = request["format"]
         .as_str()
-        .and_then(Format::from_name)
-        .unwrap_or(Format::Table);
+        .and_then(AnswerFormat::from_name)
+        .unwrap_or(AnswerFormat::Table);
     let full_scan = request["full_scan"].as_bool().unwrap_or(false);
     let snapshot = served.reader.snapshot();
     let now = weft_store::now_ns();

@@ -27,7 +27,7 @@ use weft_kernel::oneliner::{
     probe::{OnelinerProbe, Preload},
 };
 use weft_oneliner::{
-    Event, Flow, Format, Plan, Runtime, Target,
+    Event, Flow, OutputFormat, Plan, Runtime, Target,
     ast::period_ns,
     limits::Limits,
     plan::{KeptStart, KernelAgg, KeyPart, Sample},
@@ -51,7 +51,7 @@ pub struct Options {
     pub command: Option<String>,
     /// A running process to end with (bpftrace's `-p`).
     pub pid: Option<u32>,
-    pub format: Format,
+    pub format: OutputFormat,
     /// Run the program, or only show what it would attach.
     pub action: Action,
     /// Write the program's output to this file (mode 0600) instead of
@@ -137,11 +137,11 @@ pub fn run(args: Options) -> Result<()> {
     let probes = plan.attaches.len() - probe.left_out();
     match format {
         _ if args.quiet => {}
-        Format::Text | Format::Folded => eprintln!(
+        OutputFormat::Text | OutputFormat::Folded => eprintln!(
             "Attaching {probes} probe{}...",
             if probes == 1 { "" } else { "s" }
         ),
-        Format::Json => writeln!(
+        OutputFormat::Json => writeln!(
             out,
             "{}",
             weft_oneliner::json::line(
