@@ -31,6 +31,8 @@ pub type FieldKinds = BTreeMap<String, String>;
 /// The whole of `weft.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Metadata {
+    /// `weft-capture 1` (read as that where it is missing).
+    #[serde(default = "format")]
     pub format: String,
     /// One per recording into the capture (`--append` adds one).
     #[serde(default)]
@@ -55,10 +57,15 @@ pub struct Metadata {
     pub other: Map<String, Value>,
 }
 
+/// [`FORMAT`], owned.
+fn format() -> String {
+    FORMAT.to_owned()
+}
+
 impl Default for Metadata {
     fn default() -> Self {
         Self {
-            format: FORMAT.to_owned(),
+            format: format(),
             sessions: Vec::new(),
             app_sources: BTreeMap::new(),
             oneliner_sources: BTreeMap::new(),
@@ -471,16 +478,19 @@ pub(crate) fn metadata_or_new(dir: &Dir) -> Result<Metadata> {
     let text = dir.read(METADATA, MAX_METADATA_BYTES)?;
     let mut document: Value = serde_json::from_slice(&text)
         .with_context(|| format!("{} is not valid JSON", path.display()))?;
-    // Checked on the document as read, whichever weft wrote it. Captures
-    // from before the checksum have none.
+    // Checked on the document as read, whichever weft wrote it (captures
+    // from before the checksum have none).
     if let Some(stored) = document.as_object_mut().and_then(|m| m.remove(CHECKSUM)) {
         let text = serde_json::to_string_pretty(&document)?;
         if stored.as_str() != Some(format!("{:08x}", crc32fast::hash(text.as_bytes())).as_str()) {
             bail!("{} fails its checksum (damaged)", path.display());
         }
     }
-    serde_json::from_value(document)
-        .with_context(|| format!("{} is not a weft capture's metadata", path.display()))
+    // From the text, so that an error names its line and column.
+    let mut metadata: Metadata = serde_json::from_slice(&text)
+        .with_context(|| format!("{} is not a weft capture's metadata", path.display()))?;
+    metadata.other.remove(CHECKSUM);
+    Ok(metadata)
 }
 
 /// Replaces `weft.json` atomically (temp file, fsync, rename), mode 0600,
@@ -599,6 +609,23 @@ mod tests {
         assert_eq!(written["from_the_future"], json!([1, 2]));
         assert_eq!(written["sessions"][0]["a_new_counter"], 9);
         assert_eq!(written["oneliner_sources"]["opens"]["tid"], "int");
+    }
+
+    /// A document of the wrong shape is refused saying where.
+    #[test]
+    fn a_document_of_another_shape_is_refused_at_its_line() {
+        let path = scratch("metadata-shape");
+        Dir::open_to_write(&path).unwrap();
+        let text =
+            "{\n  \"format\": \"weft-capture 1\",\n  \"sessions\": [{\"complete\": \"yes\"}]\n}";
+        std::fs::write(path.join(METADATA), text).unwrap();
+        let error = format!("{:#}", read_metadata(&path).unwrap_err());
+        let _ = std::fs::remove_dir_all(&path);
+        assert!(
+            error.contains("is not a weft capture's metadata"),
+            "{error}"
+        );
+        assert!(error.contains("line 3"), "{error}");
     }
 
     /// A document whose numbers were changed after it was written is
