@@ -4,8 +4,10 @@
 //! consumed), keeps the last IP that compressed IPs are relative to and the
 //! time the timing packets tell, and answers the walk's questions about
 //! what comes next ("is a FUP naming this IP ahead?", "does tracing start
-//! again?") by reading ahead on a copy, never consuming. It knows nothing
-//! of instructions; `flow/` walks the code and asks.
+//! again?") by reading ahead on a copy, never consuming. It holds the
+//! branch outcomes of the last TNT packet not yet taken, as libipt's
+//! query decoder holds its TNT cache. It knows nothing of instructions;
+//! `flow/` walks the code and asks.
 
 use crate::Error;
 use crate::packet::{Ip, IpKind, Packet, Packets};
@@ -21,6 +23,10 @@ pub(crate) struct Query<'a> {
     clock: Clock,
     /// Timing packets read ahead, not yet reached by the walk.
     held_time: Vec<Packet>,
+    /// The outcomes of the TNT packet being taken, the next one in bit
+    /// `tnt_left - 1`.
+    tnt: u64,
+    tnt_left: u8,
 }
 
 impl<'a> Query<'a> {
@@ -31,7 +37,34 @@ impl<'a> Query<'a> {
             last_ip: 0,
             clock,
             held_time: Vec::new(),
+            tnt: 0,
+            tnt_left: 0,
         }
+    }
+
+    /// Whether outcomes of the last TNT packet are left to take.
+    pub(crate) fn tnt_pending(&self) -> bool {
+        self.tnt_left > 0
+    }
+
+    /// Holds a TNT packet's `count` outcomes to take; the timing packets
+    /// before it tell the time of its branches.
+    pub(crate) fn cache_tnt(&mut self, bits: u64, count: u8) {
+        self.tnt = bits;
+        self.tnt_left = count;
+        self.catch_up_time();
+    }
+
+    /// The next branch outcome held, if any (a TNT.64 with only its stop
+    /// bit holds none).
+    pub(crate) fn take_bit(&mut self) -> Option<bool> {
+        self.tnt_left = self.tnt_left.checked_sub(1)?;
+        Some(self.tnt >> self.tnt_left & 1 == 1)
+    }
+
+    /// Forgets the outcomes held (a sync, tracing disabled).
+    pub(crate) fn drop_tnt(&mut self) {
+        self.tnt_left = 0;
     }
 
     /// The packet the walk acts on next, if one has been read.
@@ -237,7 +270,7 @@ impl<'a> Query<'a> {
         }
     }
 
-    pub(crate) fn catch_up_time(&mut self) {
+    fn catch_up_time(&mut self) {
         for packet in self.held_time.drain(..) {
             self.clock.update(&packet, &mut |_| {});
         }

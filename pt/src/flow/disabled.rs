@@ -200,7 +200,7 @@ impl Flow<'_> {
     /// Fire what happens at the current IP: an asynchronous event whose FUP
     /// names it, or an event that is not bound to any IP.
     pub(super) fn at_fup_or_now(&mut self, out: &mut dyn FnMut(Step)) -> Result<bool, Lost> {
-        if self.tnt_left > 0 {
+        if self.query.tnt_pending() {
             return Ok(false);
         }
         let Some((offset, packet)) = self.query.peek()? else {
@@ -418,7 +418,7 @@ impl Flow<'_> {
             self.event(out, now_event(packet).expect("CBR and MNT are events"));
         }
         self.enabled = false;
-        self.tnt_left = 0;
+        self.query.drop_tnt();
         self.stack.clear();
         self.in_tx = false;
         // libipt resets its state at an overflow: the next MODE.Exec is

@@ -210,8 +210,6 @@ pub struct Flow<'a> {
     /// `FilterEn`), inclusive; empty when it was not.
     filter: Vec<(u64, u64)>,
     cache: Cache,
-    tnt: u64,
-    tnt_left: u8,
     /// Events waiting for the transfer they belong to.
     vmcs: Option<u64>,
     paging: Option<(u64, bool)>,
@@ -277,8 +275,6 @@ impl<'a> Flow<'a> {
             skipping: false,
             filter: Vec::new(),
             cache: Cache::default(),
-            tnt: 0,
-            tnt_left: 0,
             vmcs: None,
             paging: None,
             mode: None,
@@ -496,7 +492,7 @@ impl<'a> Flow<'a> {
                 idle = 0;
                 continue;
             }
-            if self.tnt_left == 0 && self.query.peek()?.is_none() {
+            if !self.query.tnt_pending() && self.query.peek()?.is_none() {
                 self.event(out, Event::EndOfTrace);
                 return Ok(());
             }
@@ -535,7 +531,7 @@ impl<'a> Flow<'a> {
         self.event(out, Event::Disabled { at, ip });
         self.stopped_at = Some(self.ip);
         self.enabled = false;
-        self.tnt_left = 0;
+        self.query.drop_tnt();
     }
 
     /// Run one instruction: set the next IP. Returns whether it read a packet.
@@ -591,7 +587,7 @@ impl<'a> Flow<'a> {
     }
 
     fn cond(&mut self, target: u64, next: u64, out: &mut dyn FnMut(Step)) -> Result<bool, Lost> {
-        if self.tnt_left == 0 {
+        if !self.query.tnt_pending() {
             match self.query.peek()? {
                 Some((_, Packet::Tnt { bits, count, .. })) => {
                     self.query.consume();
@@ -631,12 +627,12 @@ impl<'a> Flow<'a> {
 
     fn ret(&mut self, next: u64, out: &mut dyn FnMut(Step)) -> Result<bool, Lost> {
         let compressed =
-            self.tnt_left > 0 || matches!(self.query.peek()?, Some((_, Packet::Tnt { .. })));
+            self.query.tnt_pending() || matches!(self.query.peek()?, Some((_, Packet::Tnt { .. })));
         if !compressed {
             return self.tip(next, out);
         }
         let offset = self.query.offset();
-        if self.tnt_left == 0 {
+        if !self.query.tnt_pending() {
             let Some((_, Packet::Tnt { bits, count, .. })) = self.query.take()? else {
                 unreachable!("peeked a TNT")
             };
@@ -656,7 +652,7 @@ impl<'a> Flow<'a> {
     /// A transfer whose target only the trace knows: TIP, or TIP.PGD.
     fn tip(&mut self, next: u64, out: &mut dyn FnMut(Step)) -> Result<bool, Lost> {
         // The CPU may send the TNT of later branches before this TIP.
-        if self.tnt_left == 0
+        if !self.query.tnt_pending()
             && let Some((_, Packet::Tnt { bits, count, .. })) = self.query.peek()?
         {
             self.query.consume();
@@ -706,7 +702,7 @@ impl<'a> Flow<'a> {
     /// (erratum SKL014) outside the filtered ranges, with the TIP.PGD's IP
     /// dropped.
     fn disable_at_target(&mut self, out: &mut dyn FnMut(Step)) -> Result<bool, Lost> {
-        if self.tnt_left > 0 {
+        if self.query.tnt_pending() {
             return Ok(false);
         }
         let Some((
@@ -732,24 +728,20 @@ impl<'a> Flow<'a> {
         Ok(true)
     }
 
-    /// Take a TNT's outcomes. The timing packets before it tell the time
-    /// of its branches.
+    /// Take a TNT's outcomes (held by the query layer); its first branch
+    /// ticks when the time moved.
     fn load_tnt(&mut self, bits: u64, count: u8) {
         self.tick_at_tnt = self.tick_due();
-        self.tnt = bits;
-        self.tnt_left = count;
-        self.query.catch_up_time();
+        self.query.cache_tnt(bits, count);
     }
 
     /// The next branch outcome; a TNT packet may hold none (TNT.64 with
     /// only its stop bit), which answers no query.
     fn take_bit(&mut self) -> Result<bool, Lost> {
-        if self.tnt_left == 0 {
-            return Err(Lost::mismatch(self.query.offset()));
-        }
-        self.tnt_left -= 1;
+        let bit = self.query.take_bit();
+        let bit = bit.ok_or_else(|| Lost::mismatch(self.query.offset()))?;
         self.since_ip = 0;
-        Ok(self.tnt >> self.tnt_left & 1 == 1)
+        Ok(bit)
     }
 
     fn push(&mut self, ret: u64) {

@@ -29,7 +29,7 @@ impl Flow<'_> {
     /// as libipt's `pt_blk_resync` does: the packets between (TNTs, standalone
     /// events) are passed over. Returns false at the end of the trace.
     pub(super) fn resync(&mut self, out: &mut dyn FnMut(Step)) -> Result<bool, Lost> {
-        self.tnt_left = 0;
+        self.query.drop_tnt();
         self.at_fup = None;
         self.after_insn = None;
         self.after_step = None;
@@ -155,7 +155,7 @@ impl Flow<'_> {
 
     pub(super) fn read_header(&mut self, out: &mut dyn FnMut(Step)) -> Result<(), Lost> {
         let mut fup = None;
-        self.tnt_left = 0;
+        self.query.drop_tnt();
         self.stack.clear();
         loop {
             let Some((offset, packet)) = self.query.read()? else {
