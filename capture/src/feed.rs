@@ -118,6 +118,7 @@ impl CaptureFeed {
                 disk_bytes: capture::size_on_disk(dir),
                 pins_released: metadata.pins_released(),
                 cpu_permille: None,
+                bpf_ns_per_syscall: None,
                 ended: false,
             },
             range,

@@ -319,3 +319,78 @@ pub fn enable_run_stats() -> Result<std::os::fd::OwnedFd> {
     aya::sys::enable_stats(aya::sys::Stats::RunTime)
         .context("the kernel keeps no BPF run-time statistics (BPF_ENABLE_STATS, Linux 5.8)")
 }
+
+/// How long in each period [`sample_run_stats`] keeps the statistics on,
+/// and off: a tenth of the runs pay their two clock reads.
+pub const SAMPLE_ON: std::time::Duration = std::time::Duration::from_secs(1);
+pub const SAMPLE_OFF: std::time::Duration = std::time::Duration::from_secs(9);
+
+/// The kernel's BPF run-time statistics on for [`SAMPLE_ON`], then off
+/// for [`SAMPLE_OFF`], from now (so a short run is sampled too) until the
+/// returned guard is dropped: the programs' run counts and times then
+/// cover the sampled runs, whose mean is the time per run at a tenth of
+/// what keeping them on costs. An error where the kernel keeps none.
+pub fn sample_run_stats() -> Result<RunStatsSampler> {
+    use std::sync::{Arc, atomic::AtomicBool};
+    let first = enable_run_stats()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopping = Arc::clone(&stop);
+    let thread = std::thread::Builder::new()
+        .name("weft-bpf-stats".into())
+        .spawn(move || {
+            let mut on = Some(first);
+            while sleep_unless(&stopping, SAMPLE_ON) {
+                on = None;
+                if !sleep_unless(&stopping, SAMPLE_OFF) {
+                    break;
+                }
+                // Off for the next period where the kernel refuses.
+                on = enable_run_stats().ok();
+            }
+            drop(on);
+        })
+        .context("failed to start the BPF statistics thread")?;
+    Ok(RunStatsSampler {
+        stop,
+        thread: Some(thread),
+    })
+}
+
+/// Stops [`sample_run_stats`]'s sampling when dropped.
+pub struct RunStatsSampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for RunStatsSampler {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Sleeps `time` in short steps; false as soon as `stop` is set.
+fn sleep_unless(stop: &std::sync::atomic::AtomicBool, time: std::time::Duration) -> bool {
+    let end = std::time::Instant::now() + time;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return true;
+        }
+        std::thread::sleep(left.min(std::time::Duration::from_millis(50)));
+    }
+    false
+}
+
+impl ProgramCost {
+    /// The programs' time per syscall entered, in ns: every syscall on the
+    /// machine runs them, filtered ones too, and the entry program runs
+    /// once each. `None` without sampled runs.
+    pub fn per_syscall(costs: &[Self]) -> Option<u64> {
+        let entered = costs.iter().map(|c| c.runs).min().filter(|n| *n > 0)?;
+        let total: u64 = costs.iter().map(|c| c.run_ns).sum();
+        Some(total / entered)
+    }
+}

@@ -20,6 +20,10 @@ pub struct Health {
     /// CPU (every thread: draining, storing, the UI, its queries); `None`
     /// where no weft is recording (a capture read back).
     pub cpu_permille: Option<u64>,
+    /// The syscall probe's programs' time per syscall, in ns, from the
+    /// runs sampled with the kernel's BPF statistics on; `None` without a
+    /// sample (or a syscall probe).
+    pub bpf_ns_per_syscall: Option<u64>,
     /// The capture has stopped (a live recorder was signalled or failed):
     /// its readers stop asking.
     pub ended: bool,

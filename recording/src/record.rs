@@ -177,6 +177,12 @@ pub fn record(plan: &RecordPlan, ui: Option<UiLink>, command: Option<Command>) -
         plan.metrics
             .map(|_| Arc::new(Mutex::new(Health::default())))
     });
+    // The programs' time per syscall for the UI and the metrics, from a
+    // tenth of the runs (none where the kernel keeps no statistics).
+    let _sampled = health
+        .is_some()
+        .then(ebpf::sample_run_stats)
+        .and_then(Result::ok);
     let latencies = serve_ports(plan, &store, health.as_ref(), peer.as_ref())?;
     // Warn and record on: a capture without live queries beats none.
     let _live = live::serve(store.reader(), dir, manual, calls_sender, plan.decode_pt)
@@ -836,6 +842,9 @@ impl Recorder {
                 Duration::from_secs_f64(session::own_cpu_seconds()),
                 self.start.elapsed(),
             )),
+            bpf_ns_per_syscall: (accounting.0.iter())
+                .find(|a| matches!(a.losses, crate::probe::Losses::Syscalls(_)))
+                .and_then(|a| ebpf::ProgramCost::per_syscall(&a.costs)),
             ended: false,
         }
     }

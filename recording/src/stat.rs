@@ -359,8 +359,13 @@ pub fn render_json(kind: &str, elapsed: Duration, rows: &[Row], losses: &Losses,
 /// cgroup is the plan's filter).
 pub fn run(plan: &StatPlan, command: Option<Command>, out: &mut dyn Write) -> Result<()> {
     ebpf::check_privileges()?;
-    // Before the load, so that no run of the programs goes uncounted.
+    // Before the load, so that no run of the programs goes uncounted. With
+    // --cost on all the time; else a tenth of the time, for the last
+    // line's time per syscall (none where the kernel keeps no statistics).
     let _stats = plan.cost.then(ebpf::enable_run_stats).transpose()?;
+    let _sampled = (!plan.cost)
+        .then(ebpf::sample_run_stats)
+        .and_then(Result::ok);
     let probe = SyscallProbe::load(&plan.options)?;
     let ended = Arc::new(tokio::sync::Notify::new());
     let session = Session {
@@ -402,8 +407,8 @@ pub fn run(plan: &StatPlan, command: Option<Command>, out: &mut dyn Write) -> Re
     } = table;
     total.merge(&current);
     let losses = syscall_losses(&outcome.accounting);
-    // The whole run's cost: from zero.
-    let costs = program_costs(plan, &outcome.accounting, &[]);
+    // The whole run's cost: from zero (sampled without --cost).
+    let costs = program_costs(&outcome.accounting, &[]);
     let rows = Rows {
         stats: &total,
         losses: &losses,
@@ -494,7 +499,7 @@ impl Consumer for Table<'_> {
 
     fn tick(&mut self, accounting: &Accounting) -> Result<bool> {
         let losses = syscall_losses(accounting);
-        let costs = program_costs(self.plan, accounting, &self.costs);
+        let costs = program_costs(accounting, &self.costs);
         let cpu = session::own_cpu_seconds();
         let rows = Rows {
             stats: &self.current,
@@ -550,6 +555,7 @@ fn emit(
     let text = if plan.json {
         let mut object = render_json(kind, elapsed, &rows, losses, plan.by);
         object["weft_cpu_percent"] = json!(cpu_percent);
+        object["bpf_ns_per_syscall"] = json!(ProgramCost::per_syscall(costs));
         if plan.cost {
             object["probe_cost"] = cost_json(costs);
             object["probe_cost"]["weft_cpu_percent"] = json!(cpu_percent);
@@ -565,14 +571,20 @@ fn emit(
         if plan.cost {
             text.push_str(&cost_line(costs));
         }
-        // Always: what tracing costs weft itself, beside what it measures
-        // (the kernel programs' share is --cost's, which costs every BPF
-        // program on the machine two clock reads a run).
+        // Always: what tracing costs, beside what it measures: weft's CPU,
+        // and its programs' time per syscall (without --cost from the
+        // runs sampled with the kernel's statistics on, which cost every
+        // BPF program on the machine two clock reads a run).
         // Writing to a String cannot fail.
-        let _ = writeln!(
+        let _ = write!(
             text,
             "weft's own CPU: {cpu_percent:.1}% of one CPU (draining, counting, printing)"
         );
+        if let Some(ns) = ProgramCost::per_syscall(costs) {
+            let sampled = if plan.cost { "" } else { ", sampled 1 s in 10" };
+            let _ = write!(text, "; its BPF programs {ns} ns per syscall{sampled}");
+        }
+        text.push('\n');
         format!("{text}\n")
     };
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
@@ -596,15 +608,8 @@ fn syscall_account(accounting: &Accounting) -> Option<&probe::Account> {
     (accounting.0.iter()).find(|a| matches!(a.losses, probe::Losses::Syscalls(_)))
 }
 
-/// Each program's runs and time since `before` (with `--cost`).
-fn program_costs(
-    plan: &StatPlan,
-    accounting: &Accounting,
-    before: &[ProgramCost],
-) -> Vec<ProgramCost> {
-    if !plan.cost {
-        return Vec::new();
-    }
+/// Each program's runs and time since `before`.
+fn program_costs(accounting: &Accounting, before: &[ProgramCost]) -> Vec<ProgramCost> {
     let now = syscall_account(accounting).map_or(&[][..], |a| &a.costs);
     now.iter()
         .map(|cost| {
@@ -623,14 +628,6 @@ fn per_run(cost: &ProgramCost) -> f64 {
     cost.run_ns as f64 / cost.runs.max(1) as f64
 }
 
-/// The programs' time per syscall entered: every syscall on the machine
-/// runs them, filtered ones too, and the entry program runs once each.
-fn per_syscall(costs: &[ProgramCost]) -> f64 {
-    let entered = costs.iter().map(|c| c.runs).min().unwrap_or(0);
-    let total: u64 = costs.iter().map(|c| c.run_ns).sum();
-    total as f64 / entered.max(1) as f64
-}
-
 /// The text line for `--cost`: each program's time per run, and their sum
 /// per syscall.
 fn cost_line(costs: &[ProgramCost]) -> String {
@@ -640,7 +637,7 @@ fn cost_line(costs: &[ProgramCost]) -> String {
         .collect();
     format!(
         "probe cost (kernel's BPF statistics, which add two clock reads per run): {:.0} ns per syscall; {}\n",
-        per_syscall(costs),
+        ProgramCost::per_syscall(costs).unwrap_or(0),
         parts.join(", ")
     )
 }
@@ -650,7 +647,7 @@ fn cost_json(costs: &[ProgramCost]) -> Value {
         .iter()
         .map(|c| json!({ "program": c.name, "runs": c.runs, "run_ns": c.run_ns, "ns_per_run": per_run(c) }))
         .collect();
-    json!({ "ns_per_syscall": per_syscall(costs), "programs": programs })
+    json!({ "ns_per_syscall": ProgramCost::per_syscall(costs).unwrap_or(0), "programs": programs })
 }
 
 #[cfg(test)]

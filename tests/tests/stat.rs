@@ -258,13 +258,13 @@ fn cost_reports_each_program_s_runs_and_time() {
     let cost = &out.total["probe_cost"];
     let programs = cost["programs"].as_array().expect("programs");
     assert_eq!(programs.len(), 2, "{cost}");
-    let mut sum = 0.0;
+    let mut sum = 0;
     for program in programs {
         let runs = program["runs"].as_u64().unwrap();
         let per_run = program["ns_per_run"].as_f64().unwrap();
         assert!(runs >= 20_000, "{program}");
         assert!((1.0..1e6).contains(&per_run), "{program}");
-        sum += program["run_ns"].as_f64().unwrap();
+        sum += program["run_ns"].as_u64().unwrap();
     }
     let fewest = programs
         .iter()
@@ -274,8 +274,27 @@ fn cost_reports_each_program_s_runs_and_time() {
     let cpu = cost["weft_cpu_percent"].as_f64().unwrap();
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     assert!((0.0..=100.0 * cpus as f64).contains(&cpu), "{cost}");
-    let per_syscall = cost["ns_per_syscall"].as_f64().unwrap();
-    assert!((per_syscall - sum / fewest as f64).abs() < 1e-6, "{cost}");
+    let per_syscall = cost["ns_per_syscall"].as_u64().unwrap();
+    assert_eq!(per_syscall, sum / fewest, "{cost}");
+}
+
+/// Without `--cost`, the kernel's BPF statistics are on for the first
+/// second of every ten, and the total still says what the programs cost a
+/// syscall, from those runs.
+#[test]
+fn the_programs_time_per_syscall_is_sampled_without_cost() {
+    if !can_trace("the_programs_time_per_syscall_is_sampled_without_cost") {
+        return;
+    }
+    let out = trace_workload(&["getppid:20000"], &["--syscall", "getppid"]);
+    assert_eq!(out.count("getppid"), 20_000, "{}", out.total);
+    let per_syscall = out.total["bpf_ns_per_syscall"].as_f64();
+    assert!(
+        per_syscall.is_some_and(|ns| (1.0..1e6).contains(&ns)),
+        "{}",
+        out.total
+    );
+    assert!(out.total.get("probe_cost").is_none(), "{}", out.total);
 }
 
 #[test]

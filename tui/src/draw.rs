@@ -157,12 +157,16 @@ fn overview(frame: &mut Frame, state: &State, area: Rect) {
         rate_text(rate),
         bytes(h.disk_bytes as f64),
     );
-    if let Some(permille) = h.cpu_permille {
-        // Its own cost, beside what it measures.
-        let _ = write!(text, " · weft CPU {:.1}%", permille as f64 / 10.0);
-    }
     if h.pins_released > 0 {
         let _ = write!(text, " · kept windows released {}", h.pins_released);
+    }
+    // Its own cost, beside what it measures, on a line of its own.
+    let mut costs = Vec::new();
+    if let Some(permille) = h.cpu_permille {
+        costs.push(format!("weft CPU {:.1}%", permille as f64 / 10.0));
+    }
+    if let Some(ns) = h.bpf_ns_per_syscall {
+        costs.push(format!("its BPF programs {ns} ns a syscall (sampled)"));
     }
     let style = if lost > 0 || h.pins_released > 0 {
         Style::new().red()
@@ -170,7 +174,7 @@ fn overview(frame: &mut Frame, state: &State, area: Rect) {
         Style::new()
     };
     frame.render_widget(
-        Paragraph::new(text)
+        Paragraph::new(vec![Line::from(text), Line::from(costs.join(" · "))])
             .style(style)
             .block(Block::new().borders(Borders::TOP).title("agent")),
         health_area,

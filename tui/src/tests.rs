@@ -121,6 +121,7 @@ fn health(received: &[(&str, u64, u64)]) -> Health {
         disk_bytes: 3_500_000,
         pins_released: 0,
         cpu_permille: Some(23),
+        bpf_ns_per_syscall: Some(91),
         ended: false,
     }
 }
@@ -409,7 +410,11 @@ fn overview_shows_rates_losses_and_agent_health() {
         );
         let agent = line_with(&lines, "drain lag");
         assert!(agent.contains("4.2 ms") && agent.contains("3.5 MB") && agent.contains("lost 3"));
-        assert!(agent.contains("weft CPU 2.3%"), "{agent}");
+        let costs = line_with(&lines, "weft CPU");
+        assert!(
+            costs.contains("weft CPU 2.3% · its BPF programs 91 ns a syscall (sampled)"),
+            "{costs}"
+        );
         assert!(!agent.contains("released"), "{agent}");
         assert!(lines[usize::from(height) - 1].contains("q quit"));
     }
