@@ -324,30 +324,35 @@ pub fn enable_run_stats() -> Result<std::os::fd::OwnedFd> {
 /// and off: a tenth of the runs pay their two clock reads.
 pub const SAMPLE_ON: std::time::Duration = std::time::Duration::from_secs(1);
 pub const SAMPLE_OFF: std::time::Duration = std::time::Duration::from_secs(9);
+/// How long they stay off at first: a run of a few seconds is sampled,
+/// while the first seconds, which a benchmark of weft's probe effect
+/// measures, run as they do unsampled.
+pub const SAMPLE_FIRST: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// The kernel's BPF run-time statistics on for [`SAMPLE_ON`], then off
-/// for [`SAMPLE_OFF`], from now (so a short run is sampled too) until the
-/// returned guard is dropped: the programs' run counts and times then
-/// cover the sampled runs, whose mean is the time per run at a tenth of
-/// what keeping them on costs. An error where the kernel keeps none.
+/// The kernel's BPF run-time statistics on for [`SAMPLE_ON`] after
+/// [`SAMPLE_FIRST`], then every [`SAMPLE_OFF`], until the returned guard
+/// is dropped: the programs' run counts and times then cover the sampled
+/// runs, whose mean is the time per run at a tenth of what keeping them
+/// on costs. An error where the kernel keeps none.
 pub fn sample_run_stats() -> Result<RunStatsSampler> {
     use std::sync::{Arc, atomic::AtomicBool};
-    let first = enable_run_stats()?;
+    drop(enable_run_stats()?);
     let stop = Arc::new(AtomicBool::new(false));
     let stopping = Arc::clone(&stop);
     let thread = std::thread::Builder::new()
         .name("weft-bpf-stats".into())
         .spawn(move || {
-            let mut on = Some(first);
-            while sleep_unless(&stopping, SAMPLE_ON) {
-                on = None;
-                if !sleep_unless(&stopping, SAMPLE_OFF) {
+            let mut off = SAMPLE_FIRST;
+            while sleep_unless(&stopping, off) {
+                // Off for this period where the kernel refuses.
+                let on = enable_run_stats().ok();
+                let going = sleep_unless(&stopping, SAMPLE_ON);
+                drop(on);
+                if !going {
                     break;
                 }
-                // Off for the next period where the kernel refuses.
-                on = enable_run_stats().ok();
+                off = SAMPLE_OFF;
             }
-            drop(on);
         })
         .context("failed to start the BPF statistics thread")?;
     Ok(RunStatsSampler {

@@ -361,7 +361,8 @@ pub fn run(plan: &StatPlan, command: Option<Command>, out: &mut dyn Write) -> Re
     ebpf::check_privileges()?;
     // Before the load, so that no run of the programs goes uncounted. With
     // --cost on all the time; else a tenth of the time, for the last
-    // line's time per syscall (none where the kernel keeps no statistics).
+    // line's time per syscall (none where the kernel keeps no statistics,
+    // or the run ended before the first sample, 2 s in).
     let _stats = plan.cost.then(ebpf::enable_run_stats).transpose()?;
     let _sampled = (!plan.cost)
         .then(ebpf::sample_run_stats)

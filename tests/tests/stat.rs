@@ -278,15 +278,16 @@ fn cost_reports_each_program_s_runs_and_time() {
     assert_eq!(per_syscall, sum / fewest, "{cost}");
 }
 
-/// Without `--cost`, the kernel's BPF statistics are on for the first
-/// second of every ten, and the total still says what the programs cost a
-/// syscall, from those runs.
+/// Without `--cost`, the kernel's BPF statistics are on for a second of
+/// every ten, the first from 2 s in, and the total still says what the
+/// programs cost a syscall, from those runs. (3.5 s: the workload sleeps
+/// into the first sample.)
 #[test]
 fn the_programs_time_per_syscall_is_sampled_without_cost() {
     if !can_trace("the_programs_time_per_syscall_is_sampled_without_cost") {
         return;
     }
-    let out = trace_workload(&["getppid:20000"], &["--syscall", "getppid"]);
+    let out = trace_workload(&["getppid:20000", "nanosleep:3500:1"], &[]);
     assert_eq!(out.count("getppid"), 20_000, "{}", out.total);
     let per_syscall = out.total["bpf_ns_per_syscall"].as_f64();
     assert!(
