@@ -173,9 +173,11 @@ fn span_seconds(answer: &Answer) -> Option<f64> {
 /// How much a syscall changed: the larger factor between its two sides'
 /// median and p99 (as a log, so halving counts as doubling), the p99 only
 /// where both sides have at least [`SAMPLES`] calls (with fewer it is one
-/// of the slowest few, which one stall moves); a syscall on one side only
-/// changed most. Rates are shown, not ranked: two captures of different
-/// lengths differ in rate without any call changing.
+/// of the slowest few, which one stall moves), the median weighed down
+/// where a side has fewer than [`MEDIAN_SAMPLES`] (one call's median is
+/// that call, as noisy as any); a syscall on one side only changed most.
+/// Rates are shown, not ranked: two captures of different lengths differ
+/// in rate without any call changing.
 fn change(row: &Row) -> f64 {
     let (Some(a), Some(b)) = (&row.a, &row.b) else {
         return f64::INFINITY;
@@ -188,12 +190,15 @@ fn change(row: &Row) -> f64 {
             0.0
         }
     };
-    let enough = a.values[0] >= SAMPLES && b.values[0] >= SAMPLES;
-    factor(1).max(if enough { factor(3) } else { 0.0 })
+    let fewest = a.values[0].min(b.values[0]);
+    let median = factor(1) * (fewest as f64 / MEDIAN_SAMPLES as f64).min(1.0);
+    median.max(if fewest >= SAMPLES { factor(3) } else { 0.0 })
 }
 
 /// Calls each side needs for its p99 to rank a syscall.
 const SAMPLES: i64 = 100;
+/// Calls each side needs for its median to rank a syscall in full.
+const MEDIAN_SAMPLES: i64 = 10;
 
 /// A threshold a CI job fails on: B's `metric` against A's, `above` or
 /// below `factor` (`p99(dur) > 1.2x`, `rate < 0.5x`).
@@ -450,5 +455,18 @@ mod tests {
             [10, 100, 200, 3000, 400, 500],
         );
         assert!(change(&few) < 1e-9);
+        // One call 3.7x slower ranks below thirty 3x slower (a capture's
+        // single munmap, against the sleeps a delay was put into).
+        let once = row(
+            "munmap",
+            [1, 9144, 9144, 9144, 9144, 9144],
+            [1, 34371, 34371, 34371, 34371, 34371],
+        );
+        let sleeps = row(
+            "nanosleep",
+            [30, 2_081_846, 2_336_188, 2_850_701, 2_850_701, 2_850_701],
+            [30, 6_079_889, 6_113_029, 11_603_804, 11_603_804, 11_603_804],
+        );
+        assert!(change(&sleeps) > change(&once));
     }
 }
