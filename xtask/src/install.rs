@@ -10,9 +10,9 @@ use std::{
     process::Command,
 };
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 
-use crate::{run, setup};
+use crate::{exec::output, run, setup};
 
 #[derive(clap::Args)]
 pub struct Options {
@@ -64,7 +64,7 @@ pub fn install(weft: &Path, prefix: &Path) -> Result<Vec<PathBuf>> {
     let _ = fs::remove_dir_all(&pages);
     for (shell, path) in COMPLETIONS {
         let script = output(Command::new(weft).args(["completions", shell]))?;
-        installed.push(put(&script, &prefix.join(path), 0o644)?);
+        installed.push(put(script.as_bytes(), &prefix.join(path), 0o644)?);
     }
     Ok(installed)
 }
@@ -98,20 +98,6 @@ fn place(path: &Path, mode: u32, write: impl FnOnce(&Path) -> Result<()>) -> Res
     Ok(path.to_path_buf())
 }
 
-/// What `command` prints, or its error.
-fn output(command: &mut Command) -> Result<Vec<u8>> {
-    let out = command
-        .output()
-        .with_context(|| format!("failed to run {command:?}"))?;
-    if !out.status.success() {
-        bail!(
-            "{command:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(out.stdout)
-}
-
 /// Installs `weft` into a scratch prefix and checks what a user finds
 /// there: the binary runs, its page is where `man` looks, each shell's
 /// completions where that shell looks, all readable by everyone.
@@ -130,7 +116,7 @@ fn check_installed(prefix: &Path, installed: &[PathBuf]) -> Result<()> {
     anyhow::ensure!(mode(&bin)? == 0o755, "{} is not mode 0755", bin.display());
     let version = output(Command::new(&bin).arg("--version"))?;
     anyhow::ensure!(
-        String::from_utf8_lossy(&version).starts_with("weft "),
+        version.starts_with("weft "),
         "{} --version printed {version:?}",
         bin.display()
     );
