@@ -46,8 +46,7 @@ pub fn install(weft: &Path, prefix: &Path) -> Result<Vec<PathBuf>> {
     let mut installed = vec![put_binary(weft, &prefix.join("bin/weft"))?];
     // `weft man` writes its pages as weft writes every file, mode 0600;
     // installed pages are for every user to read.
-    let pages = std::env::temp_dir().join(format!("weft-man-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&pages);
+    let pages = private_dir("weft-man")?;
     output(Command::new(weft).arg("man").arg(&pages))?;
     let mut names: Vec<_> = fs::read_dir(&pages)?
         .map(|entry| entry.map(|e| e.file_name()))
@@ -72,7 +71,16 @@ pub fn install(weft: &Path, prefix: &Path) -> Result<Vec<PathBuf>> {
 /// Writes `bytes` to `path` with `mode`.
 fn put(bytes: &[u8], path: &Path, mode: u32) -> Result<PathBuf> {
     place(path, mode, |tmp| {
-        fs::write(tmp, bytes).with_context(|| format!("failed to write {}", tmp.display()))
+        use std::{io::Write as _, os::unix::fs::OpenOptionsExt as _};
+        // A new file: never one a link planted at the temporary name leads to.
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(tmp)
+            .with_context(|| format!("failed to create {}", tmp.display()))?;
+        file.write_all(bytes)
+            .with_context(|| format!("failed to write {}", tmp.display()))
     })
 }
 
@@ -92,6 +100,10 @@ fn place(path: &Path, mode: u32, write: impl FnOnce(&Path) -> Result<()>) -> Res
     let dir = path.parent().context("an install path has a directory")?;
     fs::create_dir_all(dir).with_context(|| format!("failed to create {}", dir.display()))?;
     let tmp = path.with_extension("weft-install");
+    // Left by an install that was stopped (the link itself, not its target).
+    if fs::symlink_metadata(&tmp).is_ok() {
+        fs::remove_file(&tmp).with_context(|| format!("failed to remove {}", tmp.display()))?;
+    }
     write(&tmp)?;
     fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))?;
     fs::rename(&tmp, path).with_context(|| format!("failed to install {}", path.display()))?;
@@ -102,8 +114,7 @@ fn place(path: &Path, mode: u32, write: impl FnOnce(&Path) -> Result<()>) -> Res
 /// there: the binary runs, its page is where `man` looks, each shell's
 /// completions where that shell looks, all readable by everyone.
 pub fn check(weft: &Path) -> Result<()> {
-    let prefix = std::env::temp_dir().join(format!("weft-install-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&prefix);
+    let prefix = private_dir("weft-install")?;
     let checked = install(weft, &prefix).and_then(|installed| check_installed(&prefix, &installed));
     let _ = fs::remove_dir_all(&prefix);
     checked
@@ -138,4 +149,19 @@ fn check_installed(prefix: &Path, installed: &[PathBuf]) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// A new directory of this process's own in the temporary directory, mode
+/// 0700: made afresh (an error if one of that name reappears meanwhile),
+/// so that nothing another user put at its name is written through.
+fn private_dir(name: &str) -> Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let path = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    // Ours from an earlier run with this pid; a link is removed, not followed.
+    let _ = fs::remove_dir_all(&path);
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&path)
+        .with_context(|| format!("failed to create {}", path.display()))?;
+    Ok(path)
 }
