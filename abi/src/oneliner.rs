@@ -484,6 +484,13 @@ pub const STRING_CHAIN: u8 = 4;
 /// has touched it, as bpftrace reads it.
 pub const STRING_SAVED: u8 = 5;
 
+/// [`ProbeConfig::live`]: a probe the kernel fires; weft's own events are
+/// left out.
+pub const LIVE: u8 = 1;
+/// [`ProbeConfig::live`]: BEGIN or END, which weft runs in its own thread
+/// (`BPF_PROG_TEST_RUN`): its events are weft's.
+pub const LIVE_IN_WEFT: u8 = 2;
+
 /// Pointers a [`Chain`] follows at most (`a->b->c->d->e`).
 pub const MAX_HOPS: usize = 4;
 /// [`Chain::start`]: the probe's context (its record, registers or
@@ -491,6 +498,9 @@ pub const MAX_HOPS: usize = 4;
 pub const START_CONTEXT: u8 = 0;
 /// [`Chain::start`]: the current task (`curtask`).
 pub const START_TASK: u8 = 1;
+/// [`Chain::start`]: the current task's address itself, into the slot's
+/// first 8 bytes (`curtask` as a value); nothing is read.
+pub const START_TASK_ADDRESS: u8 = 2;
 
 /// Where the bytes of a [`STRING_MEMORY`] slot are: from the start's
 /// address, each of the first `hops` offsets names a pointer to follow
@@ -544,8 +554,8 @@ pub struct ProbeConfig {
     pub save_offset: u16,
     /// A signal to send the task when the filters hold (`signal()`), or 0.
     pub signal: u8,
-    /// 1 once user space configured the probe: an array slot it never
-    /// wrote reads as zeros.
+    /// [`LIVE`] once user space configured the probe (an array slot it
+    /// never wrote reads as zeros), [`LIVE_IN_WEFT`] for BEGIN and END.
     pub live: u8,
     /// Keeps the filters 8-byte aligned without a padding hole.
     pub reserved: [u8; 4],

@@ -32,9 +32,9 @@ use weft_abi::{
     oneliner::{
         AGG_LINEAR, AGG_LOG2, AGG_NONE, AggKey, AggValue, Aggregation, COUNTERS, Chain, CopyKind,
         Counter, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS, JOIN_SIZE, KEY_PART_LEN,
-        KEY_PARTS, MAX_AGGS, MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_STARTS, MAX_STRINGS, OP_EQ,
+        KEY_PARTS, LIVE_IN_WEFT, MAX_AGGS, MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_STARTS, MAX_STRINGS, OP_EQ,
         OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand, PROBE_SLOTS, ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES,
-        STACK_KERNEL, STACK_USER, START_TASK, STARTS_NONE, STARTS_STORE, STARTS_TAKE, STRING_CHAIN,
+        STACK_KERNEL, STACK_USER, START_TASK, START_TASK_ADDRESS, STARTS_NONE, STARTS_STORE, STARTS_TAKE, STRING_CHAIN,
         STRING_DATA_LOC, STRING_LEN, STRING_SAVED, MAX_STRING_LEN, STRINGS_MASK, SUBJECT_COMM, SUBJECT_CONST,
         SUBJECT_CPU, SUBJECT_ELAPSED, SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_NONE, SUBJECT_PID,
         SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, StartKey, Starts, USES_AGG, USES_ALL, USES_COMM,
@@ -373,7 +373,9 @@ fn capture<C: StackIdContext, const IN_PLACE: u32>(context: &C, key: u32) {
     };
     let pid_tgid = bpf_get_current_pid_tgid();
     // SAFETY: a global the loader sets; read_volatile keeps its value live.
-    if (pid_tgid >> 32) as u32 == unsafe { core::ptr::read_volatile(&ONELINER_IGNORE_TGID) } {
+    if config.live != LIVE_IN_WEFT
+        && (pid_tgid >> 32) as u32 == unsafe { core::ptr::read_volatile(&ONELINER_IGNORE_TGID) }
+    {
         return;
     }
     if uses(USES_FILTERS) && !passes(ctx, IN_PLACE, &config.filters, pid_tgid) {
@@ -877,6 +879,11 @@ fn read_memory(
     }
     zero!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
     const _: () = assert!(MAX_STRING_LEN == 32 * 8);
+    if chain.start == START_TASK_ADDRESS {
+        // SAFETY: the slot's first word; the helper has no preconditions.
+        unsafe { words.write_volatile(bpf_get_current_task()) };
+        return;
+    }
     let base = if chain.start == START_TASK {
         // SAFETY: a helper without preconditions.
         unsafe { bpf_get_current_task() }

@@ -551,6 +551,15 @@ const BEGIN_PROGRAMS: &[(&str, &[&str])] = &[
            (int8)-1 < (uint8)1); exit(); }",
         &[],
     ),
+    // BEGIN, END and intervals that read the kernel run there: curtask is
+    // the tracer's own thread in BEGIN and END, a value or a pointer.
+    (
+        "BEGIN { $t = curtask; printf(\"%d %d %d %d %d\\n\", curtask->pid == pid,
+           curtask->tgid == tid, curtask > 0, curtask->real_parent->pid > 0, $t > 1); }
+         interval:ms:20 { @i = curtask->tgid >= 0; exit(); }
+         END { printf(\"%d %d\\n\", curtask->pid == pid, (uint64)curtask > 1); }",
+        &[],
+    ),
     // A count with no key prints 0 before any event.
     (
         "tracepoint:syscalls:sys_enter_getppid /0/ { @c = count(); } interval:ms:100 { print(@c); exit(); }",

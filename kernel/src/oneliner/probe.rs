@@ -114,6 +114,9 @@ pub struct OnelinerProbe {
     uprobes: Vec<UProbeLink>,
     /// Copy programs in use (fentry, fexit, raw tracepoints), by name.
     copies: Vec<(CopyKind, String)>,
+    /// The raw tracepoint copies that run BEGIN and END in the kernel
+    /// (`Attach::kernel_run`), loaded and never attached, by attach index.
+    runs: Vec<(usize, String)>,
     /// Probes attached to each tracepoint, by event id.
     tracepoints: std::collections::HashMap<u32, usize>,
     /// Kernel BTF, read for the first fentry or fexit probe.
@@ -156,13 +159,12 @@ impl Preload {
 }
 
 impl OnelinerProbe {
-    /// Loads the programs, configures every attach point of `plan` that
-    /// runs in the kernel, and attaches them.
+    /// Loads the programs and readies BEGIN and END where the kernel runs
+    /// them ([`Self::run_in_kernel`]); [`Self::attach`] attaches the rest.
     /// `cpid` is the `-c` command's pid, for predicates that compare with it.
     /// `finder` names user functions for `ustack` and finds uprobes'.
     pub fn load(
         plan: &Plan,
-        tracefs: &Path,
         preload: Preload,
         cpid: u32,
         finder: weft_symbols::Finder,
@@ -238,6 +240,7 @@ impl OnelinerProbe {
             links: Links::default(),
             uprobes: Vec::new(),
             copies: Vec::new(),
+            runs: Vec::new(),
             tracepoints: std::collections::HashMap::new(),
             btf: None,
             ebpf,
@@ -250,6 +253,17 @@ impl OnelinerProbe {
             received: 0,
             malformed: 0,
         };
+        for (index, attach) in plan.attaches.iter().enumerate() {
+            if attach.kernel_run && matches!(attach.target, Target::Begin | Target::End) {
+                probe.ready_run(index, attach, cpid)?;
+            }
+        }
+        Ok(probe)
+    }
+
+    /// Configures and attaches every attach point of `plan` the kernel
+    /// fires (BEGIN and END it runs when told).
+    pub fn attach(&mut self, plan: &Plan, tracefs: &Path, cpid: u32) -> Result<()> {
         let mut points = vec![0; plan.attaches.iter().map(|a| a.item + 1).max().unwrap_or(0)];
         for attach in &plan.attaches {
             points[attach.item] += 1;
@@ -257,10 +271,12 @@ impl OnelinerProbe {
         // The kernel runs a function's uprobes newest first: attached last
         // to first, they run in the order written, as bpftrace's do.
         let (uprobes, others): (Vec<_>, Vec<_>) = (plan.attaches.iter().enumerate())
-            .filter(|(_, attach)| attach.in_kernel())
+            .filter(|(_, attach)| {
+                attach.in_kernel() && !matches!(attach.target, Target::Begin | Target::End)
+            })
             .partition(|(_, attach)| matches!(attach.target, Target::Uprobe { .. }));
         for (index, attach) in others.into_iter().chain(uprobes.into_iter().rev()) {
-            match probe.attach(tracefs, index, attach, cpid) {
+            match self.attach_point(tracefs, index, attach, cpid) {
                 Ok(()) => {}
                 // As bpftrace does: of a probe with several attach points,
                 // a function the kernel lacks (a module not loaded) or a
@@ -271,55 +287,61 @@ impl OnelinerProbe {
                         && points[attach.item] > 1 =>
                 {
                     eprintln!("weft: {error:#}; left out, the probe's other attach points stay");
-                    probe.left_out += 1;
+                    self.left_out += 1;
                 }
                 Err(error) => return Err(error),
             }
         }
-        if thread_starts != 0 {
-            probe.attach_thread_exit(tracefs)?;
+        if lower::tid_starts(plan) != 0 {
+            self.attach_thread_exit(tracefs)?;
         }
-        Ok(probe)
+        Ok(())
     }
 
-    /// Attaches the program that removes a thread's taken starts when it
-    /// exits ([`THREAD_EXIT_PROGRAM`]).
-    fn attach_thread_exit(&mut self, tracefs: &Path) -> Result<()> {
-        let id = event_id(tracefs, "sched", "sched_process_exit")?;
-        let fd = program(&mut self.ebpf, THREAD_EXIT_PROGRAM)?;
-        let event = Tracepoint::with_id(id.into());
-        self.link(fd, Builder::new(event).one_cpu(0), 0)
-            .context("failed to attach to sched:sched_process_exit, which forgets exited threads' start times")
+    /// Loads a raw tracepoint copy for BEGIN or END attach point `index`,
+    /// configured and never attached: [`Self::run_in_kernel`] runs it.
+    fn ready_run(&mut self, index: usize, attach: &Attach, cpid: u32) -> Result<()> {
+        let key = self.next_copy(CopyKind::RawTracepoint, attach)?;
+        self.configure(key, index, attach, cpid)?;
+        let name = format!(
+            "weft_oneliner_raw_tp_{}",
+            key - copy_key(CopyKind::RawTracepoint, 0)
+        );
+        program(&mut self.ebpf, &name)?;
+        self.runs.push((index, name));
+        Ok(())
     }
 
-    fn attach(&mut self, tracefs: &Path, index: usize, attach: &Attach, cpid: u32) -> Result<()> {
-        // Programs that attach without a cookie come in copies, each with
-        // its own key; the rest are keyed by their attach index.
-        let copy = match &attach.target {
-            Target::Fentry { exit: false, .. } => Some(CopyKind::Fentry),
-            Target::Fentry { exit: true, .. } => Some(CopyKind::Fexit),
-            Target::RawTracepoint { .. } => Some(CopyKind::RawTracepoint),
-            _ => None,
-        };
-        // Which copy of its kind takes the probe: the copies in use.
-        let nth = copy.map(|kind| self.copies.iter().filter(|(k, _)| *k == kind).count() as u32);
-        let key = match copy.zip(nth) {
-            Some((kind, used)) => {
-                if used == COPIES {
-                    bail!(
-                        "{}: weft attaches at most {COPIES} probes of this type per program",
-                        attach.target.name()
-                    );
-                }
-                copy_key(kind, used)
-            }
-            None => u32::try_from(index)
-                .ok()
-                .filter(|&index| index < MAX_ATTACHES)
-                .with_context(|| {
-                    format!("weft attaches at most {MAX_ATTACHES} points per program")
-                })?,
-        };
+    /// Runs BEGIN or END attach point `index`, readied by [`Self::load`],
+    /// once in this thread (`BPF_PROG_TEST_RUN`, as bpftrace runs them):
+    /// its event lands in the rings as any probe's.
+    pub fn run_in_kernel(&mut self, index: usize) -> Result<()> {
+        let (_, name) = (self.runs.iter())
+            .find(|(i, _)| *i == index)
+            .with_context(|| format!("attach point {index} is not run in the kernel"))?;
+        let name = name.clone();
+        let fd = program(&mut self.ebpf, &name)?;
+        test_run(fd).with_context(|| format!("the kernel did not run {name}"))
+    }
+    /// The key of the next free copy of `kind` for `attach`.
+    fn next_copy(&self, kind: CopyKind, attach: &Attach) -> Result<u32> {
+        let used = self.copies.iter().filter(|(k, _)| *k == kind).count()
+            + if kind == CopyKind::RawTracepoint {
+                self.runs.len()
+            } else {
+                0
+            };
+        if used >= COPIES as usize {
+            bail!(
+                "{}: weft attaches at most {COPIES} probes of this type per program",
+                attach.target.name()
+            );
+        }
+        Ok(copy_key(kind, used as u32))
+    }
+
+    /// Writes attach point `index`'s configuration at `key`.
+    fn configure(&mut self, key: u32, index: usize, attach: &Attach, cpid: u32) -> Result<()> {
         let mut probes: Array<&mut MapData, ProbeConfig> = Array::try_from(
             self.ebpf
                 .map_mut(PROBES_MAP)
@@ -335,7 +357,44 @@ impl OnelinerProbe {
         );
         probes
             .set(key, config, 0)
-            .context("failed to configure a probe")?;
+            .context("failed to configure a probe")
+    }
+
+    /// Attaches the program that removes a thread's taken starts when it
+    /// exits ([`THREAD_EXIT_PROGRAM`]).
+    fn attach_thread_exit(&mut self, tracefs: &Path) -> Result<()> {
+        let id = event_id(tracefs, "sched", "sched_process_exit")?;
+        let fd = program(&mut self.ebpf, THREAD_EXIT_PROGRAM)?;
+        let event = Tracepoint::with_id(id.into());
+        self.link(fd, Builder::new(event).one_cpu(0), 0)
+            .context("failed to attach to sched:sched_process_exit, which forgets exited threads' start times")
+    }
+
+    fn attach_point(
+        &mut self,
+        tracefs: &Path,
+        index: usize,
+        attach: &Attach,
+        cpid: u32,
+    ) -> Result<()> {
+        // Programs that attach without a cookie come in copies, each with
+        // its own key; the rest are keyed by their attach index.
+        let copy = match &attach.target {
+            Target::Fentry { exit: false, .. } => Some(CopyKind::Fentry),
+            Target::Fentry { exit: true, .. } => Some(CopyKind::Fexit),
+            Target::RawTracepoint { .. } => Some(CopyKind::RawTracepoint),
+            _ => None,
+        };
+        let key = match copy {
+            Some(kind) => self.next_copy(kind, attach)?,
+            None => u32::try_from(index)
+                .ok()
+                .filter(|&index| index < MAX_ATTACHES)
+                .with_context(|| {
+                    format!("weft attaches at most {MAX_ATTACHES} points per program")
+                })?,
+        };
+        self.configure(key, index, attach, cpid)?;
         let cookie = u64::from(key);
         let name = attach.target.name();
         match &attach.target {
@@ -391,20 +450,31 @@ impl OnelinerProbe {
                 self.attach_watchpoint(*address, *len, mode, cookie)
             }
             Target::Fentry { function, .. } | Target::RawTracepoint { name: function } => {
-                let (kind, nth) = copy.zip(nth).expect("set above");
-                self.attach_copy(kind, nth, function)
+                let kind = copy.expect("set above");
+                self.attach_copy(kind, key - copy_key(kind, 0), function)
             }
+            Target::Interval { .. } => self.attach_perf(&attach.target, cookie),
             _ => bail!("{name}: runs in weft, not in the kernel"),
         }
         .with_context(|| format!("failed to attach {name}"))
     }
 
     /// Attaches the perf program to a `profile` or `software`/`hardware`
-    /// target: one event on each CPU, all with `cookie`.
+    /// target: one event on each CPU, all with `cookie`; to an interval
+    /// that reads the kernel, one on CPU 0's clock, as bpftrace's.
     fn attach_perf(&mut self, target: &Target, cookie: u64) -> Result<()> {
         let fd = program(&mut self.ebpf, PERF_PROGRAM)?;
-        for cpu in 0..ebpf::cpus()? as usize {
+        let cpus = match target {
+            Target::Interval { .. } => 1,
+            _ => ebpf::cpus()? as usize,
+        };
+        for cpu in 0..cpus {
             let counter = match target {
+                Target::Interval { unit, n } => {
+                    let mut builder = Builder::new(Software::CPU_CLOCK);
+                    builder.one_cpu(cpu).sample_period(period_ns(unit, *n));
+                    open_perf_event(&mut builder)?
+                }
                 Target::Profile { unit, n } => {
                     let mut builder = Builder::new(Software::CPU_CLOCK);
                     builder.one_cpu(cpu);
@@ -817,6 +887,56 @@ struct LinkCreate {
     zero: [u64; 4],
 }
 const BPF_LINK_CREATE: libc::c_long = 28;
+
+/// `union bpf_attr` for `BPF_PROG_TEST_RUN`: a raw tracepoint program run
+/// once with a context of zeroed arguments.
+#[repr(C)]
+#[derive(Default)]
+struct TestRun {
+    prog_fd: u32,
+    retval: u32,
+    data_size_in: u32,
+    data_size_out: u32,
+    data_in: u64,
+    data_out: u64,
+    repeat: u32,
+    duration: u32,
+    ctx_size_in: u32,
+    ctx_size_out: u32,
+    ctx_in: u64,
+    ctx_out: u64,
+    flags: u32,
+    cpu: u32,
+    batch_size: u32,
+    pad: u32,
+}
+const BPF_PROG_TEST_RUN: libc::c_long = 10;
+
+/// Runs raw tracepoint program `fd` once, in this thread.
+fn test_run(fd: RawFd) -> Result<()> {
+    // The most arguments a raw tracepoint has, all zero: none is read.
+    let args = [0u64; 12];
+    let attr = TestRun {
+        prog_fd: u32::try_from(fd).context("a program fd is not negative")?,
+        ctx_size_in: std::mem::size_of_val(&args) as u32,
+        ctx_in: args.as_ptr() as u64,
+        ..TestRun::default()
+    };
+    // SAFETY: `attr` is a valid BPF_PROG_TEST_RUN attribute of the size
+    // given, and `args` outlives the call.
+    let done = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_PROG_TEST_RUN,
+            &raw const attr,
+            std::mem::size_of::<TestRun>(),
+        )
+    };
+    if done < 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    Ok(())
+}
 const BPF_PERF_EVENT: u32 = 41;
 
 /// The fd of program `name` of `ebpf`, loading it on first use.
@@ -848,6 +968,7 @@ fn program(ebpf: &mut Ebpf, name: &str) -> Result<RawFd> {
         Program::KProbe(p) => fd_or_load!(p),
         Program::PerfEvent(p) => fd_or_load!(p),
         Program::UProbe(p) => fd_or_load!(p),
+        Program::RawTracePoint(p) => fd_or_load!(p),
         _ => bail!("{name} is not a trace program"),
     })
 }

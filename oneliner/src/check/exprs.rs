@@ -91,12 +91,8 @@ impl Checker<'_> {
                 }
                 self.value_field(&format!("arg{n}"), span)
             }
-            ExprKind::Var(name) if self.task_vars.contains(name) => Err(Error::new(
-                span,
-                format!(
-                    "${name} holds curtask, whose address weft does not copy: read its members (${name}->pid)"
-                ),
-            )),
+            // Its address, copied by the kernel where it is used.
+            ExprKind::Var(name) if self.task_vars.contains(name) => self.task_address(span),
             ExprKind::Member { .. } => self.member(expr, false),
             ExprKind::StructCast(name, inner) => {
                 self.kernel.record(name).map_err(|e| Error::new(span, e))?;
@@ -170,20 +166,9 @@ impl Checker<'_> {
                 }
                 self.value_field("retval", span)
             }
-            Builtin::Curtask => Err(Error::new(
-                span,
-                "weft does not copy curtask's address: read its members (curtask->pid)",
-            )),
+            Builtin::Curtask => self.task_address(span),
             Builtin::Kstack | Builtin::Ustack => {
-                if self.attaches.iter().any(|a| !a.in_kernel()) {
-                    return Err(Error::new(
-                        span,
-                        format!(
-                            "`{}` exists only in probes the kernel fires",
-                            builtin.name()
-                        ),
-                    ));
-                }
+                self.kernel_reads();
                 for attach in self.attaches.iter_mut() {
                     if builtin == Builtin::Kstack {
                         attach.kstack = true;

@@ -5,16 +5,16 @@
 //! the parts of their body [`uses`] names.
 
 use weft_abi::oneliner::{
-    AGG_LINEAR, AGG_LOG2, AGG_PLAIN, Aggregation, Chain, Filter, LAST_TID_STARTS, MAX_FILTERS,
-    MAX_HOPS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand as KernelOperand, ProbeConfig,
-    STACK_KERNEL, STACK_USER, START_CONTEXT, START_TASK, STARTS_STORE, STARTS_TAKE, STRING_CHAIN,
-    STRING_DATA_LOC, STRING_MEMORY, STRING_POINTER, STRING_SAVED, SUBJECT_COMM, SUBJECT_CONST,
-    SUBJECT_CPU, SUBJECT_ELAPSED, SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_PID, SUBJECT_PROBE,
-    SUBJECT_TID, SUBJECT_UID, Starts,
+    AGG_LINEAR, AGG_LOG2, AGG_PLAIN, Aggregation, Chain, Filter, LAST_TID_STARTS, LIVE,
+    LIVE_IN_WEFT, MAX_FILTERS, MAX_HOPS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE,
+    Operand as KernelOperand, ProbeConfig, STACK_KERNEL, STACK_USER, START_CONTEXT, START_TASK,
+    START_TASK_ADDRESS, STARTS_STORE, STARTS_TAKE, STRING_CHAIN, STRING_DATA_LOC, STRING_MEMORY,
+    STRING_POINTER, STRING_SAVED, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_ELAPSED,
+    SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, Starts,
 };
 
 use crate::{
-    Attach, FieldKind, Plan,
+    Attach, FieldKind, Plan, Target,
     ast::BinOp,
     check::{MapKind, Operand, Subject},
     plan::{KeptStart, KernelAgg, KeyPart, Sample, Start},
@@ -53,7 +53,11 @@ pub fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig, T
         raw_len: attach.raw_len,
         strings: attach.slots() as u8,
         signal: attach.signal.unwrap_or(0),
-        live: 1,
+        live: if matches!(attach.target, Target::Begin | Target::End) {
+            LIVE_IN_WEFT
+        } else {
+            LIVE
+        },
         ..ProbeConfig::default()
     };
     for (i, field) in attach.strings.iter().enumerate() {
@@ -124,6 +128,7 @@ fn chain(read: &crate::plan::Read) -> Result<Chain, TooLarge> {
         start: match read.start {
             Start::Context => START_CONTEXT,
             Start::Task => START_TASK,
+            Start::TaskAddress => START_TASK_ADDRESS,
         },
         hops: read.hops.len() as u8,
         len: u16::try_from(read.len).map_err(|_| TooLarge("a member read too long"))?,

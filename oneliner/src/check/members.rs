@@ -319,6 +319,28 @@ fn read_place(
     Ok(ty)
 }
 
+/// `curtask` as a value, at `span`: the kernel copies its address into a
+/// slot.
+pub(crate) fn read_task_address(attach: &mut Attach, span: Span) -> Result<()> {
+    let place = Place {
+        start: Start::TaskAddress,
+        hops: Vec::new(),
+        at: 0,
+        ty: KernelType::Pointer(None),
+    };
+    let read = slot(attach, &place, 8).ok_or_else(|| no_room_at(span))?;
+    attach.members.push(MemberRead {
+        span,
+        read,
+        at: 0,
+        size: 8,
+        signed: false,
+        chars: false,
+        bits: None,
+    });
+    Ok(())
+}
+
 /// `str()` of member expression `expr` at `attach`: a `char[N]` member,
 /// or the string a `char *` member points to, which the kernel reads.
 pub(crate) fn read_string(

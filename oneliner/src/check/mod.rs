@@ -101,6 +101,7 @@ pub fn check_in_weft(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> 
                 kstack: false,
                 ustack: false,
                 signal: None,
+                kernel_run: false,
             })
             .collect();
         let bound = vec![Bound::new(); group.len()];
@@ -360,7 +361,8 @@ struct Checker<'a> {
     vars: HashMap<String, Type>,
     /// Kernel struct pointers held in variables, per attach point.
     bound: Vec<Bound>,
-    /// Variables holding curtask, whose address only the kernel knows.
+    /// Variables holding curtask, whose address only the kernel knows: it
+    /// copies it where one is used as a value.
     task_vars: HashSet<String>,
     /// Pointers whose string is read where they are saved in a map.
     saved: &'a Saved,
@@ -488,7 +490,8 @@ impl Checker<'_> {
 
     /// Notes the kernel struct pointer `$name = value` holds at each attach
     /// point, if it is one; true when the value is curtask's address,
-    /// which only the kernel has: the variable is then for `->` only.
+    /// which only the kernel has: the kernel copies it where the variable
+    /// is used as a value.
     fn bind(&mut self, name: &str, value: &Expr) -> bool {
         let mut task = false;
         for (attach, bound) in self.attaches.iter().zip(&mut self.bound) {

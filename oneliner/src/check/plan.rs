@@ -118,6 +118,12 @@ pub struct Attach {
     /// The signal `signal()` sends from the kernel at each event that
     /// passes the predicate (which the kernel tests in full).
     pub signal: Option<u8>,
+    /// BEGIN, END or an interval whose actions read the kernel (struct
+    /// members, `curtask`, `kstack`): a kernel program runs it, as
+    /// bpftrace runs every probe, and delivers its event as any probe's.
+    /// BEGIN and END run once in weft's thread (`BPF_PROG_TEST_RUN`),
+    /// an interval on CPU 0's clock.
+    pub kernel_run: bool,
 }
 
 impl Attach {
@@ -153,12 +159,13 @@ impl Attach {
     }
 
     /// Whether the kernel delivers events for this attach point (BEGIN,
-    /// END and intervals run in user space).
+    /// END and intervals run in user space unless they read the kernel).
     pub fn in_kernel(&self) -> bool {
-        !matches!(
-            self.target,
-            Target::Begin | Target::End | Target::Interval { .. }
-        )
+        self.kernel_run
+            || !matches!(
+                self.target,
+                Target::Begin | Target::End | Target::Interval { .. }
+            )
     }
 }
 
@@ -187,6 +194,7 @@ impl std::fmt::Display for Read {
         f.write_str(match self.start {
             Start::Context => "the context",
             Start::Task => "curtask",
+            Start::TaskAddress => "the address of curtask",
         })
     }
 }
@@ -198,6 +206,9 @@ pub enum Start {
     Context,
     /// The current task (`curtask`).
     Task,
+    /// The current task's address, which the kernel copies rather than
+    /// reads through (`curtask` as a value).
+    TaskAddress,
 }
 
 /// A member expression's value: `size` bytes at `at` of a [`Read`] (the

@@ -11,7 +11,7 @@ impl Checker<'_> {
     /// A member expression (`a->b`, `a.b`) at every attach point; its
     /// string when `string` (`str(a->b)`).
     pub(super) fn member(&mut self, expr: &Expr, string: bool) -> Result<Type> {
-        self.kernel_reads(expr.span, "kernel struct members")?;
+        self.kernel_reads();
         let read = if string {
             members::read_string
         } else {
@@ -31,19 +31,11 @@ impl Checker<'_> {
         found.ok_or_else(|| Error::new(expr.span, "a member needs a probe the kernel fires"))
     }
 
-    /// Refuses `what`, at `span`, in probes weft runs itself: the kernel
-    /// reads it at the event.
-    pub(super) fn kernel_reads(&self, span: Span, what: &str) -> Result<()> {
-        match self.attaches.iter().find(|a| !a.in_kernel()) {
-            Some(attach) => Err(Error::new(
-                span,
-                format!(
-                    "{what} are read in the kernel at the event, and {} runs in weft: read them \
-                     in a probe the kernel fires",
-                    attach.target.name()
-                ),
-            )),
-            None => Ok(()),
+    /// Has the kernel run the probes weft would run itself (BEGIN, END,
+    /// intervals) where their actions read what only the kernel can.
+    pub(super) fn kernel_reads(&mut self) {
+        for attach in self.attaches.iter_mut().filter(|a| !a.in_kernel()) {
+            attach.kernel_run = true;
         }
     }
 
@@ -366,16 +358,25 @@ impl Checker<'_> {
             self.want(address, Type::Int, "an address")?;
             return Ok(Type::Int);
         }
-        self.kernel_reads(span, "`*address` values beside kernel events")?;
+        self.kernel_reads();
         for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
             members::read_deref(self.kernel, attach, bound, address, span)?;
         }
         Ok(Type::Int)
     }
 
+    /// `curtask` as a value: the kernel copies the task's address.
+    pub(super) fn task_address(&mut self, span: Span) -> Result<Type> {
+        self.kernel_reads();
+        for attach in self.attaches.iter_mut() {
+            members::read_task_address(attach, span)?;
+        }
+        Ok(Type::Int)
+    }
+
     /// `str(address)` of a stepped or cast pointer: the string there.
     pub(super) fn string_at(&mut self, address: &Expr) -> Result<Type> {
-        self.kernel_reads(address.span, "strings at a stepped pointer")?;
+        self.kernel_reads();
         for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
             members::read_string_at(self.kernel, attach, bound, address)?;
         }
@@ -384,7 +385,7 @@ impl Checker<'_> {
 
     /// `str(*address)`: the string the pointer at `address` points to.
     pub(super) fn deref_string(&mut self, address: &Expr, target: &Expr) -> Result<Type> {
-        self.kernel_reads(target.span, "strings behind `*address`")?;
+        self.kernel_reads();
         for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
             members::read_deref_string(self.kernel, attach, bound, address, target)?;
         }

@@ -242,6 +242,8 @@ impl Signs<'_> {
             | Builtin::Rand
             | Builtin::Numaid
             | Builtin::Cpid => UNSIGNED_SMALL,
+            // A kernel address: 2^63 and more.
+            Builtin::Curtask => UNSIGNED,
             _ => SIGNED,
         }
     }

@@ -936,7 +936,7 @@ fn a_dereference_in_a_kernel_probe_is_read_in_the_kernel() {
     );
     assert!(
         refused("BEGIN, tracepoint:syscalls:sys_enter_nanosleep { @ = *kaddr(\"avenrun\"); }")
-            .contains("BEGIN runs in weft")
+            .contains("weft follows pointers from")
     );
     // The string behind a pointer read through another: argv[1].
     let plan = checked(
@@ -1339,16 +1339,6 @@ fn struct_members_that_cannot_be_read_say_why() {
     };
     let probe = "tracepoint:syscalls:sys_enter_nanosleep";
     assert_eq!(
-        error(&format!("{probe} {{ print(curtask); }}")),
-        "weft does not copy curtask's address: read its members (curtask->pid)"
-    );
-    assert_eq!(
-        error(&format!(
-            "{probe} {{ $t = (struct task_struct *)curtask; print($t); }}"
-        )),
-        "$t holds curtask, whose address weft does not copy: read its members ($t->pid)"
-    );
-    assert_eq!(
         error(&format!("{probe} {{ print(args->rqtp->tv_usec); }}")),
         "no member `tv_usec`"
     );
@@ -1377,14 +1367,41 @@ fn struct_members_that_cannot_be_read_say_why() {
         )),
         "a probe can read at most 7 strings and struct regions"
     );
-    for probe in ["BEGIN", "interval:s:1"] {
-        assert_eq!(
-            error(&format!("{probe} {{ @ = curtask->pid; }}")),
-            format!(
-                "kernel struct members are read in the kernel at the event, and {probe} \
-                     runs in weft: read them in a probe the kernel fires"
-            )
-        );
+}
+
+#[test]
+fn begin_end_and_intervals_that_read_the_kernel_run_there() {
+    for probe in ["BEGIN", "END", "interval:s:1"] {
+        let plan = checked(&format!("{probe} {{ @ = curtask->pid; }}"));
+        assert!(plan.attaches[0].kernel_run, "{probe}");
+        assert_eq!(plan.attaches[0].reads[0].start, Start::Task);
+        let plan = checked(&format!("{probe} {{ @[kstack] = count(); }}"));
+        assert!(plan.attaches[0].kstack && plan.attaches[0].in_kernel());
+        // What weft reads itself keeps it there.
+        let plan = checked(&format!("{probe} {{ @[comm, pid] = count(); }}"));
+        assert!(!plan.attaches[0].in_kernel(), "{probe}");
+    }
+}
+
+#[test]
+fn curtask_as_a_value_is_its_address_copied_by_the_kernel() {
+    let probe = "tracepoint:syscalls:sys_enter_nanosleep";
+    for text in [
+        format!("{probe} {{ print(curtask); }}"),
+        format!(
+            "{probe} {{ $t = (struct task_struct *)curtask; print($t); @[$t->pid] = count(); }}"
+        ),
+        "BEGIN { @ = curtask != 0; }".to_string(),
+    ] {
+        let plan = checked(&text);
+        let attach = &plan.attaches[0];
+        assert!(attach.in_kernel(), "{text}");
+        let read = (attach.reads.iter())
+            .find(|r| r.start == Start::TaskAddress)
+            .unwrap_or_else(|| panic!("{text}: no address read"));
+        assert_eq!((read.hops.len(), read.at, read.len), (0, 0, 8));
+        let member = &attach.members[0];
+        assert_eq!((member.at, member.size, member.signed), (0, 8, false));
     }
 }
 

@@ -577,14 +577,18 @@ impl<'p> Runtime<'p> {
         match &expr.kind {
             ExprKind::Int(n) => Value::Int(*n),
             ExprKind::Str(s) => Value::Str(s.clone()),
-            ExprKind::Builtin(b) => self.builtin(*b, scope),
+            ExprKind::Builtin(b) if *b != Builtin::Curtask => self.builtin(*b, scope),
             ExprKind::Field(name) => field(scope, name),
-            // A USDT argument in memory, or `*address`, which the kernel read.
-            ExprKind::Arg(_) | ExprKind::Deref(_) if scope.attach.member(expr.span).is_some() => {
+            // A USDT argument in memory, `*address` or a variable holding
+            // curtask's address, which the kernel read.
+            ExprKind::Arg(_) | ExprKind::Deref(_) | ExprKind::Var(_)
+                if scope.attach.member(expr.span).is_some() =>
+            {
                 member(scope, expr)
             }
             ExprKind::Arg(n) => field(scope, &format!("arg{n}")),
-            ExprKind::Member { .. } => member(scope, expr),
+            // curtask as a value: its address, read as a member's bytes.
+            ExprKind::Member { .. } | ExprKind::Builtin(_) => member(scope, expr),
             ExprKind::StructCast(_, inner) => self.eval(inner, scope),
             ExprKind::Var(name) => scope.vars.get(name).cloned().unwrap_or(Value::Int(0)),
             ExprKind::Map(map) => {
@@ -897,7 +901,7 @@ impl<'p> Runtime<'p> {
             Builtin::Ustack => {
                 Value::Str(stack_text(event.ustack, StackMode::Bpftrace, usize::MAX))
             }
-            // Only read through `->`, in the kernel (the checker sees to it).
+            // Read as a member's bytes (`eval`), never here.
             Builtin::Curtask => Value::Int(0),
             // 0 where there was none, as a map reads a missing key.
             Builtin::KernelStart => Value::Int(event.start as i64),

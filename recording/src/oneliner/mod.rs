@@ -132,9 +132,9 @@ pub fn run(args: Options) -> Result<()> {
         (None, None) => None,
     };
     let cpid = process.as_ref().map_or(0, Process::cpid);
-    let mut probe = OnelinerProbe::load(&plan, tracefs, preload, cpid, args.symbols)?;
+    let mut probe = OnelinerProbe::load(&plan, preload, cpid, args.symbols)?;
     let format = args.format;
-    let probes = plan.attaches.len() - probe.left_out();
+    let probes = plan.attaches.len();
     match format {
         _ if args.quiet => {}
         OutputFormat::Text | OutputFormat::Folded => eprintln!(
@@ -167,7 +167,7 @@ pub fn run(args: Options) -> Result<()> {
     let result = event_loop(
         &plan,
         &mut runtime,
-        &mut probe,
+        (&mut probe, tracefs, cpid),
         &mut keep,
         process.as_mut(),
         &mut *out,
@@ -187,7 +187,7 @@ pub fn run(args: Options) -> Result<()> {
     {}
     runtime.take_kernel_starts();
     for index in user_probes(&plan, |t| *t == Target::End) {
-        runtime.event(&user_event(index), &mut out)?;
+        run_end(&plan, index, &mut runtime, &mut probe, &mut keep, &mut out)?;
     }
     runtime.print_all(&mut out)?;
     out.flush()?;
@@ -321,18 +321,50 @@ fn user_event(attach: usize) -> Event<'static> {
     }
 }
 
-/// Runs until Ctrl-C, `exit()` or the end of the `-c` command or `-p`
-/// process.
+/// Runs END attach point `index`, the probes detached: in weft, or where
+/// it reads the kernel, in the kernel, its event then handled as any
+/// probe's.
+fn run_end(
+    plan: &Plan,
+    index: usize,
+    runtime: &mut Runtime<'_>,
+    probe: &mut OnelinerProbe,
+    keep: &mut Option<KeptEvents>,
+    mut out: &mut dyn std::io::Write,
+) -> Result<Flow> {
+    if !plan.attaches[index].kernel_run {
+        return Ok(runtime.event(&user_event(index), &mut out)?);
+    }
+    probe.run_in_kernel(index)?;
+    // Its event is in the rings now, and nothing attached sends others.
+    let mut flow = Ok(Flow::Continue);
+    probe.drain(|event| {
+        flow = handle(runtime, keep, event, &mut out);
+        matches!(flow, Ok(Flow::Continue))
+    });
+    Ok(flow?)
+}
+
+/// Runs BEGIN, attaches the probes, and runs until Ctrl-C, `exit()` or
+/// the end of the `-c` command or `-p` process.
 fn event_loop(
     plan: &Plan,
     runtime: &mut Runtime<'_>,
-    probe: &mut OnelinerProbe,
+    (probe, tracefs, cpid): (&mut OnelinerProbe, &std::path::Path, u32),
     keep: &mut Option<KeptEvents>,
     mut process: Option<&mut Process>,
     mut out: &mut dyn std::io::Write,
 ) -> Result<Flow> {
     catch_signals();
-    for index in user_probes(plan, |t| *t == Target::Begin) {
+    // As bpftrace's: a BEGIN the kernel runs runs before the probes are
+    // attached, and its event, the earliest, is handled first once they
+    // are (so that its "Tracing..." says the probes are in place).
+    let begins = user_probes(plan, |t| *t == Target::Begin);
+    for &index in begins.iter().filter(|&&i| plan.attaches[i].kernel_run) {
+        probe.run_in_kernel(index)?;
+    }
+    probe.attach(plan, tracefs, cpid)?;
+    for &index in begins.iter().filter(|&&i| !plan.attaches[i].kernel_run) {
         if runtime.event(&user_event(index), &mut out)? == Flow::Exit {
             return Ok(Flow::Exit);
         }
@@ -344,6 +376,7 @@ fn event_loop(
     let mut intervals: Vec<(usize, u64, u64)> =
         user_probes(plan, |t| matches!(t, Target::Interval { .. }))
             .into_iter()
+            .filter(|&i| !plan.attaches[i].kernel_run)
             .map(|i| {
                 let Target::Interval { unit, n } = plan.attaches[i].target else {
                     unreachable!("filtered")
