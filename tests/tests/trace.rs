@@ -560,6 +560,16 @@ const BEGIN_PROGRAMS: &[(&str, &[&str])] = &[
          END { printf(\"%d %d\\n\", curtask->pid == pid, (uint64)curtask > 1); }",
         &[],
     ),
+    // Pointer keys print in hex, pointer values as integers.
+    (
+        "BEGIN { @a[(uint8 *)0x1234, 5] = count(); $p = (struct task_struct *)0x2000;
+           @b[$p] = count(); @c[(int32 *)0x10 + 1] = count(); @d = (uint8 *)0x10; exit(); }",
+        &[],
+    ),
+    (
+        "BEGIN { @a[(uint8 *)0x1234, 5] = count(); @b[(struct task_struct *)0x2000] = 1; exit(); }",
+        &["-f", "json"],
+    ),
     // A count with no key prints 0 before any event.
     (
         "tracepoint:syscalls:sys_enter_getppid /0/ { @c = count(); } interval:ms:100 { print(@c); exit(); }",

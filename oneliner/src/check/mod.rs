@@ -63,6 +63,7 @@ pub fn check_in_weft(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> 
     let (mut maps, mut guessed) = collect_maps(&program)?;
     let mut tuples = Vec::new();
     let mut keys = HashMap::new();
+    let mut pointer_keys = HashMap::new();
     let mut attaches = Vec::new();
     let mut swaps = HashMap::new();
     // Whether each map's first assignment is unsigned, and which printed
@@ -111,6 +112,8 @@ pub fn check_in_weft(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> 
             guessed: &mut guessed,
             tuples: &mut tuples,
             keys: &mut keys,
+            pointer_keys: &mut pointer_keys,
+            pointer_vars: HashSet::new(),
             attaches: &mut group,
             vars: HashMap::new(),
             bound,
@@ -137,6 +140,7 @@ pub fn check_in_weft(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> 
     }
     for map in &mut maps {
         map.keys = keys.remove(&map.name).unwrap_or_default();
+        map.pointer_keys = pointer_keys.remove(&map.name).unwrap_or_default();
         map.unsigned = unsigned_maps.get(&map.name).copied().unwrap_or(false);
     }
     widen_swaps(&mut program, &swaps);
@@ -199,6 +203,7 @@ fn collect_maps(program: &Program) -> Result<(Vec<MapInfo>, HashSet<String>)> {
                 kind: kind.unwrap_or(MapKind::Value(Type::Int)),
                 keys: Vec::new(),
                 unsigned: false,
+                pointer_keys: Vec::new(),
             });
             return Ok(());
         };
@@ -357,6 +362,10 @@ struct Checker<'a> {
     tuples: &'a mut Vec<Vec<Type>>,
     /// Key types of each map, fixed by its first use in any item.
     keys: &'a mut HashMap<String, Vec<Type>>,
+    /// Which key parts of each map some use makes a pointer.
+    pointer_keys: &'a mut HashMap<String, Vec<bool>>,
+    /// Variables holding a pointer (`pointers.rs`).
+    pointer_vars: HashSet<String>,
     attaches: &'a mut [Attach],
     vars: HashMap<String, Type>,
     /// Kernel struct pointers held in variables, per attach point.
@@ -388,6 +397,7 @@ pub(crate) mod kernel_agg;
 pub mod lower;
 pub(crate) mod members;
 pub mod plan;
+mod pointers;
 pub(crate) mod push_down;
 mod reads;
 pub(crate) mod registers;
@@ -433,6 +443,11 @@ impl Checker<'_> {
                 self.want(value, Type::Int, "an increment")
             }
             Stmt::VarAssign { name, span, value } => {
+                if self.is_pointer(value) {
+                    self.pointer_vars.insert(name.clone());
+                } else {
+                    self.pointer_vars.remove(name);
+                }
                 if self.bind(name, value) {
                     self.vars.insert(name.clone(), Type::Int);
                     return Ok(());
@@ -527,6 +542,10 @@ impl Checker<'_> {
 
     /// Checks a map's keys; key types must agree across all uses.
     fn keys(&mut self, map: &MapRef) -> Result<()> {
+        let pointers: Vec<bool> = map.keys.iter().map(|k| self.is_pointer(k)).collect();
+        let known = self.pointer_keys.entry(map.name.clone()).or_default();
+        known.resize(known.len().max(pointers.len()), false);
+        known.iter_mut().zip(pointers).for_each(|(k, p)| *k |= p);
         let mut types = Vec::new();
         for key in &map.keys {
             let found = self.expr(key)?;

@@ -75,6 +75,10 @@ pub struct MapInfo {
     /// map whose first assignment is unsigned (`@n = (uint64)-1`,
     /// `@bytes = sum(retval)` of a kretprobe).
     pub unsigned: bool,
+    /// Which of its key parts are pointers by bpftrace's types (`curtask`,
+    /// a pointer cast, a pointer member or field): printed in hex, as
+    /// bpftrace prints them (`@[0xffff8881049c2e00]`).
+    pub pointer_keys: Vec<bool>,
 }
 
 /// One concrete place a probe attaches, with what the kernel must do there.

@@ -98,9 +98,11 @@ impl Signs<'_> {
                         _ => Some(&*value),
                     };
                     if let Some(sample) = sample {
-                        self.found
-                            .maps
-                            .push((map.name.clone(), !self.sign(sample).signed));
+                        // A pointer compares unsigned, but a map holding one
+                        // prints signed in bpftrace 0.17.
+                        let unsigned = !self.sign(sample).signed
+                            && !matches!(sample.kind, ExprKind::Builtin(Builtin::Curtask));
+                        self.found.maps.push((map.name.clone(), unsigned));
                     }
                 }
                 Stmt::MapUpdate { map, value, .. } => {

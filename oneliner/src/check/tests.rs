@@ -1481,3 +1481,14 @@ fn an_array_field_is_indexed_in_place() {
     // In the record itself: no pointer followed, 8-byte elements from 16.
     assert_eq!(reads, [(Start::Context, vec![], 16, 24)]);
 }
+
+#[test]
+fn pointer_keys_are_the_ones_bpftrace_types_as_pointers() {
+    let plan = checked(
+        "tracepoint:syscalls:sys_enter_nanosleep { $t = curtask; \
+         @a[curtask, pid, $t, (uint8 *)args->rqtp, args->rqtp, curtask->real_parent, curtask->pid,
+            (int32 *)0x10 + 1] = count(); }",
+    );
+    let keys = &plan.maps[plan.map("a").unwrap()].pointer_keys;
+    assert_eq!(keys, &[true, false, true, true, true, true, false, true]);
+}

@@ -303,12 +303,23 @@ fn frames(part: &Value) -> Vec<String> {
     }
 }
 
-fn key_text(name: &str, key: &[Value]) -> String {
+fn key_text(info: &MapInfo, key: &[Value]) -> String {
     if key.is_empty() {
-        return format!("@{name}");
+        return format!("@{}", info.name);
     }
-    let parts: Vec<String> = key.iter().map(key_part).collect();
-    format!("@{name}[{}]", parts.join(", "))
+    format!("@{}[{}]", info.name, key_parts(info, key).join(", "))
+}
+
+/// The parts of a key of `info`'s map as bpftrace prints them: a pointer
+/// in hex.
+fn key_parts(info: &MapInfo, key: &[Value]) -> Vec<String> {
+    let pointer = |i: usize| info.pointer_keys.get(i).copied().unwrap_or(false);
+    (key.iter().enumerate())
+        .map(|(i, part)| match part {
+            Value::Int(n) if pointer(i) => format!("{:#x}", n.cast_unsigned()),
+            _ => key_part(part),
+        })
+        .collect()
 }
 
 /// A key part as bpftrace prints it, in text and JSON: a stack's frames
@@ -337,7 +348,7 @@ fn print_text(
         return writeln!(out);
     }
     for (key, agg) in sorted {
-        let name = key_text(&info.name, key);
+        let name = key_text(info, key);
         match agg {
             Agg::Hist(buckets) => {
                 writeln!(out, "{name}: ")?;
@@ -585,8 +596,7 @@ fn print_json(
     } else {
         Json::object(sorted.iter().map(|(key, agg)| {
             // A stack's frames indented as in the text's keys.
-            let parts: Vec<String> = key.iter().map(key_part).collect();
-            (parts.join(","), element(agg))
+            (key_parts(info, key).join(","), element(agg))
         }))
     };
     writeln!(
@@ -622,6 +632,7 @@ mod tests {
             kind: MapKind::Count,
             keys: vec![],
             unsigned: false,
+            pointer_keys: Vec::new(),
         };
         let stack = Value::Str("\n        schedule+10\n        do_nanosleep+7\n".into());
         let mut one = Agg::new(MapKind::Count);
@@ -656,6 +667,7 @@ mod tests {
             kind: MapKind::Hist,
             keys: vec![],
             unsigned: false,
+            pointer_keys: Vec::new(),
         };
         let mut agg = Agg::new(MapKind::Hist);
         for v in [0, 0, 3, 3, 2996, 2996]
@@ -696,6 +708,7 @@ mod tests {
             kind,
             keys: vec![],
             unsigned: false,
+            pointer_keys: Vec::new(),
         };
         let mut agg = Agg::new(kind);
         for v in [0, 0, 3, 3, 600, 600, 2996, 2996]
@@ -721,6 +734,7 @@ mod tests {
             kind: MapKind::Count,
             keys: vec![],
             unsigned: false,
+            pointer_keys: Vec::new(),
         };
         let key = |pid| vec![Value::Str("dd".into()), Value::Int(pid)];
         let map = HashMap::from([(key(22743), Agg::Count(23)), (key(22744), Agg::Count(5))]);

@@ -1,0 +1,39 @@
+//! Which expressions bpftrace types as pointers: their values compare
+//! and compute as integers here, but a map key that is one prints in hex.
+
+use super::{Checker, Expr, ExprKind, FieldKind, KernelType, members};
+use crate::ast::{BinOp, Builtin, UnOp};
+
+impl Checker<'_> {
+    /// Whether `expr` is a pointer by bpftrace's types at the first attach
+    /// point: `curtask`, a pointer cast, a pointer field or member, a
+    /// variable holding one, or one stepped by an integer.
+    pub(super) fn is_pointer(&self, expr: &Expr) -> bool {
+        match &expr.kind {
+            ExprKind::Builtin(Builtin::Curtask)
+            | ExprKind::StructCast(..)
+            | ExprKind::Unary(UnOp::Pointer { .. }, _) => true,
+            ExprKind::Var(name) => self.pointer_vars.contains(name),
+            ExprKind::Field(name) => self.attaches.first().is_some_and(|attach| {
+                attach
+                    .field(name)
+                    .is_some_and(|f| matches!(f.kind, FieldKind::Pointer { .. }))
+            }),
+            ExprKind::Member { .. } => {
+                (self.attaches.first().zip(self.bound.first())).is_some_and(|(attach, bound)| {
+                    matches!(
+                        members::member_type(self.kernel, attach, bound, expr),
+                        Ok(KernelType::Pointer(_))
+                    )
+                })
+            }
+            ExprKind::Binary(BinOp::Add | BinOp::Sub, left, right) => {
+                self.is_pointer(left) && !self.is_pointer(right)
+            }
+            ExprKind::Ternary(_, then, otherwise) => {
+                self.is_pointer(then) && self.is_pointer(otherwise)
+            }
+            _ => false,
+        }
+    }
+}
