@@ -95,7 +95,12 @@ fn kind(field: &weft_capture::sources::FieldSpec) -> String {
 
 fn unit(meaning: Meaning) -> &'static str {
     match meaning {
-        Meaning::Int | Meaning::Named(_) | Meaning::Addr(_) => "",
         Meaning::Duration | Meaning::Time => "ns",
+        Meaning::Int
+        | Meaning::Named(_)
+        | Meaning::Addr(_)
+        | Meaning::Syscall
+        | Meaning::Source
+        | Meaning::Symbol => "",
     }
 }

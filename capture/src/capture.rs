@@ -6,13 +6,12 @@
 use std::{collections::BTreeMap, fs, path::Path, sync::Arc};
 
 use anyhow::{Context as _, Result, bail};
-use weft_abi::{syscall::MAX_SYSCALLS, syscall_names};
 use weft_query::{Catalog, Ids, Kind, Names};
 use weft_store::Dir;
 
 use crate::{
     metadata::{self, METADATA, Metadata, Session, SourceNote},
-    registry::{self, CALLS, LOSSES, SYSCALLS, TRIGGERS},
+    registry,
 };
 
 /// Creates `dir` with mode 0700, or checks that it may be written to: an
@@ -120,21 +119,15 @@ pub fn catalog_naming(
     let mut catalog = Catalog::from_meta(snapshot.meta());
     let threads = threads.map(Arc::new);
     catalog.wall_offset = metadata.wall_offset();
-    if let Some(syscalls) = catalog.source_mut(SYSCALLS) {
-        let names = Names::new(
-            (0..MAX_SYSCALLS)
-                .filter_map(|nr| Some((i64::from(nr), syscall_names::name(nr)?.to_owned()))),
-            true,
-        );
-        syscalls.alias("duration_ns", "dur", Kind::Duration);
-        syscalls.alias("nr", "name", Kind::Named(Arc::new(names)));
-        syscalls.set_kind("enter_ns", Kind::Time);
-        if let Some(threads) = &threads {
-            syscalls.view("tid", "comm", Kind::Named(threads.clone()));
+    for spec in crate::sources::EVERY {
+        if let Some(columns) = catalog.source_mut(spec.name) {
+            crate::sources::describe(spec, columns, snapshot, threads.as_ref())?;
         }
-        syscalls.span = Some("dur".into());
-        syscalls.show_first(&["name", "dur", "ret", "comm", "pid", "tid", "cpu"]);
+        for alias in spec.aliases {
+            catalog.alias_source(spec.name, alias);
+        }
     }
+    // Applications' and one-liners' sources, as `weft.json` describes them.
     let kept = (metadata.app_sources.iter().map(|source| (source, false))).chain(
         metadata
             .oneliner_sources
@@ -157,40 +150,7 @@ pub fn catalog_naming(
             columns.view("tid", "comm", Kind::Named(threads.clone()));
         }
     }
-    crate::pt_calls::describe(&mut catalog, snapshot)?;
-    if let (Some(calls), Some(threads)) = (catalog.source_mut(CALLS), &threads) {
-        calls.view("tid", "comm", Kind::Named(threads.clone()));
-    }
-    if let Some(log) = catalog.source_mut(TRIGGERS) {
-        log.set_kind("start", Kind::Time);
-        log.set_kind("end", Kind::Time);
-    }
-    describe_losses(&mut catalog, snapshot);
-    for spec in crate::sources::ALL {
-        if let Some(columns) = catalog.source_mut(spec.name) {
-            spec.describe_columns(columns);
-            if let Some(threads) = &threads {
-                columns.view("tid", "comm", Kind::Named(threads.clone()));
-            }
-        }
-        for alias in spec.aliases {
-            catalog.alias_source(spec.name, alias);
-        }
-    }
     Ok(catalog)
-}
-
-/// The `losses` source's columns: the lost source by name, why by word.
-fn describe_losses(catalog: &mut Catalog, snapshot: &weft_store::Snapshot) {
-    let sources = Names::new(
-        (snapshot.meta().sources.iter()).map(|s| (i64::from(s.id), s.name.clone())),
-        true,
-    );
-    let why = Names::new([(0, "ring full".to_owned()), (1, "other".to_owned())], true);
-    if let Some(losses) = catalog.source_mut(LOSSES) {
-        losses.set_kind("source", Kind::Named(Arc::new(sources)));
-        losses.set_kind("why", Kind::Named(Arc::new(why)));
-    }
 }
 
 /// Adds a session (host, sources, start) to the `weft.json` of `dir` (the

@@ -10,11 +10,11 @@
 //! late: queries select them by their own time, up to [`LATE`] after it
 //! (`weft_query::SourceColumns::late`); later ones are counted, not stored.
 
-use std::{collections::HashMap, sync::Arc};
+use std::collections::HashMap;
 
 use anyhow::Result;
-use weft_query::{Catalog, Kind, Names};
-use weft_store::{Field, FieldKind, Snapshot, SourceId, Store};
+use weft_query::Names;
+use weft_store::{Snapshot, SourceId, Store};
 
 use crate::registry::{CALLS, SYMBOLS};
 
@@ -66,17 +66,8 @@ pub struct CallLog {
 impl CallLog {
     /// Defines (or finds again, with the names they hold) the two sources.
     pub fn define(store: &mut Store) -> Result<Self> {
-        let calls = store.define_source(
-            CALLS,
-            vec![
-                Field::new("dur", 0, FieldKind::U64),
-                Field::new("pid", 8, FieldKind::U32),
-                Field::new("tid", 12, FieldKind::U32),
-                Field::new("depth", 16, FieldKind::U32),
-                Field::new("func", 20, FieldKind::U32),
-            ],
-        )?;
-        let symbols = store.define_source(SYMBOLS, vec![Field::new("id", 0, FieldKind::U32)])?;
+        let calls = crate::sources::own::CALLS.define(store)?;
+        let symbols = crate::sources::own::SYMBOLS.define(store)?;
         let numbers = symbol_names(&store.snapshot(), symbols)?
             .into_iter()
             .map(|(id, name)| (name, id))
@@ -134,24 +125,16 @@ fn symbol_names(snapshot: &Snapshot, symbols: SourceId) -> weft_store::Result<Ve
     Ok(names)
 }
 
-/// Gives a capture's `calls` their meaning: `func` by name, `dur` the
-/// span `during` uses, and their lateness.
-pub fn describe(catalog: &mut Catalog, snapshot: &Snapshot) -> Result<()> {
+/// The names of the functions of a capture's calls, by their numbers
+/// (none without a `symbols` source).
+pub fn symbols(snapshot: &Snapshot) -> Result<Names> {
     let Some(symbols) = snapshot.meta().sources.iter().find(|s| s.name == SYMBOLS) else {
-        return Ok(());
+        return Ok(Names::default());
     };
     let names = symbol_names(snapshot, symbols.id)?
         .into_iter()
         .map(|(id, name)| (i64::from(id), name));
-    let Some(calls) = catalog.source_mut(CALLS) else {
-        return Ok(());
-    };
-    calls.set_kind("func", Kind::Named(Arc::new(Names::new(names, false))));
-    calls.set_kind("dur", Kind::Duration);
-    calls.span = Some("dur".into());
-    calls.late = Some(LATE);
-    calls.show_first(&["func", "dur", "depth", "tid", "pid"]);
-    Ok(())
+    Ok(Names::new(names, false))
 }
 
 /// The calls of a recording as folded stacks, the input of flame graph

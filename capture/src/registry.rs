@@ -20,16 +20,12 @@ pub const SYMBOLS: &str = "symbols";
 /// What each source lost, when and why (`recording/src/losses.rs`).
 pub const LOSSES: &str = "losses";
 
-/// Every name weft records under besides the event sources (`sources::ALL`).
-const OWN: [&str; 6] = [SYSCALLS, TASKS, TRIGGERS, CALLS, SYMBOLS, LOSSES];
-
 /// Whether weft itself names a source `name` (or lets queries call one
 /// so): applications and one-liners may not take it.
 pub fn is_weft_source(name: &str) -> bool {
-    OWN.contains(&name)
-        || sources::ALL
-            .iter()
-            .any(|spec| spec.name == name || spec.aliases.contains(&name))
+    sources::EVERY
+        .iter()
+        .any(|spec| spec.name == name || spec.aliases.contains(&name))
 }
 
 /// What the integers of a field pushed by an application or stored by a

@@ -16,5 +16,6 @@
 //! rings in memory.
 #![deny(missing_docs)]
 
+pub mod schema;
 pub mod syscalls;
 pub mod tasks;

@@ -2,74 +2,107 @@
 //! indexes, and the sink that appends each ring record of the syscall probe
 //! as it lies in the ring (one copy, ring to chunk).
 
-use weft_abi::syscall::{EVENT_SIZE, MAX_SYSCALLS, SyscallEvent};
-use weft_store::{Bins, Field, FieldKind, Partition, SourceId, Store};
+use std::mem::offset_of;
 
-use crate::tasks::TaskNames;
+use weft_abi::syscall::{EVENT_SIZE, MAX_SYSCALLS, SyscallEvent};
+use weft_store::{Field, FieldKind, SourceId, Store};
+
+use crate::{
+    schema::{IndexSpec, Meaning, Spec, field},
+    tasks::TaskNames,
+};
 
 /// Name of the syscall source in the store.
 pub const SYSCALLS: &str = "syscalls";
 
-/// Defines (or finds again, when appending) the syscall source and its
-/// default indexes: latency (`duration_ns`, log bins), syscall number
+/// The `syscalls` source: a `SyscallEvent` as the probe writes it, with
+/// its default indexes: latency (`duration_ns`, log bins), syscall number
 /// (`nr`, one bin per number: an exact-match index), and latency per
 /// syscall (`duration_by_nr`, partitioned by number), so that one
 /// syscall's percentiles come from summaries too.
+pub const SPEC: Spec = Spec {
+    size: EVENT_SIZE,
+    indexes: &[
+        IndexSpec::Latency("duration_ns"),
+        IndexSpec::Exact("nr", MAX_SYSCALLS as i64),
+        IndexSpec::LatencyBy {
+            name: "duration_by_nr",
+            field: "duration_ns",
+            by: "nr",
+            count: MAX_SYSCALLS,
+        },
+    ],
+    span: Some("dur"),
+    threads: true,
+    first: &["name", "dur", "ret", "comm", "pid", "tid", "cpu"],
+    ..Spec::new(
+        SYSCALLS,
+        "system calls, each when it returned",
+        &[
+            field(
+                "enter_ns",
+                offset_of!(SyscallEvent, enter_ns),
+                FieldKind::U64,
+                Meaning::Time,
+                "when it was entered",
+            ),
+            field(
+                "duration_ns",
+                offset_of!(SyscallEvent, duration_ns),
+                FieldKind::U64,
+                Meaning::Duration,
+                "how long it took",
+            )
+            .shown_as("dur"),
+            field(
+                "ret",
+                offset_of!(SyscallEvent, ret),
+                FieldKind::I64,
+                Meaning::Int,
+                "what it returned (-errno on failure)",
+            ),
+            field(
+                "pid",
+                offset_of!(SyscallEvent, pid),
+                FieldKind::U32,
+                Meaning::Int,
+                "process",
+            ),
+            field(
+                "tid",
+                offset_of!(SyscallEvent, tid),
+                FieldKind::U32,
+                Meaning::Int,
+                "thread",
+            ),
+            field(
+                "nr",
+                offset_of!(SyscallEvent, nr),
+                FieldKind::U32,
+                Meaning::Syscall,
+                "the call",
+            )
+            .shown_as("name"),
+            field(
+                "cpu",
+                offset_of!(SyscallEvent, cpu),
+                FieldKind::U32,
+                Meaning::Int,
+                "CPU it returned on",
+            ),
+        ],
+    )
+};
+
+/// Defines (or finds again, when appending) the syscall source and its
+/// default indexes ([`SPEC`]).
 pub fn define_source(store: &mut Store) -> weft_store::Result<SourceId> {
-    let fields = fields();
-    let source = store.define_source(SYSCALLS, fields.clone())?;
-    let numbers = exact_bins(i64::from(MAX_SYSCALLS));
-    let by_nr = Partition {
-        field: fields[5].clone(),
-        count: MAX_SYSCALLS,
-    };
-    for (name, field, bins, partition) in [
-        ("duration_ns", &fields[1], latency_bins(), None),
-        ("nr", &fields[5], numbers, None),
-        ("duration_by_nr", &fields[1], latency_bins(), Some(by_nr)),
-    ] {
-        if store.index_named(source, name).is_none() {
-            store.define_partitioned_index(source, name, field.clone(), bins, partition)?;
-        }
-    }
-    Ok(source)
+    SPEC.define(store)
 }
 
 /// The store fields of a `SyscallEvent` payload, in layout order.
 pub fn fields() -> Vec<Field> {
-    use std::mem::offset_of;
-    let at = |offset: usize| u32::try_from(offset).expect("offsets are small");
-    vec![
-        Field::new(
-            "enter_ns",
-            at(offset_of!(SyscallEvent, enter_ns)),
-            FieldKind::U64,
-        ),
-        Field::new(
-            "duration_ns",
-            at(offset_of!(SyscallEvent, duration_ns)),
-            FieldKind::U64,
-        ),
-        Field::new("ret", at(offset_of!(SyscallEvent, ret)), FieldKind::I64),
-        Field::new("pid", at(offset_of!(SyscallEvent, pid)), FieldKind::U32),
-        Field::new("tid", at(offset_of!(SyscallEvent, tid)), FieldKind::U32),
-        Field::new("nr", at(offset_of!(SyscallEvent, nr)), FieldKind::U32),
-        Field::new("cpu", at(offset_of!(SyscallEvent, cpu)), FieldKind::U32),
-    ]
-}
-
-/// One bin per value `0..=max` (and the outlier bins): an exact-match index.
-pub fn exact_bins(max: i64) -> Bins {
-    Bins::new((0..=max).collect()).expect("strictly increasing by construction")
-}
-
-/// Latency bins 10% apart from 100 ns to about 100 s: percentiles read few chunks.
-pub fn latency_bins() -> Bins {
-    let mut bounds = vec![100i64];
-    while let Some(&last) = bounds.last().filter(|b| **b < 100_000_000_000) {
-        bounds.push((last + last / 10).max(last + 1));
-    }
-    Bins::new(bounds).expect("strictly increasing by construction")
+    SPEC.store_fields()
 }
 
 /// Appends the syscall probe's ring records to the store, noting each new
@@ -154,6 +187,7 @@ impl SyscallSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::latency_bins;
 
     #[test]
     fn fields_read_what_to_le_bytes_wrote() {

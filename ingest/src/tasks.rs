@@ -14,12 +14,27 @@ use std::{
 };
 
 use weft_abi::{syscall::SyscallEvent, syscall_names};
-use weft_store::{Field, FieldKind, SourceId, Store};
+use weft_store::{FieldKind, SourceId, Store};
+
+use crate::schema::{Meaning, Spec, field};
 
 /// Name of the source holding thread names.
 pub const TASKS: &str = "tasks";
 /// Bytes of a thread name, as the kernel's `TASK_COMM_LEN`.
 pub const COMM_LEN: usize = 16;
+
+/// The `tasks` source: `pid`, `tid`, then the name's [`COMM_LEN`] bytes.
+pub const SPEC: Spec = Spec {
+    size: 8 + COMM_LEN,
+    ..Spec::new(
+        TASKS,
+        "thread names, noted when a thread is first seen and after it execs",
+        &[
+            field("pid", 0, FieldKind::U32, Meaning::Int, "process"),
+            field("tid", 4, FieldKind::U32, Meaning::Int, "thread"),
+        ],
+    )
+};
 
 /// Notes the name of every thread seen.
 pub struct TaskNames {
@@ -53,16 +68,11 @@ impl Hasher for TidHasher {
 }
 
 impl TaskNames {
-    /// Defines (or finds again) the `tasks` source: `pid`, `tid`, then the
-    /// name's 16 bytes.
+    /// Defines (or finds again) the `tasks` source ([`SPEC`]).
     pub fn define(store: &mut Store) -> weft_store::Result<Self> {
-        let fields = vec![
-            Field::new("pid", 0, FieldKind::U32),
-            Field::new("tid", 4, FieldKind::U32),
-        ];
         let exec = |name| syscall_names::number(name).unwrap_or(u32::MAX);
         Ok(Self {
-            source: store.define_source(TASKS, fields)?,
+            source: SPEC.define(store)?,
             seen: HashSet::default(),
             last: None,
             execs: [exec("execve"), exec("execveat")],

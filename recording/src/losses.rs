@@ -7,8 +7,7 @@
 use std::collections::HashMap;
 
 use anyhow::Result;
-use weft_capture::registry::LOSSES;
-use weft_store::{Field, FieldKind, SourceId, Store};
+use weft_store::{SourceId, Store};
 
 use crate::probe::Accounting;
 
@@ -22,16 +21,6 @@ pub const ANY_CPU: u32 = u32::MAX;
 /// Why records were lost: the ring was full, or anything else.
 pub const RING_FULL: u8 = 0;
 pub const OTHER: u8 = 1;
-
-/// The `losses` source's fields.
-pub fn fields() -> Vec<Field> {
-    vec![
-        Field::new("source", 0, FieldKind::U32),
-        Field::new("cpu", 4, FieldKind::U32),
-        Field::new("lost", 8, FieldKind::U64),
-        Field::new("why", 16, FieldKind::U8),
-    ]
-}
 
 /// What each source had lost when last noted.
 #[derive(Default)]
@@ -72,7 +61,9 @@ impl LossLog {
             for (cpu, lost, why) in records {
                 let source = match self.source {
                     Some(source) => source,
-                    None => *self.source.insert(store.define_source(LOSSES, fields())?),
+                    None => *self
+                        .source
+                        .insert(weft_capture::sources::own::LOSSES.define(store)?),
                 };
                 let mut payload = [0u8; SIZE];
                 payload[..4].copy_from_slice(&u32::from(lost_source).to_le_bytes());

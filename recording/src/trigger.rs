@@ -18,13 +18,13 @@ use std::{collections::VecDeque, sync::mpsc::Sender};
 use anyhow::{Context as _, Result, bail};
 use hdrhistogram::Histogram;
 use weft_query::{Column, Kind, ast::Op, bind::Pred};
-use weft_store::{Field, FieldKind, SourceId, Store};
+use weft_store::{SourceId, Store};
 
 use weft_capture::{
     capture,
     metadata::{Metadata, NoteLog, PeerLog, RuleLog, TraceLog, TriggerLog},
     pt_calls::Decoded,
-    registry::{TRIGGERS, is_weft_source},
+    registry::is_weft_source,
 };
 
 use crate::{
@@ -850,15 +850,9 @@ fn has_threshold(pred: &Pred) -> bool {
     }
 }
 
-/// The trigger log: which trigger, and the window it kept (arrival times);
-/// the record's time is the matching record's own.
+/// The trigger log ([`weft_capture::sources::own::TRIGGERS`]).
 fn define_log(store: &mut Store) -> Result<SourceId> {
-    let fields = ["trigger", "start", "end"]
-        .iter()
-        .zip(0u32..)
-        .map(|(name, i)| Field::new(name, i * 8, FieldKind::U64))
-        .collect();
-    Ok(store.define_source(TRIGGERS, fields)?)
+    Ok(weft_capture::sources::own::TRIGGERS.define(store)?)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::mem::offset_of;
 use weft_abi::block::BlockEvent;
 use weft_store::FieldKind;
 
-use super::{CPU, IndexSpec, Meaning, Spec, field};
+use super::{CPU, IndexSpec, Meaning, STORED_FROM, Spec, field};
 
 /// `Op` values, named as in the tracepoints' `rwbs`.
 const OPS: &[(i64, &str)] = &[
@@ -91,9 +91,18 @@ pub const SPEC: Spec = Spec {
         IndexSpec::Latency("latency"),
         IndexSpec::Exact("op", 4),
         // The UI's block breakdown, per operation.
-        IndexSpec::LatencyBy("latency", "op", 5),
+        IndexSpec::LatencyBy {
+            name: "latency_by_op",
+            field: "latency",
+            by: "op",
+            count: 5,
+        },
     ],
-    time: "ts",
+    stored_from: STORED_FROM,
+    time: Some("ts"),
     span: Some("latency"),
     tail: None,
+    threads: true,
+    first: &[],
+    late: None,
 };

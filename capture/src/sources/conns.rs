@@ -8,7 +8,7 @@ use std::mem::offset_of;
 use weft_abi::conns::ConnEvent;
 use weft_store::FieldKind;
 
-use super::{CPU, IndexSpec, Meaning, Spec, field};
+use super::{CPU, IndexSpec, Meaning, STORED_FROM, Spec, field};
 
 const DIRECTIONS: &[(i64, &str)] = &[(0, "recv"), (1, "send")];
 const PROTOCOLS: &[(i64, &str)] = &[(6, "tcp"), (17, "udp")];
@@ -99,7 +99,11 @@ pub const SPEC: Spec = Spec {
         ),
     ],
     indexes: &[IndexSpec::Exact("dport", 65_535)],
-    time: "ts",
+    stored_from: STORED_FROM,
+    time: Some("ts"),
     span: None,
     tail: None,
+    threads: true,
+    first: &[],
+    late: None,
 };

@@ -6,7 +6,7 @@ use std::mem::offset_of;
 use weft_abi::net::PacketEvent;
 use weft_store::FieldKind;
 
-use super::{CPU, IndexSpec, Meaning, Spec, field};
+use super::{CPU, IndexSpec, Meaning, STORED_FROM, Spec, field};
 
 const DIRECTIONS: &[(i64, &str)] = &[(0, "ingress"), (1, "egress")];
 const PROTOCOLS: &[(i64, &str)] = &[(1, "icmp"), (6, "tcp"), (17, "udp"), (58, "icmpv6")];
@@ -144,7 +144,11 @@ pub const SPEC: Spec = Spec {
         // The overview's headline, `count, sum(len)`.
         IndexSpec::Latency("len"),
     ],
-    time: "ts",
+    stored_from: STORED_FROM,
+    time: Some("ts"),
     span: None,
     tail: Some(("data", "the payload's first `captured` bytes (--snaplen)")),
+    threads: true,
+    first: &[],
+    late: None,
 };

@@ -6,7 +6,7 @@ use std::mem::offset_of;
 use weft_abi::pagecache::PageCacheEvent;
 use weft_store::FieldKind;
 
-use super::{CPU, IndexSpec, Meaning, Spec, field};
+use super::{CPU, IndexSpec, Meaning, STORED_FROM, Spec, field};
 
 /// `Op` values.
 const OPS: &[(i64, &str)] = &[(1, "add"), (2, "delete"), (3, "lookup")];
@@ -78,9 +78,18 @@ pub const SPEC: Spec = Spec {
     indexes: &[
         IndexSpec::Exact("kind", 3),
         // The overview's headline, `sum(pages) by kind`, per kind.
-        IndexSpec::LatencyBy("pages", "kind", 4),
+        IndexSpec::LatencyBy {
+            name: "pages_by_kind",
+            field: "pages",
+            by: "kind",
+            count: 4,
+        },
     ],
-    time: "ts",
+    stored_from: STORED_FROM,
+    time: Some("ts"),
     span: None,
     tail: None,
+    threads: true,
+    first: &[],
+    late: None,
 };

@@ -5,7 +5,7 @@ use std::mem::offset_of;
 use weft_abi::sched::SchedEvent;
 use weft_store::FieldKind;
 
-use super::{CPU, IndexSpec, Meaning, Spec, field};
+use super::{CPU, IndexSpec, Meaning, STORED_FROM, Spec, field};
 
 /// `sched_switch`'s `prev_state` values, named as `ps` and `perf sched` do.
 const STATES: &[(i64, &str)] = &[
@@ -82,9 +82,18 @@ pub const SPEC: Spec = Spec {
         IndexSpec::Latency("off_cpu"),
         IndexSpec::Latency("runq"),
         // The UI's off-CPU breakdown: states are values up to 0x100 (R+).
-        IndexSpec::LatencyBy("off_cpu", "state", 0x101),
+        IndexSpec::LatencyBy {
+            name: "off_cpu_by_state",
+            field: "off_cpu",
+            by: "state",
+            count: 0x101,
+        },
     ],
-    time: "ts",
+    stored_from: STORED_FROM,
+    time: Some("ts"),
     span: Some("off_cpu"),
     tail: None,
+    threads: true,
+    first: &[],
+    late: None,
 };

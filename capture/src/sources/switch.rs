@@ -6,7 +6,7 @@ use std::mem::offset_of;
 use weft_abi::switch::SwitchEvent;
 use weft_store::FieldKind;
 
-use super::{CPU, IndexSpec, Meaning, Spec, field};
+use super::{CPU, IndexSpec, Meaning, STORED_FROM, Spec, field};
 
 pub const SPEC: Spec = Spec {
     name: "switch",
@@ -45,7 +45,11 @@ pub const SPEC: Spec = Spec {
         ),
     ],
     indexes: &[IndexSpec::Exact("cpu", 1023)],
-    time: "ts",
+    stored_from: STORED_FROM,
+    time: Some("ts"),
     span: None,
     tail: None,
+    threads: true,
+    first: &[],
+    late: None,
 };
