@@ -43,21 +43,31 @@ pub fn find(name: &str) -> Option<&'static Spec> {
 
 /// Every source a capture can hold besides those applications and
 /// one-liners push (whose fields `weft.json` describes): weft's own
-/// records and the event sources.
-pub const EVERY: &[&Spec] = &[
-    &weft_ingest::syscalls::SPEC,
-    &weft_ingest::tasks::SPEC,
-    &sched::SPEC,
-    &block::SPEC,
-    &pagecache::SPEC,
-    &net::SPEC,
-    &switch::SPEC,
-    &conns::SPEC,
-    &own::TRIGGERS,
-    &own::CALLS,
-    &own::SYMBOLS,
-    &own::LOSSES,
-];
+/// records, then the event sources.
+pub const EVERY: &[&Spec] = &every();
+
+/// [`EVERY`], built from [`ALL`] so that an event source is listed once.
+const fn every() -> [&'static Spec; 6 + ALL.len()] {
+    let own: [&Spec; 6] = [
+        &weft_ingest::syscalls::SPEC,
+        &weft_ingest::tasks::SPEC,
+        &own::TRIGGERS,
+        &own::CALLS,
+        &own::SYMBOLS,
+        &own::LOSSES,
+    ];
+    let mut every = [own[0]; 6 + ALL.len()];
+    let mut i = 0;
+    while i < every.len() {
+        every[i] = if i < own.len() {
+            own[i]
+        } else {
+            ALL[i - own.len()]
+        };
+        i += 1;
+    }
+    every
+}
 
 /// Gives `spec`'s columns in `snapshot` their meaning, the threads' names
 /// `threads` where the source names threads.
