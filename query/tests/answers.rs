@@ -309,6 +309,32 @@ fn answers_full_scan_equals_indexed() {
 }
 
 #[test]
+fn answers_percentiles_per_bucket_from_summaries_as_a_scan_does() {
+    let mut f = fixture("buckets");
+    let queries = [
+        "syscalls | p99(dur), count, max(dur), avg(dur) every 10ms",
+        r#"syscalls where name = "sendto" | p99.9(dur), sum(dur), min(dur) every 20ms"#,
+        "syscalls | percentiles(dur) every 50ms last 100ms",
+    ];
+    let summarized: Vec<Answer> = queries.iter().map(|q| ask(&f, q)).collect();
+    for (query, answer) in queries.iter().zip(&summarized) {
+        assert!(
+            answer.plan.iter().any(|l| l.contains("per bucket")),
+            "{query}: {:?}",
+            answer.plan
+        );
+        assert!(answer.stats.chunks_summarized > 0, "{query}");
+        assert!(answer.rows.len() > 1, "{query}");
+    }
+    // Buckets by the records' own time, as the scan groups them.
+    f.catalog.without_indexes();
+    for (query, summarized) in queries.iter().zip(summarized) {
+        let scanned = ask(&f, query);
+        assert_eq!(scanned.rows, summarized.rows, "{query}");
+    }
+}
+
+#[test]
 fn answers_grouped_percentiles_from_summaries_exactly() {
     let mut f = fixture("grouped");
     let queries = [

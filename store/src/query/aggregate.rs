@@ -3,7 +3,7 @@
 
 use std::{collections::BTreeMap, ops::RangeInclusive};
 
-use super::{Aggregate, ChunkRef, QueryStats};
+use super::{Aggregate, ChunkRef, QueryStats, Target};
 
 use crate::{
     error::{Error, Result},
@@ -37,6 +37,33 @@ impl Snapshot {
         values: RangeInclusive<i64>,
     ) -> Result<(Aggregate, QueryStats)> {
         let target = self.target(source, index, part, window)?;
+        self.aggregate_in(&target, values)
+    }
+
+    /// [`Snapshot::aggregate_part`] of the records whose own time (the
+    /// producer's timestamp, else arrival) lies in `bucket`, of those that
+    /// arrived in `window`: one bucket of `pN(x) every T`, read by its own
+    /// time as a scan groups it. Chunks whose summaries put all their
+    /// records in the bucket answer from them; those with none there are
+    /// skipped; the rest are read.
+    pub fn aggregate_bucket(
+        &self,
+        source: SourceId,
+        index: IndexId,
+        part: Option<u32>,
+        (window, bucket): (RangeInclusive<u64>, RangeInclusive<u64>),
+        values: RangeInclusive<i64>,
+    ) -> Result<(Aggregate, QueryStats)> {
+        let mut target = self.target(source, index, part, window)?;
+        target.own = Some(bucket);
+        self.aggregate_in(&target, values)
+    }
+
+    fn aggregate_in(
+        &self,
+        target: &Target,
+        values: RangeInclusive<i64>,
+    ) -> Result<(Aggregate, QueryStats)> {
         let mut total = Aggregate::default();
         let mut stats = QueryStats::default();
         let range = self.chunks_in(&target.window)?;
@@ -53,6 +80,10 @@ impl Snapshot {
             },
         };
         self.for_each_span(range, &target.keys(), |meta, run| {
+            if self.outside_bucket(meta, target) {
+                stats.chunks_skipped += run.as_ref().map_or(1, |r| r.end - r.start);
+                return Ok(true);
+            }
             let wanted = || {
                 meta.summaries
                     .iter()
@@ -60,7 +91,7 @@ impl Snapshot {
                     .map(values_of)
             };
             if let Some(run) = run {
-                let whole = self.summarizes_run(meta, &run, &target)
+                let whole = self.summarizes_run(meta, &run, target)
                     && wanted().all(|s| inside(&s) || outside(&s));
                 if whole {
                     stats.add_run(&run);
@@ -70,13 +101,12 @@ impl Snapshot {
             }
             if self.is_gone(meta.time.chunk) {
                 stats.leave_out(self.is_damaged(meta.time.chunk));
-            } else if self.summarizes(meta, &target) && wanted().all(|s| inside(&s) || outside(&s))
-            {
+            } else if self.summarizes(meta, target) && wanted().all(|s| inside(&s) || outside(&s)) {
                 stats.chunks_summarized += 1;
                 wanted().filter(inside).for_each(|s| total.merge(&s));
-            } else if let Some(at) = ChunkRef::of(meta, source) {
+            } else if let Some(at) = ChunkRef::of(meta, target.source) {
                 stats.chunks_scanned += 1;
-                self.visit_values(&at, &target, |v| {
+                self.visit_values(&at, target, |v| {
                     if values.contains(&v) {
                         total.add(v);
                     }

@@ -29,7 +29,7 @@ use std::ops::{Range, RangeInclusive};
 
 use crate::{
     error::{Error, Result},
-    format::{BLOCK_HEADER_LEN, BlockHeader, RecordHeader, Summary},
+    format::{BLOCK_HEADER_LEN, BlockHeader, FormatVersion, RecordHeader, Summary},
     schema::{Index, IndexId, SourceId},
     shared::{ChunkMeta, KeyRange, Snapshot},
 };
@@ -172,6 +172,9 @@ struct Target {
     index: Option<Index>,
     /// Only this part of a partitioned index.
     part: Option<u32>,
+    /// Only records whose own time (the producer's timestamp, else
+    /// arrival) lies here: one time bucket of `every`.
+    own: Option<RangeInclusive<u64>>,
 }
 
 impl Target {
@@ -203,6 +206,11 @@ impl Target {
     /// Value bins per part.
     fn value_bins(&self) -> u32 {
         self.index.as_ref().map_or(1, |spec| spec.bins.len() as u32)
+    }
+
+    /// Whether a record with these times is in the target's time bucket.
+    fn owns(&self, ts: u64, producer_ts: Option<u64>) -> bool {
+        (self.own.as_ref()).is_none_or(|own| own.contains(&producer_ts.unwrap_or(ts)))
     }
 
     /// Whether a record of the source belongs to the target's part.
@@ -289,6 +297,7 @@ impl Snapshot {
             window,
             index,
             part,
+            own: None,
         })
     }
 
@@ -315,6 +324,33 @@ impl Snapshot {
             && target.window.contains(&meta.time.last_ts)
             && self.covered(target.index_id(), run.start)
             && self.covered(target.index_id(), run.end - 1)
+            && match (self.own_times(meta, target), &target.own) {
+                (Some((first, last)), Some(own)) => own.contains(&first) && own.contains(&last),
+                _ => true,
+            }
+    }
+
+    /// The first and last own time of the target's records in a chunk (or
+    /// run), by its summaries, when the target has a time bucket; `(0,
+    /// u64::MAX)` where the summaries do not say (format 1, or no record).
+    fn own_times(&self, meta: &ChunkMeta, target: &Target) -> Option<(u64, u64)> {
+        target.own.as_ref()?;
+        // Index 0's summaries hold the records' own times (format 2 on).
+        match meta.all(target.source) {
+            Some(all) if self.meta().format != FormatVersion::V1 => {
+                Some((all.min.cast_unsigned(), all.max.cast_unsigned()))
+            }
+            _ => Some((0, u64::MAX)),
+        }
+    }
+
+    /// Whether a chunk (or run) holds none of the target's time bucket, by
+    /// its summaries.
+    fn outside_bucket(&self, meta: &ChunkMeta, target: &Target) -> bool {
+        match (self.own_times(meta, target), &target.own) {
+            (Some((first, last)), Some(own)) => last < *own.start() || first > *own.end(),
+            _ => false,
+        }
     }
 
     /// Calls `visit` with each record of `target.source` in the chunk and in
@@ -357,7 +393,10 @@ impl Snapshot {
             Ok((record, pos + h.len as usize))
         };
         let keep = |r: &RecordRef<'_>| {
-            r.source == target.source && target.window.contains(&r.ts) && target.keeps(r.payload)
+            r.source == target.source
+                && target.window.contains(&r.ts)
+                && target.owns(r.ts, r.producer_ts)
+                && target.keeps(r.payload)
         };
         if at.all.count.saturating_mul(4) < u64::from(at.records) {
             // A small share of the chunk: follow the back-pointers.

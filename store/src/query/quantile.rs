@@ -70,6 +70,20 @@ impl Snapshot {
         window: RangeInclusive<u64>,
         q: f64,
     ) -> Result<(Option<i64>, QueryStats)> {
+        self.percentile_bucket(source, index, part, (window, 0..=u64::MAX), q)
+    }
+
+    /// [`Snapshot::percentile_part`] of the records whose own time (the
+    /// producer's timestamp, else arrival) lies in `bucket`, of those that
+    /// arrived in `window` (see [`Snapshot::aggregate_bucket`]).
+    pub fn percentile_bucket(
+        &self,
+        source: SourceId,
+        index: IndexId,
+        part: Option<u32>,
+        (window, bucket): (RangeInclusive<u64>, RangeInclusive<u64>),
+        q: f64,
+    ) -> Result<(Option<i64>, QueryStats)> {
         if !(0.0..=1.0).contains(&q) {
             return Err(Error::Invalid(format!(
                 "quantile {q} is not between 0 and 1"
@@ -80,21 +94,16 @@ impl Snapshot {
                 "percentiles need a value index, not index 0".into(),
             ));
         }
-        self.settled(|snapshot| snapshot.percentile_in(source, index, part, window.clone(), q))
+        let mut target = self.target(source, index, part, window)?;
+        // Every time is in the whole range: no bucket then.
+        target.own = Some(bucket).filter(|b| *b != (0..=u64::MAX));
+        self.settled(|snapshot| snapshot.percentile_in(&target, q))
     }
 
     /// [`Snapshot::percentile_part`] of a valid quantile and index.
-    fn percentile_in(
-        &self,
-        source: SourceId,
-        index: IndexId,
-        part: Option<u32>,
-        window: RangeInclusive<u64>,
-        q: f64,
-    ) -> Result<(Option<i64>, QueryStats)> {
-        let target = self.target(source, index, part, window)?;
-        let bins = self.meta().index(index)?.bins.clone();
-        let (by_part, held, mut stats) = self.bin_counts(&target)?;
+    fn percentile_in(&self, target: &Target, q: f64) -> Result<(Option<i64>, QueryStats)> {
+        let bins = self.meta().index(target.index_id())?.bins.clone();
+        let (by_part, held, mut stats) = self.bin_counts(target)?;
         let per_part = target.value_bins();
         let counts = across_parts(&by_part, bins.len());
         let n = counts.iter().fold(0u64, |n, c| n.saturating_add(*c));
@@ -107,7 +116,7 @@ impl Snapshot {
             before += counts[bin];
             bin += 1;
         }
-        let held = self.expand(held, &target, |g| g % per_part == bin as u32)?;
+        let held = self.expand(held, target, |g| g % per_part == bin as u32)?;
         // One part (or an index without parts): its bin is one global bin,
         // gathered in a single pass (counted per value when a flood
         // fills it). Across parts, or when it is wide and huge, narrow.
@@ -117,7 +126,7 @@ impl Snapshot {
         if let Some(part) = part {
             let global = part * per_part + bin as u32;
             let wanted = [vec![(global, counts[bin], rank - before)]];
-            let values = self.bin_values(&held, &target, &wanted, &mut stats)?;
+            let values = self.bin_values(&held, target, &wanted, &mut stats)?;
             if let Some(gathered) = values.get(&global) {
                 return Ok((Some(gathered.nth(rank - before)?), stats));
             }
@@ -134,7 +143,7 @@ impl Snapshot {
             .collect();
         let (lo, hi) = bins.range(bin as u32);
         stats.chunks_read_for_bins += relevant.len() as u64;
-        let value = self.select(&relevant, &target, (lo, hi, counts[bin]), rank - before)?;
+        let value = self.select(&relevant, target, (lo, hi, counts[bin]), rank - before)?;
         Ok((Some(value), stats))
     }
 
@@ -254,6 +263,10 @@ impl Snapshot {
             self.chunks_in(&target.window)?,
             &target.keys(),
             |meta, run| {
+                if self.outside_bucket(meta, target) {
+                    stats.chunks_skipped += run.as_ref().map_or(1, |r| r.end - r.start);
+                    return Ok(true);
+                }
                 if let Some(run) = run {
                     if !self.summarizes_run(meta, &run, target) {
                         return Ok(false);
