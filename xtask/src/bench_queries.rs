@@ -123,6 +123,14 @@ fn questions(case: &Case) -> Vec<(String, String, String)> {
             ),
         ),
         (
+            "p99 of latency per second".into(),
+            format!("syscalls | p99(dur) every 1s {window}"),
+            format!(
+                "{DUCK_WINDOW}select floor(time / 1000000000), quantile_disc(dur, 0.99) \
+                 from t, b where {DUCK_IN} group by 1"
+            ),
+        ),
+        (
             format!("count of {s}"),
             format!(r#"syscalls where name = "{s}" | count {window}"#),
             format!("{DUCK_WINDOW}select count(*) from t, b where name = '{s}' and {DUCK_IN}"),
