@@ -4,6 +4,8 @@
 
 use std::ops::RangeInclusive;
 
+use weft_store::OwnTimes;
+
 use crate::{
     aggregate::{Acc, AggSpec, Groups, PERCENTILES, hist_edges},
     answer::{Answer, Cell},
@@ -252,7 +254,7 @@ impl Engine<'_> {
         specs: &[AggSpec],
         picks: &[Pick],
     ) -> Result<Answer> {
-        let (row, _) = self.summary_row(source, (window, &(0..=u64::MAX)), specs, picks)?;
+        let (row, _) = self.summary_row(source, window, None, specs, picks)?;
         let how = if picks.iter().any(|(_, part, _)| part.is_some()) {
             "of one part of a partitioned index (the condition picks the part)"
         } else {
@@ -269,29 +271,53 @@ impl Engine<'_> {
         })
     }
 
-    /// `specs` over the records that arrived in `window` whose own time is
-    /// in `bucket`, from the store's summary operators: the row's cells,
-    /// and how many records the first pick counted.
+    /// `specs` over the records that arrived in `window` (whose own time
+    /// lies in a bucket, when one is given with the own times of the
+    /// window's records), from the store's summary operators: the row's
+    /// cells, and how many records the first pick counted.
     fn summary_row(
         &mut self,
         source: &SourceColumns,
-        (window, bucket): (&RangeInclusive<u64>, &RangeInclusive<u64>),
+        window: &RangeInclusive<u64>,
+        bucket: Option<(&OwnTimes, &RangeInclusive<u64>)>,
         specs: &[AggSpec],
         picks: &[Pick],
     ) -> Result<(Vec<Cell>, u64)> {
         let mut row = Vec::new();
         let mut counted = None;
-        let times = || (window.clone(), bucket.clone());
         for (spec, (index, part, range)) in specs.iter().zip(picks) {
             let (index, part) = (*index, *part);
-            let (agg, stats) =
-                (self.snapshot).aggregate_bucket(source.id, index, part, times(), range.clone())?;
+            let (agg, stats) = match bucket {
+                Some((own, bucket)) => (self.snapshot).aggregate_bucket(
+                    (index, part),
+                    own,
+                    bucket.clone(),
+                    range.clone(),
+                )?,
+                None => (self.snapshot).aggregate_part(
+                    source.id,
+                    index,
+                    part,
+                    window.clone(),
+                    range.clone(),
+                )?,
+            };
             self.add(stats);
             counted.get_or_insert(agg.count);
             let int = |v: Option<i64>| v.map_or(Cell::Null, Cell::Int);
             let mut quantile = |q: f64| -> Result<Cell> {
-                let (value, stats) =
-                    (self.snapshot).percentile_bucket(source.id, index, part, times(), q)?;
+                let (value, stats) = match bucket {
+                    Some((own, bucket)) => {
+                        (self.snapshot).percentile_bucket((index, part), own, bucket.clone(), q)?
+                    }
+                    None => (self.snapshot).percentile_part(
+                        source.id,
+                        index,
+                        part,
+                        window.clone(),
+                        q,
+                    )?,
+                };
                 self.add(stats);
                 Ok(int(value))
             };
@@ -342,10 +368,12 @@ impl Engine<'_> {
         let (counts, stats) =
             (self.snapshot).count_every(source.id, window.clone(), step, offset)?;
         self.add(stats);
+        let own = self.snapshot.own_times(source.id, window.clone())?;
         let mut rows = Vec::new();
         for start in counts.into_keys() {
             let bucket = start..=start.saturating_add(step - 1);
-            let (cells, counted) = self.summary_row(source, (window, &bucket), specs, picks)?;
+            let (cells, counted) =
+                self.summary_row(source, window, Some((&own, &bucket)), specs, picks)?;
             // A condition that picks a part may leave a bucket empty.
             if counted > 0 {
                 rows.push((vec![start.cast_signed()], cells));

@@ -3,7 +3,7 @@
 
 use std::{collections::BTreeMap, ops::RangeInclusive};
 
-use super::{Aggregate, ChunkRef, QueryStats, Target};
+use super::{Aggregate, ChunkRef, OwnTimes, QueryStats, Target};
 
 use crate::{
     error::{Error, Result},
@@ -42,20 +42,19 @@ impl Snapshot {
 
     /// [`Snapshot::aggregate_part`] of the records whose own time (the
     /// producer's timestamp, else arrival) lies in `bucket`, of those that
-    /// arrived in `window`: one bucket of `pN(x) every T`, read by its own
-    /// time as a scan groups it. Chunks whose summaries put all their
+    /// arrived in `own`'s window: one bucket of `pN(x) every T`, read by
+    /// its own time as a scan groups it. Chunks whose summaries put all their
     /// records in the bucket answer from them; those with none there are
     /// skipped; the rest are read.
     pub fn aggregate_bucket(
         &self,
-        source: SourceId,
-        index: IndexId,
-        part: Option<u32>,
-        (window, bucket): (RangeInclusive<u64>, RangeInclusive<u64>),
+        (index, part): (IndexId, Option<u32>),
+        own: &OwnTimes,
+        bucket: RangeInclusive<u64>,
         values: RangeInclusive<i64>,
     ) -> Result<(Aggregate, QueryStats)> {
-        let mut target = self.target(source, index, part, window)?;
-        target.own = Some(bucket);
+        let mut target = self.target(own.source, index, part, own.window.clone())?;
+        own.narrow(&mut target, bucket);
         self.aggregate_in(&target, values)
     }
 
@@ -66,7 +65,7 @@ impl Snapshot {
     ) -> Result<(Aggregate, QueryStats)> {
         let mut total = Aggregate::default();
         let mut stats = QueryStats::default();
-        let range = self.chunks_in(&target.window)?;
+        let range = self.target_chunks(target)?;
         let inside = |s: &Summary| s.min >= *values.start() && s.max <= *values.end();
         let outside = |s: &Summary| s.max < *values.start() || s.min > *values.end();
         // Index 0's values are all 0; its summaries' min and max hold the

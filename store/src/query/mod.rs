@@ -20,9 +20,11 @@
 )]
 
 mod aggregate;
+mod buckets;
 mod quantile;
 mod scan;
 
+pub use buckets::OwnTimes;
 pub use quantile::PartAnswer;
 
 use std::ops::{Range, RangeInclusive};
@@ -175,6 +177,9 @@ struct Target {
     /// Only records whose own time (the producer's timestamp, else
     /// arrival) lies here: one time bucket of `every`.
     own: Option<RangeInclusive<u64>>,
+    /// Only these chunks of the window: those that may hold the bucket's
+    /// records ([`OwnTimes`]).
+    chunks: Option<Range<u64>>,
 }
 
 impl Target {
@@ -258,6 +263,16 @@ impl ChunkRef {
 }
 
 impl Snapshot {
+    /// The chunks a target reads: those whose time span meets its window,
+    /// of those it is given.
+    fn target_chunks(&self, target: &Target) -> Result<Range<u64>> {
+        let range = self.chunks_in(&target.window)?;
+        Ok(match &target.chunks {
+            Some(only) => range.start.max(only.start)..range.end.min(only.end).max(range.start),
+            None => range,
+        })
+    }
+
     /// Chunks whose time span meets `window`.
     fn chunks_in(&self, window: &RangeInclusive<u64>) -> Result<Range<u64>> {
         let n = self.chunks();
@@ -298,6 +313,7 @@ impl Snapshot {
             index,
             part,
             own: None,
+            chunks: None,
         })
     }
 
@@ -324,7 +340,7 @@ impl Snapshot {
             && target.window.contains(&meta.time.last_ts)
             && self.covered(target.index_id(), run.start)
             && self.covered(target.index_id(), run.end - 1)
-            && match (self.own_times(meta, target), &target.own) {
+            && match (self.own_span(meta, target), &target.own) {
                 (Some((first, last)), Some(own)) => own.contains(&first) && own.contains(&last),
                 _ => true,
             }
@@ -333,7 +349,7 @@ impl Snapshot {
     /// The first and last own time of the target's records in a chunk (or
     /// run), by its summaries, when the target has a time bucket; `(0,
     /// u64::MAX)` where the summaries do not say (format 1, or no record).
-    fn own_times(&self, meta: &ChunkMeta, target: &Target) -> Option<(u64, u64)> {
+    fn own_span(&self, meta: &ChunkMeta, target: &Target) -> Option<(u64, u64)> {
         target.own.as_ref()?;
         // Index 0's summaries hold the records' own times (format 2 on).
         match meta.all(target.source) {
@@ -347,7 +363,7 @@ impl Snapshot {
     /// Whether a chunk (or run) holds none of the target's time bucket, by
     /// its summaries.
     fn outside_bucket(&self, meta: &ChunkMeta, target: &Target) -> bool {
-        match (self.own_times(meta, target), &target.own) {
+        match (self.own_span(meta, target), &target.own) {
             (Some((first, last)), Some(own)) => last < *own.start() || first > *own.end(),
             _ => false,
         }

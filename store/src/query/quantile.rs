@@ -6,7 +6,7 @@ use std::{
     ops::{Range, RangeInclusive},
 };
 
-use super::{Aggregate, ChunkRef, QueryStats, Target, parallel};
+use super::{Aggregate, ChunkRef, OwnTimes, QueryStats, Target, parallel};
 
 use crate::{
     cache::{Runs, runs},
@@ -70,20 +70,28 @@ impl Snapshot {
         window: RangeInclusive<u64>,
         q: f64,
     ) -> Result<(Option<i64>, QueryStats)> {
-        self.percentile_bucket(source, index, part, (window, 0..=u64::MAX), q)
+        let target = self.target(source, index, part, window)?;
+        self.percentile_of(&target, q)
     }
 
     /// [`Snapshot::percentile_part`] of the records whose own time (the
     /// producer's timestamp, else arrival) lies in `bucket`, of those that
-    /// arrived in `window` (see [`Snapshot::aggregate_bucket`]).
+    /// arrived in `own`'s window (see [`Snapshot::aggregate_bucket`]).
     pub fn percentile_bucket(
         &self,
-        source: SourceId,
-        index: IndexId,
-        part: Option<u32>,
-        (window, bucket): (RangeInclusive<u64>, RangeInclusive<u64>),
+        (index, part): (IndexId, Option<u32>),
+        own: &OwnTimes,
+        bucket: RangeInclusive<u64>,
         q: f64,
     ) -> Result<(Option<i64>, QueryStats)> {
+        let mut target = self.target(own.source, index, part, own.window.clone())?;
+        own.narrow(&mut target, bucket);
+        self.percentile_of(&target, q)
+    }
+
+    /// [`Snapshot::percentile_part`] of `target`.
+    fn percentile_of(&self, target: &Target, q: f64) -> Result<(Option<i64>, QueryStats)> {
+        let index = target.index_id();
         if !(0.0..=1.0).contains(&q) {
             return Err(Error::Invalid(format!(
                 "quantile {q} is not between 0 and 1"
@@ -94,10 +102,7 @@ impl Snapshot {
                 "percentiles need a value index, not index 0".into(),
             ));
         }
-        let mut target = self.target(source, index, part, window)?;
-        // Every time is in the whole range: no bucket then.
-        target.own = Some(bucket).filter(|b| *b != (0..=u64::MAX));
-        self.settled(|snapshot| snapshot.percentile_in(&target, q))
+        self.settled(|snapshot| snapshot.percentile_in(target, q))
     }
 
     /// [`Snapshot::percentile_part`] of a valid quantile and index.
@@ -259,52 +264,48 @@ impl Snapshot {
             }
             Ok(here)
         };
-        self.for_each_span(
-            self.chunks_in(&target.window)?,
-            &target.keys(),
-            |meta, run| {
-                if self.outside_bucket(meta, target) {
-                    stats.chunks_skipped += run.as_ref().map_or(1, |r| r.end - r.start);
-                    return Ok(true);
+        self.for_each_span(self.target_chunks(target)?, &target.keys(), |meta, run| {
+            if self.outside_bucket(meta, target) {
+                stats.chunks_skipped += run.as_ref().map_or(1, |r| r.end - r.start);
+                return Ok(true);
+            }
+            if let Some(run) = run {
+                if !self.summarizes_run(meta, &run, target) {
+                    return Ok(false);
                 }
-                if let Some(run) = run {
-                    if !self.summarizes_run(meta, &run, target) {
-                        return Ok(false);
-                    }
-                    stats.add_run(&run);
-                    held.runs.push((run, count_bins(&mut by_part, meta)?));
-                    return Ok(true);
-                }
-                if self.is_damaged(meta.time.chunk) {
-                    stats.leave_out(true);
-                    return Ok(true);
-                }
-                let Some(at) = ChunkRef::of(meta, target.source) else {
-                    return Ok(true);
-                };
-                if self.is_gone(at.chunk) {
-                    stats.leave_out(self.is_damaged(at.chunk));
-                } else if self.summarizes(meta, target) {
-                    stats.chunks_summarized += 1;
-                    held.chunks
-                        .push((at, Some(count_bins(&mut by_part, meta)?)));
-                } else {
-                    stats.chunks_scanned += 1;
-                    self.visit_chunk(&at, target, |record| {
-                        let Some(value) = spec.field.read(record.payload) else {
-                            return;
-                        };
-                        let (total, counts) = by_part
-                            .entry(spec.part_of(record.payload))
-                            .or_insert_with(fresh);
-                        total.add(value);
-                        counts[spec.bins.bin_of(value) as usize] += 1;
-                    })?;
-                    held.chunks.push((at, None));
-                }
-                Ok(true)
-            },
-        )?;
+                stats.add_run(&run);
+                held.runs.push((run, count_bins(&mut by_part, meta)?));
+                return Ok(true);
+            }
+            if self.is_damaged(meta.time.chunk) {
+                stats.leave_out(true);
+                return Ok(true);
+            }
+            let Some(at) = ChunkRef::of(meta, target.source) else {
+                return Ok(true);
+            };
+            if self.is_gone(at.chunk) {
+                stats.leave_out(self.is_damaged(at.chunk));
+            } else if self.summarizes(meta, target) {
+                stats.chunks_summarized += 1;
+                held.chunks
+                    .push((at, Some(count_bins(&mut by_part, meta)?)));
+            } else {
+                stats.chunks_scanned += 1;
+                self.visit_chunk(&at, target, |record| {
+                    let Some(value) = spec.field.read(record.payload) else {
+                        return;
+                    };
+                    let (total, counts) = by_part
+                        .entry(spec.part_of(record.payload))
+                        .or_insert_with(fresh);
+                    total.add(value);
+                    counts[spec.bins.bin_of(value) as usize] += 1;
+                })?;
+                held.chunks.push((at, None));
+            }
+            Ok(true)
+        })?;
         Ok((by_part, held, stats))
     }
 

@@ -1,0 +1,79 @@
+//! Time buckets of `pN(x) every T`: where a source's records' own times
+//! lie, span by span of chunks, read once for the whole series, so that
+//! each bucket's operators ([`Snapshot::aggregate_bucket`],
+//! [`Snapshot::percentile_bucket`]) visit only the chunks that may hold
+//! its records rather than every chunk of the window.
+
+use std::ops::{Range, RangeInclusive};
+
+use super::Target;
+use crate::{error::Result, format::FormatVersion, schema::SourceId, shared::Snapshot};
+
+/// A source's records' own times (the producer's timestamp, else
+/// arrival) over a window, per span of chunks: a chunk, or a run of them
+/// its group's summaries merge.
+pub struct OwnTimes {
+    pub(super) source: SourceId,
+    pub(super) window: RangeInclusive<u64>,
+    /// In chunk order: each span, and the first and last own time of the
+    /// source's records there (`None`: none; all times where the
+    /// summaries do not say).
+    spans: Vec<Span>,
+}
+
+/// A span of chunks, and the first and last own time of its records.
+type Span = (Range<u64>, Option<(u64, u64)>);
+
+impl OwnTimes {
+    /// The chunks that may hold records whose own time lies in `bucket`:
+    /// from the first span that does to the last (those between that hold
+    /// none are skipped by their summaries).
+    pub(super) fn chunks_for(&self, bucket: &RangeInclusive<u64>) -> Range<u64> {
+        let mut holding = (self.spans.iter())
+            .filter(|(_, own)| {
+                own.is_some_and(|(first, last)| last >= *bucket.start() && first <= *bucket.end())
+            })
+            .map(|(span, _)| span);
+        let Some(first) = holding.next() else {
+            return 0..0;
+        };
+        let end = holding.next_back().map_or(first.end, |last| last.end);
+        first.start..end
+    }
+
+    /// A target of the bucket: the window's records whose own time lies
+    /// in `bucket`, in the chunks that may hold them.
+    pub(super) fn narrow(&self, target: &mut Target, bucket: RangeInclusive<u64>) {
+        target.chunks = Some(self.chunks_for(&bucket));
+        target.own = Some(bucket);
+    }
+}
+
+impl Snapshot {
+    /// Where `source`'s records that arrived in `window` lie by their own
+    /// time, from the chunk summaries (one pass, for the buckets of a
+    /// series).
+    pub fn own_times(&self, source: SourceId, window: RangeInclusive<u64>) -> Result<OwnTimes> {
+        let target = self.target(source, 0, None, window.clone())?;
+        // Index 0's summaries hold the records' own times from format 2.
+        let said = self.meta().format != FormatVersion::V1;
+        let mut spans = Vec::new();
+        self.for_each_span(self.chunks_in(&window)?, &target.keys(), |meta, run| {
+            let span = run.unwrap_or(meta.time.chunk..meta.time.chunk + 1);
+            // A chunk gone stays in every bucket's range, to be counted
+            // as left out.
+            let own = if !said || span.clone().any(|c| self.is_gone(c)) {
+                Some((0, u64::MAX))
+            } else {
+                (meta.all(source)).map(|all| (all.min.cast_unsigned(), all.max.cast_unsigned()))
+            };
+            spans.push((span, own));
+            Ok(true)
+        })?;
+        Ok(OwnTimes {
+            source,
+            window,
+            spans,
+        })
+    }
+}
