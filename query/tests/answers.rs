@@ -315,6 +315,8 @@ fn answers_percentiles_per_bucket_from_summaries_as_a_scan_does() {
         "syscalls | p99(dur), count, max(dur), avg(dur) every 10ms",
         r#"syscalls where name = "sendto" | p99.9(dur), sum(dur), min(dur) every 20ms"#,
         "syscalls | percentiles(dur) every 50ms last 100ms",
+        "syscalls | hist(dur) every 20ms",
+        r#"syscalls where name = "sendto" | hist(dur) every 50ms"#,
     ];
     let summarized: Vec<Answer> = queries.iter().map(|q| ask(&f, q)).collect();
     for (query, answer) in queries.iter().zip(&summarized) {

@@ -106,8 +106,20 @@ fn clock(state: &State, ns: u64) -> String {
 }
 
 fn overview(frame: &mut Frame, state: &State, area: Rect) {
-    let [table_area, health_area] =
-        Layout::vertical([Constraint::Min(3), Constraint::Length(3)]).areas(area);
+    // The sources' table as tall as its rows, the heatmap below it in
+    // what is left.
+    let table_height = u16::try_from(state.sources.len())
+        .unwrap_or(u16::MAX)
+        .saturating_add(2);
+    let table_height = table_height.min(area.height.saturating_sub(3));
+    let table = if state.heatmap.is_some() {
+        Constraint::Length(table_height)
+    } else {
+        Constraint::Min(table_height)
+    };
+    let [table_area, heat_area, health_area] =
+        Layout::vertical([table, Constraint::Fill(1), Constraint::Length(3)]).areas(area);
+    heatmap(frame, state, heat_area);
     let trend_width = (area.width as usize).saturating_sub(80).clamp(8, 60);
     let header = Row::new([
         "source",
@@ -178,6 +190,55 @@ fn overview(frame: &mut Frame, state: &State, area: Rect) {
             .style(style)
             .block(Block::new().borders(Borders::TOP).title("agent")),
         health_area,
+    );
+}
+
+/// The selected source's latency heatmap, where it has one and the area
+/// holds a few bands.
+fn heatmap(frame: &mut Frame, state: &State, area: Rect) {
+    const LABEL: usize = 9;
+    let Some((query, answer)) = &state.heatmap else {
+        return;
+    };
+    if area.height < 4 || area.width < 20 || state.heatmap_query().as_ref() != Some(query) {
+        return;
+    }
+    let width = usize::from(area.width) - LABEL - 1;
+    let height = usize::from(area.height) - 2;
+    let Some(heat) = crate::heatmap::lay_out(answer, width, height) else {
+        return;
+    };
+    let field = query
+        .split("hist(")
+        .nth(1)
+        .and_then(|f| f.split(')').next());
+    let source = &state.sources[state.selected].name;
+    let title = format!(
+        "{source} {} heatmap, {}: time →, latency ↑, darker = more",
+        field.unwrap_or_default(),
+        WINDOWS[state.window].0
+    );
+    let mut lines: Vec<Line> = heat
+        .bands
+        .iter()
+        .map(|(lower, shades)| {
+            let label = weft_query::answer::duration(*lower as f64);
+            Line::from(vec![
+                Span::raw(format!("{label:>w$} ", w = LABEL - 1)),
+                Span::raw(shades.clone()).yellow(),
+            ])
+        })
+        .collect();
+    lines.push(Line::from(format!(
+        "{:>w$}{:>c$}",
+        "",
+        "now",
+        w = LABEL,
+        c = heat.columns
+    )));
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::new().borders(Borders::TOP).title(title)),
+        area,
     );
 }
 

@@ -11,6 +11,7 @@
 //! never stalls a frame, and the UI never runs on the capture's thread.
 
 pub mod draw;
+mod heatmap;
 mod input;
 pub mod state;
 #[cfg(test)]

@@ -77,6 +77,8 @@ pub enum Job {
     Latency(String),
     /// The histogram of the selected latency row.
     Hist(String),
+    /// The overview's heatmap of the selected source.
+    Heatmap(String),
     /// A source's headline metric.
     Headline(String, String),
     /// A query the user typed or drilled into.
@@ -92,6 +94,7 @@ impl Job {
         match self {
             Job::Latency(q)
             | Job::Hist(q)
+            | Job::Heatmap(q)
             | Job::Headline(_, q)
             | Job::User(q)
             | Job::Anchor(q)
@@ -168,6 +171,9 @@ pub struct State {
     /// query result.
     pub selected: usize,
     pub hist: Option<Answer>,
+    /// The overview's latency heatmap of the selected source, and the
+    /// query that gave it.
+    pub heatmap: Option<(String, Answer)>,
     /// The last query the user ran, and its answer.
     pub result: Option<(String, Result<Answer, String>)>,
     pub timeline: Timeline,
@@ -206,6 +212,7 @@ impl State {
             },
             selected: 0,
             hist: None,
+            heatmap: None,
             result: None,
             timeline: Timeline::default(),
             message: String::new(),
@@ -298,12 +305,41 @@ impl State {
         })
     }
 
+    /// The overview's heatmap of the selected source's latency: its
+    /// log2 histogram per time step over the window (from the chunk
+    /// summaries, one step at a time). `None` for a source without one.
+    pub fn heatmap_query(&self) -> Option<String> {
+        let row = self.sources.get(self.selected)?;
+        let (from, field) = match row.name.as_str() {
+            "syscalls" => (self.syscalls_where(None), "dur"),
+            "sched" => ("sched".to_owned(), "runq"),
+            "block" => ("block".to_owned(), "latency"),
+            _ => return None,
+        };
+        // About 40 to 60 columns over each window.
+        let step = match WINDOWS[self.window].0 {
+            "10s" => "250ms",
+            "1m" => "1s",
+            _ => "5s",
+        };
+        Some(format!(
+            "{from} | hist({field}) every {step} {}",
+            self.window_clause()
+        ))
+    }
+
     /// The queries that keep the views current: the headlines always (the
-    /// overview shows them), the latency table and histogram
-    /// only while they are shown (a grouped percentile is the costliest
-    /// question the UI asks; switching views refreshes at once).
+    /// overview shows them), its heatmap while it is shown, the latency
+    /// table and histogram only while they are shown (a grouped
+    /// percentile is the costliest question the UI asks; switching views
+    /// refreshes at once).
     pub fn refresh_jobs(&self) -> Vec<Job> {
         let mut jobs = Vec::new();
+        if self.view == View::Overview
+            && let Some(query) = self.heatmap_query()
+        {
+            jobs.push(Job::Heatmap(query));
+        }
         if self.view == View::Latency {
             jobs.push(Job::Latency(self.latency_query()));
             if let Some(name) = self.selected_key() {
@@ -397,6 +433,9 @@ impl State {
                         return Effect::Run(Job::Hist(self.hist_query(&key)));
                     }
                 }
+            }
+            Job::Heatmap(query) if self.heatmap_query().as_ref() == Some(&query) => {
+                self.heatmap = answer.ok().map(|answer| (query, answer));
             }
             Job::Hist(query) => {
                 let current = self.selected_key().map(|name| self.hist_query(&name));
@@ -655,11 +694,15 @@ impl State {
             .selected
             .saturating_add_signed(delta as isize)
             .min(rows.saturating_sub(1));
-        if self.view == View::Latency && self.selected != before {
-            self.hist = None;
-            return Effect::Refresh;
+        if self.selected == before {
+            return Effect::None;
         }
-        Effect::None
+        match self.view {
+            View::Latency => self.hist = None,
+            View::Overview => self.heatmap = None,
+            _ => return Effect::None,
+        }
+        Effect::Refresh
     }
 
     /// Enter: from a syscall to its slowest calls; from a listed record

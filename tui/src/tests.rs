@@ -729,3 +729,59 @@ fn the_first_latency_table_asks_for_the_selected_rows_histogram() {
     let again = state.apply(Job::Latency(state.latency_query()), Ok(latency_answer()));
     assert_eq!(again, Effect::None);
 }
+
+#[test]
+fn overview_shows_the_selected_source_s_latency_heatmap() {
+    let mut state = live();
+    state.apply_health(health(&[("syscalls", 0, 0), ("net", 0, 0)]), 0.0);
+    let query = match state.refresh_jobs().first() {
+        Some(Job::Heatmap(q)) => q.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(query, "syscalls | hist(dur) every 250ms last 10s");
+    let d = Kind::Duration;
+    let row = |t: i64, from: i64, n: i64| {
+        vec![
+            Cell::Int(t),
+            Cell::Int(from),
+            Cell::Int(from * 2),
+            Cell::Int(n),
+        ]
+    };
+    let heat = answer(
+        &[
+            ("time", Kind::Time),
+            ("from", d.clone()),
+            ("to", d),
+            ("count", Kind::Int),
+        ],
+        vec![
+            row(0, 256, 1000),
+            row(250_000_000, 256, 900),
+            row(250_000_000, 1 << 20, 3),
+        ],
+    );
+    state.apply(Job::Heatmap(query), Ok(heat));
+    for (width, height) in [(80, 24), (200, 60)] {
+        let lines = screen(&state, width, height);
+        assert!(
+            line_with(&lines, "heatmap").contains("syscalls dur heatmap, 10s"),
+            "{lines:#?}"
+        );
+        assert!(line_with(&lines, "  256ns ").contains("██"));
+        assert!(line_with(&lines, " 1.05ms ").contains('░'));
+        assert!(line_with(&lines, "now").trim_start().starts_with("now"));
+        // Still the table and the agent's lines.
+        assert!(line_with(&lines, "drain lag").contains("4.2 ms"));
+    }
+    // A source without a latency field has none, and leaves it empty.
+    assert_eq!(key(&mut state, KeyCode::Down), Effect::Refresh);
+    assert!(state.heatmap.is_none());
+    assert!(
+        !state
+            .refresh_jobs()
+            .iter()
+            .any(|j| matches!(j, Job::Heatmap(_)))
+    );
+    assert!(!screen(&state, 80, 24).iter().any(|l| l.contains("heatmap")));
+}

@@ -173,10 +173,38 @@ impl Snapshot {
             ));
         }
         let target = self.target(source, index, part, window)?;
-        let bins = &self.meta().index(index)?.bins;
+        self.bucket_counts_of(&target, edges)
+    }
+
+    /// [`Snapshot::bucket_counts`] of the records whose own time lies in
+    /// `bucket`, of those that arrived in `own`'s window (see
+    /// [`Snapshot::aggregate_bucket`]): one time bucket of `hist(x) every T`.
+    pub fn bucket_counts_in_bucket(
+        &self,
+        (index, part): (IndexId, Option<u32>),
+        own: &OwnTimes,
+        bucket: RangeInclusive<u64>,
+        edges: &[i64],
+    ) -> Result<(Option<Vec<u64>>, QueryStats)> {
+        if index == 0 {
+            return Err(Error::Invalid(
+                "bucket counts need a value index, not index 0".into(),
+            ));
+        }
+        let mut target = self.target(own.source, index, part, own.window.clone())?;
+        own.narrow(&mut target, bucket);
+        self.bucket_counts_of(&target, edges)
+    }
+
+    fn bucket_counts_of(
+        &self,
+        target: &Target,
+        edges: &[i64],
+    ) -> Result<(Option<Vec<u64>>, QueryStats)> {
+        let bins = &self.meta().index(target.index_id())?.bins;
         let per_part = target.value_bins();
         let bucket = |v: i64| edges.partition_point(|e| *e <= v);
-        let (by_part, held, mut stats) = self.bin_counts(&target)?;
+        let (by_part, held, mut stats) = self.bin_counts(target)?;
         let mut buckets = vec![0u64; edges.len() + 1];
         let mut straddling = Vec::new();
         for (part, (_, counts)) in &by_part {
@@ -191,8 +219,8 @@ impl Snapshot {
             }
         }
         let wanted = [straddling];
-        let held = self.expand(held, &target, |g| wanted[0].iter().any(|(b, _, _)| *b == g))?;
-        let values = self.bin_values(&held, &target, &wanted, &mut stats)?;
+        let held = self.expand(held, target, |g| wanted[0].iter().any(|(b, _, _)| *b == g))?;
+        let values = self.bin_values(&held, target, &wanted, &mut stats)?;
         for (bin, _, _) in &wanted[0] {
             let Some(gathered) = values.get(bin) else {
                 return Ok((None, stats));
