@@ -143,7 +143,11 @@ fn overview(frame: &mut Frame, state: &State, area: Rect) {
             TableCell::from(sparkline(row.rates.iter().copied(), trend_width)).green(),
             TableCell::from(row.received.to_string()),
             lost,
-            TableCell::from(row.headline.clone()),
+            TableCell::from(Line::from(vec![
+                Span::raw(format!("{} ", row.headline)),
+                // Its p99 over the last refreshes.
+                Span::raw(sparkline(row.p99s.iter().copied(), trend_width)).yellow(),
+            ])),
         ])
     });
     let widths = [

@@ -126,6 +126,9 @@ pub struct SourceRow {
     pub rates: VecDeque<f64>,
     /// The headline metric, as text.
     pub headline: String,
+    /// The headline's p99 latency (ns) over the last refreshes, oldest
+    /// first, for the sources that have one.
+    pub p99s: VecDeque<f64>,
 }
 
 /// A column of the latency table to sort by, and the direction.
@@ -446,9 +449,18 @@ impl State {
             Job::Headline(source, query)
                 if self.headline_query(&source).as_ref() == Some(&query) =>
             {
-                let text = answer.map_or_else(|e| first_line(&e), |a| self.headline(&source, &a));
+                let text = answer
+                    .as_ref()
+                    .map_or_else(|e| first_line(e), |a| self.headline(&source, a));
+                let p99 = answer.ok().and_then(|a| headline_p99(&source, &a));
                 if let Some(row) = self.sources.iter_mut().find(|r| r.name == source) {
                     row.headline = text;
+                    if let Some(p99) = p99 {
+                        if row.p99s.len() == TREND {
+                            row.p99s.pop_front();
+                        }
+                        row.p99s.push_back(p99);
+                    }
                 }
             }
             Job::Anchor(query) if query == self.anchor_query() => {
@@ -850,6 +862,19 @@ impl State {
 }
 
 /// A string literal of the query language.
+/// The p99 latency a source's headline answer holds, where it has one.
+fn headline_p99(source: &str, answer: &Answer) -> Option<f64> {
+    let column = match source {
+        "syscalls" => 1,
+        "sched" | "block" => 0,
+        _ => return None,
+    };
+    match answer.rows.first()?.get(column)? {
+        Cell::Int(ns) => Some(*ns as f64),
+        _ => None,
+    }
+}
+
 fn quote(text: &str) -> String {
     format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
 }

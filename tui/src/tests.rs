@@ -385,6 +385,21 @@ fn headlines_say_what_matters_per_source() {
         headlines,
         ["p99 2.50us", "hit ratio 75.0%", "100 packets/s, 1.5 MB/s"]
     );
+    // The p99 of each refresh makes a trend beside it.
+    let slower = answer(
+        &[("count", Kind::Int), ("p99(dur)", Kind::Duration)],
+        vec![vec![Cell::Int(5), Cell::Int(10_000)]],
+    );
+    state.apply(
+        Job::Headline("syscalls".into(), query("syscalls")),
+        Ok(slower),
+    );
+    assert_eq!(state.sources[0].p99s, [2_500.0, 10_000.0]);
+    assert!(state.sources[1].p99s.is_empty());
+    for (width, height) in [(80, 24), (200, 60)] {
+        let lines = screen(&state, width, height);
+        assert!(line_with(&lines, "p99 10.0us").contains("▃█"), "{lines:#?}");
+    }
 }
 
 #[test]
