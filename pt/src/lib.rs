@@ -15,10 +15,12 @@
 //! Whether a machine can record PT, and the recording, are
 //! `weft-pt-capture`'s.
 
+mod binding;
 pub mod calls;
 pub mod control;
 pub mod dump;
 pub mod encode;
+mod event;
 pub mod flow;
 pub mod image;
 mod insn;

@@ -6,10 +6,13 @@
 //! what comes next ("is a FUP naming this IP ahead?", "does tracing start
 //! again?") by reading ahead on a copy, never consuming. It holds the
 //! branch outcomes of the last TNT packet not yet taken, as libipt's
-//! query decoder holds its TNT cache. It knows nothing of instructions;
+//! query decoder holds its TNT cache, and the events bound to a later
+//! transfer, FUP or packet (`binding.rs`), as it holds its event queue.
+//! It knows nothing of instructions;
 //! `flow/` walks the code and asks.
 
 use crate::Error;
+use crate::binding::Binding;
 use crate::packet::{Ip, IpKind, Packet, Packets};
 use crate::time::Clock;
 
@@ -27,6 +30,8 @@ pub(crate) struct Query<'a> {
     /// `tnt_left - 1`.
     tnt: u64,
     tnt_left: u8,
+    /// Events waiting for what they bind to (a transfer, a FUP, a packet).
+    pub(crate) binding: Binding,
 }
 
 impl<'a> Query<'a> {
@@ -39,6 +44,7 @@ impl<'a> Query<'a> {
             held_time: Vec::new(),
             tnt: 0,
             tnt_left: 0,
+            binding: Binding::default(),
         }
     }
 

@@ -1,8 +1,11 @@
-//! Events bound to a transfer or an IP (paging, mode, power, PTWRITE, VMCS):
-//! held until the branch or the FUP they belong to, then released in
-//! libipt's order.
+//! Where the walk reaches what held events bind to (a transfer, a FUP, a
+//! packet): it takes them from the query layer's [`Binding`] and shows
+//! them in libipt's order; and PTWRITE, bound to an instruction.
+//!
+//! [`Binding`]: crate::binding::Binding
 
-use super::{Bind, Event, Flow, Mode, Order, Step, now_event};
+use super::{Event, Flow, Step};
+use crate::binding::{Bind, Order};
 use crate::insn::{Insn, Kind};
 use crate::packet::{IpKind, Packet};
 use crate::query::Lost;
@@ -35,24 +38,15 @@ impl Flow<'_> {
         order: Order,
         ip: Option<u64>,
     ) {
-        let ip = match order {
-            Order::Async => ip,
-            Order::Stream => None,
-        };
-        let vmcs = self.vmcs.take().map(|base| Event::Vmcs { base, ip });
-        let paging = (self.paging.take()).map(|(cr3, nr)| Event::Paging { cr3, nr, ip });
-        let events = match order {
-            Order::Stream if self.paging_first => [paging, vmcs],
-            _ => [vmcs, paging],
-        };
-        for event in events.into_iter().flatten() {
+        let events: Vec<Event> = self.query.binding.paging(order, ip).collect();
+        for event in events {
             self.event(out, event);
         }
     }
 
     /// The MODE.Exec waiting for a transfer, which goes to `ip`.
     pub(super) fn flush_mode(&mut self, out: &mut dyn FnMut(Step), ip: Option<u64>) {
-        let Some(mode) = self.mode.take() else {
+        let Some(mode) = self.query.binding.take_mode() else {
             return;
         };
         let known = self.known_mode.replace(mode);
@@ -77,25 +71,19 @@ impl Flow<'_> {
         }
     }
 
+    /// Hands a peeked PIP, VMCS or MODE.Exec to the query layer to hold
+    /// for its transfer.
     pub(super) fn absorb_bound(&mut self) {
-        match self.query.peeked() {
-            Some((_, Packet::Pip { cr3, nr })) => {
-                self.paging_first = self.vmcs.is_none();
-                self.paging = Some((cr3, nr));
-            }
-            Some((_, Packet::Vmcs(base))) => {
-                self.paging_first = self.paging.is_some();
-                self.vmcs = Some(base);
-            }
-            Some((_, packet @ Packet::ModeExec { .. })) => self.mode = Some(Mode::of(packet)),
-            _ => return,
+        if let Some((_, packet)) = self.query.peeked()
+            && self.query.binding.hold(packet)
+        {
+            self.query.consume();
         }
-        self.query.consume();
     }
 
     /// Shows every waiting power event.
     pub(super) fn flush_power(&mut self, out: &mut dyn FnMut(Step)) {
-        for (event, _) in std::mem::take(&mut self.power) {
+        for event in self.query.binding.take_power() {
             self.event(out, event);
         }
     }
@@ -104,52 +92,16 @@ impl Flow<'_> {
     /// others wait on.
     /// Those bound to a FUP happened at its `ip`.
     pub(super) fn release(&mut self, bind: Bind, ip: Option<u64>, out: &mut dyn FnMut(Step)) {
-        let (now, later) = std::mem::take(&mut self.power)
-            .into_iter()
-            .partition(|(_, b)| *b == bind);
-        self.power = later;
-        for (event, _) in now {
-            self.event(
-                out,
-                match event {
-                    Event::Mwait { hints, ext, .. } => Event::Mwait { hints, ext, ip },
-                    Event::Exstop { .. } => Event::Exstop { ip },
-                    other => other,
-                },
-            );
+        for event in self.query.binding.release(bind, ip) {
+            self.event(out, event);
         }
     }
 
-    /// A power packet: MWAIT waits for its EXSTOP and PWRE for its PWRX
-    /// (MWAIT and PWRE announce the EXSTOP and PWRX that follow them);
-    /// EXSTOP without IP and PWRX show their own events after those they
-    /// release. An EXSTOP with IP binds, with its MWAIT, to the next FUP.
-    /// The order is libipt's event queue's (tests
-    /// `mwait-pwre-exstop_ip-ovf`, `tip_pgd-mwait-pwre-exstop-pwrx-tip_pge`).
+    /// A power packet, held or shown as its binding says
+    /// ([`crate::binding::Binding::power`]).
     pub(super) fn power_packet(&mut self, packet: Packet, out: &mut dyn FnMut(Step)) {
-        let event = now_event(packet).expect("power packets are events");
-        match packet {
-            Packet::Mwait { .. } => self.power.push((event, Bind::Exstop)),
-            Packet::Pwre { .. } => self.power.push((event, Bind::Pwrx)),
-            Packet::Exstop { ip: true } => {
-                // Its MWAIT leaves the queue and joins it again, behind
-                // what waits for other packets.
-                let (mwait, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.power)
-                    .into_iter()
-                    .partition(|(_, b)| *b == Bind::Exstop);
-                self.power = rest;
-                self.power
-                    .extend(mwait.into_iter().map(|(e, _)| (e, Bind::Fup)));
-                self.power.push((event, Bind::Fup));
-            }
-            Packet::Exstop { ip: false } => {
-                self.release(Bind::Exstop, None, out);
-                self.event(out, event);
-            }
-            _ => {
-                self.release(Bind::Pwrx, None, out);
-                self.event(out, event);
-            }
+        for event in self.query.binding.power(packet) {
+            self.event(out, event);
         }
     }
 

@@ -2,8 +2,10 @@
 //! asynchronous event hits: the packets that turn tracing back on, the
 //! trigger and control packets, interrupts, and overflows.
 
-use super::{Bind, Event, Flow, Mode, Order, Step, now_event, tsx_event};
+use super::{Event, Flow, Step, tsx_event};
+use crate::binding::{Bind, Mode, Order};
 use crate::control::{self, Place};
+use crate::event::now_event;
 use crate::packet::{IpKind, Packet};
 use crate::query::Lost;
 
@@ -45,7 +47,7 @@ impl Flow<'_> {
             Packet::Pip { cr3, nr } => self.event(out, Event::Paging { cr3, nr, ip: None }),
             Packet::Vmcs(base) => self.event(out, Event::Vmcs { base, ip: None }),
             Packet::ModeExec { .. } => {
-                self.mode = Some(Mode::of(packet));
+                self.query.binding.hold_mode(Mode::of(packet));
                 // With a FUP (event tracing) it happened there.
                 if let Some(ip) = self.fup_while_disabled()? {
                     self.flush_mode(out, Some(ip));

@@ -12,14 +12,17 @@
 //! This module walks the code; the packets come through the query layer
 //! (`query.rs`). [`sync`] finds the trace's headers and resyncs after an
 //! error, [`disabled`] handles the time tracing is off and asynchronous
-//! events at FUPs, [`bound`] the events held until their transfer.
+//! events at FUPs, [`bound`] where the walk reaches what the events the
+//! query layer holds (`binding.rs`) bind to.
 
 mod bound;
 mod disabled;
 mod sync;
 
 use crate::Errata;
+use crate::binding::{Mode, Order};
 use crate::control::{self, Control, Place};
+pub use crate::event::Event;
 use crate::image::Image;
 pub use crate::insn::Class;
 use crate::insn::{Cache, Insn, Kind};
@@ -48,144 +51,10 @@ pub enum Step {
     Sideband(Note),
 }
 
-/// An event in the flow, as libipt reports it. Where libipt gives an event
-/// an IP (`ptxed --event:ip` prints it), `ip` holds it, `None` where the
-/// trace suppressed it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
-    /// Tracing (re)started at `ip`; `resumed` where it had been switched off.
-    Enabled {
-        ip: u64,
-        resumed: bool,
-    },
-    /// Tracing stopped. `at`: where an asynchronous disable hit (its FUP);
-    /// `ip`: where the code went on, when the TIP.PGD says.
-    Disabled {
-        at: Option<u64>,
-        ip: Option<u64>,
-    },
-    /// The CPU lost trace; `ip`: where tracing resumed, when a FUP says.
-    Overflow {
-        ip: Option<u64>,
-    },
-    /// An asynchronous branch (interrupt, exception) from `from` to `to`.
-    Interrupt {
-        from: u64,
-        to: u64,
-    },
-    /// A new CR3; `ip` where it came with an asynchronous branch.
-    Paging {
-        cr3: u64,
-        nr: bool,
-        ip: Option<u64>,
-    },
-    Vmcs {
-        base: u64,
-        ip: Option<u64>,
-    },
-    ExecMode {
-        bits: u32,
-        ip: Option<u64>,
-    },
-    /// Interrupts were enabled or disabled (event tracing's MODE.Exec IF
-    /// bit), shown only when asked for ([`Flow::with_iflags`]).
-    Iflags {
-        enabled: bool,
-        ip: Option<u64>,
-    },
-    TxBegin {
-        ip: Option<u64>,
-    },
-    TxCommit {
-        ip: Option<u64>,
-    },
-    TxAbort {
-        ip: Option<u64>,
-    },
-    Stopped,
-    /// Execution stopped (C-state entry, MWAIT, ...).
-    Exstop {
-        ip: Option<u64>,
-    },
-    Mwait {
-        hints: u32,
-        ext: u32,
-        ip: Option<u64>,
-    },
-    /// Power entry; C-states as in the packet (minus one, modulo 16).
-    Pwre {
-        state: u8,
-        sub_state: u8,
-        hw: bool,
-    },
-    Pwrx {
-        last: u8,
-        deepest: u8,
-        wake: u8,
-    },
-    Ptwrite {
-        payload: u64,
-        ip: Option<u64>,
-    },
-    /// A trigger: its bit vector as ptxed prints it (`%02x`), whether
-    /// several triggers fired, and instructions since the last IP (0: none
-    /// given).
-    Trig {
-        id: u8,
-        mult: bool,
-        icnt: u16,
-        ip: Option<u64>,
-    },
-    /// The core:bus ratio changed.
-    Cbr {
-        ratio: u8,
-    },
-    Mnt {
-        payload: u64,
-    },
-    /// A control-flow event from event tracing (CFE, with its EVD data).
-    Control {
-        event: Control,
-        ip: Option<u64>,
-    },
-    EndOfTrace,
-    /// Time moved on at a branch the trace decides (a TNT or TIP), asked
-    /// for with [`Flow::with_ticks`]; `ip` is the branch's (the TIP's) or
-    /// where it went (the TNT's).
-    Tick {
-        ip: Option<u64>,
-    },
-    /// The walk lost its way; decoding resumes at the next PSB.
-    Error {
-        offset: u64,
-        ip: u64,
-        message: &'static str,
-        /// It came while resyncing after an earlier error.
-        resync: bool,
-    },
-}
-
 /// Instructions walked without reading a packet before the walk gives up:
 /// code that loops without branching on anything the trace records cannot
 /// be what ran.
 const PATIENCE: u32 = 1 << 20;
-
-/// What a waiting power event binds to.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Bind {
-    Exstop,
-    Pwrx,
-    Fup,
-}
-
-/// How the PIP and VMCS waiting for a transfer are shown.
-#[derive(Clone, Copy)]
-enum Order {
-    /// As the trace sent them.
-    Stream,
-    /// Inside an asynchronous branch: VMCS first.
-    Async,
-}
 
 /// Return addresses kept for compressed returns (the CPU keeps 64).
 const STACK: usize = 64;
@@ -210,11 +79,6 @@ pub struct Flow<'a> {
     /// `FilterEn`), inclusive; empty when it was not.
     filter: Vec<(u64, u64)>,
     cache: Cache,
-    /// Events waiting for the transfer they belong to.
-    vmcs: Option<u64>,
-    paging: Option<(u64, bool)>,
-    /// A MODE.Exec waiting for the transfer (or FUP) it binds to.
-    mode: Option<Mode>,
     /// The mode last reported, or given by a PSB+ (libipt reports a
     /// MODE.Exec only where it changes something); `None` after a sync.
     known_mode: Option<Mode>,
@@ -241,8 +105,6 @@ pub struct Flow<'a> {
     stopped_at: Option<u64>,
     in_tx: bool,
     stack: Vec<u64>,
-    /// Power events waiting for the packet they bind to, oldest first.
-    power: Vec<(Event, Bind)>,
     /// Instructions run since the last packet that gave an IP (TRIG counts).
     since_ip: u32,
     /// EVD data waiting for its CFE.
@@ -255,8 +117,6 @@ pub struct Flow<'a> {
     after_insn: Option<(Control, Option<u64>)>,
     /// An event that follows the next instruction the walk runs (a PTW's).
     after_step: Option<Event>,
-    /// Whether the waiting PIP came before the waiting VMCS.
-    paging_first: bool,
     /// The last instruction took its way from the trace (erratum BDM64).
     traced_branch: bool,
     /// The walk has reached an instruction since the last sync (libipt
@@ -275,9 +135,6 @@ impl<'a> Flow<'a> {
             skipping: false,
             filter: Vec::new(),
             cache: Cache::default(),
-            vmcs: None,
-            paging: None,
-            mode: None,
             known_mode: None,
             iflags: false,
             resync: false,
@@ -293,13 +150,11 @@ impl<'a> Flow<'a> {
             stopped_at: None,
             in_tx: false,
             stack: Vec::with_capacity(STACK),
-            power: Vec::new(),
             since_ip: 0,
             data: control::Data::default(),
             at_fup: None,
             after_insn: None,
             after_step: None,
-            paging_first: false,
             walked: false,
             traced_branch: false,
         }
@@ -816,70 +671,5 @@ fn tsx_event(intx: bool, abort: bool, ip: Option<u64>) -> Event {
         (true, _) => Event::TxBegin { ip },
         (false, true) => Event::TxAbort { ip },
         (false, false) => Event::TxCommit { ip },
-    }
-}
-
-/// Packets that are an event by themselves.
-fn now_event(packet: Packet) -> Option<Event> {
-    Some(match packet {
-        Packet::Exstop { .. } => Event::Exstop { ip: None },
-        Packet::Mwait { hints, ext } => Event::Mwait {
-            hints,
-            ext,
-            ip: None,
-        },
-        Packet::Pwre {
-            state,
-            sub_state,
-            hw,
-        } => Event::Pwre {
-            state,
-            sub_state,
-            hw,
-        },
-        Packet::Pwrx {
-            last,
-            deepest,
-            wake,
-        } => Event::Pwrx {
-            last,
-            deepest,
-            wake,
-        },
-        Packet::Ptw { payload, .. } => Event::Ptwrite { payload, ip: None },
-        Packet::Trig { id, mult, icnt, .. } => Event::Trig {
-            id,
-            mult,
-            icnt: icnt.unwrap_or(0),
-            ip: None,
-        },
-        Packet::Cbr(ratio) => Event::Cbr { ratio },
-        Packet::Mnt(payload) => Event::Mnt { payload },
-        Packet::Stop => Event::Stopped,
-        _ => return None,
-    })
-}
-
-/// What a MODE.Exec says: the code's width and the interrupt flag.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Mode {
-    bits: u32,
-    interrupts: bool,
-}
-
-impl Mode {
-    fn of(packet: Packet) -> Mode {
-        let Packet::ModeExec {
-            cs_l,
-            cs_d,
-            interrupts,
-        } = packet
-        else {
-            unreachable!("a MODE.Exec")
-        };
-        // The walk reads code with both bits set as 64-bit, as before
-        // MODE.Exec said otherwise.
-        let bits = crate::packet::exec_bits(cs_l, cs_d).unwrap_or(64);
-        Mode { bits, interrupts }
     }
 }
