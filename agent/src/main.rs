@@ -18,13 +18,29 @@ mod stat;
 mod trace;
 mod tui;
 
-use std::process::ExitCode;
+use std::{io::Write as _, process::ExitCode};
 
 use clap::Parser as _;
 
 fn main() -> ExitCode {
-    // Warnings from the eBPF programs (aya-log) and aya; RUST_LOG overrides.
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    // What the library crates say (their warnings, and notes such as a
+    // replay's rate) as they wrote it, and aya's and the eBPF programs'
+    // warnings (aya-log) with their origin; RUST_LOG overrides.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn,weft=info"))
+        .format(|out, record| {
+            if record.target().starts_with("weft") {
+                writeln!(out, "{}", record.args())
+            } else {
+                writeln!(
+                    out,
+                    "weft: {} {}: {}",
+                    record.level(),
+                    record.target(),
+                    record.args()
+                )
+            }
+        })
+        .init();
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) if !error.use_stderr() => {

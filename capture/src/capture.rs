@@ -208,7 +208,7 @@ pub fn open(dir: &Path, skip_damaged: bool) -> Result<weft_store::Snapshot> {
         let (snapshot, recovery, skipped) =
             weft_store::open_skipping_damaged(dir).with_context(context)?;
         if skipped.chunks > 0 {
-            eprintln!("weft: {}", skipped_notice(dir, &skipped));
+            log::warn!("weft: {}", skipped_notice(dir, &skipped));
         }
         (snapshot, recovery)
     } else {
@@ -219,7 +219,7 @@ pub fn open(dir: &Path, skip_damaged: bool) -> Result<weft_store::Snapshot> {
             0 => "their records uncounted".to_owned(),
             n => format!("at least {n} records"),
         };
-        eprintln!(
+        log::warn!(
             "weft: {} did not close cleanly (weft stopped without closing it, or is still \
              writing it): {} unfinished chunks at its end, {records}, are left out",
             dir.display(),

@@ -130,7 +130,7 @@ pub fn run(options: &Options, dir: &Path, config: &Config, link: &Link) -> Resul
     closed?;
     let records: u64 = player.sent.iter().sum();
     let seconds = started.elapsed().as_secs_f64();
-    eprintln!(
+    log::info!(
         "weft: replayed {records} records of {} in {seconds:.1}s ({:.2} M records/s, {passes} whole passes, at most {:.0} ms behind schedule) into {}",
         from.display(),
         records as f64 / seconds.max(1e-9) / 1e6,

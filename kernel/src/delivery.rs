@@ -43,9 +43,11 @@ impl Delivery {
     /// (never expected).
     pub fn report_mismatch(&self, name: &str) {
         if !self.balanced() {
-            eprintln!(
+            log::warn!(
                 "weft: {name}: accounting mismatch: received {} + ring full {} != seen {}",
-                self.received, self.ring_full, self.seen,
+                self.received,
+                self.ring_full,
+                self.seen,
             );
         }
     }

@@ -86,7 +86,7 @@ impl EventProbe {
                 bail!("source {}: {why}", wanted.name);
             }
             for lack in available.lacks {
-                eprintln!("weft: {}: {lack}", wanted.name);
+                log::warn!("weft: {}: {lack}", wanted.name);
             }
             for hook in available.present {
                 offsets.extend(hook_offsets(tracefs, hook)?);
@@ -293,7 +293,7 @@ impl EventProbe {
         }
         if let Some(net) = &mut self.net {
             for interface in net.attach_new(&mut self.ebpf) {
-                eprintln!("weft: net: attached to {interface}, which came up");
+                log::info!("weft: net: attached to {interface}, which came up");
             }
         }
     }

@@ -227,7 +227,7 @@ impl Attachment {
             self.tried.insert(index);
             match self.attach(ebpf, interface.clone()) {
                 Ok(()) => attached.push(interface),
-                Err(e) => eprintln!("weft: net: {e:#}"),
+                Err(e) => log::warn!("weft: net: {e:#}"),
             }
         }
         attached
@@ -236,7 +236,7 @@ impl Attachment {
     fn attach(&mut self, ebpf: &mut Ebpf, interface: String) -> Result<()> {
         if attach_interface(ebpf, &interface, self.tcx)? {
             if let Err(e) = clsact::mark_added(&interface) {
-                eprintln!("weft: net: failed to note the clsact qdisc added to {interface}: {e}");
+                log::warn!("weft: net: failed to note the clsact qdisc added to {interface}: {e}");
             }
             self.added_clsact.push(interface.clone());
         }
@@ -254,7 +254,7 @@ impl Attachment {
         }
         for interface in std::mem::take(&mut self.added_clsact) {
             if let Err(e) = clsact::remove_added(&interface) {
-                eprintln!("weft: net: failed to remove the clsact qdisc of {interface}: {e}");
+                log::warn!("weft: net: failed to remove the clsact qdisc of {interface}: {e}");
             }
         }
     }
@@ -265,7 +265,7 @@ fn remove_stale_qdiscs() {
     for interface in clsact::stale() {
         remove_stale_filters(&interface);
         if let Ok(true) = clsact::remove_added(&interface) {
-            eprintln!("weft: removed the clsact qdisc a killed weft added to {interface}");
+            log::info!("weft: removed the clsact qdisc a killed weft added to {interface}");
         }
     }
 }
@@ -304,7 +304,7 @@ fn attach_interface(ebpf: &mut Ebpf, interface: &str, tcx: bool) -> Result<bool>
 fn remove_stale_filters(interface: &str) {
     for (name, attach_type) in PROGRAMS {
         if tc::qdisc_detach_program(interface, attach_type, name).is_ok() {
-            eprintln!(
+            log::warn!(
                 "weft: removed a stale {name} filter from {interface} (a weft that was killed)"
             );
         }

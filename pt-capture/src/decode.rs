@@ -470,7 +470,7 @@ fn maps_image(
 
 fn warn_skipped(skipped: Vec<weft_pt::image::ImageError>) {
     for file in skipped {
-        eprintln!("weft: warning: not in the image: {file}");
+        log::warn!("weft: warning: not in the image: {file}");
     }
 }
 

@@ -706,7 +706,7 @@ impl Drop for Store {
         if self.flusher.is_some()
             && let Err(error) = self.shutdown()
         {
-            eprintln!(
+            log::warn!(
                 "weft-store: closing {} failed: {error}",
                 self.shared.dir.path().display()
             );

@@ -23,7 +23,7 @@ impl Kcore {
     /// Whether reading failed, and why: said once.
     fn opened(&mut self) -> Option<&Opened> {
         let opened = self.opened.get_or_insert_with(|| {
-            Opened::open().inspect_err(|why| eprintln!("weft: {PATH}: {why}"))
+            Opened::open().inspect_err(|why| log::warn!("weft: {PATH}: {why}"))
         });
         opened.as_ref().ok()
     }

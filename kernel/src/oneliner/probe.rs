@@ -286,7 +286,7 @@ impl OnelinerProbe {
                     if error.downcast_ref::<MissingFunction>().is_some()
                         && points[attach.item] > 1 =>
                 {
-                    eprintln!("weft: {error:#}; left out, the probe's other attach points stay");
+                    log::warn!("weft: {error:#}; left out, the probe's other attach points stay");
                     self.left_out += 1;
                 }
                 Err(error) => return Err(error),
@@ -591,7 +591,7 @@ impl OnelinerProbe {
         let named = uprobe_file(path)?;
         let (file, offset) = self.find_function(&named, symbol)?;
         if file != named {
-            eprintln!(
+            log::warn!(
                 "weft: {} has no function {symbol}; probing the one of {}, which it needs \
                  (glibc 2.34 moved libpthread's functions into libc)",
                 named.display(),

@@ -432,7 +432,7 @@ impl<'p> Runtime<'p> {
                 return Ok(());
             }
         }
-        eprintln!("weft: a while loop ran {MAX_ROUNDS} rounds and was ended there");
+        log::warn!("weft: a while loop ran {MAX_ROUNDS} rounds and was ended there");
         Ok(())
     }
 
@@ -712,7 +712,7 @@ impl<'p> Runtime<'p> {
         match read {
             Ok(bytes) => output::text(self.format, name, &String::from_utf8_lossy(&bytes), out),
             Err(error) => {
-                eprintln!("weft: {name}(): {what}: {error}");
+                log::warn!("weft: {name}(): {what}: {error}");
                 Ok(())
             }
         }
