@@ -11,7 +11,7 @@ use crate::{
     answer::{Answer, Cell},
     ast::{Agg, Func, Name},
     bind::{Pred, column},
-    catalog::{Kind, SourceColumns},
+    catalog::{Kind, Read, SourceColumns},
     engine::{Engine, Near},
     error::{Error, Result},
     picks::{Pick, column_pick, part_index, parts_are_groups, summary_picks},
@@ -148,6 +148,16 @@ impl Engine<'_> {
             && !self.catalog.full_scan;
         if let ([by], true) = (&by[..], by_part)
             && let Some(answer) = self.summarize_by_part(source, window, &specs, *by)?
+        {
+            return Ok(answer);
+        }
+        let counted_by_part = near.is_none()
+            && every.is_none()
+            && source.late.is_none()
+            && !self.catalog.full_scan
+            && specs.iter().all(|s| s.func == Func::Count);
+        if let ([by], true, Some(pred)) = (&by[..], counted_by_part, &pred)
+            && let Some(answer) = self.count_by_part_within(source, window, &specs, *by, pred)?
         {
             return Ok(answer);
         }
@@ -429,6 +439,67 @@ impl Engine<'_> {
             Some(step.cast_signed()),
             rows,
         )))
+    }
+
+    /// `count by F` where the condition is a value range of one column
+    /// alone (`syscalls where dur > p99.99 | count by name`, its threshold
+    /// resolved) and a partitioned index over that column is partitioned
+    /// by `F`: each group is a part, counted from the summaries' value
+    /// bins, reading only the values of the bins across the range's
+    /// bounds. `None` where that does not hold: the caller scans.
+    fn count_by_part_within(
+        &mut self,
+        source: &SourceColumns,
+        window: &RangeInclusive<u64>,
+        specs: &[AggSpec],
+        by: usize,
+        pred: &Pred,
+    ) -> Result<Option<Answer>> {
+        let Read::Field(by_field) = &source.columns[by].read else {
+            return Ok(None);
+        };
+        let [bound] = &pred.clone().conjuncts()[..] else {
+            return Ok(None);
+        };
+        let mut columns = Vec::new();
+        bound.columns(&mut columns);
+        let &[column] = &columns[..] else {
+            return Ok(None);
+        };
+        let Some((lo, hi)) = bound.exact_range_of(column) else {
+            return Ok(None);
+        };
+        let Some(&(index, _, count)) =
+            (source.columns[column].partitioned.iter()).find(|(_, field, _)| field == by_field)
+        else {
+            return Ok(None);
+        };
+        let (counts, stats) =
+            (self.snapshot).count_parts_in(source.id, index, window.clone(), &(lo..=hi))?;
+        let Some(counts) = counts else {
+            return Ok(None);
+        };
+        // As in `summarize_by_part`: a part must be a group of its own.
+        let named = |part: u32| match &source.columns[by].kind {
+            Kind::Named(names) => names.group_of(i64::from(part)) == i64::from(part),
+            _ => true,
+        };
+        if !counts.iter().all(|(part, _)| *part < count && named(*part)) {
+            return Ok(None);
+        }
+        self.add(stats);
+        let rows = counts
+            .into_iter()
+            .map(|(part, n)| {
+                let cells = vec![Cell::Int(n.cast_signed()); specs.len()];
+                (vec![i64::from(part)], cells)
+            })
+            .collect();
+        self.plan.push(format!(
+            "aggregate: counted from the store's chunk summaries of `{}`, one part of a partitioned index per `{}`; only values in bins across the range's bounds are read",
+            source.name, source.columns[by].name
+        ));
+        Ok(Some(keyed_answer(source, specs, &[by], None, rows)))
     }
 
     /// `count every step` from the store's per-bucket counts: chunks whose

@@ -337,6 +337,42 @@ fn answers_percentiles_per_bucket_from_summaries_as_a_scan_does() {
 }
 
 #[test]
+fn answers_counts_above_a_threshold_by_part_from_summaries_as_a_scan_does() {
+    let mut f = fixture("above");
+    let queries = [
+        "syscalls where dur > p99.9 | count by name",
+        "syscalls where dur >= 1500 | count by name",
+        "syscalls where dur < 300 | count by name last 50ms",
+    ];
+    let summarized: Vec<Answer> = queries.iter().map(|q| ask(&f, q)).collect();
+    for (query, answer) in queries.iter().zip(&summarized) {
+        assert!(
+            answer
+                .plan
+                .iter()
+                .any(|l| l.contains("counted from the store's chunk summaries")),
+            "{query}: {:?}",
+            answer.plan
+        );
+        assert!(answer.rows.len() > 1, "{query}");
+        // Only a window's edges are read record by record.
+        let stats = answer.stats;
+        assert!(
+            stats.chunks_scanned <= 2 && stats.chunks_summarized > 10,
+            "{query}: {stats:?}"
+        );
+    }
+    f.catalog.without_indexes();
+    for (query, summarized) in queries.iter().zip(summarized) {
+        let mut scanned = ask(&f, query).rows;
+        let mut rows = summarized.rows;
+        scanned.sort_by_key(|r| format!("{r:?}"));
+        rows.sort_by_key(|r| format!("{r:?}"));
+        assert_eq!(scanned, rows, "{query}");
+    }
+}
+
+#[test]
 fn answers_grouped_percentiles_from_summaries_exactly() {
     let mut f = fixture("grouped");
     let queries = [

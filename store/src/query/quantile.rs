@@ -368,6 +368,63 @@ impl Snapshot {
         Ok(chunks)
     }
 
+    /// How many values of each part of a partitioned index lie in
+    /// `values`, in `window`: "how many calls of each syscall took over
+    /// 80 us". Bins wholly inside `values` count from the summaries; only
+    /// the values of the bins across its bounds are read (from the values
+    /// log where a chunk has one). Parts with none are left out; `None`
+    /// when a bin across a bound holds too many distinct values to gather
+    /// in one pass.
+    pub fn count_parts_in(
+        &self,
+        source: SourceId,
+        index: IndexId,
+        window: RangeInclusive<u64>,
+        values: &RangeInclusive<i64>,
+    ) -> Result<(Option<Vec<(u32, u64)>>, QueryStats)> {
+        let target = self.target(source, index, None, window)?;
+        let Some(spec) = target.index.clone() else {
+            return Err(Error::Invalid(
+                "counts by part need a value index, not index 0".into(),
+            ));
+        };
+        let per_part = target.value_bins();
+        let (by_part, held, mut stats) = self.bin_counts(&target)?;
+        let mut counts = Vec::with_capacity(by_part.len());
+        let mut across = Vec::with_capacity(by_part.len());
+        for (part, (_, bins)) in &by_part {
+            let (mut inside, mut straddling) = (0u64, Vec::new());
+            for (bin, count) in (0u32..).zip(bins).filter(|(_, n)| **n > 0) {
+                let (lo, hi) = spec.bins.range(bin);
+                let last = hi.map_or(i64::MAX, |h| h - 1);
+                if lo >= *values.start() && last <= *values.end() {
+                    inside = inside.saturating_add(*count);
+                } else if last >= *values.start() && lo <= *values.end() {
+                    straddling.push((part * per_part + bin, *count, 0));
+                }
+            }
+            counts.push((*part, inside));
+            across.push(straddling);
+        }
+        let picked: HashSet<u32> = across.iter().flatten().map(|(b, _, _)| *b).collect();
+        let held = self.expand(held, &target, |g| picked.contains(&g))?;
+        let gathered = self.bin_values(&held, &target, &across, &mut stats)?;
+        for ((_, count), straddling) in counts.iter_mut().zip(&across) {
+            for (bin, _, _) in straddling {
+                let Some(bin_values) = gathered.get(bin) else {
+                    return Ok((None, stats));
+                };
+                bin_values.for_each(|value, n| {
+                    if values.contains(&value) {
+                        *count += n;
+                    }
+                });
+            }
+        }
+        counts.retain(|(_, count)| *count > 0);
+        Ok((Some(counts), stats))
+    }
+
     /// [`Snapshot::aggregate_part`] and the exact `qs` quantiles
     /// ([`Snapshot::percentile_part`]) of every part of a partitioned index
     /// at once, in one pass over the summaries and one over the chunks that
