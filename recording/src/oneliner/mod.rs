@@ -133,8 +133,18 @@ pub fn run(args: Options) -> Result<()> {
     };
     let cpid = process.as_ref().map_or(0, Process::cpid);
     let mut probe = OnelinerProbe::load(&plan, preload, cpid, args.symbols)?;
+    // As bpftrace's: a BEGIN the kernel runs runs before the probes are
+    // attached, and its event, the earliest, is handled first once they
+    // are (so that its "Tracing..." says the probes are in place).
+    for index in user_probes(&plan, |t| *t == Target::Begin) {
+        if plan.attaches[index].kernel_run {
+            probe.run_in_kernel(index)?;
+        }
+    }
+    probe.attach(&plan, tracefs, cpid)?;
     let format = args.format;
-    let probes = plan.attaches.len();
+    // Said once they are attached: what reads it may take it as so.
+    let probes = plan.attaches.len() - probe.left_out();
     match format {
         _ if args.quiet => {}
         OutputFormat::Text | OutputFormat::Folded => eprintln!(
@@ -167,7 +177,7 @@ pub fn run(args: Options) -> Result<()> {
     let result = event_loop(
         &plan,
         &mut runtime,
-        (&mut probe, tracefs, cpid),
+        &mut probe,
         &mut keep,
         process.as_mut(),
         &mut *out,
@@ -345,27 +355,21 @@ fn run_end(
     Ok(flow?)
 }
 
-/// Runs BEGIN, attaches the probes, and runs until Ctrl-C, `exit()` or
-/// the end of the `-c` command or `-p` process.
+/// Runs until Ctrl-C, `exit()` or the end of the `-c` command or `-p`
+/// process; BEGIN first, where weft runs it (the kernel ran its own).
 fn event_loop(
     plan: &Plan,
     runtime: &mut Runtime<'_>,
-    (probe, tracefs, cpid): (&mut OnelinerProbe, &std::path::Path, u32),
+    probe: &mut OnelinerProbe,
     keep: &mut Option<KeptEvents>,
     mut process: Option<&mut Process>,
     mut out: &mut dyn std::io::Write,
 ) -> Result<Flow> {
     catch_signals();
-    // As bpftrace's: a BEGIN the kernel runs runs before the probes are
-    // attached, and its event, the earliest, is handled first once they
-    // are (so that its "Tracing..." says the probes are in place).
-    let begins = user_probes(plan, |t| *t == Target::Begin);
-    for &index in begins.iter().filter(|&&i| plan.attaches[i].kernel_run) {
-        probe.run_in_kernel(index)?;
-    }
-    probe.attach(plan, tracefs, cpid)?;
-    for &index in begins.iter().filter(|&&i| !plan.attaches[i].kernel_run) {
-        if runtime.event(&user_event(index), &mut out)? == Flow::Exit {
+    for index in user_probes(plan, |t| *t == Target::Begin) {
+        if !plan.attaches[index].kernel_run
+            && runtime.event(&user_event(index), &mut out)? == Flow::Exit
+        {
             return Ok(Flow::Exit);
         }
     }
