@@ -106,58 +106,10 @@ impl Engine<'_> {
             }
             other => (window, other),
         };
-        let whole = near.is_none()
-            && by.is_empty()
-            && every.is_none()
-            && source.late.is_none()
-            && !self.catalog.full_scan;
-        if let Some(picks) = whole
-            .then(|| summary_picks(source, pred.as_ref(), &specs))
-            .flatten()
-        {
-            return self.summarize(source, window, &specs, &picks);
-        }
-        if whole && let Some(answer) = self.summarize_hist(source, window, pred.as_ref(), &specs)? {
-            return Ok(answer);
-        }
-        // Counts alone have their own path below.
-        let bucketed = near.is_none()
-            && by.is_empty()
-            && source.late.is_none()
-            && !self.catalog.full_scan
-            && !specs.iter().all(|s| s.func == Func::Count);
-        if let Some(step) = every.filter(|_| bucketed)
-            && let Some(how) = per_bucket(source, pred.as_ref(), &specs)
-            && let Some(answer) = self.summarize_every(source, window, &specs, &how, step)?
-        {
-            return Ok(answer);
-        }
-        let timeline = near.is_none()
-            && pred.is_none()
-            && by.is_empty()
-            && source.late.is_none()
-            && !self.catalog.full_scan
-            && specs.iter().all(|s| s.func == Func::Count);
-        if let Some(step) = every.filter(|_| timeline) {
-            return self.count_every(source, window, &specs, step);
-        }
-        let by_part = near.is_none()
-            && pred.is_none()
-            && every.is_none()
-            && source.late.is_none()
-            && !self.catalog.full_scan;
-        if let ([by], true) = (&by[..], by_part)
-            && let Some(answer) = self.summarize_by_part(source, window, &specs, *by)?
-        {
-            return Ok(answer);
-        }
-        let counted_by_part = near.is_none()
-            && every.is_none()
-            && source.late.is_none()
-            && !self.catalog.full_scan
-            && specs.iter().all(|s| s.func == Func::Count);
-        if let ([by], true, Some(pred)) = (&by[..], counted_by_part, &pred)
-            && let Some(answer) = self.count_by_part_within(source, window, &specs, *by, pred)?
+        let summarized = near.is_none() && source.late.is_none() && !self.catalog.full_scan;
+        if summarized
+            && let Some(answer) =
+                self.answer_from_summaries(source, window, pred.as_ref(), &specs, &by, every)?
         {
             return Ok(answer);
         }
@@ -192,6 +144,43 @@ impl Engine<'_> {
             groups.groups.len()
         ));
         Ok(group_answer(source, &specs, &by, every, groups))
+    }
+
+    /// The aggregate answered from the store's summaries, where one of
+    /// their forms fits (no correlation, no late source, indexes in use);
+    /// `None`: the records are scanned.
+    fn answer_from_summaries(
+        &mut self,
+        source: &SourceColumns,
+        window: &RangeInclusive<u64>,
+        pred: Option<&Pred>,
+        specs: &[AggSpec],
+        by: &[usize],
+        every: Option<i64>,
+    ) -> Result<Option<Answer>> {
+        let counts = specs.iter().all(|s| s.func == Func::Count);
+        match (by, every) {
+            ([], None) => {
+                if let Some(picks) = summary_picks(source, pred, specs) {
+                    return self.summarize(source, window, specs, &picks).map(Some);
+                }
+                self.summarize_hist(source, window, pred, specs)
+            }
+            // Counts alone have their own path.
+            ([], Some(step)) if !counts => match per_bucket(source, pred, specs) {
+                Some(how) => self.summarize_every(source, window, specs, &how, step),
+                None => Ok(None),
+            },
+            ([], Some(step)) if pred.is_none() => {
+                self.count_every(source, window, specs, step).map(Some)
+            }
+            ([by], None) => match pred {
+                None => self.summarize_by_part(source, window, specs, *by),
+                Some(pred) if counts => self.count_by_part_within(source, window, specs, *by, pred),
+                Some(_) => Ok(None),
+            },
+            _ => Ok(None),
+        }
     }
 
     /// Scans the records the selection keeps and calls `visit` with each

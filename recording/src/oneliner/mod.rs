@@ -133,35 +133,10 @@ pub fn run(args: Options) -> Result<()> {
     };
     let cpid = process.as_ref().map_or(0, Process::cpid);
     let mut probe = OnelinerProbe::load(&plan, preload, cpid, args.symbols)?;
-    // As bpftrace's: a BEGIN the kernel runs runs before the probes are
-    // attached, and its event, the earliest, is handled first once they
-    // are (so that its "Tracing..." says the probes are in place).
-    for index in user_probes(&plan, |t| *t == Target::Begin) {
-        if plan.attaches[index].kernel_run {
-            probe.run_in_kernel(index)?;
-        }
-    }
-    probe.attach(&plan, tracefs, cpid)?;
+    attach(&plan, &mut probe, tracefs, cpid)?;
     let format = args.format;
-    // Said once they are attached: what reads it may take it as so.
-    let probes = plan.attaches.len() - probe.left_out();
-    match format {
-        _ if args.quiet => {}
-        OutputFormat::Text | OutputFormat::Folded => eprintln!(
-            "Attaching {probes} probe{}...",
-            if probes == 1 { "" } else { "s" }
-        ),
-        OutputFormat::Json => writeln!(
-            out,
-            "{}",
-            weft_oneliner::json::line(
-                "attached_probes",
-                &weft_oneliner::json::Json::object([(
-                    "probes",
-                    weft_oneliner::json::Json::int(probes)
-                )])
-            )
-        )?,
+    if !args.quiet {
+        say_attached(format, plan.attaches.len() - probe.left_out(), &mut out)?;
     }
     let mut runtime = Runtime::new(&plan, format, weft_store::now_ns());
     runtime.set_limits(limits);
@@ -207,6 +182,46 @@ pub fn run(args: Options) -> Result<()> {
         keep.finish(&probe.delivery()?)?;
     }
     result.map(|_| ())
+}
+
+/// Attaches `plan`'s probes; as bpftrace's, a BEGIN the kernel runs runs
+/// just before, and its event, the earliest, is handled first once they
+/// are (so that its "Tracing..." says the probes are in place).
+fn attach(
+    plan: &Plan,
+    probe: &mut OnelinerProbe,
+    tracefs: &std::path::Path,
+    cpid: u32,
+) -> Result<()> {
+    for index in user_probes(plan, |t| *t == Target::Begin) {
+        if plan.attaches[index].kernel_run {
+            probe.run_in_kernel(index)?;
+        }
+    }
+    probe.attach(plan, tracefs, cpid)
+}
+
+/// "Attaching N probes...", as bpftrace says it, once they are: what
+/// reads it may take it as so.
+fn say_attached(format: OutputFormat, probes: usize, out: &mut dyn std::io::Write) -> Result<()> {
+    match format {
+        OutputFormat::Text | OutputFormat::Folded => eprintln!(
+            "Attaching {probes} probe{}...",
+            if probes == 1 { "" } else { "s" }
+        ),
+        OutputFormat::Json => writeln!(
+            out,
+            "{}",
+            weft_oneliner::json::line(
+                "attached_probes",
+                &weft_oneliner::json::Json::object([(
+                    "probes",
+                    weft_oneliner::json::Json::int(probes)
+                )])
+            )
+        )?,
+    }
+    Ok(())
 }
 
 /// The limits the environment sets (`BPFTRACE_*`), checked against

@@ -30,6 +30,10 @@ struct Held {
     runs: Vec<(Range<u64>, Vec<u32>)>,
 }
 
+/// Each part of a partitioned index with values in a range, and how many
+/// ([`Snapshot::count_parts_in`]).
+pub type PartCounts = Vec<(u32, u64)>;
+
 /// One part of a partitioned index, from [`Snapshot::aggregate_parts`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct PartAnswer {
@@ -381,7 +385,7 @@ impl Snapshot {
         index: IndexId,
         window: RangeInclusive<u64>,
         values: &RangeInclusive<i64>,
-    ) -> Result<(Option<Vec<(u32, u64)>>, QueryStats)> {
+    ) -> Result<(Option<PartCounts>, QueryStats)> {
         let target = self.target(source, index, None, window)?;
         let Some(spec) = target.index.clone() else {
             return Err(Error::Invalid(
