@@ -48,13 +48,12 @@ impl Snapshot {
     /// skipped; the rest are read.
     pub fn aggregate_bucket(
         &self,
-        (index, part): (IndexId, Option<u32>),
+        pick: (IndexId, Option<u32>),
         own: &OwnTimes,
         bucket: RangeInclusive<u64>,
         values: RangeInclusive<i64>,
     ) -> Result<(Aggregate, QueryStats)> {
-        let mut target = self.target(own.source, index, part, own.window.clone())?;
-        own.narrow(&mut target, bucket);
+        let target = self.bucket_target(pick, own, bucket)?;
         self.aggregate_in(&target, values)
     }
 

@@ -7,14 +7,19 @@
 use std::ops::{Range, RangeInclusive};
 
 use super::Target;
-use crate::{error::Result, format::FormatVersion, schema::SourceId, shared::Snapshot};
+use crate::{
+    error::Result,
+    format::FormatVersion,
+    schema::{IndexId, SourceId},
+    shared::Snapshot,
+};
 
 /// A source's records' own times (the producer's timestamp, else
 /// arrival) over a window, per span of chunks: a chunk, or a run of them
 /// its group's summaries merge.
 pub struct OwnTimes {
-    pub(super) source: SourceId,
-    pub(super) window: RangeInclusive<u64>,
+    source: SourceId,
+    window: RangeInclusive<u64>,
     /// In chunk order: each span, and the first and last own time of the
     /// source's records there (`None`: none; all times where the
     /// summaries do not say).
@@ -40,16 +45,24 @@ impl OwnTimes {
         let end = holding.next_back().map_or(first.end, |last| last.end);
         first.start..end
     }
-
-    /// A target of the bucket: the window's records whose own time lies
-    /// in `bucket`, in the chunks that may hold them.
-    pub(super) fn narrow(&self, target: &mut Target, bucket: RangeInclusive<u64>) {
-        target.chunks = Some(self.chunks_for(&bucket));
-        target.own = Some(bucket);
-    }
 }
 
 impl Snapshot {
+    /// The target of `index` (and `part`) in a bucket: the records of
+    /// `own`'s window whose own time lies in `bucket`, in the chunks that
+    /// may hold them.
+    pub(super) fn bucket_target(
+        &self,
+        (index, part): (IndexId, Option<u32>),
+        own: &OwnTimes,
+        bucket: RangeInclusive<u64>,
+    ) -> Result<Target> {
+        let mut target = self.target(own.source, index, part, own.window.clone())?;
+        target.chunks = Some(own.chunks_for(&bucket));
+        target.own = Some(bucket);
+        Ok(target)
+    }
+
     /// Where `source`'s records that arrived in `window` lie by their own
     /// time, from the chunk summaries (one pass, for the buckets of a
     /// series).

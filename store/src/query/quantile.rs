@@ -83,13 +83,12 @@ impl Snapshot {
     /// arrived in `own`'s window (see [`Snapshot::aggregate_bucket`]).
     pub fn percentile_bucket(
         &self,
-        (index, part): (IndexId, Option<u32>),
+        pick: (IndexId, Option<u32>),
         own: &OwnTimes,
         bucket: RangeInclusive<u64>,
         q: f64,
     ) -> Result<(Option<i64>, QueryStats)> {
-        let mut target = self.target(own.source, index, part, own.window.clone())?;
-        own.narrow(&mut target, bucket);
+        let target = self.bucket_target(pick, own, bucket)?;
         self.percentile_of(&target, q)
     }
 
@@ -185,18 +184,12 @@ impl Snapshot {
     /// [`Snapshot::aggregate_bucket`]): one time bucket of `hist(x) every T`.
     pub fn bucket_counts_in_bucket(
         &self,
-        (index, part): (IndexId, Option<u32>),
+        pick: (IndexId, Option<u32>),
         own: &OwnTimes,
         bucket: RangeInclusive<u64>,
         edges: &[i64],
     ) -> Result<(Option<Vec<u64>>, QueryStats)> {
-        if index == 0 {
-            return Err(Error::Invalid(
-                "bucket counts need a value index, not index 0".into(),
-            ));
-        }
-        let mut target = self.target(own.source, index, part, own.window.clone())?;
-        own.narrow(&mut target, bucket);
+        let target = self.bucket_target(pick, own, bucket)?;
         self.bucket_counts_of(&target, edges)
     }
 
