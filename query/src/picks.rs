@@ -86,13 +86,13 @@ pub(crate) fn parts_are_groups(
     source: &SourceColumns,
     by: usize,
     count: u32,
-    answers: &[weft_store::PartAnswer],
+    mut parts: impl Iterator<Item = u32>,
 ) -> bool {
     let named = |part: u32| match &source.columns[by].kind {
         Kind::Named(names) => names.group_of(i64::from(part)) == i64::from(part),
         _ => true,
     };
-    answers.iter().all(|a| a.part < count && named(a.part))
+    parts.all(|part| part < count && named(part))
 }
 
 /// The store index (and part) that answers each aggregate from chunk

@@ -468,12 +468,7 @@ impl Engine<'_> {
         let Some(counts) = counts else {
             return Ok(None);
         };
-        // As in `summarize_by_part`: a part must be a group of its own.
-        let named = |part: u32| match &source.columns[by].kind {
-            Kind::Named(names) => names.group_of(i64::from(part)) == i64::from(part),
-            _ => true,
-        };
-        if !counts.iter().all(|(part, _)| *part < count && named(*part)) {
+        if !parts_are_groups(source, by, count, counts.iter().map(|(part, _)| *part)) {
             return Ok(None);
         }
         self.add(stats);
@@ -547,7 +542,7 @@ impl Engine<'_> {
         // Values past the partition's count share one part, and names
         // that stand for several values make one group of several parts:
         // neither is a group of its own here.
-        if !parts_are_groups(source, by, parts, &answers) {
+        if !parts_are_groups(source, by, parts, answers.iter().map(|a| a.part)) {
             return Ok(None);
         }
         self.add(stats);

@@ -303,7 +303,7 @@ impl Scan<'_> {
         let (answers, stats) =
             snapshot.aggregate_parts(self.source.id, index, self.window.clone(), &[])?;
         engine.add(stats);
-        if !parts_are_groups(self.source, by, count, &answers) {
+        if !parts_are_groups(self.source, by, count, answers.iter().map(|a| a.part)) {
             return Ok(None);
         }
         let edges = snapshot.meta().index(index)?.bins.boundaries().to_vec();
