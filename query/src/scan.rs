@@ -10,7 +10,7 @@ use crate::{
     ast::{Name, Stage},
     bind::{Pred, column, listed_column},
     catalog::SourceColumns,
-    engine::{Engine, Near, Scan},
+    engine::{Engine, Near, Scan, merge},
     error::Result,
     shape::Hit,
 };
@@ -67,15 +67,24 @@ impl Engine<'_> {
         // Near anchors, only the spans around them are read.
         let spans: Vec<RangeInclusive<u64>> = match near {
             None => vec![*window.start()..=reach],
-            Some(near) => near
-                .all
-                .iter()
-                .map(|(lo, hi)| {
-                    let slack = if near.by_arrival { 0 } else { ARRIVAL_SLACK };
-                    (*lo).max(*window.start())..=hi.saturating_add(slack.max(late)).min(reach)
-                })
-                .filter(|r| !r.is_empty())
-                .collect(),
+            // Merged again once widened by the slack: a record in two
+            // overlapping spans would be visited twice.
+            Some(near) => merge(
+                near.all
+                    .iter()
+                    .map(|(lo, hi)| {
+                        let slack = if near.by_arrival { 0 } else { ARRIVAL_SLACK };
+                        (
+                            (*lo).max(*window.start()),
+                            hi.saturating_add(slack.max(late)).min(reach),
+                        )
+                    })
+                    .filter(|(lo, hi)| lo <= hi)
+                    .collect(),
+            )
+            .into_iter()
+            .map(|(lo, hi)| lo..=hi)
+            .collect(),
         };
         for span in spans {
             let stats = match &scan.index {
@@ -115,7 +124,7 @@ impl Engine<'_> {
                 }
                 Stage::Limit(n) => limit = Some(limit.map_or(*n, |l| l.min(*n))),
                 Stage::Fields(names) => columns = fields(source, names)?,
-                Stage::Aggregate { .. } | Stage::Top { .. } => {
+                Stage::Aggregate { .. } | Stage::Top { .. } | Stage::Explain(_) => {
                     unreachable!("split off by the caller")
                 }
             }

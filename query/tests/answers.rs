@@ -539,6 +539,20 @@ fn answers_correlations_around_and_during() {
         "{:?}",
         answer.plan
     );
+    // Thousands of anchors closer together than the scan's slack: each
+    // record is counted once, however many anchors' spans it lies near.
+    let anchors: Vec<&Rec> = f.records.iter().filter(|r| r.nr == 44).collect();
+    let during = f
+        .records
+        .iter()
+        .filter(|r| {
+            anchors
+                .iter()
+                .any(|a| a.tid == r.tid && r.time + a.dur as u64 >= a.time && r.time <= a.time)
+        })
+        .count() as i64;
+    let q = r#"syscalls during (syscalls where name = "sendto") same tid | count"#;
+    assert_eq!(one(&f, q), vec![Cell::Int(during)]);
 }
 
 #[test]
