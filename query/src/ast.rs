@@ -29,10 +29,12 @@ pub struct Query {
 impl Query {
     /// Whether the answer lists records (no aggregate stage).
     pub fn lists_records(&self) -> bool {
-        !self
-            .stages
-            .iter()
-            .any(|s| matches!(s, Stage::Aggregate { .. } | Stage::Top { .. }))
+        !self.stages.iter().any(|s| {
+            matches!(
+                s,
+                Stage::Aggregate { .. } | Stage::Top { .. } | Stage::Explain(_)
+            )
+        })
     }
 
     /// Where the query (sub-queries included) compares with a percentile,
@@ -58,7 +60,7 @@ impl Query {
                 Stage::Top { agg: a, by, .. } => agg(a) || by.iter().any(is),
                 Stage::Sort { key, .. } => key.text.contains(field),
                 Stage::Fields(names) => names.iter().any(is),
-                Stage::Limit(_) => false,
+                Stage::Limit(_) | Stage::Explain(_) => false,
             })
     }
 }
@@ -227,6 +229,10 @@ pub enum Stage {
     Limit(usize),
     /// `fields FIELD, ...`: only these columns.
     Fields(Vec<Name>),
+    /// `explain`: where the selected calls' wall time went (on CPU, in the
+    /// run queue, off CPU by why), against the same calls without the
+    /// threshold. Where the word was written, for errors.
+    Explain(Span),
 }
 
 /// An aggregate function applied to a field.

@@ -201,9 +201,12 @@ fn anchor_stages(stages: &[Stage]) -> Option<Vec<Stage>> {
             ])
         }
         stages
-            if stages
-                .iter()
-                .all(|s| !matches!(s, Stage::Aggregate { .. } | Stage::Top { .. })) =>
+            if stages.iter().all(|s| {
+                !matches!(
+                    s,
+                    Stage::Aggregate { .. } | Stage::Top { .. } | Stage::Explain(_)
+                )
+            }) =>
         {
             Some(stages.to_vec())
         }

@@ -114,6 +114,12 @@ pub fn stream(
 
 impl Engine<'_> {
     fn query(&mut self, q: &Query) -> Result<Answer> {
+        if let Some(span) = q.stages.iter().find_map(|s| match s {
+            Stage::Explain(span) => Some(*span),
+            _ => None,
+        }) {
+            return self.explain(q, span);
+        }
         let Selection {
             source,
             window,
@@ -200,5 +206,6 @@ fn stage_word(stage: &Stage) -> &'static str {
         Stage::Sort { .. } => "sort",
         Stage::Limit(_) => "limit",
         Stage::Fields(_) => "fields",
+        Stage::Explain(_) => "explain",
     }
 }

@@ -34,6 +34,7 @@ mod correlate;
 mod engine;
 pub mod error;
 mod exec;
+mod explain;
 pub mod feed;
 pub mod fleet;
 pub mod health;

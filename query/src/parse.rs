@@ -327,6 +327,11 @@ impl Parser {
         if self.eat_word("fields") {
             return Ok(Stage::Fields(self.names("a field name")?));
         }
+        if self.is_word("explain") {
+            let span = self.here();
+            self.pos += 1;
+            return Ok(Stage::Explain(span));
+        }
         let mut aggs = vec![self.agg()?];
         while self.eat_punct(",") {
             aggs.push(self.agg()?);
@@ -368,7 +373,7 @@ impl Parser {
     }
 
     fn agg(&mut self) -> Result<Agg> {
-        let expected = "an aggregate (count, sum, min, max, avg, pNN, percentiles, hist), `top`, `sort`, `limit` or `fields`";
+        let expected = "an aggregate (count, sum, min, max, avg, pNN, percentiles, hist), `top`, `sort`, `limit`, `fields` or `explain`";
         let Some((Token::Word(word), span)) = self.peek_spanned() else {
             return Err(self.error(expected));
         };

@@ -242,6 +242,12 @@ pub(crate) fn reshape(answer: &mut Answer, stage: &Stage) -> Result<()> {
         Stage::Top { agg, .. } => {
             return Err(Error::spanned(agg.span, "a query has one aggregate stage"));
         }
+        Stage::Explain(span) => {
+            return Err(Error::spanned(
+                *span,
+                "`explain` is the only stage of its query: it takes the selected calls as they are",
+            ));
+        }
     }
     Ok(())
 }

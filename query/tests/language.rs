@@ -277,7 +277,7 @@ fn parse_errors_point_at_the_token() {
         ),
         (
             "syscalls | median(dur)",
-            "expected an aggregate (count, sum, min, max, avg, pNN, percentiles, hist), `top`, `sort`, `limit` or `fields`, found `median`\n  syscalls | median(dur)\n             ^^^^^^",
+            "expected an aggregate (count, sum, min, max, avg, pNN, percentiles, hist), `top`, `sort`, `limit`, `fields` or `explain`, found `median`\n  syscalls | median(dur)\n             ^^^^^^",
         ),
         (
             "syscalls | p101(dur)",
