@@ -94,13 +94,26 @@ impl<'a> SchedColumns<'a> {
     }
 }
 
-/// A side's time per factor (in [`FACTORS`]' order), summed over its calls.
+/// A side's time per factor (in [`FACTORS`]' order), summed over its
+/// calls, and each factor's share of a call's time summed over the calls
+/// that took any (their mean weighs every call alike: a few long calls do
+/// not make the baseline look like them).
 #[derive(Clone, Copy, Default)]
 struct Split {
     factors: [u64; 7],
+    shares: [f64; 7],
+    /// Calls that took time, over which `shares` are summed.
+    timed: u64,
     wall: u64,
     calls: u64,
     pages: u64,
+}
+
+/// Merged spans in which block requests were in flight.
+#[derive(Default)]
+struct InFlight {
+    any: Vec<(u64, u64)>,
+    reads: Vec<(u64, u64)>,
 }
 
 /// Why a thread left the CPU, as the `sched` source's `state` names it.
@@ -247,17 +260,27 @@ impl<'a> Engine<'a> {
         let in_flight = self.in_flight(calls, window)?;
         self.pages_added(calls, window, &mut off)?;
         let mut split = Split::default();
-        let mut io = vec![0u64; calls.list.len()];
+        // Per call: uninterruptible time with any request in flight, and
+        // with only writes (or other requests) in flight.
+        let mut io = vec![(0u64, 0u64); calls.list.len()];
         for &(call, from, to) in &waits {
-            io[call] += overlap(&in_flight, from, to);
+            let any = overlap(&in_flight.any, from, to);
+            io[call].0 += any;
+            io[call].1 += any - overlap(&in_flight.reads, from, to);
         }
         for (i, call) in calls.list.iter().enumerate() {
             let o = off[i];
             let wall = call.end - call.start;
+            let (any, writes) = io[i];
+            // A call that added pages to the cache waited for them to be
+            // read (or for reads the capture did not see), save while only
+            // writes were in flight; another call waited for block I/O
+            // while any request was.
             let (miss, disk) = if o.pages > 0 {
-                (o.uninterruptible, 0)
+                let disk = writes.min(o.uninterruptible);
+                (o.uninterruptible - disk, disk)
             } else {
-                (0, io[i].min(o.uninterruptible))
+                (0, any.min(o.uninterruptible))
             };
             let parts = [
                 o.runq,
@@ -268,10 +291,14 @@ impl<'a> Engine<'a> {
                 o.other,
             ];
             let away: u64 = parts.iter().sum();
-            for (sum, part) in split.factors.iter_mut().zip(parts) {
-                *sum += part;
+            let on_cpu = wall.saturating_sub(away);
+            for (i, part) in parts.into_iter().chain([on_cpu]).enumerate() {
+                split.factors[i] += part;
+                if wall > 0 {
+                    split.shares[i] += part as f64 / wall as f64;
+                }
             }
-            split.factors[6] += wall.saturating_sub(away);
+            split.timed += u64::from(wall > 0);
             split.wall += wall;
             split.pages += o.pages;
         }
@@ -340,37 +367,49 @@ impl<'a> Engine<'a> {
     }
 
     /// The spans in which a block request that completed during one of
-    /// the calls was in flight, merged (any thread's: a call may wait on
-    /// writeback or a journal another thread issued).
-    fn in_flight(
-        &mut self,
-        calls: &Calls,
-        window: &RangeInclusive<u64>,
-    ) -> Result<Vec<(u64, u64)>> {
+    /// the calls was in flight (any thread's: a call may wait on writeback
+    /// or a journal another thread issued).
+    fn in_flight(&mut self, calls: &Calls, window: &RangeInclusive<u64>) -> Result<InFlight> {
         let Some(block) = self.catalog.source("block") else {
             self.plan.push(
                 "explain: no `block` source: uninterruptible time is not split by I/O".into(),
             );
-            return Ok(Vec::new());
+            return Ok(InFlight::default());
         };
         let Some((latency, _)) = block.column("latency") else {
-            return Ok(Vec::new());
+            return Ok(InFlight::default());
         };
+        // Reads, by the request's operation where the source names it.
+        let op = block.column("op").map(|(i, column)| match &column.kind {
+            Kind::Named(names) => (i, names.values_where(|name| name == "read")),
+            _ => (i, Vec::new()),
+        });
         let near = near(calls, None);
-        let scan = self.plan_scan(block, None, "explain: block requests during the calls");
-        let mut spans = Vec::new();
+        let plan = self.plan_scan(block, None, "explain: block requests during the calls");
+        let (mut any, mut reads) = (Vec::new(), Vec::new());
         self.scan(
             block,
             window,
-            &scan,
+            &plan,
             Some(&near),
             &mut |time, _, payload| {
-                if let Some(l) = block.columns[latency].value(time, payload) {
-                    spans.push((time.saturating_sub(l.unsigned_abs()), time));
+                let value = |c: usize| block.columns[c].value(time, payload);
+                let Some(l) = value(latency) else {
+                    return;
+                };
+                let busy = (time.saturating_sub(l.unsigned_abs()), time);
+                any.push(busy);
+                if let Some((op, read)) = &op
+                    && value(*op).is_some_and(|v| read.contains(&v))
+                {
+                    reads.push(busy);
                 }
             },
         )?;
-        Ok(merge(spans))
+        Ok(InFlight {
+            any: merge(any),
+            reads: merge(reads),
+        })
     }
 
     /// Adds the pages each call added to the page cache (its misses).
@@ -504,14 +543,15 @@ fn conjuncts(cond: Cond, out: &mut Vec<Cond>) {
         other => out.push(other),
     }
 }
-/// The factors ranked by how much more of the time they take in the
+
+/// The factors ranked by how much more of a call's time they take in the
 /// selected calls than in the baseline, then the calls' wall time.
 fn answer(slow: &Calls, s: &Split, all: &Calls, a: &Split) -> Answer {
-    let share = |part: u64, split: &Split| {
-        if split.wall == 0 {
+    let share = |i: usize, split: &Split| {
+        if split.timed == 0 {
             0.0
         } else {
-            part as f64 * 100.0 / split.wall as f64
+            split.shares[i] * 100.0 / split.timed as f64
         }
     };
     let per_call = |part: u64, split: &Split| {
@@ -525,7 +565,7 @@ fn answer(slow: &Calls, s: &Split, all: &Calls, a: &Split) -> Answer {
         .iter()
         .enumerate()
         .map(|(i, name)| {
-            let (x, y) = (share(s.factors[i], s), share(a.factors[i], a));
+            let (x, y) = (share(i, s), share(i, a));
             let row = vec![
                 Cell::Text((*name).to_owned()),
                 Cell::Float(x),

@@ -40,6 +40,7 @@ enum Rec {
     Block {
         done: u64,
         latency: u64,
+        read: bool,
     },
     Added {
         tid: u32,
@@ -66,7 +67,9 @@ const D: u8 = 3;
 /// Thread 7: 98 calls of 10 µs on the CPU, then four of 1 ms: one that
 /// sleeps 700 µs and waits 100 µs for a CPU, one preempted for 600 µs,
 /// one uninterruptible for 800 µs of which a block request covers 500 µs,
-/// one uninterruptible for 900 µs in which it added 4 pages to the cache.
+/// one uninterruptible for 900 µs in which it added 4 pages to the cache,
+/// while a read and then a write were in flight (600 µs of reading, 250
+/// µs with only the write).
 /// A stretch of thread 8 inside thread 7's calls counts for neither.
 fn records() -> Vec<Rec> {
     let mut recs = Vec::new();
@@ -122,6 +125,7 @@ fn records() -> Vec<Rec> {
     recs.push(Rec::Block {
         done: s + 600 * US,
         latency: 500 * US,
+        read: false,
     });
     let s = slow(&mut recs, &mut t);
     recs.push(Rec::Sched {
@@ -132,8 +136,14 @@ fn records() -> Vec<Rec> {
         state: D,
     });
     recs.push(Rec::Block {
-        done: s + 900 * US,
-        latency: 800 * US,
+        done: s + 700 * US,
+        latency: 600 * US,
+        read: true,
+    });
+    recs.push(Rec::Block {
+        done: s + 950 * US,
+        latency: 300 * US,
+        read: false,
     });
     recs.push(Rec::Added {
         tid: 7,
@@ -142,6 +152,31 @@ fn records() -> Vec<Rec> {
     });
     recs.sort_by_key(Rec::time);
     recs
+}
+
+/// The catalog a capture's writer would fill: durations, the span, and
+/// the names of states, operations and page-cache kinds.
+fn catalog(snapshot: &weft_store::Snapshot) -> Catalog {
+    let mut catalog = Catalog::from_meta(snapshot.meta());
+    let named = |names: &[&str]| {
+        Kind::Named(Arc::new(Names::new(
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (i as i64, (*n).to_owned())),
+            true,
+        )))
+    };
+    let syscalls = catalog.source_mut("syscalls").unwrap();
+    syscalls.set_kind("dur", Kind::Duration).unwrap();
+    syscalls.span = Some("dur".into());
+    let sched = catalog.source_mut("sched").unwrap();
+    sched.set_kind("state", named(&STATES)).unwrap();
+    let block = catalog.source_mut("block").unwrap();
+    block.set_kind("op", named(&["read", "write"])).unwrap();
+    let cache = catalog.source_mut("pagecache").unwrap();
+    cache.set_kind("kind", named(&["add", "delete"])).unwrap();
+    catalog
 }
 
 fn ask(query: &str) -> Answer {
@@ -172,7 +207,13 @@ fn ask(query: &str) -> Answer {
         )
         .unwrap();
     let block = store
-        .define_source("block", vec![Field::new("latency", 0, FieldKind::U64)])
+        .define_source(
+            "block",
+            vec![
+                Field::new("latency", 0, FieldKind::U64),
+                Field::new("op", 8, FieldKind::U8),
+            ],
+        )
         .unwrap();
     let cache = store
         .define_source(
@@ -205,7 +246,10 @@ fn ask(query: &str) -> Answer {
                 ]
                 .concat(),
             ),
-            Rec::Block { latency, .. } => (block, latency.to_le_bytes().to_vec()),
+            Rec::Block { latency, read, .. } => (
+                block,
+                [&latency.to_le_bytes()[..], &[u8::from(!read)]].concat(),
+            ),
             Rec::Added { tid, pages, .. } => (
                 cache,
                 [&pages.to_le_bytes()[..], &tid.to_le_bytes(), &[0]].concat(),
@@ -217,23 +261,7 @@ fn ask(query: &str) -> Answer {
     }
     store.publish();
     let snapshot = store.snapshot();
-    let mut catalog = Catalog::from_meta(snapshot.meta());
-    let named = |names: &[&str]| {
-        Kind::Named(Arc::new(Names::new(
-            names
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (i as i64, (*n).to_owned())),
-            true,
-        )))
-    };
-    let syscalls = catalog.source_mut("syscalls").unwrap();
-    syscalls.set_kind("dur", Kind::Duration).unwrap();
-    syscalls.span = Some("dur".into());
-    let sched = catalog.source_mut("sched").unwrap();
-    sched.set_kind("state", named(&STATES)).unwrap();
-    let cache = catalog.source_mut("pagecache").unwrap();
-    cache.set_kind("kind", named(&["add", "delete"])).unwrap();
+    let catalog = catalog(&snapshot);
     run(&snapshot, &catalog, query).unwrap_or_else(|e| panic!("{}", e.render(query)))
 }
 
@@ -260,19 +288,22 @@ fn explain_splits_each_call_by_the_records_inside_it() {
     let answer = ask("syscalls where dur > 500us | explain");
     let rows = factors(&answer);
     let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
-    // 4 ms of selected calls: run-queue 700 µs, page-cache 900, block 500,
-    // sleeping 700, uninterruptible without I/O 300, on-CPU 900.
+    // 4 ms of selected calls: run-queue 700 µs, page-cache 650 (the
+    // reading call's wait, but for the 250 µs with only a write in
+    // flight), block 500 + 250, sleeping 700, uninterruptible without I/O
+    // 300, on-CPU 900.
     let per_call = |name: &str| rows.iter().find(|r| r.0 == name).unwrap().3;
     assert_eq!(per_call("run-queue wait"), 175_000.0, "{rows:?}");
-    assert_eq!(per_call("page-cache misses"), 225_000.0, "{rows:?}");
-    assert_eq!(per_call("block I/O"), 125_000.0, "{rows:?}");
+    assert_eq!(per_call("page-cache misses"), 162_500.0, "{rows:?}");
+    assert_eq!(per_call("block I/O"), 187_500.0, "{rows:?}");
     assert_eq!(per_call("sleeping"), 175_000.0, "{rows:?}");
     assert_eq!(per_call("uninterruptible, no I/O"), 75_000.0, "{rows:?}");
     assert_eq!(per_call("off-CPU, other states"), 0.0, "{rows:?}");
     assert_eq!(per_call("on-CPU"), 225_000.0, "{rows:?}");
-    // The baseline adds 98 calls of 10 µs on the CPU: 4.98 ms in all, so
-    // every off-CPU factor weighs more in the selected calls, and on-CPU
-    // less; the wall time is last.
+    // The baseline adds 98 calls of 10 µs on the CPU, so every off-CPU
+    // factor takes more of a selected call's time than of a call's in the
+    // baseline (each call weighs alike), and on-CPU less; the wall time is
+    // last.
     assert_eq!(
         names.last().copied(),
         Some("wall time (4 calls, 102 in the baseline)")
@@ -280,11 +311,11 @@ fn explain_splits_each_call_by_the_records_inside_it() {
     assert_eq!(names[names.len() - 2], "on-CPU", "{rows:?}");
     let page = rows.iter().find(|r| r.0 == "page-cache misses").unwrap();
     assert!(
-        (page.1 - 22.5).abs() < 1e-9 && (page.2 - 900.0 / 49.8).abs() < 1e-9,
+        (page.1 - 16.25).abs() < 1e-9 && (page.2 - 65.0 / 102.0).abs() < 1e-9,
         "{page:?}"
     );
     assert_eq!(
-        names[0], "page-cache misses",
+        names[0], "block I/O",
         "the largest gain ranks first: {rows:?}"
     );
     assert!(

@@ -34,5 +34,7 @@ mod fleet;
 mod pt;
 // Damaged captures: every command answers as before or fails clearly.
 mod faults;
+// `| explain` on workloads with a known cause of their slow calls.
+mod explain;
 // weft left running as root: foreign directories refused, a full disk counted.
 mod safety;

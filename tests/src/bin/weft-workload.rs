@@ -30,7 +30,7 @@ fn main() -> ExitCode {
     for step in &steps {
         let Some(step) = parse(step) else {
             eprintln!(
-                "weft-workload: bad step `{step}` (getppid:N, getpid:N, close-bad:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, frame:IFACE, write-edge:PATH, usdt:N, switches:PATH)"
+                "weft-workload: bad step `{step}` (getppid:N, getpid:N, close-bad:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, frame:IFACE, write-edge:PATH, usdt:N, hogged-reads:MS, lock-waits:N:MS, random-read:PATH:BYTES, fsync-behind:PATH:MB, switches:PATH)"
             );
             return ExitCode::from(2);
         };
@@ -80,6 +80,10 @@ enum Step {
     WriteEdge(String),
     WriteLine(String),
     Usdt(u64),
+    HoggedReads(u64),
+    LockWaits { times: u64, ms: u64 },
+    RandomRead { path: String, bytes: usize },
+    FsyncBehind { path: String, mb: usize },
 }
 
 fn parse(step: &str) -> Option<Step> {
@@ -100,6 +104,19 @@ fn parse(step: &str) -> Option<Step> {
         ("close-bad", n, None) => Step::CloseBad(n.parse().ok()?),
         ("migrate", n, None) => Step::Migrate(n.parse().ok()?),
         ("usdt", n, None) => Step::Usdt(n.parse().ok()?),
+        ("hogged-reads", ms, None) => Step::HoggedReads(ms.parse().ok()?),
+        ("lock-waits", n, Some(ms)) => Step::LockWaits {
+            times: n.parse().ok()?,
+            ms: ms.parse().ok()?,
+        },
+        ("random-read", path, Some(bytes)) => Step::RandomRead {
+            path: path.to_owned(),
+            bytes: bytes.parse().ok().filter(|b| *b > 0)?,
+        },
+        ("fsync-behind", path, Some(mb)) => Step::FsyncBehind {
+            path: path.to_owned(),
+            mb: mb.parse().ok()?,
+        },
         ("nanosleep", ms, Some(k)) => Step::Nanosleep {
             ms: ms.parse().ok()?,
             times: k.parse().ok()?,
@@ -155,6 +172,10 @@ fn run(step: Step, switches: &mut Vec<(String, i64)>) -> std::io::Result<()> {
         Step::Switches(path) => switches.push((path, voluntary_switches())),
         Step::OpenMapped(path) => open_mapped(&path)?,
         Step::Migrate(n) => migrate(n)?,
+        Step::HoggedReads(ms) => hogged_reads(ms)?,
+        Step::LockWaits { times, ms } => lock_waits(times, ms),
+        Step::RandomRead { path, bytes } => random_read(&path, bytes)?,
+        Step::FsyncBehind { path, mb } => fsync_behind(&path, mb)?,
         Step::Frame(iface) => send_frame(&iface)?,
         Step::WriteEdge(path) => write_edge(&path)?,
         Step::WriteLine(path) => {
@@ -237,6 +258,17 @@ fn usdt_step(i: u64) {
 
 /// `n` getppid calls, each on the next of the CPUs the process may use.
 fn migrate(n: u64) -> std::io::Result<()> {
+    let cpus = allowed_cpus()?;
+    for (_, &cpu) in (0..n).zip(cpus.iter().cycle()) {
+        pin(cpu)?;
+        // SAFETY: getppid takes no arguments and cannot fail.
+        unsafe { libc::syscall(libc::SYS_getppid) };
+    }
+    Ok(())
+}
+
+/// The CPUs the calling thread may run on.
+fn allowed_cpus() -> std::io::Result<Vec<usize>> {
     // SAFETY: a zeroed cpu_set_t is an empty set.
     let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     let size = std::mem::size_of::<libc::cpu_set_t>();
@@ -244,21 +276,136 @@ fn migrate(n: u64) -> std::io::Result<()> {
     if unsafe { libc::sched_getaffinity(0, size, &raw mut allowed) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+    Ok((0..libc::CPU_SETSIZE as usize)
         // SAFETY: `cpu` is below CPU_SETSIZE.
         .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &allowed) })
-        .collect();
-    for (_, &cpu) in (0..n).zip(cpus.iter().cycle()) {
-        // SAFETY: a zeroed cpu_set_t is an empty set.
-        let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `cpu` is below CPU_SETSIZE.
-        unsafe { libc::CPU_SET(cpu, &mut one) };
-        // SAFETY: `one` is a cpu_set_t of `size` bytes.
-        if unsafe { libc::sched_setaffinity(0, size, &raw const one) } != 0 {
-            return Err(std::io::Error::last_os_error());
+        .collect())
+}
+
+/// Moves the calling thread to `cpu` alone.
+fn pin(cpu: usize) -> std::io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is an empty set.
+    let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` is below CPU_SETSIZE.
+    unsafe { libc::CPU_SET(cpu, &mut one) };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `one` is a cpu_set_t of `size` bytes.
+    if unsafe { libc::sched_setaffinity(0, size, &raw const one) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// 1 MiB reads of `/dev/zero` on one CPU for `ms`, then as long again with
+/// two threads spinning on the same CPU: those reads wait in the run queue.
+fn hogged_reads(ms: u64) -> std::io::Result<()> {
+    use std::{
+        io::Read as _,
+        sync::atomic::{AtomicBool, Ordering},
+        time::{Duration, Instant},
+    };
+    let cpu = *allowed_cpus()?
+        .last()
+        .ok_or_else(|| std::io::Error::other("no CPU"))?;
+    pin(cpu)?;
+    let mut zero = std::fs::File::open("/dev/zero")?;
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut read_for = |ms: u64| -> std::io::Result<()> {
+        let until = Instant::now() + Duration::from_millis(ms);
+        while Instant::now() < until {
+            zero.read_exact(&mut buffer)?;
         }
-        // SAFETY: getppid takes no arguments and cannot fail.
-        unsafe { libc::syscall(libc::SYS_getppid) };
+        Ok(())
+    };
+    read_for(ms)?;
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| {
+                if pin(cpu).is_ok() {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                }
+            });
+        }
+        let done = read_for(ms);
+        stop.store(true, Ordering::Relaxed);
+        done
+    })
+}
+
+/// `times` locks of a mutex that another thread holds for `ms` each time.
+fn lock_waits(times: u64, ms: u64) {
+    use std::sync::{Mutex, mpsc};
+    let lock = Mutex::new(());
+    let (held, wait) = mpsc::sync_channel(0);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for _ in 0..times {
+                let guard = lock
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if held.send(()).is_err() {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+                drop(guard);
+                // Let the waiter take it before the next round.
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        });
+        for _ in 0..times {
+            if wait.recv().is_err() {
+                return;
+            }
+            drop(
+                lock.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            );
+        }
+    });
+}
+
+/// `pread64` of `path` to its end, `bytes` at a time, with readahead off.
+fn random_read(path: &str, bytes: usize) -> std::io::Result<()> {
+    use std::os::{fd::AsRawFd as _, unix::fs::FileExt as _};
+    let file = std::fs::File::open(path)?;
+    // SAFETY: a valid fd; offset 0 and length 0 mean the whole file.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+    if rc != 0 {
+        return Err(std::io::Error::from_raw_os_error(rc));
+    }
+    let mut buffer = vec![0; bytes];
+    let mut offset = 0;
+    loop {
+        let n = file.read_at(&mut buffer, offset)?;
+        if n == 0 {
+            return Ok(());
+        }
+        offset += n as u64;
+    }
+}
+
+/// Three rounds of 20 `fsync`s of `path` with nothing to write, then `mb`
+/// MiB written and one `fsync` that waits for them to reach the disk.
+fn fsync_behind(path: &str, mb: usize) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(path)?;
+    file.sync_all()?;
+    let block = vec![0x5a_u8; 1 << 20];
+    for _ in 0..3 {
+        for _ in 0..20 {
+            file.sync_all()?;
+        }
+        for _ in 0..mb {
+            file.write_all(&block)?;
+        }
+        file.sync_all()?;
     }
     Ok(())
 }
