@@ -548,6 +548,7 @@ Up Down      select; mouse wheel scrolls
 Enter        drill down: slowest calls, the thread around a record
 t            timeline around the selected record (query view)
 p            capture Intel PT of the selected record's process (live)
+e            where the time went: a syscall's slowest 1 %, a listed call
 + - a        zoom the timeline, centre it on the slowest syscall
 q Ctrl-C     quit";
 

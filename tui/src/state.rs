@@ -604,6 +604,7 @@ impl State {
             }
             KeyCode::Char('t') if self.view == View::Query => return self.anchor_selected(),
             KeyCode::Char('p') if self.view == View::Query => return self.pt_of_selected(),
+            KeyCode::Char('e') => return self.explain_selected(),
             KeyCode::Char(c @ ('+' | '=' | '-')) if self.view == View::Timeline => {
                 self.timeline.zoom(c != '-');
                 return Effect::Refresh;
@@ -765,6 +766,61 @@ impl State {
             }
         };
         self.run_query(query)
+    }
+
+    /// `e`: where the time went (`| explain`, docs/query.md): of the
+    /// selected syscall's slowest 1 % in the window (Latency view), or of
+    /// a listed call and its thread's calls of that name at least as slow,
+    /// against all of them in the minute around it (Query view).
+    fn explain_selected(&mut self) -> Effect {
+        let query = match self.view {
+            View::Latency if self.breakdown().source == "syscalls" => {
+                self.selected_key().map(|value| {
+                    format!(
+                        "{} and dur > p99 {} | explain",
+                        self.one_key(&value),
+                        self.window_clause()
+                    )
+                })
+            }
+            View::Query => self.explain_listed(),
+            _ => None,
+        };
+        match query {
+            Some(query) => self.run_query(query),
+            None => {
+                self.message =
+                    "e explains a syscall (2: Latency) or a listed syscall (3: Query)".into();
+                Effect::None
+            }
+        }
+    }
+
+    /// `| explain` of the listed syscall selected in the Query view.
+    fn explain_listed(&self) -> Option<String> {
+        let Some((query, Ok(answer))) = &self.result else {
+            return None;
+        };
+        if query.split_whitespace().next() != Some("syscalls") {
+            return None;
+        }
+        let row = answer.rows.get(self.selected)?;
+        let cell = |name: &str| Some(&row[answer.columns.iter().position(|h| h.name == name)?]);
+        let (Some(Cell::Int(time)), Some(Cell::Int(tid)), Some(Cell::Int(dur))) =
+            (cell("time"), cell("tid"), cell("dur"))
+        else {
+            return None;
+        };
+        let Some(Cell::Text(name)) = cell("name") else {
+            return None;
+        };
+        let minute = 60_000_000_000;
+        Some(format!(
+            "syscalls where tid = {tid} and name = {} and dur >= {dur} [{}, {}] | explain",
+            quote(name),
+            time.saturating_sub(minute).max(0),
+            time + minute
+        ))
     }
 
     /// `t` on a listed record: the timeline around it.

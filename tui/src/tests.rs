@@ -210,6 +210,46 @@ fn a_listed_record_drills_to_its_thread_around_it() {
 }
 
 #[test]
+fn e_explains_a_syscall_s_slowest_calls_and_a_listed_call() {
+    let mut state = with_latency();
+    key(&mut state, KeyCode::Char('2'));
+    key(&mut state, KeyCode::Down);
+    assert_eq!(
+        key(&mut state, KeyCode::Char('e')),
+        Effect::Run(Job::User(
+            r#"syscalls where name = "getppid" and dur > p99 last 10s | explain"#.into()
+        ))
+    );
+    assert_eq!(state.view, View::Query);
+    let records = answer(
+        &[
+            ("time", Kind::Time),
+            ("tid", Kind::Int),
+            ("name", Kind::Int),
+            ("dur", Kind::Duration),
+        ],
+        vec![vec![
+            Cell::Int(90_000_000_000),
+            Cell::Int(42),
+            Cell::Text("fsync".into()),
+            Cell::Int(7_000_000),
+        ]],
+    );
+    state.apply(Job::User("syscalls | limit 1".into()), Ok(records.clone()));
+    assert_eq!(
+        key(&mut state, KeyCode::Char('e')),
+        Effect::Run(Job::User(
+            r#"syscalls where tid = 42 and name = "fsync" and dur >= 7000000 [30000000000, 150000000000] | explain"#
+                .into()
+        ))
+    );
+    // Records of another source, or the overview: nothing to explain.
+    state.apply(Job::User("sched | limit 1".into()), Ok(records));
+    assert_eq!(key(&mut state, KeyCode::Char('e')), Effect::None);
+    assert!(state.message.starts_with("e explains"), "{}", state.message);
+}
+
+#[test]
 fn a_query_over_a_window_with_losses_says_how_many_records_it_lacks() {
     let mut state = live();
     let mut counted = answer(&[("count", Kind::Int)], vec![vec![Cell::Int(10)]]);
