@@ -786,14 +786,11 @@ impl State {
             View::Query => self.explain_listed(),
             _ => None,
         };
-        match query {
-            Some(query) => self.run_query(query),
-            None => {
-                self.message =
-                    "e explains a syscall (2: Latency) or a listed syscall (3: Query)".into();
-                Effect::None
-            }
+        if let Some(query) = query {
+            return self.run_query(query);
         }
+        self.message = "e explains a syscall (2: Latency) or a listed syscall (3: Query)".into();
+        Effect::None
     }
 
     /// `| explain` of the listed syscall selected in the Query view.
