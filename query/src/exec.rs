@@ -113,7 +113,7 @@ pub fn stream(
 }
 
 impl Engine<'_> {
-    fn query(&mut self, q: &Query) -> Result<Answer> {
+    pub(crate) fn query(&mut self, q: &Query) -> Result<Answer> {
         if let Some(span) = q.stages.iter().find_map(|s| match s {
             Stage::Explain(span) => Some(*span),
             _ => None,

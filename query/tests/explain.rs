@@ -71,10 +71,10 @@ const D: u8 = 3;
 /// while a read and then a write were in flight (600 µs of reading, 250
 /// µs with only the write).
 /// A stretch of thread 8 inside thread 7's calls counts for neither.
-fn records() -> Vec<Rec> {
+fn records(fast: u64) -> Vec<Rec> {
     let mut recs = Vec::new();
     let mut t = BASE;
-    for _ in 0..98 {
+    for _ in 0..fast {
         t += 100 * US;
         recs.push(Rec::Call {
             tid: 7,
@@ -180,6 +180,11 @@ fn catalog(snapshot: &weft_store::Snapshot) -> Catalog {
 }
 
 fn ask(query: &str) -> Answer {
+    ask_with(query, 98)
+}
+
+/// `query` over [`records`] with `fast` calls on the CPU.
+fn ask_with(query: &str, fast: u64) -> Answer {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("weft-explain-{}-{n}", std::process::id()));
@@ -225,7 +230,7 @@ fn ask(query: &str) -> Answer {
             ],
         )
         .unwrap();
-    for rec in records() {
+    for rec in records(fast) {
         let (source, payload) = match rec {
             Rec::Call { tid, dur, .. } => {
                 (calls, [&dur.to_le_bytes()[..], &tid.to_le_bytes()].concat())
@@ -323,6 +328,30 @@ fn explain_splits_each_call_by_the_records_inside_it() {
             .plan
             .iter()
             .any(|l| l.contains("4 selected call(s) against 102")),
+        "{:?}",
+        answer.plan
+    );
+}
+
+#[test]
+fn explain_reads_a_large_baseline_from_stretches_of_the_window() {
+    let answer = ask_with("syscalls where dur > 500us | explain", 300_000);
+    let rows = factors(&answer);
+    // The selected calls split as before; the baseline's 300,004 calls are
+    // all counted, and those split are on the CPU but for the slow ones
+    // the stretches happened to hold.
+    let run_queue = rows.iter().find(|r| r.0 == "run-queue wait").unwrap();
+    assert_eq!(run_queue.3, 175_000.0, "{rows:?}");
+    assert!(run_queue.2 < 0.01, "{rows:?}");
+    assert_eq!(
+        rows.last().unwrap().0,
+        "wall time (4 calls, 300004 in the baseline)"
+    );
+    assert!(
+        answer
+            .plan
+            .iter()
+            .any(|l| l.contains("of 300004 calls, from 64 stretches")),
         "{:?}",
         answer.plan
     );
