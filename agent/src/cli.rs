@@ -848,6 +848,17 @@ pub struct QueryArgs {
     #[arg(long, help_heading = "Source")]
     pub full_scan: bool,
 
+    /// Over the window kept around this trigger firing (1-based, as `weft
+    /// query DIR triggers` lists them). Without a query: the firing's
+    /// trigger condition `| explain`, where its calls' time went.
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Source",
+        conflicts_with_all = ["live", "fleet", "full_scan"]
+    )]
+    pub trigger: Option<usize>,
+
     /// Answer from the intact part of a damaged capture: leave out its
     /// damaged chunks and say on stderr how many records and which times
     /// they held (without it, damage is an error).

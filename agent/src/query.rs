@@ -11,7 +11,11 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, bail};
-use weft_capture::{answer::answer, capture, fleet, open::Capture};
+use weft_capture::{
+    answer::{answer, over_firing},
+    capture, fleet,
+    open::Capture,
+};
 use weft_peer::{Peer, Secret};
 use weft_query::fleet::Host;
 use weft_recording::live::client;
@@ -49,6 +53,19 @@ pub fn run(args: &QueryArgs) -> Result<ExitCode> {
         (false, [query]) if !args.fleet.is_empty() => ask_fleet(args, query)?,
         (false, _) if !args.fleet.is_empty() => {
             bail!("with --fleet, give only the query (the captures are --fleet's)")
+        }
+        (false, [dir, query @ ..]) if args.trigger.is_some() && query.len() <= 1 => {
+            let dir = Path::new(dir);
+            let snapshot = capture::open(dir, args.skip_damaged)?;
+            let capture = Capture::open(dir)?;
+            let n = args.trigger.expect("matched above");
+            over_firing(
+                &capture,
+                &snapshot,
+                n,
+                query.first().map(String::as_str),
+                args.format(),
+            )?
         }
         (true, [query]) => client::ask(query, args.format(), args.full_scan)?,
         (false, [dir, query]) => {

@@ -9,8 +9,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Result, anyhow};
-use weft_query::Catalog;
+use anyhow::{Context as _, Result, anyhow, bail};
+use weft_query::{
+    Catalog,
+    ast::{Stage, Time, Window},
+};
 use weft_store::Snapshot;
 
 use crate::open::Capture;
@@ -98,6 +101,22 @@ pub fn ask(
         other => anyhow!(other).context(format!("failed to query {}", capture.dir().display())),
     };
     let parsed = weft_query::parse(query).map_err(failed)?;
+    ask_parsed(capture, snapshot, &parsed, query, now, full_scan)
+}
+
+/// Answers the parsed `query` (whose text, for errors, is `text`).
+pub fn ask_parsed(
+    capture: &Capture,
+    snapshot: &Snapshot,
+    parsed: &weft_query::Query,
+    text: &str,
+    now: Option<u64>,
+    full_scan: bool,
+) -> Result<(weft_query::Answer, Option<i64>)> {
+    let failed = |error: weft_query::Error| match error {
+        weft_query::Error::Query { .. } => anyhow!("{}", error.render(text)),
+        other => anyhow!(other).context(format!("failed to query {}", capture.dir().display())),
+    };
     // Thread names cost a pass over the `tasks` records: only for queries
     // that name `comm` or list records (the capture keeps them once read).
     let threads = parsed.names("comm") || parsed.lists_records();
@@ -106,8 +125,71 @@ pub fn ask(
     if full_scan {
         catalog.without_indexes();
     }
-    let answer = weft_query::answer(snapshot, &catalog, &parsed).map_err(failed)?;
+    let answer = weft_query::answer(snapshot, &catalog, parsed).map_err(failed)?;
     Ok((answer, catalog.wall_offset))
+}
+
+/// `query` over the window kept around firing `n` (1-based, as `weft query
+/// DIR triggers` lists them); without a query, the firing's trigger
+/// condition `| explain`: where its matching calls' time went.
+pub fn over_firing(
+    capture: &Capture,
+    snapshot: &Snapshot,
+    n: usize,
+    query: Option<&str>,
+    format: AnswerFormat,
+) -> Result<String> {
+    let started = Instant::now();
+    let window = crate::extract::kept_window(snapshot, n)?;
+    let text = match query {
+        Some(text) => text.to_owned(),
+        None => firing_condition(capture, snapshot, n)?,
+    };
+    let mut parsed = weft_query::parse(&text).map_err(|e| anyhow!("{}", e.render(&text)))?;
+    if query.is_some() && parsed.window.is_some() {
+        bail!("--trigger {n} sets the window: give the query without one");
+    }
+    // A trigger's sliding window (`dur > p99.9 last 5m`) gives way to the
+    // kept one: its threshold is then over the firing's window.
+    parsed.window = Some(Window::Range(
+        Time::Monotonic(*window.start()),
+        Time::Monotonic(*window.end()),
+    ));
+    if query.is_none() {
+        parsed
+            .stages
+            .push(Stage::Explain(weft_query::Span::new(0, text.len())));
+    }
+    let (answer, wall_offset) = ask_parsed(capture, snapshot, &parsed, &text, None, false)?;
+    Ok(print(&answer, format, wall_offset, started.elapsed()))
+}
+
+/// The condition of the trigger whose firing is `n`.
+fn firing_condition(capture: &Capture, snapshot: &Snapshot, n: usize) -> Result<String> {
+    let meta = snapshot.meta();
+    let log = meta
+        .sources
+        .iter()
+        .find(|s| s.name == crate::registry::TRIGGERS)
+        .context("this capture has no trigger firings")?;
+    let (firings, _) = snapshot.raw_scan(log.id, 0..=u64::MAX)?;
+    let trigger = (n.checked_sub(1).and_then(|i| firings.get(i)))
+        .and_then(|f| f.payload.get(..8))
+        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        .with_context(|| format!("--trigger {n}: no such firing"))?;
+    let metadata = capture.metadata()?;
+    let rule = (metadata.sessions.iter().rev())
+        .filter_map(|s| s.triggers.as_ref())
+        .flat_map(|t| &t.rules)
+        .find(|r| u64::try_from(r.id).ok() == Some(trigger))
+        .with_context(|| format!("--trigger {n}: its trigger {trigger} is not in weft.json"))?;
+    if trigger == 0 || rule.condition.is_empty() {
+        bail!(
+            "--trigger {n} was asked for by hand (trigger 0): it has no condition to explain; \
+             give a query, e.g. 'syscalls where dur > p99.9 | explain'"
+        );
+    }
+    Ok(rule.condition.clone())
 }
 
 /// The plan, the store's work and the time taken.

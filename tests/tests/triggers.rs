@@ -287,3 +287,69 @@ fn pt_on_trigger_captures_the_matching_process_or_says_pt_is_absent() {
         assert_eq!(captures, Vec::<std::path::PathBuf>::new());
     }
 }
+
+#[test]
+fn a_firing_explains_where_its_calls_time_went() {
+    let test = "a_firing_explains_where_its_calls_time_went";
+    let mut need = SYSCALL_PROBE.to_vec();
+    need.push(Need::Tracepoint("sched/sched_switch"));
+    if !weft_tests::needs(test, &need) {
+        return;
+    }
+    let dir = capture_dir("trigger-explain");
+    let stderr = weft_tests::record(
+        WORKLOAD,
+        &dir,
+        &["getppid:1000", "nanosleep:30:3", "getppid:1000"],
+        &[
+            "--sources",
+            "syscalls,sched",
+            "--trigger",
+            "syscalls where dur > 20ms",
+            "--keep",
+            "-1s..+1s",
+        ],
+    );
+    assert!(stderr.contains("weft: trigger 1 ("), "{stderr}");
+    let d = dir.to_str().unwrap();
+    // No query: the trigger's condition `| explain` over the kept window.
+    let (status, stdout, stderr) = run_weft(&["query", d, "--trigger", "1", "--json"]);
+    assert!(status.success(), "{stderr}");
+    let rows: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows[0]["factor"], "sleeping", "{rows:#?}");
+    // The three sleeps, against every call of the window (the 2,000
+    // getppid and the workload's own few).
+    let wall = rows.last().unwrap()["factor"].as_str().unwrap().to_owned();
+    let baseline: u64 = wall
+        .strip_prefix("wall time (3 calls, ")
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{rows:#?}"));
+    assert!((2003..2100).contains(&baseline), "{rows:#?}");
+    // A query of one's own, over the same window.
+    let (status, stdout, stderr) = run_weft(&[
+        "query",
+        d,
+        "--trigger",
+        "1",
+        "--json",
+        r#"syscalls where name = "nanosleep" | count"#,
+    ]);
+    assert!(
+        status.success() && stdout.contains(r#""count":3"#),
+        "{stdout}{stderr}"
+    );
+    let (status, _, stderr) = run_weft(&["query", d, "--trigger", "1", "syscalls | count last 5s"]);
+    assert!(
+        !status.success() && stderr.contains("sets the window"),
+        "{stderr}"
+    );
+    let (status, _, stderr) = run_weft(&["query", d, "--trigger", "2"]);
+    assert!(
+        !status.success() && stderr.contains("has 1 trigger firings"),
+        "{stderr}"
+    );
+}
