@@ -33,20 +33,23 @@ pub enum Source {
     Switch = 5,
     /// Which thread used which TCP or UDP socket.
     Conns = 6,
+    /// A low-rate CPU profile: threads' kernel and user stacks.
+    Stacks = 7,
 }
 
 /// Slots per source in the counter array (slot 0 is unused).
-pub const SOURCES: u32 = 7;
+pub const SOURCES: u32 = 8;
 
 impl Source {
     /// Every source, in value order.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Sched,
         Self::Block,
         Self::PageCache,
         Self::Net,
         Self::Switch,
         Self::Conns,
+        Self::Stacks,
     ];
 
     /// The source a header's `source` value names.

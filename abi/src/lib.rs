@@ -35,6 +35,7 @@ pub mod pagecache;
 #[cfg(feature = "user")]
 pub mod ring;
 pub mod sched;
+pub mod stacks;
 pub mod switch;
 pub mod syscall;
 #[cfg(feature = "user")]

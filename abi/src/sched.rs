@@ -32,10 +32,15 @@ pub struct SchedEvent {
     /// 0 runnable (yielded), 0x100 preempted, else one `TASK_REPORT` bit
     /// (1 sleeping, 2 uninterruptible, ..., 0x80 idle).
     pub state: u32,
+    /// The kernel stack it left the CPU from, as an id in the stack
+    /// source's map, when that source runs (negative: none).
+    pub kstack: i32,
+    /// Its user stack then (negative: none).
+    pub ustack: i32,
 }
 
 /// Size of a [`SchedEvent`] record.
-pub const EVENT_SIZE: usize = 48;
+pub const EVENT_SIZE: usize = 56;
 const _: () = assert!(core::mem::size_of::<SchedEvent>() == EVENT_SIZE);
 
 /// What the kernel side keeps per thread between switch-out and switch-in.
@@ -50,8 +55,12 @@ pub struct OffCpu {
     pub pid: u32,
     /// Its state when switched out.
     pub state: u32,
+    /// The kernel stack it left from (see [`SchedEvent::kstack`]).
+    pub kstack: i32,
+    /// The user stack it left from.
+    pub ustack: i32,
 }
-const _: () = assert!(core::mem::size_of::<OffCpu>() == 24);
+const _: () = assert!(core::mem::size_of::<OffCpu>() == 32);
 
 #[cfg(feature = "pod")]
 mod user {

@@ -881,7 +881,7 @@ impl QueryArgs {
 #[derive(Debug, Args)]
 pub struct RecordArgs {
     /// What to record, comma-separated: syscalls, the sources `weft
-    /// sources` lists (sched, block, pagecache, net, switch, conns), app
+    /// sources` lists (sched, block, pagecache, net, switch, conns, stacks), app
     /// (records pushed by programs through /run/weft/app.sock), or `all`.
     /// Syscalls alone by default, where the live UI (`weft`) takes
     /// syscalls, sched, block and pagecache to fill its views: a recording
@@ -936,6 +936,16 @@ pub struct RecordArgs {
         help_heading = "Packets"
     )]
     pub snaplen: u32,
+    /// Samples per second per CPU of the stacks source (a CPU profile;
+    /// with sched, each thread's stacks as it leaves the CPU come too).
+    #[arg(
+        long,
+        value_name = "HZ",
+        default_value_t = weft_abi::stacks::DEFAULT_HZ,
+        value_parser = clap::value_parser!(u64).range(1..=1000),
+        help_heading = "Sources"
+    )]
+    pub stack_hz: u64,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]

@@ -56,6 +56,7 @@ fn plan(args: &RecordArgs, command: Option<&Command>) -> Result<RecordPlan> {
             snaplen: args.snaplen,
         },
         app_group: args.app_group.clone(),
+        stack_hz: args.stack_hz,
         append: output.append,
         duration: output.duration,
         triggers: Triggering {

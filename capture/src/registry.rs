@@ -19,6 +19,8 @@ pub const CALLS: &str = "calls";
 pub const SYMBOLS: &str = "symbols";
 /// What each source lost, when and why (`recording/src/losses.rs`).
 pub const LOSSES: &str = "losses";
+/// The functions of the recorded stacks, by id (`recording/src/frames.rs`).
+pub const FRAMES: &str = "frames";
 
 /// Whether weft itself names a source `name` (or lets queries call one
 /// so): applications and one-liners may not take it.

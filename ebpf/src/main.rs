@@ -15,6 +15,7 @@ mod floor;
 mod net;
 mod pagecache;
 mod sched;
+mod stacks;
 mod switch;
 mod syscall;
 mod task_storage;

@@ -16,7 +16,7 @@ use weft_abi::{
 
 use crate::{
     events::{self, Event},
-    tracepoint,
+    stacks, tracepoint,
 };
 
 #[unsafe(no_mangle)]
@@ -27,6 +27,10 @@ static SCHED_PREV_STATE_OFFSET: u32 = 32;
 pub static SCHED_NEXT_PID_OFFSET: u32 = 56;
 #[unsafe(no_mangle)]
 static SCHED_WAKEUP_PID_OFFSET: u32 = 24;
+/// 1 when the stack source runs: each thread's stacks as it leaves the CPU
+/// go into its record.
+#[unsafe(no_mangle)]
+static SCHED_STACKS: u32 = 0;
 
 /// The `prev_state` of a preempted thread (the kernel's `TASK_REPORT_MAX`):
 /// it left runnable, like state 0 (a yield).
@@ -66,11 +70,19 @@ fn switched_out(ctx: &TracePointContext, now: u64, tid: u32) {
         return;
     }
     let state = tracepoint::field::<i64>(ctx, &SCHED_PREV_STATE_OFFSET).unwrap_or(0) as u32;
+    // SAFETY: a global user space sets before load.
+    let (kstack, ustack) = if unsafe { core::ptr::read_volatile(&SCHED_STACKS) } != 0 {
+        stacks::stack_ids(ctx)
+    } else {
+        (-1, -1)
+    };
     let off = OffCpu {
         out_ns: now,
         wakeup_ns: 0,
         pid,
         state,
+        kstack,
+        ustack,
     };
     if SCHED_OFF_CPU.insert(tid, off, 0).is_err() {
         events::count(Source::Sched, Counter::TableFull);
@@ -102,6 +114,8 @@ fn switched_in(now: u64, tid: u32, prev_tid: u32) {
             runq_ns: now.wrapping_sub(waited_from),
             prev_tid,
             state: off.state,
+            kstack: off.kstack,
+            ustack: off.ustack,
         },
     );
 }

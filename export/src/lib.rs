@@ -12,6 +12,7 @@
 mod partition;
 mod pcapng;
 mod perfetto;
+mod stacks;
 mod wall;
 
 use std::{
@@ -129,6 +130,10 @@ pub fn run(export: &Export) -> Result<String> {
     let written = match export.format {
         FileFormat::Pcapng => write_pcapng(&snapshot, &metadata, file)
             .with_context(|| format!("failed to write {}", tmp.display())),
+        FileFormat::Folded if stacks::folds(&export.source) => catalog().and_then(|catalog| {
+            stacks::write(&snapshot, &catalog, &query_text(export), file)
+                .with_context(|| format!("failed to write {}", tmp.display()))
+        }),
         FileFormat::Folded => write_folded(&snapshot, file)
             .with_context(|| format!("failed to write {}", tmp.display())),
         FileFormat::Perfetto => catalog()
@@ -379,14 +384,21 @@ fn check(export: &Export) -> Result<()> {
     // The formats of one source that write all of it.
     let whole = match export.format {
         FileFormat::Pcapng => Some(("pcapng", ["net", "packets"])),
-        FileFormat::Folded => Some(("folded", ["calls", "calls"])),
+        FileFormat::Folded if !stacks::folds(&export.source) => {
+            Some(("folded", ["calls", "calls"]))
+        }
         _ => None,
     };
     if let Some((format, sources)) = whole {
         if !sources.contains(&export.source.as_str()) {
             bail!(
-                "--format {format} exports the {} source, not {}",
+                "--format {format} exports the {} source{}, not {}",
                 sources[0],
+                if format == "folded" {
+                    " (PT calls), stacks (on-CPU) or sched (off-CPU)"
+                } else {
+                    ""
+                },
                 export.source
             );
         }

@@ -3,24 +3,31 @@
 //! attaches them, drains the shared per-CPU rings and reads the per-source
 //! loss counters.
 
-use std::path::Path;
+use std::{path::Path, rc::Rc};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{MapData, PerCpuArray},
-    programs::TracePoint,
+    maps::{MapData, PerCpuArray, StackTraceMap},
+    programs::{
+        PerfEvent, TracePoint,
+        perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
+    },
 };
 use weft_abi::events::{
     CONFIG_GLOBAL, COUNTERS, COUNTERS_MAP, Counter, EventConfig, FILTER_CGROUP, FILTER_COMM,
     FILTER_PID, PIDS_MAP, RINGS_MAP, SOURCES, Source,
 };
 use weft_abi::ring::{self, Drained, Ring};
+use weft_abi::stacks::{MAX_STACKS, SCHED_STACKS_GLOBAL, STACKS_MAP};
 use weft_abi::tracefs::find_field;
+
+use weft_oneliner::Stack;
 
 use crate::{
     delivery::Delivery,
     ebpf,
+    oneliner::stacks::Stacks,
     rings::RingArray,
     source::{Hook, SourceHooks},
     tc,
@@ -36,7 +43,31 @@ pub struct Filter {
     pub cgroup: Option<u64>,
     /// Interfaces, ports and addresses of the packet source.
     pub net: tc::NetOptions,
+    /// Samples per second per CPU of the stack source.
+    pub stack_hz: u64,
 }
+
+/// The stacks the stack source's and the scheduler's records name by id:
+/// read from the kernel's stack map, named once each.
+pub struct StackReader {
+    map: StackTraceMap<MapData>,
+    naming: Stacks,
+}
+
+impl StackReader {
+    /// Kernel stack `id` (none when the map has no such stack).
+    pub fn kernel(&mut self, id: i32) -> Option<Rc<Stack>> {
+        self.naming.kernel(&self.map, id)
+    }
+
+    /// Process `pid`'s user stack `id`.
+    pub fn user(&mut self, pid: u32, id: i32) -> Option<Rc<Stack>> {
+        self.naming.user(&self.map, pid, id)
+    }
+}
+
+/// The stack source's sampling program.
+const SAMPLE_PROGRAM: &str = "stacks_sample";
 
 /// What was produced, received and lost for one source.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -65,6 +96,8 @@ pub struct EventProbe {
     attached: bool,
     /// Where the packet source is attached, when it is.
     net: Option<tc::Attachment>,
+    /// The stack ids' frames, until the recording takes them.
+    stacks: Option<StackReader>,
 }
 
 impl EventProbe {
@@ -105,6 +138,13 @@ impl EventProbe {
         for (global, offset) in &offsets {
             loader.override_global(global, offset, true);
         }
+        // The stack map is large (a stack of 127 frames per id): the
+        // smallest the kernel takes unless stacks are recorded.
+        let stacks = sources.iter().any(|wanted| wanted.sampled);
+        let sched_stacks = u32::from(stacks);
+        loader
+            .map_max_entries(STACKS_MAP, if stacks { MAX_STACKS } else { 1 })
+            .override_global(SCHED_STACKS_GLOBAL, &sched_stacks, true);
         let net_flags = filter.net.flags();
         loader.override_global(weft_abi::net::FLAGS_GLOBAL, &net_flags, true);
         loader.override_global(weft_abi::net::SNAPLEN_GLOBAL, &filter.net.snaplen, true);
@@ -116,6 +156,17 @@ impl EventProbe {
         ebpf::fill_pids(&mut ebpf, PIDS_MAP, &filter.pids)?;
         tc::fill_filters(&mut ebpf, &filter.net)?;
         let rings = rings.finish(&ebpf, RINGS_MAP)?;
+        let stack_reader = if stacks {
+            let map = ebpf
+                .take_map(STACKS_MAP)
+                .context("the probe has no stack map")?;
+            Some(StackReader {
+                map: StackTraceMap::try_from(map)?,
+                naming: Stacks::new(weft_symbols::Finder::new(Vec::new(), true)),
+            })
+        } else {
+            None
+        };
         let mut probe = Self {
             ebpf,
             rings,
@@ -124,6 +175,7 @@ impl EventProbe {
             malformed: 0,
             attached: false,
             net: None,
+            stacks: stack_reader,
         };
         for (source, hook) in hooks {
             probe.attach(source, hook)?;
@@ -131,8 +183,42 @@ impl EventProbe {
         if sources.iter().any(|wanted| wanted.tc) {
             probe.net = Some(tc::attach(&mut probe.ebpf, &filter.net)?);
         }
+        if stacks {
+            probe.attach_sampling(filter.stack_hz)?;
+        }
         probe.attached = true;
         Ok(probe)
+    }
+
+    /// Attaches the stack source's program to a CPU clock event sampling
+    /// `hz` times a second on each online CPU.
+    fn attach_sampling(&mut self, hz: u64) -> Result<()> {
+        let program: &mut PerfEvent = self
+            .ebpf
+            .program_mut(SAMPLE_PROGRAM)
+            .with_context(|| format!("program {SAMPLE_PROGRAM} missing"))?
+            .try_into()?;
+        program
+            .load()
+            .with_context(|| format!("the kernel rejected {SAMPLE_PROGRAM}"))?;
+        let cpus = aya::util::online_cpus().map_err(|(path, e)| anyhow!("{path}: {e}"))?;
+        for cpu in cpus {
+            program
+                .attach(
+                    PerfEventConfig::Software(SoftwareEvent::CpuClock),
+                    PerfEventScope::AllProcessesOneCpu { cpu },
+                    SamplePolicy::Frequency(hz),
+                    false,
+                )
+                .with_context(|| format!("source stacks: failed to sample CPU {cpu}"))?;
+        }
+        Ok(())
+    }
+
+    /// The stacks the records name, for the recording to read (once:
+    /// `None` after, and without the stack source).
+    pub fn take_stacks(&mut self) -> Option<StackReader> {
+        self.stacks.take()
     }
 
     /// Attaches `hook`'s program (loading it first if no other hook has)
@@ -199,6 +285,8 @@ impl EventProbe {
             .map(|loaded| {
                 let attach = if loaded.tc {
                     self.net_attach().unwrap_or_default()
+                } else if loaded.sampled {
+                    "perf cpu-clock on every CPU".to_owned()
                 } else {
                     let hooks: Vec<String> = loaded
                         .hooks
@@ -265,6 +353,12 @@ impl EventProbe {
                     // Unloading detaches every link of the program at once.
                     let _ = p.unload();
                 }
+            }
+            if loaded.sampled
+                && let Some(aya::programs::Program::PerfEvent(p)) =
+                    self.ebpf.program_mut(SAMPLE_PROGRAM)
+            {
+                let _ = p.unload();
             }
         }
         if let Some(net) = &mut self.net {

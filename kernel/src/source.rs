@@ -6,7 +6,7 @@ use std::path::Path;
 
 use weft_abi::{
     block::BlockEvent, conns::ConnEvent, events::Source, net::PacketEvent,
-    pagecache::PageCacheEvent, sched::SchedEvent, switch::SwitchEvent,
+    pagecache::PageCacheEvent, sched::SchedEvent, stacks::StackEvent, switch::SwitchEvent,
 };
 
 use crate::ebpf;
@@ -20,6 +20,9 @@ pub struct SourceHooks {
     /// Its programs are TC classifiers (`net_ingress`, `net_egress`)
     /// attached to network interfaces rather than to tracepoints.
     pub tc: bool,
+    /// Its program (`stacks_sample`) samples on a perf clock event on
+    /// every CPU rather than on tracepoints.
+    pub sampled: bool,
     /// Bytes of its kernel record, the least a record of it has (a packet
     /// carries its first payload bytes after them).
     pub size: usize,
@@ -57,6 +60,7 @@ pub const SCHED: SourceHooks = SourceHooks {
         },
     ],
     tc: false,
+    sampled: false,
     size: size_of::<SchedEvent>(),
 };
 
@@ -91,6 +95,7 @@ pub const BLOCK: SourceHooks = SourceHooks {
         },
     ],
     tc: false,
+    sampled: false,
     size: size_of::<BlockEvent>(),
 };
 
@@ -137,6 +142,7 @@ pub const PAGECACHE: SourceHooks = SourceHooks {
         },
     ],
     tc: false,
+    sampled: false,
     size: size_of::<PageCacheEvent>(),
 };
 
@@ -146,6 +152,7 @@ pub const NET: SourceHooks = SourceHooks {
     name: "net",
     hooks: &[],
     tc: true,
+    sampled: false,
     size: size_of::<PacketEvent>(),
 };
 
@@ -164,7 +171,19 @@ pub const SWITCH: SourceHooks = SourceHooks {
         without: None,
     }],
     tc: false,
+    sampled: false,
     size: size_of::<SwitchEvent>(),
+};
+
+/// `stacks`' program: a CPU profile (and, through `sched_switch`, the
+/// stacks threads leave the CPU from when `sched` runs too).
+pub const STACKS: SourceHooks = SourceHooks {
+    source: Source::Stacks,
+    name: "stacks",
+    hooks: &[],
+    tc: false,
+    sampled: true,
+    size: size_of::<StackEvent>(),
 };
 
 /// The sock tracepoints' shared record layout.
@@ -197,6 +216,7 @@ pub const CONNS: SourceHooks = SourceHooks {
         },
     ],
     tc: false,
+    sampled: false,
     size: size_of::<ConnEvent>(),
 };
 

@@ -35,6 +35,7 @@
 pub mod app;
 pub mod command;
 pub mod exposition;
+mod frames;
 pub mod histogram;
 pub mod hosts;
 pub mod live;
@@ -56,13 +57,14 @@ use weft_capture::sources::Spec;
 use weft_kernel::source::SourceHooks;
 
 /// The kernel side of every source `weft_capture::sources` describes.
-const HOOKS: [&SourceHooks; 6] = [
+const HOOKS: [&SourceHooks; 7] = [
     &weft_kernel::source::SCHED,
     &weft_kernel::source::BLOCK,
     &weft_kernel::source::PAGECACHE,
     &weft_kernel::source::NET,
     &weft_kernel::source::SWITCH,
     &weft_kernel::source::CONNS,
+    &weft_kernel::source::STACKS,
 ];
 
 /// The kernel side of `spec`: its programs and attach points.

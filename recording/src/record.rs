@@ -18,6 +18,10 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use weft_ingest::syscalls::SyscallSink;
 use weft_kernel::source::CONNS;
+
+use weft_kernel::events::StackReader;
+
+use crate::frames::FrameLog;
 use weft_kernel::{
     ebpf,
     events::{self, EventProbe},
@@ -73,6 +77,8 @@ pub struct RecordPlan {
     /// Decodes the Intel PT captures `weft pt import` hands the live
     /// socket; `None` refuses them.
     pub decode_pt: Option<DecodePt>,
+    /// Samples per second per CPU of the stack source.
+    pub stack_hz: u64,
 }
 
 /// The triggers of a recording and what they do.
@@ -107,6 +113,7 @@ impl RecordPlan {
             metrics: None,
             peer: None,
             decode_pt: None,
+            stack_hz: weft_abi::stacks::DEFAULT_HZ,
         }
     }
 
@@ -145,16 +152,13 @@ pub fn record(plan: &RecordPlan, ui: Option<UiLink>, command: Option<Command>) -
     let dir = &plan.dir;
     ebpf::check_privileges()?;
     let mut fresh = capture::prepare_dir(dir, plan.append)?;
-    let mut probes = load_probes(plan)?;
+    let (mut probes, stack_map) = load_probes(plan)?;
     let mut store = open_store(dir, &plan.store)?;
     let syscalls = SyscallSink::define(&mut store)?;
-    let mut spec_sources = HashMap::new();
-    for spec in &plan.sources.specs {
-        spec_sources.insert(
-            crate::hooks(spec).source,
-            (spec.define(&mut store)?, spec.layout()),
-        );
-    }
+    let spec_sources = define_sources(plan, &mut store)?;
+    let frames = stack_map
+        .map(|stacks| FrameLog::define(&mut store, stacks))
+        .transpose()?;
     // Decoded PT captures, from trigger actions and the live socket.
     let (calls_sender, decoded) = std::sync::mpsc::channel();
     let peer = plan.peer.as_ref().map(peers::Side::open).transpose()?;
@@ -238,6 +242,7 @@ pub fn record(plan: &RecordPlan, ui: Option<UiLink>, command: Option<Command>) -
         duration: plan.duration,
         dir: capture_dir,
         losses: losses::LossLog::default(),
+        frames,
     };
     // Let run now that the probes are attached; killed if still running
     // when recording stops.
@@ -318,28 +323,32 @@ fn triggers(
     )
 }
 
-/// Loads and attaches the chosen probes, and opens the application socket.
-fn load_probes(plan: &RecordPlan) -> Result<Probes> {
+/// Loads and attaches the chosen probes, and opens the application
+/// socket; with the stack source, the map its stacks' frames are read from.
+fn load_probes(plan: &RecordPlan) -> Result<(Probes, Option<StackReader>)> {
     let (chosen, options) = (&plan.sources, &plan.options);
     let event_filter = events::Filter {
         pids: options.filter.pids.clone(),
         comm: options.filter.comm.clone(),
         cgroup: plan.cgroup,
         net: plan.net.clone(),
+        stack_hz: plan.stack_hz,
     };
     let mut probes: Probes = Vec::new();
+    let mut stack_map = None;
     if chosen.syscalls {
         probes.push(Box::new(SyscallProbe::load(options)?));
     }
     let hooks: Vec<_> = chosen.specs.iter().map(|spec| crate::hooks(spec)).collect();
     if !hooks.is_empty() {
-        let probe = EventProbe::load(&hooks, &event_filter, options.ring_bytes)?;
+        let mut probe = EventProbe::load(&hooks, &event_filter, options.ring_bytes)?;
+        stack_map = probe.take_stacks();
         probes.push(Box::new(probe));
     }
     if chosen.app {
         probes.push(Box::new(AppServer::listen(plan.app_group.as_deref())?));
     }
-    Ok(probes)
+    Ok((probes, stack_map))
 }
 
 /// Closes the store, completes `weft.json` and reports what was recorded
@@ -577,6 +586,8 @@ struct Recorder {
     dir: Arc<weft_store::Dir>,
     /// What each source lost, noted each tick.
     losses: losses::LossLog,
+    /// The functions of the stacks records name, with the stack source.
+    frames: Option<FrameLog>,
 }
 
 impl Consumer for Recorder {
@@ -692,6 +703,47 @@ impl CallTotals {
     }
 }
 
+/// The store source of each chosen event source, with its layout.
+fn define_sources(
+    plan: &RecordPlan,
+    store: &mut Store,
+) -> Result<HashMap<weft_abi::events::Source, (SourceId, Layout)>> {
+    let mut sources = HashMap::new();
+    for spec in &plan.sources.specs {
+        sources.insert(
+            crate::hooks(spec).source,
+            (spec.define(store)?, spec.layout()),
+        );
+    }
+    Ok(sources)
+}
+
+/// The process and the kernel and user stack ids a `stacks` or `sched`
+/// record (as the kernel wrote it) names.
+fn stack_ids(hooks: &SourceHooks, record: &[u8]) -> Option<(u32, i32, i32)> {
+    use std::mem::offset_of;
+    use weft_abi::{events::Source, sched::SchedEvent, stacks::StackEvent};
+    let (pid, kstack, ustack) = match hooks.source {
+        Source::Stacks => (
+            offset_of!(StackEvent, pid),
+            offset_of!(StackEvent, kstack),
+            offset_of!(StackEvent, ustack),
+        ),
+        Source::Sched => (
+            offset_of!(SchedEvent, pid),
+            offset_of!(SchedEvent, kstack),
+            offset_of!(SchedEvent, ustack),
+        ),
+        _ => return None,
+    };
+    let word = |at: usize| Some(u32::from_le_bytes(record.get(at..at + 4)?.try_into().ok()?));
+    Some((
+        word(pid)?,
+        word(kstack)?.cast_signed(),
+        word(ustack)?.cast_signed(),
+    ))
+}
+
 impl Recorder {
     /// A syscall record into the `syscalls` source, its thread noted.
     fn store_syscall(&mut self, now: u64, record: &[u8]) -> Result<()> {
@@ -729,6 +781,11 @@ impl Recorder {
             weft_abi::events::Source::Conns => self.triggers.note_conn(record),
             weft_abi::events::Source::Net => self.triggers.note_packet(record),
             _ => {}
+        }
+        if let (Some(frames), Some((pid, kstack, ustack))) =
+            (&mut self.frames, stack_ids(hooks, record))
+        {
+            frames.note(&mut self.store, now, pid, kstack, ustack)?;
         }
         if let Some((pid, tid)) = layout.thread(record) {
             self.syscalls

@@ -1309,3 +1309,94 @@ fn hex(bytes: &[u8]) -> String {
         hex
     })
 }
+
+#[test]
+fn stacks_profile_a_busy_function_and_the_sleeps_a_thread_left_the_cpu_for() {
+    let test = "stacks_profile_a_busy_function_and_the_sleeps_a_thread_left_the_cpu_for";
+    if !needs(test, &[Need::Root, Need::Tracepoint("sched/sched_switch")]) {
+        return;
+    }
+    let dir = capture_dir("stacks");
+    // 1 s on the CPU in one function at 99 samples a second, then 20 sleeps
+    // of 10 ms.
+    let stderr = record(
+        WORKLOAD,
+        &dir,
+        &["spin:1000", "nanosleep:10:20"],
+        &["--sources", "stacks,sched", "--stack-hz", "99"],
+    );
+    assert!(
+        stderr.contains("stacks: ") && stderr.contains("lost 0"),
+        "{stderr}"
+    );
+    let folded = |source: &str| {
+        let out = dir.with_extension(format!("{source}.folded"));
+        let (status, _, stderr) = run_weft(&[
+            "export",
+            dir.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--format",
+            "folded",
+            "--source",
+            source,
+            "--where",
+            r#"comm = "weft-workload""#,
+        ]);
+        assert!(status.success(), "{stderr}");
+        let written = std::fs::read_to_string(&out).unwrap();
+        let _ = std::fs::remove_file(&out);
+        written
+            .lines()
+            .map(|line| {
+                let (path, weight) = line.rsplit_once(' ').unwrap();
+                (path.to_owned(), weight.parse::<u64>().unwrap())
+            })
+            .collect::<Vec<_>>()
+    };
+    // On the CPU: the samples of the spin, named, outermost first.
+    let on = folded("stacks");
+    let total: u64 = on.iter().map(|(_, n)| n).sum();
+    let spinning: u64 = on
+        .iter()
+        .filter(|(path, _)| path.contains(";weft_workload::spin_in_user_space"))
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        (60..=120).contains(&spinning) && spinning * 10 >= total * 8,
+        "{spinning} of {total} samples in the spin: {on:#?}"
+    );
+    assert!(
+        on.iter()
+            .all(|(path, _)| path.starts_with("weft-workload;")),
+        "{on:#?}"
+    );
+    // Off the CPU: the sleeps' 200 ms, from the kernel stack they left by.
+    let off = folded("sched");
+    let asleep: u64 = off
+        .iter()
+        .filter(|(path, _)| path.contains("do_nanosleep;") && path.ends_with("__schedule"))
+        .map(|(_, us)| us)
+        .sum();
+    assert!(
+        (150_000..=400_000).contains(&asleep),
+        "{asleep} us asleep in do_nanosleep: {off:#?}"
+    );
+    // Every stack id the records name has its frames.
+    let named = query(&dir, "frames | count")[0]["count"].as_u64().unwrap();
+    assert!(named > 0, "no frames");
+    let (status, _, stderr) = run_weft(&[
+        "export",
+        dir.to_str().unwrap(),
+        "-o",
+        "-",
+        "--format",
+        "folded",
+        "--source",
+        "net",
+    ]);
+    assert!(
+        !status.success() && stderr.contains("stacks (on-CPU) or sched (off-CPU)"),
+        "{stderr}"
+    );
+}

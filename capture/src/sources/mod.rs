@@ -13,6 +13,7 @@ mod net;
 pub mod own;
 mod pagecache;
 mod sched;
+mod stacks;
 pub mod switch;
 
 use std::sync::Arc;
@@ -34,6 +35,7 @@ pub const ALL: &[&Spec] = &[
     &net::SPEC,
     &switch::SPEC,
     &conns::SPEC,
+    &stacks::SPEC,
 ];
 
 /// The source called `name`.
@@ -47,16 +49,17 @@ pub fn find(name: &str) -> Option<&'static Spec> {
 pub const EVERY: &[&Spec] = &every();
 
 /// [`EVERY`], built from [`ALL`] so that an event source is listed once.
-const fn every() -> [&'static Spec; 6 + ALL.len()] {
-    let own: [&Spec; 6] = [
+const fn every() -> [&'static Spec; 7 + ALL.len()] {
+    let own: [&Spec; 7] = [
         &weft_ingest::syscalls::SPEC,
         &weft_ingest::tasks::SPEC,
         &own::TRIGGERS,
         &own::CALLS,
         &own::SYMBOLS,
         &own::LOSSES,
+        &own::FRAMES,
     ];
-    let mut every = [own[0]; 6 + ALL.len()];
+    let mut every = [own[0]; 7 + ALL.len()];
     let mut i = 0;
     while i < every.len() {
         every[i] = if i < own.len() {

@@ -89,6 +89,36 @@ pub const SYMBOLS: Spec = Spec {
     )
 };
 
+/// The frames of the `stacks` and `sched` records' stack ids, each named
+/// once when first met: the id, the process a user stack is of (0 for
+/// the kernel's), whether it is a user stack, then its functions, outermost
+/// first, `;` between them (as folded stacks write them).
+pub const FRAMES: Spec = Spec {
+    size: 12,
+    tail: Some(("frames", "the functions, outermost first, `;` between them")),
+    ..Spec::new(
+        registry::FRAMES,
+        "the functions of the recorded stacks, by id",
+        &[
+            field("id", 0, FieldKind::U32, Meaning::Int, "the stack's id"),
+            field(
+                "pid",
+                4,
+                FieldKind::U32,
+                Meaning::Int,
+                "the process of a user stack (0: the kernel's)",
+            ),
+            field(
+                "user",
+                8,
+                FieldKind::U8,
+                Meaning::Int,
+                "1: a user stack, 0: a kernel stack",
+            ),
+        ],
+    )
+};
+
 /// What each source lost, when and why (`weft_recording::losses`).
 pub const LOSSES: Spec = Spec {
     size: 24,

@@ -77,6 +77,20 @@ pub const SPEC: Spec = Spec {
             Meaning::Named(STATES),
             "why it left: R yielded, R+ preempted, S sleeping, D uninterruptible, ...",
         ),
+        field(
+            "kstack",
+            offset_of!(SchedEvent, kstack),
+            FieldKind::I32,
+            Meaning::Int,
+            "the kernel stack it left from, an id in `frames` (with --sources stacks; else -1)",
+        ),
+        field(
+            "ustack",
+            offset_of!(SchedEvent, ustack),
+            FieldKind::I32,
+            Meaning::Int,
+            "the user stack it left from (with --sources stacks; else -1)",
+        ),
     ],
     indexes: &[
         IndexSpec::Latency("off_cpu"),

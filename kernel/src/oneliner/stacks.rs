@@ -99,7 +99,11 @@ impl Stacks {
     }
 
     /// Kernel stack `id` (none when not recorded).
-    pub fn kernel(&mut self, map: &StackTraceMap<&MapData>, id: i32) -> Option<Rc<Stack>> {
+    pub fn kernel<T: std::borrow::Borrow<MapData>>(
+        &mut self,
+        map: &StackTraceMap<T>,
+        id: i32,
+    ) -> Option<Rc<Stack>> {
         let naming = &self.naming;
         let stack = self.kernel.entry(id).or_insert_with(|| {
             let mut naming = naming.borrow_mut();
@@ -110,7 +114,12 @@ impl Stacks {
     }
 
     /// User stack `id` of process `pid` (none when not recorded).
-    pub fn user(&mut self, map: &StackTraceMap<&MapData>, pid: u32, id: i32) -> Option<Rc<Stack>> {
+    pub fn user<T: std::borrow::Borrow<MapData>>(
+        &mut self,
+        map: &StackTraceMap<T>,
+        pid: u32,
+        id: i32,
+    ) -> Option<Rc<Stack>> {
         let naming = &self.naming;
         let stack = self.user.entry((pid, id)).or_insert_with(|| {
             let mut naming = naming.borrow_mut();
@@ -158,8 +167,8 @@ impl weft_oneliner::Names for Names {
 
 /// Stack `id` of the kernel's map, each frame named (and its file found) by
 /// `name`.
-fn read(
-    map: &StackTraceMap<&MapData>,
+fn read<T: std::borrow::Borrow<MapData>>(
+    map: &StackTraceMap<T>,
     id: i32,
     user: bool,
     name: impl Fn(u64) -> (String, Option<String>),

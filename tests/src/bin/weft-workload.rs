@@ -30,7 +30,7 @@ fn main() -> ExitCode {
     for step in &steps {
         let Some(step) = parse(step) else {
             eprintln!(
-                "weft-workload: bad step `{step}` (getppid:N, getpid:N, close-bad:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, frame:IFACE, write-edge:PATH, usdt:N, hogged-reads:MS, lock-waits:N:MS, random-read:PATH:BYTES, fsync-behind:PATH:MB, switches:PATH)"
+                "weft-workload: bad step `{step}` (getppid:N, getpid:N, close-bad:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, frame:IFACE, write-edge:PATH, usdt:N, hogged-reads:MS, spin:MS, lock-waits:N:MS, random-read:PATH:BYTES, fsync-behind:PATH:MB, switches:PATH)"
             );
             return ExitCode::from(2);
         };
@@ -84,6 +84,7 @@ enum Step {
     LockWaits { times: u64, ms: u64 },
     RandomRead { path: String, bytes: usize },
     FsyncBehind { path: String, mb: usize },
+    Spin(u64),
 }
 
 fn parse(step: &str) -> Option<Step> {
@@ -105,6 +106,7 @@ fn parse(step: &str) -> Option<Step> {
         ("migrate", n, None) => Step::Migrate(n.parse().ok()?),
         ("usdt", n, None) => Step::Usdt(n.parse().ok()?),
         ("hogged-reads", ms, None) => Step::HoggedReads(ms.parse().ok()?),
+        ("spin", ms, None) => Step::Spin(ms.parse().ok()?),
         ("lock-waits", n, Some(ms)) => Step::LockWaits {
             times: n.parse().ok()?,
             ms: ms.parse().ok()?,
@@ -173,6 +175,7 @@ fn run(step: Step, switches: &mut Vec<(String, i64)>) -> std::io::Result<()> {
         Step::OpenMapped(path) => open_mapped(&path)?,
         Step::Migrate(n) => migrate(n)?,
         Step::HoggedReads(ms) => hogged_reads(ms)?,
+        Step::Spin(ms) => spin_in_user_space(ms),
         Step::LockWaits { times, ms } => lock_waits(times, ms),
         Step::RandomRead { path, bytes } => random_read(&path, bytes)?,
         Step::FsyncBehind { path, mb } => fsync_behind(&path, mb)?,
@@ -294,6 +297,23 @@ fn pin(cpu: usize) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// `ms` on the CPU without a system call: a function a CPU profile finds
+/// by name. The loop is one `asm!` block, so that samples land in this
+/// function itself: this crate is built without optimisation and without
+/// frame pointers, and a sample in a function it calls would not name it.
+#[inline(never)]
+fn spin_in_user_space(ms: u64) {
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(ms);
+    while std::time::Instant::now() < until {
+        let mut rounds: u64 = 1_000_000;
+        // SAFETY: counts a register down to zero; touches nothing else.
+        unsafe {
+            std::arch::asm!("2:", "dec {0}", "jnz 2b", inout(reg) rounds);
+        }
+        std::hint::black_box(rounds);
+    }
 }
 
 /// 1 MiB reads of `/dev/zero` on one CPU for `ms`, then as long again with
