@@ -14,6 +14,11 @@ use weft_store::{SourceId, Store};
 /// stack met again is then stored again, which readers take as the same).
 const MAX_SEEN: usize = 1 << 20;
 
+/// A stack met again is stored again after this long (ns), so that a
+/// recording's ring (`--retain`, `--max-disk`), which deletes its oldest
+/// records, keeps the frames of the stacks its newer records name.
+const RENOTE_NS: u64 = 60_000_000_000;
+
 /// Bytes of a stack's names kept: 127 frames of long C++ names at most.
 const MAX_TEXT: usize = 16 << 10;
 
@@ -23,6 +28,8 @@ pub struct FrameLog {
     source: SourceId,
     /// Stored stacks: (process or 0 for the kernel's, id, user).
     seen: HashSet<(u32, i32, bool)>,
+    /// When `seen` was last cleared.
+    since: u64,
 }
 
 impl FrameLog {
@@ -32,6 +39,7 @@ impl FrameLog {
             stacks,
             source: weft_capture::sources::own::FRAMES.define(store)?,
             seen: HashSet::new(),
+            since: 0,
         })
     }
 
@@ -45,8 +53,9 @@ impl FrameLog {
         kstack: i32,
         ustack: i32,
     ) -> Result<()> {
-        if self.seen.len() >= MAX_SEEN {
+        if self.seen.len() >= MAX_SEEN || now.saturating_sub(self.since) > RENOTE_NS {
             self.seen.clear();
+            self.since = now;
         }
         if kstack >= 0 && self.seen.insert((0, kstack, false)) {
             let stack = self.stacks.kernel(kstack);

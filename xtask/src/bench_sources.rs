@@ -1,8 +1,10 @@
 //! `cargo xtask bench sources`: for each event source alone, the rate one
 //! core generates (`weft-stress` pinned to CPU 0) with what weft received,
 //! lost and spent in CPU; then the probe effect of net with and without
-//! conns, and of every source at once, on a getppid loop and on Redis over
-//! `lo`, as ratios against the same workloads untraced in the same run.
+//! conns, of sched with and without the stacks it takes at each switch-out
+//! (and the profile's samples), and of every source at once, on a getppid
+//! loop, on context switches (a pipe ping-pong on one CPU) and on Redis
+//! over `lo`, as ratios against the same workloads untraced in the same run.
 
 use std::{path::PathBuf, process::Command, time::Instant};
 
@@ -135,6 +137,9 @@ fn probe_effect(bins: &Bins, options: &Options, scratch: &std::path::Path) -> Re
             // What conns (beside net by default) costs per packet.
             ("net without conns", Some("net,-conns")),
             ("net with conns", Some("net")),
+            // What the stacks at each switch-out and the samples cost.
+            ("sched", Some("sched")),
+            ("sched,stacks", Some("sched,stacks")),
             (
                 "sched,block,pagecache,net",
                 Some("sched,block,pagecache,net"),
@@ -151,6 +156,7 @@ fn probe_effect(bins: &Bins, options: &Options, scratch: &std::path::Path) -> Re
                 None => None,
             };
             let getppid = samples(options.runs, || getppid_ns(bins))?;
+            let switch_ns = samples(options.runs, || switch_ns(bins))?;
             let redis_us = samples(options.runs, redis_us_per_request)?;
             let lost = match tracer {
                 Some(tracer) => {
@@ -160,16 +166,17 @@ fn probe_effect(bins: &Bins, options: &Options, scratch: &std::path::Path) -> Re
                 None => "-".into(),
             };
             println!(
-                "  {label:<28} getppid {getppid:>7.1} ns/call   redis {redis_us:>7.2} us/request   lost {lost}"
+                "  {label:<28} getppid {getppid:>7.1} ns/call   switch {switch_ns:>7.0} ns   redis {redis_us:>7.2} us/request   lost {lost}"
             );
-            rows.push((label, getppid, redis_us));
+            rows.push((label, getppid, switch_ns, redis_us));
         }
-        let (_, base_getppid, base_redis) = rows[0];
+        let (_, base_getppid, base_switch, base_redis) = rows[0];
         println!("ratios against untraced:");
-        for (label, getppid, redis_us) in &rows[1..] {
+        for (label, getppid, switch_ns, redis_us) in &rows[1..] {
             println!(
-                "  {label:<28} getppid {:.2}   redis {:.2}",
+                "  {label:<28} getppid {:.2}   switch {:.2}   redis {:.2}",
                 getppid / base_getppid,
+                switch_ns / base_switch,
                 redis_us / base_redis
             );
         }
@@ -191,6 +198,23 @@ fn getppid_ns(bins: &Bins) -> Result<f64> {
         .trim()
         .parse()
         .context("the loop printed no number")
+}
+
+/// Nanoseconds per round trip of a pipe ping-pong between two threads on
+/// CPU 0: two context switches each.
+fn switch_ns(bins: &Bins) -> Result<f64> {
+    let rounds = 200_000;
+    let seconds: f64 = output(Command::new("taskset").args([
+        "-c",
+        "0",
+        &bins.stress,
+        "switches",
+        &rounds.to_string(),
+    ]))?
+    .trim()
+    .parse()
+    .context("weft-stress printed no time")?;
+    Ok(seconds * 1e9 / f64::from(rounds))
 }
 
 /// Microseconds per request of `redis-benchmark` GET/SET over `lo`.
