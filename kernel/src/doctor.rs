@@ -156,6 +156,8 @@ fn source_checks(sources: &[&'static SourceHooks], tracefs: &Path, privileged: b
         let ok = available.missing.is_none();
         let detail = if hooks.tc {
             tc::describe_attach().to_owned()
+        } else if hooks.sampled {
+            "samples every CPU with a perf cpu-clock event".to_owned()
         } else {
             let first = available
                 .missing

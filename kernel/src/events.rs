@@ -43,7 +43,7 @@ pub struct Filter {
     pub cgroup: Option<u64>,
     /// Interfaces, ports and addresses of the packet source.
     pub net: tc::NetOptions,
-    /// Samples per second per CPU of the stack source.
+    /// Samples per second per CPU of the stack source (0: its default).
     pub stack_hz: u64,
 }
 
@@ -184,7 +184,11 @@ impl EventProbe {
             probe.net = Some(tc::attach(&mut probe.ebpf, &filter.net)?);
         }
         if stacks {
-            probe.attach_sampling(filter.stack_hz)?;
+            let hz = match filter.stack_hz {
+                0 => weft_abi::stacks::DEFAULT_HZ,
+                hz => hz,
+            };
+            probe.attach_sampling(hz)?;
         }
         probe.attached = true;
         Ok(probe)
