@@ -54,7 +54,15 @@ fn sources_lists_each_source_and_survives_a_closed_stdout() {
     let names: Vec<&str> = sources.iter().filter_map(|s| s["name"].as_str()).collect();
     assert_eq!(
         names,
-        ["sched", "block", "pagecache", "net", "switch", "conns"]
+        [
+            "sched",
+            "block",
+            "pagecache",
+            "net",
+            "switch",
+            "conns",
+            "stacks"
+        ]
     );
     assert_eq!(sources[0]["available"], true, "{}", sources[0]);
     // `weft sources | head -1`: the reader goes away; weft must not panic.

@@ -210,7 +210,15 @@ fn run(step: Step, switches: &mut Vec<(String, i64)>) -> std::io::Result<()> {
 /// the kernel keeps here while a uprobe on the probe asks it to.
 #[unsafe(link_section = ".probes")]
 #[unsafe(no_mangle)]
-static mut weft_step_semaphore: u16 = 0;
+static mut weft_step_semaphore: Semaphore = Semaphore(0);
+
+/// A semaphore on a page of its own. The kernel counts a semaphore in
+/// the writable mapping of its file page; where the linker puts it on the
+/// page that also ends the read-only-after-relocation data (a layout this
+/// binary had once), the loader maps that page twice and the kernel counts
+/// the copy the program does not read (bpftrace saw no event either).
+#[repr(C, align(4096))]
+struct Semaphore(u16);
 
 /// Fires USDT probe `weft:step` (an SDT note, as `<sys/sdt.h>` writes
 /// one) when a tracer counts its semaphore, as programs guard their
@@ -219,7 +227,7 @@ static mut weft_step_semaphore: u16 = 0;
 #[inline(never)]
 fn usdt_step(i: u64) {
     // SAFETY: a read of a u16 the kernel may write at any time.
-    if unsafe { std::ptr::read_volatile(&raw const weft_step_semaphore) } == 0 {
+    if unsafe { std::ptr::read_volatile(&raw const weft_step_semaphore.0) } == 0 {
         return;
     }
     let memory = i;
