@@ -101,12 +101,15 @@ impl<'a> SchedColumns<'a> {
 /// calls, and each factor's share of a call's time summed over the calls
 /// that took any (their mean weighs every call alike: a few long calls do
 /// not make the baseline look like them).
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Default)]
 struct Split {
     factors: [u64; 7],
     shares: [f64; 7],
     /// Calls that took time, over which `shares` are summed.
     timed: u64,
+    /// Time in the outermost functions a PT capture saw inside the calls:
+    /// by function, the shares of a call's time summed, and the ns.
+    code: HashMap<String, (f64, u64)>,
     wall: u64,
     calls: u64,
     pages: u64,
@@ -339,7 +342,10 @@ impl<'a> Engine<'a> {
         self.off_cpu(calls, sched, window, &mut off, &mut waits)?;
         let in_flight = self.in_flight(calls, window)?;
         self.pages_added(calls, window, &mut off)?;
-        let mut split = Split::default();
+        let mut split = Split {
+            code: self.in_code(calls, window)?,
+            ..Split::default()
+        };
         // Per call: uninterruptible time with any request in flight, and
         // with only writes (or other requests) in flight.
         let mut io = vec![(0u64, 0u64); calls.list.len()];
@@ -490,6 +496,64 @@ impl<'a> Engine<'a> {
             any: merge(any),
             reads: merge(reads),
         })
+    }
+
+    /// The time of each call spent in the outermost functions that a PT
+    /// capture (the `calls` source) saw return inside it, by function.
+    fn in_code(
+        &mut self,
+        calls: &Calls,
+        window: &RangeInclusive<u64>,
+    ) -> Result<HashMap<String, (f64, u64)>> {
+        let mut code = HashMap::new();
+        let Some(pt) = self.catalog.source("calls") else {
+            return Ok(code);
+        };
+        let column = |name: &str| pt.column(name).map(|(i, _)| i);
+        let (Some(tid), Some(dur), Some(depth), Some(func)) = (
+            column("tid"),
+            column("dur"),
+            column("depth"),
+            column("func"),
+        ) else {
+            return Ok(code);
+        };
+        let near = near(calls, Some(tid));
+        let plan = self.plan_scan(pt, None, "explain: PT calls during the calls");
+        // Per call: the outermost depth seen, and its functions' time.
+        let mut found: HashMap<usize, (i64, Vec<(i64, u64)>)> = HashMap::new();
+        self.scan(pt, window, &plan, Some(&near), &mut |time, _, payload| {
+            let value = |c: usize| pt.columns[c].value(time, payload);
+            let (Some(t), Some(d), Some(level), Some(f)) =
+                (value(tid), value(dur), value(depth), value(func))
+            else {
+                return;
+            };
+            let Some(i) = call_at(&calls.list, t, time) else {
+                return;
+            };
+            let ns = clip(time.saturating_sub(d.unsigned_abs()), time, calls.list[i]);
+            let (outermost, funcs) = found.entry(i).or_insert((level, Vec::new()));
+            if level < *outermost {
+                *outermost = level;
+                funcs.clear();
+            }
+            if level == *outermost {
+                funcs.push((f, ns));
+            }
+        })?;
+        let kind = pt.columns[func].kind.clone();
+        for (i, (_, funcs)) in found {
+            let wall = calls.list[i].end - calls.list[i].start;
+            for (f, ns) in funcs {
+                let entry = code.entry(show(&kind, f)).or_insert((0.0, 0));
+                if wall > 0 {
+                    entry.0 += ns as f64 / wall as f64;
+                }
+                entry.1 += ns;
+            }
+        }
+        Ok(code)
     }
 
     /// Adds the pages each call added to the page cache (its misses).
@@ -671,6 +735,7 @@ fn answer(slow: &Calls, s: &Split, all: &Calls, a: &Split) -> Answer {
         per_call(s.wall, s),
         per_call(a.wall, a),
     ]);
+    rows.extend(code_rows(s, a));
     let header = |name: &str, kind: Kind| Header {
         name: name.into(),
         kind,
@@ -687,6 +752,47 @@ fn answer(slow: &Calls, s: &Split, all: &Calls, a: &Split) -> Answer {
         rows,
         ..Answer::default()
     }
+}
+
+/// Functions PT saw the selected calls in (the outermost ones inside
+/// each call), after the factors: `in code: FUNC`, the ten that gained
+/// most. Their time is on or off the CPU alike, so they rank apart.
+fn code_rows(s: &Split, a: &Split) -> Vec<Vec<Cell>> {
+    let share = |split: &Split, name: &str| {
+        split
+            .code
+            .get(name)
+            .filter(|_| split.timed > 0)
+            .map_or(0.0, |(sum, _)| sum * 100.0 / split.timed as f64)
+    };
+    let per_call = |split: &Split, name: &str| {
+        let ns = split.code.get(name).map_or(0, |(_, ns)| *ns);
+        if split.calls == 0 {
+            Cell::Null
+        } else {
+            Cell::Float(ns as f64 / split.calls as f64)
+        }
+    };
+    let mut names: Vec<&String> = s.code.keys().collect();
+    names.sort_by(|x, y| {
+        let gain = |n: &str| share(s, n) - share(a, n);
+        gain(y).total_cmp(&gain(x)).then(x.cmp(y))
+    });
+    names
+        .into_iter()
+        .take(10)
+        .map(|name| {
+            let (x, y) = (share(s, name), share(a, name));
+            vec![
+                Cell::Text(format!("in code: {name}")),
+                Cell::Float(x),
+                Cell::Float(y),
+                Cell::Float(x - y),
+                per_call(s, name),
+                per_call(a, name),
+            ]
+        })
+        .collect()
 }
 
 /// Pages a side's calls added to the page cache, per call.

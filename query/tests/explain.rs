@@ -10,7 +10,7 @@
 use std::{path::PathBuf, sync::Arc};
 
 use weft_query::{Answer, Catalog, Cell, Kind, Names, run};
-use weft_store::{Config, Field, FieldKind, Store};
+use weft_store::{Config, Field, FieldKind, SourceId, Store};
 
 const BASE: u64 = 1_000_000_000_000;
 const US: u64 = 1_000;
@@ -47,6 +47,14 @@ enum Rec {
         at: u64,
         pages: u32,
     },
+    /// A function call a PT capture saw, at its return.
+    Pt {
+        tid: u32,
+        ret: u64,
+        dur: u64,
+        depth: u32,
+        func: u32,
+    },
 }
 
 impl Rec {
@@ -56,6 +64,7 @@ impl Rec {
             Self::Sched { back, .. } => back,
             Self::Block { done, .. } => done,
             Self::Added { at, .. } => at,
+            Self::Pt { ret, .. } => ret,
         }
     }
 }
@@ -92,6 +101,16 @@ fn records(fast: u64) -> Vec<Rec> {
         *t - 1_000 * US
     };
     let s = slow(&mut recs, &mut t);
+    // PT inside it: `parse` (with `fetch` nested in it), then `fetch`.
+    for (from, to, depth, func) in [(10, 300, 1, 1), (50, 200, 2, 2), (400, 900, 1, 2)] {
+        recs.push(Rec::Pt {
+            tid: 7,
+            ret: s + to * US,
+            dur: (to - from) * US,
+            depth,
+            func,
+        });
+    }
     recs.push(Rec::Sched {
         tid: 7,
         back: s + 900 * US,
@@ -154,43 +173,8 @@ fn records(fast: u64) -> Vec<Rec> {
     recs
 }
 
-/// The catalog a capture's writer would fill: durations, the span, and
-/// the names of states, operations and page-cache kinds.
-fn catalog(snapshot: &weft_store::Snapshot) -> Catalog {
-    let mut catalog = Catalog::from_meta(snapshot.meta());
-    let named = |names: &[&str]| {
-        Kind::Named(Arc::new(Names::new(
-            names
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (i as i64, (*n).to_owned())),
-            true,
-        )))
-    };
-    let syscalls = catalog.source_mut("syscalls").unwrap();
-    syscalls.set_kind("dur", Kind::Duration).unwrap();
-    syscalls.span = Some("dur".into());
-    let sched = catalog.source_mut("sched").unwrap();
-    sched.set_kind("state", named(&STATES)).unwrap();
-    let block = catalog.source_mut("block").unwrap();
-    block.set_kind("op", named(&["read", "write"])).unwrap();
-    let cache = catalog.source_mut("pagecache").unwrap();
-    cache.set_kind("kind", named(&["add", "delete"])).unwrap();
-    catalog
-}
-
-fn ask(query: &str) -> Answer {
-    ask_with(query, 98)
-}
-
-/// `query` over [`records`] with `fast` calls on the CPU.
-fn ask_with(query: &str, fast: u64) -> Answer {
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("weft-explain-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let _cleanup = TempDir(dir.clone());
-    let mut store = Store::open(&dir, &Config::default()).unwrap();
+/// The five sources: syscalls, sched, block, pagecache, calls.
+fn define(store: &mut Store) -> [SourceId; 5] {
     let calls = store
         .define_source(
             "syscalls",
@@ -230,36 +214,116 @@ fn ask_with(query: &str, fast: u64) -> Answer {
             ],
         )
         .unwrap();
+    let pt = store
+        .define_source(
+            "calls",
+            vec![
+                Field::new("dur", 0, FieldKind::U64),
+                Field::new("tid", 8, FieldKind::U32),
+                Field::new("depth", 12, FieldKind::U32),
+                Field::new("func", 16, FieldKind::U32),
+            ],
+        )
+        .unwrap();
+    [calls, sched, block, cache, pt]
+}
+
+/// `rec`'s source (of `ids`, as [`define`] orders them) and payload.
+fn payload(rec: &Rec, ids: &[SourceId; 5]) -> (SourceId, Vec<u8>) {
+    let [calls, sched, block, cache, pt] = *ids;
+    match *rec {
+        Rec::Call { tid, dur, .. } => {
+            (calls, [&dur.to_le_bytes()[..], &tid.to_le_bytes()].concat())
+        }
+        Rec::Sched {
+            tid,
+            off,
+            runq,
+            state,
+            ..
+        } => (
+            sched,
+            [
+                &off.to_le_bytes()[..],
+                &runq.to_le_bytes(),
+                &tid.to_le_bytes(),
+                &[state],
+            ]
+            .concat(),
+        ),
+        Rec::Block { latency, read, .. } => (
+            block,
+            [&latency.to_le_bytes()[..], &[u8::from(!read)]].concat(),
+        ),
+        Rec::Pt {
+            tid,
+            dur,
+            depth,
+            func,
+            ..
+        } => (
+            pt,
+            [
+                &dur.to_le_bytes()[..],
+                &tid.to_le_bytes(),
+                &depth.to_le_bytes(),
+                &func.to_le_bytes(),
+            ]
+            .concat(),
+        ),
+        Rec::Added { tid, pages, .. } => (
+            cache,
+            [&pages.to_le_bytes()[..], &tid.to_le_bytes(), &[0]].concat(),
+        ),
+    }
+}
+
+/// The catalog a capture's writer would fill: durations, the span, and
+/// the names of states, operations and page-cache kinds.
+fn catalog(snapshot: &weft_store::Snapshot) -> Catalog {
+    let mut catalog = Catalog::from_meta(snapshot.meta());
+    let named = |names: &[&str]| {
+        Kind::Named(Arc::new(Names::new(
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (i as i64, (*n).to_owned())),
+            true,
+        )))
+    };
+    let syscalls = catalog.source_mut("syscalls").unwrap();
+    syscalls.set_kind("dur", Kind::Duration).unwrap();
+    syscalls.span = Some("dur".into());
+    let sched = catalog.source_mut("sched").unwrap();
+    sched.set_kind("state", named(&STATES)).unwrap();
+    let block = catalog.source_mut("block").unwrap();
+    block.set_kind("op", named(&["read", "write"])).unwrap();
+    let calls = catalog.source_mut("calls").unwrap();
+    calls
+        .set_kind("func", named(&["main", "parse", "fetch"]))
+        .unwrap();
+    calls.set_kind("dur", Kind::Duration).unwrap();
+    calls.span = Some("dur".into());
+    let cache = catalog.source_mut("pagecache").unwrap();
+    cache.set_kind("kind", named(&["add", "delete"])).unwrap();
+    catalog
+}
+
+fn ask(query: &str) -> Answer {
+    ask_with(query, 98)
+}
+
+/// `query` over [`records`] with `fast` calls on the CPU.
+fn ask_with(query: &str, fast: u64) -> Answer {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("weft-explain-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let _cleanup = TempDir(dir.clone());
+    let mut store = Store::open(&dir, &Config::default()).unwrap();
+    let ids = define(&mut store);
     for rec in records(fast) {
-        let (source, payload) = match rec {
-            Rec::Call { tid, dur, .. } => {
-                (calls, [&dur.to_le_bytes()[..], &tid.to_le_bytes()].concat())
-            }
-            Rec::Sched {
-                tid,
-                off,
-                runq,
-                state,
-                ..
-            } => (
-                sched,
-                [
-                    &off.to_le_bytes()[..],
-                    &runq.to_le_bytes(),
-                    &tid.to_le_bytes(),
-                    &[state],
-                ]
-                .concat(),
-            ),
-            Rec::Block { latency, read, .. } => (
-                block,
-                [&latency.to_le_bytes()[..], &[u8::from(!read)]].concat(),
-            ),
-            Rec::Added { tid, pages, .. } => (
-                cache,
-                [&pages.to_le_bytes()[..], &tid.to_le_bytes(), &[0]].concat(),
-            ),
-        };
+        let (source, payload) = payload(&rec, &ids);
         store
             .append_at(source, rec.time(), Some(rec.time()), &payload)
             .unwrap();
@@ -309,11 +373,22 @@ fn explain_splits_each_call_by_the_records_inside_it() {
     // factor takes more of a selected call's time than of a call's in the
     // baseline (each call weighs alike), and on-CPU less; the wall time is
     // last.
+    let wall = names
+        .iter()
+        .position(|n| n.starts_with("wall time"))
+        .unwrap();
+    assert_eq!(names[wall], "wall time (4 calls, 102 in the baseline)");
+    assert_eq!(names[wall - 1], "on-CPU", "{rows:?}");
+    // After it, the outermost functions PT saw inside the calls: `fetch`
+    // 500 µs and `parse` 290 µs of the first call (the `fetch` nested in
+    // `parse` is `parse`'s time).
     assert_eq!(
-        names.last().copied(),
-        Some("wall time (4 calls, 102 in the baseline)")
+        names[wall + 1..],
+        ["in code: fetch", "in code: parse"],
+        "{rows:?}"
     );
-    assert_eq!(names[names.len() - 2], "on-CPU", "{rows:?}");
+    assert_eq!(rows[wall + 1].3, 125_000.0, "{rows:?}");
+    assert_eq!(rows[wall + 2].3, 72_500.0, "{rows:?}");
     let page = rows.iter().find(|r| r.0 == "page-cache misses").unwrap();
     assert!(
         (page.1 - 16.25).abs() < 1e-9 && (page.2 - 65.0 / 102.0).abs() < 1e-9,
@@ -343,9 +418,10 @@ fn explain_reads_a_large_baseline_from_stretches_of_the_window() {
     let run_queue = rows.iter().find(|r| r.0 == "run-queue wait").unwrap();
     assert_eq!(run_queue.3, 175_000.0, "{rows:?}");
     assert!(run_queue.2 < 0.01, "{rows:?}");
-    assert_eq!(
-        rows.last().unwrap().0,
-        "wall time (4 calls, 300004 in the baseline)"
+    assert!(
+        rows.iter()
+            .any(|r| r.0 == "wall time (4 calls, 300004 in the baseline)"),
+        "{rows:?}"
     );
     assert!(
         answer
