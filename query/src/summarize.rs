@@ -383,12 +383,19 @@ impl Engine<'_> {
         if span / step >= MAX_BUCKETS as u64 {
             return Ok(None);
         }
-        let (counts, stats) =
-            (self.snapshot).count_every(source.id, window.clone(), step, offset)?;
-        self.add(stats);
         let own = self.snapshot.own_times(source.id, window.clone())?;
+        // The buckets the summaries' own times reach (an empty one gives no
+        // row); where they cannot say, those the records are counted in.
+        let buckets = if let Some(reached) = own.bucket_starts(step, offset, MAX_BUCKETS) {
+            reached
+        } else {
+            let (counts, stats) =
+                (self.snapshot).count_every(source.id, window.clone(), step, offset)?;
+            self.add(stats);
+            counts.into_keys().collect()
+        };
         let mut rows = Vec::new();
-        for start in counts.into_keys() {
+        for start in buckets {
             let bucket = start..=start.saturating_add(step - 1);
             let key = vec![start.cast_signed()];
             match how {
@@ -412,6 +419,10 @@ impl Engine<'_> {
                     let Some(counts) = counts else {
                         return Ok(None);
                     };
+                    // A bucket the own times reach but no record lies in.
+                    if counts.iter().all(|n| *n == 0) {
+                        continue;
+                    }
                     let hist = Acc::with_hist(counts).hist_rows();
                     rows.extend(hist.into_iter().map(|row| (key.clone(), row)));
                 }

@@ -30,6 +30,36 @@ pub struct OwnTimes {
 type Span = (Range<u64>, Option<(u64, u64)>);
 
 impl OwnTimes {
+    /// The starts of the `step`-long buckets (starting where `(time +
+    /// offset) % step == 0`) that may hold records: those the spans' own
+    /// times reach, at most `max` of them. `None` where the summaries do
+    /// not say (a format-1 capture, a chunk gone) or past `max`: the
+    /// caller counts records per bucket instead.
+    pub fn bucket_starts(&self, step: u64, offset: u64, max: usize) -> Option<Vec<u64>> {
+        if step == 0 {
+            return None;
+        }
+        let bucket = |time: u64| time.wrapping_sub(time.wrapping_add(offset) % step);
+        let mut starts = std::collections::BTreeSet::new();
+        for (_, own) in &self.spans {
+            let Some((first, last)) = *own else {
+                continue;
+            };
+            if (first, last) == (0, u64::MAX) {
+                return None;
+            }
+            let (mut at, end) = (bucket(first), bucket(last));
+            while at <= end {
+                starts.insert(at);
+                if starts.len() > max {
+                    return None;
+                }
+                at = at.checked_add(step)?;
+            }
+        }
+        Some(starts.into_iter().collect())
+    }
+
     /// The chunks that may hold records whose own time lies in `bucket`:
     /// from the first span that does to the last (those between that hold
     /// none are skipped by their summaries).
