@@ -495,6 +495,14 @@ fn same_maps_as_bpftrace() {
 /// what bpftrace prints on stdout (its "Attaching" line aside), weft must
 /// print byte for byte, in text and in `-f json`.
 const BEGIN_PROGRAMS: &[(&str, &[&str])] = &[
+    // A variable holding a pointer to an integer steps by whole integers,
+    // and so does one assigned a pointer stepped so.
+    (
+        "BEGIN { $p = (int64 *)0x1000; $q = $p + 2; $r = (int8 *)0x10;
+           printf(\"%p %p %p %p %p\\n\", $p + 1, (int64 *)0x1000 + 2, $q - 1, $p - 1, $r + 3);
+           exit(); }",
+        &[],
+    ),
     // A program's own struct, union and enum: sizes as C lays them out.
     (
         "struct foo { int a; char b[10]; long c; } union u { int x; char y[3]; };

@@ -110,6 +110,10 @@ struct Parser<'a> {
     loops: usize,
     /// The positional parameters, for probes that name them.
     params: &'a [String],
+    /// The variables of the probe being parsed that hold a pointer to an
+    /// integer (`$p = (int64 *)arg0`), by the cast: `$p + 1` steps whole
+    /// integers, as a variable's type is its first value's in bpftrace.
+    int_pointers: std::collections::HashMap<String, UnOp>,
 }
 
 /// bpftrace's bounds on `unroll(n)`.
@@ -155,6 +159,7 @@ impl<'a> Parser<'a> {
             in_predicate: false,
             loops: 0,
             params,
+            int_pointers: std::collections::HashMap::new(),
         }
     }
 
@@ -187,6 +192,7 @@ impl<'a> Parser<'a> {
     }
 
     fn item(&mut self) -> Result<Item> {
+        self.int_pointers.clear();
         let mut probes = vec![self.probe()?];
         while self.eat(",")? {
             probes.push(self.probe()?);
@@ -297,6 +303,9 @@ impl<'a> Parser<'a> {
                 }
                 if self.eat("=")? {
                     let value = self.expr()?;
+                    if let ExprKind::Unary(pointer @ UnOp::Pointer { .. }, _) = value.kind {
+                        self.int_pointers.entry(name.clone()).or_insert(pointer);
+                    }
                     return Ok(Stmt::VarAssign { name, span, value });
                 }
                 let (op, value) = self.update(span)?;
@@ -457,8 +466,30 @@ impl<'a> Parser<'a> {
                 return Ok(left);
             }
             self.next()?;
-            let right = self.binary(level + 1)?;
+            let mut right = self.binary(level + 1)?;
+            // A variable holding a pointer to an integer steps as the cast
+            // (and a pointer minus one is a difference of addresses).
+            if matches!(op, BinOp::Add | BinOp::Sub) {
+                left = self.typed(left);
+                right = self.typed(right);
+            }
             left = binary(op, left, right);
+        }
+    }
+
+    /// `expr`, as the pointer cast it holds when it is a variable holding
+    /// a pointer to an integer.
+    fn typed(&self, expr: Expr) -> Expr {
+        let pointer = match &expr.kind {
+            ExprKind::Var(name) => self.int_pointers.get(name).copied(),
+            _ => None,
+        };
+        match pointer {
+            Some(pointer) => Expr {
+                span: expr.span,
+                kind: ExprKind::Unary(pointer, Box::new(expr)),
+            },
+            None => expr,
         }
     }
 
