@@ -3775,3 +3775,53 @@ fn watchpoint_counts_the_writes_bpftrace_counts() {
     let stderr = weft_refuses(&["-e", "watchpoint:main+arg0:8:w { @ = count(); }"]);
     assert!(stderr.contains("FUNC+argN is not supported"), "{stderr}");
 }
+
+#[test]
+fn struct_casts_reach_a_module_s_types_through_its_btf() {
+    let test = "struct_casts_reach_a_module_s_types_through_its_btf";
+    if !needs(test, &TRACE) {
+        return;
+    }
+    if !has_kprobes() {
+        eprintln!("skipping {test}: this kernel has no kprobes");
+        return;
+    }
+    // `struct loop_device` is the loop module's (drivers/block/loop.c):
+    // where loop is a module, only its BTF knows the type.
+    let device = weft_tests::LoopDevice::new(1 << 20).expect("a loop device");
+    let number: i64 = device.path.trim_start_matches("/dev/loop").parse().unwrap();
+    let program = "BEGIN { printf(\"tracing\\n\"); } kprobe:loop_get_status { \
+        printf(\"loop %d %d\\n\", ((struct loop_device *)arg0)->lo_number, \
+        sizeof(struct loop_device) > 64); exit(); }";
+    let running = Tracer::start(
+        Command::new(weft_bin()).args(["trace", "-e", program]),
+        "tracing",
+    );
+    // LOOP_GET_STATUS64 asks loop_get_status for the device's status.
+    let file = std::fs::File::open(&device.path).unwrap();
+    let mut status = [0u8; 232];
+    // SAFETY: a valid fd and a buffer as large as `struct loop_info64`.
+    let rc = unsafe {
+        libc::ioctl(
+            std::os::fd::AsRawFd::as_raw_fd(&file),
+            0x4C05,
+            status.as_mut_ptr(),
+        )
+    };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    let stdout = running.stop();
+    assert!(
+        stdout.lines().any(|l| l == format!("loop {number} 1")),
+        "{}: {stdout}",
+        device.path
+    );
+    // fentry on a module's function is refused with what reaches it.
+    if Path::new("/sys/kernel/btf/loop").exists() {
+        let (status, _, stderr) =
+            weft_tests::run_weft(&["trace", "-e", "fentry:loop_get_status { exit(); }"]);
+        assert!(
+            !status.success() && stderr.contains("is the loop module's"),
+            "{stderr}"
+        );
+    }
+}

@@ -1,7 +1,15 @@
-//! Just enough of the kernel's BTF (`/sys/kernel/btf/vmlinux`) to name a
-//! function's arguments for `fentry:`/`fexit:` (`args.NAME`) and to find
-//! the members of kernel structs (`$task->real_parent->pid`): aya parses
-//! BTF too but keeps function prototypes and member types to itself.
+//! Just enough of the kernel's BTF (`/sys/kernel/btf/vmlinux`, and each
+//! loaded module's beside it) to name a function's arguments for
+//! `fentry:`/`fexit:` (`args.NAME`) and to find the members of kernel
+//! structs (`$task->real_parent->pid`, `((struct loop_device *)arg0)->lo_number`):
+//! aya parses BTF too but keeps function prototypes and member types to
+//! itself.
+//!
+//! A module's BTF is split BTF: its type ids continue vmlinux's, its
+//! strings continue vmlinux's string section, and each module starts at
+//! the same id, so that two modules' ids collide. Here every module's
+//! types get ids of their own, after vmlinux's and the modules' before it
+//! (its references to vmlinux's types keep theirs).
 
 use std::collections::HashMap;
 
@@ -20,44 +28,163 @@ const KIND_FUNC: u32 = 12;
 const KIND_FUNC_PROTO: u32 = 13;
 const KIND_ENUM64: u32 = 19;
 
-/// The kernel's BTF: functions by name, and their types.
-pub struct Btf {
+/// Where the kernel shows its BTF: `vmlinux` and one file per module.
+const BTF_DIR: &str = "/sys/kernel/btf";
+
+/// One BTF blob: vmlinux's, or a module's on top of it.
+struct Space {
     data: Vec<u8>,
-    /// Where each type id's entry starts (id 0 is void).
-    starts: Vec<usize>,
     /// Where the string section starts.
     strings: usize,
+    /// For a module: vmlinux's type count and string bytes, below which its
+    /// type ids and string offsets are vmlinux's.
+    base: Option<(u32, u32)>,
+    /// The global id of this blob's first own type (1 for vmlinux).
+    first: u32,
+    /// `vmlinux`, or the module's name.
+    name: String,
+}
+
+/// The kernel's BTF: functions by name, and their types.
+pub struct Btf {
+    spaces: Vec<Space>,
+    /// Each global type id's blob and where its entry starts (id 0 is void).
+    starts: Vec<(u16, usize)>,
     /// `struct NAME` and `union NAME` to their ids.
     records: HashMap<String, u32>,
-    /// Function names to their prototypes' ids.
+    /// Function names to their prototypes' ids (vmlinux's: an fentry
+    /// program attaches through vmlinux's BTF).
     functions: HashMap<String, u32>,
+    /// The modules' functions, to the blob that has them.
+    module_functions: HashMap<String, u16>,
+}
+
+/// A type's entry: its blob and where it starts.
+#[derive(Clone, Copy)]
+struct Entry<'a> {
+    btf: &'a Btf,
+    space: &'a Space,
+    start: usize,
+}
+
+impl Entry<'_> {
+    /// The raw word `at` bytes into the entry.
+    fn word(&self, at: usize) -> Option<u32> {
+        let at = self.start + at;
+        Some(u32::from_le_bytes(
+            self.space.data.get(at..at + 4)?.try_into().ok()?,
+        ))
+    }
+
+    /// The type id the word `at` bytes in names, as a global id.
+    fn ty(&self, at: usize) -> Option<u32> {
+        let raw = self.word(at)?;
+        Some(match self.space.base {
+            Some((types, _)) if raw >= types => self.space.first + (raw - types),
+            _ => raw,
+        })
+    }
+
+    /// The blob and offset of the string the word `at` bytes in names.
+    fn string(&self, at: usize) -> Option<(&Space, usize)> {
+        let offset = self.word(at)?;
+        match self.space.base {
+            Some((_, bytes)) if offset < bytes => {
+                let vmlinux = &self.btf.spaces[0];
+                Some((vmlinux, vmlinux.strings + offset as usize))
+            }
+            Some((_, bytes)) => Some((self.space, self.space.strings + (offset - bytes) as usize)),
+            None => Some((self.space, self.space.strings + offset as usize)),
+        }
+    }
+
+    /// The string the word `at` bytes in names.
+    fn name(&self, at: usize) -> Option<String> {
+        let (space, start) = self.string(at)?;
+        let end = start + space.data.get(start..)?.iter().position(|b| *b == 0)?;
+        Some(String::from_utf8_lossy(&space.data[start..end]).into_owned())
+    }
+
+    /// Whether that string is `name`, without copying it.
+    fn name_is(&self, at: usize, name: &str) -> bool {
+        self.string(at).is_some_and(|(space, start)| {
+            space
+                .data
+                .get(start..start + name.len() + 1)
+                .is_some_and(|b| b[..name.len()] == *name.as_bytes() && b[name.len()] == 0)
+        })
+    }
+
+    fn kind(&self) -> Option<u32> {
+        Some((self.word(4)? >> 24) & 0x1f)
+    }
+
+    /// Its member, parameter or enumerator count.
+    fn vlen(&self) -> usize {
+        self.word(4).map_or(0, |info| (info & 0xffff) as usize)
+    }
 }
 
 impl Btf {
+    /// vmlinux's BTF, and every loaded module's.
     pub fn read() -> Result<Self, String> {
-        let path = "/sys/kernel/btf/vmlinux";
+        let path = format!("{BTF_DIR}/vmlinux");
         let data =
-            std::fs::read(path).map_err(|e| format!("{path}: {e} (the kernel has no BTF)"))?;
-        Self::parse(data).ok_or_else(|| format!("{path}: not BTF weft can read"))
+            std::fs::read(&path).map_err(|e| format!("{path}: {e} (the kernel has no BTF)"))?;
+        let mut btf = Self {
+            spaces: Vec::new(),
+            starts: vec![(0, 0)],
+            records: HashMap::new(),
+            functions: HashMap::new(),
+            module_functions: HashMap::new(),
+        };
+        btf.add(data, "vmlinux")
+            .ok_or_else(|| format!("{path}: not BTF weft can read"))?;
+        let mut modules: Vec<_> = std::fs::read_dir(BTF_DIR)
+            .map(|dir| dir.filter_map(Result::ok).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        modules.sort();
+        for module in modules {
+            if module.file_name().is_some_and(|n| n == "vmlinux") {
+                continue;
+            }
+            // A module's BTF that cannot be read leaves its types out.
+            let name = module.file_name().unwrap_or_default().to_string_lossy();
+            if let Ok(data) = std::fs::read(&module)
+                && btf.add(data, &name).is_none()
+            {
+                log::warn!("weft: {}: not BTF weft can read", module.display());
+            }
+        }
+        Ok(btf)
+    }
+
+    /// The entry of type `id` (none for void or an id out of range).
+    fn entry(&self, id: u32) -> Option<Entry<'_>> {
+        let &(space, start) = self.starts.get(id as usize).filter(|_| id != 0)?;
+        Some(Entry {
+            btf: self,
+            space: &self.spaces[usize::from(space)],
+            start,
+        })
+    }
+
+    fn kind(&self, id: u32) -> Option<u32> {
+        self.entry(id)?.kind()
     }
 
     /// The arguments of `function`, in order, and its return.
     pub fn function(&self, function: &str) -> Option<Signature> {
-        let proto = *self.functions.get(function)?;
-        let start = self.start(proto);
-        let params = self.u32_at(start + 4)? & 0xffff;
-        let args = (0..params as usize)
+        let proto = self.entry(*self.functions.get(function)?)?;
+        let args = (0..proto.vlen())
             .map(|i| {
-                let at = start + 12 + i * 8;
-                Some((
-                    self.name(self.u32_at(at)?)?,
-                    self.pointee(self.u32_at(at + 4)?),
-                ))
+                let at = 12 + i * 8;
+                Some((proto.name(at)?, self.pointee(proto.ty(at + 4)?)))
             })
             .collect::<Option<Vec<_>>>()?;
         Some(Signature {
             args,
-            returns: self.pointee(self.u32_at(start + 8)?),
+            returns: self.pointee(proto.ty(8)?),
         })
     }
 
@@ -81,13 +208,13 @@ impl Btf {
         } else {
             "struct"
         };
-        let name = self.u32_at(self.start(id)).and_then(|n| self.name(n));
+        let name = self.entry(id).and_then(|e| e.name(0));
         format!("{keyword} {}", name.unwrap_or_default())
     }
 
     /// The bytes of record `id`.
     pub fn record_size(&self, id: u32) -> u32 {
-        self.u32_at(self.start(id) + 8).unwrap_or(0)
+        self.entry(id).and_then(|e| e.word(8)).unwrap_or(0)
     }
 
     /// The alignment of record `id`: its most aligned member's, as C
@@ -100,10 +227,8 @@ impl Btf {
     /// The type typedef `name` names (`pid_t`, `u64`), with its layout.
     pub fn typedef(&self, name: &str) -> Option<Shape> {
         let id = (1..self.starts.len() as u32).find(|&id| {
-            self.kind(id) == Some(KIND_TYPEDEF)
-                && self
-                    .u32_at(self.start(id))
-                    .is_some_and(|n| self.name_is(n, name))
+            self.entry(id)
+                .is_some_and(|e| e.kind() == Some(KIND_TYPEDEF) && e.name_is(0, name))
         })?;
         let (size, align) = self.size_align(id, 0);
         Some(Shape {
@@ -117,20 +242,21 @@ impl Btf {
     /// and arrays to its members (`depth` bounds damaged BTF's cycles).
     fn size_align(&self, id: u32, depth: u32) -> (u32, u32) {
         let id = self.resolve(id);
-        let start = self.start(id);
-        let size = self.u32_at(start + 8).unwrap_or(0);
-        match self.kind(id) {
+        let Some(entry) = self.entry(id) else {
+            return (0, 1);
+        };
+        let size = entry.word(8).unwrap_or(0);
+        match entry.kind() {
             Some(KIND_PTR) => (8, 8),
             Some(KIND_ARRAY) if depth < 32 => {
-                let element = self.u32_at(start + 12).unwrap_or(0);
-                let count = self.u32_at(start + 20).unwrap_or(0);
+                let element = entry.ty(12).unwrap_or(0);
+                let count = entry.word(20).unwrap_or(0);
                 let (size, align) = self.size_align(element, depth + 1);
                 (size.saturating_mul(count), align)
             }
             Some(KIND_STRUCT | KIND_UNION) if depth < 32 => {
-                let members = self.u32_at(start + 4).unwrap_or(0) & 0xffff;
-                let align = (0..members as usize)
-                    .filter_map(|i| self.u32_at(start + 12 + i * 12 + 4))
+                let align = (0..entry.vlen())
+                    .filter_map(|i| entry.ty(12 + i * 12 + 4))
                     .map(|ty| self.size_align(ty, depth + 1).1)
                     .max()
                     .unwrap_or(1);
@@ -144,23 +270,24 @@ impl Btf {
     /// kernel's enumerators have unique names, as C requires.
     pub fn enumerator(&self, name: &str) -> Option<i64> {
         for id in 1..self.starts.len() as u32 {
-            let kind = self.kind(id);
+            let Some(entry) = self.entry(id) else {
+                continue;
+            };
+            let kind = entry.kind();
             if kind != Some(KIND_ENUM) && kind != Some(KIND_ENUM64) {
                 continue;
             }
-            let start = self.start(id);
-            let info = self.u32_at(start + 4)?;
-            let signed = info & (1 << 31) != 0;
+            let signed = entry.word(4)? & (1 << 31) != 0;
             let size = if kind == Some(KIND_ENUM) { 8 } else { 12 };
-            for i in 0..(info & 0xffff) as usize {
-                let at = start + 12 + i * size;
-                if !self.name_is(self.u32_at(at)?, name) {
+            for i in 0..entry.vlen() {
+                let at = 12 + i * size;
+                if !entry.name_is(at, name) {
                     continue;
                 }
-                let low = self.u32_at(at + 4)?;
+                let low = entry.word(at + 4)?;
                 return Some(match (kind, signed) {
                     (Some(KIND_ENUM64), _) => {
-                        (i64::from(self.u32_at(at + 8)?) << 32) | i64::from(low)
+                        (i64::from(entry.word(at + 8)?) << 32) | i64::from(low)
                     }
                     (_, true) => i64::from(low.cast_signed()),
                     (_, false) => i64::from(low),
@@ -178,14 +305,13 @@ impl Btf {
     }
 
     fn find_member(&self, id: u32, name: &str) -> Result<Option<Member>, String> {
-        let start = self.start(id);
-        let info = self.u32_at(start + 4).unwrap_or(0);
-        let bitfields = info & (1 << 31) != 0;
-        for i in 0..(info & 0xffff) as usize {
-            let at = start + 12 + i * 12;
-            let (Some(name_off), Some(ty), Some(bits)) =
-                (self.u32_at(at), self.u32_at(at + 4), self.u32_at(at + 8))
-            else {
+        let Some(entry) = self.entry(id) else {
+            return Ok(None);
+        };
+        let bitfields = entry.word(4).unwrap_or(0) & (1 << 31) != 0;
+        for i in 0..entry.vlen() {
+            let at = 12 + i * 12;
+            let (Some(ty), Some(bits)) = (entry.ty(at + 4), entry.word(at + 8)) else {
                 break;
             };
             let (offset, width) = if bitfields {
@@ -193,7 +319,7 @@ impl Btf {
             } else {
                 (bits, 0)
             };
-            let member_name = self.name(name_off).unwrap_or_default();
+            let member_name = entry.name(at).unwrap_or_default();
             if member_name.is_empty() {
                 // An anonymous struct or union: its members are the record's.
                 if let KernelType::Record(inner) = self.kernel_type(ty)
@@ -261,11 +387,13 @@ impl Btf {
     /// What type `id` is, through typedefs and qualifiers.
     fn kernel_type(&self, id: u32) -> KernelType {
         let id = self.resolve(id);
-        let start = self.start(id);
-        let size = self.u32_at(start + 8).unwrap_or(0);
-        match self.kind(id) {
+        let Some(entry) = self.entry(id) else {
+            return KernelType::Other;
+        };
+        let size = entry.word(8).unwrap_or(0);
+        match entry.kind() {
             Some(KIND_INT) => {
-                let encoding = self.u32_at(start + 12).unwrap_or(0) >> 24;
+                let encoding = entry.word(12).unwrap_or(0) >> 24;
                 KernelType::Int {
                     size: size as u16,
                     signed: encoding & 1 != 0,
@@ -273,10 +401,10 @@ impl Btf {
             }
             Some(KIND_ENUM | KIND_ENUM64) => KernelType::Int {
                 size: size as u16,
-                signed: self.u32_at(start + 4).unwrap_or(0) & (1 << 31) != 0,
+                signed: entry.word(4).unwrap_or(0) & (1 << 31) != 0,
             },
             Some(KIND_PTR) => {
-                let to = self.resolve(size);
+                let to = self.resolve(entry.ty(8).unwrap_or(0));
                 KernelType::Pointer(match self.kind(to) {
                     Some(KIND_STRUCT | KIND_UNION) => Some(to),
                     // A declaration: the definition has the same name.
@@ -285,8 +413,8 @@ impl Btf {
                 })
             }
             Some(KIND_ARRAY) => {
-                let element = self.u32_at(start + 12).unwrap_or(0);
-                let count = self.u32_at(start + 20).unwrap_or(0);
+                let element = entry.ty(12).unwrap_or(0);
+                let count = entry.word(20).unwrap_or(0);
                 let stride = self.size_align(element, 0).0;
                 Element::array(self.kernel_type(element), stride, count)
             }
@@ -300,87 +428,78 @@ impl Btf {
         // typedef, volatile, const, restrict, type_tag; bounded, as BTF
         // may be damaged into a cycle.
         for _ in 0..32 {
-            match self.kind(id) {
-                Some(8..=11 | 18) => id = self.u32_at(self.start(id) + 8).unwrap_or(0),
+            match self.entry(id) {
+                Some(e) if matches!(e.kind(), Some(8..=11 | 18)) => id = e.ty(8).unwrap_or(0),
                 _ => break,
             }
         }
         id
     }
 
-    fn start(&self, id: u32) -> usize {
-        self.starts.get(id as usize).copied().unwrap_or(0)
+    /// The module whose BTF has `function`, when vmlinux's does not.
+    pub fn module_of(&self, function: &str) -> Option<&str> {
+        let space = *self.module_functions.get(function)?;
+        Some(&self.spaces[usize::from(space)].name)
     }
 
-    fn kind(&self, id: u32) -> Option<u32> {
-        if id == 0 {
-            return None;
-        }
-        Some((self.u32_at(self.start(id) + 4)? >> 24) & 0x1f)
-    }
-
-    fn u32_at(&self, at: usize) -> Option<u32> {
-        Some(u32::from_le_bytes(
-            self.data.get(at..at + 4)?.try_into().ok()?,
-        ))
-    }
-
-    fn name(&self, offset: u32) -> Option<String> {
-        let start = self.strings + offset as usize;
-        let end = start + self.data.get(start..)?.iter().position(|b| *b == 0)?;
-        Some(String::from_utf8_lossy(&self.data[start..end]).into_owned())
-    }
-
-    /// Whether the string at `offset` is `name`, without copying it.
-    fn name_is(&self, offset: u32, name: &str) -> bool {
-        let start = self.strings + offset as usize;
-        self.data
-            .get(start..start + name.len() + 1)
-            .is_some_and(|bytes| bytes[..name.len()] == *name.as_bytes() && bytes[name.len()] == 0)
-    }
-
-    fn parse(data: Vec<u8>) -> Option<Self> {
+    /// Adds a blob: vmlinux's first (`name` "vmlinux"), then each module's
+    /// on top of it.
+    fn add(&mut self, data: Vec<u8>, name: &str) -> Option<()> {
+        let module = name != "vmlinux";
+        let word = |at: usize| Some(u32::from_le_bytes(data.get(at..at + 4)?.try_into().ok()?));
         if u16::from_le_bytes(data.get(0..2)?.try_into().ok()?) != MAGIC {
             return None;
         }
-        let mut btf = Self {
-            data,
-            starts: vec![0],
-            strings: 0,
-            records: HashMap::new(),
-            functions: HashMap::new(),
+        let header = word(4)? as usize;
+        let (type_off, type_len) = (word(8)? as usize, word(12)? as usize);
+        let str_off = word(16)? as usize;
+        let base = if module {
+            let vmlinux = self.spaces.first()?;
+            let vmlinux_types = self.starts.iter().filter(|(space, _)| *space == 0).count();
+            let bytes = u32::from_le_bytes(vmlinux.data.get(20..24)?.try_into().ok()?);
+            Some((u32::try_from(vmlinux_types).ok()?, bytes))
+        } else {
+            None
         };
-        let header = btf.u32_at(4)? as usize;
-        let (type_off, type_len) = (btf.u32_at(8)? as usize, btf.u32_at(12)? as usize);
-        btf.strings = header + btf.u32_at(16)? as usize;
+        let index = u16::try_from(self.spaces.len()).ok()?;
+        let first = u32::try_from(self.starts.len()).ok()?;
+        // Type ids start at 1 (or past vmlinux's); remember where each starts.
         let types = header + type_off;
-        // Type ids start at 1; remember where each type starts.
+        let mut starts = Vec::new();
         let mut at = types;
         while at < types + type_len {
-            btf.starts.push(at);
-            let info = btf.u32_at(at + 4)?;
+            starts.push((index, at));
+            let info = word(at + 4)?;
             let (kind, vlen) = ((info >> 24) & 0x1f, (info & 0xffff) as usize);
             at += 12 + extra_bytes(kind, vlen)?;
         }
-        for id in 1..btf.starts.len() as u32 {
-            let start = btf.start(id);
-            match btf.kind(id)? {
-                KIND_STRUCT | KIND_UNION => {
-                    let name = btf.name(btf.u32_at(start)?)?;
-                    if !name.is_empty() {
-                        btf.records.entry(btf.record_name(id)).or_insert(id);
-                    }
+        self.spaces.push(Space {
+            strings: header + str_off,
+            data,
+            base,
+            first,
+            name: name.to_owned(),
+        });
+        self.starts.extend(starts);
+        for id in first..self.starts.len() as u32 {
+            let entry = self.entry(id)?;
+            match entry.kind()? {
+                KIND_STRUCT | KIND_UNION if !entry.name(0)?.is_empty() => {
+                    self.records.entry(self.record_name(id)).or_insert(id);
+                }
+                KIND_FUNC if module => {
+                    self.module_functions.insert(entry.name(0)?, index);
                 }
                 KIND_FUNC => {
-                    let proto = btf.u32_at(start + 8)?;
-                    if btf.kind(proto) == Some(KIND_FUNC_PROTO) {
-                        btf.functions.insert(btf.name(btf.u32_at(start)?)?, proto);
+                    let proto = entry.ty(8)?;
+                    if self.kind(proto) == Some(KIND_FUNC_PROTO) {
+                        self.functions.insert(entry.name(0)?, proto);
                     }
                 }
                 _ => {}
             }
         }
-        Some(btf)
+        Some(())
     }
 }
 
@@ -455,6 +574,82 @@ mod tests {
             .expect("struct sock_common");
         assert!(btf.member(common, "skc_daddr").is_ok());
         assert!(btf.member(task, "no_such_member").is_err());
+    }
+
+    /// A module's split BTF: `struct NAME { int a; struct NAME *next; }`,
+    /// its types after vmlinux's `types` (void included), its strings after
+    /// vmlinux's `bytes`, `int` being vmlinux's type `int`.
+    fn module_blob(name: &str, types: u32, bytes: u32, int: u32) -> Vec<u8> {
+        let strings = format!("\0{name}\0a\0next\0");
+        let at = |s: &str| bytes + strings.find(&format!("\0{s}\0")).unwrap() as u32 + 1;
+        let (record, pointer) = (types, types + 1);
+        let mut type_data = Vec::new();
+        let mut push = |words: &[u32]| {
+            for w in words {
+                type_data.extend_from_slice(&w.to_le_bytes());
+            }
+        };
+        // struct NAME, 2 members, 16 bytes: a at bit 0, next at bit 64.
+        push(&[at(name), (KIND_STRUCT << 24) | 2, 16]);
+        push(&[at("a"), int, 0, at("next"), pointer, 64]);
+        // struct NAME *
+        push(&[0, KIND_PTR << 24, record]);
+        let mut blob = Vec::new();
+        blob.extend_from_slice(&MAGIC.to_le_bytes());
+        blob.extend_from_slice(&[1, 0]);
+        for w in [
+            24,
+            0,
+            type_data.len() as u32,
+            type_data.len() as u32,
+            strings.len() as u32,
+        ] {
+            blob.extend_from_slice(&w.to_le_bytes());
+        }
+        blob.extend_from_slice(&type_data);
+        blob.extend_from_slice(strings.as_bytes());
+        blob
+    }
+
+    #[test]
+    fn reads_modules_split_btf_with_ids_of_their_own() {
+        let mut btf = Btf::read().expect("the kernel's BTF");
+        let vmlinux = &btf.spaces[0];
+        let bytes = u32::from_le_bytes(vmlinux.data[20..24].try_into().unwrap());
+        let types = btf.starts.iter().filter(|(space, _)| *space == 0).count() as u32;
+        let int = (1..types)
+            .find(|&id| {
+                btf.entry(id)
+                    .is_some_and(|e| e.kind() == Some(KIND_INT) && e.name_is(0, "int"))
+            })
+            .expect("int");
+        // Two modules whose types have the same local ids.
+        for name in ["weft_one", "weft_two"] {
+            btf.add(module_blob(name, types, bytes, int), name)
+                .expect("a module's BTF");
+        }
+        let one = btf.record("struct weft_one").expect("struct weft_one");
+        let two = btf.record("struct weft_two").expect("struct weft_two");
+        assert_ne!(one, two, "each module's ids are its own");
+        for (id, name) in [(one, "struct weft_one"), (two, "struct weft_two")] {
+            assert_eq!(btf.record_name(id), name);
+            assert_eq!(btf.record_size(id), 16);
+            let a = btf.member(id, "a").expect("a");
+            assert_eq!(
+                (a.offset, a.ty),
+                (
+                    0,
+                    KernelType::Int {
+                        size: 4,
+                        signed: true
+                    }
+                )
+            );
+            let next = btf.member(id, "next").expect("next");
+            assert_eq!((next.offset, next.ty), (8, KernelType::Pointer(Some(id))));
+        }
+        // vmlinux's own types are where they were.
+        assert!(btf.record("struct task_struct").is_some());
     }
 
     #[test]
