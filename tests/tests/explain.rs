@@ -51,8 +51,12 @@ fn ranked(dir: &std::path::Path, query: &str) -> Vec<serde_json::Value> {
 
 fn first_is(rows: &[serde_json::Value], factor: &str) {
     assert_eq!(rows[0]["factor"], factor, "{rows:#?}");
+    // Clearly first: ahead of the runner-up by 2 points at least (on the
+    // host by tens; in a guest under emulation, where even a cold read is
+    // mostly time on the CPU, by a few).
+    let gain = |row: &serde_json::Value| row["change_pts"].as_f64().unwrap();
     assert!(
-        rows[0]["change_pts"].as_f64().unwrap() > 10.0,
+        gain(&rows[0]) >= gain(&rows[1]) + 2.0,
         "by a clear margin: {rows:#?}"
     );
 }
