@@ -119,7 +119,7 @@ pub fn ask_parsed(
     };
     // Thread names cost a pass over the `tasks` records: only for queries
     // that name `comm` or list records (the capture keeps them once read).
-    let threads = parsed.names("comm") || parsed.lists_records();
+    let threads = parsed.names("comm") || parsed.names("cgroup") || parsed.lists_records();
     let mut catalog = Catalog::clone(&*capture.catalog(snapshot, threads)?);
     catalog.now = now;
     if full_scan {

@@ -6,7 +6,7 @@
 use std::{collections::BTreeMap, fs, path::Path, sync::Arc};
 
 use anyhow::{Context as _, Result, bail};
-use weft_query::{Catalog, Ids, Kind, Names};
+use weft_query::{Catalog, Ids, Kind};
 use weft_store::Dir;
 
 use crate::{
@@ -114,10 +114,10 @@ pub fn catalog(
 pub fn catalog_naming(
     snapshot: &weft_store::Snapshot,
     metadata: &Metadata,
-    threads: Option<Names>,
+    threads: Option<crate::tasks::Threads>,
 ) -> Result<Catalog> {
     let mut catalog = Catalog::from_meta(snapshot.meta());
-    let threads = threads.map(Arc::new);
+    let threads = threads.map(|t| (Arc::new(t.comm), Arc::new(t.cgroup)));
     catalog.wall_offset = metadata.wall_offset();
     for spec in crate::sources::EVERY {
         if let Some(columns) = catalog.source_mut(spec.name) {
@@ -146,8 +146,8 @@ pub fn catalog_naming(
                 columns.set_kind(field, registry::query_kind(kind));
             }
         }
-        if let (true, Some(threads)) = (oneliner, &threads) {
-            columns.view("tid", "comm", Kind::Named(threads.clone()));
+        if let (true, Some((comm, _))) = (oneliner, &threads) {
+            columns.view("tid", "comm", Kind::Named(comm.clone()));
         }
     }
     Ok(catalog)

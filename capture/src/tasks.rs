@@ -1,5 +1,6 @@
 //! Thread names of a capture, read back: `record` notes each thread's name
-//! once (`weft_ingest::tasks`), queries show them as `comm`.
+//! and cgroup once (`weft_ingest::tasks`), queries show them as `comm` and
+//! `cgroup`.
 
 use std::collections::HashMap;
 
@@ -10,9 +11,16 @@ use weft_store::Snapshot;
 
 use crate::registry::TASKS;
 
-/// Thread names by tid from a capture's `tasks` records (the latest name
-/// of each thread), or `None` when the capture has none.
-pub fn names(snapshot: &Snapshot) -> weft_store::Result<Option<Names>> {
+/// What queries name a thread by: its name (`comm`) and its cgroup v2
+/// path (`cgroup`), each by tid.
+pub struct Threads {
+    pub comm: Names,
+    pub cgroup: Names,
+}
+
+/// Thread names and cgroups by tid from a capture's `tasks` records (the
+/// latest of each thread), or `None` when the capture has none.
+pub fn names(snapshot: &Snapshot) -> weft_store::Result<Option<Threads>> {
     ThreadNames::default().update(snapshot)
 }
 
@@ -24,12 +32,13 @@ pub struct ThreadNames {
     /// Chunks read: the last of them may have grown since, and is read again.
     read: u64,
     names: HashMap<u32, String>,
+    cgroups: HashMap<u32, String>,
 }
 
 impl ThreadNames {
     /// The names with the `tasks` records of chunks not read before, or
     /// `None` when the capture has none.
-    pub fn update(&mut self, snapshot: &Snapshot) -> weft_store::Result<Option<Names>> {
+    pub fn update(&mut self, snapshot: &Snapshot) -> weft_store::Result<Option<Threads>> {
         let Some(source) = snapshot.meta().sources.iter().find(|s| s.name == TASKS) else {
             return Ok(None);
         };
@@ -37,15 +46,21 @@ impl ThreadNames {
         // In the order written: a later record (after exec) replaces an earlier one.
         snapshot.raw_scan_chunks(source.id, chunks, |record| {
             if let Some(thread) = Thread::read(record.payload) {
+                if let Some(cgroup) = thread.cgroup {
+                    self.cgroups.insert(thread.tid, cgroup);
+                }
                 self.names.insert(thread.tid, thread.name);
             }
         })?;
         self.read = snapshot.chunks();
-        let names = self.names.iter();
-        Ok(Some(Names::new(
-            names.map(|(tid, name)| (i64::from(*tid), name.clone())),
-            false,
-        )))
+        let by_tid = |map: &HashMap<u32, String>| {
+            let entries = map.iter().map(|(tid, v)| (i64::from(*tid), v.clone()));
+            Names::new(entries, false)
+        };
+        Ok(Some(Threads {
+            comm: by_tid(&self.names),
+            cgroup: by_tid(&self.cgroups),
+        }))
     }
 }
 
@@ -55,6 +70,8 @@ pub struct Thread {
     pub pid: u32,
     pub tid: u32,
     pub name: String,
+    /// Its cgroup v2 path (none in captures made before weft kept it).
+    pub cgroup: Option<String>,
 }
 
 /// Every `tasks` record in the order written (a thread again after it
@@ -78,10 +95,15 @@ impl Thread {
                 payload.get(at..at + 4)?.try_into().ok()?,
             ))
         };
+        let cgroup = payload
+            .get(8 + COMM_LEN..)
+            .filter(|path| !path.is_empty())
+            .map(|path| String::from_utf8_lossy(path).into_owned());
         Some(Self {
             pid: u32_at(0)?,
             tid: u32_at(4)?,
             name: c_string(&payload[8..payload.len().min(8 + COMM_LEN)]),
+            cgroup,
         })
     }
 }

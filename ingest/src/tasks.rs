@@ -23,9 +23,15 @@ pub const TASKS: &str = "tasks";
 /// Bytes of a thread name, as the kernel's `TASK_COMM_LEN`.
 pub const COMM_LEN: usize = 16;
 
-/// The `tasks` source: `pid`, `tid`, then the name's [`COMM_LEN`] bytes.
+/// Bytes of a cgroup path kept (a path is at most `PATH_MAX`; cgroup
+/// trees are far shallower).
+const MAX_CGROUP: usize = 512;
+
+/// The `tasks` source: `pid`, `tid`, the name's [`COMM_LEN`] bytes, then
+/// the thread's cgroup v2 path (none in captures before it was kept).
 pub const SPEC: Spec = Spec {
     size: 8 + COMM_LEN,
+    tail: Some(("cgroup", "the thread's cgroup v2 path, as /proc shows it")),
     ..Spec::new(
         TASKS,
         "thread names, noted when a thread is first seen and after it execs",
@@ -132,6 +138,8 @@ impl TaskNames {
         self.write(store, ts, pid, tid, &comm[..end])
     }
 
+    /// Writes thread `tid`'s name and its cgroup (read now: a thread
+    /// already gone has none).
     fn write(
         &self,
         store: &mut Store,
@@ -140,12 +148,23 @@ impl TaskNames {
         tid: u32,
         name: &[u8],
     ) -> weft_store::Result<()> {
-        let mut payload = [0u8; 8 + COMM_LEN];
+        let mut payload = vec![0u8; 8 + COMM_LEN];
         payload[..4].copy_from_slice(&pid.to_le_bytes());
         payload[4..8].copy_from_slice(&tid.to_le_bytes());
         let len = name.len().min(COMM_LEN);
         payload[8..8 + len].copy_from_slice(&name[..len]);
+        if let Some(cgroup) = cgroup(pid, tid) {
+            payload.extend_from_slice(&cgroup.as_bytes()[..cgroup.len().min(MAX_CGROUP)]);
+        }
         store.append_at(self.source, ts, None, &payload)?;
         Ok(())
     }
+}
+
+/// Thread `tid`'s cgroup v2 path, from the `0::PATH` line /proc shows.
+fn cgroup(pid: u32, tid: u32) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/cgroup")).ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("0::"))
+        .map(str::to_owned)
 }

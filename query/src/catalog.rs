@@ -414,6 +414,13 @@ impl SourceColumns {
         Some(())
     }
 
+    /// Leaves column `name` out of record listings (`fields` still shows it).
+    pub fn hide(&mut self, name: &str) {
+        if let Some(column) = self.columns.iter_mut().find(|c| c.name == name) {
+            column.hidden = true;
+        }
+    }
+
     /// Moves the columns called `names` (those that exist) right after
     /// `time`, in that order: the order record listings show.
     pub fn show_first(&mut self, names: &[&str]) {

@@ -172,3 +172,58 @@ fn record_keeps_another_weft_s_calls_and_none_of_its_own() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn queries_tell_threads_apart_by_their_cgroup() {
+    let test = "queries_tell_threads_apart_by_their_cgroup";
+    if !can_trace(test) {
+        return;
+    }
+    let Some(cgroup) = weft_tests::Cgroup::create(test) else {
+        return;
+    };
+    let dir = capture_dir("cgroups");
+    let inside = Workload::spawn(WORKLOAD, &["getppid:4000"]);
+    let outside = Workload::spawn(WORKLOAD, &["getppid:9000"]);
+    std::fs::write(cgroup.dir.join("cgroup.procs"), inside.pid().to_string())
+        .expect("move the workload into the cgroup");
+    // The path /proc shows for it: from the cgroup2 root.
+    let path = format!("/{}", cgroup.dir.file_name().unwrap().to_str().unwrap());
+    let running = Running::start(
+        &[
+            "record",
+            "-o",
+            dir.to_str().unwrap(),
+            "--syscall",
+            "getppid",
+        ],
+        "weft: recording",
+    );
+    let (a, b) = (inside.pid(), outside.pid());
+    inside.run_to_end();
+    outside.run_to_end();
+    let finished = running.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+    let count = |query: &str| query_rows(&dir, query)[0]["count"].as_u64().unwrap();
+    assert_eq!(
+        count(&format!(r#"syscalls where cgroup = "{path}" | count"#)),
+        4000
+    );
+    let rows = query_rows(
+        &dir,
+        &format!("syscalls where pid in ({a}, {b}) | count by cgroup"),
+    );
+    let of = |cgroup: &str| {
+        rows.iter()
+            .find(|r| r["cgroup"] == cgroup)
+            .and_then(|r| r["count"].as_u64())
+    };
+    assert_eq!(of(&path), Some(4000), "{rows:?}");
+    assert_eq!(rows.len(), 2, "and the other workload's cgroup: {rows:?}");
+    assert_eq!(
+        rows.iter()
+            .map(|r| r["count"].as_u64().unwrap())
+            .sum::<u64>(),
+        13_000
+    );
+}

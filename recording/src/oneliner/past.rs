@@ -87,7 +87,7 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
         block: source("block"),
     };
     let plan = resolve(options, from, &sources)?;
-    let names = tasks::names(&snapshot)?.unwrap_or_else(|| Names::new([], false));
+    let names = tasks::names(&snapshot)?.map_or_else(|| Names::new([], false), |t| t.comm);
     let limits = Limits::from_env().map_err(anyhow::Error::msg)?;
     let mut out = super::output(options.output.as_deref())?;
     let mut runtime = Runtime::new(&plan, options.format, *window.start());
@@ -112,7 +112,7 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
     out.flush()?;
     super::report_dropped_keys(&player.runtime, &limits);
     if !options.quiet {
-        eprintln!(
+        log::info!(
             "weft: {} events played from {}",
             player.played,
             from.display()
