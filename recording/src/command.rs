@@ -143,7 +143,7 @@ impl Drop for Cgroup {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        eprintln!(
+        log::warn!(
             "weft: processes the command started still run in {}; it is left in place",
             self.dir.display()
         );

@@ -93,7 +93,7 @@ pub fn serve(addr: SocketAddr, metrics: Metrics) -> Result<SocketAddr> {
             }
         })
         .context("failed to start the metrics thread")?;
-    eprintln!("weft: metrics on http://{bound}/metrics");
+    log::info!("weft: metrics on http://{bound}/metrics");
     Ok(bound)
 }
 

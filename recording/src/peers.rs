@@ -122,8 +122,8 @@ pub fn serve(
         }),
     });
     let bound = weft_peer::serve(plan.listen, secret, handler)?;
-    eprintln!("weft: firings travel up to {} hops from here", plan.hops);
-    eprintln!(
+    log::info!("weft: firings travel up to {} hops from here", plan.hops);
+    log::info!(
         "weft: peer port on {bound} (requests signed with {})",
         plan.secret.display()
     );

@@ -191,7 +191,7 @@ pub fn record(plan: &RecordPlan, ui: Option<UiLink>, command: Option<Command>) -
     // Warn and record on: a capture without live queries beats none.
     let _live = live::serve(store.reader(), dir, manual, calls_sender, plan.decode_pt)
         .unwrap_or_else(|error| {
-            eprintln!("weft: live queries unavailable: {error:#}");
+            log::warn!("weft: live queries unavailable: {error:#}");
             None
         });
     let described: BTreeMap<String, SourceNote> = probes
@@ -358,7 +358,7 @@ fn finish(mut recorder: Recorder, session_index: usize, outcome: &Outcome) -> Re
     // closes even when one does not (a decode that hangs).
     let abandoned = recorder.triggers.join_captures(trigger::CLOSE_WAIT);
     if abandoned > 0 {
-        eprintln!(
+        log::warn!(
             "weft: gave up waiting {}s for {abandoned} PT capture(s) to be decoded; their calls are not stored",
             trigger::CLOSE_WAIT.as_secs()
         );
@@ -519,7 +519,7 @@ impl Chosen {
             .and_then(|tracefs| CONNS.availability(tracefs).missing);
         match (missing, sources::find(CONNS.name)) {
             (None, Some(spec)) => self.specs.push(spec),
-            (Some(why), _) => eprintln!(
+            (Some(why), _) => log::warn!(
                 "weft: net goes without conns (which thread used which connection): {why}"
             ),
             (None, None) => {}
@@ -533,7 +533,7 @@ fn open_store(dir: &Path, config: &Config) -> Result<Store> {
         Store::open(dir, config).with_context(|| format!("failed to open {}", dir.display()))?;
     let recovery = store.recovery();
     if recovery.cut_chunks > 0 {
-        eprintln!(
+        log::warn!(
             "weft: {}: the last session ended early; {} unfinished chunks ({} bytes) were cut",
             dir.display(),
             recovery.cut_chunks,
@@ -826,7 +826,7 @@ impl Recorder {
         totals.stored += done.stored;
         totals.late += done.late;
         totals.decoding_errors += decoded.errors as u64;
-        eprintln!(
+        log::info!(
             "weft: {} calls of {} stored ({} too late, {} decoding error(s))",
             done.stored,
             decoded.dir.display(),
@@ -857,7 +857,7 @@ impl Recorder {
             // A definition the store refuses is that application's
             // problem: its records are dropped, the recording goes on.
             Err(weft_store::Error::Invalid(why)) => {
-                eprintln!("weft: application source {name} refused: {why}");
+                log::warn!("weft: application source {name} refused: {why}");
                 return Ok(());
             }
             defined => defined?,

@@ -76,7 +76,7 @@ fn report_mismatches(accounting: &Accounting, malformed: u64) {
         }
     }
     if malformed > 0 {
-        eprintln!("weft: {malformed} malformed records");
+        log::warn!("weft: {malformed} malformed records");
     }
 }
 
@@ -112,7 +112,7 @@ async fn capture(
     let mut user2 = signal(SignalKind::user_defined2()).context("failed to handle SIGUSR2")?;
     let stop = session.stop.clone().unwrap_or_default();
     let poke = session.poke.clone().unwrap_or_default();
-    eprintln!("{}", session.ready);
+    log::info!("{}", session.ready);
     loop {
         tokio::select! {
             _ = drain.tick() => {

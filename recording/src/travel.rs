@@ -465,7 +465,7 @@ impl Travel {
                 continue;
             };
             if asked.insert(peer) && self.jobs.try_send((peer, request, Instant::now())).is_err() {
-                eprintln!(
+                log::warn!(
                     "weft: too many peers to ask at once; a firing's request to {peer} is dropped"
                 );
             }
@@ -509,7 +509,7 @@ fn ask_peers(
             None => match Peer::new(&addr.to_string(), Arc::clone(secret)) {
                 Ok(peer) => peers.entry(addr).or_insert(peer),
                 Err(error) => {
-                    eprintln!("weft: peer {addr}: {error}");
+                    log::warn!("weft: peer {addr}: {error}");
                     continue;
                 }
             },
@@ -578,7 +578,7 @@ fn exchange(
             }
         }
         Err(error) => {
-            eprintln!(
+            log::warn!(
                 "weft: peer {addr} did not keep firing {}: {error}",
                 request.id
             );

@@ -194,7 +194,7 @@ impl Triggers {
         for rule in &mut triggers.rules[1..] {
             match bind(&catalog, &rule.text).with_context(|| format!("--trigger {}", rule.text))? {
                 Some(test) => rule.state = State::Bound(test),
-                None => eprintln!(
+                None => log::warn!(
                     "weft: --trigger {}: waits for an application to define its source",
                     rule.text
                 ),
@@ -219,7 +219,7 @@ impl Triggers {
                 Ok(Some(test)) => rule.state = State::Bound(test),
                 Ok(None) => {}
                 Err(error) => {
-                    eprintln!("weft: --trigger {}: {error:#}; it is dropped", rule.text);
+                    log::warn!("weft: --trigger {}: {error:#}; it is dropped", rule.text);
                     rule.state = State::Broken;
                 }
             }
@@ -332,7 +332,7 @@ impl Triggers {
             .trace
             .map(|trace| format!(" on trace {trace:032x}"))
             .unwrap_or_default();
-        eprintln!(
+        log::info!(
             "weft: trigger {id} ({}) fired{trace}: keeping {:.1}s before and {:.1}s after",
             rule.text,
             before as f64 / 1e9,
@@ -472,9 +472,12 @@ impl Triggers {
             .collect();
         store.append_at(log, now, Some(now), &record)?;
         self.peers.fired += 1;
-        eprintln!(
+        log::info!(
             "weft: keeping firing {} of {} (asked by {}, hop {})",
-            request.id, request.origin, request.from, request.hop
+            request.id,
+            request.origin,
+            request.from,
+            request.hop
         );
         travel.received(request, clock, Some(window), "kept");
         travel.forward(request, window);
@@ -615,16 +618,16 @@ fn capture_pt(
     take: CapturePt,
 ) -> Option<std::thread::JoinHandle<()>> {
     let Some(pid) = pid.and_then(|p| u32::try_from(p).ok()) else {
-        eprintln!("weft: trigger {id}: no PT capture: its record names no process");
+        log::warn!("weft: trigger {id}: no PT capture: its record names no process");
         return None;
     };
     Some(std::thread::spawn(move || {
         match take(pid, duration, &output, &calls) {
-            Ok(()) => eprintln!(
+            Ok(()) => log::info!(
                 "weft: trigger {id}: PT of process {pid} in {}",
                 output.display()
             ),
-            Err(error) => eprintln!("weft: trigger {id}: PT of process {pid} failed: {error:#}"),
+            Err(error) => log::warn!("weft: trigger {id}: PT of process {pid} failed: {error:#}"),
         }
     }))
 }
@@ -675,7 +678,7 @@ fn run_hook(command: &str, dir: &std::path::Path, firing: &Firing) {
         Ok(mut child) => {
             std::thread::spawn(move || child.wait());
         }
-        Err(error) => eprintln!("weft: --on-trigger: failed to run sh: {error}"),
+        Err(error) => log::warn!("weft: --on-trigger: failed to run sh: {error}"),
     }
 }
 

@@ -57,7 +57,7 @@ pub fn serve(
     decode: Option<DecodePt>,
 ) -> Result<Option<socket::Bound>> {
     let Some((listener, bound)) = socket::bind(Path::new(SOCKET), None)? else {
-        eprintln!("weft: another weft serves live queries at {SOCKET}; this one will not");
+        log::warn!("weft: another weft serves live queries at {SOCKET}; this one will not");
         return Ok(None);
     };
     let served = Arc::new(Served {

@@ -205,7 +205,7 @@ fn attach(
 /// reads it may take it as so.
 fn say_attached(format: OutputFormat, probes: usize, out: &mut dyn std::io::Write) -> Result<()> {
     match format {
-        OutputFormat::Text | OutputFormat::Folded => eprintln!(
+        OutputFormat::Text | OutputFormat::Folded => log::info!(
             "Attaching {probes} probe{}...",
             if probes == 1 { "" } else { "s" }
         ),
@@ -249,7 +249,7 @@ fn limits(plan: &mut Plan) -> Result<Limits> {
 /// Says how many new keys each full map dropped.
 fn report_dropped_keys(runtime: &Runtime<'_>, limits: &Limits) {
     for (map, dropped) in runtime.dropped_keys() {
-        eprintln!(
+        log::warn!(
             "weft: @{map} was full ({} keys, BPFTRACE_MAP_KEYS_MAX): {dropped} updates of new keys dropped",
             limits.map_keys_max
         );
@@ -475,16 +475,17 @@ fn report_losses(probe: &OnelinerProbe, quiet: bool) -> Result<()> {
     let delivery = probe.delivery()?;
     let aggregated = probe.aggregated()?;
     if aggregated > 0 && !quiet {
-        eprintln!("weft: {aggregated} of the events aggregated in the kernel");
+        log::info!("weft: {aggregated} of the events aggregated in the kernel");
     }
     let starts_lost = probe.starts_lost()?;
     if starts_lost > 0 {
-        eprintln!("weft: {starts_lost} start times lost (the kernel's map of them was full)");
+        log::warn!("weft: {starts_lost} start times lost (the kernel's map of them was full)");
     }
     if delivery.ring_full > 0 || !quiet {
-        eprintln!(
+        log::info!(
             "weft: {} events, {} lost (ring full)",
-            delivery.received, delivery.ring_full
+            delivery.received,
+            delivery.ring_full
         );
     }
     delivery.report_mismatch("trace");
