@@ -125,7 +125,7 @@ fn query_errors_point_at_the_token() {
     assert!(stdout.is_empty());
     assert_eq!(
         stderr,
-        "weft: `syscalls` has no field `durr` (fields: time, name, dur, ret, comm, pid, tid, cpu, enter_ns, duration_ns, nr)\n  syscalls where durr > 5ms\n                 ^^^^\n"
+        "weft: `syscalls` has no field `durr` (fields: time, name, dur, ret, comm, pid, tid, cpu, enter_ns, duration_ns, cgroup, nr)\n  syscalls where durr > 5ms\n                 ^^^^\n"
     );
     let (status, _, stderr) = run_weft(&["query", "/nonexistent/capture", "syscalls | count"]);
     assert_eq!(status.code(), Some(2));
