@@ -135,6 +135,27 @@ fn questions(case: &Case) -> Vec<(String, String, String)> {
             format!(r#"syscalls where name = "{s}" | count {window}"#),
             format!("{DUCK_WINDOW}select count(*) from t, b where name = '{s}' and {DUCK_IN}"),
         ),
+        (
+            "the 10 slowest calls".into(),
+            format!("syscalls | sort dur desc | limit 10 {window}"),
+            format!(
+                "{DUCK_WINDOW}select time, name, dur, tid from t, b where {DUCK_IN} order by dur desc limit 10"
+            ),
+        ),
+        (
+            "calls above their p99.99, by syscall".into(),
+            format!("syscalls where dur > p99.99 {window} | count by name"),
+            format!(
+                "{DUCK_WINDOW}, w as (select name, dur from t, b where {DUCK_IN}), \
+                 p as (select quantile_disc(dur, 0.9999) q from w) \
+                 select name, count(*) from w, p where dur > p.q group by name"
+            ),
+        ),
+        (
+            "count by thread name".into(),
+            format!("syscalls | count by comm {window}"),
+            format!("{DUCK_WINDOW}select comm, count(*) from t, b where {DUCK_IN} group by comm"),
+        ),
         other_question(case, window),
     ]
 }
