@@ -54,15 +54,35 @@ pub struct StackReader {
     naming: Stacks,
 }
 
+/// Named stacks and processes a recording keeps: past it they are named
+/// afresh, so that a recorder left running among short-lived processes
+/// does not hold each one's symbols forever.
+const MAX_NAMED: usize = 1 << 16;
+
 impl StackReader {
+    fn new(map: StackTraceMap<MapData>) -> Self {
+        Self {
+            map,
+            naming: Stacks::new(weft_symbols::Finder::new(Vec::new(), true)),
+        }
+    }
+
     /// Kernel stack `id` (none when the map has no such stack).
     pub fn kernel(&mut self, id: i32) -> Option<Rc<Stack>> {
+        self.bound();
         self.naming.kernel(&self.map, id)
     }
 
     /// Process `pid`'s user stack `id`.
     pub fn user(&mut self, pid: u32, id: i32) -> Option<Rc<Stack>> {
+        self.bound();
         self.naming.user(&self.map, pid, id)
+    }
+
+    fn bound(&mut self) {
+        if self.naming.held() >= MAX_NAMED {
+            self.naming = Stacks::new(weft_symbols::Finder::new(Vec::new(), true));
+        }
     }
 }
 
@@ -160,10 +180,7 @@ impl EventProbe {
             let map = ebpf
                 .take_map(STACKS_MAP)
                 .context("the probe has no stack map")?;
-            Some(StackReader {
-                map: StackTraceMap::try_from(map)?,
-                naming: Stacks::new(weft_symbols::Finder::new(Vec::new(), true)),
-            })
+            Some(StackReader::new(StackTraceMap::try_from(map)?))
         } else {
             None
         };

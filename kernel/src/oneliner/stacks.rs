@@ -135,6 +135,11 @@ impl Stacks {
         stack.clone()
     }
 
+    /// How many stacks and processes it holds named.
+    pub fn held(&self) -> usize {
+        self.kernel.len() + self.user.len() + self.naming.borrow().processes.len()
+    }
+
     /// Where uprobes find their functions, as the stacks' names are found.
     pub fn file_offsets(&self, file: &Path) -> Result<FileOffsets, weft_symbols::Error> {
         self.naming.borrow().finder.file_offsets(file)
