@@ -258,15 +258,11 @@ impl<'a> Engine<'a> {
             calls.list.len(),
             crate::answer::duration(read as f64),
         ));
-        calls.stride = total / calls.list.len() as u64;
         // As `calls` leaves a side: evened out, sorted by thread and start.
         while calls.list.len() >= MAX_CALLS {
-            let mut i = 0;
-            calls.list.retain(|_| {
-                i += 1;
-                i % 2 == 1
-            });
+            halve(&mut calls.list);
         }
+        calls.stride = total / calls.list.len() as u64;
         calls.list.sort_unstable_by_key(|c| (c.tid, c.start));
         Ok(calls)
     }
@@ -315,11 +311,7 @@ impl<'a> Engine<'a> {
                     end: time,
                 });
                 if calls.list.len() >= MAX_CALLS {
-                    let mut i = 0;
-                    calls.list.retain(|_| {
-                        i += 1;
-                        i % 2 == 1
-                    });
+                    halve(&mut calls.list);
                     calls.stride *= 2;
                 }
             },
@@ -598,6 +590,15 @@ impl<'a> Engine<'a> {
         )?;
         Ok(())
     }
+}
+
+/// Keeps every other call (the 1st, 3rd, ...): an even sample of half.
+fn halve(list: &mut Vec<Call>) {
+    let mut i = 0;
+    list.retain(|_| {
+        i += 1;
+        i % 2 == 1
+    });
 }
 
 /// The calls' spans for a scan by the records' own time: per thread where
