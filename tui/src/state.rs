@@ -793,22 +793,29 @@ impl State {
         Effect::None
     }
 
+    /// The selected row's cell of column `name` in the Query view's answer.
+    fn selected_cell(&self, name: &str) -> Option<&Cell> {
+        let Some((_, Ok(answer))) = &self.result else {
+            return None;
+        };
+        let column = answer.columns.iter().position(|h| h.name == name)?;
+        answer.rows.get(self.selected)?.get(column)
+    }
+
     /// `| explain` of the listed syscall selected in the Query view.
     fn explain_listed(&self) -> Option<String> {
-        let Some((query, Ok(answer))) = &self.result else {
+        let Some((query, Ok(_))) = &self.result else {
             return None;
         };
         if query.split_whitespace().next() != Some("syscalls") {
             return None;
         }
-        let row = answer.rows.get(self.selected)?;
-        let cell = |name: &str| Some(&row[answer.columns.iter().position(|h| h.name == name)?]);
-        let (Some(Cell::Int(time)), Some(Cell::Int(tid)), Some(Cell::Int(dur))) =
-            (cell("time"), cell("tid"), cell("dur"))
-        else {
-            return None;
+        let int = |name: &str| match self.selected_cell(name)? {
+            Cell::Int(n) => Some(*n),
+            _ => None,
         };
-        let Some(Cell::Text(name)) = cell("name") else {
+        let (time, tid, dur) = (int("time")?, int("tid")?, int("dur")?);
+        let Some(Cell::Text(name)) = self.selected_cell("name") else {
             return None;
         };
         let minute = 60_000_000_000;
@@ -836,15 +843,8 @@ impl State {
 
     /// `p` on a listed record: Intel PT of its process.
     fn pt_of_selected(&mut self) -> Effect {
-        let pid = match &self.result {
-            Some((_, Ok(answer))) => answer
-                .rows
-                .get(self.selected)
-                .zip(answer.columns.iter().position(|h| h.name == "pid"))
-                .and_then(|(row, c)| match row[c] {
-                    Cell::Int(pid) => u32::try_from(pid).ok().filter(|p| *p > 0),
-                    _ => None,
-                }),
+        let pid = match self.selected_cell("pid") {
+            Some(Cell::Int(pid)) => u32::try_from(*pid).ok().filter(|p| *p > 0),
             _ => None,
         };
         if let Some(pid) = pid {
@@ -857,18 +857,11 @@ impl State {
     /// For a selected record with a `time` and a `tid`: the syscalls of
     /// that thread in the second around it.
     fn around_selected(&self) -> Option<String> {
-        let Some((_, Ok(answer))) = &self.result else {
-            return None;
+        let int = |name: &str| match self.selected_cell(name)? {
+            Cell::Int(n) => Some(*n),
+            _ => None,
         };
-        let row = answer.rows.get(self.selected)?;
-        let column = |name: &str| {
-            let i = answer.columns.iter().position(|h| h.name == name)?;
-            match row[i] {
-                Cell::Int(n) => Some(n),
-                _ => None,
-            }
-        };
-        let (time, tid) = (column("time")?, column("tid")?);
+        let (time, tid) = (int("time")?, int("tid")?);
         let second = 1_000_000_000;
         Some(format!(
             "syscalls where tid = {tid} [{}, {}]",
