@@ -553,6 +553,21 @@ pub fn record(workload_bin: &str, dir: &std::path::Path, steps: &[&str], extra: 
     finished.stderr
 }
 
+/// Whether `dir` is on tmpfs or ramfs, whose pages the cache never drops.
+pub fn in_memory(dir: &std::path::Path) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    let path = std::ffi::CString::new(dir.to_str().unwrap()).unwrap();
+    // SAFETY: statfs fills the zeroed struct; the path is NUL-terminated.
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(path.as_ptr(), &raw mut stat) } != 0 {
+        return true;
+    }
+    #[allow(clippy::unnecessary_cast, reason = "f_type's type differs by platform")]
+    let kind = stat.f_type as i64;
+    kind == TMPFS_MAGIC || kind == RAMFS_MAGIC
+}
+
 /// A loop device over a fresh file, detached and removed on drop.
 pub struct LoopDevice {
     device: std::fs::File,

@@ -80,12 +80,7 @@ fn disk_dir(test: &str) -> Option<std::path::PathBuf> {
         || std::path::PathBuf::from("/var/tmp"),
         std::path::PathBuf::from,
     );
-    let tmpfs = std::process::Command::new("stat")
-        .args(["-f", "-c", "%T"])
-        .arg(&dir)
-        .output()
-        .is_ok_and(|o| matches!(String::from_utf8_lossy(&o.stdout).trim(), "tmpfs" | "ramfs"));
-    if tmpfs {
+    if weft_tests::in_memory(&dir) {
         eprintln!("skipping {test}: {} is in memory", dir.display());
         return None;
     }

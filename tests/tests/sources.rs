@@ -175,7 +175,7 @@ fn pagecache_counts_a_cold_read_in_adds_and_a_warm_one_in_hits() {
         || std::env::current_dir().unwrap(),
         std::path::PathBuf::from,
     );
-    if in_memory(&here) {
+    if weft_tests::in_memory(&here) {
         eprintln!(
             "skipping {test}: {} is in memory; its pages never leave the cache",
             here.display()
@@ -248,21 +248,6 @@ fn pagecache_counts_a_cold_read_in_adds_and_a_warm_one_in_hits() {
             "the warm read only hits: {lookups:?}"
         );
     }
-}
-
-/// Whether `dir` is on tmpfs or ramfs, whose pages the cache never drops.
-fn in_memory(dir: &std::path::Path) -> bool {
-    const TMPFS_MAGIC: i64 = 0x0102_1994;
-    const RAMFS_MAGIC: i64 = 0x8584_58f6;
-    let path = std::ffi::CString::new(dir.to_str().unwrap()).unwrap();
-    // SAFETY: statfs fills the zeroed struct; the path is NUL-terminated.
-    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statfs(path.as_ptr(), &raw mut stat) } != 0 {
-        return true;
-    }
-    #[allow(clippy::unnecessary_cast, reason = "f_type's type differs by platform")]
-    let kind = stat.f_type as i64;
-    kind == TMPFS_MAGIC || kind == RAMFS_MAGIC
 }
 
 /// A network namespace with a veth pair: `weft0` (10.77.0.1) here,
