@@ -364,12 +364,17 @@ fn hogged_reads(ms: u64) -> std::io::Result<()> {
 }
 
 /// `times` locks of a mutex that another thread holds for `ms` each time.
+/// The waiter says when it has had the lock, so that the holder never
+/// takes it again first and then waits on a waiter stuck in `lock()` (a
+/// slow guest is slower than any fixed pause).
 fn lock_waits(times: u64, ms: u64) {
     use std::sync::{Mutex, mpsc};
     let lock = Mutex::new(());
     let (held, wait) = mpsc::sync_channel(0);
+    let (had, taken) = mpsc::sync_channel(0);
     std::thread::scope(|scope| {
-        scope.spawn(|| {
+        let lock = &lock;
+        scope.spawn(move || {
             for _ in 0..times {
                 let guard = lock
                     .lock()
@@ -379,8 +384,9 @@ fn lock_waits(times: u64, ms: u64) {
                 }
                 std::thread::sleep(std::time::Duration::from_millis(ms));
                 drop(guard);
-                // Let the waiter take it before the next round.
-                std::thread::sleep(std::time::Duration::from_millis(1));
+                if taken.recv().is_err() {
+                    return;
+                }
             }
         });
         for _ in 0..times {
@@ -391,6 +397,9 @@ fn lock_waits(times: u64, ms: u64) {
                 lock.lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner),
             );
+            if had.send(()).is_err() {
+                return;
+            }
         }
     });
 }
