@@ -212,7 +212,7 @@ impl Files {
         self.cache_behind(file, offset, sealed.block.len());
         let mut time = sealed.time;
         if let Some((values_file, end)) = &mut self.values {
-            let entry = values::entry(meta, chunk, wide, &sealed.summaries);
+            let entry = values::entry(meta, chunk, wide, &sealed.summaries, &sealed.block);
             let path = self.dir.join("values.log");
             values_file
                 .write_all_at(&entry, *end)

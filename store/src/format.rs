@@ -182,14 +182,24 @@ impl BlockHeader {
         block[..4].copy_from_slice(&crc.to_le_bytes());
     }
 
+    /// The header of a block this process sealed, not verified (its
+    /// checksum covers the whole block); `None` if it is too short.
+    pub fn unchecked(block: &[u8]) -> Option<Self> {
+        (block.len() >= BLOCK_HEADER_LEN).then(|| Self {
+            used: u32::from_le_bytes(le4(block, 4)),
+            number: u64::from_le_bytes(le8(block, 8)),
+            base_ts: u64::from_le_bytes(le8(block, 16)),
+        })
+    }
+
     /// Reads and verifies a block's header and checksum.
     pub fn open(block: &[u8]) -> std::result::Result<Self, String> {
-        if block.len() < BLOCK_HEADER_LEN {
+        let Some(header) = Self::unchecked(block) else {
             return Err(format!(
                 "block of {} bytes is shorter than its header",
                 block.len()
             ));
-        }
+        };
         let crc = u32::from_le_bytes(le4(block, 0));
         let actual = crc32fast::hash(&block[4..]);
         if crc != actual {
@@ -197,11 +207,6 @@ impl BlockHeader {
                 "block checksum {crc:#010x} does not match contents {actual:#010x}"
             ));
         }
-        let header = Self {
-            used: u32::from_le_bytes(le4(block, 4)),
-            number: u64::from_le_bytes(le8(block, 8)),
-            base_ts: u64::from_le_bytes(le8(block, 16)),
-        };
         if (header.used as usize) < BLOCK_HEADER_LEN || header.used as usize > block.len() {
             return Err(format!(
                 "block claims {} used bytes of {}",

@@ -455,23 +455,50 @@ impl Snapshot {
     pub(crate) fn stored_runs(
         &self,
         chunk: u64,
-        (offset, len): (u64, u32),
+        values: (u64, u32),
         index: IndexId,
         bins: &[u32],
     ) -> Result<Option<Vec<crate::cache::Runs>>> {
+        let Some(entry) = self.values_entry(chunk, values)? else {
+            return Ok(None);
+        };
+        Ok(values::runs_of(
+            &entry[values::ENTRY_HEADER_LEN..],
+            index,
+            bins,
+        ))
+    }
+
+    /// The copies of `source`'s records in chunk `chunk`'s values entry
+    /// (at `values`): how many, and the section's body (see
+    /// `values::copies`); `None` when the entry holds none.
+    pub(crate) fn stored_copies(
+        &self,
+        chunk: u64,
+        values: (u64, u32),
+        source: SourceId,
+    ) -> Result<Option<(u64, Vec<u8>)>> {
+        let Some(entry) = self.values_entry(chunk, values)? else {
+            return Ok(None);
+        };
+        let copies = values::copies_of(&entry[values::ENTRY_HEADER_LEN..], source);
+        Ok(copies.map(|(records, body)| (records, body.to_vec())))
+    }
+
+    /// Chunk `chunk`'s values entry at `(offset, len)`, checked; `None`
+    /// when it has none, or it was freed by the budget while being read
+    /// (the caller then reads the chunk, which says it is gone).
+    fn values_entry(&self, chunk: u64, (offset, len): (u64, u32)) -> Result<Option<Vec<u8>>> {
         if len == 0 {
             return Ok(None);
         }
         let path = self.shared.dir.join("values.log");
         let bytes = read_at(&self.files, "values.log", offset, len as usize)?;
-        let sections = match values::check(&bytes, chunk) {
-            Ok(sections) => sections,
-            // Freed by the budget while being read: the caller reads the
-            // chunk, which then says it is gone.
-            Err(_) if self.is_deleted(chunk) => return Ok(None),
-            Err(what) => return Err(Error::Corrupt { path, offset, what }),
-        };
-        Ok(values::runs_of(sections, index, bins))
+        match values::check(&bytes, chunk) {
+            Ok(_) => Ok(Some(bytes)),
+            Err(_) if self.is_deleted(chunk) => Ok(None),
+            Err(what) => Err(Error::Corrupt { path, offset, what }),
+        }
     }
 }
 

@@ -351,6 +351,54 @@ fn corrupt_block_names_file_and_offset() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A source with a few records per chunk is read from their copies in the
+/// values log: whole, in order, with their times and addresses, even with
+/// every block but the newest damaged (the flood beside it is then an
+/// error, as it must be).
+#[test]
+fn a_sources_few_records_are_read_from_their_copies() {
+    let dir = temp_dir("copies");
+    let mut store = Store::open(&dir, &small()).unwrap();
+    let field = Field::new("seq", 0, FieldKind::U64);
+    let flood = store.define_source("flood", vec![field.clone()]).unwrap();
+    let names = store.define_source("names", vec![field]).unwrap();
+    for i in 0..20_000u64 {
+        store
+            .append_at(flood, 1_000 + i, None, &i.to_le_bytes())
+            .unwrap();
+        if i % 97 == 0 {
+            let name = [&i.to_le_bytes()[..], b"thread-name"].concat();
+            store
+                .append_at(names, 1_000 + i, Some(900 + i), &name)
+                .unwrap();
+        }
+    }
+    store.close().unwrap();
+    let (snapshot, _) = weft_store::open_read_only(&dir).unwrap();
+    let (before, _) = snapshot.raw_scan(names, 0..=u64::MAX).unwrap();
+    assert_eq!(before.len(), 20_000usize.div_ceil(97));
+    let chunks = snapshot.chunks();
+    assert!(chunks > 20, "{chunks} chunks");
+    drop(snapshot);
+    // Every block but the newest (checked at open) fails its checksum.
+    for chunk in 0..chunks - 1 {
+        let segment = dir.join(format!("records-{:010}.log", chunk / 8));
+        let mut bytes = std::fs::read(&segment).unwrap();
+        bytes[16 + (chunk as usize % 8) * 4096 + 4000] ^= 0xff;
+        std::fs::write(&segment, &bytes).unwrap();
+    }
+    let (snapshot, _) = weft_store::open_read_only(&dir).unwrap();
+    let (after, _) = snapshot.raw_scan(names, 0..=u64::MAX).unwrap();
+    assert_eq!(after, before);
+    let (window, _) = snapshot
+        .raw_scan(names, 1_000 + 5_000..=1_000 + 6_000)
+        .unwrap();
+    assert_eq!(window.len(), 10, "records 5044..=5917 of every 97th");
+    let error = snapshot.raw_scan(flood, 0..=u64::MAX).unwrap_err();
+    assert!(error.to_string().contains("checksum"), "{error}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn bad_headers_are_rejected_with_clear_errors() {
     let dir = temp_dir("headers");

@@ -25,16 +25,39 @@ mod quantile;
 mod scan;
 
 pub use buckets::OwnTimes;
-pub use quantile::PartAnswer;
+pub use quantile::{PartAnswer, ValueCounts};
 
 use std::ops::{Range, RangeInclusive};
 
 use crate::{
     error::{Error, Result},
-    format::{BLOCK_HEADER_LEN, BlockHeader, FormatVersion, RecordHeader, Summary},
+    format::{BLOCK_HEADER_LEN, BlockHeader, FormatVersion, RecordHeader, Summary, get_varint},
     schema::{Index, IndexId, SourceId},
     shared::{ChunkMeta, KeyRange, Snapshot},
+    values::COPIED_RECORDS,
 };
+
+/// The record framed at `*pos` of `bytes` (a block, or copies of its
+/// records), whose address is `addr`, in a block based at `base_ts`;
+/// `*pos` moves past it. `None` if it does not decode.
+fn decode_record<'a>(
+    bytes: &'a [u8],
+    pos: &mut usize,
+    addr: u64,
+    base_ts: u64,
+) -> Option<RecordRef<'a>> {
+    let header = RecordHeader::decode(bytes, pos, addr, base_ts)?;
+    let payload = bytes.get(*pos..pos.checked_add(header.len as usize)?)?;
+    *pos += payload.len();
+    Some(RecordRef {
+        addr,
+        source: header.source,
+        ts: header.ts,
+        producer_ts: header.producer_ts,
+        prev: header.prev,
+        payload,
+    })
+}
 
 /// One record as read back.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -370,7 +393,9 @@ impl Snapshot {
     }
 
     /// Calls `visit` with each record of `target.source` in the chunk and in
-    /// the window, oldest first, borrowed from the chunk's bytes.
+    /// the window, oldest first, borrowed from the chunk's bytes (or from
+    /// their copies in its values entry, where a few records of the source
+    /// were copied there).
     fn visit_chunk(
         &self,
         at: &ChunkRef,
@@ -378,6 +403,35 @@ impl Snapshot {
         mut visit: impl FnMut(RecordRef<'_>),
     ) -> Result<()> {
         let chunk = at.chunk;
+        let base = chunk * u64::from(self.meta().block_size);
+        let keep = |r: &RecordRef<'_>| {
+            r.source == target.source
+                && target.window.contains(&r.ts)
+                && target.owns(r.ts, r.producer_ts)
+                && target.keeps(r.payload)
+        };
+        if at.all.count <= COPIED_RECORDS
+            && self.is_sealed(chunk)
+            && let Some((records, body)) = self.stored_copies(chunk, at.values, target.source)?
+        {
+            let corrupt = || {
+                Error::Invalid(format!(
+                    "chunk {chunk}: bad copied record in values.log at offset {}",
+                    at.values.0
+                ))
+            };
+            let mut pos = 0;
+            let base_ts = get_varint(&body, &mut pos).ok_or_else(corrupt)?;
+            for _ in 0..records {
+                let offset = get_varint(&body, &mut pos).ok_or_else(corrupt)?;
+                let addr = base.checked_add(offset).ok_or_else(corrupt)?;
+                let record = decode_record(&body, &mut pos, addr, base_ts).ok_or_else(corrupt)?;
+                if keep(&record) {
+                    visit(record);
+                }
+            }
+            return Ok(());
+        }
         let block = match self.block(chunk) {
             // Deleted by the budget since its summaries were read: left
             // out, as if it had gone before the query began.
@@ -386,33 +440,15 @@ impl Snapshot {
         };
         let bytes = block.bytes();
         let header = BlockHeader::open(bytes).map_err(Error::Invalid)?;
-        let base = chunk * u64::from(self.meta().block_size);
         let decode = |offset: usize| -> Result<(RecordRef<'_>, usize)> {
             let mut pos = offset;
-            let addr = base + offset as u64;
-            let corrupt = || {
-                Error::Invalid(format!(
-                    "chunk {chunk}: bad record framing at offset {offset}"
-                ))
-            };
-            let h =
-                RecordHeader::decode(bytes, &mut pos, addr, header.base_ts).ok_or_else(corrupt)?;
-            let payload = bytes.get(pos..pos + h.len as usize).ok_or_else(corrupt)?;
-            let record = RecordRef {
-                addr,
-                source: h.source,
-                ts: h.ts,
-                producer_ts: h.producer_ts,
-                prev: h.prev,
-                payload,
-            };
-            Ok((record, pos + h.len as usize))
-        };
-        let keep = |r: &RecordRef<'_>| {
-            r.source == target.source
-                && target.window.contains(&r.ts)
-                && target.owns(r.ts, r.producer_ts)
-                && target.keeps(r.payload)
+            let record = decode_record(bytes, &mut pos, base + offset as u64, header.base_ts)
+                .ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "chunk {chunk}: bad record framing at offset {offset}"
+                    ))
+                })?;
+            Ok((record, pos))
         };
         if at.all.count.saturating_mul(4) < u64::from(at.records) {
             // A small share of the chunk: follow the back-pointers.
