@@ -86,6 +86,11 @@ pub enum IndexSpec {
     Latency(&'static str),
     /// One bin per value `0..=max` of this field, the index named as it.
     Exact(&'static str, i64),
+    /// One wide bin over the field's values (`0..2^36`, and the outliers
+    /// each side), the index named as it: the values log then holds each
+    /// chunk's distinct values with their counts, and `count by tid` comes
+    /// from it.
+    Values(&'static str),
     /// Latency bins of `field` kept apart per value `0..count` of `by`:
     /// grouped percentiles (`p99(latency) by op`) come from summaries.
     LatencyBy {
@@ -212,6 +217,7 @@ impl Spec {
             let (name, field, bins, partition) = match *index {
                 IndexSpec::Latency(field) => (field, find(field), latency_bins(), None),
                 IndexSpec::Exact(field, max) => (field, find(field), exact_bins(max), None),
+                IndexSpec::Values(field) => (field, find(field), value_bins(), None),
                 IndexSpec::LatencyBy {
                     name,
                     field,
@@ -236,6 +242,12 @@ impl Spec {
 /// One bin per value `0..=max` (and the outlier bins): an exact-match index.
 pub fn exact_bins(max: i64) -> Bins {
     Bins::new((0..=max).collect()).expect("strictly increasing by construction")
+}
+
+/// One bin of the values `0..2^36` (and the outliers each side): one run
+/// per distinct value in the values log, packed as the log packs values.
+pub fn value_bins() -> Bins {
+    Bins::new(vec![0, 1 << 36]).expect("strictly increasing")
 }
 
 /// Latency bins 10% apart from 100 ns to about 100 s: percentiles read few chunks.

@@ -19,7 +19,9 @@ pub const SYSCALLS: &str = "syscalls";
 /// its default indexes: latency (`duration_ns`, log bins), syscall number
 /// (`nr`, one bin per number: an exact-match index), and latency per
 /// syscall (`duration_by_nr`, partitioned by number), so that one
-/// syscall's percentiles come from summaries too.
+/// syscall's percentiles come from summaries too; and the threads' ids
+/// (`tid`, one wide bin), so that counts by thread, and by its name, come
+/// from the values log.
 pub const SPEC: Spec = Spec {
     size: EVENT_SIZE,
     indexes: &[
@@ -31,6 +33,7 @@ pub const SPEC: Spec = Spec {
             by: "nr",
             count: MAX_SYSCALLS,
         },
+        IndexSpec::Values("tid"),
     ],
     span: Some("dur"),
     threads: true,

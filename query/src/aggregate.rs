@@ -101,6 +101,11 @@ impl Acc {
         }
     }
 
+    /// Counts `n` more records (a `count` with nothing else).
+    pub fn add_count(&mut self, n: u64) {
+        self.count += n;
+    }
+
     /// A `count` accumulator that counted `n` records.
     pub fn counted(n: u64) -> Self {
         Self {

@@ -175,6 +175,10 @@ impl Engine<'_> {
                 self.count_every(source, window, specs, step).map(Some)
             }
             ([by], None) => match pred {
+                None if counts => match self.summarize_by_part(source, window, specs, *by)? {
+                    None => self.count_by_values(source, window, specs, *by),
+                    answer => Ok(answer),
+                },
                 None => self.summarize_by_part(source, window, specs, *by),
                 Some(pred) if counts => self.count_by_part_within(source, window, specs, *by, pred),
                 Some(_) => Ok(None),
@@ -495,6 +499,44 @@ impl Engine<'_> {
             source.name, source.columns[by].name
         ));
         Ok(Some(keyed_answer(source, specs, &[by], None, rows)))
+    }
+
+    /// `count by F` where `F`'s field has an index of its own (`tid`, and
+    /// `comm`, which shows it by name): each value's count from the values
+    /// log, reading only the records of the window's edges; values that
+    /// share a name are one group. `None` where there is no such index, or
+    /// too many distinct values to hold: the caller scans.
+    fn count_by_values(
+        &mut self,
+        source: &SourceColumns,
+        window: &RangeInclusive<u64>,
+        specs: &[AggSpec],
+        by: usize,
+    ) -> Result<Option<Answer>> {
+        let column = &source.columns[by];
+        let (Read::Field(_), Some(index)) = (&column.read, column.index) else {
+            return Ok(None);
+        };
+        let (counts, stats) = (self.snapshot).value_counts(source.id, index, window.clone())?;
+        let Some(counts) = counts else {
+            return Ok(None);
+        };
+        self.add(stats);
+        let mut groups = Groups::<Acc>::default();
+        for (value, n) in counts {
+            let key = match &column.kind {
+                Kind::Named(names) => names.group_of(value),
+                _ => value,
+            };
+            for acc in groups.get(&[key], specs.len()) {
+                acc.add_count(n);
+            }
+        }
+        self.plan.push(format!(
+            "aggregate: counted per `{}` from the values log of `{}`; only the window's edges are read",
+            column.name, source.name
+        ));
+        Ok(Some(group_answer(source, specs, &[by], None, groups)))
     }
 
     /// `count every step` from the store's per-bucket counts: chunks whose

@@ -58,17 +58,9 @@ fn fields() -> Vec<Field> {
     ]
 }
 
-/// 200,000 records 1 µs apart: mostly fast reads and writes, some sendto
-/// and pread64 with long tails, and one 50 ms nanosleep at record 150,000.
-fn fixture(name: &str) -> Fixture {
-    let dir = std::env::temp_dir().join(format!("weft-query-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let config = Config {
-        block_size: 64 << 10,
-        ..Config::default()
-    };
-    let mut store = Store::open(&dir, &config).unwrap();
-    let source = store.define_source("syscalls", fields()).unwrap();
+/// The fixture's indexes: latency (alone and by syscall), syscall number,
+/// and one wide bin over thread ids, as `record` defines them.
+fn define_indexes(store: &mut Store, source: weft_store::SourceId) {
     let mut bounds = vec![100i64];
     while *bounds.last().unwrap() < 100_000_000 {
         let last = *bounds.last().unwrap();
@@ -102,6 +94,29 @@ fn fixture(name: &str) -> Fixture {
             Bins::new((0..512).collect()).unwrap(),
         )
         .unwrap();
+    // Counts by thread come from the values log of this one.
+    store
+        .define_index(
+            source,
+            "tid",
+            fields()[2].clone(),
+            Bins::new(vec![0, 1 << 36]).unwrap(),
+        )
+        .unwrap();
+}
+
+/// 200,000 records 1 µs apart: mostly fast reads and writes, some sendto
+/// and pread64 with long tails, and one 50 ms nanosleep at record 150,000.
+fn fixture(name: &str) -> Fixture {
+    let dir = std::env::temp_dir().join(format!("weft-query-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = Config {
+        block_size: 64 << 10,
+        ..Config::default()
+    };
+    let mut store = Store::open(&dir, &config).unwrap();
+    let source = store.define_source("syscalls", fields()).unwrap();
+    define_indexes(&mut store, source);
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let mut records = Vec::new();
     for i in 0..N {
@@ -440,6 +455,78 @@ fn answers_records_above_their_percentile() {
         one(&f, "syscalls where dur >= p99.9 | count"),
         vec![Cell::Int(above)]
     );
+}
+
+/// Counts by thread, and by its name, come from the values log (only the
+/// window's edges read record by record) and equal a brute-force pass and
+/// the full scan.
+#[test]
+fn answers_counts_by_thread_from_the_values_log_as_a_scan_does() {
+    let mut f = fixture("by-thread");
+    // Threads 100 and 101 share a name, as a pool's workers do.
+    let threads = (100..108).map(|tid| {
+        let name = if tid < 102 {
+            "worker".into()
+        } else {
+            format!("t{tid}")
+        };
+        (tid, name)
+    });
+    let names = Kind::Named(Arc::new(Names::new(threads, false)));
+    (f.catalog.source_mut("syscalls").unwrap())
+        .view("tid", "comm", names)
+        .unwrap();
+    let queries = [
+        "syscalls | count by tid",
+        "syscalls | count by comm",
+        "syscalls | count by tid last 30ms",
+    ];
+    let from_values: Vec<Answer> = queries.iter().map(|q| ask(&f, q)).collect();
+    for (query, answer) in queries.iter().zip(&from_values) {
+        assert!(
+            answer
+                .plan
+                .iter()
+                .any(|l| l.contains("from the values log")),
+            "{query}: {:?}",
+            answer.plan
+        );
+        assert!(
+            answer.stats.chunks_scanned <= 2,
+            "{query}: {:?}",
+            answer.stats
+        );
+    }
+    let mut by_tid: HashMap<i64, i64> = HashMap::new();
+    for r in &f.records {
+        *by_tid.entry(r.tid).or_default() += 1;
+    }
+    let counted = |answer: &Answer| -> HashMap<String, i64> {
+        (answer.rows.iter())
+            .map(|row| match (&row[0], &row[1]) {
+                (Cell::Int(tid), Cell::Int(n)) => (tid.to_string(), *n),
+                (Cell::Text(name), Cell::Int(n)) => (name.clone(), *n),
+                _ => panic!("{row:?}"),
+            })
+            .collect()
+    };
+    let expected: HashMap<String, i64> = by_tid.iter().map(|(t, n)| (t.to_string(), *n)).collect();
+    assert_eq!(counted(&from_values[0]), expected);
+    let mut by_name = HashMap::new();
+    for (tid, n) in &by_tid {
+        let name = if *tid < 102 {
+            "worker".into()
+        } else {
+            format!("t{tid}")
+        };
+        *by_name.entry(name).or_default() += n;
+    }
+    assert_eq!(counted(&from_values[1]), by_name);
+    f.catalog.without_indexes();
+    for (query, from_values) in queries.iter().zip(from_values) {
+        let scanned = ask(&f, query);
+        assert_eq!(counted(&scanned), counted(&from_values), "{query}");
+    }
 }
 
 #[test]

@@ -34,6 +34,10 @@ struct Held {
 /// ([`Snapshot::count_parts_in`]).
 pub type PartCounts = Vec<(u32, u64)>;
 
+/// Each distinct value and how many times it occurs, ascending
+/// ([`Snapshot::value_counts`]).
+pub type ValueCounts = Vec<(i64, u64)>;
+
 /// One part of a partitioned index, from [`Snapshot::aggregate_parts`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct PartAnswer {
@@ -422,6 +426,44 @@ impl Snapshot {
         Ok((Some(counts), stats))
     }
 
+    /// How many of `index`'s values in `window` are each value, ascending:
+    /// `count by tid` from the values log, reading the records only of the
+    /// window's edges and of chunks without a values entry. `None` when
+    /// they hold more than 4 M distinct values.
+    pub fn value_counts(
+        &self,
+        source: SourceId,
+        index: IndexId,
+        window: RangeInclusive<u64>,
+    ) -> Result<(Option<ValueCounts>, QueryStats)> {
+        let target = self.target(source, index, None, window)?;
+        let (by_part, held, mut stats) = self.bin_counts(&target)?;
+        let per_part = target.value_bins();
+        let plan = by_part
+            .iter()
+            .flat_map(|(part, (_, counts))| {
+                (0u32..)
+                    .zip(counts)
+                    .filter(|(_, n)| **n > 0)
+                    .map(move |(bin, _)| (part * per_part + bin, Gathered::tally()))
+            })
+            .collect();
+        let held = self.expand(held, &target, |_| true)?;
+        let gathered = self.gather(&held, &target, plan, &mut stats)?;
+        let mut counts: HashMap<i64, u64> = HashMap::new();
+        for bin in gathered.into_values() {
+            let Gathered::Tally(tally, false) = bin else {
+                return Ok((None, stats));
+            };
+            for (value, n) in tally {
+                *counts.entry(value).or_default() += n;
+            }
+        }
+        let mut counts: Vec<(i64, u64)> = counts.into_iter().collect();
+        counts.sort_unstable();
+        Ok((Some(counts), stats))
+    }
+
     /// [`Snapshot::aggregate_part`] and the exact `qs` quantiles
     /// ([`Snapshot::percentile_part`]) of every part of a partitioned index
     /// at once, in one pass over the summaries and one over the chunks that
@@ -509,8 +551,23 @@ impl Snapshot {
         let Some(spec) = &target.index else {
             return Ok(HashMap::new());
         };
+        let plan = gather_plan(spec, target.value_bins(), wanted);
+        self.gather(held, target, plan, stats)
+    }
+
+    /// One pass over the chunks of `held` that hold a bin of `plan`,
+    /// gathering each bin's values as the plan says.
+    fn gather(
+        &self,
+        held: &[(ChunkRef, Option<Vec<u32>>)],
+        target: &Target,
+        plan: HashMap<u32, Gathered>,
+        stats: &mut QueryStats,
+    ) -> Result<HashMap<u32, Gathered>> {
+        let Some(spec) = &target.index else {
+            return Ok(HashMap::new());
+        };
         let per_part = target.value_bins();
-        let plan = gather_plan(spec, per_part, wanted);
         // Each record's bin is looked up in a table rather than hashed:
         // the pass visits millions of records.
         let (bins, gathered): (Vec<u32>, Vec<Gathered>) = plan.into_iter().unzip();
@@ -787,6 +844,10 @@ fn relevant_chunks(held: &[(ChunkRef, Option<Vec<u32>>)], bin: u32) -> Vec<Chunk
         .collect()
 }
 
+/// Distinct values [`Snapshot::value_counts`] holds at once (a thread
+/// id's bin can hold at most `pid_max`, 4 M, of them).
+pub(crate) const MAX_DISTINCT: usize = 1 << 22;
+
 /// The records of one bin that a pass gathered (see `Snapshot::bin_values`).
 #[derive(Clone)]
 enum Gathered {
@@ -794,21 +855,35 @@ enum Gathered {
     Values(Vec<i64>),
     /// How many times each value `lo + i` occurred.
     Counts(i64, Vec<u64>),
+    /// How many times each value occurred, while at most [`MAX_DISTINCT`]
+    /// did (`true`: more did, and the rest were left out).
+    Tally(HashMap<i64, u64>, bool),
 }
 
 impl Gathered {
+    fn tally() -> Self {
+        Self::Tally(HashMap::new(), false)
+    }
+
     fn add(&mut self, value: i64) {
         self.add_n(value, 1);
     }
 
     /// Adds `value`, `n` times.
-    fn add_n(&mut self, value: i64, n: u32) {
+    fn add_n(&mut self, value: i64, n: u64) {
         match self {
             Self::Values(values) => values.extend(std::iter::repeat_n(value, n as usize)),
             Self::Counts(lo, counts) => {
                 let at = (i128::from(value) - i128::from(*lo)) as usize;
                 if let Some(count) = counts.get_mut(at) {
-                    *count += u64::from(n);
+                    *count += n;
+                }
+            }
+            Self::Tally(counts, over) => {
+                if counts.len() < MAX_DISTINCT || counts.contains_key(&value) {
+                    *counts.entry(value).or_default() += n;
+                } else {
+                    *over = true;
                 }
             }
         }
@@ -823,13 +898,14 @@ impl Gathered {
                     f(value, *n);
                 }
             }
+            Self::Tally(counts, _) => counts.iter().for_each(|(value, n)| f(*value, *n)),
         }
     }
 
     /// Adds `runs` of values (ascending, each with its count).
     fn add_runs(&mut self, runs: &[(i64, u32)]) {
         for &(value, n) in runs {
-            self.add_n(value, n);
+            self.add_n(value, u64::from(n));
         }
     }
 
@@ -839,6 +915,14 @@ impl Gathered {
             (Self::Counts(_, counts), Self::Counts(_, more)) => {
                 for (count, n) in counts.iter_mut().zip(more) {
                     *count += n;
+                }
+            }
+            (this @ Self::Tally(..), Self::Tally(more, over)) => {
+                for (value, n) in more {
+                    this.add_n(value, n);
+                }
+                if let Self::Tally(_, was) = this {
+                    *was |= over;
                 }
             }
             _ => unreachable!("every thread gathers each bin the same way"),
@@ -863,6 +947,18 @@ impl Gathered {
                 for (i, count) in counts.iter().enumerate() {
                     if left <= *count {
                         return Ok(lo + i as i64);
+                    }
+                    left -= count;
+                }
+                Err(corrupt())
+            }
+            Self::Tally(counts, _) => {
+                let mut values: Vec<(i64, u64)> = counts.iter().map(|(v, n)| (*v, *n)).collect();
+                values.sort_unstable();
+                let mut left = k;
+                for (value, count) in values {
+                    if left <= count {
+                        return Ok(value);
                     }
                     left -= count;
                 }
