@@ -14,7 +14,7 @@
 //!   hands both rings' records out in time order, as `weft trace` drains;
 //! - `append, no index`: the store's plain append of the payloads (from
 //!   memory), with no index: the baseline;
-//! - `append, syscall indexes`: the same with the syscall source's three
+//! - `append, syscall indexes`: the same with the syscall source's four
 //!   default indexes;
 //! - `ring -> store`: what `weft record` does per drain: the ring drained
 //!   in batches, each record appended in place by `SyscallSink` (indexes,

@@ -20,6 +20,42 @@ fn row(dir: &std::path::Path, text: &str) -> serde_json::Value {
     rows.into_iter().next().unwrap()
 }
 
+/// Counts by thread and by name come from the values log, and equal what
+/// a scan of every record counts; the workload's thread made over 100,000.
+fn counts_by_thread_come_from_the_values_log(dir: &std::path::Path) {
+    for text in ["syscalls | count by comm", "syscalls | count by tid"] {
+        let (status, plan, stderr) = run_weft(&["query", "--explain", dir.to_str().unwrap(), text]);
+        assert!(status.success(), "{stderr}");
+        assert!(plan.contains("from the values log"), "{text}: {plan}");
+        let (status, scanned, stderr) = run_weft(&[
+            "query",
+            "--json",
+            "--full-scan",
+            dir.to_str().unwrap(),
+            text,
+        ]);
+        assert!(status.success(), "{stderr}");
+        let mut from_values: Vec<String> =
+            query(dir, text).iter().map(ToString::to_string).collect();
+        let mut scanned: Vec<String> = (scanned.lines())
+            .map(|line| {
+                serde_json::from_str::<serde_json::Value>(line)
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        from_values.sort();
+        scanned.sort();
+        assert_eq!(from_values, scanned, "{text}");
+    }
+    let counts = query(dir, "syscalls | count by comm");
+    let workload = counts
+        .iter()
+        .find(|r| r["comm"] == "weft-workload")
+        .unwrap();
+    assert!(workload["count"].as_i64().unwrap() > 100_000, "{counts:?}");
+}
+
 #[test]
 fn query_answers_known_facts_of_a_recording() {
     if !can_trace("query_answers_known_facts_of_a_recording") {
@@ -54,6 +90,7 @@ fn query_answers_known_facts_of_a_recording() {
     assert_eq!(r["comm"], "weft-workload");
     let r = row(&dir, r#"syscalls where comm ~ "weft-*" | count by comm"#);
     assert_eq!(r["comm"], "weft-workload");
+    counts_by_thread_come_from_the_values_log(&dir);
 
     // The slowest record above the p99.99 is the sleep.
     let rows = query(
