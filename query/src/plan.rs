@@ -206,9 +206,10 @@ impl<'a> Engine<'a> {
     }
 
     /// `sort x desc | limit k` of an indexed `x` without a condition: the
-    /// summaries' counts bound the `k` largest values from below, so only
-    /// chunks whose summaries reach that bound are read (the slowest
-    /// syscall of a window, for the UI's timeline).
+    /// `k`-th largest value, found from the summaries' counts and the
+    /// values of its bin, bounds the `k` largest from below, so only chunks
+    /// whose summaries reach it are read (the slowest syscall of a window,
+    /// for the UI's timeline).
     pub(crate) fn plan_top_scan(
         &mut self,
         source: &SourceColumns,
@@ -228,7 +229,7 @@ impl<'a> Engine<'a> {
         };
         let field = &source.columns[column];
         self.plan.push(format!(
-            "records: the summaries put the {k} largest `{}` at {} or more; indexed scan of the chunks that hold them",
+            "records: the {k} largest `{}` are {} or more (the summaries and the values log say); indexed scan of the chunks that hold them",
             field.name,
             show(&field.kind, bound)
         ));

@@ -654,6 +654,23 @@ fn answers_sorted_limited_records_and_hist() {
         all[..3].iter().map(|d| Cell::Int(*d)).collect::<Vec<_>>()
     );
     assert_eq!(answer.rows[0][0], Cell::Text("nanosleep".into()));
+    // The k-th largest value bounds the scan, exactly: with ties at it, and
+    // where k reaches into the bins that hold most records.
+    for k in [1, 50, 2_000, 60_000] {
+        let answer = ask(
+            &f,
+            &format!("syscalls | sort dur desc | limit {k} | fields dur"),
+        );
+        let got: Vec<Cell> = answer.rows.iter().map(|r| r[0].clone()).collect();
+        let expected: Vec<Cell> = all[..k].iter().map(|d| Cell::Int(*d)).collect();
+        assert_eq!(got, expected, "limit {k}");
+        let bound = format!("the {k} largest `dur` are");
+        assert!(
+            answer.plan.iter().any(|l| l.contains(&bound)),
+            "{:?}",
+            answer.plan
+        );
+    }
     let hist = ask(&f, r#"syscalls where name = "nanosleep" | hist(dur)"#);
     assert_eq!(hist.rows.len(), 1);
     assert_eq!(
