@@ -199,7 +199,7 @@ fn explain(answer: &weft_query::Answer, elapsed: Duration) -> String {
     // Writing to a String cannot fail.
     let _ = write!(
         text,
-        "\nchunks: {} answered from summaries, {} read, {} skipped by summaries, {} expired, {} damaged and left out; {} decided by their group's summaries\nvalue bins (quantiles, hist edges): {} chunks read for the values inside them, {} from the values log, {} from the cache of earlier queries\nrows: {}\ntime: {:.3} ms\n",
+        "\nchunks: {} answered from summaries, {} read, {} skipped by summaries, {} expired, {} damaged and left out; {} decided by their group's summaries\nvalue bins (quantiles, hist edges): {} chunks read for the values inside them, {} from the values log, {} from the cache of earlier queries\nrows: {}\ntime: {:.3} ms\nmemory: {:.1} MiB at most resident (this process, so far)\n",
         s.chunks_summarized,
         s.chunks_scanned,
         s.chunks_skipped,
@@ -210,7 +210,20 @@ fn explain(answer: &weft_query::Answer, elapsed: Duration) -> String {
         s.chunks_valued_for_bins,
         s.chunks_cached_for_bins,
         answer.rows.len(),
-        elapsed.as_secs_f64() * 1e3
+        elapsed.as_secs_f64() * 1e3,
+        peak_resident_kib() as f64 / 1024.0
     );
     text
+}
+
+/// The most this process has had resident, KiB (`ru_maxrss`): whether a
+/// question was answered in bounded memory.
+fn peak_resident_kib() -> i64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the struct it is given.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) } != 0 {
+        return 0;
+    }
+    // SAFETY: filled above (and zeroed before).
+    unsafe { usage.assume_init() }.ru_maxrss
 }

@@ -332,13 +332,14 @@ fn report(case: &Case, weft: &str, dir: &Path, runs: usize) -> Result<()> {
     let info = output(Command::new(weft).arg("info").arg(dir))?;
     println!("{info}");
     println!(
-        "{:<40} {:>26} {:>26} {:>26} {:>8} {:>8}",
+        "{:<40} {:>26} {:>26} {:>26} {:>8} {:>8} {:>8}",
         "question (ms: min / median / max)",
         "weft indexed",
         "weft full scan",
         "duckdb parquet",
         "full/idx",
-        "duck/idx"
+        "duck/idx",
+        "weft MiB"
     );
     for (label, query, sql) in questions(case) {
         let (indexed, answer) = time_weft(weft, dir, &query, false, runs)?;
@@ -356,15 +357,32 @@ fn report(case: &Case, weft: &str, dir: &Path, runs: usize) -> Result<()> {
             first.to_owned()
         };
         println!(
-            "{label:<40} {:>26} {:>26} {:>26} {:>7.1}x {:>7.1}x   answer {shown}",
+            "{label:<40} {:>26} {:>26} {:>26} {:>7.1}x {:>7.1}x {:>8.1}   answer {shown}",
             spread(&indexed),
             spread(&full),
             spread(&duck),
             median(&full) / median(&indexed),
             median(&duck) / median(&indexed),
+            peak_mib(weft, dir, &query)?,
         );
     }
     Ok(())
+}
+
+/// The peak resident memory (MiB) of one indexed `weft query` of `query`,
+/// as its `--explain` says (not a timed run).
+fn peak_mib(weft: &str, dir: &Path, query: &str) -> Result<f64> {
+    let explain = output(
+        Command::new(weft)
+            .args(["query", "--explain"])
+            .arg(dir)
+            .arg(query),
+    )?;
+    explain
+        .lines()
+        .find_map(|line| line.strip_prefix("memory: "))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .with_context(|| format!("no memory line in --explain of {query}: {explain}"))
 }
 
 /// Wall-clock ms of `runs` runs of `weft query` (process start included),
