@@ -2,7 +2,7 @@
 //! values of only the chunks that hold the bin a quantile falls in.
 
 use std::{
-    collections::{BTreeMap, HashMap, HashSet},
+    collections::{BTreeMap, BTreeSet, HashMap},
     ops::{Range, RangeInclusive},
 };
 
@@ -134,7 +134,8 @@ impl Snapshot {
             before += counts[bin];
             bin += 1;
         }
-        let held = self.expand(held, target, |g| g % per_part == bin as u32)?;
+        let in_parts = by_part.keys().map(|part| part * per_part + bin as u32);
+        let held = self.expand(held, target, &in_parts.collect())?;
         // One part (or an index without parts): its bin is one global bin,
         // gathered in a single pass (counted per value when a flood
         // fills it). Across parts, or when it is wide and huge, narrow.
@@ -226,7 +227,8 @@ impl Snapshot {
             }
         }
         let wanted = [straddling];
-        let held = self.expand(held, target, |g| wanted[0].iter().any(|(b, _, _)| *b == g))?;
+        let straddling = wanted[0].iter().map(|(bin, _, _)| *bin).collect();
+        let held = self.expand(held, target, &straddling)?;
         let values = self.bin_values(&held, target, &wanted, &mut stats)?;
         for (bin, _, _) in &wanted[0] {
             let Some(gathered) = values.get(bin) else {
@@ -342,25 +344,33 @@ impl Snapshot {
         Ok((by_part, held, stats))
     }
 
-    /// The chunks of `held`, with those of each run whose group holds a
-    /// global bin that `wanted` picks read out of the chunk log: the
-    /// values of those bins are in them.
+    /// The chunks of `held`, with those of each run whose group holds one
+    /// of the global bins `wanted` read out of the chunk log: the values of
+    /// those bins are in them. Only the summaries of those bins are read
+    /// (a chunk holds a hundred latency bins, each checksummed when read).
     fn expand(
         &self,
         held: Held,
         target: &Target,
-        wanted: impl Fn(u32) -> bool,
+        wanted: &BTreeSet<u32>,
     ) -> Result<Vec<(ChunkRef, Option<Vec<u32>>)>> {
+        let mut keys = vec![(target.source, 0, 0..=u32::MAX)];
+        for bin in wanted {
+            match keys.last_mut() {
+                Some((_, index, bins)) if *index != 0 && *bins.end() + 1 == *bin => {
+                    *bins = *bins.start()..=*bin;
+                }
+                _ => keys.push((target.source, target.index_id(), *bin..=*bin)),
+            }
+        }
         let mut chunks = held.chunks;
         for (run, bins) in held.runs {
-            if !bins.iter().any(|b| wanted(*b)) {
+            if !bins.iter().any(|b| wanted.contains(b)) {
                 continue;
             }
-            self.for_each_meta(run, &target.keys(), |meta| {
+            self.for_each_meta(run, &keys, |meta| {
                 if let Some(at) = ChunkRef::of(meta, target.source) {
-                    let here = meta
-                        .summaries
-                        .iter()
+                    let here = (meta.summaries.iter())
                         .filter(|s| target.wants(s))
                         .map(|s| s.bin)
                         .collect();
@@ -411,8 +421,8 @@ impl Snapshot {
             counts.push((*part, inside));
             across.push(straddling);
         }
-        let picked: HashSet<u32> = across.iter().flatten().map(|(b, _, _)| *b).collect();
-        let held = self.expand(held, &target, |g| picked.contains(&g))?;
+        let picked = across.iter().flatten().map(|(b, _, _)| *b).collect();
+        let held = self.expand(held, &target, &picked)?;
         let gathered = self.bin_values(&held, &target, &across, &mut stats)?;
         for ((_, count), straddling) in counts.iter_mut().zip(&across) {
             for (bin, _, _) in straddling {
@@ -443,16 +453,17 @@ impl Snapshot {
         let target = self.target(source, index, None, window)?;
         let (by_part, held, mut stats) = self.bin_counts(&target)?;
         let per_part = target.value_bins();
-        let plan = by_part
+        let held_bins: BTreeSet<u32> = by_part
             .iter()
             .flat_map(|(part, (_, counts))| {
                 (0u32..)
                     .zip(counts)
                     .filter(|(_, n)| **n > 0)
-                    .map(move |(bin, _)| (part * per_part + bin, Gathered::tally()))
+                    .map(move |(bin, _)| part * per_part + bin)
             })
             .collect();
-        let held = self.expand(held, &target, |_| true)?;
+        let plan = held_bins.iter().map(|bin| (*bin, Gathered::tally())).collect();
+        let held = self.expand(held, &target, &held_bins)?;
         let gathered = self.gather(&held, &target, plan, &mut stats)?;
         let mut counts: HashMap<i64, u64> = HashMap::new();
         for bin in gathered.into_values() {
@@ -506,8 +517,8 @@ impl Snapshot {
         let per_part = target.value_bins();
         let (by_part, held, mut stats) = self.bin_counts(&target)?;
         let wanted = quantile_bins(&by_part, qs, per_part);
-        let picked: HashSet<u32> = wanted.iter().flatten().map(|(b, _, _)| *b).collect();
-        let held = self.expand(held, &target, |g| picked.contains(&g))?;
+        let picked = wanted.iter().flatten().map(|(b, _, _)| *b).collect();
+        let held = self.expand(held, &target, &picked)?;
         let values = self.bin_values(&held, &target, &wanted, &mut stats)?;
         let mut answers = Vec::with_capacity(by_part.len());
         for ((part, (aggregate, _)), picks) in by_part.into_iter().zip(wanted) {
