@@ -64,13 +64,13 @@ pub(crate) fn entry(
     let index = |id: IndexId| meta.indexes.get(usize::from(id).wrapping_sub(1));
     let mut out = vec![0; ENTRY_HEADER_LEN];
     let mut sections = Sections::default();
-    for (p, count) in counted(wide.packed) {
+    for (p, count) in counted(wide.packed, wide.repeated) {
         let (id, bin, offset) = unpack(p);
         let Some(index) = index(id) else { continue };
         let (lo, _) = index.bins.range(bin % index.bins.len() as u32);
         sections.add(&mut out, key(id, bin), lo + offset, count);
     }
-    for (value, count) in counted(wide.rest) {
+    for (value, count) in counted(wide.rest, Vec::new()) {
         sections.add(&mut out, value.0, value.1, count);
     }
     // Bins one value wide need no records: the summary's count is the run.
@@ -96,14 +96,21 @@ pub(crate) fn entry(
     out
 }
 
-/// The distinct items of `items` with how often each occurs, ascending.
-/// A chunk's thousands of values hold a few hundred distinct ones: counted
-/// first, only those are sorted. Under the getppid flood this took the
-/// values log from 15 % of `weft record`'s CPU samples to 8 %.
-fn counted<T: Copy + Ord + std::hash::Hash>(items: Vec<T>) -> Vec<(T, u64)> {
+/// The distinct items of `items` and `repeated` (each with a count) with
+/// how often each occurs, ascending. A chunk's thousands of values hold a
+/// few hundred distinct ones: counted first, only those are sorted. Under
+/// the getppid flood this took the values log from 15 % of `weft record`'s
+/// CPU samples to 8 %.
+fn counted<T: Copy + Ord + std::hash::Hash>(
+    items: Vec<T>,
+    repeated: Vec<(T, u64)>,
+) -> Vec<(T, u64)> {
     let mut counts: HashMap<T, u64, FixedState> = HashMap::default();
     for item in items {
         *counts.entry(item).or_default() += 1;
+    }
+    for (item, n) in repeated {
+        *counts.entry(item).or_default() += n;
     }
     let mut counted: Vec<(T, u64)> = counts.into_iter().collect();
     counted.sort_unstable_by_key(|(item, _)| *item);
@@ -175,20 +182,27 @@ impl BinValues {
 #[derive(Debug, Default)]
 pub(crate) struct Wide {
     packed: Vec<u64>,
+    /// Packed values added more than once in a row, with their counts.
+    repeated: Vec<(u64, u64)>,
     rest: Vec<(u64, i64)>,
 }
 
 impl Wide {
-    /// Adds `value`, which lies in value bin `way` of `index`, global bin `bin`.
-    pub(crate) fn add(&mut self, index: IndexId, bin: u32, way: BinValues, value: i64) {
+    /// Adds `value` `n` times; it lies in value bin `way` of `index`,
+    /// global bin `bin`.
+    pub(crate) fn add(&mut self, index: IndexId, bin: u32, way: BinValues, value: i64, n: u64) {
         let packed = match way {
             BinValues::Narrow => return,
             BinValues::Packed { lo } => pack(index, bin, value.wrapping_sub(lo) as u64),
             BinValues::Unpacked => None,
         };
         match packed {
-            Some(p) => self.packed.push(p),
-            None => self.rest.push((key(index, bin), value)),
+            Some(p) if n == 1 => self.packed.push(p),
+            Some(p) => self.repeated.push((p, n)),
+            None => {
+                let item = (key(index, bin), value);
+                self.rest.extend(std::iter::repeat_n(item, n as usize));
+            }
         }
     }
 
@@ -196,6 +210,7 @@ impl Wide {
     pub(crate) fn take(&mut self) -> Self {
         let room = Self {
             packed: Vec::with_capacity(self.packed.len()),
+            repeated: Vec::new(),
             rest: Vec::new(),
         };
         std::mem::replace(self, room)

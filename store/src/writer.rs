@@ -121,6 +121,10 @@ struct IndexAcc {
     /// Bins with records in the active chunk, in first-use order: sealing
     /// visits and resets only these (a partitioned index has many bins).
     touched: Vec<u32>,
+    /// The last value added, its global and value bins and how many times
+    /// in a row: a flood's thread id repeats for thousands of records, and
+    /// is handed to the values log once per run.
+    repeat: Option<(u32, u32, i64, u64)>,
 }
 
 impl IndexAcc {
@@ -130,6 +134,7 @@ impl IndexAcc {
             per_bin: vec![Acc::EMPTY; spec.bins.len() * spec.parts() as usize],
             ways: BinValues::of(&spec.bins),
             touched: Vec::new(),
+            repeat: None,
         }
     }
 
@@ -144,7 +149,25 @@ impl IndexAcc {
             self.touched.push(bin);
         }
         acc.add(value, ts, addr);
-        wide.add(self.spec.id, bin, self.ways[value_bin as usize], value);
+        match &mut self.repeat {
+            Some((b, _, v, n)) if *b == bin && *v == value => *n += 1,
+            repeat => {
+                if let Some(run) = repeat.replace((bin, value_bin, value, 1)) {
+                    self.hand_over(run, wide);
+                }
+            }
+        }
+    }
+
+    /// Hands the values repeated so far to `wide` (before sealing).
+    fn flush(&mut self, wide: &mut Wide) {
+        if let Some(run) = self.repeat.take() {
+            self.hand_over(run, wide);
+        }
+    }
+
+    fn hand_over(&self, (bin, value_bin, value, n): (u32, u32, i64, u64), wide: &mut Wide) {
+        wide.add(self.spec.id, bin, self.ways[value_bin as usize], value, n);
     }
 
     /// The summaries of the touched bins, in bin order.
@@ -158,6 +181,7 @@ impl IndexAcc {
     }
 
     fn reset(&mut self) {
+        self.repeat = None;
         for bin in self.touched.drain(..) {
             self.per_bin[bin as usize] = Acc::EMPTY;
         }
@@ -601,6 +625,9 @@ impl Store {
         let size = self.meta.block_size as usize;
         // A reused buffer needs no clearing: records overwrite it from the
         // header on, and sealing zeroes everything past the last record.
+        for index in self.acc.iter_mut().flat_map(|acc| &mut acc.indexes) {
+            index.flush(&mut self.wide);
+        }
         let next = self.spare.try_recv().unwrap_or_else(|_| vec![0; size]);
         let block = std::mem::replace(&mut self.block, next);
         let mut sealed = self.sealed_view(block);

@@ -351,6 +351,44 @@ fn corrupt_block_names_file_and_offset() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Values repeated in a row (a flood's thread id) reach the values log
+/// once per run with their count: counts per value and percentiles stay
+/// exact across runs that span chunks and runs cut by other values.
+#[test]
+fn values_repeated_in_a_row_are_counted_exactly() {
+    let dir = temp_dir("repeats");
+    let mut store = Store::open(&dir, &small()).unwrap();
+    let field = Field::new("tid", 0, FieldKind::U64);
+    let source = store.define_source("calls", vec![field.clone()]).unwrap();
+    let bins = Bins::new(vec![0, 1 << 36]).unwrap();
+    let index = store.define_index(source, "tid", field, bins).unwrap();
+    let mut expected = std::collections::BTreeMap::<i64, u64>::new();
+    for (tid, run) in [
+        (7i64, 1_000u64),
+        (9, 1),
+        (7, 500),
+        (8, 3),
+        (8, 2),
+        (7, 2_000),
+        (11, 1),
+    ] {
+        for _ in 0..run {
+            store.append(source, &tid.to_le_bytes()).unwrap();
+        }
+        *expected.entry(tid).or_default() += run;
+    }
+    store.close().unwrap();
+    let (snapshot, _) = weft_store::open_read_only(&dir).unwrap();
+    let (counts, stats) = snapshot.value_counts(source, index, 0..=u64::MAX).unwrap();
+    assert_eq!(counts.unwrap(), expected.into_iter().collect::<Vec<_>>());
+    assert!(stats.chunks_valued_for_bins > 5, "{stats:?}");
+    let (p999, _) = snapshot
+        .percentile(source, index, 0..=u64::MAX, 0.999)
+        .unwrap();
+    assert_eq!(p999, Some(8), "rank 3504 of 3507: after 3500 sevens");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A source with a few records per chunk is read from their copies in the
 /// values log: whole, in order, with their times and addresses, even with
 /// every block but the newest damaged (the flood beside it is then an

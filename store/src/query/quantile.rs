@@ -462,7 +462,10 @@ impl Snapshot {
                     .map(move |(bin, _)| part * per_part + bin)
             })
             .collect();
-        let plan = held_bins.iter().map(|bin| (*bin, Gathered::tally())).collect();
+        let plan = held_bins
+            .iter()
+            .map(|bin| (*bin, Gathered::tally()))
+            .collect();
         let held = self.expand(held, &target, &held_bins)?;
         let gathered = self.gather(&held, &target, plan, &mut stats)?;
         let mut counts: HashMap<i64, u64> = HashMap::new();
