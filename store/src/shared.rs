@@ -485,6 +485,58 @@ impl Snapshot {
         Ok(copies.map(|(records, body)| (records, body.to_vec())))
     }
 
+    /// Calls `f` with each committed chunk of `range` and its values
+    /// entry's sections, checked (`None`: it has none, or is gone), reading
+    /// the time entries and the values entries of the whole range in one
+    /// `pread` each: a run's entries lie end to end in the values log.
+    pub(crate) fn for_each_values(
+        &self,
+        range: std::ops::Range<u64>,
+        mut f: impl FnMut(u64, Option<&[u8]>),
+    ) -> Result<()> {
+        let range = range.start..range.end.min(self.committed);
+        let times = self.read_times(range)?;
+        let held: Vec<&TimeEntry> = (times.iter())
+            .filter(|t| t.values_len > 0 && !self.is_gone(t.chunk))
+            .collect();
+        let (Some(first), Some(last)) = (held.first(), held.last()) else {
+            times.iter().for_each(|t| f(t.chunk, None));
+            return Ok(());
+        };
+        let start = first.values_at;
+        let end = last.values_at.saturating_add(u64::from(last.values_len));
+        let span = usize::try_from(end.saturating_sub(start)).unwrap_or(usize::MAX);
+        let bytes = match read_at(&self.files, "values.log", start, span) {
+            // Freed by the budget while being read: the caller reads the
+            // chunks, which then say they are gone.
+            Err(_) if held.iter().any(|t| self.is_deleted(t.chunk)) => {
+                times.iter().for_each(|t| f(t.chunk, None));
+                return Ok(());
+            }
+            bytes => bytes?,
+        };
+        for time in &times {
+            let entry = (time.values_len > 0 && !self.is_gone(time.chunk))
+                .then(|| {
+                    let at = usize::try_from(time.values_at.checked_sub(start)?).ok()?;
+                    bytes.get(at..at.checked_add(time.values_len as usize)?)
+                })
+                .flatten();
+            match entry.map(|entry| values::check(entry, time.chunk)) {
+                Some(Ok(sections)) => f(time.chunk, Some(sections)),
+                Some(Err(what)) => {
+                    return Err(Error::Corrupt {
+                        path: self.shared.dir.join("values.log"),
+                        offset: time.values_at,
+                        what,
+                    });
+                }
+                None => f(time.chunk, None),
+            }
+        }
+        Ok(())
+    }
+
     /// Chunk `chunk`'s values entry at `(offset, len)`, checked; `None`
     /// when it has none, or it was freed by the budget while being read
     /// (the caller then reads the chunk, which says it is gone).

@@ -341,19 +341,34 @@ fn spans_of(block: &[u8], base: u64, base_ts: u64, last: u64) -> Option<Spans> {
 /// many, and the section's body (see [`copies`]); `None` when the entry
 /// has none (the chunk holds many of them, or was written before copies).
 pub(crate) fn copies_of(sections: &[u8], source: SourceId) -> Option<(u64, &[u8])> {
+    each_section(sections)
+        .map_while(|section| section)
+        .find(|(index, bin, _, _)| *index == 0 && *bin == u64::from(source))
+        .map(|(_, _, records, body)| (records, body))
+}
+
+/// Each section of a checked entry: its index, bin (for index 0, a
+/// source), runs (records) and body; `None` (then nothing more) where one
+/// does not decode.
+fn each_section(sections: &[u8]) -> impl Iterator<Item = Option<(u64, u64, u64, &[u8])>> {
     let mut at = 0;
-    while at < sections.len() {
-        let index = get_varint(sections, &mut at)?;
-        let bin = get_varint(sections, &mut at)?;
-        let runs = get_varint(sections, &mut at)?;
-        let len = usize::try_from(get_varint(sections, &mut at)?).ok()?;
-        let body = sections.get(at..at.checked_add(len)?)?;
-        at += len;
-        if index == 0 && bin == u64::from(source) {
-            return Some((runs, body));
+    let mut broken = false;
+    std::iter::from_fn(move || {
+        if broken || at >= sections.len() {
+            return None;
         }
-    }
-    None
+        let section = (|| {
+            let index = get_varint(sections, &mut at)?;
+            let bin = get_varint(sections, &mut at)?;
+            let runs = get_varint(sections, &mut at)?;
+            let len = usize::try_from(get_varint(sections, &mut at)?).ok()?;
+            let body = sections.get(at..at.checked_add(len)?)?;
+            at += len;
+            Some((index, bin, runs, body))
+        })();
+        broken = section.is_none();
+        Some(section)
+    })
 }
 
 /// Checks an entry read from the values log: its checksum, chunk and length.
@@ -381,22 +396,29 @@ pub(crate) fn check(entry: &[u8], chunk: u64) -> Result<&[u8], String> {
 /// section does not decode.
 pub(crate) fn runs_of(sections: &[u8], index: IndexId, bins: &[u32]) -> Option<Vec<Runs>> {
     let mut found: Vec<Option<Runs>> = vec![None; bins.len()];
-    let mut at = 0;
-    while at < sections.len() {
-        let here = get_varint(sections, &mut at)?;
-        let bin = u32::try_from(get_varint(sections, &mut at)?).ok()?;
-        let runs = get_varint(sections, &mut at)?;
-        let len = usize::try_from(get_varint(sections, &mut at)?).ok()?;
-        let body = sections.get(at..at.checked_add(len)?)?;
-        at += len;
+    for section in each_section(sections) {
+        let (here, bin, runs, body) = section?;
         if here != u64::from(index) {
             continue;
         }
-        if let Some(slot) = bins.iter().position(|b| *b == bin) {
+        if let Some(slot) = bins.iter().position(|b| u64::from(*b) == bin) {
             found[slot] = Some(decode_runs(body, runs)?);
         }
     }
     found.into_iter().collect()
+}
+
+/// Every section of `index` in a checked entry's `sections`: its global
+/// bin and runs; `None` if a section does not decode.
+pub(crate) fn sections_of(sections: &[u8], index: IndexId) -> Option<Vec<(u32, Runs)>> {
+    let mut found = Vec::new();
+    for section in each_section(sections) {
+        let (here, bin, runs, body) = section?;
+        if here == u64::from(index) {
+            found.push((u32::try_from(bin).ok()?, decode_runs(body, runs)?));
+        }
+    }
+    Some(found)
 }
 
 fn decode_runs(body: &[u8], runs: u64) -> Option<Runs> {

@@ -357,7 +357,13 @@ fn corrupt_block_names_file_and_offset() {
 #[test]
 fn values_repeated_in_a_row_are_counted_exactly() {
     let dir = temp_dir("repeats");
-    let mut store = Store::open(&dir, &small()).unwrap();
+    // Runs of 2 chunks, so that some are counted from their values entries
+    // alone and the window's edges from records.
+    let config = Config {
+        group_chunks: 2,
+        ..small()
+    };
+    let mut store = Store::open(&dir, &config).unwrap();
     let field = Field::new("tid", 0, FieldKind::U64);
     let source = store.define_source("calls", vec![field.clone()]).unwrap();
     let bins = Bins::new(vec![0, 1 << 36]).unwrap();
@@ -381,7 +387,19 @@ fn values_repeated_in_a_row_are_counted_exactly() {
     let (snapshot, _) = weft_store::open_read_only(&dir).unwrap();
     let (counts, stats) = snapshot.value_counts(source, index, 0..=u64::MAX).unwrap();
     assert_eq!(counts.unwrap(), expected.into_iter().collect::<Vec<_>>());
+    assert!(stats.chunks_in_groups > 4, "{stats:?}");
     assert!(stats.chunks_valued_for_bins > 5, "{stats:?}");
+    // A window that cuts chunks: the same counts as its records give.
+    let (records, _) = snapshot.raw_scan(source, 0..=u64::MAX).unwrap();
+    let window = records[700].ts..=records[3_000].ts;
+    let mut expected = std::collections::BTreeMap::<i64, u64>::new();
+    for r in records.iter().filter(|r| window.contains(&r.ts)) {
+        *expected
+            .entry(i64::from_le_bytes(r.payload[..8].try_into().unwrap()))
+            .or_default() += 1;
+    }
+    let (counts, _) = snapshot.value_counts(source, index, window).unwrap();
+    assert_eq!(counts.unwrap(), expected.into_iter().collect::<Vec<_>>());
     let (p999, _) = snapshot
         .percentile(source, index, 0..=u64::MAX, 0.999)
         .unwrap();

@@ -13,6 +13,7 @@ use crate::{
     error::{Error, Result},
     schema::{Index, IndexId, SourceId},
     shared::{ChunkMeta, Snapshot},
+    values,
 };
 
 /// What [`Snapshot::bin_counts`] finds: per part, the aggregate and the
@@ -444,6 +445,11 @@ impl Snapshot {
     /// `count by tid` from the values log, reading the records only of the
     /// window's edges and of chunks without a values entry. `None` when
     /// they hold more than 4 M distinct values.
+    ///
+    /// A run of chunks that the groups log answers is read from its time
+    /// and values entries alone (one `pread` each): a sealed chunk's values
+    /// entry holds a section for every bin its summaries hold, so its
+    /// summaries need not be read.
     pub fn value_counts(
         &self,
         source: SourceId,
@@ -451,7 +457,7 @@ impl Snapshot {
         window: RangeInclusive<u64>,
     ) -> Result<(Option<ValueCounts>, QueryStats)> {
         let target = self.target(source, index, None, window)?;
-        let (by_part, held, mut stats) = self.bin_counts(&target)?;
+        let (by_part, mut held, mut stats) = self.bin_counts(&target)?;
         let per_part = target.value_bins();
         let held_bins: BTreeSet<u32> = by_part
             .iter()
@@ -462,21 +468,41 @@ impl Snapshot {
                     .map(move |(bin, _)| part * per_part + bin)
             })
             .collect();
+        let mut tally = Gathered::tally();
+        let mut unread = Vec::new();
+        for (run, bins) in std::mem::take(&mut held.runs) {
+            let (mut here, mut whole) = (Gathered::tally(), true);
+            self.for_each_values(run.clone(), |_, sections| {
+                match sections.and_then(|s| values::sections_of(s, index)) {
+                    Some(found) => {
+                        for (_, runs) in found.iter().filter(|(b, _)| held_bins.contains(b)) {
+                            here.add_runs(runs);
+                        }
+                    }
+                    None => whole = false,
+                }
+            })?;
+            if whole {
+                stats.chunks_valued_for_bins += run.end - run.start;
+                tally.merge(here);
+            } else {
+                // A chunk without an entry (a capture before values): the
+                // run is read as without this path.
+                unread.push((run, bins));
+            }
+        }
+        held.runs = unread;
         let plan = held_bins
             .iter()
             .map(|bin| (*bin, Gathered::tally()))
             .collect();
         let held = self.expand(held, &target, &held_bins)?;
-        let gathered = self.gather(&held, &target, plan, &mut stats)?;
-        let mut counts: HashMap<i64, u64> = HashMap::new();
-        for bin in gathered.into_values() {
-            let Gathered::Tally(tally, false) = bin else {
-                return Ok((None, stats));
-            };
-            for (value, n) in tally {
-                *counts.entry(value).or_default() += n;
-            }
+        for (_, gathered) in self.gather(&held, &target, plan, &mut stats)? {
+            tally.merge(gathered);
         }
+        let Gathered::Tally(counts, false) = tally else {
+            return Ok((None, stats));
+        };
         let mut counts: Vec<(i64, u64)> = counts.into_iter().collect();
         counts.sort_unstable();
         Ok((Some(counts), stats))
