@@ -500,7 +500,9 @@ impl Snapshot {
             .filter(|t| t.values_len > 0 && !self.is_gone(t.chunk))
             .collect();
         let (Some(first), Some(last)) = (held.first(), held.last()) else {
-            times.iter().for_each(|t| f(t.chunk, None));
+            for time in &times {
+                f(time.chunk, None);
+            }
             return Ok(());
         };
         let start = first.values_at;
@@ -510,7 +512,9 @@ impl Snapshot {
             // Freed by the budget while being read: the caller reads the
             // chunks, which then say they are gone.
             Err(_) if held.iter().any(|t| self.is_deleted(t.chunk)) => {
-                times.iter().for_each(|t| f(t.chunk, None));
+                for time in &times {
+                    f(time.chunk, None);
+                }
                 return Ok(());
             }
             bytes => bytes?,
