@@ -485,60 +485,56 @@ impl Snapshot {
         Ok(copies.map(|(records, body)| (records, body.to_vec())))
     }
 
-    /// Calls `f` with each committed chunk of `range` and its values
-    /// entry's sections, checked (`None`: it has none, or is gone), reading
-    /// the time entries and the values entries of the whole range in one
-    /// `pread` each: a run's entries lie end to end in the values log.
+    /// Calls `f` with each chunk of `range` and its values entry's
+    /// sections, checked, reading the time entries and the values entries
+    /// of the whole range in one `pread` each (a run's entries lie end to
+    /// end in the values log); `false`, without calling `f`, when a chunk
+    /// there has no entry (a capture from before the values log, a chunk
+    /// not yet committed, gone).
     pub(crate) fn for_each_values(
         &self,
         range: std::ops::Range<u64>,
-        mut f: impl FnMut(u64, Option<&[u8]>),
-    ) -> Result<()> {
-        let range = range.start..range.end.min(self.committed);
+        mut f: impl FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<bool> {
+        if range.is_empty() || range.end > self.committed {
+            return Ok(false);
+        }
         let times = self.read_times(range)?;
-        let held: Vec<&TimeEntry> = (times.iter())
-            .filter(|t| t.values_len > 0 && !self.is_gone(t.chunk))
-            .collect();
-        let (Some(first), Some(last)) = (held.first(), held.last()) else {
-            for time in &times {
-                f(time.chunk, None);
-            }
-            return Ok(());
-        };
+        if times
+            .iter()
+            .any(|t| t.values_len == 0 || self.is_gone(t.chunk))
+        {
+            return Ok(false);
+        }
+        let (first, last) = (&times[0], &times[times.len() - 1]);
         let start = first.values_at;
         let end = last.values_at.saturating_add(u64::from(last.values_len));
         let span = usize::try_from(end.saturating_sub(start)).unwrap_or(usize::MAX);
         let bytes = match read_at(&self.files, "values.log", start, span) {
             // Freed by the budget while being read: the caller reads the
             // chunks, which then say they are gone.
-            Err(_) if held.iter().any(|t| self.is_deleted(t.chunk)) => {
-                for time in &times {
-                    f(time.chunk, None);
-                }
-                return Ok(());
-            }
+            Err(_) if times.iter().any(|t| self.is_deleted(t.chunk)) => return Ok(false),
             bytes => bytes?,
         };
+        let corrupt = |time: &TimeEntry, what: String| Error::Corrupt {
+            path: self.shared.dir.join("values.log"),
+            offset: time.values_at,
+            what,
+        };
         for time in &times {
-            let entry = (time.values_len > 0 && !self.is_gone(time.chunk))
-                .then(|| {
-                    let at = usize::try_from(time.values_at.checked_sub(start)?).ok()?;
-                    bytes.get(at..at.checked_add(time.values_len as usize)?)
-                })
-                .flatten();
-            match entry.map(|entry| values::check(entry, time.chunk)) {
-                Some(Ok(sections)) => f(time.chunk, Some(sections)),
-                Some(Err(what)) => {
-                    return Err(Error::Corrupt {
-                        path: self.shared.dir.join("values.log"),
-                        offset: time.values_at,
-                        what,
-                    });
-                }
-                None => f(time.chunk, None),
-            }
+            let entry = usize::try_from(time.values_at.saturating_sub(start))
+                .ok()
+                .and_then(|at| bytes.get(at..at.checked_add(time.values_len as usize)?))
+                .ok_or_else(|| {
+                    corrupt(
+                        time,
+                        format!("values of chunk {} are out of order", time.chunk),
+                    )
+                })?;
+            let sections = values::check(entry, time.chunk).map_err(|what| corrupt(time, what))?;
+            f(time.chunk, sections)?;
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Chunk `chunk`'s values entry at `(offset, len)`, checked; `None`

@@ -408,14 +408,20 @@ pub(crate) fn runs_of(sections: &[u8], index: IndexId, bins: &[u32]) -> Option<V
     found.into_iter().collect()
 }
 
-/// Every section of `index` in a checked entry's `sections`: its global
-/// bin and runs; `None` if a section does not decode.
-pub(crate) fn sections_of(sections: &[u8], index: IndexId) -> Option<Vec<(u32, Runs)>> {
+/// The sections of `index` in a checked entry's `sections` whose global
+/// bin `wanted` picks: the bin and its runs (the others are skipped
+/// undecoded); `None` if a section does not decode.
+pub(crate) fn sections_of(
+    sections: &[u8],
+    index: IndexId,
+    wanted: impl Fn(u32) -> bool,
+) -> Option<Vec<(u32, Runs)>> {
     let mut found = Vec::new();
     for section in each_section(sections) {
         let (here, bin, runs, body) = section?;
-        if here == u64::from(index) {
-            found.push((u32::try_from(bin).ok()?, decode_runs(body, runs)?));
+        let bin = u32::try_from(bin).ok()?;
+        if here == u64::from(index) && wanted(bin) {
+            found.push((bin, decode_runs(body, runs)?));
         }
     }
     Some(found)

@@ -25,7 +25,7 @@ type BinCounts = (BTreeMap<u32, (Aggregate, Vec<u64>)>, Held, QueryStats);
 /// were counted: per chunk (`None`: its records were read, any bin), and
 /// per run of chunks answered by a group's summaries, which
 /// [`Snapshot::expand`] turns into chunks when a wanted bin is there.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Held {
     chunks: Vec<(ChunkRef, Option<Vec<u32>>)>,
     runs: Vec<(Range<u64>, Vec<u32>)>,
@@ -135,8 +135,6 @@ impl Snapshot {
             before += counts[bin];
             bin += 1;
         }
-        let in_parts = by_part.keys().map(|part| part * per_part + bin as u32);
-        let held = self.expand(held, target, &in_parts.collect())?;
         // One part (or an index without parts): its bin is one global bin,
         // gathered in a single pass (counted per value when a flood
         // fills it). Across parts, or when it is wide and huge, narrow.
@@ -151,6 +149,8 @@ impl Snapshot {
                 return Ok((Some(gathered.nth(rank - before)?), stats));
             }
         }
+        let in_parts = by_part.keys().map(|part| part * per_part + bin as u32);
+        let held = self.expand(held, target, &in_parts.collect())?;
         // Only chunks that hold the bin (in any part, by summary) or were
         // scanned matter now.
         let relevant: Vec<ChunkRef> = held
@@ -228,8 +228,6 @@ impl Snapshot {
             }
         }
         let wanted = [straddling];
-        let straddling = wanted[0].iter().map(|(bin, _, _)| *bin).collect();
-        let held = self.expand(held, target, &straddling)?;
         let values = self.bin_values(&held, target, &wanted, &mut stats)?;
         for (bin, _, _) in &wanted[0] {
             let Some(gathered) = values.get(bin) else {
@@ -422,8 +420,6 @@ impl Snapshot {
             counts.push((*part, inside));
             across.push(straddling);
         }
-        let picked = across.iter().flatten().map(|(b, _, _)| *b).collect();
-        let held = self.expand(held, &target, &picked)?;
         let gathered = self.bin_values(&held, &target, &across, &mut stats)?;
         for ((_, count), straddling) in counts.iter_mut().zip(&across) {
             for (bin, _, _) in straddling {
@@ -446,10 +442,6 @@ impl Snapshot {
     /// window's edges and of chunks without a values entry. `None` when
     /// they hold more than 4 M distinct values.
     ///
-    /// A run of chunks that the groups log answers is read from its time
-    /// and values entries alone (one `pread` each): a sealed chunk's values
-    /// entry holds a section for every bin its summaries hold, so its
-    /// summaries need not be read.
     pub fn value_counts(
         &self,
         source: SourceId,
@@ -457,7 +449,7 @@ impl Snapshot {
         window: RangeInclusive<u64>,
     ) -> Result<(Option<ValueCounts>, QueryStats)> {
         let target = self.target(source, index, None, window)?;
-        let (by_part, mut held, mut stats) = self.bin_counts(&target)?;
+        let (by_part, held, mut stats) = self.bin_counts(&target)?;
         let per_part = target.value_bins();
         let held_bins: BTreeSet<u32> = by_part
             .iter()
@@ -468,37 +460,13 @@ impl Snapshot {
                     .map(move |(bin, _)| part * per_part + bin)
             })
             .collect();
-        let mut tally = Gathered::tally();
-        let mut unread = Vec::new();
-        for (run, bins) in std::mem::take(&mut held.runs) {
-            let (mut here, mut whole) = (Gathered::tally(), true);
-            self.for_each_values(run.clone(), |_, sections| {
-                match sections.and_then(|s| values::sections_of(s, index)) {
-                    Some(found) => {
-                        for (_, runs) in found.iter().filter(|(b, _)| held_bins.contains(b)) {
-                            here.add_runs(runs);
-                        }
-                    }
-                    None => whole = false,
-                }
-            })?;
-            if whole {
-                stats.chunks_valued_for_bins += run.end - run.start;
-                tally.merge(here);
-            } else {
-                // A chunk without an entry (a capture before values): the
-                // run is read as without this path.
-                unread.push((run, bins));
-            }
-        }
-        held.runs = unread;
-        let plan = held_bins
-            .iter()
+        let plan = (held_bins.iter())
             .map(|bin| (*bin, Gathered::tally()))
             .collect();
-        let held = self.expand(held, &target, &held_bins)?;
-        for (_, gathered) in self.gather(&held, &target, plan, &mut stats)? {
-            tally.merge(gathered);
+        let gathered = self.gather_held(&held, &target, plan, &mut stats)?;
+        let mut tally = Gathered::tally();
+        for (_, bin) in gathered {
+            tally.merge(bin);
         }
         let Gathered::Tally(counts, false) = tally else {
             return Ok((None, stats));
@@ -546,9 +514,19 @@ impl Snapshot {
         let per_part = target.value_bins();
         let (by_part, held, mut stats) = self.bin_counts(&target)?;
         let wanted = quantile_bins(&by_part, qs, per_part);
-        let picked = wanted.iter().flatten().map(|(b, _, _)| *b).collect();
-        let held = self.expand(held, &target, &picked)?;
         let values = self.bin_values(&held, &target, &wanted, &mut stats)?;
+        // Bins too large to gather are narrowed in passes over the chunks
+        // that hold them.
+        let narrowed = wanted
+            .iter()
+            .flatten()
+            .filter(|(b, _, _)| !values.contains_key(b));
+        let narrowed: BTreeSet<u32> = narrowed.map(|(b, _, _)| *b).collect();
+        let held = if narrowed.is_empty() {
+            Vec::new()
+        } else {
+            self.expand(held, &target, &narrowed)?
+        };
         let mut answers = Vec::with_capacity(by_part.len());
         for ((part, (aggregate, _)), picks) in by_part.into_iter().zip(wanted) {
             let mut quantiles = Vec::with_capacity(picks.len());
@@ -587,7 +565,7 @@ impl Snapshot {
     /// narrows them in passes.
     fn bin_values(
         &self,
-        held: &[(ChunkRef, Option<Vec<u32>>)],
+        held: &Held,
         target: &Target,
         wanted: &[Vec<(u32, u64, u64)>],
         stats: &mut QueryStats,
@@ -596,7 +574,52 @@ impl Snapshot {
             return Ok(HashMap::new());
         };
         let plan = gather_plan(spec, target.value_bins(), wanted);
-        self.gather(held, target, plan, stats)
+        self.gather_held(held, target, plan, stats)
+    }
+
+    /// `plan`'s bins gathered from the chunks of `held` that hold them.
+    /// A run of chunks that the groups log answered is read from its time
+    /// and values entries alone (one `pread` each): a sealed chunk's values
+    /// entry holds a section for every bin its summaries hold, so neither
+    /// its summaries nor its records are read. Other chunks (a window's
+    /// edges, runs without values entries) are read one by one.
+    fn gather_held(
+        &self,
+        held: &Held,
+        target: &Target,
+        mut plan: HashMap<u32, Gathered>,
+        stats: &mut QueryStats,
+    ) -> Result<HashMap<u32, Gathered>> {
+        let index = target.index_id();
+        let mut rest = Held {
+            chunks: held.chunks.clone(),
+            runs: Vec::new(),
+        };
+        for (run, bins) in &held.runs {
+            if !bins.iter().any(|b| plan.contains_key(b)) {
+                continue;
+            }
+            let read = self.for_each_values(run.clone(), |chunk, sections| {
+                let wanted = |bin| plan.contains_key(&bin);
+                let found = values::sections_of(sections, index, wanted).ok_or_else(|| {
+                    Error::Invalid(format!("values of chunk {chunk} do not decode"))
+                })?;
+                for (bin, runs) in found {
+                    if let Some(gathered) = plan.get_mut(&bin) {
+                        gathered.add_runs(&runs);
+                    }
+                }
+                Ok(())
+            })?;
+            if read {
+                stats.chunks_valued_for_bins += run.end - run.start;
+            } else {
+                rest.runs.push((run.clone(), bins.clone()));
+            }
+        }
+        let wanted = plan.keys().copied().collect();
+        let rest = self.expand(rest, target, &wanted)?;
+        self.gather(&rest, target, plan, stats)
     }
 
     /// One pass over the chunks of `held` that hold a bin of `plan`,
@@ -614,7 +637,8 @@ impl Snapshot {
         let per_part = target.value_bins();
         // Each record's bin is looked up in a table rather than hashed:
         // the pass visits millions of records.
-        let (bins, gathered): (Vec<u32>, Vec<Gathered>) = plan.into_iter().unzip();
+        let (bins, mut gathered): (Vec<u32>, Vec<Gathered>) = plan.into_iter().unzip();
+        let empty: Vec<Gathered> = gathered.iter().map(Gathered::empty_like).collect();
         let mut slot_of = vec![u32::MAX; (per_part * spec.parts()) as usize];
         for (slot, bin) in (0u32..).zip(&bins) {
             slot_of[*bin as usize] = slot;
@@ -634,7 +658,7 @@ impl Snapshot {
         let index = target.index_id();
         let cache = self.bin_cache();
         let parts = parallel(&chunks, |part| {
-            let mut found = gathered.clone();
+            let mut found = empty.clone();
             let (mut cached_chunks, mut valued_chunks) = (0, 0);
             let mut values: Vec<Vec<i64>> = vec![Vec::new(); found.len()];
             for (at, slots) in part {
@@ -687,14 +711,12 @@ impl Snapshot {
         stats.chunks_cached_for_bins += cached;
         stats.chunks_valued_for_bins += valued;
         stats.chunks_read_for_bins += chunks.len() as u64 - cached - valued;
-        let mut parts = parts.into_iter().map(|(found, _, _)| found);
-        let mut total = parts.next().unwrap_or(gathered);
-        for found in parts {
-            for (gathered, more) in total.iter_mut().zip(found) {
+        for (found, _, _) in parts {
+            for (gathered, more) in gathered.iter_mut().zip(found) {
                 gathered.merge(more);
             }
         }
-        Ok(bins.into_iter().zip(total).collect())
+        Ok(bins.into_iter().zip(gathered).collect())
     }
 
     /// The runs of global bins `bins` of `index` in the sealed chunk `at`
@@ -907,6 +929,15 @@ enum Gathered {
 impl Gathered {
     fn tally() -> Self {
         Self::Tally(HashMap::new(), false)
+    }
+
+    /// Gathers the same way, nothing gathered yet.
+    fn empty_like(&self) -> Self {
+        match self {
+            Self::Values(_) => Self::Values(Vec::new()),
+            Self::Counts(lo, counts) => Self::Counts(*lo, vec![0; counts.len()]),
+            Self::Tally(..) => Self::tally(),
+        }
     }
 
     fn add(&mut self, value: i64) {
