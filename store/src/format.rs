@@ -349,6 +349,35 @@ impl RecordHeader {
     }
 }
 
+/// Where records lie in a block: each one's start and the end of its payload.
+pub type Spans = Vec<(usize, usize)>;
+
+/// Where the records of one source lie in `block` (at address `base`,
+/// based at `base_ts`), from the one at `last` back through their
+/// back-pointers while they stay in the block, newest first: each one's
+/// start and the end of its payload. `Err(offset)`: the record there does
+/// not decode.
+pub fn back_chain(
+    block: &[u8],
+    base: u64,
+    base_ts: u64,
+    last: u64,
+) -> std::result::Result<Spans, usize> {
+    let mut spans = Vec::new();
+    let mut addr = Some(last);
+    while let Some(a) = addr.filter(|a| *a >= base + BLOCK_HEADER_LEN as u64) {
+        let start = usize::try_from(a - base).unwrap_or(usize::MAX);
+        let mut at = start;
+        let header = RecordHeader::decode(block, &mut at, a, base_ts).ok_or(start)?;
+        let end = (at.checked_add(header.len as usize))
+            .filter(|e| *e <= block.len())
+            .ok_or(start)?;
+        spans.push((start, end));
+        addr = header.prev;
+    }
+    Ok(spans)
+}
+
 /// One (source, index, bin) summary of one chunk: a chunk-log entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Summary {

@@ -31,7 +31,7 @@ use foldhash::fast::FixedState;
 
 use crate::{
     cache::Runs,
-    format::{BLOCK_HEADER_LEN, BlockHeader, RecordHeader, Summary, get_varint, push_varint},
+    format::{BlockHeader, Spans, Summary, back_chain, get_varint, push_varint},
     schema::{Bins, IndexId, Meta, SourceId},
 };
 
@@ -289,7 +289,7 @@ fn copies(out: &mut Vec<u8>, block: &[u8], base: u64, summaries: &[Summary]) {
         .iter()
         .filter(|s| s.index == 0 && s.count <= COPIED_RECORDS)
         .filter_map(|s| {
-            let spans = spans_of(block, base, base_ts, s.last_addr)?;
+            let spans = back_chain(block, base, base_ts, s.last_addr).ok()?;
             let bytes = spans.iter().map(|(start, end)| end - start).sum();
             (bytes <= COPIED_BYTES).then_some((s.source, spans, bytes))
         })
@@ -313,28 +313,6 @@ fn copies(out: &mut Vec<u8>, block: &[u8], base: u64, summaries: &[Summary]) {
         push_varint(out, body.len() as u64);
         out.append(&mut body);
     }
-}
-
-/// Where records lie in a block: (start, end) offsets.
-type Spans = Vec<(usize, usize)>;
-
-/// Where the records ending with the one at `last` of one source lie in
-/// `block` (at address `base`), newest first, by their back-pointers;
-/// `None` if one does not decode.
-fn spans_of(block: &[u8], base: u64, base_ts: u64, last: u64) -> Option<Spans> {
-    let mut spans = Vec::new();
-    let mut addr = Some(last);
-    while let Some(a) = addr.filter(|a| *a >= base + BLOCK_HEADER_LEN as u64) {
-        let start = usize::try_from(a - base).ok()?;
-        let mut at = start;
-        let header = RecordHeader::decode(block, &mut at, a, base_ts)?;
-        let end = at
-            .checked_add(header.len as usize)
-            .filter(|e| *e <= block.len())?;
-        spans.push((start, end));
-        addr = header.prev;
-    }
-    Some(spans)
 }
 
 /// The copied records of `source` in a checked entry's `sections`: how

@@ -31,7 +31,9 @@ use std::ops::{Range, RangeInclusive};
 
 use crate::{
     error::{Error, Result},
-    format::{BLOCK_HEADER_LEN, BlockHeader, FormatVersion, RecordHeader, Summary, get_varint},
+    format::{
+        BLOCK_HEADER_LEN, BlockHeader, FormatVersion, RecordHeader, Summary, back_chain, get_varint,
+    },
     schema::{Index, IndexId, SourceId},
     shared::{ChunkMeta, KeyRange, Snapshot},
     values::COPIED_RECORDS,
@@ -54,7 +56,6 @@ fn decode_record<'a>(
         source: header.source,
         ts: header.ts,
         producer_ts: header.producer_ts,
-        prev: header.prev,
         payload,
     })
 }
@@ -185,7 +186,6 @@ struct RecordRef<'a> {
     source: SourceId,
     ts: u64,
     producer_ts: Option<u64>,
-    prev: Option<u64>,
     payload: &'a [u8],
 }
 
@@ -452,14 +452,14 @@ impl Snapshot {
         };
         if at.all.count.saturating_mul(4) < u64::from(at.records) {
             // A small share of the chunk: follow the back-pointers.
-            let mut records = Vec::with_capacity((at.all.count as usize).min(1 << 12));
-            let mut addr = Some(at.all.last_addr);
-            while let Some(a) = addr.filter(|a| *a >= base + BLOCK_HEADER_LEN as u64) {
-                let (record, _) = decode((a - base) as usize)?;
-                addr = record.prev;
-                records.push(record);
-            }
-            for record in records.into_iter().rev() {
+            let spans =
+                back_chain(bytes, base, header.base_ts, at.all.last_addr).map_err(|offset| {
+                    Error::Invalid(format!(
+                        "chunk {chunk}: bad record framing at offset {offset}"
+                    ))
+                })?;
+            for (start, _) in spans.into_iter().rev() {
+                let (record, _) = decode(start)?;
                 if keep(&record) {
                     visit(record);
                 }

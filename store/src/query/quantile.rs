@@ -25,7 +25,7 @@ type BinCounts = (BTreeMap<u32, (Aggregate, Vec<u64>)>, Held, QueryStats);
 /// were counted: per chunk (`None`: its records were read, any bin), and
 /// per run of chunks answered by a group's summaries, which
 /// [`Snapshot::expand`] turns into chunks when a wanted bin is there.
-#[derive(Clone, Default)]
+#[derive(Default)]
 struct Held {
     chunks: Vec<(ChunkRef, Option<Vec<u32>>)>,
     runs: Vec<(Range<u64>, Vec<u32>)>,
