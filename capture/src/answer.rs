@@ -211,19 +211,7 @@ fn explain(answer: &weft_query::Answer, elapsed: Duration) -> String {
         s.chunks_cached_for_bins,
         answer.rows.len(),
         elapsed.as_secs_f64() * 1e3,
-        peak_resident_kib() as f64 / 1024.0
+        crate::usage::peak_resident_kib() as f64 / 1024.0
     );
     text
-}
-
-/// The most this process has had resident, KiB (`ru_maxrss`): whether a
-/// question was answered in bounded memory.
-fn peak_resident_kib() -> i64 {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage fills the struct it is given.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) } != 0 {
-        return 0;
-    }
-    // SAFETY: filled above (and zeroed before).
-    unsafe { usage.assume_init() }.ru_maxrss
 }

@@ -40,3 +40,4 @@ pub mod registry;
 pub mod replay;
 pub mod sources;
 pub mod tasks;
+pub mod usage;

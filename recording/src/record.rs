@@ -896,7 +896,7 @@ impl Recorder {
             disk_bytes: self.dir.disk_use().unwrap_or(0),
             pins_released: self.store.pins_released(),
             cpu_permille: Some(per_mille(
-                Duration::from_secs_f64(session::own_cpu_seconds()),
+                Duration::from_secs_f64(weft_capture::usage::cpu_seconds()),
                 self.start.elapsed(),
             )),
             bpf_ns_per_syscall: (accounting.0.iter())

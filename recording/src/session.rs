@@ -148,16 +148,3 @@ async fn capture(
     }
     Ok(())
 }
-
-/// This process's CPU time so far (user and system), in seconds.
-pub fn own_cpu_seconds() -> f64 {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage fills the struct it is given.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) } != 0 {
-        return 0.0;
-    }
-    // SAFETY: filled above (and zeroed before).
-    let usage = unsafe { usage.assume_init() };
-    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    seconds(usage.ru_utime) + seconds(usage.ru_stime)
-}

@@ -390,7 +390,7 @@ pub fn run(plan: &StatPlan, command: Option<Command>, out: &mut dyn Write) -> Re
         costs: Vec::new(),
         // From here, not from the start of the process: loading the
         // programs is not tracing.
-        cpu: session::own_cpu_seconds(),
+        cpu: weft_capture::usage::cpu_seconds(),
     };
     let cpu_start = table.cpu;
     let mut probes: Probes = vec![Box::new(probe)];
@@ -415,7 +415,7 @@ pub fn run(plan: &StatPlan, command: Option<Command>, out: &mut dyn Write) -> Re
         losses: &losses,
         names: &tasks.names,
         costs: &costs,
-        cpu: session::own_cpu_seconds() - cpu_start,
+        cpu: weft_capture::usage::cpu_seconds() - cpu_start,
     };
     emit(plan, out, "total", outcome.elapsed, &rows)?;
     Ok(())
@@ -501,7 +501,7 @@ impl Consumer for Table<'_> {
     fn tick(&mut self, accounting: &Accounting) -> Result<bool> {
         let losses = syscall_losses(accounting);
         let costs = program_costs(accounting, &self.costs);
-        let cpu = session::own_cpu_seconds();
+        let cpu = weft_capture::usage::cpu_seconds();
         let rows = Rows {
             stats: &self.current,
             losses: &losses,
