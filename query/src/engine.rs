@@ -149,6 +149,9 @@ impl<'a> Engine<'a> {
             chunks_cached_for_bins,
             chunks_valued_for_bins,
             chunks_in_groups,
+            chunks_rolled_up,
+            rolled_up_span,
+            rolled_up_error,
         } = stats;
         self.stats.chunks_summarized += chunks_summarized;
         self.stats.chunks_scanned += chunks_scanned;
@@ -159,6 +162,9 @@ impl<'a> Engine<'a> {
         self.stats.chunks_cached_for_bins += chunks_cached_for_bins;
         self.stats.chunks_valued_for_bins += chunks_valued_for_bins;
         self.stats.chunks_in_groups += chunks_in_groups;
+        self.stats.chunks_rolled_up += chunks_rolled_up;
+        self.stats.rolled_up_span = self.stats.rolled_up_span.max(rolled_up_span);
+        self.stats.rolled_up_error = self.stats.rolled_up_error.max(rolled_up_error);
     }
 
     /// The window in arrival time.

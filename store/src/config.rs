@@ -24,6 +24,14 @@ pub struct Config {
     /// Delete unpinned segments whose newest record arrived more than this
     /// many ns before the newest record of the store (a time ring).
     pub retain: Option<u64>,
+    /// Keep the summaries of deleted segments this many ns before the
+    /// newest record (`rollups.log`), merged into coarser time buckets as
+    /// they age, so that questions over times whose records are gone still
+    /// have approximate answers. `None`: summaries go with their records.
+    pub retain_summaries: Option<u64>,
+    /// The percentage of `disk_budget` those summaries may take; past it
+    /// the oldest go first.
+    pub summaries_percent: u64,
     /// The percentage of `disk_budget` (what the index logs leave of it)
     /// pinned windows may keep together; past it the oldest pins are
     /// released (and counted), so that whatever triggers match, the budget
@@ -43,6 +51,8 @@ impl Default for Config {
             blocks_per_segment: 256,
             disk_budget: None,
             retain: None,
+            retain_summaries: None,
+            summaries_percent: 10,
             pin_percent: 50,
             durability: Durability::Buffered,
             group_chunks: 64,

@@ -26,6 +26,7 @@ use crate::{
         file_header,
     },
     reclaim::{self, GroupWalk},
+    rollup::Roller,
     schema::Meta,
     segment_name, segment_number,
     shared::{Sealed, Shared, Snapshot},
@@ -85,6 +86,8 @@ struct Files {
     /// Blocks written whose pages may still be cached, oldest first:
     /// file, offset, length.
     cached: VecDeque<(Arc<File>, u64, usize)>,
+    /// Where deleted segments' summaries go, when they are kept.
+    roller: Option<Roller>,
 }
 
 impl Files {
@@ -124,6 +127,7 @@ impl Files {
             segments: BTreeMap::new(),
             written: BTreeSet::new(),
             cached: VecDeque::new(),
+            roller: None,
         })
     }
 
@@ -394,7 +398,7 @@ impl Grouper {
         for s in &sealed.summaries {
             self.summaries
                 .entry((s.source, s.index, s.bin))
-                .and_modify(|m| merge(m, s))
+                .and_modify(|m| m.absorb(s))
                 .or_insert(Summary {
                     chunk: self.entry.first_chunk,
                     ..*s
@@ -409,17 +413,6 @@ impl Grouper {
         self.entry.chunks = 0;
         Some(out)
     }
-}
-
-/// Adds `s` (of a later chunk) into `into`.
-fn merge(into: &mut Summary, s: &Summary) {
-    into.count = into.count.saturating_add(s.count);
-    into.sum = into.sum.saturating_add(s.sum);
-    into.min = into.min.min(s.min);
-    into.max = into.max.max(s.max);
-    into.first_ts = into.first_ts.min(s.first_ts);
-    into.last_ts = into.last_ts.max(s.last_ts);
-    into.last_addr = into.last_addr.max(s.last_addr);
 }
 
 /// A block's place in its file as the kernel's `off64_t`s.
@@ -478,6 +471,13 @@ pub(crate) fn run(
         Ok(files) => files,
         Err(error) => return shared.poison(error.to_string()),
     };
+    let deletes = config.disk_budget.is_some() || config.retain.is_some();
+    if let Some(retain) = config.retain_summaries.filter(|_| deletes) {
+        match Roller::open(&shared.dir, retain) {
+            Ok(roller) => files.roller = Some(roller),
+            Err(error) => return shared.poison(error.to_string()),
+        }
+    }
     // No runs at all with `group_chunks` 0 (not runs of one chunk each).
     let mut grouper = (config.group_chunks > 0).then(|| Grouper::new(config.group_chunks));
     let mut retired = Instant::now();
@@ -590,11 +590,26 @@ fn retire(
         if honoured.iter().any(|pin| overlaps(*pin, span.time)) {
             continue;
         }
-        shared.mark_deleted(span.segment);
+        let first = span.segment * per_segment;
+        let rolled = match &mut files.roller {
+            Some(roller) => {
+                roller.roll(&snapshot, first..first + per_segment, span.time, config)?;
+                Some(roller.published())
+            }
+            None => None,
+        };
+        shared.mark_deleted(span.segment, rolled);
         shared.dir.remove(&segment_name(span.segment))?;
         total -= span.size;
         let freed = files.reclaim(&snapshot, span.segment, span.entries)?;
         total = total.saturating_sub(freed);
+    }
+    if let Some(roller) = &mut files.roller {
+        let share = (config.disk_budget).map_or(u64::MAX, |b| {
+            b.saturating_mul(config.summaries_percent.min(100)) / 100
+        });
+        roller.age(newest, share)?;
+        shared.set_rollups(roller.published());
     }
     Ok(())
 }

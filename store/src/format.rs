@@ -104,6 +104,8 @@ pub enum FileKind {
     Values = 4,
     /// The groups log: runs of chunks' summaries merged.
     Groups = 5,
+    /// The rollups log: deleted segments' summaries, kept after their records.
+    Rollups = 6,
 }
 
 /// `MAGIC | version | kind | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 0` padded to 16 bytes;
@@ -400,6 +402,18 @@ pub struct Summary {
 pub const SUMMARY_LEN: usize = 8 + 2 + 2 + 4 + 8 + 16 + 8 + 8 + 8 + 8 + 8 + 4;
 
 impl Summary {
+    /// Adds `s` (of a later chunk, same key) into this one: counts and sums
+    /// added, the smallest `min` and `first_ts`, the largest of the rest.
+    pub fn absorb(&mut self, s: &Self) {
+        self.count = self.count.saturating_add(s.count);
+        self.sum = self.sum.saturating_add(s.sum);
+        self.min = self.min.min(s.min);
+        self.max = self.max.max(s.max);
+        self.first_ts = self.first_ts.min(s.first_ts);
+        self.last_ts = self.last_ts.max(s.last_ts);
+        self.last_addr = self.last_addr.max(s.last_addr);
+    }
+
     pub fn encode(&self) -> [u8; SUMMARY_LEN] {
         let Self {
             chunk,

@@ -51,6 +51,7 @@ mod format;
 mod query;
 mod reclaim;
 mod recovery;
+mod rollup;
 mod schema;
 mod shared;
 mod values;

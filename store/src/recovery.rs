@@ -422,8 +422,15 @@ pub(crate) fn segments_on_disk(dir: &Dir, notes: &mut Vec<String>) -> Result<Vec
     for name in dir.names()? {
         match segment_number(&name) {
             Some(segment) => segments.push(segment),
-            None if ["meta", "chunks.log", "values.log", "groups.log", "time.log"]
-                .contains(&name.as_ref()) => {}
+            None if [
+                "meta",
+                "chunks.log",
+                "values.log",
+                "groups.log",
+                "time.log",
+                crate::rollup::ROLLUPS,
+            ]
+            .contains(&name.as_ref()) => {}
             None => notes.push(format!(
                 "{}: not a store file; left alone",
                 dir.join(&name).display()

@@ -23,6 +23,7 @@ use crate::{
         BlockHeader, FILE_HEADER_LEN, GROUP_ENTRY_LEN, GroupEntry, SUMMARY_LEN, Summary, TimeEntry,
     },
     recovery::Recovery,
+    rollup::Rollups,
     schema::{IndexId, Meta, SourceId},
     segment_name, values,
 };
@@ -56,6 +57,8 @@ struct State {
     groups_end: u64,
     /// Segments deleted by the disk budget.
     deleted: BTreeSet<u64>,
+    /// The summaries of deleted segments kept (`rollups.log`).
+    rollups: Arc<Rollups>,
     /// Start times of the pins the disk budget released.
     released: BTreeSet<u64>,
     /// Sealed chunks not yet committed, oldest first.
@@ -67,6 +70,9 @@ struct State {
 
 impl Shared {
     pub fn new(dir: Arc<Dir>, meta: Meta, recovery: &Recovery) -> Self {
+        // Rollups only add approximate answers over deleted chunks: a log
+        // that does not open is read as none.
+        let rollups = Rollups::load(&dir).map(|(r, _)| r).unwrap_or_default();
         Self {
             dir,
             bins: BinCache::default(),
@@ -78,6 +84,7 @@ impl Shared {
                 committed: recovery.chunks,
                 groups_end: recovery.groups_end,
                 deleted: recovery.deleted_segments.iter().copied().collect(),
+                rollups: Arc::new(rollups),
                 released: BTreeSet::new(),
                 sealed: VecDeque::new(),
                 partial: None,
@@ -157,8 +164,20 @@ impl Shared {
 
     /// Notes that `segment` is deleted, before its file and its index-log
     /// entries go: a reader that finds them gone then knows why.
-    pub fn mark_deleted(&self, segment: u64) {
-        self.lock().deleted.insert(segment);
+    /// Publishes rollups rewritten (aged) with no segment deleted.
+    pub fn set_rollups(&self, rollups: Arc<Rollups>) {
+        self.lock().rollups = rollups;
+    }
+
+    /// Marks `segment` deleted; with the rollups that now hold its
+    /// summaries, in one step, so no snapshot counts its chunks twice.
+    pub fn mark_deleted(&self, segment: u64, rollups: Option<Arc<Rollups>>) {
+        let mut state = self.lock();
+        state.deleted.insert(segment);
+        if let Some(rollups) = rollups {
+            state.rollups = rollups;
+        }
+        drop(state);
         self.deletions.fetch_add(1, Ordering::Release);
     }
 
@@ -204,6 +223,7 @@ impl Shared {
             committed: state.committed,
             groups_end: state.groups_end,
             deleted: state.deleted.clone(),
+            rollups: Arc::clone(&state.rollups),
             deletions,
             damaged: None,
             memory,
@@ -235,6 +255,8 @@ pub struct Snapshot {
     /// Bytes of the groups log this snapshot may read.
     groups_end: u64,
     deleted: BTreeSet<u64>,
+    /// The summaries of deleted segments this snapshot may read.
+    rollups: Arc<Rollups>,
     /// [`Shared::deletions`] when the snapshot was taken.
     deletions: u64,
     /// When opened to skip damage: the damaged chunks, left out of every
@@ -308,6 +330,16 @@ impl Snapshot {
         let segment = chunk / u64::from(self.meta.blocks_per_segment);
         self.deleted.contains(&segment)
             || (self.freed_since() && self.shared.lock().deleted.contains(&segment))
+    }
+
+    /// The summaries of deleted segments this snapshot may read.
+    pub(crate) fn rollups(&self) -> &Rollups {
+        &self.rollups
+    }
+
+    /// The capture's directory.
+    pub(crate) fn dir(&self) -> &Dir {
+        &self.shared.dir
     }
 
     pub(crate) fn is_damaged(&self, chunk: u64) -> bool {
@@ -685,6 +717,31 @@ impl ChunkMeta {
     }
 }
 
+/// The summaries in `raw` (an entry's of runs of chunks merged, ascending
+/// by key) that `keys` want (all, without), each checked; `Err(i)`: the
+/// `i`-th fails its checksum or names another entry's first chunk.
+pub(crate) fn entry_summaries(
+    raw: &[u8],
+    entry: &GroupEntry,
+    keys: Option<&[KeyRange]>,
+) -> std::result::Result<Vec<Summary>, usize> {
+    let decode = |i: usize| {
+        Summary::decode(&raw[i * SUMMARY_LEN..])
+            .filter(|s| s.chunk == entry.first_chunk)
+            .ok_or(i)
+    };
+    let Some(keys) = keys else {
+        return (0..raw.len() / SUMMARY_LEN).map(decode).collect();
+    };
+    let mut summaries = Vec::new();
+    for key in keys {
+        for i in found(raw, key, &mut 0, entry.first_chunk)? {
+            summaries.push(decode(i)?);
+        }
+    }
+    Ok(summaries)
+}
+
 /// Summaries a reader wants: of one source and index, bins in a range.
 pub(crate) type KeyRange = (SourceId, IndexId, std::ops::RangeInclusive<u32>);
 
@@ -773,17 +830,7 @@ impl Snapshot {
             offset: group.at.saturating_add((i * SUMMARY_LEN) as u64),
             what: format!("summary of chunks {:?} fails its checksum", entry.range()),
         };
-        let mut summaries = Vec::new();
-        for key in keys {
-            for i in found(raw, key, &mut 0, entry.first_chunk).map_err(bad)? {
-                let summary = Summary::decode(&raw[i * SUMMARY_LEN..]);
-                summaries.push(
-                    summary
-                        .filter(|s| s.chunk == entry.first_chunk)
-                        .ok_or_else(|| bad(i))?,
-                );
-            }
-        }
+        let summaries = entry_summaries(raw, &entry, Some(keys)).map_err(bad)?;
         let time = TimeEntry {
             chunk: entry.first_chunk,
             first_ts: entry.first_ts,

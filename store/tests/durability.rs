@@ -1041,3 +1041,125 @@ fn raw_scan_chunks_reads_on_from_where_a_reader_stopped() {
     drop(store);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A store of `n` records, one each 10 ms, holding their sequence number,
+/// kept 100 s with the summaries of deleted segments kept for a day.
+fn store_with_rollups(dir: &Path, n: u64, config: &Config) -> (u16, u16) {
+    let (mut store, source, index) = counting_store(dir, config);
+    for i in 0..n {
+        store
+            .append_at(source, i * 10_000_000, None, &i.to_le_bytes())
+            .unwrap();
+    }
+    store.close().unwrap();
+    (source, index)
+}
+
+fn rolling() -> Config {
+    Config {
+        blocks_per_segment: 2,
+        retain: Some(100_000_000_000),
+        retain_summaries: Some(86_400_000_000_000),
+        ..small()
+    }
+}
+
+#[test]
+fn summaries_answer_for_deleted_records_approximately() {
+    let dir = temp_dir("rollups");
+    let n = 400_000u64;
+    let (source, index) = store_with_rollups(&dir, n, &rolling());
+    let (snapshot, recovery) = weft_store::open_read_only(&dir).unwrap();
+    assert!(recovery.deleted_segments.len() > 100, "{recovery:?}");
+    // Only the last 100 s of records remain...
+    let (records, _) = snapshot.raw_scan(source, 0..=u64::MAX).unwrap();
+    assert!(records.len() < 12_000, "{} records kept", records.len());
+    // ...but over the whole capture, count and sum are what they were.
+    let (all, stats) = snapshot.aggregate(source, index, 0..=u64::MAX).unwrap();
+    assert_eq!(all.count, n);
+    assert_eq!(all.sum, i128::from(n) * i128::from(n - 1) / 2);
+    assert_eq!((all.min, all.max), (Some(0), Some(n.cast_signed() - 1)));
+    assert!(stats.chunks_rolled_up > 0, "{stats:?}");
+    // Aged summaries were merged into buckets (10 s, past 10 minutes)
+    // wider than a segment (5 s).
+    assert!(stats.rolled_up_span >= 10_000_000_000, "{stats:?}");
+    // A window of deleted time: within its edges' summaries (100 records
+    // a second).
+    let second = 1_000_000_000;
+    let (part, stats) = snapshot
+        .aggregate(source, index, 1000 * second..=2000 * second)
+        .unwrap();
+    let slack = 2 * 100 * (stats.rolled_up_span / second + 1);
+    assert!(part.count.abs_diff(100_000) <= slack, "{part:?} {stats:?}");
+    // The median, within the bound the stats give.
+    let (p50, stats) = snapshot
+        .percentile(source, index, 0..=u64::MAX, 0.5)
+        .unwrap();
+    let error = p50.unwrap().abs_diff(199_999);
+    assert!(
+        error <= stats.rolled_up_error && stats.rolled_up_error <= 50_000,
+        "{p50:?} {stats:?}"
+    );
+    // A timeline counts every record once, each bucket within its edges.
+    let (buckets, stats) = snapshot
+        .count_every(source, 0..=u64::MAX, 500 * second, 0)
+        .unwrap();
+    assert_eq!(buckets.values().sum::<u64>(), n);
+    for (start, count) in &buckets {
+        let expected = (n - (start / 10_000_000).min(n)).min(50_000);
+        let slack = 2 * 100 * (stats.rolled_up_span / second + 1);
+        assert!(
+            count.abs_diff(expected) <= slack,
+            "bucket {start}: {count} {stats:?}"
+        );
+    }
+    // Where the records remain, the answer is exact and says so.
+    let recent = (n - 1000) * 10_000_000..=u64::MAX;
+    let (last, stats) = snapshot.aggregate(source, index, recent).unwrap();
+    assert_eq!((last.count, stats.chunks_rolled_up), (1000, 0));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn kept_summaries_stay_within_their_share_and_retention() {
+    let dir = temp_dir("rollups-share");
+    let budget = 200 << 10;
+    let config = Config {
+        disk_budget: Some(budget),
+        summaries_percent: 5,
+        ..rolling()
+    };
+    let (source, index) = store_with_rollups(&dir, 400_000, &config);
+    let size = std::fs::metadata(dir.join("rollups.log")).unwrap().len();
+    assert!(size <= budget * 5 / 100, "rollups.log is {size} bytes");
+    let (snapshot, _) = weft_store::open_read_only(&dir).unwrap();
+    // The oldest summaries went first: the newest remain.
+    let (all, stats) = snapshot.aggregate(source, index, 0..=u64::MAX).unwrap();
+    assert!(
+        stats.chunks_rolled_up > 0 && all.count < 400_000,
+        "{all:?} {stats:?}"
+    );
+    let (old, _) = snapshot
+        .aggregate(source, index, 0..=100_000_000_000)
+        .unwrap();
+    assert_eq!(old.count, 0);
+
+    // Past their retention, summaries go too.
+    let dir2 = temp_dir("rollups-retention");
+    let config = Config {
+        retain_summaries: Some(1_000_000_000_000),
+        ..rolling()
+    };
+    let (source, index) = store_with_rollups(&dir2, 400_000, &config);
+    let (snapshot, _) = weft_store::open_read_only(&dir2).unwrap();
+    let (old, _) = snapshot
+        .aggregate(source, index, 0..=2_000_000_000_000)
+        .unwrap();
+    assert_eq!(old.count, 0, "summaries older than their retention");
+    let (kept, stats) = snapshot
+        .aggregate(source, index, 3_500_000_000_000..=3_800_000_000_000)
+        .unwrap();
+    assert!(kept.count > 0 && stats.chunks_rolled_up > 0, "{stats:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&dir2).unwrap();
+}

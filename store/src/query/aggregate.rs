@@ -112,6 +112,7 @@ impl Snapshot {
             }
             Ok(true)
         })?;
+        self.add_rolled(target, &values, &mut total, &mut stats)?;
         Ok((total, stats))
     }
 
@@ -184,6 +185,12 @@ impl Snapshot {
                 Ok(true)
             },
         )?;
+        for meta in self.rolled(&target, &mut stats)? {
+            if let Some(all) = meta.all(source) {
+                let own = all.min.midpoint(all.max).cast_unsigned();
+                *counts.entry(bucket(own)).or_insert(0) += all.count;
+            }
+        }
         Ok((counts, stats))
     }
 }

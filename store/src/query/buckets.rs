@@ -103,16 +103,26 @@ impl Snapshot {
         let mut spans = Vec::new();
         self.for_each_span(self.chunks_in(&window)?, &target.keys(), |meta, run| {
             let span = run.unwrap_or(meta.time.chunk..meta.time.chunk + 1);
-            // A chunk gone stays in every bucket's range, to be counted
-            // as left out.
-            let own = if !said || span.clone().any(|c| self.is_gone(c)) {
+            // A damaged chunk stays in every bucket's range, to be counted
+            // as left out; a deleted one holds no record (its summaries,
+            // where kept, are spans of their own below).
+            let own = if !said || span.clone().any(|c| self.is_damaged(c)) {
                 Some((0, u64::MAX))
+            } else if span.clone().any(|c| self.is_deleted(c)) {
+                None
             } else {
                 (meta.all(source)).map(|all| (all.min.cast_unsigned(), all.max.cast_unsigned()))
             };
             spans.push((span, own));
             Ok(true)
         })?;
+        for meta in self.rolled(&target, &mut super::QueryStats::default())? {
+            let chunks = meta.time.chunk..meta.time.chunk + 1;
+            // Counted wholly in the bucket of its middle (see `rolled`).
+            let own = (meta.all(source)).map(|a| a.min.midpoint(a.max).cast_unsigned());
+            spans.push((chunks, own.map(|t| (t, t))));
+        }
+        spans.sort_by_key(|(span, _)| span.start);
         Ok(OwnTimes {
             source,
             window,

@@ -22,6 +22,7 @@
 mod aggregate;
 mod buckets;
 mod quantile;
+mod rolled;
 mod scan;
 
 pub use buckets::OwnTimes;
@@ -127,6 +128,17 @@ pub struct QueryStats {
     /// Of the chunks answered or skipped by summaries, those decided by
     /// their group's merged summaries (format 3), without reading their own.
     pub chunks_in_groups: u64,
+    /// Deleted chunks answered from the summaries kept of them
+    /// (`Config::retain_summaries`): the answer is approximate.
+    pub chunks_rolled_up: u64,
+    /// The longest span of records' times one of those summaries covers:
+    /// where it meets a window's or bucket's edge, it counts wholly on the
+    /// side of its middle, so this is the answer's time resolution (ns).
+    pub rolled_up_span: u64,
+    /// Where one of those summaries was split by value (a quantile or a
+    /// bound inside its bin), the widest such bin: the answer's error bound
+    /// in the units of the values.
+    pub rolled_up_error: u64,
 }
 
 impl QueryStats {

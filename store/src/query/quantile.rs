@@ -6,12 +6,15 @@ use std::{
     ops::{Range, RangeInclusive},
 };
 
-use super::{Aggregate, ChunkRef, OwnTimes, QueryStats, Target, parallel};
+use super::{
+    Aggregate, ChunkRef, OwnTimes, QueryStats, Target, parallel,
+    rolled::{PartBins, add_parts, estimate},
+};
 
 use crate::{
     cache::{Runs, runs},
     error::{Error, Result},
-    schema::{Index, IndexId, SourceId},
+    schema::{Bins, Index, IndexId, SourceId},
     shared::{ChunkMeta, Snapshot},
     values,
 };
@@ -111,19 +114,37 @@ impl Snapshot {
             ));
         }
         let rank = |n: u64| (n > 0).then(|| ((q * n as f64).ceil() as u64).clamp(1, n));
-        self.settled(|snapshot| snapshot.nth_in(target, rank))
+        self.settled(|snapshot| snapshot.nth_in(target, rank, true))
     }
 
     /// The `rank`-th smallest (1-based) of the target's values, `rank`
     /// given the count of values (`None`: there is no such value), for a
-    /// value index.
+    /// value index; with the summaries kept of deleted chunks if `rolled`
+    /// (then estimated, when there are any).
     fn nth_in(
         &self,
         target: &Target,
         rank: impl Fn(u64) -> Option<u64>,
+        rolled: bool,
     ) -> Result<(Option<i64>, QueryStats)> {
         let bins = self.meta().index(target.index_id())?.bins.clone();
-        let (by_part, held, mut stats) = self.bin_counts(target)?;
+        let (mut by_part, held, mut stats) = self.bin_counts(target)?;
+        let kept = if rolled {
+            self.rolled_bins(target, &mut stats)?
+        } else {
+            PartBins::new()
+        };
+        if !kept.is_empty() {
+            add_parts(&mut by_part, kept);
+            let counts = across_parts(&by_part, bins.len());
+            let n = counts.iter().fold(0u64, |n, c| n.saturating_add(*c));
+            let Some(rank) = rank(n).filter(|r| (1..=n).contains(r)) else {
+                return Ok((None, stats));
+            };
+            let (value, error) = estimate(&bins, &counts, span_of(&by_part), rank);
+            stats.rolled_up_error = stats.rolled_up_error.max(error);
+            return Ok((Some(value), stats));
+        }
         let per_part = target.value_bins();
         let counts = across_parts(&by_part, bins.len());
         let n = counts.iter().fold(0u64, |n, c| n.saturating_add(*c));
@@ -235,6 +256,16 @@ impl Snapshot {
             };
             gathered.for_each(|value, n| buckets[bucket(value)] += n);
         }
+        for (aggregate, counts) in self.rolled_bins(target, &mut stats)?.values() {
+            for (bin, count) in (0u32..).zip(counts).filter(|(_, n)| **n > 0) {
+                let (lo, hi) = narrowed(bins, bin, aggregate);
+                if bucket(lo) != bucket(hi) {
+                    // Its values are gone: counted where its middle lies.
+                    stats.rolled_up_error = stats.rolled_up_error.max(hi.abs_diff(lo));
+                }
+                buckets[bucket(lo.midpoint(hi))] += count;
+            }
+        }
         Ok((Some(buckets), stats))
     }
 
@@ -258,7 +289,9 @@ impl Snapshot {
             ));
         }
         let rank = |n: u64| n.checked_sub(k).map(|below| below + 1);
-        self.settled(|snapshot| snapshot.nth_in(&target, rank))
+        // The records of the bound's chunks are read next: the summaries of
+        // deleted ones must not move it.
+        self.settled(|snapshot| snapshot.nth_in(&target, rank, false))
     }
 
     /// One pass over the summaries of `target` (an index with value bins)
@@ -433,7 +466,24 @@ impl Snapshot {
                 });
             }
         }
+        for (part, (aggregate, bins)) in self.rolled_bins(&target, &mut stats)? {
+            let mut inside = 0u64;
+            for (bin, count) in (0u32..).zip(bins).filter(|(_, n)| *n > 0) {
+                let (lo, hi) = narrowed(&spec.bins, bin, &aggregate);
+                if !(values.contains(&lo) && values.contains(&hi)) {
+                    stats.rolled_up_error = stats.rolled_up_error.max(hi.abs_diff(lo));
+                }
+                if values.contains(&lo.midpoint(hi)) {
+                    inside = inside.saturating_add(count);
+                }
+            }
+            match counts.iter_mut().find(|(p, _)| *p == part) {
+                Some((_, count)) => *count = count.saturating_add(inside),
+                None => counts.push((part, inside)),
+            }
+        }
         counts.retain(|(_, count)| *count > 0);
+        counts.sort_unstable_by_key(|(part, _)| *part);
         Ok((Some(counts), stats))
     }
 
@@ -512,7 +562,12 @@ impl Snapshot {
             ));
         };
         let per_part = target.value_bins();
-        let (by_part, held, mut stats) = self.bin_counts(&target)?;
+        let (mut by_part, held, mut stats) = self.bin_counts(&target)?;
+        let kept = self.rolled_bins(&target, &mut stats)?;
+        if !kept.is_empty() {
+            add_parts(&mut by_part, kept);
+            return Ok((estimate_parts(&spec.bins, by_part, qs, &mut stats), stats));
+        }
         let wanted = quantile_bins(&by_part, qs, per_part);
         let values = self.bin_values(&held, &target, &wanted, &mut stats)?;
         // Bins too large to gather are narrowed in passes over the chunks
@@ -866,6 +921,54 @@ fn gather_plan(
 }
 
 /// Count per value bin, over every part.
+/// The smallest and largest value of any part.
+fn span_of(by_part: &PartBins) -> (i64, i64) {
+    let min = by_part.values().filter_map(|(a, _)| a.min).min();
+    let max = by_part.values().filter_map(|(a, _)| a.max).max();
+    (min.unwrap_or(0), max.unwrap_or(0))
+}
+
+/// The values bin `bin` of `bins` can hold, narrowed to the aggregate's
+/// smallest and largest: inclusive.
+fn narrowed(bins: &Bins, bin: u32, aggregate: &Aggregate) -> (i64, i64) {
+    let (lo, hi) = bins.range(bin);
+    let lo = lo.max(aggregate.min.unwrap_or(lo));
+    let hi = hi.map_or(i64::MAX, |h| h - 1);
+    (lo, hi.min(aggregate.max.unwrap_or(hi)).max(lo))
+}
+
+/// [`Snapshot::aggregate_parts`] estimated from counts per bin alone, where
+/// deleted chunks' summaries count too: each quantile interpolated inside
+/// its bin ([`estimate`]), the widest such bin kept in `stats`.
+fn estimate_parts(
+    bins: &Bins,
+    by_part: PartBins,
+    qs: &[f64],
+    stats: &mut QueryStats,
+) -> Vec<PartAnswer> {
+    by_part
+        .into_iter()
+        .filter(|(_, (aggregate, _))| aggregate.count > 0)
+        .map(|(part, (aggregate, counts))| {
+            let n = aggregate.count;
+            let span = (aggregate.min.unwrap_or(0), aggregate.max.unwrap_or(0));
+            let quantiles = (qs.iter())
+                .map(|q| {
+                    let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+                    let (value, error) = estimate(bins, &counts, span, rank);
+                    stats.rolled_up_error = stats.rolled_up_error.max(error);
+                    Some(value)
+                })
+                .collect();
+            PartAnswer {
+                part,
+                aggregate,
+                quantiles,
+            }
+        })
+        .collect()
+}
+
 fn across_parts(by_part: &BTreeMap<u32, (Aggregate, Vec<u64>)>, bins: usize) -> Vec<u64> {
     let mut counts = vec![0u64; bins];
     for (_, part_counts) in by_part.values() {
