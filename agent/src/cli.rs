@@ -1031,6 +1031,11 @@ pub struct TuiArgs {
     /// Keep the live capture under this size, deleting the oldest data first.
     #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size, help_heading = "Live capture")]
     pub max_disk: u64,
+    /// Keep the summaries of what --retain and --max-disk delete this long:
+    /// the 1h window answers from them where the records are gone (marked
+    /// approximate).
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_duration, help_heading = "Live capture")]
+    pub retain_summaries: Duration,
     /// Play this recording as a live capture, its records arriving now at
     /// the recorded pace (times --speed); no root needed.
     #[arg(
@@ -1103,6 +1108,16 @@ pub struct RecordOutputArgs {
     /// more is kept); pinned windows are kept.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub retain: Option<Duration>,
+
+    /// Keep the summaries of what `--retain`/`--max-disk` delete this long (e.g. 7d).
+    ///
+    /// Questions over times whose records are gone are then answered from
+    /// them, approximately (counts and sums exact over whole summaries;
+    /// times to within the summaries' span, which grows with their age;
+    /// percentiles to within a bin), and say so. They take at most 10 % of
+    /// --max-disk. Default: summaries go with their records.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub retain_summaries: Option<Duration>,
 
     /// Add a session to an existing capture instead of refusing it.
     #[arg(long)]
@@ -1467,7 +1482,7 @@ fn parse_pt_window(text: &str) -> Result<Duration, String> {
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let split = text
         .find(|c: char| c.is_ascii_alphabetic())
-        .ok_or_else(|| format!("`{text}` has no unit (use ns, us, ms, s, m or h)"))?;
+        .ok_or_else(|| format!("`{text}` has no unit (use ns, us, ms, s, m, h or d)"))?;
     let (number, unit) = text.split_at(split);
     if number.is_empty() {
         return Err(format!(
@@ -1484,9 +1499,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "s" => 1.0,
         "m" => 60.0,
         "h" => 3600.0,
+        "d" => 86400.0,
         _ => {
             return Err(format!(
-                "unknown unit `{unit}` in `{text}` (use ns, us, ms, s, m or h)"
+                "unknown unit `{unit}` in `{text}` (use ns, us, ms, s, m, h or d)"
             ));
         }
     };
@@ -1561,6 +1577,7 @@ mod tests {
         assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("10ns"), Ok(Duration::from_nanos(10)));
+        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(7 * 86400)));
     }
 
     #[test]

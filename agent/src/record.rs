@@ -82,7 +82,8 @@ fn plan(args: &RecordArgs, command: Option<&Command>) -> Result<RecordPlan> {
             command,
         )?
     }
-    .limited(output.max_disk, output.retain))
+    .limited(output.max_disk, output.retain)
+    .keeping_summaries(output.retain_summaries))
 }
 
 /// What `--keep` and `--max-triggers` say, in ns.

@@ -143,6 +143,7 @@ fn recorder(
         args.capture.clone(),
     );
     let (dir, disk, retain) = (dir.to_owned(), args.max_disk, args.retain);
+    let summaries = args.retain_summaries;
     let stop = Arc::new(tokio::sync::Notify::new());
     let ui = UiLink {
         ready,
@@ -154,7 +155,9 @@ fn recorder(
         run: Box::new(move || {
             let plan = record::plain(&sources, &filter, &capture, dir, command.as_ref())?;
             let report = weft_recording::record::record(
-                &plan.limited(Some(disk), Some(retain)),
+                &plan
+                    .limited(Some(disk), Some(retain))
+                    .keeping_summaries(Some(summaries)),
                 Some(ui),
                 command,
             )?;
@@ -182,6 +185,7 @@ fn replayer(
     let config = Config {
         disk_budget: Some(args.max_disk),
         retain: Some(ns(args.retain)),
+        retain_summaries: Some(ns(args.retain_summaries)),
         ..Config::default()
     };
     let stop = Arc::new(AtomicBool::new(false));

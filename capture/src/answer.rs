@@ -77,14 +77,25 @@ pub fn print(
         AnswerFormat::Explain => explain(answer, elapsed),
         AnswerFormat::Json => answer.to_json_lines(),
         AnswerFormat::Csv => answer.to_csv(),
-        // A person reading the table is told what it lacks.
-        AnswerFormat::Table if answer.lost > 0 => format!(
-            "{}({} records of this source were lost in this window: the answer lacks them)\n",
-            answer.to_table(wall_offset),
-            answer.lost
-        ),
-        AnswerFormat::Table => answer.to_table(wall_offset),
+        AnswerFormat::Table => table(answer, wall_offset),
     }
+}
+
+/// The answer as a table, and below it what a person reading it is told
+/// it lacks or only approximates.
+fn table(answer: &weft_query::Answer, wall_offset: Option<i64>) -> String {
+    let mut text = answer.to_table(wall_offset);
+    if answer.lost > 0 {
+        let _ = writeln!(
+            text,
+            "({} records of this source were lost in this window: the answer lacks them)",
+            answer.lost
+        );
+    }
+    if let Some(note) = &answer.approximate {
+        let _ = writeln!(text, "(approximate: {note})");
+    }
+    text
 }
 
 /// Answers `query` on `snapshot` of `capture`, with the capture's
@@ -199,13 +210,14 @@ fn explain(answer: &weft_query::Answer, elapsed: Duration) -> String {
     // Writing to a String cannot fail.
     let _ = write!(
         text,
-        "\nchunks: {} answered from summaries, {} read, {} skipped by summaries, {} expired, {} damaged and left out; {} decided by their group's summaries\nvalue bins (quantiles, hist edges): {} chunks read for the values inside them, {} from the values log, {} from the cache of earlier queries\nrows: {}\ntime: {:.3} ms\nmemory: {:.1} MiB at most resident (this process, so far)\n",
+        "\nchunks: {} answered from summaries, {} read, {} skipped by summaries, {} expired, {} damaged and left out; {} decided by their group's summaries; {} deleted, answered for by their kept summaries\nvalue bins (quantiles, hist edges): {} chunks read for the values inside them, {} from the values log, {} from the cache of earlier queries\nrows: {}\ntime: {:.3} ms\nmemory: {:.1} MiB at most resident (this process, so far)\n",
         s.chunks_summarized,
         s.chunks_scanned,
         s.chunks_skipped,
         s.chunks_expired,
         s.chunks_damaged,
         s.chunks_in_groups,
+        s.chunks_rolled_up,
         s.chunks_read_for_bins,
         s.chunks_valued_for_bins,
         s.chunks_cached_for_bins,

@@ -21,6 +21,9 @@ pub struct Answer {
     /// Records of the query's source lost in its window (the `losses`
     /// source's count), which the answer cannot hold.
     pub lost: u64,
+    /// Where deleted records were answered for from the summaries kept of
+    /// them: how approximate the answer is, as a sentence.
+    pub approximate: Option<String>,
 }
 
 /// A column's name and the meaning of its numbers.
@@ -46,6 +49,35 @@ pub enum Cell {
 }
 
 impl Answer {
+    /// How approximate an answer with these `stats` is, if the summaries of
+    /// deleted records answered for them: its time resolution and, where a
+    /// summary was split by value, its error bound (in the units of the
+    /// answer's first duration column, if it has one).
+    pub fn approximation(&self) -> Option<String> {
+        let s = &self.stats;
+        if s.chunks_rolled_up == 0 {
+            return None;
+        }
+        let mut text = format!(
+            "the records of {} deleted chunks were answered for by their kept summaries: times to within {}",
+            s.chunks_rolled_up,
+            duration(s.rolled_up_span as f64)
+        );
+        if s.rolled_up_error > 0 {
+            let kind = (self.columns.iter())
+                .map(|c| &c.kind)
+                .find(|k| matches!(k, Kind::Duration))
+                .unwrap_or(&Kind::Int);
+            let error = i64::try_from(s.rolled_up_error).unwrap_or(i64::MAX);
+            let _ = write!(
+                text,
+                ", values to within {}",
+                human(&Cell::Int(error), kind, None)
+            );
+        }
+        Some(text)
+    }
+
     /// One cell as people read it: durations and times in human units.
     pub fn text(&self, row: usize, column: usize, wall_offset: Option<i64>) -> String {
         human(

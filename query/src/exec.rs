@@ -29,8 +29,12 @@ pub fn run(snapshot: &Snapshot, catalog: &Catalog, query: &Query) -> Result<Answ
             answer.lost, query.source.text
         ));
     }
-    answer.plan = engine.plan;
     answer.stats = engine.stats;
+    answer.approximate = answer.approximation();
+    if let Some(note) = &answer.approximate {
+        engine.plan.push(format!("approximate: {note}"));
+    }
+    answer.plan = engine.plan;
     Ok(answer)
 }
 
@@ -107,8 +111,12 @@ pub fn stream(
     };
     engine.scan(source, &window, &scan, near.as_ref(), &mut each)?;
     answer.columns = headers;
-    answer.plan = engine.plan;
     answer.stats = engine.stats;
+    answer.approximate = answer.approximation();
+    if let Some(note) = &answer.approximate {
+        engine.plan.push(format!("approximate: {note}"));
+    }
+    answer.plan = engine.plan;
     Ok(answer)
 }
 

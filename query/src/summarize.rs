@@ -176,14 +176,14 @@ impl Engine<'_> {
                 }
                 self.summarize_hist(source, window, pred, specs)
             }
-            // Counts alone have their own path.
-            ([], Some(step)) if !counts => match per_bucket(source, pred, specs) {
+            // Counts alone, of every record, have their own path.
+            ([], Some(step)) if counts && pred.is_none() => {
+                self.count_every(source, window, specs, step).map(Some)
+            }
+            ([], Some(step)) => match per_bucket(source, pred, specs) {
                 Some(how) => self.summarize_every(source, window, specs, &how, step),
                 None => Ok(None),
             },
-            ([], Some(step)) if pred.is_none() => {
-                self.count_every(source, window, specs, step).map(Some)
-            }
             ([by], None) => match pred {
                 None if counts => match self.summarize_by_part(source, window, specs, *by)? {
                     None => self.count_by_values(source, window, specs, *by),

@@ -124,6 +124,13 @@ impl RecordPlan {
         self.store.retain = retain.map(ns);
         self
     }
+
+    /// With the summaries of what the limits delete kept `summaries` long.
+    #[must_use]
+    pub fn keeping_summaries(mut self, summaries: Option<Duration>) -> Self {
+        self.store.retain_summaries = summaries.map(ns);
+        self
+    }
 }
 
 /// A duration in ns, saturating (no recording lasts 584 years).

@@ -357,3 +357,73 @@ fn a_firing_explains_where_its_calls_time_went() {
         "{stderr}"
     );
 }
+
+#[test]
+fn deleted_records_are_answered_for_by_their_kept_summaries() {
+    let test = "deleted_records_are_answered_for_by_their_kept_summaries";
+    let mut need = SYSCALL_PROBE.to_vec();
+    need.push(Need::Heavy);
+    if !weft_tests::needs(test, &need) {
+        return;
+    }
+    let dir = capture_dir("kept-summaries");
+    let running = Running::start(
+        &[
+            "record",
+            "-o",
+            dir.to_str().unwrap(),
+            "--retain",
+            "2s",
+            "--retain-summaries",
+            "1h",
+        ],
+        "weft: recording",
+    );
+    // Calls the ring deletes, then newer ones that push it past them.
+    let old = run(&["getppid:3000000"]);
+    std::thread::sleep(Duration::from_secs(3));
+    for _ in 0..3 {
+        run(&["getpid:2000000"]);
+    }
+    let finished = running.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+    let getppid = r#"syscalls where name = "getppid""#;
+    let kept = count(&dir, &format!("{getppid} and pid = {old} | count"));
+    assert!(kept < 3_000_000, "the ring deleted none of them: {kept}");
+    // Their summaries still count every call, and time them.
+    let rows = query_rows(&dir, &format!("{getppid} | count, p50(dur), max(dur)"));
+    let counted = rows[0]["count"].as_u64().unwrap();
+    assert!(
+        (3_000_000..3_010_000).contains(&counted),
+        "{counted} getppid calls counted: {rows:?}"
+    );
+    assert!(rows[0]["p50(dur)"].as_i64().unwrap() > 0, "{rows:?}");
+    let series = query_rows(&dir, &format!("{getppid} | count every 1s"));
+    let total: u64 = series.iter().map(|r| r["count"].as_u64().unwrap()).sum();
+    assert_eq!(total, counted, "{series:?}");
+    // A person reading the answer is told it is approximate, and how.
+    let (status, table, stderr) = run_weft(&[
+        "query",
+        dir.to_str().unwrap(),
+        &format!("{getppid} | count, p99(dur)"),
+    ]);
+    assert!(status.success(), "{stderr}");
+    assert!(
+        table.contains("(approximate: the records of ")
+            && table.contains(
+                "deleted chunks were answered for by their kept summaries: times to within"
+            ),
+        "{table}"
+    );
+    let (_, explain, _) = run_weft(&[
+        "query",
+        "--explain",
+        dir.to_str().unwrap(),
+        &format!("{getppid} | count"),
+    ]);
+    assert!(
+        explain.contains("deleted, answered for by their kept summaries")
+            && !explain.contains("; 0 deleted, answered for"),
+        "{explain}"
+    );
+}

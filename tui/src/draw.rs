@@ -217,8 +217,13 @@ fn heatmap(frame: &mut Frame, state: &State, area: Rect) {
         .nth(1)
         .and_then(|f| f.split(')').next());
     let source = &state.sources[state.selected].name;
+    let approximate = if answer.approximate.is_some() {
+        " (≈ from summaries where records were deleted)"
+    } else {
+        ""
+    };
     let title = format!(
-        "{source} {} heatmap, {}: time →, latency ↑, darker = more",
+        "{source} {} heatmap, {}{approximate}: time →, latency ↑, darker = more",
         field.unwrap_or_default(),
         WINDOWS[state.window].0
     );
@@ -282,8 +287,13 @@ fn latency(frame: &mut Frame, state: &State, area: Rect) {
     let [table_area, hist_area] =
         Layout::vertical([Constraint::Min(3), Constraint::Length(hist_height)]).areas(area);
     let breakdown = state.breakdown();
+    // Past the kept records, the summaries kept of them answer: say so.
+    let approximate = match &state.latency {
+        Some(Ok(answer)) if answer.approximate.is_some() => ", ≈ from summaries of deleted records",
+        _ => "",
+    };
     let title = format!(
-        "{} {} by {}, last {} (o: source, s r: sort, Enter: slowest)",
+        "{} {} by {}, last {}{approximate} (o: source, s r: sort, Enter: slowest)",
         breakdown.source, breakdown.field, breakdown.key, WINDOWS[state.window].0
     );
     let block = Block::new().borders(Borders::TOP).title(title);
@@ -540,7 +550,7 @@ const HELP: &str = "\
 1 2 3 4, Tab overview, latency, query, timeline views
 :            query bar (Tab completes, Up/Down history, Esc closes)
 /            show one process only (empty: all)
-w            window: 10s, 1m, 5m
+w            window: 10s, 1m, 5m, 1h
 [ ]          move back/forward in time (recordings)
 f            freeze the display (capture continues)
 s r o        sort by the next column, reverse, next source (latency)

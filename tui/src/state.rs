@@ -34,10 +34,11 @@ impl View {
 }
 
 /// The sliding windows the latency view offers, as written in queries.
-pub const WINDOWS: [(&str, u64); 3] = [
+pub const WINDOWS: [(&str, u64); 4] = [
     ("10s", 10_000_000_000),
     ("1m", 60_000_000_000),
     ("5m", 300_000_000_000),
+    ("1h", 3_600_000_000_000),
 ];
 
 /// A latency breakdown: a source, the field it groups by, its latency field.
@@ -323,7 +324,8 @@ impl State {
         let step = match WINDOWS[self.window].0 {
             "10s" => "250ms",
             "1m" => "1s",
-            _ => "5s",
+            "5m" => "5s",
+            _ => "1m",
         };
         Some(format!(
             "{from} | hist({field}) every {step} {}",
@@ -488,6 +490,10 @@ impl State {
                         "{} records of this source were lost in this window: the answer lacks them",
                         a.lost
                     ),
+                    Ok(Answer {
+                        approximate: Some(note),
+                        ..
+                    }) => format!("approximate: {note}"),
                     _ => String::new(),
                 };
                 self.result = Some((query, answer));

@@ -264,6 +264,33 @@ fn a_query_over_a_window_with_losses_says_how_many_records_it_lacks() {
 }
 
 #[test]
+fn an_answer_from_summaries_of_deleted_records_says_it_is_approximate() {
+    let mut state = live();
+    let mut counted = answer(&[("count", Kind::Int)], vec![vec![Cell::Int(10)]]);
+    counted.approximate = Some("the records of 4 deleted chunks …".into());
+    state.apply(Job::User("syscalls | count last 1h".into()), Ok(counted));
+    assert_eq!(
+        state.message,
+        "approximate: the records of 4 deleted chunks …"
+    );
+    // The latency view's title says so too, over the 1h window.
+    for _ in 0..3 {
+        key(&mut state, KeyCode::Char('w'));
+    }
+    assert!(state.latency_query().ends_with("last 1h"));
+    let mut table = latency_answer();
+    table.approximate = Some("…".into());
+    state.apply(Job::Latency(state.latency_query()), Ok(table));
+    key(&mut state, KeyCode::Char('2'));
+    let lines = screen(&state, 120, 30);
+    let title = line_with(&lines, "dur by name");
+    assert!(
+        title.contains("last 1h, ≈ from summaries of deleted records"),
+        "{title}"
+    );
+}
+
+#[test]
 fn answers_to_outdated_queries_and_refreshes_while_frozen_are_dropped() {
     let mut state = live();
     let old = state.latency_query();
