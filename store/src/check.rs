@@ -7,12 +7,13 @@ use std::{fs, path::Path};
 use crate::{
     dir::Dir,
     error::{Error, Result},
-    format::{FILE_HEADER_LEN, FileKind, SUMMARY_LEN, TimeEntry},
+    format::{FILE_HEADER_LEN, FileKind, FormatVersion, SUMMARY_LEN, TimeEntry},
     reclaim::GroupWalk,
     recovery::{
         self, TimeLog, first_on_disk, follows, group_summaries_intact, is_deleted, open_log,
         read_block, summaries_of, values_of,
     },
+    rollup::{ROLLUPS, Rollups},
     schema::Meta,
     segment_name,
 };
@@ -146,10 +147,7 @@ pub(crate) fn check_dir(dir: &Dir) -> Result<Report> {
     if let Some(closed) = &meta.closed {
         report.damaged_chunks.extend(on_disk..closed.chunks);
     }
-    if format.has_groups() {
-        let groups = open_log(dir, "groups.log", FileKind::Groups, format)?;
-        check_groups(&groups, kept, meta.closed.is_none(), &mut report);
-    }
+    check_merged(dir, format, kept, meta.closed.is_none(), &mut report)?;
     // Opening's complaint, unless a damage above is what it stopped at.
     // Lines name their place ("file at offset N") before the first ": ".
     let place = |line: &str| line.split(": ").next().unwrap_or_default().to_owned();
@@ -159,6 +157,51 @@ pub(crate) fn check_dir(dir: &Dir) -> Result<Report> {
         report.problems.insert(0, what);
     }
     Ok(report)
+}
+
+/// The logs of merged summaries: the groups log's (chunks from `kept` on
+/// are unfinished) and the rollups log's.
+fn check_merged(
+    dir: &Dir,
+    format: FormatVersion,
+    kept: u64,
+    crashed: bool,
+    report: &mut Report,
+) -> Result<()> {
+    if format.has_groups() {
+        let groups = open_log(dir, "groups.log", FileKind::Groups, format)?;
+        check_groups(&groups, kept, crashed, report);
+    }
+    check_rollups(dir, crashed, report);
+    Ok(())
+}
+
+/// Every rollups-log entry's header and summaries, up to the first entry
+/// that cannot be read; in a `crashed` capture that one is unfinished (an
+/// append a crash tore).
+fn check_rollups(dir: &Dir, crashed: bool, report: &mut Report) {
+    let (rollups, end) = match Rollups::load(dir) {
+        Ok(loaded) => loaded,
+        Err(error) => return report.problems.push(error.to_string()),
+    };
+    let size = dir
+        .stat(ROLLUPS)
+        .map_or(0, |s| u64::try_from(s.st_size).unwrap_or(0));
+    if end < size {
+        let problems = if crashed {
+            &mut report.unfinished
+        } else {
+            &mut report.problems
+        };
+        problems.push(format!(
+            "rollups.log at offset {end}: an entry that fails its checksum, is out of order or is cut short"
+        ));
+    }
+    for i in 0..rollups.entries.len() {
+        if let Err(error) = rollups.summaries(dir, i, None) {
+            report.problems.push(error.to_string());
+        }
+    }
 }
 
 /// Every groups-log entry's header and summaries, up to the first entry

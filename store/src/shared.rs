@@ -337,6 +337,12 @@ impl Snapshot {
         &self.rollups
     }
 
+    /// Whether the snapshot leaves damage out of its answers
+    /// (`--skip-damaged`) rather than failing on it.
+    pub(crate) fn skips_damage(&self) -> bool {
+        self.damaged.is_some()
+    }
+
     /// The capture's directory.
     pub(crate) fn dir(&self) -> &Dir {
         &self.shared.dir

@@ -1163,3 +1163,37 @@ fn kept_summaries_stay_within_their_share_and_retention() {
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::remove_dir_all(&dir2).unwrap();
 }
+
+#[test]
+fn damaged_kept_summaries_are_found_and_can_be_left_out() {
+    let dir = temp_dir("rollups-damage");
+    let (source, index) = store_with_rollups(&dir, 100_000, &rolling());
+    // A byte inside the first entry's summaries (after the file header and
+    // the entry's 36-byte header): the first summary, at 52.
+    let path = dir.join("rollups.log");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[16 + 36 + 30] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    let report = weft_store::check(&dir).unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains("rollups.log at offset 52")),
+        "{report:?}"
+    );
+    let (snapshot, _) = weft_store::open_read_only(&dir).unwrap();
+    let error = snapshot
+        .aggregate(source, index, 0..=u64::MAX)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("rollups.log at offset 52"), "{error}");
+    // Skipping damage, the damaged entry is left out and the rest answer.
+    let (snapshot, _, _) = weft_store::open_skipping_damaged(&dir).unwrap();
+    let (all, stats) = snapshot.aggregate(source, index, 0..=u64::MAX).unwrap();
+    assert!(
+        all.count < 100_000 && stats.chunks_rolled_up > 0,
+        "{all:?} {stats:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

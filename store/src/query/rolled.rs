@@ -40,6 +40,12 @@ impl Snapshot {
             if !window.contains(&middle(entry.first_ts, entry.last_ts)) {
                 continue;
             }
+            let summaries = match rollups.summaries(self.dir(), i, Some(&keys)) {
+                // Skipping damage, a damaged entry is left out like the
+                // records it stands for.
+                Err(_) if self.skips_damage() => continue,
+                summaries => summaries?,
+            };
             let meta = ChunkMeta {
                 time: TimeEntry {
                     chunk: entry.first_chunk,
@@ -47,7 +53,7 @@ impl Snapshot {
                     last_ts: entry.last_ts,
                     ..TimeEntry::default()
                 },
-                summaries: rollups.summaries(self.dir(), i, Some(&keys))?,
+                summaries,
             };
             let Some(all) = meta.all(target.source) else {
                 continue;
