@@ -58,9 +58,10 @@ impl Answer {
         if s.chunks_rolled_up == 0 {
             return None;
         }
+        // Not a count of chunks: each operator of a query counts those it
+        // read, and several may read the same (`--explain` has the sum).
         let mut text = format!(
-            "the records of {} deleted chunks were answered for by their kept summaries: times to within {}",
-            s.chunks_rolled_up,
+            "records deleted from this window were answered for by their kept summaries: times to within {}",
             duration(s.rolled_up_span as f64)
         );
         if s.rolled_up_error > 0 {
