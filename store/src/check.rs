@@ -125,7 +125,7 @@ pub(crate) fn check_dir(dir: &Dir) -> Result<Report> {
                 break 'chunk;
             }
             report.records += u64::from(entry.records);
-            if summaries_of(&chunks, &entry).is_none() {
+            if summaries_of(&chunks, &entry, format).is_none() {
                 let at = (entry.first_summary.saturating_mul(SUMMARY_LEN as u64))
                     .saturating_add(FILE_HEADER_LEN as u64);
                 problems.push(format!(
@@ -170,7 +170,7 @@ fn check_merged(
 ) -> Result<()> {
     if format.has_groups() {
         let groups = open_log(dir, "groups.log", FileKind::Groups, format)?;
-        check_groups(&groups, kept, crashed, report);
+        check_groups((&groups, format), kept, crashed, report);
     }
     check_rollups(dir, crashed, report);
     Ok(())
@@ -208,7 +208,12 @@ fn check_rollups(dir: &Dir, crashed: bool, report: &mut Report) {
 /// that cannot be read (the ones after it cannot be found); in a
 /// `crashed` capture, an entry of chunks from `kept` on, or one that
 /// cannot be read, is unfinished.
-fn check_groups(groups: &fs::File, kept: u64, crashed: bool, report: &mut Report) {
+fn check_groups(
+    (groups, format): (&fs::File, FormatVersion),
+    kept: u64,
+    crashed: bool,
+    report: &mut Report,
+) {
     let size = groups.metadata().map_or(0, |m| m.len());
     let mut walk = GroupWalk::new(groups, size);
     loop {
@@ -229,7 +234,7 @@ fn check_groups(groups: &fs::File, kept: u64, crashed: bool, report: &mut Report
             ));
             return;
         };
-        if !group_summaries_intact(groups, at, &entry) {
+        if !group_summaries_intact((groups, format), at, &entry) {
             let problems = if entry.range().end > kept {
                 &mut report.unfinished
             } else {

@@ -46,7 +46,7 @@ pub enum Error {
         what: String,
     },
     /// A file was written by a newer (or unknown) format version.
-    #[error("{path}: format version {version} is not supported (this build reads version 1)")]
+    #[error("{path}: format version {version} is not supported (this build reads versions 1 to 5)")]
     UnsupportedVersion {
         /// The file.
         path: PathBuf,

@@ -228,7 +228,10 @@ impl Files {
             time.values_len = u32::try_from(entry.len()).unwrap_or(u32::MAX);
             *end += entry.len() as u64;
         }
-        let summaries: Vec<u8> = sealed.summaries.iter().flat_map(Summary::encode).collect();
+        let mut summaries: Vec<u8> = sealed.summaries.iter().flat_map(Summary::encode).collect();
+        if self.format.closes_summaries() {
+            summaries.extend(Summary::closing(chunk, &summaries).encode());
+        }
         let at = FILE_HEADER_LEN as u64 + sealed.time.first_summary * SUMMARY_LEN as u64;
         let chunks_path = self.dir.join("chunks.log");
         self.chunks
@@ -363,14 +366,16 @@ impl Files {
 /// capture reopened mid-run gets no entry for that run.
 struct Grouper {
     size: u64,
+    format: FormatVersion,
     entry: GroupEntry,
     summaries: BTreeMap<(u16, u16, u32), Summary>,
 }
 
 impl Grouper {
-    fn new(size: u32) -> Self {
+    fn new(size: u32, format: FormatVersion) -> Self {
         Self {
             size: u64::from(size),
+            format,
             entry: GroupEntry::default(),
             summaries: BTreeMap::new(),
         }
@@ -407,9 +412,13 @@ impl Grouper {
         if u64::from(self.entry.chunks) < self.size {
             return None;
         }
-        self.entry.summaries = u32::try_from(self.summaries.len()).ok()?;
+        let mut summaries: Vec<u8> = self.summaries.values().flat_map(Summary::encode).collect();
+        if self.format.closes_summaries() {
+            summaries.extend(Summary::closing(self.entry.first_chunk, &summaries).encode());
+        }
+        self.entry.summaries = u32::try_from(summaries.len() / SUMMARY_LEN).ok()?;
         let mut out = self.entry.encode().to_vec();
-        out.extend(self.summaries.values().flat_map(Summary::encode));
+        out.extend(summaries);
         self.entry.chunks = 0;
         Some(out)
     }
@@ -479,7 +488,8 @@ pub(crate) fn run(
         }
     }
     // No runs at all with `group_chunks` 0 (not runs of one chunk each).
-    let mut grouper = (config.group_chunks > 0).then(|| Grouper::new(config.group_chunks));
+    let mut grouper =
+        (config.group_chunks > 0).then(|| Grouper::new(config.group_chunks, meta.format));
     let mut retired = Instant::now();
     // The segment of the last chunk written, and its newest time.
     let mut last = None;

@@ -51,13 +51,19 @@ pub enum FormatVersion {
     /// free the entries of deleted segments (holes that read as zeros),
     /// which a reader of version 3 would take for damage. Captures of
     /// version 3 are still read and appended to without freeing them.
-    #[default]
     V4 = 4,
+    /// The same files; each chunk's summaries, and each group's, end with
+    /// one more whose count is the CRC-32 of the others
+    /// ([`Summary::closing`]), so that a summary copied over a neighbour
+    /// (each intact on its own) is found. Captures of version 4 are still
+    /// read and appended to without it.
+    #[default]
+    V5 = 5,
 }
 
 impl FormatVersion {
     /// The version new files are written with.
-    pub const CURRENT: Self = Self::V4;
+    pub const CURRENT: Self = Self::V5;
 
     /// Whether captures of this version keep a values log.
     pub fn has_values(self) -> bool {
@@ -66,14 +72,20 @@ impl FormatVersion {
 
     /// Whether captures of this version keep a groups log.
     pub fn has_groups(self) -> bool {
-        matches!(self, Self::V3 | Self::V4)
+        matches!(self, Self::V3 | Self::V4 | Self::V5)
+    }
+
+    /// Whether a chunk's and a group's summaries end with the summary of
+    /// their checksum ([`Summary::closing`]).
+    pub fn closes_summaries(self) -> bool {
+        self == Self::V5
     }
 
     /// Whether a disk budget frees the time, chunk and groups-log entries
     /// of the segments it deletes (the values log's are freed from
     /// version 2 on).
     pub fn frees_entries(self) -> bool {
-        self == Self::V4
+        matches!(self, Self::V4 | Self::V5)
     }
 
     fn from_byte(byte: u8) -> Option<Self> {
@@ -82,6 +94,7 @@ impl FormatVersion {
             2 => Some(Self::V2),
             3 => Some(Self::V3),
             4 => Some(Self::V4),
+            5 => Some(Self::V5),
             _ => None,
         }
     }
@@ -401,7 +414,46 @@ pub struct Summary {
 /// Size of an encoded [`Summary`]: the fields plus a CRC32.
 pub const SUMMARY_LEN: usize = 8 + 2 + 2 + 4 + 8 + 16 + 8 + 8 + 8 + 8 + 8 + 4;
 
+/// The key of the summary that closes a chunk's or group's summaries
+/// (version 5): no source, index and bin have it.
+pub const CLOSING_KEY: (u16, u16, u32) = (u16::MAX, u16::MAX, u32::MAX);
+
+/// Whether `raw`, a chunk's or group's encoded summaries in version 5,
+/// ends with the summary of `chunk` closing them, whose count is the
+/// CRC-32 of the others.
+pub fn closed_whole(raw: &[u8], chunk: u64) -> bool {
+    let Some(split) = raw.len().checked_sub(SUMMARY_LEN) else {
+        return false;
+    };
+    let (rest, last) = raw.split_at(split);
+    Summary::decode(last).is_some_and(|s| s == Summary::closing(chunk, rest))
+}
+
 impl Summary {
+    /// The summary that closes `summaries` (the encoded summaries of
+    /// `chunk`, or of the group it begins) in version 5: its count is the
+    /// CRC-32 of their fields, each summary's own CRC left out. Each
+    /// summary's checksum finds damage inside it; this one finds a summary
+    /// copied over its neighbour. (Over whole summaries it would find
+    /// nothing: a CRC run over data followed by that data's CRC always
+    /// ends in the same state, so the CRC of any run of intact summaries
+    /// depends only on how many there are.)
+    pub fn closing(chunk: u64, summaries: &[u8]) -> Self {
+        let (source, index, bin) = CLOSING_KEY;
+        let mut crc = crc32fast::Hasher::new();
+        for summary in summaries.chunks(SUMMARY_LEN) {
+            crc.update(&summary[..summary.len().min(SUMMARY_LEN - 4)]);
+        }
+        Self {
+            chunk,
+            source,
+            index,
+            bin,
+            count: u64::from(crc.finalize()),
+            ..Self::default()
+        }
+    }
+
     /// Adds `s` (of a later chunk, same key) into this one: counts and sums
     /// added, the smallest `min` and `first_ts`, the largest of the rest.
     pub fn absorb(&mut self, s: &Self) {
@@ -505,7 +557,9 @@ impl TimeEntry {
     pub const fn len(version: FormatVersion) -> usize {
         match version {
             FormatVersion::V1 => TIME_ENTRY_LEN - 12,
-            FormatVersion::V2 | FormatVersion::V3 | FormatVersion::V4 => TIME_ENTRY_LEN,
+            FormatVersion::V2 | FormatVersion::V3 | FormatVersion::V4 | FormatVersion::V5 => {
+                TIME_ENTRY_LEN
+            }
         }
     }
 
@@ -762,6 +816,7 @@ mod tests {
             FormatVersion::V2,
             FormatVersion::V3,
             FormatVersion::V4,
+            FormatVersion::V5,
         ] {
             let len = TimeEntry::len(version);
             let bytes = entry.encode(version);
@@ -771,7 +826,9 @@ mod tests {
                     values_len: 0,
                     ..entry
                 },
-                FormatVersion::V2 | FormatVersion::V3 | FormatVersion::V4 => entry,
+                FormatVersion::V2 | FormatVersion::V3 | FormatVersion::V4 | FormatVersion::V5 => {
+                    entry
+                }
             };
             assert_eq!(TimeEntry::decode(&bytes[..len], version), Some(expected));
             assert_eq!(TimeEntry::decode(&bytes[..len - 1], version), None);

@@ -14,7 +14,7 @@ use crate::{
     error::{Error, Result, io},
     format::{
         BlockHeader, FILE_HEADER_LEN, FileKind, FormatVersion, GROUP_ENTRY_LEN, GroupEntry,
-        SUMMARY_LEN, Summary, TimeEntry, check_file_header,
+        SUMMARY_LEN, Summary, TimeEntry, check_file_header, closed_whole,
     },
     reclaim::GroupWalk,
     schema::{Closed, Meta, SourceId},
@@ -84,7 +84,12 @@ pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
     let deleted = |chunk| is_deleted(&segments, chunk / per_segment);
     let mut entries = valid_time_entries(&time, deleted, &mut damage);
     let intact_entries = entries.clone();
-    cut_torn_summaries(&mut entries, &chunks, values.as_ref(), &mut damage);
+    cut_torn_summaries(
+        &mut entries,
+        (&chunks, format),
+        values.as_ref(),
+        &mut damage,
+    );
     let mut kept = base + entries.len() as u64;
     // The newest block must be intact too; older ones are checked on read.
     while let Some(last) = kept.checked_sub(1) {
@@ -126,7 +131,7 @@ pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
     }
     recovery.groups_end = FILE_HEADER_LEN as u64;
     if let Some(groups) = &groups {
-        recovery.groups_end = intact_groups(groups, kept, &mut damage);
+        recovery.groups_end = intact_groups((groups, format), kept, &mut damage);
     }
     if let Some(closed) = &meta.closed {
         let whole = Whole {
@@ -145,7 +150,8 @@ pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
                 recovery.cut_records = 0;
                 recovery.deleted_segments.clone_from(&closed.deleted);
                 if let Some(groups) = &groups {
-                    recovery.groups_end = intact_groups(groups, closed.chunks, &mut damage);
+                    recovery.groups_end =
+                        intact_groups((groups, format), closed.chunks, &mut damage);
                 }
             }
             Err(what) => {
@@ -169,12 +175,12 @@ pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
 /// those must be intact for a chunk to count.
 fn cut_torn_summaries(
     entries: &mut Vec<TimeEntry>,
-    chunks: &File,
+    (chunks, format): (&File, FormatVersion),
     values: Option<&File>,
     damage: &mut Vec<String>,
 ) {
     while let Some(last) = entries.last() {
-        let torn = if summaries_of(chunks, last).is_none() {
+        let torn = if summaries_of(chunks, last, format).is_none() {
             format!(
                 "chunks.log at offset {}: summaries of chunk {} are torn or corrupt; cut here",
                 (last.first_summary.saturating_mul(SUMMARY_LEN as u64))
@@ -471,11 +477,18 @@ pub(crate) fn read_block(dir: &Dir, meta: &Meta, chunk: u64) -> std::result::Res
 }
 
 /// The summaries of `entry`'s chunk, if they are all there and intact.
-pub(crate) fn summaries_of(chunks: &File, entry: &TimeEntry) -> Option<Vec<Summary>> {
+pub(crate) fn summaries_of(
+    chunks: &File,
+    entry: &TimeEntry,
+    format: FormatVersion,
+) -> Option<Vec<Summary>> {
     let len = u64::from(entry.summaries) * SUMMARY_LEN as u64;
     let offset = (entry.first_summary.checked_mul(SUMMARY_LEN as u64))
         .and_then(|at| at.checked_add(FILE_HEADER_LEN as u64))?;
     let bytes = read_exact(chunks, offset, len)?;
+    if format.closes_summaries() && !closed_whole(&bytes, entry.chunk) {
+        return None;
+    }
     bytes
         .chunks(SUMMARY_LEN)
         .map(|raw| Summary::decode(raw).filter(|s| s.chunk == entry.chunk))
@@ -485,7 +498,11 @@ pub(crate) fn summaries_of(chunks: &File, entry: &TimeEntry) -> Option<Vec<Summa
 /// Where the groups log's intact entries end: each in chunk order, of
 /// kept chunks only, the newest with every summary intact (a torn write
 /// is cut like a torn chunk; older damage is found when read).
-fn intact_groups(groups: &File, kept: u64, notes: &mut Vec<String>) -> u64 {
+fn intact_groups(
+    (groups, format): (&File, FormatVersion),
+    kept: u64,
+    notes: &mut Vec<String>,
+) -> u64 {
     let size = groups.metadata().map_or(0, |m| m.len());
     let mut walk = GroupWalk::new(groups, size);
     let mut last = None;
@@ -497,7 +514,7 @@ fn intact_groups(groups: &File, kept: u64, notes: &mut Vec<String>) -> u64 {
         }
     };
     if let Some((start, entry)) = last
-        && !group_summaries_intact(groups, start, &entry)
+        && !group_summaries_intact((groups, format), start, &entry)
     {
         notes.push(format!(
             "groups.log at offset {start}: summaries of chunks {:?} are torn or corrupt; cut here",
@@ -545,12 +562,17 @@ pub(crate) fn follows(
 
 /// Whether the summaries of the groups-log entry `entry`, whose header is
 /// at `at`, can all be read and pass their checksums.
-pub(crate) fn group_summaries_intact(groups: &File, at: u64, entry: &GroupEntry) -> bool {
+pub(crate) fn group_summaries_intact(
+    (groups, format): (&File, FormatVersion),
+    at: u64,
+    entry: &GroupEntry,
+) -> bool {
     let len = u64::from(entry.summaries) * SUMMARY_LEN as u64;
     read_exact(groups, at + GROUP_ENTRY_LEN as u64, len).is_some_and(|bytes| {
-        bytes
-            .chunks(SUMMARY_LEN)
-            .all(|raw| Summary::decode(raw).is_some_and(|s| s.chunk == entry.first_chunk))
+        (!format.closes_summaries() || closed_whole(&bytes, entry.first_chunk))
+            && bytes
+                .chunks(SUMMARY_LEN)
+                .all(|raw| Summary::decode(raw).is_some_and(|s| s.chunk == entry.first_chunk))
     })
 }
 
@@ -581,7 +603,7 @@ fn last_addresses(meta: &Meta, entries: &[TimeEntry], chunks: &File) -> Vec<Opti
         if prev.iter().all(Option::is_some) {
             break;
         }
-        for summary in summaries_of(chunks, entry).unwrap_or_default() {
+        for summary in summaries_of(chunks, entry, meta.format).unwrap_or_default() {
             if summary.index == 0
                 && let Some(slot) = prev.get_mut(usize::from(summary.source as SourceId))
             {

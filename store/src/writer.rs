@@ -328,8 +328,10 @@ impl Store {
             }
             return Ok(existing.id);
         }
-        let id = SourceId::try_from(self.meta.sources.len())
-            .map_err(|_| Error::Invalid("too many sources".into()))?;
+        // The last id is the key of the summary that closes a chunk's.
+        let id = (SourceId::try_from(self.meta.sources.len()).ok())
+            .filter(|id| *id < SourceId::MAX)
+            .ok_or_else(|| Error::Invalid("too many sources".into()))?;
         self.meta.sources.push(Source {
             id,
             name: name.to_owned(),
@@ -691,7 +693,8 @@ impl Store {
             first_ts: self.base_ts,
             last_ts: self.last_ts,
             first_summary: self.next_summary,
-            summaries: summaries.len() as u32,
+            // On disk, the summary closing them follows (version 5).
+            summaries: summaries.len() as u32 + u32::from(self.meta.format.closes_summaries()),
             records: self.records,
             // The flusher places the values when it writes them.
             ..TimeEntry::default()

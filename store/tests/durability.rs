@@ -1197,3 +1197,25 @@ fn damaged_kept_summaries_are_found_and_can_be_left_out() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_summary_copied_over_its_neighbour_is_found() {
+    // Chunk 1's first summary over its second (each intact on its own,
+    // both of chunk 1); the groups log's first entry's likewise.
+    for (log, first) in [("chunks.log", 16 + 3 * 84), ("groups.log", 16 + 36)] {
+        let dir = temp_dir("copied-summary");
+        write_closed_store(&dir, 30_000);
+        let path = dir.join(log);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let copy = bytes[first..first + 84].to_vec();
+        assert_ne!(copy, bytes[first + 84..first + 168], "{log}");
+        bytes[first + 84..first + 168].copy_from_slice(&copy);
+        std::fs::write(&path, &bytes).unwrap();
+        let report = weft_store::check(&dir).unwrap();
+        assert!(
+            report.problems.iter().any(|p| p.contains(log)),
+            "{log}: {report:?}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

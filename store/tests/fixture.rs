@@ -11,12 +11,12 @@ fn fixture(version: u8) -> PathBuf {
 
 /// Writes the fixture of the current format; run by hand only when adding
 /// a format version (`v1` was written by the build of that format):
-/// `cargo test -p weft-store --test fixture -- --ignored write_fixture_v4`
-/// (`v1` to `v3` were written by the builds of those formats).
+/// `cargo test -p weft-store --test fixture -- --ignored write_fixture_v5`
+/// (`v1` to `v4` were written by the builds of those formats).
 #[test]
 #[ignore = "rewrites the checked-in fixture"]
-fn write_fixture_v4() {
-    let dir = fixture(4);
+fn write_fixture_v5() {
+    let dir = fixture(5);
     let _ = std::fs::remove_dir_all(&dir);
     write_fixture(&dir);
 }
@@ -53,6 +53,15 @@ fn fixture_v4_opens_with_the_same_answers_from_its_groups() {
     let stats = same_answers(&fixture(4));
     assert_eq!(stats.chunks_read_for_bins, 0, "{stats:?}");
     assert!(stats.chunks_in_groups > 0, "{stats:?}");
+}
+
+#[test]
+fn fixture_v5_opens_whole_with_the_same_answers() {
+    let stats = same_answers(&fixture(5));
+    assert_eq!(stats.chunks_read_for_bins, 0, "{stats:?}");
+    assert!(stats.chunks_in_groups > 0, "{stats:?}");
+    let report = weft_store::check(&fixture(5)).unwrap();
+    assert!(report.problems.is_empty(), "{report:?}");
 }
 
 /// A capture of format 1 takes more records in format 1 (no values log),
