@@ -69,16 +69,12 @@ pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
     let format = time.format;
     meta.format = format;
     let chunks = open_log(dir, "chunks.log", FileKind::Chunks, format)?;
-    let values = if format.has_values() {
-        Some(open_log(dir, "values.log", FileKind::Values, format)?)
-    } else {
-        None
-    };
-    let groups = if format.has_groups() {
-        Some(open_log(dir, "groups.log", FileKind::Groups, format)?)
-    } else {
-        None
-    };
+    let values = (format.has_values())
+        .then(|| open_log(dir, "values.log", FileKind::Values, format))
+        .transpose()?;
+    let groups = (format.has_groups())
+        .then(|| open_log(dir, "groups.log", FileKind::Groups, format))
+        .transpose()?;
     // What would be cut from a crashed capture: damage in a closed one.
     let mut damage = Vec::new();
     let deleted = |chunk| is_deleted(&segments, chunk / per_segment);
@@ -129,10 +125,12 @@ pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
             .values_end
             .max(last.values_at.saturating_add(u64::from(last.values_len)));
     }
-    recovery.groups_end = FILE_HEADER_LEN as u64;
-    if let Some(groups) = &groups {
-        recovery.groups_end = intact_groups((groups, format), kept, &mut damage);
-    }
+    let groups_end = |kept, damage: &mut Vec<String>| {
+        (groups.as_ref()).map_or(FILE_HEADER_LEN as u64, |g| {
+            intact_groups((g, format), kept, damage)
+        })
+    };
+    recovery.groups_end = groups_end(kept, &mut damage);
     if let Some(closed) = &meta.closed {
         let whole = Whole {
             dir,
@@ -149,10 +147,7 @@ pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
                 recovery.cut_chunks = 0;
                 recovery.cut_records = 0;
                 recovery.deleted_segments.clone_from(&closed.deleted);
-                if let Some(groups) = &groups {
-                    recovery.groups_end =
-                        intact_groups((groups, format), closed.chunks, &mut damage);
-                }
+                recovery.groups_end = groups_end(closed.chunks, &mut damage);
             }
             Err(what) => {
                 return Err(Error::Damaged {
