@@ -129,8 +129,10 @@ pub fn ask_parsed(
         other => anyhow!(other).context(format!("failed to query {}", capture.dir().display())),
     };
     // Thread names cost a pass over the `tasks` records: only for queries
-    // that name `comm` or list records (the capture keeps them once read).
-    let threads = parsed.names("comm") || parsed.names("cgroup") || parsed.lists_records();
+    // that name `comm` (or `pid`, counted through threads) or list records
+    // (the capture keeps them once read).
+    let threads =
+        ["comm", "cgroup", "pid"].iter().any(|n| parsed.names(n)) || parsed.lists_records();
     let mut catalog = Catalog::clone(&*capture.catalog(snapshot, threads)?);
     catalog.now = now;
     if full_scan {

@@ -117,7 +117,6 @@ pub fn catalog_naming(
     threads: Option<crate::tasks::Threads>,
 ) -> Result<Catalog> {
     let mut catalog = Catalog::from_meta(snapshot.meta());
-    let threads = threads.map(|t| (Arc::new(t.comm), Arc::new(t.cgroup)));
     catalog.wall_offset = metadata.wall_offset();
     for spec in crate::sources::EVERY {
         if let Some(columns) = catalog.source_mut(spec.name) {
@@ -146,8 +145,8 @@ pub fn catalog_naming(
                 columns.set_kind(field, registry::query_kind(kind));
             }
         }
-        if let (true, Some((comm, _))) = (oneliner, &threads) {
-            columns.view("tid", "comm", Kind::Named(comm.clone()));
+        if let (true, Some(threads)) = (oneliner, &threads) {
+            columns.view("tid", "comm", Kind::Named(threads.comm.clone()));
         }
     }
     Ok(catalog)

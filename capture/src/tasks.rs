@@ -2,7 +2,7 @@
 //! and cgroup once (`weft_ingest::tasks`), queries show them as `comm` and
 //! `cgroup`.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Arc};
 
 use weft_ingest::tasks::COMM_LEN;
 use weft_oneliner::value::c_string;
@@ -12,10 +12,13 @@ use weft_store::Snapshot;
 use crate::registry::TASKS;
 
 /// What queries name a thread by: its name (`comm`) and its cgroup v2
-/// path (`cgroup`), each by tid.
+/// path (`cgroup`), each by tid; and its process (`pid`) by tid, for the
+/// threads that were always of one process (a tid reused by another
+/// process is left out).
 pub struct Threads {
-    pub comm: Names,
-    pub cgroup: Names,
+    pub comm: Arc<Names>,
+    pub cgroup: Arc<Names>,
+    pub pid: Arc<HashMap<i64, i64>>,
 }
 
 /// Thread names and cgroups by tid from a capture's `tasks` records (the
@@ -33,6 +36,8 @@ pub struct ThreadNames {
     read: u64,
     names: HashMap<u32, String>,
     cgroups: HashMap<u32, String>,
+    /// Each thread's process; `None` for a tid seen in two processes.
+    pids: HashMap<u32, Option<u32>>,
 }
 
 impl ThreadNames {
@@ -49,7 +54,14 @@ impl ThreadNames {
                 if let Some(cgroup) = thread.cgroup {
                     self.cgroups.insert(thread.tid, cgroup);
                 }
-                self.names.insert(thread.tid, thread.name);
+                // A thread gone before its name was read has none.
+                if !thread.name.is_empty() {
+                    self.names.insert(thread.tid, thread.name);
+                }
+                let pid = self.pids.entry(thread.tid).or_insert(Some(thread.pid));
+                if *pid != Some(thread.pid) {
+                    *pid = None;
+                }
             }
         })?;
         self.read = snapshot.chunks();
@@ -57,9 +69,13 @@ impl ThreadNames {
             let entries = map.iter().map(|(tid, v)| (i64::from(*tid), v.clone()));
             Names::new(entries, false)
         };
+        let pid = (self.pids.iter())
+            .filter_map(|(tid, pid)| Some((i64::from(*tid), i64::from((*pid)?))))
+            .collect();
         Ok(Some(Threads {
-            comm: by_tid(&self.names),
-            cgroup: by_tid(&self.cgroups),
+            comm: Arc::new(by_tid(&self.names)),
+            cgroup: Arc::new(by_tid(&self.cgroups)),
+            pid: Arc::new(pid),
         }))
     }
 }

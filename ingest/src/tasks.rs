@@ -102,7 +102,9 @@ impl TaskNames {
     }
 
     /// Records the name of thread `tid` of process `pid` if it is new or
-    /// `exec` says it has a new name. A thread already gone is skipped.
+    /// `exec` says it has a new name. A thread already gone is recorded
+    /// without a name: its process is still known (`count by pid` adds
+    /// up its threads' counts).
     pub fn observe(
         &mut self,
         store: &mut Store,
@@ -115,9 +117,7 @@ impl TaskNames {
             return Ok(());
         }
         let path = format!("/proc/{pid}/task/{tid}/comm");
-        let Ok(comm) = std::fs::read_to_string(path) else {
-            return Ok(());
-        };
+        let comm = std::fs::read_to_string(path).unwrap_or_default();
         self.write(store, ts, pid, tid, comm.trim_end_matches('\n').as_bytes())
     }
 

@@ -64,6 +64,20 @@ pub struct Column {
     /// partition field and its part count): "p99 of `dur` where `nr` = 44"
     /// from summaries.
     pub partitioned: Vec<(IndexId, Field, u32)>,
+    /// A column whose value follows from another's: a thread's process
+    /// (`pid`) from its `tid`, so that counts by it add up the other
+    /// column's counts (from its index).
+    pub derived: Option<Derived>,
+}
+
+/// How a [`Column`]'s value follows from another column's.
+#[derive(Clone, Debug)]
+pub struct Derived {
+    /// The other column.
+    pub from: String,
+    /// Its values, and this column's value for each (a value missing here
+    /// has no one value of this column).
+    pub map: Arc<HashMap<i64, i64>>,
 }
 
 /// Where a column's value comes from.
@@ -302,6 +316,7 @@ impl Catalog {
                     hidden: false,
                     index: None,
                     partitioned: Vec::new(),
+                    derived: None,
                 }];
                 columns.extend(source.fields.iter().map(|field| {
                     Column {
@@ -325,6 +340,7 @@ impl Catalog {
                                 Some((i.id, p.field.clone(), p.count))
                             })
                             .collect(),
+                        derived: None,
                     }
                 }));
                 SourceColumns {
@@ -397,6 +413,17 @@ impl SourceColumns {
         let at = self.column(of)?.0;
         self.columns[at].hidden = true;
         Some(())
+    }
+
+    /// Says that column `name`'s value follows from column `from`'s by
+    /// `map` (see [`Column::derived`]).
+    pub fn derive(&mut self, name: &str, from: &str, map: &Arc<HashMap<i64, i64>>) {
+        if let Some(column) = self.columns.iter_mut().find(|c| c.name == name) {
+            column.derived = Some(Derived {
+                from: from.to_owned(),
+                map: Arc::clone(map),
+            });
+        }
     }
 
     /// A new column that shows column `of`'s values another way (a
@@ -495,6 +522,7 @@ impl SourceColumns {
             hidden: false,
             index: None,
             partitioned: Vec::new(),
+            derived: None,
         });
     }
 

@@ -535,7 +535,16 @@ impl Engine<'_> {
         by: usize,
     ) -> Result<Option<Answer>> {
         let column = &source.columns[by];
-        let (Read::Field(_), Some(index)) = (&column.read, column.index) else {
+        // A column that follows from an indexed one (a thread's process)
+        // is counted by that one's values, then mapped.
+        let (counted, map) = match &column.derived {
+            Some(derived) => match source.column(&derived.from) {
+                Some((_, from)) => (from, Some(&derived.map)),
+                None => return Ok(None),
+            },
+            None => (column, None),
+        };
+        let (Read::Field(_), Some(index)) = (&counted.read, counted.index) else {
             return Ok(None);
         };
         let (counts, stats) = (self.snapshot).value_counts(source.id, index, window.clone())?;
@@ -545,6 +554,14 @@ impl Engine<'_> {
         self.add(stats);
         let mut groups = Groups::<Acc>::default();
         for (value, n) in counts {
+            let value = match map {
+                // A value without one of the column's: the records decide.
+                Some(map) => match map.get(&value) {
+                    Some(mapped) => *mapped,
+                    None => return Ok(None),
+                },
+                None => value,
+            };
             let key = match &column.kind {
                 Kind::Named(names) => names.group_of(value),
                 _ => value,
@@ -553,8 +570,9 @@ impl Engine<'_> {
                 acc.add_count(n);
             }
         }
+        let through = map.map_or(String::new(), |_| format!(" through `{}`", counted.name));
         self.plan.push(format!(
-            "aggregate: counted per `{}` from the values log of `{}`; only the window's edges are read",
+            "aggregate: counted per `{}`{through} from the values log of `{}`; only the window's edges are read",
             column.name, source.name
         ));
         Ok(Some(group_answer(source, specs, &[by], None, groups)))

@@ -23,7 +23,11 @@ fn row(dir: &std::path::Path, text: &str) -> serde_json::Value {
 /// Counts by thread and by name come from the values log, and equal what
 /// a scan of every record counts; the workload's thread made over 100,000.
 fn counts_by_thread_come_from_the_values_log(dir: &std::path::Path) {
-    for text in ["syscalls | count by comm", "syscalls | count by tid"] {
+    for text in [
+        "syscalls | count by comm",
+        "syscalls | count by tid",
+        "syscalls | count by pid",
+    ] {
         let (status, plan, stderr) = run_weft(&["query", "--explain", dir.to_str().unwrap(), text]);
         assert!(status.success(), "{stderr}");
         assert!(plan.contains("from the values log"), "{text}: {plan}");

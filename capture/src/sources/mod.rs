@@ -78,7 +78,7 @@ pub fn describe(
     spec: &Spec,
     columns: &mut SourceColumns,
     snapshot: &Snapshot,
-    threads: Option<&(Arc<Names>, Arc<Names>)>,
+    threads: Option<&crate::tasks::Threads>,
 ) -> Result<()> {
     let addresses = Arc::new(Addresses::default());
     for field in spec.fields {
@@ -113,11 +113,12 @@ pub fn describe(
     if let Some((tail, _)) = spec.tail {
         columns.add_bytes(tail, spec.stored(spec.size));
     }
-    if let (true, Some((comm, cgroup))) = (spec.threads, threads) {
-        columns.view("tid", "comm", Kind::Named(comm.clone()));
+    if let (true, Some(threads)) = (spec.threads, threads) {
+        columns.view("tid", "comm", Kind::Named(threads.comm.clone()));
         // Long paths: listed with `fields`, not in every listing.
-        columns.view("tid", "cgroup", Kind::Named(cgroup.clone()));
+        columns.view("tid", "cgroup", Kind::Named(threads.cgroup.clone()));
         columns.hide("cgroup");
+        columns.derive("pid", "tid", &threads.pid);
     }
     columns.span = spec.span.map(str::to_owned);
     columns.late = spec.late;

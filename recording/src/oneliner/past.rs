@@ -13,7 +13,7 @@
 //! event's recorded time, so the latency idiom measures what happened.
 //! Everything runs in weft: nothing is attached, and no privilege is needed.
 
-use std::{ops::RangeInclusive, path::Path};
+use std::{ops::RangeInclusive, path::Path, sync::Arc};
 
 use anyhow::{Result, anyhow, bail};
 use weft_abi::{
@@ -87,7 +87,8 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
         block: source("block"),
     };
     let plan = resolve(options, from, &sources)?;
-    let names = tasks::names(&snapshot)?.map_or_else(|| Names::new([], false), |t| t.comm);
+    let names =
+        tasks::names(&snapshot)?.map_or_else(|| Arc::new(Names::new([], false)), |t| t.comm);
     let limits = Limits::from_env().map_err(anyhow::Error::msg)?;
     let mut out = super::output(options.output.as_deref())?;
     let mut runtime = Runtime::new(&plan, options.format, *window.start());
@@ -284,7 +285,7 @@ struct Player<'p> {
     /// The attach points that take recorded calls, and which.
     hooks: Vec<(usize, Hook)>,
     runtime: Runtime<'p>,
-    names: Names,
+    names: Arc<Names>,
     /// Interval probes: `(attach, period, next)`.
     intervals: Vec<(usize, u64, u64)>,
     played: u64,
