@@ -106,7 +106,7 @@ pub fn catalog(
     } else {
         None
     };
-    catalog_naming(snapshot, metadata, threads)
+    catalog_naming(snapshot, metadata, threads.as_ref())
 }
 
 /// [`catalog`] with the thread names `threads` already read (a
@@ -114,13 +114,13 @@ pub fn catalog(
 pub fn catalog_naming(
     snapshot: &weft_store::Snapshot,
     metadata: &Metadata,
-    threads: Option<crate::tasks::Threads>,
+    threads: Option<&crate::tasks::Threads>,
 ) -> Result<Catalog> {
     let mut catalog = Catalog::from_meta(snapshot.meta());
     catalog.wall_offset = metadata.wall_offset();
     for spec in crate::sources::EVERY {
         if let Some(columns) = catalog.source_mut(spec.name) {
-            crate::sources::describe(spec, columns, snapshot, threads.as_ref())?;
+            crate::sources::describe(spec, columns, snapshot, threads)?;
         }
         for alias in spec.aliases {
             catalog.alias_source(spec.name, alias);
@@ -145,7 +145,7 @@ pub fn catalog_naming(
                 columns.set_kind(field, registry::query_kind(kind));
             }
         }
-        if let (true, Some(threads)) = (oneliner, &threads) {
+        if let (true, Some(threads)) = (oneliner, threads) {
             columns.view("tid", "comm", Kind::Named(threads.comm.clone()));
         }
     }

@@ -113,7 +113,11 @@ impl Capture {
         } else {
             None
         };
-        let catalog = Arc::new(capture::catalog_naming(snapshot, &metadata, names)?);
+        let catalog = Arc::new(capture::catalog_naming(
+            snapshot,
+            &metadata,
+            names.as_ref(),
+        )?);
         kept.catalog = Some(Cached {
             key,
             catalog: catalog.clone(),
