@@ -128,17 +128,24 @@ pub(crate) struct Roller {
 }
 
 impl Roller {
-    /// Opens (or creates) the log, leaving out a torn tail.
+    /// Opens (or creates) the log, leaving out a torn tail. A log whose
+    /// header is damaged is begun again: it only ever adds approximate
+    /// answers, and must not stop a recording.
     pub fn open(dir: &Arc<Dir>, retain: u64) -> Result<Self> {
         dir.remove_if_present(ROLLUPS_TMP)?;
-        if !dir.contains(ROLLUPS) {
-            let file = dir.create(ROLLUPS)?;
-            let header = file_header(FileKind::Rollups, FormatVersion::CURRENT, 0);
-            file.write_all_at(&header, 0)
-                .map_err(io("write", &dir.join(ROLLUPS)))?;
-            dir.sync()?;
-        }
-        let (rollups, end) = Rollups::load(dir)?;
+        let (rollups, end) = match Rollups::load(dir) {
+            Ok((rollups, end)) if dir.contains(ROLLUPS) => (rollups, end),
+            Err(Error::Io { call, path, error }) => return Err(Error::Io { call, path, error }),
+            _ => {
+                dir.remove_if_present(ROLLUPS)?;
+                let file = dir.create(ROLLUPS)?;
+                let header = file_header(FileKind::Rollups, FormatVersion::CURRENT, 0);
+                file.write_all_at(&header, 0)
+                    .map_err(io("write", &dir.join(ROLLUPS)))?;
+                dir.sync()?;
+                (Rollups::default(), FILE_HEADER_LEN as u64)
+            }
+        };
         let file = Arc::new(dir.open_file_rw(ROLLUPS)?);
         file.set_len(end)
             .map_err(io("truncate", &dir.join(ROLLUPS)))?;
@@ -179,10 +186,15 @@ impl Roller {
         keys.extend(meta.indexes.iter().map(|i| (i.source, i.id, all.clone())));
         keys.sort_by_key(|(s, i, _)| (*s, *i));
         let mut merged = Merged::new(chunks.start, time);
-        snapshot.for_each_span(chunks.clone(), &keys, |chunk, _| {
+        let read = snapshot.for_each_span(chunks.clone(), &keys, |chunk, _| {
             merged.add(&chunk.summaries);
             Ok(true)
-        })?;
+        });
+        if read.is_err() {
+            // Damaged summaries: the segment goes without its rollup rather
+            // than the recording stopping.
+            return Ok(());
+        }
         merged.entry.chunks = u32::try_from(chunks.end - chunks.start)
             .map_err(|_| Error::Invalid("a segment of more than 2^32 chunks".into()))?;
         let (entry, bytes) = merged.encode()?;
@@ -247,7 +259,10 @@ impl Roller {
         let mut current: Option<Merged> = None;
         for i in from..self.published.entries.len() {
             let (entry, _) = self.published.entries[i];
-            let summaries = self.published.summaries(&self.dir, i, None)?;
+            // A damaged entry is left out of the new log.
+            let Ok(summaries) = self.published.summaries(&self.dir, i, None) else {
+                continue;
+            };
             let width = width_for(newest.saturating_sub(entry.last_ts));
             match &mut current {
                 Some(merged) if merged.takes(&entry, width) => {

@@ -28,7 +28,7 @@ fn store_reader_regressions() {
 #[test]
 fn a_damaged_values_log_never_panics() {
     damage_rounds(
-        "v2",
+        &fixture_dir("v2"),
         "values.log",
         0x9e37_79b9_7f4a_7c15,
         reseal_values,
@@ -58,7 +58,7 @@ fn a_damaged_groups_log_never_panics() {
     };
     let mut pristine = None;
     damage_rounds(
-        "v3",
+        &fixture_dir("v3"),
         "groups.log",
         0x2545_f491_4f6c_dd1d,
         reseal_groups,
@@ -78,15 +78,63 @@ fn a_damaged_groups_log_never_panics() {
     );
 }
 
+/// The rollups log of a ring's capture (groups-log entries) with bytes
+/// changed at random (their checksums mended half the time): every query
+/// answers or errs, none panics, and a writer that reopens the capture
+/// goes on recording and rolling up what it deletes.
+#[test]
+fn a_damaged_rollups_log_never_panics_nor_stops_a_recording() {
+    let config = Config {
+        blocks_per_segment: 2,
+        retain: Some(2_000),
+        retain_summaries: Some(u64::MAX / 4),
+        ..small()
+    };
+    let write = |dir: &Path, from: u64| -> weft_store::Result<()> {
+        let mut store = Store::open(dir, &config)?;
+        let field = Field::new("latency_ns", 0, FieldKind::U64);
+        let source = store.define_source("requests", vec![field.clone()])?;
+        let bins = Bins::new(vec![100, 1_000])?;
+        store.define_index(source, "latency", field, bins)?;
+        for i in from..from + 3_000 {
+            store.append_at(source, i, None, &(i % 2_000).to_le_bytes())?;
+        }
+        store.close()
+    };
+    let from = std::env::temp_dir().join(format!("weft-fuzz-ring-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&from);
+    write(&from, 0).unwrap();
+    assert!(std::fs::metadata(from.join("rollups.log")).unwrap().len() > 16 + 36);
+    damage_rounds(
+        &from,
+        "rollups.log",
+        0x6a09_e667_f3bc_c908,
+        reseal_groups,
+        |dir, round| {
+            if let Ok((snapshot, _)) = weft_store::open_read_only(dir) {
+                let _ = snapshot.aggregate(0, 1, 0..=u64::MAX);
+                let _ = snapshot.percentile(0, 1, 0..=u64::MAX, 0.99);
+                let _ = snapshot.count_every(0, 0..=u64::MAX, 500, 0);
+                let _ = snapshot.aggregate_parts(0, 1, 0..=u64::MAX, &[0.5]);
+            }
+            if round % 20 == 0 {
+                let records = 3_000 * (u64::from(round) / 20 + 1);
+                write(dir, records).unwrap_or_else(|e| panic!("round {round}: {e}"));
+            }
+        },
+    );
+    std::fs::remove_dir_all(&from).unwrap();
+}
+
 fn fixture_dir(version: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/{version}"))
 }
 
-/// 400 rounds over a copy of fixture `version`: its `file` with one to
+/// 400 rounds over a copy of the capture at `from`: its `file` with one to
 /// four random bits flipped (after its header), the checksums mended by
 /// `reseal` in even rounds; `check` then opens the copy.
 fn damage_rounds(
-    version: &str,
+    from: &Path,
     file: &str,
     seed: u64,
     reseal: fn(&mut [u8]),
@@ -99,7 +147,7 @@ fn damage_rounds(
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    for entry in std::fs::read_dir(fixture_dir(version)).unwrap() {
+    for entry in std::fs::read_dir(from).unwrap() {
         let path = entry.unwrap().path();
         std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
     }
