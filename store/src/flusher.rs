@@ -618,7 +618,7 @@ fn retire(
         let share = (config.disk_budget).map_or(u64::MAX, |b| {
             b.saturating_mul(config.summaries_percent.min(100)) / 100
         });
-        roller.age(newest, share)?;
+        roller.age(newest, share, config.durability)?;
         shared.set_rollups(roller.published());
     }
     Ok(())

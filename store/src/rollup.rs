@@ -218,7 +218,7 @@ impl Roller {
     /// Rewrites the log when it is due (see the module's comment): entries
     /// past the retention before `newest` left out, then the oldest while
     /// the rest exceed `share` bytes, the others merged by age.
-    pub fn age(&mut self, newest: u64, share: u64) -> Result<()> {
+    pub fn age(&mut self, newest: u64, share: u64, durability: Durability) -> Result<()> {
         let entries = &self.published.entries;
         let stale = |e: &GroupEntry| e.last_ts.saturating_add(self.retain) < newest;
         let overdue = entries.first().is_some_and(|(e, _)| {
@@ -236,12 +236,12 @@ impl Roller {
             bytes -= entries[from].0.len() as u64;
             from += 1;
         }
-        self.rewrite(from, newest)
+        self.rewrite(from, newest, durability)
     }
 
     /// Writes entries `from..` into a new log, merging neighbours that fall
     /// in one bucket of the width their age calls for, and puts it in place.
-    fn rewrite(&mut self, from: usize, newest: u64) -> Result<()> {
+    fn rewrite(&mut self, from: usize, newest: u64, durability: Durability) -> Result<()> {
         let tmp = self.dir.join(ROLLUPS_TMP);
         self.dir.remove_if_present(ROLLUPS_TMP)?;
         let mut out = std::io::BufWriter::new(self.dir.create(ROLLUPS_TMP)?);
@@ -287,9 +287,16 @@ impl Roller {
         let file = out
             .into_inner()
             .map_err(|e| io("write", &tmp)(e.into_error()))?;
-        file.sync_all().map_err(io("fsync", &tmp))?;
+        // Buffered, as the chunks are: a flusher waiting on the disk here
+        // would hold up the records behind it (the rename alone keeps
+        // readers from ever seeing half a log).
+        if durability == Durability::Sync {
+            file.sync_all().map_err(io("fsync", &tmp))?;
+        }
         self.dir.rename(ROLLUPS_TMP, ROLLUPS)?;
-        self.dir.sync()?;
+        if durability == Durability::Sync {
+            self.dir.sync()?;
+        }
         let file = Arc::new(file);
         self.file = Arc::clone(&file);
         self.end = end;
