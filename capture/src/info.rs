@@ -36,6 +36,10 @@ pub struct SourceSummary {
     pub fields: Vec<String>,
     /// Chunks the disk budget deleted.
     pub chunks_expired: u64,
+    /// Deleted records whose summaries are kept (`--retain-summaries`),
+    /// and the arrival times they span.
+    pub summarized: u64,
+    pub summarized_ns: Option<(u64, u64)>,
 }
 
 /// Everything `info` reports.
@@ -45,13 +49,18 @@ pub fn summarise(dir: &Path) -> Result<Summary> {
         .with_context(|| format!("failed to open {}", dir.display()))?;
     let sources = records(&snapshot)?
         .into_iter()
-        .map(|(source, records, expired)| SourceSummary {
-            name: source.name.clone(),
-            records,
-            fields: source.fields.iter().map(|f| f.name.clone()).collect(),
-            chunks_expired: expired,
+        .map(|(source, records, expired)| {
+            let (summarized, summarized_ns) = snapshot.kept_summaries(source.id)?;
+            Ok(SourceSummary {
+                name: source.name.clone(),
+                records,
+                fields: source.fields.iter().map(|f| f.name.clone()).collect(),
+                chunks_expired: expired,
+                summarized,
+                summarized_ns,
+            })
         })
-        .collect();
+        .collect::<Result<_>>()?;
     let range = snapshot.time_range()?;
     Ok(Summary {
         dir: dir.display().to_string(),
@@ -66,7 +75,8 @@ pub fn summarise(dir: &Path) -> Result<Summary> {
 }
 
 /// Each source of a capture with the records it holds and how many of its
-/// chunks retention deleted.
+/// chunks retention deleted (a count over the whole capture includes the
+/// deleted records whose summaries are kept: not held, they are taken out).
 pub fn records(snapshot: &Snapshot) -> Result<Vec<(&Source, u64, u64)>> {
     snapshot
         .meta()
@@ -74,7 +84,9 @@ pub fn records(snapshot: &Snapshot) -> Result<Vec<(&Source, u64, u64)>> {
         .iter()
         .map(|source| {
             let (count, stats) = snapshot.aggregate(source.id, 0, 0..=u64::MAX)?;
-            Ok((source, count.count, stats.chunks_expired))
+            let (summarized, _) = snapshot.kept_summaries(source.id)?;
+            let held = count.count.saturating_sub(summarized);
+            Ok((source, held, stats.chunks_expired))
         })
         .collect()
 }
@@ -188,6 +200,15 @@ fn write_summary(out: &mut String, dir: &Path, s: &Summary) -> std::fmt::Result 
             "source    {}: {} records, lost {lost}",
             source.name, source.records
         )?;
+        if let Some((first, last)) = source.summarized_ns {
+            writeln!(
+                out,
+                "          and the summaries of {} deleted records, {:.3}s .. {:.3}s",
+                source.summarized,
+                first as f64 / 1e9,
+                last as f64 / 1e9
+            )?;
+        }
     }
     for session in &s.sessions {
         if let Some(triggers) = &session.triggers {

@@ -14,7 +14,7 @@ use super::{Aggregate, QueryStats, Target};
 use crate::{
     error::Result,
     format::{Summary, TimeEntry},
-    schema::Bins,
+    schema::{Bins, SourceId},
     shared::{ChunkMeta, Snapshot},
 };
 
@@ -72,6 +72,22 @@ impl Snapshot {
             metas.push(meta);
         }
         Ok(metas)
+    }
+
+    /// How many of `source`'s deleted records the kept summaries count,
+    /// and the arrival times they span (`weft info`).
+    pub fn kept_summaries(&self, source: SourceId) -> Result<(u64, Option<(u64, u64)>)> {
+        let target = self.target(source, 0, None, 0..=u64::MAX)?;
+        let metas = self.rolled(&target, &mut QueryStats::default())?;
+        let records = (metas.iter())
+            .filter_map(|m| m.all(source))
+            .map(|all| all.count)
+            .sum();
+        let span = (metas.first()).zip(metas.last());
+        Ok((
+            records,
+            span.map(|(a, b)| (a.time.first_ts, b.time.last_ts)),
+        ))
     }
 
     /// [`Snapshot::rolled`]'s summaries of the target's index, per part:
