@@ -26,7 +26,7 @@ use crate::{
         file_header,
     },
     reclaim::{self, GroupWalk},
-    rollup::Roller,
+    roller::Roller,
     schema::Meta,
     segment_name, segment_number,
     shared::{Sealed, Shared, Snapshot},

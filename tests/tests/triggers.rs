@@ -426,4 +426,19 @@ fn deleted_records_are_answered_for_by_their_kept_summaries() {
             && !explain.contains("; 0 deleted, answered for"),
         "{explain}"
     );
+    // `info` tells the records held from those only summarized.
+    let (_, info, _) = run_weft(&["info", "--json", dir.to_str().unwrap()]);
+    let info: serde_json::Value = serde_json::from_str(&info).unwrap();
+    let syscalls = &info["sources"][0];
+    let (held, summarized) = (
+        syscalls["records"].as_u64(),
+        syscalls["summarized"].as_u64(),
+    );
+    let received = info["sessions"][0]["lost"]["syscalls"]["received"].as_u64();
+    assert_eq!(
+        held.zip(summarized).map(|(h, s)| h + s),
+        received,
+        "{syscalls}"
+    );
+    assert!(summarized.unwrap() >= 3_000_000 - kept, "{syscalls}");
 }

@@ -35,8 +35,9 @@ use crate::{
     format::{
         BLOCK_HEADER_LEN, BlockHeader, FormatVersion, RecordHeader, Summary, back_chain, get_varint,
     },
+    keys::KeyRange,
     schema::{Index, IndexId, SourceId},
-    shared::{ChunkMeta, KeyRange, Snapshot},
+    shared::{ChunkMeta, Snapshot},
     values::COPIED_RECORDS,
 };
 
