@@ -22,8 +22,8 @@ use crate::{
     dir::Dir,
     error::{Result, io},
     format::{
-        FILE_HEADER_LEN, FileKind, FormatVersion, GroupEntry, SUMMARY_LEN, Summary, TimeEntry,
-        file_header,
+        FILE_HEADER_LEN, FileKind, FormatVersion, GroupEntry, Merged, SUMMARY_LEN, Summary,
+        TimeEntry, file_header,
     },
     reclaim::{self, GroupWalk},
     roller::Roller,
@@ -367,8 +367,8 @@ impl Files {
 struct Grouper {
     size: u64,
     format: FormatVersion,
-    entry: GroupEntry,
-    summaries: BTreeMap<(u16, u16, u32), Summary>,
+    /// The run so far (`chunks` 0: none).
+    run: Merged,
 }
 
 impl Grouper {
@@ -376,51 +376,32 @@ impl Grouper {
         Self {
             size: u64::from(size),
             format,
-            entry: GroupEntry::default(),
-            summaries: BTreeMap::new(),
+            run: Merged::new(0, (0, 0)),
         }
     }
 
     /// Adds a written chunk; returns the encoded entry when it ends a run.
     fn add(&mut self, sealed: &Sealed) -> Option<Vec<u8>> {
         let time = &sealed.time;
+        let run = &mut self.run.entry;
         if time.chunk.is_multiple_of(self.size) {
-            self.summaries.clear();
-            self.entry = GroupEntry {
-                first_chunk: time.chunk,
-                chunks: 0,
-                summaries: 0,
-                first_ts: time.first_ts,
-                last_ts: time.last_ts,
-            };
-        } else if self.entry.chunks == 0 || self.entry.range().end != time.chunk {
-            self.entry.chunks = 0;
+            self.run = Merged::new(time.chunk, (time.first_ts, time.last_ts));
+        } else if run.chunks == 0 || run.range().end != time.chunk {
+            run.chunks = 0;
             return None;
         }
-        self.entry.chunks += 1;
-        self.entry.first_ts = self.entry.first_ts.min(time.first_ts);
-        self.entry.last_ts = self.entry.last_ts.max(time.last_ts);
-        for s in &sealed.summaries {
-            self.summaries
-                .entry((s.source, s.index, s.bin))
-                .and_modify(|m| m.absorb(s))
-                .or_insert(Summary {
-                    chunk: self.entry.first_chunk,
-                    ..*s
-                });
-        }
-        if u64::from(self.entry.chunks) < self.size {
+        let run = &mut self.run.entry;
+        run.chunks += 1;
+        run.first_ts = run.first_ts.min(time.first_ts);
+        run.last_ts = run.last_ts.max(time.last_ts);
+        self.run.add(&sealed.summaries);
+        if u64::from(self.run.entry.chunks) < self.size {
             return None;
         }
-        let mut summaries: Vec<u8> = self.summaries.values().flat_map(Summary::encode).collect();
-        if self.format.closes_summaries() {
-            summaries.extend(Summary::closing(self.entry.first_chunk, &summaries).encode());
-        }
-        self.entry.summaries = u32::try_from(summaries.len() / SUMMARY_LEN).ok()?;
-        let mut out = self.entry.encode().to_vec();
-        out.extend(summaries);
-        self.entry.chunks = 0;
-        Some(out)
+        let done = std::mem::replace(&mut self.run, Merged::new(0, (0, 0)));
+        done.encode(self.format.closes_summaries())
+            .ok()
+            .map(|(_, bytes)| bytes)
     }
 }
 

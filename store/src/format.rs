@@ -682,6 +682,61 @@ impl GroupEntry {
     }
 }
 
+/// A groups-log (or rollups-log) entry being built: its header and its
+/// summaries merged per (source, index, bin) as chunks or entries are
+/// added.
+pub struct Merged {
+    pub entry: GroupEntry,
+    summaries: std::collections::BTreeMap<(u16, u16, u32), Summary>,
+}
+
+impl Merged {
+    /// An entry of no chunks yet, from `first_chunk`, over `first_ts..=last_ts`.
+    pub fn new(first_chunk: u64, (first_ts, last_ts): (u64, u64)) -> Self {
+        Self {
+            entry: GroupEntry {
+                first_chunk,
+                chunks: 0,
+                summaries: 0,
+                first_ts,
+                last_ts,
+            },
+            summaries: std::collections::BTreeMap::new(),
+        }
+    }
+
+    /// Merges `summaries` (of a later chunk or entry) in.
+    pub fn add(&mut self, summaries: &[Summary]) {
+        for s in summaries {
+            self.summaries
+                .entry((s.source, s.index, s.bin))
+                .and_modify(|m| m.absorb(s))
+                .or_insert(Summary {
+                    chunk: self.entry.first_chunk,
+                    ..*s
+                });
+        }
+    }
+
+    /// The entry's header and its bytes, its summaries ending with their
+    /// closing summary if `closed` (format 5's groups).
+    pub fn encode(self, closed: bool) -> Result<(GroupEntry, Vec<u8>)> {
+        let Self {
+            mut entry,
+            summaries,
+        } = self;
+        let mut bytes: Vec<u8> = summaries.values().flat_map(Summary::encode).collect();
+        if closed {
+            bytes.extend(Summary::closing(entry.first_chunk, &bytes).encode());
+        }
+        entry.summaries = u32::try_from(bytes.len() / SUMMARY_LEN)
+            .map_err(|_| Error::Invalid("more than 2^32 summaries in one entry".into()))?;
+        let mut out = entry.encode().to_vec();
+        out.extend(bytes);
+        Ok((entry, out))
+    }
+}
+
 struct Writer<'a>(&'a mut [u8], usize);
 
 impl Writer<'_> {

@@ -6,14 +6,14 @@
 //! outgrown its share, or holds entries well past the retention: each byte
 //! is rewritten a bounded number of times.
 
-use std::{collections::BTreeMap, fs::File, io::Write as _, os::unix::fs::FileExt as _, sync::Arc};
+use std::{fs::File, io::Write as _, os::unix::fs::FileExt as _, sync::Arc};
 
 use crate::{
     config::{Config, Durability},
     dir::Dir,
     error::{Error, Result, io},
     format::{
-        FILE_HEADER_LEN, FileKind, FormatVersion, GROUP_ENTRY_LEN, GroupEntry, Summary, file_header,
+        FILE_HEADER_LEN, FileKind, FormatVersion, GROUP_ENTRY_LEN, GroupEntry, Merged, file_header,
     },
     keys::KeyRange,
     rollup::{ROLLUPS, Rollups},
@@ -115,7 +115,7 @@ impl Roller {
         }
         merged.entry.chunks = u32::try_from(chunks.end - chunks.start)
             .map_err(|_| Error::Invalid("a segment of more than 2^32 chunks".into()))?;
-        let (entry, bytes) = merged.encode()?;
+        let (entry, bytes) = merged.encode(false)?;
         let path = self.dir.join(ROLLUPS);
         self.file
             .write_all_at(&bytes, self.end)
@@ -165,7 +165,7 @@ impl Roller {
         let mut written = Vec::new();
         let mut end = FILE_HEADER_LEN as u64;
         let mut flush = |merged: Merged, out: &mut std::io::BufWriter<File>| -> Result<()> {
-            let (entry, bytes) = merged.encode()?;
+            let (entry, bytes) = merged.encode(false)?;
             out.write_all(&bytes).map_err(io("write", &tmp))?;
             written.push((entry, end + GROUP_ENTRY_LEN as u64));
             end += bytes.len() as u64;
@@ -180,8 +180,9 @@ impl Roller {
             };
             let width = width_for(newest.saturating_sub(entry.last_ts));
             match &mut current {
-                Some(merged) if merged.takes(&entry, width) => {
-                    merged.extend(&entry);
+                Some(merged) if takes(merged, &entry, width) => {
+                    merged.entry.chunks += entry.chunks;
+                    merged.entry.last_ts = merged.entry.last_ts.max(entry.last_ts);
                     merged.add(&summaries);
                 }
                 _ => {
@@ -232,61 +233,14 @@ fn width_for(age: u64) -> u64 {
         .unwrap_or(0)
 }
 
-/// An entry being built: its header and its summaries merged by key.
-struct Merged {
-    entry: GroupEntry,
-    summaries: BTreeMap<(u16, u16, u32), Summary>,
-}
-
-impl Merged {
-    fn new(first_chunk: u64, (first_ts, last_ts): (u64, u64)) -> Self {
-        Self {
-            entry: GroupEntry {
-                first_chunk,
-                chunks: 0,
-                summaries: 0,
-                first_ts,
-                last_ts,
-            },
-            summaries: BTreeMap::new(),
-        }
-    }
-
-    fn add(&mut self, summaries: &[Summary]) {
-        for s in summaries {
-            self.summaries
-                .entry((s.source, s.index, s.bin))
-                .and_modify(|m| m.absorb(s))
-                .or_insert(Summary {
-                    chunk: self.entry.first_chunk,
-                    ..*s
-                });
-        }
-    }
-
-    /// Whether `next` (the entry after) joins this one: its chunks follow
-    /// on, and both begin in one bucket `width` wide (so a merged entry
-    /// spans at most the width and its last part).
-    fn takes(&self, next: &GroupEntry, width: u64) -> bool {
-        width > 0
-            && self.entry.range().end == next.first_chunk
-            && self.entry.chunks.checked_add(next.chunks).is_some()
-            && self.entry.first_ts / width == next.first_ts / width
-    }
-
-    fn extend(&mut self, next: &GroupEntry) {
-        self.entry.chunks += next.chunks;
-        self.entry.last_ts = self.entry.last_ts.max(next.last_ts);
-    }
-
-    /// The entry's header and its bytes.
-    fn encode(mut self) -> Result<(GroupEntry, Vec<u8>)> {
-        self.entry.summaries = u32::try_from(self.summaries.len())
-            .map_err(|_| Error::Invalid("more than 2^32 summaries in one rollup".into()))?;
-        let mut out = self.entry.encode().to_vec();
-        out.extend(self.summaries.values().flat_map(Summary::encode));
-        Ok((self.entry, out))
-    }
+/// Whether `next` (the entry after `merged`) joins it: its chunks follow
+/// on, and both begin in one bucket `width` wide (so a merged entry spans
+/// at most the width and its last part).
+fn takes(merged: &Merged, next: &GroupEntry, width: u64) -> bool {
+    width > 0
+        && merged.entry.range().end == next.first_chunk
+        && merged.entry.chunks.checked_add(next.chunks).is_some()
+        && merged.entry.first_ts / width == next.first_ts / width
 }
 
 #[cfg(test)]
