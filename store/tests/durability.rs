@@ -1219,3 +1219,54 @@ fn a_summary_copied_over_its_neighbour_is_found() {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+#[test]
+fn by_part_only_parts_with_deleted_records_are_estimated() {
+    // Part 0's records all arrive early (deleted, summarized); part 1's
+    // all in the last 100 s (held): part 1's quantiles stay exact.
+    let dir = temp_dir("rollups-parts");
+    let mut store = Store::open(&dir, &rolling()).unwrap();
+    let value = Field::new("value", 0, FieldKind::U64);
+    let part = Field::new("part", 8, FieldKind::U32);
+    let source = store
+        .define_source("s", vec![value.clone(), part.clone()])
+        .unwrap();
+    let bins = Bins::new(vec![1_000, 1_000_000]).unwrap();
+    let partition = Some(weft_store::Partition {
+        field: part,
+        count: 2,
+    });
+    let index = (store.define_partitioned_index(source, "by", value, bins, partition)).unwrap();
+    let second = 1_000_000_000u64;
+    for i in 0..100_000u64 {
+        let (part, ts) = if i < 90_000 {
+            (0u32, i * 10_000_000)
+        } else {
+            (1, 900 * second + (i - 90_000) * 5_000_000)
+        };
+        let mut payload = (i * 7 % 500_000).to_le_bytes().to_vec();
+        payload.extend(part.to_le_bytes());
+        store.append_at(source, ts, None, &payload).unwrap();
+    }
+    store.close().unwrap();
+    let (snapshot, _) = weft_store::open_read_only(&dir).unwrap();
+    let (parts, stats) = snapshot
+        .aggregate_parts(source, index, 0..=u64::MAX, &[0.5])
+        .unwrap();
+    assert!(stats.chunks_rolled_up > 0, "{stats:?}");
+    assert_eq!(parts.len(), 2, "{parts:?}");
+    assert_eq!(
+        (parts[0].aggregate.count, parts[1].aggregate.count),
+        (90_000, 10_000)
+    );
+    // Part 1 exact: the median of its 10,000 values.
+    let mut values: Vec<i64> = (90_000..100_000i64).map(|i| i * 7 % 500_000).collect();
+    values.sort_unstable();
+    assert_eq!(parts[1].quantiles[0], Some(values[4_999]));
+    // Part 0 within the bound the stats give.
+    let mut values: Vec<i64> = (0..90_000i64).map(|i| i * 7 % 500_000).collect();
+    values.sort_unstable();
+    let error = parts[0].quantiles[0].unwrap().abs_diff(values[44_999]);
+    assert!(error <= stats.rolled_up_error, "{parts:?} {stats:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

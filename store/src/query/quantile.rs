@@ -8,7 +8,7 @@ use std::{
 
 use super::{
     Aggregate, ChunkRef, OwnTimes, QueryStats, Target, parallel,
-    rolled::{PartBins, add_parts, estimate},
+    rolled::{PartBins, add_parts, estimate, merge_part},
 };
 
 use crate::{
@@ -563,11 +563,15 @@ impl Snapshot {
         };
         let per_part = target.value_bins();
         let (mut by_part, held, mut stats) = self.bin_counts(&target)?;
-        let kept = self.rolled_bins(&target, &mut stats)?;
-        if !kept.is_empty() {
-            add_parts(&mut by_part, kept);
-            return Ok((estimate_parts(&spec.bins, by_part, qs, &mut stats), stats));
+        // Parts with deleted records' summaries are estimated; the others
+        // stay exact.
+        let mut kept = self.rolled_bins(&target, &mut stats)?;
+        for (part, bins) in &mut kept {
+            if let Some(exact) = by_part.remove(part) {
+                merge_part(bins, exact);
+            }
         }
+        let estimated = estimate_parts(&spec.bins, kept, qs, &mut stats);
         let wanted = quantile_bins(&by_part, qs, per_part);
         let values = self.bin_values(&held, &target, &wanted, &mut stats)?;
         // Bins too large to gather are narrowed in passes over the chunks
@@ -609,6 +613,8 @@ impl Snapshot {
                 quantiles,
             });
         }
+        answers.extend(estimated);
+        answers.sort_by_key(|a| a.part);
         Ok((answers, stats))
     }
 

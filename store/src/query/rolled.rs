@@ -149,26 +149,32 @@ impl Snapshot {
 
 /// Adds `more` into `into`, part by part.
 pub(super) fn add_parts(into: &mut PartBins, more: PartBins) {
-    for (part, (aggregate, counts)) in more {
+    for (part, bins) in more {
         match into.get_mut(&part) {
-            Some((into_aggregate, into_counts)) => {
-                if let (Some(min), Some(max)) = (aggregate.min, aggregate.max) {
-                    into_aggregate.merge(&Summary {
-                        count: aggregate.count,
-                        sum: aggregate.sum,
-                        min,
-                        max,
-                        ..Summary::default()
-                    });
-                }
-                for (into, n) in into_counts.iter_mut().zip(counts) {
-                    *into = into.saturating_add(n);
-                }
-            }
+            Some(into) => merge_part(into, bins),
             None => {
-                into.insert(part, (aggregate, counts));
+                into.insert(part, bins);
             }
         }
+    }
+}
+
+/// Adds one part's aggregate and counts per bin into another's.
+pub(super) fn merge_part(
+    (into_aggregate, into_counts): &mut (Aggregate, Vec<u64>),
+    (aggregate, counts): (Aggregate, Vec<u64>),
+) {
+    if let (Some(min), Some(max)) = (aggregate.min, aggregate.max) {
+        into_aggregate.merge(&Summary {
+            count: aggregate.count,
+            sum: aggregate.sum,
+            min,
+            max,
+            ..Summary::default()
+        });
+    }
+    for (into, n) in into_counts.iter_mut().zip(counts) {
+        *into = into.saturating_add(n);
     }
 }
 
