@@ -67,7 +67,13 @@ impl Snapshot {
                 continue;
             }
             stats.chunks_rolled_up += u64::from(entry.chunks);
-            let span = (all.max.saturating_sub(all.min)).unsigned_abs();
+            // A window places it by its records' arrival; a time bucket by
+            // their own times (a call that began long before it ended
+            // widens those).
+            let span = match target.own {
+                Some(_) => all.max.abs_diff(all.min),
+                None => entry.last_ts.saturating_sub(entry.first_ts),
+            };
             stats.rolled_up_span = stats.rolled_up_span.max(span);
             metas.push(meta);
         }
