@@ -78,15 +78,9 @@ pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
     // What would be cut from a crashed capture: damage in a closed one.
     let mut damage = Vec::new();
     let deleted = |chunk| is_deleted(&segments, chunk / per_segment);
-    let mut entries = valid_time_entries(&time, deleted, &mut damage);
-    let intact_entries = entries.clone();
-    cut_torn_summaries(
-        &mut entries,
-        (&chunks, format),
-        values.as_ref(),
-        &mut damage,
-    );
-    let mut kept = base + entries.len() as u64;
+    let entries = valid_time_entries(&time, deleted, &mut damage);
+    let whole = whole_entries(&entries, (&chunks, format), values.as_ref(), &mut damage);
+    let mut kept = base + whole as u64;
     // The newest block must be intact too; older ones are checked on read.
     while let Some(last) = kept.checked_sub(1) {
         let segment = last / per_segment;
@@ -104,8 +98,8 @@ pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
     let entry_len = TimeEntry::len(format) as u64;
     let on_disk_chunks = time.size.saturating_sub(FILE_HEADER_LEN as u64) / entry_len;
     recovery.chunks = kept;
-    recovery.cut_chunks = on_disk_chunks.max(base + entries.len() as u64) - kept;
-    recovery.cut_records = (intact_entries
+    recovery.cut_chunks = on_disk_chunks.max(base + whole as u64) - kept;
+    recovery.cut_records = (entries
         .get((kept - base) as usize..)
         .unwrap_or_default()
         .iter())
@@ -166,15 +160,16 @@ pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
     Ok((meta, recovery))
 }
 
-/// Drops the newest `entries` while their summaries or values are torn:
-/// those must be intact for a chunk to count.
-fn cut_torn_summaries(
-    entries: &mut Vec<TimeEntry>,
+/// How many of `entries` count: the newest are left out while their
+/// summaries or values are torn (each noted in `damage`).
+fn whole_entries(
+    entries: &[TimeEntry],
     (chunks, format): (&File, FormatVersion),
     values: Option<&File>,
     damage: &mut Vec<String>,
-) {
-    while let Some(last) = entries.last() {
+) -> usize {
+    let mut whole = entries.len();
+    while let Some(last) = entries[..whole].last() {
         let torn = if summaries_of(chunks, last, format).is_none() {
             format!(
                 "chunks.log at offset {}: summaries of chunk {} are torn or corrupt; cut here",
@@ -188,8 +183,9 @@ fn cut_torn_summaries(
             break;
         };
         damage.push(torn);
-        entries.pop();
+        whole -= 1;
     }
+    whole
 }
 
 /// What recovery found of a capture that closed cleanly, to hold against
