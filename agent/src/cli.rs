@@ -1087,6 +1087,7 @@ pub struct TuiArgs {
 
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Recording")]
+#[command(group(clap::ArgGroup::new("ring").args(["max_disk", "retain"]).multiple(true)))]
 pub struct RecordOutputArgs {
     /// The capture directory to write (created with mode 0700).
     #[arg(long, short = 'o', value_name = "DIR")]
@@ -1116,7 +1117,7 @@ pub struct RecordOutputArgs {
     /// times to within the summaries' span, which grows with their age;
     /// percentiles to within a bin), and say so. They take at most 10 % of
     /// --max-disk. Default: summaries go with their records.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "ring")]
     pub retain_summaries: Option<Duration>,
 
     /// Add a session to an existing capture instead of refusing it.

@@ -113,6 +113,10 @@ const TABLE: &[(&[&str], &str)] = &[
         "`forever` is not a duration",
     ),
     (
+        &["record", "-o", "{new}", "--retain-summaries", "7d"],
+        "--max-disk <SIZE>|--retain <DURATION>",
+    ),
+    (
         &["record", "-o", "{new}", "--sources", "bogus"],
         "--sources bogus: no such source",
     ),
