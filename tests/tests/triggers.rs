@@ -19,28 +19,35 @@ fn run(steps: &[&str]) -> u32 {
     pid
 }
 
-#[test]
-fn a_slow_sleep_keeps_its_window_while_the_ring_deletes_the_rest() {
-    let test = "a_slow_sleep_keeps_its_window_while_the_ring_deletes_the_rest";
+/// Whether `test` can run here: the syscall probe, on a machine for
+/// millions of calls.
+fn can_flood(test: &str) -> bool {
     let mut need = SYSCALL_PROBE.to_vec();
     need.push(Need::Heavy);
-    if !weft_tests::needs(test, &need) {
+    weft_tests::needs(test, &need)
+}
+
+/// `weft record` into `dir` as a ring of the last 2 s, with `more`.
+fn ring(dir: &std::path::Path, more: &[&str]) -> Running {
+    let mut args = vec!["record", "-o", dir.to_str().unwrap(), "--retain", "2s"];
+    args.extend(more);
+    Running::start(&args, "weft: recording")
+}
+
+#[test]
+fn a_slow_sleep_keeps_its_window_while_the_ring_deletes_the_rest() {
+    if !can_flood("a_slow_sleep_keeps_its_window_while_the_ring_deletes_the_rest") {
         return;
     }
     let dir = capture_dir("trigger-window");
-    let running = Running::start(
+    let running = ring(
+        &dir,
         &[
-            "record",
-            "-o",
-            dir.to_str().unwrap(),
-            "--retain",
-            "2s",
             "--keep",
             "-3s..+3s",
             "--trigger",
             r#"syscalls where name = "nanosleep" and dur > 50ms"#,
         ],
-        "weft: recording",
     );
     // Old data the ring must delete, in segments of their own.
     let old = run(&["getpid:2000000"]);
@@ -360,25 +367,11 @@ fn a_firing_explains_where_its_calls_time_went() {
 
 #[test]
 fn deleted_records_are_answered_for_by_their_kept_summaries() {
-    let test = "deleted_records_are_answered_for_by_their_kept_summaries";
-    let mut need = SYSCALL_PROBE.to_vec();
-    need.push(Need::Heavy);
-    if !weft_tests::needs(test, &need) {
+    if !can_flood("deleted_records_are_answered_for_by_their_kept_summaries") {
         return;
     }
     let dir = capture_dir("kept-summaries");
-    let running = Running::start(
-        &[
-            "record",
-            "-o",
-            dir.to_str().unwrap(),
-            "--retain",
-            "2s",
-            "--retain-summaries",
-            "1h",
-        ],
-        "weft: recording",
-    );
+    let running = ring(&dir, &["--retain-summaries", "1h"]);
     // Calls the ring deletes, then newer ones that push it past them.
     let old = run(&["getppid:3000000"]);
     std::thread::sleep(Duration::from_secs(3));
