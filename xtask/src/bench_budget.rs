@@ -5,7 +5,11 @@
 //! the bench samples the capture's disk use twice a second and fails if it
 //! ever passes the budget and one record segment, the promise of
 //! docs/format.md. It prints the peak, the firings, the capped windows and
-//! the pins the budget released.
+//! the pins the budget released. The summaries of what the budget deletes
+//! are kept (`--retain-summaries`, aged into coarser buckets as the flood
+//! goes on): it prints their log's size, and fails unless a count over the
+//! whole capture, from the records held and those summaries, is every
+//! record received.
 
 use std::{
     os::unix::fs::MetadataExt as _,
@@ -26,6 +30,9 @@ pub struct Options {
     /// The recording's `--max-disk`, in MiB.
     #[arg(long, default_value_t = 256)]
     max_disk_mib: u64,
+    /// The recording's `--retain-summaries`.
+    #[arg(long, default_value = "1h")]
+    retain_summaries: String,
 }
 
 pub fn run(options: &Options) -> Result<()> {
@@ -40,6 +47,8 @@ pub fn run(options: &Options) -> Result<()> {
         dir.display().to_string(),
         "--max-disk".into(),
         format!("{}MiB", options.max_disk_mib),
+        "--retain-summaries".into(),
+        options.retain_summaries.clone(),
         "--keep=-2s..+2s".into(),
         "--max-triggers".into(),
         "1000/1m".into(),
@@ -79,11 +88,44 @@ pub fn run(options: &Options) -> Result<()> {
         rule["merged"],
         session["pins_released"],
     );
+    let received = session["lost"]["syscalls"]["received"].as_u64();
+    let (counted, took) = count_all(&bins.weft, &dir)?;
+    println!(
+        "budget: summaries kept {}: rollups.log {:.2} MiB; `syscalls | count` over the whole \
+         capture {counted} in {:.1} ms (received {})",
+        options.retain_summaries,
+        mib(std::fs::metadata(dir.join("rollups.log")).map_or(0, |m| m.len())),
+        took.as_secs_f64() * 1e3,
+        received.unwrap_or(0),
+    );
     let _ = std::fs::remove_dir_all(&dir);
     if peak > budget + segment {
         bail!("the capture passed its budget and one segment");
     }
+    if Some(counted) != received {
+        bail!("the records held and the summaries kept do not count every record received");
+    }
     Ok(())
+}
+
+/// `weft query --json DIR 'syscalls | count'`, and how long it took.
+fn count_all(weft: &str, dir: &Path) -> Result<(u64, Duration)> {
+    let started = std::time::Instant::now();
+    let out = Command::new(weft)
+        .args(["query", "--json"])
+        .arg(dir)
+        .arg("syscalls | count")
+        .output()
+        .context("failed to run weft query")?;
+    let took = started.elapsed();
+    if !out.status.success() {
+        bail!("weft query: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let row: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let count = row["count"]
+        .as_u64()
+        .context("no count in weft query's answer")?;
+    Ok((count, took))
 }
 
 /// Bytes the files of `dir` take on disk (holes not counted).
