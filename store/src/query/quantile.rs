@@ -8,7 +8,7 @@ use std::{
 
 use super::{
     Aggregate, ChunkRef, OwnTimes, QueryStats, Target, parallel,
-    rolled::{PartBins, add_parts, estimate, merge_part},
+    rolled::{PartBins, add_parts, estimate, merge_part, narrowed},
 };
 
 use crate::{
@@ -258,7 +258,7 @@ impl Snapshot {
         }
         for (aggregate, counts) in self.rolled_bins(target, &mut stats)?.values() {
             for (bin, count) in (0u32..).zip(counts).filter(|(_, n)| **n > 0) {
-                let (lo, hi) = narrowed(bins, bin, aggregate);
+                let (lo, hi) = narrowed(bins, bin, (aggregate.min, aggregate.max));
                 if bucket(lo) != bucket(hi) {
                     // Its values are gone: counted where its middle lies.
                     stats.rolled_up_error = stats.rolled_up_error.max(hi.abs_diff(lo));
@@ -469,7 +469,7 @@ impl Snapshot {
         for (part, (aggregate, bins)) in self.rolled_bins(&target, &mut stats)? {
             let mut inside = 0u64;
             for (bin, count) in (0u32..).zip(bins).filter(|(_, n)| *n > 0) {
-                let (lo, hi) = narrowed(&spec.bins, bin, &aggregate);
+                let (lo, hi) = narrowed(&spec.bins, bin, (aggregate.min, aggregate.max));
                 if !(values.contains(&lo) && values.contains(&hi)) {
                     stats.rolled_up_error = stats.rolled_up_error.max(hi.abs_diff(lo));
                 }
@@ -932,15 +932,6 @@ fn span_of(by_part: &PartBins) -> (i64, i64) {
     let min = by_part.values().filter_map(|(a, _)| a.min).min();
     let max = by_part.values().filter_map(|(a, _)| a.max).max();
     (min.unwrap_or(0), max.unwrap_or(0))
-}
-
-/// The values bin `bin` of `bins` can hold, narrowed to the aggregate's
-/// smallest and largest: inclusive.
-fn narrowed(bins: &Bins, bin: u32, aggregate: &Aggregate) -> (i64, i64) {
-    let (lo, hi) = bins.range(bin);
-    let lo = lo.max(aggregate.min.unwrap_or(lo));
-    let hi = hi.map_or(i64::MAX, |h| h - 1);
-    (lo, hi.min(aggregate.max.unwrap_or(hi)).max(lo))
 }
 
 /// [`Snapshot::aggregate_parts`] estimated from counts per bin alone, where

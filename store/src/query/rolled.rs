@@ -199,12 +199,23 @@ pub(super) fn estimate(
         before += counts[bin];
         bin += 1;
     }
-    let (lo, hi) = bins.range(bin as u32);
-    let lo = lo.max(min);
-    let hi = hi.map_or(max, |h| h.saturating_sub(1)).min(max).max(lo);
+    let (lo, hi) = narrowed(bins, bin as u32, (Some(min), Some(max)));
     let within = rank.saturating_sub(before).max(1) as f64 / counts[bin].max(1) as f64;
     let value = lo as f64 + (hi as f64 - lo as f64) * within;
     (value.round() as i64, width(lo, hi))
+}
+
+/// The values bin `bin` of `bins` can hold, narrowed to the smallest and
+/// largest value where known: inclusive.
+pub(super) fn narrowed(
+    bins: &Bins,
+    bin: u32,
+    (min, max): (Option<i64>, Option<i64>),
+) -> (i64, i64) {
+    let (lo, hi) = bins.range(bin);
+    let lo = min.map_or(lo, |min| lo.max(min));
+    let hi = hi.map_or(i64::MAX, |h| h.saturating_sub(1));
+    (lo, max.map_or(hi, |max| hi.min(max)).max(lo))
 }
 
 /// `hi - lo` for `lo <= hi`.
