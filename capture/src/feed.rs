@@ -104,7 +104,7 @@ impl CaptureFeed {
         let metadata = capture.metadata()?;
         let sources = info::records(&snapshot)?
             .into_iter()
-            .map(|(source, records, _)| SourceHealth {
+            .map(|(source, records, _, _)| SourceHealth {
                 name: source.name.clone(),
                 received: records,
                 lost: metadata.lost(&source.name),

@@ -49,18 +49,17 @@ pub fn summarise(dir: &Path) -> Result<Summary> {
         .with_context(|| format!("failed to open {}", dir.display()))?;
     let sources = records(&snapshot)?
         .into_iter()
-        .map(|(source, records, expired)| {
-            let (summarized, summarized_ns) = snapshot.kept_summaries(source.id)?;
-            Ok(SourceSummary {
+        .map(
+            |(source, records, expired, (summarized, summarized_ns))| SourceSummary {
                 name: source.name.clone(),
                 records,
                 fields: source.fields.iter().map(|f| f.name.clone()).collect(),
                 chunks_expired: expired,
                 summarized,
                 summarized_ns,
-            })
-        })
-        .collect::<Result<_>>()?;
+            },
+        )
+        .collect();
     let range = snapshot.time_range()?;
     Ok(Summary {
         dir: dir.display().to_string(),
@@ -74,19 +73,23 @@ pub fn summarise(dir: &Path) -> Result<Summary> {
     })
 }
 
-/// Each source of a capture with the records it holds and how many of its
-/// chunks retention deleted (a count over the whole capture includes the
-/// deleted records whose summaries are kept: not held, they are taken out).
-pub fn records(snapshot: &Snapshot) -> Result<Vec<(&Source, u64, u64)>> {
+/// The deleted records whose summaries are kept, and the times they span.
+type Kept = (u64, Option<(u64, u64)>);
+
+/// Each source of a capture with the records it holds, how many of its
+/// chunks retention deleted, and the deleted records whose summaries are
+/// kept (a count over the whole capture includes those: not held, they
+/// are taken out).
+pub fn records(snapshot: &Snapshot) -> Result<Vec<(&Source, u64, u64, Kept)>> {
     snapshot
         .meta()
         .sources
         .iter()
         .map(|source| {
             let (count, stats) = snapshot.aggregate(source.id, 0, 0..=u64::MAX)?;
-            let (summarized, _) = snapshot.kept_summaries(source.id)?;
-            let held = count.count.saturating_sub(summarized);
-            Ok((source, held, stats.chunks_expired))
+            let kept = snapshot.kept_summaries(source.id)?;
+            let held = count.count.saturating_sub(kept.0);
+            Ok((source, held, stats.chunks_expired, kept))
         })
         .collect()
 }
