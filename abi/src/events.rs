@@ -35,14 +35,16 @@ pub enum Source {
     Conns = 6,
     /// A low-rate CPU profile: threads' kernel and user stacks.
     Stacks = 7,
+    /// File-related system calls with their descriptors and paths.
+    Args = 8,
 }
 
 /// Slots per source in the counter array (slot 0 is unused).
-pub const SOURCES: u32 = 8;
+pub const SOURCES: u32 = 9;
 
 impl Source {
     /// Every source, in value order.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::Sched,
         Self::Block,
         Self::PageCache,
@@ -50,6 +52,7 @@ impl Source {
         Self::Switch,
         Self::Conns,
         Self::Stacks,
+        Self::Args,
     ];
 
     /// The source a header's `source` value names.

@@ -24,6 +24,7 @@
 #[cfg(feature = "user")]
 extern crate std;
 
+pub mod args;
 pub mod block;
 pub mod conns;
 pub mod events;

@@ -881,7 +881,7 @@ impl QueryArgs {
 #[derive(Debug, Args)]
 pub struct RecordArgs {
     /// What to record, comma-separated: syscalls, the sources `weft
-    /// sources` lists (sched, block, pagecache, net, switch, conns, stacks), app
+    /// sources` lists (sched, block, pagecache, net, switch, conns, stacks, args), app
     /// (records pushed by programs through /run/weft/app.sock), or `all`.
     /// Syscalls alone by default, where the live UI (`weft`) takes
     /// syscalls, sched, block and pagecache to fill its views: a recording

@@ -101,6 +101,7 @@ fn unit(meaning: Meaning) -> &'static str {
         | Meaning::Addr(_)
         | Meaning::Syscall
         | Meaning::Source
-        | Meaning::Symbol => "",
+        | Meaning::Symbol
+        | Meaning::Path => "",
     }
 }

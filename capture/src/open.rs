@@ -20,7 +20,7 @@ use weft_store::{Dir, Snapshot};
 use crate::{
     capture,
     metadata::{self, METADATA, Metadata},
-    registry::{SYMBOLS, TASKS},
+    registry::{PATHS, SYMBOLS, TASKS},
     tasks::ThreadNames,
 };
 
@@ -58,6 +58,8 @@ struct Key {
     sources: usize,
     /// Records of the `symbols` source.
     symbols: u64,
+    /// Records of the `paths` source.
+    paths: u64,
     /// Records of the `tasks` source when the catalog names threads
     /// (`comm`): a pass over them that questions not naming `comm` do
     /// without, and that new threads alone do not make them redo.
@@ -146,6 +148,7 @@ impl Capture {
             metadata: self.stamp(),
             sources: snapshot.meta().sources.len(),
             symbols: records(SYMBOLS)?,
+            paths: records(PATHS)?,
             tasks: threads.then(|| records(TASKS)).transpose()?,
         })
     }

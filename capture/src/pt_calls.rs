@@ -13,7 +13,6 @@
 use std::collections::HashMap;
 
 use anyhow::Result;
-use weft_query::Names;
 use weft_store::{Snapshot, SourceId, Store};
 
 use crate::registry::{CALLS, SYMBOLS};
@@ -68,7 +67,7 @@ impl CallLog {
     pub fn define(store: &mut Store) -> Result<Self> {
         let calls = crate::sources::own::CALLS.define(store)?;
         let symbols = crate::sources::own::SYMBOLS.define(store)?;
-        let numbers = symbol_names(&store.snapshot(), symbols)?
+        let numbers = crate::sources::numbered(&store.snapshot(), symbols)?
             .into_iter()
             .map(|(id, name)| (name, id))
             .collect();
@@ -113,30 +112,6 @@ impl CallLog {
     }
 }
 
-/// Each function number of source `symbols` with its name.
-fn symbol_names(snapshot: &Snapshot, symbols: SourceId) -> weft_store::Result<Vec<(u32, String)>> {
-    let mut names = Vec::new();
-    snapshot.raw_scan_each(symbols, 0..=u64::MAX, |record| {
-        if let Some((id, name)) = record.payload.split_first_chunk::<4>() {
-            let name = String::from_utf8_lossy(name).into_owned();
-            names.push((u32::from_le_bytes(*id), name));
-        }
-    })?;
-    Ok(names)
-}
-
-/// The names of the functions of a capture's calls, by their numbers
-/// (none without a `symbols` source).
-pub fn symbols(snapshot: &Snapshot) -> Result<Names> {
-    let Some(symbols) = snapshot.meta().sources.iter().find(|s| s.name == SYMBOLS) else {
-        return Ok(Names::default());
-    };
-    let names = symbol_names(snapshot, symbols.id)?
-        .into_iter()
-        .map(|(id, name)| (i64::from(id), name));
-    Ok(Names::new(names, false))
-}
-
 /// The calls of a recording as folded stacks, the input of flame graph
 /// tools: one line per call path, `pid P/tid T;outer;...;inner NS`, with the
 /// time spent in the innermost function itself (its duration less its
@@ -153,7 +128,9 @@ pub fn folded(snapshot: &Snapshot) -> Result<(Vec<String>, u64)> {
             "the capture has no calls (PT call traces: weft pt record, or --pt-on-trigger)"
         );
     };
-    let names: HashMap<u32, String> = symbol_names(snapshot, symbols.id)?.into_iter().collect();
+    let names: HashMap<u32, String> = crate::sources::numbered(snapshot, symbols.id)?
+        .into_iter()
+        .collect();
     // By process and thread.
     let mut threads: std::collections::BTreeMap<(u32, u32), Vec<Span>> =
         std::collections::BTreeMap::new();

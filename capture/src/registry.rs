@@ -21,6 +21,8 @@ pub const SYMBOLS: &str = "symbols";
 pub const LOSSES: &str = "losses";
 /// The functions of the recorded stacks, by id (`recording/src/frames.rs`).
 pub const FRAMES: &str = "frames";
+/// The names of the `args` records' files, by number (`recording/src/files.rs`).
+pub const PATHS: &str = "paths";
 
 /// Whether weft itself names a source `name` (or lets queries call one
 /// so): applications and one-liners may not take it.

@@ -8,6 +8,7 @@
 #![feature(core_intrinsics)]
 #![allow(internal_features, reason = "see core_intrinsics above")]
 
+mod args;
 mod block;
 mod conns;
 mod events;

@@ -31,6 +31,8 @@ pub enum Meaning {
     Source,
     /// A function of the capture's `symbols` source, by its number.
     Symbol,
+    /// A file of the capture's `paths` source, by its number.
+    Path,
 }
 
 /// One field of a source's record.

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use weft_abi::{
-    block::BlockEvent, conns::ConnEvent, events::Source, net::PacketEvent,
+    args::ArgsEvent, block::BlockEvent, conns::ConnEvent, events::Source, net::PacketEvent,
     pagecache::PageCacheEvent, sched::SchedEvent, stacks::StackEvent, switch::SwitchEvent,
 };
 
@@ -218,6 +218,73 @@ pub const CONNS: SourceHooks = SourceHooks {
     tc: false,
     sampled: false,
     size: size_of::<ConnEvent>(),
+};
+
+/// The hooks of the calls `args` records: each call's entry and exit
+/// tracepoint, which the source's two programs share.
+macro_rules! call_hooks {
+    ($($call:literal),* $(,)?) => {
+        &[$(
+            Hook {
+                program: "args_enter",
+                category: "syscalls",
+                event: concat!("sys_enter_", $call),
+                offsets: &[("ARGS_NR_OFFSET", "__syscall_nr")],
+                without: None,
+            },
+            Hook {
+                program: "args_exit",
+                category: "syscalls",
+                event: concat!("sys_exit_", $call),
+                offsets: &[("ARGS_NR_OFFSET", "__syscall_nr"), ("ARGS_RET_OFFSET", "ret")],
+                without: None,
+            },
+        )*]
+    };
+}
+
+/// `args`'s programs: the read, write, send and receive families, the
+/// open family, and the calls that make, copy and close descriptors (so
+/// that user space can name each descriptor from the calls it saw). The
+/// list is `weft_abi::args::calls`' and the kernel's names for them.
+pub const ARGS: SourceHooks = SourceHooks {
+    source: Source::Args,
+    name: "args",
+    hooks: call_hooks!(
+        "read",
+        "write",
+        "pread64",
+        "pwrite64",
+        "readv",
+        "writev",
+        "preadv",
+        "pwritev",
+        "preadv2",
+        "pwritev2",
+        "sendto",
+        "recvfrom",
+        "sendmsg",
+        "recvmsg",
+        "fsync",
+        "fdatasync",
+        "open",
+        "openat",
+        "openat2",
+        "creat",
+        "close",
+        "close_range",
+        "dup",
+        "dup2",
+        "dup3",
+        "fcntl",
+        "socket",
+        "accept",
+        "accept4",
+        "connect",
+    ),
+    tc: false,
+    sampled: false,
+    size: size_of::<ArgsEvent>(),
 };
 
 /// A classic tracepoint a source's program attaches to, and the fields of

@@ -35,6 +35,7 @@
 pub mod app;
 pub mod command;
 pub mod exposition;
+mod files;
 mod frames;
 pub mod histogram;
 pub mod hosts;
@@ -57,7 +58,7 @@ use weft_capture::sources::Spec;
 use weft_kernel::source::SourceHooks;
 
 /// The kernel side of every source `weft_capture::sources` describes.
-const HOOKS: [&SourceHooks; 7] = [
+const HOOKS: [&SourceHooks; 8] = [
     &weft_kernel::source::SCHED,
     &weft_kernel::source::BLOCK,
     &weft_kernel::source::PAGECACHE,
@@ -65,6 +66,7 @@ const HOOKS: [&SourceHooks; 7] = [
     &weft_kernel::source::SWITCH,
     &weft_kernel::source::CONNS,
     &weft_kernel::source::STACKS,
+    &weft_kernel::source::ARGS,
 ];
 
 /// The kernel side of `spec`: its programs and attach points.

@@ -21,6 +21,7 @@ use weft_kernel::source::CONNS;
 
 use weft_kernel::events::StackReader;
 
+use crate::files::FileNames;
 use crate::frames::FrameLog;
 use weft_kernel::{
     ebpf,
@@ -166,6 +167,9 @@ pub fn record(plan: &RecordPlan, ui: Option<UiLink>, command: Option<Command>) -
     let frames = stack_map
         .map(|stacks| FrameLog::define(&mut store, stacks))
         .transpose()?;
+    let files = (spec_sources.contains_key(&weft_abi::events::Source::Args))
+        .then(|| FileNames::define(&mut store))
+        .transpose()?;
     // Decoded PT captures, from trigger actions and the live socket.
     let (calls_sender, decoded) = std::sync::mpsc::channel();
     let peer = plan.peer.as_ref().map(peers::Side::open).transpose()?;
@@ -250,6 +254,7 @@ pub fn record(plan: &RecordPlan, ui: Option<UiLink>, command: Option<Command>) -
         dir: capture_dir,
         losses: losses::LossLog::default(),
         frames,
+        files,
     };
     // Let run now that the probes are attached; killed if still running
     // when recording stops.
@@ -595,6 +600,8 @@ struct Recorder {
     losses: losses::LossLog,
     /// The functions of the stacks records name, with the stack source.
     frames: Option<FrameLog>,
+    /// With the `args` source, the names of its records' files.
+    files: Option<FileNames>,
 }
 
 impl Consumer for Recorder {
@@ -783,6 +790,14 @@ impl Recorder {
             let lag = now.saturating_sub(ts);
             self.lag = (self.lag.0.max(lag), self.lag.1.max(lag));
         }
+        let named;
+        let record = match &mut self.files {
+            Some(files) if hooks.source == weft_abi::events::Source::Args => {
+                named = files.name(&mut self.store, now, record)?;
+                &named[..]
+            }
+            _ => record,
+        };
         self.store_record(source, now, ts, &record[STORED_FROM..])?;
         match hooks.source {
             weft_abi::events::Source::Conns => self.triggers.note_conn(record),

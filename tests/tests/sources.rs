@@ -1399,3 +1399,89 @@ fn stacks_profile_a_busy_function_and_the_sleeps_a_thread_left_the_cpu_for() {
         "{stderr}"
     );
 }
+
+/// `--sources args`: each read names its file, whether the recording saw
+/// it opened (a workload's) or not (a descriptor this test opened before
+/// the recording began, named from `/proc`), each open the path it was
+/// given, each send its socket; and the counts are the calls made.
+#[test]
+fn args_name_the_file_of_each_read_and_the_path_of_each_open() {
+    use std::io::Read as _;
+    use std::os::fd::AsRawFd as _;
+    let test = "args_name_the_file_of_each_read_and_the_path_of_each_open";
+    if !needs(
+        test,
+        &[Need::Root, Need::Tracepoint("syscalls/sys_enter_openat")],
+    ) {
+        return;
+    }
+    let dir = capture_dir("args-files");
+    let (file, early) = (dir.with_extension("data"), dir.with_extension("early"));
+    std::fs::write(&file, vec![7u8; 64 << 10]).unwrap();
+    std::fs::write(&early, vec![1u8; 16 << 10]).unwrap();
+    let mut opened = std::fs::File::open(&early).unwrap();
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let inode = std::fs::read_link(format!("/proc/self/fd/{}", socket.as_raw_fd())).unwrap();
+    let workload =
+        weft_tests::Workload::spawn(WORKLOAD, &[&format!("read:{}:4096", file.display())]);
+    let running = Running::start(
+        &["record", "-o", dir.to_str().unwrap(), "--sources", "args"],
+        "weft: recording",
+    );
+    // 4 reads of 4 KiB and the one that finds the end.
+    let mut buffer = [0u8; 4096];
+    while opened.read(&mut buffer).unwrap() > 0 {}
+    for _ in 0..3 {
+        socket.send_to(b"x", socket.local_addr().unwrap()).unwrap();
+    }
+    let pid = workload.pid();
+    workload.run_to_end();
+    let finished = running.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+    assert!(finished.stderr.contains("args: "), "{}", finished.stderr);
+    let count = |rows: &[serde_json::Value], name: &str| {
+        rows.iter()
+            .find(|row| row["name"] == name)
+            .and_then(|row| row["count"].as_u64())
+    };
+    let rows = query(
+        &dir,
+        &format!(
+            r#"args where pid = {pid} and file = "{}" | count by name"#,
+            file.display()
+        ),
+    );
+    // `File::open` is one openat; 16 reads of 4 KiB, one at the end; a close.
+    assert_eq!(count(&rows, "openat"), Some(1), "{rows:?}");
+    assert_eq!(count(&rows, "read"), Some(17), "{rows:?}");
+    assert_eq!(count(&rows, "close"), Some(1), "{rows:?}");
+    let rows = query(
+        &dir,
+        &format!(
+            r#"args where pid = {pid} and name = "read" and file = "{}" | sum(ret), sum(count)"#,
+            file.display()
+        ),
+    );
+    assert_eq!(rows[0]["sum(ret)"], 64 << 10, "{rows:?}");
+    assert_eq!(rows[0]["sum(count)"], 17 * 4096, "{rows:?}");
+    let me = std::process::id();
+    let rows = query(
+        &dir,
+        &format!(r#"args where pid = {me} and name in ("read", "sendto") | count by name, file"#),
+    );
+    let of = |name: &str, file: &str| {
+        rows.iter()
+            .find(|row| row["name"] == name && row["file"] == file)
+            .and_then(|row| row["count"].as_u64())
+    };
+    assert_eq!(
+        of("read", &early.display().to_string()),
+        Some(5),
+        "{rows:?}"
+    );
+    assert_eq!(
+        of("sendto", &inode.display().to_string()),
+        Some(3),
+        "{rows:?}"
+    );
+}

@@ -248,7 +248,36 @@ fn configs(bins: &Bins) -> Vec<Config> {
             weft(&["--syscall", "getppid", "--attach", "syscall"]),
             "getpid",
         ),
+        config("g  untraced read (1 byte of /dev/zero)", None, "read"),
+        config(
+            "h  read, weft record --sources syscalls",
+            Some(record(bins, "syscalls")),
+            "read",
+        ),
+        config(
+            "i  read, weft record --sources syscalls,args",
+            Some(record(bins, "syscalls,args")),
+            "read",
+        ),
     ]
+}
+
+/// `weft record` of `sources` into a capture of the bench's own, kept
+/// to 256 MiB (each round appends a session to it).
+fn record(bins: &Bins, sources: &str) -> (Vec<String>, &'static str) {
+    let dir = crate::exec::workspace_root().join(format!("target/bench/probe-{sources}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cmd = [
+        bins.weft.as_str(),
+        "record",
+        "-o",
+        &dir.display().to_string(),
+        "--sources",
+        sources,
+        "--max-disk",
+        "256M",
+    ];
+    (cmd.map(str::to_owned).to_vec(), "weft: recording")
 }
 
 /// The median over the rounds of each round's ratio of two configurations.
@@ -266,6 +295,9 @@ fn print_ratios(rounds: &[Rounds]) {
         untraced_other,
         other,
         other_tp,
+        untraced_read,
+        read_syscalls,
+        read_args,
     ] = rounds
     else {
         unreachable!("rounds of every configuration")
@@ -292,8 +324,28 @@ fn print_ratios(rounds: &[Rounds]) {
             untraced_other,
         ),
         ("e2/a' the same, per-syscall", other_tp, untraced_other),
+        (
+            "h/g  read, recorded / untraced",
+            read_syscalls,
+            untraced_read,
+        ),
+        (
+            "i/g  read, recorded with args / untraced",
+            read_args,
+            untraced_read,
+        ),
+        (
+            "i/h  with args / without (default path)",
+            read_args,
+            read_syscalls,
+        ),
     ] {
         let ratio = median(&sorted(per_round(a, b, |a, b| a / b)));
         println!("  {label:<48} {ratio:>5.2}");
     }
+    let args_ns = median(&sorted(per_round(read_args, read_syscalls, |a, b| a - b)));
+    println!(
+        "  {:<48} {args_ns:>5.1}",
+        "i-h  ns the args source adds per read"
+    );
 }

@@ -7,6 +7,7 @@
 //! in `own.rs`. Producers define their store source from these; `weft
 //! sources`, `record` and the query catalog read them.
 
+mod args;
 mod block;
 mod conns;
 mod net;
@@ -27,6 +28,8 @@ pub use weft_ingest::schema::{
 use weft_query::{Addresses, Kind, Names, SourceColumns};
 use weft_store::Snapshot;
 
+use crate::registry;
+
 /// The event sources: those with a kernel side besides syscalls.
 pub const ALL: &[&Spec] = &[
     &sched::SPEC,
@@ -36,6 +39,7 @@ pub const ALL: &[&Spec] = &[
     &switch::SPEC,
     &conns::SPEC,
     &stacks::SPEC,
+    &args::SPEC,
 ];
 
 /// The source called `name`.
@@ -49,8 +53,8 @@ pub fn find(name: &str) -> Option<&'static Spec> {
 pub const EVERY: &[&Spec] = &every();
 
 /// [`EVERY`], built from [`ALL`] so that an event source is listed once.
-const fn every() -> [&'static Spec; 7 + ALL.len()] {
-    let own: [&Spec; 7] = [
+const fn every() -> [&'static Spec; 8 + ALL.len()] {
+    let own: [&Spec; 8] = [
         &weft_ingest::syscalls::SPEC,
         &weft_ingest::tasks::SPEC,
         &own::TRIGGERS,
@@ -58,8 +62,9 @@ const fn every() -> [&'static Spec; 7 + ALL.len()] {
         &own::SYMBOLS,
         &own::LOSSES,
         &own::FRAMES,
+        &own::PATHS,
     ];
-    let mut every = [own[0]; 7 + ALL.len()];
+    let mut every = [own[0]; 8 + ALL.len()];
     let mut i = 0;
     while i < every.len() {
         every[i] = if i < own.len() {
@@ -70,6 +75,35 @@ const fn every() -> [&'static Spec; 7 + ALL.len()] {
         i += 1;
     }
     every
+}
+
+/// The names a source of numbered names (`symbols`, `paths`: a number,
+/// then the name's bytes) holds, with their numbers.
+pub fn numbered(
+    snapshot: &Snapshot,
+    source: weft_store::SourceId,
+) -> weft_store::Result<Vec<(u32, String)>> {
+    let mut names = Vec::new();
+    snapshot.raw_scan_each(source, 0..=u64::MAX, |record| {
+        if let Some((id, name)) = record.payload.split_first_chunk::<4>() {
+            let name = String::from_utf8_lossy(name).into_owned();
+            names.push((u32::from_le_bytes(*id), name));
+        }
+    })?;
+    Ok(names)
+}
+
+/// The names of the source called `name` ([`numbered`]) as a column's
+/// (none without the source), 0 named `unknown`.
+fn numbered_names(snapshot: &Snapshot, name: &str, unknown: Option<&str>) -> Result<Names> {
+    let Some(source) = snapshot.meta().sources.iter().find(|s| s.name == name) else {
+        return Ok(Names::default());
+    };
+    let names = numbered(snapshot, source.id)?
+        .into_iter()
+        .map(|(id, name)| (i64::from(id), name));
+    let unknown = unknown.map(|name| (0, name.to_owned()));
+    Ok(Names::new(unknown.into_iter().chain(names), false))
 }
 
 /// Gives `spec`'s columns in `snapshot` their meaning, the threads' names
@@ -103,7 +137,15 @@ pub fn describe(
                 (snapshot.meta().sources.iter()).map(|s| (i64::from(s.id), s.name.clone())),
                 true,
             ))),
-            Meaning::Symbol => Kind::Named(Arc::new(crate::pt_calls::symbols(snapshot)?)),
+            Meaning::Symbol => {
+                Kind::Named(Arc::new(numbered_names(snapshot, registry::SYMBOLS, None)?))
+            }
+            // 0: a descriptor recording could not name.
+            Meaning::Path => Kind::Named(Arc::new(numbered_names(
+                snapshot,
+                registry::PATHS,
+                Some("?"),
+            )?)),
         };
         match field.shown_as {
             Some(name) => columns.alias(field.name, name, kind),

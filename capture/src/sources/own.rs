@@ -89,6 +89,22 @@ pub const SYMBOLS: Spec = Spec {
     )
 };
 
+/// The names of the `args` records' files: a number, then the name's bytes.
+pub const PATHS: Spec = Spec {
+    size: 4,
+    ..Spec::new(
+        registry::PATHS,
+        "the names of the args records' files",
+        &[field(
+            "id",
+            0,
+            FieldKind::U32,
+            Meaning::Int,
+            "the name's number",
+        )],
+    )
+};
+
 /// The frames of the `stacks` and `sched` records' stack ids, each named
 /// once when first met: the id, the process a user stack is of (0 for
 /// the kernel's), whether it is a user stack, then its functions, outermost

@@ -1,0 +1,284 @@
+//! The `file` of each `args` record, and the `paths` source that names it.
+//! The kernel sends descriptors, and the path an open-family call was
+//! given; this keeps each process's descriptors as the calls it saw open,
+//! copy and close them, names one it has not seen opened (opened before the
+//! recording began, or by a call the source does not take: a pipe, an
+//! eventfd) from `/proc/PID/fd`, and stores each name once, by number.
+
+use std::collections::HashMap;
+use std::mem::offset_of;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Result;
+use weft_abi::args::{ArgsEvent, EVENT_SIZE, calls};
+use weft_store::{SourceId, Store};
+
+/// Descriptors kept, over every process; past it the table is cleared
+/// (descriptors are named again from `/proc`).
+const MAX_FDS: usize = 1 << 20;
+
+/// Names kept with their numbers; past it they are forgotten (a name met
+/// again is stored again under a new number).
+const MAX_NAMES: usize = 1 << 20;
+
+/// A name met again is stored again after this long (ns), so that a
+/// recording's ring (`--retain`, `--max-disk`), which deletes its oldest
+/// records, keeps the names its newer records use.
+const RENOTE_NS: u64 = 60_000_000_000;
+
+/// `openat`'s "the current directory" descriptor.
+const AT_FDCWD: i32 = -100;
+
+/// Names the files of `args` records.
+pub struct FileNames {
+    source: SourceId,
+    /// Each process's descriptors: the number of the name of each.
+    fds: HashMap<(u32, i32), u32>,
+    /// The number of each name met, and when it was last stored.
+    names: HashMap<Arc<str>, (u32, u64)>,
+    /// Each number's name (the directories `openat` calls name by
+    /// descriptor).
+    numbers: HashMap<u32, Arc<str>>,
+    /// The last number given (0 means "unknown").
+    last: u32,
+}
+
+impl FileNames {
+    /// Defines the `paths` source.
+    pub fn define(store: &mut Store) -> Result<Self> {
+        Ok(Self {
+            source: weft_capture::sources::own::PATHS.define(store)?,
+            fds: HashMap::new(),
+            names: HashMap::new(),
+            numbers: HashMap::new(),
+            last: 0,
+        })
+    }
+
+    /// `record`, an `args` record as the kernel sent it, with its file
+    /// named and the path after it dropped.
+    pub fn name(&mut self, store: &mut Store, now: u64, record: &[u8]) -> Result<Vec<u8>> {
+        let Some(event) = ArgsEvent::read(record) else {
+            return Ok(record.to_vec());
+        };
+        if self.fds.len() >= MAX_FDS {
+            self.fds.clear();
+        }
+        let file = self.file_of(store, now, &event, record.get(EVENT_SIZE..))?;
+        let mut named = record[..EVENT_SIZE].to_vec();
+        named[offset_of!(ArgsEvent, file)..][..4].copy_from_slice(&file.to_le_bytes());
+        named[offset_of!(ArgsEvent, path_len)..][..4].fill(0);
+        Ok(named)
+    }
+
+    /// The number of the name of `event`'s file, its process's descriptors
+    /// brought up to date with what the call did.
+    fn file_of(
+        &mut self,
+        store: &mut Store,
+        now: u64,
+        event: &ArgsEvent,
+        path: Option<&[u8]>,
+    ) -> Result<u32> {
+        let pid = event.pid;
+        let made = i32::try_from(event.ret).ok().filter(|fd| *fd >= 0);
+        if calls::path_arg(event.nr).is_some() {
+            let len = (event.path_len as usize).min(path.map_or(0, <[u8]>::len));
+            let given = String::from_utf8_lossy(&path.unwrap_or_default()[..len]).into_owned();
+            let name = self.absolute(store, now, event, given)?;
+            let file = self.number(store, now, name)?;
+            if let Some(fd) = made {
+                self.fds.insert((pid, fd), file);
+            }
+            return Ok(file);
+        }
+        if calls::duplicates(event.nr) {
+            let file = self.descriptor(store, now, pid, event.fd)?;
+            if let Some(fd) = made {
+                self.fds.insert((pid, fd), file);
+            }
+            return Ok(file);
+        }
+        if calls::creates(event.nr) {
+            let Some(fd) = made else {
+                return Ok(0);
+            };
+            self.fds.remove(&(pid, fd));
+            return self.descriptor(store, now, pid, fd);
+        }
+        match event.nr {
+            calls::CLOSE => {
+                let file = self.fds.get(&(pid, event.fd)).copied().unwrap_or(0);
+                if event.ret == 0 {
+                    self.fds.remove(&(pid, event.fd));
+                }
+                Ok(file)
+            }
+            calls::CLOSE_RANGE => {
+                if event.ret == 0 {
+                    // Unsigned, as the kernel takes them (`~0U`: to the last).
+                    let (first, last) = (u64::from(event.fd.cast_unsigned()), event.count);
+                    let closed = |fd: i32| (first..=last).contains(&u64::from(fd.cast_unsigned()));
+                    self.fds.retain(|&(p, fd), _| p != pid || !closed(fd));
+                }
+                Ok(0)
+            }
+            _ => self.descriptor(store, now, pid, event.fd),
+        }
+    }
+
+    /// The path an open-family call was given, made absolute from the
+    /// directory it is relative to (its process's current directory, or
+    /// `openat`'s directory descriptor) where weft knows it.
+    fn absolute(
+        &mut self,
+        store: &mut Store,
+        now: u64,
+        event: &ArgsEvent,
+        given: String,
+    ) -> Result<String> {
+        if given.starts_with('/') || given.is_empty() {
+            return Ok(given);
+        }
+        let base = if event.fd == AT_FDCWD || matches!(event.nr, calls::OPEN | calls::CREAT) {
+            proc_link(event.pid, "cwd")
+        } else {
+            let file = self.descriptor(store, now, event.pid, event.fd)?;
+            self.numbers.get(&file).map(ToString::to_string)
+        };
+        Ok(match base {
+            Some(base) => format!("{}/{given}", base.trim_end_matches('/')),
+            None => given,
+        })
+    }
+
+    /// The number of the name of process `pid`'s descriptor `fd`: as the
+    /// calls seen left it, else as `/proc` names it now (0: unknown).
+    fn descriptor(&mut self, store: &mut Store, now: u64, pid: u32, fd: i32) -> Result<u32> {
+        if let Some(&file) = self.fds.get(&(pid, fd)) {
+            return Ok(file);
+        }
+        let Some(name) = proc_link(pid, &format!("fd/{fd}")) else {
+            return Ok(0);
+        };
+        let file = self.number(store, now, name)?;
+        self.fds.insert((pid, fd), file);
+        Ok(file)
+    }
+
+    /// The number of `name`, stored under it when new (or not stored for
+    /// [`RENOTE_NS`]).
+    fn number(&mut self, store: &mut Store, now: u64, name: String) -> Result<u32> {
+        if self.names.len() >= MAX_NAMES {
+            self.names.clear();
+            self.numbers.clear();
+        }
+        let (number, stored) = if let Some(&(number, stored)) = self.names.get(name.as_str()) {
+            (number, Some(stored))
+        } else {
+            self.last += 1;
+            (self.last, None)
+        };
+        if stored.is_none_or(|at| now.saturating_sub(at) > RENOTE_NS) {
+            let mut payload = Vec::with_capacity(4 + name.len());
+            payload.extend_from_slice(&number.to_le_bytes());
+            payload.extend_from_slice(name.as_bytes());
+            store.append_at(self.source, now, None, &payload)?;
+            let name: Arc<str> = name.into();
+            self.numbers.insert(number, name.clone());
+            self.names.insert(name, (number, now));
+        }
+        Ok(number)
+    }
+}
+
+/// Where `/proc/PID/<link>` points, if the process and the link are there.
+fn proc_link(pid: u32, link: &str) -> Option<String> {
+    let target = std::fs::read_link(Path::new("/proc").join(pid.to_string()).join(link)).ok()?;
+    Some(target.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use weft_abi::events::Header;
+    use weft_store::Config;
+
+    use super::*;
+
+    /// A process that does not exist: `/proc` names nothing of it.
+    const PID: u32 = u32::MAX - 7;
+
+    /// An `args` record of call `nr` on `fd` that returned `ret`, with
+    /// `path` after it.
+    fn record(nr: u32, fd: i32, ret: i64, count: u64, path: &str) -> Vec<u8> {
+        let event = ArgsEvent {
+            header: Header::default(),
+            exit_ns: 1,
+            duration_ns: 1,
+            ret,
+            pid: PID,
+            tid: PID,
+            nr,
+            fd,
+            count,
+            file: 0,
+            path_len: path.len() as u32,
+        };
+        // SAFETY: the plain integers of a `#[repr(C)]` record without holes.
+        let bytes: [u8; EVENT_SIZE] = unsafe { std::mem::transmute(event) };
+        [&bytes[..], path.as_bytes()].concat()
+    }
+
+    #[test]
+    fn descriptors_are_named_as_the_calls_seen_open_copy_and_close_them() {
+        let dir = std::env::temp_dir().join(format!("weft-files-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut store = Store::open(&dir, &Config::default()).unwrap();
+        let mut files = FileNames::define(&mut store).unwrap();
+        let mut file = |record: Vec<u8>| {
+            let named = files.name(&mut store, 1, &record).unwrap();
+            assert_eq!(named.len(), EVENT_SIZE, "the path is dropped");
+            ArgsEvent::read(&named).unwrap().file
+        };
+        let data = file(record(calls::OPEN, -1, 3, 0, "/data"));
+        // Relative to descriptor 3, which names a directory.
+        let db = file(record(calls::OPENAT, 3, 4, 0, "x.db"));
+        assert_ne!(db, data);
+        assert_eq!(file(record(calls::READ, 4, 10, 4096, "")), db);
+        assert_eq!(file(record(calls::DUP, 4, 5, 0, "")), db);
+        assert_eq!(file(record(calls::CLOSE, 4, 0, 0, "")), db);
+        assert_eq!(file(record(calls::READ, 4, -9, 4096, "")), 0, "closed");
+        assert_eq!(file(record(calls::READ, 5, 10, 4096, "")), db, "the copy");
+        // A failed open is named too, and gives no descriptor.
+        let missing = file(record(calls::OPENAT, AT_FDCWD, -2, 0, "/missing"));
+        assert!(missing != 0 && missing != db);
+        assert_eq!(file(record(calls::CLOSE_RANGE, 0, 0, 10, "")), 0);
+        assert_eq!(
+            file(record(calls::READ, 5, -9, 4096, "")),
+            0,
+            "closed by range"
+        );
+        assert_eq!(file(record(calls::OPEN, -1, 3, 0, "/data")), data, "known");
+        store.publish();
+        let snapshot = store.snapshot();
+        let paths = snapshot
+            .meta()
+            .sources
+            .iter()
+            .find(|s| s.name == "paths")
+            .unwrap();
+        let mut names = weft_capture::sources::numbered(&snapshot, paths.id).unwrap();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                (data, "/data".into()),
+                (db, "/data/x.db".into()),
+                (missing, "/missing".into())
+            ]
+        );
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
