@@ -7,6 +7,7 @@
 //! still there when it returns).
 
 use aya_ebpf::{
+    EbpfContext as _,
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user_str_bytes},
     macros::{btf_map, map, tracepoint},
     maps::PerCpuArray,
@@ -44,42 +45,64 @@ impl Event for ArgsEvent {
     }
 }
 
-/// Argument `i` of a `sys_enter_NAME` record.
+/// Argument `I` of a `sys_enter_NAME` record, read from the context
+/// directly: a tracepoint program may load from its record at a constant
+/// offset, which costs a load where `bpf_probe_read` costs a helper call.
+/// Volatile, so that the compiler does not turn several into one load at
+/// a computed offset, which the verifier refuses.
 #[inline(always)]
-fn arg(ctx: &TracePointContext, i: usize) -> u64 {
-    // SAFETY: read_at goes through bpf_probe_read, which checks bounds.
-    unsafe { ctx.read_at::<u64>(TP_ARGS_OFFSET + 8 * i) }.unwrap_or(0)
+fn arg<const I: usize>(ctx: &TracePointContext) -> u64 {
+    // SAFETY: the programs are attached only to calls with more than `I`
+    // arguments (see `weft_kernel::source::ARGS`); the verifier checks
+    // the offset is inside the context, the kernel at attach that it is
+    // inside the record.
+    unsafe {
+        core::ptr::read_volatile(ctx.as_ptr().cast::<u8>().add(TP_ARGS_OFFSET + 8 * I).cast::<u64>())
+    }
 }
 
+/// The entry of a call of three arguments or more.
 #[tracepoint]
 pub fn args_enter(ctx: TracePointContext) -> i32 {
-    let Some(nr) = tracepoint::field::<i32>(&ctx, &ARGS_NR_OFFSET) else {
-        return 0;
+    enter(&ctx, [arg::<0>(&ctx), arg::<1>(&ctx), arg::<2>(&ctx)]);
+    0
+}
+
+/// The entry of a call of one or two arguments (its first alone is read).
+#[tracepoint]
+pub fn args_enter_short(ctx: TracePointContext) -> i32 {
+    enter(&ctx, [arg::<0>(&ctx), 0, 0]);
+    0
+}
+
+/// Keeps what the call's arguments `args` (its first three) say of its file.
+#[inline(always)]
+fn enter(ctx: &TracePointContext, args: [u64; 3]) {
+    let Some(nr) = tracepoint::field::<i32>(ctx, &ARGS_NR_OFFSET) else {
+        return;
     };
     let nr = nr as u32;
-    if nr == calls::FCNTL && !matches!(arg(&ctx, 1), calls::F_DUPFD | calls::F_DUPFD_CLOEXEC) {
-        return 0;
+    if nr == calls::FCNTL && !matches!(args[1], calls::F_DUPFD | calls::F_DUPFD_CLOEXEC) {
+        return;
     }
     if !events::wants_current((bpf_get_current_pid_tgid() >> 32) as u32) {
-        return 0;
+        return;
     }
-    let fd = if calls::path_arg(nr) == Some(0) {
-        u64::MAX
-    } else {
-        arg(&ctx, 0)
+    let (fd, path) = match calls::path_arg(nr) {
+        Some(0) => (u64::MAX, args[0]),
+        Some(_) => (args[0], args[1]),
+        None => (args[0], 0),
     };
-    let count = if calls::counts_bytes(nr) || nr == calls::CLOSE_RANGE {
-        arg(&ctx, if nr == calls::CLOSE_RANGE { 1 } else { 2 })
+    let count = if nr == calls::CLOSE_RANGE {
+        args[1]
+    } else if calls::counts_bytes(nr) {
+        args[2]
     } else {
         0
     };
-    let path = match calls::path_arg(nr) {
-        Some(i) => arg(&ctx, i),
-        None => 0,
-    };
     let Some(slot) = ARGS_INFLIGHT.current(true) else {
         events::count(Source::Args, Counter::TableFull);
-        return 0;
+        return;
     };
     // SAFETY: the task's own storage; only this thread's programs touch it.
     unsafe {
@@ -93,7 +116,6 @@ pub fn args_enter(ctx: TracePointContext) -> i32 {
             active: 1,
         };
     }
-    0
 }
 
 #[tracepoint]

@@ -221,25 +221,46 @@ pub const CONNS: SourceHooks = SourceHooks {
 };
 
 /// The hooks of the calls `args` records: each call's entry and exit
-/// tracepoint, which the source's two programs share.
+/// tracepoint. Calls of three arguments or more enter through
+/// `args_enter`, which reads three from its record; the others through
+/// `args_enter_short`, which reads one (the kernel refuses to attach a
+/// program that may read past a tracepoint's record).
 macro_rules! call_hooks {
-    ($($call:literal),* $(,)?) => {
-        &[$(
-            Hook {
-                program: "args_enter",
-                category: "syscalls",
-                event: concat!("sys_enter_", $call),
-                offsets: &[("ARGS_NR_OFFSET", "__syscall_nr")],
-                without: None,
-            },
-            Hook {
-                program: "args_exit",
-                category: "syscalls",
-                event: concat!("sys_exit_", $call),
-                offsets: &[("ARGS_NR_OFFSET", "__syscall_nr"), ("ARGS_RET_OFFSET", "ret")],
-                without: None,
-            },
-        )*]
+    ($($long:literal),*; $($short:literal),*) => {
+        &[
+            $(
+                Hook {
+                    program: "args_enter",
+                    category: "syscalls",
+                    event: concat!("sys_enter_", $long),
+                    offsets: &[("ARGS_NR_OFFSET", "__syscall_nr")],
+                    without: None,
+                },
+                Hook {
+                    program: "args_exit",
+                    category: "syscalls",
+                    event: concat!("sys_exit_", $long),
+                    offsets: &[("ARGS_NR_OFFSET", "__syscall_nr"), ("ARGS_RET_OFFSET", "ret")],
+                    without: None,
+                },
+            )*
+            $(
+                Hook {
+                    program: "args_enter_short",
+                    category: "syscalls",
+                    event: concat!("sys_enter_", $short),
+                    offsets: &[("ARGS_NR_OFFSET", "__syscall_nr")],
+                    without: None,
+                },
+                Hook {
+                    program: "args_exit",
+                    category: "syscalls",
+                    event: concat!("sys_exit_", $short),
+                    offsets: &[("ARGS_NR_OFFSET", "__syscall_nr"), ("ARGS_RET_OFFSET", "ret")],
+                    without: None,
+                },
+            )*
+        ]
     };
 }
 
@@ -251,36 +272,10 @@ pub const ARGS: SourceHooks = SourceHooks {
     source: Source::Args,
     name: "args",
     hooks: call_hooks!(
-        "read",
-        "write",
-        "pread64",
-        "pwrite64",
-        "readv",
-        "writev",
-        "preadv",
-        "pwritev",
-        "preadv2",
-        "pwritev2",
-        "sendto",
-        "recvfrom",
-        "sendmsg",
-        "recvmsg",
-        "fsync",
-        "fdatasync",
-        "open",
-        "openat",
-        "openat2",
-        "creat",
-        "close",
-        "close_range",
-        "dup",
-        "dup2",
-        "dup3",
-        "fcntl",
-        "socket",
-        "accept",
-        "accept4",
-        "connect",
+        "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev",
+        "preadv2", "pwritev2", "sendto", "recvfrom", "sendmsg", "recvmsg", "open", "openat",
+        "openat2", "close_range", "fcntl", "socket", "accept", "accept4", "connect";
+        "fsync", "fdatasync", "creat", "close", "dup", "dup2"
     ),
     tc: false,
     sampled: false,

@@ -61,7 +61,8 @@ fn sources_lists_each_source_and_survives_a_closed_stdout() {
             "net",
             "switch",
             "conns",
-            "stacks"
+            "stacks",
+            "args"
         ]
     );
     assert_eq!(sources[0]["available"], true, "{}", sources[0]);

@@ -276,6 +276,7 @@ fn record(bins: &Bins, sources: &str) -> (Vec<String>, &'static str) {
         sources,
         "--max-disk",
         "256M",
+        "--append",
     ];
     (cmd.map(str::to_owned).to_vec(), "weft: recording")
 }
