@@ -733,6 +733,81 @@ impl Drop for Cgroup {
     }
 }
 
+/// A network namespace with a veth pair: `weft0` (10.77.0.1) here,
+/// `weft1` (10.77.0.2) inside. Removed on drop.
+pub struct Veth {
+    namespace: String,
+}
+
+impl Veth {
+    pub const HOST: &str = "10.77.0.1";
+    pub const PEER: &str = "10.77.0.2";
+
+    pub fn new() -> Result<Self, String> {
+        let namespace = format!("weft-test-{}", std::process::id());
+        let veth = Self { namespace };
+        let ns = veth.namespace.as_str();
+        for args in [
+            vec!["netns", "add", ns],
+            vec![
+                "link", "add", "weft0", "type", "veth", "peer", "name", "weft1",
+            ],
+            vec!["link", "set", "weft1", "netns", ns],
+            vec!["addr", "add", "10.77.0.1/24", "dev", "weft0"],
+            vec!["link", "set", "weft0", "up"],
+            vec!["-n", ns, "addr", "add", "10.77.0.2/24", "dev", "weft1"],
+            vec!["-n", ns, "link", "set", "weft1", "up"],
+        ] {
+            let output = std::process::Command::new("ip")
+                .args(&args)
+                .output()
+                .map_err(|e| format!("ip: {e}"))?;
+            if !output.status.success() {
+                return Err(format!(
+                    "ip {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&output.stderr).trim()
+                ));
+            }
+        }
+        Ok(veth)
+    }
+
+    /// Runs `f` on a thread inside the namespace.
+    pub fn spawn_inside<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> std::thread::JoinHandle<T> {
+        let path = format!("/run/netns/{}", self.namespace);
+        std::thread::spawn(move || {
+            use std::os::fd::AsRawFd as _;
+            let ns = std::fs::File::open(&path).expect("namespace file");
+            // SAFETY: a valid namespace fd; only this thread moves.
+            assert_eq!(
+                unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) },
+                0
+            );
+            f()
+        })
+    }
+}
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        // Deleting the namespace deletes weft1 and with it weft0.
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "delete", &self.namespace])
+            .output();
+    }
+}
+
+/// Whether TC programs can attach: TCX links (6.6 on), or a `clsact` qdisc
+/// in the kernel (built in or loaded; a VM without modules may lack it).
+pub fn tc_available() -> bool {
+    kernel_at_least(6, 6)
+        || std::fs::read_to_string("/proc/kallsyms").is_ok_and(|symbols| symbols.contains("clsact"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::kernel_version;

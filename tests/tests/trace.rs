@@ -954,6 +954,85 @@ fn block_requests_over_a_capture_are_the_requests_seen_live() {
     assert_eq!(maps_section(&past), maps_section(&live));
 }
 
+/// A capture's packets play as `net:netif_receive_skb` (received) and
+/// `net:net_dev_queue` (sent), with their length and interface: a program
+/// traced live beside a recording of the traffic on a veth prints the same
+/// maps over the capture. Datagrams of 1000 bytes and more only, so that
+/// the neighbour discovery and IPv6 chatter of a new interface, which TC
+/// records only in part (not ARP), stays out of both.
+#[test]
+fn packets_over_a_capture_are_the_packets_seen_live() {
+    let test = "packets_over_a_capture_are_the_packets_seen_live";
+    if !needs(
+        test,
+        &[Need::Root, Need::Tracepoint("net/netif_receive_skb")],
+    ) {
+        return;
+    }
+    if !weft_tests::tc_available() {
+        eprintln!("skipping {test}: needs TCX (kernel 6.6) or the clsact qdisc");
+        return;
+    }
+    let veth = match weft_tests::Veth::new() {
+        Ok(veth) => veth,
+        Err(why) => panic!("{test}: a veth pair: {why}"),
+    };
+    let program = r#"BEGIN { printf("tracing\n"); }
+        tracepoint:net:netif_receive_skb /str(args->name) == "weft0" && args->len >= 1000/ {
+            @rx[str(args->name)] = count(); @rx_bytes = sum(args->len); @rx_len = hist(args->len); }
+        tracepoint:net:net_dev_queue /str(args->name) == "weft0" && args->len >= 1000/ {
+            @tx = count(); @tx_bytes = sum(args->len); @tx_max = max(args->len); }"#;
+    let dir = weft_tests::capture_dir(test);
+    let recorder = weft_tests::Running::start(
+        &[
+            "record",
+            "-o",
+            dir.to_str().unwrap(),
+            "--sources",
+            "net",
+            "--interface",
+            "weft0",
+        ],
+        "weft: recording",
+    );
+    let live = Tracer::start(
+        Command::new(weft_bin()).args(["trace", "-e", program]),
+        "tracing",
+    );
+    let here = std::net::UdpSocket::bind((weft_tests::Veth::HOST, 0)).unwrap();
+    let port = here.local_addr().unwrap().port();
+    // 40 datagrams in from the peer, 25 out to it.
+    veth.spawn_inside(move || {
+        let there = std::net::UdpSocket::bind((weft_tests::Veth::PEER, 0)).unwrap();
+        for i in 0..40 {
+            there
+                .send_to(&vec![1u8; 1000 + i], (weft_tests::Veth::HOST, port))
+                .unwrap();
+        }
+    })
+    .join()
+    .unwrap();
+    for i in 0..25 {
+        here.send_to(&vec![2u8; 1200 + i], (weft_tests::Veth::PEER, 9))
+            .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let live = live.stop();
+    let finished = recorder.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+    let past = stdout_of(
+        Command::new(weft_bin())
+            .args(["trace", "--from"])
+            .arg(&*dir)
+            .args(["-e", program]),
+    );
+    assert!(
+        maps_section(&live).contains("@rx[weft0]: 40\n") && live.contains("@tx: 25\n"),
+        "{live}"
+    );
+    assert_eq!(maps_section(&past), maps_section(&live));
+}
+
 /// SIGUSR1 prints every map at once and tracing goes on, as bpftrace
 /// does: the same lines under both, then the maps again at the end.
 #[test]

@@ -8,7 +8,9 @@
 //! (`prev_comm`, `prev_pid`, `next_comm`, `next_pid` at the kernel's
 //! offsets; prio and state are not recorded), and the `block` source each
 //! request as `block:block_rq_issue` at its issue and
-//! `block:block_rq_complete` at its completion. Events play in recorded
+//! `block:block_rq_complete` at its completion, and the `net` source each
+//! packet as `net:netif_receive_skb` (received) or `net:net_dev_queue`
+//! (sent), with its length and interface. Events play in recorded
 //! time, a slice at a time; `interval` probes fire on recorded time too, and `nsecs` is the
 //! event's recorded time, so the latency idiom measures what happened.
 //! Everything runs in weft: nothing is attached, and no privilege is needed.
@@ -18,6 +20,7 @@ use std::{ops::RangeInclusive, path::Path, sync::Arc};
 use anyhow::{Result, anyhow, bail};
 use weft_abi::{
     block::{BlockEvent, Op},
+    net::{Direction, EVENT_SIZE_BEFORE_TTL, PacketEvent},
     switch::SwitchEvent,
     syscall::SyscallEvent,
     syscall_names,
@@ -63,6 +66,18 @@ const BLOCK_COMPLETE: &str = "\tfield:dev_t dev;\toffset:8;\tsize:4;\tsigned:0;\
                               \tfield:unsigned int nr_sector;\toffset:24;\tsize:4;\tsigned:0;\n\
                               \tfield:int error;\toffset:28;\tsize:4;\tsigned:1;\n\
                               \tfield:char rwbs[8];\toffset:32;\tsize:8;\tsigned:1;\n";
+/// The two net tracepoints' records (the same layout): the socket buffer's
+/// address (not recorded: 0), its length, and the interface's name, which
+/// the rebuilt record holds at [`NET_NAME_AT`].
+const NET: &str = "\tfield:void * skbaddr;\toffset:8;\tsize:8;\tsigned:0;\n\
+                   \tfield:unsigned int len;\toffset:16;\tsize:4;\tsigned:0;\n\
+                   \tfield:__data_loc char[] name;\toffset:20;\tsize:4;\tsigned:0;\n";
+/// Where a rebuilt net record holds the interface's name.
+const NET_NAME_AT: usize = 32;
+/// The link header TC counts in a packet's length and
+/// `netif_receive_skb` does not (the device has pulled it by then): an
+/// Ethernet header's, as on Ethernet, veth and loopback devices.
+const LINK_HEADER: u32 = 14;
 /// Bytes of the largest rebuilt record (`sched_switch`'s).
 const RECORD_LEN: usize = 64;
 
@@ -85,6 +100,7 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
         syscalls: source(weft_capture::registry::SYSCALLS),
         switch: source("switch"),
         block: source("block"),
+        net: source("net"),
     };
     let plan = resolve(options, from, &sources)?;
     let names =
@@ -98,6 +114,7 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
         hooks: Hook::of(&plan),
         runtime,
         names,
+        interfaces: interfaces(from)?,
         intervals: intervals(&plan, *window.start()),
         played: 0,
     };
@@ -129,15 +146,19 @@ fn resolve(options: &Options, from: &Path, sources: &Sources) -> Result<Plan> {
     let program = weft_oneliner::parse::parse_with(text, &options.params).map_err(render)?;
     recorded_probes(&program, from, sources).map_err(render)?;
     unrecorded_builtins(&program).map_err(render)?;
-    let recorded = Recorded {
-        syscalls: sources.syscalls.is_some(),
-        switch: sources.switch.is_some(),
-        block: sources.block.is_some(),
-    };
+    let recorded = Recorded(sources);
     let plan = weft_oneliner::check::check_in_weft(program, &recorded).map_err(render)?;
     for attach in &plan.attaches {
+        // The one string a capture holds: a packet's interface.
+        let interface = |field: &Field| {
+            matches!(&attach.target, Target::Tracepoint { category, .. } if category == "net")
+                && field.name == "name"
+        };
         let unrecorded = [
-            (!attach.strings.is_empty(), "strings"),
+            (
+                !attach.strings.iter().all(interface) || !attach.saved.is_empty(),
+                "strings",
+            ),
             (
                 !attach.reads.is_empty() || !attach.members.is_empty(),
                 "memory",
@@ -173,9 +194,12 @@ fn recorded_probes(
                 let switches = glob_match(category, "sched") && glob_match(name, "sched_switch");
                 let block = glob_match(category, "block")
                     && BLOCK_EVENTS.iter().any(|event| glob_match(name, event));
+                let net = glob_match(category, "net")
+                    && NET_EVENTS.iter().any(|event| glob_match(name, event));
                 (calls && sources.syscalls.is_some())
                     || (switches && sources.switch.is_some())
                     || (block && sources.block.is_some())
+                    || (net && sources.net.is_some())
             }
             _ => false,
         };
@@ -187,7 +211,9 @@ fn recorded_probes(
                      (tracepoint:syscalls:*, tracepoint:raw_syscalls:*) where the capture has \
                      the `syscalls` source, context switches (tracepoint:sched:sched_switch) \
                      where it has `switch`, block requests (tracepoint:block:block_rq_issue, \
-                     block_rq_complete) where it has `block`, BEGIN, END and interval",
+                     block_rq_complete) where it has `block`, packets \
+                     (tracepoint:net:netif_receive_skb, net_dev_queue) where it has `net`, \
+                     BEGIN, END and interval",
                     from.display()
                 ),
             ));
@@ -199,11 +225,27 @@ fn recorded_probes(
 /// The block tracepoints a capture's `block` source plays.
 const BLOCK_EVENTS: [&str; 2] = ["block_rq_issue", "block_rq_complete"];
 
+/// The net tracepoints a capture's `net` source plays: a received
+/// packet's and a sent one's.
+const NET_EVENTS: [&str; 2] = ["netif_receive_skb", "net_dev_queue"];
+
 /// The capture's sources a program can be played from.
 struct Sources {
     syscalls: Option<weft_store::SourceId>,
     switch: Option<weft_store::SourceId>,
     block: Option<weft_store::SourceId>,
+    net: Option<weft_store::SourceId>,
+}
+
+/// The names of the interfaces the capture's packets were seen on, by
+/// index, as its sessions noted them (a later session's name wins).
+fn interfaces(from: &Path) -> Result<std::collections::HashMap<u32, String>> {
+    let metadata = weft_capture::metadata::read_metadata(from)?;
+    Ok((metadata.sessions.iter())
+        .filter_map(|session| session.sources.get("net"))
+        .flat_map(|net| &net.interfaces)
+        .filter_map(|(index, name)| Some((index.parse().ok()?, name.clone())))
+        .collect())
 }
 
 /// An error at the first builtin the capture holds nothing for.
@@ -265,6 +307,7 @@ enum What {
     Call { exit: bool, call: SyscallEvent },
     Switch(SwitchEvent),
     Block { complete: bool, request: BlockEvent },
+    Packet(PacketEvent),
 }
 
 impl Played {
@@ -286,6 +329,8 @@ struct Player<'p> {
     hooks: Vec<(usize, Hook)>,
     runtime: Runtime<'p>,
     names: Arc<Names>,
+    /// Interface names by index, for the packets.
+    interfaces: std::collections::HashMap<u32, String>,
     /// Interval probes: `(attach, period, next)`.
     intervals: Vec<(usize, u64, u64)>,
     played: u64,
@@ -316,6 +361,8 @@ impl Player<'_> {
             .filter(|_| self.hooks.iter().any(|(_, h)| matches!(h, Hook::Switch)));
         let block = (sources.block)
             .filter(|_| (self.hooks.iter()).any(|(_, h)| matches!(h, Hook::Block { .. })));
+        let net = (sources.net)
+            .filter(|_| (self.hooks.iter()).any(|(_, h)| matches!(h, Hook::Packet { .. })));
         let mut slice = Vec::new();
         let mut from = *window.start();
         while from <= *window.end() {
@@ -347,6 +394,16 @@ impl Player<'_> {
                                 what: What::Block { complete, request },
                             });
                         }
+                    }
+                })?;
+            }
+            if let Some(net) = net {
+                snapshot.raw_scan_each(net, from..=to, |r| {
+                    if let Some(packet) = packet_event(r.payload) {
+                        slice.push(Played {
+                            ns: packet.ts_ns,
+                            what: What::Packet(packet),
+                        });
                     }
                 })?;
             }
@@ -413,8 +470,48 @@ impl Player<'_> {
                 record[32] = Op::letter(request.op);
                 (request.pid, request.tid, request.header.cpu)
             }
+            What::Packet(packet) => {
+                let len = if packet.dir == Direction::Ingress as u8 {
+                    packet.len.saturating_sub(LINK_HEADER)
+                } else {
+                    packet.len
+                };
+                record[16..20].copy_from_slice(&len.to_le_bytes());
+                let name = self
+                    .interfaces
+                    .get(&packet.ifindex)
+                    .map_or("", String::as_str);
+                // IFNAMSIZ: 15 bytes and the NUL.
+                let name = &name.as_bytes()[..name.len().min(15)];
+                record[NET_NAME_AT..NET_NAME_AT + name.len()].copy_from_slice(name);
+                // `__data_loc`: the string's length (its NUL too), then where.
+                let loc = ((name.len() as u32 + 1) << 16) | NET_NAME_AT as u32;
+                record[20..24].copy_from_slice(&loc.to_le_bytes());
+                // Not a thread's: a packet is the kernel's (softirq) work.
+                (0, 0, packet.header.cpu)
+            }
         };
-        let comm = self.comm(tid);
+        // A packet is no thread's work (the kernel's softirq): no name.
+        let comm = match played.what {
+            What::Packet(_) => [0u8; 16],
+            _ => self.comm(tid),
+        };
+        // The interface, for each of the probe's string slots (a net
+        // probe's only string is its `name`).
+        let interface = match &played.what {
+            What::Packet(packet) => {
+                let mut name = [0u8; 16];
+                let known = self
+                    .interfaces
+                    .get(&packet.ifindex)
+                    .map_or("", String::as_str);
+                let known = &known.as_bytes()[..known.len().min(15)];
+                name[..known.len()].copy_from_slice(known);
+                name
+            }
+            _ => [0u8; 16],
+        };
+        let strings: [&[u8]; 8] = [&interface; 8];
         for &(index, hook) in &self.hooks {
             if !hook.takes(&played.what) {
                 continue;
@@ -427,6 +524,7 @@ impl Player<'_> {
                 cpu,
                 comm: &comm,
                 raw: &record,
+                strings: &strings,
                 ..Event::default()
             };
             self.played += 1;
@@ -479,6 +577,7 @@ enum Hook {
     Raw { exit: bool },
     Switch,
     Block { complete: bool },
+    Packet { sent: bool },
 }
 
 impl Hook {
@@ -491,6 +590,10 @@ impl Hook {
                 };
                 let hook = if category == "sched" {
                     (name == "sched_switch").then_some(Self::Switch)?
+                } else if category == "net" {
+                    Self::Packet {
+                        sent: name == "net_dev_queue",
+                    }
                 } else if category == "block" {
                     Self::Block {
                         complete: name == "block_rq_complete",
@@ -522,6 +625,9 @@ impl Hook {
             (Self::Raw { exit: at }, What::Call { exit, .. }) => at == *exit,
             (Self::Switch, What::Switch(_)) => true,
             (Self::Block { complete: at }, What::Block { complete, .. }) => at == *complete,
+            (Self::Packet { sent }, What::Packet(packet)) => {
+                sent == (packet.dir == Direction::Egress as u8)
+            }
             _ => false,
         }
     }
@@ -551,7 +657,7 @@ impl Reads {
             match hook {
                 Hook::Raw { .. } => return Self::All,
                 Hook::Call { nr, .. } => numbers.push(i64::from(*nr)),
-                Hook::Switch | Hook::Block { .. } => {}
+                Hook::Switch | Hook::Block { .. } | Hook::Packet { .. } => {}
             }
         }
         let Some(syscalls) = syscalls.filter(|_| !numbers.is_empty()) else {
@@ -660,26 +766,41 @@ fn block_event(payload: &[u8]) -> Option<BlockEvent> {
     BlockEvent::read(&whole)
 }
 
-/// What the checker may know of a capture: the tracepoints of the sources
-/// it holds, with the fields it recorded; no kernel types.
-struct Recorded {
-    syscalls: bool,
-    switch: bool,
-    block: bool,
+/// A `net` record, as the probe wrote it: stored from the header's `cpu`
+/// on ([`STORED_FROM`]), its payload bytes (if any) after it. What is
+/// played (interface, length, time, direction) lies in the part every
+/// capture's records have: the window and TTL that newer ones add read 0.
+fn packet_event(payload: &[u8]) -> Option<PacketEvent> {
+    let mut whole = [0u8; weft_abi::net::EVENT_SIZE];
+    let stored = payload.get(..EVENT_SIZE_BEFORE_TTL - STORED_FROM)?;
+    whole[STORED_FROM..EVENT_SIZE_BEFORE_TTL].copy_from_slice(stored);
+    PacketEvent::read(&whole)
 }
 
-impl Kernel for Recorded {
+/// What the checker may know of a capture: the tracepoints of the sources
+/// it holds, with the fields it recorded; no kernel types.
+struct Recorded<'s>(&'s Sources);
+
+impl Kernel for Recorded<'_> {
     fn tracepoints(&self, category: &str, name: &str) -> Vec<(String, String)> {
         let mut found: Vec<(String, String)> = Vec::new();
-        if self.switch && glob_match(category, "sched") && glob_match(name, "sched_switch") {
+        if self.0.switch.is_some()
+            && glob_match(category, "sched")
+            && glob_match(name, "sched_switch")
+        {
             found.push(("sched".into(), "sched_switch".into()));
         }
-        if self.block && glob_match(category, "block") {
+        if self.0.block.is_some() && glob_match(category, "block") {
             for event in BLOCK_EVENTS.iter().filter(|event| glob_match(name, event)) {
                 found.push(("block".into(), (*event).into()));
             }
         }
-        if !self.syscalls {
+        if self.0.net.is_some() && glob_match(category, "net") {
+            for event in NET_EVENTS.iter().filter(|event| glob_match(name, event)) {
+                found.push(("net".into(), (*event).into()));
+            }
+        }
+        if self.0.syscalls.is_none() {
             return found;
         }
         if glob_match(category, "syscalls") {
@@ -712,9 +833,10 @@ impl Kernel for Recorded {
             ("raw_syscalls", "sys_exit") => RAW_EXIT,
             ("syscalls", n) if n.starts_with("sys_enter_") => ENTER,
             ("syscalls", n) if n.starts_with("sys_exit_") => EXIT,
-            ("sched", "sched_switch") if self.switch => SWITCH,
-            ("block", "block_rq_issue") if self.block => BLOCK_ISSUE,
-            ("block", "block_rq_complete") if self.block => BLOCK_COMPLETE,
+            ("sched", "sched_switch") if self.0.switch.is_some() => SWITCH,
+            ("block", "block_rq_issue") if self.0.block.is_some() => BLOCK_ISSUE,
+            ("block", "block_rq_complete") if self.0.block.is_some() => BLOCK_COMPLETE,
+            ("net", "netif_receive_skb" | "net_dev_queue") if self.0.net.is_some() => NET,
             _ => return Err(format!("the capture recorded no {category}:{name} events")),
         };
         Ok(format_fields(format))
