@@ -397,26 +397,14 @@ impl Player<'_> {
                     }
                 })?;
             }
-            if let Some(net) = net {
-                snapshot.raw_scan_each(net, from..=to, |r| {
-                    if let Some(packet) = packet_event(r.payload) {
-                        slice.push(Played {
-                            ns: packet.ts_ns,
-                            what: What::Packet(packet),
-                        });
-                    }
-                })?;
-            }
-            if let Some(switch) = switch {
-                snapshot.raw_scan_each(switch, from..=to, |r| {
-                    if let Some(event) = switch_event(r.payload) {
-                        slice.push(Played {
-                            ns: event.ts_ns,
-                            what: What::Switch(event),
-                        });
-                    }
-                })?;
-            }
+            gather(snapshot, net, from..=to, &mut slice, |payload| {
+                let packet = packet_event(payload)?;
+                Some((packet.ts_ns, What::Packet(packet)))
+            })?;
+            gather(snapshot, switch, from..=to, &mut slice, |payload| {
+                let event = switch_event(payload)?;
+                Some((event.ts_ns, What::Switch(event)))
+            })?;
             slice.sort_by_key(Played::order);
             for played in &slice {
                 if self.event(played, out)? == Flow::Exit {
@@ -477,15 +465,11 @@ impl Player<'_> {
                     packet.len
                 };
                 record[16..20].copy_from_slice(&len.to_le_bytes());
-                let name = self
-                    .interfaces
-                    .get(&packet.ifindex)
-                    .map_or("", String::as_str);
-                // IFNAMSIZ: 15 bytes and the NUL.
-                let name = &name.as_bytes()[..name.len().min(15)];
-                record[NET_NAME_AT..NET_NAME_AT + name.len()].copy_from_slice(name);
+                let name = self.interface(packet.ifindex);
+                let len = name.iter().position(|b| *b == 0).unwrap_or(name.len());
+                record[NET_NAME_AT..NET_NAME_AT + len].copy_from_slice(&name[..len]);
                 // `__data_loc`: the string's length (its NUL too), then where.
-                let loc = ((name.len() as u32 + 1) << 16) | NET_NAME_AT as u32;
+                let loc = ((len as u32 + 1) << 16) | NET_NAME_AT as u32;
                 record[20..24].copy_from_slice(&loc.to_le_bytes());
                 // Not a thread's: a packet is the kernel's (softirq) work.
                 (0, 0, packet.header.cpu)
@@ -499,16 +483,7 @@ impl Player<'_> {
         // The interface, for each of the probe's string slots (a net
         // probe's only string is its `name`).
         let interface = match &played.what {
-            What::Packet(packet) => {
-                let mut name = [0u8; 16];
-                let known = self
-                    .interfaces
-                    .get(&packet.ifindex)
-                    .map_or("", String::as_str);
-                let known = &known.as_bytes()[..known.len().min(15)];
-                name[..known.len()].copy_from_slice(known);
-                name
-            }
+            What::Packet(packet) => self.interface(packet.ifindex),
             _ => [0u8; 16],
         };
         let strings: [&[u8]; 8] = [&interface; 8];
@@ -535,14 +510,17 @@ impl Player<'_> {
         Ok(Flow::Continue)
     }
 
+    /// Interface `ifindex`'s name as the kernel's records hold it: at
+    /// most 15 bytes (IFNAMSIZ less the NUL), NUL-padded; empty when the
+    /// capture did not name it.
+    fn interface(&self, ifindex: u32) -> [u8; 16] {
+        weft_abi::comm_bytes(self.interfaces.get(&ifindex).map_or("", String::as_str))
+    }
+
     /// Thread `tid`'s name as the kernel's records hold it: at most 15
     /// bytes, NUL-padded (the idle threads are `swapper/N`, not known).
     fn comm(&self, tid: u32) -> [u8; 16] {
-        let name = self.names.name_of(i64::from(tid));
-        let mut comm = [0u8; 16];
-        let len = name.len().min(15);
-        comm[..len].copy_from_slice(&name.as_bytes()[..len]);
-        comm
+        weft_abi::comm_bytes(&self.names.name_of(i64::from(tid)))
     }
 
     /// Fires the intervals due by recorded time `ns`.
@@ -566,6 +544,25 @@ impl Player<'_> {
         }
         Ok(true)
     }
+}
+
+/// Into `slice`, the event `play` makes of each record of `source` (when
+/// the program plays it) in `window`.
+fn gather(
+    snapshot: &Snapshot,
+    source: Option<weft_store::SourceId>,
+    window: RangeInclusive<u64>,
+    slice: &mut Vec<Played>,
+    play: impl Fn(&[u8]) -> Option<(u64, What)>,
+) -> Result<()> {
+    if let Some(source) = source {
+        snapshot.raw_scan_each(source, window, |r| {
+            if let Some((ns, what)) = play(r.payload) {
+                slice.push(Played { ns, what });
+            }
+        })?;
+    }
+    Ok(())
 }
 
 /// Which recorded events an attach point takes: one call's entry or
