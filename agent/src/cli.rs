@@ -660,8 +660,12 @@ pub struct TraceArgs {
     pub store: Option<std::path::PathBuf>,
 
     /// Run the program over what a capture recorded instead of the running
-    /// kernel: its system calls as the `syscalls` and `raw_syscalls`
-    /// tracepoints, in recorded time ("what would it have said then").
+    /// kernel, in recorded time ("what would it have said then"): its
+    /// system calls as the `syscalls` and `raw_syscalls` tracepoints (with
+    /// the descriptor and byte count where it has `args`), context switches
+    /// as `sched:sched_switch`, block requests as `block:block_rq_issue`
+    /// and `block_rq_complete`, packets as `net:netif_receive_skb` and
+    /// `net:net_dev_queue`.
     #[arg(
         long,
         value_name = "DIR",

@@ -274,7 +274,7 @@ pub const ARGS: SourceHooks = SourceHooks {
     hooks: call_hooks!(
         "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev",
         "preadv2", "pwritev2", "sendto", "recvfrom", "sendmsg", "recvmsg", "open", "openat",
-        "openat2", "close_range", "fcntl", "socket", "accept", "accept4", "connect";
+        "openat2", "close_range", "dup3", "fcntl", "socket", "accept", "accept4", "connect";
         "fsync", "fdatasync", "creat", "close", "dup", "dup2"
     ),
     tc: false,

@@ -843,6 +843,52 @@ fn a_program_over_a_capture_prints_the_maps_it_printed_live() {
     }
 }
 
+/// With the `args` source in the capture, the entry of a call it holds
+/// plays with the call's descriptor and byte count at the kernel's offsets
+/// (`args->fd`, `args->count`, `openat`'s `args->dfd`): the maps of a
+/// program traced live beside the recording, over the capture. A call it
+/// does not hold (getppid) plays from the `syscalls` source beside it, and
+/// an argument it does not hold is refused by name.
+#[test]
+fn a_call_s_arguments_over_a_capture_are_those_seen_live() {
+    let test = "a_call_s_arguments_over_a_capture_are_those_seen_live";
+    if !needs(test, &TRACE) {
+        return;
+    }
+    let file = data_file();
+    let read = format!("read:{file}:4096");
+    // The workload's read of its start byte from stdin, entered before
+    // either tracer, asks for 1 byte: left out by the count.
+    let program = r#"BEGIN { printf("tracing\n"); }
+        tracepoint:syscalls:sys_enter_openat /comm == "weft-workload"/ { @dfd[args->dfd] = count(); }
+        tracepoint:syscalls:sys_enter_read /comm == "weft-workload" && args->count == 4096/ {
+            @reads[args->fd] = count(); @asked = sum(args->count); }
+        tracepoint:syscalls:sys_enter_close /comm == "weft-workload"/ { @closed[args->fd] = count(); }
+        tracepoint:syscalls:sys_enter_getppid /comm == "weft-workload"/ { @getppid = count(); }"#;
+    let dir = weft_tests::capture_dir(test);
+    let (live, past) = live_and_past(program, &["getppid:50", &read], "syscalls,args", &dir);
+    // 10000 bytes, 4096 asked at a time: reads of 4096, 4096, 1808 and 0.
+    assert!(
+        live.contains("@asked: 16384\n") && live.contains("@getppid: 50\n"),
+        "{live}"
+    );
+    assert_eq!(maps_section(&past), maps_section(&live));
+    let out = Command::new(weft_bin())
+        .args(["trace", "--from"])
+        .arg(&*dir)
+        .args([
+            "-e",
+            "tracepoint:syscalls:sys_enter_read { @[args->buf] = count(); }",
+        ])
+        .output()
+        .expect("run weft");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("no field `buf`"),
+        "{said}"
+    );
+}
+
 /// `program` (whose BEGIN prints "tracing") traced live beside `weft
 /// record --sources SOURCES` into `dir` while the workload runs `steps`,
 /// then over that capture: what each printed. Both tracers attach while the

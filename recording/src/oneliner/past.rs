@@ -10,7 +10,9 @@
 //! request as `block:block_rq_issue` at its issue and
 //! `block:block_rq_complete` at its completion, and the `net` source each
 //! packet as `net:netif_receive_skb` (received) or `net:net_dev_queue`
-//! (sent), with its length and interface. Events play in recorded
+//! (sent), with its length and interface. With the `args` source, the
+//! entries of the calls it holds play from its records with their
+//! descriptor and byte count (`held.rs`). Events play in recorded
 //! time, a slice at a time; `interval` probes fire on recorded time too, and `nsecs` is the
 //! event's recorded time, so the latency idiom measures what happened.
 //! Everything runs in weft: nothing is attached, and no privilege is needed.
@@ -19,6 +21,7 @@ use std::{ops::RangeInclusive, path::Path, sync::Arc};
 
 use anyhow::{Result, anyhow, bail};
 use weft_abi::{
+    args::ArgsEvent,
     block::{BlockEvent, Op},
     net::{Direction, EVENT_SIZE_BEFORE_TTL, PacketEvent},
     switch::SwitchEvent,
@@ -36,6 +39,8 @@ use weft_query::Names;
 use weft_store::Snapshot;
 
 use super::Options;
+
+mod held;
 
 /// Recorded time read and played at a time; memory is one slice's events.
 const SLICE_NS: u64 = 100_000_000;
@@ -101,6 +106,7 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
         switch: source("switch"),
         block: source("block"),
         net: source("net"),
+        args: source("args"),
     };
     let plan = resolve(options, from, &sources)?;
     let names =
@@ -111,7 +117,7 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
     runtime.set_limits(limits);
     let mut player = Player {
         plan: &plan,
-        hooks: Hook::of(&plan),
+        hooks: Hook::of(&plan, sources.args.is_some()),
         runtime,
         names,
         interfaces: interfaces(from)?,
@@ -196,7 +202,7 @@ fn recorded_probes(
                     && BLOCK_EVENTS.iter().any(|event| glob_match(name, event));
                 let net = glob_match(category, "net")
                     && NET_EVENTS.iter().any(|event| glob_match(name, event));
-                (calls && sources.syscalls.is_some())
+                (calls && (sources.syscalls.is_some() || sources.args.is_some()))
                     || (switches && sources.switch.is_some())
                     || (block && sources.block.is_some())
                     || (net && sources.net.is_some())
@@ -235,6 +241,8 @@ struct Sources {
     switch: Option<weft_store::SourceId>,
     block: Option<weft_store::SourceId>,
     net: Option<weft_store::SourceId>,
+    /// Whose calls play with their arguments (`held`).
+    args: Option<weft_store::SourceId>,
 }
 
 /// The names of the interfaces the capture's packets were seen on, by
@@ -304,9 +312,17 @@ struct Played {
 }
 
 enum What {
-    Call { exit: bool, call: SyscallEvent },
+    /// A call, with its descriptor and count when the `args` source held it.
+    Call {
+        exit: bool,
+        call: SyscallEvent,
+        held: Option<(i32, u64)>,
+    },
     Switch(SwitchEvent),
-    Block { complete: bool, request: BlockEvent },
+    Block {
+        complete: bool,
+        request: BlockEvent,
+    },
     Packet(PacketEvent),
 }
 
@@ -355,7 +371,8 @@ impl Player<'_> {
                 return self.exit(*window.start(), out);
             }
         }
-        let reads = Reads::of(&self.hooks, snapshot, sources.syscalls);
+        let reads = Reads::of(&self.hooks, snapshot, sources.syscalls, false);
+        let held = Reads::of(&self.hooks, snapshot, sources.args, true);
         let switch = sources
             .switch
             .filter(|_| self.hooks.iter().any(|(_, h)| matches!(h, Hook::Switch)));
@@ -368,17 +385,24 @@ impl Player<'_> {
         while from <= *window.end() {
             let to = from.saturating_add(SLICE_NS - 1).min(*window.end());
             slice.clear();
+            let mut both_ends = |call: SyscallEvent, held: Option<(i32, u64)>| {
+                let exit = call.enter_ns.saturating_add(call.duration_ns);
+                for (ns, exit) in [(call.enter_ns, false), (exit, true)] {
+                    let what = What::Call { exit, call, held };
+                    slice.push(Played { ns, what });
+                }
+            };
             if let Some(syscalls) = sources.syscalls {
                 reads.each(snapshot, syscalls, from..=to, |payload| {
-                    let Some(call) = syscall(payload) else {
-                        return;
-                    };
-                    let exit = call.enter_ns.saturating_add(call.duration_ns);
-                    for (ns, exit) in [(call.enter_ns, false), (exit, true)] {
-                        slice.push(Played {
-                            ns,
-                            what: What::Call { exit, call },
-                        });
+                    if let Some(call) = syscall(payload) {
+                        both_ends(call, None);
+                    }
+                })?;
+            }
+            if let Some(args) = sources.args {
+                held.each(snapshot, args, from..=to, |payload| {
+                    if let Some((call, fd, count)) = held_call(payload) {
+                        both_ends(call, Some((fd, count)));
                     }
                 })?;
             }
@@ -432,10 +456,17 @@ impl Player<'_> {
         // The task the event ran in, and the tracepoint's record.
         let mut record = [0u8; RECORD_LEN];
         let (pid, tid, cpu) = match &played.what {
-            What::Call { call, .. } => {
-                // `__syscall_nr` (an int) or `id` (a long) at 8, `ret` at 16.
+            What::Call { call, exit, held } => {
+                // `__syscall_nr` (an int) or `id` (a long) at 8; at an
+                // exit `ret` at 16, at an entry the held arguments.
                 record[8..16].copy_from_slice(&i64::from(call.nr).to_le_bytes());
-                record[16..24].copy_from_slice(&call.ret.to_le_bytes());
+                match held {
+                    Some((fd, count)) if !exit => {
+                        let name = syscall_names::name(call.nr).unwrap_or_default();
+                        held::fill(name, *fd, *count, &mut record);
+                    }
+                    _ => record[16..24].copy_from_slice(&call.ret.to_le_bytes()),
+                }
                 (call.pid, call.tid, call.cpu)
             }
             What::Switch(switch) => {
@@ -570,16 +601,28 @@ fn gather(
 /// every context switch (`sched:sched_switch`).
 #[derive(Clone, Copy)]
 enum Hook {
-    Call { nr: u32, exit: bool },
-    Raw { exit: bool },
+    /// A named call's entry or return; `held` when the capture's `args`
+    /// source holds the call (its records play it, with its arguments).
+    Call {
+        nr: u32,
+        exit: bool,
+        held: bool,
+    },
+    Raw {
+        exit: bool,
+    },
     Switch,
-    Block { complete: bool },
-    Packet { sent: bool },
+    Block {
+        complete: bool,
+    },
+    Packet {
+        sent: bool,
+    },
 }
 
 impl Hook {
     /// The hooks of `plan`'s attach points, resolved once.
-    fn of(plan: &Plan) -> Vec<(usize, Self)> {
+    fn of(plan: &Plan, args: bool) -> Vec<(usize, Self)> {
         (plan.attaches.iter().enumerate())
             .filter_map(|(index, attach)| {
                 let Target::Tracepoint { category, name } = &attach.target else {
@@ -607,6 +650,7 @@ impl Hook {
                     Self::Call {
                         nr: syscall_names::number(call)?,
                         exit,
+                        held: args && held::holds(call),
                     }
                 };
                 Some((index, hook))
@@ -616,10 +660,17 @@ impl Hook {
 
     fn takes(self, what: &What) -> bool {
         match (self, what) {
-            (Self::Call { nr, exit: at }, What::Call { exit, call }) => {
-                nr == call.nr && at == *exit
+            (
+                Self::Call {
+                    nr,
+                    exit: at,
+                    held: from_args,
+                },
+                What::Call { exit, call, held },
+            ) => nr == call.nr && at == *exit && from_args == held.is_some(),
+            (Self::Raw { exit: at }, What::Call { exit, held, .. }) => {
+                at == *exit && held.is_none()
             }
-            (Self::Raw { exit: at }, What::Call { exit, .. }) => at == *exit,
             (Self::Switch, What::Switch(_)) => true,
             (Self::Block { complete: at }, What::Block { complete, .. }) => at == *complete,
             (Self::Packet { sent }, What::Packet(packet)) => {
@@ -644,20 +695,23 @@ enum Reads {
 }
 
 impl Reads {
+    /// How `source` is read: the `syscalls` source for the calls the
+    /// hooks take from it, or (`held`) the `args` source for those it holds.
     fn of(
         hooks: &[(usize, Hook)],
         snapshot: &Snapshot,
-        syscalls: Option<weft_store::SourceId>,
+        source: Option<weft_store::SourceId>,
+        held: bool,
     ) -> Self {
         let mut numbers = Vec::new();
         for (_, hook) in hooks {
-            match hook {
-                Hook::Raw { .. } => return Self::All,
-                Hook::Call { nr, .. } => numbers.push(i64::from(*nr)),
-                Hook::Switch | Hook::Block { .. } | Hook::Packet { .. } => {}
+            match *hook {
+                Hook::Raw { .. } if !held => return Self::All,
+                Hook::Call { nr, held: from, .. } if from == held => numbers.push(i64::from(nr)),
+                _ => {}
             }
         }
-        let Some(syscalls) = syscalls.filter(|_| !numbers.is_empty()) else {
+        let Some(syscalls) = source.filter(|_| !numbers.is_empty()) else {
             return Self::None;
         };
         let index = snapshot
@@ -735,6 +789,26 @@ fn syscall(payload: &[u8]) -> Option<SyscallEvent> {
     })
 }
 
+/// An `args` record's call (its entry from its return less its duration),
+/// descriptor and count, as the probe wrote them: stored from the header's
+/// `cpu` on ([`STORED_FROM`]).
+fn held_call(payload: &[u8]) -> Option<(SyscallEvent, i32, u64)> {
+    let mut whole = [0u8; weft_abi::args::EVENT_SIZE];
+    let stored = payload.get(..whole.len() - STORED_FROM)?;
+    whole[STORED_FROM..].copy_from_slice(stored);
+    let event = ArgsEvent::read(&whole)?;
+    let call = SyscallEvent {
+        enter_ns: event.exit_ns.saturating_sub(event.duration_ns),
+        duration_ns: event.duration_ns,
+        ret: event.ret,
+        pid: event.pid,
+        tid: event.tid,
+        nr: event.nr,
+        cpu: event.header.cpu,
+    };
+    Some((call, event.fd, event.count))
+}
+
 /// A `switch` record, as the probe wrote it: stored from the header's
 /// `cpu` on ([`STORED_FROM`]).
 fn switch_event(payload: &[u8]) -> Option<SwitchEvent> {
@@ -797,12 +871,14 @@ impl Kernel for Recorded<'_> {
                 found.push(("net".into(), (*event).into()));
             }
         }
-        if self.0.syscalls.is_none() {
+        let (calls, held) = (self.0.syscalls.is_some(), self.0.args.is_some());
+        if !calls && !held {
             return found;
         }
         if glob_match(category, "syscalls") {
             for nr in 0..weft_abi::syscall::MAX_SYSCALLS {
-                let Some(call) = syscall_names::name(nr) else {
+                // Without the `syscalls` source, the calls `args` holds.
+                let Some(call) = syscall_names::name(nr).filter(|c| calls || held::holds(c)) else {
                     continue;
                 };
                 for phase in ["enter", "exit"] {
@@ -813,7 +889,7 @@ impl Kernel for Recorded<'_> {
                 }
             }
         }
-        if glob_match(category, "raw_syscalls") {
+        if calls && glob_match(category, "raw_syscalls") {
             for event in ["sys_enter", "sys_exit"] {
                 if glob_match(name, event) {
                     found.push(("raw_syscalls".into(), event.into()));
@@ -828,7 +904,13 @@ impl Kernel for Recorded<'_> {
         let format = match (category, name) {
             ("raw_syscalls", "sys_enter") => RAW_ENTER,
             ("raw_syscalls", "sys_exit") => RAW_EXIT,
-            ("syscalls", n) if n.starts_with("sys_enter_") => ENTER,
+            ("syscalls", n) if n.starts_with("sys_enter_") => {
+                let call = &n["sys_enter_".len()..];
+                if self.0.args.is_some() && held::holds(call) {
+                    return Ok(format_fields(&(ENTER.to_owned() + &held::format(call))));
+                }
+                ENTER
+            }
             ("syscalls", n) if n.starts_with("sys_exit_") => EXIT,
             ("sched", "sched_switch") if self.0.switch.is_some() => SWITCH,
             ("block", "block_rq_issue") if self.0.block.is_some() => BLOCK_ISSUE,
