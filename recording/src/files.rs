@@ -19,8 +19,10 @@ use weft_store::{SourceId, Store};
 const MAX_FDS: usize = 1 << 20;
 
 /// Names kept with their numbers; past it they are forgotten (a name met
-/// again is stored again under a new number).
-const MAX_NAMES: usize = 1 << 20;
+/// again is stored again under a new number). Names come from any user's
+/// calls (a flood of opens of made-up paths makes a new one each): at
+/// most 255 bytes each, this bounds their memory to about 25 MiB.
+const MAX_NAMES: usize = 1 << 16;
 
 /// A name met again is stored again after this long (ns), so that a
 /// recording's ring (`--retain`, `--max-disk`), which deletes its oldest
@@ -154,15 +156,20 @@ impl FileNames {
     }
 
     /// The number of the name of process `pid`'s descriptor `fd`: as the
-    /// calls seen left it, else as `/proc` names it now (0: unknown).
+    /// calls seen left it, else as `/proc` names it now (0: unknown). An
+    /// unknown one is remembered as such until a call names it, so that a
+    /// flood of calls on a closed descriptor costs one `/proc` lookup.
     fn descriptor(&mut self, store: &mut Store, now: u64, pid: u32, fd: i32) -> Result<u32> {
+        if fd < 0 {
+            return Ok(0);
+        }
         if let Some(&file) = self.fds.get(&(pid, fd)) {
             return Ok(file);
         }
-        let Some(name) = proc_link(pid, &format!("fd/{fd}")) else {
-            return Ok(0);
+        let file = match proc_link(pid, &format!("fd/{fd}")) {
+            Some(name) => self.number(store, now, name)?,
+            None => 0,
         };
-        let file = self.number(store, now, name)?;
         self.fds.insert((pid, fd), file);
         Ok(file)
     }
@@ -278,6 +285,23 @@ mod tests {
                 (missing, "/missing".into())
             ]
         );
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn names_any_user_can_make_up_are_kept_in_bounded_memory() {
+        let dir = std::env::temp_dir().join(format!("weft-files-bound-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut store = Store::open(&dir, &Config::default()).unwrap();
+        let mut files = FileNames::define(&mut store).unwrap();
+        for i in 0..MAX_NAMES + 10 {
+            let path = format!("/made/up/{i}");
+            let named = files.name(&mut store, 1, &record(calls::OPEN, -1, -2, 0, &path));
+            assert!(ArgsEvent::read(&named.unwrap()).unwrap().file != 0);
+            assert!(files.names.len() <= MAX_NAMES && files.numbers.len() <= MAX_NAMES);
+        }
+        assert!(files.names.len() < 100, "cleared once full");
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }
