@@ -38,9 +38,11 @@ pub struct ArgsEvent {
     /// The file's number in the capture's `paths` source: 0 from the
     /// kernel, filled in by user space (0 stays: unknown).
     pub file: u32,
-    /// Bytes of the path after the record (open family only), its NUL
-    /// left out; user space drops them once the path is named.
-    pub path_len: u32,
+    /// The path the call was given (open family; else 0): from the
+    /// kernel, how many of its bytes follow the record (its NUL left out);
+    /// as stored, its number in the capture's `paths` source, as given (a
+    /// relative path stays relative there, where `file` is made absolute).
+    pub given: u32,
 }
 
 impl ArgsEvent {
@@ -65,7 +67,7 @@ pub const MAX_PATH: usize = 256;
 const _: () = assert!(MAX_PATH.is_power_of_two());
 
 /// An [`ArgsEvent`] with room for a path: the kernel fills one per CPU
-/// and sends its first `EVENT_SIZE + path_len` bytes.
+/// and sends its first `EVENT_SIZE + given` bytes.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct ArgsSnap {

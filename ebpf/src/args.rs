@@ -144,7 +144,7 @@ pub fn args_exit(ctx: TracePointContext) -> i32 {
         fd: inflight.fd as i32,
         count: inflight.count,
         file: 0,
-        path_len: 0,
+        given: 0,
     };
     let Some(snap) = ARGS_SNAP.get_ptr_mut(0) else {
         return 0;
@@ -157,14 +157,14 @@ pub fn args_exit(ctx: TracePointContext) -> i32 {
         if let Ok(path) =
             unsafe { bpf_probe_read_user_str_bytes(inflight.path as *const u8, &mut snap.path) }
         {
-            event.path_len = path.len() as u32;
+            event.given = path.len() as u32;
         }
     }
     let cpu = events::stamp(Source::Args, &mut event);
     snap.event = event;
-    // The mask bounds the length for the verifier; `path_len` is below
+    // The mask bounds the length for the verifier; `given` is below
     // MAX_PATH already.
-    let len = EVENT_SIZE + (event.path_len as usize & (MAX_PATH - 1));
+    let len = EVENT_SIZE + (event.given as usize & (MAX_PATH - 1));
     // SAFETY: `len` bytes of the value (the record, then at most MAX_PATH-1
     // of the path).
     let record = unsafe { core::slice::from_raw_parts((snap as *const ArgsSnap).cast::<u8>(), len) };

@@ -59,7 +59,7 @@ impl FileNames {
     }
 
     /// `record`, an `args` record as the kernel sent it, with its file
-    /// named and the path after it dropped.
+    /// named, and the path after it (an open's) replaced by its number.
     pub fn name(&mut self, store: &mut Store, now: u64, record: &[u8]) -> Result<Vec<u8>> {
         let Some(event) = ArgsEvent::read(record) else {
             return Ok(record.to_vec());
@@ -67,34 +67,49 @@ impl FileNames {
         if self.fds.len() >= MAX_FDS {
             self.fds.clear();
         }
-        let file = self.file_of(store, now, &event, record.get(EVENT_SIZE..))?;
+        let (file, given) = if calls::path_arg(event.nr).is_some() {
+            self.opened(store, now, &event, record.get(EVENT_SIZE..))?
+        } else {
+            (self.file_of(store, now, &event)?, 0)
+        };
         let mut named = record[..EVENT_SIZE].to_vec();
         named[offset_of!(ArgsEvent, file)..][..4].copy_from_slice(&file.to_le_bytes());
-        named[offset_of!(ArgsEvent, path_len)..][..4].fill(0);
+        named[offset_of!(ArgsEvent, given)..][..4].copy_from_slice(&given.to_le_bytes());
         Ok(named)
     }
 
-    /// The number of the name of `event`'s file, its process's descriptors
-    /// brought up to date with what the call did.
-    fn file_of(
+    /// The numbers of an open's file (its path made absolute) and of the
+    /// path as given; the new descriptor takes the file's.
+    fn opened(
         &mut self,
         store: &mut Store,
         now: u64,
         event: &ArgsEvent,
         path: Option<&[u8]>,
-    ) -> Result<u32> {
+    ) -> Result<(u32, u32)> {
+        let path = path.unwrap_or_default();
+        let given = &path[..(event.given as usize).min(path.len())];
+        let given = String::from_utf8_lossy(given).into_owned();
+        let name = self.absolute(store, now, event, &given)?;
+        let as_given = (name != given).then_some(given);
+        let file = self.number(store, now, name)?;
+        let given = match as_given {
+            Some(given) => self.number(store, now, given)?,
+            None => file,
+        };
+        if let Ok(fd) = i32::try_from(event.ret)
+            && fd >= 0
+        {
+            self.fds.insert((event.pid, fd), file);
+        }
+        Ok((file, given))
+    }
+
+    /// The number of the name of `event`'s file, its process's descriptors
+    /// brought up to date with what the call did.
+    fn file_of(&mut self, store: &mut Store, now: u64, event: &ArgsEvent) -> Result<u32> {
         let pid = event.pid;
         let made = i32::try_from(event.ret).ok().filter(|fd| *fd >= 0);
-        if calls::path_arg(event.nr).is_some() {
-            let len = (event.path_len as usize).min(path.map_or(0, <[u8]>::len));
-            let given = String::from_utf8_lossy(&path.unwrap_or_default()[..len]).into_owned();
-            let name = self.absolute(store, now, event, given)?;
-            let file = self.number(store, now, name)?;
-            if let Some(fd) = made {
-                self.fds.insert((pid, fd), file);
-            }
-            return Ok(file);
-        }
         if calls::duplicates(event.nr) {
             let file = self.descriptor(store, now, pid, event.fd)?;
             if let Some(fd) = made {
@@ -138,10 +153,10 @@ impl FileNames {
         store: &mut Store,
         now: u64,
         event: &ArgsEvent,
-        given: String,
+        given: &str,
     ) -> Result<String> {
         if given.starts_with('/') || given.is_empty() {
-            return Ok(given);
+            return Ok(given.to_owned());
         }
         let base = if event.fd == AT_FDCWD || matches!(event.nr, calls::OPEN | calls::CREAT) {
             proc_link(event.pid, "cwd")
@@ -151,7 +166,7 @@ impl FileNames {
         };
         Ok(match base {
             Some(base) => format!("{}/{given}", base.trim_end_matches('/')),
-            None => given,
+            None => given.to_owned(),
         })
     }
 
@@ -230,7 +245,7 @@ mod tests {
             fd,
             count,
             file: 0,
-            path_len: path.len() as u32,
+            given: path.len() as u32,
         };
         // SAFETY: the plain integers of a `#[repr(C)]` record without holes.
         let bytes: [u8; EVENT_SIZE] = unsafe { std::mem::transmute(event) };
@@ -243,15 +258,18 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let mut store = Store::open(&dir, &Config::default()).unwrap();
         let mut files = FileNames::define(&mut store).unwrap();
-        let mut file = |record: Vec<u8>| {
+        let mut name_of = |record: Vec<u8>| {
             let named = files.name(&mut store, 1, &record).unwrap();
             assert_eq!(named.len(), EVENT_SIZE, "the path is dropped");
-            ArgsEvent::read(&named).unwrap().file
+            let event = ArgsEvent::read(&named).unwrap();
+            (event.file, event.given)
         };
-        let data = file(record(calls::OPEN, -1, 3, 0, "/data"));
-        // Relative to descriptor 3, which names a directory.
-        let db = file(record(calls::OPENAT, 3, 4, 0, "x.db"));
-        assert_ne!(db, data);
+        assert_eq!(name_of(record(calls::OPEN, -1, 3, 0, "/data")), (1, 1));
+        // Relative to descriptor 3, which names a directory: the path as
+        // given is kept apart.
+        assert_eq!(name_of(record(calls::OPENAT, 3, 4, 0, "x.db")), (2, 3));
+        let mut file = |record: Vec<u8>| name_of(record).0;
+        let (data, db) = (1, 2);
         assert_eq!(file(record(calls::READ, 4, 10, 4096, "")), db);
         assert_eq!(file(record(calls::DUP, 4, 5, 0, "")), db);
         assert_eq!(file(record(calls::CLOSE, 4, 0, 0, "")), db);
@@ -282,6 +300,7 @@ mod tests {
             [
                 (data, "/data".into()),
                 (db, "/data/x.db".into()),
+                (3, "x.db".into()),
                 (missing, "/missing".into())
             ]
         );

@@ -845,7 +845,8 @@ fn a_program_over_a_capture_prints_the_maps_it_printed_live() {
 
 /// With the `args` source in the capture, the entry of a call it holds
 /// plays with the call's descriptor and byte count at the kernel's offsets
-/// (`args->fd`, `args->count`, `openat`'s `args->dfd`): the maps of a
+/// (`args->fd`, `args->count`, `openat`'s `args->dfd`) and an open's path
+/// (`str(args->filename)`, opensnoop's idiom): the maps of a
 /// program traced live beside the recording, over the capture. A call it
 /// does not hold (getppid) plays from the `syscalls` source beside it, and
 /// an argument it does not hold is refused by name.
@@ -860,7 +861,8 @@ fn a_call_s_arguments_over_a_capture_are_those_seen_live() {
     // The workload's read of its start byte from stdin, entered before
     // either tracer, asks for 1 byte: left out by the count.
     let program = r#"BEGIN { printf("tracing\n"); }
-        tracepoint:syscalls:sys_enter_openat /comm == "weft-workload"/ { @dfd[args->dfd] = count(); }
+        tracepoint:syscalls:sys_enter_openat /comm == "weft-workload"/ {
+            @dfd[args->dfd] = count(); @opened[str(args->filename)] = count(); }
         tracepoint:syscalls:sys_enter_read /comm == "weft-workload" && args->count == 4096/ {
             @reads[args->fd] = count(); @asked = sum(args->count); }
         tracepoint:syscalls:sys_enter_close /comm == "weft-workload"/ { @closed[args->fd] = count(); }
@@ -869,7 +871,9 @@ fn a_call_s_arguments_over_a_capture_are_those_seen_live() {
     let (live, past) = live_and_past(program, &["getppid:50", &read], "syscalls,args", &dir);
     // 10000 bytes, 4096 asked at a time: reads of 4096, 4096, 1808 and 0.
     assert!(
-        live.contains("@asked: 16384\n") && live.contains("@getppid: 50\n"),
+        live.contains("@asked: 16384\n")
+            && live.contains("@getppid: 50\n")
+            && live.contains(&format!("@opened[{file}]: 1\n")),
         "{live}"
     );
     assert_eq!(maps_section(&past), maps_section(&live));

@@ -82,6 +82,13 @@ pub const SPEC: Spec = Spec {
             Meaning::Path,
             "the file: the path an open was given (made absolute), or the name of the descriptor (socket:[inode] for a socket)",
         ),
+        field(
+            "given",
+            offset_of!(ArgsEvent, given),
+            FieldKind::U32,
+            Meaning::Path,
+            "the path an open was given, as given (a relative one relative)",
+        ),
     ],
     indexes: &[
         IndexSpec::Latency("dur"),

@@ -121,6 +121,7 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
         runtime,
         names,
         interfaces: interfaces(from)?,
+        paths: paths(&snapshot)?,
         intervals: intervals(&plan, *window.start()),
         played: 0,
     };
@@ -155,14 +156,19 @@ fn resolve(options: &Options, from: &Path, sources: &Sources) -> Result<Plan> {
     let recorded = Recorded(sources);
     let plan = weft_oneliner::check::check_in_weft(program, &recorded).map_err(render)?;
     for attach in &plan.attaches {
-        // The one string a capture holds: a packet's interface.
-        let interface = |field: &Field| {
-            matches!(&attach.target, Target::Tracepoint { category, .. } if category == "net")
-                && field.name == "name"
+        // The strings a capture holds: a packet's interface, and with
+        // `args` the path an open was given.
+        let supplied = |field: &Field| match &attach.target {
+            Target::Tracepoint { category, name } if category == "net" => field.name == "name",
+            Target::Tracepoint { category, name } if category == "syscalls" => {
+                let call = name.strip_prefix("sys_enter_").unwrap_or_default();
+                sources.args.is_some() && held::is_path(call, &field.name)
+            }
+            _ => false,
         };
         let unrecorded = [
             (
-                !attach.strings.iter().all(interface) || !attach.saved.is_empty(),
+                !attach.strings.iter().all(supplied) || !attach.saved.is_empty(),
                 "strings",
             ),
             (
@@ -245,6 +251,17 @@ struct Sources {
     args: Option<weft_store::SourceId>,
 }
 
+/// The names of the capture's `paths` source, by number (none without it).
+fn paths(snapshot: &Snapshot) -> Result<std::collections::HashMap<u32, String>> {
+    let paths = (snapshot.meta().sources.iter()).find(|s| s.name == weft_capture::registry::PATHS);
+    Ok(match paths {
+        Some(paths) => weft_capture::sources::numbered(snapshot, paths.id)?
+            .into_iter()
+            .collect(),
+        None => std::collections::HashMap::new(),
+    })
+}
+
 /// The names of the interfaces the capture's packets were seen on, by
 /// index, as its sessions noted them (a later session's name wins).
 fn interfaces(from: &Path) -> Result<std::collections::HashMap<u32, String>> {
@@ -312,11 +329,11 @@ struct Played {
 }
 
 enum What {
-    /// A call, with its descriptor and count when the `args` source held it.
+    /// A call, with its arguments when the `args` source held it.
     Call {
         exit: bool,
         call: SyscallEvent,
-        held: Option<(i32, u64)>,
+        held: Option<Arguments>,
     },
     Switch(SwitchEvent),
     Block {
@@ -338,6 +355,15 @@ impl Played {
     }
 }
 
+/// What the `args` source holds of a call's arguments.
+#[derive(Clone, Copy)]
+struct Arguments {
+    fd: i32,
+    count: u64,
+    /// The path an open was given, by its number in `paths`.
+    given: u32,
+}
+
 /// The program running over the capture.
 struct Player<'p> {
     plan: &'p Plan,
@@ -347,6 +373,8 @@ struct Player<'p> {
     names: Arc<Names>,
     /// Interface names by index, for the packets.
     interfaces: std::collections::HashMap<u32, String>,
+    /// The `paths` source's names by number, for the opens' paths.
+    paths: std::collections::HashMap<u32, String>,
     /// Interval probes: `(attach, period, next)`.
     intervals: Vec<(usize, u64, u64)>,
     played: u64,
@@ -385,7 +413,7 @@ impl Player<'_> {
         while from <= *window.end() {
             let to = from.saturating_add(SLICE_NS - 1).min(*window.end());
             slice.clear();
-            let mut both_ends = |call: SyscallEvent, held: Option<(i32, u64)>| {
+            let mut both_ends = |call: SyscallEvent, held: Option<Arguments>| {
                 let exit = call.enter_ns.saturating_add(call.duration_ns);
                 for (ns, exit) in [(call.enter_ns, false), (exit, true)] {
                     let what = What::Call { exit, call, held };
@@ -401,8 +429,8 @@ impl Player<'_> {
             }
             if let Some(args) = sources.args {
                 held.each(snapshot, args, from..=to, |payload| {
-                    if let Some((call, fd, count)) = held_call(payload) {
-                        both_ends(call, Some((fd, count)));
+                    if let Some((call, arguments)) = held_call(payload) {
+                        both_ends(call, Some(arguments));
                     }
                 })?;
             }
@@ -461,9 +489,9 @@ impl Player<'_> {
                 // exit `ret` at 16, at an entry the held arguments.
                 record[8..16].copy_from_slice(&i64::from(call.nr).to_le_bytes());
                 match held {
-                    Some((fd, count)) if !exit => {
+                    Some(arguments) if !exit => {
                         let name = syscall_names::name(call.nr).unwrap_or_default();
-                        held::fill(name, *fd, *count, &mut record);
+                        held::fill(name, arguments.fd, arguments.count, &mut record);
                     }
                     _ => record[16..24].copy_from_slice(&call.ret.to_le_bytes()),
                 }
@@ -513,11 +541,21 @@ impl Player<'_> {
         };
         // The interface, for each of the probe's string slots (a net
         // probe's only string is its `name`).
-        let interface = match &played.what {
-            What::Packet(packet) => self.interface(packet.ifindex),
-            _ => [0u8; 16],
+        // The one string a probe can read here (its string slots all
+        // hold it): a packet's interface, or the path an open was given.
+        let supplied: Vec<u8> = match &played.what {
+            What::Packet(packet) => self.interface(packet.ifindex).to_vec(),
+            What::Call {
+                exit: false,
+                held: Some(arguments),
+                ..
+            } => {
+                let path = self.paths.get(&arguments.given).map_or("", String::as_str);
+                [path.as_bytes(), &[0]].concat()
+            }
+            _ => Vec::new(),
         };
-        let strings: [&[u8]; 8] = [&interface; 8];
+        let strings: [&[u8]; 8] = [&supplied; 8];
         for &(index, hook) in &self.hooks {
             if !hook.takes(&played.what) {
                 continue;
@@ -792,7 +830,7 @@ fn syscall(payload: &[u8]) -> Option<SyscallEvent> {
 /// An `args` record's call (its entry from its return less its duration),
 /// descriptor and count, as the probe wrote them: stored from the header's
 /// `cpu` on ([`STORED_FROM`]).
-fn held_call(payload: &[u8]) -> Option<(SyscallEvent, i32, u64)> {
+fn held_call(payload: &[u8]) -> Option<(SyscallEvent, Arguments)> {
     let mut whole = [0u8; weft_abi::args::EVENT_SIZE];
     let stored = payload.get(..whole.len() - STORED_FROM)?;
     whole[STORED_FROM..].copy_from_slice(stored);
@@ -806,7 +844,12 @@ fn held_call(payload: &[u8]) -> Option<(SyscallEvent, i32, u64)> {
         nr: event.nr,
         cpu: event.header.cpu,
     };
-    Some((call, event.fd, event.count))
+    let arguments = Arguments {
+        fd: event.fd,
+        count: event.count,
+        given: event.given,
+    };
+    Some((call, arguments))
 }
 
 /// A `switch` record, as the probe wrote it: stored from the header's

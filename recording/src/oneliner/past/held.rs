@@ -1,19 +1,22 @@
 //! The arguments a capture's `args` source holds of the calls it takes,
 //! played in their `sys_enter_NAME` records at the kernel's offsets and
 //! under the kernel's names: the descriptor argument and, where the call
-//! takes one, its byte count (`close_range`'s last descriptor). The rest
-//! of a call's arguments (buffers, flags, `args->filename`) are not held,
-//! and a program that reads them is refused by name.
+//! takes one, its byte count (`close_range`'s last descriptor), and the
+//! path an open was given, as given, for `str()`. The rest of a call's
+//! arguments (buffers, flags) are not held, and a program that reads them
+//! is refused by name.
 //!
 //! `fcntl` is left out: the source records only the `fcntl`s that copy a
 //! descriptor, so its entries are played from the `syscalls` source.
 
-/// A call's held fields: the descriptor at offset 16 (type, name) and a
-/// count (type, name, offset).
+/// A call's held fields: the descriptor at offset 16 (type, name), a
+/// count (type, name, offset), and the path an open was given (its
+/// field's name and offset; a string to `str()`, its address 0).
 struct Held {
     call: &'static str,
     fd: Option<(&'static str, &'static str)>,
     count: Option<(&'static str, &'static str, usize)>,
+    path: Option<(&'static str, usize)>,
 }
 
 const fn held(
@@ -21,7 +24,25 @@ const fn held(
     fd: Option<(&'static str, &'static str)>,
     count: Option<(&'static str, &'static str, usize)>,
 ) -> Held {
-    Held { call, fd, count }
+    Held {
+        call,
+        fd,
+        count,
+        path: None,
+    }
+}
+
+const fn opens(
+    call: &'static str,
+    fd: Option<(&'static str, &'static str)>,
+    path: (&'static str, usize),
+) -> Held {
+    Held {
+        call,
+        fd,
+        count: None,
+        path: Some(path),
+    }
 }
 
 const UINT_FD: Option<(&str, &str)> = Some(("unsigned int", "fd"));
@@ -55,10 +76,10 @@ const HELD: &[Held] = &[
     held("dup", Some(("unsigned int", "fildes")), None),
     held("dup2", Some(("unsigned int", "oldfd")), None),
     held("dup3", Some(("unsigned int", "oldfd")), None),
-    held("openat", Some(("int", "dfd")), None),
-    held("openat2", Some(("int", "dfd")), None),
-    held("open", None, None),
-    held("creat", None, None),
+    opens("openat", Some(("int", "dfd")), ("filename", 24)),
+    opens("openat2", Some(("int", "dfd")), ("filename", 24)),
+    opens("open", None, ("filename", 16)),
+    opens("creat", None, ("pathname", 16)),
     held("socket", None, None),
 ];
 
@@ -83,7 +104,16 @@ pub fn format(call: &str) -> String {
     };
     let fd = held.fd.map(|(ty, name)| line(ty, name, 16));
     let count = held.count.map(|(ty, name, at)| line(ty, name, at));
-    fd.into_iter().chain(count).collect()
+    let path = held.path.map(|(name, at)| line("const char *", name, at));
+    fd.into_iter().chain(count).chain(path).collect()
+}
+
+/// Whether `field` of `sys_enter_CALL` is the path the `args` source
+/// holds as given (a string the capture supplies).
+pub fn is_path(call: &str, field: &str) -> bool {
+    find(call)
+        .and_then(|held| held.path)
+        .is_some_and(|(name, _)| name == field)
 }
 
 /// Writes a call's held arguments into its rebuilt entry record, as the
