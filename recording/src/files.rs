@@ -37,11 +37,10 @@ pub struct FileNames {
     source: SourceId,
     /// Each process's descriptors: the number of the name of each.
     fds: HashMap<(u32, i32), u32>,
-    /// The number of each name met, and when it was last stored.
-    names: HashMap<Arc<str>, (u32, u64)>,
-    /// Each number's name (the directories `openat` calls name by
-    /// descriptor).
-    numbers: HashMap<u32, Arc<str>>,
+    /// The number of each name met.
+    names: HashMap<Arc<str>, u32>,
+    /// Each number's name, and when it was last stored.
+    numbers: HashMap<u32, (Arc<str>, u64)>,
     /// The last number given (0 means "unknown").
     last: u32,
 }
@@ -162,7 +161,7 @@ impl FileNames {
             proc_link(event.pid, "cwd")
         } else {
             let file = self.descriptor(store, now, event.pid, event.fd)?;
-            self.numbers.get(&file).map(ToString::to_string)
+            self.numbers.get(&file).map(|(name, _)| name.to_string())
         };
         Ok(match base {
             Some(base) => format!("{}/{given}", base.trim_end_matches('/')),
@@ -179,6 +178,7 @@ impl FileNames {
             return Ok(0);
         }
         if let Some(&file) = self.fds.get(&(pid, fd)) {
+            self.keep(store, now, file)?;
             return Ok(file);
         }
         let file = match proc_link(pid, &format!("fd/{fd}")) {
@@ -189,29 +189,45 @@ impl FileNames {
         Ok(file)
     }
 
-    /// The number of `name`, stored under it when new (or not stored for
-    /// [`RENOTE_NS`]).
+    /// The number of `name`, stored under it when new.
     fn number(&mut self, store: &mut Store, now: u64, name: String) -> Result<u32> {
+        if let Some(&number) = self.names.get(name.as_str()) {
+            self.keep(store, now, number)?;
+            return Ok(number);
+        }
         if self.names.len() >= MAX_NAMES {
             self.names.clear();
             self.numbers.clear();
         }
-        let (number, stored) = if let Some(&(number, stored)) = self.names.get(name.as_str()) {
-            (number, Some(stored))
-        } else {
-            self.last += 1;
-            (self.last, None)
+        self.last += 1;
+        let name: Arc<str> = name.into();
+        self.store(store, now, self.last, &name)?;
+        self.names.insert(name.clone(), self.last);
+        self.numbers.insert(self.last, (name, now));
+        Ok(self.last)
+    }
+
+    /// Stores name `number` again when it was last stored [`RENOTE_NS`]
+    /// ago: a record that uses it keeps it in the capture (a file read for
+    /// hours under `--retain 10m`).
+    fn keep(&mut self, store: &mut Store, now: u64, number: u32) -> Result<()> {
+        let Some((name, stored)) = self.numbers.get_mut(&number) else {
+            return Ok(());
         };
-        if stored.is_none_or(|at| now.saturating_sub(at) > RENOTE_NS) {
-            let mut payload = Vec::with_capacity(4 + name.len());
-            payload.extend_from_slice(&number.to_le_bytes());
-            payload.extend_from_slice(name.as_bytes());
-            store.append_at(self.source, now, None, &payload)?;
-            let name: Arc<str> = name.into();
-            self.numbers.insert(number, name.clone());
-            self.names.insert(name, (number, now));
+        if now.saturating_sub(*stored) <= RENOTE_NS {
+            return Ok(());
         }
-        Ok(number)
+        *stored = now;
+        let name = name.clone();
+        self.store(store, now, number, &name)
+    }
+
+    fn store(&self, store: &mut Store, now: u64, number: u32, name: &str) -> Result<()> {
+        let mut payload = Vec::with_capacity(4 + name.len());
+        payload.extend_from_slice(&number.to_le_bytes());
+        payload.extend_from_slice(name.as_bytes());
+        store.append_at(self.source, now, None, &payload)?;
+        Ok(())
     }
 }
 
@@ -321,6 +337,35 @@ mod tests {
             assert!(files.names.len() <= MAX_NAMES && files.numbers.len() <= MAX_NAMES);
         }
         assert!(files.names.len() < 100, "cleared once full");
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_file_in_use_keeps_its_name_in_a_ring_that_deletes_old_records() {
+        let dir = std::env::temp_dir().join(format!("weft-files-renote-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut store = Store::open(&dir, &Config::default()).unwrap();
+        let mut files = FileNames::define(&mut store).unwrap();
+        files
+            .name(&mut store, 1, &record(calls::OPEN, -1, 3, 0, "/db"))
+            .unwrap();
+        // Reads on the descriptor an hour on: the name is stored again
+        // (once a minute), though no open names it.
+        for minute in 1..=60 {
+            let now = 1 + minute * (RENOTE_NS + 1);
+            let read = files
+                .name(&mut store, now, &record(calls::READ, 3, 10, 4096, ""))
+                .unwrap();
+            assert_eq!(ArgsEvent::read(&read).unwrap().file, 1);
+        }
+        store.publish();
+        let snapshot = store.snapshot();
+        let paths = (snapshot.meta().sources.iter())
+            .find(|s| s.name == "paths")
+            .unwrap();
+        let names = weft_capture::sources::numbered(&snapshot, paths.id).unwrap();
+        assert_eq!(names.len(), 61, "stored at the open and each minute after");
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }
