@@ -191,13 +191,12 @@ const CASES: &[Case] = &[
         expect: &["@p: count 4, p50 1808, p90 4096, p99 4096, p99.9 4096, max 4096"],
     },
     Case {
-        program: "tracepoint:syscalls:sys_enter_nanosleep /pid == cpid/ { @start[tid] = nsecs; } tracepoint:syscalls:sys_exit_nanosleep /@start[tid]/ { @ns = hist(nsecs - @start[tid]); delete(@start[tid]); }",
-        // 36 ms: 28 ms of slack in the bucket, for a guest under TCG.
+        program: "tracepoint:syscalls:sys_enter_nanosleep /pid == cpid/ { @start[tid] = nsecs; } tracepoint:syscalls:sys_exit_nanosleep /@start[tid]/ { $ns = nsecs - @start[tid]; @ns = hist($ns); @slept = count(); @at_least = sum($ns >= 36000000); delete(@start[tid]); }",
+        // Three sleeps of 36 ms paired, each at least that long. Which
+        // bucket they land in is not asserted: a guest under TCG once
+        // took 130 ms over a 36 ms sleep.
         steps: &["nanosleep:36:3"],
-        expect: &[
-            "@ns: ",
-            "[32M, 64M)             3 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|",
-        ],
+        expect: &["@ns: ", "@slept: 3", "@at_least: 3"],
     },
     Case {
         program: "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @[comm, uid] = count(); }",
