@@ -804,15 +804,18 @@ impl Recorder {
             weft_abi::events::Source::Net => self.triggers.note_packet(record),
             _ => {}
         }
-        if let (Some(frames), Some((pid, kstack, ustack))) =
-            (&mut self.frames, stack_ids(hooks, record))
-        {
-            frames.note(&mut self.store, now, pid, kstack, ustack)?;
-        }
+        // The thread's name first: a `/proc` read, while naming a new
+        // stack's frames may read the process's files for long, and a
+        // short-lived thread may be gone after.
         if let Some((pid, tid)) = layout.thread(record) {
             self.syscalls
                 .tasks()
                 .observe(&mut self.store, now, pid, tid, false)?;
+        }
+        if let (Some(frames), Some((pid, kstack, ustack))) =
+            (&mut self.frames, stack_ids(hooks, record))
+        {
+            frames.note(&mut self.store, now, pid, kstack, ustack)?;
         }
         Ok(())
     }
