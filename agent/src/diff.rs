@@ -13,7 +13,7 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
         .fail_if
         .iter()
         .map(|text| Threshold::parse(text))
-        .collect::<Result<_>>()?;
+        .collect::<weft_capture::Result<_>>()?;
     let b_dir = match (&args.b, &args.b_window) {
         (Some(b), _) => b,
         (None, Some(_)) => &args.a,

@@ -106,13 +106,21 @@ fn main() -> ExitCode {
 fn extract(args: &cli::ExtractArgs) -> anyhow::Result<String> {
     use weft_capture::extract;
     match (&args.dir, args.trigger, &args.firing) {
-        (Some(dir), Some(trigger), None) => {
-            extract::extract(dir, trigger, &args.output, args.skip_damaged)
-        }
+        (Some(dir), Some(trigger), None) => Ok(extract::extract(
+            dir,
+            trigger,
+            &args.output,
+            args.skip_damaged,
+        )?),
         (None, None, Some(id)) if !args.fleet.is_empty() => {
             let dirs: Vec<&std::path::Path> =
                 args.fleet.iter().map(std::path::PathBuf::as_path).collect();
-            extract::extract_fleet(&dirs, id, &args.output, args.skip_damaged)
+            Ok(extract::extract_fleet(
+                &dirs,
+                id,
+                &args.output,
+                args.skip_damaged,
+            )?)
         }
         _ => anyhow::bail!("give DIR --trigger N, or --fleet DIR,... --firing ID"),
     }

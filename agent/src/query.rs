@@ -45,7 +45,7 @@ fn ask_fleet(args: &QueryArgs, query: &str) -> Result<String> {
         .iter_mut()
         .map(|h| &mut **h as &mut dyn Host)
         .collect();
-    fleet::answer(&mut asked, query, args.format())
+    Ok(fleet::answer(&mut asked, query, args.format())?)
 }
 
 pub fn run(args: &QueryArgs) -> Result<ExitCode> {

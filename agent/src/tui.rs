@@ -197,7 +197,7 @@ fn replayer(
     let dir = dir.to_owned();
     Producer {
         name: "weft-replay",
-        run: Box::new(move || replay::run(&options, &dir, &config, &link)),
+        run: Box::new(move || Ok(replay::run(&options, &dir, &config, &link)?)),
         stop: Box::new(move || stop.store(true, Ordering::Relaxed)),
     }
 }

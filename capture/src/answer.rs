@@ -9,14 +9,16 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context as _, Result, anyhow, bail};
 use weft_query::{
     Catalog,
     ast::{Stage, Time, Window},
 };
 use weft_store::Snapshot;
 
-use crate::open::Capture;
+use crate::{
+    error::{Error, Result, refuse},
+    open::Capture,
+};
 
 /// How an answer is printed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,11 +109,7 @@ pub fn ask(
     now: Option<u64>,
     full_scan: bool,
 ) -> Result<(weft_query::Answer, Option<i64>)> {
-    let failed = |error: weft_query::Error| match error {
-        weft_query::Error::Query { .. } => anyhow!("{}", error.render(query)),
-        other => anyhow!(other).context(format!("failed to query {}", capture.dir().display())),
-    };
-    let parsed = weft_query::parse(query).map_err(failed)?;
+    let parsed = weft_query::parse(query).map_err(|e| Error::of_query(e, query, capture.dir()))?;
     ask_parsed(capture, snapshot, &parsed, query, now, full_scan)
 }
 
@@ -124,10 +122,6 @@ pub fn ask_parsed(
     now: Option<u64>,
     full_scan: bool,
 ) -> Result<(weft_query::Answer, Option<i64>)> {
-    let failed = |error: weft_query::Error| match error {
-        weft_query::Error::Query { .. } => anyhow!("{}", error.render(text)),
-        other => anyhow!(other).context(format!("failed to query {}", capture.dir().display())),
-    };
     // Thread names cost a pass over the `tasks` records: only for queries
     // that name `comm` (or `pid`, counted through threads) or list records
     // (the capture keeps them once read).
@@ -138,7 +132,8 @@ pub fn ask_parsed(
     if full_scan {
         catalog.without_indexes();
     }
-    let answer = weft_query::answer(snapshot, &catalog, parsed).map_err(failed)?;
+    let answer = weft_query::answer(snapshot, &catalog, parsed)
+        .map_err(|e| Error::of_query(e, text, capture.dir()))?;
     Ok((answer, catalog.wall_offset))
 }
 
@@ -158,9 +153,9 @@ pub fn over_firing(
         Some(text) => text.to_owned(),
         None => firing_condition(capture, snapshot, n)?,
     };
-    let mut parsed = weft_query::parse(&text).map_err(|e| anyhow!("{}", e.render(&text)))?;
+    let mut parsed = weft_query::parse(&text).map_err(|e| Error::Query(e.render(&text)))?;
     if query.is_some() && parsed.window.is_some() {
-        bail!("--trigger {n} sets the window: give the query without one");
+        refuse!("--trigger {n} sets the window: give the query without one");
     }
     // A trigger's sliding window (`dur > p99.9 last 5m`) gives way to the
     // kept one: its threshold is then over the firing's window.
@@ -184,20 +179,24 @@ fn firing_condition(capture: &Capture, snapshot: &Snapshot, n: usize) -> Result<
         .sources
         .iter()
         .find(|s| s.name == crate::registry::TRIGGERS)
-        .context("this capture has no trigger firings")?;
+        .ok_or_else(|| Error::Refused("this capture has no trigger firings".into()))?;
     let (firings, _) = snapshot.raw_scan(log.id, 0..=u64::MAX)?;
     let trigger = (n.checked_sub(1).and_then(|i| firings.get(i)))
         .and_then(|f| f.payload.get(..8))
         .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-        .with_context(|| format!("--trigger {n}: no such firing"))?;
+        .ok_or_else(|| Error::Refused(format!("--trigger {n}: no such firing")))?;
     let metadata = capture.metadata()?;
     let rule = (metadata.sessions.iter().rev())
         .filter_map(|s| s.triggers.as_ref())
         .flat_map(|t| &t.rules)
         .find(|r| u64::try_from(r.id).ok() == Some(trigger))
-        .with_context(|| format!("--trigger {n}: its trigger {trigger} is not in weft.json"))?;
+        .ok_or_else(|| {
+            Error::Damaged(format!(
+                "--trigger {n}: its trigger {trigger} is not in weft.json"
+            ))
+        })?;
     if trigger == 0 || rule.condition.is_empty() {
-        bail!(
+        refuse!(
             "--trigger {n} was asked for by hand (trigger 0): it has no condition to explain; \
              give a query, e.g. 'syscalls where dur > p99.9 | explain'"
         );

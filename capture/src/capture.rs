@@ -5,11 +5,11 @@
 
 use std::{collections::BTreeMap, fs, path::Path, sync::Arc};
 
-use anyhow::{Context as _, Result, bail};
 use weft_query::{Catalog, Ids, Kind};
 use weft_store::Dir;
 
 use crate::{
+    error::{Error, Result, refuse},
     metadata::{self, METADATA, Metadata, Session, SourceNote},
     registry,
 };
@@ -32,7 +32,7 @@ pub fn prepare_dir(dir: &Path, append: bool) -> Result<Fresh> {
     }
     if opened.contains(METADATA) || opened.contains("meta") {
         if !append {
-            bail!(
+            refuse!(
                 "{} already holds a capture; pass --append to add to it",
                 dir.display()
             );
@@ -40,7 +40,7 @@ pub fn prepare_dir(dir: &Path, append: bool) -> Result<Fresh> {
         return Ok(fresh);
     }
     if !opened.names()?.is_empty() {
-        bail!(
+        refuse!(
             "{} exists and is not an empty directory or a capture",
             dir.display()
         );
@@ -182,11 +182,11 @@ fn reserve(dir: &Dir) -> Result<()> {
     // SAFETY: the call only reads its integer arguments.
     let error = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, RESERVE_BYTES) };
     if error != 0 {
-        bail!(
-            "failed to set aside {RESERVE_BYTES} bytes in {}: {}",
-            dir.path().display(),
-            std::io::Error::from_raw_os_error(error)
-        );
+        return Err(Error::File {
+            doing: "failed to set aside room for the session's end in",
+            path: dir.path().to_owned(),
+            error: std::io::Error::from_raw_os_error(error),
+        });
     }
     Ok(())
 }
@@ -202,16 +202,19 @@ pub fn release_reserve(dir: &Dir) {
 /// With `skip_damaged`, damaged chunks are left out instead of failing,
 /// and stderr says how many records and which times they held.
 pub fn open(dir: &Path, skip_damaged: bool) -> Result<weft_store::Snapshot> {
-    let context = || format!("failed to open {}", dir.display());
+    let failed = |error| Error::Open {
+        dir: dir.to_owned(),
+        error,
+    };
     let (snapshot, recovery) = if skip_damaged {
         let (snapshot, recovery, skipped) =
-            weft_store::open_skipping_damaged(dir).with_context(context)?;
+            weft_store::open_skipping_damaged(dir).map_err(failed)?;
         if skipped.chunks > 0 {
             log::warn!("weft: {}", skipped_notice(dir, &skipped));
         }
         (snapshot, recovery)
     } else {
-        weft_store::open_read_only(dir).with_context(context)?
+        weft_store::open_read_only(dir).map_err(failed)?
     };
     if recovery.cut_chunks > 0 {
         let records = match recovery.cut_records {

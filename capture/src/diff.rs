@@ -5,11 +5,14 @@
 
 use std::{fmt::Write as _, path::Path};
 
-use anyhow::{Context as _, Result, bail};
 use serde_json::json;
 use weft_query::{Answer, Cell};
 
-use crate::{answer, capture, open::Capture};
+use crate::{
+    answer, capture,
+    error::{Error, Result, refuse},
+    open::Capture,
+};
 
 /// What is compared per syscall, as query columns: the count, then the
 /// latency percentiles and the maximum.
@@ -228,7 +231,7 @@ impl Threshold {
         } else if let Some((m, f)) = text.split_once('<') {
             (m, false, f)
         } else {
-            bail!(
+            refuse!(
                 "--fail-if {text:?}: write METRIC > FACTORx or METRIC < FACTORx (e.g. 'p99(dur) > 1.2x')"
             );
         };
@@ -240,10 +243,10 @@ impl Threshold {
                 let column = COLUMNS
                     .iter()
                     .position(|c| c.strip_suffix("(dur)").unwrap_or(c) == other)
-                    .with_context(|| {
-                        format!(
+                    .ok_or_else(|| {
+                        Error::Refused(format!(
                             "--fail-if {text:?}: `{metric}` is not count, rate, p50, p90, p99, p99.9 or max"
-                        )
+                        ))
                     })?;
                 Metric::Column(column)
             }
@@ -255,8 +258,10 @@ impl Threshold {
             .parse::<f64>()
             .ok()
             .filter(|f| f.is_finite() && *f > 0.0)
-            .with_context(|| {
-                format!("--fail-if {text:?}: `{factor}` is not a factor such as 1.2x")
+            .ok_or_else(|| {
+                Error::Refused(format!(
+                    "--fail-if {text:?}: `{factor}` is not a factor such as 1.2x"
+                ))
             })?;
         Ok(Self {
             metric,

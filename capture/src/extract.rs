@@ -4,11 +4,11 @@
 
 use std::{ops::RangeInclusive, path::Path};
 
-use anyhow::{Context as _, Result, bail};
 use weft_store::{Config, Record, Snapshot, Store};
 
 use crate::{
     capture,
+    error::{Error, Result, refuse},
     metadata::{self, Extracted, Metadata},
     registry::{TASKS, TRIGGERS},
 };
@@ -36,7 +36,7 @@ pub fn extract(from: &Path, trigger: usize, to: &Path, skip_damaged: bool) -> Re
 /// Says, per capture, what it copied or that it kept no such firing.
 pub fn extract_fleet(from: &[&Path], id: &str, to: &Path, skip_damaged: bool) -> Result<String> {
     if to.exists() {
-        bail!(
+        refuse!(
             "{} exists; extract writes new captures into a new directory",
             to.display()
         );
@@ -55,7 +55,7 @@ pub fn extract_fleet(from: &[&Path], id: &str, to: &Path, skip_damaged: bool) ->
         }
     }
     if windows.is_empty() {
-        bail!(
+        refuse!(
             "no capture of the fleet kept firing {id} (`weft info DIR` lists the firings each kept)"
         );
     }
@@ -166,7 +166,7 @@ fn copy_window(
     note: Extracted,
 ) -> Result<String> {
     if to.exists() {
-        bail!("{} exists; extract writes a new capture", to.display());
+        refuse!("{} exists; extract writes a new capture", to.display());
     }
     // Written beside OUT and renamed at the end: OUT is complete or absent.
     let partial = to.with_extension("partial");
@@ -182,7 +182,11 @@ fn copy_window(
         ..note
     });
     metadata::write_metadata(&weft_store::Dir::open_to_write(&partial)?, &metadata)?;
-    std::fs::rename(&partial, to).with_context(|| format!("failed to create {}", to.display()))?;
+    std::fs::rename(&partial, to).map_err(|error| Error::File {
+        doing: "failed to create",
+        path: to.to_owned(),
+        error,
+    })?;
     fresh.keep();
     Ok(format!(
         "extracted {records} records of {:.3}s into {}",
@@ -197,21 +201,19 @@ fn copy_window(
 pub fn kept_window(snapshot: &Snapshot, n: usize) -> Result<RangeInclusive<u64>> {
     let meta = snapshot.meta();
     let Some(log) = meta.sources.iter().find(|s| s.name == TRIGGERS) else {
-        bail!("this capture has no trigger firings (no `{TRIGGERS}` source)");
+        refuse!("this capture has no trigger firings (no `{TRIGGERS}` source)");
     };
     let (firings, _) = snapshot.raw_scan(log.id, 0..=u64::MAX)?;
     let Some(firing) = n.checked_sub(1).and_then(|i| firings.get(i)) else {
-        bail!(
+        refuse!(
             "--trigger {n}: this capture has {} trigger firings (1 to {0})",
             firings.len()
         );
     };
     let field = |i: usize| {
-        let bytes = firing
-            .payload
-            .get(i * 8..i * 8 + 8)
-            .context("a short trigger record")?;
-        Ok::<_, anyhow::Error>(u64::from_le_bytes(bytes.try_into().expect("8 bytes")))
+        let bytes = (firing.payload.get(i * 8..i * 8 + 8))
+            .ok_or_else(|| Error::Damaged("a short trigger record".into()))?;
+        Ok::<_, Error>(u64::from_le_bytes(bytes.try_into().expect("8 bytes")))
     };
     let (start, end) = (field(1)?, field(2)?);
     Ok(meta

@@ -98,7 +98,7 @@ pub struct CaptureFeed {
 impl CaptureFeed {
     /// Opens the capture in `dir`, leaving out damaged chunks when
     /// `skip_damaged`.
-    pub fn open(dir: &Path, skip_damaged: bool) -> anyhow::Result<Self> {
+    pub fn open(dir: &Path, skip_damaged: bool) -> crate::Result<Self> {
         let capture = Capture::open(dir)?;
         let snapshot = capture::open(dir, skip_damaged)?;
         let metadata = capture.metadata()?;
@@ -136,7 +136,7 @@ impl CaptureFeed {
     }
 
     /// The capture's `weft.json`, as opening it read it.
-    pub fn metadata(&self) -> anyhow::Result<std::sync::Arc<crate::metadata::Metadata>> {
+    pub fn metadata(&self) -> crate::Result<std::sync::Arc<crate::metadata::Metadata>> {
         self.capture.metadata()
     }
 }
@@ -176,7 +176,7 @@ fn ask(
 ) -> Result<Answer, String> {
     answer::ask(capture, snapshot, text, now, false)
         .map(|(answer, _)| answer)
-        .map_err(|error| format!("{error:#}"))
+        .map_err(|error| error.to_string())
 }
 
 /// Each source and its columns, as queries name them.

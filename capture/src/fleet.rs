@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, Result};
 use weft_query::{
     Catalog,
     fleet::{
@@ -17,6 +16,7 @@ use weft_store::Snapshot;
 use crate::{
     answer::AnswerFormat,
     capture,
+    error::{Error, Result},
     metadata::{self, Metadata},
     open::Capture,
 };
@@ -55,18 +55,22 @@ impl Host for Directory {
     }
 
     fn ask(&mut self, request: &Request) -> weft_query::Result<(Reply, u64)> {
-        let failed = |e: anyhow::Error| weft_query::Error::Host {
+        let failed = |e: Error| weft_query::Error::Host {
             host: self.name.clone(),
-            message: format!("{e:#}"),
+            message: e.to_string(),
         };
-        let request = serde_json::to_vec(request).map_err(|e| failed(e.into()))?;
+        let request = serde_json::to_vec(request).expect("requests encode");
         if self.catalog.is_none() {
             let query: Request = decode(&request).map_err(failed)?;
             let parsed = weft_query::parse(&query.query)?;
             let threads = parsed.names("comm");
-            let mut catalog = capture::catalog(&self.snapshot, &self.metadata, threads)
-                .with_context(|| format!("failed to read {}", self.path.display()))
-                .map_err(failed)?;
+            let mut catalog =
+                capture::catalog(&self.snapshot, &self.metadata, threads).map_err(|e| {
+                    weft_query::Error::Host {
+                        host: self.name.clone(),
+                        message: format!("failed to read {}: {e}", self.path.display()),
+                    }
+                })?;
             // A window `extract --fleet` copied knows how far its host's
             // wall clock was from the firing origin's: its wall-clock times
             // (windows, `every`, a correlation's anchors) are the origin's.
@@ -92,7 +96,7 @@ pub fn reply(
 ) -> weft_query::Result<Vec<u8>> {
     let request: Request = decode(request).map_err(|e| weft_query::Error::Host {
         host: "here".into(),
-        message: format!("{e:#}"),
+        message: e.to_string(),
     })?;
     let query = weft_query::parse(&request.query)?;
     let reply = weft_query::fleet::reply(snapshot, catalog, &query, &request)?;
@@ -100,7 +104,10 @@ pub fn reply(
 }
 
 fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T> {
-    serde_json::from_slice(bytes).context("a fleet message that does not decode")
+    serde_json::from_slice(bytes).map_err(|error| Error::Json {
+        what: "a fleet message that does not decode".into(),
+        error,
+    })
 }
 
 /// Answers `query` over `hosts`, printed in `format` (times in a fleet's
@@ -108,8 +115,8 @@ fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T> {
 pub fn answer(hosts: &mut [&mut dyn Host], query: &str, format: AnswerFormat) -> Result<String> {
     let started = std::time::Instant::now();
     let fleet = weft_query::fleet::answer(query, hosts).map_err(|e| match e {
-        weft_query::Error::Query { .. } => anyhow::anyhow!("{}", e.render(query)),
-        other => anyhow::anyhow!(other),
+        weft_query::Error::Query { .. } => Error::Query(e.render(query)),
+        other => Error::Fleet(other),
     })?;
     if format == AnswerFormat::Explain {
         // The hosts' store work is theirs: what crossed is what matters.
@@ -137,11 +144,11 @@ pub fn serve_request(
     request: &[u8],
     now: u64,
 ) -> std::result::Result<Vec<u8>, String> {
-    let decoded: Request = decode(request).map_err(|e| format!("{e:#}"))?;
+    let decoded: Request = decode(request).map_err(|e| e.to_string())?;
     let parsed = weft_query::parse(&decoded.query).map_err(|e| e.render(&decoded.query))?;
     let catalog = capture
         .catalog(snapshot, parsed.names("comm"))
-        .map_err(|e| format!("{e:#}"))?;
+        .map_err(|e| e.to_string())?;
     let mut catalog = Catalog::clone(&catalog);
     catalog.now = Some(now);
     reply(snapshot, &catalog, request).map_err(|e| e.render(&decoded.query))

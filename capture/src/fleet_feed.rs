@@ -10,14 +10,16 @@
 
 use std::{fmt::Write as _, path::Path};
 
-use anyhow::{Context as _, Result, bail};
 use weft_query::{
     Answer, Cell, Kind,
     feed::Feed,
     health::{Health, SourceHealth},
 };
 
-use crate::feed::CaptureFeed;
+use crate::{
+    error::{Result, refuse},
+    feed::CaptureFeed,
+};
 
 /// A capture's wall clock minus the firing origin's, and the bound on that
 /// estimate's error, ns (`weft.json`'s `extracted` entry).
@@ -47,16 +49,16 @@ impl FleetFeed {
     /// every one needs a wall-clock reference to line up with the others.
     pub fn open(dirs: &[&Path], skip_damaged: bool) -> Result<Self> {
         let Some(first) = dirs.first() else {
-            bail!("--fleet names no capture directory");
+            refuse!("--fleet names no capture directory");
         };
         let feed = |dir: &Path| -> Result<(CaptureFeed, i64, Option<ToOrigin>)> {
             let feed = CaptureFeed::open(dir, skip_damaged)?;
-            let wall = feed.wall_offset().with_context(|| {
-                format!(
+            let Some(wall) = feed.wall_offset() else {
+                refuse!(
                     "{} has no wall-clock reference to line it up with the other hosts",
                     dir.display()
-                )
-            })?;
+                );
+            };
             let metadata = feed.metadata()?;
             let clock =
                 (metadata.extracted.as_ref()).and_then(|e| e.clock_offset_ns.zip(e.clock_error_ns));
@@ -73,7 +75,7 @@ impl FleetFeed {
             let (feed, wall, clock) = feed(dir)?;
             let name = host_name(dir);
             if hosts.iter().any(|h| h.name.as_deref() == Some(&name)) {
-                bail!("two captures of --fleet are named {name}: rename one directory");
+                refuse!("two captures of --fleet are named {name}: rename one directory");
             }
             // Its wall clock minus the first's, as measured against the
             // origin; else the wall clocks are taken to agree.

@@ -3,7 +3,7 @@
 
 use std::{fmt::Write as _, path::Path};
 
-use anyhow::{Context as _, Result};
+use crate::error::{Error, Result};
 use serde::Serialize;
 use weft_store::{Snapshot, Source};
 
@@ -45,8 +45,10 @@ pub struct SourceSummary {
 /// Everything `info` reports.
 pub fn summarise(dir: &Path) -> Result<Summary> {
     let metadata = metadata::read_metadata(dir)?;
-    let (snapshot, recovery) = weft_store::open_read_only(dir)
-        .with_context(|| format!("failed to open {}", dir.display()))?;
+    let (snapshot, recovery) = weft_store::open_read_only(dir).map_err(|error| Error::Open {
+        dir: dir.to_owned(),
+        error,
+    })?;
     let sources = records(&snapshot)?
         .into_iter()
         .map(

@@ -24,10 +24,12 @@
 //!   were arriving now, for the terminal UI.
 //! - [`feed`]: live captures and recordings as the terminal UI reads them;
 //!   [`fleet_feed`]: several hosts' captures as one, on one clock.
+//! - [`error`]: what any of it can fail with.
 
 pub mod answer;
 pub mod capture;
 pub mod diff;
+pub mod error;
 pub mod extract;
 pub mod feed;
 pub mod fleet;
@@ -41,3 +43,5 @@ pub mod replay;
 pub mod sources;
 pub mod tasks;
 pub mod usage;
+
+pub use error::{Error, Result};

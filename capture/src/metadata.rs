@@ -9,10 +9,11 @@
 
 use std::{collections::BTreeMap, io::Write as _, path::Path};
 
-use anyhow::{Context as _, Result, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use weft_store::Dir;
+
+use crate::error::{Error, Result};
 
 /// Name of the metadata file in a capture directory.
 pub const METADATA: &str = "weft.json";
@@ -460,10 +461,10 @@ pub fn read_metadata(dir: &Path) -> Result<Metadata> {
 /// [`read_metadata`] of a directory already open.
 pub(crate) fn metadata_in(dir: &Dir) -> Result<Metadata> {
     if !dir.contains(METADATA) && dir.contains("meta") {
-        bail!(
+        return Err(Error::Damaged(format!(
             "{}: the capture's {METADATA} is missing",
             dir.path().display()
-        );
+        )));
     }
     metadata_or_new(dir)
 }
@@ -476,19 +477,24 @@ pub(crate) fn metadata_or_new(dir: &Dir) -> Result<Metadata> {
     }
     let path = dir.join(METADATA);
     let text = dir.read(METADATA, MAX_METADATA_BYTES)?;
-    let mut document: Value = serde_json::from_slice(&text)
-        .with_context(|| format!("{} is not valid JSON", path.display()))?;
+    let mut document: Value = serde_json::from_slice(&text).map_err(|error| Error::Json {
+        what: format!("{} is not valid JSON", path.display()),
+        error,
+    })?;
     // Checked on the document as read, whichever weft wrote it (captures
     // from before the checksum have none).
     if let Some(stored) = document.as_object_mut().and_then(|m| m.remove(CHECKSUM)) {
-        let text = serde_json::to_string_pretty(&document)?;
+        let text = pretty(&document);
         if stored.as_str() != Some(format!("{:08x}", crc32fast::hash(text.as_bytes())).as_str()) {
-            bail!("{} fails its checksum (damaged)", path.display());
+            let damaged = format!("{} fails its checksum (damaged)", path.display());
+            return Err(Error::Damaged(damaged));
         }
     }
     // From the text, so that an error names its line and column.
-    let mut metadata: Metadata = serde_json::from_slice(&text)
-        .with_context(|| format!("{} is not a weft capture's metadata", path.display()))?;
+    let mut metadata: Metadata = serde_json::from_slice(&text).map_err(|error| Error::Json {
+        what: format!("{} is not a weft capture's metadata", path.display()),
+        error,
+    })?;
     metadata.other.remove(CHECKSUM);
     Ok(metadata)
 }
@@ -503,18 +509,28 @@ pub fn write_metadata(opened: &Dir, metadata: &Metadata) -> Result<()> {
     let mut file = opened.create(&tmp)?;
     // The checksum covers the document as written without it, so a
     // damaged number (a time offset, a count) is noticed, not believed.
-    let mut document = serde_json::to_value(metadata)?;
+    let mut document = serde_json::to_value(metadata).expect("weft.json's keys are strings");
     if let Some(object) = document.as_object_mut() {
         object.remove(CHECKSUM);
-        let text = serde_json::to_string_pretty(object)?;
+        let text = pretty(object);
         let crc = format!("{:08x}", crc32fast::hash(text.as_bytes()));
         object.insert(CHECKSUM.into(), crc.into());
     }
-    file.write_all(serde_json::to_string_pretty(&document)?.as_bytes())
+    file.write_all(pretty(&document).as_bytes())
         .and_then(|()| file.sync_all())
-        .with_context(|| format!("failed to write {}", opened.join(&tmp).display()))?;
+        .map_err(|error| Error::File {
+            doing: "failed to write",
+            path: opened.join(&tmp),
+            error,
+        })?;
     opened.rename(&tmp, METADATA)?;
     Ok(())
+}
+
+/// `value` as weft writes it, and as its checksum is taken: a JSON value
+/// always prints (its map keys are strings).
+fn pretty(value: &impl Serialize) -> String {
+    serde_json::to_string_pretty(value).expect("a JSON value prints")
 }
 
 /// `CLOCK_BOOTTIME` minus `CLOCK_MONOTONIC` now, in ns: the time the
@@ -619,7 +635,7 @@ mod tests {
         let text =
             "{\n  \"format\": \"weft-capture 1\",\n  \"sessions\": [{\"complete\": \"yes\"}]\n}";
         std::fs::write(path.join(METADATA), text).unwrap();
-        let error = format!("{:#}", read_metadata(&path).unwrap_err());
+        let error = read_metadata(&path).unwrap_err().to_string();
         let _ = std::fs::remove_dir_all(&path);
         assert!(
             error.contains("is not a weft capture's metadata"),
@@ -644,9 +660,6 @@ mod tests {
         std::fs::write(path.join(METADATA), text.replace("1234", "1235")).unwrap();
         let error = read_metadata(&path).unwrap_err();
         let _ = std::fs::remove_dir_all(&path);
-        assert!(
-            format!("{error:#}").contains("fails its checksum"),
-            "{error:#}"
-        );
+        assert!(error.to_string().contains("fails its checksum"), "{error}");
     }
 }

@@ -13,7 +13,7 @@ use std::{
     sync::{Arc, Mutex, MutexGuard, PoisonError},
 };
 
-use anyhow::Result;
+use crate::error::Result;
 use weft_query::Catalog;
 use weft_store::{Dir, Snapshot};
 

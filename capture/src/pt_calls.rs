@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use anyhow::Result;
+use crate::error::Result;
 use weft_store::{Snapshot, SourceId, Store};
 
 use crate::registry::{CALLS, SYMBOLS};
@@ -103,7 +103,8 @@ impl CallLog {
         if let Some(n) = self.numbers.get(func) {
             return Ok(*n);
         }
-        let n = u32::try_from(self.numbers.len())?;
+        // Bounded by memory long before 2^32 distinct names.
+        let n = u32::try_from(self.numbers.len()).expect("fewer than 2^32 functions");
         let mut payload = n.to_le_bytes().to_vec();
         payload.extend_from_slice(func.as_bytes());
         store.append_at(self.symbols, now, None, &payload)?;
@@ -124,7 +125,7 @@ pub fn folded(snapshot: &Snapshot) -> Result<(Vec<String>, u64)> {
         sources.iter().find(|s| s.name == CALLS),
         sources.iter().find(|s| s.name == SYMBOLS),
     ) else {
-        anyhow::bail!(
+        crate::error::refuse!(
             "the capture has no calls (PT call traces: weft pt record, or --pt-on-trigger)"
         );
     };

@@ -18,7 +18,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context as _, Result, bail};
 use weft_query::{
     Kind,
     catalog::Read,
@@ -28,6 +27,7 @@ use weft_store::{Config, FieldKind, Snapshot, SourceId, Store, now_ns};
 
 use crate::{
     capture,
+    error::{Error, Result, refuse},
     feed::Ready,
     metadata::{self, Metadata, Session},
     registry::{SYMBOLS, TASKS, TRIGGERS},
@@ -65,17 +65,19 @@ pub struct Link {
 /// repeating, until `link.stop`).
 pub fn run(options: &Options, dir: &Path, config: &Config, link: &Link) -> Result<()> {
     if !(options.speed.is_finite() && options.speed > 0.0) {
-        bail!("--speed {}: must be a positive number", options.speed);
+        refuse!("--speed {}: must be a positive number", options.speed);
     }
     let from = &options.from;
     let snapshot = capture::open(from, options.skip_damaged)?;
     let Some(span) = snapshot.time_range()? else {
-        bail!("{} holds no records to replay", from.display());
+        refuse!("{} holds no records to replay", from.display());
     };
     let recorded = metadata::read_metadata(from)?;
     let mut fresh = capture::prepare_dir(dir, false)?;
-    let mut store =
-        Store::open(dir, config).with_context(|| format!("failed to open {}", dir.display()))?;
+    let mut store = Store::open(dir, config).map_err(|error| Error::Open {
+        dir: dir.to_owned(),
+        error,
+    })?;
     capture::define_like(&mut store, snapshot.meta())?;
     let capture_dir = Arc::clone(store.dir());
     let mut metadata = replay_metadata(&recorded, options);
@@ -121,7 +123,7 @@ pub fn run(options: &Options, dir: &Path, config: &Config, link: &Link) -> Resul
         // The next pass starts where this one ended, a millisecond on.
         player.clock.start = player.clock.at(*span.end()) + 1_000_000;
     };
-    let closed = store.close().context("failed to finish the capture");
+    let closed = store.close().map_err(Error::Finish);
     let session = &mut metadata.sessions[0];
     session.end_ns = Some(now_ns());
     session.complete = outcome.is_ok() && closed.is_ok();

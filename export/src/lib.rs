@@ -9,6 +9,7 @@
 //! depend on the command line (the binary hands it an [`Export`]) or on
 //! Intel PT decoding (calls are read as the capture stored them).
 
+mod error;
 mod partition;
 mod pcapng;
 mod perfetto;
@@ -24,13 +25,15 @@ use std::{
     sync::Arc,
 };
 
-use anyhow::{Context as _, Result, anyhow, bail};
+use error::refuse;
+pub use error::{Error, Result};
 use parquet::{
     basic::Encoding,
     basic::{
         ConvertedType, LogicalType, Repetition, TimeUnit, TimestampType, Type as PhysicalType,
     },
     data_type::{ByteArray, ByteArrayType, Int64Type},
+    errors::ParquetError,
     file::{properties::WriterProperties, writer::SerializedFileWriter},
     schema::types::{ColumnPath, Type},
 };
@@ -128,29 +131,26 @@ pub fn run(export: &Export) -> Result<String> {
         create_temp(&export.output)?
     };
     let written = match export.format {
-        FileFormat::Pcapng => write_pcapng(&snapshot, &metadata, file)
-            .with_context(|| format!("failed to write {}", tmp.display())),
-        FileFormat::Folded if stacks::folds(&export.source) => catalog().and_then(|catalog| {
-            stacks::write(&snapshot, &catalog, &query_text(export), file)
-                .with_context(|| format!("failed to write {}", tmp.display()))
-        }),
-        FileFormat::Folded => write_folded(&snapshot, file)
-            .with_context(|| format!("failed to write {}", tmp.display())),
+        FileFormat::Pcapng => write_pcapng(&snapshot, &metadata, file).map_err(|e| e.writing(&tmp)),
+        FileFormat::Folded if stacks::folds(&export.source) => {
+            catalog().map_err(Error::from).and_then(|catalog| {
+                stacks::write(&snapshot, &catalog, &query_text(export), file)
+                    .map_err(|e| e.writing(&tmp))
+            })
+        }
+        FileFormat::Folded => write_folded(&snapshot, file).map_err(|e| e.writing(&tmp)),
         FileFormat::Perfetto => catalog()
+            .map_err(Error::from)
             .and_then(|catalog| write_perfetto(export, &snapshot, &catalog, &metadata, file)),
-        _ => catalog().and_then(|catalog| write_rows(export, &snapshot, &catalog, file, &tmp)),
+        _ => catalog()
+            .map_err(Error::from)
+            .and_then(|catalog| write_rows(export, &snapshot, &catalog, file, &tmp)),
     };
     let done = written.and_then(|rows| {
         if to_stdout {
             return Ok(rows);
         }
-        fs::rename(&tmp, &export.output).with_context(|| {
-            format!(
-                "failed to rename {} to {}",
-                tmp.display(),
-                export.output.display()
-            )
-        })?;
+        rename(&tmp, &export.output)?;
         Ok(rows)
     });
     let rows = match done {
@@ -192,7 +192,11 @@ fn stdout() -> Result<File> {
     let fd = std::io::stdout()
         .as_fd()
         .try_clone_to_owned()
-        .context("failed to use standard output")?;
+        .map_err(|error| Error::File {
+            doing: "failed to use",
+            path: "standard output".into(),
+            error,
+        })?;
     Ok(File::from(fd))
 }
 
@@ -217,11 +221,10 @@ fn write_rows(
             failed = sink.row(headers, cells).err();
         }
     });
-    let writing = || format!("failed to write {}", tmp.display());
-    let failed = failed.map(|error| error.context(writing()));
+    let failed = failed.map(|error| error.writing(tmp));
     let answer = streamed(streamed_rows, failed, &text, &export.dir)?;
     sink.finish(wall.headers(&answer.columns))
-        .with_context(writing)?;
+        .map_err(|e| e.writing(tmp))?;
     Ok(rows)
 }
 
@@ -254,7 +257,7 @@ fn write_perfetto(
         let mut failed = None;
         let result = weft_query::stream(snapshot, catalog, &text, &mut |headers, cells| {
             if failed.is_none() {
-                failed = writer.record(shape, headers, &cells).err();
+                failed = writer.record(shape, headers, &cells).err().map(Error::from);
             }
         });
         streamed(result, failed, &text, &export.dir)?;
@@ -268,9 +271,9 @@ fn write_perfetto(
         }
         let window = export.window.as_deref().unwrap_or_default();
         let text = format!("{source} {window} | {values}");
-        let query = weft_query::parse(&text).map_err(|e| anyhow!("{}", e.render(&text)))?;
+        let query = weft_query::parse(&text).map_err(|e| Error::Query(e.render(&text)))?;
         let answer = weft_query::answer(snapshot, catalog, &query)
-            .with_context(|| format!("failed to read {}", export.dir.display()))?;
+            .map_err(|e| Error::of_query(e, &text, &export.dir))?;
         for row in &answer.rows {
             if let [Cell::Int(at), Cell::Int(value)] = row.as_slice() {
                 writer.counter(uuid, name, u64::try_from(*at).unwrap_or(0), *value)?;
@@ -327,7 +330,8 @@ fn write_switches<W: Write>(
         if failed.is_none() {
             failed = writer
                 .switch(cpu, ts, (prev, name(prev)), (next, name(next)))
-                .err();
+                .err()
+                .map(Error::from);
         }
     });
     streamed(result, failed, &text, &export.dir).map(|_| ())
@@ -373,13 +377,13 @@ fn write_pcapng(snapshot: &weft_store::Snapshot, metadata: &Metadata, file: File
 /// Refuses what a format cannot do, before anything is written.
 fn check(export: &Export) -> Result<()> {
     if export.partition && export.format != FileFormat::Parquet {
-        bail!("--partition writes Parquet: leave out --format or give --format parquet");
+        refuse!("--partition writes Parquet: leave out --format or give --format parquet");
     }
     if export.partition && export.output.as_os_str() == "-" {
-        bail!("--partition writes a directory of files: -o - (standard output) cannot hold them");
+        refuse!("--partition writes a directory of files: -o - (standard output) cannot hold them");
     }
     if export.format == FileFormat::Perfetto && export.condition.is_some() {
-        bail!("--format perfetto writes every source: leave out --where (--window applies)");
+        refuse!("--format perfetto writes every source: leave out --where (--window applies)");
     }
     // The formats of one source that write all of it.
     let whole = match export.format {
@@ -391,7 +395,7 @@ fn check(export: &Export) -> Result<()> {
     };
     if let Some((format, sources)) = whole {
         if !sources.contains(&export.source.as_str()) {
-            bail!(
+            refuse!(
                 "--format {format} exports the {} source{}, not {}",
                 sources[0],
                 if format == "folded" {
@@ -403,7 +407,7 @@ fn check(export: &Export) -> Result<()> {
             );
         }
         if export.condition.is_some() || export.window.is_some() {
-            bail!("--format {format} writes the whole source: leave out --where and --window");
+            refuse!("--format {format} writes the whole source: leave out --where and --window");
         }
     }
     Ok(())
@@ -422,7 +426,7 @@ fn partitioned(
         .or(recorded_on)
         .unwrap_or_else(|| Host::this_machine().hostname);
     if host.contains('/') || host.contains('=') {
-        bail!("--host {host:?}: a partition's host may not hold `/` or `=`");
+        refuse!("--host {host:?}: a partition's host may not hold `/` or `=`");
     }
     let wall_offset = catalog.wall_offset.unwrap_or(0);
     let id = session.map_or(0, |s| s.start_ns);
@@ -471,7 +475,11 @@ fn create_temp(out: &Path) -> Result<(PathBuf, File)> {
         .create_new(true)
         .mode(0o600)
         .open(&tmp)
-        .with_context(|| format!("failed to create {}", tmp.display()))?;
+        .map_err(|error| Error::File {
+            doing: "failed to create",
+            path: tmp.clone(),
+            error,
+        })?;
     Ok((tmp, file))
 }
 
@@ -480,19 +488,24 @@ fn create_temp(out: &Path) -> Result<(PathBuf, File)> {
 /// error of whoever took the rows.
 fn streamed<T>(
     result: Result<T, weft_query::Error>,
-    failed: Option<anyhow::Error>,
+    failed: Option<Error>,
     text: &str,
     dir: &Path,
 ) -> Result<T> {
     match (result, failed) {
-        (Err(weft_query::Error::Query { span, message }), _) => Err(anyhow!(
-            "{}",
-            weft_query::Error::Query { span, message }.render(text)
-        )),
-        (Err(other), _) => Err(anyhow!(other).context(format!("failed to read {}", dir.display()))),
+        (Err(error), _) => Err(Error::of_query(error, text, dir)),
         (Ok(_), Some(error)) => Err(error),
         (Ok(answer), None) => Ok(answer),
     }
+}
+
+/// Puts the finished file `tmp` in place at `to`.
+fn rename(tmp: &Path, to: &Path) -> Result<()> {
+    fs::rename(tmp, to).map_err(|error| Error::Rename {
+        from: tmp.to_owned(),
+        to: to.to_owned(),
+        error,
+    })
 }
 
 /// `OUT.weft-tmp` next to `OUT`, so the final rename stays on one file system.
@@ -583,9 +596,9 @@ impl Sink {
             } if writer.is_none() => {
                 let schema = Arc::new(schema(headers)?);
                 let props = Arc::new(properties(headers, *compression));
-                let file = file
-                    .take()
-                    .context("the Parquet file was already started")?;
+                let file = file.take().ok_or_else(|| {
+                    ParquetError::General("the Parquet file was already started".into())
+                })?;
                 *writer = Some(SerializedFileWriter::new(file, schema, props)?);
                 *columns = headers.iter().map(Column::new).collect();
             }
@@ -611,7 +624,7 @@ impl Sink {
         for column in columns.iter_mut() {
             let mut out = group
                 .next_column()?
-                .context("schema and columns disagree")?;
+                .ok_or_else(|| ParquetError::General("schema and columns disagree".into()))?;
             match column {
                 Column::Ints(values, defs) | Column::Micros(values, defs) => {
                     out.typed::<Int64Type>()
@@ -641,7 +654,7 @@ impl Sink {
                 .into_inner()
                 .map_err(std::io::IntoInnerError::into_error)?,
             Self::Parquet { writer, .. } => writer
-                .context("the Parquet writer never started")?
+                .ok_or_else(|| ParquetError::General("the Parquet writer never started".into()))?
                 .into_inner()?,
         };
         synced(&file)?;

@@ -13,11 +13,10 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use anyhow::{Context as _, Result};
 use weft_query::{Cell, Header, Kind};
 
 use super::{Sink, wall::WallClock};
-use crate::{Compression, FileFormat};
+use crate::{Compression, Error, FileFormat, Result};
 
 /// The partitions of one export, each written under a temporary name until
 /// all are complete.
@@ -67,12 +66,19 @@ impl Partitions {
                 Some(Cell::Int(ns)) => Some(*ns),
                 _ => None,
             })
-            .context("--partition needs each row's time, and this source's rows have none")?;
+            .ok_or_else(|| {
+                Error::Refused(
+                    "--partition needs each row's time, and this source's rows have none".into(),
+                )
+            })?;
         let key = hour_of(time.saturating_add(self.wall_offset));
         if !self.open.contains_key(&key) {
             let dir = self.base.join(&key);
-            fs::create_dir_all(&dir)
-                .with_context(|| format!("failed to create {}", dir.display()))?;
+            fs::create_dir_all(&dir).map_err(|error| Error::File {
+                doing: "failed to create",
+                path: dir.clone(),
+                error,
+            })?;
             let path = dir.join(&self.file);
             let (tmp, file) = super::create_temp(&path)?;
             let sink = Sink::new(FileFormat::Parquet, file, self.compression);
@@ -81,8 +87,7 @@ impl Partitions {
         let (tmp, _, sink) = self.open.get_mut(&key).expect("opened above");
         let (headers, cells) = self.wall.row(headers, cells);
         let (headers, cells) = with_host(headers, cells, &self.host);
-        sink.row(&headers, cells)
-            .with_context(|| format!("failed to write {}", tmp.display()))
+        sink.row(&headers, cells).map_err(|e| e.writing(tmp))
     }
 
     /// Completes every partition and puts each in place; how many files.
@@ -91,14 +96,11 @@ impl Partitions {
         let mut done = Vec::new();
         for (_, (tmp, path, sink)) in self.open {
             // Rows came, so the sink has its schema already.
-            sink.finish(&[])
-                .with_context(|| format!("failed to write {}", tmp.display()))?;
+            sink.finish(&[]).map_err(|e| e.writing(&tmp))?;
             done.push((tmp, path));
         }
         for (tmp, path) in done {
-            fs::rename(&tmp, &path).with_context(|| {
-                format!("failed to rename {} to {}", tmp.display(), path.display())
-            })?;
+            super::rename(&tmp, &path)?;
         }
         Ok(count)
     }

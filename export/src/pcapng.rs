@@ -126,9 +126,9 @@ impl<W: Write> Writer<W> {
 
 /// Every packet of `snapshot`'s `net` source, in time order, to `writer`.
 /// Returns how many were written.
-pub fn write_all<W: Write>(snapshot: &Snapshot, writer: &mut Writer<W>) -> anyhow::Result<u64> {
+pub fn write_all<W: Write>(snapshot: &Snapshot, writer: &mut Writer<W>) -> crate::Result<u64> {
     let Some(net) = snapshot.meta().sources.iter().find(|s| s.name == "net") else {
-        anyhow::bail!("the capture has no net source (record it with --sources net)");
+        crate::error::refuse!("the capture has no net source (record it with --sources net)");
     };
     // A capture from before the window and TTL has no such fields.
     writer.event_size = if net.fields.iter().any(|f| f.name == "window") {

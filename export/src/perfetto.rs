@@ -31,7 +31,7 @@ use std::{
     io::Write,
 };
 
-use anyhow::Result;
+use std::io::Result;
 use weft_capture::tasks::Thread;
 use weft_query::{Cell, Header};
 

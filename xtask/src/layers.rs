@@ -147,6 +147,22 @@ mod tests {
         }
     }
 
+    #[test]
+    fn reading_crates_return_their_own_errors() {
+        // A caller of the reading side matches what went wrong (a capture
+        // that is damaged, a query refused) instead of parsing a message;
+        // only the binary turns errors into lines and exit statuses.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for folder in [
+            "store", "query", "oneliner", "symbols", "pt", "capture", "export",
+        ] {
+            let dependencies = dependencies(&root, folder);
+            // The parser sees the manifest, or this test proves nothing.
+            assert!(!dependencies.is_empty(), "{folder}");
+            assert!(!dependencies.contains("anyhow"), "{folder} uses anyhow");
+        }
+    }
+
     /// The crates `package` links, with features resolved as a build of it
     /// alone resolves them (`cargo tree`).
     fn linked(package: &str) -> BTreeSet<String> {

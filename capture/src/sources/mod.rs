@@ -19,7 +19,7 @@ pub mod switch;
 
 use std::sync::Arc;
 
-use anyhow::Result;
+use crate::error::Result;
 use weft_abi::syscall::MAX_SYSCALLS;
 use weft_abi::syscall_names;
 pub use weft_ingest::schema::{
