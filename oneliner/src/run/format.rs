@@ -116,6 +116,12 @@ pub fn conversions(format: &str) -> Result<Vec<Type>, String> {
 
 /// The text `format` makes of `values` (checked beforehand).
 pub fn render(format: &str, values: &[Value]) -> String {
+    // bpftrace 0.17 formats only when there are arguments: without, the
+    // text goes out as written (`printf("100%%\n")` prints `100%%`, and
+    // `system` and `cat` take it so).
+    if values.is_empty() {
+        return format.to_owned();
+    }
     let mut out = String::new();
     let mut values = values.iter();
     for piece in pieces(format).unwrap_or_default() {
@@ -258,6 +264,12 @@ mod tests {
     #[test]
     fn mac_addresses_as_bpftrace_prints_them() {
         assert_eq!(mac(&[0x52, 0x54, 0, 0x12, 0xab, 0xff]), "52:54:00:12:AB:FF");
+    }
+
+    #[test]
+    fn a_format_without_arguments_is_the_text_as_written() {
+        assert_eq!(render("100%%\n", &[]), "100%%\n");
+        assert_eq!(render("100%% %d\n", &[Value::Int(5)]), "100% 5\n");
     }
 
     #[test]
