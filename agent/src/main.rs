@@ -127,12 +127,11 @@ fn extract(args: &cli::ExtractArgs) -> anyhow::Result<String> {
 }
 
 fn exit_status(error: &anyhow::Error) -> u8 {
-    if weft_kernel::ebpf::needs_root(error) {
-        77
-    } else if weft_kernel::ebpf::kernel_refused(error) {
-        3
-    } else {
-        2
+    let kernel = (error.chain()).find_map(|e| e.downcast_ref::<weft_kernel::error::Error>());
+    match kernel {
+        Some(kernel) if kernel.needs_root() => 77,
+        Some(kernel) if kernel.kernel_refused() => 3,
+        _ => 2,
     }
 }
 

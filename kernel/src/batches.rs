@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context as _, Result};
+use crate::error::{Context as _, Result};
 use aya::maps::MapData;
 use weft_abi::{
     mapping::Mapping,
@@ -32,6 +32,7 @@ impl Batches {
         let cpus = cpus as usize;
         // SAFETY: sysconf has no preconditions.
         let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+            .ok()
             .context("no page size")?;
         // The kernel rounds each value up to 8 bytes and the whole up to pages.
         let len = (size_of::<Batch>().next_multiple_of(8) * cpus).next_multiple_of(page);

@@ -8,7 +8,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use anyhow::{Context as _, Result, anyhow, bail};
+use crate::error::{Context as _, Error, Result, bail};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{HashMap, MapData},
@@ -59,28 +59,9 @@ pub fn check_privileges() -> Result<()> {
     if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
         return Ok(());
     }
-    Err(NeedsRoot("tracing needs root (or CAP_BPF and CAP_PERFMON): run weft with sudo").into())
-}
-
-/// What this process lacks to trace: root, or the capabilities. The binary
-/// exits with its own status for it (docs/errors.md).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct NeedsRoot(&'static str);
-
-/// Whether `error` says this process lacks the privileges to trace.
-pub fn needs_root(error: &anyhow::Error) -> bool {
-    error.chain().any(<dyn std::error::Error>::is::<NeedsRoot>)
-}
-
-/// Whether `error` is the kernel refusing what weft asked of it: a program
-/// its verifier rejects, a map or probe it does not create or attach.
-pub fn kernel_refused(error: &anyhow::Error) -> bool {
-    error.chain().any(|e| {
-        e.is::<aya::EbpfError>()
-            || e.is::<aya::programs::ProgramError>()
-            || e.is::<aya::maps::MapError>()
-    })
+    Err(Error::NeedsRoot(
+        "tracing needs root (or CAP_BPF and CAP_PERFMON): run weft with sudo",
+    ))
 }
 
 /// The tracefs mount point, mounting it when absent.
@@ -98,17 +79,21 @@ pub fn tracefs() -> Result<&'static Path> {
     let closed = fs::metadata(path.join("events"))
         .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied);
     if closed {
-        return Err(NeedsRoot(
+        return Err(Error::NeedsRoot(
             "reading tracefs (the kernel's probes) needs root: run weft with sudo",
-        )
-        .into());
+        ));
     }
     mount(c"tracefs", c"/sys/kernel/tracing", None).map_err(|e| {
         if e.kind() == std::io::ErrorKind::PermissionDenied {
-            NeedsRoot("tracefs is not mounted, and mounting it needs root: run weft with sudo")
-                .into()
+            Error::NeedsRoot(
+                "tracefs is not mounted, and mounting it needs root: run weft with sudo",
+            )
         } else {
-            anyhow!("tracefs is not mounted and mounting it on /sys/kernel/tracing failed: {e}")
+            Error::Kernel {
+                doing: "tracefs is not mounted and mounting it on /sys/kernel/tracing failed"
+                    .into(),
+                cause: Box::new(e.into()),
+            }
         }
     })?;
     Ok(path)
@@ -151,7 +136,7 @@ pub fn read_tracepoint_format(tracefs: &Path, category: &str, event: &str) -> Re
 pub fn tracepoint_field(tracefs: &Path, category: &str, event: &str, name: &str) -> Result<Field> {
     let text = read_tracepoint_format(tracefs, category, event)?;
     find_field(&text, name)
-        .ok_or_else(|| anyhow!("tracepoint {category}:{event}: no field `{name}`"))
+        .ok_or_else(|| Error::Missing(format!("tracepoint {category}:{event}: no field `{name}`")))
 }
 
 /// Makes an [`EbpfLoader`] that has not read the kernel's BTF, on a
@@ -225,8 +210,11 @@ fn deny_opens_on_this_thread() -> std::io::Result<()> {
 
 /// The number of possible CPUs: one ring each.
 pub fn cpus() -> Result<u32> {
-    let cpus = aya::util::nr_cpus().map_err(|(path, e)| anyhow!("failed to read {path}: {e}"))?;
-    u32::try_from(cpus).context("too many CPUs")
+    let cpus = aya::util::nr_cpus().map_err(|(path, e)| Error::Kernel {
+        doing: format!("failed to read {path}"),
+        cause: Box::new(e.into()),
+    })?;
+    u32::try_from(cpus).map_err(|_| Error::Invalid(format!("{cpus} CPUs: too many")))
 }
 
 /// Puts `pids` into the pid filter set `map`.
@@ -263,20 +251,7 @@ pub fn bpf<T>(cmd: libc::c_long, attr: &T) -> std::io::Result<libc::c_long> {
 mod tests {
     use std::os::unix::fs::PermissionsExt as _;
 
-    use super::{NeedsRoot, kernel_refused, mount, needs_root};
-
-    /// The binary's exit status rests on these: privileges, the kernel's
-    /// refusals, and everything else told apart through any context.
-    #[test]
-    fn errors_say_what_they_are_through_context() {
-        let root = anyhow::Error::from(NeedsRoot("needs root")).context("weft stat");
-        assert!(needs_root(&root) && !kernel_refused(&root));
-        let refused =
-            anyhow::Error::from(aya::programs::ProgramError::NotLoaded).context("attaching");
-        assert!(kernel_refused(&refused) && !needs_root(&refused));
-        let other = anyhow::anyhow!("--pid 0: no such process");
-        assert!(!needs_root(&other) && !kernel_refused(&other));
-    }
+    use super::mount;
 
     /// The options weft mounts bpffs with (see `rings::bpffs`) make it
     /// root's only; without them it is 1777. Needs root, as CI has.

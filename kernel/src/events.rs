@@ -5,7 +5,7 @@
 
 use std::{path::Path, rc::Rc};
 
-use anyhow::{Context as _, Result, anyhow, bail};
+use crate::error::{Context as _, Error, Result, bail};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{MapData, PerCpuArray, StackTraceMap},
@@ -222,7 +222,10 @@ impl EventProbe {
         program
             .load()
             .with_context(|| format!("the kernel rejected {SAMPLE_PROGRAM}"))?;
-        let cpus = aya::util::online_cpus().map_err(|(path, e)| anyhow!("{path}: {e}"))?;
+        let cpus = aya::util::online_cpus().map_err(|(path, e)| Error::Kernel {
+            doing: format!("failed to read {path}"),
+            cause: Box::new(e.into()),
+        })?;
         for cpu in cpus {
             program
                 .attach(

@@ -23,6 +23,7 @@ pub mod clsact;
 pub mod delivery;
 pub mod doctor;
 pub mod ebpf;
+pub mod error;
 pub mod events;
 pub mod oneliner;
 pub mod rings;

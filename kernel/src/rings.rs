@@ -12,7 +12,7 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Context as _, Result, bail};
+use crate::error::{Context as _, Result, bail};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{Map, MapData},
@@ -205,7 +205,7 @@ impl RingArray {
                     return Ok(rings);
                 }
                 let outer = outer.fd().as_fd().as_raw_fd();
-                let slots = u32::try_from(rings.len())?;
+                let slots = u32::try_from(rings.len()).expect("a ring per CPU");
                 // An update sets its slot as it enters the kernel; the grace
                 // period it then waits out guards the slot's old value, and
                 // there was none. So the rings are in place once every slot
@@ -268,7 +268,7 @@ fn pinned_ring_array(rings: &[Ring], path: &Path) -> Result<MapData> {
         map_type: aya_obj::generated::bpf_map_type::BPF_MAP_TYPE_ARRAY_OF_MAPS as u32,
         key_size: 4,
         value_size: 4,
-        max_entries: u32::try_from(rings.len())?,
+        max_entries: u32::try_from(rings.len()).expect("a ring per CPU"),
         map_flags: 0,
         inner_map_fd: fd_of(template).as_raw_fd().cast_unsigned(),
         numa_node: 0,

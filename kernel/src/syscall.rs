@@ -7,7 +7,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context as _, Result, bail};
+use crate::error::{Context as _, Result, bail};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{MapData, PerCpuArray},

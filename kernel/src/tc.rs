@@ -11,7 +11,7 @@
 
 use std::{collections::BTreeSet, fs, net::IpAddr};
 
-use anyhow::{Context as _, Result, bail};
+use crate::error::{Context as _, Result, bail};
 use aya::{
     Ebpf,
     maps::{HashMap, MapData},

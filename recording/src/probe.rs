@@ -234,7 +234,7 @@ impl Probe for SyscallProbe {
     }
 
     fn detach(&mut self) -> Result<()> {
-        SyscallProbe::detach(self)
+        Ok(SyscallProbe::detach(self)?)
     }
 
     fn malformed(&self) -> u64 {

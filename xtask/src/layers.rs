@@ -148,13 +148,14 @@ mod tests {
     }
 
     #[test]
-    fn reading_crates_return_their_own_errors() {
-        // A caller of the reading side matches what went wrong (a capture
-        // that is damaged, a query refused) instead of parsing a message;
-        // only the binary turns errors into lines and exit statuses.
+    fn library_crates_return_their_own_errors() {
+        // A caller matches what went wrong (a capture that is damaged, a
+        // query refused, the kernel refusing a program) instead of parsing
+        // a message; only the binary turns errors into lines and exit
+        // statuses.
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         for folder in [
-            "store", "query", "oneliner", "symbols", "pt", "capture", "export",
+            "store", "query", "oneliner", "symbols", "pt", "capture", "export", "kernel",
         ] {
             let dependencies = dependencies(&root, folder);
             // The parser sees the manifest, or this test proves nothing.

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use anyhow::{Context as _, Result};
+use crate::error::{Context as _, Result};
 use aya::{
     Ebpf,
     maps::{HashMap as KernelMap, MapData, PerCpuHashMap},

@@ -6,7 +6,7 @@ use std::{
     path::Path,
 };
 
-use anyhow::Result;
+use crate::error::Result;
 use weft_oneliner::{
     Span, UserFunction,
     ast::{Base, MemberDef, RecordDef, TypeRef},

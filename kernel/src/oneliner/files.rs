@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, Result, bail};
+use crate::error::{Context as _, Result, bail};
 use weft_oneliner::kernel::glob_match;
 use weft_symbols::{Elf, UsdtProbe};
 

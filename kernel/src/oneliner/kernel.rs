@@ -267,10 +267,14 @@ impl Kernel {
 
 /// The event id of a tracepoint (the `ID:` line of its format), which its
 /// records carry as `common_type`.
-pub fn event_id(tracefs: &Path, category: &str, name: &str) -> anyhow::Result<u32> {
+pub fn event_id(tracefs: &Path, category: &str, name: &str) -> crate::error::Result<u32> {
     let text = ebpf::read_tracepoint_format(tracefs, category, name)?;
     text.lines()
         .find_map(|l| l.strip_prefix("ID:"))
         .and_then(|id| id.trim().parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("tracepoint {category}:{name}: its format has no ID line"))
+        .ok_or_else(|| {
+            crate::error::Error::Missing(format!(
+                "tracepoint {category}:{name}: its format has no ID line"
+            ))
+        })
 }

@@ -10,7 +10,7 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Context as _, Result, bail};
+use crate::error::{Context as _, Error, Result, bail};
 use aya::{
     Btf, Ebpf, EbpfLoader,
     maps::{Array, MapData, PerCpuArray, StackTraceMap},
@@ -283,7 +283,7 @@ impl OnelinerProbe {
                 // file lacks (a static function without debug info) is
                 // left out, the rest attach.
                 Err(error)
-                    if error.downcast_ref::<MissingFunction>().is_some()
+                    if matches!(error.innermost(), Error::NoFunction { .. })
                         && points[attach.item] > 1 =>
                 {
                     log::warn!("weft: {error:#}; left out, the probe's other attach points stay");
@@ -348,13 +348,14 @@ impl OnelinerProbe {
                 .context("the trace object has no probe map")?,
         )?;
         let config = lower::config(index, attach, cpid)?;
-        anyhow::ensure!(
-            config.uses() & !self.uses == 0,
-            "{}: needs parts of the trace program that were not loaded ({:#x} of {:#x})",
-            attach.target.name(),
-            config.uses(),
-            self.uses
-        );
+        if config.uses() & !self.uses != 0 {
+            return Err(Error::Missing(format!(
+                "{}: needs parts of the trace program that were not loaded ({:#x} of {:#x})",
+                attach.target.name(),
+                config.uses(),
+                self.uses
+            )));
+        }
         probes
             .set(key, config, 0)
             .context("failed to configure a probe")
@@ -406,7 +407,9 @@ impl OnelinerProbe {
                 self.link(fd, Builder::new(event).one_cpu(0), cookie)
             }
             Target::Kprobe { function, exit } => {
-                let event = KProbe::for_function(*exit, CString::new(function.as_str())?, 0)
+                let symbol = CString::new(function.as_str())
+                    .map_err(|_| Error::Invalid(format!("{name}: a NUL byte in the name")))?;
+                let event = KProbe::for_function(*exit, symbol, 0)
                     .with_context(|| format!("{name}: the kprobe PMU is missing"))?;
                 let fd = program(&mut self.ebpf, KPROBE_PROGRAM)?;
                 self.link(fd, Builder::new(event).one_cpu(0), cookie)
@@ -414,17 +417,12 @@ impl OnelinerProbe {
                         // The kprobe PMU's answers for a function the kernel
                         // lacks (ENOENT) or cannot probe (EINVAL: inlined,
                         // or on the kprobe blacklist).
-                        let missing = error.chain().any(|e| {
-                            e.downcast_ref::<std::io::Error>().is_some_and(|e| {
-                                matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EINVAL))
-                            })
-                        });
-                        if missing {
-                            MissingFunction {
+                        let missing = error.raw_os_error();
+                        if matches!(missing, Some(libc::ENOENT | libc::EINVAL)) {
+                            Error::NoFunction {
                                 place: "the kernel".into(),
                                 function: function.clone(),
                             }
-                            .into()
                         } else {
                             error
                         }
@@ -640,11 +638,10 @@ impl OnelinerProbe {
                 return Ok((path, offset));
             }
         }
-        Err(MissingFunction {
+        Err(Error::NoFunction {
             place: file.display().to_string(),
             function: symbol.to_owned(),
-        }
-        .into())
+        })
     }
 
     /// The functions of `file`, read once however many are probed.
@@ -917,7 +914,9 @@ fn test_run(fd: RawFd) -> Result<()> {
     // The most arguments a raw tracepoint has, all zero: none is read.
     let args = [0u64; 12];
     let attr = TestRun {
-        prog_fd: u32::try_from(fd).context("a program fd is not negative")?,
+        prog_fd: u32::try_from(fd)
+            .ok()
+            .context("a program fd is not negative")?,
         ctx_size_in: std::mem::size_of_val(&args) as u32,
         ctx_in: args.as_ptr() as u64,
         ..TestRun::default()
@@ -940,16 +939,6 @@ fn test_run(fd: RawFd) -> Result<()> {
 const BPF_PERF_EVENT: u32 = 41;
 
 /// The fd of program `name` of `ebpf`, loading it on first use.
-/// A kprobe's function is not in the kernel (or not one it can probe), or
-/// a uprobe's in none of its file's symbol tables.
-#[derive(Debug, thiserror::Error)]
-#[error("{place} has no function {function} to probe")]
-struct MissingFunction {
-    /// `the kernel`, or the file's path.
-    place: String,
-    function: String,
-}
-
 fn program(ebpf: &mut Ebpf, name: &str) -> Result<RawFd> {
     let program = ebpf
         .program_mut(name)

@@ -7,7 +7,7 @@
 
 use std::{ffi::CString, os::unix::ffi::OsStrExt as _, path::Path, sync::Arc};
 
-use anyhow::{Context as _, Result};
+use crate::error::{Context as _, Error, Result};
 use perf_event::events::{Event, EventData};
 use perf_event_open_sys::bindings::perf_event_attr;
 
@@ -29,11 +29,9 @@ impl Usdt {
         let pmu = std::fs::read_to_string("/sys/bus/event_source/devices/uprobe/type")
             .context("the uprobe PMU is missing (/sys/bus/event_source/devices/uprobe/type)")?;
         Ok(Self {
-            pmu: pmu
-                .trim()
-                .parse()
-                .context("the uprobe PMU's type is not a number")?,
-            path: CString::new(Path::new(path).as_os_str().as_bytes())?,
+            pmu: (pmu.trim().parse().ok()).context("the uprobe PMU's type is not a number")?,
+            path: CString::new(Path::new(path).as_os_str().as_bytes())
+                .map_err(|_| Error::Invalid(format!("usdt: {path:?} holds a NUL byte")))?,
             offset,
             semaphore,
         })

@@ -198,7 +198,7 @@ fn attach(
             probe.run_in_kernel(index)?;
         }
     }
-    probe.attach(plan, tracefs, cpid)
+    Ok(probe.attach(plan, tracefs, cpid)?)
 }
 
 /// "Attaching N probes...", as bpftrace says it, once they are: what
