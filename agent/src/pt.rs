@@ -153,7 +153,7 @@ fn flow(show: &PtFlowShowArgs) -> anyhow::Result<ExitCode> {
         let step = step.ptxed(show.event_ips).with_times(show.event_times);
         writeln!(out, "{}", step.with_sideband(format))
     };
-    let errors = each_input(&source(args), &mut |input| {
+    let errors = each_input::<anyhow::Error>(&source(args), &mut |input| {
         input.title(&mut out)?;
         // The recording's clocks time the steps that say which thread ran.
         let clocks = input.clocks(Clocks::default());
@@ -165,7 +165,7 @@ fn flow(show: &PtFlowShowArgs) -> anyhow::Result<ExitCode> {
             flow = flow.with_sideband(session);
         }
         let Some(threads) = input.threads else {
-            return walk(&mut flow, &mut |step| print(&mut out, &step));
+            return Ok(walk(&mut flow, &mut |step| print(&mut out, &step))?);
         };
         let code_at = |tsc| threads.code_at(tsc);
         let mut flow = flow.with_code_at(&code_at);
@@ -198,7 +198,7 @@ fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
     // Threads of per-CPU traces, put together over all CPUs.
     let mut stretches = Stretches::default();
     let mut cpu = 0;
-    let errors = each_input(&source(&args.flow), &mut |input| {
+    let errors = each_input::<anyhow::Error>(&source(&args.flow), &mut |input| {
         input.title(&mut out)?;
         let (trace, image) = (input.trace, input.image);
         let clocks = input.clocks(args.clocks.clocks());
@@ -214,7 +214,7 @@ fn calls(args: &PtCallsArgs) -> anyhow::Result<ExitCode> {
             };
             let ends = (&mut stretches, &mut cpu);
             let how = (&decoding, clocks);
-            return by_thread(how, &input, threads, ends, &ns, &mut section);
+            return Ok(by_thread(how, &input, threads, ends, &ns, &mut section)?);
         }
         let mut flow = decoding.flow(trace, image, clocks);
         let unit = input.clock.map(|_| "ns");

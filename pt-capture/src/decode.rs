@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
+use crate::error::{Error, Result, refuse};
 use weft_pt::Errata;
 use weft_pt::calls::{Call, Calls};
 use weft_pt::flow::{Event, Flow, Step};
@@ -44,8 +44,8 @@ impl Source {
     }
 }
 
-pub fn read_trace(path: &Path) -> anyhow::Result<Vec<u8>> {
-    weft_symbols::read_file(path).with_context(|| format!("reading {}", path.display()))
+pub fn read_trace(path: &Path) -> Result<Vec<u8>> {
+    weft_symbols::read_file(path).map_err(Error::file("reading", path))
 }
 
 /// How `weft pt flow` and `calls` decode: the CPU's errata, the capture's
@@ -117,10 +117,11 @@ impl Input<'_> {
 /// Hands `decode` each trace of `source` with its code, and sums the
 /// decoding errors it counts. A perf.data queue's trace is put together
 /// only when its turn comes, and each process's code is read once.
-pub fn each_input(
+/// `decode`'s own errors are `E`, which reading the inputs' fits into.
+pub fn each_input<E: From<Error>>(
     source: &Source,
-    decode: &mut dyn FnMut(Input) -> anyhow::Result<usize>,
-) -> anyhow::Result<usize> {
+    decode: &mut dyn FnMut(Input) -> Result<usize, E>,
+) -> Result<usize, E> {
     if source.trace.is_dir() {
         return each_cpu(source, decode);
     }
@@ -139,9 +140,13 @@ pub fn each_input(
         });
     }
     let name = source.trace.display();
-    let perf = PerfData::parse(&file).with_context(|| name.to_string())?;
+    let perf = PerfData::parse(&file).map_err(|error| Error::Perf {
+        path: name.to_string(),
+        error,
+    })?;
     if perf.queues.is_empty() {
-        anyhow::bail!("{name}: no Intel PT trace (no AUXTRACE records)");
+        let refused = format!("{name}: no Intel PT trace (no AUXTRACE records)");
+        return Err(Error::Refused(refused).into());
     }
     let clock = perf.clock();
     // A per-CPU queue (`perf record -a`) is split between threads by the
@@ -160,12 +165,14 @@ pub fn each_input(
         match switches {
             Some((on, _)) => pids.extend(on.iter().map(|s| s.pid).filter(|p| *p > 0)),
             None if queue.cpu >= 0 => {
-                pids.insert(source.pid.with_context(|| {
-                    format!(
+                let Some(pid) = source.pid else {
+                    let refused = format!(
                         "{name}: the trace is per CPU (perf record -a) without context-switch \
                          records: name the process whose code to decode with --pid"
-                    )
-                })?);
+                    );
+                    return Err(Error::Refused(refused).into());
+                };
+                pids.insert(pid);
             }
             None => {
                 pids.insert(perf.pid_of(queue.tid).unwrap_or(queue.tid));
@@ -175,9 +182,11 @@ pub fn each_input(
     let mut images = HashMap::new();
     for pid in pids {
         let mut image = Image::with_finder(source.finder());
-        let skipped = image.add_mappings(perf.mappings(pid), &mut |path| {
-            weft_symbols::read_file(path)
-        })?;
+        let skipped = image
+            .add_mappings(perf.mappings(pid), &mut |path| {
+                weft_symbols::read_file(path)
+            })
+            .map_err(Error::from)?;
         warn_skipped(skipped);
         images.insert(pid, image);
     }
@@ -215,19 +224,20 @@ pub fn each_input(
 
 /// Hands `decode` each CPU's trace of a `weft pt record` capture, with the
 /// code of the process it traced (or that `--image` and `--maps` give).
-fn each_cpu(
+fn each_cpu<E: From<Error>>(
     source: &Source,
-    decode: &mut dyn FnMut(Input) -> anyhow::Result<usize>,
-) -> anyhow::Result<usize> {
+    decode: &mut dyn FnMut(Input) -> Result<usize, E>,
+) -> Result<usize, E> {
     let saved = crate::dir::load(&source.trace)?;
     let name = source.trace.display();
     // The code of each process the capture kept, or what the command
     // line gives for the traced one.
     let images: HashMap<i32, Image> = if source.images.is_empty() && source.maps.is_none() {
         if saved.maps.is_empty() {
-            anyhow::bail!(
+            let refused = format!(
                 "{name}: the capture kept no process's maps: give the code with --image or --maps"
             );
+            return Err(Error::Refused(refused).into());
         }
         saved
             .maps
@@ -236,7 +246,7 @@ fn each_cpu(
                 let image = Image::with_finder(source.finder());
                 Ok((*pid, maps_image(image, maps, &saved.build_ids)?))
             })
-            .collect::<anyhow::Result<_>>()?
+            .collect::<Result<_>>()?
     } else {
         HashMap::from([(saved.pid.unwrap_or_default(), read_image(source)?)])
     };
@@ -262,10 +272,11 @@ fn each_cpu(
         // ran, each decoded with its process's code where the capture
         // kept it.
         if switches.is_empty() && process.is_none() {
-            anyhow::bail!(
+            let refused = format!(
                 "{name}: CPU {cpu}'s trace has no context switches to tell its {} processes apart",
                 images.len()
             );
+            return Err(Error::Refused(refused).into());
         }
         let threads = saved
             .clock
@@ -308,10 +319,7 @@ pub fn queue_title(perf: &PerfData, queue: &Queue) -> String {
 
 /// Run the flow, handing each step to `out` until it fails; the number of
 /// decoding errors met.
-pub fn walk(
-    flow: &mut Flow,
-    out: &mut dyn FnMut(Step) -> std::io::Result<()>,
-) -> anyhow::Result<usize> {
+pub fn walk(flow: &mut Flow, out: &mut dyn FnMut(Step) -> std::io::Result<()>) -> Result<usize> {
     let mut errors = 0;
     let mut failed = None;
     flow.run(&mut |step| {
@@ -328,7 +336,7 @@ pub fn walk(
         }
     });
     match failed {
-        Some(e) => Err(e.into()),
+        Some(e) => Err(Error::Write(e)),
         None => Ok(errors),
     }
 }
@@ -348,7 +356,7 @@ pub fn by_thread(
     (stretches, cpu): (&mut Stretches, &mut usize),
     ns: &dyn Fn(Call) -> Call,
     out: &mut ThreadCalls,
-) -> anyhow::Result<usize> {
+) -> Result<usize> {
     let code_at = |tsc| threads.code_at(tsc);
     let mut flow = decoding
         .flow(input.trace, input.image, clocks)
@@ -371,7 +379,7 @@ pub fn by_thread(
         for step in &steps {
             calls.step(step, &mut |call| made.push(ns(call)));
         }
-        out(pid, tid, image, made)?;
+        out(pid, tid, image, made).map_err(Error::Write)?;
     }
     Ok(errors)
 }
@@ -380,7 +388,7 @@ pub fn by_thread(
 /// `CLOCK_MONOTONIC` ns, as `weft record` stores them: `out` gets each
 /// thread's process, thread (0 where the capture has no context switches
 /// to tell), code and calls. Returns the decoding errors met.
-pub fn capture_calls(dir: &Path, out: &mut ThreadCalls) -> anyhow::Result<usize> {
+pub fn capture_calls(dir: &Path, out: &mut ThreadCalls) -> Result<usize> {
     let source = Source {
         trace: dir.to_owned(),
         images: Vec::new(),
@@ -394,7 +402,7 @@ pub fn capture_calls(dir: &Path, out: &mut ThreadCalls) -> anyhow::Result<usize>
     let (mut stretches, mut cpu) = (Stretches::default(), 0);
     each_cpu(&source, &mut |input| {
         let Some(clock) = input.clock else {
-            anyhow::bail!(
+            refuse!(
                 "{}: the capture has no clock readings: its calls cannot be placed in time",
                 dir.display()
             );
@@ -414,19 +422,19 @@ pub fn capture_calls(dir: &Path, out: &mut ThreadCalls) -> anyhow::Result<usize>
             calls.step(&step, &mut |call| made.push(ns(call)));
             Ok(())
         })?;
-        out(input.process.unwrap_or_default(), 0, input.image, made)?;
+        out(input.process.unwrap_or_default(), 0, input.image, made).map_err(Error::Write)?;
         Ok(errors)
     })
 }
 
-fn read_image(source: &Source) -> anyhow::Result<Image> {
+fn read_image(source: &Source) -> Result<Image> {
     let mut image = Image::with_finder(source.finder());
     for spec in &source.images {
         image.add_spec(spec)?;
     }
     match &source.maps {
         Some(maps) => maps_image(image, maps, &HashMap::new()),
-        None if source.images.is_empty() => anyhow::bail!(
+        None if source.images.is_empty() => refuse!(
             "{}: give the code the trace ran with --image or --maps",
             source.trace.display()
         ),
@@ -441,9 +449,8 @@ fn maps_image(
     mut image: Image,
     maps: &Path,
     build_ids: &HashMap<String, Option<String>>,
-) -> anyhow::Result<Image> {
-    let text =
-        std::fs::read_to_string(maps).with_context(|| format!("reading {}", maps.display()))?;
+) -> Result<Image> {
+    let text = std::fs::read_to_string(maps).map_err(Error::file("reading", maps))?;
     let mut read = |path: &Path| {
         let bytes = weft_symbols::read_file(path)?;
         let name = path.display().to_string();
@@ -463,7 +470,7 @@ fn maps_image(
     };
     let skipped = image
         .add_maps(&text, &mut read)
-        .with_context(|| maps.display().to_string())?;
+        .map_err(|error| Error::Damaged(format!("{}: {error}", maps.display())))?;
     warn_skipped(skipped);
     Ok(image)
 }

@@ -11,7 +11,7 @@ use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, bail};
+use crate::error::{Error, Result};
 use serde_json::json;
 use weft_pt::time::TscClock;
 
@@ -39,7 +39,7 @@ pub fn save(
     window: &Window,
     sidebands: &Sidebands,
     target: &serde_json::Value,
-) -> anyhow::Result<()> {
+) -> Result<()> {
     let Sidebands {
         clock,
         maps,
@@ -92,7 +92,7 @@ pub fn save(
         "switches": switches.map(|(s, lost)| json!({ "file": "switches", "records": s.len(), "lost": lost })),
         "threads": threads,
     });
-    let text = serde_json::to_string_pretty(&meta)?;
+    let text = serde_json::to_string_pretty(&meta).expect("a JSON value prints");
     write_new(&dir.join("capture.json"), text.as_bytes())
 }
 
@@ -135,41 +135,39 @@ pub struct Saved {
 }
 
 /// Reads the `capture.json` of a capture directory.
-pub fn load(dir: &Path) -> anyhow::Result<Saved> {
+pub fn load(dir: &Path) -> Result<Saved> {
     let path = dir.join("capture.json");
-    let text = weft_symbols::read_file(&path).with_context(|| {
-        format!(
+    let text = weft_symbols::read_file(&path).map_err(|error| Error::Io {
+        doing: format!(
             "{}: not a `weft pt record` capture (no capture.json)",
             dir.display()
-        )
+        ),
+        error,
     })?;
+    let at = |what: &str| Error::Damaged(format!("{}: {what}", path.display()));
     let meta: serde_json::Value =
-        serde_json::from_slice(&text).with_context(|| path.display().to_string())?;
-    let at = |what: &str| format!("{}: {what}", path.display());
+        serde_json::from_slice(&text).map_err(|error| at(&error.to_string()))?;
     if meta["version"] != 1 {
-        bail!(at(&format!(
-            "version {} is not one weft reads (1)",
-            meta["version"]
-        )));
+        let version = &meta["version"];
+        return Err(at(&format!("version {version} is not one weft reads (1)")));
     }
     let number = |value: &serde_json::Value, what: &str| {
-        value
-            .as_u64()
-            .with_context(|| at(&format!("{what} is not a number")))
+        (value.as_u64()).ok_or_else(|| at(&format!("{what} is not a number")))
     };
     let mut traces = Vec::new();
     for (i, cpu) in meta["cpus"].as_array().into_iter().flatten().enumerate() {
         let file = cpu["file"]
             .as_str()
             .filter(|f| !f.contains('/'))
-            .with_context(|| at(&format!("cpus[{i}].file is not a file name")))?;
-        let number = u32::try_from(number(&cpu["cpu"], &format!("cpus[{i}].cpu"))?)?;
+            .ok_or_else(|| at(&format!("cpus[{i}].file is not a file name")))?;
+        let number = u32::try_from(number(&cpu["cpu"], &format!("cpus[{i}].cpu"))?)
+            .map_err(|_| at(&format!("cpus[{i}].cpu is too large")))?;
         traces.push((number, dir.join(file)));
     }
     let clock = match &meta["clock"] {
         serde_json::Value::Null => None,
         clock => {
-            let pair = |key: &str| -> anyhow::Result<[u64; 2]> {
+            let pair = |key: &str| -> Result<[u64; 2]> {
                 Ok([
                     number(&clock[key][0], &format!("clock.{key}[0]"))?,
                     number(&clock[key][1], &format!("clock.{key}[1]"))?,
@@ -182,8 +180,7 @@ pub fn load(dir: &Path) -> anyhow::Result<Saved> {
         }
     };
     let word = |value: &serde_json::Value, what: &str| {
-        u32::try_from(value.as_u64().unwrap_or(0))
-            .with_context(|| at(&format!("{what} is too large")))
+        u32::try_from(value.as_u64().unwrap_or(0)).map_err(|_| at(&format!("{what} is too large")))
     };
     let pid = meta["target"]["pid"]
         .as_i64()
@@ -193,10 +190,9 @@ pub fn load(dir: &Path) -> anyhow::Result<Saved> {
         let file = file
             .as_str()
             .filter(|f| !f.contains('/'))
-            .with_context(|| at(&format!("maps.{process} is not a file name")))?;
-        let process = process
-            .parse()
-            .with_context(|| at(&format!("maps: {process} is not a process id")))?;
+            .ok_or_else(|| at(&format!("maps.{process} is not a file name")))?;
+        let process =
+            (process.parse()).map_err(|_| at(&format!("maps: {process} is not a process id")))?;
         maps.push((process, dir.join(file)));
     }
     // Earlier captures kept one `maps`, the traced process's.
@@ -226,7 +222,8 @@ pub fn load(dir: &Path) -> anyhow::Result<Saved> {
         } else {
             Vec::new()
         },
-        mtc_period: u8::try_from(word(&meta["fields"]["mtc_period"], "fields.mtc_period")?)?,
+        mtc_period: u8::try_from(word(&meta["fields"]["mtc_period"], "fields.mtc_period")?)
+            .map_err(|_| at("fields.mtc_period is too large"))?,
         cpuid_0x15: (
             word(&meta["cpuid_0x15"]["eax"], "cpuid_0x15.eax")?,
             word(&meta["cpuid_0x15"]["ebx"], "cpuid_0x15.ebx")?,
@@ -235,14 +232,14 @@ pub fn load(dir: &Path) -> anyhow::Result<Saved> {
     })
 }
 
-fn write_new(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
     fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(path)
         .and_then(|mut file| file.write_all(bytes))
-        .with_context(|| format!("writing {}", path.display()))
+        .map_err(Error::file("writing", path))
 }
 
 #[cfg(test)]

@@ -18,12 +18,14 @@
 //! - [`take`]: what to trace ([`take::Options`]), and the window taken.
 //! - [`switches`]: the context switches recorded while PT runs.
 //! - [`dir`]: the capture directory, written once and read back whole.
+//! - [`error`]: what any of it can fail with.
 //! - [`decode`]: a recording decoded whole (a raw trace, perf.data or a
 //!   capture directory), each trace with its code, clock and threads.
 
 pub mod caps;
 pub mod decode;
 pub mod dir;
+pub mod error;
 pub mod perf_event;
 pub mod switches;
 pub mod take;

@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use anyhow::Context as _;
+use crate::error::{Error, Result};
 use weft_abi::switch::SwitchEvent;
 use weft_kernel::{
     events::{EventProbe, Filter},
@@ -31,7 +31,7 @@ pub struct Switches {
 impl Switches {
     /// Starts recording the switches on `cpus`, or says why the eBPF
     /// source cannot load.
-    pub fn start(cpus: &[u32]) -> anyhow::Result<Self> {
+    pub fn start(cpus: &[u32]) -> Result<Self> {
         let probe = EventProbe::load(&[&SWITCH], &Filter::default(), RING_BYTES)?;
         Ok(Self {
             probe,
@@ -125,25 +125,27 @@ pub fn to_lines(switches: &[Switch]) -> String {
 }
 
 /// Reads a capture's `switches` file.
-pub fn load(path: &Path) -> anyhow::Result<Vec<Switch>> {
-    let bytes =
-        weft_symbols::read_file(path).with_context(|| format!("reading {}", path.display()))?;
+pub fn load(path: &Path) -> Result<Vec<Switch>> {
+    let bytes = weft_symbols::read_file(path).map_err(Error::file("reading", path))?;
     let text = String::from_utf8_lossy(&bytes);
     text.lines()
         .enumerate()
         .map(|(i, line)| {
-            let at = || format!("{}: line {}", path.display(), i + 1);
-            let value: serde_json::Value = serde_json::from_str(line).with_context(at)?;
+            let at =
+                |what: &str| Error::Damaged(format!("{}: line {}: {what}", path.display(), i + 1));
+            let value: serde_json::Value =
+                serde_json::from_str(line).map_err(|error| at(&error.to_string()))?;
             let number = |key: &str| {
                 value[key]
                     .as_i64()
-                    .with_context(|| format!("{}: no `{key}`", at()))
+                    .ok_or_else(|| at(&format!("no `{key}`")))
             };
+            let out_of_range = |_| at("a number out of range");
             Ok(Switch {
-                time: u64::try_from(number("ns")?).with_context(at)?,
-                cpu: u32::try_from(number("cpu")?).with_context(at)?,
-                pid: i32::try_from(number("pid")?).with_context(at)?,
-                tid: i32::try_from(number("tid")?).with_context(at)?,
+                time: u64::try_from(number("ns")?).map_err(out_of_range)?,
+                cpu: u32::try_from(number("cpu")?).map_err(out_of_range)?,
+                pid: i32::try_from(number("pid")?).map_err(out_of_range)?,
+                tid: i32::try_from(number("tid")?).map_err(out_of_range)?,
             })
         })
         .collect()

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::caps::{Caps, SYSFS};
+use crate::error::{Error, Result};
 use crate::perf_event::PerfEvent;
-use anyhow::{Context as _, bail};
 use serde_json::json;
 use weft_pt::time::TscClock;
 
@@ -73,7 +73,7 @@ pub struct Taken {
 }
 
 /// Plans, takes and writes one capture.
-pub fn take(caps: &Caps, options: &Options) -> anyhow::Result<Taken> {
+pub fn take(caps: &Caps, options: &Options) -> Result<Taken> {
     let cpus = match &options.target {
         Target::Pid(pid) => affinity(*pid)?,
         Target::Cgroup(cgroup) => cgroup_cpus(cgroup)?,
@@ -93,17 +93,19 @@ pub fn take(caps: &Caps, options: &Options) -> anyhow::Result<Taken> {
     fs::DirBuilder::new()
         .mode(0o700)
         .create(&options.output)
-        .with_context(|| format!("creating {}", options.output.display()))?;
+        .map_err(Error::file("creating", &options.output))?;
     let pmu = Path::new(SYSFS).join("intel_pt");
     let events = plan
         .cpus
         .iter()
         .map(|&cpu| {
-            let event = PerfEvent::open(&pmu, &plan, cpu)
-                .with_context(|| format!("opening intel_pt on CPU {cpu}"))?;
+            let event = PerfEvent::open(&pmu, &plan, cpu).map_err(|error| Error::Io {
+                doing: format!("opening intel_pt on CPU {cpu}"),
+                error,
+            })?;
             Ok((cpu, event))
         })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>>>()?;
     let mut recording = Switches::start(&plan.cpus);
     let first = read_tsc_and_monotonic();
     let window = window(&plan, events, |duration| {
@@ -115,6 +117,10 @@ pub fn take(caps: &Caps, options: &Options) -> anyhow::Result<Taken> {
             }
             std::thread::sleep(left.min(Duration::from_millis(10)));
         }
+    })
+    .map_err(|error| Error::Io {
+        doing: "tracing the window".into(),
+        error,
     })?;
     let clock = first.zip(read_tsc_and_monotonic()).map(|(a, b)| TscClock {
         tsc: [a.0, b.0],
@@ -167,14 +173,17 @@ fn target_json(target: &Target) -> serde_json::Value {
 }
 
 /// The CPUs process `pid` may run on.
-fn affinity(pid: u32) -> anyhow::Result<Vec<u32>> {
-    let pid = libc::pid_t::try_from(pid).context("pid out of range")?;
+fn affinity(pid: u32) -> Result<Vec<u32>> {
+    let pid = libc::pid_t::try_from(pid)
+        .map_err(|_| Error::Refused(format!("--pid {pid}: out of range")))?;
     // SAFETY: a zeroed cpu_set_t is an empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: `set` is a valid cpu_set_t of the size given.
     if unsafe { libc::sched_getaffinity(pid, size_of::<libc::cpu_set_t>(), &raw mut set) } != 0 {
-        let err = std::io::Error::last_os_error();
-        bail!("no CPUs for process {pid}: {err}");
+        return Err(Error::Io {
+            doing: format!("no CPUs for process {pid}"),
+            error: std::io::Error::last_os_error(),
+        });
     }
     let max = u32::try_from(libc::CPU_SETSIZE).unwrap_or(1024);
     // SAFETY: CPU_ISSET reads the set within CPU_SETSIZE.
@@ -184,24 +193,26 @@ fn affinity(pid: u32) -> anyhow::Result<Vec<u32>> {
 }
 
 /// The CPUs of a cgroup v2 directory's effective cpuset.
-fn cgroup_cpus(dir: &Path) -> anyhow::Result<Vec<u32>> {
+fn cgroup_cpus(dir: &Path) -> Result<Vec<u32>> {
     let path = dir.join("cpuset.cpus.effective");
-    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    cpu_list(text.trim()).with_context(|| format!("{}: {text:?} is not a CPU list", path.display()))
+    let text = fs::read_to_string(&path).map_err(Error::file("reading", &path))?;
+    cpu_list(text.trim())
+        .ok_or_else(|| Error::Damaged(format!("{}: {text:?} is not a CPU list", path.display())))
 }
 
-/// A kernel CPU list: `0-3,8,10-11`.
-fn cpu_list(text: &str) -> anyhow::Result<Vec<u32>> {
+/// A kernel CPU list: `0-3,8,10-11`; `None` where it is not one.
+fn cpu_list(text: &str) -> Option<Vec<u32>> {
     let mut cpus = Vec::new();
     for part in text.split(',').filter(|p| !p.is_empty()) {
         let (first, last) = part.split_once('-').unwrap_or((part, part));
-        let (first, last): (u32, u32) = (first.parse()?, last.parse()?);
+        let (first, last): (u32, u32) = (first.parse().ok()?, last.parse().ok()?);
+        // A range that runs backwards is not one.
         if first > last {
-            bail!("{part}: the range runs backwards");
+            return None;
         }
         cpus.extend(first..=last);
     }
-    Ok(cpus)
+    Some(cpus)
 }
 
 /// The build-id of each executable file in the processes' `maps` (hex;
@@ -273,8 +284,8 @@ mod tests {
         assert_eq!(cpu_list("0-3,8,10-11").unwrap(), [0, 1, 2, 3, 8, 10, 11]);
         assert_eq!(cpu_list("5").unwrap(), [5]);
         assert!(cpu_list("").unwrap().is_empty());
-        assert!(cpu_list("3-1").is_err());
-        assert!(cpu_list("x").is_err());
+        assert!(cpu_list("3-1").is_none());
+        assert!(cpu_list("x").is_none());
     }
 
     #[test]

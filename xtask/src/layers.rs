@@ -155,7 +155,15 @@ mod tests {
         // statuses.
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         for folder in [
-            "store", "query", "oneliner", "symbols", "pt", "capture", "export", "kernel",
+            "store",
+            "query",
+            "oneliner",
+            "symbols",
+            "pt",
+            "capture",
+            "export",
+            "kernel",
+            "pt-capture",
         ] {
             let dependencies = dependencies(&root, folder);
             // The parser sees the manifest, or this test proves nothing.
