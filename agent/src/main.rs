@@ -68,7 +68,8 @@ fn main() -> ExitCode {
         .map(|()| {
             eprintln!("weft: triggered");
             std::process::ExitCode::SUCCESS
-        }),
+        })
+        .map_err(anyhow::Error::from),
         cli::Command::Extract(args) => extract(args).map(|report| {
             for line in report.lines() {
                 eprintln!("weft: {line}");
@@ -127,7 +128,12 @@ fn extract(args: &cli::ExtractArgs) -> anyhow::Result<String> {
 }
 
 fn exit_status(error: &anyhow::Error) -> u8 {
-    let kernel = (error.chain()).find_map(|e| e.downcast_ref::<weft_kernel::error::Error>());
+    // The kernel's error, whether it came straight from the kernel crate or
+    // through a recording's.
+    let kernel = error.chain().find_map(|e| {
+        (e.downcast_ref::<weft_kernel::error::Error>())
+            .or_else(|| e.downcast_ref::<weft_recording::error::Error>()?.kernel())
+    });
     match kernel {
         Some(kernel) if kernel.needs_root() => 77,
         Some(kernel) if kernel.kernel_refused() => 3,

@@ -33,14 +33,28 @@ pub fn start(pid: u32, dir: &Path, calls: &Sender<Decoded>) -> Result<String, St
 /// record --pid` does, and hands its decoded calls to `to`: the recorder
 /// stores them. A recorder that has stopped meanwhile leaves the capture
 /// on disk only.
-pub fn capture(pid: u32, duration: Duration, output: &Path, to: &Sender<Decoded>) -> Result<()> {
-    crate::pt_record::capture(pid, duration, output)?;
+pub fn capture(
+    pid: u32,
+    duration: Duration,
+    output: &Path,
+    to: &Sender<Decoded>,
+) -> weft_recording::error::Result<()> {
+    crate::pt_record::capture(pid, duration, output).map_err(pt_error)?;
     let _ = to.send(decode(output)?);
     Ok(())
 }
 
 /// Decodes the `weft pt record` capture in `dir` into its calls.
-pub fn decode(dir: &Path) -> Result<Decoded> {
+pub fn decode(dir: &Path) -> weft_recording::error::Result<Decoded> {
+    calls(dir).map_err(pt_error)
+}
+
+/// A PT error as the recorder reports it.
+fn pt_error(error: impl Into<anyhow::Error>) -> weft_recording::error::Error {
+    weft_recording::error::Error::Pt(format!("{:#}", error.into()))
+}
+
+fn calls(dir: &Path) -> Result<Decoded> {
     let mut calls = Vec::new();
     let errors = weft_pt_capture::decode::capture_calls(dir, &mut |pid, tid, image, steps| {
         let thread = (

@@ -20,7 +20,7 @@ pub fn command(filter: &FilterArgs, quiet: bool) -> Result<Option<Command>> {
     };
     // Before the cgroup is made: without root, the error says so.
     weft_kernel::ebpf::check_privileges()?;
-    Command::spawn(&words, quiet).map(Some)
+    Ok(Some(Command::spawn(&words, quiet)?))
 }
 
 /// Probe options and the drain interval from the shared flags; with a

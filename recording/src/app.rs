@@ -31,7 +31,7 @@ use std::{
     },
 };
 
-use anyhow::{Context as _, Result, bail};
+use crate::error::{Context as _, Result, bail};
 
 use crate::socket::{self, Slots};
 use weft_capture::registry::{ValueKind, is_weft_source};
@@ -146,7 +146,9 @@ struct Counts {
 }
 
 fn group_id(name: &str) -> Result<u32> {
-    let c_name = std::ffi::CString::new(name).context("--app-group: NUL in name")?;
+    let c_name = std::ffi::CString::new(name)
+        .ok()
+        .context("--app-group: NUL in name")?;
     // SAFETY: a valid NUL-terminated string; the result is read at once.
     let group = unsafe { libc::getgrnam(c_name.as_ptr()) };
     if group.is_null() {

@@ -16,7 +16,7 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Context as _, Result};
+use crate::error::{Context as _, Result};
 use tokio::sync::Notify;
 
 use crate::oneliner::process::HeldChild;

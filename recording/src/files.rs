@@ -10,7 +10,7 @@ use std::mem::offset_of;
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::Result;
+use crate::error::Result;
 use weft_abi::args::{ArgsEvent, EVENT_SIZE, calls};
 use weft_store::{SourceId, Store};
 

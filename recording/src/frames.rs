@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use anyhow::Result;
+use crate::error::Result;
 use weft_kernel::events::StackReader;
 use weft_oneliner::Stack;
 use weft_store::{SourceId, Store};

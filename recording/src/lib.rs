@@ -34,6 +34,7 @@
 
 pub mod app;
 pub mod command;
+pub mod error;
 pub mod exposition;
 mod files;
 mod frames;

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use anyhow::Result;
+use crate::error::Result;
 use weft_store::{SourceId, Store};
 
 use crate::probe::Accounting;

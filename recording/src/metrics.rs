@@ -30,7 +30,7 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Context as _, Result};
+use crate::error::{Context as _, Result};
 use weft_query::health::SourceHealth;
 use weft_store::Reader;
 

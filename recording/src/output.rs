@@ -14,7 +14,7 @@ use std::{
     path::Path,
 };
 
-use anyhow::{Context as _, Result, bail};
+use crate::error::{Context as _, Error, Result, bail};
 
 /// Opens `path` for writing as the module docs say.
 pub fn create(path: &Path) -> Result<File> {
@@ -35,14 +35,17 @@ pub fn create(path: &Path) -> Result<File> {
     }
     let file = options.open(path).map_err(|e| {
         if e.raw_os_error() == Some(libc::ELOOP) {
-            anyhow::anyhow!(
+            Error::Invalid(format!(
                 "{} is a symbolic link in {}, a directory other users own or can write to; \
                  weft does not write through it (name the file it points to)",
                 path.display(),
                 parent.display()
-            )
+            ))
         } else {
-            anyhow::Error::new(e).context(format!("failed to create {}", path.display()))
+            Error::While {
+                doing: format!("failed to create {}", path.display()),
+                error: Box::new(e.into()),
+            }
         }
     })?;
     let meta = file.metadata()?;

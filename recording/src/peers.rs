@@ -10,7 +10,7 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Context as _, Result};
+use crate::error::{Context as _, Result};
 use tokio::sync::Notify;
 use weft_peer::{Handler, Refusal, Secret, client::FLEET_QUERY};
 use weft_store::Reader;

@@ -4,7 +4,7 @@
 //! is attached and accounts for each of its sources. A capture's probes
 //! are a list of these, which `session` drives.
 
-use anyhow::Result;
+use crate::error::Result;
 use weft_kernel::{
     delivery::Delivery,
     ebpf::ProgramCost,

@@ -15,7 +15,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context as _, Result, bail};
+use crate::error::{Context as _, Result, bail};
 use weft_ingest::syscalls::SyscallSink;
 use weft_kernel::source::CONNS;
 
@@ -439,7 +439,7 @@ fn finish(mut recorder: Recorder, session_index: usize, outcome: &Outcome) -> Re
     metadata::write_metadata(&dir, &metadata)?;
     if let Some(error) = error {
         let lost: u64 = unstored.values().sum();
-        return Err(error.context(format!(
+        return Err(error.within(format!(
             "recording stopped: the records written before it are kept in {}; \
              {unflushed} records held in memory and {lost} received after it were \
              not stored (counted as lost, \"store error\", in its weft.json)",
@@ -571,7 +571,7 @@ struct Recorder {
     /// the store, since the last status line and over the whole session.
     lag: (u64, u64),
     /// The first store error; it stops the capture at the next tick.
-    error: Option<anyhow::Error>,
+    error: Option<crate::error::Error>,
     /// Records received after it, by source: never stored, counted as
     /// lost ("store error").
     unstored: std::collections::BTreeMap<&'static str, u64>,

@@ -8,8 +8,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::error::{Context as _, Result};
 use crate::probe::{Accounting, Consumer, Probes};
-use anyhow::{Context as _, Result};
 use tokio::sync::Notify;
 
 /// When to drain, tick and stop.

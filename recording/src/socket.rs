@@ -20,7 +20,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context as _, Result};
+use crate::error::{Context as _, Result};
 
 /// A bound socket's path; the file is removed on drop.
 pub struct Bound {

@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context as _, Result};
+use crate::error::{Context as _, Result};
 use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 use weft_abi::syscall::SyscallEvent;

@@ -15,7 +15,7 @@
 
 use std::{collections::VecDeque, sync::mpsc::Sender};
 
-use anyhow::{Context as _, Result, bail};
+use crate::error::{Context as _, Error, Result, bail};
 use hdrhistogram::Histogram;
 use weft_query::{Column, Kind, ast::Op, bind::Pred};
 use weft_store::{SourceId, Store};
@@ -788,7 +788,7 @@ impl Rule {
 /// `SOURCE where CONDITION`, bound to the source's columns; `None` when the
 /// source is not weft's and not defined yet (an application's).
 fn bind(catalog: &weft_query::Catalog, text: &str) -> Result<Option<Test>> {
-    let failed = |error: weft_query::Error| anyhow::anyhow!("{}", error.render(text));
+    let failed = |error: weft_query::Error| Error::Program(error.render(text));
     let query = weft_query::parse(text).map_err(failed)?;
     if !query.stages.is_empty() || query.correlate.is_some() {
         bail!("a trigger is `SOURCE where CONDITION [last WINDOW]`, without stages or correlation");

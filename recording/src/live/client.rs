@@ -8,7 +8,7 @@ use std::{
     path::Path,
 };
 
-use anyhow::{Context as _, Result, bail};
+use crate::error::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
 use weft_capture::answer::AnswerFormat;

@@ -26,7 +26,7 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Context as _, Result};
+use crate::error::{Context as _, Result};
 use serde_json::{Value, json};
 use weft_store::Reader;
 

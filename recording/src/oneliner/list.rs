@@ -9,7 +9,7 @@
 
 use std::{io::Write, path::Path};
 
-use anyhow::Result;
+use crate::error::{Error, Result, bail};
 use weft_kernel::{ebpf, oneliner::kernel::Kernel};
 use weft_oneliner::{Kernel as _, ast::PerfEvent, kernel::glob_match};
 
@@ -61,10 +61,10 @@ fn list_usdt(kernel: &Kernel, search: &str, out: &mut dyn Write) -> Result<()> {
         [path] => (path, "*", "*"),
         [path, name] => (path, "*", name),
         [path, provider, name] => (path, provider, name),
-        _ => anyhow::bail!("`usdt:{search}`: expected usdt:PATH:[PROVIDER:]PROBE"),
+        _ => bail!("`usdt:{search}`: expected usdt:PATH:[PROVIDER:]PROBE"),
     };
     let entries = each_file(kernel, "usdt", path, |file| {
-        let (file, sites) = kernel.usdt(file).map_err(|e| anyhow::anyhow!(e))?;
+        let (file, sites) = kernel.usdt(file).map_err(Error::Invalid)?;
         Ok(sites
             .iter()
             .filter(|s| glob_match(provider, &s.provider) && glob_match(name, &s.name))
@@ -88,7 +88,7 @@ fn each_file(
     }
     let files = kernel.paths(path);
     if files.is_empty() {
-        anyhow::bail!("`{kind}:{path}`: the path matches no file");
+        bail!("`{kind}:{path}`: the path matches no file");
     }
     Ok(files
         .iter()
@@ -126,7 +126,7 @@ fn list_uprobes(kernel: &Kernel, search: &str, verbose: bool, out: &mut dyn Writ
 fn file_uprobes(kernel: &Kernel, path: &str, glob: &str, verbose: bool) -> Result<Vec<String>> {
     let (file, functions) = kernel
         .uprobe_functions(path)
-        .map_err(|e| anyhow::anyhow!("uprobe:{path}: {e}"))?;
+        .map_err(|e| Error::Invalid(format!("uprobe:{path}: {e}")))?;
     let matching: Vec<&str> = (functions.iter())
         .filter(|name| glob_match(glob, name))
         .map(String::as_str)
@@ -176,7 +176,7 @@ fn scope(search: &str) -> Result<(Vec<&'static str>, String)> {
         .filter(|full| glob_match(kind, full))
         .collect();
     if types.is_empty() {
-        anyhow::bail!(
+        bail!(
             "`{search}`: unknown probe type `{kind}` (-l lists tracepoint, kprobe, uprobe:PATH, usdt:PATH, software and hardware probes)"
         );
     }

@@ -19,7 +19,7 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Context as _, Result, anyhow, bail};
+use crate::error::{Context as _, Error, Result, bail};
 use weft_kernel::ebpf;
 use weft_kernel::oneliner::{
     kcore::Kcore,
@@ -228,7 +228,7 @@ fn say_attached(format: OutputFormat, probes: usize, out: &mut dyn std::io::Writ
 /// `plan`. A map size set there is held exactly in weft: the kernel's map
 /// of aggregations is shared by every map and cannot count one map's keys.
 fn limits(plan: &mut Plan) -> Result<Limits> {
-    let limits = Limits::from_env().map_err(anyhow::Error::msg)?;
+    let limits = Limits::from_env().map_err(Error::Invalid)?;
     plan.set_string_len(limits.slot_len());
     if plan.attaches.len() > limits.max_probes {
         bail!(
@@ -287,7 +287,7 @@ fn handle(
 /// Parses `text`, puts `params` in for `$1`, `$2`, ..., and checks it,
 /// with errors pointing into it.
 fn resolve(text: &str, params: &[String], unsafe_calls: bool, pid: Option<u32>) -> Result<Plan> {
-    let render = |e: weft_oneliner::Error| anyhow!("{}", e.render(text));
+    let render = |e: weft_oneliner::Error| Error::Program(e.render(text));
     let mut program = weft_oneliner::parse::parse_with(text, params).map_err(render)?;
     program.unsafe_calls = unsafe_calls;
     program.pid = pid;

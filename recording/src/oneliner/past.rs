@@ -19,7 +19,7 @@
 
 use std::{ops::RangeInclusive, path::Path, sync::Arc};
 
-use anyhow::{Result, anyhow, bail};
+use crate::error::{Error, Result, bail};
 use weft_abi::{
     args::ArgsEvent,
     block::{BlockEvent, Op},
@@ -94,7 +94,7 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
         Some(n) => kept_window(&snapshot, n)?,
         None => snapshot
             .time_range()?
-            .ok_or_else(|| anyhow!("{} holds no records", from.display()))?,
+            .ok_or_else(|| Error::Invalid(format!("{} holds no records", from.display())))?,
     };
     let source = |name: &str| {
         (snapshot.meta().sources.iter())
@@ -111,7 +111,7 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
     let plan = resolve(options, from, &sources)?;
     let names =
         tasks::names(&snapshot)?.map_or_else(|| Arc::new(Names::new([], false)), |t| t.comm);
-    let limits = Limits::from_env().map_err(anyhow::Error::msg)?;
+    let limits = Limits::from_env().map_err(Error::Invalid)?;
     let mut out = super::output(options.output.as_deref())?;
     let mut runtime = Runtime::new(&plan, options.format, *window.start());
     runtime.set_limits(limits);
@@ -149,7 +149,7 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
 /// The program checked against what the capture holds, to run in weft.
 fn resolve(options: &Options, from: &Path, sources: &Sources) -> Result<Plan> {
     let text = &options.text;
-    let render = |e: weft_oneliner::Error| anyhow!("{}", e.render(text));
+    let render = |e: weft_oneliner::Error| Error::Program(e.render(text));
     let program = weft_oneliner::parse::parse_with(text, &options.params).map_err(render)?;
     recorded_probes(&program, from, sources).map_err(render)?;
     unrecorded_builtins(&program).map_err(render)?;

@@ -6,7 +6,7 @@ use std::{
     os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd},
 };
 
-use anyhow::{Context as _, Result, bail};
+use crate::error::{Context as _, Result, bail};
 
 /// What the program ends with, besides Ctrl-C and `exit()`.
 pub enum Process {
@@ -49,7 +49,8 @@ pub struct Watched {
 
 impl Watched {
     pub fn open(pid: u32) -> Result<Self> {
-        let pid = libc::pid_t::try_from(pid).with_context(|| format!("-p {pid}: not a pid"))?;
+        let pid =
+            (libc::pid_t::try_from(pid).ok()).with_context(|| format!("-p {pid}: not a pid"))?;
         // SAFETY: pidfd_open takes a pid and flags and returns a new fd.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
         if fd < 0 {
@@ -102,6 +103,7 @@ impl HeldChild {
             .iter()
             .map(|w| CString::new(*w))
             .collect::<Result<Vec<_>, _>>()
+            .ok()
             .context("-c: a word holds a NUL byte")?;
         let mut argv: Vec<*const libc::c_char> = words.iter().map(|a| a.as_ptr()).collect();
         argv.push(std::ptr::null());
@@ -211,5 +213,6 @@ fn executable(program: &str) -> Result<CString> {
     let path =
         path.with_context(|| format!("-c: `{program}` is not an executable file or in PATH"))?;
     CString::new(path.into_os_string().into_encoded_bytes())
+        .ok()
         .context("-c: the path holds a NUL byte")
 }

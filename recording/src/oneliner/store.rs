@@ -6,7 +6,7 @@
 
 use std::{collections::BTreeMap, path::Path, sync::Arc};
 
-use anyhow::{Context as _, Result};
+use crate::error::{Context as _, Result};
 use weft_ingest::tasks::TaskNames;
 use weft_kernel::delivery::Delivery;
 use weft_oneliner::{
@@ -52,7 +52,7 @@ pub struct KeptEvents {
     metadata: Metadata,
     session: usize,
     dir: Arc<weft_store::Dir>,
-    error: Option<anyhow::Error>,
+    error: Option<crate::error::Error>,
 }
 
 impl KeptEvents {
@@ -162,7 +162,7 @@ impl KeptEvents {
         entry.complete = error.is_none() && closed.is_ok();
         metadata::write_metadata(&dir, &metadata)?;
         if let Some(error) = error {
-            return Err(error.context("storing events stopped"));
+            return Err(error.within("storing events stopped"));
         }
         closed
     }
