@@ -2,7 +2,10 @@
 //! headless. The arguments become a plain [`RecordPlan`], which
 //! `weft_recording::record` carries out.
 
-use std::process::ExitCode;
+use std::{
+    io::{IsTerminal as _, Write as _},
+    process::ExitCode,
+};
 
 use anyhow::Result;
 use weft_kernel::tc::NetOptions;
@@ -10,6 +13,7 @@ use weft_recording::{
     command::Command,
     peers::PeerPlan,
     record::{Chosen, RecordPlan, Triggering, ns, record},
+    recorder::Progress,
     trigger,
 };
 
@@ -21,9 +25,39 @@ use crate::{
 /// Runs `weft record` until the duration ends, SIGINT or SIGTERM.
 pub fn run(args: &RecordArgs) -> Result<ExitCode> {
     let command = resolve::command(&args.filter, false)?;
-    let plan = plan(args, command.as_ref())?;
-    eprint!("{}", record(&plan, None, command)?);
+    let mut plan = plan(args, command.as_ref())?;
+    // A status line where someone watches.
+    if std::io::stderr().is_terminal() {
+        plan.progress = Some(status_line);
+    }
+    let recorded = record(&plan, None, command);
+    if plan.progress.is_some() {
+        eprintln!();
+    }
+    eprint!("{}", recorded?);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Redraws the status line: events, rate, losses, drain lag, size, time.
+fn status_line(progress: &Progress) {
+    let elapsed = progress.elapsed.as_secs_f64();
+    let received = progress.received;
+    let left = (progress.left).map_or_else(String::new, |left| {
+        format!(", {:.0}s left", left.as_secs_f64())
+    });
+    let lag = match progress.lag_ns {
+        0 => String::new(),
+        ns => format!(", drain lag {:.1}ms", ns as f64 / 1e6),
+    };
+    let mut stderr = std::io::stderr().lock();
+    let _ = write!(
+        stderr,
+        "\r\x1b[Kweft record: {received} events ({:.1}k/s), lost {}{lag}, {:.1} MiB on disk, {elapsed:.0}s{left}",
+        received as f64 / elapsed.max(1e-9) / 1e3,
+        progress.lost,
+        progress.disk_bytes as f64 / f64::from(1 << 20),
+    );
+    let _ = stderr.flush();
 }
 
 /// `sources` with `filter`, into a new capture `dir`, without limits,

@@ -8,7 +8,9 @@
 //! # Overview
 //!
 //! - [`record`]: a recording from its [`record::RecordPlan`]: probes, store,
-//!   sockets, the session, and the report of what was kept and lost.
+//!   sockets, the session, and the report of what was kept and lost;
+//!   [`recorder`]: its consumer, the store plus the intake of each record
+//!   and the stages of each tick; [`error`]: what any of it can fail with.
 //! - [`session`]: the capture loop `stat` and `record` share: drain every
 //!   probe's rings on a timer, tick, stop, detach, account for every record;
 //!   [`probe`]: the shape its probes share, whatever their family.
@@ -48,6 +50,7 @@ pub mod output;
 pub mod peers;
 pub mod probe;
 pub mod record;
+pub mod recorder;
 pub mod segments;
 pub mod session;
 pub mod socket;

@@ -8,10 +8,12 @@
 
 use std::{
     collections::{BTreeMap, HashMap},
-    io::{IsTerminal as _, Write as _},
     net::SocketAddr,
     path::{Path, PathBuf},
-    sync::{Arc, Mutex, PoisonError, mpsc::Sender},
+    sync::{
+        Arc, Mutex,
+        mpsc::{Receiver, Sender},
+    },
     time::{Duration, Instant},
 };
 
@@ -26,30 +28,32 @@ use crate::frames::FrameLog;
 use weft_kernel::{
     ebpf,
     events::{self, EventProbe},
-    source::SourceHooks,
     syscall::{Options, SyscallProbe},
     tc::NetOptions,
 };
-use weft_query::health::{Health, SourceHealth};
+use weft_query::health::Health;
 use weft_store::{Config, SourceId, Store};
 
 use crate::{
-    app::{self, AppServer, Message},
+    app::{self, AppServer},
     command::Command,
     histogram,
     live::{self, DecodePt},
     losses, metrics, peers,
-    probe::{Account, Accounting, Arrival, Consumer, Probes},
+    probe::{Account, Probes},
+    recorder::{
+        CallTotals, Failure, HealthFeed, Intake, ManualNotes, Progress, ProgressFeed, PtCalls,
+        Recorder, Report, Stage,
+    },
     session::{self, Outcome, Session},
-    travel::{self, Travel},
+    travel::Travel,
     trigger::{self, CapturePt, Triggers},
 };
 use weft_capture::{
     capture,
-    metadata::{self, Lost, Metadata, SourceNote},
-    pt_calls,
-    registry::{self, ValueKind},
-    sources::{self, Layout, STORED_FROM, Spec},
+    metadata::{self, Metadata, SourceNote},
+    pt_calls, registry,
+    sources::{self, Layout, Spec},
 };
 
 /// A recording, resolved from the command line once: which probes with
@@ -80,6 +84,9 @@ pub struct RecordPlan {
     pub decode_pt: Option<DecodePt>,
     /// Samples per second per CPU of the stack source.
     pub stack_hz: u64,
+    /// Where the recording's progress goes each second (the binary's
+    /// status line); `None` shows none.
+    pub progress: Option<fn(&Progress)>,
 }
 
 /// The triggers of a recording and what they do.
@@ -115,6 +122,7 @@ impl RecordPlan {
             peer: None,
             decode_pt: None,
             stack_hz: weft_abi::stacks::DEFAULT_HZ,
+            progress: None,
         }
     }
 
@@ -231,39 +239,34 @@ pub fn record(plan: &RecordPlan, ui: Option<UiLink>, command: Option<Command>) -
     let capture_dir = Arc::clone(store.dir());
     let (metadata, session_index) = capture::start_session(&capture_dir, described)?;
     fresh.keep();
+    let stages = stages(plan, &capture_dir, manual_notes, decoded, health);
     let mut recorder = Recorder {
         store,
-        syscalls,
-        spec_sources,
-        app_sources: HashMap::new(),
-        metadata,
+        intake: Intake {
+            syscalls,
+            spec_sources,
+            app_sources: HashMap::new(),
+            metadata,
+            dir: capture_dir,
+            latencies,
+            frames,
+            files,
+            lag: (0, 0),
+        },
         triggers,
-        manual_notes,
-        calls: None,
-        decoded,
-        call_totals: CallTotals::default(),
-        lag: (0, 0),
-        error: None,
-        unstored: std::collections::BTreeMap::new(),
-        status: ui_stop.is_none() && std::io::stderr().is_terminal(),
-        health,
-        latencies,
+        failure: Failure::default(),
+        stages,
+        report: Report {
+            start: Instant::now(),
+            calls: CallTotals::default(),
+        },
         pins: peer.map(|side| side.incoming),
-        start: Instant::now(),
-        duration: plan.duration,
-        dir: capture_dir,
-        losses: losses::LossLog::default(),
-        frames,
-        files,
     };
     // Let run now that the probes are attached; killed if still running
     // when recording stops.
     let running = (command.zip(session.stop.clone())).map(|(command, ended)| command.run(ended));
     let outcome = session::run(&session, &mut probes, &mut recorder)?;
     drop(running);
-    if recorder.status {
-        eprintln!();
-    }
     finish(recorder, session_index, &outcome)
 }
 
@@ -366,39 +369,23 @@ fn load_probes(plan: &RecordPlan) -> Result<(Probes, Option<StackReader>)> {
 /// Closes the store, completes `weft.json` and reports what was recorded
 /// and lost.
 fn finish(mut recorder: Recorder, session_index: usize, outcome: &Outcome) -> Result<String> {
-    // PT captures under way end, and their calls are stored; the capture
-    // closes even when one does not (a decode that hangs).
-    let abandoned = recorder.triggers.join_captures(trigger::CLOSE_WAIT);
-    if abandoned > 0 {
-        log::warn!(
-            "weft: gave up waiting {}s for {abandoned} PT capture(s) to be decoded; their calls are not stored",
-            trigger::CLOSE_WAIT.as_secs()
-        );
-    }
-    let pending: Vec<_> = recorder.decoded.try_iter().collect();
-    for decoded in &pending {
-        if let Err(error) = recorder.store_calls(decoded) {
-            recorder.error.get_or_insert(error);
-        }
-    }
-    // The losses of the last drain, at the end (none can be written after
-    // a store error).
-    if recorder.error.is_none() {
-        let now = weft_store::now_ns();
-        let Recorder { store, losses, .. } = &mut recorder;
-        if let Err(error) = losses.note(store, now, &outcome.accounting) {
-            recorder.error = Some(error);
-        }
-    }
+    // What the stages must still store: PT captures under way, the last
+    // drain's losses (none can be written after a store error).
+    recorder.finish_stages(&outcome.accounting);
     let Recorder {
         store,
-        error,
-        unstored,
-        mut metadata,
-        dir,
-        lag,
+        intake:
+            Intake {
+                mut metadata,
+                dir,
+                lag,
+                ..
+            },
         triggers,
-        call_totals,
+        failure: Failure { error, unstored },
+        report: Report {
+            calls: call_totals, ..
+        },
         ..
     } = recorder;
     // The space set aside for this last write of `weft.json`, which a full
@@ -555,166 +542,35 @@ fn open_store(dir: &Path, config: &Config) -> Result<Store> {
     Ok(store)
 }
 
-/// `record`'s consumer: each record into the store.
-struct Recorder {
-    store: Store,
-    /// Syscall records into the store, and every source's thread names.
-    syscalls: SyscallSink,
-    /// The store source of each event source, and where its records'
-    /// timestamp and thread are.
-    spec_sources: HashMap<weft_abi::events::Source, (SourceId, Layout)>,
-    /// Application sources defined so far.
-    app_sources: HashMap<Arc<str>, SourceId>,
-    /// `weft.json`, rewritten when an application defines a source.
-    metadata: Metadata,
-    /// Longest time from a kernel record's timestamp to its arrival in
-    /// the store, since the last status line and over the whole session.
-    lag: (u64, u64),
-    /// The first store error; it stops the capture at the next tick.
-    error: Option<crate::error::Error>,
-    /// Records received after it, by source: never stored, counted as
-    /// lost ("store error").
-    unstored: std::collections::BTreeMap<&'static str, u64>,
-    /// Whether to draw a status line (stderr is a terminal).
-    status: bool,
-    triggers: Triggers,
-    /// Manual triggers asked through the live socket, with their notes.
-    manual_notes: std::sync::mpsc::Receiver<String>,
-    /// The `calls` source, once a PT capture has been decoded.
-    calls: Option<pt_calls::CallLog>,
-    /// Decoded PT captures waiting to be stored.
-    decoded: std::sync::mpsc::Receiver<pt_calls::Decoded>,
-    call_totals: CallTotals,
-    /// Where a terminal UI reads the counters, when one runs.
+/// What each tick of a recording does besides the triggers' own: manual
+/// triggers (`notes`), the loss log, the PT captures' calls (`decoded`),
+/// and the counters for a UI or the metrics (`health`) and the plan's
+/// progress line.
+fn stages(
+    plan: &RecordPlan,
+    dir: &Arc<weft_store::Dir>,
+    notes: Receiver<String>,
+    decoded: Receiver<pt_calls::Decoded>,
     health: Option<Arc<Mutex<Health>>>,
-    /// Each syscall's latency histogram and where scrapes read it, when
-    /// metrics are served.
-    latencies: Option<(histogram::Latencies, histogram::Shared)>,
-    /// Peers' firings, from the peer port.
-    pins: Option<std::sync::mpsc::Receiver<travel::Incoming>>,
-    start: Instant,
-    duration: Option<Duration>,
-    /// The capture directory, the store's own.
-    dir: Arc<weft_store::Dir>,
-    /// What each source lost, noted each tick.
-    losses: losses::LossLog,
-    /// The functions of the stacks records name, with the stack source.
-    frames: Option<FrameLog>,
-    /// With the `args` source, the names of its records' files.
-    files: Option<FileNames>,
-}
-
-impl Consumer for Recorder {
-    fn take(&mut self, now: u64, arrival: Arrival<'_>) {
-        if self.error.is_some() {
-            *self.unstored.entry(source_of(&arrival)).or_default() += 1;
-            return;
-        }
-        let source = source_of(&arrival);
-        let stored = match arrival {
-            Arrival::Syscall(record) => self.store_syscall(now, record),
-            Arrival::Event(hooks, record) => self.store_event(hooks, now, record),
-            Arrival::App(message) => self.store_app(now, message),
-        };
-        if let Err(error) = stored {
-            self.error = Some(error);
-            *self.unstored.entry(source).or_default() += 1;
-        }
+) -> Vec<Box<dyn Stage>> {
+    let mut stages: Vec<Box<dyn Stage>> = vec![
+        Box::new(ManualNotes(notes)),
+        Box::new(losses::LossLog::default()),
+        Box::new(PtCalls { log: None, decoded }),
+    ];
+    if let Some(health) = health {
+        let dir = Arc::clone(dir);
+        stages.push(Box::new(HealthFeed { health, dir }));
     }
-
-    fn manual_trigger(&mut self) {
-        if let Err(error) = self.triggers.manual(&mut self.store, None) {
-            self.error.get_or_insert(error);
-        }
+    if let Some(show) = plan.progress {
+        let (duration, dir) = (plan.duration, Arc::clone(dir));
+        stages.push(Box::new(ProgressFeed {
+            show,
+            duration,
+            dir,
+        }));
     }
-
-    fn poke(&mut self) {
-        let Some(pins) = &self.pins else { return };
-        while let Ok((request, answer)) = pins.try_recv() {
-            match self.triggers.from_peer(&mut self.store, &request) {
-                Ok(reply) => {
-                    // The peer port may have given up waiting.
-                    let _ = answer.try_send(reply);
-                }
-                Err(error) => {
-                    self.error.get_or_insert(error);
-                }
-            }
-        }
-    }
-
-    fn drained(&mut self) {
-        self.triggers.drained();
-    }
-
-    fn tick(&mut self, accounting: &Accounting) -> Result<bool> {
-        // A store error (a full disk) stops the session: the probes detach
-        // and what is left in the rings is drained and counted as lost;
-        // `finish` closes the capture and reports the error.
-        if self.error.is_some() {
-            return Ok(false);
-        }
-        while let Ok(note) = self.manual_notes.try_recv() {
-            self.triggers.manual(&mut self.store, Some(note))?;
-        }
-        self.triggers.tick(&mut self.store)?;
-        self.losses
-            .note(&mut self.store, weft_store::now_ns(), accounting)?;
-        while let Ok(decoded) = self.decoded.try_recv() {
-            self.store_calls(&decoded)?;
-        }
-        self.store.publish();
-        if self.status {
-            self.draw_status(accounting);
-        }
-        if let Some(health) = &self.health {
-            let now = self.health_of(accounting);
-            *health.lock().unwrap_or_else(PoisonError::into_inner) = now;
-        }
-        if let Some((latencies, shared)) = &self.latencies {
-            latencies.publish(shared);
-        }
-        self.lag.0 = 0;
-        Ok(true)
-    }
-}
-
-/// The source an arrival's record belongs to, as `weft.json` names it.
-fn source_of(arrival: &Arrival<'_>) -> &'static str {
-    match arrival {
-        Arrival::Syscall(_) => registry::SYSCALLS,
-        Arrival::Event(hooks, _) => hooks.name,
-        Arrival::App(_) => "app",
-    }
-}
-
-/// The PT captures whose calls a session stored.
-#[derive(Debug, Default)]
-struct CallTotals {
-    captures: u64,
-    stored: u64,
-    late: u64,
-    decoding_errors: u64,
-}
-
-impl CallTotals {
-    fn noted(&self) -> Lost {
-        // Late calls are the source's losses.
-        Lost {
-            lost: self.late,
-            received: Some(self.stored),
-            captures: Some(self.captures),
-            decoding_errors: Some(self.decoding_errors),
-            ..Lost::default()
-        }
-    }
-
-    fn line(&self) -> String {
-        format!(
-            "calls: {} from {} PT capture(s), {} too late to store, {} decoding error(s)",
-            self.stored, self.captures, self.late, self.decoding_errors
-        )
-    }
+    stages
 }
 
 /// The store source of each chosen event source, with its layout.
@@ -730,233 +586,4 @@ fn define_sources(
         );
     }
     Ok(sources)
-}
-
-/// The process and the kernel and user stack ids a `stacks` or `sched`
-/// record (as the kernel wrote it) names.
-fn stack_ids(hooks: &SourceHooks, record: &[u8]) -> Option<(u32, i32, i32)> {
-    use std::mem::offset_of;
-    use weft_abi::{events::Source, sched::SchedEvent, stacks::StackEvent};
-    let (pid, kstack, ustack) = match hooks.source {
-        Source::Stacks => (
-            offset_of!(StackEvent, pid),
-            offset_of!(StackEvent, kstack),
-            offset_of!(StackEvent, ustack),
-        ),
-        Source::Sched => (
-            offset_of!(SchedEvent, pid),
-            offset_of!(SchedEvent, kstack),
-            offset_of!(SchedEvent, ustack),
-        ),
-        _ => return None,
-    };
-    let word = |at: usize| Some(u32::from_le_bytes(record.get(at..at + 4)?.try_into().ok()?));
-    Some((
-        word(pid)?,
-        word(kstack)?.cast_signed(),
-        word(ustack)?.cast_signed(),
-    ))
-}
-
-impl Recorder {
-    /// A syscall record into the `syscalls` source, its thread noted.
-    fn store_syscall(&mut self, now: u64, record: &[u8]) -> Result<()> {
-        // Arrival is when weft drained it; the kernel's exit time is the
-        // producer's timestamp.
-        match self.syscalls.append(&mut self.store, now, record)? {
-            Some(stored) => {
-                if let Some((latencies, _)) = &mut self.latencies {
-                    latencies.add(stored.nr, stored.duration_ns);
-                }
-                self.triggers.check(
-                    &mut self.store,
-                    stored.source,
-                    now,
-                    Some(stored.exit_ns),
-                    stored.payload,
-                )
-            }
-            None => Ok(()),
-        }
-    }
-
-    /// Another source's record into its store source, its thread noted.
-    fn store_event(&mut self, hooks: &'static SourceHooks, now: u64, record: &[u8]) -> Result<()> {
-        let Some(&(source, layout)) = self.spec_sources.get(&hooks.source) else {
-            return Ok(());
-        };
-        let ts = layout.time(record);
-        if let Some(ts) = ts {
-            let lag = now.saturating_sub(ts);
-            self.lag = (self.lag.0.max(lag), self.lag.1.max(lag));
-        }
-        let named;
-        let record = match &mut self.files {
-            Some(files) if hooks.source == weft_abi::events::Source::Args => {
-                named = files.name(&mut self.store, now, record)?;
-                &named[..]
-            }
-            _ => record,
-        };
-        self.store_record(source, now, ts, &record[STORED_FROM..])?;
-        match hooks.source {
-            weft_abi::events::Source::Conns => self.triggers.note_conn(record),
-            weft_abi::events::Source::Net => self.triggers.note_packet(record),
-            _ => {}
-        }
-        // The thread's name first: a `/proc` read, while naming a new
-        // stack's frames may read the process's files for long, and a
-        // short-lived thread may be gone after.
-        if let Some((pid, tid)) = layout.thread(record) {
-            self.syscalls
-                .tasks()
-                .observe(&mut self.store, now, pid, tid, false)?;
-        }
-        if let (Some(frames), Some((pid, kstack, ustack))) =
-            (&mut self.frames, stack_ids(hooks, record))
-        {
-            frames.note(&mut self.store, now, pid, kstack, ustack)?;
-        }
-        Ok(())
-    }
-
-    /// An application's new source, or a record of one it defined.
-    fn store_app(&mut self, now: u64, message: Message) -> Result<()> {
-        match message {
-            Message::Define { name, fields } => self.define_app_source(&name, &fields),
-            Message::Record { name, ts, values } => {
-                let Some(&source) = self.app_sources.get(&name) else {
-                    return Ok(());
-                };
-                let payload: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-                self.store_record(source, now, Some(ts), &payload)
-            }
-        }
-    }
-
-    /// Stores the calls of a decoded PT capture.
-    fn store_calls(&mut self, decoded: &pt_calls::Decoded) -> Result<()> {
-        let log = match &mut self.calls {
-            Some(log) => log,
-            None => self
-                .calls
-                .insert(pt_calls::CallLog::define(&mut self.store)?),
-        };
-        let done = log.append(&mut self.store, weft_store::now_ns(), &decoded.calls)?;
-        if let Some(waiting) = &decoded.done {
-            let _ = waiting.send(done);
-        }
-        let totals = &mut self.call_totals;
-        totals.captures += 1;
-        totals.stored += done.stored;
-        totals.late += done.late;
-        totals.decoding_errors += decoded.errors as u64;
-        log::info!(
-            "weft: {} calls of {} stored ({} too late, {} decoding error(s))",
-            done.stored,
-            decoded.dir.display(),
-            done.late,
-            decoded.errors
-        );
-        Ok(())
-    }
-
-    /// Appends a record that arrived `now` and tests it against the
-    /// triggers.
-    fn store_record(
-        &mut self,
-        source: SourceId,
-        now: u64,
-        time: Option<u64>,
-        payload: &[u8],
-    ) -> Result<()> {
-        self.store.append_at(source, now, time, payload)?;
-        self.triggers
-            .check(&mut self.store, source, now, time, payload)
-    }
-
-    /// Defines an application's source (each field an i64) and notes its
-    /// field kinds in `weft.json` for queries.
-    fn define_app_source(&mut self, name: &str, fields: &[(String, ValueKind)]) -> Result<()> {
-        let source = match self.store.define_source(name, registry::app_fields(fields)) {
-            // A definition the store refuses is that application's
-            // problem: its records are dropped, the recording goes on.
-            Err(weft_store::Error::Invalid(why)) => {
-                log::warn!("weft: application source {name} refused: {why}");
-                return Ok(());
-            }
-            defined => defined?,
-        };
-        self.app_sources.insert(Arc::from(name), source);
-        let kinds = fields
-            .iter()
-            .map(|(field, kind)| (field.clone(), kind.name().to_owned()))
-            .collect();
-        self.metadata.app_sources.insert(name.to_owned(), kinds);
-        metadata::write_metadata(&self.dir, &self.metadata)?;
-        self.triggers.bind_waiting(&self.store, &self.metadata)
-    }
-
-    /// The counters a terminal UI shows.
-    fn health_of(&self, accounting: &Accounting) -> Health {
-        let mut sources: Vec<_> = accounting
-            .0
-            .iter()
-            .map(|account| SourceHealth {
-                name: account.name.into(),
-                received: account.received(),
-                lost: account.lost(),
-            })
-            .collect();
-        if self.call_totals.captures > 0 {
-            sources.push(SourceHealth {
-                name: registry::CALLS.into(),
-                received: self.call_totals.stored,
-                lost: self.call_totals.late,
-            });
-        }
-        Health {
-            sources,
-            drain_lag_ns: self.lag.0,
-            disk_bytes: self.dir.disk_use().unwrap_or(0),
-            pins_released: self.store.pins_released(),
-            cpu_permille: Some(per_mille(
-                Duration::from_secs_f64(weft_capture::usage::cpu_seconds()),
-                self.start.elapsed(),
-            )),
-            bpf_ns_per_syscall: (accounting.0.iter())
-                .find(|a| matches!(a.losses, crate::probe::Losses::Syscalls(_)))
-                .and_then(|a| ebpf::ProgramCost::per_syscall(&a.costs)),
-            ended: false,
-        }
-    }
-
-    fn draw_status(&self, accounting: &Accounting) {
-        let elapsed = self.start.elapsed().as_secs_f64();
-        let received = accounting.received();
-        let bytes = self.dir.disk_use().unwrap_or(0);
-        let left = self.duration.map_or_else(String::new, |d| {
-            format!(", {:.0}s left", (d.as_secs_f64() - elapsed).max(0.0))
-        });
-        let lag = if self.lag.0 > 0 {
-            format!(", drain lag {:.1}ms", self.lag.0 as f64 / 1e6)
-        } else {
-            String::new()
-        };
-        let mut stderr = std::io::stderr().lock();
-        let _ = write!(
-            stderr,
-            "\r\x1b[Kweft record: {received} events ({:.1}k/s), lost {}{lag}, {:.1} MiB on disk, {elapsed:.0}s{left}",
-            received as f64 / elapsed.max(1e-9) / 1e3,
-            accounting.lost(),
-            bytes as f64 / f64::from(1 << 20),
-        );
-        let _ = stderr.flush();
-    }
-}
-
-/// `part` in thousandths of `whole`.
-fn per_mille(part: Duration, whole: Duration) -> u64 {
-    let ratio = part.as_micros() * 1000 / whole.as_micros().max(1);
-    u64::try_from(ratio).unwrap_or(u64::MAX)
 }
