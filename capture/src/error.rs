@@ -68,7 +68,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// A query error as a user sees it: a syntax or binding error
     /// rendered under the query's text, anything else with the capture.
-    pub(crate) fn of_query(error: weft_query::Error, query: &str, dir: &std::path::Path) -> Self {
+    pub fn of_query(error: weft_query::Error, query: &str, dir: &std::path::Path) -> Self {
         match error {
             weft_query::Error::Query { .. } => Self::Query(error.render(query)),
             error => Self::Answer {

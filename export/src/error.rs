@@ -7,23 +7,14 @@ use std::{io, path::PathBuf};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The capture could not be opened or read as a capture.
+    /// The capture could not be opened or read as a capture, or the
+    /// export's query does not fit it.
     #[error(transparent)]
     Capture(#[from] weft_capture::Error),
     /// The export's options do not fit together, or the capture has no
     /// records of the kind the format writes.
     #[error("{0}")]
     Refused(String),
-    /// The export's query does not parse or does not fit the capture,
-    /// rendered with the place it went wrong.
-    #[error("{0}")]
-    Query(String),
-    /// The store failed while the export's query read the capture.
-    #[error("failed to read {}: {error}", .dir.display())]
-    Read {
-        dir: PathBuf,
-        error: weft_query::Error,
-    },
     /// Writing an output file failed.
     #[error("failed to write {}: {error}", .path.display())]
     Write { path: PathBuf, error: Box<Error> },
@@ -61,17 +52,6 @@ impl Error {
         Self::Write {
             path: path.to_owned(),
             error: Box::new(self),
-        }
-    }
-
-    /// A query's error: rendered under its text, or a read of capture `dir`.
-    pub(crate) fn of_query(error: weft_query::Error, text: &str, dir: &std::path::Path) -> Self {
-        match error {
-            weft_query::Error::Query { .. } => Self::Query(error.render(text)),
-            error => Self::Read {
-                dir: dir.to_owned(),
-                error,
-            },
         }
     }
 }

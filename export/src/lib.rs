@@ -271,9 +271,9 @@ fn write_perfetto(
         }
         let window = export.window.as_deref().unwrap_or_default();
         let text = format!("{source} {window} | {values}");
-        let query = weft_query::parse(&text).map_err(|e| Error::Query(e.render(&text)))?;
-        let answer = weft_query::answer(snapshot, catalog, &query)
-            .map_err(|e| Error::of_query(e, &text, &export.dir))?;
+        let failed = |e| weft_capture::Error::of_query(e, &text, &export.dir);
+        let query = weft_query::parse(&text).map_err(failed)?;
+        let answer = weft_query::answer(snapshot, catalog, &query).map_err(failed)?;
         for row in &answer.rows {
             if let [Cell::Int(at), Cell::Int(value)] = row.as_slice() {
                 writer.counter(uuid, name, u64::try_from(*at).unwrap_or(0), *value)?;
@@ -493,7 +493,7 @@ fn streamed<T>(
     dir: &Path,
 ) -> Result<T> {
     match (result, failed) {
-        (Err(error), _) => Err(Error::of_query(error, text, dir)),
+        (Err(error), _) => Err(weft_capture::Error::of_query(error, text, dir).into()),
         (Ok(_), Some(error)) => Err(error),
         (Ok(answer), None) => Ok(answer),
     }

@@ -12,7 +12,7 @@ use std::{
     io::{BufWriter, Write as _},
 };
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use weft_capture::registry::FRAMES;
 use weft_query::{Catalog, Cell};
 use weft_store::Snapshot;
@@ -75,7 +75,7 @@ pub fn write(snapshot: &Snapshot, catalog: &Catalog, query: &str, file: File) ->
         folded += 1;
     });
     if let Err(error) = answer {
-        return Err(Error::Query(error.render(&text)));
+        return Err(weft_capture::Error::Query(error.render(&text)).into());
     }
     let mut out = BufWriter::new(file);
     for (path, weight) in &weights {

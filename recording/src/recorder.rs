@@ -141,16 +141,7 @@ impl Consumer for Recorder {
             return Ok(false);
         }
         self.triggers.tick(&mut self.store)?;
-        let mut at = Tick {
-            store: &mut self.store,
-            triggers: &mut self.triggers,
-            accounting,
-            report: &mut self.report,
-            lag_ns: self.intake.lag.0,
-        };
-        for stage in &mut self.stages {
-            stage.tick(&mut at)?;
-        }
+        self.each_stage(accounting, |stage, at| stage.tick(at))?;
         self.store.publish();
         self.intake.publish();
         Ok(true)
@@ -160,9 +151,18 @@ impl Consumer for Recorder {
 impl Recorder {
     /// Runs each stage's end, keeping the first error.
     pub fn finish_stages(&mut self, accounting: &Accounting) {
-        if self.failure.error.is_some() {
-            return;
+        if self.failure.error.is_none() {
+            let finished = self.each_stage(accounting, |stage, at| stage.finish(at));
+            self.failure.keep(finished);
         }
+    }
+
+    /// `step` of each stage in order, until one fails.
+    fn each_stage(
+        &mut self,
+        accounting: &Accounting,
+        step: fn(&mut dyn Stage, &mut Tick<'_>) -> Result<()>,
+    ) -> Result<()> {
         let mut at = Tick {
             store: &mut self.store,
             triggers: &mut self.triggers,
@@ -171,11 +171,9 @@ impl Recorder {
             lag_ns: self.intake.lag.0,
         };
         for stage in &mut self.stages {
-            if let Err(error) = stage.finish(&mut at) {
-                self.failure.error = Some(error);
-                return;
-            }
+            step(stage.as_mut(), &mut at)?;
         }
+        Ok(())
     }
 }
 
