@@ -158,3 +158,25 @@ fn one_line(error: &clap::Error) -> String {
     }
     line.trim_start_matches("error: ").to_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::exit_status;
+    use weft_kernel::error::Error as KernelError;
+
+    /// Privileges and the kernel's refusals keep their statuses through
+    /// any context: the binary's own, or a recording's error around the
+    /// kernel's.
+    #[test]
+    fn the_exit_status_finds_the_kernel_s_error_under_any_context() {
+        let root = anyhow::Error::from(KernelError::NeedsRoot("needs root")).context("weft stat");
+        assert_eq!(exit_status(&root), 77);
+        let refused: weft_kernel::error::Error = aya::programs::ProgramError::NotLoaded.into();
+        let recording = weft_recording::error::Error::from(refused).within("failed to attach");
+        assert_eq!(
+            exit_status(&anyhow::Error::from(recording).context("weft record")),
+            3
+        );
+        assert_eq!(exit_status(&anyhow::anyhow!("--pid 0: no such process")), 2);
+    }
+}

@@ -58,7 +58,8 @@ impl Error {
     }
 
     /// `self`, met while weft was `doing` something larger.
-    pub(crate) fn within(self, doing: impl Into<String>) -> Self {
+    #[must_use]
+    pub fn within(self, doing: impl Into<String>) -> Self {
         Self::While {
             doing: doing.into(),
             error: Box::new(self),
