@@ -268,14 +268,37 @@ mod tests {
         [&bytes[..], path.as_bytes()].concat()
     }
 
+    /// A store of its own with the `paths` source, in a directory removed
+    /// with it.
+    struct Scratch {
+        dir: std::path::PathBuf,
+        store: Store,
+        files: FileNames,
+    }
+
+    impl Scratch {
+        fn new(name: &str) -> Self {
+            let dir =
+                std::env::temp_dir().join(format!("weft-files-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let mut store = Store::open(&dir, &Config::default()).unwrap();
+            let files = FileNames::define(&mut store).unwrap();
+            Self { dir, store, files }
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
     #[test]
     fn descriptors_are_named_as_the_calls_seen_open_copy_and_close_them() {
-        let dir = std::env::temp_dir().join(format!("weft-files-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let mut store = Store::open(&dir, &Config::default()).unwrap();
-        let mut files = FileNames::define(&mut store).unwrap();
+        let mut scratch = Scratch::new("table");
+        let Scratch { store, files, .. } = &mut scratch;
         let mut name_of = |record: Vec<u8>| {
-            let named = files.name(&mut store, 1, &record).unwrap();
+            let named = files.name(store, 1, &record).unwrap();
             assert_eq!(named.len(), EVENT_SIZE, "the path is dropped");
             let event = ArgsEvent::read(&named).unwrap();
             (event.file, event.given)
@@ -320,42 +343,34 @@ mod tests {
                 (missing, "/missing".into())
             ]
         );
-        drop(store);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn names_any_user_can_make_up_are_kept_in_bounded_memory() {
-        let dir = std::env::temp_dir().join(format!("weft-files-bound-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let mut store = Store::open(&dir, &Config::default()).unwrap();
-        let mut files = FileNames::define(&mut store).unwrap();
+        let mut scratch = Scratch::new("bound");
+        let Scratch { store, files, .. } = &mut scratch;
         for i in 0..MAX_NAMES + 10 {
             let path = format!("/made/up/{i}");
-            let named = files.name(&mut store, 1, &record(calls::OPEN, -1, -2, 0, &path));
+            let named = files.name(store, 1, &record(calls::OPEN, -1, -2, 0, &path));
             assert!(ArgsEvent::read(&named.unwrap()).unwrap().file != 0);
             assert!(files.names.len() <= MAX_NAMES && files.numbers.len() <= MAX_NAMES);
         }
         assert!(files.names.len() < 100, "cleared once full");
-        drop(store);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn a_file_in_use_keeps_its_name_in_a_ring_that_deletes_old_records() {
-        let dir = std::env::temp_dir().join(format!("weft-files-renote-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let mut store = Store::open(&dir, &Config::default()).unwrap();
-        let mut files = FileNames::define(&mut store).unwrap();
+        let mut scratch = Scratch::new("renote");
+        let Scratch { store, files, .. } = &mut scratch;
         files
-            .name(&mut store, 1, &record(calls::OPEN, -1, 3, 0, "/db"))
+            .name(store, 1, &record(calls::OPEN, -1, 3, 0, "/db"))
             .unwrap();
         // Reads on the descriptor an hour on: the name is stored again
         // (once a minute), though no open names it.
         for minute in 1..=60 {
             let now = 1 + minute * (RENOTE_NS + 1);
             let read = files
-                .name(&mut store, now, &record(calls::READ, 3, 10, 4096, ""))
+                .name(store, now, &record(calls::READ, 3, 10, 4096, ""))
                 .unwrap();
             assert_eq!(ArgsEvent::read(&read).unwrap().file, 1);
         }
@@ -366,7 +381,5 @@ mod tests {
             .unwrap();
         let names = weft_capture::sources::numbered(&snapshot, paths.id).unwrap();
         assert_eq!(names.len(), 61, "stored at the open and each minute after");
-        drop(store);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -794,22 +794,15 @@ fn a_program_over_a_capture_prints_the_maps_it_printed_live() {
     let live = weft_trace(program, &steps, &[]);
     let dir = weft_tests::capture_dir(test);
     weft_tests::record(WORKLOAD, &dir, &steps, &[]);
-    let past = stdout_of(
-        Command::new(weft_bin())
-            .args(["trace", "--from"])
-            .arg(&*dir)
-            .args(["-e", program]),
-    );
+    let past = stdout_of(&mut over_capture(&dir, program));
     assert!(maps_section(&live).contains("@slept: 3"), "{live}");
     assert_eq!(maps_section(&past), maps_section(&live));
     // A program on named calls alone reads them through the capture's
     // index by number: the same count.
-    let indexed = stdout_of(
-        Command::new(weft_bin())
-            .args(["trace", "--from"])
-            .arg(&*dir)
-            .args(["-e", r#"tracepoint:syscalls:sys_enter_getppid /comm == "weft-workload"/ { @g = count(); } tracepoint:syscalls:sys_exit_nanosleep { @n = count(); }"#]),
-    );
+    let indexed = stdout_of(&mut over_capture(
+        &dir,
+        r#"tracepoint:syscalls:sys_enter_getppid /comm == "weft-workload"/ { @g = count(); } tracepoint:syscalls:sys_exit_nanosleep { @n = count(); }"#,
+    ));
     assert!(
         indexed.contains("@g: 200") && indexed.contains("@n: 3"),
         "{indexed}"
@@ -828,12 +821,7 @@ fn a_program_over_a_capture_prints_the_maps_it_printed_live() {
             "no field `filename`",
         ),
     ] {
-        let out = Command::new(weft_bin())
-            .args(["trace", "--from"])
-            .arg(&*dir)
-            .args(["-e", refused])
-            .output()
-            .expect("run weft");
+        let out = over_capture(&dir, refused).output().expect("run weft");
         let said = String::from_utf8_lossy(&out.stderr);
         assert!(
             !out.status.success() && said.contains(says),
@@ -876,15 +864,12 @@ fn a_call_s_arguments_over_a_capture_are_those_seen_live() {
         "{live}"
     );
     assert_eq!(maps_section(&past), maps_section(&live));
-    let out = Command::new(weft_bin())
-        .args(["trace", "--from"])
-        .arg(&*dir)
-        .args([
-            "-e",
-            "tracepoint:syscalls:sys_enter_read { @[args->buf] = count(); }",
-        ])
-        .output()
-        .expect("run weft");
+    let out = over_capture(
+        &dir,
+        "tracepoint:syscalls:sys_enter_read { @[args->buf] = count(); }",
+    )
+    .output()
+    .expect("run weft");
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && said.contains("no field `buf`"),
@@ -916,12 +901,7 @@ fn live_and_past(program: &str, steps: &[&str], sources: &str, dir: &Path) -> (S
     let live = live.stop();
     let finished = recorder.stop();
     assert!(finished.status.success(), "{}", finished.stderr);
-    let past = stdout_of(
-        Command::new(weft_bin())
-            .args(["trace", "--from"])
-            .arg(dir)
-            .args(["-e", program]),
-    );
+    let past = stdout_of(&mut over_capture(dir, program));
     (live, past)
 }
 
@@ -951,10 +931,7 @@ fn context_switches_over_a_capture_are_the_switches_seen_live() {
     assert!(out >= 20, "{live}");
     assert_eq!(maps_section(&past), maps_section(&live));
     // Other scheduler events are not recorded: refused by name.
-    let out = Command::new(weft_bin())
-        .args(["trace", "--from"])
-        .arg(&*dir)
-        .args(["-e", "tracepoint:sched:sched_wakeup { @ = count(); }"])
+    let out = over_capture(&dir, "tracepoint:sched:sched_wakeup { @ = count(); }")
         .output()
         .expect("run weft");
     let said = String::from_utf8_lossy(&out.stderr);
@@ -1069,12 +1046,7 @@ fn packets_over_a_capture_are_the_packets_seen_live() {
     let live = live.stop();
     let finished = recorder.stop();
     assert!(finished.status.success(), "{}", finished.stderr);
-    let past = stdout_of(
-        Command::new(weft_bin())
-            .args(["trace", "--from"])
-            .arg(&*dir)
-            .args(["-e", program]),
-    );
+    let past = stdout_of(&mut over_capture(&dir, program));
     assert!(
         maps_section(&live).contains("@rx[weft0]: 40\n") && live.contains("@tx: 25\n"),
         "{live}"
@@ -1121,6 +1093,15 @@ fn stdout_of(tracer: &mut Command) -> String {
     let out = tracer.output().expect("run the tracer");
     assert!(out.status.success(), "{tracer:?}: {out:?}");
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `weft trace --from DIR -e PROGRAM`: a program over a capture.
+fn over_capture(dir: &Path, program: &str) -> Command {
+    let mut past = Command::new(weft_bin());
+    past.args(["trace", "--from"])
+        .arg(dir)
+        .args(["-e", program]);
+    past
 }
 
 /// Positional parameters: `$1` as a number (C's base-0 integers), `str($2)`
