@@ -86,7 +86,7 @@ impl Error {
         let Self::Kernel { cause, .. } = self.innermost() else {
             return None;
         };
-        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(&**cause);
+        let mut next = Some(cause.inner());
         while let Some(error) = next {
             if let Some(errno) = error
                 .downcast_ref::<io::Error>()
@@ -109,6 +109,24 @@ impl Error {
             **cause,
             Cause::Ebpf(_) | Cause::Program(_) | Cause::Map(_) | Cause::Btf(_)
         )
+    }
+}
+
+impl Cause {
+    /// The error it holds (`transparent` hands on that error's source, not
+    /// the error itself).
+    fn inner(&self) -> &(dyn std::error::Error + 'static) {
+        match self {
+            Self::Ebpf(error) => error,
+            Self::Program(error) => error,
+            Self::Map(error) => error,
+            Self::Btf(error) => error,
+            Self::Log(error) => error,
+            Self::Io(error) => error,
+            Self::Syscall(error) => error,
+            Self::Pin(error) => error,
+            Self::Symbols(error) => error,
+        }
     }
 }
 
@@ -204,6 +222,18 @@ mod tests {
         assert!(refused.to_string().starts_with("attaching: "), "{refused}");
         let io: Result<()> = Err(io::Error::from_raw_os_error(libc::ENOENT)).context("reading");
         assert!(!io.unwrap_err().kernel_refused());
+        // The kprobe PMU's answer for a function the kernel lacks, under
+        // the attach's context: the one-liner leaves that attach point out.
+        let open: Result<()> =
+            Err(io::Error::from_raw_os_error(libc::ENOENT)).context("perf_event_open failed");
+        let attach = open.context("failed to attach kprobe:f").unwrap_err();
+        assert_eq!(attach.raw_os_error(), Some(libc::ENOENT));
+        let syscall = aya::programs::ProgramError::SyscallError(aya::sys::SyscallError {
+            call: "perf_event_open",
+            io_error: io::Error::from_raw_os_error(libc::EINVAL),
+        });
+        let syscall: Result<()> = Err(syscall).context("attaching");
+        assert_eq!(syscall.unwrap_err().raw_os_error(), Some(libc::EINVAL));
         let missing = None::<u32>.context("the probe has no pid map").unwrap_err();
         assert_eq!(missing.to_string(), "the probe has no pid map");
         assert!(!missing.needs_root() && !missing.kernel_refused());
