@@ -593,11 +593,58 @@ fn open_mapped(path: &str) -> std::io::Result<()> {
 fn drop_cache(path: &str) -> std::io::Result<()> {
     use std::os::fd::AsRawFd as _;
     let file = std::fs::File::open(path)?;
-    file.sync_all()?;
-    // SAFETY: a valid fd; offset 0 and length 0 mean the whole file.
-    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    if rc != 0 {
-        return Err(std::io::Error::from_raw_os_error(rc));
+    // The kernel keeps a page it is still writing back, or one another
+    // reader holds for a moment (a CI machine busy writing): tried until
+    // none of the file stays resident, so that the reads after are cold.
+    for _ in 0..100 {
+        file.sync_all()?;
+        // SAFETY: a valid fd; offset 0 and length 0 mean the whole file.
+        let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc));
+        }
+        if resident_pages(&file)? == 0 {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    Ok(())
+    Err(std::io::Error::other(format!(
+        "{path}: pages stay in the page cache after POSIX_FADV_DONTNEED"
+    )))
+}
+
+/// How many of `file`'s pages are in the page cache (`mincore(2)`).
+fn resident_pages(file: &std::fs::File) -> std::io::Result<usize> {
+    use std::os::fd::AsRawFd as _;
+    let len = usize::try_from(file.metadata()?.len()).unwrap_or(0);
+    if len == 0 {
+        return Ok(0);
+    }
+    // SAFETY: a shared read-only map of a file this process holds open,
+    // unmapped before returning; nothing reads through it.
+    let map = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if map == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: sysconf has no preconditions.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    let mut pages = vec![0u8; len.div_ceil(page)];
+    // SAFETY: `pages` has a byte for each page of the `len`-byte map.
+    let rc = unsafe { libc::mincore(map, len, pages.as_mut_ptr()) };
+    let error = std::io::Error::last_os_error();
+    // SAFETY: the map made above, of `len` bytes.
+    unsafe { libc::munmap(map, len) };
+    if rc != 0 {
+        return Err(error);
+    }
+    Ok(pages.iter().filter(|p| **p & 1 != 0).count())
 }
