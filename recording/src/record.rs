@@ -236,10 +236,9 @@ pub fn record(plan: &RecordPlan, ui: Option<UiLink>, command: Option<Command>) -
         }),
         poke: peer.as_ref().map(|side| Arc::clone(&side.wake)),
     };
-    let capture_dir = Arc::clone(store.dir());
-    let (metadata, session_index) = capture::start_session(&capture_dir, described)?;
+    let (metadata, session_index) = capture::start_session(store.dir(), described)?;
     fresh.keep();
-    let stages = stages(plan, &capture_dir, manual_notes, decoded, health);
+    let stages = stages(plan, manual_notes, decoded, health);
     let mut recorder = Recorder {
         store,
         intake: Intake {
@@ -247,7 +246,6 @@ pub fn record(plan: &RecordPlan, ui: Option<UiLink>, command: Option<Command>) -
             spec_sources,
             app_sources: HashMap::new(),
             metadata,
-            dir: capture_dir,
             latencies,
             frames,
             files,
@@ -374,13 +372,9 @@ fn finish(mut recorder: Recorder, session_index: usize, outcome: &Outcome) -> Re
     recorder.finish_stages(&outcome.accounting);
     let Recorder {
         store,
-        intake:
-            Intake {
-                mut metadata,
-                dir,
-                lag,
-                ..
-            },
+        intake: Intake {
+            mut metadata, lag, ..
+        },
         triggers,
         failure: Failure { error, unstored },
         report: Report {
@@ -388,6 +382,7 @@ fn finish(mut recorder: Recorder, session_index: usize, outcome: &Outcome) -> Re
         },
         ..
     } = recorder;
+    let dir = Arc::clone(store.dir());
     // The space set aside for this last write of `weft.json`, which a full
     // disk would refuse.
     capture::release_reserve(&dir);
@@ -548,7 +543,6 @@ fn open_store(dir: &Path, config: &Config) -> Result<Store> {
 /// progress line.
 fn stages(
     plan: &RecordPlan,
-    dir: &Arc<weft_store::Dir>,
     notes: Receiver<String>,
     decoded: Receiver<pt_calls::Decoded>,
     health: Option<Arc<Mutex<Health>>>,
@@ -559,16 +553,11 @@ fn stages(
         Box::new(PtCalls { log: None, decoded }),
     ];
     if let Some(health) = health {
-        let dir = Arc::clone(dir);
-        stages.push(Box::new(HealthFeed { health, dir }));
+        stages.push(Box::new(HealthFeed(health)));
     }
     if let Some(show) = plan.progress {
-        let (duration, dir) = (plan.duration, Arc::clone(dir));
-        stages.push(Box::new(ProgressFeed {
-            show,
-            duration,
-            dir,
-        }));
+        let duration = plan.duration;
+        stages.push(Box::new(ProgressFeed { show, duration }));
     }
     stages
 }

@@ -198,7 +198,6 @@ pub(crate) struct Intake {
     pub app_sources: HashMap<Arc<str>, SourceId>,
     /// `weft.json`, rewritten when an application defines a source.
     pub metadata: Metadata,
-    pub dir: Arc<weft_store::Dir>,
     /// Each syscall's latency histogram and where scrapes read it, when
     /// metrics are served.
     pub latencies: Option<(histogram::Latencies, histogram::Shared)>,
@@ -340,7 +339,7 @@ impl Intake {
             .map(|(field, kind)| (field.clone(), kind.name().to_owned()))
             .collect();
         self.metadata.app_sources.insert(name.to_owned(), kinds);
-        metadata::write_metadata(&self.dir, &self.metadata)?;
+        metadata::write_metadata(store.dir(), &self.metadata)?;
         Ok(())
     }
 
@@ -489,10 +488,7 @@ impl Stage for PtCalls {
 }
 
 /// The counters a terminal UI (or the metrics) reads, renewed each tick.
-pub(crate) struct HealthFeed {
-    pub health: Arc<Mutex<Health>>,
-    pub dir: Arc<weft_store::Dir>,
-}
+pub(crate) struct HealthFeed(pub Arc<Mutex<Health>>);
 
 impl Stage for HealthFeed {
     fn tick(&mut self, at: &mut Tick<'_>) -> Result<()> {
@@ -515,7 +511,7 @@ impl Stage for HealthFeed {
         let now = Health {
             sources,
             drain_lag_ns: at.lag_ns,
-            disk_bytes: self.dir.disk_use().unwrap_or(0),
+            disk_bytes: at.store.dir().disk_use().unwrap_or(0),
             pins_released: at.store.pins_released(),
             cpu_permille: Some(per_mille(
                 Duration::from_secs_f64(weft_capture::usage::cpu_seconds()),
@@ -526,7 +522,7 @@ impl Stage for HealthFeed {
                 .and_then(|a| ebpf::ProgramCost::per_syscall(&a.costs)),
             ended: false,
         };
-        *self.health.lock().unwrap_or_else(PoisonError::into_inner) = now;
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = now;
         Ok(())
     }
 }
@@ -554,7 +550,6 @@ pub struct Progress {
 pub(crate) struct ProgressFeed {
     pub show: fn(&Progress),
     pub duration: Option<Duration>,
-    pub dir: Arc<weft_store::Dir>,
 }
 
 impl Stage for ProgressFeed {
@@ -564,7 +559,7 @@ impl Stage for ProgressFeed {
             received: at.accounting.received(),
             lost: at.accounting.lost(),
             lag_ns: at.lag_ns,
-            disk_bytes: self.dir.disk_use().unwrap_or(0),
+            disk_bytes: at.store.dir().disk_use().unwrap_or(0),
             elapsed,
             left: self.duration.map(|d| d.saturating_sub(elapsed)),
         });
