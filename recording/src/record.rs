@@ -367,7 +367,17 @@ fn load_probes(plan: &RecordPlan) -> Result<(Probes, Option<StackReader>)> {
 /// Closes the store, completes `weft.json` and reports what was recorded
 /// and lost.
 fn finish(mut recorder: Recorder, session_index: usize, outcome: &Outcome) -> Result<String> {
-    // What the stages must still store: PT captures under way, the last
+    // PT captures under way end, even after a store error, so that none is
+    // left half written; the capture closes even when one does not (a
+    // decode that hangs).
+    let abandoned = recorder.triggers.join_captures(trigger::CLOSE_WAIT);
+    if abandoned > 0 {
+        log::warn!(
+            "weft: gave up waiting {}s for {abandoned} PT capture(s) to be decoded; their calls are not stored",
+            trigger::CLOSE_WAIT.as_secs()
+        );
+    }
+    // What the stages must still store: those captures' calls, the last
     // drain's losses (none can be written after a store error).
     recorder.finish_stages(&outcome.accounting);
     let Recorder {

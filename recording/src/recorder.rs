@@ -474,15 +474,7 @@ impl Stage for PtCalls {
     }
 
     fn finish(&mut self, at: &mut Tick<'_>) -> Result<()> {
-        // PT captures under way end first, and their calls are stored;
-        // the capture closes even when one does not (a decode that hangs).
-        let abandoned = at.triggers.join_captures(crate::trigger::CLOSE_WAIT);
-        if abandoned > 0 {
-            log::warn!(
-                "weft: gave up waiting {}s for {abandoned} PT capture(s) to be decoded; their calls are not stored",
-                crate::trigger::CLOSE_WAIT.as_secs()
-            );
-        }
+        // The captures under way have ended (`record`'s finish waits).
         self.tick(at)
     }
 }
