@@ -2,7 +2,7 @@
 //! (whole windows, one part of a partitioned index, hist bins, counts per
 //! bucket, groups that are parts), else over the records a scan visits.
 
-use std::ops::RangeInclusive;
+use std::{collections::HashMap, ops::RangeInclusive};
 
 use weft_store::OwnTimes;
 
@@ -11,7 +11,7 @@ use crate::{
     answer::{Answer, Cell},
     ast::{Agg, Func, Name},
     bind::{Pred, column},
-    catalog::{Kind, Read, SourceColumns},
+    catalog::{Column, Kind, Read, SourceColumns},
     engine::{Engine, Near},
     error::{Error, Result},
     picks::{Pick, column_pick, part_index, parts_are_groups, summary_picks},
@@ -189,7 +189,10 @@ impl Engine<'_> {
                     None => self.count_by_values(source, window, specs, *by),
                     answer => Ok(answer),
                 },
-                None => self.summarize_by_part(source, window, specs, *by),
+                None => match self.summarize_by_part(source, window, specs, *by)? {
+                    None => self.summarize_by_key(source, window, specs, *by),
+                    answer => Ok(answer),
+                },
                 Some(pred) if counts => self.count_by_part_within(source, window, specs, *by, pred),
                 Some(_) => Ok(None),
             },
@@ -535,16 +538,7 @@ impl Engine<'_> {
         by: usize,
     ) -> Result<Option<Answer>> {
         let column = &source.columns[by];
-        // A column that follows from an indexed one (a thread's process)
-        // is counted by that one's values, then mapped.
-        let (counted, map) = match &column.derived {
-            Some(derived) => match source.column(&derived.from) {
-                Some((_, from)) => (from, Some(&derived.map)),
-                None => return Ok(None),
-            },
-            None => (column, None),
-        };
-        let (Read::Field(_), Some(index)) = (&counted.read, counted.index) else {
+        let Some((counted, index, map)) = key_index(source, column) else {
             return Ok(None);
         };
         let (counts, stats) = (self.snapshot).value_counts(source.id, index, window.clone())?;
@@ -605,6 +599,55 @@ impl Engine<'_> {
         Ok(group_answer(source, specs, &[], Some(step), groups))
     }
 
+    /// Aggregates of one indexed column grouped by `by` when `by`'s field,
+    /// or the one it follows from (a thread's id, for its process and its
+    /// name), has an index of its own: each group from the summaries of
+    /// the chunks that hold one key alone, reading only the chunks that
+    /// mix keys. `None` where that does not hold: the caller scans.
+    fn summarize_by_key(
+        &mut self,
+        source: &SourceColumns,
+        window: &RangeInclusive<u64>,
+        specs: &[AggSpec],
+        by: usize,
+    ) -> Result<Option<Answer>> {
+        let column = &source.columns[by];
+        let (Some(index), Some((counted, key, map))) =
+            (one_index(source, specs), key_index(source, column))
+        else {
+            return Ok(None);
+        };
+        let group = |value: i64| {
+            let value = match map {
+                Some(map) => *map.get(&value)?,
+                None => value,
+            };
+            Some(match &column.kind {
+                Kind::Named(names) => names.group_of(value),
+                _ => value,
+            })
+        };
+        let (answers, stats) = self.snapshot.aggregate_by_key(
+            (source.id, index, key),
+            &group,
+            window.clone(),
+            &quantiles(specs),
+        )?;
+        let Some(answers) = answers else {
+            return Ok(None);
+        };
+        self.add(stats);
+        let rows = answers
+            .into_iter()
+            .map(|a| (vec![a.key], cells(specs, &a.aggregate, &a.quantiles)))
+            .collect();
+        self.plan.push(format!(
+            "aggregate: per `{}` from the store's chunk summaries of `{}`, a chunk whose records are of one `{}` counted for it; only chunks that mix them are read",
+            column.name, source.name, counted.name
+        ));
+        Ok(Some(keyed_answer(source, specs, &[by], None, rows)))
+    }
+
     /// Aggregates grouped by `by` when it is the partition field of one
     /// partitioned index over every aggregated column: each group is a
     /// part, answered by the store from its summaries (reading only chunks
@@ -620,14 +663,7 @@ impl Engine<'_> {
         let Some((index, parts)) = part_index(source, specs, by) else {
             return Ok(None);
         };
-        let mut qs = Vec::new();
-        for spec in specs {
-            match spec.func {
-                Func::Quantile(q) => qs.push(q),
-                Func::Percentiles => qs.extend(PERCENTILES),
-                _ => {}
-            }
-        }
+        let qs = quantiles(specs);
         let (answers, stats) =
             self.snapshot
                 .aggregate_parts(source.id, index, window.clone(), &qs)?;
@@ -640,7 +676,10 @@ impl Engine<'_> {
         self.add(stats);
         let rows = answers
             .into_iter()
-            .map(|answer| (vec![i64::from(answer.part)], part_cells(specs, &answer)))
+            .map(|answer| {
+                let cells = cells(specs, &answer.aggregate, &answer.quantiles);
+                (vec![i64::from(answer.part)], cells)
+            })
             .collect();
         self.plan.push(format!(
             "aggregate: from the store's chunk summaries of `{}`, one part of a partitioned index per `{}`",
@@ -650,11 +689,11 @@ impl Engine<'_> {
     }
 }
 
-/// One part's cells, as many as the specs' headers.
-fn part_cells(specs: &[AggSpec], answer: &weft_store::PartAnswer) -> Vec<Cell> {
-    let agg = &answer.aggregate;
+/// A group's cells (a part's, a key's), as many as the specs' headers,
+/// from its aggregate and its quantiles in the order [`quantiles`] asks.
+fn cells(specs: &[AggSpec], agg: &weft_store::Aggregate, quantiles: &[Option<i64>]) -> Vec<Cell> {
     let int = |v: Option<i64>| v.map_or(Cell::Null, Cell::Int);
-    let mut quantiles = answer.quantiles.iter().copied();
+    let mut quantiles = quantiles.iter().copied();
     let mut cells = Vec::new();
     for spec in specs {
         match spec.func {
@@ -674,4 +713,66 @@ fn part_cells(specs: &[AggSpec], answer: &weft_store::PartAnswer) -> Vec<Cell> {
         }
     }
     cells
+}
+
+/// The quantiles `specs` ask, in order.
+fn quantiles(specs: &[AggSpec]) -> Vec<f64> {
+    let mut qs = Vec::new();
+    for spec in specs {
+        match spec.func {
+            Func::Quantile(q) => qs.push(q),
+            Func::Percentiles => qs.extend(PERCENTILES),
+            _ => {}
+        }
+    }
+    qs
+}
+
+/// What keys a grouping by a column: the column whose index holds the
+/// keys, that index, and how its values map to the grouped column's.
+type KeyIndex<'a> = (
+    &'a Column,
+    weft_store::IndexId,
+    Option<&'a HashMap<i64, i64>>,
+);
+
+/// The column whose index keys a grouping by `column`, that index, and how
+/// its values map to `column`'s: `column` itself when it has an index, or
+/// the indexed column it follows from (a thread's process from its id).
+fn key_index<'a>(source: &'a SourceColumns, column: &'a Column) -> Option<KeyIndex<'a>> {
+    let (counted, map) = match &column.derived {
+        Some(derived) => (source.column(&derived.from)?.1, Some(&*derived.map)),
+        None => (column, None),
+    };
+    match (&counted.read, counted.index) {
+        (Read::Field(_), Some(index)) => Some((counted, index, map)),
+        _ => None,
+    }
+}
+
+/// The one index every aggregate of `specs` over a column reads (counts
+/// read none), when there are such aggregates, all over one indexed
+/// field, and no `hist`.
+fn one_index(source: &SourceColumns, specs: &[AggSpec]) -> Option<weft_store::IndexId> {
+    let mut chosen = None;
+    for spec in specs {
+        let index = match (spec.func, spec.column) {
+            (Func::Hist, _) => return None,
+            (Func::Count, _) => continue,
+            (_, Some(c)) => match &source.columns[c] {
+                Column {
+                    read: Read::Field(_),
+                    index: Some(index),
+                    ..
+                } => *index,
+                _ => return None,
+            },
+            (_, None) => return None,
+        };
+        if chosen.is_some_and(|c| c != index) {
+            return None;
+        }
+        chosen = Some(index);
+    }
+    chosen
 }

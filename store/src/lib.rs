@@ -66,7 +66,9 @@ pub use config::{Config, Durability};
 pub use dir::Dir;
 pub use error::{Error, Result};
 pub use format::FormatVersion;
-pub use query::{Aggregate, OwnTimes, PartAnswer, QueryStats, Record, RecordView, ValueCounts};
+pub use query::{
+    Aggregate, KeyAnswer, OwnTimes, PartAnswer, QueryStats, Record, RecordView, ValueCounts,
+};
 pub use recovery::Recovery;
 pub use schema::{
     Bins, Closed, Field, FieldKind, Index, IndexId, Meta, Partition, Source, SourceId,

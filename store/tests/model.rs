@@ -646,3 +646,137 @@ fn percentiles_asked_again_reuse_sealed_chunks_and_stay_exact_as_the_store_grows
     store.close().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Aggregates by key (a thread's id, or what it maps to) equal the
+/// reference's per group, live and reopened, over windows that cut chunks
+/// and group runs: runs of one key make whole chunks (and group runs) of
+/// it, counted from their summaries; a few keys interleaved make chunks
+/// that mix them, read.
+#[test]
+fn aggregates_by_key_match_reference_per_group() {
+    let dir = temp_dir("by-key");
+    let config = Config {
+        block_size: 4096,
+        blocks_per_segment: 4,
+        group_chunks: 3,
+        ..Config::default()
+    };
+    let mut store = Store::open(&dir, &config).unwrap();
+    let value = Field::new("v", 0, FieldKind::I64);
+    let key = Field::new("k", 8, FieldKind::U32);
+    let source = store
+        .define_source("s", vec![value.clone(), key.clone()])
+        .unwrap();
+    let index = store
+        .define_index(
+            source,
+            "v",
+            value,
+            Bins::new(vec![100, 200, 400, 800]).unwrap(),
+        )
+        .unwrap();
+    let keys = store
+        .define_index(source, "k", key, Bins::new(vec![0, 1 << 36]).unwrap())
+        .unwrap();
+    let mut rng = Rng(11);
+    let mut records = Vec::new();
+    let mut ts = 0u64;
+    for run in 0..60u32 {
+        // Long runs of one key, then stretches where three interleave.
+        let (len, mixed) = if run % 4 == 3 {
+            (300, true)
+        } else {
+            (900, false)
+        };
+        for i in 0..len {
+            let k = if mixed { 7 + i % 3 } else { run % 5 };
+            let v = (rng.below(1000) as i64) - 50 + i64::from(k) * 10;
+            let mut payload = v.to_le_bytes().to_vec();
+            payload.extend_from_slice(&k.to_le_bytes());
+            store.append_at(source, ts, None, &payload).unwrap();
+            records.push((ts, v, k));
+            ts += 1;
+        }
+    }
+    store.publish();
+    let last = ts - 1;
+    let windows = [0..=u64::MAX, 1000..=20_000, last - 500..=last, 5..=6];
+    let check_all = |snapshot: &Snapshot| {
+        for window in &windows {
+            check_keys(snapshot, (source, index, keys), window, &records, |k| {
+                Some(i64::from(k))
+            });
+            // Keys 7 and 9 stand for one group (a process of two threads).
+            check_keys(snapshot, (source, index, keys), window, &records, |k| {
+                Some(i64::from(if k == 9 { 7 } else { k }))
+            });
+        }
+        // A key without a group leaves the question to a scan.
+        let (answer, _) = snapshot
+            .aggregate_by_key(
+                (source, index, keys),
+                &|k| (k != 8).then_some(k),
+                0..=u64::MAX,
+                &[0.5],
+            )
+            .unwrap();
+        assert_eq!(answer, None);
+    };
+    check_all(&store.snapshot());
+    let (_, stats) = store
+        .snapshot()
+        .aggregate_by_key((source, index, keys), &Some, 0..=u64::MAX, &[0.99])
+        .unwrap();
+    assert!(stats.chunks_summarized > stats.chunks_scanned, "{stats:?}");
+    assert!(stats.chunks_in_groups > 0, "{stats:?}");
+    store.close().unwrap();
+    let (snapshot, _) = weft_store::open_read_only(&dir).unwrap();
+    check_all(&snapshot);
+    drop(snapshot);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Checks every group's aggregate and quantiles against the reference's
+/// records `(ts, value, key)`, each key's group by `group`.
+fn check_keys(
+    snapshot: &Snapshot,
+    indexes: (SourceId, IndexId, IndexId),
+    window: &RangeInclusive<u64>,
+    records: &[(u64, i64, u32)],
+    group: impl Fn(u32) -> Option<i64>,
+) {
+    let qs = [0.0, 0.5, 0.99, 1.0];
+    let by = |k: i64| group(u32::try_from(k).ok()?);
+    let (answers, _) = snapshot
+        .aggregate_by_key(indexes, &by, window.clone(), &qs)
+        .unwrap();
+    let answers = answers.expect("every key has a group");
+    let mut expected = std::collections::BTreeMap::<i64, Vec<i64>>::new();
+    for (ts, v, k) in records {
+        if window.contains(ts) {
+            expected.entry(group(*k).unwrap()).or_default().push(*v);
+        }
+    }
+    let keys: Vec<i64> = answers.iter().map(|a| a.key).collect();
+    assert_eq!(
+        keys,
+        expected.keys().copied().collect::<Vec<_>>(),
+        "{window:?}"
+    );
+    for (answer, (key, mut values)) in answers.into_iter().zip(expected) {
+        values.sort_unstable();
+        let n = values.len();
+        assert_eq!(answer.aggregate.count, n as u64, "{key} {window:?}");
+        assert_eq!(
+            answer.aggregate.sum,
+            values.iter().map(|v| i128::from(*v)).sum::<i128>()
+        );
+        assert_eq!(answer.aggregate.min, values.first().copied());
+        assert_eq!(answer.aggregate.max, values.last().copied());
+        let quantiles: Vec<Option<i64>> = qs
+            .iter()
+            .map(|q| Some(values[((q * n as f64).ceil() as usize).clamp(1, n) - 1]))
+            .collect();
+        assert_eq!(answer.quantiles, quantiles, "key {key} {window:?}");
+    }
+}

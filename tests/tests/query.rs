@@ -20,17 +20,29 @@ fn row(dir: &std::path::Path, text: &str) -> serde_json::Value {
     rows.into_iter().next().unwrap()
 }
 
-/// Counts by thread and by name come from the values log, and equal what
-/// a scan of every record counts; the workload's thread made over 100,000.
-fn counts_by_thread_come_from_the_values_log(dir: &std::path::Path) {
-    for text in [
-        "syscalls | count by comm",
-        "syscalls | count by tid",
-        "syscalls | count by pid",
+/// Counts by thread, process and name come from the values log, and
+/// latency aggregates by them from the summaries of chunks that hold one
+/// thread's records; each equals what a scan of every record gives. The
+/// workload's thread made over 100,000 calls.
+fn groups_by_thread_come_from_summaries(dir: &std::path::Path) {
+    let by_key = "a chunk whose records are of one `tid` counted for it";
+    for (text, how) in [
+        ("syscalls | count by comm", "from the values log"),
+        ("syscalls | count by tid", "from the values log"),
+        ("syscalls | count by pid", "from the values log"),
+        ("syscalls | p99(dur) by pid", by_key),
+        (
+            "syscalls | count, p50(dur), max(dur), avg(dur) by comm",
+            by_key,
+        ),
+        (
+            "syscalls | percentiles(dur), sum(dur), min(dur) by tid",
+            by_key,
+        ),
     ] {
         let (status, plan, stderr) = run_weft(&["query", "--explain", dir.to_str().unwrap(), text]);
         assert!(status.success(), "{stderr}");
-        assert!(plan.contains("from the values log"), "{text}: {plan}");
+        assert!(plan.contains(how), "{text}: {plan}");
         let (status, scanned, stderr) = run_weft(&[
             "query",
             "--json",
@@ -94,7 +106,7 @@ fn query_answers_known_facts_of_a_recording() {
     assert_eq!(r["comm"], "weft-workload");
     let r = row(&dir, r#"syscalls where comm ~ "weft-*" | count by comm"#);
     assert_eq!(r["comm"], "weft-workload");
-    counts_by_thread_come_from_the_values_log(&dir);
+    groups_by_thread_come_from_summaries(&dir);
 
     // The slowest record above the p99.99 is the sleep.
     let rows = query(

@@ -21,11 +21,13 @@
 
 mod aggregate;
 mod buckets;
+mod keyed;
 mod quantile;
 mod rolled;
 mod scan;
 
 pub use buckets::OwnTimes;
+pub use keyed::KeyAnswer;
 pub use quantile::{PartAnswer, ValueCounts};
 
 use std::ops::{Range, RangeInclusive};

@@ -29,9 +29,9 @@ type BinCounts = (BTreeMap<u32, (Aggregate, Vec<u64>)>, Held, QueryStats);
 /// per run of chunks answered by a group's summaries, which
 /// [`Snapshot::expand`] turns into chunks when a wanted bin is there.
 #[derive(Default)]
-struct Held {
-    chunks: Vec<(ChunkRef, Option<Vec<u32>>)>,
-    runs: Vec<(Range<u64>, Vec<u32>)>,
+pub(super) struct Held {
+    pub(super) chunks: Vec<(ChunkRef, Option<Vec<u32>>)>,
+    pub(super) runs: Vec<(Range<u64>, Vec<u32>)>,
 }
 
 /// Each part of a partitioned index with values in a range, and how many
@@ -634,7 +634,13 @@ impl Snapshot {
         let Some(spec) = &target.index else {
             return Ok(HashMap::new());
         };
-        let plan = gather_plan(spec, target.value_bins(), wanted, span_of(by_part));
+        let plan = gather_plan(
+            spec,
+            target.value_bins(),
+            wanted,
+            span_of(by_part),
+            &mut FIT.clone(),
+        );
         self.gather_held(held, target, plan, stats)
     }
 
@@ -644,7 +650,7 @@ impl Snapshot {
     /// entry holds a section for every bin its summaries hold, so neither
     /// its summaries nor its records are read. Other chunks (a window's
     /// edges, runs without values entries) are read one by one.
-    fn gather_held(
+    pub(super) fn gather_held(
         &self,
         held: &Held,
         target: &Target,
@@ -890,6 +896,9 @@ impl Snapshot {
     }
 }
 
+/// Values a pass holds at once (8 bytes each), over every bin it gathers.
+pub(super) const FIT: u64 = 1 << 22;
+
 /// How a pass gathers each wanted bin (global bin numbers of `spec`):
 /// its values while their total fits in memory, smallest bins first, else
 /// a count per value when the bin is narrow. A bin's values lie within
@@ -897,14 +906,13 @@ impl Snapshot {
 /// below the first bound, or past the last) is as narrow as they are: a
 /// flood of calls shorter than the first latency bound is counted per
 /// value. Bins left out are wide and too large.
-fn gather_plan(
+pub(super) fn gather_plan(
     spec: &Index,
     per_part: u32,
     wanted: &[Vec<(u32, u64, u64)>],
     (min, max): (i64, i64),
+    room: &mut u64,
 ) -> HashMap<u32, Gathered> {
-    /// Values held at once (8 bytes each).
-    const FIT: u64 = 1 << 22;
     /// Distinct values a bin may have to be counted per value.
     const NARROW: i128 = 1 << 16;
     let mut bins: Vec<(u32, u64)> = wanted
@@ -915,7 +923,6 @@ fn gather_plan(
     bins.sort_unstable();
     bins.dedup();
     bins.sort_by_key(|(_, count)| *count);
-    let mut room = FIT;
     let mut plan: HashMap<u32, Gathered> = HashMap::new();
     for (bin, count) in bins {
         let (lo, hi) = spec.bins.range(bin % per_part);
@@ -924,8 +931,8 @@ fn gather_plan(
             i128::from(hi).min(i128::from(max) + 1)
         });
         let width = end - i128::from(lo);
-        if count <= room {
-            room -= count;
+        if count <= *room {
+            *room -= count;
             // Room for exactly what the summaries count: no doubling past it.
             let count = usize::try_from(count).unwrap_or(0);
             plan.insert(bin, Gathered::Values(Vec::with_capacity(count)));
@@ -988,7 +995,7 @@ fn across_parts(by_part: &BTreeMap<u32, (Aggregate, Vec<u64>)>, bins: usize) -> 
 
 /// For each part (in order) and each of `qs`: the global bin holding the
 /// quantile, that bin's count, and the quantile's rank within the bin.
-fn quantile_bins(
+pub(super) fn quantile_bins(
     by_part: &BTreeMap<u32, (Aggregate, Vec<u64>)>,
     qs: &[f64],
     per_part: u32,
@@ -1026,7 +1033,7 @@ pub(crate) const MAX_DISTINCT: usize = 1 << 22;
 
 /// The records of one bin that a pass gathered (see `Snapshot::bin_values`).
 #[derive(Clone)]
-enum Gathered {
+pub(super) enum Gathered {
     /// Every value.
     Values(Vec<i64>),
     /// How many times each value `lo + i` occurred.
@@ -1050,7 +1057,7 @@ impl Gathered {
         }
     }
 
-    fn add(&mut self, value: i64) {
+    pub(super) fn add(&mut self, value: i64) {
         self.add_n(value, 1);
     }
 
@@ -1117,7 +1124,7 @@ impl Gathered {
     /// The `k`-th smallest (1-based) value gathered. Values held one by one
     /// are put in place for it (as a multiset they stay the same, for the
     /// next quantile of the bin), not copied: a bin may hold 2^22 of them.
-    fn nth(&mut self, k: u64) -> Result<i64> {
+    pub(super) fn nth(&mut self, k: u64) -> Result<i64> {
         let corrupt =
             || Error::Invalid("summaries and records disagree; the capture is corrupt".into());
         match self {
@@ -1182,7 +1189,7 @@ mod tests {
     fn an_edge_bin_too_large_to_hold_is_counted_within_the_values_seen() {
         let index = latency();
         let wanted = [vec![(0, 20_000_000, 10_000_000), (1, 10, 1)]];
-        let plan = gather_plan(&index, 5, &wanted, (41, 180));
+        let plan = gather_plan(&index, 5, &wanted, (41, 180), &mut FIT.clone());
         assert!(matches!(plan.get(&1), Some(Gathered::Values(_))));
         let Some(Gathered::Counts(lo, counts)) = plan.get(&0) else {
             panic!("bin 0 is not counted per value");
@@ -1190,13 +1197,13 @@ mod tests {
         assert_eq!((*lo, counts.len()), (41, 59), "41..100");
         // The last bin ends at the largest value seen.
         let wanted = [vec![(4, 20_000_000, 1)]];
-        let plan = gather_plan(&index, 5, &wanted, (41, (1 << 40) + 500));
+        let plan = gather_plan(&index, 5, &wanted, (41, (1 << 40) + 500), &mut FIT.clone());
         let Some(Gathered::Counts(lo, counts)) = plan.get(&4) else {
             panic!("the last bin is not counted per value");
         };
         assert_eq!((*lo, counts.len()), (1 << 40, 501));
         // A wide bin too large to hold is left to narrowing passes.
-        let plan = gather_plan(&index, 5, &wanted, (41, 1 << 41));
+        let plan = gather_plan(&index, 5, &wanted, (41, 1 << 41), &mut FIT.clone());
         assert!(plan.is_empty());
     }
 }

@@ -1,0 +1,292 @@
+//! Aggregates and exact quantiles of one index's values per value of
+//! another index's field (a thread's id, or what it stands for: its
+//! process, its name): "p99 latency by process" from summaries.
+//!
+//! A chunk (or a run of chunks the groups log merged) whose key index saw
+//! one value alone belongs wholly to that key's group, so its value bins
+//! count for the group as they stand. Only chunks that mix keys are read:
+//! once to count their values per group and bin, and once more for the
+//! values of the bins the groups' quantiles fall in. Memory is the
+//! groups' bin counts and at most [`FIT`] values.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::{
+    Aggregate, ChunkRef, QueryStats, Target,
+    quantile::{FIT, Gathered, Held, gather_plan, quantile_bins},
+};
+use crate::{
+    error::{Error, Result},
+    schema::{IndexId, SourceId},
+    shared::{ChunkMeta, Snapshot},
+};
+
+/// One group's quantile picks (global bin, the bin's count, rank within
+/// it) and the values gathered of those bins.
+type Picked = (Vec<(u32, u64, u64)>, HashMap<u32, Gathered>);
+
+/// Groups held at once; past this the caller scans.
+const MAX_GROUPS: usize = 1 << 16;
+
+/// One group of [`Snapshot::aggregate_by_key`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeyAnswer {
+    /// The group: what the key's value stands for.
+    pub key: i64,
+    /// Count, sum, min and max of the group's values.
+    pub aggregate: Aggregate,
+    /// The asked quantiles of the group's values, in the order asked.
+    pub quantiles: Vec<Option<i64>>,
+}
+
+/// What one group gathers: its values' aggregate and count per value
+/// bin, and the chunks (and runs) that belong to it alone.
+struct Group {
+    aggregate: Aggregate,
+    counts: Vec<u64>,
+    held: Held,
+}
+
+impl Group {
+    fn new(bins: usize) -> Self {
+        Self {
+            aggregate: Aggregate::default(),
+            counts: vec![0; bins],
+            held: Held::default(),
+        }
+    }
+
+    /// Counts `meta`'s summaries of `target`'s index: the bins they hold.
+    fn count(&mut self, meta: &ChunkMeta, target: &Target) -> Result<Vec<u32>> {
+        let mut here = Vec::new();
+        let bins = self.counts.len();
+        for s in meta.summaries.iter().filter(|s| target.wants(s)) {
+            let count = self.counts.get_mut(s.bin as usize).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "chunk {}: summary names bin {} of an index with {bins} bins",
+                    s.chunk, s.bin
+                ))
+            })?;
+            // Saturating: a forged summary must not overflow the count.
+            *count = count.saturating_add(s.count);
+            self.aggregate.merge(s);
+            here.push(s.bin);
+        }
+        Ok(here)
+    }
+}
+
+/// The last key looked up and what it gave: a chunk's records of one
+/// thread come in runs, and its group is found once per run.
+struct Memo<T> {
+    last: Option<(i64, T)>,
+}
+
+impl<T> Default for Memo<T> {
+    fn default() -> Self {
+        Self { last: None }
+    }
+}
+
+impl<T: Copy> Memo<T> {
+    fn get(&mut self, key: i64, f: impl FnOnce(i64) -> T) -> T {
+        match self.last {
+            Some((last, found)) if last == key => found,
+            _ => self.last.insert((key, f(key))).1,
+        }
+    }
+}
+
+/// The one value `keyed`'s index saw in `meta`, if it saw only one.
+fn sole_key(meta: &ChunkMeta, keyed: &Target) -> Option<i64> {
+    let mut seen = meta
+        .summaries
+        .iter()
+        .filter(|s| keyed.wants(s) && s.count > 0);
+    let first = seen.next()?;
+    let one = (first.min == first.max).then_some(first.min)?;
+    seen.all(|s| s.min == one && s.max == one).then_some(one)
+}
+
+impl Snapshot {
+    /// [`Snapshot::aggregate_parts`] with groups given by `key`'s index
+    /// instead of parts: per group (`group` of each value of `key`'s field;
+    /// `None` for a value makes the answer `None`), the aggregate of
+    /// `index`'s values and their exact `qs` quantiles, in group order.
+    /// `None` too when the groups are too many to hold, or a quantile's
+    /// bin too large to gather in one pass: the caller scans.
+    pub fn aggregate_by_key(
+        &self,
+        (source, index, key): (SourceId, IndexId, IndexId),
+        group: &dyn Fn(i64) -> Option<i64>,
+        window: std::ops::RangeInclusive<u64>,
+        qs: &[f64],
+    ) -> Result<(Option<Vec<KeyAnswer>>, QueryStats)> {
+        if let Some(q) = qs.iter().find(|q| !(0.0..=1.0).contains(*q)) {
+            return Err(Error::Invalid(format!(
+                "quantile {q} is not between 0 and 1"
+            )));
+        }
+        self.settled(|snapshot| {
+            let target = snapshot.target(source, index, None, window.clone())?;
+            let keyed = snapshot.target(source, key, None, window.clone())?;
+            snapshot.aggregate_by_key_in(&target, &keyed, group, qs)
+        })
+    }
+
+    fn aggregate_by_key_in(
+        &self,
+        target: &Target,
+        keyed: &Target,
+        group: &dyn Fn(i64) -> Option<i64>,
+        qs: &[f64],
+    ) -> Result<(Option<Vec<KeyAnswer>>, QueryStats)> {
+        let (Some(spec), Some(key_spec)) = (&target.index, &keyed.index) else {
+            return Err(Error::Invalid(
+                "aggregates by key need two value indexes, not index 0".into(),
+            ));
+        };
+        if spec.parts() != 1 {
+            return Err(Error::Invalid(format!(
+                "aggregates by key need an index without parts; `{}` has {}",
+                spec.name,
+                spec.parts()
+            )));
+        }
+        let bins = target.value_bins() as usize;
+        let mut groups: BTreeMap<i64, Group> = BTreeMap::new();
+        let mut mixed = Vec::new();
+        let mut stats = QueryStats::default();
+        let mut unknown = false;
+        let mut keys = target.keys();
+        keys.extend(keyed.keys().into_iter().skip(1));
+        let whole = |meta: &ChunkMeta, run: &std::ops::Range<u64>| {
+            self.summarizes_run(meta, run, target) && self.summarizes_run(meta, run, keyed)
+        };
+        self.for_each_span(self.target_chunks(target)?, &keys, |meta, run| {
+            let sole = sole_key(meta, keyed).map(group);
+            if let Some(run) = run {
+                let Some(Some(key)) = sole.filter(|_| whole(meta, &run)) else {
+                    return Ok(false);
+                };
+                let g = groups.entry(key).or_insert_with(|| Group::new(bins));
+                let here = g.count(meta, target)?;
+                g.held.runs.push((run.clone(), here));
+                stats.add_run(&run);
+                return Ok(true);
+            }
+            let chunk = meta.time.chunk;
+            if self.is_damaged(chunk) {
+                stats.leave_out(true);
+                return Ok(true);
+            }
+            let Some(at) = ChunkRef::of(meta, target.source) else {
+                return Ok(true);
+            };
+            if self.is_gone(chunk) {
+                stats.leave_out(false);
+            } else if let Some(Some(key)) = sole.filter(|_| whole(meta, &(chunk..chunk + 1))) {
+                let g = groups.entry(key).or_insert_with(|| Group::new(bins));
+                let here = g.count(meta, target)?;
+                g.held.chunks.push((at, Some(here)));
+                stats.chunks_summarized += 1;
+            } else {
+                stats.chunks_scanned += 1;
+                let mut memo = Memo::default();
+                self.visit_chunk(&at, target, |record| {
+                    let value = spec.field.read(record.payload);
+                    let key = (key_spec.field.read(record.payload)).map(|k| memo.get(k, group));
+                    let (Some(value), Some(Some(key))) = (value, key) else {
+                        unknown |= value.is_some();
+                        return;
+                    };
+                    let g = groups.entry(key).or_insert_with(|| Group::new(bins));
+                    g.aggregate.add(value);
+                    g.counts[spec.bins.bin_of(value) as usize] += 1;
+                })?;
+                mixed.push(at);
+            }
+            Ok(groups.len() <= MAX_GROUPS)
+        })?;
+        if unknown || groups.len() > MAX_GROUPS {
+            return Ok((None, stats));
+        }
+        let Some(values) =
+            self.group_values((target, keyed), group, &groups, &mixed, qs, &mut stats)?
+        else {
+            return Ok((None, stats));
+        };
+        let mut answers = Vec::with_capacity(groups.len());
+        for ((key, g), (picks, mut values)) in groups.into_iter().zip(values) {
+            let mut quantiles = Vec::with_capacity(picks.len());
+            for (bin, _, k) in picks {
+                let value = match values.get_mut(&bin) {
+                    Some(gathered) if g.aggregate.count > 0 => Some(gathered.nth(k)?),
+                    _ => None,
+                };
+                quantiles.push(value);
+            }
+            answers.push(KeyAnswer {
+                key,
+                aggregate: g.aggregate,
+                quantiles,
+            });
+        }
+        Ok((Some(answers), stats))
+    }
+
+    /// Per group (in order): where its quantiles fall (bin, the bin's
+    /// count, rank within it) and the values of those bins, from the
+    /// values log of the chunks it holds alone and one pass over the
+    /// `mixed` chunks. `None` when a bin is too large to gather.
+    fn group_values(
+        &self,
+        (target, keyed): (&Target, &Target),
+        group: &dyn Fn(i64) -> Option<i64>,
+        groups: &BTreeMap<i64, Group>,
+        mixed: &[ChunkRef],
+        qs: &[f64],
+        stats: &mut QueryStats,
+    ) -> Result<Option<Vec<Picked>>> {
+        let (Some(spec), Some(key_spec)) = (&target.index, &keyed.index) else {
+            return Ok(None);
+        };
+        let min = groups.values().filter_map(|g| g.aggregate.min).min();
+        let max = groups.values().filter_map(|g| g.aggregate.max).max();
+        let span = (min.unwrap_or(0), max.unwrap_or(0));
+        let per_part = target.value_bins();
+        let mut room = FIT;
+        let mut out = Vec::with_capacity(groups.len());
+        for g in groups.values() {
+            let by_part = BTreeMap::from([(0, (g.aggregate, g.counts.clone()))]);
+            let picks = quantile_bins(&by_part, qs, per_part);
+            let plan = gather_plan(spec, per_part, &picks, span, &mut room);
+            if picks
+                .iter()
+                .flatten()
+                .any(|(bin, _, _)| !plan.contains_key(bin))
+            {
+                return Ok(None);
+            }
+            let values = self.gather_held(&g.held, target, plan, stats)?;
+            out.push((picks.into_iter().next().unwrap_or_default(), values));
+        }
+        let slots: HashMap<i64, usize> = (groups.keys().copied()).zip(0..).collect();
+        stats.chunks_read_for_bins += mixed.len() as u64;
+        let slot = |k| group(k).and_then(|g| slots.get(&g).copied());
+        for at in mixed {
+            let mut memo = Memo::default();
+            self.visit_chunk(at, target, |record| {
+                let value = spec.field.read(record.payload);
+                let key = key_spec.field.read(record.payload);
+                let (Some(value), Some(slot)) = (value, key.and_then(|k| memo.get(k, slot))) else {
+                    return;
+                };
+                if let Some(gathered) = out[slot].1.get_mut(&spec.bins.bin_of(value)) {
+                    gathered.add(value);
+                }
+            })?;
+        }
+        Ok(Some(out))
+    }
+}
