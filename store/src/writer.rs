@@ -75,16 +75,16 @@ impl Acc {
         self.last_addr = addr;
     }
 
-    fn add(&mut self, value: i64, ts: u64, addr: u64) {
+    fn add_run(&mut self, run: &Run) {
         if self.count == 0 {
-            self.first_ts = ts;
+            self.first_ts = run.first_ts;
         }
-        self.count += 1;
-        self.sum += i128::from(value);
-        self.min = self.min.min(value);
-        self.max = self.max.max(value);
-        self.last_ts = ts;
-        self.last_addr = addr;
+        self.count += run.n;
+        self.sum += i128::from(run.value) * i128::from(run.n);
+        self.min = self.min.min(run.value);
+        self.max = self.max.max(run.value);
+        self.last_ts = run.last_ts;
+        self.last_addr = run.last_addr;
     }
 
     fn summary(&self, chunk: u64, source: SourceId, index: IndexId, bin: u32) -> Summary {
@@ -113,6 +113,22 @@ impl Acc {
     }
 }
 
+/// Records of one value in a row, in one bin, not yet added to the bin's
+/// totals: a flood's thread id (its CPU, its return value) repeats for
+/// thousands of records, each then a compare and a count, and the run is
+/// handed to the values log whole.
+#[derive(Clone, Copy, Debug, Default)]
+struct Run {
+    part: u32,
+    bin: u32,
+    value_bin: u32,
+    value: i64,
+    n: u64,
+    first_ts: u64,
+    last_ts: u64,
+    last_addr: u64,
+}
+
 struct IndexAcc {
     spec: Index,
     per_bin: Vec<Acc>,
@@ -121,10 +137,8 @@ struct IndexAcc {
     /// Bins with records in the active chunk, in first-use order: sealing
     /// visits and resets only these (a partitioned index has many bins).
     touched: Vec<u32>,
-    /// The last value added, its global and value bins and how many times
-    /// in a row: a flood's thread id repeats for thousands of records, and
-    /// is handed to the values log once per run.
-    repeat: Option<(u32, u32, i64, u64)>,
+    /// The latest records, while they repeat one value (none: `n` is 0).
+    run: Run,
 }
 
 impl IndexAcc {
@@ -134,54 +148,81 @@ impl IndexAcc {
             per_bin: vec![Acc::EMPTY; spec.bins.len() * spec.parts() as usize],
             ways: BinValues::of(&spec.bins),
             touched: Vec::new(),
-            repeat: None,
+            run: Run::default(),
         }
     }
 
+    #[inline]
     fn add(&mut self, payload: &[u8], ts: u64, addr: u64, wide: &mut Wide) {
         let Some(value) = self.spec.field.read(payload) else {
             return;
         };
+        let part = self.spec.part_of(payload);
+        let run = &mut self.run;
+        if run.n > 0 && run.value == value && run.part == part {
+            run.n += 1;
+            run.last_ts = ts;
+            run.last_addr = addr;
+            return;
+        }
+        if run.n > 0 {
+            self.settle(wide);
+        }
         let value_bin = self.spec.bins.bin_of(value);
-        let bin = self.spec.bin(self.spec.part_of(payload), value_bin);
-        let acc = &mut self.per_bin[bin as usize];
+        self.run = Run {
+            part,
+            bin: self.spec.bin(part, value_bin),
+            value_bin,
+            value,
+            n: 1,
+            first_ts: ts,
+            last_ts: ts,
+            last_addr: addr,
+        };
+    }
+
+    /// Adds the run under way to its bin's totals and hands its values to
+    /// `wide`; none is under way after.
+    #[inline]
+    fn settle(&mut self, wide: &mut Wide) {
+        let run = std::mem::take(&mut self.run);
+        let acc = &mut self.per_bin[run.bin as usize];
         if acc.count == 0 {
-            self.touched.push(bin);
+            self.touched.push(run.bin);
         }
-        acc.add(value, ts, addr);
-        match &mut self.repeat {
-            Some((b, _, v, n)) if *b == bin && *v == value => *n += 1,
-            repeat => {
-                if let Some(run) = repeat.replace((bin, value_bin, value, 1)) {
-                    self.hand_over(run, wide);
-                }
-            }
-        }
+        acc.add_run(&run);
+        let way = self.ways[run.value_bin as usize];
+        wide.add(self.spec.id, run.bin, way, run.value, run.n);
     }
 
-    /// Hands the values repeated so far to `wide` (before sealing).
+    /// Settles the run under way (before sealing).
     fn flush(&mut self, wide: &mut Wide) {
-        if let Some(run) = self.repeat.take() {
-            self.hand_over(run, wide);
+        if self.run.n > 0 {
+            self.settle(wide);
         }
     }
 
-    fn hand_over(&self, (bin, value_bin, value, n): (u32, u32, i64, u64), wide: &mut Wide) {
-        wide.add(self.spec.id, bin, self.ways[value_bin as usize], value, n);
-    }
-
-    /// The summaries of the touched bins, in bin order.
+    /// The summaries of the bins with records, in bin order, the run under
+    /// way counted in (a published chunk's summaries are read before it
+    /// seals).
     fn summaries(&self, chunk: u64, source: SourceId, out: &mut Vec<Summary>) {
+        let run = &self.run;
         let mut bins = self.touched.clone();
+        if run.n > 0 && self.per_bin[run.bin as usize].count == 0 {
+            bins.push(run.bin);
+        }
         bins.sort_unstable();
-        out.extend(
-            bins.iter()
-                .map(|bin| self.per_bin[*bin as usize].summary(chunk, source, self.spec.id, *bin)),
-        );
+        out.extend(bins.iter().map(|bin| {
+            let mut acc = self.per_bin[*bin as usize];
+            if run.n > 0 && run.bin == *bin {
+                acc.add_run(run);
+            }
+            acc.summary(chunk, source, self.spec.id, *bin)
+        }));
     }
 
     fn reset(&mut self) {
-        self.repeat = None;
+        self.run = Run::default();
         for bin in self.touched.drain(..) {
             self.per_bin[bin as usize] = Acc::EMPTY;
         }
