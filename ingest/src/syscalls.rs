@@ -34,6 +34,8 @@ pub const SPEC: Spec = Spec {
             count: MAX_SYSCALLS,
         },
         IndexSpec::Values("tid"),
+        IndexSpec::Values("cpu"),
+        IndexSpec::Values("ret"),
     ],
     span: Some("dur"),
     threads: true,

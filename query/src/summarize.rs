@@ -617,6 +617,11 @@ impl Engine<'_> {
         else {
             return Ok(None);
         };
+        // Named in the plan by the indexed field: `comm` is a thread's id
+        // shown by name.
+        let Read::Field(field) = &counted.read else {
+            return Ok(None);
+        };
         let group = |value: i64| {
             let value = match map {
                 Some(map) => *map.get(&value)?,
@@ -643,7 +648,7 @@ impl Engine<'_> {
             .collect();
         self.plan.push(format!(
             "aggregate: per `{}` from the store's chunk summaries of `{}`, a chunk whose records are of one `{}` counted for it; only chunks that mix them are read",
-            column.name, source.name, counted.name
+            column.name, source.name, field.name
         ));
         Ok(Some(keyed_answer(source, specs, &[by], None, rows)))
     }

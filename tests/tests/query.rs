@@ -20,9 +20,10 @@ fn row(dir: &std::path::Path, text: &str) -> serde_json::Value {
     rows.into_iter().next().unwrap()
 }
 
-/// Counts by thread, process and name come from the values log, and
-/// latency aggregates by them from the summaries of chunks that hold one
-/// thread's records; each equals what a scan of every record gives. The
+/// Counts by thread, process, name, CPU and return value come from the
+/// values log, and latency aggregates by them from the summaries of chunks
+/// that hold one thread's (one CPU's) records; each equals what a scan of
+/// every record gives. The
 /// workload's thread made over 100,000 calls.
 fn groups_by_thread_come_from_summaries(dir: &std::path::Path) {
     let by_key = "a chunk whose records are of one `tid` counted for it";
@@ -30,7 +31,13 @@ fn groups_by_thread_come_from_summaries(dir: &std::path::Path) {
         ("syscalls | count by comm", "from the values log"),
         ("syscalls | count by tid", "from the values log"),
         ("syscalls | count by pid", "from the values log"),
+        ("syscalls | count by cpu", "from the values log"),
+        ("syscalls | count by ret", "from the values log"),
         ("syscalls | p99(dur) by pid", by_key),
+        (
+            "syscalls | p99(dur), count by cpu",
+            "a chunk whose records are of one `cpu`",
+        ),
         (
             "syscalls | count, p50(dur), max(dur), avg(dur) by comm",
             by_key,
