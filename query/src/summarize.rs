@@ -548,17 +548,9 @@ impl Engine<'_> {
         self.add(stats);
         let mut groups = Groups::<Acc>::default();
         for (value, n) in counts {
-            let value = match map {
-                // A value without one of the column's: the records decide.
-                Some(map) => match map.get(&value) {
-                    Some(mapped) => *mapped,
-                    None => return Ok(None),
-                },
-                None => value,
-            };
-            let key = match &column.kind {
-                Kind::Named(names) => names.group_of(value),
-                _ => value,
+            // A value without one of the column's: the records decide.
+            let Some(key) = group_of(column, map, value) else {
+                return Ok(None);
             };
             for acc in groups.get(&[key], specs.len()) {
                 acc.add_count(n);
@@ -622,16 +614,7 @@ impl Engine<'_> {
         let Read::Field(field) = &counted.read else {
             return Ok(None);
         };
-        let group = |value: i64| {
-            let value = match map {
-                Some(map) => *map.get(&value)?,
-                None => value,
-            };
-            Some(match &column.kind {
-                Kind::Named(names) => names.group_of(value),
-                _ => value,
-            })
-        };
+        let group = |value| group_of(column, map, value);
         let (answers, stats) = self.snapshot.aggregate_by_key(
             (source.id, index, key),
             &group,
@@ -753,6 +736,20 @@ fn key_index<'a>(source: &'a SourceColumns, column: &'a Column) -> Option<KeyInd
         (Read::Field(_), Some(index)) => Some((counted, index, map)),
         _ => None,
     }
+}
+
+/// The group of `column` that a value of its key's index stands for
+/// ([`key_index`]): mapped through `map` (`None` where it has no value
+/// there), then by name where `column` shows names.
+fn group_of(column: &Column, map: Option<&HashMap<i64, i64>>, value: i64) -> Option<i64> {
+    let value = match map {
+        Some(map) => *map.get(&value)?,
+        None => value,
+    };
+    Some(match &column.kind {
+        Kind::Named(names) => names.group_of(value),
+        _ => value,
+    })
 }
 
 /// The one index every aggregate of `specs` over a column reads (counts
