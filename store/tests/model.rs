@@ -743,7 +743,7 @@ fn check_keys(
     indexes: (SourceId, IndexId, IndexId),
     window: &RangeInclusive<u64>,
     records: &[(u64, i64, u32)],
-    group: impl Fn(u32) -> Option<i64>,
+    group: impl Fn(u32) -> Option<i64> + Sync,
 ) {
     let qs = [0.0, 0.5, 0.99, 1.0];
     let by = |k: i64| group(u32::try_from(k).ok()?);

@@ -156,6 +156,38 @@ fn questions(case: &Case) -> Vec<(String, String, String)> {
             format!("syscalls | count by comm {window}"),
             format!("{DUCK_WINDOW}select comm, count(*) from t, b where {DUCK_IN} group by comm"),
         ),
+        (
+            "p99 of latency by process".into(),
+            format!("syscalls | p99(dur) by pid {window}"),
+            format!(
+                "{DUCK_WINDOW}select pid, quantile_disc(dur, 0.99) from t, b where {DUCK_IN} group by pid"
+            ),
+        ),
+        (
+            "count by CPU".into(),
+            format!("syscalls | count by cpu {window}"),
+            format!("{DUCK_WINDOW}select cpu, count(*) from t, b where {DUCK_IN} group by cpu"),
+        ),
+        (
+            "count by return value".into(),
+            format!("syscalls | count by ret {window}"),
+            format!("{DUCK_WINDOW}select ret, count(*) from t, b where {DUCK_IN} group by ret"),
+        ),
+        (
+            "count per second".into(),
+            format!("syscalls | count every 1s {window}"),
+            format!(
+                "{DUCK_WINDOW}select floor(time / 1000000000), count(*) from t, b where {DUCK_IN} group by 1"
+            ),
+        ),
+        (
+            format!("latency histogram of {s}"),
+            format!(r#"syscalls where name = "{s}" | hist(dur) {window}"#),
+            format!(
+                "{DUCK_WINDOW}select floor(log2(greatest(dur, 1))), count(*) \
+                 from t, b where name = '{s}' and {DUCK_IN} group by 1"
+            ),
+        ),
         other_question(case, window),
     ]
 }

@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::{
-    Aggregate, ChunkRef, QueryStats, Target,
+    Aggregate, ChunkRef, QueryStats, Target, parallel,
     quantile::{FIT, Gathered, Held, gather_plan, quantile_bins},
 };
 use crate::{
@@ -118,7 +118,7 @@ impl Snapshot {
     pub fn aggregate_by_key(
         &self,
         (source, index, key): (SourceId, IndexId, IndexId),
-        group: &dyn Fn(i64) -> Option<i64>,
+        group: &(dyn Fn(i64) -> Option<i64> + Sync),
         window: std::ops::RangeInclusive<u64>,
         qs: &[f64],
     ) -> Result<(Option<Vec<KeyAnswer>>, QueryStats)> {
@@ -138,7 +138,7 @@ impl Snapshot {
         &self,
         target: &Target,
         keyed: &Target,
-        group: &dyn Fn(i64) -> Option<i64>,
+        group: &(dyn Fn(i64) -> Option<i64> + Sync),
         qs: &[f64],
     ) -> Result<(Option<Vec<KeyAnswer>>, QueryStats)> {
         let (Some(spec), Some(key_spec)) = (&target.index, &keyed.index) else {
@@ -192,22 +192,40 @@ impl Snapshot {
                 stats.chunks_summarized += 1;
             } else {
                 stats.chunks_scanned += 1;
+                mixed.push(at);
+            }
+            Ok(groups.len() <= MAX_GROUPS)
+        })?;
+        // The chunks that mix keys, counted per group on both cores.
+        let counted = parallel(&mixed, |part| {
+            let mut found: BTreeMap<i64, Group> = BTreeMap::new();
+            let mut unknown = false;
+            for at in part {
                 let mut memo = Memo::default();
-                self.visit_chunk(&at, target, |record| {
+                self.visit_chunk(at, target, |record| {
                     let value = spec.field.read(record.payload);
                     let key = (key_spec.field.read(record.payload)).map(|k| memo.get(k, group));
                     let (Some(value), Some(Some(key))) = (value, key) else {
                         unknown |= value.is_some();
                         return;
                     };
-                    let g = groups.entry(key).or_insert_with(|| Group::new(bins));
+                    let g = found.entry(key).or_insert_with(|| Group::new(bins));
                     g.aggregate.add(value);
                     g.counts[spec.bins.bin_of(value) as usize] += 1;
                 })?;
-                mixed.push(at);
             }
-            Ok(groups.len() <= MAX_GROUPS)
+            Ok((found, unknown))
         })?;
+        for (found, unknown_here) in counted {
+            unknown |= unknown_here;
+            for (key, more) in found {
+                let g = groups.entry(key).or_insert_with(|| Group::new(bins));
+                g.aggregate.absorb(&more.aggregate);
+                for (count, n) in g.counts.iter_mut().zip(more.counts) {
+                    *count = count.saturating_add(n);
+                }
+            }
+        }
         if unknown || groups.len() > MAX_GROUPS {
             return Ok((None, stats));
         }
@@ -242,7 +260,7 @@ impl Snapshot {
     fn group_values(
         &self,
         (target, keyed): (&Target, &Target),
-        group: &dyn Fn(i64) -> Option<i64>,
+        group: &(dyn Fn(i64) -> Option<i64> + Sync),
         groups: &BTreeMap<i64, Group>,
         mixed: &[ChunkRef],
         qs: &[f64],
@@ -272,20 +290,37 @@ impl Snapshot {
             out.push((picks.into_iter().next().unwrap_or_default(), values));
         }
         let slots: HashMap<i64, usize> = (groups.keys().copied()).zip(0..).collect();
-        stats.chunks_read_for_bins += mixed.len() as u64;
         let slot = |k| group(k).and_then(|g| slots.get(&g).copied());
-        for at in mixed {
-            let mut memo = Memo::default();
-            self.visit_chunk(at, target, |record| {
-                let value = spec.field.read(record.payload);
-                let key = key_spec.field.read(record.payload);
-                let (Some(value), Some(slot)) = (value, key.and_then(|k| memo.get(k, slot))) else {
-                    return;
-                };
-                if let Some(gathered) = out[slot].1.get_mut(&spec.bins.bin_of(value)) {
-                    gathered.add(value);
+        let empty: Vec<HashMap<u32, Gathered>> = (out.iter())
+            .map(|(_, bins)| bins.iter().map(|(b, g)| (*b, g.empty_like())).collect())
+            .collect();
+        stats.chunks_read_for_bins += mixed.len() as u64;
+        let found = parallel(mixed, |part| {
+            let mut found = empty.clone();
+            for at in part {
+                let mut memo = Memo::default();
+                self.visit_chunk(at, target, |record| {
+                    let value = spec.field.read(record.payload);
+                    let key = key_spec.field.read(record.payload);
+                    let (Some(value), Some(slot)) = (value, key.and_then(|k| memo.get(k, slot)))
+                    else {
+                        return;
+                    };
+                    if let Some(gathered) = found[slot].get_mut(&spec.bins.bin_of(value)) {
+                        gathered.add(value);
+                    }
+                })?;
+            }
+            Ok(found)
+        })?;
+        for found in found {
+            for ((_, values), bins) in out.iter_mut().zip(found) {
+                for (bin, more) in bins {
+                    if let Some(gathered) = values.get_mut(&bin) {
+                        gathered.merge(more);
+                    }
                 }
-            })?;
+            }
         }
         Ok(Some(out))
     }

@@ -189,6 +189,14 @@ impl Aggregate {
         self.max = Some(self.max.map_or(s.max, |m| m.max(s.max)));
     }
 
+    /// Adds the values `other` counted.
+    fn absorb(&mut self, other: &Self) {
+        self.count = self.count.saturating_add(other.count);
+        self.sum = self.sum.saturating_add(other.sum);
+        self.min = self.min.into_iter().chain(other.min).min();
+        self.max = self.max.into_iter().chain(other.max).max();
+    }
+
     /// The mean, if there are values.
     pub fn avg(&self) -> Option<f64> {
         (self.count > 0).then(|| self.sum as f64 / self.count as f64)

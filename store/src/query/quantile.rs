@@ -1049,7 +1049,7 @@ impl Gathered {
     }
 
     /// Gathers the same way, nothing gathered yet.
-    fn empty_like(&self) -> Self {
+    pub(super) fn empty_like(&self) -> Self {
         match self {
             Self::Values(_) => Self::Values(Vec::new()),
             Self::Counts(lo, counts) => Self::Counts(*lo, vec![0; counts.len()]),
@@ -1101,7 +1101,7 @@ impl Gathered {
         }
     }
 
-    fn merge(&mut self, other: Self) {
+    pub(super) fn merge(&mut self, other: Self) {
         match (self, other) {
             (Self::Values(values), Self::Values(mut more)) => values.append(&mut more),
             (Self::Counts(_, counts), Self::Counts(_, more)) => {
