@@ -88,7 +88,7 @@ const DUCK_IN: &str = "time between b.m - 80000000000 and b.m - 20000000000";
 fn questions(case: &Case) -> Vec<(String, String, String)> {
     let (s, n) = (case.subject, case.neighbour);
     let window = "[now-80s, now-20s]";
-    vec![
+    [
         (
             format!("p99.99 of {s} latency"),
             format!(r#"syscalls where name = "{s}" | p99.99(dur) {window}"#),
@@ -156,6 +156,17 @@ fn questions(case: &Case) -> Vec<(String, String, String)> {
             format!("syscalls | count by comm {window}"),
             format!("{DUCK_WINDOW}select comm, count(*) from t, b where {DUCK_IN} group by comm"),
         ),
+    ]
+    .into_iter()
+    .chain(by_field_questions(s, window))
+    .chain([other_question(case, window)])
+    .collect()
+}
+
+/// Questions grouped by fields without a partitioned index, per second,
+/// and a histogram of the case's subject.
+fn by_field_questions(s: &str, window: &str) -> Vec<(String, String, String)> {
+    vec![
         (
             "p99 of latency by process".into(),
             format!("syscalls | p99(dur) by pid {window}"),
@@ -188,7 +199,6 @@ fn questions(case: &Case) -> Vec<(String, String, String)> {
                  from t, b where name = '{s}' and {DUCK_IN} group by 1"
             ),
         ),
-        other_question(case, window),
     ]
 }
 

@@ -141,7 +141,7 @@ impl Snapshot {
         group: &(dyn Fn(i64) -> Option<i64> + Sync),
         qs: &[f64],
     ) -> Result<(Option<Vec<KeyAnswer>>, QueryStats)> {
-        let (Some(spec), Some(key_spec)) = (&target.index, &keyed.index) else {
+        let (Some(spec), Some(_)) = (&target.index, &keyed.index) else {
             return Err(Error::Invalid(
                 "aggregates by key need two value indexes, not index 0".into(),
             ));
@@ -157,7 +157,6 @@ impl Snapshot {
         let mut groups: BTreeMap<i64, Group> = BTreeMap::new();
         let mut mixed = Vec::new();
         let mut stats = QueryStats::default();
-        let mut unknown = false;
         let mut keys = target.keys();
         keys.extend(keyed.keys().into_iter().skip(1));
         let whole = |meta: &ChunkMeta, run: &std::ops::Range<u64>| {
@@ -196,36 +195,7 @@ impl Snapshot {
             }
             Ok(groups.len() <= MAX_GROUPS)
         })?;
-        // The chunks that mix keys, counted per group on both cores.
-        let counted = parallel(&mixed, |part| {
-            let mut found: BTreeMap<i64, Group> = BTreeMap::new();
-            let mut unknown = false;
-            for at in part {
-                let mut memo = Memo::default();
-                self.visit_chunk(at, target, |record| {
-                    let value = spec.field.read(record.payload);
-                    let key = (key_spec.field.read(record.payload)).map(|k| memo.get(k, group));
-                    let (Some(value), Some(Some(key))) = (value, key) else {
-                        unknown |= value.is_some();
-                        return;
-                    };
-                    let g = found.entry(key).or_insert_with(|| Group::new(bins));
-                    g.aggregate.add(value);
-                    g.counts[spec.bins.bin_of(value) as usize] += 1;
-                })?;
-            }
-            Ok((found, unknown))
-        })?;
-        for (found, unknown_here) in counted {
-            unknown |= unknown_here;
-            for (key, more) in found {
-                let g = groups.entry(key).or_insert_with(|| Group::new(bins));
-                g.aggregate.absorb(&more.aggregate);
-                for (count, n) in g.counts.iter_mut().zip(more.counts) {
-                    *count = count.saturating_add(n);
-                }
-            }
-        }
+        let unknown = self.count_mixed((target, keyed), group, &mixed, &mut groups)?;
         if unknown || groups.len() > MAX_GROUPS {
             return Ok((None, stats));
         }
@@ -251,6 +221,52 @@ impl Snapshot {
             });
         }
         Ok((Some(answers), stats))
+    }
+
+    /// Counts the values of the chunks that mix keys per group and bin,
+    /// on both cores; whether a record's key had no group.
+    fn count_mixed(
+        &self,
+        (target, keyed): (&Target, &Target),
+        group: &(dyn Fn(i64) -> Option<i64> + Sync),
+        mixed: &[ChunkRef],
+        groups: &mut BTreeMap<i64, Group>,
+    ) -> Result<bool> {
+        let (Some(spec), Some(key_spec)) = (&target.index, &keyed.index) else {
+            return Ok(false);
+        };
+        let bins = target.value_bins() as usize;
+        let counted = parallel(mixed, |part| {
+            let mut found: BTreeMap<i64, Group> = BTreeMap::new();
+            let mut unknown = false;
+            for at in part {
+                let mut memo = Memo::default();
+                self.visit_chunk(at, target, |record| {
+                    let value = spec.field.read(record.payload);
+                    let key = (key_spec.field.read(record.payload)).map(|k| memo.get(k, group));
+                    let (Some(value), Some(Some(key))) = (value, key) else {
+                        unknown |= value.is_some();
+                        return;
+                    };
+                    let g = found.entry(key).or_insert_with(|| Group::new(bins));
+                    g.aggregate.add(value);
+                    g.counts[spec.bins.bin_of(value) as usize] += 1;
+                })?;
+            }
+            Ok((found, unknown))
+        })?;
+        let mut unknown = false;
+        for (found, unknown_here) in counted {
+            unknown |= unknown_here;
+            for (key, more) in found {
+                let g = groups.entry(key).or_insert_with(|| Group::new(bins));
+                g.aggregate.absorb(&more.aggregate);
+                for (count, n) in g.counts.iter_mut().zip(more.counts) {
+                    *count = count.saturating_add(n);
+                }
+            }
+        }
+        Ok(unknown)
     }
 
     /// Per group (in order): where its quantiles fall (bin, the bin's
