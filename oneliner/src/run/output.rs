@@ -219,10 +219,11 @@ pub fn print_map<'a>(
     div: i64,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
-    // bpftrace 0.17's max() writes an element only where the sample is
-    // above what it holds, 0 for a new one: none stays at or below 0.
+    // bpftrace 0.17's max() writes an element only where the sample is at
+    // least what it holds, 0 for a new one: `max(0)` prints 0, and an
+    // element whose samples were all below 0 is never written.
     let mut sorted: Vec<(&Vec<Value>, &Agg)> = (elements.into_iter())
-        .filter(|(_, agg)| !matches!(agg, Agg::Max(n) if *n <= 0))
+        .filter(|(_, agg)| !matches!(agg, Agg::Max(n) if *n < 0))
         .collect();
     // An unsigned map's values order as unsigned numbers.
     let order = |agg: &Agg| {
