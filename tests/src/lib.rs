@@ -553,6 +553,20 @@ pub fn record(workload_bin: &str, dir: &std::path::Path, steps: &[&str], extra: 
     finished.stderr
 }
 
+/// A directory on a disk (the VMs' scratch disk, else /var/tmp), or
+/// `None` where it is in memory and pages never leave the cache.
+pub fn disk_dir(test: &str) -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("WEFT_TEST_DISK").map_or_else(
+        || std::path::PathBuf::from("/var/tmp"),
+        std::path::PathBuf::from,
+    );
+    if in_memory(&dir) {
+        eprintln!("skipping {test}: {} is in memory", dir.display());
+        return None;
+    }
+    Some(dir)
+}
+
 /// Whether `dir` is on tmpfs or ramfs, whose pages the cache never drops.
 pub fn in_memory(dir: &std::path::Path) -> bool {
     const TMPFS_MAGIC: i64 = 0x0102_1994;

@@ -3,7 +3,7 @@
 //! cold file, an `fsync` behind a large write. The injected cause must rank
 //! first.
 
-use weft_tests::{Need, Running, Workload, capture_dir, needs, query_rows};
+use weft_tests::{Need, Running, Workload, capture_dir, disk_dir, needs, query_rows};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_weft-workload");
 
@@ -71,20 +71,6 @@ fn can_explain(test: &str) -> bool {
             Need::Tracepoint("filemap/mm_filemap_add_to_page_cache"),
         ],
     )
-}
-
-/// A directory on a disk (the VMs' scratch disk, else /var/tmp), or
-/// `None` where it is in memory and pages never leave the cache.
-fn disk_dir(test: &str) -> Option<std::path::PathBuf> {
-    let dir = std::env::var_os("WEFT_TEST_DISK").map_or_else(
-        || std::path::PathBuf::from("/var/tmp"),
-        std::path::PathBuf::from,
-    );
-    if weft_tests::in_memory(&dir) {
-        eprintln!("skipping {test}: {} is in memory", dir.display());
-        return None;
-    }
-    Some(dir)
 }
 
 #[test]

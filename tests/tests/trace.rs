@@ -534,11 +534,12 @@ const BEGIN_PROGRAMS: &[(&str, &[&str])] = &[
         &[],
     ),
     // Literals as C writes them (octal, suffixes, escapes), compound
-    // shifts, and max() of samples at or below 0, which bpftrace 0.17
-    // never writes.
+    // shifts, and max() of samples below 0, which bpftrace 0.17 never
+    // writes, and of 0, which it does.
     (
         "BEGIN { $x = 1; $x <<= 3; $x |= 1; $x >>= 1; printf(\"%d %d %d %s|\\101\\x42\\n\", $x, 010,
-           10ul + 0x10 + 1_000, \"\\x41\"); @x = max(-3); @y = max(4); @y = max(-5); exit(); }",
+           10ul + 0x10 + 1_000, \"\\x41\"); @x = max(-3); @y = max(4); @y = max(-5);
+           @z = max(-1); @z = max(0); @w[1] = max(0); exit(); }",
         &[],
     ),
     // strerror(), and kptr()/uptr() as the address itself.
@@ -978,6 +979,70 @@ fn block_requests_over_a_capture_are_the_requests_seen_live() {
         "{live}"
     );
     assert_eq!(maps_section(&past), maps_section(&live));
+}
+
+/// A capture's page-cache insertions and removals play as
+/// `filemap:mm_filemap_add_to_page_cache` and
+/// `mm_filemap_delete_from_page_cache`, with the file's inode, device,
+/// first page and folio order: a file dropped from the cache and read
+/// cold, traced live beside a recording, gives the same maps over the
+/// capture. Lookups (`mm_filemap_get_pages`) are refused by name.
+#[test]
+fn page_cache_changes_over_a_capture_are_those_seen_live() {
+    let test = "page_cache_changes_over_a_capture_are_those_seen_live";
+    if !needs(
+        test,
+        &[
+            Need::Root,
+            Need::Tracepoint("filemap/mm_filemap_add_to_page_cache"),
+        ],
+    ) {
+        return;
+    }
+    let Some(disk) = weft_tests::disk_dir(test) else {
+        return;
+    };
+    let pages = 64;
+    let file = disk.join(format!("weft-trace-pages-{}", std::process::id()));
+    std::fs::write(&file, vec![7u8; pages * 4096]).unwrap();
+    let ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&file).unwrap());
+    let path = file.to_str().unwrap();
+    let program = format!(
+        r#"BEGIN {{ printf("tracing\n"); }}
+        tracepoint:filemap:mm_filemap_add_to_page_cache /args->i_ino == {ino}/ {{
+            @added[comm, args->s_dev > 0] = count(); @pages = sum(1 << args->order);
+            @at = lhist(args->index, 0, {pages}, 16); @pfn = max(args->pfn); }}
+        tracepoint:filemap:mm_filemap_delete_from_page_cache /args->i_ino == {ino}/ {{
+            @removed = sum(1 << args->order); @devs[args->s_dev] = count(); }}"#
+    );
+    let dir = weft_tests::capture_dir(test);
+    let steps = [format!("drop-cache:{path}"), format!("read:{path}:4096")];
+    let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
+    let (live, past) = live_and_past(&program, &steps, "pagecache", &dir);
+    let _ = std::fs::remove_file(&file);
+    let maps = maps_section(&live);
+    for line in [format!("@pages: {pages}\n"), format!("@removed: {pages}\n")] {
+        assert!(maps.contains(&line), "{line}: {live}");
+    }
+    // The page frame is not recorded: live it is some frame, here 0 (its
+    // line and the blank lines between maps left out of the comparison).
+    let without_pfn = |maps: &str| -> Vec<String> {
+        (maps.lines())
+            .filter(|l| !l.starts_with("@pfn") && !l.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(without_pfn(maps_section(&past)), without_pfn(maps));
+    assert!(maps_section(&past).contains("@pfn: 0\n"), "{past}");
+    let out = over_capture(
+        &dir,
+        "tracepoint:filemap:mm_filemap_get_pages { @ = count(); }",
+    )
+    .output()
+    .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("recorded no such events"), "{said}");
 }
 
 /// A capture's packets play as `net:netif_receive_skb` (received) and

@@ -10,7 +10,9 @@
 //! request as `block:block_rq_issue` at its issue and
 //! `block:block_rq_complete` at its completion, and the `net` source each
 //! packet as `net:netif_receive_skb` (received) or `net:net_dev_queue`
-//! (sent), with its length and interface. With the `args` source, the
+//! (sent), with its length and interface, and the `pagecache` source
+//! each page-cache insertion and removal as `filemap:mm_filemap_add_to_page_cache`
+//! and `filemap:mm_filemap_delete_from_page_cache`. With the `args` source, the
 //! entries of the calls it holds play from its records with their
 //! descriptor and byte count (`held.rs`). Events play in recorded
 //! time, a slice at a time; `interval` probes fire on recorded time too, and `nsecs` is the
@@ -24,6 +26,7 @@ use weft_abi::{
     args::ArgsEvent,
     block::{BlockEvent, Op},
     net::{Direction, EVENT_SIZE_BEFORE_TTL, PacketEvent},
+    pagecache::{Op as PageOp, PageCacheEvent},
     switch::SwitchEvent,
     syscall::SyscallEvent,
     syscall_names,
@@ -77,6 +80,14 @@ const BLOCK_COMPLETE: &str = "\tfield:dev_t dev;\toffset:8;\tsize:4;\tsigned:0;\
 const NET: &str = "\tfield:void * skbaddr;\toffset:8;\tsize:8;\tsigned:0;\n\
                    \tfield:unsigned int len;\toffset:16;\tsize:4;\tsigned:0;\n\
                    \tfield:__data_loc char[] name;\toffset:20;\tsize:4;\tsigned:0;\n";
+/// The two filemap tracepoints' records (the same layout): the page frame
+/// (not recorded: 0), the file's inode and device, the first page's index
+/// and the folio's order (log2 of its pages).
+const PAGE: &str = "\tfield:unsigned long pfn;\toffset:8;\tsize:8;\tsigned:0;\n\
+                    \tfield:unsigned long i_ino;\toffset:16;\tsize:8;\tsigned:0;\n\
+                    \tfield:unsigned long index;\toffset:24;\tsize:8;\tsigned:0;\n\
+                    \tfield:dev_t s_dev;\toffset:32;\tsize:4;\tsigned:0;\n\
+                    \tfield:unsigned char order;\toffset:36;\tsize:1;\tsigned:0;\n";
 /// Where a rebuilt net record holds the interface's name.
 const NET_NAME_AT: usize = 32;
 /// The link header TC counts in a packet's length and
@@ -106,6 +117,7 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
         switch: source("switch"),
         block: source("block"),
         net: source("net"),
+        pagecache: source("pagecache"),
         args: source("args"),
     };
     let plan = resolve(options, from, &sources)?;
@@ -208,10 +220,13 @@ fn recorded_probes(
                     && BLOCK_EVENTS.iter().any(|event| glob_match(name, event));
                 let net = glob_match(category, "net")
                     && NET_EVENTS.iter().any(|event| glob_match(name, event));
+                let pages = glob_match(category, "filemap")
+                    && PAGE_EVENTS.iter().any(|event| glob_match(name, event));
                 (calls && (sources.syscalls.is_some() || sources.args.is_some()))
                     || (switches && sources.switch.is_some())
                     || (block && sources.block.is_some())
                     || (net && sources.net.is_some())
+                    || (pages && sources.pagecache.is_some())
             }
             _ => false,
         };
@@ -225,6 +240,9 @@ fn recorded_probes(
                      where it has `switch`, block requests (tracepoint:block:block_rq_issue, \
                      block_rq_complete) where it has `block`, packets \
                      (tracepoint:net:netif_receive_skb, net_dev_queue) where it has `net`, \
+                     page-cache insertions and removals \
+                     (tracepoint:filemap:mm_filemap_add_to_page_cache, \
+                     mm_filemap_delete_from_page_cache) where it has `pagecache`, \
                      BEGIN, END and interval",
                     from.display()
                 ),
@@ -241,12 +259,22 @@ const BLOCK_EVENTS: [&str; 2] = ["block_rq_issue", "block_rq_complete"];
 /// packet's and a sent one's.
 const NET_EVENTS: [&str; 2] = ["netif_receive_skb", "net_dev_queue"];
 
+/// The filemap tracepoints a capture's `pagecache` source plays: an
+/// insertion's and a removal's. Its lookups are not played: the source
+/// keeps a read's first `mm_filemap_get_pages` alone, where the kernel
+/// fires one per batch of a large read.
+const PAGE_EVENTS: [&str; 2] = [
+    "mm_filemap_add_to_page_cache",
+    "mm_filemap_delete_from_page_cache",
+];
+
 /// The capture's sources a program can be played from.
 struct Sources {
     syscalls: Option<weft_store::SourceId>,
     switch: Option<weft_store::SourceId>,
     block: Option<weft_store::SourceId>,
     net: Option<weft_store::SourceId>,
+    pagecache: Option<weft_store::SourceId>,
     /// Whose calls play with their arguments (`held`).
     args: Option<weft_store::SourceId>,
 }
@@ -341,6 +369,8 @@ enum What {
         request: BlockEvent,
     },
     Packet(PacketEvent),
+    /// A page-cache insertion or removal.
+    Page(PageCacheEvent),
 }
 
 impl Played {
@@ -408,6 +438,8 @@ impl Player<'_> {
             .filter(|_| (self.hooks.iter()).any(|(_, h)| matches!(h, Hook::Block { .. })));
         let net = (sources.net)
             .filter(|_| (self.hooks.iter()).any(|(_, h)| matches!(h, Hook::Packet { .. })));
+        let pages = (sources.pagecache)
+            .filter(|_| (self.hooks.iter()).any(|(_, h)| matches!(h, Hook::Page { .. })));
         let mut slice = Vec::new();
         let mut from = *window.start();
         while from <= *window.end() {
@@ -452,6 +484,10 @@ impl Player<'_> {
             gather(snapshot, net, from..=to, &mut slice, |payload| {
                 let packet = packet_event(payload)?;
                 Some((packet.ts_ns, What::Packet(packet)))
+            })?;
+            gather(snapshot, pages, from..=to, &mut slice, |payload| {
+                let event = page_event(payload)?;
+                Some((event.ts_ns, What::Page(event)))
             })?;
             gather(snapshot, switch, from..=to, &mut slice, |payload| {
                 let event = switch_event(payload)?;
@@ -532,6 +568,14 @@ impl Player<'_> {
                 record[20..24].copy_from_slice(&loc.to_le_bytes());
                 // Not a thread's: a packet is the kernel's (softirq) work.
                 (0, 0, packet.header.cpu)
+            }
+            What::Page(page) => {
+                record[16..24].copy_from_slice(&page.ino.to_le_bytes());
+                record[24..32].copy_from_slice(&page.index.to_le_bytes());
+                record[32..36].copy_from_slice(&page.dev.to_le_bytes());
+                // A folio holds a power of two of pages.
+                record[36] = page.pages.max(1).ilog2() as u8;
+                (page.pid, page.tid, page.header.cpu)
             }
         };
         // A packet is no thread's work (the kernel's softirq): no name.
@@ -656,6 +700,9 @@ enum Hook {
     Packet {
         sent: bool,
     },
+    Page {
+        delete: bool,
+    },
 }
 
 impl Hook {
@@ -671,6 +718,10 @@ impl Hook {
                 } else if category == "net" {
                     Self::Packet {
                         sent: name == "net_dev_queue",
+                    }
+                } else if category == "filemap" {
+                    Self::Page {
+                        delete: name == "mm_filemap_delete_from_page_cache",
                     }
                 } else if category == "block" {
                     Self::Block {
@@ -713,6 +764,10 @@ impl Hook {
             (Self::Block { complete: at }, What::Block { complete, .. }) => at == *complete,
             (Self::Packet { sent }, What::Packet(packet)) => {
                 sent == (packet.dir == Direction::Egress as u8)
+            }
+            (Self::Page { delete }, What::Page(page)) => {
+                let op = if delete { PageOp::Delete } else { PageOp::Add };
+                page.op == op as u32
             }
             _ => false,
         }
@@ -891,6 +946,35 @@ fn packet_event(payload: &[u8]) -> Option<PacketEvent> {
     PacketEvent::read(&whole)
 }
 
+/// A `pagecache` record's insertion or removal (its lookups are not
+/// played), as the probe wrote it: stored from the header's `cpu` on
+/// ([`STORED_FROM`]).
+fn page_event(payload: &[u8]) -> Option<PageCacheEvent> {
+    use std::mem::offset_of;
+    let bytes = |at: usize, len: usize| payload.get(at.checked_sub(STORED_FROM)?..)?.get(..len);
+    let u32_at = |at: usize| Some(u32::from_le_bytes(bytes(at, 4)?.try_into().ok()?));
+    let u64_at = |at: usize| Some(u64::from_le_bytes(bytes(at, 8)?.try_into().ok()?));
+    let op = u32_at(offset_of!(PageCacheEvent, op))?;
+    if op == PageOp::Lookup as u32 {
+        return None;
+    }
+    Some(PageCacheEvent {
+        header: weft_abi::events::Header {
+            source: weft_abi::events::Source::PageCache as u32,
+            cpu: u32_at(STORED_FROM)?,
+        },
+        tid: u32_at(offset_of!(PageCacheEvent, tid))?,
+        pid: u32_at(offset_of!(PageCacheEvent, pid))?,
+        ts_ns: u64_at(offset_of!(PageCacheEvent, ts_ns))?,
+        ino: u64_at(offset_of!(PageCacheEvent, ino))?,
+        index: u64_at(offset_of!(PageCacheEvent, index))?,
+        dev: u32_at(offset_of!(PageCacheEvent, dev))?,
+        pages: u32_at(offset_of!(PageCacheEvent, pages))?,
+        op,
+        pad: 0,
+    })
+}
+
 /// What the checker may know of a capture: the tracepoints of the sources
 /// it holds, with the fields it recorded; no kernel types.
 struct Recorded<'s>(&'s Sources);
@@ -912,6 +996,11 @@ impl Kernel for Recorded<'_> {
         if self.0.net.is_some() && glob_match(category, "net") {
             for event in NET_EVENTS.iter().filter(|event| glob_match(name, event)) {
                 found.push(("net".into(), (*event).into()));
+            }
+        }
+        if self.0.pagecache.is_some() && glob_match(category, "filemap") {
+            for event in PAGE_EVENTS.iter().filter(|event| glob_match(name, event)) {
+                found.push(("filemap".into(), (*event).into()));
             }
         }
         let (calls, held) = (self.0.syscalls.is_some(), self.0.args.is_some());
@@ -959,6 +1048,7 @@ impl Kernel for Recorded<'_> {
             ("block", "block_rq_issue") if self.0.block.is_some() => BLOCK_ISSUE,
             ("block", "block_rq_complete") if self.0.block.is_some() => BLOCK_COMPLETE,
             ("net", "netif_receive_skb" | "net_dev_queue") if self.0.net.is_some() => NET,
+            ("filemap", n) if self.0.pagecache.is_some() && PAGE_EVENTS.contains(&n) => PAGE,
             _ => return Err(format!("the capture recorded no {category}:{name} events")),
         };
         Ok(format_fields(format))
