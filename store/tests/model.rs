@@ -684,7 +684,7 @@ fn aggregates_by_key_match_reference_per_group() {
     for run in 0..60u32 {
         // Long runs of one key, then stretches where three interleave.
         let (len, mixed) = if run % 4 == 3 {
-            (300, true)
+            (1500, true)
         } else {
             (900, false)
         };
@@ -722,16 +722,40 @@ fn aggregates_by_key_match_reference_per_group() {
             .unwrap();
         assert_eq!(answer, None);
     };
+    // Keys 7, 8 and 9 for one group (three threads of a process): the
+    // chunks that interleave them are that group's alone, by their
+    // values-log entries, and are not read once sealed.
+    let one_process = |k: i64| Some(k.min(7));
     check_all(&store.snapshot());
     let (_, stats) = store
         .snapshot()
         .aggregate_by_key((source, index, keys), &Some, 0..=u64::MAX, &[0.99])
         .unwrap();
-    assert!(stats.chunks_summarized > stats.chunks_scanned, "{stats:?}");
+    // Both ways are taken: chunks and group runs of one key from their
+    // summaries, the rest read.
+    assert!(
+        stats.chunks_summarized > 50 && stats.chunks_scanned > 50,
+        "{stats:?}"
+    );
     assert!(stats.chunks_in_groups > 0, "{stats:?}");
     store.close().unwrap();
     let (snapshot, _) = weft_store::open_read_only(&dir).unwrap();
     check_all(&snapshot);
+    check_keys(
+        &snapshot,
+        (source, index, keys),
+        &(0..=u64::MAX),
+        &records,
+        |k| one_process(i64::from(k)),
+    );
+    let scanned = |group: &(dyn Fn(i64) -> Option<i64> + Sync)| {
+        let asked = (source, index, keys);
+        let (_, stats) = (snapshot.aggregate_by_key(asked, group, 0..=u64::MAX, &[0.99])).unwrap();
+        stats.chunks_scanned
+    };
+    // Only the chunks where one run of a key meets the next are read then.
+    let (apart, together) = (scanned(&Some), scanned(&one_process));
+    assert!(together + 50 < apart, "{together} of {apart}");
     drop(snapshot);
     std::fs::remove_dir_all(&dir).unwrap();
 }

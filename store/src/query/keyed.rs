@@ -4,7 +4,9 @@
 //!
 //! A chunk (or a run of chunks the groups log merged) whose key index saw
 //! one value alone belongs wholly to that key's group, so its value bins
-//! count for the group as they stand. Only chunks that mix keys are read:
+//! count for the group as they stand; so does a chunk whose keys, as its
+//! values-log entry lists them, all stand for one group (two threads of a
+//! process). Only chunks that mix groups are read:
 //! once to count their values per group and bin, and once more for the
 //! values of the bins the groups' quantiles fall in. Memory is the
 //! groups' bin counts and at most [`FIT`] values.
@@ -184,7 +186,14 @@ impl Snapshot {
             };
             if self.is_gone(chunk) {
                 stats.leave_out(false);
-            } else if let Some(Some(key)) = sole.filter(|_| whole(meta, &(chunk..chunk + 1))) {
+                return Ok(true);
+            }
+            let one = match sole {
+                _ if !whole(meta, &(chunk..chunk + 1)) => None,
+                Some(one) => one,
+                None => self.one_group(&at, meta, keyed, group)?,
+            };
+            if let Some(key) = one {
                 let g = groups.entry(key).or_insert_with(|| Group::new(bins));
                 let here = g.count(meta, target)?;
                 g.held.chunks.push((at, Some(here)));
@@ -221,6 +230,35 @@ impl Snapshot {
             });
         }
         Ok((Some(answers), stats))
+    }
+
+    /// The one group every key in chunk `at` stands for, from the key
+    /// index's section of its values-log entry (the threads of one process
+    /// share a chunk: it belongs to that process); `None` when its keys
+    /// stand for several, or it has no entry.
+    fn one_group(
+        &self,
+        at: &ChunkRef,
+        meta: &ChunkMeta,
+        keyed: &Target,
+        group: &(dyn Fn(i64) -> Option<i64> + Sync),
+    ) -> Result<Option<i64>> {
+        let bins: Vec<u32> = (meta.summaries.iter())
+            .filter(|s| keyed.wants(s))
+            .map(|s| s.bin)
+            .collect();
+        let Some(runs) = self.stored_runs(at.chunk, at.values, keyed.index_id(), &bins)? else {
+            return Ok(None);
+        };
+        let mut one = None;
+        for (key, _) in runs.iter().flat_map(|runs| runs.iter()) {
+            match (group(*key), one) {
+                (None, _) => return Ok(None),
+                (Some(g), Some(o)) if g != o => return Ok(None),
+                (g, _) => one = g,
+            }
+        }
+        Ok(one)
     }
 
     /// Counts the values of the chunks that mix keys per group and bin,
