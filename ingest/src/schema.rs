@@ -252,13 +252,19 @@ pub fn value_bins() -> Bins {
     Bins::new(vec![0, 1 << 36]).expect("strictly increasing")
 }
 
-/// Latency bins 10% apart from 100 ns to about 100 s: percentiles read few chunks.
+/// Latency bins 10% apart from 100 ns to about 100 s, so percentiles read
+/// few chunks, split at every power of two from 1 ns to 2^37 ns too, so
+/// that `hist()`'s buckets are whole bins and come from the summaries
+/// alone (no bin straddles a bucket's edge).
 pub fn latency_bins() -> Bins {
     let mut bounds = vec![100i64];
     while let Some(&last) = bounds.last().filter(|b| **b < 100_000_000_000) {
         bounds.push((last + last / 10).max(last + 1));
     }
-    Bins::new(bounds).expect("strictly increasing by construction")
+    bounds.extend((0..=37).map(|shift| 1i64 << shift));
+    bounds.sort_unstable();
+    bounds.dedup();
+    Bins::new(bounds).expect("strictly increasing once sorted and deduplicated")
 }
 
 /// Where the fields `record` reads of every kernel record are.

@@ -213,8 +213,13 @@ mod tests {
     #[test]
     fn latency_bins_span_100ns_to_100s() {
         let bins = latency_bins();
-        assert_eq!(bins.boundaries()[0], 100);
+        assert!(bins.boundaries().contains(&100));
         assert!(*bins.boundaries().last().unwrap() >= 100_000_000_000);
         assert!(bins.len() < 300, "{} bins", bins.len());
+        // Every hist() bucket edge up to 2^37 ns is a bound: no bin
+        // straddles one.
+        for shift in 0..=37 {
+            assert!(bins.boundaries().contains(&(1 << shift)), "2^{shift}");
+        }
     }
 }
