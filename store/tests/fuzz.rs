@@ -217,6 +217,10 @@ fn every_answer(snapshot: &weft_store::Snapshot) -> Vec<Option<String>> {
             .map(|(a, s)| format!("{a:?} {}", s.chunks_expired)),
         (snapshot.aggregate_parts(0, 1, all.clone(), &[0.5, 0.99]))
             .map(|(p, s)| format!("{p:?} {}", s.chunks_expired)),
+        // Keyed by the index's own values: its chunks of one value are
+        // counted from summaries and values log, the rest read.
+        (snapshot.aggregate_by_key((0, 1, 1), &|v| Some(v / 100), all.clone(), &[0.5]))
+            .map(|(k, s)| format!("{k:?} {}", s.chunks_expired)),
         (snapshot.count_every(1, all.clone(), 1_000, 0))
             .map(|(c, s)| format!("{c:?} {}", s.chunks_expired)),
         (snapshot.bucket_counts(0, 1, None, all.clone(), &[500, 5_000]))
