@@ -804,3 +804,49 @@ fn check_keys(
         assert_eq!(answer.quantiles, quantiles, "key {key} {window:?}");
     }
 }
+
+/// A key with more values than a pass may hold groups for (each group is
+/// its bin counts) leaves the question to the caller, however the records
+/// interleave, rather than growing with them.
+#[test]
+fn aggregates_by_a_key_of_too_many_values_are_refused() {
+    let dir = temp_dir("by-key-many");
+    let mut store = Store::open(&dir, &Config::default()).unwrap();
+    let value = Field::new("v", 0, FieldKind::I64);
+    let key = Field::new("k", 8, FieldKind::U32);
+    let source = store
+        .define_source("s", vec![value.clone(), key.clone()])
+        .unwrap();
+    let index = store
+        .define_index(source, "v", value, Bins::new(vec![100, 200]).unwrap())
+        .unwrap();
+    let keys = store
+        .define_index(source, "k", key, Bins::new(vec![0, 1 << 36]).unwrap())
+        .unwrap();
+    for ts in 0..20_000u32 {
+        let mut payload = i64::from(ts % 300).to_le_bytes().to_vec();
+        payload.extend_from_slice(&ts.to_le_bytes());
+        store
+            .append_at(source, u64::from(ts), None, &payload)
+            .unwrap();
+    }
+    store.publish();
+    let (answer, stats) = store
+        .snapshot()
+        .aggregate_by_key((source, index, keys), &Some, 0..=u64::MAX, &[0.5])
+        .unwrap();
+    assert_eq!(answer, None, "{stats:?}");
+    // Fewer values, one group each: answered.
+    let (answer, _) = store
+        .snapshot()
+        .aggregate_by_key(
+            (source, index, keys),
+            &|k| Some(k % 100),
+            0..=u64::MAX,
+            &[0.5],
+        )
+        .unwrap();
+    assert_eq!(answer.map(|a| a.len()), Some(100));
+    store.close().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -27,8 +27,10 @@ use crate::{
 /// it) and the values gathered of those bins.
 type Picked = (Vec<(u32, u64, u64)>, HashMap<u32, Gathered>);
 
-/// Groups held at once; past this the caller scans.
-const MAX_GROUPS: usize = 1 << 16;
+/// Groups held at once (each its bin counts, about 2 KB for a latency
+/// index); past this the caller scans. A query's key may have millions of
+/// values (`by ret`), and a pass must not grow with them.
+const MAX_GROUPS: usize = 1 << 12;
 
 /// One group of [`Snapshot::aggregate_by_key`].
 #[derive(Clone, Debug, PartialEq)]
@@ -204,8 +206,7 @@ impl Snapshot {
             }
             Ok(groups.len() <= MAX_GROUPS)
         })?;
-        let unknown = self.count_mixed((target, keyed), group, &mixed, &mut groups)?;
-        if unknown || groups.len() > MAX_GROUPS {
+        if !self.count_mixed((target, keyed), group, &mixed, &mut groups)? {
             return Ok((None, stats));
         }
         let Some(values) =
@@ -243,10 +244,15 @@ impl Snapshot {
         keyed: &Target,
         group: &(dyn Fn(i64) -> Option<i64> + Sync),
     ) -> Result<Option<i64>> {
-        let bins: Vec<u32> = (meta.summaries.iter())
-            .filter(|s| keyed.wants(s))
-            .map(|s| s.bin)
-            .collect();
+        let summaries = || meta.summaries.iter().filter(|s| keyed.wants(s));
+        // The smallest and largest key already in different groups: no
+        // entry need be read (a grouping by the key itself, always).
+        let min = summaries().map(|s| s.min).min().and_then(group);
+        let max = summaries().map(|s| s.max).max().and_then(group);
+        if min.is_none() || min != max {
+            return Ok(None);
+        }
+        let bins: Vec<u32> = summaries().map(|s| s.bin).collect();
         let Some(runs) = self.stored_runs(at.chunk, at.values, keyed.index_id(), &bins)? else {
             return Ok(None);
         };
@@ -262,7 +268,8 @@ impl Snapshot {
     }
 
     /// Counts the values of the chunks that mix keys per group and bin,
-    /// on both cores; whether a record's key had no group.
+    /// on both cores; `false` when a record's key has no group, or the
+    /// groups grow past [`MAX_GROUPS`] (the answer is left to a scan).
     fn count_mixed(
         &self,
         (target, keyed): (&Target, &Target),
@@ -271,31 +278,38 @@ impl Snapshot {
         groups: &mut BTreeMap<i64, Group>,
     ) -> Result<bool> {
         let (Some(spec), Some(key_spec)) = (&target.index, &keyed.index) else {
-            return Ok(false);
+            return Ok(true);
         };
         let bins = target.value_bins() as usize;
         let counted = parallel(mixed, |part| {
             let mut found: BTreeMap<i64, Group> = BTreeMap::new();
-            let mut unknown = false;
+            let mut answerable = true;
             for at in part {
                 let mut memo = Memo::default();
                 self.visit_chunk(at, target, |record| {
                     let value = spec.field.read(record.payload);
                     let key = (key_spec.field.read(record.payload)).map(|k| memo.get(k, group));
                     let (Some(value), Some(Some(key))) = (value, key) else {
-                        unknown |= value.is_some();
+                        answerable &= value.is_none();
                         return;
                     };
+                    if found.len() >= MAX_GROUPS && !found.contains_key(&key) {
+                        answerable = false;
+                        return;
+                    }
                     let g = found.entry(key).or_insert_with(|| Group::new(bins));
                     g.aggregate.add(value);
                     g.counts[spec.bins.bin_of(value) as usize] += 1;
                 })?;
+                if !answerable {
+                    break;
+                }
             }
-            Ok((found, unknown))
+            Ok((found, answerable))
         })?;
-        let mut unknown = false;
-        for (found, unknown_here) in counted {
-            unknown |= unknown_here;
+        let mut answerable = true;
+        for (found, answerable_here) in counted {
+            answerable &= answerable_here;
             for (key, more) in found {
                 let g = groups.entry(key).or_insert_with(|| Group::new(bins));
                 g.aggregate.absorb(&more.aggregate);
@@ -304,7 +318,7 @@ impl Snapshot {
                 }
             }
         }
-        Ok(unknown)
+        Ok(answerable && groups.len() <= MAX_GROUPS)
     }
 
     /// Per group (in order): where its quantiles fall (bin, the bin's

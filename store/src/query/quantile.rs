@@ -634,12 +634,13 @@ impl Snapshot {
         let Some(spec) = &target.index else {
             return Ok(HashMap::new());
         };
+        let mut room = FIT;
         let plan = gather_plan(
             spec,
             target.value_bins(),
             wanted,
             span_of(by_part),
-            &mut FIT.clone(),
+            &mut room,
         );
         self.gather_held(held, target, plan, stats)
     }
