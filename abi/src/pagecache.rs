@@ -35,6 +35,18 @@ pub struct PageCacheEvent {
 pub const EVENT_SIZE: usize = 56;
 const _: () = assert!(core::mem::size_of::<PageCacheEvent>() == EVENT_SIZE);
 
+impl PageCacheEvent {
+    /// The record at the start of `bytes` as the kernel wrote it; `None`
+    /// when too short.
+    #[must_use]
+    pub fn read(bytes: &[u8]) -> Option<Self> {
+        let bytes = bytes.get(..EVENT_SIZE)?;
+        // SAFETY: EVENT_SIZE readable bytes; every bit pattern is a valid
+        // PageCacheEvent (plain integers), and the read is unaligned.
+        Some(unsafe { bytes.as_ptr().cast::<Self>().read_unaligned() })
+    }
+}
+
 /// What happened to the pages.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

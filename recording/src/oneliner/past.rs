@@ -950,29 +950,10 @@ fn packet_event(payload: &[u8]) -> Option<PacketEvent> {
 /// played), as the probe wrote it: stored from the header's `cpu` on
 /// ([`STORED_FROM`]).
 fn page_event(payload: &[u8]) -> Option<PageCacheEvent> {
-    use std::mem::offset_of;
-    let bytes = |at: usize, len: usize| payload.get(at.checked_sub(STORED_FROM)?..)?.get(..len);
-    let u32_at = |at: usize| Some(u32::from_le_bytes(bytes(at, 4)?.try_into().ok()?));
-    let u64_at = |at: usize| Some(u64::from_le_bytes(bytes(at, 8)?.try_into().ok()?));
-    let op = u32_at(offset_of!(PageCacheEvent, op))?;
-    if op == PageOp::Lookup as u32 {
-        return None;
-    }
-    Some(PageCacheEvent {
-        header: weft_abi::events::Header {
-            source: weft_abi::events::Source::PageCache as u32,
-            cpu: u32_at(STORED_FROM)?,
-        },
-        tid: u32_at(offset_of!(PageCacheEvent, tid))?,
-        pid: u32_at(offset_of!(PageCacheEvent, pid))?,
-        ts_ns: u64_at(offset_of!(PageCacheEvent, ts_ns))?,
-        ino: u64_at(offset_of!(PageCacheEvent, ino))?,
-        index: u64_at(offset_of!(PageCacheEvent, index))?,
-        dev: u32_at(offset_of!(PageCacheEvent, dev))?,
-        pages: u32_at(offset_of!(PageCacheEvent, pages))?,
-        op,
-        pad: 0,
-    })
+    let mut whole = [0u8; weft_abi::pagecache::EVENT_SIZE];
+    let stored = payload.get(..whole.len() - STORED_FROM)?;
+    whole[STORED_FROM..].copy_from_slice(stored);
+    PageCacheEvent::read(&whole).filter(|event| event.op != PageOp::Lookup as u32)
 }
 
 /// What the checker may know of a capture: the tracepoints of the sources
