@@ -14,13 +14,18 @@
 //!   hands both rings' records out in time order, as `weft trace` drains;
 //! - `append, no index`: the store's plain append of the payloads (from
 //!   memory), with no index: the baseline;
-//! - `append, syscall indexes`: the same with the syscall source's four
+//! - `append, syscall indexes`: the same with the syscall source's six
 //!   default indexes;
 //! - `ring -> store`: what `weft record` does per drain: the ring drained
 //!   in batches, each record appended in place by `SyscallSink` (indexes,
 //!   thread names), the arrival clock read once per batch.
 //!
-//! Arguments: `[--quick] [--records N] [--runs N] [--disk DIR] [--tmpfs DIR]`.
+//! Arguments: `[--quick] [--records N] [--runs N] [--disk DIR] [--tmpfs DIR]
+//! [--stage indexed|ring]`. `--stage` times one stage alone on the tmpfs
+//! directory (the indexed append, or ring -> store), as ns per record: for
+//! comparing builds in interleaved runs, or under `valgrind --tool=callgrind`,
+//! whose instruction counts do not move with a busy machine (the ring
+//! stages need a real ring mapping, which valgrind refuses: `indexed` there).
 
 use std::{
     fs,
@@ -57,6 +62,22 @@ fn main() {
 
     let events = mix(records);
     let payloads: Vec<[u8; EVENT_SIZE]> = events.iter().map(SyscallEvent::to_le_bytes).collect();
+    if let Some(stage) = arg("--stage") {
+        let rates = measure(runs, || match stage.as_str() {
+            "indexed" => append(&tmpfs, &payloads, true),
+            "ring" => ring_to_store(&tmpfs, &events),
+            other => panic!("--stage {other}: indexed or ring"),
+        });
+        let (lo, mid, hi) = spread(rates);
+        println!(
+            "{stage} (tmpfs): ns/record min {:.1} median {:.1} max {:.1}",
+            1e9 / hi,
+            1e9 / mid,
+            1e9 / lo
+        );
+        let _ = fs::remove_dir_all(&tmpfs);
+        return;
+    }
     println!(
         "ingest: {records} syscall records (40 B payload, 48 B in the ring), {runs} runs; \
          M records/s and ns/record, min/median/max"
