@@ -183,8 +183,11 @@ fn queries_tell_threads_apart_by_their_cgroup() {
         return;
     };
     let dir = capture_dir("cgroups");
-    let inside = Workload::spawn(WORKLOAD, &["getppid:4000"]);
-    let outside = Workload::spawn(WORKLOAD, &["getppid:9000"]);
+    // Each stays 300 ms after its calls (a sleep, not recorded), so that
+    // the recorder reads its cgroup from /proc before it exits: a CI run
+    // read one too late and counted the 4,000 calls under no cgroup.
+    let inside = Workload::spawn(WORKLOAD, &["getppid:4000", "nanosleep:300:1"]);
+    let outside = Workload::spawn(WORKLOAD, &["getppid:9000", "nanosleep:300:1"]);
     std::fs::write(cgroup.dir.join("cgroup.procs"), inside.pid().to_string())
         .expect("move the workload into the cgroup");
     // The path /proc shows for it: from the cgroup2 root.
