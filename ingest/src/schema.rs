@@ -93,6 +93,17 @@ pub enum IndexSpec {
     /// chunk's distinct values with their counts, and `count by tid` comes
     /// from it.
     Values(&'static str),
+    /// One wide bin over `field`'s values, as [`IndexSpec::Values`], that
+    /// also splits the index named `splits`: where a chunk's records hold
+    /// several values of `field`, the values log keeps that index's values
+    /// apart per value (a thread's latencies, so that `p99(dur) by pid`
+    /// reads the values log, not the records, where threads interleave).
+    Key {
+        /// The field, and the index's name.
+        field: &'static str,
+        /// The index whose values it splits (defined before it).
+        splits: &'static str,
+    },
     /// Latency bins of `field` kept apart per value `0..count` of `by`:
     /// grouped percentiles (`p99(latency) by op`) come from summaries.
     LatencyBy {
@@ -219,7 +230,9 @@ impl Spec {
             let (name, field, bins, partition) = match *index {
                 IndexSpec::Latency(field) => (field, find(field), latency_bins(), None),
                 IndexSpec::Exact(field, max) => (field, find(field), exact_bins(max), None),
-                IndexSpec::Values(field) => (field, find(field), value_bins(), None),
+                IndexSpec::Values(field) | IndexSpec::Key { field, .. } => {
+                    (field, find(field), value_bins(), None)
+                }
                 IndexSpec::LatencyBy {
                     name,
                     field,
@@ -233,8 +246,15 @@ impl Spec {
                     (name, find(field), latency_bins(), Some(partition))
                 }
             };
-            if store.index_named(source, name).is_none() {
-                store.define_partitioned_index(source, name, field, bins, partition)?;
+            if store.index_named(source, name).is_some() {
+                continue;
+            }
+            let id = store.define_partitioned_index(source, name, field, bins, partition)?;
+            if let IndexSpec::Key { splits, .. } = *index {
+                let values = store.index_named(source, splits).unwrap_or_else(|| {
+                    panic!("source {}: index {name} splits unknown {splits}", self.name)
+                });
+                store.split_values(id, values)?;
             }
         }
         Ok(source)

@@ -21,7 +21,8 @@ pub const SYSCALLS: &str = "syscalls";
 /// syscall (`duration_by_nr`, partitioned by number), so that one
 /// syscall's percentiles come from summaries too; and the threads' ids
 /// (`tid`, one wide bin), so that counts by thread, and by its name, come
-/// from the values log.
+/// from the values log, which keeps latencies apart per thread where
+/// threads interleave (percentiles by thread, process or name).
 pub const SPEC: Spec = Spec {
     size: EVENT_SIZE,
     indexes: &[
@@ -33,7 +34,10 @@ pub const SPEC: Spec = Spec {
             by: "nr",
             count: MAX_SYSCALLS,
         },
-        IndexSpec::Values("tid"),
+        IndexSpec::Key {
+            field: "tid",
+            splits: "duration_ns",
+        },
         IndexSpec::Values("cpu"),
         IndexSpec::Values("ret"),
     ],

@@ -630,8 +630,8 @@ impl Engine<'_> {
             .map(|a| (vec![a.key], cells(specs, &a.aggregate, &a.quantiles)))
             .collect();
         self.plan.push(format!(
-            "aggregate: per `{}` from the store's chunk summaries of `{}`, a chunk whose records are of one `{}` counted for it; only chunks that mix them are read",
-            column.name, source.name, field.name
+            "aggregate: per `{}` from the store's chunk summaries of `{}`, a chunk whose records are of one `{}` counted for it; chunks that mix them are read unless the values log keeps their values apart per `{}`",
+            column.name, source.name, field.name, field.name
         ));
         Ok(Some(keyed_answer(source, specs, &[by], None, rows)))
     }

@@ -264,6 +264,11 @@ pub struct Index {
     pub until_chunk: Option<u64>,
     /// Bins kept apart per value of a second field, if any.
     pub partition: Option<Partition>,
+    /// An index (without parts) whose values the values log keeps apart per
+    /// value of this one, in chunks where this one sees several: a thread's
+    /// latencies, so that `p99(dur) by pid` reads the values log, not the
+    /// records, where threads interleave.
+    pub splits: Option<IndexId>,
 }
 
 /// Splits an index's bins by the value of a second field (a syscall's
@@ -424,9 +429,12 @@ impl Meta {
                 let f = &p.field;
                 format!(" {}:{}:{}:{}", f.name, f.offset, f.kind.name(), p.count)
             });
+            let splits = index
+                .splits
+                .map_or_else(String::new, |id| format!(" splits={id}"));
             let _ = writeln!(
                 out,
-                "index {} {} {} {}:{}:{} {} {} {}{partition}",
+                "index {} {} {} {}:{}:{} {} {} {}{partition}{splits}",
                 index.id,
                 index.source,
                 index.name,
@@ -567,19 +575,9 @@ fn parse_meta(text: &str) -> std::result::Result<Meta, (u64, String)> {
                 from,
                 until,
                 bins,
-                partition @ ..,
-            ] if partition.len() <= 1 => {
-                let partition = match partition.first() {
-                    None => None,
-                    Some(text) => {
-                        let (field, count) =
-                            text.rsplit_once(':').ok_or_else(|| bad("bad partition"))?;
-                        Some(Partition {
-                            field: parse_field(field).ok_or_else(|| bad("bad partition"))?,
-                            count: num(count)? as u32,
-                        })
-                    }
-                };
+                rest @ ..,
+            ] if rest.len() <= 2 => {
+                let (partition, splits) = index_tail(rest).ok_or_else(|| bad("bad index"))?;
                 let bins = parse_bounds(bins).ok_or_else(|| bad("bad bins"))?;
                 meta.indexes.push(Index {
                     id: num(id)? as IndexId,
@@ -594,6 +592,7 @@ fn parse_meta(text: &str) -> std::result::Result<Meta, (u64, String)> {
                         Some(num(until)?)
                     },
                     partition,
+                    splits,
                 });
             }
             ["pin", start, end] => meta.pins.push((num(start)?, num(end)?)),
@@ -620,6 +619,30 @@ fn parse_meta(text: &str) -> std::result::Result<Meta, (u64, String)> {
         return Err((1, what));
     }
     Ok(meta)
+}
+
+/// The optional words ending an `index` line: a partition
+/// (`field:offset:kind:count`) and the index whose values it splits
+/// (`splits=ID`), in that order; `None` if malformed.
+fn index_tail(words: &[&str]) -> Option<(Option<Partition>, Option<IndexId>)> {
+    let (splits, rest) = match words.split_last() {
+        Some((last, rest)) if last.starts_with("splits=") => {
+            (Some(last["splits=".len()..].parse().ok()?), rest)
+        }
+        _ => (None, words),
+    };
+    let partition = match rest {
+        [] => None,
+        [text] => {
+            let (field, count) = text.rsplit_once(':')?;
+            Some(Partition {
+                field: parse_field(field)?,
+                count: count.parse().ok()?,
+            })
+        }
+        _ => return None,
+    };
+    Some((partition, splits))
 }
 
 /// Bin boundaries as `meta` holds them: comma-separated, and (in format 3)
@@ -802,6 +825,7 @@ mod tests {
                     from_chunk: 3,
                     until_chunk: Some(9),
                     partition: None,
+                    splits: None,
                 },
                 Index {
                     id: 2,
@@ -815,6 +839,7 @@ mod tests {
                         field: Field::new("nr", 0, FieldKind::U32),
                         count: 512,
                     }),
+                    splits: Some(1),
                 },
             ],
             pins: vec![(5, 6)],

@@ -579,7 +579,11 @@ impl Snapshot {
     /// Chunk `chunk`'s values entry at `(offset, len)`, checked; `None`
     /// when it has none, or it was freed by the budget while being read
     /// (the caller then reads the chunk, which says it is gone).
-    fn values_entry(&self, chunk: u64, (offset, len): (u64, u32)) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn values_entry(
+        &self,
+        chunk: u64,
+        (offset, len): (u64, u32),
+    ) -> Result<Option<Vec<u8>>> {
         if len == 0 {
             return Ok(None);
         }

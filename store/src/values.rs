@@ -18,7 +18,9 @@
 //!
 //! Sections of index 0 (which has no values) hold instead copies of the
 //! records of a source the chunk holds a few of ([`COPIED_RECORDS`]), the
-//! source's id as their bin: see [`copies`].
+//! source's id as their bin: see [`copies`]. Sections whose index word has
+//! bit 32 set ([`KEYED`]) hold one index's values of one key of another
+//! (a thread's latencies): see [`split`].
 #![expect(
     clippy::cast_possible_wrap,
     clippy::cast_sign_loss,
@@ -31,8 +33,8 @@ use foldhash::fast::FixedState;
 
 use crate::{
     cache::Runs,
-    format::{BlockHeader, Spans, Summary, back_chain, get_varint, push_varint},
-    schema::{Bins, IndexId, Meta, SourceId},
+    format::{BlockHeader, RecordHeader, Spans, Summary, back_chain, get_varint, push_varint},
+    schema::{Bins, Index, IndexId, Meta, SourceId},
 };
 
 /// Bytes before an entry's sections.
@@ -87,6 +89,9 @@ pub(crate) fn entry(
     }
     sections.finish(&mut out);
     let base = chunk * u64::from(meta.block_size);
+    for key in meta.indexes.iter().filter(|i| i.covers(chunk)) {
+        split(&mut out, meta, key, (chunk, block), summaries);
+    }
     copies(&mut out, block, base, summaries);
     let len = u32::try_from(out.len() - ENTRY_HEADER_LEN).unwrap_or(u32::MAX);
     out[4..12].copy_from_slice(&chunk.to_le_bytes());
@@ -121,6 +126,35 @@ fn counted<T: Copy + Ord + std::hash::Hash>(
 fn width(bins: &Bins, bin: u32) -> Option<i128> {
     let (lo, hi) = bins.range(bin);
     hi.map(|hi| i128::from(hi) - i128::from(lo))
+}
+
+/// The index word of sections keeping index `values`'s values apart per
+/// value of index `key`: above every index id, so that readers from before
+/// them skip them.
+const KEYED: u64 = 1 << 32;
+
+fn keyed(key: IndexId, values: IndexId) -> u64 {
+    KEYED | u64::from(key) << 16 | u64::from(values)
+}
+
+fn zigzag(value: i64) -> u64 {
+    ((value << 1) ^ (value >> 63)) as u64
+}
+
+fn unzigzag(word: u64) -> i64 {
+    (word >> 1) as i64 ^ -((word & 1) as i64)
+}
+
+/// A sum as two words: its zigzag code's low and high 64 bits (the high
+/// word is 0, one byte as a varint, for any sum an `i64` holds).
+fn sum_words(sum: i128) -> (u64, u64) {
+    let code = ((sum << 1) ^ (sum >> 127)) as u128;
+    (code as u64, (code >> 64) as u64)
+}
+
+fn sum_of_words(low: u64, high: u64) -> i128 {
+    let code = u128::from(high) << 64 | u128::from(low);
+    (code >> 1) as i128 ^ -((code & 1) as i128)
 }
 
 fn key(index: IndexId, bin: u32) -> u64 {
@@ -238,7 +272,7 @@ impl Sections {
                 self.close_run();
                 let delta = match self.open {
                     Some((_, last, _)) => value.wrapping_sub(last) as u64,
-                    None => ((value << 1) ^ (value >> 63)) as u64,
+                    None => zigzag(value),
                 };
                 push_varint(&mut self.body, delta);
                 self.runs += 1;
@@ -313,6 +347,144 @@ fn copies(out: &mut Vec<u8>, block: &[u8], base: u64, summaries: &[Summary]) {
         push_varint(out, body.len() as u64);
         out.append(&mut body);
     }
+}
+
+/// Appends the sections keeping the values of the index `key` splits apart
+/// per value of `key`, when the chunk's records of its source (in `block`,
+/// at address `base`) show `key` several values; one section per key and
+/// value bin, ascending:
+///
+/// ```text
+/// section: KEYED | key << 16 | values | bin | runs | bytes | body
+/// body: key | count | sum (low, high 64 bits) | min | max | runs x (value delta, count)
+/// ```
+///
+/// `key`, the sum's bits, `min`, `max` and the first value are zigzag-coded.
+/// Nothing is written when a record with a value has no key: readers then
+/// read the records.
+fn split(
+    out: &mut Vec<u8>,
+    meta: &Meta,
+    key: &Index,
+    (chunk, block): (u64, &[u8]),
+    summaries: &[Summary],
+) {
+    let values = key.splits.and_then(|id| meta.index(id).ok());
+    let Some(values) = values.filter(|v| v.covers(chunk) && v.parts() == 1) else {
+        return;
+    };
+    let base = chunk * u64::from(meta.block_size);
+    let base_ts = BlockHeader::unchecked(block).map(|h| h.base_ts);
+    let ours = |s: &&Summary| s.source == key.source && s.count > 0;
+    let mut keys = summaries.iter().filter(ours).filter(|s| s.index == key.id);
+    let one = keys.next().is_some_and(|first| {
+        first.min == first.max && keys.all(|s| s.min == first.min && s.max == first.min)
+    });
+    let last = summaries.iter().filter(ours).find(|s| s.index == 0);
+    let (Some(base_ts), Some(last), false) = (base_ts, last, one) else {
+        return;
+    };
+    let Ok(spans) = back_chain(block, base, base_ts, last.last_addr) else {
+        return;
+    };
+    let mut found = Vec::with_capacity(spans.len());
+    for (start, end) in spans {
+        let mut at = start;
+        if RecordHeader::decode(block, &mut at, base + start as u64, base_ts).is_none() {
+            return;
+        }
+        let payload = &block[at..end];
+        let Some(value) = values.field.read(payload) else {
+            continue;
+        };
+        let Some(k) = key.field.read(payload) else {
+            return;
+        };
+        found.push((k, values.bins.bin_of(value), value));
+    }
+    found.sort_unstable();
+    let word = keyed(key.id, values.id);
+    for same in found.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
+        let (k, bin, min) = same[0];
+        let max = same[same.len() - 1].2;
+        let sum: i128 = same.iter().map(|(_, _, v)| i128::from(*v)).sum();
+        let mut body = Vec::new();
+        push_varint(&mut body, zigzag(k));
+        push_varint(&mut body, same.len() as u64);
+        let (low, high) = sum_words(sum);
+        push_varint(&mut body, low);
+        push_varint(&mut body, high);
+        push_varint(&mut body, zigzag(min));
+        push_varint(&mut body, zigzag(max));
+        let mut runs = 0;
+        let mut last: Option<i64> = None;
+        for run in same.chunk_by(|a, b| a.2 == b.2) {
+            let value = run[0].2;
+            let delta = last.map_or(zigzag(value), |l| value.wrapping_sub(l) as u64);
+            push_varint(&mut body, delta);
+            push_varint(&mut body, run.len() as u64);
+            last = Some(value);
+            runs += 1;
+        }
+        push_varint(out, word);
+        push_varint(out, u64::from(bin));
+        push_varint(out, runs);
+        push_varint(out, body.len() as u64);
+        out.append(&mut body);
+    }
+}
+
+/// One key's values in one value bin of one chunk: a section [`split`] wrote.
+#[derive(Clone, Debug)]
+pub(crate) struct KeyedBin<'a> {
+    pub key: i64,
+    pub bin: u32,
+    pub count: u64,
+    pub sum: i128,
+    pub min: i64,
+    pub max: i64,
+    runs: u64,
+    body: &'a [u8],
+}
+
+impl KeyedBin<'_> {
+    /// Its values, ascending, each with its count; `None` if they do not
+    /// decode.
+    pub(crate) fn runs(&self) -> Option<Runs> {
+        decode_runs(self.body, self.runs)
+    }
+}
+
+/// The sections of a checked entry's `sections` keeping index `values`'s
+/// values apart per value of index `key`; `None` if one does not decode.
+pub(crate) fn keyed_of(
+    sections: &[u8],
+    key: IndexId,
+    values: IndexId,
+) -> Option<Vec<KeyedBin<'_>>> {
+    let word = keyed(key, values);
+    let mut found = Vec::new();
+    for section in each_section(sections) {
+        let (index, bin, runs, body) = section?;
+        if index != word {
+            continue;
+        }
+        let mut at = 0;
+        let mut next = || get_varint(body, &mut at);
+        let (k, count, low, high, min, max) =
+            (next()?, next()?, next()?, next()?, next()?, next()?);
+        found.push(KeyedBin {
+            key: unzigzag(k),
+            bin: u32::try_from(bin).ok()?,
+            count,
+            sum: sum_of_words(low, high),
+            min: unzigzag(min),
+            max: unzigzag(max),
+            runs,
+            body: &body[at..],
+        });
+    }
+    Some(found)
 }
 
 /// The copied records of `source` in a checked entry's `sections`: how
@@ -413,7 +585,7 @@ fn decode_runs(body: &[u8], runs: u64) -> Option<Runs> {
         let delta = get_varint(body, &mut at)?;
         let next = match value {
             Some(last) => last.checked_add(i64::try_from(delta).ok()?)?,
-            None => (delta >> 1) as i64 ^ -((delta & 1) as i64),
+            None => unzigzag(delta),
         };
         let count = u32::try_from(get_varint(body, &mut at)?).ok()?;
         out.push((next, count));
@@ -449,6 +621,25 @@ mod tests {
             runs_of(&out[..out.len() - 1], 4, &[9]).is_none(),
             "cut short"
         );
+    }
+
+    #[test]
+    fn sums_round_trip_through_two_words() {
+        let big = i128::from(i64::MAX) * 70_000;
+        for sum in [
+            0,
+            1,
+            -1,
+            i128::from(i64::MIN),
+            big,
+            -big,
+            i128::MAX,
+            i128::MIN,
+        ] {
+            let (low, high) = sum_words(sum);
+            assert_eq!(sum_of_words(low, high), sum);
+        }
+        assert_eq!(sum_words(i128::from(i64::MAX)).1, 0);
     }
 
     #[test]

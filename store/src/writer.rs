@@ -433,6 +433,7 @@ impl Store {
             from_chunk,
             until_chunk: None,
             partition,
+            splits: None,
         });
         self.save_meta()?;
         if self.records == 0 {
@@ -442,6 +443,25 @@ impl Store {
             self.acc_stale = true;
         }
         Ok(id)
+    }
+
+    /// Keeps the values of index `values` apart per value of index `key`
+    /// in the values log, in each chunk sealed from now on whose records
+    /// `key` sees several values of (see [`crate::schema::Index::splits`]).
+    /// Both are open indexes of one source, and `values` has no parts.
+    pub fn split_values(&mut self, key: IndexId, values: IndexId) -> Result<()> {
+        let (k, v) = (self.meta.index(key)?, self.meta.index(values)?);
+        if k.source != v.source || v.parts() != 1 || k.until_chunk.or(v.until_chunk).is_some() {
+            return Err(Error::Invalid(format!(
+                "index `{}` cannot split `{}`: both must be open indexes of one source, \
+                 the second without parts",
+                k.name, v.name
+            )));
+        }
+        if let Some(index) = self.meta.indexes.get_mut(usize::from(key) - 1) {
+            index.splits = Some(values);
+        }
+        self.save_meta()
     }
 
     /// The open index of `source` called `name`, if there is one (so a

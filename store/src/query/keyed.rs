@@ -21,6 +21,7 @@ use crate::{
     error::{Error, Result},
     schema::{IndexId, SourceId},
     shared::{ChunkMeta, Snapshot},
+    values,
 };
 
 /// One group's quantile picks (global bin, the bin's count, rank within
@@ -101,6 +102,39 @@ impl<T: Copy> Memo<T> {
     }
 }
 
+/// Each group's answer, from its aggregate and its quantiles' picks and
+/// gathered values.
+fn answers(groups: BTreeMap<i64, Group>, values: Vec<Picked>) -> Result<Vec<KeyAnswer>> {
+    let mut answers = Vec::with_capacity(groups.len());
+    for ((key, g), (picks, mut values)) in groups.into_iter().zip(values) {
+        let mut quantiles = Vec::with_capacity(picks.len());
+        for (bin, _, k) in picks {
+            let value = match values.get_mut(&bin) {
+                Some(gathered) if g.aggregate.count > 0 => Some(gathered.nth(k)?),
+                _ => None,
+            };
+            quantiles.push(value);
+        }
+        answers.push(KeyAnswer {
+            key,
+            aggregate: g.aggregate,
+            quantiles,
+        });
+    }
+    Ok(answers)
+}
+
+/// Adds the groups `found` counted to `groups`.
+fn merge_groups(groups: &mut BTreeMap<i64, Group>, found: BTreeMap<i64, Group>, bins: usize) {
+    for (key, more) in found {
+        let g = groups.entry(key).or_insert_with(|| Group::new(bins));
+        g.aggregate.absorb(&more.aggregate);
+        for (count, n) in g.counts.iter_mut().zip(more.counts) {
+            *count = count.saturating_add(n);
+        }
+    }
+}
+
 /// The one value `keyed`'s index saw in `meta`, if it saw only one.
 fn sole_key(meta: &ChunkMeta, keyed: &Target) -> Option<i64> {
     let mut seen = meta
@@ -163,6 +197,10 @@ impl Snapshot {
         let mut stats = QueryStats::default();
         let mut keys = target.keys();
         keys.extend(keyed.keys().into_iter().skip(1));
+        // Whether the values log keeps the values apart per key where
+        // chunks mix keys (see `Index::splits`).
+        let splits = keyed.index.as_ref().and_then(|k| k.splits) == Some(target.index_id());
+        let mut split = Vec::new();
         let whole = |meta: &ChunkMeta, run: &std::ops::Range<u64>| {
             self.summarizes_run(meta, run, target) && self.summarizes_run(meta, run, keyed)
         };
@@ -190,8 +228,9 @@ impl Snapshot {
                 stats.leave_out(false);
                 return Ok(true);
             }
+            let whole_chunk = whole(meta, &(chunk..chunk + 1));
             let one = match sole {
-                _ if !whole(meta, &(chunk..chunk + 1)) => None,
+                _ if !whole_chunk => None,
                 Some(one) => one,
                 None => self.one_group(&at, meta, keyed, group)?,
             };
@@ -200,37 +239,38 @@ impl Snapshot {
                 let here = g.count(meta, target)?;
                 g.held.chunks.push((at, Some(here)));
                 stats.chunks_summarized += 1;
+            } else if whole_chunk && splits {
+                let values = meta.summaries.iter().filter(|s| target.wants(s));
+                split.push((at, values.map(|s| s.count).fold(0, u64::saturating_add)));
             } else {
-                stats.chunks_scanned += 1;
                 mixed.push(at);
             }
             Ok(groups.len() <= MAX_GROUPS)
         })?;
+        let Some(split) = self.count_split((target, keyed), group, &split, &mut groups)? else {
+            return Ok((None, stats));
+        };
+        // The chunks whose entries lack the split values are read.
+        let (split, unsplit): (Vec<_>, Vec<_>) = split.into_iter().partition(|(_, done)| *done);
+        stats.chunks_summarized += split.len() as u64;
+        mixed.extend(unsplit.into_iter().map(|(at, _)| at));
+        stats.chunks_scanned += mixed.len() as u64;
         if !self.count_mixed((target, keyed), group, &mixed, &mut groups)? {
             return Ok((None, stats));
         }
-        let Some(values) =
-            self.group_values((target, keyed), group, &groups, &mixed, qs, &mut stats)?
+        let split: Vec<ChunkRef> = split.into_iter().map(|(at, _)| at).collect();
+        let Some(values) = self.group_values(
+            (target, keyed),
+            group,
+            &groups,
+            (&mixed, &split),
+            qs,
+            &mut stats,
+        )?
         else {
             return Ok((None, stats));
         };
-        let mut answers = Vec::with_capacity(groups.len());
-        for ((key, g), (picks, mut values)) in groups.into_iter().zip(values) {
-            let mut quantiles = Vec::with_capacity(picks.len());
-            for (bin, _, k) in picks {
-                let value = match values.get_mut(&bin) {
-                    Some(gathered) if g.aggregate.count > 0 => Some(gathered.nth(k)?),
-                    _ => None,
-                };
-                quantiles.push(value);
-            }
-            answers.push(KeyAnswer {
-                key,
-                aggregate: g.aggregate,
-                quantiles,
-            });
-        }
-        Ok((Some(answers), stats))
+        Ok((Some(answers(groups, values)?), stats))
     }
 
     /// The one group every key in chunk `at` stands for, from the key
@@ -310,15 +350,69 @@ impl Snapshot {
         let mut answerable = true;
         for (found, answerable_here) in counted {
             answerable &= answerable_here;
-            for (key, more) in found {
-                let g = groups.entry(key).or_insert_with(|| Group::new(bins));
-                g.aggregate.absorb(&more.aggregate);
-                for (count, n) in g.counts.iter_mut().zip(more.counts) {
-                    *count = count.saturating_add(n);
-                }
-            }
+            merge_groups(groups, found, bins);
         }
         Ok(answerable && groups.len() <= MAX_GROUPS)
+    }
+
+    /// Counts the values of the chunks that mix keys per group and bin
+    /// from the sections of their values-log entries that keep them apart
+    /// per key, on both cores. Each chunk comes with the count of its
+    /// values its summaries hold, and goes back with whether its entry had
+    /// them all (else it is left uncounted, to be read); `None` when a key
+    /// has no group or the groups grow past [`MAX_GROUPS`].
+    fn count_split(
+        &self,
+        (target, keyed): (&Target, &Target),
+        group: &(dyn Fn(i64) -> Option<i64> + Sync),
+        split: &[(ChunkRef, u64)],
+        groups: &mut BTreeMap<i64, Group>,
+    ) -> Result<Option<Vec<(ChunkRef, bool)>>> {
+        let bins = target.value_bins() as usize;
+        let (key, index) = (keyed.index_id(), target.index_id());
+        let counted = parallel(split, |part| {
+            let mut found: BTreeMap<i64, Group> = BTreeMap::new();
+            let mut done = Vec::with_capacity(part.len());
+            for (at, expected) in part {
+                let entry = self.values_entry(at.chunk, at.values)?;
+                let sections = (entry.as_deref())
+                    .and_then(|e| values::keyed_of(&e[values::ENTRY_HEADER_LEN..], key, index))
+                    .filter(|found| {
+                        found.iter().all(|b| (b.bin as usize) < bins)
+                            && found.iter().map(|b| b.count).fold(0, u64::saturating_add)
+                                == *expected
+                    });
+                done.push((*at, sections.is_some()));
+                let mut memo = Memo::default();
+                for b in sections.iter().flatten() {
+                    let Some(key) = memo.get(b.key, group) else {
+                        return Ok(None);
+                    };
+                    if found.len() >= MAX_GROUPS && !found.contains_key(&key) {
+                        return Ok(None);
+                    }
+                    let g = found.entry(key).or_insert_with(|| Group::new(bins));
+                    g.aggregate.absorb(&Aggregate {
+                        count: b.count,
+                        sum: b.sum,
+                        min: Some(b.min),
+                        max: Some(b.max),
+                    });
+                    let count = &mut g.counts[b.bin as usize];
+                    *count = count.saturating_add(b.count);
+                }
+            }
+            Ok(Some((found, done)))
+        })?;
+        let mut all = Vec::with_capacity(split.len());
+        for part in counted {
+            let Some((found, done)) = part else {
+                return Ok(None);
+            };
+            merge_groups(groups, found, bins);
+            all.extend(done);
+        }
+        Ok((groups.len() <= MAX_GROUPS).then_some(all))
     }
 
     /// Per group (in order): where its quantiles fall (bin, the bin's
@@ -330,7 +424,7 @@ impl Snapshot {
         (target, keyed): (&Target, &Target),
         group: &(dyn Fn(i64) -> Option<i64> + Sync),
         groups: &BTreeMap<i64, Group>,
-        mixed: &[ChunkRef],
+        (mixed, split): (&[ChunkRef], &[ChunkRef]),
         qs: &[f64],
         stats: &mut QueryStats,
     ) -> Result<Option<Vec<Picked>>> {
@@ -381,7 +475,34 @@ impl Snapshot {
             }
             Ok(found)
         })?;
-        for found in found {
+        stats.chunks_valued_for_bins += split.len() as u64;
+        let (key, index) = (keyed.index_id(), target.index_id());
+        let valued = parallel(split, |part| {
+            let mut found = empty.clone();
+            for at in part {
+                let entry = self.values_entry(at.chunk, at.values)?;
+                let changed = || {
+                    Error::Invalid(format!(
+                        "values of chunk {} changed while being read",
+                        at.chunk
+                    ))
+                };
+                let sections = (entry.as_deref())
+                    .and_then(|e| values::keyed_of(&e[values::ENTRY_HEADER_LEN..], key, index))
+                    .ok_or_else(changed)?;
+                let mut memo = Memo::default();
+                for b in sections {
+                    let Some(slot) = memo.get(b.key, slot) else {
+                        continue;
+                    };
+                    if let Some(gathered) = found[slot].get_mut(&b.bin) {
+                        gathered.add_runs(&b.runs().ok_or_else(changed)?);
+                    }
+                }
+            }
+            Ok(found)
+        })?;
+        for found in found.into_iter().chain(valued) {
             for ((_, values), bins) in out.iter_mut().zip(found) {
                 for (bin, more) in bins {
                     if let Some(gathered) = values.get_mut(&bin) {

@@ -1096,7 +1096,7 @@ impl Gathered {
     }
 
     /// Adds `runs` of values (ascending, each with its count).
-    fn add_runs(&mut self, runs: &[(i64, u32)]) {
+    pub(super) fn add_runs(&mut self, runs: &[(i64, u32)]) {
         for &(value, n) in runs {
             self.add_n(value, u64::from(n));
         }
@@ -1178,6 +1178,7 @@ mod tests {
             from_chunk: 0,
             until_chunk: None,
             partition: None,
+            splits: None,
         }
     }
 
