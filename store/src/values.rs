@@ -145,18 +145,6 @@ fn unzigzag(word: u64) -> i64 {
     (word >> 1) as i64 ^ -((word & 1) as i64)
 }
 
-/// A sum as two words: its zigzag code's low and high 64 bits (the high
-/// word is 0, one byte as a varint, for any sum an `i64` holds).
-fn sum_words(sum: i128) -> (u64, u64) {
-    let code = ((sum << 1) ^ (sum >> 127)) as u128;
-    (code as u64, (code >> 64) as u64)
-}
-
-fn sum_of_words(low: u64, high: u64) -> i128 {
-    let code = u128::from(high) << 64 | u128::from(low);
-    (code >> 1) as i128 ^ -((code & 1) as i128)
-}
-
 fn key(index: IndexId, bin: u32) -> u64 {
     u64::from(index) << 32 | u64::from(bin)
 }
@@ -403,19 +391,21 @@ fn split(
         found.push((k, values.bins.bin_of(value), value));
     }
     found.sort_unstable();
-    let word = keyed(key.id, values.id);
-    for same in found.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
+    let mut inner = Vec::new();
+    let groups = found.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1));
+    let sections = groups.clone().count();
+    for same in groups {
         let (k, bin, min) = same[0];
         let max = same[same.len() - 1].2;
-        let sum: i128 = same.iter().map(|(_, _, v)| i128::from(*v)).sum();
+        // Each value's distance from the smallest: never negative.
+        let rest: u128 = (same.iter())
+            .map(|(_, _, v)| (i128::from(*v) - i128::from(min)) as u128)
+            .sum();
         let mut body = Vec::new();
-        push_varint(&mut body, zigzag(k));
         push_varint(&mut body, same.len() as u64);
-        let (low, high) = sum_words(sum);
-        push_varint(&mut body, low);
-        push_varint(&mut body, high);
-        push_varint(&mut body, zigzag(min));
-        push_varint(&mut body, zigzag(max));
+        push_varint(&mut body, max.wrapping_sub(min) as u64);
+        push_varint(&mut body, rest as u64);
+        push_varint(&mut body, (rest >> 64) as u64);
         let mut runs = 0;
         let mut last: Option<i64> = None;
         for run in same.chunk_by(|a, b| a.2 == b.2) {
@@ -426,12 +416,17 @@ fn split(
             last = Some(value);
             runs += 1;
         }
-        push_varint(out, word);
-        push_varint(out, u64::from(bin));
-        push_varint(out, runs);
-        push_varint(out, body.len() as u64);
-        out.append(&mut body);
+        push_varint(&mut inner, zigzag(k));
+        push_varint(&mut inner, u64::from(bin));
+        push_varint(&mut inner, runs);
+        push_varint(&mut inner, body.len() as u64);
+        inner.append(&mut body);
     }
+    push_varint(out, keyed(key.id, values.id));
+    push_varint(out, 0);
+    push_varint(out, sections as u64);
+    push_varint(out, inner.len() as u64);
+    out.append(&mut inner);
 }
 
 /// One key's values in one value bin of one chunk: a section [`split`] wrote.
@@ -456,35 +451,46 @@ impl KeyedBin<'_> {
 }
 
 /// The sections of a checked entry's `sections` keeping index `values`'s
-/// values apart per value of index `key`; `None` if one does not decode.
+/// values apart per value of index `key` (see [`split`]); `None` if the
+/// entry has none, or one does not decode.
 pub(crate) fn keyed_of(
     sections: &[u8],
     key: IndexId,
     values: IndexId,
 ) -> Option<Vec<KeyedBin<'_>>> {
     let word = keyed(key, values);
-    let mut found = Vec::new();
-    for section in each_section(sections) {
-        let (index, bin, runs, body) = section?;
-        if index != word {
-            continue;
-        }
+    let (_, _, count, mut inner) = each_section(sections)
+        .map_while(|section| section)
+        .find(|(index, ..)| *index == word)?;
+    let mut found = Vec::with_capacity(usize::try_from(count).ok()?.min(inner.len()));
+    for _ in 0..count {
+        let mut at = 0;
+        let mut next = || get_varint(inner, &mut at);
+        let (k, bin, runs, len) = (next()?, next()?, next()?, next()?);
+        let end = at.checked_add(usize::try_from(len).ok()?)?;
+        let body = inner.get(at..end)?;
+        inner = &inner[end..];
         let mut at = 0;
         let mut next = || get_varint(body, &mut at);
-        let (k, count, low, high, min, max) =
-            (next()?, next()?, next()?, next()?, next()?, next()?);
+        let (count, spread, low, high) = (next()?, next()?, next()?, next()?);
+        let body = &body[at..];
+        // The smallest value is the first run's.
+        let min = unzigzag(get_varint(body, &mut 0)?);
+        let rest = i128::try_from(u128::from(high) << 64 | u128::from(low)).ok()?;
         found.push(KeyedBin {
             key: unzigzag(k),
             bin: u32::try_from(bin).ok()?,
             count,
-            sum: sum_of_words(low, high),
-            min: unzigzag(min),
-            max: unzigzag(max),
+            sum: i128::from(min)
+                .checked_mul(i128::from(count))?
+                .checked_add(rest)?,
+            min,
+            max: min.checked_add_unsigned(spread)?,
             runs,
-            body: &body[at..],
+            body,
         });
     }
-    Some(found)
+    inner.is_empty().then_some(found)
 }
 
 /// The copied records of `source` in a checked entry's `sections`: how
@@ -584,7 +590,7 @@ fn decode_runs(body: &[u8], runs: u64) -> Option<Runs> {
     for _ in 0..runs {
         let delta = get_varint(body, &mut at)?;
         let next = match value {
-            Some(last) => last.checked_add(i64::try_from(delta).ok()?)?,
+            Some(last) => last.checked_add_unsigned(delta)?,
             None => unzigzag(delta),
         };
         let count = u32::try_from(get_varint(body, &mut at)?).ok()?;
@@ -621,25 +627,6 @@ mod tests {
             runs_of(&out[..out.len() - 1], 4, &[9]).is_none(),
             "cut short"
         );
-    }
-
-    #[test]
-    fn sums_round_trip_through_two_words() {
-        let big = i128::from(i64::MAX) * 70_000;
-        for sum in [
-            0,
-            1,
-            -1,
-            i128::from(i64::MIN),
-            big,
-            -big,
-            i128::MAX,
-            i128::MIN,
-        ] {
-            let (low, high) = sum_words(sum);
-            assert_eq!(sum_of_words(low, high), sum);
-        }
-        assert_eq!(sum_words(i128::from(i64::MAX)).1, 0);
     }
 
     #[test]

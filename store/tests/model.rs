@@ -789,6 +789,12 @@ fn append_runs_of_keys(
         for i in 0..len {
             let k = if mixed { 7 + i % 3 } else { run % 5 };
             let v = (rng.below(1000) as i64) - 50 + i64::from(k) * 10;
+            // Extremes too, whose sums and spreads overflow an i64.
+            let v = match (mixed, i % 700) {
+                (true, 1 | 2) => i64::MAX,
+                (true, 3) => i64::MIN,
+                _ => v,
+            };
             let mut payload = v.to_le_bytes().to_vec();
             payload.extend_from_slice(&k.to_le_bytes());
             store.append_at(source, ts, None, &payload).unwrap();

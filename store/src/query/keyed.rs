@@ -483,7 +483,7 @@ impl Snapshot {
                 let entry = self.values_entry(at.chunk, at.values)?;
                 let changed = || {
                     Error::Invalid(format!(
-                        "values of chunk {} changed while being read",
+                        "the values-log entry of chunk {} no longer decodes",
                         at.chunk
                     ))
                 };
