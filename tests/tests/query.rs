@@ -47,29 +47,9 @@ fn groups_by_thread_come_from_summaries(dir: &std::path::Path) {
             by_key,
         ),
     ] {
-        let (status, plan, stderr) = run_weft(&["query", "--explain", dir.to_str().unwrap(), text]);
-        assert!(status.success(), "{stderr}");
+        let plan = explain(dir, text);
         assert!(plan.contains(how), "{text}: {plan}");
-        let (status, scanned, stderr) = run_weft(&[
-            "query",
-            "--json",
-            "--full-scan",
-            dir.to_str().unwrap(),
-            text,
-        ]);
-        assert!(status.success(), "{stderr}");
-        let mut from_values: Vec<String> =
-            query(dir, text).iter().map(ToString::to_string).collect();
-        let mut scanned: Vec<String> = (scanned.lines())
-            .map(|line| {
-                serde_json::from_str::<serde_json::Value>(line)
-                    .unwrap()
-                    .to_string()
-            })
-            .collect();
-        from_values.sort();
-        scanned.sort();
-        assert_eq!(from_values, scanned, "{text}");
+        assert_same_as_full_scan(dir, text);
     }
     let counts = query(dir, "syscalls | count by comm");
     let workload = counts
@@ -77,6 +57,66 @@ fn groups_by_thread_come_from_summaries(dir: &std::path::Path) {
         .find(|r| r["comm"] == "weft-workload")
         .unwrap();
     assert!(workload["count"].as_i64().unwrap() > 100_000, "{counts:?}");
+}
+
+/// `weft query --explain`'s plan of `text` over the capture at `dir`.
+fn explain(dir: &std::path::Path, text: &str) -> String {
+    let (status, plan, stderr) = run_weft(&["query", "--explain", dir.to_str().unwrap(), text]);
+    assert!(status.success(), "{stderr}");
+    plan
+}
+
+/// Asserts that `text` answers over `dir` as it does reading every record.
+fn assert_same_as_full_scan(dir: &std::path::Path, text: &str) {
+    let (status, scanned, stderr) = run_weft(&[
+        "query",
+        "--json",
+        "--full-scan",
+        dir.to_str().unwrap(),
+        text,
+    ]);
+    assert!(status.success(), "{stderr}");
+    let mut answered: Vec<String> = query(dir, text).iter().map(ToString::to_string).collect();
+    let mut scanned: Vec<String> = (scanned.lines())
+        .map(|line| {
+            serde_json::from_str::<serde_json::Value>(line)
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    answered.sort();
+    scanned.sort();
+    assert_eq!(answered, scanned, "{text}");
+}
+
+/// Where a process's threads interleave, its chunks mix them: percentiles
+/// and aggregates by thread, process and name then come from the values
+/// log's latencies kept apart per thread, no chunk's records are read, and
+/// the answers are those of reading every record.
+#[test]
+fn percentiles_by_thread_where_threads_interleave_read_no_records() {
+    if !can_trace("percentiles_by_thread_where_threads_interleave_read_no_records") {
+        return;
+    }
+    let dir = capture_dir("by-thread-interleaved");
+    let stderr = record(WORKLOAD, &dir, &["threads:4:50000"], &[]);
+    assert!(stderr.contains("lost 0"), "{stderr}");
+    let counts = query(&dir, r#"syscalls where name = "getppid" | count by tid"#);
+    assert_eq!(counts.len(), 4, "{counts:?}");
+    assert!(counts.iter().all(|r| r["count"] == 50_000), "{counts:?}");
+    for text in [
+        "syscalls | p99(dur) by pid",
+        "syscalls | percentiles(dur), sum(dur), min(dur), max(dur) by tid",
+        "syscalls | count, p50(dur), avg(dur) by comm",
+    ] {
+        let plan = explain(&dir, text);
+        assert!(
+            plan.contains("a chunk whose records are of one `tid` counted for it")
+                && plan.contains(", 0 read,"),
+            "{text}: {plan}"
+        );
+        assert_same_as_full_scan(&dir, text);
+    }
 }
 
 #[test]

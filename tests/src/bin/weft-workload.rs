@@ -9,7 +9,8 @@
 //! `openat` of PATH whose name lies in a file mapping the process has not
 //! touched, so that a probe at the syscall's entry cannot read it yet) or
 //! `migrate:N` (N getppid calls, each on the next CPU the process may run
-//! on, moved there with `sched_setaffinity`), `usdt:N` (N firings of the USDT probe `weft:step`, see
+//! on, moved there with `sched_setaffinity`), `threads:T:N` (T new threads,
+//! started together, each making N getppid calls), `usdt:N` (N firings of the USDT probe `weft:step`, see
 //! [`usdt_step`]), `frame:IFACE` (one Ethernet
 //! frame from [`FRAME_SOURCE`] to [`FRAME_DEST`] sent on network interface
 //! IFACE through a packet socket), `write-edge:PATH` (one `write` to PATH
@@ -30,7 +31,7 @@ fn main() -> ExitCode {
     for step in &steps {
         let Some(step) = parse(step) else {
             eprintln!(
-                "weft-workload: bad step `{step}` (getppid:N, getpid:N, close-bad:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, frame:IFACE, write-edge:PATH, usdt:N, hogged-reads:MS, spin:MS, lock-waits:N:MS, random-read:PATH:BYTES, fsync-behind:PATH:MB, switches:PATH)"
+                "weft-workload: bad step `{step}` (getppid:N, getpid:N, close-bad:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, frame:IFACE, write-edge:PATH, usdt:N, hogged-reads:MS, spin:MS, lock-waits:N:MS, threads:T:N, random-read:PATH:BYTES, fsync-behind:PATH:MB, switches:PATH)"
             );
             return ExitCode::from(2);
         };
@@ -82,6 +83,7 @@ enum Step {
     Usdt(u64),
     HoggedReads(u64),
     LockWaits { times: u64, ms: u64 },
+    Threads { threads: u64, calls: u64 },
     RandomRead { path: String, bytes: usize },
     FsyncBehind { path: String, mb: usize },
     Spin(u64),
@@ -111,6 +113,10 @@ fn parse(step: &str) -> Option<Step> {
             times: n.parse().ok()?,
             ms: ms.parse().ok()?,
         },
+        ("threads", t, Some(n)) => Step::Threads {
+            threads: t.parse().ok().filter(|t| *t > 0)?,
+            calls: n.parse().ok()?,
+        },
         ("random-read", path, Some(bytes)) => Step::RandomRead {
             path: path.to_owned(),
             bytes: bytes.parse().ok().filter(|b| *b > 0)?,
@@ -135,12 +141,7 @@ fn parse(step: &str) -> Option<Step> {
 /// Runs one step; `switches` collects the readings of `switches:PATH` steps.
 fn run(step: Step, switches: &mut Vec<(String, i64)>) -> std::io::Result<()> {
     match step {
-        Step::Getppid(n) => {
-            for _ in 0..n {
-                // SAFETY: getppid takes no arguments and cannot fail.
-                unsafe { libc::syscall(libc::SYS_getppid) };
-            }
-        }
+        Step::Getppid(n) => getppid(n),
         Step::Getpid(n) => {
             for _ in 0..n {
                 // SAFETY: getpid takes no arguments and cannot fail.
@@ -177,6 +178,18 @@ fn run(step: Step, switches: &mut Vec<(String, i64)>) -> std::io::Result<()> {
         Step::HoggedReads(ms) => hogged_reads(ms)?,
         Step::Spin(ms) => spin_in_user_space(ms),
         Step::LockWaits { times, ms } => lock_waits(times, ms),
+        Step::Threads { threads, calls } => {
+            // Started together, so that their calls interleave.
+            let start = std::sync::Barrier::new(usize::try_from(threads).unwrap_or(1));
+            std::thread::scope(|scope| {
+                for _ in 0..threads {
+                    scope.spawn(|| {
+                        start.wait();
+                        getppid(calls);
+                    });
+                }
+            });
+        }
         Step::RandomRead { path, bytes } => random_read(&path, bytes)?,
         Step::FsyncBehind { path, mb } => fsync_behind(&path, mb)?,
         Step::Frame(iface) => send_frame(&iface)?,
@@ -361,6 +374,14 @@ fn hogged_reads(ms: u64) -> std::io::Result<()> {
         stop.store(true, Ordering::Relaxed);
         done
     })
+}
+
+/// `n` getppid calls.
+fn getppid(n: u64) {
+    for _ in 0..n {
+        // SAFETY: getppid takes no arguments and cannot fail.
+        unsafe { libc::syscall(libc::SYS_getppid) };
+    }
 }
 
 /// `times` locks of a mutex that another thread holds for `ms` each time.
