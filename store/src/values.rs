@@ -337,19 +337,21 @@ fn copies(out: &mut Vec<u8>, block: &[u8], base: u64, summaries: &[Summary]) {
     }
 }
 
-/// Appends the sections keeping the values of the index `key` splits apart
-/// per value of `key`, when the chunk's records of its source (in `block`,
-/// at address `base`) show `key` several values; one section per key and
-/// value bin, ascending:
+/// Appends the section keeping the values of the index `key` splits apart
+/// per value of `key`, when the chunk's records of its source show `key`
+/// several values: one outer section (which other readers skip at once)
+/// holding an inner section per key and value bin, in no set order:
 ///
 /// ```text
-/// section: KEYED | key << 16 | values | bin | runs | bytes | body
-/// body: key | count | sum (low, high 64 bits) | min | max | runs x (value delta, count)
+/// section: KEYED | key << 16 | values | 0 | inner sections | bytes | inner...
+/// inner: key | bin | runs | bytes | count | max - min | rest (low, high 64 bits)
+///        | runs x (value delta, count)
 /// ```
 ///
-/// `key`, the sum's bits, `min`, `max` and the first value are zigzag-coded.
-/// Nothing is written when a record with a value has no key: readers then
-/// read the records.
+/// `key` and the first value (the smallest) are zigzag-coded; `rest` is
+/// the sum of each value's distance from the smallest, so the sum is
+/// `count * min + rest`. Nothing is written when a record with a value has
+/// no key: readers then read the records.
 fn split(
     out: &mut Vec<u8>,
     meta: &Meta,
@@ -375,7 +377,7 @@ fn split(
     let Ok(spans) = back_chain(block, base, base_ts, last.last_addr) else {
         return;
     };
-    let mut found = Vec::with_capacity(spans.len());
+    let mut by_key = ByKey::default();
     for (start, end) in spans {
         let mut at = start;
         if RecordHeader::decode(block, &mut at, base + start as u64, base_ts).is_none() {
@@ -388,45 +390,86 @@ fn split(
         let Some(k) = key.field.read(payload) else {
             return;
         };
-        found.push((k, values.bins.bin_of(value), value));
+        by_key.add(k, value);
     }
-    found.sort_unstable();
     let mut inner = Vec::new();
-    let groups = found.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1));
-    let sections = groups.clone().count();
-    for same in groups {
-        let (k, bin, min) = same[0];
-        let max = same[same.len() - 1].2;
-        // Each value's distance from the smallest: never negative.
-        let rest: u128 = (same.iter())
-            .map(|(_, _, v)| (i128::from(*v) - i128::from(min)) as u128)
-            .sum();
-        let mut body = Vec::new();
-        push_varint(&mut body, same.len() as u64);
-        push_varint(&mut body, max.wrapping_sub(min) as u64);
-        push_varint(&mut body, rest as u64);
-        push_varint(&mut body, (rest >> 64) as u64);
-        let mut runs = 0;
-        let mut last: Option<i64> = None;
-        for run in same.chunk_by(|a, b| a.2 == b.2) {
-            let value = run[0].2;
-            let delta = last.map_or(zigzag(value), |l| value.wrapping_sub(l) as u64);
-            push_varint(&mut body, delta);
-            push_varint(&mut body, run.len() as u64);
-            last = Some(value);
-            runs += 1;
+    let mut sections = 0;
+    for (k, mut found) in by_key.keys {
+        // Ascending values lie bin after bin.
+        found.sort_unstable();
+        let mut rest = &found[..];
+        while let Some(&first) = rest.first() {
+            let bin = values.bins.bin_of(first);
+            let end = (values.bins.range(bin).1)
+                .map_or(rest.len(), |hi| rest.partition_point(|v| *v < hi));
+            push_keyed(&mut inner, k, bin, &rest[..end]);
+            sections += 1;
+            rest = &rest[end..];
         }
-        push_varint(&mut inner, zigzag(k));
-        push_varint(&mut inner, u64::from(bin));
-        push_varint(&mut inner, runs);
-        push_varint(&mut inner, body.len() as u64);
-        inner.append(&mut body);
     }
     push_varint(out, keyed(key.id, values.id));
     push_varint(out, 0);
-    push_varint(out, sections as u64);
+    push_varint(out, sections);
     push_varint(out, inner.len() as u64);
     out.append(&mut inner);
+}
+
+/// A chunk's values per key, as [`split`] gathers them: per key, in the
+/// order first seen, its values.
+#[derive(Default)]
+struct ByKey {
+    keys: Vec<(i64, Vec<i64>)>,
+    slots: HashMap<i64, usize, FixedState>,
+    /// The last key and its slot: a thread's records come in runs.
+    last: Option<(i64, usize)>,
+}
+
+impl ByKey {
+    fn add(&mut self, key: i64, value: i64) {
+        let slot = match self.last {
+            Some((last, slot)) if last == key => slot,
+            _ => {
+                let next = self.keys.len();
+                let slot = *self.slots.entry(key).or_insert(next);
+                if slot == next {
+                    self.keys.push((key, Vec::new()));
+                }
+                self.last = Some((key, slot));
+                slot
+            }
+        };
+        self.keys[slot].1.push(value);
+    }
+}
+
+/// Appends the inner section of one key's `values` (ascending) in value
+/// bin `bin` (see [`split`]).
+fn push_keyed(inner: &mut Vec<u8>, key: i64, bin: u32, values: &[i64]) {
+    let (min, max) = (values[0], values[values.len() - 1]);
+    // Each value's distance from the smallest: never negative.
+    let rest: u128 = (values.iter())
+        .map(|v| (i128::from(*v) - i128::from(min)) as u128)
+        .sum();
+    let mut body = Vec::with_capacity(16 + 3 * values.len());
+    push_varint(&mut body, values.len() as u64);
+    push_varint(&mut body, max.wrapping_sub(min) as u64);
+    push_varint(&mut body, rest as u64);
+    push_varint(&mut body, (rest >> 64) as u64);
+    let mut runs = 0;
+    let mut last: Option<i64> = None;
+    for run in values.chunk_by(|a, b| a == b) {
+        let value = run[0];
+        let delta = last.map_or(zigzag(value), |l| value.wrapping_sub(l) as u64);
+        push_varint(&mut body, delta);
+        push_varint(&mut body, run.len() as u64);
+        last = Some(value);
+        runs += 1;
+    }
+    push_varint(inner, zigzag(key));
+    push_varint(inner, u64::from(bin));
+    push_varint(inner, runs);
+    push_varint(inner, body.len() as u64);
+    inner.append(&mut body);
 }
 
 /// One key's values in one value bin of one chunk: a section [`split`] wrote.
