@@ -24,6 +24,24 @@ use crate::{
 /// were answered.
 type BinCounts = (BTreeMap<u32, (Aggregate, Vec<u64>)>, Held, QueryStats);
 
+/// Values of a rank at most this far from either end of its bin are
+/// gathered from the holders whose summaries reach that end alone.
+const NEAR_END: u64 = 4096;
+
+/// What [`Snapshot::near_end`] leaves to gather: how many values at most,
+/// and the rank sought from the top of those gathered, if from the top.
+struct NearEnd {
+    count: u64,
+    from_top: Option<u64>,
+}
+
+/// A run of chunks or a chunk holding a bin, by its first chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Holder {
+    Run(u64),
+    Chunk(u64),
+}
+
 /// Which global bins the chunks of a window hold, after their summaries
 /// were counted: per chunk (`None`: its records were read, any bin), and
 /// per run of chunks answered by a group's summaries, which
@@ -164,10 +182,20 @@ impl Snapshot {
             .or((target.index.as_ref().map_or(1, Index::parts) == 1).then_some(0));
         if let Some(part) = part {
             let global = part * per_part + bin as u32;
-            let wanted = [vec![(global, counts[bin], rank - before)]];
-            let mut values = self.bin_values((&held, &by_part), target, &wanted, &mut stats)?;
+            let (near, end) = self.near_end(&held, target, global, (counts[bin], rank - before))?;
+            let held_here = near.as_ref().unwrap_or(&held);
+            let wanted = [vec![(global, end.count, rank - before)]];
+            let mut values = self.bin_values((held_here, &by_part), target, &wanted, &mut stats)?;
             if let Some(gathered) = values.get_mut(&global) {
-                return Ok((Some(gathered.nth(rank - before)?), stats));
+                let k = match end.from_top {
+                    Some(m) => (gathered.total() + 1).checked_sub(m).ok_or_else(|| {
+                        Error::Invalid(
+                            "summaries and records disagree; the capture is corrupt".into(),
+                        )
+                    })?,
+                    None => rank - before,
+                };
+                return Ok((Some(gathered.nth(k)?), stats));
             }
         }
         let in_parts = by_part.keys().map(|part| part * per_part + bin as u32);
@@ -186,6 +214,89 @@ impl Snapshot {
         stats.chunks_read_for_bins += relevant.len() as u64;
         let value = self.select(&relevant, target, (lo, hi, counts[bin]), rank - before)?;
         Ok((Some(value), stats))
+    }
+
+    /// When the `k`-th smallest of the `count` values of global bin `bin`
+    /// lies within [`NEAR_END`] of either end of the bin (the 10 slowest
+    /// calls, a p99.99), the holders of `held` that can hold it: each
+    /// holder's summary of the bin names its largest (smallest) value
+    /// there, and the `m`-th largest value of the bin is at least the
+    /// `m`-th largest of those, so a holder whose largest is below that
+    /// holds none of the `m` largest. A busy server's 50 ms waits fill the
+    /// top bin of every chunk; the 10 largest lie in about 10 of them.
+    /// `None` (every holder) when the rank lies deep inside the bin.
+    fn near_end(
+        &self,
+        held: &Held,
+        target: &Target,
+        bin: u32,
+        (count, k): (u64, u64),
+    ) -> Result<(Option<Held>, NearEnd)> {
+        let all = NearEnd {
+            count,
+            from_top: None,
+        };
+        let from_top = count.saturating_sub(k) + 1;
+        if k.min(from_top) > NEAR_END {
+            return Ok((None, all));
+        }
+        let top = from_top < k;
+        let runs: BTreeSet<u64> = held.runs.iter().map(|(run, _)| run.start).collect();
+        let chunks: BTreeSet<u64> = (held.chunks.iter())
+            .filter(|(_, here)| here.is_some())
+            .map(|(at, _)| at.chunk)
+            .collect();
+        // Each summarized holder's end of the bin, and its count there.
+        let mut ends: Vec<(i64, u64, Holder)> = Vec::new();
+        self.for_each_span(self.target_chunks(target)?, &target.keys(), |meta, run| {
+            let holder = match run {
+                Some(run) if runs.contains(&run.start) => Holder::Run(run.start),
+                Some(_) => return Ok(false),
+                None if chunks.contains(&meta.time.chunk) => Holder::Chunk(meta.time.chunk),
+                None => return Ok(true),
+            };
+            let here = meta
+                .summaries
+                .iter()
+                .find(|s| target.wants(s) && s.bin == bin);
+            if let Some(s) = here {
+                // Largest first from the top, smallest first from the bottom.
+                ends.push((
+                    if top { s.max } else { s.min.saturating_neg() },
+                    s.count,
+                    holder,
+                ));
+            }
+            Ok(true)
+        })?;
+        let m = if top { from_top } else { k };
+        let Some(at) = usize::try_from(m - 1).ok().filter(|at| *at < ends.len()) else {
+            return Ok((None, all));
+        };
+        let bound = ends.select_nth_unstable_by(at, |a, b| b.0.cmp(&a.0)).1.0;
+        ends.retain(|(end, ..)| *end >= bound);
+        let kept: BTreeSet<Holder> = ends.iter().map(|(_, _, h)| *h).collect();
+        let near = Held {
+            chunks: (held.chunks.iter())
+                .filter(|(at, here)| here.is_none() || kept.contains(&Holder::Chunk(at.chunk)))
+                .cloned()
+                .collect(),
+            runs: (held.runs.iter())
+                .filter(|(run, _)| kept.contains(&Holder::Run(run.start)))
+                .cloned()
+                .collect(),
+        };
+        // What the kept holders count in the bin, and the records of those
+        // read whole, at most: the room gathering them takes.
+        let summarized = ends.iter().fold(0u64, |n, (_, c, _)| n.saturating_add(*c));
+        let read = (near.chunks.iter())
+            .filter(|(_, here)| here.is_none())
+            .fold(0u64, |n, (at, _)| n.saturating_add(u64::from(at.records)));
+        let end = NearEnd {
+            count: summarized.saturating_add(read).min(count),
+            from_top: top.then_some(from_top),
+        };
+        Ok((Some(near), end))
     }
 
     /// How many values of `index` (in one part, or all) in `window` fall
@@ -1125,6 +1236,15 @@ impl Gathered {
     /// The `k`-th smallest (1-based) value gathered. Values held one by one
     /// are put in place for it (as a multiset they stay the same, for the
     /// next quantile of the bin), not copied: a bin may hold 2^22 of them.
+    /// How many values it gathered.
+    fn total(&self) -> u64 {
+        match self {
+            Self::Values(values) => values.len() as u64,
+            Self::Counts(_, counts) => counts.iter().sum(),
+            Self::Tally(counts, _) => counts.values().sum(),
+        }
+    }
+
     pub(super) fn nth(&mut self, k: u64) -> Result<i64> {
         let corrupt =
             || Error::Invalid("summaries and records disagree; the capture is corrupt".into());
