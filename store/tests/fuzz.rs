@@ -47,6 +47,59 @@ fn a_damaged_values_log_never_panics() {
 /// (its checksums mended half the time): every query answers or errs, and
 /// none panics. With checksums intact a damaged group is refused, and the
 /// answers stay those of the chunks.
+/// Values split per key (threads interleaving): damage to their sections
+/// never panics, and an entry whose checksum no longer holds gives an error
+/// or the intact answer, never another.
+#[test]
+fn a_damaged_split_values_log_never_panics_nor_misanswers() {
+    let from = std::env::temp_dir().join(format!("weft-fuzz-split-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&from);
+    let mut store = Store::open(&from, &small()).unwrap();
+    let (value, key) = (
+        Field::new("v", 0, FieldKind::I64),
+        Field::new("k", 8, FieldKind::U32),
+    );
+    let source = store
+        .define_source("s", vec![value.clone(), key.clone()])
+        .unwrap();
+    let bins = Bins::new(vec![100, 1_000, 10_000]).unwrap();
+    let values = store.define_index(source, "v", value, bins).unwrap();
+    let wide = Bins::new(vec![0, 1 << 36]).unwrap();
+    let keys = store.define_index(source, "k", key, wide).unwrap();
+    store.split_values(keys, values).unwrap();
+    for i in 0..3_000u32 {
+        let mut payload = (i64::from(i) * 37 % 20_000 - 500).to_le_bytes().to_vec();
+        payload.extend_from_slice(&(i % 3).to_le_bytes());
+        store
+            .append_at(source, u64::from(i), None, &payload)
+            .unwrap();
+    }
+    store.close().unwrap();
+    let answers = |dir: &Path| {
+        let (snapshot, _) = weft_store::open_read_only(dir)?;
+        let asked = (source, values, keys);
+        let (by_key, _) = snapshot.aggregate_by_key(asked, &Some, 0..=u64::MAX, &[0.5, 0.99])?;
+        Ok::<_, weft_store::Error>(by_key)
+    };
+    let pristine = answers(&from).unwrap();
+    assert!(pristine.as_ref().is_some_and(|groups| groups.len() == 3));
+    damage_rounds(
+        &from,
+        "values.log",
+        0xbb67_ae85_84ca_a73b,
+        reseal_values,
+        |dir, round| {
+            let got = answers(dir);
+            if round % 2 == 1
+                && let Ok(got) = got
+            {
+                assert_eq!(got, pristine, "round {round}");
+            }
+        },
+    );
+    std::fs::remove_dir_all(&from).unwrap();
+}
+
 #[test]
 fn a_damaged_groups_log_never_panics() {
     let answers = |dir: &std::path::Path| {
