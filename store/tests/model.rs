@@ -679,22 +679,7 @@ fn by_key_model(name: &str, split_from: Option<u32>) {
         ..Config::default()
     };
     let mut store = Store::open(&dir, &config).unwrap();
-    let value = Field::new("v", 0, FieldKind::I64);
-    let key = Field::new("k", 8, FieldKind::U32);
-    let source = store
-        .define_source("s", vec![value.clone(), key.clone()])
-        .unwrap();
-    let index = store
-        .define_index(
-            source,
-            "v",
-            value,
-            Bins::new(vec![100, 200, 400, 800]).unwrap(),
-        )
-        .unwrap();
-    let keys = store
-        .define_index(source, "k", key, Bins::new(vec![0, 1 << 36]).unwrap())
-        .unwrap();
+    let (source, index, keys) = define_keyed(&mut store, vec![100, 200, 400, 800]);
     let records = append_runs_of_keys(&mut store, source, |store, run| {
         if split_from == Some(run) {
             store.split_values(keys, index).unwrap();
@@ -766,6 +751,24 @@ fn by_key_model(name: &str, split_from: Option<u32>) {
     }
     drop(snapshot);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Defines a source of records `(value: i64, key: u32)`, an index over
+/// the values with bounds `bounds` and one wide bin over the keys: the
+/// source, the value index and the key index.
+fn define_keyed(store: &mut Store, bounds: Vec<i64>) -> (SourceId, IndexId, IndexId) {
+    let value = Field::new("v", 0, FieldKind::I64);
+    let key = Field::new("k", 8, FieldKind::U32);
+    let source = store
+        .define_source("s", vec![value.clone(), key.clone()])
+        .unwrap();
+    let index = store
+        .define_index(source, "v", value, Bins::new(bounds).unwrap())
+        .unwrap();
+    let keys = store
+        .define_index(source, "k", key, Bins::new(vec![0, 1 << 36]).unwrap())
+        .unwrap();
+    (source, index, keys)
 }
 
 /// Appends 60 runs of records `(value, key)` to `source`, a time apart:
@@ -857,17 +860,7 @@ fn check_keys(
 fn aggregates_by_a_key_of_too_many_values_are_refused() {
     let dir = temp_dir("by-key-many");
     let mut store = Store::open(&dir, &Config::default()).unwrap();
-    let value = Field::new("v", 0, FieldKind::I64);
-    let key = Field::new("k", 8, FieldKind::U32);
-    let source = store
-        .define_source("s", vec![value.clone(), key.clone()])
-        .unwrap();
-    let index = store
-        .define_index(source, "v", value, Bins::new(vec![100, 200]).unwrap())
-        .unwrap();
-    let keys = store
-        .define_index(source, "k", key, Bins::new(vec![0, 1 << 36]).unwrap())
-        .unwrap();
+    let (source, index, keys) = define_keyed(&mut store, vec![100, 200]);
     for ts in 0..20_000u32 {
         let mut payload = i64::from(ts % 300).to_le_bytes().to_vec();
         payload.extend_from_slice(&ts.to_le_bytes());
