@@ -1253,6 +1253,10 @@ impl Gathered {
     pub(super) fn nth(&mut self, k: u64) -> Result<i64> {
         let corrupt =
             || Error::Invalid("summaries and records disagree; the capture is corrupt".into());
+        // Ranks count from 1: a rank 0 comes of summaries that disagree.
+        if k == 0 {
+            return Err(corrupt());
+        }
         match self {
             Self::Values(values) => {
                 let at = usize::try_from(k - 1).unwrap_or(usize::MAX);
