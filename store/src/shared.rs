@@ -533,7 +533,7 @@ impl Snapshot {
     pub(crate) fn for_each_values(
         &self,
         range: std::ops::Range<u64>,
-        mut f: impl FnMut(u64, &[u8]) -> Result<()>,
+        f: impl FnMut(u64, &[u8]) -> Result<()>,
     ) -> Result<bool> {
         if range.is_empty() || range.end > self.committed {
             return Ok(false);
@@ -549,18 +549,37 @@ impl Snapshot {
         let start = first.values_at;
         let end = last.values_at.saturating_add(u64::from(last.values_len));
         let span = usize::try_from(end.saturating_sub(start)).unwrap_or(usize::MAX);
-        let bytes = match read_at(&self.files, "values.log", start, span) {
+        // Into this thread's buffer of the last call: a fresh one for each
+        // run of chunks cost more in zeroed pages than the copy itself.
+        let mut bytes = SCRATCH.take();
+        match read_into(&self.files, "values.log", start, span, &mut bytes) {
             // Freed by the budget while being read: the caller reads the
             // chunks, which then say they are gone.
             Err(_) if times.iter().any(|t| self.is_deleted(t.chunk)) => return Ok(false),
-            bytes => bytes?,
-        };
+            read => read?,
+        }
+        let entries = self.each_values_entry(&times, start, &bytes, f);
+        if bytes.capacity() <= SCRATCH_MAX {
+            SCRATCH.set(bytes);
+        }
+        entries.map(|()| true)
+    }
+
+    /// Calls `f` with each chunk of `times` and its entry's sections, from
+    /// `bytes`, the values log read from `start`.
+    fn each_values_entry(
+        &self,
+        times: &[TimeEntry],
+        start: u64,
+        bytes: &[u8],
+        mut f: impl FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<()> {
         let corrupt = |time: &TimeEntry, what: String| Error::Corrupt {
             path: self.shared.dir.join("values.log"),
             offset: time.values_at,
             what,
         };
-        for time in &times {
+        for time in times {
             let entry = usize::try_from(time.values_at.saturating_sub(start))
                 .ok()
                 .and_then(|at| bytes.get(at..at.checked_add(time.values_len as usize)?))
@@ -573,7 +592,7 @@ impl Snapshot {
             let sections = values::check(entry, time.chunk).map_err(|what| corrupt(time, what))?;
             f(time.chunk, sections)?;
         }
-        Ok(true)
+        Ok(())
     }
 
     /// Chunk `chunk`'s values entry at `(offset, len)`, checked; `None`
@@ -1023,6 +1042,28 @@ struct Span<'a> {
 const UNCHECKED_READ: usize = 16 << 20;
 
 fn read_at(files: &Files, name: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    read_into(files, name, offset, len, &mut bytes)?;
+    Ok(bytes)
+}
+
+thread_local! {
+    /// The values log's bytes [`Snapshot::for_each_values`] read last on
+    /// this thread, kept for its next call.
+    static SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// The largest buffer [`SCRATCH`] keeps.
+const SCRATCH_MAX: usize = 4 << 20;
+
+/// [`read_at`] into `bytes`, whose capacity is reused.
+fn read_into(
+    files: &Files,
+    name: &str,
+    offset: u64,
+    len: usize,
+    bytes: &mut Vec<u8>,
+) -> Result<()> {
     let file = files.get(name)?;
     let path = &files.dir.join(name);
     let short = || Error::Corrupt {
@@ -1040,8 +1081,9 @@ fn read_at(files: &Files, name: &str, offset: u64, len: usize) -> Result<Vec<u8>
             return Err(short());
         }
     }
-    let mut bytes = vec![0; len];
-    file.read_exact_at(&mut bytes, offset)
+    bytes.clear();
+    bytes.resize(len, 0);
+    file.read_exact_at(bytes, offset)
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::UnexpectedEof => short(),
             _ => Error::Io {
@@ -1049,8 +1091,7 @@ fn read_at(files: &Files, name: &str, offset: u64, len: usize) -> Result<Vec<u8>
                 path: path.to_owned(),
                 error: e,
             },
-        })?;
-    Ok(bytes)
+        })
 }
 
 #[cfg(test)]

@@ -779,28 +779,51 @@ impl Snapshot {
             chunks: held.chunks.clone(),
             runs: Vec::new(),
         };
-        for (run, bins) in &held.runs {
-            if !bins.iter().any(|b| plan.contains_key(b)) {
-                continue;
-            }
-            let read = self.for_each_values(run.clone(), |chunk, sections| {
-                let wanted = |bin| plan.contains_key(&bin);
-                let found = values::sections_of(sections, index, wanted).ok_or_else(|| {
-                    Error::Invalid(format!("values of chunk {chunk} do not decode"))
-                })?;
-                for (bin, runs) in found {
-                    if let Some(gathered) = plan.get_mut(&bin) {
-                        gathered.add_runs(&runs);
+        let runs: Vec<&(Range<u64>, Vec<u32>)> = (held.runs.iter())
+            .filter(|(_, bins)| bins.iter().any(|b| plan.contains_key(b)))
+            .collect();
+        let empty: HashMap<u32, Gathered> = (plan.iter())
+            .map(|(bin, gathered)| (*bin, gathered.empty_like()))
+            .collect();
+        // Two threads, each over half the runs: copying the entries out of
+        // the page cache is most of the work.
+        let parts = parallel(&runs, |part| {
+            let mut found = empty.clone();
+            let mut unread = Vec::new();
+            for (run, bins) in part {
+                let read = self.for_each_values(run.clone(), |chunk, sections| {
+                    let wanted = |bin| found.contains_key(&bin);
+                    let runs = values::sections_of(sections, index, wanted).ok_or_else(|| {
+                        Error::Invalid(format!("values of chunk {chunk} do not decode"))
+                    })?;
+                    for (bin, runs) in runs {
+                        if let Some(gathered) = found.get_mut(&bin) {
+                            gathered.add_runs(&runs);
+                        }
                     }
+                    Ok(())
+                })?;
+                if !read {
+                    unread.push((run.clone(), bins.clone()));
                 }
-                Ok(())
-            })?;
-            if read {
-                stats.chunks_valued_for_bins += run.end - run.start;
-            } else {
-                rest.runs.push((run.clone(), bins.clone()));
             }
+            Ok((found, unread))
+        })?;
+        for (found, unread) in parts {
+            for (bin, more) in found {
+                if let Some(gathered) = plan.get_mut(&bin) {
+                    gathered.merge(more);
+                }
+            }
+            rest.runs.extend(unread);
         }
+        let valued: u64 = (runs.iter())
+            .map(|(run, _)| run.end - run.start)
+            .sum::<u64>()
+            - (rest.runs.iter())
+                .map(|(run, _)| run.end - run.start)
+                .sum::<u64>();
+        stats.chunks_valued_for_bins += valued;
         let wanted = plan.keys().copied().collect();
         let rest = self.expand(rest, target, &wanted)?;
         self.gather(&rest, target, plan, stats)
