@@ -779,8 +779,15 @@ impl Snapshot {
             chunks: held.chunks.clone(),
             runs: Vec::new(),
         };
-        let runs: Vec<&(Range<u64>, Vec<u32>)> = (held.runs.iter())
+        // Runs cut into pieces, so that both threads have work where a
+        // window holds only a few long runs (a second of a busy capture).
+        let runs: Vec<(Range<u64>, &Vec<u32>)> = (held.runs.iter())
             .filter(|(_, bins)| bins.iter().any(|b| plan.contains_key(b)))
+            .flat_map(|(run, bins)| {
+                (run.clone())
+                    .step_by(PIECE as usize)
+                    .map(move |start| (start..(start + PIECE).min(run.end), bins))
+            })
             .collect();
         let empty: HashMap<u32, Gathered> = (plan.iter())
             .map(|(bin, gathered)| (*bin, gathered.empty_like()))
@@ -804,7 +811,7 @@ impl Snapshot {
                     Ok(())
                 })?;
                 if !read {
-                    unread.push((run.clone(), bins.clone()));
+                    unread.push((run.clone(), (*bins).clone()));
                 }
             }
             Ok((found, unread))
@@ -1035,6 +1042,9 @@ impl Snapshot {
         }
     }
 }
+
+/// Chunks whose values-log entries a thread reads at once.
+const PIECE: u64 = 16;
 
 /// Values a pass holds at once (8 bytes each), over every bin it gathers.
 pub(super) const FIT: u64 = 1 << 22;
