@@ -119,6 +119,18 @@ impl<'a> Engine<'a> {
         })
     }
 
+    /// An engine over the same capture and clock, for another thread:
+    /// its plan and stats start empty, to be added to this one's.
+    pub(crate) fn helper(&self) -> Self {
+        Self {
+            plan: Vec::new(),
+            stats: QueryStats::default(),
+            thresholds: self.thresholds.clone(),
+            given: self.given.clone(),
+            ..*self
+        }
+    }
+
     pub(crate) fn source(&self, name: &Name) -> Result<&'a SourceColumns> {
         self.catalog.source(&name.text).ok_or_else(|| {
             let names: Vec<&str> = self

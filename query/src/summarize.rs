@@ -45,6 +45,9 @@ const MAX_BUCKETS: usize = 256;
 
 /// Where [`Engine::quantile_of`] reads: the source, the arrival window,
 /// the time bucket (with the window's own times), the index and its part.
+/// Rows of an answer, each under its key (here a bucket's start).
+type KeyedRows = Vec<(Vec<i64>, Vec<Cell>)>;
+
 type QuantileAt<'a> = (
     weft_store::SourceId,
     &'a RangeInclusive<u64>,
@@ -386,8 +389,9 @@ impl Engine<'_> {
         Ok(value)
     }
 
-    /// Aggregates per time bucket from the store's summary operators, one
-    /// bucket at a time, so that memory does not grow with the records:
+    /// Aggregates per time bucket from the store's summary operators, a
+    /// bucket at a time in each thread, so that memory does not grow with
+    /// the records:
     /// the buckets that hold records come from the chunk summaries'
     /// counts; in each, chunks whose records' own times all lie there
     /// answer from their summaries, chunks with none there are skipped,
@@ -414,7 +418,8 @@ impl Engine<'_> {
         let own = self.snapshot.own_times(source.id, window.clone())?;
         // The buckets the summaries' own times reach (an empty one gives no
         // row); where they cannot say, those the records are counted in.
-        let buckets = if let Some(reached) = own.bucket_starts(step, offset, MAX_BUCKETS) {
+        let buckets: Vec<u64> = if let Some(reached) = own.bucket_starts(step, offset, MAX_BUCKETS)
+        {
             reached
         } else {
             let (counts, stats) =
@@ -422,42 +427,20 @@ impl Engine<'_> {
             self.add(stats);
             counts.into_keys().collect()
         };
-        let mut rows = Vec::new();
-        for start in buckets {
-            let bucket = start..=start.saturating_add(step - 1);
-            let key = vec![start.cast_signed()];
-            match how {
-                PerBucket::Aggregates(picks) => {
-                    let (cells, counted) =
-                        self.summary_row(source, window, Some((&own, &bucket)), specs, picks)?;
-                    // A condition that picks a part may leave a bucket empty.
-                    if counted > 0 {
-                        rows.push((key, cells));
-                    }
-                }
-                PerBucket::Hist(pick) => {
-                    let (counts, stats) = (self.snapshot).bucket_counts_in_bucket(
-                        *pick,
-                        &own,
-                        bucket,
-                        &hist_edges(),
-                    )?;
-                    self.add(stats);
-                    // A bin across an edge too wide to gather: scanned.
-                    let Some(counts) = counts else {
-                        return Ok(None);
-                    };
-                    // A bucket the own times reach but no record lies in.
-                    if counts.iter().all(|n| *n == 0) {
-                        continue;
-                    }
-                    let hist = Acc::with_hist(counts).hist_rows();
-                    rows.extend(hist.into_iter().map(|row| (key.clone(), row)));
-                }
+        let rows = match how {
+            PerBucket::Aggregates(picks) => {
+                let at = (source, window, &own, step);
+                self.bucket_rows(at, &buckets, specs, picks)?
             }
-        }
+            PerBucket::Hist(pick) => {
+                let Some(rows) = self.hist_per_bucket(*pick, &own, &buckets, step)? else {
+                    return Ok(None);
+                };
+                rows
+            }
+        };
         self.plan.push(format!(
-            "aggregate: per bucket from the store's chunk summaries of `{}`, one bucket at a time; chunks across a bucket's edge are read",
+            "aggregate: per bucket from the store's chunk summaries of `{}`, one bucket at a time in each of two threads; chunks across a bucket's edge are read",
             source.name
         ));
         Ok(Some(keyed_answer(
@@ -467,6 +450,73 @@ impl Engine<'_> {
             Some(step.cast_signed()),
             rows,
         )))
+    }
+
+    /// The rows of aggregates per bucket, in bucket order. Buckets are
+    /// independent and most of each is one thread's work (its few chunks'
+    /// summaries, a few runs of values, its edge chunks): two threads take
+    /// every other bucket.
+    fn bucket_rows(
+        &mut self,
+        (source, window, own, step): (&SourceColumns, &RangeInclusive<u64>, &OwnTimes, u64),
+        buckets: &[u64],
+        specs: &[AggSpec],
+        picks: &[Pick],
+    ) -> Result<KeyedRows> {
+        let answer = |engine: &mut Engine<'_>, starts: &mut dyn Iterator<Item = &u64>| {
+            let mut rows = Vec::new();
+            for &start in starts {
+                let bucket = start..=start.saturating_add(step - 1);
+                let (cells, counted) =
+                    engine.summary_row(source, window, Some((own, &bucket)), specs, picks)?;
+                // A condition that picks a part may leave a bucket empty.
+                if counted > 0 {
+                    rows.push((vec![start.cast_signed()], cells));
+                }
+            }
+            Ok::<_, Error>(rows)
+        };
+        let mut other = self.helper();
+        let (mine, theirs) = std::thread::scope(|scope| {
+            let theirs = scope.spawn(|| answer(&mut other, &mut buckets.iter().skip(1).step_by(2)));
+            let mine = answer(self, &mut buckets.iter().step_by(2));
+            (mine, theirs.join())
+        });
+        let theirs = theirs.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        let (mine, theirs) = (mine?, theirs?);
+        self.add(other.stats);
+        let mut rows: Vec<_> = mine.into_iter().chain(theirs).collect();
+        rows.sort_by_key(|(key, _)| key[0]);
+        Ok(rows)
+    }
+
+    /// `hist` rows per bucket; `None` where a bin across a bucket's edge is
+    /// too wide to gather (the caller then scans).
+    fn hist_per_bucket(
+        &mut self,
+        pick: (weft_store::IndexId, Option<u32>),
+        own: &OwnTimes,
+        buckets: &[u64],
+        step: u64,
+    ) -> Result<Option<KeyedRows>> {
+        let mut rows = Vec::new();
+        for &start in buckets {
+            let bucket = start..=start.saturating_add(step - 1);
+            let (counts, stats) =
+                (self.snapshot).bucket_counts_in_bucket(pick, own, bucket, &hist_edges())?;
+            self.add(stats);
+            let Some(counts) = counts else {
+                return Ok(None);
+            };
+            // A bucket the own times reach but no record lies in.
+            if counts.iter().all(|n| *n == 0) {
+                continue;
+            }
+            let key = vec![start.cast_signed()];
+            let hist = Acc::with_hist(counts).hist_rows();
+            rows.extend(hist.into_iter().map(|row| (key.clone(), row)));
+        }
+        Ok(Some(rows))
     }
 
     /// `count by F` where the condition is a value range of one column
