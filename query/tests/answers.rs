@@ -108,10 +108,15 @@ fn define_indexes(store: &mut Store, source: weft_store::SourceId) {
 /// 200,000 records 1 µs apart: mostly fast reads and writes, some sendto
 /// and pread64 with long tails, and one 50 ms nanosleep at record 150,000.
 fn fixture(name: &str) -> Fixture {
+    fixture_of_blocks(name, 64 << 10)
+}
+
+/// [`fixture`] in chunks of `block_size` bytes.
+fn fixture_of_blocks(name: &str, block_size: u32) -> Fixture {
     let dir = std::env::temp_dir().join(format!("weft-query-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let config = Config {
-        block_size: 64 << 10,
+        block_size,
         ..Config::default()
     };
     let mut store = Store::open(&dir, &config).unwrap();
@@ -348,6 +353,34 @@ fn answers_percentiles_per_bucket_from_summaries_as_a_scan_does() {
     for (query, summarized) in queries.iter().zip(summarized) {
         let scanned = ask(&f, query);
         assert_eq!(scanned.rows, summarized.rows, "{query}");
+    }
+}
+
+/// Past 256 buckets, a series is answered from the summaries where the
+/// window holds at least four chunks per bucket, else by one scan; both as
+/// a scan answers it.
+#[test]
+fn answers_many_buckets_from_summaries_only_where_chunks_are_many() {
+    let mut f = fixture_of_blocks("many-buckets", 4 << 10);
+    // 200 ms of records in 1,177 chunks of 4 KiB: 267 buckets of 750 us
+    // hold 4.4 each, 2,000 of 100 us not one.
+    let cases = [
+        ("syscalls | p99(dur), count every 750us", true),
+        ("syscalls | p99(dur), count every 100us", false),
+    ];
+    let answers: Vec<Answer> = cases.iter().map(|(q, _)| ask(&f, q)).collect();
+    for ((query, summarized), answer) in cases.iter().zip(&answers) {
+        let per_bucket = answer.plan.iter().any(|l| l.contains("per bucket"));
+        assert_eq!(per_bucket, *summarized, "{query}: {:?}", answer.plan);
+        assert!(
+            answer.rows.len() > 256,
+            "{query}: {} rows",
+            answer.rows.len()
+        );
+    }
+    f.catalog.without_indexes();
+    for ((query, _), answer) in cases.iter().zip(answers) {
+        assert_eq!(ask(&f, query).rows, answer.rows, "{query}");
     }
 }
 

@@ -30,6 +30,14 @@ pub struct OwnTimes {
 type Span = (Range<u64>, Option<(u64, u64)>);
 
 impl OwnTimes {
+    /// How many chunks the spans cover.
+    pub fn chunks(&self) -> u64 {
+        self.spans
+            .iter()
+            .map(|(span, _)| span.end - span.start)
+            .sum()
+    }
+
     /// The starts of the `step`-long buckets (starting where `(time +
     /// offset) % step == 0`) that may hold records: those the spans' own
     /// times reach, at most `max` of them. `None` where the summaries do
