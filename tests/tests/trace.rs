@@ -942,6 +942,52 @@ fn context_switches_over_a_capture_are_the_switches_seen_live() {
     );
 }
 
+/// A capture's `sched` records play each wakeup of a sleeping thread as
+/// `sched:sched_wakeup`, at its switch-in less its run-queue wait: the
+/// wakeups of the workload's threads after each switch out (the `switch`
+/// source's), and the waits to their next switch in, are those seen live.
+#[test]
+fn wakeups_over_a_capture_are_the_wakeups_seen_live() {
+    let test = "wakeups_over_a_capture_are_the_wakeups_seen_live";
+    if !needs(test, &TRACE) {
+        return;
+    }
+    // A wakeup counts after a switch out seen while both traced: the
+    // workload's first, from the pipe it waited on, is neither's.
+    let program = r#"BEGIN { printf("tracing\n"); }
+        tracepoint:sched:sched_switch /args->prev_comm == "weft-workload"/ {
+            @out[args->prev_pid] = 1; }
+        tracepoint:sched:sched_wakeup /@out[args->pid]/ {
+            @woken[args->comm, args->pid == 0] = count(); @n = count();
+            @cpu = max(args->target_cpu >= 0); delete(@out[args->pid]); }"#;
+    let dir = weft_tests::capture_dir(test);
+    let (live, past) = live_and_past(
+        program,
+        &["nanosleep:1:20", "getppid:1000"],
+        "sched,switch",
+        &dir,
+    );
+    // 20 sleeps wake at least 20 times.
+    let woken: u64 = maps_section(&live)
+        .lines()
+        .find_map(|l| l.strip_prefix("@n: "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(woken >= 20, "{live}");
+    // `@out` is left for the threads switched out last (the workload's
+    // exit): the same in both.
+    assert_eq!(maps_section(&past), maps_section(&live));
+    // A field the source does not hold is refused by name.
+    let out = over_capture(
+        &dir,
+        "tracepoint:sched:sched_wakeup { @ = max(args->prio); }",
+    )
+    .output()
+    .expect("run weft");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("prio"), "{said}");
+}
+
 /// The block tracepoints over a capture of the `block` source: each
 /// request's issue and completion, paired by the biolatency idiom, give
 /// the maps they gave live.

@@ -12,7 +12,9 @@
 //! packet as `net:netif_receive_skb` (received) or `net:net_dev_queue`
 //! (sent), with its length and interface, and the `pagecache` source
 //! each page-cache insertion and removal as `filemap:mm_filemap_add_to_page_cache`
-//! and `filemap:mm_filemap_delete_from_page_cache`. With the `args` source, the
+//! and `filemap:mm_filemap_delete_from_page_cache`, and the `sched` source
+//! each wakeup of a sleeping thread as `sched:sched_wakeup` (at its switch-in
+//! less its run-queue wait). With the `args` source, the
 //! entries of the calls it holds play from its records with their
 //! descriptor and byte count (`held.rs`). Events play in recorded
 //! time, a slice at a time; `interval` probes fire on recorded time too, and `nsecs` is the
@@ -27,6 +29,7 @@ use weft_abi::{
     block::{BlockEvent, Op},
     net::{Direction, EVENT_SIZE_BEFORE_TTL, PacketEvent},
     pagecache::{Op as PageOp, PageCacheEvent},
+    sched::SchedEvent,
     switch::SwitchEvent,
     syscall::SyscallEvent,
     syscall_names,
@@ -88,6 +91,14 @@ const PAGE: &str = "\tfield:unsigned long pfn;\toffset:8;\tsize:8;\tsigned:0;\n\
                     \tfield:unsigned long index;\toffset:24;\tsize:8;\tsigned:0;\n\
                     \tfield:dev_t s_dev;\toffset:32;\tsize:4;\tsigned:0;\n\
                     \tfield:unsigned char order;\toffset:36;\tsize:1;\tsigned:0;\n";
+/// `sched_wakeup`'s record with what the `sched` source holds: the thread
+/// woken, its name, and the CPU it next ran on (`prio` is not recorded).
+const WAKEUP: &str = "\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+                      \tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n\
+                      \tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;\n";
+/// The `prev_state` bit of a preempted thread (`TASK_REPORT_MAX`): it left
+/// runnable, as with state 0 (a yield), and was never woken.
+const PREEMPTED: u32 = 0x100;
 /// Where a rebuilt net record holds the interface's name.
 const NET_NAME_AT: usize = 32;
 /// The link header TC counts in a packet's length and
@@ -118,6 +129,7 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
         block: source("block"),
         net: source("net"),
         pagecache: source("pagecache"),
+        sched: source("sched"),
         args: source("args"),
     };
     let plan = resolve(options, from, &sources)?;
@@ -137,6 +149,12 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
         intervals: intervals(&plan, *window.start()),
         played: 0,
     };
+    if (player.hooks.iter()).any(|(_, hook)| matches!(hook, Hook::WakeupNew)) {
+        log::warn!(
+            "weft: tracepoint:sched:sched_wakeup_new plays no events: the `sched` source does \
+             not record a new thread's first wakeup"
+        );
+    }
     let ended = player.play(&snapshot, &sources, &window, &mut *out)?;
     if !ended {
         for index in super::user_probes(&plan, |t| *t == Target::End) {
@@ -222,11 +240,14 @@ fn recorded_probes(
                     && NET_EVENTS.iter().any(|event| glob_match(name, event));
                 let pages = glob_match(category, "filemap")
                     && PAGE_EVENTS.iter().any(|event| glob_match(name, event));
+                let wakeups = glob_match(category, "sched")
+                    && WAKEUP_EVENTS.iter().any(|event| glob_match(name, event));
                 (calls && (sources.syscalls.is_some() || sources.args.is_some()))
                     || (switches && sources.switch.is_some())
                     || (block && sources.block.is_some())
                     || (net && sources.net.is_some())
                     || (pages && sources.pagecache.is_some())
+                    || (wakeups && sources.sched.is_some())
             }
             _ => false,
         };
@@ -243,7 +264,8 @@ fn recorded_probes(
                      page-cache insertions and removals \
                      (tracepoint:filemap:mm_filemap_add_to_page_cache, \
                      mm_filemap_delete_from_page_cache) where it has `pagecache`, \
-                     BEGIN, END and interval",
+                     wakeups (tracepoint:sched:sched_wakeup, sched_wakeup_new) where it has \
+                     `sched`, BEGIN, END and interval",
                     from.display()
                 ),
             ));
@@ -268,6 +290,12 @@ const PAGE_EVENTS: [&str; 2] = [
     "mm_filemap_delete_from_page_cache",
 ];
 
+/// The sched tracepoints a capture's `sched` source plays: a sleeping
+/// thread's wakeup. A new thread's first (`sched_wakeup_new`) is not
+/// recorded: the source notes threads it saw leave a CPU; that probe is
+/// accepted, and plays nothing.
+const WAKEUP_EVENTS: [&str; 2] = ["sched_wakeup", "sched_wakeup_new"];
+
 /// The capture's sources a program can be played from.
 struct Sources {
     syscalls: Option<weft_store::SourceId>,
@@ -275,6 +303,7 @@ struct Sources {
     block: Option<weft_store::SourceId>,
     net: Option<weft_store::SourceId>,
     pagecache: Option<weft_store::SourceId>,
+    sched: Option<weft_store::SourceId>,
     /// Whose calls play with their arguments (`held`).
     args: Option<weft_store::SourceId>,
 }
@@ -371,6 +400,8 @@ enum What {
     Packet(PacketEvent),
     /// A page-cache insertion or removal.
     Page(PageCacheEvent),
+    /// A sleeping thread woken, as its switch-in records it.
+    Wakeup(SchedEvent),
 }
 
 impl Played {
@@ -440,6 +471,8 @@ impl Player<'_> {
             .filter(|_| (self.hooks.iter()).any(|(_, h)| matches!(h, Hook::Packet { .. })));
         let pages = (sources.pagecache)
             .filter(|_| (self.hooks.iter()).any(|(_, h)| matches!(h, Hook::Page { .. })));
+        let wakeups =
+            (sources.sched).filter(|_| (self.hooks.iter()).any(|(_, h)| matches!(h, Hook::Wakeup)));
         let mut slice = Vec::new();
         let mut from = *window.start();
         while from <= *window.end() {
@@ -489,6 +522,13 @@ impl Player<'_> {
                 let event = page_event(payload)?;
                 Some((event.ts_ns, What::Page(event)))
             })?;
+            // A wakeup plays in the slice of the switch-in that recorded it.
+            gather(snapshot, wakeups, from..=to, &mut slice, |payload| {
+                let event = sched_event(payload)?;
+                let woken = event.state != 0 && event.state & PREEMPTED == 0;
+                let at = event.ts_ns.saturating_sub(event.runq_ns);
+                woken.then_some((at, What::Wakeup(event)))
+            })?;
             gather(snapshot, switch, from..=to, &mut slice, |payload| {
                 let event = switch_event(payload)?;
                 Some((event.ts_ns, What::Switch(event)))
@@ -517,9 +557,56 @@ impl Player<'_> {
         if self.intervals_until(played.ns, out)? == Flow::Exit {
             return Ok(Flow::Exit);
         }
-        // The task the event ran in, and the tracepoint's record.
         let mut record = [0u8; RECORD_LEN];
-        let (pid, tid, cpu) = match &played.what {
+        let (pid, tid, cpu) = self.rebuild(&played.what, &mut record);
+        // A packet is no thread's work (the kernel's softirq), and a
+        // wakeup's waker is not recorded: no name.
+        let comm = match played.what {
+            What::Packet(_) | What::Wakeup(_) => [0u8; 16],
+            _ => self.comm(tid),
+        };
+        // The one string a probe can read here (its string slots all
+        // hold it): a packet's interface, or the path an open was given.
+        let supplied: Vec<u8> = match &played.what {
+            What::Packet(packet) => self.interface(packet.ifindex).to_vec(),
+            What::Call {
+                exit: false,
+                held: Some(arguments),
+                ..
+            } => {
+                let path = self.paths.get(&arguments.given).map_or("", String::as_str);
+                [path.as_bytes(), &[0]].concat()
+            }
+            _ => Vec::new(),
+        };
+        let strings: [&[u8]; 8] = [&supplied; 8];
+        for &(index, hook) in &self.hooks {
+            if !hook.takes(&played.what) {
+                continue;
+            }
+            let event = Event {
+                attach: index,
+                ns: played.ns,
+                pid,
+                tid,
+                cpu,
+                comm: &comm,
+                raw: &record,
+                strings: &strings,
+                ..Event::default()
+            };
+            self.played += 1;
+            if self.runtime.event(&event, out)? == Flow::Exit {
+                return Ok(Flow::Exit);
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// Into `record`, the tracepoint's record of `what`; the task the
+    /// event ran in: `(pid, tid, cpu)`.
+    fn rebuild(&self, what: &What, record: &mut [u8; RECORD_LEN]) -> (u32, u32, u32) {
+        match what {
             What::Call { call, exit, held } => {
                 // `__syscall_nr` (an int) or `id` (a long) at 8; at an
                 // exit `ret` at 16, at an entry the held arguments.
@@ -527,7 +614,7 @@ impl Player<'_> {
                 match held {
                     Some(arguments) if !exit => {
                         let name = syscall_names::name(call.nr).unwrap_or_default();
-                        held::fill(name, arguments.fd, arguments.count, &mut record);
+                        held::fill(name, arguments.fd, arguments.count, record);
                     }
                     _ => record[16..24].copy_from_slice(&call.ret.to_le_bytes()),
                 }
@@ -577,50 +664,14 @@ impl Player<'_> {
                 record[36] = page.pages.max(1).ilog2() as u8;
                 (page.pid, page.tid, page.header.cpu)
             }
-        };
-        // A packet is no thread's work (the kernel's softirq): no name.
-        let comm = match played.what {
-            What::Packet(_) => [0u8; 16],
-            _ => self.comm(tid),
-        };
-        // The interface, for each of the probe's string slots (a net
-        // probe's only string is its `name`).
-        // The one string a probe can read here (its string slots all
-        // hold it): a packet's interface, or the path an open was given.
-        let supplied: Vec<u8> = match &played.what {
-            What::Packet(packet) => self.interface(packet.ifindex).to_vec(),
-            What::Call {
-                exit: false,
-                held: Some(arguments),
-                ..
-            } => {
-                let path = self.paths.get(&arguments.given).map_or("", String::as_str);
-                [path.as_bytes(), &[0]].concat()
-            }
-            _ => Vec::new(),
-        };
-        let strings: [&[u8]; 8] = [&supplied; 8];
-        for &(index, hook) in &self.hooks {
-            if !hook.takes(&played.what) {
-                continue;
-            }
-            let event = Event {
-                attach: index,
-                ns: played.ns,
-                pid,
-                tid,
-                cpu,
-                comm: &comm,
-                raw: &record,
-                strings: &strings,
-                ..Event::default()
-            };
-            self.played += 1;
-            if self.runtime.event(&event, out)? == Flow::Exit {
-                return Ok(Flow::Exit);
+            What::Wakeup(woken) => {
+                record[8..24].copy_from_slice(&self.comm(woken.tid));
+                record[24..28].copy_from_slice(&woken.tid.to_le_bytes());
+                record[32..36].copy_from_slice(&woken.header.cpu.to_le_bytes());
+                // The waker is not recorded: the CPU is where it ran next.
+                (0, 0, woken.header.cpu)
             }
         }
-        Ok(Flow::Continue)
     }
 
     /// Interface `ifindex`'s name as the kernel's records hold it: at
@@ -703,6 +754,9 @@ enum Hook {
     Page {
         delete: bool,
     },
+    Wakeup,
+    /// `sched_wakeup_new`: a new thread's first wakeup, never recorded.
+    WakeupNew,
 }
 
 impl Hook {
@@ -714,7 +768,12 @@ impl Hook {
                     return None;
                 };
                 let hook = if category == "sched" {
-                    (name == "sched_switch").then_some(Self::Switch)?
+                    match name.as_str() {
+                        "sched_switch" => Self::Switch,
+                        "sched_wakeup" => Self::Wakeup,
+                        "sched_wakeup_new" => Self::WakeupNew,
+                        _ => return None,
+                    }
                 } else if category == "net" {
                     Self::Packet {
                         sent: name == "net_dev_queue",
@@ -760,7 +819,7 @@ impl Hook {
             (Self::Raw { exit: at }, What::Call { exit, held, .. }) => {
                 at == *exit && held.is_none()
             }
-            (Self::Switch, What::Switch(_)) => true,
+            (Self::Switch, What::Switch(_)) | (Self::Wakeup, What::Wakeup(_)) => true,
             (Self::Block { complete: at }, What::Block { complete, .. }) => at == *complete,
             (Self::Packet { sent }, What::Packet(packet)) => {
                 sent == (packet.dir == Direction::Egress as u8)
@@ -926,6 +985,30 @@ fn switch_event(payload: &[u8]) -> Option<SwitchEvent> {
     })
 }
 
+/// A `sched` record, as the probe wrote it: stored from the header's `cpu`
+/// on ([`STORED_FROM`]).
+fn sched_event(payload: &[u8]) -> Option<SchedEvent> {
+    use std::mem::offset_of;
+    let bytes = |at: usize, len: usize| payload.get(at.checked_sub(STORED_FROM)?..)?.get(..len);
+    let u32_at = |at: usize| Some(u32::from_le_bytes(bytes(at, 4)?.try_into().ok()?));
+    let u64_at = |at: usize| Some(u64::from_le_bytes(bytes(at, 8)?.try_into().ok()?));
+    Some(SchedEvent {
+        header: weft_abi::events::Header {
+            source: weft_abi::events::Source::Sched as u32,
+            cpu: u32_at(STORED_FROM)?,
+        },
+        tid: u32_at(offset_of!(SchedEvent, tid))?,
+        pid: u32_at(offset_of!(SchedEvent, pid))?,
+        ts_ns: u64_at(offset_of!(SchedEvent, ts_ns))?,
+        off_cpu_ns: u64_at(offset_of!(SchedEvent, off_cpu_ns))?,
+        runq_ns: u64_at(offset_of!(SchedEvent, runq_ns))?,
+        prev_tid: u32_at(offset_of!(SchedEvent, prev_tid))?,
+        state: u32_at(offset_of!(SchedEvent, state))?,
+        kstack: -1,
+        ustack: -1,
+    })
+}
+
 /// A `block` record, as the probe wrote it: stored from the header's
 /// `cpu` on ([`STORED_FROM`]).
 fn block_event(payload: &[u8]) -> Option<BlockEvent> {
@@ -968,6 +1051,11 @@ impl Kernel for Recorded<'_> {
             && glob_match(name, "sched_switch")
         {
             found.push(("sched".into(), "sched_switch".into()));
+        }
+        if self.0.sched.is_some() && glob_match(category, "sched") {
+            for event in WAKEUP_EVENTS.iter().filter(|event| glob_match(name, event)) {
+                found.push(("sched".into(), (*event).into()));
+            }
         }
         if self.0.block.is_some() && glob_match(category, "block") {
             for event in BLOCK_EVENTS.iter().filter(|event| glob_match(name, event)) {
@@ -1026,6 +1114,7 @@ impl Kernel for Recorded<'_> {
             }
             ("syscalls", n) if n.starts_with("sys_exit_") => EXIT,
             ("sched", "sched_switch") if self.0.switch.is_some() => SWITCH,
+            ("sched", n) if self.0.sched.is_some() && WAKEUP_EVENTS.contains(&n) => WAKEUP,
             ("block", "block_rq_issue") if self.0.block.is_some() => BLOCK_ISSUE,
             ("block", "block_rq_complete") if self.0.block.is_some() => BLOCK_COMPLETE,
             ("net", "netif_receive_skb" | "net_dev_queue") if self.0.net.is_some() => NET,
