@@ -906,6 +906,15 @@ fn live_and_past(program: &str, steps: &[&str], sources: &str, dir: &Path) -> (S
     (live, past)
 }
 
+/// The value of the map `@n` a program printed (0 when it printed none).
+fn count_n(output: &str) -> u64 {
+    maps_section(output)
+        .lines()
+        .find_map(|l| l.strip_prefix("@n: "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
 /// A capture's context switches play as `sched:sched_switch`: a program
 /// traced live beside a recording of the same workload prints the same
 /// maps over the capture, the names coming from its task records.
@@ -924,12 +933,7 @@ fn context_switches_over_a_capture_are_the_switches_seen_live() {
     let dir = weft_tests::capture_dir(test);
     let (live, past) = live_and_past(program, &["nanosleep:1:20", "getppid:1000"], "switch", &dir);
     // 20 sleeps switch out and back in at least 20 times.
-    let out: u64 = maps_section(&live)
-        .lines()
-        .find_map(|l| l.strip_prefix("@n: "))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    assert!(out >= 20, "{live}");
+    assert!(count_n(&live) >= 20, "{live}");
     assert_eq!(maps_section(&past), maps_section(&live));
     // Other scheduler events are not recorded: refused by name.
     let out = over_capture(&dir, "tracepoint:sched:sched_wakeup { @ = count(); }")
@@ -968,12 +972,7 @@ fn wakeups_over_a_capture_are_the_wakeups_seen_live() {
         &dir,
     );
     // 20 sleeps wake at least 20 times.
-    let woken: u64 = maps_section(&live)
-        .lines()
-        .find_map(|l| l.strip_prefix("@n: "))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    assert!(woken >= 20, "{live}");
+    assert!(count_n(&live) >= 20, "{live}");
     // `@out` is left for the threads switched out last (the workload's
     // exit): the same in both.
     assert_eq!(maps_section(&past), maps_section(&live));
