@@ -681,8 +681,18 @@ impl Files {
     /// so the next batch's first read mapped this one's tail again (half the
     /// chunk log stayed resident on a 100 M-record capture).
     fn release(&self, offset: u64, len: usize) {
+        Self::release_in(&self.chunk_log, offset, len);
+    }
+
+    /// [`Files::release`] for the groups log: walked whole once per
+    /// snapshot, then read a group at a time.
+    fn release_groups(&self, offset: u64, len: usize) {
+        Self::release_in(&self.group_log, offset, len);
+    }
+
+    fn release_in(cell: &std::sync::OnceLock<Option<memmap2::Mmap>>, offset: u64, len: usize) {
         const FOLIO: usize = 2 << 20;
-        let Some(Some(map)) = self.chunk_log.get() else {
+        let Some(Some(map)) = cell.get() else {
             return;
         };
         let Ok(start) = usize::try_from(offset) else {
@@ -816,6 +826,8 @@ impl Snapshot {
                     at: at + GROUP_ENTRY_LEN as u64,
                 });
             }
+            self.files
+                .release_groups(0, usize::try_from(self.groups_end).unwrap_or(usize::MAX));
             groups
         })
     }
@@ -839,7 +851,9 @@ impl Snapshot {
             offset: group.at.saturating_add((i * SUMMARY_LEN) as u64),
             what: format!("summary of chunks {:?} fails its checksum", entry.range()),
         };
-        let summaries = entry_summaries(raw, &entry, Some(keys)).map_err(bad)?;
+        let summaries = entry_summaries(raw, &entry, Some(keys)).map_err(bad);
+        self.files.release_groups(group.at, len);
+        let summaries = summaries?;
         let time = TimeEntry {
             chunk: entry.first_chunk,
             first_ts: entry.first_ts,
