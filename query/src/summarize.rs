@@ -50,6 +50,9 @@ const FEW_BUCKETS: u64 = 256;
 /// 17 MiB from the summaries).
 const CHUNKS_PER_BUCKET: u64 = 4;
 
+/// Values a series' scan may hold for its percentiles (8 bytes each).
+const SCAN_VALUES: u64 = 4 << 20;
+
 /// Most buckets a series answers from summaries.
 const MAX_BUCKETS: usize = 1 << 16;
 
@@ -427,7 +430,13 @@ impl Engine<'_> {
             return Ok(None);
         }
         let own = self.snapshot.own_times(source.id, window.clone())?;
-        if buckets > FEW_BUCKETS && own.chunks() < buckets.saturating_mul(CHUNKS_PER_BUCKET) {
+        // A scan holds every value a percentile needs: past so many, the
+        // summaries answer however slowly, in bounded memory.
+        let holds = specs.iter().any(AggSpec::keeps_values) && own.records() > SCAN_VALUES;
+        if buckets > FEW_BUCKETS
+            && own.chunks() < buckets.saturating_mul(CHUNKS_PER_BUCKET)
+            && !holds
+        {
             return Ok(None);
         }
         // The buckets the summaries' own times reach (an empty one gives no

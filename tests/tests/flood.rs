@@ -81,6 +81,20 @@ fn record_keeps_every_syscall_of_a_ten_second_flood() {
         "the loop made {calls} getppid calls; {}",
         finished.stderr
     );
+    // A percentile per 5 ms (2,000 buckets of a few chunks each): a scan
+    // would hold every duration (8 bytes a call); the summaries answer a
+    // bucket at a time in bounded memory. About 2 s.
+    assert!(calls > 5_000_000, "a flood of only {calls} calls");
+    let series = "syscalls | p99(dur) every 5ms";
+    let dir_arg = dir.to_str().expect("utf-8 path");
+    let (status, explained, stderr) =
+        weft_tests::run_weft(&["query", dir_arg, "--explain", series]);
+    assert!(status.success(), "{stderr}");
+    assert!(explained.contains("aggregate: per bucket"), "{explained}");
+    let peak: f64 = (explained.lines())
+        .find_map(|l| l.strip_prefix("memory: ")?.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no memory line: {explained}"));
+    assert!(peak < 64.0, "{peak} MiB: {explained}");
 }
 
 /// Under a flood, `weft record` with a 256 KiB ring loses records; it must

@@ -24,6 +24,8 @@ pub struct OwnTimes {
     /// source's records there (`None`: none; all times where the
     /// summaries do not say).
     spans: Vec<Span>,
+    /// The source's records there, as the summaries count them.
+    records: u64,
 }
 
 /// A span of chunks, and the first and last own time of its records.
@@ -36,6 +38,11 @@ impl OwnTimes {
             .iter()
             .map(|(span, _)| span.end - span.start)
             .sum()
+    }
+
+    /// How many of the source's records the spans hold.
+    pub fn records(&self) -> u64 {
+        self.records
     }
 
     /// The starts of the `step`-long buckets (starting where `(time +
@@ -109,7 +116,9 @@ impl Snapshot {
         // Index 0's summaries hold the records' own times from format 2.
         let said = self.meta().format != FormatVersion::V1;
         let mut spans = Vec::new();
+        let mut records = 0;
         self.for_each_span(self.chunks_in(&window)?, &target.keys(), |meta, run| {
+            records += meta.all(source).map_or(0, |all| all.count);
             let span = run.unwrap_or(meta.time.chunk..meta.time.chunk + 1);
             // A damaged chunk stays in every bucket's range, to be counted
             // as left out; a deleted one holds no record (its summaries,
@@ -128,6 +137,7 @@ impl Snapshot {
             let chunks = meta.time.chunk..meta.time.chunk + 1;
             // Counted wholly in the bucket of its middle (see `rolled`).
             let own = (meta.all(source)).map(|a| a.min.midpoint(a.max).cast_unsigned());
+            records += meta.all(source).map_or(0, |all| all.count);
             spans.push((chunks, own.map(|t| (t, t))));
         }
         spans.sort_by_key(|(span, _)| span.start);
@@ -135,6 +145,7 @@ impl Snapshot {
             source,
             window,
             spans,
+            records,
         })
     }
 }
