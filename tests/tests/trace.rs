@@ -967,15 +967,21 @@ fn wakeups_over_a_capture_are_the_wakeups_seen_live() {
     let dir = weft_tests::capture_dir(test);
     let (live, past) = live_and_past(
         program,
-        &["nanosleep:1:20", "getppid:1000"],
+        &["nanosleep:1:50", "getppid:1000"],
         "sched,switch",
         &dir,
     );
-    // 20 sleeps wake at least 20 times.
-    assert!(count_n(&live) >= 20, "{live}");
-    // `@out` is left for the threads switched out last (the workload's
-    // exit): the same in both.
-    assert_eq!(maps_section(&past), maps_section(&live));
+    // Each of the 50 sleeps leaves the CPU and is woken once: the capture
+    // plays each wakeup, with the woken thread's name and pid. Live weft
+    // runs the actions in user space, where a wakeup on one CPU may come
+    // before the switch out on another (42 and 45 of 50 in the 6.1 and 6.12
+    // guests, all 50 here): it counts no more than the capture.
+    let (live_n, past_n) = (count_n(&live), count_n(&past));
+    assert!((45..=50).contains(&past_n), "{past}");
+    assert!((10..=past_n).contains(&live_n), "{live}\n{past}");
+    let woken = format!("@woken[weft-workload, 0]: {past_n}\n");
+    assert!(maps_section(&past).contains(&woken), "{past}");
+    assert!(maps_section(&past).contains("@cpu: 1\n"), "{past}");
     // A field the source does not hold is refused by name.
     let out = over_capture(
         &dir,
