@@ -43,6 +43,17 @@ pub struct SchedEvent {
 pub const EVENT_SIZE: usize = 56;
 const _: () = assert!(core::mem::size_of::<SchedEvent>() == EVENT_SIZE);
 
+impl SchedEvent {
+    /// The event at the start of `bytes`, if they hold a whole one.
+    #[must_use]
+    pub fn read(bytes: &[u8]) -> Option<Self> {
+        let bytes = bytes.get(..EVENT_SIZE)?;
+        // SAFETY: EVENT_SIZE readable bytes; every bit pattern is a valid
+        // SchedEvent (plain integers), and the read is unaligned.
+        Some(unsafe { bytes.as_ptr().cast::<Self>().read_unaligned() })
+    }
+}
+
 /// What the kernel side keeps per thread between switch-out and switch-in.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]

@@ -988,25 +988,10 @@ fn switch_event(payload: &[u8]) -> Option<SwitchEvent> {
 /// A `sched` record, as the probe wrote it: stored from the header's `cpu`
 /// on ([`STORED_FROM`]).
 fn sched_event(payload: &[u8]) -> Option<SchedEvent> {
-    use std::mem::offset_of;
-    let bytes = |at: usize, len: usize| payload.get(at.checked_sub(STORED_FROM)?..)?.get(..len);
-    let u32_at = |at: usize| Some(u32::from_le_bytes(bytes(at, 4)?.try_into().ok()?));
-    let u64_at = |at: usize| Some(u64::from_le_bytes(bytes(at, 8)?.try_into().ok()?));
-    Some(SchedEvent {
-        header: weft_abi::events::Header {
-            source: weft_abi::events::Source::Sched as u32,
-            cpu: u32_at(STORED_FROM)?,
-        },
-        tid: u32_at(offset_of!(SchedEvent, tid))?,
-        pid: u32_at(offset_of!(SchedEvent, pid))?,
-        ts_ns: u64_at(offset_of!(SchedEvent, ts_ns))?,
-        off_cpu_ns: u64_at(offset_of!(SchedEvent, off_cpu_ns))?,
-        runq_ns: u64_at(offset_of!(SchedEvent, runq_ns))?,
-        prev_tid: u32_at(offset_of!(SchedEvent, prev_tid))?,
-        state: u32_at(offset_of!(SchedEvent, state))?,
-        kstack: -1,
-        ustack: -1,
-    })
+    let mut whole = [0u8; weft_abi::sched::EVENT_SIZE];
+    let stored = payload.get(..whole.len() - STORED_FROM)?;
+    whole[STORED_FROM..].copy_from_slice(stored);
+    SchedEvent::read(&whole)
 }
 
 /// A `block` record, as the probe wrote it: stored from the header's
