@@ -484,12 +484,17 @@ pub const STRING_CHAIN: u8 = 4;
 /// has touched it, as bpftrace reads it.
 pub const STRING_SAVED: u8 = 5;
 
-/// [`ProbeConfig::live`]: a probe the kernel fires; weft's own events are
-/// left out.
+/// [`ProbeConfig::live`]: a probe the kernel fires at the current
+/// thread's own act (a system call, a function, a uprobe, a sample);
+/// weft's own events are left out.
 pub const LIVE: u8 = 1;
 /// [`ProbeConfig::live`]: BEGIN or END, which weft runs in its own thread
 /// (`BPF_PROG_TEST_RUN`): its events are weft's.
 pub const LIVE_IN_WEFT: u8 = 2;
+/// [`ProbeConfig::live`]: a tracepoint the kernel fires about any task or
+/// in an interrupt (a wakeup, a block completion, a packet): the thread
+/// current then is incidental, and the event is kept when it is weft.
+pub const LIVE_ANY_THREAD: u8 = 3;
 
 /// Pointers a [`Chain`] follows at most (`a->b->c->d->e`).
 pub const MAX_HOPS: usize = 4;
@@ -555,7 +560,8 @@ pub struct ProbeConfig {
     /// A signal to send the task when the filters hold (`signal()`), or 0.
     pub signal: u8,
     /// [`LIVE`] once user space configured the probe (an array slot it
-    /// never wrote reads as zeros), [`LIVE_IN_WEFT`] for BEGIN and END.
+    /// never wrote reads as zeros), [`LIVE_IN_WEFT`] for BEGIN and END,
+    /// [`LIVE_ANY_THREAD`] where weft's own thread may be current.
     pub live: u8,
     /// Keeps the filters 8-byte aligned without a padding hole.
     pub reserved: [u8; 4],

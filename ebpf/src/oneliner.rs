@@ -32,7 +32,7 @@ use weft_abi::{
     oneliner::{
         AGG_LINEAR, AGG_LOG2, AGG_NONE, AggKey, AggValue, Aggregation, COUNTERS, Chain, CopyKind,
         Counter, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS, JOIN_SIZE, KEY_PART_LEN,
-        KEY_PARTS, LIVE_IN_WEFT, MAX_AGGS, MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_STARTS, MAX_STRINGS, OP_EQ,
+        KEY_PARTS, LIVE, MAX_AGGS, MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_STARTS, MAX_STRINGS, OP_EQ,
         OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand, PROBE_SLOTS, ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES,
         STACK_KERNEL, STACK_USER, START_TASK, START_TASK_ADDRESS, STARTS_NONE, STARTS_STORE, STARTS_TAKE, STRING_CHAIN,
         STRING_DATA_LOC, STRING_LEN, STRING_SAVED, MAX_STRING_LEN, STRINGS_MASK, SUBJECT_COMM, SUBJECT_CONST,
@@ -373,7 +373,7 @@ fn capture<C: StackIdContext, const IN_PLACE: u32>(context: &C, key: u32) {
     };
     let pid_tgid = bpf_get_current_pid_tgid();
     // SAFETY: a global the loader sets; read_volatile keeps its value live.
-    if config.live != LIVE_IN_WEFT
+    if config.live == LIVE
         && (pid_tgid >> 32) as u32 == unsafe { core::ptr::read_volatile(&ONELINER_IGNORE_TGID) }
     {
         return;

@@ -6,7 +6,7 @@
 
 use weft_abi::oneliner::{
     AGG_LINEAR, AGG_LOG2, AGG_PLAIN, Aggregation, Chain, Filter, LAST_TID_STARTS, LIVE,
-    LIVE_IN_WEFT, MAX_FILTERS, MAX_HOPS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE,
+    LIVE_ANY_THREAD, LIVE_IN_WEFT, MAX_FILTERS, MAX_HOPS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE,
     Operand as KernelOperand, ProbeConfig, STACK_KERNEL, STACK_USER, START_CONTEXT, START_TASK,
     START_TASK_ADDRESS, STARTS_STORE, STARTS_TAKE, STRING_CHAIN, STRING_DATA_LOC, STRING_MEMORY,
     STRING_POINTER, STRING_SAVED, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_ELAPSED,
@@ -45,6 +45,26 @@ pub fn uses(plan: &Plan, cpid: u32) -> Result<u32, TooLarge> {
         })
 }
 
+/// Which of weft's own events a probe on `target` keeps: none of its
+/// own acts (its system calls and functions would trace its own output),
+/// but those of tracepoints about other threads. A wakeup or a block
+/// completion fires in whatever thread the CPU runs, weft's too, and
+/// leaving those out lost the workload's events.
+fn live(target: &Target) -> u8 {
+    match target {
+        Target::Begin | Target::End => LIVE_IN_WEFT,
+        Target::Tracepoint { category, .. }
+            if category != "syscalls" && category != "raw_syscalls" =>
+        {
+            LIVE_ANY_THREAD
+        }
+        Target::RawTracepoint { name } if name != "sys_enter" && name != "sys_exit" => {
+            LIVE_ANY_THREAD
+        }
+        _ => LIVE,
+    }
+}
+
 /// The kernel's configuration for attach point `index`; `cpid` is the
 /// `-c` command's pid, which filters on `cpid` compare with.
 pub fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig, TooLarge> {
@@ -53,11 +73,7 @@ pub fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig, T
         raw_len: attach.raw_len,
         strings: attach.slots() as u8,
         signal: attach.signal.unwrap_or(0),
-        live: if matches!(attach.target, Target::Begin | Target::End) {
-            LIVE_IN_WEFT
-        } else {
-            LIVE
-        },
+        live: live(&attach.target),
         ..ProbeConfig::default()
     };
     for (i, field) in attach.strings.iter().enumerate() {
@@ -308,6 +324,16 @@ mod tests {
     fn lowered(text: &str, index: usize) -> ProbeConfig {
         let plan = checked(text);
         config(index, &plan.attaches[index], 4242).unwrap()
+    }
+
+    #[test]
+    fn only_weft_s_own_acts_are_left_out() {
+        let program = "tracepoint:syscalls:sys_enter_read { @a = count(); }
+            tracepoint:sched:sched_process_exec { @b = count(); }
+            BEGIN { @c = count(); }
+            kprobe:vfs_read { @d = count(); }";
+        let live: Vec<u8> = (0..4).map(|i| lowered(program, i).live).collect();
+        assert_eq!(live, [LIVE, LIVE_ANY_THREAD, LIVE_IN_WEFT, LIVE]);
     }
 
     #[test]
