@@ -193,6 +193,7 @@ impl Checker<'_> {
     ) -> Result<Type> {
         let l = self.expr(left)?;
         let r = self.expr(right)?;
+        self.pointer_arithmetic(op, left, right, span)?;
         if matches!(op, BinOp::Eq | BinOp::Ne) {
             if l != r {
                 return Err(Error::new(
@@ -232,6 +233,25 @@ impl Checker<'_> {
             ));
         }
         Ok(Type::Int)
+    }
+
+    /// Refuses what bpftrace refuses of a pointer: it is compared, or
+    /// moved by an integer added or taken away, and nothing else (`p * 2`,
+    /// `p & 1`, `p - q` and `1 - p` have no meaning as addresses).
+    fn pointer_arithmetic(&self, op: BinOp, left: &Expr, right: &Expr, span: Span) -> Result<()> {
+        let (l, r) = (self.is_pointer(left), self.is_pointer(right));
+        let allowed = match op {
+            BinOp::Add => !(l && r),
+            BinOp::Sub => !r,
+            _ => op.is_comparison() || !(l || r),
+        };
+        if allowed {
+            return Ok(());
+        }
+        Err(Error::new(
+            span,
+            "this operator does not apply to a pointer: compare it, or move it by an integer (`p + 1`, `p - 1`); cast it to take it as an integer, `(uint64)p` (bpftrace refuses it too)",
+        ))
     }
 
     /// `tuple.index`: the type of that element.

@@ -1390,6 +1390,31 @@ mod tests {
         );
     }
 
+    /// A pointer moves by whole pointees whichever side the integer is
+    /// on, and takes no other arithmetic, as in bpftrace.
+    #[test]
+    fn pointers_move_by_their_pointee_and_only_so() {
+        let out = run(
+            r#"tracepoint:syscalls:sys_exit_read { $p = (uint64 *)8; printf("%d %d %d %d\n", 2 + $p, $p + 2, $p - 1, $p > 0); }"#,
+            &[(1, b"a\0", 1)],
+        );
+        assert_eq!(out, "24 24 0 1\n\n\n");
+        for refused in [
+            "$p * 2",
+            "$p - $p",
+            "$p + $p",
+            "1 - $p",
+            "$p & 1",
+            "curtask / 2",
+        ] {
+            let program = format!("BEGIN {{ $p = (uint64 *)8; @ = {refused}; }}");
+            assert!(
+                crate::check::tests::refused(&program).contains("does not apply to a pointer"),
+                "{refused}"
+            );
+        }
+    }
+
     /// `strcontains(haystack, needle)`, bpftrace 0.20's: 1 where the needle
     /// is in the haystack (the empty one is in every string).
     #[test]

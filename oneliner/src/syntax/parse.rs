@@ -785,7 +785,14 @@ enum Cast {
 /// and still an `int64 *`.
 pub(crate) fn binary(op: BinOp, left: Expr, right: Expr) -> Expr {
     let span = left.span.to(right.span);
-    // A pointer minus a pointer is left as the difference of addresses.
+    let is_pointer = |e: &Expr| matches!(e.kind, ExprKind::Unary(UnOp::Pointer { .. }, _));
+    if op == BinOp::Add && is_pointer(&right) && !is_pointer(&left) {
+        // `1 + p` moves as `p + 1` does.
+        let mut sum = binary(op, right, left);
+        sum.span = span;
+        return sum;
+    }
+    // Two pointers are left to the checker, which refuses them as bpftrace does.
     let pointer = match (op, &left.kind, &right.kind) {
         (_, _, ExprKind::Unary(UnOp::Pointer { .. }, _)) => None,
         (BinOp::Add | BinOp::Sub, ExprKind::Unary(p @ UnOp::Pointer { bits, .. }, _), _) => {
