@@ -246,7 +246,20 @@ fn le8(bytes: &[u8], at: usize) -> [u8; 8] {
 }
 
 /// Reads a LEB128 value at `*at`, advancing it.
+#[inline]
 pub fn get_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
+    // Most varints of the logs (counts, bins, deltas) fit one byte.
+    let first = *bytes.get(*at)?;
+    if first & 0x80 == 0 {
+        *at += 1;
+        return Some(u64::from(first));
+    }
+    get_long_varint(bytes, at)
+}
+
+/// [`get_varint`] of two bytes or more.
+#[inline(never)]
+fn get_long_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
     let mut value = 0u64;
     for shift in (0..64).step_by(7) {
         let byte = *bytes.get(*at)?;

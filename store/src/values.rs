@@ -473,29 +473,59 @@ fn push_keyed(inner: &mut Vec<u8>, key: i64, bin: u32, values: &[i64]) {
 }
 
 /// One key's values in one value bin of one chunk: a section [`split`] wrote.
+/// Its totals and values are decoded when asked for: a reader gathering
+/// values wants few of an entry's bins.
 #[derive(Clone, Debug)]
 pub(crate) struct KeyedBin<'a> {
     pub key: i64,
     pub bin: u32,
+    runs: u64,
+    /// The totals, then the runs.
+    body: &'a [u8],
+}
+
+/// A [`KeyedBin`]'s count, sum and bounds.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KeyedTotals {
     pub count: u64,
     pub sum: i128,
     pub min: i64,
     pub max: i64,
-    runs: u64,
-    body: &'a [u8],
 }
 
 impl KeyedBin<'_> {
+    /// Its count, sum and bounds; `None` if they do not decode.
+    pub(crate) fn totals(&self) -> Option<KeyedTotals> {
+        let mut at = 0;
+        let mut next = || get_varint(self.body, &mut at);
+        let (count, spread, low, high) = (next()?, next()?, next()?, next()?);
+        // The smallest value is the first run's.
+        let min = unzigzag(get_varint(&self.body[at..], &mut 0)?);
+        let rest = i128::try_from(u128::from(high) << 64 | u128::from(low)).ok()?;
+        Some(KeyedTotals {
+            count,
+            sum: i128::from(min)
+                .checked_mul(i128::from(count))?
+                .checked_add(rest)?,
+            min,
+            max: min.checked_add_unsigned(spread)?,
+        })
+    }
+
     /// Its values, ascending, each with its count; `None` if they do not
     /// decode.
     pub(crate) fn runs(&self) -> Option<Runs> {
-        decode_runs(self.body, self.runs)
+        let mut at = 0;
+        for _ in 0..4 {
+            get_varint(self.body, &mut at)?;
+        }
+        decode_runs(&self.body[at..], self.runs)
     }
 }
 
 /// The sections of a checked entry's `sections` keeping index `values`'s
 /// values apart per value of index `key` (see [`split`]); `None` if the
-/// entry has none, or one does not decode.
+/// entry has none, or one's place does not decode.
 pub(crate) fn keyed_of(
     sections: &[u8],
     key: IndexId,
@@ -513,22 +543,9 @@ pub(crate) fn keyed_of(
         let end = at.checked_add(usize::try_from(len).ok()?)?;
         let body = inner.get(at..end)?;
         inner = &inner[end..];
-        let mut at = 0;
-        let mut next = || get_varint(body, &mut at);
-        let (count, spread, low, high) = (next()?, next()?, next()?, next()?);
-        let body = &body[at..];
-        // The smallest value is the first run's.
-        let min = unzigzag(get_varint(body, &mut 0)?);
-        let rest = i128::try_from(u128::from(high) << 64 | u128::from(low)).ok()?;
         found.push(KeyedBin {
             key: unzigzag(k),
             bin: u32::try_from(bin).ok()?,
-            count,
-            sum: i128::from(min)
-                .checked_mul(i128::from(count))?
-                .checked_add(rest)?,
-            min,
-            max: min.checked_add_unsigned(spread)?,
             runs,
             body,
         });

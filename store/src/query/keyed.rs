@@ -377,15 +377,24 @@ impl Snapshot {
                 let entry = self.values_entry(at.chunk, at.values)?;
                 let sections = (entry.as_deref())
                     .and_then(|e| values::keyed_of(&e[values::ENTRY_HEADER_LEN..], key, index))
-                    .filter(|found| {
-                        found.iter().all(|b| (b.bin as usize) < bins)
-                            && found.iter().map(|b| b.count).fold(0, u64::saturating_add)
-                                == *expected
+                    .and_then(|found| {
+                        (found.iter())
+                            .filter(|b| (b.bin as usize) < bins)
+                            .map(|b| Some((b.key, b.bin, b.totals()?)))
+                            .collect::<Option<Vec<_>>>()
+                            .filter(|totals| totals.len() == found.len())
+                    })
+                    .filter(|totals| {
+                        totals
+                            .iter()
+                            .map(|(.., t)| t.count)
+                            .fold(0, u64::saturating_add)
+                            == *expected
                     });
                 done.push((*at, sections.is_some()));
                 let mut memo = Memo::default();
-                for b in sections.iter().flatten() {
-                    let Some(key) = memo.get(b.key, group) else {
+                for (k, bin, t) in sections.iter().flatten() {
+                    let Some(key) = memo.get(*k, group) else {
                         return Ok(None);
                     };
                     if found.len() >= MAX_GROUPS && !found.contains_key(&key) {
@@ -393,13 +402,13 @@ impl Snapshot {
                     }
                     let g = found.entry(key).or_insert_with(|| Group::new(bins));
                     g.aggregate.absorb(&Aggregate {
-                        count: b.count,
-                        sum: b.sum,
-                        min: Some(b.min),
-                        max: Some(b.max),
+                        count: t.count,
+                        sum: t.sum,
+                        min: Some(t.min),
+                        max: Some(t.max),
                     });
-                    let count = &mut g.counts[b.bin as usize];
-                    *count = count.saturating_add(b.count);
+                    let count = &mut g.counts[*bin as usize];
+                    *count = count.saturating_add(t.count);
                 }
             }
             Ok(Some((found, done)))
