@@ -20,8 +20,22 @@ pub struct SwitchEvent {
     /// The thread that came in (0: idle); its process is not known to the
     /// tracepoint.
     pub next_tid: u32,
-    /// Zero.
-    pub pad: u32,
+    /// The state the thread left in, as the tracepoint's `prev_state`
+    /// gives it: 0 runnable (a yield), 1 asleep, 2 in an uninterruptible
+    /// wait..., `TASK_REPORT_MAX` (0x100 on 6.x) preempted. Captures of
+    /// weft before it hold 0 here; their schema has no `prev_state`.
+    pub prev_state: u32,
+}
+
+impl SwitchEvent {
+    /// The event at the start of `bytes`, if they hold a whole one.
+    #[must_use]
+    pub fn read(bytes: &[u8]) -> Option<Self> {
+        let bytes = bytes.get(..EVENT_SIZE)?;
+        // SAFETY: EVENT_SIZE readable bytes; every bit pattern is a valid
+        // SwitchEvent (plain integers), and the read is unaligned.
+        Some(unsafe { bytes.as_ptr().cast::<Self>().read_unaligned() })
+    }
 }
 
 /// Size of a [`SwitchEvent`] record.

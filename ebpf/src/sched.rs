@@ -22,7 +22,7 @@ use crate::{
 #[unsafe(no_mangle)]
 pub static SCHED_PREV_PID_OFFSET: u32 = 24;
 #[unsafe(no_mangle)]
-static SCHED_PREV_STATE_OFFSET: u32 = 32;
+pub static SCHED_PREV_STATE_OFFSET: u32 = 32;
 #[unsafe(no_mangle)]
 pub static SCHED_NEXT_PID_OFFSET: u32 = 56;
 #[unsafe(no_mangle)]

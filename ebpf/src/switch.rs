@@ -14,7 +14,7 @@ use weft_abi::{
 
 use crate::{
     events::{self, Event},
-    sched::{SCHED_NEXT_PID_OFFSET, SCHED_PREV_PID_OFFSET},
+    sched::{SCHED_NEXT_PID_OFFSET, SCHED_PREV_PID_OFFSET, SCHED_PREV_STATE_OFFSET},
     tracepoint,
 };
 
@@ -36,7 +36,8 @@ pub fn context_switch(ctx: TracePointContext) -> i32 {
             // The task leaving is still the current one.
             prev_pid: (bpf_get_current_pid_tgid() >> 32) as u32,
             next_tid: tracepoint::field::<i32>(&ctx, &SCHED_NEXT_PID_OFFSET).unwrap_or(0) as u32,
-            pad: 0,
+            prev_state: tracepoint::field::<i64>(&ctx, &SCHED_PREV_STATE_OFFSET).unwrap_or(0)
+                as u32,
         },
     );
     0

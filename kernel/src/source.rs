@@ -166,6 +166,7 @@ pub const SWITCH: SourceHooks = SourceHooks {
         event: "sched_switch",
         offsets: &[
             ("SCHED_PREV_PID_OFFSET", "prev_pid"),
+            ("SCHED_PREV_STATE_OFFSET", "prev_state"),
             ("SCHED_NEXT_PID_OFFSET", "next_pid"),
         ],
         without: None,

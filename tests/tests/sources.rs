@@ -312,6 +312,12 @@ fn switch_sees_each_sleep_leave_and_come_back() {
         left,
         "the process that left is named"
     );
+    // Each sleep left asleep (state 1, TASK_INTERRUPTIBLE), as the
+    // tracepoint's prev_state says.
+    assert_eq!(
+        count(&format!("prev_tid = {pid} and prev_state = 1")),
+        sleeps
+    );
 }
 
 #[test]

@@ -43,6 +43,13 @@ pub const SPEC: Spec = Spec {
             Meaning::Int,
             "thread that came in (0: idle)",
         ),
+        field(
+            "prev_state",
+            offset_of!(SwitchEvent, prev_state),
+            FieldKind::U32,
+            Meaning::Int,
+            "state the thread left in, the tracepoint's prev_state (0 runnable, 1 asleep, 2 uninterruptible, 0x100 preempted)",
+        ),
     ],
     indexes: &[IndexSpec::Exact("cpu", 1023)],
     stored_from: STORED_FROM,

@@ -5,8 +5,8 @@
 //! fields the capture holds: the call's number, its return value, the
 //! thread, its name and CPU. A capture with the `switch` source plays each
 //! context switch as `sched:sched_switch`, with the fields it recorded
-//! (`prev_comm`, `prev_pid`, `next_comm`, `next_pid` at the kernel's
-//! offsets; prio and state are not recorded), and the `block` source each
+//! (`prev_comm`, `prev_pid`, `prev_state`, `next_comm`, `next_pid` at the
+//! kernel's offsets; prio is not recorded, nor state before weft kept it), and the `block` source each
 //! request as `block:block_rq_issue` at its issue and
 //! `block:block_rq_complete` at its completion, and the `net` source each
 //! packet as `net:netif_receive_skb` (received) or `net:net_dev_queue`
@@ -63,6 +63,8 @@ const SWITCH: &str = "\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0
                       \tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\
                       \tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;\n\
                       \tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n";
+/// `sched_switch`'s `prev_state`, where the capture's `switch` source has it.
+const SWITCH_STATE: &str = "\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;\n";
 /// The block tracepoints' records with what the `block` source holds:
 /// the operation alone in `rwbs` (its letter, without the `S`, `M`, `A`
 /// and `F` flags, which the source does not keep).
@@ -123,9 +125,13 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
             .find(|s| s.name == name)
             .map(|s| s.id)
     };
+    let switch_state = (snapshot.meta().sources.iter())
+        .find(|s| s.name == "switch")
+        .is_some_and(|s| s.fields.iter().any(|f| f.name == "prev_state"));
     let sources = Sources {
         syscalls: source(weft_capture::registry::SYSCALLS),
         switch: source("switch"),
+        switch_state,
         block: source("block"),
         net: source("net"),
         pagecache: source("pagecache"),
@@ -300,6 +306,8 @@ const WAKEUP_EVENTS: [&str; 2] = ["sched_wakeup", "sched_wakeup_new"];
 struct Sources {
     syscalls: Option<weft_store::SourceId>,
     switch: Option<weft_store::SourceId>,
+    /// Whether its records hold `prev_state` (captures before it: no).
+    switch_state: bool,
     block: Option<weft_store::SourceId>,
     net: Option<weft_store::SourceId>,
     pagecache: Option<weft_store::SourceId>,
@@ -623,6 +631,7 @@ impl Player<'_> {
             What::Switch(switch) => {
                 record[8..24].copy_from_slice(&self.comm(switch.prev_tid));
                 record[24..28].copy_from_slice(&switch.prev_tid.to_le_bytes());
+                record[32..40].copy_from_slice(&i64::from(switch.prev_state).to_le_bytes());
                 record[40..56].copy_from_slice(&self.comm(switch.next_tid));
                 record[56..60].copy_from_slice(&switch.next_tid.to_le_bytes());
                 (switch.prev_pid, switch.prev_tid, switch.header.cpu)
@@ -969,20 +978,10 @@ fn held_call(payload: &[u8]) -> Option<(SyscallEvent, Arguments)> {
 /// A `switch` record, as the probe wrote it: stored from the header's
 /// `cpu` on ([`STORED_FROM`]).
 fn switch_event(payload: &[u8]) -> Option<SwitchEvent> {
-    use std::mem::offset_of;
-    let bytes = |at: usize, len: usize| payload.get(at.checked_sub(STORED_FROM)?..)?.get(..len);
-    let u32_at = |at: usize| Some(u32::from_le_bytes(bytes(at, 4)?.try_into().ok()?));
-    Some(SwitchEvent {
-        header: weft_abi::events::Header {
-            source: weft_abi::events::Source::Switch as u32,
-            cpu: u32_at(STORED_FROM)?,
-        },
-        ts_ns: u64::from_le_bytes(bytes(offset_of!(SwitchEvent, ts_ns), 8)?.try_into().ok()?),
-        prev_tid: u32_at(offset_of!(SwitchEvent, prev_tid))?,
-        prev_pid: u32_at(offset_of!(SwitchEvent, prev_pid))?,
-        next_tid: u32_at(offset_of!(SwitchEvent, next_tid))?,
-        pad: 0,
-    })
+    let mut whole = [0u8; weft_abi::switch::EVENT_SIZE];
+    let stored = payload.get(..whole.len() - STORED_FROM)?;
+    whole[STORED_FROM..].copy_from_slice(stored);
+    SwitchEvent::read(&whole)
 }
 
 /// A `sched` record, as the probe wrote it: stored from the header's `cpu`
@@ -1098,6 +1097,9 @@ impl Kernel for Recorded<'_> {
                 ENTER
             }
             ("syscalls", n) if n.starts_with("sys_exit_") => EXIT,
+            ("sched", "sched_switch") if self.0.switch_state => {
+                return Ok(format_fields(&(SWITCH.to_owned() + SWITCH_STATE)));
+            }
             ("sched", "sched_switch") if self.0.switch.is_some() => SWITCH,
             ("sched", n) if self.0.sched.is_some() && WAKEUP_EVENTS.contains(&n) => WAKEUP,
             ("block", "block_rq_issue") if self.0.block.is_some() => BLOCK_ISSUE,
