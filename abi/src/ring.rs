@@ -62,6 +62,9 @@ pub struct Drained {
     pub bytes: u64,
     /// Whether records were left in the ring because the budget ran out.
     pub more: bool,
+    /// The time of the earliest record [`drain_merged`] left in its ring
+    /// as newer than it was asked for.
+    pub held: Option<u64>,
 }
 
 /// The reading end of one BPF ring buffer.
@@ -320,21 +323,33 @@ impl Cursor<'_> {
         }
     }
 
+    /// Whether the batch ended with committed records left: its budget
+    /// was spent (not at a record still being written).
+    fn spent(&self) -> bool {
+        self.pos < self.producer && self.len_word() & BUSY == 0
+    }
+
+    /// The length word of the record at `pos`.
+    fn len_word(&self) -> u32 {
+        let offset = (self.pos & self.ring.mask) as usize;
+        // SAFETY: `offset` is within the first copy of the data, 8-aligned
+        // as the kernel aligns records; the length word is written
+        // atomically by the producer.
+        #[expect(
+            clippy::cast_ptr_alignment,
+            reason = "the kernel aligns records to 8 bytes, and the data area to a page"
+        )]
+        unsafe {
+            (*self.ring.data().add(offset).cast::<AtomicU32>()).load(Ordering::Acquire)
+        }
+    }
+
     /// Moves past discarded records to the next committed one: its end
     /// position, payload offset and length.
     fn find(&mut self) -> Option<(u64, usize, usize)> {
-        let data = self.ring.data();
         while self.pos < self.end {
             let offset = (self.pos & self.ring.mask) as usize;
-            // SAFETY: `offset` is within the first copy of the data, 8-aligned
-            // as the kernel aligns records; the length word is written
-            // atomically by the producer.
-            #[expect(
-                clippy::cast_ptr_alignment,
-                reason = "the kernel aligns records to 8 bytes, and the data area to a page"
-            )]
-            let len_word =
-                unsafe { (*data.add(offset).cast::<AtomicU32>()).load(Ordering::Acquire) };
+            let len_word = self.len_word();
             if len_word & BUSY != 0 {
                 return None;
             }
@@ -364,6 +379,7 @@ impl Cursor<'_> {
             records: self.records,
             bytes: self.pos - self.consumer,
             more: self.pos < self.producer,
+            held: None,
         }
     }
 }
@@ -372,14 +388,26 @@ impl Cursor<'_> {
 /// `on_record` the records of all of them in the order of their times
 /// (`time` reads a record's): each ring holds its CPU's records in order,
 /// and this merges them, so that what a process did on one CPU and then
-/// another comes out in that order when one batch holds both. Stops after
-/// the record for which `on_record` returns `false`.
+/// another comes out in that order. Stops after the record for which
+/// `on_record` returns `false`.
+///
+/// A record on one CPU may be committed after a later one on another: the
+/// records newer than `until` stay in their rings for a later drain
+/// ([`Drained::held`] says since when), unless a ring is half full, when
+/// all go. And where one ring's batch ends with records left in it (its
+/// budget spent, or a record still being written), the batch ends there,
+/// as the others' later records may come after those.
 pub fn drain_merged(
     rings: &mut [Ring],
     time: impl Fn(&[u8]) -> u64,
+    until: u64,
     mut on_record: impl FnMut(&[u8]) -> bool,
 ) -> Drained {
     use std::{cmp::Reverse, collections::BinaryHeap};
+    let full = rings
+        .iter()
+        .any(|ring| ring.pending() * 2 >= ring.size() as u64);
+    let until = if full { u64::MAX } else { until };
     let mut cursors: Vec<Cursor<'_>> = rings
         .iter_mut()
         .map(|ring| {
@@ -393,26 +421,40 @@ pub fn drain_merged(
         .enumerate()
         .filter_map(|(i, cursor)| Some(Reverse((time(cursor.peek()?), i))))
         .collect();
-    let mut stopped = false;
-    'rings: while let Some(Reverse((_, i))) = heads.pop() {
+    let (mut stopped, mut cut, mut held) = (false, false, None);
+    'rings: while let Some(Reverse((at, i))) = heads.pop() {
+        if at > until {
+            held = Some(at);
+            break;
+        }
         let cursor = &mut cursors[i];
         // Take this ring's records while none of another ring comes
         // first: with one busy ring (most of the time) the heap is not
         // touched per record.
-        let limit = heads.peek().map_or(u64::MAX, |Reverse((next, _))| *next);
-        while let Some(record) = cursor.peek() {
+        let limit = heads
+            .peek()
+            .map_or(u64::MAX, |Reverse((next, _))| *next)
+            .min(until);
+        loop {
+            let Some(record) = cursor.peek() else {
+                // A record still being written is as new as now, past
+                // `until` but where every ring is taken.
+                cut = cursor.spent();
+                if cut {
+                    break 'rings;
+                }
+                break;
+            };
+            let at = time(record);
+            if at > limit {
+                heads.push(Reverse((at, i)));
+                break;
+            }
             let go_on = on_record(record);
             cursor.advance();
             if !go_on {
                 stopped = true;
                 break 'rings;
-            }
-            if let Some(record) = cursor.peek() {
-                let at = time(record);
-                if at > limit {
-                    heads.push(Reverse((at, i)));
-                    break;
-                }
             }
         }
     }
@@ -423,7 +465,9 @@ pub fn drain_merged(
         total.bytes += drained.bytes;
         total.more |= drained.more;
     }
-    total.more |= stopped;
+    // Held records are more for later, not for a drain at once.
+    total.more = stopped || cut;
+    total.held = held;
     total
 }
 
@@ -506,7 +550,8 @@ mod tests {
             Drained {
                 records: 3,
                 bytes: 16 + 48 + 8,
-                more: false
+                more: false,
+                held: None,
             }
         );
         assert_eq!(ring.pending(), 0);
@@ -630,7 +675,7 @@ mod tests {
             }
         }
         let mut seen = Vec::new();
-        let drained = drain_merged(&mut rings, time_of, |r| {
+        let drained = drain_merged(&mut rings, time_of, u64::MAX, |r| {
             seen.push(time_of(r));
             true
         });
@@ -651,7 +696,7 @@ mod tests {
             }
         }
         let mut seen = Vec::new();
-        let drained = drain_merged(&mut rings, time_of, |r| {
+        let drained = drain_merged(&mut rings, time_of, u64::MAX, |r| {
             seen.push(time_of(r));
             seen.len() < 2
         });
@@ -660,11 +705,57 @@ mod tests {
             (&[1, 2][..], 2, true)
         );
         let mut rest = Vec::new();
-        drain_merged(&mut rings, time_of, |r| {
+        drain_merged(&mut rings, time_of, u64::MAX, |r| {
             rest.push(time_of(r));
             true
         });
         assert_eq!(rest, [3, 4]);
+    }
+
+    #[test]
+    fn a_ring_whose_budget_is_spent_ends_the_merged_batch() {
+        let mut rings = [Ring::in_memory(4096), Ring::in_memory(4096)];
+        // A quarter of the first ring is its records 0..64; the second
+        // ring's 70 comes after its 64..70, handed in the next batch.
+        for t in 0..100 {
+            assert!(rings[0].push(&at(t)));
+        }
+        assert!(rings[1].push(&at(70)));
+        let mut seen = Vec::new();
+        while seen.len() < 101 {
+            let drained = drain_merged(&mut rings, time_of, u64::MAX, |r| {
+                seen.push(time_of(r));
+                true
+            });
+            assert!(drained.records > 0);
+        }
+        assert!(seen.is_sorted(), "{seen:?}");
+    }
+
+    #[test]
+    fn records_newer_than_asked_for_stay_in_their_ring() {
+        let mut rings = [Ring::in_memory(4096), Ring::in_memory(4096)];
+        for (ring, times) in rings.iter_mut().zip([[1, 5], [3, 7]]) {
+            for t in times {
+                assert!(ring.push(&at(t)));
+            }
+        }
+        let mut seen = Vec::new();
+        let drained = drain_merged(&mut rings, time_of, 4, |r| {
+            seen.push(time_of(r));
+            true
+        });
+        assert_eq!(seen, [1, 3]);
+        assert_eq!((drained.more, drained.held), (false, Some(5)));
+        // A ring half full takes every record, whatever it was asked.
+        for t in 8..8 + 2048 / 16 {
+            assert!(rings[1].push(&at(t)));
+        }
+        let drained = drain_merged(&mut rings, time_of, 4, |r| {
+            seen.push(time_of(r));
+            true
+        });
+        assert_eq!((drained.held, seen[2..5].to_vec()), (None, vec![5, 7, 8]));
     }
 
     #[test]
@@ -676,7 +767,7 @@ mod tests {
         }
         assert!(rings[1].push(&at(50)));
         let mut seen = Vec::new();
-        let drained = drain_merged(&mut rings, time_of, |r| {
+        let drained = drain_merged(&mut rings, time_of, u64::MAX, |r| {
             seen.push(time_of(r));
             true
         });

@@ -261,7 +261,7 @@ fn walk_in_time_order(events: &[SyscallEvent]) -> (usize, f64) {
     let mut count = 0;
     let enter_ns = |record: &[u8]| SyscallEvent::read(record).map_or(0, |e| e.enter_ns);
     while rings.iter().any(|ring| ring.pending() > 0) {
-        ring::drain_merged(&mut rings, enter_ns, |record| {
+        ring::drain_merged(&mut rings, enter_ns, u64::MAX, |record| {
             let event = SyscallEvent::read(record).expect("the bench pushed whole events");
             sum = sum.wrapping_add(event.duration_ns);
             count += 1;

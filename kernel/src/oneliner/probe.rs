@@ -108,6 +108,15 @@ impl Drop for Links {
     }
 }
 
+/// What one [`OnelinerProbe::drain`] handed out.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Batch {
+    /// Events handed.
+    pub events: u64,
+    /// The time of the earliest record left for later as newer than asked.
+    pub held: Option<u64>,
+}
+
 pub struct OnelinerProbe {
     /// Declared before `ebpf`: links go before the programs they run.
     links: Links,
@@ -731,10 +740,12 @@ impl OnelinerProbe {
         }
     }
 
-    /// Hands every waiting record to `on_event`, in time order across the
-    /// CPUs' rings within a batch; stops early (leaving the
-    /// rest in the rings) when it returns false. Returns the records handed.
-    pub fn drain(&mut self, mut on_event: impl FnMut(&Event<'_>) -> bool) -> u64 {
+    /// Hands the waiting records up to time `until` to `on_event`, in time
+    /// order across the CPUs' rings (see [`ring::drain_merged`]: newer ones
+    /// wait, so that one committed late on another CPU still comes in its
+    /// place); stops early (leaving the rest in the rings) when it returns
+    /// false.
+    pub fn drain(&mut self, until: u64, mut on_event: impl FnMut(&Event<'_>) -> bool) -> Batch {
         let before = self.received;
         let Self {
             ebpf,
@@ -750,7 +761,7 @@ impl OnelinerProbe {
             .and_then(|map| StackTraceMap::try_from(map).ok());
         // In time order across the CPUs' rings: a process that moved
         // between CPUs is seen in the order it ran.
-        ring::drain_merged(rings, record_ns, |item| {
+        let drained = ring::drain_merged(rings, record_ns, until, |item| {
             let Some(header) = item.get(..HEADER_SIZE) else {
                 *malformed += 1;
                 return true;
@@ -814,7 +825,10 @@ impl OnelinerProbe {
             *received += 1;
             on_event(&event)
         });
-        *received - before
+        Batch {
+            events: *received - before,
+            held: drained.held,
+        }
     }
 
     /// Events produced, received and lost.

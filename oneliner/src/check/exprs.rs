@@ -240,11 +240,15 @@ impl Checker<'_> {
     /// `p & 1`, `p - q` and `1 - p` have no meaning as addresses).
     fn pointer_arithmetic(&self, op: BinOp, left: &Expr, right: &Expr, span: Span) -> Result<()> {
         let (l, r) = (self.is_pointer(left), self.is_pointer(right));
-        let allowed = match op {
-            BinOp::Add => !(l && r),
-            BinOp::Sub => !r,
-            _ => op.is_comparison() || !(l || r),
-        };
+        // `p ^ i64::MIN` is an unsigned comparison's operand, as
+        // `sign::compare_as_bpftrace` wrote it: a pointer compares unsigned.
+        let flipped = op == BinOp::Xor && matches!(right.kind, ExprKind::Int(i64::MIN));
+        let allowed = flipped
+            || match op {
+                BinOp::Add => !(l && r),
+                BinOp::Sub => !r,
+                _ => op.is_comparison() || !(l || r),
+            };
         if allowed {
             return Ok(());
         }

@@ -1395,10 +1395,10 @@ mod tests {
     #[test]
     fn pointers_move_by_their_pointee_and_only_so() {
         let out = run(
-            r#"tracepoint:syscalls:sys_exit_read { $p = (uint64 *)8; printf("%d %d %d %d\n", 2 + $p, $p + 2, $p - 1, $p > 0); }"#,
+            r#"tracepoint:syscalls:sys_exit_read { $p = (uint64 *)8; printf("%d %d %d %d %d\n", 2 + $p, $p + 2, $p - 1, $p > 0, curtask >= 0); }"#,
             &[(1, b"a\0", 1)],
         );
-        assert_eq!(out, "24 24 0 1\n\n\n");
+        assert_eq!(out, "24 24 0 1 1\n\n\n");
         for refused in [
             "$p * 2",
             "$p - $p",

@@ -86,6 +86,11 @@ pub enum Action {
 
 /// How often the rings are drained.
 const DRAIN: Duration = Duration::from_millis(10);
+/// How long an event waits in its ring before it is handled, for those
+/// of other CPUs committed late to come before it: a wakeup on one CPU
+/// and the switch-in it causes on another are microseconds apart, and
+/// were handled out of order when two batches split them.
+const HOLD_NS: u64 = 2_000_000;
 
 /// Runs the one-liner until Ctrl-C, `exit()` or the end of its command,
 /// printing to stdout as bpftrace does.
@@ -163,12 +168,15 @@ pub fn run(args: Options) -> Result<()> {
     let exited = matches!(result, Ok(Flow::Exit));
     // After exit() the rest is drained unseen, as bpftrace stops there too.
     // Each drain is a bounded batch: drain until nothing is left.
-    while probe.drain(|event| {
-        if !exited {
-            let _ = handle(&mut runtime, &mut keep, event, &mut out);
-        }
-        true
-    }) > 0
+    while probe
+        .drain(u64::MAX, |event| {
+            if !exited {
+                let _ = handle(&mut runtime, &mut keep, event, &mut out);
+            }
+            true
+        })
+        .events
+        > 0
     {}
     runtime.take_kernel_starts();
     for index in user_probes(&plan, |t| *t == Target::End) {
@@ -363,7 +371,7 @@ fn run_end(
     probe.run_in_kernel(index)?;
     // Its event is in the rings now, and nothing attached sends others.
     let mut flow = Ok(Flow::Continue);
-    probe.drain(|event| {
+    probe.drain(u64::MAX, |event| {
         flow = handle(runtime, keep, event, &mut out);
         matches!(flow, Ok(Flow::Continue))
     });
@@ -409,25 +417,30 @@ fn event_loop(
     loop {
         let mut flow = Flow::Continue;
         let mut failure = None;
-        let drained = probe.drain(|event| match handle(runtime, keep, event, &mut out) {
-            Ok(f) => {
-                flow = f;
-                f == Flow::Continue
-            }
-            Err(e) => {
-                failure = Some(e);
-                false
+        // Events and intervals are taken up to HOLD ago: a record on one
+        // CPU may be committed after a later one on another.
+        let until = weft_store::now_ns().saturating_sub(HOLD_NS);
+        let batch = probe.drain(until, |event| {
+            match handle(runtime, keep, event, &mut out) {
+                Ok(f) => {
+                    flow = f;
+                    f == Flow::Continue
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    false
+                }
             }
         });
         if let Some(e) = failure {
             return Err(e).context("failed to write the output");
         }
+        let drained = batch.events;
         if let Some(keep) = keep.as_mut().filter(|_| drained > 0) {
             keep.publish();
         }
-        let now = weft_store::now_ns();
         for (index, period, next) in &mut intervals {
-            if flow == Flow::Continue && now >= *next {
+            if flow == Flow::Continue && until >= *next {
                 *next += *period;
                 flow = runtime.event(&user_event(*index), &mut out)?;
             }
@@ -453,11 +466,18 @@ fn event_loop(
         }
         let timeout = intervals
             .iter()
-            .map(|(_, _, next)| Duration::from_nanos(next.saturating_sub(now)))
+            .map(|(_, _, next)| Duration::from_nanos(next.saturating_sub(until)))
             .min()
             .unwrap_or(DRAIN)
             .min(DRAIN);
-        if idle {
+        if let Some(held) = batch.held {
+            // The rings hold events, so a wait on them would return at
+            // once: sleep, after a quiet spell only until the oldest is
+            // HOLD old, so that it is shown at once.
+            let ripe = Duration::from_nanos(held.saturating_sub(until));
+            std::thread::sleep(if idle { ripe.min(timeout) } else { timeout });
+            idle = true;
+        } else if idle {
             // The first event after a quiet spell is shown at once.
             probe.wait(timeout);
         } else {
