@@ -11,7 +11,7 @@ use std::{
     os::unix::fs::FileExt as _,
     sync::{
         Arc, Mutex, MutexGuard,
-        atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering},
     },
 };
 
@@ -623,6 +623,10 @@ struct Files {
     handles: Mutex<std::collections::HashMap<String, Arc<File>>>,
     chunk_log: std::sync::OnceLock<Option<memmap2::Mmap>>,
     group_log: std::sync::OnceLock<Option<memmap2::Mmap>>,
+    /// The block of each log the last read ended in, plus one (0: none):
+    /// kept mapped for the next read, dropped once a read goes elsewhere.
+    chunk_block: AtomicUsize,
+    group_block: AtomicUsize,
     /// The groups log's entries this snapshot may use, by first chunk.
     groups: std::sync::OnceLock<Vec<Group>>,
 }
@@ -642,6 +646,8 @@ impl Files {
             handles: Mutex::default(),
             chunk_log: std::sync::OnceLock::new(),
             group_log: std::sync::OnceLock::new(),
+            chunk_block: AtomicUsize::new(0),
+            group_block: AtomicUsize::new(0),
             groups: std::sync::OnceLock::new(),
         }
     }
@@ -681,16 +687,26 @@ impl Files {
     /// so the next batch's first read mapped this one's tail again (half the
     /// chunk log stayed resident on a 100 M-record capture).
     fn release(&self, offset: u64, len: usize) {
-        Self::release_in(&self.chunk_log, offset, len);
+        Self::release_in((&self.chunk_log, &self.chunk_block), offset, len);
     }
 
     /// [`Files::release`] for the groups log: walked whole once per
     /// snapshot, then read a group at a time.
     fn release_groups(&self, offset: u64, len: usize) {
-        Self::release_in(&self.group_log, offset, len);
+        Self::release_in((&self.group_log, &self.group_block), offset, len);
     }
 
-    fn release_in(cell: &std::sync::OnceLock<Option<memmap2::Mmap>>, offset: u64, len: usize) {
+    /// Drops the pages of a read in whole 2 MiB blocks (a fault maps a
+    /// large folio whole): those the read passed, and the one the last
+    /// read ended in if this one is elsewhere. The block it ends in stays
+    /// mapped for the next read, which mostly starts there: dropping it
+    /// per read (a group's summaries are a few KB) cost a `madvise` and
+    /// the faults back each time.
+    fn release_in(
+        (cell, last): (&std::sync::OnceLock<Option<memmap2::Mmap>>, &AtomicUsize),
+        offset: u64,
+        len: usize,
+    ) {
         const FOLIO: usize = 2 << 20;
         let Some(Some(map)) = cell.get() else {
             return;
@@ -698,19 +714,31 @@ impl Files {
         let Ok(start) = usize::try_from(offset) else {
             return;
         };
-        let end = start
-            .saturating_add(len)
-            .div_ceil(FOLIO)
-            .saturating_mul(FOLIO);
-        let (start, end) = (start / FOLIO * FOLIO, end.min(map.len()));
-        if end > start {
-            // SAFETY: the map is shared and read-only, of a file whose
-            // mapped bytes never change while it is mapped (see `map`): a
-            // page dropped here and read again, by this or another thread,
-            // reads back the same bytes from the page cache.
-            let _ = unsafe {
-                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
-            };
+        let (first, current) = (start / FOLIO, start.saturating_add(len) / FOLIO);
+        let drop = |blocks: std::ops::Range<usize>| {
+            let start = blocks.start.saturating_mul(FOLIO).min(map.len());
+            let end = blocks.end.saturating_mul(FOLIO).min(map.len());
+            if end > start {
+                // SAFETY: the map is shared and read-only, of a file whose
+                // mapped bytes never change while it is mapped (see `map`):
+                // a page dropped here and read again, by this or another
+                // thread, reads back the same bytes from the page cache.
+                let _ = unsafe {
+                    map.unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        start,
+                        end - start,
+                    )
+                };
+            }
+        };
+        drop(first..current);
+        let previous = last.swap(current.saturating_add(1), Ordering::Relaxed);
+        if let Some(previous) = previous.checked_sub(1)
+            && previous != current
+            && !(first..current).contains(&previous)
+        {
+            drop(previous..previous + 1);
         }
     }
 
@@ -1164,9 +1192,10 @@ mod tests {
                 assert_eq!(span[n - 1], ((at + n - 1) / 4096) as u8);
                 files.release(at as u64, n);
             }
+            // The block the last read ended in stays, for the next read.
             let resident = resident_kib(&path);
             assert!(
-                resident <= 64,
+                resident <= 2048 + 64,
                 "walk {walk}: {resident} KiB of the 32 MiB log stayed resident"
             );
         }
