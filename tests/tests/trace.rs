@@ -908,9 +908,16 @@ fn live_and_past(program: &str, steps: &[&str], sources: &str, dir: &Path) -> (S
 
 /// The value of the map `@n` a program printed (0 when it printed none).
 fn count_n(output: &str) -> u64 {
+    value_of(output, "@n")
+}
+
+/// The value of map element `name` (`@n`, `@state[1]`) a program printed
+/// (0 when it printed none).
+fn value_of(output: &str, name: &str) -> u64 {
+    let prefix = format!("{name}: ");
     maps_section(output)
         .lines()
-        .find_map(|l| l.strip_prefix("@n: "))
+        .find_map(|l| l.strip_prefix(&prefix))
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
 }
@@ -962,17 +969,9 @@ fn weft_leaves_out_its_own_calls_but_not_scheduler_events_in_its_thread() {
         tracepoint:syscalls:sys_enter_write /comm == "weft"/ { @writes = count(); }
         tracepoint:sched:sched_switch /args->prev_comm == "weft"/ { @switches = count(); }"#;
     let out = weft_trace(program, &["nanosleep:10:20"], &[]);
-    let maps = maps_section(&out);
-    let count = |map: &str| -> u64 {
-        maps.lines()
-            .find_map(|l| l.strip_prefix(map))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
-    };
     assert!(out.contains("tick\n"), "{out}");
-    assert_eq!(count("@writes: "), 0, "{out}");
-    let switches = count("@switches: ");
-    assert!(switches > 0, "{out}");
+    assert_eq!(value_of(&out, "@writes"), 0, "{out}");
+    assert!(value_of(&out, "@switches") > 0, "{out}");
 }
 
 /// A capture's `sched` records play each wakeup of a sleeping thread as
@@ -1024,10 +1023,7 @@ fn wakeups_over_a_capture_are_the_wakeups_seen_live() {
     assert!(maps.contains(&format!("@ran: {past_n}\n")), "{past}");
     assert!(maps.contains("@waited: 1\n"), "{past}");
     // Each sleep left the CPU asleep (state 1, TASK_INTERRUPTIBLE).
-    let asleep = (maps.lines())
-        .find_map(|l| l.strip_prefix("@state[1]: "))
-        .and_then(|n| n.parse::<u64>().ok());
-    assert!(asleep.is_some_and(|n| n >= past_n), "{past}");
+    assert!(value_of(&past, "@state[1]") >= past_n, "{past}");
     // A field the source does not hold is refused by name.
     let out = over_capture(
         &dir,
