@@ -31,7 +31,17 @@ fn inline_item(item: &mut Item) {
         let Stmt::VarAssign { name, value, .. } = &item.body[at] else {
             continue;
         };
-        if !is_address(value) || changes(&item.body, name) != 1 {
+        if changes(&item.body, name) != 1 {
+            continue;
+        }
+        if let ExprKind::Deref(address) = &value.kind
+            && is_address(address)
+        {
+            let (name, address) = (name.clone(), (**address).clone());
+            members_through(&mut item.body[at + 1..], &name, &address);
+            continue;
+        }
+        if !is_address(value) {
             continue;
         }
         let (name, value) = (name.clone(), value.clone());
@@ -49,6 +59,26 @@ fn inline_item(item: &mut Item) {
             });
         });
     }
+}
+
+/// `$x.member` after `$x = *address` (a struct copied whole, in
+/// bpftrace) read as `address->member`, at the event.
+fn members_through(body: &mut [Stmt], name: &str, address: &Expr) {
+    crate::ast::for_each_expr_mut(body, &mut |e| {
+        e.rewrite(&mut |e| {
+            if let ExprKind::Member { base, arrow, .. } = &mut e.kind
+                && !*arrow
+                && matches!(&base.kind, ExprKind::Var(v) if v == name)
+            {
+                let span = base.span;
+                **base = Expr {
+                    span,
+                    ..address.clone()
+                };
+                *arrow = true;
+            }
+        });
+    });
 }
 
 /// Whether `value` is an address the event holds: a field, `argN` or
@@ -145,6 +175,24 @@ mod tests {
         );
         assert_eq!(plan.attaches[0].strings, same.attaches[0].strings);
         assert_eq!(plan.attaches[0].strings.len(), 1);
+    }
+
+    #[test]
+    fn members_of_a_struct_copied_into_a_variable_are_read_at_the_event() {
+        let plan = checked(
+            "tracepoint:syscalls:sys_enter_nanosleep { $t = *args->rqtp; @[$t.tv_sec, $t.tv_nsec] = count(); }",
+        );
+        let same = checked(
+            "tracepoint:syscalls:sys_enter_nanosleep { $t = *args->rqtp; @[args->rqtp->tv_sec, args->rqtp->tv_nsec] = count(); }",
+        );
+        // The copy itself reads the first 8 bytes; then each member.
+        let reads = |plan: &crate::Plan| -> Vec<_> {
+            (plan.attaches[0].members.iter())
+                .map(|m| (m.read, m.at, m.size, m.signed))
+                .collect()
+        };
+        assert_eq!(reads(&plan), reads(&same));
+        assert_eq!(reads(&plan).len(), 3);
     }
 
     #[test]

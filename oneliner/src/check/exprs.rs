@@ -691,6 +691,10 @@ impl Checker<'_> {
                 let bound = &self.bound[0];
                 members::member_type(self.kernel, attach, bound, expr)?
             }
+            // `sizeof(*args->rqtp)`: the struct pointed to.
+            ExprKind::Deref(address) if let Some(id) = self.pointee_record(address) => {
+                KernelType::Record(id)
+            }
             _ => {
                 // Typed, not evaluated: what typing it asked the kernel to
                 // read at each event (a string, a field) is dropped again.
@@ -739,6 +743,26 @@ impl Checker<'_> {
                 expr.span,
                 "sizeof(): a bit-field has no size of its own",
             )),
+        }
+    }
+
+    /// The struct or union `address` points to, where it is a typed
+    /// pointer: a tracepoint's field, a member, a struct cast.
+    fn pointee_record(&self, address: &Expr) -> Option<u32> {
+        let attach = self.attaches.first()?;
+        match &address.kind {
+            ExprKind::Field(name) => self
+                .kernel
+                .record(attach.field(name)?.pointee.as_deref()?)
+                .ok(),
+            ExprKind::StructCast(name, _) => self.kernel.record(name).ok(),
+            ExprKind::Member { .. } => {
+                match members::member_type(self.kernel, attach, self.bound.first()?, address) {
+                    Ok(KernelType::Pointer(record)) => record,
+                    _ => None,
+                }
+            }
+            _ => None,
         }
     }
 

@@ -1110,7 +1110,8 @@ fn sizeof_becomes_the_size_of_its_type_or_expression() {
         r#"tracepoint:syscalls:sys_enter_openat { $x = (int16)1;
                @[sizeof(struct task_struct), sizeof(curtask->comm), sizeof(curtask->se),
                  sizeof(curtask->real_parent), sizeof("ab"), sizeof(uint16), sizeof(comm),
-                 sizeof($x), sizeof(str(args.filename)), sizeof(pid)] = count(); }"#,
+                 sizeof($x), sizeof(str(args.filename)), sizeof(pid)] = count();
+               @p[sizeof(*curtask->real_parent), sizeof(*(struct task_struct *)curtask)] = count(); }"#,
     );
     let mut sizes = Vec::new();
     plan.program.rewrite(&mut |expr| match &expr.kind {
@@ -1119,7 +1120,10 @@ fn sizeof_becomes_the_size_of_its_type_or_expression() {
         _ => {}
     });
     // (int16)1's 1, then the sizes in order.
-    assert_eq!(sizes, [1, 1000, 16, 2000, 8, 3, 2, 16, 2, 64, 8]);
+    assert_eq!(
+        sizes,
+        [1, 1000, 16, 2000, 8, 3, 2, 16, 2, 64, 8, 1000, 1000]
+    );
     // Not evaluated: the kernel reads no string for it.
     assert!(
         plan.attaches[0].strings.is_empty(),
