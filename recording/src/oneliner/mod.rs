@@ -90,7 +90,7 @@ const DRAIN: Duration = Duration::from_millis(10);
 /// of other CPUs committed late to come before it: a wakeup on one CPU
 /// and the switch-in it causes on another are microseconds apart, and
 /// were handled out of order when two batches split them.
-const HOLD_NS: u64 = 1_000_000;
+const HOLD_NS: u64 = 500_000;
 
 /// Runs the one-liner until Ctrl-C, `exit()` or the end of its command,
 /// printing to stdout as bpftrace does.
