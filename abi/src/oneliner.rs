@@ -138,6 +138,36 @@ pub const SCRATCH_BYTES: usize = SCRATCH + JOIN_SIZE;
 /// own, and copy `i` of kind `k` reads the configuration at [`copy_key`].
 pub const COPIES: u32 = 8;
 
+/// Name of the global saying, for each fentry and fexit copy, where its
+/// `path()`s find their `struct path` ([`path_spec`], 0: none), at
+/// [`path_index`]. The kernel's `bpf_d_path` takes only a pointer of a
+/// type the verifier knows, loaded from the context at a constant offset;
+/// a frozen read-only global is a constant to the verifier, where the
+/// probe map's configuration is not.
+pub const PATHS_GLOBAL: &str = "ONELINER_PATHS";
+/// `path()`s per probe at most.
+pub const PATHS_PER_PROBE: usize = 2;
+/// Entries of [`PATHS_GLOBAL`]: the fentry copies', then the fexit's.
+pub const PATHS: usize = 2 * COPIES as usize * PATHS_PER_PROBE;
+
+/// Where in [`PATHS_GLOBAL`] `path()` number `j` of copy `copy` of an
+/// fentry (`exit` false) or fexit program is.
+#[must_use]
+pub const fn path_index(exit: bool, copy: usize, j: usize) -> usize {
+    ((exit as usize) * COPIES as usize + copy) * PATHS_PER_PROBE + j
+}
+
+/// A [`PATHS_GLOBAL`] entry: the `struct path` at `offset` bytes into what
+/// argument `arg` points to, its path written into string slot `slot`.
+#[must_use]
+pub const fn path_spec(slot: u8, arg: u8, offset: u16) -> u32 {
+    (slot as u32 + 1) | (arg as u32) << 8 | (offset as u32) << 16
+}
+
+/// Arguments of a function an fentry or fexit program reads (the kernel's
+/// `MAX_BPF_FUNC_ARGS`).
+pub const MAX_FUNCTION_ARGS: usize = 12;
+
 /// Copies of the tracepoint program: the kernel runs one program at most
 /// once per tracepoint, so each probe on the same tracepoint needs its own
 /// (`weft_oneliner_tracepoint`, then `weft_oneliner_tracepoint_1`, ...).
@@ -483,6 +513,10 @@ pub const STRING_CHAIN: u8 = 4;
 /// (`@filename[tid] = args.filename`), read at its exit, once the kernel
 /// has touched it, as bpftrace reads it.
 pub const STRING_SAVED: u8 = 5;
+/// The file path of a `struct path` (`path()`), which the program's
+/// [`PATHS_GLOBAL`] entry places and `bpf_d_path` writes; the slot is
+/// zeroed before.
+pub const STRING_PATH: u8 = 6;
 
 /// [`ProbeConfig::live`]: a probe the kernel fires at the current
 /// thread's own act (a system call, a function, a uprobe, a sample);
@@ -623,10 +657,11 @@ impl ProbeConfig {
     }
 }
 
-/// Whether a string slot of this `STRING_*` kind is read along a [`Chain`].
+/// Whether a string slot of this `STRING_*` kind is read along a [`Chain`]
+/// (a path's: where its `struct path` is).
 #[must_use]
 pub fn is_memory(kind: u8) -> bool {
-    kind == STRING_MEMORY || kind == STRING_CHAIN
+    kind == STRING_MEMORY || kind == STRING_CHAIN || kind == STRING_PATH
 }
 
 /// [`ProbeConfig::stacks`]: record the kernel stack.

@@ -13,7 +13,7 @@ use aya_ebpf::{
         bpf_get_current_uid_gid, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
         bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, bpf_probe_read_user_str_bytes,
         generated::{
-            bpf_get_attach_cookie, bpf_get_current_comm as bpf_get_current_comm_raw,
+            bpf_d_path, bpf_get_attach_cookie, bpf_get_current_comm as bpf_get_current_comm_raw,
             bpf_probe_read_kernel as probe_read,
             bpf_probe_read_user as probe_read_user, bpf_send_signal,
         },
@@ -32,7 +32,7 @@ use weft_abi::{
     oneliner::{
         AGG_LINEAR, AGG_LOG2, AGG_NONE, AggKey, AggValue, Aggregation, COUNTERS, Chain, CopyKind,
         Counter, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS, JOIN_SIZE, KEY_PART_LEN,
-        KEY_PARTS, LIVE, MAX_AGGS, MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_STARTS, MAX_STRINGS, OP_EQ,
+        KEY_PARTS, LIVE, MAX_AGGS, PATHS, PATHS_PER_PROBE, STRING_PATH, MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_STARTS, MAX_STRINGS, OP_EQ,
         OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand, PROBE_SLOTS, ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES,
         STACK_KERNEL, STACK_USER, START_TASK, START_TASK_ADDRESS, STARTS_NONE, STARTS_STORE, STARTS_TAKE, STRING_CHAIN,
         STRING_DATA_LOC, STRING_LEN, STRING_SAVED, MAX_STRING_LEN, STRINGS_MASK, SUBJECT_COMM, SUBJECT_CONST,
@@ -40,6 +40,7 @@ use weft_abi::{
         SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, StartKey, Starts, USES_AGG, USES_ALL, USES_COMM,
         USES_ELAPSED, USES_FILTERS, USES_JOIN, USES_LINEAR, USES_LOG2, USES_MEMORY, USES_OPERANDS,
         USES_SAVE, USES_SIGNAL, USES_STACKS, USES_STARTS, USES_STRINGS, copy_key, is_memory,
+        path_index,
         linear_bucket, log2_bucket,
     },
     syscall::MAX_CPUS,
@@ -59,6 +60,16 @@ static ONELINER_TID_STARTS: u64 = 0;
 /// not walk the parts left out.
 #[unsafe(no_mangle)]
 static ONELINER_USES: u32 = USES_ALL;
+
+/// Where each fentry and fexit copy's `path()`s find their `struct path`
+/// (`weft_abi::oneliner::PATHS_GLOBAL`), set by the loader. Read-only, so
+/// the verifier knows a copy's argument and offset as constants, as
+/// `bpf_d_path` needs, and walks no call in a copy without one.
+#[unsafe(no_mangle)]
+static ONELINER_PATHS: [u32; PATHS] = [0; PATHS];
+
+/// [`capture`]'s `PATHS_AT` for programs that write no path.
+const NO_PATHS: usize = usize::MAX;
 
 /// Bytes of each string slot (`weft_abi::oneliner::STRING_LEN_GLOBAL`),
 /// set by the loader from `BPFTRACE_STRLEN`. Read-only, so the verifier
@@ -134,7 +145,7 @@ macro_rules! tracepoints {
         pub fn $name(ctx: TracePointContext) -> u32 {
             // SAFETY: the helper only reads the current run context.
             let key = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
-            capture::<_, $width>(&ctx, key as u32);
+            capture::<_, $width, NO_PATHS>(&ctx, key as u32);
             0
         }
     )*)*};
@@ -180,7 +191,7 @@ pub fn weft_oneliner_uretprobe(ctx: RetProbeContext) -> u32 {
 fn registers<C: StackIdContext>(ctx: &C) -> u32 {
     // SAFETY: the helper only reads the current run context.
     let key = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
-    capture::<C, 0>(ctx, key as u32);
+    capture::<C, 0, NO_PATHS>(ctx, key as u32);
     0
 }
 
@@ -191,7 +202,7 @@ fn registers<C: StackIdContext>(ctx: &C) -> u32 {
 pub fn weft_oneliner_perf(ctx: PerfEventContext) -> u32 {
     // SAFETY: the helper only reads the current run context.
     let key = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
-    capture::<_, 0>(&ctx, key as u32);
+    capture::<_, 0, NO_PATHS>(&ctx, key as u32);
     0
 }
 
@@ -202,21 +213,21 @@ macro_rules! copies {
         #[fentry]
         #[inline(always)]
         pub fn $fentry(ctx: FEntryContext) -> u32 {
-            capture::<_, 0>(&ctx, copy_key(CopyKind::Fentry, $i));
+            capture::<_, 0, { path_index(false, $i, 0) }>(&ctx, copy_key(CopyKind::Fentry, $i));
             0
         }
 
         #[fexit]
         #[inline(always)]
         pub fn $fexit(ctx: FExitContext) -> u32 {
-            capture::<_, 0>(&ctx, copy_key(CopyKind::Fexit, $i));
+            capture::<_, 0, { path_index(true, $i, 0) }>(&ctx, copy_key(CopyKind::Fexit, $i));
             0
         }
 
         #[raw_tracepoint]
         #[inline(always)]
         pub fn $raw(ctx: RawTracePointContext) -> u32 {
-            capture::<_, 0>(&ctx, copy_key(CopyKind::RawTracepoint, $i));
+            capture::<_, 0, NO_PATHS>(&ctx, copy_key(CopyKind::RawTracepoint, $i));
             0
         }
     )*};
@@ -366,7 +377,7 @@ fn integer(
 /// `IN_PLACE` is how many bytes of the context the program may load in
 /// place (see [`word_in_place`]); 0 where every field is read by the helper.
 #[inline(always)]
-fn capture<C: StackIdContext, const IN_PLACE: u32>(context: &C, key: u32) {
+fn capture<C: StackIdContext, const IN_PLACE: u32, const PATHS_AT: usize>(context: &C, key: u32) {
     let ctx: *const u8 = context.as_ptr().cast();
     let Some(config) = ONELINER_PROBES.get(key).filter(|config| config.live != 0) else {
         return;
@@ -491,6 +502,9 @@ fn capture<C: StackIdContext, const IN_PLACE: u32>(context: &C, key: u32) {
             break;
         }
         read_string(ctx, config, i, pid_tgid, buf);
+    }
+    if PATHS_AT != NO_PATHS && uses(USES_MEMORY) {
+        write_paths::<PATHS_AT>(ctx, buf);
     }
     let start = HEADER_SIZE + strings * string_len();
     if raw_len > 0 {
@@ -800,6 +814,13 @@ fn read_string(
     buf: &mut [u8; SCRATCH_BYTES],
 ) {
     let kind = config.string_kinds[i];
+    if kind == STRING_PATH {
+        // Written by write_paths, which leaves a slot as bpf_d_path does.
+        if uses(USES_MEMORY) {
+            zero_slot(i, buf);
+        }
+        return;
+    }
     if is_memory(kind) {
         if uses(USES_MEMORY) {
             read_memory(ctx, &config.chains[i], kind == STRING_CHAIN, i, buf);
@@ -858,27 +879,9 @@ fn read_memory(
     i: usize,
     buf: &mut [u8; SCRATCH_BYTES],
 ) {
-    let slot_len = string_len();
-    let start = HEADER_SIZE + i * slot_len;
-    let slot = &mut buf[start..start + slot_len];
-    // Word by word and volatile: `fill(0)` compiles to a byte-by-byte
-    // `memset` call. Unrolled by hand to the longest slot, each store
-    // behind a test of the slot's length, which the verifier knows: it
-    // walks only the slot's stores (a loop 6.1's verifier may refuse).
+    let slot = zero_slot(i, buf);
+    let slot_len = slot.len();
     let words = slot.as_mut_ptr().cast::<u64>();
-    macro_rules! zero {
-        ($($w:literal)*) => {
-            $(
-                if $w * 8 < slot_len {
-                    // SAFETY: inside the slot; the scratch map value is
-                    // 8-aligned.
-                    unsafe { words.add($w).write_volatile(0) };
-                }
-            )*
-        };
-    }
-    zero!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
-    const _: () = assert!(MAX_STRING_LEN == 32 * 8);
     if chain.start == START_TASK_ADDRESS {
         // SAFETY: the slot's first word; the helper has no preconditions.
         unsafe { words.write_volatile(bpf_get_current_task()) };
@@ -948,6 +951,95 @@ fn read_memory(
             probe_read(dst, len as u32, address as *const _);
         }
     }
+}
+
+/// String slot `i` of `buf`, zeroed.
+#[inline(always)]
+fn zero_slot(i: usize, buf: &mut [u8; SCRATCH_BYTES]) -> &mut [u8] {
+    let slot_len = string_len();
+    let start = HEADER_SIZE + i * slot_len;
+    let slot = &mut buf[start..start + slot_len];
+    // Word by word and volatile: `fill(0)` compiles to a byte-by-byte
+    // `memset` call. Unrolled by hand to the longest slot, each store
+    // behind a test of the slot's length, which the verifier knows: it
+    // walks only the slot's stores (a loop 6.1's verifier may refuse).
+    let words = slot.as_mut_ptr().cast::<u64>();
+    macro_rules! zero {
+        ($($w:literal)*) => {
+            $(
+                if $w * 8 < slot_len {
+                    // SAFETY: inside the slot; the scratch map value is
+                    // 8-aligned.
+                    unsafe { words.add($w).write_volatile(0) };
+                }
+            )*
+        };
+    }
+    zero!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
+    const _: () = assert!(MAX_STRING_LEN == 32 * 8);
+    slot
+}
+
+/// Writes the file paths of an fentry or fexit copy's `path()`s, its
+/// [`ONELINER_PATHS`] entries from `AT`, into their slots of `buf`:
+/// `bpf_d_path` of the `struct path` an argument leads to. The slot then
+/// holds what the helper leaves, as bpftrace's buffer does: the path, or
+/// its last bytes where it is longer than the slot.
+#[inline(always)]
+fn write_paths<const AT: usize>(ctx: *const u8, buf: &mut [u8; SCRATCH_BYTES]) {
+    for j in 0..PATHS_PER_PROBE {
+        let Some(spec) = ONELINER_PATHS.get(AT + j) else {
+            return;
+        };
+        // SAFETY: a global the loader sets; a volatile read keeps the
+        // load, whose value the verifier knows.
+        let spec = unsafe { core::ptr::read_volatile(spec) };
+        if spec == 0 {
+            continue;
+        }
+        let slot = (spec as usize).wrapping_sub(1) & STRINGS_MASK;
+        let Some(pointer) = argument(ctx, (spec >> 8) & 0xff) else {
+            continue;
+        };
+        let path = pointer.wrapping_add(u64::from(spec >> 16));
+        let len = string_len();
+        let start = HEADER_SIZE + slot * len;
+        let out = &mut buf[start..start + len];
+        // SAFETY: the helper writes at most `len` bytes into the slot; the
+        // verifier checks that `path` is a `struct path` of the kernel's.
+        unsafe { bpf_d_path(path as *mut _, out.as_mut_ptr().cast(), len as u32) };
+    }
+}
+
+/// Argument `arg` of an fentry or fexit program, loaded from the context
+/// at a constant offset (the verifier types such a load by the function's
+/// BTF, and refuses one at a variable offset), each an instruction of its
+/// own as in [`word_in_place`].
+#[inline(always)]
+fn argument(ctx: *const u8, arg: u32) -> Option<u64> {
+    macro_rules! arguments {
+        ($($at:literal)*) => {
+            $(
+                if arg * 8 == $at {
+                    let word: u64;
+                    // SAFETY: loads an argument of the context, which the
+                    // verifier checks the function has.
+                    unsafe {
+                        core::arch::asm!(
+                            concat!("{word} = *(u64 *)({ctx} + ", stringify!($at), ")"),
+                            word = lateout(reg) word,
+                            ctx = in(reg) ctx,
+                            options(pure, readonly, nostack, preserves_flags),
+                        )
+                    };
+                    return Some(word);
+                }
+            )*
+        };
+    }
+    arguments!(0 8 16 24 32 40 48 56 64 72 80 88);
+    const _: () = assert!(weft_abi::oneliner::MAX_FUNCTION_ARGS == 12);
+    None
 }
 
 /// The smallest page size: where a mapping may end.

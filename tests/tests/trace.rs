@@ -3272,9 +3272,7 @@ fn fentry_and_fexit_name_arguments_from_btf() {
     if !needs("fentry_and_fexit_name_arguments_from_btf", &[Need::Btf]) {
         return;
     }
-    // Whether this kernel has BPF trampolines: weft says so when it does not.
-    let (status, _, stderr) = weft_tests::run_weft(&["trace", "fexit:vfs_read { exit(); }"]);
-    if !status.success() && stderr.contains("cannot attach fentry/fexit") {
+    if !has_trampolines() {
         eprintln!(
             "skipping fentry_and_fexit_name_arguments_from_btf: needs BPF trampolines (ftrace direct calls)"
         );
@@ -3288,6 +3286,55 @@ fn fentry_and_fexit_name_arguments_from_btf() {
         &[],
     );
     expect_lines(&stdout, &["@calls[4096]: 4", "@ret: 10000"], "fentry");
+}
+
+/// Whether this kernel has BPF trampolines (fentry and fexit): weft says
+/// so when it does not (the host here has no ftrace; the guests do).
+fn has_trampolines() -> bool {
+    let (status, _, stderr) = weft_tests::run_weft(&["trace", "fexit:vfs_read { exit(); }"]);
+    status.success() || !stderr.contains("cannot attach fentry/fexit")
+}
+
+/// `path()`: the file path of a function's `struct path`, which the
+/// kernel's `bpf_d_path` writes at the event, from the argument itself
+/// (`vfs_getattr`'s `path`, at a `statx`) and from a struct inside what
+/// the argument points to (`security_file_open`'s `file->f_path`, at an
+/// `openat`), in fentry and fexit probes. Where the kernel has no
+/// trampolines (this host) weft says so; the guests run it all.
+#[test]
+fn path_names_the_file_of_a_function_s_struct_path() {
+    let test = "path_names_the_file_of_a_function_s_struct_path";
+    if !needs(test, &[Need::Root, Need::Kernel(5, 10), Need::Btf]) {
+        return;
+    }
+    if !has_trampolines() {
+        eprintln!("skipping {test}: needs BPF trampolines (ftrace direct calls)");
+        return;
+    }
+    let file = data_file();
+    let stdout = weft_trace(
+        "fentry:vfs_getattr /pid == cpid/ { @stat[path(args->path)] = count(); } \
+         fentry:security_file_open /pid == cpid/ { @open[path(args->file->f_path)] = count(); } \
+         fexit:security_file_open /pid == cpid/ { printf(\"opened %s: %d\\n\", path(args->file->f_path), retval); }",
+        &[&format!("stat:{file}"), &format!("read:{file}:4096")],
+        &[],
+    );
+    let expected = [
+        format!("@stat[{file}]: 1"),
+        format!("@open[{file}]: 1"),
+        format!("opened {file}: 0"),
+    ];
+    expect_lines(&stdout, &expected, "path");
+    // A probe on a function the kernel does not allow bpf_d_path in.
+    let (status, _, stderr) = weft_tests::run_weft(&[
+        "trace",
+        "fentry:vfs_read { printf(\"%s\\n\", path(args->file->f_path)); }",
+    ]);
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains("allows only in fentry and fexit programs of the functions on its list"),
+        "{stderr}"
+    );
 }
 
 /// Struct members behind a probe's arguments and behind curtask, from
@@ -3331,8 +3378,7 @@ fn struct_members_behind_probe_arguments() {
         .iter()
         .map(|p| format!("@pos[{p}]: 1"))
         .collect();
-    let (status, _, stderr) = weft_tests::run_weft(&["trace", "fexit:vfs_read { exit(); }"]);
-    if status.success() || !stderr.contains("cannot attach fentry/fexit") {
+    if has_trampolines() {
         let stdout = weft_trace(
             "fentry:vfs_read /pid == cpid && args.count == 4096/ { \
                $f = (struct file *)args.file; \

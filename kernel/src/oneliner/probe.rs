@@ -25,15 +25,17 @@ use perf_event::{
 };
 use weft_abi::oneliner::{
     AGGS_MAP, COPIES, COUNTERS_MAP, CopyKind, Counter, HEADER_SIZE, Header, IGNORE_GLOBAL,
-    JOIN_SIZE, MAX_AGGS, MAX_ATTACHES, MAX_SAVED, MAX_STARTS, MAX_STRINGS, PROBES_MAP, ProbeConfig,
-    RINGS_MAP, SAVED_MAP, SCRATCH, STACKS_MAP, STARTS_MAP, STRING_LEN_GLOBAL, THREAD_EXIT_PROGRAM,
-    TID_STARTS_GLOBAL, TRACEPOINT_COPIES, TRACEPOINT_WIDTHS, USES_GLOBAL, copy_key,
+    JOIN_SIZE, MAX_AGGS, MAX_ATTACHES, MAX_SAVED, MAX_STARTS, MAX_STRINGS, PATHS_GLOBAL,
+    PROBES_MAP, ProbeConfig, RINGS_MAP, SAVED_MAP, SCRATCH, STACKS_MAP, STARTS_MAP,
+    STRING_LEN_GLOBAL, THREAD_EXIT_PROGRAM, TID_STARTS_GLOBAL, TRACEPOINT_COPIES,
+    TRACEPOINT_WIDTHS, USES_GLOBAL, copy_key,
 };
 use weft_abi::ring::{self, Ring};
 use weft_oneliner::{
     Attach, Event, Plan, Target,
     ast::{PerfEvent, period_ns},
     lower,
+    plan::ReadKind,
 };
 
 use weft_symbols::FileOffsets;
@@ -56,6 +58,14 @@ const KPROBE_PROGRAM: &str = "weft_oneliner_kprobe";
 /// Why an fentry or fexit program does not load, most of the time.
 const NO_TRAMPOLINES: &str = "this kernel cannot attach fentry/fexit programs (BPF trampolines \
      need ftrace with direct calls); use a tracepoint, or a kprobe where the kernel has them";
+
+/// Why the kernel refuses an fentry or fexit program that calls
+/// `bpf_d_path` (`path()`), where it can attach others.
+const PATH_REFUSED: &str = "path() calls the kernel's bpf_d_path, which it allows only in \
+     fentry and fexit programs of the functions on its list (security_file_open, \
+     security_file_permission, security_inode_getattr, vfs_getattr, vfs_truncate, \
+     vfs_fallocate, dentry_open, filp_close), on a struct path it can see is one; \
+     or this kernel cannot attach fentry/fexit programs";
 
 /// The programs of uprobes and uretprobes.
 const UPROBE_PROGRAM: &str = "weft_oneliner_uprobe";
@@ -123,6 +133,8 @@ pub struct OnelinerProbe {
     uprobes: Vec<UProbeLink>,
     /// Copy programs in use (fentry, fexit, raw tracepoints), by name.
     copies: Vec<(CopyKind, String)>,
+    /// The fentry or fexit copy each attach point takes, if any.
+    function_copies: Vec<Option<usize>>,
     /// The raw tracepoint copies that run BEGIN and END in the kernel
     /// (`Attach::kernel_run`), loaded and never attached, by attach index.
     runs: Vec<(usize, String)>,
@@ -188,11 +200,13 @@ impl OnelinerProbe {
         rings.use_in(&mut loader, RINGS_MAP);
         let uses = lower::uses(plan, cpid)?;
         let thread_starts = lower::tid_starts(plan);
+        let paths = lower::paths(plan)?;
         let mut ebpf = loader
             .override_global(IGNORE_GLOBAL, &own, true)
             .override_global(TID_STARTS_GLOBAL, &thread_starts, true)
             .override_global(USES_GLOBAL, &uses, true)
             .override_global(STRING_LEN_GLOBAL, &(plan.string_len as u32), true)
+            .override_global(PATHS_GLOBAL, &paths, true)
             .map_max_entries(RINGS_MAP, cpus)
             // The kernel allocates every stack slot up front: size the map
             // only when a probe records stacks.
@@ -249,6 +263,7 @@ impl OnelinerProbe {
             links: Links::default(),
             uprobes: Vec::new(),
             copies: Vec::new(),
+            function_copies: lower::function_copies(plan),
             runs: Vec::new(),
             tracepoints: std::collections::HashMap::new(),
             btf: None,
@@ -310,7 +325,7 @@ impl OnelinerProbe {
     /// Loads a raw tracepoint copy for BEGIN or END attach point `index`,
     /// configured and never attached: [`Self::run_in_kernel`] runs it.
     fn ready_run(&mut self, index: usize, attach: &Attach, cpid: u32) -> Result<()> {
-        let key = self.next_copy(CopyKind::RawTracepoint, attach)?;
+        let key = self.next_copy(CopyKind::RawTracepoint, index, attach)?;
         self.configure(key, index, attach, cpid)?;
         let name = format!(
             "weft_oneliner_raw_tp_{}",
@@ -332,14 +347,21 @@ impl OnelinerProbe {
         let fd = program(&mut self.ebpf, &name)?;
         test_run(fd).with_context(|| format!("the kernel did not run {name}"))
     }
-    /// The key of the next free copy of `kind` for `attach`.
-    fn next_copy(&self, kind: CopyKind, attach: &Attach) -> Result<u32> {
-        let used = self.copies.iter().filter(|(k, _)| *k == kind).count()
-            + if kind == CopyKind::RawTracepoint {
-                self.runs.len()
-            } else {
-                0
-            };
+    /// The key of the copy of `kind` for attach point `index`: the one the
+    /// plan gave an fentry or fexit ([`lower::function_copies`], which the
+    /// loaded paths follow), else the next free one.
+    fn next_copy(&self, kind: CopyKind, index: usize, attach: &Attach) -> Result<u32> {
+        let used = match self.function_copies.get(index) {
+            Some(Some(copy)) => *copy,
+            _ => {
+                self.copies.iter().filter(|(k, _)| *k == kind).count()
+                    + if kind == CopyKind::RawTracepoint {
+                        self.runs.len()
+                    } else {
+                        0
+                    }
+            }
+        };
         if used >= COPIES as usize {
             bail!(
                 "{}: weft attaches at most {COPIES} probes of this type per program",
@@ -396,7 +418,7 @@ impl OnelinerProbe {
             _ => None,
         };
         let key = match copy {
-            Some(kind) => self.next_copy(kind, attach)?,
+            Some(kind) => self.next_copy(kind, index, attach)?,
             None => u32::try_from(index)
                 .ok()
                 .filter(|&index| index < MAX_ATTACHES)
@@ -458,7 +480,12 @@ impl OnelinerProbe {
             }
             Target::Fentry { function, .. } | Target::RawTracepoint { name: function } => {
                 let kind = copy.expect("set above");
-                self.attach_copy(kind, key - copy_key(kind, 0), function)
+                let refused = if attach.reads.iter().any(|r| r.kind == ReadKind::Path) {
+                    PATH_REFUSED
+                } else {
+                    NO_TRAMPOLINES
+                };
+                self.attach_copy(kind, key - copy_key(kind, 0), function, refused)
             }
             Target::Interval { .. } => self.attach_perf(&attach.target, cookie),
             _ => bail!("{name}: runs in weft, not in the kernel"),
@@ -556,7 +583,14 @@ impl OnelinerProbe {
 
     /// Loads copy `i` of `kind` for `target` (a function or a raw
     /// tracepoint) and attaches it.
-    fn attach_copy(&mut self, kind: CopyKind, i: u32, target: &str) -> Result<()> {
+    /// `refused` explains a load the kernel refuses.
+    fn attach_copy(
+        &mut self,
+        kind: CopyKind,
+        i: u32,
+        target: &str,
+        refused: &'static str,
+    ) -> Result<()> {
         let family = match kind {
             CopyKind::Fentry => "fentry",
             CopyKind::Fexit => "fexit",
@@ -573,12 +607,12 @@ impl OnelinerProbe {
         match program {
             Program::FEntry(p) => {
                 p.load(target, self.btf.as_ref().expect("read above"))
-                    .context(NO_TRAMPOLINES)?;
+                    .context(refused)?;
                 p.attach()?;
             }
             Program::FExit(p) => {
                 p.load(target, self.btf.as_ref().expect("read above"))
-                    .context(NO_TRAMPOLINES)?;
+                    .context(refused)?;
                 p.attach()?;
             }
             Program::RawTracePoint(p) => {

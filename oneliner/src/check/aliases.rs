@@ -164,6 +164,7 @@ fn count_assignments(stmts: &[Stmt], name: &str, count: &mut usize) {
 #[cfg(test)]
 mod tests {
     use crate::check::tests::{checked, refused};
+    use crate::plan::ReadKind;
 
     #[test]
     fn str_of_a_variable_holding_a_field_reads_the_field() {
@@ -219,7 +220,10 @@ mod tests {
         assert_eq!(plan.attaches[0].members.len(), 2);
         let read = &plan.attaches[0].reads[0];
         // Two bytes each, at 2 and 6: one read covers both.
-        assert_eq!((read.at, read.len, read.string), (2, 6, false));
+        assert_eq!(
+            (read.at, read.len, (read.kind == ReadKind::String)),
+            (2, 6, false)
+        );
     }
 
     #[test]
@@ -230,7 +234,7 @@ mod tests {
         let reads: Vec<_> = plan.attaches[0]
             .reads
             .iter()
-            .map(|r| (r.at, r.string))
+            .map(|r| (r.at, (r.kind == ReadKind::String)))
             .collect();
         assert_eq!(reads, [(1, true), (2, true)]);
         assert_eq!(

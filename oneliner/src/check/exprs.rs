@@ -566,9 +566,36 @@ impl Checker<'_> {
         Ok(Type::Str)
     }
 
+    /// `path(args->file->f_path)`: the file path the kernel's `bpf_d_path`
+    /// writes at the event, which it allows in fentry and fexit programs
+    /// (bpftrace's kfunc and kretfunc) only.
+    fn path(&mut self, args: &[Expr], span: Span) -> Result<Type> {
+        let [place] = args else {
+            return Err(Error::new(
+                span,
+                "path() takes one struct path: path(args->path), path(args->file->f_path)",
+            ));
+        };
+        for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
+            if !matches!(attach.target, Target::Fentry { .. }) {
+                return Err(Error::new(
+                    span,
+                    format!(
+                        "path() works in fentry and fexit probes only, where the kernel allows \
+                         bpf_d_path, not in {}",
+                        attach.target.name()
+                    ),
+                ));
+            }
+            members::read_path(self.kernel, attach, bound, place)?;
+        }
+        Ok(Type::Str)
+    }
+
     pub(super) fn call(&mut self, name: &str, args: &[Expr], span: Span) -> Result<Type> {
         match name {
             "str" => self.string(args, span),
+            "path" => self.path(args, span),
             "ntop" => self.ntop(args, span),
             "pton" => pton(args, span),
             "macaddr" => self.macaddr(args, span),

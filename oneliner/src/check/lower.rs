@@ -6,18 +6,19 @@
 
 use weft_abi::oneliner::{
     AGG_LINEAR, AGG_LOG2, AGG_PLAIN, Aggregation, Chain, Filter, LAST_TID_STARTS, LIVE,
-    LIVE_ANY_THREAD, LIVE_IN_WEFT, MAX_FILTERS, MAX_HOPS, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE,
-    Operand as KernelOperand, ProbeConfig, STACK_KERNEL, STACK_USER, START_CONTEXT, START_TASK,
-    START_TASK_ADDRESS, STARTS_STORE, STARTS_TAKE, STRING_CHAIN, STRING_DATA_LOC, STRING_MEMORY,
-    STRING_POINTER, STRING_SAVED, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_ELAPSED,
-    SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, Starts,
+    LIVE_ANY_THREAD, LIVE_IN_WEFT, MAX_FILTERS, MAX_FUNCTION_ARGS, MAX_HOPS, OP_EQ, OP_GE, OP_GT,
+    OP_LE, OP_LT, OP_NE, Operand as KernelOperand, PATHS, PATHS_PER_PROBE, ProbeConfig,
+    STACK_KERNEL, STACK_USER, START_CONTEXT, START_TASK, START_TASK_ADDRESS, STARTS_STORE,
+    STARTS_TAKE, STRING_CHAIN, STRING_DATA_LOC, STRING_MEMORY, STRING_PATH, STRING_POINTER,
+    STRING_SAVED, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_ELAPSED, SUBJECT_FIELD,
+    SUBJECT_FUNC, SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, Starts,
 };
 
 use crate::{
     Attach, FieldKind, Plan, Target,
     ast::BinOp,
     check::{MapKind, Operand, Subject},
-    plan::{KeptStart, KernelAgg, KeyPart, Sample, Start},
+    plan::{KeptStart, KernelAgg, KeyPart, ReadKind, Sample, Start},
 };
 
 /// A plan larger than the kernel's configuration holds (the checker
@@ -95,10 +96,10 @@ pub fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig, T
     }
     for (i, read) in attach.reads.iter().enumerate() {
         let i = attach.read_slot(i);
-        config.string_kinds[i] = if read.string {
-            STRING_CHAIN
-        } else {
-            STRING_MEMORY
+        config.string_kinds[i] = match read.kind {
+            ReadKind::Bytes => STRING_MEMORY,
+            ReadKind::String => STRING_CHAIN,
+            ReadKind::Path => STRING_PATH,
         };
         config.chains[i] = chain(read)?;
     }
@@ -126,6 +127,57 @@ pub fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig, T
         *slot = kernel_filter(filter, cpid);
     }
     Ok(config)
+}
+
+/// The copy each attach point of `plan` takes of the fentry or fexit
+/// program (none for other targets): its rank among the attach points of
+/// its kind, so that the loader knows it before attaching ([`paths`]).
+pub fn function_copies(plan: &Plan) -> Vec<Option<usize>> {
+    let mut taken = [0; 2];
+    (plan.attaches.iter())
+        .map(|attach| match attach.target {
+            Target::Fentry { exit, .. } if attach.in_kernel() => {
+                taken[usize::from(exit)] += 1;
+                Some(taken[usize::from(exit)] - 1)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The kernel's [`PATHS_GLOBAL`](weft_abi::oneliner::PATHS_GLOBAL): where
+/// each fentry and fexit copy's `path()`s find their `struct path`.
+pub fn paths(plan: &Plan) -> Result<[u32; PATHS], TooLarge> {
+    let mut paths = [0; PATHS];
+    let copies = function_copies(plan);
+    for (attach, copy) in plan.attaches.iter().zip(copies) {
+        let (Some(copy), Target::Fentry { exit, .. }) = (copy, &attach.target) else {
+            continue;
+        };
+        let reads = attach.reads.iter().enumerate();
+        let wanted = reads.filter(|(_, read)| read.kind == ReadKind::Path);
+        for (j, (i, read)) in wanted.enumerate() {
+            if j >= PATHS_PER_PROBE {
+                return Err(TooLarge("a probe writes at most two paths"));
+            }
+            let index = weft_abi::oneliner::path_index(*exit, copy, j);
+            let Some(entry) = paths.get_mut(index) else {
+                // Past the copies: attaching says so.
+                continue;
+            };
+            let arg = read.hops[0] / 8;
+            if read.start != Start::Context
+                || read.hops.len() != 1
+                || arg as usize >= MAX_FUNCTION_ARGS
+            {
+                return Err(TooLarge("path() of a pointer not a function's argument"));
+            }
+            let offset = u16::try_from(read.at)
+                .map_err(|_| TooLarge("a struct path too far into its struct"))?;
+            *entry = weft_abi::oneliner::path_spec(attach.read_slot(i) as u8, arg as u8, offset);
+        }
+    }
+    Ok(paths)
 }
 
 /// The kernel's id of map `map`'s pointers kept per thread.

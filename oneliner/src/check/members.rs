@@ -12,7 +12,7 @@ use crate::{
     ast::{BinOp, Builtin, Expr, ExprKind, UnOp},
     error::{Error, Result, Span},
     kernel::{Element, Field, FieldKind, Kernel, KernelType},
-    plan::{Attach, MemberRead, Read, Start},
+    plan::{Attach, MemberRead, Read, ReadKind, Start},
     value::Type,
 };
 
@@ -379,7 +379,7 @@ pub(crate) fn read_field_bytes(attach: &mut Attach, name: &str, expr: &Expr) -> 
             )
         })?;
     let hops = vec![u32::from(field.offset)];
-    read_slot(attach, Start::Context, hops, 0, expr, false)
+    read_slot(attach, Start::Context, hops, 0, expr, ReadKind::Bytes)
 }
 
 /// What member `expr` points to, as a string or as bytes.
@@ -404,19 +404,24 @@ fn read_pointed(
     }
     let (start, hops) = place.followed();
     within_reach(&hops, expr.span)?;
-    read_slot(attach, start, hops, 0, expr, string)?;
+    let kind = if string {
+        ReadKind::String
+    } else {
+        ReadKind::Bytes
+    };
+    read_slot(attach, start, hops, 0, expr, kind)?;
     Ok(Type::Str)
 }
 
 /// A slot of its own for what the last of `hops` points to: the string
-/// there, or its first bytes, as `expr` gives them.
+/// or path there, or its first bytes, as `expr` gives them.
 fn read_slot(
     attach: &mut Attach,
     start: Start,
     hops: Vec<u32>,
     at: u32,
     expr: &Expr,
-    string: bool,
+    kind: ReadKind,
 ) -> Result<()> {
     if attach.slots() >= MAX_STRINGS {
         return Err(no_room(expr));
@@ -426,7 +431,7 @@ fn read_slot(
         hops,
         at,
         len: STRING_LEN as u32,
-        string,
+        kind,
     });
     attach.members.push(MemberRead {
         span: expr.span,
@@ -434,10 +439,61 @@ fn read_slot(
         at,
         size: STRING_LEN as u16,
         signed: false,
-        chars: string,
+        chars: kind != ReadKind::Bytes,
         bits: None,
     });
     Ok(())
+}
+
+/// `path()` of `expr` at `attach`: a `struct path`, or a pointer to one,
+/// whose file path the kernel's `bpf_d_path` writes into a slot at the
+/// event. That helper takes only a pointer the verifier typed itself: a
+/// function's argument, or a struct inside what the argument points to
+/// (`path(args->path)`, `path(args->file->f_path)`), nothing read from
+/// memory on the way, as bpftrace's kfunc probes take it.
+pub(crate) fn read_path(
+    kernel: &dyn Kernel,
+    attach: &mut Attach,
+    bound: &Bound,
+    expr: &Expr,
+) -> Result<()> {
+    let record = kernel
+        .record("struct path")
+        .map_err(|e| Error::new(expr.span, e))?;
+    let place = match &expr.kind {
+        ExprKind::Member { .. } => Some(place(kernel, attach, bound, expr)?),
+        _ => None,
+    };
+    let (start, hops, at) = match place {
+        Some(Place {
+            ty: KernelType::Record(id),
+            start,
+            hops,
+            at,
+        }) if id == record => (start, hops, at),
+        _ => {
+            let pointer = pointer(kernel, attach, bound, expr)
+                .ok()
+                .filter(|p| p.record == record)
+                .ok_or_else(|| {
+                    Error::new(
+                        expr.span,
+                        "path() takes a struct path or a pointer to one: path(args->path), \
+                         path(args->file->f_path)",
+                    )
+                })?;
+            (pointer.start, pointer.hops, 0)
+        }
+    };
+    if start != Start::Context || hops.len() != 1 {
+        return Err(Error::new(
+            expr.span,
+            "path() takes a function's argument or a struct path inside what it points to \
+             (path(args->path), path(args->file->f_path)): the kernel's bpf_d_path refuses a \
+             pointer read from memory",
+        ));
+    }
+    read_slot(attach, start, hops, at, expr, ReadKind::Path)
 }
 
 /// Whether the kernel follows as many pointers as `expr` needs.
@@ -508,7 +564,7 @@ pub(crate) fn read_deref(
             hops: place.hops,
             at: place.at,
             len: u32::from(size),
-            string: false,
+            kind: ReadKind::Bytes,
         };
         shared(attach, wanted)
     };
@@ -545,7 +601,7 @@ pub(crate) fn read_deref_string(
     let (start, mut hops, at) = target(kernel, attach, bound, address)?;
     hops.push(reachable(at, &hops, address.span)?.cast_unsigned());
     within_reach(&hops, expr.span)?;
-    read_slot(attach, start, hops, 0, expr, true)
+    read_slot(attach, start, hops, 0, expr, ReadKind::String)
 }
 
 /// `str(address)` of a stepped or cast pointer (`str(args->filename + 1)`):
@@ -559,7 +615,14 @@ pub(crate) fn read_string_at(
     let (start, hops, at) = target(kernel, attach, bound, address)?;
     within_reach(&hops, address.span)?;
     let at = reachable(at, &hops, address.span)?;
-    read_slot(attach, start, hops, at.cast_unsigned(), address, true)
+    read_slot(
+        attach,
+        start,
+        hops,
+        at.cast_unsigned(),
+        address,
+        ReadKind::String,
+    )
 }
 
 /// Where the integer `*address` reads is: the address `address` holds,
@@ -771,7 +834,11 @@ pub(crate) fn memory_arg(
         hops,
         at,
         len: u32::from(size),
-        string,
+        kind: if string {
+            ReadKind::String
+        } else {
+            ReadKind::Bytes
+        },
     };
     // The same argument read again (`sum(arg2)`, `max(arg2)`) shares a slot.
     let read = shared(attach, wanted).ok_or_else(|| no_room_at(span))?;
@@ -805,7 +872,7 @@ fn slot(attach: &mut Attach, place: &Place, len: u32) -> Option<usize> {
     let (lo, hi) = (place.at, place.at + len);
     let limit = STRING_LEN as u32;
     for (i, read) in attach.reads.iter_mut().enumerate() {
-        if read.string || read.start != place.start || read.hops != place.hops {
+        if read.kind != ReadKind::Bytes || read.start != place.start || read.hops != place.hops {
             continue;
         }
         let (new_lo, new_hi) = (read.at.min(lo), (read.at + read.len).max(hi));
@@ -823,7 +890,7 @@ fn slot(attach: &mut Attach, place: &Place, len: u32) -> Option<usize> {
         hops: place.hops.clone(),
         at: lo,
         len,
-        string: false,
+        kind: ReadKind::Bytes,
     });
     Some(attach.reads.len() - 1)
 }

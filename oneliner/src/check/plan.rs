@@ -175,22 +175,35 @@ impl Attach {
 
 /// Bytes the kernel reads at each event into a string slot: from
 /// `start`, it follows the pointer at each of `hops` in turn, then reads
-/// `len` bytes at `at`, or the string there when `string`.
+/// what `kind` says at `at`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Read {
     pub start: Start,
     pub hops: Vec<u32>,
     pub at: u32,
     pub len: u32,
-    pub string: bool,
+    pub kind: ReadKind,
+}
+
+/// What a [`Read`] copies at its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadKind {
+    /// `len` bytes.
+    Bytes,
+    /// The string there.
+    String,
+    /// The file path of the `struct path` there, as the kernel's
+    /// `bpf_d_path` writes it (`path()`).
+    Path,
 }
 
 impl std::fmt::Display for Read {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.string {
-            write!(f, "the string at {:+} of ", self.at.cast_signed())?;
-        } else {
-            write!(f, "{} bytes at {:+} of ", self.len, self.at.cast_signed())?;
+        let at = self.at.cast_signed();
+        match self.kind {
+            ReadKind::Bytes => write!(f, "{} bytes at {at:+} of ", self.len)?,
+            ReadKind::String => write!(f, "the string at {at:+} of ")?,
+            ReadKind::Path => write!(f, "the path of the struct path at {at:+} of ")?,
         }
         for hop in self.hops.iter().rev() {
             write!(f, "the pointer at {:+} of ", hop.cast_signed())?;

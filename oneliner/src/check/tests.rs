@@ -2,7 +2,7 @@ use super::*;
 use crate::{
     kernel::{Element, KernelType, format_fields},
     parse,
-    plan::{KeptStart, KeyPart, Read, Sample},
+    plan::{KeptStart, KeyPart, Read, ReadKind, Sample},
 };
 type Result<T> = std::result::Result<T, String>;
 
@@ -121,6 +121,19 @@ const RECORDS: &[(u32, &str, Members)] = &[
             ),
         ],
     ),
+    (
+        5,
+        "struct file",
+        &[
+            ("f_path", 64, KernelType::Record(6)),
+            ("f_next", 8, KernelType::Pointer(Some(5))),
+        ],
+    ),
+    (
+        6,
+        "struct path",
+        &[("dentry", 8, KernelType::Pointer(None))],
+    ),
 ];
 
 impl Kernel for FakeKernel {
@@ -159,14 +172,25 @@ impl Kernel for FakeKernel {
         true
     }
     fn functions(&self, glob: &str) -> Vec<String> {
-        ["vfs_read", "vfs_write"]
+        ["vfs_read", "vfs_write", "filp_close", "vfs_getattr"]
             .into_iter()
             .filter(|f| crate::kernel::glob_match(glob, f))
             .map(str::to_string)
             .collect()
     }
-    fn function(&self, _: &str) -> Result<crate::kernel::Signature> {
-        Err("no BTF here".into())
+    /// `filp_close(struct file *filp, void *id)` and
+    /// `vfs_getattr(const struct path *path, ...)`; no other.
+    fn function(&self, name: &str) -> Result<crate::kernel::Signature> {
+        let arg = |name: &str, pointee: Option<&str>| (name.into(), pointee.map(Into::into));
+        let args = match name {
+            "filp_close" => vec![arg("filp", Some("struct file")), arg("id", None)],
+            "vfs_getattr" => vec![arg("path", Some("struct path")), arg("stat", None)],
+            _ => return Err("no BTF here".into()),
+        };
+        Ok(crate::kernel::Signature {
+            args,
+            returns: None,
+        })
     }
     fn record(&self, name: &str) -> Result<u32> {
         RECORDS
@@ -799,21 +823,21 @@ fn struct_members_are_read_in_the_kernel() {
                 hops: vec![16],
                 at: 0,
                 len: 16,
-                string: false
+                kind: ReadKind::Bytes
             },
             Read {
                 start: Start::Task,
                 hops: vec![8],
                 at: 4,
                 len: 4,
-                string: false
+                kind: ReadKind::Bytes
             },
             Read {
                 start: Start::Task,
                 hops: vec![8],
                 at: 200,
                 len: 16,
-                string: false
+                kind: ReadKind::Bytes
             },
         ]
     );
@@ -847,7 +871,7 @@ fn struct_members_are_read_in_the_kernel() {
             hops: vec![56],
             at: 24,
             len: 4,
-            string: false
+            kind: ReadKind::Bytes
         }]
     );
 }
@@ -906,7 +930,15 @@ fn a_dereference_in_a_kernel_probe_is_read_in_the_kernel() {
     );
     let attach = &plan.attaches[0];
     let reads: Vec<_> = (attach.reads.iter())
-        .map(|r| (r.start, r.hops.as_slice(), r.at, r.len, r.string))
+        .map(|r| {
+            (
+                r.start,
+                r.hops.as_slice(),
+                r.at,
+                r.len,
+                (r.kind == ReadKind::String),
+            )
+        })
         .collect();
     let context = Start::Context;
     assert_eq!(
@@ -944,7 +976,11 @@ fn a_dereference_in_a_kernel_probe_is_read_in_the_kernel() {
     );
     let read = &plan.attaches[0].reads[0];
     assert_eq!(
-        (read.hops.as_slice(), read.at, read.string),
+        (
+            read.hops.as_slice(),
+            read.at,
+            (read.kind == ReadKind::String)
+        ),
         (&[24, 8][..], 0, true)
     );
     assert!(
@@ -959,7 +995,15 @@ fn a_dereference_in_a_kernel_probe_is_read_in_the_kernel() {
     );
     let attach = &plan.attaches[0];
     let reads: Vec<_> = (attach.reads.iter())
-        .map(|r| (r.start, r.hops.as_slice(), r.at, r.len, r.string))
+        .map(|r| {
+            (
+                r.start,
+                r.hops.as_slice(),
+                r.at,
+                r.len,
+                (r.kind == ReadKind::String),
+            )
+        })
         .collect();
     assert_eq!(
         reads,
@@ -1019,14 +1063,14 @@ fn str_of_a_pointer_member_reads_its_string_in_the_kernel() {
                 hops: vec![64],
                 at: 0,
                 len: 64,
-                string: true
+                kind: ReadKind::String
             },
             Read {
                 start: Start::Task,
                 hops: vec![],
                 at: 200,
                 len: 16,
-                string: false
+                kind: ReadKind::Bytes
             },
         ]
     );
@@ -1495,4 +1539,41 @@ fn pointer_keys_are_the_ones_bpftrace_types_as_pointers() {
     );
     let keys = &plan.maps[plan.map("a").unwrap()].pointer_keys;
     assert_eq!(keys, &[true, false, true, true, true, true, false, true]);
+}
+
+#[test]
+fn path_is_written_by_the_kernel_from_a_function_s_argument() {
+    let plan = checked(
+        r#"fentry:filp_close { printf("%s\n", path(args->filp->f_path)); }
+           fexit:vfs_getattr { @[path(args->path)] = count(); }"#,
+    );
+    let reads: Vec<_> = (plan.attaches.iter())
+        .map(|a| {
+            let read = &a.reads[0];
+            (read.hops.clone(), read.at, read.kind)
+        })
+        .collect();
+    assert_eq!(
+        reads,
+        [(vec![0], 64, ReadKind::Path), (vec![0], 0, ReadKind::Path)]
+    );
+    let paths = crate::lower::paths(&plan).unwrap();
+    let fentry = weft_abi::oneliner::path_index(false, 0, 0);
+    let fexit = weft_abi::oneliner::path_index(true, 0, 0);
+    assert_eq!(paths[fentry], weft_abi::oneliner::path_spec(0, 0, 64));
+    assert_eq!(paths[fexit], weft_abi::oneliner::path_spec(0, 0, 0));
+    assert_eq!(paths.iter().filter(|&&p| p != 0).count(), 2);
+    // The kernel's bpf_d_path takes only pointers the verifier typed.
+    assert!(
+        refused(r#"fentry:filp_close { printf("%s", path(args->filp->f_next->f_path)); }"#)
+            .contains("pointer read from memory")
+    );
+    assert!(
+        refused(r#"fentry:filp_close { printf("%s", path(args->filp)); }"#)
+            .contains("struct path or a pointer to one")
+    );
+    assert!(
+        refused(r#"tracepoint:syscalls:sys_enter_openat { printf("%s", path(args->filename)); }"#)
+            .contains("fentry and fexit probes only")
+    );
 }

@@ -21,6 +21,7 @@ use crate::{
     kernel::FieldKind,
     limits::Limits,
     output::{Agg, OutputFormat},
+    plan::ReadKind,
     stack::{Stack, StackMode},
     value::{Type, Value, c_string},
 };
@@ -776,6 +777,10 @@ impl<'p> Runtime<'p> {
                 let bytes = array_bytes(scope, &args[0]).unwrap_or_default();
                 Value::Str(crate::format::mac(&bytes))
             }
+            "path" => {
+                let (bytes, _) = member_bytes(scope, &args[0]).unwrap_or_default();
+                Value::Str(bounded(c_string(bytes), None, self.limits.strlen))
+            }
             "buf" => {
                 let (bytes, _) = member_bytes(scope, &args[0]).unwrap_or_default();
                 let len = args.get(1).map_or(bytes.len(), |len| {
@@ -1140,9 +1145,13 @@ fn member_bytes<'a>(scope: &Scope<'_, 'a>, expr: &Expr) -> Option<(&'a [u8], boo
         .copied()
         .unwrap_or_default();
     let start = (m.at - read.at) as usize;
-    let bytes = slot
-        .get(start..start + usize::from(m.size))
-        .unwrap_or_default();
+    // A string or path read fills its slot, as long as BPFTRACE_STRLEN
+    // made it; a member's bytes are its own.
+    let end = match read.kind {
+        ReadKind::Bytes => start + usize::from(m.size),
+        ReadKind::String | ReadKind::Path => slot.len(),
+    };
+    let bytes = slot.get(start..end).unwrap_or_default();
     Some((bytes, m.chars))
 }
 

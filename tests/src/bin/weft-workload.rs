@@ -16,7 +16,7 @@
 //! IFACE through a packet socket), `write-edge:PATH` (one `write` to PATH
 //! of the 5 bytes `edge\n` that end a mapping: the page after them is
 //! not mapped), `write-line:PATH` (one `write` to PATH of `line\n` from a
-//! buffer with room after it), or `switches:PATH` (the
+//! buffer with room after it), `stat:PATH` (one `statx` of PATH), or `switches:PATH` (the
 //! thread's voluntary context switches so far, written into PATH once all
 //! steps are done, so that writing it cannot block inside a measured
 //! interval). It first blocks reading one byte from stdin, so a tracer
@@ -31,7 +31,7 @@ fn main() -> ExitCode {
     for step in &steps {
         let Some(step) = parse(step) else {
             eprintln!(
-                "weft-workload: bad step `{step}` (getppid:N, getpid:N, close-bad:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, frame:IFACE, write-edge:PATH, usdt:N, hogged-reads:MS, spin:MS, lock-waits:N:MS, threads:T:N, random-read:PATH:BYTES, fsync-behind:PATH:MB, switches:PATH)"
+                "weft-workload: bad step `{step}` (getppid:N, getpid:N, close-bad:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, frame:IFACE, write-edge:PATH, write-line:PATH, stat:PATH, usdt:N, hogged-reads:MS, spin:MS, lock-waits:N:MS, threads:T:N, random-read:PATH:BYTES, fsync-behind:PATH:MB, switches:PATH)"
             );
             return ExitCode::from(2);
         };
@@ -80,6 +80,7 @@ enum Step {
     Frame(String),
     WriteEdge(String),
     WriteLine(String),
+    Stat(String),
     Usdt(u64),
     HoggedReads(u64),
     LockWaits { times: u64, ms: u64 },
@@ -98,6 +99,7 @@ fn parse(step: &str) -> Option<Step> {
         ("frame", iface, None) => Step::Frame(iface.to_owned()),
         ("write-edge", path, None) => Step::WriteEdge(path.to_owned()),
         ("write-line", path, None) => Step::WriteLine(path.to_owned()),
+        ("stat", path, None) => Step::Stat(path.to_owned()),
         ("read", path, Some(bytes)) => Step::Read {
             path: path.to_owned(),
             bytes: bytes.parse().ok().filter(|b| *b > 0)?,
@@ -194,6 +196,9 @@ fn run(step: Step, switches: &mut Vec<(String, i64)>) -> std::io::Result<()> {
         Step::FsyncBehind { path, mb } => fsync_behind(&path, mb)?,
         Step::Frame(iface) => send_frame(&iface)?,
         Step::WriteEdge(path) => write_edge(&path)?,
+        Step::Stat(path) => {
+            std::fs::metadata(path)?;
+        }
         Step::WriteLine(path) => {
             let file = std::fs::OpenOptions::new().write(true).open(path)?;
             // Zeros after the line: a string read past it stays in the buffer.
