@@ -300,6 +300,13 @@ fn one_liner_table() {
 
 /// One-liners both tools run, in bpftrace's `args->` spelling.
 const COMPARED: &[(&str, &[&str])] = &[
+    // Arguments on the stack: libc's syscall() given seven after the
+    // call's number passes the last two there (`sarg0`, `sarg1`), the
+    // five before in registers.
+    (
+        "uprobe:libc:syscall /pid == cpid && arg0 == 110/ { @[sarg0, sarg1, arg5] = count(); }",
+        &["stack-args:3"],
+    ),
     // Array members indexed by their elements: an element's member, an
     // integer element, and the array's size.
     (
@@ -3297,7 +3304,8 @@ fn has_trampolines() -> bool {
 
 /// `path()`: the file path of a function's `struct path`, which the
 /// kernel's `bpf_d_path` writes at the event, from the argument itself
-/// (`vfs_getattr`'s `path`, at a `statx`) and from a struct inside what
+/// (`security_inode_getattr`'s `path`, at a `statx`: `vfs_getattr` is
+/// inlined into `vfs_statx` on 6.1 and 6.12) and from a struct inside what
 /// the argument points to (`security_file_open`'s `file->f_path`, at an
 /// `openat`), in fentry and fexit probes. Where the kernel has no
 /// trampolines (this host) weft says so; the guests run it all.
@@ -3313,7 +3321,7 @@ fn path_names_the_file_of_a_function_s_struct_path() {
     }
     let file = data_file();
     let stdout = weft_trace(
-        "fentry:vfs_getattr /pid == cpid/ { @stat[path(args->path)] = count(); } \
+        "fentry:security_inode_getattr /pid == cpid/ { @stat[path(args->path)] = count(); } \
          fentry:security_file_open /pid == cpid/ { @open[path(args->file->f_path)] = count(); } \
          fexit:security_file_open /pid == cpid/ { printf(\"opened %s: %d\\n\", path(args->file->f_path), retval); }",
         &[&format!("stat:{file}"), &format!("read:{file}:4096")],

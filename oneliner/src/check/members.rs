@@ -13,6 +13,7 @@ use crate::{
     error::{Error, Result, Span},
     kernel::{Element, Field, FieldKind, Kernel, KernelType},
     plan::{Attach, MemberRead, Read, ReadKind, Start},
+    Target,
     value::Type,
 };
 
@@ -195,6 +196,21 @@ fn address_of(
         ExprKind::Field(name) => slot(name),
         ExprKind::Arg(n) => slot(&format!("arg{n}")),
         ExprKind::Builtin(Builtin::Retval) => slot("retval"),
+        ExprKind::Call(name, args) if name == "reg" => {
+            if !matches!(
+                attach.target,
+                Target::Kprobe { .. } | Target::Uprobe { .. } | Target::Usdt { .. }
+            ) {
+                return Err(Error::new(
+                    expr.span,
+                    format!(
+                        "reg() and sargN read the registers of kprobes, uprobes and USDT probes, not of {}",
+                        attach.target.name()
+                    ),
+                ));
+            }
+            register_slot(args)
+        }
         ExprKind::Var(_) | ExprKind::StructCast(..) => {
             let p = pointer(kernel, attach, bound, expr)?;
             Some((p.start, p.hops))
@@ -212,9 +228,25 @@ fn address_of(
     found.ok_or_else(|| {
         Error::new(
             expr.span,
-            "weft follows pointers from curtask, an 8-byte field, argN, retval, a member or a variable holding one of those",
+            "weft follows pointers from curtask, an 8-byte field, argN, retval, reg(), a member or a variable holding one of those",
         )
     })
+}
+
+/// Where `reg("NAME")`'s register is, in a probe whose context is the
+/// registers (`struct pt_regs`).
+fn register_slot(args: &[Expr]) -> Option<(Start, Vec<u32>)> {
+    let [
+        Expr {
+            kind: ExprKind::Str(name),
+            ..
+        },
+    ] = args
+    else {
+        return None;
+    };
+    let field = crate::expand::register_field(name)?;
+    Some((Start::Context, vec![u32::from(field.offset)]))
 }
 
 /// Where member expression `expr` is.
@@ -779,6 +811,8 @@ fn steps_bytes(attach: &Attach, base: &Expr) -> bool {
         ExprKind::Field(name) => name.clone(),
         ExprKind::Arg(n) => format!("arg{n}"),
         ExprKind::Builtin(Builtin::Retval) => "retval".to_string(),
+        // A register is an integer.
+        ExprKind::Call(name, _) => return name == "reg",
         _ => return false,
     };
     attach

@@ -172,7 +172,7 @@ impl Kernel for FakeKernel {
         true
     }
     fn functions(&self, glob: &str) -> Vec<String> {
-        ["vfs_read", "vfs_write", "filp_close", "vfs_getattr"]
+        ["vfs_read", "vfs_write"]
             .into_iter()
             .filter(|f| crate::kernel::glob_match(glob, f))
             .map(str::to_string)
@@ -1575,5 +1575,23 @@ fn path_is_written_by_the_kernel_from_a_function_s_argument() {
     assert!(
         refused(r#"tracepoint:syscalls:sys_enter_openat { printf("%s", path(args->filename)); }"#)
             .contains("fentry and fexit probes only")
+    );
+}
+
+#[test]
+fn stack_arguments_are_read_past_the_stack_pointer() {
+    // `sargN` is the word 8 × (N + 1) bytes past pt_regs' `sp` (at 152):
+    // the two share one read of the stack.
+    let plan = checked("kprobe:vfs_read { @[sarg0, sarg2] = count(); }");
+    let reads: Vec<_> = (plan.attaches[0].reads.iter())
+        .map(|r| (r.start, r.hops.as_slice(), r.at, r.len, r.kind))
+        .collect();
+    assert_eq!(
+        reads,
+        [(Start::Context, &[152][..], 8, 24, ReadKind::Bytes)]
+    );
+    assert!(
+        refused("tracepoint:syscalls:sys_enter_read { @[sarg0] = count(); }")
+            .contains("registers of kprobes, uprobes and USDT probes")
     );
 }

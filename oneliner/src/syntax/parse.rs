@@ -753,6 +753,9 @@ impl<'a> Parser<'a> {
                 span: span.to(field_span),
             });
         }
+        if let Some(n) = word.strip_prefix("sarg").and_then(|n| n.parse::<u8>().ok()) {
+            return Ok(stack_argument(n, span));
+        }
         if let Some(n) = word.strip_prefix("arg").and_then(|n| n.parse::<u8>().ok()) {
             return Ok(Expr {
                 kind: ExprKind::Arg(n),
@@ -778,6 +781,27 @@ enum Cast {
     Int(UnOp),
     /// A pointer to the kernel type named (`struct sock`).
     Struct(String),
+}
+
+/// `sargN`, argument N on the stack of a kprobe or uprobe (x86-64: past
+/// the six in registers), as bpftrace reads it: `*(int64 *)(reg("sp") +
+/// 8 * (N + 1))`, the return address being at the stack pointer.
+fn stack_argument(n: u8, span: Span) -> Expr {
+    let at = |kind| Expr { kind, span };
+    let sp = at(ExprKind::Call(
+        "reg".into(),
+        vec![at(ExprKind::Str("sp".into()))],
+    ));
+    let offset = at(ExprKind::Int(8 * (i64::from(n) + 1)));
+    let address = at(ExprKind::Binary(BinOp::Add, Box::new(sp), Box::new(offset)));
+    let int64 = UnOp::Pointer {
+        bits: 64,
+        signed: true,
+    };
+    at(ExprKind::Deref(Box::new(at(ExprKind::Unary(
+        int64,
+        Box::new(address),
+    )))))
 }
 
 /// `left op right`. A pointer to an integer plus or minus a number moves

@@ -16,7 +16,9 @@
 //! IFACE through a packet socket), `write-edge:PATH` (one `write` to PATH
 //! of the 5 bytes `edge\n` that end a mapping: the page after them is
 //! not mapped), `write-line:PATH` (one `write` to PATH of `line\n` from a
-//! buffer with room after it), `stat:PATH` (one `statx` of PATH), or `switches:PATH` (the
+//! buffer with room after it), `stat:PATH` (one `statx` of PATH),
+//! `stack-args:N` (N getppid calls through libc's `syscall()` given seven
+//! more arguments, 1 to 5, 66 and 77: the last two on the stack), or `switches:PATH` (the
 //! thread's voluntary context switches so far, written into PATH once all
 //! steps are done, so that writing it cannot block inside a measured
 //! interval). It first blocks reading one byte from stdin, so a tracer
@@ -31,7 +33,7 @@ fn main() -> ExitCode {
     for step in &steps {
         let Some(step) = parse(step) else {
             eprintln!(
-                "weft-workload: bad step `{step}` (getppid:N, getpid:N, close-bad:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, frame:IFACE, write-edge:PATH, write-line:PATH, stat:PATH, usdt:N, hogged-reads:MS, spin:MS, lock-waits:N:MS, threads:T:N, random-read:PATH:BYTES, fsync-behind:PATH:MB, switches:PATH)"
+                "weft-workload: bad step `{step}` (getppid:N, getpid:N, close-bad:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, frame:IFACE, write-edge:PATH, write-line:PATH, stat:PATH, stack-args:N, usdt:N, hogged-reads:MS, spin:MS, lock-waits:N:MS, threads:T:N, random-read:PATH:BYTES, fsync-behind:PATH:MB, switches:PATH)"
             );
             return ExitCode::from(2);
         };
@@ -69,6 +71,7 @@ fn voluntary_switches() -> i64 {
 enum Step {
     Getppid(u64),
     Getpid(u64),
+    StackArgs(u64),
     CloseBad(u64),
     Nanosleep { ms: i64, times: u64 },
     DirectRead { path: String, bytes: usize },
@@ -106,6 +109,7 @@ fn parse(step: &str) -> Option<Step> {
         },
         ("getppid", n, None) => Step::Getppid(n.parse().ok()?),
         ("getpid", n, None) => Step::Getpid(n.parse().ok()?),
+        ("stack-args", n, None) => Step::StackArgs(n.parse().ok()?),
         ("close-bad", n, None) => Step::CloseBad(n.parse().ok()?),
         ("migrate", n, None) => Step::Migrate(n.parse().ok()?),
         ("usdt", n, None) => Step::Usdt(n.parse().ok()?),
@@ -148,6 +152,14 @@ fn run(step: Step, switches: &mut Vec<(String, i64)>) -> std::io::Result<()> {
             for _ in 0..n {
                 // SAFETY: getpid takes no arguments and cannot fail.
                 unsafe { libc::syscall(libc::SYS_getpid) };
+            }
+        }
+        Step::StackArgs(n) => {
+            for _ in 0..n {
+                // SAFETY: getppid ignores the arguments past its number.
+                unsafe {
+                    libc::syscall(libc::SYS_getppid, 1i64, 2i64, 3i64, 4i64, 5i64, 66i64, 77i64)
+                };
             }
         }
         Step::CloseBad(n) => {
