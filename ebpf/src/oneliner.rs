@@ -263,6 +263,29 @@ fn read<T>(ctx: *const u8, offset: usize) -> Option<T> {
     unsafe { bpf_probe_read_kernel(ctx.wrapping_add(offset).cast::<T>()) }.ok()
 }
 
+/// The word at byte `AT` of the context, loaded by an instruction of its
+/// own at that constant offset: plain loads at several offsets the
+/// compiler merges into one at `ctx + offset`, which the verifier refuses.
+///
+/// # Safety
+///
+/// The context holds 8 bytes at `AT` (the verifier checks it).
+#[inline(always)]
+unsafe fn context_word<const AT: u32>(ctx: *const u8) -> u64 {
+    let word: u64;
+    // SAFETY: the caller's.
+    unsafe {
+        core::arch::asm!(
+            "{word} = *(u64 *)({ctx} + {at})",
+            word = lateout(reg) word,
+            ctx = in(reg) ctx,
+            at = const AT,
+            options(pure, readonly, nostack, preserves_flags),
+        )
+    };
+    word
+}
+
 /// The word at `offset` of the context: loaded in place where it lies
 /// within the first `in_place` bytes at an offset syscall fields (and
 /// many others) are at, else read by the `bpf_probe_read_kernel` helper
@@ -279,18 +302,9 @@ fn word_in_place(ctx: *const u8, in_place: u32, offset: u32) -> Option<u64> {
         ($($at:literal)*) => {
             $(
                 if $at + 8 <= in_place && offset == $at {
-                    let word: u64;
-                    // SAFETY: loads an aligned word of the record, which
-                    // the kernel made at least `in_place` bytes long.
-                    unsafe {
-                        core::arch::asm!(
-                            concat!("{word} = *(u64 *)({ctx} + ", stringify!($at), ")"),
-                            word = lateout(reg) word,
-                            ctx = in(reg) ctx,
-                            options(pure, readonly, nostack, preserves_flags),
-                        )
-                    };
-                    return Some(word);
+                    // SAFETY: an aligned word of the record, which the
+                    // kernel made at least `in_place` bytes long.
+                    return Some(unsafe { context_word::<$at>(ctx) });
                 }
             )*
         };
@@ -1021,18 +1035,9 @@ fn argument(ctx: *const u8, arg: u32) -> Option<u64> {
         ($($at:literal)*) => {
             $(
                 if arg * 8 == $at {
-                    let word: u64;
-                    // SAFETY: loads an argument of the context, which the
+                    // SAFETY: an argument of the context, which the
                     // verifier checks the function has.
-                    unsafe {
-                        core::arch::asm!(
-                            concat!("{word} = *(u64 *)({ctx} + ", stringify!($at), ")"),
-                            word = lateout(reg) word,
-                            ctx = in(reg) ctx,
-                            options(pure, readonly, nostack, preserves_flags),
-                        )
-                    };
-                    return Some(word);
+                    return Some(unsafe { context_word::<$at>(ctx) });
                 }
             )*
         };

@@ -9,11 +9,11 @@ use std::collections::HashMap;
 use weft_abi::oneliner::{MAX_HOPS, MAX_STRINGS, STRING_LEN};
 
 use crate::{
+    Target,
     ast::{BinOp, Builtin, Expr, ExprKind, UnOp},
     error::{Error, Result, Span},
     kernel::{Element, Field, FieldKind, Kernel, KernelType},
     plan::{Attach, MemberRead, Read, ReadKind, Start},
-    Target,
     value::Type,
 };
 

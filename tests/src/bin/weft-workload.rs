@@ -158,7 +158,16 @@ fn run(step: Step, switches: &mut Vec<(String, i64)>) -> std::io::Result<()> {
             for _ in 0..n {
                 // SAFETY: getppid ignores the arguments past its number.
                 unsafe {
-                    libc::syscall(libc::SYS_getppid, 1i64, 2i64, 3i64, 4i64, 5i64, 66i64, 77i64)
+                    libc::syscall(
+                        libc::SYS_getppid,
+                        1i64,
+                        2i64,
+                        3i64,
+                        4i64,
+                        5i64,
+                        66i64,
+                        77i64,
+                    )
                 };
             }
         }
