@@ -191,7 +191,14 @@ pub enum CopyKind {
     Fexit = 2,
     /// `rawtracepoint:` (the context is the argument array).
     RawTracepoint = 3,
+    /// `iter:` (the context is the iterator's `struct bpf_iter__KIND`):
+    /// copy `i` is the [`ITERATORS`]' `i`th, one program each.
+    Iter = 4,
 }
+
+/// The kernel iterators `iter:` probes run, as bpftrace 0.17 names them;
+/// the program of each is `weft_oneliner_iter_KIND`.
+pub const ITERATORS: [&str; 2] = ["task", "task_file"];
 
 /// Attach points a program may have: [`PROBES_MAP`]'s slots below this
 /// are keyed by attach index, the [`copy_key`]s come after.
@@ -199,7 +206,7 @@ pub const MAX_ATTACHES: u32 = 4096;
 
 /// Slots of [`PROBES_MAP`], an array (a lookup the verifier inlines,
 /// where a hash map's cost ~40 ns an event).
-pub const PROBE_SLOTS: u32 = MAX_ATTACHES + 3 * COPIES;
+pub const PROBE_SLOTS: u32 = MAX_ATTACHES + 4 * COPIES;
 
 /// The [`PROBES_MAP`] key of copy `i` of `kind`: above every attach index.
 #[must_use]

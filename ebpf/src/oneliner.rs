@@ -13,7 +13,7 @@ use aya_ebpf::{
         bpf_get_current_uid_gid, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
         bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, bpf_probe_read_user_str_bytes,
         generated::{
-            bpf_d_path, bpf_get_attach_cookie, bpf_get_current_comm as bpf_get_current_comm_raw,
+            bpf_d_path, bpf_get_attach_cookie, bpf_seq_write, bpf_get_current_comm as bpf_get_current_comm_raw,
             bpf_probe_read_kernel as probe_read,
             bpf_probe_read_user as probe_read_user, bpf_send_signal,
         },
@@ -242,6 +242,43 @@ copies! {
     5: weft_oneliner_fentry_5 weft_oneliner_fexit_5 weft_oneliner_raw_tp_5;
     6: weft_oneliner_fentry_6 weft_oneliner_fexit_6 weft_oneliner_raw_tp_6;
     7: weft_oneliner_fentry_7 weft_oneliner_fexit_7 weft_oneliner_raw_tp_7;
+}
+
+/// `iter:task` and `iter:task_file`: run for each task (each open file of
+/// each task) when weft reads the iterator, and once more at the end with
+/// no task, which is no event.
+#[unsafe(no_mangle)]
+#[unsafe(link_section = "iter/task")]
+pub fn weft_oneliner_iter_task(ctx: *mut core::ffi::c_void) -> i32 {
+    iterate(ctx, 0)
+}
+
+#[unsafe(no_mangle)]
+#[unsafe(link_section = "iter/task_file")]
+pub fn weft_oneliner_iter_task_file(ctx: *mut core::ffi::c_void) -> i32 {
+    iterate(ctx, 1)
+}
+
+#[inline(always)]
+fn iterate(ctx: *mut core::ffi::c_void, i: u32) -> i32 {
+    let ctx: *const u8 = ctx.cast_const().cast();
+    // SAFETY: the context's words are the iterator's meta, then its task.
+    let (meta, task) = unsafe { (context_word::<0>(ctx), context_word::<8>(ctx)) };
+    if task == 0 {
+        return 0;
+    }
+    let context = FEntryContext::new(ctx.cast_mut().cast());
+    capture::<_, 0, NO_PATHS>(&context, copy_key(CopyKind::Iter, i));
+    // One byte to the iterator's file per object, so that a read of N
+    // bytes returns after N objects and weft drains the rings between:
+    // a system's tasks or files at once would overflow them.
+    // SAFETY: the meta's first word is its seq_file, which the verifier
+    // types from the meta's BTF.
+    let seq = unsafe { context_word::<0>(meta as *const u8) };
+    let byte = 0u8;
+    // SAFETY: one byte from the stack into the iterator's seq_file.
+    unsafe { bpf_seq_write(seq as *mut _, (&raw const byte).cast(), 1) };
+    0
 }
 
 fn count(counter: Counter) {

@@ -3396,6 +3396,85 @@ fn path_names_the_file_of_a_function_s_struct_path() {
     }
 }
 
+/// `iter:task` and `iter:task_file`: the kernel's iterators run once over
+/// every task and every open file, their context's fields read as
+/// bpftrace's `ctx->...`, and the program then ends. The workload runs
+/// first, waiting on its start byte, its name set by its exec (with `-c`
+/// an iterator may find the command between its fork and its exec, in
+/// bpftrace too). Compared with bpftrace where it runs iterators (the
+/// guests; bpftrace 0.17 finds none on 6.18).
+#[test]
+fn iterators_go_over_every_task_and_open_file() {
+    let test = "iterators_go_over_every_task_and_open_file";
+    if !needs(test, &[Need::Root, Need::Kernel(5, 8), Need::Btf]) {
+        return;
+    }
+    let mut workload = Command::new(WORKLOAD)
+        .arg("getppid:1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the workload");
+    let pid = workload.id();
+    let comm = format!("/proc/{pid}/comm");
+    let started = std::time::Instant::now();
+    while std::fs::read_to_string(&comm).unwrap_or_default().trim() != "weft-workload" {
+        assert!(
+            started.elapsed().as_secs() < 10,
+            "the workload did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let tasks = format!(
+        "iter:task /ctx->task->tgid == {pid}/ {{ printf(\"%s %d\\n\", ctx->task->comm, ctx->task->pid); }} \
+         END {{ printf(\"end\\n\"); }}"
+    );
+    let files = format!(
+        "iter:task_file /ctx->task->tgid == {pid} && ctx->fd < 3/ {{ @fds[ctx->fd] = count(); }}"
+    );
+    let (status, ours, stderr) = weft_tests::run_weft(&["trace", &tasks]);
+    assert!(status.success(), "{stderr}");
+    expect_lines(
+        &ours,
+        &[format!("weft-workload {pid}"), "end".into()],
+        "iter:task",
+    );
+    let (status, ours, stderr) = weft_tests::run_weft(&["trace", &files]);
+    assert!(status.success(), "{stderr}");
+    expect_lines(
+        &ours,
+        &["@fds[0]: 1", "@fds[1]: 1", "@fds[2]: 1"],
+        "iter:task_file",
+    );
+    let (status, _, stderr) = weft_tests::run_weft(&[
+        "trace",
+        "iter:task { @ = count(); } interval:s:1 { exit(); }",
+    ]);
+    assert!(
+        !status.success() && stderr.contains("runs alone"),
+        "{stderr}"
+    );
+    if has_bpftrace(test) {
+        let theirs = Command::new("bpftrace")
+            .args(["-e", &files])
+            .output()
+            .expect("run bpftrace");
+        let said = String::from_utf8_lossy(&theirs.stderr);
+        if said.contains("not available for your kernel") {
+            eprintln!("{test}: bpftrace runs no iterator on this kernel; not compared");
+        } else {
+            assert_eq!(
+                maps_section(&ours),
+                maps_section(&String::from_utf8_lossy(&theirs.stdout)),
+                "iter:task_file: weft's maps differ from bpftrace's ({said})"
+            );
+        }
+    }
+    drop(workload.stdin.take());
+    let _ = workload.wait();
+}
+
 /// Struct members behind a probe's arguments and behind curtask, from
 /// BTF. The raw `sys_enter` tracepoint's `arg0` is the syscall's
 /// `struct pt_regs *`: its `dx` is read's byte count, and its `si` the

@@ -25,7 +25,7 @@ use perf_event::{
 };
 use weft_abi::oneliner::{
     AGGS_MAP, COPIES, COUNTERS_MAP, CopyKind, Counter, HEADER_SIZE, Header, IGNORE_GLOBAL,
-    JOIN_SIZE, MAX_AGGS, MAX_ATTACHES, MAX_SAVED, MAX_STARTS, MAX_STRINGS, PATHS_GLOBAL,
+    ITERATORS, JOIN_SIZE, MAX_AGGS, MAX_ATTACHES, MAX_SAVED, MAX_STARTS, MAX_STRINGS, PATHS_GLOBAL,
     PROBES_MAP, ProbeConfig, RINGS_MAP, SAVED_MAP, SCRATCH, STACKS_MAP, STARTS_MAP,
     STRING_LEN_GLOBAL, THREAD_EXIT_PROGRAM, TID_STARTS_GLOBAL, TRACEPOINT_COPIES,
     TRACEPOINT_WIDTHS, USES_GLOBAL, copy_key,
@@ -140,8 +140,10 @@ pub struct OnelinerProbe {
     runs: Vec<(usize, String)>,
     /// Probes attached to each tracepoint, by event id.
     tracepoints: std::collections::HashMap<u32, usize>,
-    /// Kernel BTF, read for the first fentry or fexit probe.
+    /// Kernel BTF, read for the first fentry, fexit or iterator probe.
     btf: Option<Btf>,
+    /// The file of the program's iterator (`iter:`), whose reads run it.
+    iterator: Option<std::fs::File>,
     ebpf: Ebpf,
     /// The parts of the programs' body loaded (`USES_*`).
     uses: u32,
@@ -267,6 +269,7 @@ impl OnelinerProbe {
             runs: Vec::new(),
             tracepoints: std::collections::HashMap::new(),
             btf: None,
+            iterator: None,
             ebpf,
             uses,
             rings,
@@ -411,6 +414,9 @@ impl OnelinerProbe {
     ) -> Result<()> {
         // Programs that attach without a cookie come in copies, each with
         // its own key; the rest are keyed by their attach index.
+        if let Target::Iter { name } = &attach.target {
+            return self.attach_iterator(index, attach, name, cpid);
+        }
         let copy = match &attach.target {
             Target::Fentry { exit: false, .. } => Some(CopyKind::Fentry),
             Target::Fentry { exit: true, .. } => Some(CopyKind::Fexit),
@@ -595,6 +601,7 @@ impl OnelinerProbe {
             CopyKind::Fentry => "fentry",
             CopyKind::Fexit => "fexit",
             CopyKind::RawTracepoint => "raw_tp",
+            CopyKind::Iter => bail!("iterators are not copies"),
         };
         let name = format!("weft_oneliner_{family}_{i}");
         if kind != CopyKind::RawTracepoint && self.btf.is_none() {
@@ -623,6 +630,55 @@ impl OnelinerProbe {
         }
         self.copies.push((kind, name));
         Ok(())
+    }
+
+    /// Loads and attaches iterator `name`'s program, configured at its
+    /// copy's key; [`Self::iterate`] runs it.
+    fn attach_iterator(
+        &mut self,
+        index: usize,
+        attach: &Attach,
+        name: &str,
+        cpid: u32,
+    ) -> Result<()> {
+        let i = ITERATORS
+            .iter()
+            .position(|n| *n == name)
+            .with_context(|| format!("no iterator `{name}`"))?;
+        self.configure(copy_key(CopyKind::Iter, i as u32), index, attach, cpid)?;
+        if self.btf.is_none() {
+            self.btf = Some(Btf::from_sys_fs().context("iterators need kernel BTF")?);
+        }
+        let program = format!("weft_oneliner_iter_{name}");
+        let Some(Program::Iter(iter)) = self.ebpf.program_mut(&program) else {
+            bail!("the trace program {program} is missing");
+        };
+        iter.load(name, self.btf.as_ref().expect("read above"))
+            .with_context(|| {
+                format!("this kernel has no `{name}` iterator for BPF (Linux 5.8+)")
+            })?;
+        let id = iter.attach()?;
+        let file = (iter.take_link(id)?.into_file())
+            .map_err(std::io::Error::other)
+            .context("failed to open the iterator")?;
+        self.iterator = Some(file);
+        Ok(())
+    }
+
+    /// Runs the iterator over up to `objects` more of its objects (each
+    /// program run writes one byte to its file, so a read of N bytes
+    /// returns after N): false once it has been over them all, or where
+    /// the program has none.
+    pub fn iterate(&mut self, objects: usize) -> Result<bool> {
+        use std::io::Read as _;
+        let Some(file) = self.iterator.as_mut() else {
+            return Ok(false);
+        };
+        let mut bytes = vec![0; objects];
+        let read = file
+            .read(&mut bytes)
+            .context("failed to run the iterator")?;
+        Ok(read > 0)
     }
 
     /// Attaches at the function's offset in the file, found where weft

@@ -45,6 +45,7 @@ pub(crate) fn expand(
             | ProbeKind::Watchpoint { .. } => {
                 out.push((probe.kind.clone(), Vec::new()));
             }
+            ProbeKind::Iter { name } => out.push((probe.kind.clone(), iterator_fields(name))),
             ProbeKind::Tracepoint { category, name } => {
                 out.extend(tracepoints(kernel, category, name, span)?);
             }
@@ -352,6 +353,30 @@ fn matching(kernel: &dyn Kernel, glob: &str, span: Span) -> Result<Vec<String>> 
         ));
     }
     Ok(found)
+}
+
+/// The fields of iterator `name`'s context, `struct bpf_iter__NAME`, as
+/// the kernel lays them out for BPF (each in 8 bytes): its meta and task,
+/// and for `task_file` the file's descriptor and the file.
+fn iterator_fields(name: &str) -> Vec<Field> {
+    let pointer = |name: &str, index: u16, pointee: &str| Field {
+        pointee: Some(pointee.into()),
+        kind: FieldKind::Pointer { constant: false },
+        ..Field::slot(name, index)
+    };
+    let mut fields = vec![
+        pointer("meta", 0, "struct bpf_iter_meta"),
+        pointer("task", 1, "struct task_struct"),
+    ];
+    if name == "task_file" {
+        fields.push(Field {
+            size: 4,
+            signed: false,
+            ..Field::slot("fd", 2)
+        });
+        fields.push(pointer("file", 3, "struct file"));
+    }
+    fields
 }
 
 fn register(name: &str, offset: u16) -> Field {

@@ -62,6 +62,8 @@ fn live(target: &Target) -> u8 {
         Target::RawTracepoint { name } if name != "sys_enter" && name != "sys_exit" => {
             LIVE_ANY_THREAD
         }
+        // Run in weft's own thread as it reads the iterator.
+        Target::Iter { .. } => LIVE_ANY_THREAD,
         _ => LIVE,
     }
 }

@@ -42,12 +42,35 @@ pub use crate::{
 /// Checks `program` against `kernel`: what the kernel can keep (start
 /// times) and aggregate, it does.
 pub fn check(program: Program, kernel: &dyn Kernel) -> Result<Plan> {
+    alone_with_iterators(&program)?;
     let mut plan = check_in_weft(program, kernel)?;
     // Before the aggregations: a probe that takes a start may then
     // aggregate what it measures.
     crate::starts::keep_in_kernel(&mut plan);
     aggregate_in_kernel(&mut plan);
     Ok(plan)
+}
+
+/// An error where an iterator shares the program with a probe other than
+/// BEGIN and END: its probe runs once over the kernel's objects and the
+/// program then ends, as bpftrace's does (which takes no other probe).
+fn alone_with_iterators(program: &Program) -> Result<()> {
+    let probes = || program.items.iter().flat_map(|item| &item.probes);
+    let Some(iterator) = probes().find(|p| matches!(p.kind, Target::Iter { .. })) else {
+        return Ok(());
+    };
+    let other = probes()
+        .find(|p| !matches!(p.kind, Target::Begin | Target::End) && p.span != iterator.span);
+    match other {
+        Some(other) => Err(Error::new(
+            other.span,
+            format!(
+                "an iterator ({}) runs alone, with BEGIN and END at most",
+                iterator.kind.name()
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Checks `program` against `kernel` to run wholly in weft, every event

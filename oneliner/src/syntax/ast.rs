@@ -170,6 +170,11 @@ pub enum ProbeKind {
         alias: &'static str,
         period: u64,
     },
+    /// `iter:task`, `iter:task_file`: each task (each open file of each
+    /// task) once, then the program ends.
+    Iter {
+        name: String,
+    },
     /// `watchpoint:ADDR:LEN:MODE` (also `asyncwatchpoint:`): a hardware
     /// breakpoint on `len` bytes at `address` of the `-p`/`-c` process
     /// (of every process without one), firing on writes (`w`), reads and
@@ -367,6 +372,7 @@ impl ProbeKind {
             Self::Watchpoint { address, len, mode } => {
                 format!("watchpoint:0x{address:x}:{len}:{mode}")
             }
+            Self::Iter { name } => format!("iter:{name}"),
         }
     }
 

@@ -734,7 +734,8 @@ impl<'a> Parser<'a> {
                 span,
             });
         }
-        if word == "args" {
+        // An iterator's context (`ctx->task`) is its fields, as `args`.
+        if word == "args" || word == "ctx" {
             if !(self.eat(".")? || self.eat("->")?) {
                 return Err(Error::new(
                     span,
@@ -1011,8 +1012,20 @@ fn probe_kind(text: &str) -> std::result::Result<ProbeKind, String> {
             Ok(ProbeKind::Interval { unit, n })
         }
         "watchpoint" | "w" | "asyncwatchpoint" | "aw" => watchpoint(kind, &parts, text),
+        "iter" | "it" => match parts.as_slice() {
+            [name] if weft_abi::oneliner::ITERATORS.contains(name) => Ok(ProbeKind::Iter {
+                name: (*name).into(),
+            }),
+            [name, _] => Err(format!(
+                "`{text}`: weft does not pin iterators; `iter:{name}` prints what it finds"
+            )),
+            _ => Err(format!(
+                "`{text}`: expected iter:{}",
+                weft_abi::oneliner::ITERATORS.join(" or iter:")
+            )),
+        },
         _ => Err(format!(
-            "unknown probe type `{kind}`: weft knows tracepoint, rawtracepoint, fentry, fexit, kprobe, kretprobe, uprobe, uretprobe, usdt, profile, software, hardware, interval, watchpoint, asyncwatchpoint, BEGIN and END"
+            "unknown probe type `{kind}`: weft knows tracepoint, rawtracepoint, fentry, fexit, kprobe, kretprobe, uprobe, uretprobe, usdt, profile, software, hardware, interval, watchpoint, asyncwatchpoint, iter, BEGIN and END"
         )),
     }
 }

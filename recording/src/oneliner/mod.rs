@@ -24,7 +24,7 @@ use weft_kernel::ebpf;
 use weft_kernel::oneliner::{
     kcore::Kcore,
     kernel::Kernel,
-    probe::{OnelinerProbe, Preload},
+    probe::{Batch, OnelinerProbe, Preload},
 };
 use weft_oneliner::{
     Event, Flow, OutputFormat, Plan, Runtime, Target,
@@ -414,27 +414,18 @@ fn event_loop(
             .collect();
     // Whether the last wait saw no events.
     let mut idle = true;
+    if plan
+        .attaches
+        .iter()
+        .any(|a| matches!(a.target, Target::Iter { .. }))
+    {
+        return iterate(probe, runtime, keep, out);
+    }
     loop {
-        let mut flow = Flow::Continue;
-        let mut failure = None;
         // Events and intervals are taken up to HOLD ago: a record on one
         // CPU may be committed after a later one on another.
         let until = weft_store::now_ns().saturating_sub(HOLD_NS);
-        let batch = probe.drain(until, |event| {
-            match handle(runtime, keep, event, &mut out) {
-                Ok(f) => {
-                    flow = f;
-                    f == Flow::Continue
-                }
-                Err(e) => {
-                    failure = Some(e);
-                    false
-                }
-            }
-        });
-        if let Some(e) = failure {
-            return Err(e).context("failed to write the output");
-        }
+        let (batch, mut flow) = drain_events(probe, until, runtime, keep, &mut out)?;
         let drained = batch.events;
         if let Some(keep) = keep.as_mut().filter(|_| drained > 0) {
             keep.publish();
@@ -486,6 +477,67 @@ fn event_loop(
             std::thread::sleep(timeout);
             idle = true;
         }
+    }
+}
+
+/// Objects an iterator goes over between drains: their records stay well
+/// below a ring's room.
+const ITERATOR_BATCH: usize = 32;
+
+/// Runs the program's iterator over every object, handling their events
+/// as they come, until it has been over them all, the program exits or
+/// weft is stopped.
+fn iterate(
+    probe: &mut OnelinerProbe,
+    runtime: &mut Runtime<'_>,
+    keep: &mut Option<KeptEvents>,
+    mut out: &mut dyn std::io::Write,
+) -> Result<Flow> {
+    loop {
+        let more = probe.iterate(ITERATOR_BATCH)?;
+        // One CPU ran them all, in order: nothing to wait for.
+        loop {
+            let (batch, flow) = drain_events(probe, u64::MAX, runtime, keep, &mut out)?;
+            if flow == Flow::Exit {
+                return Ok(Flow::Exit);
+            }
+            if batch.events == 0 {
+                break;
+            }
+        }
+        out.flush()?;
+        if !more || STOP.load(Ordering::Relaxed) {
+            return Ok(Flow::Continue);
+        }
+    }
+}
+
+/// Hands the events up to `until` to the program: the batch, and whether
+/// the program asked to exit.
+fn drain_events(
+    probe: &mut OnelinerProbe,
+    until: u64,
+    runtime: &mut Runtime<'_>,
+    keep: &mut Option<KeptEvents>,
+    mut out: &mut dyn std::io::Write,
+) -> Result<(Batch, Flow)> {
+    let mut flow = Flow::Continue;
+    let mut failure = None;
+    let batch = probe.drain(until, |event| {
+        match handle(runtime, keep, event, &mut out) {
+            Ok(f) => {
+                flow = f;
+                f == Flow::Continue
+            }
+            Err(e) => {
+                failure = Some(e);
+                false
+            }
+        }
+    });
+    match failure {
+        Some(e) => Err(e).context("failed to write the output"),
+        None => Ok((batch, flow)),
     }
 }
 
@@ -600,6 +652,9 @@ fn explain(plan: &Plan) -> String {
             }
             Target::Fentry { .. } => {
                 "a copy of weft_oneliner_fentry/fexit loaded for this function"
+            }
+            Target::Iter { .. } => {
+                "weft_oneliner_iter_KIND, run by weft's reads of its iterator, 32 objects a read"
             }
             _ => "a copy of weft_oneliner_raw_tp",
         };
