@@ -138,7 +138,7 @@ pub const SCRATCH_BYTES: usize = SCRATCH + JOIN_SIZE;
 /// own, and copy `i` of kind `k` reads the configuration at [`copy_key`].
 pub const COPIES: u32 = 8;
 
-/// Name of the global saying, for each fentry and fexit copy, where its
+/// Name of the global saying, for each fentry and fexit copy and iterator, where its
 /// `path()`s find their `struct path` ([`path_spec`], 0: none), at
 /// [`path_index`]. The kernel's `bpf_d_path` takes only a pointer of a
 /// type the verifier knows, loaded from the context at a constant offset;
@@ -147,14 +147,22 @@ pub const COPIES: u32 = 8;
 pub const PATHS_GLOBAL: &str = "ONELINER_PATHS";
 /// `path()`s per probe at most.
 pub const PATHS_PER_PROBE: usize = 2;
-/// Entries of [`PATHS_GLOBAL`]: the fentry copies', then the fexit's.
-pub const PATHS: usize = 2 * COPIES as usize * PATHS_PER_PROBE;
+/// Entries of [`PATHS_GLOBAL`]: the fentry copies', the fexit's, then the
+/// iterators'.
+pub const PATHS: usize = (2 * COPIES as usize + ITERATORS.len()) * PATHS_PER_PROBE;
 
 /// Where in [`PATHS_GLOBAL`] `path()` number `j` of copy `copy` of an
 /// fentry (`exit` false) or fexit program is.
 #[must_use]
 pub const fn path_index(exit: bool, copy: usize, j: usize) -> usize {
     ((exit as usize) * COPIES as usize + copy) * PATHS_PER_PROBE + j
+}
+
+/// Where in [`PATHS_GLOBAL`] `path()` number `j` of iterator `i` (of
+/// [`ITERATORS`]) is.
+#[must_use]
+pub const fn iterator_path_index(i: usize, j: usize) -> usize {
+    (2 * COPIES as usize + i) * PATHS_PER_PROBE + j
 }
 
 /// A [`PATHS_GLOBAL`] entry: the `struct path` at `offset` bytes into what

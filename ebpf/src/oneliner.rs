@@ -40,7 +40,7 @@ use weft_abi::{
         SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, StartKey, Starts, USES_AGG, USES_ALL, USES_COMM,
         USES_ELAPSED, USES_FILTERS, USES_JOIN, USES_LINEAR, USES_LOG2, USES_MEMORY, USES_OPERANDS,
         USES_SAVE, USES_SIGNAL, USES_STACKS, USES_STARTS, USES_STRINGS, copy_key, is_memory,
-        path_index,
+        iterator_path_index, path_index,
         linear_bucket, log2_bucket,
     },
     syscall::MAX_CPUS,
@@ -250,17 +250,18 @@ copies! {
 #[unsafe(no_mangle)]
 #[unsafe(link_section = "iter/task")]
 pub fn weft_oneliner_iter_task(ctx: *mut core::ffi::c_void) -> i32 {
-    iterate(ctx, 0)
+    iterate::<{ iterator_path_index(0, 0) }>(ctx, 0)
 }
 
 #[unsafe(no_mangle)]
 #[unsafe(link_section = "iter/task_file")]
 pub fn weft_oneliner_iter_task_file(ctx: *mut core::ffi::c_void) -> i32 {
-    iterate(ctx, 1)
+    iterate::<{ iterator_path_index(1, 0) }>(ctx, 1)
 }
 
+/// Iterator `i`'s program, its `path()`s at `PATHS_AT`.
 #[inline(always)]
-fn iterate(ctx: *mut core::ffi::c_void, i: u32) -> i32 {
+fn iterate<const PATHS_AT: usize>(ctx: *mut core::ffi::c_void, i: u32) -> i32 {
     let ctx: *const u8 = ctx.cast_const().cast();
     // SAFETY: the context's words are the iterator's meta, then its task.
     let (meta, task) = unsafe { (context_word::<0>(ctx), context_word::<8>(ctx)) };
@@ -268,7 +269,7 @@ fn iterate(ctx: *mut core::ffi::c_void, i: u32) -> i32 {
         return 0;
     }
     let context = FEntryContext::new(ctx.cast_mut().cast());
-    capture::<_, 0, NO_PATHS>(&context, copy_key(CopyKind::Iter, i));
+    capture::<_, 0, PATHS_AT>(&context, copy_key(CopyKind::Iter, i));
     // One byte to the iterator's file per object, so that a read of N
     // bytes returns after N objects and weft drains the rings between:
     // a system's tasks or files at once would overflow them.
@@ -1031,7 +1032,7 @@ fn zero_slot(i: usize, buf: &mut [u8; SCRATCH_BYTES]) -> &mut [u8] {
     slot
 }
 
-/// Writes the file paths of an fentry or fexit copy's `path()`s, its
+/// Writes the file paths of an fentry or fexit copy's or an iterator's `path()`s, its
 /// [`ONELINER_PATHS`] entries from `AT`, into their slots of `buf`:
 /// `bpf_d_path` of the `struct path` an argument leads to. The slot then
 /// holds what the helper leaves, as bpftrace's buffer does: the path, or
@@ -1049,7 +1050,8 @@ fn write_paths<const AT: usize>(ctx: *const u8, buf: &mut [u8; SCRATCH_BYTES]) {
             continue;
         }
         let slot = (spec as usize).wrapping_sub(1) & STRINGS_MASK;
-        let Some(pointer) = argument(ctx, (spec >> 8) & 0xff) else {
+        // An iterator's file may be null, to the verifier at least.
+        let Some(pointer) = argument(ctx, (spec >> 8) & 0xff).filter(|&p| p != 0) else {
             continue;
         };
         let path = pointer.wrapping_add(u64::from(spec >> 16));

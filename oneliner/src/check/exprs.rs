@@ -567,8 +567,8 @@ impl Checker<'_> {
     }
 
     /// `path(args->file->f_path)`: the file path the kernel's `bpf_d_path`
-    /// writes at the event, which it allows in fentry and fexit programs
-    /// (bpftrace's kfunc and kretfunc) only.
+    /// writes at the event, which it allows in fentry, fexit and iterator
+    /// programs (bpftrace's kfunc, kretfunc and iter) only.
     fn path(&mut self, args: &[Expr], span: Span) -> Result<Type> {
         let [place] = args else {
             return Err(Error::new(
@@ -577,12 +577,12 @@ impl Checker<'_> {
             ));
         };
         for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
-            if !matches!(attach.target, Target::Fentry { .. }) {
+            if !matches!(attach.target, Target::Fentry { .. } | Target::Iter { .. }) {
                 return Err(Error::new(
                     span,
                     format!(
-                        "path() works in fentry and fexit probes only, where the kernel allows \
-                         bpf_d_path, not in {}",
+                        "path() works in fentry, fexit and iterator probes only, where the kernel \
+                         allows bpf_d_path, not in {}",
                         attach.target.name()
                     ),
                 ));

@@ -5,13 +5,14 @@
 //! the parts of their body [`uses`] names.
 
 use weft_abi::oneliner::{
-    AGG_LINEAR, AGG_LOG2, AGG_PLAIN, Aggregation, Chain, Filter, LAST_TID_STARTS, LIVE,
+    AGG_LINEAR, AGG_LOG2, AGG_PLAIN, Aggregation, Chain, Filter, ITERATORS, LAST_TID_STARTS, LIVE,
     LIVE_ANY_THREAD, LIVE_IN_WEFT, MAX_FILTERS, MAX_FUNCTION_ARGS, MAX_HOPS, OP_EQ, OP_GE, OP_GT,
     OP_LE, OP_LT, OP_NE, Operand as KernelOperand, PATHS, PATHS_PER_PROBE, ProbeConfig,
     STACK_KERNEL, STACK_USER, START_CONTEXT, START_TASK, START_TASK_ADDRESS, STARTS_STORE,
     STARTS_TAKE, STRING_CHAIN, STRING_DATA_LOC, STRING_MEMORY, STRING_PATH, STRING_POINTER,
     STRING_SAVED, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_ELAPSED, SUBJECT_FIELD,
     SUBJECT_FUNC, SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, Starts,
+    iterator_path_index, path_index,
 };
 
 use crate::{
@@ -148,13 +149,19 @@ pub fn function_copies(plan: &Plan) -> Vec<Option<usize>> {
 }
 
 /// The kernel's [`PATHS_GLOBAL`](weft_abi::oneliner::PATHS_GLOBAL): where
-/// each fentry and fexit copy's `path()`s find their `struct path`.
+/// each fentry and fexit copy's and iterator's `path()`s find their
+/// `struct path`.
 pub fn paths(plan: &Plan) -> Result<[u32; PATHS], TooLarge> {
     let mut paths = [0; PATHS];
     let copies = function_copies(plan);
     for (attach, copy) in plan.attaches.iter().zip(copies) {
-        let (Some(copy), Target::Fentry { exit, .. }) = (copy, &attach.target) else {
-            continue;
+        let place = |j| match (&attach.target, copy) {
+            (Target::Fentry { exit, .. }, Some(copy)) => Some(path_index(*exit, copy, j)),
+            (Target::Iter { name }, _) => {
+                let i = ITERATORS.iter().position(|n| n == name)?;
+                Some(iterator_path_index(i, j))
+            }
+            _ => None,
         };
         let reads = attach.reads.iter().enumerate();
         let wanted = reads.filter(|(_, read)| read.kind == ReadKind::Path);
@@ -162,8 +169,7 @@ pub fn paths(plan: &Plan) -> Result<[u32; PATHS], TooLarge> {
             if j >= PATHS_PER_PROBE {
                 return Err(TooLarge("a probe writes at most two paths"));
             }
-            let index = weft_abi::oneliner::path_index(*exit, copy, j);
-            let Some(entry) = paths.get_mut(index) else {
+            let Some(entry) = place(j).and_then(|index| paths.get_mut(index)) else {
                 // Past the copies: attaching says so.
                 continue;
             };

@@ -1574,7 +1574,7 @@ fn path_is_written_by_the_kernel_from_a_function_s_argument() {
     );
     assert!(
         refused(r#"tracepoint:syscalls:sys_enter_openat { printf("%s", path(args->filename)); }"#)
-            .contains("fentry and fexit probes only")
+            .contains("fentry, fexit and iterator probes only")
     );
 }
 
