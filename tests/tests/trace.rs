@@ -3468,7 +3468,10 @@ fn iterators_go_over_every_task_and_open_file() {
             .expect("run bpftrace");
         let said = String::from_utf8_lossy(&theirs.stderr);
         if said.contains("not available for your kernel") {
-            let why = said.lines().find(|l| l.contains("not available")).unwrap_or_default();
+            let why = said
+                .lines()
+                .find(|l| l.contains("not available"))
+                .unwrap_or_default();
             eprintln!("{test}: bpftrace cannot run it on this kernel ({why}); not compared");
         } else {
             // bpftrace 0.17 leaves the workload's descriptor 0 out (in the

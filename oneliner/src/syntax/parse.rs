@@ -1012,20 +1012,25 @@ fn probe_kind(text: &str) -> std::result::Result<ProbeKind, String> {
             Ok(ProbeKind::Interval { unit, n })
         }
         "watchpoint" | "w" | "asyncwatchpoint" | "aw" => watchpoint(kind, &parts, text),
-        "iter" | "it" => match parts.as_slice() {
-            [name] if weft_abi::oneliner::ITERATORS.contains(name) => Ok(ProbeKind::Iter {
-                name: (*name).into(),
-            }),
-            [name, _] => Err(format!(
-                "`{text}`: weft does not pin iterators; `iter:{name}` prints what it finds"
-            )),
-            _ => Err(format!(
-                "`{text}`: expected iter:{}",
-                weft_abi::oneliner::ITERATORS.join(" or iter:")
-            )),
-        },
+        "iter" | "it" => iterator(&parts, text),
         _ => Err(format!(
             "unknown probe type `{kind}`: weft knows tracepoint, rawtracepoint, fentry, fexit, kprobe, kretprobe, uprobe, uretprobe, usdt, profile, software, hardware, interval, watchpoint, asyncwatchpoint, iter, BEGIN and END"
+        )),
+    }
+}
+
+/// `iter:NAME`: one of the kernel's iterators bpftrace runs.
+fn iterator(parts: &[&str], text: &str) -> std::result::Result<ProbeKind, String> {
+    match parts {
+        [name] if weft_abi::oneliner::ITERATORS.contains(name) => Ok(ProbeKind::Iter {
+            name: (*name).into(),
+        }),
+        [name, _] => Err(format!(
+            "`{text}`: weft does not pin iterators; `iter:{name}` prints what it finds"
+        )),
+        _ => Err(format!(
+            "`{text}`: expected iter:{}",
+            weft_abi::oneliner::ITERATORS.join(" or iter:")
         )),
     }
 }

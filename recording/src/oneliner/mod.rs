@@ -624,6 +624,30 @@ fn described(plan: &Plan, agg: &KernelAgg) -> String {
     )
 }
 
+/// How the kernel runs a probe on `target`, for `--explain`.
+fn kernel_program(target: &Target) -> &'static str {
+    match target {
+        Target::Tracepoint { .. } => {
+            "weft_oneliner_tracepoint_wN (words of the record's first N bytes loaded in place, N as long as the record allows), perf event linked with a cookie"
+        }
+        Target::Kprobe { .. } => "weft_oneliner_kprobe, perf event linked with a cookie",
+        Target::Uprobe { .. } => "weft_oneliner_uprobe/uretprobe, attached with a cookie",
+        Target::Usdt { .. } => {
+            "weft_oneliner_uprobe, uprobe perf event at the site (its semaphore counted) linked with a cookie"
+        }
+        Target::Profile { .. } => "weft_oneliner_perf, one CPU clock event per CPU with a cookie",
+        Target::PerfEvent { .. } => "weft_oneliner_perf, one perf event per CPU with a cookie",
+        Target::Watchpoint { .. } => {
+            "weft_oneliner_perf, a breakpoint perf event on the watched process (per CPU without one) with a cookie"
+        }
+        Target::Fentry { .. } => "a copy of weft_oneliner_fentry/fexit loaded for this function",
+        Target::Iter { .. } => {
+            "weft_oneliner_iter_KIND, run by weft's reads of its iterator, 32 objects a read"
+        }
+        _ => "a copy of weft_oneliner_raw_tp",
+    }
+}
+
 /// Where each part of the program runs.
 fn explain(plan: &Plan) -> String {
     use std::fmt::Write as _;
@@ -634,30 +658,7 @@ fn explain(plan: &Plan) -> String {
             let _ = writeln!(out, "  runs in weft (no kernel program)");
             continue;
         }
-        let how = match &attach.target {
-            Target::Tracepoint { .. } => {
-                "weft_oneliner_tracepoint_wN (words of the record's first N bytes loaded in place, N as long as the record allows), perf event linked with a cookie"
-            }
-            Target::Kprobe { .. } => "weft_oneliner_kprobe, perf event linked with a cookie",
-            Target::Uprobe { .. } => "weft_oneliner_uprobe/uretprobe, attached with a cookie",
-            Target::Usdt { .. } => {
-                "weft_oneliner_uprobe, uprobe perf event at the site (its semaphore counted) linked with a cookie"
-            }
-            Target::Profile { .. } => {
-                "weft_oneliner_perf, one CPU clock event per CPU with a cookie"
-            }
-            Target::PerfEvent { .. } => "weft_oneliner_perf, one perf event per CPU with a cookie",
-            Target::Watchpoint { .. } => {
-                "weft_oneliner_perf, a breakpoint perf event on the watched process (per CPU without one) with a cookie"
-            }
-            Target::Fentry { .. } => {
-                "a copy of weft_oneliner_fentry/fexit loaded for this function"
-            }
-            Target::Iter { .. } => {
-                "weft_oneliner_iter_KIND, run by weft's reads of its iterator, 32 objects a read"
-            }
-            _ => "a copy of weft_oneliner_raw_tp",
-        };
+        let how = kernel_program(&attach.target);
         let _ = writeln!(out, "  kernel program: {how}");
         let mut tests: Vec<String> = attach.filters.iter().map(ToString::to_string).collect();
         if let Some(comm) = &attach.comm {
