@@ -555,6 +555,13 @@ pub const START_TASK: u8 = 1;
 /// [`Chain::start`]: the current task's address itself, into the slot's
 /// first 8 bytes (`curtask` as a value); nothing is read.
 pub const START_TASK_ADDRESS: u8 = 2;
+/// [`Chain::start`]: a fixed address, user or kernel memory by its value
+/// (`*(int32 *)kaddr("nr_cpu_ids")`), held in the chain's last two
+/// offsets ([`Chain::address`]), so that such a chain follows at most
+/// [`ADDRESS_HOPS`] pointers.
+pub const START_ADDRESS: u8 = 3;
+/// Pointers a chain from a fixed address follows at most.
+pub const ADDRESS_HOPS: usize = MAX_HOPS - 2;
 
 /// Where the bytes of a [`STRING_MEMORY`] slot are: from the start's
 /// address, each of the first `hops` offsets names a pointer to follow
@@ -575,6 +582,21 @@ pub struct Chain {
     pub at: u32,
     /// Offset of each pointer from the address before it.
     pub offsets: [u32; MAX_HOPS],
+}
+
+impl Chain {
+    /// The fixed address a [`START_ADDRESS`] chain starts from: its last
+    /// two offsets, low word first.
+    #[must_use]
+    pub fn address(&self) -> u64 {
+        u64::from(self.offsets[ADDRESS_HOPS]) | u64::from(self.offsets[ADDRESS_HOPS + 1]) << 32
+    }
+
+    /// Sets the fixed address of a [`START_ADDRESS`] chain.
+    pub fn set_address(&mut self, address: u64) {
+        self.offsets[ADDRESS_HOPS] = address as u32;
+        self.offsets[ADDRESS_HOPS + 1] = (address >> 32) as u32;
+    }
 }
 
 /// What the kernel does for one probe.

@@ -34,7 +34,7 @@ use weft_abi::{
         Counter, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS, JOIN_SIZE, KEY_PART_LEN,
         KEY_PARTS, LIVE, MAX_AGGS, PATHS, PATHS_PER_PROBE, STRING_PATH, MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_STARTS, MAX_STRINGS, OP_EQ,
         OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand, PROBE_SLOTS, ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES,
-        STACK_KERNEL, STACK_USER, START_TASK, START_TASK_ADDRESS, STARTS_NONE, STARTS_STORE, STARTS_TAKE, STRING_CHAIN,
+        STACK_KERNEL, STACK_USER, START_ADDRESS, START_TASK, START_TASK_ADDRESS, STARTS_NONE, STARTS_STORE, STARTS_TAKE, STRING_CHAIN,
         STRING_DATA_LOC, STRING_LEN, STRING_SAVED, MAX_STRING_LEN, STRINGS_MASK, SUBJECT_COMM, SUBJECT_CONST,
         SUBJECT_CPU, SUBJECT_ELAPSED, SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_NONE, SUBJECT_PID,
         SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, StartKey, Starts, USES_AGG, USES_ALL, USES_COMM,
@@ -948,7 +948,7 @@ fn read_memory(
     // 1 to the slot's length, by a mask the verifier follows.
     let len = (usize::from(chain.len).wrapping_sub(1) & (slot_len - 1)) + 1;
     let dst = slot.as_mut_ptr().cast();
-    if chain.hops == 0 {
+    if chain.hops == 0 && chain.start != START_ADDRESS {
         // The context's or the task's own bytes: kernel memory.
         let address = base.wrapping_add(u64::from(chain.at));
         if string {
@@ -960,9 +960,20 @@ fn read_memory(
         return;
     }
     // From the first pointer on, the address is a number read from memory
-    // (never the context pointer, on which the verifier refuses `&`).
-    let Some(mut address) = read_at::<u64>(base.wrapping_add(u64::from(chain.offsets[0]))) else {
-        return;
+    // (never the context pointer, on which the verifier refuses `&`), or
+    // a fixed address.
+    let mut address = if chain.start == START_ADDRESS && chain.hops == 0 {
+        chain.address()
+    } else {
+        let base = if chain.start == START_ADDRESS {
+            chain.address()
+        } else {
+            base
+        };
+        let Some(first) = read_at::<u64>(base.wrapping_add(u64::from(chain.offsets[0]))) else {
+            return;
+        };
+        first
     };
     // Unrolled by hand, as in read_join.
     macro_rules! hops {

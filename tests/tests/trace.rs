@@ -300,6 +300,13 @@ fn one_liner_table() {
 
 /// One-liners both tools run, in bpftrace's `args->` spelling.
 const COMPARED: &[(&str, &[&str])] = &[
+    // Memory at a fixed address, read by the kernel at the event: the
+    // first bytes of a kernel function no test traces.
+    (
+        "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { \
+           @[*(uint8 *)kaddr(\"sys_ni_syscall\"), *(uint32 *)(kaddr(\"sys_ni_syscall\") + 1)] = count(); }",
+        &["getppid:3"],
+    ),
     // Arguments on the stack: libc's syscall() given seven after the
     // call's number passes the last two there (`sarg0`, `sarg1`), the
     // five before in registers.

@@ -5,14 +5,14 @@
 //! the parts of their body [`uses`] names.
 
 use weft_abi::oneliner::{
-    AGG_LINEAR, AGG_LOG2, AGG_PLAIN, Aggregation, Chain, Filter, ITERATORS, LAST_TID_STARTS, LIVE,
-    LIVE_ANY_THREAD, LIVE_IN_WEFT, MAX_FILTERS, MAX_FUNCTION_ARGS, MAX_HOPS, OP_EQ, OP_GE, OP_GT,
-    OP_LE, OP_LT, OP_NE, Operand as KernelOperand, PATHS, PATHS_PER_PROBE, ProbeConfig,
-    STACK_KERNEL, STACK_USER, START_CONTEXT, START_TASK, START_TASK_ADDRESS, STARTS_STORE,
-    STARTS_TAKE, STRING_CHAIN, STRING_DATA_LOC, STRING_MEMORY, STRING_PATH, STRING_POINTER,
-    STRING_SAVED, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU, SUBJECT_ELAPSED, SUBJECT_FIELD,
-    SUBJECT_FUNC, SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, Starts,
-    iterator_path_index, path_index,
+    ADDRESS_HOPS, AGG_LINEAR, AGG_LOG2, AGG_PLAIN, Aggregation, Chain, Filter, ITERATORS,
+    LAST_TID_STARTS, LIVE, LIVE_ANY_THREAD, LIVE_IN_WEFT, MAX_FILTERS, MAX_FUNCTION_ARGS, MAX_HOPS,
+    OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand as KernelOperand, PATHS, PATHS_PER_PROBE,
+    ProbeConfig, STACK_KERNEL, STACK_USER, START_ADDRESS, START_CONTEXT, START_TASK,
+    START_TASK_ADDRESS, STARTS_STORE, STARTS_TAKE, STRING_CHAIN, STRING_DATA_LOC, STRING_MEMORY,
+    STRING_PATH, STRING_POINTER, STRING_SAVED, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU,
+    SUBJECT_ELAPSED, SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID,
+    SUBJECT_UID, Starts, iterator_path_index, path_index,
 };
 
 use crate::{
@@ -200,17 +200,27 @@ fn chain(read: &crate::plan::Read) -> Result<Chain, TooLarge> {
         return Err(TooLarge("a member behind too many pointers"));
     }
     offsets[..read.hops.len()].copy_from_slice(&read.hops);
-    Ok(Chain {
+    let mut chain = Chain {
         start: match read.start {
             Start::Context => START_CONTEXT,
             Start::Task => START_TASK,
             Start::TaskAddress => START_TASK_ADDRESS,
+            Start::Address(_) => START_ADDRESS,
         },
         hops: read.hops.len() as u8,
         len: u16::try_from(read.len).map_err(|_| TooLarge("a member read too long"))?,
         at: read.at,
         offsets,
-    })
+    };
+    if let Start::Address(address) = read.start {
+        if read.hops.len() > ADDRESS_HOPS {
+            return Err(TooLarge(
+                "the kernel follows at most two pointers from a fixed address",
+            ));
+        }
+        chain.set_address(address);
+    }
+    Ok(chain)
 }
 
 fn kernel_filter(filter: &crate::check::Filter, cpid: u32) -> Filter {

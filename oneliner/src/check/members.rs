@@ -196,6 +196,8 @@ fn address_of(
         ExprKind::Field(name) => slot(name),
         ExprKind::Arg(n) => slot(&format!("arg{n}")),
         ExprKind::Builtin(Builtin::Retval) => slot("retval"),
+        // A fixed address: `kaddr("nr_cpu_ids")`, a cast constant.
+        ExprKind::Int(address) => Some((Start::Address(address.cast_unsigned()), Vec::new())),
         ExprKind::Call(name, args) if name == "reg" => {
             if !matches!(
                 attach.target,
@@ -228,7 +230,7 @@ fn address_of(
     found.ok_or_else(|| {
         Error::new(
             expr.span,
-            "weft follows pointers from curtask, an 8-byte field, argN, retval, reg(), a member or a variable holding one of those",
+            "weft follows pointers from curtask, an 8-byte field, argN, retval, reg(), a fixed address, a member or a variable holding one of those",
         )
     })
 }
@@ -811,8 +813,9 @@ fn steps_bytes(attach: &Attach, base: &Expr) -> bool {
         ExprKind::Field(name) => name.clone(),
         ExprKind::Arg(n) => format!("arg{n}"),
         ExprKind::Builtin(Builtin::Retval) => "retval".to_string(),
-        // A register is an integer.
+        // A register is an integer, and so is a fixed address.
         ExprKind::Call(name, _) => return name == "reg",
+        ExprKind::Int(_) => return true,
         _ => return false,
     };
     attach

@@ -212,6 +212,7 @@ impl std::fmt::Display for Read {
             Start::Context => "the context",
             Start::Task => "curtask",
             Start::TaskAddress => "the address of curtask",
+            Start::Address(address) => return write!(f, "address {address:#x}"),
         })
     }
 }
@@ -226,6 +227,8 @@ pub enum Start {
     /// The current task's address, which the kernel copies rather than
     /// reads through (`curtask` as a value).
     TaskAddress,
+    /// A fixed address (`kaddr("nr_cpu_ids")`, a cast constant).
+    Address(u64),
 }
 
 /// A member expression's value: `size` bytes at `at` of a [`Read`] (the

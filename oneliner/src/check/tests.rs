@@ -1595,3 +1595,24 @@ fn stack_arguments_are_read_past_the_stack_pointer() {
             .contains("registers of kprobes, uprobes and USDT probes")
     );
 }
+
+#[test]
+fn a_fixed_address_is_read_by_the_kernel() {
+    // `kaddr("avenrun")` is a constant; the kernel reads 8 bytes there,
+    // and from the pointer held 16 bytes past it.
+    let plan = checked(
+        r#"kprobe:vfs_read { @[*(uint64 *)kaddr("avenrun"), *(uint32 *)(*(uint64 *)(kaddr("avenrun") + 16) + 4)] = count(); }"#,
+    );
+    let reads: Vec<_> = (plan.attaches[0].reads.iter())
+        .map(|r| (r.start, r.hops.as_slice(), r.at, r.len))
+        .collect();
+    let avenrun = Start::Address(0xffff_ffff_8300_0000);
+    assert_eq!(
+        reads,
+        [(avenrun, &[][..], 0, 8), (avenrun, &[16][..], 4, 4)]
+    );
+    let config = crate::lower::config(0, &plan.attaches[0], 0).unwrap();
+    assert_eq!(config.chains[0].start, weft_abi::oneliner::START_ADDRESS);
+    assert_eq!(config.chains[1].address(), 0xffff_ffff_8300_0000);
+    assert_eq!(config.chains[1].offsets[0], 16);
+}
