@@ -146,6 +146,21 @@ impl<'a> Elf<'a> {
             .collect()
     }
 
+    /// The defined data symbol (a variable) named `name`, of `.symtab` or
+    /// else `.dynsym`, at its link-time address.
+    pub fn object(&self, name: &str) -> Option<Symbol> {
+        let wanted = |s: &object::Symbol<'_, '_>| {
+            s.kind() == SymbolKind::Data && s.is_definition() && s.name() == Ok(name)
+        };
+        let symbol = (self.file.symbols().find(wanted))
+            .or_else(|| self.file.dynamic_symbols().find(wanted))?;
+        Some(Symbol {
+            addr: symbol.address(),
+            size: symbol.size(),
+            name: name.to_owned(),
+        })
+    }
+
     fn bad(&self, error: &object::Error) -> Error {
         self.error(error)
     }

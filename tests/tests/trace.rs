@@ -300,6 +300,16 @@ fn one_liner_table() {
 
 /// One-liners both tools run, in bpftrace's `args->` spelling.
 const COMPARED: &[(&str, &[&str])] = &[
+    // A data symbol of the probed file (libc's), by its link-time
+    // address as bpftrace resolves it: libc is position-independent, so
+    // nothing is read there (0 in both), and the key prints the address
+    // as a pointer, in hex.
+    (
+        "uprobe:{libc}:syscall /pid == cpid && arg0 == 110/ { \
+           @[uaddr(\"program_invocation_short_name\"), *uaddr(\"program_invocation_short_name\"), \
+             uaddr(\"__libc_single_threaded\"), *uaddr(\"__libc_single_threaded\")] = count(); }",
+        &["getppid:3"],
+    ),
     // Memory at a fixed address, read by the kernel at the event: the
     // first bytes of a kernel function no test traces.
     (

@@ -112,6 +112,14 @@ pub fn functions(path: &Path) -> Result<Vec<String>> {
     Ok(names)
 }
 
+/// The link-time address and size of data symbol `name` of the file at
+/// `path` (`uaddr()`), if it has one.
+pub fn object(path: &Path, name: &str) -> Result<Option<(u64, u64)>> {
+    let bytes = read(path)?;
+    let elf = Elf::parse(&path.display().to_string(), &bytes)?;
+    Ok(elf.object(name).map(|symbol| (symbol.addr, symbol.size)))
+}
+
 /// The file at `path`, which a user named: a regular file of bounded
 /// size, never waited on (`weft_symbols::read_file`).
 pub(super) fn read(path: &Path) -> Result<Vec<u8>> {

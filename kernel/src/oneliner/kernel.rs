@@ -83,6 +83,11 @@ impl weft_oneliner::Kernel for Kernel {
         Ok((file.display().to_string(), names))
     }
 
+    fn user_object(&self, path: &str, name: &str) -> Result<Option<(u64, u64)>, String> {
+        let file = super::files::uprobe_file(path).map_err(|e| format!("{e:#}"))?;
+        super::files::object(&file, name).map_err(|e| format!("{e:#}"))
+    }
+
     fn uprobe_parameters(
         &self,
         path: &str,

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use crate::{
-    ast::{Builtin, Expr, ExprKind, Program, SizeOf, UnOp},
+    ast::{Builtin, Expr, ExprKind, ProbeKind, Program, SizeOf, UnOp},
     error::{Error, Result, Span},
     kernel::Kernel,
 };
@@ -48,6 +48,81 @@ pub(crate) fn resolve(program: &mut Program, kernel: &dyn Kernel) -> Result<()> 
     });
     program.defines = defines;
     failed.map_or(Ok(()), Err)
+}
+
+/// Replaces each `uaddr("symbol")` by the address of data symbol `symbol`
+/// in the file its item's uprobes or USDT probes attach to, as a pointer
+/// to an integer of the symbol's size (64 bits but for 1, 2 and 4 bytes),
+/// as bpftrace resolves it: the link-time address, which in a
+/// position-independent file is not where it is loaded.
+pub(crate) fn resolve_user_symbols(program: &mut Program, kernel: &dyn Kernel) -> Result<()> {
+    for item in &mut program.items {
+        let paths: Option<Vec<String>> = (item.probes.iter())
+            .map(|probe| match &probe.kind {
+                ProbeKind::Uprobe { path, .. } | ProbeKind::Usdt { path, .. } => Some(path.clone()),
+                _ => None,
+            })
+            .collect();
+        let mut failed = None;
+        item.rewrite(&mut |expr| {
+            if let ExprKind::Call(name, args) = &expr.kind
+                && name == "uaddr"
+                && failed.is_none()
+            {
+                match user_address(args, paths.as_deref(), kernel) {
+                    Ok(pointer) => expr.kind = pointer,
+                    Err(error) => failed = Some(Error::new(expr.span, error)),
+                }
+            }
+        });
+        if let Some(error) = failed {
+            return Err(error);
+        }
+    }
+    Ok(())
+}
+
+/// `uaddr(args)` in a probe on the files at `paths` (none where one of its
+/// probes is no uprobe or USDT probe).
+fn user_address(
+    args: &[Expr],
+    paths: Option<&[String]>,
+    kernel: &dyn Kernel,
+) -> std::result::Result<ExprKind, String> {
+    let [
+        Expr {
+            kind: ExprKind::Str(symbol),
+            span,
+        },
+    ] = args
+    else {
+        return Err("uaddr() takes a symbol's name: uaddr(\"ps1_prompt\")".into());
+    };
+    let paths = paths
+        .filter(|paths| paths.iter().all(|p| !p.is_empty()))
+        .ok_or("uaddr() names a symbol of the file a uprobe, uretprobe or USDT probe names")?;
+    let mut found = None;
+    for path in paths {
+        let here = (kernel.user_object(path, symbol)?)
+            .ok_or_else(|| format!("{path} has no symbol `{symbol}`"))?;
+        if found.is_some_and(|found| found != here) {
+            return Err(format!("`{symbol}` differs between the probe's files"));
+        }
+        found = Some(here);
+    }
+    let (address, size) = found.ok_or("uaddr() in a probe without a file")?;
+    let bits = match size {
+        1 | 2 | 4 => size as u8 * 8,
+        _ => 64,
+    };
+    let address = Expr {
+        kind: ExprKind::Int(address.cast_signed()),
+        span: *span,
+    };
+    Ok(ExprKind::Unary(
+        UnOp::Pointer { bits, signed: true },
+        Box::new(address),
+    ))
 }
 
 /// Puts a `#define`'s value in place of its name (and, if the value is

@@ -217,6 +217,12 @@ pub trait Kernel {
     /// The functions a uprobe may attach to in the program or library
     /// `path` names (its symbol tables), with that file's path.
     fn uprobe_functions(&self, path: &str) -> Result<(String, Vec<String>), String>;
+    /// The link-time address and size of data symbol `name` of the file a
+    /// uprobe on `path` attaches to (`uaddr()`), if it has one.
+    fn user_object(&self, path: &str, name: &str) -> Result<Option<(u64, u64)>, String> {
+        let _ = name;
+        Err(format!("{path}: weft reads no files here"))
+    }
     /// The parameters of `function` in the program or library `path`
     /// names, from its DWARF or its debug file's; None where neither
     /// describes the function.

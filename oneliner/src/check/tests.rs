@@ -1616,3 +1616,15 @@ fn a_fixed_address_is_read_by_the_kernel() {
     assert_eq!(config.chains[1].address(), 0xffff_ffff_8300_0000);
     assert_eq!(config.chains[1].offsets[0], 16);
 }
+
+#[test]
+fn uaddr_names_a_symbol_of_a_user_probe_s_file() {
+    assert!(
+        refused(r#"tracepoint:syscalls:sys_enter_read { @ = *uaddr("environ"); }"#)
+            .contains("uaddr() names a symbol of the file a uprobe, uretprobe or USDT probe names")
+    );
+    // The fake kernel reads no files.
+    assert!(
+        refused(r#"uprobe:/bin/sh:main { @ = *uaddr("environ"); }"#).contains("reads no files")
+    );
+}

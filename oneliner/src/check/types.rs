@@ -532,6 +532,14 @@ impl Kernel for Defined<'_> {
         self.kernel.uprobe_functions(path)
     }
 
+    fn user_object(
+        &self,
+        path: &str,
+        name: &str,
+    ) -> std::result::Result<Option<(u64, u64)>, String> {
+        self.kernel.user_object(path, name)
+    }
+
     fn uprobe_parameters(
         &self,
         path: &str,
