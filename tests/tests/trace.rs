@@ -521,6 +521,13 @@ fn same_maps_as_bpftrace() {
 /// what bpftrace prints on stdout (its "Attaching" line aside), weft must
 /// print byte for byte, in text and in `-f json`.
 const BEGIN_PROGRAMS: &[(&str, &[&str])] = &[
+    // Memory at a fixed address, which the kernel reads (weft would need
+    // /proc/kcore, which this host lacks): a kernel function's first bytes.
+    (
+        "BEGIN { @ = *(uint8 *)kaddr(\"sys_ni_syscall\");
+           printf(\"%d\\n\", *(uint32 *)(kaddr(\"sys_ni_syscall\") + 1)); exit(); }",
+        &[],
+    ),
     // A variable holding a pointer to an integer steps by whole integers,
     // and so does one assigned a pointer stepped so.
     (

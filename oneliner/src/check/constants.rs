@@ -29,7 +29,7 @@ const MACROS: &[(&str, i64)] = &[
     ("TASK_RUNNING", 0),
 ];
 
-/// Replaces every constant in `program` by its value.
+/// Replaces every constant in `program` by its value, `uaddr()`s too.
 pub(crate) fn resolve(program: &mut Program, kernel: &dyn Kernel) -> Result<()> {
     let defines = std::mem::take(&mut program.defines);
     let mut failed = None;
@@ -47,7 +47,8 @@ pub(crate) fn resolve(program: &mut Program, kernel: &dyn Kernel) -> Result<()> 
         }
     });
     program.defines = defines;
-    failed.map_or(Ok(()), Err)
+    failed.map_or(Ok(()), Err)?;
+    resolve_user_symbols(program, kernel)
 }
 
 /// Replaces each `uaddr("symbol")` by the address of data symbol `symbol`
@@ -55,7 +56,7 @@ pub(crate) fn resolve(program: &mut Program, kernel: &dyn Kernel) -> Result<()> 
 /// to an integer of the symbol's size (64 bits but for 1, 2 and 4 bytes),
 /// as bpftrace resolves it: the link-time address, which in a
 /// position-independent file is not where it is loaded.
-pub(crate) fn resolve_user_symbols(program: &mut Program, kernel: &dyn Kernel) -> Result<()> {
+fn resolve_user_symbols(program: &mut Program, kernel: &dyn Kernel) -> Result<()> {
     for item in &mut program.items {
         let paths: Option<Vec<String>> = (item.probes.iter())
             .map(|probe| match &probe.kind {

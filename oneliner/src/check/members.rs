@@ -723,6 +723,22 @@ fn target(
     }
 }
 
+/// Whether `address` is a fixed address, cast or stepped by constants
+/// (`(uint32 *)kaddr("nr_cpu_ids") + 1`): the kernel reads it in any
+/// probe, BEGIN's included.
+pub(crate) fn is_fixed(address: &Expr) -> bool {
+    match &address.kind {
+        ExprKind::Int(_) => true,
+        ExprKind::Unary(UnOp::Pointer { .. } | UnOp::Cast { bits: 64, .. }, inner) => {
+            is_fixed(inner)
+        }
+        ExprKind::Binary(BinOp::Add | BinOp::Sub, base, step) => {
+            offset(step).is_some() && is_fixed(base)
+        }
+        _ => false,
+    }
+}
+
 /// What `*address` reads at `attach`: the integer a pointer cast names;
 /// else what the typed pointer field or char array member it steps from
 /// holds (`*(args->argv + 1)` a pointer, `$task->comm[0]` a char); else a

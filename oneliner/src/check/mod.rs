@@ -81,7 +81,6 @@ pub fn check_in_weft(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> 
     let defined = crate::types::Defined::new(&program.definitions, kernel)?;
     let kernel: &dyn Kernel = &defined;
     crate::constants::resolve(&mut program, kernel)?;
-    crate::constants::resolve_user_symbols(&mut program, kernel)?;
     aliases::inline_in_str(&mut program);
     let saved = crate::saved::read_where_saved(&mut program);
     let (mut maps, mut guessed) = collect_maps(&program)?;

@@ -343,8 +343,9 @@ impl Checker<'_> {
     }
 
     /// `*address`, which weft reads where it runs the probe: in BEGIN, END
-    /// and intervals from /proc/kcore, in probes the kernel fires the
-    /// kernel at the event, following the pointers the address is from.
+    /// and intervals from /proc/kcore (but for a fixed address), in probes
+    /// the kernel fires the kernel at the event, following the pointers
+    /// the address is from.
     pub(super) fn deref(&mut self, address: &Expr, span: Span) -> Result<Type> {
         // `$a[i]` of an array of bytes (`pton()`'s): a byte, in weft.
         if let ExprKind::Binary(BinOp::Add, base, index) = &address.kind
@@ -354,7 +355,9 @@ impl Checker<'_> {
             self.want(index, Type::Int, "an array's index")?;
             return Ok(Type::Int);
         }
-        if !self.attaches.iter().any(Attach::in_kernel) {
+        // A fixed address the kernel reads, as bpftrace's BEGIN does: weft
+        // needs /proc/kcore for it, which many hosts lack.
+        if !self.attaches.iter().any(Attach::in_kernel) && !members::is_fixed(address) {
             self.want(address, Type::Int, "an address")?;
             return Ok(Type::Int);
         }
