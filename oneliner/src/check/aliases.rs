@@ -1,6 +1,6 @@
 //! Variables that hold an address the kernel reads through: `$f =
 //! args->filename; ... str($f)`, `$p = (uint8 *)args->buf; ... $p[0]`,
-//! `str($p + 1)`. bpftrace reads the memory at the pointer the variable
+//! `str($p + 1)`, `$a = kaddr("avenrun"); ... *($a + 8)`. bpftrace reads the memory at the pointer the variable
 //! holds, which is the field's own value stepped by constants, so `str($f)`
 //! is `str(args->filename)` and `$p[0]` is `*((uint8 *)args->buf + 0)`,
 //! which weft reads in the kernel as the event happens. A variable
@@ -85,7 +85,11 @@ fn members_through(body: &mut [Stmt], name: &str, address: &Expr) {
 /// `retval`, cast or stepped by constants.
 fn is_address(value: &Expr) -> bool {
     match &value.kind {
-        ExprKind::Field(_) | ExprKind::Arg(_) | ExprKind::Builtin(Builtin::Retval) => true,
+        // A fixed address too (`kaddr("avenrun")`, resolved before this).
+        ExprKind::Field(_)
+        | ExprKind::Arg(_)
+        | ExprKind::Builtin(Builtin::Retval)
+        | ExprKind::Int(_) => true,
         ExprKind::Unary(UnOp::Pointer { .. } | UnOp::Cast { bits: 64, .. }, inner) => {
             is_address(inner)
         }

@@ -1632,3 +1632,21 @@ fn uaddr_names_a_symbol_of_a_user_probe_s_file() {
         refused(r#"uprobe:/bin/sh:main { @ = *uaddr("environ"); }"#).contains("reads no files")
     );
 }
+
+#[test]
+fn a_variable_holding_a_fixed_address_is_read_through_in_the_kernel() {
+    // loads.bt's way: the interval runs in the kernel, which reads
+    // avenrun's words, as bpftrace reads them (no /proc/kcore needed).
+    let plan = checked(
+        r#"interval:s:1 { $avenrun = kaddr("avenrun"); $load1 = *$avenrun; $load5 = *($avenrun + 8); printf("%d %d\n", $load1, $load5); }"#,
+    );
+    let attach = &plan.attaches[0];
+    assert!(attach.kernel_run);
+    let reads: Vec<_> = (attach.reads.iter())
+        .map(|r| (r.start, r.hops.as_slice(), r.at, r.len))
+        .collect();
+    assert_eq!(
+        reads,
+        [(Start::Address(0xffff_ffff_8300_0000), &[][..], 0, 16)]
+    );
+}

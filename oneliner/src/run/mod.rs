@@ -1537,12 +1537,15 @@ mod tests {
         }
     }
 
-    /// `*kaddr(SYMBOL)` in a probe weft runs reads the kernel's word there,
-    /// as bpftrace's loads does; where nothing can be read, 0.
+    /// `*$a` of an address that is no constant to the checker (here a
+    /// variable set twice; one set once to `kaddr()` the kernel reads) in a
+    /// probe weft runs reads the kernel's word there; where nothing can be
+    /// read, 0.
     #[test]
     fn a_kernel_word_by_its_symbol() {
-        let plan =
-            checked(r#"BEGIN { $a = kaddr("avenrun"); printf("%d %d\n", *($a + 8) >> 11, *$a); }"#);
+        let plan = checked(
+            r#"BEGIN { $a = 0; $a = kaddr("avenrun"); printf("%d %d\n", *($a + 8) >> 11, *$a); }"#,
+        );
         let mut runtime = Runtime::new(&plan, OutputFormat::Text, 0);
         runtime.set_kernel_memory(Box::new(Avenrun));
         let mut out = Vec::new();

@@ -644,7 +644,11 @@ fn kernel_program(target: &Target) -> &'static str {
         Target::Iter { .. } => {
             "weft_oneliner_iter_KIND, run by weft's reads of its iterator, 32 objects a read"
         }
-        _ => "a copy of weft_oneliner_raw_tp",
+        Target::Interval { .. } => "weft_oneliner_perf, one CPU clock event on CPU 0 with a cookie",
+        Target::Begin | Target::End => {
+            "a copy of weft_oneliner_raw_tp, run once in weft's thread (BPF_PROG_TEST_RUN)"
+        }
+        Target::RawTracepoint { .. } => "a copy of weft_oneliner_raw_tp",
     }
 }
 
