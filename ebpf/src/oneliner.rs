@@ -61,10 +61,11 @@ static ONELINER_TID_STARTS: u64 = 0;
 #[unsafe(no_mangle)]
 static ONELINER_USES: u32 = USES_ALL;
 
-/// Where each fentry and fexit copy's `path()`s find their `struct path`
-/// (`weft_abi::oneliner::PATHS_GLOBAL`), set by the loader. Read-only, so
-/// the verifier knows a copy's argument and offset as constants, as
-/// `bpf_d_path` needs, and walks no call in a copy without one.
+/// Where each fentry and fexit copy's and each iterator's `path()`s find
+/// their `struct path` (`weft_abi::oneliner::PATHS_GLOBAL`), set by the
+/// loader. Read-only, so the verifier knows a program's argument and
+/// offset as constants, as `bpf_d_path` needs, and walks no call in a
+/// program without one.
 #[unsafe(no_mangle)]
 static ONELINER_PATHS: [u32; PATHS] = [0; PATHS];
 

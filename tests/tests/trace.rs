@@ -2930,7 +2930,7 @@ const BROKEN: &[(&str, &str, &str, usize)] = &[
     ),
     (
         "blah:foo { @ = count(); }",
-        "unknown probe type `blah`: weft knows tracepoint, rawtracepoint, fentry, fexit, kprobe, kretprobe, uprobe, uretprobe, usdt, profile, software, hardware, interval, watchpoint, asyncwatchpoint, BEGIN and END",
+        "unknown probe type `blah`: weft knows tracepoint, rawtracepoint, fentry, fexit, kprobe, kretprobe, uprobe, uretprobe, usdt, profile, software, hardware, interval, watchpoint, asyncwatchpoint, iter, BEGIN and END",
         "blah:foo",
         8,
     ),
