@@ -59,6 +59,10 @@ const KPROBE_PROGRAM: &str = "weft_oneliner_kprobe";
 const NO_TRAMPOLINES: &str = "this kernel cannot attach fentry/fexit programs (BPF trampolines \
      need ftrace with direct calls); use a tracepoint, or a kprobe where the kernel has them";
 
+/// Objects an iterator goes over between drains: their records stay well
+/// below a ring's room.
+const ITERATOR_BATCH: usize = 32;
+
 /// Why the kernel refuses an fentry or fexit program that calls
 /// `bpf_d_path` (`path()`), where it can attach others.
 const PATH_REFUSED: &str = "path() calls the kernel's bpf_d_path, which it allows only in \
@@ -665,16 +669,16 @@ impl OnelinerProbe {
         Ok(())
     }
 
-    /// Runs the iterator over up to `objects` more of its objects (each
-    /// program run writes one byte to its file, so a read of N bytes
+    /// Runs the iterator over up to [`ITERATOR_BATCH`] more of its objects
+    /// (each program run writes one byte to its file, so a read of N bytes
     /// returns after N): false once it has been over them all, or where
     /// the program has none.
-    pub fn iterate(&mut self, objects: usize) -> Result<bool> {
+    pub fn iterate(&mut self) -> Result<bool> {
         use std::io::Read as _;
         let Some(file) = self.iterator.as_mut() else {
             return Ok(false);
         };
-        let mut bytes = vec![0; objects];
+        let mut bytes = [0; ITERATOR_BATCH];
         let read = file
             .read(&mut bytes)
             .context("failed to run the iterator")?;

@@ -333,6 +333,14 @@ pub(crate) fn refused(text: &str) -> String {
         .message
 }
 
+/// What the kernel reads for `attach`: each read's start, pointers,
+/// offset, length and kind.
+fn reads(attach: &Attach) -> Vec<(Start, &[u32], u32, u32, ReadKind)> {
+    (attach.reads.iter())
+        .map(|r| (r.start, r.hops.as_slice(), r.at, r.len, r.kind))
+        .collect()
+}
+
 /// Each attach point's start, with the map named.
 fn kept_starts(plan: &Plan) -> Vec<Option<(String, KeptStart)>> {
     plan.attaches
@@ -1587,11 +1595,8 @@ fn stack_arguments_are_read_past_the_stack_pointer() {
     // `sargN` is the word 8 × (N + 1) bytes past pt_regs' `sp` (at 152):
     // the two share one read of the stack.
     let plan = checked("kprobe:vfs_read { @[sarg0, sarg2] = count(); }");
-    let reads: Vec<_> = (plan.attaches[0].reads.iter())
-        .map(|r| (r.start, r.hops.as_slice(), r.at, r.len, r.kind))
-        .collect();
     assert_eq!(
-        reads,
+        reads(&plan.attaches[0]),
         [(Start::Context, &[152][..], 8, 24, ReadKind::Bytes)]
     );
     assert!(
@@ -1607,13 +1612,14 @@ fn a_fixed_address_is_read_by_the_kernel() {
     let plan = checked(
         r#"kprobe:vfs_read { @[*(uint64 *)kaddr("avenrun"), *(uint32 *)(*(uint64 *)(kaddr("avenrun") + 16) + 4)] = count(); }"#,
     );
-    let reads: Vec<_> = (plan.attaches[0].reads.iter())
-        .map(|r| (r.start, r.hops.as_slice(), r.at, r.len))
-        .collect();
     let avenrun = Start::Address(0xffff_ffff_8300_0000);
+    let bytes = ReadKind::Bytes;
     assert_eq!(
-        reads,
-        [(avenrun, &[][..], 0, 8), (avenrun, &[16][..], 4, 4)]
+        reads(&plan.attaches[0]),
+        [
+            (avenrun, &[][..], 0, 8, bytes),
+            (avenrun, &[16][..], 4, 4, bytes)
+        ]
     );
     let config = crate::lower::config(0, &plan.attaches[0], 0).unwrap();
     assert_eq!(config.chains[0].start, weft_abi::oneliner::START_ADDRESS);
@@ -1642,11 +1648,6 @@ fn a_variable_holding_a_fixed_address_is_read_through_in_the_kernel() {
     );
     let attach = &plan.attaches[0];
     assert!(attach.kernel_run);
-    let reads: Vec<_> = (attach.reads.iter())
-        .map(|r| (r.start, r.hops.as_slice(), r.at, r.len))
-        .collect();
-    assert_eq!(
-        reads,
-        [(Start::Address(0xffff_ffff_8300_0000), &[][..], 0, 16)]
-    );
+    let avenrun = Start::Address(0xffff_ffff_8300_0000);
+    assert_eq!(reads(attach), [(avenrun, &[][..], 0, 16, ReadKind::Bytes)]);
 }

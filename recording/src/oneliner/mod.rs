@@ -480,10 +480,6 @@ fn event_loop(
     }
 }
 
-/// Objects an iterator goes over between drains: their records stay well
-/// below a ring's room.
-const ITERATOR_BATCH: usize = 32;
-
 /// Runs the program's iterator over every object, handling their events
 /// as they come, until it has been over them all, the program exits or
 /// weft is stopped.
@@ -494,7 +490,7 @@ fn iterate(
     mut out: &mut dyn std::io::Write,
 ) -> Result<Flow> {
     loop {
-        let more = probe.iterate(ITERATOR_BATCH)?;
+        let more = probe.iterate()?;
         // One CPU ran them all, in order: nothing to wait for.
         loop {
             let (batch, flow) = drain_events(probe, u64::MAX, runtime, keep, &mut out)?;
