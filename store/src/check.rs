@@ -58,7 +58,7 @@ pub(crate) fn check_dir(dir: &Dir) -> Result<Report> {
     let mut report = Report::default();
     // What opening finds: where a crashed capture's unfinished tail
     // begins, or a closed capture's missing and extra parts.
-    let (kept, opening) = match recovery::recover(dir, recovery::Open::Read) {
+    let (kept, opening) = match recovery::recover(dir, recovery::Open::Verify) {
         Ok((_, recovery)) => (recovery.chunks, None),
         Err(Error::Damaged { what, .. }) => (u64::MAX, Some(what)),
         Err(error @ Error::Corrupt { .. }) => (u64::MAX, Some(error.to_string())),

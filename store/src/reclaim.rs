@@ -83,9 +83,6 @@ fn next_data(file: &File, at: u64) -> u64 {
 /// where it stopped.
 pub(crate) struct GroupWalk<'a> {
     file: &'a File,
-    /// The log's bytes from its start, mapped, when a reader has them:
-    /// read in place rather than with a `pread` per entry.
-    map: Option<&'a [u8]>,
     /// Where the next entry begins.
     pub at: u64,
     end: u64,
@@ -97,33 +94,15 @@ impl<'a> GroupWalk<'a> {
     pub fn new(file: &'a File, end: u64) -> Self {
         Self {
             file,
-            map: None,
             at: FILE_HEADER_LEN as u64,
             end,
             next_chunk: 0,
         }
     }
 
-    /// [`GroupWalk::new`] reading from `map`, the file's bytes from its
-    /// start, where they reach.
-    pub fn mapped(file: &'a File, end: u64, map: Option<&'a [u8]>) -> Self {
-        Self {
-            map,
-            ..Self::new(file, end)
-        }
-    }
-
     /// Fills `buf` from offset `at` of the log.
     fn read(&self, buf: &mut [u8], at: u64) -> Option<()> {
-        let start = usize::try_from(at).ok()?;
-        match self
-            .map
-            .and_then(|m| m.get(start..start.checked_add(buf.len())?))
-        {
-            Some(bytes) => buf.copy_from_slice(bytes),
-            None => self.file.read_exact_at(buf, at).ok()?,
-        }
-        Some(())
+        self.file.read_exact_at(buf, at).ok()
     }
 
     /// The header-sized bytes at `at`.

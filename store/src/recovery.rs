@@ -52,7 +52,13 @@ pub(crate) enum Open {
     /// To append: a crashed capture's torn tail is cut off the files.
     Write,
     /// To read: nothing changes on disk; damage to a closed capture fails.
+    /// A capture that closed cleanly is taken as its close recorded it
+    /// (its newest chunk and its files' lengths checked); queries check
+    /// the rest as they read it.
     Read,
+    /// As `Read`, with every time entry and group walked at open, as
+    /// `weft check` reports what opening finds.
+    Verify,
     /// To read a closed capture despite damage: all its chunks are kept,
     /// and the snapshot leaves out those `check` finds damaged.
     SkipDamaged,
@@ -61,8 +67,17 @@ pub(crate) enum Open {
 pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
     let writable = open == Open::Write;
     let mut meta = Meta::load(dir)?;
-    let mut recovery = Recovery::default();
-    let segments = segments_on_disk(dir, &mut recovery.notes)?;
+    let mut notes = Vec::new();
+    let segments = segments_on_disk(dir, &mut notes)?;
+    if open == Open::Read
+        && let Some(recovery) = closed_as_recorded(dir, &mut meta, &segments)
+    {
+        return Ok((meta, Recovery { notes, ..recovery }));
+    }
+    let mut recovery = Recovery {
+        notes,
+        ..Recovery::default()
+    };
     let per_segment = u64::from(meta.blocks_per_segment);
     let base = first_on_disk(&segments, per_segment);
     let time = TimeLog::read(dir, base)?;
@@ -158,6 +173,64 @@ pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
         recovery.cut_bytes = truncate(dir, &meta, &recovery, &segments)?;
     }
     Ok((meta, recovery))
+}
+
+/// A capture that closed cleanly, opened without walking its logs: its
+/// close recorded how many chunks it holds and where the groups log ends,
+/// so only the newest chunk's time entry, summaries and values are read
+/// (they say where the logs end) and every file's length is held against
+/// the close. Everything else is checked when a query reads it (a closed
+/// capture has no torn tail to find), so opening costs the same on a
+/// capture of any length. `None` where anything differs: the full walk
+/// then finds and names it.
+fn closed_as_recorded(dir: &Dir, meta: &mut Meta, segments: &[u64]) -> Option<Recovery> {
+    let closed = meta.closed.as_ref()?;
+    let groups_end = closed.groups_end?;
+    let last = closed.chunks.checked_sub(1)?;
+    let per_segment = u64::from(meta.blocks_per_segment);
+    if !segments.contains(&(last / per_segment)) {
+        return None;
+    }
+    let time = TimeLog::read(dir, last).ok()?;
+    let format = time.format;
+    meta.format = format;
+    let meta = &*meta;
+    let entry = TimeEntry::decode(&time.entries, format).filter(|e| e.chunk == last)?;
+    let chunks = open_log(dir, "chunks.log", FileKind::Chunks, format).ok()?;
+    summaries_of(&chunks, &entry, format)?;
+    if format.has_values() {
+        let values = open_log(dir, "values.log", FileKind::Values, format).ok()?;
+        values_of(&values, &entry).ok()?;
+    }
+    let groups_end = if format.has_groups() {
+        let groups = open_log(dir, "groups.log", FileKind::Groups, format).ok()?;
+        (groups.metadata().ok()?.len() == groups_end).then_some(groups_end)?
+    } else {
+        FILE_HEADER_LEN as u64
+    };
+    let recovery = Recovery {
+        chunks: closed.chunks,
+        deleted_segments: (0..=last / per_segment)
+            .filter(|s| is_deleted(segments, *s))
+            .collect(),
+        last_ts: entry.last_ts,
+        next_summary: entry
+            .first_summary
+            .saturating_add(u64::from(entry.summaries)),
+        values_end: (FILE_HEADER_LEN as u64)
+            .max(entry.values_at.saturating_add(u64::from(entry.values_len))),
+        groups_end,
+        ..Recovery::default()
+    };
+    let whole = Whole {
+        dir,
+        meta,
+        recovery: &recovery,
+        time_len: time.size,
+        segments,
+    };
+    whole.check(closed).ok()?;
+    Some(recovery)
 }
 
 /// How many of `entries` count: the newest are left out while their

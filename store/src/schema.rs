@@ -345,6 +345,9 @@ pub struct Closed {
     /// Record segments the disk budget or retention deleted, ascending:
     /// any other segment missing is lost.
     pub deleted: Vec<u64>,
+    /// Where the groups log ends: with it a reader checks the logs' ends
+    /// without walking them. `None` in captures closed before it was kept.
+    pub groups_end: Option<u64>,
 }
 
 /// The largest `meta` a store writes is far smaller (a few sources and
@@ -455,12 +458,16 @@ impl Meta {
                 .iter()
                 .map(|s| i64::try_from(*s).unwrap_or(i64::MAX))
                 .collect();
-            let _ = writeln!(
+            let _ = write!(
                 out,
                 "closed {} deleted {}",
                 closed.chunks,
                 bounds_text(&deleted, true)
             );
+            if let Some(end) = closed.groups_end {
+                let _ = write!(out, " groups_end {end}");
+            }
+            out.push('\n');
         }
         // Last, over every byte before it.
         let _ = writeln!(out, "crc {:08x}", crc32fast::hash(out.as_bytes()));
@@ -596,7 +603,12 @@ fn parse_meta(text: &str) -> std::result::Result<Meta, (u64, String)> {
                 });
             }
             ["pin", start, end] => meta.pins.push((num(start)?, num(end)?)),
-            ["closed", chunks, "deleted", deleted] => {
+            ["closed", chunks, "deleted", deleted, ends @ ..] => {
+                let groups_end = match ends {
+                    [] => None,
+                    ["groups_end", end] => Some(num(end)?),
+                    _ => return Err(bad("bad closed line")),
+                };
                 let deleted = match *deleted {
                     "" => Vec::new(),
                     text => parse_bounds(text)
@@ -606,6 +618,7 @@ fn parse_meta(text: &str) -> std::result::Result<Meta, (u64, String)> {
                 meta.closed = Some(Closed {
                     chunks: num(chunks)?,
                     deleted,
+                    groups_end,
                 });
             }
             _ => return Err(bad("unknown line")),
@@ -846,12 +859,20 @@ mod tests {
             closed: Some(Closed {
                 chunks: 12,
                 deleted: vec![0, 1, 2, 5],
+                groups_end: Some(4096),
             }),
             ..Meta::default()
         };
         let text = meta.render();
-        assert!(text.contains("closed 12 deleted 0..=2,5\n"), "{text}");
+        assert!(
+            text.contains("closed 12 deleted 0..=2,5 groups_end 4096\n"),
+            "{text}"
+        );
         assert_eq!(read_meta(&text), Ok(meta.clone()));
+        // A capture closed before the groups log's end was kept.
+        let body = text.rsplit_once("crc").unwrap().0;
+        let before = parse_meta(&body.replace(" groups_end 4096", "")).unwrap();
+        assert_eq!(before.closed.unwrap().groups_end, None);
         let broken = text.replace("pin 5 6", "pin five 6");
         assert_eq!(
             read_meta(&broken).unwrap_err().1,

@@ -163,6 +163,11 @@ impl Shared {
         self.lock().groups_end = end;
     }
 
+    /// Where the groups log's whole entries end.
+    pub fn groups_end(&self) -> u64 {
+        self.lock().groups_end
+    }
+
     /// Notes that `segment` is deleted, before its file and its index-log
     /// entries go: a reader that finds them gone then knows why.
     /// Publishes rollups rewritten (aged) with no segment deleted.
@@ -844,18 +849,13 @@ impl Snapshot {
             let Ok(file) = self.files.get("groups.log") else {
                 return groups;
             };
-            let map = usize::try_from(self.groups_end)
-                .ok()
-                .and_then(|end| self.files.mapped_groups(0, end));
-            let walk = crate::reclaim::GroupWalk::mapped(&file, self.groups_end, map);
+            let walk = crate::reclaim::GroupWalk::new(&file, self.groups_end);
             for (at, entry) in walk.take_while(|(_, e)| e.range().end <= self.committed) {
                 groups.push(Group {
                     entry,
                     at: at + GROUP_ENTRY_LEN as u64,
                 });
             }
-            self.files
-                .release_groups(0, usize::try_from(self.groups_end).unwrap_or(usize::MAX));
             groups
         })
     }

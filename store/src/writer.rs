@@ -787,6 +787,7 @@ impl Store {
         self.meta.closed = Some(Closed {
             chunks: self.chunk,
             deleted: self.shared.deleted(),
+            groups_end: Some(self.shared.groups_end().max(FILE_HEADER_LEN as u64)),
         });
         self.save_meta()
     }

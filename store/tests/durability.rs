@@ -291,6 +291,58 @@ fn a_closed_capture_with_a_damaged_tail_is_an_error_not_a_crash() {
     }
 }
 
+/// A capture that closed cleanly opens from its newest chunk and its
+/// files' lengths, as its close recorded them: the same as walking every
+/// entry, without the walk; damage to an older time entry is found by the
+/// read that meets it, and by `weft check`.
+#[test]
+fn a_closed_capture_opens_as_its_close_recorded_it() {
+    let dir = temp_dir("closed-recorded");
+    let config = Config {
+        group_chunks: 8,
+        ..small()
+    };
+    let (mut store, source, _) = counting_store(&dir, &config);
+    for seq in 0..30_000u64 {
+        store
+            .append_at(source, seq, None, &seq.to_le_bytes())
+            .unwrap();
+    }
+    store.close().unwrap();
+    let (_, recorded) = weft_store::open_read_only(&dir).unwrap();
+    assert!(recorded.chunks > 16, "{recorded:?}");
+    // The same capture as if closed before the groups log's end was kept:
+    // opening walks every entry.
+    let store_dir = weft_store::Dir::open(&dir).unwrap();
+    let meta = weft_store::Meta::load(&store_dir).unwrap();
+    let mut walked_meta = meta.clone();
+    walked_meta.closed.as_mut().unwrap().groups_end = None;
+    walked_meta.save(&store_dir).unwrap();
+    let (_, walked) = weft_store::open_read_only(&dir).unwrap();
+    assert_eq!(recorded, walked);
+    meta.save(&store_dir).unwrap();
+    // Chunk 3's time entry damaged: opening walks no further than the
+    // newest chunk, and the scan that reads chunk 3 names the file.
+    let time = dir.join("time.log");
+    let mut bytes = std::fs::read(&time).unwrap();
+    let entry = (bytes.len() - 16) / recorded.chunks as usize;
+    bytes[16 + 3 * entry + 2] ^= 0xff;
+    std::fs::write(&time, &bytes).unwrap();
+    let (snapshot, _) = weft_store::open_read_only(&dir).unwrap();
+    let error = snapshot.raw_scan(source, 0..=u64::MAX).unwrap_err();
+    assert!(
+        matches!(error, Error::Corrupt { .. }) && error.to_string().contains("time.log"),
+        "{error}"
+    );
+    let report = weft_store::check(&dir).unwrap();
+    let at = format!("time.log at offset {}", 16 + 3 * entry);
+    assert!(
+        report.problems.iter().any(|p| p.starts_with(&at)),
+        "{report:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_closed_capture_missing_a_segment_says_which() {
     let dir = temp_dir("closed-lost");
