@@ -65,7 +65,6 @@ pub(crate) enum Open {
 }
 
 pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
-    let writable = open == Open::Write;
     let mut meta = Meta::load(dir)?;
     let mut notes = Vec::new();
     let segments = segments_on_disk(dir, &mut notes)?;
@@ -74,12 +73,25 @@ pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
     {
         return Ok((meta, Recovery { notes, ..recovery }));
     }
-    let mut recovery = Recovery {
+    let recovery = Recovery {
         notes,
         ..Recovery::default()
     };
+    walk(dir, open, meta, recovery, &segments)
+}
+
+/// [`recover`] by walking every time entry and group from the first
+/// segment on disk.
+fn walk(
+    dir: &Dir,
+    open: Open,
+    mut meta: Meta,
+    mut recovery: Recovery,
+    segments: &[u64],
+) -> Result<(Meta, Recovery)> {
+    let writable = open == Open::Write;
     let per_segment = u64::from(meta.blocks_per_segment);
-    let base = first_on_disk(&segments, per_segment);
+    let base = first_on_disk(segments, per_segment);
     let time = TimeLog::read(dir, base)?;
     let format = time.format;
     meta.format = format;
@@ -92,7 +104,7 @@ pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
         .transpose()?;
     // What would be cut from a crashed capture: damage in a closed one.
     let mut damage = Vec::new();
-    let deleted = |chunk| is_deleted(&segments, chunk / per_segment);
+    let deleted = |chunk| is_deleted(segments, chunk / per_segment);
     let entries = valid_time_entries(&time, deleted, &mut damage);
     let whole = whole_entries(&entries, (&chunks, format), values.as_ref(), &mut damage);
     let mut kept = base + whole as u64;
@@ -121,7 +133,7 @@ pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
     .map(|e| u64::from(e.records))
     .sum();
     recovery.deleted_segments = (0..=kept.saturating_sub(1) / per_segment)
-        .filter(|s| kept > 0 && is_deleted(&segments, *s))
+        .filter(|s| kept > 0 && is_deleted(segments, *s))
         .collect();
     recovery.values_end = FILE_HEADER_LEN as u64;
     let newest = kept.checked_sub(1).filter(|i| *i >= base);
@@ -146,7 +158,7 @@ pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
             meta: &meta,
             recovery: &recovery,
             time_len: time.size,
-            segments: &segments,
+            segments,
         };
         let checked = (damage.first().cloned()).map_or_else(|| whole.check(closed), Err);
         match checked {
@@ -170,7 +182,7 @@ pub(crate) fn recover(dir: &Dir, open: Open) -> Result<(Meta, Recovery)> {
     if writable {
         // Only a writer continues the per-source back-pointer chains.
         recovery.prev = last_addresses(&meta, &entries[..(kept - base) as usize], &chunks);
-        recovery.cut_bytes = truncate(dir, &meta, &recovery, &segments)?;
+        recovery.cut_bytes = truncate(dir, &meta, &recovery, segments)?;
     }
     Ok((meta, recovery))
 }
