@@ -193,8 +193,10 @@ fn damage_rounds(
     reseal: fn(&mut [u8]),
     mut check: impl FnMut(&std::path::Path, u32),
 ) {
+    // Named by the seed too: two tests damage a values log at once, and
+    // one removing the other's copy failed it now and then.
     let dir = std::env::temp_dir().join(format!(
-        "weft-fuzz-{}-{}",
+        "weft-fuzz-{}-{seed:x}-{}",
         file.trim_end_matches(".log"),
         std::process::id()
     ));
