@@ -151,32 +151,7 @@ impl<'a> Engine<'a> {
     }
 
     pub(crate) fn add(&mut self, stats: QueryStats) {
-        let QueryStats {
-            chunks_summarized,
-            chunks_scanned,
-            chunks_skipped,
-            chunks_expired,
-            chunks_damaged,
-            chunks_read_for_bins,
-            chunks_cached_for_bins,
-            chunks_valued_for_bins,
-            chunks_in_groups,
-            chunks_rolled_up,
-            rolled_up_span,
-            rolled_up_error,
-        } = stats;
-        self.stats.chunks_summarized += chunks_summarized;
-        self.stats.chunks_scanned += chunks_scanned;
-        self.stats.chunks_skipped += chunks_skipped;
-        self.stats.chunks_expired += chunks_expired;
-        self.stats.chunks_damaged += chunks_damaged;
-        self.stats.chunks_read_for_bins += chunks_read_for_bins;
-        self.stats.chunks_cached_for_bins += chunks_cached_for_bins;
-        self.stats.chunks_valued_for_bins += chunks_valued_for_bins;
-        self.stats.chunks_in_groups += chunks_in_groups;
-        self.stats.chunks_rolled_up += chunks_rolled_up;
-        self.stats.rolled_up_span = self.stats.rolled_up_span.max(rolled_up_span);
-        self.stats.rolled_up_error = self.stats.rolled_up_error.max(rolled_up_error);
+        self.stats.absorb(&stats);
     }
 
     /// The window in arrival time.

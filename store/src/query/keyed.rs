@@ -8,8 +8,10 @@
 //! values-log entry lists them, all stand for one group (two threads of a
 //! process). Only chunks that mix groups are read:
 //! once to count their values per group and bin, and once more for the
-//! values of the bins the groups' quantiles fall in. Memory is the
-//! groups' bin counts and at most [`FIT`] values.
+//! values of the bins the groups' quantiles fall in. Each pass runs on
+//! both cores, the first over the two halves of the window. Memory is the
+//! groups' bin counts (twice, while the halves are apart) and at most
+//! [`FIT`] values.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -32,6 +34,20 @@ type Picked = (Vec<(u32, u64, u64)>, HashMap<u32, Gathered>);
 /// index); past this the caller scans. A query's key may have millions of
 /// values (`by ret`), and a pass must not grow with them.
 const MAX_GROUPS: usize = 1 << 12;
+
+/// Chunks a window must hold for its first pass to run in two halves.
+const PASS_HALF_MIN: u64 = 64;
+
+/// What the first pass over chunks finds: the groups, the chunks that mix
+/// them whose values the values log keeps apart per key (each with the
+/// count of its values), and the other chunks that mix them.
+#[derive(Default)]
+struct Pass {
+    groups: BTreeMap<i64, Group>,
+    mixed: Vec<ChunkRef>,
+    split: Vec<(ChunkRef, u64)>,
+    stats: QueryStats,
+}
 
 /// One group of [`Snapshot::aggregate_by_key`].
 #[derive(Clone, Debug, PartialEq)]
@@ -59,6 +75,16 @@ impl Group {
             counts: vec![0; bins],
             held: Held::default(),
         }
+    }
+
+    /// Adds `other`'s counts and what it holds alone (of later chunks).
+    fn absorb(&mut self, other: Self) {
+        self.aggregate.absorb(&other.aggregate);
+        for (count, n) in self.counts.iter_mut().zip(other.counts) {
+            *count = count.saturating_add(n);
+        }
+        self.held.chunks.extend(other.held.chunks);
+        self.held.runs.extend(other.held.runs);
     }
 
     /// Counts `meta`'s summaries of `target`'s index: the bins they hold.
@@ -191,20 +217,95 @@ impl Snapshot {
                 spec.parts()
             )));
         }
+        let range = self.target_chunks(target)?;
+        // The summaries of a long window's chunks, on both cores: each
+        // half's groups, then the other's added (the halves meet inside
+        // one group run at most, read chunk by chunk).
+        let mid = range.start + (range.end - range.start) / 2;
+        let halves = if range.end - range.start < 2 * PASS_HALF_MIN {
+            vec![range]
+        } else {
+            vec![range.start..mid, mid..range.end]
+        };
+        let passes = std::thread::scope(|scope| {
+            let passes: Vec<_> = (halves.into_iter())
+                .map(|half| scope.spawn(|| self.first_pass(half, (target, keyed), group)))
+                .collect();
+            (passes.into_iter())
+                .map(|p| {
+                    p.join()
+                        .map_err(|_| Error::Invalid("a query thread panicked".into()))?
+                })
+                .collect::<Result<Vec<Pass>>>()
+        })?;
         let bins = target.value_bins() as usize;
-        let mut groups: BTreeMap<i64, Group> = BTreeMap::new();
-        let mut mixed = Vec::new();
-        let mut stats = QueryStats::default();
+        let Pass {
+            mut groups,
+            mut mixed,
+            mut split,
+            mut stats,
+        } = Pass::default();
+        for pass in passes {
+            for (key, more) in pass.groups {
+                let g = groups.entry(key).or_insert_with(|| Group::new(bins));
+                g.absorb(more);
+            }
+            mixed.extend(pass.mixed);
+            split.extend(pass.split);
+            stats.absorb(&pass.stats);
+        }
+        let Some(split) = self.count_split((target, keyed), group, &split, &mut groups)? else {
+            return Ok((None, stats));
+        };
+        // The chunks whose entries lack the split values are read.
+        let (split, unsplit): (Vec<_>, Vec<_>) = split.into_iter().partition(|(_, done)| *done);
+        stats.chunks_summarized += split.len() as u64;
+        mixed.extend(unsplit.into_iter().map(|(at, _)| at));
+        stats.chunks_scanned += mixed.len() as u64;
+        if !self.count_mixed((target, keyed), group, &mixed, &mut groups)? {
+            return Ok((None, stats));
+        }
+        let split: Vec<ChunkRef> = split.into_iter().map(|(at, _)| at).collect();
+        let Some(values) = self.group_values(
+            (target, keyed),
+            group,
+            &groups,
+            (&mixed, &split),
+            qs,
+            &mut stats,
+        )?
+        else {
+            return Ok((None, stats));
+        };
+        Ok((Some(answers(groups, values)?), stats))
+    }
+
+    /// The first pass of [`Snapshot::aggregate_by_key`] over `range`: the
+    /// chunks and runs of one group counted for it from their summaries,
+    /// the others listed to be read (split per key in the values log, or
+    /// mixed).
+    fn first_pass(
+        &self,
+        range: std::ops::Range<u64>,
+        (target, keyed): (&Target, &Target),
+        group: &(dyn Fn(i64) -> Option<i64> + Sync),
+    ) -> Result<Pass> {
+        let bins = target.value_bins() as usize;
+        let Pass {
+            mut groups,
+            mut mixed,
+            mut split,
+            mut stats,
+        } = Pass::default();
         let mut keys = target.keys();
         keys.extend(keyed.keys().into_iter().skip(1));
         // Whether the values log keeps the values apart per key where
         // chunks mix keys (see `Index::splits`).
         let splits = keyed.index.as_ref().and_then(|k| k.splits) == Some(target.index_id());
-        let mut split = Vec::new();
         let whole = |meta: &ChunkMeta, run: &std::ops::Range<u64>| {
             self.summarizes_run(meta, run, target) && self.summarizes_run(meta, run, keyed)
         };
-        self.for_each_span(self.target_chunks(target)?, &keys, |meta, run| {
+        self.for_each_span(range, &keys, |meta, run| {
             let sole = sole_key(meta, keyed).map(group);
             if let Some(run) = run {
                 let Some(Some(key)) = sole.filter(|_| whole(meta, &run)) else {
@@ -247,30 +348,12 @@ impl Snapshot {
             }
             Ok(groups.len() <= MAX_GROUPS)
         })?;
-        let Some(split) = self.count_split((target, keyed), group, &split, &mut groups)? else {
-            return Ok((None, stats));
-        };
-        // The chunks whose entries lack the split values are read.
-        let (split, unsplit): (Vec<_>, Vec<_>) = split.into_iter().partition(|(_, done)| *done);
-        stats.chunks_summarized += split.len() as u64;
-        mixed.extend(unsplit.into_iter().map(|(at, _)| at));
-        stats.chunks_scanned += mixed.len() as u64;
-        if !self.count_mixed((target, keyed), group, &mixed, &mut groups)? {
-            return Ok((None, stats));
-        }
-        let split: Vec<ChunkRef> = split.into_iter().map(|(at, _)| at).collect();
-        let Some(values) = self.group_values(
-            (target, keyed),
-            group,
-            &groups,
-            (&mixed, &split),
-            qs,
-            &mut stats,
-        )?
-        else {
-            return Ok((None, stats));
-        };
-        Ok((Some(answers(groups, values)?), stats))
+        Ok(Pass {
+            groups,
+            mixed,
+            split,
+            stats,
+        })
     }
 
     /// The one group every key in chunk `at` stands for, from the key

@@ -145,6 +145,36 @@ pub struct QueryStats {
 }
 
 impl QueryStats {
+    /// Adds what `other` counted: two passes over parts of one window.
+    pub fn absorb(&mut self, other: &Self) {
+        let Self {
+            chunks_summarized,
+            chunks_scanned,
+            chunks_skipped,
+            chunks_expired,
+            chunks_damaged,
+            chunks_read_for_bins,
+            chunks_cached_for_bins,
+            chunks_valued_for_bins,
+            chunks_in_groups,
+            chunks_rolled_up,
+            rolled_up_span,
+            rolled_up_error,
+        } = *other;
+        self.chunks_summarized += chunks_summarized;
+        self.chunks_scanned += chunks_scanned;
+        self.chunks_skipped += chunks_skipped;
+        self.chunks_expired += chunks_expired;
+        self.chunks_damaged += chunks_damaged;
+        self.chunks_read_for_bins += chunks_read_for_bins;
+        self.chunks_cached_for_bins += chunks_cached_for_bins;
+        self.chunks_valued_for_bins += chunks_valued_for_bins;
+        self.chunks_in_groups += chunks_in_groups;
+        self.chunks_rolled_up += chunks_rolled_up;
+        self.rolled_up_span = self.rolled_up_span.max(rolled_up_span);
+        self.rolled_up_error = self.rolled_up_error.max(rolled_up_error);
+    }
+
     /// A chunk left out of the answer: damaged, or deleted by the budget.
     fn leave_out(&mut self, damaged: bool) {
         if damaged {
