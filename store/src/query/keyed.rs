@@ -49,6 +49,19 @@ struct Pass {
     stats: QueryStats,
 }
 
+impl Pass {
+    /// Adds what a pass over later chunks found.
+    fn absorb(&mut self, other: Self, bins: usize) {
+        for (key, more) in other.groups {
+            let g = self.groups.entry(key).or_insert_with(|| Group::new(bins));
+            g.absorb(more);
+        }
+        self.mixed.extend(other.mixed);
+        self.split.extend(other.split);
+        self.stats.absorb(&other.stats);
+    }
+}
+
 /// One group of [`Snapshot::aggregate_by_key`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct KeyAnswer {
@@ -238,22 +251,16 @@ impl Snapshot {
                 })
                 .collect::<Result<Vec<Pass>>>()
         })?;
-        let bins = target.value_bins() as usize;
+        let mut all = Pass::default();
+        for pass in passes {
+            all.absorb(pass, target.value_bins() as usize);
+        }
         let Pass {
             mut groups,
             mut mixed,
-            mut split,
+            split,
             mut stats,
-        } = Pass::default();
-        for pass in passes {
-            for (key, more) in pass.groups {
-                let g = groups.entry(key).or_insert_with(|| Group::new(bins));
-                g.absorb(more);
-            }
-            mixed.extend(pass.mixed);
-            split.extend(pass.split);
-            stats.absorb(&pass.stats);
-        }
+        } = all;
         let Some(split) = self.count_split((target, keyed), group, &split, &mut groups)? else {
             return Ok((None, stats));
         };
