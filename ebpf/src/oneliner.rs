@@ -940,11 +940,11 @@ fn read_memory(
         unsafe { words.write_volatile(bpf_get_current_task()) };
         return;
     }
-    let base = if chain.start == START_TASK {
+    let base = match chain.start {
         // SAFETY: a helper without preconditions.
-        unsafe { bpf_get_current_task() }
-    } else {
-        ctx as u64
+        START_TASK => unsafe { bpf_get_current_task() },
+        START_ADDRESS => chain.address(),
+        _ => ctx as u64,
     };
     // 1 to the slot's length, by a mask the verifier follows.
     let len = (usize::from(chain.len).wrapping_sub(1) & (slot_len - 1)) + 1;
@@ -962,15 +962,10 @@ fn read_memory(
     }
     // From the first pointer on, the address is a number read from memory
     // (never the context pointer, on which the verifier refuses `&`), or
-    // a fixed address.
-    let mut address = if chain.start == START_ADDRESS && chain.hops == 0 {
-        chain.address()
+    // the fixed address itself where there is no pointer.
+    let mut address = if chain.hops == 0 {
+        base
     } else {
-        let base = if chain.start == START_ADDRESS {
-            chain.address()
-        } else {
-            base
-        };
         let Some(first) = read_at::<u64>(base.wrapping_add(u64::from(chain.offsets[0]))) else {
             return;
         };

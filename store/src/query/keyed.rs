@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::{
-    Aggregate, ChunkRef, QueryStats, Target, parallel,
+    Aggregate, ChunkRef, QueryStats, Target, both, parallel,
     quantile::{FIT, Gathered, Held, gather_plan, quantile_bins},
 };
 use crate::{
@@ -234,23 +234,14 @@ impl Snapshot {
         // The summaries of a long window's chunks, on both cores: each
         // half's groups, then the other's added (the halves meet inside
         // one group run at most, read chunk by chunk).
-        let mid = range.start + (range.end - range.start) / 2;
-        let halves = if range.end - range.start < 2 * PASS_HALF_MIN {
-            vec![range]
+        let pass = |chunks| self.first_pass(chunks, (target, keyed), group);
+        let passes = if range.end - range.start < 2 * PASS_HALF_MIN {
+            vec![pass(range)?]
         } else {
-            vec![range.start..mid, mid..range.end]
+            let mid = range.start + (range.end - range.start) / 2;
+            let (left, right) = both(|| pass(range.start..mid), || pass(mid..range.end))?;
+            vec![left, right]
         };
-        let passes = std::thread::scope(|scope| {
-            let passes: Vec<_> = (halves.into_iter())
-                .map(|half| scope.spawn(|| self.first_pass(half, (target, keyed), group)))
-                .collect();
-            (passes.into_iter())
-                .map(|p| {
-                    p.join()
-                        .map_err(|_| Error::Invalid("a query thread panicked".into()))?
-                })
-                .collect::<Result<Vec<Pass>>>()
-        })?;
         let mut all = Pass::default();
         for pass in passes {
             all.absorb(pass, target.value_bins() as usize);

@@ -626,12 +626,22 @@ fn parallel<C: Sync, T: Send>(
         return Ok(vec![work(chunks)?]);
     }
     let (left, right) = chunks.split_at(chunks.len() / 2);
+    let (mine, other) = both(|| work(left), || work(right))?;
+    Ok(vec![mine, other])
+}
+
+/// Runs `left` on this thread and `right` on another (the machine's two
+/// cores), and returns both results.
+fn both<A, B: Send>(
+    left: impl FnOnce() -> Result<A>,
+    right: impl FnOnce() -> Result<B> + Send,
+) -> Result<(A, B)> {
     std::thread::scope(|scope| {
-        let other = scope.spawn(|| work(right));
-        let mine = work(left);
+        let other = scope.spawn(right);
+        let mine = left();
         let other = other
             .join()
             .map_err(|_| Error::Invalid("a query thread panicked".into()))?;
-        Ok(vec![mine?, other?])
+        Ok((mine?, other?))
     })
 }
