@@ -211,6 +211,10 @@ pub struct Lost {
     pub ring_full_per_cpu: Option<Vec<u64>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ring_peak_percent: Option<u64>,
+    /// Events whose program the kernel did not run (another BPF program
+    /// or a `bpf()` call on a map was under way on their CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<u64>,
     /// Syscalls whose entry found the table of calls in flight full.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enter_table_full: Option<u64>,

@@ -1,6 +1,7 @@
 //! What one ring delivered: records produced, drained and dropped because
 //! the ring was full (per CPU). Syscalls and the other sources share it;
-//! each adds the counters of its own kind of loss.
+//! each adds the counters of its own kind of loss. Events the kernel ran
+//! no program for (`skipped`) were never produced: they are counted apart.
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Delivery {
@@ -14,6 +15,9 @@ pub struct Delivery {
     /// The fullest any of its rings came, in percent (read as each batch
     /// is consumed): how near it came to losing records (`--ring-size`).
     pub ring_peak_percent: u8,
+    /// Events whose program the kernel did not run (see
+    /// [`crate::ebpf::skipped`]), lost before any record was made.
+    pub skipped: u64,
 }
 
 impl Delivery {
@@ -31,7 +35,14 @@ impl Delivery {
             ring_full: ring_full_per_cpu.iter().sum(),
             ring_full_per_cpu,
             ring_peak_percent,
+            skipped: 0,
         }
+    }
+
+    /// With `skipped` events the kernel ran no program for.
+    #[must_use]
+    pub fn with_skipped(self, skipped: u64) -> Self {
+        Self { skipped, ..self }
     }
 
     /// Whether every record is accounted for: `received + ring_full == seen`.

@@ -247,6 +247,51 @@ pub fn bpf<T>(cmd: libc::c_long, attr: &T) -> std::io::Result<libc::c_long> {
     Ok(rc)
 }
 
+/// Runs of `program` the kernel skipped (its `recursion_misses`, Linux
+/// 5.12; 0 while it is not loaded). A tracepoint or kprobe program is not
+/// run on a CPU where another such program, or a `bpf()` call on a map
+/// (of any process, even one preempted there), is under way: each such
+/// event is lost to every tracer, uncounted but here.
+pub fn skipped(program: &aya::programs::Program) -> Result<u64> {
+    use std::os::fd::{AsFd as _, AsRawFd as _};
+    /// The `info` member of `union bpf_attr`.
+    #[repr(C)]
+    struct InfoAttr {
+        bpf_fd: u32,
+        info_len: u32,
+        info: u64,
+    }
+    const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+    let Ok(fd) = program.fd() else {
+        return Ok(0);
+    };
+    // SAFETY: a struct of plain integers, for which all zeroes is valid.
+    let mut info: aya_obj::generated::bpf_prog_info = unsafe { std::mem::zeroed() };
+    let mut attr = InfoAttr {
+        bpf_fd: u32::try_from(fd.as_fd().as_raw_fd()).unwrap_or(u32::MAX),
+        info_len: std::mem::size_of_val(&info) as u32,
+        info: (&raw mut info) as u64,
+    };
+    // SAFETY: `attr` and the `info` it points to are valid for the sizes
+    // given; the kernel writes no more than `info_len` bytes of `info` and
+    // the length it wrote back into `attr`.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_OBJ_GET_INFO_BY_FD,
+            &raw mut attr,
+            std::mem::size_of::<InfoAttr>(),
+        )
+    };
+    if rc < 0 {
+        return Err(Error::Kernel {
+            doing: "failed to read a program's info".into(),
+            cause: Box::new(std::io::Error::last_os_error().into()),
+        });
+    }
+    Ok(info.recursion_misses)
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt as _;

@@ -100,7 +100,7 @@ pub struct SourceLosses {
 
 impl SourceLosses {
     pub fn lost(&self) -> u64 {
-        self.delivery.ring_full
+        self.delivery.ring_full + self.delivery.skipped
     }
 }
 
@@ -114,6 +114,8 @@ pub struct EventProbe {
     /// Records too short for their source, or of no known source; never expected.
     malformed: u64,
     attached: bool,
+    /// Each source's runs the kernel skipped, read as they were detached.
+    skipped_at_detach: Vec<u64>,
     /// Where the packet source is attached, when it is.
     net: Option<tc::Attachment>,
     /// The stack ids' frames, until the recording takes them.
@@ -191,6 +193,7 @@ impl EventProbe {
             received: [0; SOURCES as usize],
             malformed: 0,
             attached: false,
+            skipped_at_detach: Vec::new(),
             net: None,
             stacks: stack_reader,
         };
@@ -344,14 +347,18 @@ impl EventProbe {
         };
         self.sources
             .iter()
-            .map(|loaded| {
+            .enumerate()
+            .map(|(i, loaded)| {
                 let received = self.received[loaded.source as usize];
+                let skipped = (self.skipped_at_detach.get(i).copied())
+                    .unwrap_or_else(|| self.skipped(loaded));
                 let delivery = Delivery::new(
                     received,
                     &per_cpu(loaded.source, Counter::Seen)?,
                     per_cpu(loaded.source, Counter::RingFull)?,
                     ring::peak_percent(&self.rings),
-                );
+                )
+                .with_skipped(skipped);
                 let table_full = per_cpu(loaded.source, Counter::TableFull)?.iter().sum();
                 Ok((
                     *loaded,
@@ -364,11 +371,22 @@ impl EventProbe {
             .collect()
     }
 
+    /// Runs of `loaded`'s programs the kernel skipped (see
+    /// [`ebpf::skipped`]; a program whose info cannot be read counts none).
+    fn skipped(&self, loaded: &SourceHooks) -> u64 {
+        (loaded.hooks.iter())
+            .filter_map(|hook| self.ebpf.program(hook.program))
+            .map(|program| ebpf::skipped(program).unwrap_or(0))
+            .sum()
+    }
+
     /// Detaches every program; what is in the rings can still be drained.
     pub fn detach(&mut self) {
         if !std::mem::take(&mut self.attached) {
             return;
         }
+        // Read while the programs are loaded; none can run once detached.
+        self.skipped_at_detach = self.sources.iter().map(|l| self.skipped(l)).collect();
         for loaded in &self.sources {
             for hook in loaded.hooks {
                 if let Some(aya::programs::Program::TracePoint(p)) =

@@ -106,7 +106,7 @@ impl Losses {
 
     /// Records dropped: ring full plus entries that could not be stored.
     pub fn lost(&self) -> u64 {
-        self.delivery.ring_full + self.enter_table_full
+        self.delivery.ring_full + self.enter_table_full + self.delivery.skipped
     }
 }
 
@@ -129,6 +129,8 @@ pub struct SyscallProbe {
     received: u64,
     /// The programs' costs when they were unloaded.
     last_costs: Vec<ebpf::ProgramCost>,
+    /// Runs the kernel skipped, read as the programs were unloaded.
+    last_skipped: u64,
     /// Ring records not made of whole [`SyscallEvent`]s; never expected.
     malformed: u64,
 }
@@ -207,6 +209,7 @@ impl SyscallProbe {
             filter: options.filter.clone(),
             received: 0,
             last_costs: Vec::new(),
+            last_skipped: 0,
             malformed: 0,
         })
     }
@@ -328,12 +331,25 @@ impl SyscallProbe {
 
     /// What was received and lost so far, from the kernel-side counters.
     pub fn losses(&self) -> Result<Losses> {
-        Ok(Losses::new(
+        let mut losses = Losses::new(
             &self.counters()?,
             &self.batches.seen(),
             self.received,
             ring::peak_percent(&self.rings),
-        ))
+        );
+        losses.delivery.skipped = self.skipped();
+        Ok(losses)
+    }
+
+    /// Runs of its programs the kernel skipped (see [`ebpf::skipped`]).
+    fn skipped(&self) -> u64 {
+        if self.programs.is_empty() {
+            return self.last_skipped;
+        }
+        (self.programs.iter())
+            .filter_map(|name| self.ebpf.program(name))
+            .map(|program| ebpf::skipped(program).unwrap_or(0))
+            .sum()
     }
 
     /// Reads the kernel-side counters.
@@ -361,6 +377,7 @@ impl SyscallProbe {
     pub fn detach(&mut self) -> Result<()> {
         // Unloaded programs tell nothing more: what they cost is kept.
         self.last_costs = self.costs()?;
+        self.last_skipped = self.skipped();
         for name in self.programs {
             let program = self.ebpf.program_mut(name).context("program vanished")?;
             match program {

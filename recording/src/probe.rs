@@ -37,6 +37,7 @@ pub(crate) fn delivered(delivery: &Delivery, lost: u64) -> Lost {
         ring_full: Some(delivery.ring_full),
         ring_full_per_cpu: Some(delivery.ring_full_per_cpu.clone()),
         ring_peak_percent: Some(delivery.ring_peak_percent.into()),
+        skipped: Some(delivery.skipped),
         ..Lost::default()
     }
 }
@@ -194,18 +195,33 @@ impl Account {
         let (name, received, lost) = (self.name, self.received(), self.lost());
         match &self.losses {
             Losses::Syscalls(l) => format!(
-                "{name}: {received} records, lost {lost} (ring full {}, enter table full {}); rings at most {}% full",
-                l.delivery.ring_full, l.enter_table_full, l.delivery.ring_peak_percent
+                "{name}: {received} records, lost {lost} (ring full {}, enter table full {}{}); rings at most {}% full",
+                l.delivery.ring_full,
+                l.enter_table_full,
+                skipped(&l.delivery),
+                l.delivery.ring_peak_percent
             ),
             Losses::Event(l) => format!(
-                "{name}: {received} records, lost {lost} (ring full {}); {} intervals not started (table full); rings at most {}% full",
-                l.delivery.ring_full, l.table_full, l.delivery.ring_peak_percent
+                "{name}: {received} records, lost {lost} (ring full {}{}); {} intervals not started (table full); rings at most {}% full",
+                l.delivery.ring_full,
+                skipped(&l.delivery),
+                l.table_full,
+                l.delivery.ring_peak_percent
             ),
             Losses::App(l) => format!(
                 "{name}: {received} records, lost {lost} (dropped by clients while weft lagged); {} connections closed for a bad line",
                 l.rejected
             ),
         }
+    }
+}
+
+/// The events the kernel ran no program for, in a line's list of losses
+/// (nothing when there were none).
+pub(crate) fn skipped(delivery: &Delivery) -> String {
+    match delivery.skipped {
+        0 => String::new(),
+        n => format!(", skipped by the kernel {n}"),
     }
 }
 

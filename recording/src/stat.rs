@@ -302,10 +302,11 @@ fn write_table(
     }
     writeln!(
         out,
-        "lost {} (ring full {}, enter table full {}); received {} of {} seen; unpaired exits {}",
+        "lost {} (ring full {}, enter table full {}{}); received {} of {} seen; unpaired exits {}",
         losses.lost(),
         losses.delivery.ring_full,
         losses.enter_table_full,
+        crate::probe::skipped(&losses.delivery),
         losses.delivery.received,
         losses.delivery.seen,
         losses.unpaired_exits,
@@ -773,13 +774,17 @@ mod tests {
                 ring_full: 3,
                 ring_full_per_cpu: vec![0, 3],
                 ring_peak_percent: 100,
+                skipped: 2,
             },
             enter_table_full: 0,
             unpaired_exits: 1,
         };
         let text = render_table("t", &[], &losses, By::Syscall);
+        // The skipped calls were never seen: lost, but not in `seen`.
         assert!(
-            text.contains("lost 3 (ring full 3, enter table full 0); received 7 of 10 seen"),
+            text.contains(
+                "lost 5 (ring full 3, enter table full 0, skipped by the kernel 2); received 7 of 10 seen"
+            ),
             "{text}"
         );
         assert!(text.contains("ring full by CPU: cpu1 3"), "{text}");

@@ -164,6 +164,9 @@ pub struct OnelinerProbe {
     received: u64,
     /// Records shorter than their header says; never expected.
     malformed: u64,
+    /// Runs the kernel skipped, read as the probes were detached (the
+    /// copies' counts go with them).
+    skipped_at_detach: Option<u64>,
 }
 
 /// The slow parts of loading that need nothing from the program, started
@@ -283,6 +286,7 @@ impl OnelinerProbe {
             string_len: plan.string_len,
             received: 0,
             malformed: 0,
+            skipped_at_detach: None,
         };
         for (index, attach) in plan.attaches.iter().enumerate() {
             if attach.kernel_run && matches!(attach.target, Target::Begin | Target::End) {
@@ -822,6 +826,8 @@ impl OnelinerProbe {
     /// Detaches every probe; what is in the rings can still be drained.
     pub fn detach(&mut self) {
         self.links.close();
+        // Read before the copies are unloaded, and none can run now.
+        self.skipped_at_detach = Some(self.skipped());
         self.uprobes.clear();
         for (_, name) in std::mem::take(&mut self.copies) {
             // Unloading detaches; the maps and rings stay for the last drain.
@@ -941,7 +947,20 @@ impl OnelinerProbe {
             &seen,
             self.counter(Counter::RingFull)?,
             ring::peak_percent(&self.rings),
-        ))
+        )
+        .with_skipped(self.skipped()))
+    }
+
+    /// Runs of the program's probes the kernel skipped (see
+    /// [`ebpf::skipped`]): events lost to it uncounted elsewhere.
+    pub fn skipped(&self) -> u64 {
+        self.skipped_at_detach.unwrap_or_else(|| {
+            // A program whose info cannot be read counts none.
+            self.ebpf
+                .programs()
+                .map(|(_, program)| ebpf::skipped(program).unwrap_or(0))
+                .sum()
+        })
     }
 
     /// Events aggregated in the kernel, or whose start time it kept,

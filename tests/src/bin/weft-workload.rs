@@ -33,7 +33,7 @@ fn main() -> ExitCode {
     for step in &steps {
         let Some(step) = parse(step) else {
             eprintln!(
-                "weft-workload: bad step `{step}` (getppid:N, getpid:N, close-bad:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, frame:IFACE, write-edge:PATH, write-line:PATH, stat:PATH, stack-args:N, usdt:N, hogged-reads:MS, spin:MS, lock-waits:N:MS, threads:T:N, random-read:PATH:BYTES, fsync-behind:PATH:MB, switches:PATH)"
+                "weft-workload: bad step `{step}` (getppid:N, getpid:N, close-bad:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, frame:IFACE, write-edge:PATH, write-line:PATH, stat:PATH, stack-args:N, usdt:N, hogged-reads:MS, spin:MS, map-reads:MS, lock-waits:N:MS, threads:T:N, random-read:PATH:BYTES, fsync-behind:PATH:MB, switches:PATH)"
             );
             return ExitCode::from(2);
         };
@@ -91,6 +91,7 @@ enum Step {
     RandomRead { path: String, bytes: usize },
     FsyncBehind { path: String, mb: usize },
     Spin(u64),
+    MapReads(u64),
 }
 
 fn parse(step: &str) -> Option<Step> {
@@ -115,6 +116,7 @@ fn parse(step: &str) -> Option<Step> {
         ("usdt", n, None) => Step::Usdt(n.parse().ok()?),
         ("hogged-reads", ms, None) => Step::HoggedReads(ms.parse().ok()?),
         ("spin", ms, None) => Step::Spin(ms.parse().ok()?),
+        ("map-reads", ms, None) => Step::MapReads(ms.parse().ok()?),
         ("lock-waits", n, Some(ms)) => Step::LockWaits {
             times: n.parse().ok()?,
             ms: ms.parse().ok()?,
@@ -200,6 +202,7 @@ fn run(step: Step, switches: &mut Vec<(String, i64)>) -> std::io::Result<()> {
         Step::Migrate(n) => migrate(n)?,
         Step::HoggedReads(ms) => hogged_reads(ms)?,
         Step::Spin(ms) => spin_in_user_space(ms),
+        Step::MapReads(ms) => map_reads(ms)?,
         Step::LockWaits { times, ms } => lock_waits(times, ms),
         Step::Threads { threads, calls } => {
             // Started together, so that their calls interleave.
@@ -400,6 +403,92 @@ fn hogged_reads(ms: u64) -> std::io::Result<()> {
         stop.store(true, Ordering::Relaxed);
         done
     })
+}
+
+/// For `ms`, reads of a BPF array map in a loop, pinned to one CPU beside
+/// a thread that sleeps 50 us at a time there: the kernel runs no
+/// tracepoint program on that CPU during each read, so tracers miss the
+/// sleeper's wakeups whose timer interrupt comes in one.
+fn map_reads(ms: u64) -> std::io::Result<()> {
+    use std::{
+        sync::atomic::{AtomicBool, Ordering},
+        time::{Duration, Instant},
+    };
+    /// The leading members of `union bpf_attr` for `BPF_MAP_CREATE`, and
+    /// for `BPF_MAP_LOOKUP_ELEM`.
+    #[repr(C)]
+    struct Create {
+        map_type: u32,
+        key_size: u32,
+        value_size: u32,
+        max_entries: u32,
+    }
+    #[repr(C)]
+    struct Lookup {
+        map_fd: u32,
+        pad: u32,
+        key: u64,
+        value: u64,
+        flags: u64,
+    }
+    const BPF_MAP_TYPE_ARRAY: u32 = 2;
+    let create = Create {
+        map_type: BPF_MAP_TYPE_ARRAY,
+        key_size: 4,
+        value_size: 8,
+        max_entries: 1,
+    };
+    // SAFETY: a valid BPF_MAP_CREATE attribute of the size given.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            0,
+            &raw const create,
+            std::mem::size_of::<Create>(),
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let cpu = *allowed_cpus()?
+        .last()
+        .ok_or_else(|| std::io::Error::other("no CPU"))?;
+    pin(cpu)?;
+    let (key, mut value) = (0u32, 0u64);
+    let lookup = Lookup {
+        map_fd: u32::try_from(fd).map_err(std::io::Error::other)?,
+        pad: 0,
+        key: (&raw const key) as u64,
+        value: (&raw mut value) as u64,
+        flags: 0,
+    };
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            if pin(cpu).is_ok() {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+            }
+        });
+        let until = Instant::now() + Duration::from_millis(ms);
+        while Instant::now() < until {
+            // SAFETY: a valid BPF_MAP_LOOKUP_ELEM attribute whose key and
+            // value outlive the call.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_bpf,
+                    1,
+                    &raw const lookup,
+                    std::mem::size_of::<Lookup>(),
+                )
+            };
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    // SAFETY: closes the map's descriptor, made above.
+    unsafe { libc::close(i32::try_from(fd).unwrap_or(-1)) };
+    Ok(())
 }
 
 /// `n` getppid calls.
