@@ -4314,18 +4314,21 @@ fn uprobe_arguments_by_name_from_dwarf_as_bpftrace_reads_them() {
 /// once it reads a line, then exits.
 const COUNTER_C: &str = r"
 #include <stdio.h>
+#include <unistd.h>
 volatile long counter;
 int main(void) {
     char line[8];
     if (!fgets(line, sizeof line, stdin)) return 1;
-    for (int i = 0; i < 5; i++) counter += i;
+    /* 50 ms apart: an unwatch() has reached user space by the next. */
+    for (int i = 0; i < 5; i++) { counter += i; usleep(50000); }
     return 0;
 }
 ";
 
 /// A watchpoint on a process's variable fires once per write to it, as
-/// bpftrace's does: the same maps under both, and a mode or length the
-/// CPU cannot watch is an error at the probe.
+/// bpftrace's does, until `unwatch()` removes it: the same maps under
+/// both, and a mode or length the CPU cannot watch is an error at the
+/// probe.
 #[test]
 fn watchpoint_counts_the_writes_bpftrace_counts() {
     let test = "watchpoint_counts_the_writes_bpftrace_counts";
@@ -4355,13 +4358,18 @@ fn watchpoint_counts_the_writes_bpftrace_counts() {
         r#"BEGIN {{ printf("tracing\n"); }}
         watchpoint:0x{address}:8:w {{ @writes[comm] = count(); @pid = count(); }}"#
     );
-    let run = |tracer: &mut Command| -> Vec<String> {
+    // The watchpoint removed at its first hit, the next write 50 ms later.
+    let unwatched = format!(
+        r#"BEGIN {{ printf("tracing\n"); }}
+        watchpoint:0x{address}:8:w {{ @writes[comm] = count(); unwatch(0x{address}); }}"#
+    );
+    let run = |tracer: &mut Command, program: &str| -> Vec<String> {
         let mut counter = Command::new(&binary)
             .stdin(Stdio::piped())
             .spawn()
             .expect("run the counter");
         let pid = counter.id().to_string();
-        let mut running = ToolRun::start(tracer.args(["-p", &pid, "-e", &program]));
+        let mut running = ToolRun::start(tracer.args(["-p", &pid, "-e", program]));
         let tracing = |run: &ToolRun| run.said.iter().any(|l| l == "tracing");
         running.wait_until(tracing, std::time::Instant::now() + Duration::from_secs(60));
         assert!(tracing(&running), "{:?}", running.said);
@@ -4382,9 +4390,13 @@ fn watchpoint_counts_the_writes_bpftrace_counts() {
             .cloned()
             .collect()
     };
-    let theirs = maps(&run(&mut Command::new("bpftrace")));
-    let ours = maps(&run(Command::new(weft_bin()).arg("trace")));
+    let theirs = maps(&run(&mut Command::new("bpftrace"), &program));
+    let ours = maps(&run(Command::new(weft_bin()).arg("trace"), &program));
     assert_eq!(ours, ["@pid: 5", "@writes[counter]: 5"], "{ours:?}");
+    assert_eq!(ours, theirs);
+    let theirs = maps(&run(&mut Command::new("bpftrace"), &unwatched));
+    let ours = maps(&run(Command::new(weft_bin()).arg("trace"), &unwatched));
+    assert_eq!(ours, ["@writes[counter]: 1"], "{ours:?}");
     assert_eq!(ours, theirs);
     let stderr = weft_refuses(&[
         "-e",

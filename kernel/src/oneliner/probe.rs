@@ -135,6 +135,9 @@ pub struct OnelinerProbe {
     /// Declared before `ebpf`: links go before the programs they run.
     links: Links,
     uprobes: Vec<UProbeLink>,
+    /// Each watchpoint's links, by the address it watches: `unwatch()`
+    /// closes them.
+    watchpoints: Vec<(u64, Link)>,
     /// Copy programs in use (fentry, fexit, raw tracepoints), by name.
     copies: Vec<(CopyKind, String)>,
     /// The fentry or fexit copy each attach point takes, if any.
@@ -287,6 +290,7 @@ impl OnelinerProbe {
             received: 0,
             malformed: 0,
             skipped_at_detach: None,
+            watchpoints: Vec::new(),
         };
         for (index, attach) in plan.attaches.iter().enumerate() {
             if attach.kernel_run && matches!(attach.target, Target::Begin | Target::End) {
@@ -590,9 +594,17 @@ impl OnelinerProbe {
                      (x86-64 watches 1, 2, 4 or 8 aligned bytes, and code with x)"
                 )
             })?;
-            self.link_event(fd, counter, cookie)?;
+            self.watchpoints
+                .push((address, enabled_link(fd, counter, cookie)?));
         }
         Ok(())
+    }
+
+    /// Removes every watchpoint on `address` (`unwatch()`; none there is
+    /// no error, as in bpftrace), when the event that asked reaches user
+    /// space, as bpftrace does: hits until then still fire.
+    pub fn unwatch(&mut self, address: u64) {
+        self.watchpoints.retain(|(watched, _)| *watched != address);
     }
 
     /// Loads copy `i` of `kind` for `target` (a function or a raw
@@ -769,9 +781,8 @@ impl OnelinerProbe {
         self.link_event(fd, event, cookie)
     }
 
-    fn link_event(&mut self, fd: RawFd, mut event: perf_event::Counter, cookie: u64) -> Result<()> {
-        event.enable().context("failed to enable the perf event")?;
-        self.links.0.push(link_perf_event(fd, event, cookie)?);
+    fn link_event(&mut self, fd: RawFd, event: perf_event::Counter, cookie: u64) -> Result<()> {
+        self.links.0.push(enabled_link(fd, event, cookie)?);
         Ok(())
     }
 
@@ -826,6 +837,7 @@ impl OnelinerProbe {
     /// Detaches every probe; what is in the rings can still be drained.
     pub fn detach(&mut self) {
         self.links.close();
+        self.watchpoints.clear();
         // Read before the copies are unloaded, and none can run now.
         self.skipped_at_detach = Some(self.skipped());
         self.uprobes.clear();
@@ -1168,6 +1180,12 @@ fn perf_builder(event: PerfEvent) -> Builder<'static> {
         PerfEvent::BackendStalls => Builder::new(Hardware::STALLED_CYCLES_BACKEND),
         PerfEvent::RefCycles => Builder::new(Hardware::REF_CPU_CYCLES),
     }
+}
+
+/// `event` enabled, and program `fd` attached to it with `cookie`.
+fn enabled_link(fd: RawFd, mut event: perf_event::Counter, cookie: u64) -> Result<Link> {
+    event.enable().context("failed to enable the perf event")?;
+    link_perf_event(fd, event, cookie)
 }
 
 /// Links program `prog_fd` to perf event `event` with `cookie`, which the

@@ -675,7 +675,7 @@ impl Checker<'_> {
                 ),
             )),
             "printf" | "print" | "clear" | "zero" | "delete" | "exit" | "time" | "join" | "cat"
-            | "system" | "signal" => Err(Error::new(
+            | "system" | "signal" | "unwatch" => Err(Error::new(
                 span,
                 format!("{name}() is a statement and has no value"),
             )),

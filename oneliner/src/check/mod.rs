@@ -664,6 +664,10 @@ impl Checker<'_> {
                 span,
                 "weft does not override a function's return value: bpftrace's override() needs a kernel built with CONFIG_BPF_KPROBE_OVERRIDE, and weft has no kernel with it to test on",
             )),
+            "unwatch" => match args.as_slice() {
+                [address] => self.want(address, Type::Int, "unwatch()'s address"),
+                _ => Err(Error::new(span, "unwatch() takes one address")),
+            },
             "exit" if args.is_empty() => Ok(()),
             "exit" => Err(Error::new(span, "exit() takes no arguments")),
             "print" => match args.as_slice() {

@@ -743,6 +743,15 @@ fn maps_and_tuples_take_the_types_of_their_values() {
             "BEGIN { $x = 1; @m = $x; @m = count(); }",
             "@m holds a value elsewhere and cannot also hold count()",
         ),
+        ("BEGIN { unwatch(); }", "unwatch() takes one address"),
+        (
+            r#"BEGIN { unwatch("x"); }"#,
+            "unwatch()'s address must be an integer, not a string",
+        ),
+        (
+            "BEGIN { $x = unwatch(1); }",
+            "unwatch() is a statement and has no value",
+        ),
     ] {
         let err = check(parse(program).unwrap(), &FakeKernel).unwrap_err();
         assert_eq!(err.message, message, "{program}");

@@ -115,6 +115,8 @@ pub struct Runtime<'p> {
     start_ns: u64,
     /// The `-c` command's pid (`cpid`), 0 without one.
     cpid: u32,
+    /// Addresses `unwatch()` asked to stop watching, until taken.
+    unwatched: Vec<u64>,
 }
 
 /// What actions of one event see.
@@ -149,6 +151,7 @@ impl<'p> Runtime<'p> {
             format,
             start_ns,
             cpid: 0,
+            unwatched: Vec::new(),
             names: None,
             memory: None,
             kernel: None,
@@ -188,6 +191,12 @@ impl<'p> Runtime<'p> {
     /// Sets `cpid`.
     pub fn set_cpid(&mut self, pid: u32) {
         self.cpid = pid;
+    }
+
+    /// The addresses `unwatch()` asked since the last call, whose
+    /// watchpoints the caller removes.
+    pub fn take_unwatched(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.unwatched)
     }
 
     /// Runs the actions of `event`'s probe when its predicate holds.
@@ -478,6 +487,10 @@ impl<'p> Runtime<'p> {
                 output::text(self.format, "join", &line, out)?;
             }
             "exit" => scope.flow = Flow::Exit,
+            "unwatch" => {
+                let address = self.eval(&args[0], scope).int().cast_unsigned();
+                self.unwatched.push(address);
+            }
             // The kernel sent it at the event.
             "signal" => {}
             "print" => match args.as_slice() {

@@ -426,6 +426,9 @@ fn event_loop(
         // CPU may be committed after a later one on another.
         let until = weft_store::now_ns().saturating_sub(HOLD_NS);
         let (batch, mut flow) = drain_events(probe, until, runtime, keep, &mut out)?;
+        for address in runtime.take_unwatched() {
+            probe.unwatch(address);
+        }
         let drained = batch.events;
         if let Some(keep) = keep.as_mut().filter(|_| drained > 0) {
             keep.publish();
