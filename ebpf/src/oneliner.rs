@@ -245,6 +245,33 @@ copies! {
     7: weft_oneliner_fentry_7 weft_oneliner_fexit_7 weft_oneliner_raw_tp_7;
 }
 
+/// Copies of the raw tracepoint program that load the context's second
+/// word in place (see [`word_in_place`]) rather than through
+/// `bpf_probe_read_kernel`: for `sys_enter` and `sys_exit`, whose two
+/// arguments are the most the kernel lets a program attached there load
+/// (the syscall's number, or its return value, is the second).
+macro_rules! raw_copies_16 {
+    ($($i:literal: $raw:ident;)*) => {$(
+        #[raw_tracepoint]
+        #[inline(always)]
+        pub fn $raw(ctx: RawTracePointContext) -> u32 {
+            capture::<_, 16, NO_PATHS>(&ctx, copy_key(CopyKind::RawTracepoint, $i));
+            0
+        }
+    )*};
+}
+
+raw_copies_16! {
+    0: weft_oneliner_raw_tp_w16_0;
+    1: weft_oneliner_raw_tp_w16_1;
+    2: weft_oneliner_raw_tp_w16_2;
+    3: weft_oneliner_raw_tp_w16_3;
+    4: weft_oneliner_raw_tp_w16_4;
+    5: weft_oneliner_raw_tp_w16_5;
+    6: weft_oneliner_raw_tp_w16_6;
+    7: weft_oneliner_raw_tp_w16_7;
+}
+
 /// `iter:task` and `iter:task_file`: run for each task (each open file of
 /// each task) when weft reads the iterator, and once more at the end with
 /// no task, which is no event.

@@ -405,6 +405,15 @@ const COMPARED: &[(&str, &[&str])] = &[
            @[args->args[0], args->args[2]] = count(); }",
         &["read:{file}:4096"],
     ),
+    // raw_syscalls probes that read only the return value run on the raw
+    // tracepoint, a copy each; one that reads the number beside them on
+    // the classic one.
+    (
+        "tracepoint:raw_syscalls:sys_exit /pid == cpid && args->ret == -9/ { @s[comm] = sum(args->ret); } \
+         tracepoint:raw_syscalls:sys_exit /pid == cpid && args->ret == -9/ { @h = hist(args->ret); } \
+         tracepoint:raw_syscalls:sys_exit /pid == cpid && args->ret == -9/ { @ids[args->id] = count(); }",
+        &["close-bad:30"],
+    ),
     // The NUMA node of the event's CPU.
     (
         "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { @[numaid] = count(); }",

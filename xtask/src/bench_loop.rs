@@ -272,10 +272,26 @@ impl Tracer {
         self.child.id()
     }
 
-    /// Stops the tracer with SIGINT; returns what it printed.
+    /// Stops the tracer with SIGINT; returns what it printed. bpftrace 0.17
+    /// now and then misses a Ctrl-C that comes just before it blocks, and
+    /// waits there for good: it is sent another every 5 s (a round then
+    /// waited without end).
     pub fn interrupt(mut self) -> Result<Vec<String>> {
-        exec(Command::new("kill").args(["-INT", &self.child.id().to_string()]))?;
-        let status = self.child.wait()?;
+        let pid = self.child.id().to_string();
+        let interrupt = || exec(Command::new("kill").args(["-INT", &pid]));
+        interrupt()?;
+        let mut again = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let status = loop {
+            if let Some(status) = self.child.try_wait()? {
+                break status;
+            }
+            if std::time::Instant::now() > again {
+                eprintln!("note: the tracer did not end 5 s after Ctrl-C: another Ctrl-C");
+                interrupt()?;
+                again += std::time::Duration::from_secs(5);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
         let lines: Vec<String> = self.lines.iter().collect();
         if !status.success() {
             bail!("tracer exited with {status}: {}", lines.join("\n"));

@@ -35,7 +35,7 @@ use weft_oneliner::{
     Attach, Event, Plan, Target,
     ast::{PerfEvent, period_ns},
     lower,
-    plan::ReadKind,
+    plan::{Hook, ReadKind},
 };
 
 use weft_symbols::FileOffsets;
@@ -433,6 +433,7 @@ impl OnelinerProbe {
             Target::Fentry { exit: false, .. } => Some(CopyKind::Fentry),
             Target::Fentry { exit: true, .. } => Some(CopyKind::Fexit),
             Target::RawTracepoint { .. } => Some(CopyKind::RawTracepoint),
+            Target::Tracepoint { .. } if attach.hook == Hook::Raw => Some(CopyKind::RawTracepoint),
             _ => None,
         };
         let key = match copy {
@@ -448,6 +449,13 @@ impl OnelinerProbe {
         let cookie = u64::from(key);
         let name = attach.target.name();
         match &attach.target {
+            Target::Tracepoint { name, .. } if attach.hook == Hook::Raw => {
+                // Both raw_syscalls hooks have two arguments: the copy that
+                // loads the second in place attaches there.
+                let kind = copy.expect("set above");
+                let i = key - copy_key(kind, 0);
+                self.attach_copy_named(kind, format!("weft_oneliner_raw_tp_w16_{i}"), name, "")
+            }
             Target::Tracepoint { category, name } => {
                 let id = event_id(tracefs, category, name)?;
                 let event = Tracepoint::with_id(id.into());
@@ -623,7 +631,17 @@ impl OnelinerProbe {
             CopyKind::RawTracepoint => "raw_tp",
             CopyKind::Iter => bail!("iterators are not copies"),
         };
-        let name = format!("weft_oneliner_{family}_{i}");
+        self.attach_copy_named(kind, format!("weft_oneliner_{family}_{i}"), target, refused)
+    }
+
+    /// Loads copy program `name` of `kind` for `target` and attaches it.
+    fn attach_copy_named(
+        &mut self,
+        kind: CopyKind,
+        name: String,
+        target: &str,
+        refused: &'static str,
+    ) -> Result<()> {
         if kind != CopyKind::RawTracepoint && self.btf.is_none() {
             self.btf = Some(Btf::from_sys_fs().context("fentry and fexit need kernel BTF")?);
         }
@@ -1136,6 +1154,7 @@ fn tracepoint_width(attach: &Attach) -> u32 {
 /// (copies serve fentry, fexit and raw tracepoints).
 fn shared_program(attach: &Attach) -> Option<String> {
     let name = match &attach.target {
+        Target::Tracepoint { .. } if attach.hook == Hook::Raw => return None,
         Target::Tracepoint { .. } => return Some(tracepoint_copy(tracepoint_width(attach), 0)),
         Target::Kprobe { .. } => KPROBE_PROGRAM,
         Target::Uprobe { exit: false, .. } | Target::Usdt { .. } => UPROBE_PROGRAM,

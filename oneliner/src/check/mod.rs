@@ -43,7 +43,8 @@ pub use crate::{
 /// times) and aggregate, it does.
 pub fn check(program: Program, kernel: &dyn Kernel) -> Result<Plan> {
     alone_with_iterators(&program)?;
-    let mut plan = check_in_weft(program, kernel)?;
+    let raw = !program.all_fields;
+    let mut plan = check_items(program, kernel, raw)?;
     // Before the aggregations: a probe that takes a start may then
     // aggregate what it measures.
     crate::starts::keep_in_kernel(&mut plan);
@@ -76,7 +77,13 @@ fn alone_with_iterators(program: &Program) -> Result<()> {
 /// Checks `program` against `kernel` to run wholly in weft, every event
 /// sent and nothing kept in the kernel: over a capture, where the events
 /// come from the store.
-pub fn check_in_weft(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> {
+pub fn check_in_weft(program: Program, kernel: &dyn Kernel) -> Result<Plan> {
+    check_items(program, kernel, false)
+}
+
+/// Checks every item of `program`; with `raw`, a `raw_syscalls` probe
+/// that reads what a raw tracepoint holds is attached as one.
+fn check_items(mut program: Program, kernel: &dyn Kernel, raw: bool) -> Result<Plan> {
     let uprobe_args = crate::uprobe_args::read(&mut program, kernel)?;
     let defined = crate::types::Defined::new(&program.definitions, kernel)?;
     let kernel: &dyn Kernel = &defined;
@@ -105,28 +112,8 @@ pub fn check_in_weft(mut program: Program, kernel: &dyn Kernel) -> Result<Plan> 
             unsigned_prints.extend(unsigned.prints);
         }
         let item = &program.items[index];
-        let mut group: Vec<Attach> = targets
-            .into_iter()
-            .map(|(target, fields)| Attach {
-                item: index,
-                target,
-                fields,
-                raw_len: 0,
-                strings: Vec::new(),
-                saved: Vec::new(),
-                reads: Vec::new(),
-                members: Vec::new(),
-                save: None,
-                join: None,
-                agg: None,
-                start: None,
-                filters: Vec::new(),
-                comm: None,
-                kstack: false,
-                ustack: false,
-                signal: None,
-                kernel_run: false,
-            })
+        let mut group: Vec<Attach> = (targets.into_iter())
+            .map(|(target, fields)| Attach::new(index, item, target, fields, raw))
             .collect();
         let bound = vec![Bound::new(); group.len()];
         let mut checker = Checker {
@@ -330,11 +317,25 @@ fn assigned_kind(value: &Expr) -> Result<Option<MapKind>> {
         "percentiles" => MapKind::Percentiles,
         "lhist" => {
             let (min, max, step) = (literal(1)?, literal(2)?, literal(3)?);
-            if step <= 0 || max <= min {
-                return Err(Error::new(
-                    value.span,
-                    "lhist(value, min, max, step) needs min < max and step > 0",
-                ));
+            // bpftrace 0.17's checks, in its order and words.
+            let wrong = if min < 0 {
+                Some(format!("min must be non-negative (provided min {min})"))
+            } else if min > max {
+                Some(format!(
+                    "min must be less than max (provided min {min} and max {max})"
+                ))
+            } else if max - min < step {
+                Some(format!(
+                    "step is too large for the given range (provided step {step} for range {})",
+                    max - min
+                ))
+            } else if step < 1 {
+                Some(format!("step must be >= 1 ({step} provided)"))
+            } else {
+                None
+            };
+            if let Some(wrong) = wrong {
+                return Err(Error::new(value.span, format!("lhist() {wrong}")));
             }
             MapKind::Lhist { min, max, step }
         }
@@ -422,6 +423,7 @@ pub(crate) mod members;
 pub mod plan;
 mod pointers;
 pub(crate) mod push_down;
+pub(crate) mod raw_syscalls;
 mod reads;
 pub(crate) mod registers;
 pub(crate) mod saved;

@@ -128,9 +128,62 @@ pub struct Attach {
     /// BEGIN and END run once in weft's thread (`BPF_PROG_TEST_RUN`),
     /// an interval on CPU 0's clock.
     pub kernel_run: bool,
+    /// How the kernel hooks it.
+    pub hook: Hook,
+}
+
+/// How the kernel hooks an attach point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Hook {
+    /// As its target says (a tracepoint through its perf event).
+    #[default]
+    AsWritten,
+    /// A `raw_syscalls` tracepoint as the raw tracepoint of its name, its
+    /// fields then the raw context's (`raw_syscalls.rs`).
+    Raw,
 }
 
 impl Attach {
+    /// Item `index`'s attach point at `target`, with the record's `fields`,
+    /// nothing yet asked of the kernel; with `raw`, hooked as a raw
+    /// tracepoint where it can be (`raw_syscalls.rs`).
+    pub(crate) fn new(
+        index: usize,
+        item: &crate::ast::Item,
+        target: Target,
+        fields: Vec<Field>,
+        raw: bool,
+    ) -> Self {
+        let raw_fields = raw
+            .then(|| crate::check::raw_syscalls::raw_fields(item, &target, &fields))
+            .flatten();
+        Self {
+            item: index,
+            target,
+            hook: if raw_fields.is_some() {
+                Hook::Raw
+            } else {
+                Hook::AsWritten
+            },
+            fields: raw_fields.unwrap_or(fields),
+            raw_len: 0,
+            strings: Vec::new(),
+            saved: Vec::new(),
+            reads: Vec::new(),
+            members: Vec::new(),
+            save: None,
+            join: None,
+            agg: None,
+            start: None,
+            filters: Vec::new(),
+            comm: None,
+            kstack: false,
+            ustack: false,
+            signal: None,
+            kernel_run: false,
+        }
+    }
+
     /// The field called `name`.
     pub fn field(&self, name: &str) -> Option<&Field> {
         self.fields.iter().find(|f| f.name == name)

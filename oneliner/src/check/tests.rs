@@ -2,7 +2,7 @@ use super::*;
 use crate::{
     kernel::{Element, KernelType, format_fields},
     parse,
-    plan::{KeptStart, KeyPart, Read, ReadKind, Sample},
+    plan::{Hook, KeptStart, KeyPart, Read, ReadKind, Sample},
 };
 type Result<T> = std::result::Result<T, String>;
 
@@ -28,6 +28,8 @@ const NANOSLEEP: &str = "\tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1
         \tfield:struct __kernel_timespec * rqtp;\toffset:16;\tsize:8;\tsigned:0;\n";
 const RAW_ENTER: &str = "\tfield:long id;\toffset:8;\tsize:8;\tsigned:1;\n\
         \tfield:unsigned long args[6];\toffset:16;\tsize:48;\tsigned:0;\n";
+const RAW_EXIT: &str = "\tfield:long id;\toffset:8;\tsize:8;\tsigned:1;\n\
+        \tfield:long ret;\toffset:16;\tsize:8;\tsigned:1;\n";
 
 /// Kernel structs: (id, name, members (name, offset, type)).
 type Members = &'static [(&'static str, u32, KernelType)];
@@ -146,6 +148,7 @@ impl Kernel for FakeKernel {
             ("sched", "sched_process_exec"),
             ("syscalls", "sys_enter_nanosleep"),
             ("raw_syscalls", "sys_enter"),
+            ("raw_syscalls", "sys_exit"),
         ]
         .into_iter()
         .filter(|(c, n)| {
@@ -162,6 +165,7 @@ impl Kernel for FakeKernel {
             "sys_enter_execve" => EXECVE,
             "sys_enter_nanosleep" => NANOSLEEP,
             "sys_enter" => RAW_ENTER,
+            "sys_exit" => RAW_EXIT,
             _ => EXEC,
         }))
     }
@@ -744,6 +748,23 @@ fn maps_and_tuples_take_the_types_of_their_values() {
             "@m holds a value elsewhere and cannot also hold count()",
         ),
         ("BEGIN { unwatch(); }", "unwatch() takes one address"),
+        // lhist()'s bounds, as bpftrace 0.17 checks and words them.
+        (
+            "BEGIN { @l = lhist(1, -20, 0, 5); }",
+            "lhist() min must be non-negative (provided min -20)",
+        ),
+        (
+            "BEGIN { @l = lhist(1, 10, 5, 1); }",
+            "lhist() min must be less than max (provided min 10 and max 5)",
+        ),
+        (
+            "BEGIN { @l = lhist(1, 0, 4, 5); }",
+            "lhist() step is too large for the given range (provided step 5 for range 4)",
+        ),
+        (
+            "BEGIN { @l = lhist(1, 0, 10, 0); }",
+            "lhist() step must be >= 1 (0 provided)",
+        ),
         (
             r#"BEGIN { unwatch("x"); }"#,
             "unwatch()'s address must be an integer, not a string",
@@ -1538,6 +1559,57 @@ fn uprobe_arguments_by_name_from_dwarf() {
     assert!(refused("uprobe:prog:main { @ = args->a; }").ends_with(
         "(build it with -g, or install its debug file); arg0, arg1, ... read the registers"
     ));
+}
+
+/// A `raw_syscalls` probe that reads only what the raw context holds (the
+/// number at entry, the return value at exit) attaches as a raw
+/// tracepoint, the field in the context's second slot wherever the plan
+/// reads it (pushed-down tests, the kernel's aggregation); one that reads
+/// more attaches to the classic tracepoint, as does every probe whose
+/// fields are all kept (`--store`) or that runs over a capture.
+#[test]
+fn raw_syscalls_attach_raw_where_the_raw_context_holds_what_they_read() {
+    let plan = checked(
+        "tracepoint:raw_syscalls:sys_enter /args->id == 39/ { @[comm] = count(); } \
+         tracepoint:raw_syscalls:sys_exit { @ret = sum(args->ret); }",
+    );
+    let fields = |attach: &Attach| -> Vec<(String, u16)> {
+        (attach.fields.iter())
+            .map(|f| (f.name.clone(), f.offset))
+            .collect()
+    };
+    let (enter, exit) = (&plan.attaches[0], &plan.attaches[1]);
+    assert!(enter.hook == Hook::Raw && exit.hook == Hook::Raw);
+    assert_eq!(fields(enter), [("id".to_string(), 8)]);
+    assert_eq!(enter.filters.len(), 1);
+    assert!(matches!(
+        enter.filters[0].subject,
+        Subject::Field { offset: 8, .. }
+    ));
+    assert_eq!(fields(exit), [("ret".to_string(), 8)]);
+    let agg = exit.agg.as_ref().expect("the kernel sums");
+    assert!(matches!(
+        agg.sample,
+        Some(Sample::Int(Subject::Field { offset: 8, .. }))
+    ));
+    for text in [
+        "tracepoint:raw_syscalls:sys_enter { @[args->args[0]] = count(); }",
+        "tracepoint:raw_syscalls:sys_exit { @[args->id] = sum(args->ret); }",
+        "tracepoint:raw_syscalls:sys_exit { @ = sizeof(args->id); }",
+    ] {
+        let plan = checked(text);
+        assert_eq!(plan.attaches[0].hook, Hook::AsWritten, "{text}");
+        assert_eq!(plan.attaches[0].fields.len(), 2, "{text}");
+    }
+    let text = "tracepoint:raw_syscalls:sys_exit { @ = sum(args->ret); }";
+    let mut program = parse(text).unwrap();
+    program.all_fields = true;
+    assert_eq!(
+        check(program, &FakeKernel).unwrap().attaches[0].hook,
+        Hook::AsWritten
+    );
+    let over_capture = crate::check::check_in_weft(parse(text).unwrap(), &FakeKernel).unwrap();
+    assert_eq!(over_capture.attaches[0].hook, Hook::AsWritten);
 }
 
 #[test]

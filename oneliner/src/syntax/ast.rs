@@ -19,6 +19,9 @@ pub struct Program {
     /// The process of `-p PID`, whose files a USDT probe without a path
     /// names.
     pub pid: Option<u32>,
+    /// Every field of each event is kept (`weft trace --store`), whether
+    /// the program reads it or not.
+    pub all_fields: bool,
 }
 
 /// C type definitions written before (or between) the probes, as

@@ -53,6 +53,7 @@ pub fn parse_with(text: &str, params: &[String]) -> Result<Program> {
         defines,
         definitions,
         unsafe_calls: false,
+        all_fields: false,
         pid: None,
     };
     crate::params::substitute(&mut program, params)?;

@@ -104,7 +104,7 @@ pub fn run(args: Options) -> Result<()> {
     let preload = (args.action == Action::Run && ebpf::check_privileges().is_ok())
         .then(|| Preload::start(ring_bytes))
         .transpose()?;
-    let mut plan = resolve(text, &args.params, args.unsafe_calls, args.pid)?;
+    let mut plan = resolve(text, &args)?;
     if args.store.is_some() {
         store::copy_all_fields(&mut plan);
     }
@@ -294,11 +294,12 @@ fn handle(
 
 /// Parses `text`, puts `params` in for `$1`, `$2`, ..., and checks it,
 /// with errors pointing into it.
-fn resolve(text: &str, params: &[String], unsafe_calls: bool, pid: Option<u32>) -> Result<Plan> {
+fn resolve(text: &str, args: &Options) -> Result<Plan> {
     let render = |e: weft_oneliner::Error| Error::Program(e.render(text));
-    let mut program = weft_oneliner::parse::parse_with(text, params).map_err(render)?;
-    program.unsafe_calls = unsafe_calls;
-    program.pid = pid;
+    let mut program = weft_oneliner::parse::parse_with(text, &args.params).map_err(render)?;
+    program.unsafe_calls = args.unsafe_calls;
+    program.pid = args.pid;
+    program.all_fields = args.store.is_some();
     let tracefs = ebpf::tracefs()?;
     weft_oneliner::check(program, &Kernel::new(tracefs)).map_err(render)
 }
@@ -672,7 +673,11 @@ fn explain(plan: &Plan) -> String {
             let _ = writeln!(out, "  runs in weft (no kernel program)");
             continue;
         }
-        let how = kernel_program(&attach.target);
+        let how = if attach.hook == weft_oneliner::plan::Hook::Raw {
+            "a copy of weft_oneliner_raw_tp on the raw tracepoint of the same name (the program reads only what it holds)"
+        } else {
+            kernel_program(&attach.target)
+        };
         let _ = writeln!(out, "  kernel program: {how}");
         let mut tests: Vec<String> = attach.filters.iter().map(ToString::to_string).collect();
         if let Some(comm) = &attach.comm {
