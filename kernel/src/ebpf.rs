@@ -229,15 +229,18 @@ pub fn fill_pids(ebpf: &mut Ebpf, map: &str, pids: &[u32]) -> Result<()> {
 }
 
 /// The `bpf(2)` system call `cmd` with `attr`, the leading part of a
-/// `union bpf_attr` for commands the kernel only reads it for (pointers in
-/// it must outlive the call); returns the result, a new fd for some.
-pub fn bpf<T>(cmd: libc::c_long, attr: &T) -> std::io::Result<libc::c_long> {
-    // SAFETY: `attr` is valid for `size_of::<T>()` bytes and only read.
+/// `union bpf_attr` (pointers in it must outlive the call), which the
+/// kernel may write results back into (`BPF_OBJ_GET_INFO_BY_FD`'s length,
+/// `BPF_PROG_TEST_RUN`'s return value); returns the result, a new fd for
+/// some.
+pub fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> std::io::Result<libc::c_long> {
+    // SAFETY: `attr` is valid for `size_of::<T>()` bytes, and the kernel
+    // writes no more than that size into it.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_bpf,
             cmd,
-            std::ptr::from_ref(attr),
+            std::ptr::from_mut(attr),
             std::mem::size_of::<T>(),
         )
     };
@@ -247,11 +250,12 @@ pub fn bpf<T>(cmd: libc::c_long, attr: &T) -> std::io::Result<libc::c_long> {
     Ok(rc)
 }
 
-/// Runs of `program` the kernel skipped (its `recursion_misses`, Linux
-/// 5.12; 0 while it is not loaded). A tracepoint or kprobe program is not
-/// run on a CPU where another such program, or a `bpf()` call on a map
-/// (of any process, even one preempted there), is under way: each such
-/// event is lost to every tracer, uncounted but here.
+/// Runs of `program` the kernel skipped (its `recursion_misses`; 0 while
+/// it is not loaded). A tracepoint or kprobe program is not run on a CPU
+/// where another such program, or a `bpf()` call on a map (of any
+/// process), is under way: each such event is lost to every tracer,
+/// counted only here, and only from Linux 6.7 (before, the kernel counts
+/// a tracepoint's skipped runs nowhere).
 pub fn skipped(program: &aya::programs::Program) -> Result<u64> {
     use std::os::fd::{AsFd as _, AsRawFd as _};
     /// The `info` member of `union bpf_attr`.
@@ -272,23 +276,12 @@ pub fn skipped(program: &aya::programs::Program) -> Result<u64> {
         info_len: std::mem::size_of_val(&info) as u32,
         info: (&raw mut info) as u64,
     };
-    // SAFETY: `attr` and the `info` it points to are valid for the sizes
-    // given; the kernel writes no more than `info_len` bytes of `info` and
-    // the length it wrote back into `attr`.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_OBJ_GET_INFO_BY_FD,
-            &raw mut attr,
-            std::mem::size_of::<InfoAttr>(),
-        )
-    };
-    if rc < 0 {
-        return Err(Error::Kernel {
-            doing: "failed to read a program's info".into(),
-            cause: Box::new(std::io::Error::last_os_error().into()),
-        });
-    }
+    // The kernel writes no more than `info_len` bytes of `info`, which
+    // outlives the call.
+    bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr).map_err(|e| Error::Kernel {
+        doing: "failed to read a program's info".into(),
+        cause: Box::new(e.into()),
+    })?;
     Ok(info.recursion_misses)
 }
 

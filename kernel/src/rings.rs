@@ -264,7 +264,7 @@ fn pinned_ring_array(rings: &[Ring], path: &Path) -> Result<MapData> {
     }
     const BPF_MAP_CREATE: libc::c_long = 0;
     let template = rings.first().context("no rings")?;
-    let attr = MapCreate {
+    let mut attr = MapCreate {
         map_type: aya_obj::generated::bpf_map_type::BPF_MAP_TYPE_ARRAY_OF_MAPS as u32,
         key_size: 4,
         value_size: 4,
@@ -274,7 +274,7 @@ fn pinned_ring_array(rings: &[Ring], path: &Path) -> Result<MapData> {
         numa_node: 0,
         map_name: *b"weft_rings\0\0\0\0\0\0",
     };
-    let fd = bpf(BPF_MAP_CREATE, &attr).context("failed to create a ring array")?;
+    let fd = bpf(BPF_MAP_CREATE, &mut attr).context("failed to create a ring array")?;
     // SAFETY: the syscall returned a new file descriptor that nothing else owns.
     let outer = MapData::from_fd(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })?;
     outer.pin(path)?;
@@ -332,7 +332,7 @@ fn bpffs_dir() -> &'static Path {
 fn slot_is_set(map_fd: RawFd, key: u32) -> bool {
     const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
     let mut id = 0u32;
-    bpf(BPF_MAP_LOOKUP_ELEM, &elem(map_fd, &key, &raw mut id)).is_ok()
+    bpf(BPF_MAP_LOOKUP_ELEM, &mut elem(map_fd, &key, &raw mut id)).is_ok()
 }
 
 /// `bpf(BPF_MAP_UPDATE_ELEM)` of slot `key` of map-of-maps `map_fd` to the
@@ -340,7 +340,11 @@ fn slot_is_set(map_fd: RawFd, key: u32) -> bool {
 fn update_fd_slot(map_fd: RawFd, key: u32, inner_fd: RawFd) -> std::io::Result<()> {
     const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
     let value = inner_fd.cast_unsigned();
-    bpf(BPF_MAP_UPDATE_ELEM, &elem(map_fd, &key, &raw const value)).map(drop)
+    bpf(
+        BPF_MAP_UPDATE_ELEM,
+        &mut elem(map_fd, &key, &raw const value),
+    )
+    .map(drop)
 }
 
 /// `union bpf_attr` for the element commands.

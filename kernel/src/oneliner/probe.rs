@@ -1070,7 +1070,7 @@ const BPF_PROG_TEST_RUN: libc::c_long = 10;
 fn test_run(fd: RawFd) -> Result<()> {
     // The most arguments a raw tracepoint has, all zero: none is read.
     let args = [0u64; 12];
-    let attr = TestRun {
+    let mut attr = TestRun {
         prog_fd: u32::try_from(fd)
             .ok()
             .context("a program fd is not negative")?,
@@ -1078,19 +1078,8 @@ fn test_run(fd: RawFd) -> Result<()> {
         ctx_in: args.as_ptr() as u64,
         ..TestRun::default()
     };
-    // SAFETY: `attr` is a valid BPF_PROG_TEST_RUN attribute of the size
-    // given, and `args` outlives the call.
-    let done = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_PROG_TEST_RUN,
-            &raw const attr,
-            std::mem::size_of::<TestRun>(),
-        )
-    };
-    if done < 0 {
-        return Err(std::io::Error::last_os_error().into());
-    }
+    // `args` outlives the call.
+    ebpf::bpf(BPF_PROG_TEST_RUN, &mut attr)?;
     Ok(())
 }
 const BPF_PERF_EVENT: u32 = 41;
@@ -1211,7 +1200,7 @@ fn enabled_link(fd: RawFd, mut event: perf_event::Counter, cookie: u64) -> Resul
 /// program reads with `bpf_get_attach_cookie` (aya's attach functions set
 /// none). Needs Linux 5.15.
 fn link_perf_event(prog_fd: RawFd, event: perf_event::Counter, cookie: u64) -> Result<Link> {
-    let attr = LinkCreate {
+    let mut attr = LinkCreate {
         prog_fd: prog_fd.cast_unsigned(),
         target_fd: event.as_raw_fd().cast_unsigned(),
         attach_type: BPF_PERF_EVENT,
@@ -1219,7 +1208,7 @@ fn link_perf_event(prog_fd: RawFd, event: perf_event::Counter, cookie: u64) -> R
         bpf_cookie: cookie,
         zero: [0; 4],
     };
-    let fd = ebpf::bpf(BPF_LINK_CREATE, &attr)
+    let fd = ebpf::bpf(BPF_LINK_CREATE, &mut attr)
         .context("BPF_LINK_CREATE with a cookie failed (Linux 5.15 or later is needed)")?;
     // SAFETY: the syscall returned a new file descriptor that nothing else owns.
     let link = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
