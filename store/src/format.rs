@@ -377,14 +377,15 @@ impl RecordHeader {
     }
 }
 
-/// Where records lie in a block: each one's start and the end of its payload.
-pub type Spans = Vec<(usize, usize)>;
+/// Where records lie in a block: each one's start, its payload's start
+/// and its payload's end.
+pub type Spans = Vec<(usize, usize, usize)>;
 
 /// Where the records of one source lie in `block` (at address `base`,
 /// based at `base_ts`), from the one at `last` back through their
 /// back-pointers while they stay in the block, newest first: each one's
-/// start and the end of its payload. `Err(offset)`: the record there does
-/// not decode.
+/// start, its payload's start and end. `Err(offset)`: the record there
+/// does not decode.
 pub fn back_chain(
     block: &[u8],
     base: u64,
@@ -400,7 +401,7 @@ pub fn back_chain(
         let end = (at.checked_add(header.len as usize))
             .filter(|e| *e <= block.len())
             .ok_or(start)?;
-        spans.push((start, end));
+        spans.push((start, at, end));
         addr = header.prev;
     }
     Ok(spans)

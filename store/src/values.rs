@@ -33,7 +33,7 @@ use foldhash::fast::FixedState;
 
 use crate::{
     cache::Runs,
-    format::{BlockHeader, RecordHeader, Spans, Summary, back_chain, get_varint, push_varint},
+    format::{BlockHeader, Spans, Summary, back_chain, get_varint, push_varint},
     schema::{Bins, Index, IndexId, Meta, SourceId},
 };
 
@@ -312,7 +312,7 @@ fn copies(out: &mut Vec<u8>, block: &[u8], base: u64, summaries: &[Summary]) {
         .filter(|s| s.index == 0 && s.count <= COPIED_RECORDS)
         .filter_map(|s| {
             let spans = back_chain(block, base, base_ts, s.last_addr).ok()?;
-            let bytes = spans.iter().map(|(start, end)| end - start).sum();
+            let bytes = spans.iter().map(|(start, _, end)| end - start).sum();
             (bytes <= COPIED_BYTES).then_some((s.source, spans, bytes))
         })
         .collect();
@@ -325,7 +325,7 @@ fn copies(out: &mut Vec<u8>, block: &[u8], base: u64, summaries: &[Summary]) {
         room = left;
         let mut body = Vec::with_capacity(bytes + 8 * spans.len() + 10);
         push_varint(&mut body, base_ts);
-        for (start, end) in spans.iter().rev() {
+        for (start, _, end) in spans.iter().rev() {
             push_varint(&mut body, *start as u64);
             body.extend_from_slice(&block[*start..*end]);
         }
@@ -378,12 +378,8 @@ fn split(
         return;
     };
     let mut by_key = ByKey::default();
-    for (start, end) in spans {
-        let mut at = start;
-        if RecordHeader::decode(block, &mut at, base + start as u64, base_ts).is_none() {
-            return;
-        }
-        let payload = &block[at..end];
+    for (_, payload, end) in spans {
+        let payload = &block[payload..end];
         let Some(value) = values.field.read(payload) else {
             continue;
         };

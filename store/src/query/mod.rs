@@ -511,7 +511,7 @@ impl Snapshot {
                         "chunk {chunk}: bad record framing at offset {offset}"
                     ))
                 })?;
-            for (start, _) in spans.into_iter().rev() {
+            for (start, _, _) in spans.into_iter().rev() {
                 let (record, _) = decode(start)?;
                 if keep(&record) {
                     visit(record);
