@@ -74,6 +74,9 @@ const PATH_REFUSED: &str = "path() calls the kernel's bpf_d_path, which it allow
 /// The programs of uprobes and uretprobes.
 const UPROBE_PROGRAM: &str = "weft_oneliner_uprobe";
 const URETPROBE_PROGRAM: &str = "weft_oneliner_uretprobe";
+/// Raw tracepoint copies that also come in the form loading the context's
+/// second word in place (`weft_oneliner_raw_tp_w16_N`, `ebpf/src/oneliner.rs`).
+const RAW_IN_PLACE_COPIES: u32 = 2;
 /// The program of `profile:` probes.
 const PERF_PROGRAM: &str = "weft_oneliner_perf";
 
@@ -451,10 +454,15 @@ impl OnelinerProbe {
         match &attach.target {
             Target::Tracepoint { name, .. } if attach.hook == Hook::Raw => {
                 // Both raw_syscalls hooks have two arguments: the copy that
-                // loads the second in place attaches there.
+                // loads the second in place attaches there, where it has one.
                 let kind = copy.expect("set above");
                 let i = key - copy_key(kind, 0);
-                self.attach_copy_named(kind, format!("weft_oneliner_raw_tp_w16_{i}"), name, "")
+                let program = if i < RAW_IN_PLACE_COPIES {
+                    format!("weft_oneliner_raw_tp_w16_{i}")
+                } else {
+                    format!("weft_oneliner_raw_tp_{i}")
+                };
+                self.attach_copy_named(kind, program, name, NO_TRAMPOLINES)
             }
             Target::Tracepoint { category, name } => {
                 let id = event_id(tracefs, category, name)?;
@@ -984,13 +992,8 @@ impl OnelinerProbe {
     /// Runs of the program's probes the kernel skipped (see
     /// [`ebpf::skipped`]): events lost to it uncounted elsewhere.
     pub fn skipped(&self) -> u64 {
-        self.skipped_at_detach.unwrap_or_else(|| {
-            // A program whose info cannot be read counts none.
-            self.ebpf
-                .programs()
-                .map(|(_, program)| ebpf::skipped(program).unwrap_or(0))
-                .sum()
-        })
+        self.skipped_at_detach
+            .unwrap_or_else(|| ebpf::skipped(self.ebpf.programs().map(|(_, program)| program)))
     }
 
     /// Events aggregated in the kernel, or whose start time it kept,
