@@ -250,13 +250,22 @@ pub fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> std::io::Result<libc::c_long> 
     Ok(rc)
 }
 
-/// Runs of `program` the kernel skipped (its `recursion_misses`; 0 while
-/// it is not loaded). A tracepoint or kprobe program is not run on a CPU
-/// where another such program, or a `bpf()` call on a map (of any
-/// process), is under way: each such event is lost to every tracer,
-/// counted only here, and only from Linux 6.7 (before, the kernel counts
-/// a tracepoint's skipped runs nowhere).
-pub fn skipped(program: &aya::programs::Program) -> Result<u64> {
+/// Runs of `programs` the kernel skipped (their `recursion_misses`; a
+/// program not loaded, or whose info cannot be read, counts none). A
+/// tracepoint or kprobe program is not run on a CPU where another such
+/// program, or a `bpf()` call on a map (of any process), is under way:
+/// each such event is lost to every tracer, counted only here, and only
+/// from Linux 6.7 (before, the kernel counts a tracepoint's skipped runs
+/// nowhere).
+pub fn skipped<'a>(programs: impl IntoIterator<Item = &'a aya::programs::Program>) -> u64 {
+    programs
+        .into_iter()
+        .map(|program| recursion_misses(program).unwrap_or(0))
+        .sum()
+}
+
+/// `program`'s `recursion_misses` (0 while it is not loaded).
+fn recursion_misses(program: &aya::programs::Program) -> Result<u64> {
     use std::os::fd::{AsFd as _, AsRawFd as _};
     /// The `info` member of `union bpf_attr`.
     #[repr(C)]

@@ -372,12 +372,13 @@ impl EventProbe {
     }
 
     /// Runs of `loaded`'s programs the kernel skipped (see
-    /// [`ebpf::skipped`]; a program whose info cannot be read counts none).
+    /// [`ebpf::skipped`]), each program once: one serves several hooks
+    /// (`sched_wakeup` and `sched_wakeup_new`), and its count is theirs.
     fn skipped(&self, loaded: &SourceHooks) -> u64 {
-        (loaded.hooks.iter())
-            .filter_map(|hook| self.ebpf.program(hook.program))
-            .map(|program| ebpf::skipped(program).unwrap_or(0))
-            .sum()
+        let mut names: Vec<&str> = loaded.hooks.iter().map(|hook| hook.program).collect();
+        names.sort_unstable();
+        names.dedup();
+        ebpf::skipped(names.into_iter().filter_map(|name| self.ebpf.program(name)))
     }
 
     /// Detaches every program; what is in the rings can still be drained.

@@ -346,10 +346,7 @@ impl SyscallProbe {
         if self.programs.is_empty() {
             return self.last_skipped;
         }
-        (self.programs.iter())
-            .filter_map(|name| self.ebpf.program(name))
-            .map(|program| ebpf::skipped(program).unwrap_or(0))
-            .sum()
+        ebpf::skipped((self.programs.iter()).filter_map(|name| self.ebpf.program(name)))
     }
 
     /// Reads the kernel-side counters.

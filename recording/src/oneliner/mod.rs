@@ -554,7 +554,11 @@ fn report_losses(probe: &OnelinerProbe, quiet: bool) -> Result<()> {
         log::warn!("weft: {starts_lost} start times lost (the kernel's map of them was full)");
     }
     if delivery.skipped > 0 {
-        log::warn!("weft: {}", skipped_line(delivery.skipped));
+        log::warn!(
+            "weft: {} events lost unseen: the kernel ran no probe for them, as another BPF \
+             program or a bpf() call on a map was under way on their CPU",
+            delivery.skipped
+        );
     }
     if delivery.ring_full > 0 || !quiet {
         log::info!(
@@ -568,14 +572,6 @@ fn report_losses(probe: &OnelinerProbe, quiet: bool) -> Result<()> {
         bail!("{} malformed trace records", probe.malformed());
     }
     Ok(())
-}
-
-/// What `skipped` runs the kernel left out mean.
-pub(crate) fn skipped_line(skipped: u64) -> String {
-    format!(
-        "{skipped} events lost unseen: the kernel ran no probe for them, as another BPF \
-         program or a bpf() call on a map was under way on their CPU"
-    )
 }
 
 /// What a probe does with a start time the kernel keeps.
