@@ -353,7 +353,7 @@ fn print_text(
         match agg {
             Agg::Hist(buckets) => {
                 writeln!(out, "{name}: ")?;
-                write_bars(&log2_rows(buckets), out)?;
+                write_bars(&log2_rows(buckets), div, out)?;
                 writeln!(out)?;
             }
             Agg::Lhist(buckets) => {
@@ -361,14 +361,15 @@ fn print_text(
                     unreachable!()
                 };
                 writeln!(out, "{name}: ")?;
-                write_bars(&linear_rows(buckets, min, max, step), out)?;
+                // bpftrace 0.17 divides a hist's counts, not an lhist's,
+                // and leaves a stats() map undivided.
+                write_bars(&linear_rows(buckets, min, max, step), 1, out)?;
                 writeln!(out)?;
             }
             Agg::Stats { sum, count } => writeln!(
                 out,
-                "{name}: count {count}, average {}, total {}",
-                average(*sum, *count) / div,
-                sum / div
+                "{name}: count {count}, average {}, total {sum}",
+                average(*sum, *count),
             )?,
             Agg::Avg { sum, count } => writeln!(out, "{name}: {}", average(*sum, *count) / div)?,
             Agg::Percentiles(p) => {
@@ -516,7 +517,9 @@ fn linear_rows(buckets: &[u64], min: i64, max: i64, step: i64) -> Vec<Row> {
 }
 
 /// bpftrace's histogram lines: label left in 16, count right in 8, a 52-wide bar.
-fn write_bars(rows: &[Row], out: &mut dyn Write) -> std::io::Result<()> {
+/// A histogram's rows with their bars; each count shown divided by `div`,
+/// the bars drawn from the counts themselves, as bpftrace 0.17 draws them.
+fn write_bars(rows: &[Row], div: i64, out: &mut dyn Write) -> std::io::Result<()> {
     let max = rows.iter().map(|r| r.count).max().unwrap_or(0).max(1);
     for row in rows {
         let bar = (row.count * 52 / max) as usize;
@@ -524,7 +527,7 @@ fn write_bars(rows: &[Row], out: &mut dyn Write) -> std::io::Result<()> {
             out,
             "{:<16}{:>8} |{}{}|",
             row.label,
-            row.count,
+            row.count / div.cast_unsigned().max(1),
             "@".repeat(bar),
             " ".repeat(52 - bar)
         )?;
@@ -532,7 +535,8 @@ fn write_bars(rows: &[Row], out: &mut dyn Write) -> std::io::Result<()> {
     Ok(())
 }
 
-fn json_rows(rows: &[Row]) -> Json {
+/// A histogram's rows, each count divided by `div`.
+fn json_rows(rows: &[Row], div: i64) -> Json {
     Json::Array(
         rows.iter()
             .map(|r| {
@@ -540,7 +544,8 @@ fn json_rows(rows: &[Row]) -> Json {
                 let bounds = bounds
                     .into_iter()
                     .filter_map(|(name, bound)| Some((name, Json::int(bound?))));
-                Json::object(bounds.chain([("count", Json::int(r.count))]))
+                let count = r.count / div.cast_unsigned().max(1);
+                Json::object(bounds.chain([("count", Json::int(count))]))
             })
             .collect(),
     )
@@ -562,17 +567,17 @@ fn print_json(
     };
     let element = |agg: &Agg| -> Json {
         match agg {
-            Agg::Hist(b) => json_rows(&log2_rows(b)),
+            Agg::Hist(b) => json_rows(&log2_rows(b), div),
             Agg::Lhist(b) => {
                 let MapKind::Lhist { min, max, step } = info.kind else {
                     unreachable!()
                 };
-                json_rows(&linear_rows(b, min, max, step))
+                json_rows(&linear_rows(b, min, max, step), 1)
             }
             Agg::Stats { sum, count } => Json::object([
                 ("count", Json::int(*count)),
-                ("average", Json::int(average(*sum, *count) / div)),
-                ("total", Json::int(sum / div)),
+                ("average", Json::int(average(*sum, *count))),
+                ("total", Json::int(*sum)),
             ]),
             Agg::Avg { sum, count } => Json::int(average(*sum, *count) / div),
             Agg::Percentiles(p) => {
@@ -744,6 +749,58 @@ mod tests {
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "@c[dd, 22744]: 5\n@c[dd, 22743]: 23\n"
+        );
+    }
+    #[test]
+    fn print_divides_a_hist_s_counts_but_not_its_bars_nor_stats() {
+        // bpftrace 0.17's `print(@h, 0, 2)`, `print(@s, 0, 2)` and
+        // `print(@l, 0, 2)` after three 5s and a 100 (two 5s in @l).
+        let info = |name: &str, kind| MapInfo {
+            name: name.into(),
+            kind,
+            keys: vec![],
+            unsigned: false,
+            pointer_keys: Vec::new(),
+        };
+        let lhist = MapKind::Lhist {
+            min: 0,
+            max: 10,
+            step: 5,
+        };
+        let printed = |format, name, kind, values: &[i64]| {
+            let mut agg = Agg::new(kind);
+            values.iter().for_each(|v| agg.add(kind, *v));
+            let map = HashMap::from([(vec![], agg)]);
+            let mut out = Vec::new();
+            print_map(format, &info(name, kind), &map, 0, 2, &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(
+            printed(OutputFormat::Text, "h", MapKind::Hist, &[5, 5, 5, 100]),
+            "@h: \n\
+[4, 8)                 1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n\
+[8, 16)                0 |                                                    |\n\
+[16, 32)               0 |                                                    |\n\
+[32, 64)               0 |                                                    |\n\
+[64, 128)              0 |@@@@@@@@@@@@@@@@@                                   |\n\n"
+        );
+        assert_eq!(
+            printed(OutputFormat::Json, "h", MapKind::Hist, &[5, 5, 5, 100]),
+            "{\"type\": \"hist\", \"data\": {\"@h\": [{\"min\": 4, \"max\": 7, \"count\": 1}, \
+{\"min\": 8, \"max\": 15, \"count\": 0}, {\"min\": 16, \"max\": 31, \"count\": 0}, \
+{\"min\": 32, \"max\": 63, \"count\": 0}, {\"min\": 64, \"max\": 127, \"count\": 0}]}}\n"
+        );
+        assert_eq!(
+            printed(OutputFormat::Text, "s", MapKind::Stats, &[5]),
+            "@s: count 1, average 5, total 5\n\n"
+        );
+        assert_eq!(
+            printed(OutputFormat::Json, "s", MapKind::Stats, &[5]),
+            "{\"type\": \"stats\", \"data\": {\"@s\": {\"count\": 1, \"average\": 5, \"total\": 5}}}\n"
+        );
+        assert_eq!(
+            printed(OutputFormat::Json, "l", lhist, &[5, 5]),
+            "{\"type\": \"hist\", \"data\": {\"@l\": [{\"min\": 5, \"max\": 9, \"count\": 2}]}}\n"
         );
     }
 }
