@@ -78,7 +78,7 @@ pub const HEADER_SIZE: usize = 8;
 const _: () = assert!(core::mem::size_of::<Header>() == HEADER_SIZE);
 
 /// Per-CPU counters each source keeps; the value plus `source * COUNTERS`
-/// is the index into [`COUNTERS_MAP`]. `emitted + RingFull == Seen`.
+/// is the slot in a CPU's row of [`COUNTERS_MAP`]. `emitted + RingFull == Seen`.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Counter {
@@ -93,6 +93,9 @@ pub enum Counter {
 
 /// Number of [`Counter`] slots per source.
 pub const COUNTERS: u32 = 3;
+
+/// Slots of each CPU's row of [`COUNTERS_MAP`] (see [`crate::counters`]).
+pub const COUNTER_ROW: u32 = crate::counters::row(SOURCES * COUNTERS);
 
 /// Only threads whose thread group id is in the pid set are traced.
 pub const FILTER_PID: u32 = 1 << 0;

@@ -27,6 +27,7 @@ extern crate std;
 pub mod args;
 pub mod block;
 pub mod conns;
+pub mod counters;
 pub mod events;
 #[cfg(feature = "user")]
 pub mod mapping;

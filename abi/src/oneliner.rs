@@ -241,6 +241,9 @@ pub enum Counter {
 /// Number of [`Counter`] slots.
 pub const COUNTERS: u32 = 4;
 
+/// Slots of each CPU's row of [`COUNTERS_MAP`] (see [`crate::counters`]).
+pub const COUNTER_ROW: u32 = crate::counters::row(COUNTERS);
+
 /// What a filter compares.
 pub const SUBJECT_NONE: u8 = 0;
 /// The thread group id.

@@ -218,8 +218,8 @@ impl SyscallConfig {
     }
 }
 
-/// Per-CPU counters the probe keeps; the value is the index into
-/// [`COUNTERS_MAP`]. With [`Batch::seen`], `received + RingFull == seen`
+/// Per-CPU counters the probe keeps; the value is the slot in a CPU's row
+/// of [`COUNTERS_MAP`]. With [`Batch::seen`], `received + RingFull == seen`
 /// holds for every CPU.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -236,6 +236,9 @@ pub enum Counter {
 
 /// Number of [`Counter`] slots.
 pub const COUNTERS: u32 = 3;
+
+/// Slots of each CPU's row of [`COUNTERS_MAP`] (see [`crate::counters`]).
+pub const COUNTER_ROW: u32 = crate::counters::row(COUNTERS);
 
 #[cfg(feature = "pod")]
 mod user {

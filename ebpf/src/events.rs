@@ -6,15 +6,17 @@ use aya_ebpf::{
     btf_maps::{ArrayOfMaps, RingBuf},
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_smp_processor_id},
     macros::{btf_map, map},
-    maps::{HashMap, PerCpuArray},
+    maps::HashMap,
 };
 use weft_abi::{
     events::{
-        COUNTERS, Counter, EventConfig, FILTER_CGROUP, FILTER_COMM, FILTER_PID, Header, SOURCES,
+        COUNTER_ROW, COUNTERS, Counter, EventConfig, FILTER_CGROUP, FILTER_COMM, FILTER_PID, Header,
         Source,
     },
     syscall::MAX_CPUS,
 };
+
+use crate::counters::{self, Counters};
 
 #[unsafe(no_mangle)]
 static EVENT_CONFIG: EventConfig = EventConfig::ALL;
@@ -24,8 +26,8 @@ static EVENT_CONFIG: EventConfig = EventConfig::ALL;
 static EVENT_RINGS: ArrayOfMaps<RingBuf<u8, { 1 << 16 }>, { MAX_CPUS as usize }> =
     ArrayOfMaps::new();
 
-#[map]
-static EVENT_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(SOURCES * COUNTERS, 0);
+#[btf_map]
+static EVENT_COUNTERS: Counters = Counters::new();
 
 #[map]
 static EVENT_PIDS: HashMap<u32, u8> = HashMap::with_max_entries(1024, 0);
@@ -39,16 +41,8 @@ pub fn config() -> &'static EventConfig {
 
 #[inline(always)]
 pub fn count(source: Source, counter: Counter) {
-    let index = source as u32 * COUNTERS + counter as u32;
-    if let Some(slot) = EVENT_COUNTERS.get_ptr_mut(index) {
-        // Atomic: tracepoints may be preempted by another program on this
-        // CPU. SAFETY: the slot is a valid, aligned u64 map value.
-        unsafe {
-            core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
-                slot, 1,
-            )
-        };
-    }
+    let slot = source as u32 * COUNTERS + counter as u32;
+    counters::add(&EVENT_COUNTERS, COUNTER_ROW, slot, 1);
 }
 
 /// Whether the current thread (of thread group `tgid`) passes every filter.

@@ -11,6 +11,7 @@
 mod args;
 mod block;
 mod conns;
+mod counters;
 mod events;
 mod floor;
 mod net;

@@ -30,7 +30,7 @@ use aya_ebpf::{
 };
 use weft_abi::{
     oneliner::{
-        AGG_LINEAR, AGG_LOG2, AGG_NONE, AggKey, AggValue, Aggregation, COUNTERS, Chain, CopyKind,
+        AGG_LINEAR, AGG_LOG2, AGG_NONE, AggKey, AggValue, Aggregation, COUNTER_ROW, Chain, CopyKind,
         Counter, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS, JOIN_SIZE, KEY_PART_LEN,
         KEY_PARTS, LIVE, MAX_AGGS, PATHS, PATHS_PER_PROBE, STRING_PATH, MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_STARTS, MAX_STRINGS, OP_EQ,
         OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand, PROBE_SLOTS, ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES,
@@ -45,6 +45,8 @@ use weft_abi::{
     },
     syscall::MAX_CPUS,
 };
+
+use crate::counters::{self, Counters};
 
 #[unsafe(no_mangle)]
 static ONELINER_IGNORE_TGID: u32 = 0;
@@ -102,8 +104,8 @@ static ONELINER_RINGS: ArrayOfMaps<RingBuf<u8, { 1 << 16 }>, { MAX_CPUS as usize
 #[map]
 static ONELINER_PROBES: Array<ProbeConfig> = Array::with_max_entries(PROBE_SLOTS, 0);
 
-#[map]
-static ONELINER_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTERS, 0);
+#[btf_map]
+static ONELINER_COUNTERS: Counters = Counters::new();
 
 /// Aggregations kept in the kernel.
 #[map]
@@ -308,15 +310,7 @@ fn iterate<const PATHS_AT: usize>(ctx: *mut core::ffi::c_void, i: u32) -> i32 {
 }
 
 fn count(counter: Counter) {
-    if let Some(slot) = ONELINER_COUNTERS.get_ptr_mut(counter as u32) {
-        // SAFETY: a valid, aligned per-CPU u64 slot; atomic because another
-        // program may preempt this one on the same CPU.
-        unsafe {
-            core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
-                slot, 1,
-            )
-        };
-    }
+    counters::add(&ONELINER_COUNTERS, COUNTER_ROW, counter as u32, 1);
 }
 
 /// Reads `T` at `offset` bytes into the context.

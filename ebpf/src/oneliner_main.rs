@@ -11,6 +11,7 @@
 // verifier refuses (`oneliner::word_in_place`).
 #![feature(asm_experimental_arch)]
 
+mod counters;
 mod oneliner;
 
 #[cfg(not(test))]

@@ -17,16 +17,20 @@ use aya_ebpf::{
         bpf_probe_read_kernel,
     },
     macros::{btf_map, map, raw_tracepoint, tracepoint},
-    maps::{HashMap, PerCpuArray},
+    maps::HashMap,
     programs::{RawTracePointContext, TracePointContext},
 };
 use weft_abi::syscall::{
-    BATCH_EVENTS, Batch, COUNTERS, Counter, FILTER_CGROUP, FILTER_COMM, FILTER_PID, FLUSH_BUSY,
+    BATCH_EVENTS, Batch, COUNTER_ROW, Counter, FILTER_CGROUP, FILTER_COMM, FILTER_PID, FLUSH_BUSY,
     InFlight,
     MAX_CPUS, SyscallConfig, SyscallEvent,
 };
 
-use crate::{task_storage::TaskStorage, tracepoint};
+use crate::{
+    counters::{self, Counters},
+    task_storage::TaskStorage,
+    tracepoint,
+};
 
 /// Written by user space before load; read through `read_volatile` so the
 /// compiler does not fold the default in.
@@ -55,8 +59,8 @@ static SYSCALL_BATCHES: Array<Batch, 1, { BPF_F_MMAPABLE as usize }> = Array::ne
 #[btf_map]
 static SYSCALL_INFLIGHT: TaskStorage<InFlight> = TaskStorage::new();
 
-#[map]
-static SYSCALL_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTERS, 0);
+#[btf_map]
+static SYSCALL_COUNTERS: Counters = Counters::new();
 
 #[map]
 static SYSCALL_PIDS: HashMap<u32, u8> = HashMap::with_max_entries(1024, 0);
@@ -88,16 +92,7 @@ fn count(counter: Counter) {
 
 #[inline(always)]
 fn count_many(counter: Counter, n: u64) {
-    if let Some(slot) = SYSCALL_COUNTERS.get_ptr_mut(counter as u32) {
-        // Atomic even though the slot is per-CPU: syscall tracepoints may be
-        // preemptible, and a preempting program on this CPU must not lose an
-        // increment. SAFETY: the slot is a valid, aligned u64 map value.
-        unsafe {
-            core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
-                slot, n,
-            )
-        };
-    }
+    counters::add(&SYSCALL_COUNTERS, COUNTER_ROW, counter as u32, n);
 }
 
 /// Whether the current thread is not weft's and passes the filters.

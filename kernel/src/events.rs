@@ -8,15 +8,15 @@ use std::{path::Path, rc::Rc};
 use crate::error::{Context as _, Error, Result, bail};
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{MapData, PerCpuArray, StackTraceMap},
+    maps::{MapData, StackTraceMap},
     programs::{
         PerfEvent, TracePoint,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
 use weft_abi::events::{
-    CONFIG_GLOBAL, COUNTERS, COUNTERS_MAP, Counter, EventConfig, FILTER_CGROUP, FILTER_COMM,
-    FILTER_PID, PIDS_MAP, RINGS_MAP, SOURCES, Source,
+    CONFIG_GLOBAL, COUNTER_ROW, COUNTERS, COUNTERS_MAP, Counter, EventConfig, FILTER_CGROUP,
+    FILTER_COMM, FILTER_PID, PIDS_MAP, RINGS_MAP, SOURCES, Source,
 };
 use weft_abi::ring::{self, Drained, Ring};
 use weft_abi::stacks::{MAX_STACKS, SCHED_STACKS_GLOBAL, STACKS_MAP};
@@ -25,6 +25,7 @@ use weft_abi::tracefs::find_field;
 use weft_oneliner::Stack;
 
 use crate::{
+    counters::CounterArray,
     delivery::Delivery,
     ebpf,
     oneliner::stacks::Stacks,
@@ -108,6 +109,7 @@ impl SourceLosses {
 pub struct EventProbe {
     ebpf: Ebpf,
     rings: Vec<Ring>,
+    counters: CounterArray,
     sources: Vec<&'static SourceHooks>,
     /// Records drained, by `Source` value.
     received: [u64; SOURCES as usize],
@@ -156,6 +158,7 @@ impl EventProbe {
             .allow_unsupported_maps()
             .override_global(CONFIG_GLOBAL, &config, true)
             .map_max_entries(RINGS_MAP, cpus)
+            .map_max_entries(COUNTERS_MAP, cpus * COUNTER_ROW)
             .map_max_entries(PIDS_MAP, filter.pids.len().max(1) as u32);
         for (global, offset) in &offsets {
             loader.override_global(global, offset, true);
@@ -178,6 +181,7 @@ impl EventProbe {
         ebpf::fill_pids(&mut ebpf, PIDS_MAP, &filter.pids)?;
         tc::fill_filters(&mut ebpf, &filter.net)?;
         let rings = rings.finish(&ebpf, RINGS_MAP)?;
+        let counters = CounterArray::map(&ebpf, COUNTERS_MAP, cpus, COUNTER_ROW)?;
         let stack_reader = if stacks {
             let map = ebpf
                 .take_map(STACKS_MAP)
@@ -189,6 +193,7 @@ impl EventProbe {
         let mut probe = Self {
             ebpf,
             rings,
+            counters,
             sources: sources.to_vec(),
             received: [0; SOURCES as usize],
             malformed: 0,
@@ -333,17 +338,10 @@ impl EventProbe {
     }
 
     /// Each loaded source's counters, summed over CPUs, with records received.
-    pub fn losses(&self) -> Result<Vec<(&'static SourceHooks, SourceLosses)>> {
-        let map = self
-            .ebpf
-            .map(COUNTERS_MAP)
-            .context("the probe has no counter map")?;
-        let array: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map)?;
-        let per_cpu = |source: Source, counter: Counter| -> Result<Vec<u64>> {
-            let values = array
-                .get(&(source as u32 * COUNTERS + counter as u32), 0)
-                .context("failed to read the event counters")?;
-            Ok(values.iter().copied().collect())
+    pub fn losses(&self) -> Vec<(&'static SourceHooks, SourceLosses)> {
+        let per_cpu = |source: Source, counter: Counter| {
+            self.counters
+                .per_cpu(source as u32 * COUNTERS + counter as u32)
         };
         self.sources
             .iter()
@@ -354,19 +352,17 @@ impl EventProbe {
                     .unwrap_or_else(|| self.skipped(loaded));
                 let delivery = Delivery::new(
                     received,
-                    &per_cpu(loaded.source, Counter::Seen)?,
-                    per_cpu(loaded.source, Counter::RingFull)?,
+                    &per_cpu(loaded.source, Counter::Seen),
+                    per_cpu(loaded.source, Counter::RingFull),
                     ring::peak_percent(&self.rings),
                 )
                 .with_skipped(skipped);
-                let table_full = per_cpu(loaded.source, Counter::TableFull)?.iter().sum();
-                Ok((
-                    *loaded,
-                    SourceLosses {
-                        delivery,
-                        table_full,
-                    },
-                ))
+                let table_full = per_cpu(loaded.source, Counter::TableFull).iter().sum();
+                let losses = SourceLosses {
+                    delivery,
+                    table_full,
+                };
+                (*loaded, losses)
             })
             .collect()
     }

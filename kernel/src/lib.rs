@@ -20,6 +20,7 @@
 
 pub mod batches;
 pub mod clsact;
+pub mod counters;
 pub mod delivery;
 pub mod doctor;
 pub mod ebpf;

@@ -10,16 +10,15 @@ use std::{
 use crate::error::{Context as _, Result, bail};
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{MapData, PerCpuArray},
     programs::{RawTracePoint, RawTracePointRunOptions, TestRun as _, TracePoint},
 };
 use weft_abi::ring::{self, Drained, Ring};
 use weft_abi::syscall::{
-    BATCHES_MAP, CONFIG_GLOBAL, COUNTERS, COUNTERS_MAP, Counter, EVENT_SIZE, FILTER_CGROUP,
-    FILTER_COMM, FILTER_PID, FLUSH_PROGRAM, PIDS_MAP, RINGS_MAP, SyscallConfig,
+    BATCHES_MAP, CONFIG_GLOBAL, COUNTER_ROW, COUNTERS, COUNTERS_MAP, Counter, EVENT_SIZE,
+    FILTER_CGROUP, FILTER_COMM, FILTER_PID, FLUSH_PROGRAM, PIDS_MAP, RINGS_MAP, SyscallConfig,
 };
 
-use crate::{batches::Batches, delivery::Delivery, ebpf, rings::RingArray};
+use crate::{batches::Batches, counters::CounterArray, delivery::Delivery, ebpf, rings::RingArray};
 
 /// How old a CPU's oldest unsent record may grow before weft has that CPU
 /// send its batch: a busy CPU fills one in microseconds, a quiet one may
@@ -117,6 +116,7 @@ pub struct SyscallProbe {
     logger: aya_log::EbpfLogger<&'static dyn log::Log>,
     rings: Vec<Ring>,
     batches: Batches,
+    counters: CounterArray,
     /// When stale batches are looked for next.
     next_flush: Instant,
     /// Whether a flush failed (said once).
@@ -155,6 +155,7 @@ impl SyscallProbe {
             .override_global(CONFIG_GLOBAL, &config, true)
             .map_max_entries(RINGS_MAP, cpus)
             .map_max_entries(BATCHES_MAP, cpus)
+            .map_max_entries(COUNTERS_MAP, cpus * COUNTER_ROW)
             .map_max_entries(PIDS_MAP, options.filter.pids.len().max(1) as u32);
         let (nr_offset, ret_offset);
         if options.attach == AttachPoints::PerSyscall {
@@ -186,6 +187,7 @@ impl SyscallProbe {
             bail!("the probe has no batch array");
         };
         let batches = Batches::map(batches, cpus)?;
+        let counters = CounterArray::map(&ebpf, COUNTERS_MAP, cpus, COUNTER_ROW)?;
         let flush: &mut RawTracePoint = ebpf
             .program_mut(FLUSH_PROGRAM)
             .context("program missing")?
@@ -202,6 +204,7 @@ impl SyscallProbe {
             logger,
             rings,
             batches,
+            counters,
             next_flush: Instant::now(),
             flush_failed: false,
             programs,
@@ -330,15 +333,15 @@ impl SyscallProbe {
     }
 
     /// What was received and lost so far, from the kernel-side counters.
-    pub fn losses(&self) -> Result<Losses> {
+    pub fn losses(&self) -> Losses {
         let mut losses = Losses::new(
-            &self.counters()?,
+            &self.counters(),
             &self.batches.seen(),
             self.received,
             ring::peak_percent(&self.rings),
         );
         losses.delivery.skipped = self.skipped();
-        Ok(losses)
+        losses
     }
 
     /// Runs of its programs the kernel skipped (see [`ebpf::skipped`]).
@@ -350,23 +353,16 @@ impl SyscallProbe {
     }
 
     /// Reads the kernel-side counters.
-    fn counters(&self) -> Result<Counters> {
-        let map = self
-            .ebpf
-            .map(COUNTERS_MAP)
-            .context("the probe has no counter map")?;
-        let array: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map)?;
+    fn counters(&self) -> Counters {
         let mut per_cpu = Vec::new();
         for index in 0..COUNTERS {
-            let values = array
-                .get(&index, 0)
-                .context("failed to read the syscall counters")?;
+            let values = self.counters.per_cpu(index);
             per_cpu.resize(values.len(), [0; COUNTERS as usize]);
             for (cpu, value) in values.iter().enumerate() {
                 per_cpu[cpu][index as usize] = *value;
             }
         }
-        Ok(Counters { per_cpu })
+        Counters { per_cpu }
     }
 
     /// Detaches the programs. Records already in the rings and batches stay

@@ -65,10 +65,7 @@ impl Switches {
     /// it), and how many the kernel lost.
     pub fn finish(mut self) -> (Vec<Switch>, u64) {
         self.drain();
-        let lost = self
-            .probe
-            .losses()
-            .map_or(0, |all| all.iter().map(|(_, l)| l.lost()).sum());
+        let lost = (self.probe.losses().iter()).map(|(_, l)| l.lost()).sum();
         // Threads no switch-out named are looked up in /proc once each.
         for (event, _) in &self.seen {
             let tid = event.next_tid;

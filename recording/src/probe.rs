@@ -236,7 +236,7 @@ impl Probe for SyscallProbe {
     fn accounts(&self) -> Result<Vec<Account>> {
         Ok(vec![Account {
             name: registry::SYSCALLS,
-            losses: Losses::Syscalls(self.losses()?),
+            losses: Losses::Syscalls(self.losses()),
             costs: self.costs()?,
         }])
     }
@@ -268,7 +268,7 @@ impl Probe for EventProbe {
 
     fn accounts(&self) -> Result<Vec<Account>> {
         Ok(self
-            .losses()?
+            .losses()
             .into_iter()
             .map(|(hooks, losses)| Account {
                 name: hooks.name,

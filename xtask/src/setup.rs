@@ -41,6 +41,8 @@ const TEST_PACKAGES: &[&str] = &[
     "tshark",
     // The metrics test has a Prometheus server scrape `weft record`.
     "prometheus",
+    // A record test has strace count weft's bpf() calls.
+    "strace",
 ];
 
 /// The `DuckDB` release the export test reads Parquet with.

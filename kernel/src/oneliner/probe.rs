@@ -13,7 +13,7 @@ use std::{
 use crate::error::{Context as _, Error, Result, bail};
 use aya::{
     Btf, Ebpf, EbpfLoader,
-    maps::{Array, MapData, PerCpuArray, StackTraceMap},
+    maps::{Array, MapData, StackTraceMap},
     programs::{
         Program,
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeScope},
@@ -24,10 +24,10 @@ use perf_event::{
     events::{Breakpoint, Hardware, KProbe, Software, Tracepoint},
 };
 use weft_abi::oneliner::{
-    AGGS_MAP, COPIES, COUNTERS_MAP, CopyKind, Counter, HEADER_SIZE, Header, IGNORE_GLOBAL,
-    ITERATORS, JOIN_SIZE, MAX_AGGS, MAX_ATTACHES, MAX_SAVED, MAX_STARTS, MAX_STRINGS, PATHS_GLOBAL,
-    PROBES_MAP, ProbeConfig, RINGS_MAP, SAVED_MAP, SCRATCH, STACKS_MAP, STARTS_MAP,
-    STRING_LEN_GLOBAL, THREAD_EXIT_PROGRAM, TID_STARTS_GLOBAL, TRACEPOINT_COPIES,
+    AGGS_MAP, COPIES, COUNTER_ROW, COUNTERS_MAP, CopyKind, Counter, HEADER_SIZE, Header,
+    IGNORE_GLOBAL, ITERATORS, JOIN_SIZE, MAX_AGGS, MAX_ATTACHES, MAX_SAVED, MAX_STARTS,
+    MAX_STRINGS, PATHS_GLOBAL, PROBES_MAP, ProbeConfig, RINGS_MAP, SAVED_MAP, SCRATCH, STACKS_MAP,
+    STARTS_MAP, STRING_LEN_GLOBAL, THREAD_EXIT_PROGRAM, TID_STARTS_GLOBAL, TRACEPOINT_COPIES,
     TRACEPOINT_WIDTHS, USES_GLOBAL, copy_key,
 };
 use weft_abi::ring::{self, Ring};
@@ -42,6 +42,7 @@ use weft_symbols::FileOffsets;
 
 use super::{aggs::Aggs, files::uprobe_file, stacks::Stacks};
 use crate::{
+    counters::CounterArray,
     delivery::Delivery,
     ebpf,
     oneliner::kernel::event_id,
@@ -158,6 +159,7 @@ pub struct OnelinerProbe {
     /// The parts of the programs' body loaded (`USES_*`).
     uses: u32,
     rings: Vec<Ring>,
+    counters: CounterArray,
     stacks: Stacks,
     /// Attach points left out (uprobes on functions their file lacks).
     left_out: usize,
@@ -223,6 +225,7 @@ impl OnelinerProbe {
             .override_global(STRING_LEN_GLOBAL, &(plan.string_len as u32), true)
             .override_global(PATHS_GLOBAL, &paths, true)
             .map_max_entries(RINGS_MAP, cpus)
+            .map_max_entries(COUNTERS_MAP, cpus * COUNTER_ROW)
             // The kernel allocates every stack slot up front: size the map
             // only when a probe records stacks.
             .map_max_entries(
@@ -270,6 +273,7 @@ impl OnelinerProbe {
             }
         }
         let rings = rings.finish(&ebpf, RINGS_MAP)?;
+        let counters = CounterArray::map(&ebpf, COUNTERS_MAP, cpus, COUNTER_ROW)?;
         // A watchpoint watches the `-c` command, else the `-p` process,
         // else every process.
         let watched = Some(cpid).filter(|&pid| pid != 0).or(plan.program.pid);
@@ -286,6 +290,7 @@ impl OnelinerProbe {
             ebpf,
             uses,
             rings,
+            counters,
             stacks: Stacks::new(finder),
             left_out: 0,
             uprobe_files: std::collections::HashMap::new(),
@@ -970,23 +975,23 @@ impl OnelinerProbe {
     }
 
     /// Events produced, received and lost.
-    pub fn delivery(&self) -> Result<Delivery> {
+    pub fn delivery(&self) -> Delivery {
         // Events the kernel kept (aggregated, or a start time stored)
         // were delivered there; the kernel counts them apart from those it
         // sends, one count per event.
         let seen: Vec<u64> = self
-            .counter(Counter::Seen)?
+            .counter(Counter::Seen)
             .iter()
-            .zip(self.counter(Counter::Aggregated)?)
+            .zip(self.counter(Counter::Aggregated))
             .map(|(sent, kept)| sent + kept)
             .collect();
-        Ok(Delivery::new(
-            self.received + self.aggregated()?,
+        Delivery::new(
+            self.received + self.aggregated(),
             &seen,
-            self.counter(Counter::RingFull)?,
+            self.counter(Counter::RingFull),
             ring::peak_percent(&self.rings),
         )
-        .with_skipped(self.skipped()))
+        .with_skipped(self.skipped())
     }
 
     /// Runs of the program's probes the kernel skipped (see
@@ -998,26 +1003,18 @@ impl OnelinerProbe {
 
     /// Events aggregated in the kernel, or whose start time it kept,
     /// rather than sent.
-    pub fn aggregated(&self) -> Result<u64> {
-        Ok(self.counter(Counter::Aggregated)?.iter().sum())
+    pub fn aggregated(&self) -> u64 {
+        self.counter(Counter::Aggregated).iter().sum()
     }
 
     /// Start times the kernel had no room to keep.
-    pub fn starts_lost(&self) -> Result<u64> {
-        Ok(self.counter(Counter::StartsLost)?.iter().sum())
+    pub fn starts_lost(&self) -> u64 {
+        self.counter(Counter::StartsLost).iter().sum()
     }
 
     /// `counter` on each CPU.
-    fn counter(&self, counter: Counter) -> Result<Vec<u64>> {
-        let map = self
-            .ebpf
-            .map(COUNTERS_MAP)
-            .context("the trace object has no counter map")?;
-        let array: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map)?;
-        let values = array
-            .get(&(counter as u32), 0)
-            .context("failed to read the trace counters")?;
-        Ok(values.iter().copied().collect())
+    fn counter(&self, counter: Counter) -> Vec<u64> {
+        self.counters.per_cpu(counter as u32)
     }
 
     pub fn malformed(&self) -> u64 {
