@@ -681,6 +681,51 @@ pub struct TraceArgs {
 
     #[command(flatten)]
     pub symbols: SymbolArgs,
+
+    #[command(flatten)]
+    pub bpftrace: BpftraceArgs,
+}
+
+/// bpftrace's options that weft takes for scripts and habits written for
+/// bpftrace: each does what it does there, or what it asks for is what
+/// weft does anyway (docs/oneliners.md, "Options").
+#[derive(Debug, Args)]
+pub struct BpftraceArgs {
+    /// As bpftrace's -B (`line`, `full` or `none`): weft writes what the
+    /// program printed once per drain of the rings, never holding it
+    /// longer, in one write.
+    #[arg(short = 'B', value_name = "MODE", value_parser = ["line", "full", "none"], help_heading = "Output")]
+    pub buffering: Option<String>,
+
+    /// Print no warnings, as bpftrace's --no-warnings.
+    #[arg(long, help_heading = "Output")]
+    pub no_warnings: bool,
+
+    /// As bpftrace's -k and -kk (warn when a helper fails): weft always
+    /// says what its helpers dropped (a full map's keys, a full ring's
+    /// events); a failed read reads 0.
+    #[arg(short = 'k', action = clap::ArgAction::Count, help_heading = "Output")]
+    pub helper_errors: u8,
+
+    /// As bpftrace's -d and -dd (dry run, debug output): what --explain
+    /// prints, then exit without tracing.
+    #[arg(short = 'd', action = clap::ArgAction::Count, help_heading = "Output")]
+    pub debug: u8,
+
+    /// As bpftrace's -I (a directory of headers) and --include (a header
+    /// included first): weft reads types from the kernel's BTF, as
+    /// bpftrace does where it has BTF, so headers add nothing; accepted.
+    #[arg(short = 'I', value_name = "DIR", help_heading = "Probes")]
+    pub include_dirs: Vec<std::path::PathBuf>,
+
+    /// See -I.
+    #[arg(long = "include", value_name = "FILE", help_heading = "Probes")]
+    pub includes: Vec<std::path::PathBuf>,
+
+    /// As bpftrace's --usdt-file-activation: weft counts a USDT probe's
+    /// semaphore in every process running its file already.
+    #[arg(long, help_heading = "Probes")]
+    pub usdt_file_activation: bool,
 }
 
 /// `weft trace -l`: probes listed instead of traced.

@@ -18,9 +18,16 @@ mod stat;
 mod trace;
 mod tui;
 
-use std::{io::Write as _, process::ExitCode};
+use std::{
+    io::Write as _,
+    process::ExitCode,
+    sync::atomic::{AtomicBool, Ordering},
+};
 
 use clap::Parser as _;
+
+/// Set by `weft trace --no-warnings`: warnings are not printed.
+static NO_WARNINGS: AtomicBool = AtomicBool::new(false);
 
 fn main() -> ExitCode {
     // What the library crates say (their warnings, and notes such as a
@@ -28,7 +35,9 @@ fn main() -> ExitCode {
     // warnings (aya-log) with their origin; RUST_LOG overrides.
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn,weft=info"))
         .format(|out, record| {
-            if record.target().starts_with("weft") {
+            if record.level() == log::Level::Warn && NO_WARNINGS.load(Ordering::Relaxed) {
+                Ok(())
+            } else if record.target().starts_with("weft") {
                 writeln!(out, "{}", record.args())
             } else {
                 writeln!(

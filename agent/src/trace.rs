@@ -1,9 +1,9 @@
 //! `weft trace`: bpftrace-style one-liners. The arguments become plain
 //! [`Options`], which `weft_recording::oneliner` runs.
 
-use std::process::ExitCode;
+use std::{io::Read as _, process::ExitCode};
 
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
 use weft_oneliner::OutputFormat;
 use weft_recording::oneliner::{self, Action, Options};
 
@@ -14,6 +14,9 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         let search = args.words.first().map(String::as_str);
         oneliner::list(search, args.list.verbose, &mut std::io::stdout().lock())?;
         return Ok(ExitCode::SUCCESS);
+    }
+    if args.bpftrace.no_warnings {
+        crate::NO_WARNINGS.store(true, std::sync::atomic::Ordering::Relaxed);
     }
     let (text, params) = program_text(args)?;
     oneliner::run(Options {
@@ -29,7 +32,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         },
         action: if args.list.list {
             Action::List
-        } else if args.explain {
+        } else if args.explain || args.bpftrace.debug > 0 {
             Action::Explain
         } else {
             Action::Run
@@ -46,6 +49,9 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The largest program file read: bpftrace's largest tools are a few KiB.
+const MAX_PROGRAM_BYTES: u64 = 1 << 20;
+
 /// The program and its positional parameters: `-e`'s text, or the first
 /// word's, or stdin's when it is `-`, or when that word names a file (a script such as bpftrace's
 /// tools, `weft trace opensnoop.bt`) its contents, as `bpftrace FILE`
@@ -57,10 +63,16 @@ fn program_text(args: &TraceArgs) -> Result<(String, Vec<String>)> {
     let (program, params) = args.words.split_first().context("no program given")?;
     let path = std::path::Path::new(program);
     let text = if program == "-" {
-        std::io::read_to_string(std::io::stdin())
-            .context("failed to read the program from stdin")?
+        let text = std::io::read_to_string(std::io::stdin().take(MAX_PROGRAM_BYTES + 1))
+            .context("failed to read the program from stdin")?;
+        if text.len() as u64 > MAX_PROGRAM_BYTES {
+            bail!("the program on stdin is larger than the {MAX_PROGRAM_BYTES} bytes weft reads");
+        }
+        text
     } else if !program.contains(['{', '\n']) && path.is_file() {
-        std::fs::read_to_string(path).with_context(|| format!("failed to read {program}"))?
+        let bytes = weft_symbols::read_file_within(path, MAX_PROGRAM_BYTES)
+            .with_context(|| format!("failed to read {program}"))?;
+        String::from_utf8(bytes).with_context(|| format!("{program} is not UTF-8 text"))?
     } else {
         program.clone()
     };

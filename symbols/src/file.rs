@@ -19,6 +19,11 @@ pub const MAX_FILE_BYTES: u64 = 2 << 30;
 
 /// Reads the regular file at `path` whole, as the module docs say.
 pub fn read_file(path: &Path) -> io::Result<Vec<u8>> {
+    read_file_within(path, MAX_FILE_BYTES)
+}
+
+/// [`read_file`], for a file of at most `max` bytes.
+pub fn read_file_within(path: &Path, max: u64) -> io::Result<Vec<u8>> {
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
@@ -33,15 +38,15 @@ pub fn read_file(path: &Path) -> io::Result<Vec<u8>> {
     let too_large = || {
         io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("larger than the {MAX_FILE_BYTES} bytes weft reads"),
+            format!("larger than the {max} bytes weft reads"),
         )
     };
-    if meta.len() > MAX_FILE_BYTES {
+    if meta.len() > max {
         return Err(too_large());
     }
     let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
+    file.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
         return Err(too_large());
     }
     Ok(bytes)

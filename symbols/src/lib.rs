@@ -24,7 +24,7 @@ pub use debug::{FileOffsets, Finder};
 pub use demangle::demangle;
 pub use dwarf::{CType, Function, Member, Parameter, Record};
 pub use elf::{Elf, Error, Segment};
-pub use file::{MAX_FILE_BYTES, read_file};
+pub use file::{MAX_FILE_BYTES, read_file, read_file_within};
 pub use maps::{Mapping, Process, executable_mappings};
 pub use table::{Symbol, Symbols};
 pub use usdt::UsdtProbe;

@@ -635,6 +635,29 @@ const BEGIN_PROGRAMS: &[(&str, &[&str])] = &[
            @str[\"k\"] = \"v\"; printf(\"hi %d\\n\", 5); print(\"x\"); print(5); print((1, \"y\")); exit(); }",
         &["-f", "json"],
     ),
+    // print()'s divisor divides a hist's counts, not its bars, and no
+    // lhist's or stats()'s.
+    (
+        "BEGIN { @h = hist(5); @h = hist(5); @h = hist(5); @h = hist(100); @l = lhist(5, 0, 10, 5);
+           @l = lhist(5, 0, 10, 5); @s = stats(5); @c[1] = 7; print(@h, 0, 2); print(@l, 0, 2);
+           print(@s, 0, 2); print(@c, 0, 2); clear(@h); clear(@l); clear(@s); clear(@c); exit(); }",
+        &[],
+    ),
+    (
+        "BEGIN { @h = hist(5); @h = hist(5); @h = hist(5); @h = hist(100); @s = stats(5);
+           print(@h, 0, 2); print(@s, 0, 2); clear(@h); clear(@s); exit(); }",
+        &["-f", "json"],
+    ),
+    // bpftrace's options for buffering, helper errors, headers and USDT
+    // semaphores, which change nothing here.
+    (
+        "BEGIN { printf(\"a\"); printf(\"b\\n\"); @x = 1; exit(); }",
+        &["-B", "none", "-kk", "-I", "/usr/include", "--include", "linux/types.h", "--usdt-file-activation"],
+    ),
+    (
+        "BEGIN { printf(\"cc %d\\n\", 12345); exit(); }",
+        &["-B", "full", "-k", "--no-warnings"],
+    ),
 ];
 
 #[test]
@@ -668,6 +691,40 @@ fn begin_programs_print_what_bpftrace_prints() {
             "{program}: bpftrace printed {theirs:?}"
         );
         assert_eq!(ours, theirs, "{program}");
+    }
+}
+
+/// `--no-warnings` leaves weft's warnings out, as bpftrace's does; `-d`
+/// and `-dd`, bpftrace's dry runs with debug output, print what
+/// `--explain` prints and trace nothing.
+#[test]
+fn no_warnings_and_dry_runs_as_bpftrace_takes_them() {
+    let test = "no_warnings_and_dry_runs_as_bpftrace_takes_them";
+    if !needs(test, &TRACE) {
+        return;
+    }
+    let endless = "BEGIN { $i = 0; while (1) { $i++; } printf(\"done\\n\"); exit(); }";
+    let run = |options: &[&str], program: &str| {
+        let out = (Command::new(weft_bin()).arg("trace").args(options))
+            .args(["-e", program])
+            .output()
+            .expect("run weft");
+        assert!(out.status.success(), "{options:?}: {out:?}");
+        let utf8 = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        (utf8(&out.stdout), utf8(&out.stderr))
+    };
+    let (stdout, loud) = run(&[], endless);
+    assert_eq!(stdout.lines().next(), Some("done"));
+    assert!(loud.contains("a while loop ran 1048576 rounds"), "{loud}");
+    let (stdout, quiet) = run(&["--no-warnings"], endless);
+    assert_eq!(stdout.lines().next(), Some("done"));
+    assert!(!quiet.contains("while loop"), "{quiet}");
+    assert!(quiet.contains("Attaching 1 probe"), "{quiet}");
+    let counting = "tracepoint:syscalls:sys_enter_getppid { @ = count(); }";
+    let (explained, _) = run(&["--explain"], counting);
+    assert!(explained.contains("sys_enter_getppid"), "{explained}");
+    for dry in ["-d", "-dd"] {
+        assert_eq!(run(&[dry], counting).0, explained, "{dry}");
     }
 }
 

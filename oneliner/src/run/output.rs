@@ -346,7 +346,7 @@ fn print_text(
 ) -> std::io::Result<()> {
     if sorted.is_empty() {
         // bpftrace prints an empty line for an empty map.
-        return writeln!(out);
+        writeln!(out)?;
     }
     for (key, agg) in sorted {
         let name = key_text(info, key);
@@ -391,7 +391,8 @@ fn print_text(
             other => writeln!(out, "{name}: {}", number(info, other, div))?,
         }
     }
-    // Averages, stats and percentiles end with an empty line in bpftrace.
+    // Averages, stats and percentiles end with an empty line in bpftrace,
+    // empty ones too.
     if matches!(
         info.kind,
         MapKind::Avg | MapKind::Stats | MapKind::Percentiles
@@ -769,7 +770,9 @@ mod tests {
         };
         let printed = |format, name, kind, values: &[i64]| {
             let mut agg = Agg::new(kind);
-            values.iter().for_each(|v| agg.add(kind, *v));
+            for value in values {
+                agg.add(kind, *value);
+            }
             let map = HashMap::from([(vec![], agg)]);
             let mut out = Vec::new();
             print_map(format, &info(name, kind), &map, 0, 2, &mut out).unwrap();
