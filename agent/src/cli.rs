@@ -665,7 +665,7 @@ pub struct TraceArgs {
     /// the descriptor and byte count where it has `args`), context switches
     /// as `sched:sched_switch`, block requests as `block:block_rq_issue`
     /// and `block_rq_complete`, packets as `net:netif_receive_skb` and
-    /// `net:net_dev_queue`.
+    /// `net:net_dev_queue`, applications' records as `app:SOURCE`.
     #[arg(
         long,
         value_name = "DIR",

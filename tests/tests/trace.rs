@@ -933,6 +933,63 @@ fn a_program_over_a_capture_prints_the_maps_it_printed_live() {
     }
 }
 
+/// An application's records play over a capture as
+/// `tracepoint:app:SOURCE`, each field an integer under its name, the
+/// sender's pid (its `pid` field, which weft fills from the socket's
+/// credentials) as `pid`, at the time weft
+/// read each: the maps count and sum exactly what was pushed.
+#[test]
+fn application_records_play_over_a_capture() {
+    use weft_client::{Client, Kind};
+    let test = "application_records_play_over_a_capture";
+    if !needs(test, &[Need::Root]) {
+        return;
+    }
+    let dir = weft_tests::capture_dir(test);
+    let recording = weft_tests::Running::start(
+        &["record", "--sources", "app", "-o", dir.to_str().unwrap()],
+        "weft: recording",
+    );
+    let mut client = Client::connect().expect("connect to weft's socket");
+    // weft writes the sender's pid into a field named `pid`.
+    let fields = [
+        ("pid", Kind::Int),
+        ("status", Kind::Int),
+        ("latency", Kind::Duration),
+    ];
+    client.define("requests", &fields).unwrap();
+    for (i, status) in (1..=300i64).zip([200, 404, 500].into_iter().cycle()) {
+        client.push("requests", &[0, status, i * 1000]).unwrap();
+    }
+    assert_eq!(client.sync().unwrap(), 300);
+    let finished = recording.stop();
+    assert!(finished.status.success(), "{}", finished.stderr);
+    let program = "tracepoint:app:requests { @status[args->status] = count(); \
+        @total = sum(args->latency); @slow = count(); } \
+        tracepoint:app:req* /args->latency > 250000/ { @late[pid] = count(); }";
+    let past = stdout_of(&mut over_capture(&dir, program));
+    let me = std::process::id();
+    for line in [
+        "@status[200]: 100".to_owned(),
+        "@status[404]: 100".to_owned(),
+        "@status[500]: 100".to_owned(),
+        "@total: 45150000".to_owned(),
+        "@slow: 300".to_owned(),
+        format!("@late[{me}]: 50"),
+    ] {
+        assert!(past.lines().any(|l| l == line), "no `{line}` in:\n{past}");
+    }
+    // A source the capture lacks is refused by name.
+    let out = over_capture(&dir, "tracepoint:app:orders { @ = count(); }")
+        .output()
+        .expect("run weft");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("tracepoint:app:SOURCE"),
+        "{said}"
+    );
+}
+
 /// With the `args` source in the capture, the entry of a call it holds
 /// plays with the call's descriptor and byte count at the kernel's offsets
 /// (`args->fd`, `args->count`, `openat`'s `args->dfd`) and an open's path

@@ -14,14 +14,15 @@
 //! each page-cache insertion and removal as `filemap:mm_filemap_add_to_page_cache`
 //! and `filemap:mm_filemap_delete_from_page_cache`, and the `sched` source
 //! each wakeup of a sleeping thread as `sched:sched_wakeup` (at its switch-in
-//! less its run-queue wait). With the `args` source, the
+//! less its run-queue wait), and applications' records each as
+//! `tracepoint:app:SOURCE`, a `long` per field. With the `args` source, the
 //! entries of the calls it holds play from its records with their
 //! descriptor and byte count (`held.rs`). Events play in recorded
 //! time, a slice at a time; `interval` probes fire on recorded time too, and `nsecs` is the
 //! event's recorded time, so the latency idiom measures what happened.
 //! Everything runs in weft: nothing is attached, and no privilege is needed.
 
-use std::{ops::RangeInclusive, path::Path, sync::Arc};
+use std::{fmt::Write as _, ops::RangeInclusive, path::Path, sync::Arc};
 
 use crate::error::{Error, Result, bail};
 use weft_abi::{
@@ -107,8 +108,9 @@ const NET_NAME_AT: usize = 32;
 /// `netif_receive_skb` does not (the device has pulled it by then): an
 /// Ethernet header's, as on Ethernet, veth and loopback devices.
 const LINK_HEADER: u32 = 14;
-/// Bytes of the largest rebuilt record (`sched_switch`'s).
-const RECORD_LEN: usize = 64;
+/// Bytes of the largest rebuilt record: an application's, a `long` per
+/// field after the common header (`sched_switch`'s is 64).
+const RECORD_LEN: usize = 8 + 8 * weft_client::protocol::MAX_FIELDS;
 
 /// Runs `options`' program over the capture in `from`, or over the window
 /// kept around its firing `trigger` (1-based).
@@ -137,6 +139,7 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
         pagecache: source("pagecache"),
         sched: source("sched"),
         args: source("args"),
+        apps: App::all(&snapshot, from)?,
     };
     let plan = resolve(options, from, &sources)?;
     let names =
@@ -147,12 +150,18 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
     runtime.set_limits(limits);
     let mut player = Player {
         plan: &plan,
-        hooks: Hook::of(&plan, sources.args.is_some()),
+        hooks: Hook::of(&plan, &sources),
         runtime,
         names,
         interfaces: interfaces(from)?,
         paths: paths(&snapshot)?,
         intervals: intervals(&plan, *window.start()),
+        app_pids: (sources.apps.iter())
+            .map(|app| {
+                let pid = app.fields.iter().find(|(name, _)| name == "pid");
+                pid.map(|(_, offset)| *offset as usize)
+            })
+            .collect(),
         played: 0,
     };
     if (player.hooks.iter()).any(|(_, hook)| matches!(hook, Hook::WakeupNew)) {
@@ -248,7 +257,9 @@ fn recorded_probes(
                     && PAGE_EVENTS.iter().any(|event| glob_match(name, event));
                 let wakeups = glob_match(category, "sched")
                     && WAKEUP_EVENTS.iter().any(|event| glob_match(name, event));
-                (calls && (sources.syscalls.is_some() || sources.args.is_some()))
+                let apps = glob_match(category, APP)
+                    && sources.apps.iter().any(|app| glob_match(name, &app.name));
+                apps || (calls && (sources.syscalls.is_some() || sources.args.is_some()))
                     || (switches && sources.switch.is_some())
                     || (block && sources.block.is_some())
                     || (net && sources.net.is_some())
@@ -271,7 +282,8 @@ fn recorded_probes(
                      (tracepoint:filemap:mm_filemap_add_to_page_cache, \
                      mm_filemap_delete_from_page_cache) where it has `pagecache`, \
                      wakeups (tracepoint:sched:sched_wakeup, sched_wakeup_new) where it has \
-                     `sched`, BEGIN, END and interval",
+                     `sched`, applications' records (tracepoint:app:SOURCE) where it has \
+                     `app`, BEGIN, END and interval",
                     from.display()
                 ),
             ));
@@ -279,6 +291,10 @@ fn recorded_probes(
     }
     Ok(())
 }
+
+/// The category of the tracepoints an application's records play as
+/// (`tracepoint:app:SOURCE`): no kernel has one.
+const APP: &str = "app";
 
 /// The block tracepoints a capture's `block` source plays.
 const BLOCK_EVENTS: [&str; 2] = ["block_rq_issue", "block_rq_complete"];
@@ -314,6 +330,49 @@ struct Sources {
     sched: Option<weft_store::SourceId>,
     /// Whose calls play with their arguments (`held`).
     args: Option<weft_store::SourceId>,
+    /// Applications' sources, each played as `tracepoint:app:NAME`.
+    apps: Vec<App>,
+}
+
+/// An application's source: its name, and each field's name and offset
+/// (every field an `i64`; the low half of a trace id, whose name is no
+/// identifier, is left out).
+struct App {
+    name: String,
+    id: weft_store::SourceId,
+    fields: Vec<(String, u32)>,
+}
+
+impl App {
+    /// The sources `from`'s applications defined, as its metadata names them.
+    fn all(snapshot: &Snapshot, from: &Path) -> Result<Vec<Self>> {
+        let metadata = weft_capture::metadata::read_metadata(from)?;
+        Ok((snapshot.meta().sources.iter())
+            .filter(|source| metadata.app_sources.contains_key(&source.name))
+            .map(|source| Self {
+                name: source.name.clone(),
+                id: source.id,
+                fields: (source.fields.iter())
+                    .filter(|f| !f.name.contains('.'))
+                    .map(|f| (f.name.clone(), f.offset))
+                    .collect(),
+            })
+            .collect())
+    }
+
+    /// Its tracepoint's format: each field a `long` at 8 past its offset.
+    fn format(&self) -> String {
+        let mut format = String::new();
+        for (name, offset) in &self.fields {
+            let at = offset + 8;
+            // Writing to a String cannot fail.
+            let _ = writeln!(
+                format,
+                "\tfield:long {name};\toffset:{at};\tsize:8;\tsigned:1;"
+            );
+        }
+        format
+    }
 }
 
 /// The names of the capture's `paths` source, by number (none without it).
@@ -410,6 +469,11 @@ enum What {
     Page(PageCacheEvent),
     /// A sleeping thread woken, as its switch-in records it.
     Wakeup(SchedEvent),
+    /// A record of application source `app` (in `Sources::apps`).
+    App {
+        app: usize,
+        payload: Vec<u8>,
+    },
 }
 
 impl Played {
@@ -446,6 +510,8 @@ struct Player<'p> {
     paths: std::collections::HashMap<u32, String>,
     /// Interval probes: `(attach, period, next)`.
     intervals: Vec<(usize, u64, u64)>,
+    /// Where each application source's records hold the sender's pid.
+    app_pids: Vec<Option<usize>>,
     played: u64,
 }
 
@@ -481,6 +547,7 @@ impl Player<'_> {
             .filter(|_| (self.hooks.iter()).any(|(_, h)| matches!(h, Hook::Page { .. })));
         let wakeups =
             (sources.sched).filter(|_| (self.hooks.iter()).any(|(_, h)| matches!(h, Hook::Wakeup)));
+        let apps = Hook::apps(&self.hooks);
         let mut slice = Vec::new();
         let mut from = *window.start();
         while from <= *window.end() {
@@ -541,6 +608,9 @@ impl Player<'_> {
                 let event = switch_event(payload)?;
                 Some((event.ts_ns, What::Switch(event)))
             })?;
+            for &app in &apps {
+                gather_app(snapshot, sources, app, from..=to, &mut slice)?;
+            }
             slice.sort_by_key(Played::order);
             for played in &slice {
                 if self.event(played, out)? == Flow::Exit {
@@ -680,6 +750,19 @@ impl Player<'_> {
                 // The waker is not recorded: the CPU is where it ran next.
                 (0, 0, woken.header.cpu)
             }
+            What::App { app, payload } => {
+                let len = payload.len().min(RECORD_LEN - 8);
+                record[8..8 + len].copy_from_slice(&payload[..len]);
+                // The sender's process, where the source has a `pid` field
+                // (weft fills it from the socket's credentials); its CPU
+                // is not recorded.
+                let pid = (self.app_pids.get(*app).copied().flatten())
+                    .and_then(|at| payload.get(at..at + 8))
+                    .and_then(|bytes| Some(i64::from_le_bytes(bytes.try_into().ok()?)))
+                    .and_then(|pid| u32::try_from(pid).ok())
+                    .unwrap_or(0);
+                (pid, pid, 0)
+            }
         }
     }
 
@@ -738,6 +821,26 @@ fn gather(
     Ok(())
 }
 
+/// Into `slice`, the records of application source `app` in `window`,
+/// each played when weft read it.
+fn gather_app(
+    snapshot: &Snapshot,
+    sources: &Sources,
+    app: usize,
+    window: RangeInclusive<u64>,
+    slice: &mut Vec<Played>,
+) -> Result<()> {
+    snapshot.raw_scan_each(sources.apps[app].id, window, |r| {
+        let payload = r.payload.to_vec();
+        let ns = r.producer_ts.unwrap_or(r.ts);
+        slice.push(Played {
+            ns,
+            what: What::App { app, payload },
+        });
+    })?;
+    Ok(())
+}
+
 /// Which recorded events an attach point takes: one call's entry or
 /// return (`syscalls:sys_enter_NAME`), every call's (`raw_syscalls`), or
 /// every context switch (`sched:sched_switch`).
@@ -766,17 +869,21 @@ enum Hook {
     Wakeup,
     /// `sched_wakeup_new`: a new thread's first wakeup, never recorded.
     WakeupNew,
+    /// An application's records, by its place in `Sources::apps`.
+    App(usize),
 }
 
 impl Hook {
     /// The hooks of `plan`'s attach points, resolved once.
-    fn of(plan: &Plan, args: bool) -> Vec<(usize, Self)> {
+    fn of(plan: &Plan, sources: &Sources) -> Vec<(usize, Self)> {
         (plan.attaches.iter().enumerate())
             .filter_map(|(index, attach)| {
                 let Target::Tracepoint { category, name } = &attach.target else {
                     return None;
                 };
-                let hook = if category == "sched" {
+                let hook = if category == APP {
+                    Self::App(sources.apps.iter().position(|app| app.name == *name)?)
+                } else if category == "sched" {
                     match name.as_str() {
                         "sched_switch" => Self::Switch,
                         "sched_wakeup" => Self::Wakeup,
@@ -807,12 +914,25 @@ impl Hook {
                     Self::Call {
                         nr: syscall_names::number(call)?,
                         exit,
-                        held: args && held::holds(call),
+                        held: sources.args.is_some() && held::holds(call),
                     }
                 };
                 Some((index, hook))
             })
             .collect()
+    }
+
+    /// The application sources `hooks` play, each once.
+    fn apps(hooks: &[(usize, Self)]) -> Vec<usize> {
+        let mut apps: Vec<usize> = (hooks.iter())
+            .filter_map(|(_, hook)| match hook {
+                Self::App(app) => Some(*app),
+                _ => None,
+            })
+            .collect();
+        apps.sort_unstable();
+        apps.dedup();
+        apps
     }
 
     fn takes(self, what: &What) -> bool {
@@ -829,6 +949,7 @@ impl Hook {
                 at == *exit && held.is_none()
             }
             (Self::Switch, What::Switch(_)) | (Self::Wakeup, What::Wakeup(_)) => true,
+            (Self::App(at), What::App { app, .. }) => at == *app,
             (Self::Block { complete: at }, What::Block { complete, .. }) => at == *complete,
             (Self::Packet { sent }, What::Packet(packet)) => {
                 sent == (packet.dir == Direction::Egress as u8)
@@ -1056,8 +1177,14 @@ impl Kernel for Recorded<'_> {
                 found.push(("filemap".into(), (*event).into()));
             }
         }
+        if glob_match(category, APP) {
+            for app in self.0.apps.iter().filter(|app| glob_match(name, &app.name)) {
+                found.push((APP.into(), app.name.clone()));
+            }
+        }
         let (calls, held) = (self.0.syscalls.is_some(), self.0.args.is_some());
         if !calls && !held {
+            found.sort();
             return found;
         }
         if glob_match(category, "syscalls") {
@@ -1106,6 +1233,10 @@ impl Kernel for Recorded<'_> {
             ("block", "block_rq_complete") if self.0.block.is_some() => BLOCK_COMPLETE,
             ("net", "netif_receive_skb" | "net_dev_queue") if self.0.net.is_some() => NET,
             ("filemap", n) if self.0.pagecache.is_some() && PAGE_EVENTS.contains(&n) => PAGE,
+            (APP, n) => match self.0.apps.iter().find(|app| app.name == n) {
+                Some(app) => return Ok(format_fields(&app.format())),
+                None => return Err(format!("the capture has no application source {n}")),
+            },
             _ => return Err(format!("the capture recorded no {category}:{name} events")),
         };
         Ok(format_fields(format))
