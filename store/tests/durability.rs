@@ -622,11 +622,33 @@ fn pins_never_take_more_than_their_share_of_the_budget() {
     store.close().unwrap();
     most = most.max(disk_use(&dir));
     // The budget may be passed by the segment being written and the index
-    // entries written since the last retire (a few KiB in this tiny store
-    // of 4 KiB chunks; a real one retires at each segment begun).
+    // entries written since the last retire (a real store retires at each
+    // segment begun): here about 8 KiB a segment (per 4 KiB chunk a values
+    // entry of ~670 bytes, summaries of ~250, a time entry), and a block
+    // at each index log's holes that the entries freed share with kept
+    // ones. A slack of 8 KiB in all failed once in a loaded test run, 6 KiB
+    // past it (a normal run peaks 4 KiB under it).
+    let slack = 10 << 10;
+    let blocks = 4 << 10;
+    let logs = (std::fs::read_dir(&dir).unwrap())
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".log")
+        })
+        .filter(|e| {
+            !e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("records-")
+        })
+        .count() as u64;
     assert!(
-        most <= BUDGET + segment + (8 << 10),
-        "{most} bytes on disk, past the budget and a segment"
+        most <= BUDGET + segment + slack + logs * blocks,
+        "{most} bytes on disk, past the budget, a segment and {logs} index logs' slack"
     );
     assert!(released > 300, "only {released} of 400 pins released");
     // The newest records are all there, pinned or not.
