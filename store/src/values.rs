@@ -90,7 +90,8 @@ pub(crate) fn entry(
     sections.finish(&mut out);
     let base = chunk * u64::from(meta.block_size);
     for key in meta.indexes.iter().filter(|i| i.covers(chunk)) {
-        split(&mut out, meta, key, (chunk, block), summaries);
+        let keyed = wide.keyed.iter().find(|k| k.index == key.id);
+        split(&mut out, meta, key, (chunk, block), summaries, keyed);
     }
     copies(&mut out, block, base, summaries);
     let len = u32::try_from(out.len() - ENTRY_HEADER_LEN).unwrap_or(u32::MAX);
@@ -207,11 +208,26 @@ pub(crate) struct Wide {
     /// Packed values added more than once in a row, with their counts.
     repeated: Vec<(u64, u64)>,
     rest: Vec<(u64, i64)>,
+    /// Per key index that splits another's values, the (key, value) of
+    /// each of its source's records, as the writer read them: [`split`]
+    /// takes them instead of walking the block's chain again.
+    pub(crate) keyed: Vec<Keyed>,
+}
+
+/// The (key, value) pairs of one key index's records in a chunk, oldest
+/// first; `complete` unless a record had a value and no key (then readers
+/// read the records, and no split is written).
+#[derive(Debug)]
+pub(crate) struct Keyed {
+    pub(crate) index: IndexId,
+    pub(crate) pairs: Vec<(i64, i64)>,
+    pub(crate) complete: bool,
 }
 
 impl Wide {
     /// Adds `value` `n` times; it lies in value bin `way` of `index`,
     /// global bin `bin`.
+    #[inline]
     pub(crate) fn add(&mut self, index: IndexId, bin: u32, way: BinValues, value: i64, n: u64) {
         let packed = match way {
             BinValues::Narrow => return,
@@ -234,6 +250,7 @@ impl Wide {
             packed: Vec::with_capacity(self.packed.len()),
             repeated: Vec::new(),
             rest: Vec::new(),
+            keyed: Vec::new(),
         };
         std::mem::replace(self, room)
     }
@@ -358,6 +375,7 @@ fn split(
     key: &Index,
     (chunk, block): (u64, &[u8]),
     summaries: &[Summary],
+    pairs: Option<&Keyed>,
 ) {
     let values = key.splits.and_then(|id| meta.index(id).ok());
     let Some(values) = values.filter(|v| v.covers(chunk) && v.parts() == 1) else {
@@ -374,19 +392,30 @@ fn split(
     let (Some(base_ts), Some(last), false) = (base_ts, last, one) else {
         return;
     };
-    let Ok(spans) = back_chain(block, base, base_ts, last.last_addr) else {
-        return;
-    };
     let mut by_key = ByKey::default();
-    for (_, payload, end) in spans {
-        let payload = &block[payload..end];
-        let Some(value) = values.field.read(payload) else {
-            continue;
-        };
-        let Some(k) = key.field.read(payload) else {
-            return;
-        };
-        by_key.add(k, value);
+    match pairs {
+        // Newest first, as the chain gives them.
+        Some(pairs) if pairs.complete => {
+            for &(k, value) in pairs.pairs.iter().rev() {
+                by_key.add(k, value);
+            }
+        }
+        Some(_) => return,
+        None => {
+            let Ok(spans) = back_chain(block, base, base_ts, last.last_addr) else {
+                return;
+            };
+            for (_, payload, end) in spans {
+                let payload = &block[payload..end];
+                let Some(value) = values.field.read(payload) else {
+                    continue;
+                };
+                let Some(k) = key.field.read(payload) else {
+                    return;
+                };
+                by_key.add(k, value);
+            }
+        }
     }
     let mut inner = Vec::new();
     let mut sections = 0;

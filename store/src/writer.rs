@@ -28,7 +28,7 @@ use crate::{
         check_name,
     },
     shared::{Reader, Sealed, Shared, Snapshot},
-    values::{BinValues, Wide},
+    values::{BinValues, Keyed, Wide},
 };
 
 /// Sealed chunks that may wait for the flusher before `seal` blocks: about
@@ -80,7 +80,13 @@ impl Acc {
             self.first_ts = run.first_ts;
         }
         self.count += run.n;
-        self.sum += i128::from(run.value) * i128::from(run.n);
+        // Most runs are of one record (a latency, a call number): no
+        // 128-bit product for them.
+        self.sum += if run.n == 1 {
+            i128::from(run.value)
+        } else {
+            i128::from(run.value) * i128::from(run.n)
+        };
         self.min = self.min.min(run.value);
         self.max = self.max.max(run.value);
         self.last_ts = run.last_ts;
@@ -139,22 +145,50 @@ struct IndexAcc {
     touched: Vec<u32>,
     /// The latest records, while they repeat one value (none: `n` is 0).
     run: Run,
+    /// For a key index that splits another's values, the pairs read so far.
+    split: Option<Split>,
+}
+
+/// A key index's (key, value) pairs of the active chunk, for the values
+/// log's split sections (see [`Keyed`]).
+struct Split {
+    values: Field,
+    keyed: Keyed,
 }
 
 impl IndexAcc {
-    fn new(spec: &Index) -> Self {
+    /// The accumulator of `spec`, which splits the values of `split`'s
+    /// field when it is a key index.
+    fn new(spec: &Index, split: Option<&Index>) -> Self {
         Self {
             spec: spec.clone(),
             per_bin: vec![Acc::EMPTY; spec.bins.len() * spec.parts() as usize],
             ways: BinValues::of(&spec.bins),
             touched: Vec::new(),
             run: Run::default(),
+            split: split.map(|values| Split {
+                values: values.field.clone(),
+                keyed: Keyed {
+                    index: spec.id,
+                    pairs: Vec::new(),
+                    complete: true,
+                },
+            }),
         }
     }
 
     #[inline]
     fn add(&mut self, payload: &[u8], ts: u64, addr: u64, wide: &mut Wide) {
-        let Some(value) = self.spec.field.read(payload) else {
+        let key = self.spec.field.read(payload);
+        if let Some(split) = &mut self.split
+            && let Some(value) = split.values.read(payload)
+        {
+            match key {
+                Some(key) => split.keyed.pairs.push((key, value)),
+                None => split.keyed.complete = false,
+            }
+        }
+        let Some(value) = key else {
             return;
         };
         let part = self.spec.part_of(payload);
@@ -185,20 +219,32 @@ impl IndexAcc {
     /// `wide`; none is under way after.
     #[inline]
     fn settle(&mut self, wide: &mut Wide) {
-        let run = std::mem::take(&mut self.run);
+        let run = &self.run;
         let acc = &mut self.per_bin[run.bin as usize];
         if acc.count == 0 {
             self.touched.push(run.bin);
         }
-        acc.add_run(&run);
+        acc.add_run(run);
         let way = self.ways[run.value_bin as usize];
         wide.add(self.spec.id, run.bin, way, run.value, run.n);
+        // Read in place, not taken: the next record's run overwrites it.
+        self.run.n = 0;
     }
 
-    /// Settles the run under way (before sealing).
+    /// Settles the run under way and hands over the split's pairs (before
+    /// sealing).
     fn flush(&mut self, wide: &mut Wide) {
         if self.run.n > 0 {
             self.settle(wide);
+        }
+        if let Some(split) = &mut self.split {
+            let pairs = Vec::with_capacity(split.keyed.pairs.len());
+            let keyed = Keyed {
+                index: self.spec.id,
+                pairs: std::mem::replace(&mut split.keyed.pairs, pairs),
+                complete: std::mem::replace(&mut split.keyed.complete, true),
+            };
+            wide.keyed.push(keyed);
         }
     }
 
@@ -547,10 +593,17 @@ impl Store {
                     .indexes
                     .iter()
                     .filter(|index| index.source == source.id && index.covers(chunk))
-                    .map(IndexAcc::new)
+                    .map(|index| IndexAcc::new(index, self.split_of(index)))
                     .collect(),
             })
             .collect();
+    }
+
+    /// The index whose values key index `index` splits in the active
+    /// chunk, as the values log's [`Keyed`] sections take them.
+    fn split_of(&self, index: &Index) -> Option<&Index> {
+        let values = self.meta.index(index.splits?).ok()?;
+        (values.covers(self.chunk) && values.parts() == 1).then_some(values)
     }
 
     /// Appends a record stamped with the current `CLOCK_MONOTONIC` time.
@@ -693,14 +746,8 @@ impl Store {
         }
         let next = self.spare.try_recv().unwrap_or_else(|_| vec![0; size]);
         let block = std::mem::replace(&mut self.block, next);
-        let mut sealed = self.sealed_view(block);
-        BlockHeader {
-            used: self.used as u32,
-            number: self.chunk,
-            base_ts: self.base_ts,
-        }
-        .seal(&mut sealed.block);
-        let sealed = Arc::new(sealed);
+        // Sealed there (its header and checksum), once.
+        let sealed = Arc::new(self.sealed_view(block));
         self.next_summary += u64::from(sealed.time.summaries);
         self.shared.push_sealed(Arc::clone(&sealed));
         let sender = self
