@@ -46,6 +46,16 @@ impl Mapping {
         Ok(Self { ptr, len, writable })
     }
 
+    /// The values of an mmapable BPF array (`fd`), `bytes` of them: the
+    /// kernel rounds each value up to 8 bytes, and the mapping to whole
+    /// pages, and checks its length against the array's.
+    ///
+    /// # Errors
+    /// What `mmap` says.
+    pub fn array(fd: RawFd, bytes: usize, writable: bool) -> io::Result<Self> {
+        Self::shared(fd, bytes.next_multiple_of(page_size()?), 0, writable)
+    }
+
     /// The first byte (page-aligned).
     #[must_use]
     pub fn as_ptr(&self) -> *mut u8 {
@@ -98,4 +108,14 @@ impl Drop for Mapping {
         // SAFETY: unmapping what `shared` mapped, once.
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
+}
+
+/// The system's page size.
+///
+/// # Errors
+/// When `sysconf` gives none.
+pub fn page_size() -> io::Result<usize> {
+    // SAFETY: sysconf has no preconditions.
+    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .map_err(|_| io::Error::other("no page size"))
 }

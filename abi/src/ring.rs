@@ -112,9 +112,7 @@ impl Ring {
     /// # Errors
     /// `mmap` failing (not a ring buffer, wrong size, out of memory).
     pub fn map(fd: OwnedFd, size: usize) -> io::Result<Self> {
-        // SAFETY: sysconf has no preconditions.
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
-            .map_err(|_| io::Error::other("no page size"))?;
+        let page = crate::mapping::page_size()?;
         if !size.is_power_of_two() || !size.is_multiple_of(page) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,

@@ -12,6 +12,12 @@ pub fn add(counters: &Counters, row: u32, slot: u32, n: u64) {
     // SAFETY: no preconditions. A program does not migrate while it runs,
     // so the row stays this CPU's.
     let cpu = unsafe { bpf_get_smp_processor_id() };
+    add_on(counters, cpu, row, slot, n);
+}
+
+/// [`add`] for a caller that has read this CPU's number, `cpu`, already.
+#[inline(always)]
+pub fn add_on(counters: &Counters, cpu: u32, row: u32, slot: u32, n: u64) {
     if let Some(slot) = counters.get_ptr_mut(cpu * row + slot) {
         // Atomic: a program may be preempted on this CPU by another that
         // counts in the same row. SAFETY: the slot is a valid, aligned u64

@@ -74,9 +74,10 @@ pub trait Event: Copy {
 /// Fills `event`'s header and counts it as seen; returns this CPU.
 #[inline(always)]
 pub fn stamp<T: Event>(source: Source, event: &mut T) -> u32 {
-    count(source, Counter::Seen);
     // SAFETY: helper without preconditions.
     let cpu = unsafe { bpf_get_smp_processor_id() };
+    let seen = source as u32 * COUNTERS + Counter::Seen as u32;
+    counters::add_on(&EVENT_COUNTERS, cpu, COUNTER_ROW, seen, 1);
     *event.header_mut() = Header {
         source: source as u32,
         cpu,

@@ -30,14 +30,8 @@ impl Batches {
     /// Maps `map`, an array of `cpus` batches made with `BPF_F_MMAPABLE`.
     pub fn map(map: &MapData, cpus: u32) -> Result<Self> {
         let cpus = cpus as usize;
-        // SAFETY: sysconf has no preconditions.
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
-            .ok()
-            .context("no page size")?;
-        // The kernel rounds each value up to 8 bytes and the whole up to pages.
-        let len = (size_of::<Batch>().next_multiple_of(8) * cpus).next_multiple_of(page);
-        // The kernel checks the size against the array's.
-        let memory = Mapping::shared(map.fd().as_fd().as_raw_fd(), len, 0, true)
+        let bytes = size_of::<Batch>().next_multiple_of(8) * cpus;
+        let memory = Mapping::array(map.fd().as_fd().as_raw_fd(), bytes, true)
             .context("failed to map the syscall batches")?;
         Ok(Self { memory, cpus })
     }

@@ -27,13 +27,7 @@ impl CounterArray {
             bail!("the probe has no counter array {name}");
         };
         let (cpus, row) = (cpus as usize, row as usize);
-        // SAFETY: sysconf has no preconditions.
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
-            .ok()
-            .context("no page size")?;
-        // The kernel checks the length against the array's, in whole pages.
-        let len = (cpus * row * 8).next_multiple_of(page);
-        let memory = Mapping::shared(map.fd().as_fd().as_raw_fd(), len, 0, false)
+        let memory = Mapping::array(map.fd().as_fd().as_raw_fd(), cpus * row * 8, false)
             .context("failed to map the probe's counters")?;
         Ok(Self { memory, cpus, row })
     }

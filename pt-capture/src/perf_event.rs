@@ -57,9 +57,7 @@ impl PerfEvent {
             .exclude_kernel(!plan.kernel)
             .exclude_hv(true)
             .build()?;
-        // SAFETY: sysconf has no preconditions.
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
-            .map_err(|_| io::Error::other("no page size"))?;
+        let page = weft_abi::mapping::page_size()?;
         let fd = counter.as_raw_fd();
         let base = Mapping::shared(fd, (1 + DATA_PAGES) * page, 0, true)?;
         let aux_len = usize::try_from(plan.aux_bytes).map_err(io::Error::other)?;

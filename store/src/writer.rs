@@ -153,7 +153,8 @@ struct IndexAcc {
 /// log's split sections (see [`Keyed`]).
 struct Split {
     values: Field,
-    keyed: Keyed,
+    pairs: Vec<(i64, i64)>,
+    complete: bool,
 }
 
 impl IndexAcc {
@@ -168,11 +169,8 @@ impl IndexAcc {
             run: Run::default(),
             split: split.map(|values| Split {
                 values: values.field.clone(),
-                keyed: Keyed {
-                    index: spec.id,
-                    pairs: Vec::new(),
-                    complete: true,
-                },
+                pairs: Vec::new(),
+                complete: true,
             }),
         }
     }
@@ -184,8 +182,8 @@ impl IndexAcc {
             && let Some(value) = split.values.read(payload)
         {
             match key {
-                Some(key) => split.keyed.pairs.push((key, value)),
-                None => split.keyed.complete = false,
+                Some(key) => split.pairs.push((key, value)),
+                None => split.complete = false,
             }
         }
         let Some(value) = key else {
@@ -238,13 +236,12 @@ impl IndexAcc {
             self.settle(wide);
         }
         if let Some(split) = &mut self.split {
-            let pairs = Vec::with_capacity(split.keyed.pairs.len());
-            let keyed = Keyed {
+            let room = Vec::with_capacity(split.pairs.len());
+            wide.keyed.push(Keyed {
                 index: self.spec.id,
-                pairs: std::mem::replace(&mut split.keyed.pairs, pairs),
-                complete: std::mem::replace(&mut split.keyed.complete, true),
-            };
-            wide.keyed.push(keyed);
+                pairs: std::mem::replace(&mut split.pairs, room),
+                complete: std::mem::replace(&mut split.complete, true),
+            });
         }
     }
 

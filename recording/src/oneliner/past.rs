@@ -35,7 +35,9 @@ use weft_abi::{
     syscall::SyscallEvent,
     syscall_names,
 };
-use weft_capture::{capture, extract::kept_window, sources::STORED_FROM, tasks};
+use weft_capture::{
+    capture, extract::kept_window, metadata::Metadata, sources::STORED_FROM, tasks,
+};
 use weft_oneliner::{
     Event, Field, Flow, Kernel, Plan, Runtime, Target,
     ast::{Builtin, ProbeKind, Program, period_ns},
@@ -127,6 +129,7 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
             .find(|s| s.name == name)
             .map(|s| s.id)
     };
+    let metadata = weft_capture::metadata::read_metadata(from)?;
     let switch_state = (snapshot.meta().sources.iter())
         .find(|s| s.name == "switch")
         .is_some_and(|s| s.fields.iter().any(|f| f.name == "prev_state"));
@@ -139,7 +142,7 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
         pagecache: source("pagecache"),
         sched: source("sched"),
         args: source("args"),
-        apps: App::all(&snapshot, from)?,
+        apps: App::all(&snapshot, &metadata),
     };
     let plan = resolve(options, from, &sources)?;
     let names =
@@ -153,7 +156,7 @@ pub fn run(options: &Options, from: &Path, trigger: Option<usize>) -> Result<()>
         hooks: Hook::of(&plan, &sources),
         runtime,
         names,
-        interfaces: interfaces(from)?,
+        interfaces: interfaces(&metadata),
         paths: paths(&snapshot)?,
         intervals: intervals(&plan, *window.start()),
         app_pids: (sources.apps.iter())
@@ -344,10 +347,10 @@ struct App {
 }
 
 impl App {
-    /// The sources `from`'s applications defined, as its metadata names them.
-    fn all(snapshot: &Snapshot, from: &Path) -> Result<Vec<Self>> {
-        let metadata = weft_capture::metadata::read_metadata(from)?;
-        Ok((snapshot.meta().sources.iter())
+    /// The sources the capture's applications defined, as its metadata
+    /// names them.
+    fn all(snapshot: &Snapshot, metadata: &Metadata) -> Vec<Self> {
+        (snapshot.meta().sources.iter())
             .filter(|source| metadata.app_sources.contains_key(&source.name))
             .map(|source| Self {
                 name: source.name.clone(),
@@ -357,7 +360,7 @@ impl App {
                     .map(|f| (f.name.clone(), f.offset))
                     .collect(),
             })
-            .collect())
+            .collect()
     }
 
     /// Its tracepoint's format: each field a `long` at 8 past its offset.
@@ -388,13 +391,12 @@ fn paths(snapshot: &Snapshot) -> Result<std::collections::HashMap<u32, String>> 
 
 /// The names of the interfaces the capture's packets were seen on, by
 /// index, as its sessions noted them (a later session's name wins).
-fn interfaces(from: &Path) -> Result<std::collections::HashMap<u32, String>> {
-    let metadata = weft_capture::metadata::read_metadata(from)?;
-    Ok((metadata.sessions.iter())
+fn interfaces(metadata: &Metadata) -> std::collections::HashMap<u32, String> {
+    (metadata.sessions.iter())
         .filter_map(|session| session.sources.get("net"))
         .flat_map(|net| &net.interfaces)
         .filter_map(|(index, name)| Some((index.parse().ok()?, name.clone())))
-        .collect())
+        .collect()
 }
 
 /// An error at the first builtin the capture holds nothing for.
