@@ -288,11 +288,15 @@ impl HeaderBytes {
     }
 }
 
-/// Appends `value` to `out` as LEB128.
-pub fn push_varint(out: &mut Vec<u8>, value: u64) {
-    let mut bytes = [0; 10];
-    let len = put(&mut bytes, 0, value);
-    out.extend_from_slice(&bytes[..len]);
+/// Appends `value` to `out` as LEB128, a byte at a time (most are one or
+/// two bytes: a copy through a buffer cost a call to memcpy each).
+#[inline]
+pub fn push_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
 }
 
 /// Writes `value` as LEB128 at `out[at..]`; returns the end.

@@ -215,7 +215,7 @@ impl IndexAcc {
 
     /// Adds the run under way to its bin's totals and hands its values to
     /// `wide`; none is under way after.
-    #[inline]
+    #[inline(always)]
     fn settle(&mut self, wide: &mut Wide) {
         let run = &self.run;
         let acc = &mut self.per_bin[run.bin as usize];
