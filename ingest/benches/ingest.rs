@@ -7,8 +7,10 @@
 //! behind 8-byte ring headers, numbers drawn from a busy server's mix,
 //! log-spread durations, 24 threads of 3 processes.
 //!
-//! Stages (each timed from the first record to the store closed, its files
-//! fsynced; min/median/max of the runs):
+//! Stages, run in interleaved rounds (each stage once a round, timed from
+//! the first record to the store closed, its files fsynced; min/median/max
+//! of the rounds, and of each round's rate over the same round's plain
+//! append):
 //! - `ring walk`: drain the rings and decode each record, nothing stored;
 //! - `ring walk, time order`: the same through `ring::drain_merged`, which
 //!   hands both rings' records out in time order, as `weft trace` drains;
@@ -55,7 +57,7 @@ fn main() {
         .unwrap_or(if quick { 1_000_000 } else { 8_000_000 });
     let runs: usize = arg("--runs")
         .and_then(|n| n.parse().ok())
-        .unwrap_or(if quick { 2 } else { 3 });
+        .unwrap_or(if quick { 2 } else { 5 });
     let disk = PathBuf::from(arg("--disk").unwrap_or_else(|| "target/bench-ingest".into()));
     let tmpfs =
         PathBuf::from(arg("--tmpfs").unwrap_or_else(|| "/dev/shm/weft-bench-ingest".into()));
@@ -79,42 +81,52 @@ fn main() {
         return;
     }
     println!(
-        "ingest: {records} syscall records (40 B payload, 48 B in the ring), {runs} runs; \
-         M records/s and ns/record, min/median/max"
+        "ingest: {records} syscall records (40 B payload, 48 B in the ring), {runs} rounds, \
+         each running every stage once; M records/s, ns/record, and each round's rate over \
+         its plain append: min/median/max"
     );
     println!(
-        "{:<32} {:>22} {:>22} {:>10}",
-        "stage", "M records/s", "ns/record (median)", "vs append"
+        "{:<32} {:>22} {:>10} {:>20}",
+        "stage", "M records/s", "ns/record", "vs append"
     );
     for (place, dir) in [("disk", disk.as_path()), ("tmpfs", tmpfs.as_path())] {
-        let baseline = measure(runs, || append(dir, &payloads, false));
-        let (_, base, _) = spread(baseline.clone());
-        let lines = [
-            ("ring walk", measure(runs, || walk(&events))),
+        let mut stages: [(&str, Box<dyn FnMut() -> (usize, f64)>); 5] = [
+            ("ring walk", Box::new(|| walk(&events))),
             (
                 "ring walk, time order",
-                measure(runs, || walk_in_time_order(&events)),
+                Box::new(|| walk_in_time_order(&events)),
             ),
-            ("append, no index", baseline),
+            ("append, no index", Box::new(|| append(dir, &payloads, false))),
             (
                 "append, syscall indexes",
-                measure(runs, || append(dir, &payloads, true)),
+                Box::new(|| append(dir, &payloads, true)),
             ),
-            (
-                "ring -> store",
-                measure(runs, || ring_to_store(dir, &events)),
-            ),
+            ("ring -> store", Box::new(|| ring_to_store(dir, &events))),
         ];
-        for (stage, rates) in lines {
+        // Interleaved: a busy moment slows one round's stages alike, and
+        // each is compared with the plain append of its own round.
+        let mut rates = vec![Vec::new(); stages.len()];
+        for _ in 0..runs {
+            for ((_, stage), rates) in stages.iter_mut().zip(&mut rates) {
+                let (count, seconds) = stage();
+                rates.push(count as f64 / seconds);
+            }
+        }
+        let baseline = rates[2].clone();
+        for ((stage, _), rates) in stages.iter().zip(&rates) {
             let (lo, mid, hi) = spread(rates.clone());
+            let ratios = rates.iter().zip(&baseline).map(|(r, b)| r / b).collect();
+            let (rlo, rmid, rhi) = spread(ratios);
             println!(
-                "{:<32} {:>6.2} {:>6.2} {:>6.2} {:>22.1} {:>9.2}x",
+                "{:<32} {:>6.2} {:>6.2} {:>6.2} {:>10.1} {:>5.2} {:>5.2} {:>5.2}x",
                 format!("{stage} ({place})"),
                 lo / 1e6,
                 mid / 1e6,
                 hi / 1e6,
                 1e9 / mid,
-                mid / base,
+                rlo,
+                rmid,
+                rhi,
             );
         }
         let _ = fs::remove_dir_all(dir);

@@ -420,6 +420,10 @@ fn partitioned_index_matches_reference_per_part() {
         field: nr.clone(),
         count: 4,
     };
+    // The same values unpartitioned: the sum of the partitioned index's
+    // parts, which the writer adds up instead of reading the records.
+    let bins = Bins::new(vec![10, 100, 1000]).unwrap();
+    let plain = (store.define_index(source, "v", value.clone(), bins)).unwrap();
     let index = store
         .define_partitioned_index(
             source,
@@ -459,6 +463,9 @@ fn partitioned_index_matches_reference_per_part() {
                     })
                     .map(|(_, v, _)| *v)
                     .collect();
+                if part.is_none() {
+                    check_part(snapshot, (source, plain, None), &window, values.clone());
+                }
                 check_part(snapshot, (source, index, part), &window, values);
             }
             check_parts(snapshot, (source, index), &window, &records, part_of);
@@ -494,6 +501,64 @@ fn partitioned_index_matches_reference_per_part() {
         records.iter().filter(|r| r.2 == 2).count() as u64
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_index_summed_from_parts_writes_the_bytes_it_would_accumulate() {
+    // Two stores take the same records and indexes: values in bins, and
+    // the same values partitioned. In the first the partitioned index reads
+    // the same field, so the writer adds the plain index up from its parts;
+    // in the second it reads a field of another name at the same place, so
+    // the plain index takes each record itself. Their logs are the same.
+    let config = Config {
+        block_size: 4096,
+        blocks_per_segment: 4,
+        group_chunks: 5,
+        ..Config::default()
+    };
+    let bins = || Bins::new(vec![10, 11, 100, 1000, 1 << 40]).unwrap();
+    let mut dirs = Vec::new();
+    for (name, partitioned) in [("summed", "v"), ("accumulated", "w")] {
+        let dir = temp_dir(name);
+        let mut store = Store::open(&dir, &config).unwrap();
+        let (value, nr) = (
+            Field::new("v", 0, FieldKind::I64),
+            Field::new("nr", 8, FieldKind::U32),
+        );
+        let other = Field::new(partitioned, 0, FieldKind::I64);
+        let source =
+            (store.define_source("s", vec![value.clone(), nr.clone(), other.clone()])).unwrap();
+        store.define_index(source, "v", value, bins()).unwrap();
+        let partition = weft_store::Partition {
+            field: nr,
+            count: 4,
+        };
+        (store.define_partitioned_index(source, "by", other, bins(), Some(partition))).unwrap();
+        let mut rng = Rng(91);
+        for ts in 0..30_000u64 {
+            // Runs of one value, values one bin wide, wide and huge ones.
+            let v = match rng.below(5) {
+                0 => 10,
+                1 => rng.below(2000) as i64,
+                2 => (ts / 7) as i64 % 50,
+                3 => 1 << 41,
+                _ => rng.below(3) as i64 - 1,
+            };
+            let mut payload = v.to_le_bytes().to_vec();
+            payload.extend_from_slice(&(rng.below(6) as u32).to_le_bytes());
+            store.append_at(source, ts, None, &payload).unwrap();
+        }
+        store.close().unwrap();
+        dirs.push(dir);
+    }
+    for log in ["chunks.log", "time.log", "values.log", "groups.log"] {
+        let [a, b] = [&dirs[0], &dirs[1]].map(|dir| std::fs::read(dir.join(log)).unwrap());
+        assert!(a.len() > 64, "{log}: {} bytes", a.len());
+        assert!(a == b, "{log} differs: {} and {} bytes", a.len(), b.len());
+    }
+    for dir in dirs {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }
 
 /// Checks every part's aggregate and quantiles at once against the
