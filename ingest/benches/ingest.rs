@@ -90,13 +90,16 @@ fn main() {
         "stage", "M records/s", "ns/record", "vs append"
     );
     for (place, dir) in [("disk", disk.as_path()), ("tmpfs", tmpfs.as_path())] {
-        let mut stages: [(&str, Box<dyn FnMut() -> (usize, f64)>); 5] = [
+        let mut stages: [(&str, Box<Run>); 5] = [
             ("ring walk", Box::new(|| walk(&events))),
             (
                 "ring walk, time order",
                 Box::new(|| walk_in_time_order(&events)),
             ),
-            ("append, no index", Box::new(|| append(dir, &payloads, false))),
+            (
+                "append, no index",
+                Box::new(|| append(dir, &payloads, false)),
+            ),
             (
                 "append, syscall indexes",
                 Box::new(|| append(dir, &payloads, true)),
@@ -132,6 +135,9 @@ fn main() {
         let _ = fs::remove_dir_all(dir);
     }
 }
+
+/// One timed run of a stage: (records, seconds).
+type Run<'a> = dyn FnMut() -> (usize, f64) + 'a;
 
 /// Records/s of each of `runs` runs of `run`, which returns (records, seconds).
 fn measure(runs: usize, mut run: impl FnMut() -> (usize, f64)) -> Vec<f64> {
