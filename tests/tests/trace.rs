@@ -389,6 +389,15 @@ const COMPARED: &[(&str, &[&str])] = &[
              @[$p[0], *($p + 2), str(args->filename + 5), str($p + 3)] = count(); } }",
         &["read:{file}:4096"],
     ),
+    // Variables set from such a variable and constants hold addresses
+    // too: stepped by pointees, cast, and stepped again.
+    (
+        "tracepoint:syscalls:sys_enter_openat /pid == cpid/ { $p = (uint16 *)args->filename; \
+           $q = $p + 1; $a = (uint64)$q; $b = $a + 2; \
+           if (strncmp(str($p), \"/tmp/weft-\", 10) == 0) { \
+             @[*$q, *(uint8 *)$b, str($b), $q[1]] = count(); } }",
+        &["read:{file}:4096"],
+    ),
     // Bit-fields: the program's own over the timespec in user memory
     // (17 ms of nanoseconds split 3/13/9/7 bits: 0, 3272, 259, 0, the
     // signed ones not sign-extended, as bpftrace 0.17 reads them), and the

@@ -7,7 +7,9 @@
 //! qualifies when the item assigns it once, at the top of its actions (not
 //! inside `if` or `while`), and never changes it; the reads after that
 //! assignment (`str()` and `buf()`'s first argument, and what `*` and
-//! `[]` read through) name the address in place of the variable.
+//! `[]` read through) name the address in place of the variable, as do
+//! the values of later variables set from it and constants (`$b = $a +
+//! 1`), which then qualify in turn.
 
 use crate::{
     ast::{BinOp, Builtin, Expr, ExprKind, Item, Program, Stmt, UnOp, for_each_expr},
@@ -45,6 +47,7 @@ fn inline_item(item: &mut Item) {
             continue;
         }
         let (name, value) = (name.clone(), value.clone());
+        through_later_variables(&mut item.body[at + 1..], &name, &value);
         crate::ast::for_each_expr_mut(&mut item.body[at + 1..], &mut |e| {
             e.rewrite(&mut |e| match &mut e.kind {
                 ExprKind::Call(function, args)
@@ -58,6 +61,21 @@ fn inline_item(item: &mut Item) {
                 _ => {}
             });
         });
+    }
+}
+
+/// A later variable set from this one and constants (`$b = $a + 1`,
+/// `$c = (uint64)$a`) holds an address the event holds too: its value is
+/// written with the address in place, so that it qualifies in turn.
+fn through_later_variables(body: &mut [Stmt], name: &str, address: &Expr) {
+    for stmt in body {
+        if let Stmt::VarAssign { value, .. } = stmt {
+            let mut written = value.clone();
+            substitute(&mut written, name, address);
+            if is_address(&written) {
+                *value = written;
+            }
+        }
     }
 }
 
