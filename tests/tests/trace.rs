@@ -398,6 +398,16 @@ const COMPARED: &[(&str, &[&str])] = &[
              @[*$q, *(uint8 *)$b, str($b), $q[1]] = count(); } }",
         &["read:{file}:4096"],
     ),
+    // Arrays of arrays in the program's own structs: a row of chars is a
+    // string, a row of integers is indexed, and each has its size.
+    (
+        "struct P { char n[2][5]; short h[2][2]; } struct Q { int a[2][2]; }
+         tracepoint:syscalls:sys_enter_openat /pid == cpid/ { $p = (struct P *)args->filename;
+           $q = (struct Q *)args->filename;
+           if (strncmp(str(args->filename), \"/tmp/weft-\", 10) == 0) {
+             @[$p->n[1], $p->h[1][0], $q->a[1][1], sizeof($p->h[1]), sizeof($q->a)] = count(); } }",
+        &["read:{file}:4096"],
+    ),
     // Bit-fields: the program's own over the timespec in user memory
     // (17 ms of nanoseconds split 3/13/9/7 bits: 0, 3272, 259, 0, the
     // signed ones not sign-extended, as bpftrace 0.17 reads them), and the

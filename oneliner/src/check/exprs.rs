@@ -105,6 +105,7 @@ impl Checker<'_> {
                 })
             }
             ExprKind::Map(map) => self.map_read(map, span),
+            ExprKind::Deref(address) if self.row_type(address).is_some() => self.row(address, expr),
             ExprKind::Deref(address) => self.deref(address, span),
             ExprKind::Unary(op, operand) => {
                 let what = match op {
@@ -722,6 +723,8 @@ impl Checker<'_> {
             ExprKind::Deref(address) if let Some(id) = self.pointee_record(address) => {
                 KernelType::Record(id)
             }
+            // `sizeof($s->a[1])`: a row of an array of arrays.
+            ExprKind::Deref(address) if let Some(row) = self.row_type(address) => row,
             _ => {
                 // Typed, not evaluated: what typing it asked the kernel to
                 // read at each event (a string, a field) is dropped again.
@@ -756,7 +759,7 @@ impl Checker<'_> {
                 count,
             } => {
                 let align = match element {
-                    Element::Int { size, .. } => u32::from(size),
+                    Element::Int { size, .. } | Element::Row { size, .. } => u32::from(size),
                     Element::Pointer(_) => 8,
                     Element::Record(id) => self.kernel.record_align(id),
                 };
@@ -775,6 +778,13 @@ impl Checker<'_> {
 
     /// The struct or union `address` points to, where it is a typed
     /// pointer: a tracepoint's field, a member, a struct cast.
+    /// The type of `*address` when it is a row of an array of arrays
+    /// (`a[1]` in `a[1][2]`), at the first attach point.
+    fn row_type(&self, address: &Expr) -> Option<KernelType> {
+        let (attach, bound) = self.attaches.first().zip(self.bound.first())?;
+        members::row(self.kernel, attach, bound, address)
+    }
+
     fn pointee_record(&self, address: &Expr) -> Option<u32> {
         let attach = self.attaches.first()?;
         match &address.kind {

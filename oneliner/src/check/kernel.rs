@@ -111,16 +111,28 @@ pub enum KernelType {
         stride: u32,
         count: u32,
     },
-    /// Anything else (arrays of arrays, floats, functions).
+    /// Anything else (arrays of arrays of structs or pointers, floats,
+    /// functions).
     Other,
 }
 
 /// What an array holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Element {
-    Int { size: u16, signed: bool },
+    Int {
+        size: u16,
+        signed: bool,
+    },
     Pointer(Option<u32>),
     Record(u32),
+    /// A row of an array of arrays: `count` integers of `size` bytes
+    /// (`int a[2][3]`'s `int[3]`; a row of chars is a string, as
+    /// `char names[4][16]`'s).
+    Row {
+        size: u16,
+        signed: bool,
+        count: u32,
+    },
 }
 
 impl Element {
@@ -134,6 +146,20 @@ impl Element {
             KernelType::Int { size, signed } => Self::Int { size, signed },
             KernelType::Pointer(record) => Self::Pointer(record),
             KernelType::Record(id) => Self::Record(id),
+            KernelType::Chars(len) => Self::Row {
+                size: 1,
+                signed: true,
+                count: u32::from(len),
+            },
+            KernelType::Array {
+                element: Self::Int { size, signed },
+                stride,
+                count,
+            } if stride == u32::from(size) => Self::Row {
+                size,
+                signed,
+                count,
+            },
             _ => return KernelType::Other,
         };
         KernelType::Array {
@@ -149,6 +175,18 @@ impl Element {
             Self::Int { size, signed } => KernelType::Int { size, signed },
             Self::Pointer(record) => KernelType::Pointer(record),
             Self::Record(id) => KernelType::Record(id),
+            Self::Row { size: 1, count, .. } => {
+                u16::try_from(count).map_or(KernelType::Other, KernelType::Chars)
+            }
+            Self::Row {
+                size,
+                signed,
+                count,
+            } => KernelType::Array {
+                element: Self::Int { size, signed },
+                stride: u32::from(size),
+                count,
+            },
         }
     }
 }

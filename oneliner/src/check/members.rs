@@ -146,10 +146,30 @@ fn element(
         },
         _ => (address, 0),
     };
-    if !matches!(array.kind, ExprKind::Member { .. }) {
-        return Ok(None);
-    }
-    let outer = place(kernel, attach, bound, array)?;
+    let outer = match &array.kind {
+        ExprKind::Member { .. } => place(kernel, attach, bound, array)?,
+        // A row of an array of arrays (`a[1]` in `a[1][2]`).
+        ExprKind::Deref(address) => match element(kernel, attach, bound, address)? {
+            Some(row) => row,
+            None => return Ok(None),
+        },
+        _ => return Ok(None),
+    };
+    let outer = match outer.ty {
+        // A row of chars is indexed as the bytes it is.
+        KernelType::Chars(count) => Place {
+            ty: KernelType::Array {
+                element: Element::Int {
+                    size: 1,
+                    signed: true,
+                },
+                stride: 1,
+                count: u32::from(count),
+            },
+            ..outer
+        },
+        _ => outer,
+    };
     let KernelType::Array {
         element,
         stride,
@@ -694,9 +714,11 @@ fn target(
             let offset = attach.field(name).map_or(0, |f| f.offset);
             Ok((Start::Context, Vec::new(), i64::from(offset)))
         }
-        ExprKind::Member { .. } if array_element(kernel, attach, bound, address).is_some() => {
-            // An array's address is where it lies, not a pointer it holds.
-            let place = place(kernel, attach, bound, address)?;
+        ExprKind::Member { .. } | ExprKind::Deref(_)
+            if let Some(place) = array_place(kernel, attach, bound, address) =>
+        {
+            // An array's address (a row's too) is where it lies, not a
+            // pointer it holds.
             Ok((place.start, place.hops, i64::from(place.at)))
         }
         ExprKind::Deref(inner)
@@ -758,11 +780,13 @@ pub(crate) fn pointee(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, addre
             .field(name)
             .filter(|f| matches!(f.kind, FieldKind::Pointer { .. }) || f.is_array())
             .and_then(|f| f.element),
-        ExprKind::Member { .. } => match array_element(kernel, attach, bound, base) {
-            Some(Element::Int { size, signed }) => Some((size, signed)),
-            Some(Element::Pointer(_)) => Some((8, false)),
-            Some(Element::Record(_)) | None => None,
-        },
+        ExprKind::Member { .. } | ExprKind::Deref(_) => {
+            match array_element(kernel, attach, bound, base) {
+                Some(Element::Int { size, signed }) => Some((size, signed)),
+                Some(Element::Pointer(_)) => Some((8, false)),
+                Some(Element::Record(_) | Element::Row { .. }) | None => None,
+            }
+        }
         _ => None,
     };
     match element {
@@ -782,7 +806,7 @@ fn array_element(
     bound: &Bound,
     expr: &Expr,
 ) -> Option<Element> {
-    match place(kernel, attach, bound, expr).ok()?.ty {
+    match array_place(kernel, attach, bound, expr)?.ty {
         KernelType::Chars(_) => Some(Element::Int {
             size: 1,
             signed: true,
@@ -792,10 +816,67 @@ fn array_element(
     }
 }
 
+/// The type of `*address` when it is a row of an array of arrays (`a[1]`
+/// in `a[1][2]`): a string (`char[N]`) or an array.
+pub(crate) fn row(
+    kernel: &dyn Kernel,
+    attach: &Attach,
+    bound: &Bound,
+    address: &Expr,
+) -> Option<KernelType> {
+    row_place(kernel, attach, bound, address).map(|row| row.ty)
+}
+
+/// Where `*address` is when it is a row of an array of arrays.
+fn row_place(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, address: &Expr) -> Option<Place> {
+    let row = element(kernel, attach, bound, address).ok()??;
+    matches!(row.ty, KernelType::Chars(_) | KernelType::Array { .. }).then_some(row)
+}
+
+/// `*address` (`expr`) of a row of an array of arrays, as a value: the
+/// string a row of chars holds, which the kernel reads at the event; a
+/// row of integers is indexed, not read whole.
+pub(crate) fn read_row(
+    kernel: &dyn Kernel,
+    attach: &mut Attach,
+    bound: &Bound,
+    address: &Expr,
+    expr: &Expr,
+) -> Result<Type> {
+    let row = row_place(kernel, attach, bound, address)
+        .ok_or_else(|| Error::new(expr.span, "not a row of an array"))?;
+    if let KernelType::Array { count, .. } = row.ty {
+        return Err(Error::new(
+            expr.span,
+            format!("this is a row of {count} integers: index it, as in `a[1][2]`"),
+        ));
+    }
+    read_place(kernel, attach, &row, expr)
+}
+
+/// Where array expression `expr` is: a member, or a row of an array of
+/// arrays (`a[1]`); `None` if it is neither.
+fn array_place(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, expr: &Expr) -> Option<Place> {
+    match &expr.kind {
+        ExprKind::Member { .. } => Some(place(kernel, attach, bound, expr).ok()?)
+            .filter(|p| matches!(p.ty, KernelType::Chars(_) | KernelType::Array { .. })),
+        ExprKind::Deref(address) => row_place(kernel, attach, bound, address),
+        _ => None,
+    }
+}
+
 /// How many bytes `+ 1` moves `base`: one on an integer (see
 /// [`steps_bytes`]) and a char array member; on a typed pointer field what
 /// it points to, as bpftrace steps it; else unknown.
 fn step_size(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, base: &Expr) -> Option<i64> {
+    if let ExprKind::Deref(_) = base.kind
+        && let Some(row) = array_place(kernel, attach, bound, base)
+    {
+        return match row.ty {
+            KernelType::Array { stride, .. } => Some(i64::from(stride)),
+            _ => Some(1),
+        };
+    }
     if steps_bytes(attach, base) {
         return Some(1);
     }

@@ -368,6 +368,17 @@ impl Checker<'_> {
         Ok(Type::Int)
     }
 
+    /// `*address` (`$s->names[1]`, `expr`) of a row of an array of arrays:
+    /// a row of chars is the string it holds.
+    pub(super) fn row(&mut self, address: &Expr, expr: &Expr) -> Result<Type> {
+        self.kernel_reads();
+        let mut ty = Type::Str;
+        for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
+            ty = members::read_row(self.kernel, attach, bound, address, expr)?;
+        }
+        Ok(ty)
+    }
+
     /// `curtask` as a value: the kernel copies the task's address.
     pub(super) fn task_address(&mut self, span: Span) -> Result<Type> {
         self.kernel_reads();

@@ -1285,6 +1285,42 @@ fn sizeof_a_tuple_is_bpftrace_s() {
 }
 
 #[test]
+fn arrays_of_arrays_are_read_row_by_row() {
+    let plan = checked(
+        "struct m { char pad; short h[2][3]; char n[4][8]; }
+             tracepoint:syscalls:sys_enter_nanosleep { $m = (struct m *)args->rqtp;
+               printf(\"%d %s %d\", $m->h[1][2], $m->n[3], sizeof($m->h[1])); }",
+    );
+    let members: Vec<_> = (plan.attaches[0].members.iter())
+        .map(|m| (m.at, m.size, m.chars))
+        .collect();
+    // h from 2, its second row from 8, that row's third short at 12; n
+    // from 14, its fourth row at 38, 8 chars.
+    assert_eq!(members, [(12, 2, false), (38, 8, true)]);
+    for (text, why) in [
+        ("printf(\"%d\", $m->h[1])", "a row of 3 integers: index it"),
+        (
+            "printf(\"%d\", $m->h[2][0])",
+            "index 2 is out of bounds for an array of 2",
+        ),
+        (
+            "printf(\"%d\", $m->h[1][3])",
+            "index 3 is out of bounds for an array of 3",
+        ),
+    ] {
+        let program = format!(
+            "struct m {{ char pad; short h[2][3]; }}
+                 tracepoint:syscalls:sys_enter_nanosleep {{ $m = (struct m *)args->rqtp; {text}; }}"
+        );
+        assert!(
+            refused(&program).contains(why),
+            "{text}: {}",
+            refused(&program)
+        );
+    }
+}
+
+#[test]
 fn a_program_s_own_types_are_laid_out_as_c_lays_them_out() {
     let plan = checked(
         "struct ts { long sec; long nsec; };

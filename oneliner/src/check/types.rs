@@ -257,8 +257,13 @@ impl Layout<'_> {
             .size
             .checked_mul(count)
             .ok_or_else(|| Error::new(span, "the array is too large"))?;
-        let ty = match ty.dims.len() {
-            1 => Element::array(one.ty, one.size, count),
+        let ty = match ty.dims[..] {
+            [count] => Element::array(one.ty, one.size, count),
+            // An array of rows, each an array of its own.
+            [rows, count] => {
+                let row = Element::array(one.ty, one.size, count);
+                Element::array(row, one.size * count, rows)
+            }
             _ => KernelType::Other,
         };
         Ok(Shape {
