@@ -566,6 +566,21 @@ const BEGIN_PROGRAMS: &[(&str, &[&str])] = &[
            exit(); }",
         &[],
     ),
+    // The UAPI macros bpftrace takes from the headers a script includes
+    // (`<linux/sched.h>`'s CLONE_* too, which bpftrace 0.17 cannot parse
+    // here: a unit test has them).
+    (
+        "#include <linux/errno.h>
+         #include <linux/fcntl.h>
+         #include <linux/signal.h>
+         #include <linux/mman.h>
+         #include <linux/stat.h>
+         BEGIN { printf(\"%d %d %d %d %d %d %d %d %d %d %d\\n\", EAGAIN, ENOENT, EHWPOISON,
+           O_CREAT | O_TRUNC | O_CLOEXEC, O_TMPFILE, AT_FDCWD, SIGKILL, SIGRTMIN,
+           PROT_READ | PROT_EXEC, MAP_ANONYMOUS | MAP_HUGE_2MB, S_IFMT | S_IRWXU);
+           exit(); }",
+        &[],
+    ),
     // A program's own struct, union and enum: sizes as C lays them out.
     (
         "struct foo { int a; char b[10]; long c; } union u { int x; char y[3]; };

@@ -5,8 +5,9 @@
 //!
 //! bpftrace takes them from C: the headers a script includes and, with
 //! BTF, the kernel's enums. weft reads no headers, so it knows the macros
-//! bpftrace's tools take from them, which are Linux's ABI and never change,
-//! and asks the kernel's BTF for the enumerators.
+//! bpftrace's tools take from them and the UAPI macros scripts compare with
+//! (`uapi.rs`), which are Linux's ABI and never change, and asks the
+//! kernel's BTF for the enumerators.
 
 use std::collections::HashMap;
 
@@ -191,13 +192,15 @@ fn resolve_expr(expr: &mut Expr, kernel: &dyn Kernel) -> Result<()> {
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, v)| *v)
+            .or_else(|| super::uapi::value(name))
             .or_else(|| kernel.enumerator(name))
             .ok_or_else(|| {
                 Error::new(
                     expr.span,
                     format!(
                         "unknown name `{name}`: not a builtin, nor a constant of the kernel's \
-                         enums or of the headers weft knows (AF_*, TASK_RUNNING)"
+                         enums or of the headers weft knows (AF_*, TASK_RUNNING, errno values, \
+                         O_*, AT_*, SIG*, PROT_*, MAP_*, S_I*, CLONE_*)"
                     ),
                 )
             })?;

@@ -430,6 +430,7 @@ pub(crate) mod saved;
 pub(crate) mod sign;
 pub(crate) mod starts;
 pub(crate) mod types;
+mod uapi;
 pub(crate) mod uprobe_args;
 pub(crate) mod usdt;
 
