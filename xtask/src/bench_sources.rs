@@ -25,6 +25,11 @@ pub struct Options {
     /// Events per stress run, in thousands.
     #[arg(long, default_value_t = 300)]
     thousands: u64,
+    /// Another build's weft binary, whose `weft record` takes turns with
+    /// this build's in each probe-effect run: a change's cost to the
+    /// traced workloads, measured in one run.
+    #[arg(long, value_name = "WEFT")]
+    baseline: Option<String>,
 }
 
 struct Bins {
@@ -82,7 +87,11 @@ fn stress_table(
     );
     for (source, kind, count, path) in cases {
         let dir = fresh(scratch, &format!("stress-{source}"));
-        let tracer = record(bins, &dir, &["--sources", source, "--interface", "lo"])?;
+        let tracer = record(
+            &bins.weft,
+            &dir,
+            &["--sources", source, "--interface", "lo"],
+        )?;
         let cpu_before = cpu_seconds(tracer.pid());
         let start = Instant::now();
         let seconds: f64 = output(
@@ -108,7 +117,25 @@ fn stress_table(
     Ok(())
 }
 
-/// The getppid loop and Redis, untraced and under every source.
+/// The probe-effect configurations: a label and `weft record`'s sources
+/// (none: untraced).
+const EFFECTS: [(&str, Option<&str>); 7] = [
+    ("untraced", None),
+    // What conns (beside net by default) costs per packet.
+    ("net without conns", Some("net,-conns")),
+    ("net with conns", Some("net")),
+    // What the stacks at each switch-out and the samples cost.
+    ("sched", Some("sched")),
+    ("sched,stacks", Some("sched,stacks")),
+    (
+        "sched,block,pagecache,net",
+        Some("sched,block,pagecache,net"),
+    ),
+    ("all (syscalls too)", Some("all")),
+];
+
+/// The getppid loop, context switches and Redis, untraced and under every
+/// source; with a baseline, its `weft record` and this build's in turns.
 fn probe_effect(bins: &Bins, options: &Options, scratch: &std::path::Path) -> Result<()> {
     let mut redis = Command::new("taskset")
         .args([
@@ -128,57 +155,71 @@ fn probe_effect(bins: &Bins, options: &Options, scratch: &std::path::Path) -> Re
     std::thread::sleep(std::time::Duration::from_millis(500));
     let result = (|| -> Result<()> {
         println!(
-            "probe effect: median of {} runs (lower is better)",
-            options.runs
+            "probe effect: median of {} runs (lower is better){}",
+            options.runs,
+            if options.baseline.is_some() {
+                "; each run starts this build's and the baseline's weft in turns"
+            } else {
+                ""
+            }
         );
+        let mut builds = vec![("", bins.weft.as_str())];
+        builds.extend(options.baseline.as_deref().map(|b| (" (baseline)", b)));
         let mut rows = Vec::new();
-        for (label, sources) in [
-            ("untraced", None),
-            // What conns (beside net by default) costs per packet.
-            ("net without conns", Some("net,-conns")),
-            ("net with conns", Some("net")),
-            // What the stacks at each switch-out and the samples cost.
-            ("sched", Some("sched")),
-            ("sched,stacks", Some("sched,stacks")),
-            (
-                "sched,block,pagecache,net",
-                Some("sched,block,pagecache,net"),
-            ),
-            ("all (syscalls too)", Some("all")),
-        ] {
-            let dir = fresh(scratch, "effect");
-            let tracer = match sources {
-                Some(sources) => Some(record(
-                    bins,
-                    &dir,
-                    &["--sources", sources, "--interface", "lo"],
-                )?),
-                None => None,
+        for (label, sources) in EFFECTS {
+            let builds = if sources.is_some() {
+                &builds[..]
+            } else {
+                &builds[..1]
             };
-            let getppid = samples(options.runs, || getppid_ns(bins))?;
-            let switch_ns = samples(options.runs, || switch_ns(bins))?;
-            let redis_us = samples(options.runs, redis_us_per_request)?;
-            let lost = match tracer {
-                Some(tracer) => {
-                    tracer.interrupt()?;
-                    total_lost(&dir)?.to_string()
+            let mut runs = vec![Effect::default(); builds.len()];
+            for _ in 0..options.runs {
+                for ((_, weft), effect) in builds.iter().zip(&mut runs) {
+                    effect.measure(bins, weft, sources, &fresh(scratch, "effect"))?;
                 }
-                None => "-".into(),
-            };
-            println!(
-                "  {label:<28} getppid {getppid:>7.1} ns/call   switch {switch_ns:>7.0} ns   redis {redis_us:>7.2} us/request   lost {lost}"
-            );
-            rows.push((label, getppid, switch_ns, redis_us));
+            }
+            for ((suffix, _), effect) in builds.iter().zip(runs) {
+                let row = effect.medians();
+                println!(
+                    "  {:<28} getppid {:>7.1} ns/call   switch {:>7.0} ns   redis {:>7.2} us/request   lost {}",
+                    format!("{label}{suffix}"),
+                    row[0],
+                    row[1],
+                    row[2],
+                    if sources.is_some() {
+                        effect.lost.to_string()
+                    } else {
+                        "-".into()
+                    },
+                );
+                rows.push((format!("{label}{suffix}"), row));
+            }
         }
-        let (_, base_getppid, base_switch, base_redis) = rows[0];
+        let base = rows[0].1;
         println!("ratios against untraced:");
-        for (label, getppid, switch_ns, redis_us) in &rows[1..] {
+        for (label, row) in &rows[1..] {
             println!(
                 "  {label:<28} getppid {:.2}   switch {:.2}   redis {:.2}",
-                getppid / base_getppid,
-                switch_ns / base_switch,
-                redis_us / base_redis
+                row[0] / base[0],
+                row[1] / base[1],
+                row[2] / base[2]
             );
+        }
+        if options.baseline.is_some() {
+            // Rows come in pairs, this build's then the baseline's.
+            println!("probe effect (traced minus untraced), this build over the baseline:");
+            for pair in rows[1..].chunks(2) {
+                let [(label, ours), (_, theirs)] = pair else {
+                    continue;
+                };
+                let effect = |i: usize| (ours[i] - base[i]) / (theirs[i] - base[i]);
+                println!(
+                    "  {label:<28} getppid {:.2}   switch {:.2}   redis {:.2}",
+                    effect(0),
+                    effect(1),
+                    effect(2)
+                );
+            }
         }
         Ok(())
     })();
@@ -187,10 +228,48 @@ fn probe_effect(bins: &Bins, options: &Options, scratch: &std::path::Path) -> Re
     result
 }
 
-fn samples(runs: usize, mut measure: impl FnMut() -> Result<f64>) -> Result<f64> {
-    let mut values = (0..runs).map(|_| measure()).collect::<Result<Vec<_>>>()?;
-    values.sort_by(f64::total_cmp);
-    Ok(median(&values))
+/// One configuration's runs: getppid ns per call, ns per switch round
+/// trip, Redis us per request, and the records weft lost in all.
+#[derive(Clone, Default)]
+struct Effect {
+    samples: [Vec<f64>; 3],
+    lost: u64,
+}
+
+impl Effect {
+    /// One run: `weft record` of `sources` by `weft` (none: untraced)
+    /// while each workload runs once.
+    fn measure(
+        &mut self,
+        bins: &Bins,
+        weft: &str,
+        sources: Option<&str>,
+        dir: &std::path::Path,
+    ) -> Result<()> {
+        let tracer = match sources {
+            Some(sources) => Some(record(
+                weft,
+                dir,
+                &["--sources", sources, "--interface", "lo"],
+            )?),
+            None => None,
+        };
+        self.samples[0].push(getppid_ns(bins)?);
+        self.samples[1].push(switch_ns(bins)?);
+        self.samples[2].push(redis_us_per_request()?);
+        if let Some(tracer) = tracer {
+            tracer.interrupt()?;
+            self.lost += total_lost(dir)?;
+        }
+        Ok(())
+    }
+
+    fn medians(&self) -> [f64; 3] {
+        self.samples.clone().map(|mut values| {
+            values.sort_by(f64::total_cmp);
+            median(&values)
+        })
+    }
 }
 
 fn getppid_ns(bins: &Bins) -> Result<f64> {
@@ -245,9 +324,9 @@ fn redis_us_per_request() -> Result<f64> {
     Ok(1e6 * rates.len() as f64 / rates.iter().sum::<f64>())
 }
 
-fn record(bins: &Bins, dir: &std::path::Path, extra: &[&str]) -> Result<Tracer> {
+fn record(weft: &str, dir: &std::path::Path, extra: &[&str]) -> Result<Tracer> {
     let mut argv = vec![
-        bins.weft.clone(),
+        weft.to_owned(),
         "record".into(),
         "-o".into(),
         dir.display().to_string(),
