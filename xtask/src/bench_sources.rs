@@ -207,14 +207,26 @@ fn probe_effect(bins: &Bins, options: &Options, scratch: &std::path::Path) -> Re
         }
         if options.baseline.is_some() {
             // Rows come in pairs, this build's then the baseline's.
-            println!("probe effect (traced minus untraced), this build over the baseline:");
+            println!(
+                "probe effect (traced minus untraced), this build over the baseline \
+                 (-: the baseline's under 5 %):"
+            );
             for pair in rows[1..].chunks(2) {
                 let [(label, ours), (_, theirs)] = pair else {
                     continue;
                 };
-                let effect = |i: usize| (ours[i] - base[i]) / (theirs[i] - base[i]);
+                // Where the baseline costs a workload under 5 %, the
+                // ratio of two such small differences is noise: left out.
+                let effect = |i: usize| {
+                    let (ours, theirs) = (ours[i] - base[i], theirs[i] - base[i]);
+                    if theirs > 0.05 * base[i] {
+                        format!("{:.2}", ours / theirs)
+                    } else {
+                        "-".into()
+                    }
+                };
                 println!(
-                    "  {label:<28} getppid {:.2}   switch {:.2}   redis {:.2}",
+                    "  {label:<28} getppid {:>5}   switch {:>5}   redis {:>5}",
                     effect(0),
                     effect(1),
                     effect(2)
