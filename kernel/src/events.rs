@@ -12,6 +12,7 @@ use aya::{
     programs::{
         PerfEvent, TracePoint,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
+        trace_point::TracePointLinkId,
     },
 };
 use weft_abi::events::{
@@ -116,6 +117,8 @@ pub struct EventProbe {
     /// Records too short for their source, or of no known source; never expected.
     malformed: u64,
     attached: bool,
+    /// Each tracepoint attachment, by its program: detached all at once.
+    links: Vec<(&'static str, TracePointLinkId)>,
     /// Each source's runs the kernel skipped, read as they were detached.
     skipped_at_detach: Vec<u64>,
     /// Where the packet source is attached, when it is.
@@ -198,6 +201,7 @@ impl EventProbe {
             received: [0; SOURCES as usize],
             malformed: 0,
             attached: false,
+            links: Vec::new(),
             skipped_at_detach: Vec::new(),
             net: None,
             stacks: stack_reader,
@@ -266,12 +270,13 @@ impl EventProbe {
                 .load()
                 .with_context(|| format!("the kernel rejected {}", hook.program))?;
         }
-        program.attach(hook.category, hook.event).with_context(|| {
+        let link = program.attach(hook.category, hook.event).with_context(|| {
             format!(
                 "source {source}: failed to attach to tracepoint {}:{}",
                 hook.category, hook.event
             )
         })?;
+        self.links.push((hook.program, link));
         Ok(())
     }
 
@@ -384,6 +389,15 @@ impl EventProbe {
         }
         // Read while the programs are loaded; none can run once detached.
         self.skipped_at_detach = self.sources.iter().map(|l| self.skipped(l)).collect();
+        let mut links = Vec::new();
+        for (program, id) in std::mem::take(&mut self.links) {
+            if let Some(aya::programs::Program::TracePoint(p)) = self.ebpf.program_mut(program)
+                && let Ok(link) = p.take_link(id)
+            {
+                links.push(link);
+            }
+        }
+        ebpf::close_at_once(links);
         for loaded in &self.sources {
             for hook in loaded.hooks {
                 if let Some(aya::programs::Program::TracePoint(p)) =

@@ -87,36 +87,14 @@ struct Link {
     _link: OwnedFd,
 }
 
-/// The perf-event attachments, closed many at once. Closing a link and its
-/// tracepoint perf event waits out RCU grace periods in the kernel (about
-/// 70 ms a probe here): one by one, the 360 probes of
-/// `tracepoint:syscalls:sys_enter_*` took 25 s to detach, as bpftrace's do.
-/// Closes made at once share the links' waits; the perf events' are
-/// serialised by the kernel (`event_mutex`), which bounds the gain to half.
+/// The perf-event attachments, closed many at once (see
+/// [`ebpf::close_at_once`]).
 #[derive(Default)]
 struct Links(Vec<Link>);
 
-/// Threads closing links at once, at most.
-const CLOSERS: usize = 32;
-
 impl Links {
     fn close(&mut self) {
-        let links = std::mem::take(&mut self.0);
-        if links.len() < 2 {
-            // Closed here, without a thread.
-            return;
-        }
-        let per_thread = links.len().div_ceil(CLOSERS);
-        let mut links = links.into_iter();
-        std::thread::scope(|scope| {
-            loop {
-                let batch: Vec<Link> = links.by_ref().take(per_thread).collect();
-                if batch.is_empty() {
-                    break;
-                }
-                scope.spawn(move || drop(batch));
-            }
-        });
+        ebpf::close_at_once(std::mem::take(&mut self.0));
     }
 }
 
