@@ -776,8 +776,6 @@ impl Checker<'_> {
         }
     }
 
-    /// The struct or union `address` points to, where it is a typed
-    /// pointer: a tracepoint's field, a member, a struct cast.
     /// The type of `*address` when it is a row of an array of arrays
     /// (`a[1]` in `a[1][2]`), at the first attach point.
     fn row_type(&self, address: &Expr) -> Option<KernelType> {
@@ -785,6 +783,8 @@ impl Checker<'_> {
         members::row(self.kernel, attach, bound, address)
     }
 
+    /// The struct or union `address` points to, where it is a typed
+    /// pointer: a tracepoint's field, a member, a struct cast.
     fn pointee_record(&self, address: &Expr) -> Option<u32> {
         let attach = self.attaches.first()?;
         match &address.kind {
