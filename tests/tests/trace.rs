@@ -3213,7 +3213,7 @@ const BROKEN: &[(&str, &str, &str, usize)] = &[
     ),
     (
         "BEGIN { @ = pdi; }",
-        "unknown name `pdi`: not a builtin, nor a constant of the kernel's enums or of the headers weft knows (AF_*, TASK_RUNNING)",
+        "unknown name `pdi`: not a builtin, nor a constant of the kernel's enums or of the headers weft knows (AF_*, TASK_RUNNING, errno values, O_*, AT_*, SIG*, PROT_*, MAP_*, S_I*, CLONE_*)",
         "pdi",
         3,
     ),
