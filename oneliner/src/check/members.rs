@@ -155,27 +155,7 @@ fn element(
         },
         _ => return Ok(None),
     };
-    let outer = match outer.ty {
-        // A row of chars is indexed as the bytes it is.
-        KernelType::Chars(count) => Place {
-            ty: KernelType::Array {
-                element: Element::Int {
-                    size: 1,
-                    signed: true,
-                },
-                stride: 1,
-                count: u32::from(count),
-            },
-            ..outer
-        },
-        _ => outer,
-    };
-    let KernelType::Array {
-        element,
-        stride,
-        count,
-    } = outer.ty
-    else {
+    let Some((element, stride, count)) = indexed(outer.ty) else {
         return Ok(None);
     };
     let at = u32::try_from(index)
@@ -806,12 +786,27 @@ fn array_element(
     bound: &Bound,
     expr: &Expr,
 ) -> Option<Element> {
-    match array_place(kernel, attach, bound, expr)?.ty {
-        KernelType::Chars(_) => Some(Element::Int {
-            size: 1,
-            signed: true,
-        }),
-        KernelType::Array { element, .. } => Some(element),
+    let (element, _, _) = indexed(array_place(kernel, attach, bound, expr)?.ty)?;
+    Some(element)
+}
+
+/// How values of array type `ty` are indexed: their element, stride and
+/// count (a `char[N]` as N signed bytes); `None` for other types.
+fn indexed(ty: KernelType) -> Option<(Element, u32, u32)> {
+    match ty {
+        KernelType::Chars(n) => Some((
+            Element::Int {
+                size: 1,
+                signed: true,
+            },
+            1,
+            u32::from(n),
+        )),
+        KernelType::Array {
+            element,
+            stride,
+            count,
+        } => Some((element, stride, count)),
         _ => None,
     }
 }
@@ -830,7 +825,7 @@ pub(crate) fn row(
 /// Where `*address` is when it is a row of an array of arrays.
 fn row_place(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, address: &Expr) -> Option<Place> {
     let row = element(kernel, attach, bound, address).ok()??;
-    matches!(row.ty, KernelType::Chars(_) | KernelType::Array { .. }).then_some(row)
+    indexed(row.ty).is_some().then_some(row)
 }
 
 /// `*address` (`expr`) of a row of an array of arrays, as a value: the
@@ -858,8 +853,9 @@ pub(crate) fn read_row(
 /// arrays (`a[1]`); `None` if it is neither.
 fn array_place(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, expr: &Expr) -> Option<Place> {
     match &expr.kind {
-        ExprKind::Member { .. } => Some(place(kernel, attach, bound, expr).ok()?)
-            .filter(|p| matches!(p.ty, KernelType::Chars(_) | KernelType::Array { .. })),
+        ExprKind::Member { .. } => {
+            Some(place(kernel, attach, bound, expr).ok()?).filter(|p| indexed(p.ty).is_some())
+        }
         ExprKind::Deref(address) => row_place(kernel, attach, bound, address),
         _ => None,
     }
@@ -869,13 +865,11 @@ fn array_place(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, expr: &Expr)
 /// [`steps_bytes`]) and a char array member; on a typed pointer field what
 /// it points to, as bpftrace steps it; else unknown.
 fn step_size(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, base: &Expr) -> Option<i64> {
-    if let ExprKind::Deref(_) = base.kind
-        && let Some(row) = array_place(kernel, attach, bound, base)
-    {
-        return match row.ty {
-            KernelType::Array { stride, .. } => Some(i64::from(stride)),
-            _ => Some(1),
-        };
+    // An array member or a row of an array of arrays: by its elements
+    // (checked first: a row is a `*`, which would step bytes).
+    if let Some(array) = array_place(kernel, attach, bound, base) {
+        let (_, stride, _) = indexed(array.ty)?;
+        return Some(i64::from(stride));
     }
     if steps_bytes(attach, base) {
         return Some(1);
@@ -889,11 +883,6 @@ fn step_size(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, base: &Expr) -
             let record = kernel.record(field.pointee.as_deref()?).ok()?;
             Some(i64::from(kernel.record_size(record)))
         }
-        ExprKind::Member { .. } => match place(kernel, attach, bound, base).ok()?.ty {
-            KernelType::Chars(_) => Some(1),
-            KernelType::Array { stride, .. } => Some(i64::from(stride)),
-            _ => None,
-        },
         _ => None,
     }
 }
