@@ -286,15 +286,30 @@ pub fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> std::io::Result<libc::c_long> 
 /// from Linux 6.7 (before, the kernel counts a tracepoint's skipped runs
 /// nowhere).
 pub fn skipped<'a>(programs: impl IntoIterator<Item = &'a aya::programs::Program>) -> u64 {
+    use std::os::fd::AsFd as _;
     programs
         .into_iter()
-        .map(|program| recursion_misses(program).unwrap_or(0))
+        .filter_map(|program| program.fd().ok())
+        .map(|fd| recursion_misses(fd.as_fd()).unwrap_or(0))
         .sum()
 }
 
-/// `program`'s `recursion_misses` (0 while it is not loaded).
-fn recursion_misses(program: &aya::programs::Program) -> Result<u64> {
-    use std::os::fd::{AsFd as _, AsRawFd as _};
+/// The loaded program `fd`'s `recursion_misses`.
+pub fn recursion_misses(fd: std::os::fd::BorrowedFd<'_>) -> Result<u64> {
+    // SAFETY: a struct of plain integers, for which all zeroes is valid.
+    let mut info: aya_obj::generated::bpf_prog_info = unsafe { std::mem::zeroed() };
+    object_info(fd, &mut info).map_err(|e| Error::Kernel {
+        doing: "failed to read a program's info".into(),
+        cause: Box::new(e.into()),
+    })?;
+    Ok(info.recursion_misses)
+}
+
+/// The kernel's `info` of BPF object `fd` (`struct bpf_prog_info`,
+/// `bpf_btf_info`...: plain integers and pointers to buffers that outlive
+/// the call).
+pub fn object_info<T>(fd: std::os::fd::BorrowedFd<'_>, info: &mut T) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd as _;
     /// The `info` member of `union bpf_attr`.
     #[repr(C)]
     struct InfoAttr {
@@ -303,23 +318,13 @@ fn recursion_misses(program: &aya::programs::Program) -> Result<u64> {
         info: u64,
     }
     const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
-    let Ok(fd) = program.fd() else {
-        return Ok(0);
-    };
-    // SAFETY: a struct of plain integers, for which all zeroes is valid.
-    let mut info: aya_obj::generated::bpf_prog_info = unsafe { std::mem::zeroed() };
     let mut attr = InfoAttr {
-        bpf_fd: u32::try_from(fd.as_fd().as_raw_fd()).unwrap_or(u32::MAX),
-        info_len: std::mem::size_of_val(&info) as u32,
-        info: (&raw mut info) as u64,
+        bpf_fd: u32::try_from(fd.as_raw_fd()).unwrap_or(u32::MAX),
+        info_len: u32::try_from(size_of::<T>()).unwrap_or(u32::MAX),
+        info: std::ptr::from_mut(info) as u64,
     };
-    // The kernel writes no more than `info_len` bytes of `info`, which
-    // outlives the call.
-    bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr).map_err(|e| Error::Kernel {
-        doing: "failed to read a program's info".into(),
-        cause: Box::new(e.into()),
-    })?;
-    Ok(info.recursion_misses)
+    // The kernel writes no more than `info_len` bytes of `info`.
+    bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr).map(drop)
 }
 
 #[cfg(test)]

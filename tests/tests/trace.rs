@@ -2601,6 +2601,18 @@ impl Tracer {
         }
     }
 
+    /// What it printed after the banner, and on stderr, once its program
+    /// ended itself (`exit()`), else after 10 s as [`Tracer::stop_both`].
+    fn exited(mut self) -> (String, String) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while self.child.try_wait().expect("the tracer's state").is_none()
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.stop_both()
+    }
+
     /// Ctrl-C, then its output; or, if it has not ended 20 s later, why
     /// (where its threads wait, what it said) and the output up to its kill.
     fn end(mut self) -> Result<(String, String), (String, String)> {
@@ -2615,7 +2627,9 @@ impl Tracer {
             // SAFETY: kill(2) on our own child's pid.
             unsafe { libc::kill(pid, libc::SIGINT) };
         };
-        interrupt();
+        if self.child.try_wait().expect("the tracer's state").is_none() {
+            interrupt();
+        }
         let start = std::time::Instant::now();
         let deadline = start + Duration::from_secs(20);
         let mut again = start + Duration::from_secs(5);
@@ -4547,9 +4561,14 @@ fn watchpoint_counts_the_writes_bpftrace_counts() {
     assert!(stderr.contains("FUNC+argN is not supported"), "{stderr}");
 }
 
+/// A module's types through its BTF, in casts and in fentry and fexit
+/// on its functions (`kfunc[:MODULE]:FUNC`, as bpftrace takes them):
+/// `loop_get_status` and `struct loop_device` are the loop module's
+/// (drivers/block/loop.c), which only its BTF knows where loop is a module,
+/// as in the guests.
 #[test]
-fn struct_casts_reach_a_module_s_types_through_its_btf() {
-    let test = "struct_casts_reach_a_module_s_types_through_its_btf";
+fn a_module_s_functions_and_types_are_reached_through_its_btf() {
+    let test = "a_module_s_functions_and_types_are_reached_through_its_btf";
     if !needs(test, &TRACE) {
         return;
     }
@@ -4557,42 +4576,60 @@ fn struct_casts_reach_a_module_s_types_through_its_btf() {
         eprintln!("skipping {test}: this kernel has no kprobes");
         return;
     }
-    // `struct loop_device` is the loop module's (drivers/block/loop.c):
-    // where loop is a module, only its BTF knows the type.
     let device = weft_tests::LoopDevice::new(1 << 20).expect("a loop device");
     let number: i64 = device.path.trim_start_matches("/dev/loop").parse().unwrap();
-    let program = "BEGIN { printf(\"tracing\\n\"); } kprobe:loop_get_status { \
-        printf(\"loop %d %d\\n\", ((struct loop_device *)arg0)->lo_number, \
-        sizeof(struct loop_device) > 64); exit(); }";
-    let running = Tracer::start(
-        Command::new(weft_bin()).args(["trace", "-e", program]),
-        "tracing",
-    );
     // LOOP_GET_STATUS64 asks loop_get_status for the device's status.
-    let file = std::fs::File::open(&device.path).unwrap();
-    let mut status = [0u8; 232];
-    // SAFETY: a valid fd and a buffer as large as `struct loop_info64`.
-    let rc = unsafe {
-        libc::ioctl(
-            std::os::fd::AsRawFd::as_raw_fd(&file),
-            0x4C05,
-            status.as_mut_ptr(),
-        )
+    let status = || {
+        let file = std::fs::File::open(&device.path).unwrap();
+        let mut status = [0u8; 232];
+        // SAFETY: a valid fd and a buffer as large as `struct loop_info64`.
+        let rc = unsafe {
+            libc::ioctl(
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                0x4C05,
+                status.as_mut_ptr(),
+            )
+        };
+        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
     };
-    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
-    let stdout = running.stop();
+    let traced = |tracer: &str, program: &str| {
+        let running = Tracer::start(
+            tracer_command(tracer).args([
+                "-e",
+                &format!("BEGIN {{ printf(\"tracing\\n\"); }} {program}"),
+            ]),
+            "tracing",
+        );
+        status();
+        let (stdout, stderr) = running.exited();
+        format!("{stdout}{stderr}")
+    };
+    let stdout = traced(
+        "weft",
+        "kprobe:loop_get_status { printf(\"loop %d %d\\n\", \
+         ((struct loop_device *)arg0)->lo_number, sizeof(struct loop_device) > 64); exit(); }",
+    );
     assert!(
         stdout.lines().any(|l| l == format!("loop {number} 1")),
         "{}: {stdout}",
         device.path
     );
-    // fentry on a module's function is refused with what reaches it.
-    if Path::new("/sys/kernel/btf/loop").exists() {
-        let (status, _, stderr) =
-            weft_tests::run_weft(&["trace", "-e", "fentry:loop_get_status { exit(); }"]);
-        assert!(
-            !status.success() && stderr.contains("is the loop module's"),
-            "{stderr}"
-        );
+    if !Path::new("/sys/kernel/btf/loop").exists() || !has_trampolines() {
+        eprintln!("{test}: loop is no module with BTF here, or no trampolines: casts only");
+        return;
     }
+    // The module named or found, entry and exit.
+    let program = "kfunc:loop:loop_get_status { printf(\"entry %d\\n\", args->lo->lo_number); } \
+         kretfunc:loop_get_status { printf(\"exit %d %d\\n\", args->lo->lo_number, retval); \
+         exit(); }";
+    let ours = traced("weft", program);
+    let expected = format!("entry {number}\nexit {number} 0");
+    assert!(ours.contains(&expected), "{ours}");
+    if has_bpftrace(test) {
+        let theirs = traced("bpftrace", program);
+        assert!(theirs.contains(&expected), "bpftrace: {theirs}");
+    }
+    // A module the function is not in.
+    let stderr = weft_refuses(&["-e", "fentry:ext4:loop_get_status { exit(); }"]);
+    assert!(stderr.contains("is the loop module's"), "{stderr}");
 }

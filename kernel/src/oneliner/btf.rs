@@ -52,11 +52,10 @@ pub struct Btf {
     starts: Vec<(u16, usize)>,
     /// `struct NAME` and `union NAME` to their ids.
     records: HashMap<String, u32>,
-    /// Function names to their prototypes' ids (vmlinux's: an fentry
-    /// program attaches through vmlinux's BTF).
+    /// vmlinux's function names to their prototypes' ids.
     functions: HashMap<String, u32>,
-    /// The modules' functions, to the blob that has them.
-    module_functions: HashMap<String, u16>,
+    /// The modules' functions, to the blob that has them and their ids.
+    module_functions: HashMap<String, (u16, u32)>,
 }
 
 /// A type's entry: its blob and where it starts.
@@ -173,9 +172,15 @@ impl Btf {
         self.entry(id)?.kind()
     }
 
-    /// The arguments of `function`, in order, and its return.
+    /// The arguments of `function`, in order, its return, and its module
+    /// if it is a module's.
     pub fn function(&self, function: &str) -> Option<Signature> {
-        let proto = self.entry(*self.functions.get(function)?)?;
+        let module = self.module_of(function);
+        let proto = match module {
+            None => *self.functions.get(function)?,
+            Some(_) => self.entry(self.module_functions.get(function)?.1)?.ty(8)?,
+        };
+        let proto = self.entry(proto)?;
         let args = (0..proto.vlen())
             .map(|i| {
                 let at = 12 + i * 8;
@@ -185,6 +190,7 @@ impl Btf {
         Some(Signature {
             args,
             returns: self.pointee(proto.ty(8)?),
+            module: module.map(str::to_string),
         })
     }
 
@@ -438,8 +444,19 @@ impl Btf {
 
     /// The module whose BTF has `function`, when vmlinux's does not.
     pub fn module_of(&self, function: &str) -> Option<&str> {
-        let space = *self.module_functions.get(function)?;
-        Some(&self.spaces[usize::from(space)].name)
+        Some(self.module_function(function)?.0)
+    }
+
+    /// The module whose BTF has `function`, when vmlinux's does not, and
+    /// the function's type id there as the kernel numbers it (a module's
+    /// ids continue vmlinux's, each module from the same id).
+    pub fn module_function(&self, function: &str) -> Option<(&str, u32)> {
+        if self.functions.contains_key(function) {
+            return None;
+        }
+        let (space, id) = *self.module_functions.get(function)?;
+        let space = &self.spaces[usize::from(space)];
+        Some((&space.name, id - space.first + space.base?.0))
     }
 
     /// Adds a blob: vmlinux's first (`name` "vmlinux"), then each module's
@@ -488,7 +505,7 @@ impl Btf {
                     self.records.entry(self.record_name(id)).or_insert(id);
                 }
                 KIND_FUNC if module => {
-                    self.module_functions.insert(entry.name(0)?, index);
+                    self.module_functions.insert(entry.name(0)?, (index, id));
                 }
                 KIND_FUNC => {
                     let proto = entry.ty(8)?;

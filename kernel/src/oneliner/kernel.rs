@@ -161,15 +161,7 @@ impl weft_oneliner::Kernel for Kernel {
     fn function(&self, function: &str) -> Result<Signature, String> {
         let btf = self.btf()?;
         btf.function(function)
-            .ok_or_else(|| match btf.module_of(function) {
-                Some(module) => format!(
-                    "`{function}` is the {module} module's: fentry and fexit attach through \
-                 vmlinux's BTF only here (aya 0.14 cannot name a module's BTF to the kernel); \
-                 kprobe:{function} reaches it, and casts to the module's types work there \
-                 (`((struct NAME *)arg0)->member`)"
-                ),
-                None => format!("the kernel's BTF has no function `{function}`"),
-            })
+            .ok_or_else(|| format!("the kernel's BTF has no function `{function}`"))
     }
 
     fn record(&self, name: &str) -> Result<u32, String> {

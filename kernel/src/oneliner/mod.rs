@@ -10,6 +10,7 @@ pub mod dwarf;
 mod files;
 pub mod kcore;
 pub mod kernel;
+mod module_fentry;
 pub mod probe;
 pub mod stacks;
 mod usdt;

@@ -40,7 +40,12 @@ use weft_oneliner::{
 
 use weft_symbols::FileOffsets;
 
-use super::{aggs::Aggs, files::uprobe_file, stacks::Stacks};
+use super::{
+    aggs::Aggs,
+    files::uprobe_file,
+    module_fentry::{Attached, Programs},
+    stacks::Stacks,
+};
 use crate::{
     counters::CounterArray,
     delivery::Delivery,
@@ -131,6 +136,13 @@ pub struct OnelinerProbe {
     tracepoints: std::collections::HashMap<u32, usize>,
     /// Kernel BTF, read for the first fentry, fexit or iterator probe.
     btf: Option<Btf>,
+    /// vmlinux's and the modules' BTF, read for the first fentry or fexit
+    /// on a function vmlinux's BTF lacks.
+    module_btf: Option<super::btf::Btf>,
+    /// The programs relocated for fentry and fexit on modules' functions,
+    /// and those attached.
+    module_programs: Option<Programs>,
+    module_attached: Vec<Attached>,
     /// The file of the program's iterator (`iter:`), whose reads run it.
     iterator: Option<std::fs::File>,
     ebpf: Ebpf,
@@ -264,6 +276,9 @@ impl OnelinerProbe {
             runs: Vec::new(),
             tracepoints: std::collections::HashMap::new(),
             btf: None,
+            module_btf: None,
+            module_programs: None,
+            module_attached: Vec::new(),
             iterator: None,
             ebpf,
             uses,
@@ -636,6 +651,16 @@ impl OnelinerProbe {
         if kind != CopyKind::RawTracepoint && self.btf.is_none() {
             self.btf = Some(Btf::from_sys_fs().context("fentry and fexit need kernel BTF")?);
         }
+        let vmlinux = self.btf.as_ref().is_some_and(|btf| {
+            btf.id_by_type_name_kind(target, aya_obj::btf::BtfKind::Func)
+                .is_ok()
+        });
+        if kind != CopyKind::RawTracepoint && !vmlinux {
+            self.attach_module_copy(kind, &name, target)
+                .context(refused)?;
+            self.copies.push((kind, name));
+            return Ok(());
+        }
         let program = self
             .ebpf
             .program_mut(&name)
@@ -658,6 +683,25 @@ impl OnelinerProbe {
             _ => bail!("{name} is not a copy program"),
         }
         self.copies.push((kind, name));
+        Ok(())
+    }
+
+    /// Loads copy program `name` of `kind` for `function`, a module's,
+    /// and attaches it (aya cannot: see [`super::module_fentry`]).
+    fn attach_module_copy(&mut self, kind: CopyKind, name: &str, function: &str) -> Result<()> {
+        if self.module_btf.is_none() {
+            self.module_btf = Some(super::btf::Btf::read().map_err(Error::Missing)?);
+        }
+        let btf = self.module_btf.as_ref().expect("read above");
+        let (module, id) = btf
+            .module_function(function)
+            .with_context(|| format!("the kernel's BTF has no function `{function}`"))?;
+        if self.module_programs.is_none() {
+            self.module_programs = Some(Programs::relocate(&self.ebpf, ebpf::oneliner_object()?)?);
+        }
+        let programs = self.module_programs.as_ref().expect("made above");
+        let attached = programs.attach(name, kind == CopyKind::Fexit, module, id)?;
+        self.module_attached.push(attached);
         Ok(())
     }
 
@@ -850,6 +894,7 @@ impl OnelinerProbe {
         // Read before the copies are unloaded, and none can run now.
         self.skipped_at_detach = Some(self.skipped());
         self.uprobes.clear();
+        self.module_attached.clear();
         for (_, name) in std::mem::take(&mut self.copies) {
             // Unloading detaches; the maps and rings stay for the last drain.
             let _ = match self.ebpf.program_mut(&name) {
@@ -975,8 +1020,11 @@ impl OnelinerProbe {
     /// Runs of the program's probes the kernel skipped (see
     /// [`ebpf::skipped`]): events lost to it uncounted elsewhere.
     pub fn skipped(&self) -> u64 {
-        self.skipped_at_detach
-            .unwrap_or_else(|| ebpf::skipped(self.ebpf.programs().map(|(_, program)| program)))
+        self.skipped_at_detach.unwrap_or_else(|| {
+            let own = (self.module_attached.iter())
+                .map(|attached| ebpf::recursion_misses(attached.program()).unwrap_or(0));
+            ebpf::skipped(self.ebpf.programs().map(|(_, program)| program)) + own.sum::<u64>()
+        })
     }
 
     /// Events aggregated in the kernel, or whose start time it kept,

@@ -69,8 +69,12 @@ pub(crate) fn expand(
                 Err(_) if item.probes.len() > 1 && function.contains(['*', '?']) => {}
                 Err(error) => return Err(error),
             },
-            ProbeKind::Fentry { function, exit } => {
-                out.extend(fentries(kernel, function, *exit, span)?);
+            ProbeKind::Fentry {
+                function,
+                exit,
+                module,
+            } => {
+                out.extend(fentries(kernel, function, module.as_deref(), *exit, span)?);
             }
             ProbeKind::Usdt {
                 path,
@@ -240,9 +244,12 @@ fn kprobes(
         .collect())
 }
 
+/// The functions `function` matches (in `module`, when one is written),
+/// each with its arguments from BTF.
 fn fentries(
     kernel: &dyn Kernel,
     function: &str,
+    module: Option<&str>,
     exit: bool,
     span: Span,
 ) -> Result<Vec<(Target, Vec<Field>)>> {
@@ -252,6 +259,17 @@ fn fentries(
             let signature = kernel
                 .function(&function)
                 .map_err(|e| Error::new(span, e))?;
+            let found = signature.module.as_deref().unwrap_or("vmlinux");
+            if let Some(module) = module.filter(|m| *m != found) {
+                let whose = match &signature.module {
+                    Some(found) => format!("the {found} module's"),
+                    None => "the kernel's own (vmlinux)".into(),
+                };
+                return Err(Error::new(
+                    span,
+                    format!("`{function}` is {whose}, not {module}'s"),
+                ));
+            }
             let mut fields: Vec<Field> = signature
                 .args
                 .iter()
@@ -267,7 +285,15 @@ fn fentries(
                     ..Field::slot("retval", signature.args.len() as u16)
                 });
             }
-            Ok((Target::Fentry { function, exit }, fields))
+            let module = module.map(str::to_string);
+            Ok((
+                Target::Fentry {
+                    function,
+                    exit,
+                    module,
+                },
+                fields,
+            ))
         })
         .collect()
 }

@@ -87,6 +87,8 @@ impl Field {
 pub struct Signature {
     pub args: Vec<(String, Option<String>)>,
     pub returns: Option<String>,
+    /// The module whose function it is (none: the kernel's own).
+    pub module: Option<String>,
 }
 
 /// A kernel type, as far as weft reads it (from BTF).

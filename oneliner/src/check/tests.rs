@@ -194,6 +194,7 @@ impl Kernel for FakeKernel {
         Ok(crate::kernel::Signature {
             args,
             returns: None,
+            module: None,
         })
     }
     fn record(&self, name: &str) -> Result<u32> {
@@ -1704,6 +1705,22 @@ fn path_is_written_by_the_kernel_from_a_function_s_argument() {
     assert!(
         refused(r#"tracepoint:syscalls:sys_enter_openat { printf("%s", path(args->filename)); }"#)
             .contains("fentry, fexit and iterator probes only")
+    );
+}
+
+#[test]
+fn fentry_takes_the_module_bpftrace_s_kfunc_names() {
+    // `kfunc:MODULE:FUNC`: the module must be the function's.
+    let plan = checked("kfunc:vmlinux:filp_close { @ = count(); }");
+    assert!(matches!(
+        &plan.attaches[0].target,
+        Target::Fentry { function, module: Some(m), .. } if function == "filp_close" && m == "vmlinux"
+    ));
+    assert_eq!(plan.attaches[0].target.name(), "fentry:vmlinux:filp_close");
+    let error = refused("kfunc:ext4:filp_close { @ = count(); }");
+    assert!(
+        error.contains("`filp_close` is the kernel's own (vmlinux), not ext4's"),
+        "{error}"
     );
 }
 

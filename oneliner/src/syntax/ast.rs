@@ -132,10 +132,13 @@ pub enum ProbeKind {
     RawTracepoint {
         name: String,
     },
-    /// `fentry:FUNC` (also `kfunc:`), or `fexit:` (`kretfunc:`) when `exit`.
+    /// `fentry:[MODULE:]FUNC` (also `kfunc:`), or `fexit:` (`kretfunc:`)
+    /// when `exit`.
     Fentry {
         function: String,
         exit: bool,
+        /// The module written (`vmlinux` for the kernel proper), if any.
+        module: Option<String>,
     },
     /// `kprobe:FUNC`, or `kretprobe:` when `exit`.
     Kprobe {
@@ -340,8 +343,16 @@ impl ProbeKind {
             Self::End => "END".into(),
             Self::Tracepoint { category, name } => format!("tracepoint:{category}:{name}"),
             Self::RawTracepoint { name } => format!("rawtracepoint:{name}"),
-            Self::Fentry { function, exit } => {
-                format!("{}:{function}", if *exit { "fexit" } else { "fentry" })
+            Self::Fentry {
+                function,
+                exit,
+                module,
+            } => {
+                let kind = if *exit { "fexit" } else { "fentry" };
+                match module {
+                    Some(module) => format!("{kind}:{module}:{function}"),
+                    None => format!("{kind}:{function}"),
+                }
             }
             Self::Kprobe { function, exit } => {
                 format!("{}:{function}", if *exit { "kretprobe" } else { "kprobe" })

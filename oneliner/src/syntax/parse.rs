@@ -925,7 +925,8 @@ fn probe_kind(text: &str) -> std::result::Result<ProbeKind, String> {
     })?;
     let parts: Vec<&str> = rest.split(':').collect();
     let one = |what: &str| match parts.as_slice() {
-        // `kprobe:MODULE:FUNC` names the module too; the function is enough.
+        // `kprobe:MODULE:FUNC` names the module too; the function is enough
+        // (fentry keeps it: the function must be that module's).
         [name] | [_, name] if !name.is_empty() => Ok((*name).to_string()),
         _ => Err(format!("`{text}`: expected {kind}:{what}")),
     };
@@ -943,6 +944,7 @@ fn probe_kind(text: &str) -> std::result::Result<ProbeKind, String> {
         "fentry" | "kfunc" | "f" | "fexit" | "kretfunc" | "fr" => Ok(ProbeKind::Fentry {
             function: one("FUNCTION")?,
             exit: matches!(kind, "fexit" | "kretfunc" | "fr"),
+            module: (parts.len() == 2).then(|| parts[0].to_string()),
         }),
         "kprobe" | "k" | "kretprobe" | "kr" => Ok(ProbeKind::Kprobe {
             function: one("FUNCTION")?,

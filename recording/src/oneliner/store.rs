@@ -196,7 +196,7 @@ fn source_name(attach: &Attach, taken: &BTreeMap<String, FieldKinds>) -> String 
     let base = match &attach.target {
         Target::Tracepoint { name, .. } => name.clone(),
         Target::RawTracepoint { name } => format!("{name}_raw"),
-        Target::Kprobe { function, exit } | Target::Fentry { function, exit } => {
+        Target::Kprobe { function, exit } | Target::Fentry { function, exit, .. } => {
             format!("{function}{}", if *exit { "_ret" } else { "" })
         }
         Target::Uprobe { symbol, exit, .. } => {
