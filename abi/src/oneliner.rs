@@ -172,6 +172,41 @@ pub const fn path_spec(slot: u8, arg: u8, offset: u16) -> u32 {
     (slot as u32 + 1) | (arg as u32) << 8 | (offset as u32) << 16
 }
 
+/// Name of the global saying, for each fentry and fexit copy, which
+/// argument is the `struct sk_buff *` its `skboutput()`s copy ([`skb_spec`],
+/// 0: none), at `path_index(exit, copy, 0) / PATHS_PER_PROBE`: the kernel's
+/// `bpf_skb_output` takes only a pointer the verifier typed, as
+/// `bpf_d_path` does ([`PATHS_GLOBAL`]).
+pub const SKBS_GLOBAL: &str = "ONELINER_SKBS";
+/// Entries of [`SKBS_GLOBAL`]: the fentry copies', then the fexit's.
+pub const SKBS: usize = 2 * COPIES as usize;
+/// The perf event array `bpf_skb_output` writes the packets into, one
+/// buffer per CPU: each sample is a [`SkbMeta`], then the packet's bytes.
+pub const SKB_OUTPUT_MAP: &str = "ONELINER_SKB_OUT";
+/// Bytes of a packet copied at most: a perf sample's size is 16 bits, its
+/// header and [`SkbMeta`] inside it.
+pub const MAX_SKB_BYTES: u32 = 65_000;
+
+/// A [`SKBS_GLOBAL`] entry: argument `arg` is the `struct sk_buff *`, whose
+/// `len` is at `len_at` bytes into it.
+#[must_use]
+pub const fn skb_spec(arg: u8, len_at: u16) -> u32 {
+    (arg as u32 + 1) | (len_at as u32) << 16
+}
+
+/// What precedes a packet in a [`SKB_OUTPUT_MAP`] sample: the event's time
+/// and CPU, as its record's header has them, to find the record by.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SkbMeta {
+    /// The record's `ns`.
+    pub ns: u64,
+    /// The record's `cpu`.
+    pub cpu: u32,
+    /// The packet's bytes that follow.
+    pub len: u32,
+}
+
 /// Arguments of a function an fentry or fexit program reads (the kernel's
 /// `MAX_BPF_FUNC_ARGS`).
 pub const MAX_FUNCTION_ARGS: usize = 12;

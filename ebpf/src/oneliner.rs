@@ -13,7 +13,7 @@ use aya_ebpf::{
         bpf_get_current_uid_gid, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
         bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, bpf_probe_read_user_str_bytes,
         generated::{
-            bpf_d_path, bpf_get_attach_cookie, bpf_seq_write, bpf_get_current_comm as bpf_get_current_comm_raw,
+            bpf_d_path, bpf_get_attach_cookie, bpf_skb_output, bpf_seq_write, bpf_get_current_comm as bpf_get_current_comm_raw,
             bpf_probe_read_kernel as probe_read,
             bpf_probe_read_user as probe_read_user, bpf_send_signal,
         },
@@ -22,7 +22,7 @@ use aya_ebpf::{
         btf_map, fentry, fexit, kprobe, map, perf_event, raw_tracepoint, tracepoint, uprobe,
         uretprobe,
     },
-    maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, StackTrace},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, PerfEventByteArray, StackTrace},
     programs::{
         FEntryContext, FExitContext, PerfEventContext, ProbeContext, RawTracePointContext,
         RetProbeContext, TracePointContext, tracing::StackIdContext,
@@ -32,7 +32,7 @@ use weft_abi::{
     oneliner::{
         AGG_LINEAR, AGG_LOG2, AGG_NONE, AggKey, AggValue, Aggregation, COUNTER_ROW, Chain, CopyKind,
         Counter, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS, JOIN_SIZE, KEY_PART_LEN,
-        KEY_PARTS, LIVE, MAX_AGGS, PATHS, PATHS_PER_PROBE, STRING_PATH, MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_STARTS, MAX_STRINGS, OP_EQ,
+        KEY_PARTS, LIVE, MAX_AGGS, MAX_SKB_BYTES, PATHS, SKBS, SkbMeta, PATHS_PER_PROBE, STRING_PATH, MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_STARTS, MAX_STRINGS, OP_EQ,
         OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand, PROBE_SLOTS, ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES,
         STACK_KERNEL, STACK_USER, START_ADDRESS, START_TASK, START_TASK_ADDRESS, STARTS_NONE, STARTS_STORE, STARTS_TAKE, STRING_CHAIN,
         STRING_DATA_LOC, STRING_LEN, STRING_SAVED, MAX_STRING_LEN, STRINGS_MASK, SUBJECT_COMM, SUBJECT_CONST,
@@ -70,6 +70,16 @@ static ONELINER_USES: u32 = USES_ALL;
 /// program without one.
 #[unsafe(no_mangle)]
 static ONELINER_PATHS: [u32; PATHS] = [0; PATHS];
+
+/// Which argument of each fentry and fexit copy is the `struct sk_buff *`
+/// its `skboutput()`s copy (`weft_abi::oneliner::SKBS_GLOBAL`), set by the
+/// loader; read-only for the verifier, as [`ONELINER_PATHS`].
+#[unsafe(no_mangle)]
+static ONELINER_SKBS: [u32; SKBS] = [0; SKBS];
+
+/// The packets `skboutput()` copies, each after its `SkbMeta`.
+#[map]
+static ONELINER_SKB_OUT: PerfEventByteArray = PerfEventByteArray::new(0);
 
 /// [`capture`]'s `PATHS_AT` for programs that write no path.
 const NO_PATHS: usize = usize::MAX;
@@ -576,6 +586,9 @@ fn capture<C: StackIdContext, const IN_PLACE: u32, const PATHS_AT: usize>(contex
     }
     if PATHS_AT != NO_PATHS && uses(USES_MEMORY) {
         write_paths::<PATHS_AT>(ctx, buf);
+        // A copy's skb entry is its first path's index over the paths a
+        // copy has; the iterators' lie past the entries, which have none.
+        output_skb(context, PATHS_AT / PATHS_PER_PROBE, ns, cpu);
     }
     let start = HEADER_SIZE + strings * string_len();
     if raw_len > 0 {
@@ -1087,6 +1100,43 @@ fn write_paths<const AT: usize>(ctx: *const u8, buf: &mut [u8; SCRATCH_BYTES]) {
         // verifier checks that `path` is a `struct path` of the kernel's.
         unsafe { bpf_d_path(path as *mut _, out.as_mut_ptr().cast(), len as u32) };
     }
+}
+
+/// Copies the packet of the `struct sk_buff *` argument [`ONELINER_SKBS`]
+/// names at `at`, if any, into this CPU's buffer of [`ONELINER_SKB_OUT`]
+/// after its [`SkbMeta`]: `skb->len` bytes, at most [`MAX_SKB_BYTES`]
+/// (user space cuts them as `skboutput()` asks).
+#[inline(always)]
+fn output_skb<C: EbpfContext>(context: &C, at: usize, ns: u64, cpu: u32) {
+    let Some(spec) = ONELINER_SKBS.get(at) else {
+        return;
+    };
+    // SAFETY: a global the loader sets; a volatile read keeps the load,
+    // whose value the verifier knows.
+    let spec = unsafe { core::ptr::read_volatile(spec) };
+    if spec == 0 {
+        return;
+    }
+    let ctx: *const u8 = context.as_ptr().cast();
+    let Some(skb) = argument(ctx, (spec & 0xff).wrapping_sub(1)).filter(|&p| p != 0) else {
+        return;
+    };
+    let len = read::<u32>(skb as *const u8, (spec >> 16) as usize).unwrap_or(0);
+    let len = len.min(MAX_SKB_BYTES);
+    let mut meta = SkbMeta { ns, cpu, len };
+    const CURRENT_CPU: u64 = 0xffff_ffff;
+    // SAFETY: the helper copies `len` bytes of the packet and the meta
+    // from the stack into the map's buffer; the verifier checks that `skb`
+    // is a `struct sk_buff` of the kernel's.
+    unsafe {
+        bpf_skb_output(
+            skb as *mut _,
+            (&raw const ONELINER_SKB_OUT).cast_mut().cast(),
+            (u64::from(len) << 32) | CURRENT_CPU,
+            (&raw mut meta).cast(),
+            size_of::<SkbMeta>() as u64,
+        )
+    };
 }
 
 /// Argument `arg` of an fentry or fexit program, loaded from the context

@@ -108,7 +108,8 @@ pub struct Programs {
 }
 
 impl Programs {
-    pub fn relocate(ebpf: &Ebpf, data: &[u8]) -> Result<Self> {
+    /// `taken`: the maps taken out of `ebpf`, by name.
+    pub fn relocate(ebpf: &Ebpf, data: &[u8], taken: &[(&str, RawFd)]) -> Result<Self> {
         let mut object = Object::parse(data)
             .map_err(io::Error::other)
             .context("failed to read the trace programs")?;
@@ -116,7 +117,7 @@ impl Programs {
         let fds = ebpf
             .maps()
             .filter_map(|(name, map)| Some((name, map_data(map)?.fd().as_fd().as_raw_fd())));
-        let fds: HashMap<&str, RawFd> = fds.collect();
+        let fds: HashMap<&str, RawFd> = fds.chain(taken.iter().copied()).collect();
         let mut relocations = Vec::new();
         for (name, map) in &maps {
             let fd = fds
@@ -259,7 +260,7 @@ fn module_btf(module: &str) -> Result<OwnedFd> {
 }
 
 /// The map under `map`, whatever its kind.
-fn map_data(map: &Map) -> Option<&MapData> {
+pub(super) fn map_data(map: &Map) -> Option<&MapData> {
     match map {
         Map::Array(data)
         | Map::ArrayOfMaps(data)

@@ -13,7 +13,10 @@ use std::{
 use crate::error::{Context as _, Error, Result, bail};
 use aya::{
     Btf, Ebpf, EbpfLoader,
-    maps::{Array, MapData, StackTraceMap},
+    maps::{
+        Array, MapData, StackTraceMap,
+        perf::{PerfEvent as PerfRecord, PerfEventArray, PerfEventArrayBuffer},
+    },
     programs::{
         Program,
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeScope},
@@ -26,9 +29,10 @@ use perf_event::{
 use weft_abi::oneliner::{
     AGGS_MAP, COPIES, COUNTER_ROW, COUNTERS_MAP, CopyKind, Counter, HEADER_SIZE, Header,
     IGNORE_GLOBAL, ITERATORS, JOIN_SIZE, MAX_AGGS, MAX_ATTACHES, MAX_SAVED, MAX_STARTS,
-    MAX_STRINGS, PATHS_GLOBAL, PROBES_MAP, ProbeConfig, RINGS_MAP, SAVED_MAP, SCRATCH, STACKS_MAP,
-    STARTS_MAP, STRING_LEN_GLOBAL, THREAD_EXIT_PROGRAM, TID_STARTS_GLOBAL, TRACEPOINT_COPIES,
-    TRACEPOINT_WIDTHS, USES_GLOBAL, copy_key,
+    MAX_STRINGS, PATHS_GLOBAL, PROBES_MAP, ProbeConfig, RINGS_MAP, SAVED_MAP, SCRATCH,
+    SKB_OUTPUT_MAP, SKBS_GLOBAL, STACKS_MAP, STARTS_MAP, STRING_LEN_GLOBAL, SkbMeta,
+    THREAD_EXIT_PROGRAM, TID_STARTS_GLOBAL, TRACEPOINT_COPIES, TRACEPOINT_WIDTHS, USES_GLOBAL,
+    copy_key,
 };
 use weft_abi::ring::{self, Ring};
 use weft_oneliner::{
@@ -43,7 +47,7 @@ use weft_symbols::FileOffsets;
 use super::{
     aggs::Aggs,
     files::uprobe_file,
-    module_fentry::{Attached, Programs},
+    module_fentry::{Attached, Programs, map_data},
     stacks::Stacks,
 };
 use crate::{
@@ -53,6 +57,25 @@ use crate::{
     oneliner::kernel::event_id,
     rings::{Making, RingArray},
 };
+
+/// Pages of each CPU's packet buffer (`skboutput()`), bpftrace's default
+/// `BPFTRACE_PERF_RB_PAGES`.
+const SKB_PAGES: usize = 64;
+
+/// Packets kept at most for events still to come.
+const MAX_PACKETS: usize = 4096;
+
+/// A packet sample's event time, CPU and packet bytes.
+fn packet_of(sample: &[u8]) -> Option<(u64, u32, &[u8])> {
+    let meta_len = size_of::<SkbMeta>();
+    let meta = sample.get(..meta_len)?;
+    // SAFETY: `meta_len` bytes, a plain-integer repr(C) struct.
+    let meta: SkbMeta = unsafe { std::ptr::read_unaligned(meta.as_ptr().cast()) };
+    // The sample ends with the kernel's padding: the meta says how long
+    // the packet is.
+    let packet = sample.get(meta_len..meta_len + meta.len as usize)?;
+    Some((meta.ns, meta.cpu, packet))
+}
 
 /// Distinct stacks kept for `kstack`/`ustack`.
 const STACKS: u32 = 16384;
@@ -143,6 +166,17 @@ pub struct OnelinerProbe {
     /// and those attached.
     module_programs: Option<Programs>,
     module_attached: Vec<Attached>,
+    /// Each CPU's buffer of the packets `skboutput()` copies, where a probe
+    /// copies them.
+    skb_buffers: Vec<PerfEventArrayBuffer<MapData>>,
+    /// Packets read and not yet handed with their events, by the events'
+    /// CPU and time.
+    packets: std::collections::HashMap<(u32, u64), Vec<u8>>,
+    /// Packets the kernel had no room for, or that no event took.
+    packets_lost: u64,
+    /// The packets' map, taken out of `ebpf` for its buffers: the copies
+    /// weft loads itself are relocated against it too.
+    skb_map: Option<OwnedFd>,
     /// The file of the program's iterator (`iter:`), whose reads run it.
     iterator: Option<std::fs::File>,
     ebpf: Ebpf,
@@ -214,6 +248,7 @@ impl OnelinerProbe {
             .override_global(USES_GLOBAL, &uses, true)
             .override_global(STRING_LEN_GLOBAL, &(plan.string_len as u32), true)
             .override_global(PATHS_GLOBAL, &paths, true)
+            .override_global(SKBS_GLOBAL, &lower::skbs(plan), true)
             .map_max_entries(RINGS_MAP, cpus)
             .map_max_entries(COUNTERS_MAP, cpus * COUNTER_ROW)
             // The kernel allocates every stack slot up front: size the map
@@ -279,6 +314,10 @@ impl OnelinerProbe {
             module_btf: None,
             module_programs: None,
             module_attached: Vec::new(),
+            skb_buffers: Vec::new(),
+            packets: std::collections::HashMap::new(),
+            packets_lost: 0,
+            skb_map: None,
             iterator: None,
             ebpf,
             uses,
@@ -298,6 +337,7 @@ impl OnelinerProbe {
                 probe.ready_run(index, attach, cpid)?;
             }
         }
+        probe.open_skb_buffers(plan, cpus)?;
         Ok(probe)
     }
 
@@ -686,6 +726,64 @@ impl OnelinerProbe {
         Ok(())
     }
 
+    /// Opens each CPU's buffer of the packets `skboutput()` copies, where
+    /// a probe of `plan` copies them.
+    fn open_skb_buffers(&mut self, plan: &Plan, cpus: u32) -> Result<()> {
+        if plan.attaches.iter().all(|a| a.skb.is_none()) {
+            return Ok(());
+        }
+        let map = (self.ebpf.take_map(SKB_OUTPUT_MAP)).context("the packets' map is missing")?;
+        let data = map_data(&map).context("the packets' map is no map aya knows")?;
+        let fd = data.fd().as_fd().try_clone_to_owned();
+        self.skb_map = Some(fd.context("failed to keep the packets' map")?);
+        let mut array = PerfEventArray::<MapData>::try_from(map)?;
+        for cpu in 0..cpus {
+            let buffer = (array.open(cpu, Some(SKB_PAGES)))
+                .map_err(std::io::Error::other)
+                .context("failed to open a CPU's packet buffer")?;
+            self.skb_buffers.push(buffer);
+        }
+        Ok(())
+    }
+
+    /// Reads the packets the kernel copied since the last call, keeping at
+    /// most [`MAX_PACKETS`] for their events (the oldest are dropped, as
+    /// are those more than a second older than `until`, whose events came
+    /// or were lost).
+    fn read_packets(&mut self, until: u64) {
+        let Self {
+            skb_buffers,
+            packets,
+            packets_lost,
+            ..
+        } = self;
+        for buffer in skb_buffers {
+            buffer.for_each(|event| match event {
+                PerfRecord::Sample { head, tail } => {
+                    let bytes = [head, tail].concat();
+                    if let Some((ns, cpu, packet)) = packet_of(&bytes) {
+                        packets.insert((cpu, ns), packet.to_vec());
+                    }
+                }
+                PerfRecord::Lost { count } => *packets_lost += count,
+            });
+        }
+        let before = packets.len();
+        packets.retain(|(_, ns), _| ns.saturating_add(1_000_000_000) >= until);
+        if packets.len() > MAX_PACKETS {
+            let mut times: Vec<u64> = packets.keys().map(|(_, ns)| *ns).collect();
+            times.sort_unstable();
+            let keep_from = times[packets.len() - MAX_PACKETS];
+            packets.retain(|(_, ns), _| *ns >= keep_from);
+        }
+        *packets_lost += (before - packets.len()) as u64;
+    }
+
+    /// Packets the kernel had no room for, or that no event took.
+    pub fn packets_lost(&self) -> u64 {
+        self.packets_lost
+    }
+
     /// Loads copy program `name` of `kind` for `function`, a module's,
     /// and attaches it (aya cannot: see [`super::module_fentry`]).
     fn attach_module_copy(&mut self, kind: CopyKind, name: &str, function: &str) -> Result<()> {
@@ -697,7 +795,11 @@ impl OnelinerProbe {
             .module_function(function)
             .with_context(|| format!("the kernel's BTF has no function `{function}`"))?;
         if self.module_programs.is_none() {
-            self.module_programs = Some(Programs::relocate(&self.ebpf, ebpf::oneliner_object()?)?);
+            let taken: Vec<_> = (self.skb_map.iter())
+                .map(|fd| (SKB_OUTPUT_MAP, fd.as_raw_fd()))
+                .collect();
+            let object = ebpf::oneliner_object()?;
+            self.module_programs = Some(Programs::relocate(&self.ebpf, object, &taken)?);
         }
         let programs = self.module_programs.as_ref().expect("made above");
         let attached = programs.attach(name, kind == CopyKind::Fexit, module, id)?;
@@ -875,6 +977,7 @@ impl OnelinerProbe {
             .rings
             .iter()
             .filter_map(Ring::fd)
+            .chain(self.skb_buffers.iter().map(|b| b.as_fd()))
             .map(|fd| libc::pollfd {
                 fd: fd.as_raw_fd(),
                 events: libc::POLLIN,
@@ -913,6 +1016,9 @@ impl OnelinerProbe {
     /// false.
     pub fn drain(&mut self, until: u64, mut on_event: impl FnMut(&Event<'_>) -> bool) -> Batch {
         let before = self.received;
+        if !self.skb_buffers.is_empty() {
+            self.read_packets(until);
+        }
         let Self {
             ebpf,
             rings,
@@ -920,6 +1026,7 @@ impl OnelinerProbe {
             received,
             malformed,
             string_len,
+            packets,
             ..
         } = self;
         let stack_map = ebpf
@@ -972,6 +1079,7 @@ impl OnelinerProbe {
                 ),
                 _ => (None, None),
             };
+            let packet = packets.remove(&(header.cpu, header.ns)).unwrap_or_default();
             let event = Event {
                 attach: usize::from(header.attach),
                 ns: header.ns,
@@ -987,6 +1095,7 @@ impl OnelinerProbe {
                 kstack: kstack.as_deref(),
                 ustack: ustack.as_deref(),
                 start: header.start,
+                packet: &packet,
             };
             *received += 1;
             on_event(&event)

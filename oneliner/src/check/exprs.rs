@@ -4,7 +4,9 @@
 
 use super::{
     BinOp, Builtin, Checker, Element, Error, Expr, ExprKind, FieldKind, KernelType, MapRef, Result,
-    SizeOf, Span, StackMode, Target, Type, UnOp, members, pton, stack_frames, unread,
+    SizeOf, Span, StackMode, Target, Type, UnOp, members,
+    plan::{SkbOutput, Start},
+    pton, stack_frames, unread,
 };
 
 impl Checker<'_> {
@@ -593,10 +595,77 @@ impl Checker<'_> {
         Ok(Type::Str)
     }
 
+    /// `skboutput(path, skb, length, offset)`: the packet of a function's
+    /// `struct sk_buff *` argument, which the kernel's `bpf_skb_output`
+    /// copies at the event (in fentry and fexit probes only, from a pointer
+    /// the verifier typed: the argument itself), written by weft into a
+    /// pcap file from `offset` to `length`.
+    fn skb_output(&mut self, args: &[Expr], span: Span) -> Result<Type> {
+        let [file, skb, length, offset] = args else {
+            return Err(Error::new(
+                span,
+                "skboutput() takes a file, a struct sk_buff, a length and an offset: \
+                 skboutput(\"out.pcap\", args->skb, args->skb->len, 0)",
+            ));
+        };
+        if !matches!(file.kind, ExprKind::Str(_)) {
+            return Err(Error::new(
+                file.span,
+                "skboutput()'s file is a string literal",
+            ));
+        }
+        if !matches!(offset.kind, ExprKind::Int(n) if n >= 0) {
+            return Err(Error::new(
+                offset.span,
+                "skboutput()'s offset is a non-negative integer literal",
+            ));
+        }
+        self.want(length, Type::Int, "skboutput()'s length")?;
+        if let Some(attach) =
+            (self.attaches.iter()).find(|a| !matches!(a.target, Target::Fentry { .. }))
+        {
+            return Err(Error::new(
+                span,
+                format!(
+                    "skboutput() works in fentry and fexit probes only, where the kernel \
+                     allows bpf_skb_output, not in {}",
+                    attach.target.name()
+                ),
+            ));
+        }
+        let record = (self.kernel.record("struct sk_buff")).map_err(|e| Error::new(span, e))?;
+        let len_at = (self.kernel.member(record, "len")).map_err(|e| Error::new(span, e))?;
+        for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
+            let pointer = members::pointer(self.kernel, attach, bound, skb)
+                .ok()
+                .filter(|p| p.record == record && p.start == Start::Context && p.hops.len() == 1)
+                .ok_or_else(|| {
+                    Error::new(
+                        skb.span,
+                        "skboutput() takes a function's struct sk_buff * argument itself \
+                         (args->skb): the kernel's bpf_skb_output takes no other pointer",
+                    )
+                })?;
+            let output = SkbOutput {
+                arg: u8::try_from(pointer.hops[0] / 8).unwrap_or(u8::MAX),
+                len_at: u16::try_from(len_at.offset).unwrap_or(u16::MAX),
+            };
+            if attach.skb.is_some_and(|other| other != output) {
+                return Err(Error::new(
+                    skb.span,
+                    "a probe's skboutput()s copy one argument's packets",
+                ));
+            }
+            attach.skb = Some(output);
+        }
+        Ok(Type::Int)
+    }
+
     pub(super) fn call(&mut self, name: &str, args: &[Expr], span: Span) -> Result<Type> {
         match name {
             "str" => self.string(args, span),
             "path" => self.path(args, span),
+            "skboutput" => self.skb_output(args, span),
             "ntop" => self.ntop(args, span),
             "pton" => pton(args, span),
             "macaddr" => self.macaddr(args, span),

@@ -8,7 +8,7 @@ use weft_abi::oneliner::{
     ADDRESS_HOPS, AGG_LINEAR, AGG_LOG2, AGG_PLAIN, Aggregation, Chain, Filter, ITERATORS,
     LAST_TID_STARTS, LIVE, LIVE_ANY_THREAD, LIVE_IN_WEFT, MAX_FILTERS, MAX_FUNCTION_ARGS, MAX_HOPS,
     OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand as KernelOperand, PATHS, PATHS_PER_PROBE,
-    ProbeConfig, STACK_KERNEL, STACK_USER, START_ADDRESS, START_CONTEXT, START_TASK,
+    ProbeConfig, SKBS, STACK_KERNEL, STACK_USER, START_ADDRESS, START_CONTEXT, START_TASK,
     START_TASK_ADDRESS, STARTS_STORE, STARTS_TAKE, STRING_CHAIN, STRING_DATA_LOC, STRING_MEMORY,
     STRING_PATH, STRING_POINTER, STRING_SAVED, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU,
     SUBJECT_ELAPSED, SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID,
@@ -186,6 +186,23 @@ pub fn paths(plan: &Plan) -> Result<[u32; PATHS], TooLarge> {
         }
     }
     Ok(paths)
+}
+
+/// The kernel's [`SKBS_GLOBAL`](weft_abi::oneliner::SKBS_GLOBAL): which
+/// argument of each fentry and fexit copy `skboutput()` copies the packet
+/// of.
+pub fn skbs(plan: &Plan) -> [u32; SKBS] {
+    let mut skbs = [0; SKBS];
+    let copies = function_copies(plan);
+    for (attach, copy) in plan.attaches.iter().zip(copies) {
+        if let (Target::Fentry { exit, .. }, Some(copy), Some(skb)) =
+            (&attach.target, copy, attach.skb)
+            && let Some(entry) = skbs.get_mut(path_index(*exit, copy, 0) / PATHS_PER_PROBE)
+        {
+            *entry = weft_abi::oneliner::skb_spec(skb.arg, skb.len_at);
+        }
+    }
+    skbs
 }
 
 /// The kernel's id of map `map`'s pointers kept per thread.

@@ -122,6 +122,8 @@ pub struct Attach {
     /// The signal `signal()` sends from the kernel at each event that
     /// passes the predicate (which the kernel tests in full).
     pub signal: Option<u8>,
+    /// The function argument whose packets `skboutput()` writes.
+    pub skb: Option<SkbOutput>,
     /// BEGIN, END or an interval whose actions read the kernel (struct
     /// members, `curtask`, `kstack`): a kernel program runs it, as
     /// bpftrace runs every probe, and delivers its event as any probe's.
@@ -130,6 +132,14 @@ pub struct Attach {
     pub kernel_run: bool,
     /// How the kernel hooks it.
     pub hook: Hook,
+}
+
+/// The `struct sk_buff *` argument whose packet the kernel copies at an
+/// fentry or fexit probe's event (`skboutput()`), and where its `len` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SkbOutput {
+    pub arg: u8,
+    pub len_at: u16,
 }
 
 /// How the kernel hooks an attach point.
@@ -180,6 +190,7 @@ impl Attach {
             kstack: false,
             ustack: false,
             signal: None,
+            skb: None,
             kernel_run: false,
         }
     }

@@ -1725,6 +1725,32 @@ fn fentry_takes_the_module_bpftrace_s_kfunc_names() {
 }
 
 #[test]
+fn skboutput_takes_a_function_s_skb_argument_a_literal_file_and_offset() {
+    let refusals = [
+        (
+            r#"tracepoint:syscalls:sys_enter_read { $r = skboutput("f", 0, 1, 0); }"#,
+            "fentry and fexit probes only",
+        ),
+        (
+            r"fentry:filp_close { $r = skboutput(comm, args->filp, 1, 0); }",
+            "file is a string literal",
+        ),
+        (
+            r#"fentry:filp_close { $r = skboutput("f", args->filp, 1, pid); }"#,
+            "offset is a non-negative integer literal",
+        ),
+        (
+            r#"fentry:filp_close { $r = skboutput("f", args->filp); }"#,
+            "takes a file, a struct sk_buff, a length and an offset",
+        ),
+    ];
+    for (program, why) in refusals {
+        let error = refused(program);
+        assert!(error.contains(why), "{program}: {error}");
+    }
+}
+
+#[test]
 fn stack_arguments_are_read_past_the_stack_pointer() {
     // `sargN` is the word 8 × (N + 1) bytes past pt_regs' `sp` (at 152):
     // the two share one read of the stack.

@@ -56,6 +56,9 @@ pub struct Event<'a> {
     /// The start time the kernel took for the probe
     /// ([`crate::plan::KeptStart::Take`]), else 0.
     pub start: u64,
+    /// The packet the kernel copied for `skboutput()`
+    /// ([`crate::plan::Attach::skb`]); empty where it copied none.
+    pub packet: &'a [u8],
 }
 
 /// Reads what the kernel aggregated for probes whose aggregations run
@@ -82,6 +85,13 @@ pub trait Names {
 pub trait KernelMemory {
     /// The 64-bit word at kernel address `address`.
     fn word(&mut self, address: u64) -> Option<u64>;
+}
+
+/// Writes the packets `skboutput()` asks for: the caller opens the files.
+pub trait Packets {
+    /// Appends `packet`, taken at `wall_ns` (ns since the epoch), to pcap
+    /// file `path`.
+    fn write(&mut self, path: &str, wall_ns: i128, packet: &[u8]) -> std::io::Result<()>;
 }
 
 /// Whether to go on after an event.
@@ -117,6 +127,8 @@ pub struct Runtime<'p> {
     cpid: u32,
     /// Addresses `unwatch()` asked to stop watching, until taken.
     unwatched: Vec<u64>,
+    /// What writes `skboutput()`'s packets.
+    packets: Option<Box<dyn Packets>>,
 }
 
 /// What actions of one event see.
@@ -155,7 +167,14 @@ impl<'p> Runtime<'p> {
             names: None,
             memory: None,
             kernel: None,
+            packets: None,
         }
+    }
+
+    /// Writes `skboutput()`'s packets with `packets` (without, they are
+    /// dropped and it returns an error).
+    pub fn set_packets(&mut self, packets: Box<dyn Packets>) {
+        self.packets = Some(packets);
     }
 
     /// Holds the program to `limits` (bpftrace's defaults without).
@@ -700,6 +719,34 @@ impl<'p> Runtime<'p> {
 
     /// `cat(fmt, ...)` and `system(fmt, ...)`: the file the format names,
     /// or the output of the command it writes, printed.
+    /// `skboutput(file, skb, length, offset)`: the packet's bytes from
+    /// `offset` to `length` (those the kernel copied) into the pcap file;
+    /// 0, or `-ENOSPC` where the kernel had no room for the packet, as
+    /// `bpf_skb_output` returns, or `-EIO` where the file cannot be written.
+    fn skb_output(&mut self, args: &[Expr], scope: &mut Scope<'_, '_>) -> i64 {
+        let (ExprKind::Str(file), ExprKind::Int(offset)) = (&args[0].kind, &args[3].kind) else {
+            unreachable!("checked: literals")
+        };
+        let length = self.eval(&args[2], scope).int();
+        let packet = scope.event.packet;
+        if packet.is_empty() {
+            return -i64::from(libc::ENOSPC);
+        }
+        let end = usize::try_from(length).unwrap_or(0).min(packet.len());
+        let start = usize::try_from(*offset).unwrap_or(0).min(end);
+        let wall = wall_ns(i64::try_from(scope.event.ns).unwrap_or(i64::MAX));
+        let Some(packets) = self.packets.as_mut() else {
+            return -i64::from(libc::EIO);
+        };
+        match packets.write(file, wall, &packet[start..end]) {
+            Ok(()) => 0,
+            Err(error) => {
+                log::warn!("weft: skboutput(): {file}: {error}");
+                -i64::from(libc::EIO)
+            }
+        }
+    }
+
     fn outside(
         &mut self,
         name: &str,
@@ -825,6 +872,7 @@ impl<'p> Runtime<'p> {
                 field(scope, &format!("reg_{register}"))
             }
             "strerror" => Value::Str(strerror(self.eval(&args[0], scope).int())),
+            "skboutput" => Value::Int(self.skb_output(args, scope)),
             "cgroup_path" => {
                 let id = self.eval(&args[0], scope).int().cast_unsigned();
                 let filter = match args.get(1).map(|a| &a.kind) {
@@ -1021,8 +1069,12 @@ fn numa_node(cpu: u32) -> i64 {
 /// The wall-clock second of `ns`, a time of the clock `nsecs` reads
 /// (`CLOCK_MONOTONIC`, as the kernel's `bpf_ktime_get_ns`).
 fn wall_second(ns: i64) -> libc::time_t {
-    let wall = clock_ns(libc::CLOCK_REALTIME) - clock_ns(libc::CLOCK_MONOTONIC) + i128::from(ns);
-    libc::time_t::try_from(wall.div_euclid(1_000_000_000)).unwrap_or_default()
+    libc::time_t::try_from(wall_ns(ns).div_euclid(1_000_000_000)).unwrap_or_default()
+}
+
+/// The wall-clock time, in ns since the epoch, of `CLOCK_MONOTONIC` `ns`.
+fn wall_ns(ns: i64) -> i128 {
+    clock_ns(libc::CLOCK_REALTIME) - clock_ns(libc::CLOCK_MONOTONIC) + i128::from(ns)
 }
 
 /// Nanoseconds on `clock` now.

@@ -7,6 +7,7 @@
 
 mod list;
 mod past;
+mod pcap;
 pub(crate) mod process;
 mod store;
 
@@ -149,6 +150,7 @@ pub fn run(args: Options) -> Result<()> {
     runtime.set_names(Box::new(probe.names()));
     runtime.set_kernel_memory(Box::<Kcore>::default());
     runtime.set_kernel_aggs(Box::new(probe.aggs()?));
+    runtime.set_packets(Box::<pcap::PcapFiles>::default());
     let mut keep = args
         .store
         .as_deref()
@@ -548,6 +550,13 @@ fn report_losses(probe: &OnelinerProbe, quiet: bool) -> Result<()> {
     let aggregated = probe.aggregated();
     if aggregated > 0 && !quiet {
         log::info!("weft: {aggregated} of the events aggregated in the kernel");
+    }
+    let packets_lost = probe.packets_lost();
+    if packets_lost > 0 {
+        log::warn!(
+            "weft: {packets_lost} packets of skboutput() lost (the kernel's buffer of them was \
+             full, or their events were)"
+        );
     }
     let starts_lost = probe.starts_lost();
     if starts_lost > 0 {
