@@ -19,6 +19,9 @@ pub struct Limits {
     pub max_probes: usize,
     /// `BPFTRACE_CAT_BYTES_MAX`: the bytes `cat()` prints of a file.
     pub cat_bytes_max: usize,
+    /// `BPFTRACE_PERF_RB_PAGES`: the pages of each CPU's buffer of the
+    /// packets `skboutput()` copies (a power of two, as perf maps them).
+    pub perf_rb_pages: usize,
 }
 
 impl Default for Limits {
@@ -28,6 +31,7 @@ impl Default for Limits {
             strlen: STRING_LEN,
             max_probes: 512,
             cat_bytes_max: 10_240,
+            perf_rb_pages: 64,
         }
     }
 }
@@ -43,6 +47,7 @@ impl Limits {
             ("BPFTRACE_STRLEN", &mut limits.strlen),
             ("BPFTRACE_MAX_PROBES", &mut limits.max_probes),
             ("BPFTRACE_CAT_BYTES_MAX", &mut limits.cat_bytes_max),
+            ("BPFTRACE_PERF_RB_PAGES", &mut limits.perf_rb_pages),
         ] {
             let Some(text) = var(name) else { continue };
             *limit = text
@@ -51,6 +56,12 @@ impl Limits {
                 .ok()
                 .filter(|n| *n > 0)
                 .ok_or_else(|| format!("{name}={text}: expected a positive number"))?;
+        }
+        if !limits.perf_rb_pages.is_power_of_two() || limits.perf_rb_pages > 1 << 16 {
+            return Err(format!(
+                "BPFTRACE_PERF_RB_PAGES={}: expected a power of two up to 65536",
+                limits.perf_rb_pages
+            ));
         }
         if limits.strlen > MAX_STRLEN {
             return Err(format!(
@@ -104,6 +115,15 @@ mod tests {
                 .contains("BPFTRACE_MAX_PROBES=many")
         );
         assert!(vars(&[("BPFTRACE_MAP_KEYS_MAX", "0")]).is_err());
+        assert_eq!(
+            vars(&[("BPFTRACE_PERF_RB_PAGES", "256")]).map(|l| l.perf_rb_pages),
+            Ok(256)
+        );
+        assert!(
+            vars(&[("BPFTRACE_PERF_RB_PAGES", "100")])
+                .unwrap_err()
+                .contains("a power of two")
+        );
         assert!(
             vars(&[("BPFTRACE_STRLEN", "201")])
                 .unwrap_err()

@@ -58,10 +58,6 @@ use crate::{
     rings::{Making, RingArray},
 };
 
-/// Pages of each CPU's packet buffer (`skboutput()`), bpftrace's default
-/// `BPFTRACE_PERF_RB_PAGES`.
-const SKB_PAGES: usize = 64;
-
 /// Packets kept at most for events still to come.
 const MAX_PACKETS: usize = 4096;
 
@@ -738,7 +734,7 @@ impl OnelinerProbe {
         self.skb_map = Some(fd.context("failed to keep the packets' map")?);
         let mut array = PerfEventArray::<MapData>::try_from(map)?;
         for cpu in 0..cpus {
-            let buffer = (array.open(cpu, Some(SKB_PAGES)))
+            let buffer = (array.open(cpu, Some(plan.packet_pages)))
                 .map_err(std::io::Error::other)
                 .context("failed to open a CPU's packet buffer")?;
             self.skb_buffers.push(buffer);

@@ -167,6 +167,7 @@ fn check_items(mut program: Program, kernel: &dyn Kernel, raw: bool) -> Result<P
         maps,
         unsigned_prints,
         string_len: weft_abi::oneliner::STRING_LEN,
+        packet_pages: crate::limits::Limits::default().perf_rb_pages,
     })
 }
 

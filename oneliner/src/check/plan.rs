@@ -448,6 +448,9 @@ pub struct Plan {
     /// Bytes of each string slot the kernel fills (`BPFTRACE_STRLEN`
     /// rounded up, [`crate::limits::Limits::slot_len`]).
     pub string_len: usize,
+    /// Pages of each CPU's buffer of `skboutput()`'s packets
+    /// (`BPFTRACE_PERF_RB_PAGES`).
+    pub packet_pages: usize,
 }
 
 impl Plan {

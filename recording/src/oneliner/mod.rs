@@ -240,6 +240,7 @@ fn say_attached(format: OutputFormat, probes: usize, out: &mut dyn std::io::Writ
 fn limits(plan: &mut Plan) -> Result<Limits> {
     let limits = Limits::from_env().map_err(Error::Invalid)?;
     plan.set_string_len(limits.slot_len());
+    plan.packet_pages = limits.perf_rb_pages;
     if plan.attaches.len() > limits.max_probes {
         bail!(
             "the program attaches {} probes, more than BPFTRACE_MAX_PROBES ({}); set it higher \
