@@ -24,6 +24,9 @@ const KIND_UNION: u32 = 5;
 const KIND_ENUM: u32 = 6;
 const KIND_FWD: u32 = 7;
 const KIND_TYPEDEF: u32 = 8;
+const KIND_VOLATILE: u32 = 9;
+const KIND_CONST: u32 = 10;
+const KIND_RESTRICT: u32 = 11;
 const KIND_FUNC: u32 = 12;
 const KIND_FUNC_PROTO: u32 = 13;
 const KIND_ENUM64: u32 = 19;
@@ -56,6 +59,9 @@ pub struct Btf {
     functions: HashMap<String, u32>,
     /// The modules' functions, to the blob that has them and their ids.
     module_functions: HashMap<String, (u16, u32)>,
+    /// The prototypes of vmlinux's functions of a name taken before
+    /// (static functions of several files), after the first's.
+    more_prototypes: HashMap<String, Vec<u32>>,
 }
 
 /// A type's entry: its blob and where it starts.
@@ -136,6 +142,7 @@ impl Btf {
             records: HashMap::new(),
             functions: HashMap::new(),
             module_functions: HashMap::new(),
+            more_prototypes: HashMap::new(),
         };
         btf.add(data, "vmlinux")
             .ok_or_else(|| format!("{path}: not BTF weft can read"))?;
@@ -172,15 +179,20 @@ impl Btf {
         self.entry(id)?.kind()
     }
 
+    /// The prototype of `function`, vmlinux's or a module's.
+    fn prototype(&self, function: &str) -> Option<Entry<'_>> {
+        let proto = match self.module_of(function) {
+            None => *self.functions.get(function)?,
+            Some(_) => self.entry(self.module_functions.get(function)?.1)?.ty(8)?,
+        };
+        self.entry(proto)
+    }
+
     /// The arguments of `function`, in order, its return, and its module
     /// if it is a module's.
     pub fn function(&self, function: &str) -> Option<Signature> {
         let module = self.module_of(function);
-        let proto = match module {
-            None => *self.functions.get(function)?,
-            Some(_) => self.entry(self.module_functions.get(function)?.1)?.ty(8)?,
-        };
-        let proto = self.entry(proto)?;
+        let proto = self.prototype(function)?;
         let args = (0..proto.vlen())
             .map(|i| {
                 let at = 12 + i * 8;
@@ -192,6 +204,113 @@ impl Btf {
             returns: self.pointee(proto.ty(8)?),
             module: module.map(str::to_string),
         })
+    }
+
+    /// Every function, with its module (`vmlinux` for the kernel's own).
+    pub fn functions(&self) -> impl Iterator<Item = (&str, &str)> {
+        let vmlinux = self.functions.keys().map(|f| ("vmlinux", f.as_str()));
+        let modules = (self.module_functions.iter())
+            .map(|(f, (space, _))| (self.spaces[usize::from(*space)].name.as_str(), f.as_str()));
+        vmlinux.chain(modules)
+    }
+
+    /// `function`'s parameters as C declares them (`struct file * file`),
+    /// then `TYPE retval` unless it returns void: bpftrace's `-lv` lines;
+    /// those of each function of the name in turn, as bpftrace lists them.
+    pub fn declarations(&self, function: &str) -> Option<Vec<String>> {
+        let mut lines = self.prototype_lines(self.prototype(function)?)?;
+        for &proto in self.more_prototypes.get(function).into_iter().flatten() {
+            lines.extend(self.prototype_lines(self.entry(proto)?)?);
+        }
+        Some(lines)
+    }
+
+    /// The `-lv` lines of prototype `proto`.
+    fn prototype_lines(&self, proto: Entry<'_>) -> Option<Vec<String>> {
+        let mut lines = (0..proto.vlen())
+            .map(|i| {
+                let at = 12 + i * 8;
+                Some(format!(
+                    "{} {}",
+                    self.c_type(proto.ty(at + 4)?, 0),
+                    proto.name(at)?
+                ))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let returns = proto.ty(8)?;
+        if returns != 0 {
+            lines.push(format!("{} retval", self.c_type(returns, 0)));
+        }
+        Some(lines)
+    }
+
+    /// Type `id` as libbpf's `btf_dump` declares it without a name
+    /// (`const char *`, `long unsigned int`, `int (*)(void *)`), `depth`
+    /// types in (bounded, as BTF may be damaged into a cycle).
+    fn c_type(&self, id: u32, depth: usize) -> String {
+        let Some(entry) = self.entry(id) else {
+            return "void".into();
+        };
+        if depth > 16 {
+            return "?".into();
+        }
+        let target = entry.ty(8).unwrap_or(0);
+        let inner = || self.c_type(target, depth + 1);
+        let qualified = |qualifier: &str| {
+            let inner = inner();
+            if inner.ends_with('*') {
+                format!("{inner} {qualifier}")
+            } else {
+                format!("{qualifier} {inner}")
+            }
+        };
+        let name = entry.name(0).unwrap_or_default();
+        match entry.kind() {
+            Some(KIND_PTR) if self.kind(target) == Some(KIND_FUNC_PROTO) => {
+                self.function_pointer(target, depth)
+            }
+            Some(KIND_PTR) => {
+                let inner = inner();
+                if inner.ends_with('*') {
+                    inner + "*"
+                } else {
+                    inner + " *"
+                }
+            }
+            Some(KIND_CONST) => qualified("const"),
+            Some(KIND_VOLATILE) => qualified("volatile"),
+            Some(KIND_RESTRICT) => qualified("restrict"),
+            // A type tag (`__user`) is no part of the C type.
+            Some(18) => inner(),
+            Some(KIND_UNION) => format!("union {name}"),
+            // A declaration: its kind flag says a union.
+            Some(KIND_FWD) if entry.word(4).unwrap_or(0) >> 31 != 0 => format!("union {name}"),
+            Some(KIND_STRUCT | KIND_FWD) => format!("struct {name}"),
+            Some(KIND_ENUM | KIND_ENUM64) => format!("enum {name}"),
+            Some(KIND_ARRAY) => {
+                let element = self.c_type(entry.ty(12).unwrap_or(0), depth + 1);
+                format!("{element}[{}]", entry.word(20).unwrap_or(0))
+            }
+            _ => name,
+        }
+    }
+
+    /// A pointer to function prototype `proto`: `int (*)(struct file *, void *)`,
+    /// `u64 (*)()`.
+    fn function_pointer(&self, proto: u32, depth: usize) -> String {
+        let Some(entry) = self.entry(proto) else {
+            return "void (*)()".into();
+        };
+        let returns = self.c_type(entry.ty(8).unwrap_or(0), depth + 1);
+        let args: Vec<String> = (0..entry.vlen())
+            .map(|i| match entry.ty(12 + i * 8 + 4).unwrap_or(0) {
+                // The last parameter of a variadic function has no type.
+                0 => "...".to_string(),
+                ty => self.c_type(ty, depth + 1),
+            })
+            .collect();
+        // `()` for no parameters, as libbpf writes it.
+        format!("{returns} (*)({})", args.join(", "))
     }
 
     /// `struct NAME` of what type `id` points to, when it is a pointer to one.
@@ -504,13 +623,23 @@ impl Btf {
                 KIND_STRUCT | KIND_UNION if !entry.name(0)?.is_empty() => {
                     self.records.entry(self.record_name(id)).or_insert(id);
                 }
+                // A name twice (static functions of two files) is the
+                // first's, as bpftrace takes it.
                 KIND_FUNC if module => {
-                    self.module_functions.insert(entry.name(0)?, (index, id));
+                    (self.module_functions.entry(entry.name(0)?)).or_insert((index, id));
                 }
                 KIND_FUNC => {
                     let proto = entry.ty(8)?;
                     if self.kind(proto) == Some(KIND_FUNC_PROTO) {
-                        self.functions.insert(entry.name(0)?, proto);
+                        match self.functions.entry(entry.name(0)?) {
+                            std::collections::hash_map::Entry::Occupied(first) => {
+                                let name = first.key().clone();
+                                self.more_prototypes.entry(name).or_default().push(proto);
+                            }
+                            std::collections::hash_map::Entry::Vacant(slot) => {
+                                slot.insert(proto);
+                            }
+                        }
                     }
                 }
                 _ => {}
@@ -591,6 +720,51 @@ mod tests {
             .expect("struct sock_common");
         assert!(btf.member(common, "skc_daddr").is_ok());
         assert!(btf.member(task, "no_such_member").is_err());
+    }
+
+    #[test]
+    fn declares_parameters_as_bpftrace_lists_them() {
+        let btf = Btf::read().expect("the kernel's BTF");
+        // As bpftrace 0.17 lists them on 6.12 (`-lv kfunc:...`).
+        let cases: [(&str, &[&str]); 4] = [
+            (
+                "vfs_read",
+                &[
+                    "struct file * file",
+                    "char * buf",
+                    "size_t count",
+                    "loff_t * pos",
+                    "ssize_t retval",
+                ],
+            ),
+            ("tcp_reset", &["struct sock * sk", "struct sk_buff * skb"]),
+            (
+                "copy_from_kernel_nofault",
+                &[
+                    "void * dst",
+                    "const void * src",
+                    "size_t size",
+                    "long int retval",
+                ],
+            ),
+            (
+                "sched_setaffinity",
+                &[
+                    "pid_t pid",
+                    "const struct cpumask * in_mask",
+                    "long int retval",
+                ],
+            ),
+        ];
+        for (function, lines) in cases {
+            let lines: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
+            assert_eq!(btf.declarations(function), Some(lines), "{function}");
+        }
+        // A pointer to a function, as C declares it.
+        let threads = btf
+            .declarations("kthread_create_on_node")
+            .expect("kthread_create_on_node");
+        assert_eq!(threads[0], "int (*)(void *) threadfn");
     }
 
     /// A module's split BTF: `struct NAME { int a; struct NAME *next; }`,

@@ -29,6 +29,28 @@ impl Kernel {
         }
     }
 
+    /// The functions fentry and fexit attach to, `(module, function)`
+    /// (`vmlinux` for the kernel's own): those of the BTF the kernel
+    /// traces, as bpftrace's `-l kfunc:*` lists them, which leaves out
+    /// those of more than six parameters.
+    pub fn fentry_functions(&self) -> Result<Vec<(String, String)>, String> {
+        use weft_oneliner::Kernel as _;
+        let traceable: std::collections::HashSet<String> =
+            self.functions("*").into_iter().collect();
+        let btf = self.btf()?;
+        Ok((btf.functions())
+            .filter(|(_, function)| traceable.contains(*function))
+            .filter(|(_, function)| btf.function(function).is_some_and(|f| f.args.len() <= 6))
+            .map(|(module, function)| (module.to_owned(), function.to_owned()))
+            .collect())
+    }
+
+    /// `function`'s parameters and return as C declares them, a line
+    /// each (`struct file * file`, `ssize_t retval`).
+    pub fn declarations(&self, function: &str) -> Option<Vec<String>> {
+        self.btf().ok()?.declarations(function)
+    }
+
     /// Subdirectories of `dir` whose names match `glob`, sorted.
     fn matching_dirs(dir: &Path, glob: &str) -> Vec<String> {
         // A plain name needs no listing: tracefs directories hold hundreds

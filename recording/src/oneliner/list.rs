@@ -5,7 +5,8 @@
 //! (`tracepoint:syscalls:sys_enter_open*`, `t:sched:*`, `kprobe:vfs_*`);
 //! one without a probe type (`*sleep*`) matches the name after the type.
 //! `usdt:PATH:*` lists the USDT probes of a program or library,
-//! `uprobe:PATH:*` the functions a uprobe may attach to there.
+//! `uprobe:PATH:*` the functions a uprobe may attach to there, and
+//! `kfunc:[MODULE:]FUNCTION` the functions fentry attaches to.
 
 use std::{io::Write, path::Path};
 
@@ -32,6 +33,11 @@ pub fn list(search: Option<&str>, verbose: bool, out: &mut dyn Write) -> Result<
     if let Some(rest) = search.and_then(|s| s.strip_prefix("uprobe:").or(s.strip_prefix("u:"))) {
         return list_uprobes(&kernel, rest, verbose, out);
     }
+    if let Some((kind, rest)) = search.and_then(|s| s.split_once(':'))
+        && let Some(exit) = kfunc_kind(kind)
+    {
+        return list_kfuncs(&kernel, exit, rest, verbose, out);
+    }
     let (types, glob) = scope(search.unwrap_or("*"))?;
     for kind in types {
         let mut names: Vec<String> = names(kind, &kernel)
@@ -48,6 +54,53 @@ pub fn list(search: Option<&str>, verbose: bool, out: &mut dyn Write) -> Result<
             if !emit(out, &entry)? {
                 return Ok(());
             }
+        }
+    }
+    Ok(())
+}
+
+/// Whether probe type `kind` is bpftrace's kfunc (false) or kretfunc
+/// (true), by any of their names; none for other types.
+fn kfunc_kind(kind: &str) -> Option<bool> {
+    match kind {
+        "kfunc" | "fentry" | "f" => Some(false),
+        "kretfunc" | "fexit" | "fr" => Some(true),
+        _ => None,
+    }
+}
+
+/// `-l kfunc:[MODULE:]FUNCTION`: the functions fentry (or, with `exit`,
+/// fexit) attaches to, as bpftrace lists them (`kfunc:vmlinux:vfs_read`);
+/// with `verbose`, each one's parameters and return.
+fn list_kfuncs(
+    kernel: &Kernel,
+    exit: bool,
+    search: &str,
+    verbose: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let kind = if exit { "kretfunc" } else { "kfunc" };
+    let mut functions = kernel.fentry_functions().map_err(Error::Invalid)?;
+    // A search without a module matches the function alone.
+    functions.retain(|(module, function)| {
+        if search.contains(':') {
+            glob_match(search, &format!("{module}:{function}"))
+        } else {
+            glob_match(search, function)
+        }
+    });
+    functions.sort_unstable();
+    for (module, function) in functions {
+        let mut entry = format!("{kind}:{module}:{function}\n");
+        if verbose {
+            for line in kernel.declarations(&function).unwrap_or_default() {
+                entry.push_str("    ");
+                entry.push_str(&line);
+                entry.push('\n');
+            }
+        }
+        if !emit(out, &entry)? {
+            return Ok(());
         }
     }
     Ok(())
@@ -177,7 +230,7 @@ fn scope(search: &str) -> Result<(Vec<&'static str>, String)> {
         .collect();
     if types.is_empty() {
         bail!(
-            "`{search}`: unknown probe type `{kind}` (-l lists tracepoint, kprobe, uprobe:PATH, usdt:PATH, software and hardware probes)"
+            "`{search}`: unknown probe type `{kind}` (-l lists tracepoint, kprobe, kfunc, kretfunc, uprobe:PATH, usdt:PATH, software and hardware probes)"
         );
     }
     Ok((types, rest.to_owned()))
