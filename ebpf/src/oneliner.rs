@@ -586,8 +586,12 @@ fn capture<C: StackIdContext, const IN_PLACE: u32, const PATHS_AT: usize>(contex
     }
     if PATHS_AT != NO_PATHS && uses(USES_MEMORY) {
         write_paths::<PATHS_AT>(ctx, buf);
+    }
+    if PATHS_AT != NO_PATHS {
         // A copy's skb entry is its first path's index over the paths a
         // copy has; the iterators' lie past the entries, which have none.
+        // Not behind `USES_MEMORY`: a probe may copy packets and read no
+        // memory, and the entry, a constant to the verifier, gates it.
         output_skb(context, PATHS_AT / PATHS_PER_PROBE, ns, cpu);
     }
     let start = HEADER_SIZE + strings * string_len();
