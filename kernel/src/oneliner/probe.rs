@@ -1075,7 +1075,12 @@ impl OnelinerProbe {
                 ),
                 _ => (None, None),
             };
-            let packet = packets.remove(&(header.cpu, header.ns)).unwrap_or_default();
+            // Most programs copy no packet: no lookup then.
+            let packet = if packets.is_empty() {
+                Vec::new()
+            } else {
+                packets.remove(&(header.cpu, header.ns)).unwrap_or_default()
+            };
             let event = Event {
                 attach: usize::from(header.attach),
                 ns: header.ns,
