@@ -607,6 +607,7 @@ pub struct TraceArgs {
         long,
         value_name = "PID",
         conflicts_with = "command",
+        value_parser = parse_pid,
         help_heading = "Tracing"
     )]
     pub pid: Option<u32>,
@@ -738,13 +739,9 @@ pub struct ListArgs {
     #[arg(short = 'l', long = "list", help_heading = "Probes")]
     pub list: bool,
 
-    /// With -l, each tracepoint's fields too.
-    #[arg(
-        short = 'v',
-        long = "verbose",
-        requires = "list",
-        help_heading = "Probes"
-    )]
+    /// With -l, each tracepoint's fields too; when tracing, as bpftrace's
+    /// -v, what --explain prints, on stderr, before the probes attach.
+    #[arg(short = 'v', long = "verbose", help_heading = "Probes")]
     pub verbose: bool,
 }
 
@@ -1560,6 +1557,19 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// Parses `4096`, `64KiB`, `16MiB`, `1GiB` into bytes.
+/// A process id as bpftrace checks one: decimal, within the kernel's
+/// largest `pid_max`.
+pub fn parse_pid(text: &str) -> Result<u32, String> {
+    const PID_MAX: u32 = 4_194_304;
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("pid '{text}' is not a valid decimal number"));
+    }
+    text.parse::<u32>()
+        .ok()
+        .filter(|pid| (1..=PID_MAX).contains(pid))
+        .ok_or_else(|| format!("pid '{text}' out of valid pid range [1,{PID_MAX}]"))
+}
+
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let split = text
         .find(|c: char| !c.is_ascii_digit())

@@ -45,6 +45,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         symbols: args.symbols.finder(),
         from: args.from.clone(),
         trigger: args.trigger,
+        verbose: args.list.verbose,
     })?;
     Ok(ExitCode::SUCCESS)
 }
@@ -69,9 +70,18 @@ fn program_text(args: &TraceArgs) -> Result<(String, Vec<String>)> {
             bail!("the program on stdin is larger than the {MAX_PROGRAM_BYTES} bytes weft reads");
         }
         text
-    } else if !program.contains(['{', '\n']) && path.is_file() {
-        let bytes = weft_symbols::read_file_within(path, MAX_PROGRAM_BYTES)
-            .with_context(|| format!("failed to read {program}"))?;
+    } else if !program.contains(['{', '\n']) {
+        // Every probe has a block: a word without one names a file.
+        let bytes = weft_symbols::read_file_within(path, MAX_PROGRAM_BYTES).map_err(|e| {
+            // bpftrace's words: the reason without Rust's "(os error N)".
+            let reason = e.to_string();
+            let reason = reason
+                .split(" (os error")
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            anyhow::anyhow!("failed to open file '{program}': {reason}")
+        })?;
         String::from_utf8(bytes).with_context(|| format!("{program} is not UTF-8 text"))?
     } else {
         program.clone()

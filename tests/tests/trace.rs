@@ -705,6 +705,22 @@ const BEGIN_PROGRAMS: &[(&str, &[&str])] = &[
         "BEGIN { printf(\"cc %d\\n\", 12345); exit(); }",
         &["-B", "full", "-k", "--no-warnings"],
     ),
+    // A map or variable holding a pointer to an integer steps by whole
+    // integers in compound assignments and `++`/`--` too.
+    (
+        "BEGIN { @a = (int32 *)32; @a += 1; @b = (int16 *)32; @b++; @c = (int64 *)32; ++@c;
+           @d = (int32 *)32; @d -= 6; @d--; @e = @d + 1; @n = 4; @f = (int32 *)32; @f -= @n;
+           $v = (int16 *)64; $v += 3; $v--; printf(\"%d\\n\", $v); exit(); }",
+        &[],
+    ),
+    // Expressions as statements: a ternary runs one call; a value nothing
+    // keeps is no error; unroll() counts a positional parameter.
+    (
+        "BEGIN { nsecs ? printf(\"yes\\n\") : printf(\"no\\n\"); 1 + 2; $x = 1;
+           $x > 5 ? printf(\"big\\n\") : printf(\"small\\n\");
+           unroll($1) { $x = $x * 2; } printf(\"%d\\n\", $x); exit(); }",
+        &["--", "3"],
+    ),
 ];
 
 #[test]
@@ -714,16 +730,22 @@ fn begin_programs_print_what_bpftrace_prints() {
         return;
     }
     let runs = weft_tests::at_once(BEGIN_PROGRAMS, 2, |(program, options)| {
+        // Words after "--" are positional parameters, after the program.
+        let at = options.iter().position(|o| *o == "--");
+        let (options, params) = options.split_at(at.unwrap_or(options.len()));
+        let params = params.get(1..).unwrap_or_default();
         let ours = stdout_of(
             Command::new(weft_bin())
                 .arg("trace")
-                .args(*options)
-                .args(["-e", program]),
+                .args(options)
+                .args(["-e", program])
+                .args(params),
         );
         let theirs = stdout_of(
             Command::new("bpftrace")
-                .args(*options)
-                .args(["-e", program]),
+                .args(options)
+                .args(["-e", program])
+                .args(params),
         );
         (ours, theirs)
     });
@@ -3229,7 +3251,7 @@ const BROKEN: &[(&str, &str, &str, usize)] = &[
     ),
     (
         "BEGIN { unroll(101) { printf(\"x\\n\"); } }",
-        "unroll() takes a count from 1 to 100, found number 101",
+        "unroll() takes a count from 1 to 100, found number 101: unroll maximum value is 100",
         "101",
         3,
     ),

@@ -126,7 +126,7 @@ fn index(name: &str, var: &Expr) -> Result<Option<usize>> {
 }
 
 /// `word` as C's `strtoll(word, &end, 0)` reads it when it reads it whole.
-fn c_integer(word: &str) -> Option<i64> {
+pub(crate) fn c_integer(word: &str) -> Option<i64> {
     let (negative, digits) = match word.as_bytes().first() {
         Some(b'-') => (true, &word[1..]),
         Some(b'+') => (false, &word[1..]),

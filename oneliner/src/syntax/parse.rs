@@ -115,6 +115,9 @@ struct Parser<'a> {
     /// integer (`$p = (int64 *)arg0`), by the cast: `$p + 1` steps whole
     /// integers, as a variable's type is its first value's in bpftrace.
     int_pointers: std::collections::HashMap<String, UnOp>,
+    /// The maps that hold a pointer to an integer, the same way; a map's
+    /// type is the program's, not a probe's.
+    map_pointers: std::collections::HashMap<String, UnOp>,
 }
 
 /// bpftrace's bounds on `unroll(n)`.
@@ -161,6 +164,7 @@ impl<'a> Parser<'a> {
             loops: 0,
             params,
             int_pointers: std::collections::HashMap::new(),
+            map_pointers: std::collections::HashMap::new(),
         }
     }
 
@@ -284,13 +288,21 @@ impl<'a> Parser<'a> {
                     Stmt::Continue
                 })
             }
+            Token::Map(_) | Token::Var(_) if !self.assigns()? => {
+                let expr = self.expr()?;
+                Ok(self.updating(expr))
+            }
             Token::Map(_) => {
                 let map = self.map_ref()?;
                 if self.eat("=")? {
                     let value = self.expr()?;
+                    if let ExprKind::Unary(pointer @ UnOp::Pointer { .. }, _) = value.kind {
+                        self.map_pointers.entry(map.name.clone()).or_insert(pointer);
+                    }
                     return Ok(Stmt::MapAssign { map, value });
                 }
                 let (op, value) = self.update(span)?;
+                let value = scaled(self.map_pointers.get(&map.name), op, value);
                 Ok(Stmt::MapUpdate { map, op, value })
             }
             Token::Var(name) => {
@@ -310,6 +322,7 @@ impl<'a> Parser<'a> {
                     return Ok(Stmt::VarAssign { name, span, value });
                 }
                 let (op, value) = self.update(span)?;
+                let value = scaled(self.int_pointers.get(&name), op, value);
                 Ok(Stmt::VarUpdate {
                     name,
                     span,
@@ -317,8 +330,35 @@ impl<'a> Parser<'a> {
                     value,
                 })
             }
-            _ => Ok(updating(self.expr()?)),
+            _ => {
+                let expr = self.expr()?;
+                Ok(self.updating(expr))
+            }
         }
+    }
+
+    /// Whether the statement at the map or variable ahead assigns it (or
+    /// steps it); else it is an expression (`$x > 5 ? printf(..) : ..;`).
+    fn assigns(&self) -> Result<bool> {
+        let mut ahead = Self {
+            lexer: self.lexer.clone(),
+            in_predicate: false,
+            loops: self.loops,
+            params: self.params,
+            int_pointers: std::collections::HashMap::new(),
+            map_pointers: std::collections::HashMap::new(),
+        };
+        if matches!(ahead.peek()?.0, Token::Map(_)) {
+            ahead.map_ref()?;
+        } else {
+            ahead.next()?;
+        }
+        Ok(match ahead.peek()?.0 {
+            Token::Punct(p) => {
+                ["=", "++", "--"].contains(&p) || UPDATES.iter().any(|(q, _)| *q == p)
+            }
+            _ => false,
+        })
     }
 
     /// After a map or variable: `++`, `--` or a compound assignment.
@@ -355,13 +395,31 @@ impl<'a> Parser<'a> {
     fn unroll(&mut self) -> Result<Stmt> {
         self.expect("(")?;
         let (token, span) = self.next()?;
-        let times = match token {
-            Token::Int(n) if UNROLL.contains(&n) => n,
+        // A positional parameter counts too (`unroll($1)`), as its number.
+        let count = match &token {
+            Token::Int(n) => Some(*n),
+            Token::Var(name) => name
+                .parse::<usize>()
+                .ok()
+                .and_then(|n| self.params.get(n.checked_sub(1)?))
+                .and_then(|word| crate::params::c_integer(word)),
+            _ => None,
+        };
+        let times = match count {
+            Some(n) if UNROLL.contains(&n) => n,
             _ => {
+                // bpftrace's words for a count out of range.
+                let bound = match count {
+                    Some(n) if n > *UNROLL.end() => {
+                        format!(": unroll maximum value is {}", UNROLL.end())
+                    }
+                    Some(_) => format!(": unroll minimum value is {}", UNROLL.start()),
+                    None => String::new(),
+                };
                 return Err(Error::new(
                     span,
                     format!(
-                        "unroll() takes a count from {} to {}, found {}",
+                        "unroll() takes a count from {} to {}, found {}{bound}",
                         UNROLL.start(),
                         UNROLL.end(),
                         token.describe()
@@ -483,6 +541,7 @@ impl<'a> Parser<'a> {
     fn typed(&self, expr: Expr) -> Expr {
         let pointer = match &expr.kind {
             ExprKind::Var(name) => self.int_pointers.get(name).copied(),
+            ExprKind::Map(map) => self.map_pointers.get(&map.name).copied(),
             _ => None,
         };
         match pointer {
@@ -491,6 +550,52 @@ impl<'a> Parser<'a> {
                 kind: ExprKind::Unary(pointer, Box::new(expr)),
             },
             None => expr,
+        }
+    }
+
+    /// An expression as a statement: `++$x;` is an update like `$x++;`,
+    /// whose value nothing reads.
+    fn updating(&self, expr: Expr) -> Stmt {
+        let target = match expr.kind {
+            ExprKind::Step { target, op, .. } => (target, op),
+            // `c ? printf(..) : printf(..);` runs one call, as an `if`.
+            ExprKind::Ternary(cond, then, otherwise) => {
+                return Stmt::If {
+                    cond: *cond,
+                    then: vec![self.updating(*then)],
+                    otherwise: vec![self.updating(*otherwise)],
+                };
+            }
+            ExprKind::Call(..) => return Stmt::Expr(expr),
+            // A value nothing keeps (`args->rqtp->tv_sec;`) is still
+            // checked and read, as bpftrace does: into a variable no
+            // program can name.
+            _ => {
+                return Stmt::VarAssign {
+                    name: format!(" unused {}", expr.span.start),
+                    span: expr.span,
+                    value: expr,
+                };
+            }
+        };
+        let (target, op) = target;
+        let one = Expr {
+            kind: ExprKind::Int(1),
+            span: expr.span,
+        };
+        match target.kind {
+            ExprKind::Map(map) => Stmt::MapUpdate {
+                value: scaled(self.map_pointers.get(&map.name), op, one),
+                map,
+                op,
+            },
+            ExprKind::Var(name) => Stmt::VarUpdate {
+                value: scaled(self.int_pointers.get(&name), op, one),
+                name,
+                span: target.span,
+                op,
+            },
+            _ => unreachable!("stepped() takes variables and maps only"),
         }
     }
 
@@ -874,25 +979,23 @@ fn stepped(target: Expr, punct: &str, post: bool, span: Span) -> Result<Expr> {
     })
 }
 
-/// An expression as a statement: `++$x;` is an update like `$x++;`, whose
-/// value nothing reads.
-fn updating(expr: Expr) -> Stmt {
-    let ExprKind::Step { target, op, .. } = expr.kind else {
-        return Stmt::Expr(expr);
+/// `value` as what `op` adds to or takes from a pointer to an integer
+/// (`pointer`, when the target holds one): whole integers, as in C.
+fn scaled(pointer: Option<&UnOp>, op: BinOp, value: Expr) -> Expr {
+    let Some(UnOp::Pointer { bits, .. }) = pointer else {
+        return value;
     };
-    let value = Expr {
-        kind: ExprKind::Int(1),
-        span: expr.span,
+    if !matches!(op, BinOp::Add | BinOp::Sub) {
+        return value;
+    }
+    let span = value.span;
+    let size = Expr {
+        kind: ExprKind::Int(i64::from(*bits / 8)),
+        span,
     };
-    match target.kind {
-        ExprKind::Map(map) => Stmt::MapUpdate { map, op, value },
-        ExprKind::Var(name) => Stmt::VarUpdate {
-            name,
-            span: target.span,
-            op,
-            value,
-        },
-        _ => unreachable!("stepped() takes variables and maps only"),
+    Expr {
+        kind: ExprKind::Binary(BinOp::Mul, Box::new(value), Box::new(size)),
+        span,
     }
 }
 

@@ -71,6 +71,8 @@ pub struct Options {
     /// With `from`, over the window kept around this trigger firing
     /// (1-based).
     pub trigger: Option<usize>,
+    /// Say the plan on stderr before attaching (bpftrace's `-v`).
+    pub verbose: bool,
 }
 
 /// What `run` does with the program.
@@ -128,6 +130,9 @@ pub fn run(args: Options) -> Result<()> {
         ebpf::check_privileges()?;
         Preload::start(ring_bytes)?
     };
+    if args.verbose {
+        eprint!("{}", explain(&plan));
+    }
     let mut out = output(args.output.as_deref())?;
     let tracefs = ebpf::tracefs()?;
     // The command starts stopped, so that its pid can be tested in the
@@ -143,6 +148,12 @@ pub fn run(args: Options) -> Result<()> {
     let format = args.format;
     if !args.quiet {
         say_attached(format, plan.attaches.len() - probe.left_out(), &mut out)?;
+    }
+    // bpftrace's runtime tests wait for this line to start their workload;
+    // with it, weft runs under the same suite.
+    if std::env::var_os("__BPFTRACE_NOTIFY_PROBES_ATTACHED").is_some() {
+        out.flush()?;
+        eprintln!("__BPFTRACE_NOTIFY_PROBES_ATTACHED");
     }
     let mut runtime = Runtime::new(&plan, format, weft_store::now_ns());
     runtime.set_limits(limits);
