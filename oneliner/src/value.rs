@@ -32,6 +32,9 @@ pub enum Value {
     Tuple(Vec<Value>),
     /// An array of bytes, printed as bpftrace prints one: `[10,0,0,1]`.
     Bytes(Vec<u8>),
+    /// `buf()`'s bytes, which print as `%r` prints them (`ab\x00`); the
+    /// checker types them as strings.
+    Buf(Vec<u8>),
 }
 
 impl Value {
@@ -41,7 +44,7 @@ impl Value {
         match self {
             Self::Int(n) => *n,
             Self::Str(s) => i64::from(!s.is_empty()),
-            Self::Tuple(_) | Self::Bytes(_) => 0,
+            Self::Tuple(_) | Self::Bytes(_) | Self::Buf(_) => 0,
         }
     }
 
@@ -70,6 +73,7 @@ impl std::fmt::Display for Value {
                 let bytes: Vec<String> = bytes.iter().map(u8::to_string).collect();
                 write!(f, "[{}]", bytes.join(","))
             }
+            Self::Buf(bytes) => f.write_str(&crate::format::escaped(bytes)),
         }
     }
 }

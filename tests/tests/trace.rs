@@ -721,6 +721,20 @@ const BEGIN_PROGRAMS: &[(&str, &[&str])] = &[
            unroll($1) { $x = $x * 2; } printf(\"%d\\n\", $x); exit(); }",
         &["--", "3"],
     ),
+    // buf() of a literal (NUL, then zeros, to the length), as a map key
+    // and value, compared, and printed by `%r`, `%rx` and `%rh`.
+    (
+        "BEGIN { @[buf(\"ok_key\", 8), 1] = hist(1); @v = buf(\"ok_value\", 8);
+           printf(\"%rx|%rh|%r\\n\", buf(\"Hello\\0\", 6), buf(\"Hello\\0\", 6), buf(\"a b\", 4));
+           $a = buf(\"hi\", 2); $b = buf(\"bye\", 3);
+           printf(\"equal=%d, unequal=%d\\n\", $a == $a, $a != $b);
+           @k[buf(\"ok_key\", 6)] = 1; @p = buf(\"hello\", $1); exit(); }",
+        &["--", "5"],
+    ),
+    (
+        "BEGIN { @[buf(\"ok_key\", 8)] = 1; @v = buf(\"ok_value\", 9); exit(); }",
+        &["-f", "json"],
+    ),
 ];
 
 #[test]

@@ -547,6 +547,8 @@ impl Checker<'_> {
             self.want(len, Type::Int, "buf()'s length")?;
         }
         let field = match &data.kind {
+            // A literal's bytes are known now (`buf("key", 8)`).
+            ExprKind::Str(_) => return Ok(Type::Str),
             ExprKind::Member { .. } => None,
             ExprKind::Field(name) => Some(name.clone()),
             ExprKind::Arg(n) => Some(format!("arg{n}")),

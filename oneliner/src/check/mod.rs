@@ -349,7 +349,18 @@ fn assigned_kind(value: &Expr) -> Result<Option<MapKind>> {
 
 /// The functions whose value is a string.
 const STRING_CALLS: &[&str] = &[
-    "str", "usym", "ksym", "ntop", "kstack", "ustack", "strftime", "macaddr",
+    "str",
+    "usym",
+    "ksym",
+    "ntop",
+    "kstack",
+    "ustack",
+    "strftime",
+    "macaddr",
+    "buf",
+    "path",
+    "cgroup_path",
+    "strerror",
 ];
 
 /// The type of an expression where it is obvious without the kernel or

@@ -16,6 +16,9 @@ struct Spec {
     /// `%hhd` 8, and `%ld`, `%lld`, `%jd`, `%zd`, `%td` all 64.
     bits: u32,
     conversion: char,
+    /// After `%r`: `x` prints every byte as `\xNN`, `h` as hex pairs
+    /// apart (`48 65`), as bpftrace's `%rx` and `%rh`.
+    raw: Option<char>,
 }
 
 /// Splits a format into literal text and conversions.
@@ -81,6 +84,12 @@ fn pieces(format: &str) -> Result<Vec<Result<&str, Spec>>, String> {
                 "unknown conversion `%{conversion}`: weft knows %d %i %u %x %X %o %c %s %r %p and %%"
             ));
         }
+        let mut end = index + conversion.len_utf8();
+        let raw = spec[end..]
+            .chars()
+            .next()
+            .filter(|c| conversion == 'r' && matches!(c, 'x' | 'h'));
+        end += raw.map_or(0, char::len_utf8);
         out.push(Err(Spec {
             left,
             zero,
@@ -89,8 +98,9 @@ fn pieces(format: &str) -> Result<Vec<Result<&str, Spec>>, String> {
             precision,
             bits,
             conversion,
+            raw,
         }));
-        rest = &spec[index + conversion.len_utf8()..];
+        rest = &spec[end..];
     }
     if !rest.is_empty() {
         out.push(Ok(rest));
@@ -142,8 +152,9 @@ fn convert(spec: &Spec, value: &Value) -> String {
             Some(p) => s.chars().take(p).collect(),
             None => s.clone(),
         },
+        ('r', Value::Buf(bytes)) if spec.raw.is_some() => raw_hex(bytes, spec.raw == Some('h')),
         // The checker passes no tuple to printf().
-        (_, Value::Tuple(_) | Value::Bytes(_)) => value.to_string(),
+        (_, Value::Tuple(_) | Value::Bytes(_) | Value::Buf(_)) => value.to_string(),
         // As glibc prints a null pointer.
         ('p', Value::Int(0)) => "(nil)".into(),
         ('p', Value::Int(n)) => format!("0x{:x}", *n as u64),
@@ -193,6 +204,18 @@ pub fn escaped(bytes: &[u8]) -> String {
         }
     }
     out
+}
+
+/// Bytes as `%rx` prints them (`\x48\x65`) or `%rh` (`48 65`).
+fn raw_hex(bytes: &[u8], spaced: bool) -> String {
+    let hex = bytes.iter().map(|b| {
+        if spaced {
+            format!("{b:02x}")
+        } else {
+            format!("\\x{b:02x}")
+        }
+    });
+    hex.collect::<Vec<_>>().join(if spaced { " " } else { "" })
 }
 
 /// A MAC address as bpftrace's `macaddr()` prints it: six bytes in upper

@@ -78,6 +78,7 @@ fn tight(value: &Value) -> String {
             format!("[{}]", parts.join(","))
         }
         Value::Bytes(_) => value.to_string(),
+        Value::Buf(_) => quoted(&value.to_string()),
     }
 }
 

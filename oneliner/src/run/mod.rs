@@ -842,13 +842,22 @@ impl<'p> Runtime<'p> {
                 Value::Str(bounded(c_string(bytes), None, self.limits.strlen))
             }
             "buf" => {
+                // A literal's bytes are its text and a NUL, then zeros.
+                if let ExprKind::Str(text) = &args[0].kind {
+                    let len = args.get(1).map_or(text.len() + 1, |len| {
+                        usize::try_from(self.eval(len, scope).int()).unwrap_or(0)
+                    });
+                    let mut bytes = text.as_bytes().to_vec();
+                    bytes.resize(len.min(self.limits.strlen), 0);
+                    return Value::Buf(bytes);
+                }
                 let (bytes, _) = member_bytes(scope, &args[0]).unwrap_or_default();
                 let len = args.get(1).map_or(bytes.len(), |len| {
                     usize::try_from(self.eval(len, scope).int()).unwrap_or(0)
                 });
                 // At most BPFTRACE_STRLEN bytes, as bpftrace reads.
                 let len = len.min(bytes.len()).min(self.limits.strlen);
-                Value::Str(crate::format::escaped(&bytes[..len]))
+                Value::Buf(bytes[..len].to_vec())
             }
             "strftime" => {
                 let ExprKind::Str(pattern) = &args[0].kind else {
@@ -1229,7 +1238,9 @@ fn string_of(scope: &Scope<'_, '_>, name: &str) -> Value {
     }
     match field(scope, name) {
         Value::Str(s) => Value::Str(s),
-        Value::Int(_) | Value::Tuple(_) | Value::Bytes(_) => Value::Str(String::new()),
+        Value::Int(_) | Value::Tuple(_) | Value::Bytes(_) | Value::Buf(_) => {
+            Value::Str(String::new())
+        }
     }
 }
 

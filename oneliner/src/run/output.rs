@@ -265,7 +265,7 @@ fn print_folded(
                 | Agg::Lhist(_)
                 | Agg::Stats { .. }
                 | Agg::Percentiles(_)
-                | Agg::Value(Value::Str(_) | Value::Tuple(_) | Value::Bytes(_))
+                | Agg::Value(Value::Str(_) | Value::Tuple(_) | Value::Bytes(_) | Value::Buf(_))
         ) {
             continue;
         }
@@ -385,7 +385,9 @@ fn print_text(
                     p.max / div
                 )?;
             }
-            Agg::Value(value @ (Value::Str(_) | Value::Tuple(_) | Value::Bytes(_))) => {
+            Agg::Value(
+                value @ (Value::Str(_) | Value::Tuple(_) | Value::Bytes(_) | Value::Buf(_)),
+            ) => {
                 writeln!(out, "{name}: {value}")?;
             }
             other => writeln!(out, "{name}: {}", number(info, other, div))?,
@@ -592,9 +594,9 @@ fn print_json(
                     ("max", Json::int(p.max / div)),
                 ])
             }
-            Agg::Value(value @ (Value::Str(_) | Value::Tuple(_) | Value::Bytes(_))) => {
-                Json::value(value)
-            }
+            Agg::Value(
+                value @ (Value::Str(_) | Value::Tuple(_) | Value::Bytes(_) | Value::Buf(_)),
+            ) => Json::value(value),
             other => Json::Raw(number(info, other, div)),
         }
     };
