@@ -35,7 +35,7 @@ fn field(name: &str, arg: &str) -> Option<Field> {
         return None;
     }
     let (offset, kind) = if let Some(constant) = operand.strip_prefix('$') {
-        (0, FieldKind::Const(constant.parse().ok()?))
+        (0, FieldKind::Const(sized(constant.parse().ok()?, size)))
     } else if let Some(register_name) = operand.strip_prefix('%') {
         (register(register_name)?, FieldKind::Int)
     } else {
@@ -53,6 +53,17 @@ fn field(name: &str, arg: &str) -> Option<Field> {
         pointee: None,
         element: None,
     })
+}
+
+/// Constant `value` as an argument of `size` bytes holds it (negative:
+/// signed): `4@$-16` is 4294967280, `-1@$255` is -1.
+fn sized(value: i64, size: i8) -> i64 {
+    let shift = 64 - 8 * u32::from(size.unsigned_abs());
+    if size < 0 {
+        value << shift >> shift
+    } else {
+        ((value.cast_unsigned() << shift) >> shift).cast_signed()
+    }
 }
 
 /// The offset in `struct pt_regs` of x86-64 register `name` (`rax`,
@@ -128,6 +139,13 @@ mod tests {
             assert_eq!(register(reg), Some(offset), "{reg}");
         }
         assert_eq!(fields("8@(%rsp)")[0].kind, FieldKind::Memory { at: 0 });
+        // A constant holds what its size keeps, as bpftrace reads it.
+        let constants = fields("4@$-202182160 -4@$-202182160 2@$-3600 1@$-16 -1@$240 8@$-5");
+        let constants: Vec<FieldKind> = constants.iter().map(|f| f.kind).collect();
+        assert_eq!(
+            constants,
+            [4092785136, -202182160, 61936, 240, -16, -5].map(FieldKind::Const)
+        );
         for bad in [
             "3@%rax",
             "8@%xmm0",
