@@ -12,7 +12,8 @@ use crate::cli::{TraceArgs, TraceFormat};
 pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     if args.list.list && args.expression.is_none() {
         let search = args.words.first().map(String::as_str);
-        oneliner::list(search, args.list.verbose, &mut std::io::stdout().lock())?;
+        let out = &mut std::io::stdout().lock();
+        oneliner::list(search, args.list.verbose, args.pid, out)?;
         return Ok(ExitCode::SUCCESS);
     }
     if args.bpftrace.no_warnings {

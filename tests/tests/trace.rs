@@ -1813,6 +1813,7 @@ fn list_names_the_probes_bpftrace_lists() {
     // functions too.
     if Path::new("/bin/bash").exists() {
         searches.push(&["-l", "uprobe:/bin/bash:read*"]);
+        searches.push(&["-l", "uretprobe:/bin/bash:read*"]);
     }
     if Path::new("/lib/x86_64-linux-gnu/libc.so.6").exists() {
         searches.push(&["-l", "uprobe:/lib/x86_64-linux-gnu/libc.so.6:read*"]);
@@ -1834,6 +1835,9 @@ fn list_names_the_probes_bpftrace_lists() {
     if Path::new("/usr/bin/python3").exists() {
         searches.push(&["-l", "usdt:/usr/bin/py*:*"]);
         searches.push(&["-l", "uprobe:/usr/bin/py*:PyList_*"]);
+        // A glob of types over a file: its uprobes and USDT probes.
+        searches.push(&["-l", "*:/usr/bin/py*:PyList_*"]);
+        searches.push(&["-l", "*:/usr/bin/py*:*:*"]);
     }
     for search in searches {
         let ours = lines(Command::new(weft_bin()).arg("trace"), search);
@@ -3514,8 +3518,27 @@ fn usdt_probe_counts_its_semaphore_and_reads_every_kind_of_argument() {
     // Without a path, the -p process's own files, as bpftrace reads them.
     let workload = Workload::spawn(WORKLOAD, &["usdt:100"]);
     let pid = workload.pid().to_string();
+    // `-l` with -p lists the process's files' probes (`usdt:*`, and
+    // bpftrace's every uprobe and USDT probe without a search).
+    let listed =
+        stdout_of(Command::new(weft_bin()).args(["trace", "-l", "usdt:*:weft:*", "-p", &pid]));
+    assert_eq!(
+        listed,
+        format!("usdt:/proc/{pid}/root{WORKLOAD}:weft:step\n")
+    );
+    let listed = stdout_of(Command::new(weft_bin()).args(["trace", "-l", "-p", &pid]));
+    assert!(
+        listed.contains(&format!("usdt:/proc/{pid}/root{WORKLOAD}:weft:step\n")),
+        "{listed}"
+    );
+    assert!(
+        listed.contains(&format!("uprobe:/proc/{pid}/root{WORKLOAD}:main\n")),
+        "{listed}"
+    );
+    // An empty path or provider is any, and so is `*` with -p.
     let program = r#"BEGIN { printf("tracing\n"); } usdt:step { @bare = count(); }
-        usdt::weft:st* { @provider = count(); }"#;
+        usdt::weft:st* { @provider = count(); } usdt:::st*p { @any = count(); }
+        usdt:*:*:step { @star = count(); }"#;
     let running = Tracer::start(
         Command::new(weft_bin()).args(["trace", "-p", &pid, "-e", program]),
         "tracing",
@@ -3524,9 +3547,25 @@ fn usdt_probe_counts_its_semaphore_and_reads_every_kind_of_argument() {
     let stdout = running.stop();
     expect_lines(
         &stdout,
-        &["@bare: 100".to_string(), "@provider: 100".into()],
+        &[
+            "@any: 100".to_string(),
+            "@bare: 100".into(),
+            "@provider: 100".into(),
+            "@star: 100".into(),
+        ],
         "usdt with -p",
     );
+    // A glob of paths, and an empty provider with a path.
+    let dir = Path::new(WORKLOAD)
+        .parent()
+        .expect("a directory")
+        .display()
+        .to_string();
+    let program = format!(
+        "usdt:{dir}/weft-work*::step {{ @glob = count(); }} usdt:{WORKLOAD}::s*p {{ @empty = count(); }}"
+    );
+    let stdout = weft_trace(&program, &["usdt:100"], &[]);
+    expect_lines(&stdout, &["@empty: 100", "@glob: 100"], "usdt globs");
     let stderr = weft_refuses(&["-e", "usdt:step { @ = count(); }"]);
     assert!(stderr.contains("give -p PID"), "{stderr}");
     let missing = format!("usdt:{WORKLOAD}:weft:nope {{ @ = count(); }}");

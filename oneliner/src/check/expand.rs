@@ -81,7 +81,7 @@ pub(crate) fn expand(
                 provider,
                 name,
                 ..
-            } if path.is_empty() => {
+            } if path.is_empty() || (path == "*" && pid.is_some()) => {
                 out.extend(process_usdt(kernel, pid, provider, name, span)?);
             }
             ProbeKind::Usdt {
@@ -89,7 +89,18 @@ pub(crate) fn expand(
                 provider,
                 name,
                 ..
-            } => out.extend(usdt(kernel, path, provider, name, span)?),
+            } if path.contains(['*', '?']) => {
+                out.extend(usdt_in_files(kernel, path, provider, name, span)?);
+            }
+            ProbeKind::Usdt {
+                path,
+                provider,
+                name,
+                ..
+            } => {
+                let path = process_path(kernel, pid, path);
+                out.extend(usdt(kernel, &path, provider, name, span)?);
+            }
             ProbeKind::Uprobe { path, symbol, exit } => {
                 let mut fields = register_args();
                 if *exit {
@@ -111,6 +122,22 @@ pub(crate) fn expand(
     Ok(out)
 }
 
+/// `path` as the `-p` process sees it: a file that is not in our mount
+/// namespace but is in the process's is reached through its root
+/// (`/proc/PID/root/PATH`), as bpftrace finds it.
+fn process_path(kernel: &dyn Kernel, pid: Option<u32>, path: &str) -> String {
+    if let Some(pid) = pid
+        && path.starts_with('/')
+        && kernel.paths(path).is_empty()
+    {
+        let theirs = format!("/proc/{pid}/root{path}");
+        if !kernel.paths(&theirs).is_empty() {
+            return theirs;
+        }
+    }
+    path.to_owned()
+}
+
 /// The `(file, function)` pairs a uprobe names. A `path` with `*` or `?`
 /// is every file it matches (`uprobe:*:FUNC` with `-p PID`: every file
 /// the process has mapped) that has the function, as bpftrace expands it;
@@ -123,11 +150,9 @@ fn uprobe_targets(
     span: Span,
 ) -> Result<Vec<(String, String)>> {
     if !path.contains(['*', '?']) {
-        let functions = uprobe_functions(kernel, path, symbol, span)?;
-        return Ok(functions
-            .into_iter()
-            .map(|f| (path.to_owned(), f))
-            .collect());
+        let path = process_path(kernel, pid, path);
+        let functions = uprobe_functions(kernel, &path, symbol, span)?;
+        return Ok(functions.into_iter().map(|f| (path.clone(), f)).collect());
     }
     let files = match pid {
         Some(pid) if path == "*" => kernel.process_files(pid).map_err(|e| Error::new(span, e))?,
@@ -329,6 +354,29 @@ fn usdt(
         ));
     }
     Ok(out)
+}
+
+/// A USDT probe whose path is a glob (`usdt:/usr/lib/*/libfoo*.so:*`):
+/// the sites of every file it matches that has them, as bpftrace expands
+/// it.
+fn usdt_in_files(
+    kernel: &dyn Kernel,
+    path: &str,
+    provider: &str,
+    name: &str,
+    span: Span,
+) -> Result<Vec<(Target, Vec<Field>)>> {
+    let found: Vec<_> = (kernel.paths(path).iter())
+        .filter_map(|file| usdt(kernel, file, provider, name, span).ok())
+        .flatten()
+        .collect();
+    if found.is_empty() {
+        return Err(Error::new(
+            span,
+            format!("no file that {path} matches has a USDT probe {provider}:{name}"),
+        ));
+    }
+    Ok(found)
 }
 
 /// A USDT probe without a path: the sites `provider:name` matches in

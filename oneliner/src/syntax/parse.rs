@@ -1073,6 +1073,8 @@ fn probe_kind(text: &str) -> std::result::Result<ProbeKind, String> {
             let (path, provider, name) = match parts.as_slice() {
                 [name] => ("", "*", *name),
                 [path, name] => (*path, "*", *name),
+                // An empty provider is any (`usdt:PATH::PROBE`).
+                [path, "", name] => (*path, "*", *name),
                 [path, provider, name] => (*path, *provider, *name),
                 _ => ("", "", ""),
             };

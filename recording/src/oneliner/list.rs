@@ -23,15 +23,61 @@ const TYPES: &[(&str, &str)] = &[
 ];
 
 /// Writes the probes matching `search` (all without one) to `out`, a
-/// reader that stops reading (`| head`) ending it quietly.
-pub fn list(search: Option<&str>, verbose: bool, out: &mut dyn Write) -> Result<()> {
+/// reader that stops reading (`| head`) ending it quietly. With `pid`, a
+/// user probe's path `*` is every file the process has mapped, and
+/// without a search those files' uprobes and USDT probes are listed.
+pub fn list(
+    search: Option<&str>,
+    verbose: bool,
+    pid: Option<u32>,
+    out: &mut dyn Write,
+) -> Result<()> {
     let tracefs = ebpf::tracefs()?;
     let kernel = Kernel::new(tracefs);
-    if let Some(rest) = search.and_then(|s| s.strip_prefix("usdt:").or(s.strip_prefix("U:"))) {
-        return list_usdt(&kernel, rest, out);
+    let files = Files {
+        kernel: &kernel,
+        pid,
+    };
+    if search.is_none() && pid.is_some() {
+        let mut entries = uprobes(&files, "uprobe", "*:*", verbose)?;
+        entries.extend(usdts(&files, "*:*:*")?);
+        return emit_all(out, entries);
     }
-    if let Some(rest) = search.and_then(|s| s.strip_prefix("uprobe:").or(s.strip_prefix("u:"))) {
-        return list_uprobes(&kernel, rest, verbose, out);
+    if let Some(search) = search {
+        check_search(search)?;
+    }
+    if let Some((kind, rest)) = search.and_then(|s| s.split_once(':')) {
+        let user = [("usdt", "U"), ("uprobe", "u"), ("uretprobe", "ur")];
+        // `*:PATH:*`: each user probe type the glob matches, over a file.
+        let globbed = kind.contains(['*', '?']) && rest.contains(':');
+        // bpftrace lists uretprobes only by their own name.
+        let kinds: Vec<&str> = if globbed {
+            ["usdt", "uprobe"]
+                .into_iter()
+                .filter(|k| glob_match(kind, k))
+                .collect()
+        } else {
+            user.iter()
+                .filter(|(k, short)| kind == *k || kind == *short)
+                .map(|(k, _)| *k)
+                .collect()
+        };
+        if !kinds.is_empty() {
+            let mut entries = Vec::new();
+            for kind in kinds {
+                let found = match kind {
+                    "usdt" => usdts(&files, rest),
+                    _ => uprobes(&files, kind, rest, verbose),
+                };
+                // Over a glob of types, a type the file has none of lists
+                // nothing (a program without USDT notes).
+                match found {
+                    Err(_) if globbed => {}
+                    found => entries.extend(found?),
+                }
+            }
+            return emit_all(out, entries);
+        }
     }
     if let Some((kind, rest)) = search.and_then(|s| s.split_once(':'))
         && let Some(exit) = kfunc_kind(kind)
@@ -109,45 +155,71 @@ fn list_kfuncs(
 /// `-l usdt:PATH[:[PROVIDER:]PROBE]`: the USDT probes of a program or
 /// library (a file has no list of its own to search through otherwise),
 /// once each however many sites they have.
-fn list_usdt(kernel: &Kernel, search: &str, out: &mut dyn Write) -> Result<()> {
+fn usdts(files: &Files<'_>, search: &str) -> Result<Vec<String>> {
     let (path, provider, name) = match search.split(':').collect::<Vec<_>>()[..] {
         [path] => (path, "*", "*"),
         [path, name] => (path, "*", name),
+        [path, "", name] => (path, "*", name),
         [path, provider, name] => (path, provider, name),
         _ => bail!("`usdt:{search}`: expected usdt:PATH:[PROVIDER:]PROBE"),
     };
-    let entries = each_file(kernel, "usdt", path, |file| {
+    let kernel = files.kernel;
+    files.each("usdt", path, |file| {
         let (file, sites) = kernel.usdt(file).map_err(Error::Invalid)?;
         Ok(sites
             .iter()
             .filter(|s| glob_match(provider, &s.provider) && glob_match(name, &s.name))
             .map(|s| format!("usdt:{file}:{}:{}\n", s.provider, s.name))
             .collect())
-    })?;
-    emit_all(out, entries)
+    })
 }
 
-/// The entries `list` finds in the file `path` names, or in each file its
-/// glob matches, as bpftrace lists them: files it cannot read as programs
-/// (scripts) are passed over, and a glob that matches no file is an error.
-fn each_file(
-    kernel: &Kernel,
-    kind: &str,
-    path: &str,
-    mut list: impl FnMut(&str) -> Result<Vec<String>>,
-) -> Result<Vec<String>> {
-    if !path.contains(['*', '?']) {
-        return list(path);
+/// Where user probes' files are found: the kernel's view of files, and
+/// the process `-p` names, if any.
+struct Files<'a> {
+    kernel: &'a Kernel,
+    pid: Option<u32>,
+}
+
+impl Files<'_> {
+    /// The entries `list` finds in the file `path` names, or in each file
+    /// its glob matches (with `-p`, `*` is each file the process has
+    /// mapped), as bpftrace lists them: files it cannot read as programs
+    /// (scripts) are passed over, and a glob that matches no file is an
+    /// error.
+    fn each(
+        &self,
+        kind: &str,
+        path: &str,
+        mut list: impl FnMut(&str) -> Result<Vec<String>>,
+    ) -> Result<Vec<String>> {
+        let files = match self.pid {
+            Some(pid) if path == "*" || path.is_empty() => {
+                self.kernel.process_files(pid).map_err(Error::Invalid)?
+            }
+            _ if !path.contains(['*', '?']) => return list(path),
+            _ => self.kernel.paths(path),
+        };
+        if files.is_empty() {
+            bail!("`{kind}:{path}`: the path matches no file");
+        }
+        Ok(files
+            .iter()
+            .filter_map(|file| list(file).ok())
+            .flatten()
+            .collect())
     }
-    let files = kernel.paths(path);
-    if files.is_empty() {
-        bail!("`{kind}:{path}`: the path matches no file");
+}
+
+/// An error for a search bpftrace refuses: a character no probe name has.
+fn check_search(search: &str) -> Result<()> {
+    match search.chars().find(|c| c.is_control() || c.is_whitespace()) {
+        Some(c) => bail!(
+            "invalid character {c:?} in search expression `{}`",
+            search.escape_debug()
+        ),
+        None => Ok(()),
     }
-    Ok(files
-        .iter()
-        .filter_map(|file| list(file).ok())
-        .flatten()
-        .collect())
 }
 
 /// Writes `entries` sorted as bpftrace sorts its list (whole lines: the
@@ -167,16 +239,22 @@ fn emit_all(out: &mut dyn Write, mut entries: Vec<String>) -> Result<()> {
 /// `-l uprobe:PATH[:FUNCTION]`: the functions of a program or library a
 /// uprobe may attach to, as bpftrace lists them; with `-v`, the parameters
 /// of each its DWARF describes.
-fn list_uprobes(kernel: &Kernel, search: &str, verbose: bool, out: &mut dyn Write) -> Result<()> {
+fn uprobes(files: &Files<'_>, kind: &str, search: &str, verbose: bool) -> Result<Vec<String>> {
     let (path, glob) = search.rsplit_once(':').unwrap_or((search, "*"));
-    let entries = each_file(kernel, "uprobe", path, |file| {
-        file_uprobes(kernel, file, glob, verbose)
-    })?;
-    emit_all(out, entries)
+    files.each(kind, path, |file| {
+        file_uprobes(files.kernel, kind, file, glob, verbose)
+    })
 }
 
-/// The functions of one file matching `glob`, with their parameters.
-fn file_uprobes(kernel: &Kernel, path: &str, glob: &str, verbose: bool) -> Result<Vec<String>> {
+/// The functions of one file matching `glob`, with their parameters, as
+/// probes of `kind` (`uprobe` or `uretprobe`).
+fn file_uprobes(
+    kernel: &Kernel,
+    kind: &str,
+    path: &str,
+    glob: &str,
+    verbose: bool,
+) -> Result<Vec<String>> {
     let (file, functions) = kernel
         .uprobe_functions(path)
         .map_err(|e| Error::Invalid(format!("uprobe:{path}: {e}")))?;
@@ -192,7 +270,7 @@ fn file_uprobes(kernel: &Kernel, path: &str, glob: &str, verbose: bool) -> Resul
     Ok(matching
         .into_iter()
         .map(|name| {
-            let mut entry = format!("uprobe:{file}:{name}\n");
+            let mut entry = format!("{kind}:{file}:{name}\n");
             for line in declarations.get(name).into_iter().flatten() {
                 entry.push_str("    ");
                 entry.push_str(line);
