@@ -11,6 +11,9 @@ pub enum Type {
     Tuple(u16),
     /// An array of this many bytes (`pton("10.0.0.1")`: 4).
     Bytes(u8),
+    /// A struct or an array read whole, by the checker's number for its
+    /// layout (equal numbers, equal layouts).
+    Composite(u16),
 }
 
 impl Type {
@@ -20,6 +23,7 @@ impl Type {
             Self::Str => "a string",
             Self::Tuple(_) => "a tuple",
             Self::Bytes(_) => "an array of bytes",
+            Self::Composite(_) => "a struct or array",
         }
     }
 }
@@ -35,6 +39,10 @@ pub enum Value {
     /// `buf()`'s bytes, which print as `%r` prints them (`ab\x00`); the
     /// checker types them as strings.
     Buf(Vec<u8>),
+    /// An array read whole: `[1,2,3]`.
+    Array(Vec<Value>),
+    /// A struct read whole, its members in order: `{ .a = 1, .b = 2 }`.
+    Record(Vec<(String, Value)>),
 }
 
 impl Value {
@@ -44,7 +52,25 @@ impl Value {
         match self {
             Self::Int(n) => *n,
             Self::Str(s) => i64::from(!s.is_empty()),
-            Self::Tuple(_) | Self::Bytes(_) | Self::Buf(_) => 0,
+            Self::Tuple(_) | Self::Bytes(_) | Self::Buf(_) | Self::Array(_) | Self::Record(_) => 0,
+        }
+    }
+
+    /// As bpftrace prints it in a map's key: a struct without spaces
+    /// (`{.m=2,.n=[1,2]}`).
+    pub(crate) fn key_text(&self) -> String {
+        match self {
+            Self::Record(members) => {
+                let members: Vec<String> = (members.iter())
+                    .map(|(name, value)| format!(".{name}={}", value.key_text()))
+                    .collect();
+                format!("{{{}}}", members.join(","))
+            }
+            Self::Array(elements) => {
+                let elements: Vec<String> = elements.iter().map(Self::key_text).collect();
+                format!("[{}]", elements.join(","))
+            }
+            other => other.to_string(),
         }
     }
 
@@ -74,6 +100,16 @@ impl std::fmt::Display for Value {
                 write!(f, "[{}]", bytes.join(","))
             }
             Self::Buf(bytes) => f.write_str(&crate::format::escaped(bytes)),
+            Self::Array(elements) => {
+                let elements: Vec<String> = elements.iter().map(ToString::to_string).collect();
+                write!(f, "[{}]", elements.join(","))
+            }
+            Self::Record(members) => {
+                let members: Vec<String> = (members.iter())
+                    .map(|(name, value)| format!(".{name} = {value}"))
+                    .collect();
+                write!(f, "{{ {} }}", members.join(", "))
+            }
         }
     }
 }

@@ -429,6 +429,30 @@ impl Btf {
             .ok_or_else(|| format!("{} has no member `{name}`", self.record_name(id)))
     }
 
+    /// The names of record `id`'s members, in order; an anonymous struct
+    /// or union's members in its place.
+    pub fn member_names(&self, id: u32) -> Vec<String> {
+        let Some(entry) = self.entry(id) else {
+            return Vec::new();
+        };
+        let mut names = Vec::new();
+        for i in 0..entry.vlen() {
+            let at = 12 + i * 12;
+            let Some(ty) = entry.ty(at + 4) else {
+                break;
+            };
+            match entry.name(at).unwrap_or_default().as_str() {
+                "" => {
+                    if let KernelType::Record(inner) = self.kernel_type(ty) {
+                        names.extend(self.member_names(inner));
+                    }
+                }
+                name => names.push(name.to_string()),
+            }
+        }
+        names
+    }
+
     fn find_member(&self, id: u32, name: &str) -> Result<Option<Member>, String> {
         let Some(entry) = self.entry(id) else {
             return Ok(None);

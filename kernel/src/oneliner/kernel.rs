@@ -206,6 +206,12 @@ impl weft_oneliner::Kernel for Kernel {
         self.btf()?.member(record, name)
     }
 
+    fn member_names(&self, record: u32) -> Vec<String> {
+        self.btf()
+            .map(|btf| btf.member_names(record))
+            .unwrap_or_default()
+    }
+
     fn paths(&self, pattern: &str) -> Vec<String> {
         super::files::glob_paths(pattern)
     }

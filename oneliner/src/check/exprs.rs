@@ -49,6 +49,7 @@ impl Checker<'_> {
                 Type::Str => "string".to_string(),
                 Type::Tuple(inner) => format!("({})", self.elements(*inner)),
                 Type::Bytes(n) => format!("int8[{n}]"),
+                Type::Composite(_) => "struct or array".to_string(),
             })
             .collect::<Vec<_>>()
             .join(", ")
@@ -809,6 +810,7 @@ impl Checker<'_> {
                     }
                     Type::Str => Ok((weft_abi::oneliner::STRING_LEN as u32, 1)),
                     Type::Bytes(n) => Ok((u32::from(n), 1)),
+                    Type::Composite(id) => Ok((self.composites[usize::from(id)].size(), 1)),
                     Type::Tuple(_) => Err(Error::new(
                         expr.span,
                         "sizeof(): weft lays out a tuple written in place or held in a \

@@ -233,6 +233,12 @@ pub trait Kernel {
     fn record_size(&self, id: u32) -> u32;
     /// Member `name` of record `id`, or why it has none.
     fn member(&self, id: u32, name: &str) -> Result<Member, String>;
+    /// The names of struct or union `id`'s members, in order (an
+    /// anonymous member's own members in its place), to read it whole.
+    fn member_names(&self, id: u32) -> Vec<String> {
+        let _ = id;
+        Vec::new()
+    }
     /// The alignment of record `id`, for a program's struct that holds it.
     fn record_align(&self, id: u32) -> u32;
     /// The type a kernel typedef names (`pid_t`, `u64`), for a program's

@@ -13,7 +13,7 @@ use crate::{
     ast::{BinOp, Builtin, Expr, ExprKind, UnOp},
     error::{Error, Result, Span},
     kernel::{Element, Field, FieldKind, Kernel, KernelType},
-    plan::{Attach, MemberRead, Read, ReadKind, Start},
+    plan::{Attach, Layout, MemberRead, Read, ReadKind, Start},
     value::Type,
 };
 
@@ -165,7 +165,7 @@ fn element(
         .ok_or_else(|| {
             Error::new(
                 address.span,
-                format!("index {index} is out of bounds for an array of {count}"),
+                format!("the index {index} is out of bounds for array of size {count}"),
             )
         })?;
     Ok(Some(Place {
@@ -299,17 +299,13 @@ pub(crate) fn read(
     expr: &Expr,
 ) -> Result<Type> {
     let place = place(kernel, attach, bound, expr)?;
-    read_place(kernel, attach, &place, expr)
+    read_place(kernel, attach, &place, expr.span)
 }
 
 /// Notes what the kernel reads for member `expr`, found at `place`.
-fn read_place(
-    kernel: &dyn Kernel,
-    attach: &mut Attach,
-    place: &Place,
-    expr: &Expr,
-) -> Result<Type> {
+fn read_place(kernel: &dyn Kernel, attach: &mut Attach, place: &Place, span: Span) -> Result<Type> {
     let mut bits = None;
+    let mut layout = None;
     let (size, signed, ty) = match place.ty {
         KernelType::Int { size, signed } if size <= 8 => (size, signed, Type::Int),
         KernelType::Bits {
@@ -323,34 +319,97 @@ fn read_place(
         }
         KernelType::Pointer(_) => (8, false, Type::Int),
         KernelType::Chars(n) => (n.clamp(1, STRING_LEN as u16), false, Type::Str),
-        KernelType::Record(id) => {
-            return Err(Error::new(
-                expr.span,
-                format!(
-                    "this is a {}: read one of its members",
-                    kernel.record_name(id)
-                ),
-            ));
+        // Read whole, as bpftrace reads a struct or array value.
+        KernelType::Record(_) | KernelType::Array { .. } => {
+            let laid = whole(kernel, place.ty).map_err(|e| Error::new(span, e))?;
+            let size = match place.ty {
+                KernelType::Record(id) => kernel.record_size(id),
+                _ => laid.size(),
+            };
+            let size = u16::try_from(size)
+                .ok()
+                .filter(|size| usize::from(*size) <= STRING_LEN)
+                .ok_or_else(|| {
+                    let what = match place.ty {
+                        KernelType::Record(id) => kernel.record_name(id),
+                        _ => "array".into(),
+                    };
+                    Error::new(
+                        span,
+                        format!(
+                            "this is a {what} of {size} bytes: weft reads one whole up to \
+                             {STRING_LEN} bytes, so read one of its members"
+                        ),
+                    )
+                })?;
+            layout = Some(u16::try_from(attach.layouts.len()).unwrap_or(u16::MAX));
+            attach.layouts.push(laid);
+            (size, false, COMPOSITE)
         }
         _ => {
             return Err(Error::new(
-                expr.span,
+                span,
                 "weft reads integers, pointers and char arrays of kernel structs",
             ));
         }
     };
-    within_reach(&place.hops, expr.span)?;
-    let read = slot(attach, place, u32::from(size)).ok_or_else(|| no_room(expr))?;
+    within_reach(&place.hops, span)?;
+    let read = slot(attach, place, u32::from(size)).ok_or_else(|| no_room_at(span))?;
     attach.members.push(MemberRead {
-        span: expr.span,
+        span: span,
         read,
         at: place.at,
         size,
         signed,
         chars: ty == Type::Str,
         bits,
+        layout,
     });
     Ok(ty)
+}
+
+/// The type [`read`] gives a struct or array read whole, which the
+/// checker numbers by its layout.
+pub(crate) const COMPOSITE: Type = Type::Composite(u16::MAX);
+
+/// How the bytes of a value of kernel type `ty` make its value.
+fn whole(kernel: &dyn Kernel, ty: KernelType) -> std::result::Result<Layout, String> {
+    Ok(match ty {
+        KernelType::Int { size, signed } if size <= 8 => Layout::Int { size, signed },
+        KernelType::Bits { shift, width, .. } => Layout::Bits { shift, width },
+        KernelType::Pointer(_) => Layout::Int {
+            size: 8,
+            signed: false,
+        },
+        KernelType::Chars(n) => Layout::Chars(n),
+        KernelType::Array {
+            element,
+            stride,
+            count,
+        } => Layout::Array {
+            element: Box::new(whole(kernel, element.ty())?),
+            stride,
+            count,
+        },
+        KernelType::Record(id) => {
+            let names = kernel.member_names(id);
+            if names.is_empty() {
+                return Err(format!(
+                    "{} has no members weft can read",
+                    kernel.record_name(id)
+                ));
+            }
+            let mut members = Vec::with_capacity(names.len());
+            for name in names {
+                let member = kernel.member(id, &name)?;
+                members.push((name, member.offset, whole(kernel, member.ty)?));
+            }
+            Layout::Record(members)
+        }
+        _ => {
+            return Err("weft reads integers, pointers, strings, structs and arrays of them".into());
+        }
+    })
 }
 
 /// `curtask` as a value, at `span`: the kernel copies its address into a
@@ -371,6 +430,7 @@ pub(crate) fn read_task_address(attach: &mut Attach, span: Span) -> Result<()> {
         signed: false,
         chars: false,
         bits: None,
+        layout: None,
     });
     Ok(())
 }
@@ -426,7 +486,7 @@ fn read_pointed(
 ) -> Result<Type> {
     let place = place(kernel, attach, bound, expr)?;
     match place.ty {
-        KernelType::Chars(_) => return read_place(kernel, attach, &place, expr),
+        KernelType::Chars(_) => return read_place(kernel, attach, &place, expr.span),
         // An address in an `unsigned long` too (`pt_regs`), as bpftrace reads it.
         KernelType::Pointer(_) | KernelType::Int { size: 8, .. } => {}
         _ => {
@@ -475,6 +535,7 @@ fn read_slot(
         signed: false,
         chars: kind != ReadKind::Bytes,
         bits: None,
+        layout: None,
     });
     Ok(())
 }
@@ -562,19 +623,26 @@ pub(crate) fn read_deref(
     bound: &Bound,
     address: &Expr,
     span: Span,
-) -> Result<()> {
-    if let Some(Place {
-        ty: KernelType::Record(id),
-        ..
-    }) = element(kernel, attach, bound, address)?
+) -> Result<Type> {
+    // A struct element of an array, or what a struct pointer points to
+    // (`*(struct foo *)arg0`): the struct, read whole.
+    if let Some(
+        place @ Place {
+            ty: KernelType::Record(_),
+            ..
+        },
+    ) = element(kernel, attach, bound, address)?
     {
-        return Err(Error::new(
-            span,
-            format!(
-                "this is a {}: read one of its members",
-                kernel.record_name(id)
-            ),
-        ));
+        return read_place(kernel, attach, &place, span);
+    }
+    if let Ok(pointer) = pointer(kernel, attach, bound, address) {
+        let place = Place {
+            start: pointer.start,
+            hops: pointer.hops,
+            at: 0,
+            ty: KernelType::Record(pointer.record),
+        };
+        return read_place(kernel, attach, &place, span);
     }
     let UnOp::Cast { bits, signed } = pointee(kernel, attach, bound, address) else {
         unreachable!("a pointee is an integer")
@@ -610,8 +678,9 @@ pub(crate) fn read_deref(
         signed,
         chars: false,
         bits: None,
+        layout: None,
     });
-    Ok(())
+    Ok(Type::Int)
 }
 
 /// `str(*address)`, `expr`: the string the pointer `*address` reads
@@ -846,7 +915,7 @@ pub(crate) fn read_row(
             format!("this is a row of {count} integers: index it, as in `a[1][2]`"),
         ));
     }
-    read_place(kernel, attach, &row, expr)
+    read_place(kernel, attach, &row, expr.span)
 }
 
 /// Where array expression `expr` is: a member, or a row of an array of
@@ -973,6 +1042,7 @@ pub(crate) fn memory_arg(
         signed: field.signed && !string,
         chars: string,
         bits: None,
+        layout: None,
     });
     Ok(())
 }

@@ -92,6 +92,7 @@ fn check_items(mut program: Program, kernel: &dyn Kernel, raw: bool) -> Result<P
     let saved = crate::saved::read_where_saved(&mut program);
     let (mut maps, mut guessed) = collect_maps(&program)?;
     let mut tuples = Vec::new();
+    let mut composites = Vec::new();
     let mut keys = HashMap::new();
     let mut pointer_keys = HashMap::new();
     let mut attaches = Vec::new();
@@ -121,6 +122,7 @@ fn check_items(mut program: Program, kernel: &dyn Kernel, raw: bool) -> Result<P
             maps: &mut maps,
             guessed: &mut guessed,
             tuples: &mut tuples,
+            composites: &mut composites,
             keys: &mut keys,
             pointer_keys: &mut pointer_keys,
             pointer_vars: HashSet::new(),
@@ -382,7 +384,9 @@ fn shallow_type(expr: &Expr) -> Option<Type> {
         | ExprKind::Map(_)
         | ExprKind::Member { .. }
         | ExprKind::Tuple(_)
-        | ExprKind::Element { .. } => None,
+        | ExprKind::Element { .. }
+        // `*p` of a struct pointer is the struct.
+        | ExprKind::Deref(_) => None,
         _ => Some(Type::Int),
     }
 }
@@ -396,6 +400,9 @@ struct Checker<'a> {
     guessed: &'a mut HashSet<String>,
     /// The element types of each tuple type (`Type::Tuple`'s number).
     tuples: &'a mut Vec<Vec<Type>>,
+    /// The layout of each struct or array type (`Type::Composite`'s
+    /// number).
+    composites: &'a mut Vec<plan::Layout>,
     /// Key types of each map, fixed by its first use in any item.
     keys: &'a mut HashMap<String, Vec<Type>>,
     /// Which key parts of each map some use makes a pointer.
@@ -798,6 +805,7 @@ fn type_list(types: &[Type]) -> String {
             // Keys are never tuples (`Checker::keys`).
             Type::Tuple(_) => "tuple",
             Type::Bytes(_) => "bytes",
+            Type::Composite(_) => "struct or array",
         })
         .collect::<Vec<_>>()
         .join(", ")

@@ -100,6 +100,9 @@ pub struct Attach {
     pub reads: Vec<Read>,
     /// Where each member expression's value is in [`Self::reads`].
     pub members: Vec<MemberRead>,
+    /// How the bytes of members read whole (a struct, an array) are laid
+    /// out, by [`MemberRead::layout`].
+    pub layouts: Vec<Layout>,
     /// The pointer field the kernel keeps for the thread, and the map it
     /// is saved in (`@filename[tid] = args.filename`).
     pub save: Option<(Field, usize)>,
@@ -192,6 +195,7 @@ impl Attach {
             signal: None,
             skb: None,
             kernel_run: false,
+            layouts: Vec::new(),
         }
     }
 
@@ -295,6 +299,84 @@ pub enum Start {
     Address(u64),
 }
 
+/// How the bytes of a struct or array read whole make its value, as
+/// bpftrace prints one (`{ .m = 2, .n = [1,2] }`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Layout {
+    Int {
+        size: u16,
+        signed: bool,
+    },
+    /// `width` bits from bit `shift`, not sign-extended (as bpftrace 0.17).
+    Bits {
+        shift: u8,
+        width: u8,
+    },
+    /// `char[N]`: a string.
+    Chars(u16),
+    Array {
+        element: Box<Layout>,
+        stride: u32,
+        count: u32,
+    },
+    /// Each member's name, offset and layout.
+    Record(Vec<(String, u32, Layout)>),
+}
+
+impl Layout {
+    /// The value `bytes` hold (a short read reads zeros).
+    pub fn value(&self, bytes: &[u8]) -> crate::value::Value {
+        use crate::value::Value;
+        let at = |from: u32| bytes.get(from as usize..).unwrap_or_default();
+        match self {
+            Self::Int { size, signed } => Value::Int(crate::run::integer(bytes, 0, *size, *signed)),
+            Self::Bits { shift, width } => {
+                let raw =
+                    crate::run::integer(bytes, 0, u16::from(shift + width).div_ceil(8), false);
+                let up = 64 - u32::from(*width);
+                Value::Int((raw.cast_unsigned() >> shift << up >> up).cast_signed())
+            }
+            Self::Chars(len) => {
+                let text = &bytes[..bytes.len().min(usize::from(*len))];
+                Value::Str(crate::value::c_string(text))
+            }
+            Self::Array {
+                element,
+                stride,
+                count,
+            } => Value::Array((0..*count).map(|i| element.value(at(i * stride))).collect()),
+            Self::Record(members) => Value::Record(
+                (members.iter())
+                    .map(|(name, offset, layout)| (name.clone(), layout.value(at(*offset))))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// What a part of it is to the checker: an integer, a string, or
+    /// (`None`) a struct or array.
+    pub fn scalar(&self) -> Option<Type> {
+        match self {
+            Self::Int { .. } | Self::Bits { .. } => Some(Type::Int),
+            Self::Chars(_) => Some(Type::Str),
+            Self::Array { .. } | Self::Record(_) => None,
+        }
+    }
+
+    /// The bytes it covers.
+    pub fn size(&self) -> u32 {
+        match self {
+            Self::Int { size, .. } | Self::Chars(size) => u32::from(*size),
+            Self::Bits { shift, width } => u32::from(shift + width).div_ceil(8),
+            Self::Array { stride, count, .. } => stride * count,
+            Self::Record(members) => (members.iter())
+                .map(|(_, at, layout)| at + layout.size())
+                .max()
+                .unwrap_or(0),
+        }
+    }
+}
+
 /// A member expression's value: `size` bytes at `at` of a [`Read`] (the
 /// read's own `at` is where its bytes start).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -309,6 +391,8 @@ pub struct MemberRead {
     pub chars: bool,
     /// A bit-field: its shift and width within the `size` bytes read.
     pub bits: Option<(u8, u8)>,
+    /// A struct or array read whole: its layout in [`Attach::layouts`].
+    pub layout: Option<u16>,
 }
 
 /// `@map[keys] = f(sample)` kept in the kernel.

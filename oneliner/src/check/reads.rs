@@ -7,10 +7,74 @@ use super::{
     Span, Target, Type, members, unread, uprobe_arguments,
 };
 
+/// `ty`, the type of the member read at `span` of `attach`, numbered by
+/// its layout when it is a struct or array read whole.
+fn intern(
+    composites: &mut Vec<crate::plan::Layout>,
+    attach: &Attach,
+    ty: Type,
+    span: Span,
+) -> Type {
+    if ty != members::COMPOSITE {
+        return ty;
+    }
+    let Some(layout) = attach
+        .member(span)
+        .and_then(|m| m.layout)
+        .and_then(|i| attach.layouts.get(usize::from(i)))
+    else {
+        return ty;
+    };
+    let id = match composites.iter().position(|l| l == layout) {
+        Some(id) => id,
+        None => {
+            composites.push(layout.clone());
+            composites.len() - 1
+        }
+    };
+    Type::Composite(u16::try_from(id).unwrap_or(u16::MAX))
+}
+
 impl Checker<'_> {
+    /// The type of a part of a struct or array read whole, laid out so.
+    pub(super) fn composite_type(&mut self, layout: crate::plan::Layout) -> Type {
+        if let Some(scalar) = layout.scalar() {
+            return scalar;
+        }
+        let id = match self.composites.iter().position(|l| *l == layout) {
+            Some(id) => id,
+            None => {
+                self.composites.push(layout);
+                self.composites.len() - 1
+            }
+        };
+        Type::Composite(u16::try_from(id).unwrap_or(u16::MAX))
+    }
+
     /// A member expression (`a->b`, `a.b`) at every attach point; its
     /// string when `string` (`str(a->b)`).
     pub(super) fn member(&mut self, expr: &Expr, string: bool) -> Result<Type> {
+        // `$s.name` of a struct read whole: its member's value.
+        if let ExprKind::Member {
+            base,
+            name,
+            arrow: false,
+        } = &expr.kind
+            && base.may_be_bytes()
+            && let Type::Composite(id) = self.expr(base)?
+        {
+            let crate::plan::Layout::Record(members) = &self.composites[usize::from(id)] else {
+                return Err(Error::new(base.span, "this is an array: index it, $a[0]"));
+            };
+            let Some((_, _, layout)) = members.iter().find(|(n, _, _)| n == name) else {
+                return Err(Error::new(
+                    expr.span,
+                    format!("this struct has no member `{name}`"),
+                ));
+            };
+            let layout = layout.clone();
+            return Ok(self.composite_type(layout));
+        }
         self.kernel_reads();
         let read = if string {
             members::read_string
@@ -20,6 +84,7 @@ impl Checker<'_> {
         let mut found = None;
         for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
             let ty = read(self.kernel, attach, bound, expr)?;
+            let ty = intern(self.composites, attach, ty, expr.span);
             if found.is_some_and(|t| t != ty) {
                 return Err(Error::new(
                     expr.span,
@@ -347,13 +412,31 @@ impl Checker<'_> {
     /// the kernel fires the kernel at the event, following the pointers
     /// the address is from.
     pub(super) fn deref(&mut self, address: &Expr, span: Span) -> Result<Type> {
-        // `$a[i]` of an array of bytes (`pton()`'s): a byte, in weft.
+        // `$a[i]` of an array of bytes (`pton()`'s): a byte, in weft; of
+        // an array read whole, its element.
         if let ExprKind::Binary(BinOp::Add, base, index) = &address.kind
             && base.may_be_bytes()
-            && let Type::Bytes(_) = self.expr(base)?
         {
-            self.want(index, Type::Int, "an array's index")?;
-            return Ok(Type::Int);
+            match self.expr(base)? {
+                Type::Bytes(_) => {
+                    self.want(index, Type::Int, "an array's index")?;
+                    return Ok(Type::Int);
+                }
+                Type::Composite(id) => {
+                    self.want(index, Type::Int, "an array's index")?;
+                    let crate::plan::Layout::Array { element, .. } =
+                        &self.composites[usize::from(id)]
+                    else {
+                        return Err(Error::new(
+                            base.span,
+                            "this is a struct: read a member, $s.name",
+                        ));
+                    };
+                    let element = (**element).clone();
+                    return Ok(self.composite_type(element));
+                }
+                _ => {}
+            }
         }
         // A fixed address the kernel reads, as bpftrace's BEGIN does: weft
         // needs /proc/kcore for it, which many hosts lack.
@@ -362,10 +445,12 @@ impl Checker<'_> {
             return Ok(Type::Int);
         }
         self.kernel_reads();
+        let mut found = Type::Int;
         for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
-            members::read_deref(self.kernel, attach, bound, address, span)?;
+            let ty = members::read_deref(self.kernel, attach, bound, address, span)?;
+            found = intern(self.composites, attach, ty, span);
         }
-        Ok(Type::Int)
+        Ok(found)
     }
 
     /// `*address` (`$s->names[1]`, `expr`) of a row of an array of arrays:

@@ -212,7 +212,7 @@ impl Kernel for FakeKernel {
             .unwrap_or_default()
     }
     fn record_size(&self, id: u32) -> u32 {
-        id * 1000
+        if id == 4 { 16 } else { id * 1000 }
     }
     fn member(&self, id: u32, name: &str) -> Result<crate::kernel::Member> {
         RECORDS
@@ -224,6 +224,11 @@ impl Kernel for FakeKernel {
                 ty: m.2,
             })
             .ok_or_else(|| format!("no member `{name}`"))
+    }
+    fn member_names(&self, id: u32) -> Vec<String> {
+        (RECORDS.iter().filter(|r| r.0 == id))
+            .flat_map(|r| r.2.iter().map(|m| m.0.to_string()))
+            .collect()
     }
     fn enumerator(&self, name: &str) -> Option<i64> {
         (name == "TCP_FIN_WAIT1").then_some(4)
@@ -948,12 +953,14 @@ fn array_members_are_indexed_by_their_elements() {
     };
     assert_eq!(
         error("curtask->limits[4].tv_sec"),
-        "index 4 is out of bounds for an array of 4"
+        "the index 4 is out of bounds for array of size 4"
     );
-    assert_eq!(
-        error("curtask->limits[1]"),
-        "this is a struct __kernel_timespec: read one of its members"
-    );
+    // A struct element is read whole, laid out by its members.
+    let program = "tracepoint:syscalls:sys_enter_nanosleep { print(curtask->limits[1]); }";
+    let plan = check(parse(program).unwrap(), &FakeKernel).unwrap();
+    let whole = &plan.attaches[0];
+    assert_eq!(whole.members[0].layout, Some(0));
+    assert!(matches!(&whole.layouts[0], crate::plan::Layout::Record(m) if m.len() == 2));
 }
 
 #[test]
@@ -1302,11 +1309,11 @@ fn arrays_of_arrays_are_read_row_by_row() {
         ("printf(\"%d\", $m->h[1])", "a row of 3 integers: index it"),
         (
             "printf(\"%d\", $m->h[2][0])",
-            "index 2 is out of bounds for an array of 2",
+            "the index 2 is out of bounds for array of size 2",
         ),
         (
             "printf(\"%d\", $m->h[1][3])",
-            "index 3 is out of bounds for an array of 3",
+            "the index 3 is out of bounds for array of size 3",
         ),
     ] {
         let program = format!(
@@ -1471,7 +1478,7 @@ fn struct_members_that_cannot_be_read_say_why() {
     );
     assert_eq!(
         error(&format!("{probe} {{ print(curtask->se); }}")),
-        "this is a struct sched_entity: read one of its members"
+        "this is a struct sched_entity of 2000 bytes: weft reads one whole up to 64 bytes, so read one of its members"
     );
     assert_eq!(
         error(&format!("{probe} {{ print(args->__syscall_nr->x); }}")),

@@ -486,6 +486,21 @@ impl Kernel for Defined<'_> {
         }
     }
 
+    fn member_names(&self, id: u32) -> Vec<String> {
+        let Some(laid) = self.own(id) else {
+            return self.kernel.member_names(id);
+        };
+        let mut names = Vec::new();
+        for member in &laid.members {
+            match (&member.name, member.ty) {
+                (Some(name), _) => names.push(name.clone()),
+                (None, KernelType::Record(inner)) => names.extend(self.member_names(inner)),
+                (None, _) => {}
+            }
+        }
+        names
+    }
+
     fn member(&self, id: u32, name: &str) -> std::result::Result<Member, String> {
         let Some(laid) = self.own(id) else {
             return self.kernel.member(id, name);

@@ -154,7 +154,10 @@ fn convert(spec: &Spec, value: &Value) -> String {
         },
         ('r', Value::Buf(bytes)) if spec.raw.is_some() => raw_hex(bytes, spec.raw == Some('h')),
         // The checker passes no tuple to printf().
-        (_, Value::Tuple(_) | Value::Bytes(_) | Value::Buf(_)) => value.to_string(),
+        (
+            _,
+            Value::Tuple(_) | Value::Bytes(_) | Value::Buf(_) | Value::Array(_) | Value::Record(_),
+        ) => value.to_string(),
         // As glibc prints a null pointer.
         ('p', Value::Int(0)) => "(nil)".into(),
         ('p', Value::Int(n)) => format!("0x{:x}", *n as u64),

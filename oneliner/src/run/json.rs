@@ -79,6 +79,17 @@ fn tight(value: &Value) -> String {
         }
         Value::Bytes(_) => value.to_string(),
         Value::Buf(_) => quoted(&value.to_string()),
+        Value::Array(elements) => {
+            let parts: Vec<String> = elements.iter().map(tight).collect();
+            format!("[{}]", parts.join(","))
+        }
+        // bpftrace's spacing: `{ "m": 2, "n": [1,2] }`.
+        Value::Record(members) => {
+            let parts: Vec<String> = (members.iter())
+                .map(|(name, value)| format!("{}: {}", quoted(name), tight(value)))
+                .collect();
+            format!("{{ {} }}", parts.join(", "))
+        }
     }
 }
 

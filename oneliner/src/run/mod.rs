@@ -621,6 +621,19 @@ impl<'p> Runtime<'p> {
             }
             ExprKind::Arg(n) => field(scope, &format!("arg{n}")),
             // curtask as a value: its address, read as a member's bytes.
+            // `$s.name` of a struct read whole.
+            ExprKind::Member {
+                base,
+                name,
+                arrow: false,
+            } if base.may_be_bytes() && scope.attach.member(expr.span).is_none() => {
+                match self.eval(base, scope) {
+                    Value::Record(members) => (members.into_iter())
+                        .find(|(n, _)| n == name)
+                        .map_or(Value::Int(0), |(_, value)| value),
+                    _ => Value::Int(0),
+                }
+            }
             ExprKind::Member { .. } | ExprKind::Builtin(_) => member(scope, expr),
             ExprKind::StructCast(_, inner) => self.eval(inner, scope),
             ExprKind::Var(name) => scope.vars.get(name).cloned().unwrap_or(Value::Int(0)),
@@ -906,13 +919,28 @@ impl<'p> Runtime<'p> {
 
     /// `*address` in a probe weft runs: read from /proc/kcore.
     fn deref(&mut self, address: &Expr, scope: &mut Scope<'_, '_>) -> Value {
-        // `$a[i]` of an array of bytes (checked).
+        // `$a[i]` of an array of bytes, or of an array read whole (checked).
         if let ExprKind::Binary(BinOp::Add, base, index) = &address.kind
             && base.may_be_bytes()
-            && let Value::Bytes(bytes) = self.eval(base, scope)
         {
-            let at = usize::try_from(self.eval(index, scope).int()).ok();
-            return Value::Int(at.and_then(|at| bytes.get(at)).map_or(0, |b| i64::from(*b)));
+            let at = |runtime: &mut Self, scope: &mut Scope<'_, '_>| {
+                usize::try_from(runtime.eval(index, scope).int()).ok()
+            };
+            match self.eval(base, scope) {
+                Value::Bytes(bytes) => {
+                    let at = at(self, scope);
+                    return Value::Int(
+                        at.and_then(|at| bytes.get(at)).map_or(0, |b| i64::from(*b)),
+                    );
+                }
+                Value::Array(elements) => {
+                    let at = at(self, scope);
+                    return at
+                        .and_then(|at| elements.get(at).cloned())
+                        .unwrap_or(Value::Int(0));
+                }
+                _ => {}
+            }
         }
         let pointee = address.pointee();
         let address = self.eval(address, scope).int() as u64;
@@ -1196,6 +1224,9 @@ fn member(scope: &Scope<'_, '_>, expr: &Expr) -> Value {
         return Value::Int(0);
     };
     let (bytes, chars) = member_bytes(scope, expr).unwrap_or_default();
+    if let Some(layout) = m.layout.and_then(|i| attach.layouts.get(usize::from(i))) {
+        return layout.value(bytes);
+    }
     if chars {
         Value::Str(c_string(bytes))
     } else if let Some((shift, width)) = m.bits {
@@ -1238,9 +1269,12 @@ fn string_of(scope: &Scope<'_, '_>, name: &str) -> Value {
     }
     match field(scope, name) {
         Value::Str(s) => Value::Str(s),
-        Value::Int(_) | Value::Tuple(_) | Value::Bytes(_) | Value::Buf(_) => {
-            Value::Str(String::new())
-        }
+        Value::Int(_)
+        | Value::Tuple(_)
+        | Value::Bytes(_)
+        | Value::Buf(_)
+        | Value::Array(_)
+        | Value::Record(_) => Value::Str(String::new()),
     }
 }
 

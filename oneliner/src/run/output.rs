@@ -265,7 +265,14 @@ fn print_folded(
                 | Agg::Lhist(_)
                 | Agg::Stats { .. }
                 | Agg::Percentiles(_)
-                | Agg::Value(Value::Str(_) | Value::Tuple(_) | Value::Bytes(_) | Value::Buf(_))
+                | Agg::Value(
+                    Value::Str(_)
+                        | Value::Tuple(_)
+                        | Value::Bytes(_)
+                        | Value::Buf(_)
+                        | Value::Array(_)
+                        | Value::Record(_)
+                )
         ) {
             continue;
         }
@@ -327,7 +334,7 @@ fn key_parts(info: &MapInfo, key: &[Value]) -> Vec<String> {
 /// are indented by 4 spaces there, where a value or `printf` indents them
 /// by 8.
 fn key_part(part: &Value) -> String {
-    let text = part.to_string();
+    let text = part.key_text();
     if !text.starts_with('\n') {
         return text;
     }
@@ -386,7 +393,12 @@ fn print_text(
                 )?;
             }
             Agg::Value(
-                value @ (Value::Str(_) | Value::Tuple(_) | Value::Bytes(_) | Value::Buf(_)),
+                value @ (Value::Str(_)
+                | Value::Tuple(_)
+                | Value::Bytes(_)
+                | Value::Buf(_)
+                | Value::Array(_)
+                | Value::Record(_)),
             ) => {
                 writeln!(out, "{name}: {value}")?;
             }
@@ -595,7 +607,12 @@ fn print_json(
                 ])
             }
             Agg::Value(
-                value @ (Value::Str(_) | Value::Tuple(_) | Value::Bytes(_) | Value::Buf(_)),
+                value @ (Value::Str(_)
+                | Value::Tuple(_)
+                | Value::Bytes(_)
+                | Value::Buf(_)
+                | Value::Array(_)
+                | Value::Record(_)),
             ) => Json::value(value),
             other => Json::Raw(number(info, other, div)),
         }

@@ -846,8 +846,12 @@ impl Expr {
     /// checker and runtime may look at their value before indexing them.
     pub(crate) fn may_be_bytes(&self) -> bool {
         match &self.kind {
-            ExprKind::Var(_) => true,
+            ExprKind::Var(_) | ExprKind::Map(_) => true,
             ExprKind::Call(name, _) => name == "pton",
+            // An element of an array of arrays held so (`$a[1][0]`).
+            ExprKind::Deref(address) => {
+                matches!(&address.kind, ExprKind::Binary(BinOp::Add, base, _) if base.may_be_bytes())
+            }
             _ => false,
         }
     }

@@ -316,7 +316,17 @@ impl<'a> Parser<'a> {
                 }
                 if self.eat("=")? {
                     let value = self.expr()?;
-                    if let ExprKind::Unary(pointer @ UnOp::Pointer { .. }, _) = value.kind {
+                    let pointer = match &value.kind {
+                        ExprKind::Unary(pointer @ UnOp::Pointer { .. }, _) => Some(*pointer),
+                        // A copy of a variable or map holding one.
+                        ExprKind::Var(_) | ExprKind::Map(_) => match self.typed(value.clone()).kind
+                        {
+                            ExprKind::Unary(pointer, _) => Some(pointer),
+                            _ => None,
+                        },
+                        _ => None,
+                    };
+                    if let Some(pointer) = pointer {
                         self.int_pointers.entry(name.clone()).or_insert(pointer);
                     }
                     return Ok(Stmt::VarAssign { name, span, value });
@@ -635,12 +645,16 @@ impl<'a> Parser<'a> {
         let mut expr = self.atom()?;
         loop {
             // `p[i]` is `*(p + i)`, stepped by what `p` points to.
-            if !matches!(expr.kind, ExprKind::Map(_)) && self.eat("[")? {
+            // (A map's own `[keys]` are its atom's: a `[` after is an index.)
+            if self.eat("[")? {
                 let outer = std::mem::replace(&mut self.in_predicate, false);
                 let index = self.expr()?;
                 self.in_predicate = outer;
                 let span = expr.span.to(self.expect("]")?);
-                let mut address = binary(BinOp::Add, expr, index);
+                // A variable or map holding a pointer to an integer steps
+                // whole integers (`@p[0][2]`).
+                let base = self.typed(expr);
+                let mut address = binary(BinOp::Add, base, index);
                 address.span = span;
                 expr = Expr {
                     kind: ExprKind::Deref(Box::new(address)),
@@ -682,9 +696,25 @@ impl<'a> Parser<'a> {
                 ));
             };
             let span = expr.span.to(name_span);
+            // `(*p).m` is `p->m`, as in C (an indexed element, `a[i].m`,
+            // stays one).
+            let (base, arrow) = match expr.kind {
+                ExprKind::Deref(pointer)
+                    if !arrow && !matches!(pointer.kind, ExprKind::Binary(..)) =>
+                {
+                    (*pointer, true)
+                }
+                kind => (
+                    Expr {
+                        kind,
+                        span: expr.span,
+                    },
+                    arrow,
+                ),
+            };
             expr = Expr {
                 kind: ExprKind::Member {
-                    base: Box::new(expr),
+                    base: Box::new(base),
                     name,
                     arrow,
                 },

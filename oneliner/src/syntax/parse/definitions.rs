@@ -165,7 +165,9 @@ impl Parser<'_> {
         }
         loop {
             members.push(self.declarator(base.clone(), start)?);
-            if self.eat(";")? {
+            // The last member's `;` may be left out, as clang lets
+            // bpftrace's (with a warning): `struct x { long a }`.
+            if self.eat(";")? || self.peek()?.0 == Token::Punct("}") {
                 return Ok(());
             }
             self.expect(",")?;
@@ -407,7 +409,7 @@ mod tests {
     #[test]
     fn a_bad_definition_says_where() {
         for (text, says) in [
-            ("struct s { int a }; BEGIN {}", "expected `,`"),
+            ("struct s { int a b; }; BEGIN {}", "expected `,`"),
             ("struct s { int *; }; BEGIN {}", "expected a member's name"),
             (
                 "struct s { signed unsigned a; }; BEGIN {}",
