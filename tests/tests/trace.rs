@@ -337,6 +337,15 @@ const COMPARED: &[(&str, &[&str])] = &[
         "uprobe:{libc}:syscall /pid == cpid && arg0 == 110/ { @[sarg0, sarg1, arg5] = count(); }",
         &["stack-args:3"],
     ),
+    // Structs and arrays as values, read whole: a map's key and value, in
+    // a tuple, a member of one held in a variable, an array member.
+    (
+        "tracepoint:syscalls:sys_enter_nanosleep /pid == cpid/ { @[*args->rqtp] = count(); \
+           @v = *args->rqtp; @t = (1, *args->rqtp); @b[curtask->blocked, 1] = count(); \
+           $s = *args->rqtp; @n = $s.tv_nsec; @a = curtask->blocked.sig; \
+           $a = curtask->blocked.sig; @e = $a[0]; @same = *args->rqtp == *args->rqtp; }",
+        &["nanosleep:2:3"],
+    ),
     // Array members indexed by their elements: an element's member, an
     // integer element, and the array's size.
     (
