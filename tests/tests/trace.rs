@@ -3586,6 +3586,47 @@ fn usdt_probe_counts_its_semaphore_and_reads_every_kind_of_argument() {
     );
 }
 
+/// Ctrl-C under a flood of `system()` calls ends weft at once, END
+/// running, as bpftrace's runtime test "sigint under heavy load" asks:
+/// the events left in the rings then update the maps but print nothing
+/// and run no command, as after `exit()` (bpftrace's output stops there
+/// while its kernel maps count until it detaches).
+#[test]
+fn ctrl_c_and_exit_stop_the_output_and_keep_counting() {
+    let test = "ctrl_c_and_exit_stop_the_output_and_keep_counting";
+    if !needs(test, &TRACE) {
+        return;
+    }
+    let flood = r#"BEGIN { printf("ready\n"); } tracepoint:sched:sched_switch { system("echo foo"); }
+        END { printf("end\n"); }"#;
+    let running = Tracer::start(
+        Command::new(weft_bin()).args(["trace", "--unsafe", "-e", flood]),
+        "ready",
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let started = std::time::Instant::now();
+    let stdout = running.stop();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(stdout.trim_end().ends_with("\nend"), "{stdout}");
+    // exit() at the first call: its printf is the only line, and the
+    // calls after it still count (the stats are computed in weft).
+    let stdout = weft_trace(
+        "tracepoint:syscalls:sys_enter_getppid /pid == cpid/ { printf(\"call\\n\"); \
+         @n = stats((int32)1); exit(); }",
+        &["getppid:2000"],
+        &[],
+    );
+    assert_eq!(stdout.matches("call").count(), 1, "{stdout}");
+    let count: u64 = (stdout.split("count ").nth(1))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!((1..=2000).contains(&count), "{stdout}");
+}
+
 #[test]
 fn kprobe_and_kretprobe_where_the_kernel_has_them() {
     let test = "kprobe_and_kretprobe_where_the_kernel_has_them";

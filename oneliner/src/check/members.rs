@@ -407,7 +407,9 @@ fn whole(kernel: &dyn Kernel, ty: KernelType) -> std::result::Result<Layout, Str
             Layout::Record(members)
         }
         _ => {
-            return Err("weft reads integers, pointers, strings, structs and arrays of them".into());
+            return Err(
+                "weft reads integers, pointers, strings, structs and arrays of them".into(),
+            );
         }
     })
 }

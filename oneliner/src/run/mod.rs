@@ -129,6 +129,9 @@ pub struct Runtime<'p> {
     unwatched: Vec<u64>,
     /// What writes `skboutput()`'s packets.
     packets: Option<Box<dyn Packets>>,
+    /// After `exit()`: events still to come update the maps only, as the
+    /// kernel's maps of bpftrace go on counting until its probes detach.
+    exited: bool,
 }
 
 /// What actions of one event see.
@@ -168,6 +171,7 @@ impl<'p> Runtime<'p> {
             memory: None,
             kernel: None,
             packets: None,
+            exited: false,
         }
     }
 
@@ -210,6 +214,12 @@ impl<'p> Runtime<'p> {
     /// Sets `cpid`.
     pub fn set_cpid(&mut self, pid: u32) {
         self.cpid = pid;
+    }
+
+    /// From now on, events update maps but run no command, write no
+    /// packet, and what they print is the caller's to drop.
+    pub fn set_exited(&mut self) {
+        self.exited = true;
     }
 
     /// The addresses `unwatch()` asked since the last call, whose
@@ -741,7 +751,11 @@ impl<'p> Runtime<'p> {
             unreachable!("checked: literals")
         };
         let length = self.eval(&args[2], scope).int();
-        let packet = scope.event.packet;
+        let packet = if self.exited {
+            &[][..]
+        } else {
+            scope.event.packet
+        };
         if packet.is_empty() {
             return -i64::from(libc::ENOSPC);
         }
@@ -770,6 +784,9 @@ impl<'p> Runtime<'p> {
         let ExprKind::Str(text) = &args[0].kind else {
             unreachable!("checked")
         };
+        if self.exited {
+            return Ok(());
+        }
         let values: Vec<Value> = args[1..].iter().map(|a| self.eval(a, scope)).collect();
         let what = format::render(text, &values);
         let read = if name == "cat" {

@@ -179,13 +179,19 @@ pub fn run(args: Options) -> Result<()> {
     // Detach first, so that every event aggregated in the kernel is drained.
     probe.detach();
     let exited = matches!(result, Ok(Flow::Exit));
-    // After exit() the rest is drained unseen, as bpftrace stops there too.
+    // After exit() or Ctrl-C the rest updates the maps, printing nothing:
+    // bpftrace's kernel maps count until its probes detach, and its output
+    // stops there (so a backlog of `system()` calls cannot hold it either).
+    let stopped = exited || STOP.load(Ordering::Relaxed);
+    if stopped {
+        runtime.set_exited();
+    }
+    let mut dropped = std::io::sink();
+    let rest: &mut dyn std::io::Write = if stopped { &mut dropped } else { &mut *out };
     // Each drain is a bounded batch: drain until nothing is left.
     while probe
         .drain(u64::MAX, |event| {
-            if !exited {
-                let _ = handle(&mut runtime, &mut keep, event, &mut out);
-            }
+            let _ = handle(&mut runtime, &mut keep, event, &mut *rest);
             true
         })
         .events
@@ -541,7 +547,8 @@ fn drain_events(
         match handle(runtime, keep, event, &mut out) {
             Ok(f) => {
                 flow = f;
-                f == Flow::Continue
+                // Ctrl-C ends a batch too: the rest is drained after.
+                f == Flow::Continue && !STOP.load(Ordering::Relaxed)
             }
             Err(e) => {
                 failure = Some(e);
