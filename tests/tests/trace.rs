@@ -744,6 +744,11 @@ const BEGIN_PROGRAMS: &[(&str, &[&str])] = &[
         "BEGIN { @[buf(\"ok_key\", 8)] = 1; @v = buf(\"ok_value\", 9); exit(); }",
         &["-f", "json"],
     ),
+    // system()'s output is a "syscall" record in JSON, cat()'s a "cat".
+    (
+        "BEGIN { cat(\"/proc/sys/kernel/ostype\"); system(\"echo a b\"); exit(); }",
+        &["--unsafe", "-f", "json"],
+    ),
 ];
 
 #[test]

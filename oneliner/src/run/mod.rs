@@ -801,7 +801,11 @@ impl<'p> Runtime<'p> {
                 .map(|done| done.stdout)
         };
         match read {
-            Ok(bytes) => output::text(self.format, name, &String::from_utf8_lossy(&bytes), out),
+            Ok(bytes) => {
+                // bpftrace's JSON names system()'s output "syscall".
+                let kind = if name == "system" { "syscall" } else { name };
+                output::text(self.format, kind, &String::from_utf8_lossy(&bytes), out)
+            }
             Err(error) => {
                 log::warn!("weft: {name}(): {what}: {error}");
                 Ok(())
