@@ -213,7 +213,7 @@ const TABLE: &[(&[&str], &str)] = &[
     ),
     (
         &["trace", "tracepoint:nosuch:event { @ = count(); }"],
-        "no tracepoint matches nosuch:event",
+        "tracepoint not found: nosuch:event",
     ),
     (
         &["trace", "tracepoint:syscalls:sys_enter_read { @ = count() "],

@@ -3295,7 +3295,7 @@ const BROKEN: &[(&str, &str, &str, usize)] = &[
     ),
     (
         "tracepoint:syscalls:sys_enter_nope { @ = count(); }",
-        "no tracepoint matches syscalls:sys_enter_nope on this kernel (see /sys/kernel/tracing/events)",
+        "tracepoint not found: syscalls:sys_enter_nope (no tracepoint matches it on this kernel: see /sys/kernel/tracing/events)",
         "tracepoint:",
         34,
     ),

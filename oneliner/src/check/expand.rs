@@ -223,7 +223,7 @@ fn tracepoints(
         return Err(Error::new(
             span,
             format!(
-                "no tracepoint matches {category}:{name} on this kernel (see /sys/kernel/tracing/events)"
+                "tracepoint not found: {category}:{name} (no tracepoint matches it on this kernel: see /sys/kernel/tracing/events)"
             ),
         ));
     }
@@ -238,12 +238,27 @@ fn tracepoints(
         .collect()
 }
 
+/// Functions bpftrace refuses a kretprobe on: the return trampoline takes
+/// a spinlock, and on these the kernel can deadlock.
+const BANNED_KRETPROBES: [&str; 4] = [
+    "_raw_spin_lock",
+    "_raw_spin_lock_irqsave",
+    "_raw_spin_unlock_irqrestore",
+    "queued_spin_lock_slowpath",
+];
+
 fn kprobes(
     kernel: &dyn Kernel,
     function: &str,
     exit: bool,
     span: Span,
 ) -> Result<Vec<(Target, Vec<Field>)>> {
+    if exit && BANNED_KRETPROBES.contains(&function) {
+        return Err(Error::new(
+            span,
+            format!("kretprobe:{function} can't be used as it might lock up your system."),
+        ));
+    }
     if !kernel.has_kprobes() {
         let (kind, alternative) = if exit {
             ("kretprobe", "fexit")
@@ -259,6 +274,8 @@ fn kprobes(
     }
     Ok(matching(kernel, function, span)?
         .into_iter()
+        // A glob passes them by.
+        .filter(|function| !(exit && BANNED_KRETPROBES.contains(&function.as_str())))
         .map(|function| {
             let mut fields = register_args();
             if exit {

@@ -1818,3 +1818,13 @@ fn a_variable_holding_a_fixed_address_is_read_through_in_the_kernel() {
     let avenrun = Start::Address(0xffff_ffff_8300_0000);
     assert_eq!(reads(attach), [(avenrun, &[][..], 0, 16, ReadKind::Bytes)]);
 }
+
+#[test]
+fn kretprobes_that_can_lock_up_the_kernel_are_refused_as_bpftrace_refuses_them() {
+    assert_eq!(
+        refused("kretprobe:_raw_spin_lock { @ = count(); }"),
+        "kretprobe:_raw_spin_lock can't be used as it might lock up your system."
+    );
+    // A kprobe on it is fine.
+    checked("kprobe:_raw_spin_lock { @ = count(); }");
+}
