@@ -4568,7 +4568,10 @@ fn uprobe_arguments_by_name_from_dwarf_as_bpftrace_reads_them() {
              @[args->where] = sum(args->book->next->pages); }}
            uprobe:{shelf}:shelve {{
              printf("%s %s %s %d %d\n", str(args->owner), str(args->book->title),
-                    str(args->book->next->title), args->book->id, args->book->next->id); }}"#
+                    str(args->book->next->title), args->book->id, args->book->next->id); }}
+           uprobe:{shelf}:shelve {{
+             printf("cast %d %d %s\n", ((struct book *)arg0)->id,
+                    ((struct book *)arg0)->next->pages, ((struct book *)arg0)->label.text); }}"#
     );
     let ours = Command::new(weft_bin())
         .args(["trace", "-c", &shelf, &program])
@@ -4597,6 +4600,8 @@ fn uprobe_arguments_by_name_from_dwarf_as_bpftrace_reads_them() {
     );
     // Five strings and regions in one probe.
     assert!(ours_text.contains("ada Emma Dune 1 2\n"), "{ours_text}");
+    // A cast to a struct only the file's DWARF defines.
+    assert!(ours_text.contains("cast 1 1200 red\n"), "{ours_text}");
     let printed = |text: &str| -> String {
         (text.lines())
             .filter(|l| !l.starts_with("Attaching"))

@@ -35,7 +35,11 @@ pub(crate) fn read(program: &mut Program, kernel: &dyn Kernel) -> Result<Args> {
     let mut args = Args::new();
     // Only the items that name an argument: a file's DWARF may be large
     // (a library's installed debug file), and reading it slows start-up.
-    let naming = (program.items.iter()).filter(|item| names_an_argument(item));
+    let defined: Vec<String> = (program.definitions.records.iter())
+        .filter_map(|r| r.name.clone())
+        .collect();
+    let naming = (program.items.iter())
+        .filter(|item| names_an_argument(item) || casts_to_unknown(item, &defined, kernel));
     for probe in naming.flat_map(|item| &item.probes) {
         let ProbeKind::Uprobe { path, symbol, .. } = &probe.kind else {
             continue;
@@ -66,6 +70,23 @@ pub(crate) fn read(program: &mut Program, kernel: &dyn Kernel) -> Result<Args> {
         declare_holders(program, &name);
     }
     Ok(args)
+}
+
+/// Whether `item` casts to a struct neither the program nor the kernel
+/// defines (`(struct Foo *)arg0`): bpftrace finds it in the probed file's
+/// DWARF, as the records its parameters reach.
+fn casts_to_unknown(item: &Item, defined: &[String], kernel: &dyn Kernel) -> bool {
+    let mut found = false;
+    let mut look = |expr: &Expr| {
+        expr.visit(&mut |e| {
+            if let ExprKind::StructCast(name, _) = &e.kind {
+                found |= !defined.contains(name) && kernel.record(name).is_err();
+            }
+        });
+    };
+    item.predicate.iter().for_each(&mut look);
+    for_each_expr(&item.body, &mut look);
+    found
 }
 
 /// Whether `item` reads a field by name (`args->NAME`) anywhere.
