@@ -49,6 +49,33 @@ impl FileOffsets {
         self.offset(place)
     }
 
+    /// Why bpftrace would not probe `place` though [`Self::place`] finds
+    /// it: bytes past the function's end (`readline+100000`), or an
+    /// address inside no function.
+    pub fn refused(&self, place: &str) -> Option<String> {
+        let number = |text: &str| match text.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16).ok(),
+            None => text.parse::<u64>().ok(),
+        };
+        if let Some(address) = number(place) {
+            let inside = |f: &Symbol| (f.addr..f.addr + f.size.max(1)).contains(&address);
+            return (!self.functions.iter().any(inside))
+                .then(|| format!("Could not resolve address: 0x{address:x} is in no function"));
+        }
+        let (name, bytes) = place.rsplit_once('+')?;
+        let bytes = number(bytes)?;
+        let function = self
+            .functions
+            .iter()
+            .find(|f| f.name == name || demangle(&f.name) == name)?;
+        (function.size > 0 && bytes >= function.size).then(|| {
+            format!(
+                "Offset outside the function bounds ('{name}' size is {})",
+                function.size
+            )
+        })
+    }
+
     /// Where function `name` starts: matched as stored, then demangled,
     /// then (C++) demangled without its parameter list.
     pub fn offset(&self, name: &str) -> Option<u64> {

@@ -176,6 +176,21 @@ fn a_uprobe_offset_is_found_by_stored_demangled_or_bare_cpp_name() {
         .expect("nm names the function");
     assert_eq!(offsets.place(&format!("0x{address}")), Some(stored));
     assert_eq!(offsets.place("0xffffffffff"), None);
+    // What bpftrace refuses: bytes past the function's end, an address in
+    // no function; a place inside one is fine.
+    assert_eq!(offsets.refused(&format!("{TOTAL}+0")), None);
+    assert_eq!(offsets.refused(&format!("0x{address}")), None);
+    let past = offsets
+        .refused("_ZNK4shop4Cart5totalEi+100000")
+        .expect("refused");
+    assert!(
+        past.starts_with("Offset outside the function bounds ('_ZNK4shop4Cart5totalEi' size is "),
+        "{past}"
+    );
+    assert_eq!(
+        offsets.refused("0x1").as_deref(),
+        Some("Could not resolve address: 0x1 is in no function")
+    );
     let err = finder
         .file_offset(&dir.join("missing"), "main")
         .unwrap_err()

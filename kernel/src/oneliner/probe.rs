@@ -889,6 +889,9 @@ impl OnelinerProbe {
     /// (`DT_NEEDED`, next to it), where the dynamic linker finds it.
     fn find_function(&mut self, file: &Path, symbol: &str) -> Result<(PathBuf, u64)> {
         let offsets = self.offsets(file)?;
+        if let Some(why) = offsets.refused(symbol) {
+            bail!("{}: {why}", file.display());
+        }
         if let Some(offset) = offsets.place(symbol) {
             return Ok((file.to_path_buf(), offset));
         }

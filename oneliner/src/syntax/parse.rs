@@ -1085,13 +1085,15 @@ fn probe_kind(text: &str) -> std::result::Result<ProbeKind, String> {
         }),
         "uprobe" | "u" | "uretprobe" | "ur" => match rest.rsplit_once(':') {
             Some((path, symbol)) if !path.is_empty() && !symbol.is_empty() => {
-                // A quoted name, as bpftrace takes one (`uprobe:lib:"fn"`).
-                let symbol = (symbol.strip_prefix('"'))
-                    .and_then(|s| s.strip_suffix('"'))
-                    .unwrap_or(symbol);
+                // A quoted name, as bpftrace takes one (`uprobe:lib:"fn"`,
+                // `"fn"+4`).
+                let symbol = match symbol.strip_prefix('"').and_then(|s| s.split_once('"')) {
+                    Some((name, rest)) => format!("{name}{rest}"),
+                    None => symbol.to_string(),
+                };
                 Ok(ProbeKind::Uprobe {
                     path: path.into(),
-                    symbol: symbol.into(),
+                    symbol,
                     exit: matches!(kind, "uretprobe" | "ur"),
                 })
             }
