@@ -344,14 +344,22 @@ impl OnelinerProbe {
         for attach in &plan.attaches {
             points[attach.item] += 1;
         }
-        // The kernel runs a function's uprobes newest first: attached last
-        // to first, they run in the order written, as bpftrace's do.
-        let (uprobes, others): (Vec<_>, Vec<_>) = (plan.attaches.iter().enumerate())
+        // The kernel runs the probes of one function (of one software
+        // event) newest first: attached last to first, they run in the
+        // order written, as bpftrace attaches them (its `attach_reverse`).
+        let (reversed, others): (Vec<_>, Vec<_>) = (plan.attaches.iter().enumerate())
             .filter(|(_, attach)| {
                 attach.in_kernel() && !matches!(attach.target, Target::Begin | Target::End)
             })
-            .partition(|(_, attach)| matches!(attach.target, Target::Uprobe { .. }));
-        for (index, attach) in others.into_iter().chain(uprobes.into_iter().rev()) {
+            .partition(|(_, attach)| match &attach.target {
+                Target::Uprobe { .. }
+                | Target::Usdt { .. }
+                | Target::Kprobe { .. }
+                | Target::Fentry { .. } => true,
+                Target::PerfEvent { event, .. } => !event.hardware(),
+                _ => false,
+            });
+        for (index, attach) in others.into_iter().chain(reversed.into_iter().rev()) {
             match self.attach_point(tracefs, index, attach, cpid) {
                 Ok(()) => {}
                 // As bpftrace does: of a probe with several attach points,
