@@ -356,7 +356,7 @@ fn read_place(kernel: &dyn Kernel, attach: &mut Attach, place: &Place, span: Spa
     within_reach(&place.hops, span)?;
     let read = slot(attach, place, u32::from(size)).ok_or_else(|| no_room_at(span))?;
     attach.members.push(MemberRead {
-        span: span,
+        span,
         read,
         at: place.at,
         size,

@@ -25,30 +25,29 @@ fn intern(
     else {
         return ty;
     };
-    let id = match composites.iter().position(|l| l == layout) {
-        Some(id) => id,
-        None => {
-            composites.push(layout.clone());
+    numbered(composites, layout.clone())
+}
+
+/// The type of values laid out as `layout`: its number among
+/// `composites`, added if new.
+fn numbered(composites: &mut Vec<crate::plan::Layout>, layout: crate::plan::Layout) -> Type {
+    let id = composites
+        .iter()
+        .position(|l| *l == layout)
+        .unwrap_or_else(|| {
+            composites.push(layout);
             composites.len() - 1
-        }
-    };
+        });
     Type::Composite(u16::try_from(id).unwrap_or(u16::MAX))
 }
 
 impl Checker<'_> {
     /// The type of a part of a struct or array read whole, laid out so.
     pub(super) fn composite_type(&mut self, layout: crate::plan::Layout) -> Type {
-        if let Some(scalar) = layout.scalar() {
-            return scalar;
+        match layout.scalar() {
+            Some(scalar) => scalar,
+            None => numbered(self.composites, layout),
         }
-        let id = match self.composites.iter().position(|l| *l == layout) {
-            Some(id) => id,
-            None => {
-                self.composites.push(layout);
-                self.composites.len() - 1
-            }
-        };
-        Type::Composite(u16::try_from(id).unwrap_or(u16::MAX))
     }
 
     /// A member expression (`a->b`, `a.b`) at every attach point; its

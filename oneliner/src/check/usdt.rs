@@ -144,7 +144,7 @@ mod tests {
         let constants: Vec<FieldKind> = constants.iter().map(|f| f.kind).collect();
         assert_eq!(
             constants,
-            [4092785136, -202182160, 61936, 240, -16, -5].map(FieldKind::Const)
+            [4_092_785_136, -202_182_160, 61936, 240, -16, -5].map(FieldKind::Const)
         );
         for bad in [
             "3@%rax",

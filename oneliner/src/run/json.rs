@@ -73,16 +73,12 @@ fn tight(value: &Value) -> String {
     match value {
         Value::Int(n) => n.to_string(),
         Value::Str(s) => quoted(s),
-        Value::Tuple(elements) => {
+        Value::Tuple(elements) | Value::Array(elements) => {
             let parts: Vec<String> = elements.iter().map(tight).collect();
             format!("[{}]", parts.join(","))
         }
         Value::Bytes(_) => value.to_string(),
         Value::Buf(_) => quoted(&value.to_string()),
-        Value::Array(elements) => {
-            let parts: Vec<String> = elements.iter().map(tight).collect();
-            format!("[{}]", parts.join(","))
-        }
         // bpftrace's spacing: `{ "m": 2, "n": [1,2] }`.
         Value::Record(members) => {
             let parts: Vec<String> = (members.iter())

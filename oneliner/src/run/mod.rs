@@ -637,29 +637,12 @@ impl<'p> Runtime<'p> {
                 name,
                 arrow: false,
             } if base.may_be_bytes() && scope.attach.member(expr.span).is_none() => {
-                match self.eval(base, scope) {
-                    Value::Record(members) => (members.into_iter())
-                        .find(|(n, _)| n == name)
-                        .map_or(Value::Int(0), |(_, value)| value),
-                    _ => Value::Int(0),
-                }
+                member_of(self.eval(base, scope), name)
             }
             ExprKind::Member { .. } | ExprKind::Builtin(_) => member(scope, expr),
             ExprKind::StructCast(_, inner) => self.eval(inner, scope),
             ExprKind::Var(name) => scope.vars.get(name).cloned().unwrap_or(Value::Int(0)),
-            ExprKind::Map(map) => {
-                let index = self.plan.map(&map.name).expect("checked");
-                let key = self.keys(map, scope);
-                let value = match self.maps[index].get(key.as_slice()) {
-                    Some(agg) => kept_string(scope, index).unwrap_or_else(|| agg.read()),
-                    None => match self.plan.maps[index].kind {
-                        MapKind::Value(Type::Str) => Value::Str(String::new()),
-                        _ => Value::Int(0),
-                    },
-                };
-                self.key = key;
-                value
-            }
+            ExprKind::Map(map) => self.map_value(map, scope),
             ExprKind::Unary(op, operand) => Value::Int(op.apply(self.eval(operand, scope).int())),
             ExprKind::Deref(address) => self.deref(address, scope),
             ExprKind::Binary(op, left, right) => self.binary(*op, left, right, scope),
@@ -939,6 +922,21 @@ impl<'p> Runtime<'p> {
     }
 
     /// `*address` in a probe weft runs: read from /proc/kcore.
+    /// `@map[keys]` read: its value, or 0 ("" for strings) where unset.
+    fn map_value(&mut self, map: &MapRef, scope: &mut Scope<'_, '_>) -> Value {
+        let index = self.plan.map(&map.name).expect("checked");
+        let key = self.keys(map, scope);
+        let value = match self.maps[index].get(key.as_slice()) {
+            Some(agg) => kept_string(scope, index).unwrap_or_else(|| agg.read()),
+            None => match self.plan.maps[index].kind {
+                MapKind::Value(Type::Str) => Value::Str(String::new()),
+                _ => Value::Int(0),
+            },
+        };
+        self.key = key;
+        value
+    }
+
     fn deref(&mut self, address: &Expr, scope: &mut Scope<'_, '_>) -> Value {
         // `$a[i]` of an array of bytes, or of an array read whole (checked).
         if let ExprKind::Binary(BinOp::Add, base, index) = &address.kind
@@ -1255,6 +1253,16 @@ fn member(scope: &Scope<'_, '_>, expr: &Expr) -> Value {
         Value::Int(bit_field(integer(bytes, 0, m.size, false), shift, width))
     } else {
         Value::Int(integer(bytes, 0, m.size, m.signed))
+    }
+}
+
+/// Member `name` of a struct read whole (0 of anything else: checked).
+fn member_of(value: Value, name: &str) -> Value {
+    match value {
+        Value::Record(members) => (members.into_iter())
+            .find(|(n, _)| n == name)
+            .map_or(Value::Int(0), |(_, value)| value),
+        _ => Value::Int(0),
     }
 }
 

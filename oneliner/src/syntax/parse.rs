@@ -920,6 +920,14 @@ enum Cast {
     Struct(String),
 }
 
+/// A uprobe's function as bpftrace takes a quoted one (`"fn"`, `"fn"+4`).
+fn unquoted(symbol: &str) -> String {
+    match symbol.strip_prefix('"').and_then(|s| s.split_once('"')) {
+        Some((name, rest)) => format!("{name}{rest}"),
+        None => symbol.to_string(),
+    }
+}
+
 /// `sargN`, argument N on the stack of a kprobe or uprobe (x86-64: past
 /// the six in registers), as bpftrace reads it: `*(int64 *)(reg("sp") +
 /// 8 * (N + 1))`, the return address being at the stack pointer.
@@ -1085,15 +1093,9 @@ fn probe_kind(text: &str) -> std::result::Result<ProbeKind, String> {
         }),
         "uprobe" | "u" | "uretprobe" | "ur" => match rest.rsplit_once(':') {
             Some((path, symbol)) if !path.is_empty() && !symbol.is_empty() => {
-                // A quoted name, as bpftrace takes one (`uprobe:lib:"fn"`,
-                // `"fn"+4`).
-                let symbol = match symbol.strip_prefix('"').and_then(|s| s.split_once('"')) {
-                    Some((name, rest)) => format!("{name}{rest}"),
-                    None => symbol.to_string(),
-                };
                 Ok(ProbeKind::Uprobe {
                     path: path.into(),
-                    symbol,
+                    symbol: unquoted(symbol),
                     exit: matches!(kind, "uretprobe" | "ur"),
                 })
             }
@@ -1104,9 +1106,8 @@ fn probe_kind(text: &str) -> std::result::Result<ProbeKind, String> {
             // file of the `-p` process, as bpftrace reads it.
             let (path, provider, name) = match parts.as_slice() {
                 [name] => ("", "*", *name),
-                [path, name] => (*path, "*", *name),
                 // An empty provider is any (`usdt:PATH::PROBE`).
-                [path, "", name] => (*path, "*", *name),
+                [path, name] | [path, "", name] => (*path, "*", *name),
                 [path, provider, name] => (*path, *provider, *name),
                 _ => ("", "", ""),
             };

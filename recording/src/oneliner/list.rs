@@ -158,8 +158,7 @@ fn list_kfuncs(
 fn usdts(files: &Files<'_>, search: &str) -> Result<Vec<String>> {
     let (path, provider, name) = match search.split(':').collect::<Vec<_>>()[..] {
         [path] => (path, "*", "*"),
-        [path, name] => (path, "*", name),
-        [path, "", name] => (path, "*", name),
+        [path, name] | [path, "", name] => (path, "*", name),
         [path, provider, name] => (path, provider, name),
         _ => bail!("`usdt:{search}`: expected usdt:PATH:[PROVIDER:]PROBE"),
     };
