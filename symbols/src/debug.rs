@@ -58,7 +58,9 @@ impl FileOffsets {
             None => text.parse::<u64>().ok(),
         };
         if let Some(address) = number(place) {
-            let inside = |f: &Symbol| (f.addr..f.addr + f.size.max(1)).contains(&address);
+            // Functions are held by their offsets in the file.
+            let offset = self.segments.iter().find_map(|s| s.file_offset(address))?;
+            let inside = |f: &Symbol| (f.addr..f.addr + f.size.max(1)).contains(&offset);
             return (!self.functions.iter().any(inside))
                 .then(|| format!("Could not resolve address: 0x{address:x} is in no function"));
         }

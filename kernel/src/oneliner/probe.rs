@@ -352,10 +352,9 @@ impl OnelinerProbe {
                 attach.in_kernel() && !matches!(attach.target, Target::Begin | Target::End)
             })
             .partition(|(_, attach)| match &attach.target {
-                Target::Uprobe { .. }
-                | Target::Usdt { .. }
-                | Target::Kprobe { .. }
-                | Target::Fentry { .. } => true,
+                // (USDT sites are one probe each, fired apart: in the order
+                // listed, the first site is the first traced.)
+                Target::Uprobe { .. } | Target::Kprobe { .. } | Target::Fentry { .. } => true,
                 Target::PerfEvent { event, .. } => !event.hardware(),
                 _ => false,
             });
