@@ -219,6 +219,18 @@ const TABLE: &[(&[&str], &str)] = &[
         &["trace", "tracepoint:syscalls:sys_enter_read { @ = count() "],
         "expected `;` or `}`",
     ),
+    (
+        &["trace", "/nonexistent/tool.bt"],
+        "failed to open file '/nonexistent/tool.bt': No such file or directory",
+    ),
+    (
+        &["trace", "-p", "a1111", "BEGIN { exit(); }"],
+        "pid 'a1111' is not a valid decimal number",
+    ),
+    (
+        &["trace", "-p", "5000000", "BEGIN { exit(); }"],
+        "pid '5000000' out of valid pid range [1,4194304]",
+    ),
     (&["pt", "dump", "/nonexistent"], "/nonexistent"),
     (&["pt", "flow", "/nonexistent"], "reading /nonexistent"),
     (

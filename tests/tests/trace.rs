@@ -825,6 +825,11 @@ fn no_warnings_and_dry_runs_as_bpftrace_takes_them() {
     for dry in ["-d", "-dd"] {
         assert_eq!(run(&[dry], counting).0, explained, "{dry}");
     }
+    // `-v`, bpftrace's verbose: the plan on stderr, then the program runs
+    // (bpftrace's own test runs it as `-ve PROGRAM`).
+    let (said, plan) = run(&["-v"], "BEGIN { printf(\"ran\\n\"); exit(); }");
+    assert!(said.starts_with("ran\n"), "{said}");
+    assert!(plan.contains("probe 0: BEGIN"), "{plan}");
 }
 
 /// `BPFTRACE_MAP_KEYS_MAX` bounds a map as it bounds bpftrace's: the first
