@@ -429,6 +429,41 @@ impl Btf {
             .ok_or_else(|| format!("{} has no member `{name}`", self.record_name(id)))
     }
 
+    /// The integer member `name` of record `id` points to, as a pointer or
+    /// an array of pointers: its size and sign.
+    pub fn pointee_int(&self, id: u32, name: &str) -> Option<(u16, bool)> {
+        let entry = self.entry(id)?;
+        for i in 0..entry.vlen() {
+            let at = 12 + i * 12;
+            let ty = entry.ty(at + 4)?;
+            let member_name = entry.name(at).unwrap_or_default();
+            if member_name.is_empty() {
+                if let KernelType::Record(inner) = self.kernel_type(ty)
+                    && let Some(found) = self.pointee_int(inner, name)
+                {
+                    return Some(found);
+                }
+                continue;
+            }
+            if member_name != name {
+                continue;
+            }
+            let mut ty = self.resolve(ty);
+            while self.kind(ty) == Some(KIND_ARRAY) {
+                ty = self.resolve(self.entry(ty)?.ty(12)?);
+            }
+            if self.kind(ty) != Some(KIND_PTR) {
+                return None;
+            }
+            let to = self.resolve(self.entry(ty)?.ty(8)?);
+            return match self.kernel_type(to) {
+                KernelType::Int { size, signed } => Some((size, signed)),
+                _ => None,
+            };
+        }
+        None
+    }
+
     /// The names of record `id`'s members, in order; an anonymous struct
     /// or union's members in its place.
     pub fn member_names(&self, id: u32) -> Vec<String> {

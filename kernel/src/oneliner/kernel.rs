@@ -206,6 +206,10 @@ impl weft_oneliner::Kernel for Kernel {
         self.btf()?.member(record, name)
     }
 
+    fn pointee_int(&self, record: u32, name: &str) -> Option<(u16, bool)> {
+        self.btf().ok()?.pointee_int(record, name)
+    }
+
     fn member_names(&self, record: u32) -> Vec<String> {
         self.btf()
             .map(|btf| btf.member_names(record))

@@ -233,6 +233,13 @@ pub trait Kernel {
     fn record_size(&self, id: u32) -> u32;
     /// Member `name` of record `id`, or why it has none.
     fn member(&self, id: u32, name: &str) -> Result<Member, String>;
+    /// The integer a pointer member of record `id` points to (each element
+    /// of an array of pointers, `int *z[4]`): its size and sign; none for a
+    /// pointer to anything else.
+    fn pointee_int(&self, id: u32, name: &str) -> Option<(u16, bool)> {
+        let _ = (id, name);
+        None
+    }
     /// The names of struct or union `id`'s members, in order (an
     /// anonymous member's own members in its place), to read it whole.
     fn member_names(&self, id: u32) -> Vec<String> {

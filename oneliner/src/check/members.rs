@@ -835,7 +835,9 @@ pub(crate) fn pointee(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, addre
             match array_element(kernel, attach, bound, base) {
                 Some(Element::Int { size, signed }) => Some((size, signed)),
                 Some(Element::Pointer(_)) => Some((8, false)),
-                Some(Element::Record(_) | Element::Row { .. }) | None => None,
+                Some(Element::Record(_) | Element::Row { .. }) => None,
+                // A pointer member, or an element of an array of them.
+                None => member_pointee(kernel, attach, bound, base),
             }
         }
         _ => None,
@@ -847,6 +849,36 @@ pub(crate) fn pointee(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, addre
         },
         None => address.pointee(),
     }
+}
+
+/// The integer that pointer member `expr` points to (`p->count` of an
+/// `int *count`), or an element of an array of them (`p->z[1]` of `int
+/// *z[4]`), by its struct's type.
+fn member_pointee(
+    kernel: &dyn Kernel,
+    attach: &Attach,
+    bound: &Bound,
+    expr: &Expr,
+) -> Option<(u16, bool)> {
+    let member = match &expr.kind {
+        ExprKind::Deref(address) => match &address.kind {
+            ExprKind::Binary(BinOp::Add, member, _) => member,
+            _ => return None,
+        },
+        _ => expr,
+    };
+    let ExprKind::Member { base, name, arrow } = &member.kind else {
+        return None;
+    };
+    let record = if *arrow {
+        pointer(kernel, attach, bound, base).ok()?.record
+    } else {
+        match place(kernel, attach, bound, base).ok()?.ty {
+            KernelType::Record(id) => id,
+            _ => return None,
+        }
+    };
+    kernel.pointee_int(record, name)
 }
 
 /// What member expression `expr` holds when it is an array: a `char[N]`

@@ -1828,3 +1828,16 @@ fn kretprobes_that_can_lock_up_the_kernel_are_refused_as_bpftrace_refuses_them()
     // A kprobe on it is fine.
     checked("kprobe:_raw_spin_lock { @ = count(); }");
 }
+
+#[test]
+fn a_pointer_member_reads_the_integer_it_points_to() {
+    let plan = checked(
+        "struct C { int *z[4]; short *s; unsigned char *u; } \
+         tracepoint:syscalls:sys_enter_nanosleep { \
+           @[*((struct C *)args->rqtp)->z[1], *((struct C *)args->rqtp)->s, *((struct C *)args->rqtp)->u] = count(); }",
+    );
+    let sizes: Vec<(u16, bool)> = (plan.attaches[0].members.iter())
+        .map(|m| (m.size, m.signed))
+        .collect();
+    assert_eq!(sizes, [(4, true), (2, true), (1, false)]);
+}

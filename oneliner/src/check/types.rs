@@ -64,6 +64,8 @@ struct LaidMember {
     name: Option<String>,
     offset: u32,
     ty: KernelType,
+    /// A pointer to an integer (or an array of them): its size and sign.
+    pointee_int: Option<(u16, bool)>,
 }
 
 /// The kernel, with the program's definitions in front of it.
@@ -214,10 +216,12 @@ impl Layout<'_> {
             if member.name.is_some()
                 || (member.bits.is_none() && matches!(shape.ty, KernelType::Record(_)))
             {
+                let pointee_int = self.pointee_int(&member.ty, member.span);
                 members.push(LaidMember {
                     name: member.name.clone(),
                     offset,
                     ty,
+                    pointee_int,
                 });
             }
         }
@@ -230,6 +234,17 @@ impl Layout<'_> {
             members,
         });
         Ok((size, align))
+    }
+
+    /// The integer a pointer of type `ty` points to (`int *`, `u8 *p[4]`).
+    fn pointee_int(&mut self, ty: &TypeRef, span: Span) -> Option<(u16, bool)> {
+        if ty.pointers != 1 || !matches!(ty.base, Base::Int { .. } | Base::Named(_)) {
+            return None;
+        }
+        match self.base(&ty.base, span).ok()?.ty {
+            KernelType::Int { size, signed } => Some((size, signed)),
+            _ => None,
+        }
     }
 
     /// What a member's declared type is, and its size and alignment.
@@ -484,6 +499,24 @@ impl Kernel for Defined<'_> {
             Some(laid) => laid.align,
             None => self.kernel.record_align(id),
         }
+    }
+
+    fn pointee_int(&self, id: u32, name: &str) -> Option<(u16, bool)> {
+        let Some(laid) = self.own(id) else {
+            return self.kernel.pointee_int(id, name);
+        };
+        for member in &laid.members {
+            match (&member.name, member.ty) {
+                (Some(found), _) if found == name => return member.pointee_int,
+                (None, KernelType::Record(inner)) => {
+                    if let Some(found) = self.pointee_int(inner, name) {
+                        return Some(found);
+                    }
+                }
+                _ => {}
+            }
+        }
+        None
     }
 
     fn member_names(&self, id: u32) -> Vec<String> {
