@@ -216,10 +216,11 @@ impl<'p> Runtime<'p> {
         self.cpid = pid;
     }
 
-    /// From now on, events update maps but run no command, write no
-    /// packet, and what they print is the caller's to drop.
-    pub fn set_exited(&mut self) {
-        self.exited = true;
+    /// While `exited`, events update maps but run no command, write no
+    /// packet, and what they print is the caller's to drop (END, after,
+    /// runs in full).
+    pub fn set_exited(&mut self, exited: bool) {
+        self.exited = exited;
     }
 
     /// The addresses `unwatch()` asked since the last call, whose

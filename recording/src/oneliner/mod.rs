@@ -184,7 +184,7 @@ pub fn run(args: Options) -> Result<()> {
     // stops there (so a backlog of `system()` calls cannot hold it either).
     let stopped = exited || STOP.load(Ordering::Relaxed);
     if stopped {
-        runtime.set_exited();
+        runtime.set_exited(true);
     }
     let mut dropped = std::io::sink();
     let rest: &mut dyn std::io::Write = if stopped { &mut dropped } else { &mut *out };
@@ -198,6 +198,7 @@ pub fn run(args: Options) -> Result<()> {
         > 0
     {}
     runtime.take_kernel_starts();
+    runtime.set_exited(false);
     for index in user_probes(&plan, |t| *t == Target::End) {
         run_end(&plan, index, &mut runtime, &mut probe, &mut keep, &mut out)?;
     }
