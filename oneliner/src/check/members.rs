@@ -321,10 +321,11 @@ fn read_place(kernel: &dyn Kernel, attach: &mut Attach, place: &Place, span: Spa
         KernelType::Chars(n) => (n.clamp(1, STRING_LEN as u16), false, Type::Str),
         // Read whole, as bpftrace reads a struct or array value.
         KernelType::Record(_) | KernelType::Array { .. } => {
-            let laid = whole(kernel, place.ty).map_err(|e| Error::new(span, e))?;
+            // Its size first: a large struct says so, whatever it holds.
             let size = match place.ty {
                 KernelType::Record(id) => kernel.record_size(id),
-                _ => laid.size(),
+                KernelType::Array { stride, count, .. } => stride.saturating_mul(count),
+                _ => 0,
             };
             let size = u16::try_from(size)
                 .ok()
@@ -342,6 +343,7 @@ fn read_place(kernel: &dyn Kernel, attach: &mut Attach, place: &Place, span: Spa
                         ),
                     )
                 })?;
+            let laid = whole(kernel, place.ty).map_err(|e| Error::new(span, e))?;
             layout = Some(u16::try_from(attach.layouts.len()).unwrap_or(u16::MAX));
             attach.layouts.push(laid);
             (size, false, COMPOSITE)
@@ -392,13 +394,8 @@ fn whole(kernel: &dyn Kernel, ty: KernelType) -> std::result::Result<Layout, Str
             count,
         },
         KernelType::Record(id) => {
+            // (An empty struct, a configured-out one, is `{  }`.)
             let names = kernel.member_names(id);
-            if names.is_empty() {
-                return Err(format!(
-                    "{} has no members weft can read",
-                    kernel.record_name(id)
-                ));
-            }
             let mut members = Vec::with_capacity(names.len());
             for name in names {
                 let member = kernel.member(id, &name)?;
