@@ -178,25 +178,8 @@ pub fn run(args: Options) -> Result<()> {
     drop(process);
     // Detach first, so that every event aggregated in the kernel is drained.
     probe.detach();
-    let exited = matches!(result, Ok(Flow::Exit));
-    // After exit() or Ctrl-C the rest updates the maps, printing nothing:
-    // bpftrace's kernel maps count until its probes detach, and its output
-    // stops there (so a backlog of `system()` calls cannot hold it either).
-    let stopped = exited || STOP.load(Ordering::Relaxed);
-    if stopped {
-        runtime.set_exited(true);
-    }
-    let mut dropped = std::io::sink();
-    let rest: &mut dyn std::io::Write = if stopped { &mut dropped } else { &mut *out };
-    // Each drain is a bounded batch: drain until nothing is left.
-    while probe
-        .drain(u64::MAX, |event| {
-            let _ = handle(&mut runtime, &mut keep, event, &mut *rest);
-            true
-        })
-        .events
-        > 0
-    {}
+    let stopped = matches!(result, Ok(Flow::Exit)) || STOP.load(Ordering::Relaxed);
+    drain_rest(&mut probe, &mut runtime, &mut keep, &mut *out, stopped);
     runtime.take_kernel_starts();
     runtime.set_exited(false);
     for index in user_probes(&plan, |t| *t == Target::End) {
@@ -210,6 +193,31 @@ pub fn run(args: Options) -> Result<()> {
         keep.finish(&probe.delivery())?;
     }
     result.map(|_| ())
+}
+
+/// Handles the events left in the rings once the probes are detached.
+/// After `exit()` or Ctrl-C (`stopped`) they update the maps, printing
+/// nothing: bpftrace's kernel maps count until its probes detach, and its
+/// output stops there (so a backlog of `system()` calls cannot hold weft).
+fn drain_rest(
+    probe: &mut OnelinerProbe,
+    runtime: &mut Runtime<'_>,
+    keep: &mut Option<KeptEvents>,
+    out: &mut dyn std::io::Write,
+    stopped: bool,
+) {
+    runtime.set_exited(stopped);
+    let mut dropped = std::io::sink();
+    let rest: &mut dyn std::io::Write = if stopped { &mut dropped } else { out };
+    // Each drain is a bounded batch: drain until nothing is left.
+    while probe
+        .drain(u64::MAX, |event| {
+            let _ = handle(runtime, keep, event, &mut *rest);
+            true
+        })
+        .events
+        > 0
+    {}
 }
 
 /// Attaches `plan`'s probes; as bpftrace's, a BEGIN the kernel runs runs
