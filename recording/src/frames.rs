@@ -89,16 +89,28 @@ impl FrameLog {
     }
 }
 
+/// The tracing machinery a kernel stack taken at a tracepoint may end in:
+/// `__traceiter_sched_switch` is there only while two or more programs
+/// share the tracepoint (one alone is called straight from it), so the
+/// same sleep would fold two ways.
+const TRACING: [&str; 5] = [
+    "__traceiter_",
+    "__bpf_trace_",
+    "bpf_trace_run",
+    "perf_trace_",
+    "trace_call_bpf",
+];
+
 /// `stack`'s functions, outermost first, `;` between them: a frame's
 /// offset into its function left out, so that flame graphs merge calls
-/// from one function.
+/// from one function; innermost frames of the tracing machinery left out.
 fn folded(stack: &Stack) -> String {
-    let names: Vec<&str> = stack
-        .frames
-        .iter()
-        .rev()
+    let tracing = |name: &str| !stack.user && TRACING.iter().any(|t| name.starts_with(t));
+    let names: Vec<&str> = (stack.frames.iter())
         .map(|frame| function(&frame.name))
+        .skip_while(|name| tracing(name))
         .collect();
+    let names: Vec<&str> = names.into_iter().rev().collect();
     names.join(";")
 }
 
@@ -137,6 +149,34 @@ mod tests {
         assert_eq!(
             super::folded(&stack),
             "operator+;0x7f0012345678;hrtimer_nanosleep;do_nanosleep"
+        );
+    }
+
+    #[test]
+    fn a_kernel_stack_s_tracing_frames_are_left_out() {
+        let frame = |name: &str| Frame {
+            ip: 0,
+            name: name.into(),
+            file: None,
+        };
+        let frames = [
+            "__traceiter_sched_switch+52",
+            "__schedule+1024",
+            "schedule+40",
+        ];
+        let kernel = Stack {
+            user: false,
+            frames: frames.map(frame).to_vec(),
+        };
+        assert_eq!(super::folded(&kernel), "schedule;__schedule");
+        // A user stack is as it is.
+        let user = Stack {
+            user: true,
+            ..kernel
+        };
+        assert_eq!(
+            super::folded(&user),
+            "schedule;__schedule;__traceiter_sched_switch"
         );
     }
 }
