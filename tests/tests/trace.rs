@@ -3600,8 +3600,8 @@ fn usdt_probe_counts_its_semaphore_and_reads_every_kind_of_argument() {
 
 /// Ctrl-C under a flood of `system()` calls ends weft at once, END
 /// running, as bpftrace's runtime test "sigint under heavy load" asks:
-/// the events left in the rings then update the maps but print nothing
-/// and run no command, as after `exit()` (bpftrace's output stops there
+/// the events left in the rings then run no command. After `exit()` they
+/// also print nothing but update the maps (bpftrace's output stops there
 /// while its kernel maps count until it detaches).
 #[test]
 fn ctrl_c_and_exit_stop_the_output_and_keep_counting() {

@@ -129,8 +129,7 @@ pub struct Runtime<'p> {
     unwatched: Vec<u64>,
     /// What writes `skboutput()`'s packets.
     packets: Option<Box<dyn Packets>>,
-    /// After `exit()`: events still to come update the maps only, as the
-    /// kernel's maps of bpftrace go on counting until its probes detach.
+    /// After `exit()` or Ctrl-C: events still to come run no command.
     exited: bool,
 }
 
@@ -216,9 +215,9 @@ impl<'p> Runtime<'p> {
         self.cpid = pid;
     }
 
-    /// While `exited`, events update maps but run no command, write no
-    /// packet, and what they print is the caller's to drop (END, after,
-    /// runs in full).
+    /// While `exited` (after `exit()` or Ctrl-C), events run no command and
+    /// write no packet; what they print is the caller's to keep or drop
+    /// (END, after, runs in full).
     pub fn set_exited(&mut self, exited: bool) {
         self.exited = exited;
     }

@@ -178,8 +178,16 @@ pub fn run(args: Options) -> Result<()> {
     drop(process);
     // Detach first, so that every event aggregated in the kernel is drained.
     probe.detach();
-    let stopped = matches!(result, Ok(Flow::Exit)) || STOP.load(Ordering::Relaxed);
-    drain_rest(&mut probe, &mut runtime, &mut keep, &mut *out, stopped);
+    let exited = matches!(result, Ok(Flow::Exit));
+    let stopped = exited || STOP.load(Ordering::Relaxed);
+    drain_rest(
+        &mut probe,
+        &mut runtime,
+        &mut keep,
+        &mut *out,
+        stopped,
+        exited,
+    );
     runtime.take_kernel_starts();
     runtime.set_exited(false);
     for index in user_probes(&plan, |t| *t == Target::End) {
@@ -196,19 +204,21 @@ pub fn run(args: Options) -> Result<()> {
 }
 
 /// Handles the events left in the rings once the probes are detached.
-/// After `exit()` or Ctrl-C (`stopped`) they update the maps, printing
-/// nothing: bpftrace's kernel maps count until its probes detach, and its
-/// output stops there (so a backlog of `system()` calls cannot hold weft).
+/// After `exit()` or Ctrl-C (`stopped`) they run no command (so a backlog
+/// of `system()` calls cannot hold weft); after `exit()` they update the
+/// maps and print nothing, as bpftrace's kernel maps count until its
+/// probes detach while its output stops.
 fn drain_rest(
     probe: &mut OnelinerProbe,
     runtime: &mut Runtime<'_>,
     keep: &mut Option<KeptEvents>,
     out: &mut dyn std::io::Write,
     stopped: bool,
+    exited: bool,
 ) {
     runtime.set_exited(stopped);
     let mut dropped = std::io::sink();
-    let rest: &mut dyn std::io::Write = if stopped { &mut dropped } else { out };
+    let rest: &mut dyn std::io::Write = if exited { &mut dropped } else { out };
     // Each drain is a bounded batch: drain until nothing is left.
     while probe
         .drain(u64::MAX, |event| {
