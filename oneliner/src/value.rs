@@ -74,6 +74,12 @@ impl Value {
         }
     }
 
+    /// An integer, which maps print as numbers (signed or not); any other
+    /// value prints as it is.
+    pub(crate) fn is_int(&self) -> bool {
+        matches!(self, Self::Int(_))
+    }
+
     pub(crate) fn truthy(&self) -> bool {
         self.int() != 0
     }

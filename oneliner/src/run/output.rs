@@ -261,19 +261,9 @@ fn print_folded(
     for (key, agg) in sorted {
         if matches!(
             agg,
-            Agg::Hist(_)
-                | Agg::Lhist(_)
-                | Agg::Stats { .. }
-                | Agg::Percentiles(_)
-                | Agg::Value(
-                    Value::Str(_)
-                        | Value::Tuple(_)
-                        | Value::Bytes(_)
-                        | Value::Buf(_)
-                        | Value::Array(_)
-                        | Value::Record(_)
-                )
-        ) {
+            Agg::Hist(_) | Agg::Lhist(_) | Agg::Stats { .. } | Agg::Percentiles(_)
+        ) || matches!(agg, Agg::Value(value) if !value.is_int())
+        {
             continue;
         }
         let frames: Vec<String> = key.iter().flat_map(frames).collect();
@@ -392,14 +382,7 @@ fn print_text(
                     p.max / div
                 )?;
             }
-            Agg::Value(
-                value @ (Value::Str(_)
-                | Value::Tuple(_)
-                | Value::Bytes(_)
-                | Value::Buf(_)
-                | Value::Array(_)
-                | Value::Record(_)),
-            ) => {
+            Agg::Value(value) if !value.is_int() => {
                 writeln!(out, "{name}: {value}")?;
             }
             other => writeln!(out, "{name}: {}", number(info, other, div))?,
@@ -606,14 +589,7 @@ fn print_json(
                     ("max", Json::int(p.max / div)),
                 ])
             }
-            Agg::Value(
-                value @ (Value::Str(_)
-                | Value::Tuple(_)
-                | Value::Bytes(_)
-                | Value::Buf(_)
-                | Value::Array(_)
-                | Value::Record(_)),
-            ) => Json::value(value),
+            Agg::Value(value) if !value.is_int() => Json::value(value),
             other => Json::Raw(number(info, other, div)),
         }
     };
