@@ -383,10 +383,7 @@ fn usdt_in_files(
     name: &str,
     span: Span,
 ) -> Result<Vec<(Target, Vec<Field>)>> {
-    let found: Vec<_> = (kernel.paths(path).iter())
-        .filter_map(|file| usdt(kernel, file, provider, name, span).ok())
-        .flatten()
-        .collect();
+    let found = usdt_of(kernel, &kernel.paths(path), provider, name, span);
     if found.is_empty() {
         return Err(Error::new(
             span,
@@ -414,20 +411,29 @@ fn process_usdt(
         ));
     };
     let files = kernel.process_files(pid).map_err(|e| Error::new(span, e))?;
-    let mut out = Vec::new();
-    for file in files {
-        // A file without USDT notes, or without this probe, is passed by.
-        if let Ok(found) = usdt(kernel, &file, provider, name, span) {
-            out.extend(found);
-        }
-    }
-    if out.is_empty() {
+    let found = usdt_of(kernel, &files, provider, name, span);
+    if found.is_empty() {
         return Err(Error::new(
             span,
             format!("no file of process {pid} has the USDT probe {provider}:{name}"),
         ));
     }
-    Ok(out)
+    Ok(found)
+}
+
+/// The sites `provider:name` matches in each of `files`; a file without
+/// USDT notes, or without this probe, is passed by.
+fn usdt_of(
+    kernel: &dyn Kernel,
+    files: &[String],
+    provider: &str,
+    name: &str,
+    span: Span,
+) -> Vec<(Target, Vec<Field>)> {
+    (files.iter())
+        .filter_map(|file| usdt(kernel, file, provider, name, span).ok())
+        .flatten()
+        .collect()
 }
 
 fn matching(kernel: &dyn Kernel, glob: &str, span: Span) -> Result<Vec<String>> {
