@@ -92,12 +92,24 @@ impl<'a> Lexer<'a> {
         Ok(self.pos == self.text.len())
     }
 
-    /// A probe: everything up to blank space, `,` or `{`.
+    /// A probe: everything up to blank space, `,` or `{` outside quotes
+    /// (`usdt:PATH:"a probe"`).
     pub fn probe(&mut self) -> Result<(String, Span)> {
         self.skip_blank()?;
         let rest = &self.text[self.pos..];
+        let mut quoted = false;
+        let mut escaped = false;
         let len = rest
-            .find(|c: char| c.is_whitespace() || c == ',' || c == '{')
+            .find(|c: char| {
+                let end = !quoted && (c.is_whitespace() || c == ',' || c == '{');
+                match c {
+                    _ if escaped => escaped = false,
+                    '\\' if quoted => escaped = true,
+                    '"' => quoted = !quoted,
+                    _ => {}
+                }
+                end
+            })
             .unwrap_or(rest.len());
         let span = Span::new(self.pos, len);
         if len == 0 {

@@ -920,12 +920,23 @@ enum Cast {
     Struct(String),
 }
 
-/// A uprobe's function as bpftrace takes a quoted one (`"fn"`, `"fn"+4`).
-fn unquoted(symbol: &str) -> String {
-    match symbol.strip_prefix('"').and_then(|s| s.split_once('"')) {
-        Some((name, rest)) => format!("{name}{rest}"),
-        None => symbol.to_string(),
+/// A probe's target split at its `:`s, each part unquoted as bpftrace
+/// takes it: a quoted stretch may hold `:` or blanks, and `\"` or `\\`
+/// (`usdt:PATH:test:"\"probe1\""` names the probe `"probe1"`; `"fn"+4`).
+fn probe_parts(target: &str) -> Vec<String> {
+    let mut parts = vec![String::new()];
+    let mut chars = target.chars();
+    let mut quoted = false;
+    while let Some(c) = chars.next() {
+        let part = parts.last_mut().expect("one part at least");
+        match c {
+            '"' => quoted = !quoted,
+            '\\' if quoted => part.extend(chars.next()),
+            ':' if !quoted => parts.push(String::new()),
+            _ => part.push(c),
+        }
     }
+    parts
 }
 
 /// `sargN`, argument N on the stack of a kprobe or uprobe (x86-64: past
@@ -1064,7 +1075,8 @@ fn probe_kind(text: &str) -> std::result::Result<ProbeKind, String> {
     let (kind, rest) = text.split_once(':').ok_or_else(|| {
         format!("`{text}` is not a probe: expected TYPE:TARGET, e.g. tracepoint:syscalls:sys_enter_openat")
     })?;
-    let parts: Vec<&str> = rest.split(':').collect();
+    let parts = probe_parts(rest);
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
     let one = |what: &str| match parts.as_slice() {
         // `kprobe:MODULE:FUNC` names the module too; the function is enough
         // (fentry keeps it: the function must be that module's).
@@ -1091,11 +1103,11 @@ fn probe_kind(text: &str) -> std::result::Result<ProbeKind, String> {
             function: one("FUNCTION")?,
             exit: matches!(kind, "kretprobe" | "kr"),
         }),
-        "uprobe" | "u" | "uretprobe" | "ur" => match rest.rsplit_once(':') {
-            Some((path, symbol)) if !path.is_empty() && !symbol.is_empty() => {
+        "uprobe" | "u" | "uretprobe" | "ur" => match parts.split_last() {
+            Some((symbol, path)) if !path.concat().is_empty() && !symbol.is_empty() => {
                 Ok(ProbeKind::Uprobe {
-                    path: path.into(),
-                    symbol: unquoted(symbol),
+                    path: path.join(":"),
+                    symbol: (*symbol).to_string(),
                     exit: matches!(kind, "uretprobe" | "ur"),
                 })
             }
@@ -1273,6 +1285,22 @@ mod tests {
             kind("w:0x10:4")
                 .unwrap_err()
                 .contains("ADDRESS:LENGTH:MODE")
+        );
+    }
+
+    #[test]
+    fn quoted_probe_parts_as_bpftrace_reads_them() {
+        let p = parse(r#"usdt:"/a b/prog":test:"\"probe1\"", uprobe:"/x:y":"fn"+4 { }"#).unwrap();
+        let kinds: Vec<_> = p.items[0].probes.iter().map(|p| &p.kind).collect();
+        assert!(
+            matches!(kinds[0], ProbeKind::Usdt { path, provider, name, .. }
+            if path == "/a b/prog" && provider == "test" && name == "\"probe1\""),
+            "{kinds:?}"
+        );
+        assert!(
+            matches!(kinds[1], ProbeKind::Uprobe { path, symbol, .. }
+            if path == "/x:y" && symbol == "fn+4"),
+            "{kinds:?}"
         );
     }
 
