@@ -662,6 +662,13 @@ const BEGIN_PROGRAMS: &[(&str, &[&str])] = &[
            (int8)-1 < (uint8)1); exit(); }",
         &[],
     ),
+    // A member's sign too: kernel structs' and the program's own.
+    (
+        "struct x { uint64_t u; int s; } BEGIN { $p = (struct x *)0; $a = (*(struct x *)0).u;
+           printf(\"%d %d %d %d %d %d %d\\n\", $p->u > -1, $p->s > -1, $a > -1, $a < 1,
+           curtask->flags > -1, curtask->se.vruntime >= -1, curtask->real_parent->pid > -1); exit(); }",
+        &[],
+    ),
     // BEGIN, END and intervals that read the kernel run there: curtask is
     // the tracer's own thread in BEGIN and END, a value or a pointer.
     (

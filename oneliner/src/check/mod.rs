@@ -106,7 +106,7 @@ fn check_items(mut program: Program, kernel: &dyn Kernel, raw: bool) -> Result<P
         let targets = expand(&program.items[index], kernel, program.pid, &uprobe_args)?;
         if let Some((target, fields)) = targets.first() {
             let unsigned =
-                crate::sign::compare_as_bpftrace(&mut program.items[index], target, fields);
+                crate::sign::compare_as_bpftrace(&mut program.items[index], kernel, target, fields);
             for (map, unsigned) in unsigned.maps {
                 unsigned_maps.entry(map).or_insert(unsigned);
             }

@@ -1,7 +1,7 @@
 //! Which comparisons bpftrace 0.17 makes unsigned. Its `<`, `<=`, `>` and
 //! `>=` compare signed only where both sides are signed, by its types:
 //! `pid`, `tid`, `nsecs`, `cpu` and the like, `argN`, a kprobe's `retval`,
-//! an unsigned field and an unsigned cast are unsigned; literals and signed
+//! an unsigned field or member and an unsigned cast are unsigned; literals and signed
 //! fields signed; arithmetic signed where both sides are (a shift where its
 //! left side is). So `kretprobe:f /retval < 0/` never holds there, and
 //! `pid > -1` neither.
@@ -18,7 +18,7 @@ use crate::{
     ast::{BinOp, Builtin, Expr, ExprKind, Item, Stmt, UnOp},
     error::Span,
     expand::Target,
-    kernel::Field,
+    kernel::{Field, Kernel, KernelType},
 };
 
 /// What bpftrace's type says of an integer, and what is known of its
@@ -56,11 +56,18 @@ pub(crate) struct Unsigned {
 /// Rewrites `item`'s unsigned comparisons (see the module's comment), its
 /// fields those of `target`'s record; says which maps and printed values
 /// are unsigned.
-pub(crate) fn compare_as_bpftrace(item: &mut Item, target: &Target, fields: &[Field]) -> Unsigned {
+pub(crate) fn compare_as_bpftrace(
+    item: &mut Item,
+    kernel: &dyn Kernel,
+    target: &Target,
+    fields: &[Field],
+) -> Unsigned {
     let mut signs = Signs {
+        kernel,
         target,
         fields,
         vars: HashMap::new(),
+        records: HashMap::new(),
         found: Unsigned::default(),
     };
     if let Some(predicate) = &mut item.predicate {
@@ -71,10 +78,13 @@ pub(crate) fn compare_as_bpftrace(item: &mut Item, target: &Target, fields: &[Fi
 }
 
 struct Signs<'a> {
+    kernel: &'a dyn Kernel,
     target: &'a Target,
     fields: &'a [Field],
     /// Each variable's sign, from its first assignment.
     vars: HashMap<String, Sign>,
+    /// The struct each variable holding a struct pointer points to.
+    records: HashMap<String, u32>,
     found: Unsigned,
 }
 
@@ -86,6 +96,9 @@ impl Signs<'_> {
                     self.rewrite(value);
                     let sign = self.sign(value);
                     self.vars.entry(name.clone()).or_insert(sign);
+                    if let Some(record) = self.pointee(value) {
+                        self.records.entry(name.clone()).or_insert(record);
+                    }
                 }
                 Stmt::MapAssign { map, value } => {
                     map.keys.iter_mut().for_each(|k| self.rewrite(k));
@@ -216,6 +229,14 @@ impl Signs<'_> {
                 }
             }
             ExprKind::Var(name) => self.vars.get(name).copied().unwrap_or(SIGNED),
+            ExprKind::Member { .. } => match self.member(expr) {
+                // As an unsigned field (below): taken to be below 2^63.
+                Some(
+                    KernelType::Int { signed: false, .. } | KernelType::Bits { signed: false, .. },
+                ) => UNSIGNED_SMALL,
+                Some(KernelType::Pointer(_)) => UNSIGNED,
+                _ => SIGNED,
+            },
             ExprKind::Ternary(_, then, otherwise) => {
                 let (a, b) = (self.sign(then), self.sign(otherwise));
                 Sign {
@@ -259,6 +280,47 @@ impl Signs<'_> {
             Some(field) if field.signed => SIGNED,
             Some(_) => UNSIGNED_SMALL,
             None => SIGNED,
+        }
+    }
+}
+
+/// Members' types, for their signs: bpftrace compares an unsigned member
+/// unsigned (`$a = ((struct x *)0)->u64; $a > -1` is 0).
+impl Signs<'_> {
+    /// The type of member expression `expr`, where it can be told.
+    fn member(&self, expr: &Expr) -> Option<KernelType> {
+        let ExprKind::Member { base, name, arrow } = &expr.kind else {
+            return None;
+        };
+        let record = if *arrow {
+            self.pointee(base)?
+        } else {
+            match &base.kind {
+                ExprKind::Deref(pointer) => self.pointee(pointer)?,
+                _ => match self.member(base)? {
+                    KernelType::Record(record) => record,
+                    _ => return None,
+                },
+            }
+        };
+        Some(self.kernel.member(record, name).ok()?.ty)
+    }
+
+    /// The struct pointer `expr` points to, where it can be told.
+    fn pointee(&self, expr: &Expr) -> Option<u32> {
+        match &expr.kind {
+            ExprKind::StructCast(name, _) => self.kernel.record(name).ok(),
+            ExprKind::Builtin(Builtin::Curtask) => self.kernel.record("struct task_struct").ok(),
+            ExprKind::Var(name) => self.records.get(name).copied(),
+            ExprKind::Field(name) => {
+                let field = self.fields.iter().find(|f| f.name == *name)?;
+                self.kernel.record(field.pointee.as_deref()?).ok()
+            }
+            ExprKind::Member { .. } => match self.member(expr)? {
+                KernelType::Pointer(record) => record,
+                _ => None,
+            },
+            _ => None,
         }
     }
 }
