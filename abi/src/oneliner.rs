@@ -29,6 +29,8 @@ pub const MAX_AGGS: u32 = 8192;
 /// to the pointer ([`ProbeConfig::save`]), whose string a later probe of
 /// the thread reads ([`STRING_SAVED`]).
 pub const SAVED_MAP: &str = "ONELINER_SAVED";
+/// Pointers one probe keeps in [`SAVED_MAP`] at most.
+pub const MAX_SAVES: usize = 2;
 /// Entries of [`SAVED_MAP`].
 pub const MAX_SAVED: u32 = 16384;
 /// Name of the hash map of start times the kernel keeps, from [`StartKey`]
@@ -598,6 +600,12 @@ pub const START_TASK_ADDRESS: u8 = 2;
 /// offsets ([`Chain::address`]), so that such a chain follows at most
 /// [`ADDRESS_HOPS`] pointers.
 pub const START_ADDRESS: u8 = 3;
+/// [`Chain::start`]: the pointer [`SAVED_MAP`] keeps for the thread under
+/// the id held as a [`START_ADDRESS`] chain's address: a struct pointer
+/// saved at a function's entry, its members read at the exit
+/// (`@sk[tid] = arg0` … `((struct sock *)@sk[tid])->sk_state`). Nothing is
+/// read where the thread has none.
+pub const START_SAVED: u8 = 4;
 /// Pointers a chain from a fixed address follows at most.
 pub const ADDRESS_HOPS: usize = MAX_HOPS - 2;
 
@@ -661,19 +669,19 @@ pub struct ProbeConfig {
     pub join_offset: u16,
     /// Whether to read the array at [`Self::join_offset`] (`join()`).
     pub join: u8,
-    /// A pointer to keep for the thread in [`SAVED_MAP`] under this id,
-    /// plus one; 0 keeps none.
-    pub save: u8,
-    /// Context offset of the pointer [`Self::save`] keeps.
-    pub save_offset: u16,
     /// A signal to send the task when the filters hold (`signal()`), or 0.
     pub signal: u8,
+    /// Pointers to keep for the thread in [`SAVED_MAP`], each under this
+    /// id, plus one; 0 keeps none.
+    pub saves: [u8; MAX_SAVES],
     /// [`LIVE`] once user space configured the probe (an array slot it
     /// never wrote reads as zeros), [`LIVE_IN_WEFT`] for BEGIN and END,
     /// [`LIVE_ANY_THREAD`] where weft's own thread may be current.
     pub live: u8,
-    /// Keeps the filters 8-byte aligned without a padding hole.
-    pub reserved: [u8; 4],
+    /// Keeps the offsets aligned without a padding hole.
+    pub reserved: u8,
+    /// Context offset of each pointer [`Self::saves`] keeps.
+    pub save_offsets: [u16; MAX_SAVES],
     /// Predicate parts, all of which must hold.
     pub filters: [Filter; MAX_FILTERS],
     /// A probe whose only action is an aggregation the kernel can keep
@@ -709,7 +717,7 @@ impl ProbeConfig {
             (self.match_comm != 0, USES_COMM),
             (self.starts.how != STARTS_NONE, USES_STARTS),
             (self.signal != 0, USES_SIGNAL),
-            (self.save != 0, USES_SAVE),
+            (self.saves[0] != 0, USES_SAVE),
             (aggregates, USES_AGG),
             (self.stacks != 0, USES_STACKS),
             (strings.iter().any(|k| !is_memory(*k)), USES_STRINGS),
@@ -823,7 +831,7 @@ mod tests {
             }; MAX_FILTERS],
             match_comm: 1,
             signal: 9,
-            save: 1,
+            saves: [1, 0],
             stacks: STACK_USER,
             join: 1,
             ..ProbeConfig::default()

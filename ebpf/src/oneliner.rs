@@ -32,9 +32,9 @@ use weft_abi::{
     oneliner::{
         AGG_LINEAR, AGG_LOG2, AGG_NONE, AggKey, AggValue, Aggregation, COUNTER_ROW, Chain, CopyKind,
         Counter, Filter, HEADER_SIZE, Header, JOIN_ARG_LEN, JOIN_ARGS, JOIN_SIZE, KEY_PART_LEN,
-        KEY_PARTS, LIVE, MAX_AGGS, MAX_SKB_BYTES, PATHS, SKBS, SkbMeta, PATHS_PER_PROBE, STRING_PATH, MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_STARTS, MAX_STRINGS, OP_EQ,
+        KEY_PARTS, LIVE, MAX_AGGS, MAX_SKB_BYTES, PATHS, SKBS, SkbMeta, PATHS_PER_PROBE, STRING_PATH, MAX_FILTERS, MAX_HOPS, MAX_SAVED, MAX_SAVES, MAX_STARTS, MAX_STRINGS, OP_EQ,
         OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand, PROBE_SLOTS, ProbeConfig, RAW_MASK, SCRATCH, SCRATCH_BYTES,
-        STACK_KERNEL, STACK_USER, START_ADDRESS, START_TASK, START_TASK_ADDRESS, STARTS_NONE, STARTS_STORE, STARTS_TAKE, STRING_CHAIN,
+        STACK_KERNEL, STACK_USER, START_ADDRESS, START_SAVED, START_TASK, START_TASK_ADDRESS, STARTS_NONE, STARTS_STORE, STARTS_TAKE, STRING_CHAIN,
         STRING_DATA_LOC, STRING_LEN, STRING_SAVED, MAX_STRING_LEN, STRINGS_MASK, SUBJECT_COMM, SUBJECT_CONST,
         SUBJECT_CPU, SUBJECT_ELAPSED, SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_NONE, SUBJECT_PID,
         SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, StartKey, Starts, USES_AGG, USES_ALL, USES_COMM,
@@ -493,11 +493,15 @@ fn capture<C: StackIdContext, const IN_PLACE: u32, const PATHS_AT: usize>(contex
         // checker allowed it only under --unsafe.
         unsafe { bpf_send_signal(u32::from(config.signal)) };
     }
-    if uses(USES_SAVE)
-        && config.save != 0
-        && let Some(pointer) = read::<u64>(ctx, config.save_offset as usize)
-    {
-        let _ = ONELINER_SAVED.insert(&saved_key(pid_tgid, config.save), &pointer, 0);
+    if uses(USES_SAVE) {
+        for i in 0..MAX_SAVES {
+            let id = config.saves[i];
+            if id != 0
+                && let Some(pointer) = read::<u64>(ctx, config.save_offsets[i] as usize)
+            {
+                let _ = ONELINER_SAVED.insert(&saved_key(pid_tgid, id), &pointer, 0);
+            }
+        }
     }
     // Read once, and only where it is used: a probe that aggregates alone
     // needs no time.
@@ -911,7 +915,7 @@ fn read_string(
     }
     if is_memory(kind) {
         if uses(USES_MEMORY) {
-            read_memory(ctx, &config.chains[i], kind == STRING_CHAIN, i, buf);
+            read_memory(ctx, &config.chains[i], kind == STRING_CHAIN, i, pid_tgid, buf);
         }
         return;
     }
@@ -965,6 +969,7 @@ fn read_memory(
     chain: &Chain,
     string: bool,
     i: usize,
+    pid_tgid: u64,
     buf: &mut [u8; SCRATCH_BYTES],
 ) {
     let slot = zero_slot(i, buf);
@@ -979,12 +984,21 @@ fn read_memory(
         // SAFETY: a helper without preconditions.
         START_TASK => unsafe { bpf_get_current_task() },
         START_ADDRESS => chain.address(),
+        START_SAVED => {
+            // SAFETY: the value is only read.
+            match unsafe { ONELINER_SAVED.get(&saved_key(pid_tgid, chain.address() as u8)) } {
+                Some(pointer) => *pointer,
+                None => return,
+            }
+        }
         _ => ctx as u64,
     };
+    // A start that is an address, not the context or the task.
+    let fixed = chain.start == START_ADDRESS || chain.start == START_SAVED;
     // 1 to the slot's length, by a mask the verifier follows.
     let len = (usize::from(chain.len).wrapping_sub(1) & (slot_len - 1)) + 1;
     let dst = slot.as_mut_ptr().cast();
-    if chain.hops == 0 && chain.start != START_ADDRESS {
+    if chain.hops == 0 && !fixed {
         // The context's or the task's own bytes: kernel memory.
         let address = base.wrapping_add(u64::from(chain.at));
         if string {

@@ -442,6 +442,17 @@ const COMPARED: &[(&str, &[&str])] = &[
            @[$t->a, $t->b, $t->c, $t->d, curtask->in_execve, curtask->sched_reset_on_fork] = count(); }",
         &["nanosleep:17:3"],
     ),
+    // A struct pointer saved at a syscall's entry, its members read at the
+    // exit through the map, cast there or where it was saved; nothing once
+    // the map lost it (`delete`), where a variable still holds it.
+    (
+        "tracepoint:syscalls:sys_enter_nanosleep /pid == cpid/ { @t[tid] = args->rqtp;
+           @n[tid] = (struct __kernel_timespec *)args->rqtp; }
+         tracepoint:syscalls:sys_exit_nanosleep /@t[tid]/ { $t = (struct __kernel_timespec *)@t[tid];
+           @ns[$t->tv_nsec, @n[tid]->tv_sec] = count(); delete(@n[tid]);
+           @gone[((struct __kernel_timespec *)@n[tid])->tv_nsec, $t->tv_nsec] = count(); delete(@t[tid]); }",
+        &["nanosleep:17:3"],
+    ),
     // An array inside the record, indexed in place.
     (
         "tracepoint:raw_syscalls:sys_enter /pid == cpid && args->id == 0/ { \

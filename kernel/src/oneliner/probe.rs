@@ -278,7 +278,7 @@ impl OnelinerProbe {
             // And the kept pointers', an LRU the kernel fills up front.
             .map_max_entries(
                 SAVED_MAP,
-                if plan.attaches.iter().any(|a| a.save.is_some()) {
+                if plan.attaches.iter().any(|a| !a.saves.is_empty()) {
                     MAX_SAVED
                 } else {
                     1

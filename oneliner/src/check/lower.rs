@@ -7,12 +7,12 @@
 use weft_abi::oneliner::{
     ADDRESS_HOPS, AGG_LINEAR, AGG_LOG2, AGG_PLAIN, Aggregation, Chain, Filter, ITERATORS,
     LAST_TID_STARTS, LIVE, LIVE_ANY_THREAD, LIVE_IN_WEFT, MAX_FILTERS, MAX_FUNCTION_ARGS, MAX_HOPS,
-    OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand as KernelOperand, PATHS, PATHS_PER_PROBE,
-    ProbeConfig, SKBS, STACK_KERNEL, STACK_USER, START_ADDRESS, START_CONTEXT, START_TASK,
-    START_TASK_ADDRESS, STARTS_STORE, STARTS_TAKE, STRING_CHAIN, STRING_DATA_LOC, STRING_MEMORY,
-    STRING_PATH, STRING_POINTER, STRING_SAVED, SUBJECT_COMM, SUBJECT_CONST, SUBJECT_CPU,
-    SUBJECT_ELAPSED, SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_PID, SUBJECT_PROBE, SUBJECT_TID,
-    SUBJECT_UID, Starts, iterator_path_index, path_index,
+    MAX_SAVES, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE, Operand as KernelOperand, PATHS,
+    PATHS_PER_PROBE, ProbeConfig, SKBS, STACK_KERNEL, STACK_USER, START_ADDRESS, START_CONTEXT,
+    START_SAVED, START_TASK, START_TASK_ADDRESS, STARTS_STORE, STARTS_TAKE, STRING_CHAIN,
+    STRING_DATA_LOC, STRING_MEMORY, STRING_PATH, STRING_POINTER, STRING_SAVED, SUBJECT_COMM,
+    SUBJECT_CONST, SUBJECT_CPU, SUBJECT_ELAPSED, SUBJECT_FIELD, SUBJECT_FUNC, SUBJECT_PID,
+    SUBJECT_PROBE, SUBJECT_TID, SUBJECT_UID, Starts, iterator_path_index, path_index,
 };
 
 use crate::{
@@ -93,9 +93,9 @@ pub fn config(index: usize, attach: &Attach, cpid: u32) -> Result<ProbeConfig, T
         config.string_kinds[i] = STRING_SAVED;
         config.string_offsets[i] = kept_id(*map)?.into();
     }
-    if let Some((field, map)) = &attach.save {
-        config.save = kept_id(*map)?;
-        config.save_offset = field.offset;
+    for (i, (field, map)) in attach.saves.iter().enumerate().take(MAX_SAVES) {
+        config.saves[i] = kept_id(*map)?;
+        config.save_offsets[i] = field.offset;
     }
     for (i, read) in attach.reads.iter().enumerate() {
         let i = attach.read_slot(i);
@@ -223,20 +223,24 @@ fn chain(read: &crate::plan::Read) -> Result<Chain, TooLarge> {
             Start::Task => START_TASK,
             Start::TaskAddress => START_TASK_ADDRESS,
             Start::Address(_) => START_ADDRESS,
+            Start::Saved(_) => START_SAVED,
         },
         hops: read.hops.len() as u8,
         len: u16::try_from(read.len).map_err(|_| TooLarge("a member read too long"))?,
         at: read.at,
         offsets,
     };
-    if let Start::Address(address) = read.start {
-        if read.hops.len() > ADDRESS_HOPS {
-            return Err(TooLarge(
-                "the kernel follows at most two pointers from a fixed address",
-            ));
-        }
-        chain.set_address(address);
+    let address = match read.start {
+        Start::Address(address) => address,
+        Start::Saved(map) => kept_id(map)?.into(),
+        _ => return Ok(chain),
+    };
+    if read.hops.len() > ADDRESS_HOPS {
+        return Err(TooLarge(
+            "the kernel follows at most two pointers from a fixed or saved address",
+        ));
     }
+    chain.set_address(address);
     Ok(chain)
 }
 

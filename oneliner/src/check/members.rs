@@ -10,7 +10,7 @@ use weft_abi::oneliner::{MAX_HOPS, MAX_STRINGS, STRING_LEN};
 
 use crate::{
     Target,
-    ast::{BinOp, Builtin, Expr, ExprKind, UnOp},
+    ast::{BinOp, Builtin, Expr, ExprKind, MapRef, UnOp},
     error::{Error, Result, Span},
     kernel::{Element, Field, FieldKind, Kernel, KernelType},
     plan::{Attach, Layout, MemberRead, Read, ReadKind, Start},
@@ -55,8 +55,49 @@ impl Place {
     }
 }
 
-/// Pointers held in `$variables`, per attach point.
-pub(crate) type Bound = HashMap<String, Pointer>;
+/// The struct pointers a probe's statements hold, per attach point: in
+/// `$variables`, and in maps whose pointers the kernel keeps per thread
+/// (`saved.rs`).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Bound {
+    vars: HashMap<String, Pointer>,
+    /// Each such map's index in the plan's maps, and the struct its
+    /// assignment casts to, if it does.
+    kept: HashMap<String, (usize, Option<u32>)>,
+}
+
+impl Bound {
+    /// Bound to the maps `kept` names, none of the variables.
+    pub fn new(kept: HashMap<String, (usize, Option<u32>)>) -> Bound {
+        Bound {
+            vars: HashMap::new(),
+            kept,
+        }
+    }
+
+    pub fn get(&self, var: &str) -> Option<&Pointer> {
+        self.vars.get(var)
+    }
+
+    pub fn contains_key(&self, var: &str) -> bool {
+        self.vars.contains_key(var)
+    }
+
+    pub fn insert(&mut self, var: String, pointer: Pointer) {
+        self.vars.insert(var, pointer);
+    }
+
+    pub fn remove(&mut self, var: &str) {
+        self.vars.remove(var);
+    }
+
+    /// The kernel's start for the pointer `@map[tid]` holds, and its
+    /// struct where known, when the kernel keeps it.
+    fn kept(&self, map: &MapRef) -> Option<(Start, Option<u32>)> {
+        let (index, record) = self.kept.get(&map.name)?;
+        (!map.keys.is_empty()).then_some((Start::Saved(*index), *record))
+    }
+}
 
 /// The pointer `expr` is, at `attach`.
 pub(crate) fn pointer(
@@ -90,6 +131,14 @@ pub(crate) fn pointer(
                 .map_err(|e| Error::new(span, e))?,
         }),
         ExprKind::Var(name) => bound.get(name).cloned().ok_or_else(not_pointer),
+        ExprKind::Map(map) => match bound.kept(map) {
+            Some((start, Some(record))) => Ok(Pointer {
+                start,
+                hops: Vec::new(),
+                record,
+            }),
+            _ => Err(not_pointer()),
+        },
         ExprKind::Field(name) => {
             let field = attach.field(name).ok_or_else(|| {
                 let names: Vec<&str> = attach.fields.iter().map(|f| f.name.as_str()).collect();
@@ -217,6 +266,7 @@ fn address_of(
             let p = pointer(kernel, attach, bound, expr)?;
             Some((p.start, p.hops))
         }
+        ExprKind::Map(map) => bound.kept(map).map(|(start, _)| (start, Vec::new())),
         ExprKind::Member { .. } => {
             let place = place(kernel, attach, bound, expr)?;
             matches!(
@@ -230,9 +280,23 @@ fn address_of(
     found.ok_or_else(|| {
         Error::new(
             expr.span,
-            "weft follows pointers from curtask, an 8-byte field, argN, retval, reg(), a fixed address, a member or a variable holding one of those",
+            "weft follows pointers from curtask, an 8-byte field, argN, retval, reg(), a fixed address, a member, a variable holding one of those or a map keyed by [tid] saving an argument or field",
         )
     })
+}
+
+/// The offset of the 8-byte slot of the probe's context whose value
+/// `expr` is (an argument, a field, or a cast or variable holding one).
+pub(crate) fn context_slot(
+    kernel: &dyn Kernel,
+    attach: &Attach,
+    bound: &Bound,
+    expr: &Expr,
+) -> Option<u32> {
+    match address_of(kernel, attach, bound, expr).ok()? {
+        (Start::Context, hops) if hops.len() == 1 => Some(hops[0]),
+        _ => None,
+    }
 }
 
 /// Where `reg("NAME")`'s register is, in a probe whose context is the

@@ -91,6 +91,7 @@ fn check_items(mut program: Program, kernel: &dyn Kernel, raw: bool) -> Result<P
     aliases::inline_in_str(&mut program);
     let saved = crate::saved::read_where_saved(&mut program);
     let (mut maps, mut guessed) = collect_maps(&program)?;
+    let kept = kept_pointers(&saved, &maps, kernel);
     let mut tuples = Vec::new();
     let mut composites = Vec::new();
     let mut keys = HashMap::new();
@@ -116,7 +117,7 @@ fn check_items(mut program: Program, kernel: &dyn Kernel, raw: bool) -> Result<P
         let mut group: Vec<Attach> = (targets.into_iter())
             .map(|(target, fields)| Attach::new(index, item, target, fields, raw))
             .collect();
-        let bound = vec![Bound::new(); group.len()];
+        let bound = vec![Bound::new(kept.clone()); group.len()];
         let mut checker = Checker {
             kernel,
             maps: &mut maps,
@@ -175,6 +176,24 @@ fn check_items(mut program: Program, kernel: &dyn Kernel, raw: bool) -> Result<P
 
 /// Gives each `bswap(x)` the bytes it swaps as a second argument,
 /// `bswap(x, 2)`: the width of `x`'s type, which the runtime's values lack.
+/// The maps of struct pointers the kernel keeps per thread (`saved.rs`):
+/// each one's index, and the struct its assignment casts to, if known.
+fn kept_pointers(
+    saved: &Saved,
+    maps: &[MapInfo],
+    kernel: &dyn Kernel,
+) -> HashMap<String, (usize, Option<u32>)> {
+    (saved.pointers.iter())
+        .filter(|(name, _)| saved.by_thread.contains(*name))
+        .filter_map(|(name, record)| {
+            // The kernel's id is a byte, the index plus one.
+            let index = maps.iter().position(|m| m.name == *name)?;
+            let record = record.as_ref().and_then(|r| kernel.record(r).ok());
+            (index < usize::from(u8::MAX)).then(|| (name.clone(), (index, record)))
+        })
+        .collect()
+}
+
 fn widen_swaps(program: &mut Program, swaps: &HashMap<Span, u16>) {
     program.rewrite(&mut |expr| {
         if let ExprKind::Call(name, args) = &mut expr.kind
@@ -465,7 +484,7 @@ impl Checker<'_> {
         match stmt {
             Stmt::MapAssign { map, value } => {
                 self.keys(map)?;
-                self.keep_pointer(map, value);
+                self.keep_pointer(map, value)?;
                 let info = self.map_info(map)?;
                 match (info.kind, &value.kind) {
                     // The type of a variable, map, member or tuple is known

@@ -103,9 +103,10 @@ pub struct Attach {
     /// How the bytes of members read whole (a struct, an array) are laid
     /// out, by [`MemberRead::layout`].
     pub layouts: Vec<Layout>,
-    /// The pointer field the kernel keeps for the thread, and the map it
-    /// is saved in (`@filename[tid] = args.filename`).
-    pub save: Option<(Field, usize)>,
+    /// The pointer fields the kernel keeps for the thread (at most
+    /// `MAX_SAVES`), each with the map it is saved in
+    /// (`@filename[tid] = args.filename`).
+    pub saves: Vec<(Field, usize)>,
     /// The pointer-array field whose strings `join()` prints.
     pub join: Option<Field>,
     /// The aggregation the kernel keeps itself, sending no events: the
@@ -184,7 +185,7 @@ impl Attach {
             saved: Vec::new(),
             reads: Vec::new(),
             members: Vec::new(),
-            save: None,
+            saves: Vec::new(),
             join: None,
             agg: None,
             start: None,
@@ -281,6 +282,7 @@ impl std::fmt::Display for Read {
             Start::Task => "curtask",
             Start::TaskAddress => "the address of curtask",
             Start::Address(address) => return write!(f, "address {address:#x}"),
+            Start::Saved(map) => return write!(f, "the pointer kept for map {map}"),
         })
     }
 }
@@ -297,6 +299,9 @@ pub enum Start {
     TaskAddress,
     /// A fixed address (`kaddr("nr_cpu_ids")`, a cast constant).
     Address(u64),
+    /// The pointer the kernel keeps for the thread for map [`Plan::maps`]
+    /// index N (`((struct sock *)@sk[tid])->sk_state`; `saved.rs`).
+    Saved(usize),
 }
 
 /// How the bytes of a struct or array read whole make its value, as

@@ -2,6 +2,8 @@
 //! members and memory each attach point copies, decided as the checker
 //! meets them (`field`, `member`, `capture`, ...).
 
+use weft_abi::oneliner::MAX_SAVES;
+
 use super::{
     Attach, BinOp, Checker, Error, Expr, ExprKind, Field, FieldKind, MAX_STRINGS, MapRef, Result,
     Span, Target, Type, members, unread, uprobe_arguments,
@@ -106,25 +108,69 @@ impl Checker<'_> {
     /// `@map[tid] = str(POINTER)`, a pointer saved for its string: the
     /// kernel keeps the pointer per thread too, so that where the map is
     /// read it reads the string again (`saved.rs`). One per probe.
-    pub(super) fn keep_pointer(&mut self, map: &MapRef, value: &Expr) {
+    pub(super) fn keep_pointer(&mut self, map: &MapRef, value: &Expr) -> Result<()> {
         let Some(index) = self.kept_map(map) else {
-            return;
+            return Ok(());
         };
+        if self.saved.pointers.contains_key(&map.name) {
+            return self.keep_struct_pointer(index, map, value);
+        }
         let ExprKind::Call(_, args) = &value.kind else {
-            return;
+            return Ok(());
         };
         let name = match args.first().map(|a| (&a.kind, a.span)) {
             Some((ExprKind::Field(n), span)) if self.saved.spans.contains(&span) => n.clone(),
             Some((ExprKind::Arg(n), span)) if self.saved.spans.contains(&span) => format!("arg{n}"),
-            _ => return,
+            _ => return Ok(()),
         };
         for attach in self.attaches.iter_mut() {
-            if attach.save.is_none()
+            if attach.saves.len() < MAX_SAVES
+                && !attach.saves.iter().any(|(_, map)| *map == index)
                 && let Some(field) = attach.field(&name)
             {
-                attach.save = Some((field.clone(), index));
+                attach.saves.push((field.clone(), index));
             }
         }
+        Ok(())
+    }
+
+    /// `@map[tid] = POINTER` of a map whose struct pointers a later probe
+    /// reads members through: the kernel keeps the pointer per thread
+    /// (`saved.rs`). A constant keeps nothing (`@sk[tid] = 0`).
+    fn keep_struct_pointer(&mut self, index: usize, map: &MapRef, value: &Expr) -> Result<()> {
+        if matches!(value.kind, ExprKind::Int(_)) {
+            return Ok(());
+        }
+        for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
+            let slot = members::context_slot(self.kernel, attach, bound, value);
+            let field = slot.and_then(|at| {
+                (attach.fields.iter())
+                    .find(|f| u32::from(f.offset) == at && f.size == 8)
+                    .cloned()
+            });
+            let Some(field) = field else {
+                return Err(Error::new(
+                    value.span,
+                    format!(
+                        "a later probe reads members through @{}'s pointer: the kernel keeps it for the thread where it is saved, from an argument or a field (`@{}[tid] = arg0`), not from this",
+                        map.name, map.name
+                    ),
+                ));
+            };
+            if attach.saves.iter().any(|(_, map)| *map == index) {
+                continue;
+            }
+            if attach.saves.len() == MAX_SAVES {
+                return Err(Error::new(
+                    value.span,
+                    format!(
+                        "the kernel keeps {MAX_SAVES} pointers per probe for later probes to read, and this probe saves more"
+                    ),
+                ));
+            }
+            attach.saves.push((field, index));
+        }
+        Ok(())
     }
 
     /// `@map[tid]` read where the kernel keeps its pointers: the kernel
@@ -133,6 +179,10 @@ impl Checker<'_> {
         let Some(index) = self.kept_map(map) else {
             return;
         };
+        // Read through as a struct pointer, not as a string.
+        if self.saved.pointers.contains_key(&map.name) {
+            return;
+        }
         for attach in self.attaches.iter_mut() {
             if attach.in_kernel() && !attach.saved.contains(&index) && attach.slots() < MAX_STRINGS
             {

@@ -18,8 +18,15 @@
 //! the kernel also keeps the pointer per thread where it is saved, and
 //! reads its string again where the map is read (`STRING_SAVED`); weft
 //! takes that string when it is there.
+//!
+//! A map of struct pointers so kept is read as one where its members are
+//! (`@sk[tid] = arg0;` … `((struct sock *)@sk[tid])->sk_state`, the idiom
+//! of a function's exit, whose arguments are gone): the kernel keeps the
+//! pointer per thread where it is saved (an argument or field), and reads
+//! the members through it at the later event (`Start::Saved`). The map
+//! itself still holds the address.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::ast::{
     Builtin, Expr, ExprKind, MapRef, Program, Stmt, for_each_expr, for_each_map_target,
@@ -34,6 +41,10 @@ pub(crate) struct Saved {
     /// Those maps always keyed by `[tid]`: the kernel keeps their pointers
     /// per thread too.
     pub by_thread: HashSet<String>,
+    /// The maps whose values are read as struct pointers, with the struct
+    /// their assignment casts to (`@sk[tid] = (struct sock *)arg0`), if it
+    /// does; those in `by_thread` are kept per thread.
+    pub pointers: HashMap<String, Option<String>>,
 }
 
 /// Rewrites `program` so maps read through `str()` hold strings.
@@ -45,7 +56,19 @@ pub(crate) fn read_where_saved(program: &mut Program) -> Saved {
             .for_each(|e| maps_read_as_strings(e, &mut read));
         for_each_expr(&item.body, &mut |e| maps_read_as_strings(e, &mut read));
     }
-    let mut by_thread = read.clone();
+    let mut pointers = HashMap::new();
+    for item in &program.items {
+        item.predicate
+            .iter()
+            .for_each(|e| maps_read_as_pointers(e, &mut pointers));
+        for_each_expr(&item.body, &mut |e| maps_read_as_pointers(e, &mut pointers));
+    }
+    // A map read through str() holds strings.
+    pointers.retain(|map, _| !read.contains(map));
+    for item in &program.items {
+        pointee_casts(&item.body, &mut pointers);
+    }
+    let mut by_thread: HashSet<String> = read.iter().chain(pointers.keys()).cloned().collect();
     for item in &program.items {
         let mut check = |e: &Expr| {
             if let ExprKind::Map(map) = &e.kind {
@@ -60,7 +83,51 @@ pub(crate) fn read_where_saved(program: &mut Program) -> Saved {
     for item in &mut program.items {
         save_strings(&mut item.body, &read, &mut spans);
     }
-    Saved { spans, by_thread }
+    Saved {
+        spans,
+        by_thread,
+        pointers,
+    }
+}
+
+/// Names of maps whose values `expr` reads as struct pointers:
+/// `(struct T *)@map[...]`, `@map[...]->member`.
+fn maps_read_as_pointers(expr: &Expr, out: &mut HashMap<String, Option<String>>) {
+    expr.visit(&mut |e| {
+        let map = match &e.kind {
+            ExprKind::StructCast(_, inner) => inner,
+            ExprKind::Member {
+                base, arrow: true, ..
+            } => base,
+            _ => return,
+        };
+        if let ExprKind::Map(map) = &map.kind {
+            out.entry(map.name.clone()).or_insert(None);
+        }
+    });
+}
+
+/// Notes the struct each map of `pointers` is assigned a cast to.
+fn pointee_casts(stmts: &[Stmt], pointers: &mut HashMap<String, Option<String>>) {
+    for stmt in stmts {
+        match stmt {
+            Stmt::MapAssign { map, value } => {
+                if let (Some(record @ None), ExprKind::StructCast(name, _)) =
+                    (pointers.get_mut(&map.name), &value.kind)
+                {
+                    *record = Some(name.clone());
+                }
+            }
+            Stmt::If {
+                then, otherwise, ..
+            } => {
+                pointee_casts(then, pointers);
+                pointee_casts(otherwise, pointers);
+            }
+            Stmt::While { body, .. } => pointee_casts(body, pointers),
+            _ => {}
+        }
+    }
 }
 
 /// Drops `map` from `maps` unless this use is keyed by `[tid]`, or names

@@ -1087,17 +1087,44 @@ fn pointers_saved_per_thread_are_kept_in_the_kernel_too() {
         )
     };
     let plan = checked(&program("tid"));
-    let save = plan.attaches[0].save.as_ref();
-    assert_eq!(
-        save.map(|(f, m)| (f.name.as_str(), *m)),
-        Some(("filename", 0))
-    );
+    let saves: Vec<_> = (plan.attaches[0].saves.iter())
+        .map(|(f, m)| (f.name.as_str(), *m))
+        .collect();
+    assert_eq!(saves, [("filename", 0)]);
     assert_eq!(plan.attaches[1].saved, [0]);
     assert_eq!(plan.attaches[1].saved_slot(0), Some(0));
     // Keyed otherwise, the string is the one read where it is saved.
     let plan = checked(&program("pid"));
-    assert!(plan.attaches[0].save.is_none());
+    assert!(plan.attaches[0].saves.is_empty());
     assert!(plan.attaches[1].saved.is_empty());
+}
+
+#[test]
+fn struct_pointers_saved_per_thread_are_read_through_later() {
+    // bpftrace's idiom for a function's exit, whose arguments are gone.
+    let plan = checked(
+        "tracepoint:syscalls:sys_enter_nanosleep { $t = args.rqtp; @t[tid] = $t; @n[tid] = args.rqtp; } \
+         tracepoint:syscalls:sys_exit_read /@t[tid]/ { $p = (struct __kernel_timespec *)@t[tid]; \
+           printf(\"%d %d\\n\", $p->tv_nsec, ((struct __kernel_timespec *)@n[tid])->tv_sec); delete(@t[tid]); }",
+    );
+    let saves: Vec<_> = (plan.attaches[0].saves.iter())
+        .map(|(f, m)| (f.name.as_str(), plan.maps[*m].name.as_str()))
+        .collect();
+    assert_eq!(saves, [("rqtp", "t"), ("rqtp", "n")]);
+    let starts: Vec<_> = plan.attaches[1]
+        .reads
+        .iter()
+        .map(|r| (r.start, r.at))
+        .collect();
+    assert_eq!(starts, [(Start::Saved(0), 8), (Start::Saved(1), 0)]);
+    // The map still holds the address, and strings are read for none.
+    assert!(plan.attaches[1].saved.is_empty());
+    // Kept from something the kernel cannot keep, it says so.
+    let error = refused(
+        "tracepoint:syscalls:sys_enter_nanosleep { @t[tid] = args.rqtp + 8; } \
+         tracepoint:syscalls:sys_exit_read { print(((struct __kernel_timespec *)@t[tid])->tv_sec); }",
+    );
+    assert!(error.contains("from an argument or a field"), "{error}");
 }
 
 #[test]

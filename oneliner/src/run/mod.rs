@@ -21,7 +21,7 @@ use crate::{
     kernel::FieldKind,
     limits::Limits,
     output::{Agg, OutputFormat},
-    plan::ReadKind,
+    plan::{ReadKind, Start},
     stack::{Stack, StackMode},
     value::{Type, Value, c_string},
 };
@@ -639,7 +639,8 @@ impl<'p> Runtime<'p> {
             } if base.may_be_bytes() && scope.attach.member(expr.span).is_none() => {
                 member_of(self.eval(base, scope), name)
             }
-            ExprKind::Member { .. } | ExprKind::Builtin(_) => member(scope, expr),
+            ExprKind::Member { .. } => self.member(expr, scope),
+            ExprKind::Builtin(_) => member(scope, expr),
             ExprKind::StructCast(_, inner) => self.eval(inner, scope),
             ExprKind::Var(name) => scope.vars.get(name).cloned().unwrap_or(Value::Int(0)),
             ExprKind::Map(map) => self.map_value(map, scope),
@@ -660,7 +661,7 @@ impl<'p> Runtime<'p> {
                     ExprKind::Member { .. }
                     | ExprKind::Deref(_)
                     | ExprKind::Binary(..)
-                    | ExprKind::Unary(..) => member(scope, &args[0]),
+                    | ExprKind::Unary(..) => self.member(&args[0], scope),
                     ExprKind::Field(n) => string_of(scope, n),
                     ExprKind::Arg(_) if scope.attach.member(args[0].span).is_some() => {
                         member(scope, &args[0])
@@ -923,6 +924,31 @@ impl<'p> Runtime<'p> {
 
     /// `*address` in a probe weft runs: read from /proc/kcore.
     /// `@map[keys]` read: its value, or 0 ("" for strings) where unset.
+    /// Member `expr`, as the kernel read it; nothing where it read through
+    /// a pointer kept for the thread (`Start::Saved`) that the map no
+    /// longer holds (deleted or zeroed since): bpftrace then reads through
+    /// 0 and finds nothing.
+    fn member(&mut self, expr: &Expr, scope: &mut Scope<'_, '_>) -> Value {
+        let attach = scope.attach;
+        let kept = attach
+            .member(expr.span)
+            .is_some_and(|m| matches!(attach.reads[m.read].start, Start::Saved(_)));
+        if kept {
+            let mut base = expr;
+            while let ExprKind::Member { base: inner, .. } | ExprKind::StructCast(_, inner) =
+                &base.kind
+            {
+                base = inner;
+            }
+            if matches!(base.kind, ExprKind::Map(_) | ExprKind::Var(_))
+                && self.eval(base, scope).int() == 0
+            {
+                return member_value(attach, expr, &[]);
+            }
+        }
+        member(scope, expr)
+    }
+
     fn map_value(&mut self, map: &MapRef, scope: &mut Scope<'_, '_>) -> Value {
         let index = self.plan.map(&map.name).expect("checked");
         let key = self.keys(map, scope);
@@ -1238,11 +1264,16 @@ fn kept_string(scope: &Scope<'_, '_>, map: usize) -> Option<Value> {
 /// The kernel struct member `expr` names, from the slot the kernel read
 /// it into.
 fn member(scope: &Scope<'_, '_>, expr: &Expr) -> Value {
-    let attach = scope.attach;
+    let (bytes, _) = member_bytes(scope, expr).unwrap_or_default();
+    member_value(scope.attach, expr, bytes)
+}
+
+/// Member `expr` of `attach` made of `bytes` (zeros where they are short).
+fn member_value(attach: &Attach, expr: &Expr, bytes: &[u8]) -> Value {
     let Some(m) = attach.member(expr.span) else {
         return Value::Int(0);
     };
-    let (bytes, chars) = member_bytes(scope, expr).unwrap_or_default();
+    let chars = m.chars;
     if let Some(layout) = m.layout.and_then(|i| attach.layouts.get(usize::from(i))) {
         return layout.value(bytes);
     }

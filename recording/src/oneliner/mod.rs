@@ -758,7 +758,7 @@ fn explain(plan: &Plan) -> String {
             format!("; the strings of array {}", f.name)
         });
         let mut reads = String::new();
-        if let Some((field, map)) = &attach.save {
+        for (field, map) in &attach.saves {
             let _ = write!(
                 reads,
                 "; keeps pointer {} for the thread (@{})",
