@@ -50,7 +50,7 @@ pub use error::{Error, Span};
 pub use kernel::{Field, FieldKind, Kernel};
 pub use output::OutputFormat;
 pub use parse::parse;
-pub use run::{Event, Flow, KernelAggs, KernelMemory, Names, Packets, Runtime};
+pub use run::{Event, Flow, KernelAggs, KernelMemory, Names, Packets, Runtime, Watch};
 pub use stack::{Frame, Stack, StackMode};
 pub use uprobe_args::UserFunction;
 pub use value::{Type, Value};

@@ -137,6 +137,11 @@ pub struct Batch {
     pub held: Option<u64>,
 }
 
+/// What weft says, as bpftrace does, when a watchpoint finds no debug
+/// register free.
+pub const OUT_OF_REGISTERS: &str =
+    "Failed to attach watchpoint probe. You are out of watchpoint registers.";
+
 pub struct OnelinerProbe {
     /// Declared before `ebpf`: links go before the programs they run.
     links: Links,
@@ -144,6 +149,10 @@ pub struct OnelinerProbe {
     /// Each watchpoint's links, by the address it watches: `unwatch()`
     /// closes them.
     watchpoints: Vec<(u64, Link)>,
+    /// Watchpoints on a function's argument, set as its calls ask
+    /// ([`Self::watch`]), by attach index: the length and mode each
+    /// watches, and the address it was last set on.
+    watch_args: std::collections::HashMap<usize, (u8, &'static str, Option<u64>)>,
     /// Copy programs in use (fentry, fexit, raw tracepoints), by name.
     copies: Vec<(CopyKind, String)>,
     /// The fentry or fexit copy each attach point takes, if any.
@@ -327,6 +336,7 @@ impl OnelinerProbe {
             malformed: 0,
             skipped_at_detach: None,
             watchpoints: Vec::new(),
+            watch_args: std::collections::HashMap::new(),
         };
         for (index, attach) in plan.attaches.iter().enumerate() {
             if attach.kernel_run && matches!(attach.target, Target::Begin | Target::End) {
@@ -551,7 +561,16 @@ impl OnelinerProbe {
                 self.attach_perf(&attach.target, cookie)
             }
             Target::Watchpoint { address, len, mode } => {
-                self.attach_watchpoint(*address, *len, mode, cookie)
+                if self.attach_watchpoint(*address, *len, mode, cookie)? {
+                    Ok(())
+                } else {
+                    Err(Error::Invalid(OUT_OF_REGISTERS.into()))
+                }
+            }
+            // Set as the function's calls ask (`watch`).
+            Target::WatchArg { len, mode, .. } => {
+                self.watch_args.insert(index, (*len, mode, None));
+                Ok(())
             }
             Target::Fentry { function, .. } | Target::RawTracepoint { name: function } => {
                 let kind = copy.expect("set above");
@@ -618,8 +637,14 @@ impl OnelinerProbe {
 
     /// Attaches the perf program to a hardware breakpoint on `len` bytes
     /// at `address`: in the watched process on any CPU, or in every
-    /// process on each CPU.
-    fn attach_watchpoint(&mut self, address: u64, len: u8, mode: &str, cookie: u64) -> Result<()> {
+    /// process on each CPU. False where the CPU has no debug register left.
+    fn attach_watchpoint(
+        &mut self,
+        address: u64,
+        len: u8,
+        mode: &str,
+        cookie: u64,
+    ) -> Result<bool> {
         let fd = program(&mut self.ebpf, PERF_PROGRAM)?;
         let len = u64::from(len);
         let breakpoint = match mode {
@@ -645,16 +670,35 @@ impl OnelinerProbe {
         for mut builder in builders {
             // Every hit: a watchpoint samples each access.
             builder.sample_period(1).exclude_kernel(false);
-            let counter = builder.build().with_context(|| {
-                format!(
-                    "the CPU refused a breakpoint of {len} bytes at {address:#x} for `{mode}` \
-                     (x86-64 watches 1, 2, 4 or 8 aligned bytes, and code with x)"
-                )
-            })?;
+            let counter = match builder.build() {
+                Err(error) if error.raw_os_error() == Some(libc::ENOSPC) => return Ok(false),
+                built => built.with_context(|| {
+                    format!(
+                        "the CPU refused a breakpoint of {len} bytes at {address:#x} for `{mode}` \
+                         (x86-64 watches 1, 2, 4 or 8 aligned bytes, and code with x)"
+                    )
+                })?,
+            };
             self.watchpoints
                 .push((address, enabled_link(fd, counter, cookie)?));
         }
-        Ok(())
+        Ok(true)
+    }
+
+    /// Sets watchpoint attach point `index` (`watchpoint:FUNCTION+argN`)
+    /// on `address`, as bpftrace does: on a new address it adds one, on the
+    /// address it last set none. False where the CPU has no debug register
+    /// left (x86-64 has four).
+    pub fn watch(&mut self, index: usize, address: u64) -> Result<bool> {
+        let Some((len, mode, last)) = self.watch_args.get_mut(&index) else {
+            bail!("attach point {index} is no watchpoint on a function's argument");
+        };
+        if *last == Some(address) {
+            return Ok(true);
+        }
+        *last = Some(address);
+        let (len, mode) = (*len, *mode);
+        self.attach_watchpoint(address, len, mode, index as u64)
     }
 
     /// Removes every watchpoint on `address` (`unwatch()`; none there is
@@ -1294,9 +1338,10 @@ fn shared_program(attach: &Attach) -> Option<String> {
         Target::Kprobe { .. } => KPROBE_PROGRAM,
         Target::Uprobe { exit: false, .. } | Target::Usdt { .. } => UPROBE_PROGRAM,
         Target::Uprobe { exit: true, .. } => URETPROBE_PROGRAM,
-        Target::Profile { .. } | Target::PerfEvent { .. } | Target::Watchpoint { .. } => {
-            PERF_PROGRAM
-        }
+        Target::Profile { .. }
+        | Target::PerfEvent { .. }
+        | Target::Watchpoint { .. }
+        | Target::WatchArg { .. } => PERF_PROGRAM,
         _ => return None,
     };
     Some(name.to_owned())

@@ -25,14 +25,15 @@ pub(crate) fn register_field(name: &str) -> Option<Field> {
     Some(register(&format!("reg_{name}"), registers::offset(name)?))
 }
 /// The attach points of an item, with the fields of each.
-/// `pid` is the `-p` process, whose files a USDT probe without a path
-/// names; `uprobe_args` the fields uprobes name from DWARF.
+/// `program`'s `-p` process's files a USDT probe without a path names;
+/// `uprobe_args` the fields uprobes name from DWARF.
 pub(crate) fn expand(
     item: &Item,
     kernel: &dyn Kernel,
-    pid: Option<u32>,
+    program: &crate::ast::Program,
     uprobe_args: &crate::uprobe_args::Args,
 ) -> Result<Vec<(Target, Vec<Field>)>> {
+    let pid = program.pid;
     let mut out = Vec::new();
     for probe in &item.probes {
         let span = probe.span;
@@ -101,6 +102,9 @@ pub(crate) fn expand(
                 let path = process_path(kernel, pid, path);
                 out.extend(usdt(kernel, &path, provider, name, span)?);
             }
+            ProbeKind::WatchArg { .. } => {
+                out.extend(watched_functions(kernel, program, &probe.kind, span)?);
+            }
             ProbeKind::Uprobe { path, symbol, exit } => {
                 let mut fields = register_args();
                 if *exit {
@@ -120,6 +124,45 @@ pub(crate) fn expand(
         }
     }
     Ok(out)
+}
+
+/// A watchpoint on a function's argument (`watchpoint:FUNC+argN`), one
+/// per function of the `-p` process's file (else the `-c` command's) that
+/// the glob matches, as bpftrace finds them.
+fn watched_functions(
+    kernel: &dyn Kernel,
+    program: &crate::ast::Program,
+    kind: &ProbeKind,
+    span: Span,
+) -> Result<Vec<(Target, Vec<Field>)>> {
+    let ProbeKind::WatchArg { function, .. } = kind else {
+        return Ok(Vec::new());
+    };
+    let path = match (program.pid, &program.command) {
+        (Some(pid), _) => format!("/proc/{pid}/exe"),
+        (None, Some(command)) => command.clone(),
+        (None, None) => {
+            return Err(Error::new(
+                span,
+                "a watchpoint on a function's argument watches the -p or -c process: give one",
+            ));
+        }
+    };
+    let found = uprobe_targets(kernel, None, &path, function, span)?;
+    Ok((found.into_iter())
+        .map(|(path, function)| {
+            let mut target = kind.clone();
+            if let Target::WatchArg {
+                path: p,
+                function: f,
+                ..
+            } = &mut target
+            {
+                (*p, *f) = (path, function);
+            }
+            (target, Vec::new())
+        })
+        .collect())
 }
 
 /// `path` as the `-p` process sees it: a file that is not in our mount
@@ -488,7 +531,7 @@ fn register(name: &str, offset: u16) -> Field {
     }
 }
 
-fn register_args() -> Vec<Field> {
+pub(crate) fn register_args() -> Vec<Field> {
     REGISTER_ARGS
         .iter()
         .enumerate()

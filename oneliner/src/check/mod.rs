@@ -104,7 +104,7 @@ fn check_items(mut program: Program, kernel: &dyn Kernel, raw: bool) -> Result<P
     let mut unsigned_prints = HashSet::new();
     let mut sizes = HashMap::new();
     for index in 0..program.items.len() {
-        let targets = expand(&program.items[index], kernel, program.pid, &uprobe_args)?;
+        let targets = expand(&program.items[index], kernel, &program, &uprobe_args)?;
         if let Some((target, fields)) = targets.first() {
             let unsigned =
                 crate::sign::compare_as_bpftrace(&mut program.items[index], kernel, target, fields);
@@ -149,7 +149,9 @@ fn check_items(mut program: Program, kernel: &dyn Kernel, raw: bool) -> Result<P
             .as_ref()
             .is_none_or(|predicate| push_down(predicate, &mut group));
         crate::signal::attach(item, &mut group, whole)?;
+        let first = attaches.len();
         attaches.extend(group);
+        watch::add_setups(&mut attaches, first, index, item);
     }
     for map in &mut maps {
         map.keys = keys.remove(&map.name).unwrap_or_default();
@@ -471,6 +473,7 @@ pub(crate) mod types;
 mod uapi;
 pub(crate) mod uprobe_args;
 pub(crate) mod usdt;
+mod watch;
 
 impl Checker<'_> {
     fn stmts(&mut self, stmts: &[Stmt]) -> Result<()> {

@@ -136,6 +136,10 @@ pub struct Attach {
     pub kernel_run: bool,
     /// How the kernel hooks it.
     pub hook: Hook,
+    /// The uprobe that has weft set the watchpoint of attach point N on
+    /// the address its function's argument holds (`watch.rs`): it runs
+    /// none of the item's actions.
+    pub watch: Option<usize>,
 }
 
 /// The `struct sk_buff *` argument whose packet the kernel copies at an
@@ -197,6 +201,7 @@ impl Attach {
             skb: None,
             kernel_run: false,
             layouts: Vec::new(),
+            watch: None,
         }
     }
 

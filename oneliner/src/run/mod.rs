@@ -127,10 +127,24 @@ pub struct Runtime<'p> {
     cpid: u32,
     /// Addresses `unwatch()` asked to stop watching, until taken.
     unwatched: Vec<u64>,
+    /// Watchpoints a function's call asked to set, until taken.
+    watches: Vec<Watch>,
     /// What writes `skboutput()`'s packets.
     packets: Option<Box<dyn Packets>>,
     /// After `exit()` or Ctrl-C: events still to come run no command.
     exited: bool,
+}
+
+/// A watchpoint to set where a function's argument points
+/// (`watchpoint:FUNCTION+argN`), asked by the function's call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Watch {
+    /// The watchpoint's attach point.
+    pub attach: usize,
+    pub address: u64,
+    /// The process whose task the kernel stopped until the watchpoint is
+    /// set, if it did (not for `asyncwatchpoint`).
+    pub stopped: Option<u32>,
 }
 
 /// What actions of one event see.
@@ -166,6 +180,7 @@ impl<'p> Runtime<'p> {
             start_ns,
             cpid: 0,
             unwatched: Vec::new(),
+            watches: Vec::new(),
             names: None,
             memory: None,
             kernel: None,
@@ -228,6 +243,13 @@ impl<'p> Runtime<'p> {
         std::mem::take(&mut self.unwatched)
     }
 
+    /// The watchpoints functions' calls asked to set since the last call
+    /// (`watchpoint:FUNCTION+argN`): the caller sets each, then lets its
+    /// stopped task go on.
+    pub fn take_watches(&mut self) -> Vec<Watch> {
+        std::mem::take(&mut self.watches)
+    }
+
     /// Runs the actions of `event`'s probe when its predicate holds.
     pub fn event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> std::io::Result<Flow> {
         self.fire(event, out).map(|(flow, _)| flow)
@@ -251,6 +273,17 @@ impl<'p> Runtime<'p> {
             flow: Flow::Continue,
             jump: None,
         };
+        // A function's call that sets a watchpoint runs no actions.
+        if let Some(watch) = attach.watch
+            && let crate::Target::WatchArg { arg, sync, .. } = &plan.attaches[watch].target
+        {
+            self.watches.push(Watch {
+                attach: watch,
+                address: field(&scope, &format!("arg{arg}")).int().cast_unsigned(),
+                stopped: sync.then_some(event.pid),
+            });
+            return Ok((Flow::Continue, false));
+        }
         if let Some(predicate) = &item.predicate
             && !self.eval(predicate, &mut scope).truthy()
         {

@@ -19,6 +19,9 @@ pub struct Program {
     /// The process of `-p PID`, whose files a USDT probe without a path
     /// names.
     pub pid: Option<u32>,
+    /// The program `-c` runs, as written (its first word), whose
+    /// functions `watchpoint:FUNCTION+argN` names where there is no `-p`.
+    pub command: Option<String>,
     /// Every field of each event is kept (`weft trace --store`), whether
     /// the program reads it or not.
     pub all_fields: bool,
@@ -189,6 +192,20 @@ pub enum ProbeKind {
         address: u64,
         len: u8,
         mode: &'static str,
+    },
+    /// `watchpoint:FUNCTION+argN:LEN:MODE` (`asyncwatchpoint:` too): a
+    /// watchpoint as above on the address argument `arg` of the `-p`/`-c`
+    /// process's `function` holds, set each time the function is called
+    /// with a new one. The task is stopped until weft has set it, but for
+    /// `asyncwatchpoint`, which may miss the first accesses.
+    /// `path` is the process's file, once expanded.
+    WatchArg {
+        path: String,
+        function: String,
+        arg: u8,
+        len: u8,
+        mode: &'static str,
+        sync: bool,
     },
     /// `interval:UNIT:N` (`s`, `ms`, `us`, or `hz`: N times a second): one
     /// CPU, periodically.
@@ -385,6 +402,27 @@ impl ProbeKind {
             Self::Interval { unit, n } => format!("interval:{unit}:{n}"),
             Self::Watchpoint { address, len, mode } => {
                 format!("watchpoint:0x{address:x}:{len}:{mode}")
+            }
+            // As bpftrace names it: argument 0 leaves its number out.
+            Self::WatchArg {
+                path,
+                function,
+                arg,
+                len,
+                mode,
+                sync,
+            } => {
+                let kind = if *sync {
+                    "watchpoint"
+                } else {
+                    "asyncwatchpoint"
+                };
+                let arg = if *arg == 0 {
+                    String::new()
+                } else {
+                    format!(":{arg}")
+                };
+                format!("{kind}:{path}:{function}{arg}:{len}:{mode}")
             }
             Self::Iter { name } => format!("iter:{name}"),
         }

@@ -55,6 +55,7 @@ pub fn parse_with(text: &str, params: &[String]) -> Result<Program> {
         unsafe_calls: false,
         all_fields: false,
         pid: None,
+        command: None,
     };
     crate::params::substitute(&mut program, params)?;
     Ok(program)
@@ -1193,18 +1194,31 @@ fn iterator(parts: &[&str], text: &str) -> std::result::Result<ProbeKind, String
 /// watch (a read alone they do not).
 fn watchpoint(kind: &str, parts: &[&str], text: &str) -> std::result::Result<ProbeKind, String> {
     let [address, len, mode] = parts else {
-        return Err(format!("`{text}`: expected {kind}:ADDRESS:LENGTH:MODE"));
+        return Err(format!(
+            "`{text}`: expected {kind}:ADDRESS:LENGTH:MODE or {kind}:FUNCTION+argN:LENGTH:MODE"
+        ));
+    };
+    // `FUNCTION+argN`: the address the argument holds.
+    let argument = match address.rsplit_once('+') {
+        Some((function, arg)) => {
+            let n = (arg.strip_prefix("arg").and_then(|n| n.parse::<u8>().ok()))
+                .filter(|n| usize::from(*n) < crate::registers::REGISTER_ARGS.len())
+                .ok_or_else(|| {
+                    format!("`{text}`: `{arg}` is not an argument in a register, arg0 to arg5")
+                })?;
+            if function.is_empty() {
+                return Err(format!("`{text}`: expected FUNCTION+argN"));
+            }
+            Some((function, n))
+        }
+        None => None,
     };
     let address = match address.strip_prefix("0x") {
+        _ if argument.is_some() => Some(0),
         Some(hex) => u64::from_str_radix(hex, 16).ok(),
         None => address.parse().ok(),
     }
-    .ok_or_else(|| {
-        format!(
-            "`{text}`: `{address}` is not an address (weft watches an address, not a \
-             function's argument: FUNC+argN is not supported)"
-        )
-    })?;
+    .ok_or_else(|| format!("`{text}`: `{address}` is not an address or FUNCTION+argN"))?;
     let len = match *len {
         "1" => 1,
         "2" => 2,
@@ -1222,7 +1236,17 @@ fn watchpoint(kind: &str, parts: &[&str], text: &str) -> std::result::Result<Pro
             ));
         }
     };
-    Ok(ProbeKind::Watchpoint { address, len, mode })
+    Ok(match argument {
+        Some((function, arg)) => ProbeKind::WatchArg {
+            path: String::new(),
+            function: function.to_owned(),
+            arg,
+            len,
+            mode,
+            sync: !kind.starts_with('a'),
+        },
+        None => ProbeKind::Watchpoint { address, len, mode },
+    })
 }
 
 /// The unit and count of a `profile` or `interval` probe, `KIND:UNIT:N`.
@@ -1280,7 +1304,23 @@ mod tests {
                 .unwrap_err()
                 .contains("mode is w, rw or x")
         );
-        assert!(kind("w:main+arg0:4:w").unwrap_err().contains("FUNC+argN"));
+        assert_eq!(
+            kind("asyncwatchpoint:increment_*+arg1:4:w"),
+            Ok(ProbeKind::WatchArg {
+                path: String::new(),
+                function: "increment_*".into(),
+                arg: 1,
+                len: 4,
+                mode: "w",
+                sync: false,
+            })
+        );
+        assert!(
+            kind("w:main+arg9:4:w")
+                .unwrap_err()
+                .contains("arg0 to arg5")
+        );
+        assert!(kind("w:main:4:w").unwrap_err().contains("FUNCTION+argN"));
         assert!(
             kind("w:0x10:4")
                 .unwrap_err()

@@ -25,10 +25,10 @@ use weft_kernel::ebpf;
 use weft_kernel::oneliner::{
     kcore::Kcore,
     kernel::Kernel,
-    probe::{Batch, OnelinerProbe, Preload},
+    probe::{Batch, OUT_OF_REGISTERS, OnelinerProbe, Preload},
 };
 use weft_oneliner::{
-    Event, Flow, OutputFormat, Plan, Runtime, Target,
+    Event, Flow, OutputFormat, Plan, Runtime, Target, Watch,
     ast::period_ns,
     limits::Limits,
     plan::{KeptStart, KernelAgg, KeyPart, Sample},
@@ -147,7 +147,7 @@ pub fn run(args: Options) -> Result<()> {
     attach(&plan, &mut probe, tracefs, cpid)?;
     let format = args.format;
     if !args.quiet {
-        say_attached(format, plan.attaches.len() - probe.left_out(), &mut out)?;
+        say_attached(format, attached(&plan, &probe), &mut out)?;
     }
     // bpftrace's runtime tests wait for this line to start their workload;
     // with it, weft runs under the same suite.
@@ -188,6 +188,8 @@ pub fn run(args: Options) -> Result<()> {
         stopped,
         exited,
     );
+    // Tasks stopped for watchpoints no longer set go on.
+    runtime.take_watches().iter().for_each(go_on);
     runtime.take_kernel_starts();
     runtime.set_exited(false);
     for index in user_probes(&plan, |t| *t == Target::End) {
@@ -338,6 +340,9 @@ fn resolve(text: &str, args: &Options) -> Result<Plan> {
     let mut program = weft_oneliner::parse::parse_with(text, &args.params).map_err(render)?;
     program.unsafe_calls = args.unsafe_calls;
     program.pid = args.pid;
+    program.command = (args.command.as_deref())
+        .and_then(|command| command.split_whitespace().next())
+        .map(str::to_owned);
     program.all_fields = args.store.is_some();
     let tracefs = ebpf::tracefs()?;
     weft_oneliner::check(program, &Kernel::new(tracefs)).map_err(render)
@@ -418,6 +423,44 @@ fn run_end(
     Ok(flow?)
 }
 
+/// The probes attached, as bpftrace counts them: a watchpoint on a
+/// function's argument is its uprobe until a call sets it.
+fn attached(plan: &Plan, probe: &OnelinerProbe) -> usize {
+    let set_later = (plan.attaches.iter())
+        .filter(|a| matches!(a.target, Target::WatchArg { .. }))
+        .count();
+    plan.attaches.len() - set_later - probe.left_out()
+}
+
+/// Sets the watchpoints functions' calls asked for
+/// (`watchpoint:FUNCTION+argN`), each then letting its stopped task go on,
+/// as bpftrace does; one the CPU has no register for is said so in the
+/// output, as bpftrace says it, and the task goes on all the same.
+fn set_watches(
+    runtime: &mut Runtime<'_>,
+    probe: &mut OnelinerProbe,
+    out: &mut dyn std::io::Write,
+) -> Result<()> {
+    for watch in runtime.take_watches() {
+        match probe.watch(watch.attach, watch.address) {
+            Ok(true) => {}
+            Ok(false) => writeln!(out, "{OUT_OF_REGISTERS}")?,
+            Err(error) => eprintln!("weft: {error:#}"),
+        }
+        go_on(&watch);
+    }
+    Ok(())
+}
+
+/// Lets the task the kernel stopped for `watch` go on.
+fn go_on(watch: &Watch) {
+    if let Some(pid) = watch.stopped.and_then(|pid| i32::try_from(pid).ok()) {
+        // SAFETY: kill has no memory preconditions. The process may have
+        // ended meanwhile, which is no error here.
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+    }
+}
+
 /// Runs until Ctrl-C, `exit()` or the end of the `-c` command or `-p`
 /// process; BEGIN first, where weft runs it (the kernel ran its own).
 fn event_loop(
@@ -469,6 +512,7 @@ fn event_loop(
         for address in runtime.take_unwatched() {
             probe.unwatch(address);
         }
+        set_watches(runtime, probe, &mut out)?;
         let drained = batch.events;
         if let Some(keep) = keep.as_mut().filter(|_| drained > 0) {
             keep.publish();
@@ -693,6 +737,9 @@ fn kernel_program(target: &Target) -> &'static str {
         Target::PerfEvent { .. } => "weft_oneliner_perf, one perf event per CPU with a cookie",
         Target::Watchpoint { .. } => {
             "weft_oneliner_perf, a breakpoint perf event on the watched process (per CPU without one) with a cookie"
+        }
+        Target::WatchArg { .. } => {
+            "weft_oneliner_perf, a breakpoint perf event on the watched process, set where a call of the function asks (its uprobe below), with a cookie"
         }
         Target::Fentry { .. } => "a copy of weft_oneliner_fentry/fexit loaded for this function",
         Target::Iter { .. } => {

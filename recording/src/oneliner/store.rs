@@ -206,6 +206,7 @@ fn source_name(attach: &Attach, taken: &BTreeMap<String, FieldKinds>) -> String 
         Target::Profile { unit, n } => format!("profile_{n}{unit}"),
         Target::PerfEvent { event, .. } => event.name().to_owned(),
         Target::Watchpoint { address, .. } => format!("watchpoint_{address:x}"),
+        Target::WatchArg { function, .. } => format!("watchpoint_{function}"),
         _ => "events".into(),
     };
     let base: String = base
