@@ -151,7 +151,7 @@ fn check_items(mut program: Program, kernel: &dyn Kernel, raw: bool) -> Result<P
         crate::signal::attach(item, &mut group, whole)?;
         let first = attaches.len();
         attaches.extend(group);
-        watch::add_setups(&mut attaches, first, index, item);
+        watch::add_setups(&mut attaches, first, index, item, program.pid);
     }
     for map in &mut maps {
         map.keys = keys.remove(&map.name).unwrap_or_default();

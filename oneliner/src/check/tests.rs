@@ -1868,3 +1868,36 @@ fn a_pointer_member_reads_the_integer_it_points_to() {
         .collect();
     assert_eq!(sizes, [(4, true), (2, true), (1, false)]);
 }
+
+#[test]
+fn a_watchpoint_on_an_argument_is_set_by_a_uprobe_on_its_function() {
+    let mut program = parse("watchpoint:read*+arg1:4:w { @ = count(); }").unwrap();
+    let refused = check(program.clone(), &FakeKernel).unwrap_err().message;
+    assert!(refused.contains("the -p or -c process"), "{refused}");
+    program.command = Some("bash".into());
+    let plan = check(program, &FakeKernel).unwrap();
+    let names: Vec<String> = plan.attaches.iter().map(|a| a.target.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "watchpoint:bash:readline:1:4:w",
+            "watchpoint:bash:readline_internal:1:4:w",
+            "uprobe:bash:readline",
+            "uprobe:bash:readline_internal",
+        ]
+    );
+    // Each uprobe copies arg1 (rsi), stops the `-c` command's task and
+    // runs none of the actions.
+    let setup = &plan.attaches[3];
+    assert_eq!(setup.watch, Some(1));
+    assert_eq!(setup.signal, Some(19));
+    assert_eq!(setup.raw_len, 112);
+    assert_eq!(setup.filters.len(), 1);
+    assert_eq!(setup.filters[0].to_string(), "pid == cpid");
+    // asyncwatchpoint does not stop it.
+    let mut program = parse("asyncwatchpoint:readline+arg0:8:rw { @ = count(); }").unwrap();
+    program.pid = Some(42);
+    let plan = check(program, &FakeKernel).unwrap();
+    assert_eq!(plan.attaches[1].signal, None);
+    assert_eq!(plan.attaches[1].filters[0].to_string(), "pid == 42");
+}

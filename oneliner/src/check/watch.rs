@@ -6,15 +6,27 @@
 //! watchpoint is set, so that none of the function's accesses is missed;
 //! `asyncwatchpoint` does not stop it.
 
-use crate::{Target, ast::Item, expand::register_args, plan::Attach};
+use crate::{
+    Target,
+    ast::{BinOp, Item},
+    expand::register_args,
+    plan::{Attach, Filter, Operand, Subject},
+};
 
 /// SIGSTOP: what the kernel sends a task whose watchpoint weft sets.
 const STOP: u8 = 19;
 
 /// Adds, for each watchpoint on a function's argument among `attaches`
 /// from `first` on (item `index`'s), the uprobe on the function that has
-/// weft set it.
-pub(crate) fn add_setups(attaches: &mut Vec<Attach>, first: usize, index: usize, item: &Item) {
+/// weft set it: in the `-p` process `pid`, else in the `-c` command's
+/// (another process running the file is neither stopped nor watched).
+pub(crate) fn add_setups(
+    attaches: &mut Vec<Attach>,
+    first: usize,
+    index: usize,
+    item: &Item,
+    pid: Option<u32>,
+) {
     for watch in first..attaches.len() {
         let Target::WatchArg {
             path,
@@ -36,6 +48,11 @@ pub(crate) fn add_setups(attaches: &mut Vec<Attach>, first: usize, index: usize,
         if let Some(field) = setup.field(&arg) {
             setup.raw_len = (field.offset + field.size).next_multiple_of(8);
         }
+        setup.filters.push(Filter {
+            subject: Subject::Pid,
+            op: BinOp::Eq,
+            value: pid.map_or(Operand::Cpid, |pid| Operand::Int(pid.into())),
+        });
         setup.watch = Some(watch);
         setup.signal = sync.then_some(STOP);
         attaches.push(setup);
