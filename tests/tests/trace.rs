@@ -673,6 +673,11 @@ const BEGIN_PROGRAMS: &[(&str, &[&str])] = &[
            (int8)-1 < (uint8)1); exit(); }",
         &[],
     ),
+    // buf() of an array of integers: its bytes (a task's CPU mask).
+    (
+        "BEGIN { printf(\"%r\\n\", buf(curtask->cpus_mask.bits)); exit(); }",
+        &[],
+    ),
     // A member's sign too: kernel structs' and the program's own.
     (
         "struct x { uint64_t u; int s; } BEGIN { $p = (struct x *)0; $a = (*(struct x *)0).u;

@@ -561,6 +561,10 @@ impl Checker<'_> {
                 ));
             }
         };
+        if field.is_none() {
+            // A member, which the kernel reads in BEGIN and END too.
+            self.kernel_reads();
+        }
         for (attach, bound) in self.attaches.iter_mut().zip(&self.bound) {
             match &field {
                 Some(name) => members::read_field_bytes(attach, name, data)?,

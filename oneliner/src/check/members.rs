@@ -550,12 +550,43 @@ fn read_pointed(
     let place = place(kernel, attach, bound, expr)?;
     match place.ty {
         KernelType::Chars(_) => return read_place(kernel, attach, &place, expr.span),
+        // buf() of an array of integers: its bytes, where it lies.
+        KernelType::Array { stride, count, .. } if !string => {
+            let len = u16::try_from(stride.saturating_mul(count))
+                .ok()
+                .filter(|len| usize::from(*len) <= STRING_LEN)
+                .ok_or_else(|| {
+                    Error::new(
+                        expr.span,
+                        format!(
+                            "buf() reads at most {STRING_LEN} bytes of an array: give a length"
+                        ),
+                    )
+                })?;
+            read_slot(
+                attach,
+                place.start,
+                place.hops,
+                place.at,
+                expr,
+                ReadKind::Bytes,
+            )?;
+            if let (Some(read), Some(member)) = (attach.reads.last_mut(), attach.members.last_mut())
+            {
+                (read.len, member.size) = (u32::from(len), len);
+            }
+            return Ok(Type::Str);
+        }
         // An address in an `unsigned long` too (`pt_regs`), as bpftrace reads it.
         KernelType::Pointer(_) | KernelType::Int { size: 8, .. } => {}
         _ => {
             return Err(Error::new(
                 expr.span,
-                "str() reads a char array, or the string a pointer or address member points to",
+                if string {
+                    "str() reads a char array, or the string a pointer or address member points to"
+                } else {
+                    "buf() reads an array, or the bytes a pointer or address member points to"
+                },
             ));
         }
     }
