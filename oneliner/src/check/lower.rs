@@ -412,8 +412,12 @@ mod tests {
     use crate::check::tests::checked;
 
     /// Attach point `index`'s configuration, `-c`'s pid 4242.
+    /// Attach point `index`'s configuration, as with a `-c` command whose
+    /// pid is 4242.
     fn lowered(text: &str, index: usize) -> ProbeConfig {
-        let plan = checked(text);
+        let mut program = crate::parse::parse(text).unwrap();
+        program.command = Some("cat".into());
+        let plan = crate::check::check(program, &crate::check::tests::FakeKernel).unwrap();
         config(index, &plan.attaches[index], 4242).unwrap()
     }
 

@@ -84,6 +84,7 @@ pub fn check_in_weft(program: Program, kernel: &dyn Kernel) -> Result<Plan> {
 /// Checks every item of `program`; with `raw`, a `raw_syscalls` probe
 /// that reads what a raw tracepoint holds is attached as one.
 fn check_items(mut program: Program, kernel: &dyn Kernel, raw: bool) -> Result<Plan> {
+    without_child(&program)?;
     let uprobe_args = crate::uprobe_args::read(&mut program, kernel)?;
     let defined = crate::types::Defined::new(&program.definitions, kernel)?;
     let kernel: &dyn Kernel = &defined;
@@ -178,6 +179,16 @@ fn check_items(mut program: Program, kernel: &dyn Kernel, raw: bool) -> Result<P
 
 /// Gives each `bswap(x)` the bytes it swaps as a second argument,
 /// `bswap(x, 2)`: the width of `x`'s type, which the runtime's values lack.
+/// `cpid` is the `-c` command's pid: without one, bpftrace refuses it.
+fn without_child(program: &Program) -> Result<()> {
+    match program.first_use(&[Builtin::Cpid]) {
+        Some((span, _)) if program.command.is_none() => {
+            Err(Error::new(span, "cpid cannot be used without a -c command"))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The maps of struct pointers the kernel keeps per thread (`saved.rs`):
 /// each one's index, and the struct its assignment casts to, if known.
 fn kept_pointers(

@@ -1901,3 +1901,9 @@ fn a_watchpoint_on_an_argument_is_set_by_a_uprobe_on_its_function() {
     assert_eq!(plan.attaches[1].signal, None);
     assert_eq!(plan.attaches[1].filters[0].to_string(), "pid == 42");
 }
+
+#[test]
+fn cpid_needs_a_command() {
+    let refused = refused("BEGIN { printf(\"%d\\n\", cpid); }");
+    assert_eq!(refused, "cpid cannot be used without a -c command");
+}
