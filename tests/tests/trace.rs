@@ -442,6 +442,12 @@ const COMPARED: &[(&str, &[&str])] = &[
            @[$t->a, $t->b, $t->c, $t->d, curtask->in_execve, curtask->sched_reset_on_fork] = count(); }",
         &["nanosleep:17:3"],
     ),
+    // A typed pointer field moves by whole pointees.
+    (
+        "tracepoint:syscalls:sys_enter_nanosleep /pid == cpid/ {
+           @[(uint64)(args->rqtp + 2) - (uint64)args->rqtp] = count(); }",
+        &["nanosleep:17:3"],
+    ),
     // A struct pointer saved at a syscall's entry, its members read at the
     // exit through the map, cast there or where it was saved; nothing once
     // the map lost it (`delete`), where a variable still holds it.
@@ -671,6 +677,13 @@ const BEGIN_PROGRAMS: &[(&str, &[&str])] = &[
     (
         "BEGIN { printf(\"%d %d %d %d %d\\n\", pid > -1, (uint64)-1 > 1, -1 < 1, nsecs > 0,
            (int8)-1 < (uint8)1); exit(); }",
+        &[],
+    ),
+    // A struct pointer moves by whole structs, as bpftrace moves it.
+    (
+        "struct A { int32_t a; int32_t b; char c[28] } BEGIN { $a = (struct A *)1024;
+           printf(\"%lu %lu %lu %lu\\n\", $a - 5, (struct A *)1024 + 2, $a + 1 - 1,
+           (uint64)(curtask + 1) - (uint64)curtask); exit(); }",
         &[],
     ),
     // buf() of an array of integers: its bytes (a task's CPU mask).

@@ -198,6 +198,12 @@ impl Checker<'_> {
         let l = self.expr(left)?;
         let r = self.expr(right)?;
         self.pointer_arithmetic(op, left, right, span)?;
+        if matches!(op, BinOp::Add | BinOp::Sub)
+            && !self.is_pointer(right)
+            && let Some(size) = self.pointee_size(left).filter(|size| *size > 1)
+        {
+            self.steps.insert(span, size);
+        }
         if matches!(op, BinOp::Eq | BinOp::Ne) {
             if l != r {
                 return Err(Error::new(

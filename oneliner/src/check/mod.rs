@@ -104,6 +104,7 @@ fn check_items(mut program: Program, kernel: &dyn Kernel, raw: bool) -> Result<P
     let mut unsigned_maps = HashMap::new();
     let mut unsigned_prints = HashSet::new();
     let mut sizes = HashMap::new();
+    let mut steps = HashMap::new();
     for index in 0..program.items.len() {
         let targets = expand(&program.items[index], kernel, &program, &uprobe_args)?;
         if let Some((target, fields)) = targets.first() {
@@ -137,6 +138,7 @@ fn check_items(mut program: Program, kernel: &dyn Kernel, raw: bool) -> Result<P
             tuple_shapes: HashMap::new(),
             swaps: &mut swaps,
             sizes: &mut sizes,
+            steps: &mut steps,
             unsafe_calls: program.unsafe_calls,
         };
         if let Some(predicate) = &item.predicate {
@@ -160,13 +162,7 @@ fn check_items(mut program: Program, kernel: &dyn Kernel, raw: bool) -> Result<P
         map.unsigned = unsigned_maps.get(&map.name).copied().unwrap_or(false);
     }
     widen_swaps(&mut program, &swaps);
-    program.rewrite(&mut |expr| {
-        if let ExprKind::SizeOf(_) = expr.kind
-            && let Some(size) = sizes.get(&expr.span)
-        {
-            expr.kind = ExprKind::Int(i64::from(*size));
-        }
-    });
+    put_sizes(&mut program, &sizes, steps);
     Ok(Plan {
         program,
         attaches,
@@ -179,6 +175,34 @@ fn check_items(mut program: Program, kernel: &dyn Kernel, raw: bool) -> Result<P
 
 /// Gives each `bswap(x)` the bytes it swaps as a second argument,
 /// `bswap(x, 2)`: the width of `x`'s type, which the runtime's values lack.
+/// Puts each `sizeof` in place, and multiplies the integer each pointer
+/// in `steps` is moved by by its pointee's size.
+fn put_sizes(program: &mut Program, sizes: &HashMap<Span, u32>, mut steps: HashMap<Span, u32>) {
+    program.rewrite(&mut |expr| {
+        let span = expr.span;
+        match &mut expr.kind {
+            ExprKind::SizeOf(_) if let Some(size) = sizes.get(&span) => {
+                expr.kind = ExprKind::Int(i64::from(*size));
+            }
+            // Once: the rewrite goes on into what it made.
+            ExprKind::Binary(BinOp::Add | BinOp::Sub, _, n)
+                if let Some(size) = steps.remove(&span) =>
+            {
+                let by = Expr {
+                    kind: ExprKind::Int(i64::from(size)),
+                    span: n.span,
+                };
+                let moved = std::mem::replace(n.as_mut(), by.clone());
+                **n = Expr {
+                    kind: ExprKind::Binary(BinOp::Mul, Box::new(moved), Box::new(by)),
+                    span: n.span,
+                };
+            }
+            _ => {}
+        }
+    });
+}
+
 /// `cpid` is the `-c` command's pid: without one, bpftrace refuses it.
 fn without_child(program: &Program) -> Result<()> {
     match program.first_use(&[Builtin::Cpid]) {
@@ -459,6 +483,10 @@ struct Checker<'a> {
     swaps: &'a mut HashMap<Span, u16>,
     /// Each `sizeof(expr)`, by span, and its size.
     sizes: &'a mut HashMap<Span, u32>,
+    /// Each `P + N` or `P - N` whose pointer P bpftrace moves by whole
+    /// pointees (a struct pointer, a typed field), by span, and the
+    /// pointee's size, by which N is multiplied.
+    steps: &'a mut HashMap<Span, u32>,
     /// Whether `system()` may run commands (`--unsafe`).
     unsafe_calls: bool,
 }

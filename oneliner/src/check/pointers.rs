@@ -36,4 +36,36 @@ impl Checker<'_> {
             _ => false,
         }
     }
+
+    /// The bytes bpftrace moves pointer `expr` by in `expr + 1`, where
+    /// weft must multiply: a struct pointer (a cast, `curtask`, a variable
+    /// or member holding one) or a typed pointer field. A pointer cast to
+    /// an integer type is moved so by the parser already.
+    pub(super) fn pointee_size(&self, expr: &Expr) -> Option<u32> {
+        let record = match &expr.kind {
+            ExprKind::StructCast(name, _) => self.kernel.record(name).ok()?,
+            ExprKind::Builtin(Builtin::Curtask) => self.kernel.record("struct task_struct").ok()?,
+            // Moved, it is still such a pointer.
+            ExprKind::Binary(BinOp::Add | BinOp::Sub, pointer, n) if !self.is_pointer(n) => {
+                return self.pointee_size(pointer);
+            }
+            ExprKind::Var(name) => self.bound.first()?.get(name)?.record,
+            ExprKind::Field(name) => {
+                let field = self.attaches.first()?.field(name)?;
+                if let Some((size, _)) = field.element {
+                    return Some(u32::from(size));
+                }
+                self.kernel.record(field.pointee.as_deref()?).ok()?
+            }
+            ExprKind::Member { .. } => {
+                let (attach, bound) = self.attaches.first().zip(self.bound.first())?;
+                match members::member_type(self.kernel, attach, bound, expr).ok()? {
+                    KernelType::Pointer(Some(record)) => record,
+                    _ => return None,
+                }
+            }
+            _ => return None,
+        };
+        Some(self.kernel.record_size(record))
+    }
 }
