@@ -686,6 +686,15 @@ const BEGIN_PROGRAMS: &[(&str, &[&str])] = &[
            (uint64)(curtask + 1) - (uint64)curtask); exit(); }",
         &[],
     ),
+    // Members through a struct pointer indexed or moved: by whole structs,
+    // the same bytes as read by offset.
+    (
+        "struct h { uint64_t a; uint64_t b; } BEGIN { $t = (struct task_struct *)curtask;
+           $h = (struct h *)curtask; printf(\"%d %d %d %d %d\\n\", $t[0].pid == pid,
+           ($t + 0)->tgid == pid, (*$t).pid == pid, $h[1].a == *(uint64 *)((uint64)curtask + 16),
+           ($h + 2)->b == *(uint64 *)((uint64)curtask + 40)); exit(); }",
+        &[],
+    ),
     // buf() of an array of integers: its bytes (a task's CPU mask).
     (
         "BEGIN { printf(\"%r\\n\", buf(curtask->cpus_mask.bits)); exit(); }",

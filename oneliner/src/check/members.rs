@@ -317,16 +317,19 @@ fn register_slot(args: &[Expr]) -> Option<(Start, Vec<u32>)> {
 
 /// Where member expression `expr` is.
 fn place(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, expr: &Expr) -> Result<Place> {
-    let ExprKind::Member { base, name, arrow } = &expr.kind else {
+    let ExprKind::Member { base, arrow, .. } = &expr.kind else {
         unreachable!("places are members")
     };
     let (start, hops, at, record) = if *arrow {
-        let p = pointer(kernel, attach, bound, base)?;
-        (p.start, p.hops, 0, p.record)
+        pointed(kernel, attach, bound, base)?
     } else {
         let outer = match &base.kind {
             ExprKind::Member { .. } => Some(place(kernel, attach, bound, base)?),
-            ExprKind::Deref(address) => element(kernel, attach, bound, address)?,
+            ExprKind::Deref(address) => match element(kernel, attach, bound, address)? {
+                Some(element) => Some(element),
+                // `(*p).m`, `p[2].m` of a struct pointer.
+                None => return at_member(kernel, pointed(kernel, attach, bound, address)?, expr),
+            },
             _ => None,
         }
         .ok_or_else(|| {
@@ -343,6 +346,19 @@ fn place(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, expr: &Expr) -> Re
         };
         (outer.start, outer.hops, outer.at, record)
     };
+    at_member(kernel, (start, hops, at, record), expr)
+}
+
+/// Where member `expr` (`.name`, `->name`) of the struct `record` at
+/// `at` bytes past the address `start` and `hops` lead to is.
+fn at_member(
+    kernel: &dyn Kernel,
+    (start, hops, at, record): (Start, Vec<u32>, u32, u32),
+    expr: &Expr,
+) -> Result<Place> {
+    let ExprKind::Member { name, .. } = &expr.kind else {
+        unreachable!("places are members")
+    };
     let member = kernel
         .member(record, name)
         .map_err(|e| Error::new(expr.span, e))?;
@@ -352,6 +368,36 @@ fn place(kernel: &dyn Kernel, attach: &Attach, bound: &Bound, expr: &Expr) -> Re
         at: at + member.offset,
         ty: member.ty,
     })
+}
+
+/// Where struct pointer `expr` points: its start, hops, the bytes past
+/// the address they lead to, and its struct. Moved by a constant, it
+/// moves by whole structs, as bpftrace moves it (`($p + 1)->m`, `$p[2].m`).
+fn pointed(
+    kernel: &dyn Kernel,
+    attach: &Attach,
+    bound: &Bound,
+    expr: &Expr,
+) -> Result<(Start, Vec<u32>, u32, u32)> {
+    if let ExprKind::Binary(op @ (BinOp::Add | BinOp::Sub), base, n) = &expr.kind
+        && let Some(n) = offset(n)
+    {
+        let p = pointer(kernel, attach, bound, base)?;
+        let size = i64::from(kernel.record_size(p.record));
+        let by = match op {
+            BinOp::Add => n.checked_mul(size),
+            _ => n.checked_mul(size).and_then(i64::checked_neg),
+        };
+        let at = by.and_then(|b| u32::try_from(b).ok()).ok_or_else(|| {
+            Error::new(
+                expr.span,
+                "weft reads the structs at and after a pointer, not before it",
+            )
+        })?;
+        return Ok((p.start, p.hops, at, p.record));
+    }
+    let p = pointer(kernel, attach, bound, expr)?;
+    Ok((p.start, p.hops, 0, p.record))
 }
 
 /// Checks member expression `expr` at `attach` and notes what the kernel

@@ -52,6 +52,16 @@ impl Checker<'_> {
         }
     }
 
+    /// Whether `expr` is `$p[i]` of a variable holding a struct pointer,
+    /// whose members the kernel reads at the event (`$p[1].m`), not an
+    /// element of an array the variable holds.
+    fn indexes_struct_pointer(&self, expr: &Expr) -> bool {
+        matches!(&expr.kind, ExprKind::Deref(address)
+            if matches!(&address.kind, ExprKind::Binary(BinOp::Add, base, _)
+                if matches!(&base.kind, ExprKind::Var(name)
+                    if self.bound.first().is_some_and(|b| b.contains_key(name)))))
+    }
+
     /// A member expression (`a->b`, `a.b`) at every attach point; its
     /// string when `string` (`str(a->b)`).
     pub(super) fn member(&mut self, expr: &Expr, string: bool) -> Result<Type> {
@@ -62,6 +72,7 @@ impl Checker<'_> {
             arrow: false,
         } = &expr.kind
             && base.may_be_bytes()
+            && !self.indexes_struct_pointer(base)
             && let Type::Composite(id) = self.expr(base)?
         {
             let crate::plan::Layout::Record(members) = &self.composites[usize::from(id)] else {
