@@ -702,9 +702,10 @@ pub struct BpftraceArgs {
     #[arg(long, help_heading = "Output")]
     pub no_warnings: bool,
 
-    /// As bpftrace's -k and -kk (warn when a helper fails): weft always
-    /// says what its helpers dropped (a full map's keys, a full ring's
-    /// events); a failed read reads 0.
+    /// As bpftrace's -k and -kk: warn, where in the program, when a map
+    /// helper fails (-k: a delete of a missing key; -kk: a read of one too).
+    /// weft always says what it dropped (a full map's keys, a full ring's
+    /// events); a failed kernel read reads 0 without a warning.
     #[arg(short = 'k', action = clap::ArgAction::Count, help_heading = "Output")]
     pub helper_errors: u8,
 

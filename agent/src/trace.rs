@@ -20,8 +20,17 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         crate::NO_WARNINGS.store(true, std::sync::atomic::Ordering::Relaxed);
     }
     let (text, params) = program_text(args)?;
+    // As bpftrace names the program in warnings.
+    let source = match args.words.first() {
+        Some(path) if args.expression.is_none() && path != "-" && !path.contains(['{', '\n']) => {
+            path.clone()
+        }
+        _ => "stdin".to_owned(),
+    };
     oneliner::run(Options {
         text,
+        source,
+        helper_errors: args.bpftrace.helper_errors,
         params,
         unsafe_calls: args.unsafe_calls,
         command: args.command.clone(),

@@ -695,6 +695,20 @@ const BEGIN_PROGRAMS: &[(&str, &[&str])] = &[
            ($h + 2)->b == *(uint64 *)((uint64)curtask + 40)); exit(); }",
         &[],
     ),
+    // -k warns where a delete finds no key, -kk where a read finds none,
+    // with where in the program, as bpftrace's map helpers fail.
+    (
+        "i:ms:100 { @[1] = 1; delete(@[2]); printf(\"%d\\n\", @[3]); exit(); }",
+        &["-k"],
+    ),
+    (
+        "i:ms:100 { @[1] = 1;\n delete(@[2]); $x = @[3]; printf(\"%d\\n\", @[4] + $x); exit(); }",
+        &["-kk"],
+    ),
+    (
+        "i:ms:100 { @[1] = 1; delete(@[2]); printf(\"%d\\n\", @[3]); exit(); }",
+        &["-kk", "-f", "json"],
+    ),
     // buf() of an array of integers: its bytes (a task's CPU mask).
     (
         "BEGIN { printf(\"%r\\n\", buf(curtask->cpus_mask.bits)); exit(); }",

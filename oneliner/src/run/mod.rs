@@ -3,6 +3,7 @@
 
 pub mod cgroups;
 pub mod format;
+pub mod helper_errors;
 pub mod json;
 pub mod output;
 pub(crate) mod signal;
@@ -18,6 +19,7 @@ use weft_abi::oneliner::{
 use crate::{
     ast::{BinOp, Builtin, Expr, ExprKind, MapRef, Stmt},
     check::{Attach, MapKind, Plan},
+    error::Span,
     kernel::FieldKind,
     limits::Limits,
     output::{Agg, OutputFormat},
@@ -129,6 +131,11 @@ pub struct Runtime<'p> {
     unwatched: Vec<u64>,
     /// Watchpoints a function's call asked to set, until taken.
     watches: Vec<Watch>,
+    /// `-k` (1) or `-kk` (2): which failures of bpftrace's map helpers to
+    /// warn of (`helper_errors.rs`), and where the program's text is.
+    helper_errors: (u8, helper_errors::Source),
+    /// Warnings not yet written, in the order they came.
+    warnings: String,
     /// What writes `skboutput()`'s packets.
     packets: Option<Box<dyn Packets>>,
     /// After `exit()` or Ctrl-C: events still to come run no command.
@@ -181,6 +188,8 @@ impl<'p> Runtime<'p> {
             cpid: 0,
             unwatched: Vec::new(),
             watches: Vec::new(),
+            helper_errors: (0, helper_errors::Source::default()),
+            warnings: String::new(),
             names: None,
             memory: None,
             kernel: None,
@@ -226,6 +235,31 @@ impl<'p> Runtime<'p> {
     }
 
     /// Sets `cpid`.
+    /// Warns of failures of bpftrace's map helpers, as `-k` (`level` 1)
+    /// or `-kk` (2) has bpftrace warn, pointing into `source`.
+    pub fn set_helper_errors(&mut self, level: u8, source: helper_errors::Source) {
+        self.helper_errors = (level, source);
+    }
+
+    /// Notes a warning that `helper` failed with `retcode` at `span`, if
+    /// `-k` given `level` times or more asks for it.
+    fn helper_error(&mut self, level: u8, helper: &str, retcode: i32, span: Span) {
+        if self.helper_errors.0 >= level {
+            let (_, source) = &self.helper_errors;
+            let warning = helper_errors::render(self.format, source, helper, retcode, span);
+            self.warnings.push_str(&warning);
+        }
+    }
+
+    /// Writes the warnings noted so far.
+    fn write_warnings(&mut self, out: &mut dyn Write) -> std::io::Result<()> {
+        if !self.warnings.is_empty() {
+            out.write_all(self.warnings.as_bytes())?;
+            self.warnings.clear();
+        }
+        Ok(())
+    }
+
     pub fn set_cpid(&mut self, pid: u32) {
         self.cpid = pid;
     }
@@ -284,10 +318,12 @@ impl<'p> Runtime<'p> {
             });
             return Ok((Flow::Continue, false));
         }
-        if let Some(predicate) = &item.predicate
-            && !self.eval(predicate, &mut scope).truthy()
-        {
-            return Ok((Flow::Continue, false));
+        if let Some(predicate) = &item.predicate {
+            let holds = self.eval(predicate, &mut scope).truthy();
+            self.write_warnings(out)?;
+            if !holds {
+                return Ok((Flow::Continue, false));
+            }
         }
         self.stmts(&item.body, &mut scope, out)?;
         Ok((scope.flow, true))
@@ -413,6 +449,7 @@ impl<'p> Runtime<'p> {
                 break;
             }
             self.stmt(stmt, scope, out)?;
+            self.write_warnings(out)?;
         }
         Ok(())
     }
@@ -523,6 +560,8 @@ impl<'p> Runtime<'p> {
                     unreachable!("checked")
                 };
                 let values: Vec<Value> = args[1..].iter().map(|a| self.eval(a, scope)).collect();
+                // A read's warning comes before the line, as bpftrace's.
+                self.write_warnings(out)?;
                 let text = format::render(text, &values);
                 output::text(self.format, "printf", &text, out)?;
             }
@@ -583,39 +622,44 @@ impl<'p> Runtime<'p> {
                 }
                 _ => {}
             },
-            "clear" | "zero" | "delete" => {
-                let Some(Expr {
-                    kind: ExprKind::Map(map),
-                    ..
-                }) = args.first()
-                else {
-                    return Ok(());
-                };
-                let index = self.plan.map(&map.name).expect("checked");
-                match name.as_str() {
-                    "clear" => self.maps[index].clear(),
-                    "zero" => {
-                        let kind = self.plan.maps[index].kind;
-                        for agg in self.maps[index].values_mut() {
-                            *agg = match agg {
-                                Agg::Value(Value::Str(_)) => Agg::Value(Value::Str(String::new())),
-                                Agg::Value(Value::Int(_)) => Agg::Value(Value::Int(0)),
-                                _ => Agg::new(kind),
-                            };
-                        }
-                    }
-                    _ => {
-                        let key = self.keys(map, scope);
-                        self.maps[index].remove(key.as_slice());
-                        self.key = key;
-                    }
-                }
-            }
+            "clear" | "zero" | "delete" => self.empty(name, args, expr.span, scope),
             _ => {
                 self.eval(expr, scope);
             }
         }
         Ok(())
+    }
+
+    /// `clear(@m)`, `zero(@m)`, `delete(@m[key])` (at `span`).
+    fn empty(&mut self, name: &str, args: &[Expr], span: Span, scope: &mut Scope<'_, '_>) {
+        let Some(Expr {
+            kind: ExprKind::Map(map),
+            ..
+        }) = args.first()
+        else {
+            return;
+        };
+        let index = self.plan.map(&map.name).expect("checked");
+        match name {
+            "clear" => self.maps[index].clear(),
+            "zero" => {
+                let kind = self.plan.maps[index].kind;
+                for agg in self.maps[index].values_mut() {
+                    *agg = match agg {
+                        Agg::Value(Value::Str(_)) => Agg::Value(Value::Str(String::new())),
+                        Agg::Value(Value::Int(_)) => Agg::Value(Value::Int(0)),
+                        _ => Agg::new(kind),
+                    };
+                }
+            }
+            _ => {
+                let key = self.keys(map, scope);
+                if self.maps[index].remove(key.as_slice()).is_none() {
+                    self.helper_error(1, "map_delete_elem", helper_errors::NO_ENTRY, span);
+                }
+                self.key = key;
+            }
+        }
     }
 
     /// The values of `map`'s keys at this event, in the runtime's reused
@@ -676,7 +720,7 @@ impl<'p> Runtime<'p> {
             ExprKind::Builtin(_) => member(scope, expr),
             ExprKind::StructCast(_, inner) => self.eval(inner, scope),
             ExprKind::Var(name) => scope.vars.get(name).cloned().unwrap_or(Value::Int(0)),
-            ExprKind::Map(map) => self.map_value(map, scope),
+            ExprKind::Map(map) => self.map_value(map, expr.span, scope),
             ExprKind::Unary(op, operand) => Value::Int(op.apply(self.eval(operand, scope).int())),
             ExprKind::Deref(address) => self.deref(address, scope),
             ExprKind::Binary(op, left, right) => self.binary(*op, left, right, scope),
@@ -982,15 +1026,17 @@ impl<'p> Runtime<'p> {
         member(scope, expr)
     }
 
-    fn map_value(&mut self, map: &MapRef, scope: &mut Scope<'_, '_>) -> Value {
+    fn map_value(&mut self, map: &MapRef, span: Span, scope: &mut Scope<'_, '_>) -> Value {
         let index = self.plan.map(&map.name).expect("checked");
         let key = self.keys(map, scope);
-        let value = match self.maps[index].get(key.as_slice()) {
-            Some(agg) => kept_string(scope, index).unwrap_or_else(|| agg.read()),
-            None => match self.plan.maps[index].kind {
+        let value = if let Some(agg) = self.maps[index].get(key.as_slice()) {
+            kept_string(scope, index).unwrap_or_else(|| agg.read())
+        } else {
+            self.helper_error(2, "map_lookup_elem", 0, span);
+            match self.plan.maps[index].kind {
                 MapKind::Value(Type::Str) => Value::Str(String::new()),
                 _ => Value::Int(0),
-            },
+            }
         };
         self.key = key;
         value

@@ -32,6 +32,7 @@ use weft_oneliner::{
     ast::period_ns,
     limits::Limits,
     plan::{KeptStart, KernelAgg, KeyPart, Sample},
+    run::helper_errors::Source,
 };
 
 use self::{
@@ -43,6 +44,11 @@ use self::{
 pub struct Options {
     /// The program's text.
     pub text: String,
+    /// Its name in warnings: `stdin`, as bpftrace names `-e`'s program,
+    /// or the script's path.
+    pub source: String,
+    /// bpftrace's `-k` (1) or `-kk` (2): warn where a map helper fails.
+    pub helper_errors: u8,
     /// Its positional parameters, `$1`, `$2`, ...
     pub params: Vec<String>,
     /// Whether `system()` may run commands (`--unsafe`).
@@ -155,13 +161,12 @@ pub fn run(args: Options) -> Result<()> {
         out.flush()?;
         eprintln!("__BPFTRACE_NOTIFY_PROBES_ATTACHED");
     }
-    let mut runtime = Runtime::new(&plan, format, weft_store::now_ns());
-    runtime.set_limits(limits);
-    runtime.set_cpid(cpid);
-    runtime.set_names(Box::new(probe.names()));
-    runtime.set_kernel_memory(Box::<Kcore>::default());
-    runtime.set_kernel_aggs(Box::new(probe.aggs()?));
-    runtime.set_packets(Box::<pcap::PcapFiles>::default());
+    let source = Source {
+        name: args.source.clone(),
+        text: text.clone(),
+    };
+    let warn = (args.helper_errors, source);
+    let mut runtime = runtime(&plan, format, limits, cpid, warn, &mut probe)?;
     let mut keep = args
         .store
         .as_deref()
@@ -421,6 +426,27 @@ fn run_end(
         matches!(flow, Ok(Flow::Continue))
     });
     Ok(flow?)
+}
+
+/// The runtime of `plan`'s actions, reading what `probe` keeps.
+/// `helper_errors` is `-k`'s count and the program's text and name.
+fn runtime<'p>(
+    plan: &'p Plan,
+    format: OutputFormat,
+    limits: Limits,
+    cpid: u32,
+    (helper_errors, source): (u8, Source),
+    probe: &mut OnelinerProbe,
+) -> Result<Runtime<'p>> {
+    let mut runtime = Runtime::new(plan, format, weft_store::now_ns());
+    runtime.set_limits(limits);
+    runtime.set_cpid(cpid);
+    runtime.set_helper_errors(helper_errors, source);
+    runtime.set_names(Box::new(probe.names()));
+    runtime.set_kernel_memory(Box::<Kcore>::default());
+    runtime.set_kernel_aggs(Box::new(probe.aggs()?));
+    runtime.set_packets(Box::<pcap::PcapFiles>::default());
+    Ok(runtime)
 }
 
 /// The probes attached, as bpftrace counts them: a watchpoint on a
