@@ -1235,11 +1235,14 @@ fn stacks_profile_a_busy_function_and_the_sleeps_a_thread_left_the_cpu_for() {
     }
     let dir = capture_dir("stacks");
     // 1 s on the CPU in one function at 99 samples a second, then 20 sleeps
-    // of 10 ms.
+    // of 10 ms; then held a moment (in poll, not a sleep): a user stack is
+    // named from its process's files when the recorder drains it, and a
+    // recorder lagging in a loaded guest once found the workload gone (its
+    // spin's frames stayed addresses).
     let stderr = record(
         WORKLOAD,
         &dir,
-        &["spin:1000", "nanosleep:10:20"],
+        &["spin:1000", "nanosleep:10:20", "hold:1000"],
         &["--sources", "stacks,sched", "--stack-hz", "99"],
     );
     assert!(

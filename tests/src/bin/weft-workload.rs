@@ -17,6 +17,8 @@
 //! of the 5 bytes `edge\n` that end a mapping: the page after them is
 //! not mapped), `write-line:PATH` (one `write` to PATH of `line\n` from a
 //! buffer with room after it), `stat:PATH` (one `statx` of PATH),
+//! `hold:MS` (MS ms off the CPU in `poll`, not in a sleep: a process kept
+//! alive after its measured steps, so that a tracer still finds its files),
 //! `stack-args:N` (N getppid calls through libc's `syscall()` given seven
 //! more arguments, 1 to 5, 66 and 77: the last two on the stack), or `switches:PATH` (the
 //! thread's voluntary context switches so far, written into PATH once all
@@ -33,7 +35,7 @@ fn main() -> ExitCode {
     for step in &steps {
         let Some(step) = parse(step) else {
             eprintln!(
-                "weft-workload: bad step `{step}` (getppid:N, getpid:N, close-bad:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, frame:IFACE, write-edge:PATH, write-line:PATH, stat:PATH, stack-args:N, usdt:N, hogged-reads:MS, spin:MS, map-reads:MS, lock-waits:N:MS, threads:T:N, random-read:PATH:BYTES, fsync-behind:PATH:MB, switches:PATH)"
+                "weft-workload: bad step `{step}` (getppid:N, getpid:N, close-bad:N, nanosleep:MS:K, direct-read:PATH:BYTES, drop-cache:PATH, read:PATH:BYTES, open-mapped:PATH, migrate:N, frame:IFACE, write-edge:PATH, write-line:PATH, stat:PATH, stack-args:N, usdt:N, hogged-reads:MS, spin:MS, hold:MS, map-reads:MS, lock-waits:N:MS, threads:T:N, random-read:PATH:BYTES, fsync-behind:PATH:MB, switches:PATH)"
             );
             return ExitCode::from(2);
         };
@@ -92,6 +94,7 @@ enum Step {
     FsyncBehind { path: String, mb: usize },
     Spin(u64),
     MapReads(u64),
+    Hold(u64),
 }
 
 fn parse(step: &str) -> Option<Step> {
@@ -116,6 +119,7 @@ fn parse(step: &str) -> Option<Step> {
         ("usdt", n, None) => Step::Usdt(n.parse().ok()?),
         ("hogged-reads", ms, None) => Step::HoggedReads(ms.parse().ok()?),
         ("spin", ms, None) => Step::Spin(ms.parse().ok()?),
+        ("hold", ms, None) => Step::Hold(ms.parse().ok()?),
         ("map-reads", ms, None) => Step::MapReads(ms.parse().ok()?),
         ("lock-waits", n, Some(ms)) => Step::LockWaits {
             times: n.parse().ok()?,
@@ -202,6 +206,16 @@ fn run(step: Step, switches: &mut Vec<(String, i64)>) -> std::io::Result<()> {
         Step::Migrate(n) => migrate(n)?,
         Step::HoggedReads(ms) => hogged_reads(ms)?,
         Step::Spin(ms) => spin_in_user_space(ms),
+        Step::Hold(ms) => {
+            // SAFETY: poll of no descriptors only waits.
+            unsafe {
+                libc::poll(
+                    std::ptr::null_mut(),
+                    0,
+                    i32::try_from(ms).unwrap_or(i32::MAX),
+                )
+            };
+        }
         Step::MapReads(ms) => map_reads(ms)?,
         Step::LockWaits { times, ms } => lock_waits(times, ms),
         Step::Threads { threads, calls } => {
