@@ -206,16 +206,7 @@ fn run(step: Step, switches: &mut Vec<(String, i64)>) -> std::io::Result<()> {
         Step::Migrate(n) => migrate(n)?,
         Step::HoggedReads(ms) => hogged_reads(ms)?,
         Step::Spin(ms) => spin_in_user_space(ms),
-        Step::Hold(ms) => {
-            // SAFETY: poll of no descriptors only waits.
-            unsafe {
-                libc::poll(
-                    std::ptr::null_mut(),
-                    0,
-                    i32::try_from(ms).unwrap_or(i32::MAX),
-                )
-            };
-        }
+        Step::Hold(ms) => hold(ms),
         Step::MapReads(ms) => map_reads(ms)?,
         Step::LockWaits { times, ms } => lock_waits(times, ms),
         Step::Threads { threads, calls } => {
@@ -367,6 +358,13 @@ fn pin(cpu: usize) -> std::io::Result<()> {
 /// by name. The loop is one `asm!` block, so that samples land in this
 /// function itself: this crate is built without optimisation and without
 /// frame pointers, and a sample in a function it calls would not name it.
+/// `ms` ms off the CPU in `poll`, which is no sleep of `nanosleep`'s.
+fn hold(ms: u64) {
+    let ms = i32::try_from(ms).unwrap_or(i32::MAX);
+    // SAFETY: poll of no descriptors only waits.
+    unsafe { libc::poll(std::ptr::null_mut(), 0, ms) };
+}
+
 #[inline(never)]
 fn spin_in_user_space(ms: u64) {
     let until = std::time::Instant::now() + std::time::Duration::from_millis(ms);
