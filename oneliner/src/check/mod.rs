@@ -13,7 +13,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::{
-    ast::{BinOp, Builtin, Expr, ExprKind, MapRef, Program, SizeOf, Stmt, UnOp, for_each_expr},
+    ast::{BinOp, Builtin, Expr, ExprKind, MapRef, Program, SizeOf, Stmt, UnOp},
     error::{Error, Result, Span},
     expand::expand,
     format,
@@ -308,8 +308,7 @@ fn collect_maps(program: &Program) -> Result<(Vec<MapInfo>, HashSet<String>)> {
                 stepped.push(map.clone());
             }
         };
-        item.predicate.iter().for_each(|e| e.visit(&mut steps));
-        for_each_expr(&item.body, &mut |e| e.visit(&mut steps));
+        item.for_each_expr(&mut |e| e.visit(&mut steps));
         for map in &stepped {
             visit(map, Some(MapKind::Value(Type::Int)))?;
         }

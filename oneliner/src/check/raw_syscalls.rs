@@ -35,10 +35,7 @@ pub(crate) fn raw_fields(item: &Item, target: &Target, fields: &[Field]) -> Opti
             _ => {}
         });
     };
-    if let Some(predicate) = &item.predicate {
-        check(predicate);
-    }
-    crate::ast::for_each_expr(&item.body, &mut check);
+    item.for_each_expr(&mut check);
     let field = fields.iter().find(|f| f.name == held)?;
     // The second of the raw context's 8-byte slots, as the field's type.
     fits.then(|| {

@@ -28,9 +28,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::ast::{
-    Builtin, Expr, ExprKind, MapRef, Program, Stmt, for_each_expr, for_each_map_target,
-};
+use crate::ast::{Builtin, Expr, ExprKind, MapRef, Program, Stmt, for_each_map_target};
 use crate::error::Span;
 
 /// The maps whose pointers' strings are read where they are saved.
@@ -50,18 +48,12 @@ pub(crate) struct Saved {
 /// Rewrites `program` so maps read through `str()` hold strings.
 pub(crate) fn read_where_saved(program: &mut Program) -> Saved {
     let mut read = HashSet::new();
-    for item in &program.items {
-        item.predicate
-            .iter()
-            .for_each(|e| maps_read_as_strings(e, &mut read));
-        for_each_expr(&item.body, &mut |e| maps_read_as_strings(e, &mut read));
-    }
     let mut pointers = HashMap::new();
     for item in &program.items {
-        item.predicate
-            .iter()
-            .for_each(|e| maps_read_as_pointers(e, &mut pointers));
-        for_each_expr(&item.body, &mut |e| maps_read_as_pointers(e, &mut pointers));
+        item.for_each_expr(&mut |e| {
+            maps_read_as_strings(e, &mut read);
+            maps_read_as_pointers(e, &mut pointers);
+        });
     }
     // A map read through str() holds strings.
     pointers.retain(|map, _| !read.contains(map));
@@ -75,8 +67,7 @@ pub(crate) fn read_where_saved(program: &mut Program) -> Saved {
                 keyed_by_tid(map, &mut by_thread);
             }
         };
-        item.predicate.iter().for_each(|e| e.visit(&mut check));
-        for_each_expr(&item.body, &mut |e| e.visit(&mut check));
+        item.for_each_expr(&mut |e| e.visit(&mut check));
         for_each_map_target(&item.body, &mut |map| keyed_by_tid(map, &mut by_thread));
     }
     let mut spans = HashSet::new();

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use crate::{
-    ast::{Base, Expr, ExprKind, Item, ProbeKind, Program, RecordDef, TypeRef, for_each_expr},
+    ast::{Base, Expr, ExprKind, Item, ProbeKind, Program, RecordDef, TypeRef},
     error::{Error, Result},
     kernel::{Field, FieldKind, Kernel},
     registers::REGISTER_ARGS,
@@ -84,8 +84,7 @@ fn casts_to_unknown(item: &Item, defined: &[String], kernel: &dyn Kernel) -> boo
             }
         });
     };
-    item.predicate.iter().for_each(&mut look);
-    for_each_expr(&item.body, &mut look);
+    item.for_each_expr(&mut look);
     found
 }
 
@@ -95,8 +94,7 @@ fn names_an_argument(item: &Item) -> bool {
     let mut look = |expr: &Expr| {
         expr.visit(&mut |e| found |= matches!(e.kind, ExprKind::Field(_)));
     };
-    item.predicate.iter().for_each(&mut look);
-    for_each_expr(&item.body, &mut look);
+    item.for_each_expr(&mut look);
     found
 }
 

@@ -40,14 +40,7 @@ pub fn render(
         );
     }
     let reason = if retcode < 0 {
-        let reason = std::io::Error::from_raw_os_error(-retcode).to_string();
-        // The reason without Rust's " (os error N)", as strerror gives it.
-        let reason = reason
-            .split(" (os error")
-            .next()
-            .unwrap_or_default()
-            .to_owned();
-        format!("{reason} ({retcode})")
+        format!("{} ({retcode})", super::strerror(i64::from(-retcode)))
     } else {
         retcode.to_string()
     };

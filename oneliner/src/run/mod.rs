@@ -1158,7 +1158,7 @@ fn user_name(uid: u32) -> String {
 
 /// An error number's text, as `strerror(3)` gives it (bpftrace's
 /// `strerror()`): "No such file or directory" for 2.
-fn strerror(errno: i64) -> String {
+pub(crate) fn strerror(errno: i64) -> String {
     let errno = i32::try_from(errno).unwrap_or(i32::MAX);
     // SAFETY: strerror returns a NUL-terminated string that stays valid
     // until the next call on this thread, which the copy precedes.

@@ -839,16 +839,22 @@ impl Program {
             });
         };
         for item in &self.items {
-            if let Some(predicate) = &item.predicate {
-                look(predicate);
-            }
-            for_each_expr(&item.body, &mut look);
+            item.for_each_expr(&mut look);
         }
         found
     }
 }
 
 impl Item {
+    /// Calls `f` on its predicate and on every expression of its actions
+    /// (not their subexpressions).
+    pub(crate) fn for_each_expr(&self, f: &mut dyn FnMut(&Expr)) {
+        if let Some(predicate) = &self.predicate {
+            f(predicate);
+        }
+        for_each_expr(&self.body, f);
+    }
+
     /// Calls `f` on every expression of the item, its predicate included,
     /// and then on its subexpressions (as `f` left them), to rewrite them.
     pub(crate) fn rewrite(&mut self, f: &mut dyn FnMut(&mut Expr)) {
