@@ -23,7 +23,7 @@ use crate::{
     kernel::FieldKind,
     limits::Limits,
     output::{Agg, OutputFormat},
-    plan::{ReadKind, Start},
+    plan::{MemberRead, ReadKind, Start},
     stack::{Stack, StackMode},
     value::{Type, Value, c_string},
 };
@@ -1007,10 +1007,10 @@ impl<'p> Runtime<'p> {
     /// 0 and finds nothing.
     fn member(&mut self, expr: &Expr, scope: &mut Scope<'_, '_>) -> Value {
         let attach = scope.attach;
-        let kept = attach
-            .member(expr.span)
-            .is_some_and(|m| matches!(attach.reads[m.read].start, Start::Saved(_)));
-        if kept {
+        let Some(m) = attach.member(expr.span) else {
+            return Value::Int(0);
+        };
+        if matches!(attach.reads[m.read].start, Start::Saved(_)) {
             let mut base = expr;
             while let ExprKind::Member { base: inner, .. } | ExprKind::StructCast(_, inner) =
                 &base.kind
@@ -1020,10 +1020,10 @@ impl<'p> Runtime<'p> {
             if matches!(base.kind, ExprKind::Map(_) | ExprKind::Var(_))
                 && self.eval(base, scope).int() == 0
             {
-                return member_value(attach, expr, &[]);
+                return member_value(attach, m, &[]);
             }
         }
-        member(scope, expr)
+        member_value(attach, m, read_bytes(scope, m))
     }
 
     fn map_value(&mut self, map: &MapRef, span: Span, scope: &mut Scope<'_, '_>) -> Value {
@@ -1343,15 +1343,14 @@ fn kept_string(scope: &Scope<'_, '_>, map: usize) -> Option<Value> {
 /// The kernel struct member `expr` names, from the slot the kernel read
 /// it into.
 fn member(scope: &Scope<'_, '_>, expr: &Expr) -> Value {
-    let (bytes, _) = member_bytes(scope, expr).unwrap_or_default();
-    member_value(scope.attach, expr, bytes)
+    match scope.attach.member(expr.span) {
+        Some(m) => member_value(scope.attach, m, read_bytes(scope, m)),
+        None => Value::Int(0),
+    }
 }
 
-/// Member `expr` of `attach` made of `bytes` (zeros where they are short).
-fn member_value(attach: &Attach, expr: &Expr, bytes: &[u8]) -> Value {
-    let Some(m) = attach.member(expr.span) else {
-        return Value::Int(0);
-    };
+/// Member `m` of `attach` made of `bytes` (zeros where they are short).
+fn member_value(attach: &Attach, m: &MemberRead, bytes: &[u8]) -> Value {
     let chars = m.chars;
     if let Some(layout) = m.layout.and_then(|i| attach.layouts.get(usize::from(i))) {
         return layout.value(bytes);
@@ -1379,8 +1378,13 @@ fn member_of(value: Value, name: &str) -> Value {
 /// The bytes the kernel read for member `expr`, and whether they are a
 /// `char` array.
 fn member_bytes<'a>(scope: &Scope<'_, 'a>, expr: &Expr) -> Option<(&'a [u8], bool)> {
+    let m = scope.attach.member(expr.span)?;
+    Some((read_bytes(scope, m), m.chars))
+}
+
+/// The bytes the kernel read for member read `m`.
+fn read_bytes<'a>(scope: &Scope<'_, 'a>, m: &MemberRead) -> &'a [u8] {
     let attach = scope.attach;
-    let m = attach.member(expr.span)?;
     let read = &attach.reads[m.read];
     let slot = scope
         .event
@@ -1395,8 +1399,7 @@ fn member_bytes<'a>(scope: &Scope<'_, 'a>, expr: &Expr) -> Option<(&'a [u8], boo
         ReadKind::Bytes => start + usize::from(m.size),
         ReadKind::String | ReadKind::Path => slot.len(),
     };
-    let bytes = slot.get(start..end).unwrap_or_default();
-    Some((bytes, m.chars))
+    slot.get(start..end).unwrap_or_default()
 }
 
 /// The string the kernel read for field `name`, or a `char[]` field.
